@@ -1,0 +1,107 @@
+// trainscope — the command line: run | tune | report | export | import.
+// Thin: parses flags with CLI11 and calls the libraries. Bad input exits 2 with a message that names
+// the flag and the fix; a failure while running exits 1.
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "trainscope/common/error.h"
+#include "trainscope/runtime/config.h"
+#include "trainscope/runtime/run_command.h"
+
+namespace rt = trainscope::runtime;
+
+namespace {
+
+struct RunFlags {
+  rt::TrainConfig cfg;
+  std::string ckpt = "none", precision = "fp32", optimizer = "adamw", device = "auto";
+  int64_t gbs = 0, ga = 0;
+  double peak = 0;
+};
+
+void addRunFlags(CLI::App* run, RunFlags& f) {
+  rt::TrainConfig& c = f.cfg;
+  run->add_option("--workload", c.workload, "workload name (workloads/*.json) or a JSON path (also HF GPT-2 config.json)")
+      ->capture_default_str();
+  run->add_option("--seq", c.seq, "sequence length T (default: the workload's n_positions, at most 1024)");
+  run->add_option("--mbs", c.mbs, "micro-batch size in sequences")->capture_default_str();
+  run->add_option("--gbs", f.gbs, "global batch in sequences (= mbs x ga)");
+  run->add_option("--ga", f.ga, "gradient-accumulation steps");
+  run->add_option("--steps", c.steps, "optimizer steps")->capture_default_str();
+  run->add_option("--ckpt", f.ckpt, "activation checkpointing: none|selective|full")->capture_default_str();
+  run->add_option("--precision", f.precision, "fp32|bf16|fp16")->capture_default_str();
+  run->add_option("--optimizer", f.optimizer, "adamw|adafactor|adam8bit|sgd")->capture_default_str();
+  run->add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
+  run->add_option("--min-lr-ratio", c.min_lr_ratio, "cosine decays to lr x this")->capture_default_str();
+  run->add_option("--warmup", c.warmup, "linear warm-up steps")->capture_default_str();
+  run->add_option("--clip", c.clip, "gradient global-norm clip (0: off)")->capture_default_str();
+  run->add_option("--weight-decay", c.weight_decay, "decoupled weight decay on matrices")->capture_default_str();
+  run->add_option("--beta1", c.beta1)->capture_default_str();
+  run->add_option("--beta2", c.beta2)->capture_default_str();
+  run->add_option("--eps", c.eps)->capture_default_str();
+  run->add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
+  run->add_option("--adam8bit-block", c.adam8bit_block, "8-bit Adam quantisation block")->capture_default_str();
+  run->add_option("--fp16-init-scale", c.fp16_init_scale, "initial fp16 loss scale")->capture_default_str();
+  run->add_option("--seed", c.seed)->capture_default_str();
+  run->add_option("--data", c.data, "synthetic | path to a uint16 token file (nanoGPT / llm.c layout)")
+      ->capture_default_str();
+  run->add_option("--device", f.device, "auto|cpu|cuda")->capture_default_str();
+  run->add_option("--out", c.out, "run database (SQLite) to write");
+  run->add_flag("--overwrite", c.overwrite, "replace --out if it exists");
+  run->add_option("--peak-tflops", f.peak, "device peak dense TFLOP/s for MFU/HFU");
+  run->add_option("--threads", c.threads, "intra-op CPU threads (0: LibTorch default)");
+  run->add_flag("--json", c.json, "print one JSON summary line at the end");
+  run->add_flag("-q,--quiet", c.quiet, "no per-step lines");
+}
+
+rt::TrainConfig finish(RunFlags& f, CLI::App* run) {
+  rt::TrainConfig c = f.cfg;
+  c.ckpt = rt::parseCheckpointing(f.ckpt);
+  c.precision = rt::parsePrecision(f.precision);
+  c.optimizer = rt::parseOptimizer(f.optimizer);
+  c.device = rt::parseDevice(f.device);
+  if (run->count("--gbs")) c.gbs = f.gbs;
+  if (run->count("--ga")) c.ga = f.ga;
+  if (run->count("--peak-tflops")) c.peak_tflops = f.peak;
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainscope — find the fastest way to train a GPT that fits, and show why"};
+  app.require_subcommand(1);
+  RunFlags run_flags;
+  CLI::App* run = app.add_subcommand("run", "train a GPT and record per-step metrics");
+  addRunFlags(run, run_flags);
+  for (const char* name : {"tune", "report", "export", "import"})
+    app.add_subcommand(name, "not available yet in this build")->allow_extras();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "error: " << e.what() << " (fix: see `trainscope " << (run->parsed() ? "run " : "") << "--help`)\n";
+    return 2;
+  }
+  try {
+    if (run->parsed()) return rt::runCommand(finish(run_flags, run), std::cout, std::cerr);
+    for (const char* name : {"tune", "report", "export", "import"})
+      if (app.got_subcommand(name)) {
+        std::cerr << "error: `trainscope " << name << "` is not implemented in this build yet\n";
+        return 2;
+      }
+  } catch (const trainscope::UserError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

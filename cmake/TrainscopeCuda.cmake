@@ -1,0 +1,20 @@
+# Decide whether the CUDA path (CUPTI, NCCL, NVTX, device memory statistics) is built.
+# AUTO: on when the CUDA toolkit with CUPTI and NCCL is found. The path always compiles where the
+# toolkit is installed, even with no GPU/driver; at run time the runtime falls back to the CPU.
+set(TRAINSCOPE_CUDA_ENABLED OFF)
+if(NOT TRAINSCOPE_ENABLE_CUDA STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  set(_ts_cuda_ok OFF)
+  if(CUDAToolkit_FOUND)
+    find_path(TRAINSCOPE_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    find_library(TRAINSCOPE_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+    if(TARGET CUDA::cupti AND TRAINSCOPE_NCCL_INCLUDE AND TRAINSCOPE_NCCL_LIB)
+      set(_ts_cuda_ok ON)
+    endif()
+  endif()
+  if(_ts_cuda_ok)
+    set(TRAINSCOPE_CUDA_ENABLED ON)
+  elseif(TRAINSCOPE_ENABLE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TRAINSCOPE_ENABLE_CUDA=ON but the CUDA toolkit with CUPTI and NCCL was not found")
+  endif()
+endif()

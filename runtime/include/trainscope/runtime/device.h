@@ -1,0 +1,25 @@
+// trainscope/runtime/device.h — choosing where a run executes.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "trainscope/runtime/config.h"
+
+namespace trainscope::runtime {
+
+struct DeviceChoice {
+  std::string device;            // "cpu" or "cuda:0"
+  std::string name;              // human name ("CPU (2 threads)", "NVIDIA H200")
+  std::string notice;            // one line to print when auto fell back to the CPU, else empty
+  std::optional<double> peak_tflops;  // known dense peak for the run's precision, if any
+};
+
+// auto: the first GPU if LibTorch sees one, else the CPU with a one-line notice.
+// cuda: a GPU or UserError("--device"). cpu: the CPU.
+DeviceChoice chooseDevice(DeviceRequest request, Precision precision);
+
+// Name and dense peak TFLOP/s of CUDA device 0 (CUDA builds only; empty elsewhere).
+std::string cudaDeviceName(int index);
+
+}  // namespace trainscope::runtime

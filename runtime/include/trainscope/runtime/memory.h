@@ -1,0 +1,33 @@
+// trainscope/runtime/memory.h — measured memory: current and peak bytes allocated by LibTorch.
+//
+// CPU: a counting allocator is installed in front of LibTorch's default CPU allocator
+// (c10::SetCPUAllocator), so every tensor allocation is counted exactly. CUDA: the caching
+// allocator's own statistics (allocated_bytes, aggregate pool). Buffers that oneDNN or BLAS
+// allocate outside LibTorch are not seen by either; docs/memory-model.md says what that means.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace trainscope::runtime {
+
+class MemoryMeter {
+ public:
+  // device: "cpu" or "cuda:N". Installs the counting CPU allocator once per process.
+  explicit MemoryMeter(const std::string& device);
+  int64_t currentBytes() const;
+  int64_t peakBytes() const;  // since the last resetPeak()
+  void resetPeak();           // peak := current
+
+ private:
+  bool cuda_ = false;
+  int device_index_ = 0;
+};
+
+// Installs the counting allocator (idempotent). Called by MemoryMeter; exposed for tests.
+void installCountingCpuAllocator();
+int64_t cpuAllocatedBytes();
+int64_t cpuPeakBytes();
+void resetCpuPeak();
+
+}  // namespace trainscope::runtime

@@ -1,0 +1,49 @@
+// trainscope/runtime/optim.h — optimizers over fp32 master weights.
+//
+//   AdamW      — torch.optim.AdamW's update (decoupled decay, bias correction), run through
+//                LibTorch's fused multi-tensor kernel (_fused_adamw_); 8 bytes of state/param.
+//   Adafactor  — Shazeer & Stern 2018 without first moment: factored second moments (row and
+//                column sums) for matrices, 4(r+c) bytes per r x c matrix; update clipping at
+//                RMS 1; beta2_t = 1 - t^-0.8; external learning rate (relative_step off).
+//   Adam8bit   — Adam with both moments stored block-wise quantised to 8 bits (Dettmers et al.
+//                2022 in spirit): m as int8 with a square-root companding map, sqrt(v) as uint8
+//                with the same map, one fp32 absmax per block per moment. 2 bytes/param + 8/block.
+//   SGD        — p -= lr (g + wd p), optional heavy-ball momentum.
+// Weight decay applies only where the decay mask says (2-D matrices).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "trainscope/runtime/config.h"
+
+namespace trainscope::runtime {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // grads: fp32, one per parameter, already unscaled and clipped.
+  virtual void step(const std::vector<at::Tensor>& grads, double lr) = 0;
+  virtual int64_t stateBytes() const = 0;  // bytes of optimizer state held now
+  int64_t steps() const { return t_; }
+
+ protected:
+  int64_t t_ = 0;  // completed steps
+};
+
+// params: fp32 master weights (updated in place). decay[i]: whether params[i] gets weight decay.
+std::unique_ptr<Optimizer> makeOptimizer(const TrainConfig& cfg, std::vector<at::Tensor> params,
+                                         std::vector<bool> decay);
+
+// Expected state bytes for a tensor shape, as documented above (used by tests and the tuner).
+int64_t adafactorStateBytes(const std::vector<int64_t>& shape);
+int64_t adam8bitStateBytes(int64_t numel, int64_t block);
+
+// Learning rate at 0-based `step`: linear warm-up over `warmup` steps to lr, then cosine decay to
+// lr * min_ratio at the last step (nanoGPT / llm.c schedule).
+double learningRate(int64_t step, int64_t total, int64_t warmup, double lr, double min_ratio);
+
+}  // namespace trainscope::runtime

@@ -1,0 +1,55 @@
+// trainscope/runtime/trainer.h — one process training a GPT: the train step as a recipe.
+//
+//   for each micro-batch: batch → forward → backward (loss / GA, × loss scale) → accumulate
+//   then: unscale → grad norm → (fp16 overflow? skip) → clip → optimizer update → refresh copies
+//
+// Precision: fp32 trains the fp32 weights directly. bf16/fp16 keep fp32 master weights and
+// optimizer state; forward/backward run on low-precision copies whose gradients are added into fp32
+// main gradients after each micro-batch (Micikevicius et al. 2018). fp16 adds dynamic loss scaling.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "trainscope/runtime/config.h"
+#include "trainscope/runtime/device.h"
+#include "trainscope/tracer/run_store.h"
+
+namespace trainscope::runtime {
+
+class Trainer {
+ public:
+  // cfg must have been through resolve().
+  Trainer(const TrainConfig& cfg, const DeviceChoice& device);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // One optimizer step on the next global batch; returns its metrics.
+  tracer::StepRecord step();
+
+  // Forward and backward over step `step`'s global batch, leaving gradients in mainGrads() without
+  // updating anything; returns the mean loss (tests compare these across configurations).
+  double computeGradients(int64_t step);
+
+  std::vector<at::Tensor> masterParams() const;  // fp32
+  std::vector<at::Tensor> mainGrads() const;     // fp32, unscaled after step()/computeGradients()
+  int64_t parameterCount() const;
+  int64_t stepsDone() const;
+  double lossScale() const;
+  const TrainConfig& config() const;
+  const DeviceChoice& device() const;
+
+  // Testing seam: the next step's gradients get an inf, as an fp16 overflow would produce.
+  void injectOverflowOnce();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainscope::runtime

@@ -1,0 +1,106 @@
+// adam8bit.cpp — Adam with 8-bit block-wise quantised moments.
+//
+// Each parameter's moments are split into blocks of `block` elements. Per block we keep the
+// absolute maximum (fp32) and one byte per element:
+//   m: q = round(127 * sign(r) * sqrt(|r|)), r = m / absmax(m)          (int8)
+//   v: q = round(255 * sqrt(r)),             r = sqrt(v) / absmax(sqrt v) (uint8)
+// The square-root companding spends more codes near zero, where most moments are (the role of
+// bitsandbytes' dynamic map). A step dequantises to fp32 temporaries, applies AdamW's update and
+// quantises again. State: 2 bytes per parameter plus 8 bytes per block.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+
+#include "optim_impl.h"
+
+namespace trainscope::runtime {
+namespace {
+
+class Adam8bit final : public Optimizer {
+ public:
+  Adam8bit(const TrainConfig& c, std::vector<at::Tensor> params, std::vector<bool> decay)
+      : params_(std::move(params)), decay_(std::move(decay)), block_(c.adam8bit_block), beta1_(c.beta1),
+        beta2_(c.beta2), eps_(c.eps), wd_(c.weight_decay) {
+    for (const auto& p : params_) {
+      const int64_t n = p.numel(), nb = (n + block_ - 1) / block_;
+      State s;
+      s.m = at::zeros({nb, block_}, p.options().dtype(at::kChar));
+      s.v = at::zeros({nb, block_}, p.options().dtype(at::kByte));
+      s.m_absmax = at::zeros({nb, 1}, p.options().dtype(at::kFloat));
+      s.v_absmax = at::zeros({nb, 1}, p.options().dtype(at::kFloat));
+      state_.push_back(std::move(s));
+    }
+  }
+
+  void step(const std::vector<at::Tensor>& grads, double lr) override {
+    c10::NoGradGuard no_grad;
+    ++t_;
+    const double bc1 = 1.0 - std::pow(beta1_, double(t_)), bc2 = 1.0 - std::pow(beta2_, double(t_));
+    for (size_t i = 0; i < params_.size(); ++i) {
+      State& s = state_[i];
+      const int64_t n = params_[i].numel();
+      at::Tensor g = blocked(grads[i]);                                     // (nb, block) fp32
+      // dequantise
+      at::Tensor qm = s.m.to(at::kFloat).div_(127.0);                      // companded, in [-1, 1]
+      at::Tensor m = qm.mul(qm.abs()).mul_(s.m_absmax);                     // (nb, block)
+      at::Tensor qv = s.v.to(at::kFloat).div_(255.0);
+      at::Tensor sv = qv.square().mul_(s.v_absmax);                         // sqrt(v)
+      at::Tensor v = sv.square_();
+      // Adam moments
+      m.mul_(beta1_).add_(g, 1.0 - beta1_);
+      v.mul_(beta2_).addcmul_(g, g, 1.0 - beta2_);
+      // update (decoupled weight decay, as AdamW)
+      at::Tensor denom = v.sqrt().div_(std::sqrt(bc2)).add_(eps_);
+      at::Tensor upd = m.div(denom).mul_(lr / bc1);
+      at::Tensor p = params_[i].view({-1});
+      if (decay_[i] && wd_ > 0) p.mul_(1.0 - lr * wd_);
+      p.sub_(upd.view({-1}).narrow(0, 0, n));
+      // quantise again
+      s.m_absmax = m.abs().amax(1, /*keepdim=*/true).clamp_min_(1e-30);
+      at::Tensor rm = m.div(s.m_absmax);
+      s.m = rm.sign().mul_(rm.abs().sqrt_()).mul_(127.0).round_().to(at::kChar);
+      at::Tensor sq = v.sqrt_();
+      s.v_absmax = sq.amax(1, /*keepdim=*/true).clamp_min_(1e-30);
+      s.v = sq.div_(s.v_absmax).sqrt_().mul_(255.0).round_().to(at::kByte);
+    }
+  }
+
+  int64_t stateBytes() const override {
+    int64_t b = 0;
+    for (const auto& s : state_) b += s.m.nbytes() + s.v.nbytes() + s.m_absmax.nbytes() + s.v_absmax.nbytes();
+    return b;
+  }
+
+ private:
+  struct State {
+    at::Tensor m, v;                 // (nb, block) int8 / uint8
+    at::Tensor m_absmax, v_absmax;   // (nb, 1) fp32
+  };
+  // A flat view of t padded with zeros to whole blocks: (nb, block).
+  at::Tensor blocked(const at::Tensor& t) const {
+    const int64_t n = t.numel(), nb = (n + block_ - 1) / block_;
+    at::Tensor flat = t.reshape({-1});
+    if (nb * block_ != n) flat = at::constant_pad_nd(flat, {0, nb * block_ - n});
+    return flat.view({nb, block_});
+  }
+  std::vector<at::Tensor> params_;
+  std::vector<bool> decay_;
+  std::vector<State> state_;
+  int64_t block_;
+  double beta1_, beta2_, eps_, wd_;
+};
+
+}  // namespace
+
+int64_t adam8bitStateBytes(int64_t numel, int64_t block) {
+  const int64_t nb = (numel + block - 1) / block;
+  return 2 * nb * block + 8 * nb;
+}
+
+std::unique_ptr<Optimizer> makeAdam8bit(const TrainConfig& cfg, std::vector<at::Tensor> params,
+                                        std::vector<bool> decay) {
+  return std::make_unique<Adam8bit>(cfg, std::move(params), std::move(decay));
+}
+
+}  // namespace trainscope::runtime

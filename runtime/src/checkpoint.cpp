@@ -1,0 +1,83 @@
+// checkpoint.cpp — custom autograd functions that recompute in backward (see checkpoint.h).
+#include "checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+namespace trainscope::runtime {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Re-runs `recompute` on detached copies of the saved inputs with grad enabled, and returns the
+// gradients of the inputs. Index 0 of the result is the (undefined) grad of the n_head argument.
+template <class Recompute>
+variable_list recomputeAndDifferentiate(AutogradContext* ctx, const variable_list& grad_out, Recompute recompute) {
+  variable_list saved = ctx->get_saved_variables();
+  variable_list inputs;
+  inputs.reserve(saved.size());
+  for (const auto& t : saved) inputs.push_back(t.detach().requires_grad_(t.requires_grad()));
+  at::Tensor out;
+  {
+    c10::AutoGradMode enable(true);
+    out = recompute(inputs);
+  }
+  variable_list wrt;
+  std::vector<size_t> wrt_index;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].requires_grad()) {
+      wrt.push_back(inputs[i]);
+      wrt_index.push_back(i);
+    }
+  variable_list grads = torch::autograd::grad({out}, wrt, {grad_out[0]}, /*retain_graph=*/false,
+                                              /*create_graph=*/false, /*allow_unused=*/true);
+  variable_list result(1 + inputs.size());
+  for (size_t j = 0; j < wrt.size(); ++j) result[1 + wrt_index[j]] = grads[j];
+  return result;
+}
+
+struct BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
+  // inputs = [x, 12 block weights]
+  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, at::TensorList inputs) {
+    ctx->saved_data["n_head"] = n_head;
+    ctx->save_for_backward(inputs.vec());
+    return detail::blockForward(BlockWeights::fromFlat(&inputs[1]), inputs[0], n_head, false);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    const int64_t n_head = ctx->saved_data["n_head"].toInt();
+    return recomputeAndDifferentiate(ctx, grad_out, [&](const variable_list& in) {
+      return detail::blockForward(BlockWeights::fromFlat(&in[1]), in[0], n_head, false);
+    });
+  }
+};
+
+struct AttentionCheckpoint : public torch::autograd::Function<AttentionCheckpoint> {
+  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, at::TensorList inputs) {
+    ctx->saved_data["n_head"] = n_head;
+    ctx->save_for_backward(inputs.vec());
+    return detail::attentionCore(inputs[0], n_head);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    const int64_t n_head = ctx->saved_data["n_head"].toInt();
+    return recomputeAndDifferentiate(ctx, grad_out,
+                                     [&](const variable_list& in) { return detail::attentionCore(in[0], n_head); });
+  }
+};
+
+}  // namespace
+
+at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head) {
+  std::vector<at::Tensor> in = p.flat();
+  in.insert(in.begin(), x);  // [x, 12 weights]
+  return BlockCheckpoint::apply(n_head, at::TensorList(in));
+}
+
+at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head) {
+  std::vector<at::Tensor> in{qkv};
+  return AttentionCheckpoint::apply(n_head, at::TensorList(in));
+}
+
+}  // namespace trainscope::runtime

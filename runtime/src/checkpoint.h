@@ -1,0 +1,24 @@
+// checkpoint.h — activation checkpointing: regions that keep only their inputs in forward and
+// recompute themselves in backward (internal to the runtime).
+//
+//   checkpointBlock      — `full`: a whole transformer block (x and the block's weights in, x out).
+//   checkpointAttention  — `selective`: the attention core only (Korthikanti et al. 2022, §4.2);
+//                          the T x T work is redone, the cheap-to-store linears are not.
+// Recomputation is exact: the model has no dropout, so no RNG state needs replaying.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "trainscope/runtime/gpt.h"
+
+namespace trainscope::runtime {
+
+namespace detail {
+at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head);
+at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_head, bool selective);
+}  // namespace detail
+
+at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head);
+at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head);
+
+}  // namespace trainscope::runtime

@@ -1,0 +1,121 @@
+// data.cpp — synthetic and file token streams; see data.h for the sampling rule.
+#include "trainscope/runtime/data.h"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "trainscope/common/error.h"
+
+namespace trainscope::runtime {
+namespace {
+
+constexpr int32_t kLlmcMagic = 20240520;
+constexpr int kLlmcHeaderInts = 256;
+
+std::vector<uint16_t> syntheticStream(int64_t vocab, int64_t seq, uint64_t seed) {
+  // A Markov chain with a fixed random successor for every token: the next token is succ[prev]
+  // with probability 7/8, else uniform. Learnable (its entropy floor is about
+  // H(1/8) + ln(V)/8 nats), cheap to make, and identical for every run with the same seed.
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> token(0, vocab - 1);
+  std::vector<uint16_t> succ(vocab);
+  for (auto& t : succ) t = static_cast<uint16_t>(token(rng));
+  const int64_t n = std::max<int64_t>(64 * (seq + 1), 1 << 16);
+  std::vector<uint16_t> out(n);
+  out[0] = static_cast<uint16_t>(token(rng));
+  for (int64_t i = 1; i < n; ++i) out[i] = (rng() & 7) ? succ[out[i - 1]] : static_cast<uint16_t>(token(rng));
+  return out;
+}
+
+std::vector<uint16_t> readTokenFile(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(path))
+    throw UserError("--data", "token file " + path + " does not exist",
+                    "pass an existing uint16 token file or --data synthetic");
+  const auto bytes = static_cast<int64_t>(fs::file_size(path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("--data", "cannot open " + path, "check its permissions");
+  int64_t offset = 0, count = 0;
+  int32_t header[kLlmcHeaderInts] = {};
+  if (bytes >= static_cast<int64_t>(sizeof(header))) {
+    in.read(reinterpret_cast<char*>(header), sizeof(header));
+  }
+  if (bytes >= static_cast<int64_t>(sizeof(header)) && header[0] == kLlmcMagic) {
+    if (header[1] != 1)
+      throw UserError("--data", path + " has llm.c header version " + std::to_string(header[1]) + ", expected 1",
+                      "re-export the tokens with llm.c's version-1 format");
+    count = header[2];
+    offset = sizeof(header);
+    const int64_t have = (bytes - offset) / 2;
+    if (count < 0 || have < count)
+      throw UserError("--data", path + " is truncated: header says " + std::to_string(count) + " tokens, file holds " +
+                                    std::to_string(have),
+                      "re-create the file; it was cut short");
+  } else {
+    if (bytes % 2 != 0)
+      throw UserError("--data", path + " is truncated: " + std::to_string(bytes) + " bytes is not a whole number of uint16 tokens",
+                      "re-create the file; it was cut short");
+    count = bytes / 2;
+  }
+  std::vector<uint16_t> tokens(count);
+  in.clear();
+  in.seekg(offset);
+  in.read(reinterpret_cast<char*>(tokens.data()), count * 2);
+  if (in.gcount() != count * 2) throw UserError("--data", "short read from " + path, "check the file");
+  return tokens;
+}
+
+}  // namespace
+
+TokenSource::TokenSource(const std::string& spec, int64_t vocab, int64_t seq, uint64_t seed) : seq_(seq) {
+  if (spec == "synthetic") {
+    tokens_ = syntheticStream(vocab, seq, seed);
+    description_ = "synthetic (seed " + std::to_string(seed) + ", " + std::to_string(tokens_.size()) + " tokens)";
+  } else {
+    tokens_ = readTokenFile(spec);
+    description_ = spec + " (" + std::to_string(tokens_.size()) + " tokens)";
+    uint16_t max_token = 0;
+    for (uint16_t t : tokens_) max_token = std::max(max_token, t);
+    if (!tokens_.empty() && max_token >= vocab)
+      throw UserError("--data", spec + " holds token id " + std::to_string(max_token) + " >= vocab_size " +
+                                    std::to_string(vocab),
+                      "use a workload whose vocab_size covers the tokenizer");
+  }
+  if (static_cast<int64_t>(tokens_.size()) < seq + 2)
+    throw UserError("--data", spec + " has " + std::to_string(tokens_.size()) + " tokens, fewer than one sequence of " +
+                                  std::to_string(seq + 1),
+                    "use a longer token file or a smaller --seq");
+}
+
+Batch TokenSource::samples(int64_t first, int64_t count, const at::Device& device) const {
+  const int64_t T = seq_;
+  const int64_t span = static_cast<int64_t>(tokens_.size()) - T - 1;  // valid start positions: [0, span]
+  at::Tensor buf = at::empty({count, T + 1}, at::kLong);                // (B, T+1)
+  int64_t* out = buf.data_ptr<int64_t>();
+  for (int64_t b = 0; b < count; ++b) {
+    const int64_t start = ((first + b) * T) % (span + 1);
+    for (int64_t t = 0; t <= T; ++t) out[b * (T + 1) + t] = tokens_[start + t];
+  }
+  Batch batch;
+  batch.inputs = buf.narrow(1, 0, T).contiguous().to(device);
+  batch.targets = buf.narrow(1, 1, T).contiguous().to(device);
+  return batch;
+}
+
+void writeTokenFile(const std::string& path, const std::vector<uint16_t>& tokens, bool with_header) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (with_header) {
+    int32_t header[kLlmcHeaderInts] = {};
+    header[0] = kLlmcMagic;
+    header[1] = 1;
+    header[2] = static_cast<int32_t>(tokens.size());
+    out.write(reinterpret_cast<const char*>(header), sizeof(header));
+  }
+  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
+}
+
+}  // namespace trainscope::runtime

@@ -1,0 +1,63 @@
+// device.cpp — device selection and known peak FLOP/s.
+#include "trainscope/runtime/device.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#include "trainscope/common/error.h"
+
+namespace trainscope::runtime {
+namespace {
+
+int cudaDeviceCount(std::string* why) {
+  try {
+    if (!at::detail::getCUDAHooks().hasCUDA()) {
+      *why = "no CUDA driver or device";
+      return 0;
+    }
+    return at::detail::getCUDAHooks().deviceCount();
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return 0;
+  }
+}
+
+// Dense peak TFLOP/s from the vendors' data sheets (SXM parts). fp32 is the non-tensor-core rate,
+// since LibTorch does not use TF32 for fp32 matmuls by default.
+std::optional<double> knownPeak(const std::string& name, Precision p) {
+  struct Row { const char* key; double lowp, fp32; };
+  static const Row rows[] = {{"H200", 989.4, 66.9}, {"H100", 989.4, 66.9}, {"A100", 312.0, 19.5},
+                             {"L40S", 362.1, 91.6}, {"A10", 125.0, 31.2}, {"V100", 125.0, 15.7}};
+  for (const Row& r : rows)
+    if (name.find(r.key) != std::string::npos) return p == Precision::FP32 ? r.fp32 : r.lowp;
+  return std::nullopt;
+}
+
+}  // namespace
+
+DeviceChoice chooseDevice(DeviceRequest request, Precision precision) {
+  DeviceChoice c;
+  std::string why;
+  if (request != DeviceRequest::CPU) {
+    const int n = cudaDeviceCount(&why);
+    if (n > 0) {
+      c.device = "cuda:0";
+      c.name = cudaDeviceName(0);
+      c.peak_tflops = knownPeak(c.name, precision);
+      return c;
+    }
+    if (request == DeviceRequest::CUDA)
+      throw UserError("--device", "cuda was requested but " + why, "run on a machine with a GPU or pass --device cpu");
+    c.notice = "notice: no usable GPU (" + why + "); running on the CPU";
+  }
+  c.device = "cpu";
+  c.name = "CPU (" + std::to_string(at::get_num_threads()) + " threads)";
+  return c;
+}
+
+#ifndef TRAINSCOPE_HAVE_CUDA_PROPS
+std::string cudaDeviceName(int index) { return "cuda:" + std::to_string(index); }
+#endif
+
+}  // namespace trainscope::runtime

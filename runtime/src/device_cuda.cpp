@@ -1,0 +1,13 @@
+// device_cuda.cpp — CUDA device properties (built only with the CUDA path).
+#include <ATen/cuda/CUDAContext.h>
+
+#include "trainscope/runtime/device.h"
+
+namespace trainscope::runtime {
+
+std::string cudaDeviceName(int index) {
+  const cudaDeviceProp* p = at::cuda::getDeviceProperties(index);
+  return p ? std::string(p->name) : "cuda:" + std::to_string(index);
+}
+
+}  // namespace trainscope::runtime

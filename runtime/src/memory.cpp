@@ -1,0 +1,93 @@
+// memory.cpp — the counting CPU allocator and the CUDA allocator statistics behind MemoryMeter.
+#include "trainscope/runtime/memory.h"
+
+#include <atomic>
+#include <mutex>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+
+namespace trainscope::runtime {
+namespace {
+
+std::atomic<int64_t> g_current{0};
+std::atomic<int64_t> g_peak{0};
+
+// Allocates like LibTorch's default CPU allocator (c10::alloc_cpu, 64-byte aligned) with a 64-byte
+// header in front that holds the size, so a free is counted without a lookup table. The DataPtr's
+// context is its data pointer ("simple"), which LibTorch's raw_allocate/oneDNN paths require.
+class CountingCpuAllocator final : public c10::Allocator {
+ public:
+  static constexpr size_t kHeader = 64;  // keeps the data 64-byte aligned
+
+  c10::DataPtr allocate(size_t n) override {
+    void* data = rawAllocate(n);
+    return {data, data, &CountingCpuAllocator::release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &CountingCpuAllocator::release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+ private:
+  static void* rawAllocate(size_t n) {
+    auto* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    *reinterpret_cast<int64_t*>(base) = static_cast<int64_t>(n);
+    const int64_t now = g_current.fetch_add(int64_t(n), std::memory_order_relaxed) + int64_t(n);
+    int64_t peak = g_peak.load(std::memory_order_relaxed);
+    while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+    return base + kHeader;
+  }
+  static void release(void* data) {
+    if (!data) return;
+    char* base = static_cast<char*>(data) - kHeader;
+    g_current.fetch_sub(*reinterpret_cast<int64_t*>(base), std::memory_order_relaxed);
+    c10::free_cpu(base);
+  }
+};
+
+}  // namespace
+
+void installCountingCpuAllocator() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static CountingCpuAllocator alloc;
+    c10::SetCPUAllocator(&alloc, /*priority=*/100);
+  });
+}
+
+int64_t cpuAllocatedBytes() { return g_current.load(); }
+int64_t cpuPeakBytes() { return g_peak.load(); }
+void resetCpuPeak() { g_peak.store(g_current.load()); }
+
+MemoryMeter::MemoryMeter(const std::string& device) {
+  if (device.rfind("cuda", 0) == 0) {
+    cuda_ = true;
+    auto colon = device.find(':');
+    device_index_ = colon == std::string::npos ? 0 : std::stoi(device.substr(colon + 1));
+  } else {
+    installCountingCpuAllocator();
+  }
+}
+
+int64_t MemoryMeter::currentBytes() const {
+  if (!cuda_) return cpuAllocatedBytes();
+  auto stats = c10::getDeviceAllocator(c10::DeviceType::CUDA)->getDeviceStats(device_index_);
+  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+}
+
+int64_t MemoryMeter::peakBytes() const {
+  if (!cuda_) return cpuPeakBytes();
+  auto stats = c10::getDeviceAllocator(c10::DeviceType::CUDA)->getDeviceStats(device_index_);
+  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+}
+
+void MemoryMeter::resetPeak() {
+  if (!cuda_) return resetCpuPeak();
+  c10::getDeviceAllocator(c10::DeviceType::CUDA)->resetPeakStats(device_index_);
+}
+
+}  // namespace trainscope::runtime

@@ -1,0 +1,114 @@
+// optim.cpp — AdamW, SGD, the factory and the learning-rate schedule. Adafactor and 8-bit Adam
+// live in their own files.
+#include "trainscope/runtime/optim.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+
+#include "optim_impl.h"
+
+namespace trainscope::runtime {
+namespace {
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(const TrainConfig& c, std::vector<at::Tensor> params, std::vector<bool> decay)
+      : beta1_(c.beta1), beta2_(c.beta2), eps_(c.eps), wd_(c.weight_decay) {
+    // Two groups (decay / no decay) so each can go through one fused call.
+    for (size_t i = 0; i < params.size(); ++i) {
+      Group& g = decay[i] ? decay_ : no_decay_;
+      g.index.push_back(i);
+      g.params.push_back(params[i]);
+      g.m.push_back(at::zeros_like(params[i], at::MemoryFormat::Contiguous));
+      g.v.push_back(at::zeros_like(params[i], at::MemoryFormat::Contiguous));
+      g.step.push_back(at::zeros({}, params[i].options().dtype(at::kFloat)));
+    }
+  }
+
+  void step(const std::vector<at::Tensor>& grads, double lr) override {
+    c10::NoGradGuard no_grad;
+    ++t_;
+    for (Group* g : {&decay_, &no_decay_}) {
+      if (g->params.empty()) continue;
+      std::vector<at::Tensor> gs;
+      gs.reserve(g->index.size());
+      for (size_t i : g->index) gs.push_back(grads[i]);
+      // The kernel reads the step count for bias correction; torch.optim.AdamW(fused=True) bumps it
+      // before the call, and so do we.
+      at::_foreach_add_(g->step, 1);
+      at::_fused_adamw_(g->params, gs, g->m, g->v, /*max_exp_avg_sqs=*/{}, g->step, lr, beta1_, beta2_,
+                        g == &decay_ ? wd_ : 0.0, eps_, /*amsgrad=*/false, /*maximize=*/false,
+                        /*grad_scale=*/std::nullopt, /*found_inf=*/std::nullopt);
+    }
+  }
+
+  int64_t stateBytes() const override {
+    int64_t b = 0;
+    for (const Group* g : {&decay_, &no_decay_})
+      for (size_t i = 0; i < g->params.size(); ++i) b += g->m[i].nbytes() + g->v[i].nbytes();
+    return b;
+  }
+
+ private:
+  struct Group {
+    std::vector<size_t> index;
+    std::vector<at::Tensor> params, m, v, step;
+  };
+  Group decay_, no_decay_;
+  double beta1_, beta2_, eps_, wd_;
+};
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(const TrainConfig& c, std::vector<at::Tensor> params, std::vector<bool> decay)
+      : params_(std::move(params)), decay_(std::move(decay)), momentum_(c.momentum), wd_(c.weight_decay) {
+    if (momentum_ > 0)
+      for (const auto& p : params_) buf_.push_back(at::zeros_like(p));
+  }
+  void step(const std::vector<at::Tensor>& grads, double lr) override {
+    c10::NoGradGuard no_grad;
+    ++t_;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      at::Tensor d = grads[i];
+      if (decay_[i] && wd_ > 0) d = d.add(params_[i], wd_);
+      if (momentum_ > 0) d = buf_[i].mul_(momentum_).add_(d);
+      params_[i].add_(d, -lr);
+    }
+  }
+  int64_t stateBytes() const override {
+    int64_t b = 0;
+    for (const auto& t : buf_) b += t.nbytes();
+    return b;
+  }
+
+ private:
+  std::vector<at::Tensor> params_, buf_;
+  std::vector<bool> decay_;
+  double momentum_, wd_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> makeOptimizer(const TrainConfig& cfg, std::vector<at::Tensor> params,
+                                         std::vector<bool> decay) {
+  switch (cfg.optimizer) {
+    case OptimizerKind::AdamW: return std::make_unique<AdamW>(cfg, std::move(params), std::move(decay));
+    case OptimizerKind::Adafactor: return makeAdafactor(cfg, std::move(params), std::move(decay));
+    case OptimizerKind::Adam8bit: return makeAdam8bit(cfg, std::move(params), std::move(decay));
+    case OptimizerKind::SGD: return std::make_unique<Sgd>(cfg, std::move(params), std::move(decay));
+  }
+  return nullptr;
+}
+
+double learningRate(int64_t step, int64_t total, int64_t warmup, double lr, double min_ratio) {
+  if (step < warmup) return lr * double(step + 1) / double(warmup);
+  const double min_lr = lr * min_ratio;
+  const int64_t decay_steps = total - warmup;
+  if (decay_steps <= 1) return lr;
+  const double progress = double(step - warmup) / double(decay_steps - 1);  // 0 .. 1
+  return min_lr + 0.5 * (1.0 + std::cos(M_PI * progress)) * (lr - min_lr);
+}
+
+}  // namespace trainscope::runtime

@@ -1,0 +1,149 @@
+// run_store.cpp — the run database's meta and steps tables (schema in docs/trace-schema.md).
+#include "trainscope/tracer/run_store.h"
+
+#include <filesystem>
+
+#include "trainscope/common/error.h"
+#include "trainscope/tracer/sqlite.h"
+
+namespace trainscope::tracer {
+namespace {
+
+constexpr const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS steps (
+  rank             INTEGER NOT NULL,
+  step             INTEGER NOT NULL,
+  loss             REAL,
+  lr               REAL,
+  grad_norm        REAL,
+  loss_scale       REAL,
+  skipped          INTEGER NOT NULL,
+  tokens           INTEGER NOT NULL,
+  start_ns         INTEGER NOT NULL,
+  step_time_ns     INTEGER NOT NULL,
+  tokens_per_s     REAL,
+  model_flops      REAL,
+  hw_flops         REAL,
+  mfu              REAL,
+  hfu              REAL,
+  peak_bytes       INTEGER,
+  param_bytes      INTEGER,
+  grad_bytes       INTEGER,
+  optim_bytes      INTEGER,
+  activation_bytes INTEGER,
+  PRIMARY KEY (rank, step)
+);
+)SQL";
+
+constexpr const char* kStepColumns =
+    "rank, step, loss, lr, grad_norm, loss_scale, skipped, tokens, start_ns, step_time_ns, tokens_per_s, "
+    "model_flops, hw_flops, mfu, hfu, peak_bytes, param_bytes, grad_bytes, optim_bytes, activation_bytes";
+
+}  // namespace
+
+RunStore::RunStore(const std::string& path, bool overwrite) : path_(path) {
+  namespace fs = std::filesystem;
+  if (fs::exists(path)) {
+    if (!overwrite)
+      throw UserError("--out", path + " already exists", "choose another path or pass --overwrite");
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path + suffix);
+  }
+  db_ = std::make_unique<Database>(path, Database::Mode::Create);
+  db_->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+  db_->exec(kSchema);
+  insert_meta_ = std::make_unique<Statement>(*db_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)");
+  insert_step_ = std::make_unique<Statement>(
+      *db_, std::string("INSERT OR REPLACE INTO steps(") + kStepColumns +
+                ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  setMeta("schema_version", std::to_string(kSchemaVersion));
+}
+
+RunStore::~RunStore() {
+  insert_step_.reset();
+  insert_meta_.reset();
+  try {
+    if (db_) db_->exec("PRAGMA wal_checkpoint(TRUNCATE);");
+  } catch (...) {
+  }
+}
+
+void RunStore::setMeta(const std::string& key, const std::string& value) {
+  insert_meta_->bind(1, key);
+  insert_meta_->bind(2, value);
+  insert_meta_->run();
+}
+
+void RunStore::appendStep(const StepRecord& r) {
+  Statement& s = *insert_step_;
+  int i = 1;
+  s.bind(i++, r.rank);
+  s.bind(i++, r.step);
+  s.bind(i++, r.loss);
+  s.bind(i++, r.lr);
+  s.bind(i++, r.grad_norm);
+  s.bind(i++, r.loss_scale);
+  s.bind(i++, static_cast<int64_t>(r.skipped));
+  s.bind(i++, r.tokens);
+  s.bind(i++, r.start_ns);
+  s.bind(i++, r.step_time_ns);
+  s.bind(i++, r.tokens_per_s);
+  s.bind(i++, r.model_flops);
+  s.bind(i++, r.hw_flops);
+  s.bind(i++, r.mfu);
+  s.bind(i++, r.hfu);
+  s.bind(i++, r.peak_bytes);
+  s.bind(i++, r.param_bytes);
+  s.bind(i++, r.grad_bytes);
+  s.bind(i++, r.optim_bytes);
+  s.bind(i++, r.activation_bytes);
+  s.run();  // autocommit: each step is durable on its own
+}
+
+std::map<int64_t, StepRecord> readSteps(const std::string& path, int rank) {
+  Database db(path, Database::Mode::ReadOnly);
+  Statement s(db, std::string("SELECT ") + kStepColumns + " FROM steps WHERE rank = ? ORDER BY step");
+  s.bind(1, rank);
+  std::map<int64_t, StepRecord> out;
+  while (s.step()) {
+    StepRecord r;
+    int i = 0;
+    r.rank = static_cast<int>(s.columnInt(i++));
+    r.step = s.columnInt(i++);
+    r.loss = s.columnDouble(i++);
+    r.lr = s.columnDouble(i++);
+    r.grad_norm = s.columnDouble(i++);
+    r.loss_scale = s.columnDouble(i++);
+    r.skipped = s.columnInt(i++) != 0;
+    r.tokens = s.columnInt(i++);
+    r.start_ns = s.columnInt(i++);
+    r.step_time_ns = s.columnInt(i++);
+    r.tokens_per_s = s.columnDouble(i++);
+    r.model_flops = s.columnDouble(i++);
+    r.hw_flops = s.columnDouble(i++);
+    if (!s.columnIsNull(i)) r.mfu = s.columnDouble(i);
+    ++i;
+    if (!s.columnIsNull(i)) r.hfu = s.columnDouble(i);
+    ++i;
+    r.peak_bytes = s.columnInt(i++);
+    r.param_bytes = s.columnInt(i++);
+    r.grad_bytes = s.columnInt(i++);
+    r.optim_bytes = s.columnInt(i++);
+    r.activation_bytes = s.columnInt(i++);
+    out[r.step] = r;
+  }
+  return out;
+}
+
+std::map<std::string, std::string> readMeta(const std::string& path) {
+  Database db(path, Database::Mode::ReadOnly);
+  Statement s(db, "SELECT key, value FROM meta");
+  std::map<std::string, std::string> out;
+  while (s.step()) out[s.columnText(0)] = s.columnText(1);
+  return out;
+}
+
+}  // namespace trainscope::tracer
