@@ -44,6 +44,8 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
   run->add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
   run->add_option("--adam8bit-block", c.adam8bit_block, "8-bit Adam quantisation block")->capture_default_str();
   run->add_option("--fp16-init-scale", c.fp16_init_scale, "initial fp16 loss scale")->capture_default_str();
+  run->add_option("--fp16-growth-interval", c.fp16_growth_interval, "clean steps before the fp16 scale doubles")
+      ->capture_default_str();
   run->add_option("--seed", c.seed)->capture_default_str();
   run->add_option("--data", c.data, "synthetic | path to a uint16 token file (nanoGPT / llm.c layout)")
       ->capture_default_str();

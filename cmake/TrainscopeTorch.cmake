@@ -2,10 +2,12 @@
 # The prefix comes from `python -c 'import torch;print(torch.utils.cmake_prefix_path)'`, so the
 # build and the PyTorch-eager peer in bench/ share one LibTorch. Override with
 # -DTRAINSCOPE_PYTHON=/path/to/python (the GPU machine uses its own python3).
-set(TRAINSCOPE_PYTHON "$ENV{TRAINSCOPE_VENV}/bin/python" CACHE FILEPATH "Python whose torch provides LibTorch")
-if(NOT EXISTS "${TRAINSCOPE_PYTHON}")
-  set(TRAINSCOPE_PYTHON "/opt/trainscope/venv/bin/python" CACHE FILEPATH "" FORCE)
+if(DEFINED ENV{TRAINSCOPE_VENV})
+  set(_ts_default_python "$ENV{TRAINSCOPE_VENV}/bin/python")
+else()
+  set(_ts_default_python "/opt/trainscope/venv/bin/python")  # scripts/setup's default
 endif()
+set(TRAINSCOPE_PYTHON "${_ts_default_python}" CACHE FILEPATH "Python whose torch provides LibTorch")
 if(NOT EXISTS "${TRAINSCOPE_PYTHON}")
   message(FATAL_ERROR "No Python with torch at ${TRAINSCOPE_PYTHON}. Run scripts/setup first, "
                       "or pass -DTRAINSCOPE_PYTHON=/path/to/python whose `import torch` works.")
@@ -49,6 +51,5 @@ add_library(trainscope_torch INTERFACE)
 target_link_libraries(trainscope_torch INTERFACE ${TORCH_LIBRARIES})
 separate_arguments(_ts_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 target_compile_options(trainscope_torch INTERFACE ${_ts_torch_flags})
-# rpath to LibTorch so binaries run from the build tree without LD_LIBRARY_PATH
-get_filename_component(_ts_torch_lib "${TRAINSCOPE_TORCH_PREFIX}/../../lib" ABSOLUTE)
-set(TRAINSCOPE_TORCH_LIBDIR "${_ts_torch_lib}" CACHE INTERNAL "")
+# CMake's build-tree rpath already points at the wheel's torch/lib, so binaries run without
+# LD_LIBRARY_PATH.

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -98,6 +99,13 @@ TEST(RunDatabase, RunCommandRecordsEveryStep) {
   EXPECT_EQ(meta["schema_version"], "1");
   EXPECT_NE(meta["config"].find("\"ga\":2"), std::string::npos);
   EXPECT_NE(out.str().find("\"final_loss\""), std::string::npos);
+  // Bad data is found before the database is created: nothing is left behind.
+  rt::TrainConfig bad = c;
+  bad.out = tempPath("never.db");
+  bad.data = "/no/such/tokens.bin";
+  std::ostringstream o1, e1;
+  EXPECT_THROW(rt::runCommand(bad, o1, e1), UserError);
+  EXPECT_FALSE(std::filesystem::exists(bad.out));
   // A second run must not silently replace what the first recorded.
   std::ostringstream o2, e2;
   EXPECT_THROW(rt::runCommand(c, o2, e2), UserError);

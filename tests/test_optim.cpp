@@ -116,5 +116,6 @@ TEST(Schedule, WarmupThenCosineToMinimum) {
   EXPECT_DOUBLE_EQ(rt::learningRate(9, 100, 10, 1.0, 0.1), 1.0);
   EXPECT_DOUBLE_EQ(rt::learningRate(10, 100, 10, 1.0, 0.1), 1.0);
   EXPECT_NEAR(rt::learningRate(99, 100, 10, 1.0, 0.1), 0.1, 1e-12);
-  EXPECT_NEAR(rt::learningRate(10 + 89 / 2.0, 100, 10, 1.0, 0.1), 0.55, 1e-2);
+  // progress (54 - 10) / 89 → 0.1 + 0.45 (1 + cos(pi 44/89))
+  EXPECT_NEAR(rt::learningRate(54, 100, 10, 1.0, 0.1), 0.1 + 0.45 * (1 + std::cos(M_PI * 44.0 / 89.0)), 1e-12);
 }

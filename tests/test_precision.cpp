@@ -76,6 +76,16 @@ TEST(Precision, Fp16HugeInitialScaleBacksOffUntilStepsSucceed) {
   EXPECT_LT(last, first);
 }
 
+TEST(Precision, NonFiniteGradientInFp32IsSkippedNotApplied) {
+  rt::Trainer t(trainingConfig(rt::Precision::FP32), cpu());
+  t.step();
+  auto before = snapshot(t.masterParams());
+  t.injectOverflowOnce();
+  EXPECT_TRUE(t.step().skipped);
+  EXPECT_EQ(maxRelErr(t.masterParams(), before), 0.0);
+  EXPECT_FALSE(t.step().skipped);
+}
+
 TEST(Precision, Fp16GrowsScaleAfterCleanInterval) {
   rt::TrainConfig c = trainingConfig(rt::Precision::FP16);
   c.fp16_init_scale = 256;

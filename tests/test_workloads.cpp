@@ -51,6 +51,17 @@ TEST(Workloads, HeadsNotDividingHiddenIsAUserError) {
   }
 }
 
+TEST(Workloads, HuggingFaceMlpWidthOtherThan4CIsRejected) {
+  std::string p = tempPath("inner.json");
+  std::ofstream(p) << R"({"n_layer":2,"n_head":2,"n_embd":32,"n_positions":64,"vocab_size":128,"n_inner":100})";
+  try {
+    wl::load(p);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.field(), "workload.n_inner");
+  }
+}
+
 TEST(Workloads, UnknownNameListsTheAvailableOnes) {
   try {
     wl::load("gpt5");

@@ -1,6 +1,8 @@
 // config.cpp — validation and string forms of TrainConfig.
 #include "trainscope/runtime/config.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
@@ -88,6 +90,7 @@ void resolve(TrainConfig& c) {
   if (c.peak_tflops && !(*c.peak_tflops > 0))
     throw UserError("--peak-tflops", "must be positive", "pass the device's peak dense TFLOP/s");
   if (c.threads < 0) throw UserError("--threads", "must be >= 0", "");
+  if (c.fp16_growth_interval < 1) throw UserError("--fp16-growth-interval", "must be >= 1", "pass e.g. 2000");
   if (!(c.fp16_init_scale > 0)) throw UserError("--fp16-init-scale", "must be positive", "pass e.g. 65536");
 }
 
@@ -100,6 +103,8 @@ std::string toJson(const TrainConfig& c) {
       {"ckpt", toString(c.ckpt)}, {"precision", toString(c.precision)}, {"optimizer", toString(c.optimizer)},
       {"lr", c.lr}, {"min_lr_ratio", c.min_lr_ratio}, {"warmup", c.warmup}, {"clip", c.clip},
       {"weight_decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2}, {"eps", c.eps},
+      {"momentum", c.momentum}, {"adam8bit_block", c.adam8bit_block}, {"fp16_init_scale", c.fp16_init_scale},
+      {"fp16_growth_interval", c.fp16_growth_interval},
       {"seed", c.seed}, {"data", c.data}, {"device", toString(c.device)}, {"threads", c.threads}};
   if (c.peak_tflops) j["peak_tflops"] = *c.peak_tflops;
   return j.dump();

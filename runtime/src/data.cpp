@@ -72,6 +72,9 @@ std::vector<uint16_t> readTokenFile(const std::string& path) {
 }  // namespace
 
 TokenSource::TokenSource(const std::string& spec, int64_t vocab, int64_t seq, uint64_t seed) : seq_(seq) {
+  if (vocab > 65536)
+    throw UserError("workload.vocab_size", std::to_string(vocab) + " does not fit the uint16 token format",
+                    "use a vocabulary of at most 65536 tokens");
   if (spec == "synthetic") {
     tokens_ = syntheticStream(vocab, seq, seed);
     description_ = "synthetic (seed " + std::to_string(seed) + ", " + std::to_string(tokens_.size()) + " tokens)";
@@ -85,7 +88,7 @@ TokenSource::TokenSource(const std::string& spec, int64_t vocab, int64_t seq, ui
                                     std::to_string(vocab),
                       "use a workload whose vocab_size covers the tokenizer");
   }
-  if (static_cast<int64_t>(tokens_.size()) < seq + 2)
+  if (static_cast<int64_t>(tokens_.size()) < seq + 1)
     throw UserError("--data", spec + " has " + std::to_string(tokens_.size()) + " tokens, fewer than one sequence of " +
                                   std::to_string(seq + 1),
                     "use a longer token file or a smaller --seq");

@@ -26,11 +26,18 @@ int cudaDeviceCount(std::string* why) {
 // Dense peak TFLOP/s from the vendors' data sheets (SXM parts). fp32 is the non-tensor-core rate,
 // since LibTorch does not use TF32 for fp32 matmuls by default.
 std::optional<double> knownPeak(const std::string& name, Precision p) {
-  struct Row { const char* key; double lowp, fp32; };
-  static const Row rows[] = {{"H200", 989.4, 66.9}, {"H100", 989.4, 66.9}, {"A100", 312.0, 19.5},
-                             {"L40S", 362.1, 91.6}, {"A10", 125.0, 31.2}, {"V100", 125.0, 15.7}};
+  // First match wins, so the more specific names come first. 0 = the part has no such unit.
+  struct Row { const char* key; double bf16, fp16, fp32; };
+  static const Row rows[] = {{"H200", 989.4, 989.4, 66.9},      {"H100 PCIe", 756.0, 756.0, 51.2},
+                             {"H100 NVL", 835.0, 835.0, 60.0}, {"H100", 989.4, 989.4, 66.9},
+                             {"A100", 312.0, 312.0, 19.5},     {"L40S", 362.1, 362.1, 91.6},
+                             {"A10G", 70.0, 70.0, 31.2},       {"A10", 125.0, 125.0, 31.2},
+                             {"V100", 0.0, 125.0, 15.7}};
   for (const Row& r : rows)
-    if (name.find(r.key) != std::string::npos) return p == Precision::FP32 ? r.fp32 : r.lowp;
+    if (name.find(r.key) != std::string::npos) {
+      const double v = p == Precision::FP32 ? r.fp32 : p == Precision::BF16 ? r.bf16 : r.fp16;
+      return v > 0 ? std::optional<double>(v) : std::nullopt;
+    }
   return std::nullopt;
 }
 

@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "checkpoint.h"
+#include "fused_head.h"
+#include "linear.h"
 
 namespace trainscope::runtime {
 
@@ -121,30 +123,28 @@ at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head) {
 at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_head, bool selective) {
   const int64_t C = x.size(2);
   at::Tensor h = at::layer_norm(x, {C}, p.ln1_w, p.ln1_b, 1e-5);        // (B, T, C)
-  at::Tensor qkv = at::linear(h, p.qkv_w, p.qkv_b);                      // (B, T, 3C)
+  at::Tensor qkv = linear(h, p.qkv_w, p.qkv_b);                      // (B, T, 3C)
   at::Tensor y = selective ? checkpointAttention(qkv, n_head)            // (B, T, C)
                            : attentionCore(qkv, n_head);
-  at::Tensor x1 = x + at::linear(y, p.proj_w, p.proj_b);                 // (B, T, C)
+  at::Tensor x1 = x + linear(y, p.proj_w, p.proj_b);                 // (B, T, C)
   h = at::layer_norm(x1, {C}, p.ln2_w, p.ln2_b, 1e-5);                   // (B, T, C)
-  at::Tensor f = at::gelu(at::linear(h, p.fc_w, p.fc_b), "tanh");        // (B, T, 4C)
-  return x1 + at::linear(f, p.fcproj_w, p.fcproj_b);                     // (B, T, C)
+  at::Tensor f = at::gelu(linear(h, p.fc_w, p.fc_b), "tanh");        // (B, T, 4C)
+  return x1 + linear(f, p.fcproj_w, p.fcproj_b);                     // (B, T, C)
 }
 
 }  // namespace detail
 
 at::Tensor gptLoss(const GptWeights& w, int64_t n_head, const at::Tensor& inputs, const at::Tensor& targets,
                    Checkpointing ckpt) {
-  const int64_t B = inputs.size(0), T = inputs.size(1), C = w.wte.size(1), V = w.wte.size(0);
+  const int64_t B = inputs.size(0), T = inputs.size(1), C = w.wte.size(1);
   at::Tensor x = at::embedding(w.wte, inputs) + w.wpe.narrow(0, 0, T);   // (B, T, C)
   for (const BlockWeights& b : w.blocks) {
     if (ckpt == Checkpointing::Full) x = checkpointBlock(b, x, n_head); // saves x only
     else x = detail::blockForward(b, x, n_head, ckpt == Checkpointing::Selective);
   }
   x = at::layer_norm(x, {C}, w.lnf_w, w.lnf_b, 1e-5);                    // (B, T, C)
-  at::Tensor logits = at::linear(x.view({B * T, C}), w.wte);             // (B*T, V), tied head
-  if (logits.scalar_type() != at::kFloat) logits = logits.to(at::kFloat);  // loss in fp32
-  (void)V;
-  return at::cross_entropy_loss(logits, targets.view({B * T}));          // scalar, mean
+  // Tied LM head + cross-entropy, fused and chunked: the (B*T, V) logits never exist at once.
+  return lmHeadCrossEntropy(x.view({B * T, C}), w.wte, targets.reshape({B * T}));  // scalar, mean, fp32
 }
 
 }  // namespace trainscope::runtime

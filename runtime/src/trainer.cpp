@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "trainscope/runtime/data.h"
 #include "trainscope/runtime/gpt.h"
@@ -172,8 +173,10 @@ tracer::StepRecord Trainer::step() {
   r.activation_bytes = activation;
   const bool overflow = !std::isfinite(norm);
   if (c.precision == Precision::FP16) s.scaler.update(overflow);
-  if (overflow && c.precision == Precision::FP16) {
-    r.skipped = true;                                              // keep weights and state as they are
+  if (overflow) {
+    // fp16: the loss scale was too high, expected now and then. fp32/bf16: a real divergence; the
+    // step is skipped all the same so no inf/nan reaches the weights, and the caller reports it.
+    r.skipped = true;
   } else {
     if (c.clip > 0 && norm > c.clip) {
       c10::NoGradGuard no_grad;

@@ -75,6 +75,17 @@ Workload parse(const std::string& text, const std::string& source) {
   if (j.contains("model_type") && j["model_type"].is_string() && j["model_type"] != "gpt2")
     throw UserError("workload.model_type", "\"" + j["model_type"].get<std::string>() + "\" in " + source +
                     " is not a GPT-2 architecture", "use a GPT-2 style config.json");
+  // Hugging Face fields that would change the architecture trainscope builds must match it.
+  if (j.contains("n_inner") && !j["n_inner"].is_null() &&
+      (!j["n_inner"].is_number_integer() || j["n_inner"].get<int64_t>() != 4 * w.n_embd))
+    throw UserError("workload.n_inner", "only an MLP width of 4*n_embd is supported (" + source + ")",
+                    "remove n_inner or set it to null");
+  if (j.contains("activation_function") && j["activation_function"].is_string()) {
+    const std::string act = j["activation_function"].get<std::string>();
+    if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu")
+      throw UserError("workload.activation_function", "\"" + act + "\" is not supported (" + source + ")",
+                      "use gelu_new (GELU, tanh approximation)");
+  }
   validate(w);
   return w;
 }

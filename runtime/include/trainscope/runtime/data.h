@@ -6,7 +6,7 @@
 // version 1, token count; then uint16 tokens).
 //
 // Batches are defined by the global sample index, not by who reads them: sample s of step k starts
-// at token ((k * gbs + s) * T) mod (N - T - 1). Micro-batch m holds samples [m*mbs, (m+1)*mbs). So
+// at token ((k * gbs + s) * T) mod (N - T), so every sample has its T+1 tokens. Micro-batch m holds samples [m*mbs, (m+1)*mbs). So
 // any split of the global batch (GA, later DP ranks) sees exactly the same samples.
 #pragma once
 

@@ -19,7 +19,7 @@ struct DeviceChoice {
 // cuda: a GPU or UserError("--device"). cpu: the CPU.
 DeviceChoice chooseDevice(DeviceRequest request, Precision precision);
 
-// Name and dense peak TFLOP/s of CUDA device 0 (CUDA builds only; empty elsewhere).
+// The name of CUDA device `index` (CUDA builds; "cuda:N" elsewhere).
 std::string cudaDeviceName(int index);
 
 }  // namespace trainscope::runtime

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""bench/compare.py — trainscope against PyTorch eager, side by side in one run.
+
+Runs `trainscope run --json` and bench/peer_gpt.py (the same model, shapes and optimizer, in the
+same torch wheel's Python, so the same kernels) alternately, ROUNDS times each, and reports median
+tokens/s of each, the median of the per-round ratios, and trainscope's model FLOP/s as a share of
+the machine's matmul rate at the model's shapes (bench/matmul_rate.py), measured in the same run.
+
+Usage: bench/compare.py [--bin build/bin/trainscope] [--python PY] [--rounds 3] [--steps 20]
+                        [--workload small-cpu --seq 128 --mbs 8] [-- extra trainscope run flags]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "trainscope"))
+    ap.add_argument("--python", default=os.environ.get("TRAINSCOPE_VENV", "/opt/trainscope/venv") + "/bin/python")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--workload", default="small-cpu")
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--mbs", type=int, default=8)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("extra", nargs="*")
+    a = ap.parse_args()
+    shape = ["--workload", a.workload, "--seq", str(a.seq), "--mbs", str(a.mbs), "--steps", str(a.steps)]
+    ts_cmd = [a.bin, "run", *shape, "--device", a.device, "--data", "synthetic", "--json", "-q", *a.extra]
+    peer_cmd = [a.python, os.path.join(HERE, "peer_gpt.py"), *shape, "--device", a.device]
+    rate_cmd = [a.python, os.path.join(HERE, "matmul_rate.py"), "--workload", a.workload, "--seq", str(a.seq),
+                "--mbs", str(a.mbs), "--device", a.device]
+    ts, peer, ratios, shares = [], [], [], []
+    rate = run_json(rate_cmd)["matmul_flops_per_s"]
+    for r in range(a.rounds):
+        t = run_json(ts_cmd)
+        p = run_json(peer_cmd)
+        ts.append(t["tokens_per_s_median"])
+        peer.append(p["tokens_per_s_median"])
+        ratios.append(ts[-1] / peer[-1])
+        shares.append(t["model_flops_per_step"] / t["step_time_median_s"] / rate)
+        print(f"round {r}: trainscope {ts[-1]:.0f} tok/s, pytorch-eager {peer[-1]:.0f} tok/s, "
+              f"ratio {ratios[-1]:.3f}, model FLOP/s / matmul rate {shares[-1]:.1%}", file=sys.stderr)
+    rate_end = run_json(rate_cmd)["matmul_flops_per_s"]
+    result = {
+        "workload": a.workload, "seq": a.seq, "mbs": a.mbs, "steps": a.steps, "rounds": a.rounds,
+        "extra_flags": a.extra,
+        "trainscope_tokens_per_s": statistics.median(ts), "pytorch_eager_tokens_per_s": statistics.median(peer),
+        "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "matmul_rate_gflops": rate / 1e9, "matmul_rate_end_gflops": rate_end / 1e9,
+        "share_of_matmul_rate": statistics.median(shares),
+    }
+    print(json.dumps(result))
+    print(f"trainscope / PyTorch eager: {result['ratio_median']:.2f}x (median of {a.rounds} paired rounds, "
+          f"range {result['ratio_min']:.2f}-{result['ratio_max']:.2f}); model FLOP/s = "
+          f"{result['share_of_matmul_rate']:.0%} of the machine's matmul rate at these shapes "
+          f"({result['matmul_rate_gflops']:.0f} GFLOP/s)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

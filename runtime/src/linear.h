@@ -1,0 +1,21 @@
+// linear.h — y = x W^T + b with a faster CPU GEMM path (internal to the runtime).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace trainscope::runtime {
+
+// x (..., K), w (N, K), b (N) or undefined → (..., N). Same result and autograd as at::linear.
+// On the CPU in fp32 the forward GEMM and backward's dX GEMM go through oneDNN, whose kernels use
+// AVX-512 where MKL (LibTorch's default BLAS) falls back to its generic path on non-Intel CPUs;
+// elsewhere it is at::linear.
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
+
+// x (M, K) · w^T (N, K) → (M, N) without autograd, same choice of GEMM as linear().
+at::Tensor mmNT(const at::Tensor& x, const at::Tensor& w);
+
+// Whether the oneDNN path is in use (LibTorch built with it, CPU, not disabled by
+// TRAINSCOPE_DISABLE_ONEDNN=1).
+bool onednnLinearAvailable();
+
+}  // namespace trainscope::runtime
