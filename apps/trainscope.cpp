@@ -8,6 +8,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/runtime/config.h"
+#include "trainscope/runtime/launch.h"
 #include "trainscope/runtime/run_command.h"
 
 namespace rt = trainscope::runtime;
@@ -17,6 +18,7 @@ namespace {
 struct RunFlags {
   rt::TrainConfig cfg;
   std::string ckpt = "none", precision = "fp32", optimizer = "adamw", device = "auto";
+  std::string schedule = "1f1b", launcher = "local";
   int64_t gbs = 0, ga = 0;
   double peak = 0;
 };
@@ -55,6 +57,22 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
   run->add_option("--peak-tflops", f.peak, "device peak dense TFLOP/s for MFU/HFU");
   run->add_option("--threads", c.threads, "intra-op CPU threads (0: LibTorch default)");
   run->add_flag("--json", c.json, "print one JSON summary line at the end");
+  // parallelism
+  run->add_option("--nproc", c.nproc, "ranks to start (world = dp x tp x pp)")->capture_default_str();
+  run->add_option("--launcher", f.launcher, "local|slurm (slurm: under srun)")->capture_default_str();
+  run->add_option("--tp", c.tp, "tensor-parallel degree")->capture_default_str();
+  run->add_option("--pp", c.pp, "pipeline-parallel degree")->capture_default_str();
+  run->add_flag("--sequence-parallel", c.sequence_parallel, "shard LayerNorm/dropout regions along the sequence (needs --tp > 1)");
+  run->add_option("--zero", c.zero, "1: shard optimizer state over data-parallel ranks (ZeRO-1)")->capture_default_str();
+  run->add_option("--pp-schedule", f.schedule, "gpipe|1f1b")->capture_default_str();
+  run->add_option("--local-sgd", c.local_sgd, "H > 0: no gradient all-reduce; average weights every H steps")
+      ->capture_default_str();
+  run->add_option("--bucket-mb", c.bucket_mb, "data-parallel all-reduce bucket size (MiB)")->capture_default_str();
+  run->add_option("--rendezvous-timeout", c.rendezvous_timeout_s, "seconds to wait for every rank to join")
+      ->capture_default_str();
+  run->add_option("--collective-timeout", c.collective_timeout_s, "seconds before a stuck collective fails")
+      ->capture_default_str();
+  run->add_option("--inject-failure", c.inject_failure, "testing: RANK:STEP makes that rank fail at that step");
   run->add_flag("-q,--quiet", c.quiet, "no per-step lines");
 }
 
@@ -64,6 +82,8 @@ rt::TrainConfig finish(RunFlags& f, CLI::App* run) {
   c.precision = rt::parsePrecision(f.precision);
   c.optimizer = rt::parseOptimizer(f.optimizer);
   c.device = rt::parseDevice(f.device);
+  c.pp_schedule = rt::parseSchedule(f.schedule);
+  c.launcher = rt::parseLauncher(f.launcher);
   if (run->count("--gbs")) c.gbs = f.gbs;
   if (run->count("--ga")) c.ga = f.ga;
   if (run->count("--peak-tflops")) c.peak_tflops = f.peak;
@@ -92,7 +112,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (run->parsed()) return rt::runCommand(finish(run_flags, run), std::cout, std::cerr);
+    if (run->parsed()) {
+      rt::TrainConfig cfg = finish(run_flags, run);
+      if (rt::isRankProcess()) return rt::runCommand(cfg, std::cout, std::cerr);
+      if (cfg.nproc > 1 || cfg.launcher == rt::Launcher::Slurm) {
+        rt::validateBeforeLaunch(cfg);  // bad input is reported once, before any rank starts
+        rt::LaunchOptions lo;
+        lo.nproc = cfg.nproc;
+        lo.argv.assign(argv, argv + argc);
+        return cfg.launcher == rt::Launcher::Slurm ? rt::launchSlurm(lo, std::cerr) : rt::launchLocal(lo, std::cerr);
+      }
+      return rt::runCommand(cfg, std::cout, std::cerr);
+    }
     for (const char* name : {"tune", "report", "export", "import"})
       if (app.got_subcommand(name)) {
         std::cerr << "error: `trainscope " << name << "` is not implemented in this build yet\n";

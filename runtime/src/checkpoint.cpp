@@ -40,17 +40,22 @@ variable_list recomputeAndDifferentiate(AutogradContext* ctx, const variable_lis
 }
 
 struct BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
-  // inputs = [x, 12 block weights]
-  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, at::TensorList inputs) {
+  // inputs = [x, 12 block weights]; tp is a TpContext* that outlives the step
+  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, int64_t tp, at::TensorList inputs) {
     ctx->saved_data["n_head"] = n_head;
+    ctx->saved_data["tp"] = tp;
     ctx->save_for_backward(inputs.vec());
-    return detail::blockForward(BlockWeights::fromFlat(&inputs[1]), inputs[0], n_head, false);
+    return detail::blockForward(BlockWeights::fromFlat(&inputs[1]), inputs[0], n_head, false,
+                                *reinterpret_cast<const TpContext*>(tp));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     const int64_t n_head = ctx->saved_data["n_head"].toInt();
-    return recomputeAndDifferentiate(ctx, grad_out, [&](const variable_list& in) {
-      return detail::blockForward(BlockWeights::fromFlat(&in[1]), in[0], n_head, false);
+    const auto& tp = *reinterpret_cast<const TpContext*>(ctx->saved_data["tp"].toInt());
+    variable_list g = recomputeAndDifferentiate(ctx, grad_out, [&](const variable_list& in) {
+      return detail::blockForward(BlockWeights::fromFlat(&in[1]), in[0], n_head, false, tp);
     });
+    g.insert(g.begin() + 1, at::Tensor());  // the tp argument
+    return g;
   }
 };
 
@@ -69,10 +74,10 @@ struct AttentionCheckpoint : public torch::autograd::Function<AttentionCheckpoin
 
 }  // namespace
 
-at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head) {
+at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head, const TpContext& tp) {
   std::vector<at::Tensor> in = p.flat();
   in.insert(in.begin(), x);  // [x, 12 weights]
-  return BlockCheckpoint::apply(n_head, at::TensorList(in));
+  return BlockCheckpoint::apply(n_head, reinterpret_cast<int64_t>(&tp), at::TensorList(in));
 }
 
 at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head) {

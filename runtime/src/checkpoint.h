@@ -9,16 +9,20 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "tensor_parallel.h"
 #include "trainscope/runtime/gpt.h"
 
 namespace trainscope::runtime {
 
 namespace detail {
 at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head);
-at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_head, bool selective);
+at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_head, bool selective,
+                        const TpContext& tp);
 }  // namespace detail
 
-at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head);
+// Under tensor parallelism the recomputation re-issues the block's collectives; every rank of the
+// group recomputes in the same order, so they match up as in forward.
+at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head, const TpContext& tp);
 at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head);
 
 }  // namespace trainscope::runtime

@@ -31,6 +31,10 @@ const std::pair<const char*, OptimizerKind> kOpt[] = {{"adamw", OptimizerKind::A
 const std::pair<const char*, DeviceRequest> kDev[] = {
     {"auto", DeviceRequest::Auto}, {"cpu", DeviceRequest::CPU}, {"cuda", DeviceRequest::CUDA}};
 
+const std::pair<const char*, PipelineSchedule> kSched[] = {{"gpipe", PipelineSchedule::GPipe},
+                                                          {"1f1b", PipelineSchedule::OneFOneB}};
+const std::pair<const char*, Launcher> kLaunch[] = {{"local", Launcher::Local}, {"slurm", Launcher::Slurm}};
+
 template <class E, size_t N>
 const char* nameOf(E v, const std::pair<const char*, E> (&table)[N]) {
   for (const auto& [name, value] : table)
@@ -52,9 +56,34 @@ const char* toString(Checkpointing v) { return nameOf(v, kCkpt); }
 const char* toString(Precision v) { return nameOf(v, kPrec); }
 const char* toString(OptimizerKind v) { return nameOf(v, kOpt); }
 const char* toString(DeviceRequest v) { return nameOf(v, kDev); }
+const char* toString(PipelineSchedule v) { return nameOf(v, kSched); }
+const char* toString(Launcher v) { return nameOf(v, kLaunch); }
+PipelineSchedule parseSchedule(const std::string& s, const std::string& f) { return parseEnum(s, f, kSched); }
+Launcher parseLauncher(const std::string& s, const std::string& f) { return parseEnum(s, f, kLaunch); }
 
-void resolve(TrainConfig& c) {
+void resolve(TrainConfig& c, int world) {
   c.model = workloads::load(c.workload);
+  requirePositive("--nproc", c.nproc, "pass --nproc N with N >= 1");
+  c.world = world > 0 ? world : c.nproc;
+  requirePositive("--tp", c.tp, "pass --tp N with N >= 1");
+  requirePositive("--pp", c.pp, "pass --pp N with N >= 1");
+  if (c.world % (c.tp * c.pp) != 0)
+    throw UserError("--nproc", std::to_string(c.world) + " ranks cannot be split into tp=" + std::to_string(c.tp) +
+                                   " x pp=" + std::to_string(c.pp) + " groups",
+                    "use a multiple of tp*pp ranks");
+  c.dp = c.world / (c.tp * c.pp);
+  if (c.model.n_head % c.tp != 0)
+    throw UserError("--tp", "tp=" + std::to_string(c.tp) + " does not divide n_head=" + std::to_string(c.model.n_head),
+                    "choose --tp dividing the number of heads");
+  if (c.pp > c.model.n_layer)
+    throw UserError("--pp", "pp=" + std::to_string(c.pp) + " exceeds n_layer=" + std::to_string(c.model.n_layer),
+                    "use at most one stage per layer");
+  if (c.zero != 0 && c.zero != 1) throw UserError("--zero", "must be 0 or 1", "pass --zero 1 for ZeRO-1");
+  if (c.local_sgd < 0) throw UserError("--local-sgd", "must be >= 0", "");
+  if (c.local_sgd > 0 && c.zero) throw UserError("--local-sgd", "cannot be combined with --zero 1", "drop one of them");
+  if (c.sequence_parallel && c.tp == 1)
+    throw UserError("--sequence-parallel", "needs tensor parallelism", "pass --tp 2 or more");
+  if (!(c.bucket_mb > 0)) throw UserError("--bucket-mb", "must be positive", "");
   if (c.seq == 0) c.seq = std::min<int64_t>(c.model.n_positions, 1024);
   requirePositive("--seq", c.seq, "pass --seq N with N > 0");
   if (c.seq > c.model.n_positions)
@@ -64,8 +93,8 @@ void resolve(TrainConfig& c) {
   requirePositive("--mbs", c.mbs, "pass --mbs N with N > 0");
   requirePositive("--steps", c.steps, "pass --steps N with N > 0");
   if (c.gbs && c.ga) {
-    if (*c.gbs != *c.ga * c.mbs)
-      throw UserError("--gbs", "gbs=" + std::to_string(*c.gbs) + " != mbs*ga=" + std::to_string(*c.ga * c.mbs),
+    if (*c.gbs != *c.ga * c.mbs * c.dp)
+      throw UserError("--gbs", "gbs=" + std::to_string(*c.gbs) + " != mbs*ga*dp=" + std::to_string(*c.ga * c.mbs * c.dp),
                       "pass only one of --gbs and --ga");
   }
   if (c.gbs) {
@@ -73,14 +102,18 @@ void resolve(TrainConfig& c) {
     if (*c.gbs % c.mbs != 0)
       throw UserError("--gbs", "gbs=" + std::to_string(*c.gbs) + " is not divisible by mbs=" + std::to_string(c.mbs),
                       "make --gbs a multiple of --mbs");
-    c.ga_steps = *c.gbs / c.mbs;
+    if (*c.gbs % (c.mbs * c.dp) != 0)
+      throw UserError("--gbs", "gbs=" + std::to_string(*c.gbs) + " is not divisible by mbs x dp=" +
+                                   std::to_string(c.mbs * c.dp),
+                      "make --gbs a multiple of --mbs times the data-parallel degree");
+    c.ga_steps = *c.gbs / (c.mbs * c.dp);
   } else if (c.ga) {
     requirePositive("--ga", *c.ga, "pass --ga N with N > 0");
     c.ga_steps = *c.ga;
   } else {
     c.ga_steps = 1;
   }
-  c.global_batch = c.mbs * c.ga_steps;
+  c.global_batch = c.mbs * c.ga_steps * c.dp;
   if (!(c.lr > 0)) throw UserError("--lr", "must be positive", "pass e.g. --lr 6e-4");
   if (c.warmup < 0) throw UserError("--warmup", "must be >= 0", "");
   if (c.clip < 0) throw UserError("--clip", "must be >= 0 (0 disables clipping)", "");
@@ -105,7 +138,10 @@ std::string toJson(const TrainConfig& c) {
       {"weight_decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2}, {"eps", c.eps},
       {"momentum", c.momentum}, {"adam8bit_block", c.adam8bit_block}, {"fp16_init_scale", c.fp16_init_scale},
       {"fp16_growth_interval", c.fp16_growth_interval},
-      {"seed", c.seed}, {"data", c.data}, {"device", toString(c.device)}, {"threads", c.threads}};
+      {"seed", c.seed}, {"data", c.data}, {"device", toString(c.device)}, {"threads", c.threads},
+      {"world", c.world}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"sequence_parallel", c.sequence_parallel},
+      {"zero", c.zero}, {"pp_schedule", toString(c.pp_schedule)}, {"local_sgd", c.local_sgd},
+      {"bucket_mb", c.bucket_mb}, {"launcher", toString(c.launcher)}};
   if (c.peak_tflops) j["peak_tflops"] = *c.peak_tflops;
   return j.dump();
 }

@@ -20,6 +20,10 @@
 
 #include "fused_head.h"
 #include "linear.h"
+#include "tensor_parallel.h"
+
+#include <algorithm>
+#include <limits>
 
 namespace trainscope::runtime {
 namespace {
@@ -38,8 +42,12 @@ int64_t chunkRows(int64_t n, int64_t vocab) {
 struct FusedHead : public torch::autograd::Function<FusedHead> {
   // x (N, C), w (V, C), targets (N) int64 → mean loss (fp32 scalar)
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& targets) {
+                            const at::Tensor& targets, int64_t tp_handle) {
+    const TpContext& tp = *reinterpret_cast<const TpContext*>(tp_handle);
     const int64_t N = x.size(0), V = w.size(0);
+    // Vocabulary rows this rank holds: [v0, v0 + V); rows >= vocab are padding and never win.
+    const int64_t v0 = tp.active() ? tp.vocab_begin : 0;
+    const int64_t real = tp.active() ? std::clamp<int64_t>(tp.vocab - v0, 0, V) : V;
     const bool need_grad = x.requires_grad() || w.requires_grad();
     const bool lowp = w.scalar_type() != at::kFloat;
     // Saved gradients stay fp32 and *unnormalised* (softmax - onehot, entries in [-1, 1]) until
@@ -55,11 +63,29 @@ struct FusedHead : public torch::autograd::Function<FusedHead> {
       at::Tensor tc = targets.narrow(0, r0, rows).unsqueeze(1);     // (R, 1)
       at::Tensor logits = mmNT(xc, w);                               // (R, V)
       if (lowp) logits = logits.to(at::kFloat);
-      at::Tensor lse = at::logsumexp(logits, 1, /*keepdim=*/true);  // (R, 1)
-      loss.add_((lse - logits.gather(1, tc)).sum());
+      if (real < V) logits.narrow(1, real, V - real).fill_(-std::numeric_limits<float>::infinity());
+      at::Tensor lse, target_logit, local_t, in_shard;
+      if (!tp.active()) {
+        lse = at::logsumexp(logits, 1, /*keepdim=*/true);            // (R, 1)
+        target_logit = logits.gather(1, tc);                         // (R, 1)
+      } else {
+        // Vocabulary-parallel: global max, then global sum of exp and the target's logit (which
+        // lives on one rank) in one all-reduce.
+        at::Tensor mx = std::get<0>(logits.max(1, /*keepdim=*/true)); // (R, 1)
+        tp.group->allReduce(mx, Reduce::Max);
+        in_shard = (tc >= v0).logical_and_(tc < v0 + V);             // (R, 1)
+        local_t = (tc - v0).mul_(in_shard);
+        at::Tensor stats = at::cat({(logits - mx).exp_().sum(1, true),
+                                    logits.gather(1, local_t).mul_(in_shard)}, 1);  // (R, 2)
+        tp.group->allReduce(stats, Reduce::Sum);
+        lse = stats.narrow(1, 0, 1).log() + mx;
+        target_logit = stats.narrow(1, 1, 1);
+      }
+      loss.add_((lse - target_logit).sum());
       if (!need_grad) continue;
       at::Tensor p = logits.sub_(lse).exp_();                        // softmax, in place
-      p.scatter_add_(1, tc, at::full({rows, 1}, -1.0f, p.options())); // - onehot
+      if (!tp.active()) p.scatter_add_(1, tc, at::full({rows, 1}, -1.0f, p.options()));  // - onehot
+      else p.scatter_add_(1, local_t, in_shard.to(at::kFloat).neg());
       at::Tensor dxc = dx.narrow(0, r0, rows);
       if (lowp) {
         dxc.copy_(at::mm(p.to(w.scalar_type()), w));                 // (R, C)
@@ -81,14 +107,20 @@ struct FusedHead : public torch::autograd::Function<FusedHead> {
     at::Tensor scale = grad_out[0].to(at::kFloat) / double(ctx->saved_data["n"].toInt());  // scalar
     at::Tensor dx = ctx->saved_data["dx"].toTensor(), dw = ctx->saved_data["dw"].toTensor();
     // fp32 here; autograd casts each to its input's dtype (bf16/fp16 copies) on the way out.
-    return {dx.mul_(scale), dw.mul_(scale), at::Tensor()};
+    return {dx.mul_(scale), dw.mul_(scale), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
+at::Tensor lmHeadCrossEntropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
+                              const TpContext& tp) {
+  return FusedHead::apply(x, w, targets, reinterpret_cast<int64_t>(&tp));
+}
+
 at::Tensor lmHeadCrossEntropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets) {
-  return FusedHead::apply(x, w, targets);
+  static const TpContext kNoTp;
+  return lmHeadCrossEntropy(x, w, targets, kNoTp);
 }
 
 at::Tensor lmHeadCrossEntropyReference(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets) {

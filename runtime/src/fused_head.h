@@ -6,7 +6,15 @@
 
 namespace trainscope::runtime {
 
+struct TpContext;
+
 // x (N, C) final hidden states, w (V, C) token embedding, targets (N) int64 → mean loss (fp32).
+// Under tensor parallelism w is this rank's vocabulary shard (V/TP, C): the softmax statistics are
+// all-reduced across the group (vocabulary-parallel cross-entropy), dW stays local and dX is this
+// rank's partial sum (the caller's copyToTp/gatherSeq sums it in backward).
+at::Tensor lmHeadCrossEntropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
+                              const TpContext& tp);
+// Without tensor parallelism.
 at::Tensor lmHeadCrossEntropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets);
 // The unfused reference (linear + cross_entropy), for tests.
 at::Tensor lmHeadCrossEntropyReference(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets);

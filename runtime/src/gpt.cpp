@@ -1,5 +1,6 @@
-// gpt.cpp — GPT forward pass. Backward is LibTorch autograd, except that checkpointed regions
-// (checkpoint.cpp) save only their inputs and recompute in backward.
+// gpt.cpp — GPT weights and forward pass. Backward is LibTorch autograd, except that checkpointed
+// regions (checkpoint.cpp) save only their inputs and recompute in backward, and the LM head
+// (fused_head.cpp) produces its gradients in forward.
 #include "trainscope/runtime/gpt.h"
 
 #include <ATen/ATen.h>
@@ -9,8 +10,11 @@
 #include "checkpoint.h"
 #include "fused_head.h"
 #include "linear.h"
+#include "tensor_parallel.h"
 
 namespace trainscope::runtime {
+
+// ---- weights ----------------------------------------------------------------------------------
 
 std::vector<at::Tensor> BlockWeights::flat() const {
   return {ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b};
@@ -24,53 +28,66 @@ BlockWeights BlockWeights::fromFlat(const at::Tensor* f) {
   return b;
 }
 
+StageSpec StageSpec::of(int64_t n_layer, int pp, int stage) {
+  const int64_t base = n_layer / pp, extra = n_layer % pp;
+  StageSpec s;
+  s.layer_begin = stage * base + std::min<int64_t>(stage, extra);
+  s.layer_end = s.layer_begin + base + (stage < extra ? 1 : 0);
+  s.first = stage == 0;
+  s.last = stage == pp - 1;
+  return s;
+}
+
 std::vector<at::Tensor> GptWeights::flat() const {
-  std::vector<at::Tensor> out{wte, wpe};
-  out.reserve(2 + blocks.size() * BlockWeights::kCount + 2);
+  std::vector<at::Tensor> out;
+  if (wte.defined()) out.push_back(wte);
+  if (wpe.defined()) out.push_back(wpe);
   for (const auto& b : blocks) {
     auto bf = b.flat();
     out.insert(out.end(), bf.begin(), bf.end());
   }
-  out.push_back(lnf_w);
-  out.push_back(lnf_b);
+  if (lnf_w.defined()) {
+    out.push_back(lnf_w);
+    out.push_back(lnf_b);
+  }
   return out;
 }
 
-GptWeights GptWeights::fromFlat(const std::vector<at::Tensor>& f, int64_t n_layer) {
+GptWeights GptWeights::fromFlat(const std::vector<at::Tensor>& f, const StageSpec& st) {
   GptWeights w;
   size_t i = 0;
-  w.wte = f[i++];
-  w.wpe = f[i++];
-  for (int64_t l = 0; l < n_layer; ++l, i += BlockWeights::kCount) w.blocks.push_back(BlockWeights::fromFlat(&f[i]));
-  w.lnf_w = f[i++];
-  w.lnf_b = f[i++];
+  if (st.first || st.last) w.wte = f[i++];
+  if (st.first) w.wpe = f[i++];
+  for (int64_t l = 0; l < st.layers(); ++l, i += BlockWeights::kCount) w.blocks.push_back(BlockWeights::fromFlat(&f[i]));
+  if (st.last) {
+    w.lnf_w = f[i++];
+    w.lnf_b = f[i++];
+  }
   return w;
 }
 
-std::vector<std::string> GptWeights::names(int64_t n_layer) {
-  std::vector<std::string> n{"wte", "wpe"};
-  for (int64_t l = 0; l < n_layer; ++l)
-    for (const char* s : {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
-                          "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
-                          "mlp.c_proj.weight", "mlp.c_proj.bias"})
-      n.push_back("h." + std::to_string(l) + "." + s);
-  n.push_back("ln_f.weight");
-  n.push_back("ln_f.bias");
-  return n;
-}
-
-std::vector<bool> GptWeights::decayMask(int64_t n_layer) {
-  std::vector<bool> m{true, true};
-  for (int64_t l = 0; l < n_layer; ++l)
-    for (bool d : {false, false, true, false, true, false, false, false, true, false, true, false}) m.push_back(d);
-  m.push_back(false);
-  m.push_back(false);
-  return m;
+std::vector<ParamInfo> GptWeights::info(const StageSpec& st) {
+  std::vector<ParamInfo> v;
+  if (st.first || st.last) v.push_back({"wte", true, true, false, true});
+  if (st.first) v.push_back({"wpe", true, false, true, false});
+  static const struct { const char* name; bool decay, sharded, sp_partial; } kBlock[] = {
+      {"ln_1.weight", false, false, true},       {"ln_1.bias", false, false, true},
+      {"attn.c_attn.weight", true, true, false}, {"attn.c_attn.bias", false, true, false},
+      {"attn.c_proj.weight", true, true, false}, {"attn.c_proj.bias", false, false, true},
+      {"ln_2.weight", false, false, true},       {"ln_2.bias", false, false, true},
+      {"mlp.c_fc.weight", true, true, false},    {"mlp.c_fc.bias", false, true, false},
+      {"mlp.c_proj.weight", true, true, false},  {"mlp.c_proj.bias", false, false, true}};
+  for (int64_t l = st.layer_begin; l < st.layer_end; ++l)
+    for (const auto& b : kBlock) v.push_back({"h." + std::to_string(l) + "." + b.name, b.decay, b.sharded, b.sp_partial});
+  if (st.last) {
+    v.push_back({"ln_f.weight", false, false, true, false});
+    v.push_back({"ln_f.bias", false, false, true, false});
+  }
+  return v;
 }
 
 GptWeights initGpt(const workloads::Workload& wl, uint64_t seed, const at::Device& device) {
   const int64_t C = wl.n_embd, V = wl.vocab_size, L = wl.n_layer;
-  // Initialise on the CPU with a private generator so every device gets identical weights.
   at::Generator gen = at::detail::createCPUGenerator(seed);
   auto opts = at::TensorOptions().dtype(at::kFloat);
   auto normal = [&](std::initializer_list<int64_t> shape, double std) {
@@ -98,53 +115,128 @@ GptWeights initGpt(const workloads::Workload& wl, uint64_t seed, const at::Devic
   }
   w.lnf_w = at::ones({C}, opts);
   w.lnf_b = at::zeros({C}, opts);
-  std::vector<at::Tensor> flat = w.flat();
-  for (auto& t : flat) t = t.to(device).requires_grad_(true);
-  return GptWeights::fromFlat(flat, L);
+  if (device.is_cpu()) {
+    for (auto& t : w.flat()) t.requires_grad_(true);
+    return w;
+  }
+  return shardGpt(w, StageSpec::whole(L), 1, 0, device);
+}
+
+GptWeights shardGpt(const GptWeights& full, const StageSpec& st, int tp, int r, const at::Device& device) {
+  auto leaf = [&](const at::Tensor& t) { return t.detach().contiguous().clone().to(device).requires_grad_(true); };
+  auto rows = [&](const at::Tensor& t) { return t.chunk(tp, 0)[r]; };          // split output rows
+  auto cols = [&](const at::Tensor& t) { return t.chunk(tp, 1)[r]; };          // split input columns
+  // c_attn rows are [q; k; v], each split by heads: take this rank's heads of each.
+  auto qkvRows = [&](const at::Tensor& t) {
+    auto parts = t.chunk(3, 0);
+    return at::cat({rows(parts[0]), rows(parts[1]), rows(parts[2])}, 0);
+  };
+  GptWeights w;
+  if (st.first || st.last) {
+    const int64_t V = full.wte.size(0), Vp = paddedVocab(V, tp);
+    at::Tensor wte = full.wte.detach();
+    if (Vp != V) wte = at::cat({wte, at::zeros({Vp - V, wte.size(1)}, wte.options())}, 0);  // padding rows
+    w.wte = leaf(rows(wte));
+  }
+  if (st.first) w.wpe = leaf(full.wpe);
+  for (int64_t l = st.layer_begin; l < st.layer_end; ++l) {
+    const BlockWeights& f = full.blocks[l];
+    BlockWeights b;
+    b.ln1_w = leaf(f.ln1_w);
+    b.ln1_b = leaf(f.ln1_b);
+    b.qkv_w = leaf(qkvRows(f.qkv_w.detach()));
+    b.qkv_b = leaf(qkvRows(f.qkv_b.detach()));
+    b.proj_w = leaf(cols(f.proj_w.detach()));
+    b.proj_b = leaf(f.proj_b);
+    b.ln2_w = leaf(f.ln2_w);
+    b.ln2_b = leaf(f.ln2_b);
+    b.fc_w = leaf(rows(f.fc_w.detach()));
+    b.fc_b = leaf(rows(f.fc_b.detach()));
+    b.fcproj_w = leaf(cols(f.fcproj_w.detach()));
+    b.fcproj_b = leaf(f.fcproj_b);
+    w.blocks.push_back(std::move(b));
+  }
+  if (st.last) {
+    w.lnf_w = leaf(full.lnf_w);
+    w.lnf_b = leaf(full.lnf_b);
+  }
+  return w;
 }
 
 // ---- forward ----------------------------------------------------------------------------------
 
 namespace detail {
 
-// Causal attention core: qkv (B, T, 3C) -> y (B, T, C). The part selective checkpointing recomputes.
+// Causal attention core: qkv (B, T, 3C') -> y (B, T, C'), C' = C/TP with n_head local heads.
+// The part selective checkpointing recomputes.
 at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head) {
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
-  auto parts = qkv.split(C, /*dim=*/2);                                   // 3 x (B, T, C)
+  auto parts = qkv.split(C, /*dim=*/2);                                   // 3 x (B, T, C')
   at::Tensor q = parts[0].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
   at::Tensor k = parts[1].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
   at::Tensor v = parts[2].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
   at::Tensor y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                   /*is_causal=*/true);   // (B, NH, T, HS)
-  return y.transpose(1, 2).reshape({B, T, C});                            // (B, T, C)
+  return y.transpose(1, 2).reshape({B, T, C});                            // (B, T, C')
 }
 
-// One pre-LN transformer block: x (B, T, C) -> (B, T, C).
-at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_head, bool selective) {
+// One pre-LN transformer block: x (B, T, C) -> (B, T, C); (B, T/TP, C) under sequence parallelism.
+// Without TP the collectives are identities and the biases fuse into the GEMMs.
+at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_head, bool selective,
+                        const TpContext& tp) {
   const int64_t C = x.size(2);
-  at::Tensor h = at::layer_norm(x, {C}, p.ln1_w, p.ln1_b, 1e-5);        // (B, T, C)
-  at::Tensor qkv = linear(h, p.qkv_w, p.qkv_b);                      // (B, T, 3C)
-  at::Tensor y = selective ? checkpointAttention(qkv, n_head)            // (B, T, C)
+  const bool sp = tp.sequence_parallel, split = tp.active();
+  auto enterTp = [&](const at::Tensor& t) { return sp ? gatherSeq(t, tp) : copyToTp(t, tp); };
+  auto leaveTp = [&](const at::Tensor& t) { return sp ? scatterSeq(t, tp) : reduceFromTp(t, tp); };
+
+  at::Tensor h = enterTp(at::layer_norm(x, {C}, p.ln1_w, p.ln1_b, 1e-5));  // (B, T, C)
+  at::Tensor qkv = linear(h, p.qkv_w, p.qkv_b);                            // (B, T, 3C/TP)
+  at::Tensor y = selective ? checkpointAttention(qkv, n_head)              // (B, T, C/TP)
                            : attentionCore(qkv, n_head);
-  at::Tensor x1 = x + linear(y, p.proj_w, p.proj_b);                 // (B, T, C)
-  h = at::layer_norm(x1, {C}, p.ln2_w, p.ln2_b, 1e-5);                   // (B, T, C)
-  at::Tensor f = at::gelu(linear(h, p.fc_w, p.fc_b), "tanh");        // (B, T, 4C)
-  return x1 + linear(f, p.fcproj_w, p.fcproj_b);                     // (B, T, C)
+  at::Tensor o = leaveTp(linear(y, p.proj_w, split ? at::Tensor() : p.proj_b));  // (B, T', C)
+  at::Tensor x1 = split ? x + o + p.proj_b : x + o;
+
+  h = enterTp(at::layer_norm(x1, {C}, p.ln2_w, p.ln2_b, 1e-5));           // (B, T, C)
+  at::Tensor f = at::gelu(linear(h, p.fc_w, p.fc_b), "tanh");              // (B, T, 4C/TP)
+  o = leaveTp(linear(f, p.fcproj_w, split ? at::Tensor() : p.fcproj_b));   // (B, T', C)
+  return split ? x1 + o + p.fcproj_b : x1 + o;
 }
 
 }  // namespace detail
 
+at::Tensor stageForward(const GptWeights& w, const StageSpec& st, const TpContext& tp, int64_t n_head,
+                        const at::Tensor& input, const at::Tensor& targets, Checkpointing ckpt) {
+  at::Tensor x;
+  if (st.first) {
+    const int64_t T = input.size(1);
+    at::Tensor e = vocabParallelEmbedding(w.wte, input, tp);              // (B, T, C), partial under TP
+    if (tp.sequence_parallel) {
+      const int64_t Ts = T / tp.size();
+      x = scatterSeq(e, tp) + w.wpe.narrow(0, tp.rank() * Ts, Ts);         // (B, T/TP, C)
+    } else {
+      x = reduceFromTp(e, tp) + w.wpe.narrow(0, 0, T);                     // (B, T, C)
+    }
+  } else {
+    x = input;
+  }
+  const int64_t heads = n_head / tp.size();
+  for (const BlockWeights& b : w.blocks) {
+    if (ckpt == Checkpointing::Full) x = checkpointBlock(b, x, heads, tp);  // saves x only
+    else x = detail::blockForward(b, x, heads, ckpt == Checkpointing::Selective, tp);
+  }
+  if (!st.last) return x;
+  const int64_t C = x.size(2);
+  x = at::layer_norm(x, {C}, w.lnf_w, w.lnf_b, 1e-5);
+  x = tp.sequence_parallel ? gatherSeq(x, tp) : copyToTp(x, tp);          // (B, T, C)
+  const int64_t B = x.size(0), T = x.size(1);
+  // Tied LM head + cross-entropy, fused and chunked: the (B*T, V) logits never exist at once.
+  return lmHeadCrossEntropy(x.reshape({B * T, C}), w.wte, targets.reshape({B * T}), tp);  // fp32 scalar
+}
+
 at::Tensor gptLoss(const GptWeights& w, int64_t n_head, const at::Tensor& inputs, const at::Tensor& targets,
                    Checkpointing ckpt) {
-  const int64_t B = inputs.size(0), T = inputs.size(1), C = w.wte.size(1);
-  at::Tensor x = at::embedding(w.wte, inputs) + w.wpe.narrow(0, 0, T);   // (B, T, C)
-  for (const BlockWeights& b : w.blocks) {
-    if (ckpt == Checkpointing::Full) x = checkpointBlock(b, x, n_head); // saves x only
-    else x = detail::blockForward(b, x, n_head, ckpt == Checkpointing::Selective);
-  }
-  x = at::layer_norm(x, {C}, w.lnf_w, w.lnf_b, 1e-5);                    // (B, T, C)
-  // Tied LM head + cross-entropy, fused and chunked: the (B*T, V) logits never exist at once.
-  return lmHeadCrossEntropy(x.view({B * T, C}), w.wte, targets.reshape({B * T}));  // scalar, mean, fp32
+  static const TpContext kNoTp;
+  return stageForward(w, StageSpec::whole(int64_t(w.blocks.size())), kNoTp, n_head, inputs, targets, ckpt);
 }
 
 }  // namespace trainscope::runtime

@@ -1,21 +1,28 @@
-// run_command.cpp — `trainscope run` on one process.
+// run_command.cpp — `trainscope run` in one rank process (or the only process).
 #include "trainscope/runtime/run_command.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <vector>
+#include <fstream>
 #include <iomanip>
 #include <memory>
 #include <ostream>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "trainscope/common/error.h"
+#include "trainscope/runtime/comm.h"
+#include "trainscope/runtime/data.h"
 #include "trainscope/runtime/device.h"
+#include "trainscope/runtime/parallel.h"
 #include "trainscope/runtime/trainer.h"
 #include "trainscope/tracer/run_store.h"
 
@@ -34,29 +41,108 @@ std::string hostName() {
   return buf;
 }
 
+// "RANK:STEP" → that rank throws at that step (tests the launcher's failure handling).
+bool injectedFailure(const std::string& spec, int rank, int64_t step) {
+  if (spec.empty()) return false;
+  auto colon = spec.find(':');
+  if (colon == std::string::npos) throw UserError("--inject-failure", "expects RANK:STEP", "e.g. --inject-failure 1:2");
+  return std::stoi(spec.substr(0, colon)) == rank && std::stoll(spec.substr(colon + 1)) == step;
+}
+
+// Every rank's memory and time for the step, gathered to all (one small all-gather).
+constexpr int kPerRank = 6;
+std::vector<int64_t> gatherStepStats(Comm& comm, const tracer::StepRecord& r) {
+  at::Tensor mine = at::tensor(std::vector<int64_t>{r.peak_bytes, r.param_bytes, r.grad_bytes, r.optim_bytes,
+                                                    r.activation_bytes, r.step_time_ns});
+  if (comm.layout().world == 1) return {mine.data_ptr<int64_t>(), mine.data_ptr<int64_t>() + kPerRank};
+  at::Tensor all = at::empty({comm.layout().world * kPerRank}, at::kLong);
+  comm.world().allGather(all, mine);
+  return {all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel()};
+}
+
+std::string collectivesJson(const std::vector<CollectiveRecord>& recs) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : recs)
+    a.push_back({r.op, r.group, r.rank, r.group_size, r.seq, r.bytes, r.start_ns, r.end_ns});
+  return a.dump();
+}
+
+void appendCollectives(tracer::RunStore& store, const std::string& json) {
+  std::vector<tracer::CollectiveRow> rows;
+  for (const auto& e : nlohmann::json::parse(json)) {
+    CollectiveRecord c;
+    c.op = e[0];
+    c.group = e[1];
+    c.rank = e[2];
+    c.group_size = e[3];
+    c.seq = e[4];
+    c.bytes = e[5];
+    c.start_ns = e[6];
+    c.end_ns = e[7];
+    rows.push_back({c.rank, c.op, c.group, c.group_size, c.seq, c.bytes, c.start_ns, c.end_ns, c.algbw(), c.busbw()});
+  }
+  store.appendCollectives(rows);
+}
+
 }  // namespace
 
-int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
-  resolve(cfg);
-  if (cfg.threads > 0) at::set_num_threads(cfg.threads);
-  DeviceChoice dev = chooseDevice(cfg.device, cfg.precision);
-  if (!dev.notice.empty()) err << dev.notice << "\n";
+bool isRankProcess() { return rankEnvFromEnvironment().distributed; }
 
-  Trainer trainer(cfg, dev);  // checks the data before anything is written
+void validateBeforeLaunch(TrainConfig cfg) {
+  resolve(cfg, cfg.nproc);
+  Layout::make(cfg.world, 0, cfg.tp, cfg.pp);
+  if (cfg.sequence_parallel && cfg.seq % cfg.tp != 0)
+    throw UserError("--seq", "sequence parallelism needs seq divisible by tp", "pick --seq a multiple of --tp");
+  TokenSource probe(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
+  (void)probe;
+  if (!cfg.out.empty() && !cfg.overwrite && std::ifstream(cfg.out).good())
+    throw UserError("--out", cfg.out + " already exists", "choose another path or pass --overwrite");
+}
+
+int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
+  const RankEnv env = rankEnvFromEnvironment();
+  resolve(cfg, env.distributed ? env.world : 1);
+  if (cfg.sequence_parallel && cfg.seq % cfg.tp != 0)
+    throw UserError("--seq", "sequence parallelism needs seq divisible by tp", "pick --seq a multiple of --tp");
+  const Layout layout = Layout::make(cfg.world, env.rank, cfg.tp, cfg.pp);
+  const bool leader = env.rank == 0;
+  if (!leader) {
+    cfg.quiet = true;
+  }
+  // Ranks on one host share its cores.
+  if (cfg.threads > 0) at::set_num_threads(cfg.threads);
+  else if (env.local_world > 1)
+    at::set_num_threads(std::max(1u, std::thread::hardware_concurrency() / unsigned(env.local_world)));
+  DeviceChoice dev = chooseDevice(cfg.device, cfg.precision);
+  if (dev.device != "cpu") dev.device = "cuda:" + std::to_string(env.local_rank);
+  if (!dev.notice.empty() && leader) err << dev.notice << "\n";
+
+  CommOptions copts;
+  copts.device = dev.device;
+  copts.rendezvous_timeout = std::chrono::milliseconds(int64_t(cfg.rendezvous_timeout_s * 1000));
+  copts.collective_timeout = std::chrono::milliseconds(int64_t(cfg.collective_timeout_s * 1000));
+  std::unique_ptr<Comm> comm = Comm::connect(env, layout, copts);
+
+  Trainer trainer(cfg, dev, comm.get());  // checks the data before anything is written
   std::unique_ptr<tracer::RunStore> store;
-  if (!cfg.out.empty()) store = std::make_unique<tracer::RunStore>(cfg.out, cfg.overwrite);
-  const int64_t params = trainer.parameterCount();
-  if (params != cfg.model.parameterCount()) {
-    err << "error: parameter count " << params << " differs from the analytic " << cfg.model.parameterCount() << "\n";
+  if (!cfg.out.empty() && leader) store = std::make_unique<tracer::RunStore>(cfg.out, cfg.overwrite);
+  const int64_t params = cfg.model.parameterCount();
+  if (layout.world == 1 && trainer.parameterCount() != params) {
+    err << "error: parameter count " << trainer.parameterCount() << " differs from the analytic " << params << "\n";
     return 1;
   }
   if (!cfg.quiet) {
     out << "trainscope run: " << cfg.model.name << " (L=" << cfg.model.n_layer << " NH=" << cfg.model.n_head
         << " C=" << cfg.model.n_embd << " V=" << cfg.model.vocab_size << "), " << params << " parameters\n"
-        << "  batch: seq " << cfg.seq << ", mbs " << cfg.mbs << " x ga " << cfg.ga_steps << " = gbs "
-        << cfg.global_batch << " (" << cfg.tokensPerStep() << " tokens/step); ckpt " << toString(cfg.ckpt)
-        << ", " << toString(cfg.precision) << ", " << toString(cfg.optimizer) << "\n"
-        << "  device: " << dev.name << "; data: " << cfg.data << "\n";
+        << "  batch: seq " << cfg.seq << ", mbs " << cfg.mbs << " x ga " << cfg.ga_steps << " x dp " << cfg.dp
+        << " = gbs " << cfg.global_batch << " (" << cfg.tokensPerStep() << " tokens/step); ckpt "
+        << toString(cfg.ckpt) << ", " << toString(cfg.precision) << ", " << toString(cfg.optimizer) << "\n";
+    if (cfg.world > 1)
+      out << "  parallel: " << cfg.world << " ranks = dp " << cfg.dp << " x tp " << cfg.tp << " x pp " << cfg.pp
+          << (cfg.sequence_parallel ? ", sequence parallel" : "") << (cfg.zero ? ", ZeRO-1" : "")
+          << (cfg.pp > 1 ? std::string(", ") + toString(cfg.pp_schedule) : "")
+          << (cfg.local_sgd ? ", local SGD H=" + std::to_string(cfg.local_sgd) : "") << " (" << env.source << ")\n";
+    out << "  device: " << dev.name << "; data: " << cfg.data << "\n";
   }
   if (store) {
     store->setMeta("config", toJson(cfg));
@@ -65,27 +151,41 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
     store->setMeta("device_name", dev.name);
     store->setMeta("parameters", std::to_string(params));
     store->setMeta("libtorch_version", TORCH_VERSION);
-    store->setMeta("world_size", "1");
+    store->setMeta("world_size", std::to_string(cfg.world));
   }
 
   tracer::StepRecord last;
   std::vector<double> step_times;  // seconds, steps after the first
-  double time_sum = 0, tok_sum = 0;
+  double time_sum = 0, tok_sum = 0, hidden_sum = 0, comm_sum = 0;
   int64_t peak = 0, timed = 0, skipped = 0;
   double first_loss = 0;
   int64_t nonfinite_streak = 0;
   constexpr int64_t kMaxNonFiniteSteps = 5;  // fp32/bf16: this many in a row means divergence
   for (int64_t k = 0; k < cfg.steps; ++k) {
+    if (injectedFailure(cfg.inject_failure, env.rank, k))
+      TRAINSCOPE_THROW("injected failure on rank " + std::to_string(env.rank) + " at step " + std::to_string(k));
     tracer::StepRecord r = trainer.step();
-    if (store) store->appendStep(r);
+    const std::vector<int64_t> all = gatherStepStats(*comm, r);
+    if (store) {
+      for (int q = 0; q < cfg.world; ++q) {
+        tracer::StepRecord rq = r;
+        rq.rank = q;
+        const int64_t* v = &all[q * kPerRank];
+        rq.peak_bytes = v[0], rq.param_bytes = v[1], rq.grad_bytes = v[2], rq.optim_bytes = v[3];
+        rq.activation_bytes = v[4], rq.step_time_ns = v[5];
+        store->appendStep(rq);
+      }
+    }
     if (k == 0) first_loss = r.loss;
     if (k > 0 || cfg.steps == 1) {  // step 0 pays one-time costs; keep it out of the averages
       time_sum += double(r.step_time_ns) * 1e-9;
-      step_times.push_back(double(r.step_time_ns) * 1e-9);
       tok_sum += double(r.tokens);
+      step_times.push_back(double(r.step_time_ns) * 1e-9);
+      hidden_sum += trainer.lastHiddenShare();
+      comm_sum += trainer.lastCommSeconds();
       ++timed;
     }
-    peak = std::max(peak, r.peak_bytes);
+    for (int q = 0; q < cfg.world; ++q) peak = std::max(peak, all[q * kPerRank]);
     skipped += r.skipped;
     if (!cfg.quiet) {
       char line[320];
@@ -105,29 +205,43 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
       return 1;
     }
   }
+
+  // Collectives: every rank hands its records to rank 0 through the rendezvous store.
+  std::vector<CollectiveRecord> mine = comm->log().take();
+  if (cfg.world > 1) {
+    comm->storeSet("collectives/" + std::to_string(env.rank), collectivesJson(mine));
+    comm->world().barrier();
+    if (store)
+      for (int q = 0; q < cfg.world; ++q) appendCollectives(*store, comm->storeGet("collectives/" + std::to_string(q)));
+  }
+
   const double tokens_per_s = timed ? tok_sum / time_sum : 0.0;
   std::sort(step_times.begin(), step_times.end());
   const double median_step = step_times.empty() ? 0.0 : step_times[step_times.size() / 2];
   if (!cfg.quiet) {
     out << "done: " << cfg.steps << " steps, " << std::fixed << std::setprecision(0) << tokens_per_s
-        << " tokens/s; peak memory " << mib(peak) << " (params " << mib(last.param_bytes) << ", grads "
-        << mib(last.grad_bytes) << ", optimizer " << mib(last.optim_bytes) << ", activations "
-        << mib(last.activation_bytes) << ")\n";
+        << " tokens/s; peak memory " << mib(peak) << (cfg.world > 1 ? " (max over ranks)" : "") << "; rank 0: params "
+        << mib(last.param_bytes) << ", grads " << mib(last.grad_bytes) << ", optimizer " << mib(last.optim_bytes)
+        << ", activations " << mib(last.activation_bytes) << "\n";
     if (store) out << "run database: " << store->path() << "\n";
   }
-  if (cfg.json) {
+  if (cfg.json && leader) {
     nlohmann::json j = {{"workload", cfg.model.name}, {"parameters", params}, {"device", dev.device},
+                        {"world", cfg.world}, {"dp", cfg.dp}, {"tp", cfg.tp}, {"pp", cfg.pp},
                         {"steps", cfg.steps}, {"first_loss", first_loss}, {"final_loss", last.loss},
                         {"tokens_per_s", tokens_per_s}, {"step_time_s", timed ? time_sum / double(timed) : 0.0},
                         {"step_time_median_s", median_step},
                         {"tokens_per_s_median", median_step > 0 ? double(cfg.tokensPerStep()) / median_step : 0.0},
                         {"peak_bytes", peak}, {"param_bytes", last.param_bytes}, {"grad_bytes", last.grad_bytes},
                         {"optim_bytes", last.optim_bytes}, {"activation_bytes", last.activation_bytes},
-                        {"model_flops_per_step", last.model_flops}, {"hw_flops_per_step", last.hw_flops},
-                        {"model_flops_per_s", timed ? last.model_flops * double(timed) / time_sum : 0.0},
+                        {"model_flops_per_step", last.model_flops * cfg.world},
+                        {"hw_flops_per_step", last.hw_flops * cfg.world},
+                        {"model_flops_per_s", timed ? last.model_flops * cfg.world * double(timed) / time_sum : 0.0},
+                        {"allreduce_hidden_share", timed ? hidden_sum / double(timed) : 0.0},
+                        {"grad_comm_s_per_step", timed ? comm_sum / double(timed) : 0.0},
                         {"skipped_steps", skipped}, {"loss_scale", trainer.lossScale()},
                         {"config", nlohmann::json::parse(toJson(cfg))}};
-    // MFU/HFU over the same steps as tokens_per_s (all but the first).
+    // MFU/HFU over the same steps as tokens_per_s (all but the first), per device.
     std::optional<double> peak_tflops = cfg.peak_tflops ? cfg.peak_tflops : dev.peak_tflops;
     if (peak_tflops && timed) {
       j["mfu"] = last.model_flops * double(timed) / time_sum / (*peak_tflops * 1e12);

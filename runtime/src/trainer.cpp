@@ -1,13 +1,19 @@
-// trainer.cpp — the training step (see trainer.h for the recipe).
+// trainer.cpp — the training step (see trainer.h for the recipe). Parallel pieces: grad_sync.cpp
+// (DP buckets, ZeRO-1), tensor_parallel.cpp (TP/SP collectives), pipeline.cpp (GPipe, 1F1B).
 #include "trainscope/runtime/trainer.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 
 #include <chrono>
 #include <cmath>
 #include <limits>
 
+#include "grad_sync.h"
+#include "pipeline.h"
+#include "tensor_parallel.h"
+#include "trainscope/common/error.h"
 #include "trainscope/runtime/data.h"
 #include "trainscope/runtime/gpt.h"
 #include "trainscope/runtime/memory.h"
@@ -60,94 +66,197 @@ struct Trainer::Impl {
   at::ScalarType compute_dtype = at::kFloat;
   std::unique_ptr<TokenSource> data;
   std::unique_ptr<MemoryMeter> memory;
+  std::unique_ptr<Comm> own_comm;  // when the caller gave none
+  Comm* comm = nullptr;
+  Layout layout;
+  StageSpec stage;
+  TpContext tp;
+  std::vector<ParamInfo> info;
 
   std::vector<at::Tensor> master;      // fp32 weights (the optimizer's)
   std::vector<at::Tensor> compute;     // weights forward/backward use: `master` in fp32, else copies
-  std::vector<at::Tensor> main_grads;  // fp32 gradients the optimizer reads
   GptWeights compute_weights;
+  std::unique_ptr<GradSync> sync;
   std::unique_ptr<Optimizer> optimizer;
+  std::vector<size_t> owned;           // indices this rank's optimizer updates
+  int wte_index = -1;                  // tied embedding under pipeline parallelism (reduced by hand)
   LossScaler scaler;
   int64_t step = 0;
   bool inject_overflow = false;
 
   bool lowPrecision() const { return compute_dtype != at::kFloat; }
+  std::vector<at::Tensor>& grads() { return sync->mainGrads(); }
 
-  // Forward + backward over the global batch of step `k`; gradients land in main_grads (still
-  // multiplied by the loss scale). Returns the mean loss and the activation peak above baseline.
+  // Forward + backward over this rank's share of step k's global batch; reduces gradients over DP
+  // (and the tied embedding over its two stages). Grads are still multiplied by the loss scale.
+  // Returns the mean loss over the global batch and the activation peak above the step's baseline.
   std::pair<double, int64_t> forwardBackward(int64_t k) {
-    for (auto& g : main_grads) g.zero_();
+    sync->zeroGrads();
     const int64_t baseline = memory->currentBytes();
     memory->resetPeak();
+    const int64_t M = cfg.ga_steps;
+    // DP rank d reads samples [k*gbs + d*gbs/DP, ...): any DP degree sees the same global batch.
+    const int64_t first_sample = k * cfg.global_batch + layout.dp_rank * (cfg.global_batch / layout.dp);
+    auto batch = [&](int64_t m) { return data->samples(first_sample + m * cfg.mbs, cfg.mbs, device); };  // (mbs, T)
+    auto forward = [&](const at::Tensor& input, const at::Tensor& targets) {
+      return stageForward(compute_weights, stage, tp, cfg.model.n_head, input, targets, cfg.ckpt);
+    };
+    const double loss_scale = scaler.scale / double(M);
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
-    const double scale = scaler.scale / double(cfg.ga_steps);
-    for (int64_t m = 0; m < cfg.ga_steps; ++m) {
-      Batch b = data->samples(k * cfg.global_batch + m * cfg.mbs, cfg.mbs, device);  // (mbs, T)
-      at::Tensor loss = gptLoss(compute_weights, cfg.model.n_head, b.inputs, b.targets, cfg.ckpt);  // scalar
-      (loss * scale).backward();
-      loss_sum += loss.detach();
-      if (lowPrecision()) {
-        // Low-precision grads → fp32 main grads, then clear them for the next micro-batch.
-        for (size_t i = 0; i < compute.size(); ++i) {
-          main_grads[i].add_(compute[i].grad());
-          compute[i].mutable_grad().zero_();
-        }
+
+    if (layout.pp == 1) {
+      for (int64_t m = 0; m < M; ++m) {
+        sync->setLastMicroBatch(m == M - 1);  // DP buckets launch during the last backward
+        Batch b = batch(m);
+        at::Tensor loss = forward(b.inputs, b.targets);                   // scalar
+        (loss * loss_scale).backward();
+        loss_sum += loss.detach();
+      }
+    } else {
+      PipelineStep p{comm->pp(), stage, cfg.pp_schedule, M, activationShape(), compute_dtype, device};
+      loss_sum += runPipeline(p, batch, forward, loss_scale, [&](int64_t m) { sync->setLastMicroBatch(m == M - 1); });
+    }
+    sync->finishBackward();
+    reduceTiedAndPartial();
+    const int64_t activation = memory->peakBytes() - baseline;
+
+    // The loss lives on the last stage; every rank reports the global-batch mean.
+    if (layout.pp > 1) comm->pp().broadcast(loss_sum, layout.pp - 1);
+    if (layout.dp > 1) {
+      comm->dp().allReduce(loss_sum);
+      loss_sum.div_(double(layout.dp));
+    }
+    return {loss_sum.item<double>() / double(M), activation};
+  }
+
+  std::vector<int64_t> activationShape() const {
+    const int64_t T = tp.sequence_parallel ? cfg.seq / layout.tp : cfg.seq;
+    return {cfg.mbs, T, cfg.model.n_embd};
+  }
+
+  // The tied embedding's two copies (first and last stage) sum their gradients, then average over
+  // DP. Under sequence parallelism the replicated parameters used inside the sequence-split region
+  // hold partial gradients: sum them over TP.
+  void reduceTiedAndPartial() {
+    c10::NoGradGuard no_grad;
+    if (wte_index >= 0) {
+      at::Tensor& g = grads()[wte_index];
+      comm->embedding().allReduce(g);
+      if (layout.dp > 1 && cfg.local_sgd == 0) {
+        comm->dp().allReduce(g);
+        g.div_(double(layout.dp));
       }
     }
-    if (!lowPrecision())  // autograd accumulates in place, but re-read in case it swapped a buffer
-      for (size_t i = 0; i < master.size(); ++i) main_grads[i] = master[i].grad();
-    const int64_t activation = memory->peakBytes() - baseline;
-    return {loss_sum.item<double>() / double(cfg.ga_steps), activation};
+    if (tp.sequence_parallel)
+      for (size_t i = 0; i < info.size(); ++i)
+        if (info[i].sp_partial) comm->tp().allReduce(grads()[i]);
   }
 
-  // Unscales main_grads in place and returns their global L2 norm (inf/nan on overflow).
+  // Unscales the main grads in place and returns the global L2 norm over the whole model (inf/nan
+  // on overflow). Each parameter counts once: TP-replicated ones on TP rank 0 only, the tied
+  // embedding on the first stage only, ZeRO-sharded ones on their owner.
   double unscaleAndNorm() {
     c10::NoGradGuard no_grad;
-    if (scaler.scale != 1.0) at::_foreach_mul_(main_grads, 1.0 / scaler.scale);
+    std::vector<at::Tensor>& g = grads();
+    if (scaler.scale != 1.0) at::_foreach_mul_(g, 1.0 / scaler.scale);
     if (inject_overflow) {
-      main_grads[0].view({-1})[0].fill_(std::numeric_limits<float>::infinity());
+      g[0].view({-1})[0].fill_(std::numeric_limits<float>::infinity());
       inject_overflow = false;
     }
-    std::vector<at::Tensor> norms = at::_foreach_norm(main_grads, 2);
-    return at::stack(norms).norm().item<double>();
+    std::vector<at::Tensor> counted;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (!sync->owned()[i]) continue;
+      if (!info[i].tp_sharded && tp.rank() != 0) continue;
+      if (static_cast<int>(i) == wte_index && !stage.first) continue;
+      counted.push_back(g[i]);
+    }
+    at::Tensor sq = at::zeros({}, g[0].options().dtype(at::kDouble));
+    if (!counted.empty()) sq = at::stack(at::_foreach_norm(counted, 2)).to(at::kDouble).square().sum();
+    if (cfg.zero && layout.dp > 1) comm->dp().allReduce(sq);
+    if (layout.tp > 1) comm->tp().allReduce(sq);
+    if (layout.pp > 1) comm->pp().allReduce(sq);
+    return std::sqrt(sq.item<double>());
   }
 
-  void refreshCopies() {
-    if (!lowPrecision()) return;
+  void update(double lr, double norm) {
     c10::NoGradGuard no_grad;
-    for (size_t i = 0; i < master.size(); ++i) compute[i].copy_(master[i]);
+    std::vector<at::Tensor> mine;
+    for (size_t i : owned) mine.push_back(grads()[i]);
+    if (cfg.clip > 0 && norm > cfg.clip) at::_foreach_mul_(mine, cfg.clip / (norm + 1e-6));
+    optimizer->step(mine, lr);
+    sync->gatherParams();  // ZeRO-1: everyone gets everyone's updated shard
+    if (cfg.local_sgd > 0 && layout.dp > 1 && (step + 1) % cfg.local_sgd == 0)
+      for (auto& p : master) {  // local SGD: average the weights every H steps
+        comm->dp().allReduce(p);
+        p.div_(double(layout.dp));
+      }
+    if (lowPrecision())
+      for (size_t i = 0; i < master.size(); ++i) compute[i].copy_(master[i]);
   }
 };
 
-Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev) : impl_(std::make_unique<Impl>()) {
+Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.cfg = cfg;
   s.dev = dev;
   s.device = at::Device(dev.device);
+  if (!comm) {
+    s.own_comm = Comm::single();
+    comm = s.own_comm.get();
+  }
+  s.comm = comm;
+  s.layout = comm->layout();
+  if (s.layout.tp != cfg.tp || s.layout.pp != cfg.pp)
+    TRAINSCOPE_THROW("process groups were built for tp=" + std::to_string(s.layout.tp) + " pp=" +
+                     std::to_string(s.layout.pp) + " but the config asks for tp=" + std::to_string(cfg.tp) +
+                     " pp=" + std::to_string(cfg.pp));
   s.memory = std::make_unique<MemoryMeter>(dev.device);
   s.compute_dtype = cfg.precision == Precision::BF16 ? at::kBFloat16
                     : cfg.precision == Precision::FP16 ? at::kHalf
                                                       : at::kFloat;
   s.data = std::make_unique<TokenSource>(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
 
-  GptWeights w = initGpt(cfg.model, cfg.seed, s.device);
+  // Model: the whole model is initialised identically everywhere, then each rank keeps its part.
+  s.stage = StageSpec::of(cfg.model.n_layer, s.layout.pp, s.layout.pp_rank);
+  s.tp.group = s.layout.tp > 1 ? &comm->tp() : nullptr;
+  s.tp.sequence_parallel = cfg.sequence_parallel;
+  s.tp.vocab = cfg.model.vocab_size;
+  s.tp.vocab_local = paddedVocab(cfg.model.vocab_size, s.layout.tp) / s.layout.tp;
+  s.tp.vocab_begin = s.layout.tp_rank * s.tp.vocab_local;
+  GptWeights full = initGpt(cfg.model, cfg.seed, at::kCPU);
+  GptWeights w = (s.layout.world == 1 && s.device.is_cpu())
+                     ? full
+                     : shardGpt(full, s.stage, s.layout.tp, s.layout.tp_rank, s.device);
+  full = GptWeights();
   s.master = w.flat();
+  s.info = GptWeights::info(s.stage);
   if (s.lowPrecision()) {
     for (auto& p : s.master) {
       p.requires_grad_(false);
       s.compute.push_back(p.detach().to(s.compute_dtype).requires_grad_(true));
-      s.main_grads.push_back(at::zeros_like(p));
     }
-    // Allocate the low-precision grads up front so every micro-batch accumulates in place.
-    for (auto& c : s.compute) c.mutable_grad() = at::zeros_like(c);
   } else {
     s.compute = s.master;
-    for (auto& p : s.master) {
-      p.mutable_grad() = at::zeros_like(p);  // autograd accumulates into it in place
-      s.main_grads.push_back(p.grad());
-    }
   }
-  s.compute_weights = GptWeights::fromFlat(s.compute, cfg.model.n_layer);
-  s.optimizer = makeOptimizer(cfg, s.master, GptWeights::decayMask(cfg.model.n_layer));
+  std::vector<bool> managed(s.master.size(), true);
+  if (s.layout.pp > 1 && (s.stage.first || s.stage.last)) {
+    s.wte_index = 0;  // flat() puts wte first
+    managed[0] = false;
+  }
+  const auto mode = cfg.zero ? GradSync::Mode::Zero1 : cfg.local_sgd > 0 ? GradSync::Mode::None : GradSync::Mode::Buckets;
+  s.sync = std::make_unique<GradSync>(comm->dp(), mode, int64_t(cfg.bucket_mb * 1024 * 1024), s.compute, s.master,
+                                      s.lowPrecision(), managed);
+  s.compute_weights = GptWeights::fromFlat(s.compute, s.stage);
+
+  std::vector<at::Tensor> params;
+  std::vector<bool> decay;
+  for (size_t i = 0; i < s.master.size(); ++i)
+    if (s.sync->owned()[i]) {
+      s.owned.push_back(i);
+      params.push_back(s.master[i]);
+      decay.push_back(s.info[i].decay);
+    }
+  s.optimizer = makeOptimizer(cfg, params, decay);
   if (cfg.precision == Precision::FP16) {
     s.scaler.scale = cfg.fp16_init_scale;
     s.scaler.interval = cfg.fp16_growth_interval;
@@ -160,31 +269,24 @@ tracer::StepRecord Trainer::step() {
   Impl& s = *impl_;
   const TrainConfig& c = s.cfg;
   tracer::StepRecord r;
+  r.rank = s.layout.rank;
   r.step = s.step;
   r.start_ns = nowNs();
   const auto t0 = std::chrono::steady_clock::now();
   r.lr = learningRate(s.step, c.steps, c.warmup, c.lr, c.min_lr_ratio);
   r.loss_scale = s.scaler.scale;
 
-  auto [loss, activation] = s.forwardBackward(s.step);             // grads × loss scale
+  auto [loss, activation] = s.forwardBackward(s.step);             // grads × loss scale, reduced
   const double norm = s.unscaleAndNorm();                          // grads now true gradients
   r.loss = loss;
   r.grad_norm = norm;
   r.activation_bytes = activation;
   const bool overflow = !std::isfinite(norm);
   if (c.precision == Precision::FP16) s.scaler.update(overflow);
-  if (overflow) {
-    // fp16: the loss scale was too high, expected now and then. fp32/bf16: a real divergence; the
-    // step is skipped all the same so no inf/nan reaches the weights, and the caller reports it.
-    r.skipped = true;
-  } else {
-    if (c.clip > 0 && norm > c.clip) {
-      c10::NoGradGuard no_grad;
-      at::_foreach_mul_(s.main_grads, c.clip / (norm + 1e-6));
-    }
-    s.optimizer->step(s.main_grads, r.lr);
-    s.refreshCopies();
-  }
+  // fp16: the loss scale was too high, expected now and then. fp32/bf16: a real divergence; the
+  // step is skipped all the same so no inf/nan reaches the weights, and the caller reports it.
+  if (overflow) r.skipped = true;
+  else s.update(r.lr, norm);
   if (s.device.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(s.device.index());
   r.step_time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
 
@@ -193,16 +295,17 @@ tracer::StepRecord Trainer::step() {
   r.tokens_per_s = double(r.tokens) / secs;
   auto f = workloads::stepFlops(c.global_batch, c.seq, c.model.n_layer, c.model.n_embd, c.model.vocab_size,
                                 recomputeOf(c.ckpt));
-  r.model_flops = f.model;
-  r.hw_flops = f.hardware;
+  // Per-rank share of the step's FLOPs, so that MFU compares one rank's work with one device.
+  r.model_flops = f.model / double(s.layout.world);
+  r.hw_flops = f.hardware / double(s.layout.world);
   std::optional<double> peak = c.peak_tflops ? c.peak_tflops : s.dev.peak_tflops;
   if (peak) {
-    r.mfu = f.model / secs / (*peak * 1e12);
-    r.hfu = f.hardware / secs / (*peak * 1e12);
+    r.mfu = r.model_flops / secs / (*peak * 1e12);
+    r.hfu = r.hw_flops / secs / (*peak * 1e12);
   }
   r.peak_bytes = s.memory->peakBytes();
   r.param_bytes = bytesOf(s.master) + (s.lowPrecision() ? bytesOf(s.compute) : 0);
-  r.grad_bytes = bytesOf(s.main_grads);
+  r.grad_bytes = bytesOf(s.grads());
   if (s.lowPrecision())
     for (const auto& t : s.compute) r.grad_bytes += t.grad().nbytes();
   r.optim_bytes = s.optimizer->stateBytes();
@@ -218,7 +321,7 @@ double Trainer::computeGradients(int64_t step) {
 }
 
 std::vector<at::Tensor> Trainer::masterParams() const { return impl_->master; }
-std::vector<at::Tensor> Trainer::mainGrads() const { return impl_->main_grads; }
+std::vector<at::Tensor> Trainer::mainGrads() const { return impl_->sync->mainGrads(); }
 int64_t Trainer::parameterCount() const {
   int64_t n = 0;
   for (const auto& p : impl_->master) n += p.numel();
@@ -229,5 +332,7 @@ double Trainer::lossScale() const { return impl_->scaler.scale; }
 const TrainConfig& Trainer::config() const { return impl_->cfg; }
 const DeviceChoice& Trainer::device() const { return impl_->dev; }
 void Trainer::injectOverflowOnce() { impl_->inject_overflow = true; }
+double Trainer::lastHiddenShare() const { return impl_->sync->hiddenShare(); }
+double Trainer::lastCommSeconds() const { return impl_->sync->commSeconds(); }
 
 }  // namespace trainscope::runtime

@@ -37,6 +37,18 @@ CREATE TABLE IF NOT EXISTS steps (
   activation_bytes INTEGER,
   PRIMARY KEY (rank, step)
 );
+CREATE TABLE IF NOT EXISTS collectives (
+  rank       INTEGER NOT NULL,
+  op         TEXT NOT NULL,
+  grp        TEXT NOT NULL,
+  group_size INTEGER NOT NULL,
+  seq        INTEGER NOT NULL,
+  bytes      INTEGER NOT NULL,
+  start_ns   INTEGER NOT NULL,
+  end_ns     INTEGER NOT NULL,
+  algbw      REAL,
+  busbw      REAL
+);
 )SQL";
 
 constexpr const char* kStepColumns =
@@ -75,6 +87,26 @@ void RunStore::setMeta(const std::string& key, const std::string& value) {
   insert_meta_->bind(1, key);
   insert_meta_->bind(2, value);
   insert_meta_->run();
+}
+
+void RunStore::appendCollectives(const std::vector<CollectiveRow>& rows) {
+  Statement s(*db_, "INSERT INTO collectives(rank, op, grp, group_size, seq, bytes, start_ns, end_ns, algbw, busbw) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?)");
+  Transaction tx(*db_);
+  for (const auto& r : rows) {
+    s.bind(1, r.rank);
+    s.bind(2, r.op);
+    s.bind(3, r.group);
+    s.bind(4, r.group_size);
+    s.bind(5, r.seq);
+    s.bind(6, r.bytes);
+    s.bind(7, r.start_ns);
+    s.bind(8, r.end_ns);
+    s.bind(9, r.algbw);
+    s.bind(10, r.busbw);
+    s.run();
+  }
+  tx.commit();
 }
 
 void RunStore::appendStep(const StepRecord& r) {
@@ -134,6 +166,28 @@ std::map<int64_t, StepRecord> readSteps(const std::string& path, int rank) {
     r.optim_bytes = s.columnInt(i++);
     r.activation_bytes = s.columnInt(i++);
     out[r.step] = r;
+  }
+  return out;
+}
+
+std::vector<CollectiveRow> readCollectives(const std::string& path) {
+  Database db(path, Database::Mode::ReadOnly);
+  Statement s(db, "SELECT rank, op, grp, group_size, seq, bytes, start_ns, end_ns, algbw, busbw FROM collectives "
+                  "ORDER BY rank, start_ns");
+  std::vector<CollectiveRow> out;
+  while (s.step()) {
+    CollectiveRow r;
+    r.rank = int(s.columnInt(0));
+    r.op = s.columnText(1);
+    r.group = s.columnText(2);
+    r.group_size = int(s.columnInt(3));
+    r.seq = s.columnInt(4);
+    r.bytes = s.columnInt(5);
+    r.start_ns = s.columnInt(6);
+    r.end_ns = s.columnInt(7);
+    r.algbw = s.columnDouble(8);
+    r.busbw = s.columnDouble(9);
+    out.push_back(r);
   }
   return out;
 }

@@ -17,6 +17,8 @@ enum class Checkpointing { None, Selective, Full };
 enum class Precision { FP32, BF16, FP16 };
 enum class OptimizerKind { AdamW, Adafactor, Adam8bit, SGD };
 enum class DeviceRequest { Auto, CPU, CUDA };
+enum class PipelineSchedule { GPipe, OneFOneB };
+enum class Launcher { Local, Slurm };
 
 struct TrainConfig {
   // model and batch
@@ -42,6 +44,18 @@ struct TrainConfig {
   double fp16_init_scale = 65536;  // initial dynamic loss scale
   int64_t fp16_growth_interval = 2000;
 
+  // parallelism (world = DP x TP x PP; see parallel.h)
+  int nproc = 1;                   // ranks to start (--nproc); under torchrun/srun: WORLD_SIZE
+  Launcher launcher = Launcher::Local;
+  int tp = 1, pp = 1;
+  bool sequence_parallel = false;
+  int zero = 0;                    // 0 or 1
+  PipelineSchedule pp_schedule = PipelineSchedule::OneFOneB;
+  int64_t local_sgd = 0;           // H > 0: average parameters every H steps, no gradient all-reduce
+  double bucket_mb = 25;           // DP all-reduce bucket size (MiB)
+  double rendezvous_timeout_s = 60, collective_timeout_s = 300;
+  std::string inject_failure;      // testing: "RANK:STEP" makes that rank throw at that step
+
   // data, device, output
   uint64_t seed = 1337;
   std::string data = "synthetic";  // "synthetic" or a uint16 token file (nanoGPT / llm.c layout)
@@ -56,19 +70,25 @@ struct TrainConfig {
   // Derived by resolve().
   workloads::Workload model;
   int64_t ga_steps = 1;            // resolved ga
-  int64_t global_batch = 0;        // resolved gbs
+  int64_t global_batch = 0;        // resolved gbs = mbs x ga x dp
+  int world = 1, dp = 1;           // resolved
 
   int64_t tokensPerStep() const { return global_batch * seq; }
 };
 
-// Fills the derived fields and checks everything; throws UserError naming the field.
-void resolve(TrainConfig& c);
+// Fills the derived fields and checks everything; throws UserError naming the field. `world` is
+// the number of ranks (--nproc, or WORLD_SIZE when started by a launcher).
+void resolve(TrainConfig& c, int world = 0);
 
 // String forms, used by the CLI, the run database and the JSON summary.
 const char* toString(Checkpointing v);
 const char* toString(Precision v);
 const char* toString(OptimizerKind v);
 const char* toString(DeviceRequest v);
+const char* toString(PipelineSchedule v);
+const char* toString(Launcher v);
+PipelineSchedule parseSchedule(const std::string& s, const std::string& field = "--pp-schedule");
+Launcher parseLauncher(const std::string& s, const std::string& field = "--launcher");
 // Parsers throw UserError(field, ...) listing the accepted values.
 Checkpointing parseCheckpointing(const std::string& s, const std::string& field = "--ckpt");
 Precision parsePrecision(const std::string& s, const std::string& field = "--precision");

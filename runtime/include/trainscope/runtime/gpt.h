@@ -6,7 +6,10 @@
 // zero biases, residual projections scaled by 1/sqrt(2L).
 //
 // The weights are a plain struct of tensors so that one forward serves fp32 master weights and
-// their bf16/fp16 working copies alike. This is not torch::nn: no module tree, no hooks.
+// their bf16/fp16 working copies alike. Under tensor parallelism the struct holds this rank's
+// shards (Megatron layout: c_attn and c_fc split by output rows — heads for c_attn —, attn c_proj
+// and mlp c_proj split by input columns, wte split by vocabulary rows); under pipeline parallelism
+// only this stage's layers, wte/wpe on the first stage, wte/ln_f on the last. This is not torch::nn.
 #pragma once
 
 #include <cstdint>
@@ -20,38 +23,66 @@
 
 namespace trainscope::runtime {
 
+struct TpContext;
+
 struct BlockWeights {
   at::Tensor ln1_w, ln1_b;      // (C), (C)
-  at::Tensor qkv_w, qkv_b;      // (3C, C), (3C)      c_attn
-  at::Tensor proj_w, proj_b;    // (C, C), (C)        attn c_proj
+  at::Tensor qkv_w, qkv_b;      // (3C/TP, C), (3C/TP)   c_attn
+  at::Tensor proj_w, proj_b;    // (C, C/TP), (C)        attn c_proj
   at::Tensor ln2_w, ln2_b;      // (C), (C)
-  at::Tensor fc_w, fc_b;        // (4C, C), (4C)      mlp c_fc
-  at::Tensor fcproj_w, fcproj_b;// (C, 4C), (C)       mlp c_proj
+  at::Tensor fc_w, fc_b;        // (4C/TP, C), (4C/TP)   mlp c_fc
+  at::Tensor fcproj_w, fcproj_b;// (C, 4C/TP), (C)       mlp c_proj
   static constexpr int kCount = 12;
 
   std::vector<at::Tensor> flat() const;                    // the 12 tensors in the order above
   static BlockWeights fromFlat(const at::Tensor* first);  // reads kCount tensors
 };
 
-struct GptWeights {
-  at::Tensor wte;               // (V, C)  token embedding, also the LM head
-  at::Tensor wpe;               // (Tmax, C)
-  std::vector<BlockWeights> blocks;  // L
-  at::Tensor lnf_w, lnf_b;      // (C), (C)
-
-  // All tensors in a fixed order (wte, wpe, block 0 ... block L-1, lnf), and their names.
-  std::vector<at::Tensor> flat() const;
-  static GptWeights fromFlat(const std::vector<at::Tensor>& flat, int64_t n_layer);
-  static std::vector<std::string> names(int64_t n_layer);
-  // Whether flat()[i] gets weight decay (2-D matrices only, as in nanoGPT/Megatron).
-  static std::vector<bool> decayMask(int64_t n_layer);
+// Which layers a pipeline stage holds.
+struct StageSpec {
+  int64_t layer_begin = 0, layer_end = 0;
+  bool first = true, last = true;
+  int64_t layers() const { return layer_end - layer_begin; }
+  static StageSpec whole(int64_t n_layer) { return {0, n_layer, true, true}; }
+  // Balanced split of n_layer over pp stages (earlier stages take the remainder).
+  static StageSpec of(int64_t n_layer, int pp, int stage);
 };
 
-// GPT-2 initialised fp32 weights on `device`, deterministic for a seed.
-GptWeights initGpt(const workloads::Workload& w, uint64_t seed, const at::Device& device);
+// What a flat parameter is, for decay, norms and tensor-parallel gradient reduction.
+struct ParamInfo {
+  std::string name;
+  bool decay = false;       // 2-D weight: weight decay applies
+  bool tp_sharded = false;  // split over TP ranks (else replicated on each)
+  bool sp_partial = false;  // replicated, but its gradient is partial under sequence parallelism
+  bool wte = false;         // the (tied) token embedding
+};
 
-// Mean next-token cross-entropy over (B, T). inputs/targets (B, T) int64. Computes in the weights'
-// dtype; the loss is fp32. ckpt selects activation recomputation in backward.
+struct GptWeights {
+  at::Tensor wte;               // (V/TP, C)  token embedding, also the LM head (first and last stage)
+  at::Tensor wpe;               // (Tmax, C)  first stage
+  std::vector<BlockWeights> blocks;  // this stage's layers
+  at::Tensor lnf_w, lnf_b;      // (C), (C)   last stage
+
+  // The tensors this stage holds in a fixed order (wte, wpe, blocks, ln_f), and what each is.
+  std::vector<at::Tensor> flat() const;
+  static GptWeights fromFlat(const std::vector<at::Tensor>& flat, const StageSpec& stage);
+  static std::vector<ParamInfo> info(const StageSpec& stage);
+};
+
+// GPT-2 initialised fp32 weights of the whole model, deterministic for a seed (CPU generator, so
+// every device and every parallel layout starts from the same numbers). Then `shard` cuts out
+// what one rank holds (a copy) and moves it to `device` as autograd leaves.
+GptWeights initGpt(const workloads::Workload& w, uint64_t seed, const at::Device& device);
+GptWeights shardGpt(const GptWeights& full, const StageSpec& stage, int tp_size, int tp_rank,
+                    const at::Device& device);
+
+// Forward of one pipeline stage. First stage: input = tokens (B, T) int64; otherwise the previous
+// stage's hidden states (B, T, C), or (B, T/TP, C) under sequence parallelism. Last stage: returns
+// the mean next-token cross-entropy (fp32 scalar) against targets (B, T); otherwise hidden states.
+at::Tensor stageForward(const GptWeights& w, const StageSpec& stage, const TpContext& tp, int64_t n_head,
+                        const at::Tensor& input, const at::Tensor& targets, Checkpointing ckpt);
+
+// The whole model on one process: stageForward with no parallelism.
 at::Tensor gptLoss(const GptWeights& w, int64_t n_head, const at::Tensor& inputs, const at::Tensor& targets,
                    Checkpointing ckpt);
 

@@ -12,4 +12,10 @@ namespace trainscope::runtime {
 // Throws UserError for bad input (the caller prints it and exits 2).
 int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err);
 
+// Whether this process is one rank of a launched job (torchrun's or Slurm's variables are set).
+bool isRankProcess();
+// Checks everything a rank would check first (flags, workload, data file), so that bad input is
+// reported once by the launcher rather than by every rank. Throws UserError.
+void validateBeforeLaunch(TrainConfig cfg);
+
 }  // namespace trainscope::runtime

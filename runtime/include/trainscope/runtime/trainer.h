@@ -15,6 +15,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "trainscope/runtime/comm.h"
 #include "trainscope/runtime/config.h"
 #include "trainscope/runtime/device.h"
 #include "trainscope/tracer/run_store.h"
@@ -23,8 +24,8 @@ namespace trainscope::runtime {
 
 class Trainer {
  public:
-  // cfg must have been through resolve().
-  Trainer(const TrainConfig& cfg, const DeviceChoice& device);
+  // cfg must have been through resolve(). comm: this rank's process groups (nullptr: one process).
+  Trainer(const TrainConfig& cfg, const DeviceChoice& device, Comm* comm = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -36,7 +37,7 @@ class Trainer {
   // updating anything; returns the mean loss (tests compare these across configurations).
   double computeGradients(int64_t step);
 
-  std::vector<at::Tensor> masterParams() const;  // fp32
+  std::vector<at::Tensor> masterParams() const;  // fp32 (this rank's shard under TP/PP)
   std::vector<at::Tensor> mainGrads() const;     // fp32, unscaled after step()/computeGradients()
   int64_t parameterCount() const;
   int64_t stepsDone() const;
@@ -46,6 +47,11 @@ class Trainer {
 
   // Testing seam: the next step's gradients get an inf, as an fp16 overflow would produce.
   void injectOverflowOnce();
+
+  // Data-parallel statistics of the last step: share of all-reduce time hidden behind backward,
+  // and the seconds the gradient collectives took.
+  double lastHiddenShare() const;
+  double lastCommSeconds() const;
 
  private:
   struct Impl;

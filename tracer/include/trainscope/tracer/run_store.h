@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace trainscope::tracer {
 
@@ -38,6 +39,15 @@ struct StepRecord {
   int64_t activation_bytes = 0; // peak during forward/backward above the step's baseline
 };
 
+// One collective as one rank saw it (nccl-tests bandwidth definitions; see runtime/comm.h).
+struct CollectiveRow {
+  int rank = 0;
+  std::string op, group;
+  int group_size = 1;
+  int64_t seq = 0, bytes = 0, start_ns = 0, end_ns = 0;
+  double algbw = 0, busbw = 0;  // bytes/s
+};
+
 class Database;
 class Statement;
 
@@ -51,6 +61,7 @@ class RunStore {
 
   void setMeta(const std::string& key, const std::string& value);
   void appendStep(const StepRecord& r);
+  void appendCollectives(const std::vector<CollectiveRow>& rows);  // one transaction
   const std::string& path() const { return path_; }
 
  private:
@@ -63,5 +74,6 @@ class RunStore {
 // Reading side (tests, report): all rows of `steps` for one rank, ordered by step.
 std::map<int64_t, StepRecord> readSteps(const std::string& path, int rank = 0);
 std::map<std::string, std::string> readMeta(const std::string& path);
+std::vector<CollectiveRow> readCollectives(const std::string& path);
 
 }  // namespace trainscope::tracer

@@ -1,0 +1,117 @@
+// trainscope/runtime/comm.h — process groups over real collective engines, with per-collective
+// metrics. The one wrapper around c10d (Gloo for CPU tensors, NCCL for CUDA tensors); nothing
+// else in trainscope includes c10d or NCCL headers.
+//
+// Every call records op, group, bytes, start/end and the nccl-tests bandwidths:
+//   algbw = bytes / time;  busbw = algbw x factor, factor = 2(n-1)/n for all-reduce,
+//   (n-1)/n for reduce-scatter and all-gather, 1 for broadcast and send/recv
+// where bytes is the all-reduce buffer, the all-gather output, the reduce-scatter input.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "trainscope/runtime/parallel.h"
+
+namespace trainscope::runtime {
+
+struct CollectiveRecord {
+  std::string op;     // all_reduce, reduce_scatter, all_gather, broadcast, send, recv, barrier
+  std::string group;  // world, dp, tp, pp, embedding
+  int rank = 0;       // global rank that recorded it
+  int group_size = 1;
+  int64_t seq = 0;    // per-group sequence number
+  int64_t bytes = 0;
+  int64_t start_ns = 0, end_ns = 0;  // CLOCK_REALTIME
+  double algbw() const;              // bytes/s
+  double busbw() const;              // bytes/s
+};
+
+class CollectiveLog {
+ public:
+  void add(CollectiveRecord r);
+  std::vector<CollectiveRecord> take();  // and clear
+ private:
+  std::mutex mu_;
+  std::vector<CollectiveRecord> records_;
+};
+
+// An asynchronous collective in flight.
+class Pending {
+ public:
+  virtual ~Pending() = default;
+  virtual void wait() = 0;
+  virtual int64_t endNs() const = 0;  // when it completed (valid after wait)
+  virtual int64_t startNs() const = 0;
+};
+
+enum class Reduce { Sum, Max };
+
+class Group {
+ public:
+  virtual ~Group() = default;
+  const std::string& name() const { return name_; }
+  int rank() const { return rank_; }  // rank within the group
+  int size() const { return size_; }
+  const std::vector<int>& members() const { return members_; }  // global ranks
+
+  void allReduce(at::Tensor& t, Reduce op = Reduce::Sum) { allReduceAsync(t, op)->wait(); }
+  virtual std::shared_ptr<Pending> allReduceAsync(at::Tensor& t, Reduce op = Reduce::Sum) = 0;
+  // out (n) <- sum over ranks of in[rank*n : (rank+1)*n], in has size()*n elements
+  virtual void reduceScatter(at::Tensor& out, at::Tensor& in) = 0;
+  // out (size()*n) <- concatenation of every rank's in (n)
+  virtual void allGather(at::Tensor& out, at::Tensor& in) = 0;
+  virtual void broadcast(at::Tensor& t, int root) = 0;
+  // Point to point; dst/src are ranks within the group. send is asynchronous (wait on the result
+  // before reusing the tensor), recv blocks.
+  virtual std::shared_ptr<Pending> send(at::Tensor& t, int dst, int tag) = 0;
+  virtual void recv(at::Tensor& t, int src, int tag) = 0;
+  virtual void barrier() = 0;
+
+ protected:
+  std::string name_;
+  int rank_ = 0, size_ = 1;
+  std::vector<int> members_;
+};
+
+struct CommOptions {
+  std::string device = "cpu";                      // "cpu" → Gloo, "cuda:N" → NCCL
+  std::chrono::milliseconds rendezvous_timeout{60000};
+  std::chrono::milliseconds collective_timeout{300000};
+};
+
+class Comm {
+ public:
+  // Connects to the rendezvous store (rank 0 hosts it) and builds every group this rank is in.
+  // Throws RuntimeError naming MASTER_ADDR:MASTER_PORT when the rendezvous cannot complete in time.
+  static std::unique_ptr<Comm> connect(const RankEnv& env, const Layout& layout, const CommOptions& opts);
+  // A single process: every group has one member and collectives are no-ops (records nothing).
+  static std::unique_ptr<Comm> single();
+  virtual ~Comm() = default;
+
+  const Layout& layout() const { return layout_; }
+  Group& world() { return *world_; }
+  Group& dp() { return *dp_; }
+  Group& tp() { return *tp_; }
+  Group& pp() { return *pp_; }
+  Group& embedding() { return *embedding_; }
+  CollectiveLog& log() { return *log_; }
+
+  // Small key/value exchange through the rendezvous store (metrics at the end of a run).
+  virtual void storeSet(const std::string& key, const std::string& value) = 0;
+  virtual std::string storeGet(const std::string& key) = 0;
+
+ protected:
+  Layout layout_;
+  std::shared_ptr<CollectiveLog> log_ = std::make_shared<CollectiveLog>();
+  std::unique_ptr<Group> world_, dp_, tp_, pp_, embedding_;
+};
+
+}  // namespace trainscope::runtime

@@ -1,0 +1,28 @@
+// trainscope/runtime/launch.h — starting and supervising rank processes.
+//
+// Local: `trainscope run --nproc N ...` forks N copies of this executable with torchrun's variables
+// (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT) and
+// supervises them: when one exits non-zero or is killed, the others get SIGTERM, then SIGKILL after
+// a grace period, and the launcher exits non-zero naming the rank. Children also die with the
+// launcher (PR_SET_PDEATHSIG), so nothing is orphaned.
+// Slurm: `--launcher slurm` runs the same command under `srun --ntasks N --kill-on-bad-exit=1`; each
+// task finds its rank in SLURM_PROCID (see parallel.h).
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace trainscope::runtime {
+
+struct LaunchOptions {
+  int nproc = 1;
+  int grace_seconds = 5;        // SIGTERM → SIGKILL
+  std::vector<std::string> argv;  // the command line to repeat in every rank (argv[0] ignored)
+};
+
+// Both return the process exit status the launcher should exit with.
+int launchLocal(const LaunchOptions& o, std::ostream& err);
+int launchSlurm(const LaunchOptions& o, std::ostream& err);
+
+}  // namespace trainscope::runtime

@@ -1,0 +1,46 @@
+// trainscope/runtime/parallel.h — how ranks are laid out (no LibTorch).
+//
+// world = DP x TP x PP. As in Megatron-LM, TP is innermost (neighbouring ranks share a tensor-
+// parallel group, where traffic is heaviest), then DP, then PP outermost:
+//     rank = tp + TP * (dp + DP * pp)
+// Groups: tp (same dp, pp), dp (same tp, pp), pp (same tp, dp), and `embedding` (the first and
+// last pipeline stage with the same tp, dp), which holds the two copies of the tied embedding.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace trainscope::runtime {
+
+struct Layout {
+  int world = 1, rank = 0;
+  int dp = 1, tp = 1, pp = 1;
+  int dp_rank = 0, tp_rank = 0, pp_rank = 0;
+
+  static Layout make(int world, int rank, int tp, int pp);  // dp = world / (tp * pp)
+  int rankOf(int dp_rank, int tp_rank, int pp_rank) const { return tp_rank + tp * (dp_rank + dp * pp_rank); }
+  std::vector<int> tpGroup() const;
+  std::vector<int> dpGroup() const;
+  std::vector<int> ppGroup() const;
+  std::vector<int> embeddingGroup() const;  // {first stage, last stage} (one rank when pp == 1)
+  bool firstStage() const { return pp_rank == 0; }
+  bool lastStage() const { return pp_rank == pp - 1; }
+};
+
+// How this process was started. Filled from torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or Slurm's (SLURM_PROCID, SLURM_NTASKS,
+// SLURM_LOCALID, SLURM_NTASKS_PER_NODE/SLURM_STEP_TASKS_PER_NODE, first host of
+// SLURM_JOB_NODELIST, a port derived from SLURM_JOB_ID).
+struct RankEnv {
+  bool distributed = false;  // false: a single process, nothing set
+  int rank = 0, world = 1, local_rank = 0, local_world = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string source;        // "torchrun", "slurm" or "single"
+};
+
+RankEnv rankEnvFromEnvironment();
+// "node[01-03],other" -> {"node01","node02","node03","other"} (Slurm's hostlist syntax).
+std::vector<std::string> expandHostlist(const std::string& list);
+
+}  // namespace trainscope::runtime

@@ -1,0 +1,160 @@
+// launch.cpp — local and Slurm launchers (see launch.h).
+#include "trainscope/runtime/launch.h"
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <cstring>
+#include <netinet/in.h>
+#include <ostream>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "trainscope/common/error.h"
+
+namespace trainscope::runtime {
+namespace {
+
+std::string selfExe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) TRAINSCOPE_THROW("cannot find this executable through /proc/self/exe");
+  buf[n] = 0;
+  return buf;
+}
+
+// A port nobody listens on now (the kernel's choice); rank 0's store binds it moments later.
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) close(fd);
+    TRAINSCOPE_THROW("cannot find a free TCP port on 127.0.0.1");
+  }
+  int port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+volatile sig_atomic_t g_stop_signal = 0;
+void onSignal(int sig) { g_stop_signal = sig; }
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+}  // namespace
+
+int launchLocal(const LaunchOptions& o, std::ostream& err) {
+  const std::string exe = selfExe();
+  const int port = freePort();
+  std::map<pid_t, int> rank_of;
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  for (int r = 0; r < o.nproc; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) TRAINSCOPE_THROW("fork failed for rank " + std::to_string(r));
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      std::vector<char*> args;
+      args.push_back(const_cast<char*>(exe.c_str()));
+      for (size_t i = 1; i < o.argv.size(); ++i) args.push_back(const_cast<char*>(o.argv[i].c_str()));
+      args.push_back(nullptr);
+      execv(exe.c_str(), args.data());
+      _exit(127);
+    }
+    rank_of[pid] = r;
+  }
+
+  int exit_code = 0;
+  std::string failure;
+  auto stopAll = [&](int sig) {
+    for (const auto& [pid, r] : rank_of) kill(pid, sig);
+  };
+  std::chrono::steady_clock::time_point term_sent{};
+  bool terminating = false;
+  while (!rank_of.empty()) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      const int r = rank_of[pid];
+      rank_of.erase(pid);
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && !terminating) {
+        failure = "rank " + std::to_string(r) + " failed (" + describe(status) + ")";
+        exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        terminating = true;
+        term_sent = std::chrono::steady_clock::now();
+        stopAll(SIGTERM);
+      }
+      continue;
+    }
+    if (g_stop_signal && !terminating) {
+      failure = std::string("launcher got ") + strsignal(g_stop_signal);
+      exit_code = 128 + g_stop_signal;
+      terminating = true;
+      term_sent = std::chrono::steady_clock::now();
+      stopAll(SIGTERM);
+    }
+    if (terminating && std::chrono::steady_clock::now() - term_sent > std::chrono::seconds(o.grace_seconds)) {
+      stopAll(SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!failure.empty()) {
+    err << "error: " << failure << "; stopped the other ranks\n";
+    return exit_code == 0 ? 1 : exit_code;
+  }
+  return 0;
+}
+
+int launchSlurm(const LaunchOptions& o, std::ostream& err) {
+  const std::string exe = selfExe();
+  std::vector<std::string> cmd = {"srun", "--ntasks=" + std::to_string(o.nproc), "--kill-on-bad-exit=1",
+                                  "--export=ALL", exe};
+  for (size_t i = 1; i < o.argv.size(); ++i) cmd.push_back(o.argv[i]);
+  std::vector<char*> args;
+  for (auto& c : cmd) args.push_back(const_cast<char*>(c.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) TRAINSCOPE_THROW("fork failed for srun");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    execvp("srun", args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+    err << "error: --launcher slurm: could not run srun (fix: run inside a Slurm installation, or use --launcher local)\n";
+    return 2;
+  }
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    err << "error: srun failed (" << describe(status) << ")\n";
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
+  return 0;
+}
+
+}  // namespace trainscope::runtime

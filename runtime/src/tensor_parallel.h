@@ -1,0 +1,42 @@
+// tensor_parallel.h — Megatron-style tensor and sequence parallelism (internal to the runtime).
+//
+// Autograd-aware collectives over the tensor-parallel group (Shoeybi et al. 2019, Korthikanti et
+// al. 2022). Activations are (B, T, C); sequence-parallel ones are (B, T/TP, C).
+//   copyToTp       f: forward identity, backward all-reduce      (before a column-parallel linear)
+//   reduceFromTp   g: forward all-reduce, backward identity      (after a row-parallel linear)
+//   gatherSeq      forward all-gather along T, backward reduce-scatter along T   (SP's f)
+//   scatterSeq     forward reduce-scatter along T, backward all-gather along T   (SP's g)
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+#include "trainscope/runtime/comm.h"
+
+namespace trainscope::runtime {
+
+struct TpContext {
+  Group* group = nullptr;  // nullptr or size 1: no tensor parallelism
+  bool sequence_parallel = false;
+  int64_t vocab = 0;         // true vocabulary size
+  int64_t vocab_begin = 0;   // this rank's first vocabulary row
+  int64_t vocab_local = 0;   // rows of the local wte shard (padded vocabulary / TP)
+  int size() const { return group ? group->size() : 1; }
+  int rank() const { return group ? group->rank() : 0; }
+  bool active() const { return size() > 1; }
+};
+
+at::Tensor copyToTp(const at::Tensor& x, const TpContext& tp);
+at::Tensor reduceFromTp(const at::Tensor& x, const TpContext& tp);
+at::Tensor gatherSeq(const at::Tensor& x, const TpContext& tp);
+at::Tensor scatterSeq(const at::Tensor& x, const TpContext& tp);
+
+// Vocabulary-parallel embedding lookup: rows outside this rank's shard read as zero; the partial
+// sums are then combined by reduceFromTp (or scatterSeq under sequence parallelism).
+at::Tensor vocabParallelEmbedding(const at::Tensor& wte_local, const at::Tensor& tokens, const TpContext& tp);
+
+// Padded vocabulary: the smallest multiple of tp that is >= vocab.
+int64_t paddedVocab(int64_t vocab, int tp);
+
+}  // namespace trainscope::runtime
