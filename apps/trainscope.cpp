@@ -94,6 +94,8 @@ rt::TrainConfig finish(RunFlags& f, CLI::App* run) {
 
 int main(int argc, char** argv) {
   CLI::App app{"trainscope — find the fastest way to train a GPT that fits, and show why"};
+  // A flag given twice takes its last value, so scripts can append overrides.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
   RunFlags run_flags;
   CLI::App* run = app.add_subcommand("run", "train a GPT and record per-step metrics");
@@ -131,9 +133,11 @@ int main(int argc, char** argv) {
       }
   } catch (const trainscope::UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
+    rt::reportRankError(e.what());
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
+    rt::reportRankError(e.what());
     return 1;
   }
   return 0;

@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -55,11 +58,40 @@ std::string describe(int status) {
   return "status " + std::to_string(status);
 }
 
+struct RankError {
+  int rank = -1;
+  int64_t time_ns = 0;
+  std::string message;
+};
+
+RankError readRankError(const std::string& path, int rank) {
+  RankError e;
+  std::ifstream in(path);
+  if (!(in >> e.time_ns)) return e;
+  std::getline(in, e.message);
+  std::string line;
+  while (std::getline(in, line)) e.message += (e.message.empty() ? "" : " ") + line;
+  e.rank = rank;
+  return e;
+}
+
 }  // namespace
+
+void reportRankError(const std::string& message) {
+  const char* path = std::getenv("TRAINSCOPE_ERROR_FILE");
+  if (!path || !*path) return;
+  std::ofstream out(path, std::ios::trunc);
+  out << std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+             .count()
+      << "\n" << message << "\n";
+}
 
 int launchLocal(const LaunchOptions& o, std::ostream& err) {
   const std::string exe = selfExe();
   const int port = freePort();
+  char dir_template[] = "/tmp/trainscope-launch-XXXXXX";
+  const std::string error_dir = mkdtemp(dir_template) ? dir_template : "/tmp";
+  auto errorFile = [&](int r) { return error_dir + "/rank" + std::to_string(r) + ".err"; };
   std::map<pid_t, int> rank_of;
   struct sigaction sa {};
   sa.sa_handler = onSignal;
@@ -77,6 +109,7 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
       setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("TRAINSCOPE_ERROR_FILE", errorFile(r).c_str(), 1);
       std::vector<char*> args;
       args.push_back(const_cast<char*>(exe.c_str()));
       for (size_t i = 1; i < o.argv.size(); ++i) args.push_back(const_cast<char*>(o.argv[i].c_str()));
@@ -122,8 +155,20 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  // The root cause is the rank whose error came first, not the first one reaped.
+  RankError first;
+  for (int r = 0; r < o.nproc; ++r) {
+    RankError e = readRankError(errorFile(r), r);
+    if (e.rank >= 0 && (first.rank < 0 || e.time_ns < first.time_ns)) first = e;
+    std::remove(errorFile(r).c_str());
+  }
+  rmdir(error_dir.c_str());
   if (!failure.empty()) {
-    err << "error: " << failure << "; stopped the other ranks\n";
+    if (first.rank >= 0)
+      err << "error: rank " << first.rank << " failed first: " << first.message << " (" << failure
+          << "); stopped the other ranks\n";
+    else
+      err << "error: " << failure << "; stopped the other ranks\n";
     return exit_code == 0 ? 1 : exit_code;
   }
   return 0;

@@ -6,6 +6,8 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <array>
+#include <map>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -213,6 +215,26 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
     comm->world().barrier();
     if (store)
       for (int q = 0; q < cfg.world; ++q) appendCollectives(*store, comm->storeGet("collectives/" + std::to_string(q)));
+  }
+
+  // Final weights digest: ranks of DP replica 0 hand in their parts, rank 0 sums by name.
+  if (store || cfg.world > 1) {
+    nlohmann::json d = nlohmann::json::array();
+    if (layout.dp_rank == 0)
+      for (const auto& e : trainer.weightDigest()) d.push_back({e.name, e.sum, e.sumsq, e.abssum});
+    if (cfg.world > 1) comm->storeSet("digest/" + std::to_string(env.rank), d.dump());
+    if (cfg.world > 1) comm->world().barrier();
+    if (store) {
+      std::map<std::string, std::array<double, 3>> total;
+      for (int q = 0; q < cfg.world; ++q) {
+        const std::string part = cfg.world > 1 ? comm->storeGet("digest/" + std::to_string(q)) : d.dump();
+        for (const auto& e : nlohmann::json::parse(part)) {
+          auto& t = total[e[0].get<std::string>()];
+          for (int i = 0; i < 3; ++i) t[i] += e[i + 1].get<double>();
+        }
+      }
+      store->writeWeightDigest(total);
+    }
   }
 
   const double tokens_per_s = timed ? tok_sum / time_sum : 0.0;

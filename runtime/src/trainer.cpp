@@ -332,6 +332,19 @@ double Trainer::lossScale() const { return impl_->scaler.scale; }
 const TrainConfig& Trainer::config() const { return impl_->cfg; }
 const DeviceChoice& Trainer::device() const { return impl_->dev; }
 void Trainer::injectOverflowOnce() { impl_->inject_overflow = true; }
+std::vector<Trainer::Digest> Trainer::weightDigest() const {
+  const Impl& s = *impl_;
+  std::vector<Digest> out;
+  for (size_t i = 0; i < s.master.size(); ++i) {
+    if (!s.info[i].tp_sharded && s.tp.rank() != 0) continue;
+    if (static_cast<int>(i) == s.wte_index && !s.stage.first) continue;
+    at::Tensor p = s.master[i].detach().to(at::kDouble);
+    if (s.info[i].wte) p = p.narrow(0, 0, std::min<int64_t>(p.size(0), std::max<int64_t>(0, s.tp.vocab - s.tp.vocab_begin)));
+    out.push_back({s.info[i].name, p.sum().item<double>(), p.square().sum().item<double>(), p.abs().sum().item<double>()});
+  }
+  return out;
+}
+
 double Trainer::lastHiddenShare() const { return impl_->sync->hiddenShare(); }
 double Trainer::lastCommSeconds() const { return impl_->sync->commSeconds(); }
 

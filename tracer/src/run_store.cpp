@@ -37,6 +37,12 @@ CREATE TABLE IF NOT EXISTS steps (
   activation_bytes INTEGER,
   PRIMARY KEY (rank, step)
 );
+CREATE TABLE IF NOT EXISTS weight_digest (
+  name   TEXT PRIMARY KEY,
+  sum    REAL NOT NULL,
+  sumsq  REAL NOT NULL,
+  abssum REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS collectives (
   rank       INTEGER NOT NULL,
   op         TEXT NOT NULL,
@@ -104,6 +110,19 @@ void RunStore::appendCollectives(const std::vector<CollectiveRow>& rows) {
     s.bind(8, r.end_ns);
     s.bind(9, r.algbw);
     s.bind(10, r.busbw);
+    s.run();
+  }
+  tx.commit();
+}
+
+void RunStore::writeWeightDigest(const std::map<std::string, std::array<double, 3>>& digest) {
+  Statement s(*db_, "INSERT OR REPLACE INTO weight_digest(name, sum, sumsq, abssum) VALUES (?,?,?,?)");
+  Transaction tx(*db_);
+  for (const auto& [name, v] : digest) {
+    s.bind(1, name);
+    s.bind(2, v[0]);
+    s.bind(3, v[1]);
+    s.bind(4, v[2]);
     s.run();
   }
   tx.commit();
@@ -189,6 +208,14 @@ std::vector<CollectiveRow> readCollectives(const std::string& path) {
     r.busbw = s.columnDouble(9);
     out.push_back(r);
   }
+  return out;
+}
+
+std::map<std::string, std::array<double, 3>> readWeightDigest(const std::string& path) {
+  Database db(path, Database::Mode::ReadOnly);
+  Statement s(db, "SELECT name, sum, sumsq, abssum FROM weight_digest");
+  std::map<std::string, std::array<double, 3>> out;
+  while (s.step()) out[s.columnText(0)] = {s.columnDouble(1), s.columnDouble(2), s.columnDouble(3)};
   return out;
 }
 

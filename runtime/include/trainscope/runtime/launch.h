@@ -21,6 +21,11 @@ struct LaunchOptions {
   std::vector<std::string> argv;  // the command line to repeat in every rank (argv[0] ignored)
 };
 
+// In a rank started by launchLocal: records this rank's fatal error (with the time) in the file the
+// launcher named in TRAINSCOPE_ERROR_FILE, so that it can tell which rank failed first — the others
+// usually fail moments later with "connection closed by peer". No-op elsewhere.
+void reportRankError(const std::string& message);
+
 // Both return the process exit status the launcher should exit with.
 int launchLocal(const LaunchOptions& o, std::ostream& err);
 int launchSlurm(const LaunchOptions& o, std::ostream& err);

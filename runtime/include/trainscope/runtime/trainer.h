@@ -53,6 +53,16 @@ class Trainer {
   double lastHiddenShare() const;
   double lastCommSeconds() const;
 
+  // This rank's contribution to a digest of the whole model's weights, by canonical parameter name:
+  // {sum, sum of squares, sum of |x|}. Summed over all ranks with dp_rank 0 it is the same for every
+  // parallel layout of the same training (TP-replicated tensors count on TP rank 0 only, the tied
+  // embedding on the first stage only).
+  struct Digest {
+    std::string name;
+    double sum = 0, sumsq = 0, abssum = 0;
+  };
+  std::vector<Digest> weightDigest() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -5,6 +5,7 @@
 // contract. Each step is committed as it is appended, so a run that dies keeps what it recorded.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -62,6 +63,8 @@ class RunStore {
   void setMeta(const std::string& key, const std::string& value);
   void appendStep(const StepRecord& r);
   void appendCollectives(const std::vector<CollectiveRow>& rows);  // one transaction
+  // Final weights digest by parameter name: sum, sum of squares, sum of |x| (one transaction).
+  void writeWeightDigest(const std::map<std::string, std::array<double, 3>>& digest);
   const std::string& path() const { return path_; }
 
  private:
@@ -75,5 +78,6 @@ class RunStore {
 std::map<int64_t, StepRecord> readSteps(const std::string& path, int rank = 0);
 std::map<std::string, std::string> readMeta(const std::string& path);
 std::vector<CollectiveRow> readCollectives(const std::string& path);
+std::map<std::string, std::array<double, 3>> readWeightDigest(const std::string& path);
 
 }  // namespace trainscope::tracer
