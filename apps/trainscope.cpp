@@ -9,6 +9,9 @@
 #include "trainscope/common/error.h"
 #include "trainscope/runtime/config.h"
 #include "trainscope/runtime/launch.h"
+#include "trainscope/tracer/chrome.h"
+#include "trainscope/tracer/report.h"
+#include "trainscope/tracer/sqlite.h"
 #include "trainscope/runtime/run_command.h"
 
 namespace rt = trainscope::runtime;
@@ -54,6 +57,9 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
   run->add_option("--device", f.device, "auto|cpu|cuda")->capture_default_str();
   run->add_option("--out", c.out, "run database (SQLite) to write");
   run->add_flag("--overwrite", c.overwrite, "replace --out if it exists");
+  run->add_option("--trace", c.trace, "record a trace into this run database (implies --out)");
+  run->add_option("--trace-level", c.trace_level, "steps|ranges|ops|all")->capture_default_str();
+  run->add_flag("--trace-shapes", c.trace_shapes, "record LibTorch op input shapes (ops level)");
   run->add_option("--peak-tflops", f.peak, "device peak dense TFLOP/s for MFU/HFU");
   run->add_option("--threads", c.threads, "intra-op CPU threads (0: LibTorch default)");
   run->add_flag("--json", c.json, "print one JSON summary line at the end");
@@ -100,8 +106,19 @@ int main(int argc, char** argv) {
   RunFlags run_flags;
   CLI::App* run = app.add_subcommand("run", "train a GPT and record per-step metrics");
   addRunFlags(run, run_flags);
-  for (const char* name : {"tune", "report", "export", "import"})
+  for (const char* name : {"tune", "import"})
     app.add_subcommand(name, "not available yet in this build")->allow_extras();
+  std::string report_path;
+  bool report_json = false;
+  int report_top = 15;
+  CLI::App* report = app.add_subcommand("report", "summarise a run database: step times, compute/comm/idle, top ops, collectives");
+  report->add_option("db", report_path, "run database")->required();
+  report->add_flag("--json", report_json, "one JSON object instead of text");
+  report->add_option("--top", report_top, "how many ops to list")->capture_default_str();
+  std::string export_path, chrome_path;
+  CLI::App* exp = app.add_subcommand("export", "convert a run database for other tools");
+  exp->add_option("db", export_path, "run database")->required();
+  exp->add_option("--chrome", chrome_path, "write Chrome trace JSON (Perfetto, chrome://tracing)")->required();
 
   try {
     app.parse(argc, argv);
@@ -126,11 +143,25 @@ int main(int argc, char** argv) {
       }
       return rt::runCommand(cfg, std::cout, std::cerr);
     }
-    for (const char* name : {"tune", "report", "export", "import"})
+    if (report->parsed()) {
+      auto r = trainscope::tracer::computeReport(report_path, report_top);
+      std::cout << (report_json ? trainscope::tracer::reportJson(r) + "\n" : trainscope::tracer::formatReport(r));
+      return 0;
+    }
+    if (exp->parsed()) {
+      auto st = trainscope::tracer::exportChrome(export_path, chrome_path);
+      std::cout << "wrote " << chrome_path << ": " << st.complete_events << " events, " << st.counter_events
+                << " counter samples, " << st.flow_pairs << " launch flows\n";
+      return 0;
+    }
+    for (const char* name : {"tune", "import"})
       if (app.got_subcommand(name)) {
         std::cerr << "error: `trainscope " << name << "` is not implemented in this build yet\n";
         return 2;
       }
+  } catch (const trainscope::tracer::SqliteError& e) {
+    std::cerr << "error: " << e.what() << " (fix: pass a trainscope run database; it may be truncated or corrupted)\n";
+    return 2;
   } catch (const trainscope::UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
     rt::reportRankError(e.what());

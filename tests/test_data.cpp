@@ -96,7 +96,7 @@ TEST(RunDatabase, RunCommandRecordsEveryStep) {
   EXPECT_GT(steps[1].peak_bytes, 0);
   EXPECT_GT(steps[1].optim_bytes, 0);
   auto meta = trainscope::tracer::readMeta(c.out);
-  EXPECT_EQ(meta["schema_version"], "1");
+  EXPECT_EQ(meta["schema_version"], std::to_string(trainscope::tracer::kSchemaVersion));
   EXPECT_NE(meta["config"].find("\"ga\":2"), std::string::npos);
   EXPECT_NE(out.str().find("\"final_loss\""), std::string::npos);
   // Bad data is found before the database is created: nothing is left behind.

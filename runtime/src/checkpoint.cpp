@@ -6,6 +6,9 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "trainscope/tracer/range_names.h"
+#include "trainscope/tracer/trace.h"
+
 namespace trainscope::runtime {
 namespace {
 
@@ -22,6 +25,7 @@ variable_list recomputeAndDifferentiate(AutogradContext* ctx, const variable_lis
   for (const auto& t : saved) inputs.push_back(t.detach().requires_grad_(t.requires_grad()));
   at::Tensor out;
   {
+    TRAINSCOPE_RANGE(tracer::names::kRecompute);
     c10::AutoGradMode enable(true);
     out = recompute(inputs);
   }

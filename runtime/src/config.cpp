@@ -84,6 +84,14 @@ void resolve(TrainConfig& c, int world) {
   if (c.sequence_parallel && c.tp == 1)
     throw UserError("--sequence-parallel", "needs tensor parallelism", "pass --tp 2 or more");
   if (!(c.bucket_mb > 0)) throw UserError("--bucket-mb", "must be positive", "");
+  if (!c.trace.empty()) {
+    if (!c.out.empty() && c.out != c.trace)
+      throw UserError("--trace", "and --out name different files (" + c.trace + ", " + c.out + ")",
+                      "the trace is the run database: pass only --trace, or the same path to both");
+    c.out = c.trace;
+  }
+  if (c.trace_level != "steps" && c.trace_level != "ranges" && c.trace_level != "ops" && c.trace_level != "all")
+    throw UserError("--trace-level", "unknown value \"" + c.trace_level + "\"", "use one of steps|ranges|ops|all");
   if (c.seq == 0) c.seq = std::min<int64_t>(c.model.n_positions, 1024);
   requirePositive("--seq", c.seq, "pass --seq N with N > 0");
   if (c.seq > c.model.n_positions)
@@ -141,7 +149,8 @@ std::string toJson(const TrainConfig& c) {
       {"seed", c.seed}, {"data", c.data}, {"device", toString(c.device)}, {"threads", c.threads},
       {"world", c.world}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"sequence_parallel", c.sequence_parallel},
       {"zero", c.zero}, {"pp_schedule", toString(c.pp_schedule)}, {"local_sgd", c.local_sgd},
-      {"bucket_mb", c.bucket_mb}, {"launcher", toString(c.launcher)}};
+      {"bucket_mb", c.bucket_mb}, {"launcher", toString(c.launcher)},
+      {"trace_level", c.trace.empty() ? std::string("off") : c.trace_level}};
   if (c.peak_tflops) j["peak_tflops"] = *c.peak_tflops;
   return j.dump();
 }

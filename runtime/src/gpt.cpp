@@ -11,6 +11,8 @@
 #include "fused_head.h"
 #include "linear.h"
 #include "tensor_parallel.h"
+#include "trainscope/tracer/range_names.h"
+#include "trainscope/tracer/trace.h"
 
 namespace trainscope::runtime {
 
@@ -221,6 +223,7 @@ at::Tensor stageForward(const GptWeights& w, const StageSpec& st, const TpContex
   }
   const int64_t heads = n_head / tp.size();
   for (const BlockWeights& b : w.blocks) {
+    TRAINSCOPE_RANGE(tracer::names::kLayer);
     if (ckpt == Checkpointing::Full) x = checkpointBlock(b, x, heads, tp);  // saves x only
     else x = detail::blockForward(b, x, heads, ckpt == Checkpointing::Selective, tp);
   }
@@ -230,6 +233,7 @@ at::Tensor stageForward(const GptWeights& w, const StageSpec& st, const TpContex
   x = tp.sequence_parallel ? gatherSeq(x, tp) : copyToTp(x, tp);          // (B, T, C)
   const int64_t B = x.size(0), T = x.size(1);
   // Tied LM head + cross-entropy, fused and chunked: the (B*T, V) logits never exist at once.
+  TRAINSCOPE_RANGE(tracer::names::kHead);
   return lmHeadCrossEntropy(x.reshape({B * T, C}), w.wte, targets.reshape({B * T}), tp);  // fp32 scalar
 }
 

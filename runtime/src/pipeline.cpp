@@ -2,6 +2,9 @@
 #include "pipeline.h"
 
 #include <ATen/ATen.h>
+
+#include "trainscope/tracer/range_names.h"
+#include "trainscope/tracer/trace.h"
 #include <torch/csrc/autograd/autograd.h>
 
 #include <deque>
@@ -23,12 +26,14 @@ at::Tensor runPipeline(const PipelineStep& p, const std::function<Batch(int64_t)
   auto tag = [](int64_t m, int dir) { return static_cast<int>(2 * m + dir); };
 
   auto fwd = [&](int64_t m) {
+    TRAINSCOPE_RANGE(tracer::names::kMicroBatch);
     Batch b = batch(m);
     at::Tensor in;
     if (first) {
       in = b.inputs;                                                   // (mbs, T) tokens
     } else {
       in = at::empty(p.activation_shape, act_opts);                    // (mbs, T', C)
+      TRAINSCOPE_RANGE(tracer::names::kPipelineRecv);
       p.pp.recv(in, me - 1, tag(m, kFwd));
       in.requires_grad_(true);
     }
@@ -46,10 +51,15 @@ at::Tensor runPipeline(const PipelineStep& p, const std::function<Batch(int64_t)
   auto bwd = [&](int64_t m) {
     before_backward(m);
     if (last) {
+      TRAINSCOPE_RANGE(tracer::names::kBackward);
       (outputs[m] * loss_scale).backward();
     } else {
       at::Tensor g = at::empty(p.activation_shape, act_opts);
-      p.pp.recv(g, me + 1, tag(m, kBwd));
+      {
+        TRAINSCOPE_RANGE(tracer::names::kPipelineRecv);
+        p.pp.recv(g, me + 1, tag(m, kBwd));
+      }
+      TRAINSCOPE_RANGE(tracer::names::kBackward);
       torch::autograd::backward({outputs[m]}, {g});
     }
     if (!first) {

@@ -26,7 +26,11 @@
 #include "trainscope/runtime/device.h"
 #include "trainscope/runtime/parallel.h"
 #include "trainscope/runtime/trainer.h"
+#include "trainscope/tracer/merge.h"
+#include "trainscope/tracer/range_names.h"
 #include "trainscope/tracer/run_store.h"
+#include "trainscope/tracer/trace.h"
+#include "op_source.h"
 
 namespace trainscope::runtime {
 namespace {
@@ -86,6 +90,31 @@ void appendCollectives(tracer::RunStore& store, const std::string& json) {
   store.appendCollectives(rows);
 }
 
+// Clock offset of this rank against rank 0, NTP-style through the rendezvous store: rank 0 answers
+// each ping with its clock. Rank 0's own offset is 0.
+tracer::ClockSample syncClock(Comm& comm, const std::string& tag, int rounds = 8) {
+  const Layout& l = comm.layout();
+  if (l.world == 1) return {};
+  const std::string base = "clock/" + tag + "/";
+  if (l.rank == 0) {
+    for (int r = 1; r < l.world; ++r)
+      for (int i = 0; i < rounds; ++i) {
+        const std::string k = base + std::to_string(r) + "/" + std::to_string(i);
+        comm.storeGet(k + "/ping");
+        comm.storeSet(k + "/pong", std::to_string(tracer::nowNs()));
+      }
+    return {};
+  }
+  int i = 0;
+  return tracer::measureClockOffset(
+      [&] {
+        const std::string k = base + std::to_string(l.rank) + "/" + std::to_string(i++);
+        comm.storeSet(k + "/ping", "1");
+        return std::stoll(comm.storeGet(k + "/pong"));
+      },
+      rounds);
+}
+
 }  // namespace
 
 bool isRankProcess() { return rankEnvFromEnvironment().distributed; }
@@ -124,6 +153,18 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
   copts.rendezvous_timeout = std::chrono::milliseconds(int64_t(cfg.rendezvous_timeout_s * 1000));
   copts.collective_timeout = std::chrono::milliseconds(int64_t(cfg.collective_timeout_s * 1000));
   std::unique_ptr<Comm> comm = Comm::connect(env, layout, copts);
+
+  // Tracing: each rank writes its own shard; rank 0 merges them into the run database at the end.
+  std::unique_ptr<tracer::Tracer> trace;
+  std::unique_ptr<OpSource> ops;
+  tracer::ClockSample clock_start;
+  if (!cfg.trace.empty()) {
+    const tracer::TraceLevel level = tracer::parseTraceLevel(cfg.trace_level);
+    trace = std::make_unique<tracer::Tracer>(cfg.out + ".rank" + std::to_string(env.rank), env.rank, level);
+    tracer::Tracer::setCurrent(trace.get());
+    if (level >= tracer::TraceLevel::Ops) ops = std::make_unique<OpSource>(*trace, cfg.trace_shapes);
+    clock_start = syncClock(*comm, "start");
+  }
 
   Trainer trainer(cfg, dev, comm.get());  // checks the data before anything is written
   std::unique_ptr<tracer::RunStore> store;
@@ -166,7 +207,15 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
   for (int64_t k = 0; k < cfg.steps; ++k) {
     if (injectedFailure(cfg.inject_failure, env.rank, k))
       TRAINSCOPE_THROW("injected failure on rank " + std::to_string(env.rank) + " at step " + std::to_string(k));
-    tracer::StepRecord r = trainer.step();
+    tracer::StepRecord r;
+    {
+      TRAINSCOPE_RANGE(tracer::names::kStep);
+      r = trainer.step();
+    }
+    if (trace && trace->enabled(tracer::TraceLevel::Ranges))
+      for (const auto& c : comm->log().take())
+        trace->record(tracer::CollectiveEvent{c.op, c.group, c.group_size, c.seq, c.bytes, c.start_ns, c.end_ns,
+                                              c.algbw(), c.busbw()});
     const std::vector<int64_t> all = gatherStepStats(*comm, r);
     if (store) {
       for (int q = 0; q < cfg.world; ++q) {
@@ -208,9 +257,10 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
     }
   }
 
-  // Collectives: every rank hands its records to rank 0 through the rendezvous store.
+  // Collectives: every rank hands its records to rank 0 through the rendezvous store (when tracing,
+  // they went into the rank's shard instead, and arrive with the merge below).
   std::vector<CollectiveRecord> mine = comm->log().take();
-  if (cfg.world > 1) {
+  if (cfg.world > 1 && !trace) {
     comm->storeSet("collectives/" + std::to_string(env.rank), collectivesJson(mine));
     comm->world().barrier();
     if (store)
@@ -235,6 +285,30 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
       }
       store->writeWeightDigest(total);
     }
+  }
+
+  if (trace) {
+    const tracer::ClockSample clock_end = syncClock(*comm, "end");
+    ops.reset();
+    tracer::Tracer::setCurrent(nullptr);
+    trace->setMeta("rank", std::to_string(env.rank));
+    trace->close();
+    nlohmann::json info = {{"path", trace->path()}, {"host", hostName()}, {"pid", int64_t(getpid())},
+                           {"device", dev.device}, {"offset_start", clock_start.offset_ns},
+                           {"offset_end", clock_end.offset_ns}};
+    std::vector<tracer::ShardInfo> shards;
+    if (cfg.world > 1) {
+      comm->storeSet("shard/" + std::to_string(env.rank), info.dump());
+      comm->world().barrier();
+    }
+    if (store) {
+      for (int q = 0; q < cfg.world; ++q) {
+        auto j = nlohmann::json::parse(cfg.world > 1 ? comm->storeGet("shard/" + std::to_string(q)) : info.dump());
+        shards.push_back({j["path"], q, j["host"], j["device"], j["pid"], j["offset_start"], j["offset_end"]});
+      }
+      tracer::mergeShards(store->path(), shards);
+    }
+    if (cfg.world > 1) comm->world().barrier();  // no rank exits while rank 0 still reads its shard
   }
 
   const double tokens_per_s = timed ? tok_sum / time_sum : 0.0;

@@ -18,10 +18,24 @@
 #include "trainscope/runtime/gpt.h"
 #include "trainscope/runtime/memory.h"
 #include "trainscope/runtime/optim.h"
+#include "trainscope/tracer/range_names.h"
+#include "trainscope/tracer/trace.h"
 #include "trainscope/workloads/flops.h"
 
 namespace trainscope::runtime {
 namespace {
+
+namespace names = tracer::names;
+
+// Allocated bytes as a counter in the trace (ranges level and above).
+void memoryCounter(const MemoryMeter& m) {
+  tracer::Tracer* t = tracer::Tracer::current();
+  if (!t || !t->enabled(tracer::TraceLevel::Ranges)) return;
+  static thread_local tracer::Tracer* cached = nullptr;
+  static thread_local uint32_t name = 0;
+  if (cached != t) name = t->intern("memory.allocated_bytes"), cached = t;
+  t->record(tracer::CounterEvent{tracer::nowNs(), name, double(m.currentBytes())});
+}
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -99,25 +113,36 @@ struct Trainer::Impl {
     const int64_t first_sample = k * cfg.global_batch + layout.dp_rank * (cfg.global_batch / layout.dp);
     auto batch = [&](int64_t m) { return data->samples(first_sample + m * cfg.mbs, cfg.mbs, device); };  // (mbs, T)
     auto forward = [&](const at::Tensor& input, const at::Tensor& targets) {
-      return stageForward(compute_weights, stage, tp, cfg.model.n_head, input, targets, cfg.ckpt);
+      TRAINSCOPE_RANGE(names::kForward);
+      at::Tensor out = stageForward(compute_weights, stage, tp, cfg.model.n_head, input, targets, cfg.ckpt);
+      memoryCounter(*memory);
+      return out;
     };
     const double loss_scale = scaler.scale / double(M);
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
 
     if (layout.pp == 1) {
       for (int64_t m = 0; m < M; ++m) {
+        TRAINSCOPE_RANGE(names::kMicroBatch);
         sync->setLastMicroBatch(m == M - 1);  // DP buckets launch during the last backward
         Batch b = batch(m);
         at::Tensor loss = forward(b.inputs, b.targets);                   // scalar
-        (loss * loss_scale).backward();
+        {
+          TRAINSCOPE_RANGE(names::kBackward);
+          (loss * loss_scale).backward();
+        }
+        memoryCounter(*memory);
         loss_sum += loss.detach();
       }
     } else {
       PipelineStep p{comm->pp(), stage, cfg.pp_schedule, M, activationShape(), compute_dtype, device};
       loss_sum += runPipeline(p, batch, forward, loss_scale, [&](int64_t m) { sync->setLastMicroBatch(m == M - 1); });
     }
-    sync->finishBackward();
-    reduceTiedAndPartial();
+    {
+      TRAINSCOPE_RANGE(names::kGradSync);
+      sync->finishBackward();
+      reduceTiedAndPartial();
+    }
     const int64_t activation = memory->peakBytes() - baseline;
 
     // The loss lives on the last stage; every rank reports the global-batch mean.
@@ -179,6 +204,7 @@ struct Trainer::Impl {
   }
 
   void update(double lr, double norm) {
+    TRAINSCOPE_RANGE(names::kOptimizer);
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor> mine;
     for (size_t i : owned) mine.push_back(grads()[i]);
@@ -192,6 +218,7 @@ struct Trainer::Impl {
       }
     if (lowPrecision())
       for (size_t i = 0; i < master.size(); ++i) compute[i].copy_(master[i]);
+    memoryCounter(*memory);
   }
 };
 

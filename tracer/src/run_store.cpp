@@ -4,58 +4,13 @@
 #include <filesystem>
 
 #include "trainscope/common/error.h"
+#include "trainscope/tracer/schema.h"
 #include "trainscope/tracer/sqlite.h"
 
 namespace trainscope::tracer {
 namespace {
 
-constexpr const char* kSchema = R"SQL(
-CREATE TABLE IF NOT EXISTS meta (
-  key   TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS steps (
-  rank             INTEGER NOT NULL,
-  step             INTEGER NOT NULL,
-  loss             REAL,
-  lr               REAL,
-  grad_norm        REAL,
-  loss_scale       REAL,
-  skipped          INTEGER NOT NULL,
-  tokens           INTEGER NOT NULL,
-  start_ns         INTEGER NOT NULL,
-  step_time_ns     INTEGER NOT NULL,
-  tokens_per_s     REAL,
-  model_flops      REAL,
-  hw_flops         REAL,
-  mfu              REAL,
-  hfu              REAL,
-  peak_bytes       INTEGER,
-  param_bytes      INTEGER,
-  grad_bytes       INTEGER,
-  optim_bytes      INTEGER,
-  activation_bytes INTEGER,
-  PRIMARY KEY (rank, step)
-);
-CREATE TABLE IF NOT EXISTS weight_digest (
-  name   TEXT PRIMARY KEY,
-  sum    REAL NOT NULL,
-  sumsq  REAL NOT NULL,
-  abssum REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS collectives (
-  rank       INTEGER NOT NULL,
-  op         TEXT NOT NULL,
-  grp        TEXT NOT NULL,
-  group_size INTEGER NOT NULL,
-  seq        INTEGER NOT NULL,
-  bytes      INTEGER NOT NULL,
-  start_ns   INTEGER NOT NULL,
-  end_ns     INTEGER NOT NULL,
-  algbw      REAL,
-  busbw      REAL
-);
-)SQL";
+
 
 constexpr const char* kStepColumns =
     "rank, step, loss, lr, grad_norm, loss_scale, skipped, tokens, start_ns, step_time_ns, tokens_per_s, "
@@ -72,7 +27,7 @@ RunStore::RunStore(const std::string& path, bool overwrite) : path_(path) {
   }
   db_ = std::make_unique<Database>(path, Database::Mode::Create);
   db_->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
-  db_->exec(kSchema);
+  createSchema(*db_);
   insert_meta_ = std::make_unique<Statement>(*db_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)");
   insert_step_ = std::make_unique<Statement>(
       *db_, std::string("INSERT OR REPLACE INTO steps(") + kStepColumns +

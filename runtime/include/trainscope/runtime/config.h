@@ -61,6 +61,9 @@ struct TrainConfig {
   std::string data = "synthetic";  // "synthetic" or a uint16 token file (nanoGPT / llm.c layout)
   DeviceRequest device = DeviceRequest::Auto;
   std::string out;                 // run database; empty = none
+  std::string trace;               // --trace PATH: the run database, with events (implies out = PATH)
+  std::string trace_level = "ranges";  // steps|ranges|ops|all
+  bool trace_shapes = false;       // record op input shapes (ops level and above)
   bool overwrite = false;
   std::optional<double> peak_tflops;  // for MFU/HFU; default: a known device peak, else none
   int threads = 0;                 // intra-op threads; 0 = LibTorch's default

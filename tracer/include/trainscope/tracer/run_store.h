@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/tracer/schema.h"
+
 namespace trainscope::tracer {
 
-inline constexpr int kSchemaVersion = 1;
 
 struct StepRecord {
   int rank = 0;
