@@ -74,7 +74,8 @@ Tracer::Tracer(const std::string& path, int rank, TraceLevel level, size_t capac
     : path_(path), rank_(rank), level_(level), capacity_(capacity), pending_(std::make_unique<Buffers>()) {
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
   db_ = std::make_unique<Database>(path, Database::Mode::Create);
-  db_->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;");
+  // Large pages and cache: the shard is written in big sequential batches.
+  db_->exec("PRAGMA page_size=65536; PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;");
   createSchema(*db_);
   writer_ = std::thread([this] { writerLoop(); });
 }
@@ -135,18 +136,22 @@ void Tracer::writerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stop_ || pending_count_ >= capacity_ / 2; });
+    // (a flush() caller also wakes this loop; taking an empty batch is cheap)
     auto batch = std::exchange(pending_, std::make_unique<Buffers>());
     pending_count_ = 0;
+    const uint64_t id = ++batches_taken_;
     const bool stopping = stop_;
     lock.unlock();
-    flush(*batch);
+    write(*batch);
     lock.lock();
+    batches_written_ = id;
+    written_cv_.notify_all();
     if (stopping && pending_count_ == 0) return;
   }
 }
 
 // One transaction per batch; statements prepared once per batch (cheap next to the rows).
-void Tracer::flush(Buffers& b) {
+void Tracer::write(Buffers& b) {
   std::vector<std::pair<uint32_t, std::string>> strings;
   {
     std::lock_guard<std::mutex> lock(strings_mu_);
@@ -167,11 +172,24 @@ void Tracer::flush(Buffers& b) {
     }
     const int64_t r = rank_;
     if (!b.ranges.empty()) {
-      Statement s(*db_, "INSERT INTO ranges VALUES (?,?,?,?,?,?,?,?)");
-      for (const auto& e : b.ranges) {
-        s.bind(1, r), s.bind(2, int64_t(e.tid)), s.bind(3, e.start_ns), s.bind(4, e.end_ns);
-        s.bind(5, int64_t(e.name)), s.bind(6, int64_t(e.domain)), s.bind(7, int64_t(e.depth)), s.bind(8, int64_t(e.kind));
-        s.run();
+      // Ranges are the bulk of a trace: kRows rows per INSERT cut SQLite's per-statement overhead.
+      constexpr int kRows = 64;
+      std::string sql = "INSERT INTO ranges VALUES (?,?,?,?,?,?,?,?)";
+      for (int i = 1; i < kRows; ++i) sql += ",(?,?,?,?,?,?,?,?)";
+      Statement many(*db_, sql), one(*db_, "INSERT INTO ranges VALUES (?,?,?,?,?,?,?,?)");
+      auto bindRange = [&](Statement& s, int base, const RangeEvent& e) {
+        s.bind(base + 1, r), s.bind(base + 2, int64_t(e.tid)), s.bind(base + 3, e.start_ns), s.bind(base + 4, e.end_ns);
+        s.bind(base + 5, int64_t(e.name)), s.bind(base + 6, int64_t(e.domain)), s.bind(base + 7, int64_t(e.depth));
+        s.bind(base + 8, int64_t(e.kind));
+      };
+      size_t i = 0;
+      for (; i + kRows <= b.ranges.size(); i += kRows) {
+        for (int k = 0; k < kRows; ++k) bindRange(many, 8 * k, b.ranges[i + k]);
+        many.run();
+      }
+      for (; i < b.ranges.size(); ++i) {
+        bindRange(one, 0, b.ranges[i]);
+        one.run();
       }
     }
     if (!b.ops.empty()) {
@@ -259,6 +277,19 @@ void Tracer::flush(Buffers& b) {
   }
 }
 
+void Tracer::flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closed_) return;
+  const uint64_t target = batches_taken_ + 1;  // the batch that will hold what is pending now
+  cv_.notify_one();
+  // Wake the writer now rather than at its next tick.
+  written_cv_.wait(lock, [&] {
+    if (batches_written_ >= target) return true;
+    cv_.notify_one();
+    return false;
+  });
+}
+
 void Tracer::close() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -269,7 +300,7 @@ void Tracer::close() {
   cv_.notify_one();
   if (writer_.joinable()) writer_.join();
   Buffers empty;
-  flush(empty);  // strings interned after the last batch
+  write(empty);  // strings interned after the last batch
   Transaction tx(*db_);
   {
     Statement s(*db_, "INSERT OR REPLACE INTO drops(rank, source, emitted, stored, dropped) VALUES (?,?,?,?,?)");

@@ -86,6 +86,8 @@ class Tracer {
   void record(CollectiveEvent e);
 
   void setMeta(const std::string& key, const std::string& value);  // written at close
+  // Blocks until every event recorded so far is in the database (not needed for correctness).
+  void flush();
   // Flushes, writes strings, drop counts, meta and indexes, and stops the writer. Idempotent.
   void close();
   std::array<SourceStats, kSourceCount> stats() const;
@@ -99,7 +101,7 @@ class Tracer {
   template <class E>
   void push(int source, E&& e);
   void writerLoop();
-  void flush(Buffers& b);
+  void write(Buffers& b);
 
   std::string path_;
   int rank_;
@@ -110,6 +112,8 @@ class Tracer {
   std::condition_variable cv_;
   std::unique_ptr<Buffers> pending_;
   size_t pending_count_ = 0;
+  uint64_t batches_taken_ = 0, batches_written_ = 0;
+  std::condition_variable written_cv_;
   bool stop_ = false, closed_ = false;
   std::thread writer_;
   std::array<std::atomic<int64_t>, kSourceCount> emitted_{}, stored_{}, dropped_{};
