@@ -160,8 +160,12 @@ int main(int argc, char** argv) {
         return 2;
       }
   } catch (const trainscope::tracer::SqliteError& e) {
-    std::cerr << "error: " << e.what() << " (fix: pass a trainscope run database; it may be truncated or corrupted)\n";
-    return 2;
+    // Reading a database the user named: bad input. Writing one during a run: a failure.
+    const bool reading = report->parsed() || exp->parsed();
+    std::cerr << "error: " << e.what()
+              << (reading ? " (fix: pass a trainscope run database; it may be truncated or corrupted)" : "") << "\n";
+    if (!reading) rt::reportRankError(e.what());
+    return reading ? 2 : 1;
   } catch (const trainscope::UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
     rt::reportRankError(e.what());

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <fstream>
 #include <string>
 
 #include "test_util.h"
@@ -173,4 +174,15 @@ TEST(ParallelConfig, LayoutErrorsNameTheFlag) {
   r = sh(std::string(TRAINSCOPE_CLI) + " run --workload tiny --nproc 2 --gbs 6 --mbs 2");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("--gbs"), std::string::npos) << r.output;
+}
+
+TEST(ParallelMore, ThreeStagesAndZeroWithPipelineUnderClipping) {
+  // Three layers so that a middle stage exists; clipping on, so the global gradient norm (each
+  // parameter counted once across TP, PP and ZeRO) decides every update.
+  const std::string wl = tempPath("tiny3.json");
+  std::ofstream(wl) << R"({"name":"tiny3","n_layer":3,"n_head":2,"n_embd":32,"n_positions":64,"vocab_size":128})";
+  const std::string flags = "--workload " + wl + " --clip 0.5";
+  std::string ref = run("tiny3_ref", "", flags);
+  expectSameTraining(ref, run("tiny3_pp3", "--nproc 3 --pp 3", flags));
+  expectSameTraining(ref, run("tiny3_pp2_zero", "--nproc 4 --pp 2 --zero 1", flags));
 }

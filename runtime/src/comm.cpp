@@ -15,6 +15,7 @@
 
 #include "comm_impl.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <utility>
@@ -65,7 +66,8 @@ class C10dPending final : public Pending {
       work_->getFuture()->addCallback([st](c10::ivalue::Future&) { st->done_ns = wallNs(); });
     } catch (const c10::Error&) {
       // Some Gloo work types (send/recv, the *_base collectives) have no future; their end time is
-      // then taken when wait() returns, which is exact for the blocking calls that use them.
+      // then taken when wait() returns: exact for the blocking calls (recv, reduce-scatter,
+      // all-gather), an upper bound for an asynchronous send waited on later.
     }
   }
   ~C10dPending() override {
@@ -152,7 +154,7 @@ class C10dGroup final : public Group {
   }
   void barrier() override {
     if (size_ == 1) return;
-    backend_->barrier()->wait();
+    C10dPending(backend_->barrier(), record("barrier", 0), log_).wait();
   }
 
  private:
@@ -236,7 +238,11 @@ class C10dComm final : public Comm {
     dp_ = make("dp", layout_.dpGroup());
     tp_ = make("tp", layout_.tpGroup());
     pp_ = make("pp", layout_.ppGroup());
-    embedding_ = make("embedding", layout_.embeddingGroup());
+    // Only the first and last stage hold the tied embedding; middle stages get a one-rank stand-in
+    // (they never use it, and must not join the real group's rendezvous).
+    const auto emb = layout_.embeddingGroup();
+    if (std::find(emb.begin(), emb.end(), layout_.rank) != emb.end()) embedding_ = make("embedding", emb);
+    else embedding_ = std::make_unique<SingleGroup>("embedding");
   }
 
   void storeSet(const std::string& key, const std::string& value) override {

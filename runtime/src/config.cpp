@@ -84,6 +84,8 @@ void resolve(TrainConfig& c, int world) {
   if (c.sequence_parallel && c.tp == 1)
     throw UserError("--sequence-parallel", "needs tensor parallelism", "pass --tp 2 or more");
   if (!(c.bucket_mb > 0)) throw UserError("--bucket-mb", "must be positive", "");
+  if (!(c.rendezvous_timeout_s > 0)) throw UserError("--rendezvous-timeout", "must be positive (seconds)", "");
+  if (!(c.collective_timeout_s > 0)) throw UserError("--collective-timeout", "must be positive (seconds)", "");
   if (!c.trace.empty()) {
     if (!c.out.empty() && c.out != c.trace)
       throw UserError("--trace", "and --out name different files (" + c.trace + ", " + c.out + ")",

@@ -8,10 +8,11 @@
 // small enough to stay in cache and, per chunk, does
 //     logits = x_c W^T                (R, V)   GEMM
 //     loss  += Σ (logsumexp - logit[target])
-//     p      = (softmax(logits) - onehot) / N   in place
-//     dX_c   = p W                    (R, C)   GEMM
-//     dW    += p^T x_c                (V, C)   GEMM
-// and backward only scales dX and dW by the incoming gradient. Same FLOPs as unfused, no (N, V)
+//     p      = softmax(logits) - onehot         in place, entries in [-1, 1]
+//     dX_c   = p W                    (R, C)   GEMM   (fp32 buffer)
+//     dW    += p^T x_c                (V, C)   GEMM   (fp32 buffer)
+// and backward scales dX and dW by the incoming gradient / N in fp32 (so fp16's loss scale arrives
+// before anything is rounded to fp16). Same FLOPs as unfused, no (N, V)
 // buffer ever, and the softmax passes run on cached data. (The idea of Liger-Kernel's fused
 // linear cross-entropy, done here with LibTorch's own GEMMs.)
 #include <ATen/ATen.h>

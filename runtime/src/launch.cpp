@@ -93,6 +93,7 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
   const std::string error_dir = mkdtemp(dir_template) ? dir_template : "/tmp";
   auto errorFile = [&](int r) { return error_dir + "/rank" + std::to_string(r) + ".err"; };
   std::map<pid_t, int> rank_of;
+  std::map<int, int> exit_of;  // rank → exit code, for the ranks that failed
   struct sigaction sa {};
   sa.sa_handler = onSignal;
   sigaction(SIGINT, &sa, nullptr);
@@ -134,6 +135,7 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
       const int r = rank_of[pid];
       rank_of.erase(pid);
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok) exit_of[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       if (!ok && !terminating) {
         failure = "rank " + std::to_string(r) + " failed (" + describe(status) + ")";
         exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -164,6 +166,7 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
   }
   rmdir(error_dir.c_str());
   if (!failure.empty()) {
+    if (first.rank >= 0 && exit_of.count(first.rank) && exit_of[first.rank] != 0) exit_code = exit_of[first.rank];
     if (first.rank >= 0)
       err << "error: rank " << first.rank << " failed first: " << first.message << " (" << failure
           << "); stopped the other ranks\n";

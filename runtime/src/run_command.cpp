@@ -50,19 +50,25 @@ std::string hostName() {
 // "RANK:STEP" → that rank throws at that step (tests the launcher's failure handling).
 bool injectedFailure(const std::string& spec, int rank, int64_t step) {
   if (spec.empty()) return false;
-  auto colon = spec.find(':');
-  if (colon == std::string::npos) throw UserError("--inject-failure", "expects RANK:STEP", "e.g. --inject-failure 1:2");
-  return std::stoi(spec.substr(0, colon)) == rank && std::stoll(spec.substr(colon + 1)) == step;
+  int r = -1;
+  long long k = -1;
+  char tail = 0;
+  if (std::sscanf(spec.c_str(), "%d:%lld%c", &r, &k, &tail) != 2 || r < 0 || k < 0)
+    throw UserError("--inject-failure", "expects RANK:STEP, got \"" + spec + "\"", "e.g. --inject-failure 1:2");
+  return r == rank && k == step;
 }
 
-// Every rank's memory and time for the step, gathered to all (one small all-gather).
-constexpr int kPerRank = 6;
-std::vector<int64_t> gatherStepStats(Comm& comm, const tracer::StepRecord& r) {
+// Every rank's memory and time for the step, gathered to all (one small all-gather; on the device
+// when the group is NCCL's).
+constexpr int kPerRank = 7;
+std::vector<int64_t> gatherStepStats(Comm& comm, const tracer::StepRecord& r, const std::string& device) {
   at::Tensor mine = at::tensor(std::vector<int64_t>{r.peak_bytes, r.param_bytes, r.grad_bytes, r.optim_bytes,
-                                                    r.activation_bytes, r.step_time_ns});
+                                                    r.activation_bytes, r.step_time_ns, r.start_ns});
   if (comm.layout().world == 1) return {mine.data_ptr<int64_t>(), mine.data_ptr<int64_t>() + kPerRank};
-  at::Tensor all = at::empty({comm.layout().world * kPerRank}, at::kLong);
+  mine = mine.to(at::Device(device));
+  at::Tensor all = at::empty({comm.layout().world * kPerRank}, mine.options());
   comm.world().allGather(all, mine);
+  all = all.cpu();
   return {all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel()};
 }
 
@@ -166,6 +172,7 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
     clock_start = syncClock(*comm, "start");
   }
 
+  const bool tracing_collectives = trace && trace->enabled(tracer::TraceLevel::Ranges);
   Trainer trainer(cfg, dev, comm.get());  // checks the data before anything is written
   std::unique_ptr<tracer::RunStore> store;
   if (!cfg.out.empty() && leader) store = std::make_unique<tracer::RunStore>(cfg.out, cfg.overwrite);
@@ -212,18 +219,18 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
       TRAINSCOPE_RANGE(tracer::names::kStep);
       r = trainer.step();
     }
-    if (trace && trace->enabled(tracer::TraceLevel::Ranges))
+    if (tracing_collectives)
       for (const auto& c : comm->log().take())
         trace->record(tracer::CollectiveEvent{c.op, c.group, c.group_size, c.seq, c.bytes, c.start_ns, c.end_ns,
                                               c.algbw(), c.busbw()});
-    const std::vector<int64_t> all = gatherStepStats(*comm, r);
+    const std::vector<int64_t> all = gatherStepStats(*comm, r, dev.device);
     if (store) {
       for (int q = 0; q < cfg.world; ++q) {
         tracer::StepRecord rq = r;
         rq.rank = q;
         const int64_t* v = &all[q * kPerRank];
         rq.peak_bytes = v[0], rq.param_bytes = v[1], rq.grad_bytes = v[2], rq.optim_bytes = v[3];
-        rq.activation_bytes = v[4], rq.step_time_ns = v[5];
+        rq.activation_bytes = v[4], rq.step_time_ns = v[5], rq.start_ns = v[6];
         store->appendStep(rq);
       }
     }
@@ -260,7 +267,11 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
   // Collectives: every rank hands its records to rank 0 through the rendezvous store (when tracing,
   // they went into the rank's shard instead, and arrive with the merge below).
   std::vector<CollectiveRecord> mine = comm->log().take();
-  if (cfg.world > 1 && !trace) {
+  if (tracing_collectives)
+    for (const auto& c : mine)
+      trace->record(tracer::CollectiveEvent{c.op, c.group, c.group_size, c.seq, c.bytes, c.start_ns, c.end_ns, c.algbw(),
+                                            c.busbw()});
+  if (cfg.world > 1 && !tracing_collectives) {
     comm->storeSet("collectives/" + std::to_string(env.rank), collectivesJson(mine));
     comm->world().barrier();
     if (store)

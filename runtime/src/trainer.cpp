@@ -193,6 +193,8 @@ struct Trainer::Impl {
       if (!sync->owned()[i]) continue;
       if (!info[i].tp_sharded && tp.rank() != 0) continue;
       if (static_cast<int>(i) == wte_index && !stage.first) continue;
+      // Under ZeRO the tied embedding (not partitioned) is on every DP rank: count it on one.
+      if (static_cast<int>(i) == wte_index && cfg.zero && layout.dp_rank != 0) continue;
       counted.push_back(g[i]);
     }
     at::Tensor sq = at::zeros({}, g[0].options().dtype(at::kDouble));
@@ -200,6 +202,13 @@ struct Trainer::Impl {
     if (cfg.zero && layout.dp > 1) comm->dp().allReduce(sq);
     if (layout.tp > 1) comm->tp().allReduce(sq);
     if (layout.pp > 1) comm->pp().allReduce(sq);
+    if (cfg.local_sgd > 0 && layout.dp > 1) {
+      // Local SGD: replicas hold different gradients; they must agree on skipping a step, or the
+      // weight averaging that follows would be entered by some and not others.
+      at::Tensor bad = at::full({}, std::isfinite(sq.item<double>()) ? 0.0 : 1.0, sq.options());
+      comm->dp().allReduce(bad, Reduce::Max);
+      if (bad.item<double>() > 0) return std::numeric_limits<double>::infinity();
+    }
     return std::sqrt(sq.item<double>());
   }
 

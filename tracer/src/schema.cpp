@@ -104,8 +104,8 @@ int checkRunDatabase(Database& db) {
   Statement s(db, "SELECT value FROM meta WHERE key = 'schema_version'");
   if (!s.step()) throw UserError("database", db.path() + " has no schema_version in meta", "it was not written by trainscope");
   const int v = std::atoi(s.columnText(0).c_str());
-  if (v < 1 || v > kSchemaVersion)
-    throw UserError("database", db.path() + " has schema version " + s.columnText(0) + "; this trainscope reads 1.." +
+  if (v != kSchemaVersion)
+    throw UserError("database", db.path() + " has schema version " + s.columnText(0) + "; this trainscope reads " +
                                     std::to_string(kSchemaVersion),
                     "use the trainscope that wrote it");
   return v;

@@ -6,8 +6,9 @@
 // version 1, token count; then uint16 tokens).
 //
 // Batches are defined by the global sample index, not by who reads them: sample s of step k starts
-// at token ((k * gbs + s) * T) mod (N - T), so every sample has its T+1 tokens. Micro-batch m holds samples [m*mbs, (m+1)*mbs). So
-// any split of the global batch (GA, later DP ranks) sees exactly the same samples.
+// at token ((k * gbs + s) * T) mod (N - T), so every sample has its T+1 tokens. Data-parallel rank
+// d reads samples [d*gbs/DP, (d+1)*gbs/DP) of the step, in micro-batches of mbs. So any split of the
+// global batch (GA, DP) sees exactly the same samples.
 #pragma once
 
 #include <cstdint>
