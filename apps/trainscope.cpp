@@ -10,6 +10,7 @@
 #include "trainscope/runtime/config.h"
 #include "trainscope/runtime/launch.h"
 #include "trainscope/tracer/chrome.h"
+#include "trainscope/tracer/import.h"
 #include "trainscope/tracer/report.h"
 #include "trainscope/tracer/sqlite.h"
 #include "trainscope/runtime/run_command.h"
@@ -106,8 +107,14 @@ int main(int argc, char** argv) {
   RunFlags run_flags;
   CLI::App* run = app.add_subcommand("run", "train a GPT and record per-step metrics");
   addRunFlags(run, run_flags);
-  for (const char* name : {"tune", "import"})
-    app.add_subcommand(name, "not available yet in this build")->allow_extras();
+  app.add_subcommand("tune", "not available yet in this build")->allow_extras();
+  std::vector<std::string> import_files;
+  std::string import_out;
+  bool import_overwrite = false;
+  CLI::App* imp = app.add_subcommand("import", "PyTorch profiler (Kineto) JSON[.gz] or Nsight Systems SQLite → run database");
+  imp->add_option("files", import_files, "one trace per rank")->required();
+  imp->add_option("-o,--out", import_out, "run database to write")->required();
+  imp->add_flag("--overwrite", import_overwrite, "replace --out if it exists");
   std::string report_path;
   bool report_json = false;
   int report_top = 15;
@@ -154,14 +161,21 @@ int main(int argc, char** argv) {
                 << " counter samples, " << st.flow_pairs << " launch flows\n";
       return 0;
     }
-    for (const char* name : {"tune", "import"})
+    if (imp->parsed()) {
+      auto st = trainscope::tracer::importTraces(import_files, import_out, import_overwrite);
+      std::cout << "imported " << st.files << " file(s) into " << import_out << ": " << st.kernels << " kernels, "
+                << st.api_calls << " API calls, " << st.host_ops << " host ops, " << st.ranges << " ranges, "
+                << st.memcpy << " memcpy, " << st.memset << " memset, " << st.steps << " steps\n";
+      return 0;
+    }
+    for (const char* name : {"tune"})
       if (app.got_subcommand(name)) {
         std::cerr << "error: `trainscope " << name << "` is not implemented in this build yet\n";
         return 2;
       }
   } catch (const trainscope::tracer::SqliteError& e) {
     // Reading a database the user named: bad input. Writing one during a run: a failure.
-    const bool reading = report->parsed() || exp->parsed();
+    const bool reading = report->parsed() || exp->parsed() || imp->parsed();
     std::cerr << "error: " << e.what()
               << (reading ? " (fix: pass a trainscope run database; it may be truncated or corrupted)" : "") << "\n";
     if (!reading) rt::reportRankError(e.what());

@@ -71,6 +71,8 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
     Statement s(db, "SELECT key, value FROM meta");
     while (s.step()) {
       if (s.columnText(0) == "world_size") rep.world = std::stoi(s.columnText(1));
+      // Imported traces have no warm-up step of ours to leave out.
+      if (s.columnText(0) == "source" && s.columnText(1) == "import") skip_steps = 0;
       if (s.columnText(0) == "config") {
         try {
           rep.workload = nlohmann::json::parse(s.columnText(1)).value("workload", "");
