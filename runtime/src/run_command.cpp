@@ -26,6 +26,7 @@
 #include "trainscope/runtime/device.h"
 #include "trainscope/runtime/parallel.h"
 #include "trainscope/runtime/trainer.h"
+#include "trainscope/tracer/cupti_source.h"
 #include "trainscope/tracer/merge.h"
 #include "trainscope/tracer/range_names.h"
 #include "trainscope/tracer/run_store.h"
@@ -163,12 +164,21 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
   // Tracing: each rank writes its own shard; rank 0 merges them into the run database at the end.
   std::unique_ptr<tracer::Tracer> trace;
   std::unique_ptr<OpSource> ops;
+  std::unique_ptr<tracer::CuptiSource> cupti;
   tracer::ClockSample clock_start;
   if (!cfg.trace.empty()) {
     const tracer::TraceLevel level = tracer::parseTraceLevel(cfg.trace_level);
     trace = std::make_unique<tracer::Tracer>(cfg.out + ".rank" + std::to_string(env.rank), env.rank, level);
     tracer::Tracer::setCurrent(trace.get());
     if (level >= tracer::TraceLevel::Ops) ops = std::make_unique<OpSource>(*trace, cfg.trace_shapes);
+    if (level >= tracer::TraceLevel::All && dev.device != "cpu") {
+      cupti = std::make_unique<tracer::CuptiSource>(*trace, tracer::makeCuptiApi());
+      std::string why;
+      if (!cupti->start(&why)) {
+        if (leader) err << "notice: GPU activity not traced: " << why << "; host sources carry on\n";
+        cupti.reset();
+      }
+    }
     clock_start = syncClock(*comm, "start");
   }
 
@@ -301,6 +311,7 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
   if (trace) {
     const tracer::ClockSample clock_end = syncClock(*comm, "end");
     ops.reset();
+    cupti.reset();  // flushes CUPTI's buffers into the shard
     tracer::Tracer::setCurrent(nullptr);
     trace->setMeta("rank", std::to_string(env.rank));
     trace->close();

@@ -127,6 +127,11 @@ void Tracer::record(const ApiEvent& e) { push(kApi, ApiEvent(e)); }
 void Tracer::record(const CounterEvent& e) { push(kCounters, CounterEvent(e)); }
 void Tracer::record(CollectiveEvent e) { push(kCollectives, std::move(e)); }
 
+void Tracer::countDropped(int source, int64_t n) {
+  emitted_[source].fetch_add(n);
+  dropped_[source].fetch_add(n);
+}
+
 void Tracer::setMeta(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
   meta_.emplace_back(key, value);

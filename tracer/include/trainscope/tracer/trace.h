@@ -86,6 +86,8 @@ class Tracer {
   void record(CollectiveEvent e);
 
   void setMeta(const std::string& key, const std::string& value);  // written at close
+  // Events a source lost before they reached the tracer (CUPTI's own drops): emitted and dropped.
+  void countDropped(int source, int64_t n);
   // Blocks until every event recorded so far is in the database (not needed for correctness).
   void flush();
   // Flushes, writes strings, drop counts, meta and indexes, and stops the writer. Idempotent.

@@ -1,0 +1,68 @@
+// trainscope/tracer/cupti_source.h — GPU activity from CUPTI into the tracer.
+//
+// Kernels (concurrent), memcpy, memset, runtime and driver API calls (with correlation ids, so a
+// launch joins its kernel) and NVTX ranges seen through CUPTI. CUPTI is reached only through
+// CuptiApi, whose methods are virtual: the real one (cupti_source.cpp) dlopens libcupti at run time
+// — so a binary without a driver or without CUPTI still starts —, and tests feed CuptiSource
+// hand-built activity records without a GPU (as libkineto does).
+//
+// Buffers: CUPTI asks for buffers and hands them back full; at most kMaxBuffers (8 MiB each) are
+// outstanding. Past that CUPTI is given none and drops records, which it counts: those counts go to
+// the tracer's drop table with the rest. Without a driver it reports itself unavailable in one line
+// and the host sources carry on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace trainscope::tracer {
+
+class Tracer;
+class CuptiSource;
+
+class CuptiApi {
+ public:
+  virtual ~CuptiApi() = default;
+  // Loads CUPTI and checks a device is usable; false with a reason otherwise.
+  virtual bool available(std::string* why) = 0;
+  // Registers the buffer callbacks (records go to `sink`) and enables the activity kinds.
+  virtual bool enable(CuptiSource* sink, std::string* why) = 0;
+  virtual void flush() = 0;  // hands back every buffer, complete or not
+  virtual void disable() = 0;
+  virtual uint64_t timestamp() = 0;  // CUPTI's clock, ns
+  virtual std::string callbackName(int domain, uint32_t cbid) = 0;
+  virtual int64_t droppedRecords() = 0;  // records CUPTI could not keep
+};
+
+// The dlopen-based CuptiApi (an always-unavailable one in builds without the CUDA path).
+std::unique_ptr<CuptiApi> makeCuptiApi();
+
+class CuptiSource {
+ public:
+  static constexpr size_t kBufferBytes = size_t(8) << 20;
+  static constexpr int kMaxBuffers = 64;
+
+  CuptiSource(Tracer& tracer, std::unique_ptr<CuptiApi> api);
+  ~CuptiSource();  // stop()
+
+  // Starts collecting; false (with the reason, printed once by the caller) when unavailable.
+  bool start(std::string* why);
+  // Flushes CUPTI's buffers into the tracer and stops.
+  void stop();
+
+  // One activity record (a CUpti_Activity*, any supported kind). Public so the backend and tests
+  // can feed it; unsupported kinds are ignored. Times are shifted from CUPTI's clock to the tracer's.
+  void handleRecord(const void* record);
+  void setClockOffset(int64_t ns) { clock_offset_ns_ = ns; }
+  int64_t recordsHandled() const { return handled_; }
+
+ private:
+  Tracer& tracer_;
+  std::unique_ptr<CuptiApi> api_;
+  bool running_ = false;
+  int64_t clock_offset_ns_ = 0;
+  int64_t handled_ = 0;
+};
+
+}  // namespace trainscope::tracer
