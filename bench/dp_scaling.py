@@ -13,15 +13,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, run_json
 
-
-def run(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def main():
@@ -36,8 +31,8 @@ def main():
             "--device", "cpu", "--threads", "1", "--bucket-mb", a.bucket_mb, "-q", "--json"]
     effs, hidden, t1s, t2s = [], [], [], []
     for r in range(a.rounds):
-        one = run(base)
-        two = run(base + ["--nproc", "2"])
+        one = run_json(base)
+        two = run_json(base + ["--nproc", "2"])
         t1, t2 = one["tokens_per_s_median"], two["tokens_per_s_median"]
         t1s.append(t1)
         t2s.append(t2)

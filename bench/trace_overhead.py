@@ -10,16 +10,11 @@ import json
 import os
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, run_json
 
-
-def run(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def main():
@@ -34,9 +29,9 @@ def main():
     overheads, events = [], 0
     with tempfile.TemporaryDirectory() as d:
         for r in range(a.rounds):
-            plain = run(base)
+            plain = run_json(base)
             db = os.path.join(d, f"t{r}.db")
-            traced = run(base + ["--trace", db, "--trace-level", a.level])
+            traced = run_json(base + ["--trace", db, "--trace-level", a.level])
             overheads.append(traced["step_time_median_s"] / plain["step_time_median_s"] - 1)
             events = sqlite3.connect(db).execute("SELECT SUM(stored) FROM drops").fetchone()[0]
             print(f"round {r}: untraced {plain['step_time_median_s']*1e3:.1f} ms/step, traced "

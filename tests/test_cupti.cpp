@@ -13,6 +13,7 @@
 #include "trainscope/tracer/trace.h"
 
 namespace tr = trainscope::tracer;
+using trainscope::testing::sqlOne;
 using trainscope::testing::tempPath;
 
 namespace {
@@ -32,11 +33,6 @@ class FakeCupti final : public tr::CuptiApi {
   int flushes = 0;
 };
 
-int64_t one(const std::string& db, const std::string& sql) {
-  tr::Database d(db, tr::Database::Mode::ReadOnly);
-  tr::Statement s(d, sql);
-  return s.step() ? s.columnInt(0) : -1;
-}
 
 }  // namespace
 
@@ -88,18 +84,18 @@ TEST(Cupti, HandBuiltRecordsLandWithCorrelationAndShiftedTimes) {
     EXPECT_EQ(f->flushes, 1);
     t.close();
   }
-  EXPECT_EQ(one(shard, "SELECT start_ns FROM kernels WHERE correlation = 77"), 7000);
-  EXPECT_EQ(one(shard, "SELECT shared_bytes FROM kernels"), 1024 + 48 * 1024);
-  EXPECT_EQ(one(shard, "SELECT grid_x * block_x FROM kernels"), 108 * 256);
-  EXPECT_EQ(one(shard, "SELECT COUNT(*) FROM kernels k JOIN strings s ON s.id = k.name_id "
+  EXPECT_EQ(sqlOne(shard, "SELECT start_ns FROM kernels WHERE correlation = 77"), 7000);
+  EXPECT_EQ(sqlOne(shard, "SELECT shared_bytes FROM kernels"), 1024 + 48 * 1024);
+  EXPECT_EQ(sqlOne(shard, "SELECT grid_x * block_x FROM kernels"), 108 * 256);
+  EXPECT_EQ(sqlOne(shard, "SELECT COUNT(*) FROM kernels k JOIN strings s ON s.id = k.name_id "
                        "WHERE s.value = 'sm90_xmma_gemm_bf16bf16_bf16f32'"), 1);
-  EXPECT_EQ(one(shard, "SELECT k.start_ns - a.end_ns FROM api_calls a JOIN kernels k ON k.correlation = a.correlation"), 450);
-  EXPECT_EQ(one(shard, "SELECT COUNT(*) FROM api_calls a JOIN strings s ON s.id = a.name_id "
+  EXPECT_EQ(sqlOne(shard, "SELECT k.start_ns - a.end_ns FROM api_calls a JOIN kernels k ON k.correlation = a.correlation"), 450);
+  EXPECT_EQ(sqlOne(shard, "SELECT COUNT(*) FROM api_calls a JOIN strings s ON s.id = a.name_id "
                        "WHERE s.value = 'cudaLaunchKernel_v7000' AND a.tid = 9 AND a.kind = 0"), 1);
-  EXPECT_EQ(one(shard, "SELECT kind FROM memcpy"), 1);
-  EXPECT_EQ(one(shard, "SELECT bytes FROM memset"), 4096);
-  EXPECT_EQ(one(shard, "SELECT dropped FROM drops WHERE source = 'kernels'"), 3);
-  EXPECT_EQ(one(shard, "SELECT emitted - stored - dropped FROM drops WHERE source = 'kernels'"), 0);
+  EXPECT_EQ(sqlOne(shard, "SELECT kind FROM memcpy"), 1);
+  EXPECT_EQ(sqlOne(shard, "SELECT bytes FROM memset"), 4096);
+  EXPECT_EQ(sqlOne(shard, "SELECT dropped FROM drops WHERE source = 'kernels'"), 3);
+  EXPECT_EQ(sqlOne(shard, "SELECT emitted - stored - dropped FROM drops WHERE source = 'kernels'"), 0);
 }
 
 TEST(Cupti, RealBackendWithoutADriverSaysWhyInsteadOfFailing) {

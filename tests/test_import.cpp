@@ -16,15 +16,11 @@
 #include "trainscope/tracer/sqlite.h"
 
 namespace tr = trainscope::tracer;
+using trainscope::testing::sqlOne;
 using trainscope::testing::tempPath;
 
 namespace {
 
-int64_t count(const std::string& db, const std::string& sql) {
-  tr::Database d(db, tr::Database::Mode::ReadOnly);
-  tr::Statement s(d, sql);
-  return s.step() ? s.columnInt(0) : -1;
-}
 
 // A Kineto trace of two profiler steps on one GPU: ts/dur in microseconds from baseTimeNanoseconds.
 nlohmann::json kineto(int rank) {
@@ -70,13 +66,13 @@ TEST(Import, KinetoPlainAndGzippedOnePerRank) {
   EXPECT_EQ(st.kernels, 2 * 4);
   EXPECT_EQ(st.host_ops, 2 * 2);
   EXPECT_EQ(st.steps, 2 * 2);
-  EXPECT_EQ(count(out, "SELECT COUNT(*) FROM steps WHERE rank = 1 AND step IN (5, 6)"), 2);
+  EXPECT_EQ(sqlOne(out, "SELECT COUNT(*) FROM steps WHERE rank = 1 AND step IN (5, 6)"), 2);
   // ts 30 us after the base → ns on the base clock
-  EXPECT_EQ(count(out, "SELECT MIN(start_ns) FROM kernels WHERE rank = 0 AND stream = 7"), 1700000000000000000LL + 30000);
-  EXPECT_EQ(count(out, "SELECT COUNT(*) FROM api_calls a JOIN kernels k ON k.rank = a.rank AND k.correlation = a.correlation"), 4);
-  EXPECT_EQ(count(out, "SELECT registers FROM kernels WHERE correlation = 100 AND rank = 0"), 96);
-  EXPECT_EQ(count(out, "SELECT grid_x * grid_y FROM kernels WHERE correlation = 100 AND rank = 0"), 64);
-  EXPECT_EQ(count(out, "SELECT kind FROM memcpy LIMIT 1"), 1);  // HtoD
+  EXPECT_EQ(sqlOne(out, "SELECT MIN(start_ns) FROM kernels WHERE rank = 0 AND stream = 7"), 1700000000000000000LL + 30000);
+  EXPECT_EQ(sqlOne(out, "SELECT COUNT(*) FROM api_calls a JOIN kernels k ON k.rank = a.rank AND k.correlation = a.correlation"), 4);
+  EXPECT_EQ(sqlOne(out, "SELECT registers FROM kernels WHERE correlation = 100 AND rank = 0"), 96);
+  EXPECT_EQ(sqlOne(out, "SELECT grid_x * grid_y FROM kernels WHERE correlation = 100 AND rank = 0"), 64);
+  EXPECT_EQ(sqlOne(out, "SELECT kind FROM memcpy LIMIT 1"), 1);  // HtoD
   // report: steps of 900 us; compute = the sgemm [30, 430), comm = the NCCL kernel [300, 600)
   tr::Report r = tr::computeReport(out);
   ASSERT_EQ(r.ranks.size(), 2u);
@@ -121,9 +117,9 @@ TEST(Import, NsightSystemsSqliteExport) {
   EXPECT_EQ(st.api_calls, 1);
   EXPECT_EQ(st.ranges, 2);  // the mark is not a range
   EXPECT_EQ(st.steps, 1);
-  EXPECT_EQ(count(out, "SELECT shared_bytes + registers FROM kernels"), 2048 + 64);
-  EXPECT_EQ(count(out, "SELECT COUNT(*) FROM api_calls a JOIN kernels k ON k.correlation = a.correlation"), 1);
-  EXPECT_EQ(count(out, "SELECT COUNT(*) FROM ranges r JOIN strings s ON s.id = r.name_id WHERE s.value = 'forward'"), 1);
+  EXPECT_EQ(sqlOne(out, "SELECT shared_bytes + registers FROM kernels"), 2048 + 64);
+  EXPECT_EQ(sqlOne(out, "SELECT COUNT(*) FROM api_calls a JOIN kernels k ON k.correlation = a.correlation"), 1);
+  EXPECT_EQ(sqlOne(out, "SELECT COUNT(*) FROM ranges r JOIN strings s ON s.id = r.name_id WHERE s.value = 'forward'"), 1);
   tr::Report r = tr::computeReport(out);
   ASSERT_EQ(r.ranks.size(), 1u);
   EXPECT_DOUBLE_EQ(r.ranks[0].step_ms_mean, 1000e-6);

@@ -21,15 +21,11 @@
 #include "trainscope/tracer/trace.h"
 
 namespace tr = trainscope::tracer;
+using trainscope::testing::sqlOne;
 using trainscope::testing::tempPath;
 
 namespace {
 
-int64_t count(const std::string& db, const std::string& sql) {
-  tr::Database d(db, tr::Database::Mode::ReadOnly);
-  tr::Statement s(d, sql);
-  return s.step() ? s.columnInt(0) : -1;
-}
 
 // A run database holding one rank's steps, as RunStore writes them.
 void makeRun(const std::string& path, const std::vector<std::pair<int64_t, int64_t>>& windows, int rank = 0) {
@@ -67,19 +63,19 @@ TEST(Tracer, EveryEventKindRoundTrips) {
     t.close();
     for (const auto& s : t.stats()) EXPECT_EQ(s.emitted, s.stored + s.dropped);
   }
-  EXPECT_EQ(count(shard, "SELECT COUNT(*) FROM ranges r JOIN strings s ON s.id = r.name_id WHERE s.value='forward' "
+  EXPECT_EQ(sqlOne(shard, "SELECT COUNT(*) FROM ranges r JOIN strings s ON s.id = r.name_id WHERE s.value='forward' "
                          "AND r.rank=3 AND r.start_ns=100 AND r.end_ns=200 AND r.tid=7 AND r.depth=1"), 1);
-  EXPECT_EQ(count(shard, "SELECT seq FROM host_ops"), 42);
-  EXPECT_EQ(count(shard, "SELECT COUNT(*) FROM host_ops h JOIN strings s ON s.id=h.shapes_id WHERE s.value='[[4,8], [8,2]]'"), 1);
-  EXPECT_EQ(count(shard, "SELECT grid_x * block_x + registers + shared_bytes FROM kernels WHERE correlation = 99"),
+  EXPECT_EQ(sqlOne(shard, "SELECT seq FROM host_ops"), 42);
+  EXPECT_EQ(sqlOne(shard, "SELECT COUNT(*) FROM host_ops h JOIN strings s ON s.id=h.shapes_id WHERE s.value='[[4,8], [8,2]]'"), 1);
+  EXPECT_EQ(sqlOne(shard, "SELECT grid_x * block_x + registers + shared_bytes FROM kernels WHERE correlation = 99"),
             128 * 256 + 64 + 4096);
-  EXPECT_EQ(count(shard, "SELECT k.start_ns FROM api_calls a JOIN kernels k ON k.correlation = a.correlation"), 300);
-  EXPECT_EQ(count(shard, "SELECT kind * bytes FROM memcpy"), 1 << 20);
-  EXPECT_EQ(count(shard, "SELECT bytes FROM memset"), 4096);
-  EXPECT_EQ(count(shard, "SELECT CAST(value AS INTEGER) FROM counters"), 12345);
-  EXPECT_EQ(count(shard, "SELECT bytes FROM collectives WHERE op='all_reduce' AND grp='dp'"), 1024);
-  EXPECT_EQ(count(shard, "SELECT SUM(emitted) FROM drops"), 8);
-  EXPECT_EQ(count(shard, "SELECT value FROM meta WHERE key='schema_version'"), tr::kSchemaVersion);
+  EXPECT_EQ(sqlOne(shard, "SELECT k.start_ns FROM api_calls a JOIN kernels k ON k.correlation = a.correlation"), 300);
+  EXPECT_EQ(sqlOne(shard, "SELECT kind * bytes FROM memcpy"), 1 << 20);
+  EXPECT_EQ(sqlOne(shard, "SELECT bytes FROM memset"), 4096);
+  EXPECT_EQ(sqlOne(shard, "SELECT CAST(value AS INTEGER) FROM counters"), 12345);
+  EXPECT_EQ(sqlOne(shard, "SELECT bytes FROM collectives WHERE op='all_reduce' AND grp='dp'"), 1024);
+  EXPECT_EQ(sqlOne(shard, "SELECT SUM(emitted) FROM drops"), 8);
+  EXPECT_EQ(sqlOne(shard, "SELECT value FROM meta WHERE key='schema_version'"), tr::kSchemaVersion);
 }
 
 TEST(Tracer, EmittedEqualsStoredPlusDroppedUnderOverload) {
@@ -97,9 +93,9 @@ TEST(Tracer, EmittedEqualsStoredPlusDroppedUnderOverload) {
   EXPECT_EQ(s.emitted, 80000);
   EXPECT_GT(s.dropped, 0);  // 64 slots cannot hold four threads' bursts
   EXPECT_EQ(s.emitted, s.stored + s.dropped);
-  EXPECT_EQ(count(shard, "SELECT COUNT(*) FROM ranges"), s.stored);
-  EXPECT_EQ(count(shard, "SELECT emitted - stored - dropped FROM drops WHERE source='ranges'"), 0);
-  EXPECT_EQ(count(shard, "SELECT dropped FROM drops WHERE source='ranges'"), s.dropped);
+  EXPECT_EQ(sqlOne(shard, "SELECT COUNT(*) FROM ranges"), s.stored);
+  EXPECT_EQ(sqlOne(shard, "SELECT emitted - stored - dropped FROM drops WHERE source='ranges'"), 0);
+  EXPECT_EQ(sqlOne(shard, "SELECT dropped FROM drops WHERE source='ranges'"), s.dropped);
 }
 
 TEST(Tracer, ShardsMergeOntoRankZerosClock) {
@@ -117,13 +113,13 @@ TEST(Tracer, ShardsMergeOntoRankZerosClock) {
   // Rank 1's clock runs 1000 ns behind at the start and 3000 ns behind at the end: mean 2000.
   tr::mergeShards(run, {{s0, 0, "h0", "cpu", 11, 0, 0}, {s1, 1, "h1", "cpu", 12, 1000, 3000}});
   EXPECT_FALSE(std::filesystem::exists(s1));
-  EXPECT_EQ(count(run, "SELECT r.start_ns FROM ranges r JOIN strings s ON s.id=r.name_id WHERE r.rank=1 AND s.value='backward'"), 2100);
-  EXPECT_EQ(count(run, "SELECT r.end_ns FROM ranges r JOIN strings s ON s.id=r.name_id WHERE r.rank=1 AND s.value='forward'"), 2350);
-  EXPECT_EQ(count(run, "SELECT r.start_ns FROM ranges r JOIN strings s ON s.id=r.name_id WHERE r.rank=0 AND s.value='forward'"), 100);
-  EXPECT_EQ(count(run, "SELECT COUNT(DISTINCT value) FROM strings"), count(run, "SELECT COUNT(*) FROM strings"));
-  EXPECT_EQ(count(run, "SELECT start_ns FROM collectives WHERE rank=1"), 2400);
-  EXPECT_EQ(count(run, "SELECT clock_offset_ns FROM ranks WHERE rank=1"), 2000);
-  EXPECT_EQ(count(run, "SELECT pid FROM ranks WHERE rank=1"), 12);
+  EXPECT_EQ(sqlOne(run, "SELECT r.start_ns FROM ranges r JOIN strings s ON s.id=r.name_id WHERE r.rank=1 AND s.value='backward'"), 2100);
+  EXPECT_EQ(sqlOne(run, "SELECT r.end_ns FROM ranges r JOIN strings s ON s.id=r.name_id WHERE r.rank=1 AND s.value='forward'"), 2350);
+  EXPECT_EQ(sqlOne(run, "SELECT r.start_ns FROM ranges r JOIN strings s ON s.id=r.name_id WHERE r.rank=0 AND s.value='forward'"), 100);
+  EXPECT_EQ(sqlOne(run, "SELECT COUNT(DISTINCT value) FROM strings"), sqlOne(run, "SELECT COUNT(*) FROM strings"));
+  EXPECT_EQ(sqlOne(run, "SELECT start_ns FROM collectives WHERE rank=1"), 2400);
+  EXPECT_EQ(sqlOne(run, "SELECT clock_offset_ns FROM ranks WHERE rank=1"), 2000);
+  EXPECT_EQ(sqlOne(run, "SELECT pid FROM ranks WHERE rank=1"), 12);
 }
 
 TEST(Report, HandBuiltTraceGivesHandComputedBreakdown) {
@@ -257,16 +253,16 @@ TEST(TraceEndToEnd, TwoRankRunMergesBothRanksWithExactDropCounts) {
   while (fgets(buf, sizeof(buf), f)) outp += buf;
   ASSERT_EQ(pclose(f), 0) << outp;
   for (int r = 0; r < 2; ++r) {
-    EXPECT_GT(count(db, "SELECT COUNT(*) FROM ranges WHERE rank=" + std::to_string(r)), 0);
-    EXPECT_GT(count(db, "SELECT COUNT(*) FROM host_ops WHERE rank=" + std::to_string(r)), 0);
-    EXPECT_GT(count(db, "SELECT COUNT(*) FROM collectives WHERE rank=" + std::to_string(r) + " AND op='all_reduce'"), 0);
-    EXPECT_EQ(count(db, "SELECT COUNT(*) FROM ranks WHERE rank=" + std::to_string(r)), 1);
+    EXPECT_GT(sqlOne(db, "SELECT COUNT(*) FROM ranges WHERE rank=" + std::to_string(r)), 0);
+    EXPECT_GT(sqlOne(db, "SELECT COUNT(*) FROM host_ops WHERE rank=" + std::to_string(r)), 0);
+    EXPECT_GT(sqlOne(db, "SELECT COUNT(*) FROM collectives WHERE rank=" + std::to_string(r) + " AND op='all_reduce'"), 0);
+    EXPECT_EQ(sqlOne(db, "SELECT COUNT(*) FROM ranks WHERE rank=" + std::to_string(r)), 1);
   }
-  EXPECT_EQ(count(db, "SELECT SUM(emitted - stored - dropped) FROM drops"), 0);
-  EXPECT_EQ(count(db, "SELECT COUNT(*) FROM drops"), 2 * tr::kSourceCount);
+  EXPECT_EQ(sqlOne(db, "SELECT SUM(emitted - stored - dropped) FROM drops"), 0);
+  EXPECT_EQ(sqlOne(db, "SELECT COUNT(*) FROM drops"), 2 * tr::kSourceCount);
   // every range name the runtime emits is one of the constants
-  EXPECT_EQ(count(db, "SELECT COUNT(*) FROM ranges r JOIN strings s ON s.id=r.name_id WHERE s.value='step'"), 2 * 3);
-  EXPECT_GT(count(db, "SELECT COUNT(*) FROM counters"), 0);
+  EXPECT_EQ(sqlOne(db, "SELECT COUNT(*) FROM ranges r JOIN strings s ON s.id=r.name_id WHERE s.value='step'"), 2 * 3);
+  EXPECT_GT(sqlOne(db, "SELECT COUNT(*) FROM counters"), 0);
   EXPECT_FALSE(std::filesystem::exists(db + ".rank1"));
   tr::Report rep = tr::computeReport(db);
   ASSERT_EQ(rep.ranks.size(), 2u);

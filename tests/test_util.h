@@ -9,6 +9,7 @@
 #include "trainscope/runtime/config.h"
 #include "trainscope/runtime/device.h"
 #include "trainscope/runtime/trainer.h"
+#include "trainscope/tracer/sqlite.h"
 
 namespace trainscope::testing {
 
@@ -52,5 +53,12 @@ inline std::vector<at::Tensor> snapshot(const std::vector<at::Tensor>& ts) {
 }
 
 std::string tempPath(const std::string& name);
+
+// The first column of the first row of `sql` on the database at `db` (-1 when there is no row).
+inline int64_t sqlOne(const std::string& db, const std::string& sql) {
+  tracer::Database d(db, tracer::Database::Mode::ReadOnly);
+  tracer::Statement s(d, sql);
+  return s.step() ? s.columnInt(0) : -1;
+}
 
 }  // namespace trainscope::testing
