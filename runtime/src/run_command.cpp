@@ -161,7 +161,11 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
   copts.collective_timeout = std::chrono::milliseconds(int64_t(cfg.collective_timeout_s * 1000));
   std::unique_ptr<Comm> comm = Comm::connect(env, layout, copts);
 
-  // Tracing: each rank writes its own shard; rank 0 merges them into the run database at the end.
+  Trainer trainer(cfg, dev, comm.get());  // checks the data before anything is written
+  std::unique_ptr<tracer::RunStore> store;
+  if (!cfg.out.empty() && leader) store = std::make_unique<tracer::RunStore>(cfg.out, cfg.overwrite);
+  // Tracing (after the data and --out checks, so bad input leaves no shard behind): each rank
+  // writes its own shard; rank 0 merges them into the run database at the end.
   std::unique_ptr<tracer::Tracer> trace;
   std::unique_ptr<OpSource> ops;
   std::unique_ptr<tracer::CuptiSource> cupti;
@@ -183,9 +187,6 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
   }
 
   const bool tracing_collectives = trace && trace->enabled(tracer::TraceLevel::Ranges);
-  Trainer trainer(cfg, dev, comm.get());  // checks the data before anything is written
-  std::unique_ptr<tracer::RunStore> store;
-  if (!cfg.out.empty() && leader) store = std::make_unique<tracer::RunStore>(cfg.out, cfg.overwrite);
   const int64_t params = cfg.model.parameterCount();
   if (layout.world == 1 && trainer.parameterCount() != params) {
     err << "error: parameter count " << trainer.parameterCount() << " differs from the analytic " << params << "\n";

@@ -31,9 +31,9 @@ namespace names = tracer::names;
 void memoryCounter(const MemoryMeter& m) {
   tracer::Tracer* t = tracer::Tracer::current();
   if (!t || !t->enabled(tracer::TraceLevel::Ranges)) return;
-  static thread_local tracer::Tracer* cached = nullptr;
+  static thread_local uint64_t cached = 0;
   static thread_local uint32_t name = 0;
-  if (cached != t) name = t->intern("memory.allocated_bytes"), cached = t;
+  if (cached != t->id()) name = t->intern("memory.allocated_bytes"), cached = t->id();
   t->record(tracer::CounterEvent{tracer::nowNs(), name, double(m.currentBytes())});
 }
 

@@ -282,7 +282,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
   for (const auto& p : inputs)
     if (!std::filesystem::exists(p)) throw UserError("import", p + " does not exist", "check the path");
   if (std::filesystem::exists(out_db) && !overwrite)
-    throw UserError("--out", out_db + " already exists", "choose another path or pass --overwrite");
+    throw UserError("-o", out_db + " already exists", "choose another path or pass --overwrite");
   // Built under a temporary name and renamed at the end: a failed import leaves nothing behind.
   const std::string partial = out_db + ".partial";
   struct Cleanup {
@@ -309,7 +309,11 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
     } else {
       std::string text = readAll(p);
       if (text.size() >= 2 && uint8_t(text[0]) == 0x1f && uint8_t(text[1]) == 0x8b) text = gunzip(text, p);
-      importKineto(s, text, p, int(i));
+      try {
+        importKineto(s, text, p, int(i));
+      } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+        throw UserError("import", p + " has an unexpected value: " + e.what(), "pass a PyTorch profiler (Kineto) trace");
+      }
     }
     ++s.st.files;
   }

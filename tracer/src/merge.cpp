@@ -37,7 +37,11 @@ void mergeShards(const std::string& run_db, const std::vector<ShardInfo>& shards
 
   for (const ShardInfo& sh : shards) {
     const int64_t off = (sh.offset_start_ns + sh.offset_end_ns) / 2;
-    db.exec("ATTACH DATABASE '" + sh.path + "' AS shard");
+    {
+      Statement attach(db, "ATTACH DATABASE ? AS shard");  // bound: any path is safe
+      attach.bind(1, sh.path);
+      attach.run();
+    }
     try {
       Transaction tx(db);
       // string id remapping table for this shard
@@ -86,6 +90,8 @@ void mergeShards(const std::string& run_db, const std::vector<ShardInfo>& shards
       db.exec("INSERT INTO collectives SELECT rank, op, grp, group_size, seq, bytes, start_ns + " + o + ", end_ns + " +
               o + ", algbw, busbw FROM shard.collectives");
       db.exec("INSERT OR REPLACE INTO drops SELECT * FROM shard.drops");
+      // The steps rows were written with each rank's own start times: onto rank 0's clock too.
+      db.exec("UPDATE steps SET start_ns = start_ns + " + o + " WHERE rank = " + std::to_string(sh.rank));
       Statement rk(db, "INSERT OR REPLACE INTO ranks(rank, host, pid, device, clock_offset_ns, offset_start_ns, "
                        "offset_end_ns) VALUES (?,?,?,?,?,?,?)");
       rk.bind(1, sh.rank);

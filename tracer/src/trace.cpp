@@ -72,6 +72,8 @@ template <> std::vector<CollectiveEvent>& Tracer::Buffers::of() { return collect
 
 Tracer::Tracer(const std::string& path, int rank, TraceLevel level, size_t capacity)
     : path_(path), rank_(rank), level_(level), capacity_(capacity), pending_(std::make_unique<Buffers>()) {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1);
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
   db_ = std::make_unique<Database>(path, Database::Mode::Create);
   // Large pages and cache: the shard is written in big sequential batches.
@@ -140,8 +142,9 @@ void Tracer::setMeta(const std::string& key, const std::string& value) {
 void Tracer::writerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stop_ || pending_count_ >= capacity_ / 2; });
-    // (a flush() caller also wakes this loop; taking an empty batch is cheap)
+    cv_.wait_for(lock, std::chrono::milliseconds(100),
+                 [&] { return stop_ || flush_requested_ || pending_count_ >= capacity_ / 2; });
+    flush_requested_ = false;
     auto batch = std::exchange(pending_, std::make_unique<Buffers>());
     pending_count_ = 0;
     const uint64_t id = ++batches_taken_;
@@ -286,13 +289,9 @@ void Tracer::flush() {
   std::unique_lock<std::mutex> lock(mu_);
   if (closed_) return;
   const uint64_t target = batches_taken_ + 1;  // the batch that will hold what is pending now
+  flush_requested_ = true;                     // wake the writer now, not at its next tick
   cv_.notify_one();
-  // Wake the writer now rather than at its next tick.
-  written_cv_.wait(lock, [&] {
-    if (batches_written_ >= target) return true;
-    cv_.notify_one();
-    return false;
-  });
+  written_cv_.wait(lock, [&] { return batches_written_ >= target; });
 }
 
 void Tracer::close() {
@@ -355,11 +354,11 @@ ScopedRange::~ScopedRange() {
   --t_depth;
   nvtxPop();
   if (!tracer_) return;
-  static thread_local Tracer* cached_for = nullptr;
+  static thread_local uint64_t cached_for = 0;
   static thread_local uint32_t domain = 0;
-  if (cached_for != tracer_) {
+  if (cached_for != tracer_->id()) {
     domain = tracer_->intern("trainscope");
-    cached_for = tracer_;
+    cached_for = tracer_->id();
   }
   tracer_->record(RangeEvent{start_, nowNs(), tracer_->intern(name_), domain, threadId(), t_depth,
                              static_cast<int32_t>(RangeKind::PushPop)});

@@ -1,7 +1,8 @@
 // trainscope/tracer/cupti_source.h — GPU activity from CUPTI into the tracer.
 //
 // Kernels (concurrent), memcpy, memset, runtime and driver API calls (with correlation ids, so a
-// launch joins its kernel) and NVTX ranges seen through CUPTI. CUPTI is reached only through
+// launch joins its kernel). Not yet: NVTX through CUPTI's marker activity (the runtime's ranges are
+// recorded in-process instead) and tying NCCL kernels to their collective. CUPTI is reached only through
 // CuptiApi, whose methods are virtual: the real one (cupti_source.cpp) dlopens libcupti at run time
 // — so a binary without a driver or without CUPTI still starts —, and tests feed CuptiSource
 // hand-built activity records without a GPU (as libkineto does).

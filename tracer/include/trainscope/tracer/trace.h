@@ -70,6 +70,7 @@ class Tracer {
   Tracer& operator=(const Tracer&) = delete;
 
   TraceLevel level() const { return level_; }
+  uint64_t id() const { return id_; }  // unique per Tracer in this process (for caches of interned ids)
   bool enabled(TraceLevel at_least) const { return level_ >= at_least; }
   int rank() const { return rank_; }
   const std::string& path() const { return path_; }
@@ -116,7 +117,8 @@ class Tracer {
   size_t pending_count_ = 0;
   uint64_t batches_taken_ = 0, batches_written_ = 0;
   std::condition_variable written_cv_;
-  bool stop_ = false, closed_ = false;
+  bool stop_ = false, closed_ = false, flush_requested_ = false;
+  uint64_t id_ = 0;
   std::thread writer_;
   std::array<std::atomic<int64_t>, kSourceCount> emitted_{}, stored_{}, dropped_{};
   std::mutex strings_mu_;
