@@ -98,6 +98,40 @@ TEST(Cupti, HandBuiltRecordsLandWithCorrelationAndShiftedTimes) {
   EXPECT_EQ(sqlOne(shard, "SELECT emitted - stored - dropped FROM drops WHERE source = 'kernels'"), 0);
 }
 
+TEST(Cupti, NvtxMarkersBecomeRangesAndOurOwnAreNotDoubled) {
+  const std::string shard = tempPath("markers.db");
+  {
+    tr::Tracer t(shard, 0, tr::TraceLevel::All);
+    tr::CuptiSource src(t, std::make_unique<FakeCupti>());
+    std::string why;
+    ASSERT_TRUE(src.start(&why));
+    src.setClockOffset(0);
+    auto marker = [&](uint32_t id, uint64_t ts, int flags, const char* name, const char* domain) {
+      CUpti_ActivityMarker2 m;
+      std::memset(&m, 0, sizeof(m));
+      m.kind = CUPTI_ACTIVITY_KIND_MARKER;
+      m.flags = CUpti_ActivityFlag(flags);
+      m.timestamp = ts, m.id = id, m.name = name, m.domain = domain;
+      m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+      m.objectId.pt.threadId = 4242;
+      src.handleRecord(&m);
+    };
+    marker(1, 100, CUPTI_ACTIVITY_FLAG_MARKER_START, "nccl:all_reduce", nullptr);
+    marker(2, 120, CUPTI_ACTIVITY_FLAG_MARKER_START, "forward", nullptr);  // the runtime's own: skipped
+    marker(3, 130, CUPTI_ACTIVITY_FLAG_MARKER_START, "dataloader", "torch");
+    marker(2, 150, CUPTI_ACTIVITY_FLAG_MARKER_END, nullptr, nullptr);
+    marker(3, 160, CUPTI_ACTIVITY_FLAG_MARKER_END, nullptr, nullptr);
+    marker(1, 400, CUPTI_ACTIVITY_FLAG_MARKER_END, nullptr, nullptr);
+    src.stop();
+    t.close();
+  }
+  EXPECT_EQ(sqlOne(shard, "SELECT COUNT(*) FROM ranges"), 2);
+  EXPECT_EQ(sqlOne(shard, "SELECT r.end_ns - r.start_ns FROM ranges r JOIN strings n ON n.id = r.name_id "
+                          "JOIN strings d ON d.id = r.domain_id WHERE n.value = 'nccl:all_reduce' AND d.value = 'nvtx/default' "
+                          "AND r.tid = 4242"), 300);
+  EXPECT_EQ(sqlOne(shard, "SELECT COUNT(*) FROM ranges r JOIN strings d ON d.id = r.domain_id WHERE d.value = 'nvtx/torch'"), 1);
+}
+
 TEST(Cupti, RealBackendWithoutADriverSaysWhyInsteadOfFailing) {
   std::string why;
   auto api = tr::makeCuptiApi();

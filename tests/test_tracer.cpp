@@ -122,6 +122,25 @@ TEST(Tracer, ShardsMergeOntoRankZerosClock) {
   EXPECT_EQ(sqlOne(run, "SELECT pid FROM ranks WHERE rank=1"), 12);
 }
 
+TEST(Tracer, MergeTiesNcclKernelsToTheirCollectivesInOrder) {
+  const std::string run = tempPath("nccl.db"), shard = tempPath("nccl.db.rank0");
+  makeRun(run, {{0, 1000}});
+  {
+    tr::Tracer t(shard, 0, tr::TraceLevel::All);
+    const uint32_t nccl = t.intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL"), gemm = t.intern("sm90_gemm");
+    t.record(tr::KernelEvent{100, 200, 0, 1, gemm, 1, {1, 1, 1}, {1, 1, 1}, 0, 0});
+    t.record(tr::KernelEvent{310, 390, 0, 9, nccl, 2, {1, 1, 1}, {1, 1, 1}, 0, 0});
+    t.record(tr::KernelEvent{610, 690, 0, 9, nccl, 3, {1, 1, 1}, {1, 1, 1}, 0, 0});
+    t.record(tr::CollectiveEvent{"all_reduce", "dp", 2, 7, 64, 300, 400, 0, 0});
+    t.record(tr::CollectiveEvent{"barrier", "world", 2, 0, 0, 450, 460, 0, 0});
+    t.record(tr::CollectiveEvent{"all_reduce", "dp", 2, 8, 64, 600, 700, 0, 0});
+  }
+  tr::mergeShards(run, {{shard, 0, "h", "cuda:0", 1, 0, 0}});
+  EXPECT_EQ(sqlOne(run, "SELECT collective_seq FROM kernels WHERE correlation = 2"), 7);
+  EXPECT_EQ(sqlOne(run, "SELECT collective_seq FROM kernels WHERE correlation = 3"), 8);
+  EXPECT_EQ(sqlOne(run, "SELECT COUNT(*) FROM kernels WHERE correlation = 1 AND collective_seq IS NULL"), 1);
+}
+
 TEST(Report, HandBuiltTraceGivesHandComputedBreakdown) {
   const std::string run = tempPath("report.db"), shard = tempPath("report.db.rank0");
   // Step 0 is skipped by the report; step 1 is the window [1000, 2000).

@@ -1,6 +1,7 @@
 // cupti_source.cpp — the one wrapper around CUPTI (see cupti_source.h).
 #include "trainscope/tracer/cupti_source.h"
 
+#include "trainscope/tracer/range_names.h"
 #include "trainscope/tracer/schema.h"
 #include "trainscope/tracer/trace.h"
 
@@ -38,9 +39,19 @@ void CuptiSource::stop() {
   if (lost > 0) tracer_.countDropped(kKernels, lost);
 }
 
+namespace {
+bool isOwnRange(const std::string& name) {
+  for (const char* n : {names::kStep, names::kMicroBatch, names::kForward, names::kBackward, names::kRecompute,
+                        names::kLayer, names::kHead, names::kGradSync, names::kOptimizer, names::kPipelineSend,
+                        names::kPipelineRecv})
+    if (name == n) return true;
+  return false;
+}
+}  // namespace
+
 #ifndef TRAINSCOPE_HAVE_CUPTI
 
-void CuptiSource::handleRecord(const void*) {}
+void CuptiSource::handleRecord(const void*) { (void)isOwnRange; }
 
 namespace {
 class NoCupti final : public CuptiApi {
@@ -97,6 +108,24 @@ void CuptiSource::handleRecord(const void* p) {
       tracer_.record(ApiEvent{int64_t(a->start) + off, int64_t(a->end) + off, a->threadId,
                               tracer_.intern(name.empty() ? "cbid " + std::to_string(a->cbid) : name),
                               int64_t(a->correlationId), int32_t(runtime ? ApiKind::Runtime : ApiKind::Driver)});
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MARKER: {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMarker2*>(rec);
+      const uint32_t tid = m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m->objectId.pt.threadId : 0;
+      std::lock_guard<std::mutex> lock(markers_mu_);
+      if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+        open_markers_[m->id] = {int64_t(m->timestamp) + off, m->name ? m->name : "", m->domain ? m->domain : "", tid};
+      } else if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+        auto it = open_markers_.find(m->id);
+        if (it == open_markers_.end()) break;
+        const OpenMarker o = it->second;
+        open_markers_.erase(it);
+        if (o.domain.empty() && isOwnRange(o.name)) break;  // recorded in-process already
+        tracer_.record(RangeEvent{o.start_ns, int64_t(m->timestamp) + off, tracer_.intern(o.name),
+                                  tracer_.intern("nvtx/" + (o.domain.empty() ? std::string("default") : o.domain)),
+                                  o.tid, 0, int32_t(RangeKind::StartEnd)});
+      }
       break;
     }
     default:
@@ -218,8 +247,8 @@ class DlCupti final : public CuptiApi {
 
  private:
   static constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                                  CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
-                                                  CUPTI_ACTIVITY_KIND_DRIVER};
+                                                  CUPTI_ACTIVITY_KIND_MEMSET,           CUPTI_ACTIVITY_KIND_RUNTIME,
+                                                  CUPTI_ACTIVITY_KIND_DRIVER,           CUPTI_ACTIVITY_KIND_MARKER};
   void* handle_ = nullptr;
 };
 

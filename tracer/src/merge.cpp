@@ -23,6 +23,19 @@ ClockSample measureClockOffset(const std::function<int64_t()>& ask, int rounds) 
   return best;
 }
 
+// NCCL kernels ↔ collectives: ProcessGroupNCCL issues one NCCL kernel per collective, in order, on
+// its stream; so the i-th NCCL kernel of a rank (by start time) belongs to its i-th collective (by
+// start time). kernels.collective_seq gets that collective's seq (per group, with its grp).
+static void tieNcclKernels(Database& db, int rank) {
+  const std::string r = std::to_string(rank);
+  db.exec("WITH k AS (SELECT kernels.rowid AS rid, ROW_NUMBER() OVER (ORDER BY start_ns) AS n FROM kernels "
+          "JOIN strings s ON s.id = kernels.name_id WHERE kernels.rank = " + r + " AND s.value LIKE 'nccl%'), "
+          "c AS (SELECT seq, ROW_NUMBER() OVER (ORDER BY start_ns) AS n FROM collectives WHERE rank = " + r +
+          " AND op <> 'barrier') "
+          "UPDATE kernels SET collective_seq = (SELECT c.seq FROM k JOIN c ON c.n = k.n WHERE k.rid = kernels.rowid) "
+          "WHERE rowid IN (SELECT rid FROM k)");
+}
+
 void mergeShards(const std::string& run_db, const std::vector<ShardInfo>& shards, bool remove_shards) {
   Database db(run_db, Database::Mode::ReadWrite);
   createSchema(db);
@@ -108,6 +121,7 @@ void mergeShards(const std::string& run_db, const std::vector<ShardInfo>& shards
       throw;
     }
     db.exec("DETACH DATABASE shard");
+    tieNcclKernels(db, sh.rank);
     if (remove_shards)
       for (const char* suffix : {"", "-wal", "-shm"}) std::remove((sh.path + suffix).c_str());
   }

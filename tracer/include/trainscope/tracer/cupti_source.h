@@ -1,8 +1,9 @@
 // trainscope/tracer/cupti_source.h — GPU activity from CUPTI into the tracer.
 //
 // Kernels (concurrent), memcpy, memset, runtime and driver API calls (with correlation ids, so a
-// launch joins its kernel). Not yet: NVTX through CUPTI's marker activity (the runtime's ranges are
-// recorded in-process instead) and tying NCCL kernels to their collective. CUPTI is reached only through
+// launch joins its kernel), and NVTX ranges of other libraries seen through CUPTI's marker activity
+// (domain "nvtx/<domain>"; the runtime's own ranges, already recorded in-process, are skipped).
+// NCCL kernels are tied to their collective when shards merge (merge.h). CUPTI is reached only through
 // CuptiApi, whose methods are virtual: the real one (cupti_source.cpp) dlopens libcupti at run time
 // — so a binary without a driver or without CUPTI still starts —, and tests feed CuptiSource
 // hand-built activity records without a GPU (as libkineto does).
@@ -15,7 +16,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace trainscope::tracer {
 
@@ -62,6 +65,13 @@ class CuptiSource {
   Tracer& tracer_;
   std::unique_ptr<CuptiApi> api_;
   bool running_ = false;
+  struct OpenMarker {
+    int64_t start_ns;
+    std::string name, domain;
+    uint32_t tid;
+  };
+  std::mutex markers_mu_;
+  std::unordered_map<uint32_t, OpenMarker> open_markers_;  // NVTX range id → its start
   int64_t clock_offset_ns_ = 0;
   int64_t handled_ = 0;
 };
