@@ -155,6 +155,9 @@ TEST(Report, HandBuiltTraceGivesHandComputedBreakdown) {
     t.record(tr::OpEvent{1100, 1300, t.intern("aten::mm"), 0, 1, UINT32_MAX});
     t.record(tr::OpEvent{1300, 1350, t.intern("aten::mm"), 0, 2, UINT32_MAX});
     t.record(tr::OpEvent{1400, 1420, t.intern("aten::gelu"), 0, 3, UINT32_MAX});
+    // nested, on another thread: the backward node [1500, 1800) runs aten::mm [1550, 1700) inside
+    t.record(tr::OpEvent{1500, 1800, t.intern("MmBackward0"), 1, 4, UINT32_MAX});
+    t.record(tr::OpEvent{1550, 1700, t.intern("aten::mm"), 1, 5, UINT32_MAX});
   }
   tr::mergeShards(run, {{shard, 0, "h", "cpu", 1, 0, 0}});
   tr::Report r = tr::computeReport(run);
@@ -169,8 +172,12 @@ TEST(Report, HandBuiltTraceGivesHandComputedBreakdown) {
   ASSERT_EQ(r.top_ops_source, "host_ops");
   ASSERT_GE(r.top_ops.size(), 2u);
   EXPECT_EQ(r.top_ops[0].name, "aten::mm");
-  EXPECT_EQ(r.top_ops[0].count, 2);
-  EXPECT_DOUBLE_EQ(r.top_ops[0].total_ms, 250e-6);
+  EXPECT_EQ(r.top_ops[0].count, 3);
+  EXPECT_DOUBLE_EQ(r.top_ops[0].total_ms, 400e-6);
+  EXPECT_DOUBLE_EQ(r.top_ops[0].self_ms, 400e-6);
+  EXPECT_EQ(r.top_ops[1].name, "MmBackward0");
+  EXPECT_DOUBLE_EQ(r.top_ops[1].total_ms, 300e-6);
+  EXPECT_DOUBLE_EQ(r.top_ops[1].self_ms, 150e-6);  // 300 minus the nested mm
   ASSERT_EQ(r.collectives.size(), 1u);
   EXPECT_EQ(r.collectives[0].bytes, 1000000);
   auto j = nlohmann::json::parse(tr::reportJson(r));

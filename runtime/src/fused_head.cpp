@@ -92,7 +92,7 @@ struct FusedHead : public torch::autograd::Function<FusedHead> {
         dxc.copy_(at::mm(p.to(w.scalar_type()), w));                 // (R, C)
         dw.addmm_(p.t(), xc.to(at::kFloat));                          // (V, C)
       } else {
-        at::mm_out(dxc, p, w);                                        // (R, C)
+        dxc.copy_(mmNT(p, w.t()));                                    // (R, C) = p W, oneDNN on CPU
         dw.addmm_(p.t(), xc);                                         // (V, C)
       }
     }

@@ -173,23 +173,52 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
     const double med = percentile(compute_per_rank, 0.5);
     for (auto& rr : rep.ranks) rr.straggler = med > 0 && rr.compute_ms > 1.10 * med;
   }
-  // Top ops: kernels if any, else host ops.
-  for (const char* table : {"kernels", "host_ops"}) {
-    Statement s(db, std::string("SELECT name_id, COUNT(*), SUM(end_ns - start_ns) AS t FROM ") + table +
-                        " GROUP BY name_id ORDER BY t DESC LIMIT ?");
+  // Top ops: kernels (no nesting: self = total) if any, else host ops by self time.
+  {
+    Statement s(db, "SELECT name_id, COUNT(*), SUM(end_ns - start_ns) AS t FROM kernels GROUP BY name_id "
+                    "ORDER BY t DESC LIMIT ?");
     s.bind(1, int64_t(top));
     while (s.step()) {
       OpStat o;
       o.name = strings[s.columnInt(0)];
       o.count = s.columnInt(1);
-      o.total_ms = double(s.columnInt(2)) * 1e-6;
+      o.total_ms = o.self_ms = double(s.columnInt(2)) * 1e-6;
       o.mean_us = o.count ? o.total_ms * 1e3 / double(o.count) : 0;
       rep.top_ops.push_back(o);
     }
-    if (!rep.top_ops.empty()) {
-      rep.top_ops_source = table;
-      break;
+    if (!rep.top_ops.empty()) rep.top_ops_source = "kernels";
+  }
+  if (rep.top_ops.empty()) {
+    // Self time with a stack per (rank, thread): ops come ordered by start, outer before inner.
+    struct Open {
+      int64_t end;
+      size_t slot;
+    };
+    std::map<int64_t, OpStat> by_name;
+    std::vector<Open> stack;
+    std::vector<std::pair<int64_t, double>> self_of;  // slot → (name id, self ns)
+    int64_t cur_rank = -1, cur_tid = -1;
+    Statement s(db, "SELECT rank, tid, start_ns, end_ns, name_id FROM host_ops ORDER BY rank, tid, start_ns, end_ns DESC");
+    while (s.step()) {
+      const int64_t rank = s.columnInt(0), tid = s.columnInt(1), b = s.columnInt(2), e = s.columnInt(3);
+      if (rank != cur_rank || tid != cur_tid) stack.clear(), cur_rank = rank, cur_tid = tid;
+      while (!stack.empty() && stack.back().end <= b) stack.pop_back();
+      if (!stack.empty()) self_of[stack.back().slot].second -= double(std::min(e, stack.back().end) - b);
+      self_of.emplace_back(s.columnInt(4), double(e - b));
+      stack.push_back({e, self_of.size() - 1});
+      OpStat& o = by_name[s.columnInt(4)];
+      ++o.count;
+      o.total_ms += double(e - b) * 1e-6;
     }
+    for (const auto& [id, self_ns] : self_of) by_name[id].self_ms += self_ns * 1e-6;
+    for (auto& [id, o] : by_name) {
+      o.name = strings[id];
+      o.mean_us = o.count ? o.total_ms * 1e3 / double(o.count) : 0;
+      rep.top_ops.push_back(o);
+    }
+    std::sort(rep.top_ops.begin(), rep.top_ops.end(), [](const OpStat& a, const OpStat& b) { return a.self_ms > b.self_ms; });
+    if (rep.top_ops.size() > size_t(top)) rep.top_ops.resize(size_t(top));
+    if (!rep.top_ops.empty()) rep.top_ops_source = "host_ops";
   }
   {
     Statement s(db, "SELECT op, grp, COUNT(*), SUM(bytes), SUM(end_ns - start_ns), AVG(busbw), MAX(busbw) "
@@ -231,10 +260,12 @@ std::string formatReport(const Report& r) {
     o << line;
   }
   if (!r.top_ops.empty()) {
-    o << "\ntop " << r.top_ops.size() << " " << r.top_ops_source << " by total time\n";
+    o << "\ntop " << r.top_ops.size() << " " << r.top_ops_source
+      << (r.top_ops_source == "kernels" ? " by total time\n" : " by self time (total includes nested ops)\n");
+    o << "     self ms    total ms    calls   mean us  name\n";
     for (const auto& op : r.top_ops) {
       char line[512];
-      std::snprintf(line, sizeof(line), "  %10.2f ms %8lld x %10.2f us  %s\n", op.total_ms,
+      std::snprintf(line, sizeof(line), "  %10.2f  %10.2f %8lld %9.2f  %s\n", op.self_ms, op.total_ms,
                     static_cast<long long>(op.count), op.mean_us, op.name.c_str());
       o << line;
     }
@@ -265,7 +296,8 @@ std::string reportJson(const Report& r) {
                           {"compute_ms", k.compute_ms}, {"comm_ms", k.comm_ms}, {"overlap_ms", k.overlap_ms},
                           {"idle_ms", k.idle_ms}, {"peak_bytes", k.peak_bytes}, {"straggler", k.straggler}});
   for (const auto& o : r.top_ops)
-    j["top_ops"].push_back({{"name", o.name}, {"count", o.count}, {"total_ms", o.total_ms}, {"mean_us", o.mean_us}});
+    j["top_ops"].push_back({{"name", o.name}, {"count", o.count}, {"total_ms", o.total_ms}, {"self_ms", o.self_ms},
+                            {"mean_us", o.mean_us}});
   for (const auto& c : r.collectives)
     j["collectives"].push_back({{"op", c.op}, {"group", c.group}, {"count", c.count}, {"bytes", c.bytes},
                                 {"total_ms", c.total_ms}, {"busbw_gbps_mean", c.busbw_gbps_mean},

@@ -7,7 +7,8 @@
 //   comm     = time covered by collectives (and NCCL kernels)
 //   overlap  = time covered by both
 //   idle     = window − time covered by either
-// Top ops: kernels by total time when there are any, else host ops. Stragglers: ranks whose compute
+// Top ops: kernels by total time when there are any, else host ops by self (exclusive) time — an
+// op minus the ops nested inside it on its thread (ATen ops call ATen ops). Stragglers: ranks whose compute
 // per step exceeds the median rank's by more than 10%.
 #pragma once
 
@@ -29,7 +30,8 @@ struct RankReport {
 struct OpStat {
   std::string name;
   int64_t count = 0;
-  double total_ms = 0, mean_us = 0;
+  double total_ms = 0, mean_us = 0;  // inclusive
+  double self_ms = 0;                // exclusive: minus the ops nested inside it on its thread
 };
 
 struct CollectiveStat {
