@@ -20,7 +20,8 @@ at::Tensor runPipeline(const PipelineStep& p, const std::function<Batch(int64_t)
   const int64_t M = p.micro_batches;
   auto act_opts = at::TensorOptions().dtype(p.dtype).device(p.device);
   std::vector<at::Tensor> inputs(M), outputs(M);
-  std::vector<std::shared_ptr<Pending>> sends;
+  std::vector<std::shared_ptr<Pending>> sends;          // gradient sends: waited at the end
+  std::vector<std::shared_ptr<Pending>> forward_sends(M);  // activation sends, by micro-batch
   at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(p.device));
   const int kFwd = 0, kBwd = 1;
   auto tag = [](int64_t m, int dir) { return static_cast<int>(2 * m + dir); };
@@ -42,7 +43,7 @@ at::Tensor runPipeline(const PipelineStep& p, const std::function<Batch(int64_t)
       loss_sum += out.detach();
     } else {
       at::Tensor o = out.detach().contiguous();
-      sends.push_back(p.pp.send(o, me + 1, tag(m, kFwd)));
+      forward_sends[m] = p.pp.send(o, me + 1, tag(m, kFwd));
     }
     inputs[m] = in;
     outputs[m] = out;
@@ -59,6 +60,10 @@ at::Tensor runPipeline(const PipelineStep& p, const std::function<Batch(int64_t)
         TRAINSCOPE_RANGE(tracer::names::kPipelineRecv);
         p.pp.recv(g, me + 1, tag(m, kBwd));
       }
+      // The next stage has sent m's gradient, so it received m's activation long ago: the send
+      // is complete and its buffer can go now (under 1F1B that keeps memory at pp - s micro-batches).
+      forward_sends[m]->wait();
+      forward_sends[m].reset();
       TRAINSCOPE_RANGE(tracer::names::kBackward);
       torch::autograd::backward({outputs[m]}, {g});
     }
@@ -84,6 +89,8 @@ at::Tensor runPipeline(const PipelineStep& p, const std::function<Batch(int64_t)
     while (next_bwd < M) bwd(next_bwd++);  // cool-down
   }
   for (auto& s : sends) s->wait();
+  for (auto& s : forward_sends)
+    if (s) s->wait();
   return loss_sum;
 }
 
