@@ -20,13 +20,9 @@
 #include <map>
 #include <utility>
 #include "trainscope/common/error.h"
+#include "trainscope/tracer/trace.h"
 
 namespace trainscope::runtime {
-
-int64_t wallNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 double CollectiveRecord::algbw() const {
   const double s = double(end_ns - start_ns) * 1e-9;
@@ -63,7 +59,7 @@ class C10dPending final : public Pending {
     state_->log = std::move(log);
     auto st = state_;
     try {
-      work_->getFuture()->addCallback([st](c10::ivalue::Future&) { st->done_ns = wallNs(); });
+      work_->getFuture()->addCallback([st](c10::ivalue::Future&) { st->done_ns = tracer::nowNs(); });
     } catch (const c10::Error&) {
       // Some Gloo work types (send/recv, the *_base collectives) have no future; their end time is
       // then taken when wait() returns: exact for the blocking calls (recv, reduce-scatter,
@@ -82,7 +78,7 @@ class C10dPending final : public Pending {
     if (waited_) return;
     work_->wait();
     waited_ = true;
-    if (state_->done_ns == 0) state_->done_ns = wallNs();
+    if (state_->done_ns == 0) state_->done_ns = tracer::nowNs();
     state_->rec.end_ns = state_->done_ns;
     state_->log->add(state_->rec);
   }
@@ -105,7 +101,7 @@ class DonePending final : public Pending {
   void wait() override {}
   int64_t endNs() const override { return t_; }
   int64_t startNs() const override { return t_; }
-  int64_t t_ = wallNs();
+  int64_t t_ = tracer::nowNs();
 };
 
 class C10dGroup final : public Group {
@@ -166,7 +162,7 @@ class C10dGroup final : public Group {
     r.group_size = size_;
     r.seq = seq_++;
     r.bytes = bytes;
-    r.start_ns = wallNs();
+    r.start_ns = tracer::nowNs();
     return r;
   }
   c10::intrusive_ptr<c10d::Backend> backend_;

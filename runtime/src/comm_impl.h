@@ -9,8 +9,6 @@
 
 namespace trainscope::runtime {
 
-int64_t wallNs();
-
 // ProcessGroupNCCL for one group (comm_nccl.cpp in CUDA builds; throws elsewhere).
 c10::intrusive_ptr<c10d::Backend> makeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                   std::chrono::milliseconds timeout);

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "comm_impl.h"
+#include "trainscope/tracer/trace.h"
 
 namespace trainscope::runtime {
 
@@ -154,14 +154,14 @@ void GradSync::finishBackward() {
   if (mode_ == Mode::None) return;
   const double inv = 1.0 / double(dp_.size());
   if (mode_ == Mode::Zero1) {
-    const int64_t t0 = wallNs();
+    const int64_t t0 = tracer::nowNs();
     at::Tensor mine = at::empty({segment_}, flat_grads_.options());
     dp_.reduceScatter(mine, flat_grads_);
     flat_grads_.narrow(0, dp_.rank() * segment_, segment_).copy_(mine.mul_(inv));
-    comm_seconds_ = double(wallNs() - t0) * 1e-9;
+    comm_seconds_ = double(tracer::nowNs() - t0) * 1e-9;
     return;
   }
-  const int64_t backward_end = wallNs();
+  const int64_t backward_end = tracer::nowNs();
   double total = 0, hidden = 0;
   for (auto& b : buckets_) {
     if (!b->pending) launch(*b);  // parameters that got no gradient this step

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "trainscope/common/error.h"
+#include "trainscope/tracer/trace.h"
 
 namespace trainscope::runtime {
 namespace {
@@ -81,9 +82,7 @@ void reportRankError(const std::string& message) {
   const char* path = std::getenv("TRAINSCOPE_ERROR_FILE");
   if (!path || !*path) return;
   std::ofstream out(path, std::ios::trunc);
-  out << std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-             .count()
-      << "\n" << message << "\n";
+  out << tracer::nowNs() << "\n" << message << "\n";
 }
 
 int launchLocal(const LaunchOptions& o, std::ostream& err) {
