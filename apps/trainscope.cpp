@@ -63,6 +63,9 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
   run->add_flag("--trace-shapes", c.trace_shapes, "record LibTorch op input shapes (ops level)");
   run->add_option("--peak-tflops", f.peak, "device peak dense TFLOP/s for MFU/HFU");
   run->add_option("--threads", c.threads, "intra-op CPU threads (0: LibTorch default)");
+  run->add_option("--cpu-lanes", c.cpu_lanes,
+                  "CPU: run each micro-batch as N one-core lanes in parallel (0: auto = one per thread, 1: off)")
+      ->capture_default_str();
   run->add_flag("--json", c.json, "print one JSON summary line at the end");
   // parallelism
   run->add_option("--nproc", c.nproc, "ranks to start (world = dp x tp x pp)")->capture_default_str();

@@ -133,6 +133,10 @@ void resolve(TrainConfig& c, int world) {
   if (c.peak_tflops && !(*c.peak_tflops > 0))
     throw UserError("--peak-tflops", "must be positive", "pass the device's peak dense TFLOP/s");
   if (c.threads < 0) throw UserError("--threads", "must be >= 0", "");
+  if (c.cpu_lanes < 0) throw UserError("--cpu-lanes", "must be >= 0", "pass 0 (auto), 1 (off) or a lane count");
+  if (c.cpu_lanes > c.mbs)
+    throw UserError("--cpu-lanes", "must not exceed --mbs (" + std::to_string(c.mbs) + "): each lane takes whole sequences",
+                    "pass --cpu-lanes " + std::to_string(c.mbs) + " or fewer");
   if (c.fp16_growth_interval < 1) throw UserError("--fp16-growth-interval", "must be >= 1", "pass e.g. 2000");
   if (!(c.fp16_init_scale > 0)) throw UserError("--fp16-init-scale", "must be positive", "pass e.g. 65536");
 }
@@ -149,6 +153,7 @@ std::string toJson(const TrainConfig& c) {
       {"momentum", c.momentum}, {"adam8bit_block", c.adam8bit_block}, {"fp16_init_scale", c.fp16_init_scale},
       {"fp16_growth_interval", c.fp16_growth_interval},
       {"seed", c.seed}, {"data", c.data}, {"device", toString(c.device)}, {"threads", c.threads},
+      {"cpu_lanes", c.cpu_lanes},
       {"world", c.world}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"sequence_parallel", c.sequence_parallel},
       {"zero", c.zero}, {"pp_schedule", toString(c.pp_schedule)}, {"local_sgd", c.local_sgd},
       {"bucket_mb", c.bucket_mb}, {"launcher", toString(c.launcher)},

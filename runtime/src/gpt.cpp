@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "checkpoint.h"
+#include "cpu_ops.h"
 #include "fused_head.h"
 #include "linear.h"
 #include "tensor_parallel.h"
@@ -172,6 +173,7 @@ namespace detail {
 // Causal attention core: qkv (B, T, 3C') -> y (B, T, C'), C' = C/TP with n_head local heads.
 // The part selective checkpointing recomputes.
 at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head) {
+  if (cpu_ops::usable(qkv)) return cpu_ops::causalAttention(qkv, n_head);  // (B, T, C')
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
   auto parts = qkv.split(C, /*dim=*/2);                                   // 3 x (B, T, C')
   at::Tensor q = parts[0].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
@@ -199,7 +201,8 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
   at::Tensor x1 = split ? x + o + p.proj_b : x + o;
 
   h = enterTp(at::layer_norm(x1, {C}, p.ln2_w, p.ln2_b, 1e-5));           // (B, T, C)
-  at::Tensor f = at::gelu(linear(h, p.fc_w, p.fc_b), "tanh");              // (B, T, 4C/TP)
+  at::Tensor f = linear(h, p.fc_w, p.fc_b);                                // (B, T, 4C/TP)
+  f = cpu_ops::usable(f) ? cpu_ops::geluTanh(f) : at::gelu(f, "tanh");
   o = leaveTp(linear(f, p.fcproj_w, split ? at::Tensor() : p.fcproj_b));   // (B, T', C)
   return split ? x1 + o + p.fcproj_b : x1 + o;
 }

@@ -3,14 +3,17 @@
 #include "trainscope/runtime/trainer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "grad_sync.h"
+#include "lanes.h"
 #include "pipeline.h"
 #include "tensor_parallel.h"
 #include "trainscope/common/error.h"
@@ -90,6 +93,11 @@ struct Trainer::Impl {
   std::vector<size_t> owned;           // indices this rank's optimizer updates
   int wte_index = -1;                  // tied embedding under pipeline parallelism (reduced by hand)
   LossScaler scaler;
+  // Core lanes (CPU): lane k trains on leaves that share the weights' storage but collect their own
+  // gradients, which autograd allocates (no zeroing); the main gradients are their sum in lane order.
+  std::unique_ptr<CoreLanes> lanes;
+  std::vector<GptWeights> lane_weights;
+  std::vector<std::vector<at::Tensor>> lane_leaves;
   int64_t step = 0;
   bool inject_overflow = false;
 
@@ -100,7 +108,7 @@ struct Trainer::Impl {
   // (and the tied embedding over its two stages). Grads are still multiplied by the loss scale.
   // Returns the mean loss over the global batch and the activation peak above the step's baseline.
   std::pair<double, int64_t> forwardBackward(int64_t k) {
-    sync->zeroGrads();
+    if (!lanes) sync->zeroGrads();  // lanes overwrite the main gradients
     const int64_t baseline = memory->currentBytes();
     memory->resetPeak();
     const int64_t M = cfg.ga_steps;
@@ -116,7 +124,33 @@ struct Trainer::Impl {
     const double loss_scale = scaler.scale / double(M);
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
 
-    if (layout.pp == 1) {
+    if (lanes) {
+      // Lane k takes rows [r_k, r_k + n_k) of each micro-batch; its mean loss weighs n_k / mbs.
+      const int W = lanes->size();
+      std::vector<at::Tensor> lane_loss(static_cast<size_t>(W));
+      for (int64_t m = 0; m < M; ++m) {
+        TRAINSCOPE_RANGE(names::kMicroBatch);
+        Batch b = batch(m);                                                // (mbs, T)
+        lanes->run([&](int k) {
+          const int64_t r = cfg.mbs * k / W, n = cfg.mbs * (k + 1) / W - r;
+          const double share = double(n) / double(cfg.mbs);
+          at::Tensor loss;
+          {
+            TRAINSCOPE_RANGE(names::kForward);
+            loss = stageForward(lane_weights[size_t(k)], stage, tp, cfg.model.n_head, b.inputs.narrow(0, r, n),
+                                b.targets.narrow(0, r, n), cfg.ckpt);    // scalar, mean over n rows
+          }
+          {
+            TRAINSCOPE_RANGE(names::kBackward);
+            (loss * (loss_scale * share)).backward();
+          }
+          lane_loss[size_t(k)] = loss.detach() * share;
+        });
+        memoryCounter(*memory);
+        for (const auto& l : lane_loss) loss_sum += l;
+      }
+      sumLaneGradients();
+    } else if (layout.pp == 1) {
       for (int64_t m = 0; m < M; ++m) {
         TRAINSCOPE_RANGE(names::kMicroBatch);
         sync->setLastMicroBatch(m == M - 1);  // DP buckets launch during the last backward
@@ -148,6 +182,46 @@ struct Trainer::Impl {
     }
     return {loss_sum.item<double>() / double(M), activation};
   }
+
+  // Core lanes need one process holding the whole model in fp32 on the CPU with no gradient
+  // collective during backward (DP buckets would launch on one lane's gradients alone).
+  void setUpLanes() {
+    const bool eligible = device.is_cpu() && layout.tp == 1 && layout.pp == 1 && !lowPrecision() &&
+                          cfg.zero == 0 && (layout.dp == 1 || cfg.local_sgd > 0);
+    int W = cfg.cpu_lanes;
+    if (W == 0) W = eligible ? int(std::min<int64_t>(at::get_num_threads(), cfg.mbs)) : 1;
+    if (W > 1 && !eligible)
+      throw UserError("--cpu-lanes",
+                      "lanes need a CPU run in fp32 without tensor or pipeline parallelism, ZeRO, or a data-"
+                      "parallel gradient all-reduce",
+                      "drop --cpu-lanes (auto picks 1 here) or pass --cpu-lanes 1");
+    if (W <= 1) return;
+    lanes = std::make_unique<CoreLanes>(W);
+    for (int k = 0; k < W; ++k) {
+      std::vector<at::Tensor> leaves;
+      for (const auto& p : compute) leaves.push_back(p.detach().requires_grad_(p.requires_grad()));
+      lane_weights.push_back(GptWeights::fromFlat(leaves, stage));
+      lane_leaves.push_back(std::move(leaves));
+    }
+  }
+
+  // main[i] = Σ_k lane k's gradient, in lane order; the lanes' gradients are released so that the
+  // next step's backward allocates fresh ones instead of accumulating into zeroed buffers.
+  void sumLaneGradients() {
+    c10::NoGradGuard no_grad;
+    std::vector<at::Tensor>& main = grads();
+    for (size_t i = 0; i < main.size(); ++i) {
+      std::vector<at::Tensor> g;
+      for (auto& leaves : lane_leaves)
+        if (leaves[i].grad().defined()) g.push_back(std::exchange(leaves[i].mutable_grad(), at::Tensor()));
+      if (g.empty()) main[i].zero_();  // no lane's rows reached the parameter
+      else if (g.size() == 1) main[i].copy_(g[0]);
+      else at::add_out(main[i], g[0], g[1]);                 // one pass: read two, write one
+      for (size_t k = 2; k < g.size(); ++k) main[i].add_(g[k]);
+    }
+  }
+
+  int64_t laneGradBytes() const { return lanes ? int64_t(lanes->size()) * bytesOf(compute) : 0; }
 
   std::vector<int64_t> activationShape() const {
     const int64_t T = tp.sequence_parallel ? cfg.seq / layout.tp : cfg.seq;
@@ -278,6 +352,7 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
   s.sync = std::make_unique<GradSync>(comm->dp(), mode, int64_t(cfg.bucket_mb * 1024 * 1024), s.compute, s.master,
                                       s.lowPrecision(), managed);
   s.compute_weights = GptWeights::fromFlat(s.compute, s.stage);
+  s.setUpLanes();
 
   std::vector<at::Tensor> params;
   std::vector<bool> decay;
@@ -336,7 +411,7 @@ tracer::StepRecord Trainer::step() {
   }
   r.peak_bytes = s.memory->peakBytes();
   r.param_bytes = bytesOf(s.master) + (s.lowPrecision() ? bytesOf(s.compute) : 0);
-  r.grad_bytes = bytesOf(s.grads());
+  r.grad_bytes = bytesOf(s.grads()) + s.laneGradBytes();
   if (s.lowPrecision())
     for (const auto& t : s.compute) r.grad_bytes += t.grad().nbytes();
   r.optim_bytes = s.optimizer->stateBytes();

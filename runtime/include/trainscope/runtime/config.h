@@ -67,6 +67,7 @@ struct TrainConfig {
   bool overwrite = false;
   std::optional<double> peak_tflops;  // for MFU/HFU; default: a known device peak, else none
   int threads = 0;                 // intra-op threads; 0 = LibTorch's default
+  int cpu_lanes = 0;               // CPU: split each micro-batch over this many one-core lanes; 0 = auto
   bool json = false;
   bool quiet = false;
 

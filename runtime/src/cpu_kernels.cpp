@@ -1,0 +1,109 @@
+// cpu_kernels.cpp — see cpu_kernels.h. Plain loops written so that GCC vectorises them; reductions
+// keep 16 partial lanes so no reassociation flag is needed. Built with -O3 -fno-math-errno.
+#include "cpu_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TS_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TS_CLONES
+#endif
+
+namespace trainscope::runtime::kernels {
+namespace {
+
+constexpr int kLanes = 16;
+
+// Cephes expf: exp(x) = 2^k · exp(r), |r| <= ln2/2, Cody–Waite split of ln 2.
+inline float expApprox(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  const float k = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - k * 0.693359375f + k * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  const int32_t bits = (int32_t(k) + 127) << 23;
+  float two_k;
+  std::memcpy(&two_k, &bits, sizeof two_k);
+  return e * two_k;
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kCoef = 0.044715f;
+
+inline float sigmoid2u(float x) {  // σ(2u) = 1 / (1 + exp(-2u))
+  const float u = kSqrt2OverPi * (x + kCoef * x * x * x);
+  return 1.0f / (1.0f + expApprox(-2.0f * u));
+}
+
+}  // namespace
+
+TS_CLONES float maxOf(const float* x, int64_t n) {
+  float acc[kLanes];
+  for (int j = 0; j < kLanes; ++j) acc[j] = -INFINITY;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) acc[j] = acc[j] > x[i + j] ? acc[j] : x[i + j];
+  float m = -INFINITY;
+  for (int j = 0; j < kLanes; ++j) m = std::max(m, acc[j]);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+TS_CLONES float expShiftSum(const float* x, float* y, int64_t n, float shift) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      const float e = expApprox(x[i + j] - shift);
+      y[i + j] = e;
+      acc[j] += e;
+    }
+  float s = 0;
+  for (; i < n; ++i) {
+    y[i] = expApprox(x[i] - shift);
+    s += y[i];
+  }
+  for (int j = 0; j < kLanes; ++j) s += acc[j];
+  return s;
+}
+
+TS_CLONES void scale(float* x, int64_t n, float a) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+TS_CLONES float dot(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = 0;
+  for (; i < n; ++i) s += a[i] * b[i];
+  for (int j = 0; j < kLanes; ++j) s += acc[j];
+  return s;
+}
+
+TS_CLONES void softmaxBackwardRow(float* x, const float* p, int64_t n, float d) {
+  for (int64_t i = 0; i < n; ++i) x[i] = p[i] * (x[i] - d);
+}
+
+TS_CLONES void geluTanh(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid2u(x[i]);
+}
+
+TS_CLONES void geluTanhBackward(const float* x, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i], s = sigmoid2u(v);
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kCoef * v * v);
+    dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
+  }
+}
+
+}  // namespace trainscope::runtime::kernels

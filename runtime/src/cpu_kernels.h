@@ -1,0 +1,26 @@
+// cpu_kernels.h — float loops the CPU path fuses by hand: exp, GELU, row softmax pieces.
+//
+// Each is one pass over contiguous memory, single-threaded (callers split work across threads),
+// built several times for x86-64 feature levels (AVX-512, AVX2+FMA, baseline) and picked at load
+// time. exp is Cephes' single-precision polynomial (about 1 ulp on [-87, 88]; inputs below -87
+// give ~1e-38 instead of 0, which no softmax or sigmoid here can tell from 0).
+#pragma once
+
+#include <cstdint>
+
+namespace trainscope::runtime::kernels {
+
+float maxOf(const float* x, int64_t n);
+// y = exp(x - shift); returns Σ y. y may alias x.
+float expShiftSum(const float* x, float* y, int64_t n, float shift);
+void scale(float* x, int64_t n, float a);
+float dot(const float* a, const float* b, int64_t n);
+// x = p · (x - d): the softmax backward of one row, dP in, dS out.
+void softmaxBackwardRow(float* x, const float* p, int64_t n, float d);
+
+// GELU, tanh approximation (as at::gelu(x, "tanh")): y = x · σ(2u), u = √(2/π)(x + 0.044715x³).
+void geluTanh(const float* x, float* y, int64_t n);
+// dx = dy · (σ + 2x·σ(1-σ)·u'), σ = σ(2u), u' = √(2/π)(1 + 3·0.044715x²). dx may alias dy.
+void geluTanhBackward(const float* x, const float* dy, float* dx, int64_t n);
+
+}  // namespace trainscope::runtime::kernels

@@ -1,0 +1,194 @@
+// cpu_ops.cpp — see cpu_ops.h.
+#include "cpu_ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "blas.h"
+#include "cpu_kernels.h"
+
+namespace trainscope::runtime::cpu_ops {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr int64_t kBlock = 32;  // query rows per block
+
+// One head of one sequence: where its q, k, v, y (and their gradients) start, and the strides.
+struct Head {
+  const float* q;
+  const float* k;
+  const float* v;
+  int64_t ld_qkv;  // 3C
+  int64_t T, HS;
+};
+
+// Forward of one head: y (T, HS; row stride ld_y) and lse (T).
+void headForward(const Head& h, float scale, float* y, int64_t ld_y, float* lse, float* s) {
+  for (int64_t r0 = 0; r0 < h.T; r0 += kBlock) {
+    const int64_t rows = std::min(kBlock, h.T - r0), keys = r0 + rows;  // causal: keys [0, keys)
+    // S = scale · Q_blk K^T   (rows, keys)
+    blas::sgemm(false, true, rows, keys, h.HS, scale, h.q + r0 * h.ld_qkv, h.ld_qkv, h.k, h.ld_qkv, 0.0f, s, keys);
+    for (int64_t i = 0; i < rows; ++i) {
+      float* row = s + i * keys;
+      const int64_t valid = r0 + i + 1;                                  // keys 0..t
+      const float m = kernels::maxOf(row, valid);
+      const float sum = kernels::expShiftSum(row, row, valid, m);
+      kernels::scale(row, valid, 1.0f / sum);                             // P
+      std::fill(row + valid, row + keys, 0.0f);
+      lse[r0 + i] = m + std::log(sum);
+    }
+    // Y_blk = P V   (rows, HS)
+    blas::sgemm(false, false, rows, h.HS, keys, 1.0f, s, keys, h.v, h.ld_qkv, 0.0f, y + r0 * ld_y, ld_y);
+  }
+}
+
+// Backward of one head. dq, dk, dv: (T, HS) with row stride ld_qkv, zero on entry.
+void headBackward(const Head& h, float scale, const float* y, const float* dy, int64_t ld_y, const float* lse,
+                  float* dq, float* dk, float* dv, float* p, float* ds, float* drow) {
+  for (int64_t t = 0; t < h.T; ++t) drow[t] = kernels::dot(dy + t * ld_y, y + t * ld_y, h.HS);  // rowsum(dY∘Y)
+  for (int64_t r0 = 0; r0 < h.T; r0 += kBlock) {
+    const int64_t rows = std::min(kBlock, h.T - r0), keys = r0 + rows;
+    const float* dy_blk = dy + r0 * ld_y;
+    // P = exp(scale · Q_blk K^T - lse), recomputed   (rows, keys)
+    blas::sgemm(false, true, rows, keys, h.HS, scale, h.q + r0 * h.ld_qkv, h.ld_qkv, h.k, h.ld_qkv, 0.0f, p, keys);
+    for (int64_t i = 0; i < rows; ++i) {
+      float* row = p + i * keys;
+      const int64_t valid = r0 + i + 1;
+      kernels::expShiftSum(row, row, valid, lse[r0 + i]);
+      std::fill(row + valid, row + keys, 0.0f);
+    }
+    // dV += P^T dY_blk   (keys, HS)
+    blas::sgemm(true, false, keys, h.HS, rows, 1.0f, p, keys, dy_blk, ld_y, 1.0f, dv, h.ld_qkv);
+    // dP = dY_blk V^T   (rows, keys), then dS = P ∘ (dP - rowsum(dY∘Y))
+    blas::sgemm(false, true, rows, keys, h.HS, 1.0f, dy_blk, ld_y, h.v, h.ld_qkv, 0.0f, ds, keys);
+    for (int64_t i = 0; i < rows; ++i) kernels::softmaxBackwardRow(ds + i * keys, p + i * keys, keys, drow[r0 + i]);
+    // dQ_blk = scale · dS K   (rows, HS);  dK += scale · dS^T Q_blk   (keys, HS)
+    blas::sgemm(false, false, rows, h.HS, keys, scale, ds, keys, h.k, h.ld_qkv, 0.0f, dq + r0 * h.ld_qkv, h.ld_qkv);
+    blas::sgemm(true, false, keys, h.HS, rows, scale, ds, keys, h.q + r0 * h.ld_qkv, h.ld_qkv, 1.0f, dk, h.ld_qkv);
+  }
+}
+
+Head headOf(const float* qkv, int64_t b, int64_t hd, int64_t T, int64_t C, int64_t HS) {
+  const float* base = qkv + b * T * 3 * C + hd * HS;
+  return Head{base, base + C, base + 2 * C, 3 * C, T, HS};
+}
+
+struct CausalAttention : public torch::autograd::Function<CausalAttention> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv, int64_t n_head) {
+    const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
+    const float scale = 1.0f / std::sqrt(float(HS));
+    at::Tensor y = at::empty({B, T, C}, qkv.options());                 // (B, T, C)
+    at::Tensor lse = at::empty({B, n_head, T}, qkv.options());          // (B, NH, T)
+    const float* in = qkv.data_ptr<float>();
+    float* out = y.data_ptr<float>();
+    float* l = lse.data_ptr<float>();
+    at::parallel_for(0, B * n_head, 1, [&](int64_t begin, int64_t end) {
+      blas::SequentialScope sequential;
+      std::vector<float> s(static_cast<size_t>(kBlock * T));
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t b = i / n_head, hd = i % n_head;
+        headForward(headOf(in, b, hd, T, C, HS), scale, out + b * T * C + hd * HS, C, l + i * T, s.data());
+      }
+    });
+    ctx->save_for_backward({qkv, y, lse});
+    ctx->saved_data["n_head"] = n_head;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor &qkv = saved[0], &y = saved[1], &lse = saved[2];
+    const int64_t n_head = ctx->saved_data["n_head"].toInt();
+    const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
+    const float scale = 1.0f / std::sqrt(float(HS));
+    at::Tensor dy = grad_out[0].contiguous();                           // (B, T, C)
+    at::Tensor dqkv = at::zeros_like(qkv);                              // (B, T, 3C)
+    const float* in = qkv.data_ptr<float>();
+    const float* yp = y.data_ptr<float>();
+    const float* dyp = dy.data_ptr<float>();
+    const float* l = lse.data_ptr<float>();
+    float* d = dqkv.data_ptr<float>();
+    at::parallel_for(0, B * n_head, 1, [&](int64_t begin, int64_t end) {
+      blas::SequentialScope sequential;
+      std::vector<float> p(static_cast<size_t>(kBlock * T)), ds(static_cast<size_t>(kBlock * T)), drow(static_cast<size_t>(T));
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t b = i / n_head, hd = i % n_head;
+        float* dq = d + b * T * 3 * C + hd * HS;
+        const int64_t yo = b * T * C + hd * HS;
+        headBackward(headOf(in, b, hd, T, C, HS), scale, yp + yo, dyp + yo, C, l + i * T, dq, dq + C, dq + 2 * C,
+                     p.data(), ds.data(), drow.data());
+      }
+    });
+    return {dqkv, at::Tensor()};
+  }
+};
+
+struct GeluTanh : public torch::autograd::Function<GeluTanh> {
+  static constexpr int64_t kGrain = 16384;
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
+    at::Tensor y = at::empty_like(x);
+    const float* xp = x.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    at::parallel_for(0, x.numel(), kGrain, [&](int64_t b, int64_t e) { kernels::geluTanh(xp + b, yp + b, e - b); });
+    ctx->save_for_backward({x});
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    at::Tensor dy = grad_out[0].contiguous();
+    at::Tensor dx = at::empty_like(x);
+    const float* xp = x.data_ptr<float>();
+    const float* dyp = dy.data_ptr<float>();
+    float* dxp = dx.data_ptr<float>();
+    at::parallel_for(0, x.numel(), kGrain,
+                     [&](int64_t b, int64_t e) { kernels::geluTanhBackward(xp + b, dyp + b, dxp + b, e - b); });
+    return {dx};
+  }
+};
+
+}  // namespace
+
+bool usable(const at::Tensor& t) {
+  static const bool disabled = [] {
+    const char* v = std::getenv("TRAINSCOPE_DISABLE_CPU_KERNELS");
+    return v && std::string(v) == "1";
+  }();
+  return !disabled && t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
+}
+
+at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head) { return CausalAttention::apply(qkv, n_head); }
+
+at::Tensor geluTanh(const at::Tensor& x) { return GeluTanh::apply(x); }
+
+double softmaxCrossEntropyInPlace(const at::Tensor& logits, const at::Tensor& targets) {
+  const int64_t R = logits.size(0), V = logits.size(1);
+  at::Tensor t = targets.to(at::kLong).contiguous();
+  const int64_t* tp = t.data_ptr<int64_t>();
+  float* base = logits.data_ptr<float>();
+  std::vector<double> row_loss(static_cast<size_t>(R));
+  at::parallel_for(0, R, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* row = base + r * V;
+      const int64_t target = tp[r];
+      const float target_logit = row[target];
+      const float m = kernels::maxOf(row, V);
+      const float sum = kernels::expShiftSum(row, row, V, m);              // row = exp(x - m)
+      row_loss[size_t(r)] = double(m) + std::log(double(sum)) - double(target_logit);
+      kernels::scale(row, V, 1.0f / sum);                                  // softmax
+      row[target] -= 1.0f;                                                 // - onehot
+    }
+  });
+  double loss = 0;
+  for (double l : row_loss) loss += l;
+  return loss;
+}
+
+}  // namespace trainscope::runtime::cpu_ops

@@ -1,0 +1,30 @@
+// cpu_ops.h — autograd ops with hand-fused CPU kernels (fp32, contiguous CPU tensors only; callers
+// use LibTorch's ops otherwise: see usable()).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace trainscope::runtime::cpu_ops {
+
+// Whether t is an fp32 contiguous CPU tensor and the fused ops are not disabled
+// (TRAINSCOPE_DISABLE_CPU_KERNELS=1 turns them off, for A/B comparisons).
+bool usable(const at::Tensor& t);
+
+// Causal self-attention straight from the fused projection: qkv (B, T, 3C) with heads laid out as
+// in GPT-2's c_attn ([q | k | v], each split into n_head slices of C/n_head) → y (B, T, C).
+// Flash-style: forward keeps only y and the row log-sum-exp; backward recomputes the scores.
+// Query rows go in blocks of 32, and each block only multiplies the keys at or before its last
+// row, so the masked upper triangle is (almost) never computed. No transposes or copies of q, k,
+// v: the per-head GEMMs read them in place with a row stride of 3C, and dq, dk, dv land in one
+// (B, T, 3C) gradient.
+at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head);
+
+// GELU with the tanh approximation, as at::gelu(x, "tanh"), one fused pass each way.
+at::Tensor geluTanh(const at::Tensor& x);
+
+// Cross-entropy of each row of logits (R, V) against targets (R) int64, in one fused pass per row:
+// returns Σ_rows (logsumexp - logit[target]) and leaves softmax - onehot in logits (the gradient
+// of that sum with respect to the logits). Rows are summed in order, so the result is repeatable.
+double softmaxCrossEntropyInPlace(const at::Tensor& logits, const at::Tensor& targets);
+
+}  // namespace trainscope::runtime::cpu_ops
