@@ -50,6 +50,19 @@ TEST(AdamW, MatchesHandComputedReferenceForThreeSteps) {
   EXPECT_EQ(opt->stateBytes(), 2 * 4 * (15 + 4));
 }
 
+TEST(AdamW, ClippingFoldedIntoTheFusedKernelEqualsScalingFirst) {
+  rt::TrainConfig c = tinyConfig();
+  at::manual_seed(8);
+  std::vector<at::Tensor> pa{at::randn({7, 5}), at::randn({6})}, pb{pa[0].clone(), pa[1].clone()};
+  auto a = rt::makeOptimizer(c, pa, {true, false}), b = rt::makeOptimizer(c, pb, {true, false});
+  for (int t = 0; t < 3; ++t) {
+    std::vector<at::Tensor> g{at::randn({7, 5}), at::randn({6})};
+    a->step({g[0] * 0.3, g[1] * 0.3}, 1e-2);  // scaled by hand
+    b->step(g, 1e-2, 0.3);                      // folded (grad_scale = 1/0.3)
+  }
+  EXPECT_LE(maxRelErr(pb, pa), 1e-6);
+}
+
 namespace {
 // Trains the tiny model on the repeating synthetic stream and returns (first, last) loss.
 std::pair<double, double> trainWith(rt::OptimizerKind k, double lr, int steps, int64_t* optim_bytes) {

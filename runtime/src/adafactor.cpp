@@ -18,6 +18,7 @@ constexpr double kDecayRate = -0.8;    // beta2_t = 1 - t^decay_rate
 
 class Adafactor final : public Optimizer {
  public:
+  using Optimizer::step;
   Adafactor(const TrainConfig& c, std::vector<at::Tensor> params, std::vector<bool> decay)
       : params_(std::move(params)), decay_(std::move(decay)), wd_(c.weight_decay) {
     for (const auto& p : params_) {

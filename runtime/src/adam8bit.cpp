@@ -19,6 +19,7 @@ namespace {
 
 class Adam8bit final : public Optimizer {
  public:
+  using Optimizer::step;
   Adam8bit(const TrainConfig& c, std::vector<at::Tensor> params, std::vector<bool> decay)
       : params_(std::move(params)), decay_(std::move(decay)), block_(c.adam8bit_block), beta1_(c.beta1),
         beta2_(c.beta2), eps_(c.eps), wd_(c.weight_decay) {

@@ -50,12 +50,16 @@ void headForward(const Head& h, float scale, float* y, int64_t ld_y, float* lse,
   }
 }
 
-// Backward of one head. dq, dk, dv: (T, HS) with row stride ld_qkv, zero on entry.
+// Backward of one head. dq, dk, dv: (T, HS) with row stride ld_qkv, written here (no zeroing needed):
+// blocks go last to first, and the last block's keys are all T rows, so it initialises dK and dV
+// (beta = 0) and the earlier blocks add to them.
 void headBackward(const Head& h, float scale, const float* y, const float* dy, int64_t ld_y, const float* lse,
                   float* dq, float* dk, float* dv, float* p, float* ds, float* drow) {
   for (int64_t t = 0; t < h.T; ++t) drow[t] = kernels::dot(dy + t * ld_y, y + t * ld_y, h.HS);  // rowsum(dY∘Y)
-  for (int64_t r0 = 0; r0 < h.T; r0 += kBlock) {
+  const int64_t last = (h.T - 1) / kBlock * kBlock;
+  for (int64_t r0 = last; r0 >= 0; r0 -= kBlock) {
     const int64_t rows = std::min(kBlock, h.T - r0), keys = r0 + rows;
+    const float beta = r0 == last ? 0.0f : 1.0f;
     const float* dy_blk = dy + r0 * ld_y;
     // P = exp(scale · Q_blk K^T - lse), recomputed   (rows, keys)
     blas::sgemm(false, true, rows, keys, h.HS, scale, h.q + r0 * h.ld_qkv, h.ld_qkv, h.k, h.ld_qkv, 0.0f, p, keys);
@@ -66,13 +70,13 @@ void headBackward(const Head& h, float scale, const float* y, const float* dy, i
       std::fill(row + valid, row + keys, 0.0f);
     }
     // dV += P^T dY_blk   (keys, HS)
-    blas::sgemm(true, false, keys, h.HS, rows, 1.0f, p, keys, dy_blk, ld_y, 1.0f, dv, h.ld_qkv);
+    blas::sgemm(true, false, keys, h.HS, rows, 1.0f, p, keys, dy_blk, ld_y, beta, dv, h.ld_qkv);
     // dP = dY_blk V^T   (rows, keys), then dS = P ∘ (dP - rowsum(dY∘Y))
     blas::sgemm(false, true, rows, keys, h.HS, 1.0f, dy_blk, ld_y, h.v, h.ld_qkv, 0.0f, ds, keys);
     for (int64_t i = 0; i < rows; ++i) kernels::softmaxBackwardRow(ds + i * keys, p + i * keys, keys, drow[r0 + i]);
     // dQ_blk = scale · dS K   (rows, HS);  dK += scale · dS^T Q_blk   (keys, HS)
     blas::sgemm(false, false, rows, h.HS, keys, scale, ds, keys, h.k, h.ld_qkv, 0.0f, dq + r0 * h.ld_qkv, h.ld_qkv);
-    blas::sgemm(true, false, keys, h.HS, rows, scale, ds, keys, h.q + r0 * h.ld_qkv, h.ld_qkv, 1.0f, dk, h.ld_qkv);
+    blas::sgemm(true, false, keys, h.HS, rows, scale, ds, keys, h.q + r0 * h.ld_qkv, h.ld_qkv, beta, dk, h.ld_qkv);
   }
 }
 
@@ -110,7 +114,7 @@ struct CausalAttention : public torch::autograd::Function<CausalAttention> {
     const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
     const float scale = 1.0f / std::sqrt(float(HS));
     at::Tensor dy = grad_out[0].contiguous();                           // (B, T, C)
-    at::Tensor dqkv = at::zeros_like(qkv);                              // (B, T, 3C)
+    at::Tensor dqkv = at::empty_like(qkv);                              // (B, T, 3C), every entry written
     const float* in = qkv.data_ptr<float>();
     const float* yp = y.data_ptr<float>();
     const float* dyp = dy.data_ptr<float>();

@@ -57,7 +57,11 @@ struct FusedHead : public torch::autograd::Function<FusedHead> {
     // backward, where 1/N and the incoming gradient (fp16's loss scale among it) are applied: in
     // fp16, (softmax - onehot)/N for a 50k vocabulary would flush to zero before the scale arrives.
     at::Tensor dx = need_grad ? at::empty(x.sizes(), x.options().dtype(at::kFloat)) : at::Tensor();
-    at::Tensor dw = need_grad ? at::zeros(w.sizes(), w.options().dtype(at::kFloat)) : at::Tensor();
+    // dw: the CPU fp32 path below writes it on the first chunk; the others accumulate from zero.
+    const bool fused_rows = !tp.active() && real == V && cpu_ops::usable(x) && w.scalar_type() == at::kFloat;
+    at::Tensor dw = !need_grad ? at::Tensor()
+                    : fused_rows ? at::empty(w.sizes(), w.options().dtype(at::kFloat))
+                                 : at::zeros(w.sizes(), w.options().dtype(at::kFloat));
     at::Tensor loss = at::zeros({}, x.options().dtype(at::kFloat));
     const int64_t R = chunkRows(N, V);
     for (int64_t r0 = 0; r0 < N; r0 += R) {
@@ -65,12 +69,13 @@ struct FusedHead : public torch::autograd::Function<FusedHead> {
       at::Tensor xc = x.narrow(0, r0, rows);                        // (R, C)
       at::Tensor tc = targets.narrow(0, r0, rows).unsqueeze(1);     // (R, 1)
       at::Tensor logits = mmNT(xc, w);                               // (R, V)
-      if (!tp.active() && real == V && cpu_ops::usable(logits)) {
+      if (fused_rows) {
         // CPU fp32: one fused pass per row (max, exp and sum, normalise, - onehot).
         loss.add_(cpu_ops::softmaxCrossEntropyInPlace(logits, tc.squeeze(1)));
         if (!need_grad) continue;
         dx.narrow(0, r0, rows).copy_(mmNT(logits, w.t()));           // (R, C) = p W
-        dw.addmm_(logits.t(), xc);                                    // (V, C) += p^T x
+        if (r0 == 0) at::mm_out(dw, logits.t(), xc);                   // (V, C) = p^T x
+        else dw.addmm_(logits.t(), xc);                               // (V, C) += p^T x
         continue;
       }
       if (lowp) logits = logits.to(at::kFloat);

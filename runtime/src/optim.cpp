@@ -10,10 +10,20 @@
 #include "optim_impl.h"
 
 namespace trainscope::runtime {
+
+void Optimizer::step(const std::vector<at::Tensor>& grads, double lr, double multiplier) {
+  if (multiplier != 1.0) {
+    c10::NoGradGuard no_grad;
+    at::_foreach_mul_(grads, multiplier);
+  }
+  step(grads, lr);
+}
+
 namespace {
 
 class AdamW final : public Optimizer {
  public:
+  using Optimizer::step;
   AdamW(const TrainConfig& c, std::vector<at::Tensor> params, std::vector<bool> decay)
       : beta1_(c.beta1), beta2_(c.beta2), eps_(c.eps), wd_(c.weight_decay) {
     // Two groups (decay / no decay) so each can go through one fused call.
@@ -27,9 +37,14 @@ class AdamW final : public Optimizer {
     }
   }
 
-  void step(const std::vector<at::Tensor>& grads, double lr) override {
+  void step(const std::vector<at::Tensor>& grads, double lr) override { step(grads, lr, 1.0); }
+
+  void step(const std::vector<at::Tensor>& grads, double lr, double multiplier) override {
     c10::NoGradGuard no_grad;
     ++t_;
+    // The fused kernel divides each gradient by grad_scale before using it.
+    std::optional<at::Tensor> grad_scale;
+    if (multiplier != 1.0) grad_scale = at::full({}, 1.0 / multiplier, grads[0].options().dtype(at::kFloat));
     for (Group* g : {&decay_, &no_decay_}) {
       if (g->params.empty()) continue;
       std::vector<at::Tensor> gs;
@@ -40,7 +55,7 @@ class AdamW final : public Optimizer {
       at::_foreach_add_(g->step, 1);
       at::_fused_adamw_(g->params, gs, g->m, g->v, /*max_exp_avg_sqs=*/{}, g->step, lr, beta1_, beta2_,
                         g == &decay_ ? wd_ : 0.0, eps_, /*amsgrad=*/false, /*maximize=*/false,
-                        /*grad_scale=*/std::nullopt, /*found_inf=*/std::nullopt);
+                        grad_scale, /*found_inf=*/std::nullopt);
     }
   }
 
@@ -62,6 +77,7 @@ class AdamW final : public Optimizer {
 
 class Sgd final : public Optimizer {
  public:
+  using Optimizer::step;
   Sgd(const TrainConfig& c, std::vector<at::Tensor> params, std::vector<bool> decay)
       : params_(std::move(params)), decay_(std::move(decay)), momentum_(c.momentum), wd_(c.weight_decay) {
     if (momentum_ > 0)

@@ -286,8 +286,7 @@ struct Trainer::Impl {
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor> mine;
     for (size_t i : owned) mine.push_back(grads()[i]);
-    if (cfg.clip > 0 && norm > cfg.clip) at::_foreach_mul_(mine, cfg.clip / (norm + 1e-6));
-    optimizer->step(mine, lr);
+    optimizer->step(mine, lr, cfg.clip > 0 && norm > cfg.clip ? cfg.clip / (norm + 1e-6) : 1.0);  // clipped
     sync->gatherParams();  // ZeRO-1: everyone gets everyone's updated shard
     if (cfg.local_sgd > 0 && layout.dp > 1 && (step + 1) % cfg.local_sgd == 0)
       for (auto& p : master) {  // local SGD: average the weights every H steps

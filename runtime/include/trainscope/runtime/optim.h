@@ -27,6 +27,9 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // grads: fp32, one per parameter, already unscaled and clipped.
   virtual void step(const std::vector<at::Tensor>& grads, double lr) = 0;
+  // The same with every gradient multiplied by `multiplier` first (gradient clipping). The default
+  // scales the gradients in place; AdamW folds it into its fused kernel instead (one pass less).
+  virtual void step(const std::vector<at::Tensor>& grads, double lr, double multiplier);
   virtual int64_t stateBytes() const = 0;  // bytes of optimizer state held now
   int64_t steps() const { return t_; }
 
