@@ -1,15 +1,18 @@
 // blas.cpp — see blas.h. The Fortran BLAS symbol is exported by libtorch_cpu.so.
 #include "blas.h"
 
+// Weak, so that a LibTorch built without a Fortran-style BLAS still links: available() says so.
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
                        const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
-                       const float* beta, float* c, const int* ldc);
+                       const float* beta, float* c, const int* ldc) __attribute__((weak));
 
 // MKL only (weak: absent from other BLAS builds); the C entry point that mkl_service.h calls
 // mkl_set_num_threads_local. Returns the previous thread-local setting.
 extern "C" int MKL_Set_Num_Threads_Local(int) __attribute__((weak));
 
 namespace trainscope::runtime::blas {
+
+bool available() { return sgemm_ != nullptr; }
 
 SequentialScope::SequentialScope() {
   if (MKL_Set_Num_Threads_Local) previous_ = MKL_Set_Num_Threads_Local(1);

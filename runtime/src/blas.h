@@ -7,6 +7,9 @@
 
 namespace trainscope::runtime::blas {
 
+// Whether LibTorch's CPU library exports the BLAS (sgemm_); if not, callers use LibTorch ops.
+bool available();
+
 // C (m, n) = alpha · op(A) · op(B) + beta · C, row-major with leading dimensions; op(A) is (m, k),
 // op(B) is (k, n). Runs on the calling thread's BLAS threading (one thread inside a parallel region).
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

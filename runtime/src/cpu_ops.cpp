@@ -168,6 +168,8 @@ bool usable(const at::Tensor& t) {
   return !disabled && t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
 }
 
+bool attentionUsable(const at::Tensor& qkv) { return usable(qkv) && blas::available(); }
+
 at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head) { return CausalAttention::apply(qkv, n_head); }
 
 at::Tensor geluTanh(const at::Tensor& x) { return GeluTanh::apply(x); }

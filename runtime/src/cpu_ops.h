@@ -18,6 +18,7 @@ bool usable(const at::Tensor& t);
 // v: the per-head GEMMs read them in place with a row stride of 3C, and dq, dk, dv land in one
 // (B, T, 3C) gradient.
 at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head);
+bool attentionUsable(const at::Tensor& qkv);  // usable() and the BLAS is there
 
 // GELU with the tanh approximation, as at::gelu(x, "tanh"), one fused pass each way.
 at::Tensor geluTanh(const at::Tensor& x);

@@ -173,7 +173,7 @@ namespace detail {
 // Causal attention core: qkv (B, T, 3C') -> y (B, T, C'), C' = C/TP with n_head local heads.
 // The part selective checkpointing recomputes.
 at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head) {
-  if (cpu_ops::usable(qkv)) return cpu_ops::causalAttention(qkv, n_head);  // (B, T, C')
+  if (cpu_ops::attentionUsable(qkv)) return cpu_ops::causalAttention(qkv, n_head);  // (B, T, C')
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
   auto parts = qkv.split(C, /*dim=*/2);                                   // 3 x (B, T, C')
   at::Tensor q = parts[0].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
