@@ -13,7 +13,9 @@
 
 namespace trainscope::testing {
 
-// The tiny workload on the CPU, fp32, constant learning rate, no clipping: deterministic and fast.
+// The tiny workload on the CPU, fp32, constant learning rate, no clipping, one core lane:
+// deterministic and fast. (With several lanes the measured activation peak depends on how the
+// lanes' forward passes overlap in time; the CoreLanes tests set lanes themselves.)
 inline runtime::TrainConfig tinyConfig(int64_t mbs = 4, int64_t ga = 1, int64_t seq = 32) {
   runtime::TrainConfig c;
   c.workload = "tiny";
@@ -26,6 +28,7 @@ inline runtime::TrainConfig tinyConfig(int64_t mbs = 4, int64_t ga = 1, int64_t 
   c.clip = 0.0;
   c.quiet = true;
   c.lr = 1e-3;
+  c.cpu_lanes = 1;
   runtime::resolve(c);
   return c;
 }
