@@ -71,7 +71,7 @@ void CoreLanes::loop(int lane) {
       if (stop_) return;
       seen = generation_;
       job = job_;
-      state = static_cast<const at::ThreadLocalState*>(state_);
+      state = state_;
     }
     try {
       at::ThreadLocalStateGuard guard(*state);

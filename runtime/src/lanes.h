@@ -15,6 +15,10 @@
 #include <thread>
 #include <vector>
 
+namespace at {
+class ThreadLocalState;
+}
+
 namespace trainscope::runtime {
 
 class CoreLanes {
@@ -39,7 +43,7 @@ class CoreLanes {
   std::mutex mu_;
   std::condition_variable start_cv_, done_cv_;
   const std::function<void(int)>* job_ = nullptr;
-  const void* state_ = nullptr;  // at::ThreadLocalState of the caller
+  const at::ThreadLocalState* state_ = nullptr;  // the caller's, carried into the lanes
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;
