@@ -2,6 +2,7 @@
 #include "trainscope/runtime/launch.h"
 
 #include <arpa/inet.h>
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <netinet/in.h>
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -81,6 +83,8 @@ RankError readRankError(const std::string& path, int rank) {
 void reportRankError(const std::string& message) {
   const char* path = std::getenv("TRAINSCOPE_ERROR_FILE");
   if (!path || !*path) return;
+  static std::atomic<bool> reported{false};  // the first report is the root cause; keep its time
+  if (reported.exchange(true)) return;
   std::ofstream out(path, std::ios::trunc);
   out << tracer::nowNs() << "\n" << message << "\n";
 }

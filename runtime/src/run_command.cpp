@@ -22,6 +22,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/runtime/comm.h"
+#include "trainscope/runtime/launch.h"
 #include "trainscope/runtime/data.h"
 #include "trainscope/runtime/device.h"
 #include "trainscope/runtime/parallel.h"
@@ -137,31 +138,14 @@ void validateBeforeLaunch(TrainConfig cfg) {
     throw UserError("--out", cfg.out + " already exists", "choose another path or pass --overwrite");
 }
 
-int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
-  const RankEnv env = rankEnvFromEnvironment();
-  resolve(cfg, env.distributed ? env.world : 1);
-  if (cfg.sequence_parallel && cfg.seq % cfg.tp != 0)
-    throw UserError("--seq", "sequence parallelism needs seq divisible by tp", "pick --seq a multiple of --tp");
-  const Layout layout = Layout::make(cfg.world, env.rank, cfg.tp, cfg.pp);
+namespace {
+
+// The run proper, once the ranks are connected.
+int trainOnComm(TrainConfig& cfg, const RankEnv& env, const Layout& layout, const DeviceChoice& dev, Comm& comm,
+                std::ostream& out, std::ostream& err) {
   const bool leader = env.rank == 0;
-  if (!leader) {
-    cfg.quiet = true;
-  }
-  // Ranks on one host share its cores.
-  if (cfg.threads > 0) at::set_num_threads(cfg.threads);
-  else if (env.local_world > 1)
-    at::set_num_threads(std::max(1u, std::thread::hardware_concurrency() / unsigned(env.local_world)));
-  DeviceChoice dev = chooseDevice(cfg.device, cfg.precision);
-  if (dev.device != "cpu") dev.device = "cuda:" + std::to_string(env.local_rank);
-  if (!dev.notice.empty() && leader) err << dev.notice << "\n";
 
-  CommOptions copts;
-  copts.device = dev.device;
-  copts.rendezvous_timeout = std::chrono::milliseconds(int64_t(cfg.rendezvous_timeout_s * 1000));
-  copts.collective_timeout = std::chrono::milliseconds(int64_t(cfg.collective_timeout_s * 1000));
-  std::unique_ptr<Comm> comm = Comm::connect(env, layout, copts);
-
-  Trainer trainer(cfg, dev, comm.get());  // checks the data before anything is written
+  Trainer trainer(cfg, dev, &comm);  // checks the data before anything is written
   std::unique_ptr<tracer::RunStore> store;
   if (!cfg.out.empty() && leader) store = std::make_unique<tracer::RunStore>(cfg.out, cfg.overwrite);
   // Tracing (after the data and --out checks, so bad input leaves no shard behind): each rank
@@ -183,7 +167,7 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
         cupti.reset();
       }
     }
-    clock_start = syncClock(*comm, "start");
+    clock_start = syncClock(comm, "start");
   }
 
   const bool tracing_collectives = trace && trace->enabled(tracer::TraceLevel::Ranges);
@@ -231,10 +215,10 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
       r = trainer.step();
     }
     if (tracing_collectives)
-      for (const auto& c : comm->log().take())
+      for (const auto& c : comm.log().take())
         trace->record(tracer::CollectiveEvent{c.op, c.group, c.group_size, c.seq, c.bytes, c.start_ns, c.end_ns,
                                               c.algbw(), c.busbw()});
-    const std::vector<int64_t> all = gatherStepStats(*comm, r, dev.device);
+    const std::vector<int64_t> all = gatherStepStats(comm, r, dev.device);
     if (store) {
       for (int q = 0; q < cfg.world; ++q) {
         tracer::StepRecord rq = r;
@@ -277,16 +261,16 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
 
   // Collectives: every rank hands its records to rank 0 through the rendezvous store (when tracing,
   // they went into the rank's shard instead, and arrive with the merge below).
-  std::vector<CollectiveRecord> mine = comm->log().take();
+  std::vector<CollectiveRecord> mine = comm.log().take();
   if (tracing_collectives)
     for (const auto& c : mine)
       trace->record(tracer::CollectiveEvent{c.op, c.group, c.group_size, c.seq, c.bytes, c.start_ns, c.end_ns, c.algbw(),
                                             c.busbw()});
   if (cfg.world > 1 && !tracing_collectives) {
-    comm->storeSet("collectives/" + std::to_string(env.rank), collectivesJson(mine));
-    comm->world().barrier();
+    comm.storeSet("collectives/" + std::to_string(env.rank), collectivesJson(mine));
+    comm.world().barrier();
     if (store)
-      for (int q = 0; q < cfg.world; ++q) appendCollectives(*store, comm->storeGet("collectives/" + std::to_string(q)));
+      for (int q = 0; q < cfg.world; ++q) appendCollectives(*store, comm.storeGet("collectives/" + std::to_string(q)));
   }
 
   // Final weights digest: ranks of DP replica 0 hand in their parts, rank 0 sums by name.
@@ -294,12 +278,12 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
     nlohmann::json d = nlohmann::json::array();
     if (layout.dp_rank == 0)
       for (const auto& e : trainer.weightDigest()) d.push_back({e.name, e.sum, e.sumsq, e.abssum});
-    if (cfg.world > 1) comm->storeSet("digest/" + std::to_string(env.rank), d.dump());
-    if (cfg.world > 1) comm->world().barrier();
+    if (cfg.world > 1) comm.storeSet("digest/" + std::to_string(env.rank), d.dump());
+    if (cfg.world > 1) comm.world().barrier();
     if (store) {
       std::map<std::string, std::array<double, 3>> total;
       for (int q = 0; q < cfg.world; ++q) {
-        const std::string part = cfg.world > 1 ? comm->storeGet("digest/" + std::to_string(q)) : d.dump();
+        const std::string part = cfg.world > 1 ? comm.storeGet("digest/" + std::to_string(q)) : d.dump();
         for (const auto& e : nlohmann::json::parse(part)) {
           auto& t = total[e[0].get<std::string>()];
           for (int i = 0; i < 3; ++i) t[i] += e[i + 1].get<double>();
@@ -310,7 +294,7 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
   }
 
   if (trace) {
-    const tracer::ClockSample clock_end = syncClock(*comm, "end");
+    const tracer::ClockSample clock_end = syncClock(comm, "end");
     ops.reset();
     cupti.reset();  // flushes CUPTI's buffers into the shard
     tracer::Tracer::setCurrent(nullptr);
@@ -321,17 +305,17 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
                            {"offset_end", clock_end.offset_ns}};
     std::vector<tracer::ShardInfo> shards;
     if (cfg.world > 1) {
-      comm->storeSet("shard/" + std::to_string(env.rank), info.dump());
-      comm->world().barrier();
+      comm.storeSet("shard/" + std::to_string(env.rank), info.dump());
+      comm.world().barrier();
     }
     if (store) {
       for (int q = 0; q < cfg.world; ++q) {
-        auto j = nlohmann::json::parse(cfg.world > 1 ? comm->storeGet("shard/" + std::to_string(q)) : info.dump());
+        auto j = nlohmann::json::parse(cfg.world > 1 ? comm.storeGet("shard/" + std::to_string(q)) : info.dump());
         shards.push_back({j["path"], q, j["host"], j["device"], j["pid"], j["offset_start"], j["offset_end"]});
       }
       tracer::mergeShards(store->path(), shards);
     }
-    if (cfg.world > 1) comm->world().barrier();  // no rank exits while rank 0 still reads its shard
+    if (cfg.world > 1) comm.world().barrier();  // no rank exits while rank 0 still reads its shard
   }
 
   const double tokens_per_s = timed ? tok_sum / time_sum : 0.0;
@@ -371,6 +355,41 @@ int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
     out << j.dump() << "\n";
   }
   return 0;
+}
+
+}  // namespace
+
+int runCommand(TrainConfig cfg, std::ostream& out, std::ostream& err) {
+  const RankEnv env = rankEnvFromEnvironment();
+  resolve(cfg, env.distributed ? env.world : 1);
+  if (cfg.sequence_parallel && cfg.seq % cfg.tp != 0)
+    throw UserError("--seq", "sequence parallelism needs seq divisible by tp", "pick --seq a multiple of --tp");
+  const Layout layout = Layout::make(cfg.world, env.rank, cfg.tp, cfg.pp);
+  const bool leader = env.rank == 0;
+  if (!leader) {
+    cfg.quiet = true;
+  }
+  // Ranks on one host share its cores.
+  if (cfg.threads > 0) at::set_num_threads(cfg.threads);
+  else if (env.local_world > 1)
+    at::set_num_threads(std::max(1u, std::thread::hardware_concurrency() / unsigned(env.local_world)));
+  DeviceChoice dev = chooseDevice(cfg.device, cfg.precision);
+  if (dev.device != "cpu") dev.device = "cuda:" + std::to_string(env.local_rank);
+  if (!dev.notice.empty() && leader) err << dev.notice << "\n";
+
+  CommOptions copts;
+  copts.device = dev.device;
+  copts.rendezvous_timeout = std::chrono::milliseconds(int64_t(cfg.rendezvous_timeout_s * 1000));
+  copts.collective_timeout = std::chrono::milliseconds(int64_t(cfg.collective_timeout_s * 1000));
+  std::unique_ptr<Comm> comm = Comm::connect(env, layout, copts);
+  // A rank's own failure is reported before its process groups close, so that the launcher can tell
+  // it from the peers' "connection closed" errors that it causes.
+  try {
+    return trainOnComm(cfg, env, layout, dev, *comm, out, err);
+  } catch (const std::exception& e) {
+    reportRankError(e.what());
+    throw;
+  }
 }
 
 }  // namespace trainscope::runtime

@@ -23,7 +23,8 @@ struct LaunchOptions {
 
 // In a rank started by launchLocal: records this rank's fatal error (with the time) in the file the
 // launcher named in TRAINSCOPE_ERROR_FILE, so that it can tell which rank failed first — the others
-// usually fail moments later with "connection closed by peer". No-op elsewhere.
+// usually fail moments later with "connection closed by peer". Only the first call in a process
+// counts. No-op elsewhere.
 void reportRankError(const std::string& message);
 
 // Both return the process exit status the launcher should exit with.
