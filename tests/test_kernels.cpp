@@ -10,6 +10,7 @@
 
 #include "cpu_ops.h"
 #include "fused_head.h"
+#include "gemm_tn.h"
 #include "linear.h"
 #include "test_util.h"
 
@@ -64,8 +65,10 @@ TEST(FusedHead, Fp16GradientsSurviveALargeVocabularyUnderLossScaling) {
 
 TEST(Linear, MatchesAtLinearWithGradients) {
   at::manual_seed(6);
-  for (bool bias : {true, false}) {
-    at::Tensor x0 = at::randn({4, 33, 40}), w0 = at::randn({72, 40}), b0 = at::randn({72});
+  // K = 40 takes LibTorch's dW GEMM; K = 48 the hand-written one (gemm_tn.h) where AVX-512 exists.
+  for (bool bias : {true, false})
+  for (int64_t K : {40, 48}) {
+    at::Tensor x0 = at::randn({4, 33, K}), w0 = at::randn({72, K}), b0 = at::randn({72});
     at::Tensor gy = at::randn({4, 33, 72});
     auto run = [&](bool ours) {
       at::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
@@ -128,4 +131,25 @@ TEST(CpuOps, SoftmaxCrossEntropyInPlaceGivesLossAndLogitGradient) {
   const double loss = rt::cpu_ops::softmaxCrossEntropyInPlace(work, t);
   EXPECT_LE(std::abs(loss - ref_loss) / ref_loss, 1e-6);
   EXPECT_LE(relErr(work, ref_grad), 1e-6);
+}
+
+TEST(CpuOps, WeightGradientGemmMatchesMm) {
+  if (!rt::kernels::gemmTNAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  at::manual_seed(14);
+  // (M, N, K): tails in every dimension — M past a 128-row chunk, N not a multiple of 8, K of 48.
+  const std::array<std::array<int64_t, 3>, 6> shapes{{{1, 1, 16}, {7, 13, 32}, {130, 29, 64}, {257, 72, 112},
+                                                     {300, 8, 48}, {129, 100, 1024}}};
+  for (const auto& [M, N, K] : shapes)
+    for (bool accumulate : {false, true}) {
+      at::Tensor a = at::randn({M, N + 5}).narrow(1, 2, N);  // strided rows: lda = N + 5
+      at::Tensor b = at::randn({M, K});
+      at::Tensor c0 = at::randn({N, K}), bias0 = at::randn({N});
+      at::Tensor c = accumulate ? c0.clone() : at::full({N, K}, NAN), bias = accumulate ? bias0.clone() : at::full({N}, NAN);
+      rt::kernels::gemmTN(M, N, K, a.data_ptr<float>(), a.stride(0), b.data_ptr<float>(), b.stride(0),
+                          c.data_ptr<float>(), c.stride(0), accumulate, bias.data_ptr<float>());
+      at::Tensor ref = at::mm(a.t(), b) + (accumulate ? c0 : at::zeros_like(c0));
+      at::Tensor ref_bias = a.sum(0) + (accumulate ? bias0 : at::zeros_like(bias0));
+      EXPECT_LE(relErr(c, ref), 1e-5) << M << "x" << N << "x" << K << " accumulate " << accumulate;
+      EXPECT_LE(relErr(bias, ref_bias), 1e-5) << M << "x" << N << "x" << K << " accumulate " << accumulate;
+    }
 }

@@ -21,6 +21,7 @@
 
 #include "cpu_ops.h"
 #include "fused_head.h"
+#include "gemm_tn.h"
 #include "linear.h"
 #include "tensor_parallel.h"
 
@@ -74,8 +75,11 @@ struct FusedHead : public torch::autograd::Function<FusedHead> {
         loss.add_(cpu_ops::softmaxCrossEntropyInPlace(logits, tc.squeeze(1)));
         if (!need_grad) continue;
         dx.narrow(0, r0, rows).copy_(mmNT(logits, w.t()));           // (R, C) = p W
-        if (r0 == 0) at::mm_out(dw, logits.t(), xc);                   // (V, C) = p^T x
-        else dw.addmm_(logits.t(), xc);                               // (V, C) += p^T x
+        if (gemmTNUsable(logits, xc))                                 // (V, C) [+]= p^T x
+          kernels::gemmTN(rows, V, xc.size(1), logits.data_ptr<float>(), logits.stride(0), xc.data_ptr<float>(),
+                          xc.stride(0), dw.data_ptr<float>(), dw.stride(0), /*accumulate=*/r0 > 0);
+        else if (r0 == 0) at::mm_out(dw, logits.t(), xc);
+        else dw.addmm_(logits.t(), xc);
         continue;
       }
       if (lowp) logits = logits.to(at::kFloat);

@@ -9,6 +9,8 @@
 // headers here), so it is exactly the library the wheel ships.
 #include "linear.h"
 
+#include "gemm_tn.h"
+
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -48,6 +50,21 @@ at::Tensor gemmNT(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
   return b.defined() ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
 }
 
+}  // namespace
+
+bool gemmTNUsable(const at::Tensor& a, const at::Tensor& b) {
+  static const bool off = [] {
+    const char* v = std::getenv("TRAINSCOPE_DISABLE_GEMM_TN");
+    return v && std::string(v) == "1";
+  }();
+  auto plain = [](const at::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.dim() == 2 && t.stride(1) == 1;
+  };
+  return !off && kernels::gemmTNAvailable() && plain(a) && plain(b) && a.size(0) == b.size(0) && b.size(1) % 16 == 0;
+}
+
+namespace {
+
 struct Linear : public torch::autograd::Function<Linear> {
   // The bias is optional so that "no bias" is not an (undefined) autograd input.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
@@ -60,9 +77,18 @@ struct Linear : public torch::autograd::Function<Linear> {
     auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &w = saved[1];
     at::Tensor dy = grad_out[0].contiguous();                 // (M, N)
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
     at::Tensor dx = gemmNT(dy, w.t(), {});                     // (M, K) = dy W
-    at::Tensor dw = at::mm(dy.t(), x);                         // (N, K)
-    at::Tensor db = ctx->saved_data["has_bias"].toBool() ? dy.sum(0) : at::Tensor();
+    at::Tensor dw, db;
+    if (gemmTNUsable(dy, x)) {                                 // (N, K) = dyᵀ x, db = Σ_m dy, one pass
+      dw = at::empty({dy.size(1), x.size(1)}, x.options());
+      if (has_bias) db = at::empty({dy.size(1)}, x.options());
+      kernels::gemmTN(dy.size(0), dy.size(1), x.size(1), dy.data_ptr<float>(), dy.stride(0), x.data_ptr<float>(),
+                      x.stride(0), dw.data_ptr<float>(), dw.stride(0), false, has_bias ? db.data_ptr<float>() : nullptr);
+    } else {
+      dw = at::mm(dy.t(), x);                                  // (N, K)
+      if (has_bias) db = dy.sum(0);
+    }
     return {dx, dw, db};
   }
 };

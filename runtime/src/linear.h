@@ -18,4 +18,9 @@ at::Tensor mmNT(const at::Tensor& x, const at::Tensor& w);
 // TRAINSCOPE_DISABLE_ONEDNN=1).
 bool onednnLinearAvailable();
 
+// Whether aᵀ b (a (M, N), b (M, K), CPU fp32, rows contiguous, K % 16 == 0) can go through the
+// hand-written weight-gradient GEMM (gemm_tn.h): AVX-512 present, neither
+// TRAINSCOPE_DISABLE_CPU_KERNELS=1 nor TRAINSCOPE_DISABLE_GEMM_TN=1 set.
+bool gemmTNUsable(const at::Tensor& a, const at::Tensor& b);
+
 }  // namespace trainscope::runtime
