@@ -10,7 +10,7 @@
 
 #include "cpu_ops.h"
 #include "fused_head.h"
-#include "gemm_tn.h"
+#include "gemm_avx512.h"
 #include "linear.h"
 #include "test_util.h"
 
@@ -65,7 +65,7 @@ TEST(FusedHead, Fp16GradientsSurviveALargeVocabularyUnderLossScaling) {
 
 TEST(Linear, MatchesAtLinearWithGradients) {
   at::manual_seed(6);
-  // K = 40 takes LibTorch's dW GEMM; K = 48 the hand-written one (gemm_tn.h) where AVX-512 exists.
+  // K = 40 takes LibTorch's dW GEMM; K = 48 the hand-written one (gemm_avx512.h) where AVX-512 exists.
   for (bool bias : {true, false})
   for (int64_t K : {40, 48}) {
     at::Tensor x0 = at::randn({4, 33, K}), w0 = at::randn({72, K}), b0 = at::randn({72});

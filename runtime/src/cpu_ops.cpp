@@ -12,6 +12,7 @@
 
 #include "blas.h"
 #include "cpu_kernels.h"
+#include "gemm_avx512.h"
 
 namespace trainscope::runtime::cpu_ops {
 namespace {
@@ -30,12 +31,29 @@ struct Head {
   int64_t T, HS;
 };
 
-// Forward of one head: y (T, HS; row stride ld_y) and lse (T).
-void headForward(const Head& h, float scale, float* y, int64_t ld_y, float* lse, float* s) {
+// C (m, n) = alpha · op(A) · B + beta · C, all row-major: the one GEMM form the attention needs once
+// K and V are transposed per head. The hand-written kernel where AVX-512 exists, else the BLAS.
+void gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+          int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (kernels::gemmSmallAvailable())
+    kernels::gemmSmall(m, n, k, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb, beta, c, ldc);
+  else
+    blas::sgemm(trans_a, false, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// xt (HS, T) = x (T, HS; row stride ld)ᵀ
+void transpose(const float* x, int64_t ld, int64_t T, int64_t HS, float* xt) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t d = 0; d < HS; ++d) xt[d * T + t] = x[t * ld + d];
+}
+
+// Forward of one head: y (T, HS; row stride ld_y) and lse (T). kt: (HS, T) scratch.
+void headForward(const Head& h, float scale, float* y, int64_t ld_y, float* lse, float* s, float* kt) {
+  transpose(h.k, h.ld_qkv, h.T, h.HS, kt);
   for (int64_t r0 = 0; r0 < h.T; r0 += kBlock) {
     const int64_t rows = std::min(kBlock, h.T - r0), keys = r0 + rows;  // causal: keys [0, keys)
     // S = scale · Q_blk K^T   (rows, keys)
-    blas::sgemm(false, true, rows, keys, h.HS, scale, h.q + r0 * h.ld_qkv, h.ld_qkv, h.k, h.ld_qkv, 0.0f, s, keys);
+    gemm(false, rows, keys, h.HS, scale, h.q + r0 * h.ld_qkv, h.ld_qkv, kt, h.T, 0.0f, s, keys);
     for (int64_t i = 0; i < rows; ++i) {
       float* row = s + i * keys;
       const int64_t valid = r0 + i + 1;                                  // keys 0..t
@@ -46,23 +64,25 @@ void headForward(const Head& h, float scale, float* y, int64_t ld_y, float* lse,
       lse[r0 + i] = m + std::log(sum);
     }
     // Y_blk = P V   (rows, HS)
-    blas::sgemm(false, false, rows, h.HS, keys, 1.0f, s, keys, h.v, h.ld_qkv, 0.0f, y + r0 * ld_y, ld_y);
+    gemm(false, rows, h.HS, keys, 1.0f, s, keys, h.v, h.ld_qkv, 0.0f, y + r0 * ld_y, ld_y);
   }
 }
 
 // Backward of one head. dq, dk, dv: (T, HS) with row stride ld_qkv, written here (no zeroing needed):
 // blocks go last to first, and the last block's keys are all T rows, so it initialises dK and dV
-// (beta = 0) and the earlier blocks add to them.
+// (beta = 0) and the earlier blocks add to them. kt, vt: (HS, T) scratch.
 void headBackward(const Head& h, float scale, const float* y, const float* dy, int64_t ld_y, const float* lse,
-                  float* dq, float* dk, float* dv, float* p, float* ds, float* drow) {
+                  float* dq, float* dk, float* dv, float* p, float* ds, float* drow, float* kt, float* vt) {
   for (int64_t t = 0; t < h.T; ++t) drow[t] = kernels::dot(dy + t * ld_y, y + t * ld_y, h.HS);  // rowsum(dY∘Y)
+  transpose(h.k, h.ld_qkv, h.T, h.HS, kt);
+  transpose(h.v, h.ld_qkv, h.T, h.HS, vt);
   const int64_t last = (h.T - 1) / kBlock * kBlock;
   for (int64_t r0 = last; r0 >= 0; r0 -= kBlock) {
     const int64_t rows = std::min(kBlock, h.T - r0), keys = r0 + rows;
     const float beta = r0 == last ? 0.0f : 1.0f;
     const float* dy_blk = dy + r0 * ld_y;
     // P = exp(scale · Q_blk K^T - lse), recomputed   (rows, keys)
-    blas::sgemm(false, true, rows, keys, h.HS, scale, h.q + r0 * h.ld_qkv, h.ld_qkv, h.k, h.ld_qkv, 0.0f, p, keys);
+    gemm(false, rows, keys, h.HS, scale, h.q + r0 * h.ld_qkv, h.ld_qkv, kt, h.T, 0.0f, p, keys);
     for (int64_t i = 0; i < rows; ++i) {
       float* row = p + i * keys;
       const int64_t valid = r0 + i + 1;
@@ -70,13 +90,13 @@ void headBackward(const Head& h, float scale, const float* y, const float* dy, i
       std::fill(row + valid, row + keys, 0.0f);
     }
     // dV += P^T dY_blk   (keys, HS)
-    blas::sgemm(true, false, keys, h.HS, rows, 1.0f, p, keys, dy_blk, ld_y, beta, dv, h.ld_qkv);
+    gemm(true, keys, h.HS, rows, 1.0f, p, keys, dy_blk, ld_y, beta, dv, h.ld_qkv);
     // dP = dY_blk V^T   (rows, keys), then dS = P ∘ (dP - rowsum(dY∘Y))
-    blas::sgemm(false, true, rows, keys, h.HS, 1.0f, dy_blk, ld_y, h.v, h.ld_qkv, 0.0f, ds, keys);
+    gemm(false, rows, keys, h.HS, 1.0f, dy_blk, ld_y, vt, h.T, 0.0f, ds, keys);
     for (int64_t i = 0; i < rows; ++i) kernels::softmaxBackwardRow(ds + i * keys, p + i * keys, keys, drow[r0 + i]);
     // dQ_blk = scale · dS K   (rows, HS);  dK += scale · dS^T Q_blk   (keys, HS)
-    blas::sgemm(false, false, rows, h.HS, keys, scale, ds, keys, h.k, h.ld_qkv, 0.0f, dq + r0 * h.ld_qkv, h.ld_qkv);
-    blas::sgemm(true, false, keys, h.HS, rows, scale, ds, keys, h.q + r0 * h.ld_qkv, h.ld_qkv, beta, dk, h.ld_qkv);
+    gemm(false, rows, h.HS, keys, scale, ds, keys, h.k, h.ld_qkv, 0.0f, dq + r0 * h.ld_qkv, h.ld_qkv);
+    gemm(true, keys, h.HS, rows, scale, ds, keys, h.q + r0 * h.ld_qkv, h.ld_qkv, beta, dk, h.ld_qkv);
   }
 }
 
@@ -96,10 +116,10 @@ struct CausalAttention : public torch::autograd::Function<CausalAttention> {
     float* l = lse.data_ptr<float>();
     at::parallel_for(0, B * n_head, 1, [&](int64_t begin, int64_t end) {
       blas::SequentialScope sequential;
-      std::vector<float> s(static_cast<size_t>(kBlock * T));
+      std::vector<float> s(static_cast<size_t>(kBlock * T)), kt(static_cast<size_t>(HS * T));
       for (int64_t i = begin; i < end; ++i) {
         const int64_t b = i / n_head, hd = i % n_head;
-        headForward(headOf(in, b, hd, T, C, HS), scale, out + b * T * C + hd * HS, C, l + i * T, s.data());
+        headForward(headOf(in, b, hd, T, C, HS), scale, out + b * T * C + hd * HS, C, l + i * T, s.data(), kt.data());
       }
     });
     ctx->save_for_backward({qkv, y, lse});
@@ -123,12 +143,13 @@ struct CausalAttention : public torch::autograd::Function<CausalAttention> {
     at::parallel_for(0, B * n_head, 1, [&](int64_t begin, int64_t end) {
       blas::SequentialScope sequential;
       std::vector<float> p(static_cast<size_t>(kBlock * T)), ds(static_cast<size_t>(kBlock * T)), drow(static_cast<size_t>(T));
+      std::vector<float> kt(static_cast<size_t>(HS * T)), vt(static_cast<size_t>(HS * T));
       for (int64_t i = begin; i < end; ++i) {
         const int64_t b = i / n_head, hd = i % n_head;
         float* dq = d + b * T * 3 * C + hd * HS;
         const int64_t yo = b * T * C + hd * HS;
         headBackward(headOf(in, b, hd, T, C, HS), scale, yp + yo, dyp + yo, C, l + i * T, dq, dq + C, dq + 2 * C,
-                     p.data(), ds.data(), drow.data());
+                     p.data(), ds.data(), drow.data(), kt.data(), vt.data());
       }
     });
     return {dqkv, at::Tensor()};
@@ -168,7 +189,9 @@ bool usable(const at::Tensor& t) {
   return !disabled && t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
 }
 
-bool attentionUsable(const at::Tensor& qkv) { return usable(qkv) && blas::available(); }
+bool attentionUsable(const at::Tensor& qkv) {
+  return usable(qkv) && (kernels::gemmSmallAvailable() || blas::available());
+}
 
 at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head) { return CausalAttention::apply(qkv, n_head); }
 

@@ -21,7 +21,7 @@
 
 #include "cpu_ops.h"
 #include "fused_head.h"
-#include "gemm_tn.h"
+#include "gemm_avx512.h"
 #include "linear.h"
 #include "tensor_parallel.h"
 

@@ -9,7 +9,7 @@
 // headers here), so it is exactly the library the wheel ships.
 #include "linear.h"
 
-#include "gemm_tn.h"
+#include "gemm_avx512.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -19,7 +19,7 @@ at::Tensor mmNT(const at::Tensor& x, const at::Tensor& w);
 bool onednnLinearAvailable();
 
 // Whether aᵀ b (a (M, N), b (M, K), CPU fp32, rows contiguous, K % 16 == 0) can go through the
-// hand-written weight-gradient GEMM (gemm_tn.h): AVX-512 present, neither
+// hand-written weight-gradient GEMM (gemm_avx512.h): AVX-512 present, neither
 // TRAINSCOPE_DISABLE_CPU_KERNELS=1 nor TRAINSCOPE_DISABLE_GEMM_TN=1 set.
 bool gemmTNUsable(const at::Tensor& a, const at::Tensor& b);
 
