@@ -153,3 +153,23 @@ TEST(CpuOps, WeightGradientGemmMatchesMm) {
       EXPECT_LE(relErr(bias, ref_bias), 1e-5) << M << "x" << N << "x" << K << " accumulate " << accumulate;
     }
 }
+
+TEST(CpuOps, SmallGemmMatchesMmForBothLayoutsOfA) {
+  if (!rt::kernels::gemmSmallAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  at::manual_seed(15);
+  // (M, N, R): row tails past the 6-row tile, column tails inside a vector, N past one 64-column tile.
+  const std::array<std::array<int64_t, 3>, 5> shapes{{{1, 1, 1}, {32, 128, 64}, {13, 77, 9}, {128, 64, 32}, {7, 200, 5}}};
+  for (const auto& [M, N, R] : shapes)
+    for (bool trans_a : {false, true})
+      for (float beta : {0.0f, 0.5f}) {
+        at::Tensor a = trans_a ? at::randn({R, M + 3}).narrow(1, 0, M) : at::randn({M, R + 3}).narrow(1, 0, R);
+        at::Tensor b = at::randn({R, N + 2}).narrow(1, 0, N);
+        at::Tensor c0 = at::randn({M, N + 1}).narrow(1, 0, N);
+        at::Tensor c = beta == 0.0f ? at::full({M, N + 1}, NAN).narrow(1, 0, N) : c0.clone();
+        const int64_t lda = a.stride(0);
+        rt::kernels::gemmSmall(M, N, R, 0.75f, a.data_ptr<float>(), trans_a ? 1 : lda, trans_a ? lda : 1,
+                               b.data_ptr<float>(), b.stride(0), beta, c.data_ptr<float>(), c.stride(0));
+        at::Tensor ref = 0.75 * at::mm(trans_a ? a.t() : a, b) + (beta == 0.0f ? at::zeros_like(c0) : beta * c0);
+        EXPECT_LE(relErr(c, ref), 1e-5) << M << "x" << N << "x" << R << " trans_a " << trans_a << " beta " << beta;
+      }
+}
