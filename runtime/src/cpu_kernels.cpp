@@ -106,4 +106,29 @@ TS_CLONES void geluTanhBackward(const float* x, const float* dy, float* dx, int6
   }
 }
 
+TS_CLONES double addAndSumSquares(float* out, const float* a, const float* b, int64_t n) {
+  constexpr int64_t kBlockElems = 1024;
+  double total = 0;
+  for (int64_t i0 = 0; i0 < n; i0 += kBlockElems) {
+    const int64_t m = std::min(kBlockElems, n - i0);
+    float acc[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= m; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) {
+        const float v = b ? a[i0 + i + j] + b[i0 + i + j] : a[i0 + i + j];
+        out[i0 + i + j] = v;
+        acc[j] += v * v;
+      }
+    float s = 0;
+    for (; i < m; ++i) {
+      const float v = b ? a[i0 + i] + b[i0 + i] : a[i0 + i];
+      out[i0 + i] = v;
+      s += v * v;
+    }
+    for (int j = 0; j < kLanes; ++j) s += acc[j];
+    total += double(s);
+  }
+  return total;
+}
+
 }  // namespace trainscope::runtime::kernels

@@ -7,11 +7,14 @@
 #include <c10/core/GradMode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
+#include "cpu_kernels.h"
 #include "grad_sync.h"
 #include "lanes.h"
 #include "pipeline.h"
@@ -98,6 +101,7 @@ struct Trainer::Impl {
   std::unique_ptr<CoreLanes> lanes;
   std::vector<GptWeights> lane_weights;
   std::vector<std::vector<at::Tensor>> lane_leaves;
+  std::optional<double> lane_sq;  // Σ g² over the summed gradients, when sumLaneGradients had it
   int64_t step = 0;
   bool inject_overflow = false;
 
@@ -206,19 +210,52 @@ struct Trainer::Impl {
   }
 
   // main[i] = Σ_k lane k's gradient, in lane order; the lanes' gradients are released so that the
-  // next step's backward allocates fresh ones instead of accumulating into zeroed buffers.
+  // next step's backward allocates fresh ones instead of accumulating into zeroed buffers. With
+  // two lanes the sum also yields the clipping norm's Σ g² in the same pass, and the lanes share
+  // the work: lane k takes the k-th W-th of all gradient elements, in parameter order.
   void sumLaneGradients() {
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor>& main = grads();
+    std::vector<std::vector<at::Tensor>> parts(main.size());
+    bool fused = lanes->size() == 2;
+    int64_t total = 0;
     for (size_t i = 0; i < main.size(); ++i) {
-      std::vector<at::Tensor> g;
       for (auto& leaves : lane_leaves)
-        if (leaves[i].grad().defined()) g.push_back(std::exchange(leaves[i].mutable_grad(), at::Tensor()));
-      if (g.empty()) main[i].zero_();  // no lane's rows reached the parameter
-      else if (g.size() == 1) main[i].copy_(g[0]);
-      else at::add_out(main[i], g[0], g[1]);                 // one pass: read two, write one
-      for (size_t k = 2; k < g.size(); ++k) main[i].add_(g[k]);
+        if (leaves[i].grad().defined()) parts[i].push_back(std::exchange(leaves[i].mutable_grad(), at::Tensor()));
+      fused = fused && main[i].is_contiguous();
+      for (const auto& g : parts[i]) fused = fused && g.is_contiguous() && g.scalar_type() == at::kFloat;
+      total += main[i].numel();
     }
+    lane_sq.reset();
+    if (!fused) {
+      for (size_t i = 0; i < main.size(); ++i) {
+        const auto& g = parts[i];
+        if (g.empty()) main[i].zero_();  // no lane's rows reached the parameter
+        else if (g.size() == 1) main[i].copy_(g[0]);
+        else at::add_out(main[i], g[0], g[1]);                 // one pass: read two, write one
+        for (size_t k = 2; k < g.size(); ++k) main[i].add_(g[k]);
+      }
+      return;
+    }
+    std::vector<double> sq(2, 0.0);
+    lanes->run([&](int k) {
+      const int64_t begin = total * k / 2, end = total * (k + 1) / 2;  // global element range
+      int64_t offset = 0;
+      for (size_t i = 0; i < main.size(); offset += main[i].numel(), ++i) {
+        const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + main[i].numel());
+        if (lo >= hi) continue;
+        float* out = main[i].data_ptr<float>() + (lo - offset);
+        const auto& g = parts[i];
+        if (g.empty()) {
+          std::fill(out, out + (hi - lo), 0.0f);
+          continue;
+        }
+        const float* a = g[0].data_ptr<float>() + (lo - offset);
+        const float* b = g.size() > 1 ? g[1].data_ptr<float>() + (lo - offset) : nullptr;
+        sq[size_t(k)] += kernels::addAndSumSquares(out, a, b, hi - lo);
+      }
+    });
+    lane_sq = sq[0] + sq[1];
   }
 
   int64_t laneGradBytes() const { return lanes ? int64_t(lanes->size()) * bytesOf(compute) : 0; }
@@ -256,6 +293,7 @@ struct Trainer::Impl {
     if (inject_overflow) {
       g[0].view({-1})[0].fill_(std::numeric_limits<float>::infinity());
       inject_overflow = false;
+      lane_sq.reset();
     }
     std::vector<at::Tensor> counted;
     for (size_t i = 0; i < g.size(); ++i) {
@@ -267,7 +305,11 @@ struct Trainer::Impl {
       counted.push_back(g[i]);
     }
     at::Tensor sq = at::zeros({}, g[0].options().dtype(at::kDouble));
-    if (!counted.empty()) sq = at::stack(at::_foreach_norm(counted, 2)).to(at::kDouble).square().sum();
+    // Lanes (one process, every parameter counted, scale 1): the lanes' sum already took Σ g².
+    const bool have_lane_sq = lane_sq && scaler.scale == 1.0 && counted.size() == g.size();
+    if (have_lane_sq) sq.fill_(*lane_sq);
+    else if (!counted.empty()) sq = at::stack(at::_foreach_norm(counted, 2)).to(at::kDouble).square().sum();
+    lane_sq.reset();
     if (cfg.zero && layout.dp > 1) comm->dp().allReduce(sq);
     if (layout.tp > 1) comm->tp().allReduce(sq);
     if (layout.pp > 1) comm->pp().allReduce(sq);
