@@ -42,9 +42,14 @@ void gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const floa
 }
 
 // xt (HS, T) = x (T, HS; row stride ld)ᵀ
+// In 16-row strips, so each output row gets 16 contiguous floats at a time.
 void transpose(const float* x, int64_t ld, int64_t T, int64_t HS, float* xt) {
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t d = 0; d < HS; ++d) xt[d * T + t] = x[t * ld + d];
+  constexpr int64_t kStrip = 16;
+  for (int64_t t0 = 0; t0 < T; t0 += kStrip) {
+    const int64_t n = std::min(kStrip, T - t0);
+    for (int64_t d = 0; d < HS; ++d)
+      for (int64_t t = 0; t < n; ++t) xt[d * T + t0 + t] = x[(t0 + t) * ld + d];
+  }
 }
 
 // Forward of one head: y (T, HS; row stride ld_y) and lse (T). kt: (HS, T) scratch.
