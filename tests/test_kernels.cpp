@@ -65,9 +65,11 @@ TEST(FusedHead, Fp16GradientsSurviveALargeVocabularyUnderLossScaling) {
 
 TEST(Linear, MatchesAtLinearWithGradients) {
   at::manual_seed(6);
-  // K = 40 takes LibTorch's dW GEMM; K = 48 the hand-written one (gemm_avx512.h) where AVX-512 exists.
+  // K = 40 takes LibTorch's dW GEMM (hand-written GEMMs disallowed too); K = 48 the hand-written one
+  // (gemm_avx512.h) where AVX-512 exists.
   for (bool bias : {true, false})
   for (int64_t K : {40, 48}) {
+    rt::kernels::allowHandGemms(K == 48);
     at::Tensor x0 = at::randn({4, 33, K}), w0 = at::randn({72, K}), b0 = at::randn({72});
     at::Tensor gy = at::randn({4, 33, 72});
     auto run = [&](bool ours) {
@@ -80,6 +82,7 @@ TEST(Linear, MatchesAtLinearWithGradients) {
     auto ref = run(false), got = run(true);
     for (size_t i = 0; i < ref.size(); ++i) EXPECT_LE(relErr(got[i], ref[i]), 1e-5) << "output " << i;
   }
+  rt::kernels::allowHandGemms(true);
 }
 
 // ---- hand-fused CPU ops (cpu_ops.h) against the LibTorch ops they replace -----------------------
@@ -97,7 +100,10 @@ at::Tensor sdpaReference(const at::Tensor& qkv, int64_t n_head) {
 
 TEST(CpuOps, CausalAttentionMatchesSdpaValuesAndGradients) {
   // T = 77 ends in a ragged query block (blocks are 32 rows); T = 128 is the benchmark's shape.
+  // Both GEMM paths: the hand-written kernel (where AVX-512 exists) and the BLAS fallback.
+  for (bool hand : {true, false})
   for (auto [B, T, C, H] : std::vector<std::array<int64_t, 4>>{{3, 77, 96, 3}, {2, 128, 256, 4}, {1, 1, 16, 2}}) {
+    rt::kernels::allowHandGemms(hand);
     at::manual_seed(11);
     at::Tensor qkv0 = at::randn({B, T, 3 * C}), dy = at::randn({B, T, C});
     at::Tensor a = qkv0.clone().requires_grad_(true), b = qkv0.clone().requires_grad_(true);
@@ -105,8 +111,9 @@ TEST(CpuOps, CausalAttentionMatchesSdpaValuesAndGradients) {
     ya.backward(dy);
     yb.backward(dy);
     EXPECT_LE(relErr(ya, yb), 1e-5) << "T=" << T;
-    EXPECT_LE(relErr(a.grad(), b.grad()), 1e-5) << "T=" << T;
+    EXPECT_LE(relErr(a.grad(), b.grad()), 1e-5) << "T=" << T << " hand-written GEMMs " << hand;
   }
+  rt::kernels::allowHandGemms(true);
 }
 
 TEST(CpuOps, GeluTanhMatchesLibTorch) {
@@ -134,7 +141,7 @@ TEST(CpuOps, SoftmaxCrossEntropyInPlaceGivesLossAndLogitGradient) {
 }
 
 TEST(CpuOps, WeightGradientGemmMatchesMm) {
-  if (!rt::kernels::gemmTNAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!rt::kernels::handGemmsAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
   at::manual_seed(14);
   // (M, N, K): tails in every dimension — M past a 128-row chunk, N not a multiple of 8, K of 48.
   const std::array<std::array<int64_t, 3>, 6> shapes{{{1, 1, 16}, {7, 13, 32}, {130, 29, 64}, {257, 72, 112},
@@ -155,7 +162,7 @@ TEST(CpuOps, WeightGradientGemmMatchesMm) {
 }
 
 TEST(CpuOps, SmallGemmMatchesMmForBothLayoutsOfA) {
-  if (!rt::kernels::gemmSmallAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!rt::kernels::handGemmsAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
   at::manual_seed(15);
   // (M, N, R): row tails past the 6-row tile, column tails inside a vector, N past one 64-column tile.
   const std::array<std::array<int64_t, 3>, 5> shapes{{{1, 1, 1}, {32, 128, 64}, {13, 77, 9}, {128, 64, 32}, {7, 200, 5}}};

@@ -35,7 +35,7 @@ struct Head {
 // K and V are transposed per head. The hand-written kernel where AVX-512 exists, else the BLAS.
 void gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
           int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (kernels::gemmSmallAvailable())
+  if (kernels::handGemmsAvailable())
     kernels::gemmSmall(m, n, k, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb, beta, c, ldc);
   else
     blas::sgemm(trans_a, false, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -195,7 +195,7 @@ bool usable(const at::Tensor& t) {
 }
 
 bool attentionUsable(const at::Tensor& qkv) {
-  return usable(qkv) && (kernels::gemmSmallAvailable() || blas::available());
+  return usable(qkv) && (kernels::handGemmsAvailable() || blas::available());
 }
 
 at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head) { return CausalAttention::apply(qkv, n_head); }

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -68,10 +69,14 @@ bool detect() {
 
 }  // namespace
 
-bool gemmTNAvailable() {
+std::atomic<bool> g_allowed{true};
+
+bool handGemmsAvailable() {
   static const bool ok = detect();
-  return ok;
+  return ok && g_allowed.load(std::memory_order_relaxed);
 }
+
+void allowHandGemms(bool allowed) { g_allowed.store(allowed); }
 
 __attribute__((target("avx512f"))) void gemmTN(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                                                 const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
@@ -189,8 +194,6 @@ __attribute__((target("avx512f"))) void smallColumns(int vectors, int rows, int6
 }
 
 }  // namespace
-
-bool gemmSmallAvailable() { return gemmTNAvailable(); }
 
 __attribute__((target("avx512f"))) void gemmSmall(int64_t M, int64_t N, int64_t R, float alpha, const float* a,
                                                   int64_t a_row, int64_t a_col, const float* b, int64_t ldb,

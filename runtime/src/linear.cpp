@@ -60,7 +60,7 @@ bool gemmTNUsable(const at::Tensor& a, const at::Tensor& b) {
   auto plain = [](const at::Tensor& t) {
     return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.dim() == 2 && t.stride(1) == 1;
   };
-  return !off && kernels::gemmTNAvailable() && plain(a) && plain(b) && a.size(0) == b.size(0) && b.size(1) % 16 == 0;
+  return !off && kernels::handGemmsAvailable() && plain(a) && plain(b) && a.size(0) == b.size(0) && b.size(1) % 16 == 0;
 }
 
 namespace {
