@@ -1,7 +1,10 @@
 // bench/cpu_kernels.cpp — the runtime's fused CPU ops against the LibTorch ops they replace, same
 // process, same inputs, alternating: causal attention (forward + backward) against
-// at::scaled_dot_product_attention (LibTorch's CPU flash kernel), and GELU-tanh forward + backward
-// against at::gelu. Prints the median time of each and the ratio.
+// at::scaled_dot_product_attention (LibTorch's CPU flash kernel), GELU-tanh forward + backward
+// against at::gelu, and the hand-written weight-gradient GEMM (dW = dyᵀx and the bias sum, for
+// the MLP's fc layer) against at::mm + sum. Prints the median time of each and the ratio. Under
+// the core lanes every op runs on one core: run with OMP_NUM_THREADS=1 for the figures that matter
+// there (the hand-written GEMM is single-threaded either way).
 //
 // Usage: trainscope_bench_kernels [B T C n_head] [reps]     (default: the small CPU model's layer)
 #include <ATen/ATen.h>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "cpu_ops.h"
+#include "gemm_avx512.h"
 
 namespace {
 
@@ -71,5 +75,25 @@ int main(int argc, char** argv) {
   auto [g1, g2] = ab(g_ours, g_ref, reps);
   std::printf("gelu-tanh %lld elements: trainscope %.3f ms, LibTorch %.3f ms, ratio %.2fx\n", (long long)(B * T * 4 * C),
               g1, g2, g2 / g1);
+
+  // dW of the MLP's fc layer: dy (BT, 4C), x (BT, C) → dW (4C, C), db (4C).
+  namespace k = trainscope::runtime::kernels;
+  if (k::handGemmsAvailable() && C % 16 == 0) {
+    at::Tensor gy = at::randn({B * T, 4 * C}), xin = at::randn({B * T, C});
+    at::Tensor dw = at::empty({4 * C, C}), db = at::empty({4 * C});
+    auto w_ours = [&] {
+      k::gemmTN(B * T, 4 * C, C, gy.data_ptr<float>(), gy.stride(0), xin.data_ptr<float>(), xin.stride(0),
+                dw.data_ptr<float>(), dw.stride(0), false, db.data_ptr<float>());
+    };
+    auto w_ref = [&] {
+      at::mm_out(dw, gy.t(), xin);
+      at::sum_out(db, gy, 0);
+    };
+    auto [w1, w2] = ab(w_ours, w_ref, reps);
+    const double w_flops = 2.0 * double(B * T) * double(4 * C) * double(C);
+    std::printf("weight-gradient GEMM %lldx%lldx%lld (+ bias sum): trainscope %.3f ms, LibTorch mm+sum %.3f ms, ratio "
+                "%.2fx (%.1f GFLOP/s)\n",
+                (long long)(4 * C), (long long)C, (long long)(B * T), w1, w2, w2 / w1, w_flops / (w1 * 1e-3) / 1e9);
+  }
   return 0;
 }
