@@ -4,7 +4,7 @@
 // against at::gelu, and the hand-written weight-gradient GEMM (dW = dyᵀx and the bias sum, for
 // the MLP's fc layer) against at::mm + sum. Prints the median time of each and the ratio. Under
 // the core lanes every op runs on one core: run with OMP_NUM_THREADS=1 for the figures that matter
-// there (the hand-written GEMM is single-threaded either way).
+// there.
 //
 // Usage: trainscope_bench_kernels [B T C n_head] [reps]     (default: the small CPU model's layer)
 #include <ATen/ATen.h>
@@ -19,6 +19,7 @@
 
 #include "cpu_ops.h"
 #include "gemm_avx512.h"
+#include "linear.h"
 
 namespace {
 
@@ -81,10 +82,7 @@ int main(int argc, char** argv) {
   if (k::handGemmsAvailable() && C % 16 == 0) {
     at::Tensor gy = at::randn({B * T, 4 * C}), xin = at::randn({B * T, C});
     at::Tensor dw = at::empty({4 * C, C}), db = at::empty({4 * C});
-    auto w_ours = [&] {
-      k::gemmTN(B * T, 4 * C, C, gy.data_ptr<float>(), gy.stride(0), xin.data_ptr<float>(), xin.stride(0),
-                dw.data_ptr<float>(), dw.stride(0), false, db.data_ptr<float>());
-    };
+    auto w_ours = [&] { trainscope::runtime::gemmTN(gy, xin, dw, /*accumulate=*/false, db); };
     auto w_ref = [&] {
       at::mm_out(dw, gy.t(), xin);
       at::sum_out(db, gy, 0);

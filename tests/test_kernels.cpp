@@ -4,13 +4,19 @@
 //   the hand-fused CPU ops (causal attention, GELU, softmax cross-entropy) vs LibTorch's.
 #include <gtest/gtest.h>
 
+#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <array>
+#include <atomic>
+#include <thread>
+#include <set>
+#include <mutex>
 
 #include "cpu_ops.h"
 #include "fused_head.h"
 #include "gemm_avx512.h"
+#include "intraop.h"
 #include "linear.h"
 #include "test_util.h"
 
@@ -179,4 +185,22 @@ TEST(CpuOps, SmallGemmMatchesMmForBothLayoutsOfA) {
         at::Tensor ref = 0.75 * at::mm(trans_a ? a.t() : a, b) + (beta == 0.0f ? at::zeros_like(c0) : beta * c0);
         EXPECT_LE(relErr(c, ref), 1e-5) << M << "x" << N << "x" << R << " trans_a " << trans_a << " beta " << beta;
       }
+}
+
+TEST(CpuOps, IntraOpLoopsRunOnSeveralThreads) {
+  // at::parallel_for is inline and silently serial in code built without -fopenmp; the runtime's
+  // kernels go through intraop::parallelFor, which must really fork.
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  std::atomic<int64_t> covered{0};
+  rt::intraop::parallelFor(0, 1000, 1, [&](int64_t b, int64_t e) {
+    covered += e - b;
+    std::lock_guard<std::mutex> lock(mu);
+    ids.insert(std::this_thread::get_id());
+  });
+  at::set_num_threads(before);
+  EXPECT_EQ(covered.load(), 1000);
+  EXPECT_EQ(ids.size(), 2u);
 }

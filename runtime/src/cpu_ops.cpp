@@ -2,7 +2,6 @@
 #include "cpu_ops.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
@@ -13,6 +12,7 @@
 #include "blas.h"
 #include "cpu_kernels.h"
 #include "gemm_avx512.h"
+#include "intraop.h"
 
 namespace trainscope::runtime::cpu_ops {
 namespace {
@@ -119,7 +119,7 @@ struct CausalAttention : public torch::autograd::Function<CausalAttention> {
     const float* in = qkv.data_ptr<float>();
     float* out = y.data_ptr<float>();
     float* l = lse.data_ptr<float>();
-    at::parallel_for(0, B * n_head, 1, [&](int64_t begin, int64_t end) {
+    intraop::parallelFor(0, B * n_head, 1, [&](int64_t begin, int64_t end) {
       blas::SequentialScope sequential;
       std::vector<float> s(static_cast<size_t>(kBlock * T)), kt(static_cast<size_t>(HS * T));
       for (int64_t i = begin; i < end; ++i) {
@@ -145,7 +145,7 @@ struct CausalAttention : public torch::autograd::Function<CausalAttention> {
     const float* dyp = dy.data_ptr<float>();
     const float* l = lse.data_ptr<float>();
     float* d = dqkv.data_ptr<float>();
-    at::parallel_for(0, B * n_head, 1, [&](int64_t begin, int64_t end) {
+    intraop::parallelFor(0, B * n_head, 1, [&](int64_t begin, int64_t end) {
       blas::SequentialScope sequential;
       std::vector<float> p(static_cast<size_t>(kBlock * T)), ds(static_cast<size_t>(kBlock * T)), drow(static_cast<size_t>(T));
       std::vector<float> kt(static_cast<size_t>(HS * T)), vt(static_cast<size_t>(HS * T));
@@ -167,7 +167,7 @@ struct GeluTanh : public torch::autograd::Function<GeluTanh> {
     at::Tensor y = at::empty_like(x);
     const float* xp = x.data_ptr<float>();
     float* yp = y.data_ptr<float>();
-    at::parallel_for(0, x.numel(), kGrain, [&](int64_t b, int64_t e) { kernels::geluTanh(xp + b, yp + b, e - b); });
+    intraop::parallelFor(0, x.numel(), kGrain, [&](int64_t b, int64_t e) { kernels::geluTanh(xp + b, yp + b, e - b); });
     ctx->save_for_backward({x});
     return y;
   }
@@ -178,7 +178,7 @@ struct GeluTanh : public torch::autograd::Function<GeluTanh> {
     const float* xp = x.data_ptr<float>();
     const float* dyp = dy.data_ptr<float>();
     float* dxp = dx.data_ptr<float>();
-    at::parallel_for(0, x.numel(), kGrain,
+    intraop::parallelFor(0, x.numel(), kGrain,
                      [&](int64_t b, int64_t e) { kernels::geluTanhBackward(xp + b, dyp + b, dxp + b, e - b); });
     return {dx};
   }
@@ -208,7 +208,7 @@ double softmaxCrossEntropyInPlace(const at::Tensor& logits, const at::Tensor& ta
   const int64_t* tp = t.data_ptr<int64_t>();
   float* base = logits.data_ptr<float>();
   std::vector<double> row_loss(static_cast<size_t>(R));
-  at::parallel_for(0, R, 8, [&](int64_t begin, int64_t end) {
+  intraop::parallelFor(0, R, 8, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       float* row = base + r * V;
       const int64_t target = tp[r];

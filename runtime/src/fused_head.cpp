@@ -75,9 +75,7 @@ struct FusedHead : public torch::autograd::Function<FusedHead> {
         loss.add_(cpu_ops::softmaxCrossEntropyInPlace(logits, tc.squeeze(1)));
         if (!need_grad) continue;
         dx.narrow(0, r0, rows).copy_(mmNT(logits, w.t()));           // (R, C) = p W
-        if (gemmTNUsable(logits, xc))                                 // (V, C) [+]= p^T x
-          kernels::gemmTN(rows, V, xc.size(1), logits.data_ptr<float>(), logits.stride(0), xc.data_ptr<float>(),
-                          xc.stride(0), dw.data_ptr<float>(), dw.stride(0), /*accumulate=*/r0 > 0);
+        if (gemmTNUsable(logits, xc)) gemmTN(logits, xc, dw, /*accumulate=*/r0 > 0);  // (V, C) [+]= p^T x
         else if (r0 == 0) at::mm_out(dw, logits.t(), xc);
         else dw.addmm_(logits.t(), xc);
         continue;

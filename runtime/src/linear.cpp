@@ -10,11 +10,13 @@
 #include "linear.h"
 
 #include "gemm_avx512.h"
+#include "intraop.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace trainscope::runtime {
@@ -63,6 +65,20 @@ bool gemmTNUsable(const at::Tensor& a, const at::Tensor& b) {
   return !off && kernels::handGemmsAvailable() && plain(a) && plain(b) && a.size(0) == b.size(0) && b.size(1) % 16 == 0;
 }
 
+void gemmTN(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, bool accumulate, const at::Tensor& bias) {
+  const int64_t M = a.size(0), N = a.size(1), K = b.size(1);
+  const float* ap = a.data_ptr<float>();
+  const float* bp = b.data_ptr<float>();
+  float* cp = c.data_ptr<float>();
+  float* biasp = bias.defined() ? bias.data_ptr<float>() : nullptr;
+  constexpr int64_t kStrip = 8;  // the kernel's tile rows: split N on whole strips
+  intraop::parallelFor(0, (N + kStrip - 1) / kStrip, 16, [&](int64_t s0, int64_t s1) {
+    const int64_t n0 = s0 * kStrip, n = std::min(N, s1 * kStrip) - n0;
+    kernels::gemmTN(M, n, K, ap + n0, a.stride(0), bp, b.stride(0), cp + n0 * c.stride(0), c.stride(0), accumulate,
+                    biasp ? biasp + n0 : nullptr);
+  });
+}
+
 namespace {
 
 struct Linear : public torch::autograd::Function<Linear> {
@@ -83,8 +99,7 @@ struct Linear : public torch::autograd::Function<Linear> {
     if (gemmTNUsable(dy, x)) {                                 // (N, K) = dyᵀ x, db = Σ_m dy, one pass
       dw = at::empty({dy.size(1), x.size(1)}, x.options());
       if (has_bias) db = at::empty({dy.size(1)}, x.options());
-      kernels::gemmTN(dy.size(0), dy.size(1), x.size(1), dy.data_ptr<float>(), dy.stride(0), x.data_ptr<float>(),
-                      x.stride(0), dw.data_ptr<float>(), dw.stride(0), false, has_bias ? db.data_ptr<float>() : nullptr);
+      gemmTN(dy, x, dw, /*accumulate=*/false, db);
     } else {
       dw = at::mm(dy.t(), x);                                  // (N, K)
       if (has_bias) db = dy.sum(0);

@@ -23,4 +23,9 @@ bool onednnLinearAvailable();
 // TRAINSCOPE_DISABLE_CPU_KERNELS=1 nor TRAINSCOPE_DISABLE_GEMM_TN=1 set.
 bool gemmTNUsable(const at::Tensor& a, const at::Tensor& b);
 
+// c (N, K) [+]= aᵀ b through that GEMM, and bias (N) [+]= Σ_m a when defined; the N dimension is
+// split over LibTorch's intra-op threads (one thread inside the core lanes). Needs gemmTNUsable.
+void gemmTN(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, bool accumulate,
+            const at::Tensor& bias = {});
+
 }  // namespace trainscope::runtime
