@@ -4,8 +4,11 @@
 //   core lanes (2 or 3 one-core lanes) == one lane (<= 1e-5), and bit-for-bit repeatable
 #include <gtest/gtest.h>
 
+#include <ATen/Parallel.h>
+
 #include <array>
 
+#include "lanes.h"
 #include "test_util.h"
 
 namespace rt = trainscope::runtime;
@@ -109,6 +112,25 @@ TEST(CoreLanes, TrainingTrajectoriesMatchWithClippingAndCheckpointing) {
     EXPECT_LE(std::abs(ra.grad_norm - rb.grad_norm) / ra.grad_norm, 1e-5) << "step " << k;
   }
   EXPECT_LE(maxRelErr(b.masterParams(), a.masterParams()), 1e-4);
+}
+
+TEST(CoreLanes, EachLaneRunsOnOneIntraOpThread) {
+  // LibTorch sets a thread's intra-op count lazily on its first parallel op, from a process-wide
+  // default; a lane must still have one thread after running ops, and the caller keep its count.
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  {
+    rt::CoreLanes lanes(2);
+    std::vector<int> seen(2, 0);
+    for (int round = 0; round < 2; ++round)
+      lanes.run([&](int k) {
+        at::Tensor t = at::ones({1 << 16}).add_(1.0).sum();
+        seen[size_t(k)] = at::get_num_threads();
+      });
+    EXPECT_EQ(seen, (std::vector<int>{1, 1}));
+    EXPECT_EQ(at::get_num_threads(), 2);
+  }
+  at::set_num_threads(before);
 }
 
 TEST(CoreLanes, RepeatableBitForBit) {

@@ -13,7 +13,11 @@ CoreLanes::CoreLanes(int lanes) : errors_(size_t(lanes)) {
     threads_.emplace_back([this, i, &ready] {
       // One intra-op thread on this thread only: OpenMP's nthreads and MKL's setting are per
       // thread; oneDNN asks OpenMP. (It also stores 1 as the default for threads started later,
-      // which the constructor restores below.)
+      // which the constructor restores below.) LibTorch initialises a thread's count lazily, on its
+      // first parallel op, from that stored default: get_num_threads() runs that initialisation
+      // now, or it would run later and give this lane the caller's count again (lanes then forked
+      // their own OpenMP teams: 2 lanes × 2 threads on 2 cores).
+      (void)at::get_num_threads();
       at::set_num_threads(1);
       {
         std::lock_guard<std::mutex> lock(mu_);
