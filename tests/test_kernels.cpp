@@ -91,6 +91,21 @@ TEST(Linear, MatchesAtLinearWithGradients) {
   rt::kernels::allowHandGemms(true);
 }
 
+TEST(Linear, ResidualAddFusedIntoTheGemmMatchesTheTwoOps) {
+  at::manual_seed(7);
+  at::Tensor x0 = at::randn({2, 33, 48}), w0 = at::randn({64, 48}), b0 = at::randn({64}), r0 = at::randn({2, 33, 64});
+  at::Tensor gy = at::randn({2, 33, 64});
+  auto run = [&](bool ours) {
+    at::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+    at::Tensor b = b0.clone().requires_grad_(true), r = r0.clone().requires_grad_(true);
+    at::Tensor y = ours ? rt::linearAdd(x, w, b, r) : r + at::linear(x, w, b);
+    y.backward(gy);
+    return std::vector<at::Tensor>{y.detach(), x.grad(), w.grad(), b.grad(), r.grad()};
+  };
+  auto ref = run(false), got = run(true);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_LE(relErr(got[i], ref[i]), 1e-5) << "output " << i;
+}
+
 // ---- hand-fused CPU ops (cpu_ops.h) against the LibTorch ops they replace -----------------------
 
 namespace {

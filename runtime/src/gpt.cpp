@@ -197,14 +197,14 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
   at::Tensor qkv = linear(h, p.qkv_w, p.qkv_b);                            // (B, T, 3C/TP)
   at::Tensor y = selective ? checkpointAttention(qkv, n_head)              // (B, T, C/TP)
                            : attentionCore(qkv, n_head);
-  at::Tensor o = leaveTp(linear(y, p.proj_w, split ? at::Tensor() : p.proj_b));  // (B, T', C)
-  at::Tensor x1 = split ? x + o + p.proj_b : x + o;
+  at::Tensor x1 = split ? x + leaveTp(linear(y, p.proj_w, at::Tensor())) + p.proj_b       // (B, T', C)
+                        : linearAdd(y, p.proj_w, p.proj_b, x);                  // x + proj(y), one pass
 
   h = enterTp(at::layer_norm(x1, {C}, p.ln2_w, p.ln2_b, 1e-5));           // (B, T, C)
   at::Tensor f = linear(h, p.fc_w, p.fc_b);                                // (B, T, 4C/TP)
   f = cpu_ops::usable(f) ? cpu_ops::geluTanh(f) : at::gelu(f, "tanh");
-  o = leaveTp(linear(f, p.fcproj_w, split ? at::Tensor() : p.fcproj_b));   // (B, T', C)
-  return split ? x1 + o + p.fcproj_b : x1 + o;
+  return split ? x1 + leaveTp(linear(f, p.fcproj_w, at::Tensor())) + p.fcproj_b      // (B, T', C)
+               : linearAdd(f, p.fcproj_w, p.fcproj_b, x1);
 }
 
 }  // namespace detail

@@ -41,6 +41,21 @@ const c10::TypedOperatorHandle<PointwiseFn>* onednnOp() {
   return op;
 }
 
+using BinaryFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                            std::string_view);
+
+// mkldnn::_linear_pointwise.binary: X Wᵀ + B, then a binary post-op with `other` ("add").
+const c10::TypedOperatorHandle<BinaryFn>* onednnBinaryOp() {
+  static const c10::TypedOperatorHandle<BinaryFn>* op = []() -> const c10::TypedOperatorHandle<BinaryFn>* {
+    if (!onednnOp()) return nullptr;
+    auto handle = c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", "binary"});
+    if (!handle) return nullptr;
+    static auto typed = handle->typed<BinaryFn>();
+    return &typed;
+  }();
+  return op;
+}
+
 bool useOnednn(const at::Tensor& x, const at::Tensor& w) {
   return x.device().is_cpu() && x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat && onednnOp();
 }
@@ -81,30 +96,52 @@ void gemmTN(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, bool 
 
 namespace {
 
+// Backward of y = x Wᵀ (+ b): dx = dy W (oneDNN), dW = dyᵀ x and db = Σ_m dy (one pass of the
+// hand-written GEMM where it applies).
+variable_list linearBackward(AutogradContext* ctx, const at::Tensor& grad) {
+  auto saved = ctx->get_saved_variables();
+  const at::Tensor &x = saved[0], &w = saved[1];
+  at::Tensor dy = grad.contiguous();                          // (M, N)
+  const bool has_bias = ctx->saved_data["has_bias"].toBool();
+  at::Tensor dx = gemmNT(dy, w.t(), {});                      // (M, K) = dy W
+  at::Tensor dw, db;
+  if (gemmTNUsable(dy, x)) {                                  // (N, K) = dyᵀ x, db = Σ_m dy, one pass
+    dw = at::empty({dy.size(1), x.size(1)}, x.options());
+    if (has_bias) db = at::empty({dy.size(1)}, x.options());
+    gemmTN(dy, x, dw, /*accumulate=*/false, db);
+  } else {
+    dw = at::mm(dy.t(), x);                                   // (N, K)
+    if (has_bias) db = dy.sum(0);
+  }
+  return {dx, dw, db};
+}
+
 struct Linear : public torch::autograd::Function<Linear> {
   // The bias is optional so that "no bias" is not an (undefined) autograd input.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const std::optional<at::Tensor>& b) {
     ctx->save_for_backward({x, w});
     ctx->saved_data["has_bias"] = b.has_value();
-    return gemmNT(x, w, b.value_or(at::Tensor()));           // (M, N)
+    return gemmNT(x, w, b.value_or(at::Tensor()));            // (M, N)
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
-    auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w = saved[1];
-    at::Tensor dy = grad_out[0].contiguous();                 // (M, N)
-    const bool has_bias = ctx->saved_data["has_bias"].toBool();
-    at::Tensor dx = gemmNT(dy, w.t(), {});                     // (M, K) = dy W
-    at::Tensor dw, db;
-    if (gemmTNUsable(dy, x)) {                                 // (N, K) = dyᵀ x, db = Σ_m dy, one pass
-      dw = at::empty({dy.size(1), x.size(1)}, x.options());
-      if (has_bias) db = at::empty({dy.size(1)}, x.options());
-      gemmTN(dy, x, dw, /*accumulate=*/false, db);
-    } else {
-      dw = at::mm(dy.t(), x);                                  // (N, K)
-      if (has_bias) db = dy.sum(0);
-    }
-    return {dx, dw, db};
+    return linearBackward(ctx, grad_out[0]);
+  }
+};
+
+// r + x Wᵀ + b in one oneDNN call (the residual add as the GEMM's post-op, no separate pass);
+// the residual's gradient is dy itself.
+struct LinearAdd : public torch::autograd::Function<LinearAdd> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const std::optional<at::Tensor>& b, const at::Tensor& r) {
+    ctx->save_for_backward({x, w});
+    ctx->saved_data["has_bias"] = b.has_value();
+    return onednnBinaryOp()->call(x, r, w, b, "add");          // (M, N)
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    variable_list g = linearBackward(ctx, grad_out[0]);
+    g.push_back(grad_out[0]);                                  // d r = dy
+    return g;
   }
 };
 
@@ -120,6 +157,17 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
   out_shape.back() = w.size(0);
   at::Tensor x2 = x.reshape({-1, x.size(-1)});               // (M, K)
   return Linear::apply(x2, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt).view(out_shape);
+}
+
+at::Tensor linearAdd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& residual) {
+  const bool fused = useOnednn(x, w) && onednnBinaryOp() && residual.scalar_type() == at::kFloat &&
+                     residual.is_contiguous() && residual.dim() == x.dim();
+  if (!fused) return residual + linear(x, w, b);
+  auto out_shape = x.sizes().vec();
+  out_shape.back() = w.size(0);
+  at::Tensor x2 = x.reshape({-1, x.size(-1)});                // (M, K)
+  at::Tensor r2 = residual.reshape({-1, w.size(0)});          // (M, N)
+  return LinearAdd::apply(x2, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt, r2).view(out_shape);
 }
 
 }  // namespace trainscope::runtime

@@ -11,6 +11,10 @@ namespace trainscope::runtime {
 // elsewhere it is at::linear.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
 
+// residual + linear(x, w, b), residual shaped like the output. On the oneDNN path the add is the
+// GEMM's post-op (one pass, no separate add kernel); elsewhere the two ops.
+at::Tensor linearAdd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& residual);
+
 // x (M, K) · w^T (N, K) → (M, N) without autograd, same choice of GEMM as linear().
 at::Tensor mmNT(const at::Tensor& x, const at::Tensor& w);
 
