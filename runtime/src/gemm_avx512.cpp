@@ -22,6 +22,7 @@ constexpr int kRows = 8;       // tile rows of C (columns of A)
 constexpr int kVectors = 3;    // tile columns of C, in 16-float vectors
 constexpr int kPanel = 16 * kVectors;
 constexpr int64_t kChunk = 256;  // reduction rows per packed chunk
+constexpr int64_t kPrefetchRows = 8;  // how far ahead packing prefetches
 
 // C[0:R, 0:16V] (+)= Σ_m a[m, 0:R]ᵀ b[m, 0:16V] over m < M; a (M, 8) and b (M, 16V) packed.
 template <int R, int V>
@@ -94,15 +95,23 @@ __attribute__((target("avx512f"))) void gemmTN(int64_t M, int64_t N, int64_t K, 
     const int64_t mc = std::min(kChunk, M - m0);
     const bool acc = accumulate || m0 > 0;
     // B's chunk → panels: panel p holds columns [48p, 48p + width) of rows m0.., row after row.
-    for (size_t p = 0, k0 = 0; p < widths.size(); k0 += widths[p++]) {
-      float* dst = b_pack.data() + p * kChunk * kPanel;
-      for (int64_t m = 0; m < mc; ++m) std::copy_n(B + (m0 + m) * ldb + k0, widths[p], dst + m * widths[p]);
+    // Row by row, all panels of a row at once (its K floats are contiguous), prefetching a few rows
+    // ahead: B is usually a saved activation, cold in DRAM.
+    for (int64_t m = 0; m < mc; ++m) {
+      const float* src = B + (m0 + m) * ldb;
+      if (m + kPrefetchRows < mc)
+        for (int64_t k = 0; k < K; k += 16) _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchRows * ldb + k), _MM_HINT_T0);
+      for (size_t p = 0, k0 = 0; p < widths.size(); k0 += widths[p++]) {
+        float* dst = b_pack.data() + p * kChunk * kPanel + m * widths[p];
+        for (int64_t j = 0; j < widths[p]; j += 16) _mm512_storeu_ps(dst + j, _mm512_loadu_ps(src + k0 + j));
+      }
     }
     for (int64_t n0 = 0; n0 < N; n0 += kRows) {
       const int rows = int(std::min<int64_t>(kRows, N - n0));
       __m256 colsum = _mm256_setzero_ps();
       for (int64_t m = 0; m < mc; ++m) {
         const float* src = A + (m0 + m) * lda + n0;
+        if (m + kPrefetchRows < mc) _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchRows * lda), _MM_HINT_T0);
         float* dst = a_pack.data() + m * kRows;
         if (rows == kRows) {
           const __m256 v = _mm256_loadu_ps(src);
