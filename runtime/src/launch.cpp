@@ -2,7 +2,6 @@
 #include "trainscope/runtime/launch.h"
 
 #include <arpa/inet.h>
-#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <netinet/in.h>
