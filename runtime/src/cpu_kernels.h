@@ -24,7 +24,7 @@ void geluTanh(const float* x, float* y, int64_t n);
 void geluTanhBackward(const float* x, const float* dy, float* dx, int64_t n);
 
 // out = a + b (b may be null: out = a); returns Σ out² in double (float partial sums over blocks of
-// 1024). out may alias a. The lanes' gradient sum and the clipping norm in one pass.
+// 1024). out may alias a (or b). The lanes' gradient sum and the clipping norm in one pass.
 double addAndSumSquares(float* out, const float* a, const float* b, int64_t n);
 
 }  // namespace trainscope::runtime::kernels

@@ -210,14 +210,14 @@ struct Trainer::Impl {
   }
 
   // main[i] = Σ_k lane k's gradient, in lane order; the lanes' gradients are released so that the
-  // next step's backward allocates fresh ones instead of accumulating into zeroed buffers. With
-  // two lanes the sum also yields the clipping norm's Σ g² in the same pass, and the lanes share
-  // the work: lane k takes the k-th W-th of all gradient elements, in parameter order.
+  // next step's backward allocates fresh ones instead of accumulating into zeroed buffers. The
+  // lanes share the work (lane k takes the k-th W-th of all gradient elements, in parameter order),
+  // and the pass that writes the sum also yields the clipping norm's Σ g².
   void sumLaneGradients() {
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor>& main = grads();
     std::vector<std::vector<at::Tensor>> parts(main.size());
-    bool fused = lanes->size() == 2;
+    bool fused = true;
     int64_t total = 0;
     for (size_t i = 0; i < main.size(); ++i) {
       for (auto& leaves : lane_leaves)
@@ -237,9 +237,10 @@ struct Trainer::Impl {
       }
       return;
     }
-    std::vector<double> sq(2, 0.0);
+    const int W = lanes->size();
+    std::vector<double> sq(size_t(W), 0.0);
     lanes->run([&](int k) {
-      const int64_t begin = total * k / 2, end = total * (k + 1) / 2;  // global element range
+      const int64_t begin = total * k / W, end = total * (k + 1) / W;  // global element range
       int64_t offset = 0;
       for (size_t i = 0; i < main.size(); offset += main[i].numel(), ++i) {
         const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + main[i].numel());
@@ -250,12 +251,15 @@ struct Trainer::Impl {
           std::fill(out, out + (hi - lo), 0.0f);
           continue;
         }
-        const float* a = g[0].data_ptr<float>() + (lo - offset);
-        const float* b = g.size() > 1 ? g[1].data_ptr<float>() + (lo - offset) : nullptr;
-        sq[size_t(k)] += kernels::addAndSumSquares(out, a, b, hi - lo);
+        auto part = [&](size_t j) { return g[j].data_ptr<float>() + (lo - offset); };
+        // Each pass returns Σ out² of what it wrote; the last pass's is the sum's.
+        double s2 = kernels::addAndSumSquares(out, part(0), g.size() > 1 ? part(1) : nullptr, hi - lo);
+        for (size_t j = 2; j < g.size(); ++j) s2 = kernels::addAndSumSquares(out, out, part(j), hi - lo);
+        sq[size_t(k)] += s2;
       }
     });
-    lane_sq = sq[0] + sq[1];
+    lane_sq = 0.0;
+    for (double v : sq) *lane_sq += v;
   }
 
   int64_t laneGradBytes() const { return lanes ? int64_t(lanes->size()) * bytesOf(compute) : 0; }
