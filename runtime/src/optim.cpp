@@ -5,9 +5,11 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "optim_impl.h"
+#include "trainscope/common/error.h"
 
 namespace trainscope::runtime {
 
@@ -17,6 +19,10 @@ void Optimizer::step(const std::vector<at::Tensor>& grads, double lr, double mul
     at::_foreach_mul_(grads, multiplier);
   }
   step(grads, lr);
+}
+
+void Optimizer::stepPart(const std::vector<at::Tensor>&, double, double, int, int) {
+  TRAINSCOPE_THROW("this optimizer cannot run a step in parts (check partitionable() first)");
 }
 
 namespace {
@@ -56,6 +62,48 @@ class AdamW final : public Optimizer {
       at::_fused_adamw_(g->params, gs, g->m, g->v, /*max_exp_avg_sqs=*/{}, g->step, lr, beta1_, beta2_,
                         g == &decay_ ? wd_ : 0.0, eps_, /*amsgrad=*/false, /*maximize=*/false,
                         grad_scale, /*found_inf=*/std::nullopt);
+    }
+  }
+
+  // Every tensor is contiguous (m and v are made so; the trainer's parameters and gradients are
+  // its own flat buffers), so a slice is a narrow of the flattened views.
+  bool partitionable() const override {
+    for (const Group* g : {&decay_, &no_decay_})
+      for (const at::Tensor& p : g->params)
+        if (!p.is_contiguous() || !p.device().is_cpu()) return false;
+    return true;
+  }
+
+  void beginPartitionedStep() override {
+    ++t_;
+    for (Group* g : {&decay_, &no_decay_})
+      if (!g->params.empty()) at::_foreach_add_(g->step, 1);
+  }
+
+  // Part k of each group: elements [k·n/parts, (k+1)·n/parts) of the group's parameters laid end to end.
+  void stepPart(const std::vector<at::Tensor>& grads, double lr, double multiplier, int part, int parts) override {
+    c10::NoGradGuard no_grad;
+    std::optional<at::Tensor> grad_scale;
+    if (multiplier != 1.0) grad_scale = at::full({}, 1.0 / multiplier, grads[0].options().dtype(at::kFloat));
+    for (Group* g : {&decay_, &no_decay_}) {
+      int64_t total = 0;
+      for (const at::Tensor& p : g->params) total += p.numel();
+      const int64_t begin = total * part / parts, end = total * (part + 1) / parts;
+      std::vector<at::Tensor> ps, gs, ms, vs, steps;
+      int64_t offset = 0;
+      for (size_t j = 0; j < g->params.size(); offset += g->params[j].numel(), ++j) {
+        const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + g->params[j].numel());
+        if (lo >= hi) continue;
+        auto slice = [&](const at::Tensor& t) { return t.view({-1}).narrow(0, lo - offset, hi - lo); };
+        ps.push_back(slice(g->params[j]));
+        gs.push_back(slice(grads[g->index[j]].contiguous()));
+        ms.push_back(slice(g->m[j]));
+        vs.push_back(slice(g->v[j]));
+        steps.push_back(g->step[j]);  // read, not written, by the kernel
+      }
+      if (ps.empty()) continue;
+      at::_fused_adamw_(ps, gs, ms, vs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1_, beta2_, g == &decay_ ? wd_ : 0.0,
+                        eps_, /*amsgrad=*/false, /*maximize=*/false, grad_scale, /*found_inf=*/std::nullopt);
     }
   }
 

@@ -332,7 +332,14 @@ struct Trainer::Impl {
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor> mine;
     for (size_t i : owned) mine.push_back(grads()[i]);
-    optimizer->step(mine, lr, cfg.clip > 0 && norm > cfg.clip ? cfg.clip / (norm + 1e-6) : 1.0);  // clipped
+    const double clip = cfg.clip > 0 && norm > cfg.clip ? cfg.clip / (norm + 1e-6) : 1.0;
+    if (lanes && optimizer->partitionable()) {
+      // Each lane updates its share of the elements: no intra-op fork per parameter tensor.
+      optimizer->beginPartitionedStep();
+      lanes->run([&](int k) { optimizer->stepPart(mine, lr, clip, k, lanes->size()); });
+    } else {
+      optimizer->step(mine, lr, clip);  // clipped
+    }
     sync->gatherParams();  // ZeRO-1: everyone gets everyone's updated shard
     if (cfg.local_sgd > 0 && layout.dp > 1 && (step + 1) % cfg.local_sgd == 0)
       for (auto& p : master) {  // local SGD: average the weights every H steps

@@ -30,6 +30,12 @@ class Optimizer {
   // The same with every gradient multiplied by `multiplier` first (gradient clipping). The default
   // scales the gradients in place; AdamW folds it into its fused kernel instead (one pass less).
   virtual void step(const std::vector<at::Tensor>& grads, double lr, double multiplier);
+  // Elementwise optimizers can also run one step as `parts` disjoint slices of the parameters at
+  // once, one per thread (the CPU core lanes): beginPartitionedStep() once, then stepPart(k, parts)
+  // for every k < parts, concurrently. Same result as step(grads, lr, multiplier).
+  virtual bool partitionable() const { return false; }
+  virtual void beginPartitionedStep() {}
+  virtual void stepPart(const std::vector<at::Tensor>& grads, double lr, double multiplier, int part, int parts);
   virtual int64_t stateBytes() const = 0;  // bytes of optimizer state held now
   int64_t steps() const { return t_; }
 
