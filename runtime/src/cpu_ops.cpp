@@ -41,8 +41,8 @@ void gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const floa
     blas::sgemm(trans_a, false, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// xt (HS, T) = x (T, HS; row stride ld)ᵀ
-// In 16-row strips, so each output row gets 16 contiguous floats at a time.
+// xt (HS, T) = x (T, HS; row stride ld)ᵀ, in 16-row strips so that each output row gets 16
+// contiguous floats at a time.
 void transpose(const float* x, int64_t ld, int64_t T, int64_t HS, float* xt) {
   constexpr int64_t kStrip = 16;
   for (int64_t t0 = 0; t0 < T; t0 += kStrip) {

@@ -68,9 +68,9 @@ bool detect() {
   return __builtin_cpu_supports("avx512f");
 }
 
-}  // namespace
-
 std::atomic<bool> g_allowed{true};
+
+}  // namespace
 
 bool handGemmsAvailable() {
   static const bool ok = detect();

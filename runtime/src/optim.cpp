@@ -21,6 +21,18 @@ void Optimizer::step(const std::vector<at::Tensor>& grads, double lr, double mul
   step(grads, lr);
 }
 
+void forEachSliceOfPart(const std::vector<at::Tensor>& tensors, int part, int parts,
+                        const std::function<void(size_t i, int64_t start, int64_t count)>& fn) {
+  int64_t total = 0;
+  for (const at::Tensor& t : tensors) total += t.numel();
+  const int64_t begin = total * part / parts, end = total * (part + 1) / parts;
+  int64_t offset = 0;
+  for (size_t i = 0; i < tensors.size() && offset < end; offset += tensors[i].numel(), ++i) {
+    const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + tensors[i].numel());
+    if (lo < hi) fn(i, lo - offset, hi - lo);
+  }
+}
+
 void Optimizer::stepPart(const std::vector<at::Tensor>&, double, double, int, int) {
   TRAINSCOPE_THROW("this optimizer cannot run a step in parts (check partitionable() first)");
 }
@@ -86,21 +98,15 @@ class AdamW final : public Optimizer {
     std::optional<at::Tensor> grad_scale;
     if (multiplier != 1.0) grad_scale = at::full({}, 1.0 / multiplier, grads[0].options().dtype(at::kFloat));
     for (Group* g : {&decay_, &no_decay_}) {
-      int64_t total = 0;
-      for (const at::Tensor& p : g->params) total += p.numel();
-      const int64_t begin = total * part / parts, end = total * (part + 1) / parts;
       std::vector<at::Tensor> ps, gs, ms, vs, steps;
-      int64_t offset = 0;
-      for (size_t j = 0; j < g->params.size(); offset += g->params[j].numel(), ++j) {
-        const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + g->params[j].numel());
-        if (lo >= hi) continue;
-        auto slice = [&](const at::Tensor& t) { return t.view({-1}).narrow(0, lo - offset, hi - lo); };
+      forEachSliceOfPart(g->params, part, parts, [&](size_t j, int64_t start, int64_t count) {
+        auto slice = [&](const at::Tensor& t) { return t.view({-1}).narrow(0, start, count); };
         ps.push_back(slice(g->params[j]));
         gs.push_back(slice(grads[g->index[j]].contiguous()));
         ms.push_back(slice(g->m[j]));
         vs.push_back(slice(g->v[j]));
         steps.push_back(g->step[j]);  // read, not written, by the kernel
-      }
+      });
       if (ps.empty()) continue;
       at::_fused_adamw_(ps, gs, ms, vs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1_, beta2_, g == &decay_ ? wd_ : 0.0,
                         eps_, /*amsgrad=*/false, /*maximize=*/false, grad_scale, /*found_inf=*/std::nullopt);

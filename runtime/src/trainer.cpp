@@ -218,13 +218,11 @@ struct Trainer::Impl {
     std::vector<at::Tensor>& main = grads();
     std::vector<std::vector<at::Tensor>> parts(main.size());
     bool fused = true;
-    int64_t total = 0;
     for (size_t i = 0; i < main.size(); ++i) {
       for (auto& leaves : lane_leaves)
         if (leaves[i].grad().defined()) parts[i].push_back(std::exchange(leaves[i].mutable_grad(), at::Tensor()));
       fused = fused && main[i].is_contiguous();
       for (const auto& g : parts[i]) fused = fused && g.is_contiguous() && g.scalar_type() == at::kFloat;
-      total += main[i].numel();
     }
     lane_sq.reset();
     if (!fused) {
@@ -240,23 +238,19 @@ struct Trainer::Impl {
     const int W = lanes->size();
     std::vector<double> sq(size_t(W), 0.0);
     lanes->run([&](int k) {
-      const int64_t begin = total * k / W, end = total * (k + 1) / W;  // global element range
-      int64_t offset = 0;
-      for (size_t i = 0; i < main.size(); offset += main[i].numel(), ++i) {
-        const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + main[i].numel());
-        if (lo >= hi) continue;
-        float* out = main[i].data_ptr<float>() + (lo - offset);
+      forEachSliceOfPart(main, k, W, [&](size_t i, int64_t start, int64_t count) {
+        float* out = main[i].data_ptr<float>() + start;
         const auto& g = parts[i];
         if (g.empty()) {
-          std::fill(out, out + (hi - lo), 0.0f);
-          continue;
+          std::fill(out, out + count, 0.0f);
+          return;
         }
-        auto part = [&](size_t j) { return g[j].data_ptr<float>() + (lo - offset); };
+        auto part = [&](size_t j) { return g[j].data_ptr<float>() + start; };
         // Each pass returns Σ out² of what it wrote; the last pass's is the sum's.
-        double s2 = kernels::addAndSumSquares(out, part(0), g.size() > 1 ? part(1) : nullptr, hi - lo);
-        for (size_t j = 2; j < g.size(); ++j) s2 = kernels::addAndSumSquares(out, out, part(j), hi - lo);
+        double s2 = kernels::addAndSumSquares(out, part(0), g.size() > 1 ? part(1) : nullptr, count);
+        for (size_t j = 2; j < g.size(); ++j) s2 = kernels::addAndSumSquares(out, out, part(j), count);
         sq[size_t(k)] += s2;
-      }
+      });
     });
     lane_sq = 0.0;
     for (double v : sq) *lane_sq += v;

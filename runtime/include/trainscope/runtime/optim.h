@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,6 +43,12 @@ class Optimizer {
  protected:
   int64_t t_ = 0;  // completed steps
 };
+
+// Part `part` of `parts` of the tensors laid end to end: elements [k·n/parts, (k+1)·n/parts) of
+// the n in all. Calls fn(i, start, count) for each tensor i it touches, start counted within
+// tensor i. (How stepPart and the core lanes' gradient sum split their work.)
+void forEachSliceOfPart(const std::vector<at::Tensor>& tensors, int part, int parts,
+                        const std::function<void(size_t i, int64_t start, int64_t count)>& fn);
 
 // params: fp32 master weights (updated in place). decay[i]: whether params[i] gets weight decay.
 std::unique_ptr<Optimizer> makeOptimizer(const TrainConfig& cfg, std::vector<at::Tensor> params,
