@@ -6,8 +6,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "trainscope/tracer/range_names.h"
-#include "trainscope/tracer/trace.h"
+#include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
 namespace {

@@ -20,22 +20,9 @@
 #include <map>
 #include <utility>
 #include "trainscope/common/error.h"
-#include "trainscope/tracer/trace.h"
+#include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
-
-double CollectiveRecord::algbw() const {
-  const double s = double(end_ns - start_ns) * 1e-9;
-  return s > 0 ? double(bytes) / s : 0.0;
-}
-
-double CollectiveRecord::busbw() const {
-  const double n = group_size;
-  double f = 1.0;
-  if (op == "all_reduce") f = 2.0 * (n - 1) / n;
-  else if (op == "reduce_scatter" || op == "all_gather") f = (n - 1) / n;
-  return algbw() * f;
-}
 
 void CollectiveLog::add(CollectiveRecord r) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -2,6 +2,8 @@
 #include "trainscope/runtime/config.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -86,14 +88,6 @@ void resolve(TrainConfig& c, int world) {
   if (!(c.bucket_mb > 0)) throw UserError("--bucket-mb", "must be positive", "");
   if (!(c.rendezvous_timeout_s > 0)) throw UserError("--rendezvous-timeout", "must be positive (seconds)", "");
   if (!(c.collective_timeout_s > 0)) throw UserError("--collective-timeout", "must be positive (seconds)", "");
-  if (!c.trace.empty()) {
-    if (!c.out.empty() && c.out != c.trace)
-      throw UserError("--trace", "and --out name different files (" + c.trace + ", " + c.out + ")",
-                      "the trace is the run database: pass only --trace, or the same path to both");
-    c.out = c.trace;
-  }
-  if (c.trace_level != "steps" && c.trace_level != "ranges" && c.trace_level != "ops" && c.trace_level != "all")
-    throw UserError("--trace-level", "unknown value \"" + c.trace_level + "\"", "use one of steps|ranges|ops|all");
   if (c.seq == 0) c.seq = std::min<int64_t>(c.model.n_positions, 1024);
   requirePositive("--seq", c.seq, "pass --seq N with N > 0");
   if (c.seq > c.model.n_positions)
@@ -141,9 +135,40 @@ void resolve(TrainConfig& c, int world) {
   if (!(c.fp16_init_scale > 0)) throw UserError("--fp16-init-scale", "must be positive", "pass e.g. 65536");
 }
 
+void resolve(RunOutput& o) {
+  if (!o.trace.empty()) {
+    if (!o.out.empty() && o.out != o.trace)
+      throw UserError("--trace", "and --out name different files (" + o.trace + ", " + o.out + ")",
+                      "the trace is the run database: pass only --trace, or the same path to both");
+    o.out = o.trace;
+  }
+  if (o.trace_level != "steps" && o.trace_level != "ranges" && o.trace_level != "ops" && o.trace_level != "all")
+    throw UserError("--trace-level", "unknown value \"" + o.trace_level + "\"", "use one of steps|ranges|ops|all");
+}
+
+namespace {
+
+// What --workload takes to load this model again: its name when it came from the workloads folder,
+// else the absolute path of the file it was read from.
+std::string workloadSpec(const TrainConfig& c) {
+  if (c.model.source.empty() || c.workload == c.model.name) return c.workload;
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(c.model.source, ec);
+  return ec ? c.model.source : abs.string();
+}
+
+std::string num(double v) {
+  char b[40];
+  std::snprintf(b, sizeof(b), "%.17g", v);
+  return b;
+}
+
+}  // namespace
+
 std::string toJson(const TrainConfig& c) {
+  const bool resolved = c.global_batch > 0;
   nlohmann::json j = {
-      {"workload", c.model.name.empty() ? c.workload : c.model.name},
+      {"workload", c.model.name.empty() ? c.workload : c.model.name}, {"workload_spec", workloadSpec(c)},
       {"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
       {"n_positions", c.model.n_positions}, {"vocab_size", c.model.vocab_size},
       {"seq", c.seq}, {"mbs", c.mbs}, {"ga", c.ga_steps}, {"gbs", c.global_batch}, {"steps", c.steps},
@@ -154,12 +179,136 @@ std::string toJson(const TrainConfig& c) {
       {"fp16_growth_interval", c.fp16_growth_interval},
       {"seed", c.seed}, {"data", c.data}, {"device", toString(c.device)}, {"threads", c.threads},
       {"cpu_lanes", c.cpu_lanes},
-      {"world", c.world}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"sequence_parallel", c.sequence_parallel},
+      {"nproc", resolved ? c.world : c.nproc}, {"world", c.world}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp},
+      {"sequence_parallel", c.sequence_parallel},
       {"zero", c.zero}, {"pp_schedule", toString(c.pp_schedule)}, {"local_sgd", c.local_sgd},
       {"bucket_mb", c.bucket_mb}, {"launcher", toString(c.launcher)},
-      {"trace_level", c.trace.empty() ? std::string("off") : c.trace_level}};
+      {"rendezvous_timeout_s", c.rendezvous_timeout_s}, {"collective_timeout_s", c.collective_timeout_s}};
+  if (!resolved) {
+    if (c.gbs) j["gbs"] = *c.gbs;
+    else j.erase("gbs");
+    if (c.ga) j["ga"] = *c.ga;
+    else j.erase("ga");
+  }
   if (c.peak_tflops) j["peak_tflops"] = *c.peak_tflops;
+  if (!c.inject_failure.empty()) j["inject_failure"] = c.inject_failure;
   return j.dump();
+}
+
+TrainConfig fromJson(const std::string& text, const std::string& source) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError("--config", source + " is not valid JSON (" + std::string(e.what()) + ")",
+                    "pass the \"config\" object that `trainscope run --json` prints, or the whole line");
+  }
+  if (j.is_object() && j.contains("config") && j["config"].is_object()) j = j["config"];  // a whole --json line
+  if (!j.is_object())
+    throw UserError("--config", source + " holds no JSON object", "pass the \"config\" object of `trainscope run --json`");
+  TrainConfig c;
+  auto field = [&](const char* key) { return "--config " + source + ": " + key; };
+  auto get = [&](const char* key, auto& into) {
+    if (!j.contains(key)) return false;
+    try {
+      into = j.at(key).get<std::decay_t<decltype(into)>>();
+    } catch (const nlohmann::json::exception&) {
+      throw UserError(field(key), "has the wrong type (" + j.at(key).dump() + ")", "see docs/config-reference.md");
+    }
+    return true;
+  };
+  std::string s;
+  if (!get("workload_spec", c.workload)) get("workload", c.workload);
+  int64_t v = 0;
+  get("seq", c.seq);
+  get("mbs", c.mbs);
+  if (get("gbs", v)) c.gbs = v;
+  else if (get("ga", v)) c.ga = v;
+  get("steps", c.steps);
+  if (get("ckpt", s)) c.ckpt = parseCheckpointing(s, field("ckpt"));
+  if (get("precision", s)) c.precision = parsePrecision(s, field("precision"));
+  if (get("optimizer", s)) c.optimizer = parseOptimizer(s, field("optimizer"));
+  get("lr", c.lr);
+  get("min_lr_ratio", c.min_lr_ratio);
+  get("warmup", c.warmup);
+  get("clip", c.clip);
+  get("weight_decay", c.weight_decay);
+  get("beta1", c.beta1);
+  get("beta2", c.beta2);
+  get("eps", c.eps);
+  get("momentum", c.momentum);
+  get("adam8bit_block", c.adam8bit_block);
+  get("fp16_init_scale", c.fp16_init_scale);
+  get("fp16_growth_interval", c.fp16_growth_interval);
+  get("seed", c.seed);
+  get("data", c.data);
+  if (get("device", s)) c.device = parseDevice(s, field("device"));
+  get("threads", c.threads);
+  get("cpu_lanes", c.cpu_lanes);
+  if (!get("nproc", c.nproc)) get("world", c.nproc);
+  get("tp", c.tp);
+  get("pp", c.pp);
+  get("sequence_parallel", c.sequence_parallel);
+  get("zero", c.zero);
+  if (get("pp_schedule", s)) c.pp_schedule = parseSchedule(s, field("pp_schedule"));
+  get("local_sgd", c.local_sgd);
+  get("bucket_mb", c.bucket_mb);
+  if (get("launcher", s)) c.launcher = parseLauncher(s, field("launcher"));
+  get("rendezvous_timeout_s", c.rendezvous_timeout_s);
+  get("collective_timeout_s", c.collective_timeout_s);
+  double peak = 0;
+  if (get("peak_tflops", peak)) c.peak_tflops = peak;
+  get("inject_failure", c.inject_failure);
+  return c;
+}
+
+std::vector<std::string> toArgs(const TrainConfig& c) {
+  const bool resolved = c.global_batch > 0;
+  std::vector<std::string> a = {"--workload", resolved ? workloadSpec(c) : c.workload};
+  auto add = [&](const char* flag, const std::string& value) {
+    a.push_back(flag);
+    a.push_back(value);
+  };
+  if (c.seq > 0) add("--seq", std::to_string(c.seq));
+  add("--mbs", std::to_string(c.mbs));
+  if (resolved) add("--gbs", std::to_string(c.global_batch));
+  else if (c.gbs) add("--gbs", std::to_string(*c.gbs));
+  else if (c.ga) add("--ga", std::to_string(*c.ga));
+  add("--steps", std::to_string(c.steps));
+  add("--ckpt", toString(c.ckpt));
+  add("--precision", toString(c.precision));
+  add("--optimizer", toString(c.optimizer));
+  add("--lr", num(c.lr));
+  add("--min-lr-ratio", num(c.min_lr_ratio));
+  add("--warmup", std::to_string(c.warmup));
+  add("--clip", num(c.clip));
+  add("--weight-decay", num(c.weight_decay));
+  add("--beta1", num(c.beta1));
+  add("--beta2", num(c.beta2));
+  add("--eps", num(c.eps));
+  add("--momentum", num(c.momentum));
+  add("--adam8bit-block", std::to_string(c.adam8bit_block));
+  add("--fp16-init-scale", num(c.fp16_init_scale));
+  add("--fp16-growth-interval", std::to_string(c.fp16_growth_interval));
+  add("--seed", std::to_string(c.seed));
+  add("--data", c.data);
+  add("--device", toString(c.device));
+  add("--threads", std::to_string(c.threads));
+  add("--cpu-lanes", std::to_string(c.cpu_lanes));
+  add("--nproc", std::to_string(resolved ? c.world : c.nproc));
+  add("--launcher", toString(c.launcher));
+  add("--tp", std::to_string(c.tp));
+  add("--pp", std::to_string(c.pp));
+  if (c.sequence_parallel) a.push_back("--sequence-parallel");
+  add("--zero", std::to_string(c.zero));
+  add("--pp-schedule", toString(c.pp_schedule));
+  add("--local-sgd", std::to_string(c.local_sgd));
+  add("--bucket-mb", num(c.bucket_mb));
+  add("--rendezvous-timeout", num(c.rendezvous_timeout_s));
+  add("--collective-timeout", num(c.collective_timeout_s));
+  if (c.peak_tflops) add("--peak-tflops", num(*c.peak_tflops));
+  if (!c.inject_failure.empty()) add("--inject-failure", c.inject_failure);
+  return a;
 }
 
 }  // namespace trainscope::runtime

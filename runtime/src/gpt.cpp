@@ -12,8 +12,7 @@
 #include "fused_head.h"
 #include "linear.h"
 #include "tensor_parallel.h"
-#include "trainscope/tracer/range_names.h"
-#include "trainscope/tracer/trace.h"
+#include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
 

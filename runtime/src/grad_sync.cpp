@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "trainscope/tracer/trace.h"
+#include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
 

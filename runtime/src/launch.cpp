@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "trainscope/common/error.h"
-#include "trainscope/tracer/trace.h"
+#include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
 namespace {

@@ -3,8 +3,7 @@
 
 #include <ATen/ATen.h>
 
-#include "trainscope/tracer/range_names.h"
-#include "trainscope/tracer/trace.h"
+#include "trainscope/tracer/range.h"
 #include <torch/csrc/autograd/autograd.h>
 
 #include <deque>

@@ -24,7 +24,6 @@
 #include "trainscope/runtime/gpt.h"
 #include "trainscope/runtime/memory.h"
 #include "trainscope/runtime/optim.h"
-#include "trainscope/tracer/range_names.h"
 #include "trainscope/tracer/trace.h"
 #include "trainscope/workloads/flops.h"
 
@@ -417,10 +416,10 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
 
 Trainer::~Trainer() = default;
 
-tracer::StepRecord Trainer::step() {
+rundb::Step Trainer::step() {
   Impl& s = *impl_;
   const TrainConfig& c = s.cfg;
-  tracer::StepRecord r;
+  rundb::Step r;
   r.rank = s.layout.rank;
   r.step = s.step;
   r.start_ns = tracer::nowNs();  // the clock every trace table uses

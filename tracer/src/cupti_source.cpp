@@ -1,8 +1,6 @@
 // cupti_source.cpp — the one wrapper around CUPTI (see cupti_source.h).
 #include "trainscope/tracer/cupti_source.h"
 
-#include "trainscope/tracer/range_names.h"
-#include "trainscope/tracer/schema.h"
 #include "trainscope/tracer/trace.h"
 
 #ifdef TRAINSCOPE_HAVE_CUPTI
@@ -16,11 +14,15 @@
 
 namespace trainscope::tracer {
 
-CuptiSource::CuptiSource(Tracer& tracer, std::unique_ptr<CuptiApi> api) : tracer_(tracer), api_(std::move(api)) {}
+using rundb::ApiKind;
+using rundb::RangeKind;
+
+CuptiSource::CuptiSource(std::unique_ptr<CuptiApi> api) : api_(std::move(api)) {}
 
 CuptiSource::~CuptiSource() { stop(); }
 
-bool CuptiSource::start(std::string* why) {
+bool CuptiSource::start(Tracer& t, std::string* why) {
+  tracer_ = &t;
   if (!api_ || !api_->available(why)) return false;
   // CUPTI's clock → the tracer's (CLOCK_REALTIME), sampled once, as libkineto does.
   clock_offset_ns_ = nowNs() - int64_t(api_->timestamp());
@@ -36,7 +38,7 @@ void CuptiSource::stop() {
   api_->disable();
   // CUPTI does not say which kinds it lost; they are counted under kernels, by far the most.
   const int64_t lost = api_->droppedRecords();
-  if (lost > 0) tracer_.countDropped(kKernels, lost);
+  if (lost > 0) tracer_->countDropped(kKernels, lost);
 }
 
 namespace {
@@ -81,21 +83,21 @@ void CuptiSource::handleRecord(const void* p) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-      tracer_.record(KernelEvent{int64_t(k->start) + off, int64_t(k->end) + off, k->deviceId, k->streamId,
-                                 tracer_.intern(k->name ? k->name : "<unnamed kernel>"), int64_t(k->correlationId),
+      tracer_->record(KernelEvent{int64_t(k->start) + off, int64_t(k->end) + off, k->deviceId, k->streamId,
+                                 tracer_->intern(k->name ? k->name : "<unnamed kernel>"), int64_t(k->correlationId),
                                  {k->gridX, k->gridY, k->gridZ}, {k->blockX, k->blockY, k->blockZ},
                                  int32_t(k->registersPerThread), k->staticSharedMemory + k->dynamicSharedMemory});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-      tracer_.record(MemcpyEvent{int64_t(m->start) + off, int64_t(m->end) + off, m->deviceId, m->streamId,
+      tracer_->record(MemcpyEvent{int64_t(m->start) + off, int64_t(m->end) + off, m->deviceId, m->streamId,
                                  int64_t(m->correlationId), int32_t(m->copyKind), int64_t(m->bytes)});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
-      tracer_.record(MemsetEvent{int64_t(m->start) + off, int64_t(m->end) + off, m->deviceId, m->streamId,
+      tracer_->record(MemsetEvent{int64_t(m->start) + off, int64_t(m->end) + off, m->deviceId, m->streamId,
                                  int64_t(m->correlationId), int64_t(m->bytes), int32_t(m->value)});
       break;
     }
@@ -105,8 +107,8 @@ void CuptiSource::handleRecord(const void* p) {
       const bool runtime = rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
       const std::string name =
           api_ ? api_->callbackName(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid) : "";
-      tracer_.record(ApiEvent{int64_t(a->start) + off, int64_t(a->end) + off, a->threadId,
-                              tracer_.intern(name.empty() ? "cbid " + std::to_string(a->cbid) : name),
+      tracer_->record(ApiEvent{int64_t(a->start) + off, int64_t(a->end) + off, a->threadId,
+                              tracer_->intern(name.empty() ? "cbid " + std::to_string(a->cbid) : name),
                               int64_t(a->correlationId), int32_t(runtime ? ApiKind::Runtime : ApiKind::Driver)});
       break;
     }
@@ -122,8 +124,8 @@ void CuptiSource::handleRecord(const void* p) {
         const OpenMarker o = it->second;
         open_markers_.erase(it);
         if (o.domain.empty() && isOwnRange(o.name)) break;  // recorded in-process already
-        tracer_.record(RangeEvent{o.start_ns, int64_t(m->timestamp) + off, tracer_.intern(o.name),
-                                  tracer_.intern("nvtx/" + (o.domain.empty() ? std::string("default") : o.domain)),
+        tracer_->record(RangeEvent{o.start_ns, int64_t(m->timestamp) + off, tracer_->intern(o.name),
+                                  tracer_->intern("nvtx/" + (o.domain.empty() ? std::string("default") : o.domain)),
                                   o.tid, 0, int32_t(RangeKind::StartEnd)});
       }
       break;

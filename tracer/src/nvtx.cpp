@@ -1,6 +1,6 @@
 // nvtx.cpp — the one wrapper around NVTX. NVTX3 is header-only and costs a few ns per call when no
 // tool is attached; in builds without the CUDA path these are no-ops.
-#include "trainscope/tracer/trace.h"
+#include "trainscope/tracer/range.h"
 
 #ifdef TRAINSCOPE_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>

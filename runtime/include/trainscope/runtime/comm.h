@@ -2,10 +2,7 @@
 // metrics. The one wrapper around c10d (Gloo for CPU tensors, NCCL for CUDA tensors); nothing
 // else in trainscope includes c10d or NCCL headers.
 //
-// Every call records op, group, bytes, start/end and the nccl-tests bandwidths:
-//   algbw = bytes / time;  busbw = algbw x factor, factor = 2(n-1)/n for all-reduce,
-//   (n-1)/n for reduce-scatter and all-gather, 1 for broadcast and send/recv
-// where bytes is the all-reduce buffer, the all-gather output, the reduce-scatter input.
+// Every call records op, group, bytes, start/end (rundb::Collective, with nccl-tests' bandwidths).
 #pragma once
 
 #include <chrono>
@@ -18,21 +15,13 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "trainscope/rundb/rows.h"
 #include "trainscope/runtime/parallel.h"
 
 namespace trainscope::runtime {
 
-struct CollectiveRecord {
-  std::string op;     // all_reduce, reduce_scatter, all_gather, broadcast, send, recv, barrier
-  std::string group;  // world, dp, tp, pp, embedding
-  int rank = 0;       // global rank that recorded it
-  int group_size = 1;
-  int64_t seq = 0;    // per-group sequence number
-  int64_t bytes = 0;
-  int64_t start_ns = 0, end_ns = 0;  // CLOCK_REALTIME
-  double algbw() const;              // bytes/s
-  double busbw() const;              // bytes/s
-};
+// One collective as this rank saw it: the run database's own row, with its bandwidth rule.
+using CollectiveRecord = rundb::Collective;
 
 class CollectiveLog {
  public:

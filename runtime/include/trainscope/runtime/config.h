@@ -1,13 +1,18 @@
-// trainscope/runtime/config.h — everything `trainscope run` can be asked to do, and its checks.
+// trainscope/runtime/config.h — what to train (TrainConfig) and where to record it (RunOutput),
+// their checks, and their two outside forms: JSON and `trainscope run` arguments.
 //
-// Plain data, no LibTorch. `resolve()` fills derived fields (ga from gbs/mbs, the workload) and
-// throws UserError naming the flag and the fix for anything inconsistent, before any work starts.
+// Plain data, no LibTorch (library trainscope::runconfig, which the tuner and the front end link
+// without LibTorch). `resolve()` fills derived fields (ga from gbs/mbs, the workload) and throws
+// UserError naming the flag and the fix for anything inconsistent, before any work starts.
+// A config round-trips: toArgs(c) are `trainscope run` flags that give back c; toJson(c) is what
+// `run --json` prints under "config" and what `run --config FILE.json` reads (fromJson).
 // docs/config-reference.md lists every field.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "trainscope/workloads/workload.h"
 
@@ -56,20 +61,13 @@ struct TrainConfig {
   double rendezvous_timeout_s = 60, collective_timeout_s = 300;
   std::string inject_failure;      // testing: "RANK:STEP" makes that rank throw at that step
 
-  // data, device, output
+  // data, device
   uint64_t seed = 1337;
   std::string data = "synthetic";  // "synthetic" or a uint16 token file (nanoGPT / llm.c layout)
   DeviceRequest device = DeviceRequest::Auto;
-  std::string out;                 // run database; empty = none
-  std::string trace;               // --trace PATH: the run database, with events (implies out = PATH)
-  std::string trace_level = "ranges";  // steps|ranges|ops|all
-  bool trace_shapes = false;       // record op input shapes (ops level and above)
-  bool overwrite = false;
   std::optional<double> peak_tflops;  // for MFU/HFU; default: a known device peak, else none
   int threads = 0;                 // intra-op threads; 0 = LibTorch's default
   int cpu_lanes = 0;               // CPU: split each micro-batch over this many one-core lanes; 0 = auto
-  bool json = false;
-  bool quiet = false;
 
   // Derived by resolve().
   workloads::Workload model;
@@ -80,9 +78,20 @@ struct TrainConfig {
   int64_t tokensPerStep() const { return global_batch * seq; }
 };
 
+// Where a run is recorded: not part of what is trained (a config compares equal whatever it writes).
+struct RunOutput {
+  std::string out;                     // run database; empty = none
+  std::string trace;                   // --trace PATH: the run database, with events (implies out = PATH)
+  std::string trace_level = "ranges";  // steps|ranges|ops|all
+  bool trace_shapes = false;           // record op input shapes (ops level and above)
+  bool overwrite = false;
+  bool tracing() const { return !trace.empty(); }
+};
+
 // Fills the derived fields and checks everything; throws UserError naming the field. `world` is
 // the number of ranks (--nproc, or WORLD_SIZE when started by a launcher).
 void resolve(TrainConfig& c, int world = 0);
+void resolve(RunOutput& o);
 
 // String forms, used by the CLI, the run database and the JSON summary.
 const char* toString(Checkpointing v);
@@ -99,7 +108,15 @@ Precision parsePrecision(const std::string& s, const std::string& field = "--pre
 OptimizerKind parseOptimizer(const std::string& s, const std::string& field = "--optimizer");
 DeviceRequest parseDevice(const std::string& s, const std::string& field = "--device");
 
-// The whole config as one JSON object (stored as meta.config in the run database).
+// The whole config as one JSON object (stored as meta.config in the run database, printed by
+// `run --json` under "config"). "workload" is the model's name, "workload_spec" what --workload takes
+// (a name, or the absolute path of a JSON file); derived fields (shapes, world, dp) are included.
 std::string toJson(const TrainConfig& c);
+// Reads that JSON back (derived fields are ignored and recomputed by resolve()). Throws UserError
+// naming `source` and the key for a wrong type or an unknown value.
+TrainConfig fromJson(const std::string& json_text, const std::string& source);
+// The `trainscope run` flags that reproduce `c` (resolved or not), in a fixed order, every field
+// given explicitly so that no default of a later version changes the run.
+std::vector<std::string> toArgs(const TrainConfig& c);
 
 }  // namespace trainscope::runtime

@@ -18,7 +18,7 @@
 #include "trainscope/runtime/comm.h"
 #include "trainscope/runtime/config.h"
 #include "trainscope/runtime/device.h"
-#include "trainscope/tracer/run_store.h"
+#include "trainscope/rundb/rows.h"
 
 namespace trainscope::runtime {
 
@@ -31,7 +31,7 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   // One optimizer step on the next global batch; returns its metrics.
-  tracer::StepRecord step();
+  rundb::Step step();
 
   // Forward and backward over step `step`'s global batch, leaving gradients in mainGrads() without
   // updating anything; returns the mean loss (tests compare these across configurations).

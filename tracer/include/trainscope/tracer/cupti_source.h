@@ -20,6 +20,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "trainscope/tracer/source.h"
+
 namespace trainscope::tracer {
 
 class Tracer;
@@ -42,18 +44,20 @@ class CuptiApi {
 // The dlopen-based CuptiApi (an always-unavailable one in builds without the CUDA path).
 std::unique_ptr<CuptiApi> makeCuptiApi();
 
-class CuptiSource {
+class CuptiSource final : public TraceSource {
  public:
   static constexpr size_t kBufferBytes = size_t(8) << 20;
   static constexpr int kMaxBuffers = 64;
 
-  CuptiSource(Tracer& tracer, std::unique_ptr<CuptiApi> api);
-  ~CuptiSource();  // stop()
+  explicit CuptiSource(std::unique_ptr<CuptiApi> api);
+  ~CuptiSource() override;  // stop()
 
-  // Starts collecting; false (with the reason, printed once by the caller) when unavailable.
-  bool start(std::string* why);
+  const char* name() const override { return "cupti"; }
+  TraceLevel minLevel() const override { return TraceLevel::All; }
+  // Starts collecting into `t`; false (with the reason, printed once by the caller) when unavailable.
+  bool start(Tracer& t, std::string* why) override;
   // Flushes CUPTI's buffers into the tracer and stops.
-  void stop();
+  void stop() override;
 
   // One activity record (a CUpti_Activity*, any supported kind). Public so the backend and tests
   // can feed it; unsupported kinds are ignored. Times are shifted from CUPTI's clock to the tracer's.
@@ -62,7 +66,7 @@ class CuptiSource {
   int64_t recordsHandled() const { return handled_; }
 
  private:
-  Tracer& tracer_;
+  Tracer* tracer_ = nullptr;
   std::unique_ptr<CuptiApi> api_;
   bool running_ = false;
   struct OpenMarker {

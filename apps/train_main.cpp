@@ -1,0 +1,156 @@
+// trainscope-train — `trainscope run`: the one executable that loads LibTorch. `trainscope run …`
+// executes it as `trainscope-train run …`; the launcher starts ranks as copies of it.
+// Thin: parses flags, calls runtime::train() with an observer that prints, prints --json. Bad input
+// exits 2 with a message that names the flag and the fix; a failure while running exits 1.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "run_flags.h"
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/sqlite.h"
+#include "trainscope/runtime/launch.h"
+#include "trainscope/runtime/train.h"
+
+namespace rt = trainscope::runtime;
+
+namespace {
+
+std::string mib(int64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  return b;
+}
+
+// Prints the banner and a line per step on rank 0 (flushed line by line: logs keep their tail).
+class ConsoleObserver final : public rt::RunObserver {
+ public:
+  explicit ConsoleObserver(bool quiet) : quiet_(quiet) {}
+  void started(const rt::RunInfo& i) override {
+    if (quiet_ || !i.leader) return;
+    const rt::TrainConfig& c = *i.config;
+    std::cout << "trainscope run: " << c.model.name << " (L=" << c.model.n_layer << " NH=" << c.model.n_head
+              << " C=" << c.model.n_embd << " V=" << c.model.vocab_size << "), " << i.parameters << " parameters\n"
+              << "  batch: seq " << c.seq << ", mbs " << c.mbs << " x ga " << c.ga_steps << " x dp " << c.dp
+              << " = gbs " << c.global_batch << " (" << c.tokensPerStep() << " tokens/step); ckpt "
+              << toString(c.ckpt) << ", " << toString(c.precision) << ", " << toString(c.optimizer) << "\n";
+    if (c.world > 1)
+      std::cout << "  parallel: " << c.world << " ranks = dp " << c.dp << " x tp " << c.tp << " x pp " << c.pp
+                << (c.sequence_parallel ? ", sequence parallel" : "") << (c.zero ? ", ZeRO-1" : "")
+                << (c.pp > 1 ? std::string(", ") + toString(c.pp_schedule) : "")
+                << (c.local_sgd ? ", local SGD H=" + std::to_string(c.local_sgd) : "") << " (" << i.rank_source << ")\n";
+    std::cout << "  device: " << i.device_name << "; data: " << c.data << std::endl;
+  }
+  void stepDone(const rt::RunInfo& i, const trainscope::rundb::Step& r) override {
+    if (quiet_ || !i.leader) return;
+    char line[320];
+    std::string mfu = r.mfu ? " | MFU " + std::to_string(*r.mfu * 100).substr(0, 5) + "%" : "";
+    std::snprintf(line, sizeof(line), "step %4lld | loss %.6f | lr %.3e | norm %.4f | %7.1f ms | %9.0f tok/s%s%s",
+                  static_cast<long long>(r.step), r.loss, r.lr, r.grad_norm, double(r.step_time_ns) * 1e-6,
+                  r.tokens_per_s, mfu.c_str(),
+                  !r.skipped ? "" : i.config->precision == rt::Precision::FP16 ? " | skipped (fp16 overflow)"
+                                                                               : " | skipped (non-finite gradient)");
+    std::cout << line << std::endl;
+  }
+  void notice(const std::string& line) override { std::cerr << line << std::endl; }
+
+ private:
+  bool quiet_;
+};
+
+void printDone(const rt::RunResult& r) {
+  const auto& s = r.summary;
+  std::cout << "done: " << r.steps_done << " steps, " << int64_t(s.tokens_per_s + 0.5) << " tokens/s; peak memory "
+            << mib(s.peak_bytes) << (s.world > 1 ? " (max over ranks)" : "") << "; rank 0: params "
+            << mib(r.last.param_bytes) << ", grads " << mib(r.last.grad_bytes) << ", optimizer "
+            << mib(r.last.optim_bytes) << ", activations " << mib(r.last.activation_bytes) << "\n";
+  if (!r.database.empty()) std::cout << "run database: " << r.database << "\n";
+  std::cout << std::flush;
+}
+
+// One line: the run's figures (all from the run summary, the numbers `report` prints) and its config.
+void printJson(const rt::RunResult& r) {
+  const auto& s = r.summary;
+  const rt::TrainConfig& c = r.config;
+  const double flops_step = r.last.model_flops * double(c.world), hw_step = r.last.hw_flops * double(c.world);
+  nlohmann::json j = {{"workload", c.model.name}, {"parameters", r.info.parameters}, {"device", r.info.device},
+                      {"world", c.world}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"steps", r.steps_done},
+                      {"first_loss", r.first_loss}, {"final_loss", r.final_loss},
+                      {"tokens_per_s", s.tokens_per_s}, {"step_time_s", s.step_s_mean},
+                      {"step_time_median_s", s.step_s_median},
+                      {"tokens_per_s_median", s.step_s_median > 0 ? double(c.tokensPerStep()) / s.step_s_median : 0.0},
+                      {"peak_bytes", s.peak_bytes}, {"param_bytes", r.last.param_bytes},
+                      {"grad_bytes", r.last.grad_bytes}, {"optim_bytes", r.last.optim_bytes},
+                      {"activation_bytes", r.last.activation_bytes}, {"model_flops_per_step", flops_step},
+                      {"hw_flops_per_step", hw_step},
+                      {"model_flops_per_s", s.step_s_mean > 0 ? flops_step / s.step_s_mean : 0.0},
+                      {"allreduce_hidden_share", r.allreduce_hidden_share},
+                      {"grad_comm_s_per_step", r.grad_comm_s_per_step}, {"skipped_steps", r.skipped_steps},
+                      {"loss_scale", r.loss_scale}, {"summary", nlohmann::json::parse(summaryJson(s))},
+                      {"config", nlohmann::json::parse(toJson(c))}};
+  if (s.mfu) j["mfu"] = *s.mfu, j["hfu"] = *s.hfu, j["peak_tflops"] = *s.peak_flops * 1e-12;
+  if (!r.database.empty()) j["out"] = r.database;
+  std::cout << j.dump() << std::endl;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  CLI::App app{"trainscope-train — `trainscope run` (train a GPT and record per-step metrics)"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.require_subcommand(1);
+  trainscope::apps::RunFlags f;
+  CLI::App* run = app.add_subcommand("run", "train a GPT and record per-step metrics");
+  trainscope::apps::addRunFlags(run, f);
+  try {
+    args = trainscope::apps::expandConfigFlag(args);
+    std::vector<std::string> rev(args.rbegin(), args.rend() - 1);  // CLI11 takes argv reversed, without argv[0]
+    app.parse(rev);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "error: " << e.what() << " (fix: see `trainscope run --help`)\n";
+    return 2;
+  } catch (const trainscope::UserError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    rt::TrainConfig cfg = trainscope::apps::finish(f, run);
+    if (!rt::isRankProcess() && (cfg.nproc > 1 || cfg.launcher == rt::Launcher::Slurm)) {
+      rt::validateBeforeLaunch(cfg, f.out);  // bad input is reported once, before any rank starts
+      rt::LaunchOptions lo;
+      lo.nproc = cfg.nproc;
+      lo.argv = args;
+      return cfg.launcher == rt::Launcher::Slurm ? rt::launchSlurm(lo, std::cerr) : rt::launchLocal(lo, std::cerr);
+    }
+    ConsoleObserver console(f.quiet);
+    const rt::RunResult r = rt::train(cfg, f.out, &console);
+    if (r.end == rt::RunEnd::Diverged) {
+      std::cerr << "error: " << r.message << std::endl;
+      return 1;
+    }
+    if (!r.info.leader) return 0;
+    if (!f.quiet) printDone(r);
+    if (f.json) printJson(r);
+    return 0;
+  } catch (const trainscope::rundb::SqliteError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    rt::reportRankError(e.what());
+    return 1;
+  } catch (const trainscope::UserError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    rt::reportRankError(e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    rt::reportRankError(e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,24 @@
+// trainscope/rundb/import.h — other profilers' traces into a run database, so report, export and
+// the viewer work on them as on a native trace.
+//   PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzipped, one file per rank (the rank comes
+//   from distributedInfo.rank when present, else the file's position on the command line).
+//   Nsight Systems SQLite exports (`nsys export --type sqlite`).
+// Files are recognised by content (SQLite header, gzip magic, JSON), not by name. The database is
+// built under a temporary name and renamed at the end: a failed import leaves nothing behind.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainscope::rundb {
+
+struct ImportStats {
+  int files = 0;
+  int64_t host_ops = 0, ranges = 0, kernels = 0, api_calls = 0, memcpy = 0, memset = 0, steps = 0;
+};
+
+// Throws UserError naming the file for unreadable, unrecognised or malformed input.
+ImportStats importTraces(const std::vector<std::string>& inputs, const std::string& out_db, bool overwrite);
+
+}  // namespace trainscope::rundb

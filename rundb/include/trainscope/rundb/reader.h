@@ -1,0 +1,80 @@
+// trainscope/rundb/reader.h — RunReader, the typed read side of a run database.
+//
+// Every tool reads through this class (report, Chrome export, the run summary, the tuner, the
+// viewer); none writes SQL of its own. The file is opened read-only — nothing is created beside it,
+// and a WAL database on read-only storage is read as immutable — and checked to be a run database
+// of a schema version this build reads. Names are resolved through string(id), loaded once.
+//
+// Event queries return one rank's rows of one table, sorted by start time, optionally limited to
+// those overlapping a window [begin, end); forEach streams a whole table in storage order without
+// holding it in memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainscope/rundb/rows.h"
+
+namespace trainscope::rundb {
+
+class Database;
+
+inline constexpr int64_t kAllTime = std::numeric_limits<int64_t>::min();
+inline constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();
+
+class RunReader {
+ public:
+  // Throws UserError naming the file when it is missing, not SQLite, not ours, or damaged.
+  explicit RunReader(const std::string& path);
+  ~RunReader();
+  RunReader(const RunReader&) = delete;
+  RunReader& operator=(const RunReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  int schemaVersion() const { return version_; }
+
+  const std::map<std::string, std::string>& meta() const { return meta_; }
+  std::string meta(const std::string& key, const std::string& fallback = "") const;
+  // meta.world_size (1 when absent); a UserError when present and not a positive integer.
+  int64_t worldSize() const;
+
+  const std::string& string(StringId id) const;  // "" for an unknown id
+  std::optional<StringId> find(const std::string& text) const;
+
+  std::vector<int64_t> stepRanks();                // ranks with steps, ascending
+  std::vector<RankInfo> ranks();                   // the ranks table (merged ranks)
+  std::vector<Step> steps(int64_t rank);           // by step
+  std::vector<Step> steps();                       // every rank, by (rank, step)
+
+  template <class Row>
+  std::vector<Row> events(int64_t rank, int64_t begin = kAllTime, int64_t end = kNoEnd);
+  template <class Row>
+  void forEach(const std::function<void(const Row&)>& f);
+
+  std::vector<Collective> collectives(std::optional<int64_t> rank = std::nullopt);  // by (rank, start)
+  std::vector<Drop> drops();
+  std::vector<WeightDigest> weightDigest();
+  // Earliest start over steps and every event table (nullopt when the file holds none).
+  std::optional<int64_t> firstTime();
+  bool hasEvents(const char* table);
+
+ private:
+  std::string path_;
+  std::unique_ptr<Database> db_;
+  int version_ = 0;
+  std::map<std::string, std::string> meta_;
+  std::vector<std::string> strings_;  // by id (ids are dense from 0 in files we write)
+  std::map<StringId, std::string> sparse_strings_;  // ids past the dense range (imports of other files)
+};
+
+// Shorthands used by tests and small tools.
+std::vector<Step> readSteps(const std::string& path, int64_t rank = 0);
+std::map<std::string, std::string> readMeta(const std::string& path);
+
+}  // namespace trainscope::rundb

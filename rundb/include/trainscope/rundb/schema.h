@@ -1,0 +1,55 @@
+// trainscope/rundb/schema.h — the run database's schema as data (docs/trace-schema.md is the contract).
+//
+// One SQLite file per run. Times are integer nanoseconds (CLOCK_REALTIME of the rank, shifted onto
+// rank 0's clock when shards merge); names are interned in `strings`. Enum values written to the
+// database are fixed forever: add new ones, never renumber.
+//
+// The list of tables below is the single description of the file: the DDL, every INSERT of the
+// writer, the shard merge (which columns are times to shift and which are string ids to remap) and
+// the reader's SELECTs are all generated from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainscope::rundb {
+
+class Database;
+
+// 3: journal_mode=DELETE on close, meta.writer_pid, meta.merged_ranks, NULL (not -1) for a missing
+//    correlation id. Version-2 files are read as well.
+inline constexpr int kSchemaVersion = 3;
+inline constexpr int kOldestReadableSchema = 2;
+
+enum class ColumnRole { Plain, Rank, Time, StringId };
+
+struct Column {
+  const char* name;
+  const char* type;   // SQL type and constraint, e.g. "INTEGER NOT NULL"
+  ColumnRole role = ColumnRole::Plain;
+};
+
+struct Table {
+  const char* name;
+  std::vector<Column> columns;
+  const char* constraints = "";  // e.g. ", PRIMARY KEY (rank, step)"
+  bool events = false;           // one rank's recorded events: merged from shards, times shifted
+};
+
+const std::vector<Table>& tables();
+const Table& table(const std::string& name);  // asserts it exists
+
+// "a, b, c" and "INSERT INTO t (a, b, c) VALUES (?,?,?)[,(?,?,?)…]" for `rows` rows.
+std::string columnList(const Table& t);
+std::string insertSql(const Table& t, int rows = 1, const char* verb = "INSERT");
+
+// Creates every table (idempotent). Indexes are separate: createIndexes after bulk loading.
+void createSchema(Database& db);
+void createIndexes(Database& db);
+
+// Throws UserError naming the file when `db` is not a trainscope run database (not SQLite, no meta,
+// a schema version this build cannot read). Returns the version.
+int checkRunDatabase(Database& db);
+
+}  // namespace trainscope::rundb

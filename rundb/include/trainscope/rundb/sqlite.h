@@ -1,0 +1,130 @@
+// trainscope/rundb/sqlite.h — the one wrapper around SQLite (nobody else includes sqlite3.h).
+//
+// RAII in the manner of SQLiteCpp: Database owns the connection, Statement a prepared statement
+// (bind → step → reset, reused for bulk writes), Transaction rolls back in its destructor unless
+// committed and never throws from it. Every SQLite code goes through one check path that throws
+// SqliteError with SQLite's own message (the statement is kept apart, for logs).
+//
+// Binding is variadic: `s.exec(a, b, c)` binds ?1..?3 and runs; `s.bindFrom(9, x, y)` binds ?9, ?10.
+// std::optional and nullptr bind NULL.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace trainscope::rundb {
+
+class SqliteError : public std::runtime_error {
+ public:
+  SqliteError(int code, const std::string& what, std::string statement = "")
+      : std::runtime_error(what), code_(code), statement_(std::move(statement)) {}
+  int code() const { return code_; }  // SQLite's extended result code
+  // The statement that failed, shortened (for logs; kept out of what(), which users read).
+  const std::string& statement() const { return statement_; }
+
+ private:
+  int code_;
+  std::string statement_;
+};
+
+class Database {
+ public:
+  // ReadOnly never writes beside the file; where a normal read-only open cannot read (a WAL database
+  // on read-only storage), it reopens the file as immutable.
+  enum class Mode { ReadOnly, ReadWrite, Create };
+  Database(const std::string& path, Mode mode);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  void exec(const std::string& sql);  // one or more statements, no results
+  bool tableExists(const std::string& name);
+  int64_t lastInsertRowid() const;
+  const std::string& path() const { return path_; }
+  sqlite3* handle() const { return db_; }
+
+ private:
+  void open(const std::string& target, int flags);
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+class Statement {
+ public:
+  Statement(Database& db, const std::string& sql);
+  ~Statement();
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  // Binding is 1-based, as in SQLite.
+  void bind(int i, int64_t v);
+  void bind(int i, int v) { bind(i, static_cast<int64_t>(v)); }
+  void bind(int i, uint32_t v) { bind(i, static_cast<int64_t>(v)); }
+  void bind(int i, bool v) { bind(i, static_cast<int64_t>(v)); }
+  void bind(int i, double v);
+  void bind(int i, std::string_view v);
+  void bind(int i, const std::string& v) { bind(i, std::string_view(v)); }
+  void bind(int i, const char* v) { bind(i, std::string_view(v)); }
+  void bind(int i, std::nullptr_t) { bindNull(i); }
+  void bindNull(int i);
+  template <class T>
+  void bind(int i, const std::optional<T>& v) {
+    if (v) bind(i, *v);
+    else bindNull(i);
+  }
+  // Binds ?first, ?first+1, … in order.
+  template <class... A>
+  void bindFrom(int first, const A&... a) {
+    int i = first;
+    (bind(i++, a), ...);
+  }
+  // Binds ?1.. and runs a statement that returns no rows.
+  template <class... A>
+  void exec(const A&... a) {
+    bindFrom(1, a...);
+    run();
+  }
+
+  bool step();   // true while a row is available; false when done
+  void reset();  // ready to bind and step again (keeps bindings until rebound)
+  void run() {
+    step();
+    reset();
+  }
+
+  int64_t columnInt(int i) const;  // 0-based, as in SQLite
+  double columnDouble(int i) const;
+  std::string columnText(int i) const;
+  bool columnIsNull(int i) const;
+  std::optional<int64_t> columnOptInt(int i) const;
+  std::optional<double> columnOptDouble(int i) const;
+  int columnCount() const;
+
+ private:
+  Database& db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  std::string sql_;
+};
+
+class Transaction {
+ public:
+  explicit Transaction(Database& db);
+  ~Transaction();  // rolls back unless committed; never throws
+  void commit();
+
+ private:
+  Database& db_;
+  bool done_ = false;
+};
+
+// True when `path` starts with SQLite's file header (no SQLite call; for telling formats apart).
+bool looksLikeSqlite(const std::string& path);
+
+}  // namespace trainscope::rundb

@@ -1,0 +1,108 @@
+// trainscope/rundb/store.h — RunStore, the one writer of run databases.
+//
+// Creating a database is careful about what is already at the path:
+//   - a new file is created with O_EXCL, so two runs started at once cannot both take the path;
+//   - an existing path is replaced only with `overwrite`, only when it is a regular file holding a
+//     trainscope run database, and only when no other writer holds it; anything else (a device node,
+//     a directory, someone else's file) is refused with a UserError naming `field`;
+//   - the writer holds an exclusive flock(2) on the file for its lifetime; `overwrite` of a database
+//     that another process is writing is refused with the writer's pid.
+// Steps are committed one by one (a run that dies keeps every finished step); events go in batches
+// inside a transaction (the tracer's writer thread, import). close() checkpoints the WAL and leaves
+// the file in journal_mode=DELETE, so a finished database is one file that read-only storage can hold.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "trainscope/rundb/rows.h"
+
+namespace trainscope::rundb {
+
+class Database;
+class Statement;
+
+class RunStore {
+ public:
+  struct Options {
+    bool overwrite = false;
+    std::string field = "--out";  // the flag named in errors about the path
+    bool bulk = false;            // large pages, no fsync: a tracer shard, rebuilt if lost
+  };
+  RunStore(const std::string& path, const Options& options);
+  ~RunStore();  // close(), never throws
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
+
+  const std::string& path() const { return path_; }
+  Database& database() { return *db_; }
+
+  void setMeta(const std::string& key, const std::string& value);
+  void appendStep(const Step& r);                          // committed on its own
+  void appendCollectives(const std::vector<Collective>& rows);  // one transaction
+  void writeWeightDigest(const std::vector<WeightDigest>& digest);
+  void putRank(const RankInfo& r);
+
+  // Batched event writing: call inside begin()/commit(). Strings are written with explicit ids
+  // (the tracer interns them itself); intern() is the writer's own table for single-threaded
+  // producers (import), continuing after the ids already in the file.
+  void begin();
+  void commit();
+  void rollback();  // never throws
+  void putStrings(const std::vector<std::pair<StringId, std::string>>& strings);
+  StringId intern(std::string_view s);
+  void put(const std::vector<Range>& rows);
+  void put(const std::vector<HostOp>& rows);
+  void put(const std::vector<Kernel>& rows);
+  void put(const std::vector<Memcpy>& rows);
+  void put(const std::vector<Memset>& rows);
+  void put(const std::vector<ApiCall>& rows);
+  void put(const std::vector<Counter>& rows);
+  void put(const std::vector<Collective>& rows);
+  void put(const std::vector<Drop>& rows);
+  template <class Row>
+  void put(const Row& row) { put(std::vector<Row>{row}); }
+
+  void createIndexes();
+  // Checkpoints, switches to journal_mode=DELETE, closes and releases the lock. Idempotent; throws
+  // when the final write fails (the destructor swallows that).
+  void close();
+
+ private:
+  template <class Row>
+  void putRows(const std::vector<Row>& rows);
+  Statement& cached(const std::string& sql);
+
+  std::string path_;
+  int lock_fd_ = -1;
+  std::unique_ptr<Database> db_;
+  std::unordered_map<std::string, std::unique_ptr<Statement>> statements_;
+  std::unordered_map<std::string, StringId> interned_;
+  StringId next_string_ = 0;
+  bool strings_loaded_ = false;
+  bool in_tx_ = false;
+};
+
+// What a writer of `path` would find there: nothing, a trainscope database (and whether another
+// process is writing it, with its pid), or something that is not ours to replace.
+struct PathCheck {
+  enum class Kind { Missing, RunDatabase, Other } kind = Kind::Missing;
+  bool locked = false;
+  int64_t writer_pid = 0;
+  std::string what;  // for Other: what it is ("a directory", "not a trainscope run database", …)
+};
+PathCheck inspectPath(const std::string& path);
+
+// Throws UserError(field) unless a writer may create `path` (missing) or replace it (overwrite, an
+// unlocked trainscope database). Also checks that the folder exists and is writable.
+void checkWritable(const std::string& path, bool overwrite, const std::string& field);
+
+// Removes a trainscope run database and its -wal/-shm files, refusing anything else (UserError).
+void removeRunDatabase(const std::string& path, const std::string& field);
+
+}  // namespace trainscope::rundb

@@ -1,0 +1,77 @@
+// trainscope/rundb/summary.h — the run summary: the one set of numbers that `run --json`,
+// `report`, the tuner and the viewer print for a run.
+//
+// Definitions (docs/trace-schema.md, "Run summary"):
+//   counted steps   every step but the first `skip` (default 1: step 0 pays one-time costs), unless
+//                   the run has no more than that many steps; imported traces skip none.
+//   step time T_k   of step k: the slowest rank's step time (the job advances at its pace).
+//   tokens/s        Σ tokens_k / Σ T_k over the counted steps.
+//   median, p90     of T_k (linear interpolation between order statistics).
+//   MFU (HFU)       Σ model (hardware) FLOPs of every rank / Σ T_k / (world × peak per device); null
+//                   when the peak is unknown (meta.peak_flops, else derived from a step row's mfu).
+//   peak memory     per rank, the largest peak_bytes of its counted steps.
+//   breakdown       per rank and averaged per counted step, over the rank's own step windows
+//                   [start, start + step time): compute = time covered by compute (GPU kernels other
+//                   than NCCL's when the rank has kernels, else the ranges forward/backward/optimizer),
+//                   comm = covered by collectives and NCCL kernels, overlap = covered by both,
+//                   idle = window − covered by either. Absent when the file holds no events.
+//   straggler       a rank whose compute per step exceeds the median rank's by more than 10%.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainscope/rundb/rows.h"
+
+namespace trainscope::rundb {
+
+class RunReader;
+
+struct Breakdown {
+  double compute_s = 0, comm_s = 0, overlap_s = 0, idle_s = 0;  // per counted step
+};
+
+struct RankSummary {
+  int64_t rank = 0;
+  int64_t steps = 0;  // counted
+  double step_s_mean = 0, step_s_median = 0, step_s_p90 = 0, step_s_min = 0, step_s_max = 0;
+  int64_t peak_bytes = 0;
+  std::optional<Breakdown> breakdown;
+  bool straggler = false;
+};
+
+struct RunSummary {
+  std::string workload;
+  int64_t world = 1;
+  int64_t steps = 0;            // counted steps
+  int64_t skipped_steps = 0;    // leading steps left out
+  double tokens_per_s = 0;
+  double step_s_mean = 0, step_s_median = 0, step_s_p90 = 0;
+  std::optional<double> mfu, hfu;
+  std::optional<double> peak_flops;  // per device, FLOP/s
+  int64_t peak_bytes = 0;            // max over ranks
+  std::string breakdown_source;      // "kernels", "ranges" or "" (no events)
+  std::vector<RankSummary> ranks;
+};
+
+// From a run database. skip: leading steps to leave out (see above; imports use 0).
+RunSummary summarize(RunReader& reader, int64_t skip = 1);
+// From step rows alone (a run without a database): no breakdown.
+RunSummary summarizeSteps(const std::vector<Step>& steps, int64_t world, const std::string& workload,
+                          std::optional<double> peak_flops, int64_t skip = 1);
+// One JSON object, every time in seconds and every size in bytes.
+std::string summaryJson(const RunSummary& s);
+
+// Interval arithmetic the breakdown is built on (exposed for tests and the viewer).
+struct Interval {
+  int64_t begin, end;
+};
+std::vector<Interval> unionOf(std::vector<Interval> v);  // sorted, non-overlapping
+int64_t coveredWithin(const std::vector<Interval>& merged, int64_t begin, int64_t end);
+std::vector<Interval> intersect(const std::vector<Interval>& a, const std::vector<Interval>& b);
+double percentile(std::vector<double> v, double p);
+bool isCommKernel(const std::string& name);
+
+}  // namespace trainscope::rundb

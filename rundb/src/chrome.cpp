@@ -1,0 +1,165 @@
+// chrome.cpp — see chrome.h. Streams the JSON out table by table through the reader.
+#include "trainscope/rundb/chrome.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/reader.h"
+
+namespace trainscope::rundb {
+namespace {
+
+constexpr const char* kHeader = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+
+// Chrome thread ids, one per (rank, kind, id), handed out in order of first use; named by kind.
+class Lanes {
+ public:
+  enum Kind { kHost = 0, kStream = 1, kCollectives = 2 };
+  int64_t tid(int64_t rank, Kind kind, int64_t id) {
+    auto [it, fresh] = ids_.try_emplace({rank, kind, id}, int64_t(ids_.size()) + 1);
+    return it->second;
+  }
+  template <class F>
+  void forEach(F f) const {
+    for (const auto& [key, tid] : ids_) {
+      const auto [rank, kind, id] = key;
+      f(rank, tid, kind == kHost ? "thread " + std::to_string(id)
+                   : kind == kStream ? "stream " + std::to_string(id)
+                                     : std::string("collectives"));
+    }
+  }
+
+ private:
+  std::map<std::tuple<int64_t, int, int64_t>, int64_t> ids_;
+};
+
+void checkOutput(const std::string& in, const std::string& out, bool overwrite) {
+  struct stat a {}, b {};
+  if (stat(out.c_str(), &b) != 0) return;
+  if (stat(in.c_str(), &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+    throw UserError("--chrome", out + " is the input database itself", "name a new .json file");
+  if (!S_ISREG(b.st_mode))
+    throw UserError("--chrome", out + " exists and is not a regular file", "name a new .json file");
+  std::ifstream f(out, std::ios::binary);
+  std::string head(std::string(kHeader).size(), '\0');
+  f.read(head.data(), std::streamsize(head.size()));
+  if (!overwrite && head != kHeader)
+    throw UserError("--chrome", out + " exists and is not an earlier trainscope export",
+                    "name a new file, or pass --overwrite to replace it");
+}
+
+}  // namespace
+
+ChromeExportStats exportChrome(const std::string& path, const std::string& out_path, bool overwrite) {
+  RunReader reader(path);
+  checkOutput(path, out_path, overwrite);
+  const std::string tmp = out_path + ".partial." + std::to_string(getpid());
+  struct Cleanup {
+    std::string path;
+    bool keep = false;
+    ~Cleanup() {
+      if (!keep) std::remove(path.c_str());
+    }
+  } cleanup{tmp};
+  std::ofstream out(tmp, std::ios::trunc);
+  if (!out) throw UserError("--chrome", "cannot write " + out_path, "check the folder exists and is writable");
+
+  const int64_t t0 = reader.firstTime().value_or(0);  // time zero: small, precise numbers
+  auto us = [t0](int64_t ns) { return double(ns - t0) / 1000.0; };
+  ChromeExportStats st;
+  bool first = true;
+  auto emit = [&](const nlohmann::json& e) {
+    out << (first ? "\n" : ",\n") << e.dump();
+    first = false;
+  };
+  auto complete = [&](const std::string& name, const char* cat, int64_t pid, int64_t tid, int64_t b, int64_t e,
+                      nlohmann::json args = nullptr) {
+    nlohmann::json j = {{"name", name}, {"cat", cat}, {"ph", "X"},        {"pid", pid},
+                        {"tid", tid},   {"ts", us(b)}, {"dur", double(e - b) / 1000.0}};
+    if (!args.is_null()) j["args"] = std::move(args);
+    emit(j);
+    ++st.complete_events;
+  };
+  out << kHeader;
+  Lanes lanes;
+  std::set<int64_t> ranks;
+  for (const Step& s : reader.steps()) {
+    ranks.insert(s.rank);
+    complete("step " + std::to_string(s.step), "step", s.rank, 0, s.start_ns, s.start_ns + s.step_time_ns,
+             {{"loss", s.loss}});
+  }
+  reader.forEach<Range>([&](const Range& r) {
+    ranks.insert(r.rank);
+    complete(reader.string(r.name), "range", r.rank, lanes.tid(r.rank, Lanes::kHost, r.tid), r.start_ns, r.end_ns);
+  });
+  reader.forEach<HostOp>([&](const HostOp& o) {
+    complete(reader.string(o.name), "op", o.rank, lanes.tid(o.rank, Lanes::kHost, o.tid), o.start_ns, o.end_ns);
+  });
+  // Launch → kernel flows need the kernels by (rank, correlation): one API call may launch several
+  // (a CUDA graph), so the map holds every kernel of a correlation id.
+  std::unordered_multimap<uint64_t, std::pair<int64_t, int64_t>> launched;  // key → (chrome tid, start)
+  auto key = [](int64_t rank, int64_t corr) { return (uint64_t(rank) << 40) ^ uint64_t(corr); };
+  reader.forEach<Kernel>([&](const Kernel& k) {
+    const int64_t tid = lanes.tid(k.rank, Lanes::kStream, k.stream);
+    complete(reader.string(k.name), "kernel", k.rank, tid, k.start_ns, k.end_ns,
+             {{"correlation", k.correlation},
+              {"grid", {k.grid[0], k.grid[1], k.grid[2]}},
+              {"block", {k.block[0], k.block[1], k.block[2]}}});
+    if (k.correlation >= 0) launched.emplace(key(k.rank, k.correlation), std::make_pair(tid, k.start_ns));
+  });
+  reader.forEach<Memcpy>([&](const Memcpy& m) {
+    complete("memcpy", "memcpy", m.rank, lanes.tid(m.rank, Lanes::kStream, m.stream), m.start_ns, m.end_ns,
+             {{"kind", m.kind}, {"bytes", m.bytes}});
+  });
+  reader.forEach<Memset>([&](const Memset& m) {
+    complete("memset", "memset", m.rank, lanes.tid(m.rank, Lanes::kStream, m.stream), m.start_ns, m.end_ns,
+             {{"bytes", m.bytes}});
+  });
+  int64_t flow_id = 0;
+  reader.forEach<ApiCall>([&](const ApiCall& a) {
+    const int64_t tid = lanes.tid(a.rank, Lanes::kHost, a.tid);
+    complete(reader.string(a.name), "cuda_api", a.rank, tid, a.start_ns, a.end_ns, {{"correlation", a.correlation}});
+    if (a.correlation < 0) return;
+    auto [b, e] = launched.equal_range(key(a.rank, a.correlation));
+    for (auto it = b; it != e; ++it) {
+      const int64_t id = ++flow_id;
+      emit({{"name", "launch"}, {"cat", "flow"}, {"ph", "s"}, {"id", id}, {"pid", a.rank}, {"tid", tid},
+            {"ts", us(a.start_ns)}});
+      emit({{"name", "launch"}, {"cat", "flow"}, {"ph", "f"}, {"bp", "e"}, {"id", id}, {"pid", a.rank},
+            {"tid", it->second.first}, {"ts", us(it->second.second)}});
+      ++st.flow_pairs;
+    }
+  });
+  for (const Collective& c : reader.collectives())
+    complete(c.op + " (" + c.group + ")", "collective", c.rank, lanes.tid(c.rank, Lanes::kCollectives, 0), c.start_ns,
+             c.end_ns, {{"bytes", c.bytes}, {"busbw_GBps", c.busbw() * 1e-9}});
+  reader.forEach<Counter>([&](const Counter& c) {
+    emit({{"name", reader.string(c.name)}, {"ph", "C"}, {"pid", c.rank}, {"ts", us(c.ts_ns)},
+          {"args", {{"value", c.value}}}});
+    ++st.counter_events;
+  });
+  for (int64_t r : ranks)
+    emit({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}});
+  lanes.forEach([&](int64_t pid, int64_t tid, const std::string& name) {
+    emit({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+  });
+  out << "\n]}\n";
+  out.close();
+  if (!out) throw RuntimeError("writing " + out_path + " failed (disk full?)", __FILE__, __LINE__);
+  if (std::rename(tmp.c_str(), out_path.c_str()) != 0)
+    throw UserError("--chrome", "cannot replace " + out_path, "check the folder is writable");
+  cleanup.keep = true;
+  return st;
+}
+
+}  // namespace trainscope::rundb

@@ -1,0 +1,28 @@
+// import_impl.h — the readers of other profilers' formats behind importTraces (internal to rundb).
+// Each appends one rank's rows through the RunStore, inside the caller's transaction.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "trainscope/rundb/import.h"
+#include "trainscope/rundb/rows.h"
+
+namespace trainscope::rundb {
+class RunStore;
+}
+
+namespace trainscope::rundb::importers {
+
+// PyTorch profiler (Kineto) Chrome-trace JSON text. Returns the rank it was imported as.
+int64_t importKineto(RunStore& store, ImportStats& st, const std::string& text, const std::string& path,
+                     int64_t default_rank);
+// Nsight Systems SQLite export (`nsys export --type sqlite`).
+void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64_t rank);
+
+// Shared by both: "ProfilerStep#N" → N (-1 otherwise; UserError naming `path` when N overflows).
+int64_t stepNumber(const std::string& name, const std::string& path);
+// One step row of an imported trace (no loss, no FLOPs: only its window).
+Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns);
+
+}  // namespace trainscope::rundb::importers

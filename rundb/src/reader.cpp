@@ -1,0 +1,204 @@
+// reader.cpp — RunReader (see reader.h).
+#include "trainscope/rundb/reader.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <type_traits>
+
+#include "row_io.h"
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/schema.h"
+#include "trainscope/rundb/sqlite.h"
+
+namespace trainscope::rundb {
+
+namespace io {
+std::vector<std::pair<int64_t, std::string>> loadStrings(Database& db) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  Statement s(db, "SELECT id, value FROM strings ORDER BY id");
+  while (s.step()) out.emplace_back(s.columnInt(0), s.columnText(1));
+  return out;
+}
+}  // namespace io
+
+namespace {
+
+const std::string kFix = "pass a run database written by `trainscope run --out/--trace` or `trainscope import`";
+
+template <class Row>
+const char* timeColumn() {
+  return std::is_same_v<Row, Counter> ? "ts_ns" : "start_ns";
+}
+
+}  // namespace
+
+RunReader::RunReader(const std::string& path) : path_(path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) throw UserError("database", path + " does not exist", "check the path");
+  if (S_ISDIR(st.st_mode)) throw UserError("database", path + " is a directory", kFix);
+  if (!S_ISREG(st.st_mode)) throw UserError("database", path + " is not a regular file", kFix);
+  if (!looksLikeSqlite(path)) throw UserError("database", path + " is not a trainscope run database (not SQLite)", kFix);
+  try {
+    db_ = std::make_unique<Database>(path, Database::Mode::ReadOnly);
+    version_ = checkRunDatabase(*db_);
+    Statement m(*db_, "SELECT key, value FROM meta");
+    while (m.step()) meta_[m.columnText(0)] = m.columnText(1);
+    for (auto& [id, text] : io::loadStrings(*db_)) {
+      if (id >= 0 && id < int64_t(1) << 24 && size_t(id) <= strings_.size() + 4096) {
+        if (size_t(id) >= strings_.size()) strings_.resize(size_t(id) + 1);
+        strings_[size_t(id)] = std::move(text);
+      } else {
+        sparse_strings_[StringId(id)] = std::move(text);
+      }
+    }
+  } catch (const SqliteError& e) {
+    throw UserError("database", path + " is damaged or truncated (" + e.what() + ")", kFix);
+  }
+}
+
+RunReader::~RunReader() = default;
+
+std::string RunReader::meta(const std::string& key, const std::string& fallback) const {
+  auto it = meta_.find(key);
+  return it == meta_.end() ? fallback : it->second;
+}
+
+int64_t RunReader::worldSize() const {
+  const std::string v = meta("world_size", "1");
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (end == v.c_str() || *end != '\0' || errno == ERANGE || n < 1 || n > (int64_t(1) << 31))
+    throw UserError("database", path_ + " has meta.world_size \"" + v + "\", not a positive rank count",
+                    "repair or re-import the file");
+  return n;
+}
+
+const std::string& RunReader::string(StringId id) const {
+  static const std::string empty;
+  if (id < strings_.size()) return strings_[id];
+  auto it = sparse_strings_.find(id);
+  return it == sparse_strings_.end() ? empty : it->second;
+}
+
+std::optional<StringId> RunReader::find(const std::string& text) const {
+  for (size_t i = 0; i < strings_.size(); ++i)
+    if (strings_[i] == text) return StringId(i);
+  for (const auto& [id, v] : sparse_strings_)
+    if (v == text) return id;
+  return std::nullopt;
+}
+
+std::vector<int64_t> RunReader::stepRanks() {
+  std::vector<int64_t> out;
+  Statement s(*db_, "SELECT DISTINCT rank FROM steps ORDER BY rank");
+  while (s.step()) out.push_back(s.columnInt(0));
+  return out;
+}
+
+std::vector<RankInfo> RunReader::ranks() {
+  std::vector<RankInfo> out;
+  Statement s(*db_, io::selectAll<RankInfo>() + " ORDER BY rank");
+  while (s.step()) out.push_back(io::RowIo<RankInfo>::read(s));
+  return out;
+}
+
+std::vector<Step> RunReader::steps(int64_t rank) {
+  std::vector<Step> out;
+  Statement s(*db_, io::selectAll<Step>() + " WHERE rank = ? ORDER BY step");
+  s.bind(1, rank);
+  while (s.step()) out.push_back(io::RowIo<Step>::read(s));
+  return out;
+}
+
+std::vector<Step> RunReader::steps() {
+  std::vector<Step> out;
+  Statement s(*db_, io::selectAll<Step>() + " ORDER BY rank, step");
+  while (s.step()) out.push_back(io::RowIo<Step>::read(s));
+  return out;
+}
+
+template <class Row>
+std::vector<Row> RunReader::events(int64_t rank, int64_t begin, int64_t end) {
+  const std::string t = timeColumn<Row>();
+  const std::string last = std::is_same_v<Row, Counter> ? t : std::string("end_ns");
+  std::string sql = io::selectAll<Row>() + " WHERE rank = ?1";
+  if (end != kNoEnd) sql += " AND " + t + " < ?2";
+  if (begin != kAllTime) sql += " AND " + last + " >= ?3";
+  sql += " ORDER BY " + t;
+  Statement s(*db_, sql);
+  s.bind(1, rank);
+  if (end != kNoEnd) s.bind(2, end);
+  if (begin != kAllTime) s.bind(3, begin);
+  std::vector<Row> out;
+  while (s.step()) out.push_back(io::RowIo<Row>::read(s));
+  return out;
+}
+
+template <class Row>
+void RunReader::forEach(const std::function<void(const Row&)>& f) {
+  Statement s(*db_, io::selectAll<Row>());
+  while (s.step()) f(io::RowIo<Row>::read(s));
+}
+
+#define TRAINSCOPE_READER_ROW(Row)                                                     \
+  template std::vector<Row> RunReader::events<Row>(int64_t, int64_t, int64_t);         \
+  template void RunReader::forEach<Row>(const std::function<void(const Row&)>&);
+TRAINSCOPE_READER_ROW(Range)
+TRAINSCOPE_READER_ROW(HostOp)
+TRAINSCOPE_READER_ROW(Kernel)
+TRAINSCOPE_READER_ROW(Memcpy)
+TRAINSCOPE_READER_ROW(Memset)
+TRAINSCOPE_READER_ROW(ApiCall)
+TRAINSCOPE_READER_ROW(Counter)
+TRAINSCOPE_READER_ROW(Collective)
+#undef TRAINSCOPE_READER_ROW
+
+std::vector<Collective> RunReader::collectives(std::optional<int64_t> rank) {
+  std::vector<Collective> out;
+  Statement s(*db_, io::selectAll<Collective>() + (rank ? " WHERE rank = ?" : "") + " ORDER BY rank, start_ns");
+  if (rank) s.bind(1, *rank);
+  while (s.step()) out.push_back(io::RowIo<Collective>::read(s));
+  return out;
+}
+
+std::vector<Drop> RunReader::drops() {
+  std::vector<Drop> out;
+  Statement s(*db_, io::selectAll<Drop>() + " ORDER BY rank, source");
+  while (s.step()) out.push_back(io::RowIo<Drop>::read(s));
+  return out;
+}
+
+std::vector<WeightDigest> RunReader::weightDigest() {
+  std::vector<WeightDigest> out;
+  Statement s(*db_, io::selectAll<WeightDigest>() + " ORDER BY name");
+  while (s.step()) out.push_back(io::RowIo<WeightDigest>::read(s));
+  return out;
+}
+
+bool RunReader::hasEvents(const char* t) {
+  Statement s(*db_, std::string("SELECT 1 FROM ") + table(t).name + " LIMIT 1");
+  return s.step();
+}
+
+std::optional<int64_t> RunReader::firstTime() {
+  std::optional<int64_t> first;
+  for (const Table& t : tables()) {
+    if (!t.events && std::string(t.name) != "steps") continue;
+    for (const Column& c : t.columns) {
+      if (c.role != ColumnRole::Time) continue;
+      Statement s(*db_, "SELECT MIN(" + std::string(c.name) + ") FROM " + t.name);
+      if (s.step() && !s.columnIsNull(0)) first = first ? std::min(*first, s.columnInt(0)) : s.columnInt(0);
+      break;  // the first time column of a table is its start
+    }
+  }
+  return first;
+}
+
+std::vector<Step> readSteps(const std::string& path, int64_t rank) { return RunReader(path).steps(rank); }
+std::map<std::string, std::string> readMeta(const std::string& path) { return RunReader(path).meta(); }
+
+}  // namespace trainscope::rundb

@@ -1,0 +1,155 @@
+// sqlite.cpp — RAII over the SQLite C API; see sqlite.h.
+#include "trainscope/rundb/sqlite.h"
+
+#include <sqlite3.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace trainscope::rundb {
+namespace {
+
+// Statements in messages are cut short: a user needs the failing call, not a page of SQL.
+std::string shortSql(const std::string& sql) {
+  std::string s = sql.substr(0, 80);
+  for (char& c : s)
+    if (c == '\n') c = ' ';
+  return sql.size() > 80 ? s + "…" : s;
+}
+
+void check(sqlite3* db, int rc, const std::string& context) {
+  if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return;
+  std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  throw SqliteError(rc, "sqlite: " + msg + " (code " + std::to_string(rc) + ")", shortSql(context));
+}
+
+// file: URI for `path`, percent-encoding what a URI reserves.
+std::string fileUri(const std::string& path, const char* query) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20) {
+      char b[4];
+      std::snprintf(b, sizeof(b), "%%%02X", c);
+      uri += b;
+    } else {
+      uri += char(c);
+    }
+  }
+  return uri + "?" + query;
+}
+
+}  // namespace
+
+void Database::open(const std::string& target, int flags) {
+  int rc = sqlite3_open_v2(target.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw SqliteError(rc, "sqlite: cannot open " + path_ + ": " + msg);
+  }
+  sqlite3_busy_timeout(db_, 5000);
+  sqlite3_extended_result_codes(db_, 1);
+}
+
+Database::Database(const std::string& path, Mode mode) : path_(path) {
+  if (mode != Mode::ReadOnly) {
+    open(path, mode == Mode::ReadWrite ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    return;
+  }
+  open(path, SQLITE_OPEN_READONLY);
+  // A read-only connection to a WAL database needs to create -shm beside it; on read-only storage
+  // that fails at the first read. Such a file is not being written: read it as immutable.
+  if (sqlite3_exec(db_, "SELECT 1 FROM sqlite_master LIMIT 1", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    const int rc = sqlite3_extended_errcode(db_);
+    const int primary = rc & 0xff;
+    if (primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY || primary == SQLITE_IOERR ||
+        primary == SQLITE_BUSY) {
+      sqlite3_close_v2(db_);
+      db_ = nullptr;
+      open(fileUri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    }
+  }
+}
+
+Database::~Database() { sqlite3_close_v2(db_); }
+
+void Database::exec(const std::string& sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    throw SqliteError(sqlite3_extended_errcode(db_), "sqlite: " + msg + " (" + path_ + ")", shortSql(sql));
+  }
+}
+
+bool Database::tableExists(const std::string& name) {
+  Statement s(*this, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
+  s.bind(1, name);
+  return s.step();
+}
+
+int64_t Database::lastInsertRowid() const { return sqlite3_last_insert_rowid(db_); }
+
+Statement::Statement(Database& db, const std::string& sql) : db_(db), sql_(sql) {
+  check(db_.handle(), sqlite3_prepare_v3(db_.handle(), sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr),
+        "prepare: " + sql);
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+void Statement::bind(int i, int64_t v) { check(db_.handle(), sqlite3_bind_int64(stmt_, i, v), sql_); }
+void Statement::bind(int i, double v) { check(db_.handle(), sqlite3_bind_double(stmt_, i, v), sql_); }
+void Statement::bind(int i, std::string_view v) {
+  check(db_.handle(), sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT), sql_);
+}
+void Statement::bindNull(int i) { check(db_.handle(), sqlite3_bind_null(stmt_, i), sql_); }
+
+bool Statement::step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  sqlite3_reset(stmt_);
+  check(db_.handle(), rc, sql_);
+  return false;
+}
+
+void Statement::reset() { check(db_.handle(), sqlite3_reset(stmt_), sql_); }
+
+int64_t Statement::columnInt(int i) const { return sqlite3_column_int64(stmt_, i); }
+double Statement::columnDouble(int i) const { return sqlite3_column_double(stmt_, i); }
+std::string Statement::columnText(int i) const {
+  const unsigned char* t = sqlite3_column_text(stmt_, i);
+  return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(stmt_, i)) : std::string();
+}
+bool Statement::columnIsNull(int i) const { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
+std::optional<int64_t> Statement::columnOptInt(int i) const {
+  if (columnIsNull(i)) return std::nullopt;
+  return columnInt(i);
+}
+std::optional<double> Statement::columnOptDouble(int i) const {
+  if (columnIsNull(i)) return std::nullopt;
+  return columnDouble(i);
+}
+int Statement::columnCount() const { return sqlite3_column_count(stmt_); }
+
+Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN"); }
+Transaction::~Transaction() {
+  if (!done_) sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);  // never throws
+}
+void Transaction::commit() {
+  db_.exec("COMMIT");
+  done_ = true;
+}
+
+bool looksLikeSqlite(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char head[16] = {};
+  const size_t n = std::fread(head, 1, sizeof(head), f);
+  std::fclose(f);
+  return n == sizeof(head) && std::memcmp(head, "SQLite format 3", 16) == 0;
+}
+
+}  // namespace trainscope::rundb

@@ -1,0 +1,258 @@
+// store.cpp — RunStore: creating, locking, writing and closing a run database (see store.h).
+#include "trainscope/rundb/store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "row_io.h"
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/schema.h"
+#include "trainscope/rundb/sqlite.h"
+
+namespace trainscope::rundb {
+namespace {
+
+constexpr int kRowsPerInsert = 64;  // rows per multi-row INSERT: cuts SQLite's per-statement cost
+
+std::string hostName() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+std::string folderOf(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+}  // namespace
+
+PathCheck inspectPath(const std::string& path) {
+  PathCheck c;
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) c.kind = PathCheck::Kind::Other, c.what = std::string("unreadable (") + std::strerror(errno) + ")";
+    return c;
+  }
+  c.kind = PathCheck::Kind::Other;
+  if (S_ISDIR(st.st_mode)) return c.what = "a directory", c;
+  if (S_ISLNK(st.st_mode)) return c.what = "a symbolic link", c;
+  if (!S_ISREG(st.st_mode)) return c.what = "not a regular file (a device, FIFO or socket)", c;
+  if (!looksLikeSqlite(path)) return c.what = "not a trainscope run database", c;
+  // Note: this opens and closes a descriptor on the file. A process must not do so on a database it
+  // has open through SQLite itself (POSIX locks are per process); RunStore never inspects its own.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) c.locked = true;
+    close(fd);
+  }
+  try {
+    Database db(path, Database::Mode::ReadOnly);
+    checkRunDatabase(db);
+    c.kind = PathCheck::Kind::RunDatabase;
+    Statement s(db, "SELECT value FROM meta WHERE key = 'writer_pid'");
+    if (s.step()) c.writer_pid = std::atoll(s.columnText(0).c_str());
+  } catch (const std::exception&) {
+    c.what = "a SQLite file that is not a trainscope run database";
+  }
+  return c;
+}
+
+void checkWritable(const std::string& path, bool overwrite, const std::string& field) {
+  const PathCheck c = inspectPath(path);
+  if (c.kind == PathCheck::Kind::Other)
+    throw UserError(field, path + " is " + c.what + "; trainscope replaces only its own run databases",
+                    "choose another path");
+  if (c.kind == PathCheck::Kind::RunDatabase) {
+    if (!overwrite) throw UserError(field, path + " already exists", "choose another path or pass --overwrite");
+    if (c.locked)
+      throw UserError(field, path + " is being written by another trainscope process" +
+                                 (c.writer_pid ? " (pid " + std::to_string(c.writer_pid) + ")" : std::string()),
+                      "wait for it to finish or choose another path");
+  }
+  const std::string folder = folderOf(path);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec))
+    throw UserError(field, "the folder " + folder + " of " + path + " does not exist", "create it first");
+  if (access(folder.c_str(), W_OK) != 0)
+    throw UserError(field, "the folder " + folder + " of " + path + " is not writable", "choose a writable folder");
+}
+
+void removeRunDatabase(const std::string& path, const std::string& field) {
+  checkWritable(path, true, field);
+  for (const char* suffix : {"-wal", "-shm", ""}) {
+    const std::string p = path + suffix;
+    struct stat st {};
+    if (lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) unlink(p.c_str());
+  }
+}
+
+RunStore::RunStore(const std::string& path, const Options& o) : path_(path) {
+  checkWritable(path, o.overwrite, o.field);  // refuses what is not ours, a locked run, a missing folder
+  if (inspectPath(path).kind == PathCheck::Kind::RunDatabase) removeRunDatabase(path, o.field);
+  // O_EXCL: of two writers started at once, exactly one creates the file.
+  lock_fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) {
+    if (errno == EEXIST)
+      throw UserError(o.field, path + " was just created by another process", "choose another path");
+    throw UserError(o.field, "cannot create " + path + ": " + std::strerror(errno), "choose a writable path");
+  }
+  flock(lock_fd_, LOCK_EX | LOCK_NB);  // a file we just created: nobody else can hold it
+  db_ = std::make_unique<Database>(path, Database::Mode::Create);
+  if (o.bulk)  // written in big sequential batches and rebuilt if lost: no fsync
+    db_->exec("PRAGMA page_size=65536; PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;");
+  else
+    db_->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+  createSchema(*db_);
+  setMeta("schema_version", std::to_string(kSchemaVersion));
+  setMeta("writer_pid", std::to_string(getpid()));
+  setMeta("writer_host", hostName());
+  strings_loaded_ = true;  // a new file has no strings yet
+}
+
+RunStore::~RunStore() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+void RunStore::close() {
+  if (!db_) return;
+  if (in_tx_) rollback();
+  statements_.clear();
+  std::exception_ptr failure;
+  try {
+    db_->exec("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;");
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  db_.reset();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = -1;
+  if (failure) std::rethrow_exception(failure);
+}
+
+Statement& RunStore::cached(const std::string& sql) {
+  auto& s = statements_[sql];
+  if (!s) s = std::make_unique<Statement>(*db_, sql);
+  return *s;
+}
+
+void RunStore::setMeta(const std::string& key, const std::string& value) {
+  cached(insertSql(table("meta"), 1, "INSERT OR REPLACE")).exec(key, value);
+}
+
+void RunStore::appendStep(const Step& r) {
+  Statement& s = cached(insertSql(table("steps"), 1, "INSERT OR REPLACE"));
+  io::RowIo<Step>::bind(s, 1, r);
+  s.run();  // autocommit outside a batch: each step is durable on its own
+}
+
+void RunStore::putRank(const RankInfo& r) {
+  Statement& s = cached(insertSql(table("ranks"), 1, "INSERT OR REPLACE"));
+  io::RowIo<RankInfo>::bind(s, 1, r);
+  s.run();
+}
+
+void RunStore::appendCollectives(const std::vector<Collective>& rows) {
+  begin();
+  put(rows);
+  commit();
+}
+
+void RunStore::writeWeightDigest(const std::vector<WeightDigest>& digest) {
+  begin();
+  Statement& s = cached(insertSql(table("weight_digest"), 1, "INSERT OR REPLACE"));
+  for (const auto& d : digest) {
+    io::RowIo<WeightDigest>::bind(s, 1, d);
+    s.run();
+  }
+  commit();
+}
+
+void RunStore::begin() {
+  db_->exec("BEGIN");
+  in_tx_ = true;
+}
+
+void RunStore::commit() {
+  db_->exec("COMMIT");
+  in_tx_ = false;
+}
+
+void RunStore::rollback() {
+  in_tx_ = false;
+  try {
+    db_->exec("ROLLBACK");
+  } catch (...) {
+  }
+}
+
+void RunStore::putStrings(const std::vector<std::pair<StringId, std::string>>& strings) {
+  Statement& s = cached(insertSql(table("strings"), 1, "INSERT OR REPLACE"));
+  for (const auto& [id, v] : strings) s.exec(id, v);
+}
+
+StringId RunStore::intern(std::string_view v) {
+  if (!strings_loaded_) {
+    for (auto& [id, text] : io::loadStrings(*db_)) {
+      interned_.emplace(std::move(text), StringId(id));
+      next_string_ = std::max(next_string_, StringId(id + 1));
+    }
+    strings_loaded_ = true;
+  }
+  auto it = interned_.find(std::string(v));
+  if (it != interned_.end()) return it->second;
+  const StringId id = next_string_++;
+  interned_.emplace(std::string(v), id);
+  cached(insertSql(table("strings"))).exec(id, v);
+  return id;
+}
+
+template <class Row>
+void RunStore::putRows(const std::vector<Row>& rows) {
+  const Table& t = table(io::RowIo<Row>::kTable);
+  const int n = int(t.columns.size());
+  size_t i = 0;
+  if (rows.size() >= size_t(kRowsPerInsert)) {
+    Statement& many = cached(insertSql(t, kRowsPerInsert));
+    for (; i + kRowsPerInsert <= rows.size(); i += kRowsPerInsert) {
+      for (int k = 0; k < kRowsPerInsert; ++k) io::RowIo<Row>::bind(many, 1 + n * k, rows[i + k]);
+      many.run();
+    }
+  }
+  if (i == rows.size()) return;
+  Statement& one = cached(insertSql(t));
+  for (; i < rows.size(); ++i) {
+    io::RowIo<Row>::bind(one, 1, rows[i]);
+    one.run();
+  }
+}
+
+void RunStore::put(const std::vector<Range>& r) { putRows(r); }
+void RunStore::put(const std::vector<HostOp>& r) { putRows(r); }
+void RunStore::put(const std::vector<Kernel>& r) { putRows(r); }
+void RunStore::put(const std::vector<Memcpy>& r) { putRows(r); }
+void RunStore::put(const std::vector<Memset>& r) { putRows(r); }
+void RunStore::put(const std::vector<ApiCall>& r) { putRows(r); }
+void RunStore::put(const std::vector<Counter>& r) { putRows(r); }
+void RunStore::put(const std::vector<Collective>& r) { putRows(r); }
+void RunStore::put(const std::vector<Drop>& r) {
+  // Drop counts are per (rank, source): replaced, never duplicated; few rows, one at a time.
+  Statement& s = cached(insertSql(table("drops"), 1, "INSERT OR REPLACE"));
+  for (const auto& d : r) {
+    io::RowIo<Drop>::bind(s, 1, d);
+    s.run();
+  }
+}
+
+void RunStore::createIndexes() { rundb::createIndexes(*db_); }
+
+}  // namespace trainscope::rundb

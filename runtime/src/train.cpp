@@ -1,0 +1,353 @@
+// train.cpp — train(): one rank's run, in named phases (see train.h).
+//
+//   connect → open outputs (run database on rank 0, trace shard and sources on every rank)
+//   → train the steps (gather every rank's step metrics; rank 0 records them)
+//   → hand in collectives and the weight digest → close the trace and merge the shards → summary
+#include "trainscope/runtime/train.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "op_source.h"
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/merge.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/store.h"
+#include "trainscope/runtime/comm.h"
+#include "trainscope/runtime/data.h"
+#include "trainscope/runtime/device.h"
+#include "trainscope/runtime/launch.h"
+#include "trainscope/runtime/parallel.h"
+#include "trainscope/runtime/trainer.h"
+#include "trainscope/tracer/cupti_source.h"
+#include "trainscope/tracer/trace.h"
+
+namespace trainscope::runtime {
+namespace {
+
+std::string hostName() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+// "RANK:STEP" → that rank throws at that step (tests the launcher's failure handling).
+bool injectedFailure(const std::string& spec, int rank, int64_t step) {
+  if (spec.empty()) return false;
+  int r = -1;
+  long long k = -1;
+  char tail = 0;
+  if (std::sscanf(spec.c_str(), "%d:%lld%c", &r, &k, &tail) != 2 || r < 0 || k < 0)
+    throw UserError("--inject-failure", "expects RANK:STEP, got \"" + spec + "\"", "e.g. --inject-failure 1:2");
+  return r == rank && k == step;
+}
+
+// Every rank's memory and time for the step, gathered to all (one small all-gather; on the device
+// when the group is NCCL's). Returns one row per rank.
+std::vector<rundb::Step> gatherStep(Comm& comm, const rundb::Step& r, const std::string& device) {
+  const int world = comm.layout().world;
+  if (world == 1) return {r};
+  constexpr int kPerRank = 7;
+  at::Tensor mine = at::tensor(std::vector<int64_t>{r.peak_bytes, r.param_bytes, r.grad_bytes, r.optim_bytes,
+                                                    r.activation_bytes, r.step_time_ns, r.start_ns})
+                        .to(at::Device(device));
+  at::Tensor all = at::empty({world * kPerRank}, mine.options());
+  comm.world().allGather(all, mine);
+  all = all.cpu();
+  const int64_t* v = all.data_ptr<int64_t>();
+  std::vector<rundb::Step> rows(size_t(world), r);
+  for (int q = 0; q < world; ++q, v += kPerRank) {
+    rundb::Step& s = rows[size_t(q)];
+    s.rank = q;
+    s.peak_bytes = v[0], s.param_bytes = v[1], s.grad_bytes = v[2], s.optim_bytes = v[3];
+    s.activation_bytes = v[4], s.step_time_ns = v[5], s.start_ns = v[6];
+    s.tokens_per_s = s.step_time_ns > 0 ? double(s.tokens) / (double(s.step_time_ns) * 1e-9) : 0;
+  }
+  return rows;
+}
+
+// Clock offset of this rank against rank 0, NTP-style through the rendezvous store: rank 0 answers
+// each ping with its clock. Rank 0's own offset is 0.
+rundb::ClockSample syncClock(Comm& comm, const std::string& tag, int rounds = 8) {
+  const Layout& l = comm.layout();
+  if (l.world == 1) return {};
+  const std::string base = "clock/" + tag + "/";
+  if (l.rank == 0) {
+    for (int r = 1; r < l.world; ++r)
+      for (int i = 0; i < rounds; ++i) {
+        const std::string k = base + std::to_string(r) + "/" + std::to_string(i);
+        comm.storeGet(k + "/ping");
+        comm.storeSet(k + "/pong", std::to_string(nowNs()));
+      }
+    return {};
+  }
+  int i = 0;
+  return rundb::measureClockOffset(
+      [&] {
+        const std::string k = base + std::to_string(l.rank) + "/" + std::to_string(i++);
+        comm.storeSet(k + "/ping", "1");
+        return std::stoll(comm.storeGet(k + "/pong"));
+      },
+      rounds);
+}
+
+// What one rank records: the run database (rank 0) and its trace shard.
+struct Recording {
+  std::unique_ptr<rundb::RunStore> store;
+  std::unique_ptr<tracer::Tracer> trace;
+  rundb::ClockSample clock_start;
+  bool tracing_collectives() const { return trace && trace->enabled(tracer::TraceLevel::Ranges); }
+};
+
+Recording openOutputs(const TrainConfig& cfg, const RunOutput& out, const RunInfo& info, Comm& comm,
+                      RunObserver* obs) {
+  Recording rec;
+  if (!out.out.empty() && info.leader)
+    rec.store = std::make_unique<rundb::RunStore>(out.out, rundb::RunStore::Options{out.overwrite, "--out", false});
+  // Tracing (after the data and --out checks, so bad input leaves no shard behind): each rank
+  // writes its own shard; rank 0 merges them into the run database at the end.
+  if (out.tracing()) {
+    const tracer::TraceLevel level = tracer::parseTraceLevel(out.trace_level);
+    rec.trace = std::make_unique<tracer::Tracer>(rundb::shardPath(out.out, info.rank), info.rank, level);
+    tracer::Tracer::setCurrent(rec.trace.get());
+    std::string why;
+    rec.trace->addSource(std::make_unique<OpSource>(out.trace_shapes), &why);
+    if (info.device != "cpu" && !rec.trace->addSource(std::make_unique<tracer::CuptiSource>(tracer::makeCuptiApi()), &why) &&
+        !why.empty() && info.leader && obs)
+      obs->notice("notice: GPU activity not traced: " + why + "; host sources carry on");
+    rec.clock_start = syncClock(comm, "start");
+  }
+  if (rec.store) {
+    rundb::RunStore& s = *rec.store;
+    s.setMeta("config", toJson(cfg));
+    s.setMeta("host", hostName());
+    s.setMeta("device", info.device);
+    s.setMeta("device_name", info.device_name);
+    s.setMeta("parameters", std::to_string(info.parameters));
+    s.setMeta("libtorch_version", TORCH_VERSION);
+    s.setMeta("world_size", std::to_string(cfg.world));
+    s.setMeta("source", "run");
+  }
+  return rec;
+}
+
+void feedCollectives(Recording& rec, Comm& comm) {
+  if (!rec.tracing_collectives()) return;
+  for (auto& c : comm.log().take()) rec.trace->record(std::move(c));
+}
+
+// Collectives: without a trace, every rank hands its records to rank 0 through the rendezvous store
+// (with one, they went into the rank's shard and arrive with the merge).
+void handInCollectives(Recording& rec, Comm& comm, const TrainConfig& cfg, int64_t rank) {
+  feedCollectives(rec, comm);
+  if (rec.tracing_collectives()) return;
+  std::vector<CollectiveRecord> mine = comm.log().take();
+  if (cfg.world == 1) {
+    if (rec.store) rec.store->appendCollectives(mine);
+    return;
+  }
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : mine) a.push_back({r.op, r.group, r.rank, r.group_size, r.seq, r.bytes, r.start_ns, r.end_ns});
+  comm.storeSet("collectives/" + std::to_string(rank), a.dump());
+  comm.world().barrier();
+  if (!rec.store) return;
+  for (int q = 0; q < cfg.world; ++q) {
+    std::vector<CollectiveRecord> rows;
+    for (const auto& e : nlohmann::json::parse(comm.storeGet("collectives/" + std::to_string(q)))) {
+      CollectiveRecord c;
+      c.op = e[0], c.group = e[1], c.rank = e[2], c.group_size = e[3], c.seq = e[4], c.bytes = e[5];
+      c.start_ns = e[6], c.end_ns = e[7];
+      rows.push_back(std::move(c));
+    }
+    rec.store->appendCollectives(rows);
+  }
+}
+
+// Final weights digest: ranks of DP replica 0 hand in their parts, rank 0 sums by name.
+void writeDigest(Recording& rec, Comm& comm, Trainer& trainer, const TrainConfig& cfg, const Layout& layout) {
+  if (!rec.store && cfg.world == 1) return;
+  nlohmann::json d = nlohmann::json::array();
+  if (layout.dp_rank == 0)
+    for (const auto& e : trainer.weightDigest()) d.push_back({e.name, e.sum, e.sumsq, e.abssum});
+  if (cfg.world > 1) {
+    comm.storeSet("digest/" + std::to_string(layout.rank), d.dump());
+    comm.world().barrier();
+  }
+  if (!rec.store) return;
+  std::map<std::string, rundb::WeightDigest> total;
+  for (int q = 0; q < cfg.world; ++q) {
+    const std::string part = cfg.world > 1 ? comm.storeGet("digest/" + std::to_string(q)) : d.dump();
+    for (const auto& e : nlohmann::json::parse(part)) {
+      rundb::WeightDigest& t = total[e[0].get<std::string>()];
+      t.name = e[0].get<std::string>();
+      t.sum += e[1].get<double>(), t.sumsq += e[2].get<double>(), t.abssum += e[3].get<double>();
+    }
+  }
+  std::vector<rundb::WeightDigest> rows;
+  for (auto& [name, t] : total) rows.push_back(t);
+  rec.store->writeWeightDigest(rows);
+}
+
+// Closes this rank's shard and, on rank 0, merges every rank's into the run database.
+void finishTrace(Recording& rec, Comm& comm, const TrainConfig& cfg, const RunInfo& info) {
+  if (!rec.trace) return;
+  const rundb::ClockSample clock_end = syncClock(comm, "end");
+  tracer::Tracer::setCurrent(nullptr);
+  rec.trace->setMeta("rank", std::to_string(info.rank));
+  rec.trace->close();  // stops the sources: the op callbacks, CUPTI's buffers
+  nlohmann::json me = {{"path", rec.trace->path()}, {"host", hostName()}, {"pid", int64_t(getpid())},
+                       {"device", info.device}, {"offset_start", rec.clock_start.offset_ns},
+                       {"offset_end", clock_end.offset_ns}};
+  if (cfg.world > 1) {
+    comm.storeSet("shard/" + std::to_string(info.rank), me.dump());
+    comm.world().barrier();
+  }
+  if (rec.store) {
+    std::vector<rundb::ShardInfo> shards;
+    for (int q = 0; q < cfg.world; ++q) {
+      auto j = nlohmann::json::parse(cfg.world > 1 ? comm.storeGet("shard/" + std::to_string(q)) : me.dump());
+      shards.push_back({j["path"], q, j["host"], j["device"], j["pid"], j["offset_start"], j["offset_end"]});
+    }
+    rundb::mergeShards(*rec.store, shards);
+  }
+  if (cfg.world > 1) comm.world().barrier();  // no rank exits while rank 0 still reads its shard
+}
+
+// The run proper, once the ranks are connected.
+RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, const Layout& layout,
+                      const DeviceChoice& dev, Comm& comm, RunObserver* obs) {
+  Trainer trainer(cfg, dev, &comm);  // checks the data before anything is written
+  info.parameters = cfg.model.parameterCount();
+  if (layout.world == 1 && trainer.parameterCount() != info.parameters)
+    TRAINSCOPE_THROW("parameter count " + std::to_string(trainer.parameterCount()) + " differs from the analytic " +
+                     std::to_string(info.parameters));
+  Recording rec = openOutputs(cfg, out, info, comm, obs);
+  const std::optional<double> peak_tflops = cfg.peak_tflops ? cfg.peak_tflops : dev.peak_tflops;
+  if (rec.store && peak_tflops) rec.store->setMeta("peak_flops", std::to_string(*peak_tflops * 1e12));
+  if (obs) obs->started(info);
+
+  RunResult res;
+  res.info = info;
+  res.info.config = nullptr;
+  res.config = cfg;
+  std::vector<rundb::Step> all_rows;  // rank 0: every rank's rows (the summary when there is no database)
+  int64_t nonfinite_streak = 0, timed = 0;
+  double hidden_sum = 0, comm_sum = 0;
+  constexpr int64_t kMaxNonFiniteSteps = 5;  // fp32/bf16: this many in a row means divergence
+  for (int64_t k = 0; k < cfg.steps; ++k) {
+    if (injectedFailure(cfg.inject_failure, int(info.rank), k))
+      TRAINSCOPE_THROW("injected failure on rank " + std::to_string(info.rank) + " at step " + std::to_string(k));
+    rundb::Step r;
+    {
+      TRAINSCOPE_RANGE(tracer::names::kStep);
+      r = trainer.step();
+    }
+    feedCollectives(rec, comm);
+    const std::vector<rundb::Step> rows = gatherStep(comm, r, dev.device);
+    if (rec.store)
+      for (const auto& row : rows) rec.store->appendStep(row);
+    if (info.leader) all_rows.insert(all_rows.end(), rows.begin(), rows.end());
+    if (k == 0) res.first_loss = r.loss;
+    if (k > 0 || cfg.steps == 1) {  // step 0 pays one-time costs
+      hidden_sum += trainer.lastHiddenShare();
+      comm_sum += trainer.lastCommSeconds();
+      ++timed;
+    }
+    res.skipped_steps += r.skipped;
+    res.last = r;
+    res.steps_done = k + 1;
+    if (obs) obs->stepDone(info, r);
+    nonfinite_streak = (r.skipped && cfg.precision != Precision::FP16) ? nonfinite_streak + 1 : 0;
+    if (nonfinite_streak >= kMaxNonFiniteSteps) {
+      res.end = RunEnd::Diverged;
+      res.message = "training diverged: the gradient norm was not finite for " + std::to_string(kMaxNonFiniteSteps) +
+                    " steps in a row (last step " + std::to_string(r.step) + "); lower --lr or use --clip" +
+                    (rec.store ? "; steps so far are in " + rec.store->path() : "");
+      return res;
+    }
+  }
+  handInCollectives(rec, comm, cfg, info.rank);
+  writeDigest(rec, comm, trainer, cfg, layout);
+  finishTrace(rec, comm, cfg, info);
+
+  res.final_loss = res.last.loss;
+  res.loss_scale = trainer.lossScale();
+  res.allreduce_hidden_share = timed ? hidden_sum / double(timed) : 0.0;
+  res.grad_comm_s_per_step = timed ? comm_sum / double(timed) : 0.0;
+  if (rec.store) {
+    res.database = rec.store->path();
+    rec.store->close();
+    rundb::RunReader reader(res.database);
+    res.summary = rundb::summarize(reader);
+  } else if (info.leader) {
+    res.summary = rundb::summarizeSteps(all_rows, cfg.world, cfg.model.name,
+                                        peak_tflops ? std::optional<double>(*peak_tflops * 1e12) : std::nullopt);
+  }
+  return res;
+}
+
+}  // namespace
+
+bool isRankProcess() { return rankEnvFromEnvironment().distributed; }
+
+void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
+  resolve(cfg, cfg.nproc);
+  resolve(out);
+  Layout::make(cfg.world, 0, cfg.tp, cfg.pp);
+  if (cfg.sequence_parallel && cfg.seq % cfg.tp != 0)
+    throw UserError("--seq", "sequence parallelism needs seq divisible by tp", "pick --seq a multiple of --tp");
+  TokenSource probe(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
+  (void)probe;
+  if (!out.out.empty()) rundb::checkWritable(out.out, out.overwrite, out.tracing() ? "--trace" : "--out");
+}
+
+RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
+  const RankEnv env = rankEnvFromEnvironment();
+  resolve(cfg, env.distributed ? env.world : 1);
+  resolve(out);
+  if (cfg.sequence_parallel && cfg.seq % cfg.tp != 0)
+    throw UserError("--seq", "sequence parallelism needs seq divisible by tp", "pick --seq a multiple of --tp");
+  const Layout layout = Layout::make(cfg.world, env.rank, cfg.tp, cfg.pp);
+  RunInfo info;
+  info.config = &cfg;
+  info.rank = env.rank;
+  info.leader = env.rank == 0;
+  info.rank_source = env.source;
+  // Ranks on one host share its cores.
+  if (cfg.threads > 0) at::set_num_threads(cfg.threads);
+  else if (env.local_world > 1)
+    at::set_num_threads(std::max(1u, std::thread::hardware_concurrency() / unsigned(env.local_world)));
+  DeviceChoice dev = chooseDevice(cfg.device, cfg.precision);
+  if (dev.device != "cpu") dev.device = "cuda:" + std::to_string(env.local_rank);
+  info.device = dev.device;
+  info.device_name = dev.name;
+  if (!dev.notice.empty() && info.leader && obs) obs->notice(dev.notice);
+
+  CommOptions copts;
+  copts.device = dev.device;
+  copts.rendezvous_timeout = std::chrono::milliseconds(int64_t(cfg.rendezvous_timeout_s * 1000));
+  copts.collective_timeout = std::chrono::milliseconds(int64_t(cfg.collective_timeout_s * 1000));
+  std::unique_ptr<Comm> comm = Comm::connect(env, layout, copts);
+  // A rank's own failure is reported before its process groups close, so that the launcher can tell
+  // it from the peers' "connection closed" errors that it causes.
+  try {
+    return trainOnComm(cfg, out, info, layout, dev, *comm, obs);
+  } catch (const std::exception& e) {
+    reportRankError(e.what());
+    throw;
+  }
+}
+
+}  // namespace trainscope::runtime

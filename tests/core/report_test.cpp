@@ -1,0 +1,222 @@
+// report_test.cpp — the run summary and the report on hand-built traces with hand-computed numbers:
+// the step breakdown, self time of nested ops, the summary's definitions over several ranks, the
+// missing-rank warning, and the Chrome export (counts, flows one-to-many, the input never replaced).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/cli.h"
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/chrome.h"
+#include "trainscope/rundb/merge.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/report.h"
+#include "trainscope/rundb/store.h"
+#include "trainscope/rundb/summary.h"
+#include "trainscope/tracer/trace.h"
+
+namespace db = trainscope::rundb;
+namespace tr = trainscope::tracer;
+using trainscope::testing::cli;
+using trainscope::testing::tempPath;
+
+namespace {
+
+// Steps of every rank (the same windows unless `slow` stretches one rank's), then the shards merged.
+void makeTraced(const std::string& path, const std::vector<std::pair<int64_t, int64_t>>& windows,
+                const std::function<void(tr::Tracer&)>& events, int world = 1,
+                const std::function<void(db::Step&)>& tweak = nullptr) {
+  std::vector<db::ShardInfo> shards;
+  for (int rank = 0; rank < world; ++rank) {
+    const std::string shard = db::shardPath(path, rank);
+    tr::Tracer t(shard, rank, tr::TraceLevel::All);
+    if (rank == 0 && events) events(t);
+    shards.push_back({shard, rank, "h", "cpu", 1, 0, 0});
+  }
+  db::RunStore store(path, db::RunStore::Options{true});
+  store.setMeta("world_size", std::to_string(world));
+  store.setMeta("config", R"({"workload":"hand-built"})");
+  for (int rank = 0; rank < world; ++rank)
+    for (size_t k = 0; k < windows.size(); ++k) {
+      db::Step r;
+      r.rank = rank;
+      r.step = int64_t(k);
+      r.start_ns = windows[k].first;
+      r.step_time_ns = windows[k].second - windows[k].first;
+      r.tokens = 1000;
+      r.model_flops = 1e6;
+      r.mfu = r.model_flops / (double(r.step_time_ns) * 1e-9) / 1e15;  // a 1 PFLOP/s device
+      r.peak_bytes = (rank + 1) << 20;
+      if (tweak) tweak(r);
+      store.appendStep(r);
+    }
+  db::mergeShards(store, shards);
+}
+
+}  // namespace
+
+TEST(Report, HandBuiltTraceGivesHandComputedBreakdown) {
+  const std::string run = tempPath("report.db");
+  // Step 0 is skipped by the report; step 1 is the window [1000, 2000).
+  makeTraced(run, {{0, 1000}, {1000, 2000}}, [](tr::Tracer& t) {
+    const auto d = t.intern("trainscope");
+    t.record(tr::RangeEvent{1100, 1400, t.intern("forward"), d, 0, 0, 0});
+    t.record(tr::RangeEvent{1400, 1800, t.intern("backward"), d, 0, 0, 0});
+    t.record(tr::RangeEvent{1150, 1250, t.intern("layer"), d, 0, 1, 0});  // nested: not counted twice
+    db::Collective c;
+    c.op = "all_reduce", c.group = "dp", c.group_size = 2, c.bytes = 1000000, c.start_ns = 1600, c.end_ns = 1900;
+    t.record(c);
+    t.record(tr::OpEvent{1100, 1300, t.intern("aten::mm"), 0, 1, db::kNoString});
+    t.record(tr::OpEvent{1300, 1350, t.intern("aten::mm"), 0, 2, db::kNoString});
+    t.record(tr::OpEvent{1400, 1420, t.intern("aten::gelu"), 0, 3, db::kNoString});
+    // nested, on another thread: the backward node [1500, 1800) runs aten::mm [1550, 1700) inside
+    t.record(tr::OpEvent{1500, 1800, t.intern("MmBackward0"), 1, 4, db::kNoString});
+    t.record(tr::OpEvent{1550, 1700, t.intern("aten::mm"), 1, 5, db::kNoString});
+  });
+  db::Report r = db::computeReport(run);
+  ASSERT_EQ(r.summary.ranks.size(), 1u);
+  const auto& k = r.summary.ranks[0];
+  EXPECT_EQ(k.steps, 1);
+  EXPECT_DOUBLE_EQ(k.step_s_mean, 1000e-9);
+  ASSERT_TRUE(k.breakdown);
+  EXPECT_DOUBLE_EQ(k.breakdown->compute_s, 700e-9);  // [1100, 1800)
+  EXPECT_DOUBLE_EQ(k.breakdown->comm_s, 300e-9);     // [1600, 1900)
+  EXPECT_DOUBLE_EQ(k.breakdown->overlap_s, 200e-9);  // [1600, 1800)
+  EXPECT_DOUBLE_EQ(k.breakdown->idle_s, 200e-9);     // [1000, 1100) and [1900, 2000)
+  EXPECT_EQ(r.summary.breakdown_source, "ranges");
+  ASSERT_EQ(r.top_ops_source, "host_ops");
+  ASSERT_GE(r.top_ops.size(), 2u);
+  EXPECT_EQ(r.top_ops[0].name, "aten::mm");
+  EXPECT_EQ(r.top_ops[0].count, 3);
+  EXPECT_DOUBLE_EQ(r.top_ops[0].total_s, 400e-9);
+  EXPECT_DOUBLE_EQ(r.top_ops[0].self_s, 400e-9);
+  EXPECT_EQ(r.top_ops[1].name, "MmBackward0");
+  EXPECT_DOUBLE_EQ(r.top_ops[1].total_s, 300e-9);
+  EXPECT_DOUBLE_EQ(r.top_ops[1].self_s, 150e-9);  // 300 minus the nested mm
+  ASSERT_EQ(r.collectives.size(), 1u);
+  EXPECT_EQ(r.collectives[0].bytes, 1000000);
+  auto j = nlohmann::json::parse(db::reportJson(r));
+  EXPECT_DOUBLE_EQ(j["summary"]["ranks"][0]["breakdown"]["idle_s"].get<double>(), 200e-9);
+  EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(RunSummary, DefinitionsOverSeveralRanks) {
+  const std::string run = tempPath("summary.db");
+  // Three steps; rank 1 takes 50% longer on every step: the job's step time is the slower rank's.
+  makeTraced(run, {{0, 100}, {100, 300}, {300, 700}}, nullptr, 2, [](db::Step& s) {
+    if (s.rank == 1) s.step_time_ns = s.step_time_ns * 3 / 2;
+  });
+  db::RunReader reader(run);
+  const db::RunSummary s = db::summarize(reader);
+  EXPECT_EQ(s.world, 2);
+  EXPECT_EQ(s.steps, 2);          // step 0 left out
+  EXPECT_EQ(s.skipped_steps, 1);
+  // T = {300, 600} ns (rank 1's); tokens/s = 2000 / 900e-9.
+  EXPECT_DOUBLE_EQ(s.tokens_per_s, 2000 / 900e-9);
+  EXPECT_DOUBLE_EQ(s.step_s_median, 450e-9);
+  EXPECT_DOUBLE_EQ(s.step_s_p90, 300e-9 + 0.9 * 300e-9);
+  // Peak per device derived from rank 0's step-0 row: 1e15. MFU = Σ flops (4 rows × 1e6) / Σ T / (2 × 1e15).
+  ASSERT_TRUE(s.peak_flops);
+  EXPECT_NEAR(*s.peak_flops, 1e15, 1e3);
+  ASSERT_TRUE(s.mfu);
+  EXPECT_NEAR(*s.mfu, 4e6 / 900e-9 / 2e15, 1e-12);
+  EXPECT_EQ(s.peak_bytes, 2 << 20);
+  ASSERT_EQ(s.ranks.size(), 2u);
+  EXPECT_EQ(s.ranks[1].peak_bytes, 2 << 20);
+  EXPECT_DOUBLE_EQ(s.ranks[1].step_s_max, 600e-9);
+  EXPECT_FALSE(s.ranks[0].breakdown);  // no events at all: no breakdown, not "100% idle"
+  // The same numbers from the step rows alone.
+  const db::RunSummary t = db::summarizeSteps(reader.steps(), 2, "hand-built", 1e15);
+  EXPECT_DOUBLE_EQ(t.tokens_per_s, s.tokens_per_s);
+  EXPECT_DOUBLE_EQ(*t.mfu, *s.mfu);
+  EXPECT_EQ(db::summaryJson(t), db::summaryJson(db::summarizeSteps(reader.steps(), 2, "hand-built", 1e15)));
+}
+
+TEST(Report, WarnsWhenARanksEventsAreMissing) {
+  const std::string run = tempPath("missing-rank.db");
+  {
+    tr::Tracer t(db::shardPath(run, 0), 0, tr::TraceLevel::Ranges);
+    t.record(tr::RangeEvent{110, 190, t.intern("forward"), t.intern("trainscope"), 0, 0, 0});
+  }
+  db::RunStore store(run, db::RunStore::Options{true});
+  store.setMeta("world_size", "2");
+  for (int rank = 0; rank < 2; ++rank)
+    for (int k = 0; k < 2; ++k) {
+      db::Step r;
+      r.rank = rank, r.step = k, r.start_ns = 100 * k, r.step_time_ns = 100, r.tokens = 10;
+      store.appendStep(r);
+    }
+  db::mergeShards(store, {{db::shardPath(run, 0), 0, "h", "cpu", 1, 0, 0}});
+  store.close();
+  db::Report r = db::computeReport(run);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("rank(s) 1"), std::string::npos) << r.warnings[0];
+  EXPECT_NE(db::formatReport(r).find("warning: the events of rank(s) 1 are missing"), std::string::npos);
+}
+
+TEST(Report, IntervalArithmetic) {
+  auto u = db::unionOf({{5, 10}, {0, 3}, {2, 4}, {9, 12}});
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u[0].begin, 0);
+  EXPECT_EQ(u[0].end, 4);
+  EXPECT_EQ(u[1].end, 12);
+  EXPECT_EQ(db::coveredWithin(u, 3, 11), 1 + 6);
+  auto i = db::intersect(u, db::unionOf({{1, 6}}));
+  EXPECT_EQ(db::coveredWithin(i, 0, 100), 3 + 1);
+}
+
+TEST(ChromeExport, ParsesAndHasTheRightCounts) {
+  const std::string run = tempPath("chrome.db"), out = tempPath("trace.json");
+  makeTraced(run, {{0, 1000}, {1000, 2000}}, [](tr::Tracer& t) {
+    t.record(tr::RangeEvent{100, 200, t.intern("forward"), t.intern("trainscope"), 0, 0, 0});
+    t.record(tr::OpEvent{110, 150, t.intern("aten::mm"), 0, 1, db::kNoString});
+    t.record(tr::ApiEvent{290, 295, 0, t.intern("cudaGraphLaunch"), 77, 0});
+    t.record(tr::KernelEvent{300, 400, 0, 7, t.intern("k1"), 77, {1, 1, 1}, {32, 1, 1}, 16, 0});
+    t.record(tr::KernelEvent{400, 450, 0, 7, t.intern("k2"), 77, {1, 1, 1}, {32, 1, 1}, 16, 0});  // same graph launch
+    t.record(tr::ApiEvent{500, 505, 0, t.intern("cudaLaunchKernel"), -1, 0});         // no correlation id
+    t.record(tr::KernelEvent{510, 520, 0, 7, t.intern("k3"), -1, {1, 1, 1}, {1, 1, 1}, 0, 0});
+    db::Collective c;
+    c.op = "all_reduce", c.group = "dp", c.group_size = 2, c.bytes = 64, c.start_ns = 400, c.end_ns = 500;
+    t.record(c);
+    t.record(tr::CounterEvent{800, t.intern("memory.allocated_bytes"), 5});
+  });
+  auto st = db::exportChrome(run, out);
+  // steps, range, op, 2 API calls (each once), 3 kernels, collective
+  EXPECT_EQ(st.complete_events, 2 + 1 + 1 + 2 + 3 + 1);
+  EXPECT_EQ(st.counter_events, 1);
+  EXPECT_EQ(st.flow_pairs, 2);  // one graph launch → two kernels; nothing joined on a missing id
+  std::ifstream in(out);
+  auto j = nlohmann::json::parse(in);
+  int x = 0, flows = 0;
+  std::set<std::string> lanes;
+  for (const auto& e : j["traceEvents"]) {
+    const std::string ph = e["ph"];
+    x += ph == "X";
+    flows += ph == "s" || ph == "f";
+    if (ph == "M" && e["name"] == "thread_name") lanes.insert(e["args"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(x, st.complete_events);
+  EXPECT_EQ(flows, 4);
+  EXPECT_EQ(lanes, (std::set<std::string>{"thread 0", "stream 7", "collectives"}));
+  // Exported again over the earlier export: fine. Over the input, or over a file that is not an
+  // export: refused, and the file is untouched.
+  EXPECT_NO_THROW(db::exportChrome(run, out));
+  const auto size = std::filesystem::file_size(run);
+  EXPECT_THROW(db::exportChrome(run, run), trainscope::UserError);
+  EXPECT_EQ(std::filesystem::file_size(run), size);
+  auto r = cli("export " + run + " --chrome " + run);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("is the input database itself"), std::string::npos) << r.output;
+  const std::string notes = tempPath("notes.json");
+  std::ofstream(notes) << "{\"mine\": 1}";
+  EXPECT_THROW(db::exportChrome(run, notes), trainscope::UserError);
+  EXPECT_EQ(std::filesystem::file_size(notes), 11u);
+  EXPECT_NO_THROW(db::exportChrome(run, notes, /*overwrite=*/true));
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(out).parent_path()))
+    EXPECT_EQ(e.path().string().find(".partial."), std::string::npos) << e.path();
+}

@@ -1,0 +1,191 @@
+// test_workloads.cpp — workload files, analytic parameter counts, FLOPs formula, config checks.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "../common/cli.h"
+#include "trainscope/runtime/config.h"
+#include "trainscope/common/error.h"
+#include "trainscope/workloads/flops.h"
+#include "trainscope/workloads/workload.h"
+
+namespace wl = trainscope::workloads;
+namespace rt = trainscope::runtime;
+using trainscope::UserError;
+using trainscope::testing::tempPath;
+
+TEST(Workloads, Gpt2SmallHasItsKnownParameterCount) {
+  EXPECT_EQ(wl::load("gpt2-124m").parameterCount(), 124439808);
+  EXPECT_EQ(wl::load("gpt2-1.5b").parameterCount(), 1557611200);
+}
+
+TEST(Workloads, AllShippedWorkloadsLoadAndValidate) {
+  auto names = wl::available();
+  ASSERT_GE(names.size(), 11u);
+  for (const auto& n : names) EXPECT_NO_THROW(wl::load(n)) << n;
+}
+
+TEST(Workloads, ReadsHuggingFaceGpt2Config) {
+  std::string p = tempPath("config.json");
+  std::ofstream(p) << R"({"model_type":"gpt2","n_layer":3,"n_head":4,"n_embd":64,"n_positions":128,
+                          "n_ctx":128,"vocab_size":500,"activation_function":"gelu_new"})";
+  wl::Workload w = wl::load(p);
+  EXPECT_EQ(w.n_layer, 3);
+  EXPECT_EQ(w.n_head, 4);
+  EXPECT_EQ(w.vocab_size, 500);
+}
+
+TEST(Workloads, HeadsNotDividingHiddenIsAUserError) {
+  std::string p = tempPath("bad_heads.json");
+  std::ofstream(p) << R"({"n_layer":2,"n_head":3,"n_embd":32,"n_positions":64,"vocab_size":128})";
+  try {
+    wl::load(p);
+    FAIL() << "expected UserError";
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.field(), "workload.n_head");
+  }
+}
+
+TEST(Workloads, HuggingFaceMlpWidthOtherThan4CIsRejected) {
+  std::string p = tempPath("inner.json");
+  std::ofstream(p) << R"({"n_layer":2,"n_head":2,"n_embd":32,"n_positions":64,"vocab_size":128,"n_inner":100})";
+  try {
+    wl::load(p);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.field(), "workload.n_inner");
+  }
+}
+
+TEST(Workloads, UnknownNameListsTheAvailableOnes) {
+  try {
+    wl::load("gpt5");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.field(), "--workload");
+    EXPECT_NE(std::string(e.what()).find("gpt2-124m"), std::string::npos);
+  }
+}
+
+TEST(Workloads, MissingFieldIsNamed) {
+  std::string p = tempPath("missing.json");
+  std::ofstream(p) << R"({"n_layer":2,"n_head":2,"n_positions":64,"vocab_size":128})";
+  try {
+    wl::load(p);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.field(), "workload.n_embd");
+  }
+}
+
+TEST(Flops, MatchesNarayananFormulas) {
+  // Megatron-LM paper: 96 B s l h^2 (1 + s/6h + V/16lh) with full recomputation.
+  const double B = 8, s = 2048, l = 24, h = 2048, V = 50257;
+  auto f = wl::stepFlops(8, 2048, 24, 2048, 50257, wl::Recompute::Full);
+  EXPECT_NEAR(f.hardware / (96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))), 1.0, 1e-12);
+  EXPECT_NEAR(f.model / (72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))), 1.0, 1e-12);
+  auto sel = wl::stepFlops(8, 2048, 24, 2048, 50257, wl::Recompute::Selective);
+  EXPECT_DOUBLE_EQ(sel.hardware - sel.model, 4 * B * s * s * h * l);
+}
+
+TEST(Config, GbsMustBeAMultipleOfMbs) {
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.mbs = 3;
+  c.gbs = 8;
+  try {
+    rt::resolve(c);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.field(), "--gbs");
+  }
+}
+
+TEST(Config, GbsGivesGa) {
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.mbs = 2;
+  c.gbs = 8;
+  rt::resolve(c);
+  EXPECT_EQ(c.ga_steps, 4);
+  EXPECT_EQ(c.global_batch, 8);
+}
+
+TEST(Config, UnknownEnumValueNamesFlagAndChoices) {
+  try {
+    rt::parsePrecision("fp8");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.field(), "--precision");
+    EXPECT_NE(std::string(e.what()).find("fp32|bf16|fp16"), std::string::npos);
+  }
+}
+
+TEST(Config, SeqLongerThanPositionsIsRejected) {
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.seq = 65;
+  EXPECT_THROW(rt::resolve(c), UserError);
+}
+
+TEST(Config, JsonAndFlagFormsRoundTrip) {
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.seq = 32;
+  c.mbs = 2;
+  c.gbs = 8;
+  c.steps = 7;
+  c.ckpt = rt::Checkpointing::Selective;
+  c.precision = rt::Precision::BF16;
+  c.optimizer = rt::OptimizerKind::Adafactor;
+  c.lr = 1.0 / 3.0;  // not a short decimal: must survive the text forms exactly
+  c.seed = 18446744073709551557ull;
+  c.nproc = 2;
+  c.zero = 1;
+  c.peak_tflops = 12.5;
+  rt::resolve(c);
+  const std::string json = rt::toJson(c);
+  rt::TrainConfig back = rt::fromJson(json, "test");
+  rt::resolve(back);
+  EXPECT_EQ(rt::toJson(back), json);
+  EXPECT_EQ(back.lr, c.lr);
+  EXPECT_EQ(back.seed, c.seed);
+  EXPECT_EQ(rt::toArgs(back), rt::toArgs(c));
+  const auto args = rt::toArgs(c);
+  auto at = [&](const std::string& flag) {
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == flag) return args[i + 1];
+    return std::string("<missing>");
+  };
+  EXPECT_EQ(at("--workload"), "tiny");
+  EXPECT_EQ(at("--gbs"), "8");
+  EXPECT_EQ(at("--nproc"), "2");
+  EXPECT_EQ(at("--ckpt"), "selective");
+  EXPECT_EQ(std::stod(at("--lr")), c.lr);
+  // A whole `run --json` line is accepted too; a wrong type names the key.
+  EXPECT_EQ(rt::toJson([&] {
+              auto x = rt::fromJson("{\"steps\": 3, \"config\": " + json + "}", "line");
+              rt::resolve(x);
+              return x;
+            }()),
+            json);
+  try {
+    rt::fromJson(R"({"mbs": "two"})", "cfg.json");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cfg.json: mbs"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, AWorkloadGivenByPathIsRecordedByAbsolutePath) {
+  const std::string p = tempPath("path-model.json");
+  std::ofstream(p) << R"({"name":"path-model","n_layer":1,"n_head":2,"n_embd":16,"n_positions":32,"vocab_size":64})";
+  rt::TrainConfig c;
+  c.workload = p;
+  rt::resolve(c);
+  auto j = rt::toJson(c);
+  EXPECT_NE(j.find("\"workload\":\"path-model\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"workload_spec\":\"" + p + "\""), std::string::npos) << j;
+  rt::TrainConfig back = rt::fromJson(j, "t");
+  EXPECT_EQ(back.workload, p);
+}
