@@ -17,9 +17,9 @@
 #include <functional>
 #include <vector>
 
-#include "cpu_ops.h"
-#include "gemm_avx512.h"
-#include "linear.h"
+#include "cpu/cpu_ops.h"
+#include "cpu/gemm_avx512.h"
+#include "model/linear.h"
 
 namespace {
 

@@ -32,7 +32,10 @@ int64_t stepNumber(const std::string& name, const std::string& path) {
 
 Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns) {
   Step s;
-  s.rank = rank, s.step = step, s.start_ns = start_ns, s.step_time_ns = end_ns - start_ns;
+  s.rank = rank;
+  s.step = step;
+  s.start_ns = start_ns;
+  s.step_time_ns = end_ns - start_ns;
   return s;
 }
 

@@ -52,7 +52,8 @@ int64_t importKineto(RunStore& store, ImportStats& st, const std::string& text, 
     if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("ts") || !e.contains("dur")) continue;
     const std::string cat = e.value("cat", ""), name = e.value("name", "");
     const int64_t b = ns(e["ts"]), en = b + int64_t(std::llround(e["dur"].get<double>() * 1000.0));
-    t_min = std::min(t_min, b), t_max = std::max(t_max, en);
+    t_min = std::min(t_min, b);
+    t_max = std::max(t_max, en);
     const nlohmann::json args = e.value("args", nlohmann::json::object());
     const int64_t tid = e.contains("tid") && e["tid"].is_number() ? e["tid"].get<int64_t>() : 0;
     const int64_t corr = intArg(args, "correlation", -1);

@@ -33,10 +33,12 @@ void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64
     while (q.step()) {
       Kernel k{q.columnInt(0), q.columnInt(1), q.columnInt(2), q.columnInt(3), name(q.columnInt(5)), q.columnInt(4)};
       for (int i = 0; i < 3; ++i) k.grid[i] = int32_t(q.columnInt(6 + i)), k.block[i] = int32_t(q.columnInt(9 + i));
-      k.registers = int32_t(q.columnInt(12)), k.shared_bytes = int32_t(q.columnInt(13));
+      k.registers = int32_t(q.columnInt(12));
+      k.shared_bytes = int32_t(q.columnInt(13));
       k.rank = rank;
       store.put(k);
-      t_min = std::min(t_min, k.start_ns), t_max = std::max(t_max, k.end_ns);
+      t_min = std::min(t_min, k.start_ns);
+      t_max = std::max(t_max, k.end_ns);
       ++st.kernels;
     }
   }

@@ -28,7 +28,10 @@ std::vector<OpStat> hostOpsBySelfTime(RunReader& reader, const std::vector<int64
     std::vector<Open> stack;
     int64_t tid = -1;
     for (const HostOp& op : ops) {
-      if (op.tid != tid) stack.clear(), tid = op.tid;
+      if (op.tid != tid) {
+        stack.clear();
+        tid = op.tid;
+      }
       while (!stack.empty() && stack.back().end <= op.start_ns) stack.pop_back();
       const double dur = double(op.end_ns - op.start_ns) * 1e-9;
       if (!stack.empty()) by_name[stack.back().name].self_s -= double(std::min(op.end_ns, stack.back().end) - op.start_ns) * 1e-9;
@@ -88,7 +91,8 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
   std::map<std::pair<std::string, std::string>, double> busbw_sum;
   for (const Collective& c : reader.collectives()) {
     CollectiveStat& s = coll[{c.op, c.group}];
-    s.op = c.op, s.group = c.group;
+    s.op = c.op;
+    s.group = c.group;
     ++s.count;
     s.bytes += c.bytes;
     s.total_s += c.seconds();

@@ -36,13 +36,26 @@ struct RowIo<Step> {
   }
   static Step read(const Statement& s) {
     Step r;
-    r.rank = s.columnInt(0), r.step = s.columnInt(1), r.loss = s.columnDouble(2), r.lr = s.columnDouble(3);
-    r.grad_norm = s.columnDouble(4), r.loss_scale = s.columnDouble(5), r.skipped = s.columnInt(6) != 0;
-    r.tokens = s.columnInt(7), r.start_ns = s.columnInt(8), r.step_time_ns = s.columnInt(9);
-    r.tokens_per_s = s.columnDouble(10), r.model_flops = s.columnDouble(11), r.hw_flops = s.columnDouble(12);
-    r.mfu = s.columnOptDouble(13), r.hfu = s.columnOptDouble(14);
-    r.peak_bytes = s.columnInt(15), r.param_bytes = s.columnInt(16), r.grad_bytes = s.columnInt(17);
-    r.optim_bytes = s.columnInt(18), r.activation_bytes = s.columnInt(19);
+    r.rank = s.columnInt(0);
+    r.step = s.columnInt(1);
+    r.loss = s.columnDouble(2);
+    r.lr = s.columnDouble(3);
+    r.grad_norm = s.columnDouble(4);
+    r.loss_scale = s.columnDouble(5);
+    r.skipped = s.columnInt(6) != 0;
+    r.tokens = s.columnInt(7);
+    r.start_ns = s.columnInt(8);
+    r.step_time_ns = s.columnInt(9);
+    r.tokens_per_s = s.columnDouble(10);
+    r.model_flops = s.columnDouble(11);
+    r.hw_flops = s.columnDouble(12);
+    r.mfu = s.columnOptDouble(13);
+    r.hfu = s.columnOptDouble(14);
+    r.peak_bytes = s.columnInt(15);
+    r.param_bytes = s.columnInt(16);
+    r.grad_bytes = s.columnInt(17);
+    r.optim_bytes = s.columnInt(18);
+    r.activation_bytes = s.columnInt(19);
     return r;
   }
 };
@@ -81,10 +94,16 @@ struct RowIo<Kernel> {
   }
   static Kernel read(const Statement& s) {
     Kernel k;
-    k.rank = s.columnInt(0), k.device = s.columnInt(1), k.stream = s.columnInt(2);
-    k.start_ns = s.columnInt(3), k.end_ns = s.columnInt(4), k.correlation = idAt(s, 5), k.name = nameAt(s, 6);
+    k.rank = s.columnInt(0);
+    k.device = s.columnInt(1);
+    k.stream = s.columnInt(2);
+    k.start_ns = s.columnInt(3);
+    k.end_ns = s.columnInt(4);
+    k.correlation = idAt(s, 5);
+    k.name = nameAt(s, 6);
     for (int i = 0; i < 3; ++i) k.grid[i] = int32_t(s.columnInt(7 + i)), k.block[i] = int32_t(s.columnInt(10 + i));
-    k.registers = int32_t(s.columnInt(13)), k.shared_bytes = int32_t(s.columnInt(14));
+    k.registers = int32_t(s.columnInt(13));
+    k.shared_bytes = int32_t(s.columnInt(14));
     k.collective_seq = idAt(s, 15);
     return k;
   }
@@ -143,8 +162,14 @@ struct RowIo<Collective> {
   }
   static Collective read(const Statement& s) {
     Collective c;
-    c.rank = s.columnInt(0), c.op = s.columnText(1), c.group = s.columnText(2), c.group_size = s.columnInt(3);
-    c.seq = s.columnInt(4), c.bytes = s.columnInt(5), c.start_ns = s.columnInt(6), c.end_ns = s.columnInt(7);
+    c.rank = s.columnInt(0);
+    c.op = s.columnText(1);
+    c.group = s.columnText(2);
+    c.group_size = s.columnInt(3);
+    c.seq = s.columnInt(4);
+    c.bytes = s.columnInt(5);
+    c.start_ns = s.columnInt(6);
+    c.end_ns = s.columnInt(7);
     return c;
   }
 };
@@ -157,8 +182,13 @@ struct RowIo<RankInfo> {
   }
   static RankInfo read(const Statement& s) {
     RankInfo r;
-    r.rank = s.columnInt(0), r.host = s.columnText(1), r.pid = s.columnInt(2), r.device = s.columnText(3);
-    r.clock_offset_ns = s.columnInt(4), r.offset_start_ns = s.columnOptInt(5), r.offset_end_ns = s.columnOptInt(6);
+    r.rank = s.columnInt(0);
+    r.host = s.columnText(1);
+    r.pid = s.columnInt(2);
+    r.device = s.columnText(3);
+    r.clock_offset_ns = s.columnInt(4);
+    r.offset_start_ns = s.columnOptInt(5);
+    r.offset_end_ns = s.columnOptInt(6);
     return r;
   }
 };

@@ -37,14 +37,18 @@ PathCheck inspectPath(const std::string& path) {
   PathCheck c;
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
-    if (errno != ENOENT) c.kind = PathCheck::Kind::Other, c.what = std::string("unreadable (") + std::strerror(errno) + ")";
+    if (errno != ENOENT) {
+      c.kind = PathCheck::Kind::Other;
+      c.what = std::string("unreadable (") + std::strerror(errno) + ")";
+    }
     return c;
   }
   c.kind = PathCheck::Kind::Other;
-  if (S_ISDIR(st.st_mode)) return c.what = "a directory", c;
-  if (S_ISLNK(st.st_mode)) return c.what = "a symbolic link", c;
-  if (!S_ISREG(st.st_mode)) return c.what = "not a regular file (a device, FIFO or socket)", c;
-  if (!looksLikeSqlite(path)) return c.what = "not a trainscope run database", c;
+  if (S_ISDIR(st.st_mode)) c.what = "a directory";
+  else if (S_ISLNK(st.st_mode)) c.what = "a symbolic link";
+  else if (!S_ISREG(st.st_mode)) c.what = "not a regular file (a device, FIFO or socket)";
+  else if (!looksLikeSqlite(path)) c.what = "not a trainscope run database";
+  if (!c.what.empty()) return c;
   // Note: this opens and closes a descriptor on the file. A process must not do so on a database it
   // has open through SQLite itself (POSIX locks are per process); RunStore never inspects its own.
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);

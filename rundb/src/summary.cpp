@@ -197,7 +197,10 @@ RunSummary summarize(RunReader& reader, int64_t skip) {
       b.idle_s += double((end - begin) - coveredWithin(any, begin, end));
     }
     const double n = w.empty() ? 1.0 : double(w.size());
-    b.compute_s *= 1e-9 / n, b.comm_s *= 1e-9 / n, b.overlap_s *= 1e-9 / n, b.idle_s *= 1e-9 / n;
+    b.compute_s *= 1e-9 / n;
+    b.comm_s *= 1e-9 / n;
+    b.overlap_s *= 1e-9 / n;
+    b.idle_s *= 1e-9 / n;
     rs.breakdown = b;
     compute_per_rank.push_back(b.compute_s);
   }

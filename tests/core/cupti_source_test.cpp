@@ -120,7 +120,10 @@ TEST(Cupti, NvtxMarkersBecomeRangesAndOurOwnAreNotDoubled) {
       std::memset(&m, 0, sizeof(m));
       m.kind = CUPTI_ACTIVITY_KIND_MARKER;
       m.flags = CUpti_ActivityFlag(flags);
-      m.timestamp = ts, m.id = id, m.name = name, m.domain = domain;
+      m.timestamp = ts;
+      m.id = id;
+      m.name = name;
+      m.domain = domain;
       m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
       m.objectId.pt.threadId = 4242;
       src.handleRecord(&m);

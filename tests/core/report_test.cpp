@@ -69,7 +69,12 @@ TEST(Report, HandBuiltTraceGivesHandComputedBreakdown) {
     t.record(tr::RangeEvent{1400, 1800, t.intern("backward"), d, 0, 0, 0});
     t.record(tr::RangeEvent{1150, 1250, t.intern("layer"), d, 0, 1, 0});  // nested: not counted twice
     db::Collective c;
-    c.op = "all_reduce", c.group = "dp", c.group_size = 2, c.bytes = 1000000, c.start_ns = 1600, c.end_ns = 1900;
+    c.op = "all_reduce";
+    c.group = "dp";
+    c.group_size = 2;
+    c.bytes = 1000000;
+    c.start_ns = 1600;
+    c.end_ns = 1900;
     t.record(c);
     t.record(tr::OpEvent{1100, 1300, t.intern("aten::mm"), 0, 1, db::kNoString});
     t.record(tr::OpEvent{1300, 1350, t.intern("aten::mm"), 0, 2, db::kNoString});
@@ -148,7 +153,11 @@ TEST(Report, WarnsWhenARanksEventsAreMissing) {
   for (int rank = 0; rank < 2; ++rank)
     for (int k = 0; k < 2; ++k) {
       db::Step r;
-      r.rank = rank, r.step = k, r.start_ns = 100 * k, r.step_time_ns = 100, r.tokens = 10;
+      r.rank = rank;
+      r.step = k;
+      r.start_ns = 100 * k;
+      r.step_time_ns = 100;
+      r.tokens = 10;
       store.appendStep(r);
     }
   db::mergeShards(store, {{db::shardPath(run, 0), 0, "h", "cpu", 1, 0, 0}});
@@ -181,7 +190,12 @@ TEST(ChromeExport, ParsesAndHasTheRightCounts) {
     t.record(tr::ApiEvent{500, 505, 0, t.intern("cudaLaunchKernel"), -1, 0});         // no correlation id
     t.record(tr::KernelEvent{510, 520, 0, 7, t.intern("k3"), -1, {1, 1, 1}, {1, 1, 1}, 0, 0});
     db::Collective c;
-    c.op = "all_reduce", c.group = "dp", c.group_size = 2, c.bytes = 64, c.start_ns = 400, c.end_ns = 500;
+    c.op = "all_reduce";
+    c.group = "dp";
+    c.group_size = 2;
+    c.bytes = 64;
+    c.start_ns = 400;
+    c.end_ns = 500;
     t.record(c);
     t.record(tr::CounterEvent{800, t.intern("memory.allocated_bytes"), 5});
   });

@@ -160,7 +160,12 @@ TEST(Merge, ShardsMergeOntoRankZerosClockAndRecordTheMergedRanks) {
     b.record(tr::RangeEvent{100, 200, b.intern("backward"), b.intern("trainscope"), 0, 0, 0});
     b.record(tr::RangeEvent{300, 350, b.intern("forward"), b.intern("trainscope"), 0, 0, 0});
     db::Collective c;
-    c.op = "all_reduce", c.group = "dp", c.group_size = 2, c.bytes = 64, c.start_ns = 400, c.end_ns = 500;
+    c.op = "all_reduce";
+    c.group = "dp";
+    c.group_size = 2;
+    c.bytes = 64;
+    c.start_ns = 400;
+    c.end_ns = 500;
     b.record(c);
   }
   // Rank 1's clock runs 1000 ns behind at the start and 3000 ns behind at the end: mean 2000.
@@ -168,7 +173,9 @@ TEST(Merge, ShardsMergeOntoRankZerosClockAndRecordTheMergedRanks) {
     db::RunStore w(run, replace());
     w.setMeta("world_size", "2");
     db::Step st;
-    st.rank = 1, st.start_ns = 5, st.step_time_ns = 10;
+    st.rank = 1;
+    st.start_ns = 5;
+    st.step_time_ns = 10;
     w.appendStep(st);
     db::mergeShards(w, {{s0, 0, "h0", "cpu", 11, 0, 0}, {s1, 1, "h1", "cpu", 12, 1000, 3000}});
   }
@@ -199,7 +206,12 @@ TEST(Merge, TiesNcclKernelsToTheirCollectivesInOrder) {
     t.record(tr::KernelEvent{610, 690, 0, 9, nccl, 3, {1, 1, 1}, {1, 1, 1}, 0, 0});
     for (auto [op, seq, b] : {std::tuple{"all_reduce", 7, 300}, {"barrier", 0, 450}, {"all_reduce", 8, 600}}) {
       db::Collective c;
-      c.op = op, c.group = "dp", c.group_size = 2, c.seq = seq, c.start_ns = b, c.end_ns = b + 100;
+      c.op = op;
+      c.group = "dp";
+      c.group_size = 2;
+      c.seq = seq;
+      c.start_ns = b;
+      c.end_ns = b + 100;
       t.record(c);
     }
   }

@@ -27,7 +27,13 @@ TEST(Tracer, EveryEventKindRoundTrips) {
     t.record(tr::ApiEvent{290, 295, 7, t.intern("cudaLaunchKernel"), 99, int32_t(db::ApiKind::Runtime)});
     t.record(tr::CounterEvent{800, t.intern("memory.allocated_bytes"), 12345});
     db::Collective c;
-    c.op = "all_reduce", c.group = "dp", c.group_size = 2, c.seq = 5, c.bytes = 1024, c.start_ns = 900, c.end_ns = 1000;
+    c.op = "all_reduce";
+    c.group = "dp";
+    c.group_size = 2;
+    c.seq = 5;
+    c.bytes = 1024;
+    c.start_ns = 900;
+    c.end_ns = 1000;
     t.record(c);
     t.close();
     for (const auto& s : t.stats()) EXPECT_EQ(s.emitted, s.stored + s.dropped);

@@ -7,6 +7,7 @@
 #include "trainscope/runtime/config.h"
 #include "trainscope/common/error.h"
 #include "trainscope/workloads/flops.h"
+#include "trainscope/workloads/memory.h"
 #include "trainscope/workloads/workload.h"
 
 namespace wl = trainscope::workloads;
@@ -188,4 +189,21 @@ TEST(Config, AWorkloadGivenByPathIsRecordedByAbsolutePath) {
   EXPECT_NE(j.find("\"workload_spec\":\"" + p + "\""), std::string::npos) << j;
   rt::TrainConfig back = rt::fromJson(j, "t");
   EXPECT_EQ(back.workload, p);
+}
+
+TEST(MemoryModel, Gpt2SmallModelStateMatchesTheDocumentedTotals) {
+  const wl::Workload w = wl::load("gpt2-124m");
+  int64_t n = 0;
+  for (const auto& t : wl::parameterTensors(w)) n += t.numel();
+  EXPECT_EQ(n, w.parameterCount());
+  // docs/memory-model.md, "Model state: bytes per parameter" (exact).
+  EXPECT_EQ(wl::modelStateBytes(w, false, wl::OptimizerState::AdamW).optimizer, 995518464);
+  EXPECT_EQ(wl::modelStateBytes(w, false, wl::OptimizerState::Adafactor).optimizer, 1286468);
+  EXPECT_EQ(wl::modelStateBytes(w, false, wl::OptimizerState::Adam8bit).optimizer, 252768360);
+  EXPECT_EQ(wl::modelStateBytes(w, false, wl::OptimizerState::SGD).optimizer, 0);
+  EXPECT_EQ(wl::modelStateBytes(w, false, wl::OptimizerState::SGD, true).optimizer, 497759232);
+  const auto fp32 = wl::modelStateBytes(w, false, wl::OptimizerState::AdamW);
+  const auto bf16 = wl::modelStateBytes(w, true, wl::OptimizerState::AdamW);
+  EXPECT_EQ(fp32.params + fp32.grads, 8 * n);
+  EXPECT_EQ(bf16.total(), 20 * n);  // 4 + 2 + 4 + 2 + 8 per parameter
 }

@@ -8,7 +8,7 @@
 
 #include <array>
 
-#include "lanes.h"
+#include "cpu/lanes.h"
 #include "util.h"
 
 namespace rt = trainscope::runtime;

@@ -13,11 +13,11 @@
 #include <set>
 #include <mutex>
 
-#include "cpu_ops.h"
-#include "fused_head.h"
-#include "gemm_avx512.h"
-#include "intraop.h"
-#include "linear.h"
+#include "cpu/cpu_ops.h"
+#include "model/fused_head.h"
+#include "cpu/gemm_avx512.h"
+#include "cpu/intraop.h"
+#include "model/linear.h"
 #include "util.h"
 
 namespace rt = trainscope::runtime;

@@ -5,10 +5,13 @@
 #include <cmath>
 
 #include "util.h"
+#include "optim/partitioned.h"
+#include "trainscope/workloads/memory.h"
 #include "trainscope/runtime/gpt.h"
 #include "trainscope/runtime/optim.h"
 
 namespace rt = trainscope::runtime;
+namespace wl = trainscope::workloads;
 using namespace trainscope::testing;
 
 TEST(AdamW, MatchesHandComputedReferenceForThreeSteps) {
@@ -71,12 +74,13 @@ TEST(AdamW, StepInPartsEqualsOneStep) {
   std::vector<at::Tensor> pa{at::randn({7, 5}), at::randn({6}), at::randn({1})};
   std::vector<at::Tensor> pb{pa[0].clone(), pa[1].clone(), pa[2].clone()};
   auto a = rt::makeOptimizer(c, pa, {true, false, true}), b = rt::makeOptimizer(c, pb, {true, false, true});
-  ASSERT_TRUE(b->partitionable());
+  rt::PartitionedStep* parts = rt::partitioned(*b);
+  ASSERT_NE(parts, nullptr);
   for (int t = 0; t < 3; ++t) {
     std::vector<at::Tensor> g{at::randn({7, 5}), at::randn({6}), at::randn({1})};
     a->step(g, 1e-2, 0.3);
-    b->beginPartitionedStep();
-    for (int k = 0; k < 3; ++k) b->stepPart(g, 1e-2, 0.3, k, 3);
+    parts->beginPartitionedStep();
+    for (int k = 0; k < 3; ++k) parts->stepPart(g, 1e-2, 0.3, k, 3);
   }
   EXPECT_EQ(b->steps(), 3);
   EXPECT_LE(maxRelErr(pb, pa), 1e-6);  // a slice's tail may take the kernel's scalar path
@@ -108,10 +112,11 @@ TEST(Adafactor, LowersLossAndHoldsFactoredState) {
   rt::TrainConfig c = tinyConfig();
   int64_t expected = 0;
   rt::GptWeights w = rt::initGpt(c.model, 1, at::kCPU);
-  for (const auto& p : w.flat()) expected += rt::adafactorStateBytes(p.sizes().vec());
+  for (const auto& p : w.flat())
+    expected += wl::optimizerStateBytes({"", p.sizes().vec()}, wl::OptimizerState::Adafactor, false, 0);
   EXPECT_EQ(bytes, expected);
   // e.g. the (V, C) = (128, 32) embedding keeps 4 * (128 + 32) bytes, not 4 * 128 * 32
-  EXPECT_EQ(rt::adafactorStateBytes({128, 32}), 4 * (128 + 32));
+  EXPECT_EQ(wl::optimizerStateBytes({"wte", {128, 32}}, wl::OptimizerState::Adafactor, false, 0), 4 * (128 + 32));
 }
 
 TEST(Adam8bit, LowersLossWithTwoBytesOfStatePerParameter) {
@@ -122,11 +127,11 @@ TEST(Adam8bit, LowersLossWithTwoBytesOfStatePerParameter) {
   int64_t expected = 0, numel = 0;
   rt::GptWeights w = rt::initGpt(c.model, 1, at::kCPU);
   for (const auto& p : w.flat()) {
-    expected += rt::adam8bitStateBytes(p.numel(), c.adam8bit_block);
+    expected += wl::optimizerStateBytes({"", {p.numel()}}, wl::OptimizerState::Adam8bit, false, c.adam8bit_block);
     numel += p.numel();
   }
   EXPECT_EQ(bytes, expected);
-  EXPECT_EQ(rt::adam8bitStateBytes(4096, 256), 2 * 4096 + 8 * 16);
+  EXPECT_EQ(wl::optimizerStateBytes({"", {4096}}, wl::OptimizerState::Adam8bit, false, 256), 2 * 4096 + 8 * 16);
   EXPECT_LT(double(bytes) / double(numel), 2.5);  // vs 8 bytes/param for fp32 Adam
 }
 

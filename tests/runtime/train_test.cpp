@@ -17,6 +17,7 @@
 #include "trainscope/rundb/schema.h"
 #include "trainscope/runtime/train.h"
 #include "trainscope/runtime/trainer.h"
+#include "trainscope/workloads/memory.h"
 
 namespace rt = trainscope::runtime;
 namespace rdb = trainscope::rundb;
@@ -186,4 +187,27 @@ TEST(FrontEnd, CommandsThatDoNotTrainLinkNoLibTorch) {
   EXPECT_EQ(r.output.find("libtorch"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("libc10"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("libcuda"), std::string::npos) << r.output;
+}
+
+TEST(MemoryModel, TrainersMeasuredSplitEqualsTheAnalyticFormulas) {
+  namespace wl = trainscope::workloads;
+  const std::pair<rt::OptimizerKind, wl::OptimizerState> opts[] = {
+      {rt::OptimizerKind::AdamW, wl::OptimizerState::AdamW},
+      {rt::OptimizerKind::Adafactor, wl::OptimizerState::Adafactor},
+      {rt::OptimizerKind::Adam8bit, wl::OptimizerState::Adam8bit},
+      {rt::OptimizerKind::SGD, wl::OptimizerState::SGD}};
+  for (const auto& [kind, state] : opts)
+    for (rt::Precision p : {rt::Precision::FP32, rt::Precision::BF16}) {
+      rt::TrainConfig c = trainscope::testing::tinyConfig(2, 1, 16);
+      c.optimizer = kind;
+      c.precision = p;
+      c.momentum = kind == rt::OptimizerKind::SGD ? 0.9 : 0.0;
+      rt::resolve(c);
+      rt::Trainer t(c, rt::chooseDevice(rt::DeviceRequest::CPU, p));
+      const auto r = t.step();
+      const auto want = wl::modelStateBytes(c.model, p != rt::Precision::FP32, state, c.momentum > 0, c.adam8bit_block);
+      EXPECT_EQ(r.param_bytes, want.params) << toString(kind) << " " << toString(p);
+      EXPECT_EQ(r.grad_bytes, want.grads) << toString(kind) << " " << toString(p);
+      EXPECT_EQ(r.optim_bytes, want.optimizer) << toString(kind) << " " << toString(p);
+    }
 }

@@ -19,6 +19,9 @@ inline constexpr const char* kCollective = "collective";  // prefix: "collective
 inline constexpr const char* kPipelineSend = "pp_send";
 inline constexpr const char* kPipelineRecv = "pp_recv";
 
+// Counters.
+inline constexpr const char* kMemoryCounter = "memory.allocated_bytes";
+
 // Ranges whose time counts as compute in the report's step breakdown (CPU runs).
 inline constexpr const char* kComputeRanges[] = {kForward, kBackward, kOptimizer};
 

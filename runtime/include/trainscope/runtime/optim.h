@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -31,12 +30,6 @@ class Optimizer {
   // The same with every gradient multiplied by `multiplier` first (gradient clipping). The default
   // scales the gradients in place; AdamW folds it into its fused kernel instead (one pass less).
   virtual void step(const std::vector<at::Tensor>& grads, double lr, double multiplier);
-  // Elementwise optimizers can also run one step as `parts` disjoint slices of the parameters at
-  // once, one per thread (the CPU core lanes): beginPartitionedStep() once, then stepPart(k, parts)
-  // for every k < parts, concurrently. Same result as step(grads, lr, multiplier).
-  virtual bool partitionable() const { return false; }
-  virtual void beginPartitionedStep() {}
-  virtual void stepPart(const std::vector<at::Tensor>& grads, double lr, double multiplier, int part, int parts);
   virtual int64_t stateBytes() const = 0;  // bytes of optimizer state held now
   int64_t steps() const { return t_; }
 
@@ -44,19 +37,12 @@ class Optimizer {
   int64_t t_ = 0;  // completed steps
 };
 
-// Part `part` of `parts` of the tensors laid end to end: elements [k·n/parts, (k+1)·n/parts) of
-// the n in all. Calls fn(i, start, count) for each tensor i it touches, start counted within
-// tensor i. (How stepPart and the core lanes' gradient sum split their work.)
-void forEachSliceOfPart(const std::vector<at::Tensor>& tensors, int part, int parts,
-                        const std::function<void(size_t i, int64_t start, int64_t count)>& fn);
-
 // params: fp32 master weights (updated in place). decay[i]: whether params[i] gets weight decay.
 std::unique_ptr<Optimizer> makeOptimizer(const TrainConfig& cfg, std::vector<at::Tensor> params,
                                          std::vector<bool> decay);
 
-// Expected state bytes for a tensor shape, as documented above (used by tests and the tuner).
-int64_t adafactorStateBytes(const std::vector<int64_t>& shape);
-int64_t adam8bitStateBytes(int64_t numel, int64_t block);
+// The state bytes each keeps are the formulas of trainscope/workloads/memory.h (tested against
+// stateBytes()).
 
 // Learning rate at 0-based `step`: linear warm-up over `warmup` steps to lr, then cosine decay to
 // lr * min_ratio at the last step (nanoGPT / llm.c schedule).

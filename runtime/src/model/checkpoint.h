@@ -9,7 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "tensor_parallel.h"
+#include "parallel/tensor_parallel.h"
 #include "trainscope/runtime/gpt.h"
 
 namespace trainscope::runtime {

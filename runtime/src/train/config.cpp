@@ -94,6 +94,8 @@ void resolve(TrainConfig& c, int world) {
     throw UserError("--seq", std::to_string(c.seq) + " exceeds the workload's n_positions=" +
                                  std::to_string(c.model.n_positions),
                     "pass --seq <= " + std::to_string(c.model.n_positions));
+  if (c.sequence_parallel && c.seq % c.tp != 0)
+    throw UserError("--seq", "sequence parallelism needs seq divisible by tp", "pick --seq a multiple of --tp");
   requirePositive("--mbs", c.mbs, "pass --mbs N with N > 0");
   requirePositive("--steps", c.steps, "pass --steps N with N > 0");
   if (c.gbs && c.ga) {

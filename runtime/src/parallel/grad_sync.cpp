@@ -1,5 +1,5 @@
 // grad_sync.cpp — see grad_sync.h.
-#include "grad_sync.h"
+#include "parallel/grad_sync.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

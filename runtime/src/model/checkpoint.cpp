@@ -1,5 +1,5 @@
 // checkpoint.cpp — custom autograd functions that recompute in backward (see checkpoint.h).
-#include "checkpoint.h"
+#include "model/checkpoint.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

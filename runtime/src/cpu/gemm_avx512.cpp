@@ -5,7 +5,7 @@
 //       columns for the bias on the way; then one 8 × 48 register tile per panel.
 // Packing matters: A's rows are N floats apart (4 or 16 KiB for N = 1024 or 4096), so reading a strip
 // in place maps every row to the same L1 set and defeats the prefetchers.
-#include "gemm_avx512.h"
+#include "cpu/gemm_avx512.h"
 
 #include <immintrin.h>
 

@@ -1,5 +1,5 @@
 // pipeline.cpp — GPipe and 1F1B over the pipeline group (see pipeline.h).
-#include "pipeline.h"
+#include "parallel/pipeline.h"
 
 #include <ATen/ATen.h>
 

@@ -7,10 +7,10 @@
 //   dy^T x             164–185  122–174  ← stays on MKL
 // oneDNN is reached through LibTorch's own registered op mkldnn::_linear_pointwise (no oneDNN
 // headers here), so it is exactly the library the wheel ships.
-#include "linear.h"
+#include "model/linear.h"
 
-#include "gemm_avx512.h"
-#include "intraop.h"
+#include "cpu/gemm_avx512.h"
+#include "cpu/intraop.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>

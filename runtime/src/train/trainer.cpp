@@ -14,11 +14,12 @@
 #include <optional>
 #include <utility>
 
-#include "cpu_kernels.h"
-#include "grad_sync.h"
-#include "lanes.h"
-#include "pipeline.h"
-#include "tensor_parallel.h"
+#include "cpu/cpu_kernels.h"
+#include "parallel/grad_sync.h"
+#include "cpu/lanes.h"
+#include "optim/partitioned.h"
+#include "parallel/pipeline.h"
+#include "parallel/tensor_parallel.h"
 #include "trainscope/common/error.h"
 #include "trainscope/runtime/data.h"
 #include "trainscope/runtime/gpt.h"
@@ -38,7 +39,10 @@ void memoryCounter(const MemoryMeter& m) {
   if (!t || !t->enabled(tracer::TraceLevel::Ranges)) return;
   static thread_local uint64_t cached = 0;
   static thread_local uint32_t name = 0;
-  if (cached != t->id()) name = t->intern("memory.allocated_bytes"), cached = t->id();
+  if (cached != t->id()) {
+    name = t->intern(names::kMemoryCounter);
+    cached = t->id();
+  }
   t->record(tracer::CounterEvent{tracer::nowNs(), name, double(m.currentBytes())});
 }
 
@@ -101,6 +105,9 @@ struct Trainer::Impl {
   std::vector<GptWeights> lane_weights;
   std::vector<std::vector<at::Tensor>> lane_leaves;
   std::optional<double> lane_sq;  // Σ g² over the summed gradients, when sumLaneGradients had it
+  // How a step's micro-batches run, chosen once: one after the other, split over the core lanes,
+  // or through the pipeline schedule (GPipe / 1F1B).
+  enum class Schedule { Plain, Lanes, Pipeline } schedule = Schedule::Plain;
   int64_t step = 0;
   bool inject_overflow = false;
 
@@ -125,56 +132,18 @@ struct Trainer::Impl {
       return out;
     };
     const double loss_scale = scaler.scale / double(M);
-    at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
-
-    if (lanes) {
-      // Lane k takes rows [r_k, r_k + n_k) of each micro-batch; its mean loss weighs n_k / mbs.
-      const int W = lanes->size();
-      std::vector<at::Tensor> lane_loss(static_cast<size_t>(W));
-      for (int64_t m = 0; m < M; ++m) {
-        TRAINSCOPE_RANGE(names::kMicroBatch);
-        Batch b = batch(m);                                                // (mbs, T)
-        lanes->run([&](int k) {
-          const int64_t r = cfg.mbs * k / W, n = cfg.mbs * (k + 1) / W - r;
-          const double share = double(n) / double(cfg.mbs);
-          at::Tensor loss;
-          {
-            TRAINSCOPE_RANGE(names::kForward);
-            loss = stageForward(lane_weights[size_t(k)], stage, tp, cfg.model.n_head, b.inputs.narrow(0, r, n),
-                                b.targets.narrow(0, r, n), cfg.ckpt);    // scalar, mean over n rows
-          }
-          {
-            TRAINSCOPE_RANGE(names::kBackward);
-            (loss * (loss_scale * share)).backward();
-          }
-          lane_loss[size_t(k)] = loss.detach() * share;
-        });
-        memoryCounter(*memory);
-        for (const auto& l : lane_loss) loss_sum += l;
+    at::Tensor loss_sum;
+    switch (schedule) {  // chosen once, in the constructor
+      case Schedule::Plain: loss_sum = plainMicroBatches(M, batch, forward, loss_scale); break;
+      case Schedule::Lanes: loss_sum = laneMicroBatches(M, batch, loss_scale); break;
+      case Schedule::Pipeline: {
+        PipelineStep p{comm->pp(), stage, cfg.pp_schedule, M, activationShape(), compute_dtype, device};
+        loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
+        loss_sum += runPipeline(p, batch, forward, loss_scale, [&](int64_t m) { sync->setLastMicroBatch(m == M - 1); });
+        break;
       }
-      sumLaneGradients();
-    } else if (layout.pp == 1) {
-      for (int64_t m = 0; m < M; ++m) {
-        TRAINSCOPE_RANGE(names::kMicroBatch);
-        sync->setLastMicroBatch(m == M - 1);  // DP buckets launch during the last backward
-        Batch b = batch(m);
-        at::Tensor loss = forward(b.inputs, b.targets);                   // scalar
-        {
-          TRAINSCOPE_RANGE(names::kBackward);
-          (loss * loss_scale).backward();
-        }
-        memoryCounter(*memory);
-        loss_sum += loss.detach();
-      }
-    } else {
-      PipelineStep p{comm->pp(), stage, cfg.pp_schedule, M, activationShape(), compute_dtype, device};
-      loss_sum += runPipeline(p, batch, forward, loss_scale, [&](int64_t m) { sync->setLastMicroBatch(m == M - 1); });
     }
-    {
-      TRAINSCOPE_RANGE(names::kGradSync);
-      sync->finishBackward();
-      reduceTiedAndPartial();
-    }
+    finalizeGradients();
     const int64_t activation = memory->peakBytes() - baseline;
 
     // The loss lives on the last stage; every rank reports the global-batch mean.
@@ -184,6 +153,74 @@ struct Trainer::Impl {
       loss_sum.div_(double(layout.dp));
     }
     return {loss_sum.item<double>() / double(M), activation};
+  }
+
+  // One micro-batch after the other in this process: forward, backward on loss × scale / GA.
+  template <class BatchFn, class ForwardFn>
+  at::Tensor plainMicroBatches(int64_t M, BatchFn& batch, ForwardFn& forward, double loss_scale) {
+    at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
+    for (int64_t m = 0; m < M; ++m) {
+      TRAINSCOPE_RANGE(names::kMicroBatch);
+      sync->setLastMicroBatch(m == M - 1);  // DP buckets launch during the last backward
+      Batch b = batch(m);                                                // (mbs, T)
+      at::Tensor loss = forward(b.inputs, b.targets);                   // scalar
+      {
+        TRAINSCOPE_RANGE(names::kBackward);
+        (loss * loss_scale).backward();
+      }
+      memoryCounter(*memory);
+      loss_sum += loss.detach();
+    }
+    return loss_sum;
+  }
+
+  // Each micro-batch split by rows over the core lanes, forward and backward at once: lane k takes
+  // rows [r_k, r_k + n_k) of each micro-batch; its mean loss weighs n_k / mbs.
+  template <class BatchFn>
+  at::Tensor laneMicroBatches(int64_t M, BatchFn& batch, double loss_scale) {
+    at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
+    const int W = lanes->size();
+    std::vector<at::Tensor> lane_loss(static_cast<size_t>(W));
+    for (int64_t m = 0; m < M; ++m) {
+      TRAINSCOPE_RANGE(names::kMicroBatch);
+      Batch b = batch(m);                                                // (mbs, T)
+      lanes->run([&](int k) {
+        const int64_t r = cfg.mbs * k / W, n = cfg.mbs * (k + 1) / W - r;
+        const double share = double(n) / double(cfg.mbs);
+        at::Tensor loss;
+        {
+          TRAINSCOPE_RANGE(names::kForward);
+          loss = stageForward(lane_weights[size_t(k)], stage, tp, cfg.model.n_head, b.inputs.narrow(0, r, n),
+                              b.targets.narrow(0, r, n), cfg.ckpt);    // scalar, mean over n rows
+        }
+        {
+          TRAINSCOPE_RANGE(names::kBackward);
+          (loss * (loss_scale * share)).backward();
+        }
+        lane_loss[size_t(k)] = loss.detach() * share;
+      });
+      memoryCounter(*memory);
+      for (const auto& l : lane_loss) loss_sum += l;
+    }
+    return loss_sum;
+  }
+
+  // After the last backward, whatever the schedule: the lanes' gradients summed into the main ones,
+  // the data-parallel reduction finished (or ZeRO-1's reduce-scatter), the tied embedding summed over
+  // its two stages and, under SP, the partial gradients summed over TP.
+  void finalizeGradients() {
+    TRAINSCOPE_RANGE(names::kGradSync);
+    if (lanes) sumLaneGradients();
+    sync->finishBackward();
+    reduceTiedAndPartial();
+  }
+
+  // The one rule for which rank counts a parameter of the whole model (the gradient norm, the weight
+  // digest): TP-replicated tensors on TP rank 0 only, the tied embedding on the first stage only.
+  bool countedOnThisRank(size_t i) const {
+    if (!info[i].tp_sharded && tp.rank() != 0) return false;
+    if (static_cast<int>(i) == wte_index && !stage.first) return false;
+    return true;
   }
 
   // Core lanes need one process holding the whole model in fp32 on the CPU with no gradient
@@ -294,9 +331,7 @@ struct Trainer::Impl {
     }
     std::vector<at::Tensor> counted;
     for (size_t i = 0; i < g.size(); ++i) {
-      if (!sync->owned()[i]) continue;
-      if (!info[i].tp_sharded && tp.rank() != 0) continue;
-      if (static_cast<int>(i) == wte_index && !stage.first) continue;
+      if (!sync->owned()[i] || !countedOnThisRank(i)) continue;
       // Under ZeRO the tied embedding (not partitioned) is on every DP rank: count it on one.
       if (static_cast<int>(i) == wte_index && cfg.zero && layout.dp_rank != 0) continue;
       counted.push_back(g[i]);
@@ -326,10 +361,10 @@ struct Trainer::Impl {
     std::vector<at::Tensor> mine;
     for (size_t i : owned) mine.push_back(grads()[i]);
     const double clip = cfg.clip > 0 && norm > cfg.clip ? cfg.clip / (norm + 1e-6) : 1.0;
-    if (lanes && optimizer->partitionable()) {
+    if (PartitionedStep* parts = lanes ? partitioned(*optimizer) : nullptr) {
       // Each lane updates its share of the elements: no intra-op fork per parameter tensor.
-      optimizer->beginPartitionedStep();
-      lanes->run([&](int k) { optimizer->stepPart(mine, lr, clip, k, lanes->size()); });
+      parts->beginPartitionedStep();
+      lanes->run([&](int k) { parts->stepPart(mine, lr, clip, k, lanes->size()); });
     } else {
       optimizer->step(mine, lr, clip);  // clipped
     }
@@ -398,6 +433,7 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
                                       s.lowPrecision(), managed);
   s.compute_weights = GptWeights::fromFlat(s.compute, s.stage);
   s.setUpLanes();
+  s.schedule = s.lanes ? Impl::Schedule::Lanes : s.layout.pp > 1 ? Impl::Schedule::Pipeline : Impl::Schedule::Plain;
 
   std::vector<at::Tensor> params;
   std::vector<bool> decay;
@@ -487,8 +523,7 @@ std::vector<Trainer::Digest> Trainer::weightDigest() const {
   const Impl& s = *impl_;
   std::vector<Digest> out;
   for (size_t i = 0; i < s.master.size(); ++i) {
-    if (!s.info[i].tp_sharded && s.tp.rank() != 0) continue;
-    if (static_cast<int>(i) == s.wte_index && !s.stage.first) continue;
+    if (!s.countedOnThisRank(i)) continue;
     at::Tensor p = s.master[i].detach().to(at::kDouble);
     if (s.info[i].wte) p = p.narrow(0, 0, std::min<int64_t>(p.size(0), std::max<int64_t>(0, s.tp.vocab - s.tp.vocab_begin)));
     out.push_back({s.info[i].name, p.sum().item<double>(), p.square().sum().item<double>(), p.abs().sum().item<double>()});

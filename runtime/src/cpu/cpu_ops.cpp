@@ -1,5 +1,5 @@
 // cpu_ops.cpp — see cpu_ops.h.
-#include "cpu_ops.h"
+#include "cpu/cpu_ops.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "blas.h"
-#include "cpu_kernels.h"
-#include "gemm_avx512.h"
-#include "intraop.h"
+#include "cpu/blas.h"
+#include "cpu/cpu_kernels.h"
+#include "cpu/gemm_avx512.h"
+#include "cpu/intraop.h"
 
 namespace trainscope::runtime::cpu_ops {
 namespace {

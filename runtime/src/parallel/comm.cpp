@@ -13,7 +13,7 @@
 
 #include <ATen/ATen.h>
 
-#include "comm_impl.h"
+#include "parallel/comm_impl.h"
 
 #include <algorithm>
 #include <atomic>

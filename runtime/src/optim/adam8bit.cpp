@@ -12,7 +12,7 @@
 
 #include <cmath>
 
-#include "optim_impl.h"
+#include "optim/optim_impl.h"
 
 namespace trainscope::runtime {
 namespace {
@@ -93,11 +93,6 @@ class Adam8bit final : public Optimizer {
 };
 
 }  // namespace
-
-int64_t adam8bitStateBytes(int64_t numel, int64_t block) {
-  const int64_t nb = (numel + block - 1) / block;
-  return 2 * nb * block + 8 * nb;
-}
 
 std::unique_ptr<Optimizer> makeAdam8bit(const TrainConfig& cfg, std::vector<at::Tensor> params,
                                         std::vector<bool> decay) {

@@ -1,5 +1,5 @@
 // lanes.cpp — see lanes.h.
-#include "lanes.h"
+#include "cpu/lanes.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>

@@ -1,5 +1,5 @@
 // blas.cpp — see blas.h. The Fortran BLAS symbol is exported by libtorch_cpu.so.
-#include "blas.h"
+#include "cpu/blas.h"
 
 // Weak, so that a LibTorch built without a Fortran-style BLAS still links: available() says so.
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,

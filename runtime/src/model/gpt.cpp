@@ -7,11 +7,11 @@
 
 #include <cmath>
 
-#include "checkpoint.h"
-#include "cpu_ops.h"
-#include "fused_head.h"
-#include "linear.h"
-#include "tensor_parallel.h"
+#include "model/checkpoint.h"
+#include "cpu/cpu_ops.h"
+#include "model/fused_head.h"
+#include "model/linear.h"
+#include "parallel/tensor_parallel.h"
 #include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {

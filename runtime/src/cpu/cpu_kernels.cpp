@@ -1,6 +1,6 @@
 // cpu_kernels.cpp — see cpu_kernels.h. Plain loops written so that GCC vectorises them; reductions
 // keep 16 partial lanes so no reassociation flag is needed. Built with -O3 -fno-math-errno.
-#include "cpu_kernels.h"
+#include "cpu/cpu_kernels.h"
 
 #include <algorithm>
 #include <cmath>

@@ -19,11 +19,11 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "cpu_ops.h"
-#include "fused_head.h"
-#include "gemm_avx512.h"
-#include "linear.h"
-#include "tensor_parallel.h"
+#include "cpu/cpu_ops.h"
+#include "model/fused_head.h"
+#include "cpu/gemm_avx512.h"
+#include "model/linear.h"
+#include "parallel/tensor_parallel.h"
 
 #include <algorithm>
 #include <limits>

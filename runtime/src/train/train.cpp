@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "op_source.h"
+#include "train/op_source.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/merge.h"
 #include "trainscope/rundb/reader.h"
@@ -71,8 +71,13 @@ std::vector<rundb::Step> gatherStep(Comm& comm, const rundb::Step& r, const std:
   for (int q = 0; q < world; ++q, v += kPerRank) {
     rundb::Step& s = rows[size_t(q)];
     s.rank = q;
-    s.peak_bytes = v[0], s.param_bytes = v[1], s.grad_bytes = v[2], s.optim_bytes = v[3];
-    s.activation_bytes = v[4], s.step_time_ns = v[5], s.start_ns = v[6];
+    s.peak_bytes = v[0];
+    s.param_bytes = v[1];
+    s.grad_bytes = v[2];
+    s.optim_bytes = v[3];
+    s.activation_bytes = v[4];
+    s.step_time_ns = v[5];
+    s.start_ns = v[6];
     s.tokens_per_s = s.step_time_ns > 0 ? double(s.tokens) / (double(s.step_time_ns) * 1e-9) : 0;
   }
   return rows;
@@ -167,8 +172,14 @@ void handInCollectives(Recording& rec, Comm& comm, const TrainConfig& cfg, int64
     std::vector<CollectiveRecord> rows;
     for (const auto& e : nlohmann::json::parse(comm.storeGet("collectives/" + std::to_string(q)))) {
       CollectiveRecord c;
-      c.op = e[0], c.group = e[1], c.rank = e[2], c.group_size = e[3], c.seq = e[4], c.bytes = e[5];
-      c.start_ns = e[6], c.end_ns = e[7];
+      c.op = e[0];
+      c.group = e[1];
+      c.rank = e[2];
+      c.group_size = e[3];
+      c.seq = e[4];
+      c.bytes = e[5];
+      c.start_ns = e[6];
+      c.end_ns = e[7];
       rows.push_back(std::move(c));
     }
     rec.store->appendCollectives(rows);
@@ -192,7 +203,9 @@ void writeDigest(Recording& rec, Comm& comm, Trainer& trainer, const TrainConfig
     for (const auto& e : nlohmann::json::parse(part)) {
       rundb::WeightDigest& t = total[e[0].get<std::string>()];
       t.name = e[0].get<std::string>();
-      t.sum += e[1].get<double>(), t.sumsq += e[2].get<double>(), t.abssum += e[3].get<double>();
+      t.sum += e[1].get<double>();
+      t.sumsq += e[2].get<double>();
+      t.abssum += e[3].get<double>();
     }
   }
   std::vector<rundb::WeightDigest> rows;
@@ -306,8 +319,6 @@ void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
   resolve(cfg, cfg.nproc);
   resolve(out);
   Layout::make(cfg.world, 0, cfg.tp, cfg.pp);
-  if (cfg.sequence_parallel && cfg.seq % cfg.tp != 0)
-    throw UserError("--seq", "sequence parallelism needs seq divisible by tp", "pick --seq a multiple of --tp");
   TokenSource probe(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
   (void)probe;
   if (!out.out.empty()) rundb::checkWritable(out.out, out.overwrite, out.tracing() ? "--trace" : "--out");
@@ -317,8 +328,6 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
   const RankEnv env = rankEnvFromEnvironment();
   resolve(cfg, env.distributed ? env.world : 1);
   resolve(out);
-  if (cfg.sequence_parallel && cfg.seq % cfg.tp != 0)
-    throw UserError("--seq", "sequence parallelism needs seq divisible by tp", "pick --seq a multiple of --tp");
   const Layout layout = Layout::make(cfg.world, env.rank, cfg.tp, cfg.pp);
   RunInfo info;
   info.config = &cfg;

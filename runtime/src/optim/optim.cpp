@@ -8,7 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "optim_impl.h"
+#include "optim/optim_impl.h"
+#include "optim/partitioned.h"
 #include "trainscope/common/error.h"
 
 namespace trainscope::runtime {
@@ -33,13 +34,14 @@ void forEachSliceOfPart(const std::vector<at::Tensor>& tensors, int part, int pa
   }
 }
 
-void Optimizer::stepPart(const std::vector<at::Tensor>&, double, double, int, int) {
-  TRAINSCOPE_THROW("this optimizer cannot run a step in parts (check partitionable() first)");
+PartitionedStep* partitioned(Optimizer& o) {
+  auto* p = dynamic_cast<PartitionedStep*>(&o);
+  return p && p->partitionable() ? p : nullptr;
 }
 
 namespace {
 
-class AdamW final : public Optimizer {
+class AdamW final : public Optimizer, public PartitionedStep {
  public:
   using Optimizer::step;
   AdamW(const TrainConfig& c, std::vector<at::Tensor> params, std::vector<bool> decay)

@@ -1,5 +1,5 @@
 // op_source.cpp — see op_source.h.
-#include "op_source.h"
+#include "train/op_source.h"
 
 #include <ATen/record_function.h>
 

@@ -1,5 +1,5 @@
 // intraop.cpp — see intraop.h. Built with -fopenmp.
-#include "intraop.h"
+#include "cpu/intraop.h"
 
 #include <ATen/Parallel.h>
 

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "optim_impl.h"
+#include "optim/optim_impl.h"
 
 namespace trainscope::runtime {
 namespace {
@@ -80,14 +80,6 @@ class Adafactor final : public Optimizer {
 };
 
 }  // namespace
-
-int64_t adafactorStateBytes(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  if (shape.size() < 2) return 4 * n;
-  const int64_t r = shape[shape.size() - 2], c = shape.back(), lead = n / (r * c);
-  return 4 * lead * (r + c);
-}
 
 std::unique_ptr<Optimizer> makeAdafactor(const TrainConfig& cfg, std::vector<at::Tensor> params,
                                          std::vector<bool> decay) {

@@ -1,0 +1,65 @@
+// memory.cpp — see memory.h.
+#include "trainscope/workloads/memory.h"
+
+namespace trainscope::workloads {
+
+int64_t ParamTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<ParamTensor> parameterTensors(const Workload& w) {
+  const int64_t C = w.n_embd, V = w.vocab_size, T = w.n_positions;
+  std::vector<ParamTensor> t = {{"wte", {V, C}}, {"wpe", {T, C}}};
+  for (int64_t l = 0; l < w.n_layer; ++l) {
+    const std::string h = "h." + std::to_string(l) + ".";
+    t.push_back({h + "ln_1.weight", {C}});
+    t.push_back({h + "ln_1.bias", {C}});
+    t.push_back({h + "attn.c_attn.weight", {3 * C, C}});
+    t.push_back({h + "attn.c_attn.bias", {3 * C}});
+    t.push_back({h + "attn.c_proj.weight", {C, C}});
+    t.push_back({h + "attn.c_proj.bias", {C}});
+    t.push_back({h + "ln_2.weight", {C}});
+    t.push_back({h + "ln_2.bias", {C}});
+    t.push_back({h + "mlp.c_fc.weight", {4 * C, C}});
+    t.push_back({h + "mlp.c_fc.bias", {4 * C}});
+    t.push_back({h + "mlp.c_proj.weight", {C, 4 * C}});
+    t.push_back({h + "mlp.c_proj.bias", {C}});
+  }
+  t.push_back({"ln_f.weight", {C}});
+  t.push_back({"ln_f.bias", {C}});
+  return t;
+}
+
+int64_t optimizerStateBytes(const ParamTensor& t, OptimizerState o, bool momentum, int64_t k) {
+  const int64_t n = t.numel();
+  switch (o) {
+    case OptimizerState::AdamW:
+      return 8 * n;
+    case OptimizerState::SGD:
+      return momentum ? 4 * n : 0;
+    case OptimizerState::Adam8bit: {
+      const int64_t blocks = (n + k - 1) / k;
+      return 2 * blocks * k + 8 * blocks;
+    }
+    case OptimizerState::Adafactor: {
+      if (t.shape.size() < 2) return 4 * n;
+      const int64_t r = t.shape[t.shape.size() - 2], c = t.shape.back();
+      return 4 * (r + c) * (n / (r * c));  // one factored pair per leading index
+    }
+  }
+  return 0;
+}
+
+ModelStateBytes modelStateBytes(const Workload& w, bool mixed, OptimizerState o, bool momentum, int64_t block) {
+  ModelStateBytes b;
+  for (const ParamTensor& t : parameterTensors(w)) {
+    b.params += (mixed ? 6 : 4) * t.numel();
+    b.grads += (mixed ? 6 : 4) * t.numel();
+    b.optimizer += optimizerStateBytes(t, o, momentum, block);
+  }
+  return b;
+}
+
+}  // namespace trainscope::workloads
