@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/op_source.h"
+#include "train/sources.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/merge.h"
 #include "trainscope/rundb/reader.h"
@@ -112,8 +113,9 @@ rundb::ClockSample syncClock(Comm& comm, const std::string& tag, int rounds = 8)
 struct Recording {
   std::unique_ptr<rundb::RunStore> store;
   std::unique_ptr<tracer::Tracer> trace;
+  CollectiveFeed* collectives = nullptr;  // owned by the tracer while it runs
   rundb::ClockSample clock_start;
-  bool tracing_collectives() const { return trace && trace->enabled(tracer::TraceLevel::Ranges); }
+  bool tracing_collectives() const { return collectives != nullptr; }
 };
 
 Recording openOutputs(const TrainConfig& cfg, const RunOutput& out, const RunInfo& info, Comm& comm,
@@ -128,6 +130,10 @@ Recording openOutputs(const TrainConfig& cfg, const RunOutput& out, const RunInf
     rec.trace = std::make_unique<tracer::Tracer>(rundb::shardPath(out.out, info.rank), info.rank, level);
     tracer::Tracer::setCurrent(rec.trace.get());
     std::string why;
+    rec.trace->addSource(std::make_unique<MemorySource>(), &why);
+    auto feed = std::make_unique<CollectiveFeed>(comm.log());
+    CollectiveFeed* feed_ptr = feed.get();
+    if (rec.trace->addSource(std::move(feed), &why)) rec.collectives = feed_ptr;
     rec.trace->addSource(std::make_unique<OpSource>(out.trace_shapes), &why);
     if (info.device != "cpu" && !rec.trace->addSource(std::make_unique<tracer::CuptiSource>(tracer::makeCuptiApi()), &why) &&
         !why.empty() && info.leader && obs)
@@ -148,15 +154,14 @@ Recording openOutputs(const TrainConfig& cfg, const RunOutput& out, const RunInf
   return rec;
 }
 
-void feedCollectives(Recording& rec, Comm& comm) {
-  if (!rec.tracing_collectives()) return;
-  for (auto& c : comm.log().take()) rec.trace->record(std::move(c));
+void feedCollectives(Recording& rec) {
+  if (rec.collectives) rec.collectives->drain();
 }
 
 // Collectives: without a trace, every rank hands its records to rank 0 through the rendezvous store
 // (with one, they went into the rank's shard and arrive with the merge).
 void handInCollectives(Recording& rec, Comm& comm, const TrainConfig& cfg, int64_t rank) {
-  feedCollectives(rec, comm);
+  feedCollectives(rec);
   if (rec.tracing_collectives()) return;
   std::vector<CollectiveRecord> mine = comm.log().take();
   if (cfg.world == 1) {
@@ -219,7 +224,8 @@ void finishTrace(Recording& rec, Comm& comm, const TrainConfig& cfg, const RunIn
   const rundb::ClockSample clock_end = syncClock(comm, "end");
   tracer::Tracer::setCurrent(nullptr);
   rec.trace->setMeta("rank", std::to_string(info.rank));
-  rec.trace->close();  // stops the sources: the op callbacks, CUPTI's buffers
+  rec.collectives = nullptr;
+  rec.trace->close();  // stops the sources: the op callbacks, CUPTI's buffers, the collective feed
   nlohmann::json me = {{"path", rec.trace->path()}, {"host", hostName()}, {"pid", int64_t(getpid())},
                        {"device", info.device}, {"offset_start", rec.clock_start.offset_ns},
                        {"offset_end", clock_end.offset_ns}};
@@ -267,7 +273,7 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
       TRAINSCOPE_RANGE(tracer::names::kStep);
       r = trainer.step();
     }
-    feedCollectives(rec, comm);
+    feedCollectives(rec);
     const std::vector<rundb::Step> rows = gatherStep(comm, r, dev.device);
     if (rec.store)
       for (const auto& row : rows) rec.store->appendStep(row);

@@ -18,6 +18,7 @@
 #include "parallel/grad_sync.h"
 #include "cpu/lanes.h"
 #include "optim/partitioned.h"
+#include "train/sources.h"
 #include "parallel/pipeline.h"
 #include "parallel/tensor_parallel.h"
 #include "trainscope/common/error.h"
@@ -25,7 +26,7 @@
 #include "trainscope/runtime/gpt.h"
 #include "trainscope/runtime/memory.h"
 #include "trainscope/runtime/optim.h"
-#include "trainscope/tracer/trace.h"
+#include "trainscope/tracer/range.h"
 #include "trainscope/workloads/flops.h"
 
 namespace trainscope::runtime {
@@ -33,18 +34,8 @@ namespace {
 
 namespace names = tracer::names;
 
-// Allocated bytes as a counter in the trace (ranges level and above).
-void memoryCounter(const MemoryMeter& m) {
-  tracer::Tracer* t = tracer::Tracer::current();
-  if (!t || !t->enabled(tracer::TraceLevel::Ranges)) return;
-  static thread_local uint64_t cached = 0;
-  static thread_local uint32_t name = 0;
-  if (cached != t->id()) {
-    name = t->intern(names::kMemoryCounter);
-    cached = t->id();
-  }
-  t->record(tracer::CounterEvent{tracer::nowNs(), name, double(m.currentBytes())});
-}
+// Allocated bytes as a counter in the trace (when a memory source runs: ranges level and above).
+void memoryCounter(const MemoryMeter& m) { MemorySource::sample(m.currentBytes()); }
 
 int64_t bytesOf(const std::vector<at::Tensor>& ts) {
   int64_t b = 0;
