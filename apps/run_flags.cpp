@@ -14,7 +14,7 @@ namespace rt = trainscope::runtime;
 void addRunFlags(CLI::App* run, RunFlags& f) {
   rt::TrainConfig& c = f.cfg;
   run->add_option("--config", f.config_file,
-                  "a config JSON (the \"config\" object of `run --json`, or the whole line); later flags override it");
+                  "a config JSON (the \"config\" object of `run --json`, or the whole line); flags on the command line override it");
   run->add_option("--workload", c.workload, "workload name (workloads/*.json) or a JSON path (also HF GPT-2 config.json)")
       ->capture_default_str();
   run->add_option("--seq", c.seq, "sequence length T (default: the workload's n_positions, at most 1024)");
@@ -68,7 +68,7 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
       ->capture_default_str();
   run->add_option("--collective-timeout", c.collective_timeout_s, "seconds before a stuck collective fails")
       ->capture_default_str();
-  run->add_option("--inject-failure", c.inject_failure, "testing: RANK:STEP makes that rank fail at that step");
+  run->add_option("--inject-failure", c.inject_failure, "testing: RANK:STEP makes that rank fail at that step; \"merge\" makes the trace merge fail");
   run->add_flag("-q,--quiet", f.quiet, "no per-step lines");
 }
 

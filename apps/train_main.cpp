@@ -11,7 +11,7 @@
 
 #include "run_flags.h"
 #include "trainscope/common/error.h"
-#include "trainscope/rundb/sqlite.h"
+#include "trainscope/rundb/merge.h"
 #include "trainscope/runtime/launch.h"
 #include "trainscope/runtime/train.h"
 
@@ -71,6 +71,17 @@ void printDone(const rt::RunResult& r) {
   std::cout << std::flush;
 }
 
+// After a failure: the trace shards still on disk hold the events recorded before it.
+void noteLeftoverShards(const rt::RunOutput& out) {
+  if (!out.tracing()) return;
+  const auto shards = trainscope::rundb::leftoverShards(out.trace);
+  if (shards.empty()) return;
+  std::cerr << "note: the run's trace shards were not merged; they hold the events recorded before the failure:";
+  for (const auto& s : shards) std::cerr << " " << s;
+  std::cerr << " (each opens with `trainscope report` or `export`; they are replaced by the next run with --overwrite)"
+            << std::endl;
+}
+
 // One line: the run's figures (all from the run summary, the numbers `report` prints) and its config.
 void printJson(const rt::RunResult& r) {
   const auto& s = r.summary;
@@ -128,22 +139,29 @@ int main(int argc, char** argv) {
       rt::LaunchOptions lo;
       lo.nproc = cfg.nproc;
       lo.argv = args;
-      return cfg.launcher == rt::Launcher::Slurm ? rt::launchSlurm(lo, std::cerr) : rt::launchLocal(lo, std::cerr);
+      const int rc =
+          cfg.launcher == rt::Launcher::Slurm ? rt::launchSlurm(lo, std::cerr) : rt::launchLocal(lo, std::cerr);
+      if (rc != 0) noteLeftoverShards(f.out);
+      return rc;
     }
     ConsoleObserver console(f.quiet);
     const rt::RunResult r = rt::train(cfg, f.out, &console);
+    for (const auto& w : r.warnings) std::cerr << "warning: " << w << std::endl;
     if (r.end == rt::RunEnd::Diverged) {
       std::cerr << "error: " << r.message << std::endl;
       return 1;
+    }
+    if (r.end == rt::RunEnd::Stopped) {
+      if (r.info.leader)
+        std::cerr << r.message << "; every rank finished its step"
+                  << (r.database.empty() ? std::string() : " and " + r.database + " holds what was recorded")
+                  << std::endl;
+      return 128 + r.stop_signal;
     }
     if (!r.info.leader) return 0;
     if (!f.quiet) printDone(r);
     if (f.json) printJson(r);
     return 0;
-  } catch (const trainscope::rundb::SqliteError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    rt::reportRankError(e.what());
-    return 1;
   } catch (const trainscope::UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
     rt::reportRankError(e.what());
@@ -151,6 +169,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     rt::reportRankError(e.what());
+    if (!rt::isRankProcess()) noteLeftoverShards(f.out);
     return 1;
   }
 }

@@ -2,6 +2,8 @@
 // time columns get the rank's offset, string-id columns go through the shard's id map.
 #include "trainscope/rundb/merge.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 
@@ -14,6 +16,37 @@
 namespace trainscope::rundb {
 
 std::string shardPath(const std::string& run_db, int64_t rank) { return run_db + ".rank" + std::to_string(rank); }
+
+int64_t shardRank(const std::string& p) {
+  const auto at = p.rfind(".rank");
+  if (at == std::string::npos || at + 5 >= p.size()) return -1;
+  int64_t r = 0;
+  for (size_t i = at + 5; i < p.size(); ++i) {
+    if (p[i] < '0' || p[i] > '9' || r > (int64_t(1) << 40)) return -1;
+    r = r * 10 + (p[i] - '0');
+  }
+  return r;
+}
+
+std::vector<std::string> leftoverShards(const std::string& run_db) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<int64_t, std::string>> found;
+  const fs::path db(run_db);
+  const fs::path dir = db.parent_path().empty() ? fs::path(".") : db.parent_path();
+  const std::string prefix = db.filename().string() + ".rank";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string full = (db.parent_path().empty() ? name : (db.parent_path() / name).string());
+    const int64_t r = shardRank(full);
+    if (r >= 0 && it->is_regular_file(ec)) found.emplace_back(r, full);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [r, p] : found) out.push_back(p);
+  return out;
+}
 
 ClockSample measureClockOffset(const std::function<int64_t()>& ask, int rounds) {
   ClockSample best;

@@ -80,7 +80,7 @@ RunSummary fromSteps(const std::vector<Step>& steps, int64_t world, const std::s
   RunSummary s;
   s.workload = workload;
   s.world = world;
-  s.skipped_steps = effectiveSkip(steps, skip);
+  s.excluded_steps = effectiveSkip(steps, skip);
   s.peak_flops = peak ? peak : derivedPeak(steps);
   int64_t first = INT64_MAX;
   for (const Step& r : steps) first = std::min(first, r.step);
@@ -94,7 +94,7 @@ RunSummary fromSteps(const std::vector<Step>& steps, int64_t world, const std::s
   for (const Step& r : steps) {
     RankSummary& rs = per_rank[r.rank];
     rs.rank = r.rank;
-    if (r.step < first + s.skipped_steps) continue;
+    if (r.step < first + s.excluded_steps) continue;
     PerStep& p = per_step[r.step];
     p.time_ns = std::max(p.time_ns, r.step_time_ns);
     p.tokens = std::max(p.tokens, r.tokens);
@@ -165,7 +165,7 @@ RunSummary summarize(RunReader& reader, int64_t skip) {
   int64_t first = INT64_MAX;
   for (const Step& r : steps) first = std::min(first, r.step);
   for (const Step& r : steps)
-    if (r.step >= first + s.skipped_steps) windows[r.rank].push_back({r.start_ns, r.start_ns + r.step_time_ns});
+    if (r.step >= first + s.excluded_steps) windows[r.rank].push_back({r.start_ns, r.start_ns + r.step_time_ns});
   std::set<StringId> compute_names;
   for (const char* n : names::kComputeRanges)
     if (auto id = reader.find(n)) compute_names.insert(*id);
@@ -214,7 +214,7 @@ RunSummary summarize(RunReader& reader, int64_t skip) {
 std::string summaryJson(const RunSummary& s) {
   auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   nlohmann::json j = {{"workload", s.workload},         {"world", s.world},
-                      {"steps", s.steps},               {"skipped_steps", s.skipped_steps},
+                      {"steps", s.steps},               {"excluded_steps", s.excluded_steps},
                       {"tokens_per_s", s.tokens_per_s}, {"step_time_mean_s", s.step_s_mean},
                       {"step_time_median_s", s.step_s_median}, {"step_time_p90_s", s.step_s_p90},
                       {"mfu", opt(s.mfu)},              {"hfu", opt(s.hfu)},

@@ -120,7 +120,7 @@ TEST(RunSummary, DefinitionsOverSeveralRanks) {
   const db::RunSummary s = db::summarize(reader);
   EXPECT_EQ(s.world, 2);
   EXPECT_EQ(s.steps, 2);          // step 0 left out
-  EXPECT_EQ(s.skipped_steps, 1);
+  EXPECT_EQ(s.excluded_steps, 1);
   // T = {300, 600} ns (rank 1's); tokens/s = 2000 / 900e-9.
   EXPECT_DOUBLE_EQ(s.tokens_per_s, 2000 / 900e-9);
   EXPECT_DOUBLE_EQ(s.step_s_median, 450e-9);

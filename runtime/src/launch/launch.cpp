@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -51,8 +52,11 @@ int freePort() {
   return port;
 }
 
-volatile sig_atomic_t g_stop_signal = 0;
-void onSignal(int sig) { g_stop_signal = sig; }
+volatile sig_atomic_t g_stop_signal = 0, g_signals = 0;
+void onSignal(int sig) {
+  g_stop_signal = sig;
+  g_signals = g_signals + 1;
+}
 
 std::string describe(int status) {
   if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
@@ -92,7 +96,9 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
   const std::string exe = selfExe();
   const int port = freePort();
   char dir_template[] = "/tmp/trainscope-launch-XXXXXX";
-  const std::string error_dir = mkdtemp(dir_template) ? dir_template : "/tmp";
+  if (!mkdtemp(dir_template))
+    TRAINSCOPE_THROW(std::string("cannot create a temporary folder in /tmp: ") + std::strerror(errno));
+  const std::string error_dir = dir_template;
   auto errorFile = [&](int r) { return error_dir + "/rank" + std::to_string(r) + ".err"; };
   std::map<pid_t, int> rank_of;
   std::map<int, int> exit_of;  // rank → exit code, for the ranks that failed
@@ -103,7 +109,13 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
 
   for (int r = 0; r < o.nproc; ++r) {
     pid_t pid = fork();
-    if (pid < 0) TRAINSCOPE_THROW("fork failed for rank " + std::to_string(r));
+    if (pid < 0) {
+      const std::string why = std::strerror(errno);
+      for (const auto& [p, q] : rank_of) kill(p, SIGKILL);
+      for (const auto& [p, q] : rank_of) waitpid(p, nullptr, 0);
+      rmdir(error_dir.c_str());
+      TRAINSCOPE_THROW("cannot start rank " + std::to_string(r) + ": fork failed: " + why);
+    }
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
       setenv("RANK", std::to_string(r).c_str(), 1);
@@ -129,7 +141,8 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
     for (const auto& [pid, r] : rank_of) kill(pid, sig);
   };
   std::chrono::steady_clock::time_point term_sent{};
-  bool terminating = false;
+  bool terminating = false, stopping = false;
+  int stop_signal = 0;
   while (!rank_of.empty()) {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -138,7 +151,8 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
       rank_of.erase(pid);
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (!ok) exit_of[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      if (!ok && !terminating) {
+      const bool stopped = stopping && (exit_of[r] == 128 + SIGINT || exit_of[r] == 128 + SIGTERM);
+      if (!ok && !terminating && !stopped) {
         failure = "rank " + std::to_string(r) + " failed (" + describe(status) + ")";
         exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         terminating = true;
@@ -147,16 +161,18 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
       }
       continue;
     }
-    if (g_stop_signal && !terminating) {
-      failure = std::string("launcher got ") + strsignal(g_stop_signal);
-      exit_code = 128 + g_stop_signal;
-      terminating = true;
+    if (g_stop_signal && !terminating && !stopping) {
+      // Asked to stop: every rank finishes its step and records the run (train.h, RunEnd::Stopped).
+      // A second signal, or ranks that take longer than the stop grace, end them at once.
+      stop_signal = g_stop_signal;
+      stopping = true;
       term_sent = std::chrono::steady_clock::now();
       stopAll(SIGTERM);
     }
-    if (terminating && std::chrono::steady_clock::now() - term_sent > std::chrono::seconds(o.grace_seconds)) {
+    const auto waited = std::chrono::steady_clock::now() - term_sent;
+    if ((terminating && waited > std::chrono::seconds(o.grace_seconds)) ||
+        (stopping && (g_signals > 1 || waited > std::chrono::seconds(o.stop_grace_seconds))))
       stopAll(SIGKILL);
-    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   // The root cause is the rank whose error came first, not the first one reaped.
@@ -167,6 +183,15 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
     std::remove(errorFile(r).c_str());
   }
   rmdir(error_dir.c_str());
+  if (stopping && failure.empty()) {
+    bool all_stopped = true;
+    for (const auto& [r, code] : exit_of) all_stopped = all_stopped && (code == 128 + SIGINT || code == 128 + SIGTERM);
+    err << "stopped by " << strsignal(stop_signal)
+        << (all_stopped ? ": every rank finished its step and the run was recorded"
+                        : ": ranks were ended before they could record the run")
+        << "\n";
+    return 128 + stop_signal;
+  }
   if (!failure.empty()) {
     if (first.rank >= 0 && exit_of.count(first.rank) && exit_of[first.rank] != 0) exit_code = exit_of[first.rank];
     if (first.rank >= 0)

@@ -12,6 +12,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <pthread.h>
+#include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -38,6 +43,54 @@
 namespace trainscope::runtime {
 namespace {
 
+// SIGINT/SIGTERM while training: the first asks every rank to stop at the end of its current step
+// (the run is then recorded as usual); another one more than a second later ends the process at
+// once. (Within a second it is the same request arriving twice: Ctrl-C reaches every rank from the
+// terminal and again through the launcher.) The signals are blocked in every thread train() starts
+// — c10d's store and Gloo's transport threads do not survive a handler interrupting them — and
+// taken by one watcher thread with sigwait.
+std::atomic<int> g_stop_signal{0};
+
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    watcher_ = std::thread([this] { watch(); });
+  }
+  ~StopSignals() {
+    done_ = true;
+    pthread_kill(watcher_.native_handle(), SIGTERM);  // wakes sigwait; ignored once done_
+    watcher_.join();
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+ private:
+  void watch() {
+    auto first = std::chrono::steady_clock::time_point{};
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set_, &sig) != 0) continue;
+      if (done_) return;
+      const auto now = std::chrono::steady_clock::now();
+      int expected = 0;
+      if (g_stop_signal.compare_exchange_strong(expected, sig)) {
+        first = now;
+      } else if (now - first > std::chrono::seconds(1)) {
+        std::signal(sig, SIG_DFL);
+        pthread_sigmask(SIG_UNBLOCK, &set_, nullptr);
+        raise(sig);  // the default action: the process ends
+      }
+    }
+  }
+  sigset_t set_{}, old_{};
+  std::atomic<bool> done_{false};
+  std::thread watcher_;
+};
+
 std::string hostName() {
   char buf[256] = {};
   gethostname(buf, sizeof(buf) - 1);
@@ -46,7 +99,7 @@ std::string hostName() {
 
 // "RANK:STEP" → that rank throws at that step (tests the launcher's failure handling).
 bool injectedFailure(const std::string& spec, int rank, int64_t step) {
-  if (spec.empty()) return false;
+  if (spec.empty() || spec == "merge") return false;  // "merge": the trace merge fails (finishTrace)
   int r = -1;
   long long k = -1;
   char tail = 0;
@@ -57,12 +110,14 @@ bool injectedFailure(const std::string& spec, int rank, int64_t step) {
 
 // Every rank's memory and time for the step, gathered to all (one small all-gather; on the device
 // when the group is NCCL's). Returns one row per rank.
-std::vector<rundb::Step> gatherStep(Comm& comm, const rundb::Step& r, const std::string& device) {
+// The same all-gather carries each rank's stop request (a signal it got), so that all ranks agree
+// on the step after which they stop: `stop` becomes the first signal any rank got (0: none).
+std::vector<rundb::Step> gatherStep(Comm& comm, const rundb::Step& r, const std::string& device, int* stop) {
   const int world = comm.layout().world;
   if (world == 1) return {r};
-  constexpr int kPerRank = 7;
+  constexpr int kPerRank = 8;
   at::Tensor mine = at::tensor(std::vector<int64_t>{r.peak_bytes, r.param_bytes, r.grad_bytes, r.optim_bytes,
-                                                    r.activation_bytes, r.step_time_ns, r.start_ns})
+                                                    r.activation_bytes, r.step_time_ns, r.start_ns, *stop})
                         .to(at::Device(device));
   at::Tensor all = at::empty({world * kPerRank}, mine.options());
   comm.world().allGather(all, mine);
@@ -121,8 +176,17 @@ struct Recording {
 Recording openOutputs(const TrainConfig& cfg, const RunOutput& out, const RunInfo& info, Comm& comm,
                       RunObserver* obs) {
   Recording rec;
-  if (!out.out.empty() && info.leader)
-    rec.store = std::make_unique<rundb::RunStore>(out.out, rundb::RunStore::Options{out.overwrite, "--out", false});
+  if (!out.out.empty() && info.leader) {
+    const char* field = out.tracing() ? "--trace" : "--out";
+    rec.store = std::make_unique<rundb::RunStore>(out.out, rundb::RunStore::Options{out.overwrite, field, false});
+    // An earlier run's shards of ranks this run does not have would be taken for ours: remove them
+    // (ranks below the world replace their own shard when they open it). Only our own, unlocked.
+    for (const std::string& stale : rundb::leftoverShards(out.out)) {
+      const rundb::PathCheck c = rundb::inspectPath(stale);
+      if (rundb::shardRank(stale) >= cfg.world && c.kind == rundb::PathCheck::Kind::RunDatabase && !c.locked)
+        rundb::removeRunDatabase(stale, field);
+    }
+  }
   // Tracing (after the data and --out checks, so bad input leaves no shard behind): each rank
   // writes its own shard; rank 0 merges them into the run database at the end.
   if (out.tracing()) {
@@ -150,6 +214,7 @@ Recording openOutputs(const TrainConfig& cfg, const RunOutput& out, const RunInf
     s.setMeta("libtorch_version", TORCH_VERSION);
     s.setMeta("world_size", std::to_string(cfg.world));
     s.setMeta("source", "run");
+    s.setMeta("trace_level", out.tracing() ? out.trace_level : "off");
   }
   return rec;
 }
@@ -234,6 +299,7 @@ void finishTrace(Recording& rec, Comm& comm, const TrainConfig& cfg, const RunIn
     comm.world().barrier();
   }
   if (rec.store) {
+    if (cfg.inject_failure == "merge") TRAINSCOPE_THROW("injected failure while merging the trace shards");
     std::vector<rundb::ShardInfo> shards;
     for (int q = 0; q < cfg.world; ++q) {
       auto j = nlohmann::json::parse(cfg.world > 1 ? comm.storeGet("shard/" + std::to_string(q)) : me.dump());
@@ -274,7 +340,8 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
       r = trainer.step();
     }
     feedCollectives(rec);
-    const std::vector<rundb::Step> rows = gatherStep(comm, r, dev.device);
+    int stop = g_stop_signal.load();
+    const std::vector<rundb::Step> rows = gatherStep(comm, r, dev.device, &stop);
     if (rec.store)
       for (const auto& row : rows) rec.store->appendStep(row);
     if (info.leader) all_rows.insert(all_rows.end(), rows.begin(), rows.end());
@@ -296,10 +363,23 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
                     (rec.store ? "; steps so far are in " + rec.store->path() : "");
       return res;
     }
+    if (stop != 0) {
+      res.end = RunEnd::Stopped;
+      res.stop_signal = stop;
+      res.message = std::string("stopped by ") + strsignal(stop) + " after step " + std::to_string(r.step);
+      break;
+    }
   }
   handInCollectives(rec, comm, cfg, info.rank);
   writeDigest(rec, comm, trainer, cfg, layout);
-  finishTrace(rec, comm, cfg, info);
+  try {
+    finishTrace(rec, comm, cfg, info);
+  } catch (const std::exception& e) {
+    // Tracing never fails a run whose training finished: the steps are recorded already.
+    res.warnings.push_back(std::string("the trace could not be finalised: ") + e.what() +
+                           (rec.store ? "; the steps are in " + rec.store->path() : std::string()));
+    tracer::Tracer::setCurrent(nullptr);
+  }
 
   res.final_loss = res.last.loss;
   res.loss_scale = trainer.lossScale();
@@ -331,6 +411,7 @@ void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
 }
 
 RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
+  StopSignals signals;  // before any thread starts: they inherit the blocked signals
   const RankEnv env = rankEnvFromEnvironment();
   resolve(cfg, env.distributed ? env.world : 1);
   resolve(out);

@@ -38,7 +38,11 @@ struct ClockSample {
 };
 ClockSample measureClockOffset(const std::function<int64_t()>& ask_reference_time, int rounds = 8);
 
-// The shard path of `rank` for the run database `run_db`.
+// The shard path of `rank` for the run database `run_db`, and back (-1: not a shard path).
 std::string shardPath(const std::string& run_db, int64_t rank);
+int64_t shardRank(const std::string& shard_path);
+// The shard files beside `run_db` (`run_db.rank<N>`), sorted by rank: what a failed or killed run
+// left behind.
+std::vector<std::string> leftoverShards(const std::string& run_db);
 
 }  // namespace trainscope::rundb

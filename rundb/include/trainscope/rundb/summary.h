@@ -46,7 +46,7 @@ struct RunSummary {
   std::string workload;
   int64_t world = 1;
   int64_t steps = 0;            // counted steps
-  int64_t skipped_steps = 0;    // leading steps left out
+  int64_t excluded_steps = 0;   // leading steps left out (warm-up)
   double tokens_per_s = 0;
   double step_s_mean = 0, step_s_median = 0, step_s_p90 = 0;
   std::optional<double> mfu, hfu;

@@ -17,7 +17,8 @@ namespace trainscope::runtime {
 
 struct LaunchOptions {
   int nproc = 1;
-  int grace_seconds = 5;        // SIGTERM → SIGKILL
+  int grace_seconds = 5;        // after a rank failed: SIGTERM → SIGKILL
+  int stop_grace_seconds = 120; // after SIGINT/SIGTERM: time for the ranks to finish a step and record
   std::vector<std::string> argv;  // the command line to repeat in every rank (argv[0] ignored)
 };
 

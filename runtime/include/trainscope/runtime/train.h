@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "trainscope/rundb/rows.h"
 #include "trainscope/rundb/summary.h"
@@ -37,7 +38,9 @@ class RunObserver {
   virtual void notice(const std::string& /*line*/) {}           // "no usable GPU …", "GPU activity not traced …"
 };
 
-enum class RunEnd { Completed, Diverged };
+// Stopped: SIGINT or SIGTERM reached a rank; every rank finished the step it was in, then the run
+// was recorded as usual (steps, collectives, the merged trace). A second signal ends it at once.
+enum class RunEnd { Completed, Diverged, Stopped };
 
 struct RunResult {
   RunEnd end = RunEnd::Completed;
@@ -53,6 +56,8 @@ struct RunResult {
   double allreduce_hidden_share = 0;    // data-parallel all-reduce hidden behind backward (mean)
   double grad_comm_s_per_step = 0;
   std::string database;                 // the run database written ("" when none)
+  int stop_signal = 0;                  // RunEnd::Stopped: the signal
+  std::vector<std::string> warnings;    // what went wrong without stopping the run (the trace)
 };
 
 RunResult train(TrainConfig cfg, RunOutput output, RunObserver* observer = nullptr);

@@ -2,8 +2,8 @@
 // activity profilers share one: a name, the lowest level it records at, start and stop. The Tracer
 // starts the sources its level asks for and stops them (flushing what they hold) before it closes.
 //
-// Sources: the LibTorch op source (runtime/src/trace/op_source.cpp, `ops`), CUPTI (cupti_source.h,
-// `all`, GPU only), the memory counter and the collective feed (runtime, `ranges`).
+// Sources: the LibTorch op source (runtime/src/train/op_source.cpp, `ops`), CUPTI (cupti_source.h,
+// `all`, GPU only), the memory counter and the collective feed (runtime/src/train/sources.h, `ranges`).
 #pragma once
 
 #include <string>
