@@ -1,4 +1,4 @@
-// trainscope — the command line: run | tune | report | export | import.
+// trainscope — the command line: run | tune | predict | report | export | import.
 // Thin, and without LibTorch: `report`, `export` and `import` read and write run databases through
 // rundb; `run` executes trainscope-train (beside this executable), the one program that loads
 // LibTorch, as git runs its subcommands. Bad input exits 2 with a message that names the flag and
@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "predict_command.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/chrome.h"
 #include "trainscope/rundb/import.h"
@@ -55,6 +56,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.add_subcommand("run", "train a GPT and record per-step metrics (see `trainscope run --help`)");
   app.add_subcommand("tune", "not available yet in this build")->allow_extras();
+  trainscope::apps::PredictFlags* predict_flags = nullptr;
+  CLI::App* predict = trainscope::apps::addPredictCommand(app, predict_flags);
   std::vector<std::string> import_files;
   std::string import_out;
   bool import_overwrite = false;
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (predict->parsed()) return trainscope::apps::runPredict(*predict_flags);
     if (report->parsed()) {
       auto r = db::computeReport(report_path, report_top);
       std::cout << (report_json ? db::reportJson(r) + "\n" : db::formatReport(r));

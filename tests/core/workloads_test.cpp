@@ -1,10 +1,14 @@
-// test_workloads.cpp — workload files, analytic parameter counts, FLOPs formula, config checks.
+// workloads_test.cpp — workload files, analytic parameter counts and model-state bytes, the FLOPs
+// formula, run configs and their JSON/flag forms, and the tuner's models (clusters, memory, time).
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "../common/cli.h"
 #include "trainscope/runtime/config.h"
+#include "trainscope/tuner/cluster.h"
+#include "trainscope/tuner/memory_model.h"
+#include "trainscope/tuner/time_model.h"
 #include "trainscope/common/error.h"
 #include "trainscope/workloads/flops.h"
 #include "trainscope/workloads/memory.h"
@@ -12,6 +16,7 @@
 
 namespace wl = trainscope::workloads;
 namespace rt = trainscope::runtime;
+namespace tn = trainscope::tuner;
 using trainscope::UserError;
 using trainscope::testing::tempPath;
 
@@ -206,4 +211,74 @@ TEST(MemoryModel, Gpt2SmallModelStateMatchesTheDocumentedTotals) {
   const auto bf16 = wl::modelStateBytes(w, true, wl::OptimizerState::AdamW);
   EXPECT_EQ(fp32.params + fp32.grads, 8 * n);
   EXPECT_EQ(bf16.total(), 20 * n);  // 4 + 2 + 4 + 2 + 8 per parameter
+}
+
+// ---- the tuner's models (LibTorch-free) --------------------------------------------------------
+
+TEST(MemoryModel, MegatronActivationsMatchKorthikantiByHand) {
+  // GPT-3 175B on 64 nodes of 8 H100: t = 8, p = 8, d = 8, s = 2048, b = 1, SP + selective, 1F1B.
+  // The first stage holds p micro-batches of L/p layers: L · 34·s·b·h/t bytes (Korthikanti et al.
+  // 2022, Table 2 with selective recomputation and sequence parallelism).
+  const wl::Workload big = wl::load("gpt3-175b");
+  tn::Plan p;
+  p.dp = 8, p.tp = 8, p.pp = 8, p.mbs = 1, p.gbs = 1536, p.seq = 2048;
+  p.ckpt = rt::Checkpointing::Selective;
+  p.sequence_parallel = true;
+  ASSERT_EQ(tn::whyInvalid(big, p), "");
+  const auto m = tn::predictMemory(big, p);
+  ASSERT_EQ(m.stages.size(), 8u);
+  EXPECT_EQ(m.stages[0].megatron_activations, int64_t(34.0 * 2048 * 1 * 12288 / 8 * 96));
+  EXPECT_EQ(m.stages[0].inflight, 8);
+  // GPT-3 13B, t = 4, p = 1, b = 2, no SP, no recomputation: sbh(10 + 24/t + 5as/(ht)) per layer,
+  // 40 layers, plus the fp32 logits 4·s·b·V/t of the output layer.
+  const wl::Workload mid = wl::load("gpt3-13b");
+  tn::Plan q;
+  q.dp = 2, q.tp = 4, q.pp = 1, q.mbs = 2, q.gbs = 4, q.seq = 2048;
+  const double sbh = 2048.0 * 2 * double(mid.n_embd);
+  const double per_layer = sbh * (10 + 24.0 / 4 + 5.0 * double(mid.n_head) * 2048 / (double(mid.n_embd) * 4));
+  EXPECT_EQ(tn::predictMemory(mid, q).stages[0].megatron_activations,
+            int64_t(per_layer * double(mid.n_layer) + 4.0 * 2048 * 2 * double(mid.vocab_size) / 4));
+  // Interleaving grows the first stage's activations by 1 + (p - 1)/(p·v).
+  tn::Plan r = p;
+  r.virtual_stages = 2;
+  ASSERT_EQ(tn::whyInvalid(big, r), "");
+  EXPECT_EQ(tn::predictMemory(big, r).stages[0].megatron_activations,
+            int64_t(34.0 * 2048 * 12288 / 8 * 96 * (1 + 7.0 / 16)));
+}
+
+TEST(Clusters, PresetsLoadWithSourcesAndBadFilesNameTheField) {
+  for (const auto& name : tn::clusterPresets()) {
+    const tn::Cluster c = tn::loadCluster(name);
+    EXPECT_GT(c.memory_bytes, 0) << name;
+    EXPECT_FALSE(c.sources.empty()) << name;
+    EXPECT_GT(c.matmulEfficiency(1e12), 0) << name;
+  }
+  EXPECT_GE(tn::clusterPresets().size(), 4u);
+  EXPECT_EQ(tn::loadCluster("h100-80gb-x8", 64).devices(), 512);
+  try {
+    tn::parseCluster(R"({"devices_per_node": 8, "memory_bytes": 1, "peak_flops": {"bf16": 1}})", "c.json");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("c.json: memory_bandwidth"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(tn::loadCluster("no-such-cluster"), UserError);
+}
+
+TEST(TimeModel, BreakdownAddsUpAndTheBubbleFollowsTheSchedule) {
+  const wl::Workload w = wl::load("gpt3-13b");
+  const tn::Cluster c = tn::loadCluster("h100-80gb-x8", 4);
+  tn::Plan p;
+  p.dp = 4, p.tp = 2, p.pp = 4, p.mbs = 1, p.gbs = 64, p.seq = 2048;
+  const auto t = tn::predictTime(w, p, c);
+  EXPECT_NEAR(t.step_s, t.compute_s + t.recompute_s + t.tp_comm_s + t.dp_comm_s + t.pp_comm_s + t.bubble_s + t.optimizer_s,
+              1e-12);
+  EXPECT_NEAR(t.bubble_s, t.compute_s * 3.0 / 16.0, 1e-12);  // (p − 1)/M, M = 64/(1·4) = 16
+  tn::Plan v = p;
+  v.virtual_stages = 2;
+  EXPECT_NEAR(tn::predictTime(w, v, c).bubble_s, t.bubble_s / 2, 1e-12);
+  EXPECT_GT(t.mfu, 0.1);
+  EXPECT_LT(t.mfu, 0.9);
+  tn::Plan full = p;
+  full.ckpt = rt::Checkpointing::Full;
+  EXPECT_GT(tn::predictTime(w, full, c).recompute_s, 0.2 * t.compute_s);
 }

@@ -1,0 +1,130 @@
+// predict_command.cpp — see predict_command.h. Prints per-stage memory (this runtime and Megatron-LM
+// by Korthikanti et al.), the step-time split and throughput; --json gives every figure in bytes
+// and seconds.
+#include "predict_command.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/error.h"
+#include "trainscope/tuner/cluster.h"
+#include "trainscope/tuner/memory_model.h"
+#include "trainscope/tuner/time_model.h"
+#include "trainscope/workloads/workload.h"
+
+namespace trainscope::apps {
+
+namespace rt = trainscope::runtime;
+namespace tn = trainscope::tuner;
+
+struct PredictFlags {
+  std::string workload = "gpt2-124m", cluster = "h100-80gb-x8", ckpt = "none", precision = "bf16",
+              optimizer = "adamw", schedule = "1f1b";
+  int64_t tp = 1, pp = 1, mbs = 1, gbs = 0, seq = 0, nodes = 0, gpus = 0, virtual_stages = 1, cpu_lanes = 1;
+  int zero = 0;
+  bool sp = false, json = false;
+  double dp_overlap = 0;
+};
+
+CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
+  f = new PredictFlags();  // lives as long as the process
+  CLI::App* c = app.add_subcommand("predict", "predict memory per rank and step time of one configuration (runs nothing)");
+  c->add_option("--workload", f->workload, "workload name or JSON path")->capture_default_str();
+  c->add_option("--cluster", f->cluster, "cluster preset or JSON file")->capture_default_str();
+  c->add_option("--nodes", f->nodes, "nodes (default: the cluster file's)");
+  c->add_option("--gpus", f->gpus, "devices in all (default: nodes x devices per node)");
+  c->add_option("--tp", f->tp)->capture_default_str();
+  c->add_option("--pp", f->pp)->capture_default_str();
+  c->add_option("--mbs", f->mbs)->capture_default_str();
+  c->add_option("--gbs", f->gbs, "global batch in sequences (default: mbs x dp)");
+  c->add_option("--seq", f->seq, "sequence length (default: the workload's n_positions, at most 2048)");
+  c->add_option("--ckpt", f->ckpt, "none|selective|full")->capture_default_str();
+  c->add_option("--precision", f->precision, "fp32|bf16|fp16")->capture_default_str();
+  c->add_option("--optimizer", f->optimizer, "adamw|adafactor|adam8bit|sgd")->capture_default_str();
+  c->add_option("--zero", f->zero, "0|1")->capture_default_str();
+  c->add_flag("--sequence-parallel", f->sp);
+  c->add_option("--pp-schedule", f->schedule, "gpipe|1f1b|interleaved")->capture_default_str();
+  c->add_option("--virtual-stages", f->virtual_stages, "interleaved: model chunks per stage")->capture_default_str();
+  c->add_option("--cpu-lanes", f->cpu_lanes, "CPU clusters: core lanes per rank")->capture_default_str();
+  c->add_option("--dp-overlap", f->dp_overlap, "share of the DP all-reduce hidden behind backward")->capture_default_str();
+  c->add_flag("--json", f->json, "one JSON object, bytes and seconds");
+  return c;
+}
+
+int runPredict(const PredictFlags& f) {
+  const workloads::Workload w = workloads::load(f.workload);
+  const tn::Cluster c = tn::loadCluster(f.cluster, f.nodes);
+  tn::Plan p;
+  const int64_t devices = f.gpus > 0 ? f.gpus : c.devices();
+  p.tp = f.tp;
+  p.pp = f.pp;
+  if (p.tp < 1 || p.pp < 1 || devices % (p.tp * p.pp) != 0)
+    throw UserError("--tp/--pp", std::to_string(devices) + " devices cannot be split into tp=" + std::to_string(p.tp) +
+                                     " x pp=" + std::to_string(p.pp), "use a tp x pp that divides the device count");
+  p.dp = devices / (p.tp * p.pp);
+  p.mbs = f.mbs;
+  p.gbs = f.gbs > 0 ? f.gbs : f.mbs * p.dp;
+  p.seq = f.seq > 0 ? f.seq : std::min<int64_t>(w.n_positions, 2048);
+  p.ckpt = rt::parseCheckpointing(f.ckpt);
+  p.precision = rt::parsePrecision(f.precision);
+  p.optimizer = rt::parseOptimizer(f.optimizer);
+  p.zero = f.zero;
+  p.sequence_parallel = f.sp;
+  if (f.schedule == "interleaved") {
+    p.schedule = rt::PipelineSchedule::OneFOneB;
+    p.virtual_stages = std::max<int64_t>(2, f.virtual_stages);
+  } else {
+    p.schedule = rt::parseSchedule(f.schedule);
+  }
+  p.cpu_lanes = f.cpu_lanes;
+  if (const std::string why = tn::whyInvalid(w, p); !why.empty())
+    throw UserError("predict", "this configuration is not valid: " + why, "change the flag it names");
+  const tn::MemoryPrediction m = tn::predictMemory(w, p);
+  const tn::TimePrediction t = tn::predictTime(w, p, c, {f.dp_overlap});
+  const bool fits = m.peak() <= c.memory_bytes;
+  if (f.json) {
+    nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
+                        {"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
+                        {"seq", p.seq}, {"memory_limit_bytes", c.memory_bytes}, {"peak_bytes", m.peak()},
+                        {"worst_stage", m.worst_stage}, {"fits", fits}};
+    for (const auto& s : m.stages)
+      j["stages"].push_back({{"stage", s.stage}, {"layers", s.layers}, {"params_bytes", s.params},
+                             {"grads_bytes", s.grads}, {"optimizer_bytes", s.optimizer},
+                             {"activations_bytes", s.activations}, {"head_bytes", s.head},
+                             {"buffers_bytes", s.buffers}, {"allowance_bytes", s.allowance},
+                             {"total_bytes", s.total()}, {"microbatches_in_flight", s.inflight},
+                             {"megatron_activations_bytes", s.megatron_activations}});
+    j["time"] = {{"compute_s", t.compute_s}, {"recompute_s", t.recompute_s}, {"tp_comm_s", t.tp_comm_s},
+                 {"dp_comm_s", t.dp_comm_s}, {"pp_comm_s", t.pp_comm_s}, {"bubble_s", t.bubble_s},
+                 {"optimizer_s", t.optimizer_s}, {"step_s", t.step_s}};
+    j["tokens_per_s"] = t.tokens_per_s;
+    j["mfu"] = t.mfu;
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  auto gib = [](int64_t b) { return double(b) / double(int64_t(1) << 30); };
+  char line[512];
+  std::printf("trainscope predict: %s on %s, %lld devices: %s, gbs %lld, seq %lld\n", w.name.c_str(), c.name.c_str(),
+              static_cast<long long>(devices), p.describe().c_str(), static_cast<long long>(p.gbs),
+              static_cast<long long>(p.seq));
+  std::printf("\nmemory per rank (GiB)  limit %.2f\n", gib(c.memory_bytes));
+  std::printf("stage layers  params   grads   optim   activ    head  buffers  allow    total  | Megatron activ\n");
+  for (const auto& s : m.stages) {
+    std::snprintf(line, sizeof(line), "%5lld %6lld %7.2f %7.2f %7.2f %7.2f %7.2f %8.2f %6.2f %8.2f%s | %9.2f\n",
+                  static_cast<long long>(s.stage), static_cast<long long>(s.layers), gib(s.params), gib(s.grads),
+                  gib(s.optimizer), gib(s.activations), gib(s.head), gib(s.buffers), gib(s.allowance), gib(s.total()),
+                  s.stage == m.worst_stage ? "*" : " ", gib(s.megatron_activations));
+    std::cout << line;
+  }
+  std::printf("%s: worst stage %lld needs %.2f GiB of %.2f\n", fits ? "fits" : "DOES NOT FIT",
+              static_cast<long long>(m.worst_stage), gib(m.peak()), gib(c.memory_bytes));
+  std::printf("\nstep time %.3f s = compute %.3f + recompute %.3f + TP comm %.3f + DP comm %.3f + PP comm %.3f"
+              " + bubble %.3f + optimizer %.3f\n",
+              t.step_s, t.compute_s, t.recompute_s, t.tp_comm_s, t.dp_comm_s, t.pp_comm_s, t.bubble_s, t.optimizer_s);
+  std::printf("throughput %.0f tokens/s, MFU %.1f%%\n", t.tokens_per_s, t.mfu * 100);
+  return 0;
+}
+
+}  // namespace trainscope::apps

@@ -1,0 +1,45 @@
+// trainscope/tuner/cluster.h — what the models know about a cluster (docs/tuner.md, "Cluster file").
+//
+// A JSON file: nodes, devices per node (CPU ranks per node for a CPU cluster), memory per device
+// (the per-rank limit for CPU ranks), peak FLOP/s per dtype with a matrix-efficiency curve by GEMM
+// size (as Calculon's system files), a vector rate for memory-bound ops, memory bandwidth, and two
+// network tiers (inside a node, between nodes) with bandwidth per device, efficiency and latency.
+// Shipped presets (tuner/clusters/*.json) carry the public figures they come from in "sources".
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace trainscope::tuner {
+
+struct NetworkTier {
+  double bandwidth = 0;   // bytes/s per device, one direction
+  double efficiency = 1;  // achieved share of the bandwidth for large messages
+  double latency = 0;     // seconds per collective step (alpha)
+};
+
+struct Cluster {
+  std::string name, description, kind = "gpu", source;  // kind: "gpu" | "cpu"; source: the file read
+  int64_t nodes = 1, devices_per_node = 1;
+  int64_t memory_bytes = 0;                                 // per device / per rank
+  std::map<std::string, double> peak_flops;                 // dense, per dtype: fp32, bf16, fp16 …
+  std::vector<std::pair<double, double>> matmul_efficiency; // (GEMM FLOPs, achieved share), ascending
+  double vector_flops = 0, memory_bandwidth = 0;            // per device
+  NetworkTier intra_node, inter_node;
+  std::vector<std::string> sources;
+
+  int64_t devices() const { return nodes * devices_per_node; }
+  double peak(const std::string& dtype) const;           // UserError when the dtype has no figure
+  double matmulEfficiency(double gemm_flops) const;      // log-linear between the curve's points
+};
+
+// A preset name (`trainscope tune --cluster h100-80gb-x8`) or a JSON path. `nodes` > 0 overrides
+// the file's node count. Throws UserError naming the file and the field.
+Cluster loadCluster(const std::string& name_or_path, int64_t nodes = 0);
+Cluster parseCluster(const std::string& json_text, const std::string& source);
+std::vector<std::string> clusterPresets();
+
+}  // namespace trainscope::tuner

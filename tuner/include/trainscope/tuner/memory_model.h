@@ -1,0 +1,48 @@
+// trainscope/tuner/memory_model.h — predicted memory per rank, per pipeline stage (docs/tuner.md).
+//
+// Model state from the runtime's own formulas (workloads/memory.h) on each stage's shards: the
+// tensors a (tp, pp) rank holds, ZeRO-1's partition simulated as the runtime makes it (whole tensors,
+// largest first, onto the least-loaded rank; flat buffers of d·S elements). Activations twice:
+//   runtime   — what this runtime keeps (docs/memory-model.md, "What trainscope keeps"): fused
+//               attention without the score term, no dropout, the fused head's fp32 dX and dW, the
+//               micro-batches each stage holds under GPipe and 1F1B, pipeline send buffers, and a
+//               calibrated allowance for transient backward buffers;
+//   megatron  — Korthikanti et al. 2022 for Megatron-LM on the same plan: per layer
+//               sbh(10 + 24/t + 5as/(ht)) without SP, sbh(34/t + 5as/(ht)) with SP, selective
+//               drops the 5as/h term, full keeps 2sbh (÷t with SP); × layers × micro-batches in
+//               flight (p on the first stage under 1F1B, × (1 + (p−1)/(pv)) interleaved, M under
+//               GPipe); the last stage adds the fp32 logits 4sbV/t. 16-bit activations, as the paper.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trainscope/tuner/plan.h"
+
+namespace trainscope::tuner {
+
+struct StageMemory {
+  int64_t stage = 0, layers = 0;
+  int64_t params = 0, grads = 0, optimizer = 0;  // bytes per rank of this stage
+  int64_t activations = 0;                       // this runtime, all micro-batches in flight
+  int64_t head = 0;                              // fused LM head (last stage)
+  int64_t buffers = 0;                           // pipeline send buffers, ZeRO-1 flat-buffer padding
+  int64_t allowance = 0;                         // transient backward buffers (calibrated)
+  int64_t megatron_activations = 0;              // Korthikanti et al. for Megatron-LM (incl. logits)
+  int64_t inflight = 1;                          // micro-batches whose activations are held at once
+  int64_t total() const { return params + grads + optimizer + activations + head + buffers + allowance; }
+};
+
+struct MemoryPrediction {
+  std::vector<StageMemory> stages;
+  int64_t worst_stage = 0;
+  int64_t peak() const { return stages.empty() ? 0 : stages[size_t(worst_stage)].total(); }
+};
+
+MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p);
+
+// Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch (16-bit).
+double megatronLayerActivationBytes(double s, double b, double h, double a, double t, bool sp,
+                                    runtime::Checkpointing ckpt);
+
+}  // namespace trainscope::tuner

@@ -1,0 +1,38 @@
+// trainscope/tuner/plan.h — one point of the configuration space: how a global batch of a GPT is
+// split over a cluster (DP × TP × PP ranks, micro-batches) and which memory/speed knobs are on.
+// The tuner's models take a Plan; a Plan becomes a `trainscope run --config` TrainConfig.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "trainscope/runtime/config.h"
+#include "trainscope/workloads/workload.h"
+
+namespace trainscope::tuner {
+
+struct Plan {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int64_t mbs = 1, gbs = 1, seq = 1024;
+  runtime::Checkpointing ckpt = runtime::Checkpointing::None;
+  runtime::Precision precision = runtime::Precision::BF16;
+  runtime::OptimizerKind optimizer = runtime::OptimizerKind::AdamW;
+  int zero = 0;
+  bool sequence_parallel = false;
+  runtime::PipelineSchedule schedule = runtime::PipelineSchedule::OneFOneB;
+  int64_t virtual_stages = 1;  // > 1: Megatron-LM's interleaved 1F1B (prediction only)
+  int64_t cpu_lanes = 1;       // CPU core lanes per rank (each keeps its own gradients until summed)
+
+  int64_t world() const { return dp * tp * pp; }
+  int64_t ga() const { return gbs / (mbs * dp); }  // micro-batches per rank per step (M)
+  bool mixed() const { return precision != runtime::Precision::FP32; }
+  int64_t elementBytes() const { return mixed() ? 2 : 4; }
+  std::string describe() const;  // "dp2 tp1 pp1 mbs4 ga2 none fp32 adamw"
+};
+
+// Checks a plan against the model; returns "" when valid, else the reason (heads % tp, …).
+std::string whyInvalid(const workloads::Workload& w, const Plan& p);
+// Layers of pipeline stage s (the runtime's StageSpec split: the first L mod p stages get one more).
+int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage);
+
+}  // namespace trainscope::tuner

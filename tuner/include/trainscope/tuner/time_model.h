@@ -1,0 +1,35 @@
+// trainscope/tuner/time_model.h — predicted step time of a plan on a cluster (docs/tuner.md), in the
+// manner of Calculon (Isaev et al., SC'23): per layer, GEMM FLOPs at the cluster's size-dependent
+// matrix efficiency, memory-bound work (LayerNorm, GELU, softmax, residual adds, the optimizer) at
+// memory bandwidth, collectives by α–β with nccl-tests' per-collective factors (all-reduce 2(n−1)/n,
+// all-gather and reduce-scatter (n−1)/n, send/recv 1) on the tier the group spans, the pipeline
+// bubble per schedule ((p−1)/M, interleaved (p−1)/(vM)), and the data-parallel all-reduce overlapped
+// with backward by the share `dp_overlap` (measured where a run exists).
+#pragma once
+
+#include "trainscope/tuner/cluster.h"
+#include "trainscope/tuner/plan.h"
+
+namespace trainscope::tuner {
+
+struct TimePrediction {
+  double compute_s = 0;      // forward + backward GEMMs and memory-bound ops, all micro-batches
+  double recompute_s = 0;    // activation recomputation
+  double tp_comm_s = 0;      // exposed tensor-parallel collectives
+  double dp_comm_s = 0;      // exposed data-parallel gradient reduction
+  double pp_comm_s = 0;      // pipeline sends and receives
+  double bubble_s = 0;       // pipeline bubble
+  double optimizer_s = 0;
+  double step_s = 0;         // the sum
+  double tokens_per_s = 0;
+  double model_flops = 0;    // per step, the whole model (Narayanan et al. 2021)
+  double mfu = 0;            // model FLOP/s / (world × peak)
+};
+
+struct TimeOptions {
+  double dp_overlap = 0.0;   // share of the DP all-reduce hidden behind backward
+};
+
+TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o = {});
+
+}  // namespace trainscope::tuner

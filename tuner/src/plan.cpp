@@ -1,0 +1,37 @@
+// plan.cpp — see plan.h.
+#include "trainscope/tuner/plan.h"
+
+#include <algorithm>
+
+namespace trainscope::tuner {
+
+std::string Plan::describe() const {
+  std::string s = "dp" + std::to_string(dp) + " tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " mbs" +
+                  std::to_string(mbs) + " ga" + std::to_string(ga()) + " " + toString(ckpt) + " " +
+                  toString(precision) + " " + toString(optimizer);
+  if (zero) s += " zero1";
+  if (sequence_parallel) s += " sp";
+  if (pp > 1) s += std::string(" ") + (virtual_stages > 1 ? "interleaved" : toString(schedule));
+  return s;
+}
+
+std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
+  if (p.dp < 1 || p.tp < 1 || p.pp < 1 || p.mbs < 1 || p.gbs < 1 || p.seq < 1) return "non-positive size";
+  if (w.n_head % p.tp != 0) return "tp=" + std::to_string(p.tp) + " does not divide n_head=" + std::to_string(w.n_head);
+  if (p.pp > w.n_layer) return "pp=" + std::to_string(p.pp) + " exceeds n_layer=" + std::to_string(w.n_layer);
+  if (p.gbs % (p.mbs * p.dp) != 0)
+    return "gbs=" + std::to_string(p.gbs) + " is not divisible by mbs x dp=" + std::to_string(p.mbs * p.dp);
+  if (p.seq > w.n_positions) return "seq=" + std::to_string(p.seq) + " exceeds n_positions";
+  if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";
+  if (p.sequence_parallel && p.seq % p.tp != 0) return "sequence parallelism needs seq divisible by tp";
+  if (p.zero && p.dp == 1) return "ZeRO-1 needs dp > 1";
+  if (p.virtual_stages > 1 && (p.pp == 1 || (w.n_layer % (p.pp * p.virtual_stages)) != 0))
+    return "interleaving needs pp > 1 and n_layer divisible by pp x virtual stages";
+  return "";
+}
+
+int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage) {
+  return n_layer / pp + (stage < n_layer % pp ? 1 : 0);
+}
+
+}  // namespace trainscope::tuner

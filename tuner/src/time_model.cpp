@@ -1,0 +1,96 @@
+// time_model.cpp — see time_model.h; formulas and sources in docs/tuner.md.
+#include "trainscope/tuner/time_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainscope/workloads/flops.h"
+
+namespace trainscope::tuner {
+namespace {
+
+using runtime::Checkpointing;
+
+const char* dtypeOf(runtime::Precision p) {
+  return p == runtime::Precision::BF16 ? "bf16" : p == runtime::Precision::FP16 ? "fp16" : "fp32";
+}
+
+// α–β time of one collective over `n` ranks moving `bytes` (nccl-tests' bus-bandwidth factors).
+double collective(const NetworkTier& tier, double bytes, double n, double factor) {
+  if (n <= 1 || bytes <= 0) return 0;
+  const double bw = tier.bandwidth * tier.efficiency;
+  return tier.latency * 2.0 * (n - 1) + bytes * factor / std::max(bw, 1.0);
+}
+
+}  // namespace
+
+TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
+  TimePrediction r;
+  const double h = double(w.n_embd), V = double((w.vocab_size + p.tp - 1) / p.tp * p.tp), a = double(w.n_head);
+  const double s = double(p.seq), b = double(p.mbs), t = double(p.tp), e = double(p.elementBytes());
+  const double M = double(p.ga());
+  // A CPU cluster's peak is one node's: its ranks share the cores.
+  const double ranks_per_node = double(std::min<int64_t>(p.world(), c.devices_per_node));
+  const double peak = c.peak(dtypeOf(p.precision)) / (c.kind == "cpu" ? ranks_per_node : 1.0);
+  const double mem_bw = c.memory_bandwidth / (c.kind == "cpu" ? ranks_per_node : 1.0);
+  auto gemm = [&](double m, double n, double k) {  // one GEMM, forward
+    const double f = 2.0 * m * n * k;
+    return f / (peak * c.matmulEfficiency(f));
+  };
+  // One layer, one micro-batch, forward: four GEMMs and the attention core (causal: half the
+  // product is skipped by fused kernels, counted whole as Narayanan et al. do).
+  const double rows = s * b;
+  double layer_fwd = gemm(rows, 3 * h / t, h) + gemm(rows, h, h / t) + gemm(rows, 4 * h / t, h) + gemm(rows, h, 4 * h / t);
+  const double attn_flops = 4.0 * b * s * s * h / t;
+  layer_fwd += attn_flops / (peak * c.matmulEfficiency(attn_flops / std::max(1.0, a / t)));
+  // Memory-bound work per layer: LayerNorms, GELU, softmax statistics, residual adds, bias adds:
+  // about 16 reads and writes of an s·b·h tensor (÷t where the work is sharded).
+  const double local_rows = p.sequence_parallel ? rows / t : rows;
+  layer_fwd += (10.0 * local_rows * h + 6.0 * rows * 4 * h / t) * e / std::max(mem_bw, 1.0);
+  const double head_fwd = gemm(rows, V / t, h) + 3.0 * rows * V / t * 4.0 / std::max(mem_bw, 1.0);
+  const double layers_per_stage = double((w.n_layer + p.pp - 1) / p.pp);  // the slowest stage
+  const double stage_fwd = layer_fwd * layers_per_stage;
+  const double per_micro = 3.0 * stage_fwd + 3.0 * head_fwd / double(p.pp);  // fwd + 2x bwd
+  r.compute_s = M * per_micro;
+  if (p.ckpt == Checkpointing::Full) r.recompute_s = M * stage_fwd;
+  if (p.ckpt == Checkpointing::Selective)
+    r.recompute_s = M * layers_per_stage * attn_flops / (peak * c.matmulEfficiency(attn_flops / std::max(1.0, a / t)));
+  // Tensor parallelism: 2 all-reduces per layer forward and 2 backward (SP: all-gather +
+  // reduce-scatter pairs, the same bytes), more with full recomputation; inside a node.
+  if (p.tp > 1) {
+    const NetworkTier& tier = p.tp <= c.devices_per_node ? c.intra_node : c.inter_node;
+    const double bytes = rows * h * e;
+    const double per_layer = 4.0 * collective(tier, bytes, t, 2.0 * (t - 1) / t);
+    r.tp_comm_s = M * layers_per_stage * per_layer * (p.ckpt == Checkpointing::Full ? 1.5 : 1.0);
+  }
+  // Pipeline: one activation send and one gradient send per micro-batch per boundary; the bubble.
+  if (p.pp > 1) {
+    const NetworkTier& tier = p.world() <= c.devices_per_node ? c.intra_node : c.inter_node;
+    const double bytes = b * (p.sequence_parallel ? s / t : s) * h * e;
+    r.pp_comm_s = 2.0 * M * collective(tier, bytes, 2, 1.0);
+    const double v = double(std::max<int64_t>(1, p.virtual_stages));
+    r.bubble_s = (r.compute_s + r.recompute_s) * (double(p.pp) - 1.0) / (v * M);
+  }
+  // Data parallelism: all-reduce of the fp32 main gradients of one (tp, pp) shard (ZeRO-1:
+  // reduce-scatter + all-gather, the same bytes), partly hidden behind backward.
+  const double params_per_rank = double(w.parameterCount()) / (t * double(p.pp));
+  if (p.dp > 1) {
+    const bool inter = p.world() > c.devices_per_node;
+    const NetworkTier& tier = inter ? c.inter_node : c.intra_node;
+    const double dp = double(p.dp);
+    const double full = collective(tier, params_per_rank * 4.0, dp, 2.0 * (dp - 1) / dp);
+    r.dp_comm_s = full * (1.0 - std::clamp(o.dp_overlap, 0.0, 1.0));
+  }
+  // Optimizer: AdamW reads and writes ~28 bytes per parameter (p, g, m, v and the copy).
+  const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : 28.0;
+  r.optimizer_s = params_per_rank / (p.zero && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes / std::max(mem_bw, 1.0);
+  r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.bubble_s + r.optimizer_s;
+  const double tokens = double(p.gbs) * s;
+  r.tokens_per_s = tokens / r.step_s;
+  r.model_flops = workloads::stepFlops(p.gbs, p.seq, w.n_layer, w.n_embd, w.vocab_size, workloads::Recompute::None).model;
+  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(dtypeOf(p.precision)) /
+                                      (c.kind == "cpu" ? ranks_per_node : 1.0));
+  return r;
+}
+
+}  // namespace trainscope::tuner
