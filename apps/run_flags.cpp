@@ -53,6 +53,10 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
                   "CPU: run each micro-batch as N one-core lanes in parallel (0: auto = one per thread, 1: off)")
       ->capture_default_str();
   run->add_flag("--json", f.json, "print one JSON summary line at the end");
+  run->add_option("--mem-limit", f.mem_limit,
+                  "CPU: bytes tensors may hold per rank (e.g. 2G); an allocation past it ends the run out of memory (exit 3)");
+  run->add_flag("--skip-memory-check", f.skip_memory_check,
+                "start even when the memory model says the run cannot fit the memory available");
   // parallelism
   run->add_option("--nproc", c.nproc, "ranks to start (world = dp x tp x pp)")->capture_default_str();
   run->add_option("--launcher", f.launcher, "local|slurm (slurm: under srun)")->capture_default_str();
@@ -83,6 +87,8 @@ rt::TrainConfig finish(RunFlags& f, CLI::App* run) {
   if (run->count("--gbs")) c.gbs = f.gbs;
   if (run->count("--ga")) c.ga = f.ga;
   if (run->count("--peak-tflops")) c.peak_tflops = f.peak;
+  if (!f.mem_limit.empty()) c.mem_limit = rt::parseBytes(f.mem_limit, "--mem-limit");
+  if (f.skip_memory_check) c.memory_check = false;
   return c;
 }
 

@@ -166,6 +166,10 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n";
     rt::reportRankError(e.what());
     return 2;
+  } catch (const trainscope::OutOfMemory& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    if (!rt::isRankProcess()) noteLeftoverShards(f.out);
+    return trainscope::kExitOutOfMemory;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     rt::reportRankError(e.what());

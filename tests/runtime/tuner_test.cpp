@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -73,4 +74,33 @@ TEST(Predict, ReportsEveryFigureAndRefusesAnInvalidPlan) {
   auto heads = cli("predict --workload gpt2-124m --cluster h100-80gb-x8 --tp 8");
   EXPECT_EQ(heads.status, 2) << heads.output;
   EXPECT_NE(heads.output.find("does not divide n_head"), std::string::npos) << heads.output;
+}
+
+TEST(MemLimit, AnAllocationPastTheLimitEndsTheRunOutOfMemoryWithItsBytes) {
+  auto r = cli("run --workload small-cpu --seq 64 --mbs 4 --steps 3 --device cpu -q --mem-limit 60M --skip-memory-check");
+  EXPECT_EQ(r.status, 3) << r.output;  // kExitOutOfMemory, as a CUDA out-of-memory
+  EXPECT_NE(r.output.find("out of memory on rank 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tried to allocate"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("62914560 bytes"), std::string::npos) << r.output;  // the limit, 60 MiB
+  EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
+  // Under the limit the same run trains, and its measured peak stays below it.
+  auto ok = cli("run --workload small-cpu --seq 64 --mbs 4 --steps 3 --device cpu -q --mem-limit 200M --json");
+  ASSERT_EQ(ok.status, 0) << ok.output;
+  EXPECT_LE(lastJson(ok.output)["summary"]["peak_bytes"].get<int64_t>(), 200ll << 20);
+  auto bad = cli("run --workload tiny --mem-limit 12parsecs");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--mem-limit: unknown unit"), std::string::npos) << bad.output;
+}
+
+TEST(MemoryCheck, ARunThatCannotFitIsRefusedBeforeAnythingIsAllocated) {
+  const std::string db = trainscope::testing::tempPath("never-fits.db");
+  auto r = cli("run --workload gpt2-1.5b --mbs 64 --steps 1 --device cpu -q --out " + db);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("needs about"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("are available"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--skip-memory-check"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(db));
+  auto limited = cli("run --workload small-cpu --seq 64 --mbs 4 --steps 1 --device cpu -q --mem-limit 40M");
+  EXPECT_EQ(limited.status, 2) << limited.output;
+  EXPECT_NE(limited.output.find("--mem-limit: this run needs about"), std::string::npos) << limited.output;
 }

@@ -30,6 +30,24 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
   return "";
 }
 
+Plan planOf(const runtime::TrainConfig& c) {
+  Plan p;
+  p.dp = c.dp;
+  p.tp = c.tp;
+  p.pp = c.pp;
+  p.mbs = c.mbs;
+  p.gbs = c.global_batch;
+  p.seq = c.seq;
+  p.ckpt = c.ckpt;
+  p.precision = c.precision;
+  p.optimizer = c.optimizer;
+  p.zero = c.zero;
+  p.sequence_parallel = c.sequence_parallel;
+  p.schedule = c.pp_schedule;
+  p.cpu_lanes = c.cpu_lanes > 0 ? c.cpu_lanes : 1;
+  return p;
+}
+
 int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage) {
   return n_layer / pp + (stage < n_layer % pp ? 1 : 0);
 }

@@ -2,7 +2,10 @@
 #include "trainscope/runtime/config.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -133,8 +136,30 @@ void resolve(TrainConfig& c, int world) {
   if (c.cpu_lanes > c.mbs)
     throw UserError("--cpu-lanes", "must not exceed --mbs (" + std::to_string(c.mbs) + "): each lane takes whole sequences",
                     "pass --cpu-lanes " + std::to_string(c.mbs) + " or fewer");
+  if (c.mem_limit < 0) throw UserError("--mem-limit", "must be >= 0 bytes", "pass e.g. --mem-limit 2G");
   if (c.fp16_growth_interval < 1) throw UserError("--fp16-growth-interval", "must be >= 1", "pass e.g. 2000");
   if (!(c.fp16_init_scale > 0)) throw UserError("--fp16-init-scale", "must be positive", "pass e.g. 65536");
+}
+
+int64_t parseBytes(const std::string& text, const std::string& field) {
+  const std::string fix = "pass bytes, e.g. 2G, 512MiB or 1073741824";
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || errno == ERANGE || !std::isfinite(v) || v < 0)
+    throw UserError(field, "\"" + text + "\" is not a byte count", fix);
+  const std::string unit(end);
+  double scale = 0;
+  const std::pair<const char*, double> units[] = {
+      {"", 1},           {"B", 1},         {"K", 1024.0},        {"KiB", 1024.0},        {"kB", 1e3},
+      {"M", 1048576.0},  {"MiB", 1048576.0}, {"MB", 1e6},       {"G", 1073741824.0},    {"GiB", 1073741824.0},
+      {"GB", 1e9},       {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12}};
+  for (const auto& [u, f] : units)
+    if (unit == u) scale = f;
+  if (scale == 0) throw UserError(field, "unknown unit \"" + unit + "\" in \"" + text + "\"", fix);
+  const double bytes = v * scale;
+  if (bytes > 9.2e18) throw UserError(field, "\"" + text + "\" is too large", fix);
+  return int64_t(bytes);
 }
 
 void resolve(RunOutput& o) {
@@ -193,6 +218,7 @@ std::string toJson(const TrainConfig& c) {
     else j.erase("ga");
   }
   if (c.peak_tflops) j["peak_tflops"] = *c.peak_tflops;
+  if (c.mem_limit > 0) j["mem_limit"] = c.mem_limit;
   if (!c.inject_failure.empty()) j["inject_failure"] = c.inject_failure;
   return j.dump();
 }
@@ -261,6 +287,7 @@ TrainConfig fromJson(const std::string& text, const std::string& source) {
   double peak = 0;
   if (get("peak_tflops", peak)) c.peak_tflops = peak;
   get("inject_failure", c.inject_failure);
+  get("mem_limit", c.mem_limit);
   return c;
 }
 
@@ -309,6 +336,7 @@ std::vector<std::string> toArgs(const TrainConfig& c) {
   add("--rendezvous-timeout", num(c.rendezvous_timeout_s));
   add("--collective-timeout", num(c.collective_timeout_s));
   if (c.peak_tflops) add("--peak-tflops", num(*c.peak_tflops));
+  if (c.mem_limit > 0) add("--mem-limit", std::to_string(c.mem_limit));
   if (!c.inject_failure.empty()) add("--inject-failure", c.inject_failure);
   return a;
 }

@@ -10,12 +10,15 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
 
 namespace trainscope::runtime {
 namespace {
 
 std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
+std::atomic<int64_t> g_limit{0};
+std::atomic<int64_t> g_refused_request{0}, g_refused_in_use{0};
 
 // Allocates like LibTorch's default CPU allocator (c10::alloc_cpu, 64-byte aligned) with a 64-byte
 // header in front that holds the size, so a free is counted without a lookup table. The DataPtr's
@@ -52,6 +55,17 @@ class CountingCpuAllocator final : public c10::Allocator {
   }
 
   static void* rawAllocate(size_t n) {
+    // The limit first: a refused allocation takes nothing, from the cache or the system.
+    const int64_t limit = g_limit.load(std::memory_order_relaxed);
+    if (limit > 0) {
+      const int64_t held = g_current.load(std::memory_order_relaxed);
+      if (held + int64_t(n) > limit) {
+        g_refused_request = int64_t(n);
+        g_refused_in_use = held;
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory: tried to allocate ", n, " bytes with ", held,
+                         " bytes in use; the per-rank limit (--mem-limit) is ", limit, " bytes");
+      }
+    }
     char* base = nullptr;
     {
       Cache& c = cache();
@@ -103,6 +117,9 @@ void installCountingCpuAllocator() {
 }
 
 int64_t cpuAllocatedBytes() { return g_current.load(); }
+void setCpuMemoryLimit(int64_t bytes) { g_limit.store(bytes < 0 ? 0 : bytes); }
+int64_t cpuMemoryLimit() { return g_limit.load(); }
+CpuRefusal lastCpuRefusal() { return {g_refused_request.load(), g_refused_in_use.load()}; }
 int64_t cpuPeakBytes() { return g_peak.load(); }
 void resetCpuPeak() { g_peak.store(g_current.load()); }
 

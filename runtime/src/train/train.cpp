@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <thread>
@@ -36,7 +37,9 @@
 #include "trainscope/runtime/device.h"
 #include "trainscope/runtime/launch.h"
 #include "trainscope/runtime/parallel.h"
+#include "trainscope/runtime/memory.h"
 #include "trainscope/runtime/trainer.h"
+#include "trainscope/tuner/memory_model.h"
 #include "trainscope/tracer/cupti_source.h"
 #include "trainscope/tracer/trace.h"
 
@@ -397,6 +400,48 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
   return res;
 }
 
+// The bytes this process may use: --mem-limit, else the cgroup's limit or MemAvailable, shared by
+// the ranks of this host. 0 when unknown (a GPU run: the device's memory is checked by CUDA).
+std::pair<int64_t, std::string> availableBytes(const TrainConfig& cfg, int local_ranks, bool cpu) {
+  if (cfg.mem_limit > 0) return {cfg.mem_limit, "--mem-limit"};
+  if (!cpu) return {0, ""};
+  int64_t best = 0;
+  std::string source;
+  {
+    std::ifstream f("/sys/fs/cgroup/memory.max");
+    std::string v;
+    if (f >> v && v != "max") best = std::atoll(v.c_str()), source = "the cgroup's memory.max";
+  }
+  std::ifstream mi("/proc/meminfo");
+  for (std::string key; mi >> key;) {
+    int64_t kb = 0;
+    mi >> kb;
+    if (key == "MemAvailable:" && (best == 0 || kb * 1024 < best)) best = kb * 1024, source = "MemAvailable";
+    mi.ignore(256, '\n');
+  }
+  return {best / std::max(1, local_ranks), source + (local_ranks > 1 ? " shared by " + std::to_string(local_ranks) + " ranks" : "")};
+}
+
+// Before anything is allocated: a run the memory model says cannot fit is refused (exit 2) with both
+// numbers. The model over-predicts by a few percent (docs/tuner.md): refused only past 10%.
+void checkMemoryFits(const TrainConfig& cfg, int pp_rank, int local_ranks, bool cpu) {
+  if (!cfg.memory_check) return;
+  const auto [available, source] = availableBytes(cfg, local_ranks, cpu);
+  if (available <= 0) return;
+  const auto m = tuner::predictMemory(cfg.model, tuner::planOf(cfg));
+  const int64_t need = m.stages[size_t(std::min<int64_t>(pp_rank, int64_t(m.stages.size()) - 1))].total();
+  if (double(need) * 0.9 <= double(available)) return;
+  auto gib = [](int64_t b) {
+    char s[32];
+    std::snprintf(s, sizeof(s), "%.2f GiB", double(b) / double(int64_t(1) << 30));
+    return std::string(s);
+  };
+  throw UserError(cfg.mem_limit > 0 ? "--mem-limit" : "memory",
+                  "this run needs about " + gib(need) + " per rank (the memory model; `trainscope predict` shows the "
+                  "split) but " + gib(available) + " are available (" + source + ")",
+                  "lower --mbs, add --ckpt full, shard with --tp/--pp/--zero 1, or pass --skip-memory-check");
+}
+
 }  // namespace
 
 bool isRankProcess() { return rankEnvFromEnvironment().distributed; }
@@ -407,6 +452,8 @@ void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
   Layout::make(cfg.world, 0, cfg.tp, cfg.pp);
   TokenSource probe(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
   (void)probe;
+  if (cfg.launcher == Launcher::Local)
+    for (int s = 0; s < cfg.pp; ++s) checkMemoryFits(cfg, s, cfg.world, cfg.device != DeviceRequest::CUDA);
   if (!out.out.empty()) rundb::checkWritable(out.out, out.overwrite, out.tracing() ? "--trace" : "--out");
 }
 
@@ -416,6 +463,7 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
   resolve(cfg, env.distributed ? env.world : 1);
   resolve(out);
   const Layout layout = Layout::make(cfg.world, env.rank, cfg.tp, cfg.pp);
+  checkMemoryFits(cfg, layout.pp_rank, env.local_world, cfg.device != DeviceRequest::CUDA);
   RunInfo info;
   info.config = &cfg;
   info.rank = env.rank;
@@ -436,10 +484,26 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
   copts.rendezvous_timeout = std::chrono::milliseconds(int64_t(cfg.rendezvous_timeout_s * 1000));
   copts.collective_timeout = std::chrono::milliseconds(int64_t(cfg.collective_timeout_s * 1000));
   std::unique_ptr<Comm> comm = Comm::connect(env, layout, copts);
+  struct LimitScope {  // --mem-limit holds for this run only (tests train several in one process)
+    explicit LimitScope(int64_t b) {
+      installCountingCpuAllocator();
+      setCpuMemoryLimit(b);
+    }
+    ~LimitScope() { setCpuMemoryLimit(0); }
+  } limit(dev.device == "cpu" ? cfg.mem_limit : 0);
   // A rank's own failure is reported before its process groups close, so that the launcher can tell
   // it from the peers' "connection closed" errors that it causes.
   try {
     return trainOnComm(cfg, out, info, layout, dev, *comm, obs);
+  } catch (const c10::OutOfMemoryError& e) {
+    // Out of memory, on the CPU under --mem-limit or on a GPU: one line with the bytes.
+    const CpuRefusal r = lastCpuRefusal();
+    const bool cpu = dev.device == "cpu";
+    std::string what = e.what_without_backtrace();
+    what = what.substr(0, what.find('\n'));
+    const std::string msg = "out of memory on rank " + std::to_string(env.rank) + ": " + what;
+    reportRankError(msg);
+    throw OutOfMemory(msg, cpu ? r.requested : 0, cpu ? r.in_use : 0, cpu ? cfg.mem_limit : 0);
   } catch (const std::exception& e) {
     reportRankError(e.what());
     throw;

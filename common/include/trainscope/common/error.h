@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stdexcept>
+#include <cstdint>
 #include <string>
 
 namespace trainscope {
@@ -22,6 +23,21 @@ class UserError : public std::runtime_error {
  private:
   std::string field_;
 };
+
+// An allocation that did not fit: the device's memory, or the per-rank --mem-limit on the CPU.
+// The command line exits with kExitOutOfMemory (3), whichever device ran out.
+class OutOfMemory : public std::runtime_error {
+ public:
+  OutOfMemory(const std::string& what, int64_t requested, int64_t in_use, int64_t limit)
+      : std::runtime_error(what), requested_(requested), in_use_(in_use), limit_(limit) {}
+  int64_t requested() const { return requested_; }
+  int64_t inUse() const { return in_use_; }
+  int64_t limit() const { return limit_; }
+
+ private:
+  int64_t requested_, in_use_, limit_;
+};
+inline constexpr int kExitOutOfMemory = 3;
 
 class RuntimeError : public std::runtime_error {
  public:

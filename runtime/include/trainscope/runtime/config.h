@@ -68,6 +68,8 @@ struct TrainConfig {
   std::optional<double> peak_tflops;  // for MFU/HFU; default: a known device peak, else none
   int threads = 0;                 // intra-op threads; 0 = LibTorch's default
   int cpu_lanes = 0;               // CPU: split each micro-batch over this many one-core lanes; 0 = auto
+  int64_t mem_limit = 0;           // CPU: bytes tensors may hold per rank (0: none); past it, out of memory
+  bool memory_check = true;        // refuse before allocating when the memory model says it cannot fit
 
   // Derived by resolve().
   workloads::Workload model;
@@ -92,6 +94,10 @@ struct RunOutput {
 // the number of ranks (--nproc, or WORLD_SIZE when started by a launcher).
 void resolve(TrainConfig& c, int world = 0);
 void resolve(RunOutput& o);
+
+// "4G", "512MiB", "1e9", "1073741824" → bytes (K/M/G/T are powers of 1024, with or without "iB";
+// "kB"/"MB"/"GB" powers of 1000). Throws UserError(field) for anything else.
+int64_t parseBytes(const std::string& text, const std::string& field);
 
 // String forms, used by the CLI, the run database and the JSON summary.
 const char* toString(Checkpointing v);

@@ -27,6 +27,15 @@ class MemoryMeter {
 // Installs the counting allocator (idempotent). Called by MemoryMeter; exposed for tests.
 void installCountingCpuAllocator();
 int64_t cpuAllocatedBytes();
+// A per-process limit on the bytes tensors may hold on the CPU (0: none). An allocation that would
+// pass it throws c10::OutOfMemoryError, as a CUDA out-of-memory does; lastCpuRefusal() tells the
+// bytes asked for and held then.
+void setCpuMemoryLimit(int64_t bytes);
+int64_t cpuMemoryLimit();
+struct CpuRefusal {
+  int64_t requested = 0, in_use = 0;
+};
+CpuRefusal lastCpuRefusal();
 int64_t cpuPeakBytes();
 void resetCpuPeak();
 

@@ -30,6 +30,9 @@ struct Plan {
   std::string describe() const;  // "dp2 tp1 pp1 mbs4 ga2 none fp32 adamw"
 };
 
+// The plan a resolved run config trains (TrainConfig → Plan).
+Plan planOf(const runtime::TrainConfig& c);
+
 // Checks a plan against the model; returns "" when valid, else the reason (heads % tp, …).
 std::string whyInvalid(const workloads::Workload& w, const Plan& p);
 // Layers of pipeline stage s (the runtime's StageSpec split: the first L mod p stages get one more).
