@@ -14,6 +14,8 @@
 #include <CLI/CLI.hpp>
 
 #include "predict_command.h"
+#include "tune_command.h"
+#include "trainscope/tuner/study.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/chrome.h"
 #include "trainscope/rundb/import.h"
@@ -55,7 +57,8 @@ int main(int argc, char** argv) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
   app.add_subcommand("run", "train a GPT and record per-step metrics (see `trainscope run --help`)");
-  app.add_subcommand("tune", "not available yet in this build")->allow_extras();
+  trainscope::apps::TuneFlags* tune_flags = nullptr;
+  CLI::App* tune = trainscope::apps::addTuneCommand(app, tune_flags);
   trainscope::apps::PredictFlags* predict_flags = nullptr;
   CLI::App* predict = trainscope::apps::addPredictCommand(app, predict_flags);
   std::vector<std::string> import_files;
@@ -72,11 +75,15 @@ int main(int argc, char** argv) {
   report->add_option("db", report_path, "run database")->required();
   report->add_flag("--json", report_json, "one JSON object instead of text");
   report->add_option("--top", report_top, "how many ops to list")->capture_default_str();
-  std::string export_path, chrome_path;
+  std::string export_path, chrome_path, export_format, export_out;
+  int64_t export_trial = -1;
   bool export_overwrite = false;
-  CLI::App* exp = app.add_subcommand("export", "convert a run database for other tools");
-  exp->add_option("db", export_path, "run database")->required();
-  exp->add_option("--chrome", chrome_path, "write Chrome trace JSON (Perfetto, chrome://tracing)")->required();
+  CLI::App* exp = app.add_subcommand("export", "a run database for other tools, or a study's configuration in their formats");
+  exp->add_option("db", export_path, "run database, or tuner study")->required();
+  exp->add_option("--chrome", chrome_path, "run database: write Chrome trace JSON (Perfetto, chrome://tracing)");
+  exp->add_option("--format", export_format, "study: run|command|megatron|deepspeed|accelerate");
+  exp->add_option("--trial", export_trial, "study: this candidate instead of the recommendation");
+  exp->add_option("-o,--out", export_out, "study: write here instead of stdout");
   exp->add_flag("--overwrite", export_overwrite, "replace an existing file that is not an earlier export");
 
   try {
@@ -96,7 +103,15 @@ int main(int argc, char** argv) {
       std::cout << (report_json ? db::reportJson(r) + "\n" : db::formatReport(r));
       return 0;
     }
+    if (tune->parsed()) return trainscope::apps::runTune(*tune_flags, selfDir());
     if (exp->parsed()) {
+      if (trainscope::tuner::isStudy(export_path)) {
+        if (export_format.empty())
+          throw trainscope::UserError("--format", "is needed to export a study", "pass --format run|command|megatron|deepspeed|accelerate");
+        return trainscope::apps::exportStudy(export_path, export_format, export_trial, export_out);
+      }
+      if (chrome_path.empty())
+        throw trainscope::UserError("--chrome", "is needed to export a run database", "pass --chrome OUT.json");
       auto st = db::exportChrome(export_path, chrome_path, export_overwrite);
       std::cout << "wrote " << chrome_path << ": " << st.complete_events << " events, " << st.counter_events
                 << " counter samples, " << st.flow_pairs << " launch flows\n";
@@ -108,10 +123,6 @@ int main(int argc, char** argv) {
                 << st.api_calls << " API calls, " << st.host_ops << " host ops, " << st.ranges << " ranges, "
                 << st.memcpy << " memcpy, " << st.memset << " memset, " << st.steps << " steps\n";
       return 0;
-    }
-    if (app.got_subcommand("tune")) {
-      std::cerr << "error: `trainscope tune` is not implemented in this build yet\n";
-      return 2;
     }
   } catch (const db::SqliteError& e) {
     // Reading a database the user named: bad input.

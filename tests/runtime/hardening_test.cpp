@@ -4,6 +4,7 @@
 // warning, not a failed run; --overwrite removes an older run's stale shards but nothing that is not
 // ours; of two runs started on one path at once exactly one gets it.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -118,4 +119,11 @@ TEST(RunStore, OfTwoWritersStartedAtOnceExactlyOneGetsThePath) {
     }
     EXPECT_EQ(ok, 1) << "round " << round;
   }
+}
+
+TEST(Blame, ARankKilledByASignalIsNamedAsTheRootCause) {
+  // Rank 1 dies of SIGSEGV; rank 0 then fails with "connection reset by peer" and reports it first.
+  auto r = cli(kTiny + "--steps 20 --nproc 2 -q --inject-failure 1:2:segv");
+  EXPECT_EQ(r.status, 128 + SIGSEGV) << r.output;
+  EXPECT_NE(r.output.find("rank 1 failed first: it was killed by Segmentation fault"), std::string::npos) << r.output;
 }

@@ -142,6 +142,7 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
   };
   std::chrono::steady_clock::time_point term_sent{};
   bool terminating = false, stopping = false;
+  int signaled_rank = -1, signaled_status = 0;
   int stop_signal = 0;
   while (!rank_of.empty()) {
     int status = 0;
@@ -153,6 +154,12 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
       if (!ok) exit_of[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       const bool stopped = stopping && (exit_of[r] == 128 + SIGINT || exit_of[r] == 128 + SIGTERM);
       if (!ok && !terminating && !stopped) {
+        // A rank that died of a signal (before anyone was stopped) never reports an error of its
+        // own: it is the root cause, whatever its peers then write about closed connections.
+        if (WIFSIGNALED(status)) {
+          signaled_rank = r;
+          signaled_status = status;
+        }
         failure = "rank " + std::to_string(r) + " failed (" + describe(status) + ")";
         exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         terminating = true;
@@ -191,6 +198,11 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
                         : ": ranks were ended before they could record the run")
         << "\n";
     return 128 + stop_signal;
+  }
+  if (!failure.empty() && signaled_rank >= 0) {
+    err << "error: rank " << signaled_rank << " failed first: it was killed by " << strsignal(WTERMSIG(signaled_status))
+        << " (status " << 128 + WTERMSIG(signaled_status) << "); stopped the other ranks\n";
+    return 128 + WTERMSIG(signaled_status);
   }
   if (!failure.empty()) {
     if (first.rank >= 0 && exit_of.count(first.rank) && exit_of[first.rank] != 0) exit_code = exit_of[first.rank];

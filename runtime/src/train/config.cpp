@@ -184,9 +184,13 @@ std::string workloadSpec(const TrainConfig& c) {
   return ec ? c.model.source : abs.string();
 }
 
+// The shortest decimal that reads back as the same double.
 std::string num(double v) {
   char b[40];
-  std::snprintf(b, sizeof(b), "%.17g", v);
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(b, sizeof(b), "%.*g", digits, v);
+    if (std::strtod(b, nullptr) == v) break;
+  }
   return b;
 }
 
@@ -219,6 +223,7 @@ std::string toJson(const TrainConfig& c) {
   }
   if (c.peak_tflops) j["peak_tflops"] = *c.peak_tflops;
   if (c.mem_limit > 0) j["mem_limit"] = c.mem_limit;
+  if (!c.memory_check) j["memory_check"] = false;
   if (!c.inject_failure.empty()) j["inject_failure"] = c.inject_failure;
   return j.dump();
 }
@@ -288,6 +293,7 @@ TrainConfig fromJson(const std::string& text, const std::string& source) {
   if (get("peak_tflops", peak)) c.peak_tflops = peak;
   get("inject_failure", c.inject_failure);
   get("mem_limit", c.mem_limit);
+  get("memory_check", c.memory_check);
   return c;
 }
 
@@ -337,6 +343,7 @@ std::vector<std::string> toArgs(const TrainConfig& c) {
   add("--collective-timeout", num(c.collective_timeout_s));
   if (c.peak_tflops) add("--peak-tflops", num(*c.peak_tflops));
   if (c.mem_limit > 0) add("--mem-limit", std::to_string(c.mem_limit));
+  if (!c.memory_check) a.push_back("--skip-memory-check");
   if (!c.inject_failure.empty()) add("--inject-failure", c.inject_failure);
   return a;
 }

@@ -100,15 +100,23 @@ std::string hostName() {
   return buf;
 }
 
-// "RANK:STEP" → that rank throws at that step (tests the launcher's failure handling).
+// "RANK:STEP[:KIND]" → that rank fails at that step (tests of the launcher and the tuner): KIND
+// "throw" (default) raises an error, "segv" dies of SIGSEGV, "hang" stops answering.
 bool injectedFailure(const std::string& spec, int rank, int64_t step) {
   if (spec.empty() || spec == "merge") return false;  // "merge": the trace merge fails (finishTrace)
   int r = -1;
   long long k = -1;
-  char tail = 0;
-  if (std::sscanf(spec.c_str(), "%d:%lld%c", &r, &k, &tail) != 2 || r < 0 || k < 0)
-    throw UserError("--inject-failure", "expects RANK:STEP, got \"" + spec + "\"", "e.g. --inject-failure 1:2");
-  return r == rank && k == step;
+  char kind[16] = {};
+  const int n = std::sscanf(spec.c_str(), "%d:%lld:%15s", &r, &k, kind);
+  const std::string what = n == 3 ? kind : "throw";
+  if (n < 2 || r < 0 || k < 0 || (what != "throw" && what != "segv" && what != "hang"))
+    throw UserError("--inject-failure", "expects RANK:STEP[:throw|segv|hang] or merge, got \"" + spec + "\"",
+                    "e.g. --inject-failure 1:2");
+  if (r != rank || k != step) return false;
+  if (what == "segv") std::raise(SIGSEGV);
+  if (what == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  return true;
 }
 
 // Every rank's memory and time for the step, gathered to all (one small all-gather; on the device

@@ -1,0 +1,322 @@
+// tune_command.cpp — see tune_command.h. The study runs in tuner/ (tune.h); this file parses flags,
+// prints progress (a bar on a terminal, plain lines otherwise), the ranked table and the
+// recommendation, and writes the exports.
+#include "tune_command.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/error.h"
+#include "trainscope/runtime/config.h"
+#include "trainscope/tuner/tune.h"
+#include "trainscope/workloads/workload.h"
+
+namespace trainscope::apps {
+
+namespace rt = trainscope::runtime;
+namespace tn = trainscope::tuner;
+
+struct TuneFlags {
+  std::string workload = "small-cpu", cluster = "cpu-local", study, budget, launcher = "local", mem_limit, inject;
+  std::string mbs = "1,2,4,8,16,32", ckpt = "none,selective,full", precision, schedules = "1f1b,gpipe", ranks;
+  int64_t gbs = 0, seq = 0, max_trials = 0, first_round = 8, steps = 3, nodes = 0;
+  double trial_timeout = 300;
+  bool resume = false, predict_only = false, explain = false, exhaustive = false, no_zero = false, no_sp = false;
+  bool json = false;
+};
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+double parseDuration(const std::string& s) {
+  if (s.empty()) return 0;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  const std::string unit(end);
+  const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
+  if (end == s.c_str() || scale < 0 || !(v > 0) || !std::isfinite(v))
+    throw UserError("--budget", "\"" + s + "\" is not a duration", "pass e.g. 90s, 20m or 2h");
+  return v * scale;
+}
+
+std::string mib(int64_t b) {
+  char s[32];
+  std::snprintf(s, sizeof(s), "%.1f", double(b) / 1048576.0);
+  return s;
+}
+
+}  // namespace
+
+CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
+  f = new TuneFlags();  // lives as long as the process
+  CLI::App* c = app.add_subcommand("tune", "find the fastest configuration that fits: models rank, short trials decide");
+  c->add_option("--workload", f->workload)->capture_default_str();
+  c->add_option("--cluster", f->cluster, "cluster preset or JSON file")->capture_default_str();
+  c->add_option("--nodes", f->nodes, "nodes (default: the cluster file's)");
+  c->add_option("--gbs", f->gbs, "global batch in sequences")->required();
+  c->add_option("--seq", f->seq, "sequence length (default: the workload's n_positions, at most 1024)");
+  c->add_option("--study", f->study, "the study database (SQLite)")->required();
+  c->add_flag("--resume", f->resume, "continue the study in --study after an interruption");
+  c->add_option("--budget", f->budget, "wall time for the trials (90s, 20m, 2h)");
+  c->add_option("--max-trials", f->max_trials, "trial processes in all");
+  c->add_option("--first-round", f->first_round, "candidates measured in the first round")->capture_default_str();
+  c->add_option("--trial-steps", f->steps, "steps of a first-round trial (doubled each round)")->capture_default_str();
+  c->add_option("--trial-timeout", f->trial_timeout, "seconds before a trial counts as hung")->capture_default_str();
+  c->add_option("--launcher", f->launcher, "local|slurm (trials as job steps of your allocation)")->capture_default_str();
+  c->add_option("--mem-limit", f->mem_limit, "memory per rank (overrides the cluster file's; CPU trials run under it)");
+  c->add_option("--mbs", f->mbs, "micro-batch sizes to try")->capture_default_str();
+  c->add_option("--ckpt", f->ckpt, "checkpointing modes to try")->capture_default_str();
+  c->add_option("--precision", f->precision, "precisions to try (default: fp32 on CPU, bf16 on GPU)");
+  c->add_option("--pp-schedules", f->schedules, "pipeline schedules to try")->capture_default_str();
+  c->add_option("--ranks", f->ranks, "CPU clusters: world sizes to try (default: each divisor of the ranks)");
+  c->add_flag("--no-zero", f->no_zero, "leave ZeRO-1 out of the space");
+  c->add_flag("--no-sequence-parallel", f->no_sp, "leave sequence parallelism out of the space");
+  c->add_flag("--predict-only", f->predict_only, "rank the whole space from the models alone");
+  c->add_flag("--exhaustive", f->exhaustive, "measure every valid candidate (ground truth for benchmarks)");
+  c->add_flag("--explain", f->explain, "list every rejected combination with its reason");
+  c->add_flag("--json", f->json, "one JSON object at the end");
+  c->add_option("--inject", f->inject, "testing: CANDIDATE:crash|hang|oom[,…]");
+  return c;
+}
+
+int runTune(const TuneFlags& f, const std::string& self_dir) {
+  const workloads::Workload w = workloads::load(f.workload);
+  tn::Cluster c = tn::loadCluster(f.cluster, f.nodes);
+  if (!f.mem_limit.empty()) c.memory_bytes = rt::parseBytes(f.mem_limit, "--mem-limit");
+  tn::SpaceOptions so;
+  so.gbs = f.gbs;
+  so.seq = f.seq;
+  if (f.gbs < 1) throw UserError("--gbs", "must be positive", "pass the global batch in sequences");
+  so.mbs.clear();
+  for (const auto& m : split(f.mbs)) so.mbs.push_back(std::atoll(m.c_str()));
+  so.ckpt.clear();
+  for (const auto& m : split(f.ckpt)) so.ckpt.push_back(rt::parseCheckpointing(m, "--ckpt"));
+  for (const auto& m : split(f.precision)) so.precisions.push_back(rt::parsePrecision(m, "--precision"));
+  so.schedules.clear();
+  for (const auto& m : split(f.schedules)) so.schedules.push_back(rt::parseSchedule(m, "--pp-schedules"));
+  for (const auto& m : split(f.ranks)) so.worlds.push_back(std::atoll(m.c_str()));
+  if (f.no_zero) so.zero = {0};
+  if (f.no_sp) so.sequence_parallel = {false};
+  tn::TuneOptions o;
+  o.study_path = f.study;
+  o.resume = f.resume;
+  o.predict_only = f.predict_only;
+  o.exhaustive = f.exhaustive;
+  o.max_trials = f.max_trials;
+  o.budget_s = parseDuration(f.budget);
+  o.first_round = f.first_round;
+  o.base_steps = std::max<int64_t>(2, f.steps);
+  o.trial_timeout_s = f.trial_timeout;
+  o.launcher = f.launcher;
+  o.trainscope = self_dir + "/trainscope";
+  o.work_dir = f.study + ".trials";
+  o.mem_limit = c.kind == "cpu" ? c.memory_bytes : 0;
+  o.inject = f.inject;
+  if (f.launcher != "local" && f.launcher != "slurm") throw UserError("--launcher", "must be local or slurm", "");
+
+  const bool tty = isatty(1);
+  auto progress = [&](const tn::TuneEvent& e) {
+    char head[160];
+    std::snprintf(head, sizeof(head), "[%lld/%lld] %5.0fs eta %4.0fs", static_cast<long long>(e.done),
+                  static_cast<long long>(e.planned), e.elapsed_s, e.eta_s);
+    if (tty) {
+      const int width = 20, filled = e.planned ? int(width * e.done / std::max<int64_t>(1, e.planned)) : 0;
+      std::cout << "\r\033[K" << std::string(size_t(std::min(filled, width)), '#')
+                << std::string(size_t(width - std::min(filled, width)), '.') << " " << head << "  " << e.line << "\n"
+                << "best so far: " << (e.best_plan.empty() ? "-" : e.best_plan) << std::flush;
+      std::cout << "\r";
+    } else {
+      std::cout << head << "  " << e.line << "  | best: " << (e.best_plan.empty() ? "-" : e.best_plan) << std::endl;
+    }
+  };
+  const tn::TuneResult r = tn::tune(w, c, so, o, progress);
+  if (tty) std::cout << "\n";
+  int64_t valid = 0;
+  for (const auto& cand : r.candidates) valid += cand.rejected.empty();
+  std::map<int64_t, const tn::TrialRecord*> longest;
+  for (const auto& t : r.trials)
+    if (t.status == tn::TrialStatus::Ok && (!longest.count(t.candidate) || longest[t.candidate]->round < t.round))
+      longest[t.candidate] = &t;
+  if (f.json) {
+    nlohmann::json j = {{"study", f.study}, {"workload", w.name}, {"cluster", c.name}, {"candidates", r.candidates.size()},
+                        {"valid", valid}, {"trials_run", r.trials_run}, {"time_scale", r.time_scale},
+                        {"recommended", r.recommended}, {"interrupted", r.interrupted}};
+    for (const auto& t : r.trials)
+      j["trials"].push_back({{"candidate", t.candidate}, {"round", t.round}, {"steps", t.steps},
+                             {"status", toString(t.status)}, {"step_s", t.step_s}, {"tokens_per_s", t.tokens_per_s},
+                             {"peak_bytes", t.peak_bytes}, {"predicted_step_s", t.predicted_step_s},
+                             {"predicted_peak", t.predicted_peak}, {"db", t.db_path}});
+    for (const auto& cand : r.candidates)
+      j["ranked"].push_back({{"id", cand.id}, {"plan", cand.plan.describe()}, {"rejected", cand.rejected},
+                             {"predicted_step_s", cand.predicted_step_s}, {"predicted_peak", cand.predicted_peak}});
+    std::cout << j.dump() << std::endl;
+    return r.interrupted ? 130 : 0;
+  }
+  std::printf("\n%s on %s, gbs %lld: %zu combinations, %lld valid and predicted to fit", w.name.c_str(), c.name.c_str(),
+              static_cast<long long>(f.gbs), r.candidates.size(), static_cast<long long>(valid));
+  std::printf(" (memory limit %s MiB per rank)\n", mib(c.memory_bytes).c_str());
+  std::printf("\n  id  %-46s %10s %10s %12s %10s %10s\n", "configuration", "pred ms", "meas ms", "tokens/s", "pred MiB",
+              "meas MiB");
+  int shown = 0;
+  for (const auto& cand : r.candidates) {
+    if (!cand.rejected.empty()) continue;
+    if (++shown > 20 && !longest.count(cand.id)) continue;
+    const tn::TrialRecord* t = longest.count(cand.id) ? longest[cand.id] : nullptr;
+    std::string failed;
+    for (const auto& tr : r.trials)
+      if (tr.candidate == cand.id && tr.status != tn::TrialStatus::Ok) failed = toString(tr.status);
+    std::printf("%s%3lld  %-46s %10.1f %10s %12s %10s %10s%s\n", cand.id == r.recommended ? "*" : " ",
+                static_cast<long long>(cand.id), cand.plan.describe().c_str(),
+                cand.predicted_step_s * r.time_scale * 1e3, t ? std::to_string(int(t->step_s * 1e3 + 0.5)).c_str() : "-",
+                t ? std::to_string(int64_t(t->tokens_per_s)).c_str() : "-", mib(cand.predicted_peak).c_str(),
+                t ? mib(t->peak_bytes).c_str() : "-", failed.empty() ? "" : ("  " + failed).c_str());
+  }
+  std::printf("(predicted ms scaled by %.2f, the median of measured / predicted)\n", r.time_scale);
+  if (f.explain) {
+    std::printf("\nrejected:\n");
+    for (const auto& cand : r.candidates)
+      if (!cand.rejected.empty()) std::printf("  %-46s %s\n", cand.plan.describe().c_str(), cand.rejected.c_str());
+  }
+  if (r.interrupted) {
+    std::printf("\ninterrupted: %lld trial(s) ran; continue with --resume\n", static_cast<long long>(r.trials_run));
+    return 130;
+  }
+  if (r.recommended < 0) {
+    if (o.predict_only && valid > 0)
+      std::printf("\npredicted fastest: %s\n", r.candidates[0].plan.describe().c_str());
+    else
+      std::printf("\nno configuration was measured to run: see the trials' logs in %s\n", o.work_dir.c_str());
+    return o.predict_only && valid > 0 ? 0 : 1;
+  }
+  const tn::TrialRecord* best = longest[r.recommended];
+  std::printf("\nrecommended: %s — %.1f ms/step, %.0f tokens/s, peak %s MiB per rank (candidate %lld)\n",
+              r.candidates[size_t(r.recommended)].plan.describe().c_str(), best->step_s * 1e3, best->tokens_per_s,
+              mib(best->peak_bytes).c_str(), static_cast<long long>(r.recommended));
+  std::printf("its trace: %s   exports: trainscope export %s --format run|command|megatron|deepspeed|accelerate\n",
+              best->db_path.c_str(), f.study.c_str());
+  return 0;
+}
+
+int exportStudy(const std::string& path, const std::string& format, int64_t candidate, const std::string& out) {
+  tn::Study study(path, "", true);
+  if (candidate < 0) {
+    const std::string rec = study.value("recommended");
+    if (rec.empty()) throw UserError("export", path + " has no recommendation yet", "finish the study, or pass --trial N");
+    candidate = std::atoll(rec.c_str());
+  }
+  const std::string cfg_json = study.candidateConfig(candidate);
+  if (cfg_json.empty()) throw UserError("--trial", "candidate " + std::to_string(candidate) + " is not a valid one in " + path, "");
+  rt::TrainConfig c = rt::fromJson(cfg_json, path);
+  rt::resolve(c);
+  c.steps = 1000;  // the trials' few steps are no training run: a placeholder to edit
+  std::ostringstream o;
+  const char* prec = toString(c.precision);
+  if (format == "run") {
+    o << nlohmann::json::parse(rt::toJson(c)).dump(2) << "\n";
+  } else if (format == "command") {
+    std::string args;
+    for (const auto& a : rt::toArgs(c)) args += " " + (a.find_first_of(" \"'$") == std::string::npos ? a : "'" + a + "'");
+    o << "# local\ntrainscope run" << args << "\n";
+    o << "# Slurm: inside an allocation of " << c.world << " task(s), e.g. salloc --ntasks " << c.world << "\n";
+    o << "trainscope run" << args << " --launcher slurm\n";
+  } else if (format == "megatron") {
+    o << "--num-layers " << c.model.n_layer << " --hidden-size " << c.model.n_embd << " --num-attention-heads "
+      << c.model.n_head << " --seq-length " << c.seq << " --max-position-embeddings " << c.model.n_positions
+      << " --tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp
+      << " --micro-batch-size " << c.mbs << " --global-batch-size " << c.global_batch << " --lr " << c.lr
+      << " --min-lr " << c.lr * c.min_lr_ratio << " --lr-decay-style cosine --lr-warmup-iters " << c.warmup
+      << " --train-iters " << c.steps << " --weight-decay " << c.weight_decay << " --clip-grad " << c.clip
+      << " --adam-beta1 " << c.beta1 << " --adam-beta2 " << c.beta2 << " --adam-eps " << c.eps << " --seed " << c.seed;
+    if (c.precision == rt::Precision::BF16) o << " --bf16";
+    if (c.precision == rt::Precision::FP16) o << " --fp16 --initial-loss-scale " << c.fp16_init_scale;
+    if (c.ckpt == rt::Checkpointing::Selective) o << " --recompute-granularity selective";
+    if (c.ckpt == rt::Checkpointing::Full) o << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+    if (c.sequence_parallel) o << " --sequence-parallel";
+    if (c.zero) o << " --use-distributed-optimizer";
+    o << " --optimizer " << (c.optimizer == rt::OptimizerKind::SGD ? "sgd" : "adam") << "\n";
+    if (c.pp > 1 && c.pp_schedule == rt::PipelineSchedule::GPipe)
+      std::cerr << "note: Megatron-LM has no GPipe schedule; it runs 1F1B\n";
+    if (c.optimizer == rt::OptimizerKind::Adafactor || c.optimizer == rt::OptimizerKind::Adam8bit)
+      std::cerr << "note: Megatron-LM has no " << toString(c.optimizer) << "; the flags say adam\n";
+  } else if (format == "deepspeed") {
+    nlohmann::json j = {{"train_batch_size", c.global_batch},
+                        {"train_micro_batch_size_per_gpu", c.mbs},
+                        {"gradient_accumulation_steps", c.ga_steps},
+                        {"gradient_clipping", c.clip},
+                        {"bf16", {{"enabled", c.precision == rt::Precision::BF16}}},
+                        {"fp16", {{"enabled", c.precision == rt::Precision::FP16},
+                                  {"initial_scale_power", int(std::lround(std::log2(c.fp16_init_scale)))},
+                                  {"loss_scale_window", c.fp16_growth_interval}}},
+                        {"zero_optimization", {{"stage", c.zero}}},
+                        {"activation_checkpointing", {{"partition_activations", false},
+                                                      {"contiguous_memory_optimization", false}}},
+                        {"steps_per_print", 10}};
+    const char* type = c.optimizer == rt::OptimizerKind::SGD ? "SGD" : "AdamW";
+    j["optimizer"] = {{"type", type}, {"params", {{"lr", c.lr}, {"weight_decay", c.weight_decay}}}};
+    if (c.optimizer != rt::OptimizerKind::SGD) {
+      j["optimizer"]["params"]["betas"] = {c.beta1, c.beta2};
+      j["optimizer"]["params"]["eps"] = c.eps;
+    }
+    if (c.pp > 1) j["pipeline"] = {{"stages", c.pp}};
+    o << j.dump(2) << "\n";
+    if (c.tp > 1) std::cerr << "note: DeepSpeed's config has no tensor parallelism: tp=" << c.tp << " needs Megatron-DeepSpeed\n";
+    if (c.ckpt != rt::Checkpointing::None)
+      std::cerr << "note: checkpointing (" << toString(c.ckpt) << ") is set in the model code: deepspeed.checkpointing.checkpoint\n";
+  } else if (format == "accelerate") {
+    if (c.tp > 1 || c.pp > 1) std::cerr << "note: Accelerate runs data parallelism only: tp/pp are not in this export\n";
+    const char* optim = c.optimizer == rt::OptimizerKind::Adafactor ? "adafactor"
+                        : c.optimizer == rt::OptimizerKind::Adam8bit ? "adamw_bnb_8bit"
+                        : c.optimizer == rt::OptimizerKind::SGD      ? "sgd"
+                                                                     : "adamw_torch";
+    nlohmann::json j = {
+        {"accelerate_config", {{"compute_environment", "LOCAL_MACHINE"},
+                               {"distributed_type", c.dp > 1 ? "MULTI_GPU" : "NO"},
+                               {"num_processes", c.dp},
+                               {"num_machines", 1},
+                               {"mixed_precision", c.precision == rt::Precision::FP32 ? "no" : prec},
+                               {"gradient_accumulation_steps", c.ga_steps}}},
+        {"training_arguments", {{"per_device_train_batch_size", c.mbs},
+                                {"gradient_accumulation_steps", c.ga_steps},
+                                {"gradient_checkpointing", c.ckpt != rt::Checkpointing::None},
+                                {"bf16", c.precision == rt::Precision::BF16},
+                                {"fp16", c.precision == rt::Precision::FP16},
+                                {"optim", optim},
+                                {"learning_rate", c.lr},
+                                {"weight_decay", c.weight_decay},
+                                {"adam_beta1", c.beta1},
+                                {"adam_beta2", c.beta2},
+                                {"adam_epsilon", c.eps},
+                                {"max_grad_norm", c.clip},
+                                {"lr_scheduler_type", "cosine"},
+                                {"warmup_steps", c.warmup},
+                                {"max_steps", c.steps},
+                                {"seed", c.seed}}}};
+    o << j.dump(2) << "\n";
+  } else {
+    throw UserError("--format", "unknown value \"" + format + "\"", "use one of run|command|megatron|deepspeed|accelerate");
+  }
+  if (out.empty()) {
+    std::cout << o.str();
+  } else {
+    std::ofstream f(out);
+    if (!(f << o.str())) throw UserError("-o", "cannot write " + out, "check the folder is writable");
+  }
+  return 0;
+}
+
+}  // namespace trainscope::apps

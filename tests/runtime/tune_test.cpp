@@ -1,0 +1,176 @@
+// tune_test.cpp — `trainscope tune` on a small CPU space, for real: the pick against an exhaustive
+// measurement of the same space, a study killed with SIGKILL and resumed, injected faulty trials
+// (a crash, a hang, an out-of-memory) recorded as such and skipped, and every export parsed back.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "util.h"
+#include "trainscope/rundb/sqlite.h"
+
+using trainscope::testing::cli;
+using trainscope::testing::sh;
+using trainscope::testing::tempPath;
+
+namespace {
+
+// 16 valid candidates over 1–2 ranks (DP, TP, PP, one process), a memory limit that rules some out.
+const std::string kSpace =
+    " --workload small-cpu --seq 64 --gbs 8 --mbs 2,4,8 --ckpt none,full --no-zero --no-sequence-parallel "
+    "--pp-schedules 1f1b --mem-limit 100M ";
+
+nlohmann::json tuneJson(const std::string& args) {
+  auto r = cli("tune" + kSpace + args + " --json");
+  EXPECT_EQ(r.status, 0) << r.output;
+  const auto at = r.output.rfind("\n{");
+  return nlohmann::json::parse(r.output.substr(at == std::string::npos ? 0 : at + 1));
+}
+
+std::map<int64_t, double> okTimes(const nlohmann::json& j, int64_t round = -1) {
+  std::map<int64_t, double> t;
+  for (const auto& x : j["trials"])
+    if (x["status"] == "ok" && (round < 0 || x["round"] == round)) t[x["candidate"]] = x["step_s"];
+  return t;
+}
+
+int64_t countRows(const std::string& db, const std::string& where) {
+  trainscope::rundb::Database d(db, trainscope::rundb::Database::Mode::ReadOnly);
+  trainscope::rundb::Statement s(d, "SELECT COUNT(*) FROM trials WHERE " + where);
+  return s.step() ? s.columnInt(0) : -1;
+}
+
+}  // namespace
+
+TEST(Tune, PicksWithinFivePercentOfTheExhaustiveBestWithFewerTrials) {
+  const auto exhaustive = tuneJson("--exhaustive --study " + tempPath("exhaustive.db"));
+  const auto truth = okTimes(exhaustive);
+  ASSERT_GE(exhaustive["valid"].get<int>(), 12);
+  ASSERT_GE(truth.size(), 8u);
+  double best = 1e9;
+  for (const auto& [id, t] : truth) best = std::min(best, t);
+  const auto tuned = tuneJson("--first-round 6 --study " + tempPath("tuned.db"));
+  const int64_t pick = tuned["recommended"];
+  ASSERT_GE(pick, 0);
+  ASSERT_TRUE(truth.count(pick)) << "the pick did not run in the exhaustive study";
+  EXPECT_LE(truth.at(pick), 1.05 * best) << "pick " << pick << ": " << truth.at(pick) << " s vs best " << best;
+  EXPECT_LT(tuned["trials_run"].get<int>(), exhaustive["trials_run"].get<int>());
+  // No infeasible pick: it ran, within the memory limit.
+  for (const auto& x : tuned["trials"])
+    if (x["candidate"] == pick && x["status"] == "ok") EXPECT_LE(x["peak_bytes"].get<int64_t>(), 100ll << 20);
+  for (const auto& x : tuned["ranked"])
+    if (!x["rejected"].get<std::string>().empty()) EXPECT_NE(x["id"].get<int64_t>(), pick);
+}
+
+TEST(Tune, AStudyKilledWithSigkillResumesWithoutLosingOrRepeatingATrial) {
+  const std::string study = tempPath("killed-study.db");
+  // kill -9 the tuner once two trials are recorded as finished.
+  auto r = sh("(" + std::string(TRAINSCOPE_CLI) + " tune" + kSpace + "--first-round 6 --study " + study +
+              " > /dev/null 2>&1 & pid=$!; for i in $(seq 600); do sleep 0.1; n=$(sqlite3 " + study +
+              " \"SELECT COUNT(*) FROM trials WHERE status <> 'running'\" 2>/dev/null || echo 0); "
+              "[ \"${n:-0}\" -ge 2 ] && break; done; kill -9 $pid; wait $pid; echo killed)");
+  ASSERT_NE(r.output.find("killed"), std::string::npos) << r.output;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // No trial process outlives the tuner (PR_SET_PDEATHSIG on every trial's process tree).
+  EXPECT_NE(sh("pgrep -f -- 'killed-study.db.trial[s]'").status, 0) << "orphan trial processes";
+  const int64_t finished = countRows(study, "status <> 'running'");
+  ASSERT_GE(finished, 2);
+  std::map<int64_t, double> before;
+  {
+    trainscope::rundb::Database d(study, trainscope::rundb::Database::Mode::ReadOnly);
+    trainscope::rundb::Statement s(d, "SELECT id, step_s FROM trials WHERE status = 'ok'");
+    while (s.step()) before[s.columnInt(0)] = s.columnDouble(1);
+  }
+  auto again = cli("tune" + kSpace + "--first-round 6 --resume --json --study " + study);
+  ASSERT_EQ(again.status, 0) << again.output;
+  const auto j = nlohmann::json::parse(again.output.substr(again.output.rfind("\n{") + 1));
+  EXPECT_LE(j["trials_run"].get<int64_t>() + finished, countRows(study, "1=1") + 1);  // at most the interrupted one again
+  EXPECT_EQ(countRows(study, "status = 'running'"), 0);
+  {
+    trainscope::rundb::Database d(study, trainscope::rundb::Database::Mode::ReadOnly);
+    for (const auto& [id, t] : before) {
+      trainscope::rundb::Statement s(d, "SELECT step_s FROM trials WHERE id = ?");
+      s.bind(1, id);
+      ASSERT_TRUE(s.step());
+      EXPECT_EQ(s.columnDouble(0), t) << "trial " << id << " was run again";
+    }
+  }
+  EXPECT_GE(j["recommended"].get<int64_t>(), 0);
+  // A different study in the same file is refused.
+  auto other = cli("tune --workload tiny --gbs 4 --resume --study " + study);
+  EXPECT_EQ(other.status, 2) << other.output;
+}
+
+TEST(Tune, CrashHangAndOutOfMemoryTrialsAreRecordedAsSuchAndSkipped) {
+  const std::string study = tempPath("faults.db");
+  const auto j = tuneJson("--first-round 6 --trial-timeout 20 --inject 0:crash,1:hang,2:oom --study " + study);
+  std::map<int64_t, std::string> status;
+  for (const auto& x : j["trials"])
+    if (x["round"] == 0) status[x["candidate"]] = x["status"];
+  EXPECT_EQ(status[0], "crash");
+  EXPECT_EQ(status[1], "hang");
+  EXPECT_EQ(status[2], "oom");
+  const int64_t pick = j["recommended"];
+  EXPECT_GT(pick, 2);  // one of the healthy candidates
+  EXPECT_NE(sh("pgrep -f -- 'faults.db.trial[s]'").status, 0) << "a hung trial was left running";
+}
+
+TEST(Tune, ExportsParseBackWithEveryFieldThatMaps) {
+  const std::string study = tempPath("export-study.db");
+  const auto j = tuneJson("--first-round 2 --ranks 2 --study " + study);
+  const int64_t pick = j["recommended"];
+  ASSERT_GE(pick, 0);
+  auto run = cli("export " + study + " --format run");
+  ASSERT_EQ(run.status, 0) << run.output;
+  const auto cfg = nlohmann::json::parse(run.output);
+  // The run export is a `trainscope run --config` file: it runs, and trains the recommended plan.
+  const std::string cfg_path = tempPath("exported.json");
+  std::ofstream(cfg_path) << run.output;
+  auto rerun = cli("run --config " + cfg_path + " --steps 2 -q --json");
+  ASSERT_EQ(rerun.status, 0) << rerun.output;
+  const auto rj = nlohmann::json::parse(rerun.output.substr(rerun.output.rfind("\n{") + 1));
+  for (const char* k : {"mbs", "gbs", "tp", "pp", "dp", "ckpt", "precision", "optimizer", "zero"})
+    EXPECT_EQ(rj["config"][k], cfg[k]) << k;
+  auto ds = cli("export " + study + " --format deepspeed");
+  ASSERT_EQ(ds.status, 0) << ds.output;
+  const auto d = nlohmann::json::parse(ds.output.substr(ds.output.find('{')));
+  EXPECT_EQ(d["train_batch_size"], cfg["gbs"]);
+  EXPECT_EQ(d["train_micro_batch_size_per_gpu"], cfg["mbs"]);
+  EXPECT_EQ(d["gradient_accumulation_steps"], cfg["ga"]);
+  EXPECT_EQ(d["zero_optimization"]["stage"], cfg["zero"]);
+  EXPECT_EQ(d["bf16"]["enabled"], cfg["precision"] == "bf16");
+  EXPECT_DOUBLE_EQ(d["optimizer"]["params"]["lr"].get<double>(), cfg["lr"].get<double>());
+  auto acc = cli("export " + study + " --format accelerate");
+  ASSERT_EQ(acc.status, 0) << acc.output;
+  const auto a = nlohmann::json::parse(acc.output.substr(acc.output.find('{')));
+  EXPECT_EQ(a["training_arguments"]["per_device_train_batch_size"], cfg["mbs"]);
+  EXPECT_EQ(a["training_arguments"]["gradient_accumulation_steps"], cfg["ga"]);
+  EXPECT_EQ(a["training_arguments"]["gradient_checkpointing"], cfg["ckpt"] != "none");
+  EXPECT_EQ(a["accelerate_config"]["num_processes"], cfg["dp"]);
+  auto mg = cli("export " + study + " --format megatron");
+  ASSERT_EQ(mg.status, 0) << mg.output;
+  std::map<std::string, std::string> flags;
+  std::stringstream ss(mg.output.substr(mg.output.find("--num-layers")));
+  std::string tok, last;
+  while (ss >> tok) {
+    if (tok.rfind("--", 0) == 0) flags[tok] = "";
+    else flags[last] = tok;
+    if (tok.rfind("--", 0) == 0) last = tok;
+  }
+  EXPECT_EQ(flags["--micro-batch-size"], std::to_string(cfg["mbs"].get<int>()));
+  EXPECT_EQ(flags["--global-batch-size"], std::to_string(cfg["gbs"].get<int>()));
+  EXPECT_EQ(flags["--tensor-model-parallel-size"], std::to_string(cfg["tp"].get<int>()));
+  EXPECT_EQ(flags["--pipeline-model-parallel-size"], std::to_string(cfg["pp"].get<int>()));
+  EXPECT_EQ(flags["--seq-length"], std::to_string(cfg["seq"].get<int>()));
+  auto cmd = cli("export " + study + " --format command");
+  ASSERT_EQ(cmd.status, 0) << cmd.output;
+  EXPECT_NE(cmd.output.find("trainscope run --workload"), std::string::npos);
+  EXPECT_NE(cmd.output.find("--launcher slurm"), std::string::npos);
+  auto bad = cli("export " + study + " --format pytorch");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+}

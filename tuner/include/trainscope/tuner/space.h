@@ -1,0 +1,47 @@
+// trainscope/tuner/space.h — the configuration space of a tuning study and its pruning.
+//
+// Every combination of DP × TP × PP = world (TP within a node; on a CPU cluster every world that
+// divides its ranks, so one- and two-rank layouts compete), micro-batch, checkpointing, precision,
+// ZeRO 0/1, pipeline schedule and sequence parallelism. Each candidate is valid, or rejected with its
+// reason (heads % tp, layers < pp, gbs % (mbs × dp), predicted memory over the limit …); valid ones
+// carry the models' predictions and are ranked by predicted step time.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainscope/tuner/cluster.h"
+#include "trainscope/tuner/memory_model.h"
+#include "trainscope/tuner/plan.h"
+#include "trainscope/tuner/time_model.h"
+
+namespace trainscope::tuner {
+
+struct SpaceOptions {
+  int64_t gbs = 0, seq = 0;
+  std::vector<runtime::Precision> precisions;  // empty: fp32 on CPU clusters, bf16 on GPUs
+  double memory_margin = 0.10;                 // a candidate fits when predicted × (1 − margin) ≤ limit
+  // The knobs' values to try (the defaults: all of them).
+  std::vector<int64_t> mbs = {1, 2, 4, 8, 16, 32};
+  std::vector<runtime::Checkpointing> ckpt = {runtime::Checkpointing::None, runtime::Checkpointing::Selective,
+                                              runtime::Checkpointing::Full};
+  std::vector<int> zero = {0, 1};
+  std::vector<bool> sequence_parallel = {false, true};
+  std::vector<runtime::PipelineSchedule> schedules = {runtime::PipelineSchedule::OneFOneB,
+                                                      runtime::PipelineSchedule::GPipe};
+  std::vector<int64_t> worlds;                 // empty: every device (a CPU cluster: each divisor of its ranks)
+};
+
+struct Candidate {
+  int64_t id = 0;
+  Plan plan;
+  std::string rejected;           // "" when valid
+  int64_t predicted_peak = 0;     // bytes, worst stage
+  double predicted_step_s = 0;
+  double predicted_tokens_per_s = 0;
+};
+
+// Every candidate, valid ones first by predicted step time, then the rejected ones (with reasons).
+std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluster& c, const SpaceOptions& o);
+
+}  // namespace trainscope::tuner

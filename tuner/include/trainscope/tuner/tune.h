@@ -1,0 +1,68 @@
+// trainscope/tuner/tune.h — a tuning study: prune and rank with the models, then measure.
+//
+//   space → drop what cannot be valid or cannot fit (reasons kept) → rank by predicted step time →
+//   successive halving over the top candidates: every survivor runs a short trial (a few steps, the
+//   warm-up step dropped, step time from its run database), the faster half runs again twice as
+//   long, until one is left → the time model's scale refitted from what was measured → the fastest
+//   measured configuration that stayed within memory is recommended.
+//
+// Each trial is its own process tree: `trainscope run --config trial.json --out trial.db`, in its
+// own process group, killed with it when the tuner dies (PR_SET_PDEATHSIG), under a timeout. Its
+// outcome comes from its exit status, its signal and the clock: 0 ok, 3 out of memory, 2 invalid,
+// a signal (or 128 + signal from the launcher) a crash, the timeout a hang, anything else failed.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "trainscope/tuner/space.h"
+#include "trainscope/tuner/study.h"
+
+namespace trainscope::tuner {
+
+struct TuneOptions {
+  std::string study_path;
+  bool resume = false;
+  bool predict_only = false;
+  bool exhaustive = false;        // measure every valid candidate at the final length (ground truth)
+  int64_t max_trials = 0;         // trial processes in all (0: no cap)
+  double budget_s = 0;            // wall time (0: none); no trial starts after it
+  int64_t first_round = 8;        // candidates measured in the first round
+  int64_t base_steps = 3;         // steps of a first-round trial (step 0 is warm-up)
+  double trial_timeout_s = 300;
+  std::string launcher = "local"; // local | slurm
+  std::string trainscope;         // the front end to run trials with
+  std::string work_dir;           // trial configs, databases and logs
+  int64_t mem_limit = 0;          // CPU trials: --mem-limit (the cluster's memory per rank)
+  std::string inject;             // testing: "CANDIDATE:crash|hang|oom[,…]"
+};
+
+struct TuneEvent {                // progress, for the terminal
+  int64_t done = 0, planned = 0;
+  double elapsed_s = 0, eta_s = 0;
+  std::string line;               // what just happened
+  double best_step_s = 0;
+  std::string best_plan;
+};
+
+struct TuneResult {
+  std::vector<Candidate> candidates;
+  std::vector<TrialRecord> trials;
+  int64_t recommended = -1;       // candidate id (-1: nothing measured ok)
+  double time_scale = 1;          // measured / predicted (median over ok trials)
+  int64_t trials_run = 0;         // processes started by this invocation
+  bool interrupted = false;
+};
+
+TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptions& space, const TuneOptions& o,
+                const std::function<void(const TuneEvent&)>& progress);
+
+// Runs one trial process and classifies how it ended (exposed for tests).
+TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& config_path, const std::string& log_path);
+
+// The TrainConfig of a candidate's trials (the run's steps set by the round).
+runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
+                                 const std::string& workload_spec);
+
+}  // namespace trainscope::tuner

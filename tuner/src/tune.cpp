@@ -1,0 +1,302 @@
+// tune.cpp — the study loop and the trial runner (see tune.h).
+#include "trainscope/tuner/tune.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/summary.h"
+
+namespace trainscope::tuner {
+namespace {
+
+std::atomic<int> g_interrupt{0};
+std::atomic<pid_t> g_trial_group{0};
+extern "C" void onTunerSignal(int sig) {
+  g_interrupt = sig;
+  const pid_t g = g_trial_group.load();
+  if (g > 0) kill(-g, SIGTERM);  // the trial stops at its next step and records what it did
+}
+
+double seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+std::string injectedFault(const std::string& spec, int64_t candidate) {
+  std::stringstream ss(spec);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const auto colon = item.find(':');
+    if (colon != std::string::npos && std::atoll(item.substr(0, colon).c_str()) == candidate) return item.substr(colon + 1);
+  }
+  return "";
+}
+
+}  // namespace
+
+runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
+                                 const std::string& spec) {
+  runtime::TrainConfig c;
+  c.workload = spec;
+  c.model = w;
+  c.seq = p.seq;
+  c.mbs = p.mbs;
+  c.gbs = p.gbs;
+  c.ckpt = p.ckpt;
+  c.precision = p.precision;
+  c.optimizer = p.optimizer;
+  c.zero = p.zero;
+  c.tp = int(p.tp);
+  c.pp = int(p.pp);
+  c.nproc = int(p.world());
+  c.sequence_parallel = p.sequence_parallel;
+  c.pp_schedule = p.schedule;
+  c.launcher = o.launcher == "slurm" ? runtime::Launcher::Slurm : runtime::Launcher::Local;
+  c.mem_limit = o.mem_limit;
+  c.cpu_lanes = int(p.cpu_lanes);
+  c.steps = o.base_steps;
+  c.warmup = 0;
+  c.min_lr_ratio = 1.0;
+  return c;
+}
+
+TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& config_path, const std::string& log_path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    t.status = TrialStatus::Failed;
+    t.message = std::string("fork failed: ") + std::strerror(errno);
+    return t;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);                       // the trial's own process group: killed as one
+    prctl(PR_SET_PDEATHSIG, SIGKILL);    // and with the tuner, even by kill -9
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    const std::string steps = std::to_string(t.steps);
+    execl(o.trainscope.c_str(), o.trainscope.c_str(), "run", "--config", config_path.c_str(), "--steps", steps.c_str(),
+          "--out", t.db_path.c_str(), "--overwrite", "-q", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  g_trial_group = pid;
+  int status = 0;
+  bool timed_out = false;
+  for (;;) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (!timed_out && o.trial_timeout_s > 0 && seconds(t0) > o.trial_timeout_s) {
+      timed_out = true;
+      kill(-pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(-pid, SIGKILL);  // nothing of the trial outlives it
+  g_trial_group = 0;
+  t.seconds = seconds(t0);
+  if (timed_out) {
+    t.status = TrialStatus::Hang;
+    t.message = "no result within " + std::to_string(int(o.trial_timeout_s)) + " s";
+  } else if (WIFSIGNALED(status)) {
+    t.status = TrialStatus::Crash;
+    t.signal = WTERMSIG(status);
+    t.message = std::string("killed by ") + strsignal(t.signal);
+  } else {
+    t.exit_code = WEXITSTATUS(status);
+    if (t.exit_code == 0) t.status = TrialStatus::Ok;
+    else if (t.exit_code == kExitOutOfMemory) t.status = TrialStatus::OutOfMemory;
+    else if (t.exit_code == 2) t.status = TrialStatus::Invalid;
+    else if (t.exit_code > 128 && t.exit_code < 160) {  // the launcher passes a rank's signal on
+      t.status = TrialStatus::Crash;
+      t.signal = t.exit_code - 128;
+      t.message = std::string("a rank was killed by ") + strsignal(t.signal);
+    } else {
+      t.status = TrialStatus::Failed;
+    }
+    if (t.message.empty() && t.status != TrialStatus::Ok) t.message = "exit status " + std::to_string(t.exit_code);
+  }
+  if (t.status == TrialStatus::Ok) {
+    try {
+      rundb::RunReader reader(t.db_path);
+      const rundb::RunSummary s = rundb::summarize(reader);
+      t.step_s = s.step_s_median;
+      t.tokens_per_s = s.tokens_per_s;
+      t.peak_bytes = s.peak_bytes;
+    } catch (const std::exception& e) {
+      t.status = TrialStatus::Failed;
+      t.message = std::string("its run database cannot be read: ") + e.what();
+    }
+  }
+  return t;
+}
+
+TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptions& space, const TuneOptions& o,
+                const std::function<void(const TuneEvent&)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TuneResult res;
+  res.candidates = enumerateSpace(w, c, space);
+  std::vector<const Candidate*> valid;
+  for (const auto& cand : res.candidates)
+    if (cand.rejected.empty()) valid.push_back(&cand);
+  if (o.predict_only) return res;
+
+  nlohmann::json inputs = {{"workload", w.name}, {"n_layer", w.n_layer}, {"n_embd", w.n_embd}, {"cluster", c.name},
+                           {"devices", c.devices()}, {"memory_bytes", c.memory_bytes}, {"gbs", space.gbs},
+                           {"seq", space.seq}, {"candidates", res.candidates.size()},
+                           {"base_steps", o.base_steps}, {"first_round", o.first_round},
+                           {"exhaustive", o.exhaustive}, {"launcher", o.launcher}};
+  Study study(o.study_path, inputs.dump(), o.resume);
+  mkdir(o.work_dir.c_str(), 0755);
+  std::vector<std::string> configs;
+  for (const auto& cand : res.candidates) {
+    const std::string spec = w.source.empty() ? w.name : w.source;
+    configs.push_back(cand.rejected.empty() ? runtime::toJson(trialConfig(w, cand.plan, o, spec)) : "");
+  }
+  study.saveCandidates(res.candidates, configs);
+
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = onTunerSignal;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  g_interrupt = 0;
+
+  // Rounds: the first measures the top candidates (every valid one when exhaustive), each next one
+  // the faster half of the last, twice as long.
+  std::vector<int64_t> round_set;
+  const size_t first = o.exhaustive ? valid.size() : std::min<size_t>(valid.size(), size_t(std::max<int64_t>(1, o.first_round)));
+  for (size_t i = 0; i < first; ++i) round_set.push_back(valid[i]->id);
+  int64_t planned = 0;
+  for (size_t n = round_set.size(); n > 0; n = n > 1 ? (n + 1) / 2 : 0) {
+    planned += int64_t(n);
+    if (n == 1 || o.exhaustive) break;
+  }
+  int64_t done = 0;
+  std::map<int64_t, TrialRecord> last_ok;  // candidate → its longest ok trial
+  const auto byId = [&](int64_t id) -> const Candidate& { return res.candidates[size_t(id)]; };
+  double best = 0;
+  std::string best_plan;
+  for (int64_t round = 0; !round_set.empty(); ++round) {
+    const int64_t steps = o.base_steps << (o.exhaustive ? 2 : round);
+    std::vector<std::pair<double, int64_t>> measured;
+    for (int64_t id : round_set) {
+      if (g_interrupt) break;
+      const bool over_budget = (o.budget_s > 0 && seconds(t0) > o.budget_s) || (o.max_trials > 0 && res.trials_run >= o.max_trials);
+      std::optional<TrialRecord> prev = study.trial(id, round);
+      TrialRecord t;
+      if (prev && prev->status != TrialStatus::Running) {
+        t = *prev;  // finished before an interruption: kept, not repeated
+      } else if (over_budget) {
+        continue;
+      } else {
+        t.candidate = id;
+        t.round = round;
+        t.steps = steps;
+        t.predicted_step_s = byId(id).predicted_step_s;
+        t.predicted_peak = byId(id).predicted_peak;
+        const std::string stem = o.work_dir + "/c" + std::to_string(id) + "-r" + std::to_string(round);
+        t.db_path = stem + ".db";
+        t.id = study.beginTrial(t);
+        runtime::TrainConfig cfg = runtime::fromJson(study.candidateConfig(id), o.study_path);
+        const std::string fault = injectedFault(o.inject, id);
+        if (fault == "crash") cfg.inject_failure = "0:1:segv";
+        if (fault == "hang") cfg.inject_failure = "0:1:hang";
+        if (fault == "oom") {
+          cfg.mem_limit = 8 << 20;
+          cfg.memory_check = false;
+        }
+        const std::string cfg_path = stem + ".json";
+        std::ofstream(cfg_path) << nlohmann::json::parse(runtime::toJson(cfg)).dump(2);
+        TuneOptions to = o;
+        if (fault == "oom") to.mem_limit = cfg.mem_limit;
+        t = runTrial(to, t, cfg_path, stem + ".log");
+        if (fault == "oom" && t.status == TrialStatus::Invalid) t.status = TrialStatus::OutOfMemory;
+        if (g_interrupt && t.status != TrialStatus::Ok) {
+          t.status = TrialStatus::Running;  // interrupted: run again on --resume
+          break;
+        }
+        study.finishTrial(t);
+        ++res.trials_run;
+      }
+      ++done;
+      if (t.status == TrialStatus::Ok) {
+        measured.emplace_back(t.step_s, id);
+        last_ok[id] = t;
+        if (best == 0 || t.step_s < best) {
+          best = t.step_s;
+          best_plan = byId(id).plan.describe();
+        }
+      }
+      if (progress) {
+        TuneEvent e;
+        e.done = done;
+        e.planned = planned;
+        e.elapsed_s = seconds(t0);
+        e.eta_s = done > 0 ? e.elapsed_s / double(done) * double(std::max<int64_t>(0, planned - done)) : 0;
+        char line[300];
+        std::snprintf(line, sizeof(line), "round %lld, %-44s %-7s %s", static_cast<long long>(round),
+                      byId(id).plan.describe().c_str(), toString(t.status),
+                      t.status == TrialStatus::Ok ? (std::to_string(int(t.step_s * 1e3 + 0.5)) + " ms/step, " +
+                                                     std::to_string(int64_t(t.tokens_per_s)) + " tok/s")
+                                                        .c_str()
+                                                  : t.message.c_str());
+        e.line = line;
+        e.best_step_s = best;
+        e.best_plan = best_plan;
+        progress(e);
+      }
+    }
+    if (g_interrupt || o.exhaustive) break;
+    std::sort(measured.begin(), measured.end());
+    if (measured.size() <= 1) break;
+    round_set.clear();
+    for (size_t i = 0; i < (measured.size() + 1) / 2; ++i) round_set.push_back(measured[i].second);
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  res.interrupted = g_interrupt != 0;
+
+  // The recommendation: among the candidates measured ok at the furthest round reached, the fastest.
+  res.trials = study.trials();
+  int64_t furthest = -1;
+  for (const auto& t : res.trials)
+    if (t.status == TrialStatus::Ok) furthest = std::max(furthest, t.round);
+  double rec_time = 0;
+  std::vector<double> ratios;
+  for (const auto& t : res.trials) {
+    if (t.status != TrialStatus::Ok) continue;
+    if (t.predicted_step_s > 0) ratios.push_back(t.step_s / t.predicted_step_s);
+    if (t.round == furthest && (res.recommended < 0 || t.step_s < rec_time)) {
+      res.recommended = t.candidate;
+      rec_time = t.step_s;
+    }
+  }
+  if (!ratios.empty()) {
+    std::sort(ratios.begin(), ratios.end());
+    res.time_scale = ratios[ratios.size() / 2];
+  }
+  study.setValue("time_scale", std::to_string(res.time_scale));
+  if (res.recommended >= 0) study.setValue("recommended", std::to_string(res.recommended));
+  return res;
+}
+
+}  // namespace trainscope::tuner
