@@ -1,6 +1,8 @@
 // run_flags.cpp — see run_flags.h.
 #include "run_flags.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -38,7 +40,7 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
   run->add_option("--fp16-init-scale", c.fp16_init_scale, "initial fp16 loss scale")->capture_default_str();
   run->add_option("--fp16-growth-interval", c.fp16_growth_interval, "clean steps before the fp16 scale doubles")
       ->capture_default_str();
-  run->add_option("--seed", c.seed)->capture_default_str();
+  run->add_option("--seed", f.seed, "weight initialisation and synthetic data (0 to 2^64-1; default 1337)");
   run->add_option("--data", c.data, "synthetic | path to a uint16 token file (nanoGPT / llm.c layout)")
       ->capture_default_str();
   run->add_option("--device", f.device, "auto|cpu|cuda")->capture_default_str();
@@ -55,6 +57,7 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
   run->add_flag("--json", f.json, "print one JSON summary line at the end");
   run->add_option("--mem-limit", f.mem_limit,
                   "CPU: bytes tensors may hold per rank (e.g. 2G); an allocation past it ends the run out of memory (exit 3)");
+  run->add_flag("--oversubscribe", f.oversubscribe, "allow --threads and --nproc beyond 4x this machine's cores");
   run->add_flag("--skip-memory-check", f.skip_memory_check,
                 "start even when the memory model says the run cannot fit the memory available");
   // parallelism
@@ -72,7 +75,7 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
       ->capture_default_str();
   run->add_option("--collective-timeout", c.collective_timeout_s, "seconds before a stuck collective fails")
       ->capture_default_str();
-  run->add_option("--inject-failure", c.inject_failure, "testing: RANK:STEP[:throw|segv|hang] makes that rank fail at that step; \"merge\" makes the trace merge fail");
+  run->add_option("--inject-failure", c.inject_failure, "testing: RANK:STEP[:throw|segv|hang|oom] makes that rank fail at that step; \"merge\" makes the trace merge fail");
   run->add_flag("-q,--quiet", f.quiet, "no per-step lines");
 }
 
@@ -89,11 +92,23 @@ rt::TrainConfig finish(RunFlags& f, CLI::App* run) {
   if (run->count("--peak-tflops")) c.peak_tflops = f.peak;
   if (!f.mem_limit.empty()) c.mem_limit = rt::parseBytes(f.mem_limit, "--mem-limit");
   if (f.skip_memory_check) c.memory_check = false;
+  if (f.oversubscribe) c.oversubscribe = true;
+  if (!f.seed.empty()) {
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(f.seed.c_str(), &end, 10);
+    if (f.seed[0] == '-' || f.seed[0] == '+' || *end != '\0' || end == f.seed.c_str() || errno == ERANGE)
+      throw UserError("--seed", "\"" + f.seed + "\" is not an integer from 0 to 18446744073709551615", "pass e.g. --seed 1337");
+    c.seed = v;
+  }
   return c;
 }
 
 std::vector<std::string> expandConfigFlag(const std::vector<std::string>& argv) {
   std::vector<std::string> out;
+  for (size_t i = 0; i + 1 < argv.size(); ++i)  // "--lr ''" would otherwise read as 0
+    if (argv[i].rfind("--", 0) == 0 && argv[i].size() > 2 && argv[i + 1].empty())
+      throw UserError(argv[i], "is empty", "give it a value");
   for (size_t i = 0; i < argv.size(); ++i) {
     std::string file;
     if (argv[i] == "--config") {

@@ -16,10 +16,10 @@ struct RunFlags {
   runtime::TrainConfig cfg;
   runtime::RunOutput out;
   std::string ckpt = "none", precision = "fp32", optimizer = "adamw", device = "auto";
-  std::string schedule = "1f1b", launcher = "local", config_file, mem_limit;
+  std::string schedule = "1f1b", launcher = "local", config_file, mem_limit, seed;
   int64_t gbs = 0, ga = 0;
   double peak = 0;
-  bool json = false, quiet = false, skip_memory_check = false;
+  bool json = false, quiet = false, skip_memory_check = false, oversubscribe = false;
 };
 
 void addRunFlags(CLI::App* run, RunFlags& f);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <vector>
 
 #include "util.h"
 #include "trainscope/rundb/merge.h"
@@ -126,4 +127,70 @@ TEST(Blame, ARankKilledByASignalIsNamedAsTheRootCause) {
   auto r = cli(kTiny + "--steps 20 --nproc 2 -q --inject-failure 1:2:segv");
   EXPECT_EQ(r.status, 128 + SIGSEGV) << r.output;
   EXPECT_NE(r.output.find("rank 1 failed first: it was killed by Segmentation fault"), std::string::npos) << r.output;
+}
+
+TEST(Validation, NonFiniteOutOfRangeAndEmptyValuesAreRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--lr inf", "--lr: must be a finite number"},
+      {"--clip nan", "--clip: must be a finite number"},
+      {"--weight-decay inf", "--weight-decay: must be a finite number"},
+      {"--beta1 nan", "--beta1: must be a finite number"},
+      {"--beta2 2", "--beta2: must be in [0, 1)"},
+      {"--fp16-init-scale inf --precision fp16", "--fp16-init-scale: must be a finite number"},
+      {"--seed -1", "--seed: \"-1\" is not an integer"},
+      {"--seed 18446744073709551616", "--seed: \"18446744073709551616\" is not an integer"},
+      {"--lr ''", "--lr: is empty"},
+      {"--inject-failure 5:1", "--inject-failure: names rank 5 step 1"},
+      {"--threads 100000", "--threads: 100000 threads on"},
+      {"--nproc 100000", "--nproc: 100000 ranks on"},
+      {"--mbs 2 --ga 4611686018427387904", "mbs x ga x dp overflows"},
+  };
+  for (const auto& [flags, expect] : cases) {
+    auto r = cli(std::string(kTiny) + "--steps 2 -q " + flags);
+    EXPECT_EQ(r.status, 2) << flags << ": " << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << flags << ": " << r.output;
+  }
+}
+
+TEST(BadFiles, DataThatIsNotAFileOrHasAWrongMagicIsRefused) {
+  for (const std::string p : {std::string("/dev/null"), tempPath("")}) {
+    auto r = cli(kTiny + "--steps 1 --data " + p);
+    EXPECT_EQ(r.status, 2) << p << r.output;
+    EXPECT_NE(r.output.find("is not a regular file"), std::string::npos) << r.output;
+  }
+  // An llm.c file whose magic number is wrong: version 1 and a matching count, magic 1234.
+  const std::string f = tempPath("bad-magic.bin");
+  {
+    std::vector<int32_t> header(256, 0);
+    header[0] = 1234;
+    header[1] = 1;
+    header[2] = 5000;
+    std::ofstream out(f, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(header.data()), 1024);
+    std::vector<uint16_t> tokens(5000, 7);
+    out.write(reinterpret_cast<const char*>(tokens.data()), 10000);
+  }
+  auto r = cli(kTiny + "--steps 1 --data " + f);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("has an llm.c header with magic 1234"), std::string::npos) << r.output;
+}
+
+TEST(BadFiles, HuggingFaceKeysThatChangeTheModelAreRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"("layer_norm_epsilon": 1e-6)", "workload.layer_norm_epsilon"},
+      {R"("tie_word_embeddings": false)", "workload.tie_word_embeddings"},
+      {R"("scale_attn_weights": false)", "workload.scale_attn_weights"},
+      {R"("resid_pdrop": 0.1)", "workload.resid_pdrop"}};
+  for (const auto& [key, expect] : cases) {
+    const std::string p = tempPath("hf.json");
+    std::ofstream(p) << R"({"model_type":"gpt2","n_layer":2,"n_head":2,"n_embd":32,"n_positions":64,"vocab_size":128,)"
+                     << key << "}";
+    auto r = cli("run --workload " + p + " --steps 1 --device cpu -q");
+    EXPECT_EQ(r.status, 2) << key << ": " << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
+  }
+  const std::string ok = tempPath("hf-ok.json");
+  std::ofstream(ok) << R"({"model_type":"gpt2","n_layer":2,"n_head":2,"n_embd":32,"n_positions":64,"vocab_size":128,)"
+                    << R"("layer_norm_epsilon": 1e-5, "tie_word_embeddings": true, "resid_pdrop": 0.0})";
+  EXPECT_EQ(cli("run --workload " + ok + " --steps 1 --device cpu -q").status, 0);
 }

@@ -220,16 +220,10 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
         const std::string fault = injectedFault(o.inject, id);
         if (fault == "crash") cfg.inject_failure = "0:1:segv";
         if (fault == "hang") cfg.inject_failure = "0:1:hang";
-        if (fault == "oom") {
-          cfg.mem_limit = 8 << 20;
-          cfg.memory_check = false;
-        }
+        if (fault == "oom") cfg.inject_failure = "0:1:oom";
         const std::string cfg_path = stem + ".json";
         std::ofstream(cfg_path) << nlohmann::json::parse(runtime::toJson(cfg)).dump(2);
-        TuneOptions to = o;
-        if (fault == "oom") to.mem_limit = cfg.mem_limit;
-        t = runTrial(to, t, cfg_path, stem + ".log");
-        if (fault == "oom" && t.status == TrialStatus::Invalid) t.status = TrialStatus::OutOfMemory;
+        t = runTrial(o, t, cfg_path, stem + ".log");
         if (g_interrupt && t.status != TrialStatus::Ok) {
           t.status = TrialStatus::Running;  // interrupted: run again on --resume
           break;

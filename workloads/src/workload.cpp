@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -80,6 +81,26 @@ Workload parse(const std::string& text, const std::string& source) {
       (!j["n_inner"].is_number_integer() || j["n_inner"].get<int64_t>() != 4 * w.n_embd))
     throw UserError("workload.n_inner", "only an MLP width of 4*n_embd is supported (" + source + ")",
                     "remove n_inner or set it to null");
+  // Keys that change the model or its training: honoured where they match what the runtime does,
+  // refused otherwise (docs/config-reference.md, "Workload files").
+  auto refuseUnless = [&](const char* key, bool ok, const std::string& fix) {
+    if (j.contains(key) && !j[key].is_null() && !ok)
+      throw UserError(std::string("workload.") + key, j[key].dump() + " in " + source + " is not what trainscope trains", fix);
+  };
+  auto num = [&](const char* key) { return j[key].is_number() ? j[key].get<double>() : -1.0; };
+  if (j.contains("layer_norm_epsilon"))
+    refuseUnless("layer_norm_epsilon", std::abs(num("layer_norm_epsilon") - 1e-5) < 1e-12,
+                 "trainscope's LayerNorm uses 1e-5: set layer_norm_epsilon to 1e-5 or remove it");
+  if (j.contains("tie_word_embeddings"))
+    refuseUnless("tie_word_embeddings", j["tie_word_embeddings"].is_boolean() && j["tie_word_embeddings"].get<bool>(),
+                 "the LM head is tied to the token embedding: set tie_word_embeddings to true or remove it");
+  if (j.contains("scale_attn_weights"))
+    refuseUnless("scale_attn_weights", j["scale_attn_weights"].is_boolean() && j["scale_attn_weights"].get<bool>(),
+                 "attention scores are scaled by 1/sqrt(head size): set scale_attn_weights to true or remove it");
+  for (const char* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_first_dropout"})
+    if (j.contains(key))
+      refuseUnless(key, num(key) == 0.0,
+                   "trainscope trains without dropout: set the *_pdrop keys to 0 (Hugging Face's GPT-2 default is 0.1)");
   if (j.contains("activation_function") && j["activation_function"].is_string()) {
     const std::string act = j["activation_function"].get<std::string>();
     if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu")

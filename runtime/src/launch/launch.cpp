@@ -16,7 +16,10 @@
 #include <cstdio>
 #include <cerrno>
 #include <cstdlib>
+#include <fcntl.h>
 #include <fstream>
+#include <sstream>
+#include <vector>
 #include <map>
 #include <thread>
 
@@ -70,9 +73,10 @@ struct RankError {
   std::string message;
 };
 
-RankError readRankError(const std::string& path, int rank) {
+// What a rank wrote to its error pipe: "TIME_NS\nMESSAGE\n" (empty: it reported nothing).
+RankError parseRankError(const std::string& text, int rank) {
   RankError e;
-  std::ifstream in(path);
+  std::istringstream in(text);
   if (!(in >> e.time_ns)) return e;
   std::getline(in, e.message);
   std::string line;
@@ -81,25 +85,30 @@ RankError readRankError(const std::string& path, int rank) {
   return e;
 }
 
+void drain(int fd, std::string& into) {
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) into.append(buf, size_t(n));
+}
+
 }  // namespace
 
 void reportRankError(const std::string& message) {
-  const char* path = std::getenv("TRAINSCOPE_ERROR_FILE");
-  if (!path || !*path) return;
+  const char* fd_text = std::getenv("TRAINSCOPE_ERROR_FD");
+  if (!fd_text || !*fd_text) return;
   static std::atomic<bool> reported{false};  // the first report is the root cause; keep its time
   if (reported.exchange(true)) return;
-  std::ofstream out(path, std::ios::trunc);
-  out << tracer::nowNs() << "\n" << message << "\n";
+  // One write of at most PIPE_BUF bytes is atomic: the launcher reads whole reports.
+  std::string text = std::to_string(tracer::nowNs()) + "\n" + message.substr(0, 3000) + "\n";
+  (void)!write(std::atoi(fd_text), text.data(), text.size());
 }
 
 int launchLocal(const LaunchOptions& o, std::ostream& err) {
   const std::string exe = selfExe();
   const int port = freePort();
-  char dir_template[] = "/tmp/trainscope-launch-XXXXXX";
-  if (!mkdtemp(dir_template))
-    TRAINSCOPE_THROW(std::string("cannot create a temporary folder in /tmp: ") + std::strerror(errno));
-  const std::string error_dir = dir_template;
-  auto errorFile = [&](int r) { return error_dir + "/rank" + std::to_string(r) + ".err"; };
+  // Each rank reports its fatal error through its own pipe (no files: nothing to leak when the
+  // launcher itself is killed).
+  std::vector<int> err_read(size_t(o.nproc), -1);
+  std::vector<std::string> err_text(size_t(o.nproc));
   std::map<pid_t, int> rank_of;
   std::map<int, int> exit_of;  // rank → exit code, for the ranks that failed
   struct sigaction sa {};
@@ -107,13 +116,29 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
+  auto closePipes = [&] {
+    for (int& fd : err_read) {
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
+  };
   for (int r = 0; r < o.nproc; ++r) {
-    pid_t pid = fork();
-    if (pid < 0) {
+    int fds[2];
+    if (pipe(fds) != 0) {
       const std::string why = std::strerror(errno);
       for (const auto& [p, q] : rank_of) kill(p, SIGKILL);
       for (const auto& [p, q] : rank_of) waitpid(p, nullptr, 0);
-      rmdir(error_dir.c_str());
+      closePipes();
+      TRAINSCOPE_THROW("cannot start rank " + std::to_string(r) + ": pipe failed: " + why);
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+      const std::string why = std::strerror(errno);
+      close(fds[0]);
+      close(fds[1]);
+      for (const auto& [p, q] : rank_of) kill(p, SIGKILL);
+      for (const auto& [p, q] : rank_of) waitpid(p, nullptr, 0);
+      closePipes();
       TRAINSCOPE_THROW("cannot start rank " + std::to_string(r) + ": fork failed: " + why);
     }
     if (pid == 0) {
@@ -124,7 +149,10 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
       setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("TRAINSCOPE_ERROR_FILE", errorFile(r).c_str(), 1);
+      close(fds[0]);
+      for (int fd : err_read)
+        if (fd >= 0) close(fd);
+      setenv("TRAINSCOPE_ERROR_FD", std::to_string(fds[1]).c_str(), 1);
       std::vector<char*> args;
       args.push_back(const_cast<char*>(exe.c_str()));
       for (size_t i = 1; i < o.argv.size(); ++i) args.push_back(const_cast<char*>(o.argv[i].c_str()));
@@ -132,6 +160,10 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
       execv(exe.c_str(), args.data());
       _exit(127);
     }
+    close(fds[1]);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    err_read[size_t(r)] = fds[0];
     rank_of[pid] = r;
   }
 
@@ -145,6 +177,7 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
   int signaled_rank = -1, signaled_status = 0;
   int stop_signal = 0;
   while (!rank_of.empty()) {
+    for (int r = 0; r < o.nproc; ++r) drain(err_read[size_t(r)], err_text[size_t(r)]);
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
@@ -185,11 +218,11 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
   // The root cause is the rank whose error came first, not the first one reaped.
   RankError first;
   for (int r = 0; r < o.nproc; ++r) {
-    RankError e = readRankError(errorFile(r), r);
+    drain(err_read[size_t(r)], err_text[size_t(r)]);
+    RankError e = parseRankError(err_text[size_t(r)], r);
     if (e.rank >= 0 && (first.rank < 0 || e.time_ns < first.time_ns)) first = e;
-    std::remove(errorFile(r).c_str());
   }
-  rmdir(error_dir.c_str());
+  closePipes();
   if (stopping && failure.empty()) {
     bool all_stopped = true;
     for (const auto& [r, code] : exit_of) all_stopped = all_stopped && (code == 128 + SIGINT || code == 128 + SIGTERM);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -66,6 +67,10 @@ const char* toString(Launcher v) { return nameOf(v, kLaunch); }
 PipelineSchedule parseSchedule(const std::string& s, const std::string& f) { return parseEnum(s, f, kSched); }
 Launcher parseLauncher(const std::string& s, const std::string& f) { return parseEnum(s, f, kLaunch); }
 
+namespace {
+std::string num(double v);
+}  // namespace
+
 void resolve(TrainConfig& c, int world) {
   c.model = workloads::load(c.workload);
   requirePositive("--nproc", c.nproc, "pass --nproc N with N >= 1");
@@ -122,7 +127,43 @@ void resolve(TrainConfig& c, int world) {
   } else {
     c.ga_steps = 1;
   }
-  c.global_batch = c.mbs * c.ga_steps * c.dp;
+  if (__builtin_mul_overflow(c.mbs, c.ga_steps, &c.global_batch) ||
+      __builtin_mul_overflow(c.global_batch, int64_t(c.dp), &c.global_batch))
+    throw UserError("--ga", "mbs x ga x dp overflows", "pass a smaller batch");
+  // Every float must be finite: NaN and inf pass comparisons that are written as range checks.
+  for (const auto& [flag, v] : std::initializer_list<std::pair<const char*, double>>{
+           {"--lr", c.lr}, {"--min-lr-ratio", c.min_lr_ratio}, {"--clip", c.clip}, {"--weight-decay", c.weight_decay},
+           {"--beta1", c.beta1}, {"--beta2", c.beta2}, {"--eps", c.eps}, {"--momentum", c.momentum},
+           {"--fp16-init-scale", c.fp16_init_scale}, {"--bucket-mb", c.bucket_mb},
+           {"--rendezvous-timeout", c.rendezvous_timeout_s}, {"--collective-timeout", c.collective_timeout_s},
+           {"--peak-tflops", c.peak_tflops.value_or(1.0)}})
+    if (!std::isfinite(v)) throw UserError(flag, "must be a finite number, got " + num(v), "pass a finite value");
+  if (!(c.beta1 >= 0 && c.beta1 < 1)) throw UserError("--beta1", "must be in [0, 1)", "pass e.g. --beta1 0.9");
+  if (!(c.beta2 >= 0 && c.beta2 < 1)) throw UserError("--beta2", "must be in [0, 1)", "pass e.g. --beta2 0.95");
+  if (!(c.eps > 0)) throw UserError("--eps", "must be positive", "pass e.g. --eps 1e-8");
+  if (!(c.momentum >= 0 && c.momentum < 1)) throw UserError("--momentum", "must be in [0, 1)", "pass e.g. --momentum 0.9");
+  if (!(c.fp16_init_scale <= 1e30))
+    throw UserError("--fp16-init-scale", "must be at most 1e30", "pass e.g. --fp16-init-scale 65536");
+  // The batch products must fit: tokens per step is gbs × seq.
+  int64_t prod = 0;
+  if (__builtin_mul_overflow(c.global_batch, c.seq, &prod) || c.global_batch > (int64_t(1) << 40))
+    throw UserError("--gbs", "mbs x ga x dp x seq overflows", "pass a smaller batch");
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (!c.oversubscribe && c.threads > int(4 * cores))
+    throw UserError("--threads", std::to_string(c.threads) + " threads on " + std::to_string(cores) + " cores",
+                    "pass at most " + std::to_string(4 * cores) + ", or --oversubscribe");
+  if (!c.oversubscribe && c.launcher == Launcher::Local && c.nproc > int(4 * cores))
+    throw UserError("--nproc", std::to_string(c.nproc) + " ranks on " + std::to_string(cores) + " cores of this machine",
+                    "pass at most " + std::to_string(4 * cores) + " (use --launcher slurm for more hosts), or --oversubscribe");
+  if (!c.inject_failure.empty() && c.inject_failure != "merge") {
+    int r = -1;
+    long long k = -1;
+    if (std::sscanf(c.inject_failure.c_str(), "%d:%lld", &r, &k) == 2 && (r >= c.world || k >= c.steps))
+      throw UserError("--inject-failure", "names rank " + std::to_string(r) + " step " + std::to_string(k) +
+                                              ", which this run does not have (" + std::to_string(c.world) +
+                                              " ranks, " + std::to_string(c.steps) + " steps)",
+                      "name an existing rank and step");
+  }
   if (!(c.lr > 0)) throw UserError("--lr", "must be positive", "pass e.g. --lr 6e-4");
   if (c.warmup < 0) throw UserError("--warmup", "must be >= 0", "");
   if (c.clip < 0) throw UserError("--clip", "must be >= 0 (0 disables clipping)", "");

@@ -33,10 +33,15 @@ std::vector<uint16_t> syntheticStream(int64_t vocab, int64_t seq, uint64_t seed)
 
 std::vector<uint16_t> readTokenFile(const std::string& path) {
   namespace fs = std::filesystem;
-  if (!fs::exists(path))
+  std::error_code ec;
+  if (!fs::exists(path, ec))
     throw UserError("--data", "token file " + path + " does not exist",
                     "pass an existing uint16 token file or --data synthetic");
-  const auto bytes = static_cast<int64_t>(fs::file_size(path));
+  if (!fs::is_regular_file(path, ec))
+    throw UserError("--data", path + " is not a regular file (a directory, device or FIFO)",
+                    "pass a uint16 token file or --data synthetic");
+  const auto bytes = static_cast<int64_t>(fs::file_size(path, ec));
+  if (ec) throw UserError("--data", "cannot read the size of " + path + ": " + ec.message(), "check the path");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("--data", "cannot open " + path, "check its permissions");
   int64_t offset = 0, count = 0;
@@ -55,6 +60,13 @@ std::vector<uint16_t> readTokenFile(const std::string& path) {
       throw UserError("--data", path + " is truncated: header says " + std::to_string(count) + " tokens, file holds " +
                                     std::to_string(have),
                       "re-create the file; it was cut short");
+  } else if (bytes >= static_cast<int64_t>(sizeof(header)) && header[1] == 1 && header[2] > 0 &&
+             int64_t(header[2]) == (bytes - int64_t(sizeof(header))) / 2) {
+    // An llm.c layout (version 1, a token count that matches the file) under another magic number:
+    // read as raw tokens, its header would become 512 tokens of garbage.
+    throw UserError("--data", path + " has an llm.c header with magic " + std::to_string(header[0]) + ", expected " +
+                                  std::to_string(kLlmcMagic),
+                    "re-export the tokens with llm.c, or strip the 1024-byte header for the raw layout");
   } else {
     if (bytes % 2 != 0)
       throw UserError("--data", path + " is truncated: " + std::to_string(bytes) + " bytes is not a whole number of uint16 tokens",

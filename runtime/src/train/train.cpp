@@ -101,7 +101,8 @@ std::string hostName() {
 }
 
 // "RANK:STEP[:KIND]" → that rank fails at that step (tests of the launcher and the tuner): KIND
-// "throw" (default) raises an error, "segv" dies of SIGSEGV, "hang" stops answering.
+// "throw" (default) raises an error, "segv" dies of SIGSEGV, "hang" stops answering, "oom" lowers
+// the CPU memory limit to what is held, so that the step's next allocation is refused for real.
 bool injectedFailure(const std::string& spec, int rank, int64_t step) {
   if (spec.empty() || spec == "merge") return false;  // "merge": the trace merge fails (finishTrace)
   int r = -1;
@@ -109,11 +110,16 @@ bool injectedFailure(const std::string& spec, int rank, int64_t step) {
   char kind[16] = {};
   const int n = std::sscanf(spec.c_str(), "%d:%lld:%15s", &r, &k, kind);
   const std::string what = n == 3 ? kind : "throw";
-  if (n < 2 || r < 0 || k < 0 || (what != "throw" && what != "segv" && what != "hang"))
-    throw UserError("--inject-failure", "expects RANK:STEP[:throw|segv|hang] or merge, got \"" + spec + "\"",
+  if (n < 2 || r < 0 || k < 0 || (what != "throw" && what != "segv" && what != "hang" && what != "oom"))
+    throw UserError("--inject-failure", "expects RANK:STEP[:throw|segv|hang|oom] or merge, got \"" + spec + "\"",
                     "e.g. --inject-failure 1:2");
   if (r != rank || k != step) return false;
   if (what == "segv") std::raise(SIGSEGV);
+  if (what == "oom") {
+    installCountingCpuAllocator();
+    setCpuMemoryLimit(cpuAllocatedBytes() + 1);
+    return false;
+  }
   if (what == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   return true;

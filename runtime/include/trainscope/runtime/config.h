@@ -70,6 +70,7 @@ struct TrainConfig {
   int cpu_lanes = 0;               // CPU: split each micro-batch over this many one-core lanes; 0 = auto
   int64_t mem_limit = 0;           // CPU: bytes tensors may hold per rank (0: none); past it, out of memory
   bool memory_check = true;        // refuse before allocating when the memory model says it cannot fit
+  bool oversubscribe = false;      // allow --threads / --nproc beyond 4x this machine's cores
 
   // Derived by resolve().
   workloads::Workload model;

@@ -22,8 +22,8 @@ struct LaunchOptions {
   std::vector<std::string> argv;  // the command line to repeat in every rank (argv[0] ignored)
 };
 
-// In a rank started by launchLocal: records this rank's fatal error (with the time) in the file the
-// launcher named in TRAINSCOPE_ERROR_FILE, so that it can tell which rank failed first — the others
+// In a rank started by launchLocal: records this rank's fatal error (with the time) in the pipe the
+// launcher passed as TRAINSCOPE_ERROR_FD, so that it can tell which rank failed first — the others
 // usually fail moments later with "connection closed by peer". Only the first call in a process
 // counts. No-op elsewhere.
 void reportRankError(const std::string& message);

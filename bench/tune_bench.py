@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""bench/tune_bench.py — trainscope tune against exhaustive search on one CPU space, in one run.
+
+The space: small-cpu, seq 64, gbs 8, 1-2 CPU ranks (DP, TP, PP, one process), micro-batches 2/4/8,
+every checkpointing mode, a 100 MiB per-rank memory limit. The exhaustive study measures every
+valid candidate (the ground truth); the tuner measures the top of its ranking by successive halving.
+Reports: the tuner's pick against the true best (by the exhaustive measurements), the wall time of
+each, the memory model's error against measured peaks (median, max) and the time model's error and
+Spearman rank correlation against measured step times (after the tuner's refit scale, and before).
+
+Usage: bench/tune_bench.py [--bin build/bin/trainscope] [--out bench/out]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SPACE = ["--workload", "small-cpu", "--seq", "64", "--gbs", "8", "--mbs", "2,4,8", "--ckpt", "none,selective,full",
+         "--no-zero", "--no-sequence-parallel", "--pp-schedules", "1f1b", "--mem-limit", "100M"]
+
+
+def tune(bin_, study, extra):
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(study + suffix):
+            os.remove(study + suffix)
+    t0 = time.time()
+    out = subprocess.run([bin_, "tune", *SPACE, "--study", study, "--json", *extra], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1]), time.time() - t0
+
+
+def ranks(v):
+    order = sorted(range(len(v)), key=lambda i: v[i])
+    r = [0.0] * len(v)
+    for k, i in enumerate(order):
+        r[i] = float(k)
+    return r
+
+
+def spearman(a, b):
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = statistics.mean(ra), statistics.mean(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    var = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
+    return cov / var if var else 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "trainscope"))
+    ap.add_argument("--out", default=os.path.join(HERE, "out"))
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    ex, ex_s = tune(a.bin, os.path.join(a.out, "exhaustive.db"), ["--exhaustive"])
+    tu, tu_s = tune(a.bin, os.path.join(a.out, "tuned.db"), ["--first-round", "8"])
+    ok = [t for t in ex["trials"] if t["status"] == "ok"]
+    truth = {t["candidate"]: t["step_s"] for t in ok}
+    best_id = min(truth, key=truth.get)
+    pick = tu["recommended"]
+    mem_err = [abs(t["predicted_peak"] - t["peak_bytes"]) / t["peak_bytes"] for t in ok]
+    pred = [t["predicted_step_s"] for t in ok]
+    meas = [t["step_s"] for t in ok]
+    scale = statistics.median(m / p for m, p in zip(meas, pred))
+    t_err = [abs(p * scale - m) / m for p, m in zip(pred, meas)]
+    t_err_raw = [abs(p - m) / m for p, m in zip(pred, meas)]
+    failed = [t for t in ex["trials"] if t["status"] != "ok"]
+    res = {
+        "candidates": ex["candidates"], "valid": ex["valid"], "exhaustive_trials": ex["trials_run"],
+        "tuner_trials": tu["trials_run"], "exhaustive_wall_s": ex_s, "tuner_wall_s": tu_s,
+        "true_best": best_id, "true_best_step_s": truth[best_id], "pick": pick,
+        "pick_step_s_exhaustive": truth.get(pick), "pick_vs_best": truth.get(pick, float("nan")) / truth[best_id],
+        "memory_error_median": statistics.median(mem_err), "memory_error_max": max(mem_err),
+        "time_error_median_refit": statistics.median(t_err), "time_error_max_refit": max(t_err),
+        "time_error_median_raw": statistics.median(t_err_raw), "time_error_max_raw": max(t_err_raw),
+        "time_scale": scale, "spearman_predicted_vs_measured": spearman(pred, meas),
+        "exhaustive_failed": [(t["candidate"], t["status"]) for t in failed],
+    }
+    print(json.dumps(res))
+    print("tuner pick %d: %.1f ms (exhaustive measurement) vs true best %d: %.1f ms -> %.3fx; %d trials in %.0f s vs "
+          "exhaustive %d trials in %.0f s" % (pick, 1e3 * (truth.get(pick) or float("nan")), best_id,
+                                              1e3 * truth[best_id], res["pick_vs_best"], tu["trials_run"], tu_s,
+                                              ex["trials_run"], ex_s))
+    print("memory model |error| median %.1f%% max %.1f%% over %d measured configurations" %
+          (100 * res["memory_error_median"], 100 * res["memory_error_max"], len(ok)))
+    print("time model |error| median %.1f%% max %.1f%% after the refit (x%.2f), %.1f%% / %.1f%% before; Spearman %.2f" %
+          (100 * res["time_error_median_refit"], 100 * res["time_error_max_refit"], scale,
+           100 * res["time_error_median_raw"], 100 * res["time_error_max_raw"], res["spearman_predicted_vs_measured"]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
