@@ -222,8 +222,18 @@ int exportStudy(const std::string& path, const std::string& format, int64_t cand
   const std::string cfg_json = study.candidateConfig(candidate);
   if (cfg_json.empty()) throw UserError("--trial", "candidate " + std::to_string(candidate) + " is not a valid one in " + path, "");
   rt::TrainConfig c = rt::fromJson(cfg_json, path);
+  // The trials ran a few steps at a constant learning rate; a training run gets the usual schedule
+  // (warm-up, cosine to 0.1 × lr) and a placeholder length to edit.
+  c.steps = 1000;
+  c.warmup = 20;
+  c.min_lr_ratio = rt::TrainConfig{}.min_lr_ratio;
+  c.inject_failure.clear();
   rt::resolve(c);
-  c.steps = 1000;  // the trials' few steps are no training run: a placeholder to edit
+  std::string kind = "gpu";
+  try {
+    kind = nlohmann::json::parse(study.value("inputs", "{}")).value("kind", "gpu");
+  } catch (const std::exception&) {
+  }
   std::ostringstream o;
   const char* prec = toString(c.precision);
   if (format == "run") {
@@ -285,11 +295,11 @@ int exportStudy(const std::string& path, const std::string& format, int64_t cand
                                                                      : "adamw_torch";
     nlohmann::json j = {
         {"accelerate_config", {{"compute_environment", "LOCAL_MACHINE"},
-                               {"distributed_type", c.dp > 1 ? "MULTI_GPU" : "NO"},
+                               {"distributed_type", c.dp > 1 ? (kind == "cpu" ? "MULTI_CPU" : "MULTI_GPU") : "NO"},
                                {"num_processes", c.dp},
                                {"num_machines", 1},
-                               {"mixed_precision", c.precision == rt::Precision::FP32 ? "no" : prec},
-                               {"gradient_accumulation_steps", c.ga_steps}}},
+                               {"use_cpu", kind == "cpu"},
+                               {"mixed_precision", c.precision == rt::Precision::FP32 ? "no" : prec}}},
         {"training_arguments", {{"per_device_train_batch_size", c.mbs},
                                 {"gradient_accumulation_steps", c.ga_steps},
                                 {"gradient_checkpointing", c.ckpt != rt::Checkpointing::None},

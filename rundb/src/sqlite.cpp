@@ -3,6 +3,10 @@
 
 #include <sqlite3.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 
@@ -67,6 +71,14 @@ Database::Database(const std::string& path, Mode mode) : path_(path) {
         primary == SQLITE_BUSY) {
       sqlite3_close_v2(db_);
       db_ = nullptr;
+      // Immutable reads ignore the WAL: only for a file nobody is writing (RunStore holds a flock
+      // for its lifetime). A live one cannot be read from here.
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      const bool live = fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) != 0;
+      if (fd >= 0) ::close(fd);
+      if (live)
+        throw SqliteError(rc, "sqlite: " + path + " is being written and cannot be read from here (its folder "
+                              "allows no -shm file beside it); read it when the run has finished");
       open(fileUri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
     }
   }

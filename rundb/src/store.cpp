@@ -99,15 +99,34 @@ void removeRunDatabase(const std::string& path, const std::string& field) {
 
 RunStore::RunStore(const std::string& path, const Options& o) : path_(path) {
   checkWritable(path, o.overwrite, o.field);  // refuses what is not ours, a locked run, a missing folder
-  if (inspectPath(path).kind == PathCheck::Kind::RunDatabase) removeRunDatabase(path, o.field);
+  // Replacing: hold the old file's lock while it is removed, and check that the path still names
+  // it — a writer that raced us may have replaced it already, and its new file is not ours to delete.
+  int old_fd = -1;
+  if (inspectPath(path).kind == PathCheck::Kind::RunDatabase) {
+    old_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat held {}, now {};
+    if (old_fd < 0 || flock(old_fd, LOCK_EX | LOCK_NB) != 0 || fstat(old_fd, &held) != 0 ||
+        lstat(path.c_str(), &now) != 0 || held.st_ino != now.st_ino || held.st_dev != now.st_dev) {
+      if (old_fd >= 0) ::close(old_fd);
+      throw UserError(o.field, path + " is being written or replaced by another trainscope process",
+                      "wait for it to finish or choose another path");
+    }
+    for (const char* suffix : {"-wal", "-shm", ""}) {
+      const std::string p = path + suffix;
+      struct stat st {};
+      if (lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) unlink(p.c_str());
+    }
+  }
   // O_EXCL: of two writers started at once, exactly one creates the file.
   lock_fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0 && old_fd >= 0) ::close(old_fd);
   if (lock_fd_ < 0) {
     if (errno == EEXIST)
       throw UserError(o.field, path + " was just created by another process", "choose another path");
     throw UserError(o.field, "cannot create " + path + ": " + std::strerror(errno), "choose a writable path");
   }
   flock(lock_fd_, LOCK_EX | LOCK_NB);  // a file we just created: nobody else can hold it
+  if (old_fd >= 0) ::close(old_fd);    // the replaced file's lock, now that ours is held
   db_ = std::make_unique<Database>(path, Database::Mode::Create);
   if (o.bulk)  // written in big sequential batches and rebuilt if lost: no fsync
     db_->exec("PRAGMA page_size=65536; PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;");

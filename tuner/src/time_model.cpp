@@ -48,9 +48,11 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double local_rows = p.sequence_parallel ? rows / t : rows;
   layer_fwd += (10.0 * local_rows * h + 6.0 * rows * 4 * h / t) * e / std::max(mem_bw, 1.0);
   const double head_fwd = gemm(rows, V / t, h) + 3.0 * rows * V / t * 4.0 / std::max(mem_bw, 1.0);
-  const double layers_per_stage = double((w.n_layer + p.pp - 1) / p.pp);  // the slowest stage
-  const double stage_fwd = layer_fwd * layers_per_stage;
-  const double per_micro = 3.0 * stage_fwd + 3.0 * head_fwd / double(p.pp);  // fwd + 2x bwd
+  // The slowest stage: the first holds ⌈L/p⌉ layers, the last ⌊L/p⌋ layers and the LM head.
+  const double layers_per_stage = double((w.n_layer + p.pp - 1) / p.pp);
+  const double last_stage_layers = double(layersOfStage(w.n_layer, p.pp, p.pp - 1));
+  const double stage_fwd = std::max(layer_fwd * layers_per_stage, layer_fwd * last_stage_layers + head_fwd);
+  const double per_micro = 3.0 * stage_fwd;  // fwd + 2x bwd
   r.compute_s = M * per_micro;
   if (p.ckpt == Checkpointing::Full) r.recompute_s = M * stage_fwd;
   if (p.ckpt == Checkpointing::Selective)

@@ -164,7 +164,11 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
                            {"devices", c.devices()}, {"memory_bytes", c.memory_bytes}, {"gbs", space.gbs},
                            {"seq", space.seq}, {"candidates", res.candidates.size()},
                            {"base_steps", o.base_steps}, {"first_round", o.first_round},
-                           {"exhaustive", o.exhaustive}, {"launcher", o.launcher}};
+                           {"exhaustive", o.exhaustive}, {"launcher", o.launcher}, {"kind", c.kind},
+                           {"workload_source", w.source}, {"n_head", w.n_head}, {"vocab_size", w.vocab_size},
+                           {"n_positions", w.n_positions}};
+  // Every knob of the space: a study resumed with other knobs would map its trials onto other plans.
+  for (const auto& cand : res.candidates) inputs["plans"].push_back(cand.plan.describe());
   Study study(o.study_path, inputs.dump(), o.resume);
   mkdir(o.work_dir.c_str(), 0755);
   std::vector<std::string> configs;
@@ -269,27 +273,29 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   sigaction(SIGTERM, &old_term, nullptr);
   res.interrupted = g_interrupt != 0;
 
-  // The recommendation: among the candidates measured ok at the furthest round reached, the fastest.
+  // The recommendation: a candidate whose latest (longest) trial ran ok within the memory per rank;
+  // among those, the ones that got furthest in the halving, and of them the fastest.
   res.trials = study.trials();
-  int64_t furthest = -1;
+  std::map<int64_t, const TrialRecord*> latest;
   for (const auto& t : res.trials)
-    if (t.status == TrialStatus::Ok) furthest = std::max(furthest, t.round);
-  double rec_time = 0;
+    if (!latest.count(t.candidate) || latest[t.candidate]->round < t.round) latest[t.candidate] = &t;
   std::vector<double> ratios;
-  for (const auto& t : res.trials) {
-    if (t.status != TrialStatus::Ok) continue;
-    if (t.predicted_step_s > 0) ratios.push_back(t.step_s / t.predicted_step_s);
-    if (t.round == furthest && (res.recommended < 0 || t.step_s < rec_time)) {
-      res.recommended = t.candidate;
-      rec_time = t.step_s;
-    }
+  for (const auto& t : res.trials)
+    if (t.status == TrialStatus::Ok && t.predicted_step_s > 0) ratios.push_back(t.step_s / t.predicted_step_s);
+  const TrialRecord* pick = nullptr;
+  for (const auto& [cand, t] : latest) {
+    if (t->status != TrialStatus::Ok || t->peak_bytes > c.memory_bytes) continue;
+    if (!pick || t->round > pick->round || (t->round == pick->round && t->step_s < pick->step_s)) pick = t;
   }
+  if (pick) res.recommended = pick->candidate;
   if (!ratios.empty()) {
     std::sort(ratios.begin(), ratios.end());
     res.time_scale = ratios[ratios.size() / 2];
   }
   study.setValue("time_scale", std::to_string(res.time_scale));
-  if (res.recommended >= 0) study.setValue("recommended", std::to_string(res.recommended));
+  // An interrupted study recommends nothing yet: its last round is incomplete.
+  if (res.recommended >= 0 && !res.interrupted) study.setValue("recommended", std::to_string(res.recommended));
+  if (res.interrupted) res.recommended = -1;
   return res;
 }
 

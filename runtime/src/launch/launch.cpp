@@ -185,7 +185,8 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
       rank_of.erase(pid);
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (!ok) exit_of[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      const bool stopped = stopping && (exit_of[r] == 128 + SIGINT || exit_of[r] == 128 + SIGTERM);
+      const int code = ok ? 0 : exit_of[r];
+      const bool stopped = stopping && (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGKILL);
       if (!ok && !terminating && !stopped) {
         // A rank that died of a signal (before anyone was stopped) never reports an error of its
         // own: it is the root cause, whatever its peers then write about closed connections.
@@ -224,6 +225,7 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
   }
   closePipes();
   if (stopping && failure.empty()) {
+    if (exit_of.empty()) return 0;  // every rank had finished its run: nothing was stopped
     bool all_stopped = true;
     for (const auto& [r, code] : exit_of) all_stopped = all_stopped && (code == 128 + SIGINT || code == 128 + SIGTERM);
     err << "stopped by " << strsignal(stop_signal)

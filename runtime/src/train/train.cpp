@@ -151,7 +151,12 @@ std::vector<rundb::Step> gatherStep(Comm& comm, const rundb::Step& r, const std:
     s.activation_bytes = v[4];
     s.step_time_ns = v[5];
     s.start_ns = v[6];
+    if (*stop == 0 && v[7] != 0) *stop = int(v[7]);  // every rank sees every rank's request
     s.tokens_per_s = s.step_time_ns > 0 ? double(s.tokens) / (double(s.step_time_ns) * 1e-9) : 0;
+    // This rank's utilisation from its own step time (the FLOPs are the same share on every rank).
+    const double ratio = s.step_time_ns > 0 ? double(r.step_time_ns) / double(s.step_time_ns) : 0.0;
+    if (r.mfu) s.mfu = *r.mfu * ratio;
+    if (r.hfu) s.hfu = *r.hfu * ratio;
   }
   return rows;
 }
@@ -300,31 +305,47 @@ void writeDigest(Recording& rec, Comm& comm, Trainer& trainer, const TrainConfig
   rec.store->writeWeightDigest(rows);
 }
 
-// Closes this rank's shard and, on rank 0, merges every rank's into the run database.
-void finishTrace(Recording& rec, Comm& comm, const TrainConfig& cfg, const RunInfo& info) {
-  if (!rec.trace) return;
+// Closes this rank's shard and, on rank 0, merges every rank's into the run database. Whatever fails
+// here, every rank still reaches the same barriers (a rank that skipped one would leave the others
+// waiting); failures come back as warnings: the run's steps are recorded already.
+std::vector<std::string> finishTrace(Recording& rec, Comm& comm, const TrainConfig& cfg, const RunInfo& info) {
+  std::vector<std::string> warnings;
+  if (!rec.trace) return warnings;
   const rundb::ClockSample clock_end = syncClock(comm, "end");
   tracer::Tracer::setCurrent(nullptr);
-  rec.trace->setMeta("rank", std::to_string(info.rank));
   rec.collectives = nullptr;
-  rec.trace->close();  // stops the sources: the op callbacks, CUPTI's buffers, the collective feed
-  nlohmann::json me = {{"path", rec.trace->path()}, {"host", hostName()}, {"pid", int64_t(getpid())},
-                       {"device", info.device}, {"offset_start", rec.clock_start.offset_ns},
-                       {"offset_end", clock_end.offset_ns}};
+  bool closed = true;
+  try {
+    rec.trace->setMeta("rank", std::to_string(info.rank));
+    rec.trace->close();  // stops the sources: the op callbacks, CUPTI's buffers, the collective feed
+  } catch (const std::exception& e) {
+    closed = false;
+    warnings.push_back("rank " + std::to_string(info.rank) + "'s trace shard could not be closed: " + e.what());
+  }
+  nlohmann::json me = {{"path", closed ? rec.trace->path() : std::string()}, {"host", hostName()},
+                       {"pid", int64_t(getpid())}, {"device", info.device},
+                       {"offset_start", rec.clock_start.offset_ns}, {"offset_end", clock_end.offset_ns}};
   if (cfg.world > 1) {
     comm.storeSet("shard/" + std::to_string(info.rank), me.dump());
     comm.world().barrier();
   }
   if (rec.store) {
-    if (cfg.inject_failure == "merge") TRAINSCOPE_THROW("injected failure while merging the trace shards");
-    std::vector<rundb::ShardInfo> shards;
-    for (int q = 0; q < cfg.world; ++q) {
-      auto j = nlohmann::json::parse(cfg.world > 1 ? comm.storeGet("shard/" + std::to_string(q)) : me.dump());
-      shards.push_back({j["path"], q, j["host"], j["device"], j["pid"], j["offset_start"], j["offset_end"]});
+    try {
+      if (cfg.inject_failure == "merge") TRAINSCOPE_THROW("injected failure while merging the trace shards");
+      std::vector<rundb::ShardInfo> shards;
+      for (int q = 0; q < cfg.world; ++q) {
+        auto j = nlohmann::json::parse(cfg.world > 1 ? comm.storeGet("shard/" + std::to_string(q)) : me.dump());
+        if (j["path"].get<std::string>().empty()) continue;  // that rank's shard could not be closed
+        shards.push_back({j["path"], q, j["host"], j["device"], j["pid"], j["offset_start"], j["offset_end"]});
+      }
+      rundb::mergeShards(*rec.store, shards);
+    } catch (const std::exception& e) {
+      warnings.push_back(std::string("the trace could not be finalised: ") + e.what() + "; the steps are in " +
+                         rec.store->path());
     }
-    rundb::mergeShards(*rec.store, shards);
   }
   if (cfg.world > 1) comm.world().barrier();  // no rank exits while rank 0 still reads its shard
+  return warnings;
 }
 
 // The run proper, once the ranks are connected.
@@ -389,14 +410,7 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
   }
   handInCollectives(rec, comm, cfg, info.rank);
   writeDigest(rec, comm, trainer, cfg, layout);
-  try {
-    finishTrace(rec, comm, cfg, info);
-  } catch (const std::exception& e) {
-    // Tracing never fails a run whose training finished: the steps are recorded already.
-    res.warnings.push_back(std::string("the trace could not be finalised: ") + e.what() +
-                           (rec.store ? "; the steps are in " + rec.store->path() : std::string()));
-    tracer::Tracer::setCurrent(nullptr);
-  }
+  for (auto& w : finishTrace(rec, comm, cfg, info)) res.warnings.push_back(std::move(w));
 
   res.final_loss = res.last.loss;
   res.loss_scale = trainer.lossScale();
