@@ -13,6 +13,14 @@
 namespace trainscope::rundb {
 namespace {
 
+// Long names (templated CUDA kernels run to hundreds of characters) keep their head and tail in the
+// text table; --json keeps them whole.
+std::string elide(const std::string& name, size_t width = 96) {
+  if (name.size() <= width) return name;
+  const size_t keep = (width - 3) / 2;
+  return name.substr(0, keep) + "..." + name.substr(name.size() - (width - 3 - keep));
+}
+
 // Host ops by self time, with a stack per (rank, thread): ops come ordered by start, outer first.
 std::vector<OpStat> hostOpsBySelfTime(RunReader& reader, const std::vector<int64_t>& ranks) {
   std::map<StringId, OpStat> by_name;
@@ -164,7 +172,7 @@ std::string formatReport(const Report& r) {
     o << "     self ms    total ms    calls   mean us  name\n";
     for (const auto& op : r.top_ops) {
       std::snprintf(line, sizeof(line), "  %10.2f  %10.2f %8lld %9.2f  %s\n", op.self_s * 1e3, op.total_s * 1e3,
-                    static_cast<long long>(op.count), op.mean_s * 1e6, op.name.c_str());
+                    static_cast<long long>(op.count), op.mean_s * 1e6, elide(op.name).c_str());
       o << line;
     }
   }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -195,4 +196,30 @@ TEST(Import, MultiMemberGzipAndADirectoryInput) {
   auto r = trainscope::testing::cli("import " + dir + " -o " + tempPath("dir.db"));
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find(dir + " is not a regular file"), std::string::npos) << r.output;
+}
+
+TEST(Import, AFileWithNothingRecognisedIsAnErrorAndLongNamesAreElidedInText) {
+  const std::string empty = tempPath("nothing.json");
+  std::ofstream(empty) << R"({"traceEvents": [{"ph": "i", "name": "x", "ts": 1}]})";
+  auto r = trainscope::testing::cli("import " + empty + " -o " + tempPath("nothing.db"));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("nothing was recognised"), std::string::npos) << r.output;
+  // A 400-character kernel name: one line of the text table, whole in --json.
+  nlohmann::json j = kineto(0);
+  const std::string longname = "void cutlass::Kernel<" + std::string(380, 'T') + ">";
+  j["traceEvents"].push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", longname}, {"pid", 0}, {"tid", 7},
+                              {"ts", 50.0}, {"dur", 5000.0}, {"args", {{"stream", 7}, {"correlation", 5}}}});
+  const std::string in = tempPath("longname.json"), out = tempPath("longname.db");
+  std::ofstream(in) << j.dump();
+  tr::importTraces({in}, out, false);
+  const auto rep = tr::computeReport(out);
+  const std::string text = tr::formatReport(rep);
+  EXPECT_EQ(text.find(longname), std::string::npos);
+  EXPECT_NE(text.find("void cutlass::Kernel<TTT"), std::string::npos);
+  for (std::stringstream ss(text); !ss.eof();) {
+    std::string line;
+    std::getline(ss, line);
+    EXPECT_LT(line.size(), 200u) << line.substr(0, 60);
+  }
+  EXPECT_NE(tr::reportJson(rep).find(longname), std::string::npos);
 }
