@@ -68,7 +68,7 @@ PathCheck inspectPath(const std::string& path) {
   return c;
 }
 
-void checkWritable(const std::string& path, bool overwrite, const std::string& field) {
+PathCheck checkWritable(const std::string& path, bool overwrite, const std::string& field) {
   const PathCheck c = inspectPath(path);
   if (c.kind == PathCheck::Kind::Other)
     throw UserError(field, path + " is " + c.what + "; trainscope replaces only its own run databases",
@@ -86,6 +86,7 @@ void checkWritable(const std::string& path, bool overwrite, const std::string& f
     throw UserError(field, "the folder " + folder + " of " + path + " does not exist", "create it first");
   if (access(folder.c_str(), W_OK) != 0)
     throw UserError(field, "the folder " + folder + " of " + path + " is not writable", "choose a writable folder");
+  return c;
 }
 
 void removeRunDatabase(const std::string& path, const std::string& field) {
@@ -98,11 +99,12 @@ void removeRunDatabase(const std::string& path, const std::string& field) {
 }
 
 RunStore::RunStore(const std::string& path, const Options& o) : path_(path) {
-  checkWritable(path, o.overwrite, o.field);  // refuses what is not ours, a locked run, a missing folder
+  // Refuses what is not ours, a locked run, a missing folder.
+  const PathCheck found = checkWritable(path, o.overwrite, o.field);
   // Replacing: hold the old file's lock while it is removed, and check that the path still names
   // it — a writer that raced us may have replaced it already, and its new file is not ours to delete.
   int old_fd = -1;
-  if (inspectPath(path).kind == PathCheck::Kind::RunDatabase) {
+  if (found.kind == PathCheck::Kind::RunDatabase) {
     old_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     struct stat held {}, now {};
     if (old_fd < 0 || flock(old_fd, LOCK_EX | LOCK_NB) != 0 || fstat(old_fd, &held) != 0 ||

@@ -100,7 +100,8 @@ PathCheck inspectPath(const std::string& path);
 
 // Throws UserError(field) unless a writer may create `path` (missing) or replace it (overwrite, an
 // unlocked trainscope database). Also checks that the folder exists and is writable.
-void checkWritable(const std::string& path, bool overwrite, const std::string& field);
+// Returns what it found there.
+PathCheck checkWritable(const std::string& path, bool overwrite, const std::string& field);
 
 // Removes a trainscope run database and its -wal/-shm files, refusing anything else (UserError).
 void removeRunDatabase(const std::string& path, const std::string& field);
