@@ -3,8 +3,10 @@
 // Thin: parses flags, calls runtime::train() with an observer that prints, prints --json. Bad input
 // exits 2 with a message that names the flag and the fix; a failure while running exits 1.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "run_flags.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/merge.h"
+#include "trainscope/runtime/calibrate.h"
 #include "trainscope/runtime/launch.h"
 #include "trainscope/runtime/train.h"
 
@@ -110,6 +113,12 @@ void printJson(const rt::RunResult& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `trainscope-train calibrate [THREADS]`: the machine's rates as JSON, for `tune --cluster local`.
+  if (argc >= 2 && std::string(argv[1]) == "calibrate") {
+    const int threads = argc >= 3 ? std::atoi(argv[2]) : 0;
+    std::cout << rt::measureMachine(threads > 0 ? threads : int(std::thread::hardware_concurrency())) << std::endl;
+    return 0;
+  }
   std::vector<std::string> args(argv, argv + argc);
   CLI::App app{"trainscope-train — `trainscope run` (train a GPT and record per-step metrics)"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);

@@ -1,4 +1,4 @@
-// trainscope — the command line: run | tune | predict | report | export | import.
+// trainscope — the command line: run | tune | predict | report | export | import | view.
 // Thin, and without LibTorch: `report`, `export` and `import` read and write run databases through
 // rundb; `run` executes trainscope-train (beside this executable), the one program that loads
 // LibTorch, as git runs its subcommands. Bad input exits 2 with a message that names the flag and
@@ -34,29 +34,33 @@ std::string selfDir() {
   return p.substr(0, p.rfind('/'));
 }
 
-// `trainscope run …` → `trainscope-train run …` (same arguments, same process id).
-int execTrain(int argc, char** argv) {
-  const char* env = std::getenv("TRAINSCOPE_TRAIN_EXE");
-  const std::string exe = env && *env ? env : selfDir() + "/trainscope-train";
+// `trainscope run …` → `trainscope-train run …` (same arguments, same process id);
+// `trainscope view …` → `trainscope-viewer …`.
+int execSibling(const char* name, const char* env_name, int argc, char** argv, int first_arg) {
+  const char* env = std::getenv(env_name);
+  const std::string exe = env && *env ? env : selfDir() + "/" + name;
   std::vector<char*> args;
   args.push_back(const_cast<char*>(exe.c_str()));
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  for (int i = first_arg; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
   execv(exe.c_str(), args.data());
-  std::cerr << "error: cannot start " << exe << ": " << std::strerror(errno)
-            << " (fix: build the trainscope-train target; it is installed beside trainscope)\n";
+  std::cerr << "error: cannot start " << exe << ": " << std::strerror(errno) << " (fix: build the " << name
+            << " target; it is installed beside trainscope)\n";
   return 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "run") return execTrain(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "run") return execSibling("trainscope-train", "TRAINSCOPE_TRAIN_EXE", argc, argv, 1);
+  if (argc >= 2 && std::string(argv[1]) == "view")
+    return execSibling("trainscope-viewer", "TRAINSCOPE_VIEWER_EXE", argc, argv, 2);
 
   CLI::App app{"trainscope — find the fastest way to train a GPT that fits, and show why"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
   app.add_subcommand("run", "train a GPT and record per-step metrics (see `trainscope run --help`)");
+  app.add_subcommand("view", "open run databases or a tuner study in trainscope-viewer (see `trainscope view --help`)");
   trainscope::apps::TuneFlags* tune_flags = nullptr;
   CLI::App* tune = trainscope::apps::addTuneCommand(app, tune_flags);
   trainscope::apps::PredictFlags* predict_flags = nullptr;
@@ -121,7 +125,12 @@ int main(int argc, char** argv) {
       auto st = db::importTraces(import_files, import_out, import_overwrite);
       std::cout << "imported " << st.files << " file(s) into " << import_out << ": " << st.kernels << " kernels, "
                 << st.api_calls << " API calls, " << st.host_ops << " host ops, " << st.ranges << " ranges, "
-                << st.memcpy << " memcpy, " << st.memset << " memset, " << st.steps << " steps\n";
+                << st.memcpy << " memcpy, " << st.memset << " memset, " << st.collectives << " collectives, "
+                << st.steps << " steps\n";
+      if (st.dropped_out_of_range + st.dropped_negative > 0)
+        std::cout << "dropped and counted (drops table): " << st.dropped_out_of_range
+                  << " event(s) whose time does not fit int64 nanoseconds, " << st.dropped_negative
+                  << " with a negative duration\n";
       return 0;
     }
   } catch (const db::SqliteError& e) {

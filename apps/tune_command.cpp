@@ -2,6 +2,7 @@
 // prints progress (a bar on a terminal, plain lines otherwise), the ranked table and the
 // recommendation, and writes the exports.
 #include "tune_command.h"
+#include "local_cluster.h"
 
 #include <unistd.h>
 
@@ -66,7 +67,7 @@ CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
   f = new TuneFlags();  // lives as long as the process
   CLI::App* c = app.add_subcommand("tune", "find the fastest configuration that fits: models rank, short trials decide");
   c->add_option("--workload", f->workload)->capture_default_str();
-  c->add_option("--cluster", f->cluster, "cluster preset or JSON file")->capture_default_str();
+  c->add_option("--cluster", f->cluster, "cluster preset, JSON file, or `local` (measure this machine)")->capture_default_str();
   c->add_option("--nodes", f->nodes, "nodes (default: the cluster file's)");
   c->add_option("--gbs", f->gbs, "global batch in sequences")->required();
   c->add_option("--seq", f->seq, "sequence length (default: the workload's n_positions, at most 1024)");
@@ -96,7 +97,12 @@ CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
 
 int runTune(const TuneFlags& f, const std::string& self_dir) {
   const workloads::Workload w = workloads::load(f.workload);
-  tn::Cluster c = tn::loadCluster(f.cluster, f.nodes);
+  const std::string cluster_file =
+      f.cluster == "local"
+          ? measureLocalCluster(f.study, self_dir, f.mem_limit.empty() ? 0 : rt::parseBytes(f.mem_limit, "--mem-limit"),
+                                f.resume)
+          : f.cluster;
+  tn::Cluster c = tn::loadCluster(cluster_file, f.nodes);
   if (!f.mem_limit.empty()) c.memory_bytes = rt::parseBytes(f.mem_limit, "--mem-limit");
   tn::SpaceOptions so;
   so.gbs = f.gbs;

@@ -5,8 +5,9 @@
 #include <zlib.h>
 
 #include <cstdio>
+#include <cstring>
+#include <streambuf>
 #include <fstream>
-#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -20,22 +21,26 @@ namespace trainscope::rundb {
 namespace importers {
 
 int64_t stepNumber(const std::string& name, const std::string& path) {
-  static const std::regex re(R"(^ProfilerStep#(\d+)$)");
-  std::smatch m;
-  if (!std::regex_match(name, m, re)) return -1;
-  errno = 0;
-  const long long n = std::strtoll(m[1].str().c_str(), nullptr, 10);
-  if (errno == ERANGE)
-    throw UserError("import", path + ": step number of \"" + name + "\" is out of range", "check the trace file");
+  static const std::string prefix = "ProfilerStep#";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
+  int64_t n = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    const char c = name[i];
+    if (c < '0' || c > '9') return -1;
+    if (__builtin_mul_overflow(n, 10, &n) || __builtin_add_overflow(n, c - '0', &n))
+      throw UserError("import", path + ": step number of \"" + name + "\" is out of range", "check the trace file");
+  }
   return n;
 }
 
-Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns) {
+Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, const std::string& path) {
   Step s;
   s.rank = rank;
   s.step = step;
   s.start_ns = start_ns;
-  s.step_time_ns = end_ns - start_ns;
+  if (__builtin_sub_overflow(end_ns, start_ns, &s.step_time_ns))
+    throw UserError("import", path + ": step " + std::to_string(step) + " spans more than int64 nanoseconds",
+                    "check the trace file");
   return s;
 }
 
@@ -43,45 +48,94 @@ Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns) 
 
 namespace {
 
-std::string readAll(const std::string& path) {
+void checkInput(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) throw UserError("import", path + " does not exist", "check the path");
   if (!S_ISREG(st.st_mode)) throw UserError("import", path + " is not a regular file", "pass one trace file per rank");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("import", "cannot read " + path, "check the path and its permissions");
-  return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
-// Every gzip member in turn (concatenated members are valid gzip).
-std::string gunzip(const std::string& data, const std::string& path) {
-  std::string out;
-  size_t offset = 0;
-  char buf[1 << 16];
-  while (offset < data.size()) {
-    z_stream z{};
-    if (inflateInit2(&z, 15 + 16) != Z_OK) throw UserError("import", "zlib init failed for " + path, "");
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data() + offset));
-    z.avail_in = static_cast<uInt>(data.size() - offset);
-    int rc = Z_OK;
-    while (rc != Z_STREAM_END) {
-      z.next_out = reinterpret_cast<Bytef*>(buf);
-      z.avail_out = sizeof(buf);
-      rc = inflate(&z, Z_NO_FLUSH);
-      if (rc != Z_OK && rc != Z_STREAM_END) {
-        inflateEnd(&z);
-        throw UserError("import", path + " is a damaged gzip file (zlib code " + std::to_string(rc) + ")",
-                        "re-export the trace");
-      }
-      out.append(buf, sizeof(buf) - z.avail_out);
-    }
-    offset += z.total_in;
-    inflateEnd(&z);
-    // trailing zero padding after the last member is tolerated
-    while (offset < data.size() && data[offset] == '\0') ++offset;
-    if (offset + 2 <= data.size() && !(uint8_t(data[offset]) == 0x1f && uint8_t(data[offset + 1]) == 0x8b)) break;
+// A file read as a stream: plain, or gzip with any number of members (concatenated members are
+// valid gzip; trailing zero padding is tolerated). The importer never holds the whole text.
+class TraceStreambuf : public std::streambuf {
+ public:
+  explicit TraceStreambuf(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+    if (!in_) throw UserError("import", "cannot read " + path, "check the path and its permissions");
+    fillRaw();
+    gzip_ = raw_avail_ >= 2 && uint8_t(raw_[0]) == 0x1f && uint8_t(raw_[1]) == 0x8b;
+    if (gzip_) startMember();
   }
-  return out;
-}
+  ~TraceStreambuf() override {
+    if (z_open_) inflateEnd(&z_);
+  }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    size_t n = gzip_ ? inflateSome() : plainSome();
+    if (n == 0) return traits_type::eof();
+    setg(out_, out_, out_ + n);
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  void fillRaw() {
+    in_.read(raw_, sizeof raw_);
+    raw_avail_ = size_t(in_.gcount());
+    raw_pos_ = 0;
+  }
+  size_t plainSome() {
+    if (raw_pos_ >= raw_avail_) fillRaw();
+    const size_t n = raw_avail_ - raw_pos_;
+    std::memcpy(out_, raw_ + raw_pos_, n);
+    raw_pos_ += n;
+    return n;
+  }
+  void startMember() {
+    z_ = z_stream{};
+    if (inflateInit2(&z_, 15 + 16) != Z_OK) throw UserError("import", "zlib init failed for " + path_, "");
+    z_open_ = true;
+  }
+  size_t inflateSome() {
+    while (true) {
+      if (!z_open_) {  // between members: another one, padding, or the end
+        while (true) {
+          if (raw_pos_ >= raw_avail_) fillRaw();
+          if (raw_avail_ == 0) return 0;
+          if (raw_[raw_pos_] != '\0') break;
+          ++raw_pos_;
+        }
+        if (uint8_t(raw_[raw_pos_]) != 0x1f) return 0;  // trailing garbage after a complete member: stop
+        startMember();
+      }
+      if (raw_pos_ >= raw_avail_) fillRaw();
+      if (raw_avail_ == 0)
+        throw UserError("import", path_ + " is a truncated gzip file", "re-export the trace");
+      z_.next_in = reinterpret_cast<Bytef*>(raw_ + raw_pos_);
+      z_.avail_in = uInt(raw_avail_ - raw_pos_);
+      z_.next_out = reinterpret_cast<Bytef*>(out_);
+      z_.avail_out = sizeof out_;
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      raw_pos_ = raw_avail_ - z_.avail_in;
+      if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
+        throw UserError("import", path_ + " is a damaged gzip file (zlib code " + std::to_string(rc) + ")",
+                        "re-export the trace");
+      if (rc == Z_STREAM_END) {
+        inflateEnd(&z_);
+        z_open_ = false;
+      }
+      const size_t n = sizeof out_ - z_.avail_out;
+      if (n > 0) return n;
+    }
+  }
+
+  std::string path_;
+  std::ifstream in_;
+  char raw_[1 << 16];
+  size_t raw_avail_ = 0, raw_pos_ = 0;
+  char out_[1 << 18];
+  bool gzip_ = false, z_open_ = false;
+  z_stream z_{};
+};
 
 }  // namespace
 
@@ -116,10 +170,16 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
       const std::string& p = inputs[i];
       int64_t rank = int64_t(i);
       if (looksLikeSqlite(p)) {
-        importers::importNsys(store, st, p, rank);
+        try {
+          importers::importNsys(store, st, p, rank);
+        } catch (const SqliteError& e) {  // a damaged export (writes to the new database do not fail here)
+          throw UserError("import", p + " cannot be read as an Nsight Systems export (" + e.what() + ")",
+                          "re-export it with `nsys export --type sqlite`");
+        }
       } else {
-        std::string text = readAll(p);
-        if (text.size() >= 2 && uint8_t(text[0]) == 0x1f && uint8_t(text[1]) == 0x8b) text = gunzip(text, p);
+        checkInput(p);
+        TraceStreambuf buf(p);
+        std::istream text(&buf);
         try {
           rank = importers::importKineto(store, st, text, p, rank);
         } catch (const nlohmann::json::exception& e) {  // a field of the wrong type

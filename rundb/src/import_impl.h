@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <string>
 
 #include "trainscope/rundb/import.h"
@@ -14,15 +15,16 @@ class RunStore;
 
 namespace trainscope::rundb::importers {
 
-// PyTorch profiler (Kineto) Chrome-trace JSON text. Returns the rank it was imported as.
-int64_t importKineto(RunStore& store, ImportStats& st, const std::string& text, const std::string& path,
+// PyTorch profiler (Kineto) Chrome-trace JSON, streamed. Returns the rank it was imported as.
+int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const std::string& path,
                      int64_t default_rank);
 // Nsight Systems SQLite export (`nsys export --type sqlite`).
 void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64_t rank);
 
 // Shared by both: "ProfilerStep#N" → N (-1 otherwise; UserError naming `path` when N overflows).
 int64_t stepNumber(const std::string& name, const std::string& path);
-// One step row of an imported trace (no loss, no FLOPs: only its window).
-Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns);
+// One step row of an imported trace (no loss, no FLOPs: only its window); UserError naming `path` when
+// the window is wider than int64 nanoseconds.
+Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, const std::string& path);
 
 }  // namespace trainscope::rundb::importers

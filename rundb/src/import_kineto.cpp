@@ -1,10 +1,20 @@
 // import_kineto.cpp — PyTorch profiler (Kineto) Chrome-trace JSON into the run database.
 //   cpu_op → host_ops, user_annotation/gpu_user_annotation → ranges, kernel → kernels,
-//   cuda_runtime/cuda_driver → api_calls, gpu_memcpy → memcpy, gpu_memset → memset;
-//   "ProfilerStep#N" annotations become steps.
+//   cuda_runtime/cuda_driver → api_calls, gpu_memcpy → memcpy, gpu_memset → memset (and the
+//   PyTorch 1.x names: Operator, Runtime, Kernel, Memcpy, Memset); "ProfilerStep#N" steps;
+//   communication records (NCCL kernels' or record_param_comms' args) → collectives.
+//
+// The file is read as a stream (nlohmann's SAX interface) into compact event records — never as a
+// JSON tree — so memory follows the number of events, not the file's size or its nesting. Times
+// are taken from the number's decimal text, exactly: microseconds with a fractional part become
+// integer nanoseconds without passing through a double (which at epoch scale steps by 256 ns).
 #include <algorithm>
-#include <cmath>
+#include <cctype>
 #include <climits>
+#include <istream>
+#include <map>
+#include <optional>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +25,256 @@
 namespace trainscope::rundb::importers {
 namespace {
 
+enum class Cat : uint8_t { Other, Op, Annotation, GpuAnnotation, Kernel, Runtime, Driver, Memcpy, Memset };
+
+// Kineto's category names, and the capitalised ones PyTorch 1.x wrote (as the TensorBoard plugin
+// reads them: case does not matter).
+Cat category(std::string c) {
+  for (char& ch : c) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  static const std::unordered_map<std::string, Cat> cats = {
+      {"cpu_op", Cat::Op},          {"operator", Cat::Op},         {"user_annotation", Cat::Annotation},
+      {"gpu_user_annotation", Cat::GpuAnnotation},                 {"kernel", Cat::Kernel},
+      {"cuda_runtime", Cat::Runtime}, {"runtime", Cat::Runtime},   {"cuda_driver", Cat::Driver},
+      {"gpu_memcpy", Cat::Memcpy},  {"memcpy", Cat::Memcpy},       {"gpu_memset", Cat::Memset},
+      {"memset", Cat::Memset}};
+  auto it = cats.find(c);
+  return it == cats.end() ? Cat::Other : it->second;
+}
+
+// "123.4567" µs → 123457 ns, from the text: the integer part and up to three fraction digits exactly,
+// the fourth rounds (half up). False when the text is not a plain decimal or leaves int64.
+bool microsToNs(const std::string& s, int64_t& out) {
+  size_t i = 0;
+  const bool neg = i < s.size() && s[i] == '-';
+  if (neg) ++i;
+  __int128 v = 0;
+  size_t digits = 0;
+  for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, ++digits) {
+    v = v * 10 + (s[i] - '0');
+    if (v > __int128(INT64_MAX)) return false;
+  }
+  v *= 1000;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    int64_t scale = 100;
+    for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, ++digits) {
+      if (scale > 0) v += (s[i] - '0') * scale;
+      else if (scale == 0) v += s[i] >= '5' ? 1 : 0;
+      scale = scale > 0 ? scale / 10 : -1;
+    }
+  }
+  if (digits == 0 || i != s.size()) {  // an exponent or junk: through a double, if it fits
+    try {
+      const long double d = std::stold(s) * 1000.0L;
+      if (!(d > -9.2e18L && d < 9.2e18L)) return false;
+      out = int64_t(d >= 0 ? d + 0.5L : d - 0.5L);
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  if (v > __int128(INT64_MAX)) return false;
+  out = neg ? -int64_t(v) : int64_t(v);
+  return true;
+}
+
+constexpr uint32_t kNone = UINT32_MAX;
+
+struct CommArgs {
+  uint32_t op = kNone, dtype = kNone, group = kNone;
+  int64_t in = -1, out = -1, group_size = -1;
+};
+
+struct Event {
+  int64_t ts = 0, dur = 0;  // ns on the file's clock (before baseTimeNanoseconds)
+  int64_t tid = 0, correlation = -1, device = 0, stream = -1, seq = -1, bytes = 0;
+  uint32_t name = kNone, shapes = kNone;
+  int32_t comm = -1;        // into Parsed::comms
+  int32_t dims = -1;        // into Parsed::dims
+  Cat cat = Cat::Other;
+  bool complete = false, has_ts = false, has_dur = false, bad_time = false;
+};
+
+struct Dims {
+  int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  int32_t registers = 0, shared = 0;
+};
+
+struct Parsed {
+  std::vector<Event> events;
+  std::vector<CommArgs> comms;
+  std::vector<Dims> dims;
+  std::vector<std::string> names;
+  std::unordered_map<std::string, uint32_t> ids;
+  bool has_trace_events = false;
+  std::optional<int64_t> rank, base;
+  uint32_t intern(const std::string& s) {
+    auto [it, fresh] = ids.emplace(s, uint32_t(names.size()));
+    if (fresh) names.push_back(s);
+    return it->second;
+  }
+};
+
+// The SAX handler: a stack of where we are; every value is read where it belongs or skipped.
+class Reader : public nlohmann::json::json_sax_t {
+ public:
+  Reader(Parsed& p, const std::string& path) : p_(p), path_(path) {}
+
+  bool null() override { return value(nullptr, nullptr, nullptr); }
+  bool boolean(bool) override { return value(nullptr, nullptr, nullptr); }
+  bool number_integer(number_integer_t v) override {
+    const std::string s = std::to_string(v);
+    const int64_t x = v;
+    return value(&x, &s, nullptr);
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    const std::string s = std::to_string(v);
+    const int64_t x = v > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(v);
+    return value(&x, &s, nullptr);
+  }
+  bool number_float(number_float_t v, const string_t& s) override {
+    const int64_t x = (v >= -9.2e18 && v <= 9.2e18) ? int64_t(v) : (v < 0 ? INT64_MIN : INT64_MAX);
+    return value(&x, &s, nullptr);
+  }
+  bool string(string_t& s) override { return value(nullptr, nullptr, &s); }
+  bool binary(binary_t&) override { return value(nullptr, nullptr, nullptr); }
+
+  bool start_object(std::size_t) override {
+    Ctx next = Ctx::Skip;
+    const Ctx at = top();
+    if (stack_.empty()) next = Ctx::Root;
+    else if (at == Ctx::Events) next = Ctx::Event, p_.events.emplace_back();
+    else if (at == Ctx::Root && key_ == "distributedInfo") next = Ctx::Dist;
+    else if (at == Ctx::Event && key_ == "args") next = Ctx::Args;
+    capture('{');
+    stack_.push_back(next);
+    return true;
+  }
+  bool end_object() override {
+    if (top() == Ctx::Event) finishEvent();
+    stack_.pop_back();
+    capture('}');
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    Ctx next = Ctx::Skip;
+    const Ctx at = top();
+    if (at == Ctx::Root && key_ == "traceEvents") next = Ctx::Events, p_.has_trace_events = true;
+    else if (at == Ctx::Args && (key_ == "grid" || key_ == "block")) next = Ctx::DimArray, dim_i_ = 0, dim_key_ = key_;
+    else if (at == Ctx::Args && key_ == "Input Dims") next = Ctx::Capture, shapes_.clear(), capture_depth_ = stack_.size();
+    capture('[');
+    stack_.push_back(next);
+    return true;
+  }
+  bool end_array() override {
+    const Ctx at = top();
+    stack_.pop_back();
+    capture(']');
+    if (at == Ctx::Capture && stack_.size() == capture_depth_) {
+      p_.events.back().shapes = p_.intern(shapes_);
+      capture_depth_ = 0;
+    }
+    return true;
+  }
+  bool key(string_t& k) override {
+    key_ = k;
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::json::exception& e) override {
+    throw UserError("import", path_ + " is not valid JSON (at byte " + std::to_string(position) + ": " + e.what() + ")",
+                    "pass a PyTorch profiler trace (.json or .json.gz)");
+  }
+
+ private:
+  enum class Ctx : uint8_t { Root, Events, Event, Args, Dist, DimArray, Capture, Skip };
+  Ctx top() const { return stack_.empty() ? Ctx::Skip : stack_.back(); }
+
+  // Input shapes are kept as compact JSON text, written as they stream by.
+  void capture(char c) {
+    if (!capture_depth_) return;
+    if ((c == '[' || c == '{') && !shapes_.empty() && shapes_.back() != '[' && shapes_.back() != '{') shapes_ += ',';
+    shapes_ += c;
+  }
+  void captureValue(const std::string& text) {
+    if (!shapes_.empty() && shapes_.back() != '[' && shapes_.back() != '{') shapes_ += ',';
+    shapes_ += text;
+  }
+
+  bool value(const int64_t* num, const std::string* num_text, const std::string* str) {
+    const Ctx at = top();
+    if (at == Ctx::Capture) {
+      captureValue(num_text ? *num_text : str ? nlohmann::json(*str).dump() : "null");
+      return true;
+    }
+    if (at == Ctx::Root && key_ == "baseTimeNanoseconds" && num) p_.base = *num;
+    if (at == Ctx::Dist && key_ == "rank" && num) p_.rank = *num;
+    if (at == Ctx::Event) eventField(p_.events.back(), num, num_text, str);
+    if (at == Ctx::Args) argField(p_.events.back(), num, str);
+    if (at == Ctx::DimArray && num && dim_i_ < 3) {
+      Event& e = p_.events.back();
+      Dims& d = dimsOf(e);
+      (dim_key_ == "grid" ? d.grid : d.block)[dim_i_++] = int32_t(std::clamp<int64_t>(*num, INT32_MIN, INT32_MAX));
+    }
+    return true;
+  }
+
+  void eventField(Event& e, const int64_t* num, const std::string* num_text, const std::string* str) {
+    if (key_ == "ph" && str) e.complete = *str == "X";
+    else if (key_ == "cat" && str) e.cat = category(*str);
+    else if (key_ == "name" && str) e.name = p_.intern(*str);
+    else if (key_ == "tid" && num) e.tid = *num;
+    else if ((key_ == "ts" || key_ == "dur") && num_text) {
+      int64_t ns = 0;
+      if (!microsToNs(*num_text, ns)) e.bad_time = true;
+      (key_ == "ts" ? e.ts : e.dur) = ns;
+      (key_ == "ts" ? e.has_ts : e.has_dur) = true;
+    }
+  }
+
+  Dims& dimsOf(Event& e) {
+    if (e.dims < 0) e.dims = int32_t(p_.dims.size()), p_.dims.emplace_back();
+    return p_.dims[size_t(e.dims)];
+  }
+  CommArgs& commOf(Event& e) {
+    if (e.comm < 0) e.comm = int32_t(p_.comms.size()), p_.comms.emplace_back();
+    return p_.comms[size_t(e.comm)];
+  }
+
+  void argField(Event& e, const int64_t* num, const std::string* str) {
+    const std::string& k = key_;
+    if (num) {
+      if (k == "correlation") e.correlation = *num;
+      else if (k == "device") e.device = *num;
+      else if (k == "stream") e.stream = *num;
+      else if (k == "Sequence number") e.seq = *num;
+      else if (k == "bytes") e.bytes = *num;
+      else if (k == "registers per thread") dimsOf(e).registers = int32_t(std::clamp<int64_t>(*num, 0, INT32_MAX));
+      else if (k == "shared memory") dimsOf(e).shared = int32_t(std::clamp<int64_t>(*num, 0, INT32_MAX));
+      else if (k == "In msg nelems") commOf(e).in = *num;
+      else if (k == "Out msg nelems") commOf(e).out = *num;
+      else if (k == "Group size") commOf(e).group_size = *num;
+    } else if (str) {
+      if (k == "Collective name") commOf(e).op = p_.intern(*str);
+      else if (k == "dtype") commOf(e).dtype = p_.intern(*str);
+      else if (k == "Process Group Description" || (k == "Process Group Name" && commOf(e).group == kNone))
+        commOf(e).group = p_.intern(*str);
+    }
+  }
+
+  // Only complete events with a time are kept; the rest give their slot back.
+  void finishEvent() {
+    const Event& e = p_.events.back();
+    if (!e.complete || !e.has_ts || !e.has_dur || (e.cat == Cat::Other && e.comm < 0)) p_.events.pop_back();
+  }
+
+  Parsed& p_;
+  const std::string& path_;
+  std::vector<Ctx> stack_;
+  std::string key_, dim_key_, shapes_;
+  size_t capture_depth_ = 0;
+  int dim_i_ = 0;
+};
+
 int32_t memcpyKind(const std::string& name) {
   static const std::pair<const char*, MemcpyKind> kinds[] = {{"HtoD", MemcpyKind::HtoD}, {"DtoH", MemcpyKind::DtoH},
                                                              {"DtoD", MemcpyKind::DtoD}, {"HtoH", MemcpyKind::HtoH},
@@ -24,80 +284,163 @@ int32_t memcpyKind(const std::string& name) {
   return int32_t(MemcpyKind::Unknown);
 }
 
-int64_t intArg(const nlohmann::json& args, const char* key, int64_t fallback) {
-  auto it = args.find(key);
-  return it != args.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+// c10 ScalarType names as the profiler writes them, in bytes.
+int64_t dtypeBytes(const std::string& t) {
+  static const std::map<std::string, int64_t> sizes = {
+      {"Float", 4}, {"float", 4}, {"Double", 8}, {"Half", 2}, {"BFloat16", 2}, {"Int", 4}, {"Long", 8},
+      {"Short", 2}, {"Char", 1},  {"Byte", 1},   {"Bool", 1}, {"Float8_e4m3fn", 1}, {"Float8_e5m2", 1},
+      {"ComplexFloat", 8}, {"ComplexDouble", 16}};
+  auto it = sizes.find(t);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+// "allreduce", "_allgather_base", "reduce_scatter_tensor_coalesced" … → this schema's op names.
+std::string collectiveOp(std::string n) {
+  for (char& c : n) c = char(std::tolower(static_cast<unsigned char>(c)));
+  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  if (has("allreduce") || has("all_reduce")) return "all_reduce";
+  if (has("reduce_scatter") || has("reducescatter")) return "reduce_scatter";
+  if (has("allgather") || has("all_gather")) return "all_gather";
+  if (has("broadcast")) return "broadcast";
+  if (has("alltoall") || has("all_to_all")) return "all_to_all";
+  if (has("barrier")) return "barrier";
+  if (has("send")) return "send";
+  if (has("recv")) return "recv";
+  if (has("reduce")) return "reduce";
+  return n;
 }
 
 }  // namespace
 
-int64_t importKineto(RunStore& store, ImportStats& st, const std::string& text, const std::string& path,
+int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const std::string& path,
                      int64_t default_rank) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw UserError("import", path + " is not valid JSON: " + e.what(), "pass a PyTorch profiler trace (.json or .json.gz)");
-  }
-  if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array())
+  Parsed p;
+  Reader reader(p, path);
+  nlohmann::json::sax_parse(in, &reader, nlohmann::json::input_format_t::json, /*strict=*/true);
+  if (!p.has_trace_events)
     throw UserError("import", path + " has no traceEvents array", "pass a PyTorch profiler (Kineto) trace");
-  int64_t rank = default_rank;
-  if (j.contains("distributedInfo") && j["distributedInfo"].is_object() && j["distributedInfo"].contains("rank"))
-    rank = j["distributedInfo"]["rank"].get<int64_t>();
-  const int64_t base = j.value("baseTimeNanoseconds", int64_t(0));
-  auto ns = [&](const nlohmann::json& us) { return base + int64_t(std::llround(us.get<double>() * 1000.0)); };
+  const int64_t rank = p.rank.value_or(default_rank);
+  if (rank < 0 || rank > INT32_MAX)
+    throw UserError("import", path + ": distributedInfo.rank " + std::to_string(rank) + " is out of range (0 to 2^31-1)",
+                    "check the trace file");
+  const int64_t base = p.base.value_or(0);
+
+  std::vector<StringId> ids(p.names.size(), kNoString);
+  auto id = [&](uint32_t n) {
+    if (ids[n] == kNoString) ids[n] = store.intern(p.names[n]);
+    return ids[n];
+  };
   const StringId domain = store.intern("kineto");
-  int64_t steps_seen = 0, t_min = INT64_MAX, t_max = INT64_MIN;
-  for (const auto& e : j["traceEvents"]) {
-    if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("ts") || !e.contains("dur")) continue;
-    const std::string cat = e.value("cat", ""), name = e.value("name", "");
-    const int64_t b = ns(e["ts"]), en = b + int64_t(std::llround(e["dur"].get<double>() * 1000.0));
-    t_min = std::min(t_min, b);
-    t_max = std::max(t_max, en);
-    const nlohmann::json args = e.value("args", nlohmann::json::object());
-    const int64_t tid = e.contains("tid") && e["tid"].is_number() ? e["tid"].get<int64_t>() : 0;
-    const int64_t corr = intArg(args, "correlation", -1);
-    if (cat == "cpu_op") {
-      HostOp op{b, en, store.intern(name), tid, intArg(args, "Sequence number", -1), kNoString, rank};
-      if (args.contains("Input Dims")) op.shapes = store.intern(args["Input Dims"].dump());
-      store.put(op);
-      ++st.host_ops;
-    } else if (cat == "user_annotation" || cat == "gpu_user_annotation") {
-      const int64_t k = stepNumber(name, path);
-      if (k >= 0 && cat == "user_annotation") {
-        store.appendStep(importedStep(rank, k, b, en));
-        ++steps_seen;
+  // Communication records: the NCCL kernels' args when the kernels carry them (GPU time), else the
+  // record_param_comms CPU ops (a CPU job's Gloo collectives, or an older PyTorch).
+  bool kernel_comms = false;
+  for (const Event& e : p.events) kernel_comms |= e.cat == Cat::Kernel && e.comm >= 0;
+  std::map<std::string, int64_t> seq_by_group;
+  std::vector<Collective> collectives;
+
+  int64_t steps_seen = 0, t_min = INT64_MAX, t_max = INT64_MIN, dropped_time = 0, dropped_negative = 0;
+  for (const Event& e : p.events) {
+    int64_t b = 0, en = 0;
+    if (e.bad_time || __builtin_add_overflow(base, e.ts, &b) || __builtin_add_overflow(b, e.dur, &en)) {
+      ++dropped_time;
+      continue;
+    }
+    if (e.dur < 0) {
+      ++dropped_negative;
+      continue;
+    }
+    const std::string& name = e.name == kNone ? p.names[p.intern("")] : p.names[e.name];
+    const StringId name_id = id(e.name == kNone ? p.intern("") : e.name);
+    if (e.cat != Cat::Other) t_min = std::min(t_min, b), t_max = std::max(t_max, en);
+    const int64_t stream = e.stream >= 0 ? e.stream : e.tid;
+    switch (e.cat) {
+      case Cat::Op: {
+        const int64_t k = stepNumber(name, path);  // PyTorch 1.x wrote ProfilerStep#N as an op
+        if (k >= 0) {
+          store.appendStep(importedStep(rank, k, b, en, path));
+          ++steps_seen;
+          store.put(Range{b, en, name_id, domain, e.tid, 0, int32_t(RangeKind::StartEnd), rank});
+          ++st.ranges;
+          break;
+        }
+        store.put(HostOp{b, en, name_id, e.tid, e.seq, e.shapes == kNone ? kNoString : id(e.shapes), rank});
+        ++st.host_ops;
+        break;
       }
-      store.put(Range{b, en, store.intern(name), domain, tid, 0, int32_t(RangeKind::StartEnd), rank});
-      ++st.ranges;
-    } else if (cat == "kernel") {
-      auto dim = [&](const char* key, int i) {
-        return args.contains(key) && args[key].is_array() && int(args[key].size()) > i ? args[key][i].get<int32_t>()
-                                                                                        : int32_t(0);
-      };
-      Kernel k{b, en, intArg(args, "device", 0), intArg(args, "stream", tid), store.intern(name), corr};
-      for (int i = 0; i < 3; ++i) k.grid[i] = dim("grid", i), k.block[i] = dim("block", i);
-      k.registers = int32_t(intArg(args, "registers per thread", 0));
-      k.shared_bytes = int32_t(intArg(args, "shared memory", 0));
-      k.rank = rank;
-      store.put(k);
-      ++st.kernels;
-    } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
-      store.put(ApiCall{b, en, tid, store.intern(name), corr,
-                        int32_t(cat == "cuda_driver" ? ApiKind::Driver : ApiKind::Runtime), rank});
-      ++st.api_calls;
-    } else if (cat == "gpu_memcpy") {
-      store.put(Memcpy{b, en, intArg(args, "device", 0), intArg(args, "stream", tid), corr, memcpyKind(name),
-                       intArg(args, "bytes", 0), rank});
-      ++st.memcpy;
-    } else if (cat == "gpu_memset") {
-      store.put(Memset{b, en, intArg(args, "device", 0), intArg(args, "stream", tid), corr, intArg(args, "bytes", 0), 0,
-                       rank});
-      ++st.memset;
+      case Cat::Annotation:
+      case Cat::GpuAnnotation: {
+        const int64_t k = stepNumber(name, path);
+        if (k >= 0 && e.cat == Cat::Annotation) {
+          store.appendStep(importedStep(rank, k, b, en, path));
+          ++steps_seen;
+        }
+        store.put(Range{b, en, name_id, domain, e.tid, 0, int32_t(RangeKind::StartEnd), rank});
+        ++st.ranges;
+        break;
+      }
+      case Cat::Kernel: {
+        Kernel k{b, en, e.device, stream, name_id, e.correlation};
+        if (e.dims >= 0) {
+          const Dims& d = p.dims[size_t(e.dims)];
+          for (int i = 0; i < 3; ++i) k.grid[size_t(i)] = d.grid[i], k.block[size_t(i)] = d.block[i];
+          k.registers = d.registers;
+          k.shared_bytes = d.shared;
+        }
+        k.rank = rank;
+        store.put(k);
+        ++st.kernels;
+        break;
+      }
+      case Cat::Runtime:
+      case Cat::Driver:
+        store.put(ApiCall{b, en, e.tid, name_id, e.correlation,
+                          int32_t(e.cat == Cat::Driver ? ApiKind::Driver : ApiKind::Runtime), rank});
+        ++st.api_calls;
+        break;
+      case Cat::Memcpy:
+        store.put(Memcpy{b, en, e.device, stream, e.correlation, memcpyKind(name), e.bytes, rank});
+        ++st.memcpy;
+        break;
+      case Cat::Memset:
+        store.put(Memset{b, en, e.device, stream, e.correlation, e.bytes, 0, rank});
+        ++st.memset;
+        break;
+      case Cat::Other: break;
+    }
+    const bool comm_source = kernel_comms ? e.cat == Cat::Kernel : (e.cat == Cat::Op && name == "record_param_comms");
+    if (e.comm >= 0 && comm_source) {
+      const CommArgs& c = p.comms[size_t(e.comm)];
+      if (c.op == kNone) continue;
+      Collective row;
+      row.op = collectiveOp(p.names[c.op]);
+      row.group = c.group == kNone ? "default" : p.names[c.group];
+      row.rank = rank;
+      row.group_size = std::max<int64_t>(1, c.group_size);
+      row.seq = seq_by_group[row.group]++;
+      // The buffer the bus-bandwidth rule is stated for: all-gather's output, everything else's input.
+      const int64_t nelems = row.op == "all_gather" ? (c.out >= 0 ? c.out : c.in) : (c.in >= 0 ? c.in : c.out);
+      const int64_t width = c.dtype == kNone ? 0 : dtypeBytes(p.names[c.dtype]);
+      row.bytes = nelems > 0 && width > 0 && nelems <= INT64_MAX / width ? nelems * width : 0;
+      row.start_ns = b;
+      row.end_ns = en;
+      collectives.push_back(row);
     }
   }
+  if (!collectives.empty()) store.put(collectives);
+  st.collectives += int64_t(collectives.size());
+  st.dropped_out_of_range += dropped_time;
+  st.dropped_negative += dropped_negative;
+  if (dropped_time + dropped_negative > 0) {
+    Drop d;
+    d.rank = rank;
+    d.source = "import";
+    d.emitted = int64_t(p.events.size());
+    d.stored = d.emitted - dropped_time - dropped_negative;
+    d.dropped = dropped_time + dropped_negative;
+    store.put(std::vector<Drop>{d});
+  }
   if (steps_seen == 0 && t_min < t_max) {  // no ProfilerStep: the whole trace is one step
-    store.appendStep(importedStep(rank, 0, t_min, t_max));
+    store.appendStep(importedStep(rank, 0, t_min, t_max, path));
     steps_seen = 1;
   }
   st.steps += steps_seen;

@@ -76,7 +76,7 @@ void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64
       int64_t n = stepNumber(label, path);
       if (label == "step") n = k++;
       if (n >= 0) {
-        store.appendStep(importedStep(rank, n, q.columnInt(0), q.columnInt(1)));
+        store.appendStep(importedStep(rank, n, q.columnInt(0), q.columnInt(1), path));
         ++steps_seen;
       }
       store.put(Range{q.columnInt(0), q.columnInt(1), store.intern(label), domain, q.columnInt(2) & 0xFFFFFF, 0,
@@ -85,7 +85,7 @@ void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64
     }
   }
   if (steps_seen == 0 && t_min < t_max) {
-    store.appendStep(importedStep(rank, 0, t_min, t_max));
+    store.appendStep(importedStep(rank, 0, t_min, t_max, path));
     steps_seen = 1;
   }
   st.steps += steps_seen;

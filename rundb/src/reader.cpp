@@ -144,8 +144,47 @@ void RunReader::forEach(const std::function<void(const Row&)>& f) {
   while (s.step()) f(io::RowIo<Row>::read(s));
 }
 
+template <class Row>
+void RunReader::forEachOf(int64_t rank, const std::function<void(const Row&)>& f) {
+  Statement s(*db_, io::selectAll<Row>() + " WHERE rank = ? ORDER BY " + timeColumn<Row>());
+  s.bind(1, rank);
+  while (s.step()) f(io::RowIo<Row>::read(s));
+}
+
+void RunReader::spans(const char* t, int64_t rowid_begin, int64_t rowid_end, std::vector<SpanRow>& out) {
+  const std::string name = table(t).name;
+  // Missing columns read as constants, so that one loop serves every table.
+  std::string cols;
+  if (name == "ranges" || name == "host_ops") cols = "name_id, tid, 0, -1, 0";
+  else if (name == "api_calls") cols = "name_id, tid, 0, COALESCE(correlation, -1), kind";
+  else if (name == "kernels") cols = "name_id, device, stream, COALESCE(correlation, -1), 0";
+  else if (name == "memcpy") cols = "NULL, device, stream, COALESCE(correlation, -1), kind";
+  else if (name == "memset") cols = "NULL, device, stream, COALESCE(correlation, -1), 0";
+  else TRAINSCOPE_THROW("spans: not a span table: " + name);
+  Statement s(*db_, "SELECT rank, start_ns, end_ns, " + cols + " FROM " + name + " WHERE rowid >= ? AND rowid < ?");
+  s.bindFrom(1, rowid_begin, rowid_end);
+  while (s.step()) {
+    SpanRow r;
+    r.rank = s.columnInt(0);
+    r.start_ns = s.columnInt(1);
+    r.end_ns = s.columnInt(2);
+    r.name = s.columnIsNull(3) ? kNoString : StringId(s.columnInt(3));
+    r.a = s.columnInt(4);
+    r.b = s.columnInt(5);
+    r.correlation = s.columnInt(6);
+    r.kind = int32_t(s.columnInt(7));
+    out.push_back(r);
+  }
+}
+
+int64_t RunReader::rowBound(const char* t) {
+  Statement s(*db_, std::string("SELECT MAX(rowid) FROM ") + table(t).name);
+  return s.step() && !s.columnIsNull(0) ? s.columnInt(0) : 0;
+}
+
 #define TRAINSCOPE_READER_ROW(Row)                                                     \
   template std::vector<Row> RunReader::events<Row>(int64_t, int64_t, int64_t);         \
+  template void RunReader::forEachOf<Row>(int64_t, const std::function<void(const Row&)>&); \
   template void RunReader::forEach<Row>(const std::function<void(const Row&)>&);
 TRAINSCOPE_READER_ROW(Range)
 TRAINSCOPE_READER_ROW(HostOp)

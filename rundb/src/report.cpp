@@ -150,7 +150,9 @@ std::string formatReport(const Report& r) {
   }
   std::snprintf(line, sizeof(line), "; peak memory %.2f MiB\n\n", double(s.peak_bytes) / (1 << 20));
   o << line;
-  o << "rank  steps   mean ms  median ms   p90 ms   compute ms   comm ms  overlap ms   idle ms  peak MiB\n";
+  const bool gpu = s.breakdown_window == "gpu";
+  o << "rank  steps   mean ms  median ms   p90 ms" << (gpu ? "    GPU ms" : "")
+    << "   compute ms   comm ms  overlap ms  memory ms   idle ms  peak MiB\n";
   for (const auto& k : s.ranks) {
     const Breakdown b = k.breakdown.value_or(Breakdown{});
     auto cell = [&](double v) {
@@ -159,13 +161,18 @@ std::string formatReport(const Report& r) {
       else std::snprintf(c, sizeof(c), "-");
       return std::string(c);
     };
-    std::snprintf(line, sizeof(line), "%4lld %6lld %9.2f %10.2f %8.2f %12s %9s %11s %9s %9.1f%s\n",
+    char gpu_cell[32] = "";
+    if (gpu) std::snprintf(gpu_cell, sizeof(gpu_cell), " %9s", k.gpu_step_s ? std::to_string(*k.gpu_step_s * 1e3).substr(0, 8).c_str() : "-");
+    std::snprintf(line, sizeof(line), "%4lld %6lld %9.2f %10.2f %8.2f%s %12s %9s %11s %10s %9s %9.1f%s\n",
                   static_cast<long long>(k.rank), static_cast<long long>(k.steps), k.step_s_mean * 1e3,
-                  k.step_s_median * 1e3, k.step_s_p90 * 1e3, cell(b.compute_s).c_str(), cell(b.comm_s).c_str(),
-                  cell(b.overlap_s).c_str(), cell(b.idle_s).c_str(), double(k.peak_bytes) / (1 << 20),
-                  k.straggler ? "  <- straggler" : "");
+                  k.step_s_median * 1e3, k.step_s_p90 * 1e3, gpu_cell, cell(b.compute_s).c_str(), cell(b.comm_s).c_str(),
+                  cell(b.overlap_s).c_str(), cell(b.memory_s).c_str(), cell(b.idle_s).c_str(),
+                  double(k.peak_bytes) / (1 << 20), k.straggler ? "  <- straggler" : "");
     o << line;
   }
+  o << "(per counted step, over each step's " << (gpu ? "GPU window: its launches' device work" : "CPU window")
+    << (s.breakdown_source.empty() ? "" : "; compute from " + s.breakdown_source) << ")\n";
+  for (const auto& n : s.notes) o << "note: " << n << "\n";
   if (!r.top_ops.empty()) {
     o << "\ntop " << r.top_ops.size() << " " << r.top_ops_source
       << (r.top_ops_source == "kernels" ? " by total time\n" : " by self time (total includes nested ops)\n");

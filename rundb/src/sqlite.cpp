@@ -45,6 +45,11 @@ std::string fileUri(const std::string& path, const char* query) {
 }  // namespace
 
 void Database::open(const std::string& target, int flags) {
+  // Once per process, before SQLite initialises: no global memory statistics. With them on (the
+  // default) every allocation of every connection takes one global mutex, and readers on several
+  // threads (the viewer's loader) queue on it.
+  static const int configured = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  (void)configured;
   int rc = sqlite3_open_v2(target.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);

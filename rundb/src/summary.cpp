@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,20 @@
 #include "trainscope/rundb/reader.h"
 
 namespace trainscope::rundb {
+namespace {
+
+// Saturating int64 arithmetic for times and step numbers read from a file: a damaged or foreign one
+// may hold any values, and a window wider than int64 nanoseconds (292 years) is clamped, not overflowed.
+int64_t satAdd(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+int64_t satSub(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
+}  // namespace
 
 std::vector<Interval> unionOf(std::vector<Interval> v) {
   std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
@@ -27,7 +43,8 @@ std::vector<Interval> unionOf(std::vector<Interval> v) {
 int64_t coveredWithin(const std::vector<Interval>& m, int64_t b, int64_t e) {
   int64_t total = 0;
   auto it = std::lower_bound(m.begin(), m.end(), b, [](const Interval& i, int64_t t) { return i.end <= t; });
-  for (; it != m.end() && it->begin < e; ++it) total += std::min(e, it->end) - std::max(b, it->begin);
+  for (; it != m.end() && it->begin < e; ++it)
+    total = satAdd(total, satSub(std::min(e, it->end), std::max(b, it->begin)));
   return total;
 }
 
@@ -63,7 +80,7 @@ int64_t effectiveSkip(const std::vector<Step>& steps, int64_t skip) {
   for (const Step& s : steps) ids.insert(s.step);
   if (ids.empty()) return 0;
   int64_t left = 0;
-  for (int64_t k : ids) left += k >= *ids.begin() + skip;
+  for (int64_t k : ids) left += k >= satAdd(*ids.begin(), skip);
   return left > 0 ? skip : 0;
 }
 
@@ -94,7 +111,7 @@ RunSummary fromSteps(const std::vector<Step>& steps, int64_t world, const std::s
   for (const Step& r : steps) {
     RankSummary& rs = per_rank[r.rank];
     rs.rank = r.rank;
-    if (r.step < first + s.excluded_steps) continue;
+    if (r.step < satAdd(first, s.excluded_steps)) continue;
     PerStep& p = per_step[r.step];
     p.time_ns = std::max(p.time_ns, r.step_time_ns);
     p.tokens = std::max(p.tokens, r.tokens);
@@ -160,50 +177,127 @@ RunSummary summarize(RunReader& reader, int64_t skip) {
   const std::vector<Step> steps = reader.steps();
   RunSummary s = fromSteps(steps, reader.worldSize(), workload, peak, skip);
 
-  // Breakdown per rank over its own counted step windows.
-  std::map<int64_t, std::vector<Interval>> windows;
+  // Breakdown per rank over its own counted steps' windows (definitions in summary.h).
+  std::map<int64_t, std::vector<Interval>> cpu_windows;
   int64_t first = INT64_MAX;
   for (const Step& r : steps) first = std::min(first, r.step);
   for (const Step& r : steps)
-    if (r.step >= first + s.excluded_steps) windows[r.rank].push_back({r.start_ns, r.start_ns + r.step_time_ns});
+    if (r.step >= satAdd(first, s.excluded_steps))
+      cpu_windows[r.rank].push_back({r.start_ns, satAdd(r.start_ns, r.step_time_ns)});
+  for (auto& [rank, w] : cpu_windows)
+    std::sort(w.begin(), w.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
   std::set<StringId> compute_names;
   for (const char* n : names::kComputeRanges)
     if (auto id = reader.find(n)) compute_names.insert(*id);
-  const bool any_events = reader.hasEvents("kernels") || reader.hasEvents("ranges") || reader.hasEvents("collectives");
+  const bool any_events = reader.hasEvents("kernels") || reader.hasEvents("ranges") || reader.hasEvents("collectives") ||
+                          reader.hasEvents("host_ops") || reader.hasEvents("memcpy") || reader.hasEvents("memset");
   if (!any_events) return s;
   std::vector<double> compute_per_rank;
+  bool cpu_fallback_note = false, host_ops_note = false;
   for (RankSummary& rs : s.ranks) {
-    std::vector<Interval> compute, comm;
-    for (const Kernel& k : reader.events<Kernel>(rs.rank))
+    const auto& cw = cpu_windows[rs.rank];
+    std::vector<Interval> compute, comm, memory;
+    // Device events with their correlation, to find their step.
+    struct Device {
+      int64_t start, end, correlation;
+    };
+    std::vector<Device> device;
+    for (const Kernel& k : reader.events<Kernel>(rs.rank)) {
       (isCommKernel(reader.string(k.name)) ? comm : compute).push_back({k.start_ns, k.end_ns});
-    if (compute.empty()) {
+      device.push_back({k.start_ns, k.end_ns, k.correlation});
+    }
+    for (const Memcpy& m : reader.events<Memcpy>(rs.rank)) {
+      memory.push_back({m.start_ns, m.end_ns});
+      device.push_back({m.start_ns, m.end_ns, m.correlation});
+    }
+    for (const Memset& m : reader.events<Memset>(rs.rank)) {
+      memory.push_back({m.start_ns, m.end_ns});
+      device.push_back({m.start_ns, m.end_ns, m.correlation});
+    }
+    if (!compute.empty()) {
+      s.breakdown_source = "kernels";
+    } else if (device.empty()) {
       for (const Range& r : reader.events<Range>(rs.rank))
         if (compute_names.count(r.name)) compute.push_back({r.start_ns, r.end_ns});
       if (!compute.empty() && s.breakdown_source.empty()) s.breakdown_source = "ranges";
-    } else {
-      s.breakdown_source = "kernels";
+      if (compute.empty()) {  // a trace of CPU ops only (a CPU job's profiler trace)
+        for (const HostOp& h : reader.events<HostOp>(rs.rank)) compute.push_back({h.start_ns, h.end_ns});
+        if (!compute.empty()) {
+          if (s.breakdown_source.empty()) s.breakdown_source = "host_ops";
+          host_ops_note = true;
+        }
+      }
     }
     for (const Collective& c : reader.collectives(rs.rank)) comm.push_back({c.start_ns, c.end_ns});
+
+    // The windows: each step's GPU work, found through the launches; else the CPU windows.
+    std::vector<Interval> windows = cw;
+    if (!device.empty()) {
+      std::unordered_map<int64_t, int64_t> launch;  // correlation → launch time
+      for (const ApiCall& a : reader.events<ApiCall>(rs.rank))
+        if (a.correlation >= 0) launch.emplace(a.correlation, a.start_ns);
+      if (launch.empty()) {
+        cpu_fallback_note = true;
+      } else {
+        std::vector<Interval> gpu(cw.size(), Interval{INT64_MAX, INT64_MIN});
+        for (const Device& d : device) {
+          auto it = d.correlation >= 0 ? launch.find(d.correlation) : launch.end();
+          if (it == launch.end()) {
+            ++rs.unattributed_events;
+            rs.unattributed_s += double(satSub(d.end, d.start)) * 1e-9;
+            continue;
+          }
+          const int64_t t = it->second;
+          auto w = std::partition_point(cw.begin(), cw.end(), [t](const Interval& x) { return x.begin <= t; });
+          if (w == cw.begin()) continue;
+          --w;
+          if (t >= w->end) continue;  // launched between steps, or in a warm-up step: not counted
+          Interval& g = gpu[size_t(w - cw.begin())];
+          g.begin = std::min(g.begin, d.start);
+          g.end = std::max(g.end, d.end);
+        }
+        windows.clear();
+        double sum = 0;
+        for (const Interval& g : gpu)
+          if (g.begin < g.end) windows.push_back(g), sum += double(satSub(g.end, g.begin)) * 1e-9;
+        if (!windows.empty()) rs.gpu_step_s = sum / double(windows.size());
+        s.breakdown_window = "gpu";
+      }
+    }
+    if (s.breakdown_window.empty()) s.breakdown_window = "cpu";
+
     const auto cu = unionOf(compute), co = unionOf(comm), ov = intersect(cu, co);
-    std::vector<Interval> both = cu;
-    both.insert(both.end(), co.begin(), co.end());
-    const auto any = unionOf(both);
+    std::vector<Interval> busy = cu;
+    busy.insert(busy.end(), co.begin(), co.end());
+    const auto work = unionOf(busy);
+    std::vector<Interval> everything = work;
+    const auto me = unionOf(memory);
+    everything.insert(everything.end(), me.begin(), me.end());
+    const auto any = unionOf(everything);
     Breakdown b;
-    const auto& w = windows[rs.rank];
-    for (const auto& [begin, end] : w) {
+    for (const auto& [begin, end] : windows) {
       b.compute_s += double(coveredWithin(cu, begin, end));
       b.comm_s += double(coveredWithin(co, begin, end));
       b.overlap_s += double(coveredWithin(ov, begin, end));
-      b.idle_s += double((end - begin) - coveredWithin(any, begin, end));
+      const double covered = double(coveredWithin(any, begin, end));
+      b.memory_s += covered - double(coveredWithin(work, begin, end));
+      b.idle_s += double(satSub(end, begin)) - covered;
     }
-    const double n = w.empty() ? 1.0 : double(w.size());
-    b.compute_s *= 1e-9 / n;
-    b.comm_s *= 1e-9 / n;
-    b.overlap_s *= 1e-9 / n;
-    b.idle_s *= 1e-9 / n;
+    const double n = windows.empty() ? 1.0 : double(windows.size());
+    for (double* v : {&b.compute_s, &b.comm_s, &b.overlap_s, &b.memory_s, &b.idle_s}) *v *= 1e-9 / n;
     rs.breakdown = b;
     compute_per_rank.push_back(b.compute_s);
   }
+  if (host_ops_note)
+    s.notes.push_back("no GPU events in this trace: compute is the time in CPU ops (a CPU-only profile)");
+  if (cpu_fallback_note)
+    s.notes.push_back("the device events have no launch records (API calls with correlation ids): the breakdown "
+                      "uses the CPU step windows, and GPU work that runs past a step is counted in the next");
+  for (const RankSummary& rs : s.ranks)
+    if (rs.unattributed_events > 0) {
+      s.notes.push_back("rank " + std::to_string(rs.rank) + ": " + std::to_string(rs.unattributed_events) +
+                        " device event(s) have no launch in the trace; counted apart, not in any step");
+    }
   if (s.ranks.size() > 1) {
     const double med = percentile(compute_per_rank, 0.5);
     for (auto& rs : s.ranks) rs.straggler = med > 0 && rs.breakdown && rs.breakdown->compute_s > 1.10 * med;
@@ -219,7 +313,8 @@ std::string summaryJson(const RunSummary& s) {
                       {"step_time_median_s", s.step_s_median}, {"step_time_p90_s", s.step_s_p90},
                       {"mfu", opt(s.mfu)},              {"hfu", opt(s.hfu)},
                       {"peak_flops", opt(s.peak_flops)}, {"peak_bytes", s.peak_bytes},
-                      {"breakdown_source", s.breakdown_source}};
+                      {"breakdown_source", s.breakdown_source}, {"breakdown_window", s.breakdown_window},
+                      {"notes", s.notes}};
   j["ranks"] = nlohmann::json::array();
   for (const RankSummary& r : s.ranks) {
     nlohmann::json k = {{"rank", r.rank},
@@ -233,7 +328,11 @@ std::string summaryJson(const RunSummary& s) {
                         {"straggler", r.straggler}};
     if (r.breakdown)
       k["breakdown"] = {{"compute_s", r.breakdown->compute_s}, {"comm_s", r.breakdown->comm_s},
-                        {"overlap_s", r.breakdown->overlap_s}, {"idle_s", r.breakdown->idle_s}};
+                        {"overlap_s", r.breakdown->overlap_s}, {"memory_s", r.breakdown->memory_s},
+                        {"idle_s", r.breakdown->idle_s}};
+    k["gpu_step_time_mean_s"] = r.gpu_step_s ? nlohmann::json(*r.gpu_step_s) : nlohmann::json(nullptr);
+    k["unattributed_device_events"] = r.unattributed_events;
+    k["unattributed_device_s"] = r.unattributed_s;
     j["ranks"].push_back(k);
   }
   return j.dump();

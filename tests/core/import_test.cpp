@@ -89,15 +89,24 @@ TEST(Import, KinetoPlainAndGzippedOnePerRank) {
     EXPECT_EQ(joined, 4);
     EXPECT_EQ(rd.events<tr::Memcpy>(0).at(0).kind, 1);  // HtoD
   }
-  // report: steps of 900 us; compute = the sgemm [30, 430), comm = the NCCL kernel [300, 600)
+  // report: CPU steps of 900 us. The GPU window of a step is its launched work: the sgemm [30, 430)
+  // (launched by cudaLaunchKernel, correlation 100+k). The NCCL kernel and the copy have no launch in
+  // this trace: counted apart (2 of each per rank). Inside the window the NCCL kernel covers
+  // [300, 430): comm 0.13 ms, all of it overlapping compute; no idle.
   tr::Report r = tr::computeReport(out);
   ASSERT_EQ(r.summary.ranks.size(), 2u);
   EXPECT_EQ(r.summary.ranks[1].steps, 2);  // imports skip no warm-up step
   EXPECT_DOUBLE_EQ(r.summary.ranks[0].step_s_mean, 0.9e-3);
+  EXPECT_EQ(r.summary.breakdown_window, "gpu");
+  ASSERT_TRUE(r.summary.ranks[0].gpu_step_s);
+  EXPECT_NEAR(*r.summary.ranks[0].gpu_step_s, 0.4e-3, 1e-12);
+  EXPECT_EQ(r.summary.ranks[0].unattributed_events, 4);
+  EXPECT_NEAR(r.summary.ranks[0].unattributed_s, 2 * 0.3e-3 + 2 * 8e-6, 1e-12);
   ASSERT_TRUE(r.summary.ranks[0].breakdown);
   EXPECT_NEAR(r.summary.ranks[0].breakdown->compute_s, 0.4e-3, 1e-12);
-  EXPECT_NEAR(r.summary.ranks[0].breakdown->comm_s, 0.3e-3, 1e-12);
+  EXPECT_NEAR(r.summary.ranks[0].breakdown->comm_s, 0.13e-3, 1e-12);
   EXPECT_NEAR(r.summary.ranks[0].breakdown->overlap_s, 0.13e-3, 1e-12);
+  EXPECT_NEAR(r.summary.ranks[0].breakdown->idle_s, 0, 1e-12);
   EXPECT_EQ(r.top_ops_source, "kernels");
   EXPECT_EQ(r.top_ops[0].name, "ampere_sgemm_64x64_nn");
   auto ex = tr::exportChrome(out, tempPath("kineto.json"));
@@ -147,8 +156,10 @@ TEST(Import, NsightSystemsSqliteExport) {
   tr::Report r = tr::computeReport(out);
   ASSERT_EQ(r.summary.ranks.size(), 1u);
   EXPECT_DOUBLE_EQ(r.summary.ranks[0].step_s_mean, 1000e-9);
+  // The GPU window is the launched kernel's 500 ns: all compute, no idle (the CPU's 1000 ns beside it).
+  EXPECT_DOUBLE_EQ(r.summary.ranks[0].gpu_step_s.value_or(0), 500e-9);
   EXPECT_DOUBLE_EQ(r.summary.ranks[0].breakdown->compute_s, 500e-9);
-  EXPECT_DOUBLE_EQ(r.summary.ranks[0].breakdown->idle_s, 500e-9);
+  EXPECT_DOUBLE_EQ(r.summary.ranks[0].breakdown->idle_s, 0);
   EXPECT_EQ(r.top_ops[0].name, "volta_sgemm_128x64_nn");
 }
 
@@ -222,4 +233,194 @@ TEST(Import, AFileWithNothingRecognisedIsAnErrorAndLongNamesAreElidedInText) {
     EXPECT_LT(line.size(), 200u) << line.substr(0, 60);
   }
   EXPECT_NE(tr::reportJson(rep).find(longname), std::string::npos);
+}
+
+namespace {
+// A Kineto file from event lines written as text (so that numbers keep their exact decimals).
+std::string kinetoText(const std::vector<std::string>& events, const std::string& head = "") {
+  std::string t = "{" + head + "\"schemaVersion\": 1, \"traceEvents\": [\n";
+  for (size_t i = 0; i < events.size(); ++i) t += events[i] + (i + 1 < events.size() ? ",\n" : "\n");
+  return t + "]}";
+}
+std::string X(const std::string& cat, const std::string& name, const std::string& ts, const std::string& dur,
+              int tid, const std::string& args = "{}") {
+  return "{\"ph\": \"X\", \"cat\": \"" + cat + "\", \"name\": \"" + name + "\", \"pid\": 1, \"tid\": " +
+         std::to_string(tid) + ", \"ts\": " + ts + ", \"dur\": " + dur + ", \"args\": " + args + "}";
+}
+std::string importOne(const std::string& name, const std::string& text) {
+  const std::string in = tempPath(name + ".json"), out = tempPath(name + ".db");
+  std::ofstream(in) << text;
+  tr::importTraces({in}, out, true);
+  return out;
+}
+}  // namespace
+
+TEST(ImportFidelity, GpuWorkRunningPastTheCpuStepBelongsToTheStepThatLaunchedIt) {
+  // Two CPU steps of 100 us. Step 1 launches two kernels at 10 and 20 us; the GPU lags: they run
+  // [60, 150) and [150, 230) — past the CPU step's end (100), into step 2's CPU window. Step 2
+  // launches one kernel at 120 us that runs [230, 260). A kernel with no launch runs [300, 310).
+  const std::vector<std::string> ev = {
+      X("user_annotation", "ProfilerStep#1", "0", "100", 1), X("user_annotation", "ProfilerStep#2", "100", "100", 1),
+      X("cuda_runtime", "cudaLaunchKernel", "10", "2", 1, R"({"correlation": 1})"),
+      X("cuda_runtime", "cudaLaunchKernel", "20", "2", 1, R"({"correlation": 2})"),
+      X("cuda_runtime", "cudaLaunchKernel", "120", "2", 1, R"({"correlation": 3})"),
+      X("kernel", "gemm_a", "60", "90", 7, R"({"device": 0, "stream": 7, "correlation": 1})"),
+      X("kernel", "gemm_b", "150", "80", 7, R"({"device": 0, "stream": 7, "correlation": 2})"),
+      X("kernel", "gemm_c", "230", "30", 7, R"({"device": 0, "stream": 7, "correlation": 3})"),
+      X("kernel", "orphan", "300", "10", 7, R"({"device": 0, "stream": 7})")};
+  const std::string db = importOne("lag", kinetoText(ev));
+  tr::RunReader rd(db);
+  const tr::RunSummary s = tr::summarize(rd);
+  ASSERT_EQ(s.ranks.size(), 1u);
+  const auto& r = s.ranks[0];
+  EXPECT_EQ(s.breakdown_window, "gpu");
+  EXPECT_DOUBLE_EQ(r.step_s_mean, 100e-6);                  // the CPU's step time, as recorded
+  EXPECT_NEAR(r.gpu_step_s.value_or(0), (170e-6 + 30e-6) / 2, 1e-12);  // step 1: [60, 230); step 2: [230, 260)
+  ASSERT_TRUE(r.breakdown);
+  // Every launched kernel's time is in a step: (90 + 80 + 30) / 2 per step; none idle.
+  EXPECT_NEAR(r.breakdown->compute_s, 100e-6, 1e-12);
+  EXPECT_NEAR(r.breakdown->idle_s, 0, 1e-12);
+  EXPECT_EQ(r.unattributed_events, 1);
+  EXPECT_NEAR(r.unattributed_s, 10e-6, 1e-12);
+  bool noted = false;
+  for (const auto& n : s.notes) noted |= n.find("no launch in the trace") != std::string::npos;
+  EXPECT_TRUE(noted);
+  const std::string text = tr::formatReport(tr::computeReport(db));
+  EXPECT_NE(text.find("GPU ms"), std::string::npos) << text;
+}
+
+TEST(ImportFidelity, CopiesAndSetsAreMemoryTimeAndTheCategoriesAddUpToTheWindow) {
+  // One step; launched: a copy [0, 40), a kernel [40, 100), a set [100, 110), an idle gap, a kernel
+  // [150, 200). Window [0, 200): compute 110, memory 50, idle 40.
+  const std::vector<std::string> ev = {
+      X("user_annotation", "ProfilerStep#0", "0", "50", 1),
+      X("cuda_runtime", "cudaMemcpyAsync", "0", "1", 1, R"({"correlation": 1})"),
+      X("cuda_runtime", "cudaLaunchKernel", "2", "1", 1, R"({"correlation": 2})"),
+      X("cuda_runtime", "cudaMemsetAsync", "4", "1", 1, R"({"correlation": 3})"),
+      X("cuda_runtime", "cudaLaunchKernel", "6", "1", 1, R"({"correlation": 4})"),
+      X("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", "0", "40", 7,
+        R"({"device": 0, "stream": 7, "correlation": 1, "bytes": 1048576})"),
+      X("kernel", "k1", "40", "60", 7, R"({"device": 0, "stream": 7, "correlation": 2})"),
+      X("gpu_memset", "Memset (Device)", "100", "10", 7, R"({"device": 0, "stream": 7, "correlation": 3, "bytes": 64})"),
+      X("kernel", "k2", "150", "50", 7, R"({"device": 0, "stream": 7, "correlation": 4})")};
+  tr::RunReader rd(importOne("copies", kinetoText(ev)));
+  const auto b = tr::summarize(rd).ranks.at(0).breakdown.value();
+  EXPECT_NEAR(b.compute_s, 110e-6, 1e-12);
+  EXPECT_NEAR(b.memory_s, 50e-6, 1e-12);
+  EXPECT_NEAR(b.idle_s, 40e-6, 1e-12);
+  EXPECT_NEAR(b.compute_s + b.comm_s - b.overlap_s + b.memory_s + b.idle_s, 200e-6, 1e-12);
+}
+
+TEST(ImportFidelity, ACpuOnlyTraceIsBrokenDownFromItsOpsWithANoteAndItsGlooCollectives) {
+  // PyTorch 1.x names ("Operator"), and record_param_comms for a Gloo all-reduce of 1 Mi floats.
+  const std::vector<std::string> ev = {
+      X("Operator", "ProfilerStep#3", "0", "1000", 1), X("Operator", "aten::mm", "100", "300", 1),
+      X("cpu_op", "record_param_comms", "500", "200", 1,
+        R"({"Collective name": "allreduce", "In msg nelems": 1048576, "Out msg nelems": 1048576, "Group size": 4,
+            "dtype": "Float", "Process Group Description": "default_pg"})")};
+  const std::string db = importOne("cpuonly", kinetoText(ev, R"("distributedInfo": {"rank": 2, "world_size": 4}, )"));
+  tr::RunReader rd(db);
+  EXPECT_EQ(rd.steps(2).size(), 1u);  // ProfilerStep#3 as an Operator is a step
+  EXPECT_EQ(rd.steps(2)[0].step, 3);
+  const auto coll = rd.collectives(2);
+  ASSERT_EQ(coll.size(), 1u);
+  EXPECT_EQ(coll[0].op, "all_reduce");
+  EXPECT_EQ(coll[0].group, "default_pg");
+  EXPECT_EQ(coll[0].group_size, 4);
+  EXPECT_EQ(coll[0].bytes, 4 << 20);
+  EXPECT_NEAR(coll[0].busbw(), double(4 << 20) / 200e-6 * 2 * 3 / 4, 1.0);
+  const tr::RunSummary s = tr::summarize(rd);
+  EXPECT_EQ(s.breakdown_source, "host_ops");
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_NE(s.notes[0].find("no GPU events"), std::string::npos);
+  const auto b = s.ranks.at(0).breakdown.value();
+  EXPECT_NEAR(b.compute_s, 500e-6, 1e-12);  // aten::mm and record_param_comms are CPU ops
+  EXPECT_NEAR(b.comm_s, 200e-6, 1e-12);
+  EXPECT_NEAR(b.idle_s, 500e-6, 1e-12);
+  const std::string text = tr::formatReport(tr::computeReport(db));
+  EXPECT_NE(text.find("note: no GPU events"), std::string::npos) << text;
+}
+
+TEST(ImportFidelity, NcclKernelsCarryTheirMessageSizesIntoCollectives) {
+  const std::vector<std::string> ev = {
+      X("user_annotation", "ProfilerStep#0", "0", "1000", 1),
+      X("cuda_runtime", "cudaLaunchKernel", "10", "5", 1, R"({"correlation": 9})"),
+      X("cpu_op", "record_param_comms", "8", "10", 1,
+        R"({"Collective name": "allreduce", "In msg nelems": 1048576, "Group size": 8, "dtype": "BFloat16"})"),
+      X("kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "20", "100", 20,
+        R"({"device": 0, "stream": 20, "correlation": 9, "Collective name": "allreduce", "In msg nelems": 1048576,
+            "Out msg nelems": 1048576, "Group size": 8, "dtype": "BFloat16", "Process Group Name": "0"})"),
+      X("kernel", "ncclDevKernel_AllGather_RING_LL", "200", "50", 20,
+        R"({"device": 0, "stream": 20, "Collective name": "_allgather_base", "In msg nelems": 1024,
+            "Out msg nelems": 8192, "Group size": 8, "dtype": "Float", "Process Group Name": "0"})")};
+  tr::RunReader rd(importOne("nccl", kinetoText(ev)));
+  const auto c = rd.collectives(0);
+  ASSERT_EQ(c.size(), 2u);  // the kernels' records (GPU time); the CPU op's is not counted twice
+  EXPECT_EQ(c[0].op, "all_reduce");
+  EXPECT_EQ(c[0].bytes, 2 << 20);
+  EXPECT_EQ(c[0].group_size, 8);
+  EXPECT_EQ(c[0].start_ns, 20'000);
+  EXPECT_EQ(c[0].end_ns, 120'000);
+  EXPECT_NEAR(c[0].busbw(), double(2 << 20) / 100e-6 * 2 * 7 / 8, 1.0);
+  EXPECT_EQ(c[1].op, "all_gather");
+  EXPECT_EQ(c[1].bytes, 8192 * 4);  // all-gather: the output buffer
+  EXPECT_EQ(c[1].seq, 1);
+}
+
+TEST(ImportFidelity, FractionalMicrosecondsAtEpochScaleAreExactToTheNanosecond) {
+  const std::vector<std::string> ev = {
+      X("cpu_op", "aten::add", "1700000000123456.789", "0.001", 1),
+      X("cpu_op", "aten::mul", "1700000000123457.7895", "12.3456", 1),  // the 4th decimal rounds
+      X("cpu_op", "aten::sub", "1700000000123460", "1e1", 1)};          // an exponent still parses
+  tr::RunReader rd(importOne("exact", kinetoText(ev)));
+  const auto ops = rd.events<tr::HostOp>(0);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].start_ns, 1700000000123456789);
+  EXPECT_EQ(ops[0].end_ns, 1700000000123456790);
+  EXPECT_EQ(ops[1].start_ns, 1700000000123457790);
+  EXPECT_EQ(ops[1].end_ns, 1700000000123457790 + 12346);
+  EXPECT_EQ(ops[2].end_ns - ops[2].start_ns, 10'000);
+}
+
+TEST(ImportFidelity, MalformedInputsGiveTheRightResultOrAClearError) {
+  using trainscope::testing::cli;
+  // Deeply nested args: read as a stream, no recursion — imported, the nesting ignored.
+  std::string deep = "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::deep\", \"tid\": 1, \"ts\": 1, \"dur\": 2, \"args\": {\"x\": ";
+  for (int i = 0; i < 200000; ++i) deep += "[";
+  for (int i = 0; i < 200000; ++i) deep += "]";
+  deep += "}}";
+  const std::string deep_in = tempPath("deep.json");
+  std::ofstream(deep_in) << kinetoText({deep});
+  auto r = cli("import " + deep_in + " -o " + tempPath("deep.db") + " --overwrite");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("1 host ops"), std::string::npos) << r.output;
+  // Negative durations and times past int64 ns: dropped and counted, and said.
+  const std::string odd_in = tempPath("odd.json");
+  std::ofstream(odd_in) << kinetoText({X("cpu_op", "good", "10", "5", 1), X("cpu_op", "negative", "20", "-5", 1),
+                                       X("cpu_op", "huge", "1e300", "5", 1), X("cpu_op", "overflows", "9223372036854775", "5", 1)});
+  const std::string odd_db = tempPath("odd.db");
+  r = cli("import " + odd_in + " -o " + odd_db + " --overwrite");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("dropped and counted (drops table): 2 event(s) whose time does not fit int64 nanoseconds, 1 with "
+                          "a negative duration"),
+            std::string::npos)
+      << r.output;
+  tr::RunReader rd(odd_db);
+  EXPECT_EQ(rd.events<tr::HostOp>(0).size(), 1u);
+  ASSERT_EQ(rd.drops().size(), 1u);
+  EXPECT_EQ(rd.drops()[0].dropped, 3);
+  r = cli("report " + odd_db);
+  EXPECT_NE(r.output.find("3 import events were dropped"), std::string::npos) << r.output;
+  // A rank past 2^31: refused, not truncated.
+  const std::string big_in = tempPath("bigrank.json");
+  std::ofstream(big_in) << kinetoText({X("cpu_op", "a", "1", "1", 1)}, R"("distributedInfo": {"rank": 3000000000}, )");
+  r = cli("import " + big_in + " -o " + tempPath("bigrank.db") + " --overwrite");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("distributedInfo.rank 3000000000 is out of range"), std::string::npos) << r.output;
+  // Truncated JSON: the byte where it stopped.
+  const std::string cut_in = tempPath("cut.json");
+  std::ofstream(cut_in) << kinetoText({X("cpu_op", "a", "1", "1", 1)}).substr(0, 60);
+  r = cli("import " + cut_in + " -o " + tempPath("cut.db") + " --overwrite");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("is not valid JSON (at byte"), std::string::npos) << r.output;
 }

@@ -2,10 +2,12 @@
 // formula, run configs and their JSON/flag forms, and the tuner's models (clusters, memory, time).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "../common/cli.h"
 #include "trainscope/runtime/config.h"
+#include "trainscope/tuner/calibrate.h"
 #include "trainscope/tuner/cluster.h"
 #include "trainscope/tuner/memory_model.h"
 #include "trainscope/tuner/time_model.h"
@@ -281,4 +283,39 @@ TEST(TimeModel, BreakdownAddsUpAndTheBubbleFollowsTheSchedule) {
   tn::Plan full = p;
   full.ckpt = rt::Checkpointing::Full;
   EXPECT_GT(tn::predictTime(w, full, c).recompute_s, 0.2 * t.compute_s);
+}
+
+TEST(Clusters, CollectiveFitRecoversAlphaAndBetaAndTheFileLoads) {
+  // all-reduce over 2 ranks: t = 2α + bytes·(2(n−1)/n)/β = 2α + bytes/β; α = 40 µs, β = 2 GB/s.
+  std::vector<trainscope::rundb::Collective> rows;
+  for (int64_t bytes : {4, 4096, 1 << 20, 25 << 20, 25 << 20, 4}) {
+    trainscope::rundb::Collective c;
+    c.op = "all_reduce";
+    c.group_size = 2;
+    c.bytes = bytes;
+    c.start_ns = 1'000'000;
+    c.end_ns = c.start_ns + int64_t(std::llround((2 * 40e-6 + double(bytes) / 2e9) * 1e9));
+    rows.push_back(c);
+  }
+  const auto fit = trainscope::tuner::fitCollectives(rows);
+  EXPECT_NEAR(fit.tier.latency, 40e-6, 1e-8);
+  EXPECT_NEAR(fit.tier.bandwidth, 2e9, 2e9 * 1e-4);
+  EXPECT_GT(fit.r2, 0.9999);
+  EXPECT_EQ(fit.samples, 6);
+  // One size only: no fit, and the message says what to check.
+  rows.resize(1);
+  EXPECT_THROW(trainscope::tuner::fitCollectives(rows), trainscope::UserError);
+  // The cluster file built from it loads, with the rates as given.
+  const std::string rates =
+      R"({"threads":2,"matmul":{"fp32":[[1e6,2e9],[1e9,1e11]],"bf16":[[1e6,1e9],[1e9,4e11]]},"memory_bandwidth":1e10,"vector_flops":1e9})";
+  const std::string path = trainscope::testing::tempPath("local.json");
+  std::ofstream(path) << trainscope::tuner::localClusterJson(rates, fit, 2, int64_t(1) << 30, "box");
+  const auto c = trainscope::tuner::loadCluster(path);
+  EXPECT_EQ(c.kind, "cpu");
+  EXPECT_EQ(c.devices_per_node, 2);
+  EXPECT_DOUBLE_EQ(c.peak("fp32"), 1e11);
+  EXPECT_DOUBLE_EQ(c.peak("bf16"), 4e11);
+  EXPECT_NEAR(c.matmulEfficiency(1e6), 0.02, 1e-9);
+  EXPECT_NEAR(c.intra_node.latency, 40e-6, 1e-8);
+  EXPECT_EQ(c.memory_bytes, int64_t(1) << 30);
 }

@@ -5,6 +5,11 @@
 //   a failing rank ends the run non-zero, quickly, with no orphans; a rendezvous times out clearly
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -146,7 +151,61 @@ TEST(ParallelFailure, RendezvousThatCannotCompleteTimesOutClearly) {
                 " run --workload tiny --steps 1 --device cpu --rendezvous-timeout 2");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("rendezvous with 127.0.0.1:1"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;  // LibTorch's backtraces stay out
   EXPECT_LT(r.seconds, 30);
+}
+
+namespace {
+// A TCP port that accepts connections and never answers: another program holding MASTER_PORT.
+struct SilentListener {
+  int fd = -1, port = 0;
+  SilentListener() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    listen(fd, 16);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~SilentListener() { close(fd); }
+};
+int freePort() {
+  SilentListener l;
+  return l.port;  // closed on return: free again (a race with other programs is possible, and harmless here)
+}
+}  // namespace
+
+TEST(ParallelFailure, RendezvousOnAPortHeldByAnotherProgramFailsWithinTheTimeout) {
+  SilentListener busy;
+  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(busy.port) + " timeout 60 ";
+  const std::string args = std::string(TRAINSCOPE_CLI) + " run --workload tiny --steps 1 --device cpu --rendezvous-timeout 2";
+  // A non-zero rank: the port answers the connection and then nothing — bounded by the timeout.
+  CliResult r = sh("RANK=1 " + env + args);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("got no answer from 127.0.0.1:" + std::to_string(busy.port) + " within"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 20);
+  // Rank 0 cannot host the store there: said at once, without LibTorch's backtrace.
+  r = sh("RANK=0 " + env + args);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("MASTER_PORT " + std::to_string(busy.port) + " on 127.0.0.1 is in use by another program"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Exception raised from"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 20);
+}
+
+TEST(ParallelFailure, ARendezvousTimeoutNamesTheRanksThatStayedSilent) {
+  const int port = freePort();
+  CliResult r = sh("RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " timeout 60 " +
+                   TRAINSCOPE_CLI + " run --workload tiny --steps 1 --device cpu --gbs 6 --mbs 2 --rendezvous-timeout 2");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("ranks 1 and 2 of 3 did not join within 2 s"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 20);
 }
 
 TEST(ParallelConfig, LayoutErrorsNameTheFlag) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -173,4 +174,38 @@ TEST(Tune, ExportsParseBackWithEveryFieldThatMaps) {
   EXPECT_NE(cmd.output.find("--launcher slurm"), std::string::npos);
   auto bad = cli("export " + study + " --format pytorch");
   EXPECT_EQ(bad.status, 2) << bad.output;
+}
+
+TEST(Tune, ClusterLocalMeasuresThisMachineIntoAClusterFileOncePerStudy) {
+  const std::string study = tempPath("local-study.db");
+  auto r = cli("tune --cluster local --workload tiny --seq 32 --gbs 8 --predict-only --study " + study);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("cluster: wrote " + study + ".cluster.json"), std::string::npos) << r.output;
+  const auto j = nlohmann::json::parse(std::ifstream(study + ".cluster.json"));
+  EXPECT_EQ(j["kind"], "cpu");
+  EXPECT_EQ(j["devices_per_node"].get<int64_t>(), int64_t(std::thread::hardware_concurrency()));
+  EXPECT_GT(j["peak_flops"]["fp32"].get<double>(), 1e8);
+  EXPECT_GT(j["memory_bandwidth"].get<double>(), 1e8);
+  EXPECT_GT(j["intra_node"]["bandwidth"].get<double>(), 0);
+  EXPECT_GE(j["intra_node"]["latency"].get<double>(), 0);
+  // The fit is over what the calibration run recorded: the file's α–β predicts those collectives
+  // better than the shipped preset's rough guess does (least squares minimises exactly that error).
+  trainscope::rundb::Database db(study + ".calibration.db", trainscope::rundb::Database::Mode::ReadOnly);
+  trainscope::rundb::Statement s(db, "SELECT bytes, end_ns - start_ns FROM collectives WHERE group_size = 2 AND start_ns >= "
+                                 "(SELECT start_ns FROM steps WHERE rank = 0 AND step = 1)");
+  double err_fit = 0, err_preset = 0;
+  const double a = j["intra_node"]["latency"], b = j["intra_node"]["bandwidth"];
+  int n = 0;
+  while (s.step()) {
+    const double bytes = double(s.columnInt(0)), t = double(s.columnInt(1)) * 1e-9;
+    err_fit += std::pow(2 * a + bytes / b - t, 2);
+    err_preset += std::pow(2 * 50e-6 + bytes / 2e9 - t, 2);
+    ++n;
+  }
+  EXPECT_GT(n, 10);
+  EXPECT_LE(err_fit, err_preset * 1.05);
+  // Resumed: the measurement is reused, so the study's inputs stay the same.
+  r = cli("tune --cluster local --workload tiny --seq 32 --gbs 8 --predict-only --resume --study " + study);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("reusing the measurement"), std::string::npos) << r.output;
 }

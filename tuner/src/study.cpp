@@ -122,6 +122,46 @@ const char* kTrialColumns =
     "predicted_step_s, predicted_peak, db_path, message";
 }  // namespace
 
+const StudyCandidate* StudySnapshot::candidate(int64_t id) const {
+  for (const auto& c : candidates)
+    if (c.id == id) return &c;
+  return nullptr;
+}
+
+StudySnapshot readStudy(const std::string& path) {
+  if (!isStudy(path))
+    throw UserError("study", path + " is not a trainscope study", "pass the --study file of `trainscope tune`");
+  StudySnapshot out;
+  out.path = path;
+  try {
+    Database db(path, Database::Mode::ReadOnly);
+    {
+      Statement s(db, "SELECT key, value FROM study");
+      while (s.step()) {
+        const std::string k = s.columnText(0);
+        if (k == "inputs") out.inputs_json = s.columnText(1);
+        if (k == "recommended") out.recommended = std::stoll(s.columnText(1));
+      }
+    }
+    const auto in = nlohmann::json::parse(out.inputs_json.empty() ? "{}" : out.inputs_json);
+    out.workload = in.value("workload", "");
+    out.cluster = in.value("cluster", "");
+    out.memory_bytes = in.value("memory_bytes", int64_t(0));
+    {
+      Statement s(db, "SELECT id, plan, rejected, predicted_peak, predicted_step_s FROM candidates ORDER BY id");
+      while (s.step())
+        out.candidates.push_back({s.columnInt(0), s.columnText(1), s.columnText(2), s.columnInt(3), s.columnDouble(4)});
+    }
+    Statement s(db, std::string("SELECT ") + kTrialColumns + " FROM trials ORDER BY id");
+    while (s.step()) out.trials.push_back(readTrial(s));
+  } catch (const rundb::SqliteError& e) {
+    throw UserError("study", path + " is damaged (" + e.what() + ")", "run the study again");
+  } catch (const std::exception& e) {
+    throw UserError("study", path + " is damaged (" + e.what() + ")", "run the study again");
+  }
+  return out;
+}
+
 std::vector<TrialRecord> Study::trials() {
   std::vector<TrialRecord> out;
   Statement s(*db_, std::string("SELECT ") + kTrialColumns + " FROM trials ORDER BY id");

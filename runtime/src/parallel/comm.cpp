@@ -12,11 +12,15 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <ATen/ATen.h>
+#include <c10/util/Logging.h>
 
 #include "parallel/comm_impl.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
 #include <map>
 #include <utility>
 #include "trainscope/common/error.h"
@@ -175,24 +179,101 @@ class SingleGroup final : public Group {
   void barrier() override {}
 };
 
+// LibTorch's errors carry a C++ backtrace in what(); a user needs the sentence before it.
+std::string withoutBacktrace(const std::exception& e) {
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
+std::string joinRanks(const std::vector<int>& r) {
+  std::string out;
+  for (size_t i = 0; i < r.size(); ++i) out += (i ? (i + 1 == r.size() ? " and " : ", ") : "") + std::to_string(r[i]);
+  return out;
+}
+
+// The rendezvous, every step bounded by `timeout` whatever the other end does:
+//   1. connect to the store (rank 0 hosts it). On a thread with a deadline: a program that is not a
+//      TCPStore may hold MASTER_PORT, accept the connection and never answer, and LibTorch's client
+//      then waits without one. A port rank 0 cannot bind is said to be in use, at once.
+//   2. every rank sets joined/<rank>; rank 0 waits for all of them and names the ranks that stayed
+//      silent when the time is up, then sets `go`, which the others wait for.
+c10::intrusive_ptr<c10d::Store> rendezvous(const RankEnv& env, std::chrono::milliseconds timeout) {
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  const std::string secs = std::to_string(timeout.count() / 1000) + " s";
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(env.master_port);
+  so.isServer = env.rank == 0;
+  so.numWorkers = env.world;
+  so.waitWorkers = false;  // joining is checked below, naming who is missing
+  so.timeout = timeout;
+  auto promise = std::make_shared<std::promise<c10::intrusive_ptr<c10d::TCPStore>>>();
+  std::future<c10::intrusive_ptr<c10d::TCPStore>> connected = promise->get_future();
+  // c10d logs each failed attempt with a C++ backtrace (gated on c10's log level): quiet while
+  // connecting; the outcome is reported below in one sentence.
+  const int log_level = FLAGS_caffe2_log_level;
+  FLAGS_caffe2_log_level = 3;  // FATAL only
+  std::thread([promise, addr = env.master_addr, so] {
+    try {
+      promise->set_value(c10::make_intrusive<c10d::TCPStore>(addr, so));
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+    }
+  }).detach();  // on a deadline the thread is left blocked; the rank is about to exit anyway
+  // LibTorch's client retries once after a failed attempt (about twice the timeout in all): wait for
+  // its own answer that long, and a little more.
+  const auto deadline = 2 * timeout + std::chrono::seconds(3);
+  const bool answered = connected.wait_for(deadline) == std::future_status::ready;
+  FLAGS_caffe2_log_level = log_level;
+  if (!answered)
+    TRAINSCOPE_THROW("rendezvous: rank " + std::to_string(env.rank) + " got no answer from " + where + " within " +
+                     std::to_string(std::chrono::duration_cast<std::chrono::seconds>(deadline).count()) +
+                     " s — is MASTER_PORT held by another program? Choose a free MASTER_PORT, or check MASTER_ADDR");
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  try {
+    store = connected.get();
+  } catch (const std::exception& e) {
+    const std::string why = withoutBacktrace(e);
+    if (env.rank == 0 && (why.find("ddress already in use") != std::string::npos || why.find("EADDRINUSE") != std::string::npos))
+      TRAINSCOPE_THROW("rendezvous: MASTER_PORT " + std::to_string(env.master_port) + " on " + env.master_addr +
+                       " is in use by another program — choose a free MASTER_PORT");
+    TRAINSCOPE_THROW("rendezvous with " + where + " (rank " + std::to_string(env.rank) + " of " +
+                     std::to_string(env.world) + ") did not complete within " + secs + ": " + why +
+                     " — check MASTER_ADDR/MASTER_PORT and that every rank started");
+  }
+  const std::string prefix = "trainscope/rendezvous/";
+  try {
+    store->set(prefix + "joined/" + std::to_string(env.rank), std::vector<uint8_t>{1});
+    if (env.rank == 0) {
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      for (;;) {
+        std::vector<int> missing;
+        for (int r = 1; r < env.world; ++r)
+          if (!store->check({prefix + "joined/" + std::to_string(r)})) missing.push_back(r);
+        if (missing.empty()) break;
+        if (std::chrono::steady_clock::now() > deadline)
+          TRAINSCOPE_THROW("rendezvous at " + where + ": rank" + (missing.size() > 1 ? "s " : " ") + joinRanks(missing) +
+                           " of " + std::to_string(env.world) + " did not join within " + secs +
+                           " — check that they started, with this MASTER_ADDR/MASTER_PORT (--rendezvous-timeout waits longer)");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      store->set(prefix + "go", std::vector<uint8_t>{1});
+    } else {
+      store->wait({prefix + "go"}, timeout);
+    }
+  } catch (const trainscope::RuntimeError&) {
+    throw;
+  } catch (const std::exception& e) {
+    TRAINSCOPE_THROW("rendezvous at " + where + " (rank " + std::to_string(env.rank) + " of " + std::to_string(env.world) +
+                     "): not every rank joined within " + secs + ": " + withoutBacktrace(e));
+  }
+  return store;
+}
+
 class C10dComm final : public Comm {
  public:
   C10dComm(const RankEnv& env, const Layout& layout, const CommOptions& opts) {
     layout_ = layout;
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<uint16_t>(env.master_port);
-    so.isServer = env.rank == 0;
-    so.numWorkers = env.world;
-    so.waitWorkers = true;
-    so.timeout = opts.rendezvous_timeout;
-    try {
-      store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
-    } catch (const std::exception& e) {
-      TRAINSCOPE_THROW("rendezvous with " + env.master_addr + ":" + std::to_string(env.master_port) + " (rank " +
-                       std::to_string(env.rank) + " of " + std::to_string(env.world) + ") did not complete within " +
-                       std::to_string(opts.rendezvous_timeout.count() / 1000) + " s: " + e.what() +
-                       " — check MASTER_ADDR/MASTER_PORT and that every rank started");
-    }
+    store_ = rendezvous(env, opts.rendezvous_timeout);
     store_->setTimeout(opts.collective_timeout);
     cuda_ = opts.device.rfind("cuda", 0) == 0;
     const std::string host = env.master_addr == "localhost" ? "127.0.0.1" : env.master_addr;

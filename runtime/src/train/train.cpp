@@ -114,7 +114,10 @@ bool injectedFailure(const std::string& spec, int rank, int64_t step) {
     throw UserError("--inject-failure", "expects RANK:STEP[:throw|segv|hang|oom] or merge, got \"" + spec + "\"",
                     "e.g. --inject-failure 1:2");
   if (r != rank || k != step) return false;
-  if (what == "segv") std::raise(SIGSEGV);
+  if (what == "segv") {
+    std::signal(SIGSEGV, SIG_DFL);  // die of the signal even where a handler is installed (a sanitizer's)
+    std::raise(SIGSEGV);
+  }
   if (what == "oom") {
     installCountingCpuAllocator();
     setCpuMemoryLimit(cpuAllocatedBytes() + 1);

@@ -16,6 +16,10 @@ namespace trainscope::rundb {
 struct ImportStats {
   int files = 0;
   int64_t host_ops = 0, ranges = 0, kernels = 0, api_calls = 0, memcpy = 0, memset = 0, steps = 0;
+  int64_t collectives = 0;  // from the profiler's communication records
+  // Events left out and counted (also in the database's drops table, source "import"): a time that
+  // does not fit int64 nanoseconds, and a negative duration.
+  int64_t dropped_out_of_range = 0, dropped_negative = 0;
 };
 
 // Throws UserError naming the file for unreadable, unrecognised or malformed input.

@@ -28,6 +28,16 @@ class Database;
 inline constexpr int64_t kAllTime = std::numeric_limits<int64_t>::min();
 inline constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();
 
+// The columns a timeline draws from, for any event table: what the viewer loads per event.
+//   ranges, host_ops: a = tid          api_calls: a = tid, kind = ApiKind
+//   kernels, memset: a = device, b = stream    memcpy: a = device, b = stream, kind = MemcpyKind
+struct SpanRow {
+  int64_t rank = 0, start_ns = 0, end_ns = 0;
+  StringId name = kNoString;
+  int64_t a = 0, b = 0, correlation = -1;
+  int32_t kind = 0;
+};
+
 class RunReader {
  public:
   // Throws UserError naming the file when it is missing, not SQLite, not ours, or damaged.
@@ -56,6 +66,17 @@ class RunReader {
   std::vector<Row> events(int64_t rank, int64_t begin = kAllTime, int64_t end = kNoEnd);
   template <class Row>
   void forEach(const std::function<void(const Row&)>& f);
+  // One rank's rows of one table, streamed by start time (the viewer's loader).
+  template <class Row>
+  void forEachOf(int64_t rank, const std::function<void(const Row&)>& f);
+  // Rows [rowid_begin, rowid_end) of an event table in storage order, as SpanRows appended to `out`
+  // (no sorting and no per-row allocation: the loader sorts per track). Tables: ranges, host_ops,
+  // api_calls, kernels, memcpy, memset.
+  void spans(const char* table, int64_t rowid_begin, int64_t rowid_end, std::vector<SpanRow>& out);
+  // The dense part of the string table (ids 0..n-1); ids past it go through string(id).
+  const std::vector<std::string>& denseStrings() const { return strings_; }
+  // An upper bound on a table's rows, without counting them (its largest rowid); for progress bars.
+  int64_t rowBound(const char* table);
 
   std::vector<Collective> collectives(std::optional<int64_t> rank = std::nullopt);  // by (rank, start)
   std::vector<Drop> drops();

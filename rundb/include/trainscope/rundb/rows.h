@@ -122,7 +122,11 @@ struct Collective {
   int64_t seq = 0;    // per-group sequence number
   int64_t bytes = 0;
   int64_t start_ns = 0, end_ns = 0;
-  double seconds() const { return double(end_ns - start_ns) * 1e-9; }
+  // end − start, exact, without overflowing for any two times a damaged or foreign file may hold
+  double seconds() const {
+    return end_ns >= start_ns ? double(uint64_t(end_ns) - uint64_t(start_ns)) * 1e-9
+                              : -double(uint64_t(start_ns) - uint64_t(end_ns)) * 1e-9;
+  }
   double algbw() const;   // bytes/s (0 for an empty or zero-length call)
   double busbw() const;   // bytes/s
 };

@@ -10,11 +10,21 @@
 //   MFU (HFU)       Σ model (hardware) FLOPs of every rank / Σ T_k / (world × peak per device); null
 //                   when the peak is unknown (meta.peak_flops, else derived from a step row's mfu).
 //   peak memory     per rank, the largest peak_bytes of its counted steps.
-//   breakdown       per rank and averaged per counted step, over the rank's own step windows
-//                   [start, start + step time): compute = time covered by compute (GPU kernels other
-//                   than NCCL's when the rank has kernels, else the ranges forward/backward/optimizer),
-//                   comm = covered by collectives and NCCL kernels, overlap = covered by both,
-//                   idle = window − covered by either. Absent when the file holds no events.
+//   breakdown       per rank, averaged per counted step, over a window per step:
+//                   - runs with GPU work (kernels, copies, sets): the step's GPU window. Each device
+//                     event belongs to the step of the CPU call that launched it (same correlation
+//                     id, the call inside the step's CPU window); the window runs from the first of
+//                     the step's device events to the end of its last. Device events whose launch is
+//                     not in the trace are counted apart (unattributed), not dropped. Without any
+//                     launch records, the CPU windows are used, and a note says so.
+//                   - other runs: the rank's CPU step windows [start, start + step time).
+//                   compute = time covered by compute (GPU kernels other than NCCL's; on runs
+//                   without kernels the ranges forward/backward/optimizer, else, for a trace of CPU
+//                   ops only, the ops, with a note), comm = covered by collectives and NCCL kernels,
+//                   overlap = covered by both, memory = covered by copies and sets and by neither of
+//                   the others, idle = the rest: compute + comm − overlap + memory + idle = window.
+//                   Absent when the file holds no events.
+//   GPU step time   per rank, the mean length of the counted steps' GPU windows (beside the CPU's).
 //   straggler       a rank whose compute per step exceeds the median rank's by more than 10%.
 #pragma once
 
@@ -30,7 +40,7 @@ namespace trainscope::rundb {
 class RunReader;
 
 struct Breakdown {
-  double compute_s = 0, comm_s = 0, overlap_s = 0, idle_s = 0;  // per counted step
+  double compute_s = 0, comm_s = 0, overlap_s = 0, memory_s = 0, idle_s = 0;  // per counted step
 };
 
 struct RankSummary {
@@ -39,6 +49,9 @@ struct RankSummary {
   double step_s_mean = 0, step_s_median = 0, step_s_p90 = 0, step_s_min = 0, step_s_max = 0;
   int64_t peak_bytes = 0;
   std::optional<Breakdown> breakdown;
+  std::optional<double> gpu_step_s;      // mean GPU window of the counted steps (GPU runs)
+  int64_t unattributed_events = 0;       // device events without their launch in the trace
+  double unattributed_s = 0;             // and their total time
   bool straggler = false;
 };
 
@@ -52,7 +65,9 @@ struct RunSummary {
   std::optional<double> mfu, hfu;
   std::optional<double> peak_flops;  // per device, FLOP/s
   int64_t peak_bytes = 0;            // max over ranks
-  std::string breakdown_source;      // "kernels", "ranges" or "" (no events)
+  std::string breakdown_source;      // "kernels", "ranges", "host_ops" or "" (no events)
+  std::string breakdown_window;      // "gpu" or "cpu": the windows the breakdown is taken over
+  std::vector<std::string> notes;    // what the trace cannot tell (one line each)
   std::vector<RankSummary> ranks;
 };
 

@@ -64,4 +64,23 @@ class Study {
 // Whether `path` is a study (not a run database).
 bool isStudy(const std::string& path);
 
+// A study as it stands, read without writing anything (the viewer; a study still being tuned).
+struct StudyCandidate {
+  int64_t id = 0;
+  std::string plan, rejected;
+  int64_t predicted_peak = 0;
+  double predicted_step_s = 0;
+};
+struct StudySnapshot {
+  std::string path, inputs_json;
+  std::string workload, cluster;
+  int64_t memory_bytes = 0;      // per device / rank: the limit the recommendation had to fit
+  int64_t recommended = -1;      // candidate id, -1 when none yet
+  std::vector<StudyCandidate> candidates;
+  std::vector<TrialRecord> trials;
+  const StudyCandidate* candidate(int64_t id) const;
+};
+// Throws UserError naming the file when it is not a study.
+StudySnapshot readStudy(const std::string& path);
+
 }  // namespace trainscope::tuner

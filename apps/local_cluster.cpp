@@ -1,0 +1,98 @@
+// local_cluster.cpp — `trainscope tune --cluster local`: measure this machine into a cluster file
+// (tuner/calibrate.h), once per study. The rates come from `trainscope-train calibrate`; the
+// collective α–β from a traced two-rank data-parallel run's collectives table.
+#include "local_cluster.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/tuner/calibrate.h"
+
+namespace trainscope::apps {
+
+namespace {
+
+// stdout of a command; throws with the command's output when it fails.
+std::string capture(const std::string& cmd, const std::string& what) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) throw UserError("--cluster local", "cannot start " + what, "");
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  if (status != 0)
+    throw UserError("--cluster local", what + " failed (status " + std::to_string(WEXITSTATUS(status)) + "): " + out,
+                    "run it by hand to see why: " + cmd);
+  return out;
+}
+
+int64_t availableMemory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return int64_t(4) << 30;
+}
+
+std::string shellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
+std::string measureLocalCluster(const std::string& study, const std::string& self_dir, int64_t mem_limit,
+                                bool reuse) {
+  const std::string path = study + ".cluster.json";
+  struct stat st {};
+  if (reuse && stat(path.c_str(), &st) == 0) {
+    std::cout << "cluster: reusing the measurement in " << path << "\n";
+    return path;
+  }
+  const int64_t ranks = std::max<int64_t>(1, std::min<int64_t>(64, std::thread::hardware_concurrency()));
+  std::cout << "cluster: measuring this machine (matmul, memory bandwidth, collectives; about 20 s)..." << std::endl;
+  const std::string rates = capture(shellQuote(self_dir + "/trainscope-train") + " calibrate", "trainscope-train calibrate");
+  const std::string trace = study + ".calibration.db";
+  capture(shellQuote(self_dir + "/trainscope") + " run --workload small-cpu --seq 64 --mbs 2 --gbs 8 --nproc 2 --steps 6" +
+              " --oversubscribe --trace " + shellQuote(trace) + " --overwrite -q",
+          "the two-rank calibration run");
+  rundb::RunReader reader(trace);
+  // Step 0 pays one-time costs (connections, first touch): its collectives are left out.
+  const auto steps = reader.steps(0);
+  const int64_t from = steps.size() > 1 ? steps[1].start_ns : 0;
+  std::vector<rundb::Collective> rows;
+  for (const auto& c : reader.collectives())
+    if (c.start_ns >= from) rows.push_back(c);
+  const tuner::CollectiveFit fit = tuner::fitCollectives(rows);
+  char host[256] = "this machine";
+  gethostname(host, sizeof host - 1);
+  const int64_t memory = mem_limit > 0 ? mem_limit : availableMemory() / ranks;
+  const std::string json = tuner::localClusterJson(rates, fit, ranks, memory, host);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << json << "\n";
+    if (!f.good()) throw UserError("--cluster local", "cannot write " + path, "check the --study folder");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw UserError("--cluster local", "cannot write " + path, "check the --study folder");
+  std::printf("cluster: wrote %s (collectives: alpha %.1f us, beta %.2f GB/s over %lld samples, R^2 %.2f); "
+              "reuse it with --cluster %s\n",
+              path.c_str(), fit.tier.latency * 1e6, fit.tier.bandwidth / 1e9, static_cast<long long>(fit.samples),
+              fit.r2, path.c_str());
+  return path;
+}
+
+}  // namespace trainscope::apps

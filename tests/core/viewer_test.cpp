@@ -1,0 +1,450 @@
+// viewer_test.cpp — the viewer's model without a window: level of detail against a brute-force pass,
+// lane building, hit testing, the counter pyramid, loading a generated trace (layout, counts, exact
+// epoch-scale times, correlation, flame parents), search, range totals, statistics, run comparison,
+// the time view and ruler, scripts, PNG, studies, and the bad files the loader must refuse.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "../common/cli.h"
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/sqlite.h"
+#include "trainscope/rundb/store.h"
+#include "trainscope/tuner/study.h"
+#include "trainscope/viewer/details.h"
+#include "trainscope/viewer/image.h"
+#include "trainscope/viewer/lod.h"
+#include "trainscope/viewer/model.h"
+#include "trainscope/viewer/query.h"
+#include "trainscope/viewer/stats.h"
+#include "trainscope/viewer/view_state.h"
+
+namespace v = trainscope::viewer;
+namespace db = trainscope::rundb;
+using trainscope::testing::tempPath;
+
+namespace {
+
+// The rule of lod.h applied directly to the events overlapping [b, e).
+std::vector<v::DrawItem> bruteForce(const v::Lane& lane, int64_t b, int64_t e, int64_t t) {
+  std::vector<v::DrawItem> out;
+  bool open = false, open_small = false;
+  v::DrawItem cur;
+  for (uint32_t i = 0; i < lane.events.size(); ++i) {
+    const v::Event& ev = lane.events[i];
+    if (ev.end <= b || ev.start >= e) continue;
+    const bool small = ev.duration() < t;
+    if (open && open_small && small && ev.start - cur.end < t) {
+      cur.end = std::max(cur.end, ev.end);
+      ++cur.count;
+      continue;
+    }
+    if (open) out.push_back(cur);
+    cur = {ev.start, ev.end, 1, i};
+    open = true;
+    open_small = small;
+  }
+  if (open) out.push_back(cur);
+  return out;
+}
+
+v::Lane randomLane(std::mt19937_64& rng, size_t n) {
+  v::Lane lane;
+  int64_t t = 1'700'000'000'000'000'000;
+  std::uniform_real_distribution<double> lg(0, 7);  // 1 ns .. 10 ms, log-uniform
+  for (size_t i = 0; i < n; ++i) {
+    t += int64_t(std::pow(10.0, lg(rng)) * (rng() % 4 == 0 ? 1 : 0.01));
+    const int64_t d = std::max<int64_t>(1, int64_t(std::pow(10.0, lg(rng))));
+    lane.events.push_back({t, t + d, uint32_t(i % 7), v::EventKind::Kernel});
+    t += d;
+  }
+  v::buildLevels(lane);
+  return lane;
+}
+
+std::string synthetic(const std::string& name, v::SyntheticOptions o = {}) {
+  const std::string path = tempPath(name);
+  if (!std::filesystem::exists(path)) v::writeSyntheticTrace(path, o);
+  return path;
+}
+
+const v::Track* findTrack(const v::Trace& t, int64_t rank, v::TrackKind kind) {
+  for (const auto& tr : t.tracks)
+    if (tr.rank == rank && tr.kind == kind) return &tr;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(ViewerLod, FoldedItemsMatchBruteForceAtEveryZoom) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 6; ++round) {
+    const v::Lane lane = randomLane(rng, 20'000);
+    ASSERT_FALSE(lane.levels.empty());
+    const int64_t b0 = lane.events.front().start, e0 = lane.events.back().end;
+    for (int q = 0; q < 60; ++q) {
+      // Windows from the whole lane down to a few events, thresholds from 1 ns to a tenth of it.
+      const double frac = std::pow(10.0, -double(rng() % 60) / 10.0);
+      const int64_t w = std::max<int64_t>(10, int64_t(double(e0 - b0) * frac));
+      const int64_t b = b0 - w / 10 + int64_t(rng() % uint64_t(std::max<int64_t>(1, e0 - b0)));
+      const int64_t e = b + w;
+      const int64_t t = std::max<int64_t>(1, w / int64_t(1 + rng() % 4000));
+      std::vector<v::DrawItem> got;
+      v::visibleItems(lane, b, e, t, got);
+      const auto want = bruteForce(lane, b, e, t);
+      ASSERT_EQ(got.size(), want.size()) << "window " << w << " threshold " << t;
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].start, want[i].start);
+        EXPECT_EQ(got[i].end, want[i].end);
+        EXPECT_EQ(got[i].count, want[i].count);
+        if (want[i].count == 1) EXPECT_EQ(got[i].index, want[i].index);
+      }
+    }
+  }
+}
+
+TEST(ViewerLod, AFrameWalksWhatIsOnScreenNotTheTrace) {
+  // One million back-to-back 1 µs kernels; at a 1000 px view of all of it, a few items come back.
+  v::Lane lane;
+  for (int64_t i = 0; i < 1'000'000; ++i) lane.events.push_back({i * 1500, i * 1500 + 1000, 0, v::EventKind::Kernel});
+  v::buildLevels(lane);
+  std::vector<v::DrawItem> out;
+  const int64_t span = lane.events.back().end;
+  v::visibleItems(lane, 0, span, span / 1000 * 3, out);
+  EXPECT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].count, 1'000'000u);
+  // Zoomed to 100 µs: every event on its own.
+  out.clear();
+  v::visibleItems(lane, 750'000'000, 750'100'000, 300, out);
+  EXPECT_EQ(out.size(), 67u);
+  for (const auto& it : out) EXPECT_EQ(it.count, 1u);
+}
+
+TEST(ViewerModel, LanesNestRangesAndSeparateOverlaps) {
+  v::Track t;
+  std::vector<v::Event> ev = {{0, 100, 0, v::EventKind::Range},  {10, 40, 1, v::EventKind::HostOp},
+                              {50, 90, 2, v::EventKind::HostOp}, {12, 20, 3, v::EventKind::ApiCall},
+                              {95, 130, 4, v::EventKind::Range},  // overlaps the first partly
+                              {200, 210, 5, v::EventKind::Range}};
+  v::buildLanes(t, ev);
+  ASSERT_EQ(t.lanes.size(), 3u);
+  EXPECT_EQ(t.lanes[0].events.size(), 2u);  // [0,100) and [200,210)
+  EXPECT_EQ(t.lanes[1].events.size(), 3u);  // the two ops and the partial overlap, bumped down
+  EXPECT_EQ(t.lanes[2].events.size(), 1u);  // the API call inside the first op
+  for (const auto& l : t.lanes)
+    for (size_t i = 1; i < l.events.size(); ++i) EXPECT_LE(l.events[i - 1].end, l.events[i].start);
+}
+
+TEST(ViewerModel, HitTestingReturnsTheEventUnderThePoint) {
+  v::Lane lane;
+  lane.events = {{100, 200, 0, v::EventKind::Kernel}, {300, 400, 1, v::EventKind::Kernel}, {410, 420, 2, v::EventKind::Kernel}};
+  EXPECT_EQ(v::hitLane(lane, 150, 0), 0u);
+  EXPECT_EQ(v::hitLane(lane, 300, 0), 1u);
+  EXPECT_EQ(v::hitLane(lane, 405, 10), 1u);   // 5 from the end of #1, 5 from #2: the first nearest
+  EXPECT_EQ(v::hitLane(lane, 408, 10), 2u);
+  EXPECT_FALSE(v::hitLane(lane, 250, 10));   // 50 from either
+  EXPECT_FALSE(v::hitLane(lane, 50, 10));
+  EXPECT_FALSE(v::hitLane(lane, 1000, 10));
+}
+
+TEST(ViewerModel, CounterMaxMatchesBruteForce) {
+  std::mt19937_64 rng(3);
+  v::Track t;
+  for (int i = 0; i < 70'000; ++i) {
+    t.counter.ts.push_back(i * 10);
+    t.counter.values.push_back(double(rng() % 1'000'000));
+  }
+  // Built as the loader builds it: through a trace with one counter row per sample is slow; the
+  // pyramid builder is reached through loadTrace in the tests below, here through a tiny rebuild.
+  auto& c = t.counter;
+  std::vector<std::pair<double, double>> prev;
+  for (double x : c.values) prev.emplace_back(x, x);
+  while (prev.size() > 16) {
+    std::vector<std::pair<double, double>> next;
+    for (size_t i = 0; i < prev.size(); i += 16) {
+      auto m = prev[i];
+      for (size_t j = i + 1; j < std::min(prev.size(), i + 16); ++j) m = {std::min(m.first, prev[j].first), std::max(m.second, prev[j].second)};
+      next.push_back(m);
+    }
+    c.pyramid.push_back(next);
+    prev.swap(next);
+  }
+  for (int q = 0; q < 500; ++q) {
+    size_t a = rng() % c.values.size(), b = rng() % c.values.size();
+    if (a > b) std::swap(a, b);
+    double want = 0;
+    for (size_t i = a; i < b; ++i) want = i == a ? c.values[i] : std::max(want, c.values[i]);
+    EXPECT_EQ(v::counterMax(c, a, b), want) << a << ".." << b;
+  }
+}
+
+TEST(ViewerModel, LoadsAGeneratedTraceWithItsLayoutCountsAndExactTimes) {
+  const std::string path = synthetic("v_layout.db", {2, 6'000, 3});
+  const v::Trace t = v::loadTrace(path);
+  ASSERT_EQ(t.ranks.size(), 2u);
+  // Every rank: steps, one CPU thread, one stream, collectives, memory — in that order.
+  for (const auto& g : t.ranks) {
+    std::vector<v::TrackKind> kinds;
+    for (size_t i : g.tracks) kinds.push_back(t.tracks[i].kind);
+    EXPECT_EQ(kinds, (std::vector<v::TrackKind>{v::TrackKind::Steps, v::TrackKind::Thread, v::TrackKind::Stream,
+                                                v::TrackKind::Collectives, v::TrackKind::Counter}));
+    EXPECT_EQ(t.tracks[g.tracks[4]].label, "memory");
+    EXPECT_EQ(g.device, "cuda:" + std::to_string(g.rank));
+  }
+  // Counts equal the database's rows.
+  db::RunReader r(path);
+  int64_t rows = int64_t(r.steps().size()) + int64_t(r.collectives().size());
+  r.forEach<db::Range>([&](const db::Range&) { ++rows; });
+  r.forEach<db::HostOp>([&](const db::HostOp&) { ++rows; });
+  r.forEach<db::ApiCall>([&](const db::ApiCall&) { ++rows; });
+  r.forEach<db::Kernel>([&](const db::Kernel&) { ++rows; });
+  r.forEach<db::Memcpy>([&](const db::Memcpy&) { ++rows; });
+  r.forEach<db::Memset>([&](const db::Memset&) { ++rows; });
+  r.forEach<db::Counter>([&](const db::Counter&) { ++rows; });
+  EXPECT_EQ(t.event_count, rows);
+  // Times are the file's integers, to the nanosecond, at an epoch-scale clock.
+  const auto kernels = r.events<db::Kernel>(1);
+  const v::Track* stream = findTrack(t, 1, v::TrackKind::Stream);
+  ASSERT_NE(stream, nullptr);
+  std::vector<int64_t> starts;
+  for (const auto& l : stream->lanes)
+    for (const auto& e : l.events)
+      if (e.kind == v::EventKind::Kernel || e.kind == v::EventKind::CommKernel) starts.push_back(e.start);
+  std::sort(starts.begin(), starts.end());
+  ASSERT_EQ(starts.size(), kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) ASSERT_EQ(starts[i], kernels[i].start_ns);
+  EXPECT_EQ(t.begin, v::SyntheticOptions{}.start_ns);
+  // NCCL's kernels are told apart from compute.
+  int comm = 0;
+  for (const auto& l : stream->lanes)
+    for (const auto& e : l.events) comm += e.kind == v::EventKind::CommKernel;
+  EXPECT_EQ(comm, 3);
+  EXPECT_GT(t.bytes(), size_t(t.event_count) * 24);
+  EXPECT_LT(t.bytes(), size_t(t.event_count) * 80);
+}
+
+TEST(ViewerModel, CorrelationFlameParentsAndDetails) {
+  const std::string path = synthetic("v_layout.db", {2, 6'000, 3});
+  const v::Trace t = v::loadTrace(path, nullptr, 1);
+  const v::CorrelationIndex corr(t);
+  const v::SearchResult sg = v::search(t, "ampere_sgemm");
+  ASSERT_FALSE(sg.matches.empty());
+  const v::EventRef k = sg.matches[5];
+  const auto launch = corr.launchOf(k);
+  ASSERT_TRUE(launch);
+  EXPECT_EQ(t.name(*launch), "cudaLaunchKernel");
+  EXPECT_EQ(t.correlation(*launch), t.correlation(k));
+  EXPECT_LE(t.event(*launch).start, t.event(k).start);  // launched before it ran
+  ASSERT_EQ(corr.launchedBy(*launch).size(), 1u);
+  EXPECT_EQ(corr.launchedBy(*launch)[0], k);
+  // The launch sits in aten::mm, in a layer, in forward or backward, in the step.
+  std::vector<std::string> parents;
+  for (const auto& p : v::enclosing(t, *launch)) parents.push_back(t.name(p));
+  ASSERT_EQ(parents.size(), 4u);
+  EXPECT_EQ(parents[0], "step");
+  EXPECT_TRUE(parents[1] == "forward" || parents[1] == "backward");
+  EXPECT_EQ(parents[2], "layer");
+  EXPECT_EQ(parents[3], "aten::mm");
+  // Details come from the row: every kernel field.
+  db::RunReader r(path);
+  std::map<std::string, std::string> f;
+  for (const auto& [key, value] : v::eventDetails(r, t, k)) f[key] = value;
+  EXPECT_EQ(f["name"], "ampere_sgemm_128x64_tn");
+  EXPECT_EQ(f["grid"], "128 x 1 x 1");
+  EXPECT_EQ(f["block"], "256 x 1 x 1");
+  EXPECT_EQ(f["registers"], "64");
+  EXPECT_EQ(f["correlation"], std::to_string(t.correlation(k)));
+  // A collective shows its bytes and bus bandwidth (all-reduce over 2: factor 2(n-1)/n = 1).
+  const v::SearchResult ar = v::search(t, "all_reduce (dp)");
+  ASSERT_EQ(ar.matches.size(), 6u);
+  f.clear();
+  for (const auto& [key, value] : v::eventDetails(r, t, ar.matches[0])) f[key] = value;
+  EXPECT_EQ(f["bytes"], "64 MiB (67108864)");
+  EXPECT_EQ(f["algorithm bandwidth"], f["bus bandwidth"]);
+}
+
+TEST(ViewerModel, SearchRangeTotalsStatisticsAndComparison) {
+  const std::string path = synthetic("v_layout.db", {2, 6'000, 3});
+  const v::Trace t = v::loadTrace(path);
+  db::RunReader r(path);
+  // Search: every aten::mm op, case-insensitive, in time order; next/previous wrap.
+  int64_t mm = 0;
+  const auto id = r.find("aten::mm");
+  r.forEach<db::HostOp>([&](const db::HostOp& h) { mm += h.name == *id; });
+  const v::SearchResult s = v::search(t, "ATEN::MM");
+  EXPECT_EQ(int64_t(s.matches.size()), mm);
+  for (size_t i = 1; i < s.matches.size(); ++i) EXPECT_LE(t.event(s.matches[i - 1]).start, t.event(s.matches[i]).start);
+  EXPECT_EQ(v::nextMatch(t, s, t.end + 1, +1), 0);
+  EXPECT_EQ(v::nextMatch(t, s, t.begin - 1, -1), int64_t(s.matches.size()) - 1);
+  // Range totals over rank 0's step 1: kernels busy = the union of its kernels clipped to the window.
+  const auto w = t.stepWindow(1, 0);
+  ASSERT_TRUE(w);
+  const auto tot = v::rangeTotals(t, w->first, w->second, 0);
+  std::vector<db::Interval> k;
+  for (const auto& x : r.events<db::Kernel>(0, w->first, w->second))
+    if (!db::isCommKernel(r.string(x.name))) k.push_back({std::max(x.start_ns, w->first), std::min(x.end_ns, w->second)});
+  EXPECT_EQ(tot[int(v::EventKind::Kernel)].busy_ns, db::coveredWithin(db::unionOf(k), w->first, w->second));
+  EXPECT_EQ(tot[int(v::EventKind::Step)].count, 1);
+  EXPECT_EQ(tot[int(v::EventKind::Memcpy)].count, 1);
+  // Statistics: totals are sums of durations; a layer's self time is what its ops leave; the
+  // all-ranks row is the sum of the rank rows.
+  const v::Statistics st = v::computeStatistics(t);
+  int64_t mm_total = 0, layer_total = 0, ops_in_layers = 0;
+  r.forEach<db::HostOp>([&](const db::HostOp& h) { ops_in_layers += h.end_ns - h.start_ns, mm_total += h.name == *id ? h.end_ns - h.start_ns : 0; });
+  r.forEach<db::Range>([&](const db::Range& x) { layer_total += r.string(x.name) == "layer" ? x.end_ns - x.start_ns : 0; });
+  auto row = [&](v::StatGroup g, const std::string& name, int64_t rank) -> const v::StatRow* {
+    for (const auto* x : v::statRows(st, t, g, rank, v::StatSort::Total, true))
+      if (t.names[x->name] == name) return x;
+    return nullptr;
+  };
+  ASSERT_TRUE(row(v::StatGroup::Ops, "aten::mm", -1));
+  EXPECT_EQ(row(v::StatGroup::Ops, "aten::mm", -1)->total_ns, mm_total);
+  EXPECT_EQ(row(v::StatGroup::Ops, "aten::mm", 0)->total_ns + row(v::StatGroup::Ops, "aten::mm", 1)->total_ns, mm_total);
+  const v::StatRow* layer = row(v::StatGroup::Ranges, "layer", -1);
+  ASSERT_TRUE(layer);
+  EXPECT_EQ(layer->total_ns, layer_total);
+  EXPECT_EQ(layer->self_ns, layer_total - ops_in_layers);  // every op sits in a layer
+  const auto sorted = v::statRows(st, t, v::StatGroup::Kernels, -1, v::StatSort::Total, true);
+  for (size_t i = 1; i < sorted.size(); ++i) EXPECT_GE(sorted[i - 1]->total_ns, sorted[i]->total_ns);
+  // Two runs: per-step times (the slowest rank's) and the offset that aligns a step.
+  const std::string slow = synthetic("v_slow.db", {2, 9'000, 3, v::SyntheticOptions{}.start_ns + 5'000'000'000});
+  const v::Trace b = v::loadTrace(slow);
+  const auto d = v::compareSteps(t, b);
+  ASSERT_EQ(d.size(), 3u);
+  for (const auto& x : d) EXPECT_GT(x.b_s, x.a_s);  // more layers per step
+  EXPECT_EQ(v::alignmentOffset(t, b, 1), *t.stepStart(1) - *b.stepStart(1));
+}
+
+TEST(ViewerView, ZoomPanFitAndRulerAtEpochScale) {
+  v::TimeView view;
+  view.origin = 1'700'000'000'000'000'000;
+  view.x0 = 100;
+  view.width = 1000;
+  view.fit(view.origin + 1'000, view.origin + 2'000, 0);
+  EXPECT_DOUBLE_EQ(view.t0, 1000);
+  EXPECT_DOUBLE_EQ(view.t1, 2000);
+  EXPECT_FLOAT_EQ(view.x(view.origin + 1'500), 600);  // one ns is half a pixel, exactly
+  EXPECT_EQ(view.timeAt(600), view.origin + 1'500);
+  view.zoom(2, 600);  // around the cursor: 1500 stays under it
+  EXPECT_EQ(view.timeAt(600), view.origin + 1'500);
+  EXPECT_DOUBLE_EQ(view.t1 - view.t0, 500);
+  view.pan(100);  // content moves right: earlier times come in
+  EXPECT_DOUBLE_EQ(view.t0, 1250 - 50);
+  // Ruler: 1/2/5 steps, labels relative to the origin with units.
+  view.t0 = 0;
+  view.t1 = 10e6;  // 10 ms over 1000 px
+  const auto ticks = v::rulerTicks(view, 80);
+  std::vector<std::string> majors;
+  for (const auto& tk : ticks)
+    if (tk.major) majors.push_back(tk.label);
+  ASSERT_GE(majors.size(), 5u);
+  EXPECT_EQ(majors[0], "0 ns");
+  EXPECT_EQ(majors[1], "1 ms");
+  EXPECT_EQ(v::formatDuration(1500), "1.5 us");
+  EXPECT_EQ(v::formatBytes(3 << 29), "1.5 GiB");
+  EXPECT_DOUBLE_EQ(v::parseTime("2.5ms", "--view"), 2.5e6);
+  EXPECT_THROW(v::parseTime("2.5 parsecs", "--view"), trainscope::UserError);
+}
+
+TEST(ViewerView, ScriptsParseAndNameTheBadLine) {
+  const auto cmds = v::parseScript("# comment\nview 0 2ms\nzoom 2 0.25\n\npan -0.5\nselect aten::mm 3\nsearch gemm\nnext\n", "s.txt");
+  ASSERT_EQ(cmds.size(), 6u);
+  EXPECT_EQ(cmds[1].op, "zoom");
+  EXPECT_EQ(cmds[1].line, 3);
+  try {
+    v::parseScript("view 0 1ms\nwobble 3\n", "s.txt");
+    FAIL();
+  } catch (const trainscope::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("s.txt:2: unknown command \"wobble\""), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(v::parseScript("zoom lots\n", "s.txt"), trainscope::UserError);
+  EXPECT_THROW(v::parseScript("view 0\n", "s.txt"), trainscope::UserError);
+  EXPECT_THROW(v::parseScript("view 0 1 parsec\n", "s.txt"), trainscope::UserError);
+}
+
+TEST(ViewerView, PngRoundTrip) {
+  v::Image img;
+  img.width = 37;
+  img.height = 11;
+  for (int i = 0; i < img.width * img.height; ++i)
+    for (int c = 0; c < 4; ++c) img.rgba.push_back(uint8_t(i * 7 + c * 50));
+  const std::string p = tempPath("rt.png");
+  v::writePng(p, img);
+  const v::Image back = v::readPng(p);
+  EXPECT_EQ(back.width, 37);
+  EXPECT_EQ(back.height, 11);
+  EXPECT_EQ(back.rgba, img.rgba);
+  EXPECT_EQ(back.pixel(3, 2), img.pixel(3, 2));
+  EXPECT_THROW(v::writePng("/no/such/folder/x.png", img), trainscope::UserError);
+}
+
+TEST(ViewerModel, BadFilesAreRefusedWithTheFileNamed) {
+  auto msg = [](const std::string& path) -> std::string {
+    try {
+      v::loadTrace(path);
+    } catch (const trainscope::UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(msg("/no/such.db").find("/no/such.db does not exist"), std::string::npos);
+  const std::string text = tempPath("notes.txt");
+  std::ofstream(text) << "not a database\n";
+  EXPECT_NE(msg(text).find("not a trainscope run database"), std::string::npos);
+  // Truncated: the first 40% of a real run database.
+  const std::string good = synthetic("v_layout.db", {2, 6'000, 3});
+  const std::string cut = tempPath("cut.db");
+  {
+    std::ifstream in(good, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(cut, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() * 2 / 5));
+  }
+  EXPECT_NE(msg(cut).find(cut), std::string::npos);
+  // A schema version this build does not know.
+  const std::string future = tempPath("future.db");
+  std::filesystem::copy_file(good, future, std::filesystem::copy_options::overwrite_existing);
+  {
+    db::Database d(future, db::Database::Mode::ReadWrite);
+    d.exec("UPDATE meta SET value = '99' WHERE key = 'schema_version'");
+  }
+  EXPECT_NE(msg(future).find("99"), std::string::npos) << msg(future);
+  // An empty trace loads, with nothing in it.
+  const std::string empty = tempPath("empty.db");
+  { db::RunStore s(empty, {}); }
+  const v::Trace t = v::loadTrace(empty);
+  EXPECT_EQ(t.event_count, 0);
+  EXPECT_EQ(t.ranks.size(), 1u);
+}
+
+TEST(ViewerModel, StudySnapshotReadsTrialsWithoutWriting) {
+  const std::string path = tempPath("study.db");
+  {
+    trainscope::tuner::Study s(path, R"({"workload":"tiny","cluster":"cpu-local","memory_bytes":1000})", false);
+    trainscope::tuner::TrialRecord tr;
+    tr.candidate = 4;
+    tr.round = 0;
+    tr.steps = 3;
+    tr.id = s.beginTrial(tr);
+    tr.status = trainscope::tuner::TrialStatus::Ok;
+    tr.step_s = 0.5;
+    tr.peak_bytes = 900;
+    tr.db_path = "/tmp/x.db";
+    s.finishTrial(tr);
+    s.setValue("recommended", "4");
+  }
+  const auto before = std::filesystem::last_write_time(path);
+  const auto snap = trainscope::tuner::readStudy(path);
+  EXPECT_EQ(snap.workload, "tiny");
+  EXPECT_EQ(snap.memory_bytes, 1000);
+  EXPECT_EQ(snap.recommended, 4);
+  ASSERT_EQ(snap.trials.size(), 1u);
+  EXPECT_EQ(snap.trials[0].status, trainscope::tuner::TrialStatus::Ok);
+  EXPECT_DOUBLE_EQ(snap.trials[0].step_s, 0.5);
+  EXPECT_EQ(std::filesystem::last_write_time(path), before);
+  EXPECT_THROW(trainscope::tuner::readStudy(synthetic("v_layout.db", {2, 6'000, 3})), trainscope::UserError);
+}

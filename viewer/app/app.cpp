@@ -1,0 +1,320 @@
+// app.cpp — the frame loop, loading, actions, the headless mode (--screenshot, --script, --layout).
+#include "app.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/error.h"
+#include "trainscope/viewer/image.h"
+#include "window.h"
+
+namespace trainscope::viewer {
+
+Document::~Document() {
+  progress.cancel.store(true);
+  if (loader.joinable()) loader.join();
+}
+
+App::App(Options o) : opt(std::move(o)) {}
+App::~App() = default;
+
+void App::openDocument(const std::string& path) {
+  if (tuner::isStudy(path)) {
+    try {
+      study = std::make_unique<tuner::StudySnapshot>(tuner::readStudy(path));
+      tab = Tab::Study;
+      tab_requested = true;
+    } catch (const std::exception& e) {
+      fatal = e.what();
+    }
+    return;
+  }
+  auto d = std::make_unique<Document>();
+  d->path = path;
+  Document* raw = d.get();
+  d->loader = std::thread([raw] {
+    try {
+      auto t = std::make_unique<Trace>(loadTrace(raw->path, &raw->progress, 0, /*summary=*/false));
+      if (t->event_count == 0 && t->steps.empty())
+        throw UserError("database", raw->path + " holds no events and no steps (an empty trace)",
+                        "trace a run with `trainscope run --trace`, or import a profiler trace");
+      auto s = std::make_unique<Statistics>(computeStatistics(*t));
+      raw->load_s = t->load_seconds;
+      raw->trace = std::move(t);  // published by `done`
+      raw->stats = std::move(s);
+      raw->done.store(true);
+      // Second pass: the run summary (the Steps and Summary tabs) while the timeline is already up.
+      if (auto sum = loadSummary(raw->path)) raw->summary = std::make_unique<rundb::RunSummary>(*sum);
+      raw->summary_done.store(true);
+      return;
+    } catch (const Cancelled&) {
+      raw->error = "cancelled";
+    } catch (const std::exception& e) {
+      raw->error = e.what();
+    }
+    raw->done.store(true);
+    raw->summary_done.store(true);
+  });
+  docs.push_back(std::move(d));
+}
+
+const rundb::RunSummary* App::summary() const {
+  for (const auto& d : docs)
+    if (d->ready()) return d->summary_done.load() ? d->summary.get() : nullptr;
+  return nullptr;
+}
+
+const Trace* App::primary() const {
+  for (const auto& d : docs)
+    if (d->ready()) return d->trace.get();
+  return nullptr;
+}
+
+int64_t App::origin() const {
+  const Trace* t = primary();
+  return t ? t->begin : 0;
+}
+
+void App::fitAll() {
+  const Trace* t = primary();
+  if (!t) return;
+  int64_t b = t->begin, e = t->end;
+  for (const auto& d : docs)
+    if (d->ready()) {
+      b = std::min(b, d->trace->begin + d->offset);
+      e = std::max(e, d->trace->end + d->offset);
+    }
+  view.fit(b, e);
+}
+
+void App::fitStep(int64_t step) {
+  const Trace* t = primary();
+  if (!t) return;
+  if (auto w = t->stepWindow(step)) view.fit(w->first, w->second);
+}
+
+void App::select(size_t doc, const EventRef& r) {
+  selection = Selection{doc, r};
+  if (!tab_requested) tab = Tab::Details;
+  tab_requested = true;
+}
+
+bool App::selectByName(const std::string& name, int64_t k) {
+  for (size_t di = 0; di < docs.size(); ++di) {
+    if (!docs[di]->ready()) continue;
+    const Trace& t = *docs[di]->trace;
+    SearchResult r = search(t, name);
+    int64_t seen = 0;
+    for (const auto& m : r.matches)
+      if (t.name(m) == name && seen++ == k) {
+        select(di, m);
+        const Event& e = t.event(m);
+        // Out of view, or too narrow to see: bring it in at a fifth of the width.
+        if (e.start < view.begin() || e.end > view.end() || double(e.duration()) < 10 * view.nsPerPx())
+          view.fit(e.start, e.end, 2.0);
+        return true;
+      }
+  }
+  return false;
+}
+
+void App::runSearch(const std::string& needle) {
+  const Trace* t = primary();
+  if (!t) return;
+  std::snprintf(search_text, sizeof search_text, "%s", needle.c_str());
+  found = search(*t, needle);
+  found_index = -1;
+  if (!found.matches.empty()) gotoMatch(+1);
+}
+
+void App::gotoMatch(int dir) {
+  const Trace* t = primary();
+  if (!t || found.matches.empty()) return;
+  const int64_t center = view.origin + int64_t((view.t0 + view.t1) / 2);
+  found_index = found_index < 0 ? nextMatch(*t, found, center, dir)
+                                : (found_index + dir + int64_t(found.matches.size())) % int64_t(found.matches.size());
+  const EventRef& r = found.matches[size_t(found_index)];
+  const Event& e = t->event(r);
+  size_t doc = 0;
+  for (size_t i = 0; i < docs.size(); ++i)
+    if (docs[i]->trace.get() == t) doc = i;
+  select(doc, r);
+  const double w = std::max(view.t1 - view.t0, double(e.duration()) * 3);
+  view.t0 = view.rel(e.start) + double(e.duration()) / 2 - w / 2;
+  view.t1 = view.t0 + w;
+}
+
+void App::setRange(int64_t a, int64_t b) {
+  if (b < a) std::swap(a, b);
+  range = std::make_pair(a, b);
+  range_totals = {};
+  for (const auto& d : docs)
+    if (d->ready() && d.get() == docs.front().get()) range_totals = rangeTotals(*d->trace, a, b);
+}
+
+void App::realign() {
+  if (docs.size() < 2 || !docs[0]->ready() || !docs[1]->ready()) return;
+  docs[1]->offset = alignmentOffset(*docs[0]->trace, *docs[1]->trace, align_step);
+}
+
+void App::applyCommand(const ScriptCommand& c) {
+  auto num = [](const std::string& s) { return std::stod(s); };
+  if (c.op == "view") {
+    view.t0 = parseTime(c.args[0], "--script");
+    view.t1 = parseTime(c.args[1], "--script");
+  } else if (c.op == "zoom") {
+    const double at = c.args.size() > 1 ? num(c.args[1]) : 0.5;
+    view.zoom(num(c.args[0]), view.x0 + float(at) * view.width);
+  } else if (c.op == "pan") {
+    view.pan(-float(num(c.args[0])) * view.width);
+  } else if (c.op == "step") {
+    fitStep(int64_t(num(c.args[0])));
+  } else if (c.op == "select") {
+    if (!selectByName(c.args[0], c.args.size() > 1 ? int64_t(num(c.args[1])) : 0))
+      std::cerr << "trainscope-viewer: --script line " << c.line << ": no event named \"" << c.args[0] << "\"\n";
+  } else if (c.op == "search") {
+    runSearch(c.args[0]);
+  } else if (c.op == "next" || c.op == "prev") {
+    gotoMatch(c.op == "next" ? 1 : -1);
+  } else if (c.op == "range") {
+    setRange(origin() + int64_t(parseTime(c.args[0], "--script")), origin() + int64_t(parseTime(c.args[1], "--script")));
+  } else if (c.op == "clear") {
+    selection.reset();
+    range.reset();
+  } else if (c.op == "tab") {
+    static const std::pair<const char*, Tab> tabs[] = {{"details", Tab::Details}, {"stats", Tab::Statistics},
+                                                       {"steps", Tab::Steps},     {"summary", Tab::Summary},
+                                                       {"compare", Tab::Compare}, {"study", Tab::Study}};
+    for (auto& [n, t] : tabs)
+      if (c.args[0] == n) tab = t, tab_requested = true;
+  }
+}
+
+void App::poll() {
+  for (auto& d : docs) {
+    if (d->summary_done.load() && d->loader.joinable()) d->loader.join();
+    if (d->ready() && !d->reader) {
+      try {
+        d->reader = std::make_unique<rundb::RunReader>(d->path);
+      } catch (const std::exception& e) {
+        d->error = e.what();
+      }
+      d->correlation = std::make_unique<CorrelationIndex>(*d->trace);
+      realign();
+      if (!fitted) {
+        view.origin = origin();
+        fitAll();
+        if (opt.view) {
+          view.t0 = opt.view->first;
+          view.t1 = opt.view->second;
+        }
+        fitted = true;
+      }
+    }
+    if (!d->error.empty() && fatal.empty()) fatal = d->error;
+  }
+}
+
+void App::writeLayout(const std::string& path) const {
+  nlohmann::json j;
+  j["timeline"] = {{"x0", timeline_x0}, {"x1", timeline_x1}, {"y0", timeline_y0}, {"y1", timeline_y1}};
+  j["view"] = {{"t0", view.t0}, {"t1", view.t1}, {"origin", view.origin}};
+  j["panel_y0"] = panel_y0;
+  j["selection"] = bool(selection);
+  j["rows"] = nlohmann::json::array();
+  for (const auto& r : rows) {
+    const Track& t = docs[r.doc]->trace->tracks[r.track];
+    j["rows"].push_back({{"doc", r.doc}, {"track", r.track}, {"lane", r.lane}, {"rank", t.rank},
+                         {"label", t.label}, {"y0", r.y0}, {"y1", r.y1}});
+  }
+  if (const Trace* t = primary()) {
+    j["events"] = t->event_count;
+    j["bytes"] = t->bytes();
+  }
+  std::ofstream(path) << j.dump(1) << "\n";
+}
+
+int App::run() {
+  const bool headless = !opt.screenshot.empty();
+  std::vector<ScriptCommand> script;
+  if (!opt.script.empty()) {
+    std::ifstream f(opt.script);
+    if (!f) throw UserError("--script", opt.script + " cannot be read", "check the path");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    script = parseScript(ss.str(), opt.script);
+  }
+  Window window("trainscope-viewer", opt.width, opt.height, !headless);
+  for (const auto& f : opt.files) openDocument(f);
+
+  std::vector<double> frame_ms;
+  size_t next_command = 0;
+  int hold = 0;
+  int settle = opt.frames;
+  const auto started = std::chrono::steady_clock::now();
+  while (!window.shouldClose()) {
+    const bool loading = std::any_of(docs.begin(), docs.end(), [](const auto& d) { return !d->done.load(); });
+    window.poll(headless || loading ? 0 : 0.25);
+    if (!headless && window.minimized()) continue;
+    poll();
+    if (headless && loading) {
+      if (std::chrono::steady_clock::now() - started > std::chrono::minutes(10)) {
+        fatal = "loading took longer than 10 minutes";
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // leave the cores to the loader
+      }
+    }
+    // Headless waits for the summaries too, so that a script sees every tab filled.
+    const bool all_loaded = !std::any_of(docs.begin(), docs.end(), [](const auto& d) { return !d->summary_done.load(); });
+    if (headless && all_loaded && fatal.empty() && next_command < script.size()) {
+      if (hold > 0) {
+        --hold;  // `frames N`: N frames as they are
+      } else {
+        const ScriptCommand& c = script[next_command++];
+        if (c.op == "frames") hold = std::max(0, std::stoi(c.args[0]) - 1);
+        else applyCommand(c);
+      }
+    }
+
+    const auto f0 = std::chrono::steady_clock::now();
+    window.newFrame();
+    ImGui::NewFrame();
+    drawFrame();
+    ImGui::Render();
+    this->frame_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - f0).count();
+    if (all_loaded && fatal.empty()) frame_ms.push_back(this->frame_ms);  // frames of the loaded trace
+    window.render();
+
+    if (headless && (all_loaded || !fatal.empty()) && next_command >= script.size() && --settle <= 0) {
+      writePng(opt.screenshot, window.readPixels());
+      if (!opt.layout.empty()) writeLayout(opt.layout);
+      break;
+    }
+    window.swap();
+  }
+  if (opt.frame_stats && !frame_ms.empty()) {
+    std::vector<double> v = frame_ms;
+    std::sort(v.begin(), v.end());
+    const Trace* t = primary();
+    std::printf("frames %zu | frame CPU ms: median %.2f, p99 %.2f, max %.2f | load %.2f s | %lld events, %.1f MiB, %.1f B/event\n",
+                v.size(), v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], v.back(),
+                docs.empty() ? 0.0 : docs[0]->load_s, (long long)(t ? t->event_count : 0),
+                t ? double(t->bytes()) / 1048576.0 : 0.0,
+                t && t->event_count ? double(t->bytes()) / double(t->event_count) : 0.0);
+  }
+  if (!fatal.empty()) {
+    std::cerr << "trainscope-viewer: " << fatal << "\n";
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace trainscope::viewer

@@ -1,0 +1,132 @@
+// app.h — the viewer application: documents being loaded or shown, the view state, and the frame.
+// One file per window draws it (view_timeline.cpp, view_panels.cpp, view_study.cpp); this header is
+// their shared state. Only window.cpp touches GLFW and OpenGL.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "trainscope/rundb/reader.h"
+#include "trainscope/tuner/study.h"
+#include "trainscope/viewer/lod.h"
+#include "trainscope/viewer/model.h"
+#include "trainscope/viewer/query.h"
+#include "trainscope/viewer/stats.h"
+#include "trainscope/viewer/view_state.h"
+
+namespace trainscope::viewer {
+
+// GLFW key codes the views use (GLFW's values; ImGui 1.86 indexes KeysDown with them).
+namespace keys {
+inline constexpr int kA = 65, kD = 68, kF = 70, kS = 83, kW = 87, kLeftBracket = 91, kRightBracket = 93,
+                     kEscape = 256, kF3 = 292;
+}
+
+struct Options {
+  std::vector<std::string> files;
+  std::string screenshot, script, layout;
+  int width = 1600, height = 900;
+  std::optional<std::pair<double, double>> view;  // relative to the trace start, ns
+  int frames = 3;
+  bool frame_stats = false;
+};
+
+// One run database: loaded on a background thread, then shown.
+struct Document {
+  std::string path;
+  LoadProgress progress;
+  std::thread loader;
+  std::atomic<bool> done{false};
+  std::string error;                    // set when loading failed
+  std::unique_ptr<Trace> trace;
+  std::unique_ptr<Statistics> stats;
+  std::unique_ptr<CorrelationIndex> correlation;
+  std::unique_ptr<rundb::RunReader> reader;  // details on selection (UI thread only)
+  std::unique_ptr<rundb::RunSummary> summary;  // computed after the timeline is up
+  std::atomic<bool> summary_done{false};
+  int64_t offset = 0;                   // added to this run's times when drawn (run comparison)
+  double load_s = 0;
+  ~Document();
+  bool ready() const { return trace != nullptr; }
+};
+
+struct Selection {
+  size_t doc = 0;
+  EventRef ref;
+};
+
+// Where each drawn row went in the last frame (for --layout, flows and scrolling to a selection).
+struct RowRect {
+  size_t doc;
+  uint32_t track, lane;
+  float y0, y1;
+};
+
+enum class Tab { Details, Statistics, Steps, Summary, Compare, Study };
+
+class App {
+ public:
+  explicit App(Options o);
+  ~App();
+  int run();  // the exit status
+
+  // --- state the views share ---
+  Options opt;
+  std::vector<std::unique_ptr<Document>> docs;
+  std::unique_ptr<tuner::StudySnapshot> study;
+  std::string fatal;  // a message shown instead of the timeline (bad input)
+  TimeView view;
+  std::optional<Selection> selection;
+  std::optional<std::pair<int64_t, int64_t>> range;  // selected time range (absolute ns)
+  std::array<KindTotal, kEventKinds> range_totals{};
+  SearchResult found;
+  int64_t found_index = -1;
+  char search_text[256] = {};
+  Tab tab = Tab::Details;
+  bool tab_requested = false;
+  int stats_group = 0;
+  int64_t stats_rank = -1;
+  int64_t align_step = 1;
+  bool fitted = false;
+  std::vector<RowRect> rows;  // last frame's
+  float timeline_x0 = 0, timeline_x1 = 0, timeline_y0 = 0, timeline_y1 = 0;
+  float panel_y0 = 0;
+  std::vector<DrawItem> scratch;
+  double frame_ms = 0;
+
+  // --- actions (the UI and --script call these) ---
+  void openDocument(const std::string& path);
+  void fitAll();
+  void fitStep(int64_t step);
+  void select(size_t doc, const EventRef& r);
+  bool selectByName(const std::string& name, int64_t k);
+  void runSearch(const std::string& needle);
+  void gotoMatch(int dir);
+  void setRange(int64_t a, int64_t b);
+  void applyCommand(const ScriptCommand& c);
+  void realign();
+  const Trace* primary() const;
+  const rundb::RunSummary* summary() const;  // the first run's, once computed
+  int64_t origin() const;  // the time the ruler counts from (the first run's start)
+
+  // --- views ---
+  void drawFrame();
+  void drawTimeline();
+  void drawDetails();
+  void drawStatistics();
+  void drawSteps();
+  void drawSummary();
+  void drawCompare();
+  void drawStudy();
+
+ private:
+  void poll();
+  void writeLayout(const std::string& path) const;
+};
+
+}  // namespace trainscope::viewer

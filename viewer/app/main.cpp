@@ -1,0 +1,56 @@
+// main.cpp — trainscope-viewer: FILE.db [FILE2.db] | STUDY.db, interactive or headless (--screenshot).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "app.h"
+#include "trainscope/common/error.h"
+
+int main(int argc, char** argv) {
+  namespace v = trainscope::viewer;
+  v::Options o;
+  CLI::App cli{"trainscope-viewer — timelines of every rank, statistics, run comparison and tuner studies"};
+  std::string size, view;
+  cli.add_option("files", o.files, "a run database (two to compare them), or a tuner study")->required();
+  cli.add_option("--screenshot", o.screenshot, "render headless (Xvfb works) and write this PNG, then exit");
+  cli.add_option("--size", size, "window size WxH (default 1600x900)");
+  cli.add_option("--view", view, "START:END visible window, relative to the trace start (e.g. 0:2.5ms)");
+  cli.add_option("--frames", o.frames, "frames to render before the screenshot (default 3)")->check(CLI::Range(1, 100000));
+  cli.add_option("--script", o.script, "replay view changes from a file (zoom, pan, select, search; see docs/viewer.md)");
+  cli.add_option("--layout", o.layout, "with --screenshot: write where each row was drawn as JSON");
+  cli.add_flag("--frame-stats", o.frame_stats, "print per-frame CPU time, load time and memory per event");
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return cli.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    if (o.files.size() > 2) throw trainscope::UserError("files", "at most two files (two runs to compare)", "");
+    if (!size.empty()) {
+      int w = 0, h = 0;
+      char extra = 0;
+      if (std::sscanf(size.c_str(), "%dx%d%c", &w, &h, &extra) != 2 || w < 200 || h < 150 || w > 16384 || h > 16384)
+        throw trainscope::UserError("--size", "\"" + size + "\" is not WxH between 200x150 and 16384x16384",
+                                    "write e.g. --size 1600x900");
+      o.width = w;
+      o.height = h;
+    }
+    if (!view.empty()) {
+      const auto colon = view.find(':');
+      if (colon == std::string::npos)
+        throw trainscope::UserError("--view", "\"" + view + "\" is not START:END", "write e.g. --view 0:2.5ms");
+      const double a = v::parseTime(view.substr(0, colon), "--view"), b = v::parseTime(view.substr(colon + 1), "--view");
+      if (!(b > a)) throw trainscope::UserError("--view", "END must be after START", "");
+      o.view = std::make_pair(a, b);
+    }
+    v::App app(o);
+    return app.run();
+  } catch (const trainscope::UserError& e) {
+    std::cerr << "trainscope-viewer: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "trainscope-viewer: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,300 @@
+// view_panels.cpp — the bottom panel's tabs: details of the selection (and of a selected time range),
+// statistics, per-rank step breakdown, the run's config and summary, and the comparison of two runs.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "app.h"
+#include "trainscope/viewer/details.h"
+#include "trainscope/viewer/image.h"
+
+namespace trainscope::viewer {
+
+namespace {
+
+void fieldsTable(const char* id, const Fields& f) {
+  if (!ImGui::BeginTable(id, 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchProp))
+    return;
+  ImGui::TableSetupColumn("field", ImGuiTableColumnFlags_WidthFixed, 170);
+  ImGui::TableSetupColumn("value");
+  for (const auto& [k, v] : f) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("%s", k.c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextWrapped("%s", v.c_str());
+  }
+  ImGui::EndTable();
+}
+
+std::string pct(double part, double whole) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f%%", whole > 0 ? 100 * part / whole : 0.0);
+  return b;
+}
+
+}  // namespace
+
+void App::drawDetails() {
+  if (range) {
+    ImGui::Text("Selected range: %s (from %s)", formatDuration(double(range->second - range->first)).c_str(),
+                formatDuration(double(range->first - origin())).c_str());
+    if (ImGui::BeginTable("range", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+      ImGui::TableSetupColumn("kind");
+      ImGui::TableSetupColumn("events");
+      ImGui::TableSetupColumn("busy");
+      ImGui::TableSetupColumn("of the range (summed over tracks)");
+      ImGui::TableHeadersRow();
+      for (int k = 0; k < kEventKinds; ++k) {
+        if (!range_totals[size_t(k)].count) continue;
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::TextColored(ImColor(kindColor(EventKind(k))), "%s", kindName(EventKind(k)));
+        ImGui::TableNextColumn();
+        ImGui::Text("%lld", (long long)range_totals[size_t(k)].count);
+        ImGui::TableNextColumn();
+        ImGui::Text("%s", formatDuration(double(range_totals[size_t(k)].busy_ns)).c_str());
+        ImGui::TableNextColumn();
+        ImGui::Text("%s", pct(double(range_totals[size_t(k)].busy_ns), double(range->second - range->first)).c_str());
+      }
+      ImGui::EndTable();
+    }
+    ImGui::Separator();
+  }
+  if (!selection || !docs[selection->doc]->ready()) {
+    if (!range) ImGui::TextDisabled("Click an event for its details; shift-drag to select a time range. "
+                                    "Wheel: zoom, drag: pan, W/S/A/D, F: fit, [ ]: steps, F3: next match.");
+    return;
+  }
+  Document& d = *docs[selection->doc];
+  const Trace& t = *d.trace;
+  static Fields cached;
+  static std::optional<Selection> cached_for;
+  if (!cached_for || cached_for->doc != selection->doc || cached_for->ref != selection->ref) {
+    cached = d.reader ? eventDetails(*d.reader, t, selection->ref) : Fields{};
+    cached_for = selection;
+  }
+  ImGui::BeginChild("fields", ImVec2(ImGui::GetContentRegionAvail().x * 0.6f, 0));
+  fieldsTable("details", cached);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("context", ImVec2(0, 0));
+  ImGui::TextDisabled("enclosing");
+  for (const auto& p : enclosing(t, selection->ref)) {
+    ImGui::PushID(int(p.lane));
+    if (ImGui::Selectable(t.name(p).c_str())) select(selection->doc, p);
+    ImGui::PopID();
+  }
+  if (d.correlation) {
+    const Event& e = t.event(selection->ref);
+    if (e.kind == EventKind::ApiCall) {
+      const auto launched = d.correlation->launchedBy(selection->ref);
+      ImGui::TextDisabled("launched (%zu)", launched.size());
+      for (size_t i = 0; i < launched.size() && i < 50; ++i) {
+        ImGui::PushID(int(i) + 1000);
+        if (ImGui::Selectable(t.name(launched[i]).c_str())) select(selection->doc, launched[i]);
+        ImGui::PopID();
+      }
+    } else if (auto l = d.correlation->launchOf(selection->ref)) {
+      ImGui::TextDisabled("launched by");
+      if (ImGui::Selectable(t.name(*l).c_str())) select(selection->doc, *l);
+    }
+  }
+  ImGui::EndChild();
+}
+
+void App::drawStatistics() {
+  Document* d = nullptr;
+  for (auto& x : docs)
+    if (x->ready()) {
+      d = x.get();
+      break;
+    }
+  if (!d) return;
+  const Trace& t = *d->trace;
+  for (int g = 0; g < kStatGroups; ++g) {
+    if (g) ImGui::SameLine();
+    ImGui::RadioButton(groupName(StatGroup(g)), &stats_group, g);
+  }
+  ImGui::SameLine(0, 30);
+  ImGui::SetNextItemWidth(140);
+  const std::string cur = stats_rank < 0 ? "all ranks" : "rank " + std::to_string(stats_rank);
+  if (ImGui::BeginCombo("##rank", cur.c_str())) {
+    if (ImGui::Selectable("all ranks", stats_rank < 0)) stats_rank = -1;
+    for (const auto& g : t.ranks) {
+      const std::string n = "rank " + std::to_string(g.rank);
+      if (ImGui::Selectable(n.c_str(), stats_rank == g.rank)) stats_rank = g.rank;
+    }
+    ImGui::EndCombo();
+  }
+  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV;
+  if (!ImGui::BeginTable("stats", 7, flags)) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch, 0, int(StatSort::Name));
+  ImGui::TableSetupColumn("count", ImGuiTableColumnFlags_WidthFixed, 70, int(StatSort::Count));
+  ImGui::TableSetupColumn("total", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_DefaultSort |
+                                       ImGuiTableColumnFlags_PreferSortDescending, 90, int(StatSort::Total));
+  ImGui::TableSetupColumn("self", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_PreferSortDescending, 90,
+                          int(StatSort::Self));
+  ImGui::TableSetupColumn("mean", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_PreferSortDescending, 90,
+                          int(StatSort::Mean));
+  ImGui::TableSetupColumn("max", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_PreferSortDescending, 90,
+                          int(StatSort::Max));
+  ImGui::TableSetupColumn("% of total", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort, 80);
+  ImGui::TableHeadersRow();
+  StatSort by = StatSort::Total;
+  bool desc = true;
+  if (ImGuiTableSortSpecs* s = ImGui::TableGetSortSpecs(); s && s->SpecsCount > 0) {
+    by = StatSort(s->Specs[0].ColumnUserID);
+    desc = s->Specs[0].SortDirection == ImGuiSortDirection_Descending;
+  }
+  const auto rowsOf = statRows(*d->stats, t, StatGroup(stats_group), stats_rank, by, desc);
+  double sum = 0;
+  for (const auto* r : rowsOf) sum += double(r->total_ns);
+  ImGuiListClipper clip;
+  clip.Begin(int(rowsOf.size()));
+  while (clip.Step())
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+      const StatRow& r = *rowsOf[size_t(i)];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::PushID(i);
+      if (ImGui::Selectable(t.names[r.name].c_str(), false, ImGuiSelectableFlags_SpanAllColumns)) runSearch(t.names[r.name]);
+      ImGui::PopID();
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", (long long)r.count);
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", formatDuration(double(r.total_ns)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", formatDuration(double(r.self_ns)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", formatDuration(r.mean_ns()).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", formatDuration(double(r.max_ns)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", pct(double(r.total_ns), sum).c_str());
+    }
+  ImGui::EndTable();
+}
+
+void App::drawSteps() {
+  const Trace* t = primary();
+  const rundb::RunSummary* sum = summary();
+  if (!t || !sum) {
+    ImGui::TextDisabled(t && !docs[0]->summary_done.load() ? "Computing the run summary..." : "This file has no steps.");
+    return;
+  }
+  const auto& s = *sum;
+  ImGui::Text("Per counted step, each rank over its steps' %s windows (compute from %s):",
+              s.breakdown_window == "gpu" ? "GPU" : "CPU", s.breakdown_source.empty() ? "no events" : s.breakdown_source.c_str());
+  const ImU32 cols[5] = {kindColor(EventKind::Kernel), kindColor(EventKind::Collective), IM_COL32(160, 110, 200, 255),
+                         kindColor(EventKind::Memcpy), IM_COL32(90, 90, 90, 255)};
+  const char* names[5] = {"compute only", "communication only", "overlap", "memory", "idle"};
+  for (int i = 0; i < 5; ++i) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImColor(cols[i]), " %s", names[i]);
+  }
+  for (const auto& n : s.notes) ImGui::TextColored(ImVec4(1, .8f, .4f, 1), "note: %s", n.c_str());
+  double longest = 0;
+  for (const auto& r : s.ranks)
+    if (r.breakdown)
+      longest = std::max(longest, r.breakdown->compute_s + r.breakdown->comm_s - r.breakdown->overlap_s +
+                                      r.breakdown->memory_s + r.breakdown->idle_s);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float bar_w = std::max(100.f, ImGui::GetContentRegionAvail().x - 560);
+  for (const auto& r : s.ranks) {
+    ImGui::Text("rank %-3lld %s", (long long)r.rank, r.straggler ? "STRAGGLER" : "         ");
+    ImGui::SameLine(150);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    if (r.breakdown && longest > 0) {
+      const auto& b = *r.breakdown;
+      const double parts[5] = {b.compute_s - b.overlap_s, b.comm_s - b.overlap_s, b.overlap_s, b.memory_s, b.idle_s};
+      float x = p.x;
+      for (int i = 0; i < 5; ++i) {
+        const float w = float(std::max(0.0, parts[i]) / longest) * bar_w;
+        dl->AddRectFilled(ImVec2(x, p.y + 2), ImVec2(x + w, p.y + 14), cols[i]);
+        x += w;
+      }
+      ImGui::Dummy(ImVec2(bar_w, 16));
+      ImGui::SameLine();
+      ImGui::Text("CPU step %s%s%s | %s compute, %s comm, %s memory, %s idle",
+                  formatDuration(r.step_s_mean * 1e9).c_str(), r.gpu_step_s ? ", GPU step " : "",
+                  r.gpu_step_s ? formatDuration(*r.gpu_step_s * 1e9).c_str() : "",
+                  formatDuration(b.compute_s * 1e9).c_str(), formatDuration(b.comm_s * 1e9).c_str(),
+                  formatDuration(b.memory_s * 1e9).c_str(), formatDuration(b.idle_s * 1e9).c_str());
+    } else {
+      ImGui::Text("step %s (median)", formatDuration(r.step_s_median * 1e9).c_str());
+    }
+  }
+}
+
+void App::drawSummary() {
+  const Trace* t = primary();
+  if (!t) return;
+  Fields f;
+  if (const rundb::RunSummary* sum = summary()) {
+    const auto& s = *sum;
+    char b[128];
+    f.push_back({"workload", s.workload});
+    f.push_back({"ranks", std::to_string(s.world)});
+    f.push_back({"counted steps", std::to_string(s.steps) + " (" + std::to_string(s.excluded_steps) + " warm-up left out)"});
+    f.push_back({"step time", "median " + formatDuration(s.step_s_median * 1e9) + ", mean " + formatDuration(s.step_s_mean * 1e9) +
+                                  ", p90 " + formatDuration(s.step_s_p90 * 1e9)});
+    std::snprintf(b, sizeof b, "%.0f", s.tokens_per_s);
+    f.push_back({"tokens/s", b});
+    if (s.mfu) {
+      std::snprintf(b, sizeof b, "%.1f%%", *s.mfu * 100);
+      f.push_back({"MFU", b});
+    }
+    f.push_back({"peak memory", formatBytes(double(s.peak_bytes))});
+  }
+  f.push_back({"events", std::to_string(t->event_count) + " (" + formatBytes(double(t->bytes())) + " in the viewer, " +
+                             std::to_string(t->event_count ? t->bytes() / size_t(t->event_count) : 0) + " B/event)"});
+  char b[64];
+  std::snprintf(b, sizeof b, "%.2f s", t->load_seconds);
+  f.push_back({"loaded in", b});
+  for (const auto& dr : t->drops)
+    if (dr.dropped) f.push_back({"DROPPED", std::to_string(dr.dropped) + " events of " + dr.source + " on rank " + std::to_string(dr.rank)});
+  f.push_back({"schema version", std::to_string(t->schema_version)});
+  for (const auto& [k, v] : t->meta)
+    if (k != "schema_version") f.push_back({"meta." + k, v});
+  fieldsTable("summary", f);
+}
+
+void App::drawCompare() {
+  if (docs.size() < 2 || !docs[0]->ready() || !docs[1]->ready()) {
+    ImGui::TextDisabled("Open two run databases to compare them.");
+    return;
+  }
+  ImGui::SetNextItemWidth(120);
+  if (ImGui::InputScalar("align at step", ImGuiDataType_S64, &align_step)) realign();
+  ImGui::SameLine();
+  ImGui::TextDisabled("B is drawn shifted by %s", formatDuration(double(docs[1]->offset)).c_str());
+  const auto diffs = compareSteps(*docs[0]->trace, *docs[1]->trace);
+  if (!ImGui::BeginTable("diff", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY)) return;
+  ImGui::TableSetupColumn("step");
+  ImGui::TableSetupColumn("A");
+  ImGui::TableSetupColumn("B");
+  ImGui::TableSetupColumn("B - A");
+  ImGui::TableHeadersRow();
+  for (const auto& s : diffs) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::Text("%lld", (long long)s.step);
+    ImGui::TableNextColumn();
+    ImGui::Text("%s", s.a_s > 0 ? formatDuration(s.a_s * 1e9).c_str() : "-");
+    ImGui::TableNextColumn();
+    ImGui::Text("%s", s.b_s > 0 ? formatDuration(s.b_s * 1e9).c_str() : "-");
+    ImGui::TableNextColumn();
+    if (s.a_s > 0 && s.b_s > 0) {
+      const double d = s.b_s - s.a_s;
+      ImGui::TextColored(d > 0 ? ImVec4(1, .45f, .45f, 1) : ImVec4(.5f, 1, .5f, 1), "%s%s (%+.1f%%)", d > 0 ? "+" : "",
+                         formatDuration(d * 1e9).c_str(), 100 * d / s.a_s);
+    }
+  }
+  ImGui::EndTable();
+}
+
+}  // namespace trainscope::viewer

@@ -1,0 +1,105 @@
+// window.cpp — GLFW + OpenGL 3 + Dear ImGui backends (see window.h).
+#include "window.h"
+
+#define GLFW_INCLUDE_NONE
+#include <GLFW/glfw3.h>
+#include <GL/gl.h>
+#include <imgui.h>
+#include <imgui_impl_glfw.h>
+#include <imgui_impl_opengl3.h>
+
+#include <string>
+
+#include "trainscope/common/error.h"
+
+namespace trainscope::viewer {
+
+namespace {
+std::string g_glfw_error;
+void onGlfwError(int code, const char* what) { g_glfw_error = std::string(what) + " (GLFW error " + std::to_string(code) + ")"; }
+}  // namespace
+
+Window::Window(const std::string& title, int width, int height, bool visible) {
+  glfwSetErrorCallback(onGlfwError);
+  if (!glfwInit())
+    throw UserError("display", "cannot open a window: " + g_glfw_error,
+                    "run on a desktop, set DISPLAY, or use Xvfb (xvfb-run trainscope-viewer ... --screenshot out.png)");
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_VISIBLE, visible ? GLFW_TRUE : GLFW_FALSE);
+  window_ = glfwCreateWindow(width, height, title.c_str(), nullptr, nullptr);
+  if (!window_) {
+    glfwTerminate();
+    throw UserError("display", "cannot create an OpenGL 3.3 window: " + g_glfw_error,
+                    "check the OpenGL driver (glxinfo), or use Xvfb with Mesa");
+  }
+  glfwMakeContextCurrent(window_);
+  glfwSwapInterval(visible ? 1 : 0);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // no imgui.ini beside the user's files
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(window_, true);
+  ImGui_ImplOpenGL3_Init("#version 330");
+}
+
+Window::~Window() {
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window_);
+  glfwTerminate();
+}
+
+bool Window::shouldClose() const { return glfwWindowShouldClose(window_); }
+void Window::requestClose() { glfwSetWindowShouldClose(window_, GLFW_TRUE); }
+void Window::poll(double wait_s) {
+  if (wait_s > 0) glfwWaitEventsTimeout(wait_s);
+  else glfwPollEvents();
+}
+bool Window::minimized() const { return glfwGetWindowAttrib(window_, GLFW_ICONIFIED) != 0; }
+
+void Window::newFrame() {
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+}
+
+void Window::render() {
+  int w = 0, h = 0;
+  glfwGetFramebufferSize(window_, &w, &h);
+  glViewport(0, 0, w, h);
+  glClearColor(24 / 255.f, 26 / 255.f, 30 / 255.f, 1.f);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+}
+
+void Window::swap() { glfwSwapBuffers(window_); }
+
+int Window::width() const {
+  int w = 0, h = 0;
+  glfwGetFramebufferSize(window_, &w, &h);
+  return w;
+}
+int Window::height() const {
+  int w = 0, h = 0;
+  glfwGetFramebufferSize(window_, &w, &h);
+  return h;
+}
+
+Image Window::readPixels() const {
+  Image img;
+  img.width = width();
+  img.height = height();
+  std::vector<uint8_t> flipped(size_t(img.width) * size_t(img.height) * 4);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadBuffer(GL_BACK);
+  glReadPixels(0, 0, img.width, img.height, GL_RGBA, GL_UNSIGNED_BYTE, flipped.data());
+  img.rgba.resize(flipped.size());
+  const size_t row = size_t(img.width) * 4;
+  for (int y = 0; y < img.height; ++y)  // OpenGL's rows run bottom to top
+    std::copy_n(&flipped[size_t(img.height - 1 - y) * row], row, &img.rgba[size_t(y) * row]);
+  return img;
+}
+
+}  // namespace trainscope::viewer

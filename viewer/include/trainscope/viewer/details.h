@@ -1,0 +1,37 @@
+// trainscope/viewer/details.h — every field of one event, read back from its database row (the
+// model keeps only what drawing needs), and a generated trace for tests, benchmarks and demos.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainscope/viewer/model.h"
+
+namespace trainscope::rundb {
+class RunReader;
+}
+
+namespace trainscope::viewer {
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+// The event's row, field by field ("name", "start", "duration", then the table's own columns; for a
+// collective its bytes, algorithm and bus bandwidth). Empty when the row cannot be found.
+Fields eventDetails(rundb::RunReader& reader, const Trace& trace, const EventRef& ref);
+
+// A synthetic training trace: per rank, `steps` steps of a CPU thread (step > forward/backward >
+// layer ranges > aten ops > cudaLaunchKernel), one device stream of kernels (one NCCL all-reduce per
+// step), a copy and a set per step, a data-parallel all-reduce collective and the memory counter.
+// About `events_per_rank` events per rank in all. Deterministic.
+struct SyntheticOptions {
+  int ranks = 2;
+  int64_t events_per_rank = 20'000;
+  int steps = 4;
+  int64_t start_ns = 1'700'000'000'000'000'000;  // an epoch-scale clock, as real traces have
+  bool kernels = true;  // false: a CPU-only trace
+};
+void writeSyntheticTrace(const std::string& path, const SyntheticOptions& o);
+
+}  // namespace trainscope::viewer

@@ -1,0 +1,40 @@
+// trainscope/viewer/image.h — RGBA images: PNG out (screenshots) and back in (tests check pixels),
+// and the fixed palette the timeline draws with (packed as 0xAABBGGRR, as Dear ImGui's IM_COL32).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainscope/viewer/model.h"
+
+namespace trainscope::viewer {
+
+struct Image {
+  int width = 0, height = 0;
+  std::vector<uint8_t> rgba;  // rows top to bottom
+  uint32_t pixel(int x, int y) const;  // 0xAABBGGRR
+};
+
+// Writes through a temporary file and rename: a failed write leaves no partial PNG.
+void writePng(const std::string& path, const Image& img);
+Image readPng(const std::string& path);  // 8-bit RGBA or RGB, non-interlaced (what writePng writes)
+
+constexpr uint32_t rgb(uint8_t r, uint8_t g, uint8_t b) { return 0xff000000u | uint32_t(b) << 16 | uint32_t(g) << 8 | r; }
+
+namespace palette {
+inline constexpr uint32_t kBackground = rgb(24, 26, 30);
+inline constexpr uint32_t kRowAlt = rgb(30, 32, 37);
+inline constexpr uint32_t kText = rgb(225, 228, 232);
+inline constexpr uint32_t kFolded = rgb(120, 124, 132);  // a block of folded events
+inline constexpr uint32_t kSelection = rgb(255, 255, 255);
+inline constexpr uint32_t kRangeSelect = rgb(70, 110, 170);
+inline constexpr uint32_t kFlow = rgb(255, 210, 60);
+inline constexpr uint32_t kMemoryCounter = rgb(90, 200, 210);
+}  // namespace palette
+
+// The colour of an event kind: kernels blue, NCCL kernels and collectives red, copies yellow, sets
+// orange, ranges green, ops purple, API calls grey, steps teal.
+uint32_t kindColor(EventKind k);
+
+}  // namespace trainscope::viewer

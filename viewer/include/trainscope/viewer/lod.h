@@ -1,0 +1,45 @@
+// trainscope/viewer/lod.h — level of detail: what one lane shows in a window, folded so that a frame
+// costs what is on screen, not what is in the trace.
+//
+// The rule (one rule, at every zoom): with a threshold T (the width of a few pixels, in ns), an event
+// narrower than T is "small"; a maximal run of consecutive small events whose gaps are all below T
+// is drawn as one block with a count. Events at least T wide are drawn as themselves.
+//
+// The rule is applied to the events that overlap the window, so the result for a window is exactly
+// what a brute-force pass over those events gives (tests check this). To make that cheap, each lane
+// keeps levels built with thresholds 1 µs, 4 µs, 16 µs, …: a level's blocks are runs at its own
+// threshold, and since a run at T' ≤ T lies inside one run at T, a query at T walks the coarsest level
+// with T' ≤ T, trims the blocks cut by the window's edges (binary search inside the block) and folds
+// on. The work is the number of level items in the window, bounded by about width / T' per lane.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trainscope/viewer/model.h"
+
+namespace trainscope::viewer {
+
+struct DrawItem {
+  int64_t start = 0, end = 0;
+  uint32_t count = 0;  // events folded into this item
+  uint32_t index = 0;  // the event, when count == 1
+};
+
+inline constexpr int64_t kLodBaseThreshold = 1000;  // ns, level 0
+inline constexpr int kLodMaxLevels = 16;
+
+// Builds lane.levels from lane.events (sorted, non-overlapping).
+void buildLevels(Lane& lane);
+
+// Events of `lane` overlapping [begin, end), folded at `threshold` ns. Appends to `out`.
+void visibleItems(const Lane& lane, int64_t begin, int64_t end, int64_t threshold, std::vector<DrawItem>& out);
+
+// The index range [first, last) of lane events overlapping [begin, end).
+std::pair<uint32_t, uint32_t> overlapping(const Lane& lane, int64_t begin, int64_t end);
+
+// The largest of values[first, last) of a counter (0 when empty), through its min/max pyramid:
+// O(16 × levels) whatever the range.
+double counterMax(const CounterSeries& c, size_t first, size_t last);
+
+}  // namespace trainscope::viewer

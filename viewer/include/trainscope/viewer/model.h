@@ -1,0 +1,140 @@
+// trainscope/viewer/model.h — the viewer's data model: a run database loaded into per-track sorted
+// arrays that a frame can draw in time proportional to what is on screen.
+//
+// What it is: loading (through rundb::RunReader, on any thread, with progress and cancel), the
+// track layout (a group per rank: steps, one flame per CPU thread, one row per device stream,
+// collectives, counters), and the per-lane level-of-detail pyramids (lod.h). Queries — hit testing,
+// search, range totals, statistics — are in query.h and stats.h.
+// What it is not: anything that draws. No ImGui, no OpenGL here; the app (viewer/app/) only draws
+// what these types say.
+//
+// Memory: an Event is 24 bytes; a lane adds its correlation ids (8 bytes per event, kernel, copy
+// and API lanes only) and its LOD levels (Trace::bytes() counts all of it).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainscope/rundb/rows.h"
+#include "trainscope/rundb/summary.h"
+
+namespace trainscope::viewer {
+
+// What an event is; decides its colour and which statistics it feeds.
+enum class EventKind : uint8_t { Step, Range, HostOp, ApiCall, Kernel, CommKernel, Memcpy, Memset, Collective };
+inline constexpr int kEventKinds = 9;
+const char* kindName(EventKind k);
+
+struct Event {
+  int64_t start = 0, end = 0;  // ns, rank 0's clock
+  uint32_t name = 0;           // index into Trace::names
+  EventKind kind = EventKind::Range;
+  uint8_t reserved = 0;
+  uint16_t extra = 0;          // memcpy: MemcpyKind
+  int64_t duration() const { return end - start; }
+};
+static_assert(sizeof(Event) == 24, "Event is the unit of the viewer's memory budget");
+
+// A run of events [first, last) of one lane folded into one block at some threshold (lod.h).
+struct LodItem {
+  int64_t start = 0, end = 0;
+  uint32_t first = 0, last = 0;
+};
+
+struct LodLevel {
+  int64_t threshold = 0;         // ns: events narrower than this, closer than this, are folded
+  std::vector<LodItem> items;
+};
+
+// One row of a track: events sorted by start and never overlapping each other.
+struct Lane {
+  std::vector<Event> events;
+  std::vector<int64_t> correlation;  // parallel to events for kernels, copies and API calls; else empty
+  std::vector<LodLevel> levels;      // ascending thresholds; only levels that fold at least 2:1
+};
+
+enum class TrackKind { Steps, Thread, Stream, Collectives, Counter };
+
+// A counter as a step function, with a min/max pyramid for drawing it at any zoom.
+struct CounterSeries {
+  std::vector<int64_t> ts;
+  std::vector<double> values;
+  std::vector<std::vector<std::pair<double, double>>> pyramid;  // level k: min/max of blocks of 16^(k+1)
+  double max_value = 0;
+};
+
+struct Track {
+  TrackKind kind = TrackKind::Thread;
+  int64_t rank = 0;
+  int64_t id = 0;       // thread id, stream id
+  int64_t device = -1;  // streams
+  std::string label;    // "thread 1234", "stream 7 (device 0)", "collectives", "memory"
+  std::vector<Lane> lanes;
+  CounterSeries counter;  // TrackKind::Counter only
+  int64_t events() const;
+};
+
+struct RankGroup {
+  int64_t rank = 0;
+  std::string host, device;
+  std::vector<size_t> tracks;  // indices into Trace::tracks, in display order
+};
+
+// Where one event lives.
+struct EventRef {
+  uint32_t track = 0, lane = 0, index = 0;
+  bool operator==(const EventRef& o) const { return track == o.track && lane == o.lane && index == o.index; }
+  bool operator!=(const EventRef& o) const { return !(*this == o); }
+};
+
+struct Trace {
+  std::string path;
+  int schema_version = 0;
+  std::map<std::string, std::string> meta;
+  std::vector<std::string> names;
+  std::vector<Track> tracks;
+  std::vector<RankGroup> ranks;
+  std::vector<rundb::Step> steps;           // every rank, by (rank, step)
+  std::optional<rundb::RunSummary> summary; // none when the file has no steps
+  std::vector<rundb::Drop> drops;
+  int64_t begin = 0, end = 0;               // the span of everything in the file (ns)
+  int64_t event_count = 0;
+  double load_seconds = 0;
+
+  const Event& event(const EventRef& r) const { return tracks[r.track].lanes[r.lane].events[r.index]; }
+  const std::string& name(const EventRef& r) const { return names[event(r).name]; }
+  int64_t correlation(const EventRef& r) const;  // -1 when none
+  size_t bytes() const;                          // memory the model holds
+  // Start time of `step` on `rank` (the earliest rank when rank < 0); nullopt when absent.
+  std::optional<int64_t> stepStart(int64_t step, int64_t rank = -1) const;
+  std::optional<std::pair<int64_t, int64_t>> stepWindow(int64_t step, int64_t rank = -1) const;
+};
+
+struct LoadProgress {
+  std::atomic<double> fraction{0};   // 0..1
+  std::atomic<bool> cancel{false};   // set by the caller to stop loading (load throws Cancelled)
+};
+
+struct Cancelled : std::exception {
+  const char* what() const noexcept override { return "loading cancelled"; }
+};
+
+// Loads a run database. Throws UserError naming the file for what RunReader refuses (missing, not a
+// run database, damaged, unknown schema version). An empty trace loads (event_count 0).
+// threads: readers working in parallel on chunks of the tables (0: the machine's cores).
+// summary: also compute Trace::summary (a second pass over the events; the app does it after the
+// timeline is up, with loadSummary).
+Trace loadTrace(const std::string& path, LoadProgress* progress = nullptr, int threads = 0, bool summary = true);
+std::optional<rundb::RunSummary> loadSummary(const std::string& path);  // nullopt: no steps
+
+// Builds the lanes and levels of one track from unsorted events (used by loadTrace and by tests).
+// Events are sorted by (start, longest first); each goes to its nesting depth, or the next lane
+// where it does not overlap.
+void buildLanes(Track& t, std::vector<Event> events, std::vector<int64_t> correlation = {});
+
+}  // namespace trainscope::viewer

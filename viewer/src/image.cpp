@@ -1,0 +1,153 @@
+// image.cpp — PNG encode/decode on zlib (RFC 2083), and the kind palette.
+#include "trainscope/viewer/image.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
+
+#include "trainscope/common/error.h"
+
+namespace trainscope::viewer {
+
+uint32_t Image::pixel(int x, int y) const {
+  if (x < 0 || y < 0 || x >= width || y >= height) return 0;
+  const uint8_t* p = &rgba[(size_t(y) * size_t(width) + size_t(x)) * 4];
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+uint32_t kindColor(EventKind k) {
+  switch (k) {
+    case EventKind::Step: return rgb(60, 150, 150);
+    case EventKind::Range: return rgb(70, 160, 90);
+    case EventKind::HostOp: return rgb(140, 100, 190);
+    case EventKind::ApiCall: return rgb(130, 130, 130);
+    case EventKind::Kernel: return rgb(60, 120, 220);
+    case EventKind::CommKernel: return rgb(210, 70, 70);
+    case EventKind::Memcpy: return rgb(220, 190, 50);
+    case EventKind::Memset: return rgb(230, 130, 40);
+    case EventKind::Collective: return rgb(210, 70, 70);
+  }
+  return rgb(255, 0, 255);
+}
+
+namespace {
+
+void put32(std::string& s, uint32_t v) {
+  for (int i = 3; i >= 0; --i) s.push_back(char((v >> (8 * i)) & 0xff));
+}
+uint32_t get32(const unsigned char* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+
+void chunk(std::string& out, const char* type, const std::string& data) {
+  put32(out, uint32_t(data.size()));
+  std::string body = std::string(type, 4) + data;
+  out += body;
+  put32(out, uint32_t(crc32(0, reinterpret_cast<const Bytef*>(body.data()), uInt(body.size()))));
+}
+
+}  // namespace
+
+void writePng(const std::string& path, const Image& img) {
+  std::string raw;
+  raw.reserve(size_t(img.height) * (size_t(img.width) * 4 + 1));
+  for (int y = 0; y < img.height; ++y) {
+    raw.push_back('\0');  // filter: none
+    raw.append(reinterpret_cast<const char*>(&img.rgba[size_t(y) * size_t(img.width) * 4]), size_t(img.width) * 4);
+  }
+  uLongf zlen = compressBound(uLong(raw.size()));
+  std::string z(zlen, '\0');
+  if (compress2(reinterpret_cast<Bytef*>(z.data()), &zlen, reinterpret_cast<const Bytef*>(raw.data()), uLong(raw.size()),
+                6) != Z_OK)
+    throw UserError("--screenshot", "could not compress the image", "");
+  z.resize(zlen);
+  std::string png = "\x89PNG\r\n\x1a\n";
+  std::string ihdr;
+  put32(ihdr, uint32_t(img.width));
+  put32(ihdr, uint32_t(img.height));
+  ihdr += std::string("\x08\x06\x00\x00\x00", 5);  // 8-bit RGBA, deflate, no filter method, no interlace
+  chunk(png, "IHDR", ihdr);
+  chunk(png, "IDAT", z);
+  chunk(png, "IEND", "");
+  const std::string tmp = path + ".tmp" + std::to_string(getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(png.data(), std::streamsize(png.size()));
+    if (!f.good()) {
+      std::remove(tmp.c_str());
+      throw UserError("--screenshot", "cannot write " + path, "check that its folder exists and is writable");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw UserError("--screenshot", "cannot write " + path, "check that its folder exists and is writable");
+  }
+}
+
+Image readPng(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  auto bad = [&](const std::string& why) { return UserError("png", path + ": " + why, ""); };
+  if (s.size() < 8 || std::memcmp(p, "\x89PNG\r\n\x1a\n", 8) != 0) throw bad("not a PNG");
+  Image img;
+  int channels = 0;
+  std::string idat;
+  for (size_t off = 8; off + 12 <= s.size();) {
+    const uint32_t len = get32(p + off);
+    if (off + 12 + len > s.size()) throw bad("truncated");
+    const std::string type = s.substr(off + 4, 4);
+    const unsigned char* d = p + off + 8;
+    if (type == "IHDR") {
+      img.width = int(get32(d));
+      img.height = int(get32(d + 4));
+      if (d[8] != 8 || (d[9] != 6 && d[9] != 2) || d[12] != 0) throw bad("only 8-bit RGB(A), non-interlaced");
+      channels = d[9] == 6 ? 4 : 3;
+    } else if (type == "IDAT") {
+      idat.append(reinterpret_cast<const char*>(d), len);
+    }
+    off += 12 + len;
+  }
+  if (!channels || img.width <= 0 || img.height <= 0) throw bad("no image header");
+  const size_t stride = size_t(img.width) * size_t(channels);
+  std::string raw(size_t(img.height) * (stride + 1), '\0');
+  uLongf rlen = uLongf(raw.size());
+  if (uncompress(reinterpret_cast<Bytef*>(raw.data()), &rlen, reinterpret_cast<const Bytef*>(idat.data()),
+                 uLong(idat.size())) != Z_OK || rlen != raw.size())
+    throw bad("bad image data");
+  std::vector<uint8_t> cur(stride), prev(stride, 0);
+  img.rgba.resize(size_t(img.width) * size_t(img.height) * 4);
+  for (int y = 0; y < img.height; ++y) {
+    const auto* row = reinterpret_cast<const uint8_t*>(&raw[size_t(y) * (stride + 1)]);
+    const int filter = row[0];
+    for (size_t i = 0; i < stride; ++i) {
+      const int a = i >= size_t(channels) ? cur[i - size_t(channels)] : 0, b = prev[i],
+                c = i >= size_t(channels) ? prev[i - size_t(channels)] : 0;
+      int v = row[1 + i];
+      switch (filter) {
+        case 0: break;
+        case 1: v += a; break;
+        case 2: v += b; break;
+        case 3: v += (a + b) / 2; break;
+        case 4: {
+          const int pp = a + b - c, pa = std::abs(pp - a), pb = std::abs(pp - b), pc = std::abs(pp - c);
+          v += (pa <= pb && pa <= pc) ? a : pb <= pc ? b : c;
+          break;
+        }
+        default: throw bad("bad filter");
+      }
+      cur[i] = uint8_t(v);
+    }
+    for (int x = 0; x < img.width; ++x)
+      for (int k = 0; k < 4; ++k)
+        img.rgba[(size_t(y) * size_t(img.width) + size_t(x)) * 4 + size_t(k)] =
+            k < channels ? cur[size_t(x) * size_t(channels) + size_t(k)] : 255;
+    prev.swap(cur);
+  }
+  return img;
+}
+
+}  // namespace trainscope::viewer

@@ -1,0 +1,129 @@
+// lod.cpp — folding of small events (see lod.h for the rule and why the levels give the same answer
+// as a brute-force pass).
+#include "trainscope/viewer/lod.h"
+
+#include <algorithm>
+
+namespace trainscope::viewer {
+
+namespace {
+
+// Folds `items` (sorted, non-overlapping) at threshold `t`. An item is foldable when it already is
+// a block (every event in it is small at a lower threshold) or a single event narrower than t.
+template <class Emit>
+void fold(const LodItem* items, size_t n, int64_t t, Emit&& emit) {
+  if (n == 0) return;
+  LodItem cur = items[0];
+  auto foldable = [t](const LodItem& it) { return it.last - it.first > 1 || it.end - it.start < t; };
+  bool cur_foldable = foldable(cur);
+  for (size_t i = 1; i < n; ++i) {
+    const LodItem& it = items[i];
+    const bool f = foldable(it);
+    if (cur_foldable && f && it.start - cur.end < t) {
+      cur.end = std::max(cur.end, it.end);
+      cur.last = it.last;
+    } else {
+      emit(cur);
+      cur = it;
+      cur_foldable = f;
+    }
+  }
+  emit(cur);
+}
+
+}  // namespace
+
+void buildLevels(Lane& lane) {
+  lane.levels.clear();
+  const auto& ev = lane.events;
+  if (ev.size() < 2) return;
+  std::vector<LodItem> prev(ev.size());
+  for (size_t i = 0; i < ev.size(); ++i) prev[i] = {ev[i].start, ev[i].end, uint32_t(i), uint32_t(i + 1)};
+  size_t stored_size = ev.size();
+  int64_t t = kLodBaseThreshold;
+  for (int k = 0; k < kLodMaxLevels && prev.size() > 1; ++k, t *= 4) {
+    std::vector<LodItem> next;
+    next.reserve(prev.size() / 2 + 1);
+    fold(prev.data(), prev.size(), t, [&](const LodItem& it) { next.push_back(it); });
+    // Keep a level only when it folds at least 2:1 against the last kept one: a query at a
+    // threshold between kept levels walks the finer one, at most twice the items.
+    if (next.size() * 2 <= stored_size) {
+      stored_size = next.size();
+      next.shrink_to_fit();
+      lane.levels.push_back({t, next});
+    }
+    prev.swap(next);
+  }
+}
+
+std::pair<uint32_t, uint32_t> overlapping(const Lane& lane, int64_t begin, int64_t end) {
+  const auto& ev = lane.events;
+  // Lanes never overlap, so ends are sorted as starts are.
+  auto lo = std::partition_point(ev.begin(), ev.end(), [begin](const Event& e) { return e.end <= begin; });
+  auto hi = std::partition_point(lo, ev.end(), [end](const Event& e) { return e.start < end; });
+  return {uint32_t(lo - ev.begin()), uint32_t(hi - ev.begin())};
+}
+
+void visibleItems(const Lane& lane, int64_t begin, int64_t end, int64_t threshold, std::vector<DrawItem>& out) {
+  const auto [i0, i1] = overlapping(lane, begin, end);
+  if (i0 >= i1) return;
+  const auto& ev = lane.events;
+  auto emit = [&](const LodItem& it) {
+    out.push_back({it.start, it.end, it.last - it.first, it.first});
+  };
+
+  const LodLevel* level = nullptr;
+  for (const auto& l : lane.levels)
+    if (l.threshold <= threshold) level = &l;
+
+  // Items of the chosen level overlapping the window, trimmed to the events [i0, i1).
+  thread_local std::vector<LodItem> items;
+  items.clear();
+  if (!level) {
+    for (uint32_t i = i0; i < i1; ++i) items.push_back({ev[i].start, ev[i].end, i, i + 1});
+  } else {
+    const auto& li = level->items;
+    auto lo = std::partition_point(li.begin(), li.end(), [&](const LodItem& it) { return it.last <= i0; });
+    for (auto it = lo; it != li.end() && it->first < i1; ++it) {
+      LodItem x = *it;
+      if (x.first < i0 || x.last > i1) {
+        // A trimmed block is still made of small events; a lone survivor is small at T' <= T.
+        x.first = std::max(x.first, i0);
+        x.last = std::min(x.last, i1);
+        x.start = ev[x.first].start;
+        x.end = ev[x.last - 1].end;
+      }
+      items.push_back(x);
+    }
+  }
+  fold(items.data(), items.size(), threshold, emit);
+}
+
+double counterMax(const CounterSeries& c, size_t first, size_t last) {
+  last = std::min(last, c.values.size());
+  double m = 0;
+  bool any = false;
+  auto take = [&](double v) { m = any ? std::max(m, v) : v, any = true; };
+  // Level -1 is the values themselves; level k covers blocks of 16^(k+1).
+  size_t a = first, b = last;
+  for (int level = -1; a < b; ++level) {
+    const bool has_up = level + 1 < int(c.pyramid.size());
+    auto at = [&](size_t i) { return level < 0 ? c.values[i] : c.pyramid[size_t(level)][i].second; };
+    if (!has_up) {
+      for (size_t i = a; i < b; ++i) take(at(i));
+      break;
+    }
+    // Walk this level up to the next block boundary on each side, then go up.
+    const size_t na = (a + 15) / 16, nb = b / 16;
+    if (na >= nb) {
+      for (size_t i = a; i < b; ++i) take(at(i));
+      break;
+    }
+    for (size_t i = a; i < na * 16; ++i) take(at(i));
+    for (size_t i = nb * 16; i < b; ++i) take(at(i));
+    a = na, b = nb;
+  }
+  return m;
+}
+
+}  // namespace trainscope::viewer

@@ -1,0 +1,450 @@
+// model.cpp — loading a run database into tracks and lanes (see model.h).
+//
+// Ranks load in parallel, one RunReader per worker (SQLite connections are independent; the file is
+// opened read-only). Each worker names events with its own small table; the tables are merged once
+// at the end, so no lock is taken per event.
+#include "trainscope/viewer/model.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/range_names.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/viewer/lod.h"
+
+namespace trainscope::viewer {
+
+namespace {
+const char* kKindNames[kEventKinds] = {"step", "range", "op", "api", "kernel", "nccl kernel", "memcpy", "memset",
+                                       "collective"};
+}
+
+const char* kindName(EventKind k) { return kKindNames[int(k)]; }
+
+int64_t Track::events() const {
+  int64_t n = int64_t(counter.ts.size());
+  for (const auto& l : lanes) n += int64_t(l.events.size());
+  return n;
+}
+
+int64_t Trace::correlation(const EventRef& r) const {
+  const Lane& l = tracks[r.track].lanes[r.lane];
+  return l.correlation.empty() ? -1 : l.correlation[r.index];
+}
+
+size_t Trace::bytes() const {
+  size_t b = sizeof(Trace);
+  for (const auto& n : names) b += sizeof(std::string) + n.capacity();
+  for (const auto& t : tracks) {
+    b += sizeof(Track) + t.label.capacity();
+    for (const auto& l : t.lanes) {
+      b += sizeof(Lane) + l.events.capacity() * sizeof(Event) + l.correlation.capacity() * sizeof(int64_t);
+      for (const auto& lv : l.levels) b += sizeof(LodLevel) + lv.items.capacity() * sizeof(LodItem);
+    }
+    b += t.counter.ts.capacity() * 8 + t.counter.values.capacity() * 8;
+    for (const auto& p : t.counter.pyramid) b += p.capacity() * sizeof(p[0]);
+  }
+  b += steps.capacity() * sizeof(rundb::Step);
+  return b;
+}
+
+std::optional<int64_t> Trace::stepStart(int64_t step, int64_t rank) const {
+  auto w = stepWindow(step, rank);
+  return w ? std::optional<int64_t>(w->first) : std::nullopt;
+}
+
+std::optional<std::pair<int64_t, int64_t>> Trace::stepWindow(int64_t step, int64_t rank) const {
+  std::optional<std::pair<int64_t, int64_t>> w;
+  for (const auto& s : steps) {
+    if (s.step != step || (rank >= 0 && s.rank != rank)) continue;
+    const std::pair<int64_t, int64_t> x{s.start_ns, s.start_ns + s.step_time_ns};
+    w = w ? std::make_pair(std::min(w->first, x.first), std::max(w->second, x.second)) : x;
+  }
+  return w;
+}
+
+void buildLanes(Track& t, std::vector<Event> events, std::vector<int64_t> correlation) {
+  const bool corr = !correlation.empty();
+  std::vector<uint32_t> order(events.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    const Event& x = events[a];
+    const Event& y = events[b];
+    return x.start != y.start ? x.start < y.start : x.end > y.end;  // parents before children
+  });
+  t.lanes.clear();
+  std::vector<int64_t> open;      // ends of the enclosing events (a stack)
+  std::vector<int64_t> lane_end;  // last end in each lane
+  for (uint32_t i : order) {
+    Event e = events[i];
+    if (e.end < e.start) e.end = e.start;
+    while (!open.empty() && open.back() <= e.start) open.pop_back();
+    size_t d = open.size();
+    // Partial overlaps (an async range, two kernels on one stream): the next lane that is free.
+    while (d < lane_end.size() && lane_end[d] > e.start) ++d;
+    if (d >= lane_end.size()) {
+      lane_end.resize(d + 1, INT64_MIN);
+      t.lanes.resize(d + 1);
+    }
+    lane_end[d] = e.end;
+    if (open.empty() || e.end <= open.back()) open.push_back(e.end);
+    Lane& lane = t.lanes[d];
+    lane.events.push_back(e);
+    if (corr) lane.correlation.push_back(correlation[i]);
+  }
+  for (auto& lane : t.lanes) {
+    lane.events.shrink_to_fit();
+    lane.correlation.shrink_to_fit();
+    buildLevels(lane);
+  }
+}
+
+namespace {
+
+void buildPyramid(CounterSeries& c) {
+  c.pyramid.clear();
+  c.max_value = c.values.empty() ? 0 : *std::max_element(c.values.begin(), c.values.end());
+  std::vector<std::pair<double, double>> prev;
+  for (double v : c.values) prev.emplace_back(v, v);
+  while (prev.size() > 16) {
+    std::vector<std::pair<double, double>> next;
+    for (size_t i = 0; i < prev.size(); i += 16) {
+      std::pair<double, double> m = prev[i];
+      for (size_t j = i + 1; j < std::min(prev.size(), i + 16); ++j)
+        m = {std::min(m.first, prev[j].first), std::max(m.second, prev[j].second)};
+      next.push_back(m);
+    }
+    c.pyramid.push_back(next);
+    prev.swap(next);
+  }
+}
+
+// A CPU thread or a device stream of one rank.
+struct TrackKey {
+  int64_t rank;
+  int kind;  // 0: thread (a = tid), 1: stream (a = device, b = stream)
+  int64_t a, b;
+  bool operator==(const TrackKey& o) const { return rank == o.rank && kind == o.kind && a == o.a && b == o.b; }
+  bool operator<(const TrackKey& o) const {
+    return std::tie(rank, kind, a, b) < std::tie(o.rank, o.kind, o.a, o.b);
+  }
+};
+struct TrackKeyHash {
+  size_t operator()(const TrackKey& k) const {
+    return std::hash<int64_t>()(k.rank * 1000003 + k.kind * 7919 + k.a * 31 + k.b);
+  }
+};
+
+struct Pending {
+  std::vector<Event> ev;
+  std::vector<int64_t> corr;
+  bool any_corr = false;
+};
+using PendingMap = std::unordered_map<TrackKey, Pending, TrackKeyHash>;
+
+// Names: the file's dense string table first, then names the loader makes (copies, sets, steps,
+// collectives, and strings whose ids lie past the dense range).
+class Names {
+ public:
+  explicit Names(const rundb::RunReader& r) : names_(r.denseStrings()), dense_(uint32_t(names_.size())) {
+    for (uint32_t i = 0; i < dense_; ++i) by_text_.emplace(names_[i], i);
+    comm_.resize(dense_);
+    for (uint32_t i = 0; i < dense_; ++i) comm_[i] = rundb::isCommKernel(names_[i]);
+  }
+  uint32_t dense() const { return dense_; }
+  bool comm(uint32_t id) const { return id < dense_ ? comm_[id] : rundb::isCommKernel(names_[id]); }
+  // Thread-safe: workers meet sparse ids rarely.
+  uint32_t text(const std::string& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, fresh] = by_text_.emplace(s, uint32_t(names_.size()));
+    if (fresh) names_.push_back(s);
+    return it->second;
+  }
+  uint32_t id(const rundb::RunReader& r, rundb::StringId sid) { return sid < dense_ ? sid : text(r.string(sid)); }
+  std::vector<std::string> take() { return std::move(names_); }
+  const std::string& operator[](uint32_t i) const { return names_[i]; }
+
+ private:
+  std::vector<std::string> names_;
+  uint32_t dense_;
+  std::unordered_map<std::string, uint32_t> by_text_;
+  std::vector<char> comm_;
+  std::mutex mu_;
+};
+
+struct Counting {
+  LoadProgress* progress;
+  int64_t total = 0;
+  std::atomic<int64_t> done{0};
+  void add(int64_t n) {
+    const int64_t d = done.fetch_add(n) + n;
+    if (!progress) return;
+    if (progress->cancel.load()) throw Cancelled();
+    progress->fraction.store(total > 0 ? std::min(0.9, 0.9 * double(d) / double(total)) : 0.9);
+  }
+};
+
+// Runs f(i, worker) for i in [0, n) on `threads` threads (worker 0 is the calling one); rethrows
+// the first failure after every thread has stopped.
+template <class F>
+void parallelFor(size_t n, int threads, F&& f) {
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex mu;
+  auto work = [&](int worker) {
+    try {
+      for (size_t i; (i = next.fetch_add(1)) < n;) f(i, worker);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!failure) failure = std::current_exception();
+      next.store(n);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads && size_t(i) < n; ++i) pool.emplace_back(work, i);
+  work(0);
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+constexpr const char* kSpanTables[] = {"ranges", "host_ops", "api_calls", "kernels", "memcpy", "memset"};
+constexpr int64_t kChunkRows = 1 << 18;
+
+// One chunk of one span table into a worker's tracks.
+void loadChunk(rundb::RunReader& r, Names& names, int table, int64_t begin, int64_t end, PendingMap& tracks,
+               const std::array<uint32_t, 12>& copy_names, std::vector<rundb::SpanRow>& rows) {
+  rows.clear();
+  r.spans(kSpanTables[table], begin, end, rows);
+  const bool device = table >= 3;
+  TrackKey last{INT64_MIN, -1, 0, 0};
+  Pending* p = nullptr;
+  for (const auto& s : rows) {
+    const TrackKey key{s.rank, device ? 1 : 0, s.a, device ? s.b : 0};
+    if (!p || !(key == last)) p = &tracks[key], last = key;
+    Event e{s.start_ns, s.end_ns, 0, EventKind::Range};
+    switch (table) {
+      case 0: e.name = names.id(r, s.name), e.kind = EventKind::Range; break;
+      case 1: e.name = names.id(r, s.name), e.kind = EventKind::HostOp; break;
+      case 2: e.name = names.id(r, s.name), e.kind = EventKind::ApiCall; break;
+      case 3:
+        e.name = names.id(r, s.name);
+        e.kind = names.comm(e.name) ? EventKind::CommKernel : EventKind::Kernel;
+        break;
+      case 4:
+        e.kind = EventKind::Memcpy;
+        e.extra = uint16_t(s.kind >= 0 && s.kind <= 10 ? s.kind : 0);
+        e.name = copy_names[e.extra];
+        break;
+      default: e.kind = EventKind::Memset, e.name = copy_names[11]; break;
+    }
+    p->ev.push_back(e);
+    p->corr.push_back(table >= 2 ? s.correlation : -1);
+    p->any_corr |= table >= 2 && s.correlation >= 0;
+  }
+}
+
+}  // namespace
+
+Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bool summary) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    rundb::RunReader reader(path);  // throws UserError for what is not a run database
+    Trace trace;
+    trace.path = path;
+    trace.schema_version = reader.schemaVersion();
+    trace.meta = reader.meta();
+    trace.steps = reader.steps();
+    trace.drops = reader.drops();
+    std::map<int64_t, rundb::RankInfo> infos;
+    for (const auto& info : reader.ranks()) infos[info.rank] = info;
+
+    Names names(reader);
+    std::array<uint32_t, 12> copy_names{};
+    static const char* kCopy[] = {"memcpy", "memcpy HtoD", "memcpy DtoH", "memcpy HtoA", "memcpy AtoH", "memcpy AtoA",
+                                  "memcpy AtoD", "memcpy DtoA", "memcpy DtoD", "memcpy HtoH", "memcpy PtoP", "memset"};
+    for (int i = 0; i < 12; ++i) copy_names[size_t(i)] = names.text(kCopy[i]);
+
+    // Chunks of rowids over every span table; workers take them in turn, each with its own reader.
+    struct Chunk {
+      int table;
+      int64_t begin, end;
+    };
+    std::vector<Chunk> chunks;
+    Counting count{progress};
+    for (int t = 0; t < 6; ++t) {
+      const int64_t bound = reader.rowBound(kSpanTables[t]);
+      count.total += bound;
+      for (int64_t b = 0; b <= bound; b += kChunkRows) chunks.push_back({t, b, std::min(bound + 1, b + kChunkRows)});
+    }
+    const int n = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<PendingMap> per_worker(static_cast<size_t>(n));
+    std::vector<std::unique_ptr<rundb::RunReader>> readers(static_cast<size_t>(n));
+    std::vector<std::vector<rundb::SpanRow>> rows(static_cast<size_t>(n));
+    parallelFor(chunks.size(), n, [&](size_t i, int w) {
+      auto& rd = readers[size_t(w)];
+      if (w > 0 && !rd) rd = std::make_unique<rundb::RunReader>(path);
+      const Chunk& c = chunks[i];
+      loadChunk(w > 0 ? *rd : reader, names, c.table, c.begin, c.end, per_worker[size_t(w)], copy_names, rows[size_t(w)]);
+      count.add(c.end - c.begin);
+    });
+
+    auto phase = [&](const char* what) {
+      if (std::getenv("TRAINSCOPE_VIEWER_TIMING"))
+        std::fprintf(stderr, "[load] %s at %.3f s\n", what, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    };
+    phase("spans read");
+    // Gather each track's parts (in worker order; buildLanes sorts) and build lanes in parallel.
+    std::map<TrackKey, std::vector<Pending*>> parts;
+    for (auto& m : per_worker)
+      for (auto& [k, p] : m) parts[k].push_back(&p);
+    std::vector<std::pair<TrackKey, Track>> built;
+    for (auto& [k, v] : parts) built.push_back({k, Track{}});
+    parallelFor(built.size(), n, [&](size_t i, int) {
+      const TrackKey& k = built[i].first;
+      Track& t = built[i].second;
+      std::vector<Event> ev;
+      std::vector<int64_t> corr;
+      bool any_corr = false;
+      for (Pending* p : parts[k]) {
+        ev.insert(ev.end(), p->ev.begin(), p->ev.end());
+        corr.insert(corr.end(), p->corr.begin(), p->corr.end());
+        any_corr |= p->any_corr;
+        *p = Pending{};  // free as we go
+      }
+      t.kind = k.kind == 0 ? TrackKind::Thread : TrackKind::Stream;
+      t.rank = k.rank;
+      t.id = k.kind == 0 ? k.a : k.b;
+      t.device = k.kind == 0 ? -1 : k.a;
+      t.label = k.kind == 0 ? "thread " + std::to_string(k.a)
+                            : "stream " + std::to_string(k.b) + " (device " + std::to_string(k.a) + ")";
+      if (!any_corr) corr.clear();
+      buildLanes(t, std::move(ev), std::move(corr));
+    });
+    per_worker.clear();
+    readers.clear();
+    phase("lanes built");
+
+    // Ranks: world size, steps, the ranks table and whatever the events name.
+    std::set<int64_t> rank_set;
+    const int64_t world = reader.worldSize();
+    for (int64_t r = 0; r < std::min<int64_t>(world, 1 << 16); ++r) rank_set.insert(r);
+    for (const auto& s : trace.steps) rank_set.insert(s.rank);
+    for (const auto& [r, info] : infos) rank_set.insert(r);
+    for (const auto& [k, t] : built) rank_set.insert(k.rank);
+
+    size_t b = 0;
+    for (int64_t rank : rank_set) {
+      RankGroup g;
+      g.rank = rank;
+      if (auto it = infos.find(rank); it != infos.end()) g.host = it->second.host, g.device = it->second.device;
+      auto add = [&](Track&& t) {
+        g.tracks.push_back(trace.tracks.size());
+        trace.tracks.push_back(std::move(t));
+      };
+      // Steps.
+      std::vector<Event> steps;
+      for (const auto& s : trace.steps)
+        if (s.rank == rank)
+          steps.push_back({s.start_ns, s.start_ns + s.step_time_ns, names.text("step " + std::to_string(s.step)), EventKind::Step});
+      if (!steps.empty()) {
+        Track t;
+        t.kind = TrackKind::Steps;
+        t.rank = rank;
+        t.label = "steps";
+        buildLanes(t, std::move(steps));
+        add(std::move(t));
+      }
+      // Threads, then streams (`built` is ordered by rank, kind, ids).
+      for (; b < built.size() && built[b].first.rank == rank; ++b) add(std::move(built[b].second));
+      // Collectives, one track: "all_reduce (dp)".
+      std::vector<Event> coll;
+      for (const auto& c : reader.collectives(rank))
+        coll.push_back({c.start_ns, c.end_ns, names.text(c.op + " (" + c.group + ")"), EventKind::Collective});
+      if (!coll.empty()) {
+        Track t;
+        t.kind = TrackKind::Collectives;
+        t.rank = rank;
+        t.label = "collectives";
+        buildLanes(t, std::move(coll));
+        add(std::move(t));
+      }
+      // Counters, a track per name, the memory counter first.
+      std::map<uint32_t, CounterSeries> counters;
+      reader.forEachOf<rundb::Counter>(rank, [&](const rundb::Counter& x) {
+        CounterSeries& c = counters[names.id(reader, x.name)];
+        c.ts.push_back(x.ts_ns);
+        c.values.push_back(x.value);
+      });
+      std::vector<Track> counter_tracks;
+      for (auto& [name, c] : counters) {
+        Track t;
+        t.kind = TrackKind::Counter;
+        t.rank = rank;
+        t.label = names[name] == rundb::names::kMemoryCounter ? "memory" : names[name];
+        t.counter = std::move(c);
+        buildPyramid(t.counter);
+        if (t.label == "memory") counter_tracks.insert(counter_tracks.begin(), std::move(t));
+        else counter_tracks.push_back(std::move(t));
+      }
+      for (auto& t : counter_tracks) add(std::move(t));
+      trace.ranks.push_back(std::move(g));
+    }
+    trace.names = names.take();
+
+    // The span and the count.
+    bool any = false;
+    auto widen = [&](int64_t a, int64_t e) {
+      if (!any) trace.begin = a, trace.end = e, any = true;
+      trace.begin = std::min(trace.begin, a);
+      trace.end = std::max(trace.end, e);
+    };
+    for (const auto& t : trace.tracks) {
+      trace.event_count += t.events();
+      for (const auto& l : t.lanes)
+        if (!l.events.empty()) widen(l.events.front().start, l.events.back().end);  // lanes never overlap
+      if (!t.counter.ts.empty()) widen(t.counter.ts.front(), t.counter.ts.back());
+    }
+    if (!any) trace.begin = 0, trace.end = 1'000'000;
+    if (trace.end <= trace.begin) trace.end = trace.begin + 1000;
+
+    phase("tracks laid out");
+    if (summary && !trace.steps.empty()) trace.summary = rundb::summarize(reader);  // the numbers `report` prints
+    phase("summary");
+    if (progress) progress->fraction.store(1.0);
+    trace.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return trace;
+  } catch (const UserError&) {
+    throw;
+  } catch (const Cancelled&) {
+    throw;
+  } catch (const std::exception& e) {
+    // A file that opened as a run database and failed while being read: damaged or truncated.
+    throw UserError("database", path + " could not be read to the end (" + e.what() + ")",
+                    "the file is damaged or truncated; trace or import it again");
+  }
+}
+
+std::optional<rundb::RunSummary> loadSummary(const std::string& path) {
+  try {
+    rundb::RunReader reader(path);
+    if (reader.stepRanks().empty()) return std::nullopt;
+    return rundb::summarize(reader);
+  } catch (const UserError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UserError("database", path + " could not be read to the end (" + e.what() + ")",
+                    "the file is damaged or truncated; trace or import it again");
+  }
+}
+
+}  // namespace trainscope::viewer

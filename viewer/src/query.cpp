@@ -1,0 +1,178 @@
+// query.cpp — hit testing, flame parents, correlation, search, range totals, run comparison.
+#include "trainscope/viewer/query.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "trainscope/rundb/summary.h"
+#include "trainscope/viewer/lod.h"
+
+namespace trainscope::viewer {
+
+std::optional<uint32_t> hitLane(const Lane& lane, int64_t t, int64_t tolerance) {
+  const auto& ev = lane.events;
+  if (ev.empty()) return std::nullopt;
+  // First event ending after t - tolerance; candidates are it and the next one.
+  auto it = std::partition_point(ev.begin(), ev.end(), [&](const Event& e) { return e.end < t - tolerance; });
+  std::optional<uint32_t> best;
+  int64_t best_d = INT64_MAX;
+  for (auto c = it; c != ev.end() && c->start <= t + tolerance; ++c) {
+    const int64_t d = t < c->start ? c->start - t : t > c->end ? t - c->end : 0;
+    if (d < best_d) best_d = d, best = uint32_t(c - ev.begin());
+    if (d == 0 || c->start >= t) break;  // later events only get farther
+  }
+  return best;
+}
+
+std::optional<EventRef> hit(const Trace& trace, uint32_t track, uint32_t lane, int64_t t, int64_t tolerance) {
+  if (track >= trace.tracks.size() || lane >= trace.tracks[track].lanes.size()) return std::nullopt;
+  auto i = hitLane(trace.tracks[track].lanes[lane], t, tolerance);
+  if (!i) return std::nullopt;
+  return EventRef{track, lane, *i};
+}
+
+std::vector<EventRef> enclosing(const Trace& trace, const EventRef& r) {
+  std::vector<EventRef> out;
+  const Track& tr = trace.tracks[r.track];
+  const Event& e = trace.event(r);
+  for (uint32_t d = 0; d < r.lane; ++d) {
+    const auto& ev = tr.lanes[d].events;
+    auto it = std::partition_point(ev.begin(), ev.end(), [&](const Event& p) { return p.start <= e.start; });
+    if (it == ev.begin()) continue;
+    --it;
+    if (it->start <= e.start && it->end >= e.end) out.push_back({r.track, d, uint32_t(it - ev.begin())});
+  }
+  return out;
+}
+
+namespace {
+uint64_t corrKey(int64_t rank, int64_t corr) { return (uint64_t(rank) << 40) ^ uint64_t(corr); }
+}  // namespace
+
+CorrelationIndex::CorrelationIndex(const Trace& trace) : trace_(trace) {
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    const Track& t = trace.tracks[ti];
+    for (uint32_t li = 0; li < t.lanes.size(); ++li) {
+      const Lane& l = t.lanes[li];
+      if (l.correlation.empty()) continue;
+      for (uint32_t i = 0; i < l.events.size(); ++i) {
+        const int64_t c = l.correlation[i];
+        if (c < 0) continue;  // no id: never joined (a cross join of unknowns is not a launch)
+        const EventRef ref{ti, li, i};
+        if (l.events[i].kind == EventKind::ApiCall) api_.emplace(corrKey(t.rank, c), ref);
+        else device_[corrKey(t.rank, c)].push_back(ref);
+      }
+    }
+  }
+}
+
+std::optional<EventRef> CorrelationIndex::launchOf(const EventRef& r) const {
+  const int64_t c = trace_.correlation(r);
+  if (c < 0) return std::nullopt;
+  auto it = api_.find(corrKey(trace_.tracks[r.track].rank, c));
+  if (it == api_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<EventRef> CorrelationIndex::launchedBy(const EventRef& r) const {
+  const int64_t c = trace_.correlation(r);
+  if (c < 0) return {};
+  auto it = device_.find(corrKey(trace_.tracks[r.track].rank, c));
+  return it == device_.end() ? std::vector<EventRef>{} : it->second;
+}
+
+namespace {
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+}  // namespace
+
+SearchResult search(const Trace& trace, const std::string& needle, size_t limit) {
+  SearchResult res;
+  res.needle = needle;
+  if (needle.empty()) return res;
+  const std::string n = lower(needle);
+  std::vector<char> hit(trace.names.size());
+  bool any = false;
+  for (size_t i = 0; i < trace.names.size(); ++i) any |= bool(hit[i] = lower(trace.names[i]).find(n) != std::string::npos);
+  if (!any) return res;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    const Track& t = trace.tracks[ti];
+    for (uint32_t li = 0; li < t.lanes.size(); ++li) {
+      const auto& ev = t.lanes[li].events;
+      for (uint32_t i = 0; i < ev.size(); ++i) {
+        if (!hit[ev[i].name]) continue;
+        if (res.matches.size() >= limit) {
+          res.truncated = true;
+          break;
+        }
+        res.matches.push_back({ti, li, i});
+      }
+    }
+  }
+  std::sort(res.matches.begin(), res.matches.end(), [&](const EventRef& a, const EventRef& b) {
+    const Event& x = trace.event(a);
+    const Event& y = trace.event(b);
+    if (x.start != y.start) return x.start < y.start;
+    return a.track != b.track ? a.track < b.track : a.lane < b.lane;
+  });
+  return res;
+}
+
+int64_t nextMatch(const Trace& trace, const SearchResult& s, int64_t t, int dir) {
+  const auto& m = s.matches;
+  if (m.empty()) return -1;
+  auto after = std::partition_point(m.begin(), m.end(), [&](const EventRef& r) { return trace.event(r).start <= t; });
+  if (dir > 0) return after == m.end() ? 0 : int64_t(after - m.begin());
+  auto before = std::partition_point(m.begin(), m.end(), [&](const EventRef& r) { return trace.event(r).start < t; });
+  return before == m.begin() ? int64_t(m.size()) - 1 : int64_t(before - m.begin()) - 1;
+}
+
+std::array<KindTotal, kEventKinds> rangeTotals(const Trace& trace, int64_t begin, int64_t end, int64_t rank) {
+  std::array<KindTotal, kEventKinds> out{};
+  if (end <= begin) return out;
+  for (const Track& t : trace.tracks) {
+    if (rank >= 0 && t.rank != rank) continue;
+    std::array<std::vector<rundb::Interval>, kEventKinds> busy;
+    for (const Lane& l : t.lanes) {
+      const auto [i0, i1] = overlapping(l, begin, end);
+      for (uint32_t i = i0; i < i1; ++i) {
+        const Event& e = l.events[i];
+        auto& k = out[int(e.kind)];
+        ++k.count;
+        busy[int(e.kind)].push_back({std::max(e.start, begin), std::min(e.end, end)});
+      }
+    }
+    for (int k = 0; k < kEventKinds; ++k)
+      if (!busy[k].empty()) out[k].busy_ns += rundb::coveredWithin(rundb::unionOf(std::move(busy[k])), begin, end);
+  }
+  return out;
+}
+
+namespace {
+std::map<int64_t, double> stepTimes(const Trace& t) {
+  std::map<int64_t, double> out;  // the slowest rank's
+  for (const auto& s : t.steps) out[s.step] = std::max(out[s.step], double(s.step_time_ns) * 1e-9);
+  return out;
+}
+}  // namespace
+
+std::vector<StepDiff> compareSteps(const Trace& a, const Trace& b) {
+  const auto ta = stepTimes(a), tb = stepTimes(b);
+  std::map<int64_t, StepDiff> all;
+  for (auto [k, v] : ta) all[k].a_s = v, all[k].step = k;
+  for (auto [k, v] : tb) all[k].b_s = v, all[k].step = k;
+  std::vector<StepDiff> out;
+  for (auto& [k, d] : all) out.push_back(d);
+  return out;
+}
+
+int64_t alignmentOffset(const Trace& a, const Trace& b, int64_t step) {
+  const auto sa = a.stepStart(step), sb = b.stepStart(step);
+  if (sa && sb) return *sa - *sb;
+  return a.begin - b.begin;
+}
+
+}  // namespace trainscope::viewer

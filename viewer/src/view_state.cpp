@@ -1,0 +1,144 @@
+// view_state.cpp — see view_state.h.
+#include "trainscope/viewer/view_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "trainscope/common/error.h"
+
+namespace trainscope::viewer {
+
+void TimeView::zoom(double factor, float at) {
+  if (!(factor > 0) || !std::isfinite(factor)) return;
+  const double pivot = relAt(at);
+  t0 = pivot - (pivot - t0) / factor;
+  t1 = pivot + (t1 - pivot) / factor;
+}
+
+void TimeView::pan(float dx_px) {
+  const double dt = double(dx_px) * nsPerPx();
+  t0 -= dt;
+  t1 -= dt;
+}
+
+void TimeView::fit(int64_t begin_abs, int64_t end_abs, double margin) {
+  const double begin = rel(begin_abs), span = std::max(double(end_abs - begin_abs), 100.0);
+  t0 = begin - span * margin;
+  t1 = begin + span * (1 + margin);
+}
+
+void TimeView::clamp(int64_t begin_abs, int64_t end_abs) {
+  const double begin = rel(begin_abs), end = rel(end_abs);
+  const double span = std::max(end - begin, 100.0);
+  double w = std::clamp(t1 - t0, 100.0, span * 1.5);
+  const double c = std::clamp((t0 + t1) / 2, begin - span * 0.25, end + span * 0.25);
+  t0 = c - w / 2;
+  t1 = c + w / 2;
+}
+
+std::string formatDuration(double ns) {
+  const double a = std::fabs(ns);
+  char buf[64];
+  if (a < 1e3) std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+  else if (a < 1e6) std::snprintf(buf, sizeof buf, "%.3g us", ns / 1e3);
+  else if (a < 1e9) std::snprintf(buf, sizeof buf, "%.3g ms", ns / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.4g s", ns / 1e9);
+  return buf;
+}
+
+std::string formatBytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::fabs(b) >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", b, units[u]);
+  return buf;
+}
+
+std::vector<Tick> rulerTicks(const TimeView& v, float min_px) {
+  const double origin = 0;  // ticks count from the view's origin
+  std::vector<Tick> out;
+  const double min_ns = v.nsPerPx() * min_px;
+  if (!(min_ns > 0) || !std::isfinite(min_ns)) return out;
+  // The smallest 1/2/5 × 10^k step at least min_ns; minor ticks at a fifth (or half) of it.
+  double step = std::pow(10.0, std::floor(std::log10(min_ns)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (step * m >= min_ns) {
+      step *= m;
+      break;
+    }
+  const double minor = step / 5;
+  const double first = std::floor((v.t0 - origin) / minor) * minor + origin;
+  for (double t = first; t <= v.t1 && out.size() < 4096; t += minor) {
+    const double rel = t - origin;
+    const bool major = std::fabs(std::remainder(rel, step)) < minor * 0.01;
+    out.push_back({t, major ? formatDuration(std::round(rel / minor) * minor) : "", major});
+  }
+  return out;
+}
+
+double parseTime(const std::string& text, const std::string& field) {
+  static const std::map<std::string, double> units = {{"", 1}, {"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}};
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  auto u = used ? units.find(text.substr(used)) : units.end();
+  if (!used || u == units.end() || !std::isfinite(v))
+    throw UserError(field, "\"" + text + "\" is not a time", "write a number with a unit: 250us, 1.5ms, 2s");
+  return v * u->second;
+}
+
+std::vector<ScriptCommand> parseScript(const std::string& text, const std::string& file) {
+  // op → (min args, max args)
+  static const std::map<std::string, std::pair<int, int>> arity = {
+      {"view", {2, 2}}, {"zoom", {1, 2}}, {"pan", {1, 1}},   {"step", {1, 1}},   {"select", {1, 2}}, {"search", {1, 1}},
+      {"next", {0, 0}}, {"prev", {0, 0}}, {"range", {2, 2}}, {"tab", {1, 1}},    {"frames", {1, 1}}, {"clear", {0, 0}}};
+  std::vector<ScriptCommand> out;
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (auto h = line.find('#'); h != std::string::npos) line.resize(h);
+    std::istringstream words(line);
+    ScriptCommand c;
+    c.line = n;
+    if (!(words >> c.op)) continue;
+    for (std::string w; words >> w;) c.args.push_back(w);
+    const std::string where = file + ":" + std::to_string(n);
+    auto a = arity.find(c.op);
+    if (a == arity.end())
+      throw UserError("--script", where + ": unknown command \"" + c.op + "\"",
+                      "use view, zoom, pan, step, select, search, next, prev, range, tab, frames or clear");
+    if (int(c.args.size()) < a->second.first || int(c.args.size()) > a->second.second)
+      throw UserError("--script", where + ": " + c.op + " takes " + std::to_string(a->second.first) +
+                                      (a->second.first == a->second.second ? "" : "-" + std::to_string(a->second.second)) +
+                                      " argument(s)", "see docs/viewer.md");
+    // Check numbers now, not halfway through a replay.
+    auto number = [&](const std::string& s) {
+      try {
+        size_t used = 0;
+        const double v = std::stod(s, &used);
+        if (used == s.size() && std::isfinite(v)) return;
+      } catch (const std::exception&) {
+      }
+      throw UserError("--script", where + ": \"" + s + "\" is not a number", "");
+    };
+    if (c.op == "view" || c.op == "range")
+      for (auto& s : c.args) parseTime(s, "--script " + where);
+    if (c.op == "zoom" || c.op == "pan" || c.op == "step" || c.op == "frames")
+      for (auto& s : c.args) number(s);
+    if (c.op == "select" && c.args.size() == 2) number(c.args[1]);
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace trainscope::viewer
