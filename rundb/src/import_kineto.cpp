@@ -325,6 +325,7 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
                     "check the trace file");
   const int64_t base = p.base.value_or(0);
 
+  const uint32_t unnamed = p.intern("");  // before `ids` is sized: events without a name use it
   std::vector<StringId> ids(p.names.size(), kNoString);
   auto id = [&](uint32_t n) {
     if (ids[n] == kNoString) ids[n] = store.intern(p.names[n]);
@@ -349,8 +350,8 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
       ++dropped_negative;
       continue;
     }
-    const std::string& name = e.name == kNone ? p.names[p.intern("")] : p.names[e.name];
-    const StringId name_id = id(e.name == kNone ? p.intern("") : e.name);
+    const std::string& name = p.names[e.name == kNone ? unnamed : e.name];
+    const StringId name_id = id(e.name == kNone ? unnamed : e.name);
     if (e.cat != Cat::Other) t_min = std::min(t_min, b), t_max = std::max(t_max, en);
     const int64_t stream = e.stream >= 0 ? e.stream : e.tid;
     switch (e.cat) {

@@ -161,6 +161,12 @@ void RunReader::spans(const char* t, int64_t rowid_begin, int64_t rowid_end, std
   else if (name == "memcpy") cols = "NULL, device, stream, COALESCE(correlation, -1), kind";
   else if (name == "memset") cols = "NULL, device, stream, COALESCE(correlation, -1), 0";
   else TRAINSCOPE_THROW("spans: not a span table: " + name);
+  // Reading the whole file once: map it rather than copy each page through SQLite's cache (a
+  // read-only connection; no effect on other connections or on writers).
+  if (!mapped_) {
+    db_->exec("PRAGMA mmap_size = 4294967296");
+    mapped_ = true;
+  }
   Statement s(*db_, "SELECT rank, start_ns, end_ns, " + cols + " FROM " + name + " WHERE rowid >= ? AND rowid < ?");
   s.bindFrom(1, rowid_begin, rowid_end);
   while (s.step()) {

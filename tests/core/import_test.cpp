@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -423,4 +424,25 @@ TEST(ImportFidelity, MalformedInputsGiveTheRightResultOrAClearError) {
   r = cli("import " + cut_in + " -o " + tempPath("cut.db") + " --overwrite");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("is not valid JSON (at byte"), std::string::npos) << r.output;
+}
+
+TEST(ImportFidelity, AHugeStepNumberIsAClearErrorAndBigThreadIdsStayThreadsInTheChromeExport) {
+  using trainscope::testing::cli;
+  const std::string huge = tempPath("hugestep.json");
+  std::ofstream(huge) << kinetoText({X("user_annotation", "ProfilerStep#99999999999999999999999", "1", "5", 1)});
+  auto r = cli("import " + huge + " -o " + tempPath("hugestep.db") + " --overwrite");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("step number of \"ProfilerStep#99999999999999999999999\" is out of range"), std::string::npos)
+      << r.output;
+  // OS thread ids past 999,999 (real traces have them) are threads, not streams.
+  const std::string db = importOne("bigtid", kinetoText({X("cpu_op", "aten::mm", "1", "5", 1234567),
+                                                         X("kernel", "k", "2", "3", 7, R"({"device": 0, "stream": 7})")}));
+  const std::string json = tempPath("bigtid.trace.json");
+  tr::exportChrome(db, json, true);
+  const auto j = nlohmann::json::parse(std::ifstream(json));
+  std::set<std::string> lanes;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") lanes.insert(e["args"]["name"].get<std::string>());
+  EXPECT_TRUE(lanes.count("thread 1234567")) << j.dump();
+  EXPECT_TRUE(lanes.count("stream 7"));
 }

@@ -159,21 +159,8 @@ TEST(ViewerModel, CounterMaxMatchesBruteForce) {
     t.counter.ts.push_back(i * 10);
     t.counter.values.push_back(double(rng() % 1'000'000));
   }
-  // Built as the loader builds it: through a trace with one counter row per sample is slow; the
-  // pyramid builder is reached through loadTrace in the tests below, here through a tiny rebuild.
   auto& c = t.counter;
-  std::vector<std::pair<double, double>> prev;
-  for (double x : c.values) prev.emplace_back(x, x);
-  while (prev.size() > 16) {
-    std::vector<std::pair<double, double>> next;
-    for (size_t i = 0; i < prev.size(); i += 16) {
-      auto m = prev[i];
-      for (size_t j = i + 1; j < std::min(prev.size(), i + 16); ++j) m = {std::min(m.first, prev[j].first), std::max(m.second, prev[j].second)};
-      next.push_back(m);
-    }
-    c.pyramid.push_back(next);
-    prev.swap(next);
-  }
+  v::buildPyramid(c);
   for (int q = 0; q < 500; ++q) {
     size_t a = rng() % c.values.size(), b = rng() % c.values.size();
     if (a > b) std::swap(a, b);

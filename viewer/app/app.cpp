@@ -46,13 +46,16 @@ void App::openDocument(const std::string& path) {
       if (t->event_count == 0 && t->steps.empty())
         throw UserError("database", raw->path + " holds no events and no steps (an empty trace)",
                         "trace a run with `trainscope run --trace`, or import a profiler trace");
-      auto s = std::make_unique<Statistics>(computeStatistics(*t));
       raw->load_s = t->load_seconds;
       raw->trace = std::move(t);  // published by `done`
-      raw->stats = std::move(s);
       raw->done.store(true);
-      // Second pass: the run summary (the Steps and Summary tabs) while the timeline is already up.
-      if (auto sum = loadSummary(raw->path)) raw->summary = std::make_unique<rundb::RunSummary>(*sum);
+      // Then, with the timeline already up: the statistics and the run summary (a second pass over
+      // the file), each published by summary_done.
+      auto s = std::make_unique<Statistics>(computeStatistics(*raw->trace));
+      std::unique_ptr<rundb::RunSummary> summary;
+      if (auto sum = loadSummary(raw->path)) summary = std::make_unique<rundb::RunSummary>(*sum);
+      raw->stats = std::move(s);
+      raw->summary = std::move(summary);
       raw->summary_done.store(true);
       return;
     } catch (const Cancelled&) {
@@ -261,15 +264,17 @@ int App::run() {
   int settle = opt.frames;
   const auto started = std::chrono::steady_clock::now();
   while (!window.shouldClose()) {
-    const bool loading = std::any_of(docs.begin(), docs.end(), [](const auto& d) { return !d->done.load(); });
-    window.poll(headless || loading ? 0 : 0.25);
+    const bool loading = std::any_of(docs.begin(), docs.end(), [](const auto& d) { return !d->summary_done.load(); });
+    // Idle: wait for input. Loading: about ten frames a second for the progress bar, leaving the
+    // cores to the loader (a frame under a software OpenGL costs a core for milliseconds).
+    window.poll(loading ? 0.1 : headless ? 0 : 0.25);
     if (!headless && window.minimized()) continue;
     poll();
     if (headless && loading) {
       if (std::chrono::steady_clock::now() - started > std::chrono::minutes(10)) {
         fatal = "loading took longer than 10 minutes";
       } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // leave the cores to the loader
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // leave the cores to the loader
       }
     }
     // Headless waits for the summaries too, so that a script sees every tab filled.

@@ -69,11 +69,14 @@ void App::drawDetails() {
   }
   Document& d = *docs[selection->doc];
   const Trace& t = *d.trace;
+  // The row is read once per selection (of this trace: a trial opened from a study is another).
   static Fields cached;
   static std::optional<Selection> cached_for;
-  if (!cached_for || cached_for->doc != selection->doc || cached_for->ref != selection->ref) {
+  static const Trace* cached_trace = nullptr;
+  if (!cached_for || cached_trace != &t || cached_for->doc != selection->doc || cached_for->ref != selection->ref) {
     cached = d.reader ? eventDetails(*d.reader, t, selection->ref) : Fields{};
     cached_for = selection;
+    cached_trace = &t;
   }
   ImGui::BeginChild("fields", ImVec2(ImGui::GetContentRegionAvail().x * 0.6f, 0));
   fieldsTable("details", cached);
@@ -112,6 +115,10 @@ void App::drawStatistics() {
       break;
     }
   if (!d) return;
+  if (!d->summary_done.load() || !d->stats) {  // computed after the timeline is up
+    ImGui::TextDisabled("Computing the statistics...");
+    return;
+  }
   const Trace& t = *d->trace;
   for (int g = 0; g < kStatGroups; ++g) {
     if (g) ImGui::SameLine();

@@ -99,6 +99,24 @@ void visibleItems(const Lane& lane, int64_t begin, int64_t end, int64_t threshol
   fold(items.data(), items.size(), threshold, emit);
 }
 
+void buildPyramid(CounterSeries& c) {
+  c.pyramid.clear();
+  c.max_value = c.values.empty() ? 0 : *std::max_element(c.values.begin(), c.values.end());
+  std::vector<std::pair<double, double>> prev;
+  for (double v : c.values) prev.emplace_back(v, v);
+  while (prev.size() > 16) {
+    std::vector<std::pair<double, double>> next;
+    for (size_t i = 0; i < prev.size(); i += 16) {
+      std::pair<double, double> m = prev[i];
+      for (size_t j = i + 1; j < std::min(prev.size(), i + 16); ++j)
+        m = {std::min(m.first, prev[j].first), std::max(m.second, prev[j].second)};
+      next.push_back(m);
+    }
+    c.pyramid.push_back(next);
+    prev.swap(next);
+  }
+}
+
 double counterMax(const CounterSeries& c, size_t first, size_t last) {
   last = std::min(last, c.values.size());
   double m = 0;

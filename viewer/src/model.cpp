@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <numeric>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -74,19 +73,32 @@ std::optional<std::pair<int64_t, int64_t>> Trace::stepWindow(int64_t step, int64
 }
 
 void buildLanes(Track& t, std::vector<Event> events, std::vector<int64_t> correlation) {
+  // Sorted by start, longest first (parents before children). Tracks arrive as a few sorted runs
+  // (one per table and chunk), so the events are sorted in place, with their correlation ids
+  // alongside — no index permutation to chase.
+  struct Item {
+    Event e;
+    int64_t corr;
+  };
   const bool corr = !correlation.empty();
-  std::vector<uint32_t> order(events.size());
-  std::iota(order.begin(), order.end(), 0u);
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    const Event& x = events[a];
-    const Event& y = events[b];
-    return x.start != y.start ? x.start < y.start : x.end > y.end;  // parents before children
-  });
+  auto before = [](const Event& x, const Event& y) { return x.start != y.start ? x.start < y.start : x.end > y.end; };
+  std::vector<Item> items;
+  if (corr) {
+    items.resize(events.size());
+    for (size_t i = 0; i < events.size(); ++i) items[i] = {events[i], correlation[i]};
+    if (!std::is_sorted(items.begin(), items.end(), [&](const Item& a, const Item& b) { return before(a.e, b.e); }))
+      std::sort(items.begin(), items.end(), [&](const Item& a, const Item& b) { return before(a.e, b.e); });
+    std::vector<Event>().swap(events);
+    std::vector<int64_t>().swap(correlation);
+  } else if (!std::is_sorted(events.begin(), events.end(), before)) {
+    std::sort(events.begin(), events.end(), before);
+  }
+  const size_t n = corr ? items.size() : events.size();
   t.lanes.clear();
   std::vector<int64_t> open;      // ends of the enclosing events (a stack)
   std::vector<int64_t> lane_end;  // last end in each lane
-  for (uint32_t i : order) {
-    Event e = events[i];
+  for (size_t i = 0; i < n; ++i) {
+    Event e = corr ? items[i].e : events[i];
     if (e.end < e.start) e.end = e.start;
     while (!open.empty() && open.back() <= e.start) open.pop_back();
     size_t d = open.size();
@@ -100,7 +112,7 @@ void buildLanes(Track& t, std::vector<Event> events, std::vector<int64_t> correl
     if (open.empty() || e.end <= open.back()) open.push_back(e.end);
     Lane& lane = t.lanes[d];
     lane.events.push_back(e);
-    if (corr) lane.correlation.push_back(correlation[i]);
+    if (corr) lane.correlation.push_back(items[i].corr);
   }
   for (auto& lane : t.lanes) {
     lane.events.shrink_to_fit();
@@ -110,24 +122,6 @@ void buildLanes(Track& t, std::vector<Event> events, std::vector<int64_t> correl
 }
 
 namespace {
-
-void buildPyramid(CounterSeries& c) {
-  c.pyramid.clear();
-  c.max_value = c.values.empty() ? 0 : *std::max_element(c.values.begin(), c.values.end());
-  std::vector<std::pair<double, double>> prev;
-  for (double v : c.values) prev.emplace_back(v, v);
-  while (prev.size() > 16) {
-    std::vector<std::pair<double, double>> next;
-    for (size_t i = 0; i < prev.size(); i += 16) {
-      std::pair<double, double> m = prev[i];
-      for (size_t j = i + 1; j < std::min(prev.size(), i + 16); ++j)
-        m = {std::min(m.first, prev[j].first), std::max(m.second, prev[j].second)};
-      next.push_back(m);
-    }
-    c.pyramid.push_back(next);
-    prev.swap(next);
-  }
-}
 
 // A CPU thread or a device stream of one rank.
 struct TrackKey {

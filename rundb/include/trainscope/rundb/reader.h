@@ -92,6 +92,7 @@ class RunReader {
   std::map<std::string, std::string> meta_;
   std::vector<std::string> strings_;  // by id (ids are dense from 0 in files we write)
   std::map<StringId, std::string> sparse_strings_;  // ids past the dense range (imports of other files)
+  bool mapped_ = false;                              // spans() maps the file once
 };
 
 // Shorthands used by tests and small tools.

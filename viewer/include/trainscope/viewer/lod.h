@@ -38,6 +38,8 @@ void visibleItems(const Lane& lane, int64_t begin, int64_t end, int64_t threshol
 // The index range [first, last) of lane events overlapping [begin, end).
 std::pair<uint32_t, uint32_t> overlapping(const Lane& lane, int64_t begin, int64_t end);
 
+// Builds c.pyramid (and c.max_value) from c.values.
+void buildPyramid(CounterSeries& c);
 // The largest of values[first, last) of a counter (0 when empty), through its min/max pyramid:
 // O(16 × levels) whatever the range.
 double counterMax(const CounterSeries& c, size_t first, size_t last);
