@@ -145,6 +145,15 @@ void RunReader::forEach(const std::function<void(const Row&)>& f) {
 }
 
 template <class Row>
+std::vector<Row> RunReader::startingAt(int64_t rank, int64_t start_ns) {
+  Statement s(*db_, io::selectAll<Row>() + " WHERE rank = ? AND " + timeColumn<Row>() + " = ?");
+  s.bindFrom(1, rank, start_ns);
+  std::vector<Row> out;
+  while (s.step()) out.push_back(io::RowIo<Row>::read(s));
+  return out;
+}
+
+template <class Row>
 void RunReader::forEachOf(int64_t rank, const std::function<void(const Row&)>& f) {
   Statement s(*db_, io::selectAll<Row>() + " WHERE rank = ? ORDER BY " + timeColumn<Row>());
   s.bind(1, rank);
@@ -191,6 +200,7 @@ int64_t RunReader::rowBound(const char* t) {
 #define TRAINSCOPE_READER_ROW(Row)                                                     \
   template std::vector<Row> RunReader::events<Row>(int64_t, int64_t, int64_t);         \
   template void RunReader::forEachOf<Row>(int64_t, const std::function<void(const Row&)>&); \
+  template std::vector<Row> RunReader::startingAt<Row>(int64_t, int64_t);                   \
   template void RunReader::forEach<Row>(const std::function<void(const Row&)>&);
 TRAINSCOPE_READER_ROW(Range)
 TRAINSCOPE_READER_ROW(HostOp)

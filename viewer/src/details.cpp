@@ -33,10 +33,9 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
               {"rank", num(t.rank)},
               {"start", formatDuration(double(e.start - trace.begin)) + " (" + num(e.start) + " ns)"},
               {"duration", formatDuration(double(e.duration())) + " (" + num(e.duration()) + " ns)"}};
-  const int64_t b = e.start, en = e.start + 1;
   switch (e.kind) {
     case EventKind::Range:
-      if (auto* r = find(rd.events<rundb::Range>(t.rank, b, en), e)) {
+      if (auto* r = find(rd.startingAt<rundb::Range>(t.rank, e.start), e)) {
         f.push_back({"domain", rd.string(r->domain)});
         f.push_back({"thread", num(r->tid)});
         f.push_back({"depth", num(r->depth)});
@@ -44,14 +43,14 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
       }
       break;
     case EventKind::HostOp:
-      if (auto* r = find(rd.events<rundb::HostOp>(t.rank, b, en), e)) {
+      if (auto* r = find(rd.startingAt<rundb::HostOp>(t.rank, e.start), e)) {
         f.push_back({"thread", num(r->tid)});
         f.push_back({"sequence", num(r->seq)});
         if (r->shapes != rundb::kNoString) f.push_back({"input shapes", rd.string(r->shapes)});
       }
       break;
     case EventKind::ApiCall:
-      if (auto* r = find(rd.events<rundb::ApiCall>(t.rank, b, en), e)) {
+      if (auto* r = find(rd.startingAt<rundb::ApiCall>(t.rank, e.start), e)) {
         f.push_back({"thread", num(r->tid)});
         f.push_back({"correlation", num(r->correlation)});
         f.push_back({"api", r->kind == 0 ? "runtime" : "driver"});
@@ -59,7 +58,7 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
       break;
     case EventKind::Kernel:
     case EventKind::CommKernel:
-      if (auto* r = find(rd.events<rundb::Kernel>(t.rank, b, en), e)) {
+      if (auto* r = find(rd.startingAt<rundb::Kernel>(t.rank, e.start), e)) {
         f.push_back({"device", num(r->device)});
         f.push_back({"stream", num(r->stream)});
         f.push_back({"correlation", num(r->correlation)});
@@ -71,7 +70,7 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
       }
       break;
     case EventKind::Memcpy:
-      if (auto* r = find(rd.events<rundb::Memcpy>(t.rank, b, en), e)) {
+      if (auto* r = find(rd.startingAt<rundb::Memcpy>(t.rank, e.start), e)) {
         f.push_back({"device", num(r->device)});
         f.push_back({"stream", num(r->stream)});
         f.push_back({"correlation", num(r->correlation)});
@@ -80,7 +79,7 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
       }
       break;
     case EventKind::Memset:
-      if (auto* r = find(rd.events<rundb::Memset>(t.rank, b, en), e)) {
+      if (auto* r = find(rd.startingAt<rundb::Memset>(t.rank, e.start), e)) {
         f.push_back({"device", num(r->device)});
         f.push_back({"stream", num(r->stream)});
         f.push_back({"correlation", num(r->correlation)});
@@ -89,7 +88,7 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
       }
       break;
     case EventKind::Collective:
-      for (const auto& c : rd.collectives(t.rank)) {
+      for (const auto& c : rd.startingAt<rundb::Collective>(t.rank, e.start)) {
         if (c.start_ns != e.start || c.end_ns != e.end) continue;
         f.push_back({"op", c.op});
         f.push_back({"group", c.group});

@@ -66,6 +66,10 @@ class RunReader {
   std::vector<Row> events(int64_t rank, int64_t begin = kAllTime, int64_t end = kNoEnd);
   template <class Row>
   void forEach(const std::function<void(const Row&)>& f);
+  // One rank's rows of one table that start exactly at `start_ns` (an index lookup: the viewer's
+  // details of a selected event, wherever it lies in the file).
+  template <class Row>
+  std::vector<Row> startingAt(int64_t rank, int64_t start_ns);
   // One rank's rows of one table, streamed by start time (the viewer's loader).
   template <class Row>
   void forEachOf(int64_t rank, const std::function<void(const Row&)>& f);
