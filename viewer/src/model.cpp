@@ -94,31 +94,39 @@ void buildLanes(Track& t, std::vector<Event> events, std::vector<int64_t> correl
     std::sort(events.begin(), events.end(), before);
   }
   const size_t n = corr ? items.size() : events.size();
-  t.lanes.clear();
+  auto at = [&](size_t i) -> const Event& { return corr ? items[i].e : events[i]; };
+  // Pass 1: each event's lane. Pass 2: fill lanes reserved to their exact sizes (no regrowth).
+  std::vector<uint32_t> lane_of(n);
   std::vector<int64_t> open;      // ends of the enclosing events (a stack)
   std::vector<int64_t> lane_end;  // last end in each lane
+  std::vector<size_t> count;
   for (size_t i = 0; i < n; ++i) {
-    Event e = corr ? items[i].e : events[i];
-    if (e.end < e.start) e.end = e.start;
+    const Event& e = at(i);
+    const int64_t end = std::max(e.end, e.start);
     while (!open.empty() && open.back() <= e.start) open.pop_back();
     size_t d = open.size();
     // Partial overlaps (an async range, two kernels on one stream): the next lane that is free.
     while (d < lane_end.size() && lane_end[d] > e.start) ++d;
-    if (d >= lane_end.size()) {
-      lane_end.resize(d + 1, INT64_MIN);
-      t.lanes.resize(d + 1);
-    }
-    lane_end[d] = e.end;
-    if (open.empty() || e.end <= open.back()) open.push_back(e.end);
-    Lane& lane = t.lanes[d];
+    if (d >= lane_end.size()) lane_end.resize(d + 1, INT64_MIN), count.resize(d + 1, 0);
+    lane_end[d] = end;
+    if (open.empty() || end <= open.back()) open.push_back(end);
+    lane_of[i] = uint32_t(d);
+    ++count[d];
+  }
+  t.lanes.clear();
+  t.lanes.resize(count.size());
+  for (size_t d = 0; d < count.size(); ++d) {
+    t.lanes[d].events.reserve(count[d]);
+    if (corr) t.lanes[d].correlation.reserve(count[d]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Lane& lane = t.lanes[lane_of[i]];
+    Event e = at(i);
+    if (e.end < e.start) e.end = e.start;
     lane.events.push_back(e);
     if (corr) lane.correlation.push_back(items[i].corr);
   }
-  for (auto& lane : t.lanes) {
-    lane.events.shrink_to_fit();
-    lane.correlation.shrink_to_fit();
-    buildLevels(lane);
-  }
+  for (auto& lane : t.lanes) buildLevels(lane);
 }
 
 namespace {
