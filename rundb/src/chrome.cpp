@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <climits>
 #include <fstream>
 #include <map>
 #include <set>
@@ -85,7 +86,7 @@ ChromeExportStats exportChrome(const std::string& path, const std::string& out_p
   auto complete = [&](const std::string& name, const char* cat, int64_t pid, int64_t tid, int64_t b, int64_t e,
                       nlohmann::json args = nullptr) {
     nlohmann::json j = {{"name", name}, {"cat", cat}, {"ph", "X"},        {"pid", pid},
-                        {"tid", tid},   {"ts", us(b)}, {"dur", double(e - b) / 1000.0}};
+                        {"tid", tid},   {"ts", us(b)}, {"dur", (double(e) - double(b)) / 1000.0}};  // no int64 overflow
     if (!args.is_null()) j["args"] = std::move(args);
     emit(j);
     ++st.complete_events;
@@ -95,7 +96,9 @@ ChromeExportStats exportChrome(const std::string& path, const std::string& out_p
   std::set<int64_t> ranks;
   for (const Step& s : reader.steps()) {
     ranks.insert(s.rank);
-    complete("step " + std::to_string(s.step), "step", s.rank, 0, s.start_ns, s.start_ns + s.step_time_ns,
+    int64_t step_end = 0;  // saturated: a damaged file may hold any step time
+    if (__builtin_add_overflow(s.start_ns, s.step_time_ns, &step_end)) step_end = s.step_time_ns > 0 ? INT64_MAX : INT64_MIN;
+    complete("step " + std::to_string(s.step), "step", s.rank, 0, s.start_ns, step_end,
              {{"loss", s.loss}});
   }
   reader.forEach<Range>([&](const Range& r) {

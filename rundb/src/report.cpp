@@ -41,8 +41,10 @@ std::vector<OpStat> hostOpsBySelfTime(RunReader& reader, const std::vector<int64
         tid = op.tid;
       }
       while (!stack.empty() && stack.back().end <= op.start_ns) stack.pop_back();
-      const double dur = double(op.end_ns - op.start_ns) * 1e-9;
-      if (!stack.empty()) by_name[stack.back().name].self_s -= double(std::min(op.end_ns, stack.back().end) - op.start_ns) * 1e-9;
+      // In doubles: a damaged file's times may be any int64, and their difference must not overflow.
+      const double dur = (double(op.end_ns) - double(op.start_ns)) * 1e-9;
+      if (!stack.empty())
+        by_name[stack.back().name].self_s -= (double(std::min(op.end_ns, stack.back().end)) - double(op.start_ns)) * 1e-9;
       OpStat& o = by_name[op.name];
       ++o.count;
       o.total_s += dur;
@@ -65,7 +67,7 @@ std::vector<OpStat> kernelsByTotalTime(RunReader& reader) {
   reader.forEach<Kernel>([&](const Kernel& k) {
     OpStat& o = by_name[k.name];
     ++o.count;
-    o.total_s += double(k.end_ns - k.start_ns) * 1e-9;
+    o.total_s += (double(k.end_ns) - double(k.start_ns)) * 1e-9;
   });
   std::vector<OpStat> out;
   for (auto& [id, o] : by_name) {

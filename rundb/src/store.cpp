@@ -86,6 +86,18 @@ PathCheck checkWritable(const std::string& path, bool overwrite, const std::stri
     throw UserError(field, "the folder " + folder + " of " + path + " does not exist", "create it first");
   if (access(folder.c_str(), W_OK) != 0)
     throw UserError(field, "the folder " + folder + " of " + path + " is not writable", "choose a writable folder");
+  // access() says yes to root everywhere, also where nothing can be created (sysfs, a read-only
+  // mount): create a file of our own there and remove it, so that the answer comes before any rank
+  // starts.
+  const std::string probe = folder + "/.trainscope-probe-" + std::to_string(getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno != EEXIST)
+    throw UserError(field, "cannot create files in " + folder + " (for " + path + "): " + std::strerror(errno),
+                    "choose a writable folder");
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
   return c;
 }
 

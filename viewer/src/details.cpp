@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
@@ -16,11 +17,12 @@ namespace {
 std::string num(int64_t v) { return std::to_string(v); }
 std::string bw(double bytes_per_s) { return formatBytes(bytes_per_s) + "/s"; }
 
+// The row of `e` (same start and end on the same rank), copied out of the query's result.
 template <class Row>
-const Row* find(const std::vector<Row>& rows, const Event& e) {
+std::optional<Row> find(const std::vector<Row>& rows, const Event& e) {
   for (const auto& r : rows)
-    if (r.start_ns == e.start && r.end_ns == e.end) return &r;
-  return nullptr;
+    if (r.start_ns == e.start && r.end_ns == e.end) return r;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -35,7 +37,7 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
               {"duration", formatDuration(double(e.duration())) + " (" + num(e.duration()) + " ns)"}};
   switch (e.kind) {
     case EventKind::Range:
-      if (auto* r = find(rd.startingAt<rundb::Range>(t.rank, e.start), e)) {
+      if (const auto r = find(rd.startingAt<rundb::Range>(t.rank, e.start), e)) {
         f.push_back({"domain", rd.string(r->domain)});
         f.push_back({"thread", num(r->tid)});
         f.push_back({"depth", num(r->depth)});
@@ -43,14 +45,14 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
       }
       break;
     case EventKind::HostOp:
-      if (auto* r = find(rd.startingAt<rundb::HostOp>(t.rank, e.start), e)) {
+      if (const auto r = find(rd.startingAt<rundb::HostOp>(t.rank, e.start), e)) {
         f.push_back({"thread", num(r->tid)});
         f.push_back({"sequence", num(r->seq)});
         if (r->shapes != rundb::kNoString) f.push_back({"input shapes", rd.string(r->shapes)});
       }
       break;
     case EventKind::ApiCall:
-      if (auto* r = find(rd.startingAt<rundb::ApiCall>(t.rank, e.start), e)) {
+      if (const auto r = find(rd.startingAt<rundb::ApiCall>(t.rank, e.start), e)) {
         f.push_back({"thread", num(r->tid)});
         f.push_back({"correlation", num(r->correlation)});
         f.push_back({"api", r->kind == 0 ? "runtime" : "driver"});
@@ -58,7 +60,7 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
       break;
     case EventKind::Kernel:
     case EventKind::CommKernel:
-      if (auto* r = find(rd.startingAt<rundb::Kernel>(t.rank, e.start), e)) {
+      if (const auto r = find(rd.startingAt<rundb::Kernel>(t.rank, e.start), e)) {
         f.push_back({"device", num(r->device)});
         f.push_back({"stream", num(r->stream)});
         f.push_back({"correlation", num(r->correlation)});
@@ -70,7 +72,7 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
       }
       break;
     case EventKind::Memcpy:
-      if (auto* r = find(rd.startingAt<rundb::Memcpy>(t.rank, e.start), e)) {
+      if (const auto r = find(rd.startingAt<rundb::Memcpy>(t.rank, e.start), e)) {
         f.push_back({"device", num(r->device)});
         f.push_back({"stream", num(r->stream)});
         f.push_back({"correlation", num(r->correlation)});
@@ -79,7 +81,7 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
       }
       break;
     case EventKind::Memset:
-      if (auto* r = find(rd.startingAt<rundb::Memset>(t.rank, e.start), e)) {
+      if (const auto r = find(rd.startingAt<rundb::Memset>(t.rank, e.start), e)) {
         f.push_back({"device", num(r->device)});
         f.push_back({"stream", num(r->stream)});
         f.push_back({"correlation", num(r->correlation)});
