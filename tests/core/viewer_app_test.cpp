@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ class Xvfb {
     if (pipe(fd) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);  // and with this test process, however it ends
       close(fd[0]);
       const std::string out = std::to_string(fd[1]);
       execlp("Xvfb", "Xvfb", "-displayfd", out.c_str(), "-screen", "0", "1920x1080x24", "-nolisten", "tcp",
@@ -241,6 +243,7 @@ TEST(ViewerApp, TwoRunsAndAStudyOpen) {
     trainscope::tuner::TrialRecord tr;
     tr.candidate = 0;
     tr.steps = 3;
+    tr.db_path = a;  // recorded when the trial starts, as the tuner does
     tr.id = st.beginTrial(tr);
     tr.status = trainscope::tuner::TrialStatus::Ok;
     tr.step_s = 0.2;
@@ -251,6 +254,14 @@ TEST(ViewerApp, TwoRunsAndAStudyOpen) {
   }
   const Shot st = shoot(study, "", "study");
   ASSERT_EQ(st.run.status, 0) << st.run.output;
+  EXPECT_TRUE(st.layout["rows"].empty());  // a study alone: no timeline
+  // A trial's trace in one click (the button's action, from a script): its timeline replaces none.
+  const std::string open = tempPath("open_trial.txt");
+  std::ofstream(open) << "open 1\n";
+  const Shot opened = shoot(study, "--script " + open, "study_trial");
+  ASSERT_EQ(opened.run.status, 0) << opened.run.output;
+  EXPECT_FALSE(opened.layout["rows"].empty());
+  EXPECT_EQ(opened.layout["events"], v::loadTrace(a).event_count);
 }
 
 TEST(ViewerApp, BadInputGivesAMessageAndANonZeroExit) {

@@ -75,6 +75,30 @@ const rundb::RunSummary* App::summary() const {
   return nullptr;
 }
 
+void App::closeDocuments() {
+  for (auto& d : docs) {
+    d->progress.cancel.store(true);
+    retired.push_back(std::move(d));
+  }
+  docs.clear();
+}
+
+bool App::openTrial(int64_t trial_id) {
+  if (!study) return false;
+  for (const auto& t : study->trials) {
+    if (t.id != trial_id || t.db_path.empty()) continue;
+    closeDocuments();
+    selection.reset();
+    range.reset();
+    found = {};
+    fitted = false;
+    fatal.clear();
+    openDocument(t.db_path);
+    return true;
+  }
+  return false;
+}
+
 const Trace* App::primary() const {
   for (const auto& d : docs)
     if (d->ready()) return d->trace.get();
@@ -192,6 +216,9 @@ void App::applyCommand(const ScriptCommand& c) {
   } else if (c.op == "clear") {
     selection.reset();
     range.reset();
+  } else if (c.op == "open") {
+    if (!openTrial(int64_t(num(c.args[0]))))
+      std::cerr << "trainscope-viewer: --script line " << c.line << ": no trial " << c.args[0] << " with a run database\n";
   } else if (c.op == "tab") {
     static const std::pair<const char*, Tab> tabs[] = {{"details", Tab::Details}, {"stats", Tab::Statistics},
                                                        {"steps", Tab::Steps},     {"summary", Tab::Summary},
@@ -202,6 +229,8 @@ void App::applyCommand(const ScriptCommand& c) {
 }
 
 void App::poll() {
+  retired.erase(std::remove_if(retired.begin(), retired.end(), [](const auto& d) { return d->summary_done.load(); }),
+                retired.end());  // their loaders have finished: the destructor's join is immediate
   for (auto& d : docs) {
     if (d->summary_done.load() && d->loader.joinable()) d->loader.join();
     if (d->ready() && !d->reader) {

@@ -78,6 +78,7 @@ class App {
   // --- state the views share ---
   Options opt;
   std::vector<std::unique_ptr<Document>> docs;
+  std::vector<std::unique_ptr<Document>> retired;  // closed while still loading: joined once done
   std::unique_ptr<tuner::StudySnapshot> study;
   std::string fatal;  // a message shown instead of the timeline (bad input)
   TimeView view;
@@ -101,6 +102,8 @@ class App {
 
   // --- actions (the UI and --script call these) ---
   void openDocument(const std::string& path);
+  void closeDocuments();  // without waiting for a loader still at work
+  bool openTrial(int64_t trial_id);  // a study's trial: its run database replaces the open runs
   void fitAll();
   void fitStep(int64_t step);
   void select(size_t doc, const EventRef& r);

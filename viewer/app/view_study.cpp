@@ -84,15 +84,7 @@ void App::drawStudy() {
       ImGui::TableNextColumn();
       if (!t.db_path.empty()) {
         ImGui::PushID(int(t.id));
-        if (ImGui::SmallButton("open")) {
-          docs.clear();
-          selection.reset();
-          range.reset();
-          found = {};
-          fitted = false;
-          fatal.clear();
-          openDocument(t.db_path);
-        }
+        if (ImGui::SmallButton("open")) openTrial(t.id);
         ImGui::PopID();
       }
     }

@@ -99,7 +99,8 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
   // op → (min args, max args)
   static const std::map<std::string, std::pair<int, int>> arity = {
       {"view", {2, 2}}, {"zoom", {1, 2}}, {"pan", {1, 1}},   {"step", {1, 1}},   {"select", {1, 2}}, {"search", {1, 1}},
-      {"next", {0, 0}}, {"prev", {0, 0}}, {"range", {2, 2}}, {"tab", {1, 1}},    {"frames", {1, 1}}, {"clear", {0, 0}}};
+      {"next", {0, 0}}, {"prev", {0, 0}}, {"range", {2, 2}}, {"tab", {1, 1}},    {"frames", {1, 1}}, {"clear", {0, 0}},
+      {"open", {1, 1}}};
   std::vector<ScriptCommand> out;
   std::istringstream in(text);
   std::string line;
@@ -116,7 +117,7 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
     auto a = arity.find(c.op);
     if (a == arity.end())
       throw UserError("--script", where + ": unknown command \"" + c.op + "\"",
-                      "use view, zoom, pan, step, select, search, next, prev, range, tab, frames or clear");
+                      "use view, zoom, pan, step, select, search, next, prev, range, tab, frames, clear or open");
     if (int(c.args.size()) < a->second.first || int(c.args.size()) > a->second.second)
       throw UserError("--script", where + ": " + c.op + " takes " + std::to_string(a->second.first) +
                                       (a->second.first == a->second.second ? "" : "-" + std::to_string(a->second.second)) +
@@ -133,7 +134,7 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
     };
     if (c.op == "view" || c.op == "range")
       for (auto& s : c.args) parseTime(s, "--script " + where);
-    if (c.op == "zoom" || c.op == "pan" || c.op == "step" || c.op == "frames")
+    if (c.op == "zoom" || c.op == "pan" || c.op == "step" || c.op == "frames" || c.op == "open")
       for (auto& s : c.args) number(s);
     if (c.op == "select" && c.args.size() == 2) number(c.args[1]);
     out.push_back(c);

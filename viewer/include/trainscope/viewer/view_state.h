@@ -48,6 +48,7 @@ double parseTime(const std::string& text, const std::string& field);
 //   step N             (fit step N)  select NAME [K]  (the K-th event named NAME, K from 0)
 //   search TEXT        next          prev             range START END   (a selected time range)
 //   tab stats|steps|summary|compare|study             frames N  (render N frames as they are)
+//   open TRIAL         (a study's trial: its run database replaces the open runs)
 struct ScriptCommand {
   std::string op;
   std::vector<std::string> args;
