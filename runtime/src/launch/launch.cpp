@@ -173,7 +173,7 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
     for (const auto& [pid, r] : rank_of) kill(pid, sig);
   };
   std::chrono::steady_clock::time_point term_sent{};
-  bool terminating = false, stopping = false;
+  bool terminating = false, stopping = false, term_pending = false;
   int signaled_rank = -1, signaled_status = 0;
   int stop_signal = 0;
   while (!rank_of.empty()) {
@@ -196,9 +196,12 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
         }
         failure = "rank " + std::to_string(r) + " failed (" + describe(status) + ")";
         exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        // The others are stopped a moment later, not at once: a rank that has reported its own
+        // failure (out of memory, exit 3) is usually exiting already, and its status is the
+        // run's; stopped mid-exit by our SIGTERM it would read as a crash.
         terminating = true;
+        term_pending = true;
         term_sent = std::chrono::steady_clock::now();
-        stopAll(SIGTERM);
       }
       continue;
     }
@@ -207,6 +210,11 @@ int launchLocal(const LaunchOptions& o, std::ostream& err) {
       // A second signal, or ranks that take longer than the stop grace, end them at once.
       stop_signal = g_stop_signal;
       stopping = true;
+      term_sent = std::chrono::steady_clock::now();
+      stopAll(SIGTERM);
+    }
+    if (term_pending && std::chrono::steady_clock::now() - term_sent > std::chrono::milliseconds(500)) {
+      term_pending = false;
       term_sent = std::chrono::steady_clock::now();
       stopAll(SIGTERM);
     }
