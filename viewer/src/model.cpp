@@ -353,33 +353,28 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
         g.tracks.push_back(trace.tracks.size());
         trace.tracks.push_back(std::move(t));
       };
+      auto addEvents = [&](TrackKind kind, const char* label, std::vector<Event> ev) {  // a track unless empty
+        if (ev.empty()) return;
+        Track t;
+        t.kind = kind;
+        t.rank = rank;
+        t.label = label;
+        buildLanes(t, std::move(ev));
+        add(std::move(t));
+      };
       // Steps.
       std::vector<Event> steps;
       for (const auto& s : trace.steps)
         if (s.rank == rank)
           steps.push_back({s.start_ns, s.start_ns + s.step_time_ns, names.text("step " + std::to_string(s.step)), EventKind::Step});
-      if (!steps.empty()) {
-        Track t;
-        t.kind = TrackKind::Steps;
-        t.rank = rank;
-        t.label = "steps";
-        buildLanes(t, std::move(steps));
-        add(std::move(t));
-      }
+      addEvents(TrackKind::Steps, "steps", std::move(steps));
       // Threads, then streams (`built` is ordered by rank, kind, ids).
       for (; b < built.size() && built[b].first.rank == rank; ++b) add(std::move(built[b].second));
       // Collectives, one track: "all_reduce (dp)".
       std::vector<Event> coll;
       for (const auto& c : reader.collectives(rank))
         coll.push_back({c.start_ns, c.end_ns, names.text(c.op + " (" + c.group + ")"), EventKind::Collective});
-      if (!coll.empty()) {
-        Track t;
-        t.kind = TrackKind::Collectives;
-        t.rank = rank;
-        t.label = "collectives";
-        buildLanes(t, std::move(coll));
-        add(std::move(t));
-      }
+      addEvents(TrackKind::Collectives, "collectives", std::move(coll));
       // Counters, a track per name, the memory counter first.
       std::map<uint32_t, CounterSeries> counters;
       reader.forEachOf<rundb::Counter>(rank, [&](const rundb::Counter& x) {

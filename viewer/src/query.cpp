@@ -25,13 +25,6 @@ std::optional<uint32_t> hitLane(const Lane& lane, int64_t t, int64_t tolerance) 
   return best;
 }
 
-std::optional<EventRef> hit(const Trace& trace, uint32_t track, uint32_t lane, int64_t t, int64_t tolerance) {
-  if (track >= trace.tracks.size() || lane >= trace.tracks[track].lanes.size()) return std::nullopt;
-  auto i = hitLane(trace.tracks[track].lanes[lane], t, tolerance);
-  if (!i) return std::nullopt;
-  return EventRef{track, lane, *i};
-}
-
 std::vector<EventRef> enclosing(const Trace& trace, const EventRef& r) {
   std::vector<EventRef> out;
   const Track& tr = trace.tracks[r.track];

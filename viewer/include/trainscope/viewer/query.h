@@ -16,7 +16,6 @@ namespace trainscope::viewer {
 
 // The event of `lane` under time t: the one containing t, else the nearest within `tolerance` ns.
 std::optional<uint32_t> hitLane(const Lane& lane, int64_t t, int64_t tolerance);
-std::optional<EventRef> hit(const Trace& trace, uint32_t track, uint32_t lane, int64_t t, int64_t tolerance);
 
 // The events of the same track that contain `r` (its flame parents), outermost first.
 std::vector<EventRef> enclosing(const Trace& trace, const EventRef& r);
