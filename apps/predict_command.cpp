@@ -10,7 +10,10 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/tuner/cluster.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/runtime/config.h"
 #include "trainscope/tuner/memory_model.h"
+#include "trainscope/tuner/profile.h"
 #include "trainscope/tuner/time_model.h"
 #include "trainscope/workloads/workload.h"
 
@@ -26,6 +29,7 @@ struct PredictFlags {
   int zero = 0;
   bool sp = false, json = false;
   double dp_overlap = 0;
+  std::vector<std::string> profiles;
 };
 
 CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
@@ -49,6 +53,10 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
   c->add_option("--virtual-stages", f->virtual_stages, "interleaved: model chunks per stage")->capture_default_str();
   c->add_option("--cpu-lanes", f->cpu_lanes, "CPU clusters: core lanes per rank")->capture_default_str();
   c->add_option("--dp-overlap", f->dp_overlap, "share of the DP all-reduce hidden behind backward")->capture_default_str();
+  c->add_option("--profile", f->profiles,
+                "traced run databases (trainscope run --trace) of this cluster: the step time is composed from "
+                "their measured layer costs when one has this plan's layer shape")
+      ->delimiter(',');
   c->add_flag("--json", f->json, "one JSON object, bytes and seconds");
   return c;
 }
@@ -79,10 +87,36 @@ int runPredict(const PredictFlags& f) {
     p.schedule = rt::parseSchedule(f.schedule);
   }
   p.cpu_lanes = f.cpu_lanes;
+  p.cpu = c.kind == "cpu";
   if (const std::string why = tn::whyInvalid(w, p); !why.empty())
     throw UserError("predict", "this configuration is not valid: " + why, "change the flag it names");
   const tn::MemoryPrediction m = tn::predictMemory(w, p);
-  const tn::TimePrediction t = tn::predictTime(w, p, c, {f.dp_overlap});
+  tn::TimePrediction t = tn::predictTime(w, p, c, {f.dp_overlap});
+  // Measured layer costs from profiled runs of this cluster, when one has this plan's layer shape.
+  std::string time_source = "analytic";
+  if (!f.profiles.empty()) {
+    tn::MeasuredCosts costs;
+    for (const std::string& path : f.profiles) {
+      rundb::RunReader reader(path);
+      const std::string cfg = reader.meta("config");
+      const nlohmann::json j = nlohmann::json::parse(cfg.empty() ? "{}" : cfg, nullptr, false);
+      const auto dim = [&](const char* k) { return j.is_object() ? j.value(k, int64_t(-1)) : int64_t(-1); };
+      if (dim("n_embd") != w.n_embd || dim("n_layer") != w.n_layer || dim("n_head") != w.n_head ||
+          dim("vocab_size") != w.vocab_size)
+        throw UserError("--profile", path + " is not a trainscope run of " + w.name + " (its config names another model, or none)",
+                        "profile with `trainscope run --workload " + w.name + " --trace FILE`");
+      tn::Plan rp = tn::planOf(rt::fromJson(cfg, path));
+      rp.cpu = reader.meta("device") == "cpu";
+      costs.add(tn::shapeKey(rp, c), tn::costsFromRun(reader, w, rp));
+    }
+    if (auto m = tn::composeTime(w, p, c, costs)) {
+      t = *m;
+      time_source = "measured (" + tn::shapeKey(p, c) + ")";
+    } else {
+      std::fprintf(stderr, "note: no profiled run has this plan's layer shape (%s); the step time is the analytic model's\n",
+                   tn::shapeKey(p, c).c_str());
+    }
+  }
   const bool fits = m.peak() <= c.memory_bytes;
   if (f.json) {
     nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
@@ -93,12 +127,17 @@ int runPredict(const PredictFlags& f) {
       j["stages"].push_back({{"stage", s.stage}, {"layers", s.layers}, {"params_bytes", s.params},
                              {"grads_bytes", s.grads}, {"optimizer_bytes", s.optimizer},
                              {"activations_bytes", s.activations}, {"head_bytes", s.head},
-                             {"buffers_bytes", s.buffers}, {"allowance_bytes", s.allowance},
+                             {"buffers_bytes", s.buffers}, {"head_chunk_bytes", s.head_chunk},
+                             {"recompute_bytes", s.recompute}, {"allowance_bytes", s.allowance},
+                             {"transient_bytes", s.transient()},
+                             {"lane_grads_bytes", s.lane_grads}, {"lane_fresh_bytes", s.lane_fresh},
+                             {"sync_bytes", s.sync}, {"peak_in", s.peakPhase()},
                              {"total_bytes", s.total()}, {"microbatches_in_flight", s.inflight},
                              {"megatron_activations_bytes", s.megatron_activations}});
     j["time"] = {{"compute_s", t.compute_s}, {"recompute_s", t.recompute_s}, {"tp_comm_s", t.tp_comm_s},
                  {"dp_comm_s", t.dp_comm_s}, {"pp_comm_s", t.pp_comm_s}, {"bubble_s", t.bubble_s},
-                 {"optimizer_s", t.optimizer_s}, {"step_s", t.step_s}};
+                 {"optimizer_s", t.optimizer_s}, {"other_s", t.other_s}, {"step_s", t.step_s}};
+    j["time_source"] = time_source;
     j["tokens_per_s"] = t.tokens_per_s;
     j["mfu"] = t.mfu;
     std::cout << j.dump() << "\n";
@@ -110,19 +149,25 @@ int runPredict(const PredictFlags& f) {
               static_cast<long long>(devices), p.describe().c_str(), static_cast<long long>(p.gbs),
               static_cast<long long>(p.seq));
   std::printf("\nmemory per rank (GiB)  limit %.2f\n", gib(c.memory_bytes));
-  std::printf("stage layers  params   grads   optim   activ    head  buffers  allow    total  | Megatron activ\n");
+  // Held all step (params … buffers), then what the moment with the peak adds ("peak in"): a micro-
+  // batch's activations and the head's saved dX/dW, and that moment's transients.
+  std::printf("stage layers  params   grads   optim  buffers |   activ    head  transient  peak in  |    total  | Megatron activ\n");
   for (const auto& s : m.stages) {
-    std::snprintf(line, sizeof(line), "%5lld %6lld %7.2f %7.2f %7.2f %7.2f %7.2f %8.2f %6.2f %8.2f%s | %9.2f\n",
+    const bool holds = std::string(s.peakPhase()) == "backward" || std::string(s.peakPhase()) == "head fwd";
+    const int64_t activ = holds ? s.activations : 0, head = holds ? s.head : 0;
+    std::snprintf(line, sizeof(line), "%5lld %6lld %7.2f %7.2f %7.2f %8.2f | %7.2f %7.2f %10.2f  %-8s | %8.2f%s | %9.2f\n",
                   static_cast<long long>(s.stage), static_cast<long long>(s.layers), gib(s.params), gib(s.grads),
-                  gib(s.optimizer), gib(s.activations), gib(s.head), gib(s.buffers), gib(s.allowance), gib(s.total()),
-                  s.stage == m.worst_stage ? "*" : " ", gib(s.megatron_activations));
+                  gib(s.optimizer), gib(s.buffers), gib(activ), gib(head), gib(s.transient() - activ - head),
+                  s.peakPhase(), gib(s.total()), s.stage == m.worst_stage ? "*" : " ", gib(s.megatron_activations));
     std::cout << line;
   }
   std::printf("%s: worst stage %lld needs %.2f GiB of %.2f\n", fits ? "fits" : "DOES NOT FIT",
               static_cast<long long>(m.worst_stage), gib(m.peak()), gib(c.memory_bytes));
-  std::printf("\nstep time %.3f s = compute %.3f + recompute %.3f + TP comm %.3f + DP comm %.3f + PP comm %.3f"
-              " + bubble %.3f + optimizer %.3f\n",
-              t.step_s, t.compute_s, t.recompute_s, t.tp_comm_s, t.dp_comm_s, t.pp_comm_s, t.bubble_s, t.optimizer_s);
+  std::printf("\nstep time (%s) %.3f s = compute %.3f + recompute %.3f + TP comm %.3f + DP comm %.3f + PP comm %.3f"
+              " + bubble %.3f + optimizer %.3f + other %.3f\n",
+              time_source.c_str(), t.step_s, t.compute_s, t.recompute_s, t.tp_comm_s, t.dp_comm_s, t.pp_comm_s,
+              t.bubble_s, t.optimizer_s, t.other_s);
+  if (t.measured) std::printf("(measured layer times include their TP collectives)\n");
   std::printf("throughput %.0f tokens/s, MFU %.1f%%\n", t.tokens_per_s, t.mfu * 100);
   return 0;
 }

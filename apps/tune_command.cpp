@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -166,17 +167,29 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
       j["trials"].push_back({{"candidate", t.candidate}, {"round", t.round}, {"steps", t.steps},
                              {"status", toString(t.status)}, {"step_s", t.step_s}, {"tokens_per_s", t.tokens_per_s},
                              {"peak_bytes", t.peak_bytes}, {"predicted_step_s", t.predicted_step_s},
-                             {"predicted_peak", t.predicted_peak}, {"db", t.db_path}});
+                             {"predicted_peak", t.predicted_peak}, {"db", t.db_path},
+                             {"profile", std::count(r.profiles.begin(), r.profiles.end(), t.candidate) > 0}});
     for (const auto& cand : r.candidates)
       j["ranked"].push_back({{"id", cand.id}, {"plan", cand.plan.describe()}, {"rejected", cand.rejected},
-                             {"predicted_step_s", cand.predicted_step_s}, {"predicted_peak", cand.predicted_peak}});
+                             {"predicted_step_s", cand.predicted_step_s}, {"predicted_peak", cand.predicted_peak},
+                             {"time_measured", cand.time_measured},
+                             {"predicted_step_s_analytic", cand.rejected.empty() ? tn::predictTime(w, cand.plan, c).step_s : 0.0}});
+    for (const auto& [key, runs] : r.costs.runs()) {
+      const tn::LayerCosts k = *r.costs.find(key);
+      j["measured_costs"].push_back({{"shape", key}, {"runs", k.runs}, {"layer_fwd_s", k.layer_fwd_s},
+                                     {"layer_bwd_s", k.layer_bwd_s}, {"recompute_full_s", k.recompute_full_s},
+                                     {"recompute_selective_s", k.recompute_selective_s}, {"head_s", k.head_s},
+                                     {"embed_s", k.embed_s}, {"optimizer_s_per_param", k.optimizer_s_per_param},
+                                     {"dp_sync_s", k.dp_sync_s}, {"dp_sync_bytes", k.dp_sync_bytes},
+                                     {"dp_hidden_share", k.dp_hidden_share}, {"other_s", k.other_s}});
+    }
     std::cout << j.dump() << std::endl;
     return r.interrupted ? 130 : 0;
   }
   std::printf("\n%s on %s, gbs %lld: %zu combinations, %lld valid and predicted to fit", w.name.c_str(), c.name.c_str(),
               static_cast<long long>(f.gbs), r.candidates.size(), static_cast<long long>(valid));
   std::printf(" (memory limit %s MiB per rank)\n", mib(c.memory_bytes).c_str());
-  std::printf("\n  id  %-46s %10s %10s %12s %10s %10s\n", "configuration", "pred ms", "meas ms", "tokens/s", "pred MiB",
+  std::printf("\n  id  %-46s %11s %10s %12s %10s %10s\n", "configuration", "pred ms", "meas ms", "tokens/s", "pred MiB",
               "meas MiB");
   int shown = 0;
   for (const auto& cand : r.candidates) {
@@ -186,13 +199,14 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
     std::string failed;
     for (const auto& tr : r.trials)
       if (tr.candidate == cand.id && tr.status != tn::TrialStatus::Ok) failed = toString(tr.status);
-    std::printf("%s%3lld  %-46s %10.1f %10s %12s %10s %10s%s\n", cand.id == r.recommended ? "*" : " ",
-                static_cast<long long>(cand.id), cand.plan.describe().c_str(),
-                cand.predicted_step_s * r.time_scale * 1e3, t ? std::to_string(int(t->step_s * 1e3 + 0.5)).c_str() : "-",
+    std::printf("%s%3lld  %-46s %10.1f%s %10s %12s %10s %10s%s\n", cand.id == r.recommended ? "*" : " ",
+                static_cast<long long>(cand.id), cand.plan.describe().c_str(), cand.predicted_step_s * 1e3,
+                cand.time_measured ? "m" : " ", t ? std::to_string(int(t->step_s * 1e3 + 0.5)).c_str() : "-",
                 t ? std::to_string(int64_t(t->tokens_per_s)).c_str() : "-", mib(cand.predicted_peak).c_str(),
                 t ? mib(t->peak_bytes).c_str() : "-", failed.empty() ? "" : ("  " + failed).c_str());
   }
-  std::printf("(predicted ms scaled by %.2f, the median of measured / predicted)\n", r.time_scale);
+  std::printf("(pred ms: m = composed from the layer costs measured in this study's traced trials (%zu layer "
+              "shapes); else the analytic model scaled to them)\n", r.costs.runs().size());
   if (f.explain) {
     std::printf("\nrejected:\n");
     for (const auto& cand : r.candidates)

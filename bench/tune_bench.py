@@ -6,7 +6,9 @@ every checkpointing mode, a 100 MiB per-rank memory limit. The exhaustive study 
 valid candidate (the ground truth); the tuner measures the top of its ranking by successive halving.
 Reports: the tuner's pick against the true best (by the exhaustive measurements), the wall time of
 each, the memory model's error against measured peaks (median, max) and the time model's error and
-Spearman rank correlation against measured step times (after the tuner's refit scale, and before).
+Spearman rank correlation against measured step times: the analytic model (scaled, and before) over
+every configuration, and the measured-cost model (layer costs from the profile trials' traces) over
+the configurations that were not profiles, each predicted before it ran.
 
 Usage: bench/tune_bench.py [--bin build/bin/trainscope] [--out bench/out]
 """
@@ -63,11 +65,19 @@ def main():
     best_id = min(truth, key=truth.get)
     pick = tu["recommended"]
     mem_err = [abs(t["predicted_peak"] - t["peak_bytes"]) / t["peak_bytes"] for t in ok]
-    pred = [t["predicted_step_s"] for t in ok]
     meas = [t["step_s"] for t in ok]
-    scale = statistics.median(m / p for m, p in zip(meas, pred))
-    t_err = [abs(p * scale - m) / m for p, m in zip(pred, meas)]
-    t_err_raw = [abs(p - m) / m for p, m in zip(pred, meas)]
+    # The analytic model (Calculon-style, from the cluster file) against every measured trial.
+    analytic = {c["id"]: c["predicted_step_s_analytic"] for c in ex["ranked"]}
+    pred_a = [analytic[t["candidate"]] for t in ok]
+    scale = statistics.median(m / p for m, p in zip(meas, pred_a))
+    t_err = [abs(p * scale - m) / m for p, m in zip(pred_a, meas)]
+    t_err_raw = [abs(p - m) / m for p, m in zip(pred_a, meas)]
+    # The measured-cost model: each trial's prediction as the study made it before running it,
+    # composed from the profile trials' layer ranges (those trials themselves left out).
+    oos = [t for t in ok if not t["profile"]]
+    pred_m = [t["predicted_step_s"] for t in oos]
+    meas_m = [t["step_s"] for t in oos]
+    m_err = [abs(p - m) / m for p, m in zip(pred_m, meas_m)]
     failed = [t for t in ex["trials"] if t["status"] != "ok"]
     res = {
         "candidates": ex["candidates"], "valid": ex["valid"], "exhaustive_trials": ex["trials_run"],
@@ -77,7 +87,11 @@ def main():
         "memory_error_median": statistics.median(mem_err), "memory_error_max": max(mem_err),
         "time_error_median_refit": statistics.median(t_err), "time_error_max_refit": max(t_err),
         "time_error_median_raw": statistics.median(t_err_raw), "time_error_max_raw": max(t_err_raw),
-        "time_scale": scale, "spearman_predicted_vs_measured": spearman(pred, meas),
+        "time_scale": scale, "spearman_predicted_vs_measured": spearman(pred_a, meas),
+        "profiles": len(ok) - len(oos), "measured_model_trials": len(oos),
+        "measured_model_error_median": statistics.median(m_err) if m_err else None,
+        "measured_model_error_max": max(m_err) if m_err else None,
+        "measured_model_spearman": spearman(pred_m, meas_m) if len(oos) > 2 else None,
         "exhaustive_failed": [(t["candidate"], t["status"]) for t in failed],
     }
     print(json.dumps(res))
@@ -87,9 +101,16 @@ def main():
                                               ex["trials_run"], ex_s))
     print("memory model |error| median %.1f%% max %.1f%% over %d measured configurations" %
           (100 * res["memory_error_median"], 100 * res["memory_error_max"], len(ok)))
-    print("time model |error| median %.1f%% max %.1f%% after the refit (x%.2f), %.1f%% / %.1f%% before; Spearman %.2f" %
+    print("analytic time model |error| median %.1f%% max %.1f%% after scaling (x%.2f), %.1f%% / %.1f%% before; "
+          "Spearman %.2f over %d configurations" %
           (100 * res["time_error_median_refit"], 100 * res["time_error_max_refit"], scale,
-           100 * res["time_error_median_raw"], 100 * res["time_error_max_raw"], res["spearman_predicted_vs_measured"]))
+           100 * res["time_error_median_raw"], 100 * res["time_error_max_raw"], res["spearman_predicted_vs_measured"],
+           len(ok)))
+    if m_err:
+        print("measured-cost time model (from %d profile trials' layer ranges) |error| median %.1f%% max %.1f%%, "
+              "Spearman %.2f over the other %d configurations" %
+              (res["profiles"], 100 * res["measured_model_error_median"], 100 * res["measured_model_error_max"],
+               res["measured_model_spearman"] or 0, len(oos)))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 // tuner_test.cpp — the tuner's memory model against measured peaks: every configuration of a small
-// CPU space (DP, TP, PP, ZeRO-1, each checkpointing mode, two micro-batch sizes) is run for real and
+// CPU space (DP, TP, PP, ZeRO-1, SP, core lanes, bf16, GPipe, each checkpointing mode) is run for real and
 // its measured peak (the run summary's) compared with `trainscope predict`'s. Within 10% each
 // (the bound); the distribution is printed.
 #include <gtest/gtest.h>
@@ -26,22 +26,30 @@ TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTheCpuSpaceWithinTenPercent) {
     int dp, tp, pp, mbs;
     const char* ckpt;
     bool zero;
+    int lanes = 1, ga = 2;
+    const char* extra = "";  // --sequence-parallel, --precision bf16, --pp-schedule gpipe
   };
+  // Every moment that can hold the peak is some configuration's: a layer's backward, the LM head's
+  // forward (full checkpointing), ZeRO-1's reduce-scatter, the core lanes' gradient sum (one
+  // micro-batch and several).
   const Cfg space[] = {{1, 1, 1, 4, "none", false},      {1, 1, 1, 4, "full", false}, {1, 1, 1, 4, "selective", false},
                        {1, 1, 1, 8, "none", false},      {2, 1, 1, 4, "none", false}, {2, 1, 1, 2, "full", false},
-                       {1, 2, 1, 4, "none", false},      {1, 1, 2, 4, "none", false}, {2, 1, 1, 4, "none", true}};
+                       {1, 2, 1, 4, "none", false},      {1, 1, 2, 4, "none", false}, {2, 1, 1, 4, "none", true},
+                       {2, 1, 1, 2, "full", true},       {1, 1, 2, 8, "full", false, 1, 1},
+                       {1, 1, 1, 8, "none", false, 2, 1}, {1, 1, 1, 2, "full", false, 2, 4},
+                       {1, 2, 1, 8, "selective", false, 1, 1, " --sequence-parallel"},
+                       {1, 1, 2, 2, "none", false, 1, 4, " --precision bf16 --pp-schedule gpipe"}};
   std::vector<double> errors;
   for (const Cfg& c : space) {
-    // One core lane: with several, the measured peak depends on how the lanes' forward passes
-    // overlap in time and varies from run to run by a few percent (docs/memory-model.md).
-    const int n = c.dp * c.tp * c.pp, gbs = c.mbs * c.dp * 2, lanes = 1;
+    const int n = c.dp * c.tp * c.pp, gbs = c.mbs * c.dp * c.ga, lanes = c.lanes;
     const std::string shape = " --workload small-cpu --seq 64 --mbs " + std::to_string(c.mbs) + " --gbs " +
                               std::to_string(gbs) + " --ckpt " + c.ckpt + " --tp " + std::to_string(c.tp) + " --pp " +
-                              std::to_string(c.pp) + (c.zero ? " --zero 1" : "");
-    auto run = cli("run" + shape + " --nproc " + std::to_string(n) + " --cpu-lanes 1 --steps 2 --device cpu -q --json");
+                              std::to_string(c.pp) + (c.zero ? " --zero 1" : "") + c.extra;
+    auto run = cli("run" + shape + " --nproc " + std::to_string(n) + " --cpu-lanes " + std::to_string(lanes) + " --steps 2 --device cpu -q --json");
     ASSERT_EQ(run.status, 0) << run.output;
     auto pred = cli("predict" + shape + " --cluster cpu-local --gpus " + std::to_string(n) +
-                    " --precision fp32 --cpu-lanes " + std::to_string(lanes) + " --json");
+                    (std::string(c.extra).find("--precision") == std::string::npos ? " --precision fp32" : "") +
+                    " --cpu-lanes " + std::to_string(lanes) + " --json");
     ASSERT_EQ(pred.status, 0) << pred.output;
     const double measured = lastJson(run.output)["summary"]["peak_bytes"].get<double>();
     const double predicted = lastJson(pred.output)["peak_bytes"].get<double>();

@@ -92,7 +92,16 @@ MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p) {
     }
     const int64_t per_param = p.mixed() ? 6 : 4;  // fp32 (master) + the low-precision copy
     sm.params = per_param * n;
-    sm.grads = per_param * n + (p.cpu_lanes > 1 ? p.cpu_lanes * 4 * n : 0);
+    sm.grads = per_param * n;
+    sm.micro_batches = M;
+    if (p.cpu_lanes > 1) {
+      // Each lane's gradients (autograd's, fp32) live from its first backward to their sum; as the
+      // lanes finish backward together, each holds the embedding's fresh dense gradient and the
+      // head's dW (two of the largest tensor) before they are accumulated, and with more micro-
+      // batches the head's saved dW of the next one as well.
+      sm.lane_grads = p.cpu_lanes * 4 * n;
+      sm.lane_fresh = p.cpu_lanes * 4 * largest * (M > 1 ? 3 : 2);
+    }
     if (p.zero && p.dp > 1) {
       // ZeRO-1 as grad_sync.cpp partitions: whole tensors, largest first, onto the least-loaded rank
       // (the tied embedding under PP stays outside, its state on every rank).
@@ -117,6 +126,9 @@ MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p) {
       const size_t worst = size_t(std::max_element(load.begin(), load.end()) - load.begin());
       sm.optimizer = bytes[worst] + outside_state;
       sm.buffers += 2 * 4 * (p.dp * load[worst] - partitioned);  // flat master and grad buffers: d·S elements
+      // The step's reduce-scatter output and all-gather input (S elements each, one at a time); Gloo
+      // (CPU) reduce-scatters through an all-reduce of a copy of the whole flat buffer (d·S).
+      sm.sync = 4 * load[worst] * (p.cpu ? p.dp + 1 : 1);
     } else {
       for (const auto& x : tensors) sm.optimizer += workloads::optimizerStateBytes(x, state, false, 256);
     }
@@ -131,22 +143,28 @@ MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p) {
     const double per_layer = runtimeLayerElements(sbh, double(t), p.sequence_parallel, p.ckpt) * double(e) +
                              (p.ckpt == Checkpointing::None ? 4.0 * double(w.n_head / t) * s * b : 0.0);
     double act = per_layer * double(sm.layers) * double(inflight) * interleave;
-    if (p.ckpt == Checkpointing::Full)  // one layer's activations live while it is recomputed
-      act += runtimeLayerElements(sbh, double(t), p.sequence_parallel, Checkpointing::None) * double(e);
     act += 2.0 * 8.0 * s * b * double(inflight);  // the micro-batch's int64 inputs and targets
     sm.activations = int64_t(act);
+    if (p.ckpt == Checkpointing::Full)  // one layer's activations live while it is recomputed
+      sm.recompute = int64_t(runtimeLayerElements(sbh, double(t), p.sequence_parallel, Checkpointing::None) * double(e));
     if (st == p.pp - 1) {
+      // dX for the rows, dW per lane (each core lane runs its own head on its rows).
       const int64_t head_inflight = p.pp > 1 && p.schedule == PipelineSchedule::GPipe ? M : 1;
-      const double dx_dw = 4.0 * s * b * double(h) + 4.0 * double(Vp / t) * double(h);
-      const double rows = std::min(s * b, std::max(128.0, double(8 << 20) / (4.0 * double(Vp / t))));
-      sm.head = int64_t(dx_dw * double(head_inflight) + rows * double(Vp / t) * 4.0);
+      const double lanes = double(std::max<int64_t>(1, p.cpu_lanes));
+      const double dx_dw = 4.0 * s * b * double(h) + lanes * 4.0 * double(Vp / t) * double(h);
+      const double rows = lanes * std::min(s * b / lanes, std::max(128.0, double(8 << 20) / (4.0 * double(Vp / t))));
+      sm.head = int64_t(dx_dw * double(head_inflight));
+      // One chunk of fp32 logits; the general path (TP, 16-bit or GPU) also holds a same-sized
+      // temporary (logsumexp's, or exp(logits − max) under TP), and 16-bit the logits before the cast.
+      const bool one_pass = p.cpu && t == 1 && !p.mixed();
+      sm.head_chunk = int64_t(rows * double(Vp / t) * (one_pass ? 4.0 : p.mixed() ? 10.0 : 8.0));
     }
     if (p.pp > 1) {  // sends keep their tensors until the schedule ends
       const double one = b * s_local * double(h) * double(e);
       sm.buffers += int64_t(one * double(M) * ((st < p.pp - 1) + (st > 0)));
     }
     sm.allowance = int64_t(kTransientActivations * sbh * double(e) / (p.sequence_parallel ? double(t) : 1.0) +
-                           kTransientWeights * double(largest) * double(e));
+                           kTransientWeights * double(largest) * double(e) * double(std::max<int64_t>(1, p.cpu_lanes)));
     // Megatron-LM on the same plan (Korthikanti et al. 2022): 16-bit activations.
     const double mega_inflight = p.pp == 1 ? 1.0
                                  : p.schedule == PipelineSchedule::GPipe ? double(M)

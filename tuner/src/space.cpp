@@ -51,6 +51,7 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
                     cand.plan.zero = zero;
                     cand.plan.sequence_parallel = sp;
                     cand.plan.schedule = sched;
+                    cand.plan.cpu = c.kind == "cpu";
                     // The core lanes the runtime will pick (auto): one per core of the rank, at most mbs,
                     // for a one-process fp32 CPU run; each keeps its own gradients.
                     if (c.kind == "cpu" && world == 1 && prec == runtime::Precision::FP32)

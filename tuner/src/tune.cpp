@@ -24,6 +24,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/summary.h"
+#include "trainscope/tuner/profile.h"
 
 namespace trainscope::tuner {
 namespace {
@@ -94,8 +95,9 @@ TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& con
       dup2(fd, 2);
     }
     const std::string steps = std::to_string(t.steps);
+    // Traced at the ranges level: the layer ranges are what the measured time model reads.
     execl(o.trainscope.c_str(), o.trainscope.c_str(), "run", "--config", config_path.c_str(), "--steps", steps.c_str(),
-          "--out", t.db_path.c_str(), "--overwrite", "-q", static_cast<char*>(nullptr));
+          "--trace", t.db_path.c_str(), "--trace-level", "ranges", "--overwrite", "-q", static_cast<char*>(nullptr));
     _exit(127);
   }
   setpgid(pid, pid);
@@ -184,31 +186,65 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   sigaction(SIGTERM, &sa, &old_term);
   g_interrupt = 0;
 
-  // Rounds: the first measures the top candidates (every valid one when exhaustive), each next one
-  // the faster half of the last, twice as long.
+  // Round 0 first runs one candidate per distinct layer shape (the best-predicted of each, at most
+  // first_round shapes): their traced layer ranges give every candidate of that shape a step time
+  // composed from measured costs (profile.h). The rest of round 0 is the best of the re-ranked space
+  // (every valid candidate when exhaustive); each next round the faster half of the last, twice as long.
+  MeasuredCosts& costs = res.costs;
+  const auto byId = [&](int64_t id) -> const Candidate& { return res.candidates[size_t(id)]; };
+  const auto learn = [&](const TrialRecord& t) {
+    if (t.status != TrialStatus::Ok) return;
+    try {
+      rundb::RunReader reader(t.db_path);
+      costs.add(shapeKey(byId(t.candidate).plan, c), costsFromRun(reader, w, byId(t.candidate).plan));
+    } catch (const std::exception&) {
+      // A trial without ranges (an older study's) still counts by its step time.
+    }
+  };
   std::vector<int64_t> round_set;
-  const size_t first = o.exhaustive ? valid.size() : std::min<size_t>(valid.size(), size_t(std::max<int64_t>(1, o.first_round)));
-  for (size_t i = 0; i < first; ++i) round_set.push_back(valid[i]->id);
+  std::vector<int64_t>& profiles = res.profiles;
+  std::set<std::string> shapes;
+  const size_t first_round = size_t(std::max<int64_t>(1, o.first_round));
+  for (const Candidate* v : valid)
+    if (shapes.size() < first_round && shapes.insert(shapeKey(v->plan, c)).second) profiles.push_back(v->id);
+  study.setValue("profile_candidates", nlohmann::json(profiles).dump());
+  const size_t first = o.exhaustive ? valid.size() : std::min<size_t>(valid.size(), std::max(first_round, profiles.size()));
+  round_set = profiles;
   int64_t planned = 0;
   for (size_t n = round_set.size(); n > 0; n = n > 1 ? (n + 1) / 2 : 0) {
     planned += int64_t(n);
     if (n == 1 || o.exhaustive) break;
   }
+  round_set.resize(first, -1);  // the rest of round 0 is chosen once the profiles are measured
   int64_t done = 0;
   std::map<int64_t, TrialRecord> last_ok;  // candidate → its longest ok trial
-  const auto byId = [&](int64_t id) -> const Candidate& { return res.candidates[size_t(id)]; };
   double best = 0;
   std::string best_plan;
   for (int64_t round = 0; !round_set.empty(); ++round) {
     const int64_t steps = o.base_steps << (o.exhaustive ? 2 : round);
     std::vector<std::pair<double, int64_t>> measured;
-    for (int64_t id : round_set) {
+    for (size_t slot = 0; slot < round_set.size(); ++slot) {
       if (g_interrupt) break;
+      if (round == 0 && slot == profiles.size()) {
+        // The profiles are in: re-rank by the composed step times and fill the rest of round 0.
+        rerank(w, c, costs, res.candidates);
+        study.saveCandidates(res.candidates, configs);
+        std::vector<const Candidate*> order = valid;
+        std::stable_sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) {
+          return a->predicted_step_s < b->predicted_step_s;
+        });
+        std::set<int64_t> taken(profiles.begin(), profiles.end());
+        size_t k = slot;
+        for (const Candidate* v : order)
+          if (k < round_set.size() && !taken.count(v->id)) round_set[k++] = v->id;
+      }
+      const int64_t id = round_set[slot];
       const bool over_budget = (o.budget_s > 0 && seconds(t0) > o.budget_s) || (o.max_trials > 0 && res.trials_run >= o.max_trials);
       std::optional<TrialRecord> prev = study.trial(id, round);
       TrialRecord t;
       if (prev && prev->status != TrialStatus::Running) {
         t = *prev;  // finished before an interruption: kept, not repeated
+        learn(t);
       } else if (over_budget) {
         continue;
       } else {
@@ -234,6 +270,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
         }
         study.finishTrial(t);
         ++res.trials_run;
+        learn(t);
       }
       ++done;
       if (t.status == TrialStatus::Ok) {
@@ -263,11 +300,29 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
         progress(e);
       }
     }
+    // Refit: every candidate's prediction from all that has been measured so far.
+    rerank(w, c, costs, res.candidates);
+    study.saveCandidates(res.candidates, configs);
     if (g_interrupt || o.exhaustive) break;
     std::sort(measured.begin(), measured.end());
     if (measured.size() <= 1) break;
+    const std::set<int64_t> ran(round_set.begin(), round_set.end());  // ok or not
     round_set.clear();
     for (size_t i = 0; i < (measured.size() + 1) / 2; ++i) round_set.push_back(measured[i].second);
+    if (round == 0) {
+      // The refitted model may point past round 0: candidates never run whose shape was measured and
+      // whose composed step time beats the slowest survivor join the next round (at most half as
+      // many as survive), so a configuration the analytic ranking misplaced still gets measured.
+      const double cut = measured[round_set.size() - 1].first;
+      std::vector<std::pair<double, int64_t>> promising;
+      for (const Candidate* v : valid)
+        if (!ran.count(v->id) && v->time_measured && v->predicted_step_s < cut)
+          promising.emplace_back(v->predicted_step_s, v->id);
+      std::sort(promising.begin(), promising.end());
+      const size_t room = std::max<size_t>(1, round_set.size() / 2);
+      for (size_t i = 0; i < promising.size() && i < room; ++i) round_set.push_back(promising[i].second);
+      planned += int64_t(std::min(promising.size(), room));
+    }
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);

@@ -459,7 +459,9 @@ void checkMemoryFits(const TrainConfig& cfg, int pp_rank, int local_ranks, bool 
   if (!cfg.memory_check) return;
   const auto [available, source] = availableBytes(cfg, local_ranks, cpu);
   if (available <= 0) return;
-  const auto m = tuner::predictMemory(cfg.model, tuner::planOf(cfg));
+  tuner::Plan plan = tuner::planOf(cfg);
+  plan.cpu = cpu;
+  const auto m = tuner::predictMemory(cfg.model, plan);
   const int64_t need = m.stages[size_t(std::min<int64_t>(pp_rank, int64_t(m.stages.size()) - 1))].total();
   if (double(need) * 0.9 <= double(available)) return;
   auto gib = [](int64_t b) {

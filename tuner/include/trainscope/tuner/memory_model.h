@@ -14,6 +14,7 @@
 //               GPipe); the last stage adds the fp32 logits 4sbV/t. 16-bit activations, as the paper.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -23,14 +24,37 @@ namespace trainscope::tuner {
 
 struct StageMemory {
   int64_t stage = 0, layers = 0;
-  int64_t params = 0, grads = 0, optimizer = 0;  // bytes per rank of this stage
-  int64_t activations = 0;                       // this runtime, all micro-batches in flight
-  int64_t head = 0;                              // fused LM head (last stage)
+  // Held the whole step: bytes per rank of this stage.
+  int64_t params = 0, grads = 0, optimizer = 0;
   int64_t buffers = 0;                           // pipeline send buffers, ZeRO-1 flat-buffer padding
-  int64_t allowance = 0;                         // transient backward buffers (calibrated)
+  // Held during a micro-batch's forward and backward.
+  int64_t activations = 0;                       // this runtime, all micro-batches in flight
+  int64_t head = 0;                              // fused LM head's saved fp32 dX and dW (last stage)
+  // Transients, each at its own moment of the step:
+  int64_t head_chunk = 0;                        // LM head forward: one chunk of fp32 logits
+  int64_t recompute = 0;                         // a layer's backward: that layer recomputed (full)
+  int64_t allowance = 0;                         // a layer's backward: gradients between ops, fresh
+                                                 // parameter gradients (calibrated)
+  int64_t lane_grads = 0;                        // CPU core lanes: each lane's own gradients, from its
+                                                 // first backward until they are summed
+  int64_t lane_fresh = 0;                        // and the embedding's fresh gradients when they finish
+  int64_t sync = 0;                              // ZeRO-1's reduce-scatter and all-gather buffers
   int64_t megatron_activations = 0;              // Korthikanti et al. for Megatron-LM (incl. logits)
   int64_t inflight = 1;                          // micro-batches whose activations are held at once
-  int64_t total() const { return params + grads + optimizer + activations + head + buffers + allowance; }
+  int64_t micro_batches = 1;                     // per step (lane gradients outlive the first one)
+
+  // The moments that can hold the peak, above what is held the whole step.
+  int64_t headForward() const { return activations + head + head_chunk + (micro_batches > 1 ? lane_grads : 0); }
+  int64_t layerBackward() const {
+    return activations + head + recompute + allowance + (micro_batches > 1 ? lane_grads : 0);
+  }
+  int64_t gradientsDone() const { return lane_grads + lane_fresh; }
+  int64_t transient() const { return std::max({headForward(), layerBackward(), gradientsDone(), sync}); }
+  const char* peakPhase() const {
+    const int64_t t = transient();
+    return t == layerBackward() ? "backward" : t == headForward() ? "head fwd" : t == sync ? "zero sync" : "lane sum";
+  }
+  int64_t total() const { return params + grads + optimizer + buffers + transient(); }
 };
 
 struct MemoryPrediction {

@@ -22,6 +22,7 @@ struct Plan {
   runtime::PipelineSchedule schedule = runtime::PipelineSchedule::OneFOneB;
   int64_t virtual_stages = 1;  // > 1: Megatron-LM's interleaved 1F1B (prediction only)
   int64_t cpu_lanes = 1;       // CPU core lanes per rank (each keeps its own gradients until summed)
+  bool cpu = false;            // CPU ranks (the LM head's one-pass fp32 path; no caching allocator)
 
   int64_t world() const { return dp * tp * pp; }
   int64_t ga() const { return gbs / (mbs * dp); }  // micro-batches per rank per step (M)

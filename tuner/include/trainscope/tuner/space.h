@@ -39,6 +39,7 @@ struct Candidate {
   int64_t predicted_peak = 0;     // bytes, worst stage
   double predicted_step_s = 0;
   double predicted_tokens_per_s = 0;
+  bool time_measured = false;     // predicted_step_s composed from measured layer costs (profile.h)
 };
 
 // Every candidate, valid ones first by predicted step time, then the rejected ones (with reasons).

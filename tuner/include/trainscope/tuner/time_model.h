@@ -20,10 +20,12 @@ struct TimePrediction {
   double pp_comm_s = 0;      // pipeline sends and receives
   double bubble_s = 0;       // pipeline bubble
   double optimizer_s = 0;
+  double other_s = 0;        // measured only: clipping, data, zeroing (step − the rest)
   double step_s = 0;         // the sum
   double tokens_per_s = 0;
   double model_flops = 0;    // per step, the whole model (Narayanan et al. 2021)
   double mfu = 0;            // model FLOP/s / (world × peak)
+  bool measured = false;     // composed from measured layer costs (profile.h), not the analytic model
 };
 
 struct TimeOptions {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/tuner/profile.h"
 #include "trainscope/tuner/space.h"
 #include "trainscope/tuner/study.h"
 
@@ -50,7 +51,9 @@ struct TuneResult {
   std::vector<Candidate> candidates;
   std::vector<TrialRecord> trials;
   int64_t recommended = -1;       // candidate id (-1: nothing measured ok)
-  double time_scale = 1;          // measured / predicted (median over ok trials)
+  double time_scale = 1;          // measured / predicted at launch (median over ok trials)
+  std::vector<int64_t> profiles;  // candidates run first, one per layer shape: their costs (profile.h)
+  MeasuredCosts costs;            // every ok trial's layer costs, per shape
   int64_t trials_run = 0;         // processes started by this invocation
   bool interrupted = false;
 };

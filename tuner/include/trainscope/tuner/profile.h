@@ -1,0 +1,85 @@
+// trainscope/tuner/profile.h — the time model from measurement: per-layer costs read from a traced
+// run's ranges, and a candidate's step time composed from them (docs/tuner.md, "Measured costs").
+//
+// A layer's cost depends on its shape on one rank — micro-batch, sequence, TP (and SP), precision,
+// and on a CPU how many ranks share the node's cores — not on DP, PP, ZeRO or the number of
+// micro-batches. So one short traced run per distinct shape measures, per micro-batch:
+//
+//   layer forward    the `layer` ranges (not those inside a recompute)
+//   layer backward   (Σ backward − Σ recompute) / (layers × micro-batches)
+//   recompute        the `recompute` ranges, per layer (full: the layer; selective: attention)
+//   LM head          the `lm_head` range (the fused head does its backward GEMMs in forward)
+//   embedding        forward − layers − head on the first stage
+//   optimizer        the `optimizer` range, per parameter it updated
+//   DP sync          the `grad_sync` range of a pp = 1 run: the gradient reduction not hidden behind
+//                    backward, with its bytes (scaled by bytes for another DP or shard size)
+//   other            step − micro-batches − grad sync − optimizer (clipping, data, zeroing)
+//
+// TP collectives happen inside the layer ranges, so a TP shape's costs include them as measured.
+// A candidate of that shape is then composed as a pipeline over its stages (1F1B and GPipe alike):
+//   t_s = L_s·(fwd + bwd + recompute) + [s = 0]·embedding + [s = p−1]·head + p2p (α–β)
+//   step = Σ_s t_s + (M − 1)·max_s t_s + DP sync + optimizer + other
+// Shapes no run has measured fall back to the analytic model (time_model.h) scaled by the median
+// measured/analytic ratio of the shapes that were measured.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainscope/tuner/cluster.h"
+#include "trainscope/tuner/plan.h"
+#include "trainscope/tuner/space.h"
+#include "trainscope/tuner/time_model.h"
+
+namespace trainscope::rundb {
+class RunReader;
+}
+
+namespace trainscope::tuner {
+
+// What a layer's cost depends on. ranks_per_node: CPU ranks sharing one node's cores (1 on GPUs);
+// lanes: a one-process CPU run's core lanes.
+std::string shapeKey(const Plan& p, const Cluster& c);
+
+// One run's measurements, seconds per micro-batch on one rank unless said otherwise (0: not measured).
+struct LayerCosts {
+  double layer_fwd_s = 0, layer_bwd_s = 0;
+  double recompute_full_s = 0, recompute_selective_s = 0;  // per layer
+  double head_s = 0, embed_s = 0;
+  double optimizer_s_per_param = 0;
+  double dp_sync_s = 0, dp_sync_bytes = 0;  // per step, a pp = 1, dp > 1 run: exposed, and its all-reduce bytes
+  double dp_hidden_share = -1;              // share of the gradient collectives' time overlapped by compute (-1: none)
+  double other_s = 0;                       // per step
+  int64_t runs = 1;
+};
+
+// Reads a traced run (ranges level) of plan `p`. Throws UserError when the run has no ranges or too
+// few counted steps to measure.
+LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, const Plan& p, int64_t skip = 1);
+
+// Costs measured so far, per shape: each field is the median over the runs that measured it.
+class MeasuredCosts {
+ public:
+  void add(const std::string& key, const LayerCosts& c);
+  std::optional<LayerCosts> find(const std::string& key) const;
+  bool empty() const { return runs_.empty(); }
+  const std::map<std::string, std::vector<LayerCosts>>& runs() const { return runs_; }
+  // Any measured DP sync (bytes, seconds) and hidden share, for shapes that have none of their own.
+  std::optional<std::pair<double, double>> anyDpSync() const;
+
+ private:
+  std::map<std::string, std::vector<LayerCosts>> runs_;
+};
+
+// The step time of `p` composed from its shape's measured costs; nullopt when its shape has none.
+std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Plan& p, const Cluster& c,
+                                          const MeasuredCosts& m);
+
+// Sets every valid candidate's predicted step time: composed from its shape's measured costs, else
+// the analytic model × the median composed/analytic ratio of the measured shapes (1 when none).
+void rerank(const workloads::Workload& w, const Cluster& c, const MeasuredCosts& m, std::vector<Candidate>& all);
+
+}  // namespace trainscope::tuner

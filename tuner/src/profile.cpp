@@ -1,0 +1,272 @@
+// profile.cpp — per-layer costs from a traced run, and step times composed from them (profile.h).
+#include "trainscope/tuner/profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/range_names.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/summary.h"
+#include "trainscope/tuner/memory_model.h"
+
+namespace trainscope::tuner {
+namespace {
+
+namespace names = rundb::names;
+using runtime::Checkpointing;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double ns(int64_t a, int64_t b) { return double(b - a) * 1e-9; }
+
+// Parameters a rank of stage `st` updates (its shards; ZeRO-1: its partition, about 1/dp).
+double paramsUpdated(const workloads::Workload& w, const Plan& p, int64_t st) {
+  const MemoryPrediction m = predictMemory(w, p);
+  const auto& sm = m.stages[size_t(std::clamp<int64_t>(st, 0, int64_t(m.stages.size()) - 1))];
+  const double n = double(sm.params) / (p.mixed() ? 6.0 : 4.0);
+  return p.zero && p.dp > 1 ? n / double(p.dp) : n;
+}
+
+// Bytes a rank of stage 0 moves in the DP gradient all-reduce (fp32 gradients, bus factor 2(d−1)/d).
+double allReduceBytes(const workloads::Workload& w, const Plan& p) {
+  Plan q = p;
+  q.zero = 0;
+  const double n = double(predictMemory(w, q).stages[0].params) / (p.mixed() ? 6.0 : 4.0);
+  return n * 4.0 * 2.0 * double(p.dp - 1) / double(std::max<int64_t>(1, p.dp));
+}
+
+// What one rank measured in one counted step.
+struct StepSample {
+  double layer_sum = 0, head = 0, forward = 0, backward = 0, recompute = 0, micro = 0, grad_sync = 0, optimizer = 0;
+  int64_t layers = 0, recomputes = 0, heads = 0, forwards = 0;
+  double step = 0;
+};
+
+}  // namespace
+
+std::string shapeKey(const Plan& p, const Cluster& c) {
+  char k[160];
+  const int64_t sharing = c.kind == "cpu" ? std::min<int64_t>(p.world(), c.devices_per_node) : 1;
+  std::snprintf(k, sizeof(k), "mbs%lld seq%lld tp%lld%s %s x%lld/node lanes%lld", static_cast<long long>(p.mbs),
+                static_cast<long long>(p.seq), static_cast<long long>(p.tp), p.sequence_parallel ? " sp" : "",
+                runtime::toString(p.precision), static_cast<long long>(sharing),
+                static_cast<long long>(std::max<int64_t>(1, p.cpu_lanes)));
+  return k;
+}
+
+LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, const Plan& p, int64_t skip) {
+  const auto id = [&](const char* n) { return reader.find(n).value_or(rundb::kNoString); };
+  const rundb::StringId kLayer = id(names::kLayer), kHead = id(names::kHead), kFwd = id(names::kForward),
+                        kBwd = id(names::kBackward), kRecompute = id(names::kRecompute),
+                        kMicro = id(names::kMicroBatch), kSync = id(names::kGradSync), kOpt = id(names::kOptimizer);
+  if (kLayer == rundb::kNoString || kBwd == rundb::kNoString)
+    throw UserError("trace", reader.path() + " has no layer ranges to measure costs from",
+                    "trace the run at the ranges level (trainscope run --trace FILE)");
+  const int64_t M = std::max<int64_t>(1, p.ga());
+  std::vector<double> fwd, bwd, rc, head, embed, opt_per_param, other, sync, hidden;
+  for (int64_t rank : reader.stepRanks()) {
+    const auto steps = reader.steps(rank);
+    if (int64_t(steps.size()) <= skip) continue;
+    const int64_t stage = rank / std::max<int64_t>(1, p.tp * p.dp);
+    std::vector<StepSample> per(steps.size());
+    const auto ranges = reader.events<rundb::Range>(rank);
+    std::vector<rundb::Interval> recompute_spans, backward_spans;
+    size_t at = 0;
+    for (const rundb::Range& r : ranges) {
+      while (at < steps.size() && r.start_ns >= steps[at].start_ns + steps[at].step_time_ns) ++at;
+      if (at >= steps.size()) break;
+      if (r.start_ns < steps[at].start_ns || int64_t(at) < skip) continue;
+      StepSample& s = per[at];
+      const double d = ns(r.start_ns, r.end_ns);
+      if (r.name == kRecompute) {
+        s.recompute += d;
+        ++s.recomputes;
+        recompute_spans.push_back({r.start_ns, r.end_ns});
+      } else if (r.name == kLayer) {
+        // A layer range inside a recompute is the recomputation, not a forward.
+        const bool inside = !recompute_spans.empty() && r.start_ns < recompute_spans.back().end &&
+                            r.start_ns >= recompute_spans.back().begin;
+        if (!inside) s.layer_sum += d, ++s.layers;
+      } else if (r.name == kHead) {
+        s.head += d, ++s.heads;
+      } else if (r.name == kFwd) {
+        s.forward += d, ++s.forwards;
+      } else if (r.name == kBwd) {
+        s.backward += d;
+        backward_spans.push_back({r.start_ns, r.end_ns});
+      } else if (r.name == kMicro) {
+        s.micro += d;
+      } else if (r.name == kSync) {
+        s.grad_sync += d;
+      } else if (r.name == kOpt) {
+        s.optimizer += d;
+      }
+    }
+    const double n_params = paramsUpdated(w, p, stage);
+    for (size_t k = size_t(skip); k < steps.size(); ++k) {
+      StepSample& s = per[k];
+      s.step = double(steps[k].step_time_ns) * 1e-9;
+      if (s.layers == 0) continue;
+      const double f = s.layer_sum / double(s.layers);
+      fwd.push_back(f);
+      bwd.push_back(std::max(0.0, s.backward - s.recompute) / double(s.layers));
+      if (s.recomputes > 0) rc.push_back(s.recompute / double(s.layers));
+      if (s.heads > 0) head.push_back(s.head / double(M));
+      if (stage == 0 && s.forwards > 0) embed.push_back(std::max(0.0, s.forward - s.layer_sum - s.head) / double(M));
+      if (s.optimizer > 0 && n_params > 0) opt_per_param.push_back(s.optimizer / n_params);
+      if (p.pp == 1) {
+        other.push_back(std::max(0.0, s.step - s.micro - s.grad_sync - s.optimizer));
+        if (p.dp > 1) sync.push_back(s.grad_sync);
+      }
+    }
+    // How much of the data-parallel collectives' time backward covered.
+    if (p.dp > 1 && p.pp == 1) {
+      const auto merged = rundb::unionOf(backward_spans);
+      double total = 0, covered = 0;
+      const int64_t counted_from = steps[size_t(skip)].start_ns;
+      for (const rundb::Collective& c : reader.collectives(rank)) {
+        if (c.group != "dp" || c.start_ns < counted_from || c.end_ns <= c.start_ns) continue;
+        total += ns(c.start_ns, c.end_ns);
+        covered += double(rundb::coveredWithin(merged, c.start_ns, c.end_ns)) * 1e-9;
+      }
+      if (total > 0) hidden.push_back(covered / total);
+    }
+  }
+  if (fwd.empty())
+    throw UserError("trace", reader.path() + " has no layer ranges in its counted steps",
+                    "trace at least " + std::to_string(skip + 1) + " steps at the ranges level");
+  LayerCosts c;
+  c.layer_fwd_s = median(fwd);
+  c.layer_bwd_s = median(bwd);
+  if (!rc.empty()) (p.ckpt == Checkpointing::Full ? c.recompute_full_s : c.recompute_selective_s) = median(rc);
+  c.head_s = median(head);
+  c.embed_s = median(embed);
+  c.optimizer_s_per_param = median(opt_per_param);
+  c.other_s = median(other);
+  if (!sync.empty()) {
+    c.dp_sync_s = median(sync);
+    c.dp_sync_bytes = allReduceBytes(w, p);
+  }
+  if (!hidden.empty()) c.dp_hidden_share = median(hidden);
+  return c;
+}
+
+void MeasuredCosts::add(const std::string& key, const LayerCosts& c) { runs_[key].push_back(c); }
+
+std::optional<LayerCosts> MeasuredCosts::find(const std::string& key) const {
+  auto it = runs_.find(key);
+  if (it == runs_.end() || it->second.empty()) return std::nullopt;
+  const auto& v = it->second;
+  auto field = [&](double LayerCosts::*f, bool positive_only = true) {
+    std::vector<double> x;
+    for (const auto& c : v)
+      if (!positive_only || c.*f > 0) x.push_back(c.*f);
+    return median(x);
+  };
+  LayerCosts m;
+  m.layer_fwd_s = field(&LayerCosts::layer_fwd_s);
+  m.layer_bwd_s = field(&LayerCosts::layer_bwd_s);
+  m.recompute_full_s = field(&LayerCosts::recompute_full_s);
+  m.recompute_selective_s = field(&LayerCosts::recompute_selective_s);
+  m.head_s = field(&LayerCosts::head_s);
+  m.embed_s = field(&LayerCosts::embed_s);
+  m.optimizer_s_per_param = field(&LayerCosts::optimizer_s_per_param);
+  m.other_s = field(&LayerCosts::other_s, false);
+  // The DP sync of the run with the most bytes (one run's pair, not a median of mismatched halves).
+  for (const auto& c : v)
+    if (c.dp_sync_bytes > m.dp_sync_bytes) m.dp_sync_bytes = c.dp_sync_bytes, m.dp_sync_s = c.dp_sync_s;
+  m.dp_hidden_share = -1;
+  for (const auto& c : v)
+    if (c.dp_hidden_share >= 0) m.dp_hidden_share = std::max(m.dp_hidden_share, c.dp_hidden_share);
+  m.runs = int64_t(v.size());
+  return m;
+}
+
+std::optional<std::pair<double, double>> MeasuredCosts::anyDpSync() const {
+  for (const auto& [key, v] : runs_)
+    for (const auto& c : v)
+      if (c.dp_sync_bytes > 0) return std::make_pair(c.dp_sync_bytes, c.dp_sync_s);
+  return std::nullopt;
+}
+
+std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Plan& p, const Cluster& c,
+                                          const MeasuredCosts& m) {
+  const auto found = m.find(shapeKey(p, c));
+  if (!found || found->layer_fwd_s <= 0) return std::nullopt;
+  const LayerCosts& k = *found;
+  // The analytic model supplies what this shape's runs did not measure: the selective recompute's
+  // share of a layer's forward, the pipeline's point-to-point sends, the DP all-reduce.
+  const TimePrediction analytic = predictTime(w, p, c);
+  double recompute = 0;
+  if (p.ckpt == runtime::Checkpointing::Full) recompute = k.recompute_full_s > 0 ? k.recompute_full_s : k.layer_fwd_s;
+  if (p.ckpt == runtime::Checkpointing::Selective) {
+    if (k.recompute_selective_s > 0) {
+      recompute = k.recompute_selective_s;
+    } else {
+      Plan sel = p, none = p;
+      none.ckpt = runtime::Checkpointing::None;
+      const double a_none = predictTime(w, none, c).compute_s;
+      const double a_sel = predictTime(w, sel, c).recompute_s;
+      recompute = a_none > 0 ? k.layer_fwd_s * 3.0 * a_sel / a_none : 0;  // compute_s is 3 × forward
+    }
+  }
+  const double M = double(std::max<int64_t>(1, p.ga()));
+  double sum = 0, worst = 0, worst_compute = 0, worst_recompute = 0;
+  const double p2p = p.pp > 1 ? analytic.pp_comm_s / M : 0;  // per micro-batch
+  for (int64_t st = 0; st < p.pp; ++st) {
+    const double L = double(layersOfStage(w.n_layer, p.pp, st));
+    const double compute = L * (k.layer_fwd_s + k.layer_bwd_s) + (st == 0 ? k.embed_s : 0) + (st == p.pp - 1 ? k.head_s : 0);
+    const double t = compute + L * recompute + p2p;
+    sum += t;
+    if (t > worst) worst = t, worst_compute = compute, worst_recompute = L * recompute;
+  }
+  TimePrediction r;
+  r.compute_s = M * worst_compute;
+  r.recompute_s = M * worst_recompute;
+  r.pp_comm_s = M * p2p;
+  const double v = double(std::max<int64_t>(1, p.virtual_stages));
+  r.bubble_s = p.pp > 1 ? (v > 1 ? (double(p.pp) - 1.0) / v * worst : sum - worst) : 0;
+  if (p.dp > 1) {
+    auto sync = k.dp_sync_bytes > 0 ? std::make_optional(std::make_pair(k.dp_sync_bytes, k.dp_sync_s)) : m.anyDpSync();
+    const double bytes = allReduceBytes(w, p);
+    r.dp_comm_s = sync ? sync->second * bytes / std::max(1.0, sync->first) : analytic.dp_comm_s;
+  }
+  double n_max = 0;
+  for (int64_t st = 0; st < p.pp; ++st) n_max = std::max(n_max, paramsUpdated(w, p, st));
+  r.optimizer_s = k.optimizer_s_per_param > 0 ? k.optimizer_s_per_param * n_max : analytic.optimizer_s;
+  r.other_s = k.other_s;
+  r.tp_comm_s = 0;  // inside the measured layer times
+  r.step_s = r.compute_s + r.recompute_s + r.pp_comm_s + r.bubble_s + r.dp_comm_s + r.optimizer_s + r.other_s;
+  r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;
+  r.model_flops = analytic.model_flops;
+  r.mfu = analytic.mfu * analytic.step_s / r.step_s;
+  r.measured = true;
+  return r;
+}
+
+void rerank(const workloads::Workload& w, const Cluster& c, const MeasuredCosts& m, std::vector<Candidate>& all) {
+  std::vector<std::optional<TimePrediction>> composed(all.size());
+  std::vector<double> ratio;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!all[i].rejected.empty()) continue;
+    composed[i] = composeTime(w, all[i].plan, c, m);
+    if (composed[i]) ratio.push_back(composed[i]->step_s / predictTime(w, all[i].plan, c).step_s);
+  }
+  const double scale = ratio.empty() ? 1.0 : median(ratio);
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!all[i].rejected.empty()) continue;
+    const TimePrediction t = composed[i] ? *composed[i] : predictTime(w, all[i].plan, c);
+    all[i].predicted_step_s = composed[i] ? t.step_s : t.step_s * scale;
+    all[i].predicted_tokens_per_s = double(all[i].plan.gbs) * double(all[i].plan.seq) / all[i].predicted_step_s;
+    all[i].time_measured = composed[i].has_value();
+  }
+}
+
+}  // namespace trainscope::tuner
