@@ -3,6 +3,7 @@
 // and seconds.
 #include "predict_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -106,6 +107,8 @@ int runPredict(const PredictFlags& f) {
         throw UserError("--profile", path + " is not a trainscope run of " + w.name + " (its config names another model, or none)",
                         "profile with `trainscope run --workload " + w.name + " --trace FILE`");
       tn::Plan rp = tn::planOf(rt::fromJson(cfg, path));
+      rp.dp = std::max<int64_t>(1, dim("dp"));  // resolved at run time: not an input fromJson reads
+      rp.gbs = std::max<int64_t>(rp.gbs, dim("gbs"));
       rp.cpu = reader.meta("device") == "cpu";
       costs.add(tn::shapeKey(rp, c), tn::costsFromRun(reader, w, rp));
     }

@@ -163,6 +163,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
     nlohmann::json j = {{"study", f.study}, {"workload", w.name}, {"cluster", c.name}, {"candidates", r.candidates.size()},
                         {"valid", valid}, {"trials_run", r.trials_run}, {"time_scale", r.time_scale},
                         {"recommended", r.recommended}, {"interrupted", r.interrupted}};
+    if (r.recommended >= 0 && r.estimate.count(r.recommended)) j["recommended_step_s"] = r.estimate.at(r.recommended);
     for (const auto& t : r.trials)
       j["trials"].push_back({{"candidate", t.candidate}, {"round", t.round}, {"steps", t.steps},
                              {"status", toString(t.status)}, {"step_s", t.step_s}, {"tokens_per_s", t.tokens_per_s},
@@ -224,8 +225,13 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
     return o.predict_only && valid > 0 ? 0 : 1;
   }
   const tn::TrialRecord* best = longest[r.recommended];
-  std::printf("\nrecommended: %s — %.1f ms/step, %.0f tokens/s, peak %s MiB per rank (candidate %lld)\n",
-              r.candidates[size_t(r.recommended)].plan.describe().c_str(), best->step_s * 1e3, best->tokens_per_s,
+  int64_t runs = 0;
+  for (const auto& t : r.trials) runs += t.candidate == r.recommended && t.status == tn::TrialStatus::Ok;
+  const double est = r.estimate.count(r.recommended) ? r.estimate.at(r.recommended) : best->step_s;
+  const auto& rp = r.candidates[size_t(r.recommended)].plan;
+  std::printf("\nrecommended: %s — %.1f ms/step over its %lld trials (%.0f tokens/s), peak %s MiB per rank "
+              "(candidate %lld)\n",
+              rp.describe().c_str(), est * 1e3, static_cast<long long>(runs), double(rp.gbs * rp.seq) / est,
               mib(best->peak_bytes).c_str(), static_cast<long long>(r.recommended));
   std::printf("its trace: %s   exports: trainscope export %s --format run|command|megatron|deepspeed|accelerate\n",
               best->db_path.c_str(), f.study.c_str());

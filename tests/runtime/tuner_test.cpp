@@ -10,6 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainscope/rundb/reader.h"
+#include "trainscope/tuner/cluster.h"
+#include "trainscope/tuner/profile.h"
+#include "trainscope/workloads/workload.h"
 #include "util.h"
 
 using trainscope::testing::cli;
@@ -111,4 +115,61 @@ TEST(MemoryCheck, ARunThatCannotFitIsRefusedBeforeAnythingIsAllocated) {
   auto limited = cli("run --workload small-cpu --seq 64 --mbs 4 --steps 1 --device cpu -q --mem-limit 40M");
   EXPECT_EQ(limited.status, 2) << limited.output;
   EXPECT_NE(limited.output.find("--mem-limit: this run needs about"), std::string::npos) << limited.output;
+}
+
+// The measured time model on a real traced run: its costs are read from the ranges, its own plan is
+// composed back from them, and `predict --profile` uses them for plans of the same layer shape only.
+TEST(MeasuredCosts, AreReadFromARealTracedRunAndComposeItsOwnStep) {
+  namespace tn = trainscope::tuner;
+  const std::string db = trainscope::testing::tempPath("profile-dp2-full.db");
+  const std::string shape = " --workload small-cpu --seq 64 --mbs 2 --gbs 8 --ckpt full";
+  auto run = cli("run" + shape + " --nproc 2 --steps 5 --device cpu -q --json --overwrite --trace " + db);
+  ASSERT_EQ(run.status, 0) << run.output;
+  const double measured = lastJson(run.output)["summary"]["step_time_median_s"].get<double>();
+
+  const auto w = trainscope::workloads::load("small-cpu");
+  tn::Plan p;
+  p.dp = 2, p.mbs = 2, p.gbs = 8, p.seq = 64, p.ckpt = trainscope::runtime::Checkpointing::Full;
+  p.precision = trainscope::runtime::Precision::FP32, p.cpu = true;
+  trainscope::rundb::RunReader reader(db);
+  const tn::LayerCosts k = tn::costsFromRun(reader, w, p);
+  EXPECT_GT(k.layer_fwd_s, 0);
+  EXPECT_GT(k.layer_bwd_s, 0);
+  EXPECT_GT(k.recompute_full_s, 0);       // full checkpointing: the recompute ranges
+  EXPECT_EQ(k.recompute_selective_s, 0);
+  EXPECT_GT(k.head_s, 0);
+  EXPECT_GT(k.optimizer_s_per_param, 0);
+  EXPECT_GT(k.dp_sync_bytes, 0);          // dp 2: the gradient all-reduce's bytes and its exposed time
+  EXPECT_GE(k.dp_hidden_share, 0);
+  EXPECT_LE(k.dp_hidden_share, 1);
+  // The composition of the run's own plan adds up the same trace's parts (medians over its steps).
+  const tn::Cluster c = tn::loadCluster("cpu-local");
+  tn::MeasuredCosts m;
+  m.add(tn::shapeKey(p, c), k);
+  const auto t = tn::composeTime(w, p, c, m);
+  ASSERT_TRUE(t);
+  std::printf("  composed %.1f ms, measured %.1f ms (same trace)\n", t->step_s * 1e3, measured * 1e3);
+  EXPECT_NEAR(t->step_s, measured, 0.25 * measured);
+
+  const std::string flags = " --cluster cpu-local --gpus 2 --precision fp32 --json --profile " + db;
+  auto same = cli("predict" + shape + flags);
+  ASSERT_EQ(same.status, 0) << same.output;
+  EXPECT_EQ(lastJson(same.output)["time_source"].get<std::string>().rfind("measured", 0), 0u) << same.output;
+  EXPECT_NEAR(lastJson(same.output)["time"]["step_s"].get<double>(), t->step_s, 1e-9);
+  // Other shapes of this model: none (selective on the same shape still uses the layer costs).
+  auto sel = cli("predict --workload small-cpu --seq 64 --mbs 2 --gbs 8 --ckpt selective" + flags);
+  EXPECT_EQ(lastJson(sel.output)["time_source"].get<std::string>().rfind("measured", 0), 0u) << sel.output;
+  auto tp = cli("predict --workload small-cpu --seq 64 --mbs 2 --gbs 8 --tp 2" + flags);
+  ASSERT_EQ(tp.status, 0) << tp.output;
+  EXPECT_EQ(lastJson(tp.output)["time_source"], "analytic");
+  EXPECT_NE(tp.output.find("no profiled run has this plan's layer shape"), std::string::npos) << tp.output;
+  // A run of another model, and a run without ranges, are refused with the fix.
+  auto other = cli("predict --workload tiny --seq 64 --mbs 2 --gbs 8" + flags);
+  EXPECT_EQ(other.status, 2) << other.output;
+  EXPECT_NE(other.output.find("--profile"), std::string::npos) << other.output;
+  const std::string bare = trainscope::testing::tempPath("profile-untraced.db");
+  ASSERT_EQ(cli("run" + shape + " --nproc 1 --steps 3 --device cpu -q --overwrite --out " + bare).status, 0);
+  auto untraced = cli("predict" + shape + " --cluster cpu-local --gpus 1 --precision fp32 --profile " + bare);
+  EXPECT_EQ(untraced.status, 2) << untraced.output;
+  EXPECT_NE(untraced.output.find("--trace"), std::string::npos) << untraced.output;
 }

@@ -50,6 +50,24 @@ std::string injectedFault(const std::string& spec, int64_t candidate) {
   return "";
 }
 
+// A candidate's step time over all its ok trials: each trial's median weighted by its counted
+// steps. Two processes of one configuration differ by more than the steps of one (on a shared CPU
+// host by ±15%), so the survivors of the halving, measured once per round, are compared by all their
+// measurements rather than by the last trial alone.
+struct Pooled {
+  std::map<int64_t, std::pair<double, double>> sum;  // candidate → (Σ w·t, Σ w)
+  void add(const TrialRecord& t) {
+    if (t.status != TrialStatus::Ok || t.step_s <= 0) return;
+    const double w = double(std::max<int64_t>(1, t.steps - 1));
+    sum[t.candidate].first += w * t.step_s;
+    sum[t.candidate].second += w;
+  }
+  double estimate(int64_t candidate) const {
+    auto it = sum.find(candidate);
+    return it == sum.end() || it->second.second <= 0 ? 0 : it->second.first / it->second.second;
+  }
+};
+
 }  // namespace
 
 runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
@@ -218,6 +236,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   round_set.resize(first, -1);  // the rest of round 0 is chosen once the profiles are measured
   int64_t done = 0;
   std::map<int64_t, TrialRecord> last_ok;  // candidate → its longest ok trial
+  Pooled pooled;
   double best = 0;
   std::string best_plan;
   for (int64_t round = 0; !round_set.empty(); ++round) {
@@ -274,7 +293,8 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
       }
       ++done;
       if (t.status == TrialStatus::Ok) {
-        measured.emplace_back(t.step_s, id);
+        pooled.add(t);
+        measured.emplace_back(pooled.estimate(id), id);
         last_ok[id] = t;
         if (best == 0 || t.step_s < best) {
           best = t.step_s;
@@ -337,11 +357,16 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   std::vector<double> ratios;
   for (const auto& t : res.trials)
     if (t.status == TrialStatus::Ok && t.predicted_step_s > 0) ratios.push_back(t.step_s / t.predicted_step_s);
+  Pooled all;
+  for (const auto& t : res.trials) all.add(t);
   const TrialRecord* pick = nullptr;
   for (const auto& [cand, t] : latest) {
     if (t->status != TrialStatus::Ok || t->peak_bytes > c.memory_bytes) continue;
-    if (!pick || t->round > pick->round || (t->round == pick->round && t->step_s < pick->step_s)) pick = t;
+    if (!pick || t->round > pick->round ||
+        (t->round == pick->round && all.estimate(t->candidate) < all.estimate(pick->candidate)))
+      pick = t;
   }
+  for (const auto& [cand, t] : latest) res.estimate[cand] = all.estimate(cand);
   if (pick) res.recommended = pick->candidate;
   if (!ratios.empty()) {
     std::sort(ratios.begin(), ratios.end());

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,7 @@ struct TuneResult {
   std::vector<TrialRecord> trials;
   int64_t recommended = -1;       // candidate id (-1: nothing measured ok)
   double time_scale = 1;          // measured / predicted at launch (median over ok trials)
+  std::map<int64_t, double> estimate;  // candidate → step time over all its ok trials (steps-weighted)
   std::vector<int64_t> profiles;  // candidates run first, one per layer shape: their costs (profile.h)
   MeasuredCosts costs;            // every ok trial's layer costs, per shape
   int64_t trials_run = 0;         // processes started by this invocation

@@ -1,0 +1,129 @@
+// profile_test.cpp — the measured time model's arithmetic (tuner/profile.h): which plans share a
+// layer shape, per-field medians over runs, and a step composed as a pipeline over its stages.
+#include <gtest/gtest.h>
+
+#include "trainscope/tuner/profile.h"
+#include "trainscope/workloads/workload.h"
+
+namespace tn = trainscope::tuner;
+using trainscope::runtime::Checkpointing;
+
+namespace {
+
+tn::Plan plan(int64_t dp, int64_t tp, int64_t pp, int64_t mbs, int64_t gbs) {
+  tn::Plan p;
+  p.dp = dp, p.tp = tp, p.pp = pp, p.mbs = mbs, p.gbs = gbs, p.seq = 64;
+  p.precision = trainscope::runtime::Precision::FP32;
+  p.cpu = true;
+  return p;
+}
+
+tn::Cluster fastCpu() {
+  tn::Cluster c = tn::loadCluster("cpu-local");
+  c.intra_node.latency = 0;  // point-to-point sends cost nothing: the composition is then exact arithmetic
+  c.intra_node.bandwidth = 1e30;
+  return c;
+}
+
+}  // namespace
+
+TEST(MeasuredCosts, LayerShapeIgnoresDpPpAndZeroButNotMicroBatchTpOrRanksPerNode) {
+  const tn::Cluster c = tn::loadCluster("cpu-local");  // 2 CPU ranks per node
+  EXPECT_EQ(tn::shapeKey(plan(2, 1, 1, 4, 8), c), tn::shapeKey(plan(1, 1, 2, 4, 8), c));
+  tn::Plan z = plan(2, 1, 1, 4, 8);
+  z.zero = 1;
+  z.ckpt = Checkpointing::Full;
+  EXPECT_EQ(tn::shapeKey(z, c), tn::shapeKey(plan(2, 1, 1, 4, 16), c));
+  EXPECT_NE(tn::shapeKey(plan(2, 1, 1, 4, 8), c), tn::shapeKey(plan(2, 1, 1, 2, 8), c));  // micro-batch
+  EXPECT_NE(tn::shapeKey(plan(2, 1, 1, 4, 8), c), tn::shapeKey(plan(1, 2, 1, 4, 8), c));  // TP
+  EXPECT_NE(tn::shapeKey(plan(2, 1, 1, 4, 8), c), tn::shapeKey(plan(1, 1, 1, 4, 8), c));  // one rank has the cores
+}
+
+TEST(MeasuredCosts, EachFieldIsTheMedianOverTheRunsThatMeasuredIt) {
+  tn::MeasuredCosts m;
+  tn::LayerCosts a, b, d;
+  a.layer_fwd_s = 1, b.layer_fwd_s = 3, d.layer_fwd_s = 2;
+  a.recompute_full_s = 5;  // only one run was checkpointed
+  a.dp_sync_bytes = 100, a.dp_sync_s = 0.5, b.dp_sync_bytes = 200, b.dp_sync_s = 0.75;
+  m.add("k", a), m.add("k", b), m.add("k", d);
+  const auto k = m.find("k");
+  ASSERT_TRUE(k);
+  EXPECT_DOUBLE_EQ(k->layer_fwd_s, 2);
+  EXPECT_DOUBLE_EQ(k->recompute_full_s, 5);
+  EXPECT_DOUBLE_EQ(k->dp_sync_bytes, 200);  // one run's pair, not medians of halves
+  EXPECT_DOUBLE_EQ(k->dp_sync_s, 0.75);
+  EXPECT_EQ(k->runs, 3);
+  EXPECT_FALSE(m.find("other"));
+}
+
+TEST(MeasuredCosts, AStepIsComposedAsAPipelineOverItsStages) {
+  const auto w = trainscope::workloads::load("small-cpu");  // 4 layers
+  ASSERT_EQ(w.n_layer, 4);
+  const tn::Cluster c = fastCpu();
+  tn::LayerCosts k;
+  k.layer_fwd_s = 1.0, k.layer_bwd_s = 2.0, k.recompute_full_s = 0.75, k.head_s = 0.5, k.embed_s = 0.25;
+  k.optimizer_s_per_param = 0, k.other_s = 0.125;
+  tn::Plan p = plan(1, 1, 2, 2, 8);  // pp 2, M = 4: 2 layers per stage
+  tn::MeasuredCosts m;
+  m.add(tn::shapeKey(p, c), k);
+  auto t = tn::composeTime(w, p, c, m);
+  ASSERT_TRUE(t);
+  EXPECT_TRUE(t->measured);
+  // t0 = 2·(1 + 2) + 0.25 = 6.25, t1 = 2·(1 + 2) + 0.5 = 6.5; step = Σ t_s + (M − 1)·max t_s + ….
+  const double stages = 6.25 + 6.5 + 3 * 6.5;
+  EXPECT_NEAR(t->step_s - t->optimizer_s - t->pp_comm_s, stages + 0.125, 1e-9);
+  EXPECT_NEAR(t->compute_s, 4 * 6.5, 1e-9);
+  EXPECT_NEAR(t->bubble_s, 6.25, 1e-9);
+  // Full checkpointing adds the measured recompute per layer on every stage.
+  p.ckpt = Checkpointing::Full;
+  auto f = tn::composeTime(w, p, c, m);
+  ASSERT_TRUE(f);
+  EXPECT_NEAR(f->step_s - t->step_s, 4 * 2 * 0.75 + 2 * 0.75, 1e-9);  // M·2·rc on the slowest + the other stage's
+  // No pipeline: M·(L·(f + b) + embedding + head).
+  tn::Plan one = plan(2, 1, 1, 2, 8);  // dp 2: same shape (2 ranks on the node), M = 2
+  ASSERT_EQ(tn::shapeKey(one, c), tn::shapeKey(plan(1, 1, 2, 2, 8), c));
+  auto o = tn::composeTime(w, one, c, m);
+  ASSERT_TRUE(o);
+  EXPECT_NEAR(o->compute_s, 2 * (4 * 3.0 + 0.25 + 0.5), 1e-9);
+  EXPECT_EQ(o->bubble_s, 0);
+  // A shape no run measured has no composed time.
+  EXPECT_FALSE(tn::composeTime(w, plan(1, 2, 1, 2, 8), c, m));
+}
+
+TEST(MeasuredCosts, UnmeasuredShapesAreRankedByTheAnalyticModelScaledToTheMeasuredOnes) {
+  const auto w = trainscope::workloads::load("small-cpu");
+  const tn::Cluster c = tn::loadCluster("cpu-local");
+  tn::SpaceOptions so;
+  so.gbs = 8, so.seq = 64, so.mbs = {2, 4}, so.ckpt = {Checkpointing::None}, so.zero = {0};
+  so.sequence_parallel = {false};
+  so.schedules = {trainscope::runtime::PipelineSchedule::OneFOneB};
+  auto all = tn::enumerateSpace(w, c, so);
+  std::vector<double> analytic;
+  for (const auto& cand : all) analytic.push_back(cand.predicted_step_s);
+  // Measure one shape as twice the analytic model's layer: its candidates are composed, the rest scaled.
+  const tn::Candidate* measured = nullptr;
+  for (const auto& cand : all)
+    if (cand.rejected.empty() && cand.plan.dp == 2) measured = &cand;
+  ASSERT_TRUE(measured);
+  const tn::TimePrediction a = tn::predictTime(w, measured->plan, c);
+  tn::LayerCosts k;
+  k.layer_fwd_s = 2 * a.compute_s / 3 / double(measured->plan.ga()) / double(w.n_layer);
+  k.layer_bwd_s = 2 * k.layer_fwd_s;
+  tn::MeasuredCosts m;
+  m.add(tn::shapeKey(measured->plan, c), k);
+  tn::rerank(w, c, m, all);
+  double scale = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!all[i].rejected.empty()) continue;
+    if (all[i].time_measured) {
+      EXPECT_EQ(tn::shapeKey(all[i].plan, c), tn::shapeKey(measured->plan, c));
+      if (all[i].id == measured->id) scale = all[i].predicted_step_s / analytic[i];
+    }
+  }
+  ASSERT_GT(scale, 0);
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].rejected.empty() && !all[i].time_measured) {
+      EXPECT_NE(tn::shapeKey(all[i].plan, c), tn::shapeKey(measured->plan, c));
+      EXPECT_GT(all[i].predicted_step_s, analytic[i]);  // scaled up with the measured shape
+    }
+}
