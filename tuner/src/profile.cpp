@@ -252,17 +252,21 @@ std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Pl
 }
 
 void rerank(const workloads::Workload& w, const Cluster& c, const MeasuredCosts& m, std::vector<Candidate>& all) {
+  // The analytic model, for shapes without costs of their own, with the DP overlap as measured.
+  TimeOptions measured_overlap;
+  for (const auto& [key, runs] : m.runs())
+    if (auto k = m.find(key); k && k->dp_hidden_share >= 0) measured_overlap.dp_overlap = k->dp_hidden_share;
   std::vector<std::optional<TimePrediction>> composed(all.size());
   std::vector<double> ratio;
   for (size_t i = 0; i < all.size(); ++i) {
     if (!all[i].rejected.empty()) continue;
     composed[i] = composeTime(w, all[i].plan, c, m);
-    if (composed[i]) ratio.push_back(composed[i]->step_s / predictTime(w, all[i].plan, c).step_s);
+    if (composed[i]) ratio.push_back(composed[i]->step_s / predictTime(w, all[i].plan, c, measured_overlap).step_s);
   }
   const double scale = ratio.empty() ? 1.0 : median(ratio);
   for (size_t i = 0; i < all.size(); ++i) {
     if (!all[i].rejected.empty()) continue;
-    const TimePrediction t = composed[i] ? *composed[i] : predictTime(w, all[i].plan, c);
+    const TimePrediction t = composed[i] ? *composed[i] : predictTime(w, all[i].plan, c, measured_overlap);
     all[i].predicted_step_s = composed[i] ? t.step_s : t.step_s * scale;
     all[i].predicted_tokens_per_s = double(all[i].plan.gbs) * double(all[i].plan.seq) / all[i].predicted_step_s;
     all[i].time_measured = composed[i].has_value();
