@@ -69,7 +69,6 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
   if (kLayer == rundb::kNoString || kBwd == rundb::kNoString)
     throw UserError("trace", reader.path() + " has no layer ranges to measure costs from",
                     "trace the run at the ranges level (trainscope run --trace FILE)");
-  const int64_t M = std::max<int64_t>(1, p.ga());
   std::vector<double> fwd, bwd, rc, head, embed, opt_per_param, other, sync, hidden;
   for (int64_t rank : reader.stepRanks()) {
     const auto steps = reader.steps(rank);
@@ -114,12 +113,18 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
       StepSample& s = per[k];
       s.step = double(steps[k].step_time_ns) * 1e-9;
       if (s.layers == 0) continue;
+      // Per invocation: core lanes run a micro-batch's forward, head and backward on every lane at
+      // once, so a range's mean length (not its sum per micro-batch) is the wall time it takes.
       const double f = s.layer_sum / double(s.layers);
       fwd.push_back(f);
       bwd.push_back(std::max(0.0, s.backward - s.recompute) / double(s.layers));
       if (s.recomputes > 0) rc.push_back(s.recompute / double(s.layers));
-      if (s.heads > 0) head.push_back(s.head / double(M));
-      if (stage == 0 && s.forwards > 0) embed.push_back(std::max(0.0, s.forward - s.layer_sum - s.head) / double(M));
+      const double head_each = s.heads > 0 ? s.head / double(s.heads) : 0;
+      if (s.heads > 0) head.push_back(head_each);
+      if (stage == 0 && s.forwards > 0) {
+        const double layers_each = double(s.layers) / double(s.forwards);
+        embed.push_back(std::max(0.0, s.forward / double(s.forwards) - layers_each * f - head_each));
+      }
       if (s.optimizer > 0 && n_params > 0) opt_per_param.push_back(s.optimizer / n_params);
       if (p.pp == 1) {
         other.push_back(std::max(0.0, s.step - s.micro - s.grad_sync - s.optimizer));

@@ -308,8 +308,9 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
         e.elapsed_s = seconds(t0);
         e.eta_s = done > 0 ? e.elapsed_s / double(done) * double(std::max<int64_t>(0, planned - done)) : 0;
         char line[300];
-        std::snprintf(line, sizeof(line), "round %lld, %-44s %-7s %s", static_cast<long long>(round),
-                      byId(id).plan.describe().c_str(), toString(t.status),
+        const bool profile = round == 0 && slot < profiles.size();
+        std::snprintf(line, sizeof(line), "round %lld%s %-44s %-7s %s", static_cast<long long>(round),
+                      profile ? " profile," : ",        ", byId(id).plan.describe().c_str(), toString(t.status),
                       t.status == TrialStatus::Ok ? (std::to_string(int(t.step_s * 1e3 + 0.5)) + " ms/step, " +
                                                      std::to_string(int64_t(t.tokens_per_s)) + " tok/s")
                                                         .c_str()
