@@ -169,21 +169,13 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
                              {"status", toString(t.status)}, {"step_s", t.step_s}, {"tokens_per_s", t.tokens_per_s},
                              {"peak_bytes", t.peak_bytes}, {"predicted_step_s", t.predicted_step_s},
                              {"predicted_peak", t.predicted_peak}, {"db", t.db_path},
-                             {"profile", std::count(r.profiles.begin(), r.profiles.end(), t.candidate) > 0}});
+                             {"profile", t.round == 0 && std::count(r.profiles.begin(), r.profiles.end(), t.candidate) > 0}});
     for (const auto& cand : r.candidates)
       j["ranked"].push_back({{"id", cand.id}, {"plan", cand.plan.describe()}, {"rejected", cand.rejected},
                              {"predicted_step_s", cand.predicted_step_s}, {"predicted_peak", cand.predicted_peak},
                              {"time_measured", cand.time_measured},
                              {"predicted_step_s_analytic", cand.rejected.empty() ? tn::predictTime(w, cand.plan, c).step_s : 0.0}});
-    for (const auto& [key, runs] : r.costs.runs()) {
-      const tn::LayerCosts k = *r.costs.find(key);
-      j["measured_costs"].push_back({{"shape", key}, {"runs", k.runs}, {"layer_fwd_s", k.layer_fwd_s},
-                                     {"layer_bwd_s", k.layer_bwd_s}, {"recompute_full_s", k.recompute_full_s},
-                                     {"recompute_selective_s", k.recompute_selective_s}, {"head_s", k.head_s},
-                                     {"embed_s", k.embed_s}, {"optimizer_s_per_param", k.optimizer_s_per_param},
-                                     {"dp_sync_s", k.dp_sync_s}, {"dp_sync_bytes", k.dp_sync_bytes},
-                                     {"dp_hidden_share", k.dp_hidden_share}, {"other_s", k.other_s}});
-    }
+    j["measured_costs"] = nlohmann::json::parse(tn::costsJson(r.costs));
     std::cout << j.dump() << std::endl;
     return r.interrupted ? 130 : 0;
   }

@@ -16,6 +16,7 @@
 
 #include "util.h"
 #include "trainscope/rundb/sqlite.h"
+#include "trainscope/tuner/study.h"
 
 using trainscope::testing::cli;
 using trainscope::testing::sh;
@@ -93,6 +94,27 @@ TEST(Tune, PicksWithinFivePercentOfTheExhaustiveBestWithFewerTrials) {
     if (x["candidate"] == pick && x["status"] == "ok") EXPECT_LE(x["peak_bytes"].get<int64_t>(), 100ll << 20);
   for (const auto& x : tuned["ranked"])
     if (!x["rejected"].get<std::string>().empty()) EXPECT_NE(x["id"].get<int64_t>(), pick);
+  // The measured time model: round 0 profiled one candidate per layer shape, their traced ranges
+  // gave every candidate of a measured shape a composed step time, and the study keeps the costs
+  // (what the viewer's study view shows).
+  const auto snap = trainscope::tuner::readStudy(tempPath("tuned.db"));
+  ASSERT_FALSE(snap.profiles.empty());
+  ASSERT_FALSE(snap.costs.empty());
+  EXPECT_EQ(tuned["measured_costs"].size(), snap.costs.size());
+  for (const auto& [shape, k] : snap.costs) {
+    EXPECT_GT(k.layer_fwd_s, 0) << shape;
+    EXPECT_GT(k.layer_bwd_s, 0) << shape;
+    EXPECT_GT(k.head_s, 0) << shape;
+  }
+  int profiled = 0, composed = 0;
+  for (const auto& t : snap.trials) profiled += snap.isProfile(t);
+  EXPECT_EQ(profiled, int(snap.profiles.size()));
+  for (const auto& x : tuned["ranked"])
+    if (x["rejected"].get<std::string>().empty()) {
+      EXPECT_GT(x["predicted_step_s"].get<double>(), 0);
+      composed += x["time_measured"].get<bool>();
+    }
+  EXPECT_GE(composed, int(snap.profiles.size()));
 }
 
 TEST(Tune, AStudyKilledWithSigkillResumesWithoutLosingOrRepeatingATrial) {

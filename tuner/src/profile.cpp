@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
@@ -199,6 +201,45 @@ std::optional<std::pair<double, double>> MeasuredCosts::anyDpSync() const {
     for (const auto& c : v)
       if (c.dp_sync_bytes > 0) return std::make_pair(c.dp_sync_bytes, c.dp_sync_s);
   return std::nullopt;
+}
+
+namespace {
+// Field names of LayerCosts in JSON (seconds; dp_sync_bytes in bytes; dp_hidden_share −1 when none).
+const std::pair<const char*, double LayerCosts::*> kCostFields[] = {
+    {"layer_fwd_s", &LayerCosts::layer_fwd_s},
+    {"layer_bwd_s", &LayerCosts::layer_bwd_s},
+    {"recompute_full_s", &LayerCosts::recompute_full_s},
+    {"recompute_selective_s", &LayerCosts::recompute_selective_s},
+    {"head_s", &LayerCosts::head_s},
+    {"embed_s", &LayerCosts::embed_s},
+    {"optimizer_s_per_param", &LayerCosts::optimizer_s_per_param},
+    {"dp_sync_s", &LayerCosts::dp_sync_s},
+    {"dp_sync_bytes", &LayerCosts::dp_sync_bytes},
+    {"dp_hidden_share", &LayerCosts::dp_hidden_share},
+    {"other_s", &LayerCosts::other_s},
+};
+}  // namespace
+
+std::string costsJson(const MeasuredCosts& m) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [key, runs] : m.runs()) {
+    const LayerCosts k = *m.find(key);
+    nlohmann::json j = {{"shape", key}, {"runs", k.runs}};
+    for (const auto& [name, field] : kCostFields) j[name] = k.*field;
+    out.push_back(j);
+  }
+  return out.dump();
+}
+
+std::vector<std::pair<std::string, LayerCosts>> costsFromJson(const std::string& text) {
+  std::vector<std::pair<std::string, LayerCosts>> out;
+  for (const auto& j : nlohmann::json::parse(text)) {
+    LayerCosts k;
+    for (const auto& [name, field] : kCostFields) k.*field = j.value(name, k.*field);
+    k.runs = j.value("runs", int64_t(1));
+    out.emplace_back(j.at("shape").get<std::string>(), k);
+  }
+  return out;
 }
 
 std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Plan& p, const Cluster& c,

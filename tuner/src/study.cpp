@@ -1,6 +1,8 @@
 // study.cpp — see study.h.
 #include "trainscope/tuner/study.h"
 
+#include <algorithm>
+
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
@@ -128,6 +130,10 @@ const StudyCandidate* StudySnapshot::candidate(int64_t id) const {
   return nullptr;
 }
 
+bool StudySnapshot::isProfile(const TrialRecord& t) const {
+  return t.round == 0 && std::find(profiles.begin(), profiles.end(), t.candidate) != profiles.end();
+}
+
 StudySnapshot readStudy(const std::string& path) {
   if (!isStudy(path))
     throw UserError("study", path + " is not a trainscope study", "pass the --study file of `trainscope tune`");
@@ -141,6 +147,9 @@ StudySnapshot readStudy(const std::string& path) {
         const std::string k = s.columnText(0);
         if (k == "inputs") out.inputs_json = s.columnText(1);
         if (k == "recommended") out.recommended = std::stoll(s.columnText(1));
+        if (k == "profile_candidates")
+          for (const auto& id : nlohmann::json::parse(s.columnText(1))) out.profiles.push_back(id.get<int64_t>());
+        if (k == "measured_costs") out.costs = costsFromJson(s.columnText(1));
       }
     }
     const auto in = nlohmann::json::parse(out.inputs_json.empty() ? "{}" : out.inputs_json);

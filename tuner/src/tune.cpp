@@ -324,6 +324,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
     // Refit: every candidate's prediction from all that has been measured so far.
     rerank(w, c, costs, res.candidates);
     study.saveCandidates(res.candidates, configs);
+    study.setValue("measured_costs", costsJson(costs));
     if (g_interrupt || o.exhaustive) break;
     std::sort(measured.begin(), measured.end());
     if (measured.size() <= 1) break;

@@ -58,8 +58,10 @@ void App::drawStudy() {
 
   const float w = ImGui::GetContentRegionAvail().x;
   ImGui::BeginChild("trials", ImVec2(w * 0.5f, 0));
+  const float costs_h = st.costs.empty() ? 0.0f : ImGui::GetTextLineHeightWithSpacing() * float(st.costs.size() + 3);
   if (ImGui::BeginTable("trials", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable |
-                                         ImGuiTableFlags_SizingFixedFit)) {
+                                         ImGuiTableFlags_SizingFixedFit,
+                        ImVec2(0, ImGui::GetContentRegionAvail().y - costs_h))) {
     ImGui::TableSetupScrollFreeze(0, 1);
     for (const char* c : {"trial", "plan", "status", "steps", "measured", "predicted", "peak", ""})
       ImGui::TableSetupColumn(c, std::string(c) == "plan" ? ImGuiTableColumnFlags_WidthStretch : 0);
@@ -71,6 +73,10 @@ void App::drawStudy() {
       ImGui::TableNextColumn();
       const auto* c = st.candidate(t.candidate);
       ImGui::TextUnformatted(c ? c->plan.c_str() : "?");
+      if (st.isProfile(t)) {  // its traced layer ranges gave its shape's measured costs
+        ImGui::SameLine();
+        ImGui::TextDisabled("profile");
+      }
       ImGui::TableNextColumn();
       ImGui::TextColored(ImColor(statusColor(t.status)), "%s", tuner::toString(t.status));
       ImGui::TableNextColumn();
@@ -87,6 +93,36 @@ void App::drawStudy() {
         if (ImGui::SmallButton("open")) openTrial(t.id);
         ImGui::PopID();
       }
+    }
+    ImGui::EndTable();
+  }
+  // What the time model measured: per layer shape, the costs read from the trials' layer ranges.
+  if (!st.costs.empty() && ImGui::BeginTable("costs", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit |
+                                                         ImGuiTableFlags_ScrollY)) {
+    ImGui::TableSetupScrollFreeze(0, 1);
+    for (const char* c : {"layer shape (measured)", "runs", "layer fwd", "layer bwd", "recompute", "head", "DP sync", "DP hidden"})
+      ImGui::TableSetupColumn(c, std::string(c).rfind("layer shape", 0) == 0 ? ImGuiTableColumnFlags_WidthStretch : 0);
+    ImGui::TableHeadersRow();
+    auto dur = [](double s) { return s > 0 ? formatDuration(s * 1e9) : std::string("-"); };
+    for (const auto& [shape, k] : st.costs) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(shape.c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", (long long)k.runs);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(dur(k.layer_fwd_s).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(dur(k.layer_bwd_s).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(dur(k.recompute_full_s > 0 ? k.recompute_full_s : k.recompute_selective_s).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(dur(k.head_s).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(dur(k.dp_sync_s).c_str());
+      ImGui::TableNextColumn();
+      if (k.dp_hidden_share >= 0) ImGui::Text("%.0f%%", 100 * k.dp_hidden_share);
+      else ImGui::TextUnformatted("-");
     }
     ImGui::EndTable();
   }

@@ -74,6 +74,11 @@ class MeasuredCosts {
   std::map<std::string, std::vector<LayerCosts>> runs_;
 };
 
+// The costs per shape (each the median over its runs) as a JSON array, and back (a study keeps them
+// for the viewer). fromJson throws on malformed text.
+std::string costsJson(const MeasuredCosts& m);
+std::vector<std::pair<std::string, LayerCosts>> costsFromJson(const std::string& json_text);
+
 // The step time of `p` composed from its shape's measured costs; nullopt when its shape has none.
 std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Plan& p, const Cluster& c,
                                           const MeasuredCosts& m);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/tuner/profile.h"
 #include "trainscope/tuner/space.h"
 
 namespace trainscope::rundb {
@@ -78,6 +79,9 @@ struct StudySnapshot {
   int64_t recommended = -1;      // candidate id, -1 when none yet
   std::vector<StudyCandidate> candidates;
   std::vector<TrialRecord> trials;
+  std::vector<int64_t> profiles;                               // candidates profiled first (round 0)
+  std::vector<std::pair<std::string, LayerCosts>> costs;       // measured layer costs per shape
+  bool isProfile(const TrialRecord& t) const;
   const StudyCandidate* candidate(int64_t id) const;
 };
 // Throws UserError naming the file when it is not a study.
