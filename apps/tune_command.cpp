@@ -176,6 +176,10 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
                              {"time_measured", cand.time_measured},
                              {"predicted_step_s_analytic", cand.rejected.empty() ? tn::predictTime(w, cand.plan, c).step_s : 0.0}});
     j["measured_costs"] = nlohmann::json::parse(tn::costsJson(r.costs));
+    if (r.network_fit.samples > 0)
+      j["network_fit"] = {{"latency_s", r.network_fit.tier.latency},
+                          {"bandwidth_bytes_per_s", r.network_fit.tier.bandwidth},
+                          {"samples", r.network_fit.samples}, {"r2", r.network_fit.r2}};
     std::cout << j.dump() << std::endl;
     return r.interrupted ? 130 : 0;
   }
@@ -200,6 +204,10 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   }
   std::printf("(pred ms: m = composed from the layer costs measured in this study's traced trials (%zu layer "
               "shapes); else the analytic model scaled to them)\n", r.costs.runs().size());
+  if (r.network_fit.samples > 0)
+    std::printf("(network refitted from %lld DP/TP collectives of the trials: latency %.1f us, %.2f GB/s, R^2 %.2f)\n",
+                static_cast<long long>(r.network_fit.samples), r.network_fit.tier.latency * 1e6,
+                r.network_fit.tier.bandwidth / 1e9, r.network_fit.r2);
   if (f.explain) {
     std::printf("\nrejected:\n");
     for (const auto& cand : r.candidates)

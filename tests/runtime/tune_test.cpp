@@ -115,6 +115,10 @@ TEST(Tune, PicksWithinFivePercentOfTheExhaustiveBestWithFewerTrials) {
       composed += x["time_measured"].get<bool>();
     }
   EXPECT_GE(composed, int(snap.profiles.size()));
+  // The network's α–β refitted from the trials' DP and TP collectives (the space has both).
+  ASSERT_TRUE(tuned.contains("network_fit")) << tuned.dump();
+  EXPECT_GT(tuned["network_fit"]["samples"].get<int64_t>(), 0);
+  EXPECT_GT(tuned["network_fit"]["bandwidth_bytes_per_s"].get<double>(), 0);
 }
 
 TEST(Tune, AStudyKilledWithSigkillResumesWithoutLosingOrRepeatingATrial) {

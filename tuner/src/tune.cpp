@@ -24,6 +24,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/summary.h"
+#include "trainscope/tuner/calibrate.h"
 #include "trainscope/tuner/profile.h"
 
 namespace trainscope::tuner {
@@ -210,11 +211,30 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   // (every valid candidate when exhaustive); each next round the faster half of the last, twice as long.
   MeasuredCosts& costs = res.costs;
   const auto byId = [&](int64_t id) -> const Candidate& { return res.candidates[size_t(id)]; };
+  // The collectives the trials recorded refit the network's α–β (the intra-node tier, from trials
+  // within one node): what composes pipeline sends and the unmeasured shapes' TP and DP terms.
+  Cluster fitted = c;
+  std::vector<rundb::Collective> comm;
+  const auto refitNetwork = [&]() {
+    try {
+      const CollectiveFit f = fitCollectives(comm);
+      fitted.intra_node = f.tier;
+      res.network_fit = f;
+    } catch (const std::exception&) {
+      // Fewer than two message sizes so far: the cluster file's figures stay.
+    }
+  };
   const auto learn = [&](const TrialRecord& t) {
     if (t.status != TrialStatus::Ok) return;
+    const Plan& p = byId(t.candidate).plan;
     try {
       rundb::RunReader reader(t.db_path);
-      costs.add(shapeKey(byId(t.candidate).plan, c), costsFromRun(reader, w, byId(t.candidate).plan));
+      costs.add(shapeKey(p, c), costsFromRun(reader, w, p));
+      if (p.world() <= c.devices_per_node)
+        for (const rundb::Collective& x : reader.collectives())
+          // Blocking sends wait for their peer, and the embedding's sync for the other stage: only
+          // the collectives every member reaches together (gradient buckets, TP) measure the network.
+          if ((x.group == "dp" || x.group == "tp") && x.op != "barrier") comm.push_back(x);
     } catch (const std::exception&) {
       // A trial without ranges (an older study's) still counts by its step time.
     }
@@ -246,7 +266,8 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
       if (g_interrupt) break;
       if (round == 0 && slot == profiles.size()) {
         // The profiles are in: re-rank by the composed step times and fill the rest of round 0.
-        rerank(w, c, costs, res.candidates);
+        refitNetwork();
+        rerank(w, fitted, costs, res.candidates);
         study.saveCandidates(res.candidates, configs);
         std::vector<const Candidate*> order = valid;
         std::stable_sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) {
@@ -322,9 +343,15 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
       }
     }
     // Refit: every candidate's prediction from all that has been measured so far.
-    rerank(w, c, costs, res.candidates);
+    refitNetwork();
+    rerank(w, fitted, costs, res.candidates);
     study.saveCandidates(res.candidates, configs);
     study.setValue("measured_costs", costsJson(costs));
+    if (res.network_fit.samples > 0)
+      study.setValue("network_fit", nlohmann::json({{"latency_s", res.network_fit.tier.latency},
+                                                     {"bandwidth_bytes_per_s", res.network_fit.tier.bandwidth},
+                                                     {"samples", res.network_fit.samples}, {"r2", res.network_fit.r2}})
+                                        .dump());
     if (g_interrupt || o.exhaustive) break;
     std::sort(measured.begin(), measured.end());
     if (measured.size() <= 1) break;

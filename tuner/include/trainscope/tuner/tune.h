@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/tuner/calibrate.h"
 #include "trainscope/tuner/profile.h"
 #include "trainscope/tuner/space.h"
 #include "trainscope/tuner/study.h"
@@ -56,6 +57,7 @@ struct TuneResult {
   std::map<int64_t, double> estimate;  // candidate → step time over all its ok trials (steps-weighted)
   std::vector<int64_t> profiles;  // candidates run first, one per layer shape: their costs (profile.h)
   MeasuredCosts costs;            // every ok trial's layer costs, per shape
+  CollectiveFit network_fit;      // α–β of the trials' DP and TP collectives (samples 0: none)
   int64_t trials_run = 0;         // processes started by this invocation
   bool interrupted = false;
 };
