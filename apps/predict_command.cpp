@@ -110,6 +110,7 @@ int runPredict(const PredictFlags& f) {
       rp.dp = std::max<int64_t>(1, dim("dp"));  // resolved at run time: not an input fromJson reads
       rp.gbs = std::max<int64_t>(rp.gbs, dim("gbs"));
       rp.cpu = reader.meta("device") == "cpu";
+      if (dim("cpu_lanes") == 0) rp.cpu_lanes = tn::lanesOfRun(reader);  // auto: what the run resolved it to
       costs.add(tn::shapeKey(rp, c), tn::costsFromRun(reader, w, rp));
     }
     if (auto m = tn::composeTime(w, p, c, costs)) {

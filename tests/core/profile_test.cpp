@@ -127,3 +127,22 @@ TEST(MeasuredCosts, UnmeasuredShapesAreRankedByTheAnalyticModelScaledToTheMeasur
       EXPECT_GT(all[i].predicted_step_s, analytic[i]);  // scaled up with the measured shape
     }
 }
+
+TEST(MeasuredCosts, RoundTripThroughTheStudysJsonAndToleratesNulls) {
+  tn::MeasuredCosts m;
+  tn::LayerCosts k;
+  k.layer_fwd_s = 0.25, k.layer_bwd_s = 0.5, k.dp_hidden_share = 0.125, k.other_s = -1;
+  m.add("mbs4 seq64 tp1 fp32 x2/node lanes1", k);
+  const auto back = tn::costsFromJson(tn::costsJson(m));
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].first, "mbs4 seq64 tp1 fp32 x2/node lanes1");
+  EXPECT_DOUBLE_EQ(back[0].second.layer_fwd_s, 0.25);
+  EXPECT_DOUBLE_EQ(back[0].second.dp_hidden_share, 0.125);
+  EXPECT_DOUBLE_EQ(back[0].second.other_s, -1);
+  // A NaN written as null keeps the field's default rather than making the study unreadable.
+  const auto nulls = tn::costsFromJson(R"([{"shape":"k","layer_fwd_s":null,"runs":null,"head_s":0.5}])");
+  ASSERT_EQ(nulls.size(), 1u);
+  EXPECT_EQ(nulls[0].second.layer_fwd_s, 0);
+  EXPECT_EQ(nulls[0].second.runs, 1);
+  EXPECT_DOUBLE_EQ(nulls[0].second.head_s, 0.5);
+}

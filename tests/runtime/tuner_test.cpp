@@ -163,6 +163,16 @@ TEST(MeasuredCosts, AreReadFromARealTracedRunAndComposeItsOwnStep) {
   ASSERT_EQ(tp.status, 0) << tp.output;
   EXPECT_EQ(lastJson(tp.output)["time_source"], "analytic");
   EXPECT_NE(tp.output.find("no profiled run has this plan's layer shape"), std::string::npos) << tp.output;
+  // A one-process run with automatic core lanes is filed under the lanes it used (2 here: one per core
+  // of this 2-core machine, at most mbs), found from the threads that ran its forward ranges.
+  const std::string auto_lanes = trainscope::testing::tempPath("profile-auto-lanes.db");
+  ASSERT_EQ(cli("run" + shape + " --nproc 1 --steps 3 --device cpu -q --overwrite --trace " + auto_lanes).status, 0);
+  trainscope::rundb::RunReader lanes_reader(auto_lanes);
+  const int64_t lanes = tn::lanesOfRun(lanes_reader);
+  EXPECT_GE(lanes, 1);
+  auto with_lanes = cli("predict" + shape + " --cluster cpu-local --gpus 1 --precision fp32 --json --cpu-lanes " +
+                        std::to_string(lanes) + " --profile " + auto_lanes);
+  EXPECT_EQ(lastJson(with_lanes.output)["time_source"].get<std::string>().rfind("measured", 0), 0u) << with_lanes.output;
   // A run of another model, and a run without ranges, are refused with the fix.
   auto other = cli("predict --workload tiny --seq 64 --mbs 2 --gbs 8" + flags);
   EXPECT_EQ(other.status, 2) << other.output;

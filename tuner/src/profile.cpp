@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -71,6 +72,9 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
   if (kLayer == rundb::kNoString || kBwd == rundb::kNoString)
     throw UserError("trace", reader.path() + " has no layer ranges to measure costs from",
                     "trace the run at the ranges level (trainscope run --trace FILE)");
+  if (const std::string dev = reader.meta("device"); !dev.empty() && dev != "cpu")
+    throw UserError("trace", reader.path() + " ran on " + dev + ": its ranges time the host's kernel launches, not the kernels",
+                    "profile with a CPU run, or use the analytic model for GPU plans");
   std::vector<double> fwd, bwd, rc, head, embed, opt_per_param, other, sync, hidden;
   for (int64_t rank : reader.stepRanks()) {
     const auto steps = reader.steps(rank);
@@ -129,7 +133,9 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
       }
       if (s.optimizer > 0 && n_params > 0) opt_per_param.push_back(s.optimizer / n_params);
       if (p.pp == 1) {
-        other.push_back(std::max(0.0, s.step - s.micro - s.grad_sync - s.optimizer));
+        // Without DP the grad_sync range is the lanes' gradient sum, SP's and the embedding's
+        // reductions: part of "other". With DP it is the DP sync, kept apart (scaled by bytes).
+        other.push_back(std::max(0.0, s.step - s.micro - s.optimizer - (p.dp > 1 ? s.grad_sync : 0.0)));
         if (p.dp > 1) sync.push_back(s.grad_sync);
       }
     }
@@ -156,7 +162,7 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
   c.head_s = median(head);
   c.embed_s = median(embed);
   c.optimizer_s_per_param = median(opt_per_param);
-  c.other_s = median(other);
+  c.other_s = other.empty() ? -1 : median(other);
   if (!sync.empty()) {
     c.dp_sync_s = median(sync);
     c.dp_sync_bytes = allReduceBytes(w, p);
@@ -185,7 +191,12 @@ std::optional<LayerCosts> MeasuredCosts::find(const std::string& key) const {
   m.head_s = field(&LayerCosts::head_s);
   m.embed_s = field(&LayerCosts::embed_s);
   m.optimizer_s_per_param = field(&LayerCosts::optimizer_s_per_param);
-  m.other_s = field(&LayerCosts::other_s, false);
+  {
+    std::vector<double> x;
+    for (const auto& c : v)
+      if (c.other_s >= 0) x.push_back(c.other_s);
+    m.other_s = x.empty() ? -1 : median(x);
+  }
   // The DP sync of the run with the most bytes (one run's pair, not a median of mismatched halves).
   for (const auto& c : v)
     if (c.dp_sync_bytes > m.dp_sync_bytes) m.dp_sync_bytes = c.dp_sync_bytes, m.dp_sync_s = c.dp_sync_s;
@@ -194,6 +205,24 @@ std::optional<LayerCosts> MeasuredCosts::find(const std::string& key) const {
     if (c.dp_hidden_share >= 0) m.dp_hidden_share = std::max(m.dp_hidden_share, c.dp_hidden_share);
   m.runs = int64_t(v.size());
   return m;
+}
+
+double MeasuredCosts::anyOther() const {
+  std::vector<double> x;
+  for (const auto& [key, v] : runs_)
+    for (const auto& c : v)
+      if (c.other_s >= 0) x.push_back(c.other_s);
+  return median(x);
+}
+
+int64_t lanesOfRun(rundb::RunReader& reader) {
+  const auto fwd = reader.find(names::kForward);
+  const auto ranks = reader.stepRanks();
+  if (!fwd || ranks.empty()) return 1;
+  std::set<int64_t> tids;
+  for (const rundb::Range& r : reader.events<rundb::Range>(ranks.front()))
+    if (r.name == *fwd) tids.insert(r.tid);
+  return std::max<int64_t>(1, int64_t(tids.size()));
 }
 
 std::optional<std::pair<double, double>> MeasuredCosts::anyDpSync() const {
@@ -235,8 +264,9 @@ std::vector<std::pair<std::string, LayerCosts>> costsFromJson(const std::string&
   std::vector<std::pair<std::string, LayerCosts>> out;
   for (const auto& j : nlohmann::json::parse(text)) {
     LayerCosts k;
-    for (const auto& [name, field] : kCostFields) k.*field = j.value(name, k.*field);
-    k.runs = j.value("runs", int64_t(1));
+    for (const auto& [name, field] : kCostFields)  // a null (NaN written by a writer) keeps the default
+      if (j.contains(name) && j[name].is_number()) k.*field = j[name].get<double>();
+    if (j.contains("runs") && j["runs"].is_number_integer()) k.runs = j["runs"].get<int64_t>();
     out.emplace_back(j.at("shape").get<std::string>(), k);
   }
   return out;
@@ -287,7 +317,7 @@ std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Pl
   double n_max = 0;
   for (int64_t st = 0; st < p.pp; ++st) n_max = std::max(n_max, paramsUpdated(w, p, st));
   r.optimizer_s = k.optimizer_s_per_param > 0 ? k.optimizer_s_per_param * n_max : analytic.optimizer_s;
-  r.other_s = k.other_s;
+  r.other_s = k.other_s >= 0 ? k.other_s : m.anyOther();
   r.tp_comm_s = 0;  // inside the measured layer times
   r.step_s = r.compute_s + r.recompute_s + r.pp_comm_s + r.bubble_s + r.dp_comm_s + r.optimizer_s + r.other_s;
   r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;
@@ -297,7 +327,8 @@ std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Pl
   return r;
 }
 
-void rerank(const workloads::Workload& w, const Cluster& c, const MeasuredCosts& m, std::vector<Candidate>& all) {
+void rerank(const workloads::Workload& w, const Cluster& c, const MeasuredCosts& m, std::vector<Candidate>& all,
+            double fallback_scale) {
   // The analytic model, for shapes without costs of their own, with the DP overlap as measured.
   TimeOptions measured_overlap;
   for (const auto& [key, runs] : m.runs())
@@ -309,7 +340,7 @@ void rerank(const workloads::Workload& w, const Cluster& c, const MeasuredCosts&
     composed[i] = composeTime(w, all[i].plan, c, m);
     if (composed[i]) ratio.push_back(composed[i]->step_s / predictTime(w, all[i].plan, c, measured_overlap).step_s);
   }
-  const double scale = ratio.empty() ? 1.0 : median(ratio);
+  const double scale = ratio.empty() ? fallback_scale : median(ratio);
   for (size_t i = 0; i < all.size(); ++i) {
     if (!all[i].rejected.empty()) continue;
     const TimePrediction t = composed[i] ? *composed[i] : predictTime(w, all[i].plan, c, measured_overlap);

@@ -215,6 +215,13 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   // within one node): what composes pipeline sends and the unmeasured shapes' TP and DP terms.
   Cluster fitted = c;
   std::vector<rundb::Collective> comm;
+  std::vector<double> analytic_ratio;  // measured / analytic, every ok trial
+  const auto fallbackScale = [&]() {
+    if (analytic_ratio.empty()) return 1.0;
+    std::vector<double> v = analytic_ratio;
+    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
   const auto refitNetwork = [&]() {
     try {
       const CollectiveFit f = fitCollectives(comm);
@@ -229,15 +236,17 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
     const Plan& p = byId(t.candidate).plan;
     try {
       rundb::RunReader reader(t.db_path);
-      costs.add(shapeKey(p, c), costsFromRun(reader, w, p));
       if (p.world() <= c.devices_per_node)
         for (const rundb::Collective& x : reader.collectives())
           // Blocking sends wait for their peer, and the embedding's sync for the other stage: only
           // the collectives every member reaches together (gradient buckets, TP) measure the network.
           if ((x.group == "dp" || x.group == "tp") && x.op != "barrier") comm.push_back(x);
+      costs.add(shapeKey(p, c), costsFromRun(reader, w, p));
     } catch (const std::exception&) {
-      // A trial without ranges (an older study's) still counts by its step time.
+      // A GPU trial (its ranges time launches), or one without ranges (an older study's): it still
+      // counts by its step time, and the analytic model is scaled to it.
     }
+    if (t.step_s > 0) analytic_ratio.push_back(t.step_s / predictTime(w, p, fitted).step_s);
   };
   std::vector<int64_t> round_set;
   std::vector<int64_t>& profiles = res.profiles;
@@ -248,12 +257,12 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   study.setValue("profile_candidates", nlohmann::json(profiles).dump());
   const size_t first = o.exhaustive ? valid.size() : std::min<size_t>(valid.size(), std::max(first_round, profiles.size()));
   round_set = profiles;
+  round_set.resize(first, -1);  // the rest of round 0 is chosen once the profiles are measured
   int64_t planned = 0;
   for (size_t n = round_set.size(); n > 0; n = n > 1 ? (n + 1) / 2 : 0) {
     planned += int64_t(n);
     if (n == 1 || o.exhaustive) break;
   }
-  round_set.resize(first, -1);  // the rest of round 0 is chosen once the profiles are measured
   int64_t done = 0;
   std::map<int64_t, TrialRecord> last_ok;  // candidate → its longest ok trial
   Pooled pooled;
@@ -267,7 +276,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
       if (round == 0 && slot == profiles.size()) {
         // The profiles are in: re-rank by the composed step times and fill the rest of round 0.
         refitNetwork();
-        rerank(w, fitted, costs, res.candidates);
+        rerank(w, fitted, costs, res.candidates, fallbackScale());
         study.saveCandidates(res.candidates, configs);
         std::vector<const Candidate*> order = valid;
         std::stable_sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) {
@@ -344,7 +353,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
     }
     // Refit: every candidate's prediction from all that has been measured so far.
     refitNetwork();
-    rerank(w, fitted, costs, res.candidates);
+    rerank(w, fitted, costs, res.candidates, fallbackScale());
     study.saveCandidates(res.candidates, configs);
     study.setValue("measured_costs", costsJson(costs));
     if (res.network_fit.samples > 0)

@@ -20,7 +20,8 @@
 //   t_s = L_s·(fwd + bwd + recompute) + [s = 0]·embedding + [s = p−1]·head + p2p (α–β)
 //   step = Σ_s t_s + (M − 1)·max_s t_s + DP sync + optimizer + other
 // Shapes no run has measured fall back to the analytic model (time_model.h) scaled by the median
-// measured/analytic ratio of the shapes that were measured.
+// measured/analytic ratio of the shapes that were measured. CPU runs only: on a GPU the ranges time
+// the host's launches, so a GPU study ranks by the analytic model scaled to its trials.
 #pragma once
 
 #include <cstdint>
@@ -52,13 +53,18 @@ struct LayerCosts {
   double optimizer_s_per_param = 0;
   double dp_sync_s = 0, dp_sync_bytes = 0;  // per step, a pp = 1, dp > 1 run: exposed, and its all-reduce bytes
   double dp_hidden_share = -1;              // share of the gradient collectives' time overlapped by compute (-1: none)
-  double other_s = 0;                       // per step
+  double other_s = -1;                      // per step, pp = 1 runs (-1: not measured)
   int64_t runs = 1;
 };
 
-// Reads a traced run (ranges level) of plan `p`. Throws UserError when the run has no ranges or too
-// few counted steps to measure.
+// Reads a traced run (ranges level) of plan `p`. Throws UserError when the run has no ranges, too
+// few counted steps to measure, or ran on a GPU: ranges time the host, and on a GPU the host only
+// launches the kernels (a GPU's costs would come from its kernels; not yet).
 LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, const Plan& p, int64_t skip = 1);
+
+// The core lanes a CPU run used (the threads that ran its forward ranges on rank 0; 1 without lanes):
+// what `cpu_lanes = 0` (auto) resolved to.
+int64_t lanesOfRun(rundb::RunReader& reader);
 
 // Costs measured so far, per shape: each field is the median over the runs that measured it.
 class MeasuredCosts {
@@ -67,8 +73,9 @@ class MeasuredCosts {
   std::optional<LayerCosts> find(const std::string& key) const;
   bool empty() const { return runs_.empty(); }
   const std::map<std::string, std::vector<LayerCosts>>& runs() const { return runs_; }
-  // Any measured DP sync (bytes, seconds) and hidden share, for shapes that have none of their own.
+  // Any measured DP sync (bytes, seconds), and "other", for shapes that have none of their own.
   std::optional<std::pair<double, double>> anyDpSync() const;
+  double anyOther() const;  // 0 when no run measured it
 
  private:
   std::map<std::string, std::vector<LayerCosts>> runs_;
@@ -85,6 +92,9 @@ std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Pl
 
 // Sets every valid candidate's predicted step time: composed from its shape's measured costs, else
 // the analytic model × the median composed/analytic ratio of the measured shapes (1 when none).
-void rerank(const workloads::Workload& w, const Cluster& c, const MeasuredCosts& m, std::vector<Candidate>& all);
+// `fallback_scale` scales the analytic model when no shape has costs (a GPU study: its trials' median
+// measured/analytic ratio).
+void rerank(const workloads::Workload& w, const Cluster& c, const MeasuredCosts& m, std::vector<Candidate>& all,
+            double fallback_scale = 1.0);
 
 }  // namespace trainscope::tuner
