@@ -2,10 +2,20 @@
 // layer shape, per-field medians over runs, and a step composed as a pipeline over its stages.
 #include <gtest/gtest.h>
 
+#include <functional>
+
+#include "../common/cli.h"
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/merge.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/store.h"
+#include "trainscope/tracer/trace.h"
 #include "trainscope/tuner/profile.h"
 #include "trainscope/workloads/workload.h"
 
 namespace tn = trainscope::tuner;
+namespace db = trainscope::rundb;
+namespace tr = trainscope::tracer;
 using trainscope::runtime::Checkpointing;
 
 namespace {
@@ -145,4 +155,80 @@ TEST(MeasuredCosts, RoundTripThroughTheStudysJsonAndToleratesNulls) {
   EXPECT_EQ(nulls[0].second.layer_fwd_s, 0);
   EXPECT_EQ(nulls[0].second.runs, 1);
   EXPECT_DOUBLE_EQ(nulls[0].second.head_s, 0.5);
+}
+
+namespace {
+
+// One GPU rank, three steps of 10 µs; `events` records each step's host ranges and device work.
+void gpuRun(const std::string& path, bool with_kernels) {
+  const std::string shard = db::shardPath(path, 0);
+  {
+    tr::Tracer t(shard, 0, tr::TraceLevel::All);
+    const auto d = t.intern("trainscope");
+    int64_t corr = 1;
+    for (int64_t k = 0; k < 3; ++k) {
+      const int64_t s = k * 10000;
+      auto range = [&](int64_t b, int64_t e, const char* n, int depth) {
+        t.record(tr::RangeEvent{s + b, s + e, t.intern(n), d, 0, depth, 0});
+      };
+      // The host launches in microseconds what the device runs for much longer.
+      auto launch = [&](int64_t at, int64_t dev_begin, int64_t dev_end) {
+        if (!with_kernels) return;
+        t.record(tr::ApiEvent{s + at, s + at + 5, 0, t.intern("cudaLaunchKernel"), corr, 0});
+        t.record(tr::KernelEvent{s + dev_begin, s + dev_end, 0, 7, t.intern("k"), corr, {1, 1, 1}, {32, 1, 1}, 16, 0});
+        ++corr;
+      };
+      range(100, 8000, "micro_batch", 1);
+      range(100, 2000, "forward", 2);
+      for (int64_t i = 0; i < 4; ++i) {  // small-cpu's 4 layers: 1 µs of device time each
+        range(100 + i * 100, 200 + i * 100, "layer", 3);
+        launch(150 + i * 100, 1000 + i * 1000, 2000 + i * 1000);
+      }
+      range(500, 600, "lm_head", 3);
+      launch(550, 5000, 5500);
+      range(2000, 2500, "backward", 2);
+      launch(2100, 5500, 7500);  // 2 µs: 0.5 µs per layer
+      range(8500, 8600, "optimizer", 1);
+      launch(8550, 8600, 8800);
+    }
+  }
+  db::RunStore store(path, db::RunStore::Options{true});
+  store.setMeta("world_size", "1");
+  store.setMeta("device", "cuda");
+  for (int64_t k = 0; k < 3; ++k) {
+    db::Step r;
+    r.step = k;
+    r.start_ns = k * 10000;
+    r.step_time_ns = 10000;
+    store.appendStep(r);
+  }
+  db::mergeShards(store, {{shard, 0, "h", "cuda", 1, 0, 0}});
+}
+
+}  // namespace
+
+TEST(MeasuredCosts, OnAGpuEachRangeIsTimedByTheDeviceWorkItLaunched) {
+  const auto w = trainscope::workloads::load("small-cpu");
+  tn::Plan p = plan(1, 1, 1, 8, 8);
+  p.cpu = false;
+  const std::string path = trainscope::testing::tempPath("gpu-profile.db");
+  gpuRun(path, true);
+  db::RunReader reader(path);
+  const tn::LayerCosts k = tn::costsFromRun(reader, w, p);
+  EXPECT_NEAR(k.layer_fwd_s, 1000e-9, 1e-12);  // the kernel's 1 µs, not the host range's 0.1 µs
+  EXPECT_NEAR(k.head_s, 500e-9, 1e-12);
+  EXPECT_NEAR(k.layer_bwd_s, 500e-9, 1e-12);  // 2 µs of backward kernels over 4 layers
+  EXPECT_GT(k.optimizer_s_per_param, 0);
+  // other = step − the micro-batch's device span (1 µs … 7.5 µs) − the optimizer's (0.2 µs)
+  EXPECT_NEAR(k.other_s, (10000 - 6500 - 200) * 1e-9, 1e-12);
+  // A GPU run traced without its kernels cannot be measured: the error names the level to use.
+  const std::string bare = trainscope::testing::tempPath("gpu-profile-bare.db");
+  gpuRun(bare, false);
+  db::RunReader bare_reader(bare);
+  try {
+    tn::costsFromRun(bare_reader, w, p);
+    FAIL() << "a GPU run without kernels was measured";
+  } catch (const trainscope::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--trace-level all"), std::string::npos) << e.what();
+  }
 }

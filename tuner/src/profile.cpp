@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <set>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +47,39 @@ double allReduceBytes(const workloads::Workload& w, const Plan& p) {
   return n * 4.0 * 2.0 * double(p.dp - 1) / double(std::max<int64_t>(1, p.dp));
 }
 
+// A GPU rank's device work by launch time: what a host range launched, and how long the device
+// took over it (from the first of those events' start to the last one's end).
+class DeviceWork {
+ public:
+  DeviceWork() = default;
+  DeviceWork(rundb::RunReader& reader, int64_t rank) {
+    std::unordered_map<int64_t, int64_t> launch;  // correlation → launch time
+    for (const rundb::ApiCall& a : reader.events<rundb::ApiCall>(rank))
+      if (a.correlation >= 0) launch.emplace(a.correlation, a.start_ns);
+    auto add = [&](int64_t correlation, int64_t start, int64_t end) {
+      auto it = correlation >= 0 ? launch.find(correlation) : launch.end();
+      if (it != launch.end() && end > start) events_.push_back({it->second, start, end});
+    };
+    for (const rundb::Kernel& k : reader.events<rundb::Kernel>(rank)) add(k.correlation, k.start_ns, k.end_ns);
+    for (const rundb::Memcpy& m : reader.events<rundb::Memcpy>(rank)) add(m.correlation, m.start_ns, m.end_ns);
+    for (const rundb::Memset& m : reader.events<rundb::Memset>(rank)) add(m.correlation, m.start_ns, m.end_ns);
+    std::sort(events_.begin(), events_.end(), [](const Event& a, const Event& b) { return a.launch < b.launch; });
+  }
+  // Seconds from the start of the first to the end of the last device event launched in [begin, end).
+  double launchedWithin(int64_t begin, int64_t end) const {
+    auto lo = std::lower_bound(events_.begin(), events_.end(), begin, [](const Event& e, int64_t t) { return e.launch < t; });
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    for (auto it = lo; it != events_.end() && it->launch < end; ++it) first = std::min(first, it->start), last = std::max(last, it->end);
+    return last > first ? ns(first, last) : 0.0;
+  }
+
+ private:
+  struct Event {
+    int64_t launch, start, end;
+  };
+  std::vector<Event> events_;
+};
+
 // What one rank measured in one counted step.
 struct StepSample {
   double layer_sum = 0, head = 0, forward = 0, backward = 0, recompute = 0, micro = 0, grad_sync = 0, optimizer = 0;
@@ -72,9 +107,13 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
   if (kLayer == rundb::kNoString || kBwd == rundb::kNoString)
     throw UserError("trace", reader.path() + " has no layer ranges to measure costs from",
                     "trace the run at the ranges level (trainscope run --trace FILE)");
-  if (const std::string dev = reader.meta("device"); !dev.empty() && dev != "cpu")
-    throw UserError("trace", reader.path() + " ran on " + dev + ": its ranges time the host's kernel launches, not the kernels",
-                    "profile with a CPU run, or use the analytic model for GPU plans");
+  // On a GPU the host ranges only launch the work: each range is timed by the device work it
+  // launched (kernels, copies, sets joined to their launching API call by correlation id).
+  const std::string dev = reader.meta("device");
+  const bool gpu = !dev.empty() && dev != "cpu";
+  if (gpu && !reader.hasEvents("kernels"))
+    throw UserError("trace", reader.path() + " ran on " + dev + " without its kernels: its ranges time the host's launches",
+                    "trace the profile run with --trace-level all (CUPTI), or use the analytic model");
   std::vector<double> fwd, bwd, rc, head, embed, opt_per_param, other, sync, hidden;
   for (int64_t rank : reader.stepRanks()) {
     const auto steps = reader.steps(rank);
@@ -82,6 +121,7 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
     const int64_t stage = rank / std::max<int64_t>(1, p.tp * p.dp);
     std::vector<StepSample> per(steps.size());
     const auto ranges = reader.events<rundb::Range>(rank);
+    const DeviceWork work = gpu ? DeviceWork(reader, rank) : DeviceWork();
     std::vector<rundb::Interval> recompute_spans, backward_spans;
     size_t at = 0;
     for (const rundb::Range& r : ranges) {
@@ -89,7 +129,7 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
       if (at >= steps.size()) break;
       if (r.start_ns < steps[at].start_ns || int64_t(at) < skip) continue;
       StepSample& s = per[at];
-      const double d = ns(r.start_ns, r.end_ns);
+      const double d = gpu ? work.launchedWithin(r.start_ns, r.end_ns) : ns(r.start_ns, r.end_ns);
       if (r.name == kRecompute) {
         s.recompute += d;
         ++s.recomputes;

@@ -97,7 +97,8 @@ runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, co
   return c;
 }
 
-TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& config_path, const std::string& log_path) {
+TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& config_path, const std::string& log_path,
+                     const std::string& trace_level) {
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid < 0) {
@@ -114,9 +115,11 @@ TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& con
       dup2(fd, 2);
     }
     const std::string steps = std::to_string(t.steps);
-    // Traced at the ranges level: the layer ranges are what the measured time model reads.
+    // Traced: the layer ranges (and on a GPU profile, the kernels they launched) are what the
+    // measured time model reads.
     execl(o.trainscope.c_str(), o.trainscope.c_str(), "run", "--config", config_path.c_str(), "--steps", steps.c_str(),
-          "--trace", t.db_path.c_str(), "--trace-level", "ranges", "--overwrite", "-q", static_cast<char*>(nullptr));
+          "--trace", t.db_path.c_str(), "--trace-level", trace_level.c_str(), "--overwrite", "-q",
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   setpgid(pid, pid);
@@ -312,7 +315,9 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
         if (fault == "oom") cfg.inject_failure = "0:1:oom";
         const std::string cfg_path = stem + ".json";
         std::ofstream(cfg_path) << nlohmann::json::parse(runtime::toJson(cfg)).dump(2);
-        t = runTrial(o, t, cfg_path, stem + ".log");
+        // A GPU's profile trials record their kernels (CUPTI): the host ranges only launch them.
+        const bool gpu_profile = c.kind != "cpu" && round == 0 && slot < profiles.size();
+        t = runTrial(o, t, cfg_path, stem + ".log", gpu_profile ? "all" : "ranges");
         if (g_interrupt && t.status != TrialStatus::Ok) {
           t.status = TrialStatus::Running;  // interrupted: run again on --resume
           break;

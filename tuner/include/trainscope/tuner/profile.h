@@ -20,8 +20,8 @@
 //   t_s = L_s·(fwd + bwd + recompute) + [s = 0]·embedding + [s = p−1]·head + p2p (α–β)
 //   step = Σ_s t_s + (M − 1)·max_s t_s + DP sync + optimizer + other
 // Shapes no run has measured fall back to the analytic model (time_model.h) scaled by the median
-// measured/analytic ratio of the shapes that were measured. CPU runs only: on a GPU the ranges time
-// the host's launches, so a GPU study ranks by the analytic model scaled to its trials.
+// measured/analytic ratio of the shapes that were measured. On a GPU the ranges are timed by the
+// device work they launched (the run must be traced at the `all` level, CUPTI).
 #pragma once
 
 #include <cstdint>
@@ -57,9 +57,10 @@ struct LayerCosts {
   int64_t runs = 1;
 };
 
-// Reads a traced run (ranges level) of plan `p`. Throws UserError when the run has no ranges, too
-// few counted steps to measure, or ran on a GPU: ranges time the host, and on a GPU the host only
-// launches the kernels (a GPU's costs would come from its kernels; not yet).
+// Reads a traced run of plan `p`: CPU runs at the ranges level; GPU runs at the `all` level, where
+// each range is timed by the device work it launched (its kernels, copies and sets, joined to their
+// launches by correlation id: first start to last end), since the host only launches. Throws
+// UserError when the run has no ranges, too few counted steps, or is a GPU run without kernels.
 LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, const Plan& p, int64_t skip = 1);
 
 // The core lanes a CPU run used (the threads that ran its forward ranges on rank 0; 1 without lanes):

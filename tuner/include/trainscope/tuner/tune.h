@@ -66,7 +66,8 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
                 const std::function<void(const TuneEvent&)>& progress);
 
 // Runs one trial process and classifies how it ended (exposed for tests).
-TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& config_path, const std::string& log_path);
+TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& config_path, const std::string& log_path,
+                     const std::string& trace_level = "ranges");
 
 // The TrainConfig of a candidate's trials (the run's steps set by the round).
 runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
