@@ -208,6 +208,24 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
     std::printf("(network refitted from %lld DP/TP collectives of the trials: latency %.1f us, %.2f GB/s, R^2 %.2f)\n",
                 static_cast<long long>(r.network_fit.samples), r.network_fit.tier.latency * 1e6,
                 r.network_fit.tier.bandwidth / 1e9, r.network_fit.r2);
+  if (!r.costs.empty()) {
+    // Why the composed predictions are what they are: the costs each layer shape measured.
+    std::printf("\n  %-48s %5s %9s %9s %9s %9s %9s %7s\n", "layer shape (per micro-batch; DP sync per step)", "runs",
+                "layer fwd", "layer bwd", "recompute", "LM head", "DP sync", "hidden");
+    for (const auto& [key, runs] : r.costs.runs()) {
+      const tn::LayerCosts k = *r.costs.find(key);
+      auto ms = [](double s) {
+        char b[32];
+        std::snprintf(b, sizeof(b), "%.1f ms", s * 1e3);
+        return s > 0 ? std::string(b) : std::string("-");
+      };
+      const double rc = k.recompute_full_s > 0 ? k.recompute_full_s : k.recompute_selective_s;
+      std::printf("  %-48s %5lld %9s %9s %9s %9s %9s %7s\n", key.c_str(), static_cast<long long>(k.runs),
+                  ms(k.layer_fwd_s).c_str(), ms(k.layer_bwd_s).c_str(), ms(rc).c_str(), ms(k.head_s).c_str(),
+                  ms(k.dp_sync_s).c_str(),
+                  k.dp_hidden_share >= 0 ? (std::to_string(int(k.dp_hidden_share * 100 + 0.5)) + "%").c_str() : "-");
+    }
+  }
   if (f.explain) {
     std::printf("\nrejected:\n");
     for (const auto& cand : r.candidates)

@@ -227,6 +227,14 @@ TEST(Tune, ExportsParseBackWithEveryFieldThatMaps) {
   EXPECT_NE(cmd.output.find("--launcher slurm"), std::string::npos);
   auto bad = cli("export " + study + " --format pytorch");
   EXPECT_EQ(bad.status, 2) << bad.output;
+  // The finished study, resumed without --json: nothing runs again, and the terminal report has the
+  // table, the measured costs per layer shape and the recommendation with its trace.
+  const int64_t trials = countRows(study, "1=1");
+  auto text = cli("tune" + kSpace + "--first-round 2 --ranks 2 --resume --study " + study);
+  ASSERT_EQ(text.status, 0) << text.output;
+  for (const char* want : {"pred ms", "layer shape (per micro-batch", "recommended: ", "its trace: "})
+    EXPECT_NE(text.output.find(want), std::string::npos) << want << "\n" << text.output;
+  EXPECT_EQ(countRows(study, "1=1"), trials) << "a finished trial ran again";
 }
 
 TEST(Tune, ClusterLocalMeasuresThisMachineIntoAClusterFileOncePerStudy) {
