@@ -22,29 +22,24 @@ namespace {
 namespace names = rundb::names;
 using runtime::Checkpointing;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median(std::vector<double> v) { return rundb::percentile(std::move(v), 0.5); }
 
 double ns(int64_t a, int64_t b) { return double(b - a) * 1e-9; }
 
-// Parameters a rank of stage `st` updates (its shards; ZeRO-1: its partition, about 1/dp).
-double paramsUpdated(const workloads::Workload& w, const Plan& p, int64_t st) {
-  const MemoryPrediction m = predictMemory(w, p);
-  const auto& sm = m.stages[size_t(std::clamp<int64_t>(st, 0, int64_t(m.stages.size()) - 1))];
-  const double n = double(sm.params) / (p.mixed() ? 6.0 : 4.0);
-  return p.zero && p.dp > 1 ? n / double(p.dp) : n;
+// Parameters a rank of each stage holds (its shards), from the memory model's weight bytes: one
+// prediction per plan, shared by the optimizer and the DP all-reduce terms below.
+std::vector<double> stageParams(const workloads::Workload& w, const Plan& p) {
+  std::vector<double> n;
+  for (const auto& sm : predictMemory(w, p).stages) n.push_back(double(sm.params) / (p.mixed() ? 6.0 : 4.0));
+  return n;
 }
 
+// Of those, the parameters the rank updates (ZeRO-1: its partition, about 1/dp).
+double paramsUpdated(const Plan& p, double n) { return p.zero && p.dp > 1 ? n / double(p.dp) : n; }
+
 // Bytes a rank of stage 0 moves in the DP gradient all-reduce (fp32 gradients, bus factor 2(d−1)/d).
-double allReduceBytes(const workloads::Workload& w, const Plan& p) {
-  Plan q = p;
-  q.zero = 0;
-  const double n = double(predictMemory(w, q).stages[0].params) / (p.mixed() ? 6.0 : 4.0);
-  return n * 4.0 * 2.0 * double(p.dp - 1) / double(std::max<int64_t>(1, p.dp));
+double allReduceBytes(const Plan& p, const std::vector<double>& n) {
+  return n.front() * 4.0 * 2.0 * double(p.dp - 1) / double(std::max<int64_t>(1, p.dp));
 }
 
 // A GPU rank's device work by launch time: what a host range launched, and how long the device
@@ -115,6 +110,7 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
     throw UserError("trace", reader.path() + " ran on " + dev + " without its kernels: its ranges time the host's launches",
                     "trace the profile run with --trace-level all (CUPTI), or use the analytic model");
   std::vector<double> fwd, bwd, rc, head, embed, opt_per_param, other, sync, hidden;
+  const std::vector<double> params = stageParams(w, p);
   for (int64_t rank : reader.stepRanks()) {
     const auto steps = reader.steps(rank);
     if (int64_t(steps.size()) <= skip) continue;
@@ -154,7 +150,7 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
         s.optimizer += d;
       }
     }
-    const double n_params = paramsUpdated(w, p, stage);
+    const double n_params = paramsUpdated(p, params[size_t(std::clamp<int64_t>(stage, 0, int64_t(params.size()) - 1))]);
     for (size_t k = size_t(skip); k < steps.size(); ++k) {
       StepSample& s = per[k];
       s.step = double(steps[k].step_time_ns) * 1e-9;
@@ -205,7 +201,7 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
   c.other_s = other.empty() ? -1 : median(other);
   if (!sync.empty()) {
     c.dp_sync_s = median(sync);
-    c.dp_sync_bytes = allReduceBytes(w, p);
+    c.dp_sync_bytes = allReduceBytes(p, params);
   }
   if (!hidden.empty()) c.dp_hidden_share = median(hidden);
   return c;
@@ -320,6 +316,7 @@ std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Pl
   // The analytic model supplies what this shape's runs did not measure: the selective recompute's
   // share of a layer's forward, the pipeline's point-to-point sends, the DP all-reduce.
   const TimePrediction analytic = predictTime(w, p, c);
+  const std::vector<double> params = stageParams(w, p);
   double recompute = 0;
   if (p.ckpt == runtime::Checkpointing::Full) recompute = k.recompute_full_s > 0 ? k.recompute_full_s : k.layer_fwd_s;
   if (p.ckpt == runtime::Checkpointing::Selective) {
@@ -351,11 +348,11 @@ std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Pl
   r.bubble_s = p.pp > 1 ? (v > 1 ? (double(p.pp) - 1.0) / v * worst : sum - worst) : 0;
   if (p.dp > 1) {
     auto sync = k.dp_sync_bytes > 0 ? std::make_optional(std::make_pair(k.dp_sync_bytes, k.dp_sync_s)) : m.anyDpSync();
-    const double bytes = allReduceBytes(w, p);
+    const double bytes = allReduceBytes(p, params);
     r.dp_comm_s = sync ? sync->second * bytes / std::max(1.0, sync->first) : analytic.dp_comm_s;
   }
   double n_max = 0;
-  for (int64_t st = 0; st < p.pp; ++st) n_max = std::max(n_max, paramsUpdated(w, p, st));
+  for (double n : params) n_max = std::max(n_max, paramsUpdated(p, n));
   r.optimizer_s = k.optimizer_s_per_param > 0 ? k.optimizer_s_per_param * n_max : analytic.optimizer_s;
   r.other_s = k.other_s >= 0 ? k.other_s : m.anyOther();
   r.tp_comm_s = 0;  // inside the measured layer times

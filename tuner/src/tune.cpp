@@ -219,12 +219,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   Cluster fitted = c;
   std::vector<rundb::Collective> comm;
   std::vector<double> analytic_ratio;  // measured / analytic, every ok trial
-  const auto fallbackScale = [&]() {
-    if (analytic_ratio.empty()) return 1.0;
-    std::vector<double> v = analytic_ratio;
-    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
+  const auto fallbackScale = [&]() { return analytic_ratio.empty() ? 1.0 : rundb::percentile(analytic_ratio, 0.5); };
   const auto refitNetwork = [&]() {
     try {
       const CollectiveFit f = fitCollectives(comm);
