@@ -30,6 +30,7 @@ struct TuneFlags {
   std::string workload = "small-cpu", cluster = "cpu-local", study, budget, launcher = "local", mem_limit, inject;
   std::string mbs = "1,2,4,8,16,32", ckpt = "none,selective,full", precision, schedules = "1f1b,gpipe", ranks;
   int64_t gbs = 0, seq = 0, max_trials = 0, first_round = 8, steps = 3, nodes = 0;
+  int64_t finalists = 3, final_rounds = 2;
   double trial_timeout = 300;
   bool resume = false, predict_only = false, explain = false, exhaustive = false, no_zero = false, no_sp = false;
   bool json = false;
@@ -78,6 +79,9 @@ CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
   c->add_option("--max-trials", f->max_trials, "trial processes in all");
   c->add_option("--first-round", f->first_round, "candidates measured in the first round")->capture_default_str();
   c->add_option("--trial-steps", f->steps, "steps of a first-round trial (doubled each round)")->capture_default_str();
+  c->add_option("--finalists", f->finalists, "candidates of the final stage (the halving's best)")->capture_default_str();
+  c->add_option("--final-rounds", f->final_rounds, "trials of each finalist, run alternately (0: halve down to one)")
+      ->capture_default_str();
   c->add_option("--trial-timeout", f->trial_timeout, "seconds before a trial counts as hung")->capture_default_str();
   c->add_option("--launcher", f->launcher, "local|slurm (trials as job steps of your allocation)")->capture_default_str();
   c->add_option("--mem-limit", f->mem_limit, "memory per rank (overrides the cluster file's; CPU trials run under it)");
@@ -128,6 +132,10 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   o.budget_s = parseDuration(f.budget);
   o.first_round = f.first_round;
   o.base_steps = std::max<int64_t>(2, f.steps);
+  if (f.finalists < 2) throw UserError("--finalists", "must be at least 2", "pass 2 or more (default 3)");
+  if (f.final_rounds < 0) throw UserError("--final-rounds", "must not be negative", "pass 0 for plain halving, or 2");
+  o.finalists = f.finalists;
+  o.final_rounds = f.final_rounds;
   o.trial_timeout_s = f.trial_timeout;
   o.launcher = f.launcher;
   o.trainscope = self_dir + "/trainscope";
@@ -155,10 +163,14 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   if (tty) std::cout << "\n";
   int64_t valid = 0;
   for (const auto& cand : r.candidates) valid += cand.rejected.empty();
-  std::map<int64_t, const tn::TrialRecord*> longest;
+  // Per candidate measured: its ok trials, their pooled step time (r.estimate) and the highest peak.
+  std::map<int64_t, std::pair<int64_t, int64_t>> ok_trials;  // candidate → (trials, max peak bytes)
   for (const auto& t : r.trials)
-    if (t.status == tn::TrialStatus::Ok && (!longest.count(t.candidate) || longest[t.candidate]->round < t.round))
-      longest[t.candidate] = &t;
+    if (t.status == tn::TrialStatus::Ok) {
+      auto& [n, peak] = ok_trials[t.candidate];
+      ++n;
+      peak = std::max(peak, t.peak_bytes);
+    }
   if (f.json) {
     nlohmann::json j = {{"study", f.study}, {"workload", w.name}, {"cluster", c.name}, {"candidates", r.candidates.size()},
                         {"valid", valid}, {"trials_run", r.trials_run}, {"time_scale", r.time_scale},
@@ -174,6 +186,9 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
       j["ranked"].push_back({{"id", cand.id}, {"plan", cand.plan.describe()}, {"rejected", cand.rejected},
                              {"predicted_step_s", cand.predicted_step_s}, {"predicted_peak", cand.predicted_peak},
                              {"time_measured", cand.time_measured},
+                             {"measured_step_s", r.estimate.count(cand.id) && r.estimate.at(cand.id) > 0
+                                                     ? nlohmann::json(r.estimate.at(cand.id))
+                                                     : nlohmann::json()},
                              {"predicted_step_s_analytic", cand.rejected.empty() ? tn::predictTime(w, cand.plan, c).step_s : 0.0}});
     j["measured_costs"] = nlohmann::json::parse(tn::costsJson(r.costs));
     if (r.network_fit.samples > 0)
@@ -186,22 +201,27 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   std::printf("\n%s on %s, gbs %lld: %zu combinations, %lld valid and predicted to fit", w.name.c_str(), c.name.c_str(),
               static_cast<long long>(f.gbs), r.candidates.size(), static_cast<long long>(valid));
   std::printf(" (memory limit %s MiB per rank)\n", mib(c.memory_bytes).c_str());
-  std::printf("\n  id  %-46s %11s %10s %12s %10s %10s\n", "configuration", "pred ms", "meas ms", "tokens/s", "pred MiB",
-              "meas MiB");
+  std::printf("\n  id  %-46s %11s %10s %6s %10s %10s %10s\n", "configuration", "pred ms", "meas ms", "trials",
+              "tokens/s", "pred MiB", "meas MiB");
   int shown = 0;
   for (const auto& cand : r.candidates) {
     if (!cand.rejected.empty()) continue;
-    if (++shown > 20 && !longest.count(cand.id)) continue;
-    const tn::TrialRecord* t = longest.count(cand.id) ? longest[cand.id] : nullptr;
+    const bool ran = ok_trials.count(cand.id) > 0;
+    if (++shown > 20 && !ran) continue;
+    const double step = ran && r.estimate.count(cand.id) ? r.estimate.at(cand.id) : 0;
     std::string failed;
     for (const auto& tr : r.trials)
       if (tr.candidate == cand.id && tr.status != tn::TrialStatus::Ok) failed = toString(tr.status);
-    std::printf("%s%3lld  %-46s %10.1f%s %10s %12s %10s %10s%s\n", cand.id == r.recommended ? "*" : " ",
+    std::printf("%s%3lld  %-46s %10.1f%s %10s %6s %10s %10s %10s%s\n", cand.id == r.recommended ? "*" : " ",
                 static_cast<long long>(cand.id), cand.plan.describe().c_str(), cand.predicted_step_s * 1e3,
-                cand.time_measured ? "m" : " ", t ? std::to_string(int(t->step_s * 1e3 + 0.5)).c_str() : "-",
-                t ? std::to_string(int64_t(t->tokens_per_s)).c_str() : "-", mib(cand.predicted_peak).c_str(),
-                t ? mib(t->peak_bytes).c_str() : "-", failed.empty() ? "" : ("  " + failed).c_str());
+                cand.time_measured ? "m" : " ", step > 0 ? std::to_string(int(step * 1e3 + 0.5)).c_str() : "-",
+                ran ? std::to_string(ok_trials[cand.id].first).c_str() : "-",
+                step > 0 ? std::to_string(int64_t(double(cand.plan.gbs * cand.plan.seq) / step + 0.5)).c_str() : "-",
+                mib(cand.predicted_peak).c_str(), ran ? mib(ok_trials[cand.id].second).c_str() : "-",
+                failed.empty() ? "" : ("  " + failed).c_str());
   }
+  std::printf("(meas ms: each trial's median step, pooled over the candidate's ok trials by their counted steps; "
+              "meas MiB: the highest peak of any)\n");
   std::printf("(pred ms: m = composed from the layer costs measured in this study's traced trials (%zu layer "
               "shapes); else the analytic model scaled to them)\n", r.costs.runs().size());
   if (r.network_fit.samples > 0)
@@ -212,19 +232,20 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
     // Why the composed predictions are what they are: the costs each layer shape measured.
     std::printf("\n  %-48s %5s %9s %9s %9s %9s %9s %7s\n", "layer shape (per micro-batch; DP sync per step)", "runs",
                 "layer fwd", "layer bwd", "recompute", "LM head", "DP sync", "hidden");
-    for (const auto& [key, runs] : r.costs.runs()) {
-      const tn::LayerCosts k = *r.costs.find(key);
-      auto ms = [](double s) {
-        char b[32];
-        std::snprintf(b, sizeof(b), "%.1f ms", s * 1e3);
-        return s > 0 ? std::string(b) : std::string("-");
-      };
-      const double rc = k.recompute_full_s > 0 ? k.recompute_full_s : k.recompute_selective_s;
-      std::printf("  %-48s %5lld %9s %9s %9s %9s %9s %7s\n", key.c_str(), static_cast<long long>(k.runs),
-                  ms(k.layer_fwd_s).c_str(), ms(k.layer_bwd_s).c_str(), ms(rc).c_str(), ms(k.head_s).c_str(),
-                  ms(k.dp_sync_s).c_str(),
-                  k.dp_hidden_share >= 0 ? (std::to_string(int(k.dp_hidden_share * 100 + 0.5)) + "%").c_str() : "-");
-    }
+    for (const auto& [key, runs] : r.costs.runs())
+      for (int64_t z : r.costs.zeroStages(key)) {
+        const tn::LayerCosts k = *r.costs.find(key, z);
+        auto ms = [](double s) {
+          char b[32];
+          std::snprintf(b, sizeof(b), "%.1f ms", s * 1e3);
+          return s > 0 ? std::string(b) : std::string("-");
+        };
+        const double rc = k.recompute_full_s > 0 ? k.recompute_full_s : k.recompute_selective_s;
+        std::printf("  %-48s %5lld %9s %9s %9s %9s %9s %7s\n", tn::costsLabel(key, k).c_str(), static_cast<long long>(k.runs),
+                    ms(k.layer_fwd_s).c_str(), ms(k.layer_bwd_s).c_str(), ms(rc).c_str(), ms(k.head_s).c_str(),
+                    ms(k.dp_sync_s).c_str(),
+                    k.dp_hidden_share >= 0 ? (std::to_string(int(k.dp_hidden_share * 100 + 0.5)) + "%").c_str() : "-");
+      }
   }
   if (f.explain) {
     std::printf("\nrejected:\n");
@@ -242,15 +263,16 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
       std::printf("\nno configuration was measured to run: see the trials' logs in %s\n", o.work_dir.c_str());
     return o.predict_only && valid > 0 ? 0 : 1;
   }
-  const tn::TrialRecord* best = longest[r.recommended];
-  int64_t runs = 0;
-  for (const auto& t : r.trials) runs += t.candidate == r.recommended && t.status == tn::TrialStatus::Ok;
+  const tn::TrialRecord* best = nullptr;  // its latest (longest) ok trial: the trace to open
+  for (const auto& t : r.trials)
+    if (t.candidate == r.recommended && t.status == tn::TrialStatus::Ok && (!best || t.round >= best->round)) best = &t;
+  const int64_t runs = ok_trials[r.recommended].first;
   const double est = r.estimate.count(r.recommended) ? r.estimate.at(r.recommended) : best->step_s;
   const auto& rp = r.candidates[size_t(r.recommended)].plan;
   std::printf("\nrecommended: %s — %.1f ms/step over its %lld trials (%.0f tokens/s), peak %s MiB per rank "
               "(candidate %lld)\n",
               rp.describe().c_str(), est * 1e3, static_cast<long long>(runs), double(rp.gbs * rp.seq) / est,
-              mib(best->peak_bytes).c_str(), static_cast<long long>(r.recommended));
+              mib(ok_trials[r.recommended].second).c_str(), static_cast<long long>(r.recommended));
   std::printf("its trace: %s   exports: trainscope export %s --format run|command|megatron|deepspeed|accelerate\n",
               best->db_path.c_str(), f.study.c_str());
   return 0;

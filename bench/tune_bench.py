@@ -93,9 +93,15 @@ def main():
                 runs[cid].append(json.loads(out.strip().splitlines()[-1])["summary"]["step_time_median_s"])
         remeasured = {k: statistics.median(v) for k, v in runs.items()}
     failed = [t for t in ex["trials"] if t["status"] != "ok"]
+    # Effort: the candidates each measured and the training steps they ran in all (the tuner's final
+    # stage runs its finalists more than once, so trial processes alone undercount neither).
+    effort = {k: (len({t["candidate"] for t in j["trials"]}), sum(t["steps"] for t in j["trials"]))
+              for k, j in (("tuner", tu), ("exhaustive", ex))}
     res = {
         "candidates": ex["candidates"], "valid": ex["valid"], "exhaustive_trials": ex["trials_run"],
         "tuner_trials": tu["trials_run"], "exhaustive_wall_s": ex_s, "tuner_wall_s": tu_s,
+        "tuner_candidates": effort["tuner"][0], "tuner_steps": effort["tuner"][1],
+        "exhaustive_candidates": effort["exhaustive"][0], "exhaustive_steps": effort["exhaustive"][1],
         "true_best": best_id, "true_best_step_s": truth[best_id], "pick": pick,
         "pick_step_s_exhaustive": truth.get(pick), "pick_vs_best": truth.get(pick, float("nan")) / truth[best_id],
         "memory_error_median": statistics.median(mem_err), "memory_error_max": max(mem_err),
@@ -111,10 +117,11 @@ def main():
         "remeasured_pick_vs_best": remeasured[pick] / remeasured[best_id] if remeasured else 1.0,
     }
     print(json.dumps(res))
-    print("tuner pick %d: %.1f ms (exhaustive measurement) vs true best %d: %.1f ms -> %.3fx; %d trials in %.0f s vs "
-          "exhaustive %d trials in %.0f s" % (pick, 1e3 * (truth.get(pick) or float("nan")), best_id,
-                                              1e3 * truth[best_id], res["pick_vs_best"], tu["trials_run"], tu_s,
-                                              ex["trials_run"], ex_s))
+    print("tuner pick %d: %.1f ms (exhaustive measurement) vs true best %d: %.1f ms -> %.3fx; tuner %d candidates, "
+          "%d trials, %d steps in %.0f s vs exhaustive %d candidates, %d trials, %d steps in %.0f s" %
+          (pick, 1e3 * (truth.get(pick) or float("nan")), best_id, 1e3 * truth[best_id], res["pick_vs_best"],
+           effort["tuner"][0], tu["trials_run"], effort["tuner"][1], tu_s, effort["exhaustive"][0], ex["trials_run"],
+           effort["exhaustive"][1], ex_s))
     if remeasured:
         print("re-measured alternately (3 runs each, median): pick %.1f ms vs exhaustive best %.1f ms -> %.3fx" %
               (1e3 * remeasured[pick], 1e3 * remeasured[best_id], res["remeasured_pick_vs_best"]))

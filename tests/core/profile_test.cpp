@@ -66,6 +66,44 @@ TEST(MeasuredCosts, EachFieldIsTheMedianOverTheRunsThatMeasuredIt) {
   EXPECT_FALSE(m.find("other"));
 }
 
+TEST(MeasuredCosts, StepLevelCostsAreKeptPerZeroStageAndLayerCostsAreShared) {
+  // ZeRO-1's optimizer range holds its all-gather and its DP sync is a reduce-scatter: a ZeRO-1
+  // run's step-level costs must not price a ZeRO-0 candidate, nor the reverse. Layer costs do not
+  // depend on ZeRO, so every run of the shape counts for them.
+  tn::MeasuredCosts m;
+  tn::LayerCosts z0, z1;
+  z0.layer_fwd_s = 1, z1.layer_fwd_s = 3;
+  z0.optimizer_s_per_param = 1e-9, z1.optimizer_s_per_param = 4e-9;
+  z0.dp_sync_bytes = 800, z0.dp_sync_s = 0.5, z1.dp_sync_bytes = 800, z1.dp_sync_s = 0.25;
+  z0.other_s = 0.125, z1.other_s = 0.0625;
+  z1.zero = 1;
+  m.add("k", z0), m.add("k", z1);
+  EXPECT_EQ(m.zeroStages("k"), (std::vector<int64_t>{0, 1}));
+  const auto a = m.find("k", 0), b = m.find("k", 1);
+  ASSERT_TRUE(a && b);
+  EXPECT_DOUBLE_EQ(a->layer_fwd_s, 2);  // the median over both
+  EXPECT_DOUBLE_EQ(b->layer_fwd_s, 2);
+  EXPECT_DOUBLE_EQ(a->optimizer_s_per_param, 1e-9);
+  EXPECT_DOUBLE_EQ(b->optimizer_s_per_param, 4e-9);
+  EXPECT_DOUBLE_EQ(a->dp_sync_s, 0.5);
+  EXPECT_DOUBLE_EQ(b->dp_sync_s, 0.25);
+  EXPECT_DOUBLE_EQ(a->other_s, 0.125);
+  EXPECT_DOUBLE_EQ(b->other_s, 0.0625);
+  EXPECT_EQ(a->runs, 1);
+  EXPECT_EQ(b->zero, 1);
+  EXPECT_EQ(m.anyDpSync(1)->second, 0.25);
+  EXPECT_EQ(m.anyOther(1), 0.0625);
+  EXPECT_EQ(tn::costsLabel("k", *b), "k zero1");
+  // A stage no run used falls back to every run; the JSON keeps one row per shape and stage.
+  tn::MeasuredCosts only0;
+  only0.add("k", z0);
+  EXPECT_DOUBLE_EQ(only0.find("k", 1)->optimizer_s_per_param, 1e-9);
+  const auto back = tn::costsFromJson(tn::costsJson(m));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].second.zero, 1);
+  EXPECT_DOUBLE_EQ(back[1].second.dp_sync_s, 0.25);
+}
+
 TEST(MeasuredCosts, AStepIsComposedAsAPipelineOverItsStages) {
   const auto w = trainscope::workloads::load("small-cpu");  // 4 layers
   ASSERT_EQ(w.n_layer, 4);

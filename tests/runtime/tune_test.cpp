@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -88,7 +89,32 @@ TEST(Tune, PicksWithinFivePercentOfTheExhaustiveBestWithFewerTrials) {
                 pick_s * 1e3, static_cast<long long>(best_id), best_s * 1e3);
   }
   EXPECT_LE(pick_s, 1.05 * best_s) << "pick " << pick << ": " << pick_s << " s vs best " << best_s;
-  EXPECT_LT(tuned["trials_run"].get<int>(), exhaustive["trials_run"].get<int>());
+  // Fewer candidates measured than exhaustive, and fewer steps in all (the final stage runs its
+  // finalists more than once, so trial processes alone are not the measure).
+  const auto effort = [](const nlohmann::json& j) {
+    std::set<int64_t> candidates;
+    int64_t steps = 0;
+    for (const auto& x : j["trials"]) {
+      candidates.insert(x["candidate"].get<int64_t>());
+      steps += x["steps"].get<int64_t>();
+    }
+    return std::make_pair(candidates.size(), steps);
+  };
+  EXPECT_LT(effort(tuned).first, effort(exhaustive).first);
+  EXPECT_LT(effort(tuned).second, effort(exhaustive).second);
+  // The final stage: the best three of the halving ran twice more each, alternately, at one length,
+  // and the pick is one of them, the fastest by its pooled trials.
+  std::map<int64_t, std::vector<int64_t>> rounds;  // candidate → rounds it ran
+  int64_t last_round = 0;
+  for (const auto& x : tuned["trials"]) {
+    rounds[x["candidate"]].push_back(x["round"]);
+    last_round = std::max<int64_t>(last_round, x["round"]);
+  }
+  int finalists = 0;
+  for (const auto& [id, r] : rounds)
+    if (std::count(r.begin(), r.end(), last_round) && std::count(r.begin(), r.end(), last_round - 1)) ++finalists;
+  EXPECT_EQ(finalists, 3) << tuned["trials"].dump();
+  EXPECT_TRUE(std::count(rounds[pick].begin(), rounds[pick].end(), last_round)) << "the pick is not a finalist";
   // No infeasible pick: it ran, within the memory limit.
   for (const auto& x : tuned["trials"])
     if (x["candidate"] == pick && x["status"] == "ok") EXPECT_LE(x["peak_bytes"].get<int64_t>(), 100ll << 20);
@@ -176,7 +202,7 @@ TEST(Tune, CrashHangAndOutOfMemoryTrialsAreRecordedAsSuchAndSkipped) {
 
 TEST(Tune, ExportsParseBackWithEveryFieldThatMaps) {
   const std::string study = tempPath("export-study.db");
-  const auto j = tuneJson("--first-round 2 --ranks 2 --study " + study);
+  const auto j = tuneJson("--first-round 2 --final-rounds 0 --ranks 2 --study " + study);
   const int64_t pick = j["recommended"];
   ASSERT_GE(pick, 0);
   auto run = cli("export " + study + " --format run");
@@ -230,7 +256,7 @@ TEST(Tune, ExportsParseBackWithEveryFieldThatMaps) {
   // The finished study, resumed without --json: nothing runs again, and the terminal report has the
   // table, the measured costs per layer shape and the recommendation with its trace.
   const int64_t trials = countRows(study, "1=1");
-  auto text = cli("tune" + kSpace + "--first-round 2 --ranks 2 --resume --study " + study);
+  auto text = cli("tune" + kSpace + "--first-round 2 --final-rounds 0 --ranks 2 --resume --study " + study);
   ASSERT_EQ(text.status, 0) << text.output;
   for (const char* want : {"pred ms", "layer shape (per micro-batch", "recommended: ", "its trace: "})
     EXPECT_NE(text.output.find(want), std::string::npos) << want << "\n" << text.output;

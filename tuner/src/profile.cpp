@@ -204,50 +204,75 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
     c.dp_sync_bytes = allReduceBytes(p, params);
   }
   if (!hidden.empty()) c.dp_hidden_share = median(hidden);
+  c.zero = p.zero;
   return c;
+}
+
+std::string costsLabel(const std::string& key, const LayerCosts& k) {
+  return k.zero > 0 ? key + " zero" + std::to_string(k.zero) : key;
 }
 
 void MeasuredCosts::add(const std::string& key, const LayerCosts& c) { runs_[key].push_back(c); }
 
-std::optional<LayerCosts> MeasuredCosts::find(const std::string& key) const {
+namespace {
+// The runs of ZeRO stage `zero`, or all of them when none used it.
+std::vector<LayerCosts> ofStage(const std::vector<LayerCosts>& v, int64_t zero) {
+  std::vector<LayerCosts> x;
+  for (const auto& c : v)
+    if (c.zero == zero) x.push_back(c);
+  return x.empty() ? v : x;
+}
+}  // namespace
+
+std::optional<LayerCosts> MeasuredCosts::find(const std::string& key, int64_t zero) const {
   auto it = runs_.find(key);
   if (it == runs_.end() || it->second.empty()) return std::nullopt;
-  const auto& v = it->second;
-  auto field = [&](double LayerCosts::*f, bool positive_only = true) {
+  const std::vector<LayerCosts>& v = it->second;
+  const std::vector<LayerCosts> step = ofStage(v, zero);
+  auto field = [](const std::vector<LayerCosts>& from, double LayerCosts::*f) {
     std::vector<double> x;
-    for (const auto& c : v)
-      if (!positive_only || c.*f > 0) x.push_back(c.*f);
+    for (const auto& c : from)
+      if (c.*f > 0) x.push_back(c.*f);
     return median(x);
   };
   LayerCosts m;
-  m.layer_fwd_s = field(&LayerCosts::layer_fwd_s);
-  m.layer_bwd_s = field(&LayerCosts::layer_bwd_s);
-  m.recompute_full_s = field(&LayerCosts::recompute_full_s);
-  m.recompute_selective_s = field(&LayerCosts::recompute_selective_s);
-  m.head_s = field(&LayerCosts::head_s);
-  m.embed_s = field(&LayerCosts::embed_s);
-  m.optimizer_s_per_param = field(&LayerCosts::optimizer_s_per_param);
+  m.layer_fwd_s = field(v, &LayerCosts::layer_fwd_s);
+  m.layer_bwd_s = field(v, &LayerCosts::layer_bwd_s);
+  m.recompute_full_s = field(v, &LayerCosts::recompute_full_s);
+  m.recompute_selective_s = field(v, &LayerCosts::recompute_selective_s);
+  m.head_s = field(v, &LayerCosts::head_s);
+  m.embed_s = field(v, &LayerCosts::embed_s);
+  m.optimizer_s_per_param = field(step, &LayerCosts::optimizer_s_per_param);
   {
     std::vector<double> x;
-    for (const auto& c : v)
+    for (const auto& c : step)
       if (c.other_s >= 0) x.push_back(c.other_s);
     m.other_s = x.empty() ? -1 : median(x);
   }
   // The DP sync of the run with the most bytes (one run's pair, not a median of mismatched halves).
-  for (const auto& c : v)
+  for (const auto& c : step)
     if (c.dp_sync_bytes > m.dp_sync_bytes) m.dp_sync_bytes = c.dp_sync_bytes, m.dp_sync_s = c.dp_sync_s;
   m.dp_hidden_share = -1;
-  for (const auto& c : v)
+  for (const auto& c : step)
     if (c.dp_hidden_share >= 0) m.dp_hidden_share = std::max(m.dp_hidden_share, c.dp_hidden_share);
-  m.runs = int64_t(v.size());
+  m.zero = step.front().zero;
+  m.runs = int64_t(step.size());
   return m;
 }
 
-double MeasuredCosts::anyOther() const {
+std::vector<int64_t> MeasuredCosts::zeroStages(const std::string& key) const {
+  std::set<int64_t> z;
+  if (auto it = runs_.find(key); it != runs_.end())
+    for (const auto& c : it->second) z.insert(c.zero);
+  return {z.begin(), z.end()};
+}
+
+double MeasuredCosts::anyOther(int64_t zero) const {
+  std::vector<LayerCosts> all;
+  for (const auto& [key, v] : runs_) all.insert(all.end(), v.begin(), v.end());
   std::vector<double> x;
-  for (const auto& [key, v] : runs_)
-    for (const auto& c : v)
-      if (c.other_s >= 0) x.push_back(c.other_s);
+  for (const auto& c : ofStage(all, zero))
+    if (c.other_s >= 0) x.push_back(c.other_s);
   return median(x);
 }
 
@@ -261,10 +286,11 @@ int64_t lanesOfRun(rundb::RunReader& reader) {
   return std::max<int64_t>(1, int64_t(tids.size()));
 }
 
-std::optional<std::pair<double, double>> MeasuredCosts::anyDpSync() const {
-  for (const auto& [key, v] : runs_)
-    for (const auto& c : v)
-      if (c.dp_sync_bytes > 0) return std::make_pair(c.dp_sync_bytes, c.dp_sync_s);
+std::optional<std::pair<double, double>> MeasuredCosts::anyDpSync(int64_t zero) const {
+  std::vector<LayerCosts> all;
+  for (const auto& [key, v] : runs_) all.insert(all.end(), v.begin(), v.end());
+  for (const auto& c : ofStage(all, zero))
+    if (c.dp_sync_bytes > 0) return std::make_pair(c.dp_sync_bytes, c.dp_sync_s);
   return std::nullopt;
 }
 
@@ -287,12 +313,13 @@ const std::pair<const char*, double LayerCosts::*> kCostFields[] = {
 
 std::string costsJson(const MeasuredCosts& m) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& [key, runs] : m.runs()) {
-    const LayerCosts k = *m.find(key);
-    nlohmann::json j = {{"shape", key}, {"runs", k.runs}};
-    for (const auto& [name, field] : kCostFields) j[name] = k.*field;
-    out.push_back(j);
-  }
+  for (const auto& [key, runs] : m.runs())
+    for (int64_t z : m.zeroStages(key)) {
+      const LayerCosts k = *m.find(key, z);
+      nlohmann::json j = {{"shape", key}, {"runs", k.runs}, {"zero", k.zero}};
+      for (const auto& [name, field] : kCostFields) j[name] = k.*field;
+      out.push_back(j);
+    }
   return out.dump();
 }
 
@@ -303,6 +330,7 @@ std::vector<std::pair<std::string, LayerCosts>> costsFromJson(const std::string&
     for (const auto& [name, field] : kCostFields)  // a null (NaN written by a writer) keeps the default
       if (j.contains(name) && j[name].is_number()) k.*field = j[name].get<double>();
     if (j.contains("runs") && j["runs"].is_number_integer()) k.runs = j["runs"].get<int64_t>();
+    if (j.contains("zero") && j["zero"].is_number_integer()) k.zero = j["zero"].get<int64_t>();
     out.emplace_back(j.at("shape").get<std::string>(), k);
   }
   return out;
@@ -310,7 +338,7 @@ std::vector<std::pair<std::string, LayerCosts>> costsFromJson(const std::string&
 
 std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Plan& p, const Cluster& c,
                                           const MeasuredCosts& m) {
-  const auto found = m.find(shapeKey(p, c));
+  const auto found = m.find(shapeKey(p, c), p.zero);
   if (!found || found->layer_fwd_s <= 0) return std::nullopt;
   const LayerCosts& k = *found;
   // The analytic model supplies what this shape's runs did not measure: the selective recompute's
@@ -347,14 +375,14 @@ std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Pl
   const double v = double(std::max<int64_t>(1, p.virtual_stages));
   r.bubble_s = p.pp > 1 ? (v > 1 ? (double(p.pp) - 1.0) / v * worst : sum - worst) : 0;
   if (p.dp > 1) {
-    auto sync = k.dp_sync_bytes > 0 ? std::make_optional(std::make_pair(k.dp_sync_bytes, k.dp_sync_s)) : m.anyDpSync();
+    auto sync = k.dp_sync_bytes > 0 ? std::make_optional(std::make_pair(k.dp_sync_bytes, k.dp_sync_s)) : m.anyDpSync(p.zero);
     const double bytes = allReduceBytes(p, params);
     r.dp_comm_s = sync ? sync->second * bytes / std::max(1.0, sync->first) : analytic.dp_comm_s;
   }
   double n_max = 0;
   for (double n : params) n_max = std::max(n_max, paramsUpdated(p, n));
   r.optimizer_s = k.optimizer_s_per_param > 0 ? k.optimizer_s_per_param * n_max : analytic.optimizer_s;
-  r.other_s = k.other_s >= 0 ? k.other_s : m.anyOther();
+  r.other_s = k.other_s >= 0 ? k.other_s : m.anyOther(p.zero);
   r.tp_comm_s = 0;  // inside the measured layer times
   r.step_s = r.compute_s + r.recompute_s + r.pp_comm_s + r.bubble_s + r.dp_comm_s + r.optimizer_s + r.other_s;
   r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;

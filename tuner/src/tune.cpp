@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -188,6 +189,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
                            {"devices", c.devices()}, {"memory_bytes", c.memory_bytes}, {"gbs", space.gbs},
                            {"seq", space.seq}, {"candidates", res.candidates.size()},
                            {"base_steps", o.base_steps}, {"first_round", o.first_round},
+                           {"finalists", o.finalists}, {"final_rounds", o.final_rounds},
                            {"exhaustive", o.exhaustive}, {"launcher", o.launcher}, {"kind", c.kind},
                            {"workload_source", w.source}, {"n_head", w.n_head}, {"vocab_size", w.vocab_size},
                            {"n_positions", w.n_positions}};
@@ -256,18 +258,27 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   const size_t first = o.exhaustive ? valid.size() : std::min<size_t>(valid.size(), std::max(first_round, profiles.size()));
   round_set = profiles;
   round_set.resize(first, -1);  // the rest of round 0 is chosen once the profiles are measured
-  int64_t planned = 0;
-  for (size_t n = round_set.size(); n > 0; n = n > 1 ? (n + 1) / 2 : 0) {
-    planned += int64_t(n);
-    if (n == 1 || o.exhaustive) break;
+  // The halving stops once it would leave two or fewer: then the best `finalists` of the last round
+  // run final_rounds more times each, alternately, at one length (see below).
+  const size_t finalists = size_t(std::max<int64_t>(2, o.finalists));
+  int64_t planned = int64_t(round_set.size());
+  for (size_t n = round_set.size(); n > 1 && !o.exhaustive;) {
+    const size_t keep = (n + 1) / 2;
+    if (keep <= 2 && o.final_rounds > 0) {
+      planned += int64_t(std::min(n, finalists)) * o.final_rounds;
+      break;
+    }
+    planned += int64_t(keep);
+    n = keep;
   }
   int64_t done = 0;
   std::map<int64_t, TrialRecord> last_ok;  // candidate → its longest ok trial
   Pooled pooled;
   double best = 0;
   std::string best_plan;
+  int64_t steps = o.base_steps << (o.exhaustive ? 2 : 0);
+  int64_t final_from = std::numeric_limits<int64_t>::max();  // the final stage's first round
   for (int64_t round = 0; !round_set.empty(); ++round) {
-    const int64_t steps = o.base_steps << (o.exhaustive ? 2 : round);
     std::vector<std::pair<double, int64_t>> measured;
     for (size_t slot = 0; slot < round_set.size(); ++slot) {
       if (g_interrupt) break;
@@ -339,8 +350,9 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
         e.eta_s = done > 0 ? e.elapsed_s / double(done) * double(std::max<int64_t>(0, planned - done)) : 0;
         char line[300];
         const bool profile = round == 0 && slot < profiles.size();
-        std::snprintf(line, sizeof(line), "round %lld%s %-44s %-7s %s", static_cast<long long>(round),
-                      profile ? " profile," : ",        ", byId(id).plan.describe().c_str(), toString(t.status),
+        const char* stage = profile ? " profile," : round >= final_from ? " final,  " : ",        ";
+        std::snprintf(line, sizeof(line), "round %lld%s %-44s %-7s %s", static_cast<long long>(round), stage,
+                      byId(id).plan.describe().c_str(), toString(t.status),
                       t.status == TrialStatus::Ok ? (std::to_string(int(t.step_s * 1e3 + 0.5)) + " ms/step, " +
                                                      std::to_string(int64_t(t.tokens_per_s)) + " tok/s")
                                                         .c_str()
@@ -362,11 +374,29 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
                                                      {"samples", res.network_fit.samples}, {"r2", res.network_fit.r2}})
                                         .dump());
     if (g_interrupt || o.exhaustive) break;
+    if (round >= final_from) {
+      // The final stage: the same finalists again, in the opposite order, so that a host that drifts
+      // slower or faster over the stage weighs on each of them alike.
+      if (round + 1 >= final_from + o.final_rounds) break;
+      std::reverse(round_set.begin(), round_set.end());
+      continue;
+    }
     std::sort(measured.begin(), measured.end());
     if (measured.size() <= 1) break;
     const std::set<int64_t> ran(round_set.begin(), round_set.end());  // ok or not
+    // Successive halving keeps the faster half, by each one's pooled step time. Where that would
+    // leave two or fewer, the best `finalists` instead run final_rounds trials each, alternately and
+    // at one length: two processes of one configuration differ by up to ±15% on a shared host, and a
+    // single trial of each would let that noise, not the configuration, decide the pick.
+    size_t keep = (measured.size() + 1) / 2;
+    const bool to_final = keep <= 2 && o.final_rounds > 0;
+    if (to_final) keep = std::min(measured.size(), finalists);
     round_set.clear();
-    for (size_t i = 0; i < (measured.size() + 1) / 2; ++i) round_set.push_back(measured[i].second);
+    for (size_t i = 0; i < keep; ++i) round_set.push_back(measured[i].second);
+    // Twice as long each round; the final stage's trials as long as the last round's, at least four
+    // times the first's (what decides there is the number of processes, not their length).
+    steps = to_final ? std::max(steps, o.base_steps << 2) : steps * 2;
+    if (to_final) final_from = round + 1;
     if (round == 0) {
       // The refitted model may point past round 0: candidates never run whose shape was measured and
       // whose composed step time beats the slowest survivor join the next round (at most half as
@@ -379,7 +409,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
       std::sort(promising.begin(), promising.end());
       const size_t room = std::max<size_t>(1, round_set.size() / 2);
       for (size_t i = 0; i < promising.size() && i < room; ++i) round_set.push_back(promising[i].second);
-      planned += int64_t(std::min(promising.size(), room));
+      planned += int64_t(std::min(promising.size(), room)) * (to_final ? o.final_rounds : 1);
     }
   }
   sigaction(SIGINT, &old_int, nullptr);
@@ -387,7 +417,8 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   res.interrupted = g_interrupt != 0;
 
   // The recommendation: a candidate whose latest (longest) trial ran ok within the memory per rank;
-  // among those, the ones that got furthest in the halving, and of them the fastest.
+  // among those, the ones that got furthest in the halving (every finalist counts as furthest once
+  // it ran in the final stage), and of them the fastest by its pooled step time.
   res.trials = study.trials();
   std::map<int64_t, const TrialRecord*> latest;
   for (const auto& t : res.trials)
@@ -400,8 +431,9 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   const TrialRecord* pick = nullptr;
   for (const auto& [cand, t] : latest) {
     if (t->status != TrialStatus::Ok || t->peak_bytes > c.memory_bytes) continue;
-    if (!pick || t->round > pick->round ||
-        (t->round == pick->round && all.estimate(t->candidate) < all.estimate(pick->candidate)))
+    const auto level = [&](const TrialRecord* x) { return std::min(x->round, final_from); };
+    if (!pick || level(t) > level(pick) ||
+        (level(t) == level(pick) && all.estimate(t->candidate) < all.estimate(pick->candidate)))
       pick = t;
   }
   for (const auto& [cand, t] : latest) res.estimate[cand] = all.estimate(cand);

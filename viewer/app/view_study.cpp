@@ -107,7 +107,7 @@ void App::drawStudy() {
     for (const auto& [shape, k] : st.costs) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(shape.c_str());
+      ImGui::TextUnformatted(tuner::costsLabel(shape, k).c_str());
       ImGui::TableNextColumn();
       ImGui::Text("%lld", (long long)k.runs);
       ImGui::TableNextColumn();

@@ -14,6 +14,8 @@
 //   DP sync          the `grad_sync` range of a pp = 1 run: the gradient reduction not hidden behind
 //                    backward, with its bytes (scaled by bytes for another DP or shard size)
 //   other            step − micro-batches − grad sync − optimizer (clipping, data, zeroing)
+// The last three are kept per ZeRO stage: ZeRO-1's optimizer range holds its all-gather, and its
+// DP sync is a reduce-scatter.
 //
 // TP collectives happen inside the layer ranges, so a TP shape's costs include them as measured.
 // A candidate of that shape is then composed as a pipeline over its stages (1F1B and GPipe alike):
@@ -55,7 +57,12 @@ struct LayerCosts {
   double dp_hidden_share = -1;              // share of the gradient collectives' time overlapped by compute (-1: none)
   double other_s = -1;                      // per step, pp = 1 runs (-1: not measured)
   int64_t runs = 1;
+  int64_t zero = 0;  // the run's ZeRO stage: ZeRO-1's all-gather is in its optimizer range, its
+                     // reduce-scatter is its DP sync, so those step-level costs are per stage
 };
+
+// "mbs=… tp=…" and, for ZeRO-1's step-level costs, " zero1": a row of the costs tables.
+std::string costsLabel(const std::string& key, const LayerCosts& k);
 
 // Reads a traced run of plan `p`: CPU runs at the ranges level; GPU runs at the `all` level, where
 // each range is timed by the device work it launched (its kernels, copies and sets, joined to their
@@ -71,19 +78,23 @@ int64_t lanesOfRun(rundb::RunReader& reader);
 class MeasuredCosts {
  public:
   void add(const std::string& key, const LayerCosts& c);
-  std::optional<LayerCosts> find(const std::string& key) const;
+  // The layer costs from every run of the shape; the step-level ones (optimizer, DP sync and its
+  // hidden share, other) from its runs with ZeRO stage `zero` where there are any, else from all.
+  std::optional<LayerCosts> find(const std::string& key, int64_t zero = 0) const;
   bool empty() const { return runs_.empty(); }
   const std::map<std::string, std::vector<LayerCosts>>& runs() const { return runs_; }
-  // Any measured DP sync (bytes, seconds), and "other", for shapes that have none of their own.
-  std::optional<std::pair<double, double>> anyDpSync() const;
-  double anyOther() const;  // 0 when no run measured it
+  std::vector<int64_t> zeroStages(const std::string& key) const;  // those its runs used, ascending
+  // Any measured DP sync (bytes, seconds), and "other", for shapes that have none of their own:
+  // from runs of ZeRO stage `zero` where there are any.
+  std::optional<std::pair<double, double>> anyDpSync(int64_t zero = 0) const;
+  double anyOther(int64_t zero = 0) const;  // 0 when no run measured it
 
  private:
   std::map<std::string, std::vector<LayerCosts>> runs_;
 };
 
-// The costs per shape (each the median over its runs) as a JSON array, and back (a study keeps them
-// for the viewer). fromJson throws on malformed text.
+// The costs per shape and ZeRO stage (each the median over its runs) as a JSON array, and back (a
+// study keeps them for the viewer). fromJson throws on malformed text.
 std::string costsJson(const MeasuredCosts& m);
 std::vector<std::pair<std::string, LayerCosts>> costsFromJson(const std::string& json_text);
 

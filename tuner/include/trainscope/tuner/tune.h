@@ -3,8 +3,10 @@
 //   space → drop what cannot be valid or cannot fit (reasons kept) → rank by predicted step time →
 //   successive halving over the top candidates: every survivor runs a short trial (a few steps, the
 //   warm-up step dropped, step time from its run database), the faster half runs again twice as
-//   long, until one is left → the time model's scale refitted from what was measured → the fastest
-//   measured configuration that stayed within memory is recommended.
+//   long, until two or fewer would be left → a final stage: the best three run twice more each,
+//   alternately, at one length (a process's own noise must not decide the pick) → the time model
+//   refitted from what was measured → the fastest measured configuration (its trials pooled) that
+//   stayed within memory is recommended.
 //
 // Each trial is its own process tree: `trainscope run --config trial.json --out trial.db`, in its
 // own process group, killed with it when the tuner dies (PR_SET_PDEATHSIG), under a timeout. Its
@@ -33,6 +35,8 @@ struct TuneOptions {
   double budget_s = 0;            // wall time (0: none); no trial starts after it
   int64_t first_round = 8;        // candidates measured in the first round
   int64_t base_steps = 3;         // steps of a first-round trial (step 0 is warm-up)
+  int64_t finalists = 3;          // the halving's best that run the final stage (at least 2)
+  int64_t final_rounds = 2;       // final-stage trials of each finalist, alternately (0: plain halving)
   double trial_timeout_s = 300;
   std::string launcher = "local"; // local | slurm
   std::string trainscope;         // the front end to run trials with
