@@ -66,6 +66,8 @@ TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTheCpuSpaceWithinTenPercent) {
   std::sort(errors.begin(), errors.end());
   std::printf("  |error|: median %.1f%%, max %.1f%% over %zu configurations\n", 100 * errors[errors.size() / 2],
               100 * errors.back(), errors.size());
+  // The aim: 5%. Peaks are counted by the allocator, not sampled, so they do not vary.
+  EXPECT_LE(errors[errors.size() / 2], 0.05);
 }
 
 TEST(Predict, ReportsEveryFigureAndRefusesAnInvalidPlan) {

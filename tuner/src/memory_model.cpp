@@ -163,8 +163,14 @@ MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p) {
       const double one = b * s_local * double(h) * double(e);
       sm.buffers += int64_t(one * double(M) * ((st < p.pp - 1) + (st > 0)));
     }
+    // The fresh dense gradient of the embedding, made while its tied head's gradient is already in
+    // .grad, is added to it: a second largest-sized tensor during backward. A pipeline stage holds
+    // one end of the tie only, and autograd steals a fresh gradient into an empty .grad (the first
+    // micro-batch) or adds it when that stage's activations are already freed (the embedding's
+    // backward ends the stage's), so under PP it does not raise the layer-backward moment.
+    const double fresh_weight = p.pp == 1 ? kTransientWeights * double(largest) : 0.0;
     sm.allowance = int64_t(kTransientActivations * sbh * double(e) / (p.sequence_parallel ? double(t) : 1.0) +
-                           kTransientWeights * double(largest) * double(e) * double(std::max<int64_t>(1, p.cpu_lanes)));
+                           fresh_weight * double(e) * double(std::max<int64_t>(1, p.cpu_lanes)));
     // Megatron-LM on the same plan (Korthikanti et al. 2022): 16-bit activations.
     const double mega_inflight = p.pp == 1 ? 1.0
                                  : p.schedule == PipelineSchedule::GPipe ? double(M)
