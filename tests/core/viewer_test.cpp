@@ -435,3 +435,22 @@ TEST(ViewerModel, StudySnapshotReadsTrialsWithoutWriting) {
   EXPECT_EQ(std::filesystem::last_write_time(path), before);
   EXPECT_THROW(trainscope::tuner::readStudy(synthetic("v_layout.db", {2, 6'000, 3})), trainscope::UserError);
 }
+
+TEST(ViewerModel, PooledStepTimeWeighsEachOkTrialByItsCountedSteps) {
+  // What the tuner picks on and the viewer and terminal show: (2·0.5 + 11·0.25) / 13.
+  using trainscope::tuner::TrialRecord;
+  using trainscope::tuner::TrialStatus;
+  auto trial = [](int64_t cand, int64_t steps, double s, TrialStatus st) {
+    TrialRecord t;
+    t.candidate = cand, t.steps = steps, t.step_s = s, t.status = st;
+    return t;
+  };
+  const std::vector<TrialRecord> trials = {trial(1, 3, 0.5, TrialStatus::Ok), trial(1, 12, 0.25, TrialStatus::Ok),
+                                           trial(1, 12, 9.0, TrialStatus::Hang), trial(2, 3, 0.125, TrialStatus::Ok)};
+  int64_t n = 0;
+  EXPECT_DOUBLE_EQ(trainscope::tuner::pooledStepTime(trials, 1, &n), (2 * 0.5 + 11 * 0.25) / 13);
+  EXPECT_EQ(n, 2);
+  EXPECT_DOUBLE_EQ(trainscope::tuner::pooledStepTime(trials, 2), 0.125);
+  EXPECT_EQ(trainscope::tuner::pooledStepTime(trials, 3, &n), 0);
+  EXPECT_EQ(n, 0);
+}

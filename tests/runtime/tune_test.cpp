@@ -184,6 +184,10 @@ TEST(Tune, AStudyKilledWithSigkillResumesWithoutLosingOrRepeatingATrial) {
   // A different study in the same file is refused.
   auto other = cli("tune --workload tiny --gbs 4 --resume --study " + study);
   EXPECT_EQ(other.status, 2) << other.output;
+  // The refusal names what differs, and only that.
+  EXPECT_NE(other.output.find("workload \"small-cpu\", now \"tiny\""), std::string::npos) << other.output;
+  EXPECT_NE(other.output.find("gbs 8, now 4"), std::string::npos) << other.output;
+  EXPECT_EQ(other.output.find("base_steps"), std::string::npos) << other.output;  // the same: not named
 }
 
 TEST(Tune, CrashHangAndOutOfMemoryTrialsAreRecordedAsSuchAndSkipped) {

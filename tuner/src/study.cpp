@@ -2,6 +2,8 @@
 #include "trainscope/tuner/study.h"
 
 #include <algorithm>
+#include <set>
+#include <string>
 
 #include <sys/stat.h>
 
@@ -65,13 +67,43 @@ CREATE TABLE IF NOT EXISTS trials (
   if (had.empty()) {
     setValue("inputs", inputs);
     setValue("schema_version", "1");
-  } else if (nlohmann::json::parse(had) != nlohmann::json::parse(inputs)) {
-    throw UserError("--resume", path + " was made for other inputs (" + had + ")",
+  } else if (const auto a = nlohmann::json::parse(had), b = nlohmann::json::parse(inputs); a != b) {
+    // Name what differs: "first_round 8, now 6"; the space's plans by count only.
+    std::string diff;
+    std::set<std::string> keys;
+    for (const auto& [k, v] : a.items()) keys.insert(k);
+    for (const auto& [k, v] : b.items()) keys.insert(k);
+    for (const std::string& k : keys) {
+      const nlohmann::json was = a.value(k, nlohmann::json()), now = b.value(k, nlohmann::json());
+      if (was == now) continue;
+      diff += (diff.empty() ? "" : "; ") + k + " " +
+              (k == "plans" ? std::to_string(was.size()) + " plans, now " + std::to_string(now.size()) + " (other knobs)"
+                            : (was.is_null() ? "unset" : was.dump()) + ", now " + (now.is_null() ? "unset" : now.dump()));
+    }
+    throw UserError("--resume", path + " was made for other inputs: " + diff,
                     "resume with the same --workload, --cluster, --gbs and knobs, or start a new study");
   }
 }
 
 Study::~Study() = default;
+
+double trialWeight(const TrialRecord& t) {
+  if (t.status != TrialStatus::Ok || t.step_s <= 0) return 0;
+  return double(std::max<int64_t>(1, t.steps - 1));
+}
+
+double pooledStepTime(const std::vector<TrialRecord>& trials, int64_t candidate, int64_t* ok_trials) {
+  double sum = 0, weight = 0;
+  int64_t n = 0;
+  for (const TrialRecord& t : trials)
+    if (t.candidate == candidate && trialWeight(t) > 0) {
+      sum += trialWeight(t) * t.step_s;
+      weight += trialWeight(t);
+      ++n;
+    }
+  if (ok_trials) *ok_trials = n;
+  return weight > 0 ? sum / weight : 0;
+}
 
 void Study::setValue(const std::string& key, const std::string& value) {
   Statement s(*db_, "INSERT OR REPLACE INTO study (key, value) VALUES (?, ?)");

@@ -52,15 +52,14 @@ std::string injectedFault(const std::string& spec, int64_t candidate) {
   return "";
 }
 
-// A candidate's step time over all its ok trials: each trial's median weighted by its counted
-// steps. Two processes of one configuration differ by more than the steps of one (on a shared CPU
-// host by ±15%), so the survivors of the halving, measured once per round, are compared by all their
-// measurements rather than by the last trial alone.
+// A candidate's step time over all its ok trials so far, as pooledStepTime (study.h) gives it for a
+// finished study: two processes of one configuration differ by more than the steps of one (on a
+// shared CPU host by ±15%), so survivors are compared by all their measurements, not the last one.
 struct Pooled {
   std::map<int64_t, std::pair<double, double>> sum;  // candidate → (Σ w·t, Σ w)
   void add(const TrialRecord& t) {
-    if (t.status != TrialStatus::Ok || t.step_s <= 0) return;
-    const double w = double(std::max<int64_t>(1, t.steps - 1));
+    const double w = trialWeight(t);
+    if (w <= 0) return;
     sum[t.candidate].first += w * t.step_s;
     sum[t.candidate].second += w;
   }
@@ -426,17 +425,16 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   std::vector<double> ratios;
   for (const auto& t : res.trials)
     if (t.status == TrialStatus::Ok && t.predicted_step_s > 0) ratios.push_back(t.step_s / t.predicted_step_s);
-  Pooled all;
-  for (const auto& t : res.trials) all.add(t);
+  const auto pooledOf = [&](int64_t cand) { return pooledStepTime(res.trials, cand); };
   const TrialRecord* pick = nullptr;
   for (const auto& [cand, t] : latest) {
     if (t->status != TrialStatus::Ok || t->peak_bytes > c.memory_bytes) continue;
     const auto level = [&](const TrialRecord* x) { return std::min(x->round, final_from); };
     if (!pick || level(t) > level(pick) ||
-        (level(t) == level(pick) && all.estimate(t->candidate) < all.estimate(pick->candidate)))
+        (level(t) == level(pick) && pooledOf(t->candidate) < pooledOf(pick->candidate)))
       pick = t;
   }
-  for (const auto& [cand, t] : latest) res.estimate[cand] = all.estimate(cand);
+  for (const auto& [cand, t] : latest) res.estimate[cand] = pooledOf(cand);
   if (pick) res.recommended = pick->candidate;
   if (!ratios.empty()) {
     std::sort(ratios.begin(), ratios.end());

@@ -53,7 +53,12 @@ void App::drawStudy() {
   const auto& st = *study;
   ImGui::Text("%s on %s: %zu candidates, %zu trials; memory limit %s per device", st.workload.c_str(), st.cluster.c_str(),
               st.candidates.size(), st.trials.size(), formatBytes(double(st.memory_bytes)).c_str());
-  if (const auto* rec = st.candidate(st.recommended)) ImGui::Text("recommended: #%lld %s", (long long)rec->id, rec->plan.c_str());
+  if (const auto* rec = st.candidate(st.recommended)) {
+    int64_t n = 0;  // the figure the pick was made on, as the terminal report gives it
+    const double pooled = tuner::pooledStepTime(st.trials, rec->id, &n);
+    ImGui::Text("recommended: #%lld %s: %s/step over its %lld trials", (long long)rec->id, rec->plan.c_str(),
+                formatDuration(pooled * 1e9).c_str(), (long long)n);
+  }
   else ImGui::TextDisabled("no recommendation yet");
 
   const float w = ImGui::GetContentRegionAvail().x;
