@@ -61,6 +61,8 @@ RunReader::RunReader(const std::string& path) : path_(path) {
 
 RunReader::~RunReader() = default;
 
+void RunReader::interruptWhen(const std::atomic<bool>* flag) { db_->interruptWhen(flag); }
+
 std::string RunReader::meta(const std::string& key, const std::string& fallback) const {
   auto it = meta_.find(key);
   return it == meta_.end() ? fallback : it->second;

@@ -123,6 +123,14 @@ void Statement::bind(int i, std::string_view v) {
 }
 void Statement::bindNull(int i) { check(db_.handle(), sqlite3_bind_null(stmt_, i), sql_); }
 
+void Database::interruptWhen(const std::atomic<bool>* flag) {
+  // SQLite calls the handler every ~1000 virtual-machine instructions of a running statement.
+  sqlite3_progress_handler(
+      db_, flag ? 1000 : 0,
+      [](void* f) -> int { return static_cast<const std::atomic<bool>*>(f)->load(std::memory_order_relaxed) ? 1 : 0; },
+      const_cast<std::atomic<bool>*>(flag));
+}
+
 bool Statement::step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;

@@ -454,3 +454,25 @@ TEST(ViewerModel, PooledStepTimeWeighsEachOkTrialByItsCountedSteps) {
   EXPECT_EQ(trainscope::tuner::pooledStepTime(trials, 3, &n), 0);
   EXPECT_EQ(n, 0);
 }
+
+TEST(ViewerModel, TheSummaryPassStopsWhenTheDocumentIsClosed) {
+  // The app computes statistics and the run summary after the timeline is up; closing the file sets
+  // the load's cancel flag, and both passes must then stop rather than make the close wait.
+  const std::string path = synthetic("v_layout.db", {2, 6'000, 3});
+  const v::Trace t = v::loadTrace(path, nullptr, 0, /*summary=*/false);
+  std::atomic<bool> cancel{false};
+  ASSERT_FALSE(v::computeStatistics(t, &cancel).rows.empty());
+  ASSERT_TRUE(v::loadSummary(path, &cancel));  // not cancelled: as before
+  cancel.store(true);
+  EXPECT_THROW(v::computeStatistics(t, &cancel), v::Cancelled);
+  EXPECT_THROW(v::loadSummary(path, &cancel), v::Cancelled);
+  // A query already running stops too: the reader's statements are interrupted once the flag is set.
+  db::RunReader r(path);
+  std::atomic<bool> stop{false};
+  r.interruptWhen(&stop);
+  EXPECT_FALSE(r.events<db::HostOp>(0).empty());
+  stop.store(true);
+  EXPECT_ANY_THROW(r.events<db::HostOp>(0));
+  r.interruptWhen(nullptr);  // and the reader works again without it
+  EXPECT_FALSE(r.events<db::HostOp>(0).empty());
+}

@@ -51,9 +51,10 @@ void App::openDocument(const std::string& path) {
       raw->done.store(true);
       // Then, with the timeline already up: the statistics and the run summary (a second pass over
       // the file), each published by summary_done.
-      auto s = std::make_unique<Statistics>(computeStatistics(*raw->trace));
+      // Both stop when the document is closed (progress.cancel), so closing never waits for them.
+      auto s = std::make_unique<Statistics>(computeStatistics(*raw->trace, &raw->progress.cancel));
       std::unique_ptr<rundb::RunSummary> summary;
-      if (auto sum = loadSummary(raw->path)) summary = std::make_unique<rundb::RunSummary>(*sum);
+      if (auto sum = loadSummary(raw->path, &raw->progress.cancel)) summary = std::make_unique<rundb::RunSummary>(*sum);
       raw->stats = std::move(s);
       raw->summary = std::move(summary);
       raw->summary_done.store(true);

@@ -431,14 +431,20 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
   }
 }
 
-std::optional<rundb::RunSummary> loadSummary(const std::string& path) {
+std::optional<rundb::RunSummary> loadSummary(const std::string& path, const std::atomic<bool>* cancel) {
   try {
+    if (cancel && cancel->load()) throw Cancelled();
     rundb::RunReader reader(path);
+    reader.interruptWhen(cancel);
     if (reader.stepRanks().empty()) return std::nullopt;
     return rundb::summarize(reader);
+  } catch (const Cancelled&) {
+    throw;
   } catch (const UserError&) {
+    if (cancel && cancel->load()) throw Cancelled();  // an interrupted query, reported as a read error
     throw;
   } catch (const std::exception& e) {
+    if (cancel && cancel->load()) throw Cancelled();
     throw UserError("database", path + " could not be read to the end (" + e.what() + ")",
                     "the file is damaged or truncated; trace or import it again");
   }

@@ -25,7 +25,7 @@ StatGroup groupOf(EventKind k) {
   }
 }
 
-Statistics computeStatistics(const Trace& trace) {
+Statistics computeStatistics(const Trace& trace, const std::atomic<bool>* cancel) {
   // key: group (3 bits) | rank + 1 (21 bits) | name (32 bits)
   std::unordered_map<uint64_t, StatRow> rows;
   auto add = [&](StatGroup g, uint32_t name, int64_t rank, int64_t dur, int64_t self) {
@@ -42,6 +42,7 @@ Statistics computeStatistics(const Trace& trace) {
   };
   for (const Track& t : trace.tracks) {
     for (size_t d = 0; d < t.lanes.size(); ++d) {
+      if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
       const auto& ev = t.lanes[d].events;
       // Children: the next lane's events inside each event, found by walking both sorted lanes.
       const std::vector<Event>* kids = d + 1 < t.lanes.size() ? &t.lanes[d + 1].events : nullptr;

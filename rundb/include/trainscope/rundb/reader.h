@@ -10,6 +10,7 @@
 // holding it in memory.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -48,6 +49,8 @@ class RunReader {
 
   const std::string& path() const { return path_; }
   int schemaVersion() const { return version_; }
+  // Every query stops (throws) once *flag is true: a reader on a background thread, cancelled.
+  void interruptWhen(const std::atomic<bool>* flag);
 
   const std::map<std::string, std::string>& meta() const { return meta_; }
   std::string meta(const std::string& key, const std::string& fallback = "") const;

@@ -9,6 +9,7 @@
 // std::optional and nullptr bind NULL.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -49,6 +50,9 @@ class Database {
   int64_t lastInsertRowid() const;
   const std::string& path() const { return path_; }
   sqlite3* handle() const { return db_; }
+  // Once *flag is true, the statement running (and every later one) stops with SQLITE_INTERRUPT,
+  // thrown as an error: how a reader on another thread is cancelled. nullptr: never.
+  void interruptWhen(const std::atomic<bool>* flag);
 
  private:
   void open(const std::string& target, int flags);

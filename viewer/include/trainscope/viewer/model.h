@@ -130,7 +130,8 @@ struct Cancelled : std::exception {
 // summary: also compute Trace::summary (a second pass over the events; the app does it after the
 // timeline is up, with loadSummary).
 Trace loadTrace(const std::string& path, LoadProgress* progress = nullptr, int threads = 0, bool summary = true);
-std::optional<rundb::RunSummary> loadSummary(const std::string& path);  // nullopt: no steps
+// The run summary (nullopt: no steps). cancel: once true, its queries stop and it throws Cancelled.
+std::optional<rundb::RunSummary> loadSummary(const std::string& path, const std::atomic<bool>* cancel = nullptr);
 
 // Builds the lanes and levels of one track from unsorted events (used by loadTrace and by tests).
 // Events are sorted by (start, longest first); each goes to its nesting depth, or the next lane

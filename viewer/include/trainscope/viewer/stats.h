@@ -32,7 +32,8 @@ struct Statistics {
   std::vector<StatRow> rows;  // every (group, name, rank) and every (group, name) over all ranks
 };
 
-Statistics computeStatistics(const Trace& trace);
+// cancel: checked per lane; once true, throws Cancelled (the app closing a file still summarising).
+Statistics computeStatistics(const Trace& trace, const std::atomic<bool>* cancel = nullptr);
 
 enum class StatSort { Total, Self, Count, Mean, Max, Name };
 // Rows of one group for one rank (-1: all ranks), sorted.
