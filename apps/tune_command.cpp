@@ -164,11 +164,11 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   int64_t valid = 0;
   for (const auto& cand : r.candidates) valid += cand.rejected.empty();
   // Per candidate measured: its ok trials, their pooled step time (r.estimate) and the highest peak.
-  std::map<int64_t, std::pair<int64_t, int64_t>> ok_trials;  // candidate → (trials, max peak bytes)
+  std::map<int64_t, std::pair<int64_t, int64_t>> ok_trials;  // candidate → (pooled trials, max peak bytes)
   for (const auto& t : r.trials)
     if (t.status == tn::TrialStatus::Ok) {
       auto& [n, peak] = ok_trials[t.candidate];
-      ++n;
+      if (n == 0) tn::pooledStepTime(r.trials, t.candidate, &n);
       peak = std::max(peak, t.peak_bytes);
     }
   if (f.json) {

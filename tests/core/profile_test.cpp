@@ -98,6 +98,16 @@ TEST(MeasuredCosts, StepLevelCostsAreKeptPerZeroStageAndLayerCostsAreShared) {
   tn::MeasuredCosts only0;
   only0.add("k", z0);
   EXPECT_DOUBLE_EQ(only0.find("k", 1)->optimizer_s_per_param, 1e-9);
+  // Per field: a stage whose runs did not measure one (a pp > 1 run has no "other") borrows it
+  // from the runs that did, rather than losing it.
+  tn::MeasuredCosts pp_only;
+  tn::LayerCosts pp0 = z0;
+  pp0.other_s = -1, pp0.dp_sync_bytes = 0, pp0.dp_sync_s = 0;
+  pp_only.add("k", pp0), pp_only.add("k", z1);
+  EXPECT_DOUBLE_EQ(pp_only.find("k", 0)->other_s, 0.0625);
+  EXPECT_DOUBLE_EQ(pp_only.find("k", 0)->dp_sync_s, 0.25);
+  EXPECT_DOUBLE_EQ(pp_only.find("k", 0)->optimizer_s_per_param, 1e-9);  // its own stage's, measured
+  EXPECT_EQ(pp_only.anyOther(0), 0.0625);
   const auto back = tn::costsFromJson(tn::costsJson(m));
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[1].second.zero, 1);

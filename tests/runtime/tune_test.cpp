@@ -102,8 +102,8 @@ TEST(Tune, PicksWithinFivePercentOfTheExhaustiveBestWithFewerTrials) {
   };
   EXPECT_LT(effort(tuned).first, effort(exhaustive).first);
   EXPECT_LT(effort(tuned).second, effort(exhaustive).second);
-  // The final stage: the best three of the halving ran twice more each, alternately, at one length,
-  // and the pick is one of them, the fastest by its pooled trials.
+  // The final stage: the best three of the halving (and a candidate the refitted model promoted, if
+  // any) ran twice more each, alternately, at one length, and the pick is one of them.
   std::map<int64_t, std::vector<int64_t>> rounds;  // candidate → rounds it ran
   int64_t last_round = 0;
   for (const auto& x : tuned["trials"]) {
@@ -113,7 +113,8 @@ TEST(Tune, PicksWithinFivePercentOfTheExhaustiveBestWithFewerTrials) {
   int finalists = 0;
   for (const auto& [id, r] : rounds)
     if (std::count(r.begin(), r.end(), last_round) && std::count(r.begin(), r.end(), last_round - 1)) ++finalists;
-  EXPECT_EQ(finalists, 3) << tuned["trials"].dump();
+  EXPECT_GE(finalists, 3) << tuned["trials"].dump();
+  EXPECT_LE(finalists, 4) << tuned["trials"].dump();
   EXPECT_TRUE(std::count(rounds[pick].begin(), rounds[pick].end(), last_round)) << "the pick is not a finalist";
   // No infeasible pick: it ran, within the memory limit.
   for (const auto& x : tuned["trials"])

@@ -215,20 +215,25 @@ std::string costsLabel(const std::string& key, const LayerCosts& k) {
 void MeasuredCosts::add(const std::string& key, const LayerCosts& c) { runs_[key].push_back(c); }
 
 namespace {
-// The runs of ZeRO stage `zero`, or all of them when none used it.
-std::vector<LayerCosts> ofStage(const std::vector<LayerCosts>& v, int64_t zero) {
-  std::vector<LayerCosts> x;
+// The runs that measured a field (`has`): those of ZeRO stage `zero` where any did, else all of them.
+template <class Has>
+std::vector<LayerCosts> measuredBy(const std::vector<LayerCosts>& v, int64_t zero, Has has) {
+  std::vector<LayerCosts> same, any;
   for (const auto& c : v)
-    if (c.zero == zero) x.push_back(c);
-  return x.empty() ? v : x;
+    if (has(c)) (c.zero == zero ? same : any).push_back(c);
+  if (!same.empty()) return same;
+  return any;
 }
+bool hasOptimizer(const LayerCosts& c) { return c.optimizer_s_per_param > 0; }
+bool hasOther(const LayerCosts& c) { return c.other_s >= 0; }
+bool hasDpSync(const LayerCosts& c) { return c.dp_sync_bytes > 0; }
+bool hasHidden(const LayerCosts& c) { return c.dp_hidden_share >= 0; }
 }  // namespace
 
 std::optional<LayerCosts> MeasuredCosts::find(const std::string& key, int64_t zero) const {
   auto it = runs_.find(key);
   if (it == runs_.end() || it->second.empty()) return std::nullopt;
   const std::vector<LayerCosts>& v = it->second;
-  const std::vector<LayerCosts> step = ofStage(v, zero);
   auto field = [](const std::vector<LayerCosts>& from, double LayerCosts::*f) {
     std::vector<double> x;
     for (const auto& c : from)
@@ -242,21 +247,23 @@ std::optional<LayerCosts> MeasuredCosts::find(const std::string& key, int64_t ze
   m.recompute_selective_s = field(v, &LayerCosts::recompute_selective_s);
   m.head_s = field(v, &LayerCosts::head_s);
   m.embed_s = field(v, &LayerCosts::embed_s);
-  m.optimizer_s_per_param = field(step, &LayerCosts::optimizer_s_per_param);
+  // Step-level costs: from the runs of this ZeRO stage that measured each, else any that did.
+  m.optimizer_s_per_param = field(measuredBy(v, zero, hasOptimizer), &LayerCosts::optimizer_s_per_param);
   {
     std::vector<double> x;
-    for (const auto& c : step)
-      if (c.other_s >= 0) x.push_back(c.other_s);
+    for (const auto& c : measuredBy(v, zero, hasOther)) x.push_back(c.other_s);
     m.other_s = x.empty() ? -1 : median(x);
   }
   // The DP sync of the run with the most bytes (one run's pair, not a median of mismatched halves).
-  for (const auto& c : step)
+  for (const auto& c : measuredBy(v, zero, hasDpSync))
     if (c.dp_sync_bytes > m.dp_sync_bytes) m.dp_sync_bytes = c.dp_sync_bytes, m.dp_sync_s = c.dp_sync_s;
   m.dp_hidden_share = -1;
-  for (const auto& c : step)
-    if (c.dp_hidden_share >= 0) m.dp_hidden_share = std::max(m.dp_hidden_share, c.dp_hidden_share);
-  m.zero = step.front().zero;
-  m.runs = int64_t(step.size());
+  for (const auto& c : measuredBy(v, zero, hasHidden)) m.dp_hidden_share = std::max(m.dp_hidden_share, c.dp_hidden_share);
+  // The row's runs: those of this stage (the layer figures above are over every run of the shape).
+  m.zero = zero;
+  m.runs = 0;
+  for (const auto& c : v) m.runs += c.zero == zero;
+  if (m.runs == 0) m.zero = v.front().zero, m.runs = int64_t(v.size());
   return m;
 }
 
@@ -271,8 +278,7 @@ double MeasuredCosts::anyOther(int64_t zero) const {
   std::vector<LayerCosts> all;
   for (const auto& [key, v] : runs_) all.insert(all.end(), v.begin(), v.end());
   std::vector<double> x;
-  for (const auto& c : ofStage(all, zero))
-    if (c.other_s >= 0) x.push_back(c.other_s);
+  for (const auto& c : measuredBy(all, zero, hasOther)) x.push_back(c.other_s);
   return median(x);
 }
 
@@ -289,8 +295,7 @@ int64_t lanesOfRun(rundb::RunReader& reader) {
 std::optional<std::pair<double, double>> MeasuredCosts::anyDpSync(int64_t zero) const {
   std::vector<LayerCosts> all;
   for (const auto& [key, v] : runs_) all.insert(all.end(), v.begin(), v.end());
-  for (const auto& c : ofStage(all, zero))
-    if (c.dp_sync_bytes > 0) return std::make_pair(c.dp_sync_bytes, c.dp_sync_s);
+  for (const auto& c : measuredBy(all, zero, hasDpSync)) return std::make_pair(c.dp_sync_bytes, c.dp_sync_s);
   return std::nullopt;
 }
 

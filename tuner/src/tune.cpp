@@ -257,13 +257,13 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   const size_t first = o.exhaustive ? valid.size() : std::min<size_t>(valid.size(), std::max(first_round, profiles.size()));
   round_set = profiles;
   round_set.resize(first, -1);  // the rest of round 0 is chosen once the profiles are measured
-  // The halving stops once it would leave two or fewer: then the best `finalists` of the last round
-  // run final_rounds more times each, alternately, at one length (see below).
+  // The halving stops once it would leave `finalists` or fewer: then the best `finalists` of the last
+  // round run final_rounds more times each, alternately, at one length (see below).
   const size_t finalists = size_t(std::max<int64_t>(2, o.finalists));
   int64_t planned = int64_t(round_set.size());
   for (size_t n = round_set.size(); n > 1 && !o.exhaustive;) {
     const size_t keep = (n + 1) / 2;
-    if (keep <= 2 && o.final_rounds > 0) {
+    if (keep <= finalists && o.final_rounds > 0) {
       planned += int64_t(std::min(n, finalists)) * o.final_rounds;
       break;
     }
@@ -336,10 +336,13 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
         pooled.add(t);
         measured.emplace_back(pooled.estimate(id), id);
         last_ok[id] = t;
-        if (best == 0 || t.step_s < best) {
-          best = t.step_s;
-          best_plan = byId(id).plan.describe();
-        }
+        // The best so far as the pick will judge it: by pooled step time.
+        best = 0;
+        for (const auto& [cand, sw] : pooled.sum)
+          if (const double est = pooled.estimate(cand); est > 0 && (best == 0 || est < best)) {
+            best = est;
+            best_plan = byId(cand).plan.describe();
+          }
       }
       if (progress) {
         TuneEvent e;
@@ -376,19 +379,22 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
     if (round >= final_from) {
       // The final stage: the same finalists again, in the opposite order, so that a host that drifts
       // slower or faster over the stage weighs on each of them alike.
+      // A finalist whose trial failed (crash, hang, out of memory) leaves the stage.
       if (round + 1 >= final_from + o.final_rounds) break;
-      std::reverse(round_set.begin(), round_set.end());
+      round_set.clear();
+      for (auto it = measured.rbegin(); it != measured.rend(); ++it) round_set.push_back(it->second);
+      if (round_set.size() <= 1) break;
       continue;
     }
     std::sort(measured.begin(), measured.end());
     if (measured.size() <= 1) break;
     const std::set<int64_t> ran(round_set.begin(), round_set.end());  // ok or not
     // Successive halving keeps the faster half, by each one's pooled step time. Where that would
-    // leave two or fewer, the best `finalists` instead run final_rounds trials each, alternately and
+    // leave `finalists` or fewer, the best `finalists` instead run final_rounds trials each, alternately and
     // at one length: two processes of one configuration differ by up to ±15% on a shared host, and a
     // single trial of each would let that noise, not the configuration, decide the pick.
     size_t keep = (measured.size() + 1) / 2;
-    const bool to_final = keep <= 2 && o.final_rounds > 0;
+    const bool to_final = keep <= finalists && o.final_rounds > 0;
     if (to_final) keep = std::min(measured.size(), finalists);
     round_set.clear();
     for (size_t i = 0; i < keep; ++i) round_set.push_back(measured[i].second);
@@ -415,7 +421,8 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   sigaction(SIGTERM, &old_term, nullptr);
   res.interrupted = g_interrupt != 0;
 
-  // The recommendation: a candidate whose latest (longest) trial ran ok within the memory per rank;
+  // The recommendation: a candidate none of whose trials failed (a crash, hang or out-of-memory once
+  // is not a configuration to hand over) and whose every ok trial stayed within the memory per rank;
   // among those, the ones that got furthest in the halving (every finalist counts as furthest once
   // it ran in the final stage), and of them the fastest by its pooled step time.
   res.trials = study.trials();
@@ -426,9 +433,14 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   for (const auto& t : res.trials)
     if (t.status == TrialStatus::Ok && t.predicted_step_s > 0) ratios.push_back(t.step_s / t.predicted_step_s);
   const auto pooledOf = [&](int64_t cand) { return pooledStepTime(res.trials, cand); };
+  std::set<int64_t> unfit;  // a trial failed, or peaked over the memory per rank
+  for (const auto& t : res.trials)
+    if ((t.status != TrialStatus::Ok && t.status != TrialStatus::Running) ||
+        (t.status == TrialStatus::Ok && t.peak_bytes > c.memory_bytes))
+      unfit.insert(t.candidate);
   const TrialRecord* pick = nullptr;
   for (const auto& [cand, t] : latest) {
-    if (t->status != TrialStatus::Ok || t->peak_bytes > c.memory_bytes) continue;
+    if (t->status != TrialStatus::Ok || unfit.count(cand)) continue;
     const auto level = [&](const TrialRecord* x) { return std::min(x->round, final_from); };
     if (!pick || level(t) > level(pick) ||
         (level(t) == level(pick) && pooledOf(t->candidate) < pooledOf(pick->candidate)))

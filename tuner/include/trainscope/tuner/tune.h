@@ -3,7 +3,7 @@
 //   space → drop what cannot be valid or cannot fit (reasons kept) → rank by predicted step time →
 //   successive halving over the top candidates: every survivor runs a short trial (a few steps, the
 //   warm-up step dropped, step time from its run database), the faster half runs again twice as
-//   long, until two or fewer would be left → a final stage: the best three run twice more each,
+//   long, until three or fewer would be left → a final stage: the best three run twice more each,
 //   alternately, at one length (a process's own noise must not decide the pick) → the time model
 //   refitted from what was measured → the fastest measured configuration (its trials pooled) that
 //   stayed within memory is recommended.
