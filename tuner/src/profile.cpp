@@ -274,11 +274,15 @@ std::vector<int64_t> MeasuredCosts::zeroStages(const std::string& key) const {
   return {z.begin(), z.end()};
 }
 
-double MeasuredCosts::anyOther(int64_t zero) const {
+std::vector<LayerCosts> MeasuredCosts::allRuns() const {
   std::vector<LayerCosts> all;
   for (const auto& [key, v] : runs_) all.insert(all.end(), v.begin(), v.end());
+  return all;
+}
+
+double MeasuredCosts::anyOther(int64_t zero) const {
   std::vector<double> x;
-  for (const auto& c : measuredBy(all, zero, hasOther)) x.push_back(c.other_s);
+  for (const auto& c : measuredBy(allRuns(), zero, hasOther)) x.push_back(c.other_s);
   return median(x);
 }
 
@@ -293,9 +297,7 @@ int64_t lanesOfRun(rundb::RunReader& reader) {
 }
 
 std::optional<std::pair<double, double>> MeasuredCosts::anyDpSync(int64_t zero) const {
-  std::vector<LayerCosts> all;
-  for (const auto& [key, v] : runs_) all.insert(all.end(), v.begin(), v.end());
-  for (const auto& c : measuredBy(all, zero, hasDpSync)) return std::make_pair(c.dp_sync_bytes, c.dp_sync_s);
+  for (const auto& c : measuredBy(allRuns(), zero, hasDpSync)) return std::make_pair(c.dp_sync_bytes, c.dp_sync_s);
   return std::nullopt;
 }
 

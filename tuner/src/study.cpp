@@ -87,10 +87,12 @@ CREATE TABLE IF NOT EXISTS trials (
 
 Study::~Study() = default;
 
-double trialWeight(const TrialRecord& t) {
+namespace {
+double trialWeight(const TrialRecord& t) {  // its counted steps; 0 unless ok with a step time
   if (t.status != TrialStatus::Ok || t.step_s <= 0) return 0;
   return double(std::max<int64_t>(1, t.steps - 1));
 }
+}  // namespace
 
 double pooledStepTime(const std::vector<TrialRecord>& trials, int64_t candidate, int64_t* ok_trials) {
   double sum = 0, weight = 0;

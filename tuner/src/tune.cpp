@@ -52,23 +52,6 @@ std::string injectedFault(const std::string& spec, int64_t candidate) {
   return "";
 }
 
-// A candidate's step time over all its ok trials so far, as pooledStepTime (study.h) gives it for a
-// finished study: two processes of one configuration differ by more than the steps of one (on a
-// shared CPU host by ±15%), so survivors are compared by all their measurements, not the last one.
-struct Pooled {
-  std::map<int64_t, std::pair<double, double>> sum;  // candidate → (Σ w·t, Σ w)
-  void add(const TrialRecord& t) {
-    const double w = trialWeight(t);
-    if (w <= 0) return;
-    sum[t.candidate].first += w * t.step_s;
-    sum[t.candidate].second += w;
-  }
-  double estimate(int64_t candidate) const {
-    auto it = sum.find(candidate);
-    return it == sum.end() || it->second.second <= 0 ? 0 : it->second.first / it->second.second;
-  }
-};
-
 }  // namespace
 
 runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
@@ -271,8 +254,9 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
     n = keep;
   }
   int64_t done = 0;
-  std::map<int64_t, TrialRecord> last_ok;  // candidate → its longest ok trial
-  Pooled pooled;
+  // Every ok trial so far: candidates are compared by pooledStepTime over all of theirs (study.h),
+  // as two processes of one configuration differ by more than the steps of one.
+  std::vector<TrialRecord> ok_so_far;
   double best = 0;
   std::string best_plan;
   int64_t steps = o.base_steps << (o.exhaustive ? 2 : 0);
@@ -333,15 +317,14 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
       }
       ++done;
       if (t.status == TrialStatus::Ok) {
-        pooled.add(t);
-        measured.emplace_back(pooled.estimate(id), id);
-        last_ok[id] = t;
+        ok_so_far.push_back(t);
+        measured.emplace_back(pooledStepTime(ok_so_far, id), id);
         // The best so far as the pick will judge it: by pooled step time.
         best = 0;
-        for (const auto& [cand, sw] : pooled.sum)
-          if (const double est = pooled.estimate(cand); est > 0 && (best == 0 || est < best)) {
+        for (const TrialRecord& x : ok_so_far)
+          if (const double est = pooledStepTime(ok_so_far, x.candidate); best == 0 || est < best) {
             best = est;
-            best_plan = byId(cand).plan.describe();
+            best_plan = byId(x.candidate).plan.describe();
           }
       }
       if (progress) {

@@ -58,8 +58,9 @@ void App::drawStudy() {
     const double pooled = tuner::pooledStepTime(st.trials, rec->id, &n);
     ImGui::Text("recommended: #%lld %s: %s/step over its %lld trials", (long long)rec->id, rec->plan.c_str(),
                 formatDuration(pooled * 1e9).c_str(), (long long)n);
+  } else {
+    ImGui::TextDisabled("no recommendation yet");
   }
-  else ImGui::TextDisabled("no recommendation yet");
 
   const float w = ImGui::GetContentRegionAvail().x;
   ImGui::BeginChild("trials", ImVec2(w * 0.5f, 0));

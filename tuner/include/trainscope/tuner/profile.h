@@ -90,6 +90,7 @@ class MeasuredCosts {
   double anyOther(int64_t zero = 0) const;  // 0 when no run measured it
 
  private:
+  std::vector<LayerCosts> allRuns() const;  // every shape's
   std::map<std::string, std::vector<LayerCosts>> runs_;
 };
 

@@ -42,7 +42,6 @@ struct TrialRecord {
 // A candidate's measured step time over all its trials, as the tuner compares and recommends:
 // each ok trial's median weighted by its counted steps (steps − 1, the warm-up dropped); 0 when no
 // trial of it ran ok. One process's noise (±15% on a shared CPU host) weighs less this way.
-double trialWeight(const TrialRecord& t);  // 0 unless ok with a step time
 double pooledStepTime(const std::vector<TrialRecord>& trials, int64_t candidate, int64_t* ok_trials = nullptr);
 
 class Study {
