@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+#include "trainscope/rundb/summary.h"
 #include "trainscope/rundb/reader.h"
 
 namespace trainscope::rundb {
@@ -46,15 +48,22 @@ class Lanes {
 
 void checkOutput(const std::string& in, const std::string& out, bool overwrite) {
   struct stat a {}, b {};
-  if (stat(out.c_str(), &b) != 0) return;
+  if (lstat(out.c_str(), &b) != 0) return;
   if (stat(in.c_str(), &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
     throw UserError("--chrome", out + " is the input database itself", "name a new .json file");
+  if (S_ISLNK(b.st_mode)) {
+    if (!overwrite)
+      throw UserError("--chrome", out + " is a symbolic link", "name a new file, or pass --overwrite to replace the link");
+    return;  // the link itself is replaced, never what it points to
+  }
   if (!S_ISREG(b.st_mode))
     throw UserError("--chrome", out + " exists and is not a regular file", "name a new .json file");
-  std::ifstream f(out, std::ios::binary);
+  if (overwrite) return;
+  const int fd = files::openRegularFile(out, "--chrome", "name a new .json file");
   std::string head(std::string(kHeader).size(), '\0');
-  f.read(head.data(), std::streamsize(head.size()));
-  if (!overwrite && head != kHeader)
+  const ssize_t n = ::read(fd, head.data(), head.size());
+  ::close(fd);
+  if (n != ssize_t(head.size()) || head != kHeader)
     throw UserError("--chrome", out + " exists and is not an earlier trainscope export",
                     "name a new file, or pass --overwrite to replace it");
 }
@@ -64,19 +73,13 @@ void checkOutput(const std::string& in, const std::string& out, bool overwrite) 
 ChromeExportStats exportChrome(const std::string& path, const std::string& out_path, bool overwrite) {
   RunReader reader(path);
   checkOutput(path, out_path, overwrite);
-  const std::string tmp = out_path + ".partial." + std::to_string(getpid());
-  struct Cleanup {
-    std::string path;
-    bool keep = false;
-    ~Cleanup() {
-      if (!keep) std::remove(path.c_str());
-    }
-  } cleanup{tmp};
-  std::ofstream out(tmp, std::ios::trunc);
-  if (!out) throw UserError("--chrome", "cannot write " + out_path, "check the folder exists and is writable");
+  files::AtomicFile file(out_path, "--chrome");  // a random name beside it, moved into place at the end
+  std::ostream& out = file.stream();
 
-  const int64_t t0 = reader.firstTime().value_or(0);  // time zero: small, precise numbers
-  auto us = [t0](int64_t ns) { return double(ns - t0) / 1000.0; };
+  // Time zero at the first event: small numbers. A difference of int64 nanoseconds divided by 1000 is
+  // printed as its exact decimal (to the nanosecond), which `import` reads back exactly.
+  const int64_t t0 = reader.firstTime().value_or(0);
+  auto us = [t0](int64_t ns) { return double(spanNs(t0, ns)) / 1000.0; };
   ChromeExportStats st;
   bool first = true;
   auto emit = [&](const nlohmann::json& e) {
@@ -86,7 +89,7 @@ ChromeExportStats exportChrome(const std::string& path, const std::string& out_p
   auto complete = [&](const std::string& name, const char* cat, int64_t pid, int64_t tid, int64_t b, int64_t e,
                       nlohmann::json args = nullptr) {
     nlohmann::json j = {{"name", name}, {"cat", cat}, {"ph", "X"},        {"pid", pid},
-                        {"tid", tid},   {"ts", us(b)}, {"dur", (double(e) - double(b)) / 1000.0}};  // no int64 overflow
+                        {"tid", tid},   {"ts", us(b)}, {"dur", double(spanNs(b, e)) / 1000.0}};
     if (!args.is_null()) j["args"] = std::move(args);
     emit(j);
     ++st.complete_events;
@@ -156,12 +159,9 @@ ChromeExportStats exportChrome(const std::string& path, const std::string& out_p
   lanes.forEach([&](int64_t pid, int64_t tid, const std::string& name) {
     emit({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
   });
-  out << "\n]}\n";
-  out.close();
-  if (!out) throw RuntimeError("writing " + out_path + " failed (disk full?)", __FILE__, __LINE__);
-  if (std::rename(tmp.c_str(), out_path.c_str()) != 0)
-    throw UserError("--chrome", "cannot replace " + out_path, "check the folder is writable");
-  cleanup.keep = true;
+  // otherData names the exporter: `import` refuses the file (its run database is the source).
+  out << "\n],\"otherData\":{\"exporter\":\"trainscope\"}}\n";
+  file.commit(files::Existing::Replace);  // checkOutput decided what may be replaced
   return st;
 }
 

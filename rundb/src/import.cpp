@@ -2,6 +2,7 @@
 #include "trainscope/rundb/import.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 
 #include "import_impl.h"
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/rundb/store.h"
 
@@ -44,15 +46,22 @@ Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, 
   return s;
 }
 
+bool StepRows::add(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns) {
+  const auto [it, fresh] = seen_.try_emplace({rank, step}, start_ns, end_ns);
+  if (!fresh) {
+    if (it->second == std::make_pair(start_ns, end_ns)) return false;
+    auto window = [](int64_t b, int64_t e) { return std::to_string(b) + ".." + std::to_string(e) + " ns"; };
+    throw UserError("import", path_ + ": step " + std::to_string(step) + " appears twice (" +
+                                  window(it->second.first, it->second.second) + " and " + window(start_ns, end_ns) + ")",
+                    "a trace holds each ProfilerStep#N once: pass each profiling session's trace as its own import");
+  }
+  store_.appendStep(importedStep(rank, step, start_ns, end_ns, path_));
+  return true;
+}
+
 }  // namespace importers
 
 namespace {
-
-void checkInput(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) throw UserError("import", path + " does not exist", "check the path");
-  if (!S_ISREG(st.st_mode)) throw UserError("import", path + " is not a regular file", "pass one trace file per rank");
-}
 
 // A file read as a stream: plain, or gzip with any number of members (concatenated members are
 // valid gzip; trailing zero padding is tolerated). The importer never holds the whole text.
@@ -71,9 +80,13 @@ class TraceStreambuf : public std::streambuf {
  protected:
   int_type underflow() override {
     if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
-    size_t n = gzip_ ? inflateSome() : plainSome();
-    if (n == 0) return traits_type::eof();
-    setg(out_, out_, out_ + n);
+    size_t n = 0;
+    while (n == 0) {  // a piece that was all folded whitespace gives nothing: read on
+      const size_t got = gzip_ ? inflateSome() : plainSome();
+      if (got == 0) return traits_type::eof();
+      n = clean(out_, got, clean_);
+    }
+    setg(clean_, clean_, clean_ + n);
     return traits_type::to_int_type(*gptr());
   }
 
@@ -128,11 +141,77 @@ class TraceStreambuf : public std::streambuf {
     }
   }
 
+  // The text as the JSON parser gets it: whitespace outside strings folded to one space (the
+  // parser keeps every byte of a run between two tokens: a 300 MB run of blanks would be held
+  // whole), and bytes that are not UTF-8 inside strings replaced by '?' (a name with one bad byte
+  // would otherwise reject the whole file). Strings are otherwise passed through unchanged.
+  size_t clean(const char* in, size_t n, char* out) {
+    size_t w = 0;
+    auto flushPending = [&](bool valid) {
+      if (valid)
+        for (int k = 0; k < pending_n_; ++k) out[w++] = pending_[k];
+      else
+        out[w++] = '?';
+      pending_n_ = 0;
+      need_ = 0;
+    };
+    for (size_t i = 0; i < n; ++i) {
+      const auto c = static_cast<unsigned char>(in[i]);
+      if (!in_string_) {
+        const bool space = c == ' ' || c == '\t' || c == '\n' || c == '\r';
+        if (space && blank_) continue;
+        blank_ = space;
+        if (c == '"') in_string_ = true;
+        out[w++] = space ? ' ' : char(c);
+        continue;
+      }
+      if (need_ > 0) {  // inside a multi-byte sequence
+        const unsigned char lo = pending_n_ == 1 ? lo_ : 0x80, hi = pending_n_ == 1 ? hi_ : 0xBF;
+        if (c >= lo && c <= hi) {
+          pending_[pending_n_++] = char(c);
+          if (--need_ == 0) flushPending(true);
+          continue;
+        }
+        flushPending(false);  // cut short: the lead and what followed it become one '?'; c is read anew
+      }
+      if (escape_) {
+        escape_ = false;
+        out[w++] = char(c);
+      } else if (c == '\\') {
+        escape_ = true;
+        out[w++] = char(c);
+      } else if (c == '"') {
+        in_string_ = false;
+        out[w++] = char(c);
+      } else if (c < 0x80) {
+        out[w++] = char(c);
+      } else {
+        // UTF-8 leads and the range of the byte after them (no overlong forms, no surrogates).
+        lo_ = 0x80, hi_ = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) need_ = 1;
+        else if (c >= 0xE0 && c <= 0xEF) need_ = 2, lo_ = c == 0xE0 ? 0xA0 : 0x80, hi_ = c == 0xED ? 0x9F : 0xBF;
+        else if (c >= 0xF0 && c <= 0xF4) need_ = 3, lo_ = c == 0xF0 ? 0x90 : 0x80, hi_ = c == 0xF4 ? 0x8F : 0xBF;
+        if (need_ == 0) {
+          out[w++] = '?';
+        } else {
+          pending_[0] = char(c);
+          pending_n_ = 1;
+        }
+      }
+    }
+    return w;
+  }
+
   std::string path_;
   std::ifstream in_;
   char raw_[1 << 16];
   size_t raw_avail_ = 0, raw_pos_ = 0;
   char out_[1 << 18];
+  char clean_[(1 << 18) + 4];  // out_ plus a sequence carried over from the previous piece
+  bool in_string_ = false, escape_ = false, blank_ = false;
+  char pending_[4] = {};
+  int pending_n_ = 0, need_ = 0;
+  unsigned char lo_ = 0x80, hi_ = 0xBF;
   bool gzip_ = false, z_open_ = false;
   z_stream z_{};
 };
@@ -150,18 +229,27 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
       throw UserError("-o", out_db + " is also an input", "write the run database to a new path");
   }
   checkWritable(out_db, overwrite, "-o");
-  const std::string partial = out_db + ".partial";
+  // Built under a random name beside the output and renamed at the end: a failed import leaves
+  // nothing behind, and only a file this import created is ever removed.
+  std::string partial;
+  {
+    files::TempFile t = files::makeTempBeside(out_db, "-o");
+    ::close(t.fd);
+    ::unlink(t.path.c_str());  // RunStore takes the name with link(2): refused if anyone took it meanwhile
+    partial = t.path;
+  }
   struct Cleanup {
     std::string path;
-    bool keep = false;
+    bool armed = false;  // set once the store made the file: it is ours
     ~Cleanup() {
-      if (keep) return;
+      if (!armed) return;
       for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
     }
   } cleanup{partial};
   ImportStats st;
   {
-    RunStore store(partial, RunStore::Options{true, "-o", true});
+    RunStore store(partial, RunStore::Options{false, "-o", true});
+    cleanup.armed = true;
     store.setMeta("world_size", std::to_string(inputs.size()));
     store.setMeta("source", "import");
     store.begin();
@@ -169,6 +257,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
     for (size_t i = 0; i < inputs.size(); ++i) {
       const std::string& p = inputs[i];
       int64_t rank = int64_t(i);
+      files::requireRegularFile(p, "import", "pass one trace file per rank");  // before opening: a FIFO blocks
       if (looksLikeSqlite(p)) {
         try {
           importers::importNsys(store, st, p, rank);
@@ -177,7 +266,6 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
                           "re-export it with `nsys export --type sqlite`");
         }
       } else {
-        checkInput(p);
         TraceStreambuf buf(p);
         std::istream text(&buf);
         try {
@@ -202,7 +290,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
   checkWritable(out_db, overwrite, "-o");  // nothing took the path meanwhile
   if (std::rename(partial.c_str(), out_db.c_str()) != 0)
     throw UserError("-o", "cannot move the finished import to " + out_db, "check the folder is writable");
-  cleanup.keep = true;
+  cleanup.armed = false;
   return st;
 }
 

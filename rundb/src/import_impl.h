@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <istream>
+#include <map>
+#include <utility>
 #include <string>
 
 #include "trainscope/rundb/import.h"
@@ -26,5 +28,21 @@ int64_t stepNumber(const std::string& name, const std::string& path);
 // One step row of an imported trace (no loss, no FLOPs: only its window); UserError naming `path` when
 // the window is wider than int64 nanoseconds.
 Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, const std::string& path);
+
+// The steps of one rank's file, each kept once: a step met again with the same window (PyTorch 1.x
+// wrote ProfilerStep#N as an op and an annotation) is skipped; with another window it is refused
+// (UserError naming `path` and both windows) — one would silently replace the other.
+class StepRows {
+ public:
+  StepRows(RunStore& store, const std::string& path) : store_(store), path_(path) {}
+  // True when the step was stored (false: a repeat of one already stored).
+  bool add(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns);
+  int64_t count() const { return int64_t(seen_.size()); }
+
+ private:
+  RunStore& store_;
+  const std::string& path_;
+  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> seen_;  // (rank, step) → window
+};
 
 }  // namespace trainscope::rundb::importers

@@ -107,6 +107,7 @@ struct Parsed {
   std::vector<std::string> names;
   std::unordered_map<std::string, uint32_t> ids;
   bool has_trace_events = false;
+  bool trainscope_export = false;  // otherData.exporter "trainscope", or events of our "step" category
   std::optional<int64_t> rank, base;
   uint32_t intern(const std::string& s) {
     auto [it, fresh] = ids.emplace(s, uint32_t(names.size()));
@@ -145,6 +146,7 @@ class Reader : public nlohmann::json::json_sax_t {
     if (stack_.empty()) next = Ctx::Root;
     else if (at == Ctx::Events) next = Ctx::Event, p_.events.emplace_back();
     else if (at == Ctx::Root && key_ == "distributedInfo") next = Ctx::Dist;
+    else if (at == Ctx::Root && key_ == "otherData") next = Ctx::OtherData;
     else if (at == Ctx::Event && key_ == "args") next = Ctx::Args;
     capture('{');
     stack_.push_back(next);
@@ -186,7 +188,19 @@ class Reader : public nlohmann::json::json_sax_t {
   }
 
  private:
-  enum class Ctx : uint8_t { Root, Events, Event, Args, Dist, DimArray, Capture, Skip };
+  enum class Ctx : uint8_t { Root, Events, Event, Args, Dist, OtherData, DimArray, Capture, Skip };
+
+  // A field of the wrong type is refused, naming the event and the field: dropping the event would
+  // change every figure without a word.
+  [[noreturn]] void wrongType(const char* expected, const int64_t* num, const std::string* str) const {
+    const std::string got = str ? "the string \"" + str->substr(0, 40) + "\"" : num ? "a number" : "null or a boolean";
+    const std::string where = top() == Ctx::Event || top() == Ctx::Args
+                                  ? "traceEvents[" + std::to_string(p_.events.size() - 1) + "]." + key_
+                                  : key_;
+    throw UserError("import", path_ + ": " + where + " is " + got + ", not " + expected,
+                    "a Kineto trace has numbers for ts, dur, tid and pid and strings for ph, cat and name: "
+                    "re-export the trace from the profiler");
+  }
   Ctx top() const { return stack_.empty() ? Ctx::Skip : stack_.back(); }
 
   // Input shapes are kept as compact JSON text, written as they stream by.
@@ -206,8 +220,15 @@ class Reader : public nlohmann::json::json_sax_t {
       captureValue(num_text ? *num_text : str ? nlohmann::json(*str).dump() : "null");
       return true;
     }
-    if (at == Ctx::Root && key_ == "baseTimeNanoseconds" && num) p_.base = *num;
-    if (at == Ctx::Dist && key_ == "rank" && num) p_.rank = *num;
+    if (at == Ctx::Root && key_ == "baseTimeNanoseconds") {
+      if (!num || !num_text || num_text->find_first_of(".eE") != std::string::npos) wrongType("an integer", num, str);
+      p_.base = *num;
+    }
+    if (at == Ctx::Dist && key_ == "rank") {
+      if (!num) wrongType("a number", num, str);
+      p_.rank = *num;
+    }
+    if (at == Ctx::OtherData && key_ == "exporter" && str && *str == "trainscope") p_.trainscope_export = true;
     if (at == Ctx::Event) eventField(p_.events.back(), num, num_text, str);
     if (at == Ctx::Args) argField(p_.events.back(), num, str);
     if (at == Ctx::DimArray && num && dim_i_ < 3) {
@@ -219,11 +240,16 @@ class Reader : public nlohmann::json::json_sax_t {
   }
 
   void eventField(Event& e, const int64_t* num, const std::string* num_text, const std::string* str) {
-    if (key_ == "ph" && str) e.complete = *str == "X";
-    else if (key_ == "cat" && str) e.cat = category(*str);
-    else if (key_ == "name" && str) e.name = p_.intern(*str);
+    const bool text_field = key_ == "ph" || key_ == "cat" || key_ == "name";
+    if (text_field && !str) wrongType("a string", num, str);
+    if ((key_ == "ts" || key_ == "dur") && !num_text) wrongType("a number", num, str);
+    if (key_ == "ph") e.complete = *str == "X";
+    else if (key_ == "cat") {
+      e.cat = category(*str);
+      if (*str == "step") p_.trainscope_export = true;  // our Chrome export's step rows (older exports)
+    } else if (key_ == "name") e.name = p_.intern(*str);
     else if (key_ == "tid" && num) e.tid = *num;
-    else if ((key_ == "ts" || key_ == "dur") && num_text) {
+    else if (key_ == "ts" || key_ == "dur") {
       int64_t ns = 0;
       if (!microsToNs(*num_text, ns)) e.bad_time = true;
       (key_ == "ts" ? e.ts : e.dur) = ns;
@@ -319,6 +345,10 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
   nlohmann::json::sax_parse(in, &reader, nlohmann::json::input_format_t::json, /*strict=*/true);
   if (!p.has_trace_events)
     throw UserError("import", path + " has no traceEvents array", "pass a PyTorch profiler (Kineto) trace");
+  if (p.trainscope_export)
+    throw UserError("import", path + " is a Chrome trace that trainscope exported from a run database: it is for "
+                                     "Perfetto, and holds less than the database it came from",
+                    "use the run database that `trainscope export --chrome` read (report, view, export)");
   const int64_t rank = p.rank.value_or(default_rank);
   if (rank < 0 || rank > INT32_MAX)
     throw UserError("import", path + ": distributedInfo.rank " + std::to_string(rank) + " is out of range (0 to 2^31-1)",
@@ -340,6 +370,7 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
   std::vector<Collective> collectives;
 
   int64_t steps_seen = 0, t_min = INT64_MAX, t_max = INT64_MIN, dropped_time = 0, dropped_negative = 0;
+  StepRows step_rows(store, path);
   for (const Event& e : p.events) {
     int64_t b = 0, en = 0;
     if (e.bad_time || __builtin_add_overflow(base, e.ts, &b) || __builtin_add_overflow(b, e.dur, &en)) {
@@ -358,7 +389,7 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
       case Cat::Op: {
         const int64_t k = stepNumber(name, path);  // PyTorch 1.x wrote ProfilerStep#N as an op
         if (k >= 0) {
-          store.appendStep(importedStep(rank, k, b, en, path));
+          if (!step_rows.add(rank, k, b, en)) break;  // the same step as an annotation: kept once
           ++steps_seen;
           store.put(Range{b, en, name_id, domain, e.tid, 0, int32_t(RangeKind::StartEnd), rank});
           ++st.ranges;
@@ -372,7 +403,7 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
       case Cat::GpuAnnotation: {
         const int64_t k = stepNumber(name, path);
         if (k >= 0 && e.cat == Cat::Annotation) {
-          store.appendStep(importedStep(rank, k, b, en, path));
+          if (!step_rows.add(rank, k, b, en)) break;  // the same step as an op: kept once
           ++steps_seen;
         }
         store.put(Range{b, en, name_id, domain, e.tid, 0, int32_t(RangeKind::StartEnd), rank});

@@ -71,14 +71,12 @@ void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64
     Statement q(in, "SELECT start, end, globalTid, COALESCE(text, (SELECT value FROM StringIds WHERE id = textId)), "
                     "eventType FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType IN (59, 60)");
     int64_t k = 0;
+    StepRows step_rows(store, path);
     while (q.step()) {
       const std::string label = q.columnText(3);
       int64_t n = stepNumber(label, path);
       if (label == "step") n = k++;
-      if (n >= 0) {
-        store.appendStep(importedStep(rank, n, q.columnInt(0), q.columnInt(1), path));
-        ++steps_seen;
-      }
+      if (n >= 0 && step_rows.add(rank, n, q.columnInt(0), q.columnInt(1))) ++steps_seen;
       store.put(Range{q.columnInt(0), q.columnInt(1), store.intern(label), domain, q.columnInt(2) & 0xFFFFFF, 0,
                       int32_t(q.columnInt(4) == 59 ? RangeKind::PushPop : RangeKind::StartEnd), rank});
       ++st.ranges;

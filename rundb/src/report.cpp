@@ -41,10 +41,11 @@ std::vector<OpStat> hostOpsBySelfTime(RunReader& reader, const std::vector<int64
         tid = op.tid;
       }
       while (!stack.empty() && stack.back().end <= op.start_ns) stack.pop_back();
-      // In doubles: a damaged file's times may be any int64, and their difference must not overflow.
-      const double dur = (double(op.end_ns) - double(op.start_ns)) * 1e-9;
+      // Differences in int64 (saturated: a damaged file's times may be any int64), then seconds: exact to
+      // the nanosecond, where a difference of two doubles of epoch nanoseconds steps by 256 ns.
+      const double dur = double(spanNs(op.start_ns, op.end_ns)) * 1e-9;
       if (!stack.empty())
-        by_name[stack.back().name].self_s -= (double(std::min(op.end_ns, stack.back().end)) - double(op.start_ns)) * 1e-9;
+        by_name[stack.back().name].self_s -= double(spanNs(op.start_ns, std::min(op.end_ns, stack.back().end))) * 1e-9;
       OpStat& o = by_name[op.name];
       ++o.count;
       o.total_s += dur;
@@ -67,7 +68,7 @@ std::vector<OpStat> kernelsByTotalTime(RunReader& reader) {
   reader.forEach<Kernel>([&](const Kernel& k) {
     OpStat& o = by_name[k.name];
     ++o.count;
-    o.total_s += (double(k.end_ns) - double(k.start_ns)) * 1e-9;
+    o.total_s += double(spanNs(k.start_ns, k.end_ns)) * 1e-9;
   });
   std::vector<OpStat> out;
   for (auto& [id, o] : by_name) {
@@ -164,7 +165,8 @@ std::string formatReport(const Report& r) {
       return std::string(c);
     };
     char gpu_cell[32] = "";
-    if (gpu) std::snprintf(gpu_cell, sizeof(gpu_cell), " %9s", k.gpu_step_s ? std::to_string(*k.gpu_step_s * 1e3).substr(0, 8).c_str() : "-");
+    if (gpu && k.gpu_step_s) std::snprintf(gpu_cell, sizeof(gpu_cell), " %9.2f", *k.gpu_step_s * 1e3);
+    else if (gpu) std::snprintf(gpu_cell, sizeof(gpu_cell), " %9s", "-");
     std::snprintf(line, sizeof(line), "%4lld %6lld %9.2f %10.2f %8.2f%s %12s %9s %11s %10s %9s %9.1f%s\n",
                   static_cast<long long>(k.rank), static_cast<long long>(k.steps), k.step_s_mean * 1e3,
                   k.step_s_median * 1e3, k.step_s_p90 * 1e3, gpu_cell, cell(b.compute_s).c_str(), cell(b.comm_s).c_str(),
@@ -194,7 +196,11 @@ std::string formatReport(const Report& r) {
       o << line;
     }
   }
-  for (const auto& [src, n] : r.drops) o << "\nwarning: " << n << " " << src << " events were dropped while tracing\n";
+  for (const auto& [src, n] : r.drops)
+    o << "\nwarning: " << n << " " << src
+      << (src == "import" ? " events were left out while importing (a time outside int64 nanoseconds, or a negative "
+                            "duration)\n"
+                          : " events were dropped while tracing\n");
   for (const auto& w : r.warnings) o << "\nwarning: " << w << "\n";
   return o.str();
 }

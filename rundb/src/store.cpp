@@ -12,6 +12,7 @@
 
 #include "row_io.h"
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 #include "trainscope/rundb/schema.h"
 #include "trainscope/rundb/sqlite.h"
 
@@ -47,8 +48,9 @@ PathCheck inspectPath(const std::string& path) {
   if (S_ISDIR(st.st_mode)) c.what = "a directory";
   else if (S_ISLNK(st.st_mode)) c.what = "a symbolic link";
   else if (!S_ISREG(st.st_mode)) c.what = "not a regular file (a device, FIFO or socket)";
+  else if (st.st_size == 0) c.kind = PathCheck::Kind::Empty;  // no data to lose (an older run killed at creation)
   else if (!looksLikeSqlite(path)) c.what = "not a trainscope run database";
-  if (!c.what.empty()) return c;
+  if (!c.what.empty() || c.kind == PathCheck::Kind::Empty) return c;
   // Note: this opens and closes a descriptor on the file. A process must not do so on a database it
   // has open through SQLite itself (POSIX locks are per process); RunStore never inspects its own.
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -73,6 +75,8 @@ PathCheck checkWritable(const std::string& path, bool overwrite, const std::stri
   if (c.kind == PathCheck::Kind::Other)
     throw UserError(field, path + " is " + c.what + "; trainscope replaces only its own run databases",
                     "choose another path");
+  if (c.kind == PathCheck::Kind::Empty && !overwrite)
+    throw UserError(field, path + " already exists (an empty file)", "choose another path or pass --overwrite");
   if (c.kind == PathCheck::Kind::RunDatabase) {
     if (!overwrite) throw UserError(field, path + " already exists", "choose another path or pass --overwrite");
     if (c.locked)
@@ -113,43 +117,68 @@ void removeRunDatabase(const std::string& path, const std::string& field) {
 RunStore::RunStore(const std::string& path, const Options& o) : path_(path) {
   // Refuses what is not ours, a locked run, a missing folder.
   const PathCheck found = checkWritable(path, o.overwrite, o.field);
-  // Replacing: hold the old file's lock while it is removed, and check that the path still names
-  // it — a writer that raced us may have replaced it already, and its new file is not ours to delete.
+  // The new database is made complete (schema, meta) under a random name beside the path, locked,
+  // and only then put at the path: a run killed at any moment leaves either nothing or a run
+  // database there, never an empty or half-made file.
+  const files::TempFile temp = files::makeTempBeside(path, o.field);
+  lock_fd_ = temp.fd;
+  flock(lock_fd_, LOCK_EX | LOCK_NB);  // a file we just created: nobody else can hold it
+  try {
+    Database made(temp.path, Database::Mode::Create);
+    if (o.bulk) made.exec("PRAGMA page_size=65536;");
+    createSchema(made);
+    Statement m(made, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)");
+    for (const auto& [k, v] : {std::pair<std::string, std::string>{"schema_version", std::to_string(kSchemaVersion)},
+                               {"writer_pid", std::to_string(getpid())},
+                               {"writer_host", hostName()}}) {
+      m.bind(1, k);
+      m.bind(2, v);
+      m.step();
+      m.reset();
+    }
+  } catch (...) {
+    ::unlink(temp.path.c_str());
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw;
+  }
+  // Replacing: hold the old file's lock while its -wal/-shm are removed and the new file takes its
+  // name, and check that the path still names it — a writer that raced us may have replaced it
+  // already, and its new file is not ours to replace.
   int old_fd = -1;
-  if (found.kind == PathCheck::Kind::RunDatabase) {
-    old_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (found.kind == PathCheck::Kind::RunDatabase || found.kind == PathCheck::Kind::Empty) {
+    old_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     struct stat held {}, now {};
     if (old_fd < 0 || flock(old_fd, LOCK_EX | LOCK_NB) != 0 || fstat(old_fd, &held) != 0 ||
         lstat(path.c_str(), &now) != 0 || held.st_ino != now.st_ino || held.st_dev != now.st_dev) {
       if (old_fd >= 0) ::close(old_fd);
+      ::unlink(temp.path.c_str());
+      ::close(lock_fd_);
+      lock_fd_ = -1;
       throw UserError(o.field, path + " is being written or replaced by another trainscope process",
                       "wait for it to finish or choose another path");
     }
-    for (const char* suffix : {"-wal", "-shm", ""}) {
+    for (const char* suffix : {"-wal", "-shm"}) {  // the old database's: they must not meet the new one
       const std::string p = path + suffix;
       struct stat st {};
       if (lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) unlink(p.c_str());
     }
   }
-  // O_EXCL: of two writers started at once, exactly one creates the file.
-  lock_fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0 && old_fd >= 0) ::close(old_fd);
-  if (lock_fd_ < 0) {
-    if (errno == EEXIST)
-      throw UserError(o.field, path + " was just created by another process", "choose another path");
-    throw UserError(o.field, "cannot create " + path + ": " + std::strerror(errno), "choose a writable path");
+  try {
+    // link(2) for a new path: of two writers started at once, exactly one takes it.
+    files::place(temp.path, path, old_fd >= 0 ? files::Existing::Replace : files::Existing::Refuse, o.field);
+  } catch (...) {
+    if (old_fd >= 0) ::close(old_fd);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw;
   }
-  flock(lock_fd_, LOCK_EX | LOCK_NB);  // a file we just created: nobody else can hold it
-  if (old_fd >= 0) ::close(old_fd);    // the replaced file's lock, now that ours is held
-  db_ = std::make_unique<Database>(path, Database::Mode::Create);
+  if (old_fd >= 0) ::close(old_fd);  // the replaced file's lock, now that ours holds the path
+  db_ = std::make_unique<Database>(path, Database::Mode::ReadWrite);
   if (o.bulk)  // written in big sequential batches and rebuilt if lost: no fsync
-    db_->exec("PRAGMA page_size=65536; PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;");
+    db_->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;");
   else
     db_->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
-  createSchema(*db_);
-  setMeta("schema_version", std::to_string(kSchemaVersion));
-  setMeta("writer_pid", std::to_string(getpid()));
-  setMeta("writer_host", hostName());
   strings_loaded_ = true;  // a new file has no strings yet
 }
 

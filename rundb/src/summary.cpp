@@ -67,6 +67,8 @@ double percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (idx - double(lo));
 }
 
+int64_t spanNs(int64_t begin, int64_t end) { return satSub(end, begin); }
+
 bool isCommKernel(const std::string& name) {
   return name.rfind("nccl", 0) == 0 || name.find("ncclDevKernel") != std::string::npos ||
          name.find("ncclKernel") != std::string::npos;
@@ -165,6 +167,152 @@ RunSummary summarizeSteps(const std::vector<Step>& steps, int64_t world, const s
   return fromSteps(steps, world, workload, peak_flops, skip);
 }
 
+namespace {
+
+// A collective seen from the CPU: Gloo's and NCCL's record_function annotations ("gloo:all_reduce",
+// "nccl:all_reduce") and c10d's ops, as a CPU-only profiler trace holds them.
+bool isCollectiveAnnotation(const std::string& n) {
+  return n.rfind("gloo:", 0) == 0 || n.rfind("nccl:", 0) == 0 || n.rfind("c10d::", 0) == 0 ||
+         n == "record_param_comms" || n.rfind(std::string(names::kCollective) + "/", 0) == 0;
+}
+
+// What one rank's trace says it did, as intervals by category, and the device events with their
+// correlation ids (to tie them to the steps that launched them).
+struct RankEvents {
+  std::vector<Interval> compute, comm, memory;
+  struct Device {
+    int64_t start, end, correlation;
+  };
+  std::vector<Device> device;
+  std::string source;  // "kernels", "ranges", "host_ops", "annotations" or ""
+};
+
+RankEvents readRank(RunReader& reader, int64_t rank, const std::set<StringId>& compute_names) {
+  RankEvents ev;
+  bool kernels = false;
+  for (const Kernel& k : reader.events<Kernel>(rank)) {
+    (isCommKernel(reader.string(k.name)) ? ev.comm : ev.compute).push_back({k.start_ns, k.end_ns});
+    ev.device.push_back({k.start_ns, k.end_ns, k.correlation});
+    kernels = true;
+  }
+  for (const Memcpy& m : reader.events<Memcpy>(rank)) {
+    ev.memory.push_back({m.start_ns, m.end_ns});
+    ev.device.push_back({m.start_ns, m.end_ns, m.correlation});
+  }
+  for (const Memset& m : reader.events<Memset>(rank)) {
+    ev.memory.push_back({m.start_ns, m.end_ns});
+    ev.device.push_back({m.start_ns, m.end_ns, m.correlation});
+  }
+  if (!ev.device.empty()) {
+    // A GPU trace: communication is what NCCL's kernels ran. The CPU's collective calls (our
+    // collectives rows, record_param_comms) span the launch, not the transfer: not counted.
+    if (kernels) ev.source = "kernels";
+    return ev;
+  }
+  // A CPU trace: compute is the runtime's compute ranges, else the CPU ops, else the annotations
+  // that are neither steps nor collectives; communication is the collectives and the collective
+  // annotations.
+  std::vector<Interval> annotations;
+  for (const Range& r : reader.events<Range>(rank)) {
+    if (compute_names.count(r.name)) {
+      ev.compute.push_back({r.start_ns, r.end_ns});
+      continue;
+    }
+    const std::string& n = reader.string(r.name);
+    if (isCollectiveAnnotation(n)) ev.comm.push_back({r.start_ns, r.end_ns});
+    else if (n.rfind("ProfilerStep#", 0) != 0 && n != names::kStep) annotations.push_back({r.start_ns, r.end_ns});
+  }
+  if (!ev.compute.empty()) ev.source = "ranges";
+  if (ev.compute.empty()) {
+    for (const HostOp& h : reader.events<HostOp>(rank)) {
+      if (isCollectiveAnnotation(reader.string(h.name))) ev.comm.push_back({h.start_ns, h.end_ns});
+      else ev.compute.push_back({h.start_ns, h.end_ns});
+    }
+    if (!ev.compute.empty()) ev.source = "host_ops";
+  }
+  if (ev.compute.empty() && !annotations.empty()) {
+    ev.compute = std::move(annotations);
+    ev.source = "annotations";
+  }
+  for (const Collective& c : reader.collectives(rank)) ev.comm.push_back({c.start_ns, c.end_ns});
+  return ev;
+}
+
+// The GPU windows of the counted steps (definitions in summary.h): each device event belongs to
+// the step whose CPU window holds its launch; a step's window runs from its first device event to
+// the next step's first (the last one's to the end of the last device event of any counted step),
+// so the windows never overlap and leave no gap. Empty when no device event could be tied to a
+// counted step.
+std::vector<Interval> gpuWindows(RunReader& reader, RankSummary& rs, const std::vector<Interval>& cw,
+                                 const RankEvents& ev, bool& no_launches) {
+  std::unordered_map<int64_t, int64_t> launch;  // correlation → launch time
+  for (const ApiCall& a : reader.events<ApiCall>(rs.rank))
+    if (a.correlation >= 0) launch.emplace(a.correlation, a.start_ns);
+  if (launch.empty()) {
+    no_launches = true;
+    return {};
+  }
+  std::vector<int64_t> first(cw.size(), INT64_MAX);
+  int64_t last_end = INT64_MIN;
+  for (const RankEvents::Device& d : ev.device) {
+    auto it = d.correlation >= 0 ? launch.find(d.correlation) : launch.end();
+    if (it == launch.end()) {
+      ++rs.unattributed_events;
+      rs.unattributed_s += double(satSub(d.end, d.start)) * 1e-9;
+      continue;
+    }
+    const int64_t t = it->second;
+    auto w = std::partition_point(cw.begin(), cw.end(), [t](const Interval& x) { return x.begin <= t; });
+    if (w == cw.begin()) continue;
+    --w;
+    if (t >= w->end) continue;  // launched between steps, or in a warm-up step: not counted
+    int64_t& f = first[size_t(w - cw.begin())];
+    f = std::min(f, d.start);
+    last_end = std::max(last_end, d.end);
+  }
+  std::vector<int64_t> starts;
+  for (int64_t f : first)
+    if (f != INT64_MAX) starts.push_back(starts.empty() ? f : std::max(f, starts.back()));
+  std::vector<Interval> windows;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t end = i + 1 < starts.size() ? starts[i + 1] : std::max(last_end, starts[i]);
+    if (starts[i] < end) windows.push_back({starts[i], end});
+  }
+  return windows;
+}
+
+// Time by category over `windows`, per counted step (`steps`).
+Breakdown breakdownOver(const RankEvents& ev, const std::vector<Interval>& windows, int64_t steps) {
+  const auto cu = unionOf(ev.compute), co = unionOf(ev.comm), ov = intersect(cu, co);
+  std::vector<Interval> busy = cu;
+  busy.insert(busy.end(), co.begin(), co.end());
+  const auto work = unionOf(busy);
+  std::vector<Interval> everything = work;
+  const auto me = unionOf(ev.memory);
+  everything.insert(everything.end(), me.begin(), me.end());
+  const auto any = unionOf(everything);
+  // Summed in integer nanoseconds: exact, and each category is at most what ran.
+  int64_t compute = 0, comm = 0, overlap = 0, memory = 0, idle = 0;
+  for (const auto& [begin, end] : windows) {
+    compute = satAdd(compute, coveredWithin(cu, begin, end));
+    comm = satAdd(comm, coveredWithin(co, begin, end));
+    overlap = satAdd(overlap, coveredWithin(ov, begin, end));
+    const int64_t covered = coveredWithin(any, begin, end);
+    memory = satAdd(memory, satSub(covered, coveredWithin(work, begin, end)));
+    idle = satAdd(idle, satSub(satSub(end, begin), covered));
+  }
+  const double n = double(std::max<int64_t>(1, steps));
+  Breakdown b;
+  b.compute_s = double(compute) * 1e-9 / n;
+  b.comm_s = double(comm) * 1e-9 / n;
+  b.overlap_s = double(overlap) * 1e-9 / n;
+  b.memory_s = double(memory) * 1e-9 / n;
+  b.idle_s = double(idle) * 1e-9 / n;
+  return b;
+}
+
+}  // namespace
+
 RunSummary summarize(RunReader& reader, int64_t skip) {
   if (reader.meta("source") == "import") skip = 0;  // no warm-up step of ours to leave out
   std::string workload;
@@ -193,110 +341,52 @@ RunSummary summarize(RunReader& reader, int64_t skip) {
                           reader.hasEvents("host_ops") || reader.hasEvents("memcpy") || reader.hasEvents("memset");
   if (!any_events) return s;
   std::vector<double> compute_per_rank;
-  bool cpu_fallback_note = false, host_ops_note = false;
+  bool no_launches = false, unmatched = false, host_ops_note = false, annotations_note = false;
+  auto rankSource = [&](const std::string& src) {
+    static const std::map<std::string, int> order = {{"", 0}, {"annotations", 1}, {"host_ops", 2}, {"ranges", 3}, {"kernels", 4}};
+    if (order.at(src) > order.at(s.breakdown_source)) s.breakdown_source = src;
+  };
   for (RankSummary& rs : s.ranks) {
     const auto& cw = cpu_windows[rs.rank];
-    std::vector<Interval> compute, comm, memory;
-    // Device events with their correlation, to find their step.
-    struct Device {
-      int64_t start, end, correlation;
-    };
-    std::vector<Device> device;
-    for (const Kernel& k : reader.events<Kernel>(rs.rank)) {
-      (isCommKernel(reader.string(k.name)) ? comm : compute).push_back({k.start_ns, k.end_ns});
-      device.push_back({k.start_ns, k.end_ns, k.correlation});
-    }
-    for (const Memcpy& m : reader.events<Memcpy>(rs.rank)) {
-      memory.push_back({m.start_ns, m.end_ns});
-      device.push_back({m.start_ns, m.end_ns, m.correlation});
-    }
-    for (const Memset& m : reader.events<Memset>(rs.rank)) {
-      memory.push_back({m.start_ns, m.end_ns});
-      device.push_back({m.start_ns, m.end_ns, m.correlation});
-    }
-    if (!compute.empty()) {
-      s.breakdown_source = "kernels";
-    } else if (device.empty()) {
-      for (const Range& r : reader.events<Range>(rs.rank))
-        if (compute_names.count(r.name)) compute.push_back({r.start_ns, r.end_ns});
-      if (!compute.empty() && s.breakdown_source.empty()) s.breakdown_source = "ranges";
-      if (compute.empty()) {  // a trace of CPU ops only (a CPU job's profiler trace)
-        for (const HostOp& h : reader.events<HostOp>(rs.rank)) compute.push_back({h.start_ns, h.end_ns});
-        if (!compute.empty()) {
-          if (s.breakdown_source.empty()) s.breakdown_source = "host_ops";
-          host_ops_note = true;
-        }
-      }
-    }
-    for (const Collective& c : reader.collectives(rs.rank)) comm.push_back({c.start_ns, c.end_ns});
-
-    // The windows: each step's GPU work, found through the launches; else the CPU windows.
+    const RankEvents ev = readRank(reader, rs.rank, compute_names);
+    rankSource(ev.source);
+    host_ops_note |= ev.source == "host_ops";
+    annotations_note |= ev.source == "annotations";
     std::vector<Interval> windows = cw;
-    if (!device.empty()) {
-      std::unordered_map<int64_t, int64_t> launch;  // correlation → launch time
-      for (const ApiCall& a : reader.events<ApiCall>(rs.rank))
-        if (a.correlation >= 0) launch.emplace(a.correlation, a.start_ns);
-      if (launch.empty()) {
-        cpu_fallback_note = true;
-      } else {
-        std::vector<Interval> gpu(cw.size(), Interval{INT64_MAX, INT64_MIN});
-        for (const Device& d : device) {
-          auto it = d.correlation >= 0 ? launch.find(d.correlation) : launch.end();
-          if (it == launch.end()) {
-            ++rs.unattributed_events;
-            rs.unattributed_s += double(satSub(d.end, d.start)) * 1e-9;
-            continue;
-          }
-          const int64_t t = it->second;
-          auto w = std::partition_point(cw.begin(), cw.end(), [t](const Interval& x) { return x.begin <= t; });
-          if (w == cw.begin()) continue;
-          --w;
-          if (t >= w->end) continue;  // launched between steps, or in a warm-up step: not counted
-          Interval& g = gpu[size_t(w - cw.begin())];
-          g.begin = std::min(g.begin, d.start);
-          g.end = std::max(g.end, d.end);
-        }
-        windows.clear();
-        double sum = 0;
-        for (const Interval& g : gpu)
-          if (g.begin < g.end) windows.push_back(g), sum += double(satSub(g.end, g.begin)) * 1e-9;
-        if (!windows.empty()) rs.gpu_step_s = sum / double(windows.size());
+    if (!ev.device.empty()) {
+      bool none = false;
+      std::vector<Interval> gpu = gpuWindows(reader, rs, cw, ev, none);
+      no_launches |= none;
+      if (!gpu.empty()) {
+        int64_t span = 0;
+        for (const Interval& g : gpu) span = satAdd(span, satSub(g.end, g.begin));
+        rs.gpu_step_s = double(span) * 1e-9 / double(std::max<int64_t>(1, rs.steps));
+        windows = std::move(gpu);
         s.breakdown_window = "gpu";
+      } else if (!none) {
+        unmatched = true;
       }
     }
-    if (s.breakdown_window.empty()) s.breakdown_window = "cpu";
-
-    const auto cu = unionOf(compute), co = unionOf(comm), ov = intersect(cu, co);
-    std::vector<Interval> busy = cu;
-    busy.insert(busy.end(), co.begin(), co.end());
-    const auto work = unionOf(busy);
-    std::vector<Interval> everything = work;
-    const auto me = unionOf(memory);
-    everything.insert(everything.end(), me.begin(), me.end());
-    const auto any = unionOf(everything);
-    Breakdown b;
-    for (const auto& [begin, end] : windows) {
-      b.compute_s += double(coveredWithin(cu, begin, end));
-      b.comm_s += double(coveredWithin(co, begin, end));
-      b.overlap_s += double(coveredWithin(ov, begin, end));
-      const double covered = double(coveredWithin(any, begin, end));
-      b.memory_s += covered - double(coveredWithin(work, begin, end));
-      b.idle_s += double(satSub(end, begin)) - covered;
-    }
-    const double n = windows.empty() ? 1.0 : double(windows.size());
-    for (double* v : {&b.compute_s, &b.comm_s, &b.overlap_s, &b.memory_s, &b.idle_s}) *v *= 1e-9 / n;
-    rs.breakdown = b;
-    compute_per_rank.push_back(b.compute_s);
+    rs.breakdown = breakdownOver(ev, windows, rs.steps);
+    compute_per_rank.push_back(rs.breakdown->compute_s);
   }
+  if (s.breakdown_window.empty()) s.breakdown_window = "cpu";
   if (host_ops_note)
     s.notes.push_back("no GPU events in this trace: compute is the time in CPU ops (a CPU-only profile)");
-  if (cpu_fallback_note)
+  if (annotations_note)
+    s.notes.push_back("no GPU events and no CPU ops in this trace: compute is the time in its annotations "
+                      "(other than steps and collectives)");
+  if (no_launches)
     s.notes.push_back("the device events have no launch records (API calls with correlation ids): the breakdown "
                       "uses the CPU step windows, and GPU work that runs past a step is counted in the next");
+  if (unmatched)
+    s.notes.push_back("no device event's correlation id matches a launch inside a counted step: the breakdown uses "
+                      "the CPU step windows");
   for (const RankSummary& rs : s.ranks)
     if (rs.unattributed_events > 0) {
       s.notes.push_back("rank " + std::to_string(rs.rank) + ": " + std::to_string(rs.unattributed_events) +
-                        " device event(s) have no launch in the trace; counted apart, not in any step");
+                        " device event(s) have no launch in the trace: they do not place a step's window, and "
+                        "count where they ran");
     }
   if (s.ranks.size() > 1) {
     const double med = percentile(compute_per_rank, 0.5);

@@ -1,7 +1,10 @@
 // trainscope/rundb/store.h — RunStore, the one writer of run databases.
 //
 // Creating a database is careful about what is already at the path:
-//   - a new file is created with O_EXCL, so two runs started at once cannot both take the path;
+//   - a new database is made complete (schema, meta) under a random name beside the path and then
+//     linked there (link(2): of two runs started at once exactly one takes the path) or renamed over
+//     the database it replaces: a run killed at any moment leaves nothing or a database, never an
+//     empty or half-made file;
 //   - an existing path is replaced only with `overwrite`, only when it is a regular file holding a
 //     trainscope run database, and only when no other writer holds it; anything else (a device node,
 //     a directory, someone else's file) is refused with a UserError naming `field`;
@@ -91,7 +94,8 @@ class RunStore {
 // What a writer of `path` would find there: nothing, a trainscope database (and whether another
 // process is writing it, with its pid), or something that is not ours to replace.
 struct PathCheck {
-  enum class Kind { Missing, RunDatabase, Other } kind = Kind::Missing;
+  // Empty: a 0-byte regular file (nothing recorded: replaced with overwrite, like a database).
+  enum class Kind { Missing, RunDatabase, Empty, Other } kind = Kind::Missing;
   bool locked = false;
   int64_t writer_pid = 0;
   std::string what;  // for Other: what it is ("a directory", "not a trainscope run database", …)

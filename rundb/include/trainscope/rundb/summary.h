@@ -10,21 +10,29 @@
 //   MFU (HFU)       Σ model (hardware) FLOPs of every rank / Σ T_k / (world × peak per device); null
 //                   when the peak is unknown (meta.peak_flops, else derived from a step row's mfu).
 //   peak memory     per rank, the largest peak_bytes of its counted steps.
-//   breakdown       per rank, averaged per counted step, over a window per step:
-//                   - runs with GPU work (kernels, copies, sets): the step's GPU window. Each device
-//                     event belongs to the step of the CPU call that launched it (same correlation
-//                     id, the call inside the step's CPU window); the window runs from the first of
-//                     the step's device events to the end of its last. Device events whose launch is
-//                     not in the trace are counted apart (unattributed), not dropped. Without any
-//                     launch records, the CPU windows are used, and a note says so.
+//   breakdown       per rank, averaged per counted step (the sum over the rank's windows divided by its
+//                   counted steps, whether or not each launched GPU work), over a window per step:
+//                   - runs with GPU work (kernels, copies, sets): GPU windows. Each device event belongs
+//                     to the step of the CPU call that launched it (same correlation id, the call inside
+//                     the step's CPU window). A step's window runs from its first device event to the
+//                     next step's first; the last step's to the end of the last device event of any
+//                     counted step. The windows never overlap and leave no gap, so the idle time between
+//                     steps is counted, work that runs into the next step is split at its start, and
+//                     summed over the steps no category exceeds what ran. Device events without their
+//                     launch in the trace do not place a window (counted apart: unattributed) but count
+//                     where they ran. Without launch records, or when no device event can be tied to a
+//                     counted step, the CPU windows are used, and a note says so.
 //                   - other runs: the rank's CPU step windows [start, start + step time).
-//                   compute = time covered by compute (GPU kernels other than NCCL's; on runs
-//                   without kernels the ranges forward/backward/optimizer, else, for a trace of CPU
-//                   ops only, the ops, with a note), comm = covered by collectives and NCCL kernels,
-//                   overlap = covered by both, memory = covered by copies and sets and by neither of
-//                   the others, idle = the rest: compute + comm − overlap + memory + idle = window.
-//                   Absent when the file holds no events.
-//   GPU step time   per rank, the mean length of the counted steps' GPU windows (beside the CPU's).
+//                   compute = time covered by compute: GPU kernels other than NCCL's; on runs without
+//                   device events the ranges forward/backward/optimizer, else the CPU ops (a CPU job's
+//                   profiler trace), else the annotations that are neither steps nor collectives, with a
+//                   note. comm = time covered by NCCL kernels on GPU runs (the CPU's collective calls
+//                   span launches, not transfers); on CPU runs by collectives, collective annotations
+//                   (gloo:*, nccl:*, c10d::*, record_param_comms). overlap = covered by both, memory =
+//                   covered by copies and sets and by neither of the others, idle = the rest:
+//                   compute + comm − overlap + memory + idle = window. Absent when the file holds no
+//                   events.
+//   GPU step time   per rank, the GPU windows' total length per counted step (beside the CPU's).
 //   straggler       a rank whose compute per step exceeds the median rank's by more than 10%.
 #pragma once
 
@@ -87,6 +95,7 @@ std::vector<Interval> unionOf(std::vector<Interval> v);  // sorted, non-overlapp
 int64_t coveredWithin(const std::vector<Interval>& merged, int64_t begin, int64_t end);
 std::vector<Interval> intersect(const std::vector<Interval>& a, const std::vector<Interval>& b);
 double percentile(std::vector<double> v, double p);
+int64_t spanNs(int64_t begin, int64_t end);  // end − begin in int64, saturated (any file's times)
 bool isCommKernel(const std::string& name);
 
 }  // namespace trainscope::rundb
