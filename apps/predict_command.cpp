@@ -33,27 +33,49 @@ struct PredictFlags {
   std::vector<std::string> profiles;
 };
 
+namespace {
+
+// A count: a whole number of at least 1 (CLI11's PositiveNumber prints the range up to DBL_MAX).
+const CLI::Validator kCount(
+    [](std::string& v) -> std::string {
+      try {
+        size_t used = 0;
+        if (std::stoll(v, &used) >= 1 && used == v.size()) return "";
+      } catch (const std::exception&) {
+      }
+      return "must be a whole number of at least 1, not " + v;
+    },
+    "INT>=1");
+
+}  // namespace
+
 CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
   f = new PredictFlags();  // lives as long as the process
   CLI::App* c = app.add_subcommand("predict", "predict memory per rank and step time of one configuration (runs nothing)");
   c->add_option("--workload", f->workload, "workload name or JSON path")->capture_default_str();
   c->add_option("--cluster", f->cluster, "cluster preset or JSON file")->capture_default_str();
-  c->add_option("--nodes", f->nodes, "nodes (default: the cluster file's)");
-  c->add_option("--gpus", f->gpus, "devices in all (default: nodes x devices per node)");
-  c->add_option("--tp", f->tp)->capture_default_str();
-  c->add_option("--pp", f->pp)->capture_default_str();
-  c->add_option("--mbs", f->mbs)->capture_default_str();
-  c->add_option("--gbs", f->gbs, "global batch in sequences (default: mbs x dp)");
-  c->add_option("--seq", f->seq, "sequence length (default: the workload's n_positions, at most 2048)");
+  // Counts are positive: 0 or a negative value is an error naming the flag (exit 2), never a default.
+  c->add_option("--nodes", f->nodes, "nodes (default: the cluster file's)")->check(kCount);
+  c->add_option("--gpus", f->gpus, "devices in all (default: nodes x devices per node)")->check(kCount);
+  c->add_option("--tp", f->tp)->capture_default_str()->check(kCount);
+  c->add_option("--pp", f->pp)->capture_default_str()->check(kCount);
+  c->add_option("--mbs", f->mbs)->capture_default_str()->check(kCount);
+  c->add_option("--gbs", f->gbs, "global batch in sequences (default: mbs x dp)")->check(kCount);
+  c->add_option("--seq", f->seq, "sequence length (default: the workload's n_positions, at most 2048)")
+      ->check(kCount);
   c->add_option("--ckpt", f->ckpt, "none|selective|full")->capture_default_str();
   c->add_option("--precision", f->precision, "fp32|bf16|fp16")->capture_default_str();
   c->add_option("--optimizer", f->optimizer, "adamw|adafactor|adam8bit|sgd")->capture_default_str();
-  c->add_option("--zero", f->zero, "0|1")->capture_default_str();
+  c->add_option("--zero", f->zero, "0|1 (ZeRO-2/3 are not modelled yet)")->capture_default_str()->check(CLI::IsMember({"0", "1"}));
   c->add_flag("--sequence-parallel", f->sp);
   c->add_option("--pp-schedule", f->schedule, "gpipe|1f1b|interleaved")->capture_default_str();
-  c->add_option("--virtual-stages", f->virtual_stages, "interleaved: model chunks per stage")->capture_default_str();
-  c->add_option("--cpu-lanes", f->cpu_lanes, "CPU clusters: core lanes per rank")->capture_default_str();
-  c->add_option("--dp-overlap", f->dp_overlap, "share of the DP all-reduce hidden behind backward")->capture_default_str();
+  c->add_option("--virtual-stages", f->virtual_stages, "interleaved: model chunks per stage")
+      ->capture_default_str()
+      ->check(kCount);
+  c->add_option("--cpu-lanes", f->cpu_lanes, "CPU clusters: core lanes per rank")->capture_default_str()->check(kCount);
+  c->add_option("--dp-overlap", f->dp_overlap, "share of the DP all-reduce hidden behind backward, 0 to 1")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   c->add_option("--profile", f->profiles,
                 "traced run databases (trainscope run --trace) of this cluster: the step time is composed from "
                 "their measured layer costs when one has this plan's layer shape")
@@ -67,6 +89,12 @@ int runPredict(const PredictFlags& f) {
   const tn::Cluster c = tn::loadCluster(f.cluster, f.nodes);
   tn::Plan p;
   const int64_t devices = f.gpus > 0 ? f.gpus : c.devices();
+  if (devices > c.devices())
+    throw UserError("--gpus", std::to_string(devices) + " devices, but " + c.name + " has " + std::to_string(c.nodes) +
+                                  " node(s) of " + std::to_string(c.devices_per_node) + " (" +
+                                  std::to_string(c.devices()) + " devices)",
+                    "pass --nodes " + std::to_string((devices + c.devices_per_node - 1) / c.devices_per_node) +
+                        " to price a larger cluster, or fewer --gpus");
   p.tp = f.tp;
   p.pp = f.pp;
   if (p.tp < 1 || p.pp < 1 || devices % (p.tp * p.pp) != 0)

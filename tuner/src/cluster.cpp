@@ -48,9 +48,14 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw UserError("--cluster", source + " is not valid JSON (" + std::string(e.what()) + ")",
-                    "see docs/tuner.md, \"Cluster file\"");
+  } catch (const nlohmann::json::parse_error& e) {
+    // The library's text ("[json.exception.parse_error.101] parse error at line 1, …") is for
+    // programmers: say where, and what, in words.
+    const std::string what = e.what();
+    const size_t cause = what.find(": ", what.find("parse error"));
+    throw UserError("--cluster", source + " is not valid JSON (at byte " + std::to_string(e.byte) +
+                                     (cause == std::string::npos ? std::string() : ": " + what.substr(cause + 2)) + ")",
+                    "fix the file; see docs/tuner.md, \"Cluster file\"");
   }
   Cluster c;
   c.source = source;
