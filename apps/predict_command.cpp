@@ -25,11 +25,12 @@ namespace tn = trainscope::tuner;
 
 struct PredictFlags {
   std::string workload = "gpt2-124m", cluster = "h100-80gb-x8", ckpt = "none", precision = "bf16",
-              optimizer = "adamw", schedule = "1f1b";
+              optimizer = "adamw", schedule = "1f1b", framework = "trainscope";
   int64_t tp = 1, pp = 1, mbs = 1, gbs = 0, seq = 0, nodes = 0, gpus = 0, virtual_stages = 1, cpu_lanes = 1;
   int zero = 0;
   bool sp = false, json = false;
-  double dp_overlap = 0;
+  double dp_overlap = -1;  // < 0: estimated from the schedule
+  bool distributed_optimizer = false;
   std::vector<std::string> profiles;
 };
 
@@ -73,13 +74,20 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
       ->capture_default_str()
       ->check(kCount);
   c->add_option("--cpu-lanes", f->cpu_lanes, "CPU clusters: core lanes per rank")->capture_default_str()->check(kCount);
-  c->add_option("--dp-overlap", f->dp_overlap, "share of the DP all-reduce hidden behind backward, 0 to 1")
-      ->capture_default_str()
+  c->add_option("--dp-overlap", f->dp_overlap,
+                 "share of the DP all-reduce hidden behind backward, 0 to 1 (default: estimated from the schedule)")
       ->check(CLI::Range(0.0, 1.0));
   c->add_option("--profile", f->profiles,
                 "traced run databases (trainscope run --trace) of this cluster: the step time is composed from "
                 "their measured layer costs when one has this plan's layer shape")
       ->delimiter(',');
+  c->add_option("--framework", f->framework,
+                 "whose kernels and memory: trainscope (this runtime) or megatron (Megatron-LM as the published runs "
+                 "used it: unfused attention, 18 bytes per parameter)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trainscope", "megatron"}));
+  c->add_flag("--use-distributed-optimizer", f->distributed_optimizer,
+              "--framework megatron: the optimizer state sharded over DP (6 + 12/dp bytes per parameter)");
   c->add_flag("--json", f->json, "one JSON object, bytes and seconds");
   return c;
 }
@@ -120,7 +128,21 @@ int runPredict(const PredictFlags& f) {
   if (const std::string why = tn::whyInvalid(w, p); !why.empty())
     throw UserError("predict", "this configuration is not valid: " + why, "change the flag it names");
   const tn::MemoryPrediction m = tn::predictMemory(w, p);
-  tn::TimePrediction t = tn::predictTime(w, p, c, {f.dp_overlap});
+  const tn::Framework framework = tn::parseFramework(f.framework);
+  if (f.distributed_optimizer && framework != tn::Framework::Megatron)
+    throw UserError("--use-distributed-optimizer", "is Megatron-LM's flag", "add --framework megatron, or use --zero 1");
+  tn::TimePrediction t = tn::predictTime(w, p, c, {f.dp_overlap, framework});
+  // Megatron-LM's parameters and optimizer state per stage (its theoretical_memory_usage and the
+  // distributed-optimizer docs): 16-bit weights, fp32 main gradients, fp32 master weights and Adam
+  // moments = 18 bytes per parameter, or 6 + 12/dp with the distributed optimizer. Layers only, as
+  // Korthikanti et al.'s Figure 1 counts them; the stage's embedding or head shard beside it.
+  const double megatron_bytes_per_param = f.distributed_optimizer ? 6.0 + 12.0 / double(p.dp) : 18.0;
+  const double layer_params = 12.0 * double(w.n_embd) * double(w.n_embd) + 13.0 * double(w.n_embd);
+  auto megatronParamsOpt = [&](int64_t stage) {
+    return int64_t(megatron_bytes_per_param * layer_params * double(tn::layersOfStage(w.n_layer, p.pp, stage)) /
+                   double(p.tp));
+  };
+  const int64_t embedding_opt = int64_t(megatron_bytes_per_param * double(w.vocab_size) * double(w.n_embd) / double(p.tp));
   // Measured layer costs from profiled runs of this cluster, when one has this plan's layer shape.
   std::string time_source = "analytic";
   if (!f.profiles.empty()) {
@@ -165,11 +187,15 @@ int runPredict(const PredictFlags& f) {
                              {"lane_grads_bytes", s.lane_grads}, {"lane_fresh_bytes", s.lane_fresh},
                              {"sync_bytes", s.sync}, {"peak_in", s.peakPhase()},
                              {"total_bytes", s.total()}, {"microbatches_in_flight", s.inflight},
-                             {"megatron_activations_bytes", s.megatron_activations}});
+                             {"megatron_activations_bytes", s.megatron_activations},
+                             {"megatron_params_opt_bytes", megatronParamsOpt(s.stage)},
+                             {"megatron_embedding_opt_bytes", s.stage == 0 || s.stage == p.pp - 1 ? embedding_opt : 0}});
     j["time"] = {{"compute_s", t.compute_s}, {"recompute_s", t.recompute_s}, {"tp_comm_s", t.tp_comm_s},
                  {"dp_comm_s", t.dp_comm_s}, {"pp_comm_s", t.pp_comm_s}, {"bubble_s", t.bubble_s},
                  {"optimizer_s", t.optimizer_s}, {"other_s", t.other_s}, {"step_s", t.step_s}};
     j["time_source"] = time_source;
+    j["framework"] = f.framework;
+    j["time"]["bound"] = t.bound;
     j["tokens_per_s"] = t.tokens_per_s;
     j["mfu"] = t.mfu;
     std::cout << j.dump() << "\n";
@@ -200,6 +226,10 @@ int runPredict(const PredictFlags& f) {
               time_source.c_str(), t.step_s, t.compute_s, t.recompute_s, t.tp_comm_s, t.dp_comm_s, t.pp_comm_s,
               t.bubble_s, t.optimizer_s, t.other_s);
   if (t.measured) std::printf("(measured layer times include their TP collectives)\n");
+  if (!t.bound.empty()) std::printf("kernels of %s; each micro-batch bound by the %s\n", f.framework.c_str(), t.bound.c_str());
+  if (framework == tn::Framework::Megatron)
+    std::printf("Megatron-LM parameters + optimizer (%.4g bytes/parameter): stage 0 %.2f GiB in its layers\n",
+                megatron_bytes_per_param, gib(megatronParamsOpt(0)));
   std::printf("throughput %.0f tokens/s, MFU %.1f%%\n", t.tokens_per_s, t.mfu * 100);
   return 0;
 }

@@ -274,7 +274,8 @@ TEST(TimeModel, BreakdownAddsUpAndTheBubbleFollowsTheSchedule) {
   const auto t = tn::predictTime(w, p, c);
   EXPECT_NEAR(t.step_s, t.compute_s + t.recompute_s + t.tp_comm_s + t.dp_comm_s + t.pp_comm_s + t.bubble_s + t.optimizer_s,
               1e-12);
-  EXPECT_NEAR(t.bubble_s, t.compute_s * 3.0 / 16.0, 1e-12);  // (p − 1)/M, M = 64/(1·4) = 16
+  // (p − 1) micro-batch times of the slowest stage (its kernels and TP collectives), M = 64/(1·4) = 16.
+  EXPECT_NEAR(t.bubble_s, (t.compute_s + t.recompute_s + t.tp_comm_s) * 3.0 / 16.0, 1e-12);
   tn::Plan v = p;
   v.virtual_stages = 2;
   EXPECT_NEAR(tn::predictTime(w, v, c).bubble_s, t.bubble_s / 2, 1e-12);
@@ -318,4 +319,149 @@ TEST(Clusters, CollectiveFitRecoversAlphaAndBetaAndTheFileLoads) {
   EXPECT_NEAR(c.matmulEfficiency(1e6), 0.02, 1e-9);
   EXPECT_NEAR(c.intra_node.latency, 40e-6, 1e-8);
   EXPECT_EQ(c.memory_bytes, int64_t(1) << 30);
+}
+
+// ---- workload files: unknown keys, the stock Hugging Face config, absurd sizes ------------------
+
+namespace {
+std::string loadError(const std::string& name, const std::string& json, std::string* field = nullptr) {
+  const std::string p = tempPath(name);
+  std::ofstream(p) << json;
+  try {
+    wl::load(p);
+  } catch (const UserError& e) {
+    if (field) *field = e.field();
+    return e.what();
+  }
+  return "";
+}
+const char* kShape = R"("n_layer":2,"n_head":2,"n_embd":32,"n_positions":64,"vocab_size":128)";
+}  // namespace
+
+TEST(Workloads, UnknownKeysInAWorkloadFileAreRefusedNamingTheNearestKnownKey) {
+  std::string field;
+  // A misspelling: the key it meant is named.
+  std::string e = loadError("typo.json", std::string("{") + kShape + R"(,"dropuot":0.1})", &field);
+  EXPECT_EQ(field, "workload.dropuot") << e;
+  EXPECT_NE(e.find("unknown key \"dropuot\""), std::string::npos) << e;
+  EXPECT_NE(e.find("nearest known key"), std::string::npos) << e;
+  // An extra n_layers beside n_layer.
+  e = loadError("extra.json", std::string("{") + kShape + R"(,"n_layers":48})", &field);
+  EXPECT_EQ(field, "workload.n_layers") << e;
+  EXPECT_NE(e.find("did you mean \"n_layer\"? (that key is set as well)"), std::string::npos) << e;
+  // A key of another architecture.
+  e = loadError("moe.json", std::string("{") + kShape + R"(,"n_experts":8})", &field);
+  EXPECT_EQ(field, "workload.n_experts") << e;
+  // A Hugging Face key in a trainscope file: says how the two formats are told apart.
+  e = loadError("hfkey.json", std::string("{") + kShape + R"(,"resid_pdrop":0.1})", &field);
+  EXPECT_EQ(field, "workload.resid_pdrop") << e;
+  EXPECT_NE(e.find("\"model_type\": \"gpt2\""), std::string::npos) << e;
+  // Known keys still load.
+  EXPECT_EQ(loadError("ok.json", std::string("{") + kShape + R"(,"name":"x","description":"y","n_ctx":64})"), "");
+}
+
+TEST(Workloads, TheStockHuggingFaceGpt2ConfigLoadsWithANoteThatDropoutIsNotTrained) {
+  // openai-community/gpt2's config.json, as downloaded.
+  const std::string p = tempPath("gpt2-config.json");
+  std::ofstream(p) << R"({
+  "activation_function": "gelu_new",
+  "architectures": [
+    "GPT2LMHeadModel"
+  ],
+  "attn_pdrop": 0.1,
+  "bos_token_id": 50256,
+  "embd_pdrop": 0.1,
+  "eos_token_id": 50256,
+  "initializer_range": 0.02,
+  "layer_norm_epsilon": 1e-05,
+  "model_type": "gpt2",
+  "n_ctx": 1024,
+  "n_embd": 768,
+  "n_head": 12,
+  "n_layer": 12,
+  "n_positions": 1024,
+  "resid_pdrop": 0.1,
+  "summary_activation": null,
+  "summary_first_dropout": 0.1,
+  "summary_proj_to_labels": true,
+  "summary_type": "cls_index",
+  "summary_use_proj": true,
+  "task_specific_params": {
+    "text-generation": {
+      "do_sample": true,
+      "max_length": 50
+    }
+  },
+  "vocab_size": 50257
+}
+)";
+  const wl::Workload w = wl::load(p);
+  EXPECT_EQ(w.parameterCount(), 124439808);
+  ASSERT_EQ(w.notes.size(), 1u);
+  EXPECT_NE(w.notes[0].find("resid_pdrop 0.1, embd_pdrop 0.1, attn_pdrop 0.1"), std::string::npos) << w.notes[0];
+  EXPECT_NE(w.notes[0].find("trains without dropout"), std::string::npos) << w.notes[0];
+}
+
+TEST(Workloads, ModelTypeMustBeTheStringGpt2AndHuggingFaceTyposAreRefused) {
+  std::string field;
+  for (const char* type : {"5", "null", "\"llama\"", "[\"gpt2\"]"}) {
+    const std::string e = loadError("type.json", std::string("{") + kShape + ",\"model_type\":" + type + "}", &field);
+    EXPECT_EQ(field, "workload.model_type") << type << ": " << e;
+  }
+  // In a Hugging Face config, transformers' other keys load; a misspelt or unknown shape key does not.
+  const std::string hf = std::string("{\"model_type\":\"gpt2\",") + kShape;
+  EXPECT_EQ(loadError("hf.json", hf + R"(,"transformers_version":"4.44.0","use_cache":true,"torch_dtype":"float32"})"), "");
+  EXPECT_NE(loadError("hf-typo.json", hf + R"(,"n_layers":24})", &field), "");
+  EXPECT_EQ(field, "workload.n_layers");
+  EXPECT_NE(loadError("hf-moe.json", hf + R"(,"n_experts":8})", &field), "");
+  EXPECT_EQ(field, "workload.n_experts");
+  EXPECT_NE(loadError("hf-act.json", hf + R"(,"activation_function":5})", &field), "");
+  EXPECT_EQ(field, "workload.activation_function");
+  EXPECT_NE(loadError("hf-drop.json", hf + R"(,"attn_pdrop":1.5})", &field), "");
+  EXPECT_EQ(field, "workload.attn_pdrop");
+}
+
+TEST(Workloads, AbsurdSizesAreRefusedBeforeAnyModelIsBuilt) {
+  std::string field;
+  // 2^31 - 1 layers: the memory model's per-layer tensor list would allocate until killed.
+  std::string e = loadError("deep.json", R"({"n_layer":2147483647,"n_head":2,"n_embd":32,"n_positions":64,"vocab_size":128})",
+                            &field);
+  EXPECT_EQ(field, "workload.n_layer") << e;
+  // 12·C² overflows int64 for C = 2^31 - 1 (n_head 1 divides it).
+  e = loadError("wide.json", R"({"n_layer":1,"n_head":1,"n_embd":2147483647,"n_positions":64,"vocab_size":128})", &field);
+  EXPECT_EQ(field, "workload") << e;
+  EXPECT_NE(e.find("parameters, beyond what trainscope models"), std::string::npos) << e;
+  EXPECT_NO_THROW(wl::load("gpt3-175b"));
+}
+
+TEST(Config, Adam8bitBlockAndThreadsHaveBoundsAndLanesAreRefusedByResolve) {
+  auto fieldOf = [](rt::TrainConfig c) {
+    try {
+      rt::resolve(c);
+    } catch (const UserError& e) {
+      return e.field();
+    }
+    return std::string();
+  };
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.optimizer = rt::OptimizerKind::Adam8bit;
+  c.adam8bit_block = 2147483647;  // every bias would hold two 2 GiB blocks; the memory model assumes 256
+  EXPECT_EQ(fieldOf(c), "--adam8bit-block");
+  c.adam8bit_block = 4096;
+  EXPECT_EQ(fieldOf(c), "");
+  rt::TrainConfig t;
+  t.workload = "tiny";
+  t.threads = 100000;
+  t.oversubscribe = true;  // still refused: it would only livelock the host
+  EXPECT_EQ(fieldOf(t), "--threads");
+  // Lanes that the config rules out are refused by resolve(), which the launcher runs once.
+  rt::TrainConfig l;
+  l.workload = "tiny";
+  l.nproc = 2;
+  l.mbs = 2;
+  l.cpu_lanes = 2;
+  EXPECT_EQ(fieldOf(l), "--cpu-lanes");
+  l.local_sgd = 1;  // no gradient all-reduce: lanes are fine
+  EXPECT_EQ(fieldOf(l), "");
 }

@@ -93,11 +93,22 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
   }
   c.vector_flops = num(j, "vector_flops", false, 0);
   c.memory_bandwidth = num(j, "memory_bandwidth", true, 0);
+  c.sm_count = int64_t(num(j, "sm_count", false, 0));
+  c.memory_efficiency = num(j, "memory_efficiency", false, 1.0);
+  c.kernel_floor_s = num(j, "kernel_floor_s", false, 0);
+  c.dispatch_s = num(j, "dispatch_s", false, 0);
+  c.sustained_clock = num(j, "sustained_clock", false, 1.0);
+  if (c.sustained_clock <= 0 || c.sustained_clock > 1)
+    throw UserError(field("sustained_clock"), "must lie in (0, 1]", "the sustained clock over the boost clock");
+  if (c.sm_count < 0 || c.memory_efficiency <= 0 || c.memory_efficiency > 1 || c.kernel_floor_s < 0 || c.dispatch_s < 0)
+    throw UserError(field("sm_count/memory_efficiency/kernel_floor_s/dispatch_s"),
+                    "out of range (sm_count >= 0, 0 < memory_efficiency <= 1, times >= 0)", "see docs/tuner.md, \"Cluster file\"");
   for (auto [key, tier] : {std::pair{"intra_node", &c.intra_node}, {"inter_node", &c.inter_node}}) {
     if (!j.contains(key)) throw UserError(field(key), "is missing", "give bandwidth (bytes/s), efficiency, latency (s)");
     tier->bandwidth = num(j[key], "bandwidth", true, 0);
     tier->efficiency = num(j[key], "efficiency", false, 1);
     tier->latency = num(j[key], "latency", false, 0);
+    tier->half_bytes = num(j[key], "half_bytes", false, 0);
   }
   if (j.contains("sources"))
     for (const auto& s : j["sources"]) c.sources.push_back(s.is_string() ? s.get<std::string>() : s.dump());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu_time.h"
 #include "trainscope/workloads/flops.h"
 
 namespace trainscope::tuner {
@@ -25,6 +26,9 @@ double collective(const NetworkTier& tier, double bytes, double n, double factor
 }  // namespace
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
+  if (c.kind == "gpu") return gpu::predict(w, p, c, o);
+  // A CPU cluster: the layer's GEMMs and memory-bound work in aggregate (the tuner replaces this with
+  // measured layer costs after its profile trials).
   TimePrediction r;
   const double h = double(w.n_embd), V = double((w.vocab_size + p.tp - 1) / p.tp * p.tp), a = double(w.n_head);
   const double s = double(p.seq), b = double(p.mbs), t = double(p.tp), e = double(p.elementBytes());

@@ -19,6 +19,8 @@ struct NetworkTier {
   double bandwidth = 0;   // bytes/s per device, one direction
   double efficiency = 1;  // achieved share of the bandwidth for large messages
   double latency = 0;     // seconds per collective step (alpha)
+  double half_bytes = 0;  // message size at which a collective reaches half its large-message bus
+                          // bandwidth (0: every size at full rate)
 };
 
 struct Cluster {
@@ -28,6 +30,12 @@ struct Cluster {
   std::map<std::string, double> peak_flops;                 // dense, per dtype: fp32, bf16, fp16 …
   std::vector<std::pair<double, double>> matmul_efficiency; // (GEMM FLOPs, achieved share), ascending
   double vector_flops = 0, memory_bandwidth = 0;            // per device
+  // GPU kernel physics (docs/tuner.md, "GPU time model"); 0 leaves a term out.
+  int64_t sm_count = 0;            // streaming multiprocessors: GEMM tiles are quantised into waves
+  double memory_efficiency = 1.0;  // achieved share of memory_bandwidth by streaming kernels
+  double kernel_floor_s = 0;       // the least a kernel takes on the device (launch to end)
+  double dispatch_s = 0;           // the framework's host time to issue one op (eager PyTorch)
+  double sustained_clock = 1.0;    // tensor-core clock under sustained load / the clock peak_flops assumes
   NetworkTier intra_node, inter_node;
   std::vector<std::string> sources;
 

@@ -1,4 +1,8 @@
-// trainscope/tuner/time_model.h — predicted step time of a plan on a cluster (docs/tuner.md), in the
+// trainscope/tuner/time_model.h — predicted step time of a plan on a cluster (docs/tuner.md). GPU
+// clusters: every kernel of the layer's op list (layer_ops.h) priced by its shape — GEMMs with
+// tile/wave quantisation and a roofline, memory-bound kernels at achieved bandwidth, each at least
+// the device's kernel floor, the step bound by the longer of the device stream and the host's
+// per-op dispatch; collectives with size-dependent bus bandwidth. CPU clusters, in the
 // manner of Calculon (Isaev et al., SC'23): per layer, GEMM FLOPs at the cluster's size-dependent
 // matrix efficiency, memory-bound work (LayerNorm, GELU, softmax, residual adds, the optimizer) at
 // memory bandwidth, collectives by α–β with nccl-tests' per-collective factors (all-reduce 2(n−1)/n,
@@ -7,7 +11,10 @@
 // with backward by the share `dp_overlap` (measured where a run exists).
 #pragma once
 
+#include <string>
+
 #include "trainscope/tuner/cluster.h"
+#include "trainscope/tuner/layer_ops.h"
 #include "trainscope/tuner/plan.h"
 
 namespace trainscope::tuner {
@@ -26,10 +33,17 @@ struct TimePrediction {
   double model_flops = 0;    // per step, the whole model (Narayanan et al. 2021)
   double mfu = 0;            // model FLOP/s / (world × peak)
   bool measured = false;     // composed from measured layer costs (profile.h), not the analytic model
+  // GPU clusters: what bounds a micro-batch's time on the slowest stage: "device" (the GPU's
+  // kernels and collectives) or "host launch" (the framework's per-op dispatch on the CPU, when
+  // the kernels are tiny).
+  std::string bound;
 };
 
 struct TimeOptions {
-  double dp_overlap = 0.0;   // share of the DP all-reduce hidden behind backward
+  // Share of the DP gradient reduction hidden behind backward; < 0: estimated from the schedule
+  // (GPU clusters: what is left after the last micro-batch's backward; CPU clusters: none).
+  double dp_overlap = -1.0;
+  Framework framework = Framework::Trainscope;  // GPU clusters: whose kernels (layer_ops.h)
 };
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o = {});

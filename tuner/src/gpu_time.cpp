@@ -1,0 +1,168 @@
+// gpu_time.cpp — step time of a plan on a GPU cluster from its kernels (derivation and sources in
+// docs/tuner.md, "GPU time model").
+//
+//   kernel      GEMM: max(FLOPs / (peak · eff(FLOPs) · waves), operand bytes / achieved bandwidth,
+//               floor); memory-bound: max(bytes / achieved bandwidth, floor).
+//   micro-batch on a stage: device = Σ its layers' kernels + their TP collectives (+ the head, the
+//               embedding); host = its framework ops × dispatch; the longer bounds it.
+//   step        pipeline: (M + (p − 1)/v) micro-batch times + the sends; DP gradient reduction (the
+//               part not hidden behind the last backward); the optimizer's passes.
+#include "gpu_time.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainscope/workloads/flops.h"
+
+namespace trainscope::tuner::gpu {
+namespace {
+
+using runtime::Checkpointing;
+
+constexpr double kTile = 128.0;  // a CTA's output tile edge in cuBLAS's large-GEMM kernels
+// Framework ops a layer issues per micro-batch (kernels, views, autograd bookkeeping): counted on
+// Megatron-LM's GPT layer in eager PyTorch — 25 forward, about twice that backward.
+constexpr double kHostOpsForward = 25, kHostOpsBackward = 50;
+constexpr double kDdpBucketBytes = 25.0 * (1 << 20);  // PyTorch DDP's default bucket
+
+const char* dtypeOf(runtime::Precision p) {
+  return p == runtime::Precision::BF16 ? "bf16" : p == runtime::Precision::FP16 ? "fp16" : "fp32";
+}
+
+double sum(const std::vector<Op>& ops, const Cluster& c, double peak, double e) {
+  double t = 0;
+  for (const Op& o : ops) t += o.kind == Op::Kind::Gemm ? gemmSeconds(o, c, peak, e) : memorySeconds(o, c);
+  return t;
+}
+
+}  // namespace
+
+double gemmSeconds(const Op& g, const Cluster& c, double peak, double e) {
+  const double flops = g.flops();
+  double eff = c.matmulEfficiency(flops);
+  if (g.efficiency_cap > 0) eff = std::min(eff, g.efficiency_cap);
+  if (c.sm_count > 0) {  // tiles fill the SMs in waves; the last wave's idle SMs are lost
+    const double tiles = std::ceil(g.m / kTile) * std::ceil(g.n / kTile) * g.batch;
+    const double sms = double(c.sm_count), waves = std::ceil(tiles / sms);
+    eff *= tiles / (waves * sms);
+  }
+  const double compute = flops / (peak * std::max(eff, 1e-6));
+  const double bytes = g.bytes > 0 ? g.bytes : (g.m * g.k + g.k * g.n + g.m * g.n) * g.batch * e;
+  const double memory = bytes / (c.memory_bandwidth * c.memory_efficiency);
+  return std::max({compute, memory, c.kernel_floor_s});
+}
+
+double memorySeconds(const Op& m, const Cluster& c) {
+  return std::max(m.bytes / (c.memory_bandwidth * c.memory_efficiency), c.kernel_floor_s);
+}
+
+double collectiveSeconds(const NetworkTier& tier, double bytes, double n, double factor) {
+  if (n <= 1 || bytes <= 0) return 0;
+  double busbw = tier.bandwidth * tier.efficiency;
+  if (tier.half_bytes > 0) busbw *= bytes / (bytes + tier.half_bytes);  // small messages: latency-bound protocols
+  return tier.latency * (1.0 + std::log2(n)) + bytes * factor / std::max(busbw, 1.0);
+}
+
+TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
+  TimePrediction r;
+  const bool megatron = o.framework == Framework::Megatron;
+  const double e = double(p.elementBytes()), t = double(p.tp), M = double(p.ga());
+  // Tensor cores run at the clock the board sustains at its power limit, not at the boost clock the
+  // datasheet's peak is quoted at (A100: 1305 of 1410 MHz under HPL).
+  const double peak = c.peak(dtypeOf(p.precision)) * c.sustained_clock;
+  const LayerOps layer = layerOps(w, p, o.framework), head = headOps(w, p, o.framework), emb = embeddingOps(w, p);
+
+  // Tensor parallelism per layer: 2 all-reduces forward and 2 backward of the (b, s, h) activation
+  // (under SP: an all-gather and a reduce-scatter in place of each, the same bus bytes), 2 more
+  // when full recomputation reruns the forward. Inside a node unless the group spans nodes.
+  const NetworkTier& tp_tier = p.tp <= c.devices_per_node ? c.intra_node : c.inter_node;
+  const double act_bytes = double(p.mbs) * double(p.seq) * double(w.n_embd) * e;
+  // Sequence parallelism keeps only the local shard of a column-parallel GEMM's input, so backward
+  // all-gathers it again for the weight gradient (Korthikanti et al. 2022, §4.2.2): 2 more
+  // all-gathers per layer.
+  const double gather = collectiveSeconds(tp_tier, act_bytes, t, (t - 1) / t);
+  const double all_reduce = collectiveSeconds(tp_tier, act_bytes, t, 2.0 * (t - 1) / t);
+  const double tp_fwd = p.tp <= 1 ? 0 : p.sequence_parallel ? 4.0 * gather : 2.0 * all_reduce;
+  const double tp_bwd = p.tp <= 1 ? 0 : p.sequence_parallel ? 6.0 * gather : 2.0 * all_reduce;
+  const double tp_rec = p.ckpt == Checkpointing::Full ? tp_fwd : 0;
+
+  // One layer, one micro-batch: the device's time and the host's.
+  const double layer_fwd = sum(layer.forward, c, peak, e), layer_bwd = sum(layer.backward, c, peak, e);
+  const double layer_rec = sum(layer.recompute, c, peak, e);
+  const double host_layer = c.dispatch_s * (kHostOpsForward * (p.ckpt == Checkpointing::Full ? 2 : 1) +
+                                            kHostOpsBackward);
+
+  // The slowest stage: the first holds ⌈L/p⌉ layers and the embedding, the last ⌊L/p⌋ and the head.
+  const double first_layers = double(layersOfStage(w.n_layer, p.pp, 0));
+  const double last_layers = double(layersOfStage(w.n_layer, p.pp, p.pp - 1));
+  struct Stage {
+    double device_fwd, device_bwd, recompute, tp, host;
+  };
+  auto stage = [&](double layers, bool first, bool last) {
+    Stage s{};
+    s.device_fwd = layers * layer_fwd + (first ? sum(emb.forward, c, peak, e) : 0) + (last ? sum(head.forward, c, peak, e) : 0);
+    s.device_bwd = layers * layer_bwd + (first ? sum(emb.backward, c, peak, e) : 0) + (last ? sum(head.backward, c, peak, e) : 0);
+    s.recompute = layers * layer_rec;
+    s.tp = layers * (tp_fwd + tp_bwd + tp_rec);
+    s.host = layers * host_layer + (last ? 8 * c.dispatch_s : 0);
+    return s;
+  };
+  const Stage a = stage(first_layers, true, p.pp == 1), z = stage(last_layers, false, true);
+  auto total = [](const Stage& s) { return std::max(s.device_fwd + s.device_bwd + s.recompute + s.tp, s.host); };
+  const Stage& slow = p.pp == 1 || total(a) >= total(z) ? a : z;
+  const double device = slow.device_fwd + slow.device_bwd + slow.recompute + slow.tp;
+  const double per_micro = std::max(device, slow.host);
+  r.bound = slow.host > device ? "host launch" : "device";
+  const double scale = per_micro / std::max(device, 1e-30);  // a host-bound micro-batch stretches every part
+  r.compute_s = M * (slow.device_fwd + slow.device_bwd) * scale;
+  r.recompute_s = M * slow.recompute * scale;
+  r.tp_comm_s = M * slow.tp * scale;
+
+  // Pipeline: the bubble is (p − 1)/v micro-batch times; each micro-batch crosses each boundary
+  // forward and backward, once per model chunk (Megatron's scatter-gather sends 1/t of the activation
+  // between nodes and all-gathers it inside the node).
+  if (p.pp > 1) {
+    const double v = double(std::max<int64_t>(1, p.virtual_stages));
+    r.bubble_s = (double(p.pp) - 1.0) / v * per_micro;
+    const bool across = p.tp * p.pp > c.devices_per_node;
+    const NetworkTier& tier = across ? c.inter_node : c.intra_node;
+    const double bytes = act_bytes / (p.sequence_parallel || across ? t : 1.0);
+    r.pp_comm_s = 2.0 * M * v * collectiveSeconds(tier, bytes, 2, 1.0);
+  }
+
+  // Data parallelism: the gradients of one (tp, pp) shard reduced across DP (ZeRO-1: reduce-scatter
+  // + all-gather, the same bus bytes). Megatron-LM's published runs reduce after the backward; this
+  // runtime overlaps bucket by bucket, so what shows is the larger of the last bucket and what the
+  // last micro-batch's backward could not hide.
+  const double params_per_rank = double(w.parameterCount()) / (t * double(p.pp));
+  if (p.dp > 1) {
+    const double grad_bytes = megatron ? (p.precision == runtime::Precision::FP16 ? 2.0 : 4.0) : 4.0;
+    const NetworkTier& tier = p.world() > c.devices_per_node ? c.inter_node : c.intra_node;
+    const double dp = double(p.dp), bytes = params_per_rank * grad_bytes;
+    const double full = collectiveSeconds(tier, bytes, dp, 2.0 * (dp - 1) / dp);
+    double hidden = 0;
+    if (o.dp_overlap >= 0) {
+      hidden = std::clamp(o.dp_overlap, 0.0, 1.0) * full;
+    } else if (!megatron) {
+      const double buckets = std::max(1.0, std::ceil(bytes / kDdpBucketBytes));
+      hidden = std::min(full - full / buckets, (slow.device_bwd + slow.recompute) * scale);
+    }
+    r.dp_comm_s = full - hidden;
+  }
+
+  // Optimizer, per parameter of the rank's shard (÷ dp under ZeRO-1 / the distributed optimizer):
+  // Megatron's fp16 path copies 16-bit gradients to fp32, unscales and checks them, takes the norm,
+  // runs Adam on fp32 master weights and moments, and copies the weights back to 16 bits: about 54
+  // bytes moved; this runtime's AdamW step about 28 (SGD 12).
+  const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : megatron && p.mixed() ? 54.0 : 28.0;
+  r.optimizer_s = params_per_rank / (p.zero && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
+                  (c.memory_bandwidth * c.memory_efficiency);
+
+  r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.bubble_s + r.optimizer_s;
+  r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;
+  r.model_flops = workloads::stepFlops(p.gbs, p.seq, w.n_layer, w.n_embd, w.vocab_size, workloads::Recompute::None).model;
+  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(dtypeOf(p.precision)));
+  return r;
+}
+
+}  // namespace trainscope::tuner::gpu
