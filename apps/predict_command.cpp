@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 #include "trainscope/tuner/cluster.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/runtime/config.h"
@@ -30,7 +34,8 @@ struct PredictFlags {
   int zero = 0;
   bool sp = false, json = false;
   double dp_overlap = -1;  // < 0: estimated from the schedule
-  bool distributed_optimizer = false;
+  bool distributed_optimizer = false, allow_tp_across_nodes = false;
+  std::string batch;
   std::vector<std::string> profiles;
 };
 
@@ -88,15 +93,60 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
       ->check(CLI::IsMember({"trainscope", "megatron"}));
   c->add_flag("--use-distributed-optimizer", f->distributed_optimizer,
               "--framework megatron: the optimizer state sharded over DP (6 + 12/dp bytes per parameter)");
+  c->add_flag("--allow-tp-across-nodes", f->allow_tp_across_nodes,
+              "accept a TP group larger than a node (priced on the inter-node tier)");
+  c->add_option("--batch", f->batch,
+                "JSON-lines file: one configuration per line (predict's flags as keys, _ for -); one JSON result per "
+                "line; the other flags are each line's defaults");
   c->add_flag("--json", f->json, "one JSON object, bytes and seconds");
   return c;
 }
 
-int runPredict(const PredictFlags& f) {
-  const workloads::Workload w = workloads::load(f.workload);
-  const tn::Cluster c = tn::loadCluster(f.cluster, f.nodes);
+namespace {
+
+// One configuration's predictions.
+struct Outcome {
+  workloads::Workload w;
+  tn::Cluster c;
   tn::Plan p;
-  const int64_t devices = f.gpus > 0 ? f.gpus : c.devices();
+  int64_t devices = 0;
+  tn::MemoryPrediction m;
+  tn::TimePrediction t;
+  tn::Framework framework = tn::Framework::Trainscope;
+  std::string time_source = "analytic";
+  double megatron_bytes_per_param = 18;
+  int64_t megatronParamsOpt(int64_t stage) const {
+    const double layer_params = 12.0 * double(w.n_embd) * double(w.n_embd) + 13.0 * double(w.n_embd);
+    return int64_t(megatron_bytes_per_param * layer_params * double(tn::layersOfStage(w.n_layer, p.pp, stage)) /
+                   double(p.tp));
+  }
+  int64_t megatronEmbeddingOpt() const {
+    return int64_t(megatron_bytes_per_param * double(w.vocab_size) * double(w.n_embd) / double(p.tp));
+  }
+};
+
+// Loaded files, kept across the lines of a batch (a 1,500-line batch names a few of each).
+struct Loaded {
+  std::map<std::string, workloads::Workload> workloads;
+  std::map<std::pair<std::string, int64_t>, tn::Cluster> clusters;
+  const workloads::Workload& workload(const std::string& name) {
+    auto it = workloads.find(name);
+    return it != workloads.end() ? it->second : workloads.emplace(name, workloads::load(name)).first->second;
+  }
+  const tn::Cluster& cluster(const std::string& name, int64_t nodes) {
+    auto it = clusters.find({name, nodes});
+    return it != clusters.end() ? it->second : clusters.emplace(std::make_pair(name, nodes), tn::loadCluster(name, nodes)).first->second;
+  }
+};
+
+Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
+  Outcome o;
+  o.w = loaded.workload(f.workload);
+  o.c = loaded.cluster(f.cluster, f.nodes);
+  const workloads::Workload& w = o.w;
+  const tn::Cluster& c = o.c;
+  tn::Plan& p = o.p;
+  const int64_t devices = o.devices = f.gpus > 0 ? f.gpus : c.devices();
   if (devices > c.devices())
     throw UserError("--gpus", std::to_string(devices) + " devices, but " + c.name + " has " + std::to_string(c.nodes) +
                                   " node(s) of " + std::to_string(c.devices_per_node) + " (" +
@@ -108,6 +158,11 @@ int runPredict(const PredictFlags& f) {
   if (p.tp < 1 || p.pp < 1 || devices % (p.tp * p.pp) != 0)
     throw UserError("--tp/--pp", std::to_string(devices) + " devices cannot be split into tp=" + std::to_string(p.tp) +
                                      " x pp=" + std::to_string(p.pp), "use a tp x pp that divides the device count");
+  if (p.tp > c.devices_per_node && !f.allow_tp_across_nodes)
+    throw UserError("--tp", "tp=" + std::to_string(p.tp) + " spans nodes of " + std::to_string(c.devices_per_node) +
+                                " devices: its per-layer collectives would cross the inter-node network",
+                    "use tp <= " + std::to_string(c.devices_per_node) +
+                        ", or pass --allow-tp-across-nodes to price it on the inter-node tier");
   p.dp = devices / (p.tp * p.pp);
   p.mbs = f.mbs;
   p.gbs = f.gbs > 0 ? f.gbs : f.mbs * p.dp;
@@ -127,24 +182,19 @@ int runPredict(const PredictFlags& f) {
   p.cpu = c.kind == "cpu";
   if (const std::string why = tn::whyInvalid(w, p); !why.empty())
     throw UserError("predict", "this configuration is not valid: " + why, "change the flag it names");
-  const tn::MemoryPrediction m = tn::predictMemory(w, p);
-  const tn::Framework framework = tn::parseFramework(f.framework);
+  o.m = tn::predictMemory(w, p);
+  const tn::Framework framework = o.framework = tn::parseFramework(f.framework);
   if (f.distributed_optimizer && framework != tn::Framework::Megatron)
     throw UserError("--use-distributed-optimizer", "is Megatron-LM's flag", "add --framework megatron, or use --zero 1");
-  tn::TimePrediction t = tn::predictTime(w, p, c, {f.dp_overlap, framework});
+  tn::TimePrediction& t = o.t;
+  t = tn::predictTime(w, p, c, {f.dp_overlap, framework});
   // Megatron-LM's parameters and optimizer state per stage (its theoretical_memory_usage and the
   // distributed-optimizer docs): 16-bit weights, fp32 main gradients, fp32 master weights and Adam
   // moments = 18 bytes per parameter, or 6 + 12/dp with the distributed optimizer. Layers only, as
   // Korthikanti et al.'s Figure 1 counts them; the stage's embedding or head shard beside it.
-  const double megatron_bytes_per_param = f.distributed_optimizer ? 6.0 + 12.0 / double(p.dp) : 18.0;
-  const double layer_params = 12.0 * double(w.n_embd) * double(w.n_embd) + 13.0 * double(w.n_embd);
-  auto megatronParamsOpt = [&](int64_t stage) {
-    return int64_t(megatron_bytes_per_param * layer_params * double(tn::layersOfStage(w.n_layer, p.pp, stage)) /
-                   double(p.tp));
-  };
-  const int64_t embedding_opt = int64_t(megatron_bytes_per_param * double(w.vocab_size) * double(w.n_embd) / double(p.tp));
+  o.megatron_bytes_per_param = f.distributed_optimizer ? 6.0 + 12.0 / double(p.dp) : 18.0;
   // Measured layer costs from profiled runs of this cluster, when one has this plan's layer shape.
-  std::string time_source = "analytic";
+  std::string& time_source = o.time_source;
   if (!f.profiles.empty()) {
     tn::MeasuredCosts costs;
     for (const std::string& path : f.profiles) {
@@ -163,44 +213,53 @@ int runPredict(const PredictFlags& f) {
       if (dim("cpu_lanes") == 0) rp.cpu_lanes = tn::lanesOfRun(reader);  // auto: what the run resolved it to
       costs.add(tn::shapeKey(rp, c), tn::costsFromRun(reader, w, rp));
     }
-    if (auto m = tn::composeTime(w, p, c, costs)) {
-      t = *m;
+    if (auto measured = tn::composeTime(w, p, c, costs)) {
+      t = *measured;
       time_source = "measured (" + tn::shapeKey(p, c) + ")";
     } else {
       std::fprintf(stderr, "note: no profiled run has this plan's layer shape (%s); the step time is the analytic model's\n",
                    tn::shapeKey(p, c).c_str());
     }
   }
+  return o;
+}
+
+nlohmann::json toJson(const Outcome& o) {
+  const auto& [w, c, p, devices, m, t, framework, time_source, bpp] = o;
+  (void)devices, (void)bpp;
   const bool fits = m.peak() <= c.memory_bytes;
-  if (f.json) {
-    nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
-                        {"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
-                        {"seq", p.seq}, {"memory_limit_bytes", c.memory_bytes}, {"peak_bytes", m.peak()},
-                        {"worst_stage", m.worst_stage}, {"fits", fits}};
-    for (const auto& s : m.stages)
-      j["stages"].push_back({{"stage", s.stage}, {"layers", s.layers}, {"params_bytes", s.params},
-                             {"grads_bytes", s.grads}, {"optimizer_bytes", s.optimizer},
-                             {"activations_bytes", s.activations}, {"head_bytes", s.head},
-                             {"buffers_bytes", s.buffers}, {"head_chunk_bytes", s.head_chunk},
-                             {"recompute_bytes", s.recompute}, {"allowance_bytes", s.allowance},
-                             {"transient_bytes", s.transient()},
-                             {"lane_grads_bytes", s.lane_grads}, {"lane_fresh_bytes", s.lane_fresh},
-                             {"sync_bytes", s.sync}, {"peak_in", s.peakPhase()},
-                             {"total_bytes", s.total()}, {"microbatches_in_flight", s.inflight},
-                             {"megatron_activations_bytes", s.megatron_activations},
-                             {"megatron_params_opt_bytes", megatronParamsOpt(s.stage)},
-                             {"megatron_embedding_opt_bytes", s.stage == 0 || s.stage == p.pp - 1 ? embedding_opt : 0}});
-    j["time"] = {{"compute_s", t.compute_s}, {"recompute_s", t.recompute_s}, {"tp_comm_s", t.tp_comm_s},
-                 {"dp_comm_s", t.dp_comm_s}, {"pp_comm_s", t.pp_comm_s}, {"bubble_s", t.bubble_s},
-                 {"optimizer_s", t.optimizer_s}, {"other_s", t.other_s}, {"step_s", t.step_s}};
-    j["time_source"] = time_source;
-    j["framework"] = f.framework;
-    j["time"]["bound"] = t.bound;
-    j["tokens_per_s"] = t.tokens_per_s;
-    j["mfu"] = t.mfu;
-    std::cout << j.dump() << "\n";
-    return 0;
-  }
+  nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
+                      {"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
+                      {"seq", p.seq}, {"memory_limit_bytes", c.memory_bytes}, {"peak_bytes", m.peak()},
+                      {"worst_stage", m.worst_stage}, {"fits", fits}};
+  for (const auto& s : m.stages)
+    j["stages"].push_back({{"stage", s.stage}, {"layers", s.layers}, {"params_bytes", s.params},
+                           {"grads_bytes", s.grads}, {"optimizer_bytes", s.optimizer},
+                           {"activations_bytes", s.activations}, {"head_bytes", s.head},
+                           {"buffers_bytes", s.buffers}, {"head_chunk_bytes", s.head_chunk},
+                           {"recompute_bytes", s.recompute}, {"allowance_bytes", s.allowance},
+                           {"transient_bytes", s.transient()},
+                           {"lane_grads_bytes", s.lane_grads}, {"lane_fresh_bytes", s.lane_fresh},
+                           {"sync_bytes", s.sync}, {"peak_in", s.peakPhase()},
+                           {"total_bytes", s.total()}, {"microbatches_in_flight", s.inflight},
+                           {"megatron_activations_bytes", s.megatron_activations},
+                           {"megatron_params_opt_bytes", o.megatronParamsOpt(s.stage)},
+                           {"megatron_embedding_opt_bytes", s.stage == 0 || s.stage == p.pp - 1 ? o.megatronEmbeddingOpt() : 0}});
+  j["time"] = {{"compute_s", t.compute_s}, {"recompute_s", t.recompute_s}, {"tp_comm_s", t.tp_comm_s},
+               {"dp_comm_s", t.dp_comm_s}, {"pp_comm_s", t.pp_comm_s}, {"bubble_s", t.bubble_s},
+               {"optimizer_s", t.optimizer_s}, {"other_s", t.other_s}, {"step_s", t.step_s}};
+  j["time_source"] = time_source;
+  j["framework"] = tn::frameworkName(framework);
+  j["time"]["bound"] = t.bound;
+  j["tokens_per_s"] = t.tokens_per_s;
+  j["mfu"] = t.mfu;
+  return j;
+}
+
+void printText(const Outcome& o) {
+  const auto& [w, c, p, devices, m, t, framework, time_source, bpp] = o;
+  const bool fits = m.peak() <= c.memory_bytes;
+
   auto gib = [](int64_t b) { return double(b) / double(int64_t(1) << 30); };
   char line[512];
   std::printf("trainscope predict: %s on %s, %lld devices: %s, gbs %lld, seq %lld\n", w.name.c_str(), c.name.c_str(),
@@ -226,11 +285,111 @@ int runPredict(const PredictFlags& f) {
               time_source.c_str(), t.step_s, t.compute_s, t.recompute_s, t.tp_comm_s, t.dp_comm_s, t.pp_comm_s,
               t.bubble_s, t.optimizer_s, t.other_s);
   if (t.measured) std::printf("(measured layer times include their TP collectives)\n");
-  if (!t.bound.empty()) std::printf("kernels of %s; each micro-batch bound by the %s\n", f.framework.c_str(), t.bound.c_str());
+  if (!t.bound.empty()) std::printf("kernels of %s; each micro-batch bound by the %s\n", tn::frameworkName(framework), t.bound.c_str());
   if (framework == tn::Framework::Megatron)
     std::printf("Megatron-LM parameters + optimizer (%.4g bytes/parameter): stage 0 %.2f GiB in its layers\n",
-                megatron_bytes_per_param, gib(megatronParamsOpt(0)));
+                bpp, gib(o.megatronParamsOpt(0)));
   std::printf("throughput %.0f tokens/s, MFU %.1f%%\n", t.tokens_per_s, t.mfu * 100);
+}
+
+
+// A batch line's flags: `defaults` with the line's keys set; the same checks as the command line's.
+PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults, int64_t line) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  const std::string where = "--batch line " + std::to_string(line);
+  if (!j.is_object()) throw UserError(where, "is not a JSON object", "one object of predict's flags per line");
+  PredictFlags f = defaults;
+  f.batch.clear();
+  auto text_of = [&](const std::string& k, const nlohmann::json& v) {
+    if (!v.is_string()) throw UserError(where + ": " + k, "must be a string", "");
+    return v.get<std::string>();
+  };
+  auto count = [&](const std::string& k, const nlohmann::json& v) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 1)
+      throw UserError(where + ": " + k, "must be a whole number of at least 1, not " + v.dump(), "");
+    return v.get<int64_t>();
+  };
+  auto flag = [&](const std::string& k, const nlohmann::json& v) {
+    if (!v.is_boolean()) throw UserError(where + ": " + k, "must be true or false", "");
+    return v.get<bool>();
+  };
+  for (const auto& [k, v] : j.items()) {
+    if (k == "workload") f.workload = text_of(k, v);
+    else if (k == "cluster") f.cluster = text_of(k, v);
+    else if (k == "ckpt") f.ckpt = text_of(k, v);
+    else if (k == "precision") f.precision = text_of(k, v);
+    else if (k == "optimizer") f.optimizer = text_of(k, v);
+    else if (k == "pp_schedule") f.schedule = text_of(k, v);
+    else if (k == "framework") f.framework = text_of(k, v);
+    else if (k == "nodes") f.nodes = count(k, v);
+    else if (k == "gpus") f.gpus = count(k, v);
+    else if (k == "tp") f.tp = count(k, v);
+    else if (k == "pp") f.pp = count(k, v);
+    else if (k == "mbs") f.mbs = count(k, v);
+    else if (k == "gbs") f.gbs = count(k, v);
+    else if (k == "seq") f.seq = count(k, v);
+    else if (k == "virtual_stages") f.virtual_stages = count(k, v);
+    else if (k == "cpu_lanes") f.cpu_lanes = count(k, v);
+    else if (k == "sequence_parallel") f.sp = flag(k, v);
+    else if (k == "use_distributed_optimizer") f.distributed_optimizer = flag(k, v);
+    else if (k == "allow_tp_across_nodes") f.allow_tp_across_nodes = flag(k, v);
+    else if (k == "zero") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1)
+        throw UserError(where + ": zero", "must be 0 or 1 (ZeRO-2/3 are not modelled yet), not " + v.dump(), "");
+      f.zero = v.get<int>();
+    } else if (k == "dp_overlap") {
+      if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1)
+        throw UserError(where + ": dp_overlap", "must be a number from 0 to 1, not " + v.dump(), "");
+      f.dp_overlap = v.get<double>();
+    } else {
+      throw UserError(where + ": " + k, "is not a flag of predict",
+                      "use workload, cluster, nodes, gpus, tp, pp, mbs, gbs, seq, ckpt, precision, optimizer, zero, "
+                      "sequence_parallel, pp_schedule, virtual_stages, cpu_lanes, dp_overlap, framework, "
+                      "use_distributed_optimizer, allow_tp_across_nodes");
+    }
+  }
+  if (f.framework != "trainscope" && f.framework != "megatron")
+    throw UserError(where + ": framework", "must be trainscope or megatron, not \"" + f.framework + "\"", "");
+  return f;
+}
+
+// --batch: one configuration per line (a JSON object of predict's flags, underscores for dashes);
+// the command line's flags are every line's defaults. One JSON result per line, in order; a line
+// that fails gives {"line": N, "error": "..."} and the exit status is 2.
+int runBatch(const PredictFlags& defaults) {
+  const int fd = files::openRegularFile(defaults.batch, "--batch", "pass a JSON-lines file");
+  ::close(fd);
+  std::ifstream in(defaults.batch);
+  Loaded loaded;
+  std::string text;
+  int64_t n = 0, failed = 0;
+  while (std::getline(in, text)) {
+    ++n;
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json out;
+    try {
+      const PredictFlags f = flagsFromJson(text, defaults, n);
+      out = toJson(evaluate(f, loaded));
+      out["line"] = n;
+    } catch (const std::exception& e) {
+      ++failed;
+      out = {{"line", n}, {"error", e.what()}};
+    }
+    std::cout << out.dump() << "\n";
+  }
+  if (failed) std::fprintf(stderr, "predict --batch: %lld of %lld line(s) failed (their error is on their line)\n",
+                           static_cast<long long>(failed), static_cast<long long>(n));
+  return failed ? 2 : 0;
+}
+
+}  // namespace
+
+int runPredict(const PredictFlags& f) {
+  if (!f.batch.empty()) return runBatch(f);
+  Loaded loaded;
+  const Outcome o = evaluate(f, loaded);
+  if (f.json) std::cout << toJson(o).dump() << "\n";
+  else printText(o);
   return 0;
 }
 

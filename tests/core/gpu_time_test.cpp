@@ -4,6 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/cli.h"
 
 #include "../../tuner/src/gpu_time.h"
 #include "trainscope/tuner/cluster.h"
@@ -115,4 +121,35 @@ TEST(GpuTime, MegatronMaterialisesTheScoresAndTrainscopeDoesNot) {
   p.ckpt = trainscope::runtime::Checkpointing::Selective;
   EXPECT_EQ(tn::layerOps(w, p, tn::Framework::Megatron).recompute.size(), 4u);
   EXPECT_TRUE(tn::layerOps(w, p, tn::Framework::Trainscope).recompute.empty());
+}
+
+// predict --batch: one result per line in order, the command line's flags as defaults, a bad line
+// answered on its own line (exit 2) without stopping the others.
+TEST(PredictBatch, AnswersEveryLineInOrderAndNamesTheBadOnes) {
+  using trainscope::testing::cli;
+  const std::string in = trainscope::testing::tempPath("batch.jsonl");
+  {
+    std::ofstream f(in);
+    f << R"({"tp": 2, "mbs": 2})" << "\n"
+      << R"({"tp": 4, "framework": "megatron", "ckpt": "full"})" << "\n"
+      << "\n"
+      << R"({"tp": 0})" << "\n"
+      << R"({"n_layers": 3})" << "\n";
+  }
+  const auto r = cli("predict --workload gpt3-1.3b --cluster a100-80gb-x8 --gbs 64 --batch " + in);
+  EXPECT_EQ(r.status, 2) << r.output;
+  std::vector<nlohmann::json> out;
+  std::istringstream lines(r.output);
+  for (std::string l; std::getline(lines, l);)
+    if (!l.empty() && l[0] == '{') out.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(out.size(), 4u) << r.output;
+  EXPECT_EQ(out[0]["line"], 1);
+  EXPECT_EQ(out[0]["tp"], 2);
+  EXPECT_EQ(out[0]["mbs"], 2);
+  EXPECT_EQ(out[0]["gbs"], 64);  // the command line's default
+  EXPECT_EQ(out[1]["framework"], "megatron");
+  EXPECT_GT(out[1]["time"]["recompute_s"].get<double>(), 0);
+  EXPECT_EQ(out[2]["line"], 4);
+  EXPECT_NE(out[2]["error"].get<std::string>().find("tp: must be a whole number of at least 1"), std::string::npos);
+  EXPECT_NE(out[3]["error"].get<std::string>().find("n_layers: is not a flag of predict"), std::string::npos);
 }
