@@ -5,10 +5,15 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 
 namespace trainscope::rundb {
 namespace {
@@ -61,14 +66,85 @@ void Database::open(const std::string& target, int flags) {
   sqlite3_extended_result_codes(db_, 1);
 }
 
+namespace {
+
+// What lies beside a database file, read without opening it through SQLite (which would create the
+// -wal and -shm files of a WAL database).
+struct Beside {
+  bool wal_mode = false;       // the header says WAL (bytes 18 and 19 are 2)
+  bool wal = false;            // FILE-wal exists
+  bool wal_frames = false;     // … and holds writes (more than its 32-byte header)
+  bool shm = false;            // FILE-shm exists
+  bool folder_writable = false;
+};
+
+Beside besideOf(const std::string& path) {
+  Beside b;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) {
+    unsigned char v[2] = {};
+    b.wal_mode = ::pread(fd, v, 2, 18) == 2 && v[0] == 2 && v[1] == 2;
+    ::close(fd);
+  }
+  struct stat st {};
+  b.wal = ::stat((path + "-wal").c_str(), &st) == 0;
+  b.wal_frames = b.wal && st.st_size > 32;
+  b.shm = ::stat((path + "-shm").c_str(), &st) == 0;
+  b.folder_writable = ::access(files::folderOf(path).c_str(), W_OK) == 0;
+  return b;
+}
+
+// A FIFO would block open(2) forever, and SQLite reads nothing else sensibly.
+void requireRegular(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw SqliteError(SQLITE_CANTOPEN, "sqlite: cannot open " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw SqliteError(SQLITE_CANTOPEN, "sqlite: cannot open " + path + ": " +
+                                           (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file (a FIFO, device or socket)"));
+}
+
+// A killed writer's -wal without its -shm, in a folder this user cannot write: SQLite cannot read
+// the -wal, and an immutable open would silently drop the rows in it. Said as a UserError, with the
+// fix: it is about the file and its folder, not a failing SQLite call.
+[[noreturn]] void unreadableWal(const std::string& path) {
+  throw UserError("database",
+                  path + "-wal holds writes not yet in " + path +
+                      " (a run or study stopped before it closed the file), and reading them needs " + path +
+                      "-shm, which cannot be created in a folder this user cannot write",
+                  "copy " + path + " and " + path + "-wal together into a writable folder and open the copy");
+}
+
+}  // namespace
+
 Database::Database(const std::string& path, Mode mode) : path_(path) {
   if (mode != Mode::ReadOnly) {
     open(path, mode == Mode::ReadWrite ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     return;
   }
-  open(path, SQLITE_OPEN_READONLY);
-  // A read-only connection to a WAL database needs to create -shm beside it; on read-only storage
-  // that fails at the first read. Such a file is not being written: read it as immutable.
+  requireRegular(path);
+  // Read-only, creating nothing beside the file. A WAL database opened by a plain read-only
+  // connection gets a -wal and a -shm file, left behind when it closes (a reader cannot remove
+  // them). So:
+  //   - a rollback-journal database (every finished run): mode=ro, which writes nothing;
+  //   - a WAL database whose -wal holds nothing to read and which nobody has open (a finished
+  //     study): immutable, which never looks beside the file;
+  //   - a WAL database with -wal and -shm (being written, or a killed writer's pair): mode=ro joins
+  //     them, creating nothing;
+  //   - a -wal with writes but no -shm (a killed run, or a copy without its -shm): mode=ro, and
+  //     SQLite creates the -shm it needs to read the -wal — the one file a reader may leave,
+  //     because the rows in the -wal are the run's last ones. Where the folder is not writable,
+  //     a clear error: immutable would silently drop those rows.
+  const Beside b = besideOf(path);
+  const bool read_wal = b.wal_mode && b.wal && (b.wal_frames || b.shm);
+  if (b.wal_mode && !read_wal) {
+    open(fileUri(path, "mode=ro&immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    return;
+  }
+  if (read_wal && b.wal_frames && !b.shm && !b.folder_writable) unreadableWal(path);
+  open(fileUri(path, "mode=ro"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  // A read-only connection to a WAL database needs to write -shm; on read-only storage that fails
+  // at the first read. Such a file is not being written: read it as immutable.
   if (sqlite3_exec(db_, "SELECT 1 FROM sqlite_master LIMIT 1", nullptr, nullptr, nullptr) != SQLITE_OK) {
     const int rc = sqlite3_extended_errcode(db_);
     const int primary = rc & 0xff;
@@ -84,6 +160,7 @@ Database::Database(const std::string& path, Mode mode) : path_(path) {
       if (live)
         throw SqliteError(rc, "sqlite: " + path + " is being written and cannot be read from here (its folder "
                               "allows no -shm file beside it); read it when the run has finished");
+      if (read_wal && b.wal_frames) unreadableWal(path);
       open(fileUri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
     }
   }
@@ -169,12 +246,14 @@ void Transaction::commit() {
 }
 
 bool looksLikeSqlite(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
+  // O_NONBLOCK: a FIFO at `path` must not block this probe (it is then not SQLite).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
   char head[16] = {};
-  const size_t n = std::fread(head, 1, sizeof(head), f);
-  std::fclose(f);
-  return n == sizeof(head) && std::memcmp(head, "SQLite format 3", 16) == 0;
+  const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, head, sizeof head, 0) == ssize_t(sizeof head);
+  ::close(fd);
+  return ok && std::memcmp(head, "SQLite format 3", 16) == 0;
 }
 
 }  // namespace trainscope::rundb

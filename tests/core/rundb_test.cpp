@@ -87,23 +87,31 @@ TEST(RunStore, ExistingRunNeedsOverwriteAndALockedOneIsRefusedWithItsWriter) {
   EXPECT_NE(msg.find("already exists"), std::string::npos) << msg;
   EXPECT_EQ(db::readSteps(path).size(), 1u);
   // Another process writes it: a second writer with --overwrite must not wipe it.
-  int ready[2];
+  // The child holds its run open until the parent has tried (a pipe each way, no fixed sleep: on a
+  // busy machine the parent's attempt may come late).
+  int ready[2], done[2];
   ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
   const pid_t child = fork();
   if (child == 0) {
+    close(done[1]);  // so that the parent's exit, too, ends the wait below
     {
       db::RunStore s(path, replace());
       db::Step r;
       s.appendStep(r);
       char c = 1;
       (void)!write(ready[1], &c, 1);
-      sleep(3);
+      (void)!read(done[0], &c, 1);  // until the parent writes, or exits (EOF)
     }
     _exit(0);
   }
+  close(done[0]);
+  close(ready[1]);  // a child that dies before it is ready gives EOF, not a wait
   char c = 0;
   ASSERT_EQ(read(ready[0], &c, 1), 1);
   msg = expectUserError([&] { db::RunStore s(path, replace()); });
+  (void)!write(done[1], &c, 1);
+  close(done[1]);
   EXPECT_NE(msg.find("being written by another trainscope process (pid " + std::to_string(child) + ")"),
             std::string::npos)
       << msg;

@@ -6,12 +6,15 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -107,6 +110,42 @@ const nlohmann::json* row(const nlohmann::json& l, int64_t rank, const std::stri
   for (const auto& r : l["rows"])
     if (r["rank"] == rank && r["label"] == label && r["lane"] == lane) return &r;
   return nullptr;
+}
+
+// The viewer under a guard: a run that would hang (a FIFO opened, a loop that never ends) is stopped
+// after `limit` seconds and reported as status 124, which the tests treat as a failure.
+trainscope::testing::CliResult guarded(const std::string& args, int limit = 240) {
+  ensureDisplay();
+  return sh("timeout -s KILL " + std::to_string(limit) + " " + kViewer + " " + args);
+}
+bool hung(const trainscope::testing::CliResult& r) { return r.status == 124 || r.status == 128 + SIGKILL; }
+
+std::set<std::string> listing(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A study with one finished trial whose run database is `trial_db`.
+void makeStudy(const std::string& path, const std::string& trial_db) {
+  trainscope::tuner::Study st(path, R"({"workload":"tiny","cluster":"cpu-local","memory_bytes":1000000})", false);
+  trainscope::tuner::TrialRecord tr;
+  tr.candidate = 0;
+  tr.steps = 3;
+  tr.db_path = trial_db;
+  tr.id = st.beginTrial(tr);
+  tr.status = trainscope::tuner::TrialStatus::Ok;
+  tr.step_s = 0.2;
+  tr.predicted_step_s = 0.25;
+  tr.peak_bytes = 800000;
+  st.finishTrial(tr);
 }
 
 }  // namespace
@@ -370,4 +409,109 @@ TEST(ViewerApp, OpensATracedRunAndAnImportedProfilerTrace) {
   EXPECT_EQ(it.name(*launch), "cudaLaunchKernel");
   s = shoot(imported, "", "imported");
   ASSERT_EQ(s.run.status, 0) << s.run.output;
+}
+
+// A FIFO given as the file, recorded in a study as a trial's run database, or given as --script is
+// refused with a message and status 2 — never opened and waited on.
+TEST(ViewerApp, AFifoIsRefusedNotWaitedOn) {
+  const std::string fifo = tempPath("viewer.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string png = tempPath("fifo.png");
+  auto r = guarded(fifo + " --screenshot " + png);
+  ASSERT_FALSE(hung(r)) << "the viewer waited on a FIFO given as its file";
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(fifo + " is not a regular file"), std::string::npos) << r.output;
+
+  const std::string study = tempPath("fifo_study.db");
+  makeStudy(study, fifo);
+  const std::string open = tempPath("fifo_open.txt");
+  std::ofstream(open) << "open 1\ntab study\nframes 2\n";
+  r = guarded(study + " --screenshot " + png + " --script " + open);
+  ASSERT_FALSE(hung(r)) << "the viewer waited on a FIFO recorded as a trial's run database";
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(fifo + " is not a regular file"), std::string::npos) << r.output;
+
+  r = guarded(trace() + " --screenshot " + png + " --script " + fifo);
+  ASSERT_FALSE(hung(r)) << "the viewer waited on a FIFO given as --script";
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--script"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("not a regular file"), std::string::npos) << r.output;
+}
+
+// Opening a study, then a trial's run database from it, leaves the folder as it was: no -wal, -shm
+// or anything else beside a file the viewer shows.
+TEST(ViewerApp, OpeningAStudyAndATrialCreatesNothingBesideThem) {
+  const std::string dir = tempPath("viewer-ro");
+  std::filesystem::create_directories(dir);
+  const std::string run = dir + "/trial.db", study = dir + "/study.db";
+  std::filesystem::copy_file(trace(), run, std::filesystem::copy_options::overwrite_existing);
+  makeStudy(study, run);
+  const auto before = listing(dir);
+  ASSERT_EQ(before, (std::set<std::string>{"study.db", "trial.db"}));
+  const std::string png = tempPath("ro.png"), layout = tempPath("ro.json"), open = tempPath("ro_open.txt");
+  auto r = guarded(study + " --screenshot " + png);
+  ASSERT_FALSE(hung(r));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(listing(dir), before);
+  std::ofstream(open) << "open 1\ntab summary\n";
+  r = guarded(study + " --screenshot " + png + " --layout " + layout + " --script " + open);
+  ASSERT_FALSE(hung(r));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(nlohmann::json::parse(slurp(layout))["rows"].empty());  // the trial's timeline is up
+  EXPECT_EQ(listing(dir), before);
+  r = guarded(run + " --screenshot " + png);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(listing(dir), before);
+}
+
+// The screenshot and the layout are written under random names and renamed into place: a symbolic
+// link planted at the target (or at the old predictable temporary name, path.tmp<pid>) is replaced
+// or left alone — the file it points to is never written.
+TEST(ViewerApp, ScreenshotAndLayoutNeverFollowAPlantedLink) {
+  const std::string dir = tempPath("viewer-links");
+  std::filesystem::create_directories(dir);
+  const std::string marker = dir + "/marker.txt", png = dir + "/shot.png", layout = dir + "/rows.json";
+  std::ofstream(marker) << "keep me";
+  std::filesystem::create_symlink(marker, png);
+  std::filesystem::create_symlink(marker, layout);
+  ensureDisplay();
+  // `exec` keeps the shell's pid, so $$ is the viewer's: links at its old temporary names too.
+  const auto r = sh("sh -c 'ln -s " + marker + " " + png + ".tmp$$; ln -s " + marker + " " + layout + ".tmp$$; exec timeout -s KILL 240 " +
+                    kViewer + " " + trace() + " --screenshot " + png + " --layout " + layout + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(slurp(marker), "keep me");
+  EXPECT_FALSE(std::filesystem::is_symlink(png));
+  EXPECT_FALSE(std::filesystem::is_symlink(layout));
+  EXPECT_EQ(v::readPng(png).width, 1600);
+  EXPECT_FALSE(nlohmann::json::parse(slurp(layout))["rows"].empty());
+  // Nothing else was left: only the planted links at the old temporary names (untouched) remain.
+  for (const auto& name : listing(dir)) {
+    if (name == "marker.txt" || name == "shot.png" || name == "rows.json") continue;
+    EXPECT_TRUE(std::filesystem::is_symlink(dir + "/" + name)) << name << " left behind";
+  }
+}
+
+// A trace of 20,000 ranks opens headless and renders: the frame culls ranks outside the visible rows
+// before building anything for them, and loading reads steps, collectives and counters once for all
+// ranks. (It took minutes before; it must finish well inside the test's timeout — checked by the
+// guard, not by a timing assertion.)
+TEST(ViewerApp, TwentyThousandRanksOpenHeadless) {
+  v::SyntheticOptions o;
+  o.ranks = 20'000;
+  o.events_per_rank = 10;
+  o.steps = 1;
+  o.kernels = false;
+  const std::string db = tempPath("ranks20k.db");
+  v::writeSyntheticTrace(db, o);
+  const std::string script = tempPath("ranks20k.txt");
+  std::ofstream(script) << "tab steps\nframes 2\ntab stats\nframes 2\nstep 0\n";
+  const std::string png = tempPath("ranks20k.png"), layout = tempPath("ranks20k.json");
+  const auto r = guarded(db + " --screenshot " + png + " --layout " + layout + " --script " + script, 280);
+  ASSERT_FALSE(hung(r)) << "20,000 ranks did not open within the guard";
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto l = nlohmann::json::parse(slurp(layout));
+  ASSERT_FALSE(l["rows"].empty());
+  EXPECT_EQ(l["rows"][0]["rank"], 0);
+  EXPECT_LT(l["rows"].size(), 200u);  // the rows on screen, not one per rank
+  EXPECT_EQ(v::readPng(png).width, 1600);
 }

@@ -4,11 +4,16 @@
 // the time view and ruler, scripts, PNG, studies, and the bad files the loader must refuse.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 
 #include "../common/cli.h"
 #include "trainscope/common/error.h"
@@ -77,6 +82,21 @@ const v::Track* findTrack(const v::Trace& t, int64_t rank, v::TrackKind kind) {
   for (const auto& tr : t.tracks)
     if (tr.rank == rank && tr.kind == kind) return &tr;
   return nullptr;
+}
+
+// The names in a folder (what a reader must not add to).
+std::set<std::string> listing(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
+}
+
+// True when the file's header says WAL (bytes 18 and 19 are 2).
+bool walMode(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char h[20] = {};
+  f.read(h, sizeof h);
+  return h[18] == 2 && h[19] == 2;
 }
 
 }  // namespace
@@ -475,4 +495,159 @@ TEST(ViewerModel, TheSummaryPassStopsWhenTheDocumentIsClosed) {
   EXPECT_ANY_THROW(r.events<db::HostOp>(0));
   r.interruptWhen(nullptr);  // and the reader works again without it
   EXPECT_FALSE(r.events<db::HostOp>(0).empty());
+}
+
+// A run killed with its last writes still in the -wal (never closed, never checkpointed), and a copy
+// of it made without the -shm: both read with every step and event. Reading it must not go by the
+// file alone (immutable), which would drop what the -wal holds.
+TEST(ViewerModel, AKilledRunsWalIsReadWholeEvenWithoutItsShm) {
+  const std::string dir = tempPath("killed-wal"), copy = tempPath("killed-wal-copy");
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_directories(copy);
+  const std::string path = dir + "/run.db";
+  constexpr int kSteps = 6;
+  const int64_t t0 = 1'700'000'000'000'000'000;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto* s = new db::RunStore(path, db::RunStore::Options{});  // never destroyed: as a SIGKILL leaves it
+    s->setMeta("world_size", "1");
+    for (int i = 0; i < kSteps; ++i) {
+      const int64_t a = t0 + i * 1'000'000;
+      s->begin();
+      s->put(std::vector<db::Range>{{a, a + 900'000, s->intern("step"), s->intern("trainscope"), 7, 0, 0, 0},
+                                    {a + 100'000, a + 500'000, s->intern("forward"), s->intern("trainscope"), 7, 1, 0, 0}});
+      s->commit();
+      db::Step st;
+      st.step = i;
+      st.start_ns = a;
+      st.step_time_ns = 900'000;
+      st.tokens = 64;
+      s->appendStep(st);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_TRUE(walMode(path));
+  ASSERT_GT(std::filesystem::file_size(path + "-wal"), 32u) << "the writes are meant to be in the -wal";
+  std::filesystem::copy_file(path, copy + "/run.db");
+  std::filesystem::copy_file(path + "-wal", copy + "/run.db-wal");
+  const auto before = listing(dir);
+  for (const std::string& p : {path, copy + "/run.db"}) {
+    const v::Trace t = v::loadTrace(p);
+    EXPECT_EQ(t.steps.size(), size_t(kSteps)) << p;
+    EXPECT_EQ(t.event_count, 3 * kSteps) << p;  // two ranges and a step block per step
+    EXPECT_EQ(db::readSteps(p).size(), size_t(kSteps)) << p;
+  }
+  EXPECT_EQ(listing(dir), before);  // the killed run's own -wal and -shm: joined, nothing added
+  // The copy: SQLite makes the -shm it needs to read the -wal, and nothing else.
+  EXPECT_EQ(listing(copy), (std::set<std::string>{"run.db", "run.db-wal", "run.db-shm"}));
+
+  // The same copy in a folder the reader cannot write: the -shm cannot be made, and an immutable read
+  // would drop the steps in the -wal. Refused, saying what to do, and nothing is written there.
+  const std::string locked = tempPath("killed-wal-locked");
+  std::filesystem::create_directories(locked);
+  std::filesystem::copy_file(path, locked + "/run.db");
+  std::filesystem::copy_file(path + "-wal", locked + "/run.db-wal");
+  const auto locked_before = listing(locked);
+  std::string out;
+  if (::geteuid() == 0) {  // root writes anywhere: read as nobody, for whom the folder is read-only
+    if (trainscope::testing::sh("setpriv --reuid=65534 --regid=65534 --clear-groups true").status != 0)
+      GTEST_SKIP() << "setpriv cannot drop to nobody";
+    const auto r = trainscope::testing::sh("setpriv --reuid=65534 --regid=65534 --clear-groups " +
+                                           std::string(TRAINSCOPE_CLI) + " report " + locked + "/run.db");
+    EXPECT_EQ(r.status, 2) << r.output;
+    out = r.output;
+  } else {
+    ASSERT_EQ(::chmod(locked.c_str(), 0555), 0);
+    try {
+      v::loadTrace(locked + "/run.db");
+      ADD_FAILURE() << "read without the steps in its -wal";
+    } catch (const trainscope::UserError& e) {
+      out = e.what();
+    }
+    ::chmod(locked.c_str(), 0755);
+  }
+  EXPECT_NE(out.find("run.db-wal holds writes not yet in"), std::string::npos) << out;
+  EXPECT_NE(out.find("-wal together into a writable folder"), std::string::npos) << out;
+  EXPECT_EQ(listing(locked), locked_before);
+}
+
+// Opening a finished run (journal_mode=DELETE) and a finished study (WAL, closed) creates no -wal,
+// -shm or any other file beside them: what the viewer and every reader do.
+TEST(ViewerModel, ReadingARunOrAStudyCreatesNothingBesideIt) {
+  const std::string dir = tempPath("read-only-folder");
+  std::filesystem::create_directories(dir);
+  const std::string run = dir + "/run.db", study = dir + "/study.db";
+  v::writeSyntheticTrace(run, {2, 2'000, 2});
+  {
+    trainscope::tuner::Study s(study, R"({"workload":"tiny","cluster":"cpu-local","memory_bytes":1000})", false);
+    trainscope::tuner::TrialRecord tr;
+    tr.candidate = 1;
+    tr.steps = 2;
+    tr.db_path = run;
+    tr.id = s.beginTrial(tr);
+    tr.status = trainscope::tuner::TrialStatus::Ok;
+    s.finishTrial(tr);
+  }
+  ASSERT_TRUE(walMode(study));
+  const auto before = listing(dir);
+  ASSERT_EQ(before, (std::set<std::string>{"run.db", "study.db"}));
+  EXPECT_TRUE(trainscope::tuner::isStudy(study));
+  EXPECT_EQ(trainscope::tuner::readStudy(study).trials.size(), 1u);
+  EXPECT_GT(v::loadTrace(run).event_count, 0);
+  EXPECT_TRUE(v::loadSummary(run));
+  EXPECT_EQ(listing(dir), before);
+}
+
+// A FIFO where a run database or study should be is refused at once, not waited on.
+TEST(ViewerModel, AFifoIsRefusedWithoutBlocking) {
+  const std::string fifo = tempPath("model.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FALSE(db::looksLikeSqlite(fifo));
+  EXPECT_FALSE(trainscope::tuner::isStudy(fifo));
+  try {
+    v::loadTrace(fifo);
+    ADD_FAILURE() << "a FIFO loaded";
+  } catch (const trainscope::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(db::Database(fifo, db::Database::Mode::ReadOnly), db::SqliteError);
+  EXPECT_THROW(v::readPng(fifo), trainscope::UserError);
+}
+
+// Tens of thousands of ranks load in one pass per table (steps, collectives and counters are not
+// queried or scanned once per rank), and each rank still gets exactly its own rows.
+TEST(ViewerModel, ManyRanksLoadEachWithItsOwnRows) {
+  v::SyntheticOptions o;
+  o.ranks = 3'000;
+  o.events_per_rank = 10;
+  o.steps = 2;
+  o.kernels = false;
+  const std::string path = synthetic("v_many_ranks.db", o);
+  const v::Trace t = v::loadTrace(path);
+  ASSERT_EQ(t.ranks.size(), size_t(o.ranks));
+  for (int64_t r : {int64_t(0), int64_t(1), int64_t(1'234), int64_t(o.ranks - 1)}) {
+    const v::RankGroup& g = t.ranks[size_t(r)];
+    EXPECT_EQ(g.rank, r);
+    const auto own = db::readSteps(path, r);
+    ASSERT_EQ(own.size(), 2u);
+    const v::Track* steps = findTrack(t, r, v::TrackKind::Steps);
+    ASSERT_TRUE(steps);
+    ASSERT_EQ(steps->lanes.size(), 1u);
+    ASSERT_EQ(steps->lanes[0].events.size(), 2u);
+    EXPECT_EQ(steps->lanes[0].events[1].start, own[1].start_ns);
+    const v::Track* coll = findTrack(t, r, v::TrackKind::Collectives);
+    ASSERT_TRUE(coll);
+    EXPECT_EQ(coll->lanes[0].events.size(), 2u);
+    const v::Track* mem = findTrack(t, r, v::TrackKind::Counter);
+    ASSERT_TRUE(mem);
+    EXPECT_EQ(mem->label, "memory");
+    ASSERT_EQ(mem->counter.ts.size(), 4u);  // two samples per step
+    EXPECT_TRUE(std::is_sorted(mem->counter.ts.begin(), mem->counter.ts.end()));
+    EXPECT_EQ(mem->counter.ts[0], own[0].start_ns);
+    for (size_t ti : g.tracks) EXPECT_EQ(t.tracks[ti].rank, r);
+  }
 }

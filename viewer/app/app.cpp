@@ -3,16 +3,18 @@
 
 #include <imgui.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 #include "trainscope/viewer/image.h"
 #include "window.h"
 
@@ -27,6 +29,14 @@ App::App(Options o) : opt(std::move(o)) {}
 App::~App() = default;
 
 void App::openDocument(const std::string& path) {
+  // Before anything opens it: a FIFO (or a device) at the path, given or recorded in a study as a
+  // trial's run database, would block the open forever.
+  try {
+    files::requireRegularFile(path, "file", "pass a run database or a study");
+  } catch (const UserError& e) {
+    fatal = e.what();
+    return;
+  }
   if (tuner::isStudy(path)) {
     try {
       study = std::make_unique<tuner::StudySnapshot>(tuner::readStudy(path));
@@ -272,18 +282,26 @@ void App::writeLayout(const std::string& path) const {
     j["events"] = t->event_count;
     j["bytes"] = t->bytes();
   }
-  std::ofstream(path) << j.dump(1) << "\n";
+  files::writeAtomically(path, j.dump(1) + "\n", files::Existing::Replace, "--layout");
 }
 
 int App::run() {
   const bool headless = !opt.screenshot.empty();
   std::vector<ScriptCommand> script;
   if (!opt.script.empty()) {
-    std::ifstream f(opt.script);
-    if (!f) throw UserError("--script", opt.script + " cannot be read", "check the path");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    script = parseScript(ss.str(), opt.script);
+    const int fd = files::openRegularFile(opt.script, "--script", "name a script file (see docs/viewer.md)");
+    std::string text;
+    char buf[1 << 14];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        ::close(fd);
+        throw UserError("--script", opt.script + " cannot be read", "check the path");
+      }
+      text.append(buf, size_t(n));
+    }
+    ::close(fd);
+    script = parseScript(text, opt.script);
   }
   Window window("trainscope-viewer", opt.width, opt.height, !headless);
   for (const auto& f : opt.files) openDocument(f);
@@ -328,7 +346,9 @@ int App::run() {
     if (all_loaded && fatal.empty()) frame_ms.push_back(this->frame_ms);  // frames of the loaded trace
     window.render();
 
-    if (headless && (all_loaded || !fatal.empty()) && next_command >= script.size() && --settle <= 0) {
+    // A message instead of the timeline ends a headless run however much of the script is left
+    // (its commands wait for a loaded file, which will not come).
+    if (headless && (!fatal.empty() || (all_loaded && next_command >= script.size())) && --settle <= 0) {
       writePng(opt.screenshot, window.readPixels());
       if (!opt.layout.empty()) writeLayout(opt.layout);
       break;

@@ -50,6 +50,7 @@ struct Document {
   std::unique_ptr<rundb::RunSummary> summary;  // computed after the timeline is up
   std::atomic<bool> summary_done{false};
   int64_t offset = 0;                   // added to this run's times when drawn (run comparison)
+  std::vector<double> group_top;        // each rank group's top from the first's, then the total (px)
   double load_s = 0;
   ~Document();
   bool ready() const { return trace != nullptr; }

@@ -129,10 +129,14 @@ void App::drawStatistics() {
   const std::string cur = stats_rank < 0 ? "all ranks" : "rank " + std::to_string(stats_rank);
   if (ImGui::BeginCombo("##rank", cur.c_str())) {
     if (ImGui::Selectable("all ranks", stats_rank < 0)) stats_rank = -1;
-    for (const auto& g : t.ranks) {
-      const std::string n = "rank " + std::to_string(g.rank);
-      if (ImGui::Selectable(n.c_str(), stats_rank == g.rank)) stats_rank = g.rank;
-    }
+    ImGuiListClipper clip;  // tens of thousands of ranks: only the visible entries
+    clip.Begin(int(t.ranks.size()));
+    while (clip.Step())
+      for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+        const RankGroup& g = t.ranks[size_t(i)];
+        const std::string n = "rank " + std::to_string(g.rank);
+        if (ImGui::Selectable(n.c_str(), stats_rank == g.rank)) stats_rank = g.rank;
+      }
     ImGui::EndCombo();
   }
   const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
@@ -211,28 +215,36 @@ void App::drawSteps() {
                                       r.breakdown->memory_s + r.breakdown->idle_s);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float bar_w = std::max(100.f, ImGui::GetContentRegionAvail().x - 560);
-  for (const auto& r : s.ranks) {
-    ImGui::Text("rank %-3lld %s", (long long)r.rank, r.straggler ? "STRAGGLER" : "         ");
-    ImGui::SameLine(150);
-    const ImVec2 p = ImGui::GetCursorScreenPos();
-    if (r.breakdown && longest > 0) {
-      const auto& b = *r.breakdown;
-      const double parts[5] = {b.compute_s - b.overlap_s, b.comm_s - b.overlap_s, b.overlap_s, b.memory_s, b.idle_s};
-      float x = p.x;
-      for (int i = 0; i < 5; ++i) {
-        const float w = float(std::max(0.0, parts[i]) / longest) * bar_w;
-        dl->AddRectFilled(ImVec2(x, p.y + 2), ImVec2(x + w, p.y + 14), cols[i]);
-        x += w;
+  // One row per rank, all of one height, through a clipper: a frame draws the visible ranks only.
+  ImGuiListClipper clip;
+  clip.Begin(int(s.ranks.size()));
+  while (clip.Step()) {
+    for (int ri = clip.DisplayStart; ri < clip.DisplayEnd; ++ri) {
+      const auto& r = s.ranks[size_t(ri)];
+      ImGui::Text("rank %-3lld %s", (long long)r.rank, r.straggler ? "STRAGGLER" : "         ");
+      ImGui::SameLine(150);
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      if (r.breakdown && longest > 0) {
+        const auto& b = *r.breakdown;
+        const double parts[5] = {b.compute_s - b.overlap_s, b.comm_s - b.overlap_s, b.overlap_s, b.memory_s, b.idle_s};
+        float x = p.x;
+        for (int i = 0; i < 5; ++i) {
+          const float w = float(std::max(0.0, parts[i]) / longest) * bar_w;
+          dl->AddRectFilled(ImVec2(x, p.y + 2), ImVec2(x + w, p.y + 14), cols[i]);
+          x += w;
+        }
+        ImGui::Dummy(ImVec2(bar_w, 16));
+        ImGui::SameLine();
+        ImGui::Text("CPU step %s%s%s | %s compute, %s comm, %s memory, %s idle",
+                    formatDuration(r.step_s_mean * 1e9).c_str(), r.gpu_step_s ? ", GPU step " : "",
+                    r.gpu_step_s ? formatDuration(*r.gpu_step_s * 1e9).c_str() : "",
+                    formatDuration(b.compute_s * 1e9).c_str(), formatDuration(b.comm_s * 1e9).c_str(),
+                    formatDuration(b.memory_s * 1e9).c_str(), formatDuration(b.idle_s * 1e9).c_str());
+      } else {
+        ImGui::Dummy(ImVec2(bar_w, 16));  // the row's height, as with a bar
+        ImGui::SameLine();
+        ImGui::Text("step %s (median)", formatDuration(r.step_s_median * 1e9).c_str());
       }
-      ImGui::Dummy(ImVec2(bar_w, 16));
-      ImGui::SameLine();
-      ImGui::Text("CPU step %s%s%s | %s compute, %s comm, %s memory, %s idle",
-                  formatDuration(r.step_s_mean * 1e9).c_str(), r.gpu_step_s ? ", GPU step " : "",
-                  r.gpu_step_s ? formatDuration(*r.gpu_step_s * 1e9).c_str() : "",
-                  formatDuration(b.compute_s * 1e9).c_str(), formatDuration(b.comm_s * 1e9).c_str(),
-                  formatDuration(b.memory_s * 1e9).c_str(), formatDuration(b.idle_s * 1e9).c_str());
-    } else {
-      ImGui::Text("step %s (median)", formatDuration(r.step_s_median * 1e9).c_str());
     }
   }
 }

@@ -180,7 +180,29 @@ void App::drawTimeline() {
     if (!d.ready()) continue;
     const Trace& tr = *d.trace;
     const int64_t off = d.offset;
-    for (const RankGroup& g : tr.ranks) {
+    // Ranks outside the visible rows are skipped before anything is built for them: the groups'
+    // offsets (prefix sums of their heights, computed once per trace) give the first visible one by
+    // binary search, so a frame costs the rows on screen, not the ranks in the file.
+    if (d.group_top.size() != tr.ranks.size() + 1) {
+      d.group_top.assign(1, 0.0);
+      for (const RankGroup& g : tr.ranks) {
+        double h = kGroupH;
+        for (size_t ti : g.tracks) {
+          const Track& t = tr.tracks[ti];
+          h += t.kind == TrackKind::Counter ? kCounterH : kLaneH * double(std::max<size_t>(1, t.lanes.size()));
+        }
+        d.group_top.push_back(d.group_top.back() + h);
+      }
+    }
+    const float base = y;
+    const size_t n_groups = tr.ranks.size();
+    // The first group whose bottom edge is below the top of the view.
+    const size_t first = size_t(std::upper_bound(d.group_top.begin() + 1, d.group_top.end(), double(top - base)) -
+                                (d.group_top.begin() + 1));
+    for (size_t gi = first; gi < n_groups; ++gi) {
+      y = base + float(d.group_top[gi]);
+      if (y > bottom) break;
+      const RankGroup& g = tr.ranks[gi];
       // Group header.
       dl->AddRectFilled(ImVec2(p0.x, y), ImVec2(timeline_x1, y + kGroupH), kGroup);
       char head[256];
@@ -245,6 +267,7 @@ void App::drawTimeline() {
         y += h;
       }
     }
+    y = base + float(d.group_top[n_groups]);
   }
 
   // Selection outline and its flow arrow (the launch → the kernel), clipped to the timeline.

@@ -3,14 +3,14 @@
 
 #include <zlib.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 
 namespace trainscope::viewer {
 
@@ -72,24 +72,21 @@ void writePng(const std::string& path, const Image& img) {
   chunk(png, "IHDR", ihdr);
   chunk(png, "IDAT", z);
   chunk(png, "IEND", "");
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(png.data(), std::streamsize(png.size()));
-    if (!f.good()) {
-      std::remove(tmp.c_str());
-      throw UserError("--screenshot", "cannot write " + path, "check that its folder exists and is writable");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw UserError("--screenshot", "cannot write " + path, "check that its folder exists and is writable");
-  }
+  // A random temporary name beside `path`, then rename: no guessable name to plant a link at, and a
+  // link planted at `path` is replaced, never followed.
+  files::writeAtomically(path, png, files::Existing::Replace, "--screenshot");
 }
 
 Image readPng(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  const std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const int fd = files::openRegularFile(path, "png", "name a PNG file");
+  std::string s;
+  char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    s.append(buf, size_t(n));
+  }
+  ::close(fd);
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   auto bad = [&](const std::string& why) { return UserError("png", path + ": " + why, ""); };
   if (s.size() < 8 || std::memcmp(p, "\x89PNG\r\n\x1a\n", 8) != 0) throw bad("not a PNG");

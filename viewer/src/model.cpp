@@ -219,6 +219,19 @@ void parallelFor(size_t n, int threads, F&& f) {
   if (failure) std::rethrow_exception(failure);
 }
 
+// A counter's samples in time order (the table is read in storage order); ties keep that order.
+void sortByTime(CounterSeries& c) {
+  if (std::is_sorted(c.ts.begin(), c.ts.end())) return;
+  std::vector<size_t> order(c.ts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return c.ts[a] < c.ts[b]; });
+  std::vector<int64_t> ts(order.size());
+  std::vector<double> values(order.size());
+  for (size_t i = 0; i < order.size(); ++i) ts[i] = c.ts[order[i]], values[i] = c.values[order[i]];
+  c.ts = std::move(ts);
+  c.values = std::move(values);
+}
+
 constexpr const char* kSpanTables[] = {"ranges", "host_ops", "api_calls", "kernels", "memcpy", "memset"};
 constexpr int64_t kChunkRows = 1 << 18;
 
@@ -344,7 +357,18 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
     for (const auto& [r, info] : infos) rank_set.insert(r);
     for (const auto& [k, t] : built) rank_set.insert(k.rank);
 
-    size_t b = 0;
+    // Steps, collectives and counters are read once for every rank and walked in rank order: a
+    // query or a scan per rank is O(ranks × rows), which a 50,000-rank file turns into minutes.
+    // trace.steps is sorted by (rank, step) and collectives() by (rank, start); counters are
+    // bucketed by rank and name in one pass over the table.
+    const std::vector<rundb::Collective> collectives = reader.collectives();
+    std::map<int64_t, std::map<uint32_t, CounterSeries>> counters_of;
+    reader.forEach<rundb::Counter>([&](const rundb::Counter& x) {
+      CounterSeries& c = counters_of[x.rank][names.id(reader, x.name)];
+      c.ts.push_back(x.ts_ns);
+      c.values.push_back(x.value);
+    });
+    size_t b = 0, si = 0, ci = 0;
     for (int64_t rank : rank_set) {
       RankGroup g;
       g.rank = rank;
@@ -364,34 +388,37 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
       };
       // Steps.
       std::vector<Event> steps;
-      for (const auto& s : trace.steps)
-        if (s.rank == rank)
-          steps.push_back({s.start_ns, s.start_ns + s.step_time_ns, names.text("step " + std::to_string(s.step)), EventKind::Step});
+      for (; si < trace.steps.size() && trace.steps[si].rank < rank; ++si) {}
+      for (; si < trace.steps.size() && trace.steps[si].rank == rank; ++si) {
+        const rundb::Step& s = trace.steps[si];
+        steps.push_back({s.start_ns, s.start_ns + s.step_time_ns, names.text("step " + std::to_string(s.step)), EventKind::Step});
+      }
       addEvents(TrackKind::Steps, "steps", std::move(steps));
       // Threads, then streams (`built` is ordered by rank, kind, ids).
       for (; b < built.size() && built[b].first.rank == rank; ++b) add(std::move(built[b].second));
       // Collectives, one track: "all_reduce (dp)".
       std::vector<Event> coll;
-      for (const auto& c : reader.collectives(rank))
+      for (; ci < collectives.size() && collectives[ci].rank < rank; ++ci) {}
+      for (; ci < collectives.size() && collectives[ci].rank == rank; ++ci) {
+        const rundb::Collective& c = collectives[ci];
         coll.push_back({c.start_ns, c.end_ns, names.text(c.op + " (" + c.group + ")"), EventKind::Collective});
+      }
       addEvents(TrackKind::Collectives, "collectives", std::move(coll));
       // Counters, a track per name, the memory counter first.
-      std::map<uint32_t, CounterSeries> counters;
-      reader.forEachOf<rundb::Counter>(rank, [&](const rundb::Counter& x) {
-        CounterSeries& c = counters[names.id(reader, x.name)];
-        c.ts.push_back(x.ts_ns);
-        c.values.push_back(x.value);
-      });
       std::vector<Track> counter_tracks;
-      for (auto& [name, c] : counters) {
-        Track t;
-        t.kind = TrackKind::Counter;
-        t.rank = rank;
-        t.label = names[name] == rundb::names::kMemoryCounter ? "memory" : names[name];
-        t.counter = std::move(c);
-        buildPyramid(t.counter);
-        if (t.label == "memory") counter_tracks.insert(counter_tracks.begin(), std::move(t));
-        else counter_tracks.push_back(std::move(t));
+      if (auto found = counters_of.find(rank); found != counters_of.end()) {
+        for (auto& [name, c] : found->second) {
+          Track t;
+          t.kind = TrackKind::Counter;
+          t.rank = rank;
+          t.label = names[name] == rundb::names::kMemoryCounter ? "memory" : names[name];
+          t.counter = std::move(c);
+          sortByTime(t.counter);
+          buildPyramid(t.counter);
+          if (t.label == "memory") counter_tracks.insert(counter_tracks.begin(), std::move(t));
+          else counter_tracks.push_back(std::move(t));
+        }
+        counters_of.erase(found);
       }
       for (auto& t : counter_tracks) add(std::move(t));
       trace.ranks.push_back(std::move(g));

@@ -37,8 +37,12 @@ class SqliteError : public std::runtime_error {
 
 class Database {
  public:
-  // ReadOnly never writes beside the file; where a normal read-only open cannot read (a WAL database
-  // on read-only storage), it reopens the file as immutable.
+  // ReadOnly creates nothing beside the file and refuses what is not a regular file (a FIFO would
+  // block the open). A WAL database with nothing in its -wal is read as immutable (a plain read-only
+  // connection would leave -wal and -shm behind); one being written, or a killed writer's -wal, is
+  // read through its -wal — for a -wal without its -shm, SQLite creates the -shm it needs (the only
+  // file it may leave), and where the folder is not writable a UserError says to copy the pair. A
+  // file a normal read-only open cannot read (on read-only storage) is reopened as immutable.
   enum class Mode { ReadOnly, ReadWrite, Create };
   Database(const std::string& path, Mode mode);
   ~Database();

@@ -16,7 +16,8 @@ struct Image {
   uint32_t pixel(int x, int y) const;  // 0xAABBGGRR
 };
 
-// Writes through a temporary file and rename: a failed write leaves no partial PNG.
+// Writes through files::AtomicFile (a random temporary name, then rename): a failed write leaves no
+// partial PNG, and a link at `path` is replaced, never followed.
 void writePng(const std::string& path, const Image& img);
 Image readPng(const std::string& path);  // 8-bit RGBA or RGB, non-interlaced (what writePng writes)
 
