@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/tuner/calibrate.h"
 
@@ -45,12 +46,6 @@ int64_t availableMemory() {
   return int64_t(4) << 30;
 }
 
-std::string shellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 }  // namespace
 
 std::string measureLocalCluster(const std::string& study, const std::string& self_dir, int64_t mem_limit,
@@ -63,6 +58,7 @@ std::string measureLocalCluster(const std::string& study, const std::string& sel
   }
   const int64_t ranks = std::max<int64_t>(1, std::min<int64_t>(64, std::thread::hardware_concurrency()));
   std::cout << "cluster: measuring this machine (matmul, memory bandwidth, collectives; about 20 s)..." << std::endl;
+  using files::shellQuote;
   const std::string rates = capture(shellQuote(self_dir + "/trainscope-train") + " calibrate", "trainscope-train calibrate");
   const std::string trace = study + ".calibration.db";
   capture(shellQuote(self_dir + "/trainscope") + " run --workload small-cpu --seq 64 --mbs 2 --gbs 8 --nproc 2 --steps 6" +
@@ -80,14 +76,9 @@ std::string measureLocalCluster(const std::string& study, const std::string& sel
   gethostname(host, sizeof host - 1);
   const int64_t memory = mem_limit > 0 ? mem_limit : availableMemory() / ranks;
   const std::string json = tuner::localClusterJson(rates, fit, ranks, memory, host);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << json << "\n";
-    if (!f.good()) throw UserError("--cluster local", "cannot write " + path, "check the --study folder");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw UserError("--cluster local", "cannot write " + path, "check the --study folder");
+  // Under a random temporary name, then renamed over the path (a link planted at either name is
+  // neither followed nor written through).
+  files::writeAtomically(path, json + "\n", files::Existing::Replace, "--cluster local");
   std::printf("cluster: wrote %s (collectives: alpha %.1f us, beta %.2f GB/s over %lld samples, R^2 %.2f); "
               "reuse it with --cluster %s\n",
               path.c_str(), fit.tier.latency * 1e6, fit.tier.bandwidth / 1e9, static_cast<long long>(fit.samples),

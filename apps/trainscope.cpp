@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,9 +87,11 @@ int main(int argc, char** argv) {
   exp->add_option("db", export_path, "run database, or tuner study")->required();
   exp->add_option("--chrome", chrome_path, "run database: write Chrome trace JSON (Perfetto, chrome://tracing)");
   exp->add_option("--format", export_format, "study: run|command|megatron|deepspeed|accelerate");
-  exp->add_option("--trial", export_trial, "study: this candidate instead of the recommendation");
-  exp->add_option("-o,--out", export_out, "study: write here instead of stdout");
-  exp->add_flag("--overwrite", export_overwrite, "replace an existing file that is not an earlier export");
+  exp->add_option("--trial", export_trial, "study: this candidate (its id) instead of the recommendation");
+  exp->add_option("-o,--out", export_out, "study: write here instead of stdout (never the study itself)");
+  exp->add_flag(
+      "--overwrite", export_overwrite,
+      "replace an existing file (--chrome: one that is not an earlier export; -o: any file, or a link itself)");
 
   try {
     app.parse(argc, argv);
@@ -112,7 +115,11 @@ int main(int argc, char** argv) {
       if (trainscope::tuner::isStudy(export_path)) {
         if (export_format.empty())
           throw trainscope::UserError("--format", "is needed to export a study", "pass --format run|command|megatron|deepspeed|accelerate");
-        return trainscope::apps::exportStudy(export_path, export_format, export_trial, export_out);
+        if (exp->count("--out") > 0 && export_out.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
+          throw trainscope::UserError("-o", "is empty", "name the file to write, or leave -o out for stdout");
+        return trainscope::apps::exportStudy(
+            export_path, export_format, exp->count("--trial") > 0 ? std::optional<int64_t>(export_trial) : std::nullopt,
+            export_out, export_overwrite);
       }
       if (chrome_path.empty())
         throw trainscope::UserError("--chrome", "is needed to export a run database", "pass --chrome OUT.json");

@@ -4,19 +4,24 @@
 #include "tune_command.h"
 #include "local_cluster.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 #include "trainscope/runtime/config.h"
 #include "trainscope/tuner/tune.h"
 #include "trainscope/workloads/workload.h"
@@ -44,6 +49,59 @@ std::vector<std::string> split(const std::string& s) {
   for (std::string item; std::getline(ss, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+// A whole number in [lo, hi] written in decimal; anything else is refused naming `field`.
+int64_t parseCount(const std::string& s, const std::string& field, int64_t lo, int64_t hi, const std::string& fix) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || end != s.c_str() + s.size() || errno != 0 || v < lo || v > hi)
+    throw UserError(
+        field, "\"" + s + "\" is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi), fix);
+  return v;
+}
+
+std::vector<int64_t> parseCounts(const std::string& list, const std::string& field, int64_t hi) {
+  std::vector<int64_t> out;
+  for (const auto& item : split(list))
+    out.push_back(parseCount(item, field, 1, hi, "pass a comma-separated list such as 1,2,4"));
+  return out;
+}
+
+void requireAtLeast(int64_t v, int64_t lo, const std::string& field, const std::string& fix) {
+  if (v < lo) throw UserError(field, std::to_string(v) + " is below " + std::to_string(lo), fix);
+}
+
+// --inject: CANDIDATE:crash|hang|oom[,…].
+void checkInject(const std::string& spec) {
+  for (const auto& item : split(spec)) {
+    const auto colon = item.find(':');
+    const std::string what = colon == std::string::npos ? "" : item.substr(colon + 1);
+    if (colon == std::string::npos || (what != "crash" && what != "hang" && what != "oom"))
+      throw UserError("--inject", "\"" + item + "\" is not CANDIDATE:crash|hang|oom", "e.g. --inject 0:crash,1:hang");
+    parseCount(item.substr(0, colon), "--inject", 0, int64_t(1) << 40,
+               "name a candidate by its id, e.g. --inject 0:crash");
+  }
+}
+
+// The figures the models compute are int64 bytes per rank. An upper bound of all of them (every
+// term of memory_model.cpp: activations of every micro-batch in flight, with the quadratic score
+// term, the logits, the weights with their gradients and optimizer state on each of the devices,
+// with room to spare) must stay far below 2^63, or a batch can come out with a negative peak that
+// "fits". Refused up front, naming the flag.
+void checkFigures(const workloads::Workload& w, const tn::Cluster& c, int64_t gbs, int64_t seq_flag) {
+  const long double seq =
+      seq_flag > 0 ? std::min<int64_t>(seq_flag, w.n_positions) : std::min<int64_t>(w.n_positions, 1024);
+  const long double h = w.n_embd, L = w.n_layer, V = w.vocab_size, a = w.n_head;
+  const long double per_token = L * (64 * h + 8 * a * seq) + 32 * (h + V) + 64;
+  const long double params = (V + w.n_positions + 13 * L * h) * h;
+  const long double bound = 4 * (long double)gbs * seq * per_token + 64 * params * (c.devices() + 2) + 16 * V * h * seq;
+  if (!(bound < std::ldexp(1.0L, 60)))
+    throw UserError("--gbs",
+                    std::to_string(gbs) + " sequences of " + std::to_string(int64_t(seq)) + " tokens of " + w.name +
+                        " need more memory than the models can count (over 2^60 bytes)",
+                    "pass a global batch a cluster could hold");
 }
 
 double parseDuration(const std::string& s) {
@@ -101,39 +159,60 @@ CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
 }
 
 int runTune(const TuneFlags& f, const std::string& self_dir) {
-  const workloads::Workload w = workloads::load(f.workload);
-  const std::string cluster_file =
-      f.cluster == "local"
-          ? measureLocalCluster(f.study, self_dir, f.mem_limit.empty() ? 0 : rt::parseBytes(f.mem_limit, "--mem-limit"),
-                                f.resume)
-          : f.cluster;
-  tn::Cluster c = tn::loadCluster(cluster_file, f.nodes);
-  if (!f.mem_limit.empty()) c.memory_bytes = rt::parseBytes(f.mem_limit, "--mem-limit");
+  // Every flag is checked before anything is created or run: bad input exits 2 naming the flag.
+  if (f.study.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
+    throw UserError("--study", "is empty", "name the study's file, e.g. --study study.db");
+  requireAtLeast(f.gbs, 1, "--gbs", "pass the global batch in sequences");
+  requireAtLeast(f.seq, 0, "--seq", "pass a sequence length, or leave it out for the workload's");
+  requireAtLeast(f.nodes, 0, "--nodes", "pass a number of nodes, or leave it out for the cluster file's");
+  requireAtLeast(f.max_trials, 0, "--max-trials", "pass a number of trial processes, or leave it out for no cap");
+  requireAtLeast(f.first_round, 1, "--first-round", "pass 1 or more (default 8)");
+  requireAtLeast(f.steps, 1, "--trial-steps", "pass 1 or more (default 3)");
+  if (f.finalists < 2) throw UserError("--finalists", "must be at least 2", "pass 2 or more (default 3)");
+  if (f.final_rounds < 0) throw UserError("--final-rounds", "must not be negative", "pass 0 for plain halving, or 2");
+  if (!(f.trial_timeout > 0) || !std::isfinite(f.trial_timeout))
+    throw UserError("--trial-timeout", "must be a positive number of seconds", "pass e.g. 300");
+  if (f.launcher != "local" && f.launcher != "slurm") throw UserError("--launcher", "must be local or slurm", "");
+  checkInject(f.inject);
+  const double budget_s = parseDuration(f.budget);
   tn::SpaceOptions so;
   so.gbs = f.gbs;
   so.seq = f.seq;
-  if (f.gbs < 1) throw UserError("--gbs", "must be positive", "pass the global batch in sequences");
-  so.mbs.clear();
-  for (const auto& m : split(f.mbs)) so.mbs.push_back(std::atoll(m.c_str()));
+  so.mbs = parseCounts(f.mbs, "--mbs", int64_t(1) << 30);
+  if (so.mbs.empty()) throw UserError("--mbs", "lists no micro-batch size", "pass e.g. --mbs 1,2,4");
   so.ckpt.clear();
   for (const auto& m : split(f.ckpt)) so.ckpt.push_back(rt::parseCheckpointing(m, "--ckpt"));
+  if (so.ckpt.empty()) throw UserError("--ckpt", "lists no checkpointing mode", "pass e.g. --ckpt none,selective,full");
   for (const auto& m : split(f.precision)) so.precisions.push_back(rt::parsePrecision(m, "--precision"));
   so.schedules.clear();
   for (const auto& m : split(f.schedules)) so.schedules.push_back(rt::parseSchedule(m, "--pp-schedules"));
-  for (const auto& m : split(f.ranks)) so.worlds.push_back(std::atoll(m.c_str()));
+  if (so.schedules.empty())
+    throw UserError("--pp-schedules", "lists no schedule", "pass e.g. --pp-schedules 1f1b,gpipe");
+  so.worlds = parseCounts(f.ranks, "--ranks", int64_t(1) << 20);
   if (f.no_zero) so.zero = {0};
   if (f.no_sp) so.sequence_parallel = {false};
+  const int64_t mem_limit = f.mem_limit.empty() ? 0 : rt::parseBytes(f.mem_limit, "--mem-limit");
+  const workloads::Workload w = workloads::load(f.workload);
+
+  // One tuner per study, from here to the end (study.h): taken before --cluster local measures into
+  // files beside the study. --predict-only makes no study.
+  std::unique_ptr<tn::StudyLock> lock;
+  if (!f.predict_only) lock = std::make_unique<tn::StudyLock>(f.study, f.resume);
+  const std::string cluster_file =
+      f.cluster == "local" ? measureLocalCluster(f.study, self_dir, mem_limit, f.resume) : f.cluster;
+  tn::Cluster c = tn::loadCluster(cluster_file, f.nodes);
+  if (mem_limit > 0) c.memory_bytes = mem_limit;
+  checkFigures(w, c, f.gbs, f.seq);
   tn::TuneOptions o;
   o.study_path = f.study;
   o.resume = f.resume;
+  o.lock = lock.get();
   o.predict_only = f.predict_only;
   o.exhaustive = f.exhaustive;
   o.max_trials = f.max_trials;
-  o.budget_s = parseDuration(f.budget);
+  o.budget_s = budget_s;
   o.first_round = f.first_round;
   o.base_steps = std::max<int64_t>(2, f.steps);
-  if (f.finalists < 2) throw UserError("--finalists", "must be at least 2", "pass 2 or more (default 3)");
-  if (f.final_rounds < 0) throw UserError("--final-rounds", "must not be negative", "pass 0 for plain halving, or 2");
   o.finalists = f.finalists;
   o.final_rounds = f.final_rounds;
   o.trial_timeout_s = f.trial_timeout;
@@ -142,7 +221,6 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   o.work_dir = f.study + ".trials";
   o.mem_limit = c.kind == "cpu" ? c.memory_bytes : 0;
   o.inject = f.inject;
-  if (f.launcher != "local" && f.launcher != "slurm") throw UserError("--launcher", "must be local or slurm", "");
 
   const bool tty = isatty(1);
   auto progress = [&](const tn::TuneEvent& e) {
@@ -163,6 +241,27 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   if (tty) std::cout << "\n";
   int64_t valid = 0;
   for (const auto& cand : r.candidates) valid += cand.rejected.empty();
+  if (valid == 0) {
+    // Nothing to rank or run: the flags asked for an empty space. Say why, with an example.
+    int64_t over_memory = 0;
+    for (const auto& cand : r.candidates) over_memory += cand.rejected.rfind("predicted memory", 0) == 0;
+    if (f.explain) {
+      std::printf("rejected:\n");
+      for (const auto& cand : r.candidates)
+        std::printf("  %-46s %s\n", cand.plan.describe().c_str(), cand.rejected.c_str());
+    }
+    std::string example;
+    for (const auto& cand : r.candidates)
+      if (example.empty() || cand.rejected.rfind("predicted memory", 0) == 0)
+        example = cand.plan.describe() + ": " + cand.rejected;
+    throw UserError(r.candidates.empty()                          ? "--ranks"
+                    : over_memory == int64_t(r.candidates.size()) ? "--mem-limit"
+                                                                  : "--gbs",
+                    "none of the " + std::to_string(r.candidates.size()) +
+                        " combinations is valid and predicted to fit" +
+                        (example.empty() ? std::string() : " (e.g. " + example + ")"),
+                    "see them with --predict-only --explain; change --gbs, --mbs, --ranks, --mem-limit or --cluster");
+  }
   // Per candidate measured: its ok trials, their pooled step time (r.estimate) and the highest peak.
   std::map<int64_t, std::pair<int64_t, int64_t>> ok_trials;  // candidate → (pooled trials, max peak bytes)
   for (const auto& t : r.trials)
@@ -196,7 +295,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
                           {"bandwidth_bytes_per_s", r.network_fit.tier.bandwidth},
                           {"samples", r.network_fit.samples}, {"r2", r.network_fit.r2}};
     std::cout << j.dump() << std::endl;
-    return r.interrupted ? 130 : 0;
+    return r.interrupted ? 128 + r.signal : 0;
   }
   std::printf("\n%s on %s, gbs %lld: %zu combinations, %lld valid and predicted to fit", w.name.c_str(), c.name.c_str(),
               static_cast<long long>(f.gbs), r.candidates.size(), static_cast<long long>(valid));
@@ -254,7 +353,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   }
   if (r.interrupted) {
     std::printf("\ninterrupted: %lld trial(s) ran; continue with --resume\n", static_cast<long long>(r.trials_run));
-    return 130;
+    return 128 + r.signal;  // 130 for SIGINT, 143 for SIGTERM, as a shell reports a process they killed
   }
   if (r.recommended < 0) {
     if (o.predict_only && valid > 0)
@@ -278,16 +377,49 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   return 0;
 }
 
-int exportStudy(const std::string& path, const std::string& format, int64_t candidate, const std::string& out) {
-  tn::Study study(path, "", true);
-  if (candidate < 0) {
-    const std::string rec = study.value("recommended");
-    if (rec.empty()) throw UserError("export", path + " has no recommendation yet", "finish the study, or pass --trial N");
-    candidate = std::atoll(rec.c_str());
-  }
+namespace {
+
+// -o must not be the study or a file beside it that SQLite reads with it (-wal, -shm, -journal),
+// through any name or link (same device and inode), and must not exist unless --overwrite.
+void checkExportOutput(const std::string& study, const std::string& out, bool overwrite) {
+  struct stat o {
+  }, in{};
+  if (::stat(out.c_str(), &o) == 0)
+    for (const std::string side : {"", "-wal", "-shm", "-journal"})
+      if (::stat((study + side).c_str(), &in) == 0 && in.st_dev == o.st_dev && in.st_ino == o.st_ino)
+        throw UserError("-o", out + (side.empty() ? " is the study being exported" : " is the study's " + study + side),
+                        "name another file to write");
+  if (!overwrite && ::lstat(out.c_str(), &o) == 0)
+    throw UserError("-o", out + " already exists", "name a new file, or pass --overwrite to replace it");
+}
+
+}  // namespace
+
+int exportStudy(const std::string& path, const std::string& format, std::optional<int64_t> trial,
+                const std::string& out, bool overwrite) {
+  if (!out.empty()) checkExportOutput(path, out, overwrite);
+  if (trial && *trial < 0)
+    throw UserError("--trial", std::to_string(*trial) + " is not a candidate id",
+                    "pass a candidate id (0 or more) from the study's table");
+  tn::Study study(path);  // read-only: nothing is written into the study or beside it
+  const int64_t candidate = trial ? *trial : study.recommended();
+  if (candidate < 0)
+    throw UserError("export", path + " has no recommendation yet", "finish the study, or pass --trial N");
   const std::string cfg_json = study.candidateConfig(candidate);
-  if (cfg_json.empty()) throw UserError("--trial", "candidate " + std::to_string(candidate) + " is not a valid one in " + path, "");
-  rt::TrainConfig c = rt::fromJson(cfg_json, path);
+  if (cfg_json.empty())
+    throw UserError("--trial", "candidate " + std::to_string(candidate) + " is not a valid one in " + path,
+                    "pass the id of a valid candidate (the study's table, or `trainscope view " + path + "`)");
+  rt::TrainConfig c;
+  try {
+    c = rt::fromJson(cfg_json, path);
+  } catch (const UserError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UserError(
+        "study",
+        path + " is damaged: candidate " + std::to_string(candidate) + "'s config cannot be read (" + e.what() + ")",
+        "run the tune again");
+  }
   // The trials ran a few steps at a constant learning rate; a training run gets the usual schedule
   // (warm-up, cosine to 0.1 × lr) and a placeholder length to edit.
   c.steps = 1000;
@@ -305,11 +437,17 @@ int exportStudy(const std::string& path, const std::string& format, int64_t cand
   if (format == "run") {
     o << nlohmann::json::parse(rt::toJson(c)).dump(2) << "\n";
   } else if (format == "command") {
-    std::string args;
-    for (const auto& a : rt::toArgs(c)) args += " " + (a.find_first_of(" \"'$") == std::string::npos ? a : "'" + a + "'");
-    o << "# local\ntrainscope run" << args << "\n";
+    // Every argument quoted for a POSIX shell: a path may hold anything, and these lines get pasted.
+    const auto line = [&](rt::Launcher launcher) {
+      rt::TrainConfig x = c;
+      x.launcher = launcher;
+      std::string args;
+      for (const auto& a : rt::toArgs(x)) args += " " + files::shellQuote(a);
+      return "trainscope run" + args;
+    };
+    o << "# local\n" << line(rt::Launcher::Local) << "\n";
     o << "# Slurm: inside an allocation of " << c.world << " task(s), e.g. salloc --ntasks " << c.world << "\n";
-    o << "trainscope run" << args << " --launcher slurm\n";
+    o << line(rt::Launcher::Slurm) << "\n";
   } else if (format == "megatron") {
     o << "--num-layers " << c.model.n_layer << " --hidden-size " << c.model.n_embd << " --num-attention-heads "
       << c.model.n_head << " --seq-length " << c.seq << " --max-position-embeddings " << c.model.n_positions
@@ -389,8 +527,9 @@ int exportStudy(const std::string& path, const std::string& format, int64_t cand
   if (out.empty()) {
     std::cout << o.str();
   } else {
-    std::ofstream f(out);
-    if (!(f << o.str())) throw UserError("-o", "cannot write " + out, "check the folder is writable");
+    // Written whole under a temporary name and moved into place: never through a link at -o (with
+    // --overwrite the link itself is replaced), never half-written.
+    files::writeAtomically(out, o.str(), overwrite ? files::Existing::Replace : files::Existing::Refuse, "-o");
   }
   return 0;
 }

@@ -1,15 +1,27 @@
 // study.cpp — see study.h.
 #include "trainscope/tuner/study.h"
 
-#include <algorithm>
-#include <set>
-#include <string>
-
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 #include "trainscope/rundb/sqlite.h"
 
 namespace trainscope::tuner {
@@ -28,27 +40,212 @@ TrialStatus parseTrialStatus(const std::string& s) {
   return TrialStatus::Failed;
 }
 
-bool isStudy(const std::string& path) {
-  if (!rundb::looksLikeSqlite(path)) return false;
+namespace {
+
+bool blank(const std::string& s) { return s.find_first_not_of(" \t\n\r\f\v") == std::string::npos; }
+
+// A whole non-negative number written in decimal, or -1.
+int64_t parseId(const std::string& s) {
+  if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::strtoll(s.c_str(), nullptr, 10);
+}
+
+// The process that holds a flock on the file `st` describes, from /proc/locks ("1: FLOCK ADVISORY
+// WRITE PID MAJ:MIN:INODE 0 EOF"); 0 when it cannot be told. Where the device numbers differ from
+// stat's (overlay file systems), the inode alone is matched.
+long lockHolder(const struct stat& st) {
+  char dev_ino[80];
+  std::snprintf(dev_ino, sizeof dev_ino, "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino));
+  const std::string ino = ":" + std::to_string(static_cast<unsigned long long>(st.st_ino));
+  std::ifstream f("/proc/locks");
+  long by_inode = 0;
+  for (std::string line; std::getline(f, line);) {
+    std::istringstream ss(line);
+    std::string n, kind, mode, rw, pid, where;
+    if (!(ss >> n >> kind >> mode >> rw >> pid >> where) || kind != "FLOCK") continue;  // "->": a waiter
+    if (where == dev_ino) return std::atol(pid.c_str());
+    if (where.size() > ino.size() && where.compare(where.size() - ino.size(), ino.size(), ino) == 0)
+      by_inode = std::atol(pid.c_str());
+  }
+  return by_inode;
+}
+
+// A private copy being read (Study(path), readStudy, isStudy): removed with what SQLite made in it.
+void removeCopy(const std::string& dir) {
+  if (dir.empty()) return;
+  for (const char* f : {"/study.db", "/study.db-wal", "/study.db-shm", "/study.db-journal"})
+    ::unlink((dir + f).c_str());
+  ::rmdir(dir.c_str());
+}
+
+void copyInto(const std::string& from, const std::string& to) {
+  const int in = files::openRegularFile(from, "study", "check that the study can be read");
+  // `to` is in a folder of our own (mkdtemp): O_EXCL | O_NOFOLLOW as a matter of course.
+  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  bool ok = out >= 0;
+  char buf[1 << 16];
+  for (ssize_t n; ok && (n = ::read(in, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    for (ssize_t w = 0; ok && w < n;) {
+      const ssize_t k = ::write(out, buf + w, size_t(n - w));
+      ok = k > 0;
+      w += k;
+    }
+  }
+  ::close(in);
+  if (out >= 0) ::close(out);
+  if (!ok)
+    throw UserError("study", "cannot copy " + from + " to read it: " + std::strerror(errno),
+                    "set TMPDIR to a writable folder with room for the study");
+}
+
+// Opens a study for reading, writing nothing into it or beside it. SQLite reads a WAL study's -wal
+// through its -shm: where a killed tune left a -wal with writes but no -shm, and the folder cannot
+// be written (read-only storage, another user's folder), the -shm cannot be made and an immutable
+// open would skip the -wal (the study's last trials, or all of it). The study and its -wal are then
+// copied into a private folder and read there.
+std::unique_ptr<Database> openForReading(const std::string& path, std::string& copy_dir) {
+  struct stat wal {
+  }, shm{};
+  const bool wal_writes = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 32;
+  const bool has_shm = ::stat((path + "-shm").c_str(), &shm) == 0;
+  if (!wal_writes || has_shm || ::access(files::folderOf(path).c_str(), W_OK) == 0)
+    return std::make_unique<Database>(path, Database::Mode::ReadOnly);
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/trainscope-study-XXXXXX";
+  std::vector<char> name(templ.begin(), templ.end());
+  name.push_back('\0');
+  if (!::mkdtemp(name.data()))
+    throw UserError("study",
+                    path + "-wal needs a -shm file to be read, and neither its folder nor " + std::string(name.data()) +
+                        " is writable: " + std::strerror(errno),
+                    "set TMPDIR to a writable folder");
+  copy_dir = name.data();
   try {
-    Database db(path, Database::Mode::ReadOnly);
-    return db.tableExists("study") && db.tableExists("trials");
-  } catch (const std::exception&) {
-    return false;
+    copyInto(path, copy_dir + "/study.db");
+    copyInto(path + "-wal", copy_dir + "/study.db-wal");
+    return std::make_unique<Database>(copy_dir + "/study.db", Database::Mode::ReadOnly);
+  } catch (...) {
+    removeCopy(copy_dir);
+    copy_dir.clear();
+    throw;
   }
 }
 
-Study::Study(const std::string& path, const std::string& inputs, bool resume) : path_(path) {
+const char* kStudyFix = "pass the --study file of `trainscope tune`";
+
+}  // namespace
+
+bool isStudy(const std::string& path) {
+  if (!rundb::looksLikeSqlite(path)) return false;
+  std::string copy;
+  bool yes = false;
+  try {
+    auto db = openForReading(path, copy);
+    yes = db->tableExists("study") && db->tableExists("trials");
+  } catch (const std::exception&) {
+  }
+  removeCopy(copy);
+  return yes;
+}
+
+StudyLock::StudyLock(const std::string& path, bool resume) : path_(path), resume_(resume) {
+  if (blank(path)) throw UserError("--study", "is empty", "name the study's file, e.g. --study study.db");
   struct stat st {};
-  const bool exists = stat(path.c_str(), &st) == 0;
-  if (inputs.empty() && !(exists && isStudy(path)))  // opening an existing study (export)
-    throw UserError("study", path + (exists ? " is not a trainscope study" : " does not exist"),
-                    "pass the --study file of `trainscope tune`");
-  if (exists && !isStudy(path))
-    throw UserError("--study", path + " exists and is not a trainscope study", "choose another path");
-  if (exists && !resume)
-    throw UserError("--study", path + " already holds a study", "pass --resume to continue it, or choose another path");
-  db_ = std::make_unique<Database>(path, Database::Mode::Create);
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (resume)
+      throw UserError("--resume", path + " does not exist: there is no study to resume",
+                      "drop --resume to start a new study there, or name the study's file");
+    try {
+      fd_ = files::createFile(path, files::Existing::Refuse, "--study");
+      created_ = true;
+    } catch (const UserError&) {
+      if (::lstat(path.c_str(), &st) != 0) throw;  // not another tune's file: a real failure
+    }
+  }
+  if (fd_ < 0) fd_ = files::openRegularFile(path, "--study", "name a study file, or a new path");
+  const auto refuse = [&](const UserError& e) {
+    ::close(fd_);
+    fd_ = -1;
+    throw e;
+  };
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    // Another tune holds it (a file system without flock tunes unlocked, as RunStore writes).
+    ::fstat(fd_, &st);
+    const long pid = lockHolder(st);
+    const std::string who = pid > 0 ? "process " + std::to_string(pid) : "another process";
+    refuse(UserError("--study", path + " is being tuned by " + who + " (it holds the study's lock)",
+                     "wait for that tune to finish, or stop it" +
+                         (pid > 0 ? " (kill " + std::to_string(pid) + ")" : std::string()) +
+                         " and continue with --resume"));
+  }
+  if (created_) return;
+  ::fstat(fd_, &st);
+  if (st.st_size == 0) {  // created by a tune that stopped before SQLite wrote to it
+    if (resume)
+      refuse(UserError("--resume", path + " holds no study yet (a tune stopped before writing it)",
+                       "drop --resume to start the study there"));
+    return;
+  }
+  if (!isStudy(path))
+    refuse(UserError("--study", path + " exists and is not a trainscope study", "choose another path"));
+  if (!resume)
+    refuse(
+        UserError("--study", path + " already holds a study", "pass --resume to continue it, or choose another path"));
+}
+
+StudyLock::~StudyLock() {
+  if (fd_ < 0) return;
+  // A study file this lock created and nothing wrote into (the tune stopped on bad input): removed,
+  // while still locked, so that the path is free again. Only if the name still leads to our file.
+  struct stat mine {
+  }, now{};
+  if (created_ && ::fstat(fd_, &mine) == 0 && mine.st_size == 0 && ::lstat(path_.c_str(), &now) == 0 &&
+      now.st_dev == mine.st_dev && now.st_ino == mine.st_ino) {
+    ::unlink(path_.c_str());
+    for (const char* side : {"-wal", "-shm", "-journal"}) {
+      const std::string p = path_ + side;
+      if (::lstat(p.c_str(), &now) == 0 && S_ISREG(now.st_mode) && now.st_size == 0) ::unlink(p.c_str());
+    }
+  }
+  ::close(fd_);
+}
+
+Study::Study(const StudyLock& lock, const std::string& inputs) : path_(lock.path()) { create(inputs); }
+
+Study::Study(const std::string& path, const std::string& inputs, bool resume) : path_(path) {
+  if (inputs.empty()) {  // opening an existing study (export)
+    openReadOnly();
+    return;
+  }
+  own_lock_ = std::make_unique<StudyLock>(path, resume);
+  create(inputs);
+}
+
+Study::Study(const std::string& path) : path_(path) { openReadOnly(); }
+
+void Study::openReadOnly() {
+  const std::string& path = path_;
+  read_only_ = true;
+  struct stat st {};
+  const bool sqlite = rundb::looksLikeSqlite(path);
+  try {
+    if (sqlite) db_ = openForReading(path, copy_dir_);
+  } catch (const rundb::SqliteError& e) {
+    throw UserError("study", path + " cannot be read (" + e.what() + ")", kStudyFix);
+  }
+  if (!sqlite || !db_->tableExists("study") || !db_->tableExists("trials")) {
+    db_.reset();  // (the destructor does not run for a constructor that throws)
+    removeCopy(copy_dir_);
+    throw UserError("study", path + (::stat(path.c_str(), &st) == 0 ? " is not a trainscope study" : " does not exist"),
+                    kStudyFix);
+  }
+}
+
+void Study::create(const std::string& inputs) {
+  db_ = std::make_unique<Database>(path_, Database::Mode::ReadWrite);
   db_->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
   db_->exec(R"SQL(
 CREATE TABLE IF NOT EXISTS study (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -63,29 +260,86 @@ CREATE TABLE IF NOT EXISTS trials (
   UNIQUE (candidate, round));
 )SQL");
   const std::string had = value("inputs");
-  if (inputs.empty()) return;
   if (had.empty()) {
     setValue("inputs", inputs);
     setValue("schema_version", "1");
-  } else if (const auto a = nlohmann::json::parse(had), b = nlohmann::json::parse(inputs); a != b) {
+    return;
+  }
+  nlohmann::json a, b;
+  try {
+    a = nlohmann::json::parse(had);
+  } catch (const std::exception&) {
+    throw UserError("--study", path_ + " is damaged: its inputs are not JSON",
+                    "start a new study at another --study path");
+  }
+  b = nlohmann::json::parse(inputs);
+  if (a != b) {
     // Name what differs: "first_round 8, now 6"; the space's plans by count only.
     std::string diff;
     std::set<std::string> keys;
-    for (const auto& [k, v] : a.items()) keys.insert(k);
+    if (a.is_object())
+      for (const auto& [k, v] : a.items()) keys.insert(k);
     for (const auto& [k, v] : b.items()) keys.insert(k);
     for (const std::string& k : keys) {
-      const nlohmann::json was = a.value(k, nlohmann::json()), now = b.value(k, nlohmann::json());
+      const nlohmann::json was = a.is_object() ? a.value(k, nlohmann::json()) : nlohmann::json(),
+                           now = b.value(k, nlohmann::json());
       if (was == now) continue;
       diff += (diff.empty() ? "" : "; ") + k + " " +
               (k == "plans" ? std::to_string(was.size()) + " plans, now " + std::to_string(now.size()) + " (other knobs)"
                             : (was.is_null() ? "unset" : was.dump()) + ", now " + (now.is_null() ? "unset" : now.dump()));
     }
-    throw UserError("--resume", path + " was made for other inputs: " + diff,
+    throw UserError("--resume", path_ + " was made for other inputs: " + diff,
                     "resume with the same --workload, --cluster, --gbs and knobs, or start a new study");
   }
 }
 
-Study::~Study() = default;
+Study::~Study() {
+  db_.reset();
+  removeCopy(copy_dir_);
+}
+
+void Study::requireWritable() const { assert(!read_only_ && "a study opened read-only is not written"); }
+
+void Study::checkTrials(const std::vector<Candidate>& candidates, int64_t max_round) {
+  Statement s(*db_,
+              "SELECT id, candidate, round, steps, status, typeof(candidate), typeof(round), typeof(steps) "
+              "FROM trials ORDER BY id");
+  const int64_t n = int64_t(candidates.size());
+  while (s.step()) {
+    std::string what;
+    const int64_t cand = s.columnInt(1), round = s.columnInt(2), steps = s.columnInt(3);
+    const std::string status = s.columnText(4);
+    if (s.columnText(5) != "integer" || s.columnText(6) != "integer" || s.columnText(7) != "integer")
+      what = "has a candidate, round or step count that is not a whole number";
+    else if (cand < 0 || cand >= n)
+      what = "names candidate " + std::to_string(cand) + ", which the study does not have (its candidates are 0 to " +
+             std::to_string(n - 1) + ")";
+    else if (!candidates[size_t(cand)].rejected.empty())
+      what = "names candidate " + std::to_string(cand) + ", which is not a valid one (" +
+             candidates[size_t(cand)].rejected + ")";
+    else if (round < 0 || round > max_round)
+      what = "has round " + std::to_string(round) + " (a study of these inputs has rounds 0 to " +
+             std::to_string(max_round) + ")";
+    else if (steps < 1)
+      what = "has " + std::to_string(steps) + " steps";
+    else if (std::none_of(std::begin(kStatus), std::end(kStatus), [&](const char* k) { return status == k; }))
+      what = "has the unknown status \"" + status + "\"";
+    if (!what.empty())
+      throw UserError("--study", path_ + " is damaged: trial " + std::to_string(s.columnInt(0)) + " " + what,
+                      "start a new study at another --study path; this one cannot be resumed");
+  }
+}
+
+int64_t Study::recommended() {
+  const std::string rec = value("recommended");
+  if (rec.empty()) return -1;
+  const int64_t id = parseId(rec);
+  if (id < 0 || candidateConfig(id).empty())
+    throw UserError("study",
+                    path_ + " is damaged: its recommendation \"" + rec + "\" is not one of its valid candidates",
+                    "pass --trial N, or run the tune again with --resume");
+  return id;
+}
 
 namespace {
 double trialWeight(const TrialRecord& t) {  // its counted steps; 0 unless ok with a step time
@@ -108,6 +362,7 @@ double pooledStepTime(const std::vector<TrialRecord>& trials, int64_t candidate,
 }
 
 void Study::setValue(const std::string& key, const std::string& value) {
+  requireWritable();
   Statement s(*db_, "INSERT OR REPLACE INTO study (key, value) VALUES (?, ?)");
   s.exec(key, value);
 }
@@ -119,6 +374,7 @@ std::string Study::value(const std::string& key, const std::string& fallback) {
 }
 
 void Study::saveCandidates(const std::vector<Candidate>& all, const std::vector<std::string>& configs) {
+  requireWritable();
   rundb::Transaction tx(*db_);
   Statement s(*db_, "INSERT OR REPLACE INTO candidates (id, plan, config, rejected, predicted_peak, predicted_step_s, "
                     "predicted_tokens_per_s, dp, tp, pp, mbs, ckpt, precision, zero, sequence_parallel, pp_schedule) "
@@ -173,14 +429,21 @@ StudySnapshot readStudy(const std::string& path) {
     throw UserError("study", path + " is not a trainscope study", "pass the --study file of `trainscope tune`");
   StudySnapshot out;
   out.path = path;
+  std::string copy;  // a private copy, where the study must be read from one (openForReading)
+  struct Cleanup {
+    std::string& dir;
+    ~Cleanup() { removeCopy(dir); }
+  } cleanup{copy};
   try {
-    Database db(path, Database::Mode::ReadOnly);
+    const std::unique_ptr<Database> opened = openForReading(path, copy);
+    Database& db = *opened;
     {
       Statement s(db, "SELECT key, value FROM study");
       while (s.step()) {
         const std::string k = s.columnText(0);
         if (k == "inputs") out.inputs_json = s.columnText(1);
-        if (k == "recommended") out.recommended = std::stoll(s.columnText(1));
+        if (k == "recommended" && (out.recommended = parseId(s.columnText(1))) < 0)
+          throw std::runtime_error("its recommendation \"" + s.columnText(1) + "\" is not a candidate id");
         if (k == "profile_candidates")
           for (const auto& id : nlohmann::json::parse(s.columnText(1))) out.profiles.push_back(id.get<int64_t>());
         if (k == "measured_costs") out.costs = costsFromJson(s.columnText(1));
@@ -220,6 +483,7 @@ std::optional<TrialRecord> Study::trial(int64_t candidate, int64_t round) {
 }
 
 int64_t Study::beginTrial(const TrialRecord& t) {
+  requireWritable();
   Statement s(*db_, "INSERT OR REPLACE INTO trials (candidate, round, steps, status, predicted_step_s, predicted_peak, "
                     "db_path) VALUES (?,?,?,?,?,?,?)");
   s.exec(t.candidate, t.round, t.steps, "running", t.predicted_step_s, t.predicted_peak, t.db_path);
@@ -227,6 +491,7 @@ int64_t Study::beginTrial(const TrialRecord& t) {
 }
 
 void Study::finishTrial(const TrialRecord& t) {
+  requireWritable();
   Statement s(*db_, "UPDATE trials SET status = ?, exit_code = ?, signal = ?, seconds = ?, step_s = ?, tokens_per_s = ?, "
                     "peak_bytes = ?, message = ? WHERE id = ?");
   s.exec(toString(t.status), t.exit_code, t.signal, t.seconds, t.step_s, t.tokens_per_s, t.peak_bytes, t.message, t.id);

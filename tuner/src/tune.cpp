@@ -1,7 +1,6 @@
 // tune.cpp — the study loop and the trial runner (see tune.h).
 #include "trainscope/tuner/tune.h"
 
-#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,9 +12,9 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -23,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/summary.h"
 #include "trainscope/tuner/calibrate.h"
@@ -41,6 +41,40 @@ extern "C" void onTunerSignal(int sig) {
 
 double seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// The paths of one attempt at a trial: STUDY.trials/cN-rR, or cN-rR.K for its K-th attempt. An
+// attempt interrupted (the tuner killed, kill -9 included) leaves its half-written files where they
+// are and the next starts clean beside them; a name that anything already holds (a link planted at
+// a predictable name too) is never used.
+std::string freshStem(const std::string& dir, int64_t candidate, int64_t round) {
+  const std::string base = dir + "/c" + std::to_string(candidate) + "-r" + std::to_string(round);
+  for (int attempt = 1; attempt <= 1000; ++attempt) {
+    const std::string stem = attempt == 1 ? base : base + "." + std::to_string(attempt);
+    bool taken = false;
+    struct stat st {};
+    for (const char* ext : {".json", ".log", ".db", ".db-wal", ".db-shm", ".db-journal", ".db.rank0"})
+      taken = taken || ::lstat((stem + ext).c_str(), &st) == 0;
+    if (!taken) return stem;
+  }
+  throw UserError("--study", "no free name for a trial of candidate " + std::to_string(candidate) + " in " + dir,
+                  "remove " + dir + " or choose another --study path");
+}
+
+// The folder of the trials: made if missing, and refused unless it is a real folder of this user's
+// (a link or someone else's folder at the predictable name STUDY.trials would take the trials' files).
+void makeWorkDir(const std::string& dir) {
+  ::mkdir(dir.c_str(), 0755);
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0)
+    throw UserError("--study", "cannot create the trials' folder " + dir + ": " + std::strerror(errno),
+                    "check that the study's folder is writable");
+  if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())
+    throw UserError("--study",
+                    dir + (S_ISLNK(st.st_mode)    ? " is a symbolic link"
+                           : !S_ISDIR(st.st_mode) ? " is not a folder"
+                                                  : " belongs to another user"),
+                    "remove it, or choose another --study path (the trials are written into STUDY.trials)");
 }
 
 std::string injectedFault(const std::string& spec, int64_t candidate) {
@@ -83,8 +117,11 @@ runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, co
 TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& config_path, const std::string& log_path,
                      const std::string& trace_level) {
   const auto t0 = std::chrono::steady_clock::now();
+  // Created here, not in the child: a failure is the tuner's (exit 2), not the candidate's.
+  const int log = files::createFile(log_path, files::Existing::Replace, "--study");
   const pid_t pid = fork();
   if (pid < 0) {
+    ::close(log);
     t.status = TrialStatus::Failed;
     t.message = std::string("fork failed: ") + std::strerror(errno);
     return t;
@@ -92,11 +129,8 @@ TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& con
   if (pid == 0) {
     setpgid(0, 0);                       // the trial's own process group: killed as one
     prctl(PR_SET_PDEATHSIG, SIGKILL);    // and with the tuner, even by kill -9
-    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
+    dup2(log, 1);                        // (dup2 clears close-on-exec on 1 and 2)
+    dup2(log, 2);
     const std::string steps = std::to_string(t.steps);
     // Traced: the layer ranges (and on a GPU profile, the kernels they launched) are what the
     // measured time model reads.
@@ -105,6 +139,7 @@ TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& con
           static_cast<char*>(nullptr));
     _exit(127);
   }
+  ::close(log);
   setpgid(pid, pid);
   g_trial_group = pid;
   int status = 0;
@@ -165,7 +200,15 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   std::vector<const Candidate*> valid;
   for (const auto& cand : res.candidates)
     if (cand.rejected.empty()) valid.push_back(&cand);
-  if (o.predict_only) return res;
+  for (const Candidate* v : valid)
+    // The models' figures are int64 bytes and seconds: a batch so large that they overflow must not
+    // come out as a negative peak that "fits".
+    if (v->predicted_peak <= 0 || !(v->predicted_step_s > 0) || !std::isfinite(v->predicted_step_s))
+      throw UserError(
+          "--gbs",
+          "the models' figures overflow for " + v->plan.describe() + " (gbs " + std::to_string(space.gbs) + ")",
+          "pass a global batch (and --mbs, --seq) that a cluster could hold");
+  if (o.predict_only || valid.empty()) return res;
 
   nlohmann::json inputs = {{"workload", w.name}, {"n_layer", w.n_layer}, {"n_embd", w.n_embd}, {"cluster", c.name},
                            {"devices", c.devices()}, {"memory_bytes", c.memory_bytes}, {"gbs", space.gbs},
@@ -177,8 +220,12 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
                            {"n_positions", w.n_positions}};
   // Every knob of the space: a study resumed with other knobs would map its trials onto other plans.
   for (const auto& cand : res.candidates) inputs["plans"].push_back(cand.plan.describe());
-  Study study(o.study_path, inputs.dump(), o.resume);
-  mkdir(o.work_dir.c_str(), 0755);
+  std::unique_ptr<StudyLock> own_lock;  // held until the study is closed (declared first)
+  if (!o.lock) own_lock = std::make_unique<StudyLock>(o.study_path, o.resume);
+  makeWorkDir(o.work_dir);  // before the study is written: refused here, a new study leaves nothing
+  Study study(o.lock ? *o.lock : *own_lock, inputs.dump());
+  // A resumed study is checked before any of it is used: every id it holds indexes the space.
+  study.checkTrials(res.candidates, int64_t(valid.size()) + std::max<int64_t>(0, o.final_rounds));
   std::vector<std::string> configs;
   for (const auto& cand : res.candidates) {
     const std::string spec = w.source.empty() ? w.name : w.source;
@@ -294,7 +341,8 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
         t.steps = steps;
         t.predicted_step_s = byId(id).predicted_step_s;
         t.predicted_peak = byId(id).predicted_peak;
-        const std::string stem = o.work_dir + "/c" + std::to_string(id) + "-r" + std::to_string(round);
+        // A row left "running" (an interrupted attempt) is run again from scratch, into paths of its own.
+        const std::string stem = freshStem(o.work_dir, id, round);
         t.db_path = stem + ".db";
         t.id = study.beginTrial(t);
         runtime::TrainConfig cfg = runtime::fromJson(study.candidateConfig(id), o.study_path);
@@ -303,7 +351,8 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
         if (fault == "hang") cfg.inject_failure = "0:1:hang";
         if (fault == "oom") cfg.inject_failure = "0:1:oom";
         const std::string cfg_path = stem + ".json";
-        std::ofstream(cfg_path) << nlohmann::json::parse(runtime::toJson(cfg)).dump(2);
+        files::writeAtomically(cfg_path, nlohmann::json::parse(runtime::toJson(cfg)).dump(2), files::Existing::Refuse,
+                               "--study");
         // A GPU's profile trials record their kernels (CUPTI): the host ranges only launch them.
         const bool gpu_profile = c.kind != "cpu" && round == 0 && slot < profiles.size();
         t = runTrial(o, t, cfg_path, stem + ".log", gpu_profile ? "all" : "ranges");
@@ -403,6 +452,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   res.interrupted = g_interrupt != 0;
+  res.signal = g_interrupt;
 
   // The recommendation: a candidate none of whose trials failed (a crash, hang or out-of-memory once
   // is not a configuration to hand over) and whose every ok trial stayed within the memory per rank;

@@ -3,7 +3,12 @@
 //
 // A trial row is written as "running" before its process starts and completed when it ends, each in
 // its own transaction: a study killed at any point (kill -9 included) resumes with every finished
-// trial kept and only the interrupted one run again.
+// trial kept and only the interrupted one run again (into fresh paths: tune.cpp).
+//
+// One tuner per study: a tune holds an exclusive flock(2) on the study file for as long as it runs
+// (StudyLock, as RunStore locks a run database), so a second tune or --resume of the same study is
+// refused, naming the process that holds it. Readers (export, the viewer) take no lock and open the
+// study read-only: they write nothing into it or beside it.
 #pragma once
 
 #include <cstdint>
@@ -44,12 +49,51 @@ struct TrialRecord {
 // trial of it ran ok. One process's noise (±15% on a shared CPU host) weighs less this way.
 double pooledStepTime(const std::vector<TrialRecord>& trials, int64_t candidate, int64_t* ok_trials = nullptr);
 
+// The lock a tune holds on its study file (see the top of this file). Taking it also applies the
+// rules of --study and --resume; each refusal is a UserError:
+//   - an empty or blank path;
+//   - a study another process is tuning (its pid named);
+//   - with `resume`: a missing file, or one that holds no study yet;
+//   - without `resume`: a file that already holds a study, or any other non-empty file.
+// A missing study file is created empty (files::createFile: never through a link planted at the
+// name) for SQLite to fill; if nothing was written into it when the lock is released, it is removed.
+class StudyLock {
+ public:
+  StudyLock(const std::string& path, bool resume);
+  ~StudyLock();
+  StudyLock(const StudyLock&) = delete;
+  StudyLock& operator=(const StudyLock&) = delete;
+  const std::string& path() const { return path_; }
+  bool resume() const { return resume_; }
+
+ private:
+  std::string path_;
+  bool resume_ = false;
+  int fd_ = -1;
+  bool created_ = false;  // this lock created the (empty) file
+};
+
 class Study {
  public:
-  // Opens `path`, creating it with `inputs` (a JSON object) or checking that an existing study was
-  // made with the same inputs (UserError otherwise: a resumed study must be the same study).
+  // Opens the study `lock` holds, creating it with `inputs` (a JSON object) or checking that an
+  // existing study was made with the same inputs (UserError otherwise: a resumed study must be the
+  // same study).
+  Study(const StudyLock& lock, const std::string& inputs_json);
+  // The same, taking the lock itself. With empty `inputs_json`: Study(path) (read-only).
   Study(const std::string& path, const std::string& inputs_json, bool resume);
+  // Opens an existing study read-only (export): nothing is written into it or beside it, and a
+  // killed tune's WAL study without its -shm in a folder that cannot be written is read from a
+  // private copy (so the trials still in its -wal are not lost). UserError when it is not a study.
+  explicit Study(const std::string& path);
   ~Study();
+
+  // Refuses (UserError naming the study) a damaged study before anything of it is used: a trial row
+  // whose candidate is not one of the valid `candidates`, whose round is outside [0, max_round],
+  // whose steps are not positive, or whose status is unknown.
+  void checkTrials(const std::vector<Candidate>& candidates, int64_t max_round);
+  // The recommended candidate (-1: none yet), checked to be a candidate with a config (UserError:
+  // a damaged study).
+  int64_t recommended();
 
   void saveCandidates(const std::vector<Candidate>& all, const std::vector<std::string>& configs);
   std::vector<TrialRecord> trials();
@@ -63,11 +107,17 @@ class Study {
   const std::string& path() const { return path_; }
 
  private:
+  void create(const std::string& inputs_json);
+  void openReadOnly();
+  void requireWritable() const;
   std::string path_;
+  bool read_only_ = false;
+  std::unique_ptr<StudyLock> own_lock_;  // declared before db_: released after the database closes
+  std::string copy_dir_;                 // a private copy being read (see Study(path)); removed at close
   std::unique_ptr<rundb::Database> db_;
 };
 
-// Whether `path` is a study (not a run database).
+// Whether `path` is a study (not a run database). Reads only.
 bool isStudy(const std::string& path);
 
 // A study as it stands, read without writing anything (the viewer; a study still being tuned).

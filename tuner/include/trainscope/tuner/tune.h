@@ -29,6 +29,9 @@ namespace trainscope::tuner {
 struct TuneOptions {
   std::string study_path;
   bool resume = false;
+  // The study's lock, when the caller took it first (the command line does, before --cluster local
+  // measures into files beside the study); null: tune() takes it.
+  const StudyLock* lock = nullptr;
   bool predict_only = false;
   bool exhaustive = false;        // measure every valid candidate at the final length (ground truth)
   int64_t max_trials = 0;         // trial processes in all (0: no cap)
@@ -64,12 +67,16 @@ struct TuneResult {
   CollectiveFit network_fit;      // α–β of the trials' DP and TP collectives (samples 0: none)
   int64_t trials_run = 0;         // processes started by this invocation
   bool interrupted = false;
+  int signal = 0;  // what interrupted it (SIGINT, SIGTERM): the exit status is 128 + signal
 };
 
+// With no valid candidate the result holds the rejected space and no study is made (the caller says
+// why). A damaged study (study.h: Study::checkTrials) is refused before any trial runs.
 TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptions& space, const TuneOptions& o,
                 const std::function<void(const TuneEvent&)>& progress);
 
-// Runs one trial process and classifies how it ended (exposed for tests).
+// Runs one trial process and classifies how it ended (exposed for tests). Its log is created at
+// `log_path` through files::createFile (a link planted there is replaced, never followed).
 TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& config_path, const std::string& log_path,
                      const std::string& trace_level = "ranges");
 
