@@ -75,7 +75,9 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
       ->capture_default_str();
   run->add_option("--collective-timeout", c.collective_timeout_s, "seconds before a stuck collective fails")
       ->capture_default_str();
-  run->add_option("--inject-failure", c.inject_failure, "testing: RANK:STEP[:throw|segv|hang|oom] makes that rank fail at that step; \"merge\" makes the trace merge fail");
+  run->add_option("--inject-failure", c.inject_failure,
+                  "testing: RANK:STEP[:throw|segv|hang|oom] makes that rank fail at that step; \"merge\" makes the "
+                  "trace merge fail, \"close\" the run database's close (as on a full disk)");
   run->add_flag("-q,--quiet", f.quiet, "no per-step lines");
 }
 

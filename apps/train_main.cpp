@@ -14,6 +14,7 @@
 #include "run_flags.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/merge.h"
+#include "trainscope/rundb/store.h"
 #include "trainscope/runtime/calibrate.h"
 #include "trainscope/runtime/launch.h"
 #include "trainscope/runtime/train.h"
@@ -74,10 +75,21 @@ void printDone(const rt::RunResult& r) {
   std::cout << std::flush;
 }
 
-// After a failure: the trace shards still on disk hold the events recorded before it.
+// A fatal error, once: a rank of the local launcher hands it to the launcher, which prints the
+// first one for the whole run (the peers' "connection closed by peer" that follow it are not news);
+// anything else prints it. Build-tree paths in it are cut to the file name.
+void printError(const std::string& what) {
+  if (rt::launchedByLocalLauncher()) return rt::reportRankError(what);
+  std::cerr << "error: " << rt::userFacing(what) << std::endl;
+}
+
+// After a failure: the trace shards still on disk hold the events recorded before it. Only our own
+// shards are named: a file of someone else's that happens to sit at a shard path is not one.
 void noteLeftoverShards(const rt::RunOutput& out) {
   if (!out.tracing()) return;
-  const auto shards = trainscope::rundb::leftoverShards(out.trace);
+  std::vector<std::string> shards;
+  for (const auto& s : trainscope::rundb::leftoverShards(out.trace))
+    if (trainscope::rundb::inspectPath(s).kind == trainscope::rundb::PathCheck::Kind::RunDatabase) shards.push_back(s);
   if (shards.empty()) return;
   std::cerr << "note: the run's trace shards were not merged; they hold the events recorded before the failure:";
   for (const auto& s : shards) std::cerr << " " << s;
@@ -138,7 +150,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << " (fix: see `trainscope run --help`)\n";
     return 2;
   } catch (const trainscope::UserError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    printError(e.what());
     return 2;
   }
   try {
@@ -161,10 +173,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (r.end == rt::RunEnd::Stopped) {
-      if (r.info.leader)
-        std::cerr << r.message << "; every rank finished its step"
-                  << (r.database.empty() ? std::string() : " and " + r.database + " holds what was recorded")
-                  << std::endl;
+      // Rank 0 says how it ended; under the local launcher the launcher prints it, once.
+      const std::string line =
+          r.message + "; every rank finished its step" +
+          (r.database.empty() ? std::string() : " and " + r.database + " holds what was recorded");
+      if (r.info.leader && !rt::reportRankStop(line)) std::cerr << line << std::endl;
       return 128 + r.stop_signal;
     }
     if (!r.info.leader) return 0;
@@ -172,16 +185,14 @@ int main(int argc, char** argv) {
     if (f.json) printJson(r);
     return 0;
   } catch (const trainscope::UserError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    rt::reportRankError(e.what());
+    printError(e.what());
     return 2;
   } catch (const trainscope::OutOfMemory& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    printError(e.what());
     if (!rt::isRankProcess()) noteLeftoverShards(f.out);
     return trainscope::kExitOutOfMemory;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    rt::reportRankError(e.what());
+    printError(e.what());
     if (!rt::isRankProcess()) noteLeftoverShards(f.out);
     return 1;
   }

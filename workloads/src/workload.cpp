@@ -2,9 +2,11 @@
 #include "trainscope/workloads/workload.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -26,11 +28,86 @@ int64_t Workload::parameterCount() const {
   return vocab_size * C + n_positions * C + L * per_block + 2 * C;
 }
 
+namespace {
+
+// The shape limits validate() enforces. Real GPTs stay far below them (GPT-3 175B: L = 96,
+// 1.75e11 parameters); past them a typo or a wrapped integer is more likely than a model, and the
+// memory model's per-layer tensor lists would grow without bound (n_layer = 2^31 - 1).
+constexpr int64_t kMaxLayers = 10000;
+constexpr double kMaxParameters = 1e15;
+
+// Optimal-string-alignment distance (Levenshtein plus adjacent transpositions): "dropuot" is one
+// edit from "dropout", "n_layers" one from "n_layer".
+size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// The key of `known` nearest to `key`, and its distance.
+std::pair<std::string, size_t> nearestKey(const std::string& key, const std::vector<std::string>& known) {
+  std::pair<std::string, size_t> best{"", SIZE_MAX};
+  for (const auto& k : known) {
+    const size_t d = editDistance(key, k);
+    if (d < best.second) best = {k, d};
+  }
+  return best;
+}
+
+// A probable misspelling: at most two edits, and fewer than a third of the longer word.
+bool closeTo(const std::string& key, const std::pair<std::string, size_t>& near) {
+  return near.second <= 2 && 3 * near.second < std::max(key.size(), near.first.size());
+}
+
+// trainscope's own workload files hold exactly these keys (n_ctx: n_positions' alias).
+const std::vector<std::string> kOwnKeys = {"name", "description", "n_layer", "n_head", "n_embd",
+                                           "n_positions", "n_ctx", "vocab_size"};
+
+// The keys of a Hugging Face GPT-2 config.json: GPT2Config's own and PretrainedConfig's common ones
+// (transformers 4.x). Those that change the model are checked in parse(); the rest do not change
+// what GPT2LMHeadModel builds (token ids, generation settings, the double-heads model's summary).
+const std::vector<std::string> kHfKeys = {
+    "model_type", "architectures", "transformers_version", "torch_dtype", "dtype", "_name_or_path",
+    "vocab_size", "n_positions", "n_ctx", "n_embd", "n_layer", "n_head", "n_inner", "activation_function",
+    "resid_pdrop", "embd_pdrop", "attn_pdrop", "layer_norm_epsilon", "initializer_range", "summary_type",
+    "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+    "scale_attn_weights", "use_cache", "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id",
+    "decoder_start_token_id", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention",
+    "n_special", "predict_special_tokens", "output_past", "task_specific_params", "tie_word_embeddings",
+    "id2label", "label2id", "num_labels", "_num_labels", "tokenizer_class", "prefix", "finetuning_task",
+    "problem_type", "is_decoder", "is_encoder_decoder", "gradient_checkpointing", "return_dict",
+    "output_hidden_states", "output_attentions", "torchscript", "use_bfloat16", "pruned_heads",
+    "chunk_size_feed_forward", "max_length", "min_length", "do_sample", "early_stopping", "num_beams",
+    "num_beam_groups", "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+    "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
+    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
+    "begin_suppress_tokens", "tf_legacy_loss", "cross_attention_hidden_size", "tie_encoder_decoder",
+    "name", "description"};
+
+std::string joinKeys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys)
+    if (k != "n_ctx") out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+}  // namespace
+
 void validate(const Workload& w) {
+  const std::string where = w.source.empty() ? w.name : w.source;
   auto positive = [&](const char* field, int64_t v) {
     if (v <= 0)
       throw UserError(std::string("workload.") + field, "must be a positive integer, got " + std::to_string(v),
-                      "set " + std::string(field) + " in " + (w.source.empty() ? w.name : w.source));
+                      "set " + std::string(field) + " in " + where);
   };
   positive("n_layer", w.n_layer);
   positive("n_head", w.n_head);
@@ -41,6 +118,20 @@ void validate(const Workload& w) {
     throw UserError("workload.n_head",
                     "n_head=" + std::to_string(w.n_head) + " does not divide n_embd=" + std::to_string(w.n_embd),
                     "choose n_head so that n_embd / n_head is an integer");
+  if (w.n_layer > kMaxLayers)
+    throw UserError("workload.n_layer",
+                    std::to_string(w.n_layer) + " layers in " + where + " is beyond what trainscope models (at most " +
+                        std::to_string(kMaxLayers) + ")",
+                    "check n_layer; GPT-3 175B has 96 layers");
+  // In floating point: the int64 count itself overflows for such shapes.
+  const double C = double(w.n_embd), L = double(w.n_layer);
+  const double params = double(w.vocab_size) * C + double(w.n_positions) * C + L * (12 * C * C + 13 * C) + 2 * C;
+  if (params > kMaxParameters) {
+    char n[32];
+    std::snprintf(n, sizeof(n), "%.3g", params);
+    throw UserError("workload", where + " has " + n + " parameters, beyond what trainscope models (at most 1e15)",
+                    "check n_embd, n_layer, n_positions and vocab_size");
+  }
 }
 
 Workload parse(const std::string& text, const std::string& source) {
@@ -53,6 +144,44 @@ Workload parse(const std::string& text, const std::string& source) {
   if (!j.is_object()) throw UserError("workload", source + " must hold a JSON object", "");
   Workload w;
   w.source = source;
+  // Two formats, told apart by `model_type`, which Hugging Face writes into every config.json and
+  // trainscope's own files never hold. A Hugging Face config is read as transformers would build
+  // GPT2LMHeadModel from it.
+  const bool hf = j.contains("model_type");
+  if (hf && !(j["model_type"].is_string() && j["model_type"] == "gpt2"))
+    throw UserError("workload.model_type",
+                    j["model_type"].dump() + " in " + source +
+                        " is not \"gpt2\": trainscope trains GPT-2 architectures only",
+                    "use a GPT-2 config.json (\"model_type\": \"gpt2\")");
+  // Unknown keys. In trainscope's own files every key is known, so a misspelt or extra key (dropuot,
+  // n_layers beside n_layer, n_experts) is refused rather than silently ignored. A Hugging Face
+  // config carries many keys that do not change the model and grows new ones with transformers
+  // versions: there a key is refused only when it looks like a misspelling of a known one or is an
+  // unknown shape key (n_*), since transformers would ignore it as well and build another model than meant.
+  for (const auto& [key, value] : j.items()) {
+    const std::vector<std::string>& known = hf ? kHfKeys : kOwnKeys;
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    const auto near = nearestKey(key, known);
+    const bool close = closeTo(key, near);
+    if (hf && !close && key.rfind("n_", 0) != 0) continue;
+    std::string problem = "unknown key \"" + key + "\" in " + source;
+    if (close) {
+      problem += "; did you mean \"" + near.first + "\"?";
+      if (j.contains(near.first)) problem += " (that key is set as well)";
+    } else {
+      problem += "; the nearest known key is \"" + near.first + "\"";
+    }
+    std::string fix;
+    if (!hf && std::find(kHfKeys.begin(), kHfKeys.end(), key) != kHfKeys.end())
+      fix = key + " is a Hugging Face config.json key: a Hugging Face config has \"model_type\": \"gpt2\"; "
+            "a trainscope workload has only " + joinKeys(kOwnKeys);
+    else if (key.find("drop") != std::string::npos)
+      fix = "remove it: trainscope trains without dropout; a workload has " + joinKeys(kOwnKeys);
+    else
+      fix = "remove or rename it; a " + std::string(hf ? "GPT-2 config.json's model keys are " : "workload has ") +
+            (hf ? std::string("n_layer, n_head, n_embd, n_positions, vocab_size, n_inner") : joinKeys(kOwnKeys));
+    throw UserError("workload." + key, problem, fix);
+  }
   auto getInt = [&](const char* key, const char* alt) -> int64_t {
     const nlohmann::json* v = nullptr;
     if (j.contains(key)) v = &j[key];
@@ -70,12 +199,12 @@ Workload parse(const std::string& text, const std::string& source) {
   w.n_embd = getInt("n_embd", nullptr);
   w.n_positions = getInt("n_positions", "n_ctx");
   w.vocab_size = getInt("vocab_size", nullptr);
-  if (j.contains("name") && j["name"].is_string()) w.name = j["name"].get<std::string>();
+  for (const char* key : {"name", "description"})
+    if (j.contains(key) && !j[key].is_string())
+      throw UserError(std::string("workload.") + key, "must be a string in " + source, "");
+  if (j.contains("name")) w.name = j["name"].get<std::string>();
   else w.name = fs::path(source).parent_path().filename().string() + "/" + fs::path(source).stem().string();
-  if (j.contains("description") && j["description"].is_string()) w.description = j["description"].get<std::string>();
-  if (j.contains("model_type") && j["model_type"].is_string() && j["model_type"] != "gpt2")
-    throw UserError("workload.model_type", "\"" + j["model_type"].get<std::string>() + "\" in " + source +
-                    " is not a GPT-2 architecture", "use a GPT-2 style config.json");
+  if (j.contains("description")) w.description = j["description"].get<std::string>();
   // Hugging Face fields that would change the architecture trainscope builds must match it.
   if (j.contains("n_inner") && !j["n_inner"].is_null() &&
       (!j["n_inner"].is_number_integer() || j["n_inner"].get<int64_t>() != 4 * w.n_embd))
@@ -88,24 +217,45 @@ Workload parse(const std::string& text, const std::string& source) {
       throw UserError(std::string("workload.") + key, j[key].dump() + " in " + source + " is not what trainscope trains", fix);
   };
   auto num = [&](const char* key) { return j[key].is_number() ? j[key].get<double>() : -1.0; };
+  auto flag = [&](const char* key, bool want) { return j[key].is_boolean() && j[key].get<bool>() == want; };
   if (j.contains("layer_norm_epsilon"))
     refuseUnless("layer_norm_epsilon", std::abs(num("layer_norm_epsilon") - 1e-5) < 1e-12,
                  "trainscope's LayerNorm uses 1e-5: set layer_norm_epsilon to 1e-5 or remove it");
   if (j.contains("tie_word_embeddings"))
-    refuseUnless("tie_word_embeddings", j["tie_word_embeddings"].is_boolean() && j["tie_word_embeddings"].get<bool>(),
+    refuseUnless("tie_word_embeddings", flag("tie_word_embeddings", true),
                  "the LM head is tied to the token embedding: set tie_word_embeddings to true or remove it");
   if (j.contains("scale_attn_weights"))
-    refuseUnless("scale_attn_weights", j["scale_attn_weights"].is_boolean() && j["scale_attn_weights"].get<bool>(),
+    refuseUnless("scale_attn_weights", flag("scale_attn_weights", true),
                  "attention scores are scaled by 1/sqrt(head size): set scale_attn_weights to true or remove it");
-  for (const char* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_first_dropout"})
-    if (j.contains(key))
-      refuseUnless(key, num(key) == 0.0,
-                   "trainscope trains without dropout: set the *_pdrop keys to 0 (Hugging Face's GPT-2 default is 0.1)");
-  if (j.contains("activation_function") && j["activation_function"].is_string()) {
+  if (j.contains("scale_attn_by_inverse_layer_idx"))
+    refuseUnless("scale_attn_by_inverse_layer_idx", flag("scale_attn_by_inverse_layer_idx", false),
+                 "attention scores are not scaled by layer: set scale_attn_by_inverse_layer_idx to false or remove it");
+  if (j.contains("add_cross_attention"))
+    refuseUnless("add_cross_attention", flag("add_cross_attention", false),
+                 "trainscope's GPT has no cross-attention: set add_cross_attention to false or remove it");
+  // Dropout: Hugging Face's GPT-2 configs (the stock gpt2 one included) set 0.1. trainscope trains
+  // without dropout, as llm.c and nanoGPT's pre-training do; the file loads, with a note saying so.
+  std::string dropped;
+  for (const char* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_first_dropout"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    const double p = num(key);
+    refuseUnless(key, j[key].is_number() && p >= 0 && p < 1, "a dropout probability is a number in [0, 1)");
+    if (p > 0 && std::string(key) != "summary_first_dropout")  // the double-heads model's summary only
+      dropped += (dropped.empty() ? "" : ", ") + std::string(key) + " " + j[key].dump();
+  }
+  if (!dropped.empty())
+    w.notes.push_back(source + " sets dropout (" + dropped +
+                      "); trainscope trains without dropout, so these are ignored");
+  if (j.contains("activation_function")) {
+    if (!j["activation_function"].is_string())
+      throw UserError("workload.activation_function", "must be a string in " + source, "use gelu_new");
     const std::string act = j["activation_function"].get<std::string>();
     if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu")
       throw UserError("workload.activation_function", "\"" + act + "\" is not supported (" + source + ")",
                       "use gelu_new (GELU, tanh approximation)");
+    if (act == "gelu")
+      w.notes.push_back(source + " asks for the exact GELU (activation_function \"gelu\"); trainscope uses its tanh "
+                        "approximation (gelu_new)");
   }
   validate(w);
   return w;

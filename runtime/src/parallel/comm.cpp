@@ -19,9 +19,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <future>
-#include <thread>
 #include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
 #include <utility>
 #include "trainscope/common/error.h"
 #include "trainscope/tracer/range.h"
@@ -40,12 +44,175 @@ std::vector<CollectiveRecord> CollectiveLog::take() {
 
 namespace {
 
+// LibTorch's errors carry a C++ backtrace in what(); a user needs the sentence before it.
+std::string withoutBacktrace(const std::exception& e) {
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
+std::string joinRanks(const std::vector<int>& r) {
+  std::string out;
+  for (size_t i = 0; i < r.size(); ++i) out += (i ? (i + 1 == r.size() ? " and " : ", ") : "") + std::to_string(r[i]);
+  return out;
+}
+
+// Who a stuck collective waits for. Every rank publishes, twice a second, a heartbeat through the
+// rendezvous store: a counter, how many collectives it has entered in each of its groups, and the
+// last one. When a collective (or a store read) fails on this rank, it reads the others' heartbeats
+// twice, a few beats apart: a rank whose counter stood still is stopped or hung as a process
+// (SIGSTOP, a debugger, swapped out); one that beats but has entered fewer collectives of the group
+// is alive and stuck elsewhere (in compute, or waiting on yet another rank). Either way the error
+// names it, instead of only the rank that waited. The watch has its own store connection with a
+// short timeout, so a stopped rank 0 (which hosts the store) is found out quickly too.
+class Watch {
+ public:
+  static constexpr auto kBeat = std::chrono::milliseconds(500);
+  static constexpr auto kStoreTimeout = std::chrono::seconds(3);
+
+  Watch(const RankEnv& env, int rank) : rank_(rank) {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.master_port);
+    so.isServer = false;
+    so.waitWorkers = false;
+    so.timeout = kStoreTimeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    publish();
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Watch() { stop(); }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // This rank enters collective #seq of `group` (called before it is issued).
+  void entered(const std::string& group, const char* op, int64_t seq) {
+    std::lock_guard<std::mutex> lock(mu_);
+    entered_[group] = seq + 1;
+    last_ = std::string(op) + " #" + std::to_string(seq) + " of group " + group;
+  }
+
+  // Which of `members` have not arrived at collective #seq of `group` (seq < 0: a store read, where
+  // only stopped or hung processes are looked for), as a clause for the error message; "" when
+  // every one of them looks on its way.
+  std::string whoIsMissing(const std::string& group, const std::vector<int>& members, int64_t seq) {
+    std::map<int, Beat> before, after;
+    try {
+      for (int q : members)
+        if (q != rank_) before[q] = read(q);
+      std::this_thread::sleep_for(4 * kBeat);  // long enough for every live rank to beat again
+      for (int q : members)
+        if (q != rank_) after[q] = read(q);
+    } catch (const std::exception&) {
+      return "the store on rank 0 did not answer within " + std::to_string(kStoreTimeout.count()) +
+             " s: rank 0 is stopped or hung";
+    }
+    std::vector<int> silent, behind;
+    std::string where;
+    for (const auto& [q, b] : after) {
+      if (!b.seen || b.counter == before[q].counter) {
+        silent.push_back(q);
+      } else if (seq >= 0 && b.entered(group) <= seq) {
+        behind.push_back(q);
+        where += (where.empty() ? "" : "; ") + std::string("rank ") + std::to_string(q) +
+                 "'s last collective: " + (b.last.empty() ? "none yet" : b.last);
+      }
+    }
+    std::string out;
+    if (!silent.empty())
+      out = std::string("rank") + (silent.size() > 1 ? "s " : " ") + joinRanks(silent) +
+            (silent.size() > 1 ? " show" : " shows") + " no sign of life (no heartbeat for " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(4 * kBeat).count()) +
+            " ms): stopped or hung";
+    if (!behind.empty())
+      out += std::string(out.empty() ? "" : "; ") + "rank" + (behind.size() > 1 ? "s " : " ") + joinRanks(behind) +
+             (behind.size() > 1 ? " are" : " is") + " alive but did not arrive (" + where + ")";
+    return out;
+  }
+
+ private:
+  struct Beat {
+    bool seen = false;
+    int64_t counter = -1;
+    std::map<std::string, int64_t> groups;
+    std::string last;
+    int64_t entered(const std::string& g) const {
+      auto it = groups.find(g);
+      return it == groups.end() ? 0 : it->second;
+    }
+  };
+  static std::string key(int rank) { return "trainscope/alive/" + std::to_string(rank); }
+
+  // "COUNTER\nGROUP=N GROUP=N …\nLAST"
+  void publish() {
+    std::string v;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      v = std::to_string(++beats_) + "\n";
+      for (const auto& [g, n] : entered_) v += g + "=" + std::to_string(n) + " ";
+      v += "\n" + last_;
+    }
+    std::lock_guard<std::mutex> lock(store_mu_);
+    store_->set(key(rank_), std::vector<uint8_t>(v.begin(), v.end()));
+  }
+  Beat read(int q) {
+    Beat b;
+    std::vector<uint8_t> raw;
+    {
+      std::lock_guard<std::mutex> lock(store_mu_);  // the heartbeat thread shares the connection
+      if (!store_->check({key(q)})) return b;
+      raw = store_->get(key(q));
+    }
+    std::istringstream in(std::string(raw.begin(), raw.end()));
+    std::string line;
+    b.seen = true;
+    if (std::getline(in, line)) b.counter = std::atoll(line.c_str());
+    if (std::getline(in, line)) {
+      std::istringstream groups(line);
+      for (std::string kv; groups >> kv;)
+        if (auto eq = kv.find('='); eq != std::string::npos)
+          b.groups[kv.substr(0, eq)] = std::atoll(kv.c_str() + eq + 1);
+    }
+    std::getline(in, b.last);
+    return b;
+  }
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, kBeat, [this] { return done_; })) {
+      lock.unlock();
+      try {
+        publish();
+      } catch (...) {
+        return;  // the store is gone (rank 0 ended or failed): nothing more to tell
+      }
+      lock.lock();
+    }
+  }
+
+  int rank_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::mutex store_mu_;  // one request at a time on store_
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  int64_t beats_ = 0;
+  std::map<std::string, int64_t> entered_;
+  std::string last_;
+  std::thread thread_;
+};
+
 // Waits on a c10d Work; completion time comes from the work's future callback, so an async
 // all-reduce that finished long before wait() is recorded when it actually finished.
 class C10dPending final : public Pending {
  public:
-  C10dPending(c10::intrusive_ptr<c10d::Work> work, CollectiveRecord rec, std::shared_ptr<CollectiveLog> log)
-      : work_(std::move(work)), state_(std::make_shared<State>()) {
+  C10dPending(c10::intrusive_ptr<c10d::Work> work, CollectiveRecord rec, std::shared_ptr<CollectiveLog> log,
+              std::shared_ptr<Watch> watch = nullptr, const std::vector<int>* members = nullptr)
+      : work_(std::move(work)), state_(std::make_shared<State>()), watch_(std::move(watch)) {
+    if (members) members_ = *members;
     state_->rec = std::move(rec);
     state_->log = std::move(log);
     auto st = state_;
@@ -60,6 +227,7 @@ class C10dPending final : public Pending {
   ~C10dPending() override {
     if (!waited_) {
       try {
+        watch_ = nullptr;  // unwinding after an error: that one was diagnosed already
         wait();
       } catch (...) {
       }
@@ -67,7 +235,19 @@ class C10dPending final : public Pending {
   }
   void wait() override {
     if (waited_) return;
-    work_->wait();
+    try {
+      work_->wait();
+    } catch (const std::exception& e) {
+      waited_ = true;
+      // A timeout, or a peer gone: name who did not arrive (Watch), not only this rank that waited.
+      const CollectiveRecord& r = state_->rec;
+      const std::string why = withoutBacktrace(e);
+      const int64_t waited_ms = (tracer::nowNs() - r.start_ns) / 1000000;
+      const std::string who = watch_ ? watch_->whoIsMissing(r.group, members_, r.seq) : std::string();
+      TRAINSCOPE_THROW(r.op + " #" + std::to_string(r.seq) + " of group " + r.group + " (ranks " + joinRanks(members_) +
+                       ") failed on rank " + std::to_string(r.rank) + " after " + std::to_string(waited_ms) +
+                       " ms: " + why.substr(0, why.find('\n')) + (who.empty() ? "" : "; " + who));
+    }
     waited_ = true;
     if (state_->done_ns == 0) state_->done_ns = tracer::nowNs();
     state_->rec.end_ns = state_->done_ns;
@@ -84,6 +264,8 @@ class C10dPending final : public Pending {
   };
   c10::intrusive_ptr<c10d::Work> work_;
   std::shared_ptr<State> state_;
+  std::shared_ptr<Watch> watch_;
+  std::vector<int> members_;
   bool waited_ = false;
 };
 
@@ -98,8 +280,8 @@ class DonePending final : public Pending {
 class C10dGroup final : public Group {
  public:
   C10dGroup(std::string name, std::vector<int> members, int global_rank, c10::intrusive_ptr<c10d::Backend> backend,
-            std::shared_ptr<CollectiveLog> log)
-      : backend_(std::move(backend)), log_(std::move(log)), global_rank_(global_rank) {
+            std::shared_ptr<CollectiveLog> log, std::shared_ptr<Watch> watch)
+      : backend_(std::move(backend)), log_(std::move(log)), watch_(std::move(watch)), global_rank_(global_rank) {
     name_ = std::move(name);
     members_ = std::move(members);
     size_ = static_cast<int>(members_.size());
@@ -113,35 +295,36 @@ class C10dGroup final : public Group {
     c10d::AllreduceOptions o;
     o.reduceOp = op == Reduce::Sum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
     auto rec = record("all_reduce", t.nbytes());
-    return std::make_shared<C10dPending>(backend_->allreduce(v, o), rec, log_);
+    return std::make_shared<C10dPending>(backend_->allreduce(v, o), rec, log_, watch_, &members_);
   }
   void reduceScatter(at::Tensor& out, at::Tensor& in) override {
     if (size_ == 1) return void(out.copy_(in));
-    C10dPending(backend_->_reduce_scatter_base(out, in), record("reduce_scatter", in.nbytes()), log_).wait();
+    C10dPending(backend_->_reduce_scatter_base(out, in), record("reduce_scatter", in.nbytes()), log_, watch_, &members_)
+        .wait();
   }
   void allGather(at::Tensor& out, at::Tensor& in) override {
     if (size_ == 1) return void(out.copy_(in));
-    C10dPending(backend_->_allgather_base(out, in), record("all_gather", out.nbytes()), log_).wait();
+    C10dPending(backend_->_allgather_base(out, in), record("all_gather", out.nbytes()), log_, watch_, &members_).wait();
   }
   void broadcast(at::Tensor& t, int root) override {
     if (size_ == 1) return;
     std::vector<at::Tensor> v{t};
     c10d::BroadcastOptions o;
     o.rootRank = root;
-    C10dPending(backend_->broadcast(v, o), record("broadcast", t.nbytes()), log_).wait();
+    C10dPending(backend_->broadcast(v, o), record("broadcast", t.nbytes()), log_, watch_, &members_).wait();
   }
   std::shared_ptr<Pending> send(at::Tensor& t, int dst, int tag) override {
     std::vector<at::Tensor> v{t};
     auto rec = record("send", t.nbytes());
-    return std::make_shared<C10dPending>(backend_->send(v, dst, tag), rec, log_);
+    return std::make_shared<C10dPending>(backend_->send(v, dst, tag), rec, log_, watch_, &members_);
   }
   void recv(at::Tensor& t, int src, int tag) override {
     std::vector<at::Tensor> v{t};
-    C10dPending(backend_->recv(v, src, tag), record("recv", t.nbytes()), log_).wait();
+    C10dPending(backend_->recv(v, src, tag), record("recv", t.nbytes()), log_, watch_, &members_).wait();
   }
   void barrier() override {
     if (size_ == 1) return;
-    C10dPending(backend_->barrier(), record("barrier", 0), log_).wait();
+    C10dPending(backend_->barrier(), record("barrier", 0), log_, watch_, &members_).wait();
   }
 
  private:
@@ -153,11 +336,13 @@ class C10dGroup final : public Group {
     r.group_size = size_;
     r.seq = seq_++;
     r.bytes = bytes;
+    if (watch_) watch_->entered(name_, op, r.seq);
     r.start_ns = tracer::nowNs();
     return r;
   }
   c10::intrusive_ptr<c10d::Backend> backend_;
   std::shared_ptr<CollectiveLog> log_;
+  std::shared_ptr<Watch> watch_;
   int global_rank_;
   int64_t seq_ = 0;
 };
@@ -178,18 +363,6 @@ class SingleGroup final : public Group {
   void recv(at::Tensor&, int, int) override { TRAINSCOPE_THROW("recv in a single-process group"); }
   void barrier() override {}
 };
-
-// LibTorch's errors carry a C++ backtrace in what(); a user needs the sentence before it.
-std::string withoutBacktrace(const std::exception& e) {
-  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
-  return e.what();
-}
-
-std::string joinRanks(const std::vector<int>& r) {
-  std::string out;
-  for (size_t i = 0; i < r.size(); ++i) out += (i ? (i + 1 == r.size() ? " and " : ", ") : "") + std::to_string(r[i]);
-  return out;
-}
 
 // The rendezvous, every step bounded by `timeout` whatever the other end does:
 //   1. connect to the store (rank 0 hosts it). On a thread with a deadline: a program that is not a
@@ -275,6 +448,11 @@ class C10dComm final : public Comm {
     layout_ = layout;
     store_ = rendezvous(env, opts.rendezvous_timeout);
     store_->setTimeout(opts.collective_timeout);
+    watch_ = std::make_shared<Watch>(env, layout.rank);
+    // c10d logs warnings with a C++ backtrace (a store write to a rank that has ended, Gloo's
+    // retries) that land in the run's output before trainscope's own one-sentence error: from here
+    // on only c10's errors are printed, unless TORCH_CPP_LOG_LEVEL asks otherwise.
+    if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);
     cuda_ = opts.device.rfind("cuda", 0) == 0;
     const std::string host = env.master_addr == "localhost" ? "127.0.0.1" : env.master_addr;
     auto make = [&](const std::string& name, const std::vector<int>& members) -> std::unique_ptr<Group> {
@@ -294,7 +472,7 @@ class C10dComm final : public Comm {
                                                  : c10d::ProcessGroupGloo::createDefaultDevice());
         backend = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank, static_cast<int>(members.size()), o);
       }
-      return std::make_unique<C10dGroup>(name, members, layout_.rank, backend, log_);
+      return std::make_unique<C10dGroup>(name, members, layout_.rank, backend, log_, watch_);
     };
     std::vector<int> all(layout_.world);
     for (int r = 0; r < layout_.world; ++r) all[r] = r;
@@ -313,12 +491,26 @@ class C10dComm final : public Comm {
     store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
   }
   std::string storeGet(const std::string& key) override {
-    auto v = store_->get(key);
+    std::vector<uint8_t> v;
+    try {
+      v = store_->get(key);
+    } catch (const std::exception& e) {
+      // A key another rank should have set in time: name who is stopped or hung.
+      std::vector<int> all(layout_.world);
+      for (int r = 0; r < layout_.world; ++r) all[r] = r;
+      const std::string who = watch_->whoIsMissing("", all, -1);
+      const std::string why = withoutBacktrace(e);
+      TRAINSCOPE_THROW("reading \"" + key + "\" from the rendezvous store failed on rank " +
+                       std::to_string(layout_.rank) + ": " + why.substr(0, why.find('\n')) +
+                       (who.empty() ? "" : "; " + who));
+    }
     return std::string(v.begin(), v.end());
   }
+  ~C10dComm() override { watch_->stop(); }  // before the groups and the store go
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;
+  std::shared_ptr<Watch> watch_;
   bool cuda_ = false;
 };
 

@@ -48,6 +48,8 @@ const char* nameOf(E v, const std::pair<const char*, E> (&table)[N]) {
   return "?";
 }
 
+constexpr int kMaxThreads = 1024;  // intra-op threads per rank, beyond 4 x cores only with --oversubscribe
+
 void requirePositive(const char* field, int64_t v, const char* fix) {
   if (v <= 0) throw UserError(field, "must be positive, got " + std::to_string(v), fix);
 }
@@ -152,6 +154,14 @@ void resolve(TrainConfig& c, int world) {
   if (!c.oversubscribe && c.threads > int(4 * cores))
     throw UserError("--threads", std::to_string(c.threads) + " threads on " + std::to_string(cores) + " cores",
                     "pass at most " + std::to_string(4 * cores) + ", or --oversubscribe");
+  // Even oversubscribed, a rank's thread pools have a bound: 100,000 threads only livelock the host
+  // while they are created. (What the host's task limits allow is checked before launch: host.h.)
+  const int max_threads = std::max<int>(kMaxThreads, int(4 * cores));
+  if (c.threads > max_threads)
+    throw UserError("--threads",
+                    std::to_string(c.threads) + " threads per rank is more than trainscope starts (at most " +
+                        std::to_string(max_threads) + ", --oversubscribe or not)",
+                    "pass at most " + std::to_string(max_threads) + " (0: one per core)");
   if (!c.oversubscribe && c.launcher == Launcher::Local && c.nproc > int(4 * cores))
     throw UserError("--nproc", std::to_string(c.nproc) + " ranks on " + std::to_string(cores) + " cores of this machine",
                     "pass at most " + std::to_string(4 * cores) + " (use --launcher slurm for more hosts), or --oversubscribe");
@@ -170,6 +180,11 @@ void resolve(TrainConfig& c, int world) {
   if (c.weight_decay < 0) throw UserError("--weight-decay", "must be >= 0", "");
   if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1) throw UserError("--min-lr-ratio", "must be in [0, 1]", "");
   if (c.adam8bit_block < 16) throw UserError("--adam8bit-block", "must be >= 16", "");
+  // bitsandbytes' largest block; the memory model assumes blocks of 256 and stays within a few
+  // percent up to here (each tensor pads to whole blocks: past 4096 small tensors grow many-fold).
+  if (c.adam8bit_block > 4096)
+    throw UserError("--adam8bit-block", "must be <= 4096, got " + std::to_string(c.adam8bit_block),
+                    "pass a block of 16 to 4096 elements (default 256)");
   if (c.peak_tflops && !(*c.peak_tflops > 0))
     throw UserError("--peak-tflops", "must be positive", "pass the device's peak dense TFLOP/s");
   if (c.threads < 0) throw UserError("--threads", "must be >= 0", "");
@@ -177,6 +192,11 @@ void resolve(TrainConfig& c, int world) {
   if (c.cpu_lanes > c.mbs)
     throw UserError("--cpu-lanes", "must not exceed --mbs (" + std::to_string(c.mbs) + "): each lane takes whole sequences",
                     "pass --cpu-lanes " + std::to_string(c.mbs) + " or fewer");
+  // What the config alone rules out (the Trainer also refuses lanes on a GPU that --device auto
+  // found): here, so that the launcher reports it once rather than every rank.
+  if (c.cpu_lanes > 1 && (c.device == DeviceRequest::CUDA || c.precision != Precision::FP32 || c.tp > 1 ||
+                          c.pp > 1 || c.zero != 0 || (c.dp > 1 && c.local_sgd == 0)))
+    throw UserError("--cpu-lanes", kLanesNeed, "drop --cpu-lanes (auto picks 1 here) or pass --cpu-lanes 1");
   if (c.mem_limit < 0) throw UserError("--mem-limit", "must be >= 0 bytes", "pass e.g. --mem-limit 2G");
   if (c.fp16_growth_interval < 1) throw UserError("--fp16-growth-interval", "must be >= 1", "pass e.g. 2000");
   if (!(c.fp16_init_scale > 0)) throw UserError("--fp16-init-scale", "must be positive", "pass e.g. 65536");

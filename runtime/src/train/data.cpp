@@ -48,6 +48,15 @@ std::vector<uint16_t> readTokenFile(const std::string& path) {
   int32_t header[kLlmcHeaderInts] = {};
   if (bytes >= static_cast<int64_t>(sizeof(header))) {
     in.read(reinterpret_cast<char*>(header), sizeof(header));
+  } else if (bytes >= static_cast<int64_t>(sizeof(int32_t))) {
+    // Shorter than llm.c's header: raw tokens, unless it starts with llm.c's magic number, in which
+    // case it is a header cut short (read as raw tokens it would be garbage).
+    int32_t magic = 0;
+    in.read(reinterpret_cast<char*>(&magic), sizeof(magic));
+    if (magic == kLlmcMagic)
+      throw UserError("--data", path + " is truncated: it starts with llm.c's magic number but holds " +
+                                    std::to_string(bytes) + " bytes, less than the 1024-byte header",
+                      "re-create the file; it was cut short");
   }
   if (bytes >= static_cast<int64_t>(sizeof(header)) && header[0] == kLlmcMagic) {
     if (header[1] != 1)

@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +36,7 @@
 #include "trainscope/runtime/comm.h"
 #include "trainscope/runtime/data.h"
 #include "trainscope/runtime/device.h"
+#include "trainscope/runtime/host.h"
 #include "trainscope/runtime/launch.h"
 #include "trainscope/runtime/parallel.h"
 #include "trainscope/runtime/memory.h"
@@ -53,6 +55,10 @@ namespace {
 // — c10d's store and Gloo's transport threads do not survive a handler interrupting them — and
 // taken by one watcher thread with sigwait.
 std::atomic<int> g_stop_signal{0};
+// The stop request this rank shares with the others at each step: the signal, plus kSentByLauncher
+// when the launcher forwarded it (its parent sent it), so that a signal sent to one rank alone is
+// blamed on that rank and not on the one that happened to read it first.
+constexpr int kSentByLauncher = 1 << 8;
 
 class StopSignals {
  public:
@@ -74,13 +80,16 @@ class StopSignals {
  private:
   void watch() {
     auto first = std::chrono::steady_clock::time_point{};
+    const bool launched = std::getenv("TRAINSCOPE_ERROR_FD") != nullptr;  // a child of the local launcher
     for (;;) {
-      int sig = 0;
-      if (sigwait(&set_, &sig) != 0) continue;
+      siginfo_t si{};
+      const int sig = sigwaitinfo(&set_, &si);
+      if (sig <= 0) continue;
       if (done_) return;
       const auto now = std::chrono::steady_clock::now();
+      const bool forwarded = launched && si.si_code == SI_USER && si.si_pid == getppid();
       int expected = 0;
-      if (g_stop_signal.compare_exchange_strong(expected, sig)) {
+      if (g_stop_signal.compare_exchange_strong(expected, sig | (forwarded ? kSentByLauncher : 0))) {
         first = now;
       } else if (now - first > std::chrono::seconds(1)) {
         std::signal(sig, SIG_DFL);
@@ -104,14 +113,16 @@ std::string hostName() {
 // "throw" (default) raises an error, "segv" dies of SIGSEGV, "hang" stops answering, "oom" lowers
 // the CPU memory limit to what is held, so that the step's next allocation is refused for real.
 bool injectedFailure(const std::string& spec, int rank, int64_t step) {
-  if (spec.empty() || spec == "merge") return false;  // "merge": the trace merge fails (finishTrace)
+  // "merge": the trace merge fails (finishTrace); "close": the run database's close fails as on a
+  // full disk (closeAsOnAFullDisk).
+  if (spec.empty() || spec == "merge" || spec == "close") return false;
   int r = -1;
   long long k = -1;
   char kind[16] = {};
   const int n = std::sscanf(spec.c_str(), "%d:%lld:%15s", &r, &k, kind);
   const std::string what = n == 3 ? kind : "throw";
   if (n < 2 || r < 0 || k < 0 || (what != "throw" && what != "segv" && what != "hang" && what != "oom"))
-    throw UserError("--inject-failure", "expects RANK:STEP[:throw|segv|hang|oom] or merge, got \"" + spec + "\"",
+    throw UserError("--inject-failure", "expects RANK:STEP[:throw|segv|hang|oom], merge or close, got \"" + spec + "\"",
                     "e.g. --inject-failure 1:2");
   if (r != rank || k != step) return false;
   if (what == "segv") {
@@ -132,9 +143,13 @@ bool injectedFailure(const std::string& spec, int rank, int64_t step) {
 // when the group is NCCL's). Returns one row per rank.
 // The same all-gather carries each rank's stop request (a signal it got), so that all ranks agree
 // on the step after which they stop: `stop` becomes the first signal any rank got (0: none).
-std::vector<rundb::Step> gatherStep(Comm& comm, const rundb::Step& r, const std::string& device, int* stop) {
+std::vector<rundb::Step> gatherStep(Comm& comm, const rundb::Step& r, const std::string& device, int* stop,
+                                    std::vector<int>* signalled) {
   const int world = comm.layout().world;
-  if (world == 1) return {r};
+  if (world == 1) {
+    if (*stop != 0) signalled->push_back(0);
+    return {r};
+  }
   constexpr int kPerRank = 8;
   at::Tensor mine = at::tensor(std::vector<int64_t>{r.peak_bytes, r.param_bytes, r.grad_bytes, r.optim_bytes,
                                                     r.activation_bytes, r.step_time_ns, r.start_ns, *stop})
@@ -155,6 +170,7 @@ std::vector<rundb::Step> gatherStep(Comm& comm, const rundb::Step& r, const std:
     s.step_time_ns = v[5];
     s.start_ns = v[6];
     if (*stop == 0 && v[7] != 0) *stop = int(v[7]);  // every rank sees every rank's request
+    if (v[7] != 0 && !(v[7] & kSentByLauncher)) signalled->push_back(q);
     s.tokens_per_s = s.step_time_ns > 0 ? double(s.tokens) / (double(s.step_time_ns) * 1e-9) : 0;
     // This rank's utilisation from its own step time (the FLOPs are the same share on every rank).
     const double ratio = s.step_time_ns > 0 ? double(r.step_time_ns) / double(s.step_time_ns) : 0.0;
@@ -351,6 +367,28 @@ std::vector<std::string> finishTrace(Recording& rec, Comm& comm, const TrainConf
   return warnings;
 }
 
+// --inject-failure close: the close fails for real, as when the disk fills or fails just then. While
+// SQLite folds the write-ahead log into the database, the file-size limit (RLIMIT_FSIZE) is 512
+// bytes, below the file's size: its first write fails (EFBIG, or a short write, which SQLite reports
+// as SQLITE_FULL, as on a full disk), the log stays, and nothing of the run is lost.
+void closeAsOnAFullDisk(rundb::RunStore& store) {
+  rlimit old{};
+  getrlimit(RLIMIT_FSIZE, &old);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails instead of killing
+  rlimit lowered = old;
+  lowered.rlim_cur = 512;
+  setrlimit(RLIMIT_FSIZE, &lowered);
+  try {
+    store.close();
+  } catch (...) {
+    setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    throw;
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+}
+
 // The run proper, once the ranks are connected.
 RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, const Layout& layout,
                       const DeviceChoice& dev, Comm& comm, RunObserver* obs) {
@@ -382,7 +420,8 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
     }
     feedCollectives(rec);
     int stop = g_stop_signal.load();
-    const std::vector<rundb::Step> rows = gatherStep(comm, r, dev.device, &stop);
+    std::vector<int> signalled;  // the ranks a signal reached directly (not forwarded by the launcher)
+    const std::vector<rundb::Step> rows = gatherStep(comm, r, dev.device, &stop, &signalled);
     if (rec.store)
       for (const auto& row : rows) rec.store->appendStep(row);
     if (info.leader) all_rows.insert(all_rows.end(), rows.begin(), rows.end());
@@ -406,8 +445,18 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
     }
     if (stop != 0) {
       res.end = RunEnd::Stopped;
-      res.stop_signal = stop;
-      res.message = std::string("stopped by ") + strsignal(stop) + " after step " + std::to_string(r.step);
+      res.stop_signal = stop & ~kSentByLauncher;
+      // Name the ranks the signal was sent to, unless it reached all of them (the launcher's or the
+      // terminal's): a signal to rank 1 is not rank 0's doing.
+      std::string to;
+      if (cfg.world > 1 && !signalled.empty() && int(signalled.size()) < cfg.world) {
+        for (size_t i = 0; i < signalled.size(); ++i)
+          to += (i ? (i + 1 == signalled.size() ? " and " : ", ") : "") + std::to_string(signalled[i]);
+        to = std::string(" sent to rank") + (signalled.size() > 1 ? "s " : " ") + to;
+        res.stop_ranks = signalled;
+      }
+      res.message =
+          std::string("stopped by ") + strsignal(res.stop_signal) + to + " after step " + std::to_string(r.step);
       break;
     }
   }
@@ -420,10 +469,30 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
   res.allreduce_hidden_share = timed ? hidden_sum / double(timed) : 0.0;
   res.grad_comm_s_per_step = timed ? comm_sum / double(timed) : 0.0;
   if (rec.store) {
+    // Every step is in the database already (each appendStep commits): a close that fails (a full
+    // disk while the write-ahead log is folded in) is a warning, as a failed trace merge is. What
+    // the log holds is read back by the next reader; the summary then comes from that, or from the
+    // rows gathered here.
     res.database = rec.store->path();
-    rec.store->close();
-    rundb::RunReader reader(res.database);
-    res.summary = rundb::summarize(reader);
+    bool closed = true;
+    try {
+      if (cfg.inject_failure == "close") closeAsOnAFullDisk(*rec.store);
+      else rec.store->close();
+    } catch (const std::exception& e) {
+      closed = false;
+      res.warnings.push_back(std::string("the run database could not be closed cleanly: ") + userFacing(e.what()) +
+                             "; its " + std::to_string(res.steps_done) + " steps were written before, and " +
+                             res.database + " keeps them in its write-ahead log (" + res.database +
+                             "-wal): keep both files together");
+    }
+    try {
+      rundb::RunReader reader(res.database);
+      res.summary = rundb::summarize(reader);
+    } catch (const std::exception& e) {
+      if (closed) throw;
+      res.summary = rundb::summarizeSteps(all_rows, cfg.world, cfg.model.name,
+                                          peak_tflops ? std::optional<double>(*peak_tflops * 1e12) : std::nullopt);
+    }
   } else if (info.leader) {
     res.summary = rundb::summarizeSteps(all_rows, cfg.world, cfg.model.name,
                                         peak_tflops ? std::optional<double>(*peak_tflops * 1e12) : std::nullopt);
@@ -431,26 +500,36 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
   return res;
 }
 
-// The bytes this process may use: --mem-limit, else the cgroup's limit or MemAvailable, shared by
-// the ranks of this host. 0 when unknown (a GPU run: the device's memory is checked by CUDA).
+// The bytes this process may use: --mem-limit, else the smallest of the cgroup limits (v1 or v2, this
+// cgroup's and its ancestors') and MemAvailable, shared by the ranks of this host (host.h). 0 when
+// unknown (a GPU run: the device's memory is checked by CUDA).
 std::pair<int64_t, std::string> availableBytes(const TrainConfig& cfg, int local_ranks, bool cpu) {
   if (cfg.mem_limit > 0) return {cfg.mem_limit, "--mem-limit"};
   if (!cpu) return {0, ""};
-  int64_t best = 0;
-  std::string source;
-  {
-    std::ifstream f("/sys/fs/cgroup/memory.max");
-    std::string v;
-    if (f >> v && v != "max") best = std::atoll(v.c_str()), source = "the cgroup's memory.max";
-  }
-  std::ifstream mi("/proc/meminfo");
-  for (std::string key; mi >> key;) {
-    int64_t kb = 0;
-    mi >> kb;
-    if (key == "MemAvailable:" && (best == 0 || kb * 1024 < best)) best = kb * 1024, source = "MemAvailable";
-    mi.ignore(256, '\n');
-  }
-  return {best / std::max(1, local_ranks), source + (local_ranks > 1 ? " shared by " + std::to_string(local_ranks) + " ranks" : "")};
+  const HostLimit m = memoryAvailable();
+  return {m.value / std::max(1, local_ranks),
+          m.source + (local_ranks > 1 ? " shared by " + std::to_string(local_ranks) + " ranks" : "")};
+}
+
+// Before any thread or rank starts: the tasks the run will create must fit what the host allows
+// (pids.max of the cgroup, threads-max, RLIMIT_NPROC). Past it, thread creation fails somewhere
+// inside OpenMP or Gloo, far from the cause (a crash after 25 s with --threads 1000).
+void checkTasksFit(const TrainConfig& cfg, int ranks_on_host) {
+  const HostLimit room = taskLimit();
+  if (room.value <= 0) return;
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t threads = cfg.threads > 0 ? cfg.threads : std::max(1, cores / std::max(1, ranks_on_host));
+  const int64_t lanes = cfg.cpu_lanes > 0 ? cfg.cpu_lanes : std::min<int64_t>(threads, cfg.mbs);
+  constexpr int64_t kOtherThreads = 32;  // Gloo's and the store's threads, the tracer, the signal watcher
+  const int64_t need = int64_t(ranks_on_host) * (threads + lanes + kOtherThreads);
+  if (need <= room.value) return;
+  const int64_t fits = std::max<int64_t>(0, room.value / std::max(1, ranks_on_host) - kOtherThreads) / 2;
+  throw UserError(cfg.threads > 0 ? "--threads" : "--nproc",
+                  std::to_string(ranks_on_host) + " rank" + (ranks_on_host > 1 ? "s" : "") + " with " +
+                      std::to_string(threads) + " threads each need about " + std::to_string(need) +
+                      " tasks, but this host lets the run create " + std::to_string(room.value) + " more (" +
+                      room.source + ")",
+                  fits > 0 ? "pass --threads " + std::to_string(fits) + " or fewer" : "run fewer ranks on this host");
 }
 
 // Before anything is allocated: a run the memory model says cannot fit is refused (exit 2) with both
@@ -485,8 +564,10 @@ void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
   Layout::make(cfg.world, 0, cfg.tp, cfg.pp);
   TokenSource probe(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
   (void)probe;
-  if (cfg.launcher == Launcher::Local)
+  if (cfg.launcher == Launcher::Local) {
     for (int s = 0; s < cfg.pp; ++s) checkMemoryFits(cfg, s, cfg.world, cfg.device != DeviceRequest::CUDA);
+    checkTasksFit(cfg, cfg.world);
+  }
   if (!out.out.empty()) rundb::checkWritable(out.out, out.overwrite, out.tracing() ? "--trace" : "--out");
 }
 
@@ -497,6 +578,7 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
   resolve(out);
   const Layout layout = Layout::make(cfg.world, env.rank, cfg.tp, cfg.pp);
   checkMemoryFits(cfg, layout.pp_rank, env.local_world, cfg.device != DeviceRequest::CUDA);
+  if (!env.distributed) checkTasksFit(cfg, 1);  // the launcher checked its ranks' (validateBeforeLaunch)
   RunInfo info;
   info.config = &cfg;
   info.rank = env.rank;
@@ -511,6 +593,8 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
   info.device = dev.device;
   info.device_name = dev.name;
   if (!dev.notice.empty() && info.leader && obs) obs->notice(dev.notice);
+  if (info.leader && obs)
+    for (const std::string& n : cfg.model.notes) obs->notice("note: " + n);
 
   CommOptions copts;
   copts.device = dev.device;
@@ -537,6 +621,11 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
     const std::string msg = "out of memory on rank " + std::to_string(env.rank) + ": " + what;
     reportRankError(msg);
     throw OutOfMemory(msg, cpu ? r.requested : 0, cpu ? r.in_use : 0, cpu ? cfg.mem_limit : 0);
+  } catch (const c10::Error& e) {
+    // LibTorch's what() carries a C++ backtrace: the sentence before it is the message.
+    const std::string msg = e.what_without_backtrace();
+    reportRankError(msg);
+    throw std::runtime_error(msg);
   } catch (const std::exception& e) {
     reportRankError(e.what());
     throw;

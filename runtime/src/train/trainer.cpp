@@ -222,9 +222,7 @@ struct Trainer::Impl {
     int W = cfg.cpu_lanes;
     if (W == 0) W = eligible ? int(std::min<int64_t>(at::get_num_threads(), cfg.mbs)) : 1;
     if (W > 1 && !eligible)
-      throw UserError("--cpu-lanes",
-                      "lanes need a CPU run in fp32 without tensor or pipeline parallelism, ZeRO, or a data-"
-                      "parallel gradient all-reduce",
+      throw UserError("--cpu-lanes", kLanesNeed,
                       "drop --cpu-lanes (auto picks 1 here) or pass --cpu-lanes 1");
     if (W <= 1) return;
     lanes = std::make_unique<CoreLanes>(W);

@@ -96,6 +96,11 @@ struct RunOutput {
 void resolve(TrainConfig& c, int world = 0);
 void resolve(RunOutput& o);
 
+// The --cpu-lanes refusal (resolve() for what the config rules out, the Trainer for a GPU found by
+// --device auto).
+inline constexpr const char* kLanesNeed =
+    "lanes need a CPU run in fp32 without tensor or pipeline parallelism, ZeRO, or a data-parallel gradient all-reduce";
+
 // "4G", "512MiB", "1e9", "1073741824" → bytes (K/M/G/T are powers of 1024, with or without "iB";
 // "kB"/"MB"/"GB" powers of 1000). Throws UserError(field) for anything else.
 int64_t parseBytes(const std::string& text, const std::string& field);

@@ -27,6 +27,16 @@ struct LaunchOptions {
 // usually fail moments later with "connection closed by peer". Only the first call in a process
 // counts. No-op elsewhere.
 void reportRankError(const std::string& message);
+// In such a rank: hands the launcher the line that says how a stopped run ended (rank 0's "stopped by
+// … after step N; …"), which the launcher prints once for the whole run. Returns false (and does
+// nothing) outside a launched rank: the caller prints the line itself.
+bool reportRankStop(const std::string& line);
+// Whether this process is a rank of the local launcher, which prints its fatal error for it.
+bool launchedByLocalLauncher();
+
+// A message as a user should read it: "[/build/tree/src/train.cpp:377]" and LibTorch's
+// "[/pytorch/third_party/gloo/…/pair.cc:547]" become "[train.cpp:377]" and "[pair.cc:547]".
+std::string userFacing(const std::string& message);
 
 // Both return the process exit status the launcher should exit with.
 int launchLocal(const LaunchOptions& o, std::ostream& err);

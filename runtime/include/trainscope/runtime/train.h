@@ -57,6 +57,7 @@ struct RunResult {
   double grad_comm_s_per_step = 0;
   std::string database;                 // the run database written ("" when none)
   int stop_signal = 0;                  // RunEnd::Stopped: the signal
+  std::vector<int> stop_ranks;          // RunEnd::Stopped: the ranks it was sent to, when not all of them
   std::vector<std::string> warnings;    // what went wrong without stopping the run (the trace)
 };
 

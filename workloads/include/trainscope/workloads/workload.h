@@ -24,18 +24,23 @@ struct Workload {
   int64_t n_positions = 0;  // maximum T (rows of the position embedding)
   int64_t vocab_size = 0;   // V
   std::string source;       // file it was read from
+  // What the file asks for that trainscope loads but does not train as asked (a Hugging Face
+  // config's dropout), one sentence each; `trainscope run` prints them as notes.
+  std::vector<std::string> notes;
 
   int64_t headSize() const { return n_embd / n_head; }  // HS
   // Analytic parameter count: V*C + Tmax*C + L*(12*C*C + 13*C) + 2*C (tied head).
   int64_t parameterCount() const;
 };
 
-// Throws UserError naming the field when a shape is invalid (non-positive, NH not dividing C).
+// Throws UserError naming the field when a shape is invalid (non-positive, NH not dividing C) or
+// absurd (more than 10,000 layers or 1e15 parameters: a typo, and the models would not cope).
 void validate(const Workload& w);
 
 // Loads a workload by name (a JSON file in the workloads directory) or by path. A path may also be
-// a Hugging Face GPT-2 `config.json` (n_layer/n_head/n_embd/n_positions/vocab_size). Throws
-// UserError for unknown names, unreadable files, missing or invalid fields.
+// a Hugging Face GPT-2 `config.json` (n_layer/n_head/n_embd/n_positions/vocab_size), recognised by
+// its `model_type`. Throws UserError for unknown names, unreadable files, missing, invalid or
+// unknown fields (docs/config-reference.md, "Workload files").
 Workload load(const std::string& name_or_path);
 
 // Parses a workload from JSON text (either trainscope's or a Hugging Face config).
