@@ -9,6 +9,7 @@
 #include <random>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 
 namespace trainscope::runtime {
 namespace {
@@ -131,15 +132,17 @@ Batch TokenSource::samples(int64_t first, int64_t count, const at::Device& devic
 }
 
 void writeTokenFile(const std::string& path, const std::vector<uint16_t>& tokens, bool with_header) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  // Through files::AtomicFile, as every file trainscope writes: never through a link at `path`.
+  files::AtomicFile file(path, "token file");
   if (with_header) {
     int32_t header[kLlmcHeaderInts] = {};
     header[0] = kLlmcMagic;
     header[1] = 1;
     header[2] = static_cast<int32_t>(tokens.size());
-    out.write(reinterpret_cast<const char*>(header), sizeof(header));
+    file.stream().write(reinterpret_cast<const char*>(header), sizeof(header));
   }
-  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
+  file.stream().write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
+  file.commit(files::Existing::Replace);
 }
 
 }  // namespace trainscope::runtime
