@@ -254,11 +254,13 @@ std::vector<Interval> gpuWindows(RunReader& reader, RankSummary& rs, const std::
   }
   std::vector<int64_t> first(cw.size(), INT64_MAX);
   int64_t last_end = INT64_MIN;
+  std::vector<const RankEvents::Device*> unattributed;
   for (const RankEvents::Device& d : ev.device) {
     auto it = d.correlation >= 0 ? launch.find(d.correlation) : launch.end();
     if (it == launch.end()) {
       ++rs.unattributed_events;
       rs.unattributed_s += double(satSub(d.end, d.start)) * 1e-9;
+      unattributed.push_back(&d);
       continue;
     }
     const int64_t t = it->second;
@@ -273,6 +275,11 @@ std::vector<Interval> gpuWindows(RunReader& reader, RankSummary& rs, const std::
   std::vector<int64_t> starts;
   for (int64_t f : first)
     if (f != INT64_MAX) starts.push_back(starts.empty() ? f : std::max(f, starts.back()));
+  // The last window also takes in what started inside the counted steps' span without a launch
+  // record (a copy after the last kernel): it ran in that step.
+  if (!starts.empty())
+    for (const RankEvents::Device* d : unattributed)
+      if (d->start >= starts.front() && d->start < last_end) last_end = std::max(last_end, d->end);
   std::vector<Interval> windows;
   for (size_t i = 0; i < starts.size(); ++i) {
     const int64_t end = i + 1 < starts.size() ? starts[i + 1] : std::max(last_end, starts[i]);

@@ -166,10 +166,14 @@ TEST(Breakdown, CopiesWithoutLaunchesCountWhereTheyRan) {
   ev.push_back({{"ph", "X"}, {"cat", "gpu_memcpy"}, {"name", "Memcpy HtoD"}, {"pid", 0}, {"tid", 8},
                 {"ts", 300}, {"dur", 50}, {"args", {{"device", 0}, {"stream", 8}, {"bytes", 4096}}}});
   ev.push_back(launch(2, 1010)), ev.push_back(kernel("gemm", 2, 7, 1100, 100));
+  // and one that starts inside the last step's work and runs past its last kernel: the window grows.
+  ev.push_back({{"ph", "X"}, {"cat", "gpu_memcpy"}, {"name", "Memcpy DtoH"}, {"pid", 0}, {"tid", 8},
+                {"ts", 1150}, {"dur", 100}, {"args", {{"device", 0}, {"stream", 8}, {"bytes", 4096}}}});
   const tr::RunSummary s = summaryOf(importOne(ev, "copies"));
   const auto b = *s.ranks.at(0).breakdown;
-  EXPECT_NEAR(b.memory_s * 2, 50e-6, 1e-12);
-  EXPECT_EQ(s.ranks[0].unattributed_events, 1);
+  EXPECT_NEAR(b.memory_s * 2, 50e-6 + 50e-6, 1e-12);  // [300, 350) and [1200, 1250): the rest is under the kernel
+  EXPECT_EQ(s.ranks[0].unattributed_events, 2);
+  EXPECT_NEAR(*s.ranks[0].gpu_step_s * 2, (1250 - 100) * 1e-6, 1e-12);
 }
 
 // Report and Chrome export keep nanoseconds at epoch scale (a double of epoch ns steps by 256 ns).

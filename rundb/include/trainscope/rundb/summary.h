@@ -16,7 +16,7 @@
 //                     to the step of the CPU call that launched it (same correlation id, the call inside
 //                     the step's CPU window). A step's window runs from its first device event to the
 //                     next step's first; the last step's to the end of the last device event of any
-//                     counted step. The windows never overlap and leave no gap, so the idle time between
+//                     counted step (or without a launch, started inside their span). The windows never overlap and leave no gap, so the idle time between
 //                     steps is counted, work that runs into the next step is split at its start, and
 //                     summed over the steps no category exceeds what ran. Device events without their
 //                     launch in the trace do not place a window (counted apart: unattributed) but count
