@@ -1,6 +1,7 @@
 // viewer_app_test.cpp — trainscope-viewer itself, headless under Xvfb (ctest starts it: the `xvfb`
-// fixture), checked on its pictures: rows drawn where events are and empty where none are, the kind
-// colours of kernels, collectives and ranges, a selection's panel, two runs, a study, and the bad
+// fixture), checked on its pictures and its --layout: rows drawn where events are and empty where
+// none are, the kind (and name) colours of kernels, collectives and ranges, the ruler's labels, short
+// kernel names, folded blocks shaded by how busy they are, a selection's panel, two runs, a study, and the bad
 // files that must give a message and a non-zero exit rather than a crash.
 #include <gtest/gtest.h>
 
@@ -26,6 +27,7 @@
 #include "trainscope/viewer/image.h"
 #include "trainscope/viewer/model.h"
 #include "trainscope/viewer/query.h"
+#include "trainscope/viewer/stats.h"
 
 namespace v = trainscope::viewer;
 using trainscope::testing::sh;
@@ -148,7 +150,186 @@ void makeStudy(const std::string& path, const std::string& trial_db) {
   st.finishTrial(tr);
 }
 
+// A label of the ruler back to ns, exactly ("+0.2 us", "100.345 120 100 s").
+int64_t parseLabel(std::string s) {
+  bool neg = false;
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) neg = s[0] == '-', s.erase(0, 1);
+  const size_t unit_at = s.find_last_of(' ');
+  const std::string unit = s.substr(unit_at + 1);
+  std::string num;
+  for (char c : s.substr(0, unit_at))
+    if (c != ' ') num += c;
+  const int e = unit == "ns" ? 0 : unit == "us" ? 3 : unit == "ms" ? 6 : unit == "s" ? 9 : -1;
+  if (e < 0 || num.empty()) throw std::runtime_error("not a label: " + s);
+  const size_t dot = num.find('.');
+  const std::string fp = dot == std::string::npos ? "" : num.substr(dot + 1);
+  int64_t scale = 1, frac_scale = 1;
+  for (int i = 0; i < e; ++i) scale *= 10;
+  frac_scale = scale;
+  for (size_t i = 0; i < fp.size(); ++i) frac_scale /= 10;
+  const int64_t v = std::stoll(num.substr(0, dot)) * scale + (fp.empty() ? 0 : std::stoll(fp) * frac_scale);
+  return neg ? -v : v;
+}
+
+constexpr int64_t kEpoch = 1'700'000'000'000'000'000;
+
+// A run of one rank and 101 s: a kernel at the start, kernels with real CUDA names 100.345 s in, one
+// at the end, and a second stream 17% busy with short kernels (1.7 us every 10 us for 50 ms).
+std::string longRun() {
+  const std::string p = tempPath("long_run.db");
+  if (std::filesystem::exists(p)) return p;
+  trainscope::rundb::RunStore st(p, {true, "--out", true});
+  st.setMeta("world_size", "1");
+  st.putRank({0, "node0", "cuda:0"});
+  st.begin();
+  std::vector<trainscope::rundb::Kernel> ks;
+  auto kernel = [&](int64_t a, int64_t b, int64_t stream, const std::string& name) {
+    trainscope::rundb::Kernel k{kEpoch + a, kEpoch + b, 0, stream, st.intern(name), -1};
+    ks.push_back(k);
+  };
+  kernel(0, 5'000, 7, "ampere_sgemm_128x64_nn");
+  // 100.345 100 s .. 100.346 200 s: one kernel that fills a 1 us window at 100.345 12 s.
+  kernel(100'345'100'000, 100'346'200'000, 7, "ampere_sgemm_128x64_nn");
+  const int64_t at = 100'400'000'000;
+  kernel(at, at + 2'000'000, 7,
+         "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_");
+  kernel(at + 2'500'000, at + 4'500'000, 7, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)");
+  for (int64_t t = 0; t < 50'000'000; t += 10'000) kernel(at + t, at + t + 1'700, 9, "elementwise_kernel");
+  kernel(101'000'000'000, 101'000'005'000, 7, "ampere_sgemm_128x64_nn");
+  st.put(ks);
+  st.commit();
+  st.createIndexes();
+  st.close();
+  return p;
+}
+
 }  // namespace
+
+// Zoomed to a 1 us window 100 s into a run, the ruler reads offsets from a base shown in full, every
+// label unique and exact (a double of seconds would round them all to one value).
+TEST(ViewerApp, TheRulerIsExactInAMicrosecondWindowPast100s) {
+  const std::string db = longRun();
+  const std::string script = tempPath("ruler_zoom.txt");
+  std::ofstream(script) << "view 100.3451s 100.3461s\nzoom 1000\n";  // 1 ms, then 1000x in: 1 us
+  const Shot s = shoot(db, "--script " + script, "ruler_zoom");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const auto& l = s.layout;
+  const double t0 = l["view"]["t0"], t1 = l["view"]["t1"];
+  EXPECT_NEAR(t1 - t0, 1000, 1);
+  EXPECT_NEAR(t0, 100'345'600'000 - 500, 1);
+  const auto& ruler = l["ruler"];
+  ASSERT_TRUE(ruler["relative"].get<bool>()) << ruler.dump();
+  const int64_t base = parseLabel(ruler["base_label"]);
+  EXPECT_EQ(base, ruler["base"].get<int64_t>());
+  EXPECT_GE(double(base), t0);
+  std::set<std::string> labels;
+  const double x0 = l["timeline"]["x0"], x1 = l["timeline"]["x1"];
+  for (const auto& tk : ruler["ticks"]) {
+    if (!tk["major"].get<bool>()) continue;
+    const std::string label = tk["label"];
+    EXPECT_TRUE(labels.insert(label).second) << "\"" << label << "\" twice: " << ruler.dump();
+    const int64_t ns = base + parseLabel(label);
+    EXPECT_EQ(ns, tk["ns"].get<int64_t>()) << label;
+    // Drawn where that time is: the label is the time under its tick.
+    EXPECT_NEAR(tk["x"].get<double>(), x0 + (double(ns) - t0) / (t1 - t0) * (x1 - x0), 0.01) << label;
+  }
+  EXPECT_GE(labels.size(), 5u) << ruler.dump();
+  // The kernel under the window is one box across the timeline, named in full.
+  bool kernel = false;
+  for (const auto& b : l["boxes"])
+    kernel |= b["kind"] == "kernel" && b["label"] == "ampere_sgemm_128x64_nn" && b["x0"].get<float>() <= x0;
+  EXPECT_TRUE(kernel) << l["boxes"].dump();
+}
+
+// Kernels recorded with mangled (or full C++) names are drawn with short demangled names, as the
+// width allows; the full name is the tooltip's and Details'.
+TEST(ViewerApp, KernelBoxesShowDemangledShortNames) {
+  const std::string db = longRun();
+  const std::string script = tempPath("names_zoom.txt");
+  std::ofstream(script) << "view 100.3995s 100.4040s\n";  // 4.5 ms: a 2 ms kernel is ~540 px wide
+  const Shot s = shoot(db, "--script " + script, "names_zoom");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  std::string fill, nccl;
+  for (const auto& b : s.layout["boxes"]) {
+    if (b["kind"] != "kernel" && b["kind"] != "nccl kernel") continue;
+    const std::string label = b["label"];
+    if (label.rfind("vectorized_elementwise_kernel", 0) == 0) fill = label;
+    if (label.rfind("ncclDevKernel", 0) == 0) nccl = label;
+    EXPECT_NE(label.rfind("_Z", 0), 0u) << label;
+    EXPECT_NE(label.rfind("void", 0), 0u) << label;
+  }
+  // Return type, parameters and namespaces gone; the template arguments fit. The NCCL kernel, cut by
+  // the window's edge, keeps its name without parameters.
+  EXPECT_EQ(fill, "vectorized_elementwise_kernel<4, FillFunctor<float>, Array<char*, 1> >") << s.layout["boxes"].dump();
+  EXPECT_EQ(nccl, "ncclDevKernel_AllReduce_Sum_f32_RING_LL") << s.layout["boxes"].dump();
+}
+
+// Zoomed out, a stream 17% busy with short kernels folds into blocks that say so: coverage 0.17 in
+// --layout, and on screen a block solid only in its bottom sixth, in the folded colour.
+TEST(ViewerApp, FoldedBlocksShowHowBusyTheyAre) {
+  const std::string db = longRun();
+  const Shot s = shoot(db, "--view 100.39s:100.46s", "density");  // 70 ms: 1.7 us kernels are far below 3 px
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const auto* stream9 = row(s.layout, 0, "stream 9 (device 0)", 0);
+  ASSERT_TRUE(stream9);
+  int folded = 0;
+  for (const auto& b : s.layout["boxes"]) {
+    if (s.layout["rows"][b["row"].get<size_t>()] != *stream9) continue;
+    ASSERT_EQ(b["kind"], "folded") << b.dump();
+    EXPECT_NEAR(b["coverage"].get<double>(), 0.17, 0.005) << b.dump();
+    ++folded;
+    const int x = int((b["x0"].get<float>() + b["x1"].get<float>()) / 2);
+    const float y0 = (*stream9)["y0"], y1 = (*stream9)["y1"];
+    EXPECT_EQ(s.img.pixel(x, int(y1) - 2), v::palette::kFolded);  // the busy fraction, from the bottom
+    EXPECT_NE(s.img.pixel(x, int(y0) + 3), v::palette::kFolded);  // and not above it
+  }
+  EXPECT_GE(folded, 1);
+}
+
+// Statistics open on what the run has (CPU ops for a CPU run; an empty table says why), and limited
+// to a selected range they are the model's range statistics, per name, with median and p99.
+TEST(ViewerApp, StatisticsFollowTheRunAndTheSelectedRange) {
+  v::SyntheticOptions cpu;
+  cpu.kernels = false;
+  const std::string cpu_db = tempPath("app_cpu.db");
+  if (!std::filesystem::exists(cpu_db)) v::writeSyntheticTrace(cpu_db, cpu);
+  const std::string tab = tempPath("stats_tab.txt"), kernels = tempPath("stats_kernels.txt");
+  std::ofstream(tab) << "tab stats\n";
+  std::ofstream(kernels) << "tab stats\nframes 2\nstats kernels\n";
+  Shot s = shoot(cpu_db, "--script " + tab, "stats_cpu");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  EXPECT_EQ(s.layout["stats"]["group"], "ops") << s.layout["stats"].dump();
+  EXPECT_FALSE(s.layout["stats"]["rows"].empty());
+  s = shoot(cpu_db, "--script " + kernels, "stats_cpu_kernels");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  EXPECT_TRUE(s.layout["stats"]["rows"].empty());
+  EXPECT_NE(s.layout["stats"]["hint"].get<std::string>().find("no kernels: a CPU run"), std::string::npos);
+
+  const std::string db = trace();
+  const v::Trace t = v::loadTrace(db);
+  const auto w = t.stepWindow(1, 0);
+  ASSERT_TRUE(w);
+  const int64_t a = w->first - t.begin + 33'333, b = a + 2'000'000;
+  const std::string ranged = tempPath("stats_range.txt");
+  std::ofstream(ranged) << "range " << a << " " << b << "\nstats range\ntab stats\n";
+  s = shoot(db, "--script " + ranged, "stats_range");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const auto& st = s.layout["stats"];
+  ASSERT_TRUE(st["in_range"].get<bool>()) << st.dump();
+  EXPECT_EQ(st["group"], "kernels");
+  const v::Statistics want = v::computeRangeStatistics(t, t.begin + a, t.begin + b);
+  const auto rows = v::statRows(want, t, v::StatGroup::Kernels, v::kAllRanks, v::StatSort::Total, true);
+  ASSERT_EQ(st["rows"].size(), rows.size()) << st.dump();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& got = st["rows"][i];
+    EXPECT_EQ(got["name"], t.names[rows[i]->name]);
+    EXPECT_EQ(got["count"], rows[i]->count);
+    EXPECT_EQ(got["total_ns"], rows[i]->total_ns);
+    EXPECT_EQ(got["median_ns"], rows[i]->median_ns);
+    EXPECT_EQ(got["p99_ns"], rows[i]->p99_ns);
+    EXPECT_LT(got["total_ns"].get<int64_t>(), int64_t(2) * (b - a));  // clipped to the range, per rank at most 100%
+  }
+}
 
 TEST(ViewerApp, DrawsEventsWhereTheyAreInTheirKindColours) {
   const std::string db = trace();
@@ -177,7 +358,7 @@ TEST(ViewerApp, DrawsEventsWhereTheyAreInTheirKindColours) {
     const int64_t ka = ev[i].start, kb = ev[i].end;
     if (ka < w->first + 20'000 || kb > w->first + 280'000) continue;
     if (ev[i].kind == v::EventKind::Kernel && kb - ka > 4'000) {  // wide enough to be drawn on its own
-      EXPECT_EQ(colourAt(*stream, (ka + kb) / 2), v::kindColor(v::EventKind::Kernel)) << "kernel at " << ka;
+      EXPECT_EQ(colourAt(*stream, (ka + kb) / 2), v::nameColor(v::EventKind::Kernel, t.names[ev[i].name])) << "kernel at " << ka;
       ++kernels;
     }
     if (ev[i + 1].start - kb > 2'000) {  // an idle gap of the stream: its row stays empty there
@@ -188,13 +369,13 @@ TEST(ViewerApp, DrawsEventsWhereTheyAreInTheirKindColours) {
   }
   EXPECT_GT(kernels, 5);
   EXPECT_GT(gaps, 1);
-  // An op (purple) and its layer range (green) in the thread's flame.
+  // An op (purple) and its layer range (green) in the thread's flame, each in its name's shade.
   const v::SearchResult mm = v::search(t, "aten::mm");
   for (const auto& m : mm.matches) {
     const v::Event& e = t.event(m);
     if (t.tracks[m.track].rank != 0 || e.start < w->first + 20'000 || e.end > w->first + 280'000) continue;
-    EXPECT_EQ(colourAt(*ops, (e.start + e.end) / 2), v::kindColor(v::EventKind::HostOp));
-    EXPECT_EQ(colourAt(*row(s.layout, 0, "thread 4242", 2), (e.start + e.end) / 2), v::kindColor(v::EventKind::Range));
+    EXPECT_EQ(colourAt(*ops, (e.start + e.end) / 2), v::nameColor(v::EventKind::HostOp, "aten::mm"));
+    EXPECT_EQ(colourAt(*row(s.layout, 0, "thread 4242", 2), (e.start + e.end) / 2), v::nameColor(v::EventKind::Range, "layer"));
     break;
   }
 }
@@ -215,7 +396,7 @@ TEST(ViewerApp, CollectivesStepsAndMemoryAtFullZoomOut) {
     const int x = int(xOf(s.layout, (e.start + e.end) / 2));
     // A collective is 120 us of a ~10 ms run: a thin bar, but drawn.
     bool red = false;
-    for (int dx = -2; dx <= 2; ++dx) red |= s.img.pixel(x + dx, int(float((*coll)["y0"]) + 4)) == v::kindColor(v::EventKind::Collective);
+    for (int dx = -2; dx <= 2; ++dx) red |= s.img.pixel(x + dx, int(float((*coll)["y0"]) + 4)) == v::nameColor(v::EventKind::Collective, "all_reduce (dp)");
     EXPECT_TRUE(red) << "collective at x " << x;
     ++found;
     // Between collectives the row is empty.
@@ -225,7 +406,7 @@ TEST(ViewerApp, CollectivesStepsAndMemoryAtFullZoomOut) {
   EXPECT_EQ(found, 3);
   const auto w = t.stepWindow(2, 1);
   EXPECT_EQ(s.img.pixel(int(xOf(s.layout, (w->first + w->second) / 2)), int(float((*steps)["y0"]) + 3)),
-            v::kindColor(v::EventKind::Step));
+            v::nameColor(v::EventKind::Step, "step 2"));
   EXPECT_EQ(s.layout["events"], t.event_count);
 }
 

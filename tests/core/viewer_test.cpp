@@ -1,7 +1,9 @@
-// viewer_test.cpp — the viewer's model without a window: level of detail against a brute-force pass,
-// lane building, hit testing, the counter pyramid, loading a generated trace (layout, counts, exact
-// epoch-scale times, correlation, flame parents), search, range totals, statistics, run comparison,
-// the time view and ruler, scripts, PNG, studies, and the bad files the loader must refuse.
+// viewer_test.cpp — the viewer's model without a window: level of detail against a brute-force pass
+// (with the busy time of folded blocks), colours by kind and name, lane building, hit testing, the
+// counter pyramid, loading a generated trace (layout, counts, exact epoch-scale times, correlation,
+// flame parents), search, range totals, statistics (of a range, against SQL), run comparison,
+// studies, and the bad files the loader must refuse. The time view, ruler and names:
+// viewer_view_test.cpp.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -25,6 +27,7 @@
 #include "trainscope/viewer/image.h"
 #include "trainscope/viewer/lod.h"
 #include "trainscope/viewer/model.h"
+#include "trainscope/viewer/names.h"
 #include "trainscope/viewer/query.h"
 #include "trainscope/viewer/stats.h"
 #include "trainscope/viewer/view_state.h"
@@ -47,10 +50,11 @@ std::vector<v::DrawItem> bruteForce(const v::Lane& lane, int64_t b, int64_t e, i
     if (open && open_small && small && ev.start - cur.end < t) {
       cur.end = std::max(cur.end, ev.end);
       ++cur.count;
+      cur.busy += ev.duration();
       continue;
     }
     if (open) out.push_back(cur);
-    cur = {ev.start, ev.end, 1, i};
+    cur = {ev.start, ev.end, 1, i, ev.duration()};
     open = true;
     open_small = small;
   }
@@ -122,9 +126,61 @@ TEST(ViewerLod, FoldedItemsMatchBruteForceAtEveryZoom) {
         EXPECT_EQ(got[i].start, want[i].start);
         EXPECT_EQ(got[i].end, want[i].end);
         EXPECT_EQ(got[i].count, want[i].count);
+        EXPECT_EQ(got[i].busy, want[i].busy);  // the time its events cover, exactly
         if (want[i].count == 1) EXPECT_EQ(got[i].index, want[i].index);
       }
     }
+  }
+}
+
+TEST(ViewerLod, FoldedBlocksKnowHowBusyTheyAre) {
+  // A stream 17% busy: 1.7 us kernels every 10 us for 100 ms. Zoomed out (3 px = 250 us) it folds
+  // into one block whose coverage is 0.17, not a solid bar; zoomed in, blocks keep the same share.
+  v::Lane lane;
+  for (int64_t t = 0; t < 100'000'000; t += 10'000) lane.events.push_back({t, t + 1'700, 0, v::EventKind::Kernel});
+  v::buildLevels(lane);
+  std::vector<v::DrawItem> items;
+  v::visibleItems(lane, -1'000'000, 101'000'000, 250'000, items);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].count, 10'000u);
+  EXPECT_EQ(items[0].busy, 10'000 * 1'700);
+  EXPECT_NEAR(items[0].coverage(), 0.17, 0.0001);
+  for (int64_t b : {12'345'678, 50'000'001}) {  // windows that cut blocks, at the levels' thresholds
+    items.clear();
+    v::visibleItems(lane, b, b + 3'000'000, 16'000, items);
+    ASSERT_FALSE(items.empty());
+    for (const auto& it : items) {
+      EXPECT_EQ(it.busy, int64_t(it.count) * 1'700);
+      if (it.count > 10) EXPECT_NEAR(it.coverage(), 0.17, 0.001);
+    }
+  }
+  for (uint32_t a : {0u, 5u, 16u, 17u, 9'000u})
+    for (uint32_t n : {0u, 1u, 15u, 16u, 33u, 1'000u})
+      EXPECT_EQ(v::busyBetween(lane, a, a + n), int64_t(n) * 1'700) << a << " + " << n;
+}
+
+TEST(ViewerLod, ColoursByKindAndNameAndFoldedBlocksApart) {
+  std::mt19937_64 rng(3);
+  for (int k = 0; k < v::kEventKinds; ++k) {
+    const v::EventKind kind = v::EventKind(k);
+    const v::Hsv base = v::toHsv(v::kindColor(kind));
+    std::set<uint32_t> shades;
+    for (int i = 0; i < 300; ++i) {
+      const std::string name = "kernel_" + std::to_string(rng());
+      const uint32_t c = v::nameColor(kind, name);
+      EXPECT_EQ(c, v::nameColor(kind, name));  // stable
+      shades.insert(c);
+      const v::Hsv h = v::toHsv(c);
+      // The kind's hue within the shift (grey API calls: grey), the name's brightness within 12%.
+      const double dh = std::fabs(std::remainder(h.h - base.h, 360.0));
+      if (base.s > 0) EXPECT_LE(dh, v::kNameHueShift + 1.5) << v::kindName(kind);
+      else EXPECT_LT(h.s, 0.02);
+      EXPECT_NEAR(h.v, base.v, base.v * 0.13) << v::kindName(kind);
+      // Never mistaken for a folded block: 25 degrees of hue away, or plainly unsaturated.
+      const double from_folded = std::fabs(std::remainder(h.h - v::toHsv(v::palette::kFolded).h, 360.0));
+      EXPECT_TRUE(from_folded >= 25 || h.s < 0.1) << v::kindName(kind) << " " << std::hex << c;
+    }
+    EXPECT_GT(shades.size(), 25u) << v::kindName(kind);  // names get shades of their own (grey: 33 levels)
   }
 }
 
@@ -327,67 +383,118 @@ TEST(ViewerModel, SearchRangeTotalsStatisticsAndComparison) {
   EXPECT_EQ(v::alignmentOffset(t, b, 1), *t.stepStart(1) - *b.stepStart(1));
 }
 
-TEST(ViewerView, ZoomPanFitAndRulerAtEpochScale) {
-  v::TimeView view;
-  view.origin = 1'700'000'000'000'000'000;
-  view.x0 = 100;
-  view.width = 1000;
-  view.fit(view.origin + 1'000, view.origin + 2'000, 0);
-  EXPECT_DOUBLE_EQ(view.t0, 1000);
-  EXPECT_DOUBLE_EQ(view.t1, 2000);
-  EXPECT_FLOAT_EQ(view.x(view.origin + 1'500), 600);  // one ns is half a pixel, exactly
-  EXPECT_EQ(view.timeAt(600), view.origin + 1'500);
-  view.zoom(2, 600);  // around the cursor: 1500 stays under it
-  EXPECT_EQ(view.timeAt(600), view.origin + 1'500);
-  EXPECT_DOUBLE_EQ(view.t1 - view.t0, 500);
-  view.pan(100);  // content moves right: earlier times come in
-  EXPECT_DOUBLE_EQ(view.t0, 1250 - 50);
-  // Ruler: 1/2/5 steps, labels relative to the origin with units.
-  view.t0 = 0;
-  view.t1 = 10e6;  // 10 ms over 1000 px
-  const auto ticks = v::rulerTicks(view, 80);
-  std::vector<std::string> majors;
-  for (const auto& tk : ticks)
-    if (tk.major) majors.push_back(tk.label);
-  ASSERT_GE(majors.size(), 5u);
-  EXPECT_EQ(majors[0], "0 ns");
-  EXPECT_EQ(majors[1], "1 ms");
-  EXPECT_EQ(v::formatDuration(1500), "1.5 us");
-  EXPECT_EQ(v::formatBytes(3 << 29), "1.5 GiB");
-  EXPECT_DOUBLE_EQ(v::parseTime("2.5ms", "--view"), 2.5e6);
-  EXPECT_THROW(v::parseTime("2.5 parsecs", "--view"), trainscope::UserError);
+namespace {
+struct SqlStat {
+  int64_t count, total, min, max, median, p99;
+};
+// Per (name, rank) — rank -1: over all ranks — the events of `table` overlapping [b, e), their time
+// clipped to it: count, total, min, max, lower median and nearest-rank p99, computed by SQLite.
+std::map<std::pair<std::string, int64_t>, SqlStat> sqlStats(const std::string& path, const std::string& table, int64_t b,
+                                                             int64_t e, bool per_rank) {
+  db::Database d(path, db::Database::Mode::ReadOnly);
+  const std::string rank = per_rank ? "rank" : "-1";
+  db::Statement q(d, "WITH w AS (SELECT s.value AS name, t.rank AS rank, MIN(t.end_ns, ?2) - MAX(t.start_ns, ?1) AS d "
+                     "FROM " + table + " t JOIN strings s ON s.id = t.name_id WHERE t.end_ns > ?1 AND t.start_ns < ?2), "
+                     "r AS (SELECT name, " + rank + " AS rank, d, ROW_NUMBER() OVER (PARTITION BY name, " + rank +
+                     " ORDER BY d) AS rn, COUNT(*) OVER (PARTITION BY name, " + rank + ") AS n FROM w) "
+                     "SELECT name, rank, COUNT(*), SUM(d), MIN(d), MAX(d), MAX(CASE WHEN rn = (n + 1) / 2 THEN d END), "
+                     "MAX(CASE WHEN rn = (99 * n + 99) / 100 THEN d END) FROM r GROUP BY name, rank");
+  q.bindFrom(1, b, e);
+  std::map<std::pair<std::string, int64_t>, SqlStat> out;
+  while (q.step())
+    out[{q.columnText(0), q.columnInt(1)}] = {q.columnInt(2), q.columnInt(3), q.columnInt(4),
+                                              q.columnInt(5), q.columnInt(6), q.columnInt(7)};
+  return out;
 }
+}  // namespace
 
-TEST(ViewerView, ScriptsParseAndNameTheBadLine) {
-  const auto cmds = v::parseScript("# comment\nview 0 2ms\nzoom 2 0.25\n\npan -0.5\nselect aten::mm 3\nsearch gemm\nnext\n", "s.txt");
-  ASSERT_EQ(cmds.size(), 6u);
-  EXPECT_EQ(cmds[1].op, "zoom");
-  EXPECT_EQ(cmds[1].line, 3);
-  try {
-    v::parseScript("view 0 1ms\nwobble 3\n", "s.txt");
-    FAIL();
-  } catch (const trainscope::UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("s.txt:2: unknown command \"wobble\""), std::string::npos) << e.what();
+// Statistics limited to a range are SQL over the same window: per name, per rank and over all ranks.
+TEST(ViewerModel, RangeStatisticsEqualSqlOverTheWindow) {
+  const std::string path = synthetic("v_layout.db", {2, 6'000, 3});
+  const v::Trace t = v::loadTrace(path);
+  const auto w0 = t.stepWindow(1, 0), w1 = t.stepWindow(1, 1);
+  ASSERT_TRUE(w0 && w1);
+  // Odd edges, cutting kernels, ops and ranges on both ranks; then the whole run as a range.
+  for (auto [b, e] : {std::pair{w0->first + 123'457, w1->second - 77'771}, std::pair{t.begin, t.end}}) {
+    const v::Statistics st = v::computeRangeStatistics(t, b, e);
+    EXPECT_TRUE(st.in_range);
+    for (auto [group, table] : {std::pair{v::StatGroup::Kernels, "kernels"}, std::pair{v::StatGroup::Ops, "host_ops"},
+                                std::pair{v::StatGroup::Ranges, "ranges"}}) {
+      for (bool per_rank : {true, false}) {
+        const auto want = sqlStats(path, table, b, e, per_rank);
+        ASSERT_FALSE(want.empty()) << table;
+        size_t rows = 0;
+        for (const v::StatRow* r : v::statRows(st, t, group, per_rank ? v::kEachRank : v::kAllRanks, v::StatSort::Name, false)) {
+          const auto it = want.find({t.names[r->name], r->rank});
+          ASSERT_NE(it, want.end()) << t.names[r->name] << " rank " << r->rank;
+          const SqlStat& x = it->second;
+          const std::string what = std::string(table) + " " + t.names[r->name] + " rank " + std::to_string(r->rank);
+          EXPECT_EQ(r->count, x.count) << what;
+          EXPECT_EQ(r->total_ns, x.total) << what;
+          EXPECT_EQ(r->min_ns, x.min) << what;
+          EXPECT_EQ(r->max_ns, x.max) << what;
+          EXPECT_EQ(r->median_ns, x.median) << what;
+          EXPECT_EQ(r->p99_ns, x.p99) << what;
+          ++rows;
+        }
+        EXPECT_EQ(rows, want.size()) << table;
+      }
+    }
   }
-  EXPECT_THROW(v::parseScript("zoom lots\n", "s.txt"), trainscope::UserError);
-  EXPECT_THROW(v::parseScript("view 0\n", "s.txt"), trainscope::UserError);
-  EXPECT_THROW(v::parseScript("view 0 1 parsec\n", "s.txt"), trainscope::UserError);
+  // Shares per rank: the "step" range covers a window inside both ranks' step 1 wholly, so each rank
+  // holds it 100% of the window and so does the row over both ranks (not 200%).
+  const int64_t b = std::max(w0->first, w1->first) + 1'000, e = std::min(w0->second, w1->second) - 1'000;
+  const v::Statistics st = v::computeRangeStatistics(t, b, e);
+  int step_rows = 0;
+  for (int64_t rank : {v::kAllRanks, v::kEachRank})
+    for (const v::StatRow* r : v::statRows(st, t, v::StatGroup::Ranges, rank, v::StatSort::Total, true))
+      if (t.names[r->name] == "step") {
+        EXPECT_DOUBLE_EQ(st.shareOfRangePerRank(*r), 1.0);
+        ++step_rows;
+      }
+  EXPECT_EQ(step_rows, 3);  // over both ranks, and each rank's
+  const auto tot = v::rangeTotals(t, b, e);
+  const v::KindTotal& ranges = tot[int(v::EventKind::Range)];
+  EXPECT_EQ(ranges.ranks, 2);
+  EXPECT_EQ(ranges.busy_ns, 2 * (e - b));  // each rank's union: all of the window
+  EXPECT_EQ(ranges.max_rank_busy_ns, e - b);
+  // The whole-run statistics have the same percentiles as the whole run taken as a range.
+  const v::Statistics all = v::computeStatistics(t), whole = v::computeRangeStatistics(t, t.begin, t.end + 1);
+  auto find = [&](const v::Statistics& s, v::StatGroup g, const std::string& name) -> const v::StatRow* {
+    for (const v::StatRow* r : v::statRows(s, t, g, v::kAllRanks, v::StatSort::Total, true))
+      if (t.names[r->name] == name) return r;
+    return nullptr;
+  };
+  const v::StatRow* mm = find(all, v::StatGroup::Ops, "aten::mm");
+  ASSERT_TRUE(mm && find(whole, v::StatGroup::Ops, "aten::mm"));
+  EXPECT_EQ(mm->median_ns, find(whole, v::StatGroup::Ops, "aten::mm")->median_ns);
+  EXPECT_EQ(mm->p99_ns, find(whole, v::StatGroup::Ops, "aten::mm")->p99_ns);
+  EXPECT_LE(mm->min_ns, mm->median_ns);
+  EXPECT_LE(mm->median_ns, mm->p99_ns);
+  EXPECT_LE(mm->p99_ns, mm->max_ns);
 }
 
-TEST(ViewerView, PngRoundTrip) {
-  v::Image img;
-  img.width = 37;
-  img.height = 11;
-  for (int i = 0; i < img.width * img.height; ++i)
-    for (int c = 0; c < 4; ++c) img.rgba.push_back(uint8_t(i * 7 + c * 50));
-  const std::string p = tempPath("rt.png");
-  v::writePng(p, img);
-  const v::Image back = v::readPng(p);
-  EXPECT_EQ(back.width, 37);
-  EXPECT_EQ(back.height, 11);
-  EXPECT_EQ(back.rgba, img.rgba);
-  EXPECT_EQ(back.pixel(3, 2), img.pixel(3, 2));
-  EXPECT_THROW(v::writePng("/no/such/folder/x.png", img), trainscope::UserError);
+// The table the Statistics tab opens on follows what the run has: kernels for a GPU run, CPU ops for a
+// CPU run, whose empty kernels table says why it is empty and where to look.
+TEST(ViewerModel, StatisticsOpenOnWhatTheRunHas) {
+  v::SyntheticOptions cpu;
+  cpu.kernels = false;
+  const v::Trace c = v::loadTrace(synthetic("v_cpu.db", cpu));
+  const v::Statistics cs = v::computeStatistics(c);
+  EXPECT_EQ(v::defaultGroup(cs), v::StatGroup::Ops);
+  EXPECT_EQ(cs.events[size_t(v::StatGroup::Kernels)], 0);
+  const std::string hint = v::emptyHint(cs, v::StatGroup::Kernels);
+  EXPECT_NE(hint.find("no kernels: a CPU run"), std::string::npos) << hint;
+  EXPECT_NE(hint.find("See ops, ranges"), std::string::npos) << hint;
+  EXPECT_EQ(v::emptyHint(cs, v::StatGroup::Ops), "");
+  const v::Statistics gs = v::computeStatistics(v::loadTrace(synthetic("v_layout.db", {2, 6'000, 3})));
+  EXPECT_EQ(v::defaultGroup(gs), v::StatGroup::Kernels);
+  EXPECT_EQ(v::emptyHint(gs, v::StatGroup::Kernels), "");
+  // A range with nothing of a table in it says so.
+  const auto w = c.stepWindow(1, 0);
+  ASSERT_TRUE(w);
+  const v::Statistics rs = v::computeRangeStatistics(c, w->first, w->first + 10);
+  EXPECT_NE(v::emptyHint(rs, v::StatGroup::Kernels).find("The selected range has no kernels"), std::string::npos);
 }
 
 TEST(ViewerModel, BadFilesAreRefusedWithTheFileNamed) {

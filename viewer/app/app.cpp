@@ -87,6 +87,9 @@ const rundb::RunSummary* App::summary() const {
 }
 
 void App::closeDocuments() {
+  range_stats.reset();  // of a trace that goes
+  range_stats_trace = nullptr;
+  stats_group = -1;     // the next run picks its own default table
   for (auto& d : docs) {
     d->progress.cancel.store(true);
     retired.push_back(std::move(d));
@@ -230,6 +233,10 @@ void App::applyCommand(const ScriptCommand& c) {
   } else if (c.op == "open") {
     if (!openTrial(int64_t(num(c.args[0]))))
       std::cerr << "trainscope-viewer: --script line " << c.line << ": no trial " << c.args[0] << " with a run database\n";
+  } else if (c.op == "stats") {
+    if (c.args[0] == "range" || c.args[0] == "all") stats_in_range = c.args[0] == "range";
+    for (int g = 0; g < kStatGroups; ++g)
+      if (c.args[0] == groupName(StatGroup(g))) stats_group = g;
   } else if (c.op == "tab") {
     static const std::pair<const char*, Tab> tabs[] = {{"details", Tab::Details}, {"stats", Tab::Statistics},
                                                        {"steps", Tab::Steps},     {"summary", Tab::Summary},
@@ -278,6 +285,28 @@ void App::writeLayout(const std::string& path) const {
     j["rows"].push_back({{"doc", r.doc}, {"track", r.track}, {"lane", r.lane}, {"rank", t.rank},
                          {"label", t.label}, {"y0", r.y0}, {"y1", r.y1}});
   }
+  // The ruler and the boxes as drawn, so that tests read the screen without OCR.
+  nlohmann::json ticks = nlohmann::json::array();
+  for (const Tick& tk : ruler.ticks)
+    ticks.push_back({{"x", view.x0 + (tk.t - view.t0) / view.nsPerPx()}, {"ns", tk.ns}, {"major", tk.major},
+                     {"label", tk.label}});
+  j["ruler"] = {{"step", ruler.step}, {"relative", ruler.relative}, {"base", ruler.base},
+                {"base_label", ruler.base_label}, {"ticks", ticks}};
+  j["boxes"] = nlohmann::json::array();
+  for (const auto& b : boxes)
+    j["boxes"].push_back({{"row", b.row}, {"x0", b.x0}, {"x1", b.x1}, {"kind", b.count > 1 ? "folded" : kindName(b.kind)},
+                          {"count", b.count}, {"coverage", b.coverage}, {"label", b.label}});
+  // The statistics table as last drawn: its rows in order, names as shown.
+  nlohmann::json stats_rows = nlohmann::json::array();
+  for (size_t i = 0; i < stats_shown.rows.size(); ++i) {
+    const StatRow& r = stats_shown.rows[i];
+    const Trace* t = primary();
+    stats_rows.push_back({{"label", stats_shown.labels[i]}, {"name", t && r.name < t->names.size() ? t->names[r.name] : ""},
+                          {"rank", r.rank}, {"count", r.count}, {"total_ns", r.total_ns}, {"self_ns", r.self_ns},
+                          {"min_ns", r.min_ns}, {"median_ns", r.median_ns}, {"p99_ns", r.p99_ns}, {"max_ns", r.max_ns}});
+  }
+  j["stats"] = {{"drawn", stats_shown.drawn}, {"group", stats_shown.group}, {"in_range", stats_shown.in_range},
+                {"hint", stats_shown.hint}, {"rows", stats_rows}};
   if (const Trace* t = primary()) {
     j["events"] = t->event_count;
     j["bytes"] = t->bytes();
@@ -325,8 +354,10 @@ int App::run() {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));  // leave the cores to the loader
       }
     }
-    // Headless waits for the summaries too, so that a script sees every tab filled.
-    const bool all_loaded = !std::any_of(docs.begin(), docs.end(), [](const auto& d) { return !d->summary_done.load(); });
+    // Headless waits for the summaries too, so that a script sees every tab filled. `loading` was
+    // read before poll(): a document that finished in between is fitted by poll() in the next frame,
+    // which would undo a script command applied in this one.
+    const bool all_loaded = !loading;
     if (headless && all_loaded && fatal.empty() && next_command < script.size()) {
       if (hold > 0) {
         --hold;  // `frames N`: N frames as they are

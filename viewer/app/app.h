@@ -15,6 +15,7 @@
 #include "trainscope/tuner/study.h"
 #include "trainscope/viewer/lod.h"
 #include "trainscope/viewer/model.h"
+#include "trainscope/viewer/names.h"
 #include "trainscope/viewer/query.h"
 #include "trainscope/viewer/stats.h"
 #include "trainscope/viewer/view_state.h"
@@ -51,6 +52,7 @@ struct Document {
   std::atomic<bool> summary_done{false};
   int64_t offset = 0;                   // added to this run's times when drawn (run comparison)
   std::vector<double> group_top;        // each rank group's top from the first's, then the total (px)
+  NameForms names;                      // demangled and shortened names (UI thread only)
   double load_s = 0;
   ~Document();
   bool ready() const { return trace != nullptr; }
@@ -66,6 +68,17 @@ struct RowRect {
   size_t doc;
   uint32_t track, lane;
   float y0, y1;
+};
+
+// A box drawn on the timeline in the last frame (recorded for --layout only): where, what, and the
+// label as drawn (elided as on screen).
+struct BoxRect {
+  size_t row;        // index into App::rows
+  float x0, x1;
+  EventKind kind;
+  uint32_t count;    // events in it (more than 1: a folded block)
+  double coverage;   // busy time of its events / its width in time (1 for a single event)
+  std::string label;
 };
 
 enum class Tab { Details, Statistics, Steps, Summary, Compare, Study };
@@ -91,11 +104,24 @@ class App {
   char search_text[256] = {};
   Tab tab = Tab::Details;
   bool tab_requested = false;
-  int stats_group = 0;
-  int64_t stats_rank = -1;
+  int stats_group = -1;           // -1: the default table for the run (defaultGroup), once known
+  int64_t stats_rank = kAllRanks;  // a rank, kAllRanks or kEachRank
+  bool stats_in_range = false;     // Statistics limited to the selected range
+  std::unique_ptr<Statistics> range_stats;  // computed for range_stats_for of range_stats_trace
+  std::pair<int64_t, int64_t> range_stats_for{};
+  const Trace* range_stats_trace = nullptr;
+  // The statistics table as last drawn (recorded for --layout only).
+  struct StatsShown {
+    bool drawn = false, in_range = false;
+    std::string group, hint;
+    std::vector<StatRow> rows;
+    std::vector<std::string> labels;
+  } stats_shown;
   int64_t align_step = 1;
   bool fitted = false;
   std::vector<RowRect> rows;  // last frame's
+  Ruler ruler;                // last frame's
+  std::vector<BoxRect> boxes; // last frame's, when --layout asks for them
   float timeline_x0 = 0, timeline_x1 = 0, timeline_y0 = 0, timeline_y1 = 0;
   float panel_y0 = 0;
   std::vector<DrawItem> scratch;

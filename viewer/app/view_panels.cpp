@@ -38,25 +38,41 @@ std::string pct(double part, double whole) {
 
 void App::drawDetails() {
   if (range) {
-    ImGui::Text("Selected range: %s (from %s)", formatDuration(double(range->second - range->first)).c_str(),
-                formatDuration(double(range->first - origin())).c_str());
-    if (ImGui::BeginTable("range", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+    const double len = double(range->second - range->first);
+    ImGui::Text("Selected range: %s (from %s to %s)", formatExact(range->second - range->first).c_str(),
+                formatExact(range->first - origin()).c_str(), formatExact(range->second - origin()).c_str());
+    ImGui::SameLine();
+    if (ImGui::SmallButton("statistics of this range")) {
+      stats_in_range = true;
+      tab = Tab::Statistics;
+      tab_requested = true;
+    }
+    // Per kind, shares per rank: each rank's union of the kind's events over its tracks, at most 100%.
+    if (ImGui::BeginTable("range", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
       ImGui::TableSetupColumn("kind");
       ImGui::TableSetupColumn("events");
-      ImGui::TableSetupColumn("busy");
-      ImGui::TableSetupColumn("of the range (summed over tracks)");
+      ImGui::TableSetupColumn("ranks");
+      ImGui::TableSetupColumn("busy per rank (mean)");
+      ImGui::TableSetupColumn("of the range per rank (mean)");
+      ImGui::TableSetupColumn("busiest rank");
       ImGui::TableHeadersRow();
       for (int k = 0; k < kEventKinds; ++k) {
-        if (!range_totals[size_t(k)].count) continue;
+        const KindTotal& kt = range_totals[size_t(k)];
+        if (!kt.count) continue;
+        const double mean = double(kt.busy_ns) / double(std::max<int64_t>(1, kt.ranks));
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
         ImGui::TextColored(ImColor(kindColor(EventKind(k))), "%s", kindName(EventKind(k)));
         ImGui::TableNextColumn();
-        ImGui::Text("%lld", (long long)range_totals[size_t(k)].count);
+        ImGui::Text("%lld", (long long)kt.count);
         ImGui::TableNextColumn();
-        ImGui::Text("%s", formatDuration(double(range_totals[size_t(k)].busy_ns)).c_str());
+        ImGui::Text("%lld", (long long)kt.ranks);
         ImGui::TableNextColumn();
-        ImGui::Text("%s", pct(double(range_totals[size_t(k)].busy_ns), double(range->second - range->first)).c_str());
+        ImGui::Text("%s", formatDuration(mean).c_str());
+        ImGui::TableNextColumn();
+        ImGui::Text("%s", pct(mean, len).c_str());
+        ImGui::TableNextColumn();
+        ImGui::Text("rank %lld: %s", (long long)kt.max_rank, pct(double(kt.max_rank_busy_ns), len).c_str());
       }
       ImGui::EndTable();
     }
@@ -83,10 +99,12 @@ void App::drawDetails() {
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("context", ImVec2(0, 0));
+  const size_t chars = size_t(ImGui::GetContentRegionAvail().x / std::max(1.f, ImGui::CalcTextSize("M").x));
+  auto shown = [&](const EventRef& r) { return d.names.fit(t.event(r).name, t.names, chars); };
   ImGui::TextDisabled("enclosing");
   for (const auto& p : enclosing(t, selection->ref)) {
     ImGui::PushID(int(p.lane));
-    if (ImGui::Selectable(t.name(p).c_str())) select(selection->doc, p);
+    if (ImGui::Selectable(shown(p).c_str())) select(selection->doc, p);
     ImGui::PopID();
   }
   if (d.correlation) {
@@ -96,12 +114,12 @@ void App::drawDetails() {
       ImGui::TextDisabled("launched (%zu)", launched.size());
       for (size_t i = 0; i < launched.size() && i < 50; ++i) {
         ImGui::PushID(int(i) + 1000);
-        if (ImGui::Selectable(t.name(launched[i]).c_str())) select(selection->doc, launched[i]);
+        if (ImGui::Selectable(shown(launched[i]).c_str())) select(selection->doc, launched[i]);
         ImGui::PopID();
       }
     } else if (auto l = d.correlation->launchOf(selection->ref)) {
       ImGui::TextDisabled("launched by");
-      if (ImGui::Selectable(t.name(*l).c_str())) select(selection->doc, *l);
+      if (ImGui::Selectable(shown(*l).c_str())) select(selection->doc, *l);
     }
   }
   ImGui::EndChild();
@@ -120,15 +138,30 @@ void App::drawStatistics() {
     return;
   }
   const Trace& t = *d->trace;
+  if (stats_group < 0) stats_group = int(defaultGroup(*d->stats));  // kernels, or ops for a CPU run
+  // Limited to the selected range: computed when the range is final (not while it is being dragged),
+  // on this thread — its cost is the events in the range.
+  const bool in_range = stats_in_range && range;
+  if (in_range && (!range_stats || range_stats_for != *range || range_stats_trace != &t) &&
+      !ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
+    range_stats = std::make_unique<Statistics>(computeRangeStatistics(t, range->first, range->second));
+    range_stats_for = *range;
+    range_stats_trace = &t;
+  }
+  const Statistics* st = in_range ? (range_stats && range_stats_trace == &t ? range_stats.get() : nullptr) : d->stats.get();
   for (int g = 0; g < kStatGroups; ++g) {
     if (g) ImGui::SameLine();
-    ImGui::RadioButton(groupName(StatGroup(g)), &stats_group, g);
+    const std::string label = std::string(groupName(StatGroup(g))) + " (" +
+                              std::to_string(st ? st->events[size_t(g)] : 0) + ")###g" + std::to_string(g);
+    ImGui::RadioButton(label.c_str(), &stats_group, g);
   }
   ImGui::SameLine(0, 30);
   ImGui::SetNextItemWidth(140);
-  const std::string cur = stats_rank < 0 ? "all ranks" : "rank " + std::to_string(stats_rank);
+  const std::string cur = stats_rank == kAllRanks ? "all ranks" : stats_rank == kEachRank ? "each rank"
+                                                                : "rank " + std::to_string(stats_rank);
   if (ImGui::BeginCombo("##rank", cur.c_str())) {
-    if (ImGui::Selectable("all ranks", stats_rank < 0)) stats_rank = -1;
+    if (ImGui::Selectable("all ranks", stats_rank == kAllRanks)) stats_rank = kAllRanks;
+    if (ImGui::Selectable("each rank", stats_rank == kEachRank)) stats_rank = kEachRank;
     ImGuiListClipper clip;  // tens of thousands of ranks: only the visible entries
     clip.Begin(int(t.ranks.size()));
     while (clip.Step())
@@ -139,31 +172,59 @@ void App::drawStatistics() {
       }
     ImGui::EndCombo();
   }
+  ImGui::SameLine(0, 30);
+  if (!range) ImGui::BeginDisabled();
+  ImGui::Checkbox("selected range only", &stats_in_range);
+  if (!range) ImGui::EndDisabled();
+  if (in_range) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s from %s, times clipped to it", formatExact(range->second - range->first).c_str(),
+                        formatExact(range->first - origin()).c_str());
+  }
+  if (!st) {
+    ImGui::TextDisabled("Release the mouse to compute the range's statistics.");
+    return;
+  }
+  const bool record = !opt.layout.empty();
+  stats_shown = {};
+  stats_shown.drawn = true;
+  stats_shown.in_range = in_range;
+  stats_shown.group = groupName(StatGroup(stats_group));
+  if (const std::string hint = emptyHint(*st, StatGroup(stats_group)); !hint.empty()) {
+    ImGui::TextDisabled("%s", hint.c_str());
+    stats_shown.hint = hint;
+    return;
+  }
   const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV;
-  if (!ImGui::BeginTable("stats", 7, flags)) return;
+  if (!ImGui::BeginTable("stats", 11, flags)) return;
   ImGui::TableSetupScrollFreeze(0, 1);
+  const ImGuiTableColumnFlags num = ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_PreferSortDescending;
   ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch, 0, int(StatSort::Name));
+  ImGui::TableSetupColumn("rank", ImGuiTableColumnFlags_WidthFixed, 50, int(StatSort::Rank));
   ImGui::TableSetupColumn("count", ImGuiTableColumnFlags_WidthFixed, 70, int(StatSort::Count));
-  ImGui::TableSetupColumn("total", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_DefaultSort |
-                                       ImGuiTableColumnFlags_PreferSortDescending, 90, int(StatSort::Total));
-  ImGui::TableSetupColumn("self", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_PreferSortDescending, 90,
-                          int(StatSort::Self));
-  ImGui::TableSetupColumn("mean", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_PreferSortDescending, 90,
-                          int(StatSort::Mean));
-  ImGui::TableSetupColumn("max", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_PreferSortDescending, 90,
-                          int(StatSort::Max));
-  ImGui::TableSetupColumn("% of total", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort, 80);
+  ImGui::TableSetupColumn("total", num | ImGuiTableColumnFlags_DefaultSort, 80, int(StatSort::Total));
+  ImGui::TableSetupColumn("self", num, 80, int(StatSort::Self));
+  ImGui::TableSetupColumn("min", num, 80, int(StatSort::Min));
+  ImGui::TableSetupColumn("median", num, 80, int(StatSort::Median));
+  ImGui::TableSetupColumn("p99", num, 80, int(StatSort::P99));
+  ImGui::TableSetupColumn("max", num, 80, int(StatSort::Max));
+  ImGui::TableSetupColumn("mean", num, 80, int(StatSort::Mean));
+  // Whole run: the share of the table's total. A range: the share of the range per rank (a row over
+  // all ranks divides by the range times the ranks, never summing ranks into "200%").
+  ImGui::TableSetupColumn(in_range ? "% of range/rank" : "% of total", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort, 100);
   ImGui::TableHeadersRow();
   StatSort by = StatSort::Total;
   bool desc = true;
-  if (ImGuiTableSortSpecs* s = ImGui::TableGetSortSpecs(); s && s->SpecsCount > 0) {
-    by = StatSort(s->Specs[0].ColumnUserID);
-    desc = s->Specs[0].SortDirection == ImGuiSortDirection_Descending;
+  if (ImGuiTableSortSpecs* sp = ImGui::TableGetSortSpecs(); sp && sp->SpecsCount > 0) {
+    by = StatSort(sp->Specs[0].ColumnUserID);
+    desc = sp->Specs[0].SortDirection == ImGuiSortDirection_Descending;
   }
-  const auto rowsOf = statRows(*d->stats, t, StatGroup(stats_group), stats_rank, by, desc);
+  const auto rowsOf = statRows(*st, t, StatGroup(stats_group), stats_rank, by, desc);
   double sum = 0;
   for (const auto* r : rowsOf) sum += double(r->total_ns);
+  auto dur = [](int64_t ns) { ImGui::Text("%s", formatDuration(double(ns)).c_str()); };
+  const float char_w = std::max(1.f, ImGui::CalcTextSize("M").x);
   ImGuiListClipper clip;
   clip.Begin(int(rowsOf.size()));
   while (clip.Step())
@@ -172,20 +233,36 @@ void App::drawStatistics() {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::PushID(i);
-      if (ImGui::Selectable(t.names[r.name].c_str(), false, ImGuiSelectableFlags_SpanAllColumns)) runSearch(t.names[r.name]);
+      // The name as on the timeline: demangled, shortened to the column (names.h); in full on hover.
+      const std::string shown = d->names.fit(r.name, t.names, size_t(ImGui::GetContentRegionAvail().x / char_w));
+      if (ImGui::Selectable(shown.c_str(), false, ImGuiSelectableFlags_SpanAllColumns)) runSearch(t.names[r.name]);
+      if (ImGui::IsItemHovered()) {
+        const std::string& full = d->names.full(r.name, t.names);
+        ImGui::BeginTooltip();
+        ImGui::PushTextWrapPos(ImGui::GetFontSize() * 60);
+        ImGui::TextUnformatted(full.c_str());
+        if (full != t.names[r.name]) ImGui::TextDisabled("%s", t.names[r.name].c_str());
+        ImGui::PopTextWrapPos();
+        ImGui::EndTooltip();
+      }
       ImGui::PopID();
       ImGui::TableNextColumn();
+      if (r.rank >= 0) ImGui::Text("%lld", (long long)r.rank);
+      else ImGui::TextDisabled("all");
+      ImGui::TableNextColumn();
       ImGui::Text("%lld", (long long)r.count);
-      ImGui::TableNextColumn();
-      ImGui::Text("%s", formatDuration(double(r.total_ns)).c_str());
-      ImGui::TableNextColumn();
-      ImGui::Text("%s", formatDuration(double(r.self_ns)).c_str());
+      for (int64_t v : {r.total_ns, r.self_ns, r.min_ns, r.median_ns, r.p99_ns, r.max_ns}) {
+        ImGui::TableNextColumn();
+        dur(v);
+      }
       ImGui::TableNextColumn();
       ImGui::Text("%s", formatDuration(r.mean_ns()).c_str());
       ImGui::TableNextColumn();
-      ImGui::Text("%s", formatDuration(double(r.max_ns)).c_str());
-      ImGui::TableNextColumn();
-      ImGui::Text("%s", pct(double(r.total_ns), sum).c_str());
+      ImGui::Text("%s", in_range ? pct(st->shareOfRangePerRank(r), 1).c_str() : pct(double(r.total_ns), sum).c_str());
+      if (record) {
+        stats_shown.rows.push_back(r);
+        stats_shown.labels.push_back(shown);
+      }
     }
   ImGui::EndTable();
 }

@@ -25,22 +25,21 @@ ImU32 dim(ImU32 c, float f) {
   return ch(0) | ch(8) | ch(16) | (c & 0xff000000u);
 }
 
-void clippedText(ImDrawList* dl, float x0, float x1, float y, ImU32 col, const std::string& s) {
-  if (x1 - x0 < 24) return;
-  const char* b = s.c_str();
-  const char* e = b + s.size();
-  const float w = ImGui::CalcTextSize(b, e).x;
+// What of `s` fits between x0 and x1 (with 3 px of padding each side): all of it, or a prefix. Empty
+// when the box is too narrow for any text.
+std::string fitText(float x0, float x1, const std::string& s) {
+  if (x1 - x0 < 24 || s.empty()) return {};
+  const float w = ImGui::CalcTextSize(s.c_str(), s.c_str() + s.size()).x;
   const float room = x1 - x0 - 6;
-  if (w > room) {  // shorten to what fits
-    const float per = w / float(s.size());
-    e = b + std::max<size_t>(1, size_t(room / per) - 1);
-  }
-  dl->AddText(ImVec2(x0 + 3, y), col, b, e);
+  if (w <= room) return s;
+  const float per = w / float(s.size());
+  return s.substr(0, std::max<size_t>(1, size_t(room / per) - 1));
 }
 
 }  // namespace
 
 void App::drawFrame() {
+  stats_shown = {};  // filled again if the Statistics tab is drawn
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(vp->Pos);
   ImGui::SetNextWindowSize(vp->Size);
@@ -151,17 +150,19 @@ void App::drawTimeline() {
   const int64_t threshold = std::max<int64_t>(1, int64_t(ns_px * kMinPx));
   const int64_t vt0 = view.begin(), vt1 = view.end();
 
-  // Ruler.
+  // Ruler: exact labels (ruler.h); zoomed in far from the start, offsets from a base shown in the gutter.
   const float ruler_h = 20;
   dl->AddRectFilled(ImVec2(p0.x, p0.y), ImVec2(timeline_x1, p0.y + ruler_h), IM_COL32(36, 38, 44, 255));
-  for (const Tick& tk : rulerTicks(view)) {
+  ruler = makeRuler(view);
+  dl->PushClipRect(ImVec2(timeline_x0, p0.y), ImVec2(timeline_x1, p0.y + ruler_h), true);
+  for (const Tick& tk : ruler.ticks) {
     const float x = view.x0 + float((tk.t - view.t0) / ns_px);
     dl->AddLine(ImVec2(x, p0.y + (tk.major ? 4 : 13)), ImVec2(x, p0.y + ruler_h), IM_COL32(150, 150, 160, 255));
     if (tk.major) dl->AddText(ImVec2(x + 3, p0.y + 2), palette::kText, tk.label.c_str());
   }
-  char span[64];
-  std::snprintf(span, sizeof span, "view %s", formatDuration(view.t1 - view.t0).c_str());
-  dl->AddText(ImVec2(p0.x + 4, p0.y + 2), palette::kText, span);
+  dl->PopClipRect();
+  const std::string gutter = ruler.relative ? "+0 = " + ruler.base_label : "view " + formatDuration(view.t1 - view.t0);
+  dl->AddText(ImVec2(p0.x + 4, p0.y + 2), palette::kText, gutter.c_str());
 
   // Rows, scrolled vertically in a child; the ruler stays.
   ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + ruler_h));
@@ -170,6 +171,9 @@ void App::drawTimeline() {
   const float top = ImGui::GetWindowPos().y, bottom = top + ImGui::GetWindowHeight();
   float y = ImGui::GetCursorScreenPos().y;
   rows.clear();
+  boxes.clear();
+  const bool record = !opt.layout.empty();  // --layout reports every box drawn
+  const float char_w = std::max(1.f, ImGui::CalcTextSize("M").x);  // the font is monospaced
   const ImVec2 mouse = ImGui::GetMousePos();
   const bool hovered_window = ImGui::IsWindowHovered();
   std::optional<std::pair<Selection, DrawItem>> hover;
@@ -253,11 +257,24 @@ void App::drawTimeline() {
             const float x1 = std::min(std::max(view.x(it.end + off), x0 + 1), timeline_x1 + 2);
             const bool single = it.count == 1;
             const Event& e = t.lanes[li].events[it.index];
-            const ImU32 col = single ? kindColor(e.kind) : palette::kFolded;
             const float gap = x1 - x0 > 4 ? 1.f : 0.f;  // neighbours of one colour stay apart
-            dl->AddRectFilled(ImVec2(x0, ly + 1), ImVec2(x1 - gap, ly + kLaneH - 1), col);
-            if (single) clippedText(dl, x0, x1, ly + 2, IM_COL32(250, 250, 250, 255), tr.names[e.name]);
-            else if (x1 - x0 > 40) clippedText(dl, x0, x1, ly + 2, IM_COL32(20, 20, 20, 255), std::to_string(it.count));
+            const double coverage = it.coverage();
+            if (single) {
+              dl->AddRectFilled(ImVec2(x0, ly + 1), ImVec2(x1 - gap, ly + kLaneH - 1), nameColor(e.kind, tr.names[e.name]));
+            } else {
+              // A folded block: faint over its span, solid from its bottom up to the fraction of the span
+              // its events keep busy — a stream 17% busy reads as 17% full, not as a solid bar.
+              const float bar = std::max(1.f, float(coverage) * (kLaneH - 2));
+              dl->AddRectFilled(ImVec2(x0, ly + 1), ImVec2(x1 - gap, ly + kLaneH - 1), (palette::kFolded & 0x00ffffffu) | 0x40000000u);
+              dl->AddRectFilled(ImVec2(x0, ly + kLaneH - 1 - bar), ImVec2(x1 - gap, ly + kLaneH - 1), palette::kFolded);
+            }
+            // Names demangled and shortened to fit (names.h); the full name is in the tooltip.
+            const std::string label = single ? d.names.fit(e.name, tr.names, size_t(std::max(0.f, x1 - x0 - 6) / char_w))
+                                             : x1 - x0 > 40 ? fitText(x0, x1, std::to_string(it.count)) : std::string();
+            if (!label.empty())
+              dl->AddText(ImVec2(x0 + 3, ly + 2), single || coverage < 0.6 ? IM_COL32(250, 250, 250, 255) : IM_COL32(20, 20, 20, 255),
+                          label.c_str(), label.c_str() + label.size());
+            if (record) boxes.push_back({rows.size() - 1, x0, x1, e.kind, it.count, coverage, label});
             if (hovered_window && mouse.y >= ly && mouse.y < ly + kLaneH && mouse.x >= x0 - 1 && mouse.x <= x1 + 1 &&
                 mouse.x >= timeline_x0)
               hover = std::make_pair(Selection{di, {uint32_t(ti), li, it.index}}, it);
@@ -368,13 +385,18 @@ void App::drawTimeline() {
       ImGui::BeginTooltip();
       if (it.count > 1) {
         ImGui::Text("%u events folded", it.count);
-        ImGui::Text("%s", formatDuration(double(it.end - it.start)).c_str());
+        ImGui::Text("%s, %.1f%% busy", formatExact(it.end - it.start).c_str(), 100 * it.coverage());
         ImGui::TextDisabled("click to zoom in");
       } else {
         const Event& e = d.trace->event(hover->first.ref);
-        ImGui::Text("%s", d.trace->names[e.name].c_str());
-        ImGui::Text("%s  %s", kindName(e.kind), formatDuration(double(e.duration())).c_str());
-        ImGui::TextDisabled("at %s", formatDuration(double(e.start + d.offset - origin())).c_str());
+        Document& hd = *docs[hover->first.doc];
+        const std::string& full = hd.names.full(e.name, d.trace->names);
+        ImGui::PushTextWrapPos(ImGui::GetFontSize() * 60);
+        ImGui::TextUnformatted(full.c_str());
+        if (full != d.trace->names[e.name]) ImGui::TextDisabled("%s", d.trace->names[e.name].c_str());  // as recorded
+        ImGui::PopTextWrapPos();
+        ImGui::Text("%s  %s", kindName(e.kind), formatExact(e.duration()).c_str());
+        ImGui::TextDisabled("at %s", formatExact(e.start + d.offset - origin()).c_str());
       }
       ImGui::EndTooltip();
     }

@@ -8,6 +8,7 @@
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/store.h"
+#include "trainscope/viewer/names.h"
 #include "trainscope/viewer/view_state.h"
 
 namespace trainscope::viewer {
@@ -30,11 +31,14 @@ std::optional<Row> find(const std::vector<Row>& rows, const Event& e) {
 Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& ref) {
   const Event& e = trace.event(ref);
   const Track& t = trace.tracks[ref.track];
-  Fields f = {{"name", trace.names[e.name]},
+  const std::string& raw = trace.names[e.name];
+  const std::string name = demangle(raw);
+  Fields f = {{"name", name},
               {"kind", kindName(e.kind)},
               {"rank", num(t.rank)},
-              {"start", formatDuration(double(e.start - trace.begin)) + " (" + num(e.start) + " ns)"},
-              {"duration", formatDuration(double(e.duration())) + " (" + num(e.duration()) + " ns)"}};
+              {"start", formatExact(e.start - trace.begin) + " from the start (" + num(e.start) + " ns)"},
+              {"duration", formatExact(e.duration()) + (e.duration() >= 1000 ? " (" + num(e.duration()) + " ns)" : "")}};
+  if (name != raw) f.insert(f.begin() + 1, {"mangled", raw});
   switch (e.kind) {
     case EventKind::Range:
       if (const auto r = find(rd.startingAt<rundb::Range>(t.rank, e.start), e)) {

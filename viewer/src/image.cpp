@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -33,6 +35,47 @@ uint32_t kindColor(EventKind k) {
     case EventKind::Collective: return rgb(210, 70, 70);
   }
   return rgb(255, 0, 255);
+}
+
+Hsv toHsv(uint32_t c) {
+  const double r = (c & 0xff) / 255.0, g = ((c >> 8) & 0xff) / 255.0, b = ((c >> 16) & 0xff) / 255.0;
+  const double mx = std::max({r, g, b}), mn = std::min({r, g, b}), d = mx - mn;
+  double h = 0;
+  if (d > 0) {
+    if (mx == r) h = 60 * std::fmod((g - b) / d, 6.0);
+    else if (mx == g) h = 60 * ((b - r) / d + 2);
+    else h = 60 * ((r - g) / d + 4);
+  }
+  if (h < 0) h += 360;
+  return {h, mx > 0 ? d / mx : 0, mx};
+}
+
+namespace {
+
+uint32_t fromHsv(double h, double s, double v) {
+  h = std::fmod(h + 360.0, 360.0);
+  const double c = v * s, x = c * (1 - std::fabs(std::fmod(h / 60, 2.0) - 1)), m = v - c;
+  double r = 0, g = 0, b = 0;
+  if (h < 60) r = c, g = x;
+  else if (h < 120) r = x, g = c;
+  else if (h < 180) g = c, b = x;
+  else if (h < 240) g = x, b = c;
+  else if (h < 300) r = x, b = c;
+  else r = c, b = x;
+  auto ch = [&](double u) { return uint8_t(std::lround(std::clamp((u + m) * 255.0, 0.0, 255.0))); };
+  return rgb(ch(r), ch(g), ch(b));
+}
+
+}  // namespace
+
+uint32_t nameColor(EventKind k, const std::string& name) {
+  uint32_t hash = 2166136261u;  // FNV-1a
+  for (unsigned char c : name) hash = (hash ^ c) * 16777619u;
+  const Hsv base = toHsv(kindColor(k));
+  const double u1 = double(hash & 0xffff) / 65535.0, u2 = double(hash >> 16) / 65535.0;  // 0..1 each
+  const double h = base.s > 0 ? base.h + (2 * u1 - 1) * kNameHueShift : base.h;
+  const double v = std::clamp(base.v * (0.88 + 0.24 * u2), 0.0, 1.0);
+  return fromHsv(h, base.s, v);
 }
 
 namespace {

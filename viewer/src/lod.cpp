@@ -36,6 +36,13 @@ void fold(const LodItem* items, size_t n, int64_t t, Emit&& emit) {
 void buildLevels(Lane& lane) {
   lane.levels.clear();
   const auto& ev = lane.events;
+  lane.busy_prefix.assign(1, 0);
+  lane.busy_prefix.reserve(ev.size() / kBusyStride + 1);
+  int64_t sum = 0;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    sum += ev[i].duration();
+    if ((i + 1) % kBusyStride == 0) lane.busy_prefix.push_back(sum);
+  }
   if (ev.size() < 2) return;
   std::vector<LodItem> prev(ev.size());
   for (size_t i = 0; i < ev.size(); ++i) prev[i] = {ev[i].start, ev[i].end, uint32_t(i), uint32_t(i + 1)};
@@ -56,6 +63,18 @@ void buildLevels(Lane& lane) {
   }
 }
 
+int64_t busyBetween(const Lane& lane, uint32_t first, uint32_t last) {
+  const auto& ev = lane.events;
+  auto prefix = [&](uint32_t i) {  // summed durations of events [0, i)
+    const uint32_t k = i / kBusyStride;
+    int64_t s = k < lane.busy_prefix.size() ? lane.busy_prefix[k] : 0;
+    uint32_t j = k < lane.busy_prefix.size() ? k * kBusyStride : 0;
+    for (; j < i; ++j) s += ev[j].duration();
+    return s;
+  };
+  return last > first ? prefix(last) - prefix(first) : 0;
+}
+
 std::pair<uint32_t, uint32_t> overlapping(const Lane& lane, int64_t begin, int64_t end) {
   const auto& ev = lane.events;
   // Lanes never overlap, so ends are sorted as starts are.
@@ -69,7 +88,8 @@ void visibleItems(const Lane& lane, int64_t begin, int64_t end, int64_t threshol
   if (i0 >= i1) return;
   const auto& ev = lane.events;
   auto emit = [&](const LodItem& it) {
-    out.push_back({it.start, it.end, it.last - it.first, it.first});
+    const int64_t busy = it.last - it.first == 1 ? ev[it.first].duration() : busyBetween(lane, it.first, it.last);
+    out.push_back({it.start, it.end, it.last - it.first, it.first, busy});
   };
 
   const LodLevel* level = nullptr;

@@ -47,7 +47,8 @@ size_t Trace::bytes() const {
   for (const auto& t : tracks) {
     b += sizeof(Track) + t.label.capacity();
     for (const auto& l : t.lanes) {
-      b += sizeof(Lane) + l.events.capacity() * sizeof(Event) + l.correlation.capacity() * sizeof(int64_t);
+      b += sizeof(Lane) + l.events.capacity() * sizeof(Event) + l.correlation.capacity() * sizeof(int64_t) +
+           l.busy_prefix.capacity() * sizeof(int64_t);
       for (const auto& lv : l.levels) b += sizeof(LodLevel) + lv.items.capacity() * sizeof(LodItem);
     }
     b += t.counter.ts.capacity() * 8 + t.counter.values.capacity() * 8;

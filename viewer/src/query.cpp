@@ -7,6 +7,7 @@
 
 #include "trainscope/rundb/summary.h"
 #include "trainscope/viewer/lod.h"
+#include "trainscope/viewer/names.h"
 
 namespace trainscope::viewer {
 
@@ -89,7 +90,13 @@ SearchResult search(const Trace& trace, const std::string& needle, size_t limit)
   const std::string n = lower(needle);
   std::vector<char> hit(trace.names.size());
   bool any = false;
-  for (size_t i = 0; i < trace.names.size(); ++i) any |= bool(hit[i] = lower(trace.names[i]).find(n) != std::string::npos);
+  // Names as recorded, and mangled C++ names also as the viewer shows them (names.h).
+  for (size_t i = 0; i < trace.names.size(); ++i) {
+    const std::string& name = trace.names[i];
+    hit[i] = lower(name).find(n) != std::string::npos ||
+             (name.compare(0, 2, "_Z") == 0 && lower(demangle(name)).find(n) != std::string::npos);
+    any |= bool(hit[i]);
+  }
   if (!any) return res;
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const Track& t = trace.tracks[ti];
@@ -126,20 +133,26 @@ int64_t nextMatch(const Trace& trace, const SearchResult& s, int64_t t, int dir)
 std::array<KindTotal, kEventKinds> rangeTotals(const Trace& trace, int64_t begin, int64_t end, int64_t rank) {
   std::array<KindTotal, kEventKinds> out{};
   if (end <= begin) return out;
-  for (const Track& t : trace.tracks) {
-    if (rank >= 0 && t.rank != rank) continue;
-    std::array<std::vector<rundb::Interval>, kEventKinds> busy;
-    for (const Lane& l : t.lanes) {
-      const auto [i0, i1] = overlapping(l, begin, end);
-      for (uint32_t i = i0; i < i1; ++i) {
-        const Event& e = l.events[i];
-        auto& k = out[int(e.kind)];
-        ++k.count;
-        busy[int(e.kind)].push_back({std::max(e.start, begin), std::min(e.end, end)});
+  for (const RankGroup& g : trace.ranks) {
+    if (rank >= 0 && g.rank != rank) continue;
+    std::array<std::vector<rundb::Interval>, kEventKinds> busy;  // this rank's, over all its tracks
+    for (size_t ti : g.tracks)
+      for (const Lane& l : trace.tracks[ti].lanes) {
+        const auto [i0, i1] = overlapping(l, begin, end);
+        for (uint32_t i = i0; i < i1; ++i) {
+          const Event& e = l.events[i];
+          ++out[int(e.kind)].count;
+          busy[int(e.kind)].push_back({std::max(e.start, begin), std::min(e.end, end)});
+        }
       }
+    for (int k = 0; k < kEventKinds; ++k) {
+      if (busy[k].empty()) continue;
+      const int64_t b = rundb::coveredWithin(rundb::unionOf(std::move(busy[k])), begin, end);
+      KindTotal& t = out[k];
+      t.busy_ns += b;
+      ++t.ranks;
+      if (b > t.max_rank_busy_ns || t.max_rank < 0) t.max_rank_busy_ns = b, t.max_rank = g.rank;
     }
-    for (int k = 0; k < kEventKinds; ++k)
-      if (!busy[k].empty()) out[k].busy_ns += rundb::coveredWithin(rundb::unionOf(std::move(busy[k])), begin, end);
   }
   return out;
 }

@@ -58,28 +58,6 @@ std::string formatBytes(double b) {
   return buf;
 }
 
-std::vector<Tick> rulerTicks(const TimeView& v, float min_px) {
-  const double origin = 0;  // ticks count from the view's origin
-  std::vector<Tick> out;
-  const double min_ns = v.nsPerPx() * min_px;
-  if (!(min_ns > 0) || !std::isfinite(min_ns)) return out;
-  // The smallest 1/2/5 × 10^k step at least min_ns; minor ticks at a fifth (or half) of it.
-  double step = std::pow(10.0, std::floor(std::log10(min_ns)));
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (step * m >= min_ns) {
-      step *= m;
-      break;
-    }
-  const double minor = step / 5;
-  const double first = std::floor((v.t0 - origin) / minor) * minor + origin;
-  for (double t = first; t <= v.t1 && out.size() < 4096; t += minor) {
-    const double rel = t - origin;
-    const bool major = std::fabs(std::remainder(rel, step)) < minor * 0.01;
-    out.push_back({t, major ? formatDuration(std::round(rel / minor) * minor) : "", major});
-  }
-  return out;
-}
-
 double parseTime(const std::string& text, const std::string& field) {
   static const std::map<std::string, double> units = {{"", 1}, {"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}};
   size_t used = 0;
@@ -100,7 +78,7 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
   static const std::map<std::string, std::pair<int, int>> arity = {
       {"view", {2, 2}}, {"zoom", {1, 2}}, {"pan", {1, 1}},   {"step", {1, 1}},   {"select", {1, 2}}, {"search", {1, 1}},
       {"next", {0, 0}}, {"prev", {0, 0}}, {"range", {2, 2}}, {"tab", {1, 1}},    {"frames", {1, 1}}, {"clear", {0, 0}},
-      {"open", {1, 1}}};
+      {"open", {1, 1}},  {"stats", {1, 1}}};
   std::vector<ScriptCommand> out;
   std::istringstream in(text);
   std::string line;
@@ -117,7 +95,7 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
     auto a = arity.find(c.op);
     if (a == arity.end())
       throw UserError("--script", where + ": unknown command \"" + c.op + "\"",
-                      "use view, zoom, pan, step, select, search, next, prev, range, tab, frames, clear or open");
+                      "use view, zoom, pan, step, select, search, next, prev, range, tab, stats, frames, clear or open");
     if (int(c.args.size()) < a->second.first || int(c.args.size()) > a->second.second)
       throw UserError("--script", where + ": " + c.op + " takes " + std::to_string(a->second.first) +
                                       (a->second.first == a->second.second ? "" : "-" + std::to_string(a->second.second)) +
@@ -137,6 +115,10 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
     if (c.op == "zoom" || c.op == "pan" || c.op == "step" || c.op == "frames" || c.op == "open")
       for (auto& s : c.args) number(s);
     if (c.op == "select" && c.args.size() == 2) number(c.args[1]);
+    static const char* kStatsArgs[] = {"range", "all", "kernels", "ops", "ranges", "collectives", "memory", "api"};
+    if (c.op == "stats" && std::find(std::begin(kStatsArgs), std::end(kStatsArgs), c.args[0]) == std::end(kStatsArgs))
+      throw UserError("--script", where + ": stats takes range, all, or a table: kernels, ops, ranges, collectives, memory, api",
+                      "see docs/viewer.md");
     out.push_back(c);
   }
   return out;

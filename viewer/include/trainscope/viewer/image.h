@@ -27,7 +27,9 @@ namespace palette {
 inline constexpr uint32_t kBackground = rgb(24, 26, 30);
 inline constexpr uint32_t kRowAlt = rgb(30, 32, 37);
 inline constexpr uint32_t kText = rgb(225, 228, 232);
-inline constexpr uint32_t kFolded = rgb(120, 124, 132);  // a block of folded events
+// A block of folded events: a hue no event kind comes near (magenta-pink, 315 degrees; the kinds'
+// hues, with their per-name shifts, stay at least 25 degrees away), drawn by how busy the block is.
+inline constexpr uint32_t kFolded = rgb(217, 119, 192);
 inline constexpr uint32_t kSelection = rgb(255, 255, 255);
 inline constexpr uint32_t kRangeSelect = rgb(70, 110, 170);
 inline constexpr uint32_t kFlow = rgb(255, 210, 60);
@@ -37,5 +39,16 @@ inline constexpr uint32_t kMemoryCounter = rgb(90, 200, 210);
 // The colour of an event kind: kernels blue, NCCL kernels and collectives red, copies yellow, sets
 // orange, ranges green, ops purple, API calls grey, steps teal.
 uint32_t kindColor(EventKind k);
+// The colour an event is drawn in: its kind's, shifted by a stable hash of its name (FNV-1a of the
+// text, so the same name has the same colour in every file) — hue by up to kNameHueShift degrees,
+// brightness by up to 12% — so that neighbours of one kind with different names stand apart while
+// the kind stays recognisable. Grey API calls vary in brightness only.
+uint32_t nameColor(EventKind k, const std::string& name);
+inline constexpr double kNameHueShift = 8;
+// Hue (degrees, 0..360), saturation and value (0..1) of a packed colour.
+struct Hsv {
+  double h, s, v;
+};
+Hsv toHsv(uint32_t c);
 
 }  // namespace trainscope::viewer

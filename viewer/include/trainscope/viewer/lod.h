@@ -11,6 +11,9 @@
 // threshold, and since a run at T' ≤ T lies inside one run at T, a query at T walks the coarsest level
 // with T' ≤ T, trims the blocks cut by the window's edges (binary search inside the block) and folds
 // on. The work is the number of level items in the window, bounded by about width / T' per lane.
+//
+// Every item also carries the time its events keep busy, so that a folded block can be drawn by how
+// full it is (a stream 17% busy must not look solid when zoomed out).
 #pragma once
 
 #include <cstdint>
@@ -24,13 +27,21 @@ struct DrawItem {
   int64_t start = 0, end = 0;
   uint32_t count = 0;  // events folded into this item
   uint32_t index = 0;  // the event, when count == 1
+  int64_t busy = 0;    // the time its events cover (their summed durations: a lane's events never overlap)
+  // The fraction of its span that its events keep busy: what a folded block is shaded by.
+  double coverage() const { return end > start ? double(busy) / double(end - start) : 1.0; }
 };
 
 inline constexpr int64_t kLodBaseThreshold = 1000;  // ns, level 0
 inline constexpr int kLodMaxLevels = 16;
 
-// Builds lane.levels from lane.events (sorted, non-overlapping).
+// Builds lane.levels and lane.busy_prefix from lane.events (sorted, non-overlapping).
 void buildLevels(Lane& lane);
+
+// The summed durations of events [first, last) of a lane: from a prefix sum kept every 16 events
+// (half a byte per event), so O(16) whatever the range.
+int64_t busyBetween(const Lane& lane, uint32_t first, uint32_t last);
+inline constexpr uint32_t kBusyStride = 16;
 
 // Events of `lane` overlapping [begin, end), folded at `threshold` ns. Appends to `out`.
 void visibleItems(const Lane& lane, int64_t begin, int64_t end, int64_t threshold, std::vector<DrawItem>& out);

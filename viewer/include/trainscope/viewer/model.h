@@ -56,6 +56,7 @@ struct Lane {
   std::vector<Event> events;
   std::vector<int64_t> correlation;  // parallel to events for kernels, copies and API calls; else empty
   std::vector<LodLevel> levels;      // ascending thresholds; only levels that fold at least 2:1
+  std::vector<int64_t> busy_prefix;  // [k]: the summed durations of events [0, 16k) (lod.h, busyBetween)
 };
 
 enum class TrackKind { Steps, Thread, Stream, Collectives, Counter };

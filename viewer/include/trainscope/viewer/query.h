@@ -44,11 +44,16 @@ SearchResult search(const Trace& trace, const std::string& needle, size_t limit 
 // The match after (dir > 0) or before (dir < 0) time t; wraps around. -1 when there is none.
 int64_t nextMatch(const Trace& trace, const SearchResult& s, int64_t t, int dir);
 
-// What a time range holds, per kind: events overlapping it and the time the kind keeps busy within it
-// (on each track the union of that kind's events, clipped to the range; summed over tracks).
+// What a time range holds, per kind: events overlapping it and the time the kind keeps busy within it,
+// per rank — on each rank the union of that kind's events over its tracks, clipped to the range, so a
+// rank's share is at most 100% — summed over ranks (busy_ns), and the busiest rank's. A share of the
+// range is per rank: busy_ns / (ranks × range), never summed over ranks ("200%").
 struct KindTotal {
   int64_t count = 0;
-  int64_t busy_ns = 0;
+  int64_t busy_ns = 0;           // summed over ranks
+  int64_t ranks = 0;             // ranks with events of the kind in the range
+  int64_t max_rank_busy_ns = 0;  // the busiest rank's
+  int64_t max_rank = -1;
 };
 std::array<KindTotal, kEventKinds> rangeTotals(const Trace& trace, int64_t begin, int64_t end, int64_t rank = -1);
 

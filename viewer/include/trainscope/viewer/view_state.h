@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/viewer/ruler.h"  // the ruler's ticks and exact time labels
+
 namespace trainscope::viewer {
 
 // Times on screen are doubles relative to `origin` (the trace's start): epoch-scale nanoseconds do
@@ -30,15 +32,9 @@ struct TimeView {
   void clamp(int64_t begin, int64_t end);
 };
 
-struct Tick {
-  double t;          // ns, relative to the view's origin
-  std::string label; // relative to the trace start, with a unit
-  bool major;
-};
-// Ruler ticks for the view: steps of 1, 2 or 5 × 10^k ns, at least `min_px` apart; labels on majors.
-std::vector<Tick> rulerTicks(const TimeView& v, float min_px = 80);
-
-std::string formatDuration(double ns);  // "1.25 ms", "830 ns", "2.1 s"
+// Three or four significant digits, for tables and spans: "1.25 ms", "830 ns", "2.1 s". Times a user
+// reads against each other (ruler, tooltips, Details) are printed exactly: formatExact (ruler.h).
+std::string formatDuration(double ns);
 std::string formatBytes(double bytes);  // "1.5 GiB"
 // "250us", "1.5ms", "2s", "1000" (ns) → ns. Throws UserError(field) for anything else.
 double parseTime(const std::string& text, const std::string& field);
@@ -48,6 +44,7 @@ double parseTime(const std::string& text, const std::string& field);
 //   step N             (fit step N)  select NAME [K]  (the K-th event named NAME, K from 0)
 //   search TEXT        next          prev             range START END   (a selected time range)
 //   tab stats|steps|summary|compare|study             frames N  (render N frames as they are)
+//   stats range|all|TABLE  (Statistics of the selected range or the whole run; TABLE: kernels, ops, …)
 //   open TRIAL         (a study's trial: its run database replaces the open runs)
 struct ScriptCommand {
   std::string op;
