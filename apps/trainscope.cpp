@@ -16,6 +16,7 @@
 
 #include "predict_command.h"
 #include "tune_command.h"
+#include "trainscope/tuner/export.h"
 #include "trainscope/tuner/study.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/chrome.h"
@@ -86,7 +87,8 @@ int main(int argc, char** argv) {
   CLI::App* exp = app.add_subcommand("export", "a run database for other tools, or a study's configuration in their formats");
   exp->add_option("db", export_path, "run database, or tuner study")->required();
   exp->add_option("--chrome", chrome_path, "run database: write Chrome trace JSON (Perfetto, chrome://tracing)");
-  exp->add_option("--format", export_format, "study: run|command|megatron|deepspeed|accelerate");
+  exp->add_option("--format", export_format,
+                 std::string("study: ") + trainscope::tuner::exportFormatNames() + " (docs/tuner.md, \"Exports\")");
   exp->add_option("--trial", export_trial, "study: this candidate (its id) instead of the recommendation");
   exp->add_option("-o,--out", export_out, "study: write here instead of stdout (never the study itself)");
   exp->add_flag(
@@ -114,7 +116,8 @@ int main(int argc, char** argv) {
     if (exp->parsed()) {
       if (trainscope::tuner::isStudy(export_path)) {
         if (export_format.empty())
-          throw trainscope::UserError("--format", "is needed to export a study", "pass --format run|command|megatron|deepspeed|accelerate");
+          throw trainscope::UserError("--format", "is needed to export a study",
+                                      std::string("pass --format ") + trainscope::tuner::exportFormatNames());
         if (exp->count("--out") > 0 && export_out.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
           throw trainscope::UserError("-o", "is empty", "name the file to write, or leave -o out for stdout");
         return trainscope::apps::exportStudy(

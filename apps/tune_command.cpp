@@ -1,6 +1,7 @@
-// tune_command.cpp — see tune_command.h. The study runs in tuner/ (tune.h); this file parses flags,
-// prints progress (a bar on a terminal, plain lines otherwise), the ranked table and the
-// recommendation, and writes the exports.
+// tune_command.cpp — see tune_command.h. The study runs in tuner/ (tune.h, search.h) and the exports
+// are made there (export.h); this file parses flags, formats progress from the tuner's events (a bar
+// on a terminal, plain lines otherwise), prints the ranked table and the recommendation, and writes
+// the exports where they were asked for.
 #include "tune_command.h"
 #include "local_cluster.h"
 
@@ -23,6 +24,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/runtime/config.h"
+#include "trainscope/tuner/export.h"
 #include "trainscope/tuner/tune.h"
 #include "trainscope/workloads/workload.h"
 
@@ -37,6 +39,7 @@ struct TuneFlags {
   int64_t gbs = 0, seq = 0, max_trials = 0, first_round = 8, steps = 3, nodes = 0;
   int64_t finalists = 3, final_rounds = 2;
   double trial_timeout = 300;
+  std::string search = "halving";
   bool resume = false, predict_only = false, explain = false, exhaustive = false, no_zero = false, no_sp = false;
   bool json = false;
 };
@@ -115,6 +118,22 @@ double parseDuration(const std::string& s) {
   return v * scale;
 }
 
+// "round 1, final,   dp2 …  ok  98 ms/step, 5224 tok/s": what one trial did.
+std::string progressLine(const tn::TuneEvent& e) {
+  const tn::TrialRecord& t = e.trial;
+  const char* stage = e.stage == tn::SearchStage::Profile ? " profile,"
+                      : e.stage == tn::SearchStage::Final ? " final,  "
+                                                          : ",        ";
+  const std::string outcome = t.status == tn::TrialStatus::Ok
+                                  ? std::to_string(int(t.step_s * 1e3 + 0.5)) + " ms/step, " +
+                                        std::to_string(int64_t(t.tokens_per_s)) + " tok/s"
+                                  : t.message;
+  char line[300];
+  std::snprintf(line, sizeof(line), "round %lld%s %-44s %-7s %s", static_cast<long long>(t.round), stage,
+                e.plan.c_str(), toString(t.status), outcome.c_str());
+  return line;
+}
+
 std::string mib(int64_t b) {
   char s[32];
   std::snprintf(s, sizeof(s), "%.1f", double(b) / 1048576.0);
@@ -151,7 +170,11 @@ CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
   c->add_flag("--no-zero", f->no_zero, "leave ZeRO-1 out of the space");
   c->add_flag("--no-sequence-parallel", f->no_sp, "leave sequence parallelism out of the space");
   c->add_flag("--predict-only", f->predict_only, "rank the whole space from the models alone");
-  c->add_flag("--exhaustive", f->exhaustive, "measure every valid candidate (ground truth for benchmarks)");
+  c->add_option("--search", f->search,
+                "halving: successive halving with a final stage; exhaustive: measure every valid candidate "
+                "(ground truth for benchmarks)")
+      ->capture_default_str();
+  c->add_flag("--exhaustive", f->exhaustive, "the same as --search exhaustive");
   c->add_flag("--explain", f->explain, "list every rejected combination with its reason");
   c->add_flag("--json", f->json, "one JSON object at the end");
   c->add_option("--inject", f->inject, "testing: CANDIDATE:crash|hang|oom[,…]");
@@ -174,6 +197,9 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
     throw UserError("--trial-timeout", "must be a positive number of seconds", "pass e.g. 300");
   if (f.launcher != "local" && f.launcher != "slurm") throw UserError("--launcher", "must be local or slurm", "");
   checkInject(f.inject);
+  if (f.search != "halving" && f.search != "exhaustive")
+    throw UserError("--search", "unknown value \"" + f.search + "\"", std::string("use one of ") + tn::searchNames());
+  const std::string search = f.exhaustive ? "exhaustive" : f.search;  // --exhaustive: an alias
   const double budget_s = parseDuration(f.budget);
   tn::SpaceOptions so;
   so.gbs = f.gbs;
@@ -208,7 +234,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   o.resume = f.resume;
   o.lock = lock.get();
   o.predict_only = f.predict_only;
-  o.exhaustive = f.exhaustive;
+  o.search = search;
   o.max_trials = f.max_trials;
   o.budget_s = budget_s;
   o.first_round = f.first_round;
@@ -227,14 +253,15 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
     char head[160];
     std::snprintf(head, sizeof(head), "[%lld/%lld] %5.0fs eta %4.0fs", static_cast<long long>(e.done),
                   static_cast<long long>(e.planned), e.elapsed_s, e.eta_s);
+    const std::string line = progressLine(e);
     if (tty) {
       const int width = 20, filled = e.planned ? int(width * e.done / std::max<int64_t>(1, e.planned)) : 0;
       std::cout << "\r\033[K" << std::string(size_t(std::min(filled, width)), '#')
-                << std::string(size_t(width - std::min(filled, width)), '.') << " " << head << "  " << e.line << "\n"
+                << std::string(size_t(width - std::min(filled, width)), '.') << " " << head << "  " << line << "\n"
                 << "best so far: " << (e.best_plan.empty() ? "-" : e.best_plan) << std::flush;
       std::cout << "\r";
     } else {
-      std::cout << head << "  " << e.line << "  | best: " << (e.best_plan.empty() ? "-" : e.best_plan) << std::endl;
+      std::cout << head << "  " << line << "  | best: " << (e.best_plan.empty() ? "-" : e.best_plan) << std::endl;
     }
   };
   const tn::TuneResult r = tn::tune(w, c, so, o, progress);
@@ -372,8 +399,8 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
               "(candidate %lld)\n",
               rp.describe().c_str(), est * 1e3, static_cast<long long>(runs), double(rp.gbs * rp.seq) / est,
               mib(ok_trials[r.recommended].second).c_str(), static_cast<long long>(r.recommended));
-  std::printf("its trace: %s   exports: trainscope export %s --format run|command|megatron|deepspeed|accelerate\n",
-              best->db_path.c_str(), f.study.c_str());
+  std::printf("its trace: %s   exports: trainscope export %s --format %s\n", best->db_path.c_str(),
+              f.study.c_str(), tn::exportFormatNames());
   return 0;
 }
 
@@ -397,6 +424,7 @@ void checkExportOutput(const std::string& study, const std::string& out, bool ov
 
 int exportStudy(const std::string& path, const std::string& format, std::optional<int64_t> trial,
                 const std::string& out, bool overwrite) {
+  const tn::ExportFormat fmt = tn::parseExportFormat(format);
   if (!out.empty()) checkExportOutput(path, out, overwrite);
   if (trial && *trial < 0)
     throw UserError("--trial", std::to_string(*trial) + " is not a candidate id",
@@ -420,116 +448,20 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
         path + " is damaged: candidate " + std::to_string(candidate) + "'s config cannot be read (" + e.what() + ")",
         "run the tune again");
   }
-  // The trials ran a few steps at a constant learning rate; a training run gets the usual schedule
-  // (warm-up, cosine to 0.1 × lr) and a placeholder length to edit.
-  c.steps = 1000;
-  c.warmup = 20;
-  c.min_lr_ratio = rt::TrainConfig{}.min_lr_ratio;
-  c.inject_failure.clear();
-  rt::resolve(c);
-  std::string kind = "gpu";
+  c = tn::trainingRunOf(c);
+  tn::ExportTarget target;
   try {
-    kind = nlohmann::json::parse(study.value("inputs", "{}")).value("kind", "gpu");
+    target.cpu = nlohmann::json::parse(study.value("inputs", "{}")).value("kind", "gpu") == "cpu";
   } catch (const std::exception&) {
   }
-  std::ostringstream o;
-  const char* prec = toString(c.precision);
-  if (format == "run") {
-    o << nlohmann::json::parse(rt::toJson(c)).dump(2) << "\n";
-  } else if (format == "command") {
-    // Every argument quoted for a POSIX shell: a path may hold anything, and these lines get pasted.
-    const auto line = [&](rt::Launcher launcher) {
-      rt::TrainConfig x = c;
-      x.launcher = launcher;
-      std::string args;
-      for (const auto& a : rt::toArgs(x)) args += " " + files::shellQuote(a);
-      return "trainscope run" + args;
-    };
-    o << "# local\n" << line(rt::Launcher::Local) << "\n";
-    o << "# Slurm: inside an allocation of " << c.world << " task(s), e.g. salloc --ntasks " << c.world << "\n";
-    o << line(rt::Launcher::Slurm) << "\n";
-  } else if (format == "megatron") {
-    o << "--num-layers " << c.model.n_layer << " --hidden-size " << c.model.n_embd << " --num-attention-heads "
-      << c.model.n_head << " --seq-length " << c.seq << " --max-position-embeddings " << c.model.n_positions
-      << " --tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp
-      << " --micro-batch-size " << c.mbs << " --global-batch-size " << c.global_batch << " --lr " << c.lr
-      << " --min-lr " << c.lr * c.min_lr_ratio << " --lr-decay-style cosine --lr-warmup-iters " << c.warmup
-      << " --train-iters " << c.steps << " --weight-decay " << c.weight_decay << " --clip-grad " << c.clip
-      << " --adam-beta1 " << c.beta1 << " --adam-beta2 " << c.beta2 << " --adam-eps " << c.eps << " --seed " << c.seed;
-    if (c.precision == rt::Precision::BF16) o << " --bf16";
-    if (c.precision == rt::Precision::FP16) o << " --fp16 --initial-loss-scale " << c.fp16_init_scale;
-    if (c.ckpt == rt::Checkpointing::Selective) o << " --recompute-granularity selective";
-    if (c.ckpt == rt::Checkpointing::Full) o << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
-    if (c.sequence_parallel) o << " --sequence-parallel";
-    if (c.zero) o << " --use-distributed-optimizer";
-    o << " --optimizer " << (c.optimizer == rt::OptimizerKind::SGD ? "sgd" : "adam") << "\n";
-    if (c.pp > 1 && c.pp_schedule == rt::PipelineSchedule::GPipe)
-      std::cerr << "note: Megatron-LM has no GPipe schedule; it runs 1F1B\n";
-    if (c.optimizer == rt::OptimizerKind::Adafactor || c.optimizer == rt::OptimizerKind::Adam8bit)
-      std::cerr << "note: Megatron-LM has no " << toString(c.optimizer) << "; the flags say adam\n";
-  } else if (format == "deepspeed") {
-    nlohmann::json j = {{"train_batch_size", c.global_batch},
-                        {"train_micro_batch_size_per_gpu", c.mbs},
-                        {"gradient_accumulation_steps", c.ga_steps},
-                        {"gradient_clipping", c.clip},
-                        {"bf16", {{"enabled", c.precision == rt::Precision::BF16}}},
-                        {"fp16", {{"enabled", c.precision == rt::Precision::FP16},
-                                  {"initial_scale_power", int(std::lround(std::log2(c.fp16_init_scale)))},
-                                  {"loss_scale_window", c.fp16_growth_interval}}},
-                        {"zero_optimization", {{"stage", c.zero}}},
-                        {"activation_checkpointing", {{"partition_activations", false},
-                                                      {"contiguous_memory_optimization", false}}},
-                        {"steps_per_print", 10}};
-    const char* type = c.optimizer == rt::OptimizerKind::SGD ? "SGD" : "AdamW";
-    j["optimizer"] = {{"type", type}, {"params", {{"lr", c.lr}, {"weight_decay", c.weight_decay}}}};
-    if (c.optimizer != rt::OptimizerKind::SGD) {
-      j["optimizer"]["params"]["betas"] = {c.beta1, c.beta2};
-      j["optimizer"]["params"]["eps"] = c.eps;
-    }
-    if (c.pp > 1) j["pipeline"] = {{"stages", c.pp}};
-    o << j.dump(2) << "\n";
-    if (c.tp > 1) std::cerr << "note: DeepSpeed's config has no tensor parallelism: tp=" << c.tp << " needs Megatron-DeepSpeed\n";
-    if (c.ckpt != rt::Checkpointing::None)
-      std::cerr << "note: checkpointing (" << toString(c.ckpt) << ") is set in the model code: deepspeed.checkpointing.checkpoint\n";
-  } else if (format == "accelerate") {
-    if (c.tp > 1 || c.pp > 1) std::cerr << "note: Accelerate runs data parallelism only: tp/pp are not in this export\n";
-    const char* optim = c.optimizer == rt::OptimizerKind::Adafactor ? "adafactor"
-                        : c.optimizer == rt::OptimizerKind::Adam8bit ? "adamw_bnb_8bit"
-                        : c.optimizer == rt::OptimizerKind::SGD      ? "sgd"
-                                                                     : "adamw_torch";
-    nlohmann::json j = {
-        {"accelerate_config", {{"compute_environment", "LOCAL_MACHINE"},
-                               {"distributed_type", c.dp > 1 ? (kind == "cpu" ? "MULTI_CPU" : "MULTI_GPU") : "NO"},
-                               {"num_processes", c.dp},
-                               {"num_machines", 1},
-                               {"use_cpu", kind == "cpu"},
-                               {"mixed_precision", c.precision == rt::Precision::FP32 ? "no" : prec}}},
-        {"training_arguments", {{"per_device_train_batch_size", c.mbs},
-                                {"gradient_accumulation_steps", c.ga_steps},
-                                {"gradient_checkpointing", c.ckpt != rt::Checkpointing::None},
-                                {"bf16", c.precision == rt::Precision::BF16},
-                                {"fp16", c.precision == rt::Precision::FP16},
-                                {"optim", optim},
-                                {"learning_rate", c.lr},
-                                {"weight_decay", c.weight_decay},
-                                {"adam_beta1", c.beta1},
-                                {"adam_beta2", c.beta2},
-                                {"adam_epsilon", c.eps},
-                                {"max_grad_norm", c.clip},
-                                {"lr_scheduler_type", "cosine"},
-                                {"warmup_steps", c.warmup},
-                                {"max_steps", c.steps},
-                                {"seed", c.seed}}}};
-    o << j.dump(2) << "\n";
-  } else {
-    throw UserError("--format", "unknown value \"" + format + "\"", "use one of run|command|megatron|deepspeed|accelerate");
-  }
+  const tn::ExportResult e = tn::exportConfig(c, fmt, target);
+  for (const auto& note : e.notes) std::cerr << "note: " << note << "\n";
   if (out.empty()) {
-    std::cout << o.str();
+    std::cout << e.text;
   } else {
     // Written whole under a temporary name and moved into place: never through a link at -o (with
     // --overwrite the link itself is replaced), never half-written.
-    files::writeAtomically(out, o.str(), overwrite ? files::Existing::Replace : files::Existing::Refuse, "-o");
+    files::writeAtomically(out, e.text, overwrite ? files::Existing::Replace : files::Existing::Refuse, "-o");
   }
   return 0;
 }

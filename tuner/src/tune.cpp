@@ -27,6 +27,7 @@
 #include "trainscope/rundb/summary.h"
 #include "trainscope/tuner/calibrate.h"
 #include "trainscope/tuner/profile.h"
+#include "trainscope/tuner/search.h"
 
 namespace trainscope::tuner {
 namespace {
@@ -81,7 +82,8 @@ std::string injectedFault(const std::string& spec, int64_t candidate) {
   std::stringstream ss(spec);
   for (std::string item; std::getline(ss, item, ',');) {
     const auto colon = item.find(':');
-    if (colon != std::string::npos && std::atoll(item.substr(0, colon).c_str()) == candidate) return item.substr(colon + 1);
+    if (colon != std::string::npos && std::atoll(item.substr(0, colon).c_str()) == candidate)
+      return item.substr(colon + 1);
   }
   return "";
 }
@@ -192,295 +194,197 @@ TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& con
   return t;
 }
 
-TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptions& space, const TuneOptions& o,
-                const std::function<void(const TuneEvent&)>& progress) {
-  const auto t0 = std::chrono::steady_clock::now();
-  TuneResult res;
-  res.candidates = enumerateSpace(w, c, space);
+namespace {
+
+// Refused before a study is made: the models' figures are int64 bytes and seconds, and a batch so
+// large that they overflow must not come out as a negative peak that "fits".
+std::vector<const Candidate*> validCandidates(const std::vector<Candidate>& all, const SpaceOptions& space) {
   std::vector<const Candidate*> valid;
-  for (const auto& cand : res.candidates)
+  for (const auto& cand : all)
     if (cand.rejected.empty()) valid.push_back(&cand);
   for (const Candidate* v : valid)
-    // The models' figures are int64 bytes and seconds: a batch so large that they overflow must not
-    // come out as a negative peak that "fits".
     if (v->predicted_peak <= 0 || !(v->predicted_step_s > 0) || !std::isfinite(v->predicted_step_s))
       throw UserError(
           "--gbs",
           "the models' figures overflow for " + v->plan.describe() + " (gbs " + std::to_string(space.gbs) + ")",
           "pass a global batch (and --mbs, --seq) that a cluster could hold");
-  if (o.predict_only || valid.empty()) return res;
+  return valid;
+}
 
+// The study's inputs: a study resumed with other inputs (any knob of the space) is refused, as it
+// would map its trials onto other plans.
+std::string studyInputs(const workloads::Workload& w, const Cluster& c, const SpaceOptions& space,
+                        const TuneOptions& o, const std::vector<Candidate>& all) {
   nlohmann::json inputs = {{"workload", w.name}, {"n_layer", w.n_layer}, {"n_embd", w.n_embd}, {"cluster", c.name},
                            {"devices", c.devices()}, {"memory_bytes", c.memory_bytes}, {"gbs", space.gbs},
-                           {"seq", space.seq}, {"candidates", res.candidates.size()},
+                           {"seq", space.seq}, {"candidates", all.size()},
                            {"base_steps", o.base_steps}, {"first_round", o.first_round},
                            {"finalists", o.finalists}, {"final_rounds", o.final_rounds},
-                           {"exhaustive", o.exhaustive}, {"launcher", o.launcher}, {"kind", c.kind},
+                           {"exhaustive", o.search == "exhaustive"}, {"launcher", o.launcher}, {"kind", c.kind},
                            {"workload_source", w.source}, {"n_head", w.n_head}, {"vocab_size", w.vocab_size},
                            {"n_positions", w.n_positions}};
-  // Every knob of the space: a study resumed with other knobs would map its trials onto other plans.
-  for (const auto& cand : res.candidates) inputs["plans"].push_back(cand.plan.describe());
-  std::unique_ptr<StudyLock> own_lock;  // held until the study is closed (declared first)
-  if (!o.lock) own_lock = std::make_unique<StudyLock>(o.study_path, o.resume);
-  makeWorkDir(o.work_dir);  // before the study is written: refused here, a new study leaves nothing
-  Study study(o.lock ? *o.lock : *own_lock, inputs.dump());
-  // A resumed study is checked before any of it is used: every id it holds indexes the space.
-  study.checkTrials(res.candidates, int64_t(valid.size()) + std::max<int64_t>(0, o.final_rounds));
-  std::vector<std::string> configs;
-  for (const auto& cand : res.candidates) {
-    const std::string spec = w.source.empty() ? w.name : w.source;
-    configs.push_back(cand.rejected.empty() ? runtime::toJson(trialConfig(w, cand.plan, o, spec)) : "");
+  // Studies made before the search was a choice say only "exhaustive": other strategies add their name.
+  if (o.search != "halving" && o.search != "exhaustive") inputs["search"] = o.search;
+  for (const auto& cand : all) inputs["plans"].push_back(cand.plan.describe());
+  return inputs.dump();
+}
+
+// Runs the batches a strategy asks for: each trial as its own process (or taken from a resumed
+// study), what it measured learned, the models refitted and the candidates re-ranked after each batch.
+class StudyRunner {
+ public:
+  StudyRunner(const workloads::Workload& w, const Cluster& c, const TuneOptions& o, TuneResult& res, Study& study,
+              std::vector<std::string> configs, const std::function<void(const TuneEvent&)>& progress)
+      : w_(w), c_(c), o_(o), res_(res), study_(study), configs_(std::move(configs)), progress_(progress), fitted_(c) {}
+
+  void runBatch(const TrialBatch& b, SearchStrategy& search) {
+    for (int64_t id : b.candidates) {
+      if (g_interrupt) break;
+      std::optional<TrialRecord> t = trial(b, id);
+      if (!t) continue;                                     // over the budget: not run
+      if (t->status == TrialStatus::Running) break;         // interrupted: run again on --resume
+      ++done_;
+      search.observe(*t);
+      report(b, *t, search.planned());
+    }
   }
-  study.saveCandidates(res.candidates, configs);
 
-  struct sigaction sa {}, old_int {}, old_term {};
-  sa.sa_handler = onTunerSignal;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  g_interrupt = 0;
-
-  // Round 0 first runs one candidate per distinct layer shape (the best-predicted of each, at most
-  // first_round shapes): their traced layer ranges give every candidate of that shape a step time
-  // composed from measured costs (profile.h). The rest of round 0 is the best of the re-ranked space
-  // (every valid candidate when exhaustive); each next round the faster half of the last, twice as long.
-  MeasuredCosts& costs = res.costs;
-  const auto byId = [&](int64_t id) -> const Candidate& { return res.candidates[size_t(id)]; };
-  // The collectives the trials recorded refit the network's α–β (the intra-node tier, from trials
-  // within one node): what composes pipeline sends and the unmeasured shapes' TP and DP terms.
-  Cluster fitted = c;
-  std::vector<rundb::Collective> comm;
-  std::vector<double> analytic_ratio;  // measured / analytic, every ok trial
-  const auto fallbackScale = [&]() { return analytic_ratio.empty() ? 1.0 : rundb::percentile(analytic_ratio, 0.5); };
-  const auto refitNetwork = [&]() {
+  // Refit: every candidate's prediction from all that has been measured so far.
+  void refit() {
     try {
-      const CollectiveFit f = fitCollectives(comm);
-      fitted.intra_node = f.tier;
-      res.network_fit = f;
+      // The collectives the trials recorded refit the network's α–β (the intra-node tier, from
+      // trials within one node): what composes pipeline sends and the unmeasured shapes' TP and DP terms.
+      const CollectiveFit f = fitCollectives(comm_);
+      fitted_.intra_node = f.tier;
+      res_.network_fit = f;
     } catch (const std::exception&) {
       // Fewer than two message sizes so far: the cluster file's figures stay.
     }
-  };
-  const auto learn = [&](const TrialRecord& t) {
+    rerank(w_, fitted_, res_.costs, res_.candidates,
+           analytic_ratio_.empty() ? 1.0 : rundb::percentile(analytic_ratio_, 0.5));
+    study_.saveCandidates(res_.candidates, configs_);
+    study_.setValue("measured_costs", costsJson(res_.costs));
+    const CollectiveFit& n = res_.network_fit;
+    if (n.samples > 0)
+      study_.setValue("network_fit", nlohmann::json({{"latency_s", n.tier.latency},
+                                                     {"bandwidth_bytes_per_s", n.tier.bandwidth},
+                                                     {"samples", n.samples}, {"r2", n.r2}})
+                                         .dump());
+  }
+
+ private:
+  const Candidate& byId(int64_t id) const { return res_.candidates[size_t(id)]; }
+
+  // The trial of `id` in this batch: kept from a resumed study, or run now; nullopt when the budget
+  // is spent; status Running when the tuner was interrupted during it.
+  std::optional<TrialRecord> trial(const TrialBatch& b, int64_t id) {
+    const bool over_budget = (o_.budget_s > 0 && seconds(t0_) > o_.budget_s) ||
+                             (o_.max_trials > 0 && res_.trials_run >= o_.max_trials);
+    std::optional<TrialRecord> prev = study_.trial(id, b.round);
+    if (prev && prev->status != TrialStatus::Running) {
+      learn(*prev);  // finished before an interruption: kept, not repeated
+      return prev;
+    }
+    if (over_budget) return std::nullopt;
+    TrialRecord t;
+    t.candidate = id;
+    t.round = b.round;
+    t.steps = b.steps;
+    t.predicted_step_s = byId(id).predicted_step_s;
+    t.predicted_peak = byId(id).predicted_peak;
+    // A row left "running" (an interrupted attempt) is run again from scratch, into paths of its own.
+    const std::string stem = freshStem(o_.work_dir, id, b.round);
+    t.db_path = stem + ".db";
+    t.id = study_.beginTrial(t);
+    runtime::TrainConfig cfg = runtime::fromJson(study_.candidateConfig(id), o_.study_path);
+    const std::string fault = injectedFault(o_.inject, id);
+    if (fault == "crash") cfg.inject_failure = "0:1:segv";
+    if (fault == "hang") cfg.inject_failure = "0:1:hang";
+    if (fault == "oom") cfg.inject_failure = "0:1:oom";
+    const std::string cfg_path = stem + ".json";
+    files::writeAtomically(cfg_path, nlohmann::json::parse(runtime::toJson(cfg)).dump(2), files::Existing::Refuse,
+                           "--study");
+    // A GPU's profile trials record their kernels (CUPTI): the host ranges only launch them.
+    const bool gpu_profile = c_.kind != "cpu" && b.stage == SearchStage::Profile;
+    t = runTrial(o_, t, cfg_path, stem + ".log", gpu_profile ? "all" : "ranges");
+    if (g_interrupt && t.status != TrialStatus::Ok) {
+      t.status = TrialStatus::Running;
+      return t;
+    }
+    study_.finishTrial(t);
+    ++res_.trials_run;
+    learn(t);
+    return t;
+  }
+
+  void learn(const TrialRecord& t) {
     if (t.status != TrialStatus::Ok) return;
     const Plan& p = byId(t.candidate).plan;
     try {
       rundb::RunReader reader(t.db_path);
-      if (p.world() <= c.devices_per_node)
+      if (p.world() <= c_.devices_per_node)
         for (const rundb::Collective& x : reader.collectives())
           // Blocking sends wait for their peer, and the embedding's sync for the other stage: only
           // the collectives every member reaches together (gradient buckets, TP) measure the network.
-          if ((x.group == "dp" || x.group == "tp") && x.op != "barrier") comm.push_back(x);
-      costs.add(shapeKey(p, c), costsFromRun(reader, w, p));
+          if ((x.group == "dp" || x.group == "tp") && x.op != "barrier") comm_.push_back(x);
+      res_.costs.add(shapeKey(p, c_), costsFromRun(reader, w_, p));
     } catch (const std::exception&) {
       // A GPU trial (its ranges time launches), or one without ranges (an older study's): it still
       // counts by its step time, and the analytic model is scaled to it.
     }
-    if (t.step_s > 0) analytic_ratio.push_back(t.step_s / predictTime(w, p, fitted).step_s);
-  };
-  std::vector<int64_t> round_set;
-  std::vector<int64_t>& profiles = res.profiles;
-  std::set<std::string> shapes;
-  const size_t first_round = size_t(std::max<int64_t>(1, o.first_round));
-  for (const Candidate* v : valid)
-    if (shapes.size() < first_round && shapes.insert(shapeKey(v->plan, c)).second) profiles.push_back(v->id);
-  study.setValue("profile_candidates", nlohmann::json(profiles).dump());
-  const size_t first = o.exhaustive ? valid.size() : std::min<size_t>(valid.size(), std::max(first_round, profiles.size()));
-  round_set = profiles;
-  round_set.resize(first, -1);  // the rest of round 0 is chosen once the profiles are measured
-  // The halving stops once it would leave `finalists` or fewer: then the best `finalists` of the last
-  // round run final_rounds more times each, alternately, at one length (see below).
-  const size_t finalists = size_t(std::max<int64_t>(2, o.finalists));
-  int64_t planned = int64_t(round_set.size());
-  for (size_t n = round_set.size(); n > 1 && !o.exhaustive;) {
-    const size_t keep = (n + 1) / 2;
-    if (keep <= finalists && o.final_rounds > 0) {
-      planned += int64_t(std::min(n, finalists)) * o.final_rounds;
-      break;
-    }
-    planned += int64_t(keep);
-    n = keep;
+    if (t.step_s > 0) analytic_ratio_.push_back(t.step_s / predictTime(w_, p, fitted_).step_s);
   }
-  int64_t done = 0;
-  // Every ok trial so far: candidates are compared by pooledStepTime over all of theirs (study.h),
-  // as two processes of one configuration differ by more than the steps of one.
-  std::vector<TrialRecord> ok_so_far;
-  double best = 0;
-  std::string best_plan;
-  int64_t steps = o.base_steps << (o.exhaustive ? 2 : 0);
-  int64_t final_from = std::numeric_limits<int64_t>::max();  // the final stage's first round
-  for (int64_t round = 0; !round_set.empty(); ++round) {
-    std::vector<std::pair<double, int64_t>> measured;
-    for (size_t slot = 0; slot < round_set.size(); ++slot) {
-      if (g_interrupt) break;
-      if (round == 0 && slot == profiles.size()) {
-        // The profiles are in: re-rank by the composed step times and fill the rest of round 0.
-        refitNetwork();
-        rerank(w, fitted, costs, res.candidates, fallbackScale());
-        study.saveCandidates(res.candidates, configs);
-        std::vector<const Candidate*> order = valid;
-        std::stable_sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) {
-          return a->predicted_step_s < b->predicted_step_s;
-        });
-        std::set<int64_t> taken(profiles.begin(), profiles.end());
-        size_t k = slot;
-        for (const Candidate* v : order)
-          if (k < round_set.size() && !taken.count(v->id)) round_set[k++] = v->id;
-      }
-      const int64_t id = round_set[slot];
-      const bool over_budget = (o.budget_s > 0 && seconds(t0) > o.budget_s) || (o.max_trials > 0 && res.trials_run >= o.max_trials);
-      std::optional<TrialRecord> prev = study.trial(id, round);
-      TrialRecord t;
-      if (prev && prev->status != TrialStatus::Running) {
-        t = *prev;  // finished before an interruption: kept, not repeated
-        learn(t);
-      } else if (over_budget) {
-        continue;
-      } else {
-        t.candidate = id;
-        t.round = round;
-        t.steps = steps;
-        t.predicted_step_s = byId(id).predicted_step_s;
-        t.predicted_peak = byId(id).predicted_peak;
-        // A row left "running" (an interrupted attempt) is run again from scratch, into paths of its own.
-        const std::string stem = freshStem(o.work_dir, id, round);
-        t.db_path = stem + ".db";
-        t.id = study.beginTrial(t);
-        runtime::TrainConfig cfg = runtime::fromJson(study.candidateConfig(id), o.study_path);
-        const std::string fault = injectedFault(o.inject, id);
-        if (fault == "crash") cfg.inject_failure = "0:1:segv";
-        if (fault == "hang") cfg.inject_failure = "0:1:hang";
-        if (fault == "oom") cfg.inject_failure = "0:1:oom";
-        const std::string cfg_path = stem + ".json";
-        files::writeAtomically(cfg_path, nlohmann::json::parse(runtime::toJson(cfg)).dump(2), files::Existing::Refuse,
-                               "--study");
-        // A GPU's profile trials record their kernels (CUPTI): the host ranges only launch them.
-        const bool gpu_profile = c.kind != "cpu" && round == 0 && slot < profiles.size();
-        t = runTrial(o, t, cfg_path, stem + ".log", gpu_profile ? "all" : "ranges");
-        if (g_interrupt && t.status != TrialStatus::Ok) {
-          t.status = TrialStatus::Running;  // interrupted: run again on --resume
-          break;
-        }
-        study.finishTrial(t);
-        ++res.trials_run;
-        learn(t);
-      }
-      ++done;
-      if (t.status == TrialStatus::Ok) {
-        ok_so_far.push_back(t);
-        measured.emplace_back(pooledStepTime(ok_so_far, id), id);
-        // The best so far as the pick will judge it: by pooled step time.
-        best = 0;
-        for (const TrialRecord& x : ok_so_far)
-          if (const double est = pooledStepTime(ok_so_far, x.candidate); best == 0 || est < best) {
-            best = est;
-            best_plan = byId(x.candidate).plan.describe();
-          }
-      }
-      if (progress) {
-        TuneEvent e;
-        e.done = done;
-        e.planned = planned;
-        e.elapsed_s = seconds(t0);
-        e.eta_s = done > 0 ? e.elapsed_s / double(done) * double(std::max<int64_t>(0, planned - done)) : 0;
-        char line[300];
-        const bool profile = round == 0 && slot < profiles.size();
-        const char* stage = profile ? " profile," : round >= final_from ? " final,  " : ",        ";
-        std::snprintf(line, sizeof(line), "round %lld%s %-44s %-7s %s", static_cast<long long>(round), stage,
-                      byId(id).plan.describe().c_str(), toString(t.status),
-                      t.status == TrialStatus::Ok ? (std::to_string(int(t.step_s * 1e3 + 0.5)) + " ms/step, " +
-                                                     std::to_string(int64_t(t.tokens_per_s)) + " tok/s")
-                                                        .c_str()
-                                                  : t.message.c_str());
-        e.line = line;
-        e.best_step_s = best;
-        e.best_plan = best_plan;
-        progress(e);
-      }
-    }
-    // Refit: every candidate's prediction from all that has been measured so far.
-    refitNetwork();
-    rerank(w, fitted, costs, res.candidates, fallbackScale());
-    study.saveCandidates(res.candidates, configs);
-    study.setValue("measured_costs", costsJson(costs));
-    if (res.network_fit.samples > 0)
-      study.setValue("network_fit", nlohmann::json({{"latency_s", res.network_fit.tier.latency},
-                                                     {"bandwidth_bytes_per_s", res.network_fit.tier.bandwidth},
-                                                     {"samples", res.network_fit.samples}, {"r2", res.network_fit.r2}})
-                                        .dump());
-    if (g_interrupt || o.exhaustive) break;
-    if (round >= final_from) {
-      // The final stage: the same finalists again, in the opposite order, so that a host that drifts
-      // slower or faster over the stage weighs on each of them alike.
-      // A finalist whose trial failed (crash, hang, out of memory) leaves the stage.
-      if (round + 1 >= final_from + o.final_rounds) break;
-      round_set.clear();
-      for (auto it = measured.rbegin(); it != measured.rend(); ++it) round_set.push_back(it->second);
-      if (round_set.size() <= 1) break;
-      continue;
-    }
-    std::sort(measured.begin(), measured.end());
-    if (measured.size() <= 1) break;
-    const std::set<int64_t> ran(round_set.begin(), round_set.end());  // ok or not
-    // Successive halving keeps the faster half, by each one's pooled step time. Where that would
-    // leave `finalists` or fewer, the best `finalists` instead run final_rounds trials each, alternately and
-    // at one length: two processes of one configuration differ by up to ±15% on a shared host, and a
-    // single trial of each would let that noise, not the configuration, decide the pick.
-    size_t keep = (measured.size() + 1) / 2;
-    const bool to_final = keep <= finalists && o.final_rounds > 0;
-    if (to_final) keep = std::min(measured.size(), finalists);
-    round_set.clear();
-    for (size_t i = 0; i < keep; ++i) round_set.push_back(measured[i].second);
-    // Twice as long each round; the final stage's trials as long as the last round's, at least four
-    // times the first's (what decides there is the number of processes, not their length).
-    steps = to_final ? std::max(steps, o.base_steps << 2) : steps * 2;
-    if (to_final) final_from = round + 1;
-    if (round == 0) {
-      // The refitted model may point past round 0: candidates never run whose shape was measured and
-      // whose composed step time beats the slowest survivor join the next round (at most half as
-      // many as survive), so a configuration the analytic ranking misplaced still gets measured.
-      const double cut = measured[round_set.size() - 1].first;
-      std::vector<std::pair<double, int64_t>> promising;
-      for (const Candidate* v : valid)
-        if (!ran.count(v->id) && v->time_measured && v->predicted_step_s < cut)
-          promising.emplace_back(v->predicted_step_s, v->id);
-      std::sort(promising.begin(), promising.end());
-      const size_t room = std::max<size_t>(1, round_set.size() / 2);
-      for (size_t i = 0; i < promising.size() && i < room; ++i) round_set.push_back(promising[i].second);
-      planned += int64_t(std::min(promising.size(), room)) * (to_final ? o.final_rounds : 1);
-    }
-  }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  res.interrupted = g_interrupt != 0;
-  res.signal = g_interrupt;
 
-  // The recommendation: a candidate none of whose trials failed (a crash, hang or out-of-memory once
-  // is not a configuration to hand over) and whose every ok trial stayed within the memory per rank;
-  // among those, the ones that got furthest in the halving (every finalist counts as furthest once
-  // it ran in the final stage), and of them the fastest by its pooled step time.
-  res.trials = study.trials();
-  std::map<int64_t, const TrialRecord*> latest;
-  for (const auto& t : res.trials)
-    if (!latest.count(t.candidate) || latest[t.candidate]->round < t.round) latest[t.candidate] = &t;
-  std::vector<double> ratios;
-  for (const auto& t : res.trials)
-    if (t.status == TrialStatus::Ok && t.predicted_step_s > 0) ratios.push_back(t.step_s / t.predicted_step_s);
-  const auto pooledOf = [&](int64_t cand) { return pooledStepTime(res.trials, cand); };
-  std::set<int64_t> unfit;  // a trial failed, or peaked over the memory per rank
-  for (const auto& t : res.trials)
-    if ((t.status != TrialStatus::Ok && t.status != TrialStatus::Running) ||
-        (t.status == TrialStatus::Ok && t.peak_bytes > c.memory_bytes))
-      unfit.insert(t.candidate);
-  const TrialRecord* pick = nullptr;
-  for (const auto& [cand, t] : latest) {
-    if (t->status != TrialStatus::Ok || unfit.count(cand)) continue;
-    const auto level = [&](const TrialRecord* x) { return std::min(x->round, final_from); };
-    if (!pick || level(t) > level(pick) ||
-        (level(t) == level(pick) && pooledOf(t->candidate) < pooledOf(pick->candidate)))
-      pick = t;
+  void report(const TrialBatch& b, const TrialRecord& t, int64_t planned) {
+    if (t.status == TrialStatus::Ok) {
+      ok_so_far_.push_back(t);
+      best_ = 0;  // the best so far as the pick will judge it: by pooled step time
+      for (const TrialRecord& x : ok_so_far_)
+        if (const double est = pooledStepTime(ok_so_far_, x.candidate); best_ == 0 || est < best_) {
+          best_ = est;
+          best_plan_ = byId(x.candidate).plan.describe();
+        }
+    }
+    if (!progress_) return;
+    TuneEvent e;
+    e.done = done_;
+    e.planned = planned;
+    e.elapsed_s = seconds(t0_);
+    e.eta_s = e.elapsed_s / double(done_) * double(std::max<int64_t>(0, planned - done_));
+    e.stage = b.stage;
+    e.plan = byId(t.candidate).plan.describe();
+    e.trial = t;
+    e.best_step_s = best_;
+    e.best_plan = best_plan_;
+    progress_(e);
   }
-  for (const auto& [cand, t] : latest) res.estimate[cand] = pooledOf(cand);
-  if (pick) res.recommended = pick->candidate;
+
+  const workloads::Workload& w_;
+  const Cluster& c_;
+  const TuneOptions& o_;
+  TuneResult& res_;
+  Study& study_;
+  const std::vector<std::string> configs_;
+  const std::function<void(const TuneEvent&)>& progress_;
+  const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  Cluster fitted_;
+  std::vector<rundb::Collective> comm_;
+  std::vector<double> analytic_ratio_;  // measured / analytic, every ok trial
+  std::vector<TrialRecord> ok_so_far_;
+  int64_t done_ = 0;
+  double best_ = 0;
+  std::string best_plan_;
+};
+
+// The result's figures from every trial of the study, and the recommendation kept in it.
+void finish(TuneResult& res, Study& study, const SearchStrategy& search, const Cluster& c) {
+  res.trials = study.trials();
+  if (const auto pick = search.pick(res.trials, c.memory_bytes)) res.recommended = *pick;
+  std::vector<double> ratios;
+  for (const auto& t : res.trials) {
+    if (t.status == TrialStatus::Ok && t.predicted_step_s > 0) ratios.push_back(t.step_s / t.predicted_step_s);
+    res.estimate[t.candidate] = pooledStepTime(res.trials, t.candidate);
+  }
   if (!ratios.empty()) {
     std::sort(ratios.begin(), ratios.end());
     res.time_scale = ratios[ratios.size() / 2];
@@ -489,6 +393,50 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   // An interrupted study recommends nothing yet: its last round is incomplete.
   if (res.recommended >= 0 && !res.interrupted) study.setValue("recommended", std::to_string(res.recommended));
   if (res.interrupted) res.recommended = -1;
+}
+
+}  // namespace
+
+TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptions& space, const TuneOptions& o,
+                const std::function<void(const TuneEvent&)>& progress) {
+  TuneResult res;
+  res.candidates = enumerateSpace(w, c, space);
+  const std::vector<const Candidate*> valid = validCandidates(res.candidates, space);
+  if (o.predict_only || valid.empty()) return res;
+  const SearchOptions so{o.first_round, o.base_steps, o.finalists, o.final_rounds};
+  const std::unique_ptr<SearchStrategy> search = makeSearch(o.search, res.candidates, c, so);
+
+  std::unique_ptr<StudyLock> own_lock;  // held until the study is closed (declared first)
+  if (!o.lock) own_lock = std::make_unique<StudyLock>(o.study_path, o.resume);
+  makeWorkDir(o.work_dir);  // before the study is written: refused here, a new study leaves nothing
+  Study study(o.lock ? *o.lock : *own_lock, studyInputs(w, c, space, o, res.candidates));
+  // A resumed study is checked before any of it is used: every id it holds indexes the space.
+  study.checkTrials(res.candidates, int64_t(valid.size()) + std::max<int64_t>(0, o.final_rounds));
+  std::vector<std::string> configs;
+  const std::string spec = w.source.empty() ? w.name : w.source;
+  for (const auto& cand : res.candidates)
+    configs.push_back(cand.rejected.empty() ? runtime::toJson(trialConfig(w, cand.plan, o, spec)) : "");
+  study.saveCandidates(res.candidates, configs);
+  res.profiles = search->profiles();
+  study.setValue("profile_candidates", nlohmann::json(res.profiles).dump());
+
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = onTunerSignal;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  g_interrupt = 0;
+  StudyRunner runner(w, c, o, res, study, configs, progress);
+  while (!g_interrupt) {
+    const std::optional<TrialBatch> batch = search->nextBatch(StudyState{res.candidates});
+    if (!batch) break;
+    runner.runBatch(*batch, *search);
+    runner.refit();
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  res.interrupted = g_interrupt != 0;
+  res.signal = g_interrupt;
+  finish(res, study, *search, c);
   return res;
 }
 

@@ -1,17 +1,16 @@
 // trainscope/tuner/tune.h — a tuning study: prune and rank with the models, then measure.
 //
 //   space → drop what cannot be valid or cannot fit (reasons kept) → rank by predicted step time →
-//   successive halving over the top candidates: every survivor runs a short trial (a few steps, the
-//   warm-up step dropped, step time from its run database), the faster half runs again twice as
-//   long, until three or fewer would be left → a final stage: the best three run twice more each,
-//   alternately, at one length (a process's own noise must not decide the pick) → the time model
-//   refitted from what was measured → the fastest measured configuration (its trials pooled) that
-//   stayed within memory is recommended.
+//   the search strategy's batches of short trials (search.h: successive halving with profile trials
+//   first and a final stage, or exhaustive), each trial's step time from its run database (the
+//   warm-up step dropped), the models refitted and the space re-ranked after each batch → the
+//   strategy's pick among what was measured and stayed within memory.
 //
-// Each trial is its own process tree: `trainscope run --config trial.json --out trial.db`, in its
-// own process group, killed with it when the tuner dies (PR_SET_PDEATHSIG), under a timeout. Its
-// outcome comes from its exit status, its signal and the clock: 0 ok, 3 out of memory, 2 invalid,
-// a signal (or 128 + signal from the launcher) a crash, the timeout a hang, anything else failed.
+// tune() is the driver: it runs what the strategy asks for and keeps the study. Each trial is its
+// own process tree: `trainscope run --config trial.json --out trial.db`, in its own process group,
+// killed with it when the tuner dies (PR_SET_PDEATHSIG), under a timeout. Its outcome comes from its
+// exit status, its signal and the clock: 0 ok, 3 out of memory, 2 invalid, a signal (or 128 + signal
+// from the launcher) a crash, the timeout a hang, anything else failed.
 #pragma once
 
 #include <functional>
@@ -21,6 +20,7 @@
 
 #include "trainscope/tuner/calibrate.h"
 #include "trainscope/tuner/profile.h"
+#include "trainscope/tuner/search.h"
 #include "trainscope/tuner/space.h"
 #include "trainscope/tuner/study.h"
 
@@ -33,7 +33,7 @@ struct TuneOptions {
   // measures into files beside the study); null: tune() takes it.
   const StudyLock* lock = nullptr;
   bool predict_only = false;
-  bool exhaustive = false;        // measure every valid candidate at the final length (ground truth)
+  std::string search = "halving"; // the search strategy (search.h): halving | exhaustive
   int64_t max_trials = 0;         // trial processes in all (0: no cap)
   double budget_s = 0;            // wall time (0: none); no trial starts after it
   int64_t first_round = 8;        // candidates measured in the first round
@@ -48,11 +48,13 @@ struct TuneOptions {
   std::string inject;             // testing: "CANDIDATE:crash|hang|oom[,…]"
 };
 
-struct TuneEvent {                // progress, for the terminal
-  int64_t done = 0, planned = 0;
+struct TuneEvent {                // progress: one trial ended (or was taken from a resumed study)
+  int64_t done = 0, planned = 0;  // trials so far, and expected in all
   double elapsed_s = 0, eta_s = 0;
-  std::string line;               // what just happened
-  double best_step_s = 0;
+  SearchStage stage = SearchStage::Halving;
+  std::string plan;               // the trial's configuration, described
+  TrialRecord trial;              // how it ended: round, status, step time, message
+  double best_step_s = 0;         // the best so far by pooled step time (0: none yet)
   std::string best_plan;
 };
 

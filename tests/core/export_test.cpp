@@ -1,0 +1,292 @@
+// export_test.cpp — tuner/export.h without a subprocess: each format of one TrainConfig parsed
+// back field by field (JSON through nlohmann, the Accelerate YAML line by line, Megatron-LM's flags
+// token by token), against the config and against the targets' own key names.
+#include "trainscope/tuner/export.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "trainscope/common/error.h"
+
+namespace rt = trainscope::runtime;
+namespace tn = trainscope::tuner;
+
+namespace {
+
+// small-cpu, 2 × dp, bf16, ZeRO-1, selective checkpointing, GA 2: a config that exercises most keys.
+rt::TrainConfig dpConfig() {
+  rt::TrainConfig c;
+  c.workload = "small-cpu";
+  c.seq = 64;
+  c.mbs = 2;
+  c.gbs = 8;
+  c.nproc = 2;
+  c.zero = 1;
+  c.precision = rt::Precision::BF16;
+  c.ckpt = rt::Checkpointing::Selective;
+  c.steps = 3;
+  c.warmup = 0;
+  c.min_lr_ratio = 1.0;
+  c.inject_failure = "0:1:segv";
+  return tn::trainingRunOf(c);
+}
+
+// TP 2 × PP 2 over 4 ranks, GPipe, fp16, full checkpointing, Adafactor.
+rt::TrainConfig modelParallelConfig() {
+  rt::TrainConfig c;
+  c.workload = "small-cpu";
+  c.seq = 64;
+  c.mbs = 2;
+  c.gbs = 4;
+  c.nproc = 4;
+  c.tp = 2;
+  c.pp = 2;
+  c.pp_schedule = rt::PipelineSchedule::GPipe;
+  c.precision = rt::Precision::FP16;
+  c.ckpt = rt::Checkpointing::Full;
+  c.optimizer = rt::OptimizerKind::Adafactor;
+  return tn::trainingRunOf(c);
+}
+
+// `key: value` lines (what `accelerate config` writes); a line of any other shape fails the test.
+std::map<std::string, std::string> yamlLines(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(text);
+  for (std::string line; std::getline(ss, line);) {
+    const auto colon = line.find(": ");
+    EXPECT_NE(colon, std::string::npos) << "not a key: value line: " << line;
+    if (colon == std::string::npos) continue;
+    EXPECT_TRUE(out.emplace(line.substr(0, colon), line.substr(colon + 2)).second) << "repeated: " << line;
+  }
+  return out;
+}
+
+// --flag [value] … → flag → value ("" for a switch).
+std::map<std::string, std::string> flagsOf(const std::string& text) {
+  std::map<std::string, std::string> flags;
+  std::stringstream ss(text);
+  std::string tok, last;
+  while (ss >> tok) {
+    if (tok.rfind("--", 0) == 0) {
+      EXPECT_FALSE(flags.count(tok)) << "repeated flag " << tok;
+      flags[tok] = "";
+      last = tok;
+    } else {
+      flags[last] = tok;
+    }
+  }
+  return flags;
+}
+
+std::string num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+TEST(Export, FormatNamesRoundTripAndAnUnknownOneIsRefusedNamingTheFlag) {
+  for (const char* name :
+       {"run", "command", "megatron", "deepspeed", "accelerate", "accelerate-config", "training-args"})
+    EXPECT_NO_THROW(tn::parseExportFormat(name)) << name;
+  try {
+    tn::parseExportFormat("pytorch");
+    FAIL() << "pytorch was accepted";
+  } catch (const trainscope::UserError& e) {
+    EXPECT_EQ(e.field(), "--format");
+    EXPECT_NE(std::string(e.what()).find("accelerate-config"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Export, ATrainingRunGetsTheUsualScheduleAndNoInjectedFault) {
+  const rt::TrainConfig c = dpConfig();
+  EXPECT_EQ(c.steps, 1000);
+  EXPECT_EQ(c.warmup, 20);
+  EXPECT_DOUBLE_EQ(c.min_lr_ratio, rt::TrainConfig{}.min_lr_ratio);
+  EXPECT_TRUE(c.inject_failure.empty());
+  EXPECT_EQ(c.dp, 2);
+  EXPECT_EQ(c.ga_steps, 2);
+}
+
+TEST(Export, RunIsATrainConfigThatReadsBackTheSame) {
+  const rt::TrainConfig c = dpConfig();
+  const auto e = tn::exportConfig(c, tn::ExportFormat::Run);
+  rt::TrainConfig back = rt::fromJson(e.text, "export");
+  rt::resolve(back);
+  EXPECT_EQ(rt::toJson(back), rt::toJson(c));
+  EXPECT_TRUE(e.notes.empty());
+}
+
+TEST(Export, CommandHasALocalAndASlurmLine) {
+  const auto e = tn::exportConfig(dpConfig(), tn::ExportFormat::Command);
+  EXPECT_NE(e.text.find("# local\ntrainscope run "), std::string::npos) << e.text;
+  EXPECT_NE(e.text.find("salloc --ntasks 2\ntrainscope run "), std::string::npos) << e.text;
+  EXPECT_NE(e.text.find("--launcher slurm"), std::string::npos) << e.text;
+}
+
+TEST(Export, DeepSpeedHasEveryFieldAndTheWarmupCosineSchedule) {
+  const rt::TrainConfig c = dpConfig();
+  const auto e = tn::exportConfig(c, tn::ExportFormat::DeepSpeed);
+  const auto d = nlohmann::json::parse(e.text);
+  EXPECT_EQ(d["train_batch_size"], c.global_batch);
+  EXPECT_EQ(d["train_micro_batch_size_per_gpu"], c.mbs);
+  EXPECT_EQ(d["gradient_accumulation_steps"], c.ga_steps);
+  // DeepSpeed checks train_batch_size = micro × accumulation × data-parallel ranks.
+  EXPECT_EQ(d["train_batch_size"].get<int64_t>(), c.mbs * c.ga_steps * c.dp);
+  EXPECT_DOUBLE_EQ(d["gradient_clipping"].get<double>(), c.clip);
+  EXPECT_EQ(d["bf16"]["enabled"], true);
+  EXPECT_EQ(d["fp16"]["enabled"], false);
+  EXPECT_EQ(d["zero_optimization"]["stage"], 1);
+  EXPECT_EQ(d["optimizer"]["type"], "AdamW");
+  EXPECT_DOUBLE_EQ(d["optimizer"]["params"]["lr"].get<double>(), c.lr);
+  EXPECT_DOUBLE_EQ(d["optimizer"]["params"]["weight_decay"].get<double>(), c.weight_decay);
+  EXPECT_DOUBLE_EQ(d["optimizer"]["params"]["betas"][0].get<double>(), c.beta1);
+  EXPECT_DOUBLE_EQ(d["optimizer"]["params"]["betas"][1].get<double>(), c.beta2);
+  EXPECT_DOUBLE_EQ(d["optimizer"]["params"]["eps"].get<double>(), c.eps);
+  // The schedule: DeepSpeed's WarmupCosineLR and exactly its parameters (lr_schedules.py).
+  const auto& s = d["scheduler"];
+  EXPECT_EQ(s["type"], "WarmupCosineLR");
+  std::set<std::string> keys;
+  for (const auto& [k, v] : s["params"].items()) keys.insert(k);
+  EXPECT_EQ(keys, (std::set<std::string>{"total_num_steps", "warmup_num_steps", "warmup_min_ratio", "warmup_type",
+                                         "cos_min_ratio"}));
+  EXPECT_EQ(s["params"]["total_num_steps"], c.steps);
+  EXPECT_EQ(s["params"]["warmup_num_steps"], c.warmup);
+  EXPECT_EQ(s["params"]["warmup_type"], "linear");
+  EXPECT_DOUBLE_EQ(s["params"]["warmup_min_ratio"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(s["params"]["cos_min_ratio"].get<double>(), c.min_lr_ratio);
+  EXPECT_FALSE(d.contains("pipeline"));
+  EXPECT_EQ(e.notes.size(), 1u);  // checkpointing is set in the model code
+}
+
+TEST(Export, DeepSpeedWithoutWarmupStillHasAValidScheduleAndNotesTp) {
+  rt::TrainConfig c = modelParallelConfig();
+  c.warmup = 0;  // DeepSpeed refuses warmup_num_steps 0
+  const auto e = tn::exportConfig(c, tn::ExportFormat::DeepSpeed);
+  const auto d = nlohmann::json::parse(e.text);
+  EXPECT_EQ(d["scheduler"]["params"]["warmup_num_steps"], 1);
+  EXPECT_EQ(d["pipeline"]["stages"], 2);
+  EXPECT_EQ(d["fp16"]["enabled"], true);
+  EXPECT_EQ(d["fp16"]["initial_scale_power"], 16);
+  bool tp_noted = false;
+  for (const auto& n : e.notes) tp_noted = tp_noted || n.find("tp=2") != std::string::npos;
+  EXPECT_TRUE(tp_noted);
+}
+
+TEST(Export, MegatronFlagsCarryTheModelVocabularyNoDropoutAndTheBatch) {
+  const rt::TrainConfig c = modelParallelConfig();
+  const auto e = tn::exportConfig(c, tn::ExportFormat::Megatron);
+  auto f = flagsOf(e.text);
+  EXPECT_EQ(f["--num-layers"], std::to_string(c.model.n_layer));
+  EXPECT_EQ(f["--hidden-size"], std::to_string(c.model.n_embd));
+  EXPECT_EQ(f["--num-attention-heads"], std::to_string(c.model.n_head));
+  EXPECT_EQ(f["--seq-length"], std::to_string(c.seq));
+  EXPECT_EQ(f["--max-position-embeddings"], std::to_string(c.model.n_positions));
+  // This runtime has no dropout (Megatron-LM's default is 0.1) and pads the vocabulary to a
+  // multiple of tp: divisible-by 1 makes Megatron-LM pad it the same way.
+  EXPECT_EQ(f["--vocab-size"], std::to_string(c.model.vocab_size));
+  EXPECT_EQ(f["--make-vocab-size-divisible-by"], "1");
+  EXPECT_EQ(f["--hidden-dropout"], "0");
+  EXPECT_EQ(f["--attention-dropout"], "0");
+  EXPECT_EQ(f["--tensor-model-parallel-size"], "2");
+  EXPECT_EQ(f["--pipeline-model-parallel-size"], "2");
+  EXPECT_EQ(f["--micro-batch-size"], std::to_string(c.mbs));
+  EXPECT_EQ(f["--global-batch-size"], std::to_string(c.global_batch));
+  EXPECT_EQ(f["--lr"], num(c.lr));
+  EXPECT_EQ(f["--min-lr"], num(c.lr * c.min_lr_ratio));
+  EXPECT_EQ(f["--lr-decay-style"], "cosine");
+  EXPECT_EQ(f["--lr-warmup-iters"], std::to_string(c.warmup));
+  EXPECT_EQ(f["--train-iters"], std::to_string(c.steps));
+  EXPECT_EQ(f["--recompute-granularity"], "full");
+  EXPECT_EQ(f["--recompute-method"], "uniform");
+  EXPECT_TRUE(f.count("--fp16"));
+  EXPECT_FALSE(f.count("--bf16"));
+  EXPECT_FALSE(f.count("--use-distributed-optimizer"));
+  EXPECT_EQ(f["--optimizer"], "adam");
+  EXPECT_EQ(e.notes.size(), 2u);  // GPipe runs 1F1B; Adafactor is not Megatron-LM's
+  const auto zero = flagsOf(tn::exportConfig(dpConfig(), tn::ExportFormat::Megatron).text);
+  EXPECT_TRUE(zero.count("--use-distributed-optimizer"));
+  EXPECT_TRUE(zero.count("--bf16"));
+  EXPECT_EQ(zero.at("--recompute-granularity"), "selective");
+}
+
+TEST(Export, AccelerateConfigIsTheYamlAccelerateLaunchReadsAsItIs) {
+  const rt::TrainConfig c = dpConfig();
+  auto y = yamlLines(tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {true}).text);
+  // Exactly ClusterConfig's fields (accelerate/commands/config/config_args.py): an unknown key is
+  // refused by ClusterConfig.from_yaml_file.
+  const std::map<std::string, std::string> want = {{"compute_environment", "LOCAL_MACHINE"},
+                                                   {"debug", "false"},
+                                                   {"distributed_type", "MULTI_CPU"},
+                                                   {"machine_rank", "0"},
+                                                   {"main_training_function", "main"},
+                                                   {"mixed_precision", "bf16"},
+                                                   {"num_machines", "1"},
+                                                   {"num_processes", "2"},
+                                                   {"rdzv_backend", "static"},
+                                                   {"same_network", "true"},
+                                                   {"use_cpu", "true"}};
+  EXPECT_EQ(y, want);
+  // One process in fp32 on a GPU: "NO" and "no" are quoted, or YAML 1.1 reads them as false.
+  rt::TrainConfig one = c;
+  one.nproc = 1;
+  one.gbs = 4;
+  one.zero = 0;
+  one.precision = rt::Precision::FP32;
+  rt::resolve(one);
+  y = yamlLines(tn::exportConfig(one, tn::ExportFormat::AccelerateConfig, {false}).text);
+  EXPECT_EQ(y["distributed_type"], "'NO'");
+  EXPECT_EQ(y["mixed_precision"], "'no'");
+  EXPECT_EQ(y["use_cpu"], "false");
+  EXPECT_EQ(y["num_processes"], "1");
+  y = yamlLines(tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {false}).text);
+  EXPECT_EQ(y["distributed_type"], "MULTI_GPU");
+}
+
+TEST(Export, TrainingArgsAreTransformersFieldsWithTheCosineToTheMinimumRate) {
+  const rt::TrainConfig c = dpConfig();
+  const auto e = tn::exportConfig(c, tn::ExportFormat::TrainingArgs);
+  const auto a = nlohmann::json::parse(e.text);
+  EXPECT_EQ(a["per_device_train_batch_size"], c.mbs);
+  EXPECT_EQ(a["gradient_accumulation_steps"], c.ga_steps);
+  EXPECT_EQ(a["gradient_checkpointing"], true);
+  EXPECT_EQ(a["bf16"], true);
+  EXPECT_EQ(a["fp16"], false);
+  EXPECT_EQ(a["optim"], "adamw_torch");
+  EXPECT_DOUBLE_EQ(a["learning_rate"].get<double>(), c.lr);
+  EXPECT_DOUBLE_EQ(a["weight_decay"].get<double>(), c.weight_decay);
+  EXPECT_DOUBLE_EQ(a["adam_beta1"].get<double>(), c.beta1);
+  EXPECT_DOUBLE_EQ(a["adam_beta2"].get<double>(), c.beta2);
+  EXPECT_DOUBLE_EQ(a["adam_epsilon"].get<double>(), c.eps);
+  EXPECT_DOUBLE_EQ(a["max_grad_norm"].get<double>(), c.clip);
+  EXPECT_EQ(a["lr_scheduler_type"], "cosine_with_min_lr");
+  EXPECT_DOUBLE_EQ(a["lr_scheduler_kwargs"]["min_lr_rate"].get<double>(), c.min_lr_ratio);
+  EXPECT_EQ(a["warmup_steps"], c.warmup);
+  EXPECT_EQ(a["max_steps"], c.steps);
+  EXPECT_EQ(a["seed"], c.seed);
+  EXPECT_TRUE(a["output_dir"].is_string());
+  // ZeRO-1 is DeepSpeed's in Accelerate: said, not silently dropped.
+  ASSERT_EQ(e.notes.size(), 1u);
+  EXPECT_NE(e.notes[0].find("deepspeed"), std::string::npos) << e.notes[0];
+}
+
+TEST(Export, TheAccelerateBundleHoldsBothPartsAsTheirOwnFormatsGiveThem) {
+  const rt::TrainConfig c = dpConfig();
+  const auto bundle = nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::Accelerate, {true}).text);
+  EXPECT_EQ(bundle.size(), 2u);
+  EXPECT_EQ(bundle["training_arguments"],
+            nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::TrainingArgs).text));
+  const auto y = yamlLines(tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {true}).text);
+  EXPECT_EQ(bundle["accelerate_config"].size(), y.size());
+  for (const auto& [k, v] : bundle["accelerate_config"].items()) {
+    ASSERT_TRUE(y.count(k)) << k;
+    EXPECT_EQ(v.is_string() ? v.get<std::string>() : v.dump(), y.at(k)) << k;
+  }
+  EXPECT_EQ(bundle["accelerate_config"]["num_processes"], c.dp);
+}

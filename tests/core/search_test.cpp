@@ -1,0 +1,211 @@
+// search_test.cpp — the search strategies (tuner/search.h) driven by a fake runner: scripted step
+// times instead of trial processes, no study, no clock. What successive halving must do: profile
+// one candidate per layer shape first, keep the fastest half, run the final stage alternately, and
+// pick the fastest by pooled step time among the finalists; exhaustive measures every candidate.
+#include "trainscope/tuner/search.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "trainscope/common/error.h"
+
+namespace tn = trainscope::tuner;
+
+namespace {
+
+// `n` valid candidates, ids 0…n-1, ranked by predicted step time (id order), on a one-node CPU
+// cluster; every candidate its own layer shape unless `shapes` > 0 (then id % shapes: mbs).
+struct Space {
+  tn::Cluster cluster;
+  std::vector<tn::Candidate> all;
+};
+Space space(int n, int shapes = 0) {
+  Space s;
+  s.cluster.name = "fake";
+  s.cluster.kind = "cpu";
+  s.cluster.nodes = 1;
+  s.cluster.devices_per_node = 1;
+  for (int i = 0; i < n; ++i) {
+    tn::Candidate c;
+    c.id = i;
+    c.plan.gbs = 64;
+    c.plan.seq = 64;
+    c.plan.mbs = shapes > 0 ? 1 + i % shapes : 1 + i;
+    c.plan.dp = 1;
+    c.predicted_step_s = 0.1 + 0.01 * i;
+    c.predicted_peak = 1;
+    s.all.push_back(c);
+  }
+  return s;
+}
+
+struct SearchRun {
+  std::vector<tn::TrialBatch> batches;
+  std::vector<tn::TrialRecord> trials;
+  std::optional<int64_t> pick;
+};
+
+// The driver's loop, with a fake runner: candidate → (round → step time); 0 is a crash.
+SearchRun drive(tn::SearchStrategy& s, std::vector<tn::Candidate>& all,
+                const std::function<double(int64_t id, int64_t round)>& step_s) {
+  SearchRun r;
+  int64_t next_id = 1;
+  while (auto b = s.nextBatch(tn::StudyState{all})) {
+    r.batches.push_back(*b);
+    for (int64_t id : b->candidates) {
+      tn::TrialRecord t;
+      t.id = next_id++;
+      t.candidate = id;
+      t.round = b->round;
+      t.steps = b->steps;
+      t.step_s = step_s(id, b->round);
+      t.status = t.step_s > 0 ? tn::TrialStatus::Ok : tn::TrialStatus::Crash;
+      t.peak_bytes = 1;
+      s.observe(t);
+      r.trials.push_back(t);
+    }
+    EXPECT_LT(r.batches.size(), 100u) << "the search does not end";
+    if (r.batches.size() >= 100) break;
+  }
+  r.pick = s.pick(r.trials, 1 << 20);
+  return r;
+}
+
+tn::SearchOptions options(int64_t first_round, int64_t finalists = 3, int64_t final_rounds = 2) {
+  tn::SearchOptions o;
+  o.first_round = first_round;
+  o.base_steps = 3;
+  o.finalists = finalists;
+  o.final_rounds = final_rounds;
+  return o;
+}
+
+}  // namespace
+
+TEST(Search, HalvingKeepsTheFastestRunsTheFinalStageAndPicksTheFastestPooled) {
+  Space sp = space(12, 4);  // 4 shapes of 3 candidates each
+  auto s = tn::makeSearch("halving", sp.all, sp.cluster, options(8));
+  ASSERT_EQ(s->profiles(), (std::vector<int64_t>{0, 1, 2, 3}));  // the best-predicted of each shape
+  // Scripted: candidate 6 is the fastest, 5 a close second that wins its first final trial by noise.
+  const std::map<int64_t, double> base = {{0, 0.30}, {1, 0.25}, {2, 0.20}, {3, 0.40}, {4, 0.50},  {5, 0.11},
+                                          {6, 0.10}, {7, 0.35}, {8, 0.45}, {9, 0.60}, {10, 0.70}, {11, 0.80}};
+  const SearchRun r = drive(*s, sp.all, [&](int64_t id, int64_t round) {
+    if (id == 5 && round == 2) return 0.095;
+    return base.at(id);
+  });
+  // Round 0: the 4 profiles, then the 4 best-predicted others; the faster half (4) runs round 1
+  // twice as long; halving 4 would leave 2 ≤ 3 finalists, so the best 3 run the final stage: two
+  // more rounds each, alternately, at four times round 0's length.
+  ASSERT_EQ(r.batches.size(), 5u);
+  EXPECT_EQ(r.batches[0].stage, tn::SearchStage::Profile);
+  EXPECT_EQ(r.batches[1].candidates, (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(r.batches[1].round, 0);
+  EXPECT_EQ(r.batches[2].round, 1);
+  EXPECT_EQ(r.batches[2].steps, 6);
+  EXPECT_EQ(r.batches[2].candidates, (std::vector<int64_t>{6, 5, 2, 1}));  // fastest first
+  EXPECT_EQ(r.batches[3].stage, tn::SearchStage::Final);
+  EXPECT_EQ(r.batches[3].candidates, (std::vector<int64_t>{6, 5, 2}));
+  EXPECT_EQ(r.batches[3].steps, 12);
+  EXPECT_EQ(r.batches[4].candidates, (std::vector<int64_t>{2, 5, 6}));  // the opposite order
+  EXPECT_EQ(r.batches[4].steps, 12);
+  // 5 won one final trial, but 6 is faster over all its trials.
+  ASSERT_TRUE(r.pick);
+  EXPECT_EQ(*r.pick, 6);
+  EXPECT_EQ(s->planned(), int64_t(r.trials.size()));
+}
+
+TEST(Search, HalvingNeverPicksACandidateWhoseTrialFailedOrThatRanOverMemory) {
+  Space sp = space(8);
+  auto s = tn::makeSearch("halving", sp.all, sp.cluster, options(8));
+  // 0 is fastest but crashes in the final stage; 1 is next.
+  const SearchRun r = drive(*s, sp.all, [&](int64_t id, int64_t round) {
+    if (id == 0 && round >= 2) return 0.0;
+    return 0.1 + 0.01 * double(id);
+  });
+  ASSERT_TRUE(r.pick);
+  EXPECT_EQ(*r.pick, 1);
+  // The same trials, with 1 over the memory limit: 2.
+  std::vector<tn::TrialRecord> over = r.trials;
+  for (auto& t : over)
+    if (t.candidate == 1) t.peak_bytes = 2 << 20;
+  EXPECT_EQ(s->pick(over, 1 << 20), std::optional<int64_t>(2));
+}
+
+TEST(Search, PlainHalvingGoesDownToOne) {
+  Space sp = space(8);
+  auto s = tn::makeSearch("halving", sp.all, sp.cluster, options(8, 3, 0));
+  const SearchRun r = drive(*s, sp.all, [](int64_t id, int64_t) { return 0.1 + 0.01 * double(7 - id); });
+  std::vector<size_t> sizes;
+  for (const auto& b : r.batches) sizes.push_back(b.candidates.size());
+  EXPECT_EQ(sizes, (std::vector<size_t>{8, 4, 2, 1}));
+  EXPECT_EQ(*r.pick, 7);
+  EXPECT_EQ(r.batches.back().steps, 3 * 8);
+}
+
+TEST(Search, AMeasuredShapeThatBeatsTheSurvivorsIsPromotedAfterRoundZero) {
+  Space sp = space(10, 2);  // 2 shapes; 6 candidates in round 0
+  auto s = tn::makeSearch("halving", sp.all, sp.cluster, options(6));
+  std::vector<tn::Candidate>& all = sp.all;
+  // Round 0 by hand, then candidate 9 (never run, its shape measured) re-ranked as the fastest.
+  auto b = s->nextBatch(tn::StudyState{all});
+  ASSERT_TRUE(b);
+  std::vector<int64_t> round0 = b->candidates;
+  const auto observe = [&](const tn::TrialBatch& batch) {
+    for (int64_t id : batch.candidates) {
+      tn::TrialRecord t;
+      t.candidate = id;
+      t.round = batch.round;
+      t.steps = batch.steps;
+      t.step_s = 0.2 + 0.01 * double(id);
+      t.status = tn::TrialStatus::Ok;
+      s->observe(t);
+    }
+  };
+  observe(*b);
+  b = s->nextBatch(tn::StudyState{all});
+  ASSERT_TRUE(b);
+  round0.insert(round0.end(), b->candidates.begin(), b->candidates.end());
+  EXPECT_EQ(round0.size(), 6u);
+  EXPECT_FALSE(std::count(round0.begin(), round0.end(), 9));
+  observe(*b);
+  for (auto& c : all) c.time_measured = true;
+  all[9].predicted_step_s = 0.05;
+  b = s->nextBatch(tn::StudyState{all});
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->round, 1);
+  EXPECT_TRUE(std::count(b->candidates.begin(), b->candidates.end(), 9)) << "9 was not promoted";
+}
+
+TEST(Search, ExhaustiveMeasuresEveryCandidateOnceProfilesFirst) {
+  Space sp = space(10, 3);
+  auto s = tn::makeSearch("exhaustive", sp.all, sp.cluster, options(8));
+  const SearchRun r = drive(*s, sp.all, [](int64_t id, int64_t) { return 0.1 + 0.01 * double((id * 7) % 10); });
+  ASSERT_EQ(r.batches.size(), 2u);
+  EXPECT_EQ(r.batches[0].stage, tn::SearchStage::Profile);
+  EXPECT_EQ(r.batches[0].candidates, (std::vector<int64_t>{0, 1, 2}));
+  std::set<int64_t> ran;
+  for (const auto& t : r.trials) {
+    EXPECT_EQ(t.round, 0);
+    EXPECT_EQ(t.steps, 12);
+    EXPECT_TRUE(ran.insert(t.candidate).second) << t.candidate << " ran twice";
+  }
+  EXPECT_EQ(ran.size(), 10u);
+  EXPECT_EQ(*r.pick, 0);  // (0 × 7) % 10 = 0: the fastest
+  EXPECT_EQ(s->planned(), 10);
+}
+
+TEST(Search, AnUnknownStrategyIsRefusedNamingTheFlag) {
+  Space sp = space(2);
+  try {
+    tn::makeSearch("bayesian", sp.all, sp.cluster, options(8));
+    FAIL() << "accepted";
+  } catch (const trainscope::UserError& e) {
+    EXPECT_EQ(e.field(), "--search");
+  }
+}

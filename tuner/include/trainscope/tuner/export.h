@@ -1,0 +1,50 @@
+// trainscope/tuner/export.h — a configuration in other tools' formats (`trainscope export STUDY
+// --format …`). Pure functions: a TrainConfig in, text and notes out; no files, no study, no output.
+// The command line (apps/tune_command.cpp) reads the study and writes the text where it was asked.
+//
+//   run                a `trainscope run --config` file (TrainConfig JSON)
+//   command            the `trainscope run` command lines, local and Slurm, quoted for a POSIX shell
+//   megatron           Megatron-LM's pretrain_gpt.py flags (arguments.py's names)
+//   deepspeed          a DeepSpeed config JSON (ds_config.json), with its WarmupCosineLR scheduler
+//   accelerate-config  the YAML that `accelerate launch --config_file FILE` reads as it is
+//   training-args      Transformers' TrainingArguments as JSON (HfArgumentParser.parse_json_file,
+//                      or TrainingArguments(**json.load(f)))
+//   accelerate         both of the last two in one JSON object, {"accelerate_config": {…},
+//                      "training_arguments": {…}}: a bundle for scripts, not a file either tool
+//                      reads; write each part to its own file (or use the two formats above)
+// What a format cannot say (a GPipe schedule for Megatron-LM, TP for DeepSpeed's config, …) is
+// returned as notes, one sentence each, for the caller to show.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainscope/runtime/config.h"
+
+namespace trainscope::tuner {
+
+enum class ExportFormat { Run, Command, Megatron, DeepSpeed, Accelerate, AccelerateConfig, TrainingArgs };
+
+// "run|command|megatron|deepspeed|accelerate|accelerate-config|training-args": for help and errors.
+const char* exportFormatNames();
+// Throws UserError naming `field` for an unknown name.
+ExportFormat parseExportFormat(const std::string& name, const std::string& field = "--format");
+
+struct ExportTarget {
+  bool cpu = false;  // the study's cluster is a CPU one (Accelerate: MULTI_CPU and use_cpu)
+};
+
+struct ExportResult {
+  std::string text;                // the file's contents, ending in a newline
+  std::vector<std::string> notes;  // what the format cannot express
+};
+
+// The trials ran a few steps at a constant learning rate; a training run gets the usual schedule
+// (warm-up, cosine to min_lr_ratio × lr), a placeholder length to edit, and no injected fault.
+// Returns the config resolved (resolve() throws UserError if it is not valid).
+runtime::TrainConfig trainingRunOf(runtime::TrainConfig trial);
+
+// `c` must be resolved (runtime::resolve): the exports read its derived fields (dp, ga, world).
+ExportResult exportConfig(const runtime::TrainConfig& c, ExportFormat format, const ExportTarget& target = {});
+
+}  // namespace trainscope::tuner

@@ -1,0 +1,240 @@
+// export.cpp — a TrainConfig in other tools' formats (see export.h). Each format is one function;
+// the keys and flags are the targets' own, checked against their code and documentation:
+//   Megatron-LM   megatron/training/arguments.py
+//   DeepSpeed     the config JSON (deepspeed/runtime/config.py, lr_schedules.py: WarmupCosineLR)
+//   Accelerate    accelerate/commands/config/config_args.py: ClusterConfig's fields
+//   Transformers  TrainingArguments' fields
+#include "trainscope/tuner/export.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+
+namespace trainscope::tuner {
+namespace {
+
+namespace rt = trainscope::runtime;
+
+struct FormatName {
+  ExportFormat format;
+  const char* name;
+};
+constexpr FormatName kFormats[] = {
+    {ExportFormat::Run, "run"},
+    {ExportFormat::Command, "command"},
+    {ExportFormat::Megatron, "megatron"},
+    {ExportFormat::DeepSpeed, "deepspeed"},
+    {ExportFormat::Accelerate, "accelerate"},
+    {ExportFormat::AccelerateConfig, "accelerate-config"},
+    {ExportFormat::TrainingArgs, "training-args"},
+};
+
+std::string runJson(const rt::TrainConfig& c) { return nlohmann::json::parse(rt::toJson(c)).dump(2) + "\n"; }
+
+// Every argument quoted for a POSIX shell: a path may hold anything, and these lines get pasted.
+std::string commandLines(const rt::TrainConfig& c) {
+  const auto line = [&](rt::Launcher launcher) {
+    rt::TrainConfig x = c;
+    x.launcher = launcher;
+    std::string args;
+    for (const auto& a : rt::toArgs(x)) args += " " + files::shellQuote(a);
+    return "trainscope run" + args;
+  };
+  std::ostringstream o;
+  o << "# local\n" << line(rt::Launcher::Local) << "\n";
+  o << "# Slurm: inside an allocation of " << c.world << " task(s), e.g. salloc --ntasks " << c.world << "\n";
+  o << line(rt::Launcher::Slurm) << "\n";
+  return o.str();
+}
+
+// Megatron-LM's pretrain_gpt.py flags. This runtime's GPT has no dropout (Megatron-LM's default is
+// 0.1 for both) and pads its vocabulary to a multiple of tp only: --make-vocab-size-divisible-by 1
+// gives Megatron-LM the same padded size (it pads to a multiple of that × tp). --vocab-size is what
+// Megatron-LM reads with --tokenizer-type NullTokenizer; other tokenizers bring their own size.
+ExportResult megatron(const rt::TrainConfig& c) {
+  ExportResult r;
+  std::ostringstream o;
+  o << "--num-layers " << c.model.n_layer << " --hidden-size " << c.model.n_embd << " --num-attention-heads "
+    << c.model.n_head << " --seq-length " << c.seq << " --max-position-embeddings " << c.model.n_positions
+    << " --vocab-size " << c.model.vocab_size << " --make-vocab-size-divisible-by 1"
+    << " --hidden-dropout 0 --attention-dropout 0"
+    << " --tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp << " --micro-batch-size "
+    << c.mbs << " --global-batch-size " << c.global_batch << " --lr " << c.lr << " --min-lr " << c.lr * c.min_lr_ratio
+    << " --lr-decay-style cosine --lr-warmup-iters " << c.warmup << " --train-iters " << c.steps << " --weight-decay "
+    << c.weight_decay << " --clip-grad " << c.clip << " --adam-beta1 " << c.beta1 << " --adam-beta2 " << c.beta2
+    << " --adam-eps " << c.eps << " --seed " << c.seed;
+  if (c.precision == rt::Precision::BF16) o << " --bf16";
+  if (c.precision == rt::Precision::FP16) o << " --fp16 --initial-loss-scale " << c.fp16_init_scale;
+  if (c.ckpt == rt::Checkpointing::Selective) o << " --recompute-granularity selective";
+  if (c.ckpt == rt::Checkpointing::Full)
+    o << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+  if (c.sequence_parallel) o << " --sequence-parallel";
+  if (c.zero) o << " --use-distributed-optimizer";
+  o << " --optimizer " << (c.optimizer == rt::OptimizerKind::SGD ? "sgd" : "adam") << "\n";
+  r.text = o.str();
+  if (c.pp > 1 && c.pp_schedule == rt::PipelineSchedule::GPipe)
+    r.notes.push_back("Megatron-LM has no GPipe schedule; it runs 1F1B");
+  if (c.optimizer == rt::OptimizerKind::Adafactor || c.optimizer == rt::OptimizerKind::Adam8bit)
+    r.notes.push_back(std::string("Megatron-LM has no ") + toString(c.optimizer) + "; the flags say adam");
+  return r;
+}
+
+// DeepSpeed's config JSON. The schedule is WarmupCosineLR (lr_schedules.py): the ratio rises
+// linearly from warmup_min_ratio 0 over warmup_num_steps, then follows a cosine to cos_min_ratio at
+// total_num_steps, times the optimizer's lr — this runtime's schedule, except that its warm-up
+// starts at lr/warmup rather than 0. DeepSpeed refuses warmup_num_steps 0, so no warm-up is 1 step.
+ExportResult deepspeed(const rt::TrainConfig& c) {
+  ExportResult r;
+  nlohmann::json j = {
+      {"train_batch_size", c.global_batch},
+      {"train_micro_batch_size_per_gpu", c.mbs},
+      {"gradient_accumulation_steps", c.ga_steps},
+      {"gradient_clipping", c.clip},
+      {"bf16", {{"enabled", c.precision == rt::Precision::BF16}}},
+      {"fp16",
+       {{"enabled", c.precision == rt::Precision::FP16},
+        {"initial_scale_power", int(std::lround(std::log2(c.fp16_init_scale)))},
+        {"loss_scale_window", c.fp16_growth_interval}}},
+      {"zero_optimization", {{"stage", c.zero}}},
+      {"activation_checkpointing", {{"partition_activations", false}, {"contiguous_memory_optimization", false}}},
+      {"steps_per_print", 10}};
+  const char* type = c.optimizer == rt::OptimizerKind::SGD ? "SGD" : "AdamW";
+  j["optimizer"] = {{"type", type}, {"params", {{"lr", c.lr}, {"weight_decay", c.weight_decay}}}};
+  if (c.optimizer != rt::OptimizerKind::SGD) {
+    j["optimizer"]["params"]["betas"] = {c.beta1, c.beta2};
+    j["optimizer"]["params"]["eps"] = c.eps;
+  }
+  j["scheduler"] = {{"type", "WarmupCosineLR"},
+                    {"params",
+                     {{"total_num_steps", c.steps},
+                      {"warmup_num_steps", std::max<int64_t>(1, c.warmup)},
+                      {"warmup_min_ratio", 0.0},
+                      {"warmup_type", "linear"},
+                      {"cos_min_ratio", c.min_lr_ratio}}}};
+  if (c.pp > 1) j["pipeline"] = {{"stages", c.pp}};
+  r.text = j.dump(2) + "\n";
+  if (c.tp > 1)
+    r.notes.push_back("DeepSpeed's config has no tensor parallelism: tp=" + std::to_string(c.tp) +
+                      " needs Megatron-DeepSpeed");
+  if (c.ckpt != rt::Checkpointing::None)
+    r.notes.push_back(std::string("checkpointing (") + toString(c.ckpt) +
+                      ") is set in the model code: deepspeed.checkpointing.checkpoint");
+  return r;
+}
+
+// Accelerate's ClusterConfig, as `accelerate config` writes it (key: value, sorted). "NO" and "no"
+// are quoted: YAML 1.1 (PyYAML, which Accelerate uses) reads them bare as the boolean false.
+nlohmann::ordered_json accelerateFields(const rt::TrainConfig& c, const ExportTarget& t) {
+  const std::string distributed = c.dp > 1 ? (t.cpu ? "MULTI_CPU" : "MULTI_GPU") : "NO";
+  const std::string precision = c.precision == rt::Precision::FP32 ? "no" : toString(c.precision);
+  return {{"compute_environment", "LOCAL_MACHINE"},
+          {"debug", false},
+          {"distributed_type", distributed},
+          {"machine_rank", 0},
+          {"main_training_function", "main"},
+          {"mixed_precision", precision},
+          {"num_machines", 1},
+          {"num_processes", c.dp},
+          {"rdzv_backend", "static"},
+          {"same_network", true},
+          {"use_cpu", t.cpu}};
+}
+
+std::string yamlValue(const nlohmann::ordered_json& v) {
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    return s == "NO" || s == "no" ? "'" + s + "'" : s;
+  }
+  return v.dump();  // numbers and booleans read the same in YAML
+}
+
+std::string accelerateYaml(const rt::TrainConfig& c, const ExportTarget& t) {
+  const nlohmann::ordered_json fields = accelerateFields(c, t);  // items() refers to it: kept alive
+  std::string out;
+  for (const auto& [key, value] : fields.items()) out += key + ": " + yamlValue(value) + "\n";
+  return out;
+}
+
+// Transformers' TrainingArguments. The cosine decays to min_lr_rate × lr as this runtime's does
+// ("cosine" alone would decay to 0). output_dir is a placeholder to edit.
+nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c) {
+  const char* optim = c.optimizer == rt::OptimizerKind::Adafactor  ? "adafactor"
+                      : c.optimizer == rt::OptimizerKind::Adam8bit ? "adamw_bnb_8bit"
+                      : c.optimizer == rt::OptimizerKind::SGD      ? "sgd"
+                                                                   : "adamw_torch";
+  return {{"output_dir", "trainscope-run"},
+          {"per_device_train_batch_size", c.mbs},
+          {"gradient_accumulation_steps", c.ga_steps},
+          {"gradient_checkpointing", c.ckpt != rt::Checkpointing::None},
+          {"bf16", c.precision == rt::Precision::BF16},
+          {"fp16", c.precision == rt::Precision::FP16},
+          {"optim", optim},
+          {"learning_rate", c.lr},
+          {"weight_decay", c.weight_decay},
+          {"adam_beta1", c.beta1},
+          {"adam_beta2", c.beta2},
+          {"adam_epsilon", c.eps},
+          {"max_grad_norm", c.clip},
+          {"lr_scheduler_type", "cosine_with_min_lr"},
+          {"lr_scheduler_kwargs", {{"min_lr_rate", c.min_lr_ratio}}},
+          {"warmup_steps", c.warmup},
+          {"max_steps", c.steps},
+          {"seed", c.seed}};
+}
+
+std::vector<std::string> accelerateNotes(const rt::TrainConfig& c) {
+  std::vector<std::string> notes;
+  if (c.tp > 1 || c.pp > 1) notes.push_back("Accelerate runs data parallelism only: tp/pp are not in this export");
+  if (c.zero)
+    notes.push_back("ZeRO-1 is DeepSpeed's in Accelerate: use --format deepspeed as its deepspeed_config_file");
+  return notes;
+}
+
+}  // namespace
+
+const char* exportFormatNames() { return "run|command|megatron|deepspeed|accelerate|accelerate-config|training-args"; }
+
+ExportFormat parseExportFormat(const std::string& name, const std::string& field) {
+  for (const auto& f : kFormats)
+    if (name == f.name) return f.format;
+  throw UserError(field, "unknown value \"" + name + "\"", std::string("use one of ") + exportFormatNames());
+}
+
+runtime::TrainConfig trainingRunOf(runtime::TrainConfig c) {
+  c.steps = 1000;
+  c.warmup = 20;
+  c.min_lr_ratio = runtime::TrainConfig{}.min_lr_ratio;
+  c.inject_failure.clear();
+  runtime::resolve(c);
+  return c;
+}
+
+ExportResult exportConfig(const runtime::TrainConfig& c, ExportFormat format, const ExportTarget& target) {
+  switch (format) {
+    case ExportFormat::Run:
+      return {runJson(c), {}};
+    case ExportFormat::Command:
+      return {commandLines(c), {}};
+    case ExportFormat::Megatron:
+      return megatron(c);
+    case ExportFormat::DeepSpeed:
+      return deepspeed(c);
+    case ExportFormat::AccelerateConfig:
+      return {accelerateYaml(c, target), accelerateNotes(c)};
+    case ExportFormat::TrainingArgs:
+      return {trainingArguments(c).dump(2) + "\n", accelerateNotes(c)};
+    case ExportFormat::Accelerate: {
+      const nlohmann::ordered_json j = {{"accelerate_config", accelerateFields(c, target)},
+                                        {"training_arguments", trainingArguments(c)}};
+      return {j.dump(2) + "\n", accelerateNotes(c)};
+    }
+  }
+  throw std::logic_error("exportConfig: unknown format");
+}
+
+}  // namespace trainscope::tuner
