@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "../common/ruler_label.h"
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/rundb/store.h"
 #include "trainscope/tuner/study.h"
@@ -150,26 +151,7 @@ void makeStudy(const std::string& path, const std::string& trial_db) {
   st.finishTrial(tr);
 }
 
-// A label of the ruler back to ns, exactly ("+0.2 us", "100.345 120 100 s").
-int64_t parseLabel(std::string s) {
-  bool neg = false;
-  if (!s.empty() && (s[0] == '+' || s[0] == '-')) neg = s[0] == '-', s.erase(0, 1);
-  const size_t unit_at = s.find_last_of(' ');
-  const std::string unit = s.substr(unit_at + 1);
-  std::string num;
-  for (char c : s.substr(0, unit_at))
-    if (c != ' ') num += c;
-  const int e = unit == "ns" ? 0 : unit == "us" ? 3 : unit == "ms" ? 6 : unit == "s" ? 9 : -1;
-  if (e < 0 || num.empty()) throw std::runtime_error("not a label: " + s);
-  const size_t dot = num.find('.');
-  const std::string fp = dot == std::string::npos ? "" : num.substr(dot + 1);
-  int64_t scale = 1, frac_scale = 1;
-  for (int i = 0; i < e; ++i) scale *= 10;
-  frac_scale = scale;
-  for (size_t i = 0; i < fp.size(); ++i) frac_scale /= 10;
-  const int64_t v = std::stoll(num.substr(0, dot)) * scale + (fp.empty() ? 0 : std::stoll(fp) * frac_scale);
-  return neg ? -v : v;
-}
+int64_t parseLabel(const std::string& s) { return trainscope::testing::parseRulerLabel(s); }
 
 constexpr int64_t kEpoch = 1'700'000'000'000'000'000;
 
