@@ -183,18 +183,12 @@ Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   p.cpu = c.kind == "cpu";
   if (const std::string why = tn::whyInvalid(w, p); !why.empty())
     throw UserError("predict", "this configuration is not valid: " + why, "change the flag it names");
-  {
-    // The models count int64 bytes: a micro-batch so large that its figures pass 2^60 is refused,
-    // never priced as a wrapped-around peak that "fits". An upper bound of every activation term
-    // (the quadratic score term included) for the micro-batches a stage holds in flight.
-    const long double h = w.n_embd, a = w.n_head, L = w.n_layer, V = w.vocab_size, s = p.seq;
-    const long double per_token = L * (64 * h + 8 * a * s) + 32 * (h + V) + 64;
-    const long double bound = (long double)p.mbs * s * per_token * (long double)p.pp * 4;
-    if (!(bound < std::ldexp(1.0L, 60)))
-      throw UserError("--mbs", "micro-batches of " + std::to_string(p.mbs) + " sequences of " + std::to_string(p.seq) +
-                                   " tokens of " + w.name + " need more memory than the models can count (over 2^60 bytes)",
-                      "pass a micro-batch a device could hold");
-  }
+  // A stage holds up to pp micro-batches in flight: figures the models cannot count are refused,
+  // never priced as a wrapped-around peak that "fits".
+  if (!tn::figuresCountable(w, (long double)p.mbs * (long double)p.pp, p.seq, devices))
+    throw UserError("--mbs", "micro-batches of " + std::to_string(p.mbs) + " sequences of " + std::to_string(p.seq) +
+                                 " tokens of " + w.name + " need more memory than the models can count (over 2^60 bytes)",
+                    "pass a micro-batch a device could hold");
   o.m = tn::predictMemory(w, p);
   for (const auto& stage : o.m.stages)
     if (stage.total() < 0 || stage.activations < 0)

@@ -24,6 +24,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/runtime/config.h"
+#include "trainscope/tuner/memory_model.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/tune.h"
 #include "trainscope/workloads/workload.h"
@@ -88,21 +89,13 @@ void checkInject(const std::string& spec) {
   }
 }
 
-// The figures the models compute are int64 bytes per rank. An upper bound of all of them (every
-// term of memory_model.cpp: activations of every micro-batch in flight, with the quadratic score
-// term, the logits, the weights with their gradients and optimizer state on each of the devices,
-// with room to spare) must stay far below 2^63, or a batch can come out with a negative peak that
-// "fits". Refused up front, naming the flag.
+// A global batch whose memory figures the models cannot count (tn::figuresCountable), refused up
+// front naming the flag.
 void checkFigures(const workloads::Workload& w, const tn::Cluster& c, int64_t gbs, int64_t seq_flag) {
-  const long double seq =
-      seq_flag > 0 ? std::min<int64_t>(seq_flag, w.n_positions) : std::min<int64_t>(w.n_positions, 1024);
-  const long double h = w.n_embd, L = w.n_layer, V = w.vocab_size, a = w.n_head;
-  const long double per_token = L * (64 * h + 8 * a * seq) + 32 * (h + V) + 64;
-  const long double params = (V + w.n_positions + 13 * L * h) * h;
-  const long double bound = 4 * (long double)gbs * seq * per_token + 64 * params * (c.devices() + 2) + 16 * V * h * seq;
-  if (!(bound < std::ldexp(1.0L, 60)))
+  const int64_t seq = seq_flag > 0 ? std::min<int64_t>(seq_flag, w.n_positions) : std::min<int64_t>(w.n_positions, 1024);
+  if (!tn::figuresCountable(w, (long double)gbs, seq, c.devices()))
     throw UserError("--gbs",
-                    std::to_string(gbs) + " sequences of " + std::to_string(int64_t(seq)) + " tokens of " + w.name +
+                    std::to_string(gbs) + " sequences of " + std::to_string(seq) + " tokens of " + w.name +
                         " need more memory than the models can count (over 2^60 bytes)",
                     "pass a global batch a cluster could hold");
 }
@@ -181,8 +174,9 @@ CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
   return c;
 }
 
-int runTune(const TuneFlags& f, const std::string& self_dir) {
-  // Every flag is checked before anything is created or run: bad input exits 2 naming the flag.
+// Every flag is checked before anything is created or run (bad input exits 2 naming the flag); the
+// space the flags describe.
+tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   if (f.study.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
     throw UserError("--study", "is empty", "name the study's file, e.g. --study study.db");
   requireAtLeast(f.gbs, 1, "--gbs", "pass the global batch in sequences");
@@ -199,8 +193,6 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   checkInject(f.inject);
   if (f.search != "halving" && f.search != "exhaustive")
     throw UserError("--search", "unknown value \"" + f.search + "\"", std::string("use one of ") + tn::searchNames());
-  const std::string search = f.exhaustive ? "exhaustive" : f.search;  // --exhaustive: an alias
-  const double budget_s = parseDuration(f.budget);
   tn::SpaceOptions so;
   so.gbs = f.gbs;
   so.seq = f.seq;
@@ -217,113 +209,53 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   so.worlds = parseCounts(f.ranks, "--ranks", int64_t(1) << 20);
   if (f.no_zero) so.zero = {0};
   if (f.no_sp) so.sequence_parallel = {false};
-  const int64_t mem_limit = f.mem_limit.empty() ? 0 : rt::parseBytes(f.mem_limit, "--mem-limit");
-  const workloads::Workload w = workloads::load(f.workload);
+  return so;
+}
 
-  // One tuner per study, from here to the end (study.h): taken before --cluster local measures into
-  // files beside the study. --predict-only makes no study.
-  std::unique_ptr<tn::StudyLock> lock;
-  if (!f.predict_only) lock = std::make_unique<tn::StudyLock>(f.study, f.resume);
-  const std::string cluster_file =
-      f.cluster == "local" ? measureLocalCluster(f.study, self_dir, mem_limit, f.resume) : f.cluster;
-  tn::Cluster c = tn::loadCluster(cluster_file, f.nodes);
-  if (mem_limit > 0) c.memory_bytes = mem_limit;
-  checkFigures(w, c, f.gbs, f.seq);
-  tn::TuneOptions o;
-  o.study_path = f.study;
-  o.resume = f.resume;
-  o.lock = lock.get();
-  o.predict_only = f.predict_only;
-  o.search = search;
-  o.max_trials = f.max_trials;
-  o.budget_s = budget_s;
-  o.first_round = f.first_round;
-  o.base_steps = std::max<int64_t>(2, f.steps);
-  o.finalists = f.finalists;
-  o.final_rounds = f.final_rounds;
-  o.trial_timeout_s = f.trial_timeout;
-  o.launcher = f.launcher;
-  o.trainscope = self_dir + "/trainscope";
-  o.work_dir = f.study + ".trials";
-  o.mem_limit = c.kind == "cpu" ? c.memory_bytes : 0;
-  o.inject = f.inject;
-
-  const bool tty = isatty(1);
-  auto progress = [&](const tn::TuneEvent& e) {
-    char head[160];
-    std::snprintf(head, sizeof(head), "[%lld/%lld] %5.0fs eta %4.0fs", static_cast<long long>(e.done),
-                  static_cast<long long>(e.planned), e.elapsed_s, e.eta_s);
-    const std::string line = progressLine(e);
-    if (tty) {
-      const int width = 20, filled = e.planned ? int(width * e.done / std::max<int64_t>(1, e.planned)) : 0;
-      std::cout << "\r\033[K" << std::string(size_t(std::min(filled, width)), '#')
-                << std::string(size_t(width - std::min(filled, width)), '.') << " " << head << "  " << line << "\n"
-                << "best so far: " << (e.best_plan.empty() ? "-" : e.best_plan) << std::flush;
-      std::cout << "\r";
-    } else {
-      std::cout << head << "  " << line << "  | best: " << (e.best_plan.empty() ? "-" : e.best_plan) << std::endl;
-    }
-  };
-  const tn::TuneResult r = tn::tune(w, c, so, o, progress);
-  if (tty) std::cout << "\n";
-  int64_t valid = 0;
-  for (const auto& cand : r.candidates) valid += cand.rejected.empty();
-  if (valid == 0) {
-    // Nothing to rank or run: the flags asked for an empty space. Say why, with an example.
-    int64_t over_memory = 0;
-    for (const auto& cand : r.candidates) over_memory += cand.rejected.rfind("predicted memory", 0) == 0;
-    if (f.explain) {
-      std::printf("rejected:\n");
-      for (const auto& cand : r.candidates)
-        std::printf("  %-46s %s\n", cand.plan.describe().c_str(), cand.rejected.c_str());
-    }
-    std::string example;
-    for (const auto& cand : r.candidates)
-      if (example.empty() || cand.rejected.rfind("predicted memory", 0) == 0)
-        example = cand.plan.describe() + ": " + cand.rejected;
-    throw UserError(r.candidates.empty()                          ? "--ranks"
-                    : over_memory == int64_t(r.candidates.size()) ? "--mem-limit"
-                                                                  : "--gbs",
-                    "none of the " + std::to_string(r.candidates.size()) +
-                        " combinations is valid and predicted to fit" +
-                        (example.empty() ? std::string() : " (e.g. " + example + ")"),
-                    "see them with --predict-only --explain; change --gbs, --mbs, --ranks, --mem-limit or --cluster");
-  }
-  // Per candidate measured: its ok trials, their pooled step time (r.estimate) and the highest peak.
-  std::map<int64_t, std::pair<int64_t, int64_t>> ok_trials;  // candidate → (pooled trials, max peak bytes)
+// Per candidate measured: its ok trials pooled into its step time (r.estimate), and the highest peak.
+std::map<int64_t, std::pair<int64_t, int64_t>> okTrials(const tn::TuneResult& r) {
+  std::map<int64_t, std::pair<int64_t, int64_t>> ok;  // candidate → (pooled trials, max peak bytes)
   for (const auto& t : r.trials)
     if (t.status == tn::TrialStatus::Ok) {
-      auto& [n, peak] = ok_trials[t.candidate];
+      auto& [n, peak] = ok[t.candidate];
       if (n == 0) tn::pooledStepTime(r.trials, t.candidate, &n);
       peak = std::max(peak, t.peak_bytes);
     }
-  if (f.json) {
-    nlohmann::json j = {{"study", f.study}, {"workload", w.name}, {"cluster", c.name}, {"candidates", r.candidates.size()},
-                        {"valid", valid}, {"trials_run", r.trials_run}, {"time_scale", r.time_scale},
-                        {"recommended", r.recommended}, {"interrupted", r.interrupted}};
-    if (r.recommended >= 0 && r.estimate.count(r.recommended)) j["recommended_step_s"] = r.estimate.at(r.recommended);
-    for (const auto& t : r.trials)
-      j["trials"].push_back({{"candidate", t.candidate}, {"round", t.round}, {"steps", t.steps},
-                             {"status", toString(t.status)}, {"step_s", t.step_s}, {"tokens_per_s", t.tokens_per_s},
-                             {"peak_bytes", t.peak_bytes}, {"predicted_step_s", t.predicted_step_s},
-                             {"predicted_peak", t.predicted_peak}, {"db", t.db_path},
-                             {"profile", t.round == 0 && std::count(r.profiles.begin(), r.profiles.end(), t.candidate) > 0}});
-    for (const auto& cand : r.candidates)
-      j["ranked"].push_back({{"id", cand.id}, {"plan", cand.plan.describe()}, {"rejected", cand.rejected},
-                             {"predicted_step_s", cand.predicted_step_s}, {"predicted_peak", cand.predicted_peak},
-                             {"time_measured", cand.time_measured},
-                             {"measured_step_s", r.estimate.count(cand.id) && r.estimate.at(cand.id) > 0
-                                                     ? nlohmann::json(r.estimate.at(cand.id))
-                                                     : nlohmann::json()},
-                             {"predicted_step_s_analytic", cand.rejected.empty() ? tn::predictTime(w, cand.plan, c).step_s : 0.0}});
-    j["measured_costs"] = nlohmann::json::parse(tn::costsJson(r.costs));
-    if (r.network_fit.samples > 0)
-      j["network_fit"] = {{"latency_s", r.network_fit.tier.latency},
-                          {"bandwidth_bytes_per_s", r.network_fit.tier.bandwidth},
-                          {"samples", r.network_fit.samples}, {"r2", r.network_fit.r2}};
-    std::cout << j.dump() << std::endl;
-    return r.interrupted ? 128 + r.signal : 0;
-  }
+  return ok;
+}
+
+// --json: the whole study's outcome as one object.
+nlohmann::json resultJson(const TuneFlags& f, const workloads::Workload& w, const tn::Cluster& c, const tn::TuneResult& r,
+                          int64_t valid) {
+  nlohmann::json j = {{"study", f.study}, {"workload", w.name}, {"cluster", c.name}, {"candidates", r.candidates.size()},
+                      {"valid", valid}, {"trials_run", r.trials_run}, {"time_scale", r.time_scale},
+                      {"recommended", r.recommended}, {"interrupted", r.interrupted}};
+  if (r.recommended >= 0 && r.estimate.count(r.recommended)) j["recommended_step_s"] = r.estimate.at(r.recommended);
+  for (const auto& t : r.trials)
+    j["trials"].push_back({{"candidate", t.candidate}, {"round", t.round}, {"steps", t.steps},
+                           {"status", toString(t.status)}, {"step_s", t.step_s}, {"tokens_per_s", t.tokens_per_s},
+                           {"peak_bytes", t.peak_bytes}, {"predicted_step_s", t.predicted_step_s},
+                           {"predicted_peak", t.predicted_peak}, {"db", t.db_path},
+                           {"profile", t.round == 0 && std::count(r.profiles.begin(), r.profiles.end(), t.candidate) > 0}});
+  for (const auto& cand : r.candidates)
+    j["ranked"].push_back({{"id", cand.id}, {"plan", cand.plan.describe()}, {"rejected", cand.rejected},
+                           {"predicted_step_s", cand.predicted_step_s}, {"predicted_peak", cand.predicted_peak},
+                           {"time_measured", cand.time_measured},
+                           {"measured_step_s", r.estimate.count(cand.id) && r.estimate.at(cand.id) > 0
+                                                   ? nlohmann::json(r.estimate.at(cand.id))
+                                                   : nlohmann::json()},
+                           {"predicted_step_s_analytic", cand.rejected.empty() ? tn::predictTime(w, cand.plan, c).step_s : 0.0}});
+  j["measured_costs"] = nlohmann::json::parse(tn::costsJson(r.costs));
+  if (r.network_fit.samples > 0)
+    j["network_fit"] = {{"latency_s", r.network_fit.tier.latency},
+                        {"bandwidth_bytes_per_s", r.network_fit.tier.bandwidth},
+                        {"samples", r.network_fit.samples}, {"r2", r.network_fit.r2}};
+  return j;
+}
+
+// The ranked candidates with what was measured of each, and the layer costs the predictions came from.
+void printTable(const TuneFlags& f, const workloads::Workload& w, const tn::Cluster& c, const tn::TuneResult& r,
+                int64_t valid, std::map<int64_t, std::pair<int64_t, int64_t>>& ok_trials) {
   std::printf("\n%s on %s, gbs %lld: %zu combinations, %lld valid and predicted to fit", w.name.c_str(), c.name.c_str(),
               static_cast<long long>(f.gbs), r.candidates.size(), static_cast<long long>(valid));
   std::printf(" (memory limit %s MiB per rank)\n", mib(c.memory_bytes).c_str());
@@ -373,6 +305,93 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
                     k.dp_hidden_share >= 0 ? (std::to_string(int(k.dp_hidden_share * 100 + 0.5)) + "%").c_str() : "-");
       }
   }
+}
+
+// One progress line: on a terminal a bar with the best so far beneath it, else a plain line.
+void printProgress(const tn::TuneEvent& e, bool tty) {
+  char head[160];
+  std::snprintf(head, sizeof(head), "[%lld/%lld] %5.0fs eta %4.0fs", static_cast<long long>(e.done),
+                static_cast<long long>(e.planned), e.elapsed_s, e.eta_s);
+  const std::string line = progressLine(e);
+  if (tty) {
+    const int width = 20, filled = e.planned ? int(width * e.done / std::max<int64_t>(1, e.planned)) : 0;
+    std::cout << "\r\033[K" << std::string(size_t(std::min(filled, width)), '#')
+              << std::string(size_t(width - std::min(filled, width)), '.') << " " << head << "  " << line << "\n"
+              << "best so far: " << (e.best_plan.empty() ? "-" : e.best_plan) << std::flush;
+    std::cout << "\r";
+  } else {
+    std::cout << head << "  " << line << "  | best: " << (e.best_plan.empty() ? "-" : e.best_plan) << std::endl;
+  }
+}
+
+int runTune(const TuneFlags& f, const std::string& self_dir) {
+  const tn::SpaceOptions so = checkedSpace(f);
+  const std::string search = f.exhaustive ? "exhaustive" : f.search;  // --exhaustive: an alias
+  const double budget_s = parseDuration(f.budget);
+  const int64_t mem_limit = f.mem_limit.empty() ? 0 : rt::parseBytes(f.mem_limit, "--mem-limit");
+  const workloads::Workload w = workloads::load(f.workload);
+
+  // One tuner per study, from here to the end (study.h): taken before --cluster local measures into
+  // files beside the study. --predict-only makes no study.
+  std::unique_ptr<tn::StudyLock> lock;
+  if (!f.predict_only) lock = std::make_unique<tn::StudyLock>(f.study, f.resume);
+  const std::string cluster_file =
+      f.cluster == "local" ? measureLocalCluster(f.study, self_dir, mem_limit, f.resume) : f.cluster;
+  tn::Cluster c = tn::loadCluster(cluster_file, f.nodes);
+  if (mem_limit > 0) c.memory_bytes = mem_limit;
+  checkFigures(w, c, f.gbs, f.seq);
+  tn::TuneOptions o;
+  o.study_path = f.study;
+  o.resume = f.resume;
+  o.lock = lock.get();
+  o.predict_only = f.predict_only;
+  o.search = search;
+  o.max_trials = f.max_trials;
+  o.budget_s = budget_s;
+  o.first_round = f.first_round;
+  o.base_steps = std::max<int64_t>(2, f.steps);
+  o.finalists = f.finalists;
+  o.final_rounds = f.final_rounds;
+  o.trial_timeout_s = f.trial_timeout;
+  o.launcher = f.launcher;
+  o.trainscope = self_dir + "/trainscope";
+  o.work_dir = f.study + ".trials";
+  o.mem_limit = c.kind == "cpu" ? c.memory_bytes : 0;
+  o.inject = f.inject;
+
+  const bool tty = isatty(1);
+  auto progress = [tty](const tn::TuneEvent& e) { printProgress(e, tty); };
+  const tn::TuneResult r = tn::tune(w, c, so, o, progress);
+  if (tty) std::cout << "\n";
+  int64_t valid = 0;
+  for (const auto& cand : r.candidates) valid += cand.rejected.empty();
+  if (valid == 0) {
+    // Nothing to rank or run: the flags asked for an empty space. Say why, with an example.
+    int64_t over_memory = 0;
+    for (const auto& cand : r.candidates) over_memory += cand.rejected.rfind("predicted memory", 0) == 0;
+    if (f.explain) {
+      std::printf("rejected:\n");
+      for (const auto& cand : r.candidates)
+        std::printf("  %-46s %s\n", cand.plan.describe().c_str(), cand.rejected.c_str());
+    }
+    std::string example;
+    for (const auto& cand : r.candidates)
+      if (example.empty() || cand.rejected.rfind("predicted memory", 0) == 0)
+        example = cand.plan.describe() + ": " + cand.rejected;
+    throw UserError(r.candidates.empty()                          ? "--ranks"
+                    : over_memory == int64_t(r.candidates.size()) ? "--mem-limit"
+                                                                  : "--gbs",
+                    "none of the " + std::to_string(r.candidates.size()) +
+                        " combinations is valid and predicted to fit" +
+                        (example.empty() ? std::string() : " (e.g. " + example + ")"),
+                    "see them with --predict-only --explain; change --gbs, --mbs, --ranks, --mem-limit or --cluster");
+  }
+  auto ok_trials = okTrials(r);
+  if (f.json) {
+    std::cout << resultJson(f, w, c, r, valid).dump() << std::endl;
+    return r.interrupted ? 128 + r.signal : 0;
+  }
+  printTable(f, w, c, r, valid, ok_trials);
   if (f.explain) {
     std::printf("\nrejected:\n");
     for (const auto& cand : r.candidates)

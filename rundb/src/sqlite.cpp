@@ -94,16 +94,6 @@ Beside besideOf(const std::string& path) {
   return b;
 }
 
-// A FIFO would block open(2) forever, and SQLite reads nothing else sensibly.
-void requireRegular(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    throw SqliteError(SQLITE_CANTOPEN, "sqlite: cannot open " + path + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    throw SqliteError(SQLITE_CANTOPEN, "sqlite: cannot open " + path + ": " +
-                                           (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file (a FIFO, device or socket)"));
-}
-
 // A killed writer's -wal without its -shm, in a folder this user cannot write: SQLite cannot read
 // the -wal, and an immutable open would silently drop the rows in it. Said as a UserError, with the
 // fix: it is about the file and its folder, not a failing SQLite call.
@@ -122,7 +112,8 @@ Database::Database(const std::string& path, Mode mode) : path_(path) {
     open(path, mode == Mode::ReadWrite ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     return;
   }
-  requireRegular(path);
+  // A FIFO would block open(2) forever, and SQLite reads nothing else sensibly.
+  files::requireRegularFile(path, "database", "name a trainscope run database or study");
   // Read-only, creating nothing beside the file. A WAL database opened by a plain read-only
   // connection gets a -wal and a -shm file, left behind when it closes (a reader cannot remove
   // them). So:

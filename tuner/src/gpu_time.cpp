@@ -25,10 +25,6 @@ constexpr double kTile = 128.0;  // a CTA's output tile edge in cuBLAS's large-G
 constexpr double kHostOpsForward = 25, kHostOpsBackward = 50;
 constexpr double kDdpBucketBytes = 25.0 * (1 << 20);  // PyTorch DDP's default bucket
 
-const char* dtypeOf(runtime::Precision p) {
-  return p == runtime::Precision::BF16 ? "bf16" : p == runtime::Precision::FP16 ? "fp16" : "fp32";
-}
-
 double sum(const std::vector<Op>& ops, const Cluster& c, double peak, double e) {
   double t = 0;
   for (const Op& o : ops) t += o.kind == Op::Kind::Gemm ? gemmSeconds(o, c, peak, e) : memorySeconds(o, c);
@@ -63,13 +59,18 @@ double collectiveSeconds(const NetworkTier& tier, double bytes, double n, double
   return tier.latency * (1.0 + std::log2(n)) + bytes * factor / std::max(busbw, 1.0);
 }
 
-TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
-  TimePrediction r;
-  const bool megatron = o.framework == Framework::Megatron;
-  const double e = double(p.elementBytes()), t = double(p.tp), M = double(p.ga());
-  // Tensor cores run at the clock the board sustains at its power limit, not at the boost clock the
-  // datasheet's peak is quoted at (A100: 1305 of 1410 MHz under HPL).
-  const double peak = c.peak(dtypeOf(p.precision)) * c.sustained_clock;
+namespace {
+
+// One micro-batch on a stage: its kernels forward and backward, its recomputation, its TP collectives
+// (device seconds), and the host's dispatch of its ops.
+struct Stage {
+  double device_fwd, device_bwd, recompute, tp, host;
+};
+
+// The slowest stage's micro-batch: the first stage holds ⌈L/p⌉ layers and the embedding, the last
+// ⌊L/p⌋ and the head.
+Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak) {
+  const double e = double(p.elementBytes()), t = double(p.tp);
   const LayerOps layer = layerOps(w, p, o.framework), head = headOps(w, p, o.framework), emb = embeddingOps(w, p);
 
   // Tensor parallelism per layer: 2 all-reduces forward and 2 backward of the (b, s, h) activation
@@ -92,12 +93,8 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   const double host_layer = c.dispatch_s * (kHostOpsForward * (p.ckpt == Checkpointing::Full ? 2 : 1) +
                                             kHostOpsBackward);
 
-  // The slowest stage: the first holds ⌈L/p⌉ layers and the embedding, the last ⌊L/p⌋ and the head.
   const double first_layers = double(layersOfStage(w.n_layer, p.pp, 0));
   const double last_layers = double(layersOfStage(w.n_layer, p.pp, p.pp - 1));
-  struct Stage {
-    double device_fwd, device_bwd, recompute, tp, host;
-  };
   auto stage = [&](double layers, bool first, bool last) {
     Stage s{};
     s.device_fwd = layers * layer_fwd + (first ? sum(emb.forward, c, peak, e) : 0) + (last ? sum(head.forward, c, peak, e) : 0);
@@ -109,7 +106,20 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   };
   const Stage a = stage(first_layers, true, p.pp == 1), z = stage(last_layers, false, true);
   auto total = [](const Stage& s) { return std::max(s.device_fwd + s.device_bwd + s.recompute + s.tp, s.host); };
-  const Stage& slow = p.pp == 1 || total(a) >= total(z) ? a : z;
+  return p.pp == 1 || total(a) >= total(z) ? a : z;
+}
+
+}  // namespace
+
+TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
+  TimePrediction r;
+  const bool megatron = o.framework == Framework::Megatron;
+  const double e = double(p.elementBytes()), t = double(p.tp), M = double(p.ga());
+  // Tensor cores run at the clock the board sustains at its power limit, not at the boost clock the
+  // datasheet's peak is quoted at (A100: 1305 of 1410 MHz under HPL).
+  const double peak = c.peak(runtime::toString(p.precision)) * c.sustained_clock;
+  const double act_bytes = double(p.mbs) * double(p.seq) * double(w.n_embd) * e;  // one (b, s, h) activation
+  const Stage slow = slowestStage(w, p, c, o, peak);
   const double device = slow.device_fwd + slow.device_bwd + slow.recompute + slow.tp;
   const double per_micro = std::max(device, slow.host);
   r.bound = slow.host > device ? "host launch" : "device";
@@ -161,7 +171,7 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.bubble_s + r.optimizer_s;
   r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;
   r.model_flops = workloads::stepFlops(p.gbs, p.seq, w.n_layer, w.n_embd, w.vocab_size, workloads::Recompute::None).model;
-  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(dtypeOf(p.precision)));
+  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runtime::toString(p.precision)));
   return r;
 }
 

@@ -186,4 +186,12 @@ MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p) {
   return m;
 }
 
+bool figuresCountable(const workloads::Workload& w, long double sequences, int64_t seq, int64_t devices) {
+  const long double s = seq, h = w.n_embd, L = w.n_layer, V = w.vocab_size, a = w.n_head;
+  const long double per_token = L * (64 * h + 8 * a * s) + 32 * (h + V) + 64;
+  const long double params = (V + w.n_positions + 13 * L * h) * h;
+  const long double bound = 4 * sequences * s * per_token + 64 * params * ((long double)devices + 2) + 16 * V * h * s;
+  return bound < std::ldexp(1.0L, 60);
+}
+
 }  // namespace trainscope::tuner

@@ -12,10 +12,6 @@ namespace {
 
 using runtime::Checkpointing;
 
-const char* dtypeOf(runtime::Precision p) {
-  return p == runtime::Precision::BF16 ? "bf16" : p == runtime::Precision::FP16 ? "fp16" : "fp32";
-}
-
 // α–β time of one collective over `n` ranks moving `bytes` (nccl-tests' bus-bandwidth factors).
 double collective(const NetworkTier& tier, double bytes, double n, double factor) {
   if (n <= 1 || bytes <= 0) return 0;
@@ -35,7 +31,7 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double M = double(p.ga());
   // A CPU cluster's peak is one node's: its ranks share the cores.
   const double ranks_per_node = double(std::min<int64_t>(p.world(), c.devices_per_node));
-  const double peak = c.peak(dtypeOf(p.precision)) / (c.kind == "cpu" ? ranks_per_node : 1.0);
+  const double peak = c.peak(runtime::toString(p.precision)) / (c.kind == "cpu" ? ranks_per_node : 1.0);
   const double mem_bw = c.memory_bandwidth / (c.kind == "cpu" ? ranks_per_node : 1.0);
   auto gemm = [&](double m, double n, double k) {  // one GEMM, forward
     const double f = 2.0 * m * n * k;
@@ -94,7 +90,7 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double tokens = double(p.gbs) * s;
   r.tokens_per_s = tokens / r.step_s;
   r.model_flops = workloads::stepFlops(p.gbs, p.seq, w.n_layer, w.n_embd, w.vocab_size, workloads::Recompute::None).model;
-  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(dtypeOf(p.precision)) /
+  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runtime::toString(p.precision)) /
                                       (c.kind == "cpu" ? ranks_per_node : 1.0));
   return r;
 }

@@ -69,4 +69,11 @@ MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p);
 double megatronLayerActivationBytes(double s, double b, double h, double a, double t, bool sp,
                                     runtime::Checkpointing ckpt);
 
+// The models' figures are int64 bytes per rank. False when an upper bound of all of them — every
+// term of predictMemory for `sequences` of `seq` tokens in flight (activations with the quadratic
+// score term, the logits) plus the weights with their gradients and optimizer state on each of
+// `devices`, with room to spare — reaches 2^60: such a batch would come out as a wrapped-around
+// peak that "fits". `tune` (the global batch) and `predict` (a stage's micro-batches) refuse it.
+bool figuresCountable(const workloads::Workload& w, long double sequences, int64_t seq, int64_t devices);
+
 }  // namespace trainscope::tuner
