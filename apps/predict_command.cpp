@@ -15,12 +15,10 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
-#include "trainscope/tuner/cluster.h"
+#include "trainscope/tuner/models.h"
 #include "trainscope/rundb/reader.h"
-#include "trainscope/runtime/config.h"
-#include "trainscope/tuner/memory_model.h"
+#include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/profile.h"
-#include "trainscope/tuner/time_model.h"
 #include "trainscope/workloads/workload.h"
 
 namespace trainscope::apps {

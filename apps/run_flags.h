@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "trainscope/runtime/config.h"
+#include "trainscope/runconfig/config.h"
 
 namespace trainscope::apps {
 

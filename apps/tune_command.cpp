@@ -23,8 +23,8 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
-#include "trainscope/runtime/config.h"
-#include "trainscope/tuner/memory_model.h"
+#include "trainscope/runconfig/config.h"
+#include "trainscope/tuner/models.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/tune.h"
 #include "trainscope/workloads/workload.h"

@@ -11,10 +11,8 @@
 
 #include "../common/cli.h"
 
-#include "../../tuner/src/gpu_time.h"
-#include "trainscope/tuner/cluster.h"
-#include "trainscope/tuner/layer_ops.h"
-#include "trainscope/tuner/time_model.h"
+#include "../../models/src/gpu_time.h"
+#include "trainscope/tuner/models.h"
 
 namespace tn = trainscope::tuner;
 

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "../common/cli.h"
-#include "trainscope/runtime/host.h"
+#include "trainscope/runconfig/host.h"
 
 namespace rt = trainscope::runtime;
 namespace fs = std::filesystem;

@@ -6,11 +6,9 @@
 #include <fstream>
 
 #include "../common/cli.h"
-#include "trainscope/runtime/config.h"
+#include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/calibrate.h"
-#include "trainscope/tuner/cluster.h"
-#include "trainscope/tuner/memory_model.h"
-#include "trainscope/tuner/time_model.h"
+#include "trainscope/tuner/models.h"
 #include "trainscope/common/error.h"
 #include "trainscope/workloads/flops.h"
 #include "trainscope/workloads/memory.h"

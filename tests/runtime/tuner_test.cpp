@@ -11,8 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainscope/rundb/reader.h"
-#include "trainscope/tuner/cluster.h"
-#include "trainscope/tuner/memory_model.h"
+#include "trainscope/tuner/models.h"
 #include "trainscope/tuner/profile.h"
 #include "trainscope/workloads/workload.h"
 #include "util.h"

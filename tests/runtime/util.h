@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/runtime/config.h"
+#include "trainscope/runconfig/config.h"
 #include "trainscope/runtime/device.h"
 #include "trainscope/runtime/trainer.h"
 #include "../common/cli.h"

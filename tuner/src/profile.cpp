@@ -14,7 +14,7 @@
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/summary.h"
-#include "trainscope/tuner/memory_model.h"
+#include "trainscope/tuner/models.h"
 
 namespace trainscope::tuner {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "parallel/tensor_parallel.h"
+#include "model/tensor_parallel.h"
 #include "trainscope/runtime/gpt.h"
 
 namespace trainscope::runtime {

@@ -23,7 +23,7 @@
 #include "model/fused_head.h"
 #include "cpu/gemm_avx512.h"
 #include "model/linear.h"
-#include "parallel/tensor_parallel.h"
+#include "model/tensor_parallel.h"
 
 #include <algorithm>
 #include <limits>

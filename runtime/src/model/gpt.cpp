@@ -11,7 +11,7 @@
 #include "cpu/cpu_ops.h"
 #include "model/fused_head.h"
 #include "model/linear.h"
-#include "parallel/tensor_parallel.h"
+#include "model/tensor_parallel.h"
 #include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {

@@ -14,7 +14,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "trainscope/runtime/comm.h"
-#include "trainscope/runtime/config.h"
+#include "trainscope/runconfig/config.h"
 #include "trainscope/runtime/data.h"
 #include "trainscope/runtime/gpt.h"
 

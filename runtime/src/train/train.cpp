@@ -36,12 +36,12 @@
 #include "trainscope/runtime/comm.h"
 #include "trainscope/runtime/data.h"
 #include "trainscope/runtime/device.h"
-#include "trainscope/runtime/host.h"
+#include "trainscope/runconfig/host.h"
 #include "trainscope/runtime/launch.h"
 #include "trainscope/runtime/parallel.h"
 #include "trainscope/runtime/memory.h"
 #include "trainscope/runtime/trainer.h"
-#include "trainscope/tuner/memory_model.h"
+#include "trainscope/models/memory_model.h"
 #include "trainscope/tracer/cupti_source.h"
 #include "trainscope/tracer/trace.h"
 
@@ -538,9 +538,9 @@ void checkMemoryFits(const TrainConfig& cfg, int pp_rank, int local_ranks, bool 
   if (!cfg.memory_check) return;
   const auto [available, source] = availableBytes(cfg, local_ranks, cpu);
   if (available <= 0) return;
-  tuner::Plan plan = tuner::planOf(cfg);
+  models::Plan plan = models::planOf(cfg);
   plan.cpu = cpu;
-  const auto m = tuner::predictMemory(cfg.model, plan);
+  const auto m = models::predictMemory(cfg.model, plan);
   const int64_t need = m.stages[size_t(std::min<int64_t>(pp_rank, int64_t(m.stages.size()) - 1))].total();
   if (double(need) * 0.9 <= double(available)) return;
   auto gib = [](int64_t b) {

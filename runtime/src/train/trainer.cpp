@@ -20,7 +20,7 @@
 #include "optim/partitioned.h"
 #include "train/sources.h"
 #include "parallel/pipeline.h"
-#include "parallel/tensor_parallel.h"
+#include "model/tensor_parallel.h"
 #include "trainscope/common/error.h"
 #include "trainscope/runtime/data.h"
 #include "trainscope/runtime/gpt.h"

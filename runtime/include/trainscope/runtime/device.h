@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "trainscope/runtime/config.h"
+#include "trainscope/runconfig/config.h"
 
 namespace trainscope::runtime {
 

@@ -18,7 +18,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "trainscope/runtime/config.h"
+#include "trainscope/runconfig/config.h"
 #include "trainscope/workloads/workload.h"
 
 namespace trainscope::runtime {

@@ -17,7 +17,7 @@
 
 #include "trainscope/rundb/rows.h"
 #include "trainscope/rundb/summary.h"
-#include "trainscope/runtime/config.h"
+#include "trainscope/runconfig/config.h"
 
 namespace trainscope::runtime {
 

@@ -16,7 +16,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "trainscope/runtime/comm.h"
-#include "trainscope/runtime/config.h"
+#include "trainscope/runconfig/config.h"
 #include "trainscope/runtime/device.h"
 #include "trainscope/rundb/rows.h"
 

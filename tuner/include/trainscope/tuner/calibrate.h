@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "trainscope/rundb/rows.h"
-#include "trainscope/tuner/cluster.h"
+#include "trainscope/tuner/models.h"
 
 namespace trainscope::tuner {
 

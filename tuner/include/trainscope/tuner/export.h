@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/runtime/config.h"
+#include "trainscope/runconfig/config.h"
 
 namespace trainscope::tuner {
 

@@ -32,10 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/tuner/cluster.h"
-#include "trainscope/tuner/plan.h"
+#include "trainscope/tuner/models.h"
 #include "trainscope/tuner/space.h"
-#include "trainscope/tuner/time_model.h"
 
 namespace trainscope::rundb {
 class RunReader;

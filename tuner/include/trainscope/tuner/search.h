@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/tuner/cluster.h"
+#include "trainscope/tuner/models.h"
 #include "trainscope/tuner/space.h"
 #include "trainscope/tuner/study.h"
 

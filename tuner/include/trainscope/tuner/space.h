@@ -10,10 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/tuner/cluster.h"
-#include "trainscope/tuner/memory_model.h"
-#include "trainscope/tuner/plan.h"
-#include "trainscope/tuner/time_model.h"
+#include "trainscope/tuner/models.h"
 
 namespace trainscope::tuner {
 

@@ -1,4 +1,4 @@
-// trainscope/tuner/memory_model.h — predicted memory per rank, per pipeline stage (docs/tuner.md).
+// trainscope/models/memory_model.h — predicted memory per rank, per pipeline stage (docs/tuner.md).
 //
 // Model state from the runtime's own formulas (workloads/memory.h) on each stage's shards: the
 // tensors a (tp, pp) rank holds, ZeRO-1's partition simulated as the runtime makes it (whole tensors,
@@ -18,9 +18,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "trainscope/tuner/plan.h"
+#include "trainscope/models/plan.h"
 
-namespace trainscope::tuner {
+namespace trainscope::models {
 
 struct StageMemory {
   int64_t stage = 0, layers = 0;
@@ -76,4 +76,4 @@ double megatronLayerActivationBytes(double s, double b, double h, double a, doub
 // peak that "fits". `tune` (the global batch) and `predict` (a stage's micro-batches) refuse it.
 bool figuresCountable(const workloads::Workload& w, long double sequences, int64_t seq, int64_t devices);
 
-}  // namespace trainscope::tuner
+}  // namespace trainscope::models

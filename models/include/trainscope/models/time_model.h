@@ -1,4 +1,4 @@
-// trainscope/tuner/time_model.h — predicted step time of a plan on a cluster (docs/tuner.md). GPU
+// trainscope/models/time_model.h — predicted step time of a plan on a cluster (docs/tuner.md). GPU
 // clusters: every kernel of the layer's op list (layer_ops.h) priced by its shape — GEMMs with
 // tile/wave quantisation and a roofline, memory-bound kernels at achieved bandwidth, each at least
 // the device's kernel floor, the step bound by the longer of the device stream and the host's
@@ -13,11 +13,11 @@
 
 #include <string>
 
-#include "trainscope/tuner/cluster.h"
-#include "trainscope/tuner/layer_ops.h"
-#include "trainscope/tuner/plan.h"
+#include "trainscope/models/cluster.h"
+#include "trainscope/models/layer_ops.h"
+#include "trainscope/models/plan.h"
 
-namespace trainscope::tuner {
+namespace trainscope::models {
 
 struct TimePrediction {
   double compute_s = 0;      // forward + backward GEMMs and memory-bound ops, all micro-batches
@@ -48,4 +48,4 @@ struct TimeOptions {
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o = {});
 
-}  // namespace trainscope::tuner
+}  // namespace trainscope::models

@@ -1,4 +1,4 @@
-// trainscope/runtime/host.h — what this host lets a run use: memory (the cgroup's limits, v1 and v2,
+// trainscope/runconfig/host.h — what this host lets a run use: memory (the cgroup's limits, v1 and v2,
 // nested, and MemAvailable) and tasks (the cgroup's pids limits, kernel.threads-max, RLIMIT_NPROC).
 //
 // Every reader takes the files it reads as parameters (HostPaths), so that tests point it at a fake

@@ -1,4 +1,4 @@
-// trainscope/tuner/layer_ops.h — a transformer layer, and the LM head, as the list of kernels a
+// trainscope/models/layer_ops.h — a transformer layer, and the LM head, as the list of kernels a
 // framework launches for one micro-batch: every GEMM with its shape, every memory-bound kernel with
 // the bytes it reads and writes. The GPU time model (time_model.cpp) prices each op; docs/tuner.md
 // ("GPU time model") derives the list. Shapes use the project's vocabulary: b micro-batch, s
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/tuner/plan.h"
+#include "trainscope/models/plan.h"
 #include "trainscope/workloads/workload.h"
 
-namespace trainscope::tuner {
+namespace trainscope::models {
 
 // Whose kernels: trainscope's runtime (fused flash attention, no dropout, fp32 gradients reduced
 // overlapped with backward) or Megatron-LM as the published runs used it (unfused attention: the
@@ -44,4 +44,4 @@ LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f);
 LayerOps headOps(const workloads::Workload& w, const Plan& p, Framework f);
 LayerOps embeddingOps(const workloads::Workload& w, const Plan& p);
 
-}  // namespace trainscope::tuner
+}  // namespace trainscope::models

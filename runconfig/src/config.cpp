@@ -1,5 +1,5 @@
 // config.cpp — validation and string forms of TrainConfig.
-#include "trainscope/runtime/config.h"
+#include "trainscope/runconfig/config.h"
 
 #include <algorithm>
 #include <cerrno>

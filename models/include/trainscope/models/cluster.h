@@ -1,10 +1,10 @@
-// trainscope/tuner/cluster.h — what the models know about a cluster (docs/tuner.md, "Cluster file").
+// trainscope/models/cluster.h — what the models know about a cluster (docs/tuner.md, "Cluster file").
 //
 // A JSON file: nodes, devices per node (CPU ranks per node for a CPU cluster), memory per device
 // (the per-rank limit for CPU ranks), peak FLOP/s per dtype with a matrix-efficiency curve by GEMM
 // size (as Calculon's system files), a vector rate for memory-bound ops, memory bandwidth, and two
 // network tiers (inside a node, between nodes) with bandwidth per device, efficiency and latency.
-// Shipped presets (tuner/clusters/*.json) carry the public figures they come from in "sources".
+// Shipped presets (models/clusters/*.json) carry the public figures they come from in "sources".
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace trainscope::tuner {
+namespace trainscope::models {
 
 struct NetworkTier {
   double bandwidth = 0;   // bytes/s per device, one direction
@@ -50,4 +50,4 @@ Cluster loadCluster(const std::string& name_or_path, int64_t nodes = 0);
 Cluster parseCluster(const std::string& json_text, const std::string& source);
 std::vector<std::string> clusterPresets();
 
-}  // namespace trainscope::tuner
+}  // namespace trainscope::models

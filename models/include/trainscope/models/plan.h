@@ -1,4 +1,4 @@
-// trainscope/tuner/plan.h — one point of the configuration space: how a global batch of a GPT is
+// trainscope/models/plan.h — one point of the configuration space: how a global batch of a GPT is
 // split over a cluster (DP × TP × PP ranks, micro-batches) and which memory/speed knobs are on.
 // The tuner's models take a Plan; a Plan becomes a `trainscope run --config` TrainConfig.
 #pragma once
@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <string>
 
-#include "trainscope/runtime/config.h"
+#include "trainscope/runconfig/config.h"
 #include "trainscope/workloads/workload.h"
 
-namespace trainscope::tuner {
+namespace trainscope::models {
 
 struct Plan {
   int64_t dp = 1, tp = 1, pp = 1;
@@ -39,4 +39,4 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p);
 // Layers of pipeline stage s (the runtime's StageSpec split: the first L mod p stages get one more).
 int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage);
 
-}  // namespace trainscope::tuner
+}  // namespace trainscope::models

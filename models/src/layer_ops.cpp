@@ -1,9 +1,9 @@
 // layer_ops.cpp — the kernels of a layer (see layer_ops.h; derivation in docs/tuner.md).
-#include "trainscope/tuner/layer_ops.h"
+#include "trainscope/models/layer_ops.h"
 
 #include "trainscope/common/error.h"
 
-namespace trainscope::tuner {
+namespace trainscope::models {
 
 using runtime::Checkpointing;
 
@@ -131,4 +131,4 @@ LayerOps embeddingOps(const workloads::Workload& w, const Plan& p) {
   return L;
 }
 
-}  // namespace trainscope::tuner
+}  // namespace trainscope::models

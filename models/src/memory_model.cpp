@@ -1,12 +1,12 @@
 // memory_model.cpp — see memory_model.h; formulas and their sources in docs/tuner.md.
-#include "trainscope/tuner/memory_model.h"
+#include "trainscope/models/memory_model.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "trainscope/workloads/memory.h"
 
-namespace trainscope::tuner {
+namespace trainscope::models {
 namespace {
 
 using runtime::Checkpointing;
@@ -194,4 +194,4 @@ bool figuresCountable(const workloads::Workload& w, long double sequences, int64
   return bound < std::ldexp(1.0L, 60);
 }
 
-}  // namespace trainscope::tuner
+}  // namespace trainscope::models

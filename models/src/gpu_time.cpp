@@ -14,7 +14,7 @@
 
 #include "trainscope/workloads/flops.h"
 
-namespace trainscope::tuner::gpu {
+namespace trainscope::models::gpu {
 namespace {
 
 using runtime::Checkpointing;
@@ -175,4 +175,4 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   return r;
 }
 
-}  // namespace trainscope::tuner::gpu
+}  // namespace trainscope::models::gpu

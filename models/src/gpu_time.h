@@ -1,9 +1,9 @@
 // gpu_time.h — the GPU branch of predictTime (internal to the tuner; see time_model.h).
 #pragma once
 
-#include "trainscope/tuner/time_model.h"
+#include "trainscope/models/time_model.h"
 
-namespace trainscope::tuner::gpu {
+namespace trainscope::models::gpu {
 
 TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o);
 
@@ -14,4 +14,4 @@ double memorySeconds(const Op& m, const Cluster& c);
 // nccl-tests' bus factor (all-reduce 2(n−1)/n, all-gather and reduce-scatter (n−1)/n, send 1).
 double collectiveSeconds(const NetworkTier& tier, double bytes, double n, double factor);
 
-}  // namespace trainscope::tuner::gpu
+}  // namespace trainscope::models::gpu

@@ -1,9 +1,9 @@
 // plan.cpp — see plan.h.
-#include "trainscope/tuner/plan.h"
+#include "trainscope/models/plan.h"
 
 #include <algorithm>
 
-namespace trainscope::tuner {
+namespace trainscope::models {
 
 std::string Plan::describe() const {
   std::string s = "dp" + std::to_string(dp) + " tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " mbs" +
@@ -52,4 +52,4 @@ int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage) {
   return n_layer / pp + (stage < n_layer % pp ? 1 : 0);
 }
 
-}  // namespace trainscope::tuner
+}  // namespace trainscope::models

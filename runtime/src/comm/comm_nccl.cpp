@@ -1,6 +1,6 @@
 // comm_nccl.cpp — NCCL process groups (CUDA builds). The communicator id travels through the
 // same c10d TCPStore as Gloo's rendezvous; ProcessGroupNCCL does that exchange itself.
-#include "parallel/comm_impl.h"
+#include "comm/comm_impl.h"
 
 #include "trainscope/common/error.h"
 

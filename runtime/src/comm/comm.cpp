@@ -14,7 +14,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Logging.h>
 
-#include "parallel/comm_impl.h"
+#include "comm/comm_impl.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,5 +1,5 @@
 // time_model.cpp — see time_model.h; formulas and sources in docs/tuner.md.
-#include "trainscope/tuner/time_model.h"
+#include "trainscope/models/time_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "gpu_time.h"
 #include "trainscope/workloads/flops.h"
 
-namespace trainscope::tuner {
+namespace trainscope::models {
 namespace {
 
 using runtime::Checkpointing;
@@ -95,4 +95,4 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   return r;
 }
 
-}  // namespace trainscope::tuner
+}  // namespace trainscope::models

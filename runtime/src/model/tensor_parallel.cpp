@@ -1,5 +1,5 @@
 // tensor_parallel.cpp — see tensor_parallel.h.
-#include "parallel/tensor_parallel.h"
+#include "model/tensor_parallel.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>

@@ -1,4 +1,4 @@
-// trainscope/runtime/config.h — what to train (TrainConfig) and where to record it (RunOutput),
+// trainscope/runconfig/config.h — what to train (TrainConfig) and where to record it (RunOutput),
 // their checks, and their two outside forms: JSON and `trainscope run` arguments.
 //
 // Plain data, no LibTorch (library trainscope::runconfig, which the tuner and the front end link

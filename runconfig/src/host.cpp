@@ -1,5 +1,5 @@
 // host.cpp — the host's memory and task limits (see host.h).
-#include "trainscope/runtime/host.h"
+#include "trainscope/runconfig/host.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // cluster.cpp — cluster files (see cluster.h).
-#include "trainscope/tuner/cluster.h"
+#include "trainscope/models/cluster.h"
 
 #include <sys/stat.h>
 
@@ -13,7 +13,7 @@
 
 #include "trainscope/common/error.h"
 
-namespace trainscope::tuner {
+namespace trainscope::models {
 namespace {
 
 std::string presetDir() {
@@ -141,4 +141,4 @@ Cluster loadCluster(const std::string& name, int64_t nodes) {
   return c;
 }
 
-}  // namespace trainscope::tuner
+}  // namespace trainscope::models
