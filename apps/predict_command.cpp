@@ -15,6 +15,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/tuner/cost_model.h"
 #include "trainscope/tuner/models.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/runconfig/config.h"
@@ -169,7 +170,7 @@ Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   p.ckpt = rt::parseCheckpointing(f.ckpt);
   p.precision = rt::parsePrecision(f.precision);
   p.optimizer = rt::parseOptimizer(f.optimizer);
-  p.zero = f.zero;
+  p.zero = rt::zeroStage(f.zero);  // 0 or 1: the flag and the file refuse the stages not modelled
   p.sequence_parallel = f.sp;
   if (f.schedule == "interleaved") {
     p.schedule = rt::PipelineSchedule::OneFOneB;
@@ -178,7 +179,7 @@ Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
     p.schedule = rt::parseSchedule(f.schedule);
   }
   p.cpu_lanes = f.cpu_lanes;
-  p.cpu = c.kind == "cpu";
+  p.cpu = c.kind == tn::ClusterKind::Cpu;
   if (const std::string why = tn::whyInvalid(w, p); !why.empty())
     throw UserError("predict", "this configuration is not valid: " + why, "change the flag it names");
   // A stage holds up to pp micro-batches in flight: figures the models cannot count are refused,

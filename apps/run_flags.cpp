@@ -1,109 +1,108 @@
 // run_flags.cpp — see run_flags.h.
 #include "run_flags.h"
 
-#include <cerrno>
-#include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <sys/stat.h>
+#include <type_traits>
 
 #include "trainscope/common/error.h"
+#include "trainscope/runconfig/fields.h"
 
 namespace trainscope::apps {
 
 namespace rt = trainscope::runtime;
 
+namespace {
+
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+
+// Adds each field of the list as a flag that writes into `c`. Numbers and strings go through
+// CLI11's own conversion (its errors name the flag); enums, ZeRO stages, byte counts and the seed
+// through runconfig's parsers, as text (UserError naming the flag).
+class FieldFlags {
+ public:
+  FieldFlags(CLI::App* run, rt::TrainConfig& c) : run_(run), c_(c) {}
+
+  template <class T>
+  void operator()(const rt::Field& f, T rt::TrainConfig::*m) {
+    T& v = c_.*m;
+    const bool show = f.has(rt::Field::kShowDefault);
+    const std::string flag = f.flag;
+    if constexpr (std::is_same_v<T, bool>) {
+      if (f.has(rt::Field::kNegated)) run_->add_flag_callback(flag, [&v] { v = false; }, f.help);
+      else run_->add_flag(flag, v, f.help);
+    } else if constexpr (std::is_same_v<T, uint64_t>) {
+      text(f, [&v, flag](const std::string& s) { v = rt::parseSeed(s, flag); }, show ? rt::argText(v) : "");
+    } else if constexpr (IsOptional<T>::value) {
+      using U = typename T::value_type;
+      run_->add_option_function<U>(flag, [&v](const U& x) { v = x; }, f.help);
+    } else if constexpr (std::is_same_v<T, rt::ZeroStage>) {
+      auto* o = run_->add_option_function<int64_t>(flag, [&v, flag](const int64_t& x) { v = rt::zeroStage(x, flag); },
+                                                    f.help);
+      if (show) o->default_str(rt::argText(v));
+    } else if constexpr (std::is_enum_v<T>) {
+      text(f, [&v, flag](const std::string& s) { rt::parseInto(s, flag, v); }, show ? rt::argText(v) : "");
+    } else {
+      bindValue(f, v, show);
+    }
+  }
+
+ private:
+  // A flag whose value is text for `parse`; `shown` is the default the help shows ("" none).
+  void text(const rt::Field& f, std::function<void(const std::string&)> parse, const std::string& shown) {
+    CLI::Option* o = run_->add_option_function<std::string>(f.flag, std::move(parse), f.help);
+    if (!shown.empty()) o->default_str(shown);
+  }
+
+  template <class T>
+  void bindValue(const rt::Field& f, T& v, bool show) {
+    if constexpr (std::is_same_v<T, int64_t>) {
+      if (f.has(rt::Field::kBytes)) {
+        const std::string flag = f.flag;
+        return text(f, [&v, flag](const std::string& s) { v = rt::parseBytes(s, flag); }, "");
+      }
+    }
+    CLI::Option* o = run_->add_option(f.flag, v, f.help);
+    if (show) o->capture_default_str();
+  }
+
+  CLI::App* run_;
+  rt::TrainConfig& c_;
+};
+
+// The text of a --config file (UserError naming --config when it is not a readable regular file).
+std::string readConfigFile(const std::string& file) {
+  struct stat st {};
+  if (stat(file.c_str(), &st) != 0) throw UserError("--config", file + " does not exist", "check the path");
+  if (!S_ISREG(st.st_mode)) throw UserError("--config", file + " is not a regular file", "pass a JSON file");
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
 void addRunFlags(CLI::App* run, RunFlags& f) {
-  rt::TrainConfig& c = f.cfg;
   run->add_option("--config", f.config_file,
                   "a config JSON (the \"config\" object of `run --json`, or the whole line); flags on the command line override it");
-  run->add_option("--workload", c.workload, "workload name (workloads/*.json) or a JSON path (also HF GPT-2 config.json)")
-      ->capture_default_str();
-  run->add_option("--seq", c.seq, "sequence length T (default: the workload's n_positions, at most 1024)");
-  run->add_option("--mbs", c.mbs, "micro-batch size in sequences")->capture_default_str();
-  run->add_option("--gbs", f.gbs, "global batch in sequences (= mbs x ga x dp)");
-  run->add_option("--ga", f.ga, "gradient-accumulation steps");
-  run->add_option("--steps", c.steps, "optimizer steps")->capture_default_str();
-  run->add_option("--ckpt", f.ckpt, "activation checkpointing: none|selective|full")->capture_default_str();
-  run->add_option("--precision", f.precision, "fp32|bf16|fp16")->capture_default_str();
-  run->add_option("--optimizer", f.optimizer, "adamw|adafactor|adam8bit|sgd")->capture_default_str();
-  run->add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
-  run->add_option("--min-lr-ratio", c.min_lr_ratio, "cosine decays to lr x this")->capture_default_str();
-  run->add_option("--warmup", c.warmup, "linear warm-up steps")->capture_default_str();
-  run->add_option("--clip", c.clip, "gradient global-norm clip (0: off)")->capture_default_str();
-  run->add_option("--weight-decay", c.weight_decay, "decoupled weight decay on matrices")->capture_default_str();
-  run->add_option("--beta1", c.beta1)->capture_default_str();
-  run->add_option("--beta2", c.beta2)->capture_default_str();
-  run->add_option("--eps", c.eps)->capture_default_str();
-  run->add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
-  run->add_option("--adam8bit-block", c.adam8bit_block, "8-bit Adam quantisation block")->capture_default_str();
-  run->add_option("--fp16-init-scale", c.fp16_init_scale, "initial fp16 loss scale")->capture_default_str();
-  run->add_option("--fp16-growth-interval", c.fp16_growth_interval, "clean steps before the fp16 scale doubles")
-      ->capture_default_str();
-  run->add_option("--seed", f.seed, "weight initialisation and synthetic data (0 to 2^64-1; default 1337)");
-  run->add_option("--data", c.data, "synthetic | path to a uint16 token file (nanoGPT / llm.c layout)")
-      ->capture_default_str();
-  run->add_option("--device", f.device, "auto|cpu|cuda")->capture_default_str();
+  rt::visitFields(FieldFlags(run, f.cfg));
+  // Where the run is recorded (RunOutput) and what it prints: not part of the config.
   run->add_option("--out", f.out.out, "run database (SQLite) to write");
   run->add_flag("--overwrite", f.out.overwrite, "replace --out if it is an earlier run database");
   run->add_option("--trace", f.out.trace, "record a trace into this run database (implies --out)");
-  run->add_option("--trace-level", f.out.trace_level, "steps|ranges|ops|all")->capture_default_str();
+  run->add_option_function<std::string>(
+         "--trace-level", [&f](const std::string& s) { f.out.trace_level = rt::parseTraceLevel(s, "--trace-level"); },
+         "steps|ranges|ops|all")
+      ->default_str(rt::toString(f.out.trace_level));
   run->add_flag("--trace-shapes", f.out.trace_shapes, "record LibTorch op input shapes (ops level)");
-  run->add_option("--peak-tflops", f.peak, "device peak dense TFLOP/s for MFU/HFU");
-  run->add_option("--threads", c.threads, "intra-op CPU threads (0: LibTorch default)");
-  run->add_option("--cpu-lanes", c.cpu_lanes,
-                  "CPU: run each micro-batch as N one-core lanes in parallel (0: auto = one per thread, 1: off)")
-      ->capture_default_str();
   run->add_flag("--json", f.json, "print one JSON summary line at the end");
-  run->add_option("--mem-limit", f.mem_limit,
-                  "CPU: bytes tensors may hold per rank (e.g. 2G); an allocation past it ends the run out of memory (exit 3)");
-  run->add_flag("--oversubscribe", f.oversubscribe, "allow --threads and --nproc beyond 4x this machine's cores");
-  run->add_flag("--skip-memory-check", f.skip_memory_check,
-                "start even when the memory model says the run cannot fit the memory available");
-  // parallelism
-  run->add_option("--nproc", c.nproc, "ranks to start (world = dp x tp x pp)")->capture_default_str();
-  run->add_option("--launcher", f.launcher, "local|slurm (slurm: under srun)")->capture_default_str();
-  run->add_option("--tp", c.tp, "tensor-parallel degree")->capture_default_str();
-  run->add_option("--pp", c.pp, "pipeline-parallel degree")->capture_default_str();
-  run->add_flag("--sequence-parallel", c.sequence_parallel, "shard LayerNorm/dropout regions along the sequence (needs --tp > 1)");
-  run->add_option("--zero", c.zero, "1: shard optimizer state over data-parallel ranks (ZeRO-1)")->capture_default_str();
-  run->add_option("--pp-schedule", f.schedule, "gpipe|1f1b")->capture_default_str();
-  run->add_option("--local-sgd", c.local_sgd, "H > 0: no gradient all-reduce; average weights every H steps")
-      ->capture_default_str();
-  run->add_option("--bucket-mb", c.bucket_mb, "data-parallel all-reduce bucket size (MiB)")->capture_default_str();
-  run->add_option("--rendezvous-timeout", c.rendezvous_timeout_s, "seconds to wait for every rank to join")
-      ->capture_default_str();
-  run->add_option("--collective-timeout", c.collective_timeout_s, "seconds before a stuck collective fails")
-      ->capture_default_str();
-  run->add_option("--inject-failure", c.inject_failure,
-                  "testing: RANK:STEP[:throw|segv|hang|oom] makes that rank fail at that step; \"merge\" makes the "
-                  "trace merge fail, \"close\" the run database's close (as on a full disk)");
   run->add_flag("-q,--quiet", f.quiet, "no per-step lines");
-}
-
-rt::TrainConfig finish(RunFlags& f, CLI::App* run) {
-  rt::TrainConfig c = f.cfg;
-  c.ckpt = rt::parseCheckpointing(f.ckpt);
-  c.precision = rt::parsePrecision(f.precision);
-  c.optimizer = rt::parseOptimizer(f.optimizer);
-  c.device = rt::parseDevice(f.device);
-  c.pp_schedule = rt::parseSchedule(f.schedule);
-  c.launcher = rt::parseLauncher(f.launcher);
-  if (run->count("--gbs")) c.gbs = f.gbs;
-  if (run->count("--ga")) c.ga = f.ga;
-  if (run->count("--peak-tflops")) c.peak_tflops = f.peak;
-  if (!f.mem_limit.empty()) c.mem_limit = rt::parseBytes(f.mem_limit, "--mem-limit");
-  if (f.skip_memory_check) c.memory_check = false;
-  if (f.oversubscribe) c.oversubscribe = true;
-  if (!f.seed.empty()) {
-    errno = 0;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(f.seed.c_str(), &end, 10);
-    if (f.seed[0] == '-' || f.seed[0] == '+' || *end != '\0' || end == f.seed.c_str() || errno == ERANGE)
-      throw UserError("--seed", "\"" + f.seed + "\" is not an integer from 0 to 18446744073709551615", "pass e.g. --seed 1337");
-    c.seed = v;
-  }
-  return c;
 }
 
 std::vector<std::string> expandConfigFlag(const std::vector<std::string>& argv) {
@@ -122,15 +121,9 @@ std::vector<std::string> expandConfigFlag(const std::vector<std::string>& argv) 
       out.push_back(argv[i]);
       continue;
     }
-    struct stat st {};
-    if (stat(file.c_str(), &st) != 0) throw UserError("--config", file + " does not exist", "check the path");
-    if (!S_ISREG(st.st_mode)) throw UserError("--config", file + " is not a regular file", "pass a JSON file");
-    std::ifstream in(file);
-    std::stringstream text;
-    text << in.rdbuf();
-    // The config's flags go first: flags written after them on the command line win.
-    std::vector<std::string> flags = rt::toArgs(rt::fromJson(text.str(), file));
-    // A batch split given on the command line replaces the config's (gbs and ga are one choice).
+    // The file's flags go first: flags written after them on the command line win.
+    std::vector<std::string> flags = rt::toArgs(rt::runSpecFromJson(readConfigFile(file), file));
+    // A batch split given on the command line replaces the file's (gbs and ga are one choice).
     bool user_batch = false;
     for (const auto& a : argv)
       for (const char* f : {"--gbs", "--ga"})
@@ -142,6 +135,14 @@ std::vector<std::string> expandConfigFlag(const std::vector<std::string>& argv) 
     out.insert(out.begin() + long(at), flags.begin(), flags.end());
   }
   return out;
+}
+
+std::optional<rt::RunSpec> configOnly(const std::vector<std::string>& argv) {
+  std::string file;
+  if (argv.size() == 4 && argv[1] == "run" && argv[2] == "--config") file = argv[3];
+  else if (argv.size() == 3 && argv[1] == "run" && argv[2].rfind("--config=", 0) == 0) file = argv[2].substr(9);
+  if (file.empty()) return std::nullopt;  // not that form (or an empty name, which the flags path refuses)
+  return rt::runSpecFromJson(readConfigFile(file), file);
 }
 
 }  // namespace trainscope::apps

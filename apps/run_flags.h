@@ -1,8 +1,13 @@
 // run_flags.h — the flags of `trainscope run` (CLI11), shared by trainscope-train's parser and its
-// help. `--config FILE.json` expands to the flags of that config before the others, so that flags
-// given after it override it (a flag given twice takes its last value).
+// help. The flags of TrainConfig's fields are made from the field list (runconfig/fields.h); the
+// rest are where the run is recorded and what it prints.
+//
+// `--config FILE.json` alone reads FILE straight as a RunSpec (configOnly). With other flags it
+// expands to the flags of FILE's spec before the others, so that flags given after it override it
+// (a flag given twice takes its last value).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,19 +18,17 @@
 namespace trainscope::apps {
 
 struct RunFlags {
-  runtime::TrainConfig cfg;
+  runtime::TrainConfig cfg;  // the fields' flags write here (enums parsed: UserError naming the flag)
   runtime::RunOutput out;
-  std::string ckpt = "none", precision = "fp32", optimizer = "adamw", device = "auto";
-  std::string schedule = "1f1b", launcher = "local", config_file, mem_limit, seed;
-  int64_t gbs = 0, ga = 0;
-  double peak = 0;
-  bool json = false, quiet = false, skip_memory_check = false, oversubscribe = false;
+  std::string config_file;   // --config (expanded before parsing: see expandConfigFlag)
+  bool json = false, quiet = false;
 };
 
 void addRunFlags(CLI::App* run, RunFlags& f);
-// The parsed flags as a TrainConfig (enums parsed; throws UserError naming the flag).
-runtime::TrainConfig finish(RunFlags& f, CLI::App* run);
-// argv with every `--config FILE` replaced by the flags of FILE's config (UserError for a bad file).
+// argv with every `--config FILE` replaced by the flags of FILE's spec (UserError for a bad file).
 std::vector<std::string> expandConfigFlag(const std::vector<std::string>& argv);
+// When argv is exactly `<exe> run --config FILE` (or `--config=FILE`): FILE read straight as a
+// RunSpec, without going through flags (UserError for a bad file). Otherwise nullopt.
+std::optional<runtime::RunSpec> configOnly(const std::vector<std::string>& argv);
 
 }  // namespace trainscope::apps

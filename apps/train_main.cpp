@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -43,7 +44,8 @@ class ConsoleObserver final : public rt::RunObserver {
               << toString(c.ckpt) << ", " << toString(c.precision) << ", " << toString(c.optimizer) << "\n";
     if (c.world > 1)
       std::cout << "  parallel: " << c.world << " ranks = dp " << c.dp << " x tp " << c.tp << " x pp " << c.pp
-                << (c.sequence_parallel ? ", sequence parallel" : "") << (c.zero ? ", ZeRO-1" : "")
+                << (c.sequence_parallel ? ", sequence parallel" : "")
+                << (rt::shardsOptimizer(c.zero) ? ", ZeRO-" + std::to_string(rt::stageNumber(c.zero)) : "")
                 << (c.pp > 1 ? std::string(", ") + toString(c.pp_schedule) : "")
                 << (c.local_sgd ? ", local SGD H=" + std::to_string(c.local_sgd) : "") << " (" << i.rank_source << ")\n";
     std::cout << "  device: " << i.device_name << "; data: " << c.data << std::endl;
@@ -122,23 +124,22 @@ void printJson(const rt::RunResult& r) {
   std::cout << j.dump() << std::endl;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // `trainscope-train calibrate [THREADS]`: the machine's rates as JSON, for `tune --cluster local`.
-  if (argc >= 2 && std::string(argv[1]) == "calibrate") {
-    const int threads = argc >= 3 ? std::atoi(argv[2]) : 0;
-    std::cout << rt::measureMachine(threads > 0 ? threads : int(std::thread::hardware_concurrency())) << std::endl;
-    return 0;
-  }
-  std::vector<std::string> args(argv, argv + argc);
+// Reads the command line into `f`; returns the exit status when there is nothing to run (help, or
+// bad input). `run --config FILE` alone reads FILE straight; otherwise a --config among the flags
+// is expanded into flags first, so that the others override it.
+std::optional<int> parseCommandLine(std::vector<std::string>& args, trainscope::apps::RunFlags& f) {
   CLI::App app{"trainscope-train — `trainscope run` (train a GPT and record per-step metrics)"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
-  trainscope::apps::RunFlags f;
   CLI::App* run = app.add_subcommand("run", "train a GPT and record per-step metrics");
   trainscope::apps::addRunFlags(run, f);
   try {
+    if (auto spec = trainscope::apps::configOnly(args)) {
+      f.cfg = spec->config;
+      f.out = spec->output;
+      f.quiet = spec->quiet;
+      return std::nullopt;
+    }
     args = trainscope::apps::expandConfigFlag(args);
     std::vector<std::string> rev(args.rbegin(), args.rend() - 1);  // CLI11 takes argv reversed, without argv[0]
     app.parse(rev);
@@ -153,13 +154,28 @@ int main(int argc, char** argv) {
     printError(e.what());
     return 2;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // `trainscope-train calibrate [THREADS]`: the machine's rates as JSON, for `tune --cluster local`.
+  if (argc >= 2 && std::string(argv[1]) == "calibrate") {
+    const int threads = argc >= 3 ? std::atoi(argv[2]) : 0;
+    std::cout << rt::measureMachine(threads > 0 ? threads : int(std::thread::hardware_concurrency())) << std::endl;
+    return 0;
+  }
+  std::vector<std::string> args(argv, argv + argc);
+  trainscope::apps::RunFlags f;
+  if (const auto status = parseCommandLine(args, f)) return *status;
   try {
-    rt::TrainConfig cfg = trainscope::apps::finish(f, run);
+    const rt::TrainConfig& cfg = f.cfg;
     if (!rt::isRankProcess() && (cfg.nproc > 1 || cfg.launcher == rt::Launcher::Slurm)) {
       rt::validateBeforeLaunch(cfg, f.out);  // bad input is reported once, before any rank starts
       rt::LaunchOptions lo;
       lo.nproc = cfg.nproc;
-      lo.argv = args;
+      lo.argv = args;  // each rank parses the same command line (a lone --config FILE: reads FILE)
       const int rc =
           cfg.launcher == rt::Launcher::Slurm ? rt::launchSlurm(lo, std::cerr) : rt::launchLocal(lo, std::cerr);
       if (rc != 0) noteLeftoverShards(f.out);

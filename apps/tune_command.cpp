@@ -189,7 +189,7 @@ tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   if (f.final_rounds < 0) throw UserError("--final-rounds", "must not be negative", "pass 0 for plain halving, or 2");
   if (!(f.trial_timeout > 0) || !std::isfinite(f.trial_timeout))
     throw UserError("--trial-timeout", "must be a positive number of seconds", "pass e.g. 300");
-  if (f.launcher != "local" && f.launcher != "slurm") throw UserError("--launcher", "must be local or slurm", "");
+  rt::parseLauncher(f.launcher);  // refused before anything is made (TuneOptions takes it parsed)
   checkInject(f.inject);
   if (f.search != "halving" && f.search != "exhaustive")
     throw UserError("--search", "unknown value \"" + f.search + "\"", std::string("use one of ") + tn::searchNames());
@@ -207,7 +207,7 @@ tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   if (so.schedules.empty())
     throw UserError("--pp-schedules", "lists no schedule", "pass e.g. --pp-schedules 1f1b,gpipe");
   so.worlds = parseCounts(f.ranks, "--ranks", int64_t(1) << 20);
-  if (f.no_zero) so.zero = {0};
+  if (f.no_zero) so.zero = {rt::ZeroStage::None};
   if (f.no_sp) so.sequence_parallel = {false};
   return so;
 }
@@ -353,10 +353,10 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   o.finalists = f.finalists;
   o.final_rounds = f.final_rounds;
   o.trial_timeout_s = f.trial_timeout;
-  o.launcher = f.launcher;
+  o.launcher = rt::parseLauncher(f.launcher);
   o.trainscope = self_dir + "/trainscope";
   o.work_dir = f.study + ".trials";
-  o.mem_limit = c.kind == "cpu" ? c.memory_bytes : 0;
+  o.mem_limit = c.kind == tn::ClusterKind::Cpu ? c.memory_bytes : 0;
   o.inject = f.inject;
 
   const bool tty = isatty(1);
@@ -470,7 +470,8 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
   c = tn::trainingRunOf(c);
   tn::ExportTarget target;
   try {
-    target.cpu = nlohmann::json::parse(study.value("inputs", "{}")).value("kind", "gpu") == "cpu";
+    target.cpu =
+        nlohmann::json::parse(study.value("inputs", "{}")).value("kind", "gpu") == toString(tn::ClusterKind::Cpu);
   } catch (const std::exception&) {
   }
   const tn::ExportResult e = tn::exportConfig(c, fmt, target);

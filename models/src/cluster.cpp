@@ -23,6 +23,14 @@ std::string presetDir() {
 
 }  // namespace
 
+const char* toString(ClusterKind k) { return k == ClusterKind::Cpu ? "cpu" : "gpu"; }
+
+ClusterKind parseClusterKind(const std::string& s, const std::string& field) {
+  if (s == "gpu") return ClusterKind::Gpu;
+  if (s == "cpu") return ClusterKind::Cpu;
+  throw UserError(field, "must be \"gpu\" or \"cpu\"", "");
+}
+
 double Cluster::peak(const std::string& dtype) const {
   auto it = peak_flops.find(dtype);
   if (it == peak_flops.end() || !(it->second > 0))
@@ -73,8 +81,8 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
   if (!j.is_object()) throw UserError("--cluster", source + " holds no JSON object", "");
   c.name = j.value("name", std::filesystem::path(source).stem().string());
   c.description = j.value("description", "");
-  c.kind = j.value("kind", "gpu");
-  if (c.kind != "gpu" && c.kind != "cpu") throw UserError(field("kind"), "must be \"gpu\" or \"cpu\"", "");
+  if (j.contains("kind") && !j["kind"].is_string()) throw UserError(field("kind"), "must be \"gpu\" or \"cpu\"", "");
+  c.kind = parseClusterKind(j.value("kind", "gpu"), field("kind"));
   c.nodes = int64_t(num(j, "nodes", false, 1));
   c.devices_per_node = int64_t(num(j, "devices_per_node", true, 0));
   c.memory_bytes = int64_t(num(j, "memory_bytes", true, 0));

@@ -4,9 +4,13 @@
 //   kernel      GEMM: max(FLOPs / (peak · eff(FLOPs) · waves), operand bytes / achieved bandwidth,
 //               floor); memory-bound: max(bytes / achieved bandwidth, floor).
 //   micro-batch on a stage: device = Σ its layers' kernels + their TP collectives (+ the head, the
-//               embedding); host = its framework ops × dispatch; the longer bounds it.
-//   step        pipeline: (M + (p − 1)/v) micro-batch times + the sends; DP gradient reduction (the
-//               part not hidden behind the last backward); the optimizer's passes.
+//               embedding, and under Megatron-LM the per-micro-batch accumulation of every weight's
+//               gradient into its main_grad buffer); host = its framework ops × dispatch; the longer
+//               bounds it.
+//   step        pipeline: (M + (p − 1)/v) micro-batch times + the sends (steady state, fill and
+//               drain); DP gradient reduction of the stage that holds the most parameters (the part not
+//               hidden behind the last backward) and the tied embedding's reduction between the first
+//               and last stage; the optimizer's passes over that stage's parameters.
 #include "gpu_time.h"
 
 #include <algorithm>
@@ -61,6 +65,13 @@ double collectiveSeconds(const NetworkTier& tier, double bytes, double n, double
 
 namespace {
 
+// Bytes per element of the buffer gradients are accumulated and reduced in. Megatron-LM (2021–2022)
+// keeps its main_grad buffer in the parameters' dtype for fp16 (--accumulate-allreduce-grads-in-fp32
+// is off by default) and forces fp32 for bf16; this runtime keeps fp32 gradients.
+double gradBytes(const Plan& p, bool megatron) {
+  return megatron && p.precision == runtime::Precision::FP16 ? 2.0 : 4.0;
+}
+
 // One micro-batch on a stage: its kernels forward and backward, its recomputation, its TP collectives
 // (device seconds), and the host's dispatch of its ops.
 struct Stage {
@@ -70,6 +81,7 @@ struct Stage {
 // The slowest stage's micro-batch: the first stage holds ⌈L/p⌉ layers and the embedding, the last
 // ⌊L/p⌋ and the head.
 Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak) {
+  const bool megatron = o.framework == Framework::Megatron;
   const double e = double(p.elementBytes()), t = double(p.tp);
   const LayerOps layer = layerOps(w, p, o.framework), head = headOps(w, p, o.framework), emb = embeddingOps(w, p);
 
@@ -86,30 +98,88 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
   const double tp_fwd = p.tp <= 1 ? 0 : p.sequence_parallel ? 4.0 * gather : 2.0 * all_reduce;
   const double tp_bwd = p.tp <= 1 ? 0 : p.sequence_parallel ? 6.0 * gather : 2.0 * all_reduce;
   const double tp_rec = p.ckpt == Checkpointing::Full ? tp_fwd : 0;
+  // The vocabulary-parallel embedding sums its partial lookups over TP (an all-reduce forward; a
+  // reduce-scatter under SP); the LM head's input is copied into the TP region (an all-reduce of its
+  // gradient backward; under SP an all-gather forward and a reduce-scatter backward).
+  // Megatron's vocabulary-parallel cross-entropy adds three all-reduces of one fp32 value per token
+  // (the max, the target's logit, the sum of exponentials).
+  const double tp_emb = p.tp <= 1 ? 0 : p.sequence_parallel ? gather : all_reduce;
+  const double tokens = double(p.mbs) * double(p.seq);
+  const double cross_entropy = megatron ? 3.0 * collectiveSeconds(tp_tier, 4.0 * tokens, t, 2.0 * (t - 1) / t) : 0.0;
+  const double tp_head = p.tp <= 1 ? 0 : (p.sequence_parallel ? 2.0 * gather : all_reduce) + cross_entropy;
 
   // One layer, one micro-batch: the device's time and the host's.
   const double layer_fwd = sum(layer.forward, c, peak, e), layer_bwd = sum(layer.backward, c, peak, e);
   const double layer_rec = sum(layer.recompute, c, peak, e);
   const double host_layer = c.dispatch_s * (kHostOpsForward * (p.ckpt == Checkpointing::Full ? 2 : 1) +
                                             kHostOpsBackward);
+  // Megatron-LM's DDP hook adds each weight's fresh gradient into its main_grad buffer after every
+  // micro-batch's backward (param.main_grad.add_(param.grad)): one memory-bound kernel per parameter
+  // tensor that reads both and writes the buffer (before gradient-accumulation fusion folded it into
+  // the weight-gradient GEMM).
+  auto accumulation = [&](int64_t index) {
+    if (!megatron) return 0.0;
+    Op add;
+    add.name = "main_grad accumulation";
+    double seconds = 0;
+    for (const double n : stageTensors(w, p, index)) {
+      add.bytes = n * (e + 2.0 * gradBytes(p, true));
+      seconds += memorySeconds(add, c);
+    }
+    return seconds;
+  };
 
   const double first_layers = double(layersOfStage(w.n_layer, p.pp, 0));
   const double last_layers = double(layersOfStage(w.n_layer, p.pp, p.pp - 1));
-  auto stage = [&](double layers, bool first, bool last) {
+  auto stage = [&](int64_t index, double layers, bool first, bool last) {
     Stage s{};
     s.device_fwd = layers * layer_fwd + (first ? sum(emb.forward, c, peak, e) : 0) + (last ? sum(head.forward, c, peak, e) : 0);
     s.device_bwd = layers * layer_bwd + (first ? sum(emb.backward, c, peak, e) : 0) + (last ? sum(head.backward, c, peak, e) : 0);
+    s.device_bwd += accumulation(index);
     s.recompute = layers * layer_rec;
-    s.tp = layers * (tp_fwd + tp_bwd + tp_rec);
-    s.host = layers * host_layer + (last ? 8 * c.dispatch_s : 0);
+    s.tp = layers * (tp_fwd + tp_bwd + tp_rec) + (first ? tp_emb : 0) + (last ? tp_head : 0);
+    // The head: at least 8 framework ops, one per kernel where its op list has more.
+    const double head_ops = std::max(8.0, double(head.forward.size() + head.backward.size()));
+    s.host = layers * host_layer + (last ? head_ops * c.dispatch_s : 0);
     return s;
   };
-  const Stage a = stage(first_layers, true, p.pp == 1), z = stage(last_layers, false, true);
+  const Stage a = stage(0, first_layers, true, p.pp == 1), z = stage(p.pp - 1, last_layers, false, true);
   auto total = [](const Stage& s) { return std::max(s.device_fwd + s.device_bwd + s.recompute + s.tp, s.host); };
   return p.pp == 1 || total(a) >= total(z) ? a : z;
 }
 
 }  // namespace
+
+std::vector<double> stageTensors(const workloads::Workload& w, const Plan& p, int64_t s) {
+  const double h = double(w.n_embd), t = double(p.tp);
+  const double word = double((w.vocab_size + p.tp - 1) / p.tp) * h;  // V/t rows of the padded vocabulary
+  std::vector<double> n;
+  if (s == 0) n = {word, double(w.n_positions) * h};
+  // Per layer: LayerNorm 1 (weight, bias), qkv 3h·h/t + 3h/t, projection h·h/t + h, LayerNorm 2,
+  // fc1 4h·h/t + 4h/t, fc2 4h·h/t + h.
+  for (int64_t l = 0; l < layersOfStage(w.n_layer, p.pp, s); ++l)
+    n.insert(n.end(), {h, h, 3.0 * h * h / t, 3.0 * h / t, h * h / t, h, h, h, 4.0 * h * h / t, 4.0 * h / t,
+                       4.0 * h * h / t, h});
+  if (s == p.pp - 1) {
+    n.insert(n.end(), {h, h});             // the final LayerNorm
+    if (p.pp > 1) n.push_back(word);       // the tied copy of the word embedding
+  }
+  return n;
+}
+
+NetworkTier spanningTier(const Cluster& c, double per_node) {
+  NetworkTier tier = c.inter_node;
+  tier.bandwidth = std::min(per_node * c.inter_node.bandwidth * c.inter_node.efficiency,
+                            c.intra_node.bandwidth * c.intra_node.efficiency);
+  tier.efficiency = 1.0;
+  return tier;
+}
+
+double stageParams(const workloads::Workload& w, const Plan& p, int64_t s) {
+  double n = 0;
+  for (const double x : stageTensors(w, p, s)) n += x;
+  return n;
+}
 
 TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
   TimePrediction r;
@@ -128,27 +198,41 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   r.recompute_s = M * slow.recompute * scale;
   r.tp_comm_s = M * slow.tp * scale;
 
-  // Pipeline: the bubble is (p − 1)/v micro-batch times; each micro-batch crosses each boundary
-  // forward and backward, once per model chunk (Megatron's scatter-gather sends 1/t of the activation
-  // between nodes and all-gathers it inside the node).
+  // Pipeline: the bubble is (p − 1)/v micro-batch times. Each micro-batch crosses each boundary
+  // forward and backward, once per model chunk, and the fill and the drain add the p − 1 hops of the
+  // first forward and of the last backward. Megatron-LM sends 1/t of the activation from each TP rank
+  // and all-gathers it inside the node after the receive (its scatter-gather optimisation, Narayanan
+  // et al. 2021 §4.1; under SP the activation is already 1/t); its sends are blocking
+  // (batch_isend_irecv, then torch.cuda.synchronize), so none overlaps compute. This runtime sends
+  // 1/t between nodes and under SP.
   if (p.pp > 1) {
-    const double v = double(std::max<int64_t>(1, p.virtual_stages));
-    r.bubble_s = (double(p.pp) - 1.0) / v * per_micro;
-    const bool across = p.tp * p.pp > c.devices_per_node;
+    const double v = double(std::max<int64_t>(1, p.virtual_stages)), pp = double(p.pp);
+    r.bubble_s = (pp - 1.0) / v * per_micro;
+    // Ranks are laid out TP fastest, then DP, then PP (Megatron-LM's initialize_model_parallel and
+    // this runtime's Layout): a stage is a block of tp·dp ranks, and once the job spans nodes some
+    // boundary crosses one, which sets the pace.
+    const bool across = p.world() > c.devices_per_node;
     const NetworkTier& tier = across ? c.inter_node : c.intra_node;
-    const double bytes = act_bytes / (p.sequence_parallel || across ? t : 1.0);
-    r.pp_comm_s = 2.0 * M * v * collectiveSeconds(tier, bytes, 2, 1.0);
+    double hop = collectiveSeconds(tier, act_bytes / (megatron || p.sequence_parallel || across ? t : 1.0), 2, 1.0);
+    const NetworkTier& tp_tier = p.tp <= c.devices_per_node ? c.intra_node : c.inter_node;
+    if (megatron && !p.sequence_parallel && p.tp > 1) hop += collectiveSeconds(tp_tier, act_bytes, t, (t - 1) / t);
+    r.pp_comm_s = (2.0 * M * v + 2.0 * (pp - 1.0)) * hop;
   }
 
   // Data parallelism: the gradients of one (tp, pp) shard reduced across DP (ZeRO-1: reduce-scatter
-  // + all-gather, the same bus bytes). Megatron-LM's published runs reduce after the backward; this
-  // runtime overlaps bucket by bucket, so what shows is the larger of the last bucket and what the
-  // last micro-batch's backward could not hide.
-  const double params_per_rank = double(w.parameterCount()) / (t * double(p.pp));
+  // + all-gather, the same bus bytes). Every stage reduces at once over its own group; the step waits
+  // for the stage with the most parameters (the first or the last, which hold the word embedding).
+  // Megatron-LM's published runs reduce after the backward; this runtime overlaps bucket by bucket,
+  // so what shows is the larger of the last bucket and what the last micro-batch's backward could
+  // not hide.
+  const double params = std::max(stageParams(w, p, 0), stageParams(w, p, p.pp - 1));
+  const double grad_bytes = gradBytes(p, megatron);
   if (p.dp > 1) {
-    const double grad_bytes = megatron ? (p.precision == runtime::Precision::FP16 ? 2.0 : 4.0) : 4.0;
-    const NetworkTier& tier = p.world() > c.devices_per_node ? c.inter_node : c.intra_node;
-    const double dp = double(p.dp), bytes = params_per_rank * grad_bytes;
+    // A stage's DP group: its tp·dp-rank block, members tp apart — dpn/tp of them in each node.
+    const bool spans = p.tp * p.dp > c.devices_per_node;
+    const double per_node = double(std::min(p.dp, std::max<int64_t>(1, c.devices_per_node / p.tp)));
+    const NetworkTier tier = spans ? spanningTier(c, per_node) : c.intra_node;
+    const double dp = double(p.dp), bytes = params * grad_bytes;
     const double full = collectiveSeconds(tier, bytes, dp, 2.0 * (dp - 1) / dp);
     double hidden = 0;
     if (o.dp_overlap >= 0) {
@@ -159,13 +243,22 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
     }
     r.dp_comm_s = full - hidden;
   }
+  // Under PP the tied word embedding lives on the first and the last stage: after the backward their
+  // gradients are summed by an all-reduce between the two (Megatron-LM's embedding group; this
+  // runtime's reduceTiedAndPartial), between nodes once the stages are a node apart.
+  if (p.pp > 1) {
+    const double word = double((w.vocab_size + p.tp - 1) / p.tp) * double(w.n_embd);
+    const bool apart = (p.pp - 1) * p.tp * p.dp >= c.devices_per_node;
+    r.dp_comm_s += collectiveSeconds(apart ? c.inter_node : c.intra_node, word * grad_bytes, 2, 1.0);
+  }
 
   // Optimizer, per parameter of the rank's shard (÷ dp under ZeRO-1 / the distributed optimizer):
   // Megatron's fp16 path copies 16-bit gradients to fp32, unscales and checks them, takes the norm,
   // runs Adam on fp32 master weights and moments, and copies the weights back to 16 bits: about 54
-  // bytes moved; this runtime's AdamW step about 28 (SGD 12).
+  // bytes moved; this runtime's AdamW step about 28 (SGD 12). The grad-norm's all-reduce over the
+  // model-parallel group makes every stage wait for the one with the most parameters.
   const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : megatron && p.mixed() ? 54.0 : 28.0;
-  r.optimizer_s = params_per_rank / (p.zero && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
+  r.optimizer_s = params / (runtime::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
                   (c.memory_bandwidth * c.memory_efficiency);
 
   r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.bubble_s + r.optimizer_s;

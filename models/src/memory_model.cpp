@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainscope/models/layer_ops.h"
 #include "trainscope/workloads/memory.h"
 
 namespace trainscope::models {
@@ -52,14 +53,6 @@ std::vector<workloads::ParamTensor> stageTensors(const workloads::Workload& w, c
   return out;
 }
 
-// Activation elements one layer keeps for one micro-batch (this runtime; docs/memory-model.md).
-double runtimeLayerElements(double sbh, double t, bool sp, Checkpointing ckpt) {
-  if (ckpt == Checkpointing::Full) return sp ? sbh / t : sbh;
-  double e = sp ? 2 * sbh + 15 * sbh / t : 4 * sbh + 13 * sbh / t;  // t = 1: 17·sbh
-  if (ckpt == Checkpointing::Selective) e -= sbh / t;               // the SDPA output
-  return e;
-}
-
 }  // namespace
 
 double megatronLayerActivationBytes(double s, double b, double h, double a, double t, bool sp, Checkpointing ckpt) {
@@ -79,6 +72,16 @@ MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p) {
   const double s = double(p.seq), b = double(p.mbs), sbh = s * b * double(h);
   const double s_local = p.sequence_parallel ? s / double(t) : s;
   const auto state = stateOf(p.optimizer);
+  // Per-layer activations from the op list: this runtime's layer under the plan's checkpointing (and
+  // without any, for the layer a full recomputation rebuilds), and Megatron-LM's with 16-bit
+  // activations, as Korthikanti et al. count them (megatronLayerActivationBytes, their closed form,
+  // is what the list reproduces).
+  Plan whole = p, sixteen = p;
+  whole.ckpt = Checkpointing::None;
+  if (!sixteen.mixed()) sixteen.precision = runtime::Precision::BF16;
+  const LayerOps runtime_layer = layerOps(w, p, Framework::Trainscope);
+  const LayerOps runtime_whole = layerOps(w, whole, Framework::Trainscope);
+  const LayerOps megatron_layer = layerOps(w, sixteen, Framework::Megatron);
   for (int64_t st = 0; st < p.pp; ++st) {
     StageMemory sm;
     sm.stage = st;
@@ -102,7 +105,7 @@ MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p) {
       sm.lane_grads = p.cpu_lanes * 4 * n;
       sm.lane_fresh = p.cpu_lanes * 4 * largest * (M > 1 ? 3 : 2);
     }
-    if (p.zero && p.dp > 1) {
+    if (runtime::shardsOptimizer(p.zero) && p.dp > 1) {
       // ZeRO-1 as grad_sync.cpp partitions: whole tensors, largest first, onto the least-loaded rank
       // (the tied embedding under PP stays outside, its state on every rank).
       std::vector<const workloads::ParamTensor*> order;
@@ -140,13 +143,14 @@ MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p) {
     if (p.virtual_stages > 1 && st == 0)
       interleave = 1.0 + double(p.pp - 1) / double(p.pp * p.virtual_stages);
     sm.inflight = inflight;
-    const double per_layer = runtimeLayerElements(sbh, double(t), p.sequence_parallel, p.ckpt) * double(e) +
-                             (p.ckpt == Checkpointing::None ? 4.0 * double(w.n_head / t) * s * b : 0.0);
+    // What one layer keeps for its backward: the op list's `saved` (layer_ops.h), the same list the
+    // time model prices — this runtime's kernels (fused attention, no dropout; docs/memory-model.md).
+    const double per_layer = runtime_layer.saved;
     double act = per_layer * double(sm.layers) * double(inflight) * interleave;
     act += 2.0 * 8.0 * s * b * double(inflight);  // the micro-batch's int64 inputs and targets
     sm.activations = int64_t(act);
-    if (p.ckpt == Checkpointing::Full)  // one layer's activations live while it is recomputed
-      sm.recompute = int64_t(runtimeLayerElements(sbh, double(t), p.sequence_parallel, Checkpointing::None) * double(e));
+    if (p.ckpt == Checkpointing::Full)  // one layer's activations live while it is recomputed (16-bit ones)
+      sm.recompute = int64_t(runtime_whole.saved - runtime_whole.saved_fp32);
     if (st == p.pp - 1) {
       // dX for the rows, dW per lane (each core lane runs its own head on its rows).
       const int64_t head_inflight = p.pp > 1 && p.schedule == PipelineSchedule::GPipe ? M : 1;
@@ -175,8 +179,7 @@ MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p) {
     const double mega_inflight = p.pp == 1 ? 1.0
                                  : p.schedule == PipelineSchedule::GPipe ? double(M)
                                                                          : double(std::min<int64_t>(p.pp - st, M));
-    double mega = megatronLayerActivationBytes(s, b, double(h), double(w.n_head), double(t), p.sequence_parallel, p.ckpt) *
-                  double(sm.layers) * mega_inflight * interleave;
+    double mega = megatron_layer.saved * double(sm.layers) * mega_inflight * interleave;
     if (st == p.pp - 1) mega += 4.0 * s * b * double(w.vocab_size) / double(t);  // fp32 logits
     sm.megatron_activations = int64_t(mega);
     m.stages.push_back(sm);

@@ -9,7 +9,7 @@ std::string Plan::describe() const {
   std::string s = "dp" + std::to_string(dp) + " tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " mbs" +
                   std::to_string(mbs) + " ga" + std::to_string(ga()) + " " + toString(ckpt) + " " +
                   toString(precision) + " " + toString(optimizer);
-  if (zero) s += " zero1";
+  if (runtime::shardsOptimizer(zero)) s += " zero" + std::to_string(runtime::stageNumber(zero));
   if (sequence_parallel) s += " sp";
   if (pp > 1) s += std::string(" ") + (virtual_stages > 1 ? "interleaved" : toString(schedule));
   return s;
@@ -24,7 +24,7 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
   if (p.seq > w.n_positions) return "seq=" + std::to_string(p.seq) + " exceeds n_positions";
   if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";
   if (p.sequence_parallel && p.seq % p.tp != 0) return "sequence parallelism needs seq divisible by tp";
-  if (p.zero && p.dp == 1) return "ZeRO-1 needs dp > 1";
+  if (runtime::shardsOptimizer(p.zero) && p.dp == 1) return "ZeRO-1 needs dp > 1";
   if (p.virtual_stages > 1 && (p.pp == 1 || (w.n_layer % (p.pp * p.virtual_stages)) != 0))
     return "interleaving needs pp > 1 and n_layer divisible by pp x virtual stages";
   return "";

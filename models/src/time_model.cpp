@@ -22,7 +22,7 @@ double collective(const NetworkTier& tier, double bytes, double n, double factor
 }  // namespace
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
-  if (c.kind == "gpu") return gpu::predict(w, p, c, o);
+  if (c.kind == ClusterKind::Gpu) return gpu::predict(w, p, c, o);
   // A CPU cluster: the layer's GEMMs and memory-bound work in aggregate (the tuner replaces this with
   // measured layer costs after its profile trials).
   TimePrediction r;
@@ -31,8 +31,8 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double M = double(p.ga());
   // A CPU cluster's peak is one node's: its ranks share the cores.
   const double ranks_per_node = double(std::min<int64_t>(p.world(), c.devices_per_node));
-  const double peak = c.peak(runtime::toString(p.precision)) / (c.kind == "cpu" ? ranks_per_node : 1.0);
-  const double mem_bw = c.memory_bandwidth / (c.kind == "cpu" ? ranks_per_node : 1.0);
+  const double peak = c.peak(runtime::toString(p.precision)) / (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0);
+  const double mem_bw = c.memory_bandwidth / (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0);
   auto gemm = [&](double m, double n, double k) {  // one GEMM, forward
     const double f = 2.0 * m * n * k;
     return f / (peak * c.matmulEfficiency(f));
@@ -85,13 +85,14 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   }
   // Optimizer: AdamW reads and writes ~28 bytes per parameter (p, g, m, v and the copy).
   const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : 28.0;
-  r.optimizer_s = params_per_rank / (p.zero && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes / std::max(mem_bw, 1.0);
+  r.optimizer_s = params_per_rank / (runtime::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
+                  std::max(mem_bw, 1.0);
   r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.bubble_s + r.optimizer_s;
   const double tokens = double(p.gbs) * s;
   r.tokens_per_s = tokens / r.step_s;
   r.model_flops = workloads::stepFlops(p.gbs, p.seq, w.n_layer, w.n_embd, w.vocab_size, workloads::Recompute::None).model;
   r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runtime::toString(p.precision)) /
-                                      (c.kind == "cpu" ? ranks_per_node : 1.0));
+                                      (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0));
   return r;
 }
 

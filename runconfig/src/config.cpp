@@ -1,4 +1,5 @@
-// config.cpp — validation and string forms of TrainConfig.
+// config.cpp — the enums' string forms and the checks of TrainConfig and RunOutput (the JSON and
+// flag forms are in forms.cpp).
 #include "trainscope/runconfig/config.h"
 
 #include <algorithm>
@@ -6,12 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "trainscope/common/error.h"
+#include "trainscope/runconfig/fields.h"
 
 namespace trainscope::runtime {
 namespace {
@@ -40,6 +39,8 @@ const std::pair<const char*, DeviceRequest> kDev[] = {
 const std::pair<const char*, PipelineSchedule> kSched[] = {{"gpipe", PipelineSchedule::GPipe},
                                                           {"1f1b", PipelineSchedule::OneFOneB}};
 const std::pair<const char*, Launcher> kLaunch[] = {{"local", Launcher::Local}, {"slurm", Launcher::Slurm}};
+const std::pair<const char*, TraceLevel> kTrace[] = {
+    {"steps", TraceLevel::Steps}, {"ranges", TraceLevel::Ranges}, {"ops", TraceLevel::Ops}, {"all", TraceLevel::All}};
 
 template <class E, size_t N>
 const char* nameOf(E v, const std::pair<const char*, E> (&table)[N]) {
@@ -60,21 +61,28 @@ Checkpointing parseCheckpointing(const std::string& s, const std::string& f) { r
 Precision parsePrecision(const std::string& s, const std::string& f) { return parseEnum(s, f, kPrec); }
 OptimizerKind parseOptimizer(const std::string& s, const std::string& f) { return parseEnum(s, f, kOpt); }
 DeviceRequest parseDevice(const std::string& s, const std::string& f) { return parseEnum(s, f, kDev); }
+TraceLevel parseTraceLevel(const std::string& s, const std::string& f) { return parseEnum(s, f, kTrace); }
 const char* toString(Checkpointing v) { return nameOf(v, kCkpt); }
 const char* toString(Precision v) { return nameOf(v, kPrec); }
 const char* toString(OptimizerKind v) { return nameOf(v, kOpt); }
 const char* toString(DeviceRequest v) { return nameOf(v, kDev); }
 const char* toString(PipelineSchedule v) { return nameOf(v, kSched); }
 const char* toString(Launcher v) { return nameOf(v, kLaunch); }
+const char* toString(TraceLevel v) { return nameOf(v, kTrace); }
 PipelineSchedule parseSchedule(const std::string& s, const std::string& f) { return parseEnum(s, f, kSched); }
 Launcher parseLauncher(const std::string& s, const std::string& f) { return parseEnum(s, f, kLaunch); }
 
-namespace {
-std::string num(double v);
-}  // namespace
+ZeroStage zeroStage(int64_t stage, const std::string& field) {
+  if (stage < 0 || stage > 3)
+    throw UserError(field, "must be a ZeRO stage from 0 to 3, got " + std::to_string(stage),
+                    "pass 0 for none, or 1 for ZeRO-1");
+  return ZeroStage(stage);
+}
 
-void resolve(TrainConfig& c, int world) {
-  c.model = workloads::load(c.workload);
+namespace {
+
+// world, DP × TP × PP and the knobs that depend on the layout.
+void resolveLayout(TrainConfig& c, int world) {
   requirePositive("--nproc", c.nproc, "pass --nproc N with N >= 1");
   c.world = world > 0 ? world : c.nproc;
   requirePositive("--tp", c.tp, "pass --tp N with N >= 1");
@@ -90,14 +98,22 @@ void resolve(TrainConfig& c, int world) {
   if (c.pp > c.model.n_layer)
     throw UserError("--pp", "pp=" + std::to_string(c.pp) + " exceeds n_layer=" + std::to_string(c.model.n_layer),
                     "use at most one stage per layer");
-  if (c.zero != 0 && c.zero != 1) throw UserError("--zero", "must be 0 or 1", "pass --zero 1 for ZeRO-1");
+  if (c.zero > ZeroStage::OptimizerStates)
+    throw UserError("--zero",
+                    "stage " + std::to_string(stageNumber(c.zero)) + " is not run yet: the runtime runs stages 0 and 1",
+                    "pass --zero 1 for ZeRO-1; stages 2 and 3 come later");
   if (c.local_sgd < 0) throw UserError("--local-sgd", "must be >= 0", "");
-  if (c.local_sgd > 0 && c.zero) throw UserError("--local-sgd", "cannot be combined with --zero 1", "drop one of them");
+  if (c.local_sgd > 0 && shardsOptimizer(c.zero))
+    throw UserError("--local-sgd", "cannot be combined with --zero 1", "drop one of them");
   if (c.sequence_parallel && c.tp == 1)
     throw UserError("--sequence-parallel", "needs tensor parallelism", "pass --tp 2 or more");
   if (!(c.bucket_mb > 0)) throw UserError("--bucket-mb", "must be positive", "");
   if (!(c.rendezvous_timeout_s > 0)) throw UserError("--rendezvous-timeout", "must be positive (seconds)", "");
   if (!(c.collective_timeout_s > 0)) throw UserError("--collective-timeout", "must be positive (seconds)", "");
+}
+
+// seq, and the batch: ga from gbs (or --ga), the global batch mbs × ga × dp.
+void resolveBatch(TrainConfig& c) {
   if (c.seq == 0) c.seq = std::min<int64_t>(c.model.n_positions, 1024);
   requirePositive("--seq", c.seq, "pass --seq N with N > 0");
   if (c.seq > c.model.n_positions)
@@ -132,6 +148,14 @@ void resolve(TrainConfig& c, int world) {
   if (__builtin_mul_overflow(c.mbs, c.ga_steps, &c.global_batch) ||
       __builtin_mul_overflow(c.global_batch, int64_t(c.dp), &c.global_batch))
     throw UserError("--ga", "mbs x ga x dp overflows", "pass a smaller batch");
+  // The batch products must fit: tokens per step is gbs × seq.
+  int64_t prod = 0;
+  if (__builtin_mul_overflow(c.global_batch, c.seq, &prod) || c.global_batch > (int64_t(1) << 40))
+    throw UserError("--gbs", "mbs x ga x dp x seq overflows", "pass a smaller batch");
+}
+
+// The optimizer's numbers.
+void checkOptimizer(const TrainConfig& c) {
   // Every float must be finite: NaN and inf pass comparisons that are written as range checks.
   for (const auto& [flag, v] : std::initializer_list<std::pair<const char*, double>>{
            {"--lr", c.lr}, {"--min-lr-ratio", c.min_lr_ratio}, {"--clip", c.clip}, {"--weight-decay", c.weight_decay},
@@ -139,17 +163,31 @@ void resolve(TrainConfig& c, int world) {
            {"--fp16-init-scale", c.fp16_init_scale}, {"--bucket-mb", c.bucket_mb},
            {"--rendezvous-timeout", c.rendezvous_timeout_s}, {"--collective-timeout", c.collective_timeout_s},
            {"--peak-tflops", c.peak_tflops.value_or(1.0)}})
-    if (!std::isfinite(v)) throw UserError(flag, "must be a finite number, got " + num(v), "pass a finite value");
+    if (!std::isfinite(v))
+      throw UserError(flag, "must be a finite number, got " + shortestDecimal(v), "pass a finite value");
   if (!(c.beta1 >= 0 && c.beta1 < 1)) throw UserError("--beta1", "must be in [0, 1)", "pass e.g. --beta1 0.9");
   if (!(c.beta2 >= 0 && c.beta2 < 1)) throw UserError("--beta2", "must be in [0, 1)", "pass e.g. --beta2 0.95");
   if (!(c.eps > 0)) throw UserError("--eps", "must be positive", "pass e.g. --eps 1e-8");
   if (!(c.momentum >= 0 && c.momentum < 1)) throw UserError("--momentum", "must be in [0, 1)", "pass e.g. --momentum 0.9");
   if (!(c.fp16_init_scale <= 1e30))
     throw UserError("--fp16-init-scale", "must be at most 1e30", "pass e.g. --fp16-init-scale 65536");
-  // The batch products must fit: tokens per step is gbs × seq.
-  int64_t prod = 0;
-  if (__builtin_mul_overflow(c.global_batch, c.seq, &prod) || c.global_batch > (int64_t(1) << 40))
-    throw UserError("--gbs", "mbs x ga x dp x seq overflows", "pass a smaller batch");
+  if (!(c.lr > 0)) throw UserError("--lr", "must be positive", "pass e.g. --lr 6e-4");
+  if (c.warmup < 0) throw UserError("--warmup", "must be >= 0", "");
+  if (c.clip < 0) throw UserError("--clip", "must be >= 0 (0 disables clipping)", "");
+  if (c.weight_decay < 0) throw UserError("--weight-decay", "must be >= 0", "");
+  if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1) throw UserError("--min-lr-ratio", "must be in [0, 1]", "");
+  if (c.adam8bit_block < 16) throw UserError("--adam8bit-block", "must be >= 16", "");
+  // bitsandbytes' largest block; the memory model assumes blocks of 256 and stays within a few
+  // percent up to here (each tensor pads to whole blocks: past 4096 small tensors grow many-fold).
+  if (c.adam8bit_block > 4096)
+    throw UserError("--adam8bit-block", "must be <= 4096, got " + std::to_string(c.adam8bit_block),
+                    "pass a block of 16 to 4096 elements (default 256)");
+  if (c.fp16_growth_interval < 1) throw UserError("--fp16-growth-interval", "must be >= 1", "pass e.g. 2000");
+  if (!(c.fp16_init_scale > 0)) throw UserError("--fp16-init-scale", "must be positive", "pass e.g. 65536");
+}
+
+// Threads and ranks against this machine's cores.
+void checkHost(const TrainConfig& c) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (!c.oversubscribe && c.threads > int(4 * cores))
     throw UserError("--threads", std::to_string(c.threads) + " threads on " + std::to_string(cores) + " cores",
@@ -162,9 +200,14 @@ void resolve(TrainConfig& c, int world) {
                     std::to_string(c.threads) + " threads per rank is more than trainscope starts (at most " +
                         std::to_string(max_threads) + ", --oversubscribe or not)",
                     "pass at most " + std::to_string(max_threads) + " (0: one per core)");
+  if (c.threads < 0) throw UserError("--threads", "must be >= 0", "");
   if (!c.oversubscribe && c.launcher == Launcher::Local && c.nproc > int(4 * cores))
     throw UserError("--nproc", std::to_string(c.nproc) + " ranks on " + std::to_string(cores) + " cores of this machine",
                     "pass at most " + std::to_string(4 * cores) + " (use --launcher slurm for more hosts), or --oversubscribe");
+}
+
+// Lanes, memory, the peak, failure injection.
+void checkDeviceAndTesting(const TrainConfig& c) {
   if (!c.inject_failure.empty() && c.inject_failure != "merge") {
     int r = -1;
     long long k = -1;
@@ -174,20 +217,8 @@ void resolve(TrainConfig& c, int world) {
                                               " ranks, " + std::to_string(c.steps) + " steps)",
                       "name an existing rank and step");
   }
-  if (!(c.lr > 0)) throw UserError("--lr", "must be positive", "pass e.g. --lr 6e-4");
-  if (c.warmup < 0) throw UserError("--warmup", "must be >= 0", "");
-  if (c.clip < 0) throw UserError("--clip", "must be >= 0 (0 disables clipping)", "");
-  if (c.weight_decay < 0) throw UserError("--weight-decay", "must be >= 0", "");
-  if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1) throw UserError("--min-lr-ratio", "must be in [0, 1]", "");
-  if (c.adam8bit_block < 16) throw UserError("--adam8bit-block", "must be >= 16", "");
-  // bitsandbytes' largest block; the memory model assumes blocks of 256 and stays within a few
-  // percent up to here (each tensor pads to whole blocks: past 4096 small tensors grow many-fold).
-  if (c.adam8bit_block > 4096)
-    throw UserError("--adam8bit-block", "must be <= 4096, got " + std::to_string(c.adam8bit_block),
-                    "pass a block of 16 to 4096 elements (default 256)");
   if (c.peak_tflops && !(*c.peak_tflops > 0))
     throw UserError("--peak-tflops", "must be positive", "pass the device's peak dense TFLOP/s");
-  if (c.threads < 0) throw UserError("--threads", "must be >= 0", "");
   if (c.cpu_lanes < 0) throw UserError("--cpu-lanes", "must be >= 0", "pass 0 (auto), 1 (off) or a lane count");
   if (c.cpu_lanes > c.mbs)
     throw UserError("--cpu-lanes", "must not exceed --mbs (" + std::to_string(c.mbs) + "): each lane takes whole sequences",
@@ -195,11 +226,20 @@ void resolve(TrainConfig& c, int world) {
   // What the config alone rules out (the Trainer also refuses lanes on a GPU that --device auto
   // found): here, so that the launcher reports it once rather than every rank.
   if (c.cpu_lanes > 1 && (c.device == DeviceRequest::CUDA || c.precision != Precision::FP32 || c.tp > 1 ||
-                          c.pp > 1 || c.zero != 0 || (c.dp > 1 && c.local_sgd == 0)))
+                          c.pp > 1 || c.zero != ZeroStage::None || (c.dp > 1 && c.local_sgd == 0)))
     throw UserError("--cpu-lanes", kLanesNeed, "drop --cpu-lanes (auto picks 1 here) or pass --cpu-lanes 1");
   if (c.mem_limit < 0) throw UserError("--mem-limit", "must be >= 0 bytes", "pass e.g. --mem-limit 2G");
-  if (c.fp16_growth_interval < 1) throw UserError("--fp16-growth-interval", "must be >= 1", "pass e.g. 2000");
-  if (!(c.fp16_init_scale > 0)) throw UserError("--fp16-init-scale", "must be positive", "pass e.g. 65536");
+}
+
+}  // namespace
+
+void resolve(TrainConfig& c, int world) {
+  c.model = workloads::load(c.workload);
+  resolveLayout(c, world);
+  resolveBatch(c);
+  checkOptimizer(c);
+  checkHost(c);
+  checkDeviceAndTesting(c);
 }
 
 int64_t parseBytes(const std::string& text, const std::string& field) {
@@ -230,183 +270,6 @@ void resolve(RunOutput& o) {
                       "the trace is the run database: pass only --trace, or the same path to both");
     o.out = o.trace;
   }
-  if (o.trace_level != "steps" && o.trace_level != "ranges" && o.trace_level != "ops" && o.trace_level != "all")
-    throw UserError("--trace-level", "unknown value \"" + o.trace_level + "\"", "use one of steps|ranges|ops|all");
-}
-
-namespace {
-
-// What --workload takes to load this model again: its name when it came from the workloads folder,
-// else the absolute path of the file it was read from.
-std::string workloadSpec(const TrainConfig& c) {
-  if (c.model.source.empty() || c.workload == c.model.name) return c.workload;
-  std::error_code ec;
-  const auto abs = std::filesystem::absolute(c.model.source, ec);
-  return ec ? c.model.source : abs.string();
-}
-
-// The shortest decimal that reads back as the same double.
-std::string num(double v) {
-  char b[40];
-  for (int digits = 6; digits <= 17; ++digits) {
-    std::snprintf(b, sizeof(b), "%.*g", digits, v);
-    if (std::strtod(b, nullptr) == v) break;
-  }
-  return b;
-}
-
-}  // namespace
-
-std::string toJson(const TrainConfig& c) {
-  const bool resolved = c.global_batch > 0;
-  nlohmann::json j = {
-      {"workload", c.model.name.empty() ? c.workload : c.model.name}, {"workload_spec", workloadSpec(c)},
-      {"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
-      {"n_positions", c.model.n_positions}, {"vocab_size", c.model.vocab_size},
-      {"seq", c.seq}, {"mbs", c.mbs}, {"ga", c.ga_steps}, {"gbs", c.global_batch}, {"steps", c.steps},
-      {"ckpt", toString(c.ckpt)}, {"precision", toString(c.precision)}, {"optimizer", toString(c.optimizer)},
-      {"lr", c.lr}, {"min_lr_ratio", c.min_lr_ratio}, {"warmup", c.warmup}, {"clip", c.clip},
-      {"weight_decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2}, {"eps", c.eps},
-      {"momentum", c.momentum}, {"adam8bit_block", c.adam8bit_block}, {"fp16_init_scale", c.fp16_init_scale},
-      {"fp16_growth_interval", c.fp16_growth_interval},
-      {"seed", c.seed}, {"data", c.data}, {"device", toString(c.device)}, {"threads", c.threads},
-      {"cpu_lanes", c.cpu_lanes},
-      {"nproc", resolved ? c.world : c.nproc}, {"world", c.world}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp},
-      {"sequence_parallel", c.sequence_parallel},
-      {"zero", c.zero}, {"pp_schedule", toString(c.pp_schedule)}, {"local_sgd", c.local_sgd},
-      {"bucket_mb", c.bucket_mb}, {"launcher", toString(c.launcher)},
-      {"rendezvous_timeout_s", c.rendezvous_timeout_s}, {"collective_timeout_s", c.collective_timeout_s}};
-  if (!resolved) {
-    if (c.gbs) j["gbs"] = *c.gbs;
-    else j.erase("gbs");
-    if (c.ga) j["ga"] = *c.ga;
-    else j.erase("ga");
-  }
-  if (c.peak_tflops) j["peak_tflops"] = *c.peak_tflops;
-  if (c.mem_limit > 0) j["mem_limit"] = c.mem_limit;
-  if (!c.memory_check) j["memory_check"] = false;
-  if (!c.inject_failure.empty()) j["inject_failure"] = c.inject_failure;
-  return j.dump();
-}
-
-TrainConfig fromJson(const std::string& text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw UserError("--config", source + " is not valid JSON (" + std::string(e.what()) + ")",
-                    "pass the \"config\" object that `trainscope run --json` prints, or the whole line");
-  }
-  if (j.is_object() && j.contains("config") && j["config"].is_object()) j = j["config"];  // a whole --json line
-  if (!j.is_object())
-    throw UserError("--config", source + " holds no JSON object", "pass the \"config\" object of `trainscope run --json`");
-  TrainConfig c;
-  auto field = [&](const char* key) { return "--config " + source + ": " + key; };
-  auto get = [&](const char* key, auto& into) {
-    if (!j.contains(key)) return false;
-    try {
-      into = j.at(key).get<std::decay_t<decltype(into)>>();
-    } catch (const nlohmann::json::exception&) {
-      throw UserError(field(key), "has the wrong type (" + j.at(key).dump() + ")", "see docs/config-reference.md");
-    }
-    return true;
-  };
-  std::string s;
-  if (!get("workload_spec", c.workload)) get("workload", c.workload);
-  int64_t v = 0;
-  get("seq", c.seq);
-  get("mbs", c.mbs);
-  if (get("gbs", v)) c.gbs = v;
-  else if (get("ga", v)) c.ga = v;
-  get("steps", c.steps);
-  if (get("ckpt", s)) c.ckpt = parseCheckpointing(s, field("ckpt"));
-  if (get("precision", s)) c.precision = parsePrecision(s, field("precision"));
-  if (get("optimizer", s)) c.optimizer = parseOptimizer(s, field("optimizer"));
-  get("lr", c.lr);
-  get("min_lr_ratio", c.min_lr_ratio);
-  get("warmup", c.warmup);
-  get("clip", c.clip);
-  get("weight_decay", c.weight_decay);
-  get("beta1", c.beta1);
-  get("beta2", c.beta2);
-  get("eps", c.eps);
-  get("momentum", c.momentum);
-  get("adam8bit_block", c.adam8bit_block);
-  get("fp16_init_scale", c.fp16_init_scale);
-  get("fp16_growth_interval", c.fp16_growth_interval);
-  get("seed", c.seed);
-  get("data", c.data);
-  if (get("device", s)) c.device = parseDevice(s, field("device"));
-  get("threads", c.threads);
-  get("cpu_lanes", c.cpu_lanes);
-  if (!get("nproc", c.nproc)) get("world", c.nproc);
-  get("tp", c.tp);
-  get("pp", c.pp);
-  get("sequence_parallel", c.sequence_parallel);
-  get("zero", c.zero);
-  if (get("pp_schedule", s)) c.pp_schedule = parseSchedule(s, field("pp_schedule"));
-  get("local_sgd", c.local_sgd);
-  get("bucket_mb", c.bucket_mb);
-  if (get("launcher", s)) c.launcher = parseLauncher(s, field("launcher"));
-  get("rendezvous_timeout_s", c.rendezvous_timeout_s);
-  get("collective_timeout_s", c.collective_timeout_s);
-  double peak = 0;
-  if (get("peak_tflops", peak)) c.peak_tflops = peak;
-  get("inject_failure", c.inject_failure);
-  get("mem_limit", c.mem_limit);
-  get("memory_check", c.memory_check);
-  return c;
-}
-
-std::vector<std::string> toArgs(const TrainConfig& c) {
-  const bool resolved = c.global_batch > 0;
-  std::vector<std::string> a = {"--workload", resolved ? workloadSpec(c) : c.workload};
-  auto add = [&](const char* flag, const std::string& value) {
-    a.push_back(flag);
-    a.push_back(value);
-  };
-  if (c.seq > 0) add("--seq", std::to_string(c.seq));
-  add("--mbs", std::to_string(c.mbs));
-  if (resolved) add("--gbs", std::to_string(c.global_batch));
-  else if (c.gbs) add("--gbs", std::to_string(*c.gbs));
-  else if (c.ga) add("--ga", std::to_string(*c.ga));
-  add("--steps", std::to_string(c.steps));
-  add("--ckpt", toString(c.ckpt));
-  add("--precision", toString(c.precision));
-  add("--optimizer", toString(c.optimizer));
-  add("--lr", num(c.lr));
-  add("--min-lr-ratio", num(c.min_lr_ratio));
-  add("--warmup", std::to_string(c.warmup));
-  add("--clip", num(c.clip));
-  add("--weight-decay", num(c.weight_decay));
-  add("--beta1", num(c.beta1));
-  add("--beta2", num(c.beta2));
-  add("--eps", num(c.eps));
-  add("--momentum", num(c.momentum));
-  add("--adam8bit-block", std::to_string(c.adam8bit_block));
-  add("--fp16-init-scale", num(c.fp16_init_scale));
-  add("--fp16-growth-interval", std::to_string(c.fp16_growth_interval));
-  add("--seed", std::to_string(c.seed));
-  add("--data", c.data);
-  add("--device", toString(c.device));
-  add("--threads", std::to_string(c.threads));
-  add("--cpu-lanes", std::to_string(c.cpu_lanes));
-  add("--nproc", std::to_string(resolved ? c.world : c.nproc));
-  add("--launcher", toString(c.launcher));
-  add("--tp", std::to_string(c.tp));
-  add("--pp", std::to_string(c.pp));
-  if (c.sequence_parallel) a.push_back("--sequence-parallel");
-  add("--zero", std::to_string(c.zero));
-  add("--pp-schedule", toString(c.pp_schedule));
-  add("--local-sgd", std::to_string(c.local_sgd));
-  add("--bucket-mb", num(c.bucket_mb));
-  add("--rendezvous-timeout", num(c.rendezvous_timeout_s));
-  add("--collective-timeout", num(c.collective_timeout_s));
-  if (c.peak_tflops) add("--peak-tflops", num(*c.peak_tflops));
-  if (c.mem_limit > 0) add("--mem-limit", std::to_string(c.mem_limit));
-  if (!c.memory_check) a.push_back("--skip-memory-check");
-  if (!c.inject_failure.empty()) add("--inject-failure", c.inject_failure);
-  return a;
 }
 
 }  // namespace trainscope::runtime

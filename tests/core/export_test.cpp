@@ -26,7 +26,7 @@ rt::TrainConfig dpConfig() {
   c.mbs = 2;
   c.gbs = 8;
   c.nproc = 2;
-  c.zero = 1;
+  c.zero = rt::ZeroStage::OptimizerStates;
   c.precision = rt::Precision::BF16;
   c.ckpt = rt::Checkpointing::Selective;
   c.steps = 3;
@@ -237,7 +237,7 @@ TEST(Export, AccelerateConfigIsTheYamlAccelerateLaunchReadsAsItIs) {
   rt::TrainConfig one = c;
   one.nproc = 1;
   one.gbs = 4;
-  one.zero = 0;
+  one.zero = rt::ZeroStage::None;
   one.precision = rt::Precision::FP32;
   rt::resolve(one);
   y = yamlLines(tn::exportConfig(one, tn::ExportFormat::AccelerateConfig, {false}).text);

@@ -1,6 +1,8 @@
 // gpu_time_test.cpp — the GPU time model's terms, each against a hand computation: a GEMM's wave
-// quantisation and roofline, a memory-bound kernel and the kernel floor, a collective's size
-// regime, the host-dispatch bound, and the op lists of the two frameworks.
+// quantisation and roofline and its measured ceiling, a memory-bound kernel and the kernel floor, a
+// collective's size regime, the host-dispatch bound, the op lists of the two frameworks (their
+// kernels' traffic and what they keep for the backward), Megatron-LM's gradient accumulation, its
+// pipeline sends, the tied embedding's reduction and the stage that sets the DP reduction.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,7 +22,7 @@ namespace {
 
 tn::Cluster flatGpu() {
   tn::Cluster c;
-  c.kind = "gpu";
+  c.kind = tn::ClusterKind::Gpu;
   c.nodes = 1;
   c.devices_per_node = 8;
   c.memory_bytes = int64_t(80) << 30;
@@ -110,15 +112,237 @@ TEST(GpuTime, MegatronMaterialisesTheScoresAndTrainscopeDoesNot) {
     return -1.0;
   };
   const tn::LayerOps mega = tn::layerOps(w, p, tn::Framework::Megatron);
-  // scale-mask-softmax reads and writes b·(a/t)·s² 16-bit scores.
-  EXPECT_DOUBLE_EQ(bytesOf(mega, "scale-mask-softmax"), 2.0 * 2 * (16 / 4) * 2048.0 * 2048 * 2);
+  // The fused causal softmax reads the unmasked half of b·(a/t)·s² 16-bit scores and writes them all.
+  const double scores = 2.0 * (16 / 4) * 2048.0 * 2048;
+  EXPECT_DOUBLE_EQ(bytesOf(mega, "scale-mask-softmax"), 1.5 * scores * 2);
   const tn::LayerOps ours = tn::layerOps(w, p, tn::Framework::Trainscope);
   EXPECT_EQ(bytesOf(ours, "scale-mask-softmax"), -1.0);
   EXPECT_GT(bytesOf(ours, "flash attention"), 0);
-  // Selective recomputation reruns Megatron's attention core, and nothing of a flash kernel.
+  // Selective recomputation reruns the attention core: Megatron's four kernels, or the one SDPA call
+  // (this runtime's checkpointAttention).
   p.ckpt = trainscope::runtime::Checkpointing::Selective;
   EXPECT_EQ(tn::layerOps(w, p, tn::Framework::Megatron).recompute.size(), 4u);
-  EXPECT_TRUE(tn::layerOps(w, p, tn::Framework::Trainscope).recompute.empty());
+  ASSERT_EQ(tn::layerOps(w, p, tn::Framework::Trainscope).recompute.size(), 1u);
+  EXPECT_EQ(tn::layerOps(w, p, tn::Framework::Trainscope).recompute[0].name, "flash attention");
+}
+
+namespace {
+
+// A small GPT and a plan on flatGpu(): no kernel floor, no host dispatch, collectives α·(1 + log2 n)
+// + bytes·factor/bandwidth (no half-bandwidth size), memory at 0.5 TB/s.
+trainscope::workloads::Workload toyGpt() {
+  trainscope::workloads::Workload w;
+  w.name = "toy";
+  w.n_layer = 2, w.n_head = 4, w.n_embd = 256, w.n_positions = 512, w.vocab_size = 1000;
+  return w;
+}
+
+tn::Plan toyPlan(int64_t tp, int64_t pp, int64_t dp) {
+  tn::Plan p;
+  p.tp = tp, p.pp = pp, p.dp = dp, p.mbs = 1, p.gbs = 4 * dp, p.seq = 512;  // M = 4 micro-batches
+  p.precision = trainscope::runtime::Precision::FP16;
+  return p;
+}
+
+tn::TimeOptions megatron() {
+  tn::TimeOptions o;
+  o.framework = tn::Framework::Megatron;
+  return o;
+}
+
+double seconds(const tn::NetworkTier& t, double bytes, double n, double factor) {
+  return t.latency * (1 + std::log2(n)) + bytes * factor / t.bandwidth;  // flatGpu's tiers: efficiency 1
+}
+
+const tn::Op* find(const std::vector<tn::Op>& ops, const std::string& name) {
+  for (const auto& o : ops)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(GpuTime, MegatronsFusedCausalSoftmaxAndDropoutMoveWhatTheirKernelsMove) {
+  trainscope::workloads::Workload w = toyGpt();
+  tn::Plan p = toyPlan(2, 1, 1);
+  const double scores = 1.0 * (4 / 2) * 512.0 * 512, e = 2;
+  const tn::LayerOps l = tn::layerOps(w, p, tn::Framework::Megatron);
+  // Softmax: forward reads the unmasked half and writes the row; backward reads half of y and dy.
+  ASSERT_NE(find(l.backward, "scale-mask-softmax backward"), nullptr);
+  EXPECT_DOUBLE_EQ(find(l.forward, "scale-mask-softmax")->bytes, 1.5 * scores * e);
+  EXPECT_DOUBLE_EQ(find(l.backward, "scale-mask-softmax backward")->bytes, 2.0 * scores * e);
+  // Dropout: output and byte mask forward; dy and the mask in, dx out backward — the same bytes.
+  EXPECT_DOUBLE_EQ(find(l.forward, "attention dropout")->bytes, 2.0 * scores * e + scores);
+  EXPECT_DOUBLE_EQ(find(l.backward, "attention dropout backward")->bytes, 2.0 * scores * e + scores);
+  // The fused LayerNorm's backward reads x and dy twice (weight gradients, then dx) and writes dx;
+  // bias-GeLU's reads dy and x, writes dx and reads it again for the bias gradient; bias-dropout-add's
+  // scales dy by the mask, reads dx for the bias gradient and sums the residual stream's gradients.
+  const double act = 512.0 * 256 * e, mlp = 512.0 * 4 * 256 / 2 * e;
+  EXPECT_DOUBLE_EQ(find(l.backward, "layernorm 1 backward")->bytes, 5 * act);
+  EXPECT_DOUBLE_EQ(find(l.backward, "bias-gelu backward")->bytes, 4 * mlp);
+  EXPECT_DOUBLE_EQ(find(l.backward, "bias-dropout-add backward")->bytes, 6 * act + 512.0 * 256);
+  // QKV's bias is added after its GEMM (F.linear on a 3-D input) and summed over tokens backward.
+  EXPECT_DOUBLE_EQ(find(l.forward, "qkv bias")->bytes, 2 * 512.0 * 3 * 256 / 2 * e);
+  // This runtime's kernels: 1.5× forward, no separate bias.
+  const tn::LayerOps ours = tn::layerOps(w, p, tn::Framework::Trainscope);
+  EXPECT_DOUBLE_EQ(find(ours.backward, "layernorm 1 backward")->bytes, 1.5 * 2 * act);
+  EXPECT_EQ(find(ours.forward, "qkv bias"), nullptr);
+  // Past 2048 keys the fused kernel is refused: PyTorch's fp32 path, 36 and 40 bytes per score.
+  w.n_positions = 4096;
+  p.seq = 4096;
+  const double long_scores = 1.0 * (4 / 2) * 4096.0 * 4096;
+  const tn::LayerOps big = tn::layerOps(w, p, tn::Framework::Megatron);
+  EXPECT_DOUBLE_EQ(find(big.forward, "scale-mask-softmax")->bytes, 36.0 * long_scores);
+  EXPECT_DOUBLE_EQ(find(big.backward, "scale-mask-softmax backward")->bytes, 40.0 * long_scores);
+}
+
+TEST(GpuTime, MegatronsCrossEntropyRunsInFp32OneKernelPerStep) {
+  const trainscope::workloads::Workload w = toyGpt();
+  const tn::Plan p = toyPlan(2, 1, 1);
+  const double n = 512.0 * 1000 / 2;  // tokens × V/t logits
+  const tn::LayerOps head = tn::headOps(w, p, tn::Framework::Megatron);
+  double fwd = 0, bwd = 0;
+  for (const auto& o : head.forward)
+    if (o.kind == tn::Op::Kind::Memory && o.name != "final layernorm") fwd += o.bytes;
+  for (const auto& o : head.backward)
+    if (o.kind == tn::Op::Kind::Memory && o.name != "final layernorm backward") bwd += o.bytes;
+  // Cast 6, max 4, subtract 8, exp 8, sum 4, normalise 8; backward: scale 8, cast 6 bytes per logit.
+  EXPECT_DOUBLE_EQ(fwd, 38 * n);
+  EXPECT_DOUBLE_EQ(bwd, 14 * n);
+  EXPECT_EQ(head.forward.size(), 8u);  // the final LayerNorm, the LM head, six cross-entropy kernels
+}
+
+TEST(GpuTime, StageParametersCountTheWordEmbeddingWhereItLives) {
+  const trainscope::workloads::Workload w = toyGpt();
+  const double h = 256, V = 1000, P = 512;
+  // One stage, one rank: the whole model.
+  EXPECT_DOUBLE_EQ(tn::gpu::stageParams(w, toyPlan(1, 1, 1), 0), double(w.parameterCount()));
+  // TP 2, PP 2: a layer is 12h²/2 + 7h/2 (sharded weights and biases) + 6h (LayerNorms, the biases
+  // after a row-parallel GEMM); the first stage adds V/2·h + P·h, the last the final LayerNorm and
+  // its own copy of the tied V/2·h.
+  const tn::Plan p = toyPlan(2, 2, 1);
+  const double layer = 12 * h * h / 2 + 7 * h / 2 + 6 * h;
+  EXPECT_DOUBLE_EQ(tn::gpu::stageParams(w, p, 0), layer + V / 2 * h + P * h);
+  EXPECT_DOUBLE_EQ(tn::gpu::stageParams(w, p, 1), layer + 2 * h + V / 2 * h);
+  EXPECT_EQ(tn::gpu::stageTensors(w, p, 1).size(), 12u + 2u + 1u);
+}
+
+TEST(GpuTime, MegatronAddsEveryWeightGradientIntoItsMainGradEachMicroBatch) {
+  // fp16 keeps main_grad in 16 bits (2 + 2·2 bytes per parameter per micro-batch), bf16 in fp32
+  // (2 + 2·4); nothing else differs between the two here (same peak, one rank, no DP).
+  const tn::Cluster c = flatGpu();
+  const trainscope::workloads::Workload w = toyGpt();
+  tn::Plan fp16 = toyPlan(1, 1, 1), bf16 = fp16;
+  bf16.precision = trainscope::runtime::Precision::BF16;
+  const auto a = tn::predictTime(w, fp16, c, megatron()), b = tn::predictTime(w, bf16, c, megatron());
+  const double params = double(w.parameterCount()), M = 4;
+  EXPECT_NEAR(b.compute_s - a.compute_s, M * params * (10.0 - 6.0) / 0.5e12, 1e-12);
+  EXPECT_NEAR(b.step_s - a.step_s, M * params * (10.0 - 6.0) / 0.5e12, 1e-12);
+  // This runtime accumulates in the backward's own kernels: nothing of the sort.
+  EXPECT_DOUBLE_EQ(tn::predictTime(w, fp16, c).compute_s, tn::predictTime(w, bf16, c).compute_s);
+}
+
+TEST(GpuTime, TheEmbeddingAndTheHeadAddOneTensorParallelCollectiveEach) {
+  const tn::Cluster c = flatGpu();
+  const trainscope::workloads::Workload w = toyGpt();
+  tn::Plan p = toyPlan(2, 1, 1);
+  const double act = 1.0 * 512 * 256 * 2, M = 4, L = 2;
+  // Per layer 2 all-reduces forward and 2 backward; the embedding's forward all-reduce; the LM head
+  // input's backward all-reduce; the cross-entropy's three all-reduces of one fp32 value per token.
+  const double ar = seconds(c.intra_node, act, 2, 1.0), ce = 3 * seconds(c.intra_node, 4.0 * 512, 2, 1.0);
+  EXPECT_NEAR(tn::predictTime(w, p, c, megatron()).tp_comm_s, M * ((L * 4 + 2) * ar + ce), 1e-12);
+  EXPECT_NEAR(tn::predictTime(w, p, c).tp_comm_s, M * (L * 4 + 2) * ar, 1e-12);  // this runtime's fused head
+  // Sequence parallelism: per layer 4 gathers forward and 6 backward; the embedding's
+  // reduce-scatter; the head's all-gather and reduce-scatter.
+  p.sequence_parallel = true;
+  const double gather = seconds(c.intra_node, act, 2, 0.5);
+  EXPECT_NEAR(tn::predictTime(w, p, c, megatron()).tp_comm_s, M * ((L * 10 + 3) * gather + ce), 1e-12);
+}
+
+TEST(GpuTime, MegatronSendsATthOfTheActivationAndGathersItInTheNode) {
+  const tn::Cluster c = flatGpu();
+  const trainscope::workloads::Workload w = toyGpt();
+  const tn::Plan p = toyPlan(2, 2, 1);
+  const double act = 1.0 * 512 * 256 * 2, M = 4;
+  // Steady state 2·M hops (forward and backward), fill and drain 2·(p − 1): each a send of act/t
+  // and an all-gather of act over the TP group.
+  const double hop = seconds(c.intra_node, act / 2, 2, 1.0) + seconds(c.intra_node, act, 2, 0.5);
+  EXPECT_NEAR(tn::predictTime(w, p, c, megatron()).pp_comm_s, (2 * M + 2) * hop, 1e-12);
+  // This runtime sends the whole activation inside a node.
+  EXPECT_NEAR(tn::predictTime(w, p, c).pp_comm_s, (2 * M + 2) * seconds(c.intra_node, act, 2, 1.0), 1e-12);
+}
+
+TEST(GpuTime, DataParallelReducesTheLargerStageAndTheTiedEmbeddingIsSummedAfter) {
+  const tn::Cluster c = flatGpu();
+  const trainscope::workloads::Workload w = toyGpt();
+  const tn::Plan p = toyPlan(1, 2, 2);  // 4 ranks in one node
+  const double most = std::max(tn::gpu::stageParams(w, p, 0), tn::gpu::stageParams(w, p, 1));
+  // fp16 under Megatron: 16-bit gradients; all-reduce over 2 ranks (bus factor 1), then the word
+  // embedding's all-reduce between the first and the last stage.
+  const double expected = seconds(c.intra_node, most * 2, 2, 1.0) + seconds(c.intra_node, 1000.0 * 256 * 2, 2, 1.0);
+  EXPECT_NEAR(tn::predictTime(w, p, c, megatron()).dp_comm_s, expected, 1e-12);
+  // The optimizer waits for the same stage: 54 bytes per parameter at the achieved bandwidth.
+  EXPECT_NEAR(tn::predictTime(w, p, c, megatron()).optimizer_s, most * 54 / 0.5e12, 1e-12);
+}
+
+TEST(GpuTime, ADataParallelGroupLeavesEachNodeThroughItsMembersPorts) {
+  tn::Cluster c = flatGpu();  // NVLink 100 GB/s, one 10 GB/s port per GPU, both at efficiency 1
+  c.nodes = 2;
+  EXPECT_DOUBLE_EQ(tn::gpu::spanningTier(c, 1).bandwidth, 10e9);
+  EXPECT_DOUBLE_EQ(tn::gpu::spanningTier(c, 4).bandwidth, 40e9);
+  EXPECT_DOUBLE_EQ(tn::gpu::spanningTier(c, 16).bandwidth, 100e9);  // no faster than NVLink
+  // TP 1, DP 16 on two nodes: 8 members per node, 80 GB/s; Megatron's fp16 gradients, after the
+  // backward, all-reduce factor 2·15/16 at the inter-node latency.
+  const trainscope::workloads::Workload w = toyGpt();
+  const tn::Plan p = toyPlan(1, 1, 16);
+  const double bytes = double(w.parameterCount()) * 2;
+  EXPECT_NEAR(tn::predictTime(w, p, c, megatron()).dp_comm_s, 1e-6 * (1 + 4) + bytes * 2 * 15 / 16 / 80e9, 1e-12);
+  // TP 8, DP 2: one member per node, the port's rate.
+  const tn::Plan q = toyPlan(8, 1, 2);
+  trainscope::workloads::Workload wide = w;
+  wide.n_head = 8;
+  const double most = tn::gpu::stageParams(wide, q, 0);
+  EXPECT_NEAR(tn::predictTime(wide, q, c, megatron()).dp_comm_s, 1e-6 * 2 + most * 2 / 10e9, 1e-12);
+}
+
+TEST(GpuTime, TheA100GemmCeilingIsItsMeasuredMaximumAtTheSustainedClock) {
+  const tn::Cluster c = tn::loadCluster("a100-80gb-x8");
+  EXPECT_DOUBLE_EQ(c.matmulEfficiency(1e9), 0.6);     // Calculon's small-GEMM point
+  EXPECT_DOUBLE_EQ(c.matmulEfficiency(1e12), 0.859);  // MAMF 267.9 of 312 TFLOP/s
+  EXPECT_LT(c.matmulEfficiency(4e9), 0.859);
+  // 108 × 8 tiles of 128×128: eight full waves, compute-bound.
+  const tn::Op g = gemm(128.0 * 108, 1024, 8192);
+  const double peak = 312e12 * c.sustained_clock;
+  EXPECT_NEAR(tn::gpu::gemmSeconds(g, c, peak, 2), g.flops() / (312e12 * 0.926 * 0.859), 1e-12);
+}
+
+TEST(MemoryModel, TheOpListKeepsWhatKorthikantiAndTheRuntimeCount) {
+  // Every layer activation the memory model counts comes from the op list's `saved`: it must give
+  // Korthikanti et al.'s closed form for Megatron-LM and docs/memory-model.md's for this runtime.
+  namespace rt = trainscope::runtime;
+  trainscope::workloads::Workload w;
+  w.n_layer = 4, w.n_head = 16, w.n_embd = 2048, w.n_positions = 2048, w.vocab_size = 51200;
+  const double h = 2048, a = 16;
+  for (int64_t t : {1, 2, 4, 8})
+    for (bool sp : {false, true})
+      for (rt::Checkpointing ck : {rt::Checkpointing::None, rt::Checkpointing::Selective, rt::Checkpointing::Full})
+        for (int64_t b : {1, 4})
+          for (int64_t s : {1024, 2048}) {
+            if (sp && t == 1) continue;
+            tn::Plan p;
+            p.tp = t, p.mbs = b, p.seq = s, p.sequence_parallel = sp, p.ckpt = ck;
+            const std::string at = "t" + std::to_string(t) + " sp" + std::to_string(sp) + " b" + std::to_string(b) +
+                                   " s" + std::to_string(s) + " ckpt" + std::to_string(int(ck));
+            EXPECT_DOUBLE_EQ(tn::layerOps(w, p, tn::Framework::Megatron).saved,
+                             tn::megatronLayerActivationBytes(double(s), double(b), h, a, double(t), sp, ck))
+                << at;
+            const double sbh = double(s) * double(b) * h, td = double(t);
+            double elements = ck == rt::Checkpointing::Full ? (sp ? sbh / td : sbh)
+                                                             : (sp ? 2 * sbh + 15 * sbh / td : 4 * sbh + 13 * sbh / td);
+            if (ck == rt::Checkpointing::Selective) elements -= sbh / td;  // the SDPA output
+            const double lse = ck == rt::Checkpointing::None ? 4.0 * (a / td) * double(s) * double(b) : 0.0;
+            EXPECT_DOUBLE_EQ(tn::layerOps(w, p, tn::Framework::Trainscope).saved, elements * 2 + lse) << at;
+          }
 }
 
 // predict --batch: one result per line in order, the command line's flags as defaults, a bad line

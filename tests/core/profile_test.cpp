@@ -10,7 +10,7 @@
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/store.h"
 #include "trainscope/tracer/trace.h"
-#include "trainscope/tuner/profile.h"
+#include "trainscope/tuner/cost_model.h"
 #include "trainscope/workloads/workload.h"
 
 namespace tn = trainscope::tuner;
@@ -41,7 +41,7 @@ TEST(MeasuredCosts, LayerShapeIgnoresDpPpAndZeroButNotMicroBatchTpOrRanksPerNode
   const tn::Cluster c = tn::loadCluster("cpu-local");  // 2 CPU ranks per node
   EXPECT_EQ(tn::shapeKey(plan(2, 1, 1, 4, 8), c), tn::shapeKey(plan(1, 1, 2, 4, 8), c));
   tn::Plan z = plan(2, 1, 1, 4, 8);
-  z.zero = 1;
+  z.zero = trainscope::runtime::ZeroStage::OptimizerStates;
   z.ckpt = Checkpointing::Full;
   EXPECT_EQ(tn::shapeKey(z, c), tn::shapeKey(plan(2, 1, 1, 4, 16), c));
   EXPECT_NE(tn::shapeKey(plan(2, 1, 1, 4, 8), c), tn::shapeKey(plan(2, 1, 1, 2, 8), c));  // micro-batch
@@ -152,7 +152,8 @@ TEST(MeasuredCosts, UnmeasuredShapesAreRankedByTheAnalyticModelScaledToTheMeasur
   const auto w = trainscope::workloads::load("small-cpu");
   const tn::Cluster c = tn::loadCluster("cpu-local");
   tn::SpaceOptions so;
-  so.gbs = 8, so.seq = 64, so.mbs = {2, 4}, so.ckpt = {Checkpointing::None}, so.zero = {0};
+  so.gbs = 8, so.seq = 64, so.mbs = {2, 4}, so.ckpt = {Checkpointing::None};
+  so.zero = {trainscope::runtime::ZeroStage::None};
   so.sequence_parallel = {false};
   so.schedules = {trainscope::runtime::PipelineSchedule::OneFOneB};
   auto all = tn::enumerateSpace(w, c, so);

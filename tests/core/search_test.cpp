@@ -28,7 +28,7 @@ struct Space {
 Space space(int n, int shapes = 0) {
   Space s;
   s.cluster.name = "fake";
-  s.cluster.kind = "cpu";
+  s.cluster.kind = tn::ClusterKind::Cpu;
   s.cluster.nodes = 1;
   s.cluster.devices_per_node = 1;
   for (int i = 0; i < n; ++i) {

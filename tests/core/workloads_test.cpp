@@ -147,7 +147,7 @@ TEST(Config, JsonAndFlagFormsRoundTrip) {
   c.lr = 1.0 / 3.0;  // not a short decimal: must survive the text forms exactly
   c.seed = 18446744073709551557ull;
   c.nproc = 2;
-  c.zero = 1;
+  c.zero = rt::ZeroStage::OptimizerStates;
   c.peak_tflops = 12.5;
   rt::resolve(c);
   const std::string json = rt::toJson(c);
@@ -310,7 +310,7 @@ TEST(Clusters, CollectiveFitRecoversAlphaAndBetaAndTheFileLoads) {
   const std::string path = trainscope::testing::tempPath("local.json");
   std::ofstream(path) << trainscope::tuner::localClusterJson(rates, fit, 2, int64_t(1) << 30, "box");
   const auto c = trainscope::tuner::loadCluster(path);
-  EXPECT_EQ(c.kind, "cpu");
+  EXPECT_EQ(c.kind, tn::ClusterKind::Cpu);
   EXPECT_EQ(c.devices_per_node, 2);
   EXPECT_DOUBLE_EQ(c.peak("fp32"), 1e11);
   EXPECT_DOUBLE_EQ(c.peak("bf16"), 4e11);

@@ -1,6 +1,7 @@
 // train_test.cpp — the runtime as a function and through the command line: train() records every
 // step; `run --json` and `report --json` print the same summary for the same database; a config
-// printed by `run --json` reruns to the same losses through `run --config`; the LibTorch op source
+// printed by `run --json` reruns to the same losses through `run --config`, and a RunSpec file runs
+// through `run --config` alone with its output; the LibTorch op source
 // traces a real training step, with and without input shapes; a two-rank trace merges both ranks;
 // the front end links no LibTorch.
 #include <gtest/gtest.h>
@@ -120,6 +121,34 @@ TEST(RunConfig, ConfigOfAnEarlierRunReproducesItsLosses) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("mbs"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(bad), std::string::npos) << r.output;
+}
+
+// A RunSpec file alone: `run --config FILE` reads it straight, output and printing included.
+TEST(RunConfig, ARunSpecFileAloneRunsWithItsOutputAndTrace) {
+  const std::string db = tempPath("spec-run.db"), spec_path = tempPath("spec.json");
+  rt::RunSpec s;
+  s.config.workload = "tiny";
+  s.config.seq = 16;
+  s.config.mbs = 2;
+  s.config.steps = 3;
+  s.config.device = rt::DeviceRequest::CPU;
+  s.config.cpu_lanes = 1;
+  s.output.trace = db;
+  s.output.trace_level = rt::TraceLevel::Ops;
+  s.output.overwrite = true;
+  s.quiet = true;
+  std::ofstream(spec_path) << rt::toJson(s);
+  for (int k = 0; k < 2; ++k) {  // the second run replaces the first: the spec says overwrite
+    auto r = cli("run --config " + spec_path);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.output.find("step "), std::string::npos) << r.output;  // quiet
+    EXPECT_EQ(r.output.find("done:"), std::string::npos) << r.output;
+  }
+  rdb::RunReader reader(db);
+  EXPECT_EQ(reader.meta("trace_level"), "ops");
+  EXPECT_GT(reader.events<rdb::HostOp>(0).size(), 0u);
+  EXPECT_EQ(rdb::readSteps(db).size(), 3u);
+  EXPECT_EQ(nlohmann::json::parse(reader.meta("config"))["steps"], 3);
 }
 
 TEST(OpSource, TracesARealTrainingStepWithAndWithoutShapes) {

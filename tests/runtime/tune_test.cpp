@@ -269,6 +269,21 @@ TEST(Tune, ExportsParseBackWithEveryFieldThatMaps) {
   EXPECT_EQ(countRows(study, "1=1"), trials) << "a finished trial ran again";
 }
 
+// A study resumes only with the inputs it was made with: the cluster kind and the launcher are stored
+// as words, as studies made before they were enums stored them.
+TEST(Tune, TheStudysInputsNameTheClusterKindAndTheLauncherInWords) {
+  const std::string study = tempPath("inputs-study.db");
+  auto r = cli("tune --workload tiny --seq 16 --gbs 2 --mbs 2 --ckpt none --ranks 1 --trial-steps 2 --first-round 1 "
+               "--final-rounds 0 --mem-limit 200M --study " + study);
+  ASSERT_EQ(r.status, 0) << r.output;
+  trainscope::rundb::Database d(study, trainscope::rundb::Database::Mode::ReadOnly);
+  trainscope::rundb::Statement s(d, "SELECT value FROM study WHERE key = 'inputs'");
+  ASSERT_TRUE(s.step());
+  const auto inputs = nlohmann::json::parse(s.columnText(0));
+  EXPECT_EQ(inputs["kind"], "cpu");
+  EXPECT_EQ(inputs["launcher"], "local");
+}
+
 TEST(Tune, ClusterLocalMeasuresThisMachineIntoAClusterFileOncePerStudy) {
   const std::string study = tempPath("local-study.db");
   auto r = cli("tune --cluster local --workload tiny --seq 32 --gbs 8 --predict-only --study " + study);

@@ -12,6 +12,7 @@
 
 #include "trainscope/rundb/reader.h"
 #include "trainscope/tuner/models.h"
+#include "trainscope/tuner/cost_model.h"
 #include "trainscope/tuner/profile.h"
 #include "trainscope/workloads/workload.h"
 #include "util.h"

@@ -74,7 +74,7 @@ ExportResult megatron(const rt::TrainConfig& c) {
   if (c.ckpt == rt::Checkpointing::Full)
     o << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
   if (c.sequence_parallel) o << " --sequence-parallel";
-  if (c.zero) o << " --use-distributed-optimizer";
+  if (rt::shardsOptimizer(c.zero)) o << " --use-distributed-optimizer";
   o << " --optimizer " << (c.optimizer == rt::OptimizerKind::SGD ? "sgd" : "adam") << "\n";
   r.text = o.str();
   if (c.pp > 1 && c.pp_schedule == rt::PipelineSchedule::GPipe)
@@ -100,7 +100,7 @@ ExportResult deepspeed(const rt::TrainConfig& c) {
        {{"enabled", c.precision == rt::Precision::FP16},
         {"initial_scale_power", int(std::lround(std::log2(c.fp16_init_scale)))},
         {"loss_scale_window", c.fp16_growth_interval}}},
-      {"zero_optimization", {{"stage", c.zero}}},
+      {"zero_optimization", {{"stage", rt::stageNumber(c.zero)}}},
       {"activation_checkpointing", {{"partition_activations", false}, {"contiguous_memory_optimization", false}}},
       {"steps_per_print", 10}};
   const char* type = c.optimizer == rt::OptimizerKind::SGD ? "SGD" : "AdamW";
@@ -190,7 +190,7 @@ nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c) {
 std::vector<std::string> accelerateNotes(const rt::TrainConfig& c) {
   std::vector<std::string> notes;
   if (c.tp > 1 || c.pp > 1) notes.push_back("Accelerate runs data parallelism only: tp/pp are not in this export");
-  if (c.zero)
+  if (rt::shardsOptimizer(c.zero))
     notes.push_back("ZeRO-1 is DeepSpeed's in Accelerate: use --format deepspeed as its deepspeed_config_file");
   return notes;
 }

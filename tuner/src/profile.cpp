@@ -15,6 +15,7 @@
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/summary.h"
 #include "trainscope/tuner/models.h"
+#include "stage_params.h"
 
 namespace trainscope::tuner {
 namespace {
@@ -25,22 +26,6 @@ using runtime::Checkpointing;
 double median(std::vector<double> v) { return rundb::percentile(std::move(v), 0.5); }
 
 double ns(int64_t a, int64_t b) { return double(b - a) * 1e-9; }
-
-// Parameters a rank of each stage holds (its shards), from the memory model's weight bytes: one
-// prediction per plan, shared by the optimizer and the DP all-reduce terms below.
-std::vector<double> stageParams(const workloads::Workload& w, const Plan& p) {
-  std::vector<double> n;
-  for (const auto& sm : predictMemory(w, p).stages) n.push_back(double(sm.params) / (p.mixed() ? 6.0 : 4.0));
-  return n;
-}
-
-// Of those, the parameters the rank updates (ZeRO-1: its partition, about 1/dp).
-double paramsUpdated(const Plan& p, double n) { return p.zero && p.dp > 1 ? n / double(p.dp) : n; }
-
-// Bytes a rank of stage 0 moves in the DP gradient all-reduce (fp32 gradients, bus factor 2(d−1)/d).
-double allReduceBytes(const Plan& p, const std::vector<double>& n) {
-  return n.front() * 4.0 * 2.0 * double(p.dp - 1) / double(std::max<int64_t>(1, p.dp));
-}
 
 // A GPU rank's device work by launch time: what a host range launched, and how long the device
 // took over it (from the first of those events' start to the last one's end).
@@ -86,7 +71,7 @@ struct StepSample {
 
 std::string shapeKey(const Plan& p, const Cluster& c) {
   char k[160];
-  const int64_t sharing = c.kind == "cpu" ? std::min<int64_t>(p.world(), c.devices_per_node) : 1;
+  const int64_t sharing = c.kind == ClusterKind::Cpu ? std::min<int64_t>(p.world(), c.devices_per_node) : 1;
   std::snprintf(k, sizeof(k), "mbs%lld seq%lld tp%lld%s %s x%lld/node lanes%lld", static_cast<long long>(p.mbs),
                 static_cast<long long>(p.seq), static_cast<long long>(p.tp), p.sequence_parallel ? " sp" : "",
                 runtime::toString(p.precision), static_cast<long long>(sharing),
@@ -204,7 +189,7 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
     c.dp_sync_bytes = allReduceBytes(p, params);
   }
   if (!hidden.empty()) c.dp_hidden_share = median(hidden);
-  c.zero = p.zero;
+  c.zero = runtime::stageNumber(p.zero);
   return c;
 }
 
@@ -341,85 +326,6 @@ std::vector<std::pair<std::string, LayerCosts>> costsFromJson(const std::string&
     out.emplace_back(j.at("shape").get<std::string>(), k);
   }
   return out;
-}
-
-std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Plan& p, const Cluster& c,
-                                          const MeasuredCosts& m) {
-  const auto found = m.find(shapeKey(p, c), p.zero);
-  if (!found || found->layer_fwd_s <= 0) return std::nullopt;
-  const LayerCosts& k = *found;
-  // The analytic model supplies what this shape's runs did not measure: the selective recompute's
-  // share of a layer's forward, the pipeline's point-to-point sends, the DP all-reduce.
-  const TimePrediction analytic = predictTime(w, p, c);
-  const std::vector<double> params = stageParams(w, p);
-  double recompute = 0;
-  if (p.ckpt == runtime::Checkpointing::Full) recompute = k.recompute_full_s > 0 ? k.recompute_full_s : k.layer_fwd_s;
-  if (p.ckpt == runtime::Checkpointing::Selective) {
-    if (k.recompute_selective_s > 0) {
-      recompute = k.recompute_selective_s;
-    } else {
-      Plan sel = p, none = p;
-      none.ckpt = runtime::Checkpointing::None;
-      const double a_none = predictTime(w, none, c).compute_s;
-      const double a_sel = predictTime(w, sel, c).recompute_s;
-      recompute = a_none > 0 ? k.layer_fwd_s * 3.0 * a_sel / a_none : 0;  // compute_s is 3 × forward
-    }
-  }
-  const double M = double(std::max<int64_t>(1, p.ga()));
-  double sum = 0, worst = 0, worst_compute = 0, worst_recompute = 0;
-  const double p2p = p.pp > 1 ? analytic.pp_comm_s / M : 0;  // per micro-batch
-  for (int64_t st = 0; st < p.pp; ++st) {
-    const double L = double(layersOfStage(w.n_layer, p.pp, st));
-    const double compute = L * (k.layer_fwd_s + k.layer_bwd_s) + (st == 0 ? k.embed_s : 0) + (st == p.pp - 1 ? k.head_s : 0);
-    const double t = compute + L * recompute + p2p;
-    sum += t;
-    if (t > worst) worst = t, worst_compute = compute, worst_recompute = L * recompute;
-  }
-  TimePrediction r;
-  r.compute_s = M * worst_compute;
-  r.recompute_s = M * worst_recompute;
-  r.pp_comm_s = M * p2p;
-  const double v = double(std::max<int64_t>(1, p.virtual_stages));
-  r.bubble_s = p.pp > 1 ? (v > 1 ? (double(p.pp) - 1.0) / v * worst : sum - worst) : 0;
-  if (p.dp > 1) {
-    auto sync = k.dp_sync_bytes > 0 ? std::make_optional(std::make_pair(k.dp_sync_bytes, k.dp_sync_s)) : m.anyDpSync(p.zero);
-    const double bytes = allReduceBytes(p, params);
-    r.dp_comm_s = sync ? sync->second * bytes / std::max(1.0, sync->first) : analytic.dp_comm_s;
-  }
-  double n_max = 0;
-  for (double n : params) n_max = std::max(n_max, paramsUpdated(p, n));
-  r.optimizer_s = k.optimizer_s_per_param > 0 ? k.optimizer_s_per_param * n_max : analytic.optimizer_s;
-  r.other_s = k.other_s >= 0 ? k.other_s : m.anyOther(p.zero);
-  r.tp_comm_s = 0;  // inside the measured layer times
-  r.step_s = r.compute_s + r.recompute_s + r.pp_comm_s + r.bubble_s + r.dp_comm_s + r.optimizer_s + r.other_s;
-  r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;
-  r.model_flops = analytic.model_flops;
-  r.mfu = analytic.mfu * analytic.step_s / r.step_s;
-  r.measured = true;
-  return r;
-}
-
-void rerank(const workloads::Workload& w, const Cluster& c, const MeasuredCosts& m, std::vector<Candidate>& all,
-            double fallback_scale) {
-  // The analytic model, for shapes without costs of their own, with the DP overlap as measured.
-  TimeOptions measured_overlap;
-  for (const auto& [key, runs] : m.runs())
-    if (auto k = m.find(key); k && k->dp_hidden_share >= 0) measured_overlap.dp_overlap = k->dp_hidden_share;
-  std::vector<std::optional<TimePrediction>> composed(all.size());
-  std::vector<double> ratio;
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (!all[i].rejected.empty()) continue;
-    composed[i] = composeTime(w, all[i].plan, c, m);
-    if (composed[i]) ratio.push_back(composed[i]->step_s / predictTime(w, all[i].plan, c, measured_overlap).step_s);
-  }
-  const double scale = ratio.empty() ? fallback_scale : median(ratio);
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (!all[i].rejected.empty()) continue;
-    const TimePrediction t = composed[i] ? *composed[i] : predictTime(w, all[i].plan, c, measured_overlap);
-    all[i].predicted_step_s = composed[i] ? t.step_s : t.step_s * scale;
-    all[i].predicted_tokens_per_s = double(all[i].plan.gbs) * double(all[i].plan.seq) / all[i].predicted_step_s;
-    all[i].time_measured = composed[i].has_value();
-  }
 }
 
 }  // namespace trainscope::tuner

@@ -20,10 +20,11 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
   using runtime::Checkpointing;
   using runtime::PipelineSchedule;
   std::vector<runtime::Precision> precisions = o.precisions;
-  if (precisions.empty()) precisions = {c.kind == "cpu" ? runtime::Precision::FP32 : runtime::Precision::BF16};
+  const bool cpu = c.kind == ClusterKind::Cpu;
+  if (precisions.empty()) precisions = {cpu ? runtime::Precision::FP32 : runtime::Precision::BF16};
   const int64_t seq = o.seq > 0 ? o.seq : std::min<int64_t>(w.n_positions, 1024);
   // CPU clusters: every world that divides the ranks; GPU clusters: every device.
-  std::vector<int64_t> worlds = c.kind == "cpu" ? divisors(c.devices()) : std::vector<int64_t>{c.devices()};
+  std::vector<int64_t> worlds = cpu ? divisors(c.devices()) : std::vector<int64_t>{c.devices()};
   if (!o.worlds.empty()) worlds = o.worlds;
   std::vector<Candidate> all;
   for (int64_t world : worlds)
@@ -34,11 +35,13 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
         for (int64_t mbs : o.mbs)
           for (Checkpointing ck : o.ckpt)
             for (runtime::Precision prec : precisions)
-              for (int zero : o.zero)
+              for (runtime::ZeroStage zero : o.zero)
                 for (bool sp : o.sequence_parallel)
                   for (PipelineSchedule sched : o.schedules) {
                     // Knobs that do nothing for this layout are not separate candidates.
-                    if ((zero && dp == 1) || (sp && tp == 1) || (sched == PipelineSchedule::GPipe && pp == 1)) continue;
+                    if ((runtime::shardsOptimizer(zero) && dp == 1) || (sp && tp == 1) ||
+                        (sched == PipelineSchedule::GPipe && pp == 1))
+                      continue;
                     Candidate cand;
                     cand.plan.dp = dp;
                     cand.plan.tp = tp;
@@ -51,10 +54,10 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
                     cand.plan.zero = zero;
                     cand.plan.sequence_parallel = sp;
                     cand.plan.schedule = sched;
-                    cand.plan.cpu = c.kind == "cpu";
+                    cand.plan.cpu = cpu;
                     // The core lanes the runtime will pick (auto): one per core of the rank, at most mbs,
                     // for a one-process fp32 CPU run; each keeps its own gradients.
-                    if (c.kind == "cpu" && world == 1 && prec == runtime::Precision::FP32)
+                    if (cpu && world == 1 && prec == runtime::Precision::FP32)
                       cand.plan.cpu_lanes = std::min<int64_t>(c.devices_per_node, mbs);
                     cand.rejected = whyInvalid(w, cand.plan);
                     if (cand.rejected.empty()) {

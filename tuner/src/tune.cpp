@@ -1,9 +1,7 @@
-// tune.cpp — the study loop and the trial runner (see tune.h).
+// tune.cpp — the study's driver (see tune.h).
 #include "trainscope/tuner/tune.h"
 
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,28 +15,42 @@
 #include <memory>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
-#include "trainscope/rundb/reader.h"
-#include "trainscope/rundb/summary.h"
-#include "trainscope/tuner/calibrate.h"
-#include "trainscope/tuner/profile.h"
+#include "trainscope/tuner/learner.h"
 #include "trainscope/tuner/search.h"
+#include "trainscope/tuner/trial.h"
 
 namespace trainscope::tuner {
 namespace {
 
 std::atomic<int> g_interrupt{0};
-std::atomic<pid_t> g_trial_group{0};
 extern "C" void onTunerSignal(int sig) {
   g_interrupt = sig;
-  const pid_t g = g_trial_group.load();
-  if (g > 0) kill(-g, SIGTERM);  // the trial stops at its next step and records what it did
+  ProcessTrialRunner::stopRunning();  // the trial stops at its next step and records what it did
 }
+
+// SIGINT and SIGTERM interrupt the study while it is in scope (the previous handlers come back after).
+class InterruptScope {
+ public:
+  InterruptScope() {
+    struct sigaction sa {};
+    sa.sa_handler = onTunerSignal;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+    g_interrupt = 0;
+  }
+  ~InterruptScope() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
 
 double seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
@@ -107,91 +119,13 @@ runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, co
   c.nproc = int(p.world());
   c.sequence_parallel = p.sequence_parallel;
   c.pp_schedule = p.schedule;
-  c.launcher = o.launcher == "slurm" ? runtime::Launcher::Slurm : runtime::Launcher::Local;
+  c.launcher = o.launcher;
   c.mem_limit = o.mem_limit;
   c.cpu_lanes = int(p.cpu_lanes);
   c.steps = o.base_steps;
   c.warmup = 0;
   c.min_lr_ratio = 1.0;
   return c;
-}
-
-TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& config_path, const std::string& log_path,
-                     const std::string& trace_level) {
-  const auto t0 = std::chrono::steady_clock::now();
-  // Created here, not in the child: a failure is the tuner's (exit 2), not the candidate's.
-  const int log = files::createFile(log_path, files::Existing::Replace, "--study");
-  const pid_t pid = fork();
-  if (pid < 0) {
-    ::close(log);
-    t.status = TrialStatus::Failed;
-    t.message = std::string("fork failed: ") + std::strerror(errno);
-    return t;
-  }
-  if (pid == 0) {
-    setpgid(0, 0);                       // the trial's own process group: killed as one
-    prctl(PR_SET_PDEATHSIG, SIGKILL);    // and with the tuner, even by kill -9
-    dup2(log, 1);                        // (dup2 clears close-on-exec on 1 and 2)
-    dup2(log, 2);
-    const std::string steps = std::to_string(t.steps);
-    // Traced: the layer ranges (and on a GPU profile, the kernels they launched) are what the
-    // measured time model reads.
-    execl(o.trainscope.c_str(), o.trainscope.c_str(), "run", "--config", config_path.c_str(), "--steps", steps.c_str(),
-          "--trace", t.db_path.c_str(), "--trace-level", trace_level.c_str(), "--overwrite", "-q",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  ::close(log);
-  setpgid(pid, pid);
-  g_trial_group = pid;
-  int status = 0;
-  bool timed_out = false;
-  for (;;) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (!timed_out && o.trial_timeout_s > 0 && seconds(t0) > o.trial_timeout_s) {
-      timed_out = true;
-      kill(-pid, SIGKILL);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(-pid, SIGKILL);  // nothing of the trial outlives it
-  g_trial_group = 0;
-  t.seconds = seconds(t0);
-  if (timed_out) {
-    t.status = TrialStatus::Hang;
-    t.message = "no result within " + std::to_string(int(o.trial_timeout_s)) + " s";
-  } else if (WIFSIGNALED(status)) {
-    t.status = TrialStatus::Crash;
-    t.signal = WTERMSIG(status);
-    t.message = std::string("killed by ") + strsignal(t.signal);
-  } else {
-    t.exit_code = WEXITSTATUS(status);
-    if (t.exit_code == 0) t.status = TrialStatus::Ok;
-    else if (t.exit_code == kExitOutOfMemory) t.status = TrialStatus::OutOfMemory;
-    else if (t.exit_code == 2) t.status = TrialStatus::Invalid;
-    else if (t.exit_code > 128 && t.exit_code < 160) {  // the launcher passes a rank's signal on
-      t.status = TrialStatus::Crash;
-      t.signal = t.exit_code - 128;
-      t.message = std::string("a rank was killed by ") + strsignal(t.signal);
-    } else {
-      t.status = TrialStatus::Failed;
-    }
-    if (t.message.empty() && t.status != TrialStatus::Ok) t.message = "exit status " + std::to_string(t.exit_code);
-  }
-  if (t.status == TrialStatus::Ok) {
-    try {
-      rundb::RunReader reader(t.db_path);
-      const rundb::RunSummary s = rundb::summarize(reader);
-      t.step_s = s.step_s_median;
-      t.tokens_per_s = s.tokens_per_s;
-      t.peak_bytes = s.peak_bytes;
-    } catch (const std::exception& e) {
-      t.status = TrialStatus::Failed;
-      t.message = std::string("its run database cannot be read: ") + e.what();
-    }
-  }
-  return t;
 }
 
 namespace {
@@ -220,7 +154,8 @@ std::string studyInputs(const workloads::Workload& w, const Cluster& c, const Sp
                            {"seq", space.seq}, {"candidates", all.size()},
                            {"base_steps", o.base_steps}, {"first_round", o.first_round},
                            {"finalists", o.finalists}, {"final_rounds", o.final_rounds},
-                           {"exhaustive", o.search == "exhaustive"}, {"launcher", o.launcher}, {"kind", c.kind},
+                           {"exhaustive", o.search == "exhaustive"}, {"launcher", runtime::toString(o.launcher)},
+                           {"kind", toString(c.kind)},  // by name, as studies made before the enums stored them
                            {"workload_source", w.source}, {"n_head", w.n_head}, {"vocab_size", w.vocab_size},
                            {"n_positions", w.n_positions}};
   // Studies made before the search was a choice say only "exhaustive": other strategies add their name.
@@ -229,13 +164,13 @@ std::string studyInputs(const workloads::Workload& w, const Cluster& c, const Sp
   return inputs.dump();
 }
 
-// Runs the batches a strategy asks for: each trial as its own process (or taken from a resumed
-// study), what it measured learned, the models refitted and the candidates re-ranked after each batch.
+// One batch at a time: each trial taken from a resumed study or run now (its spec written, handed
+// to the runner), learned from, and reported; between batches the learner re-ranks the space.
 class StudyRunner {
  public:
-  StudyRunner(const workloads::Workload& w, const Cluster& c, const TuneOptions& o, TuneResult& res, Study& study,
-              std::vector<std::string> configs, const std::function<void(const TuneEvent&)>& progress)
-      : w_(w), c_(c), o_(o), res_(res), study_(study), configs_(std::move(configs)), progress_(progress), fitted_(c) {}
+  StudyRunner(const TuneOptions& o, bool gpu, TuneResult& res, Study& study, TrialRunner& runner, Learner& learner,
+              const std::function<void(const TuneEvent&)>& progress)
+      : o_(o), gpu_(gpu), res_(res), study_(study), runner_(runner), learner_(learner), progress_(progress) {}
 
   void runBatch(const TrialBatch& b, SearchStrategy& search) {
     for (int64_t id : b.candidates) {
@@ -249,20 +184,12 @@ class StudyRunner {
     }
   }
 
-  // Refit: every candidate's prediction from all that has been measured so far.
-  void refit() {
-    try {
-      // The collectives the trials recorded refit the network's α–β (the intra-node tier, from
-      // trials within one node): what composes pipeline sends and the unmeasured shapes' TP and DP terms.
-      const CollectiveFit f = fitCollectives(comm_);
-      fitted_.intra_node = f.tier;
-      res_.network_fit = f;
-    } catch (const std::exception&) {
-      // Fewer than two message sizes so far: the cluster file's figures stay.
-    }
-    rerank(w_, fitted_, res_.costs, res_.candidates,
-           analytic_ratio_.empty() ? 1.0 : rundb::percentile(analytic_ratio_, 0.5));
-    study_.saveCandidates(res_.candidates, configs_);
+  // Every candidate re-priced from what was learned; the study keeps the ranking and the costs.
+  void rerank(const std::vector<std::string>& configs) {
+    learner_.rerank(res_.candidates);
+    res_.costs = learner_.costs();
+    res_.network_fit = learner_.networkFit();
+    study_.saveCandidates(res_.candidates, configs);
     study_.setValue("measured_costs", costsJson(res_.costs));
     const CollectiveFit& n = res_.network_fit;
     if (n.samples > 0)
@@ -281,10 +208,8 @@ class StudyRunner {
     const bool over_budget = (o_.budget_s > 0 && seconds(t0_) > o_.budget_s) ||
                              (o_.max_trials > 0 && res_.trials_run >= o_.max_trials);
     std::optional<TrialRecord> prev = study_.trial(id, b.round);
-    if (prev && prev->status != TrialStatus::Running) {
-      learn(*prev);  // finished before an interruption: kept, not repeated
-      return prev;
-    }
+    if (prev && prev->status != TrialStatus::Running)  // finished before an interruption: kept, not repeated
+      return learner_.add(*prev, byId(id).plan, /*fresh=*/false);
     if (over_budget) return std::nullopt;
     TrialRecord t;
     t.candidate = id;
@@ -294,45 +219,39 @@ class StudyRunner {
     t.predicted_peak = byId(id).predicted_peak;
     // A row left "running" (an interrupted attempt) is run again from scratch, into paths of its own.
     const std::string stem = freshStem(o_.work_dir, id, b.round);
-    t.db_path = stem + ".db";
+    const TrialSpec spec = specOf(b, id, stem);
+    t.db_path = spec.run.output.trace;
     t.id = study_.beginTrial(t);
-    runtime::TrainConfig cfg = runtime::fromJson(study_.candidateConfig(id), o_.study_path);
-    const std::string fault = injectedFault(o_.inject, id);
-    if (fault == "crash") cfg.inject_failure = "0:1:segv";
-    if (fault == "hang") cfg.inject_failure = "0:1:hang";
-    if (fault == "oom") cfg.inject_failure = "0:1:oom";
-    const std::string cfg_path = stem + ".json";
-    files::writeAtomically(cfg_path, nlohmann::json::parse(runtime::toJson(cfg)).dump(2), files::Existing::Refuse,
-                           "--study");
-    // A GPU's profile trials record their kernels (CUPTI): the host ranges only launch them.
-    const bool gpu_profile = c_.kind != "cpu" && b.stage == SearchStage::Profile;
-    t = runTrial(o_, t, cfg_path, stem + ".log", gpu_profile ? "all" : "ranges");
+    t = runner_.run(spec, t);
     if (g_interrupt && t.status != TrialStatus::Ok) {
       t.status = TrialStatus::Running;
       return t;
     }
+    t = learner_.add(t, byId(id).plan);  // its run database read, once
     study_.finishTrial(t);
     ++res_.trials_run;
-    learn(t);
     return t;
   }
 
-  void learn(const TrialRecord& t) {
-    if (t.status != TrialStatus::Ok) return;
-    const Plan& p = byId(t.candidate).plan;
-    try {
-      rundb::RunReader reader(t.db_path);
-      if (p.world() <= c_.devices_per_node)
-        for (const rundb::Collective& x : reader.collectives())
-          // Blocking sends wait for their peer, and the embedding's sync for the other stage: only
-          // the collectives every member reaches together (gradient buckets, TP) measure the network.
-          if ((x.group == "dp" || x.group == "tp") && x.op != "barrier") comm_.push_back(x);
-      res_.costs.add(shapeKey(p, c_), costsFromRun(reader, w_, p));
-    } catch (const std::exception&) {
-      // A GPU trial (its ranges time launches), or one without ranges (an older study's): it still
-      // counts by its step time, and the analytic model is scaled to it.
-    }
-    if (t.step_s > 0) analytic_ratio_.push_back(t.step_s / predictTime(w_, p, fitted_).step_s);
+  // The candidate's config as the study keeps it, run for the batch's steps, traced into STEM.db.
+  TrialSpec specOf(const TrialBatch& b, int64_t id, const std::string& stem) const {
+    TrialSpec spec;
+    spec.run.config = runtime::fromJson(study_.candidateConfig(id), o_.study_path);
+    spec.run.config.steps = b.steps;
+    const std::string fault = injectedFault(o_.inject, id);
+    if (fault == "crash" || fault == "hang" || fault == "oom")
+      spec.run.config.inject_failure = "0:1:" + std::string(fault == "crash" ? "segv" : fault);
+    spec.run.output.trace = stem + ".db";
+    // A GPU's profile trials record their kernels (CUPTI): the host ranges only launch them. The
+    // layer ranges are what the measured time model reads.
+    const bool gpu_profile = gpu_ && b.stage == SearchStage::Profile;
+    spec.run.output.trace_level = gpu_profile ? runtime::TraceLevel::All : runtime::TraceLevel::Ranges;
+    spec.run.output.overwrite = true;
+    spec.run.quiet = true;
+    spec.spec_path = stem + ".json";
+    spec.log_path = stem + ".log";
+    spec.timeout_s = o_.trial_timeout_s;
+    return spec;
   }
 
   void report(const TrialBatch& b, const TrialRecord& t, int64_t planned) {
@@ -359,22 +278,29 @@ class StudyRunner {
     progress_(e);
   }
 
-  const workloads::Workload& w_;
-  const Cluster& c_;
   const TuneOptions& o_;
+  const bool gpu_;
   TuneResult& res_;
   Study& study_;
-  const std::vector<std::string> configs_;
+  TrialRunner& runner_;
+  Learner& learner_;
   const std::function<void(const TuneEvent&)>& progress_;
   const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
-  Cluster fitted_;
-  std::vector<rundb::Collective> comm_;
-  std::vector<double> analytic_ratio_;  // measured / analytic, every ok trial
   std::vector<TrialRecord> ok_so_far_;
   int64_t done_ = 0;
   double best_ = 0;
   std::string best_plan_;
 };
+
+// Every valid candidate's trial config, as the study keeps it ("" for the rejected).
+std::vector<std::string> trialConfigs(const workloads::Workload& w, const TuneOptions& o,
+                                      const std::vector<Candidate>& all) {
+  std::vector<std::string> configs;
+  const std::string spec = w.source.empty() ? w.name : w.source;
+  for (const auto& cand : all)
+    configs.push_back(cand.rejected.empty() ? runtime::toJson(trialConfig(w, cand.plan, o, spec)) : "");
+  return configs;
+}
 
 // The result's figures from every trial of the study, and the recommendation kept in it.
 void finish(TuneResult& res, Study& study, const SearchStrategy& search, const Cluster& c) {
@@ -406,36 +332,33 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   const SearchOptions so{o.first_round, o.base_steps, o.finalists, o.final_rounds};
   const std::unique_ptr<SearchStrategy> search = makeSearch(o.search, res.candidates, c, so);
 
+  // Open the study, or resume it.
   std::unique_ptr<StudyLock> own_lock;  // held until the study is closed (declared first)
   if (!o.lock) own_lock = std::make_unique<StudyLock>(o.study_path, o.resume);
   makeWorkDir(o.work_dir);  // before the study is written: refused here, a new study leaves nothing
   Study study(o.lock ? *o.lock : *own_lock, studyInputs(w, c, space, o, res.candidates));
   // A resumed study is checked before any of it is used: every id it holds indexes the space.
   study.checkTrials(res.candidates, int64_t(valid.size()) + std::max<int64_t>(0, o.final_rounds));
-  std::vector<std::string> configs;
-  const std::string spec = w.source.empty() ? w.name : w.source;
-  for (const auto& cand : res.candidates)
-    configs.push_back(cand.rejected.empty() ? runtime::toJson(trialConfig(w, cand.plan, o, spec)) : "");
+  const std::vector<std::string> configs = trialConfigs(w, o, res.candidates);
   study.saveCandidates(res.candidates, configs);
   res.profiles = search->profiles();
   study.setValue("profile_candidates", nlohmann::json(res.profiles).dump());
 
-  struct sigaction sa {}, old_int {}, old_term {};
-  sa.sa_handler = onTunerSignal;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  g_interrupt = 0;
-  StudyRunner runner(w, c, o, res, study, configs, progress);
-  while (!g_interrupt) {
-    const std::optional<TrialBatch> batch = search->nextBatch(StudyState{res.candidates});
-    if (!batch) break;
-    runner.runBatch(*batch, *search);
-    runner.refit();
+  // The loop: the strategy's next batch → run (or resumed) → learned → observed → progress; re-rank.
+  ProcessTrialRunner processes(o.trainscope);
+  Learner learner(w, c);
+  StudyRunner runner(o, c.kind == ClusterKind::Gpu, res, study, o.runner ? *o.runner : processes, learner, progress);
+  {
+    const InterruptScope interrupts;
+    while (!g_interrupt) {
+      const std::optional<TrialBatch> batch = search->nextBatch(StudyState{res.candidates});
+      if (!batch) break;
+      runner.runBatch(*batch, *search);
+      runner.rerank(configs);
+    }
+    res.interrupted = g_interrupt != 0;
+    res.signal = g_interrupt;
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  res.interrupted = g_interrupt != 0;
-  res.signal = g_interrupt;
   finish(res, study, *search, c);
   return res;
 }

@@ -7,7 +7,6 @@
 #include <ctime>
 #include <netinet/in.h>
 #include <ostream>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,11 +19,13 @@
 #include <fcntl.h>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <vector>
 #include <map>
 #include <thread>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/process.h"
 #include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
@@ -74,10 +75,9 @@ void onSignal(int sig) {
   }
 }
 
-std::string describe(int status) {
-  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
-  return "status " + std::to_string(status);
+// How a rank (or srun) ended, in the launcher's words: "exit status 1", "signal Segmentation fault".
+std::string describe(const process::Exit& e) {
+  return e.kind == process::Exit::Signaled ? std::string("signal ") + strsignal(e.signal) : e.describe();
 }
 
 struct RankError {
@@ -153,222 +153,275 @@ bool reportRankStop(const std::string& line) {
   return write(std::atoi(std::getenv("TRAINSCOPE_ERROR_FD")), text.data(), text.size()) == ssize_t(text.size());
 }
 
-int launchLocal(const LaunchOptions& o, std::ostream& err) {
-  const std::string exe = selfExe();
-  const int port = freePort();
-  // Each rank reports its fatal error through its own pipe (no files: nothing to leak when the
-  // launcher itself is killed).
-  std::vector<int> err_read(size_t(o.nproc), -1);
-  std::vector<std::string> err_text(size_t(o.nproc));
-  std::map<pid_t, int> rank_of;
-  std::map<int, int> exit_of;  // rank → exit code, for the ranks that failed
-  struct sigaction sa {};
-  sa.sa_handler = onSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+namespace {
 
-  auto closePipes = [&] {
-    for (int& fd : err_read) {
+// One local run: the ranks it started, their error pipes, and what supervising them has seen.
+// run() starts the ranks, reaps them as they end (stopping the others when one fails, or when we are
+// asked to stop), and reports how the run ended. Messages and exit statuses are what users and tests
+// read: change them only on purpose.
+class LocalLaunch {
+ public:
+  LocalLaunch(const LaunchOptions& o, std::ostream& err)
+      : o_(o), err_(err), err_read_(size_t(o.nproc), -1), err_text_(size_t(o.nproc)) {}
+  ~LocalLaunch() { closePipes(); }
+  LocalLaunch(const LocalLaunch&) = delete;
+  LocalLaunch& operator=(const LocalLaunch&) = delete;
+
+  int run() {
+    const std::string exe = selfExe();
+    const int port = freePort();
+    struct sigaction sa {};
+    sa.sa_handler = onSignal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    startRanks(exe, port);
+    supervise();
+    return report();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // Each rank reports its fatal error through its own pipe (no files: nothing to leak when the
+  // launcher itself is killed). The write end is the only descriptor of ours a rank inherits.
+  void startRanks(const std::string& exe, int port) {
+    for (int r = 0; r < o_.nproc; ++r) {
+      int fds[2];
+      if (pipe2(fds, O_CLOEXEC) != 0) abandon(r, std::string("pipe failed: ") + std::strerror(errno));
+      pid_t pid = -1;
+      try {
+        pid = process::spawn(rankOptions(exe, port, r, fds[1]));
+      } catch (const std::system_error& e) {  // "fork failed: <why>"
+        close(fds[0]);
+        close(fds[1]);
+        abandon(r, e.what());
+      }
+      close(fds[1]);
+      fcntl(fds[0], F_SETFL, O_NONBLOCK);
+      err_read_[size_t(r)] = fds[0];
+      rank_of_[pid] = r;
+    }
+  }
+
+  // torchrun's variables, and the pipe to report a fatal error through.
+  process::SpawnOptions rankOptions(const std::string& exe, int port, int r, int error_fd) const {
+    process::SpawnOptions s;
+    s.argv.push_back(exe);
+    for (size_t i = 1; i < o_.argv.size(); ++i) s.argv.push_back(o_.argv[i]);
+    const std::string rank = std::to_string(r), world = std::to_string(o_.nproc);
+    s.env = {{"RANK", rank},
+             {"LOCAL_RANK", rank},
+             {"WORLD_SIZE", world},
+             {"LOCAL_WORLD_SIZE", world},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", std::to_string(port)},
+             {"TRAINSCOPE_ERROR_FD", std::to_string(error_fd)}};
+    s.death_signal = SIGKILL;  // never outlive the launcher
+    s.keep_fds = {error_fd};
+    return s;
+  }
+
+  // Rank r could not be started: the ranks already running are ended before the error goes up.
+  [[noreturn]] void abandon(int r, const std::string& why) {
+    for (const auto& [p, q] : rank_of_) kill(p, SIGKILL);
+    for (const auto& [p, q] : rank_of_) waitpid(p, nullptr, 0);
+    closePipes();
+    TRAINSCOPE_THROW("cannot start rank " + std::to_string(r) + ": " + why);
+  }
+
+  void closePipes() {
+    for (int& fd : err_read_) {
       if (fd >= 0) close(fd);
       fd = -1;
     }
-  };
-  for (int r = 0; r < o.nproc; ++r) {
-    int fds[2];
-    if (pipe(fds) != 0) {
-      const std::string why = std::strerror(errno);
-      for (const auto& [p, q] : rank_of) kill(p, SIGKILL);
-      for (const auto& [p, q] : rank_of) waitpid(p, nullptr, 0);
-      closePipes();
-      TRAINSCOPE_THROW("cannot start rank " + std::to_string(r) + ": pipe failed: " + why);
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-      const std::string why = std::strerror(errno);
-      close(fds[0]);
-      close(fds[1]);
-      for (const auto& [p, q] : rank_of) kill(p, SIGKILL);
-      for (const auto& [p, q] : rank_of) waitpid(p, nullptr, 0);
-      closePipes();
-      TRAINSCOPE_THROW("cannot start rank " + std::to_string(r) + ": fork failed: " + why);
-    }
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      close(fds[0]);
-      for (int fd : err_read)
-        if (fd >= 0) close(fd);
-      setenv("TRAINSCOPE_ERROR_FD", std::to_string(fds[1]).c_str(), 1);
-      std::vector<char*> args;
-      args.push_back(const_cast<char*>(exe.c_str()));
-      for (size_t i = 1; i < o.argv.size(); ++i) args.push_back(const_cast<char*>(o.argv[i].c_str()));
-      args.push_back(nullptr);
-      execv(exe.c_str(), args.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    fcntl(fds[0], F_SETFL, O_NONBLOCK);
-    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
-    err_read[size_t(r)] = fds[0];
-    rank_of[pid] = r;
   }
 
-  int exit_code = 0;
-  std::string failure;
-  auto stopAll = [&](int sig) {
-    for (const auto& [pid, r] : rank_of) kill(pid, sig);
-  };
-  std::chrono::steady_clock::time_point term_sent{};
-  bool terminating = false, stopping = false, term_pending = false;
-  bool stop_by_rank = false;  // the stop began with a signal to a rank, not to us
-  int signaled_rank = -1, signaled_status = 0;
-  int stop_signal = 0;
-  std::map<int, int> paused;  // rank → the signal that stopped it (SIGSTOP, SIGTSTP), while it is stopped
-  while (!rank_of.empty()) {
-    for (int r = 0; r < o.nproc; ++r) drain(err_read[size_t(r)], err_text[size_t(r)]);
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
-    if (pid > 0 && (WIFSTOPPED(status) || WIFCONTINUED(status))) {
-      // A rank stopped (SIGSTOP, Ctrl-Z) or continued: not an exit. Remembered, so that a failure it
-      // causes in the others (a collective that times out) can name it.
-      if (WIFSTOPPED(status)) paused[rank_of[pid]] = WSTOPSIG(status);
-      else paused.erase(rank_of[pid]);
-      continue;
-    }
-    if (pid > 0) {
-      const int r = rank_of[pid];
-      rank_of.erase(pid);
-      paused.erase(r);
-      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok) exit_of[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      const int code = ok ? 0 : exit_of[r];
-      const bool stop_exit = WIFEXITED(status) && (code == 128 + SIGINT || code == 128 + SIGTERM);
-      if (stop_exit && !stopping && !terminating) {
-        // A rank got SIGINT/SIGTERM itself (not through us): the ranks agreed to stop after the
-        // same step (train.h, RunEnd::Stopped), and each exits with 128 + signal once the run is
-        // recorded. A stop, not a failure: the others are finishing too.
-        stopping = true;
-        stop_by_rank = true;
-        stop_signal = code - 128;
-        term_sent = std::chrono::steady_clock::now();
+  void signalAll(int sig) {
+    for (const auto& [pid, r] : rank_of_) kill(pid, sig);
+  }
+
+  void supervise() {
+    while (!rank_of_.empty()) {
+      for (int r = 0; r < o_.nproc; ++r) drain(err_read_[size_t(r)], err_text_[size_t(r)]);
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
+      if (pid > 0 && (WIFSTOPPED(status) || WIFCONTINUED(status))) {
+        // A rank stopped (SIGSTOP, Ctrl-Z) or continued: not an exit. Remembered, so that a failure it
+        // causes in the others (a collective that times out) can name it.
+        if (WIFSTOPPED(status))
+          paused_[rank_of_[pid]] = WSTOPSIG(status);
+        else
+          paused_.erase(rank_of_[pid]);
         continue;
       }
-      const bool stopped = stopping && (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGKILL);
-      if (!ok && !terminating && !stopped) {
-        // A rank that died of a signal (before anyone was stopped) never reports an error of its
-        // own: it is the root cause, whatever its peers then write about closed connections.
-        if (WIFSIGNALED(status)) {
-          signaled_rank = r;
-          signaled_status = status;
-        }
-        failure = "rank " + std::to_string(r) + " failed (" + describe(status) + ")";
-        exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        for (const auto& [q, sig] : paused)
-          failure += "; rank " + std::to_string(q) + " had been stopped (SIG" + std::string(sigabbrev_np(sig)) + ")";
-        // The others are stopped a moment later, not at once: a rank that has reported its own
-        // failure (out of memory, exit 3) is usually exiting already, and its status is the
-        // run's; stopped mid-exit by our SIGTERM it would read as a crash.
-        terminating = true;
-        term_pending = true;
-        term_sent = std::chrono::steady_clock::now();
+      if (pid > 0) {
+        handleExit(pid, process::decode(status));
+        continue;
       }
-      continue;
+      if (g_stop_signal && !terminating_ && !stopping_) handleStop();
+      escalate();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (g_stop_signal && !terminating && !stopping) {
-      // Asked to stop: every rank finishes its step and records the run (train.h, RunEnd::Stopped).
-      // A second signal more than a second later, or ranks that take longer than the stop grace,
-      // end them at once.
-      stop_signal = g_stop_signal;
-      stopping = true;
-      term_sent = std::chrono::steady_clock::now();
-      stopAll(SIGTERM);
-    }
-    if (term_pending && std::chrono::steady_clock::now() - term_sent > std::chrono::milliseconds(500)) {
-      term_pending = false;
-      term_sent = std::chrono::steady_clock::now();
-      stopAll(SIGTERM);
-    }
-    const auto waited = std::chrono::steady_clock::now() - term_sent;
-    if ((terminating && waited > std::chrono::seconds(o.grace_seconds)) ||
-        (stopping && (g_force || waited > std::chrono::seconds(o.stop_grace_seconds))))
-      stopAll(SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  // The root cause is the rank whose error came first, not the first one reaped.
-  RankError first;
-  std::string stop_line;  // rank 0's account of a stop
-  for (int r = 0; r < o.nproc; ++r) {
-    drain(err_read[size_t(r)], err_text[size_t(r)]);
-    std::string line;
-    RankError e = parseRankError(err_text[size_t(r)], r, &line);
-    if (r == 0) stop_line = line;
-    if (e.rank >= 0 && (first.rank < 0 || e.time_ns < first.time_ns)) first = e;
+
+  void handleExit(pid_t pid, const process::Exit& e) {
+    const int r = rank_of_[pid];
+    rank_of_.erase(pid);
+    paused_.erase(r);
+    const int code = e.shellStatus();
+    const bool ok = code == 0;
+    if (!ok) exit_of_[r] = code;
+    const bool stop_code = code == 128 + SIGINT || code == 128 + SIGTERM;
+    if (e.kind == process::Exit::Exited && stop_code && !stopping_ && !terminating_) {
+      // A rank got SIGINT/SIGTERM itself (not through us): the ranks agreed to stop after the
+      // same step (train.h, RunEnd::Stopped), and each exits with 128 + signal once the run is
+      // recorded. A stop, not a failure: the others are finishing too.
+      stopping_ = true;
+      stop_by_rank_ = true;
+      stop_signal_ = code - 128;
+      term_sent_ = Clock::now();
+      return;
+    }
+    const bool stopped = stopping_ && (stop_code || code == 128 + SIGKILL);
+    if (ok || terminating_ || stopped) return;
+    // A rank that died of a signal (before anyone was stopped) never reports an error of its
+    // own: it is the root cause, whatever its peers then write about closed connections.
+    if (e.kind == process::Exit::Signaled) {
+      signaled_rank_ = r;
+      signaled_signal_ = e.signal;
+    }
+    failure_ = "rank " + std::to_string(r) + " failed (" + describe(e) + ")";
+    exit_code_ = code;
+    for (const auto& [q, sig] : paused_)
+      failure_ += "; rank " + std::to_string(q) + " had been stopped (SIG" + std::string(sigabbrev_np(sig)) + ")";
+    // The others are stopped a moment later, not at once: a rank that has reported its own
+    // failure (out of memory, exit 3) is usually exiting already, and its status is the
+    // run's; stopped mid-exit by our SIGTERM it would read as a crash.
+    terminating_ = true;
+    term_pending_ = true;
+    term_sent_ = Clock::now();
   }
-  closePipes();
-  if (stopping && failure.empty()) {
-    if (exit_of.empty()) return 0;  // every rank had finished its run: nothing was stopped
-    bool all_stopped = exit_of.size() == size_t(o.nproc);
-    for (const auto& [r, code] : exit_of) all_stopped = all_stopped && (code == 128 + SIGINT || code == 128 + SIGTERM);
+
+  // Asked to stop: every rank finishes its step and records the run (train.h, RunEnd::Stopped).
+  // A second signal more than a second later, or ranks that take longer than the stop grace,
+  // end them at once (escalate).
+  void handleStop() {
+    stop_signal_ = g_stop_signal;
+    stopping_ = true;
+    term_sent_ = Clock::now();
+    signalAll(SIGTERM);
+  }
+
+  // After a failure: SIGTERM to the others once the pending moment has passed, SIGKILL past the grace.
+  // After a stop: SIGKILL on a forced stop or past the stop grace.
+  void escalate() {
+    if (term_pending_ && Clock::now() - term_sent_ > std::chrono::milliseconds(500)) {
+      term_pending_ = false;
+      term_sent_ = Clock::now();
+      signalAll(SIGTERM);
+    }
+    const auto waited = Clock::now() - term_sent_;
+    if ((terminating_ && waited > std::chrono::seconds(o_.grace_seconds)) ||
+        (stopping_ && (g_force || waited > std::chrono::seconds(o_.stop_grace_seconds))))
+      signalAll(SIGKILL);
+  }
+
+  int report() {
+    // The root cause is the rank whose error came first, not the first one reaped.
+    RankError first;
+    std::string stop_line;  // rank 0's account of a stop
+    for (int r = 0; r < o_.nproc; ++r) {
+      drain(err_read_[size_t(r)], err_text_[size_t(r)]);
+      std::string line;
+      RankError e = parseRankError(err_text_[size_t(r)], r, &line);
+      if (r == 0) stop_line = line;
+      if (e.rank >= 0 && (first.rank < 0 || e.time_ns < first.time_ns)) first = e;
+    }
+    closePipes();
+    if (stopping_ && failure_.empty()) return reportStop(stop_line);
+    if (!failure_.empty()) return reportFailure(first);
+    return 0;
+  }
+
+  // `first`: the rank whose reported error came first, if any did.
+  int reportFailure(const RankError& first) {
+    if (signaled_rank_ >= 0) {
+      err_ << "error: rank " << signaled_rank_ << " failed first: it was killed by " << strsignal(signaled_signal_)
+           << " (status " << 128 + signaled_signal_ << "); stopped the other ranks\n";
+      return 128 + signaled_signal_;
+    }
+    int exit_code = exit_code_;
+    if (first.rank >= 0 && exit_of_.count(first.rank) && exit_of_[first.rank] != 0) exit_code = exit_of_[first.rank];
+    if (first.rank >= 0)
+      err_ << "error: rank " << first.rank << " failed first: " << first.message << " (" << failure_
+           << "); stopped the other ranks\n";
+    else
+      err_ << "error: " << failure_ << "; stopped the other ranks\n";
+    return exit_code == 0 ? 1 : exit_code;
+  }
+
+  int reportStop(const std::string& stop_line) {
+    if (exit_of_.empty()) return 0;  // every rank had finished its run: nothing was stopped
+    bool all_stopped = exit_of_.size() == size_t(o_.nproc);
+    for (const auto& [r, code] : exit_of_) all_stopped = all_stopped && (code == 128 + SIGINT || code == 128 + SIGTERM);
     // Rank 0's account: "stopped by Terminated [sent to rank 1] after step N; every rank finished its
     // step and DB holds what was recorded". When the signal was ours (and forwarded), it names ours.
     const size_t after = stop_line.find(" after step ");
-    if (all_stopped && !stop_by_rank && after != std::string::npos)
-      err << "stopped by " << strsignal(stop_signal) << stop_line.substr(after) << "\n";
-    else if (all_stopped && stop_by_rank && !stop_line.empty())
-      err << stop_line << "\n";
+    if (all_stopped && !stop_by_rank_ && after != std::string::npos)
+      err_ << "stopped by " << strsignal(stop_signal_) << stop_line.substr(after) << "\n";
+    else if (all_stopped && stop_by_rank_ && !stop_line.empty())
+      err_ << stop_line << "\n";
     else
-      err << "stopped by " << strsignal(stop_signal)
-          << (all_stopped ? ": every rank finished its step and the run was recorded"
-                          : ": ranks were ended before they could record the run")
-          << "\n";
-    return 128 + stop_signal;
+      err_ << "stopped by " << strsignal(stop_signal_)
+           << (all_stopped ? ": every rank finished its step and the run was recorded"
+                           : ": ranks were ended before they could record the run")
+           << "\n";
+    return 128 + stop_signal_;
   }
-  if (!failure.empty() && signaled_rank >= 0) {
-    err << "error: rank " << signaled_rank << " failed first: it was killed by " << strsignal(WTERMSIG(signaled_status))
-        << " (status " << 128 + WTERMSIG(signaled_status) << "); stopped the other ranks\n";
-    return 128 + WTERMSIG(signaled_status);
-  }
-  if (!failure.empty()) {
-    if (first.rank >= 0 && exit_of.count(first.rank) && exit_of[first.rank] != 0) exit_code = exit_of[first.rank];
-    if (first.rank >= 0)
-      err << "error: rank " << first.rank << " failed first: " << first.message << " (" << failure
-          << "); stopped the other ranks\n";
-    else
-      err << "error: " << failure << "; stopped the other ranks\n";
-    return exit_code == 0 ? 1 : exit_code;
-  }
-  return 0;
-}
+
+  const LaunchOptions& o_;
+  std::ostream& err_;
+  std::vector<int> err_read_;          // rank → the read end of its error pipe
+  std::vector<std::string> err_text_;  // rank → what it wrote there so far
+  std::map<pid_t, int> rank_of_;       // the ranks still running
+  std::map<int, int> exit_of_;         // rank → exit code, for the ranks that failed
+  std::map<int, int> paused_;          // rank → the signal that stopped it (SIGSTOP, SIGTSTP), while it is stopped
+  std::string failure_;                // the first failure, as "rank R failed (…)"
+  int exit_code_ = 0;                  // its status
+  int signaled_rank_ = -1, signaled_signal_ = 0;  // when that rank was killed by a signal
+  bool terminating_ = false;                      // a rank failed: the others are being ended
+  bool term_pending_ = false;                     // … after a moment (escalate)
+  bool stopping_ = false;                         // the run is stopping on a signal
+  bool stop_by_rank_ = false;                     // the stop began with a signal to a rank, not to us
+  int stop_signal_ = 0;
+  Clock::time_point term_sent_{};  // when the ending or the stop began
+};
+
+}  // namespace
+
+int launchLocal(const LaunchOptions& o, std::ostream& err) { return LocalLaunch(o, err).run(); }
 
 int launchSlurm(const LaunchOptions& o, std::ostream& err) {
   const std::string exe = selfExe();
-  std::vector<std::string> cmd = {"srun", "--ntasks=" + std::to_string(o.nproc), "--kill-on-bad-exit=1",
-                                  "--export=ALL", exe};
-  for (size_t i = 1; i < o.argv.size(); ++i) cmd.push_back(o.argv[i]);
-  std::vector<char*> args;
-  for (auto& c : cmd) args.push_back(const_cast<char*>(c.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) TRAINSCOPE_THROW("fork failed for srun");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    execvp("srun", args.data());
-    _exit(127);
+  process::SpawnOptions s;
+  s.argv = {"srun", "--ntasks=" + std::to_string(o.nproc), "--kill-on-bad-exit=1", "--export=ALL", exe};
+  for (size_t i = 1; i < o.argv.size(); ++i) s.argv.push_back(o.argv[i]);
+  s.search_path = true;
+  s.death_signal = SIGTERM;
+  pid_t pid = -1;
+  try {
+    pid = process::spawn(s);
+  } catch (const std::system_error&) {
+    TRAINSCOPE_THROW("fork failed for srun");
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+  const process::Exit e = process::wait(pid, 0, false);
+  if (e.kind == process::Exit::Exited && e.code == 127) {
     err << "error: --launcher slurm: could not run srun (fix: run inside a Slurm installation, or use --launcher local)\n";
     return 2;
   }
-  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-    err << "error: srun failed (" << describe(status) << ")\n";
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  if (e.shellStatus() != 0) {
+    err << "error: srun failed (" << describe(e) << ")\n";
+    return e.kind == process::Exit::Exited ? e.code : 1;
   }
   return 0;
 }

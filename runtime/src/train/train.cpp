@@ -231,7 +231,8 @@ Recording openOutputs(const TrainConfig& cfg, const RunOutput& out, const RunInf
   // Tracing (after the data and --out checks, so bad input leaves no shard behind): each rank
   // writes its own shard; rank 0 merges them into the run database at the end.
   if (out.tracing()) {
-    const tracer::TraceLevel level = tracer::parseTraceLevel(out.trace_level);
+    // The tracer has its own level type (with "off"): converted by name.
+    const tracer::TraceLevel level = tracer::parseTraceLevel(toString(out.trace_level));
     rec.trace = std::make_unique<tracer::Tracer>(rundb::shardPath(out.out, info.rank), info.rank, level);
     tracer::Tracer::setCurrent(rec.trace.get());
     std::string why;
@@ -255,7 +256,7 @@ Recording openOutputs(const TrainConfig& cfg, const RunOutput& out, const RunInf
     s.setMeta("libtorch_version", TORCH_VERSION);
     s.setMeta("world_size", std::to_string(cfg.world));
     s.setMeta("source", "run");
-    s.setMeta("trace_level", out.tracing() ? out.trace_level : "off");
+    s.setMeta("trace_level", out.tracing() ? toString(out.trace_level) : "off");
   }
   return rec;
 }

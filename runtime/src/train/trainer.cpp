@@ -218,7 +218,7 @@ struct Trainer::Impl {
   // collective during backward (DP buckets would launch on one lane's gradients alone).
   void setUpLanes() {
     const bool eligible = device.is_cpu() && layout.tp == 1 && layout.pp == 1 && !lowPrecision() &&
-                          cfg.zero == 0 && (layout.dp == 1 || cfg.local_sgd > 0);
+                          cfg.zero == ZeroStage::None && (layout.dp == 1 || cfg.local_sgd > 0);
     int W = cfg.cpu_lanes;
     if (W == 0) W = eligible ? int(std::min<int64_t>(at::get_num_threads(), cfg.mbs)) : 1;
     if (W > 1 && !eligible)
@@ -322,7 +322,7 @@ struct Trainer::Impl {
     for (size_t i = 0; i < g.size(); ++i) {
       if (!sync->owned()[i] || !countedOnThisRank(i)) continue;
       // Under ZeRO the tied embedding (not partitioned) is on every DP rank: count it on one.
-      if (static_cast<int>(i) == wte_index && cfg.zero && layout.dp_rank != 0) continue;
+      if (static_cast<int>(i) == wte_index && shardsOptimizer(cfg.zero) && layout.dp_rank != 0) continue;
       counted.push_back(g[i]);
     }
     at::Tensor sq = at::zeros({}, g[0].options().dtype(at::kDouble));
@@ -331,7 +331,7 @@ struct Trainer::Impl {
     if (have_lane_sq) sq.fill_(*lane_sq);
     else if (!counted.empty()) sq = at::stack(at::_foreach_norm(counted, 2)).to(at::kDouble).square().sum();
     lane_sq.reset();
-    if (cfg.zero && layout.dp > 1) comm->dp().allReduce(sq);
+    if (shardsOptimizer(cfg.zero) && layout.dp > 1) comm->dp().allReduce(sq);
     if (layout.tp > 1) comm->tp().allReduce(sq);
     if (layout.pp > 1) comm->pp().allReduce(sq);
     if (cfg.local_sgd > 0 && layout.dp > 1) {
@@ -417,7 +417,9 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
     s.wte_index = 0;  // flat() puts wte first
     managed[0] = false;
   }
-  const auto mode = cfg.zero ? GradSync::Mode::Zero1 : cfg.local_sgd > 0 ? GradSync::Mode::None : GradSync::Mode::Buckets;
+  const auto mode = shardsOptimizer(cfg.zero) ? GradSync::Mode::Zero1
+                    : cfg.local_sgd > 0       ? GradSync::Mode::None
+                                              : GradSync::Mode::Buckets;
   s.sync = std::make_unique<GradSync>(comm->dp(), mode, int64_t(cfg.bucket_mb * 1024 * 1024), s.compute, s.master,
                                       s.lowPrecision(), managed);
   s.compute_weights = GptWeights::fromFlat(s.compute, s.stage);

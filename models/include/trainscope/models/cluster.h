@@ -23,8 +23,15 @@ struct NetworkTier {
                           // bandwidth (0: every size at full rate)
 };
 
+// What a cluster's devices are: GPUs (the GPU time model), or CPU ranks that share each node's cores
+// and memory bandwidth. Cluster files and a study's stored inputs spell them "gpu" and "cpu".
+enum class ClusterKind { Gpu, Cpu };
+const char* toString(ClusterKind k);
+ClusterKind parseClusterKind(const std::string& s, const std::string& field);  // UserError(field) otherwise
+
 struct Cluster {
-  std::string name, description, kind = "gpu", source;  // kind: "gpu" | "cpu"; source: the file read
+  std::string name, description, source;  // source: the file read
+  ClusterKind kind = ClusterKind::Gpu;
   int64_t nodes = 1, devices_per_node = 1;
   int64_t memory_bytes = 0;                                 // per device / per rank
   std::map<std::string, double> peak_flops;                 // dense, per dtype: fp32, bf16, fp16 …

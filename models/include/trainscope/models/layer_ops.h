@@ -1,10 +1,12 @@
 // trainscope/models/layer_ops.h — a transformer layer, and the LM head, as the list of kernels a
 // framework launches for one micro-batch: every GEMM with its shape, every memory-bound kernel with
-// the bytes it reads and writes. The GPU time model (time_model.cpp) prices each op; docs/tuner.md
-// ("GPU time model") derives the list. Shapes use the project's vocabulary: b micro-batch, s
+// the bytes it reads and writes, and what each keeps for the backward. Both models read it: the GPU
+// time model (gpu_time.cpp) prices each op, the memory model (memory_model.cpp) sums what the layer
+// keeps. docs/time-model.md derives the list. Shapes use the project's vocabulary: b micro-batch, s
 // sequence, h hidden, a heads, d = h/a, t tensor-parallel ranks, V vocabulary.
 //
-// What this is not: the memory model (memory_model.cpp keeps its own accounting of what is held).
+// What this is not: the model state (weights, gradients, optimizer) or the pipeline's accounting of
+// micro-batches in flight — memory_model.cpp keeps those.
 #pragma once
 
 #include <string>
@@ -29,13 +31,20 @@ struct Op {
   Kind kind = Kind::Memory;
   double m = 0, n = 0, k = 0, batch = 1;  // Gemm: batch × (m×k)·(k×n), 2·m·n·k·batch FLOPs
   double bytes = 0;                       // Memory: bytes read + written; Gemm: 0 = its operands
+  double backward_bytes = -1;             // Memory: its backward's bytes (< 0: 1.5× the forward's)
   double efficiency_cap = 0;              // Gemm: an upper bound on its share of peak (0: none)
+  double saved = 0;                       // bytes of activations it keeps for its backward
   double flops() const { return kind == Kind::Gemm ? 2.0 * m * n * k * batch : 0.0; }
 };
 
 struct LayerOps {
   std::vector<Op> forward, backward;  // one layer, one micro-batch, on one TP rank
   std::vector<Op> recompute;          // what activation checkpointing runs again before backward
+  // Bytes the layer keeps from its forward to its backward under the plan's checkpointing: every
+  // forward op's `saved` (none: all of them; selective: all but the recomputed attention core, which
+  // keeps its input, Q, K and V, instead; full: the layer's input only).
+  double saved = 0;
+  double saved_fp32 = 0;  // of `saved`, the fp32 row statistics (flash attention's log-sum-exp)
 };
 
 // One transformer layer of `w` under plan `p`.

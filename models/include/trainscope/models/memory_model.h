@@ -2,7 +2,8 @@
 //
 // Model state from the runtime's own formulas (workloads/memory.h) on each stage's shards: the
 // tensors a (tp, pp) rank holds, ZeRO-1's partition simulated as the runtime makes it (whole tensors,
-// largest first, onto the least-loaded rank; flat buffers of d·S elements). Activations twice:
+// largest first, onto the least-loaded rank; flat buffers of d·S elements). Activations twice, a
+// layer's from the op list the time model prices (layer_ops.h, `LayerOps::saved`):
 //   runtime   — what this runtime keeps (docs/memory-model.md, "What trainscope keeps"): fused
 //               attention without the score term, no dropout, the fused head's fp32 dX and dW, the
 //               micro-batches each stage holds under GPipe and 1F1B, pipeline send buffers, and a
@@ -65,7 +66,8 @@ struct MemoryPrediction {
 
 MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p);
 
-// Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch (16-bit).
+// Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch (16-bit):
+// their closed form, which Megatron-LM's op list reproduces (MemoryModel.TheOpListKeeps…).
 double megatronLayerActivationBytes(double s, double b, double h, double a, double t, bool sp,
                                     runtime::Checkpointing ckpt);
 

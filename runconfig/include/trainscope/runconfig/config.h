@@ -5,8 +5,10 @@
 // without LibTorch). `resolve()` fills derived fields (ga from gbs/mbs, the workload) and throws
 // UserError naming the flag and the fix for anything inconsistent, before any work starts.
 // A config round-trips: toArgs(c) are `trainscope run` flags that give back c; toJson(c) is what
-// `run --json` prints under "config" and what `run --config FILE.json` reads (fromJson).
-// docs/config-reference.md lists every field.
+// `run --json` prints under "config" and what `run --config FILE.json` reads (fromJson). A RunSpec
+// adds the output, so that one file describes a whole run.
+// The user-settable fields are listed once, in fields.h: the JSON and flag forms and the CLI11
+// flags of `trainscope run` are generated from that list. docs/config-reference.md lists every field.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,29 @@ enum class OptimizerKind { AdamW, Adafactor, Adam8bit, SGD };
 enum class DeviceRequest { Auto, CPU, CUDA };
 enum class PipelineSchedule { GPipe, OneFOneB };
 enum class Launcher { Local, Slurm };
+
+// ZeRO (Rajbhandari et al., 2020): what the data-parallel ranks shard besides the batch. The values
+// are the stage numbers that JSON and `--zero` use. The runtime and the models run stages 0 and 1;
+// resolve() refuses 2 and 3 for now.
+enum class ZeroStage {
+  None = 0,             // every DP rank holds the whole optimizer state (plain data parallelism)
+  OptimizerStates = 1,  // ZeRO-1: each DP rank keeps and updates the optimizer state of its shard
+  Gradients = 2,        // ZeRO-2: and reduces only its shard of the gradients
+  Parameters = 3,       // ZeRO-3: and holds only its shard of the parameters
+};
+inline bool shardsOptimizer(ZeroStage z) { return z >= ZeroStage::OptimizerStates; }
+inline int stageNumber(ZeroStage z) { return static_cast<int>(z); }
+// 0..3 → the stage; anything else throws UserError(field, ...).
+ZeroStage zeroStage(int64_t stage, const std::string& field = "--zero");
+
+// What `--trace` records, each level on top of the one before (docs/trace-schema.md, "Trace levels").
+// The tracer has its own level type with an "off": train() converts by name.
+enum class TraceLevel {
+  Steps,   // what --out writes, plus the ranks and drops tables
+  Ranges,  // TRAINSCOPE_RANGE scopes, the memory counter, collectives (the default)
+  Ops,     // LibTorch operators through RecordFunction
+  All,     // on a GPU: CUPTI kernels, copies, sets and API calls
+};
 
 struct TrainConfig {
   // model and batch
@@ -54,7 +79,7 @@ struct TrainConfig {
   Launcher launcher = Launcher::Local;
   int tp = 1, pp = 1;
   bool sequence_parallel = false;
-  int zero = 0;                    // 0 or 1
+  ZeroStage zero = ZeroStage::None;  // 0 or 1 (resolve() refuses 2 and 3)
   PipelineSchedule pp_schedule = PipelineSchedule::OneFOneB;
   int64_t local_sgd = 0;           // H > 0: average parameters every H steps, no gradient all-reduce
   double bucket_mb = 25;           // DP all-reduce bucket size (MiB)
@@ -85,7 +110,7 @@ struct TrainConfig {
 struct RunOutput {
   std::string out;                     // run database; empty = none
   std::string trace;                   // --trace PATH: the run database, with events (implies out = PATH)
-  std::string trace_level = "ranges";  // steps|ranges|ops|all
+  TraceLevel trace_level = TraceLevel::Ranges;
   bool trace_shapes = false;           // record op input shapes (ops level and above)
   bool overwrite = false;
   bool tracing() const { return !trace.empty(); }
@@ -112,6 +137,7 @@ const char* toString(OptimizerKind v);
 const char* toString(DeviceRequest v);
 const char* toString(PipelineSchedule v);
 const char* toString(Launcher v);
+const char* toString(TraceLevel v);
 PipelineSchedule parseSchedule(const std::string& s, const std::string& field = "--pp-schedule");
 Launcher parseLauncher(const std::string& s, const std::string& field = "--launcher");
 // Parsers throw UserError(field, ...) listing the accepted values.
@@ -119,6 +145,7 @@ Checkpointing parseCheckpointing(const std::string& s, const std::string& field 
 Precision parsePrecision(const std::string& s, const std::string& field = "--precision");
 OptimizerKind parseOptimizer(const std::string& s, const std::string& field = "--optimizer");
 DeviceRequest parseDevice(const std::string& s, const std::string& field = "--device");
+TraceLevel parseTraceLevel(const std::string& s, const std::string& field = "--trace-level");
 
 // The whole config as one JSON object (stored as meta.config in the run database, printed by
 // `run --json` under "config"). "workload" is the model's name, "workload_spec" what --workload takes
@@ -130,5 +157,20 @@ TrainConfig fromJson(const std::string& json_text, const std::string& source);
 // The `trainscope run` flags that reproduce `c` (resolved or not), in a fixed order, every field
 // given explicitly so that no default of a later version changes the run.
 std::vector<std::string> toArgs(const TrainConfig& c);
+
+// A whole run in one file: what to train, where to record it, and whether to print per-step lines.
+// `trainscope run --config FILE` alone reads it straight; the tuner writes one per trial.
+struct RunSpec {
+  TrainConfig config;
+  RunOutput output;
+  bool quiet = false;
+};
+// The config's object (toJson) plus "output": {"out", "trace", "trace_level", "trace_shapes",
+// "overwrite"} and "quiet".
+std::string toJson(const RunSpec& s);
+// Reads that JSON; a plain config (no "output") gives the default output. Throws as fromJson does.
+RunSpec runSpecFromJson(const std::string& json_text, const std::string& source);
+// toArgs(s.config), then the output's flags and -q: the spec as `trainscope run` flags.
+std::vector<std::string> toArgs(const RunSpec& s);
 
 }  // namespace trainscope::runtime

@@ -97,15 +97,4 @@ class MeasuredCosts {
 std::string costsJson(const MeasuredCosts& m);
 std::vector<std::pair<std::string, LayerCosts>> costsFromJson(const std::string& json_text);
 
-// The step time of `p` composed from its shape's measured costs; nullopt when its shape has none.
-std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Plan& p, const Cluster& c,
-                                          const MeasuredCosts& m);
-
-// Sets every valid candidate's predicted step time: composed from its shape's measured costs, else
-// the analytic model × the median composed/analytic ratio of the measured shapes (1 when none).
-// `fallback_scale` scales the analytic model when no shape has costs (a GPU study: its trials' median
-// measured/analytic ratio).
-void rerank(const workloads::Workload& w, const Cluster& c, const MeasuredCosts& m, std::vector<Candidate>& all,
-            double fallback_scale = 1.0);
-
 }  // namespace trainscope::tuner

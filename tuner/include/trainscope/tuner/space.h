@@ -22,7 +22,7 @@ struct SpaceOptions {
   std::vector<int64_t> mbs = {1, 2, 4, 8, 16, 32};
   std::vector<runtime::Checkpointing> ckpt = {runtime::Checkpointing::None, runtime::Checkpointing::Selective,
                                               runtime::Checkpointing::Full};
-  std::vector<int> zero = {0, 1};
+  std::vector<runtime::ZeroStage> zero = {runtime::ZeroStage::None, runtime::ZeroStage::OptimizerStates};
   std::vector<bool> sequence_parallel = {false, true};
   std::vector<runtime::PipelineSchedule> schedules = {runtime::PipelineSchedule::OneFOneB,
                                                       runtime::PipelineSchedule::GPipe};

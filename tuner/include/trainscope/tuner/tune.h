@@ -2,15 +2,15 @@
 //
 //   space → drop what cannot be valid or cannot fit (reasons kept) → rank by predicted step time →
 //   the search strategy's batches of short trials (search.h: successive halving with profile trials
-//   first and a final stage, or exhaustive), each trial's step time from its run database (the
-//   warm-up step dropped), the models refitted and the space re-ranked after each batch → the
-//   strategy's pick among what was measured and stayed within memory.
+//   first and a final stage, or exhaustive), each run by a trial runner (trial.h: its own process
+//   tree by default), each trial's run database read once by the learner (learner.h: step time with
+//   the warm-up dropped, layer costs, collectives), the candidates re-priced by the cost models
+//   (cost_model.h) after each batch → the strategy's pick among what was measured and stayed within
+//   memory.
 //
-// tune() is the driver: it runs what the strategy asks for and keeps the study. Each trial is its
-// own process tree: `trainscope run --config trial.json --out trial.db`, in its own process group,
-// killed with it when the tuner dies (PR_SET_PDEATHSIG), under a timeout. Its outcome comes from its
-// exit status, its signal and the clock: 0 ok, 3 out of memory, 2 invalid, a signal (or 128 + signal
-// from the launcher) a crash, the timeout a hang, anything else failed.
+// tune() is the driver and keeps the study (study.h): every trial is recorded as running before it
+// starts and finished after, so that a study killed at any point resumes without losing or
+// repeating a trial. Progress is a typed TuneEvent per trial; the terminal text is the caller's.
 #pragma once
 
 #include <functional>
@@ -23,6 +23,7 @@
 #include "trainscope/tuner/search.h"
 #include "trainscope/tuner/space.h"
 #include "trainscope/tuner/study.h"
+#include "trainscope/tuner/trial.h"
 
 namespace trainscope::tuner {
 
@@ -41,11 +42,12 @@ struct TuneOptions {
   int64_t finalists = 3;          // the halving's best that run the final stage (at least 2)
   int64_t final_rounds = 2;       // final-stage trials of each finalist, alternately (0: plain halving)
   double trial_timeout_s = 300;
-  std::string launcher = "local"; // local | slurm
+  runtime::Launcher launcher = runtime::Launcher::Local;
   std::string trainscope;         // the front end to run trials with
   std::string work_dir;           // trial configs, databases and logs
   int64_t mem_limit = 0;          // CPU trials: --mem-limit (the cluster's memory per rank)
   std::string inject;             // testing: "CANDIDATE:crash|hang|oom[,…]"
+  TrialRunner* runner = nullptr;  // who runs the trials (null: each its own process, trial.h)
 };
 
 struct TuneEvent {                // progress: one trial ended (or was taken from a resumed study)
@@ -76,11 +78,6 @@ struct TuneResult {
 // why). A damaged study (study.h: Study::checkTrials) is refused before any trial runs.
 TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptions& space, const TuneOptions& o,
                 const std::function<void(const TuneEvent&)>& progress);
-
-// Runs one trial process and classifies how it ended (exposed for tests). Its log is created at
-// `log_path` through files::createFile (a link planted there is replaced, never followed).
-TrialRecord runTrial(const TuneOptions& o, TrialRecord t, const std::string& config_path, const std::string& log_path,
-                     const std::string& trace_level = "ranges");
 
 // The TrainConfig of a candidate's trials (the run's steps set by the round).
 runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,

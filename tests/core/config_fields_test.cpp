@@ -1,0 +1,219 @@
+// config_fields_test.cpp — the field list (runconfig/fields.h) and what is generated from it: every
+// field survives toJson → fromJson and toArgs → the `trainscope run` flags with a value other than
+// its default; the run flags are the list's plus the output's; a RunSpec round-trips and a lone
+// `run --config FILE` reads it straight; the ZeRO stage and the enums keep their text forms.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+#include "../common/cli.h"
+#include "run_flags.h"
+#include "trainscope/common/error.h"
+#include "trainscope/models/cluster.h"
+#include "trainscope/runconfig/fields.h"
+
+namespace rt = trainscope::runtime;
+namespace apps = trainscope::apps;
+using trainscope::UserError;
+using trainscope::testing::tempPath;
+
+namespace {
+
+// A value of field `f` other than its default `d`, that both text forms can carry.
+template <class T>
+T otherThan(const rt::Field& f, const T& d) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return !d;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return "x" + d;  // not "-…": a flag's value may not look like a flag
+  } else if constexpr (std::is_same_v<T, double>) {
+    return d + 1.0 / 3.0;  // not a short decimal: the text forms must keep every bit
+  } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+    return 2.0 / 3.0;
+  } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
+    return 12;
+  } else if constexpr (std::is_same_v<T, rt::ZeroStage>) {
+    return rt::ZeroStage::Parameters;  // read and written; resolve() is what refuses it for now
+  } else if constexpr (std::is_enum_v<T>) {
+    for (int i = 1; i < 8; ++i)  // the next value that has a name
+      if (std::string(rt::toString(T((int(d) + i) % 8))) != "?") return T((int(d) + i) % 8);
+    return d;
+  } else if constexpr (std::is_same_v<T, uint64_t>) {
+    return 18446744073709551557ull;  // the largest prime below 2^64: no double holds it
+  } else {
+    if constexpr (std::is_same_v<T, int64_t>)
+      if (f.has(rt::Field::kBytes)) return int64_t(3) << 30;
+    return T(d + 7);
+  }
+}
+
+// `trainscope run ARGS` parsed as trainscope-train parses it.
+apps::RunFlags parseRun(const std::vector<std::string>& args) {
+  CLI::App app;
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  CLI::App* run = app.add_subcommand("run");
+  apps::RunFlags f;
+  apps::addRunFlags(run, f);
+  std::vector<std::string> argv = {"run"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> reversed(argv.rbegin(), argv.rend());
+  app.parse(reversed);
+  return f;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& a : v) s += " " + a;
+  return s;
+}
+
+std::string fieldOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.field() + " | " + e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(ConfigFields, EveryFieldSurvivesJsonAndFlagsWithAValueOtherThanItsDefault) {
+  int fields = 0;
+  std::set<std::string> keys, flags;
+  rt::visitFields([&](const rt::Field& f, auto m) {
+    ++fields;
+    EXPECT_TRUE(keys.insert(f.key).second) << "two fields write JSON key " << f.key;
+    EXPECT_TRUE(flags.insert(f.flag).second) << "two fields have flag " << f.flag;
+    rt::TrainConfig c;
+    c.*m = otherThan(f, c.*m);
+    ASSERT_FALSE(c.*m == rt::TrainConfig{}.*m) << f.key;
+    const std::string json = rt::toJson(c);
+    const rt::TrainConfig from_json = rt::fromJson(json, "test");
+    EXPECT_TRUE(from_json.*m == c.*m) << f.key << ": " << json;
+    EXPECT_EQ(rt::toJson(from_json), json) << f.key;
+    const std::vector<std::string> args = rt::toArgs(c);
+    const rt::TrainConfig from_args = parseRun(args).cfg;
+    EXPECT_TRUE(from_args.*m == c.*m) << f.key << ":" << joined(args);
+    EXPECT_EQ(rt::toJson(from_args), json) << f.key << ":" << joined(args);
+  });
+  // TrainConfig's user-settable members, all in the list (a new member: a line in visitFields, and here).
+  EXPECT_EQ(fields, 42);
+}
+
+TEST(ConfigFields, TheRunFlagsAreTheListsAndTheOutputsWithTheirHelpAndDefaults) {
+  CLI::App app;
+  CLI::App* run = app.add_subcommand("run");
+  apps::RunFlags f;
+  apps::addRunFlags(run, f);
+  std::set<std::string> listed;
+  rt::visitFields([&](const rt::Field& field, auto) {
+    listed.insert(field.flag);
+    const CLI::Option* o = run->get_option(field.flag);
+    EXPECT_EQ(o->get_description(), field.help) << field.flag;
+    EXPECT_EQ(!o->get_default_str().empty(), field.has(rt::Field::kShowDefault)) << field.flag;
+  });
+  const std::set<std::string> outputs = {"--config", "--out", "--overwrite", "--trace", "--trace-level",
+                                         "--trace-shapes", "--json", "--quiet", "--help"};
+  for (const CLI::Option* o : run->get_options()) {
+    const std::string name = o->get_lnames().empty() ? "" : "--" + o->get_lnames().front();
+    EXPECT_TRUE(listed.count(name) || outputs.count(name)) << name << " is neither a field nor an output flag";
+  }
+  // The defaults the help shows, as before the list (users read them).
+  for (const auto& [flag, shown] : std::vector<std::pair<const char*, const char*>>{
+           {"--mbs", "4"}, {"--ckpt", "none"}, {"--zero", "0"}, {"--trace-level", "ranges"}, {"--lr", "0.0006"},
+           {"--pp-schedule", "1f1b"}, {"--workload", "tiny"}, {"--seq", ""}, {"--seed", ""}})
+    EXPECT_EQ(run->get_option(flag)->get_default_str(), shown) << flag;
+}
+
+TEST(ConfigFields, ARunSpecRoundTripsAndAPlainConfigIsOne) {
+  rt::RunSpec s;
+  s.config.workload = "tiny";
+  s.config.steps = 3;
+  s.config.zero = rt::ZeroStage::OptimizerStates;
+  s.output.trace = "/tmp/x.db";
+  s.output.trace_level = rt::TraceLevel::Ops;
+  s.output.trace_shapes = true;
+  s.output.overwrite = true;
+  s.quiet = true;
+  const std::string json = rt::toJson(s);
+  const rt::RunSpec back = rt::runSpecFromJson(json, "spec.json");
+  EXPECT_EQ(rt::toJson(back), json);
+  EXPECT_EQ(back.output.trace, "/tmp/x.db");
+  EXPECT_EQ(back.output.trace_level, rt::TraceLevel::Ops);
+  EXPECT_TRUE(back.output.trace_shapes && back.output.overwrite && back.quiet);
+  EXPECT_EQ(rt::toJson(rt::fromJson(json, "spec.json")), rt::toJson(s.config));  // the config part alone
+  // As flags: the same spec.
+  const apps::RunFlags f = parseRun(rt::toArgs(s));
+  EXPECT_EQ(rt::toJson(f.cfg), rt::toJson(s.config));
+  EXPECT_EQ(f.out.trace, s.output.trace);
+  EXPECT_EQ(f.out.trace_level, rt::TraceLevel::Ops);
+  EXPECT_TRUE(f.out.trace_shapes && f.out.overwrite && f.quiet);
+  // A plain config is a spec with the default output.
+  const rt::RunSpec plain = rt::runSpecFromJson(rt::toJson(s.config), "plain.json");
+  EXPECT_TRUE(plain.output.out.empty() && plain.output.trace.empty() && !plain.quiet);
+  EXPECT_EQ(plain.output.trace_level, rt::TraceLevel::Ranges);
+  // Bad output values name the key.
+  EXPECT_NE(fieldOf([] { rt::runSpecFromJson(R"({"output": {"trace_level": "loud"}})", "s.json"); })
+                .find("--config s.json: output.trace_level | "),
+            std::string::npos);
+  EXPECT_NE(fieldOf([] { rt::runSpecFromJson(R"({"output": 3})", "s.json"); }).find("--config s.json: output"),
+            std::string::npos);
+  EXPECT_NE(fieldOf([] { rt::runSpecFromJson(R"({"quiet": "yes"})", "s.json"); }).find("has the wrong type"),
+            std::string::npos);
+}
+
+TEST(ConfigFields, ALoneConfigFlagReadsTheFileStraight) {
+  const std::string path = tempPath("lone-spec.json");
+  rt::RunSpec s;
+  s.config.steps = 2;
+  s.output.out = "/tmp/lone.db";
+  s.quiet = true;
+  std::ofstream(path) << rt::toJson(s);
+  const auto read = apps::configOnly({"trainscope-train", "run", "--config", path});
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->config.steps, 2);
+  EXPECT_EQ(read->output.out, "/tmp/lone.db");
+  EXPECT_TRUE(read->quiet);
+  EXPECT_TRUE(apps::configOnly({"trainscope-train", "run", "--config=" + path}).has_value());
+  EXPECT_FALSE(apps::configOnly({"trainscope-train", "run", "--config", path, "--steps", "4"}).has_value());
+  EXPECT_FALSE(apps::configOnly({"trainscope-train", "run", "--steps", "4"}).has_value());
+  EXPECT_NE(fieldOf([] { apps::configOnly({"trainscope-train", "run", "--config", "/no/such.json"}); })
+                .find("--config | "),
+            std::string::npos);
+  // With other flags, the file's spec is expanded into flags that the others override.
+  const auto argv = apps::expandConfigFlag({"trainscope-train", "run", "--config", path, "--steps", "4"});
+  const apps::RunFlags f = parseRun(std::vector<std::string>(argv.begin() + 2, argv.end()));
+  EXPECT_EQ(f.cfg.steps, 4);
+  EXPECT_EQ(f.out.out, "/tmp/lone.db");
+  EXPECT_TRUE(f.quiet);
+}
+
+TEST(ConfigFields, ZeroStagesAreNumbersZeroToThreeAndResolveRunsZeroAndOne) {
+  EXPECT_EQ(rt::fromJson(R"({"zero": 1})", "t").zero, rt::ZeroStage::OptimizerStates);
+  EXPECT_NE(fieldOf([] { rt::fromJson(R"({"zero": 4})", "t"); }).find("--config t: zero | "), std::string::npos);
+  EXPECT_NE(fieldOf([] { rt::fromJson(R"({"zero": "1"})", "t"); }).find("has the wrong type"), std::string::npos);
+  EXPECT_EQ(parseRun({"--zero", "1"}).cfg.zero, rt::ZeroStage::OptimizerStates);
+  EXPECT_NE(fieldOf([] { parseRun({"--zero", "-1"}); }).find("--zero | "), std::string::npos);
+  EXPECT_TRUE(rt::shardsOptimizer(rt::ZeroStage::OptimizerStates));
+  EXPECT_FALSE(rt::shardsOptimizer(rt::ZeroStage::None));
+  for (rt::ZeroStage z : {rt::ZeroStage::Gradients, rt::ZeroStage::Parameters}) {
+    rt::TrainConfig c;
+    c.nproc = 2;
+    c.zero = z;
+    const std::string e = fieldOf([&] { rt::resolve(c); });
+    EXPECT_EQ(e.rfind("--zero | ", 0), 0u) << e;
+    EXPECT_NE(e.find("the runtime runs stages 0 and 1"), std::string::npos) << e;
+  }
+}
+
+TEST(ConfigFields, EnumsKeepTheirTextForms) {
+  for (const char* s : {"steps", "ranges", "ops", "all"}) EXPECT_STREQ(rt::toString(rt::parseTraceLevel(s)), s);
+  EXPECT_NE(fieldOf([] { rt::parseTraceLevel("loud"); }).find("use one of steps|ranges|ops|all"), std::string::npos);
+  EXPECT_NE(fieldOf([] { parseRun({"--trace-level", "loud"}); }).find("--trace-level | "), std::string::npos);
+  namespace md = trainscope::models;
+  for (const char* s : {"gpu", "cpu"}) EXPECT_STREQ(md::toString(md::parseClusterKind(s, "kind")), s);
+  EXPECT_EQ(fieldOf([] { md::parseClusterKind("tpu", "cluster.kind"); }).rfind("cluster.kind | ", 0), 0u);
+  EXPECT_EQ(parseRun({"--launcher", "slurm"}).cfg.launcher, rt::Launcher::Slurm);
+}

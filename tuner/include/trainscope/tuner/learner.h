@@ -1,0 +1,51 @@
+// trainscope/tuner/learner.h — what a study learns from its trials, and the re-rank it implies.
+//
+// add() takes a trial that ended. An ok trial's run database is opened once, here, for all that
+// the tuner reads from it:
+//   its summary      the step time (median, warm-up dropped), tokens/s and peak bytes into the record
+//   its layer costs  the measured time model's input, per layer shape (profile.h)
+//   its collectives  the DP and TP collectives of a trial within one node: the network's α–β
+// A database that cannot be read turns the trial Failed, with the reason. A trial without a database
+// path keeps the figures its runner gave it (a test's fake runner).
+// rerank() refits the network from the collectives so far and re-prices every candidate through the
+// cost models (cost_model.h): composed from measured costs where its shape was measured, else the
+// analytic model scaled to the measured ones.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trainscope/rundb/rows.h"
+#include "trainscope/tuner/calibrate.h"
+#include "trainscope/tuner/models.h"
+#include "trainscope/tuner/profile.h"
+#include "trainscope/tuner/space.h"
+#include "trainscope/tuner/study.h"
+
+namespace trainscope::tuner {
+
+class Learner {
+ public:
+  Learner(const workloads::Workload& w, const Cluster& c) : w_(w), c_(c), fitted_(c) {}
+
+  // `t` ended; `p` is its candidate's plan. `fresh`: the trial ran in this process (its summary is
+  // read into the record); a trial kept from a resumed study already holds its figures.
+  TrialRecord add(TrialRecord t, const Plan& p, bool fresh = true);
+  // Every valid candidate's prediction from all that was learned so far.
+  void rerank(std::vector<Candidate>& all);
+
+  const MeasuredCosts& costs() const { return costs_; }
+  const CollectiveFit& networkFit() const { return network_fit_; }
+  const Cluster& fitted() const { return fitted_; }  // the cluster with the refitted network
+
+ private:
+  const workloads::Workload& w_;
+  const Cluster& c_;
+  Cluster fitted_;
+  MeasuredCosts costs_;
+  CollectiveFit network_fit_;
+  std::vector<rundb::Collective> comm_;
+  std::vector<double> analytic_ratio_;  // measured / analytic step time, every ok trial
+};
+
+}  // namespace trainscope::tuner

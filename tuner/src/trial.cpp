@@ -1,0 +1,80 @@
+// trial.cpp — a trial run as its own process tree (trial.h).
+#include "trainscope/tuner/trial.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+
+#include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+#include "trainscope/common/process.h"
+
+namespace trainscope::tuner {
+namespace {
+
+std::atomic<pid_t> g_trial_group{0};  // the running trial's process group (0: none)
+static_assert(std::atomic<pid_t>::is_always_lock_free);
+
+}  // namespace
+
+void ProcessTrialRunner::stopRunning() {
+  const pid_t g = g_trial_group.load();
+  if (g > 0) kill(-g, SIGTERM);  // the trial stops at its next step and records what it did
+}
+
+void classifyExit(TrialRecord& t, int exit_code) {
+  t.exit_code = exit_code;
+  if (exit_code == 0) t.status = TrialStatus::Ok;
+  else if (exit_code == kExitOutOfMemory) t.status = TrialStatus::OutOfMemory;
+  else if (exit_code == 2) t.status = TrialStatus::Invalid;
+  else if (exit_code > 128 && exit_code < 160) {  // the launcher passes a rank's signal on
+    t.status = TrialStatus::Crash;
+    t.signal = exit_code - 128;
+    t.message = std::string("a rank was killed by ") + strsignal(t.signal);
+  } else {
+    t.status = TrialStatus::Failed;
+  }
+  if (t.message.empty() && t.status != TrialStatus::Ok) t.message = "exit status " + std::to_string(exit_code);
+}
+
+TrialRecord ProcessTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // Written and created here, not in the child: a failure is the tuner's (exit 2), not the candidate's.
+  files::writeAtomically(spec.spec_path, runtime::toJson(spec.run), files::Existing::Refuse, "--study");
+  const int log = files::createFile(spec.log_path, files::Existing::Replace, "--study");
+  process::SpawnOptions so;
+  so.argv = {trainscope_, "run", "--config", spec.spec_path};
+  so.own_group = true;          // the trial's own process group: killed as one
+  so.death_signal = SIGKILL;    // and with the tuner, even by kill -9
+  so.stdout_fd = so.stderr_fd = log;
+  pid_t pid = -1;
+  try {
+    pid = process::spawn(so);
+  } catch (const std::exception& e) {
+    ::close(log);
+    t.status = TrialStatus::Failed;
+    t.message = e.what();
+    return t;
+  }
+  ::close(log);
+  g_trial_group = pid;
+  const process::Exit end = process::wait(pid, spec.timeout_s, /*group=*/true);
+  g_trial_group = 0;
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (end.kind == process::Exit::TimedOut) {
+    t.status = TrialStatus::Hang;
+    t.message = "no result within " + std::to_string(int(spec.timeout_s)) + " s";
+  } else if (end.kind == process::Exit::Signaled) {
+    t.status = TrialStatus::Crash;
+    t.signal = end.signal;
+    t.message = std::string("killed by ") + strsignal(t.signal);
+  } else {
+    classifyExit(t, end.code);
+  }
+  return t;
+}
+
+}  // namespace trainscope::tuner
