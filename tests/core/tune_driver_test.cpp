@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <thread>
 #include <map>
@@ -210,4 +211,28 @@ TEST(TrialRunner, TheSpecIsWrittenOnceAndReadsBackAsTheRunItDescribes) {
   } catch (const trainscope::UserError& e) {
     EXPECT_NE(std::string(e.what()).find("--study"), std::string::npos) << e.what();
   }
+}
+
+TEST(PredictionCheck, SpearmanAndErrorAgainstAHandComputation) {
+  // Ranks 1 2 3 4 against 1 3 2 4: d² = 0 + 1 + 1 + 0 = 2, ρ = 1 − 6·2 / (4·15) = 0.8.
+  EXPECT_NEAR(tn::spearman({1, 2, 3, 4}, {10, 30, 20, 40}), 0.8, 1e-12);
+  EXPECT_NEAR(tn::spearman({1, 2, 3}, {3, 2, 1}), -1.0, 1e-12);
+  EXPECT_TRUE(std::isnan(tn::spearman({1, 2}, {1, 2})));      // too few
+  EXPECT_TRUE(std::isnan(tn::spearman({1, 1, 1}, {1, 2, 3})));  // constant
+  // Ties take their mean rank: {1, 1, 2} ranks 1.5 1.5 3.
+  EXPECT_NEAR(tn::spearman({1, 1, 2}, {1, 2, 3}), 0.8660254037844386, 1e-12);
+
+  // Per candidate, its FIRST trial's prediction against its pooled measured time.
+  auto trial = [](int64_t cand, int64_t round, double predicted, double measured) {
+    tn::TrialRecord t;
+    t.candidate = cand, t.round = round, t.steps = 3, t.status = tn::TrialStatus::Ok;
+    t.predicted_step_s = predicted, t.step_s = measured;
+    return t;
+  };
+  const std::vector<tn::TrialRecord> trials = {trial(0, 0, 1.0, 2.0), trial(1, 0, 2.0, 1.0), trial(2, 0, 3.0, 3.0),
+                                               trial(0, 1, 9.0, 2.0)};  // a later, refitted prediction: not used
+  const tn::PredictionCheck c = tn::checkPredictions(trials);
+  EXPECT_EQ(c.candidates, 3);
+  EXPECT_NEAR(c.spearman, 0.5, 1e-12);  // ranks 1 2 3 vs 2 1 3: d² = 2, ρ = 1 − 12/24
+  EXPECT_NEAR(c.mean_abs_error, (0.5 + 1.0 + 0.0) / 3.0, 1e-12);
 }

@@ -316,6 +316,8 @@ void finish(TuneResult& res, Study& study, const SearchStrategy& search, const C
     res.time_scale = ratios[ratios.size() / 2];
   }
   study.setValue("time_scale", std::to_string(res.time_scale));
+  res.prediction_check = checkPredictions(res.trials);
+  study.setValue("prediction_check", toJson(res.prediction_check));
   // An interrupted study recommends nothing yet: its last round is incomplete.
   if (res.recommended >= 0 && !res.interrupted) study.setValue("recommended", std::to_string(res.recommended));
   if (res.interrupted) res.recommended = -1;

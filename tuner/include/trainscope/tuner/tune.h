@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "trainscope/tuner/calibrate.h"
+#include "trainscope/tuner/prediction_check.h"
 #include "trainscope/tuner/profile.h"
 #include "trainscope/tuner/search.h"
 #include "trainscope/tuner/space.h"
@@ -69,6 +70,7 @@ struct TuneResult {
   std::vector<int64_t> profiles;  // candidates run first, one per layer shape: their costs (profile.h)
   MeasuredCosts costs;            // every ok trial's layer costs, per shape
   CollectiveFit network_fit;      // α–β of the trials' DP and TP collectives (samples 0: none)
+  PredictionCheck prediction_check;  // the models' predictions against what the trials measured
   int64_t trials_run = 0;         // processes started by this invocation
   bool interrupted = false;
   int signal = 0;  // what interrupted it (SIGINT, SIGTERM): the exit status is 128 + signal
