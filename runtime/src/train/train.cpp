@@ -25,8 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "train/exchange.h"
 #include "train/op_source.h"
 #include "train/sources.h"
 #include "trainscope/common/error.h"
@@ -139,70 +138,32 @@ bool injectedFailure(const std::string& spec, int rank, int64_t step) {
   return true;
 }
 
-// Every rank's memory and time for the step, gathered to all (one small all-gather; on the device
-// when the group is NCCL's). Returns one row per rank.
+// Every rank's memory and time for the step, gathered to all (allGatherStep: one small all-gather,
+// on the device when the group is NCCL's). Returns one row per rank.
 // The same all-gather carries each rank's stop request (a signal it got), so that all ranks agree
 // on the step after which they stop: `stop` becomes the first signal any rank got (0: none).
 std::vector<rundb::Step> gatherStep(Comm& comm, const rundb::Step& r, const std::string& device, int* stop,
                                     std::vector<int>* signalled) {
-  const int world = comm.layout().world;
-  if (world == 1) {
+  if (comm.layout().world == 1) {
     if (*stop != 0) signalled->push_back(0);
     return {r};
   }
-  constexpr int kPerRank = 8;
-  at::Tensor mine = at::tensor(std::vector<int64_t>{r.peak_bytes, r.param_bytes, r.grad_bytes, r.optim_bytes,
-                                                    r.activation_bytes, r.step_time_ns, r.start_ns, *stop})
-                        .to(at::Device(device));
-  at::Tensor all = at::empty({world * kPerRank}, mine.options());
-  comm.world().allGather(all, mine);
-  all = all.cpu();
-  const int64_t* v = all.data_ptr<int64_t>();
-  std::vector<rundb::Step> rows(size_t(world), r);
-  for (int q = 0; q < world; ++q, v += kPerRank) {
-    rundb::Step& s = rows[size_t(q)];
+  std::vector<rundb::Step> rows;
+  int q = 0;
+  for (const StepShare& share : allGatherStep(comm, r, *stop, device)) {
+    rundb::Step& s = rows.emplace_back(share.step);
     s.rank = q;
-    s.peak_bytes = v[0];
-    s.param_bytes = v[1];
-    s.grad_bytes = v[2];
-    s.optim_bytes = v[3];
-    s.activation_bytes = v[4];
-    s.step_time_ns = v[5];
-    s.start_ns = v[6];
-    if (*stop == 0 && v[7] != 0) *stop = int(v[7]);  // every rank sees every rank's request
-    if (v[7] != 0 && !(v[7] & kSentByLauncher)) signalled->push_back(q);
+    const int64_t request = share.stop_request;
+    if (*stop == 0 && request != 0) *stop = int(request);  // every rank sees every rank's request
+    if (request != 0 && !(request & kSentByLauncher)) signalled->push_back(q);
     s.tokens_per_s = s.step_time_ns > 0 ? double(s.tokens) / (double(s.step_time_ns) * 1e-9) : 0;
     // This rank's utilisation from its own step time (the FLOPs are the same share on every rank).
     const double ratio = s.step_time_ns > 0 ? double(r.step_time_ns) / double(s.step_time_ns) : 0.0;
     if (r.mfu) s.mfu = *r.mfu * ratio;
     if (r.hfu) s.hfu = *r.hfu * ratio;
+    ++q;
   }
   return rows;
-}
-
-// Clock offset of this rank against rank 0, NTP-style through the rendezvous store: rank 0 answers
-// each ping with its clock. Rank 0's own offset is 0.
-rundb::ClockSample syncClock(Comm& comm, const std::string& tag, int rounds = 8) {
-  const Layout& l = comm.layout();
-  if (l.world == 1) return {};
-  const std::string base = "clock/" + tag + "/";
-  if (l.rank == 0) {
-    for (int r = 1; r < l.world; ++r)
-      for (int i = 0; i < rounds; ++i) {
-        const std::string k = base + std::to_string(r) + "/" + std::to_string(i);
-        comm.storeGet(k + "/ping");
-        comm.storeSet(k + "/pong", std::to_string(nowNs()));
-      }
-    return {};
-  }
-  int i = 0;
-  return rundb::measureClockOffset(
-      [&] {
-        const std::string k = base + std::to_string(l.rank) + "/" + std::to_string(i++);
-        comm.storeSet(k + "/ping", "1");
-        return std::stoll(comm.storeGet(k + "/pong"));
-      },
-      rounds);
 }
 
 // What one rank records: the run database (rank 0) and its trace shard.
@@ -267,59 +228,31 @@ void feedCollectives(Recording& rec) {
 
 // Collectives: without a trace, every rank hands its records to rank 0 through the rendezvous store
 // (with one, they went into the rank's shard and arrive with the merge).
-void handInCollectives(Recording& rec, Comm& comm, const TrainConfig& cfg, int64_t rank) {
+void handInCollectives(Recording& rec, Comm& comm) {
   feedCollectives(rec);
   if (rec.tracing_collectives()) return;
-  std::vector<CollectiveRecord> mine = comm.log().take();
-  if (cfg.world == 1) {
-    if (rec.store) rec.store->appendCollectives(mine);
-    return;
-  }
-  nlohmann::json a = nlohmann::json::array();
-  for (const auto& r : mine) a.push_back({r.op, r.group, r.rank, r.group_size, r.seq, r.bytes, r.start_ns, r.end_ns});
-  comm.storeSet("collectives/" + std::to_string(rank), a.dump());
-  comm.world().barrier();
-  if (!rec.store) return;
-  for (int q = 0; q < cfg.world; ++q) {
-    std::vector<CollectiveRecord> rows;
-    for (const auto& e : nlohmann::json::parse(comm.storeGet("collectives/" + std::to_string(q)))) {
-      CollectiveRecord c;
-      c.op = e[0];
-      c.group = e[1];
-      c.rank = e[2];
-      c.group_size = e[3];
-      c.seq = e[4];
-      c.bytes = e[5];
-      c.start_ns = e[6];
-      c.end_ns = e[7];
-      rows.push_back(std::move(c));
-    }
-    rec.store->appendCollectives(rows);
-  }
+  const std::vector<CollectiveRecord> mine = comm.log().take();
+  for (const auto& rows : gatherOnLeader(comm, "collectives", mine))
+    if (rec.store) rec.store->appendCollectives(rows);
 }
 
 // Final weights digest: ranks of DP replica 0 hand in their parts, rank 0 sums by name.
 void writeDigest(Recording& rec, Comm& comm, Trainer& trainer, const TrainConfig& cfg, const Layout& layout) {
   if (!rec.store && cfg.world == 1) return;
-  nlohmann::json d = nlohmann::json::array();
+  std::vector<rundb::WeightDigest> mine;
   if (layout.dp_rank == 0)
-    for (const auto& e : trainer.weightDigest()) d.push_back({e.name, e.sum, e.sumsq, e.abssum});
-  if (cfg.world > 1) {
-    comm.storeSet("digest/" + std::to_string(layout.rank), d.dump());
-    comm.world().barrier();
-  }
+    for (const auto& e : trainer.weightDigest()) mine.push_back({e.name, e.sum, e.sumsq, e.abssum});
+  const std::vector<std::vector<rundb::WeightDigest>> parts = gatherOnLeader(comm, "digest", mine);
   if (!rec.store) return;
   std::map<std::string, rundb::WeightDigest> total;
-  for (int q = 0; q < cfg.world; ++q) {
-    const std::string part = cfg.world > 1 ? comm.storeGet("digest/" + std::to_string(q)) : d.dump();
-    for (const auto& e : nlohmann::json::parse(part)) {
-      rundb::WeightDigest& t = total[e[0].get<std::string>()];
-      t.name = e[0].get<std::string>();
-      t.sum += e[1].get<double>();
-      t.sumsq += e[2].get<double>();
-      t.abssum += e[3].get<double>();
+  for (const auto& part : parts)
+    for (const rundb::WeightDigest& e : part) {
+      rundb::WeightDigest& t = total[e.name];
+      t.name = e.name;
+      t.sum += e.sum;
+      t.sumsq += e.sumsq;
+      t.abssum += e.abssum;
     }
-  }
   std::vector<rundb::WeightDigest> rows;
   for (auto& [name, t] : total) rows.push_back(t);
   rec.store->writeWeightDigest(rows);
@@ -342,22 +275,22 @@ std::vector<std::string> finishTrace(Recording& rec, Comm& comm, const TrainConf
     closed = false;
     warnings.push_back("rank " + std::to_string(info.rank) + "'s trace shard could not be closed: " + e.what());
   }
-  nlohmann::json me = {{"path", closed ? rec.trace->path() : std::string()}, {"host", hostName()},
-                       {"pid", int64_t(getpid())}, {"device", info.device},
-                       {"offset_start", rec.clock_start.offset_ns}, {"offset_end", clock_end.offset_ns}};
-  if (cfg.world > 1) {
-    comm.storeSet("shard/" + std::to_string(info.rank), me.dump());
-    comm.world().barrier();
-  }
+  rundb::ShardInfo me;
+  me.path = closed ? rec.trace->path() : std::string();  // empty: rank 0 leaves this rank's shard out
+  me.rank = info.rank;
+  me.host = hostName();
+  me.device = info.device;
+  me.pid = getpid();
+  me.offset_start_ns = rec.clock_start.offset_ns;
+  me.offset_end_ns = clock_end.offset_ns;
+  const std::vector<std::vector<rundb::ShardInfo>> parts = gatherOnLeader(comm, "shard", std::vector{me});
   if (rec.store) {
     try {
       if (cfg.inject_failure == "merge") TRAINSCOPE_THROW("injected failure while merging the trace shards");
       std::vector<rundb::ShardInfo> shards;
-      for (int q = 0; q < cfg.world; ++q) {
-        auto j = nlohmann::json::parse(cfg.world > 1 ? comm.storeGet("shard/" + std::to_string(q)) : me.dump());
-        if (j["path"].get<std::string>().empty()) continue;  // that rank's shard could not be closed
-        shards.push_back({j["path"], q, j["host"], j["device"], j["pid"], j["offset_start"], j["offset_end"]});
-      }
+      for (const auto& part : parts)
+        for (const rundb::ShardInfo& s : part)
+          if (!s.path.empty()) shards.push_back(s);  // else that rank's shard could not be closed
       rundb::mergeShards(*rec.store, shards);
     } catch (const std::exception& e) {
       warnings.push_back(std::string("the trace could not be finalised: ") + e.what() + "; the steps are in " +
@@ -390,7 +323,120 @@ void closeAsOnAFullDisk(rundb::RunStore& store) {
   std::signal(SIGXFSZ, old_handler);
 }
 
-// The run proper, once the ranks are connected.
+// What one rank's run works with once the ranks are connected.
+struct RunContext {
+  const TrainConfig& cfg;
+  const RunInfo& info;
+  const DeviceChoice& dev;
+  Comm& comm;
+  Trainer& trainer;
+  Recording& rec;
+  RunObserver* obs;
+  std::optional<double> peak_flops;  // FLOP/s (--peak-tflops, else the device's), for MFU
+};
+
+// What the steps add up to, for the result and the summary.
+struct StepTotals {
+  std::vector<rundb::Step> all_rows;  // rank 0: every rank's rows (the summary when there is no database)
+  int64_t nonfinite_streak = 0, timed = 0;
+  double hidden_sum = 0, comm_sum = 0;
+};
+
+constexpr int64_t kMaxNonFiniteSteps = 5;  // fp32/bf16: this many non-finite steps in a row mean divergence
+
+// RunEnd::Stopped after `step`, by the first signal any rank got (`stop`). The ranks it was sent to
+// are named unless it reached all of them (the launcher's or the terminal's): a signal to rank 1 is
+// not rank 0's doing.
+void endStopped(int stop, const std::vector<int>& signalled, int world, int64_t step, RunResult* res) {
+  res->end = RunEnd::Stopped;
+  res->stop_signal = stop & ~kSentByLauncher;
+  std::string to;
+  if (world > 1 && !signalled.empty() && int(signalled.size()) < world) {
+    for (size_t i = 0; i < signalled.size(); ++i)
+      to += (i ? (i + 1 == signalled.size() ? " and " : ", ") : "") + std::to_string(signalled[i]);
+    to = std::string(" sent to rank") + (signalled.size() > 1 ? "s " : " ") + to;
+    res->stop_ranks = signalled;
+  }
+  res->message = std::string("stopped by ") + strsignal(res->stop_signal) + to + " after step " + std::to_string(step);
+}
+
+// Step k: train it, gather every rank's metrics (and stop requests), record them. Returns whether
+// the run goes on (false: it diverged or was stopped, as `res` says).
+bool runStep(RunContext& c, int64_t k, StepTotals* t, RunResult* res) {
+  if (injectedFailure(c.cfg.inject_failure, int(c.info.rank), k))
+    TRAINSCOPE_THROW("injected failure on rank " + std::to_string(c.info.rank) + " at step " + std::to_string(k));
+  rundb::Step r;
+  {
+    TRAINSCOPE_RANGE(tracer::names::kStep);
+    r = c.trainer.step();
+  }
+  feedCollectives(c.rec);
+  int stop = g_stop_signal.load();
+  std::vector<int> signalled;  // the ranks a signal reached directly (not forwarded by the launcher)
+  const std::vector<rundb::Step> rows = gatherStep(c.comm, r, c.dev.device, &stop, &signalled);
+  if (c.rec.store)
+    for (const auto& row : rows) c.rec.store->appendStep(row);
+  if (c.info.leader) t->all_rows.insert(t->all_rows.end(), rows.begin(), rows.end());
+  if (k == 0) res->first_loss = r.loss;
+  if (k > 0 || c.cfg.steps == 1) {  // step 0 pays one-time costs
+    t->hidden_sum += c.trainer.lastHiddenShare();
+    t->comm_sum += c.trainer.lastCommSeconds();
+    ++t->timed;
+  }
+  res->skipped_steps += r.skipped;
+  res->last = r;
+  res->steps_done = k + 1;
+  if (c.obs) c.obs->stepDone(c.info, r);
+  t->nonfinite_streak = (r.skipped && c.cfg.precision != Precision::FP16) ? t->nonfinite_streak + 1 : 0;
+  if (t->nonfinite_streak >= kMaxNonFiniteSteps) {
+    res->end = RunEnd::Diverged;
+    res->message = "training diverged: the gradient norm was not finite for " + std::to_string(kMaxNonFiniteSteps) +
+                   " steps in a row (last step " + std::to_string(r.step) + "); lower --lr or use --clip" +
+                   (c.rec.store ? "; steps so far are in " + c.rec.store->path() : "");
+    return false;
+  }
+  if (stop != 0) {
+    endStopped(stop, signalled, c.cfg.world, r.step, res);
+    return false;
+  }
+  return true;
+}
+
+// Closes the run database and reads the summary back (rank 0); without a database, the summary
+// comes from the rows gathered at each step.
+void closeAndSummarize(RunContext& c, const StepTotals& t, RunResult* res) {
+  const TrainConfig& cfg = c.cfg;
+  if (!c.rec.store) {
+    if (c.info.leader) res->summary = rundb::summarizeSteps(t.all_rows, cfg.world, cfg.model.name, c.peak_flops);
+    return;
+  }
+  // Every step is in the database already (each appendStep commits): a close that fails (a full
+  // disk while the write-ahead log is folded in) is a warning, as a failed trace merge is. What
+  // the log holds is read back by the next reader; the summary then comes from that, or from the
+  // rows gathered here.
+  res->database = c.rec.store->path();
+  bool closed = true;
+  try {
+    if (cfg.inject_failure == "close") closeAsOnAFullDisk(*c.rec.store);
+    else c.rec.store->close();
+  } catch (const std::exception& e) {
+    closed = false;
+    res->warnings.push_back(std::string("the run database could not be closed cleanly: ") + userFacing(e.what()) +
+                            "; its " + std::to_string(res->steps_done) + " steps were written before, and " +
+                            res->database + " keeps them in its write-ahead log (" + res->database +
+                            "-wal): keep both files together");
+  }
+  try {
+    rundb::RunReader reader(res->database);
+    res->summary = rundb::summarize(reader);
+  } catch (const std::exception& e) {
+    if (closed) throw;
+    res->summary = rundb::summarizeSteps(t.all_rows, cfg.world, cfg.model.name, c.peak_flops);
+  }
+}
+
+// The run proper, once the ranks are connected: open the outputs, train the steps, hand in what
+// rank 0 records at the end, close.
 RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, const Layout& layout,
                       const DeviceChoice& dev, Comm& comm, RunObserver* obs) {
   Trainer trainer(cfg, dev, &comm);  // checks the data before anything is written
@@ -402,102 +448,28 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
   const std::optional<double> peak_tflops = cfg.peak_tflops ? cfg.peak_tflops : dev.peak_tflops;
   if (rec.store && peak_tflops) rec.store->setMeta("peak_flops", std::to_string(*peak_tflops * 1e12));
   if (obs) obs->started(info);
+  const std::optional<double> peak_flops = peak_tflops ? std::optional<double>(*peak_tflops * 1e12) : std::nullopt;
+  RunContext c{cfg, info, dev, comm, trainer, rec, obs, peak_flops};
 
   RunResult res;
   res.info = info;
   res.info.config = nullptr;
   res.config = cfg;
-  std::vector<rundb::Step> all_rows;  // rank 0: every rank's rows (the summary when there is no database)
-  int64_t nonfinite_streak = 0, timed = 0;
-  double hidden_sum = 0, comm_sum = 0;
-  constexpr int64_t kMaxNonFiniteSteps = 5;  // fp32/bf16: this many in a row means divergence
-  for (int64_t k = 0; k < cfg.steps; ++k) {
-    if (injectedFailure(cfg.inject_failure, int(info.rank), k))
-      TRAINSCOPE_THROW("injected failure on rank " + std::to_string(info.rank) + " at step " + std::to_string(k));
-    rundb::Step r;
-    {
-      TRAINSCOPE_RANGE(tracer::names::kStep);
-      r = trainer.step();
-    }
-    feedCollectives(rec);
-    int stop = g_stop_signal.load();
-    std::vector<int> signalled;  // the ranks a signal reached directly (not forwarded by the launcher)
-    const std::vector<rundb::Step> rows = gatherStep(comm, r, dev.device, &stop, &signalled);
-    if (rec.store)
-      for (const auto& row : rows) rec.store->appendStep(row);
-    if (info.leader) all_rows.insert(all_rows.end(), rows.begin(), rows.end());
-    if (k == 0) res.first_loss = r.loss;
-    if (k > 0 || cfg.steps == 1) {  // step 0 pays one-time costs
-      hidden_sum += trainer.lastHiddenShare();
-      comm_sum += trainer.lastCommSeconds();
-      ++timed;
-    }
-    res.skipped_steps += r.skipped;
-    res.last = r;
-    res.steps_done = k + 1;
-    if (obs) obs->stepDone(info, r);
-    nonfinite_streak = (r.skipped && cfg.precision != Precision::FP16) ? nonfinite_streak + 1 : 0;
-    if (nonfinite_streak >= kMaxNonFiniteSteps) {
-      res.end = RunEnd::Diverged;
-      res.message = "training diverged: the gradient norm was not finite for " + std::to_string(kMaxNonFiniteSteps) +
-                    " steps in a row (last step " + std::to_string(r.step) + "); lower --lr or use --clip" +
-                    (rec.store ? "; steps so far are in " + rec.store->path() : "");
-      return res;
-    }
-    if (stop != 0) {
-      res.end = RunEnd::Stopped;
-      res.stop_signal = stop & ~kSentByLauncher;
-      // Name the ranks the signal was sent to, unless it reached all of them (the launcher's or the
-      // terminal's): a signal to rank 1 is not rank 0's doing.
-      std::string to;
-      if (cfg.world > 1 && !signalled.empty() && int(signalled.size()) < cfg.world) {
-        for (size_t i = 0; i < signalled.size(); ++i)
-          to += (i ? (i + 1 == signalled.size() ? " and " : ", ") : "") + std::to_string(signalled[i]);
-        to = std::string(" sent to rank") + (signalled.size() > 1 ? "s " : " ") + to;
-        res.stop_ranks = signalled;
-      }
-      res.message =
-          std::string("stopped by ") + strsignal(res.stop_signal) + to + " after step " + std::to_string(r.step);
+  StepTotals totals;
+  for (int64_t k = 0; k < cfg.steps; ++k)
+    if (!runStep(c, k, &totals, &res)) {
+      if (res.end == RunEnd::Diverged) return res;
       break;
     }
-  }
-  handInCollectives(rec, comm, cfg, info.rank);
+  handInCollectives(rec, comm);
   writeDigest(rec, comm, trainer, cfg, layout);
   for (auto& w : finishTrace(rec, comm, cfg, info)) res.warnings.push_back(std::move(w));
 
   res.final_loss = res.last.loss;
   res.loss_scale = trainer.lossScale();
-  res.allreduce_hidden_share = timed ? hidden_sum / double(timed) : 0.0;
-  res.grad_comm_s_per_step = timed ? comm_sum / double(timed) : 0.0;
-  if (rec.store) {
-    // Every step is in the database already (each appendStep commits): a close that fails (a full
-    // disk while the write-ahead log is folded in) is a warning, as a failed trace merge is. What
-    // the log holds is read back by the next reader; the summary then comes from that, or from the
-    // rows gathered here.
-    res.database = rec.store->path();
-    bool closed = true;
-    try {
-      if (cfg.inject_failure == "close") closeAsOnAFullDisk(*rec.store);
-      else rec.store->close();
-    } catch (const std::exception& e) {
-      closed = false;
-      res.warnings.push_back(std::string("the run database could not be closed cleanly: ") + userFacing(e.what()) +
-                             "; its " + std::to_string(res.steps_done) + " steps were written before, and " +
-                             res.database + " keeps them in its write-ahead log (" + res.database +
-                             "-wal): keep both files together");
-    }
-    try {
-      rundb::RunReader reader(res.database);
-      res.summary = rundb::summarize(reader);
-    } catch (const std::exception& e) {
-      if (closed) throw;
-      res.summary = rundb::summarizeSteps(all_rows, cfg.world, cfg.model.name,
-                                          peak_tflops ? std::optional<double>(*peak_tflops * 1e12) : std::nullopt);
-    }
-  } else if (info.leader) {
-    res.summary = rundb::summarizeSteps(all_rows, cfg.world, cfg.model.name,
-                                        peak_tflops ? std::optional<double>(*peak_tflops * 1e12) : std::nullopt);
-  }
+  res.allreduce_hidden_share = totals.timed ? totals.hidden_sum / double(totals.timed) : 0.0;
+  res.grad_comm_s_per_step = totals.timed ? totals.comm_sum / double(totals.timed) : 0.0;
+  closeAndSummarize(c, totals, &res);
   return res;
 }
 

@@ -1,0 +1,176 @@
+// exchange_test.cpp — what ranks hand each other by name (runtime/src/train/exchange.h):
+//   every row type survives its toJson/fromJson pair, with its fields under their names
+//   a single process gets its own rows back
+//   two real processes (Gloo, the rendezvous store rank 0 hosts) hand rank 0 their rows in rank
+//   order, one rank's rows far larger than a store value may be (LibTorch's store drops the
+//   connection of a client that sends tens of MB), the other's few or none
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "train/exchange.h"
+
+namespace rt = trainscope::runtime;
+namespace rdb = trainscope::rundb;
+
+namespace {
+
+// Rank `rank`'s i-th record: every field differs by rank and by i, the times near 2^60.
+rdb::Collective record(int rank, int64_t i) {
+  rdb::Collective c;
+  c.op = rank == 0 ? "all_reduce" : "reduce_scatter";
+  c.group = rank == 0 ? "world" : "dp";
+  c.rank = rank;
+  c.group_size = 2 + rank;
+  c.seq = i;
+  c.bytes = i * 4096 + rank;
+  c.start_ns = (int64_t(1) << 60) + i * 1000 + rank;
+  c.end_ns = c.start_ns + 777 + i;
+  return c;
+}
+
+std::vector<rdb::Collective> records(int rank, int64_t n) {
+  std::vector<rdb::Collective> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(record(rank, i));
+  return v;
+}
+
+bool same(const rdb::Collective& a, const rdb::Collective& b) {
+  return a.op == b.op && a.group == b.group && a.rank == b.rank && a.group_size == b.group_size && a.seq == b.seq &&
+         a.bytes == b.bytes && a.start_ns == b.start_ns && a.end_ns == b.end_ns;
+}
+
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);  // free again (another program may take it meanwhile: harmless here)
+  return ntohs(a.sin_port);
+}
+
+// Rank 1's records: about 14 MB of JSON, above LibTorch's store limit for one value (8 MiB).
+constexpr int64_t kManyRecords = 100000;
+constexpr int64_t kFewRecords = 3;
+
+// What rank 0 gathered: "" when each rank's records are all there, in order; else what differs.
+std::string checkGathered(const std::vector<std::vector<rdb::Collective>>& got) {
+  if (got.size() != 2) return "rank 0 got " + std::to_string(got.size()) + " parts";
+  for (int q = 0; q < 2; ++q) {
+    const auto& part = got[size_t(q)];
+    if (part.size() != size_t(q == 0 ? kFewRecords : kManyRecords))
+      return "rank " + std::to_string(q) + " handed in " + std::to_string(part.size()) + " records";
+    for (size_t i = 0; i < part.size(); ++i)
+      if (!same(part[i], record(q, int64_t(i))))
+        return "rank " + std::to_string(q) + "'s record " + std::to_string(i) + " differs";
+  }
+  return "";
+}
+
+// One rank of the two-process exchange, in a forked child: 0 when rank 0 got every row right.
+int exchangeAsRank(int rank, int port) {
+  rt::RankEnv env;
+  env.distributed = true;
+  env.rank = env.local_rank = rank;
+  env.world = env.local_world = 2;
+  env.master_addr = "127.0.0.1";
+  env.master_port = port;
+  env.source = "test";
+  auto comm = rt::Comm::connect(env, rt::Layout::make(2, rank, 1, 1), rt::CommOptions{});
+  const auto got = rt::gatherOnLeader(*comm, "collectives", records(rank, rank == 0 ? kFewRecords : kManyRecords));
+  // A second exchange under another key: rank 1 hands in nothing.
+  std::vector<rdb::WeightDigest> digest;
+  if (rank == 0) digest.push_back({"wte", 1.5, 2.25, 1.5});
+  const auto digests = rt::gatherOnLeader(*comm, "digest", digest);
+  if (rank != 0) return got.empty() && digests.empty() ? 0 : 1;
+  const std::string wrong = checkGathered(got);
+  if (!wrong.empty()) std::fprintf(stderr, "%s\n", wrong.c_str());
+  const bool digest_ok = digests.size() == 2 && digests[0].size() == 1 && digests[0][0].name == "wte" &&
+                         digests[0][0].sumsq == 2.25 && digests[1].empty();
+  return wrong.empty() && digest_ok ? 0 : 1;
+}
+
+}  // namespace
+
+TEST(Exchange, EveryRowTypeRoundTripsThroughItsNamedFields) {
+  const rdb::Collective c = record(1, 42);
+  const nlohmann::json jc = rt::toJson(c);
+  EXPECT_EQ(jc.at("op"), "reduce_scatter");
+  EXPECT_EQ(jc.at("start_ns").get<int64_t>(), c.start_ns);
+  rdb::Collective c2;
+  rt::fromJson(jc, &c2);
+  EXPECT_TRUE(same(c, c2));
+
+  const rdb::WeightDigest d{"h.0.attn.c_attn.weight", 0.1, 1.0 / 3.0, -0.0};
+  const nlohmann::json jd = rt::toJson(d);
+  EXPECT_EQ(jd.at("name"), d.name);
+  rdb::WeightDigest d2;
+  rt::fromJson(nlohmann::json::parse(jd.dump()), &d2);  // doubles survive the text exactly
+  EXPECT_EQ(d2.name, d.name);
+  EXPECT_EQ(d2.sum, d.sum);
+  EXPECT_EQ(d2.sumsq, d.sumsq);
+  EXPECT_EQ(d2.abssum, d.abssum);
+
+  const rdb::ShardInfo s{"/tmp/run.db.rank1", 1, "host", "cpu", 1234, -5, 7};
+  const nlohmann::json js = rt::toJson(s);
+  EXPECT_EQ(js.at("path"), s.path);
+  EXPECT_EQ(js.at("offset_end_ns"), 7);
+  rdb::ShardInfo s2;
+  rt::fromJson(js, &s2);
+  EXPECT_EQ(s2.path, s.path);
+  EXPECT_EQ(s2.rank, 1);
+  EXPECT_EQ(s2.host, "host");
+  EXPECT_EQ(s2.device, "cpu");
+  EXPECT_EQ(s2.pid, 1234);
+  EXPECT_EQ(s2.offset_start_ns, -5);
+  EXPECT_EQ(s2.offset_end_ns, 7);
+  // A row missing a field is an error that names it, not a default.
+  EXPECT_THROW(rt::fromJson(nlohmann::json{{"op", "send"}}, &c2), nlohmann::json::exception);
+}
+
+TEST(Exchange, ASingleProcessGetsItsOwnRowsBack) {
+  auto comm = rt::Comm::single();
+  const auto got = rt::gatherOnLeader(*comm, "collectives", records(0, 5));
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(same(got[0][i], record(0, int64_t(i))));
+}
+
+TEST(Exchange, TwoRanksHandRankZeroRowsLargerThanAStoreValueMayBe) {
+  const int port = freePort();
+  std::vector<pid_t> kids;
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int code = 3;
+      try {
+        code = exchangeAsRank(rank, port);
+      } catch (const std::exception& e) {
+        const std::string what = e.what();  // LibTorch's errors go on with a backtrace
+        std::fprintf(stderr, "rank %d: %s\n", rank, what.substr(0, what.find('\n')).c_str());
+      }
+      std::fflush(stderr);
+      _exit(code);  // no destructors of the test process's state in the child
+    }
+    ASSERT_GT(pid, 0);
+    kids.push_back(pid);
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    int st = 0;
+    ASSERT_EQ(waitpid(kids[size_t(rank)], &st, 0), kids[size_t(rank)]);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        << "rank " << rank << " ended with " << (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st))
+        << " (its error is above)";
+  }
+}
