@@ -139,30 +139,36 @@ struct Loaded {
   }
 };
 
-Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
-  Outcome o;
-  o.w = loaded.workload(f.workload);
-  o.c = loaded.cluster(f.cluster, f.nodes);
-  const workloads::Workload& w = o.w;
-  const tn::Cluster& c = o.c;
-  tn::Plan& p = o.p;
-  const int64_t devices = o.devices = f.gpus > 0 ? f.gpus : c.devices();
+// The devices priced: --gpus, or every one of the cluster's; more than it has are refused.
+int64_t devicesOf(const PredictFlags& f, const tn::Cluster& c) {
+  const int64_t devices = f.gpus > 0 ? f.gpus : c.devices();
   if (devices > c.devices())
     throw UserError("--gpus", std::to_string(devices) + " devices, but " + c.name + " has " + std::to_string(c.nodes) +
                                   " node(s) of " + std::to_string(c.devices_per_node) + " (" +
                                   std::to_string(c.devices()) + " devices)",
                     "pass --nodes " + std::to_string((devices + c.devices_per_node - 1) / c.devices_per_node) +
                         " to price a larger cluster, or fewer --gpus");
-  p.tp = f.tp;
-  p.pp = f.pp;
-  if (p.tp < 1 || p.pp < 1 || devices % (p.tp * p.pp) != 0)
-    throw UserError("--tp/--pp", std::to_string(devices) + " devices cannot be split into tp=" + std::to_string(p.tp) +
-                                     " x pp=" + std::to_string(p.pp), "use a tp x pp that divides the device count");
-  if (p.tp > c.devices_per_node && !f.allow_tp_across_nodes)
-    throw UserError("--tp", "tp=" + std::to_string(p.tp) + " spans nodes of " + std::to_string(c.devices_per_node) +
+  return devices;
+}
+
+// TP × PP must divide the devices, and a TP group stay inside a node unless --allow-tp-across-nodes.
+void checkSplit(const PredictFlags& f, const tn::Cluster& c, int64_t devices) {
+  if (f.tp < 1 || f.pp < 1 || devices % (f.tp * f.pp) != 0)
+    throw UserError("--tp/--pp", std::to_string(devices) + " devices cannot be split into tp=" + std::to_string(f.tp) +
+                                     " x pp=" + std::to_string(f.pp), "use a tp x pp that divides the device count");
+  if (f.tp > c.devices_per_node && !f.allow_tp_across_nodes)
+    throw UserError("--tp", "tp=" + std::to_string(f.tp) + " spans nodes of " + std::to_string(c.devices_per_node) +
                                 " devices: its per-layer collectives would cross the inter-node network",
                     "use tp <= " + std::to_string(c.devices_per_node) +
                         ", or pass --allow-tp-across-nodes to price it on the inter-node tier");
+}
+
+// The plan the flags describe on `devices` devices (DP takes what TP × PP leave).
+tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c, int64_t devices) {
+  checkSplit(f, c, devices);
+  tn::Plan p;
+  p.tp = f.tp;
+  p.pp = f.pp;
   p.dp = devices / (p.tp * p.pp);
   p.mbs = f.mbs;
   p.gbs = f.gbs > 0 ? f.gbs : f.mbs * p.dp;
@@ -180,6 +186,11 @@ Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   }
   p.cpu_lanes = f.cpu_lanes;
   p.cpu = c.kind == tn::ClusterKind::Cpu;
+  return p;
+}
+
+// Refuses a plan the models cannot price: an invalid one, or one whose figures they cannot count.
+void checkPriceable(const workloads::Workload& w, const tn::Plan& p, int64_t devices) {
   if (const std::string why = tn::whyInvalid(w, p); !why.empty())
     throw UserError("predict", "this configuration is not valid: " + why, "change the flag it names");
   // A stage holds up to pp micro-batches in flight: figures the models cannot count are refused,
@@ -188,48 +199,83 @@ Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
     throw UserError("--mbs", "micro-batches of " + std::to_string(p.mbs) + " sequences of " + std::to_string(p.seq) +
                                  " tokens of " + w.name + " need more memory than the models can count (over 2^60 bytes)",
                     "pass a micro-batch a device could hold");
-  o.m = tn::predictMemory(w, p);
-  for (const auto& stage : o.m.stages)
+}
+
+// The memory per stage; figures that overflow are refused.
+tn::MemoryPrediction checkedMemory(const workloads::Workload& w, const tn::Plan& p) {
+  tn::MemoryPrediction m = tn::predictMemory(w, p);
+  for (const auto& stage : m.stages)
     if (stage.total() < 0 || stage.activations < 0)
       throw UserError("predict", "the memory model's figures overflow for " + p.describe(), "pass a smaller --mbs or --seq");
-  const tn::Framework framework = o.framework = tn::parseFramework(f.framework);
+  return m;
+}
+
+// --framework; --use-distributed-optimizer only with Megatron-LM's.
+tn::Framework checkedFramework(const PredictFlags& f) {
+  const tn::Framework framework = tn::parseFramework(f.framework);
   if (f.distributed_optimizer && framework != tn::Framework::Megatron)
     throw UserError("--use-distributed-optimizer", "is Megatron-LM's flag", "add --framework megatron, or use --zero 1");
-  tn::TimePrediction& t = o.t;
-  t = tn::predictTime(w, p, c, {f.dp_overlap, framework});
+  return framework;
+}
+
+// The plan a profiled run ran, from its config; refused unless the run trained workload `w`.
+tn::Plan profiledPlan(rundb::RunReader& reader, const std::string& path, const workloads::Workload& w) {
+  const std::string cfg = reader.meta("config");
+  const nlohmann::json j = nlohmann::json::parse(cfg.empty() ? "{}" : cfg, nullptr, false);
+  const auto dim = [&](const char* k) { return j.is_object() ? j.value(k, int64_t(-1)) : int64_t(-1); };
+  if (dim("n_embd") != w.n_embd || dim("n_layer") != w.n_layer || dim("n_head") != w.n_head ||
+      dim("vocab_size") != w.vocab_size)
+    throw UserError("--profile", path + " is not a trainscope run of " + w.name + " (its config names another model, or none)",
+                    "profile with `trainscope run --workload " + w.name + " --trace FILE`");
+  tn::Plan rp = tn::planOf(rt::fromJson(cfg, path));
+  rp.dp = std::max<int64_t>(1, dim("dp"));  // resolved at run time: not an input fromJson reads
+  rp.gbs = std::max<int64_t>(rp.gbs, dim("gbs"));
+  rp.cpu = reader.meta("device") == "cpu";
+  if (dim("cpu_lanes") == 0) rp.cpu_lanes = tn::lanesOfRun(reader);  // auto: what the run resolved it to
+  return rp;
+}
+
+// The layer costs the --profile runs measured, by their layer shape on cluster `c`.
+tn::MeasuredCosts profiledCosts(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c) {
+  tn::MeasuredCosts costs;
+  for (const std::string& path : f.profiles) {
+    rundb::RunReader reader(path);
+    const tn::Plan rp = profiledPlan(reader, path, w);
+    costs.add(tn::shapeKey(rp, c), tn::costsFromRun(reader, w, rp));
+  }
+  return costs;
+}
+
+// The step time composed from the measured layer costs when a profiled run has this plan's layer
+// shape; otherwise a note, and the analytic model's stays.
+void useMeasuredTime(Outcome& o, const PredictFlags& f) {
+  const tn::MeasuredCosts costs = profiledCosts(f, o.w, o.c);
+  if (auto measured = tn::composeTime(o.w, o.p, o.c, costs)) {
+    o.t = *measured;
+    o.time_source = "measured (" + tn::shapeKey(o.p, o.c) + ")";
+  } else {
+    std::fprintf(stderr, "note: no profiled run has this plan's layer shape (%s); the step time is the analytic model's\n",
+                 tn::shapeKey(o.p, o.c).c_str());
+  }
+}
+
+Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
+  Outcome o;
+  o.w = loaded.workload(f.workload);
+  o.c = loaded.cluster(f.cluster, f.nodes);
+  o.devices = devicesOf(f, o.c);
+  o.p = planFromFlags(f, o.w, o.c, o.devices);
+  checkPriceable(o.w, o.p, o.devices);
+  o.m = checkedMemory(o.w, o.p);
+  o.framework = checkedFramework(f);
+  o.t = tn::predictTime(o.w, o.p, o.c, {f.dp_overlap, o.framework});
   // Megatron-LM's parameters and optimizer state per stage (its theoretical_memory_usage and the
   // distributed-optimizer docs): 16-bit weights, fp32 main gradients, fp32 master weights and Adam
   // moments = 18 bytes per parameter, or 6 + 12/dp with the distributed optimizer. Layers only, as
   // Korthikanti et al.'s Figure 1 counts them; the stage's embedding or head shard beside it.
-  o.megatron_bytes_per_param = f.distributed_optimizer ? 6.0 + 12.0 / double(p.dp) : 18.0;
+  o.megatron_bytes_per_param = f.distributed_optimizer ? 6.0 + 12.0 / double(o.p.dp) : 18.0;
   // Measured layer costs from profiled runs of this cluster, when one has this plan's layer shape.
-  std::string& time_source = o.time_source;
-  if (!f.profiles.empty()) {
-    tn::MeasuredCosts costs;
-    for (const std::string& path : f.profiles) {
-      rundb::RunReader reader(path);
-      const std::string cfg = reader.meta("config");
-      const nlohmann::json j = nlohmann::json::parse(cfg.empty() ? "{}" : cfg, nullptr, false);
-      const auto dim = [&](const char* k) { return j.is_object() ? j.value(k, int64_t(-1)) : int64_t(-1); };
-      if (dim("n_embd") != w.n_embd || dim("n_layer") != w.n_layer || dim("n_head") != w.n_head ||
-          dim("vocab_size") != w.vocab_size)
-        throw UserError("--profile", path + " is not a trainscope run of " + w.name + " (its config names another model, or none)",
-                        "profile with `trainscope run --workload " + w.name + " --trace FILE`");
-      tn::Plan rp = tn::planOf(rt::fromJson(cfg, path));
-      rp.dp = std::max<int64_t>(1, dim("dp"));  // resolved at run time: not an input fromJson reads
-      rp.gbs = std::max<int64_t>(rp.gbs, dim("gbs"));
-      rp.cpu = reader.meta("device") == "cpu";
-      if (dim("cpu_lanes") == 0) rp.cpu_lanes = tn::lanesOfRun(reader);  // auto: what the run resolved it to
-      costs.add(tn::shapeKey(rp, c), tn::costsFromRun(reader, w, rp));
-    }
-    if (auto measured = tn::composeTime(w, p, c, costs)) {
-      t = *measured;
-      time_source = "measured (" + tn::shapeKey(p, c) + ")";
-    } else {
-      std::fprintf(stderr, "note: no profiled run has this plan's layer shape (%s); the step time is the analytic model's\n",
-                   tn::shapeKey(p, c).c_str());
-    }
-  }
+  if (!f.profiles.empty()) useMeasuredTime(o, f);
   return o;
 }
 

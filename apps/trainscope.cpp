@@ -51,50 +51,117 @@ int execSibling(const char* name, const char* env_name, int argc, char** argv, i
   return 1;
 }
 
-}  // namespace
+// `trainscope import`: traces of other profilers into a run database.
+struct ImportCommand {
+  std::vector<std::string> files;
+  std::string out;
+  bool overwrite = false;
+  CLI::App* cli = nullptr;
 
-int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "run") return execSibling("trainscope-train", "TRAINSCOPE_TRAIN_EXE", argc, argv, 1);
-  if (argc >= 2 && std::string(argv[1]) == "view")
-    return execSibling("trainscope-viewer", "TRAINSCOPE_VIEWER_EXE", argc, argv, 2);
+  void add(CLI::App& app) {
+    cli = app.add_subcommand("import", "PyTorch profiler (Kineto) JSON[.gz] or Nsight Systems SQLite → run database");
+    cli->add_option("files", files, "one trace per rank")->required();
+    cli->add_option("-o,--out", out, "run database to write")->required();
+    cli->add_flag("--overwrite", overwrite, "replace --out if it is an earlier run database");
+  }
+  int run() const {
+    auto st = db::importTraces(files, out, overwrite);
+    std::cout << "imported " << st.files << " file(s) into " << out << ": " << st.kernels << " kernels, "
+              << st.api_calls << " API calls, " << st.host_ops << " host ops, " << st.ranges << " ranges, "
+              << st.memcpy << " memcpy, " << st.memset << " memset, " << st.collectives << " collectives, "
+              << st.steps << " steps\n";
+    if (st.dropped_out_of_range + st.dropped_negative > 0)
+      std::cout << "dropped and counted (drops table): " << st.dropped_out_of_range
+                << " event(s) whose time does not fit int64 nanoseconds, " << st.dropped_negative
+                << " with a negative duration\n";
+    return 0;
+  }
+};
 
-  CLI::App app{"trainscope — find the fastest way to train a GPT that fits, and show why"};
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.require_subcommand(1);
+// `trainscope report`: a run database summarised, as text or JSON.
+struct ReportCommand {
+  std::string path;
+  bool json = false;
+  int top = 15;
+  CLI::App* cli = nullptr;
+
+  void add(CLI::App& app) {
+    cli = app.add_subcommand("report", "summarise a run database: step times, compute/comm/idle, top ops, collectives");
+    cli->add_option("db", path, "run database")->required();
+    cli->add_flag("--json", json, "one JSON object instead of text");
+    cli->add_option("--top", top, "how many ops to list")->capture_default_str();
+  }
+  int run() const {
+    auto r = db::computeReport(path, top);
+    std::cout << (json ? db::reportJson(r) + "\n" : db::formatReport(r));
+    return 0;
+  }
+};
+
+// `trainscope export`: a run database as a Chrome trace, or a study's configuration in another
+// tool's format.
+struct ExportCommand {
+  std::string path, chrome, format, out;
+  int64_t trial = -1;
+  bool overwrite = false;
+  CLI::App* cli = nullptr;
+
+  void add(CLI::App& app) {
+    cli = app.add_subcommand("export", "a run database for other tools, or a study's configuration in their formats");
+    cli->add_option("db", path, "run database, or tuner study")->required();
+    cli->add_option("--chrome", chrome, "run database: write Chrome trace JSON (Perfetto, chrome://tracing)");
+    cli->add_option("--format", format,
+                    std::string("study: ") + trainscope::tuner::exportFormatNames() + " (docs/tuner.md, \"Exports\")");
+    cli->add_option("--trial", trial, "study: this candidate (its id) instead of the recommendation");
+    cli->add_option("-o,--out", out, "study: write here instead of stdout (never the study itself)");
+    cli->add_flag(
+        "--overwrite", overwrite,
+        "replace an existing file (--chrome: one that is not an earlier export; -o: any file, or a link itself)");
+  }
+  int run() const { return trainscope::tuner::isStudy(path) ? runStudy() : runChrome(); }
+  int runStudy() const {
+    if (format.empty())
+      throw trainscope::UserError("--format", "is needed to export a study",
+                                  std::string("pass --format ") + trainscope::tuner::exportFormatNames());
+    if (cli->count("--out") > 0 && out.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
+      throw trainscope::UserError("-o", "is empty", "name the file to write, or leave -o out for stdout");
+    return trainscope::apps::exportStudy(
+        path, format, cli->count("--trial") > 0 ? std::optional<int64_t>(trial) : std::nullopt, out, overwrite);
+  }
+  int runChrome() const {
+    if (chrome.empty())
+      throw trainscope::UserError("--chrome", "is needed to export a run database", "pass --chrome OUT.json");
+    auto st = db::exportChrome(path, chrome, overwrite);
+    std::cout << "wrote " << chrome << ": " << st.complete_events << " events, " << st.counter_events
+              << " counter samples, " << st.flow_pairs << " launch flows\n";
+    return 0;
+  }
+};
+
+// The subcommands this executable runs itself, with their flags (`run` and `view` are exec'd).
+struct Commands {
+  trainscope::apps::TuneFlags* tune_flags = nullptr;
+  CLI::App* tune = nullptr;
+  trainscope::apps::PredictFlags* predict_flags = nullptr;
+  CLI::App* predict = nullptr;
+  ImportCommand import;
+  ReportCommand report;
+  ExportCommand exp;
+};
+
+// Every subcommand, in the order `trainscope --help` lists them.
+void addCommands(CLI::App& app, Commands& c) {
   app.add_subcommand("run", "train a GPT and record per-step metrics (see `trainscope run --help`)");
   app.add_subcommand("view", "open run databases or a tuner study in trainscope-viewer (see `trainscope view --help`)");
-  trainscope::apps::TuneFlags* tune_flags = nullptr;
-  CLI::App* tune = trainscope::apps::addTuneCommand(app, tune_flags);
-  trainscope::apps::PredictFlags* predict_flags = nullptr;
-  CLI::App* predict = trainscope::apps::addPredictCommand(app, predict_flags);
-  std::vector<std::string> import_files;
-  std::string import_out;
-  bool import_overwrite = false;
-  CLI::App* imp = app.add_subcommand("import", "PyTorch profiler (Kineto) JSON[.gz] or Nsight Systems SQLite → run database");
-  imp->add_option("files", import_files, "one trace per rank")->required();
-  imp->add_option("-o,--out", import_out, "run database to write")->required();
-  imp->add_flag("--overwrite", import_overwrite, "replace --out if it is an earlier run database");
-  std::string report_path;
-  bool report_json = false;
-  int report_top = 15;
-  CLI::App* report = app.add_subcommand("report", "summarise a run database: step times, compute/comm/idle, top ops, collectives");
-  report->add_option("db", report_path, "run database")->required();
-  report->add_flag("--json", report_json, "one JSON object instead of text");
-  report->add_option("--top", report_top, "how many ops to list")->capture_default_str();
-  std::string export_path, chrome_path, export_format, export_out;
-  int64_t export_trial = -1;
-  bool export_overwrite = false;
-  CLI::App* exp = app.add_subcommand("export", "a run database for other tools, or a study's configuration in their formats");
-  exp->add_option("db", export_path, "run database, or tuner study")->required();
-  exp->add_option("--chrome", chrome_path, "run database: write Chrome trace JSON (Perfetto, chrome://tracing)");
-  exp->add_option("--format", export_format,
-                 std::string("study: ") + trainscope::tuner::exportFormatNames() + " (docs/tuner.md, \"Exports\")");
-  exp->add_option("--trial", export_trial, "study: this candidate (its id) instead of the recommendation");
-  exp->add_option("-o,--out", export_out, "study: write here instead of stdout (never the study itself)");
-  exp->add_flag(
-      "--overwrite", export_overwrite,
-      "replace an existing file (--chrome: one that is not an earlier export; -o: any file, or a link itself)");
+  c.tune = trainscope::apps::addTuneCommand(app, c.tune_flags);
+  c.predict = trainscope::apps::addPredictCommand(app, c.predict_flags);
+  c.import.add(app);
+  c.report.add(app);
+  c.exp.add(app);
+}
 
+// Parses the command line; the exit status when that ends the program (help, or bad flags: 2).
+std::optional<int> parseCommandLine(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -105,44 +172,17 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << " (fix: see `trainscope --help`)\n";
     return 2;
   }
+  return std::nullopt;
+}
+
+// Runs the subcommand that was parsed: bad input exits 2 with its message, a failure 1.
+int runParsed(const Commands& c) {
   try {
-    if (predict->parsed()) return trainscope::apps::runPredict(*predict_flags);
-    if (report->parsed()) {
-      auto r = db::computeReport(report_path, report_top);
-      std::cout << (report_json ? db::reportJson(r) + "\n" : db::formatReport(r));
-      return 0;
-    }
-    if (tune->parsed()) return trainscope::apps::runTune(*tune_flags, selfDir());
-    if (exp->parsed()) {
-      if (trainscope::tuner::isStudy(export_path)) {
-        if (export_format.empty())
-          throw trainscope::UserError("--format", "is needed to export a study",
-                                      std::string("pass --format ") + trainscope::tuner::exportFormatNames());
-        if (exp->count("--out") > 0 && export_out.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
-          throw trainscope::UserError("-o", "is empty", "name the file to write, or leave -o out for stdout");
-        return trainscope::apps::exportStudy(
-            export_path, export_format, exp->count("--trial") > 0 ? std::optional<int64_t>(export_trial) : std::nullopt,
-            export_out, export_overwrite);
-      }
-      if (chrome_path.empty())
-        throw trainscope::UserError("--chrome", "is needed to export a run database", "pass --chrome OUT.json");
-      auto st = db::exportChrome(export_path, chrome_path, export_overwrite);
-      std::cout << "wrote " << chrome_path << ": " << st.complete_events << " events, " << st.counter_events
-                << " counter samples, " << st.flow_pairs << " launch flows\n";
-      return 0;
-    }
-    if (imp->parsed()) {
-      auto st = db::importTraces(import_files, import_out, import_overwrite);
-      std::cout << "imported " << st.files << " file(s) into " << import_out << ": " << st.kernels << " kernels, "
-                << st.api_calls << " API calls, " << st.host_ops << " host ops, " << st.ranges << " ranges, "
-                << st.memcpy << " memcpy, " << st.memset << " memset, " << st.collectives << " collectives, "
-                << st.steps << " steps\n";
-      if (st.dropped_out_of_range + st.dropped_negative > 0)
-        std::cout << "dropped and counted (drops table): " << st.dropped_out_of_range
-                  << " event(s) whose time does not fit int64 nanoseconds, " << st.dropped_negative
-                  << " with a negative duration\n";
-      return 0;
-    }
+    if (c.predict->parsed()) return trainscope::apps::runPredict(*c.predict_flags);
+    if (c.report.cli->parsed()) return c.report.run();
+    if (c.tune->parsed()) return trainscope::apps::runTune(*c.tune_flags, selfDir());
+    if (c.exp.cli->parsed()) return c.exp.run();
+    if (c.import.cli->parsed()) return c.import.run();
   } catch (const db::SqliteError& e) {
     // Reading a database the user named: bad input.
     std::cerr << "error: " << e.what() << " (fix: pass a trainscope run database; it may be truncated or corrupted)\n";
@@ -155,4 +195,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "run") return execSibling("trainscope-train", "TRAINSCOPE_TRAIN_EXE", argc, argv, 1);
+  if (argc >= 2 && std::string(argv[1]) == "view")
+    return execSibling("trainscope-viewer", "TRAINSCOPE_VIEWER_EXE", argc, argv, 2);
+
+  CLI::App app{"trainscope — find the fastest way to train a GPT that fits, and show why"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.require_subcommand(1);
+  Commands commands;
+  addCommands(app, commands);
+  if (const std::optional<int> status = parseCommandLine(app, argc, argv)) return *status;
+  return runParsed(commands);
 }

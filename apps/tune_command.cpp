@@ -324,28 +324,27 @@ void printProgress(const tn::TuneEvent& e, bool tty) {
   }
 }
 
-int runTune(const TuneFlags& f, const std::string& self_dir) {
-  const tn::SpaceOptions so = checkedSpace(f);
-  const std::string search = f.exhaustive ? "exhaustive" : f.search;  // --exhaustive: an alias
-  const double budget_s = parseDuration(f.budget);
-  const int64_t mem_limit = f.mem_limit.empty() ? 0 : rt::parseBytes(f.mem_limit, "--mem-limit");
-  const workloads::Workload w = workloads::load(f.workload);
+namespace {
 
-  // One tuner per study, from here to the end (study.h): taken before --cluster local measures into
-  // files beside the study. --predict-only makes no study.
-  std::unique_ptr<tn::StudyLock> lock;
-  if (!f.predict_only) lock = std::make_unique<tn::StudyLock>(f.study, f.resume);
+// The cluster the study runs on: --cluster's file, or with `local` this machine measured into files
+// beside the study; --mem-limit overrides its memory per rank.
+tn::Cluster tuneCluster(const TuneFlags& f, const std::string& self_dir, int64_t mem_limit) {
   const std::string cluster_file =
       f.cluster == "local" ? measureLocalCluster(f.study, self_dir, mem_limit, f.resume) : f.cluster;
   tn::Cluster c = tn::loadCluster(cluster_file, f.nodes);
   if (mem_limit > 0) c.memory_bytes = mem_limit;
-  checkFigures(w, c, f.gbs, f.seq);
+  return c;
+}
+
+// The tuner's options from the flags (already checked), on cluster `c`.
+tn::TuneOptions tuneOptions(const TuneFlags& f, const tn::Cluster& c, const tn::StudyLock* lock,
+                            const std::string& self_dir, double budget_s) {
   tn::TuneOptions o;
   o.study_path = f.study;
   o.resume = f.resume;
-  o.lock = lock.get();
+  o.lock = lock;
   o.predict_only = f.predict_only;
-  o.search = search;
+  o.search = f.exhaustive ? "exhaustive" : f.search;  // --exhaustive: an alias
   o.max_trials = f.max_trials;
   o.budget_s = budget_s;
   o.first_round = f.first_round;
@@ -358,56 +357,51 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   o.work_dir = f.study + ".trials";
   o.mem_limit = c.kind == tn::ClusterKind::Cpu ? c.memory_bytes : 0;
   o.inject = f.inject;
+  return o;
+}
 
+// The study, with a progress line per trial.
+tn::TuneResult runStudy(const workloads::Workload& w, const tn::Cluster& c, const tn::SpaceOptions& so,
+                        const tn::TuneOptions& o) {
   const bool tty = isatty(1);
   auto progress = [tty](const tn::TuneEvent& e) { printProgress(e, tty); };
-  const tn::TuneResult r = tn::tune(w, c, so, o, progress);
+  tn::TuneResult r = tn::tune(w, c, so, o, progress);
   if (tty) std::cout << "\n";
-  int64_t valid = 0;
-  for (const auto& cand : r.candidates) valid += cand.rejected.empty();
-  if (valid == 0) {
-    // Nothing to rank or run: the flags asked for an empty space. Say why, with an example.
-    int64_t over_memory = 0;
-    for (const auto& cand : r.candidates) over_memory += cand.rejected.rfind("predicted memory", 0) == 0;
-    if (f.explain) {
-      std::printf("rejected:\n");
-      for (const auto& cand : r.candidates)
-        std::printf("  %-46s %s\n", cand.plan.describe().c_str(), cand.rejected.c_str());
-    }
-    std::string example;
-    for (const auto& cand : r.candidates)
-      if (example.empty() || cand.rejected.rfind("predicted memory", 0) == 0)
-        example = cand.plan.describe() + ": " + cand.rejected;
-    throw UserError(r.candidates.empty()                          ? "--ranks"
-                    : over_memory == int64_t(r.candidates.size()) ? "--mem-limit"
-                                                                  : "--gbs",
-                    "none of the " + std::to_string(r.candidates.size()) +
-                        " combinations is valid and predicted to fit" +
-                        (example.empty() ? std::string() : " (e.g. " + example + ")"),
-                    "see them with --predict-only --explain; change --gbs, --mbs, --ranks, --mem-limit or --cluster");
-  }
-  auto ok_trials = okTrials(r);
-  if (f.json) {
-    std::cout << resultJson(f, w, c, r, valid).dump() << std::endl;
-    return r.interrupted ? 128 + r.signal : 0;
-  }
-  printTable(f, w, c, r, valid, ok_trials);
+  return r;
+}
+
+// Nothing to rank or run: the flags asked for an empty space. Say why, with an example.
+[[noreturn]] void refuseEmptySpace(const TuneFlags& f, const tn::TuneResult& r) {
+  int64_t over_memory = 0;
+  for (const auto& cand : r.candidates) over_memory += cand.rejected.rfind("predicted memory", 0) == 0;
   if (f.explain) {
-    std::printf("\nrejected:\n");
+    std::printf("rejected:\n");
     for (const auto& cand : r.candidates)
-      if (!cand.rejected.empty()) std::printf("  %-46s %s\n", cand.plan.describe().c_str(), cand.rejected.c_str());
+      std::printf("  %-46s %s\n", cand.plan.describe().c_str(), cand.rejected.c_str());
   }
-  if (r.interrupted) {
-    std::printf("\ninterrupted: %lld trial(s) ran; continue with --resume\n", static_cast<long long>(r.trials_run));
-    return 128 + r.signal;  // 130 for SIGINT, 143 for SIGTERM, as a shell reports a process they killed
-  }
-  if (r.recommended < 0) {
-    if (o.predict_only && valid > 0)
-      std::printf("\npredicted fastest: %s\n", r.candidates[0].plan.describe().c_str());
-    else
-      std::printf("\nno configuration was measured to run: see the trials' logs in %s\n", o.work_dir.c_str());
-    return o.predict_only && valid > 0 ? 0 : 1;
-  }
+  std::string example;
+  for (const auto& cand : r.candidates)
+    if (example.empty() || cand.rejected.rfind("predicted memory", 0) == 0)
+      example = cand.plan.describe() + ": " + cand.rejected;
+  throw UserError(r.candidates.empty()                          ? "--ranks"
+                  : over_memory == int64_t(r.candidates.size()) ? "--mem-limit"
+                                                                : "--gbs",
+                  "none of the " + std::to_string(r.candidates.size()) +
+                      " combinations is valid and predicted to fit" +
+                      (example.empty() ? std::string() : " (e.g. " + example + ")"),
+                  "see them with --predict-only --explain; change --gbs, --mbs, --ranks, --mem-limit or --cluster");
+}
+
+// --explain: every rejected combination with its reason.
+void printRejected(const tn::TuneResult& r) {
+  std::printf("\nrejected:\n");
+  for (const auto& cand : r.candidates)
+    if (!cand.rejected.empty()) std::printf("  %-46s %s\n", cand.plan.describe().c_str(), cand.rejected.c_str());
+}
+
+// The recommended candidate: its pooled step time, peak and trace, and how to export it.
+void printRecommendation(const TuneFlags& f, const tn::TuneResult& r,
+                         std::map<int64_t, std::pair<int64_t, int64_t>>& ok_trials) {
   const tn::TrialRecord* best = nullptr;  // its latest (longest) ok trial: the trace to open
   for (const auto& t : r.trials)
     if (t.candidate == r.recommended && t.status == tn::TrialStatus::Ok && (!best || t.round >= best->round)) best = &t;
@@ -420,7 +414,55 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
               mib(ok_trials[r.recommended].second).c_str(), static_cast<long long>(r.recommended));
   std::printf("its trace: %s   exports: trainscope export %s --format %s\n", best->db_path.c_str(),
               f.study.c_str(), tn::exportFormatNames());
+}
+
+// How the study ended — interrupted, nothing measured to run (or ranked only), or a recommendation —
+// and the exit status that goes with it.
+int printConclusion(const TuneFlags& f, const tn::TuneOptions& o, const tn::TuneResult& r, int64_t valid,
+                    std::map<int64_t, std::pair<int64_t, int64_t>>& ok_trials) {
+  if (r.interrupted) {
+    std::printf("\ninterrupted: %lld trial(s) ran; continue with --resume\n", static_cast<long long>(r.trials_run));
+    return 128 + r.signal;  // 130 for SIGINT, 143 for SIGTERM, as a shell reports a process they killed
+  }
+  if (r.recommended < 0) {
+    if (o.predict_only && valid > 0)
+      std::printf("\npredicted fastest: %s\n", r.candidates[0].plan.describe().c_str());
+    else
+      std::printf("\nno configuration was measured to run: see the trials' logs in %s\n", o.work_dir.c_str());
+    return o.predict_only && valid > 0 ? 0 : 1;
+  }
+  printRecommendation(f, r, ok_trials);
   return 0;
+}
+
+}  // namespace
+
+int runTune(const TuneFlags& f, const std::string& self_dir) {
+  const tn::SpaceOptions so = checkedSpace(f);
+  const double budget_s = parseDuration(f.budget);
+  const int64_t mem_limit = f.mem_limit.empty() ? 0 : rt::parseBytes(f.mem_limit, "--mem-limit");
+  const workloads::Workload w = workloads::load(f.workload);
+
+  // One tuner per study, from here to the end (study.h): taken before --cluster local measures into
+  // files beside the study. --predict-only makes no study.
+  std::unique_ptr<tn::StudyLock> lock;
+  if (!f.predict_only) lock = std::make_unique<tn::StudyLock>(f.study, f.resume);
+  const tn::Cluster c = tuneCluster(f, self_dir, mem_limit);
+  checkFigures(w, c, f.gbs, f.seq);
+  const tn::TuneOptions o = tuneOptions(f, c, lock.get(), self_dir, budget_s);
+
+  const tn::TuneResult r = runStudy(w, c, so, o);
+  int64_t valid = 0;
+  for (const auto& cand : r.candidates) valid += cand.rejected.empty();
+  if (valid == 0) refuseEmptySpace(f, r);
+  auto ok_trials = okTrials(r);
+  if (f.json) {
+    std::cout << resultJson(f, w, c, r, valid).dump() << std::endl;
+    return r.interrupted ? 128 + r.signal : 0;
+  }
+  printTable(f, w, c, r, valid, ok_trials);
+  if (f.explain) printRejected(r);
+  return printConclusion(f, o, r, valid, ok_trials);
 }
 
 namespace {

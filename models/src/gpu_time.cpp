@@ -181,15 +181,16 @@ double stageParams(const workloads::Workload& w, const Plan& p, int64_t s) {
   return n;
 }
 
-TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
-  TimePrediction r;
-  const bool megatron = o.framework == Framework::Megatron;
-  const double e = double(p.elementBytes()), t = double(p.tp), M = double(p.ga());
-  // Tensor cores run at the clock the board sustains at its power limit, not at the boost clock the
-  // datasheet's peak is quoted at (A100: 1305 of 1410 MHz under HPL).
-  const double peak = c.peak(runtime::toString(p.precision)) * c.sustained_clock;
-  const double act_bytes = double(p.mbs) * double(p.seq) * double(w.n_embd) * e;  // one (b, s, h) activation
-  const Stage slow = slowestStage(w, p, c, o, peak);
+namespace {
+
+// The slowest stage's micro-batch: how long it takes (its device time, or the host's dispatch where
+// that is longer), and the factor a host-bound one stretches every part by.
+struct MicroBatchTime {
+  double per_micro, scale;
+};
+
+// The step's micro-batches on the slowest stage: their compute, recomputation and TP collectives.
+MicroBatchTime addMicroBatches(TimePrediction& r, const Stage& slow, double M) {
   const double device = slow.device_fwd + slow.device_bwd + slow.recompute + slow.tp;
   const double per_micro = std::max(device, slow.host);
   r.bound = slow.host > device ? "host launch" : "device";
@@ -197,74 +198,105 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   r.compute_s = M * (slow.device_fwd + slow.device_bwd) * scale;
   r.recompute_s = M * slow.recompute * scale;
   r.tp_comm_s = M * slow.tp * scale;
+  return {per_micro, scale};
+}
 
-  // Pipeline: the bubble is (p − 1)/v micro-batch times. Each micro-batch crosses each boundary
-  // forward and backward, once per model chunk, and the fill and the drain add the p − 1 hops of the
-  // first forward and of the last backward. Megatron-LM sends 1/t of the activation from each TP rank
-  // and all-gathers it inside the node after the receive (its scatter-gather optimisation, Narayanan
-  // et al. 2021 §4.1; under SP the activation is already 1/t); its sends are blocking
-  // (batch_isend_irecv, then torch.cuda.synchronize), so none overlaps compute. This runtime sends
-  // 1/t between nodes and under SP.
-  if (p.pp > 1) {
-    const double v = double(std::max<int64_t>(1, p.virtual_stages)), pp = double(p.pp);
-    r.bubble_s = (pp - 1.0) / v * per_micro;
-    // Ranks are laid out TP fastest, then DP, then PP (Megatron-LM's initialize_model_parallel and
-    // this runtime's Layout): a stage is a block of tp·dp ranks, and once the job spans nodes some
-    // boundary crosses one, which sets the pace.
-    const bool across = p.world() > c.devices_per_node;
-    const NetworkTier& tier = across ? c.inter_node : c.intra_node;
-    double hop = collectiveSeconds(tier, act_bytes / (megatron || p.sequence_parallel || across ? t : 1.0), 2, 1.0);
-    const NetworkTier& tp_tier = p.tp <= c.devices_per_node ? c.intra_node : c.inter_node;
-    if (megatron && !p.sequence_parallel && p.tp > 1) hop += collectiveSeconds(tp_tier, act_bytes, t, (t - 1) / t);
-    r.pp_comm_s = (2.0 * M * v + 2.0 * (pp - 1.0)) * hop;
-  }
+// Pipeline: the bubble is (p − 1)/v micro-batch times. Each micro-batch crosses each boundary
+// forward and backward, once per model chunk, and the fill and the drain add the p − 1 hops of the
+// first forward and of the last backward. Megatron-LM sends 1/t of the activation from each TP rank
+// and all-gathers it inside the node after the receive (its scatter-gather optimisation, Narayanan
+// et al. 2021 §4.1; under SP the activation is already 1/t); its sends are blocking
+// (batch_isend_irecv, then torch.cuda.synchronize), so none overlaps compute. This runtime sends
+// 1/t between nodes and under SP.
+void addPipeline(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c, bool megatron,
+                 double per_micro) {
+  const double e = double(p.elementBytes()), t = double(p.tp), M = double(p.ga());
+  const double act_bytes = double(p.mbs) * double(p.seq) * double(w.n_embd) * e;  // one (b, s, h) activation
+  const double v = double(std::max<int64_t>(1, p.virtual_stages)), pp = double(p.pp);
+  r.bubble_s = (pp - 1.0) / v * per_micro;
+  // Ranks are laid out TP fastest, then DP, then PP (Megatron-LM's initialize_model_parallel and
+  // this runtime's Layout): a stage is a block of tp·dp ranks, and once the job spans nodes some
+  // boundary crosses one, which sets the pace.
+  const bool across = p.world() > c.devices_per_node;
+  const NetworkTier& tier = across ? c.inter_node : c.intra_node;
+  double hop = collectiveSeconds(tier, act_bytes / (megatron || p.sequence_parallel || across ? t : 1.0), 2, 1.0);
+  const NetworkTier& tp_tier = p.tp <= c.devices_per_node ? c.intra_node : c.inter_node;
+  if (megatron && !p.sequence_parallel && p.tp > 1) hop += collectiveSeconds(tp_tier, act_bytes, t, (t - 1) / t);
+  r.pp_comm_s = (2.0 * M * v + 2.0 * (pp - 1.0)) * hop;
+}
 
-  // Data parallelism: the gradients of one (tp, pp) shard reduced across DP (ZeRO-1: reduce-scatter
-  // + all-gather, the same bus bytes). Every stage reduces at once over its own group; the step waits
-  // for the stage with the most parameters (the first or the last, which hold the word embedding).
-  // Megatron-LM's published runs reduce after the backward; this runtime overlaps bucket by bucket,
-  // so what shows is the larger of the last bucket and what the last micro-batch's backward could
-  // not hide.
-  const double params = std::max(stageParams(w, p, 0), stageParams(w, p, p.pp - 1));
-  const double grad_bytes = gradBytes(p, megatron);
-  if (p.dp > 1) {
-    // A stage's DP group: its tp·dp-rank block, members tp apart — dpn/tp of them in each node.
-    const bool spans = p.tp * p.dp > c.devices_per_node;
-    const double per_node = double(std::min(p.dp, std::max<int64_t>(1, c.devices_per_node / p.tp)));
-    const NetworkTier tier = spans ? spanningTier(c, per_node) : c.intra_node;
-    const double dp = double(p.dp), bytes = params * grad_bytes;
-    const double full = collectiveSeconds(tier, bytes, dp, 2.0 * (dp - 1) / dp);
-    double hidden = 0;
-    if (o.dp_overlap >= 0) {
-      hidden = std::clamp(o.dp_overlap, 0.0, 1.0) * full;
-    } else if (!megatron) {
-      const double buckets = std::max(1.0, std::ceil(bytes / kDdpBucketBytes));
-      hidden = std::min(full - full / buckets, (slow.device_bwd + slow.recompute) * scale);
-    }
-    r.dp_comm_s = full - hidden;
+// The DP reduction of `bytes` of gradients that the step waits for. Megatron-LM's published runs
+// reduce after the backward; this runtime overlaps bucket by bucket, so what shows is the larger of
+// the last bucket and what the last micro-batch's backward (`backward_s`) could not hide.
+double dpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, bool megatron, double bytes,
+                     double backward_s) {
+  // A stage's DP group: its tp·dp-rank block, members tp apart — dpn/tp of them in each node.
+  const bool spans = p.tp * p.dp > c.devices_per_node;
+  const double per_node = double(std::min(p.dp, std::max<int64_t>(1, c.devices_per_node / p.tp)));
+  const NetworkTier tier = spans ? spanningTier(c, per_node) : c.intra_node;
+  const double dp = double(p.dp);
+  const double full = collectiveSeconds(tier, bytes, dp, 2.0 * (dp - 1) / dp);
+  double hidden = 0;
+  if (o.dp_overlap >= 0) {
+    hidden = std::clamp(o.dp_overlap, 0.0, 1.0) * full;
+  } else if (!megatron) {
+    const double buckets = std::max(1.0, std::ceil(bytes / kDdpBucketBytes));
+    hidden = std::min(full - full / buckets, backward_s);
   }
-  // Under PP the tied word embedding lives on the first and the last stage: after the backward their
-  // gradients are summed by an all-reduce between the two (Megatron-LM's embedding group; this
-  // runtime's reduceTiedAndPartial), between nodes once the stages are a node apart.
-  if (p.pp > 1) {
-    const double word = double((w.vocab_size + p.tp - 1) / p.tp) * double(w.n_embd);
-    const bool apart = (p.pp - 1) * p.tp * p.dp >= c.devices_per_node;
-    r.dp_comm_s += collectiveSeconds(apart ? c.inter_node : c.intra_node, word * grad_bytes, 2, 1.0);
-  }
+  return full - hidden;
+}
 
-  // Optimizer, per parameter of the rank's shard (÷ dp under ZeRO-1 / the distributed optimizer):
-  // Megatron's fp16 path copies 16-bit gradients to fp32, unscales and checks them, takes the norm,
-  // runs Adam on fp32 master weights and moments, and copies the weights back to 16 bits: about 54
-  // bytes moved; this runtime's AdamW step about 28 (SGD 12). The grad-norm's all-reduce over the
-  // model-parallel group makes every stage wait for the one with the most parameters.
+// Under PP the tied word embedding lives on the first and the last stage: after the backward their
+// gradients are summed by an all-reduce between the two (Megatron-LM's embedding group; this
+// runtime's reduceTiedAndPartial), between nodes once the stages are a node apart.
+double tiedEmbeddingSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, double grad_bytes) {
+  const double word = double((w.vocab_size + p.tp - 1) / p.tp) * double(w.n_embd);
+  const bool apart = (p.pp - 1) * p.tp * p.dp >= c.devices_per_node;
+  return collectiveSeconds(apart ? c.inter_node : c.intra_node, word * grad_bytes, 2, 1.0);
+}
+
+// Optimizer, per parameter of the rank's shard (÷ dp under ZeRO-1 / the distributed optimizer):
+// Megatron's fp16 path copies 16-bit gradients to fp32, unscales and checks them, takes the norm,
+// runs Adam on fp32 master weights and moments, and copies the weights back to 16 bits: about 54
+// bytes moved; this runtime's AdamW step about 28 (SGD 12). The grad-norm's all-reduce over the
+// model-parallel group makes every stage wait for the one with the most parameters.
+double optimizerSeconds(const Plan& p, const Cluster& c, bool megatron, double params) {
   const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : megatron && p.mixed() ? 54.0 : 28.0;
-  r.optimizer_s = params / (runtime::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
-                  (c.memory_bandwidth * c.memory_efficiency);
+  return params / (runtime::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
+         (c.memory_bandwidth * c.memory_efficiency);
+}
 
+// The step: the sum of its parts, and the throughput and model FLOPs utilisation it gives.
+void addStepTotals(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c) {
   r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.bubble_s + r.optimizer_s;
   r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;
   r.model_flops = workloads::stepFlops(p.gbs, p.seq, w.n_layer, w.n_embd, w.vocab_size, workloads::Recompute::None).model;
   r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runtime::toString(p.precision)));
+}
+
+}  // namespace
+
+TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
+  TimePrediction r;
+  const bool megatron = o.framework == Framework::Megatron;
+  // Tensor cores run at the clock the board sustains at its power limit, not at the boost clock the
+  // datasheet's peak is quoted at (A100: 1305 of 1410 MHz under HPL).
+  const double peak = c.peak(runtime::toString(p.precision)) * c.sustained_clock;
+  const Stage slow = slowestStage(w, p, c, o, peak);
+  const MicroBatchTime micro = addMicroBatches(r, slow, double(p.ga()));
+  if (p.pp > 1) addPipeline(r, w, p, c, megatron, micro.per_micro);
+  // Data parallelism: the gradients of one (tp, pp) shard reduced across DP (ZeRO-1: reduce-scatter
+  // + all-gather, the same bus bytes). Every stage reduces at once over its own group; the step waits
+  // for the stage with the most parameters (the first or the last, which hold the word embedding).
+  const double params = std::max(stageParams(w, p, 0), stageParams(w, p, p.pp - 1));
+  const double grad_bytes = gradBytes(p, megatron);
+  if (p.dp > 1) {
+    const double backward_s = (slow.device_bwd + slow.recompute) * micro.scale;
+    r.dp_comm_s = dpSyncSeconds(p, c, o, megatron, params * grad_bytes, backward_s);
+  }
+  if (p.pp > 1) r.dp_comm_s += tiedEmbeddingSeconds(w, p, c, grad_bytes);
+  r.optimizer_s = optimizerSeconds(p, c, megatron, params);
+  addStepTotals(r, w, p, c);
   return r;
 }
 

@@ -39,133 +39,178 @@ void backwardOf(const Op& g, std::vector<Op>& out) {
   out.back().name = g.name + " wgrad";
 }
 
-}  // namespace
+// `o`, keeping `saved` bytes for its backward.
+Op keeping(Op o, double saved) {
+  o.saved = saved;
+  return o;
+}
 
-LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f) {
-  const double b = double(p.mbs), s = double(p.seq), h = double(w.n_embd), t = double(p.tp);
-  const double a = double(w.n_head), d = h / a, e = double(p.elementBytes());
-  const double rows = b * s;                                  // tokens of the micro-batch
-  const double local = p.sequence_parallel ? rows / t : rows; // rows a TP rank holds outside the GEMMs
-  const double act = local * h * e;                           // one (b, s[/t], h) activation
-  const bool megatron = f == Framework::Megatron;
-  // What a column-parallel GEMM keeps of its input for the weight gradient: Megatron-LM keeps the
-  // local shard under SP and all-gathers it again in the backward (Korthikanti et al. 2022, §4.2.2);
-  // this runtime keeps the gathered (b, s, h) input.
-  const double column_input = megatron ? act : rows * h * e;
-  const double qkv_out = 3.0 * rows * h / t * e;  // Q, K, V of this rank: the attention core's input
-  auto keeping = [](Op o, double saved) {
-    o.saved = saved;
-    return o;
-  };
-  LayerOps L;
-  auto& F = L.forward;
-  // Attention block: LayerNorm → QKV GEMM (column-parallel) → core → projection (row-parallel) →
-  // bias + dropout + residual. Each op keeps its input unless said otherwise.
-  // Megatron-LM's fused LayerNorm (fused_kernels/layer_norm_cuda_kernel.cu) reads x and dy twice in
-  // its backward — once for the weight and bias gradients, once for dx — and writes dx: 2.5× its
-  // forward's traffic.
-  auto layernorm = [&](const char* name) {
-    Op o = mem(name, 2.0 * act);
-    if (megatron) o.backward_bytes = 5.0 * act;
-    return keeping(o, act);
-  };
-  F.push_back(layernorm("layernorm 1"));
-  F.push_back(keeping(gemm("qkv", rows, 3.0 * h / t, h), column_input));
-  if (megatron) {
+// One layer's sizes on a TP rank for one micro-batch; byte counts are of the plan's element size.
+struct LayerShape {
+  double b, s, h, t, a, d, e;
+  double rows;          // tokens of the micro-batch
+  double local;         // rows a TP rank holds outside the GEMMs
+  double act;           // one (b, s[/t], h) activation
+  double column_input;  // what a column-parallel GEMM keeps of its input for the weight gradient
+  double qkv_out;       // Q, K, V of this rank: the attention core's input
+  double heads, scores; // attention heads of this rank (× b), and their score elements
+  bool megatron;
+};
+
+LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) {
+  LayerShape x;
+  x.b = double(p.mbs), x.s = double(p.seq), x.h = double(w.n_embd), x.t = double(p.tp);
+  x.a = double(w.n_head), x.d = x.h / x.a, x.e = double(p.elementBytes());
+  x.rows = x.b * x.s;
+  x.local = p.sequence_parallel ? x.rows / x.t : x.rows;
+  x.act = x.local * x.h * x.e;
+  x.megatron = f == Framework::Megatron;
+  // Megatron-LM keeps the local shard under SP and all-gathers it again in the backward
+  // (Korthikanti et al. 2022, §4.2.2); this runtime keeps the gathered (b, s, h) input.
+  x.column_input = x.megatron ? x.act : x.rows * x.h * x.e;
+  x.qkv_out = 3.0 * x.rows * x.h / x.t * x.e;
+  x.heads = x.b * x.a / x.t, x.scores = x.heads * x.s * x.s;
+  return x;
+}
+
+// A LayerNorm; it keeps its input. Megatron-LM's fused LayerNorm
+// (fused_kernels/layer_norm_cuda_kernel.cu) reads x and dy twice in its backward — once for the
+// weight and bias gradients, once for dx — and writes dx: 2.5× its forward's traffic.
+Op layernorm(const LayerShape& x, const char* name) {
+  Op o = mem(name, 2.0 * x.act);
+  if (x.megatron) o.backward_bytes = 5.0 * x.act;
+  return keeping(o, x.act);
+}
+
+// Megatron's fused bias-dropout-add reads x and the residual and writes the sum and a byte mask,
+// which it keeps. Its backward: dx = dy·mask (dy and the mask in, dx out), the bias gradient (dx
+// again), and autograd's sum of the residual stream's two gradients at the block's input (two in,
+// one out). The runtime's residual add keeps nothing.
+Op residual(const LayerShape& x) {
+  const double mask = x.megatron ? x.local * x.h : 0.0;
+  Op o = mem(x.megatron ? "bias-dropout-add" : "residual add", x.megatron ? 3.0 * x.act + mask : 3.0 * x.act);
+  if (x.megatron) o.backward_bytes = 6.0 * x.act + mask;
+  return keeping(o, mask);
+}
+
+// Megatron-LM's attention core: Q·Kᵀ, scale-mask-softmax, dropout and P·V, each in memory.
+std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
+  const double s = x.s, d = x.d, e = x.e, heads = x.heads, scores = x.scores;
+  std::vector<Op> core;
+  core.push_back(keeping(gemm("scores q·kᵀ", s, s, d, heads), 2.0 * x.rows * x.h / x.t * e));  // Q and K
+  // Megatron-LM's fused causal softmax (scaled_upper_triang_masked_softmax.h) reads the unmasked
+  // half of each row and writes all of it; its backward reads the unmasked half of y and dy and
+  // writes dx. Past 2048 keys the fused kernel is unavailable (its assert) and PyTorch runs it in
+  // fp32: cast, scale, mask, softmax, cast back — 36 bytes per score — and their backwards, 40.
+  Op softmax = mem("scale-mask-softmax", 1.5 * scores * e);
+  softmax.backward_bytes = 2.0 * scores * e;
+  if (p.seq > 2048) softmax.bytes = 36.0 * scores, softmax.backward_bytes = 40.0 * scores;
+  core.push_back(keeping(softmax, scores * e));  // its output
+  // Dropout writes its output and a byte mask; its backward reads dy and the mask and writes dx.
+  Op dropout = mem("attention dropout", 2.0 * scores * e + scores);
+  dropout.backward_bytes = dropout.bytes;
+  core.push_back(keeping(dropout, scores));  // the mask
+  core.push_back(keeping(gemm("context p·v", s, d, s, heads), scores * e + x.rows * x.h / x.t * e));  // P, V
+  return core;
+}
+
+// Flash attention (PyTorch SDPA): Q·Kᵀ and P·V on chip, causal (half of the products), nothing of
+// s×s in memory. FlashAttention-2 reaches 50-73% of A100 peak forward and backward (Dao 2023,
+// Fig. 5-7).
+std::vector<Op> flashAttention(const LayerShape& x) {
+  Op fa = gemm("flash attention", x.s, x.s, x.d, x.heads);  // two products of s·s·d, halved by causality
+  fa.bytes = 4.0 * x.s * x.d * x.heads * x.e;               // Q, K, V in, O out
+  fa.efficiency_cap = 0.65;
+  // Q, K, V, O, fp32 log-sum-exp
+  return {keeping(fa, 4.0 * x.rows * x.h / x.t * x.e + 4.0 * x.heads * x.s)};
+}
+
+// Attention block: LayerNorm → QKV GEMM (column-parallel) → core → projection (row-parallel) →
+// bias + dropout + residual. Each op keeps its input unless said otherwise.
+void addAttentionBlock(std::vector<Op>& F, const LayerShape& x, const std::vector<Op>& core) {
+  F.push_back(layernorm(x, "layernorm 1"));
+  F.push_back(keeping(gemm("qkv", x.rows, 3.0 * x.h / x.t, x.h), x.column_input));
+  if (x.megatron) {
     // The QKV layer adds its bias after the GEMM (F.linear on a 3-D input: matmul, then add); its
     // backward sums dy over the tokens for the bias gradient.
-    Op bias = mem("qkv bias", 2.0 * rows * 3.0 * h / t * e);
-    bias.backward_bytes = rows * 3.0 * h / t * e;
+    Op bias = mem("qkv bias", 2.0 * x.rows * 3.0 * x.h / x.t * x.e);
+    bias.backward_bytes = x.rows * 3.0 * x.h / x.t * x.e;
     F.push_back(bias);
   }
-  std::vector<Op> core;
-  const double heads = b * a / t, scores = heads * s * s;  // score elements of this rank
-  if (megatron) {
-    core.push_back(keeping(gemm("scores q·kᵀ", s, s, d, heads), 2.0 * rows * h / t * e));  // Q and K
-    // Megatron-LM's fused causal softmax (scaled_upper_triang_masked_softmax.h) reads the unmasked
-    // half of each row and writes all of it; its backward reads the unmasked half of y and dy and
-    // writes dx. Past 2048 keys the fused kernel is unavailable (its assert) and PyTorch runs it in
-    // fp32: cast, scale, mask, softmax, cast back — 36 bytes per score — and their backwards, 40.
-    Op softmax = mem("scale-mask-softmax", 1.5 * scores * e);
-    softmax.backward_bytes = 2.0 * scores * e;
-    if (p.seq > 2048) softmax.bytes = 36.0 * scores, softmax.backward_bytes = 40.0 * scores;
-    core.push_back(keeping(softmax, scores * e));  // its output
-    // Dropout writes its output and a byte mask; its backward reads dy and the mask and writes dx.
-    Op dropout = mem("attention dropout", 2.0 * scores * e + scores);
-    dropout.backward_bytes = dropout.bytes;
-    core.push_back(keeping(dropout, scores));                                         // the mask
-    core.push_back(keeping(gemm("context p·v", s, d, s, heads), scores * e + rows * h / t * e));  // P, V
-  } else {
-    // Flash attention (PyTorch SDPA): Q·Kᵀ and P·V on chip, causal (half of the products), nothing
-    // of s×s in memory.
-    // FlashAttention-2 reaches 50-73% of A100 peak forward and backward (Dao 2023, Fig. 5-7).
-    Op fa = gemm("flash attention", s, s, d, heads);  // two products of s·s·d, halved by causality
-    fa.bytes = 4.0 * s * d * heads * e;               // Q, K, V in, O out
-    fa.efficiency_cap = 0.65;
-    core.push_back(keeping(fa, 4.0 * rows * h / t * e + 4.0 * heads * s));  // Q, K, V, O, fp32 log-sum-exp
-  }
   F.insert(F.end(), core.begin(), core.end());
-  F.push_back(keeping(gemm("projection", rows, h, h / t), rows * h / t * e));
-  // Megatron's fused bias-dropout-add reads x and the residual and writes the sum and a byte mask,
-  // which it keeps. Its backward: dx = dy·mask (dy and the mask in, dx out), the bias gradient (dx
-  // again), and autograd's sum of the residual stream's two gradients at the block's input (two in,
-  // one out). The runtime's residual add keeps nothing.
-  const double mask = megatron ? local * h : 0.0;
-  auto residual = [&]() {
-    Op o = mem(megatron ? "bias-dropout-add" : "residual add", megatron ? 3.0 * act + mask : 3.0 * act);
-    if (megatron) o.backward_bytes = 6.0 * act + mask;
-    return keeping(o, mask);
-  };
-  F.push_back(residual());
-  // MLP block: LayerNorm → fc1 (column) → bias + GeLU → fc2 (row) → bias + dropout + residual.
-  F.push_back(layernorm("layernorm 2"));
-  F.push_back(keeping(gemm("fc1", rows, 4.0 * h / t, h), column_input));
-  const double hidden4 = rows * 4.0 * h / t * e;  // the (b, s, 4h/t) MLP activation
-  Op gelu = mem("bias-gelu", 2.0 * hidden4);
-  if (megatron) gelu.backward_bytes = 4.0 * hidden4;  // dy and x in, dx out; dx again for the bias
-  F.push_back(keeping(gelu, hidden4));
-  F.push_back(keeping(gemm("fc2", rows, h, 4.0 * h / t), hidden4));
-  F.push_back(residual());
+  F.push_back(keeping(gemm("projection", x.rows, x.h, x.h / x.t), x.rows * x.h / x.t * x.e));
+  F.push_back(residual(x));
+}
 
-  // Backward: two GEMMs per GEMM; a memory-bound kernel reads its input(s) and the incoming gradient
-  // and writes the outgoing one: about 1.5× its forward traffic unless the op says otherwise.
+// MLP block: LayerNorm → fc1 (column) → bias + GeLU → fc2 (row) → bias + dropout + residual.
+void addMlpBlock(std::vector<Op>& F, const LayerShape& x) {
+  F.push_back(layernorm(x, "layernorm 2"));
+  F.push_back(keeping(gemm("fc1", x.rows, 4.0 * x.h / x.t, x.h), x.column_input));
+  const double hidden4 = x.rows * 4.0 * x.h / x.t * x.e;  // the (b, s, 4h/t) MLP activation
+  Op gelu = mem("bias-gelu", 2.0 * hidden4);
+  if (x.megatron) gelu.backward_bytes = 4.0 * hidden4;  // dy and x in, dx out; dx again for the bias
+  F.push_back(keeping(gelu, hidden4));
+  F.push_back(keeping(gemm("fc2", x.rows, x.h, 4.0 * x.h / x.t), hidden4));
+  F.push_back(residual(x));
+}
+
+// Backward: two GEMMs per GEMM; a memory-bound kernel reads its input(s) and the incoming gradient
+// and writes the outgoing one: about 1.5× its forward traffic unless the op says otherwise.
+std::vector<Op> backwardOps(const std::vector<Op>& F) {
+  std::vector<Op> backward;
   for (const Op& o : F) {
     if (o.kind == Op::Kind::Gemm && o.name != "flash attention") {
-      backwardOf(o, L.backward);
+      backwardOf(o, backward);
     } else if (o.kind == Op::Kind::Gemm) {  // flash attention backward: recomputes P, five products
       Op fb = o;
       fb.name = "flash attention backward";
       fb.batch = o.batch * 2.5;
       fb.bytes = 2.0 * o.bytes;  // Q, K, V, O, dO in; dQ, dK, dV out
-      L.backward.push_back(fb);
+      backward.push_back(fb);
     } else {
       Op m = o;
       m.name = o.name + " backward";
       m.bytes = o.backward_bytes >= 0 ? o.backward_bytes : 1.5 * o.bytes;
-      L.backward.push_back(m);
+      backward.push_back(m);
     }
-    L.backward.back().saved = 0;
+    backward.back().saved = 0;
   }
-  // Recomputation: full = the layer's forward again; selective = the attention core (Korthikanti et
-  // al.; this runtime's checkpointAttention reruns its SDPA call the same way), which then keeps only
-  // its input.
+  return backward;
+}
+
+// Recomputation: full = the layer's forward again; selective = the attention core (Korthikanti et
+// al.; this runtime's checkpointAttention reruns its SDPA call the same way), which then keeps only
+// its input. What the layer keeps from its forward to its backward under either, or under none.
+void setRecomputation(LayerOps& L, const std::vector<Op>& core, const LayerShape& x, Checkpointing ckpt) {
   double kept = 0, kept_by_core = 0;
-  for (const Op& o : F) kept += o.saved;
+  for (const Op& o : L.forward) kept += o.saved;
   for (const Op& o : core) kept_by_core += o.saved;
-  switch (p.ckpt) {
+  switch (ckpt) {
     case Checkpointing::Full:
-      L.recompute = F;
-      L.saved = act;  // the layer's input
+      L.recompute = L.forward;
+      L.saved = x.act;  // the layer's input
       break;
     case Checkpointing::Selective:
       L.recompute = core;
-      L.saved = kept - kept_by_core + qkv_out;
+      L.saved = kept - kept_by_core + x.qkv_out;
       break;
     case Checkpointing::None:
       L.saved = kept;
-      L.saved_fp32 = megatron ? 0.0 : 4.0 * heads * s;
+      L.saved_fp32 = x.megatron ? 0.0 : 4.0 * x.heads * x.s;
       break;
   }
+}
+
+}  // namespace
+
+LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f) {
+  const LayerShape x = layerShape(w, p, f);
+  const std::vector<Op> core = x.megatron ? unfusedAttention(x, p) : flashAttention(x);
+  LayerOps L;
+  addAttentionBlock(L.forward, x, core);
+  addMlpBlock(L.forward, x);
+  L.backward = backwardOps(L.forward);
+  setRecomputation(L, core, x, p.ckpt);
   return L;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -67,75 +68,92 @@ struct StepSample {
   double step = 0;
 };
 
-}  // namespace
+// The string ids of the ranges the costs are measured from (kNoString where the run has none).
+struct RangeIds {
+  rundb::StringId layer, head, forward, backward, recompute, micro, sync, optimizer;
+};
 
-std::string shapeKey(const Plan& p, const Cluster& c) {
-  char k[160];
-  const int64_t sharing = c.kind == ClusterKind::Cpu ? std::min<int64_t>(p.world(), c.devices_per_node) : 1;
-  std::snprintf(k, sizeof(k), "mbs%lld seq%lld tp%lld%s %s x%lld/node lanes%lld", static_cast<long long>(p.mbs),
-                static_cast<long long>(p.seq), static_cast<long long>(p.tp), p.sequence_parallel ? " sp" : "",
-                runtime::toString(p.precision), static_cast<long long>(sharing),
-                static_cast<long long>(std::max<int64_t>(1, p.cpu_lanes)));
-  return k;
-}
-
-LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, const Plan& p, int64_t skip) {
+// The run's range names; a run without layer or backward ranges has nothing to measure.
+RangeIds rangeIdsOf(rundb::RunReader& reader) {
   const auto id = [&](const char* n) { return reader.find(n).value_or(rundb::kNoString); };
-  const rundb::StringId kLayer = id(names::kLayer), kHead = id(names::kHead), kFwd = id(names::kForward),
-                        kBwd = id(names::kBackward), kRecompute = id(names::kRecompute),
-                        kMicro = id(names::kMicroBatch), kSync = id(names::kGradSync), kOpt = id(names::kOptimizer);
-  if (kLayer == rundb::kNoString || kBwd == rundb::kNoString)
+  const RangeIds ids{id(names::kLayer),     id(names::kHead),       id(names::kForward),  id(names::kBackward),
+                     id(names::kRecompute), id(names::kMicroBatch), id(names::kGradSync), id(names::kOptimizer)};
+  if (ids.layer == rundb::kNoString || ids.backward == rundb::kNoString)
     throw UserError("trace", reader.path() + " has no layer ranges to measure costs from",
                     "trace the run at the ranges level (trainscope run --trace FILE)");
-  // On a GPU the host ranges only launch the work: each range is timed by the device work it
-  // launched (kernels, copies, sets joined to their launching API call by correlation id).
+  return ids;
+}
+
+// Whether the ranges are timed on the device. On a GPU the host ranges only launch the work: each
+// range is timed by the device work it launched (kernels, copies, sets joined to their launching
+// API call by correlation id), so a GPU run traced without its kernels is refused.
+bool timedOnDevice(rundb::RunReader& reader) {
   const std::string dev = reader.meta("device");
   const bool gpu = !dev.empty() && dev != "cpu";
   if (gpu && !reader.hasEvents("kernels"))
     throw UserError("trace", reader.path() + " ran on " + dev + " without its kernels: its ranges time the host's launches",
                     "trace the profile run with --trace-level all (CUPTI), or use the analytic model");
-  std::vector<double> fwd, bwd, rc, head, embed, opt_per_param, other, sync, hidden;
-  const std::vector<double> params = stageParams(w, p);
-  for (int64_t rank : reader.stepRanks()) {
-    const auto steps = reader.steps(rank);
-    if (int64_t(steps.size()) <= skip) continue;
-    const int64_t stage = rank / std::max<int64_t>(1, p.tp * p.dp);
-    std::vector<StepSample> per(steps.size());
-    const auto ranges = reader.events<rundb::Range>(rank);
-    const DeviceWork work = gpu ? DeviceWork(reader, rank) : DeviceWork();
-    std::vector<rundb::Interval> recompute_spans, backward_spans;
-    size_t at = 0;
-    for (const rundb::Range& r : ranges) {
-      while (at < steps.size() && r.start_ns >= steps[at].start_ns + steps[at].step_time_ns) ++at;
-      if (at >= steps.size()) break;
-      if (r.start_ns < steps[at].start_ns || int64_t(at) < skip) continue;
-      StepSample& s = per[at];
-      const double d = gpu ? work.launchedWithin(r.start_ns, r.end_ns) : ns(r.start_ns, r.end_ns);
-      if (r.name == kRecompute) {
-        s.recompute += d;
-        ++s.recomputes;
-        recompute_spans.push_back({r.start_ns, r.end_ns});
-      } else if (r.name == kLayer) {
-        // A layer range inside a recompute is the recomputation, not a forward.
-        const bool inside = !recompute_spans.empty() && r.start_ns < recompute_spans.back().end &&
-                            r.start_ns >= recompute_spans.back().begin;
-        if (!inside) s.layer_sum += d, ++s.layers;
-      } else if (r.name == kHead) {
-        s.head += d, ++s.heads;
-      } else if (r.name == kFwd) {
-        s.forward += d, ++s.forwards;
-      } else if (r.name == kBwd) {
-        s.backward += d;
-        backward_spans.push_back({r.start_ns, r.end_ns});
-      } else if (r.name == kMicro) {
-        s.micro += d;
-      } else if (r.name == kSync) {
-        s.grad_sync += d;
-      } else if (r.name == kOpt) {
-        s.optimizer += d;
-      }
+  return gpu;
+}
+
+// One rank's ranges summed per step, and the spans of its recompute and backward ranges.
+struct RankRanges {
+  std::vector<StepSample> per;  // by step; the steps not counted stay empty
+  std::vector<rundb::Interval> recompute_spans, backward_spans;
+
+  // Adds range `r`, `d` seconds long, to the sample of step `at`.
+  void add(size_t at, const rundb::Range& r, double d, const RangeIds& ids) {
+    StepSample& s = per[at];
+    if (r.name == ids.recompute) {
+      s.recompute += d;
+      ++s.recomputes;
+      recompute_spans.push_back({r.start_ns, r.end_ns});
+    } else if (r.name == ids.layer) {
+      // A layer range inside a recompute is the recomputation, not a forward.
+      const bool inside = !recompute_spans.empty() && r.start_ns < recompute_spans.back().end &&
+                          r.start_ns >= recompute_spans.back().begin;
+      if (!inside) s.layer_sum += d, ++s.layers;
+    } else if (r.name == ids.head) {
+      s.head += d, ++s.heads;
+    } else if (r.name == ids.forward) {
+      s.forward += d, ++s.forwards;
+    } else if (r.name == ids.backward) {
+      s.backward += d;
+      backward_spans.push_back({r.start_ns, r.end_ns});
+    } else if (r.name == ids.micro) {
+      s.micro += d;
+    } else if (r.name == ids.sync) {
+      s.grad_sync += d;
+    } else if (r.name == ids.optimizer) {
+      s.optimizer += d;
     }
-    const double n_params = paramsUpdated(p, params[size_t(std::clamp<int64_t>(stage, 0, int64_t(params.size()) - 1))]);
+  }
+};
+
+// A rank's ranges, each added to the counted step it starts in (the first `skip` steps are not).
+RankRanges rankRanges(rundb::RunReader& reader, int64_t rank, const std::vector<rundb::Step>& steps,
+                      const RangeIds& ids, bool gpu, int64_t skip) {
+  RankRanges out;
+  out.per.resize(steps.size());
+  const auto ranges = reader.events<rundb::Range>(rank);
+  const DeviceWork work = gpu ? DeviceWork(reader, rank) : DeviceWork();
+  size_t at = 0;
+  for (const rundb::Range& r : ranges) {
+    while (at < steps.size() && r.start_ns >= steps[at].start_ns + steps[at].step_time_ns) ++at;
+    if (at >= steps.size()) break;
+    if (r.start_ns < steps[at].start_ns || int64_t(at) < skip) continue;
+    out.add(at, r, gpu ? work.launchedWithin(r.start_ns, r.end_ns) : ns(r.start_ns, r.end_ns), ids);
+  }
+  return out;
+}
+
+// Every rank's samples of each cost, in seconds; the costs are their medians.
+struct CostSamples {
+  std::vector<double> fwd, bwd, rc, head, embed, opt_per_param, other, sync, hidden;
+
+  // Adds a rank's counted steps: a rank of `stage` that updates `n_params` parameters.
+  void addSteps(std::vector<StepSample>& per, const std::vector<rundb::Step>& steps, const Plan& p, int64_t stage,
+                double n_params, int64_t skip) {
     for (size_t k = size_t(skip); k < steps.size(); ++k) {
       StepSample& s = per[k];
       s.step = double(steps[k].step_time_ns) * 1e-9;
@@ -160,37 +178,77 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
         if (p.dp > 1) sync.push_back(s.grad_sync);
       }
     }
-    // How much of the data-parallel collectives' time backward covered.
-    if (p.dp > 1 && p.pp == 1) {
-      const auto merged = rundb::unionOf(backward_spans);
-      double total = 0, covered = 0;
-      const int64_t counted_from = steps[size_t(skip)].start_ns;
-      for (const rundb::Collective& c : reader.collectives(rank)) {
-        if (c.group != "dp" || c.start_ns < counted_from || c.end_ns <= c.start_ns) continue;
-        total += ns(c.start_ns, c.end_ns);
-        covered += double(rundb::coveredWithin(merged, c.start_ns, c.end_ns)) * 1e-9;
-      }
-      if (total > 0) hidden.push_back(covered / total);
-    }
   }
-  if (fwd.empty())
-    throw UserError("trace", reader.path() + " has no layer ranges in its counted steps",
-                    "trace at least " + std::to_string(skip + 1) + " steps at the ranges level");
+};
+
+// The share of a rank's DP collectives (from `counted_from` on) that its backward ranges covered;
+// none when it ran no DP collective.
+std::optional<double> dpHiddenShare(rundb::RunReader& reader, int64_t rank,
+                                    const std::vector<rundb::Interval>& backward_spans, int64_t counted_from) {
+  const auto merged = rundb::unionOf(backward_spans);
+  double total = 0, covered = 0;
+  for (const rundb::Collective& c : reader.collectives(rank)) {
+    if (c.group != "dp" || c.start_ns < counted_from || c.end_ns <= c.start_ns) continue;
+    total += ns(c.start_ns, c.end_ns);
+    covered += double(rundb::coveredWithin(merged, c.start_ns, c.end_ns)) * 1e-9;
+  }
+  if (total > 0) return covered / total;
+  return std::nullopt;
+}
+
+// The costs: each one's median over the samples (the recompute under the plan's checkpointing, the
+// DP sync with the bytes it moved).
+LayerCosts mediansOf(const CostSamples& x, const Plan& p, const std::vector<double>& params) {
   LayerCosts c;
-  c.layer_fwd_s = median(fwd);
-  c.layer_bwd_s = median(bwd);
-  if (!rc.empty()) (p.ckpt == Checkpointing::Full ? c.recompute_full_s : c.recompute_selective_s) = median(rc);
-  c.head_s = median(head);
-  c.embed_s = median(embed);
-  c.optimizer_s_per_param = median(opt_per_param);
-  c.other_s = other.empty() ? -1 : median(other);
-  if (!sync.empty()) {
-    c.dp_sync_s = median(sync);
+  c.layer_fwd_s = median(x.fwd);
+  c.layer_bwd_s = median(x.bwd);
+  if (!x.rc.empty()) (p.ckpt == Checkpointing::Full ? c.recompute_full_s : c.recompute_selective_s) = median(x.rc);
+  c.head_s = median(x.head);
+  c.embed_s = median(x.embed);
+  c.optimizer_s_per_param = median(x.opt_per_param);
+  c.other_s = x.other.empty() ? -1 : median(x.other);
+  if (!x.sync.empty()) {
+    c.dp_sync_s = median(x.sync);
     c.dp_sync_bytes = allReduceBytes(p, params);
   }
-  if (!hidden.empty()) c.dp_hidden_share = median(hidden);
+  if (!x.hidden.empty()) c.dp_hidden_share = median(x.hidden);
   c.zero = runtime::stageNumber(p.zero);
   return c;
+}
+
+}  // namespace
+
+std::string shapeKey(const Plan& p, const Cluster& c) {
+  char k[160];
+  const int64_t sharing = c.kind == ClusterKind::Cpu ? std::min<int64_t>(p.world(), c.devices_per_node) : 1;
+  std::snprintf(k, sizeof(k), "mbs%lld seq%lld tp%lld%s %s x%lld/node lanes%lld", static_cast<long long>(p.mbs),
+                static_cast<long long>(p.seq), static_cast<long long>(p.tp), p.sequence_parallel ? " sp" : "",
+                runtime::toString(p.precision), static_cast<long long>(sharing),
+                static_cast<long long>(std::max<int64_t>(1, p.cpu_lanes)));
+  return k;
+}
+
+LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, const Plan& p, int64_t skip) {
+  const RangeIds ids = rangeIdsOf(reader);
+  const bool gpu = timedOnDevice(reader);
+  const std::vector<double> params = stageParams(w, p);
+  CostSamples samples;
+  for (int64_t rank : reader.stepRanks()) {
+    const auto steps = reader.steps(rank);
+    if (int64_t(steps.size()) <= skip) continue;
+    const int64_t stage = rank / std::max<int64_t>(1, p.tp * p.dp);
+    RankRanges ranges = rankRanges(reader, rank, steps, ids, gpu, skip);
+    const double n_params = paramsUpdated(p, params[size_t(std::clamp<int64_t>(stage, 0, int64_t(params.size()) - 1))]);
+    samples.addSteps(ranges.per, steps, p, stage, n_params, skip);
+    // How much of the data-parallel collectives' time backward covered.
+    if (p.dp > 1 && p.pp == 1)
+      if (const auto share = dpHiddenShare(reader, rank, ranges.backward_spans, steps[size_t(skip)].start_ns))
+        samples.hidden.push_back(*share);
+  }
+  if (samples.fwd.empty())
+    throw UserError("trace", reader.path() + " has no layer ranges in its counted steps",
+                    "trace at least " + std::to_string(skip + 1) + " steps at the ranges level");
+  return mediansOf(samples, p, params);
 }
 
 std::string costsLabel(const std::string& key, const LayerCosts& k) {
