@@ -116,13 +116,9 @@ struct Outcome {
   std::string time_source = "analytic";
   double megatron_bytes_per_param = 18;
   int64_t megatronParamsOpt(int64_t stage) const {
-    const double layer_params = 12.0 * double(w.n_embd) * double(w.n_embd) + 13.0 * double(w.n_embd);
-    return int64_t(megatron_bytes_per_param * layer_params * double(tn::layersOfStage(w.n_layer, p.pp, stage)) /
-                   double(p.tp));
+    return tn::megatronLayersParamsOpt(w, p, stage, megatron_bytes_per_param);
   }
-  int64_t megatronEmbeddingOpt() const {
-    return int64_t(megatron_bytes_per_param * double(w.vocab_size) * double(w.n_embd) / double(p.tp));
-  }
+  int64_t megatronEmbeddingOpt() const { return tn::megatronEmbeddingParamsOpt(w, p, megatron_bytes_per_param); }
 };
 
 // Loaded files, kept across the lines of a batch (a 1,500-line batch names a few of each).
@@ -273,7 +269,7 @@ Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   // distributed-optimizer docs): 16-bit weights, fp32 main gradients, fp32 master weights and Adam
   // moments = 18 bytes per parameter, or 6 + 12/dp with the distributed optimizer. Layers only, as
   // Korthikanti et al.'s Figure 1 counts them; the stage's embedding or head shard beside it.
-  o.megatron_bytes_per_param = f.distributed_optimizer ? 6.0 + 12.0 / double(o.p.dp) : 18.0;
+  o.megatron_bytes_per_param = tn::megatronBytesPerParam(o.p, f.distributed_optimizer);
   // Measured layer costs from profiled runs of this cluster, when one has this plan's layer shape.
   if (!f.profiles.empty()) useMeasuredTime(o, f);
   return o;

@@ -246,6 +246,7 @@ nlohmann::json resultJson(const TuneFlags& f, const workloads::Workload& w, cons
                                                    : nlohmann::json()},
                            {"predicted_step_s_analytic", cand.rejected.empty() ? tn::predictTime(w, cand.plan, c).step_s : 0.0}});
   j["measured_costs"] = nlohmann::json::parse(tn::costsJson(r.costs));
+  if (!r.trials.empty()) j["prediction_check"] = nlohmann::json::parse(tn::toJson(r.prediction_check));
   if (r.network_fit.samples > 0)
     j["network_fit"] = {{"latency_s", r.network_fit.tier.latency},
                         {"bandwidth_bytes_per_s", r.network_fit.tier.bandwidth},
@@ -399,6 +400,18 @@ void printRejected(const tn::TuneResult& r) {
     if (!cand.rejected.empty()) std::printf("  %-46s %s\n", cand.plan.describe().c_str(), cand.rejected.c_str());
 }
 
+// How well the models ranked what the trials then measured (prediction_check.h).
+void printPredictionCheck(const tn::PredictionCheck& pc) {
+  if (pc.candidates == 0) return;
+  std::printf("the models against the trials: ");
+  if (std::isfinite(pc.spearman))
+    std::printf("rank correlation %.2f over %lld measured candidates, ", pc.spearman,
+                static_cast<long long>(pc.candidates));
+  else
+    std::printf("%lld measured candidate(s), too few to rank, ", static_cast<long long>(pc.candidates));
+  std::printf("mean |error| %.0f%% (each candidate's prediction before its first trial)\n", pc.mean_abs_error * 100);
+}
+
 // The recommended candidate: its pooled step time, peak and trace, and how to export it.
 void printRecommendation(const TuneFlags& f, const tn::TuneResult& r,
                          std::map<int64_t, std::pair<int64_t, int64_t>>& ok_trials) {
@@ -414,6 +427,7 @@ void printRecommendation(const TuneFlags& f, const tn::TuneResult& r,
               mib(ok_trials[r.recommended].second).c_str(), static_cast<long long>(r.recommended));
   std::printf("its trace: %s   exports: trainscope export %s --format %s\n", best->db_path.c_str(),
               f.study.c_str(), tn::exportFormatNames());
+  printPredictionCheck(r.prediction_check);
 }
 
 // How the study ended — interrupted, nothing measured to run (or ranked only), or a recommendation —
@@ -483,6 +497,49 @@ void checkExportOutput(const std::string& study, const std::string& out, bool ov
 
 }  // namespace
 
+namespace {
+
+// What the exported plan should take under Megatron-LM on the study's cluster, beside what this
+// runtime takes (models/time_model.h with each framework's kernels; Megatron's 18 bytes per
+// parameter, or 6 + 12/d with the distributed optimizer the export turns on for ZeRO-1).
+std::string megatronPrediction(tn::Study& study, const rt::TrainConfig& c) {
+  std::string cluster_name;
+  int64_t devices = 0;
+  try {
+    const auto inputs = nlohmann::json::parse(study.value("inputs", "{}"));
+    cluster_name = inputs.value("cluster", "");
+    devices = inputs.value("devices", int64_t(0));
+  } catch (const std::exception&) {
+  }
+  tn::Cluster cl;
+  try {
+    cl = tn::loadCluster(cluster_name);
+    if (devices > cl.devices_per_node) cl = tn::loadCluster(cluster_name, devices / cl.devices_per_node);
+  } catch (const std::exception&) {
+    return "no Megatron-LM prediction: the study's cluster \"" + cluster_name +
+           "\" is not a preset here (trainscope predict --framework megatron --cluster FILE gives one)";
+  }
+  if (cl.kind != tn::ClusterKind::Gpu)
+    return "no Megatron-LM prediction: the study ran on a CPU cluster (trainscope predict --framework megatron "
+           "--cluster a100-80gb-x8 … prices the plan on GPUs)";
+  const tn::Plan p = tn::planOf(c);
+  const tn::TimePrediction meg = tn::predictTime(c.model, p, cl, {-1.0, tn::Framework::Megatron});
+  const tn::TimePrediction own = tn::predictTime(c.model, p, cl, {-1.0, tn::Framework::Trainscope});
+  const tn::MemoryPrediction m = tn::predictMemory(c.model, p);
+  const double bpp = tn::megatronBytesPerParam(p, rt::shardsOptimizer(c.zero));
+  const int64_t meg_first = tn::megatronLayersParamsOpt(c.model, p, 0, bpp) +
+                            tn::megatronEmbeddingParamsOpt(c.model, p, bpp) + m.stages.front().megatron_activations;
+  char text[400];
+  std::snprintf(text, sizeof(text),
+                "predicted on %s: Megatron-LM %.4g s/step (MFU %.0f%%), first stage %.3g GiB; this runtime %.4g "
+                "s/step, %.3g GiB on its busiest stage",
+                cl.name.c_str(), meg.step_s, meg.mfu * 100, double(meg_first) / double(1 << 30), own.step_s,
+                double(m.peak()) / double(1 << 30));
+  return text;
+}
+
+}  // namespace
+
 int exportStudy(const std::string& path, const std::string& format, std::optional<int64_t> trial,
                 const std::string& out, bool overwrite) {
   const tn::ExportFormat fmt = tn::parseExportFormat(format);
@@ -516,7 +573,8 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
         nlohmann::json::parse(study.value("inputs", "{}")).value("kind", "gpu") == toString(tn::ClusterKind::Cpu);
   } catch (const std::exception&) {
   }
-  const tn::ExportResult e = tn::exportConfig(c, fmt, target);
+  tn::ExportResult e = tn::exportConfig(c, fmt, target);
+  if (fmt == tn::ExportFormat::Megatron) e.notes.push_back(megatronPrediction(study, c));
   for (const auto& note : e.notes) std::cerr << "note: " << note << "\n";
   if (out.empty()) {
     std::cout << e.text;

@@ -263,4 +263,17 @@ bool figuresCountable(const workloads::Workload& w, long double sequences, int64
   return bound < std::ldexp(1.0L, 60);
 }
 
+double megatronBytesPerParam(const Plan& p, bool distributed_optimizer) {
+  return distributed_optimizer ? 6.0 + 12.0 / double(p.dp) : 18.0;
+}
+
+int64_t megatronLayersParamsOpt(const workloads::Workload& w, const Plan& p, int64_t stage, double bytes_per_param) {
+  const double layer_params = 12.0 * double(w.n_embd) * double(w.n_embd) + 13.0 * double(w.n_embd);
+  return int64_t(bytes_per_param * layer_params * double(layersOfStage(w.n_layer, p.pp, stage)) / double(p.tp));
+}
+
+int64_t megatronEmbeddingParamsOpt(const workloads::Workload& w, const Plan& p, double bytes_per_param) {
+  return int64_t(bytes_per_param * double(w.vocab_size) * double(w.n_embd) / double(p.tp));
+}
+
 }  // namespace trainscope::models

@@ -267,6 +267,13 @@ TEST(Tune, ExportsParseBackWithEveryFieldThatMaps) {
   for (const char* want : {"pred ms", "layer shape (per micro-batch", "recommended: ", "its trace: "})
     EXPECT_NE(text.output.find(want), std::string::npos) << want << "\n" << text.output;
   EXPECT_EQ(countRows(study, "1=1"), trials) << "a finished trial ran again";
+  // The study ran on a CPU cluster: Megatron-LM's flags come with a note saying why no prediction is beside them.
+  auto meg = cli("export " + study + " --format megatron");
+  ASSERT_EQ(meg.status, 0) << meg.output;
+  EXPECT_NE(meg.output.find("no Megatron-LM prediction: the study ran on a CPU cluster"), std::string::npos) << meg.output;
+  // Every study checks its models against what it measured.
+  ASSERT_TRUE(j.contains("prediction_check")) << j.dump();
+  EXPECT_GE(j["prediction_check"]["candidates"].get<int64_t>(), 1);
 }
 
 // A study resumes only with the inputs it was made with: the cluster kind and the launcher are stored
@@ -316,4 +323,17 @@ TEST(Tune, ClusterLocalMeasuresThisMachineIntoAClusterFileOncePerStudy) {
   r = cli("tune --cluster local --workload tiny --seq 32 --gbs 8 --predict-only --resume --study " + study);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("reusing the measurement"), std::string::npos) << r.output;
+}
+
+TEST(Tune, AGpuClustersMegatronExportCarriesMegatronsPredictionBesideOurs) {
+  // A GPU cluster's study (its trial runs on this machine's CPU: only the export's prediction matters).
+  const std::string study = tempPath("gpu-export.db");
+  auto r = cli("tune --workload tiny --cluster a100-80gb-x8 --gbs 8 --max-trials 1 --study " + study);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("the models against the trials:"), std::string::npos) << r.output;
+  auto meg = cli("export " + study + " --format megatron");
+  ASSERT_EQ(meg.status, 0) << meg.output;
+  EXPECT_NE(meg.output.find("--tensor-model-parallel-size"), std::string::npos) << meg.output;
+  EXPECT_NE(meg.output.find("note: predicted on a100-80gb-x8: Megatron-LM "), std::string::npos) << meg.output;
+  EXPECT_NE(meg.output.find("this runtime "), std::string::npos) << meg.output;
 }

@@ -66,6 +66,15 @@ struct MemoryPrediction {
 
 MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p);
 
+// Megatron-LM's weights and optimizer state per parameter in mixed precision: 18 bytes (16-bit
+// weights, fp32 main gradients, fp32 master weights and Adam's two moments), or 6 + 12/d with its
+// distributed optimizer (Megatron-LM docs, dist_optimizer.md).
+double megatronBytesPerParam(const Plan& p, bool distributed_optimizer);
+// Those bytes for a stage's transformer layers (12h² + 13h parameters each, ÷ t), and for the word
+// embedding (V·h ÷ t) that the first and last stages hold.
+int64_t megatronLayersParamsOpt(const workloads::Workload& w, const Plan& p, int64_t stage, double bytes_per_param);
+int64_t megatronEmbeddingParamsOpt(const workloads::Workload& w, const Plan& p, double bytes_per_param);
+
 // Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch (16-bit):
 // their closed form, which Megatron-LM's op list reproduces (MemoryModel.TheOpListKeeps…).
 double megatronLayerActivationBytes(double s, double b, double h, double a, double t, bool sp,
