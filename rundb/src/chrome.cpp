@@ -1,5 +1,6 @@
 // chrome.cpp — see chrome.h. Streams the JSON out table by table through the reader.
 #include "trainscope/rundb/chrome.h"
+#include "trainscope/rundb/report.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,10 +25,17 @@ namespace {
 
 constexpr const char* kHeader = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
 
-// Chrome thread ids, one per (rank, kind, id), handed out in order of first use; named by kind.
+// Chrome thread ids, one per (rank, kind, id), handed out in order of first use; named by kind, or
+// by the name the threads table holds for that thread or stream.
 class Lanes {
  public:
-  enum Kind { kHost = 0, kStream = 1, kCollectives = 2 };
+  enum Kind { kHost = 0, kStream = 1, kCollectives = 2, kAnnotations = 3 };
+  explicit Lanes(RunReader& reader) {
+    for (const ThreadName& t : reader.threads()) {
+      if (t.name == kNoString || t.kind == int32_t(ThreadKind::Process)) continue;
+      names_.try_emplace({t.rank, t.kind == int32_t(ThreadKind::Stream) ? kStream : kHost, t.tid}, reader.string(t.name));
+    }
+  }
   int64_t tid(int64_t rank, Kind kind, int64_t id) {
     auto [it, fresh] = ids_.try_emplace({rank, kind, id}, int64_t(ids_.size()) + 1);
     return it->second;
@@ -36,14 +44,20 @@ class Lanes {
   void forEach(F f) const {
     for (const auto& [key, tid] : ids_) {
       const auto [rank, kind, id] = key;
-      f(rank, tid, kind == kHost ? "thread " + std::to_string(id)
-                   : kind == kStream ? "stream " + std::to_string(id)
-                                     : std::string("collectives"));
+      if (kind == kCollectives) {
+        f(rank, tid, std::string("collectives"));
+        continue;
+      }
+      const int named = kind == kAnnotations ? kStream : kind;
+      const auto it = names_.find({rank, named, id});
+      std::string name = it != names_.end() ? it->second : (named == kHost ? "thread " : "stream ") + std::to_string(id);
+      f(rank, tid, kind == kAnnotations ? name + " annotations" : name);
     }
   }
 
  private:
   std::map<std::tuple<int64_t, int, int64_t>, int64_t> ids_;
+  std::map<std::tuple<int64_t, int, int64_t>, std::string> names_;  // streams by stream id (any device)
 };
 
 void checkOutput(const std::string& in, const std::string& out, bool overwrite) {
@@ -95,7 +109,7 @@ ChromeExportStats exportChrome(const std::string& path, const std::string& out_p
     ++st.complete_events;
   };
   out << kHeader;
-  Lanes lanes;
+  Lanes lanes(reader);
   std::set<int64_t> ranks;
   for (const Step& s : reader.steps()) {
     ranks.insert(s.rank);
@@ -110,6 +124,12 @@ ChromeExportStats exportChrome(const std::string& path, const std::string& out_p
   });
   reader.forEach<HostOp>([&](const HostOp& o) {
     complete(reader.string(o.name), "op", o.rank, lanes.tid(o.rank, Lanes::kHost, o.tid), o.start_ns, o.end_ns);
+  });
+  // GPU annotations on a row of their own, handed out before the stream's: drawn above its kernels.
+  reader.forEach<GpuAnnotation>([&](const GpuAnnotation& a) {
+    ranks.insert(a.rank);
+    complete(reader.string(a.name), "gpu_annotation", a.rank, lanes.tid(a.rank, Lanes::kAnnotations, a.stream),
+             a.start_ns, a.end_ns);
   });
   // Launch → kernel flows need the kernels by (rank, correlation): one API call may launch several
   // (a CUDA graph), so the map holds every kernel of a correlation id.
@@ -146,9 +166,23 @@ ChromeExportStats exportChrome(const std::string& path, const std::string& out_p
       ++st.flow_pairs;
     }
   });
-  for (const Collective& c : reader.collectives())
+  // Each copy's bus bandwidth over its transfer, the wait for the last member left out (report.h,
+  // linkCollectives: the report's and the viewer's rule); the wait and the call's skew beside it.
+  const std::vector<Collective> collectives = reader.collectives();
+  const CollectiveLinks links = linkCollectives(collectives, runLayout(reader.meta()));
+  for (size_t i = 0; i < collectives.size(); ++i) {
+    const Collective& c = collectives[i];
+    const LinkedCall* call = links.call_of[i] >= 0 ? &links.calls[size_t(links.call_of[i])] : nullptr;
+    const CallTiming t = callTiming(c, call);
+    nlohmann::json args = {{"bytes", c.bytes}, {"busbw_GBps", t.busbw * 1e-9}};
+    if (call) {
+      args["wait_us"] = double(t.wait_ns) * 1e-3;
+      args["transfer_us"] = double(t.transfer_ns) * 1e-3;
+      args["skew_us"] = double(call->skewNs()) * 1e-3;
+    }
     complete(c.op + " (" + c.group + ")", "collective", c.rank, lanes.tid(c.rank, Lanes::kCollectives, 0), c.start_ns,
-             c.end_ns, {{"bytes", c.bytes}, {"busbw_GBps", c.busbw() * 1e-9}});
+             c.end_ns, std::move(args));
+  }
   reader.forEach<Counter>([&](const Counter& c) {
     emit({{"name", reader.string(c.name)}, {"ph", "C"}, {"pid", c.rank}, {"ts", us(c.ts_ns)},
           {"args", {{"value", c.value}}}});

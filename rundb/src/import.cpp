@@ -279,7 +279,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
                         "pass one trace per rank");
       ++st.files;
     }
-    if (st.host_ops + st.ranges + st.kernels + st.api_calls + st.memcpy + st.memset == 0)
+    if (st.host_ops + st.ranges + st.gpu_annotations + st.kernels + st.api_calls + st.memcpy + st.memset == 0)
       throw UserError("import", "nothing was recognised in " + std::to_string(inputs.size()) +
                                     " file(s): no CPU ops, annotations, kernels, API calls or copies",
                       "pass PyTorch profiler (Kineto) traces or Nsight Systems SQLite exports");

@@ -1,8 +1,10 @@
 // import_kineto.cpp — PyTorch profiler (Kineto) Chrome-trace JSON into the run database.
-//   cpu_op → host_ops, user_annotation/gpu_user_annotation → ranges, kernel → kernels,
-//   cuda_runtime/cuda_driver → api_calls, gpu_memcpy → memcpy, gpu_memset → memset (and the
-//   PyTorch 1.x names: Operator, Runtime, Kernel, Memcpy, Memset); "ProfilerStep#N" steps;
-//   communication records (NCCL kernels' or record_param_comms' args) → collectives.
+//   cpu_op → host_ops, user_annotation → ranges, gpu_user_annotation → gpu_annotations (on the
+//   device stream it was recorded on), kernel → kernels, cuda_runtime/cuda_driver → api_calls,
+//   gpu_memcpy → memcpy, gpu_memset → memset (and the PyTorch 1.x names: Operator, Runtime, Kernel,
+//   Memcpy, Memset); "ProfilerStep#N" steps; communication records (NCCL kernels' or
+//   record_param_comms' args) → collectives; the metadata events (ph "M") thread_name,
+//   thread_sort_index, process_name and process_sort_index → threads.
 //
 // The file is read as a stream (nlohmann's SAX interface) into compact event records — never as a
 // JSON tree — so memory follows the number of events, not the file's size or its nesting. Times
@@ -10,10 +12,14 @@
 // integer nanoseconds without passing through a double (which at epoch scale steps by 256 ns).
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <istream>
 #include <map>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -87,12 +93,24 @@ struct CommArgs {
 
 struct Event {
   int64_t ts = 0, dur = 0;  // ns on the file's clock (before baseTimeNanoseconds)
-  int64_t tid = 0, correlation = -1, device = 0, stream = -1, seq = -1, bytes = 0;
+  int64_t tid = 0, correlation = -1, device = -1, stream = -1, seq = -1, bytes = 0;  // device -1: none given
   uint32_t name = kNone, shapes = kNone;
   int32_t comm = -1;        // into Parsed::comms
   int32_t dims = -1;        // into Parsed::dims
   Cat cat = Cat::Other;
   bool complete = false, has_ts = false, has_dur = false, bad_time = false;
+  int64_t deviceId() const { return device >= 0 ? device : 0; }
+};
+
+bool onDevice(Cat c) { return c == Cat::Kernel || c == Cat::Memcpy || c == Cat::Memset || c == Cat::GpuAnnotation; }
+
+// A metadata event (ph "M") that names or orders a thread (a stream on a GPU pid) or a process.
+enum class MetaKind : uint8_t { ThreadName, ThreadSort, ProcessName, ProcessSort };
+struct Meta {
+  MetaKind kind;
+  int64_t pid, tid;
+  std::string text;                // args.name
+  std::optional<int64_t> sort;     // args.sort_index
 };
 
 struct Dims {
@@ -106,6 +124,11 @@ struct Parsed {
   std::vector<Dims> dims;
   std::vector<std::string> names;
   std::unordered_map<std::string, uint32_t> ids;
+  std::vector<Meta> meta;
+  // Which pids hold GPU rows and which CPU events (the pid is not kept per event): a GPU event's
+  // (pid, tid) → the (device, stream) it is stored under.
+  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> stream_of;
+  std::set<int64_t> gpu_pids, cpu_pids;
   bool has_trace_events = false;
   bool trainscope_export = false;  // otherData.exporter "trainscope", or events of our "step" category
   std::optional<int64_t> rank, base;
@@ -144,7 +167,7 @@ class Reader : public nlohmann::json::json_sax_t {
     Ctx next = Ctx::Skip;
     const Ctx at = top();
     if (stack_.empty()) next = Ctx::Root;
-    else if (at == Ctx::Events) next = Ctx::Event, p_.events.emplace_back();
+    else if (at == Ctx::Events) next = Ctx::Event, p_.events.emplace_back(), meta_ = MetaCapture{};
     else if (at == Ctx::Root && key_ == "distributedInfo") next = Ctx::Dist;
     else if (at == Ctx::Root && key_ == "otherData") next = Ctx::OtherData;
     else if (at == Ctx::Event && key_ == "args") next = Ctx::Args;
@@ -243,18 +266,44 @@ class Reader : public nlohmann::json::json_sax_t {
     const bool text_field = key_ == "ph" || key_ == "cat" || key_ == "name";
     if (text_field && !str) wrongType("a string", num, str);
     if ((key_ == "ts" || key_ == "dur") && !num_text) wrongType("a number", num, str);
-    if (key_ == "ph") e.complete = *str == "X";
+    if (key_ == "ph") e.complete = *str == "X", meta_.is_meta = *str == "M";
     else if (key_ == "cat") {
       e.cat = category(*str);
       if (*str == "step") p_.trainscope_export = true;  // our Chrome export's step rows (older exports)
     } else if (key_ == "name") e.name = p_.intern(*str);
-    else if (key_ == "tid" && num) e.tid = *num;
-    else if (key_ == "ts" || key_ == "dur") {
+    else if (key_ == "tid" || key_ == "pid") {
+      const std::optional<int64_t> v = processOrThreadId(num, num_text, str);
+      if (key_ == "pid" && v) meta_.pid = *v, meta_.has_pid = true;
+      if (key_ == "tid") e.tid = v.value_or(0), meta_.has_tid = v.has_value();
+    } else if (key_ == "ts" || key_ == "dur") {
       int64_t ns = 0;
       if (!microsToNs(*num_text, ns)) e.bad_time = true;
       (key_ == "ts" ? e.ts : e.dur) = ns;
       (key_ == "ts" ? e.has_ts : e.has_dur) = true;
     }
+  }
+
+  // A pid or a tid as the profiler meant it. Kineto writes them as int32: one written unsigned
+  // (4294967291 for -5; no Linux id reaches 2^31) reads as the negative number, and so does one past
+  // int64. Older traces name GPU rows "stream 7": the stream number. Other text ("Spans") is none.
+  static std::optional<int64_t> processOrThreadId(const int64_t* num, const std::string* num_text,
+                                                  const std::string* str) {
+    if (str) {
+      static const std::string prefix = "stream ";
+      if (str->size() > prefix.size() && str->size() <= prefix.size() + 9 && str->compare(0, prefix.size(), prefix) == 0 &&
+          str->find_first_not_of("0123456789", prefix.size()) == std::string::npos)
+        return std::stoll(str->substr(prefix.size()));
+      return std::nullopt;
+    }
+    if (!num || !num_text) return std::nullopt;
+    const bool integer = !num_text->empty() && num_text->find_first_not_of("0123456789-") == std::string::npos;
+    if (integer && num_text->front() != '-' && *num == INT64_MAX) {  // past int64: its two's complement
+      errno = 0;
+      const unsigned long long u = std::strtoull(num_text->c_str(), nullptr, 10);
+      if (errno == 0) return int64_t(u);
+    }
+    if (*num >= (int64_t(1) << 31) && *num < (int64_t(1) << 32)) return *num - (int64_t(1) << 32);
+    return *num;
   }
 
   Dims& dimsOf(Event& e) {
@@ -279,7 +328,9 @@ class Reader : public nlohmann::json::json_sax_t {
       else if (k == "In msg nelems") commOf(e).in = *num;
       else if (k == "Out msg nelems") commOf(e).out = *num;
       else if (k == "Group size") commOf(e).group_size = *num;
+      else if (k == "sort_index") meta_.sort = *num;  // metadata events
     } else if (str) {
+      if (k == "name") meta_.text = *str;  // metadata events: the thread's or the process's name
       if (k == "Collective name") commOf(e).op = p_.intern(*str);
       else if (k == "dtype") commOf(e).dtype = p_.intern(*str);
       else if (k == "Process Group Description" || (k == "Process Group Name" && commOf(e).group == kNone))
@@ -287,14 +338,39 @@ class Reader : public nlohmann::json::json_sax_t {
     }
   }
 
-  // Only complete events with a time are kept; the rest give their slot back.
+  // Only complete events with a time are kept; the rest give their slot back. Metadata events that
+  // name or order a thread or a process are kept apart (the fields may come in any order).
   void finishEvent() {
-    const Event& e = p_.events.back();
+    Event& e = p_.events.back();
+    if (meta_.has_pid && onDevice(e.cat)) {  // Kineto's pid of a GPU event is its device
+      if (e.device < 0) e.device = meta_.pid;
+      p_.gpu_pids.insert(meta_.pid);
+      p_.stream_of.try_emplace({meta_.pid, e.tid}, e.deviceId(), e.stream >= 0 ? e.stream : e.tid);
+    } else if (meta_.has_pid && e.cat != Cat::Other) {
+      p_.cpu_pids.insert(meta_.pid);
+    }
+    if (meta_.is_meta && meta_.has_pid && meta_.has_tid && e.name != kNone) {
+      static const std::unordered_map<std::string, MetaKind> kinds = {
+          {"thread_name", MetaKind::ThreadName}, {"thread_sort_index", MetaKind::ThreadSort},
+          {"process_name", MetaKind::ProcessName}, {"process_sort_index", MetaKind::ProcessSort}};
+      if (auto it = kinds.find(p_.names[e.name]); it != kinds.end())
+        p_.meta.push_back(Meta{it->second, meta_.pid, e.tid, std::move(meta_.text), meta_.sort});
+    }
     if (!e.complete || !e.has_ts || !e.has_dur || (e.cat == Cat::Other && e.comm < 0)) p_.events.pop_back();
   }
 
+  // The event's pid (numeric: Kineto also writes "Spans", "Traces", ""), and what a metadata event
+  // carries, gathered while its object is read.
+  struct MetaCapture {
+    int64_t pid = 0;
+    bool has_pid = false, is_meta = false, has_tid = false;
+    std::string text;
+    std::optional<int64_t> sort;
+  };
+
   Parsed& p_;
   const std::string& path_;
+  MetaCapture meta_;
   std::vector<Ctx> stack_;
   std::string key_, dim_key_, shapes_;
   size_t capture_depth_ = 0;
@@ -334,6 +410,46 @@ std::string collectiveOp(std::string n) {
   if (has("recv")) return "recv";
   if (has("reduce")) return "reduce";
   return n;
+}
+
+// The threads table from the metadata events. A (pid, tid) that GPU events use is a stream — named
+// for the (device, stream) its kernels are stored under; any other tid of a pid that has no GPU
+// events is a CPU thread. A process is named when CPU events of this file ran in it (the GPU's
+// "process" is its device, and pid -1 holds Kineto's overhead). Names are trimmed (Kineto writes
+// "stream 7 "); an empty one is no name.
+template <class Intern>
+std::vector<ThreadName> threadNames(const Parsed& p, int64_t rank, Intern intern) {
+  if (p.meta.empty()) return {};
+  const auto& stream_of = p.stream_of;
+  const auto& gpu_pids = p.gpu_pids;
+  const auto& cpu_pids = p.cpu_pids;
+  std::map<std::tuple<int32_t, int64_t, int64_t>, ThreadName> rows;  // (kind, device, tid)
+  for (const Meta& m : p.meta) {
+    ThreadName t;
+    t.rank = rank;
+    if (m.kind == MetaKind::ThreadName || m.kind == MetaKind::ThreadSort) {
+      if (auto it = stream_of.find({m.pid, m.tid}); it != stream_of.end())
+        t.kind = int32_t(ThreadKind::Stream), t.device = it->second.first, t.tid = it->second.second;
+      else if (!gpu_pids.count(m.pid))
+        t.kind = int32_t(ThreadKind::Thread), t.tid = m.tid;
+      else
+        continue;  // a GPU row that holds no event of this file: nothing to name
+    } else {
+      if (!cpu_pids.count(m.pid) || gpu_pids.count(m.pid)) continue;
+      t.kind = int32_t(ThreadKind::Process), t.tid = m.pid;
+    }
+    ThreadName& row = rows.try_emplace({t.kind, t.device, t.tid}, t).first->second;
+    if (m.kind == MetaKind::ThreadSort || m.kind == MetaKind::ProcessSort) {
+      if (m.sort) row.sort_index = m.sort;
+      continue;
+    }
+    const size_t b = m.text.find_first_not_of(" \t"), e = m.text.find_last_not_of(" \t");
+    if (b != std::string::npos) row.name = intern(m.text.substr(b, e - b + 1));
+  }
+  std::vector<ThreadName> out;
+  for (auto& [key, row] : rows)
+    if (row.name != kNoString || row.sort_index) out.push_back(row);
+  return out;
 }
 
 }  // namespace
@@ -399,10 +515,9 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
         ++st.host_ops;
         break;
       }
-      case Cat::Annotation:
-      case Cat::GpuAnnotation: {
+      case Cat::Annotation: {
         const int64_t k = stepNumber(name, path);
-        if (k >= 0 && e.cat == Cat::Annotation) {
+        if (k >= 0) {
           if (!step_rows.add(rank, k, b, en)) break;  // the same step as an op: kept once
           ++steps_seen;
         }
@@ -410,8 +525,12 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
         ++st.ranges;
         break;
       }
+      case Cat::GpuAnnotation:  // on the GPU's pid and the stream's tid: the GPU part of the rank
+        store.put(GpuAnnotation{b, en, e.deviceId(), stream, name_id, domain, rank});
+        ++st.gpu_annotations;
+        break;
       case Cat::Kernel: {
-        Kernel k{b, en, e.device, stream, name_id, e.correlation};
+        Kernel k{b, en, e.deviceId(), stream, name_id, e.correlation};
         if (e.dims >= 0) {
           const Dims& d = p.dims[size_t(e.dims)];
           for (int i = 0; i < 3; ++i) k.grid[size_t(i)] = d.grid[i], k.block[size_t(i)] = d.block[i];
@@ -430,11 +549,11 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
         ++st.api_calls;
         break;
       case Cat::Memcpy:
-        store.put(Memcpy{b, en, e.device, stream, e.correlation, memcpyKind(name), e.bytes, rank});
+        store.put(Memcpy{b, en, e.deviceId(), stream, e.correlation, memcpyKind(name), e.bytes, rank});
         ++st.memcpy;
         break;
       case Cat::Memset:
-        store.put(Memset{b, en, e.device, stream, e.correlation, e.bytes, 0, rank});
+        store.put(Memset{b, en, e.deviceId(), stream, e.correlation, e.bytes, 0, rank});
         ++st.memset;
         break;
       case Cat::Other: break;
@@ -476,6 +595,9 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
     steps_seen = 1;
   }
   st.steps += steps_seen;
+  const std::vector<ThreadName> names = threadNames(p, rank, [&](const std::string& s) { return store.intern(s); });
+  if (!names.empty()) store.put(names);
+  st.threads += int64_t(names.size());
   store.putRank(RankInfo{rank, "", "kineto", 0, 0, std::nullopt, std::nullopt});
   return rank;
 }

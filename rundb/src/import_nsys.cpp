@@ -1,10 +1,12 @@
 // import_nsys.cpp — Nsight Systems SQLite exports (`nsys export --type sqlite`) into the run database:
 // CUPTI_ACTIVITY_KIND_KERNEL/RUNTIME/MEMCPY/MEMSET, NVTX_EVENTS (push/pop and start/end ranges),
-// StringIds; NVTX ranges named "step" or "ProfilerStep#N" become steps. The SQL here reads Nsight's
+// StringIds; NVTX ranges named "step" or "ProfilerStep#N" become steps; ThreadNames and PROCESSES
+// (the processes whose threads recorded events) → threads. The SQL here reads Nsight's
 // tables, not ours: the run database is written through RunStore only.
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <set>
 
 #include "import_impl.h"
 #include "trainscope/common/error.h"
@@ -26,6 +28,8 @@ void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64
   auto name = [&](int64_t id) { return store.intern(strings.count(id) ? strings[id] : "<unknown>"); };
   const StringId domain = store.intern("nsys");
   int64_t steps_seen = 0, t_min = INT64_MAX, t_max = INT64_MIN;
+  std::set<int64_t> pids;  // of the threads whose events were imported (globalTid = pid << 24 | tid)
+  auto pidOf = [](int64_t global_tid) { return (global_tid >> 24) & 0xFFFFFF; };
   if (in.tableExists("CUPTI_ACTIVITY_KIND_KERNEL")) {
     Statement q(in, "SELECT start, end, deviceId, streamId, correlationId, COALESCE(demangledName, shortName), gridX, "
                     "gridY, gridZ, blockX, blockY, blockZ, registersPerThread, "
@@ -47,6 +51,7 @@ void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64
     while (q.step()) {
       store.put(ApiCall{q.columnInt(0), q.columnInt(1), q.columnInt(2) & 0xFFFFFF, name(q.columnInt(4)),
                         q.columnInt(3), int32_t(ApiKind::Runtime), rank});
+      pids.insert(pidOf(q.columnInt(2)));
       ++st.api_calls;
     }
   }
@@ -79,6 +84,7 @@ void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64
       if (n >= 0 && step_rows.add(rank, n, q.columnInt(0), q.columnInt(1))) ++steps_seen;
       store.put(Range{q.columnInt(0), q.columnInt(1), store.intern(label), domain, q.columnInt(2) & 0xFFFFFF, 0,
                       int32_t(q.columnInt(4) == 59 ? RangeKind::PushPop : RangeKind::StartEnd), rank});
+      pids.insert(pidOf(q.columnInt(2)));
       ++st.ranges;
     }
   }
@@ -87,6 +93,37 @@ void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64
     steps_seen = 1;
   }
   st.steps += steps_seen;
+  // Thread names (the tid as the events above take it), and the names of the processes they ran in.
+  std::map<std::pair<int32_t, int64_t>, ThreadName> named;  // (kind, tid)
+  if (in.tableExists("ThreadNames")) {
+    Statement q(in, "SELECT globalTid, nameId FROM ThreadNames ORDER BY rowid");
+    while (q.step()) {
+      const auto it = strings.find(q.columnInt(1));
+      if (it == strings.end() || it->second.empty()) continue;
+      ThreadName t;
+      t.kind = int32_t(ThreadKind::Thread);
+      t.tid = q.columnInt(0) & 0xFFFFFF;
+      t.name = store.intern(it->second);
+      t.rank = rank;
+      named[{t.kind, t.tid}] = t;  // renamed: the last name
+    }
+  }
+  if (in.tableExists("PROCESSES")) {
+    Statement q(in, "SELECT pid, name FROM PROCESSES ORDER BY rowid");
+    while (q.step()) {
+      if (!pids.count(q.columnInt(0)) || q.columnIsNull(1) || q.columnText(1).empty()) continue;
+      ThreadName t;
+      t.kind = int32_t(ThreadKind::Process);
+      t.tid = q.columnInt(0);
+      t.name = store.intern(q.columnText(1));
+      t.rank = rank;
+      named[{t.kind, t.tid}] = t;
+    }
+  }
+  std::vector<ThreadName> rows;
+  for (auto& [key, t] : named) rows.push_back(t);
+  if (!rows.empty()) store.put(rows);
+  st.threads += int64_t(rows.size());
   store.putRank(RankInfo{rank, "", "nsys", 0, 0, std::nullopt, std::nullopt});
 }
 

@@ -44,6 +44,8 @@ RunReader::RunReader(const std::string& path) : path_(path) {
   try {
     db_ = std::make_unique<Database>(path, Database::Mode::ReadOnly);
     version_ = checkRunDatabase(*db_);
+    Statement tables(*db_, "SELECT name FROM sqlite_master WHERE type = 'table'");
+    while (tables.step()) tables_.insert(tables.columnText(0));
     Statement m(*db_, "SELECT key, value FROM meta");
     while (m.step()) meta_[m.columnText(0)] = m.columnText(1);
     for (auto& [id, text] : io::loadStrings(*db_)) {
@@ -125,6 +127,7 @@ std::vector<Step> RunReader::steps() {
 
 template <class Row>
 std::vector<Row> RunReader::events(int64_t rank, int64_t begin, int64_t end) {
+  if (!hasTable(io::RowIo<Row>::kTable)) return {};  // a file older than the table: none
   const std::string t = timeColumn<Row>();
   const std::string last = std::is_same_v<Row, Counter> ? t : std::string("end_ns");
   std::string sql = io::selectAll<Row>() + " WHERE rank = ?1";
@@ -142,12 +145,14 @@ std::vector<Row> RunReader::events(int64_t rank, int64_t begin, int64_t end) {
 
 template <class Row>
 void RunReader::forEach(const std::function<void(const Row&)>& f) {
+  if (!hasTable(io::RowIo<Row>::kTable)) return;
   Statement s(*db_, io::selectAll<Row>());
   while (s.step()) f(io::RowIo<Row>::read(s));
 }
 
 template <class Row>
 std::vector<Row> RunReader::startingAt(int64_t rank, int64_t start_ns) {
+  if (!hasTable(io::RowIo<Row>::kTable)) return {};
   Statement s(*db_, io::selectAll<Row>() + " WHERE rank = ? AND " + timeColumn<Row>() + " = ?");
   s.bindFrom(1, rank, start_ns);
   std::vector<Row> out;
@@ -157,6 +162,7 @@ std::vector<Row> RunReader::startingAt(int64_t rank, int64_t start_ns) {
 
 template <class Row>
 void RunReader::forEachOf(int64_t rank, const std::function<void(const Row&)>& f) {
+  if (!hasTable(io::RowIo<Row>::kTable)) return;
   Statement s(*db_, io::selectAll<Row>() + " WHERE rank = ? ORDER BY " + timeColumn<Row>());
   s.bind(1, rank);
   while (s.step()) f(io::RowIo<Row>::read(s));
@@ -164,9 +170,11 @@ void RunReader::forEachOf(int64_t rank, const std::function<void(const Row&)>& f
 
 void RunReader::spans(const char* t, int64_t rowid_begin, int64_t rowid_end, std::vector<SpanRow>& out) {
   const std::string name = table(t).name;
+  if (!hasTable(name)) return;
   // Missing columns read as constants, so that one loop serves every table.
   std::string cols;
   if (name == "ranges" || name == "host_ops") cols = "name_id, tid, 0, -1, 0";
+  else if (name == "gpu_annotations") cols = "name_id, device, stream, -1, 0";
   else if (name == "api_calls") cols = "name_id, tid, 0, COALESCE(correlation, -1), kind";
   else if (name == "kernels") cols = "name_id, device, stream, COALESCE(correlation, -1), 0";
   else if (name == "memcpy") cols = "NULL, device, stream, COALESCE(correlation, -1), kind";
@@ -195,6 +203,7 @@ void RunReader::spans(const char* t, int64_t rowid_begin, int64_t rowid_end, std
 }
 
 int64_t RunReader::rowBound(const char* t) {
+  if (!hasTable(table(t).name)) return 0;
   Statement s(*db_, std::string("SELECT MAX(rowid) FROM ") + table(t).name);
   return s.step() && !s.columnIsNull(0) ? s.columnInt(0) : 0;
 }
@@ -205,6 +214,7 @@ int64_t RunReader::rowBound(const char* t) {
   template std::vector<Row> RunReader::startingAt<Row>(int64_t, int64_t);                   \
   template void RunReader::forEach<Row>(const std::function<void(const Row&)>&);
 TRAINSCOPE_READER_ROW(Range)
+TRAINSCOPE_READER_ROW(GpuAnnotation)
 TRAINSCOPE_READER_ROW(HostOp)
 TRAINSCOPE_READER_ROW(Kernel)
 TRAINSCOPE_READER_ROW(Memcpy)
@@ -219,6 +229,14 @@ std::vector<Collective> RunReader::collectives(std::optional<int64_t> rank) {
   Statement s(*db_, io::selectAll<Collective>() + (rank ? " WHERE rank = ?" : "") + " ORDER BY rank, start_ns");
   if (rank) s.bind(1, *rank);
   while (s.step()) out.push_back(io::RowIo<Collective>::read(s));
+  return out;
+}
+
+std::vector<ThreadName> RunReader::threads() {
+  std::vector<ThreadName> out;
+  if (!hasTable("threads")) return out;
+  Statement s(*db_, io::selectAll<ThreadName>() + " ORDER BY rank, kind, device, tid");
+  while (s.step()) out.push_back(io::RowIo<ThreadName>::read(s));
   return out;
 }
 
@@ -237,6 +255,7 @@ std::vector<WeightDigest> RunReader::weightDigest() {
 }
 
 bool RunReader::hasEvents(const char* t) {
+  if (!hasTable(table(t).name)) return false;
   Statement s(*db_, std::string("SELECT 1 FROM ") + table(t).name + " LIMIT 1");
   return s.step();
 }
@@ -244,7 +263,7 @@ bool RunReader::hasEvents(const char* t) {
 std::optional<int64_t> RunReader::firstTime() {
   std::optional<int64_t> first;
   for (const Table& t : tables()) {
-    if (!t.events && std::string(t.name) != "steps") continue;
+    if ((!t.events && std::string(t.name) != "steps") || !hasTable(t.name)) continue;
     for (const Column& c : t.columns) {
       if (c.role != ColumnRole::Time) continue;
       Statement s(*db_, "SELECT MIN(" + std::string(c.name) + ") FROM " + t.name);

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -81,7 +83,197 @@ std::vector<OpStat> kernelsByTotalTime(RunReader& reader) {
   return out;
 }
 
+bool isP2p(const std::string& op) { return op == "send" || op == "recv"; }
+
+// The instance of `group` that `rank` is in, as a number its members share; nullopt for a group the
+// layout does not define. parallel.h: tp (same dp, pp), dp (same tp, pp), pp and embedding (same tp, dp).
+std::optional<int64_t> instanceOf(const RunLayout& l, const std::string& group, int64_t rank) {
+  if (rank < 0 || rank >= l.world) return std::nullopt;  // not a rank of this layout (a damaged row)
+  const RunLayout::Coords c = l.coords(rank);
+  if (group == "tp") return c.dp + l.dp * c.pp;
+  if (group == "dp") return c.tp + l.tp * c.pp;
+  if (group == "pp" || group == "embedding") return c.tp + l.tp * c.dp;
+  if (group == "world") return 0;
+  return std::nullopt;
+}
+
+// One stage's sends and receives in a step, in the order runPipeline (pipeline.cpp) issues them:
+// forward m receives from the previous stage and sends to the next; backward m the reverse.
+struct P2pOp {
+  bool send;
+  int64_t peer;  // +1: the next stage, -1: the previous one
+  int64_t m;     // micro-batch
+};
+std::vector<P2pOp> stageSchedule(int64_t stage, int64_t stages, int64_t M, bool gpipe) {
+  std::vector<P2pOp> ops;
+  const bool first = stage == 0, last = stage == stages - 1;
+  auto fwd = [&](int64_t m) {
+    if (!first) ops.push_back({false, -1, m});
+    if (!last) ops.push_back({true, +1, m});
+  };
+  auto bwd = [&](int64_t m) {
+    if (!last) ops.push_back({false, +1, m});
+    if (!first) ops.push_back({true, -1, m});
+  };
+  if (gpipe) {
+    for (int64_t m = 0; m < M; ++m) fwd(m);
+    for (int64_t m = 0; m < M; ++m) bwd(m);
+  } else {  // 1F1B: warm-up forwards, then one forward and one backward, then the remaining backwards
+    const int64_t warmup = std::min(stages - stage - 1, M);
+    int64_t f = 0, b = 0;
+    for (; f < warmup; ++f) fwd(f);
+    while (f < M) fwd(f++), bwd(b++);
+    while (b < M) bwd(b++);
+  }
+  return ops;
+}
+
+LinkedCall makeCall(const std::vector<Collective>& rows, std::vector<size_t> members, bool p2p) {
+  LinkedCall c;
+  c.p2p = p2p;
+  if (!p2p)
+    std::sort(members.begin(), members.end(), [&](size_t a, size_t b) { return rows[a].rank < rows[b].rank; });
+  c.first_start_ns = c.last_start_ns = rows[members[0]].start_ns;
+  c.end_ns = rows[members[0]].end_ns;
+  for (size_t i : members) {
+    c.first_start_ns = std::min(c.first_start_ns, rows[i].start_ns);
+    c.last_start_ns = std::max(c.last_start_ns, rows[i].start_ns);
+    c.end_ns = std::max(c.end_ns, rows[i].end_ns);
+  }
+  if (p2p) c.end_ns = rows[members[1]].end_ns;  // the receive's
+  c.rows = std::move(members);
+  return c;
+}
+
+// Pipeline sends paired with their receives (see linkCollectives). Each rank's k-th send or receive
+// on `pp` is operation k mod L of its stage's schedule (L a step's operations) in step k / L.
+void linkP2p(const std::vector<Collective>& rows, const RunLayout& l,
+             const std::map<std::pair<int64_t, std::string>, std::vector<size_t>>& by_rank_group, CollectiveLinks& out) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // sender, receiver, step, micro-batch
+  std::map<Key, size_t> sends, recvs;
+  for (const auto& [rank_group, list] : by_rank_group) {
+    if (rank_group.second != "pp") continue;
+    const int64_t rank = rank_group.first;
+    if (rank < 0 || rank >= l.world) continue;
+    const RunLayout::Coords c = l.coords(rank);
+    if (l.micro_batches > (int64_t(1) << 16)) continue;  // a damaged config: no schedule this long ran
+    const std::vector<P2pOp> schedule = stageSchedule(c.pp, l.pp, l.micro_batches, l.gpipe);
+    if (schedule.empty()) continue;
+    std::map<Key, size_t> mine_sends, mine_recvs;
+    bool agrees = true;
+    size_t k = 0;
+    for (size_t i : list) {
+      if (!isP2p(rows[i].op)) continue;
+      const P2pOp& op = schedule[k % schedule.size()];
+      const int64_t step = int64_t(k / schedule.size());
+      ++k;
+      if (op.send != (rows[i].op == "send") || rows[i].group_size != l.pp) {
+        agrees = false;  // not the schedule this layout runs (dropped rows, another runtime): no guesses
+        break;
+      }
+      const int64_t peer = l.rankOf({c.dp, c.tp, c.pp + op.peer});
+      if (op.send) mine_sends[{rank, peer, step, op.m}] = i;
+      else mine_recvs[{peer, rank, step, op.m}] = i;
+    }
+    if (!agrees) continue;
+    sends.insert(mine_sends.begin(), mine_sends.end());
+    recvs.insert(mine_recvs.begin(), mine_recvs.end());
+  }
+  for (const auto& [key, s] : sends) {
+    auto r = recvs.find(key);
+    if (r == recvs.end() || rows[s].bytes != rows[r->second].bytes) continue;
+    out.call_of[s] = out.call_of[r->second] = int64_t(out.calls.size());
+    out.calls.push_back(makeCall(rows, {s, r->second}, true));
+  }
+}
+
 }  // namespace
+
+std::optional<RunLayout> runLayout(const std::map<std::string, std::string>& meta) {
+  auto it = meta.find("config");
+  if (it == meta.end()) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  auto count = [&](const char* key, int64_t fallback) {
+    auto v = j.find(key);
+    return v != j.end() && v->is_number_integer() ? v->get<int64_t>() : fallback;
+  };
+  RunLayout l;
+  l.world = count("world", count("nproc", 1));
+  l.tp = count("tp", 1);
+  l.pp = count("pp", 1);
+  l.micro_batches = count("ga", 1);
+  const auto schedule = j.find("pp_schedule");
+  l.gpipe = schedule != j.end() && schedule->is_string() && schedule->get<std::string>() == "gpipe";
+  constexpr int64_t kMost = int64_t(1) << 20;  // keeps dp·tp·pp within int64 (a damaged config)
+  for (int64_t v : {l.world, l.tp, l.pp, l.micro_batches})
+    if (v < 1 || v > kMost) return std::nullopt;
+  l.dp = count("dp", l.world / (l.tp * l.pp));
+  if (l.dp < 1 || l.dp > kMost) return std::nullopt;
+  if (l.dp * l.tp * l.pp != l.world) return std::nullopt;
+  return l;
+}
+
+CollectiveLinks linkCollectives(const std::vector<Collective>& rows, const std::optional<RunLayout>& layout) {
+  CollectiveLinks out;
+  out.call_of.assign(rows.size(), -1);
+  // Each rank's calls on each group, in call order.
+  std::map<std::pair<int64_t, std::string>, std::vector<size_t>> by_rank_group;
+  for (size_t i = 0; i < rows.size(); ++i) by_rank_group[{rows[i].rank, rows[i].group}].push_back(i);
+  for (auto& [k, list] : by_rank_group)
+    std::stable_sort(list.begin(), list.end(), [&](size_t a, size_t b) { return rows[a].seq < rows[b].seq; });
+
+  // Collectives: (group, instance, call number[, op, bytes]) → the copies.
+  using Key = std::tuple<std::string, int64_t, int64_t, std::string, int64_t>;
+  std::map<Key, std::vector<size_t>> copies;
+  for (const auto& [rank_group, list] : by_rank_group) {
+    const std::optional<int64_t> instance = layout ? instanceOf(*layout, rank_group.second, rank_group.first) : std::nullopt;
+    int64_t number = 0;
+    for (size_t i : list) {
+      const Collective& c = rows[i];
+      if (isP2p(c.op)) continue;
+      if (instance) copies[{c.group, *instance, number++, "", -1}].push_back(i);
+      else copies[{c.group, -1, number++, c.op, c.bytes}].push_back(i);
+    }
+  }
+  for (auto& [key, members] : copies) {
+    const bool by_layout = std::get<1>(key) >= 0;
+    const int64_t size = rows[members[0]].group_size;
+    std::set<int64_t> ranks;
+    bool same = true;
+    for (size_t i : members) {
+      ranks.insert(rows[i].rank);
+      same &= rows[i].op == rows[members[0]].op && rows[i].group_size == size;
+    }
+    // Distinct ranks of one op; all of the group unless the layout says which ranks they are (a copy
+    // can be missing: a dropped row).
+    if (members.size() < 2 || !same || ranks.size() != members.size() || int64_t(members.size()) > size ||
+        (!by_layout && int64_t(members.size()) != size))
+      continue;
+    for (size_t i : members) out.call_of[i] = int64_t(out.calls.size());
+    out.calls.push_back(makeCall(rows, std::move(members), false));
+  }
+  if (layout && layout->pp > 1) linkP2p(rows, *layout, by_rank_group, out);
+  return out;
+}
+
+CallTiming callTiming(const Collective& c, const LinkedCall* call) {
+  CallTiming t;
+  if (!call) {
+    t.transfer_ns = std::max<int64_t>(0, spanNs(c.start_ns, c.end_ns));
+    t.busbw = c.busbw();
+    return t;
+  }
+  const LinkedCall& l = *call;
+  t.wait_ns = spanNs(c.start_ns, l.last_start_ns);
+  // nccl-tests' rule (Collective::busbw) over the transfer alone: the row as if it began at the last arrival.
+  Collective transfer = c;
+  transfer.start_ns = l.last_start_ns;
+  transfer.end_ns = l.p2p ? l.end_ns : c.end_ns;
+  t.transfer_ns = std::max<int64_t>(0, spanNs(transfer.start_ns, transfer.end_ns));
+  t.busbw = t.transfer_ns > 0 ? transfer.busbw() : 0;
+  return t;
+}
 
 Report computeReport(const std::string& path, int top, int skip_steps) {
   RunReader reader(path);
@@ -98,20 +290,38 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
   }
   if (rep.top_ops.size() > size_t(std::max(top, 0))) rep.top_ops.resize(size_t(std::max(top, 0)));
 
+  // Collectives by (op, group): bandwidth over each row's transfer, skew over the linked calls.
+  const std::vector<Collective> rows = reader.collectives();
+  const CollectiveLinks links = linkCollectives(rows, runLayout(reader.meta()));
   std::map<std::pair<std::string, std::string>, CollectiveStat> coll;
-  std::map<std::pair<std::string, std::string>, double> busbw_sum;
-  for (const Collective& c : reader.collectives()) {
+  std::map<std::pair<std::string, std::string>, std::pair<double, double>> busbw_sum;  // transfer, whole
+  std::map<std::pair<std::string, std::string>, std::set<int64_t>> calls;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Collective& c = rows[i];
+    const CallTiming t = callTiming(c, links.call_of[i] >= 0 ? &links.calls[size_t(links.call_of[i])] : nullptr);
     CollectiveStat& s = coll[{c.op, c.group}];
     s.op = c.op;
     s.group = c.group;
     ++s.count;
     s.bytes += c.bytes;
     s.total_s += c.seconds();
-    busbw_sum[{c.op, c.group}] += c.busbw();
-    s.busbw_max = std::max(s.busbw_max, c.busbw());
+    s.wait_s += double(t.wait_ns) * 1e-9;
+    s.transfer_s += double(t.transfer_ns) * 1e-9;
+    busbw_sum[{c.op, c.group}].first += t.busbw;
+    busbw_sum[{c.op, c.group}].second += c.busbw();
+    s.busbw_max = std::max(s.busbw_max, t.busbw);
+    if (links.call_of[i] >= 0) calls[{c.op, c.group}].insert(links.call_of[i]);
   }
   for (auto& [key, s] : coll) {
-    s.busbw_mean = busbw_sum[key] / double(s.count);
+    s.busbw_mean = busbw_sum[key].first / double(s.count);
+    s.busbw_with_wait_mean = busbw_sum[key].second / double(s.count);
+    const std::set<int64_t>& linked = calls[key];
+    s.linked = int64_t(linked.size());
+    for (int64_t call : linked) {
+      const double skew = double(links.calls[size_t(call)].skewNs()) * 1e-9;
+      s.skew_mean_s += skew / double(linked.size());
+      s.skew_max_s = std::max(s.skew_max_s, skew);
+    }
     rep.collectives.push_back(s);
   }
   std::sort(rep.collectives.begin(), rep.collectives.end(),
@@ -188,11 +398,15 @@ std::string formatReport(const Report& r) {
     }
   }
   if (!r.collectives.empty()) {
-    o << "\ncollectives (nccl-tests busbw)\n";
+    o << "\ncollectives (busbw: nccl-tests' rule over the transfer, from the last rank's arrival to the end, the "
+         "wait for it left out; skew: last arrival - first, over the calls linked across ranks)\n";
     for (const auto& c : r.collectives) {
-      std::snprintf(line, sizeof(line), "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw mean %.3f max %.3f GB/s\n",
+      std::snprintf(line, sizeof(line),
+                    "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw mean %.3f max %.3f GB/s (whole call %.3f)"
+                    "  skew mean %.3f max %.3f ms  wait %.2f ms\n",
                     c.op.c_str(), c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
-                    c.total_s * 1e3, c.busbw_mean * 1e-9, c.busbw_max * 1e-9);
+                    c.total_s * 1e3, c.busbw_mean * 1e-9, c.busbw_max * 1e-9, c.busbw_with_wait_mean * 1e-9,
+                    c.skew_mean_s * 1e3, c.skew_max_s * 1e3, c.wait_s * 1e3);
       o << line;
     }
   }
@@ -215,7 +429,10 @@ std::string reportJson(const Report& r) {
   j["collectives"] = nlohmann::json::array();
   for (const auto& c : r.collectives)
     j["collectives"].push_back({{"op", c.op}, {"group", c.group}, {"count", c.count}, {"bytes", c.bytes},
-                                {"total_s", c.total_s}, {"busbw_mean", c.busbw_mean}, {"busbw_max", c.busbw_max}});
+                                {"total_s", c.total_s}, {"busbw_mean", c.busbw_mean}, {"busbw_max", c.busbw_max},
+                                {"busbw_with_wait_mean", c.busbw_with_wait_mean}, {"linked_calls", c.linked},
+                                {"skew_mean_s", c.skew_mean_s}, {"skew_max_s", c.skew_max_s}, {"wait_s", c.wait_s},
+                                {"transfer_s", c.transfer_s}});
   j["dropped"] = nlohmann::json::object();
   for (const auto& [src, n] : r.drops) j["dropped"][src] = n;
   j["warnings"] = r.warnings;

@@ -73,6 +73,18 @@ struct RowIo<Range> {
 };
 
 template <>
+struct RowIo<GpuAnnotation> {
+  static constexpr const char* kTable = "gpu_annotations";
+  static void bind(Statement& s, int b, const GpuAnnotation& r) {
+    s.bindFrom(b, r.rank, r.device, r.stream, r.start_ns, r.end_ns, r.name, r.domain);
+  }
+  static GpuAnnotation read(const Statement& s) {
+    return GpuAnnotation{s.columnInt(3), s.columnInt(4), s.columnInt(1), s.columnInt(2), nameAt(s, 5), nameAt(s, 6),
+                         s.columnInt(0)};
+  }
+};
+
+template <>
 struct RowIo<HostOp> {
   static constexpr const char* kTable = "host_ops";
   static void bind(Statement& s, int b, const HostOp& r) {
@@ -171,6 +183,18 @@ struct RowIo<Collective> {
     c.start_ns = s.columnInt(6);
     c.end_ns = s.columnInt(7);
     return c;
+  }
+};
+
+template <>
+struct RowIo<ThreadName> {
+  static constexpr const char* kTable = "threads";
+  static void bind(Statement& s, int b, const ThreadName& r) {
+    s.bindFrom(b, r.rank, r.kind, r.device, r.tid, optName(r.name), r.sort_index);
+  }
+  static ThreadName read(const Statement& s) {
+    return ThreadName{int32_t(s.columnInt(1)), s.columnInt(2), s.columnInt(3), nameAt(s, 4), s.columnOptInt(5),
+                      s.columnInt(0)};
   }
 };
 

@@ -51,6 +51,10 @@ std::vector<Table> makeTables() {
        {{"rank", IN, R::Rank}, {"device", IN}, {"stream", IN}, {"start_ns", IN, R::Time}, {"end_ns", IN, R::Time},
         {"correlation", I}, {"bytes", IN}, {"value", I}},
        "", true},
+      {"gpu_annotations",
+       {{"rank", IN, R::Rank}, {"device", IN}, {"stream", IN}, {"start_ns", IN, R::Time}, {"end_ns", IN, R::Time},
+        {"name_id", IN, R::StringId}, {"domain_id", IN, R::StringId}},
+       "", true},
       {"api_calls",
        {{"rank", IN, R::Rank}, {"tid", IN}, {"start_ns", IN, R::Time}, {"end_ns", IN, R::Time}, {"correlation", I},
         {"name_id", IN, R::StringId}, {"kind", IN}},
@@ -61,6 +65,12 @@ std::vector<Table> makeTables() {
        "", true},
       {"counters", {{"rank", IN, R::Rank}, {"ts_ns", IN, R::Time}, {"name_id", IN, R::StringId}, {"value", RN}}, "",
        true},
+      // Names, not events: one row per named thread, stream or process; copied from the shards like
+      // the events (names remapped), with no time to shift.
+      {"threads",
+       {{"rank", IN, R::Rank}, {"kind", IN}, {"device", IN}, {"tid", IN}, {"name_id", I, R::StringId},
+        {"sort_index", I}},
+       "", true},
       {"drops",
        {{"rank", IN, R::Rank}, {"source", TN}, {"emitted", IN}, {"stored", IN}, {"dropped", IN}},
        ", PRIMARY KEY (rank, source)"},
@@ -116,6 +126,7 @@ CREATE INDEX IF NOT EXISTS kernels_by_time ON kernels(rank, start_ns);
 CREATE INDEX IF NOT EXISTS kernels_by_correlation ON kernels(rank, correlation);
 CREATE INDEX IF NOT EXISTS memcpy_by_time ON memcpy(rank, start_ns);
 CREATE INDEX IF NOT EXISTS memset_by_time ON memset(rank, start_ns);
+CREATE INDEX IF NOT EXISTS gpu_annotations_by_time ON gpu_annotations(rank, start_ns);
 CREATE INDEX IF NOT EXISTS api_by_correlation ON api_calls(rank, correlation);
 CREATE INDEX IF NOT EXISTS api_by_time ON api_calls(rank, start_ns);
 CREATE INDEX IF NOT EXISTS collectives_by_time ON collectives(rank, start_ns);

@@ -303,6 +303,8 @@ void RunStore::putRows(const std::vector<Row>& rows) {
 }
 
 void RunStore::put(const std::vector<Range>& r) { putRows(r); }
+void RunStore::put(const std::vector<GpuAnnotation>& r) { putRows(r); }
+void RunStore::put(const std::vector<ThreadName>& r) { putRows(r); }
 void RunStore::put(const std::vector<HostOp>& r) { putRows(r); }
 void RunStore::put(const std::vector<Kernel>& r) { putRows(r); }
 void RunStore::put(const std::vector<Memcpy>& r) { putRows(r); }

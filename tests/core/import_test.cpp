@@ -6,12 +6,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "kineto_structure.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/chrome.h"
 #include "trainscope/rundb/import.h"
@@ -448,4 +451,117 @@ TEST(ImportFidelity, AHugeStepNumberIsAClearErrorAndBigThreadIdsStayThreadsInThe
     if (e["ph"] == "M" && e["name"] == "thread_name") lanes.insert(e["args"]["name"].get<std::string>());
   EXPECT_TRUE(lanes.count("thread 1234567")) << j.dump();
   EXPECT_TRUE(lanes.count("stream 7"));
+}
+
+// A rank-3 trace as torch.profiler writes it (kineto_structure.h): the metadata events name its
+// threads, streams and process in `threads`; gpu_user_annotation lands on its device stream in
+// `gpu_annotations`, not on a CPU thread; a tid written negative or as its unsigned 32-bit form is one
+// thread; only rank 3 exists.
+TEST(ImportStructure, KinetoNamesThreadsStreamsAndTheProcessAndKeepsGpuAnnotationsOnTheirStream) {
+  const std::string in = tempPath("structure.json"), out = tempPath("structure.db");
+  std::ofstream(in) << trainscope::testing::kinetoStructureTrace();
+  const tr::ImportStats st = tr::importTraces({in}, out, false);
+  EXPECT_EQ(st.gpu_annotations, 2);
+  EXPECT_EQ(st.ranges, 1);  // ProfilerStep#7 on the CPU
+  EXPECT_EQ(st.threads, 5);
+  tr::RunReader rd(out);
+  EXPECT_EQ(rd.schemaVersion(), 4);
+  // Only rank 3: steps, the ranks table and every event table.
+  EXPECT_EQ(rd.stepRanks(), std::vector<int64_t>{3});
+  ASSERT_EQ(rd.ranks().size(), 1u);
+  EXPECT_EQ(rd.ranks()[0].rank, 3);
+  EXPECT_TRUE(rd.events<tr::HostOp>(0).empty());
+  EXPECT_EQ(rd.steps(3).at(0).step, 7);
+  // The threads table, by (rank, kind, device, tid).
+  struct Row {
+    int kind;
+    int64_t device, tid;
+    std::string name;
+    std::optional<int64_t> sort;
+    bool operator==(const Row& o) const {
+      return std::tie(kind, device, tid, name, sort) == std::tie(o.kind, o.device, o.tid, o.name, o.sort);
+    }
+  };
+  std::vector<Row> rows;
+  for (const tr::ThreadName& t : rd.threads()) {
+    EXPECT_EQ(t.rank, 3);
+    rows.push_back({t.kind, t.device, t.tid, t.name == tr::kNoString ? "" : rd.string(t.name), t.sort_index});
+  }
+  const int thread = int(tr::ThreadKind::Thread), stream = int(tr::ThreadKind::Stream),
+            process = int(tr::ThreadKind::Process);
+  const std::vector<Row> want = {{thread, -1, -77, "thread 77 (pt_autograd_0)", 5000},
+                                 {thread, -1, 4242, "thread 4242 (python3)", 4242},
+                                 {stream, 0, 7, "stream 7", 7},
+                                 {stream, 0, 20, "stream 20", 20},
+                                 {process, -1, 4242, "python3", 4242}};
+  EXPECT_TRUE(rows == want) << rows.size() << " rows";
+  for (size_t i = 0; i < rows.size() && i < want.size(); ++i)
+    EXPECT_TRUE(rows[i] == want[i]) << i << ": " << rows[i].kind << " " << rows[i].tid << " \"" << rows[i].name << "\"";
+  // GPU annotations: on device 0, stream 7, at the file's exact times; none among the CPU's ranges.
+  const auto ann = rd.events<tr::GpuAnnotation>(3);
+  ASSERT_EQ(ann.size(), 2u);
+  for (const auto& a : ann) {
+    EXPECT_EQ(a.device, 0);
+    EXPECT_EQ(a.stream, 7);
+    EXPECT_EQ(a.start_ns, trainscope::testing::kStructureBase + 99'999);
+    EXPECT_EQ(rd.string(a.domain), "kineto");
+  }
+  std::set<std::string> ann_names;
+  for (const auto& a : ann) ann_names.insert(rd.string(a.name));
+  EXPECT_EQ(ann_names, (std::set<std::string>{"ProfilerStep#7", "forward"}));
+  const auto ranges = rd.events<tr::Range>(3);
+  ASSERT_EQ(ranges.size(), 1u);
+  EXPECT_EQ(ranges[0].tid, 4242);
+  // Negative tids are kept as Kineto wrote them; 4294967291 is the same thread as -5.
+  std::set<int64_t> tids;
+  for (const auto& o : rd.events<tr::HostOp>(3)) tids.insert(o.tid);
+  EXPECT_EQ(tids, (std::set<int64_t>{-77, -5, 4242}));
+  // The Chrome export names its rows by the recorded names; the annotations have their own row.
+  const std::string json = tempPath("structure.trace.json");
+  tr::exportChrome(out, json, true);
+  const auto j = nlohmann::json::parse(std::ifstream(json));
+  std::set<std::string> lanes, cats;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") lanes.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] == "X") cats.insert(e["cat"].get<std::string>());
+  }
+  EXPECT_EQ(lanes, (std::set<std::string>{"thread 4242 (python3)", "thread 77 (pt_autograd_0)", "thread -5",
+                                          "stream 7", "stream 7 annotations", "stream 20"}));
+  EXPECT_TRUE(cats.count("gpu_annotation"));
+}
+
+// Nsight Systems names its threads (ThreadNames) and processes (PROCESSES): recorded for the tids the
+// events take (globalTid & 0xFFFFFF), and for the processes whose threads recorded events.
+TEST(ImportStructure, NsightSystemsThreadAndProcessNames) {
+  const std::string in = tempPath("names.sqlite"), out = tempPath("names.db");
+  const int64_t main_thread = (int64_t(4242) << 24) | 4242, worker = (int64_t(4242) << 24) | 4250;
+  {
+    tr::Database d(in, tr::Database::Mode::Create);
+    d.exec(R"SQL(
+      CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+      CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, rangeId INTEGER, category INTEGER,
+        color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER);
+      CREATE TABLE ThreadNames (nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER);
+      CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT);
+      INSERT INTO StringIds VALUES (1, 'python3'), (2, 'pt_autograd_0'), (3, 'nsys-launcher');
+    )SQL");
+    d.exec("INSERT INTO NVTX_EVENTS VALUES (1000, 2000, 59, NULL, 0, 0, 'step', " + std::to_string(main_thread) +
+           ", NULL, NULL, 0), (1100, 1500, 59, NULL, 0, 0, 'backward', " + std::to_string(worker) + ", NULL, NULL, 0)");
+    d.exec("INSERT INTO ThreadNames VALUES (1, 0, " + std::to_string(main_thread) + "), (2, 0, " + std::to_string(worker) +
+           "), (3, 0, " + std::to_string((int64_t(99) << 24) | 99) + ")");
+    d.exec("INSERT INTO PROCESSES VALUES (" + std::to_string(int64_t(4242) << 24) + ", 4242, 'python3'), (" +
+           std::to_string(int64_t(99) << 24) + ", 99, 'nsys-launcher')");
+  }
+  tr::importTraces({in}, out, false);
+  tr::RunReader rd(out);
+  std::vector<std::tuple<int, int64_t, std::string>> rows;
+  for (const tr::ThreadName& t : rd.threads()) rows.emplace_back(t.kind, t.tid, rd.string(t.name));
+  const int thread = int(tr::ThreadKind::Thread), process = int(tr::ThreadKind::Process);
+  EXPECT_EQ(rows, (std::vector<std::tuple<int, int64_t, std::string>>{{thread, 99, "nsys-launcher"},
+                                                                       {thread, 4242, "python3"},
+                                                                       {thread, 4250, "pt_autograd_0"},
+                                                                       {process, 4242, "python3"}}));
+  std::set<int64_t> range_tids;
+  for (const auto& r : rd.events<tr::Range>(0)) range_tids.insert(r.tid);
+  EXPECT_EQ(range_tids, (std::set<int64_t>{4242, 4250}));  // the tids the names are recorded under
 }

@@ -3,6 +3,8 @@
 // missing-rank warning, and the Chrome export (counts, flows one-to-many, the input never replaced).
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -233,4 +235,73 @@ TEST(ChromeExport, ParsesAndHasTheRightCounts) {
   EXPECT_NO_THROW(db::exportChrome(run, notes, /*overwrite=*/true));
   for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(out).parent_path()))
     EXPECT_EQ(e.path().string().find(".partial."), std::string::npos) << e.path();
+}
+
+// Collectives: bus bandwidth over the transfer (from the last rank's arrival to the end), not the whole
+// call, and the arrival skew over the calls linked across ranks — by hand. DP = 2, 16 MB all-reduces:
+// call 0, rank 1 arrives 8.4 ms after rank 0 and both end at 23 ms (transfer 13.6 ms); call 1, 1 ms
+// late, 1 ms of transfer. nccl-tests' factor 2(n−1)/n is 1 at n = 2.
+TEST(Report, CollectiveBandwidthIsOverTheTransferAndSkewIsPerCall) {
+  const std::string run = tempPath("report_skew.db");
+  {
+    db::RunStore store(run, db::RunStore::Options{true});
+    store.setMeta("world_size", "2");
+    store.setMeta("config", R"({"workload":"hand-built","world":2,"dp":2,"tp":1,"pp":1,"ga":1})");
+    for (int rank = 0; rank < 2; ++rank)
+      for (int k = 0; k < 2; ++k) {
+        db::Step s;
+        s.rank = rank, s.step = k, s.start_ns = k * 40'000'000, s.step_time_ns = 40'000'000, s.tokens = 1000;
+        store.appendStep(s);
+      }
+    auto row = [](int64_t rank, int64_t seq, int64_t start, int64_t end) {
+      db::Collective c;
+      c.rank = rank, c.op = "all_reduce", c.group = "dp", c.group_size = 2, c.seq = seq, c.bytes = 16'000'000;
+      c.start_ns = start, c.end_ns = end;
+      return c;
+    };
+    store.appendCollectives({row(0, 0, 1'000'000, 23'000'000), row(1, 0, 9'400'000, 23'000'000),
+                             row(0, 1, 30'000'000, 32'000'000), row(1, 1, 31'000'000, 32'000'000)});
+  }
+  const db::Report r = db::computeReport(run);
+  ASSERT_EQ(r.collectives.size(), 1u);
+  const db::CollectiveStat& c = r.collectives[0];
+  EXPECT_EQ(c.count, 4);
+  EXPECT_EQ(c.linked, 2);
+  const double call0 = 16e6 / 13.6e-3, call1 = 16e6 / 1e-3;  // bytes/s over each transfer
+  EXPECT_NEAR(c.busbw_mean, (2 * call0 + 2 * call1) / 4, 1e-6 * call1);
+  EXPECT_NEAR(c.busbw_max, call1, 1e-6 * call1);
+  // The whole call (the table's busbw): rank 0's calls include its wait.
+  EXPECT_NEAR(c.busbw_with_wait_mean, (16e6 / 22e-3 + 16e6 / 13.6e-3 + 16e6 / 2e-3 + 16e6 / 1e-3) / 4, 1e-6 * call1);
+  EXPECT_NEAR(c.skew_mean_s, (8.4e-3 + 1e-3) / 2, 1e-12);
+  EXPECT_NEAR(c.skew_max_s, 8.4e-3, 1e-12);
+  EXPECT_NEAR(c.wait_s, 9.4e-3, 1e-12);
+  EXPECT_NEAR(c.transfer_s, 2 * 13.6e-3 + 2 * 1e-3, 1e-12);
+  const auto j = nlohmann::json::parse(db::reportJson(r));
+  const auto& jc = j["collectives"][0];
+  EXPECT_DOUBLE_EQ(jc["busbw_mean"].get<double>(), c.busbw_mean);
+  EXPECT_DOUBLE_EQ(jc["skew_max_s"].get<double>(), c.skew_max_s);
+  EXPECT_EQ(jc["linked_calls"], 2);
+  for (const char* key : {"op", "group", "count", "bytes", "total_s", "busbw_max", "busbw_with_wait_mean", "skew_mean_s",
+                          "wait_s", "transfer_s"})
+    EXPECT_TRUE(jc.contains(key)) << key;
+  const std::string text = db::formatReport(r);
+  EXPECT_NE(text.find("over the transfer, from the last rank's arrival to the end"), std::string::npos) << text;
+  EXPECT_NE(text.find("skew mean 4.700 max 8.400 ms"), std::string::npos) << text;
+  // The Chrome export's per-copy bandwidth follows the same rule, with the wait and skew beside it.
+  const std::string out = tempPath("report_skew.json");
+  db::exportChrome(run, out, true);
+  std::stringstream json;
+  json << std::ifstream(out).rdbuf();
+  int seen = 0;
+  const nlohmann::json exported = nlohmann::json::parse(json.str());
+  for (const auto& e : exported["traceEvents"]) {
+    // Rank 0's copy of the first call: 22 ms long, 8.4 of them waiting for rank 1.
+    if (e.value("cat", "") != "collective" || e["dur"].get<double>() < 20000.0) continue;
+    ++seen;
+    EXPECT_NEAR(e["args"]["busbw_GBps"].get<double>(), call0 * 1e-9, 1e-9 * call0 * 1e-6);
+    EXPECT_NEAR(e["args"]["wait_us"].get<double>(), 8400.0, 1e-6);
+    EXPECT_NEAR(e["args"]["transfer_us"].get<double>(), 13600.0, 1e-6);
+    EXPECT_NEAR(e["args"]["skew_us"].get<double>(), 8400.0, 1e-6);
+  }
+  EXPECT_EQ(seen, 1);
 }

@@ -2,7 +2,9 @@
 // fixture), checked on its pictures and its --layout: rows drawn where events are and empty where
 // none are, the kind (and name) colours of kernels, collectives and ranges, the ruler's labels, short
 // kernel names, folded blocks shaded by how busy they are, a selection's panel, two runs, a study, and the bad
-// files that must give a message and a non-zero exit rather than a crash.
+// files that must give a message and a non-zero exit rather than a crash. Ranks related, on real DP and PP
+// runs: a selected all-reduce linked to its copy (skew as SQL computes it), pipeline sends' arrows, the
+// ranks' coordinates, and a collective's wait drawn apart from its transfer.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -28,6 +30,7 @@
 #include "trainscope/viewer/image.h"
 #include "trainscope/viewer/model.h"
 #include "trainscope/viewer/query.h"
+#include "trainscope/viewer/ruler.h"
 #include "trainscope/viewer/stats.h"
 
 namespace v = trainscope::viewer;
@@ -677,4 +680,179 @@ TEST(ViewerApp, TwentyThousandRanksOpenHeadless) {
   EXPECT_EQ(l["rows"][0]["rank"], 0);
   EXPECT_LT(l["rows"].size(), 200u);  // the rows on screen, not one per rank
   EXPECT_EQ(v::readPng(png).width, 1600);
+}
+
+// --- Ranks related ---
+
+namespace {
+namespace db = trainscope::rundb;
+
+// The layout's rows of `rank`'s collectives track that y lies in (any lane).
+bool inCollectivesRow(const nlohmann::json& l, int64_t rank, float y) {
+  for (const auto& r : l["rows"])
+    if (r["rank"] == rank && r["label"] == "collectives" && y >= float(r["y0"]) && y <= float(r["y1"])) return true;
+  return false;
+}
+
+std::vector<nlohmann::json> linksFrom(const nlohmann::json& l, const std::string& source) {
+  std::vector<nlohmann::json> out;
+  for (const auto& k : l["links"])
+    if (k["source"] == source) out.push_back(k);
+  return out;
+}
+
+int64_t sqlInt(db::Database& d, const std::string& sql, std::initializer_list<int64_t> args) {
+  db::Statement q(d, sql);
+  int i = 1;
+  for (int64_t a : args) q.bind(i++, a);
+  EXPECT_TRUE(q.step()) << sql;
+  return q.columnInt(0);
+}
+}  // namespace
+
+// A real DP = 2 run: the selected all-reduce is linked to the other rank's copy of the same call, with
+// the skew SQL computes over the collectives table; the link is drawn from one copy's start to the
+// other's; Details and `trainscope report` give the same skew; each rank's header names its coordinates.
+TEST(ViewerApp, ASelectedAllReduceOfARealDpRunLinksToTheOtherRank) {
+  const std::string run = tempPath("dp2_run.db");
+  auto r = trainscope::testing::cli("run --workload tiny --seq 16 --mbs 2 --steps 3 --nproc 2 --device cpu --trace " +
+                                    run + " --trace-level ranges --overwrite -q");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string script = tempPath("select_all_reduce.txt");
+  std::ofstream(script) << "select \"all_reduce (dp)\" 2\nframes 2\n";
+  Shot s = shoot(run, "--script " + script, "dp2_links");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+
+  std::map<int64_t, std::string> header;
+  for (const auto& h : s.layout["headers"]) header[h["rank"]] = h["text"];
+  EXPECT_NE(header[0].find("rank 0  dp 0 tp 0 pp 0"), std::string::npos) << header[0];
+  EXPECT_NE(header[1].find("rank 1  dp 1 tp 0 pp 0"), std::string::npos) << header[1];
+
+  const auto sel = linksFrom(s.layout, "selection");
+  ASSERT_EQ(sel.size(), 1u) << s.layout["links"].dump();
+  const nlohmann::json& l = sel[0];
+  EXPECT_EQ(l["kind"], "collective");
+  const int64_t from = l["from_rank"], to = l["to_rank"], from_start = l["from_start_ns"];
+  EXPECT_EQ(from + to, 1);  // rank 0 to rank 1 or back
+  db::Database d(run, db::Database::Mode::ReadOnly);
+  const int64_t seq = sqlInt(d, "SELECT seq FROM collectives WHERE op = 'all_reduce' AND grp = 'dp' AND rank = ?1 AND "
+                                "start_ns = ?2", {from, from_start});
+  const std::string of_call = " FROM collectives WHERE op = 'all_reduce' AND grp = 'dp' AND seq = ?1";
+  EXPECT_EQ(sqlInt(d, "SELECT COUNT(*)" + of_call, {seq}), 2);
+  const int64_t skew = sqlInt(d, "SELECT MAX(start_ns) - MIN(start_ns)" + of_call, {seq});
+  EXPECT_EQ(l["skew_ns"], skew);
+  const int64_t to_start = sqlInt(d, "SELECT start_ns" + of_call + " AND rank = ?2", {seq, to});
+  EXPECT_EQ(l["to_start_ns"], to_start);
+  // The to copy waited for the last arrival: zero if it was the last.
+  EXPECT_EQ(l["wait_ns"], sqlInt(d, "SELECT MAX(start_ns)" + of_call, {seq}) - to_start);
+  // Drawn from one copy's start to the other's, in the two ranks' collectives rows.
+  EXPECT_NEAR(float(l["x0"]), xOf(s.layout, from_start), 1.0);
+  EXPECT_NEAR(float(l["x1"]), xOf(s.layout, to_start), 1.0);
+  EXPECT_TRUE(inCollectivesRow(s.layout, from, l["y0"]));
+  EXPECT_TRUE(inCollectivesRow(s.layout, to, l["y1"]));
+  // Details: the same skew, exactly.
+  const std::string details_skew = s.layout["details"]["arrival skew"];
+  EXPECT_EQ(details_skew.rfind(v::formatExact(skew), 0), 0u) << details_skew;
+  // The report's largest all-reduce skew is SQL's over every call.
+  const int64_t max_skew = sqlInt(d, "SELECT MAX(s) FROM (SELECT MAX(start_ns) - MIN(start_ns) AS s FROM collectives "
+                                     "WHERE op = 'all_reduce' AND grp = 'dp' GROUP BY seq)", {});
+  r = trainscope::testing::cli("report " + run + " --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  bool found = false;
+  const nlohmann::json report = nlohmann::json::parse(r.output);
+  for (const auto& c : report["collectives"])
+    if (c["op"] == "all_reduce" && c["group"] == "dp") {
+      found = true;
+      EXPECT_NEAR(c["skew_max_s"].get<double>(), double(max_skew) * 1e-9, 1e-12);
+      EXPECT_EQ(c["linked_calls"], sqlInt(d, "SELECT COUNT(DISTINCT seq)" + of_call.substr(0, of_call.find(" AND seq")), {}));
+    }
+  EXPECT_TRUE(found) << r.output;
+}
+
+// A real PP = 2 run: every send on screen has an arrow to the receive that took its data — the receive
+// of the other stage with the same place in that stage's receives (one peer each at PP = 2) — drawn
+// from the send's start to the receive's end.
+TEST(ViewerApp, PipelineSendsOfARealRunPointToTheirReceives) {
+  const std::string run = tempPath("pp2_run.db");
+  auto r = trainscope::testing::cli("run --workload tiny --seq 16 --mbs 1 --gbs 2 --steps 2 --nproc 2 --pp 2 --device cpu "
+                                    "--trace " + run + " --trace-level ranges --overwrite -q");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string script = tempPath("pp2_step.txt");
+  std::ofstream(script) << "step 1\nframes 2\n";
+  Shot s = shoot(run, "--script " + script, "pp2_links");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const auto sends = linksFrom(s.layout, "send");
+  ASSERT_GE(sends.size(), 2u) << s.layout["links"].dump();
+  std::set<std::pair<int64_t, int64_t>> directions;
+  db::Database d(run, db::Database::Mode::ReadOnly);
+  for (const auto& l : sends) {
+    const int64_t from = l["from_rank"], to = l["to_rank"];
+    directions.insert({from, to});
+    EXPECT_EQ(l["kind"], "p2p");
+    // The k-th send of `from` and the k-th receive of `to`, counted in call order.
+    const int64_t k = sqlInt(d, "SELECT COUNT(*) FROM collectives WHERE op = 'send' AND rank = ?1 AND seq < (SELECT seq "
+                                "FROM collectives WHERE op = 'send' AND rank = ?1 AND start_ns = ?2)",
+                             {from, int64_t(l["from_start_ns"])});
+    const int64_t kr = sqlInt(d, "SELECT COUNT(*) FROM collectives WHERE op = 'recv' AND rank = ?1 AND seq < (SELECT seq "
+                                 "FROM collectives WHERE op = 'recv' AND rank = ?1 AND start_ns = ?2)",
+                              {to, int64_t(l["to_start_ns"])});
+    EXPECT_EQ(k, kr);
+    const int64_t recv_end = sqlInt(d, "SELECT end_ns FROM collectives WHERE op = 'recv' AND rank = ?1 AND start_ns = ?2",
+                                    {to, int64_t(l["to_start_ns"])});
+    EXPECT_NEAR(float(l["x0"]), xOf(s.layout, l["from_start_ns"]), 1.0);
+    EXPECT_NEAR(float(l["x1"]), xOf(s.layout, recv_end), 1.0);
+  }
+  EXPECT_EQ(directions, (std::set<std::pair<int64_t, int64_t>>{{0, 1}, {1, 0}}));  // activations and gradients
+  std::map<int64_t, std::string> header;
+  for (const auto& h : s.layout["headers"]) header[h["rank"]] = h["text"];
+  EXPECT_NE(header[1].find("dp 0 tp 0 pp 1"), std::string::npos) << header[1];
+}
+
+// The part of a collective spent waiting for the last rank is drawn lighter and hatched, the transfer
+// solid: rank 1 arrives 0.8 ms into rank 0's 2 ms all-reduce.
+TEST(ViewerApp, ACollectivesWaitIsDrawnApartFromItsTransfer) {
+  const std::string path = tempPath("wait.db");
+  const int64_t t0 = 1'700'000'000'000'000'000;
+  {
+    db::RunStore store(path, db::RunStore::Options{true});
+    store.setMeta("world_size", "2");
+    store.setMeta("config", R"({"world":2,"dp":2,"tp":1,"pp":1,"ga":1})");
+    auto row = [&](int64_t rank, int64_t start) {
+      db::Collective c;
+      c.rank = rank, c.op = "all_reduce", c.group = "dp", c.group_size = 2, c.seq = 0, c.bytes = 1 << 20;
+      c.start_ns = t0 + start, c.end_ns = t0 + 2'000'000;
+      return c;
+    };
+    store.appendCollectives({row(0, 0), row(1, 800'000)});
+  }
+  Shot s = shoot(path, "--view 0:2.5ms", "wait_hatch");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const uint32_t solid = v::nameColor(v::EventKind::Collective, "all_reduce (dp)");
+  int checked = 0;
+  for (const auto& b : s.layout["boxes"]) {
+    if (b["kind"] != "collective") continue;
+    const auto& row = s.layout["rows"][size_t(b["row"])];
+    const int64_t rank = row["rank"];
+    const float x0 = b["x0"], x1 = b["x1"], wait_x1 = b["wait_x1"];
+    const int y = int((float(row["y0"]) + float(row["y1"])) / 2);
+    auto solidShare = [&](float a, float e) {  // the share of pixels of [a, e) at y in the solid colour
+      int n = 0, same = 0;
+      for (int x = int(a); x < int(e); ++x, ++n) same += s.img.pixel(x, y) == solid;
+      return n ? double(same) / n : -1.0;
+    };
+    const float label_end = x0 + 150;  // the name is written over the box's start
+    if (rank == 0) {
+      EXPECT_NEAR(wait_x1, xOf(s.layout, t0 + 800'000), 1.0);
+      EXPECT_EQ(solidShare(label_end, wait_x1 - 3), 0.0);  // lighter and hatched throughout
+      std::set<uint32_t> colours;
+      for (int x = int(label_end); x < int(wait_x1) - 3; ++x) colours.insert(s.img.pixel(x, y));
+      EXPECT_GE(colours.size(), 2u);  // the hatching
+      EXPECT_GT(solidShare(wait_x1 + 3, x1 - 3), 0.95);
+    } else {
+      EXPECT_EQ(wait_x1, x0);  // the last to arrive: no wait
+      EXPECT_GT(solidShare(label_end, x1 - 3), 0.95);
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
 }

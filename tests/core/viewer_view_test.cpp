@@ -241,6 +241,15 @@ TEST(ViewerView, ScriptsParseAndNameTheBadLine) {
   EXPECT_THROW(v::parseScript("stats wobble\n", "s.txt"), trainscope::UserError);
 }
 
+// A name with spaces (a collective: "all_reduce (dp)") is one argument when quoted.
+TEST(ViewerView, ScriptSelectTakesAQuotedName) {
+  const auto cmds = v::parseScript("select \"all_reduce (dp)\" 2\nselect aten::mm\n", "s.txt");
+  ASSERT_EQ(cmds.size(), 2u);
+  EXPECT_EQ(cmds[0].args, (std::vector<std::string>{"all_reduce (dp)", "2"}));
+  EXPECT_EQ(cmds[1].args, (std::vector<std::string>{"aten::mm"}));
+  EXPECT_THROW(v::parseScript("select all_reduce (dp) 2\n", "s.txt"), trainscope::UserError);  // 3 arguments
+}
+
 TEST(ViewerView, PngRoundTrip) {
   v::Image img;
   img.width = 37;

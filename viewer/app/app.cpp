@@ -293,9 +293,22 @@ void App::writeLayout(const std::string& path) const {
   j["ruler"] = {{"step", ruler.step}, {"relative", ruler.relative}, {"base", ruler.base},
                 {"base_label", ruler.base_label}, {"ticks", ticks}};
   j["boxes"] = nlohmann::json::array();
-  for (const auto& b : boxes)
+  for (const auto& b : boxes) {
     j["boxes"].push_back({{"row", b.row}, {"x0", b.x0}, {"x1", b.x1}, {"kind", b.count > 1 ? "folded" : kindName(b.kind)},
                           {"count", b.count}, {"coverage", b.coverage}, {"label", b.label}});
+    if (b.wait_x1 >= 0) j["boxes"].back()["wait_x1"] = b.wait_x1;
+  }
+  // How the ranks relate, as drawn: the rank headers (with their layout coordinates) and the links.
+  j["headers"] = nlohmann::json::array();
+  for (const auto& h : headers) j["headers"].push_back({{"doc", h.doc}, {"rank", h.rank}, {"y", h.y}, {"text", h.text}});
+  j["links"] = nlohmann::json::array();
+  for (const auto& l : links)
+    j["links"].push_back({{"doc", l.doc}, {"kind", l.p2p ? "p2p" : "collective"}, {"source", l.source},
+                          {"from_rank", l.from_rank}, {"to_rank", l.to_rank}, {"from_start_ns", l.from_start_ns},
+                          {"to_start_ns", l.to_start_ns}, {"x0", l.x0}, {"y0", l.y0}, {"x1", l.x1}, {"y1", l.y1},
+                          {"skew_ns", l.skew_ns}, {"wait_ns", l.wait_ns}, {"transfer_ns", l.transfer_ns}});
+  j["details"] = nlohmann::json::object();
+  for (const auto& [k, v] : details_shown) j["details"][k] = v;
   // The statistics table as last drawn: its rows in order, names as shown.
   nlohmann::json stats_rows = nlohmann::json::array();
   for (size_t i = 0; i < stats_shown.rows.size(); ++i) {

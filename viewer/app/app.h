@@ -13,12 +13,15 @@
 
 #include "trainscope/rundb/reader.h"
 #include "trainscope/tuner/study.h"
+#include "trainscope/viewer/details.h"
 #include "trainscope/viewer/lod.h"
 #include "trainscope/viewer/model.h"
 #include "trainscope/viewer/names.h"
 #include "trainscope/viewer/query.h"
 #include "trainscope/viewer/stats.h"
 #include "trainscope/viewer/view_state.h"
+
+struct ImDrawList;
 
 namespace trainscope::viewer {
 
@@ -79,6 +82,27 @@ struct BoxRect {
   uint32_t count;    // events in it (more than 1: a folded block)
   double coverage;   // busy time of its events / its width in time (1 for a single event)
   std::string label;
+  float wait_x1 = -1;  // a linked collective: where its wait (drawn hatched, from x0) ends; -1: none
+};
+
+// A link drawn between ranks in the last frame (for --layout): a selected or hovered collective to
+// its copy on another rank, or a pipeline send to its receive.
+struct LinkRect {
+  size_t doc;
+  bool p2p;
+  std::string source;  // "selection", "hover" or "send" (every send on screen)
+  int64_t from_rank, to_rank;
+  int64_t from_start_ns, to_start_ns;  // the two rows' starts, as recorded
+  float x0, y0, x1, y1;
+  int64_t skew_ns, wait_ns, transfer_ns;  // the call's skew; the `to` copy's wait and transfer
+};
+
+// A rank group's header as drawn in the last frame (for --layout).
+struct HeaderRect {
+  size_t doc;
+  int64_t rank;
+  float y;
+  std::string text;
 };
 
 enum class Tab { Details, Statistics, Steps, Summary, Compare, Study };
@@ -122,6 +146,10 @@ class App {
   std::vector<RowRect> rows;  // last frame's
   Ruler ruler;                // last frame's
   std::vector<BoxRect> boxes; // last frame's, when --layout asks for them
+  std::vector<LinkRect> links;       // last frame's, when --layout asks for them
+  std::vector<HeaderRect> headers;   // last frame's, when --layout asks for them
+  std::vector<std::pair<size_t, const CommCall*>> sends_drawn;  // pipeline sends drawn this frame
+  Fields details_shown;              // the Details table as last drawn
   float timeline_x0 = 0, timeline_x1 = 0, timeline_y0 = 0, timeline_y1 = 0;
   float panel_y0 = 0;
   std::vector<DrawItem> scratch;
@@ -153,6 +181,9 @@ class App {
   void drawSummary();
   void drawCompare();
   void drawStudy();
+  // view_comm.cpp: ranks related.
+  float drawCollectiveWait(ImDrawList* dl, size_t doc, const EventRef& r, float x0, float x1, float y0, float y1);
+  void drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered);
 
  private:
   void poll();

@@ -94,6 +94,7 @@ void App::drawDetails() {
     cached_for = selection;
     cached_trace = &t;
   }
+  details_shown = cached;  // for --layout
   ImGui::BeginChild("fields", ImVec2(ImGui::GetContentRegionAvail().x * 0.6f, 0));
   fieldsTable("details", cached);
   ImGui::EndChild();

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "app.h"
+#include "trainscope/viewer/comm.h"
 #include "trainscope/viewer/image.h"
 
 namespace trainscope::viewer {
@@ -39,7 +40,7 @@ std::string fitText(float x0, float x1, const std::string& s) {
 }  // namespace
 
 void App::drawFrame() {
-  stats_shown = {};  // filled again if the Statistics tab is drawn
+  stats_shown = {}, details_shown.clear();  // filled again if the Statistics or Details tab is drawn
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(vp->Pos);
   ImGui::SetNextWindowSize(vp->Size);
@@ -172,6 +173,7 @@ void App::drawTimeline() {
   float y = ImGui::GetCursorScreenPos().y;
   rows.clear();
   boxes.clear();
+  links.clear(), headers.clear(), sends_drawn.clear();
   const bool record = !opt.layout.empty();  // --layout reports every box drawn
   const float char_w = std::max(1.f, ImGui::CalcTextSize("M").x);  // the font is monospaced
   const ImVec2 mouse = ImGui::GetMousePos();
@@ -209,10 +211,12 @@ void App::drawTimeline() {
       const RankGroup& g = tr.ranks[gi];
       // Group header.
       dl->AddRectFilled(ImVec2(p0.x, y), ImVec2(timeline_x1, y + kGroupH), kGroup);
-      char head[256];
-      std::snprintf(head, sizeof head, "%srank %lld  %s %s", docs.size() > 1 ? (di ? "B · " : "A · ") : "",
-                    (long long)g.rank, g.host.c_str(), g.device.c_str());
+      char head[256];  // with its coordinates in the run's layout (dp, tp, pp ranks)
+      const std::string coords = rankCoordinates(tr, g.rank);
+      std::snprintf(head, sizeof head, "%srank %lld  %s%s%s %s", docs.size() > 1 ? (di ? "B · " : "A · ") : "",
+                    (long long)g.rank, coords.c_str(), coords.empty() ? "" : "  ", g.host.c_str(), g.device.c_str());
       dl->AddText(ImVec2(p0.x + 4, y + 4), palette::kText, head);
+      if (record) headers.push_back({di, g.rank, y, head});
       y += kGroupH;
       for (size_t ti : g.tracks) {
         const Track& t = tr.tracks[ti];
@@ -259,8 +263,11 @@ void App::drawTimeline() {
             const Event& e = t.lanes[li].events[it.index];
             const float gap = x1 - x0 > 4 ? 1.f : 0.f;  // neighbours of one colour stay apart
             const double coverage = it.coverage();
+            float wait_x1 = -1;  // a linked collective's wait, hatched (view_comm.cpp)
             if (single) {
               dl->AddRectFilled(ImVec2(x0, ly + 1), ImVec2(x1 - gap, ly + kLaneH - 1), nameColor(e.kind, tr.names[e.name]));
+              if (e.kind == EventKind::Collective)
+                wait_x1 = drawCollectiveWait(dl, di, {uint32_t(ti), li, it.index}, x0, x1 - gap, ly + 1, ly + kLaneH - 1);
             } else {
               // A folded block: faint over its span, solid from its bottom up to the fraction of the span
               // its events keep busy — a stream 17% busy reads as 17% full, not as a solid bar.
@@ -274,7 +281,7 @@ void App::drawTimeline() {
             if (!label.empty())
               dl->AddText(ImVec2(x0 + 3, ly + 2), single || coverage < 0.6 ? IM_COL32(250, 250, 250, 255) : IM_COL32(20, 20, 20, 255),
                           label.c_str(), label.c_str() + label.size());
-            if (record) boxes.push_back({rows.size() - 1, x0, x1, e.kind, it.count, coverage, label});
+            if (record) boxes.push_back({rows.size() - 1, x0, x1, e.kind, it.count, coverage, label, wait_x1});
             if (hovered_window && mouse.y >= ly && mouse.y < ly + kLaneH && mouse.x >= x0 - 1 && mouse.x <= x1 + 1 &&
                 mouse.x >= timeline_x0)
               hover = std::make_pair(Selection{di, {uint32_t(ti), li, it.index}}, it);
@@ -322,6 +329,7 @@ void App::drawTimeline() {
       }
     }
   }
+  drawCommLinks(dl, hover ? std::optional<Selection>(hover->first) : std::nullopt);  // ranks related
   // Search matches in view: a tick under each (matches are sorted by start; at most 4000 drawn).
   if (!found.matches.empty() && docs[0]->ready()) {
     const Trace& tr = *docs[0]->trace;

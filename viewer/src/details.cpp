@@ -8,6 +8,7 @@
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/store.h"
+#include "trainscope/viewer/comm.h"
 #include "trainscope/viewer/names.h"
 #include "trainscope/viewer/view_state.h"
 
@@ -24,6 +25,30 @@ std::optional<Row> find(const std::vector<Row>& rows, const Event& e) {
   for (const auto& r : rows)
     if (r.start_ns == e.start && r.end_ns == e.end) return r;
   return std::nullopt;
+}
+
+std::string pct(int64_t part, int64_t whole) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f%%", whole > 0 ? 100.0 * double(part) / double(whole) : 0.0);
+  return b;
+}
+
+// A linked collective: its copies, the skew of their arrivals, this copy's wait and transfer, and the
+// bus bandwidth over the transfer alone (rundb::callTiming, the report's rule).
+void linkedFields(const Trace& trace, const CommCall& call, const EventRef& ref, const rundb::Collective& c, Fields& f) {
+  std::string ranks;  // the first eight and the last of a large group
+  for (size_t i = 0; i < call.members.size(); ++i) {
+    if (i == 8 && call.members.size() > 9) ranks += ", ...", i = call.members.size() - 1;
+    ranks += (ranks.empty() ? "" : ", ") + num(trace.tracks[call.members[i].track].rank);
+  }
+  const MemberTiming m = memberTiming(trace, call, ref);
+  const int64_t whole = trace.event(ref).duration();
+  f.push_back({call.link.p2p ? "send -> recv" : "linked ranks",
+               ranks + (call.link.p2p ? "" : " (" + num(int64_t(call.members.size())) + " of " + num(c.group_size) + ")")});
+  f.push_back({"arrival skew", formatExact(call.link.skewNs()) + " (last arrival: rank " + num(m.last_rank) + ")"});
+  f.push_back({"wait", formatExact(m.wait_ns) + " (" + pct(m.wait_ns, whole) + " of the call)"});
+  f.push_back({"transfer", formatExact(m.transfer_ns) + (call.link.p2p ? " (to the receive's end)" : "")});
+  f.push_back({"bus bandwidth (transfer)", bw(rundb::callTiming(c, &call.link).busbw)});
 }
 
 }  // namespace
@@ -103,6 +128,7 @@ Fields eventDetails(rundb::RunReader& rd, const Trace& trace, const EventRef& re
         f.push_back({"bytes", formatBytes(double(c.bytes)) + " (" + num(c.bytes) + ")"});
         f.push_back({"algorithm bandwidth", bw(c.algbw())});
         f.push_back({"bus bandwidth", bw(c.busbw())});
+        if (const CommCall* call = trace.comm.callOf(ref)) linkedFields(trace, *call, ref, c, f);
         break;
       }
       break;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
+#include "trainscope/viewer/comm.h"
 #include "trainscope/viewer/lod.h"
 
 namespace trainscope::viewer {
@@ -45,7 +47,7 @@ size_t Trace::bytes() const {
   size_t b = sizeof(Trace);
   for (const auto& n : names) b += sizeof(std::string) + n.capacity();
   for (const auto& t : tracks) {
-    b += sizeof(Track) + t.label.capacity();
+    b += sizeof(Track) + t.label.capacity() + t.name.capacity();
     for (const auto& l : t.lanes) {
       b += sizeof(Lane) + l.events.capacity() * sizeof(Event) + l.correlation.capacity() * sizeof(int64_t) +
            l.busy_prefix.capacity() * sizeof(int64_t);
@@ -54,7 +56,7 @@ size_t Trace::bytes() const {
     b += t.counter.ts.capacity() * 8 + t.counter.values.capacity() * 8;
     for (const auto& p : t.counter.pyramid) b += p.capacity() * sizeof(p[0]);
   }
-  b += steps.capacity() * sizeof(rundb::Step);
+  b += steps.capacity() * sizeof(rundb::Step) + comm.bytes();
   return b;
 }
 
@@ -132,10 +134,10 @@ void buildLanes(Track& t, std::vector<Event> events, std::vector<int64_t> correl
 
 namespace {
 
-// A CPU thread or a device stream of one rank.
+// A CPU thread, a device stream or a stream's GPU annotations, of one rank.
 struct TrackKey {
   int64_t rank;
-  int kind;  // 0: thread (a = tid), 1: stream (a = device, b = stream)
+  int kind;  // 0: thread (a = tid), 1: stream (a = device, b = stream), 2: that stream's GPU annotations
   int64_t a, b;
   bool operator==(const TrackKey& o) const { return rank == o.rank && kind == o.kind && a == o.a && b == o.b; }
   bool operator<(const TrackKey& o) const {
@@ -233,7 +235,10 @@ void sortByTime(CounterSeries& c) {
   c.values = std::move(values);
 }
 
-constexpr const char* kSpanTables[] = {"ranges", "host_ops", "api_calls", "kernels", "memcpy", "memset"};
+// Tables 3 and on are a device's (a = device, b = stream); gpu_annotations (6) get a track of their own.
+constexpr const char* kSpanTables[] = {"ranges", "host_ops", "api_calls", "kernels", "memcpy", "memset",
+                                       "gpu_annotations"};
+constexpr int kGpuAnnotations = 6;
 constexpr int64_t kChunkRows = 1 << 18;
 
 // One chunk of one span table into a worker's tracks.
@@ -245,11 +250,12 @@ void loadChunk(rundb::RunReader& r, Names& names, int table, int64_t begin, int6
   TrackKey last{INT64_MIN, -1, 0, 0};
   Pending* p = nullptr;
   for (const auto& s : rows) {
-    const TrackKey key{s.rank, device ? 1 : 0, s.a, device ? s.b : 0};
+    const TrackKey key{s.rank, table == kGpuAnnotations ? 2 : device ? 1 : 0, s.a, device ? s.b : 0};
     if (!p || !(key == last)) p = &tracks[key], last = key;
     Event e{s.start_ns, s.end_ns, 0, EventKind::Range};
     switch (table) {
-      case 0: e.name = names.id(r, s.name), e.kind = EventKind::Range; break;
+      case 0:
+      case kGpuAnnotations: e.name = names.id(r, s.name), e.kind = EventKind::Range; break;
       case 1: e.name = names.id(r, s.name), e.kind = EventKind::HostOp; break;
       case 2: e.name = names.id(r, s.name), e.kind = EventKind::ApiCall; break;
       case 3:
@@ -261,13 +267,69 @@ void loadChunk(rundb::RunReader& r, Names& names, int table, int64_t begin, int6
         e.extra = uint16_t(s.kind >= 0 && s.kind <= 10 ? s.kind : 0);
         e.name = copy_names[e.extra];
         break;
-      default: e.kind = EventKind::Memset, e.name = copy_names[11]; break;
+      case 5: e.kind = EventKind::Memset, e.name = copy_names[11]; break;
     }
     p->ev.push_back(e);
-    p->corr.push_back(table >= 2 ? s.correlation : -1);
-    p->any_corr |= table >= 2 && s.correlation >= 0;
+    const bool corr = table >= 2 && table != kGpuAnnotations;
+    p->corr.push_back(corr ? s.correlation : -1);
+    p->any_corr |= corr && s.correlation >= 0;
   }
 }
+
+// The threads table of a file: names and order by (rank, kind, device, tid), and the rows' labels.
+// A file without the table (schema version 3 and older) has no names: ids label the rows.
+class ThreadNames {
+ public:
+  explicit ThreadNames(rundb::RunReader& r) {
+    for (const rundb::ThreadName& t : r.threads()) {
+      Entry& e = by_key_[{t.rank, t.kind, t.kind == int32_t(rundb::ThreadKind::Stream) ? t.device : -1, t.tid}];
+      if (t.name != rundb::kNoString) e.name = r.string(t.name);
+      if (t.sort_index) e.sort = t.sort_index;
+      if (t.kind == int32_t(rundb::ThreadKind::Process) && !e.name.empty())
+        process_[t.rank] += (process_[t.rank].empty() ? "" : ", ") + e.name + " (pid " + std::to_string(t.tid) + ")";
+    }
+  }
+  // The name recorded for a built track's thread or stream ("" when none).
+  std::string name(const TrackKey& k) const {
+    const Entry* e = find(k);
+    return e ? e->name : std::string();
+  }
+  // Threads first, then each device's streams, each stream's annotations right above it; within
+  // them the profiler's sort index, else the id (Perfetto's order).
+  std::tuple<int, int64_t, int64_t, int64_t, int> order(const TrackKey& k) const {
+    const Entry* e = find(k);
+    const int64_t id = k.kind == 0 ? k.a : k.b;
+    const int64_t sort = e && e->sort ? *e->sort : id;
+    if (k.kind == 0) return {0, 0, sort, id, 0};
+    return {1, k.a, sort, id, k.kind == 2 ? 0 : 1};
+  }
+  // "thread 12345 (python3)" as recorded, else "thread <tid>" (signed: Kineto's ids may be negative);
+  // "stream 7 (device 0)"; "stream 7 annotations (device 0)".
+  std::string label(const TrackKey& k) const {
+    const std::string n = name(k);
+    if (k.kind == 0) return n.empty() ? "thread " + std::to_string(k.a) : n;
+    const std::string stream = n.empty() ? "stream " + std::to_string(k.b) : n;
+    return stream + (k.kind == 2 ? " annotations" : "") + " (device " + std::to_string(k.a) + ")";
+  }
+  std::string process(int64_t rank) const {
+    auto it = process_.find(rank);
+    return it == process_.end() ? std::string() : it->second;
+  }
+
+ private:
+  struct Entry {
+    std::string name;
+    std::optional<int64_t> sort;
+  };
+  const Entry* find(const TrackKey& k) const {
+    const auto key = k.kind == 0 ? std::make_tuple(k.rank, int32_t(rundb::ThreadKind::Thread), int64_t(-1), k.a)
+                                 : std::make_tuple(k.rank, int32_t(rundb::ThreadKind::Stream), k.a, k.b);
+    auto it = by_key_.find(key);
+    return it == by_key_.end() ? nullptr : &it->second;
+  }
+  std::map<std::tuple<int64_t, int32_t, int64_t, int64_t>, Entry> by_key_;
+  std::map<int64_t, std::string> process_;
+};
 
 }  // namespace
 
@@ -297,7 +359,7 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
     };
     std::vector<Chunk> chunks;
     Counting count{progress};
-    for (int t = 0; t < 6; ++t) {
+    for (int t = 0; t < int(std::size(kSpanTables)); ++t) {
       const int64_t bound = reader.rowBound(kSpanTables[t]);
       count.total += bound;
       for (int64_t b = 0; b <= bound; b += kChunkRows) chunks.push_back({t, b, std::min(bound + 1, b + kChunkRows)});
@@ -323,6 +385,7 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
     std::map<TrackKey, std::vector<Pending*>> parts;
     for (auto& m : per_worker)
       for (auto& [k, p] : m) parts[k].push_back(&p);
+    const ThreadNames thread_names(reader);
     std::vector<std::pair<TrackKey, Track>> built;
     for (auto& [k, v] : parts) built.push_back({k, Track{}});
     parallelFor(built.size(), n, [&](size_t i, int) {
@@ -337,12 +400,12 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
         any_corr |= p->any_corr;
         *p = Pending{};  // free as we go
       }
-      t.kind = k.kind == 0 ? TrackKind::Thread : TrackKind::Stream;
+      t.kind = k.kind == 0 ? TrackKind::Thread : k.kind == 1 ? TrackKind::Stream : TrackKind::Annotations;
       t.rank = k.rank;
       t.id = k.kind == 0 ? k.a : k.b;
       t.device = k.kind == 0 ? -1 : k.a;
-      t.label = k.kind == 0 ? "thread " + std::to_string(k.a)
-                            : "stream " + std::to_string(k.b) + " (device " + std::to_string(k.a) + ")";
+      t.name = thread_names.name(k);
+      t.label = thread_names.label(k);
       if (!any_corr) corr.clear();
       buildLanes(t, std::move(ev), std::move(corr));
     });
@@ -350,10 +413,14 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
     readers.clear();
     phase("lanes built");
 
-    // Ranks: world size, steps, the ranks table and whatever the events name.
+    // Ranks: steps, the ranks table and whatever the events name; for a native run also every rank
+    // below the world size (one whose events were lost shows empty). Not for an import: its
+    // world_size counts the files, and its ranks are what the files said (one file of rank 3 is rank
+    // 3 alone, not ranks 0 to 3).
     std::set<int64_t> rank_set;
     const int64_t world = reader.worldSize();
-    for (int64_t r = 0; r < std::min<int64_t>(world, 1 << 16); ++r) rank_set.insert(r);
+    if (reader.meta("source") != "import")
+      for (int64_t r = 0; r < std::min<int64_t>(world, 1 << 16); ++r) rank_set.insert(r);
     for (const auto& s : trace.steps) rank_set.insert(s.rank);
     for (const auto& [r, info] : infos) rank_set.insert(r);
     for (const auto& [k, t] : built) rank_set.insert(k.rank);
@@ -363,6 +430,7 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
     // trace.steps is sorted by (rank, step) and collectives() by (rank, start); counters are
     // bucketed by rank and name in one pass over the table.
     const std::vector<rundb::Collective> collectives = reader.collectives();
+    std::vector<EventRef> ref_of_row(collectives.size(), EventRef{kNoTrack, 0, 0});  // where each row is drawn
     std::map<int64_t, std::map<uint32_t, CounterSeries>> counters_of;
     reader.forEach<rundb::Counter>([&](const rundb::Counter& x) {
       CounterSeries& c = counters_of[x.rank][names.id(reader, x.name)];
@@ -374,6 +442,7 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
       RankGroup g;
       g.rank = rank;
       if (auto it = infos.find(rank); it != infos.end()) g.host = it->second.host, g.device = it->second.device;
+      g.process = thread_names.process(rank);
       auto add = [&](Track&& t) {
         g.tracks.push_back(trace.tracks.size());
         trace.tracks.push_back(std::move(t));
@@ -395,16 +464,30 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
         steps.push_back({s.start_ns, s.start_ns + s.step_time_ns, names.text("step " + std::to_string(s.step)), EventKind::Step});
       }
       addEvents(TrackKind::Steps, "steps", std::move(steps));
-      // Threads, then streams (`built` is ordered by rank, kind, ids).
-      for (; b < built.size() && built[b].first.rank == rank; ++b) add(std::move(built[b].second));
-      // Collectives, one track: "all_reduce (dp)".
+      // Threads, then streams with their annotations (`built` is ordered by rank), in display order.
+      const size_t first_built = b;
+      for (; b < built.size() && built[b].first.rank == rank; ++b) {}
+      std::stable_sort(built.begin() + ptrdiff_t(first_built), built.begin() + ptrdiff_t(b),
+                       [&](const auto& x, const auto& y) { return thread_names.order(x.first) < thread_names.order(y.first); });
+      for (size_t i = first_built; i < b; ++i) add(std::move(built[i].second));
+      // Collectives, one track: "all_reduce (dp)". Row ids ride through the lane sort (comm.h).
       std::vector<Event> coll;
+      std::vector<int64_t> row_ids;
       for (; ci < collectives.size() && collectives[ci].rank < rank; ++ci) {}
       for (; ci < collectives.size() && collectives[ci].rank == rank; ++ci) {
         const rundb::Collective& c = collectives[ci];
         coll.push_back({c.start_ns, c.end_ns, names.text(c.op + " (" + c.group + ")"), EventKind::Collective});
+        row_ids.push_back(int64_t(ci));
       }
-      addEvents(TrackKind::Collectives, "collectives", std::move(coll));
+      if (!coll.empty()) {
+        Track t;
+        t.kind = TrackKind::Collectives;
+        t.rank = rank;
+        t.label = "collectives";
+        buildLanes(t, std::move(coll), std::move(row_ids));
+        takeCollectiveRows(uint32_t(trace.tracks.size()), t, ref_of_row);
+        add(std::move(t));
+      }
       // Counters, a track per name, the memory counter first.
       std::vector<Track> counter_tracks;
       if (auto found = counters_of.find(rank); found != counters_of.end()) {
@@ -425,6 +508,9 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
       trace.ranks.push_back(std::move(g));
     }
     trace.names = names.take();
+    phase("ranks laid out");
+    linkTrace(trace, collectives, ref_of_row);
+    phase("collectives linked");
 
     // The span and the count.
     bool any = false;

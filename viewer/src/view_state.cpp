@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iomanip>
 #include <map>
 #include <sstream>
 
@@ -90,7 +91,7 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
     ScriptCommand c;
     c.line = n;
     if (!(words >> c.op)) continue;
-    for (std::string w; words >> w;) c.args.push_back(w);
+    for (std::string w; words >> std::quoted(w);) c.args.push_back(w);  // "a name with spaces" is one
     const std::string where = file + ":" + std::to_string(n);
     auto a = arity.find(c.op);
     if (a == arity.end())

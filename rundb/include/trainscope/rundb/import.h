@@ -17,6 +17,8 @@ struct ImportStats {
   int files = 0;
   int64_t host_ops = 0, ranges = 0, kernels = 0, api_calls = 0, memcpy = 0, memset = 0, steps = 0;
   int64_t collectives = 0;  // from the profiler's communication records
+  int64_t gpu_annotations = 0;  // ranges on a device stream (Kineto's gpu_user_annotation)
+  int64_t threads = 0;          // named (or ordered) threads, streams and processes
   // Events left out and counted (also in the database's drops table, source "import"): a time that
   // does not fit int64 nanoseconds, and a negative duration.
   int64_t dropped_out_of_range = 0, dropped_negative = 0;

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,7 @@ inline constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();
 
 // The columns a timeline draws from, for any event table: what the viewer loads per event.
 //   ranges, host_ops: a = tid          api_calls: a = tid, kind = ApiKind
-//   kernels, memset: a = device, b = stream    memcpy: a = device, b = stream, kind = MemcpyKind
+//   kernels, memset, gpu_annotations: a = device, b = stream    memcpy: a = device, b = stream, kind = MemcpyKind
 struct SpanRow {
   int64_t rank = 0, start_ns = 0, end_ns = 0;
   StringId name = kNoString;
@@ -78,12 +79,18 @@ class RunReader {
   void forEachOf(int64_t rank, const std::function<void(const Row&)>& f);
   // Rows [rowid_begin, rowid_end) of an event table in storage order, as SpanRows appended to `out`
   // (no sorting and no per-row allocation: the loader sorts per track). Tables: ranges, host_ops,
-  // api_calls, kernels, memcpy, memset.
+  // api_calls, kernels, memcpy, memset, gpu_annotations.
   void spans(const char* table, int64_t rowid_begin, int64_t rowid_end, std::vector<SpanRow>& out);
   // The dense part of the string table (ids 0..n-1); ids past it go through string(id).
   const std::vector<std::string>& denseStrings() const { return strings_; }
   // An upper bound on a table's rows, without counting them (its largest rowid); for progress bars.
   int64_t rowBound(const char* table);
+
+  // The names and order of threads, streams and processes, by (rank, kind, device, tid); empty for
+  // a file written before schema version 4 (no names recorded).
+  std::vector<ThreadName> threads();
+  // Whether the file has a table: one added by a later schema version reads as empty where it is not.
+  bool hasTable(const std::string& table) const { return tables_.count(table) > 0; }
 
   std::vector<Collective> collectives(std::optional<int64_t> rank = std::nullopt);  // by (rank, start)
   std::vector<Drop> drops();
@@ -97,6 +104,7 @@ class RunReader {
   std::unique_ptr<Database> db_;
   int version_ = 0;
   std::map<std::string, std::string> meta_;
+  std::set<std::string> tables_;      // the tables the file has
   std::vector<std::string> strings_;  // by id (ids are dense from 0 in files we write)
   std::map<StringId, std::string> sparse_strings_;  // ids past the dense range (imports of other files)
   bool mapped_ = false;                              // spans() maps the file once

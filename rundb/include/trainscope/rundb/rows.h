@@ -23,6 +23,12 @@ enum class MemcpyKind : int { Unknown = 0, HtoD = 1, DtoH = 2, HtoA = 3, AtoH = 
                               DtoD = 8, HtoH = 9, PtoP = 10 };
 // api_calls.kind
 enum class ApiKind : int { Runtime = 0, Driver = 1 };
+// threads.kind: what `tid` (and `device`) name.
+//   Thread: a CPU thread, `tid` as in ranges, host_ops and api_calls (device -1);
+//   Stream: a device stream, `device` and `tid` = the stream id as in kernels, memcpy, memset and
+//           gpu_annotations;
+//   Process: an OS process of the rank, `tid` = its pid (device -1).
+enum class ThreadKind : int { Thread = 0, Stream = 1, Process = 2 };
 
 // steps: one optimizer step as one rank saw it.
 struct Step {
@@ -53,6 +59,14 @@ struct Range {
   StringId name = 0, domain = 0;
   int64_t tid = 0;
   int32_t depth = 0, kind = 0;  // kind: RangeKind
+  int64_t rank = 0;
+};
+
+// A range on a device stream (Kineto's gpu_user_annotation): drawn above that stream's kernels.
+struct GpuAnnotation {
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t device = 0, stream = 0;
+  StringId name = 0, domain = 0;
   int64_t rank = 0;
 };
 
@@ -129,6 +143,16 @@ struct Collective {
   }
   double algbw() const;   // bytes/s (0 for an empty or zero-length call)
   double busbw() const;   // bytes/s
+};
+
+// The name and display order a profiler gave a thread, a stream or a process (threads table).
+struct ThreadName {
+  int32_t kind = 0;                   // ThreadKind
+  int64_t device = -1;                // streams: the device; -1 otherwise
+  int64_t tid = 0;                    // thread id, stream id or pid (see ThreadKind)
+  StringId name = kNoString;          // kNoString: none recorded
+  std::optional<int64_t> sort_index;  // the profiler's order (Chrome's thread_sort_index): lower first
+  int64_t rank = 0;
 };
 
 struct RankInfo {

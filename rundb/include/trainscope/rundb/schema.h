@@ -19,7 +19,9 @@ class Database;
 
 // 3: journal_mode=DELETE on close, meta.writer_pid, meta.merged_ranks, NULL (not -1) for a missing
 //    correlation id. Version-2 files are read as well.
-inline constexpr int kSchemaVersion = 3;
+// 4: `threads` (names and sort order of threads, streams and processes) and `gpu_annotations`
+//    (ranges on a device stream). Older files read without them: no names, no GPU annotations.
+inline constexpr int kSchemaVersion = 4;
 inline constexpr int kOldestReadableSchema = 2;
 
 enum class ColumnRole { Plain, Rank, Time, StringId };

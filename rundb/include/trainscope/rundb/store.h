@@ -60,6 +60,8 @@ class RunStore {
   void putStrings(const std::vector<std::pair<StringId, std::string>>& strings);
   StringId intern(std::string_view s);
   void put(const std::vector<Range>& rows);
+  void put(const std::vector<GpuAnnotation>& rows);
+  void put(const std::vector<ThreadName>& rows);
   void put(const std::vector<HostOp>& rows);
   void put(const std::vector<Kernel>& rows);
   void put(const std::vector<Memcpy>& rows);

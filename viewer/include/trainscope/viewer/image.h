@@ -34,6 +34,11 @@ inline constexpr uint32_t kSelection = rgb(255, 255, 255);
 inline constexpr uint32_t kRangeSelect = rgb(70, 110, 170);
 inline constexpr uint32_t kFlow = rgb(255, 210, 60);
 inline constexpr uint32_t kMemoryCounter = rgb(90, 200, 210);
+// Ranks related: a collective's links to its copies on the other ranks, a pipeline send's arrow to
+// its receive, and the hatching over the part of a collective spent waiting for the last rank.
+inline constexpr uint32_t kCommLink = rgb(80, 240, 200);
+inline constexpr uint32_t kP2p = rgb(255, 140, 40);
+inline constexpr uint32_t kWaitHatch = rgb(110, 25, 25);
 }  // namespace palette
 
 // The colour of an event kind: kernels blue, NCCL kernels and collectives red, copies yellow, sets

@@ -2,8 +2,9 @@
 // arrays that a frame can draw in time proportional to what is on screen.
 //
 // What it is: loading (through rundb::RunReader, on any thread, with progress and cancel), the
-// track layout (a group per rank: steps, one flame per CPU thread, one row per device stream,
-// collectives, counters), and the per-lane level-of-detail pyramids (lod.h). Queries — hit testing,
+// track layout (a group per rank: steps, one flame per CPU thread, one row per device stream with
+// its GPU annotations above it, collectives, counters; threads and streams named and ordered as the
+// profiler named them), and the per-lane level-of-detail pyramids (lod.h). Queries — hit testing,
 // search, range totals, statistics — are in query.h and stats.h.
 // What it is not: anything that draws. No ImGui, no OpenGL here; the app (viewer/app/) only draws
 // what these types say.
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/rundb/report.h"
 #include "trainscope/rundb/rows.h"
 #include "trainscope/rundb/summary.h"
 
@@ -59,7 +61,8 @@ struct Lane {
   std::vector<int64_t> busy_prefix;  // [k]: the summed durations of events [0, 16k) (lod.h, busyBetween)
 };
 
-enum class TrackKind { Steps, Thread, Stream, Collectives, Counter };
+// Annotations: the GPU annotations (rundb::GpuAnnotation) of one stream, placed right above it.
+enum class TrackKind { Steps, Thread, Stream, Collectives, Counter, Annotations };
 
 // A counter as a step function, with a min/max pyramid for drawing it at any zoom.
 struct CounterSeries {
@@ -72,9 +75,13 @@ struct CounterSeries {
 struct Track {
   TrackKind kind = TrackKind::Thread;
   int64_t rank = 0;
-  int64_t id = 0;       // thread id, stream id
-  int64_t device = -1;  // streams
-  std::string label;    // "thread 1234", "stream 7 (device 0)", "collectives", "memory"
+  int64_t id = 0;       // thread id, stream id (streams, annotations)
+  int64_t device = -1;  // streams, annotations
+  // The row's label: a thread's or a stream's recorded name (the threads table), else its id —
+  // "thread 1234", "thread -5", "stream 7 (device 0)", "stream 7 annotations (device 0)",
+  // "collectives", "memory".
+  std::string label;
+  std::string name;     // the name the profiler gave the thread or stream ("" when none)
   std::vector<Lane> lanes;
   CounterSeries counter;  // TrackKind::Counter only
   int64_t events() const;
@@ -83,6 +90,7 @@ struct Track {
 struct RankGroup {
   int64_t rank = 0;
   std::string host, device;
+  std::string process;  // the rank's named processes, "python3 (pid 1234)" ("" when none recorded)
   std::vector<size_t> tracks;  // indices into Trace::tracks, in display order
 };
 
@@ -91,6 +99,20 @@ struct EventRef {
   uint32_t track = 0, lane = 0, index = 0;
   bool operator==(const EventRef& o) const { return track == o.track && lane == o.lane && index == o.index; }
   bool operator!=(const EventRef& o) const { return !(*this == o); }
+};
+
+// Collectives linked across ranks (rundb::linkCollectives; comm.h): one call's copies on its member
+// ranks, or a pipeline send and the receive that took its data.
+struct CommCall {
+  rundb::LinkedCall link;         // first and last arrival, skew, p2p, the receive's end (link.rows: cleared)
+  std::vector<EventRef> members;  // by rank; p2p: {send, recv}
+};
+struct CommIndex {
+  std::optional<rundb::RunLayout> layout;  // meta.config's, when it adds up (rundb::runLayout)
+  std::vector<CommCall> calls;
+  std::map<uint32_t, std::vector<std::vector<int32_t>>> call_of;  // collectives track → [lane][event] → call (-1: none)
+  const CommCall* callOf(const EventRef& r) const;  // nullptr: not a linked collective
+  size_t bytes() const;
 };
 
 struct Trace {
@@ -103,6 +125,7 @@ struct Trace {
   std::vector<rundb::Step> steps;           // every rank, by (rank, step)
   std::optional<rundb::RunSummary> summary; // none when the file has no steps
   std::vector<rundb::Drop> drops;
+  CommIndex comm;                           // collectives linked across ranks
   int64_t begin = 0, end = 0;               // the span of everything in the file (ns)
   int64_t event_count = 0;
   double load_seconds = 0;
