@@ -72,7 +72,10 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
   c->add_option("--ckpt", f->ckpt, "none|selective|full")->capture_default_str();
   c->add_option("--precision", f->precision, "fp32|bf16|fp16")->capture_default_str();
   c->add_option("--optimizer", f->optimizer, "adamw|adafactor|adam8bit|sgd")->capture_default_str();
-  c->add_option("--zero", f->zero, "0|1 (ZeRO-2/3 are not modelled yet)")->capture_default_str()->check(CLI::IsMember({"0", "1"}));
+  c->add_option("--zero", f->zero,
+                 "ZeRO stage 0|1|2|3 (2 and 3 are priced as DeepSpeed shards them; `run` and `tune` use 0 and 1)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"0", "1", "2", "3"}));
   c->add_flag("--sequence-parallel", f->sp);
   c->add_option("--pp-schedule", f->schedule, "gpipe|1f1b|interleaved")->capture_default_str();
   c->add_option("--virtual-stages", f->virtual_stages, "interleaved: model chunks per stage")
@@ -172,7 +175,7 @@ tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, cons
   p.ckpt = rt::parseCheckpointing(f.ckpt);
   p.precision = rt::parsePrecision(f.precision);
   p.optimizer = rt::parseOptimizer(f.optimizer);
-  p.zero = rt::zeroStage(f.zero);  // 0 or 1: the flag and the file refuse the stages not modelled
+  p.zero = rt::zeroStage(f.zero);  // 0..3: the flag and the batch line refuse anything else
   p.sequence_parallel = f.sp;
   if (f.schedule == "interleaved") {
     p.schedule = rt::PipelineSchedule::OneFOneB;
@@ -206,11 +209,19 @@ tn::MemoryPrediction checkedMemory(const workloads::Workload& w, const tn::Plan&
   return m;
 }
 
-// --framework; --use-distributed-optimizer only with Megatron-LM's.
+// --framework; --use-distributed-optimizer only with Megatron-LM's, and ZeRO-2/3 only with this
+// runtime's: Megatron-LM shards only the optimizer state (its distributed optimizer is ZeRO-1; the
+// FSDP of recent Megatron-core versions is not modelled).
 tn::Framework checkedFramework(const PredictFlags& f) {
   const tn::Framework framework = tn::parseFramework(f.framework);
   if (f.distributed_optimizer && framework != tn::Framework::Megatron)
     throw UserError("--use-distributed-optimizer", "is Megatron-LM's flag", "add --framework megatron, or use --zero 1");
+  if (framework == tn::Framework::Megatron && f.zero >= 2)
+    throw UserError("--zero", "Megatron-LM has no ZeRO-" + std::to_string(f.zero) +
+                                  ": its distributed optimizer shards the optimizer state only (ZeRO-1), and the FSDP "
+                                  "of recent Megatron-core versions is not modelled",
+                    "pass --use-distributed-optimizer for Megatron-LM's ZeRO-1, or --framework trainscope to price "
+                    "ZeRO-" + std::to_string(f.zero));
   return framework;
 }
 
@@ -245,6 +256,11 @@ tn::MeasuredCosts profiledCosts(const PredictFlags& f, const workloads::Workload
 // The step time composed from the measured layer costs when a profiled run has this plan's layer
 // shape; otherwise a note, and the analytic model's stays.
 void useMeasuredTime(Outcome& o, const PredictFlags& f) {
+  if (o.p.zero >= rt::ZeroStage::Gradients) {  // no run measured them: the runtime runs stages 0 and 1
+    std::fprintf(stderr, "note: no run can profile ZeRO-%d (the runtime runs stages 0 and 1); the step time is the "
+                         "analytic model's\n", f.zero);
+    return;
+  }
   const tn::MeasuredCosts costs = profiledCosts(f, o.w, o.c);
   if (auto measured = tn::composeTime(o.w, o.p, o.c, costs)) {
     o.t = *measured;
@@ -257,13 +273,13 @@ void useMeasuredTime(Outcome& o, const PredictFlags& f) {
 
 Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   Outcome o;
+  o.framework = checkedFramework(f);
   o.w = loaded.workload(f.workload);
   o.c = loaded.cluster(f.cluster, f.nodes);
   o.devices = devicesOf(f, o.c);
   o.p = planFromFlags(f, o.w, o.c, o.devices);
   checkPriceable(o.w, o.p, o.devices);
   o.m = checkedMemory(o.w, o.p);
-  o.framework = checkedFramework(f);
   o.t = tn::predictTime(o.w, o.p, o.c, {f.dp_overlap, o.framework});
   // Megatron-LM's parameters and optimizer state per stage (its theoretical_memory_usage and the
   // distributed-optimizer docs): 16-bit weights, fp32 main gradients, fp32 master weights and Adam
@@ -275,13 +291,39 @@ Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   return o;
 }
 
+// "ZeRO-3", or "none" without ZeRO (a stage over one DP rank shards nothing: whyInvalid refuses it).
+std::string zeroName(const tn::Plan& p) {
+  return rt::shardsOptimizer(p.zero) ? "ZeRO-" + std::to_string(rt::stageNumber(p.zero)) : "none";
+}
+
+// What the plan's ZeRO stage shards and adds, for the text output: one line, or "" without ZeRO.
+std::string zeroLine(const tn::Plan& p, const tn::StageMemory& s) {
+  if (!rt::shardsOptimizer(p.zero)) return "";
+  auto gib = [](int64_t b) { return double(b) / double(int64_t(1) << 30); };
+  char line[512];
+  const int stage = rt::stageNumber(p.zero);
+  const char* what = stage == 1 ? "optimizer state" : stage == 2 ? "optimizer state and gradients"
+                                                                 : "optimizer state, gradients and parameters";
+  int n = std::snprintf(line, sizeof(line), "%s: %s sharded over dp=%lld", zeroName(p).c_str(), what,
+                        static_cast<long long>(p.dp));
+  if (stage >= 2)
+    n += std::snprintf(line + n, sizeof(line) - size_t(n),
+                       " (priced; the runtime runs stages 0 and 1); backward adds a %.2f GiB gradient bucket",
+                       gib(s.grad_bucket));
+  if (stage == 3)
+    std::snprintf(line + n, sizeof(line) - size_t(n), ", forward and backward %.2f GiB of gathered parameters",
+                  gib(s.gathered));
+  return std::string(line) + "\n";
+}
+
 nlohmann::json toJson(const Outcome& o) {
   const auto& [w, c, p, devices, m, t, framework, time_source, bpp] = o;
   (void)devices, (void)bpp;
   const bool fits = m.peak() <= c.memory_bytes;
   nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
                       {"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
-                      {"seq", p.seq}, {"memory_limit_bytes", c.memory_bytes}, {"peak_bytes", m.peak()},
+                      {"seq", p.seq}, {"zero", rt::stageNumber(p.zero)}, {"zero_stage", zeroName(p)},
+                      {"memory_limit_bytes", c.memory_bytes}, {"peak_bytes", m.peak()},
                       {"worst_stage", m.worst_stage}, {"fits", fits}};
   for (const auto& s : m.stages)
     j["stages"].push_back({{"stage", s.stage}, {"layers", s.layers}, {"params_bytes", s.params},
@@ -291,13 +333,15 @@ nlohmann::json toJson(const Outcome& o) {
                            {"recompute_bytes", s.recompute}, {"allowance_bytes", s.allowance},
                            {"transient_bytes", s.transient()},
                            {"lane_grads_bytes", s.lane_grads}, {"lane_fresh_bytes", s.lane_fresh},
-                           {"sync_bytes", s.sync}, {"peak_in", s.peakPhase()},
+                           {"sync_bytes", s.sync}, {"grad_bucket_bytes", s.grad_bucket},
+                           {"gathered_bytes", s.gathered}, {"peak_in", s.peakPhase()},
                            {"total_bytes", s.total()}, {"microbatches_in_flight", s.inflight},
                            {"megatron_activations_bytes", s.megatron_activations},
                            {"megatron_params_opt_bytes", o.megatronParamsOpt(s.stage)},
                            {"megatron_embedding_opt_bytes", s.stage == 0 || s.stage == p.pp - 1 ? o.megatronEmbeddingOpt() : 0}});
   j["time"] = {{"compute_s", t.compute_s}, {"recompute_s", t.recompute_s}, {"tp_comm_s", t.tp_comm_s},
-               {"dp_comm_s", t.dp_comm_s}, {"pp_comm_s", t.pp_comm_s}, {"bubble_s", t.bubble_s},
+               {"dp_comm_s", t.dp_comm_s}, {"zero_gather_s", t.zero_gather_s}, {"pp_comm_s", t.pp_comm_s},
+               {"bubble_s", t.bubble_s},
                {"optimizer_s", t.optimizer_s}, {"other_s", t.other_s}, {"step_s", t.step_s}};
   j["time_source"] = time_source;
   j["framework"] = tn::frameworkName(framework);
@@ -331,11 +375,13 @@ void printText(const Outcome& o) {
   }
   std::printf("%s: worst stage %lld needs %.2f GiB of %.2f\n", fits ? "fits" : "DOES NOT FIT",
               static_cast<long long>(m.worst_stage), gib(m.peak()), gib(c.memory_bytes));
+  std::cout << zeroLine(p, m.stages[size_t(m.worst_stage)]);
   std::printf("\nstep time (%s) %.3f s = compute %.3f + recompute %.3f + TP comm %.3f + DP comm %.3f + PP comm %.3f"
               " + bubble %.3f + optimizer %.3f + other %.3f\n",
               time_source.c_str(), t.step_s, t.compute_s, t.recompute_s, t.tp_comm_s, t.dp_comm_s, t.pp_comm_s,
               t.bubble_s, t.optimizer_s, t.other_s);
   if (t.measured) std::printf("(measured layer times include their TP collectives)\n");
+  if (t.zero_gather_s > 0) std::printf("(DP comm includes %.3f s of ZeRO-3 parameter all-gathers)\n", t.zero_gather_s);
   if (!t.bound.empty()) std::printf("kernels of %s; each micro-batch bound by the %s\n", tn::frameworkName(framework), t.bound.c_str());
   if (framework == tn::Framework::Megatron)
     std::printf("Megatron-LM parameters + optimizer (%.4g bytes/parameter): stage 0 %.2f GiB in its layers\n",
@@ -385,8 +431,8 @@ PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults
     else if (k == "use_distributed_optimizer") f.distributed_optimizer = flag(k, v);
     else if (k == "allow_tp_across_nodes") f.allow_tp_across_nodes = flag(k, v);
     else if (k == "zero") {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1)
-        throw UserError(where + ": zero", "must be 0 or 1 (ZeRO-2/3 are not modelled yet), not " + v.dump(), "");
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 3)
+        throw UserError(where + ": zero", "must be 0, 1, 2 or 3, not " + v.dump(), "");
       f.zero = v.get<int>();
     } else if (k == "dp_overlap") {
       if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1)

@@ -11,11 +11,15 @@
 //               drain); DP gradient reduction of the stage that holds the most parameters (the part not
 //               hidden behind the last backward) and the tied embedding's reduction between the first
 //               and last stage; the optimizer's passes over that stage's parameters.
+//   ZeRO-2/3    each micro-batch's gradients reduce-scattered (the same exposure rule), ZeRO-2's
+//               parameter all-gather after the step, ZeRO-3's per-layer parameter all-gathers before
+//               each forward and backward, prefetched behind the previous layer's compute.
 #include "gpu_time.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "trainscope/models/zero.h"
 #include "trainscope/workloads/flops.h"
 
 namespace trainscope::models::gpu {
@@ -73,9 +77,12 @@ double gradBytes(const Plan& p, bool megatron) {
 }
 
 // One micro-batch on a stage: its kernels forward and backward, its recomputation, its TP collectives
-// (device seconds), and the host's dispatch of its ops.
+// (device seconds), and the host's dispatch of its ops; and one of its layers' device time forward and
+// backward (recomputation and TP collectives included), what ZeRO-3's prefetched gathers hide behind.
 struct Stage {
   double device_fwd, device_bwd, recompute, tp, host;
+  int64_t index;
+  double layers, layer_fwd, layer_bwd;
 };
 
 // The slowest stage's micro-batch: the first stage holds ⌈L/p⌉ layers and the embedding, the last
@@ -141,6 +148,10 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
     // The head: at least 8 framework ops, one per kernel where its op list has more.
     const double head_ops = std::max(8.0, double(head.forward.size() + head.backward.size()));
     s.host = layers * host_layer + (last ? head_ops * c.dispatch_s : 0);
+    s.index = index;
+    s.layers = layers;
+    s.layer_fwd = layer_fwd + tp_fwd;
+    s.layer_bwd = layer_bwd + layer_rec + tp_bwd + tp_rec;
     return s;
   };
   const Stage a = stage(0, first_layers, true, p.pp == 1), z = stage(p.pp - 1, last_layers, false, true);
@@ -150,16 +161,30 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
 
 }  // namespace
 
-std::vector<double> stageTensors(const workloads::Workload& w, const Plan& p, int64_t s) {
+namespace {
+
+// One layer's tensors on a TP rank: LayerNorm 1 (weight, bias), qkv 3h·h/t + 3h/t, projection
+// h·h/t + h, LayerNorm 2, fc1 4h·h/t + 4h/t, fc2 4h·h/t + h.
+std::vector<double> layerTensors(const workloads::Workload& w, const Plan& p) {
   const double h = double(w.n_embd), t = double(p.tp);
+  return {h, h, 3.0 * h * h / t, 3.0 * h / t, h * h / t, h, h, h, 4.0 * h * h / t, 4.0 * h / t, 4.0 * h * h / t, h};
+}
+
+}  // namespace
+
+double layerParams(const workloads::Workload& w, const Plan& p) {
+  double n = 0;
+  for (const double x : layerTensors(w, p)) n += x;
+  return n;
+}
+
+std::vector<double> stageTensors(const workloads::Workload& w, const Plan& p, int64_t s) {
+  const double h = double(w.n_embd);
   const double word = double((w.vocab_size + p.tp - 1) / p.tp) * h;  // V/t rows of the padded vocabulary
   std::vector<double> n;
   if (s == 0) n = {word, double(w.n_positions) * h};
-  // Per layer: LayerNorm 1 (weight, bias), qkv 3h·h/t + 3h/t, projection h·h/t + h, LayerNorm 2,
-  // fc1 4h·h/t + 4h/t, fc2 4h·h/t + h.
-  for (int64_t l = 0; l < layersOfStage(w.n_layer, p.pp, s); ++l)
-    n.insert(n.end(), {h, h, 3.0 * h * h / t, 3.0 * h / t, h * h / t, h, h, h, 4.0 * h * h / t, 4.0 * h / t,
-                       4.0 * h * h / t, h});
+  const std::vector<double> layer = layerTensors(w, p);
+  for (int64_t l = 0; l < layersOfStage(w.n_layer, p.pp, s); ++l) n.insert(n.end(), layer.begin(), layer.end());
   if (s == p.pp - 1) {
     n.insert(n.end(), {h, h});             // the final LayerNorm
     if (p.pp > 1) n.push_back(word);       // the tied copy of the word embedding
@@ -173,6 +198,10 @@ NetworkTier spanningTier(const Cluster& c, double per_node) {
                             c.intra_node.bandwidth * c.intra_node.efficiency);
   tier.efficiency = 1.0;
   return tier;
+}
+
+double zeroGatherSeconds(double first_s, double gather_s, double compute_s, double layers) {
+  return first_s + std::max(0.0, layers - 1.0) * std::max(0.0, gather_s - compute_s);
 }
 
 double stageParams(const workloads::Workload& w, const Plan& p, int64_t s) {
@@ -225,25 +254,62 @@ void addPipeline(TimePrediction& r, const workloads::Workload& w, const Plan& p,
   r.pp_comm_s = (2.0 * M * v + 2.0 * (pp - 1.0)) * hop;
 }
 
-// The DP reduction of `bytes` of gradients that the step waits for. Megatron-LM's published runs
-// reduce after the backward; this runtime overlaps bucket by bucket, so what shows is the larger of
-// the last bucket and what the last micro-batch's backward (`backward_s`) could not hide.
-double dpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, bool megatron, double bytes,
-                     double backward_s) {
-  // A stage's DP group: its tp·dp-rank block, members tp apart — dpn/tp of them in each node.
+// The network a stage's DP group crosses: its tp·dp-rank block, members tp apart — dpn/tp of them in
+// each node.
+NetworkTier dpTier(const Plan& p, const Cluster& c) {
   const bool spans = p.tp * p.dp > c.devices_per_node;
   const double per_node = double(std::min(p.dp, std::max<int64_t>(1, c.devices_per_node / p.tp)));
-  const NetworkTier tier = spans ? spanningTier(c, per_node) : c.intra_node;
-  const double dp = double(p.dp);
-  const double full = collectiveSeconds(tier, bytes, dp, 2.0 * (dp - 1) / dp);
+  return spans ? spanningTier(c, per_node) : c.intra_node;
+}
+
+// What the step waits for of a gradient reduction taking `full` seconds, issued bucket by bucket
+// (`buckets`) during a backward of `backward_s`: Megatron-LM's published runs reduce after the
+// backward (all of it); this runtime overlaps, so what shows is the larger of the last bucket and what
+// the backward could not hide. `--dp-overlap` replaces the estimate with a measured share.
+double exposedReduction(const TimeOptions& o, bool megatron, double full, double buckets, double backward_s) {
   double hidden = 0;
   if (o.dp_overlap >= 0) {
     hidden = std::clamp(o.dp_overlap, 0.0, 1.0) * full;
   } else if (!megatron) {
-    const double buckets = std::max(1.0, std::ceil(bytes / kDdpBucketBytes));
-    hidden = std::min(full - full / buckets, backward_s);
+    hidden = std::min(full - full / std::max(1.0, buckets), backward_s);
   }
   return full - hidden;
+}
+
+// The DP all-reduce of `bytes` of gradients after the last micro-batch (ZeRO-1: reduce-scatter +
+// all-gather, the same bus bytes), in 25 MiB buckets.
+double dpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, bool megatron, double bytes,
+                     double backward_s) {
+  const double dp = double(p.dp);
+  const double full = collectiveSeconds(dpTier(p, c), bytes, dp, 2.0 * (dp - 1) / dp);
+  return exposedReduction(o, megatron, full, std::ceil(bytes / kDdpBucketBytes), backward_s);
+}
+
+// ZeRO-2 and ZeRO-3 over the DP group (docs/time-model.md, "ZeRO-2 and ZeRO-3"); `params` of the
+// stage with the most, `grad_bytes` per gradient element.
+//   Each micro-batch's gradients are reduce-scattered during its backward (a rank keeps only its
+//   shard, so they cannot be accumulated whole; DeepSpeed's stage-2 hooks reduce at every
+//   micro-step): M reduce-scatters, each exposed by the all-reduce's rule, in reduce_bucket_size
+//   buckets. ZeRO-2 then all-gathers the updated fp32 master weights after the step, in view.
+//   ZeRO-3 instead gathers every layer's parameters (compute dtype) before its forward and again
+//   before its backward, each micro-batch: per pass the first gather shows (with it the stage's
+//   embedding, head and final LayerNorm shards), every later one only where it outlasts the layer
+//   it is prefetched behind (zeroGatherSeconds). The step waits for the slowest stage's.
+double zeroSyncSeconds(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c,
+                       const TimeOptions& o, bool megatron, const Stage& slow, double scale, double params,
+                       double grad_bytes, double backward_s) {
+  const NetworkTier tier = dpTier(p, c);
+  const double dp = double(p.dp), M = double(p.ga()), e = double(p.elementBytes());
+  const double rs = collectiveSeconds(tier, params * grad_bytes, dp, (dp - 1) / dp);
+  const double buckets = std::ceil(params / zero::kReduceBucketElements);
+  double seconds = M * exposedReduction(o, megatron, rs, buckets, backward_s);
+  if (!zero::shardsParameters(p)) return seconds + collectiveSeconds(tier, params * 4.0, dp, (dp - 1) / dp);
+  const double layer = layerParams(w, p), others = stageParams(w, p, slow.index) - slow.layers * layer;
+  const double gather = collectiveSeconds(tier, layer * e, dp, (dp - 1) / dp);
+  const double first = collectiveSeconds(tier, (layer + others) * e, dp, (dp - 1) / dp);
+  r.zero_gather_s = M * (zeroGatherSeconds(first, gather, slow.layer_fwd * scale, slow.layers) +
+                         zeroGatherSeconds(first, gather, slow.layer_bwd * scale, slow.layers));
+  return seconds + r.zero_gather_s;
 }
 
 // Under PP the tied word embedding lives on the first and the last stage: after the backward their
@@ -290,8 +356,10 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   // for the stage with the most parameters (the first or the last, which hold the word embedding).
   const double params = std::max(stageParams(w, p, 0), stageParams(w, p, p.pp - 1));
   const double grad_bytes = gradBytes(p, megatron);
-  if (p.dp > 1) {
-    const double backward_s = (slow.device_bwd + slow.recompute) * micro.scale;
+  const double backward_s = (slow.device_bwd + slow.recompute) * micro.scale;
+  if (zero::shardsGradients(p)) {
+    r.dp_comm_s = zeroSyncSeconds(r, w, p, c, o, megatron, slow, micro.scale, params, grad_bytes, backward_s);
+  } else if (p.dp > 1) {
     r.dp_comm_s = dpSyncSeconds(p, c, o, megatron, params * grad_bytes, backward_s);
   }
   if (p.pp > 1) r.dp_comm_s += tiedEmbeddingSeconds(w, p, c, grad_bytes);

@@ -26,5 +26,11 @@ NetworkTier spanningTier(const Cluster& c, double per_node);
 // embedding; and their sum.
 std::vector<double> stageTensors(const workloads::Workload& w, const Plan& p, int64_t s);
 double stageParams(const workloads::Workload& w, const Plan& p, int64_t s);
+// One transformer layer's parameters on a TP rank (12h²/t + 7h/t + 6h).
+double layerParams(const workloads::Workload& w, const Plan& p);
+// ZeRO-3's parameter all-gathers of one pass (forward or backward) over `layers` layers, each
+// prefetched while the layer before it computes: the first gather (`first_s`) shows whole, every later
+// one (`gather_s`) only where it outlasts the `compute_s` of the layer it hides behind.
+double zeroGatherSeconds(double first_s, double gather_s, double compute_s, double layers);
 
 }  // namespace trainscope::models::gpu

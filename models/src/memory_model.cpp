@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "trainscope/models/layer_ops.h"
+#include "trainscope/models/zero.h"
 #include "trainscope/workloads/memory.h"
 
 namespace trainscope::models {
@@ -118,15 +119,44 @@ void addShardedOptimizer(StageMemory& sm, const std::vector<workloads::ParamTens
   sm.sync = 4 * load[worst] * (p.cpu ? p.dp + 1 : 1);
 }
 
-// The optimizer state of the stage's tensors: all of it, or under ZeRO-1 with DP one rank's share.
+// The optimizer state of the stage's tensors: all of it, or with DP one rank's share — under ZeRO-1
+// the runtime's partition by tensor, under ZeRO-2/3 ⌈1/d⌉ of it (DeepSpeed's flat, element-wise split;
+// for Adafactor and 8-bit Adam, whose state is not one number per element, the even share of it).
 void addOptimizerState(StageMemory& sm, const std::vector<workloads::ParamTensor>& tensors, bool tied,
                        const Plan& p) {
   const auto state = stateOf(p.optimizer);
-  if (runtime::shardsOptimizer(p.zero) && p.dp > 1) {
+  if (zero::shardsGradients(p)) {
+    int64_t all = 0;
+    for (const auto& x : tensors) all += workloads::optimizerStateBytes(x, state, false, 256);
+    sm.optimizer = zero::shardOf(all, p.dp);
+  } else if (runtime::shardsOptimizer(p.zero) && p.dp > 1) {
     addShardedOptimizer(sm, tensors, tied, p, state);
   } else {
     for (const auto& x : tensors) sm.optimizer += workloads::optimizerStateBytes(x, state, false, 256);
   }
+}
+
+// ZeRO-2 and ZeRO-3 (docs/memory-model.md, "ZeRO-2 and ZeRO-3"), on a stage of `n` parameters whose
+// largest unit of gathering (a layer, or the word embedding where the stage holds it) has `unit`.
+//   ZeRO-2: each rank keeps its ⌈n/d⌉ share of the gradients (the runtime's bytes per parameter:
+//           fp32 main + low-precision, 6, or 4 in fp32); during backward one reduce bucket of full
+//           fp32 gradients, min(n, reduce_bucket_size) elements, waits for its reduce-scatter; after
+//           the step the updated fp32 master shard is copied for the all-gather (4·⌈n/d⌉), as ZeRO-1.
+//   ZeRO-3: the parameters too (⌈n/d⌉ of the fp32 master and the low-precision copy); the step's
+//           gathers write the module in use in the compute dtype, with up to the prefetch bucket of
+//           the modules after it: e·(unit + min(prefetch, n − unit)), in forward and in backward (the
+//           largest unit's moment, taken for both). No all-gather after the step.
+void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t unit) {
+  if (!zero::shardsGradients(p)) return;
+  const int64_t per_param = p.mixed() ? 6 : 4, share = zero::shardOf(n, p.dp);
+  sm.grads = per_param * share;
+  sm.grad_bucket = 4 * int64_t(std::min(double(n), zero::kReduceBucketElements));
+  sm.sync = 4 * share;
+  if (!zero::shardsParameters(p)) return;
+  sm.params = per_param * share;
+  sm.sync = 0;
+  const double prefetched = std::min(zero::kPrefetchElements, double(n - unit));
+  sm.gathered = int64_t(double(p.elementBytes()) * (double(unit) + prefetched));
 }
 
 // Micro-batches whose activations stage `st` holds at once.
@@ -176,13 +206,19 @@ void addHead(StageMemory& sm, const workloads::Workload& w, const Plan& p) {
   sm.head_chunk = int64_t(rows * double(Vp / t) * (one_pass ? 4.0 : p.mixed() ? 10.0 : 8.0));
 }
 
-// Under PP the sends keep their tensors until the schedule ends: one activation per micro-batch
-// and boundary the stage sends across.
+// Under PP each send's tensor (b·s'·h elements) lives until the send has completed, as
+// runtime/src/parallel/pipeline.cpp waits for it:
+//   activation sends (all stages but the last): the stage's output, which no layer of this stage
+//     saves, is held as the root of its micro-batch's backward and freed when that gradient comes
+//     back — one per micro-batch in flight (sm.inflight: M under GPipe, min(p − s, M) under 1F1B);
+//   gradient sends (all stages but the first): at most one outstanding, from the backward that makes
+//     it to the next micro-batch's receive; it is waited for before that micro-batch computes, so it
+//     is never held at a forward's or a backward's peak — 0 here.
 void addSendBuffers(StageMemory& sm, const workloads::Workload& w, const Plan& p, int64_t st) {
   const double s = double(p.seq), b = double(p.mbs);
   const double s_local = p.sequence_parallel ? s / double(p.tp) : s;
   const double one = b * s_local * double(w.n_embd) * double(p.elementBytes());
-  sm.buffers += int64_t(one * double(sm.micro_batches) * ((st < p.pp - 1) + (st > 0)));
+  if (st < p.pp - 1) sm.buffers += int64_t(one * double(sm.inflight));
 }
 
 // The calibrated transients of a layer's backward (kTransientActivations, kTransientWeights).
@@ -217,13 +253,16 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   sm.micro_batches = p.ga();
   bool tied = false;
   const auto tensors = stageTensors(w, p, st, &tied);
-  int64_t n = 0, largest = 0;
+  int64_t n = 0, largest = 0, layer_elements = 0;
   for (const auto& x : tensors) {
     n += x.numel();
     largest = std::max(largest, x.numel());
+    if (x.name == "layer") layer_elements += x.numel();
   }
   addWeights(sm, p, n, largest);
   addOptimizerState(sm, tensors, tied, p);
+  // ZeRO-3 gathers a layer, or the word embedding, at a time: the larger sets the transient.
+  addZeroShards(sm, p, n, std::max(largest, sm.layers > 0 ? layer_elements / sm.layers : 0));
   sm.inflight = inflightOf(p, st, sm.micro_batches);
   const double interleave = interleaveOf(p, st);
   addActivations(sm, p, ops, interleave);

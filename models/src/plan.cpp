@@ -24,7 +24,8 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
   if (p.seq > w.n_positions) return "seq=" + std::to_string(p.seq) + " exceeds n_positions";
   if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";
   if (p.sequence_parallel && p.seq % p.tp != 0) return "sequence parallelism needs seq divisible by tp";
-  if (runtime::shardsOptimizer(p.zero) && p.dp == 1) return "ZeRO-1 needs dp > 1";
+  if (runtime::shardsOptimizer(p.zero) && p.dp == 1)
+    return "ZeRO-" + std::to_string(runtime::stageNumber(p.zero)) + " needs dp > 1";
   if (p.virtual_stages > 1 && (p.pp == 1 || (w.n_layer % (p.pp * p.virtual_stages)) != 0))
     return "interleaving needs pp > 1 and n_layer divisible by pp x virtual stages";
   return "";

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "gpu_time.h"
+#include "trainscope/models/zero.h"
 #include "trainscope/workloads/flops.h"
 
 namespace trainscope::models {
@@ -82,6 +83,19 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
     const double dp = double(p.dp);
     const double full = collective(tier, params_per_rank * 4.0, dp, 2.0 * (dp - 1) / dp);
     r.dp_comm_s = full * (1.0 - std::clamp(o.dp_overlap, 0.0, 1.0));
+    if (zero::shardsGradients(p)) {
+      // ZeRO-2/3 (docs/time-model.md): every micro-batch's fp32 gradients reduce-scattered; ZeRO-2
+      // then all-gathers the fp32 master weights, ZeRO-3 gathers the parameters in the compute dtype
+      // before each micro-batch's forward and backward. Nothing hides them on a CPU.
+      const double rs = collective(tier, params_per_rank * 4.0, dp, (dp - 1) / dp);
+      r.dp_comm_s = M * rs * (1.0 - std::clamp(o.dp_overlap, 0.0, 1.0));
+      if (zero::shardsParameters(p)) {
+        r.zero_gather_s = 2.0 * M * collective(tier, params_per_rank * e, dp, (dp - 1) / dp);
+        r.dp_comm_s += r.zero_gather_s;
+      } else {
+        r.dp_comm_s += collective(tier, params_per_rank * 4.0, dp, (dp - 1) / dp);
+      }
+    }
   }
   // Optimizer: AdamW reads and writes ~28 bytes per parameter (p, g, m, v and the copy).
   const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : 28.0;

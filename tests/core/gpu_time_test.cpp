@@ -2,12 +2,14 @@
 // quantisation and roofline and its measured ceiling, a memory-bound kernel and the kernel floor, a
 // collective's size regime, the host-dispatch bound, the op lists of the two frameworks (their
 // kernels' traffic and what they keep for the backward), Megatron-LM's gradient accumulation, its
-// pipeline sends, the tied embedding's reduction and the stage that sets the DP reduction.
+// pipeline sends, the tied embedding's reduction, the stage that sets the DP reduction, and ZeRO-2/3's
+// reduce-scatters and prefetched per-layer gathers (with `predict --zero`).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -305,6 +307,65 @@ TEST(GpuTime, ADataParallelGroupLeavesEachNodeThroughItsMembersPorts) {
   EXPECT_NEAR(tn::predictTime(wide, q, c, megatron()).dp_comm_s, 1e-6 * 2 + most * 2 / 10e9, 1e-12);
 }
 
+TEST(GpuTime, Zero3ShowsAGatherOnlyWhereItOutlastsTheLayerItIsPrefetchedBehind) {
+  // Per pass: the first gather whole, then (layers − 1) · max(0, gather − compute).
+  EXPECT_DOUBLE_EQ(tn::gpu::zeroGatherSeconds(2e-3, 1e-3, 3e-3, 4), 2e-3);              // hidden
+  EXPECT_DOUBLE_EQ(tn::gpu::zeroGatherSeconds(2e-3, 5e-3, 3e-3, 4), 2e-3 + 3 * 2e-3);   // 2 ms shows, 3 times
+  EXPECT_DOUBLE_EQ(tn::gpu::zeroGatherSeconds(2e-3, 5e-3, 3e-3, 1), 2e-3);              // one layer: the first
+
+  // End to end on the toy GPT, dp 2 in one node, fp16, M = 4 micro-batches, this runtime's kernels.
+  namespace rt = trainscope::runtime;
+  const trainscope::workloads::Workload w = toyGpt();
+  tn::Plan p = toyPlan(1, 1, 2);
+  p.zero = rt::ZeroStage::Parameters;
+  const double M = 4, L = 2, e = 2;
+  const double params = tn::gpu::stageParams(w, p, 0), layer = tn::gpu::layerParams(w, p);
+  EXPECT_DOUBLE_EQ(layer, 12.0 * 256 * 256 + 13.0 * 256);
+  const tn::LayerOps ops = tn::layerOps(w, p, tn::Framework::Trainscope);
+  auto expected = [&](const tn::Cluster& c) {
+    const double peak = c.peak("fp16") * c.sustained_clock;
+    auto time = [&](const std::vector<tn::Op>& v) {
+      double t = 0;
+      for (const auto& o : v)
+        t += o.kind == tn::Op::Kind::Gemm ? tn::gpu::gemmSeconds(o, c, peak, e) : tn::gpu::memorySeconds(o, c);
+      return t;
+    };
+    const double fwd = time(ops.forward), bwd = time(ops.backward);
+    // Each micro-batch's fp32 gradients reduce-scattered: one bucket (params < 5e8), nothing hidden.
+    const double rs = seconds(c.intra_node, params * 4, 2, 0.5);
+    // The first gather brings the embeddings and the final LayerNorm with the first layer.
+    const double first = seconds(c.intra_node, (params - (L - 1) * layer) * e, 2, 0.5);
+    const double gather = seconds(c.intra_node, layer * e, 2, 0.5);
+    const double gathers = M * (2 * first + (L - 1) * (std::max(0.0, gather - fwd) + std::max(0.0, gather - bwd)));
+    return std::make_tuple(M * rs + gathers, gathers, gather < fwd && gather < bwd, M * 2 * first);
+  };
+  // NVLink at 100 GB/s: a layer's 1.6 MB gather (8 µs) hides behind its compute; only the first shows.
+  tn::Cluster fast = flatGpu();
+  const auto [fast_dp, fast_gathers, fast_hidden, fast_firsts] = expected(fast);
+  ASSERT_TRUE(fast_hidden);
+  EXPECT_DOUBLE_EQ(fast_gathers, fast_firsts);
+  const tn::TimePrediction t = tn::predictTime(w, p, fast);
+  EXPECT_NEAR(t.zero_gather_s, fast_gathers, 1e-12);
+  EXPECT_NEAR(t.dp_comm_s, fast_dp, 1e-12);
+  // At 1 GB/s the gathers outlast the layers: the second layer's shows beyond its predecessor's compute.
+  tn::Cluster slow = flatGpu();
+  slow.intra_node.bandwidth = 1e9;
+  const auto [slow_dp, slow_gathers, slow_hidden, slow_firsts] = expected(slow);
+  ASSERT_FALSE(slow_hidden);
+  EXPECT_GT(slow_gathers, slow_firsts);
+  EXPECT_NEAR(tn::predictTime(w, p, slow).zero_gather_s, slow_gathers, 1e-12);
+  EXPECT_NEAR(tn::predictTime(w, p, slow).dp_comm_s, slow_dp, 1e-12);
+  // ZeRO-2: the same reduce-scatters, then one all-gather of the fp32 master weights after the step.
+  p.zero = rt::ZeroStage::Gradients;
+  const tn::TimePrediction z2 = tn::predictTime(w, p, fast);
+  EXPECT_EQ(z2.zero_gather_s, 0);
+  const double rs_or_ag = seconds(fast.intra_node, params * 4, 2, 0.5);  // Ψ fp32 elements either way
+  EXPECT_NEAR(z2.dp_comm_s, M * rs_or_ag + rs_or_ag, 1e-12);
+  // The compute is the same at every stage.
+  p.zero = rt::ZeroStage::OptimizerStates;
+  EXPECT_DOUBLE_EQ(tn::predictTime(w, p, fast).compute_s, t.compute_s);
+}
+
 TEST(GpuTime, TheA100GemmCeilingIsItsMeasuredMaximumAtTheSustainedClock) {
   const tn::Cluster c = tn::loadCluster("a100-80gb-x8");
   EXPECT_DOUBLE_EQ(c.matmulEfficiency(1e9), 0.6);     // Calculon's small-GEMM point
@@ -374,4 +435,53 @@ TEST(PredictBatch, AnswersEveryLineInOrderAndNamesTheBadOnes) {
   EXPECT_EQ(out[2]["line"], 4);
   EXPECT_NE(out[2]["error"].get<std::string>().find("tp: must be a whole number of at least 1"), std::string::npos);
   EXPECT_NE(out[3]["error"].get<std::string>().find("n_layers: is not a flag of predict"), std::string::npos);
+}
+
+// predict --zero 3 (priced, not run): the JSON differs from --zero 1 in the sharded terms and the
+// ZeRO-3 transients and gathers, nowhere else in memory; Megatron-LM's ZeRO-2/3 is refused by name.
+TEST(PredictZero, Stage3DiffersFromStage1InTheShardedTermsAndMegatronIsRefused) {
+  using trainscope::testing::cli;
+  auto predict = [](const std::string& zero) {
+    const auto r = cli("predict --workload gpt2-124m --cluster a100-80gb-x8 --json --zero " + zero);
+    EXPECT_EQ(r.status, 0) << r.output;
+    return nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  };
+  const nlohmann::json one = predict("1"), three = predict("3");
+  EXPECT_EQ(one["zero_stage"], "ZeRO-1");
+  EXPECT_EQ(three["zero_stage"], "ZeRO-3");
+  EXPECT_EQ(three["zero"], 3);
+  EXPECT_NE(three["plan"].get<std::string>().find("zero3"), std::string::npos);
+  const auto& a = one["stages"][0];
+  const auto& b = three["stages"][0];
+  const int64_t n = 124439808, d = 8, wte = 50257LL * 768;
+  EXPECT_EQ(a["params_bytes"], 6 * n);
+  EXPECT_EQ(b["params_bytes"], 6 * n / d);
+  EXPECT_EQ(a["grads_bytes"], 6 * n);
+  EXPECT_EQ(b["grads_bytes"], 6 * n / d);
+  EXPECT_EQ(b["optimizer_bytes"], 8 * n / d);
+  EXPECT_EQ(a["grad_bucket_bytes"], 0);
+  EXPECT_EQ(b["grad_bucket_bytes"], 4 * n);
+  EXPECT_EQ(a["gathered_bytes"], 0);
+  EXPECT_EQ(b["gathered_bytes"], 2 * (wte + 50000000));
+  EXPECT_EQ(b["sync_bytes"], 0);
+  for (const char* same : {"activations_bytes", "head_bytes", "allowance_bytes", "head_chunk_bytes", "recompute_bytes"})
+    EXPECT_EQ(a[same], b[same]) << same;
+  EXPECT_LT(three["peak_bytes"].get<int64_t>(), one["peak_bytes"].get<int64_t>());
+  // Time: the same kernels; ZeRO-3 adds its parameter gathers to the DP term.
+  EXPECT_DOUBLE_EQ(one["time"]["compute_s"].get<double>(), three["time"]["compute_s"].get<double>());
+  EXPECT_EQ(one["time"]["zero_gather_s"], 0.0);
+  EXPECT_GT(three["time"]["zero_gather_s"].get<double>(), 0);
+  EXPECT_GT(three["time"]["dp_comm_s"].get<double>(), three["time"]["zero_gather_s"].get<double>());
+
+  const auto text = cli("predict --workload gpt2-124m --cluster a100-80gb-x8 --zero 2");
+  EXPECT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("ZeRO-2: optimizer state and gradients sharded over dp=8"), std::string::npos)
+      << text.output;
+  const auto mega = cli("predict --framework megatron --zero 3");
+  EXPECT_EQ(mega.status, 2) << mega.output;
+  EXPECT_NE(mega.output.find("--zero: Megatron-LM has no ZeRO-3"), std::string::npos) << mega.output;
+  EXPECT_NE(mega.output.find("--use-distributed-optimizer"), std::string::npos) << mega.output;
+  const auto four = cli("predict --zero 4");
+  EXPECT_EQ(four.status, 2) << four.output;
+  EXPECT_NE(four.output.find("--zero: 4 not in"), std::string::npos) << four.output;
 }

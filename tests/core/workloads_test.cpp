@@ -246,6 +246,70 @@ TEST(MemoryModel, MegatronActivationsMatchKorthikantiByHand) {
             int64_t(34.0 * 2048 * 12288 / 8 * 96 * (1 + 7.0 / 16)));
 }
 
+TEST(MemoryModel, ZeroShardsShrinkAsOneOverDAndZero3HoldsTheGatheredLayer) {
+  // gpt2-124m on one stage, bf16 AdamW: 6 bytes of weights (fp32 master + bf16), 6 of gradients
+  // (fp32 main + bf16) and 8 of state per parameter; n = 124,439,808 divides by 2 and 4.
+  // docs/memory-model.md, "ZeRO-2 and ZeRO-3": stage 2 keeps ⌈n/d⌉ of the gradients and the state,
+  // stage 3 also of the weights; a reduce bucket of min(n, 5e8) fp32 gradients in backward; stage 3
+  // gathers the largest module (the word embedding, V·h) plus a prefetch bucket of 5e7 elements in
+  // bf16.
+  const wl::Workload w = wl::load("gpt2-124m");
+  const int64_t n = w.parameterCount(), wte = int64_t(w.vocab_size) * w.n_embd;
+  auto memory = [&](int64_t d, int stage) {
+    tn::Plan p;
+    p.dp = d, p.mbs = 1, p.gbs = d, p.seq = 1024, p.zero = rt::zeroStage(stage);
+    return tn::predictMemory(w, p).stages.at(0);
+  };
+  // One DP rank shards nothing: every stage is stage 0 (and the plan is refused as such).
+  const tn::StageMemory alone = memory(1, 0);
+  for (int z = 1; z <= 3; ++z) {
+    const tn::StageMemory m = memory(1, z);
+    EXPECT_EQ(m.total(), alone.total()) << z;
+    EXPECT_EQ(m.grad_bucket + m.gathered, 0) << z;
+    tn::Plan p;
+    p.zero = rt::zeroStage(z);
+    EXPECT_EQ(tn::whyInvalid(w, p), "ZeRO-" + std::to_string(z) + " needs dp > 1");
+  }
+  for (int64_t d : {2, 4}) {
+    const tn::StageMemory z0 = memory(d, 0), z1 = memory(d, 1), z2 = memory(d, 2), z3 = memory(d, 3);
+    EXPECT_EQ(z0.params, 6 * n);
+    EXPECT_EQ(z0.grads, 6 * n);
+    EXPECT_EQ(z0.optimizer, 8 * n);
+    // ZeRO-1: the runtime's by-tensor partition (docs' table), the weights and gradients whole.
+    EXPECT_EQ(z1.params, 6 * n);
+    EXPECT_EQ(z1.grads, 6 * n);
+    EXPECT_LT(z1.optimizer, 8 * n);
+    // ZeRO-2: the gradients and the state shrink as 1/d exactly.
+    EXPECT_EQ(z2.params, 6 * n) << d;
+    EXPECT_EQ(z2.grads, 6 * n / d) << d;
+    EXPECT_EQ(z2.optimizer, 8 * n / d) << d;
+    EXPECT_EQ(z2.grad_bucket, 4 * n) << d;  // n < 5e8: one bucket holds them all
+    EXPECT_EQ(z2.gathered, 0);
+    EXPECT_EQ(z2.sync, 4 * n / d);          // the updated fp32 master shard, copied for the all-gather
+    // ZeRO-3: the weights too.
+    EXPECT_EQ(z3.params, 6 * n / d) << d;
+    EXPECT_EQ(z3.grads, 6 * n / d) << d;
+    EXPECT_EQ(z3.optimizer, 8 * n / d) << d;
+    EXPECT_EQ(z3.grad_bucket, 4 * n);
+    EXPECT_EQ(z3.gathered, 2 * (wte + 50000000)) << d;
+    EXPECT_EQ(z3.sync, 0);
+    // Activations do not change; the two transients ride on the moments they belong to.
+    EXPECT_EQ(z3.activations, z0.activations);
+    EXPECT_EQ(z3.layerBackward() - z0.layerBackward(), z3.grad_bucket + z3.gathered);
+    EXPECT_EQ(z3.headForward() - z0.headForward(), z3.gathered);
+    EXPECT_EQ(z3.total(), z3.params + z3.grads + z3.optimizer + z3.buffers + z3.transient());
+    EXPECT_LT(z3.total(), z2.total());
+  }
+  // fp32: 4 bytes of weights and 4 of gradients, gathered in fp32.
+  tn::Plan f;
+  f.dp = 4, f.mbs = 1, f.gbs = 4, f.seq = 1024, f.zero = rt::ZeroStage::Parameters;
+  f.precision = rt::Precision::FP32;
+  const tn::StageMemory m = tn::predictMemory(w, f).stages.at(0);
+  EXPECT_EQ(m.params, 4 * n / 4);
+  EXPECT_EQ(m.grads, 4 * n / 4);
+  EXPECT_EQ(m.gathered, 4 * (wte + 50000000));
+}
+
 TEST(Clusters, PresetsLoadWithSourcesAndBadFilesNameTheField) {
   for (const auto& name : tn::clusterPresets()) {
     const tn::Cluster c = tn::loadCluster(name);

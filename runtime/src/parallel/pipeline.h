@@ -2,7 +2,10 @@
 //
 // A stage runs forward and backward of its layers for M micro-batches, receiving activations
 // from the previous stage and gradients from the next, point to point (sends asynchronous, receives
-// blocking; tags keep micro-batches apart).
+// blocking; tags keep micro-batches apart). A send's buffer is freed as soon as the schedule may wait
+// for it without deadlock: an activation send when that micro-batch's gradient comes back (its
+// output is held for backward until then anyway), a gradient send once the next micro-batch's
+// receive (if any) is done, before it computes. So a stage holds at most one gradient send beyond its micro-batches in flight.
 //   GPipe (Huang et al. 2019): all M forwards, then all M backwards. Peak activations: M.
 //   1F1B  (Narayanan et al. 2019/2021): stage s runs pp-s-1 warm-up forwards, then alternates one
 //         forward and one backward, then drains. Peak activations: at most pp-s micro-batches.

@@ -2,7 +2,10 @@
 //
 // Model state from the runtime's own formulas (workloads/memory.h) on each stage's shards: the
 // tensors a (tp, pp) rank holds, ZeRO-1's partition simulated as the runtime makes it (whole tensors,
-// largest first, onto the least-loaded rank; flat buffers of d·S elements). Activations twice, a
+// largest first, onto the least-loaded rank; flat buffers of d·S elements). ZeRO-2 and ZeRO-3, which
+// the runtime does not run, as DeepSpeed shards (zero.h): ⌈n/d⌉ of the optimizer state and the
+// gradients (ZeRO-3: and the parameters) per rank, a reduce bucket of full gradients during backward,
+// and under ZeRO-3 the gathered parameters of the module in use and those prefetched. Activations twice, a
 // layer's from the op list the time model prices (layer_ops.h, `LayerOps::saved`):
 //   runtime   — what this runtime keeps (docs/memory-model.md, "What trainscope keeps"): fused
 //               attention without the score term, no dropout, the fused head's fp32 dX and dW, the
@@ -40,14 +43,21 @@ struct StageMemory {
                                                  // first backward until they are summed
   int64_t lane_fresh = 0;                        // and the embedding's fresh gradients when they finish
   int64_t sync = 0;                              // ZeRO-1's reduce-scatter and all-gather buffers
+                                                 // (ZeRO-2: the all-gather's; ZeRO-3: none)
+  int64_t grad_bucket = 0;                       // ZeRO-2/3, a layer's backward: one reduce bucket of
+                                                 // full fp32 gradients before its reduce-scatter
+  int64_t gathered = 0;                          // ZeRO-3, forward and backward: the parameters
+                                                 // gathered for the module in use and those prefetched
   int64_t megatron_activations = 0;              // Korthikanti et al. for Megatron-LM (incl. logits)
   int64_t inflight = 1;                          // micro-batches whose activations are held at once
   int64_t micro_batches = 1;                     // per step (lane gradients outlive the first one)
 
   // The moments that can hold the peak, above what is held the whole step.
-  int64_t headForward() const { return activations + head + head_chunk + (micro_batches > 1 ? lane_grads : 0); }
+  int64_t headForward() const {
+    return activations + head + head_chunk + gathered + (micro_batches > 1 ? lane_grads : 0);
+  }
   int64_t layerBackward() const {
-    return activations + head + recompute + allowance + (micro_batches > 1 ? lane_grads : 0);
+    return activations + head + recompute + allowance + grad_bucket + gathered + (micro_batches > 1 ? lane_grads : 0);
   }
   int64_t gradientsDone() const { return lane_grads + lane_fresh; }
   int64_t transient() const { return std::max({headForward(), layerBackward(), gradientsDone(), sync}); }

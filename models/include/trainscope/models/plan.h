@@ -17,7 +17,7 @@ struct Plan {
   runtime::Checkpointing ckpt = runtime::Checkpointing::None;
   runtime::Precision precision = runtime::Precision::BF16;
   runtime::OptimizerKind optimizer = runtime::OptimizerKind::AdamW;
-  runtime::ZeroStage zero = runtime::ZeroStage::None;  // the models price stages 0 and 1
+  runtime::ZeroStage zero = runtime::ZeroStage::None;  // the models price 0–3; the runtime runs 0–1
   bool sequence_parallel = false;
   runtime::PipelineSchedule schedule = runtime::PipelineSchedule::OneFOneB;
   int64_t virtual_stages = 1;  // > 1: Megatron-LM's interleaved 1F1B (prediction only)

@@ -23,7 +23,8 @@ struct TimePrediction {
   double compute_s = 0;      // forward + backward GEMMs and memory-bound ops, all micro-batches
   double recompute_s = 0;    // activation recomputation
   double tp_comm_s = 0;      // exposed tensor-parallel collectives
-  double dp_comm_s = 0;      // exposed data-parallel gradient reduction
+  double dp_comm_s = 0;      // exposed data-parallel gradient reduction (ZeRO-2/3: and parameter gathers)
+  double zero_gather_s = 0;  // of which ZeRO-3's exposed per-layer parameter all-gathers
   double pp_comm_s = 0;      // pipeline sends and receives
   double bubble_s = 0;       // pipeline bubble
   double optimizer_s = 0;

@@ -1,0 +1,29 @@
+// trainscope/models/zero.h — what the memory and time models assume of ZeRO stages 2 and 3
+// (Rajbhandari et al. 2020). The runtime runs stages 0 and 1 (its ZeRO-1 partitions whole tensors,
+// grad_sync.cpp); stages 2 and 3 are priced, not run, so they follow DeepSpeed's implementation: flat
+// buffers split element by element, ⌈n/d⌉ elements per rank, and DeepSpeed's default bucket sizes
+// (deepspeed/runtime/zero/config.py). Formulas and sources: docs/memory-model.md and
+// docs/time-model.md, "ZeRO-2 and ZeRO-3".
+#pragma once
+
+#include <cstdint>
+
+#include "trainscope/models/plan.h"
+
+namespace trainscope::models::zero {
+
+// Elements of full gradients gathered into one bucket before its reduce-scatter (reduce_bucket_size).
+constexpr double kReduceBucketElements = 5e8;
+// Elements all-gathered at a time after the step (allgather_bucket_size): sets message sizes only, and
+// one collective of the whole shard is priced.
+constexpr double kAllgatherBucketElements = 5e8;
+// ZeRO-3: parameter elements fetched ahead of the module in use (stage3_prefetch_bucket_size).
+constexpr double kPrefetchElements = 5e7;
+
+// The stage the plan prices: nothing is sharded over a single DP rank.
+inline bool shardsGradients(const Plan& p) { return p.dp > 1 && p.zero >= runtime::ZeroStage::Gradients; }
+inline bool shardsParameters(const Plan& p) { return p.dp > 1 && p.zero >= runtime::ZeroStage::Parameters; }
+// One rank's share of `n` elements split evenly over d ranks (the last rank's padding ignored).
+inline int64_t shardOf(int64_t n, int64_t d) { return (n + d - 1) / d; }
+
+}  // namespace trainscope::models::zero
