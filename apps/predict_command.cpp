@@ -29,7 +29,8 @@ namespace tn = trainscope::tuner;
 
 struct PredictFlags {
   std::string workload = "gpt2-124m", cluster = "h100-80gb-x8", ckpt = "none", precision = "bf16",
-              optimizer = "adamw", schedule = "1f1b", framework = "trainscope";
+              optimizer = "adamw", schedule = "1f1b", framework = "trainscope",
+              attention = "default";
   int64_t tp = 1, pp = 1, mbs = 1, gbs = 0, seq = 0, nodes = 0, gpus = 0, virtual_stages = 1, cpu_lanes = 1;
   int zero = 0;
   bool sp = false, json = false;
@@ -94,6 +95,11 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
                  "used it: unfused attention, 18 bytes per parameter)")
       ->capture_default_str()
       ->check(CLI::IsMember({"trainscope", "megatron"}));
+  c->add_option("--attention", f->attention,
+                 "GPU clusters: how attention runs — default (the framework's: megatron unfused, trainscope flash), "
+                 "unfused (s×s scores materialised) or flash (one fused kernel); the time only")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"default", "unfused", "flash"}));
   c->add_flag("--use-distributed-optimizer", f->distributed_optimizer,
               "--framework megatron: the optimizer state sharded over DP (6 + 12/dp bytes per parameter)");
   c->add_flag("--allow-tp-across-nodes", f->allow_tp_across_nodes,
@@ -116,6 +122,7 @@ struct Outcome {
   tn::MemoryPrediction m;
   tn::TimePrediction t;
   tn::Framework framework = tn::Framework::Trainscope;
+  tn::Attention attention = tn::Attention::Default;
   std::string time_source = "analytic";
   double megatron_bytes_per_param = 18;
   int64_t megatronParamsOpt(int64_t stage) const {
@@ -280,7 +287,8 @@ Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   o.p = planFromFlags(f, o.w, o.c, o.devices);
   checkPriceable(o.w, o.p, o.devices);
   o.m = checkedMemory(o.w, o.p);
-  o.t = tn::predictTime(o.w, o.p, o.c, {f.dp_overlap, o.framework});
+  o.attention = tn::parseAttention(f.attention);
+  o.t = tn::predictTime(o.w, o.p, o.c, {f.dp_overlap, o.framework, o.attention});
   // Megatron-LM's parameters and optimizer state per stage (its theoretical_memory_usage and the
   // distributed-optimizer docs): 16-bit weights, fp32 main gradients, fp32 master weights and Adam
   // moments = 18 bytes per parameter, or 6 + 12/dp with the distributed optimizer. Layers only, as
@@ -317,7 +325,7 @@ std::string zeroLine(const tn::Plan& p, const tn::StageMemory& s) {
 }
 
 nlohmann::json toJson(const Outcome& o) {
-  const auto& [w, c, p, devices, m, t, framework, time_source, bpp] = o;
+  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp] = o;
   (void)devices, (void)bpp;
   const bool fits = m.peak() <= c.memory_bytes;
   nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
@@ -345,6 +353,7 @@ nlohmann::json toJson(const Outcome& o) {
                {"optimizer_s", t.optimizer_s}, {"other_s", t.other_s}, {"step_s", t.step_s}};
   j["time_source"] = time_source;
   j["framework"] = tn::frameworkName(framework);
+  j["attention"] = tn::attentionName(o.attention);
   j["time"]["bound"] = t.bound;
   j["tokens_per_s"] = t.tokens_per_s;
   j["mfu"] = t.mfu;
@@ -352,7 +361,7 @@ nlohmann::json toJson(const Outcome& o) {
 }
 
 void printText(const Outcome& o) {
-  const auto& [w, c, p, devices, m, t, framework, time_source, bpp] = o;
+  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp] = o;
   const bool fits = m.peak() <= c.memory_bytes;
 
   auto gib = [](int64_t b) { return double(b) / double(int64_t(1) << 30); };
@@ -382,7 +391,11 @@ void printText(const Outcome& o) {
               t.bubble_s, t.optimizer_s, t.other_s);
   if (t.measured) std::printf("(measured layer times include their TP collectives)\n");
   if (t.zero_gather_s > 0) std::printf("(DP comm includes %.3f s of ZeRO-3 parameter all-gathers)\n", t.zero_gather_s);
-  if (!t.bound.empty()) std::printf("kernels of %s; each micro-batch bound by the %s\n", tn::frameworkName(framework), t.bound.c_str());
+  if (!t.bound.empty())
+    std::printf("kernels of %s%s; each micro-batch bound by the %s\n", tn::frameworkName(framework),
+                attention == tn::Attention::Default ? "" : attention == tn::Attention::Flash ? ", flash attention"
+                                                                                             : ", unfused attention",
+                t.bound.c_str());
   if (framework == tn::Framework::Megatron)
     std::printf("Megatron-LM parameters + optimizer (%.4g bytes/parameter): stage 0 %.2f GiB in its layers\n",
                 bpp, gib(o.megatronParamsOpt(0)));
@@ -418,6 +431,7 @@ PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults
     else if (k == "optimizer") f.optimizer = text_of(k, v);
     else if (k == "pp_schedule") f.schedule = text_of(k, v);
     else if (k == "framework") f.framework = text_of(k, v);
+    else if (k == "attention") f.attention = text_of(k, v);
     else if (k == "nodes") f.nodes = count(k, v);
     else if (k == "gpus") f.gpus = count(k, v);
     else if (k == "tp") f.tp = count(k, v);

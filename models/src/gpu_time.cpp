@@ -90,7 +90,7 @@ struct Stage {
 Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak) {
   const bool megatron = o.framework == Framework::Megatron;
   const double e = double(p.elementBytes()), t = double(p.tp);
-  const LayerOps layer = layerOps(w, p, o.framework), head = headOps(w, p, o.framework), emb = embeddingOps(w, p);
+  const LayerOps layer = layerOps(w, p, o.framework, o.attention), head = headOps(w, p, o.framework), emb = embeddingOps(w, p);
 
   // Tensor parallelism per layer: 2 all-reduces forward and 2 backward of the (b, s, h) activation
   // (under SP: an all-gather and a reduce-scatter in place of each, the same bus bytes), 2 more

@@ -15,6 +15,17 @@ Framework parseFramework(const std::string& s) {
 
 const char* frameworkName(Framework f) { return f == Framework::Megatron ? "megatron" : "trainscope"; }
 
+Attention parseAttention(const std::string& s) {
+  if (s == "default") return Attention::Default;
+  if (s == "unfused") return Attention::Unfused;
+  if (s == "flash") return Attention::Flash;
+  throw UserError("--attention", "unknown value \"" + s + "\"", "use default, unfused or flash");
+}
+
+const char* attentionName(Attention a) {
+  return a == Attention::Unfused ? "unfused" : a == Attention::Flash ? "flash" : "default";
+}
+
 namespace {
 
 Op gemm(const char* name, double m, double n, double k, double batch = 1) {
@@ -203,9 +214,10 @@ void setRecomputation(LayerOps& L, const std::vector<Op>& core, const LayerShape
 
 }  // namespace
 
-LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f) {
+LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a) {
   const LayerShape x = layerShape(w, p, f);
-  const std::vector<Op> core = x.megatron ? unfusedAttention(x, p) : flashAttention(x);
+  const bool unfused = a == Attention::Default ? x.megatron : a == Attention::Unfused;
+  const std::vector<Op> core = unfused ? unfusedAttention(x, p) : flashAttention(x);
   LayerOps L;
   addAttentionBlock(L.forward, x, core);
   addMlpBlock(L.forward, x);

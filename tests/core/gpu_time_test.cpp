@@ -16,6 +16,7 @@
 #include "../common/cli.h"
 
 #include "../../models/src/gpu_time.h"
+#include "trainscope/common/error.h"
 #include "trainscope/tuner/models.h"
 
 namespace tn = trainscope::tuner;
@@ -484,4 +485,33 @@ TEST(PredictZero, Stage3DiffersFromStage1InTheShardedTermsAndMegatronIsRefused) 
   const auto four = cli("predict --zero 4");
   EXPECT_EQ(four.status, 2) << four.output;
   EXPECT_NE(four.output.find("--zero: 4 not in"), std::string::npos) << four.output;
+}
+
+TEST(GpuTime, AttentionRunsAsTheFrameworkDoesUnlessForced) {
+  const trainscope::workloads::Workload w = toyGpt();
+  const tn::Plan p = toyPlan(1, 1, 1);
+  const tn::Cluster c = flatGpu();
+  auto step = [&](tn::Framework f, tn::Attention a) {
+    tn::TimeOptions o;
+    o.framework = f;
+    o.attention = a;
+    return tn::predictTime(w, p, c, o).step_s;
+  };
+  // The defaults: Megatron-LM's unfused attention, this runtime's flash kernel.
+  EXPECT_EQ(step(tn::Framework::Megatron, tn::Attention::Default), step(tn::Framework::Megatron, tn::Attention::Unfused));
+  EXPECT_EQ(step(tn::Framework::Trainscope, tn::Attention::Default), step(tn::Framework::Trainscope, tn::Attention::Flash));
+  // Forced: materialising the s×s scores (softmax and dropout over them, memory-bound) costs more
+  // than the fused kernel, under either framework's other kernels.
+  EXPECT_GT(step(tn::Framework::Megatron, tn::Attention::Unfused), step(tn::Framework::Megatron, tn::Attention::Flash));
+  EXPECT_GT(step(tn::Framework::Trainscope, tn::Attention::Unfused), step(tn::Framework::Trainscope, tn::Attention::Flash));
+  // The op list says which: the unfused core has the scores' softmax, the fused one does not.
+  auto has_softmax = [&](tn::Attention a) {
+    for (const auto& op : tn::layerOps(w, p, tn::Framework::Trainscope, a).forward)
+      if (op.name.find("softmax") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has_softmax(tn::Attention::Unfused));
+  EXPECT_FALSE(has_softmax(tn::Attention::Flash));
+  EXPECT_EQ(tn::parseAttention("flash"), tn::Attention::Flash);
+  EXPECT_THROW(tn::parseAttention("fused"), trainscope::UserError);
 }

@@ -25,6 +25,13 @@ enum class Framework { Trainscope, Megatron };
 Framework parseFramework(const std::string& s);  // "trainscope" | "megatron"; UserError naming --framework
 const char* frameworkName(Framework f);
 
+// How attention runs: as the framework does by default (Megatron-LM in the published runs: unfused;
+// this runtime: fused, SDPA's flash kernel), or forced — unfused (the s×s scores materialised,
+// scale-mask-softmax and dropout memory-bound) or flash (one fused kernel, scores never stored).
+enum class Attention { Default, Unfused, Flash };
+Attention parseAttention(const std::string& s);  // "default" | "unfused" | "flash"; UserError naming --attention
+const char* attentionName(Attention a);
+
 struct Op {
   enum class Kind { Gemm, Memory };
   std::string name;
@@ -48,7 +55,7 @@ struct LayerOps {
 };
 
 // One transformer layer of `w` under plan `p`.
-LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f);
+LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a = Attention::Default);
 // The LM head and the loss (last stage), and the embedding (first stage), forward and backward.
 LayerOps headOps(const workloads::Workload& w, const Plan& p, Framework f);
 LayerOps embeddingOps(const workloads::Workload& w, const Plan& p);

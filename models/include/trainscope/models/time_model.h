@@ -45,6 +45,7 @@ struct TimeOptions {
   // (GPU clusters: what is left after the last micro-batch's backward; CPU clusters: none).
   double dp_overlap = -1.0;
   Framework framework = Framework::Trainscope;  // GPU clusters: whose kernels (layer_ops.h)
+  Attention attention = Attention::Default;     // GPU clusters: the framework's attention, or forced
 };
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o = {});
