@@ -271,9 +271,32 @@ TEST(Export, TrainingArgsAreTransformersFieldsWithTheCosineToTheMinimumRate) {
   EXPECT_EQ(a["max_steps"], c.steps);
   EXPECT_EQ(a["seed"], c.seed);
   EXPECT_TRUE(a["output_dir"].is_string());
+  EXPECT_EQ(a["use_cpu"], false);
   // ZeRO-1 is DeepSpeed's in Accelerate: said, not silently dropped.
   ASSERT_EQ(e.notes.size(), 1u);
   EXPECT_NE(e.notes[0].find("deepspeed"), std::string::npos) << e.notes[0];
+  // A CPU study: use_cpu, or TrainingArguments refuses bf16 on a machine without a GPU.
+  const auto cpu = nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::TrainingArgs, {true}).text);
+  EXPECT_EQ(cpu["use_cpu"], true);
+  EXPECT_EQ(cpu["bf16"], true);
+}
+
+TEST(Export, MultiCpuAccelerateExportsSayHowToStartTheProcesses) {
+  // accelerate launch starts MULTI_CPU processes only through mpirun; alone it runs one.
+  const rt::TrainConfig c = dpConfig();
+  for (auto f : {tn::ExportFormat::AccelerateConfig, tn::ExportFormat::TrainingArgs, tn::ExportFormat::Accelerate}) {
+    const auto cpu = tn::exportConfig(c, f, {true});
+    ASSERT_EQ(cpu.notes.size(), 2u);
+    EXPECT_NE(cpu.notes[1].find("torchrun --nproc_per_node 2 "), std::string::npos) << cpu.notes[1];
+    EXPECT_NE(cpu.notes[1].find("--main_process_port P"), std::string::npos) << cpu.notes[1];
+    EXPECT_EQ(tn::exportConfig(c, f, {false}).notes.size(), 1u);  // MULTI_GPU: accelerate launch runs torchrun
+  }
+  rt::TrainConfig one = c;
+  one.nproc = 1;
+  one.gbs = 4;
+  one.zero = rt::ZeroStage::None;
+  rt::resolve(one);
+  EXPECT_TRUE(tn::exportConfig(one, tn::ExportFormat::AccelerateConfig, {true}).notes.empty());
 }
 
 TEST(Export, TheAccelerateBundleHoldsBothPartsAsTheirOwnFormatsGiveThem) {
@@ -281,7 +304,7 @@ TEST(Export, TheAccelerateBundleHoldsBothPartsAsTheirOwnFormatsGiveThem) {
   const auto bundle = nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::Accelerate, {true}).text);
   EXPECT_EQ(bundle.size(), 2u);
   EXPECT_EQ(bundle["training_arguments"],
-            nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::TrainingArgs).text));
+            nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::TrainingArgs, {true}).text));
   const auto y = yamlLines(tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {true}).text);
   EXPECT_EQ(bundle["accelerate_config"].size(), y.size());
   for (const auto& [k, v] : bundle["accelerate_config"].items()) {

@@ -161,8 +161,10 @@ std::string accelerateYaml(const rt::TrainConfig& c, const ExportTarget& t) {
 }
 
 // Transformers' TrainingArguments. The cosine decays to min_lr_rate × lr as this runtime's does
-// ("cosine" alone would decay to 0). output_dir is a placeholder to edit.
-nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c) {
+// ("cosine" alone would decay to 0). output_dir is a placeholder to edit. use_cpu is the study's
+// cluster, as in the Accelerate config: TrainingArguments refuses bf16 without a GPU unless use_cpu
+// (it reads use_cpu for that, not accelerate launch's ACCELERATE_USE_CPU).
+nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c, const ExportTarget& t) {
   const char* optim = c.optimizer == rt::OptimizerKind::Adafactor  ? "adafactor"
                       : c.optimizer == rt::OptimizerKind::Adam8bit ? "adamw_bnb_8bit"
                       : c.optimizer == rt::OptimizerKind::SGD      ? "sgd"
@@ -173,6 +175,7 @@ nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c) {
           {"gradient_checkpointing", c.ckpt != rt::Checkpointing::None},
           {"bf16", c.precision == rt::Precision::BF16},
           {"fp16", c.precision == rt::Precision::FP16},
+          {"use_cpu", t.cpu},
           {"optim", optim},
           {"learning_rate", c.lr},
           {"weight_decay", c.weight_decay},
@@ -187,11 +190,19 @@ nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c) {
           {"seed", c.seed}};
 }
 
-std::vector<std::string> accelerateNotes(const rt::TrainConfig& c) {
+// accelerate launch starts MULTI_CPU processes only through mpirun (an mpirun_hostfile); without one
+// it runs a single process. torchrun starts them, each `accelerate launch` on the same port.
+std::vector<std::string> accelerateNotes(const rt::TrainConfig& c, const ExportTarget& t) {
   std::vector<std::string> notes;
   if (c.tp > 1 || c.pp > 1) notes.push_back("Accelerate runs data parallelism only: tp/pp are not in this export");
   if (rt::shardsOptimizer(c.zero))
     notes.push_back("ZeRO-1 is DeepSpeed's in Accelerate: use --format deepspeed as its deepspeed_config_file");
+  if (t.cpu && c.dp > 1)
+    notes.push_back("accelerate launch starts MULTI_CPU processes only through mpirun; on one machine: torchrun "
+                    "--nproc_per_node " +
+                    std::to_string(c.dp) +
+                    " --master_port P -m accelerate.commands.launch --config_file FILE --main_process_port P "
+                    "SCRIPT");
   return notes;
 }
 
@@ -225,13 +236,13 @@ ExportResult exportConfig(const runtime::TrainConfig& c, ExportFormat format, co
     case ExportFormat::DeepSpeed:
       return deepspeed(c);
     case ExportFormat::AccelerateConfig:
-      return {accelerateYaml(c, target), accelerateNotes(c)};
+      return {accelerateYaml(c, target), accelerateNotes(c, target)};
     case ExportFormat::TrainingArgs:
-      return {trainingArguments(c).dump(2) + "\n", accelerateNotes(c)};
+      return {trainingArguments(c, target).dump(2) + "\n", accelerateNotes(c, target)};
     case ExportFormat::Accelerate: {
       const nlohmann::ordered_json j = {{"accelerate_config", accelerateFields(c, target)},
-                                        {"training_arguments", trainingArguments(c)}};
-      return {j.dump(2) + "\n", accelerateNotes(c)};
+                                        {"training_arguments", trainingArguments(c, target)}};
+      return {j.dump(2) + "\n", accelerateNotes(c, target)};
     }
   }
   throw std::logic_error("exportConfig: unknown format");
