@@ -58,7 +58,7 @@ TEST(Stop, SigtermToTheLauncherStopsEveryRankAtAStepAndKeepsTheMergedTrace) {
 }
 
 TEST(Logs, AKilledRunsLogKeepsItsLastStepLines) {
-  const std::string db = tempPath("killed.db"), log = tempPath("killed.log");
+  const std::string db = tempPath("logs-killed.db"), log = tempPath("logs-killed.log");
   // SIGKILL (no handler runs) once the log shows step 2 or later, however long that takes on a busy
   // machine: the condition is waited for, not a fixed time. The loop also ends if the run exits on
   // its own, and the test's ctest timeout bounds it.

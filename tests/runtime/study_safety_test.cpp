@@ -293,7 +293,7 @@ TEST(StudySafety, ATrialInterruptedByKill9IsRunAgainCleanlyOnResume) {
       << tuner.output();
   ::kill(tuner.pid(), SIGKILL);
   EXPECT_EQ(tuner.status(), 128 + SIGKILL);
-  ASSERT_TRUE(waitUntil([&] { return sh("pgrep -f -- 'killed.db.trial[s]'").status != 0; }))
+  ASSERT_TRUE(waitUntil([&] { return sh("pgrep -f -- '" + study + ".trial[s]'").status != 0; }))
       << "the trial outlived the tuner";
   std::string interrupted;
   {

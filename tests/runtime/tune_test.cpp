@@ -157,8 +157,8 @@ TEST(Tune, AStudyKilledWithSigkillResumesWithoutLosingOrRepeatingATrial) {
   ASSERT_NE(r.output.find("killed"), std::string::npos) << r.output;
   // No trial process outlives the tuner (PR_SET_PDEATHSIG on every trial's process tree): they go
   // once the kernel delivers their signal — waited for, up to a minute, since an orphan never goes.
-  sh("for i in $(seq 600); do pgrep -f -- 'killed-study.db.trial[s]' > /dev/null || break; sleep 0.1; done");
-  EXPECT_NE(sh("pgrep -f -- 'killed-study.db.trial[s]'").status, 0) << "orphan trial processes";
+  sh("for i in $(seq 600); do pgrep -f -- '" + study + ".trial[s]' > /dev/null || break; sleep 0.1; done");
+  EXPECT_NE(sh("pgrep -f -- '" + study + ".trial[s]'").status, 0) << "orphan trial processes";
   const int64_t finished = countRows(study, "status <> 'running'");
   ASSERT_GE(finished, 2);
   std::map<int64_t, double> before;
@@ -203,7 +203,8 @@ TEST(Tune, CrashHangAndOutOfMemoryTrialsAreRecordedAsSuchAndSkipped) {
   EXPECT_EQ(status[2], "oom");
   const int64_t pick = j["recommended"];
   EXPECT_GT(pick, 2);  // one of the healthy candidates
-  EXPECT_NE(sh("pgrep -f -- 'faults.db.trial[s]'").status, 0) << "a hung trial was left running";
+  // This study's trials only (its own temporary folder): not another suite's running beside it.
+  EXPECT_NE(sh("pgrep -f -- '" + study + ".trial[s]'").status, 0) << "a hung trial was left running";
 }
 
 TEST(Tune, ExportsParseBackWithEveryFieldThatMaps) {
