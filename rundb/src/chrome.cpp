@@ -82,6 +82,28 @@ void checkOutput(const std::string& in, const std::string& out, bool overwrite) 
                     "name a new file, or pass --overwrite to replace it");
 }
 
+// Each collective on its rank's `collectives` row, with its bus bandwidth over the transfer (the wait
+// for the last member left out: linkCollectives in report.h, the report's and the viewer's rule) and,
+// for a copy linked to its call, its wait, transfer and the call's skew.
+template <class Complete>
+void exportCollectives(RunReader& reader, Lanes& lanes, Complete& complete) {
+  const std::vector<Collective> collectives = reader.collectives();
+  const CollectiveLinks links = linkCollectives(collectives, runLayout(reader.meta()));
+  for (size_t i = 0; i < collectives.size(); ++i) {
+    const Collective& c = collectives[i];
+    const LinkedCall* call = links.call_of[i] >= 0 ? &links.calls[size_t(links.call_of[i])] : nullptr;
+    const CallTiming t = callTiming(c, call);
+    nlohmann::json args = {{"bytes", c.bytes}, {"busbw_GBps", t.busbw * 1e-9}};
+    if (call) {
+      args["wait_us"] = double(t.wait_ns) * 1e-3;
+      args["transfer_us"] = double(t.transfer_ns) * 1e-3;
+      args["skew_us"] = double(call->skewNs()) * 1e-3;
+    }
+    complete(c.op + " (" + c.group + ")", "collective", c.rank, lanes.tid(c.rank, Lanes::kCollectives, 0), c.start_ns,
+             c.end_ns, std::move(args));
+  }
+}
+
 }  // namespace
 
 ChromeExportStats exportChrome(const std::string& path, const std::string& out_path, bool overwrite) {
@@ -166,23 +188,7 @@ ChromeExportStats exportChrome(const std::string& path, const std::string& out_p
       ++st.flow_pairs;
     }
   });
-  // Each copy's bus bandwidth over its transfer, the wait for the last member left out (report.h,
-  // linkCollectives: the report's and the viewer's rule); the wait and the call's skew beside it.
-  const std::vector<Collective> collectives = reader.collectives();
-  const CollectiveLinks links = linkCollectives(collectives, runLayout(reader.meta()));
-  for (size_t i = 0; i < collectives.size(); ++i) {
-    const Collective& c = collectives[i];
-    const LinkedCall* call = links.call_of[i] >= 0 ? &links.calls[size_t(links.call_of[i])] : nullptr;
-    const CallTiming t = callTiming(c, call);
-    nlohmann::json args = {{"bytes", c.bytes}, {"busbw_GBps", t.busbw * 1e-9}};
-    if (call) {
-      args["wait_us"] = double(t.wait_ns) * 1e-3;
-      args["transfer_us"] = double(t.transfer_ns) * 1e-3;
-      args["skew_us"] = double(call->skewNs()) * 1e-3;
-    }
-    complete(c.op + " (" + c.group + ")", "collective", c.rank, lanes.tid(c.rank, Lanes::kCollectives, 0), c.start_ns,
-             c.end_ns, std::move(args));
-  }
+  exportCollectives(reader, lanes, complete);
   reader.forEach<Counter>([&](const Counter& c) {
     emit({{"name", reader.string(c.name)}, {"ph", "C"}, {"pid", c.rank}, {"ts", us(c.ts_ns)},
           {"args", {{"value", c.value}}}});
