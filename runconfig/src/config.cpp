@@ -102,6 +102,12 @@ void resolveLayout(TrainConfig& c, int world) {
     throw UserError("--zero",
                     "stage " + std::to_string(stageNumber(c.zero)) + " is not run yet: the runtime runs stages 0 and 1",
                     "pass --zero 1 for ZeRO-1; stages 2 and 3 come later");
+  if (c.cp != 1)
+    throw UserError("--cp", "context parallelism is not run yet (cp=" + std::to_string(c.cp) + ")", "pass --cp 1");
+  if (c.virtual_stages != 1)
+    throw UserError("--virtual-stages", "interleaved 1F1B is not run yet (virtual_stages=" +
+                                            std::to_string(c.virtual_stages) + ")",
+                    "pass --virtual-stages 1");
   if (c.local_sgd < 0) throw UserError("--local-sgd", "must be >= 0", "");
   if (c.local_sgd > 0 && shardsOptimizer(c.zero))
     throw UserError("--local-sgd", "cannot be combined with --zero 1", "drop one of them");

@@ -75,10 +75,12 @@ struct TrainConfig {
   double fp16_init_scale = 65536;  // initial dynamic loss scale
   int64_t fp16_growth_interval = 2000;
 
-  // parallelism (world = DP x TP x PP; see parallel.h)
+  // parallelism (world = DP x CP x TP x PP; see parallel.h)
   int nproc = 1;                   // ranks to start (--nproc); under torchrun/srun: WORLD_SIZE
   Launcher launcher = Launcher::Local;
   int tp = 1, pp = 1;
+  int cp = 1;                      // context-parallel degree: the sequence split over cp ranks
+  int64_t virtual_stages = 1;      // > 1: interleaved 1F1B, this many model chunks per pipeline rank
   bool sequence_parallel = false;
   ZeroStage zero = ZeroStage::None;  // 0 or 1 (resolve() refuses 2 and 3)
   PipelineSchedule pp_schedule = PipelineSchedule::OneFOneB;

@@ -91,6 +91,10 @@ void visitFields(V&& v) {
   v(F{"launcher", "--launcher", "local|slurm (slurm: under srun)", kShow}, &C::launcher);
   v(F{"tp", "--tp", "tensor-parallel degree", kShow}, &C::tp);
   v(F{"pp", "--pp", "pipeline-parallel degree", kShow}, &C::pp);
+  v(F{"cp", "--cp", "context-parallel degree: the sequence split over cp ranks", F::kOmitDefault}, &C::cp);
+  v(F{"virtual_stages", "--virtual-stages", "interleaved 1F1B: model chunks per pipeline rank (1: off)",
+      F::kOmitDefault},
+    &C::virtual_stages);
   v(F{"sequence_parallel", "--sequence-parallel",
       "shard LayerNorm/dropout regions along the sequence (needs --tp > 1)"},
     &C::sequence_parallel);
