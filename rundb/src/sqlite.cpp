@@ -226,6 +226,11 @@ std::optional<double> Statement::columnOptDouble(int i) const {
   return columnDouble(i);
 }
 int Statement::columnCount() const { return sqlite3_column_count(stmt_); }
+std::string Statement::columnName(int i) const {
+  const char* n = sqlite3_column_name(stmt_, i);
+  return n ? n : "";
+}
+bool Statement::readOnly() const { return sqlite3_stmt_readonly(stmt_) != 0; }
 
 Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN"); }
 Transaction::~Transaction() {

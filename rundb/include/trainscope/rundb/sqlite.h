@@ -114,6 +114,10 @@ class Statement {
   std::optional<int64_t> columnOptInt(int i) const;
   std::optional<double> columnOptDouble(int i) const;
   int columnCount() const;
+  std::string columnName(int i) const;
+  // True when the statement cannot change the database (sqlite3_stmt_readonly): how a query box
+  // refuses writes before running anything.
+  bool readOnly() const;
 
  private:
   Database& db_;
