@@ -31,7 +31,7 @@ struct PredictFlags {
   std::string workload = "gpt2-124m", cluster = "h100-80gb-x8", ckpt = "none", precision = "bf16",
               optimizer = "adamw", schedule = "1f1b", framework = "trainscope",
               attention = "default";
-  int64_t tp = 1, pp = 1, mbs = 1, gbs = 0, seq = 0, nodes = 0, gpus = 0, virtual_stages = 1, cpu_lanes = 1;
+  int64_t tp = 1, pp = 1, cp = 1, mbs = 1, gbs = 0, seq = 0, nodes = 0, gpus = 0, virtual_stages = 1, cpu_lanes = 1;
   int zero = 0;
   bool sp = false, json = false;
   double dp_overlap = -1;  // < 0: estimated from the schedule
@@ -66,6 +66,9 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
   c->add_option("--gpus", f->gpus, "devices in all (default: nodes x devices per node)")->check(kCount);
   c->add_option("--tp", f->tp)->capture_default_str()->check(kCount);
   c->add_option("--pp", f->pp)->capture_default_str()->check(kCount);
+  c->add_option("--cp", f->cp, "context-parallel degree: each sequence split over cp ranks (ring attention)")
+      ->capture_default_str()
+      ->check(kCount);
   c->add_option("--mbs", f->mbs)->capture_default_str()->check(kCount);
   c->add_option("--gbs", f->gbs, "global batch in sequences (default: mbs x dp)")->check(kCount);
   c->add_option("--seq", f->seq, "sequence length (default: the workload's n_positions, at most 2048)")
@@ -74,7 +77,7 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
   c->add_option("--precision", f->precision, "fp32|bf16|fp16")->capture_default_str();
   c->add_option("--optimizer", f->optimizer, "adamw|adafactor|adam8bit|sgd")->capture_default_str();
   c->add_option("--zero", f->zero,
-                 "ZeRO stage 0|1|2|3 (2 and 3 are priced as DeepSpeed shards them; `run` and `tune` use 0 and 1)")
+                 "ZeRO stage 0|1|2|3 (2 and 3 are priced as DeepSpeed shards them)")
       ->capture_default_str()
       ->check(CLI::IsMember({"0", "1", "2", "3"}));
   c->add_flag("--sequence-parallel", f->sp);
@@ -157,11 +160,14 @@ int64_t devicesOf(const PredictFlags& f, const tn::Cluster& c) {
   return devices;
 }
 
-// TP × PP must divide the devices, and a TP group stay inside a node unless --allow-tp-across-nodes.
+// CP × TP × PP must divide the devices, and a TP group stay inside a node unless --allow-tp-across-nodes.
 void checkSplit(const PredictFlags& f, const tn::Cluster& c, int64_t devices) {
-  if (f.tp < 1 || f.pp < 1 || devices % (f.tp * f.pp) != 0)
-    throw UserError("--tp/--pp", std::to_string(devices) + " devices cannot be split into tp=" + std::to_string(f.tp) +
-                                     " x pp=" + std::to_string(f.pp), "use a tp x pp that divides the device count");
+  if (f.tp < 1 || f.pp < 1 || f.cp < 1 || devices % (f.tp * f.pp * f.cp) != 0)
+    throw UserError(f.cp > 1 ? "--tp/--pp/--cp" : "--tp/--pp",
+                    std::to_string(devices) + " devices cannot be split into tp=" + std::to_string(f.tp) +
+                        " x pp=" + std::to_string(f.pp) + (f.cp > 1 ? " x cp=" + std::to_string(f.cp) : ""),
+                    f.cp > 1 ? "use a cp x tp x pp that divides the device count"
+                             : "use a tp x pp that divides the device count");
   if (f.tp > c.devices_per_node && !f.allow_tp_across_nodes)
     throw UserError("--tp", "tp=" + std::to_string(f.tp) + " spans nodes of " + std::to_string(c.devices_per_node) +
                                 " devices: its per-layer collectives would cross the inter-node network",
@@ -175,7 +181,8 @@ tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, cons
   tn::Plan p;
   p.tp = f.tp;
   p.pp = f.pp;
-  p.dp = devices / (p.tp * p.pp);
+  p.cp = f.cp;
+  p.dp = devices / (p.tp * p.pp * p.cp);
   p.mbs = f.mbs;
   p.gbs = f.gbs > 0 ? f.gbs : f.mbs * p.dp;
   p.seq = f.seq > 0 ? f.seq : std::min<int64_t>(w.n_positions, 2048);
@@ -329,7 +336,7 @@ nlohmann::json toJson(const Outcome& o) {
   (void)devices, (void)bpp;
   const bool fits = m.peak() <= c.memory_bytes;
   nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
-                      {"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
+                      {"dp", p.dp}, {"cp", p.cp}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
                       {"seq", p.seq}, {"zero", rt::stageNumber(p.zero)}, {"zero_stage", zeroName(p)},
                       {"memory_limit_bytes", c.memory_bytes}, {"peak_bytes", m.peak()},
                       {"worst_stage", m.worst_stage}, {"fits", fits}};
@@ -349,7 +356,7 @@ nlohmann::json toJson(const Outcome& o) {
                            {"megatron_embedding_opt_bytes", s.stage == 0 || s.stage == p.pp - 1 ? o.megatronEmbeddingOpt() : 0}});
   j["time"] = {{"compute_s", t.compute_s}, {"recompute_s", t.recompute_s}, {"tp_comm_s", t.tp_comm_s},
                {"dp_comm_s", t.dp_comm_s}, {"zero_gather_s", t.zero_gather_s}, {"pp_comm_s", t.pp_comm_s},
-               {"bubble_s", t.bubble_s},
+               {"cp_comm_s", t.cp_comm_s}, {"bubble_s", t.bubble_s},
                {"optimizer_s", t.optimizer_s}, {"other_s", t.other_s}, {"step_s", t.step_s}};
   j["time_source"] = time_source;
   j["framework"] = tn::frameworkName(framework);
@@ -391,6 +398,9 @@ void printText(const Outcome& o) {
               t.bubble_s, t.optimizer_s, t.other_s);
   if (t.measured) std::printf("(measured layer times include their TP collectives)\n");
   if (t.zero_gather_s > 0) std::printf("(DP comm includes %.3f s of ZeRO-3 parameter all-gathers)\n", t.zero_gather_s);
+  if (p.cp > 1)
+    std::printf("(and CP ring %.3f s, the K/V exchange not hidden behind attention: in the step, not in the sum above)\n",
+                t.cp_comm_s);
   if (!t.bound.empty())
     std::printf("kernels of %s%s; each micro-batch bound by the %s\n", tn::frameworkName(framework),
                 attention == tn::Attention::Default ? "" : attention == tn::Attention::Flash ? ", flash attention"
@@ -436,6 +446,7 @@ PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults
     else if (k == "gpus") f.gpus = count(k, v);
     else if (k == "tp") f.tp = count(k, v);
     else if (k == "pp") f.pp = count(k, v);
+    else if (k == "cp") f.cp = count(k, v);
     else if (k == "mbs") f.mbs = count(k, v);
     else if (k == "gbs") f.gbs = count(k, v);
     else if (k == "seq") f.seq = count(k, v);
@@ -454,7 +465,7 @@ PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults
       f.dp_overlap = v.get<double>();
     } else {
       throw UserError(where + ": " + k, "is not a flag of predict",
-                      "use workload, cluster, nodes, gpus, tp, pp, mbs, gbs, seq, ckpt, precision, optimizer, zero, "
+                      "use workload, cluster, nodes, gpus, tp, pp, cp, mbs, gbs, seq, ckpt, precision, optimizer, zero, "
                       "sequence_parallel, pp_schedule, virtual_stages, cpu_lanes, dp_overlap, framework, "
                       "use_distributed_optimizer, allow_tp_across_nodes");
     }

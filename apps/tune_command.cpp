@@ -37,6 +37,7 @@ namespace tn = trainscope::tuner;
 struct TuneFlags {
   std::string workload = "small-cpu", cluster = "cpu-local", study, budget, launcher = "local", mem_limit, inject;
   std::string mbs = "1,2,4,8,16,32", ckpt = "none,selective,full", precision, schedules = "1f1b,gpipe", ranks;
+  std::string zero = "0,1,2,3", cp = "1,2,4", virtual_stages = "1,2,4";
   int64_t gbs = 0, seq = 0, max_trials = 0, first_round = 8, steps = 3, nodes = 0;
   int64_t finalists = 3, final_rounds = 2;
   double trial_timeout = 300;
@@ -160,7 +161,14 @@ CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
   c->add_option("--precision", f->precision, "precisions to try (default: fp32 on CPU, bf16 on GPU)");
   c->add_option("--pp-schedules", f->schedules, "pipeline schedules to try")->capture_default_str();
   c->add_option("--ranks", f->ranks, "CPU clusters: world sizes to try (default: each divisor of the ranks)");
-  c->add_flag("--no-zero", f->no_zero, "leave ZeRO-1 out of the space");
+  c->add_option("--zero", f->zero, "ZeRO stages to try (with DP; those the runtime refuses are listed as such)")
+      ->capture_default_str();
+  c->add_option("--cp", f->cp, "context-parallel degrees to try (dividing the world; seq a multiple of 2 x cp)")
+      ->capture_default_str();
+  c->add_option("--virtual-stages", f->virtual_stages,
+                "interleaved 1F1B: model chunks per pipeline rank to try (with PP; 1: plain 1F1B/GPipe)")
+      ->capture_default_str();
+  c->add_flag("--no-zero", f->no_zero, "leave ZeRO out of the space (the same as --zero 0)");
   c->add_flag("--no-sequence-parallel", f->no_sp, "leave sequence parallelism out of the space");
   c->add_flag("--predict-only", f->predict_only, "rank the whole space from the models alone");
   c->add_option("--search", f->search,
@@ -207,7 +215,15 @@ tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   if (so.schedules.empty())
     throw UserError("--pp-schedules", "lists no schedule", "pass e.g. --pp-schedules 1f1b,gpipe");
   so.worlds = parseCounts(f.ranks, "--ranks", int64_t(1) << 20);
+  so.zero.clear();
+  for (const auto& z : split(f.zero))
+    so.zero.push_back(rt::zeroStage(parseCount(z, "--zero", 0, 3, "pass stages from 0 to 3, e.g. --zero 0,1"), "--zero"));
+  if (so.zero.empty()) throw UserError("--zero", "lists no ZeRO stage", "pass e.g. --zero 0,1,2,3");
   if (f.no_zero) so.zero = {rt::ZeroStage::None};
+  so.cp = parseCounts(f.cp, "--cp", int64_t(1) << 20);
+  if (so.cp.empty()) throw UserError("--cp", "lists no degree", "pass e.g. --cp 1,2");
+  so.virtual_stages = parseCounts(f.virtual_stages, "--virtual-stages", int64_t(1) << 20);
+  if (so.virtual_stages.empty()) throw UserError("--virtual-stages", "lists no count", "pass e.g. --virtual-stages 1,2");
   if (f.no_sp) so.sequence_parallel = {false};
   return so;
 }
@@ -239,6 +255,8 @@ nlohmann::json resultJson(const TuneFlags& f, const workloads::Workload& w, cons
                            {"profile", t.round == 0 && std::count(r.profiles.begin(), r.profiles.end(), t.candidate) > 0}});
   for (const auto& cand : r.candidates)
     j["ranked"].push_back({{"id", cand.id}, {"plan", cand.plan.describe()}, {"rejected", cand.rejected},
+                           {"zero", rt::stageNumber(cand.plan.zero)}, {"virtual_stages", cand.plan.virtual_stages},
+                           {"cp", cand.plan.cp},
                            {"predicted_step_s", cand.predicted_step_s}, {"predicted_peak", cand.predicted_peak},
                            {"time_measured", cand.time_measured},
                            {"measured_step_s", r.estimate.count(cand.id) && r.estimate.at(cand.id) > 0
@@ -260,8 +278,8 @@ void printTable(const TuneFlags& f, const workloads::Workload& w, const tn::Clus
   std::printf("\n%s on %s, gbs %lld: %zu combinations, %lld valid and predicted to fit", w.name.c_str(), c.name.c_str(),
               static_cast<long long>(f.gbs), r.candidates.size(), static_cast<long long>(valid));
   std::printf(" (memory limit %s MiB per rank)\n", mib(c.memory_bytes).c_str());
-  std::printf("\n  id  %-46s %11s %10s %6s %10s %10s %10s\n", "configuration", "pred ms", "meas ms", "trials",
-              "tokens/s", "pred MiB", "meas MiB");
+  std::printf("\n  id  zero  v cp  %-46s %11s %10s %6s %10s %10s %10s\n", "configuration", "pred ms", "meas ms",
+              "trials", "tokens/s", "pred MiB", "meas MiB");
   int shown = 0;
   for (const auto& cand : r.candidates) {
     if (!cand.rejected.empty()) continue;
@@ -271,8 +289,10 @@ void printTable(const TuneFlags& f, const workloads::Workload& w, const tn::Clus
     std::string failed;
     for (const auto& tr : r.trials)
       if (tr.candidate == cand.id && tr.status != tn::TrialStatus::Ok) failed = toString(tr.status);
-    std::printf("%s%3lld  %-46s %10.1f%s %10s %6s %10s %10s %10s%s\n", cand.id == r.recommended ? "*" : " ",
-                static_cast<long long>(cand.id), cand.plan.describe().c_str(), cand.predicted_step_s * 1e3,
+    std::printf("%s%3lld  %4d %2lld %2lld  %-46s %10.1f%s %10s %6s %10s %10s %10s%s\n", cand.id == r.recommended ? "*" : " ",
+                static_cast<long long>(cand.id), rt::stageNumber(cand.plan.zero),
+                static_cast<long long>(cand.plan.virtual_stages), static_cast<long long>(cand.plan.cp),
+                cand.plan.describe().c_str(), cand.predicted_step_s * 1e3,
                 cand.time_measured ? "m" : " ", step > 0 ? std::to_string(int(step * 1e3 + 0.5)).c_str() : "-",
                 ran ? std::to_string(ok_trials[cand.id].first).c_str() : "-",
                 step > 0 ? std::to_string(int64_t(double(cand.plan.gbs * cand.plan.seq) / step + 0.5)).c_str() : "-",

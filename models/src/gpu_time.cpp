@@ -14,6 +14,9 @@
 //   ZeRO-2/3    each micro-batch's gradients reduce-scattered (the same exposure rule), ZeRO-2's
 //               parameter all-gather after the step, ZeRO-3's per-layer parameter all-gathers before
 //               each forward and backward, prefetched behind the previous layer's compute.
+//   CP          a rank's layers run its s/cp tokens; per layer and pass the ring's cp − 1 K/V steps,
+//               each shown where it outlasts the block of attention it overlaps; gradients summed
+//               over dp·cp.
 #include "gpu_time.h"
 
 #include <algorithm>
@@ -76,11 +79,39 @@ double gradBytes(const Plan& p, bool megatron) {
   return megatron && p.precision == runtime::Precision::FP16 ? 2.0 : 4.0;
 }
 
+// The network a CP group's ring crosses: cp ranks tp apart inside a tp·cp block — NVLink while the
+// block fits a node, else the ports of the dpn/tp members each node holds (spanningTier).
+NetworkTier cpTier(const Plan& p, const Cluster& c) {
+  if (p.tp * p.cp <= c.devices_per_node) return c.intra_node;
+  return spanningTier(c, double(std::max<int64_t>(1, c.devices_per_node / p.tp)));
+}
+
+// One layer's exposed ring exchange for one micro-batch (ringExposedSeconds): the forward sends K and
+// V blocks behind the forward attention's blocks, the backward K, V, dK and dV behind its blocks, and
+// recomputation (selective or full) runs the forward's ring again.
+double ringSecondsPerLayer(const workloads::Workload& w, const Plan& p, const Cluster& c, const LayerOps& layer,
+                           double peak) {
+  if (p.cp <= 1) return 0;
+  const double e = double(p.elementBytes()), cp = double(p.cp);
+  double attn_fwd = 0, attn_bwd = 0;
+  for (const Op& o : layer.forward)
+    if (o.name == "flash attention" || o.name == "scores q·kᵀ" || o.name == "context p·v")
+      attn_fwd += gemmSeconds(o, c, peak, e);
+  for (const Op& o : layer.backward)
+    if (o.name.rfind("flash attention", 0) == 0 || o.name.rfind("scores", 0) == 0 || o.name.rfind("context", 0) == 0)
+      attn_bwd += gemmSeconds(o, c, peak, e);
+  const NetworkTier tier = cpTier(p, c);
+  const double bytes = ringStepBytes(w, p);
+  const double fwd = ringExposedSeconds(cp, collectiveSeconds(tier, bytes, 2, 1.0), attn_fwd / cp);
+  const double bwd = ringExposedSeconds(cp, collectiveSeconds(tier, 2.0 * bytes, 2, 1.0), attn_bwd / cp);
+  return (p.ckpt == Checkpointing::None ? 1.0 : 2.0) * fwd + bwd;
+}
+
 // One micro-batch on a stage: its kernels forward and backward, its recomputation, its TP collectives
 // (device seconds), and the host's dispatch of its ops; and one of its layers' device time forward and
 // backward (recomputation and TP collectives included), what ZeRO-3's prefetched gathers hide behind.
 struct Stage {
-  double device_fwd, device_bwd, recompute, tp, host;
+  double device_fwd, device_bwd, recompute, tp, cp, host;
   int64_t index;
   double layers, layer_fwd, layer_bwd;
 };
@@ -96,7 +127,7 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
   // (under SP: an all-gather and a reduce-scatter in place of each, the same bus bytes), 2 more
   // when full recomputation reruns the forward. Inside a node unless the group spans nodes.
   const NetworkTier& tp_tier = p.tp <= c.devices_per_node ? c.intra_node : c.inter_node;
-  const double act_bytes = double(p.mbs) * double(p.seq) * double(w.n_embd) * e;
+  const double act_bytes = double(p.mbs) * double(p.localSeq()) * double(w.n_embd) * e;
   // Sequence parallelism keeps only the local shard of a column-parallel GEMM's input, so backward
   // all-gathers it again for the weight gradient (Korthikanti et al. 2022, §4.2.2): 2 more
   // all-gathers per layer.
@@ -111,13 +142,14 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
   // Megatron's vocabulary-parallel cross-entropy adds three all-reduces of one fp32 value per token
   // (the max, the target's logit, the sum of exponentials).
   const double tp_emb = p.tp <= 1 ? 0 : p.sequence_parallel ? gather : all_reduce;
-  const double tokens = double(p.mbs) * double(p.seq);
+  const double tokens = double(p.mbs) * double(p.localSeq());
   const double cross_entropy = megatron ? 3.0 * collectiveSeconds(tp_tier, 4.0 * tokens, t, 2.0 * (t - 1) / t) : 0.0;
   const double tp_head = p.tp <= 1 ? 0 : (p.sequence_parallel ? 2.0 * gather : all_reduce) + cross_entropy;
 
   // One layer, one micro-batch: the device's time and the host's.
   const double layer_fwd = sum(layer.forward, c, peak, e), layer_bwd = sum(layer.backward, c, peak, e);
   const double layer_rec = sum(layer.recompute, c, peak, e);
+  const double ring = ringSecondsPerLayer(w, p, c, layer, peak);
   const double host_layer = c.dispatch_s * (kHostOpsForward * (p.ckpt == Checkpointing::Full ? 2 : 1) +
                                             kHostOpsBackward);
   // Megatron-LM's DDP hook adds each weight's fresh gradient into its main_grad buffer after every
@@ -145,17 +177,18 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
     s.device_bwd += accumulation(index);
     s.recompute = layers * layer_rec;
     s.tp = layers * (tp_fwd + tp_bwd + tp_rec) + (first ? tp_emb : 0) + (last ? tp_head : 0);
+    s.cp = layers * ring;
     // The head: at least 8 framework ops, one per kernel where its op list has more.
     const double head_ops = std::max(8.0, double(head.forward.size() + head.backward.size()));
     s.host = layers * host_layer + (last ? head_ops * c.dispatch_s : 0);
     s.index = index;
     s.layers = layers;
     s.layer_fwd = layer_fwd + tp_fwd;
-    s.layer_bwd = layer_bwd + layer_rec + tp_bwd + tp_rec;
+    s.layer_bwd = layer_bwd + layer_rec + tp_bwd + tp_rec + ring;
     return s;
   };
   const Stage a = stage(0, first_layers, true, p.pp == 1), z = stage(p.pp - 1, last_layers, false, true);
-  auto total = [](const Stage& s) { return std::max(s.device_fwd + s.device_bwd + s.recompute + s.tp, s.host); };
+  auto total = [](const Stage& s) { return std::max(s.device_fwd + s.device_bwd + s.recompute + s.tp + s.cp, s.host); };
   return p.pp == 1 || total(a) >= total(z) ? a : z;
 }
 
@@ -220,13 +253,14 @@ struct MicroBatchTime {
 
 // The step's micro-batches on the slowest stage: their compute, recomputation and TP collectives.
 MicroBatchTime addMicroBatches(TimePrediction& r, const Stage& slow, double M) {
-  const double device = slow.device_fwd + slow.device_bwd + slow.recompute + slow.tp;
+  const double device = slow.device_fwd + slow.device_bwd + slow.recompute + slow.tp + slow.cp;
   const double per_micro = std::max(device, slow.host);
   r.bound = slow.host > device ? "host launch" : "device";
   const double scale = per_micro / std::max(device, 1e-30);  // a host-bound micro-batch stretches every part
   r.compute_s = M * (slow.device_fwd + slow.device_bwd) * scale;
   r.recompute_s = M * slow.recompute * scale;
   r.tp_comm_s = M * slow.tp * scale;
+  r.cp_comm_s = M * slow.cp * scale;
   return {per_micro, scale};
 }
 
@@ -240,7 +274,7 @@ MicroBatchTime addMicroBatches(TimePrediction& r, const Stage& slow, double M) {
 void addPipeline(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c, bool megatron,
                  double per_micro) {
   const double e = double(p.elementBytes()), t = double(p.tp), M = double(p.ga());
-  const double act_bytes = double(p.mbs) * double(p.seq) * double(w.n_embd) * e;  // one (b, s, h) activation
+  const double act_bytes = double(p.mbs) * double(p.localSeq()) * double(w.n_embd) * e;  // one (b, s/cp, h) activation
   const double v = double(std::max<int64_t>(1, p.virtual_stages)), pp = double(p.pp);
   r.bubble_s = (pp - 1.0) / v * per_micro;
   // Ranks are laid out TP fastest, then DP, then PP (Megatron-LM's initialize_model_parallel and
@@ -254,11 +288,12 @@ void addPipeline(TimePrediction& r, const workloads::Workload& w, const Plan& p,
   r.pp_comm_s = (2.0 * M * v + 2.0 * (pp - 1.0)) * hop;
 }
 
-// The network a stage's DP group crosses: its tp·dp-rank block, members tp apart — dpn/tp of them in
-// each node.
+// The network a stage's gradient group crosses: its tp·cp·dp-rank block (Megatron-LM's order: TP
+// fastest, then CP, then DP), members tp apart — dpn/tp of them in each node.
 NetworkTier dpTier(const Plan& p, const Cluster& c) {
-  const bool spans = p.tp * p.dp > c.devices_per_node;
-  const double per_node = double(std::min(p.dp, std::max<int64_t>(1, c.devices_per_node / p.tp)));
+  const int64_t group = p.gradientGroup();
+  const bool spans = p.tp * group > c.devices_per_node;
+  const double per_node = double(std::min(group, std::max<int64_t>(1, c.devices_per_node / p.tp)));
   return spans ? spanningTier(c, per_node) : c.intra_node;
 }
 
@@ -280,7 +315,7 @@ double exposedReduction(const TimeOptions& o, bool megatron, double full, double
 // all-gather, the same bus bytes), in 25 MiB buckets.
 double dpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, bool megatron, double bytes,
                      double backward_s) {
-  const double dp = double(p.dp);
+  const double dp = double(p.gradientGroup());
   const double full = collectiveSeconds(dpTier(p, c), bytes, dp, 2.0 * (dp - 1) / dp);
   return exposedReduction(o, megatron, full, std::ceil(bytes / kDdpBucketBytes), backward_s);
 }
@@ -299,7 +334,7 @@ double zeroSyncSeconds(TimePrediction& r, const workloads::Workload& w, const Pl
                        const TimeOptions& o, bool megatron, const Stage& slow, double scale, double params,
                        double grad_bytes, double backward_s) {
   const NetworkTier tier = dpTier(p, c);
-  const double dp = double(p.dp), M = double(p.ga()), e = double(p.elementBytes());
+  const double dp = double(p.gradientGroup()), M = double(p.ga()), e = double(p.elementBytes());
   const double rs = collectiveSeconds(tier, params * grad_bytes, dp, (dp - 1) / dp);
   const double buckets = std::ceil(params / zero::kReduceBucketElements);
   double seconds = M * exposedReduction(o, megatron, rs, buckets, backward_s);
@@ -317,7 +352,7 @@ double zeroSyncSeconds(TimePrediction& r, const workloads::Workload& w, const Pl
 // runtime's reduceTiedAndPartial), between nodes once the stages are a node apart.
 double tiedEmbeddingSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, double grad_bytes) {
   const double word = double((w.vocab_size + p.tp - 1) / p.tp) * double(w.n_embd);
-  const bool apart = (p.pp - 1) * p.tp * p.dp >= c.devices_per_node;
+  const bool apart = (p.pp - 1) * p.tp * p.cp * p.dp >= c.devices_per_node;
   return collectiveSeconds(apart ? c.inter_node : c.intra_node, word * grad_bytes, 2, 1.0);
 }
 
@@ -334,7 +369,8 @@ double optimizerSeconds(const Plan& p, const Cluster& c, bool megatron, double p
 
 // The step: the sum of its parts, and the throughput and model FLOPs utilisation it gives.
 void addStepTotals(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c) {
-  r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.bubble_s + r.optimizer_s;
+  r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.cp_comm_s + r.bubble_s +
+             r.optimizer_s;
   r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;
   r.model_flops = workloads::stepFlops(p.gbs, p.seq, w.n_layer, w.n_embd, w.vocab_size, workloads::Recompute::None).model;
   r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runtime::toString(p.precision)));
@@ -359,7 +395,7 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   const double backward_s = (slow.device_bwd + slow.recompute) * micro.scale;
   if (zero::shardsGradients(p)) {
     r.dp_comm_s = zeroSyncSeconds(r, w, p, c, o, megatron, slow, micro.scale, params, grad_bytes, backward_s);
-  } else if (p.dp > 1) {
+  } else if (p.gradientGroup() > 1) {
     r.dp_comm_s = dpSyncSeconds(p, c, o, megatron, params * grad_bytes, backward_s);
   }
   if (p.pp > 1) r.dp_comm_s += tiedEmbeddingSeconds(w, p, c, grad_bytes);

@@ -59,6 +59,7 @@ Op keeping(Op o, double saved) {
 // One layer's sizes on a TP rank for one micro-batch; byte counts are of the plan's element size.
 struct LayerShape {
   double b, s, h, t, a, d, e;
+  double keys;          // keys each query attends over: the whole sequence (s = its CP rank's share)
   double rows;          // tokens of the micro-batch
   double local;         // rows a TP rank holds outside the GEMMs
   double act;           // one (b, s[/t], h) activation
@@ -70,7 +71,10 @@ struct LayerShape {
 
 LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) {
   LayerShape x;
-  x.b = double(p.mbs), x.s = double(p.seq), x.h = double(w.n_embd), x.t = double(p.tp);
+  // Context parallelism: the rank's s/cp tokens (two chunks of the sequence) pass every layer; its
+  // queries attend over the whole sequence, whose K and V come round the ring block by block.
+  x.b = double(p.mbs), x.s = double(p.localSeq()), x.h = double(w.n_embd), x.t = double(p.tp);
+  x.keys = double(p.seq);
   x.a = double(w.n_head), x.d = x.h / x.a, x.e = double(p.elementBytes());
   x.rows = x.b * x.s;
   x.local = p.sequence_parallel ? x.rows / x.t : x.rows;
@@ -80,7 +84,7 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   // (Korthikanti et al. 2022, §4.2.2); this runtime keeps the gathered (b, s, h) input.
   x.column_input = x.megatron ? x.act : x.rows * x.h * x.e;
   x.qkv_out = 3.0 * x.rows * x.h / x.t * x.e;
-  x.heads = x.b * x.a / x.t, x.scores = x.heads * x.s * x.s;
+  x.heads = x.b * x.a / x.t, x.scores = x.heads * x.s * x.keys;
   return x;
 }
 
@@ -106,9 +110,9 @@ Op residual(const LayerShape& x) {
 
 // Megatron-LM's attention core: Q·Kᵀ, scale-mask-softmax, dropout and P·V, each in memory.
 std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
-  const double s = x.s, d = x.d, e = x.e, heads = x.heads, scores = x.scores;
+  const double s = x.s, keys = x.keys, d = x.d, e = x.e, heads = x.heads, scores = x.scores;
   std::vector<Op> core;
-  core.push_back(keeping(gemm("scores q·kᵀ", s, s, d, heads), 2.0 * x.rows * x.h / x.t * e));  // Q and K
+  core.push_back(keeping(gemm("scores q·kᵀ", s, keys, d, heads), 2.0 * x.rows * x.h / x.t * e));  // Q and K
   // Megatron-LM's fused causal softmax (scaled_upper_triang_masked_softmax.h) reads the unmasked
   // half of each row and writes all of it; its backward reads the unmasked half of y and dy and
   // writes dx. Past 2048 keys the fused kernel is unavailable (its assert) and PyTorch runs it in
@@ -121,16 +125,18 @@ std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
   Op dropout = mem("attention dropout", 2.0 * scores * e + scores);
   dropout.backward_bytes = dropout.bytes;
   core.push_back(keeping(dropout, scores));  // the mask
-  core.push_back(keeping(gemm("context p·v", s, d, s, heads), scores * e + x.rows * x.h / x.t * e));  // P, V
+  core.push_back(keeping(gemm("context p·v", s, d, keys, heads), scores * e + x.rows * x.h / x.t * e));  // P, V
   return core;
 }
 
 // Flash attention (PyTorch SDPA): Q·Kᵀ and P·V on chip, causal (half of the products), nothing of
 // s×s in memory. FlashAttention-2 reaches 50-73% of A100 peak forward and backward (Dao 2023,
-// Fig. 5-7).
+// Fig. 5-7). Under CP the rank's s/cp queries meet all s keys, a block of s/cp per ring step; the
+// load-balanced chunks give every rank the same half of those products (Megatron-LM's context
+// parallelism), and every block of K and V is read once.
 std::vector<Op> flashAttention(const LayerShape& x) {
-  Op fa = gemm("flash attention", x.s, x.s, x.d, x.heads);  // two products of s·s·d, halved by causality
-  fa.bytes = 4.0 * x.s * x.d * x.heads * x.e;               // Q, K, V in, O out
+  Op fa = gemm("flash attention", x.s, x.keys, x.d, x.heads);  // two products of s·keys·d, halved by causality
+  fa.bytes = 2.0 * (x.s + x.keys) * x.d * x.heads * x.e;       // Q and O of the rank, every K and V block
   fa.efficiency_cap = 0.65;
   // Q, K, V, O, fp32 log-sum-exp
   return {keeping(fa, 4.0 * x.rows * x.h / x.t * x.e + 4.0 * x.heads * x.s)};
@@ -227,7 +233,7 @@ LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Atte
 }
 
 LayerOps headOps(const workloads::Workload& w, const Plan& p, Framework f) {
-  const double b = double(p.mbs), s = double(p.seq), h = double(w.n_embd), t = double(p.tp);
+  const double b = double(p.mbs), s = double(p.localSeq()), h = double(w.n_embd), t = double(p.tp);
   const double V = double((w.vocab_size + p.tp - 1) / p.tp * p.tp), e = double(p.elementBytes());
   const double rows = b * s, local = p.sequence_parallel ? rows / t : rows;
   LayerOps L;
@@ -262,7 +268,7 @@ LayerOps headOps(const workloads::Workload& w, const Plan& p, Framework f) {
 }
 
 LayerOps embeddingOps(const workloads::Workload& w, const Plan& p) {
-  const double rows = double(p.mbs) * double(p.seq), h = double(w.n_embd), e = double(p.elementBytes());
+  const double rows = double(p.mbs) * double(p.localSeq()), h = double(w.n_embd), e = double(p.elementBytes());
   const double word = double((w.vocab_size + p.tp - 1) / p.tp) * h;  // V/t × h, this rank's rows
   LayerOps L;
   L.forward.push_back(mem("embedding lookup + positions", 3.0 * rows * h * e));

@@ -180,7 +180,7 @@ double interleaveOf(const Plan& p, int64_t st) {
 // docs/memory-model.md) — for every micro-batch in flight, with its inputs and targets; and under
 // full recomputation the one layer rebuilt at a time.
 void addActivations(StageMemory& sm, const Plan& p, const LayerLists& ops, double interleave) {
-  const double s = double(p.seq), b = double(p.mbs);
+  const double s = double(p.localSeq()), b = double(p.mbs);
   const double per_layer = ops.runtime_layer.saved;
   double act = per_layer * double(sm.layers) * double(sm.inflight) * interleave;
   act += 2.0 * 8.0 * s * b * double(sm.inflight);  // the micro-batch's int64 inputs and targets
@@ -194,7 +194,7 @@ void addActivations(StageMemory& sm, const Plan& p, const LayerLists& ops, doubl
 void addHead(StageMemory& sm, const workloads::Workload& w, const Plan& p) {
   const int64_t M = sm.micro_batches, h = w.n_embd, t = p.tp;
   const int64_t Vp = (w.vocab_size + t - 1) / t * t;
-  const double s = double(p.seq), b = double(p.mbs);
+  const double s = double(p.localSeq()), b = double(p.mbs);
   const int64_t head_inflight = p.pp > 1 && p.schedule == PipelineSchedule::GPipe ? M : 1;
   const double lanes = double(std::max<int64_t>(1, p.cpu_lanes));
   const double dx_dw = 4.0 * s * b * double(h) + lanes * 4.0 * double(Vp / t) * double(h);
@@ -215,7 +215,7 @@ void addHead(StageMemory& sm, const workloads::Workload& w, const Plan& p) {
 //     it to the next micro-batch's receive; it is waited for before that micro-batch computes, so it
 //     is never held at a forward's or a backward's peak — 0 here.
 void addSendBuffers(StageMemory& sm, const workloads::Workload& w, const Plan& p, int64_t st) {
-  const double s = double(p.seq), b = double(p.mbs);
+  const double s = double(p.localSeq()), b = double(p.mbs);
   const double s_local = p.sequence_parallel ? s / double(p.tp) : s;
   const double one = b * s_local * double(w.n_embd) * double(p.elementBytes());
   if (st < p.pp - 1) sm.buffers += int64_t(one * double(sm.inflight));
@@ -224,7 +224,7 @@ void addSendBuffers(StageMemory& sm, const workloads::Workload& w, const Plan& p
 // The calibrated transients of a layer's backward (kTransientActivations, kTransientWeights).
 int64_t transientAllowance(const workloads::Workload& w, const Plan& p, int64_t largest) {
   const int64_t e = p.elementBytes(), t = p.tp;
-  const double sbh = double(p.seq) * double(p.mbs) * double(w.n_embd);
+  const double sbh = double(p.localSeq()) * double(p.mbs) * double(w.n_embd);
   // The fresh dense gradient of the embedding, made while its tied head's gradient is already in
   // .grad, is added to it: a second largest-sized tensor during backward. A pipeline stage holds
   // one end of the tie only, and autograd steals a fresh gradient into an empty .grad (the first
@@ -235,11 +235,22 @@ int64_t transientAllowance(const workloads::Workload& w, const Plan& p, int64_t 
                  fresh_weight * double(e) * double(std::max<int64_t>(1, p.cpu_lanes)));
 }
 
+// Context parallelism's ring (docs/memory-model.md, "Context parallelism"): during a layer's attention
+// a rank holds the K and V block it computes with and the one arriving from its neighbour, each
+// b·(s/cp)·(h/t) elements; backward passes dK and dV round the ring as well, double-buffered alike:
+// 8·b·(s/cp)·(h/t)·e at the backward's moment. What the layer saves is its own s/cp tokens only
+// (the blocks are received again in backward), so the op list's `saved` needs no ring term.
+int64_t ringBuffers(const workloads::Workload& w, const Plan& p) {
+  if (p.cp <= 1) return 0;
+  const double block = double(p.mbs) * double(p.localSeq()) * double(w.n_embd) / double(p.tp);
+  return int64_t(8.0 * block * double(p.elementBytes()));
+}
+
 // Megatron-LM on the same plan (Korthikanti et al. 2022): 16-bit activations of the micro-batches
 // in flight, and the last stage's fp32 logits.
 int64_t megatronActivations(const workloads::Workload& w, const Plan& p, const StageMemory& sm,
                             const LayerLists& ops, double interleave) {
-  const double s = double(p.seq), b = double(p.mbs);
+  const double s = double(p.localSeq()), b = double(p.mbs);
   double mega = ops.megatron_layer.saved * double(sm.layers) * double(sm.inflight) * interleave;
   if (sm.stage == p.pp - 1) mega += 4.0 * s * b * double(w.vocab_size) / double(p.tp);  // fp32 logits
   return int64_t(mega);
@@ -269,6 +280,7 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   if (st == p.pp - 1) addHead(sm, w, p);
   if (p.pp > 1) addSendBuffers(sm, w, p, st);
   sm.allowance = transientAllowance(w, p, largest);
+  sm.ring = ringBuffers(w, p);
   sm.megatron_activations = megatronActivations(w, p, sm, ops, interleave);
   return sm;
 }

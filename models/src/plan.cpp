@@ -6,17 +6,19 @@
 namespace trainscope::models {
 
 std::string Plan::describe() const {
-  std::string s = "dp" + std::to_string(dp) + " tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " mbs" +
+  std::string s = "dp" + std::to_string(dp) + (cp > 1 ? " cp" + std::to_string(cp) : "") + " tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " mbs" +
                   std::to_string(mbs) + " ga" + std::to_string(ga()) + " " + toString(ckpt) + " " +
                   toString(precision) + " " + toString(optimizer);
   if (runtime::shardsOptimizer(zero)) s += " zero" + std::to_string(runtime::stageNumber(zero));
   if (sequence_parallel) s += " sp";
-  if (pp > 1) s += std::string(" ") + (virtual_stages > 1 ? "interleaved" : toString(schedule));
+  if (pp > 1)
+    s += std::string(" ") + (virtual_stages > 1 ? "interleaved v" + std::to_string(virtual_stages) : toString(schedule));
   return s;
 }
 
 std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
-  if (p.dp < 1 || p.tp < 1 || p.pp < 1 || p.mbs < 1 || p.gbs < 1 || p.seq < 1) return "non-positive size";
+  if (p.dp < 1 || p.cp < 1 || p.tp < 1 || p.pp < 1 || p.mbs < 1 || p.gbs < 1 || p.seq < 1 || p.virtual_stages < 1)
+    return "non-positive size";
   if (w.n_head % p.tp != 0) return "tp=" + std::to_string(p.tp) + " does not divide n_head=" + std::to_string(w.n_head);
   if (p.pp > w.n_layer) return "pp=" + std::to_string(p.pp) + " exceeds n_layer=" + std::to_string(w.n_layer);
   if (p.gbs % (p.mbs * p.dp) != 0)
@@ -28,14 +30,24 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
     return "ZeRO-" + std::to_string(runtime::stageNumber(p.zero)) + " needs dp > 1";
   if (p.virtual_stages > 1 && (p.pp == 1 || (w.n_layer % (p.pp * p.virtual_stages)) != 0))
     return "interleaving needs pp > 1 and n_layer divisible by pp x virtual stages";
+  // Megatron-LM's interleaved schedule runs the micro-batches in groups of pp (its schedules.py
+  // refuses any other count).
+  if (p.virtual_stages > 1 && p.ga() % p.pp != 0)
+    return "interleaving needs the micro-batches per step (ga=" + std::to_string(p.ga()) + ") divisible by pp=" +
+           std::to_string(p.pp);
+  // Causal load balancing: each CP rank holds chunks i and 2·cp − 1 − i of the sequence in 2·cp.
+  if (p.cp > 1 && p.seq % (2 * p.cp) != 0)
+    return "context parallelism needs seq=" + std::to_string(p.seq) + " divisible by 2 x cp=" + std::to_string(2 * p.cp);
   return "";
 }
 
 Plan planOf(const runtime::TrainConfig& c) {
   Plan p;
   p.dp = c.dp;
+  p.cp = c.cp;
   p.tp = c.tp;
   p.pp = c.pp;
+  p.virtual_stages = c.virtual_stages;
   p.mbs = c.mbs;
   p.gbs = c.global_batch;
   p.seq = c.seq;

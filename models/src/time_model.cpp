@@ -20,7 +20,29 @@ double collective(const NetworkTier& tier, double bytes, double n, double factor
   return tier.latency * 2.0 * (n - 1) + bytes * factor / std::max(bw, 1.0);
 }
 
+// The ring exchange of a CPU cluster's CP group (the tier its ranks share) over all micro-batches:
+// per layer, forward (and full recomputation's second forward) sends K and V, backward K, V, dK and
+// dV, each step beside one block of the attention pass.
+double cpuRingSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, double attn_fwd_s,
+                      double layers, double M) {
+  if (p.cp <= 1) return 0;
+  const NetworkTier& tier = p.world() <= c.devices_per_node ? c.intra_node : c.inter_node;
+  const double cp = double(p.cp), bytes = ringStepBytes(w, p);
+  const double fwd = ringExposedSeconds(cp, collective(tier, bytes, 2, 1.0), attn_fwd_s / cp);
+  const double bwd = ringExposedSeconds(cp, collective(tier, 2.0 * bytes, 2, 1.0), 2.0 * attn_fwd_s / cp);
+  const double passes_fwd = p.ckpt == Checkpointing::None ? 1.0 : 2.0;  // selective and full rerun attention
+  return M * layers * (passes_fwd * fwd + bwd);
+}
+
 }  // namespace
+
+double ringExposedSeconds(double cp, double step_s, double block_s) {
+  return std::max(0.0, cp - 1.0) * std::max(0.0, step_s - block_s);
+}
+
+double ringStepBytes(const workloads::Workload& w, const Plan& p) {
+  return 2.0 * double(p.mbs) * double(p.localSeq()) * double(w.n_embd) / double(p.tp) * double(p.elementBytes());
+}
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
   if (c.kind == ClusterKind::Gpu) return gpu::predict(w, p, c, o);
@@ -28,7 +50,9 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   // measured layer costs after its profile trials).
   TimePrediction r;
   const double h = double(w.n_embd), V = double((w.vocab_size + p.tp - 1) / p.tp * p.tp), a = double(w.n_head);
-  const double s = double(p.seq), b = double(p.mbs), t = double(p.tp), e = double(p.elementBytes());
+  // Under CP a rank's layers see its s/cp tokens; its queries attend over all s keys.
+  const double s = double(p.localSeq()), keys = double(p.seq), b = double(p.mbs), t = double(p.tp);
+  const double e = double(p.elementBytes());
   const double M = double(p.ga());
   // A CPU cluster's peak is one node's: its ranks share the cores.
   const double ranks_per_node = double(std::min<int64_t>(p.world(), c.devices_per_node));
@@ -42,8 +66,9 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   // product is skipped by fused kernels, counted whole as Narayanan et al. do).
   const double rows = s * b;
   double layer_fwd = gemm(rows, 3 * h / t, h) + gemm(rows, h, h / t) + gemm(rows, 4 * h / t, h) + gemm(rows, h, 4 * h / t);
-  const double attn_flops = 4.0 * b * s * s * h / t;
-  layer_fwd += attn_flops / (peak * c.matmulEfficiency(attn_flops / std::max(1.0, a / t)));
+  const double attn_flops = 4.0 * b * s * keys * h / t;
+  const double attn_fwd = attn_flops / (peak * c.matmulEfficiency(attn_flops / std::max(1.0, a / t)));
+  layer_fwd += attn_fwd;
   // Memory-bound work per layer: LayerNorms, GELU, softmax statistics, residual adds, bias adds:
   // about 16 reads and writes of an s·b·h tensor (÷t where the work is sharded).
   const double local_rows = p.sequence_parallel ? rows / t : rows;
@@ -74,13 +99,15 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
     const double v = double(std::max<int64_t>(1, p.virtual_stages));
     r.bubble_s = (r.compute_s + r.recompute_s) * (double(p.pp) - 1.0) / (v * M);
   }
+  r.cp_comm_s = cpuRingSeconds(w, p, c, attn_fwd, layers_per_stage, M);
   // Data parallelism: all-reduce of the fp32 main gradients of one (tp, pp) shard (ZeRO-1:
-  // reduce-scatter + all-gather, the same bytes), partly hidden behind backward.
+  // reduce-scatter + all-gather, the same bytes), partly hidden behind backward. Under CP the cp
+  // ranks of a DP rank hold the same weights: the gradients are summed over dp·cp.
   const double params_per_rank = double(w.parameterCount()) / (t * double(p.pp));
-  if (p.dp > 1) {
+  if (p.gradientGroup() > 1) {
     const bool inter = p.world() > c.devices_per_node;
     const NetworkTier& tier = inter ? c.inter_node : c.intra_node;
-    const double dp = double(p.dp);
+    const double dp = double(p.gradientGroup());
     const double full = collective(tier, params_per_rank * 4.0, dp, 2.0 * (dp - 1) / dp);
     r.dp_comm_s = full * (1.0 - std::clamp(o.dp_overlap, 0.0, 1.0));
     if (zero::shardsGradients(p)) {
@@ -101,8 +128,9 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : 28.0;
   r.optimizer_s = params_per_rank / (runtime::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
                   std::max(mem_bw, 1.0);
-  r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.bubble_s + r.optimizer_s;
-  const double tokens = double(p.gbs) * s;
+  r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.cp_comm_s + r.bubble_s +
+             r.optimizer_s;
+  const double tokens = double(p.gbs) * keys;
   r.tokens_per_s = tokens / r.step_s;
   r.model_flops = workloads::stepFlops(p.gbs, p.seq, w.n_layer, w.n_embd, w.vocab_size, workloads::Recompute::None).model;
   r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runtime::toString(p.precision)) /

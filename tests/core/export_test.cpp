@@ -313,3 +313,115 @@ TEST(Export, TheAccelerateBundleHoldsBothPartsAsTheirOwnFormatsGiveThem) {
   }
   EXPECT_EQ(bundle["accelerate_config"]["num_processes"], c.dp);
 }
+
+// The knobs of issue 22 in each format. The runtime refuses some of them until it runs them, so these
+// configs are resolved without them and the knob set after, as a resolved config would carry it.
+namespace {
+
+rt::TrainConfig withZero(rt::ZeroStage z) {
+  rt::TrainConfig c = dpConfig();
+  c.zero = z;
+  return c;
+}
+
+// The YAML's nested fsdp_config block, key → value.
+std::map<std::string, std::string> fsdpBlock(const std::string& yaml) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(yaml);
+  bool inside = false;
+  for (std::string line; std::getline(ss, line);) {
+    if (line == "fsdp_config:") inside = true;
+    else if (line.rfind("  ", 0) != 0) inside = false;
+    else if (inside) out[line.substr(2, line.find(": ") - 2)] = line.substr(line.find(": ") + 2);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Export, DeepSpeedZeroStagesCarryTheirBucketAndPrefetchKnobs) {
+  const auto zero = [](rt::ZeroStage z) {
+    return nlohmann::json::parse(tn::exportConfig(withZero(z), tn::ExportFormat::DeepSpeed).text)["zero_optimization"];
+  };
+  EXPECT_EQ(zero(rt::ZeroStage::None), nlohmann::json({{"stage", 0}}));
+  const auto one = zero(rt::ZeroStage::OptimizerStates), two = zero(rt::ZeroStage::Gradients);
+  const auto three = zero(rt::ZeroStage::Parameters);
+  EXPECT_EQ(one["stage"], 1);
+  EXPECT_EQ(two["stage"], 2);
+  EXPECT_EQ(three["stage"], 3);
+  // The sizes the models price (DeepSpeed's defaults, elements).
+  for (const auto& z : {one, two, three}) {
+    EXPECT_EQ(z["reduce_bucket_size"], 500000000);
+    EXPECT_EQ(z["allgather_bucket_size"], 500000000);
+    EXPECT_EQ(z["overlap_comm"], true);
+  }
+  EXPECT_EQ(one["contiguous_gradients"], false);
+  EXPECT_EQ(two["contiguous_gradients"], true);
+  EXPECT_FALSE(two.contains("stage3_prefetch_bucket_size"));
+  EXPECT_EQ(three["stage3_prefetch_bucket_size"], 50000000);
+  EXPECT_EQ(three["stage3_param_persistence_threshold"], 100000);
+  EXPECT_EQ(three["stage3_max_live_parameters"], 1000000000);
+}
+
+TEST(Export, MegatronCarriesVirtualStagesContextParallelismAndTheDistributedOptimizer) {
+  rt::TrainConfig c = modelParallelConfig();  // small-cpu: 4 layers, tp 2, pp 2
+  c.pp_schedule = rt::PipelineSchedule::OneFOneB;
+  c.virtual_stages = 2;
+  c.cp = 2;
+  auto e = tn::exportConfig(c, tn::ExportFormat::Megatron);
+  auto f = flagsOf(e.text);
+  EXPECT_EQ(f["--num-layers-per-virtual-pipeline-stage"], "1");  // 4 layers / (pp 2 · v 2)
+  EXPECT_EQ(f["--context-parallel-size"], "2");
+  EXPECT_FALSE(f.count("--use-distributed-optimizer"));
+  // ZeRO-1 is the distributed optimizer; ZeRO-2/3 are too, with a note on what Megatron-LM keeps whole.
+  for (rt::ZeroStage z : {rt::ZeroStage::OptimizerStates, rt::ZeroStage::Gradients, rt::ZeroStage::Parameters}) {
+    e = tn::exportConfig(withZero(z), tn::ExportFormat::Megatron);
+    f = flagsOf(e.text);
+    EXPECT_TRUE(f.count("--use-distributed-optimizer"));
+    EXPECT_FALSE(f.count("--context-parallel-size"));  // cp 1: Megatron-LM's default
+    EXPECT_EQ(e.notes.size(), z == rt::ZeroStage::OptimizerStates ? 0u : 1u);
+  }
+  EXPECT_NE(e.notes[0].find("optim_grads_params"), std::string::npos) << e.notes[0];
+}
+
+TEST(Export, DeepSpeedSaysItHasNoInterleavingNoContextParallelismAndNoZero2WithPipelines) {
+  rt::TrainConfig c = modelParallelConfig();
+  c.pp_schedule = rt::PipelineSchedule::OneFOneB;
+  c.virtual_stages = 2;
+  c.cp = 2;
+  c.zero = rt::ZeroStage::Gradients;
+  const auto e = tn::exportConfig(c, tn::ExportFormat::DeepSpeed);
+  std::string notes;
+  for (const auto& n : e.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("no interleaved schedule"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("no ring context parallelism"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("refuses ZeRO-2 and ZeRO-3"), std::string::npos) << notes;
+  EXPECT_EQ(nlohmann::json::parse(e.text)["pipeline"]["stages"], 2);
+}
+
+TEST(Export, AccelerateRunsZero2And3AsFsdpAndTrainingArgsLikewise) {
+  // ZeRO-3: FULL_SHARD; ZeRO-2: SHARD_GRAD_OP; ZeRO-0 and 1: no FSDP.
+  for (const auto& [z, strategy] : std::vector<std::pair<rt::ZeroStage, std::string>>{
+           {rt::ZeroStage::Parameters, "FULL_SHARD"}, {rt::ZeroStage::Gradients, "SHARD_GRAD_OP"}}) {
+    const rt::TrainConfig c = withZero(z);
+    const std::string yaml = tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {false}).text;
+    EXPECT_NE(yaml.find("distributed_type: FSDP\n"), std::string::npos) << yaml;
+    const auto fsdp = fsdpBlock(yaml);
+    EXPECT_EQ(fsdp.at("fsdp_sharding_strategy"), strategy);
+    EXPECT_EQ(fsdp.at("fsdp_auto_wrap_policy"), "TRANSFORMER_BASED_WRAP");
+    EXPECT_EQ(fsdp.at("fsdp_transformer_layer_cls_to_wrap"), "GPT2Block");
+    EXPECT_EQ(fsdp.at("fsdp_backward_prefetch"), "BACKWARD_PRE");
+    EXPECT_EQ(fsdp.at("fsdp_offload_params"), "false");
+    EXPECT_EQ(fsdp.at("fsdp_version"), "1");
+    const auto a = nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::TrainingArgs).text);
+    std::string lower = strategy;
+    for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    EXPECT_EQ(a["fsdp"], lower + " auto_wrap");
+    EXPECT_EQ(a["fsdp_config"]["transformer_layer_cls_to_wrap"], nlohmann::json::array({"GPT2Block"}));
+  }
+  for (rt::ZeroStage z : {rt::ZeroStage::None, rt::ZeroStage::OptimizerStates}) {
+    const rt::TrainConfig c = withZero(z);
+    EXPECT_EQ(tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {false}).text.find("fsdp"), std::string::npos);
+    EXPECT_FALSE(nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::TrainingArgs).text).contains("fsdp"));
+  }
+}

@@ -1,7 +1,8 @@
 // search_test.cpp — the search strategies (tuner/search.h) driven by a fake runner: scripted step
 // times instead of trial processes, no study, no clock. What successive halving must do: profile
 // one candidate per layer shape first, keep the fastest half, run the final stage alternately, and
-// pick the fastest by pooled step time among the finalists; exhaustive measures every candidate.
+// pick the fastest by pooled step time among the finalists; exhaustive measures every candidate. And
+// the space it searches: ZeRO 0–3, virtual stages and CP, every rejection with its reason.
 #include "trainscope/tuner/search.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "trainscope/common/error.h"
+#include "trainscope/workloads/workload.h"
 
 namespace tn = trainscope::tuner;
 
@@ -207,5 +209,108 @@ TEST(Search, AnUnknownStrategyIsRefusedNamingTheFlag) {
     FAIL() << "accepted";
   } catch (const trainscope::UserError& e) {
     EXPECT_EQ(e.field(), "--search");
+  }
+}
+
+// The space (space.h): ZeRO 0–3, virtual pipeline stages and context parallelism, each rejection with
+// its reason — what the runtime refuses in resolve()'s own words, so that a knob joins the space the
+// day the runtime runs it.
+namespace {
+
+struct CpuSpace {
+  trainscope::workloads::Workload w = trainscope::workloads::load("small-cpu");  // 4 layers, 4 heads, seq ≤ 256
+  tn::Cluster c = tn::loadCluster("cpu-local");                                 // 2 ranks
+  std::vector<tn::Candidate> all;
+  explicit CpuSpace(int64_t seq = 128, int64_t gbs = 8) {
+    tn::SpaceOptions o;
+    o.gbs = gbs;
+    o.seq = seq;
+    o.mbs = {1, 2};
+    o.ckpt = {trainscope::runtime::Checkpointing::None};
+    o.cp = {1, 2};
+    o.virtual_stages = {1, 2, 4};
+    all = tn::enumerateSpace(w, c, o);
+  }
+};
+
+// What resolve() says of the plan's config ("" when it runs it).
+std::string resolveSays(const trainscope::workloads::Workload& w, const tn::Plan& p) {
+  trainscope::runtime::TrainConfig c = tn::runConfigOf(w, p);
+  c.oversubscribe = true;
+  try {
+    trainscope::runtime::resolve(c);
+  } catch (const trainscope::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Space, EnumeratesZeroStagesVirtualStagesAndContextParallelism) {
+  namespace rt = trainscope::runtime;
+  const CpuSpace s;
+  std::set<int> zeros;
+  std::set<int64_t> vs, cps;
+  for (const auto& cand : s.all) {
+    const tn::Plan& p = cand.plan;
+    zeros.insert(rt::stageNumber(p.zero));
+    vs.insert(p.virtual_stages);
+    cps.insert(p.cp);
+    EXPECT_LE(p.world(), 2) << p.describe();
+    // Knobs that do nothing for the layout are not candidates of their own.
+    EXPECT_FALSE(rt::shardsOptimizer(p.zero) && p.dp == 1) << p.describe();
+    EXPECT_FALSE(p.virtual_stages > 1 && (p.pp == 1 || p.schedule == rt::PipelineSchedule::GPipe)) << p.describe();
+  }
+  EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(vs, (std::set<int64_t>{1, 2, 4}));
+  EXPECT_EQ(cps, (std::set<int64_t>{1, 2}));
+}
+
+TEST(Space, EveryRejectionSaysWhyAndTheRuntimesRefusalIsItsOwnError) {
+  const CpuSpace s;
+  int64_t refused = 0, layers = 0;
+  for (const auto& cand : s.all) {
+    const tn::Plan& p = cand.plan;
+    const std::string invalid = tn::whyInvalid(s.w, p), runtime = resolveSays(s.w, p);
+    if (!invalid.empty()) {
+      EXPECT_EQ(cand.rejected, invalid);
+      layers += p.virtual_stages == 4;  // 4 layers cannot be 2 stages × 4 chunks
+    } else if (!runtime.empty()) {
+      EXPECT_EQ(cand.rejected, "the runtime refuses it: " + runtime) << p.describe();
+      ++refused;
+    } else if (!cand.rejected.empty()) {
+      EXPECT_EQ(cand.rejected.rfind("predicted memory", 0), 0u) << cand.rejected;
+    } else {
+      EXPECT_GT(cand.predicted_step_s, 0) << p.describe();
+    }
+  }
+  EXPECT_GT(layers, 0);
+  // Until the runtime runs every new knob, some candidates are its refusals; once it does, none is.
+  EXPECT_GE(refused, 0);
+  // A sequence that two chunks per CP rank do not split: every cp 2 candidate says so.
+  const CpuSpace odd(126);
+  int64_t cp2 = 0;
+  for (const auto& cand : odd.all)
+    if (cand.plan.cp == 2) {
+      ++cp2;
+      EXPECT_EQ(cand.rejected, "context parallelism needs seq=126 divisible by 2 x cp=4");
+    }
+  EXPECT_GT(cp2, 0);
+  // Micro-batches not in groups of pp: interleaving refused with the count.
+  const CpuSpace three(128, 6);
+  for (const auto& cand : three.all)
+    if (cand.plan.virtual_stages == 2 && cand.plan.mbs == 2)
+      EXPECT_EQ(cand.rejected, "interleaving needs the micro-batches per step (ga=3) divisible by pp=2");
+}
+
+TEST(Space, ATrialRunsWhatItsCandidateDescribes) {
+  const CpuSpace s;
+  for (const auto& cand : s.all) {
+    const trainscope::runtime::TrainConfig c = tn::runConfigOf(s.w, cand.plan);
+    EXPECT_EQ(c.cp, cand.plan.cp);
+    EXPECT_EQ(c.virtual_stages, cand.plan.virtual_stages);
+    EXPECT_EQ(c.zero, cand.plan.zero);
+    EXPECT_EQ(c.nproc, cand.plan.world());
   }
 }

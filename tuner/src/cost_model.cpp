@@ -55,7 +55,7 @@ std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Pl
   r.pp_comm_s = M * p2p;
   const double v = double(std::max<int64_t>(1, p.virtual_stages));
   r.bubble_s = p.pp > 1 ? (v > 1 ? (double(p.pp) - 1.0) / v * worst : sum - worst) : 0;
-  if (p.dp > 1) {
+  if (p.gradientGroup() > 1) {
     auto sync = k.dp_sync_bytes > 0 ? std::make_optional(std::make_pair(k.dp_sync_bytes, k.dp_sync_s)) : m.anyDpSync(runtime::stageNumber(p.zero));
     const double bytes = allReduceBytes(p, params);
     r.dp_comm_s = sync ? sync->second * bytes / std::max(1.0, sync->first) : analytic.dp_comm_s;

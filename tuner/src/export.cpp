@@ -14,6 +14,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/models/zero.h"
 
 namespace trainscope::tuner {
 namespace {
@@ -74,14 +75,47 @@ ExportResult megatron(const rt::TrainConfig& c) {
   if (c.ckpt == rt::Checkpointing::Full)
     o << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
   if (c.sequence_parallel) o << " --sequence-parallel";
+  // Interleaved 1F1B: v chunks of L/(p·v) layers per pipeline rank (arguments.py derives
+  // virtual_pipeline_model_parallel_size from it).
+  if (c.virtual_stages > 1) o << " --num-layers-per-virtual-pipeline-stage " << c.model.n_layer / (c.pp * c.virtual_stages);
+  if (c.cp > 1) o << " --context-parallel-size " << c.cp;
   if (rt::shardsOptimizer(c.zero)) o << " --use-distributed-optimizer";
   o << " --optimizer " << (c.optimizer == rt::OptimizerKind::SGD ? "sgd" : "adam") << "\n";
   r.text = o.str();
   if (c.pp > 1 && c.pp_schedule == rt::PipelineSchedule::GPipe)
     r.notes.push_back("Megatron-LM has no GPipe schedule; it runs 1F1B");
+  if (c.zero >= rt::ZeroStage::Gradients)
+    r.notes.push_back(
+        "Megatron-LM's distributed optimizer shards the optimizer state and reduce-scatters the gradients, but keeps "
+        "the whole gradient buffer" +
+        std::string(c.zero == rt::ZeroStage::Parameters ? " and the whole parameters" : "") + ": ZeRO-" +
+        std::to_string(rt::stageNumber(c.zero)) + "'s memory is Megatron-FSDP's (--use-megatron-fsdp "
+        "--data-parallel-sharding-strategy " + (c.zero == rt::ZeroStage::Parameters ? "optim_grads_params" : "optim_grads") +
+        " --ckpt-format fsdp_dtensor), not in these flags");
   if (c.optimizer == rt::OptimizerKind::Adafactor || c.optimizer == rt::OptimizerKind::Adam8bit)
     r.notes.push_back(std::string("Megatron-LM has no ") + toString(c.optimizer) + "; the flags say adam");
   return r;
+}
+
+// DeepSpeed's zero_optimization (deepspeed/runtime/zero/config.py) with the bucket sizes the models
+// price (models/zero.h: DeepSpeed's defaults, in elements). overlap_comm: the gradient reduction
+// overlapped with backward, as this runtime's is (DeepSpeed's default is off below stage 3);
+// contiguous_gradients: gradients copied into one buffer as they are produced (stage 2 and 3).
+// Stage 3: the prefetch bucket, parameters under the persistence threshold left whole (DeepSpeed's
+// default, 1e5 elements) and at most stage3_max_live_parameters gathered at once (its default, 1e9).
+nlohmann::json zeroOptimization(const rt::TrainConfig& c) {
+  nlohmann::json z = {{"stage", rt::stageNumber(c.zero)}};
+  if (!rt::shardsOptimizer(c.zero)) return z;
+  z["reduce_bucket_size"] = int64_t(models::zero::kReduceBucketElements);
+  z["allgather_bucket_size"] = int64_t(models::zero::kAllgatherBucketElements);
+  z["overlap_comm"] = true;
+  z["contiguous_gradients"] = c.zero >= rt::ZeroStage::Gradients;
+  if (c.zero == rt::ZeroStage::Parameters) {
+    z["stage3_prefetch_bucket_size"] = int64_t(models::zero::kPrefetchElements);
+    z["stage3_param_persistence_threshold"] = int64_t(models::zero::kParamPersistenceElements);
+    z["stage3_max_live_parameters"] = int64_t(models::zero::kMaxLiveParameters);
+  }
+  return z;
 }
 
 // DeepSpeed's config JSON. The schedule is WarmupCosineLR (lr_schedules.py): the ratio rises
@@ -100,7 +134,7 @@ ExportResult deepspeed(const rt::TrainConfig& c) {
        {{"enabled", c.precision == rt::Precision::FP16},
         {"initial_scale_power", int(std::lround(std::log2(c.fp16_init_scale)))},
         {"loss_scale_window", c.fp16_growth_interval}}},
-      {"zero_optimization", {{"stage", rt::stageNumber(c.zero)}}},
+      {"zero_optimization", zeroOptimization(c)},
       {"activation_checkpointing", {{"partition_activations", false}, {"contiguous_memory_optimization", false}}},
       {"steps_per_print", 10}};
   const char* type = c.optimizer == rt::OptimizerKind::SGD ? "SGD" : "AdamW";
@@ -118,6 +152,16 @@ ExportResult deepspeed(const rt::TrainConfig& c) {
                       {"cos_min_ratio", c.min_lr_ratio}}}};
   if (c.pp > 1) j["pipeline"] = {{"stages", c.pp}};
   r.text = j.dump(2) + "\n";
+  if (c.virtual_stages > 1)
+    r.notes.push_back("DeepSpeed's pipeline engine has no interleaved schedule: virtual_stages=" +
+                      std::to_string(c.virtual_stages) + " is not in this config (it runs 1F1B on " +
+                      std::to_string(c.pp) + " stages)");
+  if (c.cp > 1)
+    r.notes.push_back("DeepSpeed has no ring context parallelism (its Ulysses sequence parallelism splits the heads "
+                      "with all-to-alls instead): cp=" + std::to_string(c.cp) + " is not in this config");
+  if (c.pp > 1 && c.zero >= rt::ZeroStage::Gradients)
+    r.notes.push_back("DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 (it shards gradients per micro-batch "
+                      "only without PP): use stage 1 with pp=" + std::to_string(c.pp));
   if (c.tp > 1)
     r.notes.push_back("DeepSpeed's config has no tensor parallelism: tp=" + std::to_string(c.tp) +
                       " needs Megatron-DeepSpeed");
@@ -127,22 +171,54 @@ ExportResult deepspeed(const rt::TrainConfig& c) {
   return r;
 }
 
+// PyTorch FSDP's sharding strategy for a ZeRO stage (nullptr: none, plain DDP or DeepSpeed's ZeRO-1):
+// ZeRO-2 shards gradients and optimizer state (SHARD_GRAD_OP), ZeRO-3 the parameters too
+// (FULL_SHARD). HYBRID_SHARD (shard within a node, replicate across) and NO_SHARD are FSDP's other two;
+// this runtime has no hybrid option to map yet.
+const char* fsdpStrategy(const rt::TrainConfig& c) {
+  if (c.zero == rt::ZeroStage::Gradients) return "SHARD_GRAD_OP";
+  if (c.zero == rt::ZeroStage::Parameters) return "FULL_SHARD";
+  return nullptr;
+}
+
+// The layer FSDP wraps as a unit (its auto-wrap policy): Transformers' GPT-2 block, whose layer this
+// runtime's GPT matches.
+constexpr const char* kWrapClass = "GPT2Block";
+
+// Accelerate's fsdp_config, as `accelerate config` writes it for FSDP 1: the block class wrapped,
+// the next layer's all-gather issued before the current backward (BACKWARD_PRE, what the models'
+// prefetch assumes), no CPU offload, module states synchronised from rank 0.
+nlohmann::ordered_json fsdpConfig(const rt::TrainConfig& c) {
+  return {{"fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP"},
+          {"fsdp_backward_prefetch", "BACKWARD_PRE"},
+          {"fsdp_cpu_ram_efficient_loading", true},
+          {"fsdp_forward_prefetch", false},
+          {"fsdp_offload_params", false},
+          {"fsdp_sharding_strategy", fsdpStrategy(c)},
+          {"fsdp_state_dict_type", "SHARDED_STATE_DICT"},
+          {"fsdp_sync_module_states", true},
+          {"fsdp_transformer_layer_cls_to_wrap", kWrapClass},
+          {"fsdp_use_orig_params", true},
+          {"fsdp_version", 1}};
+}
+
 // Accelerate's ClusterConfig, as `accelerate config` writes it (key: value, sorted). "NO" and "no"
 // are quoted: YAML 1.1 (PyYAML, which Accelerate uses) reads them bare as the boolean false.
 nlohmann::ordered_json accelerateFields(const rt::TrainConfig& c, const ExportTarget& t) {
-  const std::string distributed = c.dp > 1 ? (t.cpu ? "MULTI_CPU" : "MULTI_GPU") : "NO";
+  const std::string distributed = c.dp > 1 ? (fsdpStrategy(c) ? "FSDP" : t.cpu ? "MULTI_CPU" : "MULTI_GPU") : "NO";
   const std::string precision = c.precision == rt::Precision::FP32 ? "no" : toString(c.precision);
-  return {{"compute_environment", "LOCAL_MACHINE"},
-          {"debug", false},
-          {"distributed_type", distributed},
-          {"machine_rank", 0},
+  nlohmann::ordered_json j = {{"compute_environment", "LOCAL_MACHINE"}, {"debug", false},
+                              {"distributed_type", distributed}};
+  if (distributed == "FSDP") j["fsdp_config"] = fsdpConfig(c);
+  j.update(nlohmann::ordered_json{{"machine_rank", 0},
           {"main_training_function", "main"},
           {"mixed_precision", precision},
           {"num_machines", 1},
           {"num_processes", c.dp},
           {"rdzv_backend", "static"},
           {"same_network", true},
-          {"use_cpu", t.cpu}};
+          {"use_cpu", t.cpu}});
+  return j;
 }
 
 std::string yamlValue(const nlohmann::ordered_json& v) {
@@ -156,7 +232,14 @@ std::string yamlValue(const nlohmann::ordered_json& v) {
 std::string accelerateYaml(const rt::TrainConfig& c, const ExportTarget& t) {
   const nlohmann::ordered_json fields = accelerateFields(c, t);  // items() refers to it: kept alive
   std::string out;
-  for (const auto& [key, value] : fields.items()) out += key + ": " + yamlValue(value) + "\n";
+  for (const auto& [key, value] : fields.items()) {
+    if (!value.is_object()) {
+      out += key + ": " + yamlValue(value) + "\n";
+      continue;
+    }
+    out += key + ":\n";  // a nested mapping (fsdp_config), indented as `accelerate config` writes it
+    for (const auto& [k, v] : value.items()) out += "  " + k + ": " + yamlValue(v) + "\n";
+  }
   return out;
 }
 
@@ -169,7 +252,7 @@ nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c, const ExportT
                       : c.optimizer == rt::OptimizerKind::Adam8bit ? "adamw_bnb_8bit"
                       : c.optimizer == rt::OptimizerKind::SGD      ? "sgd"
                                                                    : "adamw_torch";
-  return {{"output_dir", "trainscope-run"},
+  nlohmann::ordered_json j = {{"output_dir", "trainscope-run"},
           {"per_device_train_batch_size", c.mbs},
           {"gradient_accumulation_steps", c.ga_steps},
           {"gradient_checkpointing", c.ckpt != rt::Checkpointing::None},
@@ -188,15 +271,30 @@ nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c, const ExportT
           {"warmup_steps", c.warmup},
           {"max_steps", c.steps},
           {"seed", c.seed}};
+  if (c.dp > 1 && fsdpStrategy(c)) {
+    // TrainingArguments' fsdp: the strategy and auto_wrap, with the wrap's layer class in fsdp_config
+    // (its keys without the fsdp_ prefix, as TrainingArguments reads them).
+    std::string strategy = fsdpStrategy(c);
+    std::transform(strategy.begin(), strategy.end(), strategy.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    j["fsdp"] = strategy + " auto_wrap";
+    j["fsdp_config"] = {{"transformer_layer_cls_to_wrap", {kWrapClass}}, {"backward_prefetch", "backward_pre"},
+                        {"forward_prefetch", false}, {"use_orig_params", true}, {"sync_module_states", true}};
+  }
+  return j;
 }
 
 // accelerate launch starts MULTI_CPU processes only through mpirun (an mpirun_hostfile); without one
 // it runs a single process. torchrun starts them, each `accelerate launch` on the same port.
 std::vector<std::string> accelerateNotes(const rt::TrainConfig& c, const ExportTarget& t) {
   std::vector<std::string> notes;
-  if (c.tp > 1 || c.pp > 1) notes.push_back("Accelerate runs data parallelism only: tp/pp are not in this export");
-  if (rt::shardsOptimizer(c.zero))
+  if (c.tp > 1 || c.pp > 1 || c.cp > 1)
+    notes.push_back("Accelerate runs data parallelism only: tp/pp/cp are not in this export");
+  if (c.zero == rt::ZeroStage::OptimizerStates && c.dp > 1)
     notes.push_back("ZeRO-1 is DeepSpeed's in Accelerate: use --format deepspeed as its deepspeed_config_file");
+  if (c.zero >= rt::ZeroStage::Gradients && c.dp > 1)
+    notes.push_back(std::string("ZeRO-") + std::to_string(rt::stageNumber(c.zero)) + " as PyTorch FSDP's " +
+                    fsdpStrategy(c) + " (fsdp_version 1, each " + kWrapClass + " wrapped: the class of your model's "
+                    "transformer block)");
   if (t.cpu && c.dp > 1)
     notes.push_back("accelerate launch starts MULTI_CPU processes only through mpirun; on one machine: torchrun "
                     "--nproc_per_node " +

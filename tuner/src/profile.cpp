@@ -225,6 +225,8 @@ std::string shapeKey(const Plan& p, const Cluster& c) {
                 static_cast<long long>(p.seq), static_cast<long long>(p.tp), p.sequence_parallel ? " sp" : "",
                 runtime::toString(p.precision), static_cast<long long>(sharing),
                 static_cast<long long>(std::max<int64_t>(1, p.cpu_lanes)));
+  // A CP rank's layer runs s/cp tokens and the ring inside its attention: its own shape.
+  if (p.cp > 1) return std::string(k) + " cp" + std::to_string(p.cp);
   return k;
 }
 
@@ -236,7 +238,7 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
   for (int64_t rank : reader.stepRanks()) {
     const auto steps = reader.steps(rank);
     if (int64_t(steps.size()) <= skip) continue;
-    const int64_t stage = rank / std::max<int64_t>(1, p.tp * p.dp);
+    const int64_t stage = rank / std::max<int64_t>(1, p.tp * p.cp * p.dp);
     RankRanges ranges = rankRanges(reader, rank, steps, ids, gpu, skip);
     const double n_params = paramsUpdated(p, params[size_t(std::clamp<int64_t>(stage, 0, int64_t(params.size()) - 1))]);
     samples.addSteps(ranges.per, steps, p, stage, n_params, skip);

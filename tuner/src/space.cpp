@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainscope/common/error.h"
+
 namespace trainscope::tuner {
 namespace {
 
@@ -14,7 +16,83 @@ std::vector<int64_t> divisors(int64_t n) {
   return d;
 }
 
+// The layouts of one world: TP within a node, CP and PP among what TP leaves, DP the rest.
+struct Layout {
+  int64_t dp, cp, tp, pp;
+};
+
+std::vector<Layout> layoutsOf(int64_t world, const Cluster& c, const SpaceOptions& o) {
+  std::vector<Layout> out;
+  for (int64_t tp : divisors(std::min(world, c.devices_per_node)))
+    for (int64_t pp : divisors(world / tp))
+      for (int64_t cp : o.cp) {
+        if (cp < 1 || world % (tp * pp * cp) != 0) continue;
+        out.push_back({world / (tp * pp * cp), cp, tp, pp});
+      }
+  return out;
+}
+
+// Knobs that do nothing for this layout are not separate candidates: ZeRO without DP, SP without
+// TP, a pipeline schedule or interleaving without PP; interleaving is its own 1F1B schedule.
+bool idleKnob(const Layout& l, runtime::ZeroStage zero, bool sp, runtime::PipelineSchedule sched, int64_t v) {
+  return (runtime::shardsOptimizer(zero) && l.dp == 1) || (sp && l.tp == 1) ||
+         (sched == runtime::PipelineSchedule::GPipe && (l.pp == 1 || v > 1)) || (v > 1 && l.pp == 1);
+}
+
+// Why the candidate is out (""): the plan's own inconsistency, what the runtime refuses to run, or
+// the memory model's verdict; valid ones carry the models' predictions.
+void price(Candidate& cand, const workloads::Workload& w, const Cluster& c, const SpaceOptions& o) {
+  cand.rejected = whyInvalid(w, cand.plan);
+  if (cand.rejected.empty()) cand.rejected = runtimeRefusal(w, cand.plan);
+  if (!cand.rejected.empty()) return;
+  const MemoryPrediction m = predictMemory(w, cand.plan);
+  const TimePrediction t = predictTime(w, cand.plan, c);
+  cand.predicted_peak = m.peak();
+  cand.predicted_step_s = t.step_s;
+  cand.predicted_tokens_per_s = t.tokens_per_s;
+  if (double(m.peak()) * (1.0 - o.memory_margin) > double(c.memory_bytes)) {
+    char why[160];
+    std::snprintf(why, sizeof(why), "predicted memory %.1f MiB over the limit %.1f MiB (stage %lld)",
+                  double(m.peak()) / 1048576.0, double(c.memory_bytes) / 1048576.0,
+                  static_cast<long long>(m.worst_stage));
+    cand.rejected = why;
+  }
+}
+
 }  // namespace
+
+runtime::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p) {
+  runtime::TrainConfig c;
+  c.workload = w.source.empty() ? w.name : w.source;
+  c.model = w;
+  c.seq = p.seq;
+  c.mbs = p.mbs;
+  c.gbs = p.gbs;
+  c.ckpt = p.ckpt;
+  c.precision = p.precision;
+  c.optimizer = p.optimizer;
+  c.zero = p.zero;
+  c.tp = int(p.tp);
+  c.pp = int(p.pp);
+  c.cp = int(p.cp);
+  c.virtual_stages = p.virtual_stages;
+  c.nproc = int(p.world());
+  c.sequence_parallel = p.sequence_parallel;
+  c.pp_schedule = p.schedule;
+  c.cpu_lanes = int(p.cpu_lanes);
+  return c;
+}
+
+std::string runtimeRefusal(const workloads::Workload& w, const Plan& p) {
+  runtime::TrainConfig c = runConfigOf(w, p);
+  c.oversubscribe = true;  // the cluster's ranks, not this host's cores: the launcher checks those
+  try {
+    runtime::resolve(c);
+  } catch (const UserError& e) {
+    return std::string("the runtime refuses it: ") + e.what();
+  }
+  return "";
+}
 
 std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluster& c, const SpaceOptions& o) {
   using runtime::Checkpointing;
@@ -28,55 +106,29 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
   if (!o.worlds.empty()) worlds = o.worlds;
   std::vector<Candidate> all;
   for (int64_t world : worlds)
-    for (int64_t tp : divisors(std::min(world, c.devices_per_node)))
-      for (int64_t pp : divisors(world / tp)) {
-        if (world % (tp * pp) != 0) continue;
-        const int64_t dp = world / (tp * pp);
-        for (int64_t mbs : o.mbs)
-          for (Checkpointing ck : o.ckpt)
-            for (runtime::Precision prec : precisions)
-              for (runtime::ZeroStage zero : o.zero)
-                for (bool sp : o.sequence_parallel)
-                  for (PipelineSchedule sched : o.schedules) {
-                    // Knobs that do nothing for this layout are not separate candidates.
-                    if ((runtime::shardsOptimizer(zero) && dp == 1) || (sp && tp == 1) ||
-                        (sched == PipelineSchedule::GPipe && pp == 1))
-                      continue;
+    for (const Layout& l : layoutsOf(world, c, o))
+      for (int64_t mbs : o.mbs)
+        for (Checkpointing ck : o.ckpt)
+          for (runtime::Precision prec : precisions)
+            for (runtime::ZeroStage zero : o.zero)
+              for (bool sp : o.sequence_parallel)
+                for (PipelineSchedule sched : o.schedules)
+                  for (int64_t v : o.virtual_stages) {
+                    if (idleKnob(l, zero, sp, sched, v)) continue;
                     Candidate cand;
-                    cand.plan.dp = dp;
-                    cand.plan.tp = tp;
-                    cand.plan.pp = pp;
-                    cand.plan.mbs = mbs;
-                    cand.plan.gbs = o.gbs;
-                    cand.plan.seq = seq;
-                    cand.plan.ckpt = ck;
-                    cand.plan.precision = prec;
-                    cand.plan.zero = zero;
-                    cand.plan.sequence_parallel = sp;
-                    cand.plan.schedule = sched;
-                    cand.plan.cpu = cpu;
+                    Plan& p = cand.plan;
+                    p.dp = l.dp, p.cp = l.cp, p.tp = l.tp, p.pp = l.pp;
+                    p.mbs = mbs, p.gbs = o.gbs, p.seq = seq;
+                    p.ckpt = ck, p.precision = prec, p.zero = zero;
+                    p.sequence_parallel = sp, p.schedule = sched, p.virtual_stages = v;
+                    p.cpu = cpu;
                     // The core lanes the runtime will pick (auto): one per core of the rank, at most mbs,
                     // for a one-process fp32 CPU run; each keeps its own gradients.
                     if (cpu && world == 1 && prec == runtime::Precision::FP32)
-                      cand.plan.cpu_lanes = std::min<int64_t>(c.devices_per_node, mbs);
-                    cand.rejected = whyInvalid(w, cand.plan);
-                    if (cand.rejected.empty()) {
-                      const MemoryPrediction m = predictMemory(w, cand.plan);
-                      const TimePrediction t = predictTime(w, cand.plan, c);
-                      cand.predicted_peak = m.peak();
-                      cand.predicted_step_s = t.step_s;
-                      cand.predicted_tokens_per_s = t.tokens_per_s;
-                      if (double(m.peak()) * (1.0 - o.memory_margin) > double(c.memory_bytes)) {
-                        char why[160];
-                        std::snprintf(why, sizeof(why), "predicted memory %.1f MiB over the limit %.1f MiB (stage %lld)",
-                                      double(m.peak()) / 1048576.0, double(c.memory_bytes) / 1048576.0,
-                                      static_cast<long long>(m.worst_stage));
-                        cand.rejected = why;
-                      }
-                    }
+                      p.cpu_lanes = std::min<int64_t>(c.devices_per_node, mbs);
+                    price(cand, w, c, o);
                     all.push_back(cand);
                   }
-      }
   std::stable_sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
     if (a.rejected.empty() != b.rejected.empty()) return a.rejected.empty();
     return a.rejected.empty() && a.predicted_step_s < b.predicted_step_s;

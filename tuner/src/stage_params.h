@@ -21,9 +21,10 @@ inline std::vector<double> stageParams(const workloads::Workload& w, const Plan&
 // Of those, the parameters the rank updates (ZeRO-1: its partition, about 1/dp).
 inline double paramsUpdated(const Plan& p, double n) { return runtime::shardsOptimizer(p.zero) && p.dp > 1 ? n / double(p.dp) : n; }
 
-// Bytes a rank of stage 0 moves in the DP gradient all-reduce (fp32 gradients, bus factor 2(d−1)/d).
+// Bytes a rank of stage 0 moves in the gradient all-reduce over dp·cp ranks (fp32, bus factor 2(g−1)/g).
 inline double allReduceBytes(const Plan& p, const std::vector<double>& n) {
-  return n.front() * 4.0 * 2.0 * double(p.dp - 1) / double(std::max<int64_t>(1, p.dp));
+  const double g = double(std::max<int64_t>(1, p.gradientGroup()));  // dp·cp ranks sum each gradient
+  return n.front() * 4.0 * 2.0 * (g - 1.0) / g;
 }
 
 }  // namespace trainscope::tuner

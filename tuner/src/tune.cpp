@@ -104,24 +104,10 @@ std::string injectedFault(const std::string& spec, int64_t candidate) {
 
 runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
                                  const std::string& spec) {
-  runtime::TrainConfig c;
+  runtime::TrainConfig c = runConfigOf(w, p);
   c.workload = spec;
-  c.model = w;
-  c.seq = p.seq;
-  c.mbs = p.mbs;
-  c.gbs = p.gbs;
-  c.ckpt = p.ckpt;
-  c.precision = p.precision;
-  c.optimizer = p.optimizer;
-  c.zero = p.zero;
-  c.tp = int(p.tp);
-  c.pp = int(p.pp);
-  c.nproc = int(p.world());
-  c.sequence_parallel = p.sequence_parallel;
-  c.pp_schedule = p.schedule;
   c.launcher = o.launcher;
   c.mem_limit = o.mem_limit;
-  c.cpu_lanes = int(p.cpu_lanes);
   c.steps = o.base_steps;
   c.warmup = 0;
   c.min_lr_ratio = 1.0;

@@ -48,6 +48,8 @@ struct StageMemory {
                                                  // full fp32 gradients before its reduce-scatter
   int64_t gathered = 0;                          // ZeRO-3, forward and backward: the parameters
                                                  // gathered for the module in use and those prefetched
+  int64_t ring = 0;                              // CP, a layer's backward: the K/V (and dK/dV) blocks
+                                                 // of the ring, current and arriving
   int64_t megatron_activations = 0;              // Korthikanti et al. for Megatron-LM (incl. logits)
   int64_t inflight = 1;                          // micro-batches whose activations are held at once
   int64_t micro_batches = 1;                     // per step (lane gradients outlive the first one)
@@ -57,7 +59,8 @@ struct StageMemory {
     return activations + head + head_chunk + gathered + (micro_batches > 1 ? lane_grads : 0);
   }
   int64_t layerBackward() const {
-    return activations + head + recompute + allowance + grad_bucket + gathered + (micro_batches > 1 ? lane_grads : 0);
+    return activations + head + recompute + allowance + grad_bucket + gathered + ring +
+           (micro_batches > 1 ? lane_grads : 0);
   }
   int64_t gradientsDone() const { return lane_grads + lane_fresh; }
   int64_t transient() const { return std::max({headForward(), layerBackward(), gradientsDone(), sync}); }

@@ -1,5 +1,5 @@
 // trainscope/models/plan.h — one point of the configuration space: how a global batch of a GPT is
-// split over a cluster (DP × TP × PP ranks, micro-batches) and which memory/speed knobs are on.
+// split over a cluster (DP × CP × TP × PP ranks, micro-batches) and which memory/speed knobs are on.
 // The tuner's models take a Plan; a Plan becomes a `trainscope run --config` TrainConfig.
 #pragma once
 
@@ -13,22 +13,25 @@ namespace trainscope::models {
 
 struct Plan {
   int64_t dp = 1, tp = 1, pp = 1;
+  int64_t cp = 1;  // context parallelism: each sequence split over cp ranks in 2·cp chunks (Megatron's ring)
   int64_t mbs = 1, gbs = 1, seq = 1024;
   runtime::Checkpointing ckpt = runtime::Checkpointing::None;
   runtime::Precision precision = runtime::Precision::BF16;
   runtime::OptimizerKind optimizer = runtime::OptimizerKind::AdamW;
-  runtime::ZeroStage zero = runtime::ZeroStage::None;  // the models price 0–3; the runtime runs 0–1
+  runtime::ZeroStage zero = runtime::ZeroStage::None;  // 0–3, sharded over the dp ranks
   bool sequence_parallel = false;
   runtime::PipelineSchedule schedule = runtime::PipelineSchedule::OneFOneB;
-  int64_t virtual_stages = 1;  // > 1: Megatron-LM's interleaved 1F1B (prediction only)
+  int64_t virtual_stages = 1;  // > 1: Megatron-LM's interleaved 1F1B, v model chunks per pipeline rank
   int64_t cpu_lanes = 1;       // CPU core lanes per rank (each keeps its own gradients until summed)
   bool cpu = false;            // CPU ranks (the LM head's one-pass fp32 path; no caching allocator)
 
-  int64_t world() const { return dp * tp * pp; }
+  int64_t world() const { return dp * cp * tp * pp; }
+  int64_t gradientGroup() const { return dp * cp; }  // ranks that hold the same weights and sum gradients
+  int64_t localSeq() const { return seq / cp; }      // tokens of a sequence on one CP rank
   int64_t ga() const { return gbs / (mbs * dp); }  // micro-batches per rank per step (M)
   bool mixed() const { return precision != runtime::Precision::FP32; }
   int64_t elementBytes() const { return mixed() ? 2 : 4; }
-  std::string describe() const;  // "dp2 tp1 pp1 mbs4 ga2 none fp32 adamw"
+  std::string describe() const;  // "dp2 tp1 pp1 mbs4 ga2 none fp32 adamw" (+ " cp2", " zero2", " interleaved v2")
 };
 
 // The plan a resolved run config trains (TrainConfig → Plan).

@@ -7,8 +7,9 @@
 // matrix efficiency, memory-bound work (LayerNorm, GELU, softmax, residual adds, the optimizer) at
 // memory bandwidth, collectives by α–β with nccl-tests' per-collective factors (all-reduce 2(n−1)/n,
 // all-gather and reduce-scatter (n−1)/n, send/recv 1) on the tier the group spans, the pipeline
-// bubble per schedule ((p−1)/M, interleaved (p−1)/(vM)), and the data-parallel all-reduce overlapped
-// with backward by the share `dp_overlap` (measured where a run exists).
+// bubble per schedule ((p−1)/M, interleaved (p−1)/(vM)), the data-parallel all-reduce overlapped
+// with backward by the share `dp_overlap` (measured where a run exists), and context parallelism's
+// ring exchange where it outlasts the block of attention it overlaps (ringExposedSeconds).
 #pragma once
 
 #include <string>
@@ -26,6 +27,7 @@ struct TimePrediction {
   double dp_comm_s = 0;      // exposed data-parallel gradient reduction (ZeRO-2/3: and parameter gathers)
   double zero_gather_s = 0;  // of which ZeRO-3's exposed per-layer parameter all-gathers
   double pp_comm_s = 0;      // pipeline sends and receives
+  double cp_comm_s = 0;      // context parallelism: the ring's K/V exchange not hidden behind attention
   double bubble_s = 0;       // pipeline bubble
   double optimizer_s = 0;
   double other_s = 0;        // measured only: clipping, data, zeroing (step − the rest)
@@ -49,5 +51,14 @@ struct TimeOptions {
 };
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o = {});
+
+// Context parallelism's ring, one layer's pass (docs/time-model.md, "Context parallelism"): cp − 1
+// steps, each sending the K and V blocks of one rank (`step_s`) while the attention of the block in
+// hand computes (`block_s`, the pass's attention ÷ cp); what shows is each step's excess:
+// (cp − 1) · max(0, step_s − block_s).
+double ringExposedSeconds(double cp, double step_s, double block_s);
+// Bytes one ring step of a layer's forward sends: the K and V blocks of one rank, 2·b·(s/cp)·(h/t)
+// elements (GPT: as many K/V heads as query heads). Backward sends K, V and their gradients: twice.
+double ringStepBytes(const workloads::Workload& w, const Plan& p);
 
 }  // namespace trainscope::models

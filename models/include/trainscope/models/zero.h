@@ -1,6 +1,6 @@
 // trainscope/models/zero.h — what the memory and time models assume of ZeRO stages 2 and 3
-// (Rajbhandari et al. 2020). The runtime runs stages 0 and 1 (its ZeRO-1 partitions whole tensors,
-// grad_sync.cpp); stages 2 and 3 are priced, not run, so they follow DeepSpeed's implementation: flat
+// (Rajbhandari et al. 2020). The runtime's ZeRO-1 partitions whole tensors (grad_sync.cpp); stages 2
+// and 3 are priced as DeepSpeed implements them: flat
 // buffers split element by element, ⌈n/d⌉ elements per rank, and DeepSpeed's default bucket sizes
 // (deepspeed/runtime/zero/config.py). Formulas and sources: docs/memory-model.md and
 // docs/time-model.md, "ZeRO-2 and ZeRO-3".
@@ -19,6 +19,11 @@ constexpr double kReduceBucketElements = 5e8;
 constexpr double kAllgatherBucketElements = 5e8;
 // ZeRO-3: parameter elements fetched ahead of the module in use (stage3_prefetch_bucket_size).
 constexpr double kPrefetchElements = 5e7;
+// ZeRO-3: parameters under this many elements stay whole on every rank (stage3_param_persistence_threshold),
+// and at most this many are gathered at once (stage3_max_live_parameters): DeepSpeed's defaults, which the
+// exports write; the memory model's gathered term stays within them for GPT layers.
+constexpr double kParamPersistenceElements = 1e5;
+constexpr double kMaxLiveParameters = 1e9;
 
 // The stage the plan prices: nothing is sharded over a single DP rank.
 inline bool shardsGradients(const Plan& p) { return p.dp > 1 && p.zero >= runtime::ZeroStage::Gradients; }

@@ -1,10 +1,11 @@
 // trainscope/tuner/space.h — the configuration space of a tuning study and its pruning.
 //
-// Every combination of DP × TP × PP = world (TP within a node; on a CPU cluster every world that
+// Every combination of DP × CP × TP × PP = world (TP within a node; on a CPU cluster every world that
 // divides its ranks, so one- and two-rank layouts compete), micro-batch, checkpointing, precision,
-// ZeRO 0/1, pipeline schedule and sequence parallelism. Each candidate is valid, or rejected with its
-// reason (heads % tp, layers < pp, gbs % (mbs × dp), predicted memory over the limit …); valid ones
-// carry the models' predictions and are ranked by predicted step time.
+// ZeRO 0–3, pipeline schedule, virtual pipeline stages and sequence parallelism. Each candidate is
+// valid, or rejected with its reason (heads % tp, layers < pp, gbs % (mbs × dp), seq % 2·cp, layers %
+// pp·v, what the runtime refuses to run — resolve()'s own words —, predicted memory over the limit …);
+// valid ones carry the models' predictions and are ranked by predicted step time.
 #pragma once
 
 #include <string>
@@ -22,7 +23,10 @@ struct SpaceOptions {
   std::vector<int64_t> mbs = {1, 2, 4, 8, 16, 32};
   std::vector<runtime::Checkpointing> ckpt = {runtime::Checkpointing::None, runtime::Checkpointing::Selective,
                                               runtime::Checkpointing::Full};
-  std::vector<runtime::ZeroStage> zero = {runtime::ZeroStage::None, runtime::ZeroStage::OptimizerStates};
+  std::vector<runtime::ZeroStage> zero = {runtime::ZeroStage::None, runtime::ZeroStage::OptimizerStates,
+                                         runtime::ZeroStage::Gradients, runtime::ZeroStage::Parameters};
+  std::vector<int64_t> cp = {1, 2, 4};              // context-parallel degrees (those dividing the world)
+  std::vector<int64_t> virtual_stages = {1, 2, 4};  // model chunks per pipeline rank (interleaved 1F1B)
   std::vector<bool> sequence_parallel = {false, true};
   std::vector<runtime::PipelineSchedule> schedules = {runtime::PipelineSchedule::OneFOneB,
                                                       runtime::PipelineSchedule::GPipe};
@@ -38,6 +42,13 @@ struct Candidate {
   double predicted_tokens_per_s = 0;
   bool time_measured = false;     // predicted_step_s composed from measured layer costs (profile.h)
 };
+
+// The config the runtime trains for plan `p` (what, not how long: steps, outputs and limits are the
+// caller's): a candidate's trial and its exports start from it.
+runtime::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p);
+// "" when the runtime runs `p`; else "the runtime refuses it: " and resolve()'s UserError (the flag and
+// its fix). A knob the runtime does not run yet is refused here, and joins the space once it does.
+std::string runtimeRefusal(const workloads::Workload& w, const Plan& p);
 
 // Every candidate, valid ones first by predicted step time, then the rejected ones (with reasons).
 std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluster& c, const SpaceOptions& o);

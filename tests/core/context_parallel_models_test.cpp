@@ -1,0 +1,197 @@
+// context_parallel_models_test.cpp — the models of context parallelism (Plan::cp), each term against a
+// hand computation: the plan's world and validity, the op list of a CP rank (s/cp tokens, queries
+// over all s keys), the memory per rank (activations ÷ cp, the ring's K/V blocks), and the ring's
+// exposed exchange in the GPU and the CPU time models; `predict --cp`.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/cli.h"
+
+#include "../../models/src/gpu_time.h"
+#include "trainscope/tuner/models.h"
+
+namespace tn = trainscope::tuner;
+namespace rt = trainscope::runtime;
+
+namespace {
+
+trainscope::workloads::Workload gpt() {
+  trainscope::workloads::Workload w;
+  w.name = "cp-gpt";
+  w.n_layer = 4, w.n_head = 16, w.n_embd = 2048, w.n_positions = 8192, w.vocab_size = 32000;
+  return w;
+}
+
+tn::Plan cpPlan(int64_t cp) {
+  tn::Plan p;
+  p.cp = cp, p.dp = 1, p.mbs = 1, p.gbs = 2, p.seq = 8192;  // M = 2 micro-batches
+  p.precision = rt::Precision::BF16;
+  return p;
+}
+
+tn::Cluster gpuCluster(double nvlink_bytes_per_s) {
+  tn::Cluster c;
+  c.kind = tn::ClusterKind::Gpu;
+  c.nodes = 1, c.devices_per_node = 8;
+  c.memory_bytes = int64_t(80) << 30;
+  c.peak_flops = {{"bf16", 100e12}, {"fp16", 100e12}, {"fp32", 10e12}};
+  c.memory_bandwidth = 1e12, c.memory_efficiency = 0.5, c.sm_count = 108;
+  c.intra_node = {nvlink_bytes_per_s, 1.0, 1e-6, 0};
+  c.inter_node = {10e9, 1.0, 1e-6, 0};
+  return c;
+}
+
+const tn::Op& find(const std::vector<tn::Op>& ops, const std::string& name) {
+  for (const auto& o : ops)
+    if (o.name == name) return o;
+  ADD_FAILURE() << "no op " << name;
+  return ops.front();
+}
+
+}  // namespace
+
+TEST(ContextParallelModels, ThePlanCountsCpRanksAndNeedsTwoChunksPerRank) {
+  const auto w = gpt();
+  tn::Plan p = cpPlan(4);
+  p.dp = 2, p.tp = 2;
+  p.gbs = 4;
+  EXPECT_EQ(p.world(), 2 * 4 * 2);
+  EXPECT_EQ(p.gradientGroup(), 8);
+  EXPECT_EQ(p.localSeq(), 2048);
+  EXPECT_EQ(tn::whyInvalid(w, p), "");
+  EXPECT_NE(p.describe().find(" cp4 "), std::string::npos) << p.describe();
+  p.seq = 8188;  // a multiple of 4, not of 2·cp = 8: the load-balanced chunks do not split
+  EXPECT_EQ(tn::whyInvalid(w, p), "context parallelism needs seq=8188 divisible by 2 x cp=8");
+  // Interleaving: layers over pp·v, and the micro-batches in groups of pp.
+  tn::Plan v = cpPlan(1);
+  v.pp = 2, v.virtual_stages = 2, v.gbs = 3;
+  EXPECT_EQ(tn::whyInvalid(w, v), "interleaving needs the micro-batches per step (ga=3) divisible by pp=2");
+  v.gbs = 4;
+  EXPECT_EQ(tn::whyInvalid(w, v), "");
+  EXPECT_NE(v.describe().find("interleaved v2"), std::string::npos) << v.describe();
+  v.virtual_stages = 4;
+  EXPECT_EQ(tn::whyInvalid(w, v), "interleaving needs pp > 1 and n_layer divisible by pp x virtual stages");
+}
+
+TEST(ContextParallelModels, ACpRankRunsItsTokensAndAttendsOverTheWholeSequence) {
+  const auto w = gpt();
+  const tn::LayerOps one = tn::layerOps(w, cpPlan(1), tn::Framework::Trainscope);
+  const tn::LayerOps two = tn::layerOps(w, cpPlan(2), tn::Framework::Trainscope);
+  // The GEMMs of the layer: half the rows.
+  EXPECT_DOUBLE_EQ(find(two.forward, "qkv").m, 4096);
+  EXPECT_DOUBLE_EQ(find(two.forward, "fc1").flops(), find(one.forward, "fc1").flops() / 2);
+  // Flash attention: 4096 queries against 8192 keys — half of the causal products, balanced.
+  const tn::Op& fa = find(two.forward, "flash attention");
+  EXPECT_DOUBLE_EQ(fa.m, 4096);
+  EXPECT_DOUBLE_EQ(fa.n, 8192);
+  EXPECT_DOUBLE_EQ(fa.flops(), find(one.forward, "flash attention").flops() / 2);
+  // It reads Q and writes O of its tokens, and reads every K and V block: 2·(4096 + 8192)·h·e.
+  EXPECT_DOUBLE_EQ(fa.bytes, 2.0 * (4096 + 8192) * 2048 * 2);
+  // What the layer keeps is its own tokens' (the blocks come round again in backward): half.
+  EXPECT_DOUBLE_EQ(two.saved, one.saved / 2);
+}
+
+TEST(ContextParallelModels, MemoryHalvesTheActivationsAndHoldsTheRingsBlocks) {
+  const auto w = gpt();
+  const tn::StageMemory one = tn::predictMemory(w, cpPlan(1)).stages[0];
+  const tn::StageMemory two = tn::predictMemory(w, cpPlan(2)).stages[0];
+  // Activations (and the int64 inputs and targets): ÷ cp, to the byte's rounding.
+  EXPECT_NEAR(double(two.activations), double(one.activations) / 2, 1.0);
+  // The weights are whole on every CP rank.
+  EXPECT_EQ(two.params, one.params);
+  EXPECT_EQ(two.optimizer, one.optimizer);
+  // The ring: K, V and (backward) dK, dV, each current and arriving: 8 blocks of b·(s/cp)·h/t, bf16.
+  EXPECT_EQ(one.ring, 0);
+  EXPECT_EQ(two.ring, int64_t(8.0 * 1 * 4096 * 2048 * 2));
+  EXPECT_EQ(two.layerBackward() - two.ring,
+            two.activations + two.head + two.recompute + two.allowance + two.grad_bucket + two.gathered);
+}
+
+TEST(ContextParallelModels, TheRingShowsOnlyWhereAStepOutlastsItsAttentionBlock) {
+  // (cp − 1) · max(0, step − block).
+  EXPECT_DOUBLE_EQ(tn::ringExposedSeconds(4, 3e-3, 1e-3), 3 * 2e-3);
+  EXPECT_DOUBLE_EQ(tn::ringExposedSeconds(4, 1e-3, 3e-3), 0);
+  EXPECT_DOUBLE_EQ(tn::ringExposedSeconds(1, 3e-3, 1e-3), 0);
+  const auto w = gpt();
+  tn::Plan p = cpPlan(4);
+  p.seq = 4096;
+  // One step moves one rank's K and V: 2 · b · s/cp · h/t · e = 2 · 1024 · 2048 · 2 bytes.
+  EXPECT_DOUBLE_EQ(tn::ringStepBytes(w, p), 2.0 * 1024 * 2048 * 2);
+
+  // GPU, by hand: per layer and micro-batch the forward's 3 steps beside a quarter of the attention
+  // forward each, the backward's 3 steps of twice the bytes beside a quarter of its backward.
+  const tn::LayerOps ops = tn::layerOps(w, p, tn::Framework::Trainscope);
+  auto expected = [&](const tn::Cluster& c) {
+    const double peak = c.peak("bf16") * c.sustained_clock;
+    const double fwd = tn::gpu::gemmSeconds(find(ops.forward, "flash attention"), c, peak, 2);
+    const double bwd = tn::gpu::gemmSeconds(find(ops.backward, "flash attention backward"), c, peak, 2);
+    const double bytes = tn::ringStepBytes(w, p);
+    const double step_f = tn::gpu::collectiveSeconds(c.intra_node, bytes, 2, 1.0);
+    const double step_b = tn::gpu::collectiveSeconds(c.intra_node, 2 * bytes, 2, 1.0);
+    const double per_layer = 3 * std::max(0.0, step_f - fwd / 4) + 3 * std::max(0.0, step_b - bwd / 4);
+    return 2.0 /* M */ * 4.0 /* layers */ * per_layer;
+  };
+  // NVLink at 400 GB/s: each 8 MiB step (21 µs) hides behind its block of attention (about 65 µs).
+  const tn::Cluster fast = gpuCluster(400e9);
+  EXPECT_EQ(expected(fast), 0);
+  EXPECT_EQ(tn::predictTime(w, p, fast).cp_comm_s, 0);
+  // At 5 GB/s it does not: the excess shows, and is part of the step.
+  const tn::Cluster slow = gpuCluster(5e9);
+  ASSERT_GT(expected(slow), 0);
+  const tn::TimePrediction t = tn::predictTime(w, p, slow);
+  EXPECT_NEAR(t.cp_comm_s, expected(slow), 1e-12);
+  EXPECT_NEAR(t.step_s, t.compute_s + t.recompute_s + t.tp_comm_s + t.dp_comm_s + t.pp_comm_s + t.cp_comm_s +
+                            t.bubble_s + t.optimizer_s, 1e-12);
+  // Selective recomputation reruns the attention forward, and with it the forward's ring.
+  tn::Plan sel = p;
+  sel.ckpt = rt::Checkpointing::Selective;
+  EXPECT_GT(tn::predictTime(w, sel, slow).cp_comm_s, t.cp_comm_s);
+}
+
+TEST(ContextParallelModels, TheCpuModelPricesTheRingBesideItsAttention) {
+  const auto w = gpt();
+  tn::Cluster c = tn::loadCluster("cpu-local");
+  tn::Plan p = cpPlan(2);
+  p.seq = 1024;
+  p.cpu = true;
+  p.precision = rt::Precision::FP32;
+  // By hand: the attention forward of the rank (its 512 queries × 1024 keys), on the node's peak
+  // shared by its 2 ranks; K/V steps over Gloo's α–β, one step (cp − 1) per pass.
+  const double peak = c.peak("fp32") / 2, h = 2048, a = 16;
+  const double flops = 4.0 * 1 * 512 * 1024 * h;
+  const double attn = flops / (peak * c.matmulEfficiency(flops / a));
+  const double bytes = 2.0 * 512 * h * 4;
+  auto alpha_beta = [&](double b) { return c.intra_node.latency * 2 + b / c.intra_node.bandwidth; };
+  const double fwd = std::max(0.0, alpha_beta(bytes) - attn / 2);
+  const double bwd = std::max(0.0, alpha_beta(2 * bytes) - 2 * attn / 2);
+  const double expected = 2.0 /* M */ * 4.0 /* layers */ * (fwd + bwd);
+  // Gloo at 2 GB/s: an 8 MiB step (4 ms) hides behind a block of the CPU's attention (about 26 ms).
+  EXPECT_EQ(expected, 0);
+  EXPECT_EQ(tn::predictTime(w, p, c).cp_comm_s, 0);
+  // At 100 MB/s (84 ms a step) it does not.
+  c.intra_node.bandwidth = 1e8;
+  const double slow = 2.0 * 4.0 *
+                      (std::max(0.0, alpha_beta(bytes) - attn / 2) + std::max(0.0, alpha_beta(2 * bytes) - 2 * attn / 2));
+  ASSERT_GT(slow, 0);
+  EXPECT_NEAR(tn::predictTime(w, p, c).cp_comm_s, slow, 1e-12);
+  // The gradients are summed over dp · cp = 2 ranks even with dp 1.
+  EXPECT_GT(tn::predictTime(w, p, c).dp_comm_s, 0);
+  EXPECT_EQ(tn::predictTime(w, cpPlan(1), c).dp_comm_s, 0);
+}
+
+TEST(PredictCp, SplitsTheDevicesAndReportsTheRing) {
+  using trainscope::testing::cli;
+  const auto r = cli("predict --workload gpt3-1.3b --cluster h100-80gb-x8 --cp 2 --tp 2 --seq 2048 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["cp"], 2);
+  EXPECT_EQ(j["dp"], 2);  // 8 devices = dp 2 · cp 2 · tp 2
+  EXPECT_NE(j["plan"].get<std::string>().find(" cp2 "), std::string::npos);
+  EXPECT_TRUE(j["time"].contains("cp_comm_s"));
+  const auto bad = cli("predict --workload gpt3-1.3b --cluster h100-80gb-x8 --cp 3");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--cp"), std::string::npos) << bad.output;
+}
