@@ -87,11 +87,12 @@ void resolveLayout(TrainConfig& c, int world) {
   c.world = world > 0 ? world : c.nproc;
   requirePositive("--tp", c.tp, "pass --tp N with N >= 1");
   requirePositive("--pp", c.pp, "pass --pp N with N >= 1");
-  if (c.world % (c.tp * c.pp) != 0)
+  requirePositive("--cp", c.cp, "pass --cp N with N >= 1 (1: no context parallelism)");
+  if (c.world % (c.tp * c.pp * c.cp) != 0)
     throw UserError("--nproc", std::to_string(c.world) + " ranks cannot be split into tp=" + std::to_string(c.tp) +
-                                   " x pp=" + std::to_string(c.pp) + " groups",
-                    "use a multiple of tp*pp ranks");
-  c.dp = c.world / (c.tp * c.pp);
+                                   " x pp=" + std::to_string(c.pp) + " x cp=" + std::to_string(c.cp) + " groups",
+                    "use a multiple of tp*pp*cp ranks");
+  c.dp = c.world / (c.tp * c.pp * c.cp);
   if (c.model.n_head % c.tp != 0)
     throw UserError("--tp", "tp=" + std::to_string(c.tp) + " does not divide n_head=" + std::to_string(c.model.n_head),
                     "choose --tp dividing the number of heads");
@@ -102,8 +103,10 @@ void resolveLayout(TrainConfig& c, int world) {
     throw UserError("--zero",
                     "stage " + std::to_string(stageNumber(c.zero)) + " is not run yet: the runtime runs stages 0 and 1",
                     "pass --zero 1 for ZeRO-1; stages 2 and 3 come later");
-  if (c.cp != 1)
-    throw UserError("--cp", "context parallelism is not run yet (cp=" + std::to_string(c.cp) + ")", "pass --cp 1");
+  // Local SGD averages weights over dp only; context-parallel ranks must hold equal weights, which
+  // the gradient reduction over dp x cp gives and local SGD's would not.
+  if (c.cp > 1 && c.local_sgd > 0)
+    throw UserError("--cp", "context parallelism cannot be combined with --local-sgd", "drop one of them");
   if (c.virtual_stages != 1)
     throw UserError("--virtual-stages", "interleaved 1F1B is not run yet (virtual_stages=" +
                                             std::to_string(c.virtual_stages) + ")",
@@ -126,8 +129,13 @@ void resolveBatch(TrainConfig& c) {
     throw UserError("--seq", std::to_string(c.seq) + " exceeds the workload's n_positions=" +
                                  std::to_string(c.model.n_positions),
                     "pass --seq <= " + std::to_string(c.model.n_positions));
-  if (c.sequence_parallel && c.seq % c.tp != 0)
-    throw UserError("--seq", "sequence parallelism needs seq divisible by tp", "pick --seq a multiple of --tp");
+  // Context parallelism cuts the sequence into 2·cp chunks (rank i holds chunks i and 2·cp−1−i).
+  if (c.cp > 1 && c.seq % (2 * int64_t(c.cp)) != 0)
+    throw UserError("--seq", "context parallelism needs seq divisible by 2 x cp = " + std::to_string(2 * c.cp) +
+                                 " (seq=" + std::to_string(c.seq) + ")",
+                    "pick --seq a multiple of " + std::to_string(2 * c.cp) + ", or a smaller --cp");
+  if (c.sequence_parallel && (c.seq / c.cp) % c.tp != 0)
+    throw UserError("--seq", "sequence parallelism needs seq / cp divisible by tp", "pick --seq a multiple of --tp x --cp");
   requirePositive("--mbs", c.mbs, "pass --mbs N with N > 0");
   requirePositive("--steps", c.steps, "pass --steps N with N > 0");
   if (c.gbs && c.ga) {
@@ -232,7 +240,7 @@ void checkDeviceAndTesting(const TrainConfig& c) {
   // What the config alone rules out (the Trainer also refuses lanes on a GPU that --device auto
   // found): here, so that the launcher reports it once rather than every rank.
   if (c.cpu_lanes > 1 && (c.device == DeviceRequest::CUDA || c.precision != Precision::FP32 || c.tp > 1 ||
-                          c.pp > 1 || c.zero != ZeroStage::None || (c.dp > 1 && c.local_sgd == 0)))
+                          c.pp > 1 || c.cp > 1 || c.zero != ZeroStage::None || (c.dp > 1 && c.local_sgd == 0)))
     throw UserError("--cpu-lanes", kLanesNeed, "drop --cpu-lanes (auto picks 1 here) or pass --cpu-lanes 1");
   if (c.mem_limit < 0) throw UserError("--mem-limit", "must be >= 0 bytes", "pass e.g. --mem-limit 2G");
 }

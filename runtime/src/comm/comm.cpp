@@ -318,9 +318,11 @@ class C10dGroup final : public Group {
     auto rec = record("send", t.nbytes());
     return std::make_shared<C10dPending>(backend_->send(v, dst, tag), rec, log_, watch_, &members_);
   }
-  void recv(at::Tensor& t, int src, int tag) override {
+  void recv(at::Tensor& t, int src, int tag) override { recvAsync(t, src, tag)->wait(); }
+  std::shared_ptr<Pending> recvAsync(at::Tensor& t, int src, int tag) override {
     std::vector<at::Tensor> v{t};
-    C10dPending(backend_->recv(v, src, tag), record("recv", t.nbytes()), log_, watch_, &members_).wait();
+    auto rec = record("recv", t.nbytes());
+    return std::make_shared<C10dPending>(backend_->recv(v, src, tag), rec, log_, watch_, &members_);
   }
   void barrier() override {
     if (size_ == 1) return;
@@ -361,6 +363,9 @@ class SingleGroup final : public Group {
     TRAINSCOPE_THROW("send in a single-process group");
   }
   void recv(at::Tensor&, int, int) override { TRAINSCOPE_THROW("recv in a single-process group"); }
+  std::shared_ptr<Pending> recvAsync(at::Tensor&, int, int) override {
+    TRAINSCOPE_THROW("recv in a single-process group");
+  }
   void barrier() override {}
 };
 
@@ -480,6 +485,12 @@ class C10dComm final : public Comm {
     dp_ = make("dp", layout_.dpGroup());
     tp_ = make("tp", layout_.tpGroup());
     pp_ = make("pp", layout_.ppGroup());
+    if (layout_.cp > 1) {
+      cp_ = make("cp", layout_.cpGroup());
+      dp_cp_ = make("dp_cp", layout_.dpCpGroup());
+    } else {
+      cp_ = std::make_unique<SingleGroup>("cp");
+    }
     // Only the first and last stage hold the tied embedding; middle stages get a one-rank stand-in
     // (they never use it, and must not join the real group's rendezvous).
     const auto emb = layout_.embeddingGroup();
@@ -521,6 +532,7 @@ class SingleComm final : public Comm {
     dp_ = std::make_unique<SingleGroup>("dp");
     tp_ = std::make_unique<SingleGroup>("tp");
     pp_ = std::make_unique<SingleGroup>("pp");
+    cp_ = std::make_unique<SingleGroup>("cp");
     embedding_ = std::make_unique<SingleGroup>("embedding");
   }
   void storeSet(const std::string& key, const std::string& value) override { kv_[key] = value; }

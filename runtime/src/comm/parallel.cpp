@@ -8,22 +8,25 @@
 
 namespace trainscope::runtime {
 
-Layout Layout::make(int world, int rank, int tp, int pp) {
+Layout Layout::make(int world, int rank, int tp, int pp, int cp) {
   if (tp < 1) throw UserError("--tp", "must be >= 1", "");
   if (pp < 1) throw UserError("--pp", "must be >= 1", "");
-  if (world % (tp * pp) != 0)
-    throw UserError("--nproc", "world size " + std::to_string(world) + " is not divisible by tp*pp=" +
-                                   std::to_string(tp * pp),
-                    "use a number of ranks that is a multiple of --tp x --pp");
+  if (cp < 1) throw UserError("--cp", "must be >= 1", "");
+  if (world % (tp * pp * cp) != 0)
+    throw UserError("--nproc", "world size " + std::to_string(world) + " is not divisible by tp*pp*cp=" +
+                                   std::to_string(tp * pp * cp),
+                    "use a number of ranks that is a multiple of --tp x --pp x --cp");
   Layout l;
   l.world = world;
   l.rank = rank;
   l.tp = tp;
   l.pp = pp;
-  l.dp = world / (tp * pp);
+  l.cp = cp;
+  l.dp = world / (tp * pp * cp);
   l.tp_rank = rank % tp;
-  l.dp_rank = (rank / tp) % l.dp;
-  l.pp_rank = rank / (tp * l.dp);
+  l.cp_rank = (rank / tp) % cp;
+  l.dp_rank = (rank / (tp * cp)) % l.dp;
+  l.pp_rank = rank / (tp * cp * l.dp);
   return l;
 }
 
@@ -35,6 +38,17 @@ std::vector<int> Layout::tpGroup() const {
 std::vector<int> Layout::dpGroup() const {
   std::vector<int> g;
   for (int d = 0; d < dp; ++d) g.push_back(rankOf(d, tp_rank, pp_rank));
+  return g;
+}
+std::vector<int> Layout::cpGroup() const {
+  std::vector<int> g;
+  for (int c = 0; c < cp; ++c) g.push_back(rankOf(dp_rank, tp_rank, pp_rank, c));
+  return g;
+}
+std::vector<int> Layout::dpCpGroup() const {
+  std::vector<int> g;
+  for (int d = 0; d < dp; ++d)
+    for (int c = 0; c < cp; ++c) g.push_back(rankOf(d, tp_rank, pp_rank, c));
   return g;
 }
 std::vector<int> Layout::ppGroup() const {

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "model/checkpoint.h"
+#include "model/context_parallel.h"
 #include "cpu/cpu_ops.h"
 #include "model/fused_head.h"
 #include "model/linear.h"
@@ -194,8 +195,11 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
 
   at::Tensor h = enterTp(at::layer_norm(x, {C}, p.ln1_w, p.ln1_b, 1e-5));  // (B, T, C)
   at::Tensor qkv = linear(h, p.qkv_w, p.qkv_b);                            // (B, T, 3C/TP)
-  at::Tensor y = selective ? checkpointAttention(qkv, n_head)              // (B, T, C/TP)
-                           : attentionCore(qkv, n_head);
+  // Under context parallelism the ring keeps only q, k, v and the output (flash-style): selective
+  // checkpointing has nothing left to drop there.
+  at::Tensor y = tp.cp       ? contextParallelAttention(qkv, n_head, *tp.cp)  // (B, T/CP, C/TP)
+                 : selective ? checkpointAttention(qkv, n_head)              // (B, T, C/TP)
+                             : attentionCore(qkv, n_head);
   at::Tensor x1 = split ? x + leaveTp(linear(y, p.proj_w, at::Tensor())) + p.proj_b       // (B, T', C)
                         : linearAdd(y, p.proj_w, p.proj_b, x);                  // x + proj(y), one pass
 
@@ -212,13 +216,15 @@ at::Tensor stageForward(const GptWeights& w, const StageSpec& st, const TpContex
                         const at::Tensor& input, const at::Tensor& targets, Checkpointing ckpt) {
   at::Tensor x;
   if (st.first) {
-    const int64_t T = input.size(1);
+    const int64_t T = input.size(1);                                       // T/CP under CP
     at::Tensor e = vocabParallelEmbedding(w.wte, input, tp);              // (B, T, C), partial under TP
+    // The positions this rank holds: 0..T-1, or its two context-parallel chunks.
+    at::Tensor wpe = tp.cp ? w.wpe.index_select(0, tp.cp->positions) : w.wpe.narrow(0, 0, T);  // (T, C)
     if (tp.sequence_parallel) {
       const int64_t Ts = T / tp.size();
-      x = scatterSeq(e, tp) + w.wpe.narrow(0, tp.rank() * Ts, Ts);         // (B, T/TP, C)
+      x = scatterSeq(e, tp) + wpe.narrow(0, tp.rank() * Ts, Ts);           // (B, T/TP, C)
     } else {
-      x = reduceFromTp(e, tp) + w.wpe.narrow(0, 0, T);                     // (B, T, C)
+      x = reduceFromTp(e, tp) + wpe;                                       // (B, T, C)
     }
   } else {
     x = input;

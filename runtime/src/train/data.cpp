@@ -116,6 +116,20 @@ TokenSource::TokenSource(const std::string& spec, int64_t vocab, int64_t seq, ui
                     "use a longer token file or a smaller --seq");
 }
 
+at::Tensor contextPositions(int64_t seq, int cp, int cp_rank, const at::Device& device) {
+  const int64_t chunk = seq / (2 * cp);
+  auto opts = at::TensorOptions().dtype(at::kLong);
+  at::Tensor first = at::arange(cp_rank * chunk, (cp_rank + 1) * chunk, opts);                   // chunk i
+  at::Tensor second = at::arange((2 * cp - 1 - cp_rank) * chunk, (2 * cp - cp_rank) * chunk, opts);  // 2·cp−1−i
+  return at::cat({first, second}).to(device);                                                     // (T/cp)
+}
+
+Batch contextShard(const Batch& b, int cp, int cp_rank) {
+  if (cp == 1) return b;
+  at::Tensor pos = contextPositions(b.inputs.size(1), cp, cp_rank, b.inputs.device());
+  return {b.inputs.index_select(1, pos), b.targets.index_select(1, pos)};  // (B, T/cp) each
+}
+
 Batch TokenSource::samples(int64_t first, int64_t count, const at::Device& device) const {
   const int64_t T = seq_;
   const int64_t span = static_cast<int64_t>(tokens_.size()) - T - 1;  // valid start positions: [0, span]

@@ -236,11 +236,11 @@ void handInCollectives(Recording& rec, Comm& comm) {
     if (rec.store) rec.store->appendCollectives(rows);
 }
 
-// Final weights digest: ranks of DP replica 0 hand in their parts, rank 0 sums by name.
+// Final weights digest: ranks of DP replica 0 (and CP rank 0) hand in their parts, rank 0 sums by name.
 void writeDigest(Recording& rec, Comm& comm, Trainer& trainer, const TrainConfig& cfg, const Layout& layout) {
   if (!rec.store && cfg.world == 1) return;
   std::vector<rundb::WeightDigest> mine;
-  if (layout.dp_rank == 0)
+  if (layout.dp_rank == 0 && layout.cp_rank == 0)
     for (const auto& e : trainer.weightDigest()) mine.push_back({e.name, e.sum, e.sumsq, e.abssum});
   const std::vector<std::vector<rundb::WeightDigest>> parts = gatherOnLeader(comm, "digest", mine);
   if (!rec.store) return;
@@ -534,7 +534,7 @@ bool isRankProcess() { return rankEnvFromEnvironment().distributed; }
 void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
   resolve(cfg, cfg.nproc);
   resolve(out);
-  Layout::make(cfg.world, 0, cfg.tp, cfg.pp);
+  Layout::make(cfg.world, 0, cfg.tp, cfg.pp, cfg.cp);
   TokenSource probe(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
   (void)probe;
   if (cfg.launcher == Launcher::Local) {
@@ -549,7 +549,7 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
   const RankEnv env = rankEnvFromEnvironment();
   resolve(cfg, env.distributed ? env.world : 1);
   resolve(out);
-  const Layout layout = Layout::make(cfg.world, env.rank, cfg.tp, cfg.pp);
+  const Layout layout = Layout::make(cfg.world, env.rank, cfg.tp, cfg.pp, cfg.cp);
   checkMemoryFits(cfg, layout.pp_rank, env.local_world, cfg.device != DeviceRequest::CUDA);
   if (!env.distributed) checkTasksFit(cfg, 1);  // the launcher checked its ranks' (validateBeforeLaunch)
   RunInfo info;

@@ -21,6 +21,7 @@
 #include "train/sources.h"
 #include "parallel/pipeline.h"
 #include "model/tensor_parallel.h"
+#include "model/context_parallel.h"
 #include "trainscope/common/error.h"
 #include "trainscope/runtime/data.h"
 #include "trainscope/runtime/gpt.h"
@@ -80,6 +81,7 @@ struct Trainer::Impl {
   Layout layout;
   StageSpec stage;
   TpContext tp;
+  CpContext cp;  // tp.cp points here when cp > 1
   std::vector<ParamInfo> info;
 
   std::vector<at::Tensor> master;      // fp32 weights (the optimizer's)
@@ -115,7 +117,11 @@ struct Trainer::Impl {
     const int64_t M = cfg.ga_steps;
     // DP rank d reads samples [k*gbs + d*gbs/DP, ...): any DP degree sees the same global batch.
     const int64_t first_sample = k * cfg.global_batch + layout.dp_rank * (cfg.global_batch / layout.dp);
-    auto batch = [&](int64_t m) { return data->samples(first_sample + m * cfg.mbs, cfg.mbs, device); };  // (mbs, T)
+    // Under context parallelism every CP rank of a DP replica reads the same samples and keeps its
+    // two chunks of each sequence: (mbs, T/CP).
+    auto batch = [&](int64_t m) {
+      return contextShard(data->samples(first_sample + m * cfg.mbs, cfg.mbs, device), layout.cp, layout.cp_rank);
+    };  // (mbs, T/CP)
     auto forward = [&](const at::Tensor& input, const at::Tensor& targets) {
       TRAINSCOPE_RANGE(names::kForward);
       at::Tensor out = stageForward(compute_weights, stage, tp, cfg.model.n_head, input, targets, cfg.ckpt);
@@ -137,11 +143,12 @@ struct Trainer::Impl {
     finalizeGradients();
     const int64_t activation = memory->peakBytes() - baseline;
 
-    // The loss lives on the last stage; every rank reports the global-batch mean.
+    // The loss lives on the last stage; every rank reports the global-batch mean. Each CP rank's
+    // loss is the mean over its T/CP tokens of every sequence: the mean over DP x CP is the global one.
     if (layout.pp > 1) comm->pp().broadcast(loss_sum, layout.pp - 1);
-    if (layout.dp > 1) {
-      comm->dp().allReduce(loss_sum);
-      loss_sum.div_(double(layout.dp));
+    if (layout.dp * layout.cp > 1) {
+      comm->dpCp().allReduce(loss_sum);
+      loss_sum.div_(double(layout.dp * layout.cp));
     }
     return {loss_sum.item<double>() / double(M), activation};
   }
@@ -217,7 +224,7 @@ struct Trainer::Impl {
   // Core lanes need one process holding the whole model in fp32 on the CPU with no gradient
   // collective during backward (DP buckets would launch on one lane's gradients alone).
   void setUpLanes() {
-    const bool eligible = device.is_cpu() && layout.tp == 1 && layout.pp == 1 && !lowPrecision() &&
+    const bool eligible = device.is_cpu() && layout.tp == 1 && layout.pp == 1 && layout.cp == 1 && !lowPrecision() &&
                           cfg.zero == ZeroStage::None && (layout.dp == 1 || cfg.local_sgd > 0);
     int W = cfg.cpu_lanes;
     if (W == 0) W = eligible ? int(std::min<int64_t>(at::get_num_threads(), cfg.mbs)) : 1;
@@ -284,21 +291,21 @@ struct Trainer::Impl {
   int64_t laneGradBytes() const { return lanes ? int64_t(lanes->size()) * bytesOf(compute) : 0; }
 
   std::vector<int64_t> activationShape() const {
-    const int64_t T = tp.sequence_parallel ? cfg.seq / layout.tp : cfg.seq;
+    const int64_t T = tp.sequence_parallel ? cfg.seq / layout.cp / layout.tp : cfg.seq / layout.cp;
     return {cfg.mbs, T, cfg.model.n_embd};
   }
 
   // The tied embedding's two copies (first and last stage) sum their gradients, then average over
-  // DP. Under sequence parallelism the replicated parameters used inside the sequence-split region
+  // DP x CP. Under sequence parallelism the replicated parameters used inside the sequence-split region
   // hold partial gradients: sum them over TP.
   void reduceTiedAndPartial() {
     c10::NoGradGuard no_grad;
     if (wte_index >= 0) {
       at::Tensor& g = grads()[wte_index];
       comm->embedding().allReduce(g);
-      if (layout.dp > 1 && cfg.local_sgd == 0) {
-        comm->dp().allReduce(g);
-        g.div_(double(layout.dp));
+      if (layout.dp * layout.cp > 1 && cfg.local_sgd == 0) {
+        comm->dpCp().allReduce(g);
+        g.div_(double(layout.dp * layout.cp));
       }
     }
     if (tp.sequence_parallel)
@@ -322,7 +329,7 @@ struct Trainer::Impl {
     for (size_t i = 0; i < g.size(); ++i) {
       if (!sync->owned()[i] || !countedOnThisRank(i)) continue;
       // Under ZeRO the tied embedding (not partitioned) is on every DP rank: count it on one.
-      if (static_cast<int>(i) == wte_index && shardsOptimizer(cfg.zero) && layout.dp_rank != 0) continue;
+      if (static_cast<int>(i) == wte_index && shardsOptimizer(cfg.zero) && comm->dpCp().rank() != 0) continue;
       counted.push_back(g[i]);
     }
     at::Tensor sq = at::zeros({}, g[0].options().dtype(at::kDouble));
@@ -331,7 +338,7 @@ struct Trainer::Impl {
     if (have_lane_sq) sq.fill_(*lane_sq);
     else if (!counted.empty()) sq = at::stack(at::_foreach_norm(counted, 2)).to(at::kDouble).square().sum();
     lane_sq.reset();
-    if (shardsOptimizer(cfg.zero) && layout.dp > 1) comm->dp().allReduce(sq);
+    if (shardsOptimizer(cfg.zero) && layout.dp * layout.cp > 1) comm->dpCp().allReduce(sq);  // ZeRO shards over DP x CP
     if (layout.tp > 1) comm->tp().allReduce(sq);
     if (layout.pp > 1) comm->pp().allReduce(sq);
     if (cfg.local_sgd > 0 && layout.dp > 1) {
@@ -380,10 +387,11 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
   }
   s.comm = comm;
   s.layout = comm->layout();
-  if (s.layout.tp != cfg.tp || s.layout.pp != cfg.pp)
+  if (s.layout.tp != cfg.tp || s.layout.pp != cfg.pp || s.layout.cp != cfg.cp)
     TRAINSCOPE_THROW("process groups were built for tp=" + std::to_string(s.layout.tp) + " pp=" +
-                     std::to_string(s.layout.pp) + " but the config asks for tp=" + std::to_string(cfg.tp) +
-                     " pp=" + std::to_string(cfg.pp));
+                     std::to_string(s.layout.pp) + " cp=" + std::to_string(s.layout.cp) +
+                     " but the config asks for tp=" + std::to_string(cfg.tp) + " pp=" + std::to_string(cfg.pp) +
+                     " cp=" + std::to_string(cfg.cp));
   s.memory = std::make_unique<MemoryMeter>(dev.device);
   s.compute_dtype = cfg.precision == Precision::BF16 ? at::kBFloat16
                     : cfg.precision == Precision::FP16 ? at::kHalf
@@ -397,6 +405,11 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
   s.tp.vocab = cfg.model.vocab_size;
   s.tp.vocab_local = paddedVocab(cfg.model.vocab_size, s.layout.tp) / s.layout.tp;
   s.tp.vocab_begin = s.layout.tp_rank * s.tp.vocab_local;
+  if (s.layout.cp > 1) {
+    s.cp.group = &comm->cp();
+    s.cp.positions = contextPositions(cfg.seq, s.layout.cp, s.layout.cp_rank, s.device);  // (T/CP)
+    s.tp.cp = &s.cp;
+  }
   GptWeights full = initGpt(cfg.model, cfg.seed, at::kCPU);
   GptWeights w = (s.layout.world == 1 && s.device.is_cpu())
                      ? full
@@ -420,7 +433,9 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
   const auto mode = shardsOptimizer(cfg.zero) ? GradSync::Mode::Zero1
                     : cfg.local_sgd > 0       ? GradSync::Mode::None
                                               : GradSync::Mode::Buckets;
-  s.sync = std::make_unique<GradSync>(comm->dp(), mode, int64_t(cfg.bucket_mb * 1024 * 1024), s.compute, s.master,
+  // Gradients are reduced over DP x CP (Megatron-LM's data-parallel-with-context group): each CP
+  // rank's gradients cover its tokens only.
+  s.sync = std::make_unique<GradSync>(comm->dpCp(), mode, int64_t(cfg.bucket_mb * 1024 * 1024), s.compute, s.master,
                                       s.lowPrecision(), managed);
   s.compute_weights = GptWeights::fromFlat(s.compute, s.stage);
   s.setUpLanes();

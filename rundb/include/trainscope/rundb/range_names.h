@@ -18,6 +18,7 @@ inline constexpr const char* kOptimizer = "optimizer";
 inline constexpr const char* kCollective = "collective";  // prefix: "collective/all_reduce"
 inline constexpr const char* kPipelineSend = "pp_send";
 inline constexpr const char* kPipelineRecv = "pp_recv";
+inline constexpr const char* kCpAttention = "cp_attention";  // one ring step's block of attention (context parallelism)
 
 // Counters.
 inline constexpr const char* kMemoryCounter = "memory.allocated_bytes";

@@ -62,6 +62,9 @@ class Group {
   // before reusing the tensor), recv blocks.
   virtual std::shared_ptr<Pending> send(at::Tensor& t, int dst, int tag) = 0;
   virtual void recv(at::Tensor& t, int src, int tag) = 0;
+  // recv that returns at once: `t` holds the message after wait() (the context-parallel ring
+  // receives the next K/V block while it computes on the current one).
+  virtual std::shared_ptr<Pending> recvAsync(at::Tensor& t, int src, int tag) = 0;
   virtual void barrier() = 0;
 
  protected:
@@ -90,6 +93,8 @@ class Comm {
   Group& dp() { return *dp_; }
   Group& tp() { return *tp_; }
   Group& pp() { return *pp_; }
+  Group& cp() { return *cp_; }                        // one member when cp = 1
+  Group& dpCp() { return dp_cp_ ? *dp_cp_ : *dp_; }  // gradients' group: dp x cp (dp itself when cp = 1)
   Group& embedding() { return *embedding_; }
   CollectiveLog& log() { return *log_; }
 
@@ -101,6 +106,7 @@ class Comm {
   Layout layout_;
   std::shared_ptr<CollectiveLog> log_ = std::make_shared<CollectiveLog>();
   std::unique_ptr<Group> world_, dp_, tp_, pp_, embedding_;
+  std::unique_ptr<Group> cp_, dp_cp_;  // dp_cp_ only when cp > 1
 };
 
 }  // namespace trainscope::runtime

@@ -42,6 +42,15 @@ class TokenSource {
   std::string description_;
 };
 
+// Context parallelism with causal load balancing (Megatron-LM's get_batch_on_this_cp_rank): the
+// sequence is cut into 2·cp chunks of T/(2·cp) tokens and cp rank i keeps chunks i and 2·cp−1−i, so
+// that every rank has as much causal attention work as every other. Chunk order is kept: the
+// positions a rank holds increase along its local sequence.
+//   contextPositions: the T/cp global positions cp rank i holds (int64, for the position embedding)
+//   contextShard:     the batch's inputs and targets at those positions, (B, T) -> (B, T/cp)
+at::Tensor contextPositions(int64_t seq, int cp, int cp_rank, const at::Device& device);
+Batch contextShard(const Batch& b, int cp, int cp_rank);
+
 // Writes a token file (tests, bench): llm.c layout when with_header, else raw nanoGPT layout.
 void writeTokenFile(const std::string& path, const std::vector<uint16_t>& tokens, bool with_header);
 

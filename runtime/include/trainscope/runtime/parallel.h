@@ -1,10 +1,14 @@
 // trainscope/runtime/parallel.h — how ranks are laid out (no LibTorch).
 //
-// world = DP x TP x PP. As in Megatron-LM, TP is innermost (neighbouring ranks share a tensor-
-// parallel group, where traffic is heaviest), then DP, then PP outermost:
-//     rank = tp + TP * (dp + DP * pp)
-// Groups: tp (same dp, pp), dp (same tp, pp), pp (same tp, dp), and `embedding` (the first and
-// last pipeline stage with the same tp, dp), which holds the two copies of the tied embedding.
+// world = DP x CP x TP x PP. As in Megatron-LM (its default order "tp-cp-ep-dp-pp"), TP is innermost
+// (neighbouring ranks share a tensor-parallel group, where traffic is heaviest), then CP (the ring
+// of context-parallel ranks exchanging K/V every layer), then DP, then PP outermost:
+//     rank = tp + TP * (cp + CP * (dp + DP * pp))
+// Groups: tp (same cp, dp, pp), cp (same tp, dp, pp), dp (same tp, cp, pp), dp_cp (same tp, pp: the
+// data-parallel and context-parallel ranks together, over which gradients are reduced, as Megatron
+// does), pp (same tp, cp, dp), and `embedding` (the first and last pipeline stage with the same tp,
+// cp, dp), which holds the two copies of the tied embedding. With cp = 1 this is the DP x TP x PP
+// layout of before, rank for rank.
 #pragma once
 
 #include <string>
@@ -14,13 +18,18 @@ namespace trainscope::runtime {
 
 struct Layout {
   int world = 1, rank = 0;
-  int dp = 1, tp = 1, pp = 1;
-  int dp_rank = 0, tp_rank = 0, pp_rank = 0;
+  int dp = 1, tp = 1, pp = 1, cp = 1;
+  int dp_rank = 0, tp_rank = 0, pp_rank = 0, cp_rank = 0;
 
-  static Layout make(int world, int rank, int tp, int pp);  // dp = world / (tp * pp)
-  int rankOf(int dp_rank, int tp_rank, int pp_rank) const { return tp_rank + tp * (dp_rank + dp * pp_rank); }
+  static Layout make(int world, int rank, int tp, int pp, int cp = 1);  // dp = world / (tp * pp * cp)
+  int rankOf(int dp_rank, int tp_rank, int pp_rank, int cp_rank) const {
+    return tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank));
+  }
+  int rankOf(int dp_rank, int tp_rank, int pp_rank) const { return rankOf(dp_rank, tp_rank, pp_rank, cp_rank); }
   std::vector<int> tpGroup() const;
   std::vector<int> dpGroup() const;
+  std::vector<int> cpGroup() const;
+  std::vector<int> dpCpGroup() const;  // cp fastest: dp_cp rank = cp_rank + CP * dp_rank
   std::vector<int> ppGroup() const;
   std::vector<int> embeddingGroup() const;  // {first stage, last stage} (one rank when pp == 1)
   bool firstStage() const { return pp_rank == 0; }

@@ -1,0 +1,171 @@
+// context_parallel.cpp — ring attention over the cp group (see context_parallel.h).
+//
+// Shapes: B batch, NH heads on this TP rank, T local tokens (= 2c, the rank's two chunks), HS head
+// size. Block compute is in fp32 whatever the compute dtype (the merge by log-sum-exp needs it);
+// K/V blocks travel in the compute dtype, the dK/dV accumulators in fp32.
+#include "model/context_parallel.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "trainscope/tracer/range.h"
+
+namespace trainscope::runtime {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr int kTagKv = 21, kTagDkv = 22;
+
+// One ring exchange in flight: `outgoing` to the next rank, `incoming` from the previous one.
+struct Shift {
+  at::Tensor outgoing, incoming;  // outgoing kept alive until the send completes
+  std::shared_ptr<Pending> send, recv;
+  at::Tensor wait() {
+    recv->wait();
+    send->wait();
+    return incoming;
+  }
+};
+
+Shift startShift(Group& g, const at::Tensor& t, int tag) {
+  Shift s;
+  s.outgoing = t.contiguous();
+  s.incoming = at::empty_like(s.outgoing);
+  const int next = (g.rank() + 1) % g.size(), prev = (g.rank() + g.size() - 1) % g.size();
+  s.send = g.send(s.outgoing, next, tag);
+  s.recv = g.recvAsync(s.incoming, prev, tag);
+  return s;
+}
+
+// Which queries of this rank see which keys of the block it holds at ring step `step`, as ranges of
+// the local sequence (see the table in context_parallel.h).
+struct Pair {
+  int64_t q0, qn, k0, kn;
+  bool causal;
+};
+Pair pairAt(int step, int rank, int size, int64_t T) {
+  const int64_t c = T / 2;
+  if (step == 0) return {0, T, 0, T, true};           // own block: plain causal
+  const int src = (rank - step + size) % size;        // whose K/V this is
+  if (src < rank) return {0, T, 0, c, false};         // its first chunk is before both of ours
+  return {c, c, 0, T, false};                         // both its chunks are before our second one
+}
+
+at::Tensor scores(const at::Tensor& q, const at::Tensor& k, bool causal) {
+  const double scale = 1.0 / std::sqrt(double(q.size(-1)));
+  at::Tensor s = at::matmul(q, k.transpose(-2, -1)).mul_(scale);          // (B, NH, Tq, Tk)
+  if (causal) {
+    at::Tensor future = at::ones({s.size(-2), s.size(-1)}, q.options().dtype(at::kBool)).triu_(1);
+    s.masked_fill_(future, -std::numeric_limits<float>::infinity());
+  }
+  return s;
+}
+
+// Forward of the whole ring: out (B, NH, T, HS) and lse (B, NH, T), both fp32.
+std::pair<at::Tensor, at::Tensor> ringForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                              Group& g) {
+  const int P = g.size(), r = g.rank();
+  const int64_t T = q.size(2);
+  at::Tensor qf = q.to(at::kFloat);
+  at::Tensor out = at::zeros_like(qf);                                         // (B, NH, T, HS)
+  at::Tensor lse = at::full(qf.sizes().slice(0, 3), -std::numeric_limits<float>::infinity(), qf.options());
+  at::Tensor kv = at::stack({k, v}).contiguous();                              // (2, B, NH, T, HS)
+  for (int s = 0; s < P; ++s) {
+    std::optional<Shift> next;
+    if (s + 1 < P) next = startShift(g, kv, kTagKv);  // the next block travels while this one computes
+    {
+      TRAINSCOPE_RANGE(tracer::names::kCpAttention);
+      const Pair p = pairAt(s, r, P, T);
+      at::Tensor qs = qf.narrow(2, p.q0, p.qn);
+      at::Tensor ks = kv[0].narrow(2, p.k0, p.kn).to(at::kFloat), vs = kv[1].narrow(2, p.k0, p.kn).to(at::kFloat);
+      at::Tensor sc = scores(qs, ks, p.causal);                                // (B, NH, Tq, Tk)
+      at::Tensor blk_lse = at::logsumexp(sc, -1);                              // (B, NH, Tq)
+      at::Tensor blk_out = at::matmul(at::exp(sc - blk_lse.unsqueeze(-1)), vs);  // (B, NH, Tq, HS)
+      // Online softmax: rescale both parts to the merged normaliser.
+      at::Tensor acc_out = out.narrow(2, p.q0, p.qn), acc_lse = lse.narrow(2, p.q0, p.qn);
+      at::Tensor merged = at::logaddexp(acc_lse, blk_lse);
+      acc_out.mul_(at::exp(acc_lse - merged).unsqueeze(-1)).add_(blk_out * at::exp(blk_lse - merged).unsqueeze(-1));
+      acc_lse.copy_(merged);
+    }
+    if (next) kv = next->wait();
+  }
+  return {out, lse};
+}
+
+// Backward of the whole ring (flash-attention's recurrences per block pair, with the final lse):
+//   P = exp(S − lse), dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D), D = rowsum(dO ∘ O),
+//   dQ = dS K / √HS, dK = dSᵀ Q / √HS.
+variable_list ringBackward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+                           const at::Tensor& lse, const at::Tensor& grad, Group& g) {
+  const int P = g.size(), r = g.rank();
+  const int64_t T = q.size(2);
+  const double scale = 1.0 / std::sqrt(double(q.size(-1)));
+  at::Tensor qf = q.to(at::kFloat), dout = grad.to(at::kFloat);               // (B, NH, T, HS)
+  at::Tensor D = (dout * out).sum(-1);                                         // (B, NH, T)
+  at::Tensor dq = at::zeros_like(qf);
+  at::Tensor kv = at::stack({k, v}).contiguous();                              // (2, B, NH, T, HS)
+  std::optional<Shift> dkv_shift;  // the accumulator of the block held one step ago, on its way
+  for (int s = 0; s < P; ++s) {
+    std::optional<Shift> next;
+    if (s + 1 < P) next = startShift(g, kv, kTagKv);
+    at::Tensor dkv = at::zeros(kv.sizes(), qf.options());                     // (2, B, NH, T, HS)
+    {
+      TRAINSCOPE_RANGE(tracer::names::kCpAttention);
+      const Pair p = pairAt(s, r, P, T);
+      at::Tensor qs = qf.narrow(2, p.q0, p.qn), dos = dout.narrow(2, p.q0, p.qn);
+      at::Tensor ks = kv[0].narrow(2, p.k0, p.kn).to(at::kFloat), vs = kv[1].narrow(2, p.k0, p.kn).to(at::kFloat);
+      at::Tensor prob = at::exp(scores(qs, ks, p.causal) - lse.narrow(2, p.q0, p.qn).unsqueeze(-1));  // (B,NH,Tq,Tk)
+      dkv[1].narrow(2, p.k0, p.kn).add_(at::matmul(prob.transpose(-2, -1), dos));                     // dV
+      at::Tensor ds = prob.mul_(at::matmul(dos, vs.transpose(-2, -1)).sub_(D.narrow(2, p.q0, p.qn).unsqueeze(-1)));
+      dq.narrow(2, p.q0, p.qn).add_(at::matmul(ds, ks), scale);
+      dkv[0].narrow(2, p.k0, p.kn).add_(at::matmul(ds.transpose(-2, -1), qs), scale);                  // dK
+    }
+    if (dkv_shift) dkv.add_(dkv_shift->wait());  // what the ranks before us added to this block
+    dkv_shift = startShift(g, dkv, kTagDkv);     // on to the next rank; after the last step, home
+    if (next) kv = next->wait();
+  }
+  at::Tensor dkv = dkv_shift->wait();                                          // our own block's, complete
+  return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type())};
+}
+
+// A CpContext travels through autograd's saved_data as an integer: it outlives every step.
+struct RingAttention : torch::autograd::Function<RingAttention> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            int64_t cp) {
+    Group& g = *reinterpret_cast<const CpContext*>(cp)->group;
+    auto [out, lse] = ringForward(q, k, v, g);
+    ctx->saved_data["cp"] = cp;
+    ctx->save_for_backward({q, k, v, out, lse});  // no T x T matrix is kept: flash-style
+    return out.to(q.scalar_type());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    Group& g = *reinterpret_cast<const CpContext*>(ctx->saved_data["cp"].toInt())->group;
+    variable_list s = ctx->get_saved_variables();
+    variable_list d = ringBackward(s[0], s[1], s[2], s[3], s[4], grad[0], g);
+    return {d[0], d[1], d[2], at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor ringAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const CpContext& cp) {
+  return RingAttention::apply(q, k, v, reinterpret_cast<int64_t>(&cp));
+}
+
+at::Tensor contextParallelAttention(const at::Tensor& qkv, int64_t n_head, const CpContext& cp) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
+  auto parts = qkv.split(C, /*dim=*/2);                                   // 3 x (B, T, C')
+  at::Tensor q = parts[0].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
+  at::Tensor k = parts[1].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
+  at::Tensor v = parts[2].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
+  at::Tensor y = ringAttention(q.contiguous(), k.contiguous(), v.contiguous(), cp);  // (B, NH, T, HS)
+  return y.transpose(1, 2).reshape({B, T, C});                            // (B, T, C')
+}
+
+}  // namespace trainscope::runtime

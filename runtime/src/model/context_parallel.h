@@ -1,0 +1,49 @@
+// context_parallel.h — Megatron-style context parallelism: causal attention over a sequence split
+// across the ranks of the `cp` group, by ring exchange of K/V blocks (internal to the runtime).
+//
+// The split (data.h, contextShard): the sequence in 2·CP chunks of c = T/(2·CP) tokens; cp rank i
+// holds chunks i and 2·CP−1−i, so every rank has the same share of causal work (Megatron-LM's load
+// balancing). Everything outside attention is per token and runs on the local T/CP tokens alone.
+//
+// Attention (Liu et al. 2023, "Ring Attention"; Megatron-LM's AttnFuncWithCPAndKVP2P): CP steps; at
+// step s this rank holds the K/V block of rank j = (i − s) mod CP, and sends it on to rank i+1 while
+// it computes with it (the next block's exchange is launched before the current block's compute).
+// Each step's partial attention is merged into the running one by log-sum-exp (online softmax).
+// Which block pairs are computed, with global positions (chunk a of q sees chunk b of kv iff b ≤ a):
+//   s = 0   (own block):  causal over the local 2c tokens (local order is global order)
+//   j < i:                all 2c queries against the first kv chunk (j), no mask
+//   j > i:                the second query chunk (2·CP−1−i) against both kv chunks, no mask
+// and nothing else: every other pair is in the future. Backward is written by hand (exact): the K/V
+// blocks go round the ring again, and each block's dK/dV accumulator travels with it, collecting
+// every rank's contribution, and arrives back at its owner after CP sends.
+//
+// Exchanged per layer per micro-batch, per rank, B·(T/CP)·(C/TP) elements of the compute dtype... in
+// fp32 here (blocks are exchanged in fp32): forward (CP−1) sends of the K/V block (2·B·NH'·T/CP·HS
+// floats, NH' = heads on this TP rank); backward (CP−1) K/V sends again plus CP sends of the dK/dV
+// accumulator of the same size. docs/architecture.md, "Context parallelism", has the formulas.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+#include "trainscope/runtime/comm.h"
+
+namespace trainscope::runtime {
+
+struct CpContext {
+  Group* group = nullptr;  // nullptr or size 1: no context parallelism
+  at::Tensor positions;    // (T/CP) int64: the global positions this rank holds (contextPositions)
+  int size() const { return group ? group->size() : 1; }
+  int rank() const { return group ? group->rank() : 0; }
+  bool active() const { return size() > 1; }
+};
+
+// q, k, v: (B, NH, T/CP, HS), this rank's two chunks. Returns (B, NH, T/CP, HS): causal softmax
+// attention of these queries over the keys/values of the whole sequence. Differentiable in q, k, v.
+at::Tensor ringAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const CpContext& cp);
+
+// The attention core under context parallelism: qkv (B, T/CP, 3C') -> y (B, T/CP, C').
+at::Tensor contextParallelAttention(const at::Tensor& qkv, int64_t n_head, const CpContext& cp);
+
+}  // namespace trainscope::runtime

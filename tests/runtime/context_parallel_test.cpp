@@ -1,0 +1,248 @@
+// context_parallel_test.cpp — context parallelism (--cp): the ring attention against plain causal
+// attention on random tensors (forward and gradients, real Gloo ranks in forked children), whole
+// training runs through the real command line equal to one process (CP 2, CP 2 x TP 2, CP 2 x DP 2,
+// with checkpointing and sequence parallelism), bad layouts refused naming the field, and a traced
+// run whose ring sends and receives are recorded on the `cp` group with their bytes.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <ATen/Parallel.h>
+
+#include "model/context_parallel.h"
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/runtime/data.h"
+#include "util.h"
+
+namespace rt = trainscope::runtime;
+namespace rdb = trainscope::rundb;
+using trainscope::testing::CliResult;
+using trainscope::testing::relErr;
+using trainscope::testing::sh;
+using trainscope::testing::tempPath;
+
+namespace {
+
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Plain causal attention, (B, NH, T, HS) each, by the textbook formula.
+at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t T = q.size(2);
+  at::Tensor s = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(q.size(-1)));
+  s = s.masked_fill(at::ones({T, T}, at::kBool).triu(1), -INFINITY);
+  return at::matmul(at::softmax(s, -1), v);
+}
+
+// One CP rank in a forked child: its chunks of the same random q, k, v through the ring, compared
+// with the whole sequence's plain attention. 0 when output and the three gradients agree.
+int ringAsRank(int rank, int cp, int port) {
+  at::set_num_threads(1);
+  rt::RankEnv env;
+  env.distributed = true;
+  env.rank = env.local_rank = rank;
+  env.world = env.local_world = cp;
+  env.master_port = port;
+  env.source = "test";
+  auto comm = rt::Comm::connect(env, rt::Layout::make(cp, rank, 1, 1, cp), rt::CommOptions{});
+  const int64_t B = 2, NH = 3, T = 4 * cp * 3, HS = 8;
+  at::manual_seed(7);
+  at::Tensor q = at::randn({B, NH, T, HS}), k = at::randn({B, NH, T, HS}), v = at::randn({B, NH, T, HS});
+  at::Tensor w = at::randn({B, NH, T, HS});  // loss = Σ y ∘ w: a gradient that differs per element
+  for (at::Tensor* t : {&q, &k, &v}) t->requires_grad_(true);
+  at::Tensor ref = causalAttention(q, k, v);
+  (ref * w).sum().backward();
+
+  rt::CpContext ctx;
+  ctx.group = &comm->cp();
+  ctx.positions = rt::contextPositions(T, cp, rank, at::kCPU);
+  auto mine = [&](const at::Tensor& t) { return t.detach().index_select(2, ctx.positions); };  // (B, NH, T/CP, HS)
+  at::Tensor ql = mine(q).requires_grad_(true), kl = mine(k).requires_grad_(true), vl = mine(v).requires_grad_(true);
+  at::Tensor y = rt::ringAttention(ql, kl, vl, ctx);
+  (y * mine(w)).sum().backward();
+
+  const double errs[] = {relErr(y, mine(ref)), relErr(ql.grad(), mine(q.grad())), relErr(kl.grad(), mine(k.grad())),
+                         relErr(vl.grad(), mine(v.grad()))};
+  bool ok = true;
+  for (double e : errs) ok = ok && e < 1e-5;
+  if (!ok)
+    std::fprintf(stderr, "rank %d of %d: rel err y %.3g dq %.3g dk %.3g dv %.3g\n", rank, cp, errs[0], errs[1], errs[2],
+                 errs[3]);
+  return ok ? 0 : 1;
+}
+
+// Forks `cp` ranks running ringAsRank; every one must exit 0.
+void expectRingMatches(int cp) {
+  const int port = freePort();
+  std::vector<pid_t> kids;
+  for (int rank = 0; rank < cp; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int code = 3;
+      try {
+        code = ringAsRank(rank, cp, port);
+      } catch (const std::exception& e) {
+        const std::string what = e.what();
+        std::fprintf(stderr, "rank %d: %s\n", rank, what.substr(0, what.find('\n')).c_str());
+      }
+      std::fflush(stderr);
+      _exit(code);
+    }
+    ASSERT_GT(pid, 0);
+    kids.push_back(pid);
+  }
+  for (size_t r = 0; r < kids.size(); ++r) {
+    int status = 0;
+    ASSERT_EQ(waitpid(kids[r], &status, 0), kids[r]);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "cp " << cp << " rank " << r << " status " << status;
+  }
+}
+
+// The tiny model, 4 steps of a global batch of 8 sequences of 32 tokens (parallel_test.cpp's run).
+std::string run(const std::string& name, const std::string& extra) {
+  const std::string db = tempPath("cp_" + name + ".db");
+  const std::string cmd = std::string("timeout 300 ") + TRAINSCOPE_CLI +
+                          " run --workload tiny --seq 32 --mbs 2 --gbs 8 --steps 4 --device cpu --clip 0"
+                          " --min-lr-ratio 1 --lr 3e-3 -q --overwrite --out " + db + " " + extra;
+  CliResult r = sh(cmd);
+  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;
+  return db;
+}
+
+// The tolerances of parallel_test.cpp: losses to 1e-5, weight digests to 1e-4.
+void expectSameTraining(const std::string& ref_db, const std::string& db) {
+  auto a = rdb::readSteps(ref_db), b = rdb::readSteps(db);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_LE(std::abs(b[k].loss - a[k].loss) / a[k].loss, 1e-5) << "step " << k;
+  auto da = rdb::RunReader(ref_db).weightDigest(), dbg = rdb::RunReader(db).weightDigest();
+  ASSERT_EQ(da.size(), dbg.size());
+  for (size_t i = 0; i < da.size(); ++i) {
+    const auto &va = da[i], &vb = dbg[i];
+    ASSERT_EQ(va.name, vb.name);
+    EXPECT_LE(std::abs(vb.sum - va.sum), 1e-4 * va.abssum + 1e-7) << va.name << " sum";
+    EXPECT_LE(std::abs(vb.sumsq - va.sumsq), 1e-4 * va.sumsq) << va.name << " sum of squares";
+    EXPECT_LE(std::abs(vb.abssum - va.abssum), 1e-4 * va.abssum) << va.name << " sum of |x|";
+  }
+}
+
+class ContextParallel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { ref_ = new std::string(run("ref", "")); }
+  static void TearDownTestSuite() { delete ref_; }
+  static std::string* ref_;
+};
+std::string* ContextParallel::ref_ = nullptr;
+
+// What resolve() says to a tiny config with these changes: the field it names, "" when accepted.
+template <class Change>
+std::string refusedField(Change change) {
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.seq = 32;
+  c.mbs = 2;
+  c.device = rt::DeviceRequest::CPU;
+  c.cpu_lanes = 1;
+  change(c);
+  try {
+    rt::resolve(c, c.nproc);
+  } catch (const trainscope::UserError& e) {
+    return e.field();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(RingAttention, TwoRanksMatchPlainCausalAttentionAndItsGradients) { expectRingMatches(2); }
+
+TEST(RingAttention, ThreeRanksMatchPlainCausalAttentionAndItsGradients) { expectRingMatches(3); }
+
+TEST(ContextShard, RankIHoldsChunksIAndTwoCpMinusOneMinusI) {
+  // seq 8, cp 2: chunks of 2 tokens; rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
+  at::Tensor p0 = rt::contextPositions(8, 2, 0, at::kCPU), p1 = rt::contextPositions(8, 2, 1, at::kCPU);
+  EXPECT_TRUE(at::equal(p0, at::tensor({0, 1, 6, 7}, at::kLong)));
+  EXPECT_TRUE(at::equal(p1, at::tensor({2, 3, 4, 5}, at::kLong)));
+  rt::Batch b{at::arange(16, at::kLong).view({2, 8}), at::arange(16, at::kLong).view({2, 8}) + 1};
+  rt::Batch s = rt::contextShard(b, 2, 1);
+  EXPECT_TRUE(at::equal(s.inputs, at::tensor({2, 3, 4, 5, 10, 11, 12, 13}, at::kLong).view({2, 4})));
+  EXPECT_TRUE(at::equal(s.targets, s.inputs + 1));
+}
+
+TEST(ContextParallelConfig, BadLayoutsAreRefusedNamingTheField) {
+  EXPECT_EQ(refusedField([](rt::TrainConfig& c) { c.nproc = 2, c.cp = 2; }), "");
+  EXPECT_EQ(refusedField([](rt::TrainConfig& c) { c.nproc = 2, c.cp = 2, c.seq = 30; }), "--seq");  // not ÷ 2·cp
+  EXPECT_EQ(refusedField([](rt::TrainConfig& c) { c.nproc = 3, c.cp = 2; }), "--nproc");            // not ÷ cp
+  EXPECT_EQ(refusedField([](rt::TrainConfig& c) { c.cp = 0; }), "--cp");
+  EXPECT_EQ(refusedField([](rt::TrainConfig& c) { c.nproc = 2, c.cp = 2, c.local_sgd = 2; }), "--cp");
+  EXPECT_EQ(refusedField([](rt::TrainConfig& c) { c.nproc = 2, c.cp = 2, c.cpu_lanes = 2; }), "--cpu-lanes");
+  // Sequence parallelism inside each CP rank's T/CP tokens: 40 / 2 = 20, split over tp 2.
+  EXPECT_EQ(refusedField([](rt::TrainConfig& c) { c.nproc = 4, c.cp = 2, c.tp = 2, c.seq = 40, c.sequence_parallel = true; }),
+            "");
+}
+
+TEST(ContextParallelConfig, TheCommandLineRefusesSeqNotDivisibleByTwoCp) {
+  CliResult r = sh(std::string("timeout 60 ") + TRAINSCOPE_CLI +
+                   " run --workload tiny --seq 30 --mbs 2 --steps 1 --device cpu --nproc 2 --cp 2 -q");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--seq"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("multiple of 4"), std::string::npos) << r.output;
+}
+
+TEST_F(ContextParallel, TwoRanksEqualOneProcess) { expectSameTraining(*ref_, run("cp2", "--nproc 2 --cp 2")); }
+
+TEST_F(ContextParallel, TimesTensorParallelEqualsOneProcess) {
+  expectSameTraining(*ref_, run("cp2tp2", "--nproc 4 --cp 2 --tp 2"));
+}
+
+TEST_F(ContextParallel, TimesDataParallelEqualsOneProcess) {
+  expectSameTraining(*ref_, run("cp2dp2", "--nproc 4 --cp 2"));
+}
+
+TEST_F(ContextParallel, WithFullCheckpointingEqualsOneProcess) {
+  expectSameTraining(*ref_, run("cp2_full", "--nproc 2 --cp 2 --ckpt full"));
+}
+
+TEST_F(ContextParallel, TracedRunRecordsTheRingOnTheCpGroupWithItsBytes) {
+  const std::string db = tempPath("cp_traced.db");
+  CliResult r = sh(std::string("timeout 300 ") + TRAINSCOPE_CLI +
+                   " run --workload tiny --seq 32 --mbs 2 --gbs 8 --steps 2 --device cpu -q --overwrite"
+                   " --nproc 2 --cp 2 --trace " + db);
+  ASSERT_EQ(r.status, 0) << r.output;
+  // One K/V block (or dK/dV accumulator): 2 x B x T/CP x C floats = 2 x 2 x 16 x 32 x 4 bytes.
+  const int64_t block = 2 * 2 * 16 * 32 * 4;
+  rdb::RunReader reader(db);
+  int64_t sends = 0, recvs = 0;
+  for (const auto& c : reader.collectives(0)) {
+    if (c.group != "cp") continue;
+    EXPECT_EQ(c.bytes, block) << c.op;
+    EXPECT_EQ(c.group_size, 2);
+    sends += c.op == "send";
+    recvs += c.op == "recv";
+  }
+  // Per layer per micro-batch: forward 1 K/V send (cp − 1), backward 1 K/V + 2 dK/dV (cp) sends;
+  // 2 layers x 4 micro-batches x 2 steps.
+  EXPECT_EQ(sends, 4 * 2 * 4 * 2);
+  EXPECT_EQ(recvs, sends);
+  int64_t blocks = 0;
+  for (const auto& range : reader.events<rdb::Range>(0)) blocks += reader.string(range.name) == "cp_attention";
+  EXPECT_EQ(blocks, 2 * 2 * 2 * 4 * 2);  // 2 ring steps, forward and backward, per layer per micro-batch
+}
