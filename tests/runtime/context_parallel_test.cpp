@@ -1,8 +1,9 @@
 // context_parallel_test.cpp — context parallelism (--cp): the ring attention against plain causal
-// attention on random tensors (forward and gradients, real Gloo ranks in forked children), whole
-// training runs through the real command line equal to one process (CP 2, CP 2 x TP 2, CP 2 x DP 2,
-// with checkpointing and sequence parallelism), bad layouts refused naming the field, and a traced
-// run whose ring sends and receives are recorded on the `cp` group with their bytes.
+// attention on random tensors (forward and gradients, real Gloo ranks in forked children); whole
+// training runs through the real command line equal to one process (CP 2; CP 2 x TP 2 with and
+// without SP; CP 2 x DP 2 with and without ZeRO-1; CP 2 x PP 2; full and selective checkpointing);
+// bad layouts refused naming the field; a traced run whose ring sends and receives are recorded on
+// the `cp` group with their bytes.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -217,8 +218,19 @@ TEST_F(ContextParallel, TimesDataParallelEqualsOneProcess) {
   expectSameTraining(*ref_, run("cp2dp2", "--nproc 4 --cp 2"));
 }
 
-TEST_F(ContextParallel, WithFullCheckpointingEqualsOneProcess) {
+TEST_F(ContextParallel, TimesTensorAndSequenceParallelEqualsOneProcess) {
+  expectSameTraining(*ref_, run("cp2tp2sp", "--nproc 4 --cp 2 --tp 2 --sequence-parallel"));
+}
+
+TEST_F(ContextParallel, TimesPipelineEqualsOneProcess) { expectSameTraining(*ref_, run("cp2pp2", "--nproc 4 --cp 2 --pp 2")); }
+
+TEST_F(ContextParallel, WithZeroOneOverDataAndContextRanksEqualsOneProcess) {
+  expectSameTraining(*ref_, run("cp2dp2_zero1", "--nproc 4 --cp 2 --zero 1"));
+}
+
+TEST_F(ContextParallel, WithFullAndSelectiveCheckpointingEqualsOneProcess) {
   expectSameTraining(*ref_, run("cp2_full", "--nproc 2 --cp 2 --ckpt full"));
+  expectSameTraining(*ref_, run("cp2_selective", "--nproc 2 --cp 2 --ckpt selective"));
 }
 
 TEST_F(ContextParallel, TracedRunRecordsTheRingOnTheCpGroupWithItsBytes) {
