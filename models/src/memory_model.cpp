@@ -167,12 +167,17 @@ int64_t inflightOf(const Plan& p, int64_t st, int64_t M) {
   return inflight;
 }
 
-// The factor on the first stage's activations under the interleaved schedule: 1 + (p − 1)/(p·v).
-double interleaveOf(const Plan& p, int64_t st) {
-  double interleave = 1.0;
-  if (p.virtual_stages > 1 && st == 0)
-    interleave = 1.0 + double(p.pp - 1) / double(p.pp * p.virtual_stages);
-  return interleave;
+// The factor on a stage's activations (layers × micro-batches in flight) under the interleaved
+// schedule. Megatron-LM's schedule (runtime/src/parallel/pipeline.cpp runs it) holds at most
+// u = min(W + 1, v·M) units (one model chunk, L/(p·v) layers, of one micro-batch) on stage s, with
+// W = min(2(p − s − 1) + (v − 1)·p, v·M) warm-up forwards: u / (v · in-flight). On the first stage
+// with M ≥ p that is 1 + (p − 1)/(p·v) (Narayanan et al. 2021, §3.5 / Korthikanti et al. 2022, §4.2.3);
+// later stages hold more than their 1F1B p − s micro-batches (p 2, v 2: the last stage 1.5×).
+double interleaveOf(const Plan& p, int64_t st, int64_t M, int64_t inflight) {
+  if (p.virtual_stages <= 1 || p.pp == 1) return 1.0;
+  const int64_t v = p.virtual_stages, units = v * M;
+  const int64_t warmup = std::min<int64_t>(2 * (p.pp - st - 1) + (v - 1) * p.pp, units);
+  return double(std::min<int64_t>(warmup + 1, units)) / double(v * inflight);
 }
 
 // What the stage's layers keep for their backward: the op list's `saved` (layer_ops.h), the same
@@ -275,7 +280,7 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   // ZeRO-3 gathers a layer, or the word embedding, at a time: the larger sets the transient.
   addZeroShards(sm, p, n, std::max(largest, sm.layers > 0 ? layer_elements / sm.layers : 0));
   sm.inflight = inflightOf(p, st, sm.micro_batches);
-  const double interleave = interleaveOf(p, st);
+  const double interleave = interleaveOf(p, st, sm.micro_batches, sm.inflight);
   addActivations(sm, p, ops, interleave);
   if (st == p.pp - 1) addHead(sm, w, p);
   if (p.pp > 1) addSendBuffers(sm, w, p, st);

@@ -107,10 +107,6 @@ void resolveLayout(TrainConfig& c, int world) {
   // the gradient reduction over dp x cp gives and local SGD's would not.
   if (c.cp > 1 && c.local_sgd > 0)
     throw UserError("--cp", "context parallelism cannot be combined with --local-sgd", "drop one of them");
-  if (c.virtual_stages != 1)
-    throw UserError("--virtual-stages", "interleaved 1F1B is not run yet (virtual_stages=" +
-                                            std::to_string(c.virtual_stages) + ")",
-                    "pass --virtual-stages 1");
   if (c.local_sgd < 0) throw UserError("--local-sgd", "must be >= 0", "");
   if (c.local_sgd > 0 && shardsOptimizer(c.zero))
     throw UserError("--local-sgd", "cannot be combined with --zero 1", "drop one of them");
@@ -166,6 +162,37 @@ void resolveBatch(TrainConfig& c) {
   int64_t prod = 0;
   if (__builtin_mul_overflow(c.global_batch, c.seq, &prod) || c.global_batch > (int64_t(1) << 40))
     throw UserError("--gbs", "mbs x ga x dp x seq overflows", "pass a smaller batch");
+}
+
+// Interleaved 1F1B (--virtual-stages v > 1): Megatron-LM's layout and schedule, which need pp > 1,
+// the 1F1B schedule, n_layer split evenly over pp·v chunks, and the micro-batches per step a
+// multiple of pp (its schedule takes them through each chunk in groups of pp).
+void checkInterleaving(const TrainConfig& c) {
+  const int64_t v = c.virtual_stages, chunks = int64_t(c.pp) * v;
+  requirePositive("--virtual-stages", v, "pass --virtual-stages N with N >= 1 (1: no interleaving)");
+  if (v == 1) return;
+  if (c.pp == 1)
+    throw UserError("--virtual-stages", "interleaving needs pipeline parallelism (pp=1)",
+                    "pass --pp 2 or more, or --virtual-stages 1");
+  if (c.pp_schedule != PipelineSchedule::OneFOneB)
+    throw UserError("--virtual-stages", "interleaving is a form of the 1f1b schedule, not of gpipe",
+                    "pass --pp-schedule 1f1b, or --virtual-stages 1");
+  if (c.model.n_layer % chunks != 0)
+    throw UserError("--virtual-stages",
+                    "n_layer=" + std::to_string(c.model.n_layer) + " does not split into pp x virtual stages = " +
+                        std::to_string(chunks) + " equal chunks",
+                    "choose --virtual-stages (and --pp) so that pp x virtual stages divides " +
+                        std::to_string(c.model.n_layer));
+  if (c.ga_steps % c.pp != 0) {
+    const bool by_ga = c.ga && !c.gbs;
+    const int64_t fix = (c.ga_steps / c.pp + 1) * c.pp;
+    throw UserError(by_ga ? "--ga" : "--gbs",
+                    "interleaving needs the micro-batches per step (" + std::to_string(c.ga_steps) +
+                        ") to be a multiple of pp=" + std::to_string(c.pp),
+                    by_ga ? "pass --ga " + std::to_string(fix)
+                          : "pass --gbs " + std::to_string(fix * c.mbs * c.dp) + " (mbs x dp x " + std::to_string(fix) +
+                                " micro-batches)");
+  }
 }
 
 // The optimizer's numbers.
@@ -251,6 +278,7 @@ void resolve(TrainConfig& c, int world) {
   c.model = workloads::load(c.workload);
   resolveLayout(c, world);
   resolveBatch(c);
+  checkInterleaving(c);
   checkOptimizer(c);
   checkHost(c);
   checkDeviceAndTesting(c);

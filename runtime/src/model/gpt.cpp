@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "model/checkpoint.h"
 #include "model/context_parallel.h"
@@ -31,14 +32,40 @@ BlockWeights BlockWeights::fromFlat(const at::Tensor* f) {
   return b;
 }
 
-StageSpec StageSpec::of(int64_t n_layer, int pp, int stage) {
-  const int64_t base = n_layer / pp, extra = n_layer % pp;
+StageSpec StageSpec::of(int64_t n_layer, int pp, int stage, int virtual_stages) {
+  const int64_t chunks = int64_t(pp) * virtual_stages, base = n_layer / chunks, extra = n_layer % chunks;
+  auto range = [&](int64_t c) {  // global chunk c of the balanced split
+    const int64_t begin = c * base + std::min<int64_t>(c, extra);
+    return std::make_pair(begin, begin + base + (c < extra ? 1 : 0));
+  };
   StageSpec s;
-  s.layer_begin = stage * base + std::min<int64_t>(stage, extra);
-  s.layer_end = s.layer_begin + base + (stage < extra ? 1 : 0);
+  std::tie(s.layer_begin, s.layer_end) = range(stage);
+  for (int k = 1; k < virtual_stages; ++k) s.later_chunks.push_back(range(stage + int64_t(k) * pp));
   s.first = stage == 0;
   s.last = stage == pp - 1;
   return s;
+}
+
+int64_t StageSpec::layers() const {
+  int64_t n = layer_end - layer_begin;
+  for (const auto& [b, e] : later_chunks) n += e - b;
+  return n;
+}
+
+std::vector<int64_t> StageSpec::layerIds() const {
+  std::vector<int64_t> ids;
+  for (int64_t l = layer_begin; l < layer_end; ++l) ids.push_back(l);
+  for (const auto& [b, e] : later_chunks)
+    for (int64_t l = b; l < e; ++l) ids.push_back(l);
+  return ids;
+}
+
+StageSpec StageSpec::chunk(int k) const {
+  StageSpec c;
+  std::tie(c.layer_begin, c.layer_end) = k == 0 ? std::make_pair(layer_begin, layer_end) : later_chunks[size_t(k - 1)];
+  c.first = first && k == 0;
+  c.last = last && k == chunks() - 1;
+  return c;
 }
 
 std::vector<at::Tensor> GptWeights::flat() const {
@@ -69,6 +96,21 @@ GptWeights GptWeights::fromFlat(const std::vector<at::Tensor>& f, const StageSpe
   return w;
 }
 
+GptWeights GptWeights::chunk(const StageSpec& st, int k) const {
+  const StageSpec c = st.chunk(k);
+  size_t offset = 0;  // blocks hold the chunks' layers one chunk after the other
+  for (int j = 0; j < k; ++j) offset += size_t(st.chunk(j).layers());
+  GptWeights w;
+  if (c.first || c.last) w.wte = wte;
+  if (c.first) w.wpe = wpe;
+  w.blocks.assign(blocks.begin() + ptrdiff_t(offset), blocks.begin() + ptrdiff_t(offset + size_t(c.layers())));
+  if (c.last) {
+    w.lnf_w = lnf_w;
+    w.lnf_b = lnf_b;
+  }
+  return w;
+}
+
 std::vector<ParamInfo> GptWeights::info(const StageSpec& st) {
   std::vector<ParamInfo> v;
   if (st.first || st.last) v.push_back({"wte", true, true, false, true});
@@ -80,7 +122,7 @@ std::vector<ParamInfo> GptWeights::info(const StageSpec& st) {
       {"ln_2.weight", false, false, true},       {"ln_2.bias", false, false, true},
       {"mlp.c_fc.weight", true, true, false},    {"mlp.c_fc.bias", false, true, false},
       {"mlp.c_proj.weight", true, true, false},  {"mlp.c_proj.bias", false, false, true}};
-  for (int64_t l = st.layer_begin; l < st.layer_end; ++l)
+  for (int64_t l : st.layerIds())
     for (const auto& b : kBlock) v.push_back({"h." + std::to_string(l) + "." + b.name, b.decay, b.sharded, b.sp_partial});
   if (st.last) {
     v.push_back({"ln_f.weight", false, false, true, false});
@@ -142,8 +184,8 @@ GptWeights shardGpt(const GptWeights& full, const StageSpec& st, int tp, int r, 
     w.wte = leaf(rows(wte));
   }
   if (st.first) w.wpe = leaf(full.wpe);
-  for (int64_t l = st.layer_begin; l < st.layer_end; ++l) {
-    const BlockWeights& f = full.blocks[l];
+  for (int64_t l : st.layerIds()) {
+    const BlockWeights& f = full.blocks[size_t(l)];
     BlockWeights b;
     b.ln1_w = leaf(f.ln1_w);
     b.ln1_b = leaf(f.ln1_b);

@@ -87,6 +87,7 @@ struct Trainer::Impl {
   std::vector<at::Tensor> master;      // fp32 weights (the optimizer's)
   std::vector<at::Tensor> compute;     // weights forward/backward use: `master` in fp32, else copies
   GptWeights compute_weights;
+  std::vector<GptWeights> chunk_weights;  // compute_weights by model chunk (one unless interleaved 1F1B)
   std::unique_ptr<GradSync> sync;
   std::unique_ptr<Optimizer> optimizer;
   std::vector<size_t> owned;           // indices this rank's optimizer updates
@@ -136,7 +137,15 @@ struct Trainer::Impl {
       case Schedule::Pipeline: {
         PipelineStep p{comm->pp(), stage, cfg.pp_schedule, M, activationShape(), compute_dtype, device};
         loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
-        loss_sum += runPipeline(p, batch, forward, loss_scale, [&](int64_t m) { sync->setLastMicroBatch(m == M - 1); });
+        auto chunk_forward = [&](int k, const at::Tensor& input, const at::Tensor& targets) {
+          TRAINSCOPE_RANGE(names::kForward);
+          at::Tensor out = stageForward(chunk_weights[size_t(k)], stage.chunk(k), tp, cfg.model.n_head, input,
+                                        targets, cfg.ckpt);
+          memoryCounter(*memory);
+          return out;
+        };
+        loss_sum += runPipeline(p, batch, chunk_forward, loss_scale,
+                                [&](int64_t m) { sync->setLastMicroBatch(m == M - 1); });
         break;
       }
     }
@@ -399,7 +408,7 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
   s.data = std::make_unique<TokenSource>(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
 
   // Model: the whole model is initialised identically everywhere, then each rank keeps its part.
-  s.stage = StageSpec::of(cfg.model.n_layer, s.layout.pp, s.layout.pp_rank);
+  s.stage = StageSpec::of(cfg.model.n_layer, s.layout.pp, s.layout.pp_rank, int(cfg.virtual_stages));
   s.tp.group = s.layout.tp > 1 ? &comm->tp() : nullptr;
   s.tp.sequence_parallel = cfg.sequence_parallel;
   s.tp.vocab = cfg.model.vocab_size;
@@ -438,6 +447,7 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
   s.sync = std::make_unique<GradSync>(comm->dpCp(), mode, int64_t(cfg.bucket_mb * 1024 * 1024), s.compute, s.master,
                                       s.lowPrecision(), managed);
   s.compute_weights = GptWeights::fromFlat(s.compute, s.stage);
+  for (int k = 0; k < s.stage.chunks(); ++k) s.chunk_weights.push_back(s.compute_weights.chunk(s.stage, k));
   s.setUpLanes();
   s.schedule = s.lanes ? Impl::Schedule::Lanes : s.layout.pp > 1 ? Impl::Schedule::Pipeline : Impl::Schedule::Plain;
 

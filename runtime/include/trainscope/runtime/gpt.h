@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -38,14 +39,24 @@ struct BlockWeights {
   static BlockWeights fromFlat(const at::Tensor* first);  // reads kCount tensors
 };
 
-// Which layers a pipeline stage holds.
+// Which layers a pipeline stage holds. One contiguous range of layers (a model chunk), or under
+// interleaved 1F1B v chunks per rank in Megatron-LM's layout: the layers split into pp·v chunks,
+// rank r holding chunks r, r + pp, r + 2·pp, … (Narayanan et al. 2021, §2.2). `first` (wte, wpe)
+// belongs to the rank's chunk 0 and `last` (ln_f, the tied head) to its chunk v − 1.
 struct StageSpec {
-  int64_t layer_begin = 0, layer_end = 0;
+  int64_t layer_begin = 0, layer_end = 0;  // chunk 0's layers
   bool first = true, last = true;
-  int64_t layers() const { return layer_end - layer_begin; }
-  static StageSpec whole(int64_t n_layer) { return {0, n_layer, true, true}; }
-  // Balanced split of n_layer over pp stages (earlier stages take the remainder).
-  static StageSpec of(int64_t n_layer, int pp, int stage);
+  // Interleaved 1F1B: the layer ranges [begin, end) of chunks 1 … v − 1, in chunk order. Empty: one chunk.
+  std::vector<std::pair<int64_t, int64_t>> later_chunks;
+
+  int chunks() const { return 1 + static_cast<int>(later_chunks.size()); }
+  int64_t layers() const;                // over all chunks
+  std::vector<int64_t> layerIds() const;  // global layer numbers, in chunk order
+  StageSpec chunk(int k) const;          // chunk k alone (first only for k = 0, last only for k = v − 1)
+  static StageSpec whole(int64_t n_layer) { return {0, n_layer, true, true, {}}; }
+  // Balanced split of n_layer over pp stages (earlier stages take the remainder); with
+  // virtual_stages v > 1, chunk k of this stage is chunk stage + k·pp of that split over pp·v.
+  static StageSpec of(int64_t n_layer, int pp, int stage, int virtual_stages = 1);
 };
 
 // What a flat parameter is, for decay, norms and tensor-parallel gradient reduction.
@@ -67,6 +78,9 @@ struct GptWeights {
   std::vector<at::Tensor> flat() const;
   static GptWeights fromFlat(const std::vector<at::Tensor>& flat, const StageSpec& stage);
   static std::vector<ParamInfo> info(const StageSpec& stage);
+  // The weights model chunk k of `stage` runs on (the same tensors, no copy): its blocks, and the
+  // embeddings or ln_f where that chunk holds them.
+  GptWeights chunk(const StageSpec& stage, int k) const;
 };
 
 // GPT-2 initialised fp32 weights of the whole model, deterministic for a seed (CPU generator, so
