@@ -86,13 +86,16 @@ std::vector<OpStat> kernelsByTotalTime(RunReader& reader) {
 bool isP2p(const std::string& op) { return op == "send" || op == "recv"; }
 
 // The instance of `group` that `rank` is in, as a number its members share; nullopt for a group the
-// layout does not define. parallel.h: tp (same dp, pp), dp (same tp, pp), pp and embedding (same tp, dp).
+// layout does not define. parallel.h: tp (same cp, dp, pp), dp (same tp, cp, pp), pp and embedding
+// (same tp, cp, dp), cp (same tp, dp, pp), dp_cp (same tp, pp).
 std::optional<int64_t> instanceOf(const RunLayout& l, const std::string& group, int64_t rank) {
   if (rank < 0 || rank >= l.world) return std::nullopt;  // not a rank of this layout (a damaged row)
   const RunLayout::Coords c = l.coords(rank);
-  if (group == "tp") return c.dp + l.dp * c.pp;
-  if (group == "dp") return c.tp + l.tp * c.pp;
-  if (group == "pp" || group == "embedding") return c.tp + l.tp * c.dp;
+  if (group == "tp") return c.cp + l.cp * (c.dp + l.dp * c.pp);
+  if (group == "dp") return c.tp + l.tp * (c.cp + l.cp * c.pp);
+  if (group == "pp" || group == "embedding") return c.tp + l.tp * (c.cp + l.cp * c.dp);
+  if (group == "cp") return c.tp + l.tp * (c.dp + l.dp * c.pp);
+  if (group == "dp_cp") return c.tp + l.tp * c.pp;
   if (group == "world") return 0;
   return std::nullopt;
 }
@@ -171,13 +174,41 @@ void linkP2p(const std::vector<Collective>& rows, const RunLayout& l,
         agrees = false;  // not the schedule this layout runs (dropped rows, another runtime): no guesses
         break;
       }
-      const int64_t peer = l.rankOf({c.dp, c.tp, c.pp + op.peer});
+      const int64_t peer = l.rankOf({c.dp, c.tp, c.pp + op.peer, c.cp});
       if (op.send) mine_sends[{rank, peer, step, op.m}] = i;
       else mine_recvs[{peer, rank, step, op.m}] = i;
     }
     if (!agrees) continue;
     sends.insert(mine_sends.begin(), mine_sends.end());
     recvs.insert(mine_recvs.begin(), mine_recvs.end());
+  }
+  for (const auto& [key, s] : sends) {
+    auto r = recvs.find(key);
+    if (r == recvs.end() || rows[s].bytes != rows[r->second].bytes) continue;
+    out.call_of[s] = out.call_of[r->second] = int64_t(out.calls.size());
+    out.calls.push_back(makeCall(rows, {s, r->second}, true));
+  }
+}
+
+// Context parallelism's ring (context_parallel.cpp): every rank of a `cp` group issues the same
+// sequence of shifts, each a send to the next rank of the ring and a receive from the previous one,
+// so rank i's k-th send is rank i+1's k-th receive.
+void linkRing(const std::vector<Collective>& rows, const RunLayout& l,
+              const std::map<std::pair<int64_t, std::string>, std::vector<size_t>>& by_rank_group, CollectiveLinks& out) {
+  using Key = std::tuple<int64_t, int64_t, int64_t>;  // sender, receiver, shift number
+  std::map<Key, size_t> sends, recvs;
+  for (const auto& [rank_group, list] : by_rank_group) {
+    if (rank_group.second != "cp" || rank_group.first < 0 || rank_group.first >= l.world) continue;
+    const int64_t rank = rank_group.first;
+    RunLayout::Coords next = l.coords(rank), prev = next;
+    next.cp = (next.cp + 1) % l.cp;
+    prev.cp = (prev.cp + l.cp - 1) % l.cp;
+    int64_t k_send = 0, k_recv = 0;
+    for (size_t i : list) {
+      if (!isP2p(rows[i].op) || rows[i].group_size != l.cp) continue;
+      if (rows[i].op == "send") sends[{rank, l.rankOf(next), k_send++}] = i;
+      else recvs[{l.rankOf(prev), rank, k_recv++}] = i;
+    }
   }
   for (const auto& [key, s] : sends) {
     auto r = recvs.find(key);
@@ -202,15 +233,17 @@ std::optional<RunLayout> runLayout(const std::map<std::string, std::string>& met
   l.world = count("world", count("nproc", 1));
   l.tp = count("tp", 1);
   l.pp = count("pp", 1);
+  l.cp = count("cp", 1);
   l.micro_batches = count("ga", 1);
   const auto schedule = j.find("pp_schedule");
   l.gpipe = schedule != j.end() && schedule->is_string() && schedule->get<std::string>() == "gpipe";
   constexpr int64_t kMost = int64_t(1) << 20;  // keeps dp·tp·pp within int64 (a damaged config)
-  for (int64_t v : {l.world, l.tp, l.pp, l.micro_batches})
+  for (int64_t v : {l.world, l.tp, l.pp, l.cp, l.micro_batches})
     if (v < 1 || v > kMost) return std::nullopt;
-  l.dp = count("dp", l.world / (l.tp * l.pp));
+  if (l.tp * l.pp * l.cp > kMost) return std::nullopt;  // keeps dp·cp·tp·pp within int64
+  l.dp = count("dp", l.world / (l.tp * l.pp * l.cp));
   if (l.dp < 1 || l.dp > kMost) return std::nullopt;
-  if (l.dp * l.tp * l.pp != l.world) return std::nullopt;
+  if (l.dp * l.tp * l.pp * l.cp != l.world) return std::nullopt;
   return l;
 }
 
@@ -254,6 +287,7 @@ CollectiveLinks linkCollectives(const std::vector<Collective>& rows, const std::
     out.calls.push_back(makeCall(rows, std::move(members), false));
   }
   if (layout && layout->pp > 1) linkP2p(rows, *layout, by_rank_group, out);
+  if (layout && layout->cp > 1) linkRing(rows, *layout, by_rank_group, out);
   return out;
 }
 

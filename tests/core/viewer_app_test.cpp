@@ -13,9 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -32,6 +34,7 @@
 #include "trainscope/viewer/query.h"
 #include "trainscope/viewer/ruler.h"
 #include "trainscope/viewer/stats.h"
+#include "trainscope/viewer/diff.h"
 
 namespace v = trainscope::viewer;
 using trainscope::testing::sh;
@@ -855,4 +858,134 @@ TEST(ViewerApp, ACollectivesWaitIsDrawnApartFromItsTransfer) {
     ++checked;
   }
   EXPECT_EQ(checked, 2);
+}
+
+// Range statistics as drawn are SQL over the same window: the test asks SQLite, over the run database
+// file, for each kernel name's count, clipped total, min, max, lower median and nearest-rank p99, and
+// the --layout table, its CSV (`csv stats`), the SQL box (`sql`) and the histogram must agree with it;
+// a write typed into the SQL box is refused and the file is unchanged.
+TEST(ViewerApp, RangeStatisticsEqualSqlOverTheWindowAndTablesExport) {
+  const std::string db = trace();
+  const v::Trace t = v::loadTrace(db);
+  const auto w = t.stepWindow(1, 0);
+  ASSERT_TRUE(w);
+  const int64_t a = w->first - t.begin + 41'111, b = a + 3'000'000;  // relative to the trace start
+  const int64_t B = t.begin + a, E = t.begin + b;
+  const std::string csv = tempPath("range_stats.csv"), range_csv = tempPath("range_names.csv"),
+                    sql_csv = tempPath("range_sql.csv"), script = tempPath("range_sql.txt");
+  std::filesystem::remove(csv);
+  const auto before = std::filesystem::file_size(db);
+  std::ofstream(script) << "range " << a << " " << b << "\nstats range\nstats kernels\ntab stats\nframes 2\n"
+                        << "csv stats " << csv << "\ncsv range " << range_csv << "\n"
+                        << "sql \"DELETE FROM kernels\"\nframes 1\n"
+                        << "sql \"SELECT count(*) AS n FROM kernels WHERE end_ns > " << B << " AND start_ns < " << E
+                        << "\"\ncsv sql " << sql_csv << "\ntab stats\nframes 2\n";
+  const Shot s = shoot(db, "--script " + script, "range_sql");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  // SQLite's own figures for the window.
+  trainscope::rundb::Database d(db, trainscope::rundb::Database::Mode::ReadOnly);
+  trainscope::rundb::Statement q(
+      d, "WITH w AS (SELECT s.value AS name, MIN(k.end_ns, ?2) - MAX(k.start_ns, ?1) AS d FROM kernels k "
+         "JOIN strings s ON s.id = k.name_id WHERE k.end_ns > ?1 AND k.start_ns < ?2), "
+         "r AS (SELECT name, d, ROW_NUMBER() OVER (PARTITION BY name ORDER BY d) AS rn, "
+         "COUNT(*) OVER (PARTITION BY name) AS n FROM w) "
+         "SELECT name, COUNT(*), SUM(d), MIN(d), MAX(d), MAX(CASE WHEN rn = (n + 1) / 2 THEN d END), "
+         "MAX(CASE WHEN rn = (99 * n + 99) / 100 THEN d END) FROM r GROUP BY name");
+  q.bindFrom(1, B, E);
+  std::map<std::string, std::array<int64_t, 6>> want;
+  int64_t kernels = 0;
+  while (q.step()) {
+    want[q.columnText(0)] = {q.columnInt(1), q.columnInt(2), q.columnInt(3), q.columnInt(4), q.columnInt(5), q.columnInt(6)};
+    kernels += q.columnInt(1);
+  }
+  ASSERT_GT(want.size(), 1u);
+  const auto& st = s.layout["stats"];
+  ASSERT_TRUE(st["in_range"].get<bool>()) << st.dump();
+  EXPECT_TRUE(st["complete"].get<bool>());
+  EXPECT_EQ(st["group"], "kernels");
+  ASSERT_EQ(st["rows"].size(), want.size()) << st.dump();
+  for (const auto& r : st["rows"]) {
+    const auto it = want.find(r["name"].get<std::string>());
+    ASSERT_NE(it, want.end()) << r.dump();
+    EXPECT_EQ(r["rank"], v::kAllRanks);
+    const std::array<int64_t, 6> got = {r["count"], r["total_ns"], r["min_ns"], r["max_ns"], r["median_ns"], r["p99_ns"]};
+    EXPECT_EQ(got, it->second) << r.dump();
+  }
+  // The CSV the script wrote: the same rows, exact nanoseconds.
+  std::ifstream in(csv);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line.rfind("name,rank,count,total_ns,", 0), 0u) << line;
+  size_t lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    const std::string name = line.substr(0, line.find(','));
+    ASSERT_TRUE(want.count(name)) << line;
+    EXPECT_EQ(line.rfind(name + ",all," + std::to_string(want[name][0]) + "," + std::to_string(want[name][1]) + ",", 0), 0u)
+        << line;
+  }
+  EXPECT_EQ(lines, want.size());
+  std::ifstream rn(range_csv);
+  ASSERT_TRUE(std::getline(rn, line));
+  EXPECT_EQ(line, "table,name,rank,count,total_ns,share_of_range_per_rank");
+  // The SQL box ran the count (the write before it was refused; the file is as it was).
+  ASSERT_TRUE(s.layout.contains("sql")) << s.layout.dump();
+  EXPECT_EQ(s.layout["sql"]["error"], "");
+  EXPECT_EQ(s.layout["sql"]["rows"][0][0], std::to_string(kernels));
+  std::ifstream sq(sql_csv);
+  std::string sql_text((std::istreambuf_iterator<char>(sq)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(sql_text, "n\n" + std::to_string(kernels) + "\n");
+  EXPECT_EQ(std::filesystem::file_size(db), before);
+  EXPECT_EQ(v::loadTrace(db).event_count, t.event_count);
+  // The histogram beside the table: the top row's durations, every one of them.
+  const auto& h = st["histogram"];
+  ASSERT_TRUE(want.count(h["name"].get<std::string>())) << h.dump();
+  int64_t n = 0;
+  for (const auto& c : h["counts"]) n += c.get<int64_t>();
+  EXPECT_EQ(n, want[h["name"].get<std::string>()][0]);
+}
+
+// A write in the SQL box is refused on screen, in words.
+TEST(ViewerApp, TheSqlBoxRefusesAWrite) {
+  const std::string script = tempPath("sql_write.txt");
+  std::ofstream(script) << "sql \"DROP TABLE kernels\"\nframes 2\n";
+  const Shot s = shoot(trace(), "--script " + script, "sql_write");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  EXPECT_NE(s.layout["sql"]["error"].get<std::string>().find("read-only"), std::string::npos) << s.layout["sql"].dump();
+  EXPECT_TRUE(s.layout["sql"]["rows"].empty());
+}
+
+// Two runs: the Compare tab's per-name diff over the aligned step is B − A of each run's statistics
+// over that step, written by `csv diff`; a step run A lacks is said, not guessed.
+TEST(ViewerApp, ThePerNameDiffOfTwoRuns) {
+  const std::string a = trace(), b = tempPath("diff_b.db");
+  if (!std::filesystem::exists(b)) v::writeSyntheticTrace(b, {2, 9'000, 3, v::SyntheticOptions{}.start_ns + 3'000'000'000});
+  const std::string csv = tempPath("diff.csv"), script = tempPath("diff.txt");
+  std::ofstream(script) << "step 1\ndiff step\nframes 2\ncsv diff " << csv << "\n";
+  const Shot s = shoot(a + " " + b, "--script " + script, "diff_step");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const v::Trace ta = v::loadTrace(a), tb = v::loadTrace(b);
+  const v::RunDiff want = v::diffRuns(ta, tb, int64_t(1));
+  const auto& got = s.layout["diff"];
+  ASSERT_EQ(got["step"], 1) << got.dump();
+  ASSERT_EQ(got["rows"].size(), want.rows.size());
+  bool changed = false;
+  for (size_t i = 0; i < want.rows.size(); ++i) {
+    EXPECT_EQ(got["rows"][i]["name"], want.rows[i].name);
+    EXPECT_EQ(got["rows"][i]["delta_ns"], want.rows[i].delta_ns());
+    EXPECT_EQ(got["rows"][i]["a_count"], want.rows[i].a_count);
+    changed |= want.rows[i].delta_ns() != 0;
+  }
+  EXPECT_TRUE(changed);  // B has more layers per step
+  std::ifstream in(csv);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line, "group,name,a_count,b_count,a_ns,b_ns,delta_ns");
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_NE(line.find("," + std::to_string(want.rows[0].delta_ns())), std::string::npos) << line;
+  std::ofstream(script) << "step 9\ndiff step\nframes 2\n";
+  const Shot m = shoot(a + " " + b, "--script " + script, "diff_missing");
+  ASSERT_EQ(m.run.status, 0) << m.run.output;
+  EXPECT_NE(m.layout["diff"]["error"].get<std::string>().find("step 9 is not in run A"), std::string::npos)
+      << m.layout["diff"].dump();
 }

@@ -21,6 +21,7 @@
 #include "model/context_parallel.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/report.h"
 #include "trainscope/runtime/data.h"
 #include "util.h"
 
@@ -254,6 +255,11 @@ TEST_F(ContextParallel, TracedRunRecordsTheRingOnTheCpGroupWithItsBytes) {
   // 2 layers x 4 micro-batches x 2 steps.
   EXPECT_EQ(sends, 4 * 2 * 4 * 2);
   EXPECT_EQ(recvs, sends);
+  // The viewer and report pair every send of the ring with the receive that took it.
+  const std::vector<rdb::Collective> rows = reader.collectives();
+  const rdb::CollectiveLinks links = rdb::linkCollectives(rows, rdb::runLayout(reader.meta()));
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].group == "cp") EXPECT_GE(links.call_of[i], 0) << rows[i].rank << " " << rows[i].op << " " << rows[i].seq;
   int64_t blocks = 0;
   for (const auto& range : reader.events<rdb::Range>(0)) blocks += reader.string(range.name) == "cp_attention";
   EXPECT_EQ(blocks, 2 * 2 * 2 * 4 * 2);  // 2 ring steps, forward and backward, per layer per micro-batch

@@ -59,14 +59,10 @@ void App::openDocument(const std::string& path) {
       raw->load_s = t->load_seconds;
       raw->trace = std::move(t);  // published by `done`
       raw->done.store(true);
-      // Then, with the timeline already up: the statistics and the run summary (a second pass over
-      // the file), each published by summary_done.
-      // Both stop when the document is closed (progress.cancel), so closing never waits for them.
-      auto s = std::make_unique<Statistics>(computeStatistics(*raw->trace, &raw->progress.cancel));
-      std::unique_ptr<rundb::RunSummary> summary;
-      if (auto sum = loadSummary(raw->path, &raw->progress.cancel)) summary = std::make_unique<rundb::RunSummary>(*sum);
-      raw->stats = std::move(s);
-      raw->summary = std::move(summary);
+      // Then, with the timeline already up: the statistics, published piece by piece, and the run
+      // summary beside them (view_stats.cpp). Both stop when the document is closed (progress.cancel),
+      // so closing never waits for them.
+      raw->afterTimeline();
       raw->summary_done.store(true);
       return;
     } catch (const Cancelled&) {
@@ -82,7 +78,7 @@ void App::openDocument(const std::string& path) {
 
 const rundb::RunSummary* App::summary() const {
   for (const auto& d : docs)
-    if (d->ready()) return d->summary_done.load() ? d->summary.get() : nullptr;
+    if (d->ready()) return d->steps_done.load() ? d->summary.get() : nullptr;
   return nullptr;
 }
 
@@ -90,6 +86,9 @@ void App::closeDocuments() {
   range_stats.reset();  // of a trace that goes
   range_stats_trace = nullptr;
   stats_group = -1;     // the next run picks its own default table
+  tables.diff.reset();  // of the traces that go (view_tables.h)
+  tables.hist_for = {};
+  tables.picked.reset();
   for (auto& d : docs) {
     d->progress.cancel.store(true);
     retired.push_back(std::move(d));
@@ -208,6 +207,7 @@ void App::realign() {
 
 void App::applyCommand(const ScriptCommand& c) {
   auto num = [](const std::string& s) { return std::stod(s); };
+  if (applyTableCommand(c)) return;  // csv, sql, diff (view_tables.cpp)
   if (c.op == "view") {
     view.t0 = parseTime(c.args[0], "--script");
     view.t1 = parseTime(c.args[1], "--script");
@@ -240,7 +240,8 @@ void App::applyCommand(const ScriptCommand& c) {
   } else if (c.op == "tab") {
     static const std::pair<const char*, Tab> tabs[] = {{"details", Tab::Details}, {"stats", Tab::Statistics},
                                                        {"steps", Tab::Steps},     {"summary", Tab::Summary},
-                                                       {"compare", Tab::Compare}, {"study", Tab::Study}};
+                                                       {"compare", Tab::Compare}, {"study", Tab::Study},
+                                                       {"sql", Tab::Sql}};
     for (auto& [n, t] : tabs)
       if (c.args[0] == n) tab = t, tab_requested = true;
   }
@@ -251,6 +252,7 @@ void App::poll() {
                 retired.end());  // their loaders have finished: the destructor's join is immediate
   for (auto& d : docs) {
     if (d->summary_done.load() && d->loader.joinable()) d->loader.join();
+    if (std::lock_guard<std::mutex> lock(d->stats_mu); d->stats_next) d->stats = std::move(d->stats_next);
     if (d->ready() && !d->reader) {
       try {
         d->reader = std::make_unique<rundb::RunReader>(d->path);
@@ -324,6 +326,7 @@ void App::writeLayout(const std::string& path) const {
     j["events"] = t->event_count;
     j["bytes"] = t->bytes();
   }
+  tablesLayout(j);  // the diff, the SQL box's rows, the histogram
   files::writeAtomically(path, j.dump(1) + "\n", files::Existing::Replace, "--layout");
 }
 
@@ -343,7 +346,7 @@ int App::run() {
       text.append(buf, size_t(n));
     }
     ::close(fd);
-    script = parseScript(text, opt.script);
+    script = parseTableScript(text, opt.script, parseScript);  // csv, sql, diff; then the rest
   }
   Window window("trainscope-viewer", opt.width, opt.height, !headless);
   for (const auto& f : opt.files) openDocument(f);
@@ -408,6 +411,9 @@ int App::run() {
                 docs.empty() ? 0.0 : docs[0]->load_s, (long long)(t ? t->event_count : 0),
                 t ? double(t->bytes()) / 1048576.0 : 0.0,
                 t && t->event_count ? double(t->bytes()) / double(t->event_count) : 0.0);
+    if (!docs.empty())  // how soon the tabs filled (view_stats.cpp, afterTimeline)
+      std::printf("after the timeline: statistics first shown %.2f s, complete %.2f s; steps %.2f s\n",
+                  docs[0]->stats_first_s.load(), docs[0]->stats_all_s.load(), docs[0]->steps_s.load());
   }
   if (!fatal.empty()) {
     std::cerr << "trainscope-viewer: " << fatal << "\n";

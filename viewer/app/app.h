@@ -6,10 +6,13 @@
 #include <array>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "trainscope/rundb/reader.h"
 #include "trainscope/tuner/study.h"
@@ -20,6 +23,7 @@
 #include "trainscope/viewer/query.h"
 #include "trainscope/viewer/stats.h"
 #include "trainscope/viewer/view_state.h"
+#include "view_tables.h"
 
 struct ImDrawList;
 
@@ -52,13 +56,21 @@ struct Document {
   std::unique_ptr<CorrelationIndex> correlation;
   std::unique_ptr<rundb::RunReader> reader;  // details on selection (UI thread only)
   std::unique_ptr<rundb::RunSummary> summary;  // computed after the timeline is up
-  std::atomic<bool> summary_done{false};
+  std::atomic<bool> summary_done{false};       // every pass after the timeline has ended
+  // The statistics pass publishes snapshots as it goes (StatisticsPass), the run summary runs beside
+  // it: poll() moves the latest snapshot into `stats`; Steps shows once steps_done.
+  std::mutex stats_mu;
+  std::unique_ptr<Statistics> stats_next;  // guarded by stats_mu
+  std::atomic<bool> steps_done{false};
+  // Seconds after the timeline was up: the first statistics, all of them, the run summary (--frame-stats).
+  std::atomic<double> stats_first_s{-1}, stats_all_s{-1}, steps_s{-1};
   int64_t offset = 0;                   // added to this run's times when drawn (run comparison)
   std::vector<double> group_top;        // each rank group's top from the first's, then the total (px)
   NameForms names;                      // demangled and shortened names (UI thread only)
   double load_s = 0;
   ~Document();
   bool ready() const { return trace != nullptr; }
+  void afterTimeline();  // on the loader thread: statistics and summary (view_stats.cpp)
 };
 
 struct Selection {
@@ -105,7 +117,7 @@ struct HeaderRect {
   std::string text;
 };
 
-enum class Tab { Details, Statistics, Steps, Summary, Compare, Study };
+enum class Tab { Details, Statistics, Steps, Summary, Compare, Study, Sql };
 
 class App {
  public:
@@ -136,10 +148,12 @@ class App {
   const Trace* range_stats_trace = nullptr;
   // The statistics table as last drawn (recorded for --layout only).
   struct StatsShown {
-    bool drawn = false, in_range = false;
+    bool drawn = false, in_range = false, complete = true;
     std::string group, hint;
     std::vector<StatRow> rows;
     std::vector<std::string> labels;
+    std::string hist_name;  // the histogram beside the table
+    Histogram hist;
   } stats_shown;
   int64_t align_step = 1;
   bool fitted = false;
@@ -181,6 +195,21 @@ class App {
   void drawSummary();
   void drawCompare();
   void drawStudy();
+  // view_stats.cpp, view_tables.cpp: statistics, the range's names, the runs' diff, the SQL box, CSV.
+  TablesState tables;
+  Document* statsDocument();                         // the run Statistics is of (the first loaded)
+  const Statistics* shownStatistics(bool in_range);  // nullptr while a range is being dragged
+  void statisticsControls(const Statistics* st, const Trace& t, bool in_range);
+  void statisticsTable(const Statistics& st, Document& d, bool in_range);
+  void statisticsHistogram(const Statistics& st, Document& d);
+  void drawRangeNames();
+  const RunDiff* nameDiff();
+  void drawNameDiff();
+  void drawSql();
+  void startSql(const std::string& query, bool wait);
+  Table tableFor(const std::string& which);          // stats, range, diff, steps, sql
+  bool applyTableCommand(const ScriptCommand& c);    // csv, sql, diff; false: not one of them
+  void tablesLayout(nlohmann::json& j) const;
   // view_comm.cpp: ranks related.
   float drawCollectiveWait(ImDrawList* dl, size_t doc, const EventRef& r, float x0, float x1, float y0, float y1);
   void drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered);

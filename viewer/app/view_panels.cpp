@@ -8,6 +8,7 @@
 #include "app.h"
 #include "trainscope/viewer/details.h"
 #include "trainscope/viewer/image.h"
+#include "trainscope/viewer/table.h"
 
 namespace trainscope::viewer {
 
@@ -76,6 +77,11 @@ void App::drawDetails() {
       }
       ImGui::EndTable();
     }
+    // Per name and rank: the range's statistics (view_stats.cpp), half the panel when an event is
+    // selected too.
+    if (selection) ImGui::BeginChild("range_names_child", ImVec2(0, ImGui::GetContentRegionAvail().y * 0.45f));
+    drawRangeNames();
+    if (selection) ImGui::EndChild();
     ImGui::Separator();
   }
   if (!selection || !docs[selection->doc]->ready()) {
@@ -126,153 +132,11 @@ void App::drawDetails() {
   ImGui::EndChild();
 }
 
-void App::drawStatistics() {
-  Document* d = nullptr;
-  for (auto& x : docs)
-    if (x->ready()) {
-      d = x.get();
-      break;
-    }
-  if (!d) return;
-  if (!d->summary_done.load() || !d->stats) {  // computed after the timeline is up
-    ImGui::TextDisabled("Computing the statistics...");
-    return;
-  }
-  const Trace& t = *d->trace;
-  if (stats_group < 0) stats_group = int(defaultGroup(*d->stats));  // kernels, or ops for a CPU run
-  // Limited to the selected range: computed when the range is final (not while it is being dragged),
-  // on this thread — its cost is the events in the range.
-  const bool in_range = stats_in_range && range;
-  if (in_range && (!range_stats || range_stats_for != *range || range_stats_trace != &t) &&
-      !ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
-    range_stats = std::make_unique<Statistics>(computeRangeStatistics(t, range->first, range->second));
-    range_stats_for = *range;
-    range_stats_trace = &t;
-  }
-  const Statistics* st = in_range ? (range_stats && range_stats_trace == &t ? range_stats.get() : nullptr) : d->stats.get();
-  for (int g = 0; g < kStatGroups; ++g) {
-    if (g) ImGui::SameLine();
-    const std::string label = std::string(groupName(StatGroup(g))) + " (" +
-                              std::to_string(st ? st->events[size_t(g)] : 0) + ")###g" + std::to_string(g);
-    ImGui::RadioButton(label.c_str(), &stats_group, g);
-  }
-  ImGui::SameLine(0, 30);
-  ImGui::SetNextItemWidth(140);
-  const std::string cur = stats_rank == kAllRanks ? "all ranks" : stats_rank == kEachRank ? "each rank"
-                                                                : "rank " + std::to_string(stats_rank);
-  if (ImGui::BeginCombo("##rank", cur.c_str())) {
-    if (ImGui::Selectable("all ranks", stats_rank == kAllRanks)) stats_rank = kAllRanks;
-    if (ImGui::Selectable("each rank", stats_rank == kEachRank)) stats_rank = kEachRank;
-    ImGuiListClipper clip;  // tens of thousands of ranks: only the visible entries
-    clip.Begin(int(t.ranks.size()));
-    while (clip.Step())
-      for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
-        const RankGroup& g = t.ranks[size_t(i)];
-        const std::string n = "rank " + std::to_string(g.rank);
-        if (ImGui::Selectable(n.c_str(), stats_rank == g.rank)) stats_rank = g.rank;
-      }
-    ImGui::EndCombo();
-  }
-  ImGui::SameLine(0, 30);
-  if (!range) ImGui::BeginDisabled();
-  ImGui::Checkbox("selected range only", &stats_in_range);
-  if (!range) ImGui::EndDisabled();
-  if (in_range) {
-    ImGui::SameLine();
-    ImGui::TextDisabled("%s from %s, times clipped to it", formatExact(range->second - range->first).c_str(),
-                        formatExact(range->first - origin()).c_str());
-  }
-  if (!st) {
-    ImGui::TextDisabled("Release the mouse to compute the range's statistics.");
-    return;
-  }
-  const bool record = !opt.layout.empty();
-  stats_shown = {};
-  stats_shown.drawn = true;
-  stats_shown.in_range = in_range;
-  stats_shown.group = groupName(StatGroup(stats_group));
-  if (const std::string hint = emptyHint(*st, StatGroup(stats_group)); !hint.empty()) {
-    ImGui::TextDisabled("%s", hint.c_str());
-    stats_shown.hint = hint;
-    return;
-  }
-  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
-                                ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV;
-  if (!ImGui::BeginTable("stats", 11, flags)) return;
-  ImGui::TableSetupScrollFreeze(0, 1);
-  const ImGuiTableColumnFlags num = ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_PreferSortDescending;
-  ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch, 0, int(StatSort::Name));
-  ImGui::TableSetupColumn("rank", ImGuiTableColumnFlags_WidthFixed, 50, int(StatSort::Rank));
-  ImGui::TableSetupColumn("count", ImGuiTableColumnFlags_WidthFixed, 70, int(StatSort::Count));
-  ImGui::TableSetupColumn("total", num | ImGuiTableColumnFlags_DefaultSort, 80, int(StatSort::Total));
-  ImGui::TableSetupColumn("self", num, 80, int(StatSort::Self));
-  ImGui::TableSetupColumn("min", num, 80, int(StatSort::Min));
-  ImGui::TableSetupColumn("median", num, 80, int(StatSort::Median));
-  ImGui::TableSetupColumn("p99", num, 80, int(StatSort::P99));
-  ImGui::TableSetupColumn("max", num, 80, int(StatSort::Max));
-  ImGui::TableSetupColumn("mean", num, 80, int(StatSort::Mean));
-  // Whole run: the share of the table's total. A range: the share of the range per rank (a row over
-  // all ranks divides by the range times the ranks, never summing ranks into "200%").
-  ImGui::TableSetupColumn(in_range ? "% of range/rank" : "% of total", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort, 100);
-  ImGui::TableHeadersRow();
-  StatSort by = StatSort::Total;
-  bool desc = true;
-  if (ImGuiTableSortSpecs* sp = ImGui::TableGetSortSpecs(); sp && sp->SpecsCount > 0) {
-    by = StatSort(sp->Specs[0].ColumnUserID);
-    desc = sp->Specs[0].SortDirection == ImGuiSortDirection_Descending;
-  }
-  const auto rowsOf = statRows(*st, t, StatGroup(stats_group), stats_rank, by, desc);
-  double sum = 0;
-  for (const auto* r : rowsOf) sum += double(r->total_ns);
-  auto dur = [](int64_t ns) { ImGui::Text("%s", formatDuration(double(ns)).c_str()); };
-  const float char_w = std::max(1.f, ImGui::CalcTextSize("M").x);
-  ImGuiListClipper clip;
-  clip.Begin(int(rowsOf.size()));
-  while (clip.Step())
-    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
-      const StatRow& r = *rowsOf[size_t(i)];
-      ImGui::TableNextRow();
-      ImGui::TableNextColumn();
-      ImGui::PushID(i);
-      // The name as on the timeline: demangled, shortened to the column (names.h); in full on hover.
-      const std::string shown = d->names.fit(r.name, t.names, size_t(ImGui::GetContentRegionAvail().x / char_w));
-      if (ImGui::Selectable(shown.c_str(), false, ImGuiSelectableFlags_SpanAllColumns)) runSearch(t.names[r.name]);
-      if (ImGui::IsItemHovered()) {
-        const std::string& full = d->names.full(r.name, t.names);
-        ImGui::BeginTooltip();
-        ImGui::PushTextWrapPos(ImGui::GetFontSize() * 60);
-        ImGui::TextUnformatted(full.c_str());
-        if (full != t.names[r.name]) ImGui::TextDisabled("%s", t.names[r.name].c_str());
-        ImGui::PopTextWrapPos();
-        ImGui::EndTooltip();
-      }
-      ImGui::PopID();
-      ImGui::TableNextColumn();
-      if (r.rank >= 0) ImGui::Text("%lld", (long long)r.rank);
-      else ImGui::TextDisabled("all");
-      ImGui::TableNextColumn();
-      ImGui::Text("%lld", (long long)r.count);
-      for (int64_t v : {r.total_ns, r.self_ns, r.min_ns, r.median_ns, r.p99_ns, r.max_ns}) {
-        ImGui::TableNextColumn();
-        dur(v);
-      }
-      ImGui::TableNextColumn();
-      ImGui::Text("%s", formatDuration(r.mean_ns()).c_str());
-      ImGui::TableNextColumn();
-      ImGui::Text("%s", in_range ? pct(st->shareOfRangePerRank(r), 1).c_str() : pct(double(r.total_ns), sum).c_str());
-      if (record) {
-        stats_shown.rows.push_back(r);
-        stats_shown.labels.push_back(shown);
-      }
-    }
-  ImGui::EndTable();
-}
-
 void App::drawSteps() {
   const Trace* t = primary();
   const rundb::RunSummary* sum = summary();
   if (!t || !sum) {
-    ImGui::TextDisabled(t && !docs[0]->summary_done.load() ? "Computing the run summary..." : "This file has no steps.");
+    ImGui::TextDisabled(t && !docs[0]->steps_done.load() ? "Computing the run summary..." : "This file has no steps.");
     return;
   }
   const auto& s = *sum;
@@ -370,28 +234,37 @@ void App::drawCompare() {
   ImGui::SameLine();
   ImGui::TextDisabled("B is drawn shifted by %s", formatDuration(double(docs[1]->offset)).c_str());
   const auto diffs = compareSteps(*docs[0]->trace, *docs[1]->trace);
-  if (!ImGui::BeginTable("diff", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY)) return;
-  ImGui::TableSetupColumn("step");
-  ImGui::TableSetupColumn("A");
-  ImGui::TableSetupColumn("B");
-  ImGui::TableSetupColumn("B - A");
-  ImGui::TableHeadersRow();
-  for (const auto& s : diffs) {
-    ImGui::TableNextRow();
-    ImGui::TableNextColumn();
-    ImGui::Text("%lld", (long long)s.step);
-    ImGui::TableNextColumn();
-    ImGui::Text("%s", s.a_s > 0 ? formatDuration(s.a_s * 1e9).c_str() : "-");
-    ImGui::TableNextColumn();
-    ImGui::Text("%s", s.b_s > 0 ? formatDuration(s.b_s * 1e9).c_str() : "-");
-    ImGui::TableNextColumn();
-    if (s.a_s > 0 && s.b_s > 0) {
-      const double d = s.b_s - s.a_s;
-      ImGui::TextColored(d > 0 ? ImVec4(1, .45f, .45f, 1) : ImVec4(.5f, 1, .5f, 1), "%s%s (%+.1f%%)", d > 0 ? "+" : "",
-                         formatDuration(d * 1e9).c_str(), 100 * d / s.a_s);
+  ImGui::BeginChild("compare_steps", ImVec2(std::min(420.f, ImGui::GetContentRegionAvail().x * 0.35f), 0));
+  if (ImGui::SmallButton("copy steps as CSV")) ImGui::SetClipboardText(toCsv(stepsTable(diffs)).c_str());
+  if (ImGui::BeginTable("diff", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY)) {
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("step");
+    ImGui::TableSetupColumn("A");
+    ImGui::TableSetupColumn("B");
+    ImGui::TableSetupColumn("B - A");
+    ImGui::TableHeadersRow();
+    for (const auto& s : diffs) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", (long long)s.step);
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", s.a_s > 0 ? formatDuration(s.a_s * 1e9).c_str() : "-");
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", s.b_s > 0 ? formatDuration(s.b_s * 1e9).c_str() : "-");
+      ImGui::TableNextColumn();
+      if (s.a_s > 0 && s.b_s > 0) {
+        const double d = s.b_s - s.a_s;
+        ImGui::TextColored(d > 0 ? ImVec4(1, .45f, .45f, 1) : ImVec4(.5f, 1, .5f, 1), "%s%s (%+.1f%%)", d > 0 ? "+" : "",
+                           formatDuration(d * 1e9).c_str(), 100 * d / s.a_s);
+      }
     }
+    ImGui::EndTable();
   }
-  ImGui::EndTable();
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("compare_names", ImVec2(0, 0));
+  drawNameDiff();
+  ImGui::EndChild();
 }
 
 }  // namespace trainscope::viewer

@@ -117,6 +117,7 @@ void App::drawFrame() {
           case Tab::Summary: drawSummary(); break;
           case Tab::Compare: drawCompare(); break;
           case Tab::Study: drawStudy(); break;
+          case Tab::Sql: drawSql(); break;
         }
         ImGui::EndTabItem();
       }
@@ -127,6 +128,7 @@ void App::drawFrame() {
       item("Steps", Tab::Steps);
       item("Summary", Tab::Summary);
       if (docs.size() > 1) item("Compare", Tab::Compare);
+      item("SQL", Tab::Sql);
     }
     if (study) item("Study", Tab::Study);
     ImGui::EndTabBar();

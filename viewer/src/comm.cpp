@@ -58,7 +58,8 @@ void linkTrace(Trace& trace, const std::vector<rundb::Collective>& rows, const s
 std::string rankCoordinates(const Trace& trace, int64_t rank) {
   if (!trace.comm.layout || rank < 0 || rank >= trace.comm.layout->world) return {};
   const rundb::RunLayout::Coords c = trace.comm.layout->coords(rank);
-  return "dp " + std::to_string(c.dp) + " tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp);
+  const std::string cp = trace.comm.layout->cp > 1 ? " cp " + std::to_string(c.cp) : "";
+  return "dp " + std::to_string(c.dp) + cp + " tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp);
 }
 
 MemberTiming memberTiming(const Trace& trace, const CommCall& call, const EventRef& member) {

@@ -38,6 +38,11 @@ RunDiff diffRuns(const Trace& a, const Trace& b, std::optional<int64_t> step, co
     sa = computeStatistics(a, cancel);
     sb = computeStatistics(b, cancel);
   }
+  out.rows = diffStatistics(sa, a, sb, b);
+  return out;
+}
+
+std::vector<DiffRow> diffStatistics(const Statistics& sa, const Trace& a, const Statistics& sb, const Trace& b) {
   std::map<std::pair<int, std::string>, DiffRow> rows;
   auto take = [&](const Statistics& s, const Trace& t, bool is_b) {
     for (const StatRow& r : s.rows) {
@@ -51,9 +56,10 @@ RunDiff diffRuns(const Trace& a, const Trace& b, std::optional<int64_t> step, co
   };
   take(sa, a, false);
   take(sb, b, true);
-  out.rows.reserve(rows.size());
-  for (auto& [k, d] : rows) out.rows.push_back(std::move(d));
-  std::stable_sort(out.rows.begin(), out.rows.end(), [](const DiffRow& x, const DiffRow& y) {
+  std::vector<DiffRow> out;
+  out.reserve(rows.size());
+  for (auto& [k, d] : rows) out.push_back(std::move(d));
+  std::stable_sort(out.begin(), out.end(), [](const DiffRow& x, const DiffRow& y) {
     const int64_t dx = std::abs(x.delta_ns()), dy = std::abs(y.delta_ns());
     if (dx != dy) return dx > dy;
     return std::abs(x.delta_count()) > std::abs(y.delta_count());  // then by the map's (group, name) order

@@ -154,6 +154,7 @@ Statistics StatisticsPass::snapshot() const {
   if (!done()) {
     s.complete = false;
     s.fraction = fraction();
+    s.groups_done = g_;
     std::vector<Acc> seen = group_->accs;  // the pass goes on with its own
     finishGroup(seen, StatGroup(g_), s.rows);
   }
@@ -294,6 +295,14 @@ std::vector<const StatRow*> statRows(const Statistics& s, const Trace& trace, St
     return a->rank < b->rank;
   });
   return out;
+}
+
+std::vector<const StatRow*> rangeNameRows(const Statistics& s, int64_t rank) {
+  std::vector<const StatRow*> rows;
+  for (const auto& r : s.rows)
+    if (rank == kEachRank ? r.rank >= 0 : r.rank == rank) rows.push_back(&r);
+  std::stable_sort(rows.begin(), rows.end(), [](const StatRow* a, const StatRow* b) { return a->total_ns > b->total_ns; });
+  return rows;
 }
 
 }  // namespace trainscope::viewer

@@ -45,6 +45,18 @@ Table statsTable(const Statistics& s, const Trace& trace, StatGroup g, int64_t r
   return t;
 }
 
+Table rangeNamesTable(const Statistics& s, const Trace& trace, int64_t rank) {
+  Table t;
+  t.columns = {"table", "name", "rank", "count", "total_ns", "share_of_range_per_rank"};
+  for (const StatRow* r : rangeNameRows(s, rank)) {
+    char share[32];
+    std::snprintf(share, sizeof share, "%.6f", s.shareOfRangePerRank(*r));
+    t.rows.push_back({groupName(r->group), trace.names[r->name], r->rank >= 0 ? std::to_string(r->rank) : "all",
+                      std::to_string(r->count), std::to_string(r->total_ns), share});
+  }
+  return t;
+}
+
 Table diffTable(const RunDiff& d) {
   Table t;
   t.columns = {"group", "name", "a_count", "b_count", "a_ns", "b_ns", "delta_ns"};

@@ -30,19 +30,21 @@ struct OpStat {
 
 // --- Collectives linked across ranks ---
 
-// A run's parallel layout, as runtime/parallel.h lays ranks out: rank = tp + TP·(dp + DP·pp).
+// A run's parallel layout, as runtime/parallel.h lays ranks out: rank = tp + TP·(cp + CP·(dp + DP·pp)).
 struct RunLayout {
-  int64_t world = 1, dp = 1, tp = 1, pp = 1;
+  int64_t world = 1, dp = 1, tp = 1, pp = 1, cp = 1;
   int64_t micro_batches = 1;  // `ga`: the pipeline's micro-batches per step
   bool gpipe = false;         // `pp_schedule`: gpipe, else 1f1b
   struct Coords {
-    int64_t dp = 0, tp = 0, pp = 0;
+    int64_t dp = 0, tp = 0, pp = 0, cp = 0;
   };
-  Coords coords(int64_t rank) const { return {(rank / tp) % dp, rank % tp, rank / (tp * dp)}; }
-  int64_t rankOf(const Coords& c) const { return c.tp + tp * (c.dp + dp * c.pp); }
+  Coords coords(int64_t rank) const {
+    return {(rank / (tp * cp)) % dp, rank % tp, rank / (tp * cp * dp), (rank / tp) % cp};
+  }
+  int64_t rankOf(const Coords& c) const { return c.tp + tp * (c.cp + cp * (c.dp + dp * c.pp)); }
 };
-// From meta.config (world, dp, tp, pp, ga, pp_schedule); nullopt when it is absent or does not add up
-// (dp·tp·pp ≠ world: an import, a hand-made file; or past 2^20 ranks or micro-batches: a damaged one).
+// From meta.config (world, dp, tp, pp, cp, ga, pp_schedule); nullopt when it is absent or does not add up
+// (dp·cp·tp·pp ≠ world: an import, a hand-made file; or past 2^20 ranks or micro-batches: a damaged one).
 std::optional<RunLayout> runLayout(const std::map<std::string, std::string>& meta);
 
 // One call as all its members made it: a collective's copies on the ranks of one group instance, or a

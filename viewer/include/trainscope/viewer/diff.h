@@ -39,5 +39,7 @@ struct RunDiff {
 // whole runs. A step missing from either run gives `error` naming the run and the steps it has.
 RunDiff diffRuns(const Trace& a, const Trace& b, std::optional<int64_t> step,
                  const std::atomic<bool>* cancel = nullptr);
+// The rows from statistics already computed (the whole runs' from the viewer's statistics pass).
+std::vector<DiffRow> diffStatistics(const Statistics& sa, const Trace& a, const Statistics& sb, const Trace& b);
 
 }  // namespace trainscope::viewer

@@ -49,6 +49,7 @@ struct Statistics {
   std::array<int64_t, kStatGroups> events{};  // events counted per group, all ranks
   bool complete = true;       // false: a snapshot of a pass still under way (StatisticsPass)
   double fraction = 1;        // of the pass done, when not complete
+  int groups_done = kStatGroups;  // groups [0, groups_done) are counted in full (StatGroup order)
   // The share of the range one row's total is, per rank: total / (range × the ranks it covers).
   double shareOfRangePerRank(const StatRow& r) const;
 };
@@ -113,5 +114,8 @@ enum class StatSort { Total, Self, Count, Mean, Max, Name, Min, Median, P99, Ran
 // Rows of one group for one rank, for all ranks (kAllRanks) or every rank's own (kEachRank), sorted.
 std::vector<const StatRow*> statRows(const Statistics& s, const Trace& trace, StatGroup g, int64_t rank, StatSort by,
                                      bool descending);
+
+// Rows of every group for one rank, kAllRanks or kEachRank, largest total first (a range's names).
+std::vector<const StatRow*> rangeNameRows(const Statistics& s, int64_t rank);
 
 }  // namespace trainscope::viewer

@@ -27,6 +27,9 @@ std::string toCsv(const Table& t);
 // of the range per rank.
 Table statsTable(const Statistics& s, const Trace& trace, StatGroup g, int64_t rank, StatSort by = StatSort::Total,
                  bool descending = true);
+// A range's rows of every table, largest total first (Details' per-name table): table, name, rank,
+// count, total_ns (inside the range), share_of_range_per_rank.
+Table rangeNamesTable(const Statistics& s, const Trace& trace, int64_t rank);
 // The per-name diff of two runs: group, name, count and time in A and B, B − A.
 Table diffTable(const RunDiff& d);
 // The per-step comparison: step, A and B (ns, empty where a run lacks the step), B − A.

@@ -1,0 +1,266 @@
+// view_tables.cpp — the Compare tab's per-name diff, the SQL box, CSV of every table, and the script
+// commands and --layout entries that reach them (csv, sql, diff). The numbers are model code
+// (diff.h, sql.h, table.h); this file draws them and keeps the SQL box's thread.
+#include <imgui.h>
+
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app.h"
+#include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+#include "trainscope/viewer/table.h"
+
+namespace trainscope::viewer {
+
+TablesState::~TablesState() {
+  sql_cancel.store(true);  // a query still running stops at SQLite's next check
+  if (sql_thread.joinable()) sql_thread.join();
+}
+
+std::vector<ScriptCommand> parseTableScript(
+    const std::string& text, const std::string& file,
+    const std::function<std::vector<ScriptCommand>(const std::string&, const std::string&)>& rest) {
+  static const char* kTables[] = {"stats", "range", "diff", "steps", "sql"};
+  std::vector<ScriptCommand> mine;
+  std::string others;  // the other lines, ours blanked so that line numbers still hold
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    std::istringstream words(line.substr(0, line.find('#')));
+    ScriptCommand c;
+    c.line = n;
+    words >> c.op;
+    const bool ours = c.op == "csv" || c.op == "sql" || c.op == "diff";
+    others += (ours ? std::string() : line) + "\n";
+    if (!ours) continue;
+    for (std::string w; words >> std::quoted(w);) c.args.push_back(w);
+    const std::string where = file + ":" + std::to_string(n);
+    if (c.op == "csv" && (c.args.size() != 2 || std::find(std::begin(kTables), std::end(kTables), c.args[0]) == std::end(kTables)))
+      throw UserError("--script", where + ": csv takes a table (stats, range, diff, steps or sql) and a file",
+                      "e.g. csv stats /tmp/stats.csv");
+    if (c.op == "sql" && c.args.size() != 1)
+      throw UserError("--script", where + ": sql takes one quoted query", "e.g. sql \"SELECT count(*) FROM kernels\"");
+    if (c.op == "diff" && (c.args.size() != 1 || (c.args[0] != "step" && c.args[0] != "whole")))
+      throw UserError("--script", where + ": diff takes step or whole", "see docs/viewer.md");
+    mine.push_back(c);
+  }
+  std::vector<ScriptCommand> out = rest(others, file);
+  out.insert(out.end(), mine.begin(), mine.end());
+  std::stable_sort(out.begin(), out.end(), [](const ScriptCommand& a, const ScriptCommand& b) { return a.line < b.line; });
+  return out;
+}
+
+// The SQL box's query, on a thread of its own; `wait`: until it is done (a script's `sql`).
+void App::startSql(const std::string& query, bool wait) {
+  if (tables.sql_thread.joinable()) {
+    tables.sql_cancel.store(true);
+    tables.sql_thread.join();
+  }
+  const Document* d = statsDocument();
+  if (!d) return;
+  tables.sql_cancel.store(false);
+  tables.sql_busy.store(true);
+  tables.sql_thread = std::thread([this, path = d->path, query] {
+    QueryResult r = runQuery(path, query, 10000, &tables.sql_cancel);
+    std::lock_guard<std::mutex> lock(tables.sql_mu);
+    tables.sql_result = std::move(r);
+    tables.sql_ran = query;
+    tables.sql_busy.store(false);
+  });
+  if (wait) tables.sql_thread.join();
+}
+
+void App::drawSql() {
+  const Document* d = statsDocument();
+  if (!d) return;
+  ImGui::TextDisabled("SQL over %s, read-only (tables: docs/trace-schema.md). Ctrl+Enter runs.", d->path.c_str());
+  const bool run = ImGui::InputTextMultiline("##sql", tables.sql_text, sizeof tables.sql_text,
+                                             ImVec2(-1, ImGui::GetTextLineHeight() * 4),
+                                             ImGuiInputTextFlags_EnterReturnsTrue);  // multiline: Ctrl+Enter
+  const bool busy = tables.sql_busy.load();
+  if ((ImGui::Button(busy ? "running..." : "run") || run) && !busy) startSql(tables.sql_text, false);
+  ImGui::SameLine();
+  if (busy && ImGui::Button("cancel")) tables.sql_cancel.store(true);
+  std::lock_guard<std::mutex> lock(tables.sql_mu);
+  const QueryResult& r = tables.sql_result;
+  if (!busy && tables.sql_ran.empty()) return;
+  if (!busy) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton("copy as CSV")) ImGui::SetClipboardText(toCsv(r.table).c_str());
+    ImGui::SameLine();
+    ImGui::TextDisabled("%zu rows%s in %.3f s", r.table.rows.size(), r.truncated ? " (the first; more not shown)" : "",
+                        r.seconds);
+  }
+  if (!r.error.empty()) {
+    ImGui::TextColored(ImVec4(1, .45f, .45f, 1), "%s", r.error.c_str());
+    return;
+  }
+  const int cols = int(std::min<size_t>(r.table.columns.size(), 64));  // ImGui tables hold 64 columns
+  if (cols == 0 || !ImGui::BeginTable("sql_rows", cols, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                                           ImGuiTableFlags_ScrollX | ImGuiTableFlags_Resizable |
+                                                           ImGuiTableFlags_BordersInnerV))
+    return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (int c = 0; c < cols; ++c) ImGui::TableSetupColumn(r.table.columns[size_t(c)].c_str());
+  ImGui::TableHeadersRow();
+  ImGuiListClipper clip;
+  clip.Begin(int(r.table.rows.size()));
+  while (clip.Step())
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+      ImGui::TableNextRow();
+      for (int c = 0; c < cols; ++c) {
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(r.table.rows[size_t(i)][size_t(c)].c_str());
+      }
+    }
+  ImGui::EndTable();
+}
+
+// The per-name diff, computed when what it is of changes: over the aligned step (a pass over the
+// step's events in both runs), or the whole runs from their statistics passes once both are done.
+const RunDiff* App::nameDiff() {
+  if (docs.size() < 2 || !docs[0]->ready() || !docs[1]->ready()) return nullptr;
+  const Trace *a = docs[0]->trace.get(), *b = docs[1]->trace.get();
+  const auto key = std::make_tuple(a, b, align_step, tables.diff_whole);
+  if (tables.diff && tables.diff_for == key) return tables.diff.get();
+  auto d = std::make_unique<RunDiff>();
+  if (tables.diff_whole) {
+    const Statistics *sa = docs[0]->stats.get(), *sb = docs[1]->stats.get();
+    if (!sa || !sb || !sa->complete || !sb->complete) return nullptr;  // the passes are still counting
+    d->a_window = {a->begin, a->end}, d->b_window = {b->begin, b->end};
+    d->rows = diffStatistics(*sa, *a, *sb, *b);
+  } else {
+    *d = diffRuns(*a, *b, align_step);
+  }
+  tables.diff = std::move(d);
+  tables.diff_for = key;
+  return tables.diff.get();
+}
+
+void App::drawNameDiff() {
+  ImGui::Checkbox("whole runs", &tables.diff_whole);
+  ImGui::SameLine();
+  const RunDiff* d = nameDiff();
+  if (!d) {
+    ImGui::TextDisabled("Waiting for both runs' statistics...");
+    return;
+  }
+  if (ImGui::SmallButton("copy as CSV")) ImGui::SetClipboardText(toCsv(diffTable(*d)).c_str());
+  ImGui::SameLine();
+  ImGui::TextDisabled("per name, %s, summed over ranks, largest |B - A| first",
+                      d->step ? ("step " + std::to_string(*d->step) + " in each run").c_str() : "the whole runs");
+  if (!d->error.empty()) {
+    ImGui::TextColored(ImVec4(1, .8f, .4f, 1), "%s", d->error.c_str());
+    return;
+  }
+  if (!ImGui::BeginTable("name_diff", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable))
+    return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
+  for (const char* c : {"table", "A count", "B count", "A time", "B time", "B - A", "B - A count"})
+    ImGui::TableSetupColumn(c, ImGuiTableColumnFlags_WidthFixed, 80);
+  ImGui::TableHeadersRow();
+  const float char_w = std::max(1.f, ImGui::CalcTextSize("M").x);
+  ImGuiListClipper clip;
+  clip.Begin(int(d->rows.size()));
+  while (clip.Step())
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+      const DiffRow& r = d->rows[size_t(i)];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      const size_t chars = size_t(ImGui::GetContentRegionAvail().x / char_w);
+      ImGui::TextUnformatted(r.name.size() > chars && chars > 3 ? (r.name.substr(0, chars - 3) + "...").c_str() : r.name.c_str());
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", r.name.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("%s", groupName(r.group));
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", (long long)r.a_count);
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", (long long)r.b_count);
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", r.a_count ? formatDuration(double(r.a_ns)).c_str() : "-");
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", r.b_count ? formatDuration(double(r.b_ns)).c_str() : "-");
+      ImGui::TableNextColumn();
+      const int64_t dt = r.delta_ns();
+      ImGui::TextColored(dt > 0 ? ImVec4(1, .45f, .45f, 1) : dt < 0 ? ImVec4(.5f, 1, .5f, 1) : ImVec4(.6f, .6f, .6f, 1),
+                         "%s%s", dt > 0 ? "+" : "", formatDuration(double(dt)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%+lld", (long long)r.delta_count());
+    }
+  ImGui::EndTable();
+}
+
+// The CSV of a table as it is set up now (the Statistics table's table, ranks and range; the diff's
+// step or whole runs; the last query's rows).
+Table App::tableFor(const std::string& which) {
+  Document* d = statsDocument();
+  if (!d) return {};
+  const Trace& t = *d->trace;
+  if (which == "stats") {
+    const Statistics* st = shownStatistics(stats_in_range && range);
+    if (!st) return {};
+    const StatGroup g = stats_group >= 0 ? StatGroup(stats_group) : defaultGroup(*st);
+    return statsTable(*st, t, g, stats_rank);
+  }
+  if (which == "range") {
+    const Statistics* st = range ? shownStatistics(true) : nullptr;
+    return st ? rangeNamesTable(*st, t, stats_rank) : Table{};
+  }
+  if (which == "diff") {
+    const RunDiff* rd = nameDiff();
+    return rd ? diffTable(*rd) : Table{};
+  }
+  if (which == "steps")
+    return docs.size() > 1 && docs[1]->ready() ? stepsTable(compareSteps(t, *docs[1]->trace)) : Table{};
+  std::lock_guard<std::mutex> lock(tables.sql_mu);
+  return tables.sql_result.table;
+}
+
+bool App::applyTableCommand(const ScriptCommand& c) {
+  if (c.op == "csv") {
+    const Table tab = tableFor(c.args[0]);
+    if (tab.columns.empty())
+      std::cerr << "trainscope-viewer: --script line " << c.line << ": no " << c.args[0] << " table to write\n";
+    files::writeAtomically(c.args[1], toCsv(tab), files::Existing::Replace, "csv");
+  } else if (c.op == "sql") {
+    std::snprintf(tables.sql_text, sizeof tables.sql_text, "%s", c.args[0].c_str());
+    startSql(c.args[0], /*wait=*/true);
+    tab = Tab::Sql, tab_requested = true;
+  } else if (c.op == "diff") {
+    tables.diff_whole = c.args[0] == "whole";
+    tab = Tab::Compare, tab_requested = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// --layout: the diff, the last query and the histogram shown, so that tests read them without OCR.
+void App::tablesLayout(nlohmann::json& j) const {
+  if (tables.diff) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const DiffRow& r : tables.diff->rows)
+      rows.push_back({{"group", groupName(r.group)}, {"name", r.name}, {"a_count", r.a_count}, {"b_count", r.b_count},
+                      {"a_ns", r.a_ns}, {"b_ns", r.b_ns}, {"delta_ns", r.delta_ns()}});
+    j["diff"] = {{"step", tables.diff->step ? nlohmann::json(*tables.diff->step) : nlohmann::json()},
+                 {"error", tables.diff->error}, {"rows", rows}};
+  }
+  if (!tables.sql_ran.empty() && !tables.sql_busy.load()) {
+    const QueryResult& r = tables.sql_result;
+    j["sql"] = {{"query", tables.sql_ran}, {"error", r.error}, {"columns", r.table.columns}, {"rows", r.table.rows},
+                {"truncated", r.truncated}};
+  }
+  j["stats"]["complete"] = stats_shown.complete;
+  if (!stats_shown.hist_name.empty())
+    j["stats"]["histogram"] = {{"name", stats_shown.hist_name}, {"edges", stats_shown.hist.edges},
+                               {"counts", stats_shown.hist.counts}};
+}
+
+}  // namespace trainscope::viewer
