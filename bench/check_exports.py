@@ -10,8 +10,8 @@ environment (the targets need torch and Python >= 3.12; trainscope's /opt venv i
                      ship megatron/training/ too, for Python >= 3.12 only; PyPI has no megatron-lm.)
                      sys.argv = pretrain_gpt.py + the flags, then parse_args(ignore_unknown_args=
                      False) as pretrain_gpt.py calls it (every flag known, every value of its type and
-                     among its choices, abbreviations refused), validate_args with WORLD_SIZE = dp x tp
-                     x pp (Megatron-LM's consistency checks; on a machine without a GPU it is told
+                     among its choices, abbreviations refused), validate_args with WORLD_SIZE = dp x cp
+                     x tp x pp (Megatron-LM's consistency checks; on a machine without a GPU it is told
                      sm90, Hopper, and CUDA_DEVICE_MAX_CONNECTIONS=1 is set as Megatron-LM's launch
                      scripts do, which TP needs before Blackwell), every parsed value against the run,
                      gbs / (mbs x dp) = GA, core_transformer_config_from_args (the TransformerConfig
@@ -38,10 +38,13 @@ environment (the targets need torch and Python >= 3.12; trainscope's /opt venv i
                      with TrainingArguments inside it: distributed type, process count, precision.
 
 It makes a one-candidate study of the tiny workload (one 2-step trial), or takes STUDY, and checks its
-recommendation as above; then it exports every valid candidate of that study and of a wider tiny
-study (1, 2 and 4 ranks: dp, TP, PP, sequence parallelism, ZeRO-1, GPipe, fp32/bf16/fp16, every
-checkpointing; only its first candidate is tried, for 1 step) and runs the parser checks on each
-(once per distinct input). SGD, Adafactor and 8-bit Adam are not in tune's space, so not swept; a GPU
+recommendation as above; then it exports every valid candidate of that study, of a wider tiny
+study (1, 2 and 4 ranks: dp, TP, PP, sequence parallelism, ZeRO 0-3, GPipe, fp32/bf16/fp16, every
+checkpointing; only its first candidate is tried, for 1 step) and of a small-cpu study of issue 22's
+knobs (2 and 4 ranks, ZeRO 0-3, virtual stages 1-2, cp 1-2: those the runtime runs are valid) and
+runs the parser checks on each (once per distinct input). ZeRO stages carry DeepSpeed's bucket
+sizes, ZeRO-2/3 the Accelerate and TrainingArguments FSDP settings; Megatron-LM's
+context_parallel_size and virtual_pipeline_model_parallel_size are checked as parsed. SGD, Adafactor and 8-bit Adam are not in tune's space, so not swept; a GPU
 study's Accelerate config is not launched (no GPU here).
 One line per check: ok / FAIL / skip (a target not importable) / note. Exit 1 on any FAIL.
 
@@ -79,6 +82,11 @@ PINS = ["megatron-core==0.19.2", "deepspeed==0.19.8", "transformers==5.24.0", "a
 WIDE = ["--workload", "tiny", "--seq", "16", "--gbs", "8", "--mbs", "1,2", "--ckpt", "none,selective,full",
         "--precision", "fp32,bf16,fp16", "--ranks", "1,2,4", "--trial-steps", "1", "--first-round", "1",
         "--final-rounds", "0", "--mem-limit", "200M"]
+# The knobs of issue 22 (ZeRO 0-3, virtual pipeline stages, context parallelism) on a model whose 4
+# layers interleave over 2 stages: those the runtime runs are valid candidates and swept.
+KNOBS = ["--workload", "small-cpu", "--seq", "16", "--gbs", "8", "--mbs", "1,2", "--ckpt", "none",
+         "--precision", "fp32,bf16", "--ranks", "2,4", "--zero", "0,1,2,3", "--cp", "1,2", "--virtual-stages", "1,2",
+         "--trial-steps", "1", "--first-round", "1", "--final-rounds", "0", "--mem-limit", "400M"]
 TINY = ["--workload", "tiny", "--seq", "16", "--gbs", "4", "--mbs", "2", "--ckpt", "selective", "--ranks", "2",
         "--no-sequence-parallel", "--trial-steps", "2", "--first-round", "1", "--final-rounds", "0",
         "--mem-limit", "200M"]
@@ -176,7 +184,9 @@ def main():
               f"ga {run['ga']} {run['precision']} zero {run['zero']} ckpt {run['ckpt']}")
         manifest = {"recommendation": rec, "sweep": []}
         if not a.no_sweep:
-            studies = [("", study)] + ([] if a.study else [("wide ", make_study(a.bin, folder, "wide.db", WIDE, False))])
+            studies = [("", study)] + ([] if a.study else [("wide ", make_study(a.bin, folder, "wide.db", WIDE, False)),
+                                                           ("knobs ", make_study(a.bin, folder, "knobs.db", KNOBS,
+                                                                                 False))])
             jobs = [(s, cid, f"{tag}c{cid} {plan}") for tag, s in studies for cid, plan in valid_candidates(s)]
             with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 manifest["sweep"] = list(pool.map(lambda j: case_of(a.bin, *j), jobs))
@@ -237,7 +247,7 @@ def megatron_problems(text, run):
     from megatron.core.tokenizers.utils.build_tokenizer import build_tokenizer
     import torch
     import megatron.training.arguments as margs
-    world = run["dp"] * run["tp"] * run["pp"]
+    world = run["dp"] * run.get("cp", 1) * run["tp"] * run["pp"]
     saved = {k: os.environ.get(k) for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "CUDA_DEVICE_MAX_CONNECTIONS")}
     os.environ.update(WORLD_SIZE=str(world), RANK="0", LOCAL_RANK="0")  # what parse_args reads
     if not torch.cuda.is_available():
@@ -281,7 +291,10 @@ def megatron_args_problems(run, parse_args, validate_args, core_transformer_conf
                 "adam_eps": run["eps"], "seed": run["seed"], "bf16": prec == "bf16", "fp16": prec == "fp16",
                 "recompute_granularity": ckpt, "sequence_parallel": bool(run["sequence_parallel"]),
                 "use_distributed_optimizer": run["zero"] >= 1, "hidden_dropout": 0.0, "attention_dropout": 0.0,
-                "optimizer": "sgd" if run["optimizer"] == "sgd" else "adam"}
+                "optimizer": "sgd" if run["optimizer"] == "sgd" else "adam",
+                "context_parallel_size": run.get("cp", 1),
+                "virtual_pipeline_model_parallel_size": run.get("virtual_stages", 1) if run.get("virtual_stages", 1) > 1
+                else None}
     if prec == "fp16":
         expected["initial_loss_scale"] = float(run["fp16_init_scale"])
     for k, v in expected.items():
@@ -389,6 +402,16 @@ def deepspeed_problems(text, run):
     want(p, "train_micro_batch_size_per_gpu", cfg.train_micro_batch_size_per_gpu, run["mbs"])
     want(p, "gradient_accumulation_steps", cfg.gradient_accumulation_steps, run["ga"])
     want(p, "zero stage", cfg.zero_optimization_stage, run["zero"])
+    if run["zero"] >= 1:  # the bucket sizes the models price (models/zero.h), as DeepSpeed read them
+        z = cfg.zero_config
+        want(p, "zero reduce_bucket_size", z.reduce_bucket_size, 500000000)
+        want(p, "zero allgather_bucket_size", z.allgather_bucket_size, 500000000)
+        want(p, "zero overlap_comm", z.overlap_comm, True)
+        want(p, "zero contiguous_gradients", z.contiguous_gradients, run["zero"] >= 2)
+    if run["zero"] == 3:
+        want(p, "stage3_prefetch_bucket_size", z.prefetch_bucket_size, 50000000)
+        want(p, "stage3_param_persistence_threshold", z.param_persistence_threshold, 100000)
+        want(p, "stage3_max_live_parameters", z.max_live_parameters, 1000000000)
     want(p, "fp16", cfg.float16_config.enabled, run["precision"] == "fp16")
     want(p, "bf16", cfg.bfloat16_config.enabled, run["precision"] == "bf16")
     want(p, "gradient_clipping", cfg.gradient_clipping, run["clip"])
@@ -546,6 +569,15 @@ def training_args_problems(text, run, folder):
     want(p, "fp16", t.fp16, prec == "fp16")
     want(p, "max_steps", t.max_steps, run["steps"])
     want(p, "seed", t.seed, run["seed"])
+    # ZeRO-2/3 as FSDP 1's SHARD_GRAD_OP / FULL_SHARD: what TrainingArguments hands Accelerate's plugin.
+    fsdp = {2: "shard_grad_op", 3: "full_shard"}.get(run["zero"]) if run["dp"] > 1 else None
+    want(p, "fsdp", bool(t.fsdp), bool(fsdp))
+    if fsdp:
+        plugin = t.fsdp_plugin_args or {}
+        want(p, "fsdp_plugin_args fsdp_version", plugin.get("fsdp_version"), 1)
+        want(p, "fsdp_plugin_args reshard_after_forward", plugin.get("reshard_after_forward"), fsdp)
+        want(p, "fsdp_plugin_args transformer_cls_names_to_wrap", plugin.get("transformer_cls_names_to_wrap"),
+             "GPT2Block")
     try:
         cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(t)
         opt = cls(torch.nn.Linear(4, 4).parameters(), **kwargs)
@@ -584,8 +616,11 @@ def accelerate_problems(text, run, folder):
         return [f"load_config_from_file refused it: {e!r}"]
     if not isinstance(cfg, ClusterConfig):
         p.append(f"loaded as {type(cfg).__name__}, not ClusterConfig")
-    want_type = "NO" if run["dp"] == 1 else ("MULTI_CPU" if cfg.use_cpu else "MULTI_GPU")
+    fsdp = {2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}.get(run["zero"]) if run["dp"] > 1 else None
+    want_type = "NO" if run["dp"] == 1 else "FSDP" if fsdp else ("MULTI_CPU" if cfg.use_cpu else "MULTI_GPU")
     want(p, "distributed_type", str(cfg.distributed_type).split(".")[-1], want_type)
+    if fsdp:
+        want(p, "fsdp_sharding_strategy", (cfg.fsdp_config or {}).get("fsdp_sharding_strategy"), fsdp)
     want(p, "num_processes", cfg.num_processes, run["dp"])
     want(p, "mixed_precision", str(cfg.mixed_precision), "no" if run["precision"] == "fp32" else run["precision"])
     try:
@@ -710,8 +745,9 @@ def inner(manifest_path):
     checks = {
         "megatron": (lambda c, folder: megatron_problems(c["megatron"], c["run"]),
                      lambda r: (r["megatron"], r["dp"], r["tp"], r["pp"], r["ga"], r["precision"], r["ckpt"],
-                                r["sequence_parallel"], r["zero"], r["vocab_size"], r["min_lr_ratio"]),
-                     "parse_args(ignore_unknown_args=False) + validate_args (WORLD_SIZE dp x tp x pp; sm90 rules), "
+                                r["sequence_parallel"], r["zero"], r["vocab_size"], r["min_lr_ratio"],
+                                r.get("cp", 1), r.get("virtual_stages", 1)),
+                     "parse_args(ignore_unknown_args=False) + validate_args (WORLD_SIZE dp x cp x tp x pp; sm90 rules), "
                      "values = "
                      "the run's, core_transformer_config_from_args, NullTokenizer padded vocab"),
         "deepspeed": (lambda c, folder: deepspeed_problems(c["deepspeed"], c["run"]),
@@ -719,11 +755,11 @@ def inner(manifest_path):
                       "DeepSpeedConfig(mpu: dp) + every key read or model-validated + the engine's "
                       "optimizer and WarmupCosineLR stepped to the end"),
         "training-args": (lambda c, folder: training_args_problems(c["training-args"], c["run"], folder),
-                          lambda r: (r["training-args"],),
+                          lambda r: (r["training-args"], r["dp"], r["zero"]),
                           "HfArgumentParser(TrainingArguments).parse_json_file(allow_extra_keys=False) + "
                           "Trainer's optimizer + get_scheduler stepped to the end"),
         "accelerate-config": (lambda c, folder: accelerate_problems(c["accelerate-config"], c["run"], folder),
-                              lambda r: (r["accelerate-config"], r["dp"], r["precision"]),
+                              lambda r: (r["accelerate-config"], r["dp"], r["precision"], r["zero"]),
                               "load_config_from_file + accelerate launch's _validate_launch_command"),
     }
     with tempfile.TemporaryDirectory() as folder:

@@ -95,8 +95,9 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   if (p.pp > 1) {
     const NetworkTier& tier = p.world() <= c.devices_per_node ? c.intra_node : c.inter_node;
     const double bytes = b * (p.sequence_parallel ? s / t : s) * h * e;
-    r.pp_comm_s = 2.0 * M * collective(tier, bytes, 2, 1.0);
+    // Interleaved: each micro-batch crosses each boundary once per model chunk.
     const double v = double(std::max<int64_t>(1, p.virtual_stages));
+    r.pp_comm_s = 2.0 * M * v * collective(tier, bytes, 2, 1.0);
     r.bubble_s = (r.compute_s + r.recompute_s) * (double(p.pp) - 1.0) / (v * M);
   }
   r.cp_comm_s = cpuRingSeconds(w, p, c, attn_fwd, layers_per_stage, M);

@@ -416,7 +416,9 @@ TEST(Export, AccelerateRunsZero2And3AsFsdpAndTrainingArgsLikewise) {
     const auto a = nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::TrainingArgs).text);
     std::string lower = strategy;
     for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-    EXPECT_EQ(a["fsdp"], lower + " auto_wrap");
+    EXPECT_EQ(a["fsdp"], true);
+    EXPECT_EQ(a["fsdp_config"]["version"], 1);
+    EXPECT_EQ(a["fsdp_config"]["reshard_after_forward"], lower);
     EXPECT_EQ(a["fsdp_config"]["transformer_layer_cls_to_wrap"], nlohmann::json::array({"GPT2Block"}));
   }
   for (rt::ZeroStage z : {rt::ZeroStage::None, rt::ZeroStage::OptimizerStates}) {

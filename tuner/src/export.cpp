@@ -272,13 +272,20 @@ nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c, const ExportT
           {"max_steps", c.steps},
           {"seed", c.seed}};
   if (c.dp > 1 && fsdpStrategy(c)) {
-    // TrainingArguments' fsdp: the strategy and auto_wrap, with the wrap's layer class in fsdp_config
-    // (its keys without the fsdp_ prefix, as TrainingArguments reads them).
+    // TrainingArguments' FSDP as Transformers 5 reads it: fsdp true, the rest in fsdp_config (its
+    // string form, "full_shard auto_wrap", is deprecated). FSDP 1, as the Accelerate config: its
+    // reshard_after_forward is the sharding strategy's name.
     std::string strategy = fsdpStrategy(c);
     std::transform(strategy.begin(), strategy.end(), strategy.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    j["fsdp"] = strategy + " auto_wrap";
-    j["fsdp_config"] = {{"transformer_layer_cls_to_wrap", {kWrapClass}}, {"backward_prefetch", "backward_pre"},
-                        {"forward_prefetch", false}, {"use_orig_params", true}, {"sync_module_states", true}};
+    j["fsdp"] = true;
+    j["fsdp_config"] = {{"version", 1},
+                        {"reshard_after_forward", strategy},
+                        {"auto_wrap_policy", "TRANSFORMER_BASED_WRAP"},
+                        {"transformer_layer_cls_to_wrap", {kWrapClass}},
+                        {"backward_prefetch", "backward_pre"},
+                        {"forward_prefetch", false},
+                        {"use_orig_params", true},
+                        {"sync_module_states", true}};
   }
   return j;
 }

@@ -16,6 +16,8 @@
 //               drops the 5as/h term, full keeps 2sbh (÷t with SP); × layers × micro-batches in
 //               flight (p on the first stage under 1F1B, × (1 + (p−1)/(pv)) interleaved, M under
 //               GPipe); the last stage adds the fp32 logits 4sbV/t. 16-bit activations, as the paper.
+// Context parallelism (Plan::cp): every token count is the rank's s/cp, and a layer's backward holds
+// the ring's K/V and dK/dV blocks (StageMemory::ring; docs/memory-model.md, "Context parallelism").
 #pragma once
 
 #include <algorithm>
