@@ -38,8 +38,12 @@ Shift startShift(Group& g, const at::Tensor& t, int tag) {
   s.outgoing = t.contiguous();
   s.incoming = at::empty_like(s.outgoing);
   const int next = (g.rank() + 1) % g.size(), prev = (g.rank() + g.size() - 1) % g.size();
+  // Odd ring positions receive first. Gloo runs the two at once either way; a backend that queues one
+  // peer's sends and receives in order on one stream (NCCL, where at CP 2 next == prev) would
+  // otherwise have both ranks' sends wait for receives queued behind them.
+  if (g.rank() % 2 == 1) s.recv = g.recvAsync(s.incoming, prev, tag);
   s.send = g.send(s.outgoing, next, tag);
-  s.recv = g.recvAsync(s.incoming, prev, tag);
+  if (g.rank() % 2 == 0) s.recv = g.recvAsync(s.incoming, prev, tag);
   return s;
 }
 
