@@ -17,10 +17,10 @@
 // blocks go round the ring again, and each block's dK/dV accumulator travels with it, collecting
 // every rank's contribution, and arrives back at its owner after CP sends.
 //
-// Exchanged per layer per micro-batch, per rank, B·(T/CP)·(C/TP) elements of the compute dtype... in
-// fp32 here (blocks are exchanged in fp32): forward (CP−1) sends of the K/V block (2·B·NH'·T/CP·HS
-// floats, NH' = heads on this TP rank); backward (CP−1) K/V sends again plus CP sends of the dK/dV
-// accumulator of the same size. docs/architecture.md, "Context parallelism", has the formulas.
+// Exchanged per rank per layer per micro-batch (b mbs, s seq, h n_embd, t TP, c CP, e bytes of the
+// compute dtype): one K/V block is 2·b·(s/c)·(h/t)·e bytes, a dK/dV accumulator 2·b·(s/c)·(h/t)·4
+// (fp32); forward sends c−1 K/V blocks, backward c−1 K/V blocks and c accumulators (full
+// checkpointing repeats the forward's). docs/architecture.md, "Context parallelism".
 #pragma once
 
 #include <cstdint>
