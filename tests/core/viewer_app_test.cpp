@@ -860,6 +860,191 @@ TEST(ViewerApp, ACollectivesWaitIsDrawnApartFromItsTransfer) {
   EXPECT_EQ(checked, 2);
 }
 
+// --- the study view and working habits (issue 24, items 9 and 10) ---
+
+namespace {
+
+// A study whose candidate ids differ from its trial ids: trial 1 is candidate 3, the recommended
+// candidate #1 ran as trials 2 and 5, its runner-up #2 as trials 3 and 4.
+std::string idStudy() {
+  const std::string path = tempPath("ids_study.db");
+  std::filesystem::remove(path);
+  namespace tn = trainscope::tuner;
+  tn::Study st(path, R"({"workload":"tiny","cluster":"cpu-local","memory_bytes":104857600})", false);
+  std::vector<tn::Candidate> cands(3);
+  for (int i = 0; i < 3; ++i) {
+    cands[size_t(i)].id = i + 1;
+    cands[size_t(i)].plan.dp = i + 1;
+    cands[size_t(i)].predicted_step_s = 0.1 + 0.01 * i;
+    cands[size_t(i)].predicted_peak = (40 + 10 * i) << 20;
+  }
+  st.saveCandidates(cands, {"{}", "{}", "{}"});
+  const std::pair<int64_t, double> runs[] = {{3, 0.150}, {1, 0.100}, {2, 0.120}, {2, 0.124}, {1, 0.110}};
+  int64_t round = 0;
+  for (const auto& [cand, s] : runs) {
+    tn::TrialRecord tr;
+    tr.candidate = cand;
+    tr.round = round++ < 3 ? 0 : 1;
+    tr.steps = 11;
+    tr.id = st.beginTrial(tr);
+    tr.status = tn::TrialStatus::Ok;
+    tr.step_s = s;
+    tr.predicted_step_s = 0.1 + 0.01 * double(cand - 1);
+    tr.peak_bytes = (40 + 10 * (cand - 1)) << 20;
+    st.finishTrial(tr);
+  }
+  st.setValue("recommended", "1");
+  return path;
+}
+
+}  // namespace
+
+// The study view names candidates one way everywhere: the headline's #1 is the table's candidate #1
+// (not trial 1, which is candidate 3), every point is labelled with its candidate, both plots have
+// ticks with labels on both axes, the titles fit their plots, and the runner-up and margin are stated.
+TEST(ViewerApp, StudyIdsTicksLabelsAndTheRunnerUp) {
+  ensureDisplay();
+  const std::string png = tempPath("study_ids.png"), layout = tempPath("study_ids.json");
+  const auto r = sh(kViewer + " " + idStudy() + " --screenshot " + png + " --layout " + layout + " --size 1920x1080");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto l = nlohmann::json::parse(std::ifstream(layout));
+  const auto& st = l["study"];
+  EXPECT_EQ(st["headline_candidate"], 1);
+  EXPECT_EQ(st["headline"].get<std::string>().rfind("recommended: #1 dp1 ", 0), 0u) << st["headline"];
+  ASSERT_EQ(st["table"].size(), 5u);
+  EXPECT_EQ(st["table"][0]["trial"], 1);
+  EXPECT_EQ(st["table"][0]["candidate"], 3);
+  std::set<int64_t> winner_trials;
+  for (const auto& r : st["table"])
+    if (r["candidate"] == st["headline_candidate"]) winner_trials.insert(r["trial"].get<int64_t>());
+  EXPECT_EQ(winner_trials, (std::set<int64_t>{2, 5}));
+  // Runner-up #2 (122 ms pooled, +16.2%); the noise from the two repeated candidates (5.0%) makes up
+  // to 10.1%, so the margin is beyond it.
+  EXPECT_EQ(st["runner_up"], 2);
+  EXPECT_NEAR(st["margin"].get<double>(), (0.122 - 0.105) / 0.105, 1e-9);
+  EXPECT_NEAR(st["noise"].get<double>(), 0.050361, 1e-5);
+  EXPECT_FALSE(st["within_noise"].get<bool>());
+  EXPECT_NE(st["argument"].get<std::string>().find("runner-up #2"), std::string::npos);
+  // Every trial is a labelled point in both plots, labelled by its candidate.
+  ASSERT_EQ(st["points"].size(), 10u);
+  for (const auto& p : st["points"]) {
+    int64_t cand = -1;
+    for (const auto& r : st["table"])
+      if (r["trial"] == p["trial"]) cand = r["candidate"];
+    EXPECT_EQ(p["label"], "#" + std::to_string(cand));
+  }
+  ASSERT_EQ(st["plots"].size(), 2u);
+  for (const auto& p : st["plots"]) {
+    EXPECT_LE(p["title_w"].get<float>(), p["frame_w"].get<float>() - 8) << p["title"];  // wrapped, never clipped
+    for (const char* axis : {"x_ticks", "y_ticks"}) {
+      ASSERT_GE(p[axis].size(), 3u) << axis;
+      std::set<std::string> uniq;
+      for (const auto& t : p[axis]) uniq.insert(t["label"].get<std::string>());
+      EXPECT_EQ(uniq.size(), p[axis].size()) << axis;
+    }
+  }
+  EXPECT_EQ(st["plots"][0]["x_ticks"][0]["label"], "0 ms");
+  EXPECT_EQ(st["plots"][0]["y_ticks"][1]["label"], "50 ms");  // 0 to 165 ms in 50 ms steps
+  EXPECT_EQ(st["plots"][1]["x_ticks"][1]["label"], "50 MiB");  // memory in binary units
+  // The y ticks run up the screen: a larger value is drawn higher.
+  EXPECT_LT(st["plots"][0]["y_ticks"][1]["y"].get<float>(), st["plots"][0]["y_ticks"][0]["y"].get<float>());
+}
+
+namespace {
+std::string copyOfTrace(const std::string& name) {
+  const std::string dir = tempPath(name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(trace(), dir + "/run.db");
+  return dir + "/run.db";
+}
+}  // namespace
+
+// A bookmark and a note are saved beside the run in <run>.notes.json (the run database untouched),
+// and read back when the run is opened again: the bookmark drawn where its time is.
+TEST(ViewerApp, BookmarksAndNotesAreSavedBesideTheRunAndReloaded) {
+  const std::string db = copyOfTrace("notes_dir");
+  const std::string before = slurp(db);
+  const std::string script = tempPath("bookmark.txt");
+  std::ofstream(script) << "bookmark 1ms \"first look\"\nselect ampere_sgemm_128x64_tn 2\nnote \"slow on rank 1?\"\n";
+  const Shot s = shoot(db, "--script " + script, "bookmark");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  EXPECT_EQ(slurp(db), before);  // never written into the run
+  ASSERT_TRUE(std::filesystem::exists(db + ".notes.json"));
+  const auto saved = nlohmann::json::parse(slurp(db + ".notes.json"));
+  ASSERT_EQ(saved["bookmarks"].size(), 1u);
+  const int64_t origin = s.layout["view"]["origin"];
+  EXPECT_EQ(saved["bookmarks"][0]["at_ns"], origin + 1'000'000);
+  EXPECT_EQ(saved["bookmarks"][0]["label"], "first look");
+  ASSERT_EQ(saved["notes"].size(), 1u);
+  EXPECT_EQ(saved["notes"][0]["name"], "ampere_sgemm_128x64_tn");
+  EXPECT_EQ(saved["notes"][0]["text"], "slow on rank 1?");
+
+  const std::string view = tempPath("bookmark_view.txt");
+  std::ofstream(view) << "view 0 2ms\n";
+  const Shot again = shoot(db, "--script " + view, "bookmark_reloaded");
+  ASSERT_EQ(again.run.status, 0) << again.run.output;
+  ASSERT_EQ(again.layout["bookmarks"].size(), 1u);
+  EXPECT_EQ(again.layout["bookmarks"][0]["label"], "first look");
+  EXPECT_NEAR(again.layout["bookmarks"][0]["x"].get<float>(), xOf(again.layout, origin + 1'000'000), 1.0);
+  EXPECT_EQ(again.layout["notes"].size(), 1u);
+  EXPECT_EQ(slurp(db), before);
+
+  // A damaged notes file is reported and left as it is (it may hold notes worth repairing).
+  std::ofstream(db + ".notes.json") << "{not json";
+  const std::string add = tempPath("bookmark_add.txt");
+  std::ofstream(add) << "bookmark 2ms\n";
+  const Shot bad = shoot(db, "--script " + add, "bookmark_bad");
+  ASSERT_EQ(bad.run.status, 0) << bad.run.output;
+  EXPECT_NE(bad.layout["notes_error"].get<std::string>().find(db + ".notes.json"), std::string::npos);
+  EXPECT_EQ(slurp(db + ".notes.json"), "{not json");
+}
+
+// --scale 2 doubles the font (and ImGui's sizes); a bad factor names the flag and exits 2.
+TEST(ViewerApp, ScaleTwoDoublesTheFont) {
+  const Shot one = shoot(trace(), "", "scale1");
+  const Shot two = shoot(trace(), "--scale 2", "scale2");
+  ASSERT_EQ(one.run.status, 0) << one.run.output;
+  ASSERT_EQ(two.run.status, 0) << two.run.output;
+  EXPECT_EQ(one.layout["font_size"].get<float>(), 13.0f);  // Xvfb's content scale is 1
+  EXPECT_EQ(two.layout["font_size"].get<float>(), 26.0f);
+  const auto r = guarded(trace() + " --scale big --screenshot " + tempPath("scale_bad.png"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("--scale"), std::string::npos) << r.output;
+}
+
+// Zooming far out or panning far past the end stops at the trace's bounds plus a margin.
+TEST(ViewerApp, ZoomAndPanAreClampedToTheTrace) {
+  const v::Trace t = v::loadTrace(trace());
+  const double span = double(t.end - t.begin);
+  const std::string out = tempPath("zoom_out.txt"), past = tempPath("pan_past.txt");
+  std::ofstream(out) << "zoom 0.0001\n";
+  std::ofstream(past) << "pan 1000\n";
+  const Shot a = shoot(trace(), "--script " + out, "zoom_clamped");
+  const Shot b = shoot(trace(), "--script " + past, "pan_clamped");
+  ASSERT_EQ(a.run.status, 0) << a.run.output;
+  ASSERT_EQ(b.run.status, 0) << b.run.output;
+  const double a0 = a.layout["view"]["t0"], a1 = a.layout["view"]["t1"];
+  EXPECT_LE(a1 - a0, span * 1.5 + 1);  // 10,000 times out would be 10,000 spans
+  EXPECT_GE(a1, span);                 // and the whole trace is still in view
+  const double b0 = b.layout["view"]["t0"], b1 = b.layout["view"]["t1"];
+  EXPECT_LE((b0 + b1) / 2, span * 1.25 + 1);  // a thousand widths later: the centre stops a quarter span past the end
+  EXPECT_LT(b0, span);                        // some of the trace still shows
+}
+
+// A file dropped onto the window (the drop callback's action, from a script) replaces what is open,
+// with its own notes; the shortcut overlay opens from a script as from `?` / F1.
+TEST(ViewerApp, ADroppedFileReplacesTheRunAndTheOverlayOpens) {
+  const std::string other = copyOfTrace("drop_dir");
+  const std::string script = tempPath("drop.txt");
+  std::ofstream(script) << "drop " + other + "\noverlay help\n";
+  const Shot s = shoot(longRun(), "--script " + script, "dropped");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  EXPECT_EQ(s.layout["events"], v::loadTrace(other).event_count);
+  EXPECT_EQ(s.layout["notes_path"], other + ".notes.json");
+  EXPECT_TRUE(s.layout["overlays"]["help"].get<bool>());
+}
+
 // Range statistics as drawn are SQL over the same window: the test asks SQLite, over the run database
 // file, for each kernel name's count, clipped total, min, max, lower median and nearest-rank p99, and
 // the --layout table, its CSV (`csv stats`), the SQL box (`sql`) and the histogram must agree with it;

@@ -74,6 +74,7 @@ void App::openDocument(const std::string& path) {
     raw->summary_done.store(true);
   });
   docs.push_back(std::move(d));
+  if (docs.size() == 1) loadNotesFor(path);  // bookmarks and notes kept beside the run
 }
 
 const rundb::RunSummary* App::summary() const {
@@ -211,6 +212,7 @@ void App::applyCommand(const ScriptCommand& c) {
   if (c.op == "view") {
     view.t0 = parseTime(c.args[0], "--script");
     view.t1 = parseTime(c.args[1], "--script");
+  if (applyHabitCommand(c)) return;  // bookmark, note, drop, overlay (view_habits.cpp)
   } else if (c.op == "zoom") {
     const double at = c.args.size() > 1 ? num(c.args[1]) : 0.5;
     view.zoom(num(c.args[0]), view.x0 + float(at) * view.width);
@@ -331,6 +333,7 @@ void App::writeLayout(const std::string& path) const {
 }
 
 int App::run() {
+  habitsLayout(j);  // scale, bookmarks, notes, the study view
   const bool headless = !opt.screenshot.empty();
   std::vector<ScriptCommand> script;
   if (!opt.script.empty()) {
@@ -346,9 +349,10 @@ int App::run() {
       text.append(buf, size_t(n));
     }
     ::close(fd);
-    script = parseTableScript(text, opt.script, parseScript);  // csv, sql, diff; then the rest
+    // csv, sql, diff (view_tables.cpp); then view_state.h's commands and the app's (notes.h)
+    script = parseTableScript(text, opt.script, parseAppScript);
   }
-  Window window("trainscope-viewer", opt.width, opt.height, !headless);
+  Window window("trainscope-viewer", opt.width, opt.height, !headless, opt.scale);
   for (const auto& f : opt.files) openDocument(f);
 
   std::vector<double> frame_ms;
@@ -372,6 +376,7 @@ int App::run() {
     }
     // Headless waits for the summaries too, so that a script sees every tab filled. `loading` was
     // read before poll(): a document that finished in between is fitted by poll() in the next frame,
+    if (auto dropped = window.takeDropped(); !dropped.empty()) openFiles(dropped);  // files dropped on the window
     // which would undo a script command applied in this one.
     const bool all_loaded = !loading;
     if (headless && all_loaded && fatal.empty() && next_command < script.size()) {
@@ -397,6 +402,7 @@ int App::run() {
     // (its commands wait for a loaded file, which will not come).
     if (headless && (!fatal.empty() || (all_loaded && next_command >= script.size())) && --settle <= 0) {
       writePng(opt.screenshot, window.readPixels());
+    drawOverlays();
       if (!opt.layout.empty()) writeLayout(opt.layout);
       break;
     }

@@ -24,6 +24,7 @@
 #include "trainscope/viewer/stats.h"
 #include "trainscope/viewer/view_state.h"
 #include "view_tables.h"
+#include "habits.h"
 
 struct ImDrawList;
 
@@ -38,6 +39,7 @@ inline constexpr int kA = 65, kD = 68, kF = 70, kS = 83, kW = 87, kLeftBracket =
 struct Options {
   std::vector<std::string> files;
   std::string screenshot, script, layout;
+inline constexpr int kB = 66, kL = 76, kN = 78, kO = 79, kSlash = 47, kF1 = 290, kEnter = 257;  // view_habits.cpp
   int width = 1600, height = 900;
   std::optional<std::pair<double, double>> view;  // relative to the trace start, ns
   int frames = 3;
@@ -47,6 +49,7 @@ struct Options {
 // One run database: loaded on a background thread, then shown.
 struct Document {
   std::string path;
+  float scale = 0;  // --scale: fonts and sizes; 0: the monitor's content scale
   LoadProgress progress;
   std::thread loader;
   std::atomic<bool> done{false};
@@ -165,6 +168,8 @@ class App {
   std::vector<std::pair<size_t, const CommCall*>> sends_drawn;  // pipeline sends drawn this frame
   Fields details_shown;              // the Details table as last drawn
   float timeline_x0 = 0, timeline_x1 = 0, timeline_y0 = 0, timeline_y1 = 0;
+  Habits habits;           // bookmarks, notes, overlays (view_habits.cpp)
+  StudyShown study_shown;  // the study view as last drawn (for --layout)
   float panel_y0 = 0;
   std::vector<DrawItem> scratch;
   double frame_ms = 0;
@@ -198,6 +203,14 @@ class App {
   // view_stats.cpp, view_tables.cpp: statistics, the range's names, the runs' diff, the SQL box, CSV.
   TablesState tables;
   Document* statsDocument();                         // the run Statistics is of (the first loaded)
+  // view_habits.cpp: bookmarks, notes, overlays, files opened by prompt or drop.
+  void openFiles(const std::vector<std::string>& paths);  // replaces what is open
+  void loadNotesFor(const std::string& run_path);
+  void addBookmark(int64_t at_ns, std::string label);
+  bool noteOnSelection(const std::string& text);
+  bool applyHabitCommand(const ScriptCommand& c);  // false: not one of its commands
+  void drawOverlays();                              // after drawFrame, same ImGui frame
+  void habitsLayout(nlohmann::json& j) const;
   const Statistics* shownStatistics(bool in_range);  // nullptr while a range is being dragged
   void statisticsControls(const Statistics* st, const Trace& t, bool in_range);
   void statisticsTable(const Statistics& st, Document& d, bool in_range);

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   cli.add_option("--script", o.script, "replay view changes from a file (zoom, pan, select, search; see docs/viewer.md)");
   cli.add_option("--layout", o.layout, "with --screenshot: write where each row was drawn as JSON");
   cli.add_flag("--frame-stats", o.frame_stats, "print per-frame CPU time, load time and memory per event");
+  std::string scale;  // checked below, so that a bad value names the flag and the fix
+  cli.add_option("--scale", scale, "scale fonts and sizes by F (0.5-4; default: the monitor's content scale)");
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -43,6 +45,19 @@ int main(int argc, char** argv) {
       const double a = v::parseTime(view.substr(0, colon), "--view"), b = v::parseTime(view.substr(colon + 1), "--view");
       if (!(b > a)) throw trainscope::UserError("--view", "END must be after START", "");
       o.view = std::make_pair(a, b);
+    }
+    if (!scale.empty()) {
+      size_t used = 0;
+      double f = 0;
+      try {
+        f = std::stod(scale, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != scale.size() || !(f >= 0.5 && f <= 4))
+        throw trainscope::UserError("--scale", "\"" + scale + "\" is not a factor between 0.5 and 4",
+                                    "write e.g. --scale 2 for a HiDPI screen, or leave it out to take the monitor's");
+      o.scale = float(f);
     }
     v::App app(o);
     return app.run();

@@ -156,7 +156,11 @@ void App::drawSteps() {
       longest = std::max(longest, r.breakdown->compute_s + r.breakdown->comm_s - r.breakdown->overlap_s +
                                       r.breakdown->memory_s + r.breakdown->idle_s);
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float bar_w = std::max(100.f, ImGui::GetContentRegionAvail().x - 560);
+  // The bar takes what the text beside it leaves (measured on its widest form), so the idle figure
+  // is never cut off at 1920 px; the text wraps at the window's edge when even a 100 px bar is too much.
+  const float text_w = ImGui::CalcTextSize("CPU step 000 ms, GPU step 000 ms | 000 ms compute, 000 ms comm, 000 ms "
+                                           "memory, 000 ms idle").x;
+  const float bar_w = std::max(100.f, ImGui::GetContentRegionAvail().x - 150 - text_w - 2 * ImGui::GetStyle().ItemSpacing.x);
   // One row per rank, all of one height, through a clipper: a frame draws the visible ranks only.
   ImGuiListClipper clip;
   clip.Begin(int(s.ranks.size()));
@@ -177,11 +181,13 @@ void App::drawSteps() {
         }
         ImGui::Dummy(ImVec2(bar_w, 16));
         ImGui::SameLine();
+        ImGui::PushTextWrapPos(0);
         ImGui::Text("CPU step %s%s%s | %s compute, %s comm, %s memory, %s idle",
                     formatDuration(r.step_s_mean * 1e9).c_str(), r.gpu_step_s ? ", GPU step " : "",
                     r.gpu_step_s ? formatDuration(*r.gpu_step_s * 1e9).c_str() : "",
                     formatDuration(b.compute_s * 1e9).c_str(), formatDuration(b.comm_s * 1e9).c_str(),
                     formatDuration(b.memory_s * 1e9).c_str(), formatDuration(b.idle_s * 1e9).c_str());
+        ImGui::PopTextWrapPos();
       } else {
         ImGui::Dummy(ImVec2(bar_w, 16));  // the row's height, as with a bar
         ImGui::SameLine();

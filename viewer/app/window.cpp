@@ -8,7 +8,9 @@
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "trainscope/common/error.h"
 
@@ -17,9 +19,25 @@ namespace trainscope::viewer {
 namespace {
 std::string g_glfw_error;
 void onGlfwError(int code, const char* what) { g_glfw_error = std::string(what) + " (GLFW error " + std::to_string(code) + ")"; }
+// Dropped paths wait here for the frame loop (one window per process; GLFW calls back on the UI
+// thread, inside poll()).
+std::vector<std::string> g_dropped;
+void onDrop(GLFWwindow*, int n, const char** paths) {
+  for (int i = 0; i < n; ++i) g_dropped.emplace_back(paths[i]);
+}
+
+// ImGui's built-in font (ProggyClean) at `scale` × its 13 px, and every padding and size scaled
+// alike. Rebuilding the font at the size keeps it sharp where FontGlobalScale would blur it.
+void buildUi(float scale) {
+  ImGuiIO& io = ImGui::GetIO();
+  ImFontConfig font;
+  font.SizePixels = std::round(13.0f * scale);
+  io.Fonts->AddFontDefault(&font);
+  ImGui::GetStyle().ScaleAllSizes(scale);
+}
 }  // namespace
 
-Window::Window(const std::string& title, int width, int height, bool visible) {
+Window::Window(const std::string& title, int width, int height, bool visible, float scale) {
   glfwSetErrorCallback(onGlfwError);
   if (!glfwInit())
     throw UserError("display", "cannot open a window: " + g_glfw_error,
@@ -36,10 +54,18 @@ Window::Window(const std::string& title, int width, int height, bool visible) {
   }
   glfwMakeContextCurrent(window_);
   glfwSwapInterval(visible ? 1 : 0);
+  if (!(scale > 0)) {  // the monitor's: what the desktop asks applications to scale by
+    float xs = 1, ys = 1;
+    glfwGetWindowContentScale(window_, &xs, &ys);
+    scale = std::isfinite(xs) && xs > 0 ? xs : 1.0f;
+  }
+  scale_ = scale;
+  glfwSetDropCallback(window_, onDrop);
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   ImGui::GetIO().IniFilename = nullptr;  // no imgui.ini beside the user's files
   ImGui::StyleColorsDark();
+  buildUi(scale_);
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
   ImGui_ImplOpenGL3_Init("#version 330");
 }
@@ -58,6 +84,12 @@ void Window::poll(double wait_s) {
   if (wait_s > 0) glfwWaitEventsTimeout(wait_s);
   else glfwPollEvents();
 }
+std::vector<std::string> Window::takeDropped() {
+  std::vector<std::string> out;
+  out.swap(g_dropped);
+  return out;
+}
+
 bool Window::minimized() const { return glfwGetWindowAttrib(window_, GLFW_ICONIFIED) != 0; }
 
 void Window::newFrame() {

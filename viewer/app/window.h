@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "trainscope/viewer/image.h"
 
@@ -15,7 +16,9 @@ namespace trainscope::viewer {
 class Window {
  public:
   // Throws UserError when there is no display or no OpenGL 3 (with the fix: a DISPLAY, or Xvfb).
-  Window(const std::string& title, int width, int height, bool visible);
+  // `scale` > 0 sizes the font and ImGui's paddings by that factor; 0 takes the monitor's content
+  // scale (glfwGetWindowContentScale: 2 on a typical HiDPI screen, 1 under Xvfb).
+  Window(const std::string& title, int width, int height, bool visible, float scale = 0);
   ~Window();
   Window(const Window&) = delete;
   Window& operator=(const Window&) = delete;
@@ -31,9 +34,13 @@ class Window {
   Image readPixels() const;  // the frame just rendered (before swap)
   int width() const;
   int height() const;
+  float scale() const { return scale_; }  // the factor the UI was built at
+  // Paths dropped onto the window since the last call (GLFW's drop callback), oldest first.
+  std::vector<std::string> takeDropped();
 
  private:
   GLFWwindow* window_ = nullptr;
+  float scale_ = 1;
 };
 
 }  // namespace trainscope::viewer

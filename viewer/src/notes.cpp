@@ -1,0 +1,129 @@
+// notes.cpp — see notes.h.
+#include "trainscope/viewer/notes.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <iomanip>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+
+namespace trainscope::viewer {
+
+void Notes::addBookmark(int64_t at_ns, std::string label) {
+  Bookmark b{at_ns, std::move(label)};
+  bookmarks.insert(std::upper_bound(bookmarks.begin(), bookmarks.end(), b,
+                                    [](const Bookmark& x, const Bookmark& y) { return x.at_ns < y.at_ns; }),
+                   std::move(b));
+}
+
+void Notes::setNote(const EventNote& n) {
+  notes.erase(std::remove_if(notes.begin(), notes.end(),
+                             [&](const EventNote& o) {
+                               return o.rank == n.rank && o.track == n.track && o.name == n.name && o.start_ns == n.start_ns;
+                             }),
+              notes.end());
+  if (!n.text.empty()) notes.push_back(n);
+}
+
+const EventNote* Notes::noteOn(int64_t rank, const std::string& track, const std::string& name, int64_t start_ns) const {
+  for (const auto& o : notes)
+    if (o.rank == rank && o.track == track && o.name == name && o.start_ns == start_ns) return &o;
+  return nullptr;
+}
+
+std::string notesPath(const std::string& run_path) { return run_path + ".notes.json"; }
+
+std::string toJson(const Notes& n) {
+  nlohmann::json j;
+  j["trainscope_notes"] = 1;  // the format's version
+  j["bookmarks"] = nlohmann::json::array();
+  for (const auto& b : n.bookmarks) j["bookmarks"].push_back({{"at_ns", b.at_ns}, {"label", b.label}});
+  j["notes"] = nlohmann::json::array();
+  for (const auto& e : n.notes)
+    j["notes"].push_back(
+        {{"rank", e.rank}, {"track", e.track}, {"name", e.name}, {"start_ns", e.start_ns}, {"text", e.text}});
+  return j.dump(1) + "\n";
+}
+
+Notes notesFromJson(const std::string& text, const std::string& file) {
+  const std::string fix = "fix or remove " + file + " (it holds the viewer's bookmarks and notes)";
+  Notes n;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    if (!j.is_object() || j.value("trainscope_notes", 0) != 1)
+      throw UserError("notes", file + " is not a trainscope notes file (no \"trainscope_notes\": 1)", fix);
+    for (const auto& b : j.value("bookmarks", nlohmann::json::array()))
+      n.addBookmark(b.at("at_ns").get<int64_t>(), b.value("label", ""));
+    for (const auto& e : j.value("notes", nlohmann::json::array()))
+      n.notes.push_back({e.at("rank").get<int64_t>(), e.at("track").get<std::string>(), e.at("name").get<std::string>(),
+                         e.at("start_ns").get<int64_t>(), e.at("text").get<std::string>()});
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError("notes", file + " cannot be read: " + e.what(), fix);
+  }
+  return n;
+}
+
+Notes loadNotes(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return {};
+  // A FIFO at the name would block the open forever: regular files only.
+  const int fd = files::openRegularFile(path, "notes", "remove " + path + " or make it a notes file");
+  std::string text;
+  char buf[1 << 14];
+  for (ssize_t r; (r = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      ::close(fd);
+      throw UserError("notes", path + " cannot be read", "check its permissions");
+    }
+    text.append(buf, size_t(r));
+  }
+  ::close(fd);
+  return notesFromJson(text, path);
+}
+
+void saveNotes(const std::string& path, const Notes& n) {
+  files::writeAtomically(path, toJson(n), files::Existing::Replace, "notes");
+}
+
+std::vector<ScriptCommand> parseAppScript(const std::string& text, const std::string& file) {
+  std::vector<ScriptCommand> mine;
+  std::string rest;  // the other lines, ours blanked so that parseScript's line numbers still hold
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    std::string code = line.substr(0, line.find('#'));
+    std::istringstream words(code);
+    ScriptCommand c;
+    c.line = n;
+    words >> c.op;
+    const bool ours = c.op == "bookmark" || c.op == "note" || c.op == "drop" || c.op == "overlay";
+    rest += (ours ? std::string() : line) + "\n";
+    if (!ours) continue;
+    for (std::string w; words >> std::quoted(w);) c.args.push_back(w);
+    const std::string where = file + ":" + std::to_string(n);
+    const size_t lo = 1, hi = c.op == "overlay" || c.op == "note" ? 1 : 2;
+    if (c.args.size() < lo || c.args.size() > hi)
+      throw UserError("--script", where + ": " + c.op + " takes " + (lo == hi ? "1" : "1-2") + " argument(s)",
+                      "see docs/viewer.md; quote text with spaces: note \"waits for rank 1\"");
+    if (c.op == "bookmark") parseTime(c.args[0], "--script " + where);
+    if (c.op == "overlay" && c.args[0] != "help" && c.args[0] != "bookmarks" && c.args[0] != "open" && c.args[0] != "none")
+      throw UserError("--script", where + ": overlay takes help, bookmarks, open or none", "see docs/viewer.md");
+    mine.push_back(c);
+  }
+  std::vector<ScriptCommand> out = parseScript(rest, file);
+  out.insert(out.end(), mine.begin(), mine.end());
+  std::stable_sort(out.begin(), out.end(), [](const ScriptCommand& a, const ScriptCommand& b) { return a.line < b.line; });
+  return out;
+}
+
+}  // namespace trainscope::viewer
