@@ -19,6 +19,8 @@ using runtime::PipelineSchedule;
 // units of one micro-batch's s·b·h activation and of the stage's largest weight.
 constexpr double kTransientActivations = 6.0;  // × s·b·h elements
 constexpr double kTransientWeights = 1.0;      // × the largest tensor's elements
+// The runtime's gradient bucket (--bucket-mb's default): DDP's all-reduce and ZeRO-2's reduce-scatter.
+constexpr int64_t kRuntimeBucketBytes = 25 << 20;
 
 workloads::OptimizerState stateOf(runtime::OptimizerKind k) {
   switch (k) {
@@ -77,7 +79,7 @@ LayerLists layerListsOf(const workloads::Workload& w, const Plan& p) {
 void addWeights(StageMemory& sm, const Plan& p, int64_t n, int64_t largest) {
   const int64_t per_param = p.mixed() ? 6 : 4;  // fp32 (master) + the low-precision copy
   sm.params = per_param * n;
-  sm.grads = per_param * n;
+  sm.grads = 4 * n;  // fp32 main gradients only: 16-bit ones are added in and released (18 bytes)
   if (p.cpu_lanes > 1) {
     // Each lane's gradients (autograd's, fp32) live from its first backward to their sum; as the
     // lanes finish backward together, each holds the embedding's fresh dense gradient and the
@@ -157,6 +159,23 @@ void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t unit) {
   sm.sync = 0;
   const double prefetched = std::min(zero::kPrefetchElements, double(n - unit));
   sm.gathered = int64_t(double(p.elementBytes()) * (double(unit) + prefetched));
+}
+
+// ZeRO-2 as runtime/src/parallel/grad_sync.cpp runs it (docs/memory-model.md, "ZeRO-2"): buckets of
+// B = min(n, max(25 MiB of fp32, the largest tensor)) elements split into d shards; a rank keeps 4·⌈n/d⌉ bytes of gradients.
+// During a layer's backward one bucket fills while the previous one's reduce-scatter is in flight
+// (its buffer, on Gloo the copy it all-reduces, and its ⌈B/d⌉ output); a stage of one bucket has
+// only the filling one. When backward ends the last bucket is reduce-scattered while autograd still
+// holds the embedding's two fresh gradients (its own and the tied head's): 2·e·largest.
+void addZeroTwo(StageMemory& sm, const Plan& p, int64_t n, int64_t largest) {
+  if (!zero::shardsGradients(p) || zero::shardsParameters(p)) return;
+  // A tensor larger than the bucket is a bucket of its own (the word embedding, often).
+  const int64_t B = std::min<int64_t>(n, std::max<int64_t>(kRuntimeBucketBytes / 4, largest));
+  const int64_t out = zero::shardOf(B, p.dp);
+  const int64_t in_flight = (p.cpu ? 2 : 1) * B + out;
+  sm.grads = 4 * zero::shardOf(n, p.dp);
+  sm.grad_bucket = 4 * (B + (n > B ? in_flight : 0));
+  sm.sync = 4 * in_flight + 2 * p.elementBytes() * largest;
 }
 
 // Micro-batches whose activations stage `st` holds at once.
@@ -279,6 +298,7 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   addOptimizerState(sm, tensors, tied, p);
   // ZeRO-3 gathers a layer, or the word embedding, at a time: the larger sets the transient.
   addZeroShards(sm, p, n, std::max(largest, sm.layers > 0 ? layer_elements / sm.layers : 0));
+  addZeroTwo(sm, p, n, largest);
   sm.inflight = inflightOf(p, st, sm.micro_batches);
   const double interleave = interleaveOf(p, st, sm.micro_batches, sm.inflight);
   addActivations(sm, p, ops, interleave);

@@ -99,17 +99,23 @@ void resolveLayout(TrainConfig& c, int world) {
   if (c.pp > c.model.n_layer)
     throw UserError("--pp", "pp=" + std::to_string(c.pp) + " exceeds n_layer=" + std::to_string(c.model.n_layer),
                     "use at most one stage per layer");
-  if (c.zero > ZeroStage::OptimizerStates)
+  if (c.zero > ZeroStage::Gradients)
     throw UserError("--zero",
-                    "stage " + std::to_string(stageNumber(c.zero)) + " is not run yet: the runtime runs stages 0 and 1",
-                    "pass --zero 1 for ZeRO-1; stages 2 and 3 come later");
+                    "stage " + std::to_string(stageNumber(c.zero)) + " is not run yet: the runtime runs stages 0 to 2",
+                    "pass --zero 2 for ZeRO-2; stage 3 comes later");
+  // ZeRO-2 splits each gradient bucket element by element; Adafactor's factored second moment needs
+  // whole rows and columns of a matrix, which a slice does not have.
+  if (c.zero == ZeroStage::Gradients && c.dp > 1 && c.optimizer == OptimizerKind::Adafactor)
+    throw UserError("--zero", "ZeRO-2 shards parameters element-wise, and Adafactor needs whole matrices",
+                    "use --zero 1 with adafactor, or another --optimizer (adamw, adam8bit, sgd) with --zero 2");
   // Local SGD averages weights over dp only; context-parallel ranks must hold equal weights, which
   // the gradient reduction over dp x cp gives and local SGD's would not.
   if (c.cp > 1 && c.local_sgd > 0)
     throw UserError("--cp", "context parallelism cannot be combined with --local-sgd", "drop one of them");
   if (c.local_sgd < 0) throw UserError("--local-sgd", "must be >= 0", "");
   if (c.local_sgd > 0 && shardsOptimizer(c.zero))
-    throw UserError("--local-sgd", "cannot be combined with --zero 1", "drop one of them");
+    throw UserError("--local-sgd", "cannot be combined with --zero " + std::to_string(stageNumber(c.zero)),
+                    "drop one of them");
   if (c.sequence_parallel && c.tp == 1)
     throw UserError("--sequence-parallel", "needs tensor parallelism", "pass --tp 2 or more");
   if (!(c.bucket_mb > 0)) throw UserError("--bucket-mb", "must be positive", "");

@@ -198,14 +198,29 @@ TEST(ConfigFields, ZeroStagesAreNumbersZeroToThreeAndResolveRunsZeroAndOne) {
   EXPECT_NE(fieldOf([] { parseRun({"--zero", "-1"}); }).find("--zero | "), std::string::npos);
   EXPECT_TRUE(rt::shardsOptimizer(rt::ZeroStage::OptimizerStates));
   EXPECT_FALSE(rt::shardsOptimizer(rt::ZeroStage::None));
-  for (rt::ZeroStage z : {rt::ZeroStage::Gradients, rt::ZeroStage::Parameters}) {
+  for (rt::ZeroStage z : {rt::ZeroStage::Parameters}) {
     rt::TrainConfig c;
     c.nproc = 2;
     c.zero = z;
     const std::string e = fieldOf([&] { rt::resolve(c); });
     EXPECT_EQ(e.rfind("--zero | ", 0), 0u) << e;
-    EXPECT_NE(e.find("the runtime runs stages 0 and 1"), std::string::npos) << e;
+    EXPECT_NE(e.find("the runtime runs stages 0 to 2"), std::string::npos) << e;
   }
+  // ZeRO-2 runs, except with Adafactor over several DP ranks (its factored moments need whole
+  // matrices; a ZeRO-2 shard is a slice) and with local SGD.
+  rt::TrainConfig c2;
+  c2.nproc = 2;
+  c2.zero = rt::ZeroStage::Gradients;
+  rt::resolve(c2);
+  EXPECT_EQ(c2.dp, 2);
+  c2.optimizer = rt::OptimizerKind::Adafactor;
+  std::string e = fieldOf([&] { rt::resolve(c2); });
+  EXPECT_EQ(e.rfind("--zero | ", 0), 0u) << e;
+  EXPECT_NE(e.find("Adafactor"), std::string::npos) << e;
+  c2.optimizer = rt::OptimizerKind::AdamW;
+  c2.local_sgd = 2;
+  e = fieldOf([&] { rt::resolve(c2); });
+  EXPECT_EQ(e.rfind("--local-sgd | ", 0), 0u) << e;
 }
 
 TEST(ConfigFields, EnumsKeepTheirTextForms) {

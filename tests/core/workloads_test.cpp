@@ -210,7 +210,7 @@ TEST(MemoryModel, Gpt2SmallModelStateMatchesTheDocumentedTotals) {
   const auto fp32 = wl::modelStateBytes(w, false, wl::OptimizerState::AdamW);
   const auto bf16 = wl::modelStateBytes(w, true, wl::OptimizerState::AdamW);
   EXPECT_EQ(fp32.params + fp32.grads, 8 * n);
-  EXPECT_EQ(bf16.total(), 20 * n);  // 4 + 2 + 4 + 2 + 8 per parameter
+  EXPECT_EQ(bf16.total(), 18 * n);  // 4 + 2 + 4 + 8 per parameter: no 16-bit gradient kept (Megatron-LM's 18)
 }
 
 // ---- the tuner's models (LibTorch-free) --------------------------------------------------------
@@ -273,19 +273,22 @@ TEST(MemoryModel, ZeroShardsShrinkAsOneOverDAndZero3HoldsTheGatheredLayer) {
   for (int64_t d : {2, 4}) {
     const tn::StageMemory z0 = memory(d, 0), z1 = memory(d, 1), z2 = memory(d, 2), z3 = memory(d, 3);
     EXPECT_EQ(z0.params, 6 * n);
-    EXPECT_EQ(z0.grads, 6 * n);
+    EXPECT_EQ(z0.grads, 4 * n);  // fp32 main gradients only (18 bytes per parameter)
     EXPECT_EQ(z0.optimizer, 8 * n);
     // ZeRO-1: the runtime's by-tensor partition (docs' table), the weights and gradients whole.
     EXPECT_EQ(z1.params, 6 * n);
-    EXPECT_EQ(z1.grads, 6 * n);
+    EXPECT_EQ(z1.grads, 4 * n);
     EXPECT_LT(z1.optimizer, 8 * n);
     // ZeRO-2: the gradients and the state shrink as 1/d exactly.
     EXPECT_EQ(z2.params, 6 * n) << d;
-    EXPECT_EQ(z2.grads, 6 * n / d) << d;
+    EXPECT_EQ(z2.grads, 4 * n / d) << d;
     EXPECT_EQ(z2.optimizer, 8 * n / d) << d;
-    EXPECT_EQ(z2.grad_bucket, 4 * n) << d;  // n < 5e8: one bucket holds them all
+    // The runtime's buckets (grad_sync.cpp): the word embedding, larger than 25 MiB, is one; a bucket
+    // fills while the previous one's reduce-scatter (its buffer and ⌈B/d⌉ output; NCCL, no copy) runs.
+    const int64_t in_flight = wte + wte / d;
+    EXPECT_EQ(z2.grad_bucket, 4 * (wte + in_flight)) << d;
     EXPECT_EQ(z2.gathered, 0);
-    EXPECT_EQ(z2.sync, 4 * n / d);          // the updated fp32 master shard, copied for the all-gather
+    EXPECT_EQ(z2.sync, 4 * in_flight + 2 * 2 * wte);  // the last bucket, with autograd's two bf16 gradients of wte
     // ZeRO-3: the weights too.
     EXPECT_EQ(z3.params, 6 * n / d) << d;
     EXPECT_EQ(z3.grads, 6 * n / d) << d;

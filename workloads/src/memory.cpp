@@ -56,7 +56,7 @@ ModelStateBytes modelStateBytes(const Workload& w, bool mixed, OptimizerState o,
   ModelStateBytes b;
   for (const ParamTensor& t : parameterTensors(w)) {
     b.params += (mixed ? 6 : 4) * t.numel();
-    b.grads += (mixed ? 6 : 4) * t.numel();
+    b.grads += 4 * t.numel();  // fp32 main gradients; 16-bit ones are not kept (Megatron-LM's 18 bytes)
     b.optimizer += optimizerStateBytes(t, o, momentum, block);
   }
   return b;

@@ -297,10 +297,14 @@ class C10dGroup final : public Group {
     auto rec = record("all_reduce", t.nbytes());
     return std::make_shared<C10dPending>(backend_->allreduce(v, o), rec, log_, watch_, &members_);
   }
-  void reduceScatter(at::Tensor& out, at::Tensor& in) override {
-    if (size_ == 1) return void(out.copy_(in));
-    C10dPending(backend_->_reduce_scatter_base(out, in), record("reduce_scatter", in.nbytes()), log_, watch_, &members_)
-        .wait();
+  void reduceScatter(at::Tensor& out, at::Tensor& in) override { reduceScatterAsync(out, in)->wait(); }
+  std::shared_ptr<Pending> reduceScatterAsync(at::Tensor& out, at::Tensor& in) override {
+    if (size_ == 1) {
+      out.copy_(in);
+      return std::make_shared<DonePending>();
+    }
+    auto rec = record("reduce_scatter", in.nbytes());
+    return std::make_shared<C10dPending>(backend_->_reduce_scatter_base(out, in), rec, log_, watch_, &members_);
   }
   void allGather(at::Tensor& out, at::Tensor& in) override {
     if (size_ == 1) return void(out.copy_(in));
@@ -357,6 +361,10 @@ class SingleGroup final : public Group {
   }
   std::shared_ptr<Pending> allReduceAsync(at::Tensor&, Reduce) override { return std::make_shared<DonePending>(); }
   void reduceScatter(at::Tensor& out, at::Tensor& in) override { out.copy_(in); }
+  std::shared_ptr<Pending> reduceScatterAsync(at::Tensor& out, at::Tensor& in) override {
+    out.copy_(in);
+    return std::make_shared<DonePending>();
+  }
   void allGather(at::Tensor& out, at::Tensor& in) override { out.copy_(in); }
   void broadcast(at::Tensor&, int) override {}
   std::shared_ptr<Pending> send(at::Tensor&, int, int) override {

@@ -9,16 +9,22 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
 
 struct GradSync::Bucket {
-  at::Tensor buffer;                  // flat fp32
+  at::Tensor buffer;                  // flat fp32 (Zero2: d·S elements, only while filling or in flight)
   std::vector<size_t> params;
   size_t ready = 0;
   std::shared_ptr<Pending> pending;
+  // Zero2
+  int64_t base = 0, shard = 0;        // where it starts in flat_params_; S, its elements per rank
+  at::Tensor grad_shard;              // (S) fp32: this rank's summed gradients, kept all step
+  at::Tensor out;                     // (S) the reduce-scatter's output while in flight
+  bool launched = false;              // in this micro-batch
 };
 
 GradSync::GradSync(Group& dp, Mode mode, int64_t bucket_bytes, std::vector<at::Tensor>& compute,
@@ -29,85 +35,29 @@ GradSync::GradSync(Group& dp, Mode mode, int64_t bucket_bytes, std::vector<at::T
   main_grads_.resize(n);
   owned_.assign(n, true);
   bucket_of_.assign(n, -1);
+  offset_in_bucket_.assign(n, 0);
   auto f32 = master[0].options().dtype(at::kFloat);
   for (size_t i = 0; i < n; ++i)
     if (!managed[i]) main_grads_[i] = at::zeros(master[i].sizes(), f32);
 
-  if (mode_ == Mode::Zero1) {
-    // Whole tensors to owners, largest first onto the least-loaded rank.
-    const int R = dp_.size();
-    std::vector<size_t> order;
-    for (size_t i = 0; i < n; ++i)
-      if (managed[i]) order.push_back(i);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return master[a].numel() > master[b].numel(); });
-    std::vector<int64_t> load(R, 0);
-    std::vector<int> owner(n, -1);
-    for (size_t i : order) {
-      int r = int(std::min_element(load.begin(), load.end()) - load.begin());
-      owner[i] = r;
-      load[r] += master[i].numel();
-    }
-    segment_ = *std::max_element(load.begin(), load.end());
-    flat_grads_ = at::zeros({R * segment_}, f32);
-    flat_params_ = at::zeros({R * segment_}, f32);
-    std::vector<int64_t> offset(R, 0);
-    for (size_t i = 0; i < n; ++i) {
-      if (!managed[i]) continue;
-      const int64_t at = owner[i] * segment_ + offset[owner[i]];
-      offset[owner[i]] += master[i].numel();
-      owned_[i] = owner[i] == dp_.rank();
-      main_grads_[i] = flat_grads_.narrow(0, at, master[i].numel()).view(master[i].sizes());
-      at::Tensor p = flat_params_.narrow(0, at, master[i].numel()).view(master[i].sizes());
-      {
-        c10::NoGradGuard g;
-        p.copy_(master[i]);
-      }
-      p.requires_grad_(master[i].requires_grad());
-      if (&compute[i] != &master[i] && compute[i].is_same(master[i])) compute[i] = p;
-      master[i] = p;
-    }
-    compute_ = compute;
-  } else if (mode_ == Mode::Buckets) {
-    // Reverse order: the last layers' gradients are ready first.
-    Bucket* cur = nullptr;
-    int64_t cur_bytes = 0;
-    std::vector<std::vector<size_t>> groups;
-    for (size_t k = n; k-- > 0;) {
-      if (!managed[k]) continue;
-      const int64_t bytes = master[k].numel() * 4;
-      if (groups.empty() || (cur_bytes > 0 && cur_bytes + bytes > bucket_bytes)) {
-        groups.emplace_back();
-        cur_bytes = 0;
-      }
-      groups.back().push_back(k);
-      cur_bytes += bytes;
-    }
-    (void)cur;
-    for (auto& g : groups) {
-      auto b = std::make_unique<Bucket>();
-      int64_t total = 0;
-      for (size_t i : g) total += master[i].numel();
-      b->buffer = at::zeros({total}, f32);
-      int64_t off = 0;
-      for (size_t i : g) {
-        main_grads_[i] = b->buffer.narrow(0, off, master[i].numel()).view(master[i].sizes());
-        off += master[i].numel();
-        bucket_of_[i] = int(buckets_.size());
-      }
-      b->params = g;
-      buckets_.push_back(std::move(b));
-    }
-  } else {
+  if (mode_ == Mode::Zero1) layoutZero1(compute, master, managed);
+  else if (mode_ == Mode::Buckets) layoutBuckets(master, managed, bucket_bytes);
+  else if (mode_ == Mode::Zero2) layoutZero2(compute, master, managed, bucket_bytes);
+  else
     for (size_t i = 0; i < n; ++i)
       if (managed[i]) main_grads_[i] = at::zeros(master[i].sizes(), f32);
-  }
 
-  if (!low_precision_) {
-    // fp32: autograd accumulates straight into the main gradients (in place, no copy).
-    for (size_t i = 0; i < n; ++i) compute_[i].mutable_grad() = main_grads_[i];
-  } else {
-    for (auto& c : compute_) c.mutable_grad() = at::zeros_like(c);
-  }
+  // What this rank updates: the owned whole tensors (ZeRO-2 listed its slices in its layout, and
+  // the unmanaged tensors, whole on every rank, come here).
+  for (size_t i = 0; i < n; ++i)
+    if (owned_[i] && main_grads_[i].defined() && (mode_ != Mode::Zero2 || !managed[i]))
+      shards_.push_back({i, main_grads_[i], master[i]});
+
+  // fp32: autograd accumulates straight into the main gradients (in place, no copy). ZeRO-2 has no
+  // full main gradient: autograd's own is added into the bucket and released, as in bf16.
+  if (!low_precision_)
+    for (size_t i = 0; i < n; ++i)
+      if (mode_ != Mode::Zero2 || !managed[i]) compute_[i].mutable_grad() = main_grads_[i];
   // A post-hook on every leaf's AccumulateGrad runs once its gradient for this backward is in.
   for (size_t i = 0; i < n; ++i) {
     std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(compute_[i]);
@@ -130,16 +80,158 @@ GradSync::~GradSync() {
     }
 }
 
+// Reverse order: the last layers' gradients are ready first. Buckets of about bucket_bytes of fp32.
+std::vector<std::vector<size_t>> GradSync::bucketGroups(const std::vector<at::Tensor>& master,
+                                                        const std::vector<bool>& managed, int64_t bucket_bytes) const {
+  int64_t cur_bytes = 0;
+  std::vector<std::vector<size_t>> groups;
+  for (size_t k = master.size(); k-- > 0;) {
+    if (!managed[k]) continue;
+    const int64_t bytes = master[k].numel() * 4;
+    if (groups.empty() || (cur_bytes > 0 && cur_bytes + bytes > bucket_bytes)) {
+      groups.emplace_back();
+      cur_bytes = 0;
+    }
+    groups.back().push_back(k);
+    cur_bytes += bytes;
+  }
+  return groups;
+}
+
+// Parameter i's master weight becomes flat[at, at + numel) (its values copied there).
+void GradSync::seat(size_t i, const at::Tensor& flat, int64_t at, std::vector<at::Tensor>& compute,
+                    std::vector<at::Tensor>& master) {
+  at::Tensor p = flat.narrow(0, at, master[i].numel()).view(master[i].sizes());
+  {
+    c10::NoGradGuard g;
+    p.copy_(master[i]);
+  }
+  p.requires_grad_(master[i].requires_grad());
+  if (&compute[i] != &master[i] && compute[i].is_same(master[i])) compute[i] = p;
+  master[i] = p;
+  compute_[i] = compute[i];
+}
+
+void GradSync::layoutZero1(std::vector<at::Tensor>& compute, std::vector<at::Tensor>& master,
+                           const std::vector<bool>& managed) {
+  // Whole tensors to owners, largest first onto the least-loaded rank.
+  const size_t n = master.size();
+  const int R = dp_.size();
+  auto f32 = master[0].options().dtype(at::kFloat);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < n; ++i)
+    if (managed[i]) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return master[a].numel() > master[b].numel(); });
+  std::vector<int64_t> load(R, 0);
+  std::vector<int> owner(n, -1);
+  for (size_t i : order) {
+    int r = int(std::min_element(load.begin(), load.end()) - load.begin());
+    owner[i] = r;
+    load[r] += master[i].numel();
+  }
+  segment_ = *std::max_element(load.begin(), load.end());
+  flat_grads_ = at::zeros({R * segment_}, f32);
+  flat_params_ = at::zeros({R * segment_}, f32);
+  std::vector<int64_t> offset(R, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (!managed[i]) continue;
+    const int64_t at = owner[i] * segment_ + offset[owner[i]];
+    offset[owner[i]] += master[i].numel();
+    owned_[i] = owner[i] == dp_.rank();
+    main_grads_[i] = flat_grads_.narrow(0, at, master[i].numel()).view(master[i].sizes());
+    seat(i, flat_params_, at, compute, master);
+  }
+}
+
+void GradSync::layoutBuckets(std::vector<at::Tensor>& master, const std::vector<bool>& managed, int64_t bucket_bytes) {
+  auto f32 = master[0].options().dtype(at::kFloat);
+  for (auto& g : bucketGroups(master, managed, bucket_bytes)) {
+    auto b = std::make_unique<Bucket>();
+    int64_t total = 0;
+    for (size_t i : g) total += master[i].numel();
+    b->buffer = at::zeros({total}, f32);
+    int64_t off = 0;
+    for (size_t i : g) {
+      main_grads_[i] = b->buffer.narrow(0, off, master[i].numel()).view(master[i].sizes());
+      off += master[i].numel();
+      bucket_of_[i] = int(buckets_.size());
+    }
+    b->params = g;
+    buckets_.push_back(std::move(b));
+  }
+}
+
+// Each bucket of n elements is padded to d·S (S = ⌈n/d⌉); rank r owns its elements [r·S, (r+1)·S).
+// A parameter that straddles shards is updated in slices by several ranks.
+void GradSync::layoutZero2(std::vector<at::Tensor>& compute, std::vector<at::Tensor>& master,
+                           const std::vector<bool>& managed, int64_t bucket_bytes) {
+  const int64_t R = dp_.size(), me = dp_.rank();
+  auto f32 = master[0].options().dtype(at::kFloat);
+  const auto groups = bucketGroups(master, managed, bucket_bytes);
+  int64_t total = 0;
+  for (const auto& g : groups) {
+    int64_t n = 0;
+    for (size_t i : g) n += master[i].numel();
+    total += (n + R - 1) / R * R;
+  }
+  flat_params_ = at::zeros({total}, f32);
+  int64_t base = 0;
+  for (const auto& g : groups) {
+    auto b = std::make_unique<Bucket>();
+    int64_t n = 0;
+    for (size_t i : g) n += master[i].numel();
+    b->base = base;
+    b->shard = (n + R - 1) / R;
+    b->grad_shard = at::zeros({b->shard}, f32);
+    b->params = g;
+    const int64_t lo_mine = me * b->shard, hi_mine = lo_mine + b->shard;
+    int64_t off = 0;
+    for (size_t i : g) {
+      const int64_t numel = master[i].numel();
+      seat(i, flat_params_, base + off, compute, master);
+      bucket_of_[i] = int(buckets_.size());
+      offset_in_bucket_[i] = off;
+      owned_[i] = false;  // no whole tensor: its slices below
+      const int64_t lo = std::max(lo_mine, off), hi = std::min(hi_mine, off + numel);
+      if (lo < hi)
+        shards_.push_back({i, b->grad_shard.narrow(0, lo - lo_mine, hi - lo), master[i].view({-1}).narrow(0, lo - off, hi - lo)});
+      off += numel;
+    }
+    base += R * b->shard;
+    buckets_.push_back(std::move(b));
+  }
+}
+
+int64_t GradSync::gradBytes() const {
+  int64_t bytes = 0;
+  for (const auto& g : main_grads_)
+    if (g.defined()) bytes += g.nbytes();
+  for (const auto& b : buckets_)
+    if (b->grad_shard.defined()) bytes += b->grad_shard.nbytes();
+  for (const auto& c : compute_)
+    if (low_precision_ && c.grad().defined()) bytes += c.grad().nbytes();
+  return bytes;
+}
+
 void GradSync::zeroGrads() {
-  for (auto& b : buckets_) b->ready = 0;
-  for (auto& g : main_grads_) g.zero_();
+  for (auto& b : buckets_) {
+    b->ready = 0;
+    b->launched = false;
+    if (b->grad_shard.defined()) b->grad_shard.zero_();
+  }
+  for (auto& g : main_grads_)
+    if (g.defined()) g.zero_();
+  micro_has_grads_ = false;
+  rs_total_ns_ = rs_hidden_ns_ = 0;
 }
 
 void GradSync::onGradReady(size_t i) {
+  if (mode_ == Mode::Zero2 && bucket_of_[i] >= 0) return addToBucket(i);
   if (low_precision_) {
+    // Megatron-LM's main_grad: the 16-bit gradient goes into fp32 at once and is not kept.
     c10::NoGradGuard g;
     main_grads_[i].add_(compute_[i].grad());
-    compute_[i].mutable_grad().zero_();
+    compute_[i].mutable_grad() = at::Tensor();
   }
   if (mode_ != Mode::Buckets || !last_micro_ || bucket_of_[i] < 0) return;
   Bucket& b = *buckets_[bucket_of_[i]];
@@ -147,6 +239,67 @@ void GradSync::onGradReady(size_t i) {
 }
 
 void GradSync::launch(Bucket& b) { b.pending = dp_.allReduceAsync(b.buffer, Reduce::Sum); }
+
+void GradSync::setLastMicroBatch(bool last) {
+  last_micro_ = last;
+  if (mode_ == Mode::Zero2 && micro_has_grads_) flushMicroBatch();
+}
+
+// ZeRO-2: autograd's gradient of parameter i (fp32 or 16-bit) is added into its bucket's full buffer,
+// allocated at the bucket's first gradient of the micro-batch, and released.
+void GradSync::addToBucket(size_t i) {
+  c10::NoGradGuard no_grad;
+  Bucket& b = *buckets_[bucket_of_[i]];
+  if (b.pending) retireShard(b, 0);  // still reducing the previous micro-batch's sum
+  if (!b.buffer.defined()) b.buffer = at::zeros({b.shard * dp_.size()}, b.grad_shard.options());
+  {
+    at::Tensor g = std::exchange(compute_[i].mutable_grad(), at::Tensor());  // released at this scope's end
+    b.buffer.narrow(0, offset_in_bucket_[i], g.numel()).view(g.sizes()).add_(g);
+  }
+  micro_has_grads_ = true;
+  if (++b.ready == b.params.size()) launchShard(b);
+}
+
+// One reduce-scatter in flight at a time: the previous one is retired first, so at most two full
+// buckets exist (this one, and the next filling) whatever the relative speed of compute and network.
+void GradSync::launchShard(Bucket& b) {
+  if (inflight_) retireShard(*inflight_, 0);
+  if (!b.buffer.defined()) b.buffer = at::zeros({b.shard * dp_.size()}, b.grad_shard.options());
+  b.out = at::empty({b.shard}, b.grad_shard.options());
+  b.pending = dp_.reduceScatterAsync(b.out, b.buffer);
+  b.launched = true;
+  b.ready = 0;
+  inflight_ = &b;
+}
+
+// Waits for b's reduce-scatter, adds the result into the shard and frees the full bucket.
+// backward_end 0: retired during backward (all of it hidden behind compute).
+void GradSync::retireShard(Bucket& b, int64_t backward_end) {
+  b.pending->wait();
+  const double dur = double(b.pending->endNs() - b.pending->startNs());
+  rs_total_ns_ += dur;
+  rs_hidden_ns_ += backward_end == 0
+                       ? dur
+                       : double(std::max<int64_t>(0, std::min(b.pending->endNs(), backward_end) - b.pending->startNs()));
+  b.pending.reset();
+  b.grad_shard.add_(b.out);
+  b.out = at::Tensor();
+  b.buffer = at::Tensor();
+  if (inflight_ == &b) inflight_ = nullptr;
+}
+
+// The end of a micro-batch's backward: buckets that did not fill (a parameter without a gradient)
+// are reduced as they are, in bucket order on every rank, so that the collectives match. The last
+// reduce-scatter is waited for here, not during the next micro-batch: its full bucket (and Gloo's
+// copy of it) would otherwise sit under that micro-batch's activations.
+void GradSync::flushMicroBatch() {
+  const int64_t backward_end = tracer::nowNs();
+  for (auto& b : buckets_)
+    if (!b->launched) launchShard(*b);
+  if (inflight_) retireShard(*inflight_, backward_end);
+  for (auto& b : buckets_) b->launched = false;
+  micro_has_grads_ = false;
+}
 
 void GradSync::finishBackward() {
   hidden_share_ = 0;
@@ -162,6 +315,13 @@ void GradSync::finishBackward() {
     return;
   }
   const int64_t backward_end = tracer::nowNs();
+  if (mode_ == Mode::Zero2) {
+    if (micro_has_grads_) flushMicroBatch();
+    for (auto& b : buckets_) b->grad_shard.mul_(inv);
+    comm_seconds_ = rs_total_ns_ * 1e-9;
+    hidden_share_ = rs_total_ns_ > 0 ? rs_hidden_ns_ / rs_total_ns_ : 0;
+    return;
+  }
   double total = 0, hidden = 0;
   for (auto& b : buckets_) {
     if (!b->pending) launch(*b);  // parameters that got no gradient this step
@@ -178,10 +338,18 @@ void GradSync::finishBackward() {
 }
 
 void GradSync::gatherParams() {
-  if (mode_ != Mode::Zero1) return;
   c10::NoGradGuard g;
-  at::Tensor mine = flat_params_.narrow(0, dp_.rank() * segment_, segment_).clone();
-  dp_.allGather(flat_params_, mine);
+  if (mode_ == Mode::Zero1) {
+    at::Tensor mine = flat_params_.narrow(0, dp_.rank() * segment_, segment_).clone();
+    dp_.allGather(flat_params_, mine);
+  } else if (mode_ == Mode::Zero2) {
+    // Bucket by bucket, so that the copy of this rank's shard is one bucket's S elements at a time.
+    for (auto& b : buckets_) {
+      at::Tensor all = flat_params_.narrow(0, b->base, b->shard * dp_.size());
+      at::Tensor mine = all.narrow(0, dp_.rank() * b->shard, b->shard).clone();
+      dp_.allGather(all, mine);
+    }
+  }
 }
 
 }  // namespace trainscope::runtime

@@ -90,7 +90,6 @@ struct Trainer::Impl {
   std::vector<GptWeights> chunk_weights;  // compute_weights by model chunk (one unless interleaved 1F1B)
   std::unique_ptr<GradSync> sync;
   std::unique_ptr<Optimizer> optimizer;
-  std::vector<size_t> owned;           // indices this rank's optimizer updates
   int wte_index = -1;                  // tied embedding under pipeline parallelism (reduced by hand)
   LossScaler scaler;
   // Core lanes (CPU): lane k trains on leaves that share the weights' storage but collect their own
@@ -318,8 +317,11 @@ struct Trainer::Impl {
       }
     }
     if (tp.sequence_parallel)
-      for (size_t i = 0; i < info.size(); ++i)
-        if (info[i].sp_partial) comm->tp().allReduce(grads()[i]);
+      for (const GradSync::Shard& sh : sync->shards())  // TP peers shard alike: same slices
+        if (info[sh.param].sp_partial) {
+          at::Tensor g = sh.grad;
+          comm->tp().allReduce(g);
+        }
   }
 
   // Unscales the main grads in place and returns the global L2 norm over the whole model (inf/nan
@@ -327,21 +329,23 @@ struct Trainer::Impl {
   // embedding on the first stage only, ZeRO-sharded ones on their owner.
   double unscaleAndNorm() {
     c10::NoGradGuard no_grad;
-    std::vector<at::Tensor>& g = grads();
-    if (scaler.scale != 1.0) at::_foreach_mul_(g, 1.0 / scaler.scale);
+    std::vector<at::Tensor> g;  // what this rank updates: whole main gradients, or ZeRO-2's slices
+    for (const GradSync::Shard& sh : sync->shards()) g.push_back(sh.grad);
+    if (scaler.scale != 1.0 && !g.empty()) at::_foreach_mul_(g, 1.0 / scaler.scale);
     if (inject_overflow) {
-      g[0].view({-1})[0].fill_(std::numeric_limits<float>::infinity());
+      if (!g.empty()) g[0].view({-1})[0].fill_(std::numeric_limits<float>::infinity());
       inject_overflow = false;
       lane_sq.reset();
     }
     std::vector<at::Tensor> counted;
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (!sync->owned()[i] || !countedOnThisRank(i)) continue;
+    for (const GradSync::Shard& sh : sync->shards()) {
+      const size_t i = sh.param;
+      if (!countedOnThisRank(i)) continue;
       // Under ZeRO the tied embedding (not partitioned) is on every DP rank: count it on one.
       if (static_cast<int>(i) == wte_index && shardsOptimizer(cfg.zero) && comm->dpCp().rank() != 0) continue;
-      counted.push_back(g[i]);
+      counted.push_back(sh.grad);
     }
-    at::Tensor sq = at::zeros({}, g[0].options().dtype(at::kDouble));
+    at::Tensor sq = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
     // Lanes (one process, every parameter counted, scale 1): the lanes' sum already took Σ g².
     const bool have_lane_sq = lane_sq && scaler.scale == 1.0 && counted.size() == g.size();
     if (have_lane_sq) sq.fill_(*lane_sq);
@@ -364,7 +368,7 @@ struct Trainer::Impl {
     TRAINSCOPE_RANGE(names::kOptimizer);
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor> mine;
-    for (size_t i : owned) mine.push_back(grads()[i]);
+    for (const GradSync::Shard& sh : sync->shards()) mine.push_back(sh.grad);
     const double clip = cfg.clip > 0 && norm > cfg.clip ? cfg.clip / (norm + 1e-6) : 1.0;
     if (PartitionedStep* parts = lanes ? partitioned(*optimizer) : nullptr) {
       // Each lane updates its share of the elements: no intra-op fork per parameter tensor.
@@ -373,7 +377,7 @@ struct Trainer::Impl {
     } else {
       optimizer->step(mine, lr, clip);  // clipped
     }
-    sync->gatherParams();  // ZeRO-1: everyone gets everyone's updated shard
+    sync->gatherParams();  // ZeRO-1/2: everyone gets everyone's updated shard
     if (cfg.local_sgd > 0 && layout.dp > 1 && (step + 1) % cfg.local_sgd == 0)
       for (auto& p : master) {  // local SGD: average the weights every H steps
         comm->dp().allReduce(p);
@@ -439,9 +443,10 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
     s.wte_index = 0;  // flat() puts wte first
     managed[0] = false;
   }
-  const auto mode = shardsOptimizer(cfg.zero) ? GradSync::Mode::Zero1
-                    : cfg.local_sgd > 0       ? GradSync::Mode::None
-                                              : GradSync::Mode::Buckets;
+  const auto mode = cfg.zero == ZeroStage::Gradients ? GradSync::Mode::Zero2
+                    : shardsOptimizer(cfg.zero)        ? GradSync::Mode::Zero1
+                    : cfg.local_sgd > 0                ? GradSync::Mode::None
+                                                       : GradSync::Mode::Buckets;
   // Gradients are reduced over DP x CP (Megatron-LM's data-parallel-with-context group): each CP
   // rank's gradients cover its tokens only.
   s.sync = std::make_unique<GradSync>(comm->dpCp(), mode, int64_t(cfg.bucket_mb * 1024 * 1024), s.compute, s.master,
@@ -453,12 +458,10 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
 
   std::vector<at::Tensor> params;
   std::vector<bool> decay;
-  for (size_t i = 0; i < s.master.size(); ++i)
-    if (s.sync->owned()[i]) {
-      s.owned.push_back(i);
-      params.push_back(s.master[i]);
-      decay.push_back(s.info[i].decay);
-    }
+  for (const GradSync::Shard& sh : s.sync->shards()) {  // whole tensors, or ZeRO-2's 1-D slices
+    params.push_back(sh.master);
+    decay.push_back(s.info[sh.param].decay);
+  }
   s.optimizer = makeOptimizer(cfg, params, decay);
   if (cfg.precision == Precision::FP16) {
     s.scaler.scale = cfg.fp16_init_scale;
@@ -508,9 +511,7 @@ rundb::Step Trainer::step() {
   }
   r.peak_bytes = s.memory->peakBytes();
   r.param_bytes = bytesOf(s.master) + (s.lowPrecision() ? bytesOf(s.compute) : 0);
-  r.grad_bytes = bytesOf(s.grads()) + s.laneGradBytes();
-  if (s.lowPrecision())
-    for (const auto& t : s.compute) r.grad_bytes += t.grad().nbytes();
+  r.grad_bytes = s.sync->gradBytes() + s.laneGradBytes();  // incl. any 16-bit gradient still held
   r.optim_bytes = s.optimizer->stateBytes();
   ++s.step;
   return r;

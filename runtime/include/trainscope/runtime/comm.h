@@ -55,6 +55,8 @@ class Group {
   virtual std::shared_ptr<Pending> allReduceAsync(at::Tensor& t, Reduce op = Reduce::Sum) = 0;
   // out (n) <- sum over ranks of in[rank*n : (rank+1)*n], in has size()*n elements
   virtual void reduceScatter(at::Tensor& out, at::Tensor& in) = 0;
+  // The same, returning at once: ZeRO-2 reduce-scatters each gradient bucket while backward goes on.
+  virtual std::shared_ptr<Pending> reduceScatterAsync(at::Tensor& out, at::Tensor& in) = 0;
   // out (size()*n) <- concatenation of every rank's in (n)
   virtual void allGather(at::Tensor& out, at::Tensor& in) = 0;
   virtual void broadcast(at::Tensor& t, int root) = 0;

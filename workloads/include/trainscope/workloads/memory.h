@@ -4,7 +4,7 @@
 // trainer's measured split (param_bytes, grad_bytes, optim_bytes) against these formulas.
 //
 //   weights    fp32: 4 per parameter (trained directly); bf16/fp16: 4 (fp32 master) + 2 (copy)
-//   gradients  fp32: 4; bf16/fp16: 4 (fp32 main gradient) + 2 (low-precision gradient)
+//   gradients  4: the fp32 main gradient (bf16/fp16: each 16-bit gradient is added into it and released)
 //   optimizer  AdamW 8 (fp32 m, v); SGD 0, or 4 with momentum; Adafactor 4·(r + c) per r×c matrix and
 //              4·n per vector; 8-bit Adam 2·⌈n/k⌉·k + 8·⌈n/k⌉ per tensor of n (block k)
 #pragma once
