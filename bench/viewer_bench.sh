@@ -2,7 +2,8 @@
 # bench/viewer_bench.sh [EVENTS ...] — the viewer on generated traces of EVENTS events over 8 ranks
 # (default: 10 million, then 50 million): the time to open (load + index + level of detail), the CPU
 # time of every frame over bench/viewer_script.txt (fully zoomed out, a step, a single kernel, pans
-# at each zoom, search, selection, statistics), memory per event, and the process's peak RSS.
+# at each zoom, search, selection, statistics), memory per event, how soon after the timeline the
+# Statistics tab showed rows and was complete and the Steps tab filled, and the process's peak RSS.
 # Figures, not pass/fail. Needs a display: runs under its own Xvfb through xvfb-run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

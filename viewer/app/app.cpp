@@ -84,6 +84,7 @@ const rundb::RunSummary* App::summary() const {
 }
 
 void App::closeDocuments() {
+  tables.stopJobs();    // they read the traces that go
   range_stats.reset();  // of a trace that goes
   range_stats_trace = nullptr;
   stats_group = -1;     // the next run picks its own default table
@@ -208,11 +209,11 @@ void App::realign() {
 
 void App::applyCommand(const ScriptCommand& c) {
   auto num = [](const std::string& s) { return std::stod(s); };
+  if (applyHabitCommand(c)) return;  // bookmark, note, drop, overlay (view_habits.cpp)
   if (applyTableCommand(c)) return;  // csv, sql, diff (view_tables.cpp)
   if (c.op == "view") {
     view.t0 = parseTime(c.args[0], "--script");
     view.t1 = parseTime(c.args[1], "--script");
-  if (applyHabitCommand(c)) return;  // bookmark, note, drop, overlay (view_habits.cpp)
   } else if (c.op == "zoom") {
     const double at = c.args.size() > 1 ? num(c.args[1]) : 0.5;
     view.zoom(num(c.args[0]), view.x0 + float(at) * view.width);
@@ -328,12 +329,12 @@ void App::writeLayout(const std::string& path) const {
     j["events"] = t->event_count;
     j["bytes"] = t->bytes();
   }
+  habitsLayout(j);  // scale, bookmarks, notes, the study view
   tablesLayout(j);  // the diff, the SQL box's rows, the histogram
   files::writeAtomically(path, j.dump(1) + "\n", files::Existing::Replace, "--layout");
 }
 
 int App::run() {
-  habitsLayout(j);  // scale, bookmarks, notes, the study view
   const bool headless = !opt.screenshot.empty();
   std::vector<ScriptCommand> script;
   if (!opt.script.empty()) {
@@ -361,12 +362,16 @@ int App::run() {
   int settle = opt.frames;
   const auto started = std::chrono::steady_clock::now();
   while (!window.shouldClose()) {
-    const bool loading = std::any_of(docs.begin(), docs.end(), [](const auto& d) { return !d->summary_done.load(); });
+    // Loading: the files, their passes after the timeline, and the tables' threads (a range's
+    // statistics, a histogram, a query) — a headless script waits for them all.
+    const bool loading = std::any_of(docs.begin(), docs.end(), [](const auto& d) { return !d->summary_done.load(); }) ||
+                         tables.busy();
     // Idle: wait for input. Loading: about ten frames a second for the progress bar, leaving the
     // cores to the loader (a frame under a software OpenGL costs a core for milliseconds).
     window.poll(loading ? 0.1 : headless ? 0 : 0.25);
     if (!headless && window.minimized()) continue;
     poll();
+    if (auto dropped = window.takeDropped(); !dropped.empty()) openFiles(dropped);  // files dropped on the window
     if (headless && loading) {
       if (std::chrono::steady_clock::now() - started > std::chrono::minutes(10)) {
         fatal = "loading took longer than 10 minutes";
@@ -376,7 +381,6 @@ int App::run() {
     }
     // Headless waits for the summaries too, so that a script sees every tab filled. `loading` was
     // read before poll(): a document that finished in between is fitted by poll() in the next frame,
-    if (auto dropped = window.takeDropped(); !dropped.empty()) openFiles(dropped);  // files dropped on the window
     // which would undo a script command applied in this one.
     const bool all_loaded = !loading;
     if (headless && all_loaded && fatal.empty() && next_command < script.size()) {
@@ -393,6 +397,7 @@ int App::run() {
     window.newFrame();
     ImGui::NewFrame();
     drawFrame();
+    drawOverlays();
     ImGui::Render();
     this->frame_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - f0).count();
     if (all_loaded && fatal.empty()) frame_ms.push_back(this->frame_ms);  // frames of the loaded trace
@@ -402,7 +407,6 @@ int App::run() {
     // (its commands wait for a loaded file, which will not come).
     if (headless && (!fatal.empty() || (all_loaded && next_command >= script.size())) && --settle <= 0) {
       writePng(opt.screenshot, window.readPixels());
-    drawOverlays();
       if (!opt.layout.empty()) writeLayout(opt.layout);
       break;
     }

@@ -34,22 +34,22 @@ namespace trainscope::viewer {
 namespace keys {
 inline constexpr int kA = 65, kD = 68, kF = 70, kS = 83, kW = 87, kLeftBracket = 91, kRightBracket = 93,
                      kEscape = 256, kF3 = 292;
+inline constexpr int kB = 66, kL = 76, kN = 78, kO = 79, kSlash = 47, kF1 = 290, kEnter = 257;  // view_habits.cpp
 }
 
 struct Options {
   std::vector<std::string> files;
   std::string screenshot, script, layout;
-inline constexpr int kB = 66, kL = 76, kN = 78, kO = 79, kSlash = 47, kF1 = 290, kEnter = 257;  // view_habits.cpp
   int width = 1600, height = 900;
   std::optional<std::pair<double, double>> view;  // relative to the trace start, ns
   int frames = 3;
   bool frame_stats = false;
+  float scale = 0;  // --scale: fonts and sizes; 0: the monitor's content scale
 };
 
 // One run database: loaded on a background thread, then shown.
 struct Document {
   std::string path;
-  float scale = 0;  // --scale: fonts and sizes; 0: the monitor's content scale
   LoadProgress progress;
   std::thread loader;
   std::atomic<bool> done{false};
@@ -211,7 +211,7 @@ class App {
   bool applyHabitCommand(const ScriptCommand& c);  // false: not one of its commands
   void drawOverlays();                              // after drawFrame, same ImGui frame
   void habitsLayout(nlohmann::json& j) const;
-  const Statistics* shownStatistics(bool in_range);  // nullptr while a range is being dragged
+  const Statistics* shownStatistics(bool in_range, bool wait = false);  // nullptr: a range still counting
   void statisticsControls(const Statistics* st, const Trace& t, bool in_range);
   void statisticsTable(const Statistics& st, Document& d, bool in_range);
   void statisticsHistogram(const Statistics& st, Document& d);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <stdexcept>
 
 #include "app.h"
@@ -70,19 +71,30 @@ Document* App::statsDocument() {
 }
 
 // The statistics the tab shows: the run's (as far as the pass has got) or the selected range's,
-// computed when the range is final (not while it is being dragged), on this thread — its cost is the
-// events in the range.
-const Statistics* App::shownStatistics(bool in_range) {
+// computed on a thread of its own once the range is final (not while it is being dragged): nullptr
+// until then. wait: until it is in (a script's csv).
+const Statistics* App::shownStatistics(bool in_range, bool wait) {
   Document* d = statsDocument();
   if (!d) return nullptr;
   const Trace& t = *d->trace;
   if (!in_range) return d->stats.get();
-  if ((!range_stats || range_stats_for != *range || range_stats_trace != &t) && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
-    range_stats = std::make_unique<Statistics>(computeRangeStatistics(t, range->first, range->second));
-    range_stats_for = *range;
-    range_stats_trace = &t;
+  if (range_stats && range_stats_trace == &t && range_stats_for == *range) return range_stats.get();
+  const bool started = tables.range_job.valid() && tables.range_job_for == *range && tables.range_job_trace == &t;
+  if (!started && (wait || !ImGui::IsMouseDown(ImGuiMouseButton_Left))) {
+    tables.stopJobs();  // the previous range's, if any
+    tables.range_cancel.store(false);
+    tables.range_job = std::async(std::launch::async, [&t, r = *range, cancel = &tables.range_cancel] {
+      return std::make_unique<Statistics>(computeRangeStatistics(t, r.first, r.second, cancel));
+    });
+    tables.range_job_for = *range;
+    tables.range_job_trace = &t;
   }
-  return range_stats && range_stats_trace == &t && range_stats_for == *range ? range_stats.get() : nullptr;
+  if (!tables.range_job.valid() || tables.range_job_for != *range || tables.range_job_trace != &t) return nullptr;
+  if (!wait && tables.range_job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return nullptr;
+  range_stats = tables.range_job.get();
+  range_stats_for = *range;
+  range_stats_trace = &t;
+  return range_stats.get();
 }
 
 // The table header: which table, which ranks, the whole run or the range, and CSV.
@@ -152,7 +164,8 @@ void App::drawStatistics() {
   }
   statisticsControls(st, t, in_range);
   if (!st) {
-    ImGui::TextDisabled("Release the mouse to compute the range's statistics.");
+    ImGui::TextDisabled(ImGui::IsMouseDown(ImGuiMouseButton_Left) ? "Release the mouse to count the range."
+                                                                  : "Counting the range...");
     return;
   }
   stats_shown = {};
@@ -194,9 +207,23 @@ void App::statisticsHistogram(const Statistics& st, Document& d) {
   }
   if (!name) return;
   const int64_t rank = stats_rank >= 0 ? stats_rank : kAllRanks;
-  const auto key = std::make_tuple(&t, st.in_range, st.begin, st.end, int(g), *name, rank);
-  if (tables.hist_for != key) {  // once per row picked (a pass over the events of the table's ranks)
-    tables.hist = durationHistogram(t, st, g, *name, rank);
+  // Once per row picked, on a thread (a pass over the events of the table's ranks).
+  const TablesState::HistKey key{&t, st.in_range, st.begin, st.end, int(g), *name, rank};
+  if (tables.hist_for != key) {
+    if (!tables.hist_job.valid() || tables.hist_job_for != key) {
+      if (tables.hist_job.valid()) tables.hist_job.get();
+      Statistics scope;  // what durationHistogram reads of it: the range
+      scope.in_range = st.in_range, scope.begin = st.begin, scope.end = st.end;
+      tables.hist_job = std::async(std::launch::async, [&t, scope, g, n = *name, rank] {
+        return durationHistogram(t, scope, g, n, rank);
+      });
+      tables.hist_job_for = key;
+    }
+    if (tables.hist_job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      ImGui::TextDisabled("Counting the durations...");
+      return;
+    }
+    tables.hist = tables.hist_job.get();
     tables.hist_for = key;
   }
   const size_t chars = size_t(ImGui::GetContentRegionAvail().x / std::max(1.f, ImGui::CalcTextSize("M").x));
@@ -292,7 +319,8 @@ void App::drawRangeNames() {
   if (!d || !range) return;
   const Statistics* st = shownStatistics(true);
   if (!st) {
-    ImGui::TextDisabled("Release the mouse for the range's names.");
+    ImGui::TextDisabled(ImGui::IsMouseDown(ImGuiMouseButton_Left) ? "Release the mouse for the range's names."
+                                                                  : "Counting the range's names...");
     return;
   }
   const Trace& t = *d->trace;

@@ -4,6 +4,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -20,6 +21,22 @@ namespace trainscope::viewer {
 TablesState::~TablesState() {
   sql_cancel.store(true);  // a query still running stops at SQLite's next check
   if (sql_thread.joinable()) sql_thread.join();
+  stopJobs();
+}
+
+bool TablesState::busy() const {
+  auto running = [](const auto& f) { return f.valid() && f.wait_for(std::chrono::seconds(0)) != std::future_status::ready; };
+  return sql_busy.load() || running(hist_job) || running(range_job);
+}
+
+void TablesState::stopJobs() {
+  range_cancel.store(true);
+  try {
+    if (range_job.valid()) range_job.get();
+  } catch (const Cancelled&) {
+  }
+  if (hist_job.valid()) hist_job.get();  // one pass over the events: not cancellable, and short
+  hist_for = hist_job_for = HistKey{nullptr, false, 0, 0, -1, 0, 0};
 }
 
 std::vector<ScriptCommand> parseTableScript(
@@ -204,13 +221,13 @@ Table App::tableFor(const std::string& which) {
   if (!d) return {};
   const Trace& t = *d->trace;
   if (which == "stats") {
-    const Statistics* st = shownStatistics(stats_in_range && range);
+    const Statistics* st = shownStatistics(stats_in_range && range, /*wait=*/true);
     if (!st) return {};
     const StatGroup g = stats_group >= 0 ? StatGroup(stats_group) : defaultGroup(*st);
     return statsTable(*st, t, g, stats_rank);
   }
   if (which == "range") {
-    const Statistics* st = range ? shownStatistics(true) : nullptr;
+    const Statistics* st = range ? shownStatistics(true, /*wait=*/true) : nullptr;
     return st ? rangeNamesTable(*st, t, stats_rank) : Table{};
   }
   if (which == "diff") {

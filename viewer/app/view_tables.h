@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,7 +28,19 @@ struct TablesState {
   std::optional<std::pair<StatGroup, uint32_t>> picked;
   Histogram hist;
   // What `hist` is of: the trace, the range (or none), the group, name and rank.
-  std::tuple<const Trace*, bool, int64_t, int64_t, int, uint32_t, int64_t> hist_for{nullptr, false, 0, 0, -1, 0, 0};
+  using HistKey = std::tuple<const Trace*, bool, int64_t, int64_t, int, uint32_t, int64_t>;
+  HistKey hist_for{nullptr, false, 0, 0, -1, 0, 0};
+  // Work a frame must not wait for, each on a thread of its own: the histogram (a pass over the
+  // events of the table's ranks) and a range's statistics (a pass over the range's events; cancelled
+  // when the range changes). The frame shows "counting" until they are in.
+  std::future<Histogram> hist_job;
+  HistKey hist_job_for{nullptr, false, 0, 0, -1, 0, 0};
+  std::future<std::unique_ptr<Statistics>> range_job;
+  std::pair<int64_t, int64_t> range_job_for{};
+  const Trace* range_job_trace = nullptr;
+  std::atomic<bool> range_cancel{false};
+  bool busy() const;   // a job or a query still running (a headless script waits for it)
+  void stopJobs();     // cancels and waits (before the traces they read go)
   // Compare: the per-name diff, over the aligned step or the whole runs.
   bool diff_whole = false;
   std::unique_ptr<RunDiff> diff;
