@@ -415,8 +415,8 @@ TEST(Workloads, UnknownKeysInAWorkloadFileAreRefusedNamingTheNearestKnownKey) {
   EXPECT_EQ(field, "workload.n_layers") << e;
   EXPECT_NE(e.find("did you mean \"n_layer\"? (that key is set as well)"), std::string::npos) << e;
   // A key of another architecture.
-  e = loadError("moe.json", std::string("{") + kShape + R"(,"n_experts":8})", &field);
-  EXPECT_EQ(field, "workload.n_experts") << e;
+  e = loadError("gqa.json", std::string("{") + kShape + R"(,"n_kv_head":8})", &field);
+  EXPECT_EQ(field, "workload.n_kv_head") << e;
   // A Hugging Face key in a trainscope file: says how the two formats are told apart.
   e = loadError("hfkey.json", std::string("{") + kShape + R"(,"resid_pdrop":0.1})", &field);
   EXPECT_EQ(field, "workload.resid_pdrop") << e;
@@ -529,4 +529,73 @@ TEST(Config, Adam8bitBlockAndThreadsHaveBoundsAndLanesAreRefusedByResolve) {
   EXPECT_EQ(fieldOf(l), "--cpu-lanes");
   l.local_sgd = 1;  // no gradient all-reduce: lanes are fine
   EXPECT_EQ(fieldOf(l), "");
+}
+
+// ---- mixture-of-experts workloads (docs/architecture.md, "Mixture of experts") ------------------
+
+TEST(MoeWorkloads, PresetsCountTotalAndActiveParametersByHand) {
+  // DeepSpeed-MoE's 1.3B+MoE-128 (its Table 1: 52B): 12 of 24 layers hold 128 experts of 8C² + 5C
+  // plus a router of 128·C instead of one 4C MLP; a token passes through one expert.
+  const wl::Workload ds = wl::load("gpt-moe-1.3b-128e");
+  const int64_t C = ds.n_embd, dense = wl::load("gpt3-1.3b").parameterCount();
+  EXPECT_EQ(ds.moeLayers(), 12);
+  EXPECT_EQ(ds.parameterCount(), dense + 12 * (128 * C + 127 * (8 * C * C + 5 * C)));
+  EXPECT_EQ(ds.activeParameterCount(), dense + 12 * 128 * C);
+  EXPECT_NEAR(double(ds.parameterCount()) / 52e9, 1.0, 0.01);
+  // Mixtral-like: 8 GELU experts of width F = 14336 in all 32 layers, top-2.
+  const wl::Workload mx = wl::load("mixtral-8x7b-like");
+  const int64_t H = 4096, F = 14336, expert = 2 * H * F + F + H;
+  const int64_t base = 32000 * H + 32768 * H + 32 * (4 * H * H + 8 * H) + 2 * H;  // no MLP
+  EXPECT_EQ(mx.parameterCount(), base + 32 * (8 * H + 8 * expert));
+  EXPECT_EQ(mx.activeParameterCount(), base + 32 * (8 * H + 2 * expert));
+  EXPECT_FALSE(mx.notes.empty());  // says the experts are GELU, not SwiGLU
+  // The memory model's tensor list covers the same parameters.
+  for (const auto* w : {&ds, &mx}) {
+    int64_t n = 0;
+    for (const auto& t : wl::parameterTensors(*w)) n += t.numel();
+    EXPECT_EQ(n, w->parameterCount()) << w->name;
+  }
+  // A dense workload is unchanged: active = total.
+  const wl::Workload g = wl::load("gpt2-124m");
+  EXPECT_EQ(g.activeParameterCount(), g.parameterCount());
+}
+
+TEST(MoeWorkloads, FlopsCountActiveExpertsAndDenseIsUnchanged) {
+  const wl::Workload g = wl::load("gpt2-124m");
+  EXPECT_EQ(wl::stepFlops(g, 8, 1024, wl::Recompute::Full).model,
+            wl::stepFlops(8, 1024, g.n_layer, g.n_embd, g.vocab_size, wl::Recompute::Full).model);
+  // tiny-moe: every layer top-2 of 4 experts of width 4C: per token forward each layer's MLP costs
+  // 2·C·E (router) + 2·(4·C·4C) instead of 16·C²: 16·C² + 2·C·E more.
+  const wl::Workload m = wl::load("tiny-moe");
+  const double C = 32, tokens = 4.0 * 32, E = 4;
+  const auto dense = wl::stepFlops(4, 32, m.n_layer, m.n_embd, m.vocab_size, wl::Recompute::Full);
+  const auto moe = wl::stepFlops(m, 4, 32, wl::Recompute::Full);
+  const double per_fwd = 2 * tokens * (16 * C * C + 2 * C * E);
+  EXPECT_DOUBLE_EQ(moe.model - dense.model, 3 * per_fwd);
+  EXPECT_DOUBLE_EQ(moe.hardware - dense.hardware, 4 * per_fwd);  // full recomputation runs it again
+}
+
+TEST(MoeWorkloads, BadKeysAreUserErrorsNamingTheKeyAndTheFix) {
+  std::string field;
+  auto moe = [](const std::string& extra) { return std::string("{") + kShape + R"(,"n_experts":4)" + extra + "}"; };
+  std::string e = loadError("k3.json", moe(R"(,"top_k":3)"), &field);
+  EXPECT_EQ(field, "workload.top_k") << e;
+  EXPECT_NE(e.find("set top_k to 1"), std::string::npos) << e;
+  e = loadError("e1.json", std::string("{") + kShape + R"(,"n_experts":1})", &field);
+  EXPECT_EQ(field, "workload.n_experts") << e;
+  e = loadError("every.json", moe(R"(,"moe_every":3)"), &field);  // beyond n_layer = 2
+  EXPECT_EQ(field, "workload.moe_every") << e;
+  e = loadError("cf.json", moe(R"(,"capacity_factor":-1)"), &field);
+  EXPECT_EQ(field, "workload.capacity_factor") << e;
+  EXPECT_NE(e.find("drop-less"), std::string::npos) << e;
+  e = loadError("aux.json", moe(R"(,"aux_loss_coeff":"big")"), &field);
+  EXPECT_EQ(field, "workload.aux_loss_coeff") << e;
+  e = loadError("shared.json", moe(R"(,"shared_expert":1)"), &field);
+  EXPECT_EQ(field, "workload.shared_expert") << e;
+  // A MoE key on a dense model: says to set n_experts.
+  e = loadError("dense.json", std::string("{") + kShape + R"(,"top_k":2})", &field);
+  EXPECT_EQ(field, "workload.top_k") << e;
+  EXPECT_NE(e.find("set n_experts"), std::string::npos) << e;
+  // And good ones load.
+  EXPECT_EQ(loadError("ok.json", moe(R"(,"top_k":2,"moe_every":2,"capacity_factor":1.25,"shared_expert":true)")), "");
 }

@@ -22,10 +22,26 @@ std::vector<ParamTensor> parameterTensors(const Workload& w) {
     t.push_back({h + "attn.c_proj.bias", {C}});
     t.push_back({h + "ln_2.weight", {C}});
     t.push_back({h + "ln_2.bias", {C}});
-    t.push_back({h + "mlp.c_fc.weight", {4 * C, C}});
-    t.push_back({h + "mlp.c_fc.bias", {4 * C}});
-    t.push_back({h + "mlp.c_proj.weight", {C, 4 * C}});
-    t.push_back({h + "mlp.c_proj.bias", {C}});
+    if (!w.moeLayer(l)) {
+      t.push_back({h + "mlp.c_fc.weight", {4 * C, C}});
+      t.push_back({h + "mlp.c_fc.bias", {4 * C}});
+      t.push_back({h + "mlp.c_proj.weight", {C, 4 * C}});
+      t.push_back({h + "mlp.c_proj.bias", {C}});
+      continue;
+    }
+    // A MoE MLP (runtime/src/model/moe.h): the router, then the experts stacked on a leading E.
+    const int64_t E = w.n_experts, F = w.expertHidden();
+    t.push_back({h + "mlp.router.weight", {E, C}});
+    t.push_back({h + "mlp.experts.c_fc.weight", {E, F, C}});
+    t.push_back({h + "mlp.experts.c_fc.bias", {E, F}});
+    t.push_back({h + "mlp.experts.c_proj.weight", {E, C, F}});
+    t.push_back({h + "mlp.experts.c_proj.bias", {E, C}});
+    if (w.shared_expert) {
+      t.push_back({h + "mlp.shared.c_fc.weight", {F, C}});
+      t.push_back({h + "mlp.shared.c_fc.bias", {F}});
+      t.push_back({h + "mlp.shared.c_proj.weight", {C, F}});
+      t.push_back({h + "mlp.shared.c_proj.bias", {C}});
+    }
   }
   t.push_back({"ln_f.weight", {C}});
   t.push_back({"ln_f.bias", {C}});

@@ -17,6 +17,27 @@
 namespace trainscope::workloads {
 namespace fs = std::filesystem;
 
+int64_t Workload::moeLayers() const {
+  if (!isMoe() || moe_every <= 0) return 0;
+  return (n_layer + moe_every - 1) / moe_every;  // layers 0, k, 2k, … below L
+}
+
+namespace {
+// One MoE layer's MLP parameters beyond those of the dense MLP it replaces, with `experts` experts
+// counted (E for the total, k for the active ones; the shared expert and the router come on top).
+int64_t moeExtra(const Workload& w, int64_t experts) {
+  const int64_t C = w.n_embd, F = w.expertHidden();
+  const int64_t expert = 2 * C * F + F + C;          // c_fc (F, C) + (F), c_proj (C, F) + (C)
+  const int64_t dense = 8 * C * C + 5 * C;           // the 4C MLP the layer would have had
+  return C * w.n_experts                             // router (E, C), no bias
+         + (experts + (w.shared_expert ? 1 : 0)) * expert - dense;
+}
+}  // namespace
+
+int64_t Workload::activeParameterCount() const {
+  return parameterCount() + moeLayers() * (moeExtra(*this, top_k) - moeExtra(*this, n_experts));
+}
+
 int64_t Workload::parameterCount() const {
   const int64_t C = n_embd, L = n_layer;
   const int64_t per_block = 2 * C                  // ln_1 weight, bias
@@ -25,7 +46,7 @@ int64_t Workload::parameterCount() const {
                             + 2 * C                // ln_2
                             + 4 * C * C + 4 * C    // mlp c_fc
                             + 4 * C * C + C;       // mlp c_proj
-  return vocab_size * C + n_positions * C + L * per_block + 2 * C;
+  return vocab_size * C + n_positions * C + L * per_block + 2 * C + moeLayers() * moeExtra(*this, n_experts);
 }
 
 namespace {
@@ -69,7 +90,12 @@ bool closeTo(const std::string& key, const std::pair<std::string, size_t>& near)
 
 // trainscope's own workload files hold exactly these keys (n_ctx: n_positions' alias).
 const std::vector<std::string> kOwnKeys = {"name", "description", "n_layer", "n_head", "n_embd",
-                                           "n_positions", "n_ctx", "vocab_size"};
+                                           "n_positions", "n_ctx", "vocab_size", "n_experts", "top_k",
+                                           "moe_every", "moe_ffn_hidden", "capacity_factor", "aux_loss_coeff",
+                                           "z_loss_coeff", "shared_expert", "notes"};
+// The mixture-of-experts keys: only meaningful with n_experts > 0.
+const std::vector<std::string> kMoeKeys = {"top_k", "moe_every", "moe_ffn_hidden", "capacity_factor",
+                                           "aux_loss_coeff", "z_loss_coeff", "shared_expert"};
 
 // The keys of a Hugging Face GPT-2 config.json: GPT2Config's own and PretrainedConfig's common ones
 // (transformers 4.x). Those that change the model are checked in parse(); the rest do not change
@@ -102,6 +128,38 @@ std::string joinKeys(const std::vector<std::string>& keys) {
 
 }  // namespace
 
+// The mixture-of-experts keys' ranges (docs/config-reference.md, "Workload files").
+static void validateMoe(const Workload& w, const std::string& where) {
+  if (!w.isMoe()) {
+    if (w.n_experts < 0)
+      throw UserError("workload.n_experts", "must be 0 (dense) or at least 2, got " + std::to_string(w.n_experts),
+                      "set n_experts in " + where);
+    return;
+  }
+  if (w.n_experts < 2)
+    throw UserError("workload.n_experts", "1 expert is a dense MLP with a router that always picks it (" + where + ")",
+                    "set n_experts to 0 for a dense GPT or to at least 2");
+  if (w.top_k != 1 && w.top_k != 2)
+    throw UserError("workload.top_k", "must be 1 or 2, got " + std::to_string(w.top_k) + " (" + where + ")",
+                    "set top_k to 1 (Switch) or 2 (GShard, Mixtral)");
+  if (w.top_k > w.n_experts)
+    throw UserError("workload.top_k", "top_k=" + std::to_string(w.top_k) + " exceeds n_experts", "lower top_k");
+  if (w.moe_every < 1 || w.moe_every > w.n_layer)
+    throw UserError("workload.moe_every",
+                    "must be between 1 and n_layer=" + std::to_string(w.n_layer) + ", got " + std::to_string(w.moe_every),
+                    "set moe_every to 1 (every layer) or 2 (every other layer)");
+  if (w.moe_ffn_hidden < 0)
+    throw UserError("workload.moe_ffn_hidden", "must be positive, got " + std::to_string(w.moe_ffn_hidden),
+                    "set moe_ffn_hidden to the expert's hidden width, or remove it for 4*n_embd");
+  auto nonNegative = [&](const char* key, double v, const char* fix) {
+    if (!(v >= 0) || !std::isfinite(v))
+      throw UserError(std::string("workload.") + key, "must be a finite number >= 0, got " + std::to_string(v), fix);
+  };
+  nonNegative("capacity_factor", w.capacity_factor, "set capacity_factor to 0 (drop-less) or e.g. 1.25");
+  nonNegative("aux_loss_coeff", w.aux_loss_coeff, "set aux_loss_coeff to e.g. 0.01 (Switch), or 0 to train without it");
+  nonNegative("z_loss_coeff", w.z_loss_coeff, "set z_loss_coeff to e.g. 0.001 (ST-MoE), or 0");
+}
+
 void validate(const Workload& w) {
   const std::string where = w.source.empty() ? w.name : w.source;
   auto positive = [&](const char* field, int64_t v) {
@@ -123,14 +181,58 @@ void validate(const Workload& w) {
                     std::to_string(w.n_layer) + " layers in " + where + " is beyond what trainscope models (at most " +
                         std::to_string(kMaxLayers) + ")",
                     "check n_layer; GPT-3 175B has 96 layers");
+  validateMoe(w, where);
   // In floating point: the int64 count itself overflows for such shapes.
-  const double C = double(w.n_embd), L = double(w.n_layer);
-  const double params = double(w.vocab_size) * C + double(w.n_positions) * C + L * (12 * C * C + 13 * C) + 2 * C;
+  const double C = double(w.n_embd), L = double(w.n_layer), F = double(w.expertHidden());
+  const double moe_layers = double(w.moeLayers()), experts = double(w.n_experts) + (w.shared_expert ? 1 : 0);
+  const double params = double(w.vocab_size) * C + double(w.n_positions) * C + L * (12 * C * C + 13 * C) + 2 * C +
+                        moe_layers * (C * double(w.n_experts) + experts * (2 * C * F + F + C) - (8 * C * C + 5 * C));
   if (params > kMaxParameters) {
     char n[32];
     std::snprintf(n, sizeof(n), "%.3g", params);
     throw UserError("workload", where + " has " + n + " parameters, beyond what trainscope models (at most 1e15)",
                     "check n_embd, n_layer, n_positions and vocab_size");
+  }
+}
+
+// The mixture-of-experts keys of trainscope's own files (a Hugging Face GPT-2 config has none).
+static void parseMoe(const nlohmann::json& j, const std::string& source, Workload* w) {
+  if (j.contains("model_type")) return;
+  auto integer = [&](const char* key, int64_t* out) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_number_integer())
+      throw UserError(std::string("workload.") + key, "must be an integer in " + source, "");
+    *out = j[key].get<int64_t>();
+  };
+  auto number = [&](const char* key, double* out) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_number()) throw UserError(std::string("workload.") + key, "must be a number in " + source, "");
+    *out = j[key].get<double>();
+  };
+  integer("n_experts", &w->n_experts);
+  integer("top_k", &w->top_k);
+  integer("moe_every", &w->moe_every);
+  integer("moe_ffn_hidden", &w->moe_ffn_hidden);
+  number("capacity_factor", &w->capacity_factor);
+  number("aux_loss_coeff", &w->aux_loss_coeff);
+  number("z_loss_coeff", &w->z_loss_coeff);
+  if (j.contains("shared_expert")) {
+    if (!j["shared_expert"].is_boolean())
+      throw UserError("workload.shared_expert", "must be true or false in " + source, "");
+    w->shared_expert = j["shared_expert"].get<bool>();
+  }
+  if (!w->isMoe())
+    for (const auto& key : kMoeKeys)
+      if (j.contains(key))
+        throw UserError("workload." + key, "is set in " + source + " but n_experts is 0 (a dense GPT)",
+                        "set n_experts to the number of experts (at least 2), or remove " + key);
+  // A preset's notes: what its published model has that trainscope trains otherwise.
+  if (j.contains("notes")) {
+    if (!j["notes"].is_array()) throw UserError("workload.notes", "must be a list of strings in " + source, "");
+    for (const auto& n : j["notes"]) {
+      if (!n.is_string()) throw UserError("workload.notes", "must be a list of strings in " + source, "");
+      w->notes.push_back(n.get<std::string>());
+    }
   }
 }
 
@@ -199,6 +301,7 @@ Workload parse(const std::string& text, const std::string& source) {
   w.n_embd = getInt("n_embd", nullptr);
   w.n_positions = getInt("n_positions", "n_ctx");
   w.vocab_size = getInt("vocab_size", nullptr);
+  parseMoe(j, source, &w);
   for (const char* key : {"name", "description"})
     if (j.contains(key) && !j[key].is_string())
       throw UserError(std::string("workload.") + key, "must be a string in " + source, "");

@@ -28,9 +28,29 @@ struct Workload {
   // config's dropout), one sentence each; `trainscope run` prints them as notes.
   std::vector<std::string> notes;
 
+  // Mixture of experts (docs/architecture.md, "Mixture of experts"). n_experts = 0: a dense GPT and
+  // the other keys unset. Otherwise the MLP of layers l with l % moe_every == 0 (Megatron-LM's
+  // --moe-layer-freq: layer 0 is one) is E experts, each a GELU MLP C -> F -> C, behind a top-k router.
+  int64_t n_experts = 0;          // E
+  int64_t top_k = 1;              // k: 1 (Switch) or 2 (GShard, Mixtral)
+  int64_t moe_every = 1;          // every k-th layer's MLP is a MoE
+  int64_t moe_ffn_hidden = 0;     // F, an expert's hidden width; 0: 4C
+  double capacity_factor = 0;     // 0: drop-less; else capacity = ceil(cf * tokens * k / E) per expert
+  double aux_loss_coeff = 0.01;   // Switch/GShard load-balancing loss E * sum_e f_e * P_e
+  double z_loss_coeff = 0;        // router z-loss (ST-MoE): mean over tokens of logsumexp(logits)^2
+  bool shared_expert = false;     // one more expert of width F that every token passes through
+
   int64_t headSize() const { return n_embd / n_head; }  // HS
-  // Analytic parameter count: V*C + Tmax*C + L*(12*C*C + 13*C) + 2*C (tied head).
+  bool isMoe() const { return n_experts > 0; }
+  bool moeLayer(int64_t l) const { return isMoe() && l % moe_every == 0; }
+  int64_t moeLayers() const;                                          // how many layers have a MoE MLP
+  int64_t expertHidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : 4 * n_embd; }  // F
+  // Analytic parameter count: V*C + Tmax*C + L*(12*C*C + 13*C) + 2*C (tied head) for a dense GPT;
+  // each MoE layer's MLP is instead a router E*C and (E + shared) experts of 2*C*F + F + C.
   int64_t parameterCount() const;
+  // The parameters one token passes through: each MoE layer counts its router, k experts and the
+  // shared one. Dense: parameterCount(). MFU counts the FLOPs of these (flops.h).
+  int64_t activeParameterCount() const;
 };
 
 // Throws UserError naming the field when a shape is invalid (non-positive, NH not dividing C) or
