@@ -1045,6 +1045,124 @@ TEST(ViewerApp, ADroppedFileReplacesTheRunAndTheOverlayOpens) {
   EXPECT_TRUE(s.layout["overlays"]["help"].get<bool>());
 }
 
+// --- Track control and two runs on the timeline (tracks.h) ---
+
+namespace {
+
+Shot shootAt(const std::string& files, const std::string& script_text, const std::string& name, const std::string& size) {
+  ensureDisplay();
+  const std::string script = tempPath(name + ".txt");
+  std::ofstream(script) << script_text;
+  Shot s;
+  const std::string png = tempPath(name + ".png"), layout = tempPath(name + ".json");
+  s.run = sh(kViewer + " " + files + " --screenshot " + png + " --layout " + layout + " --size " + size + " --script " +
+             script);
+  if (s.run.status == 0) {
+    s.img = v::readPng(png);
+    s.layout = nlohmann::json::parse(std::ifstream(layout));
+  }
+  return s;
+}
+
+// The x of run `doc`'s rank-0 step box that starts nearest `x` (the steps row), or -1e9.
+float stepBoxX(const nlohmann::json& l, int doc, float x) {
+  float best = -1e9f;
+  for (const auto& b : l["boxes"]) {
+    const auto& r = l["rows"][b["row"].get<size_t>()];
+    if (r["doc"] != doc || r["rank"] != 0 || r["label"] != "steps" || b["kind"] != "step") continue;
+    if (std::abs(float(b["x0"]) - x) < std::abs(best - x)) best = b["x0"];
+  }
+  return best;
+}
+
+}  // namespace
+
+// A collapsed rank is its header alone: rank 1 follows right under it; hidden and pinned tracks, and
+// the split, as the script set them.
+TEST(ViewerApp, ACollapsedRankIsItsHeaderAlone) {
+  const std::string db = trace();
+  const Shot s = shootAt(db, "collapse 0\npin 1 memory\nhide 1 collectives\nsplit 0.2\n", "collapsed", "1400x800");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  std::map<int64_t, nlohmann::json> header;
+  for (const auto& h : s.layout["headers"]) header[h["rank"]] = h;
+  ASSERT_TRUE(header.count(0) && header.count(1)) << s.layout["headers"].dump();
+  EXPECT_TRUE(header[0]["collapsed"].get<bool>());
+  EXPECT_FALSE(header[1]["collapsed"].get<bool>());
+  EXPECT_FLOAT_EQ(float(header[1]["y"]), float(header[0]["y"]) + 22);
+  for (const auto& r : s.layout["rows"]) {
+    EXPECT_NE(r["rank"], 0) << "a row of the collapsed rank: " << r.dump();
+    EXPECT_NE(r["label"], "collectives") << "a hidden track drawn: " << r.dump();
+  }
+  // On screen: right under rank 0's header is rank 1's header, not rank 0's steps.
+  const int x = int(float(s.layout["timeline"]["x0"]) + 50);
+  EXPECT_EQ(s.img.pixel(x, int(float(header[0]["y"]) + 23)), s.img.pixel(x, int(float(header[1]["y"]) + 1)));
+  // The pinned memory counter sits in a band above the ranks, the panel takes a fifth of the window.
+  bool pinned = false;
+  for (const auto& t : s.layout["tracks"])
+    if (t["pinned"].get<bool>() && t["rank"] == 1 && t["label"] == "memory") {
+      pinned = true;
+      EXPECT_LT(float(t["y1"]), float(header[0]["y"]) + 1);
+    }
+  EXPECT_TRUE(pinned) << s.layout["tracks"].dump();
+  EXPECT_GT(float(s.layout["panel_y0"]), 800 * 0.72f);
+}
+
+// Two runs at 1920x1080: run B's rank 0 is drawn right under run A's, on screen, lined up at the step
+// in view — and re-lined up when `[` moves to the previous step (B's steps are longer than A's, so the
+// offset changes).
+TEST(ViewerApp, RunBIsBesideRunAAt1080pAndFollowsTheStep) {
+  const std::string a = trace();
+  const std::string b = tempPath("beside_b.db");
+  v::writeSyntheticTrace(b, {2, 9'000, 3, v::SyntheticOptions{}.start_ns + 3'000'000'000});
+  const v::Trace ta = v::loadTrace(a), tb = v::loadTrace(b);
+  const Shot at2 = shootAt(a + " " + b, "step 2\n", "beside2", "1920x1080");
+  const Shot at1 = shootAt(a + " " + b, "step 2\n[\n", "beside1", "1920x1080");
+  for (const Shot* s : {&at2, &at1}) {
+    ASSERT_EQ(s->run.status, 0) << s->run.output;
+    ASSERT_EQ(s->img.height, 1080);
+    // B's rank-0 header is on screen, below A's rank 0 and above A's rank 1.
+    std::map<std::pair<int, int64_t>, float> head;
+    for (const auto& h : s->layout["headers"]) head[std::make_pair(h["doc"].get<int>(), h["rank"].get<int64_t>())] = h["y"];
+    const auto a0 = std::make_pair(0, int64_t(0)), b0 = std::make_pair(1, int64_t(0)), a1 = std::make_pair(0, int64_t(1));
+    ASSERT_TRUE(head.count(b0)) << s->layout["headers"].dump();
+    EXPECT_GT(head[b0], head[a0]);
+    if (head.count(a1)) EXPECT_LT(head[b0], head[a1]);
+    EXPECT_LT(head[b0] + 100, float(s->layout["timeline"]["y1"]));
+    EXPECT_TRUE(s->layout["alignment"]["ok"].get<bool>());
+  }
+  EXPECT_EQ(at2.layout["alignment"]["step"], 2);
+  EXPECT_EQ(at2.layout["alignment"]["offset_ns"], *ta.stepStart(2) - *tb.stepStart(2));
+  EXPECT_EQ(at1.layout["alignment"]["step"], 1);
+  EXPECT_EQ(at1.layout["alignment"]["offset_ns"], *ta.stepStart(1) - *tb.stepStart(1));
+  EXPECT_NE(at1.layout["alignment"]["offset_ns"], at2.layout["alignment"]["offset_ns"]);
+  // On screen: A's and B's step 1 boxes start at the same x (A's rank 0 starts the step first).
+  const float xa = xOf(at1.layout, *ta.stepStart(1, 0));
+  EXPECT_NEAR(stepBoxX(at1.layout, 0, xa), xa, 1.5f);
+  const float xb = stepBoxX(at1.layout, 1, xa);
+  EXPECT_NEAR(xb, xOf(at1.layout, *tb.stepStart(1, 0) + *ta.stepStart(1) - *tb.stepStart(1)), 1.5f);
+}
+
+// A run without steps cannot be lined up at one: the timeline says so, in words, over the rows.
+TEST(ViewerApp, ImpossibleAlignmentIsSaidOnScreen) {
+  const Shot s = shootAt(trace() + " " + longRun(), "step 1\n", "no_align", "1400x800");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const auto& al = s.layout["alignment"];
+  EXPECT_FALSE(al["ok"].get<bool>());
+  EXPECT_TRUE(al["drawn"].get<bool>());
+  EXPECT_NE(al["message"].get<std::string>().find("Cannot align run B with run A at step 1: run B has no steps"),
+            std::string::npos)
+      << al.dump();
+  // The message's red box is where the rows begin, at the right.
+  const int x1 = int(float(s.layout["timeline"]["x1"])), y0 = int(float(s.layout["timeline"]["y0"])) + 20;
+  int red = 0;
+  for (int y = y0; y < y0 + 30; ++y)
+    for (int x = x1 - 250; x < x1 - 50; ++x) {
+      const uint32_t p = s.img.pixel(x, y);
+      red += (p & 0xff) > 100 && ((p >> 8) & 0xff) < 60 && ((p >> 16) & 0xff) < 60;
+    }
+  EXPECT_GT(red, 1000);
+}
+
 // Range statistics as drawn are SQL over the same window: the test asks SQLite, over the run database
 // file, for each kernel name's count, clipped total, min, max, lower median and nearest-rank p99, and
 // the --layout table, its CSV (`csv stats`), the SQL box (`sql`) and the histogram must agree with it;
@@ -1173,4 +1291,16 @@ TEST(ViewerApp, ThePerNameDiffOfTwoRuns) {
   ASSERT_EQ(m.run.status, 0) << m.run.output;
   EXPECT_NE(m.layout["diff"]["error"].get<std::string>().find("step 9 is not in run A"), std::string::npos)
       << m.layout["diff"].dump();
+}
+
+// The table commands check their arguments before anything runs: a bad one names the line and exits 2.
+TEST(ViewerApp, BadTableCommandsAreRefusedWithTheirLine) {
+  const std::string script = tempPath("bad_csv.txt");
+  for (const std::string& bad : {std::string("csv nonsense /tmp/x.csv"), std::string("csv stats"),
+                                 std::string("diff sideways"), std::string("sql")}) {
+    std::ofstream(script) << "tab stats\n" << bad << "\n";
+    const Shot s = shoot(trace(), "--script " + script, "bad_csv");
+    EXPECT_EQ(s.run.status, 2) << bad << ": " << s.run.output;
+    EXPECT_NE(s.run.output.find("bad_csv.txt:2"), std::string::npos) << s.run.output;
+  }
 }

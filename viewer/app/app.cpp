@@ -140,6 +140,8 @@ void App::fitAll() {
 void App::fitStep(int64_t step) {
   const Trace* t = primary();
   if (!t) return;
+  align_step = step;  // every step move re-aligns run B at the new step (tracks.h, alignAtStep)
+  realign();
   if (auto w = t->stepWindow(step)) view.fit(w->first, w->second);
 }
 
@@ -204,13 +206,15 @@ void App::setRange(int64_t a, int64_t b) {
 
 void App::realign() {
   if (docs.size() < 2 || !docs[0]->ready() || !docs[1]->ready()) return;
-  docs[1]->offset = alignmentOffset(*docs[0]->trace, *docs[1]->trace, align_step);
+  alignment = alignAtStep(*docs[0]->trace, *docs[1]->trace, align_step);  // !ok: a message on screen says why
+  docs[1]->offset = alignment.offset;
 }
 
 void App::applyCommand(const ScriptCommand& c) {
   auto num = [](const std::string& s) { return std::stod(s); };
   if (applyHabitCommand(c)) return;  // bookmark, note, drop, overlay (view_habits.cpp)
   if (applyTableCommand(c)) return;  // csv, sql, diff (view_tables.cpp)
+  if (applyTrackCommand(c)) return;  // collapse, hide, pin, move, empty, split (view_input.cpp)
   if (c.op == "view") {
     view.t0 = parseTime(c.args[0], "--script");
     view.t1 = parseTime(c.args[1], "--script");
@@ -331,6 +335,7 @@ void App::writeLayout(const std::string& path) const {
   }
   habitsLayout(j);  // scale, bookmarks, notes, the study view
   tablesLayout(j);  // the diff, the SQL box's rows, the histogram
+  writeTimelineLayout(j);  // tracks drawn, collapsed ranks, the split, run B's alignment
   files::writeAtomically(path, j.dump(1) + "\n", files::Existing::Replace, "--layout");
 }
 

@@ -22,11 +22,16 @@
 #include "trainscope/viewer/names.h"
 #include "trainscope/viewer/query.h"
 #include "trainscope/viewer/stats.h"
+#include "trainscope/viewer/tracks.h"
 #include "trainscope/viewer/view_state.h"
 #include "view_tables.h"
 #include "habits.h"
 
 struct ImDrawList;
+
+namespace trainscope::viewer {
+struct TimelineContext;  // timeline.h
+}
 
 namespace trainscope::viewer {
 
@@ -68,7 +73,6 @@ struct Document {
   // Seconds after the timeline was up: the first statistics, all of them, the run summary (--frame-stats).
   std::atomic<double> stats_first_s{-1}, stats_all_s{-1}, steps_s{-1};
   int64_t offset = 0;                   // added to this run's times when drawn (run comparison)
-  std::vector<double> group_top;        // each rank group's top from the first's, then the total (px)
   NameForms names;                      // demangled and shortened names (UI thread only)
   double load_s = 0;
   ~Document();
@@ -118,6 +122,7 @@ struct HeaderRect {
   int64_t rank;
   float y;
   std::string text;
+  bool collapsed = false;
 };
 
 enum class Tab { Details, Statistics, Steps, Summary, Compare, Study, Sql };
@@ -173,6 +178,17 @@ class App {
   float panel_y0 = 0;
   std::vector<DrawItem> scratch;
   double frame_ms = 0;
+  // The timeline's tracks (tracks.h): what the user collapsed, hid, pinned or moved, the rows laid out
+  // from it for the window on screen (kept while neither changes), the split, run B's alignment.
+  TrackControl track_control;
+  TrackLayout track_layout;
+  std::vector<int64_t> track_layout_key;
+  float rows_scroll = 0, rows_h = 0;  // the scrolled rows' last scroll and height: the layout's band
+  float panel_share = 0.34f;  // the bottom panel's share of the window's height (dragged, or `split`)
+  Alignment alignment;        // run B against run A, at align_step (two runs)
+  bool alignment_drawn = false;  // its message was on screen in the last frame
+  std::optional<std::pair<size_t, TrackKey>> track_menu;  // the row a context menu is open for
+  std::vector<std::pair<LayoutRow, float>> tracks_drawn;  // last frame's rows and their screen y (--layout)
 
   // --- actions (the UI and --script call these) ---
   void openDocument(const std::string& path);
@@ -226,6 +242,19 @@ class App {
   // view_comm.cpp: ranks related.
   float drawCollectiveWait(ImDrawList* dl, size_t doc, const EventRef& r, float x0, float x1, float y0, float y1);
   void drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered);
+  // The timeline's parts (view_timeline.cpp, view_ruler.cpp, view_tracks.cpp, view_overlays.cpp,
+  // view_input.cpp); an event under the mouse is a Hover, found by the model's hit test.
+  using Hover = std::optional<std::pair<Selection, DrawItem>>;
+  void drawRuler(ImDrawList* dl, const TimelineContext& cx);
+  void updateTrackLayout(const TimelineContext& cx);
+  void drawRows(ImDrawList* dl, const TimelineContext& cx, bool pinned);
+  void drawLane(ImDrawList* dl, const TimelineContext& cx, size_t doc, uint32_t track, uint32_t lane, float y);
+  void drawCounter(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y);
+  void drawTimelineOverlays(ImDrawList* dl, const TimelineContext& cx, const Hover& hover);
+  Hover hitTest(const TimelineContext& cx, bool pinned);
+  void timelineInput(const TimelineContext& cx, const Hover& hover);
+  bool applyTrackCommand(const ScriptCommand& c);  // collapse, hide, pin, move, empty, split; false: not one
+  void writeTimelineLayout(nlohmann::json& j) const;  // --layout: tracks, collapsed headers, alignment
 
  private:
   void poll();

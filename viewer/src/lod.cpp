@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "trainscope/viewer/query.h"
+
 namespace trainscope::viewer {
 
 namespace {
@@ -117,6 +119,17 @@ void visibleItems(const Lane& lane, int64_t begin, int64_t end, int64_t threshol
     }
   }
   fold(items.data(), items.size(), threshold, emit);
+}
+
+std::optional<size_t> hitItem(const Lane& lane, const std::vector<DrawItem>& items, int64_t t, int64_t tolerance) {
+  const auto e = hitLane(lane, t, tolerance);
+  if (!e) return std::nullopt;
+  // Items are sorted by their first event; the one holding *e is the last starting at or before it.
+  auto it = std::partition_point(items.begin(), items.end(), [&](const DrawItem& d) { return d.index <= *e; });
+  if (it == items.begin()) return std::nullopt;
+  --it;
+  if (*e >= it->index + it->count) return std::nullopt;  // outside what was drawn
+  return size_t(it - items.begin());
 }
 
 void buildPyramid(CounterSeries& c) {

@@ -74,12 +74,35 @@ double parseTime(const std::string& text, const std::string& field) {
   return v * u->second;
 }
 
+namespace {
+
+// The track-control commands' arguments: a rank number first, a move's places, the split's share.
+template <class Number>
+void checkTrackCommand(const ScriptCommand& c, const std::string& where, Number&& number) {
+  static const char* kRanked[] = {"collapse", "expand", "hide", "show", "pin", "unpin", "move"};
+  if (std::find(std::begin(kRanked), std::end(kRanked), c.op) != std::end(kRanked)) number(c.args[0]);
+  if (c.op == "move") number(c.args[2]);
+  if (c.op == "empty" && c.args[0] != "hide" && c.args[0] != "show")
+    throw UserError("--script", where + ": empty takes hide or show", "see docs/viewer.md");
+  if (c.op == "split") {
+    number(c.args[0]);
+    const double f = std::stod(c.args[0]);
+    if (f < 0.1 || f > 0.9)
+      throw UserError("--script", where + ": split " + c.args[0] + " is outside 0.1-0.9",
+                      "give the bottom panel's share of the window, e.g. split 0.25");
+  }
+}
+
+}  // namespace
+
 std::vector<ScriptCommand> parseScript(const std::string& text, const std::string& file) {
   // op → (min args, max args)
   static const std::map<std::string, std::pair<int, int>> arity = {
       {"view", {2, 2}}, {"zoom", {1, 2}}, {"pan", {1, 1}},   {"step", {1, 1}},   {"select", {1, 2}}, {"search", {1, 1}},
       {"next", {0, 0}}, {"prev", {0, 0}}, {"range", {2, 2}}, {"tab", {1, 1}},    {"frames", {1, 1}}, {"clear", {0, 0}},
-      {"open", {1, 1}},  {"stats", {1, 1}}};
+      {"open", {1, 1}},  {"stats", {1, 1}},  {"collapse", {1, 1}}, {"expand", {1, 1}}, {"hide", {2, 2}},
+      {"show", {1, 2}},  {"pin", {2, 2}},    {"unpin", {2, 2}},    {"move", {3, 3}},   {"empty", {1, 1}},
+      {"split", {1, 1}}, {"[", {0, 0}},      {"]", {0, 0}}};
   std::vector<ScriptCommand> out;
   std::istringstream in(text);
   std::string line;
@@ -96,7 +119,8 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
     auto a = arity.find(c.op);
     if (a == arity.end())
       throw UserError("--script", where + ": unknown command \"" + c.op + "\"",
-                      "use view, zoom, pan, step, select, search, next, prev, range, tab, stats, frames, clear or open");
+                      "use view, zoom, pan, step, select, search, next, prev, range, tab, stats, frames, clear, open, "
+                      "collapse, expand, hide, show, pin, unpin, move, empty, split, [ or ]");
     if (int(c.args.size()) < a->second.first || int(c.args.size()) > a->second.second)
       throw UserError("--script", where + ": " + c.op + " takes " + std::to_string(a->second.first) +
                                       (a->second.first == a->second.second ? "" : "-" + std::to_string(a->second.second)) +
@@ -116,6 +140,7 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
     if (c.op == "zoom" || c.op == "pan" || c.op == "step" || c.op == "frames" || c.op == "open")
       for (auto& s : c.args) number(s);
     if (c.op == "select" && c.args.size() == 2) number(c.args[1]);
+    checkTrackCommand(c, where, number);
     static const char* kStatsArgs[] = {"range", "all", "kernels", "ops", "ranges", "collectives", "memory", "api"};
     if (c.op == "stats" && std::find(std::begin(kStatsArgs), std::end(kStatsArgs), c.args[0]) == std::end(kStatsArgs))
       throw UserError("--script", where + ": stats takes range, all, or a table: kernels, ops, ranges, collectives, memory, api",

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "trainscope/viewer/model.h"
@@ -26,7 +27,7 @@ namespace trainscope::viewer {
 struct DrawItem {
   int64_t start = 0, end = 0;
   uint32_t count = 0;  // events folded into this item
-  uint32_t index = 0;  // the event, when count == 1
+  uint32_t index = 0;  // its first event (the event, when count == 1)
   int64_t busy = 0;    // the time its events cover (their summed durations: a lane's events never overlap)
   // The fraction of its span that its events keep busy: what a folded block is shaded by.
   double coverage() const { return end > start ? double(busy) / double(end - start) : 1.0; }
@@ -45,6 +46,12 @@ inline constexpr uint32_t kBusyStride = 16;
 
 // Events of `lane` overlapping [begin, end), folded at `threshold` ns. Appends to `out`.
 void visibleItems(const Lane& lane, int64_t begin, int64_t end, int64_t threshold, std::vector<DrawItem>& out);
+
+// Hit testing as drawn: the item of `items` (what visibleItems gave for `lane`, sorted) under time t —
+// the event under t by hitLane (query.h; the nearest within `tolerance` ns), then the item that holds
+// it, a folded block or the event itself. Pass a tolerance of at least the fold threshold, so that a
+// gap inside a folded block (narrower than the threshold) still hits the block. nullopt: nothing there.
+std::optional<size_t> hitItem(const Lane& lane, const std::vector<DrawItem>& items, int64_t t, int64_t tolerance);
 
 // The index range [first, last) of lane events overlapping [begin, end).
 std::pair<uint32_t, uint32_t> overlapping(const Lane& lane, int64_t begin, int64_t end);

@@ -46,6 +46,13 @@ double parseTime(const std::string& text, const std::string& field);
 //   tab stats|steps|summary|compare|study             frames N  (render N frames as they are)
 //   stats range|all|TABLE  (Statistics of the selected range or the whole run; TABLE: kernels, ops, …)
 //   open TRIAL         (a study's trial: its run database replaces the open runs)
+// Track control (tracks.h; a track is named by its rank and its label, quoted when it has spaces):
+//   collapse RANK      expand RANK       hide RANK LABEL   show RANK [LABEL]  (no LABEL: all of the rank)
+//   pin RANK LABEL     unpin RANK LABEL  move RANK LABEL DELTA  (places among the rank's tracks)
+//   empty hide|show    (tracks with no events in the window take no rows, or one)
+//   split FRACTION     (the bottom panel's share of the window's height, 0.1-0.9)
+//   [  ]               (the previous / next step from the one in the middle of the view, as the keys:
+//                       the view fits it and run B is re-aligned at it)
 struct ScriptCommand {
   std::string op;
   std::vector<std::string> args;

@@ -1,0 +1,179 @@
+// view_tracks.cpp — the timeline's rows: each rank's header (click to collapse) and its tracks as the
+// model laid them out (tracks.h: collapsed ranks, hidden, pinned and moved tracks, flames as deep as
+// the window needs, runs A and B interleaved), each lane's boxes as lod.h folds them, and counters.
+// Nothing here decides what is under the mouse: view_input.cpp asks the model (hitTest).
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "app.h"
+#include "timeline.h"
+#include "trainscope/viewer/comm.h"
+#include "trainscope/viewer/image.h"
+
+namespace trainscope::viewer {
+
+namespace {
+
+// What of `s` fits between x0 and x1 (with 3 px of padding each side): all of it, or a prefix. Empty
+// when the box is too narrow for any text.
+std::string fitText(float x0, float x1, const std::string& s) {
+  if (x1 - x0 < 24 || s.empty()) return {};
+  const float w = ImGui::CalcTextSize(s.c_str(), s.c_str() + s.size()).x;
+  const float room = x1 - x0 - 6;
+  if (w <= room) return s;
+  const float per = w / float(s.size());
+  return s.substr(0, std::max<size_t>(1, size_t(room / per) - 1));
+}
+
+struct LaneCtx {
+  size_t doc;
+  uint32_t track, lane;
+  float y;
+};
+
+}  // namespace
+
+// The layout is the model's (layoutTracks); it is redone only when the window, the runs, their offsets,
+// the band of rows around the screen or the track control changed, so a still frame costs nothing for
+// it; and while only the window or the band moves, only the rank groups in the band are laid out again.
+void App::updateTrackLayout(const TimelineContext& cx) {
+  // The band: a screen above and below the rows' last scroll position, moved in half screens.
+  const float h = std::max(100.f, rows_h), half = h / 2;
+  const LayoutBand band{std::floor(rows_scroll / half) * half - h, std::floor(rows_scroll / half) * half + 2 * h};
+  std::vector<int64_t> runs_key;
+  std::vector<LayoutRun> runs;
+  std::vector<size_t> doc_of;  // runs → docs
+  for (size_t di = 0; di < docs.size(); ++di) {
+    if (!docs[di]->ready()) continue;
+    const int64_t off = docs[di]->offset;
+    runs.push_back({docs[di]->trace.get(), cx.vt0 - off, cx.vt1 - off});
+    doc_of.push_back(di);
+    runs_key.insert(runs_key.end(), {int64_t(di), int64_t(reinterpret_cast<intptr_t>(docs[di]->trace.get()))});
+  }
+  std::vector<int64_t> key = runs_key;
+  key.insert(key.end(), {cx.vt0, cx.vt1, int64_t(track_control.version), int64_t(band.top)});
+  for (size_t i = 0; i < runs.size(); ++i) key.push_back(docs[doc_of[i]]->offset);
+  if (key == track_layout_key) return;
+  // The previous layout's heights hold for the same runs (the key starts with them).
+  const bool same_runs = track_layout_key.size() >= runs_key.size() &&
+                         std::equal(runs_key.begin(), runs_key.end(), track_layout_key.begin());
+  track_layout_key = key;
+  track_layout = layoutTracks(runs, track_control, LayoutMetrics{kGroupH, kLaneH, kCounterH},
+                              same_runs ? &track_layout : nullptr, band);
+  for (auto* v : {&track_layout.pinned, &track_layout.rows})
+    for (LayoutRow& r : *v) r.doc = doc_of[r.doc];
+}
+
+void App::drawRows(ImDrawList* dl, const TimelineContext& cx, bool pinned) {
+  const auto& v = pinned ? track_layout.pinned : track_layout.rows;
+  const float base = pinned ? cx.pinned_y : cx.rows_y;
+  const size_t first = pinned ? 0 : track_layout.firstBelow(cx.top - base);
+  if (pinned) dl->PushClipRect(ImVec2(cx.left, cx.top), ImVec2(cx.x1, cx.bottom), true);
+  for (size_t i = first; i < v.size(); ++i) {
+    const LayoutRow& r = v[i];
+    const float y = base + r.y0;
+    if (y > cx.bottom) break;
+    const Document& d = *docs[r.doc];
+    const Trace& tr = *d.trace;
+    const RankGroup& g = tr.ranks[r.group];
+    if (cx.record && y + r.h >= cx.top) tracks_drawn.push_back({r, y});
+    if (r.kind == RowKind::Header) {
+      char head[320];  // with its coordinates in the run's layout (dp, tp, pp ranks)
+      const std::string coords = rankCoordinates(tr, g.rank);
+      std::snprintf(head, sizeof head, "%s %srank %lld  %s%s%s %s", r.collapsed ? "+" : "-",
+                    docs.size() > 1 ? (r.doc ? "B · " : "A · ") : "", (long long)g.rank, coords.c_str(),
+                    coords.empty() ? "" : "  ", g.host.c_str(), g.device.c_str());
+      dl->AddRectFilled(ImVec2(cx.left, y), ImVec2(cx.x1, y + r.h),
+                        r.doc ? IM_COL32(58, 48, 44, 255) : IM_COL32(44, 48, 58, 255));  // B's headers warmer
+      dl->AddText(ImVec2(cx.left + 4, y + 4), palette::kText, head);
+      if (cx.record) headers.push_back({r.doc, g.rank, y, head, r.collapsed});
+      continue;
+    }
+    const Track& t = tr.tracks[r.track];
+    if (y + r.h >= cx.top) {
+      dl->AddRectFilled(ImVec2(cx.left, y), ImVec2(cx.x1, y + r.h), (r.track & 1) ? palette::kRowAlt : palette::kBackground);
+      const std::string label = pinned ? std::string(docs.size() > 1 ? (r.doc ? "B " : "A ") : "") + "r" +
+                                             std::to_string(g.rank) + " " + t.label
+                                       : t.label;
+      dl->AddText(ImVec2(cx.left + 12, y + 2), IM_COL32(170, 175, 185, 255), label.c_str());
+    }
+    if (t.kind == TrackKind::Counter) {
+      if (y + r.h >= cx.top) drawCounter(dl, cx, r, y);
+      continue;
+    }
+    for (uint32_t li = 0; li < r.lanes; ++li) {
+      const float ly = y + kLaneH * float(li);
+      rows.push_back({r.doc, uint32_t(r.track), li, ly, ly + kLaneH});
+      if (ly + kLaneH >= cx.top && ly <= cx.bottom) drawLane(dl, cx, r.doc, uint32_t(r.track), li, ly);
+    }
+  }
+  if (pinned) dl->PopClipRect();
+}
+
+// One lane's boxes: single events in their name's colour, folded blocks shaded by how busy they are.
+void App::drawLane(ImDrawList* dl, const TimelineContext& cx, size_t di, uint32_t ti, uint32_t li, float ly) {
+  Document& d = *docs[di];
+  const Trace& tr = *d.trace;
+  const int64_t off = d.offset;
+  const Lane& lane = tr.tracks[ti].lanes[li];
+  scratch.clear();
+  visibleItems(lane, cx.vt0 - off, cx.vt1 - off, cx.threshold, scratch);
+  dl->PushClipRect(ImVec2(cx.x0, ly), ImVec2(cx.x1, ly + kLaneH), true);
+  for (const DrawItem& it : scratch) {
+    const float x0 = std::max(view.x(it.start + off), cx.x0 - 2);
+    const float x1 = std::min(std::max(view.x(it.end + off), x0 + 1), cx.x1 + 2);
+    const bool single = it.count == 1;
+    const Event& e = lane.events[it.index];
+    const float gap = x1 - x0 > 4 ? 1.f : 0.f;  // neighbours of one colour stay apart
+    const double coverage = it.coverage();
+    float wait_x1 = -1;  // a linked collective's wait, hatched (view_comm.cpp)
+    if (single) {
+      dl->AddRectFilled(ImVec2(x0, ly + 1), ImVec2(x1 - gap, ly + kLaneH - 1), nameColor(e.kind, tr.names[e.name]));
+      if (e.kind == EventKind::Collective)
+        wait_x1 = drawCollectiveWait(dl, di, {ti, li, it.index}, x0, x1 - gap, ly + 1, ly + kLaneH - 1);
+    } else {
+      // A folded block: faint over its span, solid from its bottom up to the fraction of the span
+      // its events keep busy — a stream 17% busy reads as 17% full, not as a solid bar.
+      const float bar = std::max(1.f, float(coverage) * (kLaneH - 2));
+      dl->AddRectFilled(ImVec2(x0, ly + 1), ImVec2(x1 - gap, ly + kLaneH - 1), (palette::kFolded & 0x00ffffffu) | 0x40000000u);
+      dl->AddRectFilled(ImVec2(x0, ly + kLaneH - 1 - bar), ImVec2(x1 - gap, ly + kLaneH - 1), palette::kFolded);
+    }
+    // Names demangled and shortened to fit (names.h); the full name is in the tooltip.
+    const std::string label = single ? d.names.fit(e.name, tr.names, size_t(std::max(0.f, x1 - x0 - 6) / cx.char_w))
+                                     : x1 - x0 > 40 ? fitText(x0, x1, std::to_string(it.count)) : std::string();
+    if (!label.empty())
+      dl->AddText(ImVec2(x0 + 3, ly + 2), single || coverage < 0.6 ? IM_COL32(250, 250, 250, 255) : IM_COL32(20, 20, 20, 255),
+                  label.c_str(), label.c_str() + label.size());
+    if (cx.record) boxes.push_back({rows.size() - 1, x0, x1, e.kind, it.count, coverage, label, wait_x1});
+  }
+  dl->PopClipRect();
+}
+
+// A counter: one bar per pixel column, the largest value held in it.
+void App::drawCounter(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y) {
+  const Document& d = *docs[r.doc];
+  const Trace& tr = *d.trace;
+  const auto& c = tr.tracks[r.track].counter;
+  if (c.ts.empty() || c.max_value <= 0) return;
+  const int64_t off = d.offset;
+  dl->PushClipRect(ImVec2(cx.x0, y), ImVec2(cx.x1, y + r.h), true);
+  for (float x = cx.x0; x < cx.x1; x += 1) {
+    const int64_t c0 = view.timeAt(x) - off, c1 = view.timeAt(x + 1) - off;
+    const size_t a = size_t(std::upper_bound(c.ts.begin(), c.ts.end(), c0) - c.ts.begin());
+    const size_t b = size_t(std::upper_bound(c.ts.begin() + ptrdiff_t(a), c.ts.end(), c1) - c.ts.begin());
+    if (b == 0) continue;     // before the first sample
+    if (c0 > tr.end) break;   // the trace ended: the counter is not held past it
+    const double v = std::max(a > 0 ? c.values[a - 1] : 0.0, counterMax(c, a, b));
+    const float bar = float(v / c.max_value) * (r.h - 4);
+    dl->AddRectFilled(ImVec2(x, y + r.h - 2 - bar), ImVec2(x + 1, y + r.h - 2), palette::kMemoryCounter);
+  }
+  dl->PopClipRect();
+  char mx[64];
+  std::snprintf(mx, sizeof mx, "max %s", formatBytes(c.max_value).c_str());
+  dl->AddText(ImVec2(cx.left + 12, y + 18), IM_COL32(140, 145, 155, 255), mx);
+}
+
+}  // namespace trainscope::viewer
