@@ -37,6 +37,7 @@ TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTheCpuSpaceWithinTenPercent) {
     int zero;  // ZeRO stage (0: none)
     int lanes = 1, ga = 2;
     const char* extra = "";  // --sequence-parallel, --precision bf16, --pp-schedule gpipe
+    int cp = 1;              // context parallelism: the sequence over cp ranks, the ring's K/V blocks
   };
   // Every moment that can hold the peak is some configuration's: a layer's backward, the LM head's
   // forward (full checkpointing), ZeRO-1's reduce-scatter, ZeRO-2's last bucket, the core lanes' gradient sum (one
@@ -50,13 +51,15 @@ TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTheCpuSpaceWithinTenPercent) {
                        {1, 2, 1, 8, "selective", false, 1, 1, " --sequence-parallel"},
                        {1, 1, 2, 2, "none", false, 1, 4, " --precision bf16 --pp-schedule gpipe"},
                        {1, 1, 2, 2, "none", false, 1, 4, " --virtual-stages 2"},  // interleaved 1F1B
-                       {2, 1, 1, 4, "none", 2},  {2, 1, 1, 2, "full", 2, 1, 2, " --precision bf16"}};  // ZeRO-2
+                       {2, 1, 1, 4, "none", 2},  {2, 1, 1, 2, "full", 2, 1, 2, " --precision bf16"},  // ZeRO-2
+                       {1, 1, 1, 4, "none", 0, 1, 2, "", 2},  {1, 1, 1, 4, "selective", 0, 1, 2, "", 2}};  // CP 2
   std::vector<double> errors;
   for (const Cfg& c : space) {
-    const int n = c.dp * c.tp * c.pp, gbs = c.mbs * c.dp * c.ga, lanes = c.lanes;
+    const int n = c.dp * c.cp * c.tp * c.pp, gbs = c.mbs * c.dp * c.ga, lanes = c.lanes;
     const std::string shape = " --workload small-cpu --seq 64 --mbs " + std::to_string(c.mbs) + " --gbs " +
                               std::to_string(gbs) + " --ckpt " + c.ckpt + " --tp " + std::to_string(c.tp) + " --pp " +
-                              std::to_string(c.pp) + (c.zero ? " --zero " + std::to_string(c.zero) : "") + c.extra;
+                              std::to_string(c.pp) + (c.zero ? " --zero " + std::to_string(c.zero) : "") + c.extra +
+                              (c.cp > 1 ? " --cp " + std::to_string(c.cp) : "");
     auto run = cli("run" + shape + " --nproc " + std::to_string(n) + " --cpu-lanes " + std::to_string(lanes) + " --steps 2 --device cpu -q --json");
     ASSERT_EQ(run.status, 0) << run.output;
     auto pred = cli("predict" + shape + " --cluster cpu-local --gpus " + std::to_string(n) +
