@@ -196,6 +196,10 @@ tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, cons
     p.virtual_stages = std::max<int64_t>(2, f.virtual_stages);
   } else {
     p.schedule = rt::parseSchedule(f.schedule);
+    p.virtual_stages = f.virtual_stages;  // as `run --virtual-stages` (1f1b): interleaved when > 1
+    if (p.virtual_stages > 1 && p.schedule == rt::PipelineSchedule::GPipe)
+      throw UserError("--virtual-stages", "interleaving is a form of the 1f1b schedule, not of gpipe",
+                      "pass --pp-schedule 1f1b, or --virtual-stages 1");
   }
   p.cpu_lanes = f.cpu_lanes;
   p.cpu = c.kind == tn::ClusterKind::Cpu;

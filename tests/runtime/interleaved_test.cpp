@@ -2,7 +2,8 @@
 // command line and Gloo: a 4-layer model on pp 2 × v 2 model chunks (rank 0 holds layers 0 and 2,
 // rank 1 layers 1 and 3) must train like one process —
 //   the same loss per step and the same final weights (parallel_test.cpp's tolerances), at ga 2 and
-//   4, under full and selective checkpointing, and in bf16 (equal to plain 1F1B there);
+//   4, under full and selective checkpointing, beside DP with ZeRO-1 and beside TP, and in bf16
+//   (equal to plain 1F1B there);
 //   the trace shows each unit as a "chunk/k" range in Megatron-LM's order, and every send;
 //   a stage's measured peak stops growing once the warm-up is full and is within 5% of the model;
 //   what it cannot run is refused naming the flag and the fix.
@@ -100,6 +101,14 @@ TEST(Interleaved, EqualsOneProcessUnderFullAndSelectiveCheckpointing) {
   const std::string ref = run("il_ref_ckpt", "");  // recomputation is exact: the plain run is the reference
   expectSameTraining(ref, run("il_full", std::string(kInterleaved) + " --ckpt full"));
   expectSameTraining(ref, run("il_selective", std::string(kInterleaved) + " --ckpt selective"));
+}
+
+// Beside DP (each chunk's gradients reduced in its last backward, ZeRO-1's reduce-scatter after the
+// schedule) and TP (each chunk's collectives inside its units): the same training.
+TEST(Interleaved, TimesDataParallelWithZeroOneAndTimesTensorParallelEqualOneProcess) {
+  expectSameTraining(run("il_ref_tp", ""), run("il_tp2", " --nproc 4 --pp 2 --virtual-stages 2 --tp 2"));
+  const std::string ref = run("il_ref_gbs16", " --gbs 16");  // dp 2 × ga 4 × mbs 2
+  expectSameTraining(ref, run("il_dp2_zero1", " --nproc 4 --pp 2 --virtual-stages 2 --gbs 16 --zero 1"));
 }
 
 // bf16: every pipeline run differs from one process by how the tied embedding's two bf16 gradients
