@@ -274,8 +274,8 @@ tn::MeasuredCosts profiledCosts(const PredictFlags& f, const workloads::Workload
 // The step time composed from the measured layer costs when a profiled run has this plan's layer
 // shape; otherwise a note, and the analytic model's stays.
 void useMeasuredTime(Outcome& o, const PredictFlags& f) {
-  if (o.p.zero >= rt::ZeroStage::Gradients) {  // no run measured them: the runtime runs stages 0 and 1
-    std::fprintf(stderr, "note: no run can profile ZeRO-%d (the runtime runs stages 0 and 1); the step time is the "
+  if (o.p.zero >= rt::ZeroStage::Gradients) {  // profiles are composed for stages 0 and 1 only
+    std::fprintf(stderr, "note: measured layer costs are not composed for ZeRO-%d; the step time is the "
                          "analytic model's\n", f.zero);
     return;
   }
@@ -327,7 +327,7 @@ std::string zeroLine(const tn::Plan& p, const tn::StageMemory& s) {
                         static_cast<long long>(p.dp));
   if (stage >= 2)
     n += std::snprintf(line + n, sizeof(line) - size_t(n),
-                       " (priced; the runtime runs stages 0 and 1); backward adds a %.2f GiB gradient bucket",
+                       "; backward adds a %.2f GiB gradient bucket",
                        gib(s.grad_bucket));
   if (stage == 3)
     std::snprintf(line + n, sizeof(line) - size_t(n), ", forward and backward %.2f GiB of gathered parameters",

@@ -28,8 +28,8 @@ enum class PipelineSchedule { GPipe, OneFOneB };
 enum class Launcher { Local, Slurm };
 
 // ZeRO (Rajbhandari et al., 2020): what the data-parallel ranks shard besides the batch. The values
-// are the stage numbers that JSON and `--zero` use. The runtime runs stages 0 and 1 (resolve() refuses
-// 2 and 3 for now); the models price all four (`trainscope predict --zero 0..3`), the tuner's space
+// are the stage numbers that JSON and `--zero` use. resolve() says which stages the runtime runs
+// (ZeRO-2: runtime/src/parallel/grad_sync.cpp); the models price all four (`trainscope predict --zero 0..3`), the tuner's space
 // enumerates what the runtime runs.
 enum class ZeroStage {
   None = 0,             // every DP rank holds the whole optimizer state (plain data parallelism)
