@@ -151,7 +151,7 @@ void addOptimizerState(StageMemory& sm, const std::vector<workloads::ParamTensor
 void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t unit) {
   if (!zero::shardsGradients(p)) return;
   const int64_t per_param = p.mixed() ? 6 : 4, share = zero::shardOf(n, p.dp);
-  sm.grads = per_param * share;
+  sm.grads = 4 * share;  // fp32 main gradients only (18 bytes per parameter)
   sm.grad_bucket = 4 * int64_t(std::min(double(n), zero::kReduceBucketElements));
   sm.sync = 4 * share;
   if (!zero::shardsParameters(p)) return;
