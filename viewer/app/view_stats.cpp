@@ -363,9 +363,6 @@ void App::drawRangeNames() {
   ImGui::EndTable();
 }
 
-}  // namespace trainscope::viewer
-
-namespace trainscope::viewer {
 
 // The statistics in pieces of about a million lanes' events (a few milliseconds each), the latest
 // snapshot handed to the UI at most every 250 ms (a snapshot re-sorts the group under way), the first
