@@ -70,13 +70,14 @@ TEST(ViewerStudy, TheArgumentNamesTheRunnerUpAndWeighsTheMarginAgainstTheNoise) 
   EXPECT_TRUE(a.noise_known);
   EXPECT_EQ(a.noise_trials, 4);
   EXPECT_EQ(a.noise_candidates, 2);
+  EXPECT_EQ(a.noise_groups, 2);
   EXPECT_NEAR(a.noise, 0.050361, 1e-6);
   EXPECT_NEAR(a.threshold, 2 * 0.050361 * 1.0, 1e-5);  // sqrt(1/2 + 1/2) = 1
   EXPECT_FALSE(a.within_noise);
   const std::string text = v::argumentText(
       a, [](int64_t id) { return "plan" + std::to_string(id); }, [](double s) { return std::to_string(int(s * 1000)) + " ms"; });
   EXPECT_NE(text.find("runner-up #2 plan2: 122 ms/step over 2 trials, +16.2% against the winner"), std::string::npos) << text;
-  EXPECT_NE(text.find("noise 5.0% per trial (4 trials of 2 candidates"), std::string::npos) << text;
+  EXPECT_NE(text.find("noise 5.0% per trial (4 repeated trials of 2 candidates)"), std::string::npos) << text;
   EXPECT_NE(text.find("beyond noise (the noise alone makes up to 10.1%)"), std::string::npos) << text;
 
   // The runner-up at 110 and 108 ms (109 ms pooled, +3.8%): the noise makes up to 7.1%.
@@ -90,13 +91,23 @@ TEST(ViewerStudy, TheArgumentNamesTheRunnerUpAndWeighsTheMarginAgainstTheNoise) 
             std::string::npos);
 }
 
+// Only repeats at one length measure noise: a 3-step trial's warm-up is not noise. Candidate 1 at
+// 3 steps (200 ms) and twice at 11 steps (100, 110 ms): the noise is the two long ones' ±4.76%.
+TEST(ViewerStudy, NoiseComesFromRepeatsOfOneLength) {
+  std::vector<v::MeasuredTrial> t = {{1, 1, 0, 3, 0.200, true, false}, tr(2, 1, 1, 0.100), tr(3, 1, 2, 0.110)};
+  const v::StudyArgument a = v::studyArgument(t, 1);
+  EXPECT_EQ(a.noise_trials, 2);
+  EXPECT_EQ(a.noise_groups, 1);
+  EXPECT_NEAR(a.noise, std::sqrt(2 * (0.005 / 0.105) * (0.005 / 0.105) / 1), 1e-12);  // 6.73%: N − G = 1
+}
+
 TEST(ViewerStudy, NoNoiseWithoutARepeatAndNoRunnerUpAlone) {
   const v::StudyArgument a = v::studyArgument({tr(1, 1, 0, 0.1), tr(2, 2, 0, 0.2)}, 1);
   EXPECT_EQ(a.runner_up.candidate, 2);
   EXPECT_FALSE(a.noise_known);
   EXPECT_FALSE(a.within_noise);
   EXPECT_NE(v::argumentText(a, [](int64_t) { return std::string("p"); }, [](double) { return std::string("x"); })
-                .find("noise not measured (no candidate ran twice)"),
+                .find("noise not measured (no candidate ran twice at one length)"),
             std::string::npos);
   const v::StudyArgument alone = v::studyArgument({tr(1, 1, 0, 0.1)}, 1);
   EXPECT_EQ(alone.runner_up.candidate, -1);

@@ -49,6 +49,7 @@ struct StudyShown {
     int64_t trial, candidate;
     float x, y;
     std::string label;
+    bool drawn = true;  // false: the same label is already written beside an earlier repeat here
   };
   std::vector<Point> points;
 };

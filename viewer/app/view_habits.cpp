@@ -331,7 +331,7 @@ void App::habitsLayout(nlohmann::json& j) const {
   st["points"] = nlohmann::json::array();
   for (const auto& p : s.points)
     st["points"].push_back({{"plot", p.plot}, {"trial", p.trial}, {"candidate", p.candidate}, {"x", p.x}, {"y", p.y},
-                            {"label", p.label}});
+                            {"label", p.label}, {"drawn", p.drawn}});
   j["study"] = st;
 }
 

@@ -185,8 +185,14 @@ void point(App& app, ImDrawList* dl, size_t plot, const tuner::TrialRecord& t, I
   if (filled) dl->AddCircleFilled(p, 4, col);
   else dl->AddCircle(p, 4, col);
   const std::string label = "#" + std::to_string(t.candidate);
-  dl->AddText(ImVec2(p.x + 6, p.y - ImGui::GetTextLineHeight() - 1), IM_COL32(200, 200, 210, 255), label.c_str());
-  app.study_shown.points.push_back({plot, t.id, t.candidate, p.x, p.y, label});
+  // A candidate's repeats often land on one spot: its label is written once there, not stacked.
+  const ImVec2 at(p.x + 6, p.y - ImGui::GetTextLineHeight() - 1);
+  bool written = false;
+  for (const auto& q : app.study_shown.points)
+    written = written || (q.plot == plot && q.candidate == t.candidate && q.drawn && std::fabs(q.x - p.x) < 8 &&
+                          std::fabs(q.y - p.y) < ImGui::GetTextLineHeight());
+  if (!written) dl->AddText(at, IM_COL32(200, 200, 210, 255), label.c_str());
+  app.study_shown.points.push_back({plot, t.id, t.candidate, p.x, p.y, label, !written});
   const ImVec2 m = ImGui::GetIO().MousePos;
   const float d2 = (m.x - p.x) * (m.x - p.x) + (m.y - p.y) * (m.y - p.y);
   if (d2 < *best) *best = d2, *hovered = &t;

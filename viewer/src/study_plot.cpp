@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 namespace trainscope::viewer {
 
@@ -76,21 +77,27 @@ PooledTime pooledTime(const std::vector<MeasuredTrial>& trials, int64_t candidat
 
 namespace {
 
-// The noise fields of `a`: pooled relative variance of single trials around their candidate's time.
+// The noise fields of `a`: the relative variance of single trials around the mean of their group —
+// the same candidate at the same trial length. Only such repeats differ by noise alone: a 3-step
+// trial's median still holds warm-up that a 12-step one has left behind.
 void measureNoise(const std::vector<MeasuredTrial>& trials, StudyArgument& a) {
-  std::map<int64_t, std::vector<double>> by_candidate;
+  std::map<std::pair<int64_t, int64_t>, std::vector<double>> groups;
   for (const auto& t : trials)
-    if (weight(t) > 0) by_candidate[t.candidate].push_back(t.step_s);
+    if (weight(t) > 0) groups[{t.candidate, t.steps}].push_back(t.step_s);
   double ss = 0;
-  for (const auto& [cand, times] : by_candidate) {
+  std::set<int64_t> candidates;
+  for (const auto& [key, times] : groups) {
     if (times.size() < 2) continue;
-    const double mean = pooledTime(trials, cand).step_s;
+    double mean = 0;
+    for (double x : times) mean += x / double(times.size());
     for (double x : times) ss += ((x - mean) / mean) * ((x - mean) / mean);
     a.noise_trials += int64_t(times.size());
-    ++a.noise_candidates;
+    ++a.noise_groups;
+    candidates.insert(key.first);
   }
-  if (a.noise_trials > a.noise_candidates) {
-    a.noise = std::sqrt(ss / double(a.noise_trials - a.noise_candidates));
+  a.noise_candidates = int64_t(candidates.size());
+  if (a.noise_trials > a.noise_groups) {
+    a.noise = std::sqrt(ss / double(a.noise_trials - a.noise_groups));
     a.noise_known = true;
   }
 }
@@ -135,9 +142,9 @@ std::string argumentText(const StudyArgument& a, const std::function<std::string
                 (long long)a.runner_up.candidate, plan(a.runner_up.candidate).c_str(),
                 duration(a.runner_up.step_s).c_str(), (long long)a.runner_up.trials, 100 * a.margin);
   std::string s = buf;
-  if (!a.noise_known) return s + "noise not measured (no candidate ran twice)";
-  std::snprintf(buf, sizeof buf, "noise %.1f%% per trial (%lld trials of %lld candidates run more than once): ",
-                100 * a.noise, (long long)a.noise_trials, (long long)a.noise_candidates);
+  if (!a.noise_known) return s + "noise not measured (no candidate ran twice at one length)";
+  std::snprintf(buf, sizeof buf, "noise %.1f%% per trial (%lld repeated trials of %lld candidates): ", 100 * a.noise,
+                (long long)a.noise_trials, (long long)a.noise_candidates);
   s += buf;
   std::snprintf(buf, sizeof buf, a.within_noise ? "within noise (the noise alone makes up to %.1f%%)"
                                                 : "beyond noise (the noise alone makes up to %.1f%%)",

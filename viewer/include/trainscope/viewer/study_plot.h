@@ -50,12 +50,12 @@ PooledTime pooledTime(const std::vector<MeasuredTrial>& trials, int64_t candidat
 struct StudyArgument {
   PooledTime winner, runner_up;  // runner_up.candidate is -1 when no other candidate qualifies
   double margin = 0;             // (runner-up − winner) / winner, pooled times
-  // Run-to-run noise: one trial's relative standard deviation around its candidate's pooled time,
-  // pooled over every candidate with two or more ok trials (sum of squares over N − K degrees of
-  // freedom). 0 with noise_known false when no candidate ran twice.
+  // Run-to-run noise: one trial's relative standard deviation around the mean of its repeats (the
+  // same candidate, the same steps), pooled over every such group of two or more ok trials (sum of
+  // squares over N − G degrees of freedom). 0 with noise_known false when nothing was repeated.
   double noise = 0;
   bool noise_known = false;
-  int64_t noise_trials = 0, noise_candidates = 0;
+  int64_t noise_trials = 0, noise_groups = 0, noise_candidates = 0;
   // The margin the noise alone could make: two standard errors of the difference of the two pooled
   // means, noise × sqrt(1/n_winner + 1/n_runner_up).
   double threshold = 0;
