@@ -139,16 +139,20 @@ void addOptimizerState(StageMemory& sm, const std::vector<workloads::ParamTensor
 }
 
 // ZeRO-2 and ZeRO-3 (docs/memory-model.md, "ZeRO-2 and ZeRO-3"), on a stage of `n` parameters whose
-// largest unit of gathering (a layer, or the word embedding where the stage holds it) has `unit`.
+// layers have `layer` each.
 //   ZeRO-2: each rank keeps its ⌈n/d⌉ share of the gradients (the runtime's bytes per parameter:
 //           fp32 main + low-precision, 6, or 4 in fp32); during backward one reduce bucket of full
 //           fp32 gradients, min(n, reduce_bucket_size) elements, waits for its reduce-scatter; after
 //           the step the updated fp32 master shard is copied for the all-gather (4·⌈n/d⌉), as ZeRO-1.
-//   ZeRO-3: the parameters too (⌈n/d⌉ of the fp32 master and the low-precision copy); the step's
-//           gathers write the module in use in the compute dtype, with up to the prefetch bucket of
-//           the modules after it: e·(unit + min(prefetch, n − unit)), in forward and in backward (the
-//           largest unit's moment, taken for both). No all-gather after the step.
-void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t unit) {
+//   ZeRO-3: as the runtime runs it (runtime/src/parallel/zero3.h; docs/memory-model.md, "ZeRO-3"):
+//           the parameters too (⌈n/d⌉ of the fp32 master and the low-precision copy) and only the
+//           fp32 gradient shard (4·⌈n/d⌉: 16-bit gradients live only until their layer is reduced).
+//           Gathered in the compute dtype during a layer's backward: the stage's non-layer unit
+//           (embeddings, ln_f), the layer and the one prefetched, e·(rest + 2·layer); and the
+//           reduce-scatter of a layer's gradients as one flat fp32 buffer, with the previous layer's
+//           still in flight: 4·2·layer, and on Gloo (CPU) the copy it all-reduces, 4·layer more.
+//           No all-gather after the step.
+void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t layer) {
   if (!zero::shardsGradients(p)) return;
   const int64_t per_param = p.mixed() ? 6 : 4, share = zero::shardOf(n, p.dp);
   sm.grads = 4 * share;  // fp32 main gradients only (18 bytes per parameter)
@@ -157,8 +161,9 @@ void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t unit) {
   if (!zero::shardsParameters(p)) return;
   sm.params = per_param * share;
   sm.sync = 0;
-  const double prefetched = std::min(zero::kPrefetchElements, double(n - unit));
-  sm.gathered = int64_t(double(p.elementBytes()) * (double(unit) + prefetched));
+  const int64_t rest = n - sm.layers * layer, gathered_layers = std::min<int64_t>(2, sm.layers);
+  sm.gathered = p.elementBytes() * (rest + gathered_layers * layer);
+  sm.grad_bucket = 4 * layer * (std::min<int64_t>(2, sm.layers) + (p.cpu ? 1 : 0));
 }
 
 // ZeRO-2 as runtime/src/parallel/grad_sync.cpp runs it (docs/memory-model.md, "ZeRO-2"): buckets of
@@ -296,8 +301,8 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   }
   addWeights(sm, p, n, largest);
   addOptimizerState(sm, tensors, tied, p);
-  // ZeRO-3 gathers a layer, or the word embedding, at a time: the larger sets the transient.
-  addZeroShards(sm, p, n, std::max(largest, sm.layers > 0 ? layer_elements / sm.layers : 0));
+  // ZeRO-3 gathers a layer at a time (and the stage's other parameters as one more unit).
+  addZeroShards(sm, p, n, sm.layers > 0 ? layer_elements / sm.layers : 0);
   addZeroTwo(sm, p, n, largest);
   sm.inflight = inflightOf(p, st, sm.micro_batches);
   const double interleave = interleaveOf(p, st, sm.micro_batches, sm.inflight);

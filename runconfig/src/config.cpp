@@ -81,6 +81,41 @@ ZeroStage zeroStage(int64_t stage, const std::string& field) {
 
 namespace {
 
+// ZeRO-3 (runtime/src/parallel/zero3.h) and its hybrid sharding: what the runtime runs, and a clear
+// refusal of the rest.
+void resolveZero3(const TrainConfig& c) {
+  if (c.zero_shard_size < 0)
+    throw UserError("--zero-shard-size", "must be >= 0, got " + std::to_string(c.zero_shard_size),
+                    "pass 0 to shard over every data-parallel rank, or N dividing the DP degree");
+  if (c.zero != ZeroStage::Parameters) {
+    if (c.zero_shard_size > 0)
+      throw UserError("--zero-shard-size", "shards ZeRO-3's parameters and is only for --zero 3",
+                      "pass --zero 3, or drop --zero-shard-size");
+    return;
+  }
+  if (c.zero_shard_size > 0 && c.dp % c.zero_shard_size != 0)
+    throw UserError("--zero-shard-size",
+                    std::to_string(c.zero_shard_size) + " does not divide the data-parallel degree " +
+                        std::to_string(c.dp),
+                    "pass a divisor of dp = nproc / (tp x pp x cp), or 0 for all DP ranks");
+  // The per-layer gathers follow one forward then one backward per micro-batch; the pipeline's
+  // schedules interleave micro-batches, and the tied embedding's two stages reduce it by hand.
+  if (c.pp > 1)
+    throw UserError("--zero", "ZeRO-3 is not run with pipeline parallelism (pp=" + std::to_string(c.pp) + ")",
+                    "pass --pp 1 with --zero 3, or --zero 1 with pipelines");
+  if (c.cp > 1) throw UserError("--zero", "ZeRO-3 is not run with context parallelism", "pass --cp 1 with --zero 3");
+  // Sequence-parallel gradients of replicated tensors are partial sums over TP; they would need a
+  // TP all-reduce of the shard's pieces that ZeRO-3 does not do.
+  if (c.sequence_parallel)
+    throw UserError("--sequence-parallel", "is not run with --zero 3", "drop --sequence-parallel, or use --zero 1 or 2");
+  // Shards are 1-D pieces of flat buffers: Adafactor factors whole matrices, 8-bit Adam quantises
+  // blocks of whole tensors; neither would train as it does unsharded.
+  if (c.optimizer == OptimizerKind::Adafactor || c.optimizer == OptimizerKind::Adam8bit)
+    throw UserError("--optimizer",
+                    std::string(toString(c.optimizer)) + " is not run with --zero 3 (its state spans whole tensors)",
+                    "use --optimizer adamw or sgd with --zero 3");
+}
+
 // world, DP × TP × PP and the knobs that depend on the layout.
 void resolveLayout(TrainConfig& c, int world) {
   requirePositive("--nproc", c.nproc, "pass --nproc N with N >= 1");
@@ -99,10 +134,7 @@ void resolveLayout(TrainConfig& c, int world) {
   if (c.pp > c.model.n_layer)
     throw UserError("--pp", "pp=" + std::to_string(c.pp) + " exceeds n_layer=" + std::to_string(c.model.n_layer),
                     "use at most one stage per layer");
-  if (c.zero > ZeroStage::Gradients)
-    throw UserError("--zero",
-                    "stage " + std::to_string(stageNumber(c.zero)) + " is not run yet: the runtime runs stages 0 to 2",
-                    "pass --zero 2 for ZeRO-2; stage 3 comes later");
+  resolveZero3(c);
   // ZeRO-2 splits each gradient bucket element by element; Adafactor's factored second moment needs
   // whole rows and columns of a matrix, which a slice does not have.
   if (c.zero == ZeroStage::Gradients && c.dp > 1 && c.optimizer == OptimizerKind::Adafactor)

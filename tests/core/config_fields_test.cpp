@@ -99,7 +99,7 @@ TEST(ConfigFields, EveryFieldSurvivesJsonAndFlagsWithAValueOtherThanItsDefault) 
     EXPECT_EQ(rt::toJson(from_args), json) << f.key << ":" << joined(args);
   });
   // TrainConfig's user-settable members, all in the list (a new member: a line in visitFields, and here).
-  EXPECT_EQ(fields, 42);
+  EXPECT_EQ(fields, 45);
 }
 
 TEST(ConfigFields, TheRunFlagsAreTheListsAndTheOutputsWithTheirHelpAndDefaults) {
@@ -198,13 +198,22 @@ TEST(ConfigFields, ZeroStagesAreNumbersZeroToThreeAndResolveRunsZeroAndOne) {
   EXPECT_NE(fieldOf([] { parseRun({"--zero", "-1"}); }).find("--zero | "), std::string::npos);
   EXPECT_TRUE(rt::shardsOptimizer(rt::ZeroStage::OptimizerStates));
   EXPECT_FALSE(rt::shardsOptimizer(rt::ZeroStage::None));
-  for (rt::ZeroStage z : {rt::ZeroStage::Parameters}) {
+  {  // ZeRO-3 runs (runtime/src/parallel/zero3.h), with hybrid sharding; what it does not run is refused.
     rt::TrainConfig c;
-    c.nproc = 2;
-    c.zero = z;
-    const std::string e = fieldOf([&] { rt::resolve(c); });
-    EXPECT_EQ(e.rfind("--zero | ", 0), 0u) << e;
-    EXPECT_NE(e.find("the runtime runs stages 0 to 2"), std::string::npos) << e;
+    c.nproc = 4;
+    c.zero = rt::ZeroStage::Parameters;
+    c.zero_shard_size = 2;
+    rt::resolve(c);
+    EXPECT_EQ(c.dp, 4);
+    c.zero_shard_size = 3;
+    EXPECT_EQ(fieldOf([&] { rt::resolve(c); }).rfind("--zero-shard-size | ", 0), 0u);
+    c.zero_shard_size = 0;
+    c.pp = 2;
+    EXPECT_EQ(fieldOf([&] { rt::resolve(c); }).rfind("--zero | ", 0), 0u);
+    c.pp = 1;
+    c.zero = rt::ZeroStage::OptimizerStates;
+    c.zero_shard_size = 2;
+    EXPECT_EQ(fieldOf([&] { rt::resolve(c); }).rfind("--zero-shard-size | ", 0), 0u);
   }
   // ZeRO-2 runs, except with Adafactor over several DP ranks (its factored moments need whole
   // matrices; a ZeRO-2 shard is a slice) and with local SGD.

@@ -250,11 +250,12 @@ TEST(MemoryModel, ZeroShardsShrinkAsOneOverDAndZero3HoldsTheGatheredLayer) {
   // gpt2-124m on one stage, bf16 AdamW: 6 bytes of weights (fp32 master + bf16), 6 of gradients
   // (fp32 main + bf16) and 8 of state per parameter; n = 124,439,808 divides by 2 and 4.
   // docs/memory-model.md, "ZeRO-2 and ZeRO-3": stage 2 keeps ⌈n/d⌉ of the gradients and the state,
-  // stage 3 also of the weights; a reduce bucket of min(n, 5e8) fp32 gradients in backward; stage 3
-  // gathers the largest module (the word embedding, V·h) plus a prefetch bucket of 5e7 elements in
-  // bf16.
+  // stage 3 also of the weights, and gathers (bf16) the rest of the stage, the layer in use and the
+  // one prefetched (docs/memory-model.md, "ZeRO-3 as run").
   const wl::Workload w = wl::load("gpt2-124m");
   const int64_t n = w.parameterCount(), wte = int64_t(w.vocab_size) * w.n_embd;
+  // ZeRO-3 as run (zero3.h): a layer of 12h² + 13h elements, and the rest (wte, wpe, ln_f) one unit.
+  const int64_t layer = 12 * w.n_embd * w.n_embd + 13 * w.n_embd, rest = n - w.n_layer * layer;
   auto memory = [&](int64_t d, int stage) {
     tn::Plan p;
     p.dp = d, p.mbs = 1, p.gbs = d, p.seq = 1024, p.zero = rt::zeroStage(stage);
@@ -293,8 +294,8 @@ TEST(MemoryModel, ZeroShardsShrinkAsOneOverDAndZero3HoldsTheGatheredLayer) {
     EXPECT_EQ(z3.params, 6 * n / d) << d;
     EXPECT_EQ(z3.grads, 4 * n / d) << d;
     EXPECT_EQ(z3.optimizer, 8 * n / d) << d;
-    EXPECT_EQ(z3.grad_bucket, 4 * n);
-    EXPECT_EQ(z3.gathered, 2 * (wte + 50000000)) << d;
+    EXPECT_EQ(z3.grad_bucket, 4 * 2 * layer);  // a layer's flat fp32 gradients and the one in flight (NCCL: no copy)
+    EXPECT_EQ(z3.gathered, 2 * (rest + 2 * layer)) << d;  // the rest, the layer in use and the one prefetched
     EXPECT_EQ(z3.sync, 0);
     // Activations do not change; the two transients ride on the moments they belong to.
     EXPECT_EQ(z3.activations, z0.activations);
@@ -310,7 +311,7 @@ TEST(MemoryModel, ZeroShardsShrinkAsOneOverDAndZero3HoldsTheGatheredLayer) {
   const tn::StageMemory m = tn::predictMemory(w, f).stages.at(0);
   EXPECT_EQ(m.params, 4 * n / 4);
   EXPECT_EQ(m.grads, 4 * n / 4);
-  EXPECT_EQ(m.gathered, 4 * (wte + 50000000));
+  EXPECT_EQ(m.gathered, 4 * (rest + 2 * layer));
 }
 
 TEST(Clusters, PresetsLoadWithSourcesAndBadFilesNameTheField) {

@@ -310,6 +310,14 @@ class C10dGroup final : public Group {
     if (size_ == 1) return void(out.copy_(in));
     C10dPending(backend_->_allgather_base(out, in), record("all_gather", out.nbytes()), log_, watch_, &members_).wait();
   }
+  std::shared_ptr<Pending> allGatherAsync(at::Tensor& out, at::Tensor& in) override {
+    if (size_ == 1) {
+      out.copy_(in);
+      return std::make_shared<DonePending>();
+    }
+    auto rec = record("all_gather", out.nbytes());
+    return std::make_shared<C10dPending>(backend_->_allgather_base(out, in), rec, log_, watch_, &members_);
+  }
   void broadcast(at::Tensor& t, int root) override {
     if (size_ == 1) return;
     std::vector<at::Tensor> v{t};
@@ -366,6 +374,10 @@ class SingleGroup final : public Group {
     return std::make_shared<DonePending>();
   }
   void allGather(at::Tensor& out, at::Tensor& in) override { out.copy_(in); }
+  std::shared_ptr<Pending> allGatherAsync(at::Tensor& out, at::Tensor& in) override {
+    out.copy_(in);
+    return std::make_shared<DonePending>();
+  }
   void broadcast(at::Tensor&, int) override {}
   std::shared_ptr<Pending> send(at::Tensor&, int, int) override {
     TRAINSCOPE_THROW("send in a single-process group");
@@ -467,25 +479,10 @@ class C10dComm final : public Comm {
     // on only c10's errors are printed, unless TORCH_CPP_LOG_LEVEL asks otherwise.
     if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);
     cuda_ = opts.device.rfind("cuda", 0) == 0;
-    const std::string host = env.master_addr == "localhost" ? "127.0.0.1" : env.master_addr;
+    host_ = env.master_addr == "localhost" ? "127.0.0.1" : env.master_addr;
+    collective_timeout_ = opts.collective_timeout;
     auto make = [&](const std::string& name, const std::vector<int>& members) -> std::unique_ptr<Group> {
-      std::string prefix = name;
-      for (int m : members) prefix += "_" + std::to_string(m);
-      auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
-      int group_rank = 0;
-      for (size_t i = 0; i < members.size(); ++i)
-        if (members[i] == layout_.rank) group_rank = static_cast<int>(i);
-      c10::intrusive_ptr<c10d::Backend> backend;
-      if (cuda_) {
-        backend = makeNcclBackend(prefixed, group_rank, static_cast<int>(members.size()), opts.collective_timeout);
-      } else {
-        auto o = c10d::ProcessGroupGloo::Options::create(opts.collective_timeout);
-        // Loopback when every rank is on this host; otherwise the address this host resolves to.
-        o->devices.push_back(host == "127.0.0.1" ? c10d::ProcessGroupGloo::createDeviceForHostname(host)
-                                                 : c10d::ProcessGroupGloo::createDefaultDevice());
-        backend = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank, static_cast<int>(members.size()), o);
-      }
-      return std::make_unique<C10dGroup>(name, members, layout_.rank, backend, log_, watch_);
+      return makeGroup(name, members);
     };
     std::vector<int> all(layout_.world);
     for (int r = 0; r < layout_.world; ++r) all[r] = r;
@@ -504,6 +501,33 @@ class C10dComm final : public Comm {
     const auto emb = layout_.embeddingGroup();
     if (std::find(emb.begin(), emb.end(), layout_.rank) != emb.end()) embedding_ = make("embedding", emb);
     else embedding_ = std::make_unique<SingleGroup>("embedding");
+  }
+
+  Group& subGroup(const std::string& name, const std::vector<int>& members) override {
+    std::unique_ptr<Group>& g = sub_[name];
+    if (!g) g = makeGroup(name, members);
+    return *g;
+  }
+
+  std::unique_ptr<Group> makeGroup(const std::string& name, const std::vector<int>& members) {
+    const std::string& host = host_;
+    std::string prefix = name;
+    for (int m : members) prefix += "_" + std::to_string(m);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+    int group_rank = 0;
+    for (size_t i = 0; i < members.size(); ++i)
+      if (members[i] == layout_.rank) group_rank = static_cast<int>(i);
+    c10::intrusive_ptr<c10d::Backend> backend;
+    if (cuda_) {
+      backend = makeNcclBackend(prefixed, group_rank, static_cast<int>(members.size()), collective_timeout_);
+    } else {
+      auto o = c10d::ProcessGroupGloo::Options::create(collective_timeout_);
+      // Loopback when every rank is on this host; otherwise the address this host resolves to.
+      o->devices.push_back(host == "127.0.0.1" ? c10d::ProcessGroupGloo::createDeviceForHostname(host)
+                                               : c10d::ProcessGroupGloo::createDefaultDevice());
+      backend = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank, static_cast<int>(members.size()), o);
+    }
+    return std::make_unique<C10dGroup>(name, members, layout_.rank, backend, log_, watch_);
   }
 
   void storeSet(const std::string& key, const std::string& value) override {
@@ -531,6 +555,9 @@ class C10dComm final : public Comm {
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<Watch> watch_;
   bool cuda_ = false;
+  std::string host_;
+  std::chrono::milliseconds collective_timeout_{0};
+  std::map<std::string, std::unique_ptr<Group>> sub_;
 };
 
 class SingleComm final : public Comm {
@@ -545,9 +572,15 @@ class SingleComm final : public Comm {
   }
   void storeSet(const std::string& key, const std::string& value) override { kv_[key] = value; }
   std::string storeGet(const std::string& key) override { return kv_[key]; }
+  Group& subGroup(const std::string& name, const std::vector<int>&) override {
+    std::unique_ptr<Group>& g = sub_[name];
+    if (!g) g = std::make_unique<SingleGroup>(name);
+    return *g;
+  }
 
  private:
   std::map<std::string, std::string> kv_;
+  std::map<std::string, std::unique_ptr<Group>> sub_;
 };
 
 }  // namespace

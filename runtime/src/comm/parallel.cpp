@@ -51,6 +51,17 @@ std::vector<int> Layout::dpCpGroup() const {
     for (int c = 0; c < cp; ++c) g.push_back(rankOf(d, tp_rank, pp_rank, c));
   return g;
 }
+std::vector<int> Layout::zeroShardGroup(int shard) const {
+  std::vector<int> g;
+  const int first = dp_rank / shard * shard;
+  for (int d = first; d < first + shard; ++d) g.push_back(rankOf(d, tp_rank, pp_rank));
+  return g;
+}
+std::vector<int> Layout::zeroReplicaGroup(int shard) const {
+  std::vector<int> g;
+  for (int d = dp_rank % shard; d < dp; d += shard) g.push_back(rankOf(d, tp_rank, pp_rank));
+  return g;
+}
 std::vector<int> Layout::ppGroup() const {
   std::vector<int> g;
   for (int p = 0; p < pp; ++p) g.push_back(rankOf(dp_rank, tp_rank, p));

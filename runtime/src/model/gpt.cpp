@@ -255,8 +255,10 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
 }  // namespace detail
 
 at::Tensor stageForward(const GptWeights& w, const StageSpec& st, const TpContext& tp, int64_t n_head,
-                        const at::Tensor& input, const at::Tensor& targets, Checkpointing ckpt) {
+                        const at::Tensor& input, const at::Tensor& targets, Checkpointing ckpt,
+                        LayerHooks* hooks) {
   at::Tensor x;
+  if (hooks) hooks->beforeForward(-1);
   if (st.first) {
     const int64_t T = input.size(1);                                       // T/CP under CP
     at::Tensor e = vocabParallelEmbedding(w.wte, input, tp);              // (B, T, C), partial under TP
@@ -272,10 +274,13 @@ at::Tensor stageForward(const GptWeights& w, const StageSpec& st, const TpContex
     x = input;
   }
   const int64_t heads = n_head / tp.size();
-  for (const BlockWeights& b : w.blocks) {
+  for (size_t l = 0; l < w.blocks.size(); ++l) {
+    const BlockWeights& b = w.blocks[l];
     TRAINSCOPE_RANGE(tracer::names::kLayer);
+    if (hooks) hooks->beforeForward(int64_t(l));
     if (ckpt == Checkpointing::Full) x = checkpointBlock(b, x, heads, tp);  // saves x only
     else x = detail::blockForward(b, x, heads, ckpt == Checkpointing::Selective, tp);
+    if (hooks) x = hooks->afterForward(int64_t(l), x);
   }
   if (!st.last) return x;
   const int64_t C = x.size(2);

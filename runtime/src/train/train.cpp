@@ -240,7 +240,7 @@ void handInCollectives(Recording& rec, Comm& comm) {
 void writeDigest(Recording& rec, Comm& comm, Trainer& trainer, const TrainConfig& cfg, const Layout& layout) {
   if (!rec.store && cfg.world == 1) return;
   std::vector<rundb::WeightDigest> mine;
-  if (layout.dp_rank == 0 && layout.cp_rank == 0)
+  if (layout.cp_rank == 0)  // which DP ranks hand in: Trainer::weightDigest (one replica, or ZeRO-3's shards)
     for (const auto& e : trainer.weightDigest()) mine.push_back({e.name, e.sum, e.sumsq, e.abssum});
   const std::vector<std::vector<rundb::WeightDigest>> parts = gatherOnLeader(comm, "digest", mine);
   if (!rec.store) return;

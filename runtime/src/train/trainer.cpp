@@ -16,6 +16,7 @@
 
 #include "cpu/cpu_kernels.h"
 #include "parallel/grad_sync.h"
+#include "parallel/zero3.h"
 #include "cpu/lanes.h"
 #include "optim/partitioned.h"
 #include "train/sources.h"
@@ -89,6 +90,7 @@ struct Trainer::Impl {
   GptWeights compute_weights;
   std::vector<GptWeights> chunk_weights;  // compute_weights by model chunk (one unless interleaved 1F1B)
   std::unique_ptr<GradSync> sync;
+  std::unique_ptr<Zero3> zero3;        // --zero 3 over a shard group of more than one rank: instead of sync
   std::unique_ptr<Optimizer> optimizer;
   int wte_index = -1;                  // tied embedding under pipeline parallelism (reduced by hand)
   LossScaler scaler;
@@ -106,12 +108,14 @@ struct Trainer::Impl {
 
   bool lowPrecision() const { return compute_dtype != at::kFloat; }
   std::vector<at::Tensor>& grads() { return sync->mainGrads(); }
+  const std::vector<GradSync::Shard>& shards() const { return zero3 ? zero3->shards() : sync->shards(); }
 
   // Forward + backward over this rank's share of step k's global batch; reduces gradients over DP
   // (and the tied embedding over its two stages). Grads are still multiplied by the loss scale.
   // Returns the mean loss over the global batch and the activation peak above the step's baseline.
   std::pair<double, int64_t> forwardBackward(int64_t k) {
-    if (!lanes) sync->zeroGrads();  // lanes overwrite the main gradients
+    if (zero3) zero3->zeroGrads();
+    else if (!lanes) sync->zeroGrads();  // lanes overwrite the main gradients
     const int64_t baseline = memory->currentBytes();
     memory->resetPeak();
     const int64_t M = cfg.ga_steps;
@@ -124,7 +128,8 @@ struct Trainer::Impl {
     };  // (mbs, T/CP)
     auto forward = [&](const at::Tensor& input, const at::Tensor& targets) {
       TRAINSCOPE_RANGE(names::kForward);
-      at::Tensor out = stageForward(compute_weights, stage, tp, cfg.model.n_head, input, targets, cfg.ckpt);
+      at::Tensor out =
+          stageForward(compute_weights, stage, tp, cfg.model.n_head, input, targets, cfg.ckpt, zero3.get());
       memoryCounter(*memory);
       return out;
     };
@@ -167,7 +172,7 @@ struct Trainer::Impl {
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
     for (int64_t m = 0; m < M; ++m) {
       TRAINSCOPE_RANGE(names::kMicroBatch);
-      sync->setLastMicroBatch(m == M - 1);  // DP buckets launch during the last backward
+      if (sync) sync->setLastMicroBatch(m == M - 1);  // DP buckets launch during the last backward
       Batch b = batch(m);                                                // (mbs, T)
       at::Tensor loss = forward(b.inputs, b.targets);                   // scalar
       {
@@ -217,7 +222,8 @@ struct Trainer::Impl {
   void finalizeGradients() {
     TRAINSCOPE_RANGE(names::kGradSync);
     if (lanes) sumLaneGradients();
-    sync->finishBackward();
+    if (zero3) zero3->finishBackward();
+    else sync->finishBackward();
     reduceTiedAndPartial();
   }
 
@@ -317,7 +323,7 @@ struct Trainer::Impl {
       }
     }
     if (tp.sequence_parallel)
-      for (const GradSync::Shard& sh : sync->shards())  // TP peers shard alike: same slices
+      for (const GradSync::Shard& sh : shards())  // TP peers shard alike: same slices
         if (info[sh.param].sp_partial) {
           at::Tensor g = sh.grad;
           comm->tp().allReduce(g);
@@ -330,7 +336,7 @@ struct Trainer::Impl {
   double unscaleAndNorm() {
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor> g;  // what this rank updates: whole main gradients, or ZeRO-2's slices
-    for (const GradSync::Shard& sh : sync->shards()) g.push_back(sh.grad);
+    for (const GradSync::Shard& sh : shards()) g.push_back(sh.grad);
     if (scaler.scale != 1.0 && !g.empty()) at::_foreach_mul_(g, 1.0 / scaler.scale);
     if (inject_overflow) {
       if (!g.empty()) g[0].view({-1})[0].fill_(std::numeric_limits<float>::infinity());
@@ -338,7 +344,7 @@ struct Trainer::Impl {
       lane_sq.reset();
     }
     std::vector<at::Tensor> counted;
-    for (const GradSync::Shard& sh : sync->shards()) {
+    for (const GradSync::Shard& sh : shards()) {
       const size_t i = sh.param;
       if (!countedOnThisRank(i)) continue;
       // Under ZeRO the tied embedding (not partitioned) is on every DP rank: count it on one.
@@ -351,7 +357,8 @@ struct Trainer::Impl {
     if (have_lane_sq) sq.fill_(*lane_sq);
     else if (!counted.empty()) sq = at::stack(at::_foreach_norm(counted, 2)).to(at::kDouble).square().sum();
     lane_sq.reset();
-    if (shardsOptimizer(cfg.zero) && layout.dp * layout.cp > 1) comm->dpCp().allReduce(sq);  // ZeRO shards over DP x CP
+    if (zero3) zero3->shardGroup().allReduce(sq);  // hybrid: the replicas hold the same shards
+    else if (shardsOptimizer(cfg.zero) && layout.dp * layout.cp > 1) comm->dpCp().allReduce(sq);  // ZeRO shards over DP x CP
     if (layout.tp > 1) comm->tp().allReduce(sq);
     if (layout.pp > 1) comm->pp().allReduce(sq);
     if (cfg.local_sgd > 0 && layout.dp > 1) {
@@ -364,11 +371,33 @@ struct Trainer::Impl {
     return std::sqrt(sq.item<double>());
   }
 
+  // --zero 3 over more than one rank: Zero3 holds the weights, gradients and optimizer pieces
+  // (parallel/zero3.h) and `master`/`compute` become its per-tensor pieces. A shard group of one
+  // (one DP rank, or --zero-shard-size 1) has no parameters to shard: ZeRO-1 runs instead.
+  bool setUpZero3() {
+    if (cfg.zero != ZeroStage::Parameters) return false;
+    const int shard = cfg.zero_shard_size > 0 ? cfg.zero_shard_size : layout.dp;
+    if (shard <= 1) return false;
+    Group& group = shard == layout.dp ? comm->dp() : comm->subGroup("zero_shard", layout.zeroShardGroup(shard));
+    Group* replicas = shard == layout.dp ? nullptr : &comm->subGroup("zero_replica", layout.zeroReplicaGroup(shard));
+    zero3 = std::make_unique<Zero3>(group, replicas, layout.dp, stage, master, compute_dtype, device);
+    master = zero3->master();
+    compute = zero3->compute();
+    return true;
+  }
+
+  // The part of ZeRO-3 piece i of the (vocabulary-padded) embedding that holds real rows.
+  at::Tensor zero3Rows(size_t i, const at::Tensor& piece) const {
+    const int64_t real = std::max<int64_t>(0, tp.vocab - tp.vocab_begin) * cfg.model.n_embd;
+    const int64_t keep = std::clamp<int64_t>(real - zero3->pieceOffset(i), 0, piece.numel());
+    return piece.narrow(0, 0, keep);
+  }
+
   void update(double lr, double norm) {
     TRAINSCOPE_RANGE(names::kOptimizer);
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor> mine;
-    for (const GradSync::Shard& sh : sync->shards()) mine.push_back(sh.grad);
+    for (const GradSync::Shard& sh : shards()) mine.push_back(sh.grad);
     const double clip = cfg.clip > 0 && norm > cfg.clip ? cfg.clip / (norm + 1e-6) : 1.0;
     if (PartitionedStep* parts = lanes ? partitioned(*optimizer) : nullptr) {
       // Each lane updates its share of the elements: no intra-op fork per parameter tensor.
@@ -377,7 +406,7 @@ struct Trainer::Impl {
     } else {
       optimizer->step(mine, lr, clip);  // clipped
     }
-    sync->gatherParams();  // ZeRO-1/2: everyone gets everyone's updated shard
+    if (sync) sync->gatherParams();  // ZeRO-1/2: everyone gets everyone's updated shard
     if (cfg.local_sgd > 0 && layout.dp > 1 && (step + 1) % cfg.local_sgd == 0)
       for (auto& p : master) {  // local SGD: average the weights every H steps
         comm->dp().allReduce(p);
@@ -449,16 +478,17 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
                                                        : GradSync::Mode::Buckets;
   // Gradients are reduced over DP x CP (Megatron-LM's data-parallel-with-context group): each CP
   // rank's gradients cover its tokens only.
-  s.sync = std::make_unique<GradSync>(comm->dpCp(), mode, int64_t(cfg.bucket_mb * 1024 * 1024), s.compute, s.master,
-                                      s.lowPrecision(), managed);
-  s.compute_weights = GptWeights::fromFlat(s.compute, s.stage);
+  if (!s.setUpZero3())
+    s.sync = std::make_unique<GradSync>(comm->dpCp(), mode, int64_t(cfg.bucket_mb * 1024 * 1024), s.compute, s.master,
+                                        s.lowPrecision(), managed);
+  s.compute_weights = s.zero3 ? s.zero3->weights() : GptWeights::fromFlat(s.compute, s.stage);
   for (int k = 0; k < s.stage.chunks(); ++k) s.chunk_weights.push_back(s.compute_weights.chunk(s.stage, k));
   s.setUpLanes();
   s.schedule = s.lanes ? Impl::Schedule::Lanes : s.layout.pp > 1 ? Impl::Schedule::Pipeline : Impl::Schedule::Plain;
 
   std::vector<at::Tensor> params;
   std::vector<bool> decay;
-  for (const GradSync::Shard& sh : s.sync->shards()) {  // whole tensors, or ZeRO-2's 1-D slices
+  for (const GradSync::Shard& sh : s.shards()) {  // whole tensors, or ZeRO-2's 1-D slices
     params.push_back(sh.master);
     decay.push_back(s.info[sh.param].decay);
   }
@@ -511,7 +541,8 @@ rundb::Step Trainer::step() {
   }
   r.peak_bytes = s.memory->peakBytes();
   r.param_bytes = bytesOf(s.master) + (s.lowPrecision() ? bytesOf(s.compute) : 0);
-  r.grad_bytes = s.sync->gradBytes() + s.laneGradBytes();  // incl. any 16-bit gradient still held
+  // incl. any 16-bit gradient still held
+  r.grad_bytes = (s.zero3 ? s.zero3->gradBytes() : s.sync->gradBytes()) + s.laneGradBytes();
   r.optim_bytes = s.optimizer->stateBytes();
   ++s.step;
   return r;
@@ -525,7 +556,9 @@ double Trainer::computeGradients(int64_t step) {
 }
 
 std::vector<at::Tensor> Trainer::masterParams() const { return impl_->master; }
-std::vector<at::Tensor> Trainer::mainGrads() const { return impl_->sync->mainGrads(); }
+std::vector<at::Tensor> Trainer::mainGrads() const {
+  return impl_->zero3 ? impl_->zero3->mainGrads() : impl_->sync->mainGrads();
+}
 int64_t Trainer::parameterCount() const {
   int64_t n = 0;
   for (const auto& p : impl_->master) n += p.numel();
@@ -539,16 +572,22 @@ void Trainer::injectOverflowOnce() { impl_->inject_overflow = true; }
 std::vector<Trainer::Digest> Trainer::weightDigest() const {
   const Impl& s = *impl_;
   std::vector<Digest> out;
+  // DP replica 0 hands in its tensors; under ZeRO-3 every rank of the first shard group its pieces.
+  if (s.zero3 ? !s.zero3->firstReplica() : s.layout.dp_rank != 0) return out;
   for (size_t i = 0; i < s.master.size(); ++i) {
     if (!s.countedOnThisRank(i)) continue;
     at::Tensor p = s.master[i].detach().to(at::kDouble);
-    if (s.info[i].wte) p = p.narrow(0, 0, std::min<int64_t>(p.size(0), std::max<int64_t>(0, s.tp.vocab - s.tp.vocab_begin)));
+    if (s.info[i].wte)
+      p = s.zero3 ? s.zero3Rows(i, p)
+                  : p.narrow(0, 0, std::min<int64_t>(p.size(0), std::max<int64_t>(0, s.tp.vocab - s.tp.vocab_begin)));
     out.push_back({s.info[i].name, p.sum().item<double>(), p.square().sum().item<double>(), p.abs().sum().item<double>()});
   }
   return out;
 }
 
-double Trainer::lastHiddenShare() const { return impl_->sync->hiddenShare(); }
-double Trainer::lastCommSeconds() const { return impl_->sync->commSeconds(); }
+double Trainer::lastHiddenShare() const { return impl_->sync ? impl_->sync->hiddenShare() : 0.0; }
+double Trainer::lastCommSeconds() const {
+  return impl_->sync ? impl_->sync->commSeconds() : impl_->zero3->commSeconds();
+}
 
 }  // namespace trainscope::runtime

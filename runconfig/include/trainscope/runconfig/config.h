@@ -82,7 +82,8 @@ struct TrainConfig {
   int cp = 1;                      // context-parallel degree: the sequence split over cp ranks
   int64_t virtual_stages = 1;      // > 1: interleaved 1F1B, this many model chunks per pipeline rank
   bool sequence_parallel = false;
-  ZeroStage zero = ZeroStage::None;  // 0 or 1 (resolve() refuses 2 and 3)
+  ZeroStage zero = ZeroStage::None;  // 0 to 3 (ZeRO-3: runtime/src/parallel/zero3.h)
+  int zero_shard_size = 0;          // ZeRO-3: shard within groups of N DP ranks, replicate across (0: all)
   PipelineSchedule pp_schedule = PipelineSchedule::OneFOneB;
   int64_t local_sgd = 0;           // H > 0: average parameters every H steps, no gradient all-reduce
   double bucket_mb = 25;           // DP all-reduce bucket size (MiB)

@@ -98,7 +98,11 @@ void visitFields(V&& v) {
   v(F{"sequence_parallel", "--sequence-parallel",
       "shard LayerNorm/dropout regions along the sequence (needs --tp > 1)"},
     &C::sequence_parallel);
-  v(F{"zero", "--zero", "1: shard optimizer state over data-parallel ranks (ZeRO-1)", kShow}, &C::zero);
+  v(F{"zero", "--zero", "ZeRO stage over data-parallel ranks: 1 shards optimizer state, 2 also gradients, 3 also parameters", kShow}, &C::zero);
+  v(F{"zero_shard_size", "--zero-shard-size",
+      "ZeRO-3 hybrid sharding: shard within groups of N data-parallel ranks, replicate across them (0: all)",
+      F::kOmitDefault},
+    &C::zero_shard_size);
   v(F{"pp_schedule", "--pp-schedule", "gpipe|1f1b", kShow}, &C::pp_schedule);
   v(F{"local_sgd", "--local-sgd", "H > 0: no gradient all-reduce; average weights every H steps", kShow},
     &C::local_sgd);

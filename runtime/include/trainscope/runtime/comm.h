@@ -59,6 +59,9 @@ class Group {
   virtual std::shared_ptr<Pending> reduceScatterAsync(at::Tensor& out, at::Tensor& in) = 0;
   // out (size()*n) <- concatenation of every rank's in (n)
   virtual void allGather(at::Tensor& out, at::Tensor& in) = 0;
+  // The same, returning while it runs (ZeRO-3 prefetches the next layer's parameters); out and in
+  // must stay alive until wait().
+  virtual std::shared_ptr<Pending> allGatherAsync(at::Tensor& out, at::Tensor& in) = 0;
   virtual void broadcast(at::Tensor& t, int root) = 0;
   // Point to point; dst/src are ranks within the group. send is asynchronous (wait on the result
   // before reusing the tensor), recv blocks.
@@ -98,6 +101,9 @@ class Comm {
   Group& cp() { return *cp_; }                        // one member when cp = 1
   Group& dpCp() { return dp_cp_ ? *dp_cp_ : *dp_; }  // gradients' group: dp x cp (dp itself when cp = 1)
   Group& embedding() { return *embedding_; }
+  // A sub-group of ranks built on first use and kept (ZeRO-3's shard and replica groups): every
+  // member must ask for it, with the same name and members, in the same order as the others.
+  virtual Group& subGroup(const std::string& name, const std::vector<int>& members) = 0;
   CollectiveLog& log() { return *log_; }
 
   // Small key/value exchange through the rendezvous store (metrics at the end of a run).

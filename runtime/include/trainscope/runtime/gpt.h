@@ -90,11 +90,23 @@ GptWeights initGpt(const workloads::Workload& w, uint64_t seed, const at::Device
 GptWeights shardGpt(const GptWeights& full, const StageSpec& stage, int tp_size, int tp_rank,
                     const at::Device& device);
 
+// What stageForward calls around each layer it runs (ZeRO-3 gathers a layer's parameters before the
+// layer and frees them after it: parallel/zero3.h). Layer -1 is the rest of the stage (embeddings,
+// ln_f, head), announced before anything runs; layers are numbered within the stage.
+class LayerHooks {
+ public:
+  virtual ~LayerHooks() = default;
+  virtual void beforeForward(int64_t layer) = 0;
+  // The layer's output, returned as is; what its backward needs first is arranged on it.
+  virtual at::Tensor afterForward(int64_t layer, const at::Tensor& out) = 0;
+};
+
 // Forward of one pipeline stage. First stage: input = tokens (B, T) int64; otherwise the previous
 // stage's hidden states (B, T, C), or (B, T/TP, C) under sequence parallelism. Last stage: returns
 // the mean next-token cross-entropy (fp32 scalar) against targets (B, T); otherwise hidden states.
 at::Tensor stageForward(const GptWeights& w, const StageSpec& stage, const TpContext& tp, int64_t n_head,
-                        const at::Tensor& input, const at::Tensor& targets, Checkpointing ckpt);
+                        const at::Tensor& input, const at::Tensor& targets, Checkpointing ckpt,
+                        LayerHooks* hooks = nullptr);
 
 // The whole model on one process: stageForward with no parallelism.
 at::Tensor gptLoss(const GptWeights& w, int64_t n_head, const at::Tensor& inputs, const at::Tensor& targets,

@@ -32,6 +32,10 @@ struct Layout {
   std::vector<int> dpCpGroup() const;  // cp fastest: dp_cp rank = cp_rank + CP * dp_rank
   std::vector<int> ppGroup() const;
   std::vector<int> embeddingGroup() const;  // {first stage, last stage} (one rank when pp == 1)
+  // ZeRO-3 hybrid sharding in groups of `shard` consecutive DP ranks: this rank's shard group, and
+  // the ranks holding the same shard in the other groups (its replicas; dp / shard of them).
+  std::vector<int> zeroShardGroup(int shard) const;
+  std::vector<int> zeroReplicaGroup(int shard) const;
   bool firstStage() const { return pp_rank == 0; }
   bool lastStage() const { return pp_rank == pp - 1; }
 };

@@ -54,9 +54,10 @@ class Trainer {
   double lastCommSeconds() const;
 
   // This rank's contribution to a digest of the whole model's weights, by canonical parameter name:
-  // {sum, sum of squares, sum of |x|}. Summed over all ranks with dp_rank 0 it is the same for every
-  // parallel layout of the same training (TP-replicated tensors count on TP rank 0 only, the tied
-  // embedding on the first stage only).
+  // {sum, sum of squares, sum of |x|}. Summed over all ranks it is the same for every parallel layout
+  // of the same training: empty on all but DP replica 0 (under ZeRO-3, the first shard group, whose
+  // ranks hand in their pieces); TP-replicated tensors count on TP rank 0 only, the tied embedding on
+  // the first stage only.
   struct Digest {
     std::string name;
     double sum = 0, sumsq = 0, abssum = 0;
