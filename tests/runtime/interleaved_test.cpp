@@ -13,11 +13,15 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "parallel/pipeline.h"
 #include "trainscope/rundb/reader.h"
 #include "util.h"
 
@@ -89,7 +93,92 @@ const std::vector<std::string> kOrder[2] = {
     {"F0", "F0", "F1", "F1", "F0", "B1", "F0", "B1", "F1", "B0", "F1", "B0", "B1", "B1", "B0", "B0"},
     {"F0", "F0", "F1", "B1", "F1", "B1", "F0", "B0", "F0", "B0", "F1", "B1", "F1", "B1", "B0", "B0"}};
 
+// pipeline.cpp's point-to-point under a rendezvous model of Gloo: a receive completes once its send
+// is posted, a send's wait once its receive is posted. Each stage runs interleavedOrder; before a
+// forward's compute it waits for its oldest gradient sends until at most `keep_fwd` remain, before a
+// backward's until `keep_bwd` remain (pipeline.h: 1 and 0). True when every stage finishes.
+bool completesUnderRendezvous(int p, int v, int64_t M, size_t keep_fwd, size_t keep_bwd) {
+  enum Op { kSend, kRecv, kWait };
+  using Key = std::tuple<int, int64_t, int64_t>;  // (0 activation / 1 gradient, m, boundary chunk)
+  const int64_t last = int64_t(p) * v - 1;
+  std::vector<std::vector<std::pair<Op, Key>>> program(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    auto& ops = program[size_t(r)];
+    std::vector<Key> sent;  // gradient sends not yet waited for, oldest first
+    auto retire = [&](size_t keep) {
+      while (sent.size() > keep) {
+        ops.push_back({kWait, sent.front()});
+        sent.erase(sent.begin());
+      }
+    };
+    for (const auto& u : trainscope::runtime::interleavedOrder(p, v, r, M)) {
+      const int64_t c = r + int64_t(u.chunk) * p;
+      if (u.forward) {
+        if (c > 0) ops.push_back({kRecv, Key{0, u.m, c - 1}});
+        retire(keep_fwd);
+        if (c < last) ops.push_back({kSend, Key{0, u.m, c}});
+      } else {
+        if (c < last) {
+          ops.push_back({kRecv, Key{1, u.m, c}});
+          ops.push_back({kWait, Key{0, u.m, c}});  // the activation send, complete once its gradient is back
+        }
+        retire(keep_bwd);
+        if (c > 0) {
+          ops.push_back({kSend, Key{1, u.m, c - 1}});
+          sent.push_back(Key{1, u.m, c - 1});
+        }
+      }
+    }
+    retire(0);
+  }
+  std::set<Key> posted, received;
+  std::vector<size_t> pc(static_cast<size_t>(p), 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int r = 0; r < p; ++r) {
+      size_t& i = pc[size_t(r)];
+      for (; i < program[size_t(r)].size(); ++i) {  // run stage r until it blocks
+        const auto& [op, key] = program[size_t(r)][i];
+        if (op == kRecv && !posted.count(key)) break;
+        if (op == kWait && !received.count(key)) break;
+        if (op == kSend) posted.insert(key);
+        if (op == kRecv) received.insert(key);
+        moved = true;
+      }
+    }
+  }
+  for (int r = 0; r < p; ++r)
+    if (pc[size_t(r)] < program[size_t(r)].size()) return false;
+  return true;
+}
+
 }  // namespace
+
+// The order itself, without processes: every unit once, each backward after its forward, Megatron-LM's
+// order at p 2, v 2, M 4, and no deadlock with pipeline.h's rule for gradient sends over p ≤ 6,
+// v ≤ 4, M ≤ 4p (waiting for every gradient send before each forward deadlocks at once).
+TEST(InterleavedSchedule, RunsEveryUnitOnceInMegatronOrderWithoutDeadlock) {
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::string> names;
+    for (const auto& u : trainscope::runtime::interleavedOrder(2, 2, r, 4))
+      names.push_back((u.forward ? "F" : "B") + std::to_string(u.chunk));
+    EXPECT_EQ(names, kOrder[r]) << "rank " << r;
+  }
+  for (int p = 2; p <= 6; ++p)
+    for (int v = 2; v <= 4; ++v)
+      for (int64_t M = p; M <= 4 * p; M += p) {
+        for (int r = 0; r < p; ++r) {
+          std::map<std::tuple<bool, int, int64_t>, int> seen;
+          for (const auto& u : trainscope::runtime::interleavedOrder(p, v, r, M)) {
+            EXPECT_TRUE(u.forward || seen.count({true, u.chunk, u.m})) << "backward before forward";
+            ++seen[{u.forward, u.chunk, u.m}];
+          }
+          EXPECT_EQ(seen.size(), size_t(2 * v * M)) << "p " << p << " v " << v << " M " << M << " rank " << r;
+        }
+        EXPECT_TRUE(completesUnderRendezvous(p, v, M, 1, 0)) << "p " << p << " v " << v << " M " << M;
+      }
+  EXPECT_FALSE(completesUnderRendezvous(2, 2, 4, 0, 0));
+}
 
 TEST(Interleaved, TwoStagesTwoChunksEqualOneProcessAtTwoAndFourMicroBatches) {
   const std::string ref = run("il_ref", "");

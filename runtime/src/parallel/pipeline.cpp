@@ -123,19 +123,13 @@ at::Tensor runPipeline(const PipelineStep& p, const std::function<Batch(int64_t)
 
 namespace {
 
-// One unit of the interleaved schedule: model chunk `chunk` of this rank on micro-batch m.
-struct Unit {
-  int chunk;
-  int64_t m;
-};
-
 // The i-th forward (or backward) of a rank, as Megatron-LM orders them (get_model_chunk_id,
 // get_microbatch_id_in_model_chunk): groups of p micro-batches go through chunk 0, 1, …, v − 1
 // forward, and through v − 1, …, 0 backward.
-Unit unitOf(int64_t i, int p, int v, bool forward) {
+PipelineUnit unitOf(int64_t i, int p, int v, bool forward) {
   const int64_t group = int64_t(p) * v;
   const int k = int((i % group) / p);
-  return {forward ? k : v - 1 - k, (i / group) * p + i % p};
+  return {forward, forward ? k : v - 1 - k, (i / group) * p + i % p};
 }
 
 // Forwards a stage runs before its first backward (Megatron-LM: two per later rank, to cover the
@@ -158,13 +152,10 @@ class Interleaved {
         loss_sum_(at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(p.device))) {}
 
   at::Tensor run() {
-    const int64_t total = int64_t(v_) * M_, warmup = warmupOf(n_, v_, me_, M_);
-    for (int64_t i = 0; i < warmup; ++i) forwardUnit(unitOf(i, n_, v_, true));
-    for (int64_t i = 0; i + warmup < total; ++i) {  // steady state: one forward, one backward
-      forwardUnit(unitOf(i + warmup, n_, v_, true));
-      backwardUnit(unitOf(i, n_, v_, false));
+    for (const PipelineUnit& u : interleavedOrder(n_, v_, me_, M_)) {
+      if (u.forward) forwardUnit(u);
+      else backwardUnit(u);
     }
-    for (int64_t i = total - warmup; i < total; ++i) backwardUnit(unitOf(i, n_, v_, false));  // cool-down
     retireGradientSends(0);
     return loss_sum_;
   }
@@ -185,7 +176,7 @@ class Interleaved {
     }
   }
 
-  void forwardUnit(Unit u) {
+  void forwardUnit(const PipelineUnit& u) {
     const int64_t c = globalChunk(u.chunk);
     const size_t k = size_t(u.chunk), m = size_t(u.m);
     TRAINSCOPE_RANGE(tracer::names::kMicroBatch);
@@ -214,7 +205,7 @@ class Interleaved {
     outputs_[k][m] = out;
   }
 
-  void backwardUnit(Unit u) {
+  void backwardUnit(const PipelineUnit& u) {
     const int64_t c = globalChunk(u.chunk);
     const size_t k = size_t(u.chunk), m = size_t(u.m);
     const std::string label = "chunk/" + std::to_string(u.chunk);
@@ -266,5 +257,17 @@ at::Tensor runInterleaved(const PipelineStep& p, const std::function<Batch(int64
 }
 
 }  // namespace
+
+std::vector<PipelineUnit> interleavedOrder(int pp, int v, int rank, int64_t M) {
+  const int64_t total = int64_t(v) * M, warmup = warmupOf(pp, v, rank, M);
+  std::vector<PipelineUnit> order;
+  for (int64_t i = 0; i < warmup; ++i) order.push_back(unitOf(i, pp, v, true));
+  for (int64_t i = 0; i + warmup < total; ++i) {  // steady state: one forward, one backward
+    order.push_back(unitOf(i + warmup, pp, v, true));
+    order.push_back(unitOf(i, pp, v, false));
+  }
+  for (int64_t i = total - warmup; i < total; ++i) order.push_back(unitOf(i, pp, v, false));  // cool-down
+  return order;
+}
 
 }  // namespace trainscope::runtime

@@ -48,6 +48,16 @@ struct PipelineStep {
 // model's last chunk). Targets are defined only where the chunk computes the loss.
 using ChunkForward = std::function<at::Tensor(int chunk, const at::Tensor& input, const at::Tensor& targets)>;
 
+// One unit of the interleaved schedule: the forward or the backward of this stage's model chunk
+// `chunk` on micro-batch m.
+struct PipelineUnit {
+  bool forward;
+  int chunk;
+  int64_t m;
+};
+// Stage `rank`'s units in Megatron-LM's interleaved order (pp stages of v chunks, M micro-batches).
+std::vector<PipelineUnit> interleavedOrder(int pp, int v, int rank, int64_t M);
+
 // batch(m) gives micro-batch m; before_backward(m) runs before each backward of micro-batch m (so
 // m == M − 1 is each chunk's last). Returns the sum of the micro-batch losses on the stage that holds
 // the model's last chunk (0 elsewhere).
