@@ -1000,7 +1000,7 @@ TEST(ViewerApp, BookmarksAndNotesAreSavedBesideTheRunAndReloaded) {
   EXPECT_EQ(slurp(db + ".notes.json"), "{not json");
 }
 
-// --scale 2 doubles the font (and ImGui's sizes); a bad factor names the flag and exits 2.
+// --scale 2 doubles the font and every size with it; a bad factor names the flag and exits 2.
 TEST(ViewerApp, ScaleTwoDoublesTheFont) {
   const Shot one = shoot(trace(), "", "scale1");
   const Shot two = shoot(trace(), "--scale 2", "scale2");
@@ -1008,6 +1008,15 @@ TEST(ViewerApp, ScaleTwoDoublesTheFont) {
   ASSERT_EQ(two.run.status, 0) << two.run.output;
   EXPECT_EQ(one.layout["font_size"].get<float>(), 13.0f);  // Xvfb's content scale is 1
   EXPECT_EQ(two.layout["font_size"].get<float>(), 26.0f);
+  EXPECT_EQ(one.layout["scale"].get<float>(), 1.0f);
+  EXPECT_EQ(two.layout["scale"].get<float>(), 2.0f);
+  // Everything else scales with it: the layout is in logical pixels (window pixels / scale), so a
+  // lane keeps its logical height and takes twice the window's pixels; the timeline half as many.
+  ASSERT_FALSE(one.layout["rows"].empty());
+  ASSERT_FALSE(two.layout["rows"].empty());
+  const auto height = [](const nlohmann::json& r) { return r["y1"].get<float>() - r["y0"].get<float>(); };
+  EXPECT_EQ(height(two.layout["rows"][0]), height(one.layout["rows"][0]));
+  EXPECT_NEAR(two.layout["timeline"]["x1"].get<float>(), one.layout["timeline"]["x1"].get<float>() / 2, 8.0f);
   const auto r = guarded(trace() + " --scale big --screenshot " + tempPath("scale_bad.png"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("--scale"), std::string::npos) << r.output;

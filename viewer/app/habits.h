@@ -22,7 +22,8 @@ struct Habits {
   char open_path[1024] = {};
   char note_text[1024] = {};
   std::string open_error;
-  float font_size = 0;      // ImGui's font size in the last frame (px), for --layout
+  float font_size = 0;      // the font's size in the last frame, window pixels (for --layout)
+  float scale = 1;          // window pixels per layout pixel (--scale, the monitor's content scale)
   // Bookmarks as drawn in the last frame (for --layout): index into notes.bookmarks and x.
   std::vector<std::pair<size_t, float>> bookmarks_drawn;
 };

@@ -273,7 +273,9 @@ bool promptWindow(const char* title, const char* hint, char* buf, size_t size, b
 }  // namespace
 
 void App::drawOverlays() {
-  habits.font_size = ImGui::GetFontSize();
+  // In the window's pixels: the UI is laid out in logical ones, magnified by the scale (window.cpp).
+  habits.scale = ImGui::GetIO().DisplayFramebufferScale.x;
+  habits.font_size = ImGui::GetFontSize() * habits.scale;
   habitKeys(*this);
   drawBookmarks(*this);
   drawHelp(*this);
@@ -299,6 +301,7 @@ void App::drawOverlays() {
 
 void App::habitsLayout(nlohmann::json& j) const {
   j["font_size"] = habits.font_size;
+  j["scale"] = habits.scale;  // layout coordinates are logical pixels: window pixels / scale
   j["overlays"] = {{"help", habits.show_help}, {"bookmarks", habits.show_bookmarks}, {"open", habits.show_open}};
   j["notes_path"] = habits.notes_path;
   j["notes_error"] = habits.notes_error;

@@ -8,6 +8,7 @@
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
 
+#include <cfloat>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -26,14 +27,16 @@ void onDrop(GLFWwindow*, int n, const char** paths) {
   for (int i = 0; i < n; ++i) g_dropped.emplace_back(paths[i]);
 }
 
-// ImGui's built-in font (ProggyClean) at `scale` × its 13 px, and every padding and size scaled
-// alike. Rebuilding the font at the size keeps it sharp where FontGlobalScale would blur it.
+// HiDPI the way Dear ImGui's backends do it on a Retina screen: the UI is laid out in logical pixels
+// (framebuffer / scale) and drawn into the framebuffer magnified by DisplayFramebufferScale, so every
+// size — the views' own row heights and gutters as well as ImGui's paddings — scales alike. The font
+// is rasterised at 13 × scale px and drawn at 1 / scale, so it is sharp, not a magnified 13 px.
 void buildUi(float scale) {
   ImGuiIO& io = ImGui::GetIO();
   ImFontConfig font;
   font.SizePixels = std::round(13.0f * scale);
   io.Fonts->AddFontDefault(&font);
-  ImGui::GetStyle().ScaleAllSizes(scale);
+  io.FontGlobalScale = 1.0f / scale;
 }
 }  // namespace
 
@@ -94,7 +97,13 @@ bool Window::minimized() const { return glfwGetWindowAttrib(window_, GLFW_ICONIF
 
 void Window::newFrame() {
   ImGui_ImplOpenGL3_NewFrame();
-  ImGui_ImplGlfw_NewFrame();
+  ImGui_ImplGlfw_NewFrame();  // sizes and the mouse in the window's pixels
+  if (scale_ != 1) {          // into logical pixels (see buildUi)
+    ImGuiIO& io = ImGui::GetIO();
+    io.DisplaySize = ImVec2(io.DisplaySize.x / scale_, io.DisplaySize.y / scale_);
+    io.DisplayFramebufferScale = ImVec2(io.DisplayFramebufferScale.x * scale_, io.DisplayFramebufferScale.y * scale_);
+    if (io.MousePos.x > -FLT_MAX / 2) io.MousePos = ImVec2(io.MousePos.x / scale_, io.MousePos.y / scale_);
+  }
 }
 
 void Window::render() {

@@ -16,8 +16,9 @@ namespace trainscope::viewer {
 class Window {
  public:
   // Throws UserError when there is no display or no OpenGL 3 (with the fix: a DISPLAY, or Xvfb).
-  // `scale` > 0 sizes the font and ImGui's paddings by that factor; 0 takes the monitor's content
-  // scale (glfwGetWindowContentScale: 2 on a typical HiDPI screen, 1 under Xvfb).
+  // `scale` > 0 magnifies the whole UI by that factor (fonts rebuilt sharp at the size; the views
+  // lay out in logical pixels, window pixels / scale); 0 takes the monitor's content scale
+  // (glfwGetWindowContentScale: 2 on a typical HiDPI screen, 1 under Xvfb).
   Window(const std::string& title, int width, int height, bool visible, float scale = 0);
   ~Window();
   Window(const Window&) = delete;
