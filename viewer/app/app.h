@@ -24,8 +24,8 @@
 #include "trainscope/viewer/stats.h"
 #include "trainscope/viewer/tracks.h"
 #include "trainscope/viewer/view_state.h"
-#include "view_tables.h"
 #include "habits.h"
+#include "view_tables.h"
 
 struct ImDrawList;
 
@@ -173,8 +173,6 @@ class App {
   std::vector<std::pair<size_t, const CommCall*>> sends_drawn;  // pipeline sends drawn this frame
   Fields details_shown;              // the Details table as last drawn
   float timeline_x0 = 0, timeline_x1 = 0, timeline_y0 = 0, timeline_y1 = 0;
-  Habits habits;           // bookmarks, notes, overlays (view_habits.cpp)
-  StudyShown study_shown;  // the study view as last drawn (for --layout)
   float panel_y0 = 0;
   std::vector<DrawItem> scratch;
   double frame_ms = 0;
@@ -189,6 +187,8 @@ class App {
   bool alignment_drawn = false;  // its message was on screen in the last frame
   std::optional<std::pair<size_t, TrackKey>> track_menu;  // the row a context menu is open for
   std::vector<std::pair<LayoutRow, float>> tracks_drawn;  // last frame's rows and their screen y (--layout)
+  Habits habits;           // bookmarks, notes, overlays (view_habits.cpp)
+  StudyShown study_shown;  // the study view as last drawn (for --layout)
 
   // --- actions (the UI and --script call these) ---
   void openDocument(const std::string& path);
@@ -203,6 +203,14 @@ class App {
   void setRange(int64_t a, int64_t b);
   void applyCommand(const ScriptCommand& c);
   void realign();
+  // view_habits.cpp: bookmarks, notes, overlays, files opened by prompt or drop.
+  void openFiles(const std::vector<std::string>& paths);  // replaces what is open
+  void loadNotesFor(const std::string& run_path);
+  void addBookmark(int64_t at_ns, std::string label);
+  bool noteOnSelection(const std::string& text);
+  bool applyHabitCommand(const ScriptCommand& c);  // false: not one of its commands
+  void drawOverlays();                              // after drawFrame, same ImGui frame
+  void habitsLayout(nlohmann::json& j) const;
   const Trace* primary() const;
   const rundb::RunSummary* summary() const;  // the first run's, once computed
   int64_t origin() const;  // the time the ruler counts from (the first run's start)
@@ -219,14 +227,6 @@ class App {
   // view_stats.cpp, view_tables.cpp: statistics, the range's names, the runs' diff, the SQL box, CSV.
   TablesState tables;
   Document* statsDocument();                         // the run Statistics is of (the first loaded)
-  // view_habits.cpp: bookmarks, notes, overlays, files opened by prompt or drop.
-  void openFiles(const std::vector<std::string>& paths);  // replaces what is open
-  void loadNotesFor(const std::string& run_path);
-  void addBookmark(int64_t at_ns, std::string label);
-  bool noteOnSelection(const std::string& text);
-  bool applyHabitCommand(const ScriptCommand& c);  // false: not one of its commands
-  void drawOverlays();                              // after drawFrame, same ImGui frame
-  void habitsLayout(nlohmann::json& j) const;
   const Statistics* shownStatistics(bool in_range, bool wait = false);  // nullptr: a range still counting
   void statisticsControls(const Statistics* st, const Trace& t, bool in_range);
   void statisticsTable(const Statistics& st, Document& d, bool in_range);
