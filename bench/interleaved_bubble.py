@@ -124,7 +124,9 @@ def traced_run(binary, v, m, a, folder):
            "--gbs", str(a.mbs * m), "--steps", str(a.steps), "--device", "cpu", "--threads", "1",
            "--cpu-lanes", "1", "--nproc", str(P), "--pp", str(P), "--pp-schedule", "1f1b",
            "--virtual-stages", str(v), "-q", "--overwrite", "--trace", db]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}{r.stderr}")
     return bubbles(db, v)
 
 
