@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainscope/models/moe.h"
 #include "trainscope/models/zero.h"
 #include "trainscope/workloads/flops.h"
 
@@ -86,9 +87,8 @@ NetworkTier cpTier(const Plan& p, const Cluster& c) {
   return spanningTier(c, double(std::max<int64_t>(1, c.devices_per_node / p.tp)));
 }
 
-// One layer's exposed ring exchange for one micro-batch (ringExposedSeconds): the forward sends K and
-// V blocks behind the forward attention's blocks, the backward K, V, dK and dV behind its blocks, and
-// recomputation (selective or full) runs the forward's ring again.
+// One layer's exposed ring exchange for one micro-batch (ringLayerSeconds), beside the blocks of the
+// layer's attention forward and backward.
 double ringSecondsPerLayer(const workloads::Workload& w, const Plan& p, const Cluster& c, const LayerOps& layer,
                            double peak) {
   if (p.cp <= 1) return 0;
@@ -101,17 +101,16 @@ double ringSecondsPerLayer(const workloads::Workload& w, const Plan& p, const Cl
     if (o.name.rfind("flash attention", 0) == 0 || o.name.rfind("scores", 0) == 0 || o.name.rfind("context", 0) == 0)
       attn_bwd += gemmSeconds(o, c, peak, e);
   const NetworkTier tier = cpTier(p, c);
-  const double bytes = ringStepBytes(w, p);
-  const double fwd = ringExposedSeconds(cp, collectiveSeconds(tier, bytes, 2, 1.0), attn_fwd / cp);
-  const double bwd = ringExposedSeconds(cp, collectiveSeconds(tier, 2.0 * bytes, 2, 1.0), attn_bwd / cp);
-  return (p.ckpt == Checkpointing::None ? 1.0 : 2.0) * fwd + bwd;
+  const double kv = ringStepBytes(w, p), grad = ringGradBytes(w, p);
+  auto send = [&](double bytes) { return collectiveSeconds(tier, bytes, 2, 1.0); };
+  return ringLayerSeconds(cp, send(kv), send(grad), send(kv + grad), attn_fwd / cp, attn_bwd / cp, p.ckpt);
 }
 
 // One micro-batch on a stage: its kernels forward and backward, its recomputation, its TP collectives
 // (device seconds), and the host's dispatch of its ops; and one of its layers' device time forward and
 // backward (recomputation and TP collectives included), what ZeRO-3's prefetched gathers hide behind.
 struct Stage {
-  double device_fwd, device_bwd, recompute, tp, cp, host;
+  double device_fwd, device_bwd, recompute, tp, cp, ep, host;
   int64_t index;
   double layers, layer_fwd, layer_bwd;
 };
@@ -122,6 +121,14 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
   const bool megatron = o.framework == Framework::Megatron;
   const double e = double(p.elementBytes()), t = double(p.tp);
   const LayerOps layer = layerOps(w, p, o.framework, o.attention), head = headOps(w, p, o.framework), emb = embeddingOps(w, p);
+  const LayerOps moe = layerOps(w, p, o.framework, o.attention, true);
+  // A MoE layer's extra device time over a dense one, and its 4 all-to-alls (6 when full
+  // recomputation reruns the forward's pair) of M·C·b bytes each (moe.h).
+  const double moe_fwd = sum(moe.forward, c, peak, e) - sum(layer.forward, c, peak, e);
+  const double moe_bwd = sum(moe.backward, c, peak, e) - sum(layer.backward, c, peak, e);
+  const double moe_rec = sum(moe.recompute, c, peak, e) - sum(layer.recompute, c, peak, e);
+  const double a2a = moeAllToAllSeconds(moeTier(p, c), moeAllToAllBytes(w, p), double(p.ep));
+  const double ep_layer = (p.ckpt == Checkpointing::Full ? 6.0 : 4.0) * a2a;
 
   // Tensor parallelism per layer: 2 all-reduces forward and 2 backward of the (b, s, h) activation
   // (under SP: an all-gather and a reduce-scatter in place of each, the same bus bytes), 2 more
@@ -148,7 +155,10 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
 
   // One layer, one micro-batch: the device's time and the host's.
   const double layer_fwd = sum(layer.forward, c, peak, e), layer_bwd = sum(layer.backward, c, peak, e);
-  const double layer_rec = sum(layer.recompute, c, peak, e);
+  // Selective recomputation reruns the attention core; under CP the runtime's ring keeps q, k, v and
+  // the output instead (runtime/src/model/gpt.cpp, blockForward), so nothing is rerun.
+  const bool reruns = !(p.cp > 1 && p.ckpt == Checkpointing::Selective);
+  const double layer_rec = reruns ? sum(layer.recompute, c, peak, e) : 0.0;
   const double ring = ringSecondsPerLayer(w, p, c, layer, peak);
   const double host_layer = c.dispatch_s * (kHostOpsForward * (p.ckpt == Checkpointing::Full ? 2 : 1) +
                                             kHostOpsBackward);
@@ -172,10 +182,14 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
   const double last_layers = double(layersOfStage(w.n_layer, p.pp, p.pp - 1));
   auto stage = [&](int64_t index, double layers, bool first, bool last) {
     Stage s{};
-    s.device_fwd = layers * layer_fwd + (first ? sum(emb.forward, c, peak, e) : 0) + (last ? sum(head.forward, c, peak, e) : 0);
-    s.device_bwd = layers * layer_bwd + (first ? sum(emb.backward, c, peak, e) : 0) + (last ? sum(head.backward, c, peak, e) : 0);
+    const double moes = double(moeLayersOfStage(w, p, index));
+    s.device_fwd = layers * layer_fwd + moes * moe_fwd + (first ? sum(emb.forward, c, peak, e) : 0) +
+                   (last ? sum(head.forward, c, peak, e) : 0);
+    s.device_bwd = layers * layer_bwd + moes * moe_bwd + (first ? sum(emb.backward, c, peak, e) : 0) +
+                   (last ? sum(head.backward, c, peak, e) : 0);
     s.device_bwd += accumulation(index);
-    s.recompute = layers * layer_rec;
+    s.recompute = layers * layer_rec + moes * moe_rec;
+    s.ep = moes * ep_layer;
     s.tp = layers * (tp_fwd + tp_bwd + tp_rec) + (first ? tp_emb : 0) + (last ? tp_head : 0);
     s.cp = layers * ring;
     // The head: at least 8 framework ops, one per kernel where its op list has more.
@@ -188,7 +202,7 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
     return s;
   };
   const Stage a = stage(0, first_layers, true, p.pp == 1), z = stage(p.pp - 1, last_layers, false, true);
-  auto total = [](const Stage& s) { return std::max(s.device_fwd + s.device_bwd + s.recompute + s.tp + s.cp, s.host); };
+  auto total = [](const Stage& s) { return std::max(s.device_fwd + s.device_bwd + s.recompute + s.tp + s.cp + s.ep, s.host); };
   return p.pp == 1 || total(a) >= total(z) ? a : z;
 }
 
@@ -217,7 +231,19 @@ std::vector<double> stageTensors(const workloads::Workload& w, const Plan& p, in
   std::vector<double> n;
   if (s == 0) n = {word, double(w.n_positions) * h};
   const std::vector<double> layer = layerTensors(w, p);
-  for (int64_t l = 0; l < layersOfStage(w.n_layer, p.pp, s); ++l) n.insert(n.end(), layer.begin(), layer.end());
+  // A MoE layer's MLP is the router, this rank's E/ep experts and the shared expert, in place of
+  // fc1 and fc2 (the last 4 tensors of a dense layer); which layers they are does not matter to sums.
+  std::vector<double> moe(layer.begin(), layer.end() - 4);
+  for (const auto& shape : moeMlpShapes(w, p)) {
+    double x = 1;
+    for (const int64_t d : shape) x *= double(d);
+    moe.push_back(x);
+  }
+  const int64_t moes = moeLayersOfStage(w, p, s);
+  for (int64_t l = 0; l < layersOfStage(w.n_layer, p.pp, s); ++l) {
+    const std::vector<double>& x = l < moes ? moe : layer;
+    n.insert(n.end(), x.begin(), x.end());
+  }
   if (s == p.pp - 1) {
     n.insert(n.end(), {h, h});             // the final LayerNorm
     if (p.pp > 1) n.push_back(word);       // the tied copy of the word embedding
@@ -253,7 +279,7 @@ struct MicroBatchTime {
 
 // The step's micro-batches on the slowest stage: their compute, recomputation and TP collectives.
 MicroBatchTime addMicroBatches(TimePrediction& r, const Stage& slow, double M) {
-  const double device = slow.device_fwd + slow.device_bwd + slow.recompute + slow.tp + slow.cp;
+  const double device = slow.device_fwd + slow.device_bwd + slow.recompute + slow.tp + slow.cp + slow.ep;
   const double per_micro = std::max(device, slow.host);
   r.bound = slow.host > device ? "host launch" : "device";
   const double scale = per_micro / std::max(device, 1e-30);  // a host-bound micro-batch stretches every part
@@ -261,6 +287,7 @@ MicroBatchTime addMicroBatches(TimePrediction& r, const Stage& slow, double M) {
   r.recompute_s = M * slow.recompute * scale;
   r.tp_comm_s = M * slow.tp * scale;
   r.cp_comm_s = M * slow.cp * scale;
+  r.ep_comm_s = M * slow.ep * scale;  // blocking: the experts wait for their rows
   return {per_micro, scale};
 }
 
@@ -369,10 +396,11 @@ double optimizerSeconds(const Plan& p, const Cluster& c, bool megatron, double p
 
 // The step: the sum of its parts, and the throughput and model FLOPs utilisation it gives.
 void addStepTotals(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c) {
-  r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.cp_comm_s + r.bubble_s +
-             r.optimizer_s;
+  r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.cp_comm_s + r.ep_comm_s +
+             r.bubble_s + r.optimizer_s;
   r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;
-  r.model_flops = workloads::stepFlops(p.gbs, p.seq, w.n_layer, w.n_embd, w.vocab_size, workloads::Recompute::None).model;
+  // A mixture of experts' active FLOPs (flops.h); a dense workload's are the usual 6·N·D + attention.
+  r.model_flops = workloads::stepFlops(w, p.gbs, p.seq, workloads::Recompute::None).model;
   r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runtime::toString(p.precision)));
 }
 

@@ -34,3 +34,20 @@ double layerParams(const workloads::Workload& w, const Plan& p);
 double zeroGatherSeconds(double first_s, double gather_s, double compute_s, double layers);
 
 }  // namespace trainscope::models::gpu
+
+namespace trainscope::models {
+
+// Context parallelism's ring as the runtime runs it (runtime/src/model/context_parallel.h), one layer
+// and one micro-batch, shared by the GPU and CPU branches (docs/time-model.md, "Context parallelism").
+// `kv_s`: the send of one K/V block (ringStepBytes); `grad_s`: one fp32 dK/dV accumulator
+// (ringGradBytes); `kv_grad_s`: both at once; `fwd_block_s`, `bwd_block_s`: a pass's attention ÷ cp.
+// Forward: cp − 1 K/V sends, each beside a block. Backward (ringBackward): beside block 0 the next K/V
+// block travels, beside blocks 1..cp−2 a K/V block and the accumulator of the block before, beside the
+// last the accumulator only; the last accumulator's way home shows whole. Full checkpointing reruns
+// the forward and its ring; selective reruns nothing under CP (the ring keeps q, k, v and the output).
+double ringLayerSeconds(double cp, double kv_s, double grad_s, double kv_grad_s, double fwd_block_s,
+                        double bwd_block_s, runtime::Checkpointing ckpt);
+// Bytes of one dK/dV accumulator: 2·b·(s/cp)·(h/t) fp32 elements, whatever the compute dtype.
+double ringGradBytes(const workloads::Workload& w, const Plan& p);
+
+}  // namespace trainscope::models

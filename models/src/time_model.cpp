@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "gpu_time.h"
+#include "trainscope/models/moe.h"
 #include "trainscope/models/zero.h"
 #include "trainscope/workloads/flops.h"
 
@@ -13,6 +14,20 @@ namespace {
 
 using runtime::Checkpointing;
 
+// A mixture of experts on a CPU cluster (moe.h): the slowest stage's MoE layers add their experts'
+// compute over the dense MLP's (forward + 2× backward, and full recomputation's forward again) and
+// 4 all-to-alls per layer and micro-batch (6 under full recomputation) on the tier the ep group
+// shares — the cluster's measured Gloo figures, as for the other collectives.
+void addCpuExperts(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c, double peak) {
+  if (!w.isMoe()) return;
+  const double M = double(p.ga()), moes = double(moeLayersOfStage(w, p, 0));
+  const double extra = moeCpuExtraForwardSeconds(w, p, c, peak);
+  r.compute_s += M * moes * 3.0 * extra;
+  if (p.ckpt == Checkpointing::Full) r.recompute_s += M * moes * extra;
+  const double a2a = moeAllToAllSeconds(moeTier(p, c), moeAllToAllBytes(w, p), double(p.ep));
+  r.ep_comm_s = M * moes * (p.ckpt == Checkpointing::Full ? 6.0 : 4.0) * a2a;
+}
+
 // α–β time of one collective over `n` ranks moving `bytes` (nccl-tests' bus-bandwidth factors).
 double collective(const NetworkTier& tier, double bytes, double n, double factor) {
   if (n <= 1 || bytes <= 0) return 0;
@@ -20,18 +35,17 @@ double collective(const NetworkTier& tier, double bytes, double n, double factor
   return tier.latency * 2.0 * (n - 1) + bytes * factor / std::max(bw, 1.0);
 }
 
-// The ring exchange of a CPU cluster's CP group (the tier its ranks share) over all micro-batches:
-// per layer, forward (and full recomputation's second forward) sends K and V, backward K, V, dK and
-// dV, each step beside one block of the attention pass.
+// The ring exchange of a CPU cluster's CP group (the tier its ranks share) over all micro-batches, as
+// the runtime runs it (ringLayerSeconds): K/V blocks in the compute dtype, dK/dV in fp32, beside the
+// blocks of the attention passes (backward about twice the forward's).
 double cpuRingSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, double attn_fwd_s,
                       double layers, double M) {
   if (p.cp <= 1) return 0;
   const NetworkTier& tier = p.world() <= c.devices_per_node ? c.intra_node : c.inter_node;
-  const double cp = double(p.cp), bytes = ringStepBytes(w, p);
-  const double fwd = ringExposedSeconds(cp, collective(tier, bytes, 2, 1.0), attn_fwd_s / cp);
-  const double bwd = ringExposedSeconds(cp, collective(tier, 2.0 * bytes, 2, 1.0), 2.0 * attn_fwd_s / cp);
-  const double passes_fwd = p.ckpt == Checkpointing::None ? 1.0 : 2.0;  // selective and full rerun attention
-  return M * layers * (passes_fwd * fwd + bwd);
+  const double cp = double(p.cp), kv = ringStepBytes(w, p), grad = ringGradBytes(w, p);
+  auto send = [&](double bytes) { return collective(tier, bytes, 2, 1.0); };
+  return M * layers *
+         ringLayerSeconds(cp, send(kv), send(grad), send(kv + grad), attn_fwd_s / cp, 2.0 * attn_fwd_s / cp, p.ckpt);
 }
 
 }  // namespace
@@ -42,6 +56,20 @@ double ringExposedSeconds(double cp, double step_s, double block_s) {
 
 double ringStepBytes(const workloads::Workload& w, const Plan& p) {
   return 2.0 * double(p.mbs) * double(p.localSeq()) * double(w.n_embd) / double(p.tp) * double(p.elementBytes());
+}
+
+double ringGradBytes(const workloads::Workload& w, const Plan& p) {
+  return 2.0 * double(p.mbs) * double(p.localSeq()) * double(w.n_embd) / double(p.tp) * 4.0;
+}
+
+double ringLayerSeconds(double cp, double kv_s, double grad_s, double kv_grad_s, double fwd_block_s,
+                        double bwd_block_s, Checkpointing ckpt) {
+  if (cp <= 1) return 0;
+  auto excess = [](double send_s, double block_s) { return std::max(0.0, send_s - block_s); };
+  const double fwd = ringExposedSeconds(cp, kv_s, fwd_block_s);
+  const double bwd = excess(kv_s, bwd_block_s) + std::max(0.0, cp - 2.0) * excess(kv_grad_s, bwd_block_s) +
+                     excess(grad_s, bwd_block_s) + grad_s;
+  return (ckpt == Checkpointing::Full ? 2.0 : 1.0) * fwd + bwd;
 }
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
@@ -81,7 +109,8 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double per_micro = 3.0 * stage_fwd;  // fwd + 2x bwd
   r.compute_s = M * per_micro;
   if (p.ckpt == Checkpointing::Full) r.recompute_s = M * stage_fwd;
-  if (p.ckpt == Checkpointing::Selective)
+  // Selective reruns the attention core; under CP the ring keeps q, k, v and the output instead.
+  if (p.ckpt == Checkpointing::Selective && p.cp <= 1)
     r.recompute_s = M * layers_per_stage * attn_flops / (peak * c.matmulEfficiency(attn_flops / std::max(1.0, a / t)));
   // Tensor parallelism: 2 all-reduces per layer forward and 2 backward (SP: all-gather +
   // reduce-scatter pairs, the same bytes), more with full recomputation; inside a node.
@@ -100,6 +129,7 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
     r.pp_comm_s = 2.0 * M * v * collective(tier, bytes, 2, 1.0);
     r.bubble_s = (r.compute_s + r.recompute_s) * (double(p.pp) - 1.0) / (v * M);
   }
+  addCpuExperts(r, w, p, c, peak);
   r.cp_comm_s = cpuRingSeconds(w, p, c, attn_fwd, layers_per_stage, M);
   // Data parallelism: all-reduce of the fp32 main gradients of one (tp, pp) shard (ZeRO-1:
   // reduce-scatter + all-gather, the same bytes), partly hidden behind backward. Under CP the cp
@@ -129,11 +159,11 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : 28.0;
   r.optimizer_s = params_per_rank / (runtime::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
                   std::max(mem_bw, 1.0);
-  r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.cp_comm_s + r.bubble_s +
-             r.optimizer_s;
+  r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.cp_comm_s + r.ep_comm_s +
+             r.bubble_s + r.optimizer_s;
   const double tokens = double(p.gbs) * keys;
   r.tokens_per_s = tokens / r.step_s;
-  r.model_flops = workloads::stepFlops(p.gbs, p.seq, w.n_layer, w.n_embd, w.vocab_size, workloads::Recompute::None).model;
+  r.model_flops = workloads::stepFlops(w, p.gbs, p.seq, workloads::Recompute::None).model;  // MoE: active FLOPs
   r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runtime::toString(p.precision)) /
                                       (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0));
   return r;

@@ -110,7 +110,7 @@ TEST(ContextParallelModels, MemoryHalvesTheActivationsAndHoldsTheRingsBlocks) {
             two.activations + two.head + two.recompute + two.allowance + two.grad_bucket + two.gathered);
 }
 
-TEST(ContextParallelModels, TheRingShowsOnlyWhereAStepOutlastsItsAttentionBlock) {
+TEST(ContextParallelModels, TheRingShowsWhereAStepOutlastsItsAttentionBlockAndTheLastAccumulatorWhole) {
   // (cp − 1) · max(0, step − block).
   EXPECT_DOUBLE_EQ(tn::ringExposedSeconds(4, 3e-3, 1e-3), 3 * 2e-3);
   EXPECT_DOUBLE_EQ(tn::ringExposedSeconds(4, 1e-3, 3e-3), 0);
@@ -118,37 +118,50 @@ TEST(ContextParallelModels, TheRingShowsOnlyWhereAStepOutlastsItsAttentionBlock)
   const auto w = gpt();
   tn::Plan p = cpPlan(4);
   p.seq = 4096;
-  // One step moves one rank's K and V: 2 · b · s/cp · h/t · e = 2 · 1024 · 2048 · 2 bytes.
+  // One step moves one rank's K and V in bf16: 2 · b · s/cp · h/t · e = 2 · 1024 · 2048 · 2 bytes; its
+  // dK/dV accumulator travels in fp32: 2 · 1024 · 2048 · 4 bytes.
   EXPECT_DOUBLE_EQ(tn::ringStepBytes(w, p), 2.0 * 1024 * 2048 * 2);
+  EXPECT_DOUBLE_EQ(tn::ringGradBytes(w, p), 2.0 * 1024 * 2048 * 4);
 
-  // GPU, by hand: per layer and micro-batch the forward's 3 steps beside a quarter of the attention
-  // forward each, the backward's 3 steps of twice the bytes beside a quarter of its backward.
+  // GPU, by hand, per layer and micro-batch: the forward's 3 K/V sends beside a quarter of the
+  // attention forward each; backward's 4 blocks beside a K/V send, K/V + accumulator twice, the
+  // accumulator alone, then the last accumulator's send whole (3 K/V blocks and 4 accumulators).
   const tn::LayerOps ops = tn::layerOps(w, p, tn::Framework::Trainscope);
-  auto expected = [&](const tn::Cluster& c) {
+  auto expected = [&](const tn::Cluster& c, rt::Checkpointing ckpt) {
     const double peak = c.peak("bf16") * c.sustained_clock;
-    const double fwd = tn::gpu::gemmSeconds(find(ops.forward, "flash attention"), c, peak, 2);
-    const double bwd = tn::gpu::gemmSeconds(find(ops.backward, "flash attention backward"), c, peak, 2);
-    const double bytes = tn::ringStepBytes(w, p);
-    const double step_f = tn::gpu::collectiveSeconds(c.intra_node, bytes, 2, 1.0);
-    const double step_b = tn::gpu::collectiveSeconds(c.intra_node, 2 * bytes, 2, 1.0);
-    const double per_layer = 3 * std::max(0.0, step_f - fwd / 4) + 3 * std::max(0.0, step_b - bwd / 4);
-    return 2.0 /* M */ * 4.0 /* layers */ * per_layer;
+    const double fwd = tn::gpu::gemmSeconds(find(ops.forward, "flash attention"), c, peak, 2) / 4;
+    const double bwd = tn::gpu::gemmSeconds(find(ops.backward, "flash attention backward"), c, peak, 2) / 4;
+    const double kv_bytes = 2.0 * 1024 * 2048 * 2, grad_bytes = 2.0 * 1024 * 2048 * 4;
+    auto send = [&](double bytes) { return tn::gpu::collectiveSeconds(c.intra_node, bytes, 2, 1.0); };
+    auto over = [](double s, double block) { return std::max(0.0, s - block); };
+    const double forward = 3 * over(send(kv_bytes), fwd);
+    const double backward = over(send(kv_bytes), bwd) + 2 * over(send(kv_bytes + grad_bytes), bwd) +
+                            over(send(grad_bytes), bwd) + send(grad_bytes);
+    const double passes = ckpt == rt::Checkpointing::Full ? 2.0 : 1.0;  // full reruns the forward's ring
+    return 2.0 /* M */ * 4.0 /* layers */ * (passes * forward + backward);
   };
-  // NVLink at 400 GB/s: each 8 MiB step (21 µs) hides behind its block of attention (about 65 µs).
+  // NVLink at 400 GB/s: every step hides behind its block of attention (about 65 µs); only the last
+  // 16 MiB accumulator's way home (43 µs) shows, in each layer of each micro-batch.
   const tn::Cluster fast = gpuCluster(400e9);
-  EXPECT_EQ(expected(fast), 0);
-  EXPECT_EQ(tn::predictTime(w, p, fast).cp_comm_s, 0);
-  // At 5 GB/s it does not: the excess shows, and is part of the step.
+  const double home = tn::gpu::collectiveSeconds(fast.intra_node, 2.0 * 1024 * 2048 * 4, 2, 1.0);
+  EXPECT_NEAR(expected(fast, rt::Checkpointing::None), 2 * 4 * home, 1e-15);
+  EXPECT_NEAR(tn::predictTime(w, p, fast).cp_comm_s, 2 * 4 * home, 1e-12);
+  // At 5 GB/s the steps do not hide: their excess shows too, and is part of the step.
   const tn::Cluster slow = gpuCluster(5e9);
-  ASSERT_GT(expected(slow), 0);
   const tn::TimePrediction t = tn::predictTime(w, p, slow);
-  EXPECT_NEAR(t.cp_comm_s, expected(slow), 1e-12);
+  ASSERT_GT(expected(slow, rt::Checkpointing::None), 2 * 4 * home);
+  EXPECT_NEAR(t.cp_comm_s, expected(slow, rt::Checkpointing::None), 1e-12);
   EXPECT_NEAR(t.step_s, t.compute_s + t.recompute_s + t.tp_comm_s + t.dp_comm_s + t.pp_comm_s + t.cp_comm_s +
                             t.bubble_s + t.optimizer_s, 1e-12);
-  // Selective recomputation reruns the attention forward, and with it the forward's ring.
-  tn::Plan sel = p;
+  // Under CP selective checkpointing reruns nothing (the ring keeps q, k, v and the output): the
+  // same ring and no recomputation; full reruns the block, ring included.
+  tn::Plan sel = p, full = p;
   sel.ckpt = rt::Checkpointing::Selective;
-  EXPECT_GT(tn::predictTime(w, sel, slow).cp_comm_s, t.cp_comm_s);
+  full.ckpt = rt::Checkpointing::Full;
+  EXPECT_NEAR(tn::predictTime(w, sel, slow).cp_comm_s, t.cp_comm_s, 1e-12);
+  EXPECT_EQ(tn::predictTime(w, sel, slow).recompute_s, 0);
+  EXPECT_NEAR(tn::predictTime(w, full, slow).cp_comm_s, expected(slow, rt::Checkpointing::Full), 1e-12);
+  EXPECT_GT(tn::predictTime(w, full, slow).recompute_s, 0);
 }
 
 TEST(ContextParallelModels, TheCpuModelPricesTheRingBesideItsAttention) {
@@ -159,24 +172,32 @@ TEST(ContextParallelModels, TheCpuModelPricesTheRingBesideItsAttention) {
   p.cpu = true;
   p.precision = rt::Precision::FP32;
   // By hand: the attention forward of the rank (its 512 queries × 1024 keys), on the node's peak
-  // shared by its 2 ranks; K/V steps over Gloo's α–β, one step (cp − 1) per pass.
+  // shared by its 2 ranks; sends over Gloo's α–β. At cp 2 the forward sends one K/V block beside
+  // half the attention; backward one K/V block beside its first block, the accumulator beside its
+  // second, and the accumulator's way home whole (fp32 here: K/V and dK/dV are both 8 MiB).
   const double peak = c.peak("fp32") / 2, h = 2048, a = 16;
   const double flops = 4.0 * 1 * 512 * 1024 * h;
   const double attn = flops / (peak * c.matmulEfficiency(flops / a));
   const double bytes = 2.0 * 512 * h * 4;
   auto alpha_beta = [&](double b) { return c.intra_node.latency * 2 + b / c.intra_node.bandwidth; };
-  const double fwd = std::max(0.0, alpha_beta(bytes) - attn / 2);
-  const double bwd = std::max(0.0, alpha_beta(2 * bytes) - 2 * attn / 2);
-  const double expected = 2.0 /* M */ * 4.0 /* layers */ * (fwd + bwd);
-  // Gloo at 2 GB/s: an 8 MiB step (4 ms) hides behind a block of the CPU's attention (about 26 ms).
-  EXPECT_EQ(expected, 0);
-  EXPECT_EQ(tn::predictTime(w, p, c).cp_comm_s, 0);
-  // At 100 MB/s (84 ms a step) it does not.
+  auto expected = [&]() {
+    const double fwd = std::max(0.0, alpha_beta(bytes) - attn / 2);
+    const double bwd = 2 * std::max(0.0, alpha_beta(bytes) - 2 * attn / 2) + alpha_beta(bytes);
+    return 2.0 /* M */ * 4.0 /* layers */ * (fwd + bwd);
+  };
+  // Gloo at 2 GB/s: an 8 MiB step (4 ms) hides behind a block of the CPU's attention (about 26 ms);
+  // the last accumulator's send does not.
+  EXPECT_NEAR(expected(), 2.0 * 4.0 * alpha_beta(bytes), 1e-15);
+  EXPECT_NEAR(tn::predictTime(w, p, c).cp_comm_s, expected(), 1e-12);
+  // At 100 MB/s (84 ms a step) the steps show as well.
   c.intra_node.bandwidth = 1e8;
-  const double slow = 2.0 * 4.0 *
-                      (std::max(0.0, alpha_beta(bytes) - attn / 2) + std::max(0.0, alpha_beta(2 * bytes) - 2 * attn / 2));
-  ASSERT_GT(slow, 0);
-  EXPECT_NEAR(tn::predictTime(w, p, c).cp_comm_s, slow, 1e-12);
+  ASSERT_GT(expected(), 2.0 * 4.0 * alpha_beta(bytes));
+  EXPECT_NEAR(tn::predictTime(w, p, c).cp_comm_s, expected(), 1e-12);
+  // Selective checkpointing under CP reruns no attention and no ring.
+  tn::Plan sel = p;
+  sel.ckpt = rt::Checkpointing::Selective;
+  EXPECT_NEAR(tn::predictTime(w, sel, c).cp_comm_s, expected(), 1e-12);
+  EXPECT_EQ(tn::predictTime(w, sel, c).recompute_s, 0);
   // The gradients are summed over dp · cp = 2 ranks even with dp 1.
   EXPECT_GT(tn::predictTime(w, p, c).dp_comm_s, 0);
   EXPECT_EQ(tn::predictTime(w, cpPlan(1), c).dp_comm_s, 0);
