@@ -1313,3 +1313,23 @@ TEST(ViewerApp, BadTableCommandsAreRefusedWithTheirLine) {
     EXPECT_NE(s.run.output.find("bad_csv.txt:2"), std::string::npos) << s.run.output;
   }
 }
+
+// A selected kernel on a pinned track is outlined in the pinned band, where its row is drawn (the
+// overlays are drawn in the scrolled rows' child, whose clip used to hide the band).
+TEST(ViewerApp, ASelectionOnAPinnedTrackIsOutlinedInTheBand) {
+  const std::string script =
+      "pin 0 \"stream 7 (device 0)\"\npin 1 \"stream 7 (device 0)\"\nselect ampere_sgemm_128x64_tn 7\n";
+  const Shot s = shootAt(trace(), script, "pinned_selection", "1400x800");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  ASSERT_TRUE(s.layout["selection"].get<bool>());
+  int bands = 0, white = 0;
+  for (const auto& t : s.layout["tracks"]) {
+    if (!t["pinned"].get<bool>() || t["label"] != "stream 7 (device 0)") continue;
+    ++bands;
+    for (int y = int(t["y0"].get<float>()); y < int(t["y1"].get<float>()); ++y)
+      for (int x = int(s.layout["timeline"]["x0"].get<float>()); x < s.img.width; ++x)
+        white += s.img.pixel(x, y) == v::palette::kSelection;
+  }
+  EXPECT_EQ(bands, 2) << s.layout["tracks"].dump();
+  EXPECT_GT(white, 8);  // the outline's edges, 2 px thick
+}

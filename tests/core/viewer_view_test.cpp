@@ -250,6 +250,34 @@ TEST(ViewerView, ScriptSelectTakesAQuotedName) {
   EXPECT_THROW(v::parseScript("select all_reduce (dp) 2\n", "s.txt"), trainscope::UserError);  // 3 arguments
 }
 
+// The hint of an unknown command names every command a script may hold, those parsed outside
+// parseScript (notes.cpp's bookmark, note, drop, overlay; the tables' csv, sql, diff) included.
+TEST(ViewerView, AnUnknownScriptCommandsHintNamesEveryCommand) {
+  std::string msg;
+  try {
+    v::parseScript("wobble\n", "s.txt");
+  } catch (const trainscope::UserError& e) {
+    msg = e.what();
+  }
+  const size_t at = msg.find("use view");
+  ASSERT_NE(at, std::string::npos) << msg;
+  std::set<std::string> named;
+  std::string word;
+  for (char ch : msg.substr(at + 4)) {  // "(fix: use view, zoom, …, [ or ])"
+    if (ch == ',' || ch == ' ' || ch == '\n' || ch == ')') {
+      if (!word.empty() && word != "or") named.insert(word);
+      word.clear();
+    } else {
+      word += ch;
+    }
+  }
+  if (!word.empty()) named.insert(word);
+  for (const char* c : {"view", "zoom", "pan", "step", "select", "search", "next", "prev", "range", "tab", "stats",
+                        "frames", "clear", "open", "bookmark", "note", "drop", "overlay", "csv", "sql", "diff",
+                        "collapse", "expand", "hide", "show", "pin", "unpin", "move", "empty", "split", "[", "]"})
+    EXPECT_TRUE(named.count(c)) << c << " missing from: " << msg;
+}
+
 TEST(ViewerView, PngRoundTrip) {
   v::Image img;
   img.width = 37;

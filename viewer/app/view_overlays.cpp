@@ -20,8 +20,22 @@ const RowRect* rowOf(const std::vector<RowRect>& rows, size_t doc, const EventRe
   return nullptr;
 }
 
+// A pinned track's rows are drawn in the band above the scrolled child these overlays draw in, so its
+// outline is clipped to that band (not to the child, which would hide it) and a scrolled row's to the
+// child (so that it never shows through the band). A flow may join the two: clipped to both.
+struct OverlayClip {
+  float x0, x1, band_top, band_bottom, top, bottom;
+  bool pinned(const App& app, const RowRect& rr) const {
+    if (band_bottom <= band_top) return false;
+    for (const LayoutRow& p : app.track_layout.pinned)
+      if (p.doc == rr.doc && p.track == rr.track) return true;
+    return false;
+  }
+  void push(ImDrawList* dl, float y0, float y1) const { dl->PushClipRect(ImVec2(x0, y0), ImVec2(x1, y1), false); }
+};
+
 // The selected event outlined, and the flow from its launch (or to the device work it launched).
-void selectionOverlay(App& app, ImDrawList* dl) {
+void selectionOverlay(App& app, ImDrawList* dl, const OverlayClip& clip) {
   const Selection& s = *app.selection;
   const Document& d = *app.docs[s.doc];
   const TimeView& view = app.view;
@@ -30,7 +44,10 @@ void selectionOverlay(App& app, ImDrawList* dl) {
     if (!rr) return;
     const Event& e = d.trace->event(r);
     const float x0 = view.x(e.start + d.offset), x1 = std::max(view.x(e.end + d.offset), x0 + 2);
+    const bool in_band = clip.pinned(app, *rr);
+    clip.push(dl, in_band ? clip.band_top : clip.top, in_band ? clip.band_bottom : clip.bottom);
     dl->AddRect(ImVec2(x0 - 1, rr->y0), ImVec2(x1 + 1, rr->y1), col, 0, 0, 2);
+    dl->PopClipRect();
   };
   box(s.ref, palette::kSelection);
   if (!d.correlation) return;
@@ -46,8 +63,11 @@ void selectionOverlay(App& app, ImDrawList* dl) {
     if (!a || !b) continue;
     const ImVec2 pa(view.x(d.trace->event(from).start + d.offset), a->y1);
     const ImVec2 pb(view.x(d.trace->event(to).start + d.offset), b->y0);
+    const bool band = clip.pinned(app, *a) || clip.pinned(app, *b);
+    clip.push(dl, band ? clip.band_top : clip.top, clip.bottom);
     dl->AddBezierCubic(pa, ImVec2(pa.x, (pa.y + pb.y) / 2), ImVec2(pb.x, (pa.y + pb.y) / 2), pb, palette::kFlow, 2);
     dl->AddTriangleFilled(ImVec2(pb.x - 4, pb.y - 7), ImVec2(pb.x + 4, pb.y - 7), pb, palette::kFlow);
+    dl->PopClipRect();
     box(from, palette::kFlow);
   }
 }
@@ -90,7 +110,10 @@ void alignmentMessage(App& app, ImDrawList* dl, const TimelineContext& cx) {
 
 void App::drawTimelineOverlays(ImDrawList* dl, const TimelineContext& cx, const Hover& hover) {
   dl->PushClipRect(ImVec2(cx.x0, cx.top), ImVec2(cx.x1, cx.bottom), true);
-  if (selection && selection->doc < docs.size() && docs[selection->doc]->ready()) selectionOverlay(*this, dl);
+  // The pinned band ends 2 px above the scrolled child (view_timeline.cpp), where cx.top now is.
+  const bool band = !track_layout.pinned.empty();
+  const OverlayClip clip{cx.x0, cx.x1, band ? cx.pinned_y : cx.top, band ? cx.top - 2 : cx.top, cx.top, cx.bottom};
+  if (selection && selection->doc < docs.size() && docs[selection->doc]->ready()) selectionOverlay(*this, dl, clip);
   drawCommLinks(dl, hover ? std::optional<Selection>(hover->first) : std::nullopt);  // ranks related
   if (!found.matches.empty() && docs[0]->ready()) searchOverlay(*this, dl);
   if (range) {

@@ -118,8 +118,11 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
     const std::string where = file + ":" + std::to_string(n);
     auto a = arity.find(c.op);
     if (a == arity.end())
+      // Every command a script may hold, those parsed before this one included (notes.cpp: bookmark,
+      // note, drop, overlay; view_tables.cpp: csv, sql, diff), so the hint never hides one.
       throw UserError("--script", where + ": unknown command \"" + c.op + "\"",
                       "use view, zoom, pan, step, select, search, next, prev, range, tab, stats, frames, clear, open, "
+                      "bookmark, note, drop, overlay, csv, sql, diff, "
                       "collapse, expand, hide, show, pin, unpin, move, empty, split, [ or ]");
     if (int(c.args.size()) < a->second.first || int(c.args.size()) > a->second.second)
       throw UserError("--script", where + ": " + c.op + " takes " + std::to_string(a->second.first) +
