@@ -12,7 +12,7 @@ double Collective::busbw() const {
   const double n = double(group_size);
   double f = 1.0;
   if (n > 0 && op == "all_reduce") f = 2.0 * (n - 1) / n;
-  else if (n > 0 && (op == "reduce_scatter" || op == "all_gather")) f = (n - 1) / n;
+  else if (n > 0 && (op == "reduce_scatter" || op == "all_gather" || op == "all_to_all")) f = (n - 1) / n;
   return algbw() * f;
 }
 

@@ -318,6 +318,13 @@ class C10dGroup final : public Group {
     auto rec = record("all_gather", out.nbytes());
     return std::make_shared<C10dPending>(backend_->_allgather_base(out, in), rec, log_, watch_, &members_);
   }
+  void allToAll(at::Tensor& out, at::Tensor& in, const std::vector<int64_t>& out_splits,
+                const std::vector<int64_t>& in_splits) override {
+    if (size_ == 1) return void(out.copy_(in));
+    std::vector<int64_t> o(out_splits), i(in_splits);  // c10d takes them by non-const reference
+    C10dPending(backend_->alltoall_base(out, in, o, i), record("all_to_all", in.nbytes()), log_, watch_, &members_)
+        .wait();
+  }
   void broadcast(at::Tensor& t, int root) override {
     if (size_ == 1) return;
     std::vector<at::Tensor> v{t};
@@ -377,6 +384,9 @@ class SingleGroup final : public Group {
   std::shared_ptr<Pending> allGatherAsync(at::Tensor& out, at::Tensor& in) override {
     out.copy_(in);
     return std::make_shared<DonePending>();
+  }
+  void allToAll(at::Tensor& out, at::Tensor& in, const std::vector<int64_t>&, const std::vector<int64_t>&) override {
+    out.copy_(in);
   }
   void broadcast(at::Tensor&, int) override {}
   std::shared_ptr<Pending> send(at::Tensor&, int, int) override {

@@ -14,6 +14,7 @@
 #include "model/fused_head.h"
 #include "model/linear.h"
 #include "model/tensor_parallel.h"
+#include "trainscope/common/error.h"
 #include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
@@ -133,6 +134,11 @@ std::vector<ParamInfo> GptWeights::info(const StageSpec& st) {
 
 GptWeights initGpt(const workloads::Workload& wl, uint64_t seed, const at::Device& device) {
   const int64_t C = wl.n_embd, V = wl.vocab_size, L = wl.n_layer;
+  // The MoE MLP exists as a layer (model/moe.h) but the GPT's blocks do not hold it yet: refuse
+  // rather than train the dense model under the MoE workload's name.
+  if (wl.isMoe())
+    throw UserError("workload.n_experts", wl.name + " is a mixture of experts, which the runtime does not train yet",
+                    "train a dense workload (n_experts 0); MoE workloads serve predict and the MoE layer's tests");
   at::Generator gen = at::detail::createCPUGenerator(seed);
   auto opts = at::TensorOptions().dtype(at::kFloat);
   auto normal = [&](std::initializer_list<int64_t> shape, double std) {

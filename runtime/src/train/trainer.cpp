@@ -529,8 +529,7 @@ rundb::Step Trainer::step() {
   r.tokens = c.tokensPerStep();
   const double secs = double(r.step_time_ns) * 1e-9;
   r.tokens_per_s = double(r.tokens) / secs;
-  auto f = workloads::stepFlops(c.global_batch, c.seq, c.model.n_layer, c.model.n_embd, c.model.vocab_size,
-                                recomputeOf(c.ckpt));
+  auto f = workloads::stepFlops(c.model, c.global_batch, c.seq, recomputeOf(c.ckpt));  // MoE: active FLOPs
   // Per-rank share of the step's FLOPs, so that MFU compares one rank's work with one device.
   r.model_flops = f.model / double(s.layout.world);
   r.hw_flops = f.hardware / double(s.layout.world);

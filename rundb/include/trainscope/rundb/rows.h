@@ -126,10 +126,11 @@ struct Counter {
 
 // One collective as one rank saw it. Bandwidths by nccl-tests' definitions (PERFORMANCE.md):
 //   algbw = bytes / time;  busbw = algbw × factor, factor = 2(n−1)/n for all-reduce,
-//   (n−1)/n for reduce-scatter and all-gather, 1 for broadcast, send, recv and anything else,
-// where bytes is the all-reduce buffer, the all-gather output, the reduce-scatter input.
+//   (n−1)/n for reduce-scatter, all-gather and all-to-all, 1 for broadcast, send, recv and anything else,
+// where bytes is the all-reduce buffer, the all-gather output, the reduce-scatter input, the
+// all-to-all's input on this rank (its own rows included; splits vary by rank under expert parallelism).
 struct Collective {
-  std::string op;     // all_reduce, reduce_scatter, all_gather, broadcast, send, recv, barrier
+  std::string op;     // all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send, recv, barrier
   std::string group;  // world, dp, tp, pp, embedding (or a profiler's process-group name)
   int64_t rank = 0;   // global rank that recorded it
   int64_t group_size = 1;

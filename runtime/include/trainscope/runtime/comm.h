@@ -63,6 +63,11 @@ class Group {
   // must stay alive until wait().
   virtual std::shared_ptr<Pending> allGatherAsync(at::Tensor& out, at::Tensor& in) = 0;
   virtual void broadcast(at::Tensor& t, int root) = 0;
+  // Rows of `in` (dim 0) in size() consecutive blocks of in_splits[q] rows go to rank q; `out`
+  // receives out_splits[q] rows from rank q, in rank order (c10d's alltoall_base). Expert parallelism
+  // dispatches tokens to their experts' ranks with it. Recorded as all_to_all with in's bytes.
+  virtual void allToAll(at::Tensor& out, at::Tensor& in, const std::vector<int64_t>& out_splits,
+                        const std::vector<int64_t>& in_splits) = 0;
   // Point to point; dst/src are ranks within the group. send is asynchronous (wait on the result
   // before reusing the tensor), recv blocks.
   virtual std::shared_ptr<Pending> send(at::Tensor& t, int dst, int tag) = 0;

@@ -1,0 +1,249 @@
+// moe.cpp — see moe.h. Router, capacity, dispatch by all-to-all, experts, combine.
+#include "model/moe.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cpu/cpu_ops.h"
+#include "trainscope/common/error.h"
+
+namespace trainscope::runtime {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+std::vector<int64_t> toVector(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kLong).contiguous().cpu();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+// Forward: rows to the ranks of their experts; backward: the gradients' rows back by the swapped
+// splits. The group travels through saved_data as an integer: it outlives every step.
+struct AllToAll : torch::autograd::Function<AllToAll> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group, std::vector<int64_t> out_splits,
+                            std::vector<int64_t> in_splits) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["out"] = c10::IValue(out_splits);
+    ctx->saved_data["in"] = c10::IValue(in_splits);
+    return exchange(x, *reinterpret_cast<Group*>(group), out_splits, in_splits);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    auto& group = *reinterpret_cast<Group*>(ctx->saved_data["group"].toInt());
+    const auto out = ctx->saved_data["out"].toIntVector(), in = ctx->saved_data["in"].toIntVector();
+    return {exchange(g[0], group, in, out), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+  static at::Tensor exchange(const at::Tensor& x, Group& group, const std::vector<int64_t>& out_splits,
+                             const std::vector<int64_t>& in_splits) {
+    at::Tensor in = x.contiguous();
+    const int64_t rows = std::accumulate(out_splits.begin(), out_splits.end(), int64_t(0));
+    at::Tensor out = at::empty({rows, x.size(1)}, x.options());
+    group.allToAll(out, in, out_splits, in_splits);
+    return out;
+  }
+};
+
+// Forward: the layer's output as is; backward: also the aux/z losses' gradient (Megatron-LM's
+// MoEAuxLossAutoScaler), so the losses need no path of their own to the step's loss.
+struct AttachLoss : torch::autograd::Function<AttachLoss> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& out, const at::Tensor& loss, double scale) {
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["dtype"] = loss.scalar_type();
+    return out.view_as(out);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const double scale = ctx->saved_data["scale"].toDouble();
+    return {g[0], at::full({}, scale, g[0].options().dtype(ctx->saved_data["dtype"].toScalarType())), at::Tensor()};
+  }
+};
+
+// Each expert's GELU MLP over its consecutive rows: xs (M, C) with counts[e] rows for local expert e.
+at::Tensor runExperts(const MoeWeights& w, const at::Tensor& xs, const std::vector<int64_t>& counts) {
+  std::vector<at::Tensor> ys;
+  int64_t row = 0;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    const int64_t e_i = int64_t(e);
+    at::Tensor xe = xs.narrow(0, row, counts[e]);                                        // (n_e, C)
+    at::Tensor h = at::addmm(w.fc_b[e_i], xe, w.fc_w[e_i].t());                          // (n_e, F)
+    h = cpu_ops::usable(h) ? cpu_ops::geluTanh(h) : at::gelu(h, "tanh");
+    ys.push_back(at::addmm(w.proj_b[e_i], h, w.proj_w[e_i].t()));                        // (n_e, C)
+    row += counts[e];
+  }
+  return at::cat(ys, 0);                                                                 // (M, C)
+}
+
+// Rows sorted by global expert go to the experts' ranks, run there, and come back in the same order.
+at::Tensor dispatchAndRun(const MoeWeights& w, const at::Tensor& xs, const std::vector<int64_t>& kept_per_expert,
+                          Group& ep) {
+  const int P = ep.size(), r = ep.rank();
+  const int64_t E = int64_t(kept_per_expert.size()), El = E / P;
+  // Every rank's per-expert counts: (P, E). Small (E int64 per rank), so one all-gather.
+  at::Tensor mine = at::tensor(kept_per_expert, at::kLong), all = at::empty({P * E}, at::kLong);
+  ep.allGather(all, mine);
+  const std::vector<int64_t> counts = toVector(all);  // counts[q·E + e]
+  std::vector<int64_t> send(size_t(P), 0), recv(size_t(P), 0), local(size_t(El), 0);
+  for (int q = 0; q < P; ++q)
+    for (int64_t e = 0; e < El; ++e) {
+      send[size_t(q)] += kept_per_expert[size_t(q * El + e)];
+      recv[size_t(q)] += counts[size_t(q * E + r * El + e)];
+      local[size_t(e)] += counts[size_t(q * E + r * El + e)];
+    }
+  at::Tensor got = AllToAll::apply(xs, reinterpret_cast<int64_t>(&ep), recv, send);  // (R, C): by source, then expert
+  // Regroup what arrived by local expert: expert e's rows from source 0, then source 1, …
+  std::vector<int64_t> order;
+  std::vector<int64_t> offset(size_t(P), 0);
+  for (int q = 1; q < P; ++q) offset[size_t(q)] = offset[size_t(q - 1)] + recv[size_t(q - 1)];
+  for (int64_t e = 0; e < El; ++e)
+    for (int q = 0; q < P; ++q) {
+      int64_t start = offset[size_t(q)];
+      for (int64_t j = 0; j < e; ++j) start += counts[size_t(q * E + r * El + j)];
+      for (int64_t i = 0; i < counts[size_t(q * E + r * El + e)]; ++i) order.push_back(start + i);
+    }
+  at::Tensor perm = at::tensor(order, at::kLong).to(xs.device());
+  at::Tensor y = runExperts(w, got.index_select(0, perm), local);                       // (R, C) by expert
+  at::Tensor back = at::empty_like(y).index_copy(0, perm, y);                            // (R, C) by source
+  return AllToAll::apply(back, reinterpret_cast<int64_t>(&ep), send, recv);              // (M, C) as sent
+}
+
+}  // namespace
+
+MoeSpec MoeSpec::of(const workloads::Workload& w) {
+  MoeSpec s;
+  s.n_experts = w.n_experts;
+  s.top_k = w.top_k;
+  s.capacity_factor = w.capacity_factor;
+  s.aux_loss_coeff = w.aux_loss_coeff;
+  s.z_loss_coeff = w.z_loss_coeff;
+  return s;
+}
+
+int64_t MoeSpec::capacity(int64_t tokens) const {
+  if (capacity_factor <= 0) return 0;
+  return int64_t(std::ceil(capacity_factor * double(tokens) * double(top_k) / double(n_experts)));
+}
+
+double ExpertLoad::imbalance() const {
+  if (tokens.empty()) return 0;
+  const double total = double(std::accumulate(tokens.begin(), tokens.end(), int64_t(0)));
+  if (total == 0) return 0;
+  return double(*std::max_element(tokens.begin(), tokens.end())) / (total / double(tokens.size()));
+}
+
+std::vector<at::Tensor> MoeWeights::flat() const {
+  std::vector<at::Tensor> v = {router_w, fc_w, fc_b, proj_w, proj_b};
+  if (shared_fc_w.defined()) v.insert(v.end(), {shared_fc_w, shared_fc_b, shared_proj_w, shared_proj_b});
+  return v;
+}
+
+MoeWeights initMoe(const workloads::Workload& wl, at::Generator& gen) {
+  const int64_t C = wl.n_embd, E = wl.n_experts, F = wl.expertHidden();
+  auto opts = at::TensorOptions().dtype(at::kFloat);
+  const double std = 0.02, resid_std = 0.02 / std::sqrt(2.0 * double(wl.n_layer));
+  auto normal = [&](at::IntArrayRef shape, double s) { return at::empty(shape, opts).normal_(0.0, s, gen); };
+  MoeWeights w;
+  w.router_w = normal({E, C}, std);
+  w.fc_w = normal({E, F, C}, std);
+  w.fc_b = at::zeros({E, F}, opts);
+  w.proj_w = normal({E, C, F}, resid_std);
+  w.proj_b = at::zeros({E, C}, opts);
+  if (wl.shared_expert) {
+    w.shared_fc_w = normal({F, C}, std);
+    w.shared_fc_b = at::zeros({F}, opts);
+    w.shared_proj_w = normal({C, F}, resid_std);
+    w.shared_proj_b = at::zeros({C}, opts);
+  }
+  return w;
+}
+
+MoeWeights shardMoe(const MoeWeights& full, int ep, int r, const at::Device& device) {
+  const int64_t E = full.router_w.size(0);
+  if (E % ep != 0)
+    throw UserError("--ep", "n_experts=" + std::to_string(E) + " does not divide over " + std::to_string(ep) + " ranks",
+                    "pass an --ep that divides n_experts");
+  auto leaf = [&](const at::Tensor& t) { return t.detach().contiguous().clone().to(device).requires_grad_(true); };
+  auto mine = [&](const at::Tensor& t) { return leaf(t.narrow(0, r * (E / ep), E / ep)); };
+  MoeWeights w;
+  w.router_w = leaf(full.router_w);
+  w.fc_w = mine(full.fc_w);
+  w.fc_b = mine(full.fc_b);
+  w.proj_w = mine(full.proj_w);
+  w.proj_b = mine(full.proj_b);
+  if (full.shared_fc_w.defined()) {
+    w.shared_fc_w = leaf(full.shared_fc_w);
+    w.shared_fc_b = leaf(full.shared_fc_b);
+    w.shared_proj_w = leaf(full.shared_proj_w);
+    w.shared_proj_b = leaf(full.shared_proj_b);
+  }
+  return w;
+}
+
+at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, const MoeSpec& s, Group* ep, ExpertLoad* load) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), N = B * T, E = s.n_experts, k = s.top_k;
+  at::Tensor x2 = x.reshape({N, C});                                                     // (N, C)
+  // Router, in fp32 whatever the compute dtype: the top-k must not flip with rounding.
+  at::Tensor logits = at::matmul(x2.to(at::kFloat), w.router_w.to(at::kFloat).t());     // (N, E)
+  at::Tensor probs = at::softmax(logits, 1);                                             // (N, E)
+  auto [gate, idx] = probs.topk(k, 1);                                                   // (N, k), (N, k)
+  if (k > 1) gate = gate / gate.sum(1, /*keepdim=*/true);                                // renormalised (GShard)
+
+  // Assignments in priority order: a = choice·N + token (every first choice before any second).
+  at::Tensor expert_a = idx.t().reshape({N * k});                                        // (kN)
+  at::Tensor token_a = at::arange(N, idx.options()).repeat({k});                         // (kN)
+  at::Tensor gate_a = gate.t().reshape({N * k});                                         // (kN)
+  at::Tensor onehot = at::one_hot(expert_a, E);                                          // (kN, E)
+  at::Tensor routed = onehot.sum(0);                                                     // (E) before capacity
+  const int64_t cap = s.capacity(N);
+  at::Tensor keep;                                                                       // (kN) bool
+  if (cap > 0) {
+    at::Tensor pos = (onehot.cumsum(0) - 1).gather(1, expert_a.unsqueeze(1)).squeeze(1);  // place in its expert
+    keep = pos < cap;
+  } else {
+    keep = at::ones({N * k}, at::TensorOptions().dtype(at::kBool).device(x.device()));
+  }
+  // The kept assignments sorted by expert, priority order inside each expert (a stable sort).
+  at::Tensor kept = keep.nonzero().squeeze(1);                                           // (M)
+  at::Tensor order = std::get<1>(at::sort(expert_a.index_select(0, kept), /*stable=*/true, 0, false));
+  at::Tensor sel = kept.index_select(0, order);                                          // (M) assignment ids
+  at::Tensor tok = token_a.index_select(0, sel);                                         // (M)
+  const std::vector<int64_t> per_expert = toVector(onehot.index_select(0, sel).sum(0));  // (E) kept
+  at::Tensor xs = x2.index_select(0, tok);                                               // (M, C) by expert
+
+  at::Tensor ys;                                                                         // (M, C)
+  if (ep && ep->size() > 1) {
+    if (E % ep->size() != 0)
+      throw UserError("--ep", "n_experts=" + std::to_string(E) + " does not divide over ep=" +
+                                  std::to_string(ep->size()), "pass an --ep that divides n_experts");
+    ys = dispatchAndRun(w, xs, per_expert, *ep);
+  } else {
+    ys = runExperts(w, xs, per_expert);
+  }
+  // Combine: each kept assignment's output, weighted by its gate, added to its token's row.
+  at::Tensor g = gate_a.index_select(0, sel).to(ys.scalar_type()).unsqueeze(1);        // (M, 1)
+  at::Tensor out = at::zeros({N, C}, ys.options()).index_add(0, tok, ys * g);            // (N, C)
+  if (w.shared_fc_w.defined()) {
+    at::Tensor h = at::addmm(w.shared_fc_b, x2, w.shared_fc_w.t());                      // (N, F)
+    h = cpu_ops::usable(h) ? cpu_ops::geluTanh(h) : at::gelu(h, "tanh");
+    out = out + at::addmm(w.shared_proj_b, h, w.shared_proj_w.t());                      // (N, C)
+  }
+
+  // Load-balancing loss E·Σ f_e·P_e (f from counts, not differentiated) and the router z-loss.
+  at::Tensor f = routed.to(at::kFloat) / double(N * k);                                  // (E)
+  at::Tensor aux = s.aux_loss_coeff * double(E) * (f * probs.mean(0)).sum();            // scalar
+  at::Tensor z = s.z_loss_coeff * at::logsumexp(logits, 1).pow(2).mean();               // scalar
+  if (load) {
+    load->tokens = toVector(routed);
+    load->assignments = N * k;
+    load->capacity = cap;
+    load->dropped = N * k - int64_t(sel.numel());
+    load->aux_loss = aux.item<double>();
+    load->z_loss = z.item<double>();
+  }
+  if (s.aux_loss_coeff > 0 || s.z_loss_coeff > 0) out = AttachLoss::apply(out, aux + z, s.loss_grad_scale);
+  return out.view({B, T, C}).to(x.scalar_type());
+}
+
+}  // namespace trainscope::runtime
