@@ -82,7 +82,8 @@ at::Tensor dispatchAndRun(const MoeWeights& w, const at::Tensor& xs, const std::
   const int P = ep.size(), r = ep.rank();
   const int64_t E = int64_t(kept_per_expert.size()), El = E / P;
   // Every rank's per-expert counts: (P, E). Small (E int64 per rank), so one all-gather.
-  at::Tensor mine = at::tensor(kept_per_expert, at::kLong), all = at::empty({P * E}, at::kLong);
+  // On the tokens' device: NCCL gathers device tensors only.
+  at::Tensor mine = at::tensor(kept_per_expert, at::kLong).to(xs.device()), all = at::empty({P * E}, mine.options());
   ep.allGather(all, mine);
   const std::vector<int64_t> counts = toVector(all);  // counts[q·E + e]
   std::vector<int64_t> send(size_t(P), 0), recv(size_t(P), 0), local(size_t(El), 0);
