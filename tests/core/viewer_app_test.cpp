@@ -1333,3 +1333,34 @@ TEST(ViewerApp, ASelectionOnAPinnedTrackIsOutlinedInTheBand) {
   EXPECT_EQ(bands, 2) << s.layout["tracks"].dump();
   EXPECT_GT(white, 8);  // the outline's edges, 2 px thick
 }
+
+// The ruler as drawn at 1 ms and 100 us windows past 100 s (the 1 us one is above): every major
+// label unique and the time under its tick. Each window is a script's first command, run three
+// times: the initial fit never overwrites it (it did in 2 of 12 runs before).
+TEST(ViewerApp, TheRulerIsExactAt1msAnd100usAndTheFirstCommandHolds) {
+  const std::string db = longRun();
+  for (auto [window, span] : {std::pair{"view 100.3451s 100.3461s\n", 1e6}, std::pair{"view 100.3451s 100.3452s\n", 1e5}})
+    for (int run = 0; run < 3; ++run) {
+      const std::string script = tempPath("ruler_first.txt");
+      std::ofstream(script) << window;
+      const Shot s = shoot(db, "--script " + script, "ruler_first");
+      ASSERT_EQ(s.run.status, 0) << s.run.output;
+      const auto& l = s.layout;
+      const double t0 = l["view"]["t0"], t1 = l["view"]["t1"];
+      EXPECT_NEAR(t0, 100'345'100'000, 1) << window << " run " << run;
+      EXPECT_NEAR(t1 - t0, span, 1) << window << " run " << run;
+      const auto& ruler = l["ruler"];
+      const int64_t base = ruler["relative"].get<bool>() ? parseLabel(ruler["base_label"]) : 0;
+      std::set<std::string> labels;
+      const double x0 = l["timeline"]["x0"], x1 = l["timeline"]["x1"];
+      for (const auto& tk : ruler["ticks"]) {
+        if (!tk["major"].get<bool>()) continue;
+        const std::string label = tk["label"];
+        EXPECT_TRUE(labels.insert(label).second) << "\"" << label << "\" twice: " << ruler.dump();
+        const int64_t ns = base + parseLabel(label);
+        EXPECT_EQ(ns, tk["ns"].get<int64_t>()) << label;
+        EXPECT_NEAR(tk["x"].get<double>(), x0 + (double(ns) - t0) / (t1 - t0) * (x1 - x0), 0.01) << label;
+      }
+      EXPECT_GE(labels.size(), 3u) << ruler.dump();
+    }
+}
