@@ -238,11 +238,19 @@ std::string expertParallelAsRank(int rank, int port, double cf) {
   check("c_proj bias gradient", mine.proj_b.grad(), mineOf(ref[0].proj_b.grad(), ref[1].proj_b.grad()));
   if (load.tokens != ref_load[size_t(rank)].tokens || load.dropped != ref_load[size_t(rank)].dropped)
     bad += "expert load differs; ";
-  // Two all-to-alls forward and two backward, each recorded with its bytes.
+  // Two all-to-alls forward and two backward, each recorded with its bytes: 2·(M + R)·C·4 in all
+  // (docs/architecture.md, "Mixture of experts"), M this rank's kept assignments, R those it received.
   int a2a = 0;
+  int64_t bytes = 0;
   for (const auto& c : comm->log().take())
-    if (c.op == "all_to_all" && c.bytes >= 0 && c.group_size == 2) ++a2a;
+    if (c.op == "all_to_all" && c.group_size == 2) ++a2a, bytes += c.bytes;
   if (a2a != 4) bad += std::to_string(a2a) + " all_to_all records, not 4; ";
+  if (cf == 0) {  // drop-less: M = N·k, R = both ranks' assignments to this rank's experts
+    int64_t R = 0;
+    for (int q = 0; q < 2; ++q) R += ref_load[size_t(q)].tokens[size_t(2 * rank)] + ref_load[size_t(q)].tokens[size_t(2 * rank + 1)];
+    const int64_t want = 2 * (16 * 2 + R) * 32 * 4;
+    if (bytes != want) bad += "all_to_all bytes " + std::to_string(bytes) + ", not " + std::to_string(want) + "; ";
+  }
   if (cf > 0 && load.dropped == 0) bad += "no assignment dropped at capacity factor " + std::to_string(cf) + "; ";
   return bad;
 }
