@@ -61,12 +61,15 @@ void selectionOverlay(App& app, ImDrawList* dl, const OverlayClip& clip) {
     const RowRect* a = rowOf(app.rows, s.doc, from);
     const RowRect* b = rowOf(app.rows, s.doc, to);
     if (!a || !b) continue;
-    const ImVec2 pa(view.x(d.trace->event(from).start + d.offset), a->y1);
-    const ImVec2 pb(view.x(d.trace->event(to).start + d.offset), b->y0);
+    // Launch above its kernel, as a rank's rows are; a pinned kernel is above its launch: the arrow goes up.
+    const bool up = b->y0 < a->y0;
+    const ImVec2 pa(view.x(d.trace->event(from).start + d.offset), up ? a->y0 : a->y1);
+    const ImVec2 pb(view.x(d.trace->event(to).start + d.offset), up ? b->y1 : b->y0);
+    const float head = up ? 7.f : -7.f;
     const bool band = clip.pinned(app, *a) || clip.pinned(app, *b);
     clip.push(dl, band ? clip.band_top : clip.top, clip.bottom);
     dl->AddBezierCubic(pa, ImVec2(pa.x, (pa.y + pb.y) / 2), ImVec2(pb.x, (pa.y + pb.y) / 2), pb, palette::kFlow, 2);
-    dl->AddTriangleFilled(ImVec2(pb.x - 4, pb.y - 7), ImVec2(pb.x + 4, pb.y - 7), pb, palette::kFlow);
+    dl->AddTriangleFilled(ImVec2(pb.x - 4, pb.y + head), ImVec2(pb.x + 4, pb.y + head), pb, palette::kFlow);
     dl->PopClipRect();
     box(from, palette::kFlow);
   }
