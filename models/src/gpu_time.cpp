@@ -361,7 +361,9 @@ double zeroSyncSeconds(TimePrediction& r, const workloads::Workload& w, const Pl
                        const TimeOptions& o, bool megatron, const Stage& slow, double scale, double params,
                        double grad_bytes, double backward_s) {
   const NetworkTier tier = dpTier(p, c);
-  const double dp = double(p.gradientGroup()), M = double(p.ga()), e = double(p.elementBytes());
+  // Hybrid sharding: the shards are over the N ranks of a shard group (dp·cp / replicas).
+  const double R = double(zero::replicas(p)), dp = double(p.gradientGroup()) / R;
+  const double M = double(p.ga()), e = double(p.elementBytes());
   const double rs = collectiveSeconds(tier, params * grad_bytes, dp, (dp - 1) / dp);
   const double buckets = std::ceil(params / zero::kReduceBucketElements);
   double seconds = M * exposedReduction(o, megatron, rs, buckets, backward_s);
@@ -371,7 +373,10 @@ double zeroSyncSeconds(TimePrediction& r, const workloads::Workload& w, const Pl
   const double first = collectiveSeconds(tier, (layer + others) * e, dp, (dp - 1) / dp);
   r.zero_gather_s = M * (zeroGatherSeconds(first, gather, slow.layer_fwd * scale, slow.layers) +
                          zeroGatherSeconds(first, gather, slow.layer_bwd * scale, slow.layers));
-  return seconds + r.zero_gather_s;
+  // Hybrid sharding: after the last backward each fp32 gradient shard is all-reduced over the R
+  // replicas holding it (runtime/src/parallel/zero3.h), nothing left to hide behind.
+  const double replicas = collectiveSeconds(tier, params / dp * 4.0, R, 2.0 * (R - 1) / R);
+  return seconds + r.zero_gather_s + replicas;
 }
 
 // Under PP the tied word embedding lives on the first and the last stage: after the backward their

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "trainscope/models/layer_ops.h"
+#include "trainscope/models/moe.h"
 #include "trainscope/models/zero.h"
 #include "trainscope/workloads/memory.h"
 
@@ -42,10 +43,15 @@ std::vector<workloads::ParamTensor> stageTensors(const workloads::Workload& w, c
     out.push_back({"wte", {Vp / t, h}});
     out.push_back({"wpe", {w.n_positions, h}});
   }
-  for (int64_t l = 0; l < layersOfStage(w.n_layer, p.pp, s); ++l) {
-    for (auto shape : std::vector<std::vector<int64_t>>{{h}, {h}, {3 * h / t, h}, {3 * h / t}, {h, h / t}, {h}, {h}, {h},
-                                                        {4 * h / t, h}, {4 * h / t}, {h, 4 * h / t}, {h}})
+  int64_t first = 0;
+  for (int64_t st = 0; st < s; ++st) first += layersOfStage(w.n_layer, p.pp, st);
+  for (int64_t l = first; l < first + layersOfStage(w.n_layer, p.pp, s); ++l) {
+    for (auto shape : std::vector<std::vector<int64_t>>{{h}, {h}, {3 * h / t, h}, {3 * h / t}, {h, h / t}, {h}, {h}, {h}})
       out.push_back({"layer", shape});
+    // A MoE layer's MLP: the router, this rank's E/ep experts and the shared expert (moe.h).
+    const auto mlp = w.moeLayer(l) ? moeMlpShapes(w, p)
+                                   : std::vector<std::vector<int64_t>>{{4 * h / t, h}, {4 * h / t}, {h, 4 * h / t}, {h}};
+    for (const auto& shape : mlp) out.push_back({"layer", shape});
   }
   if (s == p.pp - 1) {
     out.push_back({"ln_f.weight", {h}});
@@ -62,6 +68,7 @@ std::vector<workloads::ParamTensor> stageTensors(const workloads::Workload& w, c
 // (megatronLayerActivationBytes, their closed form, is what the list reproduces).
 struct LayerLists {
   LayerOps runtime_layer, runtime_whole, megatron_layer;
+  LayerOps runtime_moe, runtime_moe_whole, megatron_moe;  // the same for a MoE layer (moe.h)
 };
 
 LayerLists layerListsOf(const workloads::Workload& w, const Plan& p) {
@@ -72,6 +79,11 @@ LayerLists layerListsOf(const workloads::Workload& w, const Plan& p) {
   lists.runtime_layer = layerOps(w, p, Framework::Trainscope);
   lists.runtime_whole = layerOps(w, whole, Framework::Trainscope);
   lists.megatron_layer = layerOps(w, sixteen, Framework::Megatron);
+  if (w.isMoe()) {
+    lists.runtime_moe = layerOps(w, p, Framework::Trainscope, Attention::Default, true);
+    lists.runtime_moe_whole = layerOps(w, whole, Framework::Trainscope, Attention::Default, true);
+    lists.megatron_moe = layerOps(w, sixteen, Framework::Megatron, Attention::Default, true);
+  }
   return lists;
 }
 
@@ -130,7 +142,7 @@ void addOptimizerState(StageMemory& sm, const std::vector<workloads::ParamTensor
   if (zero::shardsGradients(p)) {
     int64_t all = 0;
     for (const auto& x : tensors) all += workloads::optimizerStateBytes(x, state, false, 256);
-    sm.optimizer = zero::shardOf(all, p.dp);
+    sm.optimizer = zero::shardOf(all, zero::shardRanks(p));  // hybrid: over the shard group
   } else if (runtime::shardsOptimizer(p.zero) && p.dp > 1) {
     addShardedOptimizer(sm, tensors, tied, p, state);
   } else {
@@ -154,7 +166,7 @@ void addOptimizerState(StageMemory& sm, const std::vector<workloads::ParamTensor
 //           No all-gather after the step.
 void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t layer) {
   if (!zero::shardsGradients(p)) return;
-  const int64_t per_param = p.mixed() ? 6 : 4, share = zero::shardOf(n, p.dp);
+  const int64_t per_param = p.mixed() ? 6 : 4, share = zero::shardOf(n, zero::shardRanks(p));
   sm.grads = 4 * share;  // fp32 main gradients only (18 bytes per parameter)
   sm.grad_bucket = 4 * int64_t(std::min(double(n), zero::kReduceBucketElements));
   sm.sync = 4 * share;
@@ -208,14 +220,16 @@ double interleaveOf(const Plan& p, int64_t st, int64_t M, int64_t inflight) {
 // list the time model prices — this runtime's kernels (fused attention, no dropout;
 // docs/memory-model.md) — for every micro-batch in flight, with its inputs and targets; and under
 // full recomputation the one layer rebuilt at a time.
-void addActivations(StageMemory& sm, const Plan& p, const LayerLists& ops, double interleave) {
+void addActivations(StageMemory& sm, const Plan& p, const LayerLists& ops, double interleave, int64_t moe_layers) {
   const double s = double(p.localSeq()), b = double(p.mbs);
-  const double per_layer = ops.runtime_layer.saved;
-  double act = per_layer * double(sm.layers) * double(sm.inflight) * interleave;
+  // Dense layers keep the dense list's bytes, MoE layers the MoE list's (their dispatch buffers).
+  const double per_stage = ops.runtime_layer.saved * double(sm.layers - moe_layers) + ops.runtime_moe.saved * double(moe_layers);
+  double act = per_stage * double(sm.inflight) * interleave;
   act += 2.0 * 8.0 * s * b * double(sm.inflight);  // the micro-batch's int64 inputs and targets
   sm.activations = int64_t(act);
   if (p.ckpt == Checkpointing::Full)  // one layer's activations live while it is recomputed (16-bit ones)
-    sm.recompute = int64_t(ops.runtime_whole.saved - ops.runtime_whole.saved_fp32);
+    sm.recompute = int64_t(std::max(ops.runtime_whole.saved - ops.runtime_whole.saved_fp32,
+                                    moe_layers > 0 ? ops.runtime_moe_whole.saved - ops.runtime_moe_whole.saved_fp32 : 0.0));
 }
 
 // The last stage's LM head: dX for the rows, dW per lane (each core lane runs its own head on its
@@ -280,7 +294,9 @@ int64_t ringBuffers(const workloads::Workload& w, const Plan& p) {
 int64_t megatronActivations(const workloads::Workload& w, const Plan& p, const StageMemory& sm,
                             const LayerLists& ops, double interleave) {
   const double s = double(p.localSeq()), b = double(p.mbs);
-  double mega = ops.megatron_layer.saved * double(sm.layers) * double(sm.inflight) * interleave;
+  const int64_t moe = moeLayersOfStage(w, p, sm.stage);
+  double mega = (ops.megatron_layer.saved * double(sm.layers - moe) + ops.megatron_moe.saved * double(moe)) *
+                double(sm.inflight) * interleave;
   if (sm.stage == p.pp - 1) mega += 4.0 * s * b * double(w.vocab_size) / double(p.tp);  // fp32 logits
   return int64_t(mega);
 }
@@ -306,7 +322,7 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   addZeroTwo(sm, p, n, largest);
   sm.inflight = inflightOf(p, st, sm.micro_batches);
   const double interleave = interleaveOf(p, st, sm.micro_batches, sm.inflight);
-  addActivations(sm, p, ops, interleave);
+  addActivations(sm, p, ops, interleave, moeLayersOfStage(w, p, st));
   if (st == p.pp - 1) addHead(sm, w, p);
   if (p.pp > 1) addSendBuffers(sm, w, p, st);
   sm.allowance = transientAllowance(w, p, largest);

@@ -10,7 +10,9 @@ std::string Plan::describe() const {
                   std::to_string(mbs) + " ga" + std::to_string(ga()) + " " + toString(ckpt) + " " +
                   toString(precision) + " " + toString(optimizer);
   if (runtime::shardsOptimizer(zero)) s += " zero" + std::to_string(runtime::stageNumber(zero));
+  if (zero_shard > 0 && zero_shard < dp) s += " hybrid" + std::to_string(zero_shard);
   if (sequence_parallel) s += " sp";
+  if (ep > 1) s += " ep" + std::to_string(ep);
   if (pp > 1)
     s += std::string(" ") + (virtual_stages > 1 ? "interleaved v" + std::to_string(virtual_stages) : toString(schedule));
   return s;
@@ -28,6 +30,11 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
   if (p.sequence_parallel && p.seq % p.tp != 0) return "sequence parallelism needs seq divisible by tp";
   if (runtime::shardsOptimizer(p.zero) && p.dp == 1)
     return "ZeRO-" + std::to_string(runtime::stageNumber(p.zero)) + " needs dp > 1";
+  // Hybrid sharding as the runtime accepts it (runconfig's resolveZero3).
+  if (p.zero_shard < 0) return "zero_shard=" + std::to_string(p.zero_shard) + " is negative";
+  if (p.zero_shard > 0 && p.zero != runtime::ZeroStage::Parameters) return "hybrid sharding (zero_shard) needs ZeRO-3";
+  if (p.zero_shard > 0 && p.dp % p.zero_shard != 0)
+    return "zero_shard=" + std::to_string(p.zero_shard) + " does not divide dp=" + std::to_string(p.dp);
   if (p.virtual_stages > 1 && (p.pp == 1 || (w.n_layer % (p.pp * p.virtual_stages)) != 0))
     return "interleaving needs pp > 1 and n_layer divisible by pp x virtual stages";
   // Megatron-LM's interleaved schedule runs the micro-batches in groups of pp (its schedules.py
@@ -38,6 +45,22 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
   // Causal load balancing: each CP rank holds chunks i and 2·cp − 1 − i of the sequence in 2·cp.
   if (p.cp > 1 && p.seq % (2 * p.cp) != 0)
     return "context parallelism needs seq=" + std::to_string(p.seq) + " divisible by 2 x cp=" + std::to_string(2 * p.cp);
+  return whyInvalidExperts(w, p);
+}
+
+// Expert parallelism (Megatron-LM's --expert-model-parallel-size): the ep ranks holding one set of
+// experts are DP ranks, each with its own tokens, so ep divides dp and the experts divide evenly.
+std::string whyInvalidExperts(const workloads::Workload& w, const Plan& p) {
+  if (p.ep < 1) return "non-positive ep";
+  if (p.ep > 1 && !w.isMoe()) return "ep=" + std::to_string(p.ep) + " needs a mixture-of-experts workload (n_experts > 0)";
+  if (p.dp % p.ep != 0) return "ep=" + std::to_string(p.ep) + " does not divide dp=" + std::to_string(p.dp);
+  if (w.isMoe() && w.n_experts % p.ep != 0)
+    return "ep=" + std::to_string(p.ep) + " does not divide n_experts=" + std::to_string(w.n_experts);
+  // The models split only the dense parts over TP (experts whole on each TP rank is not what
+  // Megatron-LM's expert tensor parallelism does, and the runtime refuses expert TP).
+  if (w.isMoe() && p.tp > 1) return "tp=" + std::to_string(p.tp) + " with experts: expert tensor parallelism is not modelled; use tp=1 and ep";
+  // The expert tensors' ZeRO shards would be over the dp/ep expert-data-parallel group; not modelled.
+  if (p.ep > 1 && runtime::shardsOptimizer(p.zero)) return "ZeRO with ep > 1 is not modelled (expert shards over dp/ep)";
   return "";
 }
 
@@ -55,6 +78,7 @@ Plan planOf(const runtime::TrainConfig& c) {
   p.precision = c.precision;
   p.optimizer = c.optimizer;
   p.zero = c.zero;
+  p.zero_shard = c.zero_shard_size;
   p.sequence_parallel = c.sequence_parallel;
   p.schedule = c.pp_schedule;
   p.cpu_lanes = c.cpu_lanes > 0 ? c.cpu_lanes : 1;

@@ -145,11 +145,14 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
       // ZeRO-2/3 (docs/time-model.md): every micro-batch's fp32 gradients reduce-scattered; ZeRO-2
       // then all-gathers the fp32 master weights, ZeRO-3 gathers the parameters in the compute dtype
       // before each micro-batch's forward and backward. Nothing hides them on a CPU.
-      const double rs = collective(tier, params_per_rank * 4.0, dp, (dp - 1) / dp);
+      // Hybrid sharding: shards over the N ranks of a shard group, then the fp32 gradient shard
+      // all-reduced over the R = d/N replicas once after the last backward.
+      const double R = double(zero::replicas(p)), n = dp / R;
+      const double rs = collective(tier, params_per_rank * 4.0, n, (n - 1) / n);
       r.dp_comm_s = M * rs * (1.0 - std::clamp(o.dp_overlap, 0.0, 1.0));
       if (zero::shardsParameters(p)) {
-        r.zero_gather_s = 2.0 * M * collective(tier, params_per_rank * e, dp, (dp - 1) / dp);
-        r.dp_comm_s += r.zero_gather_s;
+        r.zero_gather_s = 2.0 * M * collective(tier, params_per_rank * e, n, (n - 1) / n);
+        r.dp_comm_s += r.zero_gather_s + collective(tier, params_per_rank * 4.0 / n, R, 2.0 * (R - 1) / R);
       } else {
         r.dp_comm_s += collective(tier, params_per_rank * 4.0, dp, (dp - 1) / dp);
       }

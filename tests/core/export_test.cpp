@@ -427,3 +427,25 @@ TEST(Export, AccelerateRunsZero2And3AsFsdpAndTrainingArgsLikewise) {
     EXPECT_FALSE(nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::TrainingArgs).text).contains("fsdp"));
   }
 }
+
+TEST(Export, HybridShardingIsFsdpsHybridShardAndDeepSpeedsMicsShardSize) {
+  rt::TrainConfig c = withZero(rt::ZeroStage::Parameters);
+  c.dp = 4, c.nproc = 4, c.gbs = 16;
+  c.zero_shard_size = 2;  // shards over 2 ranks, 2 replicas
+  const auto ds = nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::DeepSpeed).text);
+  EXPECT_EQ(ds["zero_optimization"]["stage"], 3);
+  EXPECT_EQ(ds["zero_optimization"]["mics_shard_size"], 2);
+  const auto y = fsdpBlock(tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {false}).text);
+  EXPECT_EQ(y.at("fsdp_sharding_strategy"), "HYBRID_SHARD");
+  const auto args = nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::TrainingArgs, {false}).text);
+  EXPECT_EQ(args["fsdp_config"]["reshard_after_forward"], "hybrid_shard");
+  std::string notes;
+  for (const auto& n : tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {false}).notes) notes += n + "\n";
+  EXPECT_NE(notes.find("device_mesh (replicas 2 x shard 2)"), std::string::npos) << notes;
+  // A shard group of every DP rank is plain ZeRO-3.
+  c.zero_shard_size = 4;
+  EXPECT_FALSE(nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::DeepSpeed).text)["zero_optimization"].contains(
+      "mics_shard_size"));
+  EXPECT_EQ(fsdpBlock(tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {false}).text).at("fsdp_sharding_strategy"),
+            "FULL_SHARD");
+}

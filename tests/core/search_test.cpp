@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trainscope/common/error.h"
+#include "trainscope/tuner/models.h"
 #include "trainscope/workloads/workload.h"
 
 namespace tn = trainscope::tuner;
@@ -313,4 +314,58 @@ TEST(Space, ATrialRunsWhatItsCandidateDescribes) {
     EXPECT_EQ(c.zero, cand.plan.zero);
     EXPECT_EQ(c.nproc, cand.plan.world());
   }
+}
+
+// ZeRO-3 hybrid sharding (Plan::zero_shard, --zero-shard-size): shards over N, not d; the time adds the
+// replicas' all-reduce of the fp32 gradient shard; the plan refuses what the runtime refuses.
+TEST(HybridSharding, ShardsOverTheGroupAndAllReducesAcrossReplicas) {
+  namespace rt = trainscope::runtime;
+  const auto w = trainscope::workloads::load("small-cpu");
+  tn::Plan full;
+  full.dp = 4, full.mbs = 1, full.gbs = 4, full.seq = 64;
+  full.zero = rt::ZeroStage::Parameters;
+  tn::Plan hybrid = full;
+  hybrid.zero_shard = 2;
+  EXPECT_EQ(tn::whyInvalid(w, hybrid), "");
+  EXPECT_NE(hybrid.describe().find(" hybrid2"), std::string::npos) << hybrid.describe();
+  const auto a = tn::predictMemory(w, full).stages[0], b = tn::predictMemory(w, hybrid).stages[0];
+  // Each shard is ⌈n/2⌉ in place of ⌈n/4⌉: twice the parameters, gradients and optimizer state.
+  EXPECT_NEAR(double(b.params), 2.0 * double(a.params), 8.0);
+  EXPECT_NEAR(double(b.grads), 2.0 * double(a.grads), 8.0);
+  EXPECT_NEAR(double(b.optimizer), 2.0 * double(a.optimizer), 16.0);
+  const tn::Cluster c = tn::loadCluster("cpu-local");
+  EXPECT_GT(tn::predictTime(w, hybrid, c).dp_comm_s, 0);
+  // Refusals, as the runtime's.
+  tn::Plan bad = hybrid;
+  bad.zero_shard = 3;
+  EXPECT_EQ(tn::whyInvalid(w, bad), "zero_shard=3 does not divide dp=4");
+  bad = hybrid;
+  bad.zero = rt::ZeroStage::Gradients;
+  EXPECT_EQ(tn::whyInvalid(w, bad), "hybrid sharding (zero_shard) needs ZeRO-3");
+}
+
+TEST(HybridSharding, TheSpaceTriesShardGroupsOfZero3AsTheRuntimeTakesThem) {
+  namespace rt = trainscope::runtime;
+  const auto w = trainscope::workloads::load("small-cpu");
+  tn::SpaceOptions o;
+  o.gbs = 8, o.seq = 128, o.mbs = {1};
+  o.ckpt = {rt::Checkpointing::None};
+  o.cp = {1};
+  o.virtual_stages = {1};
+  o.zero = {rt::ZeroStage::Gradients, rt::ZeroStage::Parameters};
+  o.worlds = {4};
+  int64_t hybrid = 0;
+  for (const auto& cand : tn::enumerateSpace(w, tn::loadCluster("cpu-local"), o)) {
+    const tn::Plan& p = cand.plan;
+    if (p.zero_shard == 0) continue;
+    ++hybrid;
+    // Only ZeRO-3, a proper divisor of dp; the trial's config carries it, and resolve() has its say.
+    EXPECT_EQ(p.zero, rt::ZeroStage::Parameters) << p.describe();
+    EXPECT_EQ(p.dp % p.zero_shard, 0) << p.describe();
+    EXPECT_LT(p.zero_shard, p.dp) << p.describe();
+    EXPECT_EQ(tn::runConfigOf(w, p).zero_shard_size, p.zero_shard);
+    const std::string says = resolveSays(w, p);
+    if (!says.empty() && tn::whyInvalid(w, p).empty()) EXPECT_EQ(cand.rejected, "the runtime refuses it: " + says);
+  }
+  EXPECT_GT(hybrid, 0);  // dp 4: groups of 2
 }

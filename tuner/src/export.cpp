@@ -53,6 +53,23 @@ std::string commandLines(const rt::TrainConfig& c) {
   return o.str();
 }
 
+// Megatron-LM's MoE flags (megatron/training/arguments.py, _add_moe_args) for a mixture-of-experts
+// workload: --moe-layer-freq N puts experts on layers l with l % N == 0 as the workload does; the
+// runtime drops an expert's assignments past its capacity in priority order (every first choice
+// before any second, then token order), Megatron-LM's "position" drop policy, without padding to
+// capacity. The expert-parallel degree is 1 until the run config carries --ep (the tuner's space
+// refuses ep > 1 with that reason, so a recommendation has ep 1).
+void megatronMoe(std::ostringstream& o, const workloads::Workload& w) {
+  if (!w.isMoe()) return;
+  o << " --num-experts " << w.n_experts << " --moe-router-topk " << w.top_k << " --moe-layer-freq " << w.moe_every
+    << " --moe-ffn-hidden-size " << w.expertHidden() << " --expert-model-parallel-size 1"
+    << " --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff " << w.aux_loss_coeff;
+  if (w.z_loss_coeff > 0) o << " --moe-z-loss-coeff " << w.z_loss_coeff;
+  if (w.capacity_factor > 0)
+    o << " --moe-expert-capacity-factor " << w.capacity_factor << " --moe-token-drop-policy position";
+  if (w.shared_expert) o << " --moe-shared-expert-intermediate-size " << w.expertHidden();
+}
+
 // Megatron-LM's pretrain_gpt.py flags. This runtime's GPT has no dropout (Megatron-LM's default is
 // 0.1 for both) and pads its vocabulary to a multiple of tp only: --make-vocab-size-divisible-by 1
 // gives Megatron-LM the same padded size (it pads to a multiple of that × tp). --vocab-size is what
@@ -80,6 +97,7 @@ ExportResult megatron(const rt::TrainConfig& c) {
   if (c.virtual_stages > 1) o << " --num-layers-per-virtual-pipeline-stage " << c.model.n_layer / (c.pp * c.virtual_stages);
   if (c.cp > 1) o << " --context-parallel-size " << c.cp;
   if (rt::shardsOptimizer(c.zero)) o << " --use-distributed-optimizer";
+  megatronMoe(o, c.model);
   o << " --optimizer " << (c.optimizer == rt::OptimizerKind::SGD ? "sgd" : "adam") << "\n";
   r.text = o.str();
   if (c.pp > 1 && c.pp_schedule == rt::PipelineSchedule::GPipe)
@@ -95,6 +113,11 @@ ExportResult megatron(const rt::TrainConfig& c) {
   if (c.optimizer == rt::OptimizerKind::Adafactor || c.optimizer == rt::OptimizerKind::Adam8bit)
     r.notes.push_back(std::string("Megatron-LM has no ") + toString(c.optimizer) + "; the flags say adam");
   return r;
+}
+
+// ZeRO-3 sharded within groups of zero_shard_size DP ranks and replicated across them (0 or dp: all).
+bool hybridShard(const rt::TrainConfig& c) {
+  return c.zero == rt::ZeroStage::Parameters && c.zero_shard_size > 0 && c.zero_shard_size < c.dp;
 }
 
 // DeepSpeed's zero_optimization (deepspeed/runtime/zero/config.py) with the bucket sizes the models
@@ -114,8 +137,28 @@ nlohmann::json zeroOptimization(const rt::TrainConfig& c) {
     z["stage3_prefetch_bucket_size"] = int64_t(models::zero::kPrefetchElements);
     z["stage3_param_persistence_threshold"] = int64_t(models::zero::kParamPersistenceElements);
     z["stage3_max_live_parameters"] = int64_t(models::zero::kMaxLiveParameters);
+    // Hybrid sharding is DeepSpeed's MiCS (Zhang et al. 2022; ZeRO-3's mics_shard_size): parameters,
+    // gradients and optimizer state sharded within groups of N ranks, gradients all-reduced across them.
+    if (hybridShard(c)) z["mics_shard_size"] = c.zero_shard_size;
   }
   return z;
+}
+
+// DeepSpeed-MoE is configured in the model code, not in ds_config.json: each MoE MLP is a
+// deepspeed.moe.layer.MoE (deepspeed/moe/layer.py) with the workload's experts and routing.
+std::string deepspeedMoeNote(const workloads::Workload& w) {
+  std::ostringstream o;
+  o << "DeepSpeed's MoE is set in the model code, not in this JSON: every " << w.moe_every
+    << (w.moe_every == 1 ? "" : "th") << " layer's MLP as deepspeed.moe.layer.MoE(hidden_size=" << w.n_embd
+    << ", expert=<a " << w.n_embd << "->" << w.expertHidden() << "->" << w.n_embd << " GELU MLP>, num_experts="
+    << w.n_experts << ", ep_size=1, k=" << w.top_k << ", capacity_factor="
+    << (w.capacity_factor > 0 ? w.capacity_factor : 1.0) << ", eval_capacity_factor="
+    << (w.capacity_factor > 0 ? w.capacity_factor : 1.0) << ", drop_tokens=" << (w.capacity_factor > 0 ? "True" : "False")
+    << ", use_residual=" << (w.shared_expert ? "True" : "False") << "), adding its l_aux times " << w.aux_loss_coeff
+    << " to the loss";
+  if (w.z_loss_coeff > 0) o << "; DeepSpeed's gate has no router z-loss (z_loss_coeff " << w.z_loss_coeff << " is not kept)";
+  if (w.shared_expert) o << "; use_residual is DeepSpeed's Residual-MoE: a dense MLP mixed by a learned coefficient, not added as the shared expert is";
+  return o.str();
 }
 
 // DeepSpeed's config JSON. The schedule is WarmupCosineLR (lr_schedules.py): the ratio rises
@@ -168,16 +211,18 @@ ExportResult deepspeed(const rt::TrainConfig& c) {
   if (c.ckpt != rt::Checkpointing::None)
     r.notes.push_back(std::string("checkpointing (") + toString(c.ckpt) +
                       ") is set in the model code: deepspeed.checkpointing.checkpoint");
+  if (c.model.isMoe()) r.notes.push_back(deepspeedMoeNote(c.model));
   return r;
 }
 
 // PyTorch FSDP's sharding strategy for a ZeRO stage (nullptr: none, plain DDP or DeepSpeed's ZeRO-1):
 // ZeRO-2 shards gradients and optimizer state (SHARD_GRAD_OP), ZeRO-3 the parameters too
-// (FULL_SHARD). HYBRID_SHARD (shard within a node, replicate across) and NO_SHARD are FSDP's other two;
-// this runtime has no hybrid option to map yet.
+// (FULL_SHARD); ZeRO-3 with --zero-shard-size N < dp is HYBRID_SHARD (FULL_SHARD within a group,
+// replicated across; FSDP's group is one node, so N must be the node's GPUs: accelerateNotes says so).
+// _HYBRID_SHARD_ZERO2 would be hybrid ZeRO-2, which the runtime does not run.
 const char* fsdpStrategy(const rt::TrainConfig& c) {
   if (c.zero == rt::ZeroStage::Gradients) return "SHARD_GRAD_OP";
-  if (c.zero == rt::ZeroStage::Parameters) return "FULL_SHARD";
+  if (c.zero == rt::ZeroStage::Parameters) return hybridShard(c) ? "HYBRID_SHARD" : "FULL_SHARD";
   return nullptr;
 }
 
@@ -296,12 +341,22 @@ std::vector<std::string> accelerateNotes(const rt::TrainConfig& c, const ExportT
   std::vector<std::string> notes;
   if (c.tp > 1 || c.pp > 1 || c.cp > 1)
     notes.push_back("Accelerate runs data parallelism only: tp/pp/cp are not in this export");
+  if (c.model.isMoe())
+    notes.push_back("the mixture of experts (" + std::to_string(c.model.n_experts) + " experts, top-" +
+                    std::to_string(c.model.top_k) + ") is the model's own: Accelerate and TrainingArguments have "
+                    "no MoE settings; a Transformers model sets it in its config (e.g. MixtralConfig's "
+                    "num_local_experts, num_experts_per_tok, router_aux_loss_coef) and the experts run data-parallel");
   if (c.zero == rt::ZeroStage::OptimizerStates && c.dp > 1)
     notes.push_back("ZeRO-1 is DeepSpeed's in Accelerate: use --format deepspeed as its deepspeed_config_file");
   if (c.zero >= rt::ZeroStage::Gradients && c.dp > 1)
     notes.push_back(std::string("ZeRO-") + std::to_string(rt::stageNumber(c.zero)) + " as PyTorch FSDP's " +
                     fsdpStrategy(c) + " (fsdp_version 1, each " + kWrapClass + " wrapped: the class of your model's "
                     "transformer block)");
+  if (hybridShard(c))
+    notes.push_back("HYBRID_SHARD shards within one node and replicates across nodes: it matches --zero-shard-size " +
+                    std::to_string(c.zero_shard_size) + " when each node runs " + std::to_string(c.zero_shard_size) +
+                    " processes; otherwise pass FSDP a 2-D device_mesh (replicas " +
+                    std::to_string(c.dp / c.zero_shard_size) + " x shard " + std::to_string(c.zero_shard_size) + ")");
   if (t.cpu && c.dp > 1)
     notes.push_back("accelerate launch starts MULTI_CPU processes only through mpirun; on one machine: torchrun "
                     "--nproc_per_node " +

@@ -14,11 +14,13 @@ namespace trainscope::models {
 struct Plan {
   int64_t dp = 1, tp = 1, pp = 1;
   int64_t cp = 1;  // context parallelism: each sequence split over cp ranks in 2·cp chunks (Megatron's ring)
+  int64_t ep = 1;  // expert parallelism: a MoE layer's experts split over ep ranks of the DP group (ep | dp)
   int64_t mbs = 1, gbs = 1, seq = 1024;
   runtime::Checkpointing ckpt = runtime::Checkpointing::None;
   runtime::Precision precision = runtime::Precision::BF16;
   runtime::OptimizerKind optimizer = runtime::OptimizerKind::AdamW;
   runtime::ZeroStage zero = runtime::ZeroStage::None;  // 0–3, sharded over the dp ranks
+  int64_t zero_shard = 0;  // ZeRO-3 hybrid sharding: shard within groups of N DP ranks, replicate across (0: all dp)
   bool sequence_parallel = false;
   runtime::PipelineSchedule schedule = runtime::PipelineSchedule::OneFOneB;
   int64_t virtual_stages = 1;  // > 1: Megatron-LM's interleaved 1F1B, v model chunks per pipeline rank
@@ -39,6 +41,7 @@ Plan planOf(const runtime::TrainConfig& c);
 
 // Checks a plan against the model; returns "" when valid, else the reason (heads % tp, …).
 std::string whyInvalid(const workloads::Workload& w, const Plan& p);
+std::string whyInvalidExperts(const workloads::Workload& w, const Plan& p);  // the ep/MoE part of it
 // Layers of pipeline stage s (the runtime's StageSpec split: the first L mod p stages get one more).
 int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage);
 

@@ -28,6 +28,13 @@ constexpr double kMaxLiveParameters = 1e9;
 // The stage the plan prices: nothing is sharded over a single DP rank.
 inline bool shardsGradients(const Plan& p) { return p.dp > 1 && p.zero >= runtime::ZeroStage::Gradients; }
 inline bool shardsParameters(const Plan& p) { return p.dp > 1 && p.zero >= runtime::ZeroStage::Parameters; }
+// The ranks a ZeRO shard is split over: the dp ranks, or under ZeRO-3 hybrid sharding (PyTorch FSDP's
+// HYBRID_SHARD, DeepSpeed's MiCS) the N of a shard group; `replicas` groups hold the same shard and
+// all-reduce its gradients after the last backward (runtime/src/parallel/zero3.h).
+inline int64_t shardRanks(const Plan& p) {
+  return shardsParameters(p) && p.zero_shard > 0 && p.zero_shard < p.dp ? p.zero_shard : p.dp;
+}
+inline int64_t replicas(const Plan& p) { return p.dp / shardRanks(p); }
 // One rank's share of `n` elements split evenly over d ranks (the last rank's padding ignored).
 inline int64_t shardOf(int64_t n, int64_t d) { return (n + d - 1) / d; }
 
