@@ -31,6 +31,7 @@ struct PredictFlags {
   std::string workload = "gpt2-124m", cluster = "h100-80gb-x8", ckpt = "none", precision = "bf16",
               optimizer = "adamw", schedule = "1f1b", framework = "trainscope",
               attention = "default";
+  int64_t ep = 1;  // expert parallelism: a MoE workload's experts over ep of the dp ranks
   int64_t tp = 1, pp = 1, cp = 1, mbs = 1, gbs = 0, seq = 0, nodes = 0, gpus = 0, virtual_stages = 1, cpu_lanes = 1;
   int zero = 0;
   bool sp = false, json = false;
@@ -67,6 +68,9 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
   c->add_option("--tp", f->tp)->capture_default_str()->check(kCount);
   c->add_option("--pp", f->pp)->capture_default_str()->check(kCount);
   c->add_option("--cp", f->cp, "context-parallel degree: each sequence split over cp ranks (ring attention)")
+      ->capture_default_str()
+      ->check(kCount);
+  c->add_option("--ep", f->ep, "expert-parallel degree: a MoE workload's experts split over ep of the dp ranks")
       ->capture_default_str()
       ->check(kCount);
   c->add_option("--mbs", f->mbs)->capture_default_str()->check(kCount);
@@ -183,6 +187,7 @@ tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, cons
   p.pp = f.pp;
   p.cp = f.cp;
   p.dp = devices / (p.tp * p.pp * p.cp);
+  p.ep = f.ep;  // whyInvalid names ep ∤ dp, ep ∤ n_experts, ep without experts
   p.mbs = f.mbs;
   p.gbs = f.gbs > 0 ? f.gbs : f.mbs * p.dp;
   p.seq = f.seq > 0 ? f.seq : std::min<int64_t>(w.n_positions, 2048);
@@ -340,7 +345,7 @@ nlohmann::json toJson(const Outcome& o) {
   (void)devices, (void)bpp;
   const bool fits = m.peak() <= c.memory_bytes;
   nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
-                      {"dp", p.dp}, {"cp", p.cp}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
+                      {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
                       {"seq", p.seq}, {"zero", rt::stageNumber(p.zero)}, {"zero_stage", zeroName(p)},
                       {"memory_limit_bytes", c.memory_bytes}, {"peak_bytes", m.peak()},
                       {"worst_stage", m.worst_stage}, {"fits", fits}};
@@ -360,7 +365,7 @@ nlohmann::json toJson(const Outcome& o) {
                            {"megatron_embedding_opt_bytes", s.stage == 0 || s.stage == p.pp - 1 ? o.megatronEmbeddingOpt() : 0}});
   j["time"] = {{"compute_s", t.compute_s}, {"recompute_s", t.recompute_s}, {"tp_comm_s", t.tp_comm_s},
                {"dp_comm_s", t.dp_comm_s}, {"zero_gather_s", t.zero_gather_s}, {"pp_comm_s", t.pp_comm_s},
-               {"cp_comm_s", t.cp_comm_s}, {"bubble_s", t.bubble_s},
+               {"cp_comm_s", t.cp_comm_s}, {"ep_comm_s", t.ep_comm_s}, {"bubble_s", t.bubble_s},
                {"optimizer_s", t.optimizer_s}, {"other_s", t.other_s}, {"step_s", t.step_s}};
   j["time_source"] = time_source;
   j["framework"] = tn::frameworkName(framework);
@@ -405,6 +410,11 @@ void printText(const Outcome& o) {
   if (p.cp > 1)
     std::printf("(and CP ring %.3f s, the K/V exchange not hidden behind attention: in the step, not in the sum above)\n",
                 t.cp_comm_s);
+  if (w.isMoe())
+    std::printf("(and EP all-to-all %.3f s; %lld experts over ep=%lld, %.4g total / %.4g active parameters; MFU on "
+                "active FLOPs)\n",
+                t.ep_comm_s, static_cast<long long>(w.n_experts), static_cast<long long>(p.ep),
+                double(w.parameterCount()), double(w.activeParameterCount()));
   if (!t.bound.empty())
     std::printf("kernels of %s%s; each micro-batch bound by the %s\n", tn::frameworkName(framework),
                 attention == tn::Attention::Default ? "" : attention == tn::Attention::Flash ? ", flash attention"

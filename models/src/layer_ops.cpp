@@ -2,6 +2,7 @@
 #include "trainscope/models/layer_ops.h"
 
 #include "trainscope/common/error.h"
+#include "trainscope/models/moe.h"
 
 namespace trainscope::models {
 
@@ -220,13 +221,19 @@ void setRecomputation(LayerOps& L, const std::vector<Op>& core, const LayerShape
 
 }  // namespace
 
-LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a) {
+LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a, bool moe) {
   const LayerShape x = layerShape(w, p, f);
   const bool unfused = a == Attention::Default ? x.megatron : a == Attention::Unfused;
   const std::vector<Op> core = unfused ? unfusedAttention(x, p) : flashAttention(x);
   LayerOps L;
   addAttentionBlock(L.forward, x, core);
-  addMlpBlock(L.forward, x);
+  if (moe && w.isMoe()) {  // LayerNorm → router, experts, shared expert (moe.cpp) → residual
+    L.forward.push_back(layernorm(x, "layernorm 2"));
+    appendMoeMlp(L.forward, w, p, x.e);
+    L.forward.push_back(residual(x));
+  } else {
+    addMlpBlock(L.forward, x);
+  }
   L.backward = backwardOps(L.forward);
   setRecomputation(L, core, x, p.ckpt);
   return L;

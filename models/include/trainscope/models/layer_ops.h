@@ -54,8 +54,9 @@ struct LayerOps {
   double saved_fp32 = 0;  // of `saved`, the fp32 row statistics (flash attention's log-sum-exp)
 };
 
-// One transformer layer of `w` under plan `p`.
-LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a = Attention::Default);
+// One transformer layer of `w` under plan `p`; `moe`: one whose MLP is the mixture of experts (moe.h).
+LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a = Attention::Default,
+                  bool moe = false);
 // The LM head and the loss (last stage), and the embedding (first stage), forward and backward.
 LayerOps headOps(const workloads::Workload& w, const Plan& p, Framework f);
 LayerOps embeddingOps(const workloads::Workload& w, const Plan& p);

@@ -28,6 +28,7 @@ struct TimePrediction {
   double zero_gather_s = 0;  // of which ZeRO-3's exposed per-layer parameter all-gathers
   double pp_comm_s = 0;      // pipeline sends and receives
   double cp_comm_s = 0;      // context parallelism: the ring's K/V exchange not hidden behind attention
+  double ep_comm_s = 0;      // expert parallelism: the MoE layers' all-to-all dispatch and combine
   double bubble_s = 0;       // pipeline bubble
   double optimizer_s = 0;
   double other_s = 0;        // measured only: clipping, data, zeroing (step − the rest)

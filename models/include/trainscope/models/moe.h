@@ -1,0 +1,56 @@
+// trainscope/models/moe.h — a mixture-of-experts layer's MLP as the models price it: the router,
+// the experts at the batch routing realises, the shared expert, the all-to-all dispatch and combine
+// under expert parallelism, and the expert weights a rank holds. docs/time-model.md and
+// docs/memory-model.md ("Mixture of experts") derive every figure; the runtime's layer is
+// docs/architecture.md's "Mixture of experts".
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trainscope/models/cluster.h"
+#include "trainscope/models/layer_ops.h"
+#include "trainscope/models/plan.h"
+#include "trainscope/workloads/workload.h"
+
+namespace trainscope::models {
+
+// One MoE layer, one micro-batch, one rank, on balanced routing (every expert gets its share).
+struct MoeRouting {
+  double tokens = 0;         // N = b·s/cp tokens this rank routes
+  double assignments = 0;    // k·N
+  double capacity = 0;       // per expert, per routing rank: ⌈cf·N·k/E⌉; 0 = drop-less
+  double kept = 0;           // M = min(kN, E·capacity): rows this rank dispatches
+  double local_experts = 0;  // E/ep experts on this rank
+  double per_expert = 0;     // rows each local expert computes: ep·M/E (from all ep ranks)
+  double received = 0;       // R = local_experts·per_expert (= M when balanced)
+};
+MoeRouting moeRouting(const workloads::Workload& w, const Plan& p);
+
+// MoE layers among stage s's layers (the runtime's contiguous split, layer l MoE when l % moe_every == 0).
+int64_t moeLayersOfStage(const workloads::Workload& w, const Plan& p, int64_t stage);
+
+// Appends the MoE MLP's forward kernels (router → dispatch → experts → combine → shared expert),
+// each keeping what its backward needs, in place of the dense fc1 → GeLU → fc2.
+void appendMoeMlp(std::vector<Op>& forward, const workloads::Workload& w, const Plan& p, double element_bytes);
+
+// Bytes one rank sends in each of the layer's all-to-alls per micro-batch (M·C·b; 4 per layer:
+// dispatch and combine forward, their reverses backward). 0 without expert parallelism.
+double moeAllToAllBytes(const workloads::Workload& w, const Plan& p);
+// Seconds of one all-to-all of `bytes` over ep ranks on `tier` (nccl-tests' busbw rule: (ep−1)/ep
+// of the bytes leave the rank).
+double moeAllToAllSeconds(const NetworkTier& tier, double bytes, double ep);
+// The tier the ep group spans: ranks are laid out TP fastest, then CP, then DP, so the ep ranks of
+// one expert group are tp·cp apart; inside a node when tp·cp·ep fits one.
+const NetworkTier& moeTier(const Plan& p, const Cluster& c);
+
+// CPU clusters (time_model.cpp's aggregate model): one MoE layer's forward seconds per micro-batch
+// beyond the dense layer's — router, E/ep batched experts and the shared expert in place of fc1 and
+// fc2 — at `peak` FLOP/s and the cluster's GEMM efficiency curve.
+double moeCpuExtraForwardSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, double peak);
+
+// One MoE layer's MLP tensors a rank holds (elements): the router E·C, its E/ep experts
+// (C·F + F + F·C + C each) and the shared expert. Their shapes, in parameterTensors' order.
+std::vector<std::vector<int64_t>> moeMlpShapes(const workloads::Workload& w, const Plan& p);
+
+}  // namespace trainscope::models

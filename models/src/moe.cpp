@@ -1,0 +1,114 @@
+// moe.cpp — see moe.h; formulas and sources in docs/time-model.md and docs/memory-model.md.
+#include "trainscope/models/moe.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainscope::models {
+namespace {
+
+Op gemm(const char* name, double m, double n, double k, double batch, double saved) {
+  Op o;
+  o.name = name;
+  o.kind = Op::Kind::Gemm;
+  o.m = m, o.n = n, o.k = k, o.batch = batch, o.saved = saved;
+  return o;
+}
+Op mem(const char* name, double bytes, double saved) {
+  Op o;
+  o.name = name;
+  o.bytes = bytes, o.saved = saved;
+  return o;
+}
+
+}  // namespace
+
+MoeRouting moeRouting(const workloads::Workload& w, const Plan& p) {
+  MoeRouting r;
+  if (!w.isMoe()) return r;
+  const double E = double(w.n_experts), k = double(w.top_k), ep = double(p.ep);
+  r.tokens = double(p.mbs) * double(p.localSeq());
+  r.assignments = k * r.tokens;
+  // Switch Transformer (Fedus et al. 2021, §2.2): expert capacity = capacity factor × tokens·k / E,
+  // counted per routing rank as Megatron-LM and the runtime do; an assignment past it is dropped.
+  r.capacity = w.capacity_factor > 0 ? std::ceil(w.capacity_factor * r.assignments / E) : 0.0;
+  r.kept = r.capacity > 0 ? std::min(r.assignments, E * r.capacity) : r.assignments;
+  r.local_experts = E / ep;
+  r.per_expert = ep * r.kept / E;
+  r.received = r.local_experts * r.per_expert;
+  return r;
+}
+
+int64_t moeLayersOfStage(const workloads::Workload& w, const Plan& p, int64_t stage) {
+  int64_t first = 0;
+  for (int64_t s = 0; s < stage; ++s) first += layersOfStage(w.n_layer, p.pp, s);
+  int64_t n = 0;
+  for (int64_t l = first; l < first + layersOfStage(w.n_layer, p.pp, stage); ++l) n += w.moeLayer(l) ? 1 : 0;
+  return n;
+}
+
+// The runtime's moeForward (docs/architecture.md) in kernels. N tokens of C, E experts of width F,
+// e bytes per element; the router runs in fp32.
+void appendMoeMlp(std::vector<Op>& F, const workloads::Workload& w, const Plan& p, double e) {
+  const MoeRouting r = moeRouting(w, p);
+  const double N = r.tokens, C = double(w.n_embd), Fh = double(w.expertHidden()), E = double(w.n_experts);
+  const double kN = r.assignments, M = r.kept, R = r.received;
+  F.push_back(gemm("router", N, E, C, 1, N * C * e));  // keeps x for its weight gradient
+  // softmax (N, E) fp32 and top-k: logits in, probs out, probs read again; logits and probs kept.
+  F.push_back(mem("router softmax + top-k", 3.0 * N * E * 4.0, 2.0 * N * E * 4.0));
+  // one-hot (kN, E) int64 and, with a capacity, its cumsum: written and read once each, freed.
+  F.push_back(mem("routing one-hot + cumsum", (r.capacity > 0 ? 4.0 : 2.0) * kN * E * 8.0, 0));
+  F.back().backward_bytes = 0;  // integer routing: no backward
+  F.push_back(mem("dispatch gather x[token]", 2.0 * M * C * e, 0));
+  if (p.ep > 1) F.push_back(mem("regroup received rows by expert", 2.0 * R * C * e, R * C * e));
+  // E/ep experts, each over ep·M/E rows: a batched GEMM of the realised per-expert batch.
+  F.push_back(gemm("expert fc1", r.per_expert, Fh, C, r.local_experts, R * C * e));
+  F.push_back(mem("expert bias-gelu", 2.0 * R * Fh * e, R * Fh * e));
+  F.push_back(gemm("expert fc2", r.per_expert, C, Fh, r.local_experts, R * Fh * e));
+  // gate multiply (keeps the expert outputs and gates) and index_add into (N, C).
+  F.push_back(mem("combine gate + index_add", 2.0 * M * C * e + 2.0 * N * C * e, M * C * e));
+  if (w.shared_expert) {
+    F.push_back(gemm("shared fc1", N, Fh, C, 1, 0));  // its input is the router's, kept once
+    F.push_back(mem("shared bias-gelu", 2.0 * N * Fh * e, N * Fh * e));
+    F.push_back(gemm("shared fc2", N, C, Fh, 1, N * Fh * e));
+  }
+}
+
+double moeAllToAllBytes(const workloads::Workload& w, const Plan& p) {
+  if (p.ep <= 1 || !w.isMoe()) return 0;
+  return moeRouting(w, p).kept * double(w.n_embd) * double(p.elementBytes());
+}
+
+double moeAllToAllSeconds(const NetworkTier& tier, double bytes, double ep) {
+  if (ep <= 1 || bytes <= 0) return 0;
+  double busbw = tier.bandwidth * tier.efficiency;
+  if (tier.half_bytes > 0) busbw *= bytes / (bytes + tier.half_bytes);
+  // ep − 1 pairwise exchanges, (ep − 1)/ep of the rows leave the rank.
+  return tier.latency * (ep - 1.0) + bytes * (ep - 1.0) / ep / std::max(busbw, 1.0);
+}
+
+double moeCpuExtraForwardSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, double peak) {
+  if (!w.isMoe()) return 0;
+  const MoeRouting r = moeRouting(w, p);
+  const double C = double(w.n_embd), Fh = double(w.expertHidden()), E = double(w.n_experts), t = double(p.tp);
+  auto gemm = [&](double m, double n, double k) {
+    const double f = 2.0 * m * n * k;
+    return f > 0 ? f / (peak * c.matmulEfficiency(f)) : 0.0;
+  };
+  double s = gemm(r.tokens, E, C) + r.local_experts * (gemm(r.per_expert, Fh, C) + gemm(r.per_expert, C, Fh));
+  if (w.shared_expert) s += gemm(r.tokens, Fh, C) + gemm(r.tokens, C, Fh);
+  return s - (gemm(r.tokens, 4.0 * C / t, C) + gemm(r.tokens, C, 4.0 * C / t));
+}
+
+const NetworkTier& moeTier(const Plan& p, const Cluster& c) {
+  return p.tp * p.cp * p.ep <= c.devices_per_node ? c.intra_node : c.inter_node;
+}
+
+std::vector<std::vector<int64_t>> moeMlpShapes(const workloads::Workload& w, const Plan& p) {
+  const int64_t C = w.n_embd, Fh = w.expertHidden(), El = w.n_experts / std::max<int64_t>(1, p.ep);
+  std::vector<std::vector<int64_t>> s = {{w.n_experts, C}, {El, Fh, C}, {El, Fh}, {El, C, Fh}, {El, C}};
+  if (w.shared_expert) s.insert(s.end(), {{Fh, C}, {Fh}, {C, Fh}, {C}});
+  return s;
+}
+
+}  // namespace trainscope::models

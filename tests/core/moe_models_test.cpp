@@ -1,0 +1,239 @@
+// moe_models_test.cpp — the models' mixture of experts (models/moe.h) against hand computations:
+// routing at the realised per-expert batch and its capacity bound, the MoE layer's kernels and what
+// they keep, the all-to-all bytes and seconds, expert weights over ep in the memory model, the space's
+// ep knob with its rejections' reasons, the Megatron-LM/DeepSpeed/Accelerate exports, `predict --ep`.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "../common/cli.h"
+
+#include "trainscope/models/moe.h"
+#include "trainscope/tuner/export.h"
+#include "trainscope/tuner/models.h"
+#include "trainscope/tuner/space.h"
+#include "trainscope/workloads/flops.h"
+
+namespace tn = trainscope::tuner;
+namespace wl = trainscope::workloads;
+namespace rt = trainscope::runtime;
+
+namespace {
+
+// C 64, 4 heads, 2 layers, E 4 experts top-2 of width F 128 in every layer, capacity factor 1.25.
+wl::Workload moe() {
+  wl::Workload w;
+  w.name = "moe-test";
+  w.n_layer = 2, w.n_head = 4, w.n_embd = 64, w.n_positions = 64, w.vocab_size = 256;
+  w.n_experts = 4, w.top_k = 2, w.moe_every = 1, w.moe_ffn_hidden = 128, w.capacity_factor = 1.25;
+  return w;
+}
+
+// dp 4, ep 2, mbs 2 × seq 8: N = 16 tokens per rank, kN = 32 assignments.
+tn::Plan plan(int64_t ep = 2) {
+  tn::Plan p;
+  p.dp = 4, p.ep = ep, p.mbs = 2, p.gbs = 8, p.seq = 8;
+  return p;
+}
+
+tn::Cluster flatGpu() {
+  tn::Cluster c;
+  c.kind = tn::ClusterKind::Gpu;
+  c.nodes = 1;
+  c.devices_per_node = 8;
+  c.memory_bytes = int64_t(80) << 30;
+  c.peak_flops = {{"bf16", 100e12}, {"fp16", 100e12}, {"fp32", 10e12}};
+  c.memory_bandwidth = 1e12;
+  c.memory_efficiency = 0.5;
+  c.sm_count = 108;
+  c.intra_node = {100e9, 1.0, 1e-6, 0};
+  c.inter_node = {10e9, 1.0, 1e-6, 0};
+  return c;
+}
+
+const tn::Op& find(const std::vector<tn::Op>& ops, const std::string& name) {
+  for (const auto& o : ops)
+    if (o.name == name) return o;
+  ADD_FAILURE() << "no op " << name;
+  static tn::Op none;
+  return none;
+}
+
+}  // namespace
+
+TEST(MoeModels, RoutingIsTheRealisedPerExpertBatchBoundedByCapacity) {
+  // capacity = ⌈1.25·32/4⌉ = 10 per expert; 4·10 ≥ 32 keeps all: M = 32. Rank holds 2 experts,
+  // each gets ep·M/E = 2·32/4 = 16 rows, R = 32.
+  auto r = tn::moeRouting(moe(), plan());
+  EXPECT_EQ(r.tokens, 16);
+  EXPECT_EQ(r.assignments, 32);
+  EXPECT_EQ(r.capacity, 10);
+  EXPECT_EQ(r.kept, 32);
+  EXPECT_EQ(r.local_experts, 2);
+  EXPECT_EQ(r.per_expert, 16);
+  EXPECT_EQ(r.received, 32);
+  // cf 0.5: ⌈0.5·32/4⌉ = 4, M = min(32, 16) = 16 (half dropped), 8 rows per expert.
+  wl::Workload w = moe();
+  w.capacity_factor = 0.5;
+  r = tn::moeRouting(w, plan());
+  EXPECT_EQ(r.capacity, 4);
+  EXPECT_EQ(r.kept, 16);
+  EXPECT_EQ(r.per_expert, 8);
+  // Drop-less: no capacity, M = kN.
+  w.capacity_factor = 0;
+  EXPECT_EQ(tn::moeRouting(w, plan()).kept, 32);
+}
+
+TEST(MoeModels, LayerOpsPriceRouterExpertsAndSharedExpert) {
+  wl::Workload w = moe();
+  w.shared_expert = true;
+  const tn::LayerOps L = tn::layerOps(w, plan(), tn::Framework::Trainscope, tn::Attention::Default, true);
+  const tn::Op& router = find(L.forward, "router");
+  EXPECT_EQ(router.flops(), 2.0 * 16 * 4 * 64);
+  const tn::Op& fc1 = find(L.forward, "expert fc1");
+  EXPECT_EQ(fc1.m, 16);
+  EXPECT_EQ(fc1.batch, 2);
+  EXPECT_EQ(fc1.flops(), 2.0 * 16 * 128 * 64 * 2);  // 2 local experts × 16 rows × C→F
+  EXPECT_EQ(find(L.forward, "expert fc2").flops(), 2.0 * 16 * 64 * 128 * 2);
+  EXPECT_EQ(find(L.forward, "shared fc1").flops(), 2.0 * 16 * 128 * 64);
+  EXPECT_EQ(find(L.backward, "expert fc1 dgrad").flops(), fc1.flops());
+  EXPECT_EQ(find(L.backward, "expert fc1 wgrad").flops(), fc1.flops());
+  EXPECT_EQ(find(L.backward, "routing one-hot + cumsum backward").bytes, 0);  // integers: no backward
+  // No dense MLP in a MoE layer.
+  for (const auto& o : L.forward) EXPECT_NE(o.name, "fc1");
+}
+
+TEST(MoeModels, MoeLayerKeepsItsDispatchBuffers) {
+  // bf16 (e = 2), ep 2, no shared expert. The MoE MLP keeps: x for the router N·C·e, logits and probs
+  // 2·N·E·4, the regrouped rows R·C·e, fc1's input R·C·e, GELU in and out 2·R·F·e, the expert outputs
+  // M·C·e; the dense MLP kept fc1's input N·C·e and 2·N·4C·e.
+  const wl::Workload w = moe();
+  const double N = 16, C = 64, E = 4, F = 128, M = 32, R = 32, e = 2;
+  const double moe_mlp = N * C * e + 2 * N * E * 4 + R * C * e + R * C * e + 2 * R * F * e + M * C * e;
+  const double dense_mlp = N * C * e + 2 * N * 4 * C * e;
+  const auto dense = tn::layerOps(w, plan(), tn::Framework::Trainscope);
+  const auto expert = tn::layerOps(w, plan(), tn::Framework::Trainscope, tn::Attention::Default, true);
+  EXPECT_DOUBLE_EQ(expert.saved - dense.saved, moe_mlp - dense_mlp);
+}
+
+TEST(MoeModels, AllToAllBytesAndSecondsByTier) {
+  // M·C·e = 32·64·2 bytes per all-to-all; (ep − 1)/ep leave the rank; ep − 1 latency steps.
+  EXPECT_EQ(tn::moeAllToAllBytes(moe(), plan()), 4096);
+  EXPECT_EQ(tn::moeAllToAllBytes(moe(), plan(1)), 0);
+  const tn::Cluster c = flatGpu();
+  EXPECT_DOUBLE_EQ(tn::moeAllToAllSeconds(c.intra_node, 4096, 2), 1e-6 + 4096 * 0.5 / 100e9);
+  tn::Plan p = plan();
+  EXPECT_EQ(&tn::moeTier(p, c), &c.intra_node);
+  p.cp = 8;  // tp·cp·ep = 16 > 8 devices per node: the ep group crosses nodes
+  EXPECT_EQ(&tn::moeTier(p, c), &c.inter_node);
+}
+
+TEST(MoeModels, GpuStepCountsFourAllToAllsPerMoeLayerAndActiveFlops) {
+  // Large enough to be device-bound: C 1024, 16 heads, E 8 top-2 of 4096, seq 1024, mbs 4.
+  wl::Workload w;
+  w.name = "moe-big";
+  w.n_layer = 4, w.n_head = 16, w.n_embd = 1024, w.n_positions = 1024, w.vocab_size = 4096;
+  w.n_experts = 8, w.top_k = 2, w.moe_every = 2;
+  tn::Plan p;
+  p.dp = 8, p.ep = 8, p.mbs = 4, p.gbs = 64, p.seq = 1024;  // ga 2, 2 MoE layers
+  const tn::Cluster c = flatGpu();
+  const tn::TimePrediction t = tn::predictTime(w, p, c);
+  ASSERT_EQ(t.bound, "device");
+  const double bytes = 2.0 * 4 * 1024 * 1024 * 2;  // M = kN = 8192 rows of C in bf16
+  const double a2a = 1e-6 * 7 + bytes * 7.0 / 8.0 / 100e9;
+  EXPECT_NEAR(t.ep_comm_s, 2 * 2 * 4 * a2a, 1e-12);
+  EXPECT_NEAR(t.step_s, t.compute_s + t.recompute_s + t.tp_comm_s + t.dp_comm_s + t.pp_comm_s + t.cp_comm_s +
+                            t.ep_comm_s + t.bubble_s + t.optimizer_s, 1e-12);
+  EXPECT_DOUBLE_EQ(t.model_flops, wl::stepFlops(w, 64, 1024, wl::Recompute::None).model);
+  EXPECT_LT(t.model_flops, wl::stepFlops(64, 1024, 4, 1024, 4096, wl::Recompute::None).model * 2);
+}
+
+TEST(MoeModels, ExpertWeightsSplitOverEp) {
+  // Per MoE layer the rank holds E/ep experts of 2CF + F + C: ep 2 holds 2 fewer of 4 per layer,
+  // 2 layers; bf16 + fp32 master = 6 bytes each, fp32 gradients 4.
+  const wl::Workload w = moe();
+  const int64_t expert = 2 * 64 * 128 + 128 + 64;
+  const auto one = tn::predictMemory(w, plan(1)).stages[0], two = tn::predictMemory(w, plan(2)).stages[0];
+  EXPECT_EQ(one.params - two.params, 6 * 2 * 2 * expert);
+  EXPECT_EQ(one.grads - two.grads, 4 * 2 * 2 * expert);
+  // ep 1 holds every expert: the workload's parameter count.
+  tn::Plan p = plan(1);
+  p.dp = 1, p.gbs = 2;
+  EXPECT_EQ(tn::predictMemory(w, p).stages[0].params, 6 * w.parameterCount());
+}
+
+TEST(MoeModels, PlanRefusesEpWithReasons) {
+  const wl::Workload w = moe();
+  tn::Plan p = plan(3);
+  EXPECT_EQ(tn::whyInvalid(w, p), "ep=3 does not divide dp=4");
+  p.dp = 8, p.ep = 8, p.gbs = 16;
+  EXPECT_EQ(tn::whyInvalid(w, p), "ep=8 does not divide n_experts=4");
+  wl::Workload dense = w;
+  dense.n_experts = 0;
+  EXPECT_NE(tn::whyInvalid(dense, plan(2)).find("needs a mixture-of-experts workload"), std::string::npos);
+  EXPECT_EQ(tn::whyInvalid(w, plan(2)), "");
+  EXPECT_EQ(plan(2).describe().find("ep2") != std::string::npos, true);
+}
+
+TEST(MoeModels, SpaceEnumeratesEpWithEveryRejectionsReason) {
+  const wl::Workload w = wl::load("small-cpu-moe");  // 8 experts
+  const tn::Cluster c = tn::loadCluster("cpu-local");  // 2 ranks
+  tn::SpaceOptions o;
+  o.gbs = 8, o.seq = 64, o.mbs = {1}, o.ckpt = {rt::Checkpointing::None}, o.cp = {1}, o.virtual_stages = {1};
+  o.zero = {rt::ZeroStage::None};
+  std::set<int64_t> eps;
+  int64_t ep2_runtime = 0;
+  for (const auto& cand : tn::enumerateSpace(w, c, o)) {
+    eps.insert(cand.plan.ep);
+    if (cand.plan.ep > 1) EXPECT_FALSE(cand.rejected.empty()) << cand.plan.describe();
+    if (cand.plan.ep == 2 && cand.plan.dp == 2) {
+      EXPECT_NE(cand.rejected.find("--ep"), std::string::npos);
+      ++ep2_runtime;
+    }
+    if (cand.plan.ep == 2 && cand.plan.dp == 1) EXPECT_EQ(cand.rejected, "ep=2 does not divide dp=1");
+  }
+  EXPECT_EQ(eps, (std::set<int64_t>{1, 2}));
+  EXPECT_GT(ep2_runtime, 0);
+  // A dense workload: ep 1 only.
+  for (const auto& cand : tn::enumerateSpace(wl::load("small-cpu"), c, o)) EXPECT_EQ(cand.plan.ep, 1);
+}
+
+TEST(MoeModels, ExportsCarryTheExperts) {
+  rt::TrainConfig c;
+  c.workload = "small-cpu-moe";
+  c.seq = 64, c.mbs = 2, c.gbs = 8, c.nproc = 2;
+  c.steps = 3, c.warmup = 0;
+  c = tn::trainingRunOf(c);
+  const std::string m = tn::exportConfig(c, tn::ExportFormat::Megatron).text;
+  for (const char* flag : {" --num-experts 8", " --moe-router-topk 2", " --moe-layer-freq 2", " --moe-ffn-hidden-size 1024",
+                           " --expert-model-parallel-size 1", " --moe-aux-loss-coeff 0.01", " --moe-z-loss-coeff 0.001",
+                           " --moe-expert-capacity-factor 1.25", " --moe-token-drop-policy position"})
+    EXPECT_NE(m.find(flag), std::string::npos) << flag << " in " << m;
+  EXPECT_EQ(m.find("--moe-shared-expert-intermediate-size"), std::string::npos);
+  const auto ds = tn::exportConfig(c, tn::ExportFormat::DeepSpeed);
+  bool note = false;
+  for (const auto& n : ds.notes) note |= n.find("deepspeed.moe.layer.MoE(hidden_size=256") != std::string::npos &&
+                                         n.find("num_experts=8, ep_size=1, k=2, capacity_factor=1.25") != std::string::npos;
+  EXPECT_TRUE(note);
+  const auto acc = tn::exportConfig(c, tn::ExportFormat::TrainingArgs);
+  bool acc_note = false;
+  for (const auto& n : acc.notes) acc_note |= n.find("8 experts, top-2") != std::string::npos;
+  EXPECT_TRUE(acc_note);
+  // A dense workload gets none of it.
+  c.workload = "small-cpu";
+  c.model = wl::load("small-cpu");
+  EXPECT_EQ(tn::exportConfig(c, tn::ExportFormat::Megatron).text.find("--num-experts"), std::string::npos);
+}
+
+TEST(MoeModels, PredictTakesEp) {
+  namespace ts = trainscope::testing;
+  const auto r = ts::cli("predict --workload small-cpu-moe --cluster cpu-local --ep 2 --mbs 1 --gbs 2 --seq 64 --precision fp32 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("\"ep\":2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"ep_comm_s\""), std::string::npos);
+  const auto bad = ts::cli("predict --workload small-cpu-moe --cluster cpu-local --ep 3");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.output.find("ep=3"), std::string::npos) << bad.output;
+}
