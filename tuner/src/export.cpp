@@ -148,8 +148,8 @@ nlohmann::json zeroOptimization(const rt::TrainConfig& c) {
 // deepspeed.moe.layer.MoE (deepspeed/moe/layer.py) with the workload's experts and routing.
 std::string deepspeedMoeNote(const workloads::Workload& w) {
   std::ostringstream o;
-  o << "DeepSpeed's MoE is set in the model code, not in this JSON: every " << w.moe_every
-    << (w.moe_every == 1 ? "" : "th") << " layer's MLP as deepspeed.moe.layer.MoE(hidden_size=" << w.n_embd
+  o << "DeepSpeed's MoE is set in the model code, not in this JSON: the MLP of each layer l with l % " << w.moe_every
+    << " == 0 as deepspeed.moe.layer.MoE(hidden_size=" << w.n_embd
     << ", expert=<a " << w.n_embd << "->" << w.expertHidden() << "->" << w.n_embd << " GELU MLP>, num_experts="
     << w.n_experts << ", ep_size=1, k=" << w.top_k << ", capacity_factor="
     << (w.capacity_factor > 0 ? w.capacity_factor : 1.0) << ", eval_capacity_factor="
