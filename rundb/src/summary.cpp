@@ -30,7 +30,8 @@ int64_t satSub(int64_t a, int64_t b) {
 }  // namespace
 
 std::vector<Interval> unionOf(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+  auto byBegin = [](const Interval& a, const Interval& b) { return a.begin < b.begin; };
+  if (!std::is_sorted(v.begin(), v.end(), byBegin)) std::sort(v.begin(), v.end(), byBegin);  // traces mostly are
   std::vector<Interval> out;
   for (const auto& i : v) {
     if (i.end <= i.begin) continue;
@@ -187,22 +188,88 @@ struct RankEvents {
   std::string source;  // "kernels", "ranges", "host_ops", "annotations" or ""
 };
 
-RankEvents readRank(RunReader& reader, int64_t rank, const std::set<StringId>& compute_names) {
+// The device rows of every counted rank and their launches, read in one pass over each table in
+// storage order. Reading them per rank through the (rank, start) index costs a B-tree seek
+// per row and every column: 3 M kernels took seconds, the viewer's Steps tab waited for it.
+struct DeviceRows {
+  struct Kernel {
+    RankEvents::Device d;
+    bool comm;  // an NCCL kernel
+  };
+  std::vector<Kernel> kernels;                        // each by start (ties: storage order)
+  std::vector<RankEvents::Device> memcpy, memset;
+  std::vector<std::pair<int64_t, int64_t>> launches;  // (correlation, start) of API calls, sorted
+};
+
+std::map<int64_t, DeviceRows> readDevices(RunReader& reader, const std::vector<RankSummary>& ranks) {
+  std::map<int64_t, DeviceRows> out;
+  for (const RankSummary& rs : ranks) out[rs.rank];
+  std::unordered_map<StringId, bool> comm_name;  // isCommKernel by name id: a few names, millions of rows
+  auto rowsOf = [&](int64_t rank) -> DeviceRows* {
+    auto it = out.find(rank);
+    return it == out.end() ? nullptr : &it->second;  // a rank without steps: not summarised
+  };
+  // Room for an even share per rank: the usual trace fills it without the doubling's slack. The
+  // largest rowid bounds the rows; capped, since a foreign file's rowids may be sparse.
+  auto reserve = [&](const char* table, auto member) {
+    const int64_t rows = std::clamp<int64_t>(reader.rowBound(table), 0, int64_t(1) << 23);
+    const size_t share = size_t(rows) / std::max<size_t>(1, out.size()) + 1;
+    for (auto& [rank, d] : out) (d.*member).reserve(share);
+  };
+  reserve("kernels", &DeviceRows::kernels);
+  reader.forEach<Kernel>([&](const Kernel& k) {
+    if (DeviceRows* d = rowsOf(k.rank)) {
+      auto [c, fresh] = comm_name.emplace(k.name, false);
+      if (fresh) c->second = isCommKernel(reader.string(k.name));
+      d->kernels.push_back({{k.start_ns, k.end_ns, k.correlation}, c->second});
+    }
+  });
+  reader.forEach<Memcpy>([&](const Memcpy& m) {
+    if (DeviceRows* d = rowsOf(m.rank)) d->memcpy.push_back({m.start_ns, m.end_ns, m.correlation});
+  });
+  reader.forEach<Memset>([&](const Memset& m) {
+    if (DeviceRows* d = rowsOf(m.rank)) d->memset.push_back({m.start_ns, m.end_ns, m.correlation});
+  });
+  reserve("api_calls", &DeviceRows::launches);
+  reader.forEach<ApiCall>([&](const ApiCall& a) {
+    if (DeviceRows* d = rowsOf(a.rank); d && a.correlation >= 0) d->launches.emplace_back(a.correlation, a.start_ns);
+  });
+  // The order the index gave (start, then storage order): the unattributed time is summed in it.
+  // Files are mostly stored in time order already: checking is cheaper than sorting.
+  auto byStart = [](auto& v, auto start) {
+    auto less = [&](const auto& a, const auto& b) { return start(a) < start(b); };
+    if (!std::is_sorted(v.begin(), v.end(), less)) std::stable_sort(v.begin(), v.end(), less);
+  };
+  auto deviceStart = [](const RankEvents::Device& x) { return x.start; };
+  for (auto& [rank, d] : out) {
+    byStart(d.kernels, [](const DeviceRows::Kernel& k) { return k.d.start; });
+    byStart(d.memcpy, deviceStart);
+    byStart(d.memset, deviceStart);
+    // A correlation launched twice (a foreign file): the earliest call, as the first in time order.
+    if (!std::is_sorted(d.launches.begin(), d.launches.end())) std::sort(d.launches.begin(), d.launches.end());
+    d.launches.erase(std::unique(d.launches.begin(), d.launches.end(),
+                                 [](const auto& a, const auto& b) { return a.first == b.first; }),
+                     d.launches.end());
+  }
+  return out;
+}
+
+RankEvents readRank(RunReader& reader, int64_t rank, const std::set<StringId>& compute_names, DeviceRows& dev) {
   RankEvents ev;
-  bool kernels = false;
-  for (const Kernel& k : reader.events<Kernel>(rank)) {
-    (isCommKernel(reader.string(k.name)) ? ev.comm : ev.compute).push_back({k.start_ns, k.end_ns});
-    ev.device.push_back({k.start_ns, k.end_ns, k.correlation});
-    kernels = true;
+  const bool kernels = !dev.kernels.empty();
+  ev.device.reserve(dev.kernels.size() + dev.memcpy.size() + dev.memset.size());
+  ev.compute.reserve(dev.kernels.size());
+  ev.memory.reserve(dev.memcpy.size() + dev.memset.size());
+  for (const DeviceRows::Kernel& k : dev.kernels) {
+    (k.comm ? ev.comm : ev.compute).push_back({k.d.start, k.d.end});
+    ev.device.push_back(k.d);
   }
-  for (const Memcpy& m : reader.events<Memcpy>(rank)) {
-    ev.memory.push_back({m.start_ns, m.end_ns});
-    ev.device.push_back({m.start_ns, m.end_ns, m.correlation});
-  }
-  for (const Memset& m : reader.events<Memset>(rank)) {
-    ev.memory.push_back({m.start_ns, m.end_ns});
-    ev.device.push_back({m.start_ns, m.end_ns, m.correlation});
-  }
+  for (const auto* v : {&dev.memcpy, &dev.memset})
+    for (const RankEvents::Device& m : *v) {
+      ev.memory.push_back({m.start, m.end});
+      ev.device.push_back(m);
+    }
+  dev.kernels = {}, dev.memcpy = {}, dev.memset = {};  // copied: free them as we go
   if (!ev.device.empty()) {
     // A GPU trace: communication is what NCCL's kernels ran. The CPU's collective calls (our
     // collectives rows, record_param_comms) span the launch, not the transfer: not counted.
@@ -243,11 +310,8 @@ RankEvents readRank(RunReader& reader, int64_t rank, const std::set<StringId>& c
 // the next step's first (the last one's to the end of the last device event of any counted step),
 // so the windows never overlap and leave no gap. Empty when no device event could be tied to a
 // counted step.
-std::vector<Interval> gpuWindows(RunReader& reader, RankSummary& rs, const std::vector<Interval>& cw,
-                                 const RankEvents& ev, bool& no_launches) {
-  std::unordered_map<int64_t, int64_t> launch;  // correlation → launch time
-  for (const ApiCall& a : reader.events<ApiCall>(rs.rank))
-    if (a.correlation >= 0) launch.emplace(a.correlation, a.start_ns);
+std::vector<Interval> gpuWindows(const std::vector<std::pair<int64_t, int64_t>>& launch, RankSummary& rs,
+                                 const std::vector<Interval>& cw, const RankEvents& ev, bool& no_launches) {
   if (launch.empty()) {
     no_launches = true;
     return {};
@@ -256,8 +320,8 @@ std::vector<Interval> gpuWindows(RunReader& reader, RankSummary& rs, const std::
   int64_t last_end = INT64_MIN;
   std::vector<const RankEvents::Device*> unattributed;
   for (const RankEvents::Device& d : ev.device) {
-    auto it = d.correlation >= 0 ? launch.find(d.correlation) : launch.end();
-    if (it == launch.end()) {
+    auto it = std::lower_bound(launch.begin(), launch.end(), std::pair<int64_t, int64_t>(d.correlation, INT64_MIN));
+    if (d.correlation < 0 || it == launch.end() || it->first != d.correlation) {
       ++rs.unattributed_events;
       rs.unattributed_s += double(satSub(d.end, d.start)) * 1e-9;
       unattributed.push_back(&d);
@@ -353,16 +417,18 @@ RunSummary summarize(RunReader& reader, int64_t skip) {
     static const std::map<std::string, int> order = {{"", 0}, {"annotations", 1}, {"host_ops", 2}, {"ranges", 3}, {"kernels", 4}};
     if (order.at(src) > order.at(s.breakdown_source)) s.breakdown_source = src;
   };
+  std::map<int64_t, DeviceRows> devices = readDevices(reader, s.ranks);
   for (RankSummary& rs : s.ranks) {
     const auto& cw = cpu_windows[rs.rank];
-    const RankEvents ev = readRank(reader, rs.rank, compute_names);
+    DeviceRows& dev = devices[rs.rank];
+    const RankEvents ev = readRank(reader, rs.rank, compute_names, dev);
     rankSource(ev.source);
     host_ops_note |= ev.source == "host_ops";
     annotations_note |= ev.source == "annotations";
     std::vector<Interval> windows = cw;
     if (!ev.device.empty()) {
       bool none = false;
-      std::vector<Interval> gpu = gpuWindows(reader, rs, cw, ev, none);
+      std::vector<Interval> gpu = gpuWindows(dev.launches, rs, cw, ev, none);
       no_launches |= none;
       if (!gpu.empty()) {
         int64_t span = 0;

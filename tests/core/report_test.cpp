@@ -60,6 +60,73 @@ void makeTraced(const std::string& path, const std::vector<std::pair<int64_t, in
   db::mergeShards(store, shards);
 }
 
+// A trace that stresses the order the summary reads device rows in: rows stored out of time order and
+// interleaved across ranks, equal starts, NCCL and compute kernels, copies and sets, launches missing
+// or repeated (a correlation launched twice), device rows of a rank without steps.
+void makeShuffledGpuTrace(const std::string& path) {
+  db::RunStore store(path, db::RunStore::Options{true});
+  store.setMeta("world_size", "3");
+  store.setMeta("config", R"({"workload":"shuffled"})");
+  store.setMeta("peak_flops", "1e12");
+  uint64_t seed = 12345;
+  auto next = [&](int64_t n) {  // a fixed LCG: the same trace on every platform
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return int64_t((seed >> 33) % uint64_t(n));
+  };
+  store.putStrings({{0, "sgemm"}, {1, "ncclDevKernel_AllReduce_Sum"}, {2, "cudaLaunchKernel"}});
+  std::vector<db::Kernel> kernels;
+  std::vector<db::Memcpy> copies;
+  std::vector<db::Memset> sets;
+  std::vector<db::ApiCall> launches;
+  int64_t corr = 0;
+  for (int64_t rank : {0, 1, 2, 5}) {
+    for (int64_t k = 0; k < 6; ++k) {
+      const int64_t t0 = k * 1'000'000 + rank * 1000;
+      if (rank != 5) {
+        db::Step s;
+        s.rank = rank, s.step = k, s.start_ns = t0, s.step_time_ns = 900'000 + rank * 10'000 + next(50'000);
+        s.tokens = 4096, s.model_flops = 1e9, s.hw_flops = 1.2e9, s.peak_bytes = (rank + 1) << 20;
+        store.appendStep(s);
+      }
+      for (int64_t e = 0; e < 40; ++e) {
+        const int64_t launch = t0 + 100 + next(800'000), start = launch + 50 + 1000 * next(3);  // equal starts
+        const int64_t c = ++corr;
+        const int64_t kind = next(10);
+        if (kind < 6) {
+          db::Kernel r;
+          r.start_ns = start, r.end_ns = start + 1 + next(40'000), r.stream = 7, r.correlation = c, r.rank = rank;
+          r.name = db::StringId(next(4) == 0);
+          kernels.push_back(r);
+        } else if (kind < 8) {
+          db::Memcpy r;
+          r.start_ns = start, r.end_ns = start + 1 + next(9'000), r.stream = 8, r.correlation = c, r.rank = rank;
+          copies.push_back(r);
+        } else {
+          db::Memset r;
+          r.start_ns = start, r.end_ns = start + 1 + next(5'000), r.stream = 8, r.correlation = c, r.rank = rank;
+          sets.push_back(r);
+        }
+        const int64_t l = next(10);
+        if (l == 0) continue;                                    // no launch in the trace: unattributed
+        if (kind < 6 && l == 1) kernels.back().correlation = -1;  // no correlation at all
+        launches.push_back({launch, launch + 20, 1, 2, c, 0, rank});
+        if (l == 2) launches.push_back({launch - 5000, launch - 4000, 1, 2, c, 0, rank});  // launched twice
+        if (l == 3) launches.push_back({launch + 7000, launch + 7100, 1, 2, c, 0, rank});  // and later
+      }
+    }
+  }
+  // Stored in a shuffled order: the reader may not rely on storage order.
+  auto shuffle = [&](auto& v) {
+    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[size_t(next(int64_t(i)))]);
+  };
+  shuffle(kernels), shuffle(copies), shuffle(sets), shuffle(launches);
+  store.begin();
+  store.put(kernels), store.put(copies), store.put(sets), store.put(launches);
+  store.commit();
+  store.createIndexes();
+  store.close();
+}
+
 }  // namespace
 
 TEST(Report, HandBuiltTraceGivesHandComputedBreakdown) {
@@ -304,4 +371,17 @@ TEST(Report, CollectiveBandwidthIsOverTheTransferAndSkewIsPerCall) {
     EXPECT_NEAR(e["args"]["skew_us"].get<double>(), 8400.0, 1e-6);
   }
   EXPECT_EQ(seen, 1);
+}
+
+// The summary reads device rows in one pass over each table (storage order) instead of per rank
+// through the time index (a seek per row): the numbers must not move. The expected JSON is what the
+// per-rank indexed reading (commit da5d867) printed for this trace; every field, bit for bit.
+TEST(RunSummary, OnePassReadingGivesTheIndexedReadingsNumbers) {
+  const std::string path = tempPath("shuffled_gpu.db");
+  std::filesystem::remove(path);
+  makeShuffledGpuTrace(path);
+  db::RunReader reader(path);
+  const std::string expected =
+      R"({"breakdown_source":"kernels","breakdown_window":"gpu","excluded_steps":1,"hfu":1.2664634977779898,"mfu":1.0553862481483247,"notes":["rank 0: 42 device event(s) have no launch in the trace: they do not place a step's window, and count where they ran","rank 1: 38 device event(s) have no launch in the trace: they do not place a step's window, and count where they ran","rank 2: 35 device event(s) have no launch in the trace: they do not place a step's window, and count where they ran"],"peak_bytes":3145728,"peak_flops":1000000000000.0,"ranks":[{"breakdown":{"comm_s":9.37172e-05,"compute_s":0.0003020388,"idle_s":0.000551275,"memory_s":3.38532e-05,"overlap_s":2.31722e-05},"gpu_step_time_mean_s":0.000957712,"peak_bytes":1048576,"rank":0,"step_time_max_s":0.0009204220000000001,"step_time_mean_s":0.0009111338,"step_time_median_s":0.0009122770000000001,"step_time_min_s":0.0009023490000000001,"step_time_p90_s":0.000917198,"steps":5,"straggler":false,"unattributed_device_events":42,"unattributed_device_s":0.000753524},{"breakdown":{"comm_s":0.00017397200000000002,"compute_s":0.0002891822,"idle_s":0.000513882,"memory_s":2.23078e-05,"overlap_s":4.44682e-05},"gpu_step_time_mean_s":0.0009548758,"peak_bytes":2097152,"rank":1,"step_time_max_s":0.000944079,"step_time_mean_s":0.000928062,"step_time_median_s":0.0009318120000000001,"step_time_min_s":0.0009113290000000001,"step_time_p90_s":0.0009412878,"steps":5,"straggler":false,"unattributed_device_events":38,"unattributed_device_s":0.0007284579999999999},{"breakdown":{"comm_s":8.92144e-05,"compute_s":0.0002806048,"idle_s":0.0005873346000000001,"memory_s":2.2764600000000002e-05,"overlap_s":2.7053200000000004e-05},"gpu_step_time_mean_s":0.0009528652000000001,"peak_bytes":3145728,"rank":2,"step_time_max_s":0.0009680800000000001,"step_time_mean_s":0.000945173,"step_time_median_s":0.000941105,"step_time_min_s":0.0009323420000000001,"step_time_p90_s":0.0009594872,"steps":5,"straggler":false,"unattributed_device_events":35,"unattributed_device_s":0.0005348089999999999}],"step_time_mean_s":0.0009475204000000001,"step_time_median_s":0.000944079,"step_time_p90_s":0.0009594872,"steps":5,"tokens_per_s":4322862.072415538,"workload":"shuffled","world":3})";
+  EXPECT_EQ(db::summaryJson(db::summarize(reader)), expected);
 }
