@@ -571,6 +571,8 @@ def training_args_problems(text, run, folder):
     want(p, "seed", t.seed, run["seed"])
     # ZeRO-2/3 as FSDP 1's SHARD_GRAD_OP / FULL_SHARD: what TrainingArguments hands Accelerate's plugin.
     fsdp = {2: "shard_grad_op", 3: "full_shard"}.get(run["zero"]) if run["dp"] > 1 else None
+    if fsdp == "full_shard" and 0 < run.get("zero_shard_size", 0) < run["dp"]:
+        fsdp = "hybrid_shard"  # ZeRO-3 sharded in groups of zero_shard_size (--zero-shard-size)
     want(p, "fsdp", bool(t.fsdp), bool(fsdp))
     if fsdp:
         plugin = t.fsdp_plugin_args or {}
@@ -617,6 +619,8 @@ def accelerate_problems(text, run, folder):
     if not isinstance(cfg, ClusterConfig):
         p.append(f"loaded as {type(cfg).__name__}, not ClusterConfig")
     fsdp = {2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}.get(run["zero"]) if run["dp"] > 1 else None
+    if fsdp == "FULL_SHARD" and 0 < run.get("zero_shard_size", 0) < run["dp"]:
+        fsdp = "HYBRID_SHARD"  # ZeRO-3 sharded in groups of zero_shard_size (--zero-shard-size)
     want_type = "NO" if run["dp"] == 1 else "FSDP" if fsdp else ("MULTI_CPU" if cfg.use_cpu else "MULTI_GPU")
     want(p, "distributed_type", str(cfg.distributed_type).split(".")[-1], want_type)
     if fsdp:

@@ -137,9 +137,8 @@ nlohmann::json zeroOptimization(const rt::TrainConfig& c) {
     z["stage3_prefetch_bucket_size"] = int64_t(models::zero::kPrefetchElements);
     z["stage3_param_persistence_threshold"] = int64_t(models::zero::kParamPersistenceElements);
     z["stage3_max_live_parameters"] = int64_t(models::zero::kMaxLiveParameters);
-    // Hybrid sharding is DeepSpeed's MiCS (Zhang et al. 2022; ZeRO-3's mics_shard_size): parameters,
-    // gradients and optimizer state sharded within groups of N ranks, gradients all-reduced across them.
-    if (hybridShard(c)) z["mics_shard_size"] = c.zero_shard_size;
+    // Hybrid sharding was DeepSpeed's MiCS (mics_shard_size), which DeepSpeed 0.19.8's config refuses
+    // ("MiCS ZeRO-3 sharding has been removed"): stage 3 over every rank, and a note (deepspeedNotes).
   }
   return z;
 }
@@ -211,6 +210,11 @@ ExportResult deepspeed(const rt::TrainConfig& c) {
   if (c.ckpt != rt::Checkpointing::None)
     r.notes.push_back(std::string("checkpointing (") + toString(c.ckpt) +
                       ") is set in the model code: deepspeed.checkpointing.checkpoint");
+  if (hybridShard(c))
+    r.notes.push_back("DeepSpeed has no hybrid ZeRO-3 (MiCS, mics_shard_size, was removed): this config shards over all " +
+                      std::to_string(c.dp) + " ranks, not groups of --zero-shard-size " +
+                      std::to_string(c.zero_shard_size) + " (ZeRO++'s zero_hpz_partition_size keeps only a second "
+                      "copy of the parameters within a group)");
   if (c.model.isMoe()) r.notes.push_back(deepspeedMoeNote(c.model));
   return r;
 }
