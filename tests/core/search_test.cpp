@@ -369,3 +369,26 @@ TEST(HybridSharding, TheSpaceTriesShardGroupsOfZero3AsTheRuntimeTakesThem) {
   }
   EXPECT_GT(hybrid, 0);  // dp 4: groups of 2
 }
+
+TEST(HybridSharding, TheCpuTimeAddsTheReplicasAllReduceOfTheGradientShard) {
+  namespace rt = trainscope::runtime;
+  const auto w = trainscope::workloads::load("small-cpu");
+  const tn::Cluster c = tn::loadCluster("cpu-local");
+  tn::Plan p;
+  p.dp = 4, p.mbs = 1, p.gbs = 8, p.seq = 64;  // M = 2
+  p.zero = rt::ZeroStage::Parameters, p.zero_shard = 2;
+  // By hand (α–β, nccl-tests' bus factors; nothing hides on a CPU): per micro-batch the fp32 gradients
+  // reduce-scattered and the weights gathered twice in bf16, over the n = 2 of a shard group; once a
+  // step the fp32 gradient shard (4Ψ/2 bytes) all-reduced over the R = 2 replicas.
+  const tn::NetworkTier& tier = p.world() <= c.devices_per_node ? c.intra_node : c.inter_node;
+  auto coll = [&](double bytes, double n, double factor) {
+    return tier.latency * 2.0 * (n - 1) + bytes * factor / std::max(tier.bandwidth * tier.efficiency, 1.0);
+  };
+  const double psi = double(w.parameterCount()), M = 2;
+  const double expected = M * coll(4 * psi, 2, 0.5) + 2 * M * coll(2 * psi, 2, 0.5) + coll(4 * psi / 2, 2, 1.0);
+  tn::TimeOptions o;
+  o.dp_overlap = 0;
+  const tn::TimePrediction t = tn::predictTime(w, p, c, o);
+  EXPECT_NEAR(t.dp_comm_s, expected, 1e-12 * expected);
+  EXPECT_NEAR(t.zero_gather_s, 2 * M * coll(2 * psi, 2, 0.5), 1e-12 * expected);
+}
