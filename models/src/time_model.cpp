@@ -72,6 +72,41 @@ double ringLayerSeconds(double cp, double kv_s, double grad_s, double kv_grad_s,
   return (ckpt == Checkpointing::Full ? 2.0 : 1.0) * fwd + bwd;
 }
 
+namespace {
+
+// Data parallelism on a CPU cluster: all-reduce of the fp32 main gradients of one (tp, pp) shard
+// (ZeRO-1: reduce-scatter + all-gather, the same bytes), partly hidden behind backward. Under CP the
+// cp ranks of a DP rank hold the same weights: the gradients are summed over dp·cp.
+void addCpuDataParallel(TimePrediction& r, const Plan& p, const Cluster& c, const TimeOptions& o,
+                        double params_per_rank, double e) {
+  const double M = double(p.ga());
+  if (p.gradientGroup() > 1) {
+    const bool inter = p.world() > c.devices_per_node;
+    const NetworkTier& tier = inter ? c.inter_node : c.intra_node;
+    const double dp = double(p.gradientGroup());
+    const double full = collective(tier, params_per_rank * 4.0, dp, 2.0 * (dp - 1) / dp);
+    r.dp_comm_s = full * (1.0 - std::clamp(o.dp_overlap, 0.0, 1.0));
+    if (zero::shardsGradients(p)) {
+      // ZeRO-2/3 (docs/time-model.md): every micro-batch's fp32 gradients reduce-scattered; ZeRO-2
+      // then all-gathers the fp32 master weights, ZeRO-3 gathers the parameters in the compute dtype
+      // before each micro-batch's forward and backward. Nothing hides them on a CPU.
+      // Hybrid sharding: shards over the N ranks of a shard group, then the fp32 gradient shard
+      // all-reduced over the R = d/N replicas once after the last backward.
+      const double R = double(zero::replicas(p)), n = dp / R;
+      const double rs = collective(tier, params_per_rank * 4.0, n, (n - 1) / n);
+      r.dp_comm_s = M * rs * (1.0 - std::clamp(o.dp_overlap, 0.0, 1.0));
+      if (zero::shardsParameters(p)) {
+        r.zero_gather_s = 2.0 * M * collective(tier, params_per_rank * e, n, (n - 1) / n);
+        r.dp_comm_s += r.zero_gather_s + collective(tier, params_per_rank * 4.0 / n, R, 2.0 * (R - 1) / R);
+      } else {
+        r.dp_comm_s += collective(tier, params_per_rank * 4.0, dp, (dp - 1) / dp);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
   if (c.kind == ClusterKind::Gpu) return gpu::predict(w, p, c, o);
   // A CPU cluster: the layer's GEMMs and memory-bound work in aggregate (the tuner replaces this with
@@ -131,33 +166,8 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   }
   addCpuExperts(r, w, p, c, peak);
   r.cp_comm_s = cpuRingSeconds(w, p, c, attn_fwd, layers_per_stage, M);
-  // Data parallelism: all-reduce of the fp32 main gradients of one (tp, pp) shard (ZeRO-1:
-  // reduce-scatter + all-gather, the same bytes), partly hidden behind backward. Under CP the cp
-  // ranks of a DP rank hold the same weights: the gradients are summed over dp·cp.
   const double params_per_rank = double(w.parameterCount()) / (t * double(p.pp));
-  if (p.gradientGroup() > 1) {
-    const bool inter = p.world() > c.devices_per_node;
-    const NetworkTier& tier = inter ? c.inter_node : c.intra_node;
-    const double dp = double(p.gradientGroup());
-    const double full = collective(tier, params_per_rank * 4.0, dp, 2.0 * (dp - 1) / dp);
-    r.dp_comm_s = full * (1.0 - std::clamp(o.dp_overlap, 0.0, 1.0));
-    if (zero::shardsGradients(p)) {
-      // ZeRO-2/3 (docs/time-model.md): every micro-batch's fp32 gradients reduce-scattered; ZeRO-2
-      // then all-gathers the fp32 master weights, ZeRO-3 gathers the parameters in the compute dtype
-      // before each micro-batch's forward and backward. Nothing hides them on a CPU.
-      // Hybrid sharding: shards over the N ranks of a shard group, then the fp32 gradient shard
-      // all-reduced over the R = d/N replicas once after the last backward.
-      const double R = double(zero::replicas(p)), n = dp / R;
-      const double rs = collective(tier, params_per_rank * 4.0, n, (n - 1) / n);
-      r.dp_comm_s = M * rs * (1.0 - std::clamp(o.dp_overlap, 0.0, 1.0));
-      if (zero::shardsParameters(p)) {
-        r.zero_gather_s = 2.0 * M * collective(tier, params_per_rank * e, n, (n - 1) / n);
-        r.dp_comm_s += r.zero_gather_s + collective(tier, params_per_rank * 4.0 / n, R, 2.0 * (R - 1) / R);
-      } else {
-        r.dp_comm_s += collective(tier, params_per_rank * 4.0, dp, (dp - 1) / dp);
-      }
-    }
-  }
+  addCpuDataParallel(r, p, c, o, params_per_rank, e);
   // Optimizer: AdamW reads and writes ~28 bytes per parameter (p, g, m, v and the copy).
   const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : 28.0;
   r.optimizer_s = params_per_rank / (runtime::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
