@@ -1364,3 +1364,95 @@ TEST(ViewerApp, TheRulerIsExactAt1msAnd100usAndTheFirstCommandHolds) {
       EXPECT_GE(labels.size(), 3u) << ruler.dump();
     }
 }
+
+// Under each stream, its utilisation row: zoomed out over a stream 17% busy (1.7 us kernels every
+// 10 us for 50 ms), each pixel column reads about 0.17 (the mean 0.17) in --layout, nothing before
+// the kernels start, and on screen a bar one pixel high of the row's five in the folded colour.
+TEST(ViewerApp, EachStreamHasAUtilisationRow) {
+  const std::string db = longRun();
+  const Shot s = shoot(db, "--view 100.39s:100.46s", "utilisation");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const nlohmann::json* u = nullptr;
+  for (const auto& e : s.layout["utilisation"])
+    if (e["rank"] == 0 && e["label"] == "stream 9 (device 0)") u = &e;
+  ASSERT_TRUE(u) << s.layout["utilisation"].dump().substr(0, 400);
+  const auto* lane = row(s.layout, 0, "stream 9 (device 0)", 0);
+  ASSERT_TRUE(lane);
+  EXPECT_FLOAT_EQ((*u)["y0"].get<float>(), (*lane)["y1"].get<float>());  // right under the stream's lanes
+  const float x0 = (*u)["x0"], busy0 = xOf(s.layout, kEpoch + 100'400'000'000), busy1 = xOf(s.layout, kEpoch + 100'450'000'000);
+  const auto cols = (*u)["columns"].get<std::vector<float>>();
+  double sum = 0;
+  int n = 0;
+  for (size_t i = 0; i < cols.size(); ++i) {
+    const float x = x0 + float(i) + 0.5f;
+    if (x < busy0 - 2) EXPECT_EQ(cols[i], 0.f) << i;  // before the first kernel
+    if (x < busy0 + 2 || x > busy1 - 2) continue;
+    EXPECT_GT(cols[i], 0.1f) << i;
+    EXPECT_LT(cols[i], 0.3f) << i;
+    sum += cols[i], ++n;
+  }
+  ASSERT_GT(n, 500);
+  EXPECT_NEAR(sum / n, 0.17, 0.005);
+  const int x = int((busy0 + busy1) / 2), y1 = int((*u)["y1"].get<float>());
+  EXPECT_EQ(s.img.pixel(x, y1 - 1), v::palette::kFolded);      // the busy share, from the bottom
+  EXPECT_NE(s.img.pixel(x, y1 - 4), v::palette::kFolded);      // and the row's top left empty
+  // The rank's other stream is there too; threads and collectives have no such row.
+  bool stream7 = false;
+  for (const auto& e : s.layout["utilisation"]) {
+    stream7 |= e["label"] == "stream 7 (device 0)";
+    EXPECT_EQ(e["label"].get<std::string>().rfind("stream", 0), 0u) << e["label"];
+  }
+  EXPECT_TRUE(stream7);
+}
+
+// The Statistics table names kernels by their demangled short names (the name as recorded, mangled,
+// stays the row's name): no `_Z…`, no return type, no parameter list.
+TEST(ViewerApp, StatisticsShowDemangledShortKernelNames) {
+  const std::string db = longRun();
+  const std::string script = tempPath("stats_names.txt");
+  std::ofstream(script) << "tab stats\nstats kernels\nframes 2\n";
+  ensureDisplay();
+  const std::string png = tempPath("stats_names.png"), layout = tempPath("stats_names.json");
+  const auto run = sh(kViewer + " " + db + " --screenshot " + png + " --layout " + layout + " --size 1920x1080 --script " + script);
+  ASSERT_EQ(run.status, 0) << run.output;
+  const nlohmann::json stats = nlohmann::json::parse(std::ifstream(layout))["stats"];
+  ASSERT_EQ(stats["group"], "kernels") << stats.dump();
+  std::map<std::string, std::string> label_of;  // the recorded name → the label drawn
+  for (const auto& r : stats["rows"]) {
+    const std::string label = r["label"];
+    label_of[r["name"]] = label;
+    EXPECT_NE(label.rfind("_Z", 0), 0u) << label;
+    EXPECT_NE(label.rfind("void", 0), 0u) << label;
+    EXPECT_EQ(label.find('('), std::string::npos) << label;
+  }
+  ASSERT_EQ(label_of.size(), 4u) << stats.dump();
+  const std::string fill = label_of["_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_"];
+  EXPECT_EQ(fill.rfind("vectorized_elementwise_kernel", 0), 0u) << fill;
+  EXPECT_EQ(fill.find("at::native"), std::string::npos) << fill;
+  EXPECT_EQ(label_of["ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"],
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_EQ(label_of["elementwise_kernel"], "elementwise_kernel");
+}
+
+// At 1920 px the Steps tab's line for each rank fits beside its bar, the idle figure last: the text
+// as --layout reports it ends before the panel's right edge.
+TEST(ViewerApp, TheStepsTextIsNotClippedAt1920px) {
+  const std::string script = tempPath("steps_text.txt");
+  std::ofstream(script) << "tab steps\nframes 2\n";
+  ensureDisplay();
+  const std::string png = tempPath("steps_text.png"), layout = tempPath("steps_text.json");
+  const auto r = sh(kViewer + " " + trace() + " --screenshot " + png + " --layout " + layout +
+                    " --size 1920x1080 --script " + script);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json l = nlohmann::json::parse(std::ifstream(layout));
+  const auto& st = l["steps_text"];
+  ASSERT_EQ(st["lines"].size(), 2u) << st.dump();  // one per rank
+  const float panel_x1 = st["panel_x1"];
+  EXPECT_GT(panel_x1, 1800);
+  for (const auto& line : st["lines"]) {
+    const std::string text = line["text"];
+    EXPECT_EQ(text.rfind("CPU step ", 0), 0u) << text;
+    EXPECT_EQ(text.substr(text.size() - 5), " idle") << text;
+    EXPECT_LE(line["x0"].get<float>() + line["w"].get<float>(), panel_x1) << text << " in " << st.dump();
+  }
+}

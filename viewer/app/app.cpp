@@ -307,6 +307,18 @@ void App::writeLayout(const std::string& path) const {
                           {"count", b.count}, {"coverage", b.coverage}, {"label", b.label}});
     if (b.wait_x1 >= 0) j["boxes"].back()["wait_x1"] = b.wait_x1;
   }
+  // Each stream's utilisation row as drawn: its busy fraction per pixel column, and their mean.
+  j["utilisation"] = nlohmann::json::array();
+  for (const auto& u : utils) {
+    double sum = 0;
+    for (float f : u.columns) sum += f;
+    j["utilisation"].push_back({{"rank", u.rank}, {"label", u.label}, {"x0", u.x0}, {"y0", u.y0}, {"y1", u.y1},
+                                {"mean", u.columns.empty() ? 0.0 : sum / double(u.columns.size())},
+                                {"columns", u.columns}});
+  }
+  // The Steps tab's text lines as last drawn, with the panel's right edge.
+  j["steps_text"] = {{"panel_x1", steps_panel_x1}, {"lines", nlohmann::json::array()}};
+  for (const auto& l : steps_lines) j["steps_text"]["lines"].push_back({{"text", l.text}, {"x0", l.x0}, {"w", l.w}});
   // How the ranks relate, as drawn: the rank headers (with their layout coordinates) and the links.
   j["headers"] = nlohmann::json::array();
   for (const auto& h : headers) j["headers"].push_back({{"doc", h.doc}, {"rank", h.rank}, {"y", h.y}, {"text", h.text}});

@@ -170,6 +170,22 @@ class App {
   std::vector<BoxRect> boxes; // last frame's, when --layout asks for them
   std::vector<LinkRect> links;       // last frame's, when --layout asks for them
   std::vector<HeaderRect> headers;   // last frame's, when --layout asks for them
+  // A stream's utilisation row as last drawn (--layout): where, and each pixel column's busy fraction.
+  struct UtilShown {
+    int64_t rank;
+    std::string label;
+    float x0, y0, y1;
+    std::vector<float> columns;
+  };
+  std::vector<UtilShown> utils;
+  // The Steps tab's text lines as last drawn (--layout): where each starts, its unwrapped width, and
+  // the panel's right edge, so a test sees whether a line (its idle figure last) would be cut off.
+  struct StepsLine {
+    std::string text;
+    float x0, w;
+  };
+  std::vector<StepsLine> steps_lines;
+  float steps_panel_x1 = 0;
   std::vector<std::pair<size_t, const CommCall*>> sends_drawn;  // pipeline sends drawn this frame
   Fields details_shown;              // the Details table as last drawn
   float timeline_x0 = 0, timeline_x1 = 0, timeline_y0 = 0, timeline_y1 = 0;
@@ -250,6 +266,7 @@ class App {
   void drawRows(ImDrawList* dl, const TimelineContext& cx, bool pinned);
   void drawLane(ImDrawList* dl, const TimelineContext& cx, size_t doc, uint32_t track, uint32_t lane, float y);
   void drawCounter(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y);
+  void drawUtilisation(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y);
   void drawTimelineOverlays(ImDrawList* dl, const TimelineContext& cx, const Hover& hover);
   Hover hitTest(const TimelineContext& cx, bool pinned);
   void timelineInput(const TimelineContext& cx, const Hover& hover);

@@ -156,6 +156,8 @@ void App::drawSteps() {
       longest = std::max(longest, r.breakdown->compute_s + r.breakdown->comm_s - r.breakdown->overlap_s +
                                       r.breakdown->memory_s + r.breakdown->idle_s);
   ImDrawList* dl = ImGui::GetWindowDrawList();
+  steps_lines.clear();  // the lines as drawn, with the panel's right edge (--layout)
+  steps_panel_x1 = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
   // The bar takes what the text beside it leaves (measured on its widest form), so the idle figure
   // is never cut off at 1920 px; the text wraps at the window's edge when even a 100 px bar is too much.
   const float text_w = ImGui::CalcTextSize("CPU step 000 ms, GPU step 000 ms | 000 ms compute, 000 ms comm, 000 ms "
@@ -181,12 +183,15 @@ void App::drawSteps() {
         }
         ImGui::Dummy(ImVec2(bar_w, 16));
         ImGui::SameLine();
+        char line[320];
+        std::snprintf(line, sizeof line, "CPU step %s%s%s | %s compute, %s comm, %s memory, %s idle",
+                      formatDuration(r.step_s_mean * 1e9).c_str(), r.gpu_step_s ? ", GPU step " : "",
+                      r.gpu_step_s ? formatDuration(*r.gpu_step_s * 1e9).c_str() : "",
+                      formatDuration(b.compute_s * 1e9).c_str(), formatDuration(b.comm_s * 1e9).c_str(),
+                      formatDuration(b.memory_s * 1e9).c_str(), formatDuration(b.idle_s * 1e9).c_str());
+        steps_lines.push_back({line, ImGui::GetCursorScreenPos().x, ImGui::CalcTextSize(line).x});
         ImGui::PushTextWrapPos(0);
-        ImGui::Text("CPU step %s%s%s | %s compute, %s comm, %s memory, %s idle",
-                    formatDuration(r.step_s_mean * 1e9).c_str(), r.gpu_step_s ? ", GPU step " : "",
-                    r.gpu_step_s ? formatDuration(*r.gpu_step_s * 1e9).c_str() : "",
-                    formatDuration(b.compute_s * 1e9).c_str(), formatDuration(b.comm_s * 1e9).c_str(),
-                    formatDuration(b.memory_s * 1e9).c_str(), formatDuration(b.idle_s * 1e9).c_str());
+        ImGui::TextUnformatted(line);
         ImGui::PopTextWrapPos();
       } else {
         ImGui::Dummy(ImVec2(bar_w, 16));  // the row's height, as with a bar

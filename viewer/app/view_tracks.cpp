@@ -28,6 +28,10 @@ std::string fitText(float x0, float x1, const std::string& s) {
   return s.substr(0, std::max<size_t>(1, size_t(room / per) - 1));
 }
 
+// The utilisation row under each stream's lanes (tracks.h, LayoutMetrics::util_h): thin, as
+// Perfetto's and Nsight's per-stream utilisation rows are.
+constexpr float kUtilH = 5;
+
 struct LaneCtx {
   size_t doc;
   uint32_t track, lane;
@@ -61,7 +65,7 @@ void App::updateTrackLayout(const TimelineContext& cx) {
   const bool same_runs = track_layout_key.size() >= runs_key.size() &&
                          std::equal(runs_key.begin(), runs_key.end(), track_layout_key.begin());
   track_layout_key = key;
-  track_layout = layoutTracks(runs, track_control, LayoutMetrics{kGroupH, kLaneH, kCounterH},
+  track_layout = layoutTracks(runs, track_control, LayoutMetrics{kGroupH, kLaneH, kCounterH, kUtilH},
                               same_runs ? &track_layout : nullptr, band);
   for (auto* v : {&track_layout.pinned, &track_layout.rows})
     for (LayoutRow& r : *v) r.doc = doc_of[r.doc];
@@ -109,6 +113,8 @@ void App::drawRows(ImDrawList* dl, const TimelineContext& cx, bool pinned) {
       rows.push_back({r.doc, uint32_t(r.track), li, ly, ly + kLaneH});
       if (ly + kLaneH >= cx.top && ly <= cx.bottom) drawLane(dl, cx, r.doc, uint32_t(r.track), li, ly);
     }
+    const float uy = y + kLaneH * float(r.lanes);
+    if (r.util_h > 0 && uy + r.util_h >= cx.top && uy <= cx.bottom) drawUtilisation(dl, cx, r, uy);
   }
   if (pinned) dl->PopClipRect();
 }
@@ -150,6 +156,24 @@ void App::drawLane(ImDrawList* dl, const TimelineContext& cx, size_t di, uint32_
     if (cx.record) boxes.push_back({rows.size() - 1, x0, x1, e.kind, it.count, coverage, label, wait_x1});
   }
   dl->PopClipRect();
+}
+
+// A stream's utilisation row: per pixel column, a bar as tall as the share of the column its
+// kernels, copies and sets keep busy (busyColumns, lod.h), so a stream 17% busy is a low band
+// however it folds above.
+void App::drawUtilisation(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y) {
+  const Document& d = *docs[r.doc];
+  const Track& t = d.trace->tracks[r.track];
+  const size_t n = size_t(std::max(0.f, std::floor(cx.x1 - cx.x0)));
+  const int64_t t0 = view.timeAt(cx.x0) - d.offset, t1 = view.timeAt(cx.x0 + float(n)) - d.offset;
+  std::vector<float> cols = busyColumns(t, t0, t1, n);
+  dl->AddRectFilled(ImVec2(cx.x0, y), ImVec2(cx.x1, y + r.util_h), IM_COL32(30, 32, 38, 255));
+  for (size_t i = 0; i < n; ++i) {
+    if (cols[i] <= 0) continue;
+    const float x = cx.x0 + float(i), h = std::max(1.f, cols[i] * r.util_h);
+    dl->AddRectFilled(ImVec2(x, y + r.util_h - h), ImVec2(x + 1, y + r.util_h), palette::kFolded);
+  }
+  if (cx.record) utils.push_back({t.rank, t.label, cx.x0, y, y + r.util_h, std::move(cols)});
 }
 
 // A counter: one bar per pixel column, the largest value held in it.

@@ -85,6 +85,31 @@ std::pair<uint32_t, uint32_t> overlapping(const Lane& lane, int64_t begin, int64
   return {uint32_t(lo - ev.begin()), uint32_t(hi - ev.begin())};
 }
 
+int64_t busyIn(const Lane& lane, int64_t begin, int64_t end) {
+  const auto [first, last] = overlapping(lane, begin, end);
+  if (first >= last) return 0;
+  // Whole events from the prefix sum, less the parts of the two edge events outside the slice.
+  const auto& ev = lane.events;
+  return busyBetween(lane, first, last) - std::max<int64_t>(0, begin - ev[first].start) -
+         std::max<int64_t>(0, ev[last - 1].end - end);
+}
+
+std::vector<float> busyColumns(const Track& track, int64_t begin, int64_t end, size_t columns) {
+  std::vector<float> out(columns, 0.f);
+  if (end <= begin || columns == 0) return out;
+  const double span = double(end - begin);
+  for (size_t c = 0; c < columns; ++c) {
+    // Slice edges rounded from one formula, so that neighbouring slices share their edge exactly.
+    const int64_t a = begin + int64_t(span * double(c) / double(columns));
+    const int64_t b = begin + int64_t(span * double(c + 1) / double(columns));
+    if (b <= a) continue;
+    int64_t busy = 0;
+    for (const Lane& lane : track.lanes) busy += busyIn(lane, a, b);
+    out[c] = float(std::min(1.0, double(busy) / double(b - a)));
+  }
+  return out;
+}
+
 void visibleItems(const Lane& lane, int64_t begin, int64_t end, int64_t threshold, std::vector<DrawItem>& out) {
   const auto [i0, i1] = overlapping(lane, begin, end);
   if (i0 >= i1) return;

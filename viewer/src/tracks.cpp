@@ -134,6 +134,7 @@ float layoutGroup(const LayoutRun& run, size_t doc, size_t gi, const TrackContro
       if (r.lanes == 0 && c.hide_empty_in_window) continue;
       r.lanes = std::max(1u, r.lanes);
       r.h = m.lane_h * float(r.lanes);
+      if (t.kind == TrackKind::Stream) r.h += r.util_h = m.util_h;
     }
     out.push_back(r);
     y += r.h;
@@ -156,6 +157,7 @@ void layoutPinned(const std::vector<LayoutRun>& runs, const TrackControl& c, con
           if (t.kind != TrackKind::Counter) {
             r.lanes = std::max(1u, fittedLanes(t, runs[doc].begin, runs[doc].end));
             r.h = m.lane_h * float(r.lanes);
+            if (t.kind == TrackKind::Stream) r.h += r.util_h = m.util_h;
           }
           l.pinned.push_back(r);
           y += r.h;

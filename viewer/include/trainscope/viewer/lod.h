@@ -56,6 +56,15 @@ std::optional<size_t> hitItem(const Lane& lane, const std::vector<DrawItem>& ite
 // The index range [first, last) of lane events overlapping [begin, end).
 std::pair<uint32_t, uint32_t> overlapping(const Lane& lane, int64_t begin, int64_t end);
 
+// The time events of `lane` keep busy inside [begin, end): each event clipped to it. O(log n + 16).
+int64_t busyIn(const Lane& lane, int64_t begin, int64_t end);
+
+// The per-stream utilisation row: [begin, end) cut into `columns` equal slices (a pixel column each),
+// and for each the fraction of it that `track`'s events keep busy, in [0, 1]. A stream's lanes hold
+// kernels that overlap each other (lanes of a stream never nest), so their busy times are summed and
+// capped at 1. O(columns × lanes × (log n + 16)), whatever the number of events in the window.
+std::vector<float> busyColumns(const Track& track, int64_t begin, int64_t end, size_t columns);
+
 // Builds c.pyramid (and c.max_value) from c.values.
 void buildPyramid(CounterSeries& c);
 // The largest of values[first, last) of a counter (0 when empty), through its min/max pyramid:

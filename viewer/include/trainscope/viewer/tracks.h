@@ -50,8 +50,9 @@ struct TrackControl {
 };
 
 // Heights in pixels; the app's font decides them.
+// util_h: the utilisation row under each stream's lanes (busyColumns, lod.h); 0 leaves it out.
 struct LayoutMetrics {
-  float header_h = 22, lane_h = 18, counter_h = 36;
+  float header_h = 22, lane_h = 18, counter_h = 36, util_h = 0;
 };
 
 // One run as the layout sees it: its trace and the window on screen in the trace's own clock
@@ -72,6 +73,7 @@ struct LayoutRow {
   uint32_t lanes = 0; // flame depth fitted to the window (Track rows; counters: 0)
   float y0 = 0, h = 0;
   bool collapsed = false;  // Header rows: the rank is collapsed
+  float util_h = 0;        // Stream rows: the utilisation row's height, below the lanes (inside h)
   float y1() const { return y0 + h; }
 };
 
