@@ -34,6 +34,7 @@ struct PredictFlags {
   int64_t ep = 1;  // expert parallelism: a MoE workload's experts over ep of the dp ranks
   int64_t tp = 1, pp = 1, cp = 1, mbs = 1, gbs = 0, seq = 0, nodes = 0, gpus = 0, virtual_stages = 1, cpu_lanes = 1;
   int zero = 0;
+  int64_t zero_shard = 0;  // ZeRO-3 hybrid sharding: shard groups of N dp ranks (0: all)
   bool sp = false, json = false;
   double dp_overlap = -1;  // < 0: estimated from the schedule
   bool distributed_optimizer = false, allow_tp_across_nodes = false;
@@ -84,6 +85,10 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
                  "ZeRO stage 0|1|2|3 (2 and 3 are priced as DeepSpeed shards them)")
       ->capture_default_str()
       ->check(CLI::IsMember({"0", "1", "2", "3"}));
+  c->add_option("--zero-shard-size", f->zero_shard,
+                "ZeRO-3 hybrid sharding: shard within groups of N dp ranks, replicate across (0: all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   c->add_flag("--sequence-parallel", f->sp);
   c->add_option("--pp-schedule", f->schedule, "gpipe|1f1b|interleaved")->capture_default_str();
   c->add_option("--virtual-stages", f->virtual_stages, "interleaved: model chunks per stage")
@@ -195,6 +200,7 @@ tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, cons
   p.precision = rt::parsePrecision(f.precision);
   p.optimizer = rt::parseOptimizer(f.optimizer);
   p.zero = rt::zeroStage(f.zero);  // 0..3: the flag and the batch line refuse anything else
+  p.zero_shard = f.zero_shard;     // whyInvalid names a shard group without ZeRO-3 or not dividing dp
   p.sequence_parallel = f.sp;
   if (f.schedule == "interleaved") {
     p.schedule = rt::PipelineSchedule::OneFOneB;
@@ -347,6 +353,7 @@ nlohmann::json toJson(const Outcome& o) {
   nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
                       {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
                       {"seq", p.seq}, {"zero", rt::stageNumber(p.zero)}, {"zero_stage", zeroName(p)},
+                      {"zero_shard_size", p.zero_shard},
                       {"memory_limit_bytes", c.memory_bytes}, {"peak_bytes", m.peak()},
                       {"worst_stage", m.worst_stage}, {"fits", fits}};
   for (const auto& s : m.stages)
@@ -465,6 +472,7 @@ PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults
     else if (k == "gbs") f.gbs = count(k, v);
     else if (k == "seq") f.seq = count(k, v);
     else if (k == "virtual_stages") f.virtual_stages = count(k, v);
+    else if (k == "zero_shard_size") f.zero_shard = v.is_number_integer() && v.get<int64_t>() == 0 ? 0 : count(k, v);
     else if (k == "cpu_lanes") f.cpu_lanes = count(k, v);
     else if (k == "sequence_parallel") f.sp = flag(k, v);
     else if (k == "use_distributed_optimizer") f.distributed_optimizer = flag(k, v);

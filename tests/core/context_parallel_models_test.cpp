@@ -216,3 +216,18 @@ TEST(PredictCp, SplitsTheDevicesAndReportsTheRing) {
   EXPECT_EQ(bad.status, 2) << bad.output;
   EXPECT_NE(bad.output.find("--cp"), std::string::npos) << bad.output;
 }
+
+TEST(PredictHybrid, ShardGroupsHoldMoreThanShardingOverEveryDpRank) {
+  using trainscope::testing::cli;
+  auto peak = [](const std::string& extra) {
+    const auto r = cli("predict --workload gpt3-1.3b --cluster h100-80gb-x8 --zero 3 --json" + extra);
+    EXPECT_EQ(r.status, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    return j["peak_bytes"].get<double>();
+  };
+  const double all = peak(""), hybrid = peak(" --zero-shard-size 2");
+  EXPECT_GT(hybrid, all);  // shards over 2 ranks, not 8
+  const auto bad = cli("predict --workload gpt3-1.3b --cluster h100-80gb-x8 --zero 1 --zero-shard-size 2");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("ZeRO-3"), std::string::npos) << bad.output;
+}
