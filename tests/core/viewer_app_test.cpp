@@ -1432,6 +1432,13 @@ TEST(ViewerApp, StatisticsShowDemangledShortKernelNames) {
   EXPECT_EQ(label_of["ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"],
             "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
   EXPECT_EQ(label_of["elementwise_kernel"], "elementwise_kernel");
+  // At 1400 px the histogram gives way so that the name column still holds these names.
+  const Shot narrow = shoot(db, "--script " + script, "stats_names_1400");
+  ASSERT_EQ(narrow.run.status, 0) << narrow.run.output;
+  std::set<std::string> labels;
+  for (const auto& r : narrow.layout["stats"]["rows"]) labels.insert(r["label"].get<std::string>());
+  EXPECT_TRUE(labels.count("ncclDevKernel_AllReduce_Sum_f32_RING_LL")) << narrow.layout["stats"].dump();
+  EXPECT_TRUE(labels.count("elementwise_kernel")) << narrow.layout["stats"].dump();
 }
 
 // At 1920 px the Steps tab's line for each rank fits beside its bar, the idle figure last: the text

@@ -185,7 +185,11 @@ void App::drawStatistics() {
     stats_shown.hint = hint;
     return;
   }
-  const float hist_w = std::clamp(ImGui::GetContentRegionAvail().x * 0.3f, 200.f, 480.f);
+  // The histogram takes 30% of the width, less where the table's name column would drop under 48
+  // characters beside the ten fixed columns (780 px, statisticsTable; ~100 px of cell padding): at
+  // 1400 px it read `vectoriz...`.
+  const float avail = ImGui::GetContentRegionAvail().x, char_w = std::max(1.f, ImGui::CalcTextSize("M").x);
+  const float hist_w = std::clamp(std::min(avail * 0.3f, avail - 880 - 48 * char_w), 200.f, 480.f);
   ImGui::BeginChild("stats_table", ImVec2(ImGui::GetContentRegionAvail().x - hist_w - 8, 0));
   statisticsTable(*st, *d, in_range);
   ImGui::EndChild();
