@@ -1393,6 +1393,8 @@ TEST(ViewerApp, EachStreamHasAUtilisationRow) {
   }
   ASSERT_GT(n, 500);
   EXPECT_NEAR(sum / n, 0.17, 0.005);
+  RecordProperty("busy_columns", n);
+  RecordProperty("busy_mean", std::to_string(sum / n));
   const int x = int((busy0 + busy1) / 2), y1 = int((*u)["y1"].get<float>());
   EXPECT_EQ(s.img.pixel(x, y1 - 1), v::palette::kFolded);      // the busy share, from the bottom
   EXPECT_NE(s.img.pixel(x, y1 - 4), v::palette::kFolded);      // and the row's top left empty
@@ -1432,6 +1434,7 @@ TEST(ViewerApp, StatisticsShowDemangledShortKernelNames) {
   EXPECT_EQ(label_of["ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"],
             "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
   EXPECT_EQ(label_of["elementwise_kernel"], "elementwise_kernel");
+  RecordProperty("fill_label_1920", fill);
   // At 1400 px the histogram gives way so that the name column still holds these names.
   const Shot narrow = shoot(db, "--script " + script, "stats_names_1400");
   ASSERT_EQ(narrow.run.status, 0) << narrow.run.output;
@@ -1456,10 +1459,12 @@ TEST(ViewerApp, TheStepsTextIsNotClippedAt1920px) {
   ASSERT_EQ(st["lines"].size(), 2u) << st.dump();  // one per rank
   const float panel_x1 = st["panel_x1"];
   EXPECT_GT(panel_x1, 1800);
+  RecordProperty("panel_x1", std::to_string(panel_x1));
   for (const auto& line : st["lines"]) {
     const std::string text = line["text"];
     EXPECT_EQ(text.rfind("CPU step ", 0), 0u) << text;
     EXPECT_EQ(text.substr(text.size() - 5), " idle") << text;
     EXPECT_LE(line["x0"].get<float>() + line["w"].get<float>(), panel_x1) << text << " in " << st.dump();
+    RecordProperty("line_end_" + std::to_string(int(line["x0"].get<float>() + line["w"].get<float>())), text);
   }
 }
