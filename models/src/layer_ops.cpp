@@ -81,9 +81,10 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   x.local = p.sequence_parallel ? x.rows / x.t : x.rows;
   x.act = x.local * x.h * x.e;
   x.megatron = f == Framework::Megatron;
-  // Megatron-LM keeps the local shard under SP and all-gathers it again in the backward
-  // (Korthikanti et al. 2022, §4.2.2); this runtime keeps the gathered (b, s, h) input.
-  x.column_input = x.megatron ? x.act : x.rows * x.h * x.e;
+  // Under SP both keep the local (b, s/t, h) shard and all-gather it again in the backward
+  // (Korthikanti et al. 2022, §4.2.2; Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication,
+  // this runtime's columnParallelLinear); without SP the shard is the whole input.
+  x.column_input = x.act;
   x.qkv_out = 3.0 * x.rows * x.h / x.t * x.e;
   x.heads = x.b * x.a / x.t, x.scores = x.heads * x.s * x.keys;
   return x;

@@ -238,11 +238,11 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
                         const TpContext& tp) {
   const int64_t C = x.size(2);
   const bool sp = tp.sequence_parallel, split = tp.active();
-  auto enterTp = [&](const at::Tensor& t) { return sp ? gatherSeq(t, tp) : copyToTp(t, tp); };
   auto leaveTp = [&](const at::Tensor& t) { return sp ? scatterSeq(t, tp) : reduceFromTp(t, tp); };
 
-  at::Tensor h = enterTp(at::layer_norm(x, {C}, p.ln1_w, p.ln1_b, 1e-5));  // (B, T, C)
-  at::Tensor qkv = linear(h, p.qkv_w, p.qkv_b);                            // (B, T, 3C/TP)
+  // The column-parallel linears enter TP themselves: under SP they keep only the (B, T/TP, C) shard.
+  at::Tensor h = at::layer_norm(x, {C}, p.ln1_w, p.ln1_b, 1e-5);           // (B, T', C)
+  at::Tensor qkv = columnParallelLinear(h, p.qkv_w, p.qkv_b, tp);          // (B, T, 3C/TP)
   // Under context parallelism the ring keeps only q, k, v and the output (flash-style): selective
   // checkpointing has nothing left to drop there.
   at::Tensor y = tp.cp       ? contextParallelAttention(qkv, n_head, *tp.cp)  // (B, T/CP, C/TP)
@@ -251,8 +251,8 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
   at::Tensor x1 = split ? x + leaveTp(linear(y, p.proj_w, at::Tensor())) + p.proj_b       // (B, T', C)
                         : linearAdd(y, p.proj_w, p.proj_b, x);                  // x + proj(y), one pass
 
-  h = enterTp(at::layer_norm(x1, {C}, p.ln2_w, p.ln2_b, 1e-5));           // (B, T, C)
-  at::Tensor f = linear(h, p.fc_w, p.fc_b);                                // (B, T, 4C/TP)
+  h = at::layer_norm(x1, {C}, p.ln2_w, p.ln2_b, 1e-5);                    // (B, T', C)
+  at::Tensor f = columnParallelLinear(h, p.fc_w, p.fc_b, tp);              // (B, T, 4C/TP)
   f = cpu_ops::usable(f) ? cpu_ops::geluTanh(f) : at::gelu(f, "tanh");
   return split ? x1 + leaveTp(linear(f, p.fcproj_w, at::Tensor())) + p.fcproj_b      // (B, T', C)
                : linearAdd(f, p.fcproj_w, p.fcproj_b, x1);

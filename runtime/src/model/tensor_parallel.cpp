@@ -1,8 +1,13 @@
 // tensor_parallel.cpp — see tensor_parallel.h.
 #include "model/tensor_parallel.h"
 
+#include "model/linear.h"
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include <cstdlib>
+#include <string>
 
 namespace trainscope::runtime {
 namespace {
@@ -79,7 +84,62 @@ struct ScatterSeq : torch::autograd::Function<ScatterSeq> {
   }
 };
 
+// SP's gather + column-parallel linear in one function so that autograd keeps x (B, T/TP, C), not
+// the gathered (B, T, C) (Korthikanti et al. 2022, §4.2.2; Megatron-LM's
+// LinearWithGradAccumulationAndAsyncCommunication): two fewer (B, T, C) tensors per layer, for one
+// more all-gather per column-parallel linear in backward. Backward works in the (T, B, ·) layout
+// the collectives slice along dim 0; dW and db do not depend on the row order.
+struct GatherSeqLinear : torch::autograd::Function<GatherSeqLinear> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const std::optional<at::Tensor>& b, int64_t tp) {
+    ctx->saved_data["tp"] = tp;
+    ctx->saved_data["has_bias"] = b.has_value();
+    ctx->save_for_backward({x, w});                                        // the shard only
+    at::Tensor full = allGatherSeq(x, *reinterpret_cast<const TpContext*>(tp));  // (B, T, C), freed here
+    return linear(full, w, b.value_or(at::Tensor()));                      // (B, T, N)
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const TpContext& tp = fromHandle(ctx);
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1];
+    const int64_t B = x.size(0), Ts = x.size(1), C = x.size(2), T = Ts * tp.size(), N = w.size(0);
+    at::Tensor local = x.transpose(0, 1).contiguous();                     // (T/TP, B, C)
+    at::Tensor full = at::empty({T, B, C}, local.options());               // (T, B, C)
+    auto gathered = tp.group->allGatherAsync(full, local);                 // re-gather, overlapped with dX
+    at::Tensor dy = g[0].transpose(0, 1).contiguous().view({T * B, N});    // (T·B, N)
+    at::Tensor dx = mmNT(dy, w.t());                                       // (T·B, C) = dY W, partial sums
+    gathered->wait();
+    at::Tensor dx_local = at::empty({Ts * B, C}, dx.options());            // (T/TP·B, C)
+    auto scattered = tp.group->reduceScatterAsync(dx_local, dx);           // overlapped with dW
+    at::Tensor xf = full.view({T * B, C});                                 // (T·B, C)
+    at::Tensor dw, db;
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    if (gemmTNUsable(dy, xf)) {                                            // (N, C) = dYᵀ X, db = Σ dY, one pass
+      dw = at::empty({N, C}, xf.options());
+      if (has_bias) db = at::empty({N}, xf.options());
+      gemmTN(dy, xf, dw, /*accumulate=*/false, db);
+    } else {
+      dw = at::mm(dy.t(), xf);                                             // (N, C)
+      if (has_bias) db = dy.sum(0);                                        // (N)
+    }
+    scattered->wait();
+    return {dx_local.view({Ts, B, C}).transpose(0, 1).contiguous(), dw, db, at::Tensor()};  // dx (B, T/TP, C)
+  }
+};
+
 }  // namespace
+
+at::Tensor columnParallelLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const TpContext& tp) {
+  if (!tp.active() || !tp.sequence_parallel) return linear(copyToTp(x, tp), w, b);
+  // TRAINSCOPE_SP_KEEP_GATHERED=1: the previous layout (keep the gathered input), so that a test can
+  // measure what the shard saves on the same run.
+  static const bool keep_gathered = [] {
+    const char* v = std::getenv("TRAINSCOPE_SP_KEEP_GATHERED");
+    return v && std::string(v) == "1";
+  }();
+  if (keep_gathered) return linear(gatherSeq(x, tp), w, b);
+  return GatherSeqLinear::apply(x, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt, handle(tp));
+}
 
 at::Tensor copyToTp(const at::Tensor& x, const TpContext& tp) {
   return tp.active() ? CopyToTp::apply(x, handle(tp)) : x;

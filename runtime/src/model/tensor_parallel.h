@@ -6,6 +6,8 @@
 //   reduceFromTp   g: forward all-reduce, backward identity      (after a row-parallel linear)
 //   gatherSeq      forward all-gather along T, backward reduce-scatter along T   (SP's f)
 //   scatterSeq     forward reduce-scatter along T, backward all-gather along T   (SP's g)
+//   columnParallelLinear  f + a column-parallel linear; under SP it keeps only the (B, T/TP, C)
+//                  shard for the weight gradient and all-gathers it again in backward (Megatron-LM)
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,12 @@ at::Tensor copyToTp(const at::Tensor& x, const TpContext& tp);
 at::Tensor reduceFromTp(const at::Tensor& x, const TpContext& tp);
 at::Tensor gatherSeq(const at::Tensor& x, const TpContext& tp);
 at::Tensor scatterSeq(const at::Tensor& x, const TpContext& tp);
+
+// linear(f(x), w, b) for a column-parallel w (N/TP, C): x (B, T, C), or (B, T/TP, C) under sequence
+// parallelism, -> (B, T, N/TP). Under SP this is Megatron-LM's LinearWithGradAccumulationAndAsync-
+// Communication: autograd saves the shard, not the gathered (B, T, C) input; backward all-gathers it
+// again (overlapped with dX = dY W), then reduce-scatters dX (overlapped with dW = dYᵀ X).
+at::Tensor columnParallelLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const TpContext& tp);
 
 // Vocabulary-parallel embedding lookup: rows outside this rank's shard read as zero; the partial
 // sums are then combined by reduceFromTp (or scatterSeq under sequence parallelism).
