@@ -1,5 +1,5 @@
 // kineto_structure.h — one rank's PyTorch profiler (Kineto) trace written the way torch.profiler
-// writes it (PyTorch 2.x layout; shared by import_test.cpp and viewer_test.cpp): distributedInfo of
+// writes it (PyTorch 2.x layout; shared by import_test.cpp and viewer_files_test.cpp): distributedInfo of
 // rank 3 of 4, a CPU process (pid 4242) with its main thread, an autograd thread with a negative tid
 // (older Kineto wrote an int32 tid as is; newer ones write abs()), a thread whose tid comes once as
 // -5 and once as its unsigned 32-bit form 4294967291, the GPU (pid 0 = device 0) with kernels on
