@@ -162,7 +162,8 @@ void addOptimizerState(StageMemory& sm, const std::vector<workloads::ParamTensor
 //           Gathered in the compute dtype during a layer's backward: the stage's non-layer unit
 //           (embeddings, ln_f), the layer and the one prefetched, e·(rest + 2·layer); and the
 //           reduce-scatter of a layer's gradients as one flat fp32 buffer, with the previous layer's
-//           still in flight: 4·2·layer, and on Gloo (CPU) the copy it all-reduces, 4·layer more.
+//           still in flight: 4·2·layer, and on Gloo (CPU) the copy it all-reduces, 4·layer more;
+//           the in-flight one's output shard, 4·⌈layer/d⌉.
 //           No all-gather after the step.
 void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t layer) {
   if (!zero::shardsGradients(p)) return;
@@ -175,7 +176,10 @@ void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t layer) {
   sm.sync = 0;
   const int64_t rest = n - sm.layers * layer, gathered_layers = std::min<int64_t>(2, sm.layers);
   sm.gathered = p.elementBytes() * (rest + gathered_layers * layer);
-  sm.grad_bucket = 4 * layer * (std::min<int64_t>(2, sm.layers) + (p.cpu ? 1 : 0));
+  // The in-flight reduce-scatter's output shard (zero3.cpp's `out`, 4·⌈ℓ/d⌉) lives until the next
+  // layer's gradients are in; it is the ~1/d part of the peak the buffers alone missed (d 2 → 4).
+  sm.grad_bucket = 4 * layer * (std::min<int64_t>(2, sm.layers) + (p.cpu ? 1 : 0)) +
+                   4 * zero::shardOf(layer, zero::shardRanks(p));
 }
 
 // ZeRO-2 as runtime/src/parallel/grad_sync.cpp runs it (docs/memory-model.md, "ZeRO-2"): buckets of
@@ -274,7 +278,14 @@ int64_t transientAllowance(const workloads::Workload& w, const Plan& p, int64_t 
   // micro-batch) or adds it when that stage's activations are already freed (the embedding's
   // backward ends the stage's), so under PP it does not raise the layer-backward moment.
   const double fresh_weight = p.pp == 1 ? kTransientWeights * double(largest) : 0.0;
-  return int64_t(kTransientActivations * sbh * double(e) / (p.sequence_parallel ? double(t) : 1.0) +
+  // Under full recomputation the rebuilt layer's saved tensors are the layer's only activations and
+  // autograd frees each op's as its backward ends, so the model adds no between-op gradients on top
+  // of StageMemory::recompute. Measured (docs/memory-model.md, "What trainscope keeps") that is only
+  // part of the story: at mbs 8 the layer moment is activations + head + recompute + 6·s·b·h with no
+  // fresh embedding gradient (pp 1 and pp 2 both to 0.1%), but at mbs ≤ 4 the peak is a moment this
+  // model lacks (~3 V·h fp32 tensors above the held state), which the fresh-gradient term stands in for.
+  const double between_ops = p.ckpt == Checkpointing::Full ? 0.0 : kTransientActivations;
+  return int64_t(between_ops * sbh * double(e) / (p.sequence_parallel ? double(t) : 1.0) +
                  fresh_weight * double(e) * double(std::max<int64_t>(1, p.cpu_lanes)));
 }
 

@@ -294,7 +294,8 @@ TEST(MemoryModel, ZeroShardsShrinkAsOneOverDAndZero3HoldsTheGatheredLayer) {
     EXPECT_EQ(z3.params, 6 * n / d) << d;
     EXPECT_EQ(z3.grads, 4 * n / d) << d;
     EXPECT_EQ(z3.optimizer, 8 * n / d) << d;
-    EXPECT_EQ(z3.grad_bucket, 4 * 2 * layer);  // a layer's flat fp32 gradients and the one in flight (NCCL: no copy)
+    // A layer's flat fp32 gradients and the one in flight (NCCL: no copy), with its ⌈ℓ/d⌉ output.
+    EXPECT_EQ(z3.grad_bucket, 4 * (2 * layer + (layer + d - 1) / d)) << d;
     EXPECT_EQ(z3.gathered, 2 * (rest + 2 * layer)) << d;  // the rest, the layer in use and the one prefetched
     EXPECT_EQ(z3.sync, 0);
     // Activations do not change; the two transients ride on the moments they belong to.
