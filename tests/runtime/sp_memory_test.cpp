@@ -54,7 +54,10 @@ TEST(SequenceParallelMemory, ShardedLinearInputsSaveTwoGatheredInputsPerLayer) {
   ASSERT_EQ(b.size(), size_t(kSteps));
   const int64_t expected = 2 * kL * kB * (kT - kT / kTp) * kC * 4;  // 1 MiB
   for (size_t k = 0; k < a.size(); ++k) {
-    EXPECT_EQ(a[k].activation_bytes - b[k].activation_bytes, expected) << "step " << k;
+    // Within 4 KiB: the backward's asynchronous re-gathers and reduce-scatters finish in an order
+    // the machine's load decides, so a few small buffers (a fresh bias gradient, a work handle's
+    // staging) can fall on either side of the peak (once, on a loaded CI run: +192 bytes).
+    EXPECT_NEAR(double(a[k].activation_bytes - b[k].activation_bytes), double(expected), 4096.0) << "step " << k;
     EXPECT_LE(std::abs(b[k].loss - a[k].loss), 1e-6 * a[k].loss) << "step " << k;
   }
   // One more all-gather of the (B, T, C) input per column-parallel linear in each backward.
