@@ -25,6 +25,7 @@
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/report.h"
 #include "trainscope/runtime/data.h"
+#include "same_training.h"
 #include "util.h"
 
 namespace rt = trainscope::runtime;
@@ -132,21 +133,7 @@ std::string run(const std::string& name, const std::string& extra) {
   return db;
 }
 
-// The tolerances of parallel_test.cpp: losses to 1e-5, weight digests to 1e-4.
-void expectSameTraining(const std::string& ref_db, const std::string& db) {
-  auto a = rdb::readSteps(ref_db), b = rdb::readSteps(db);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t k = 0; k < a.size(); ++k) EXPECT_LE(std::abs(b[k].loss - a[k].loss) / a[k].loss, 1e-5) << "step " << k;
-  auto da = rdb::RunReader(ref_db).weightDigest(), dbg = rdb::RunReader(db).weightDigest();
-  ASSERT_EQ(da.size(), dbg.size());
-  for (size_t i = 0; i < da.size(); ++i) {
-    const auto &va = da[i], &vb = dbg[i];
-    ASSERT_EQ(va.name, vb.name);
-    EXPECT_LE(std::abs(vb.sum - va.sum), 1e-4 * va.abssum + 1e-7) << va.name << " sum";
-    EXPECT_LE(std::abs(vb.sumsq - va.sumsq), 1e-4 * va.sumsq) << va.name << " sum of squares";
-    EXPECT_LE(std::abs(vb.abssum - va.abssum), 1e-4 * va.abssum) << va.name << " sum of |x|";
-  }
-}
+using trainscope::testing::expectSameTraining;  // losses 1e-5, weights 1e-4: same_training.h
 
 class ContextParallel : public ::testing::Test {
  protected:

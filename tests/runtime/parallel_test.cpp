@@ -17,6 +17,7 @@
 #include <fstream>
 #include <string>
 
+#include "same_training.h"
 #include "util.h"
 #include "trainscope/rundb/reader.h"
 
@@ -38,24 +39,7 @@ std::string run(const std::string& name, const std::string& extra, const std::st
   return db;
 }
 
-// Losses to 1e-5. Weights to 1e-4: the attention key bias has an exactly-zero true gradient (softmax
-// ignores a shift shared by all keys), so its gradient is pure float round-off, which differs with
-// the summation order of each layout, and Adam normalises it into lr-sized steps.
-void expectSameTraining(const std::string& ref_db, const std::string& db, double tol = 1e-5, double wtol = 1e-4) {
-  auto a = rdb::readSteps(ref_db), b = rdb::readSteps(db);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t k = 0; k < a.size(); ++k) EXPECT_LE(std::abs(b[k].loss - a[k].loss) / a[k].loss, tol) << "step " << k;
-  tol = wtol;
-  auto da = rdb::RunReader(ref_db).weightDigest(), dbg = rdb::RunReader(db).weightDigest();
-  ASSERT_EQ(da.size(), dbg.size());
-  for (size_t i = 0; i < da.size(); ++i) {
-    const auto &va = da[i], &vb = dbg[i];
-    ASSERT_EQ(va.name, vb.name);
-    EXPECT_LE(std::abs(vb.sum - va.sum), tol * va.abssum + 1e-7) << va.name << " sum";
-    EXPECT_LE(std::abs(vb.sumsq - va.sumsq), tol * va.sumsq) << va.name << " sum of squares";
-    EXPECT_LE(std::abs(vb.abssum - va.abssum), tol * va.abssum) << va.name << " sum of |x|";
-  }
-}
+using trainscope::testing::expectSameTraining;  // losses 1e-5, weights 1e-4: same_training.h
 
 int64_t maxPeak(const std::string& db, int world) {
   int64_t peak = 0;

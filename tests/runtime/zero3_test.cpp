@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainscope/rundb/reader.h"
+#include "same_training.h"
 #include "util.h"
 
 using trainscope::testing::cli;
@@ -38,21 +39,7 @@ std::string run(const std::string& name, const std::string& extra) {
   return db;
 }
 
-// Losses to 1e-5 relative, the final weights' digests to 1e-4 (parallel_test.cpp says why).
-void expectSameTraining(const std::string& ref_db, const std::string& db, double tol = 1e-5, double wtol = 1e-4) {
-  auto a = rdb::readSteps(ref_db), b = rdb::readSteps(db);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t k = 0; k < a.size(); ++k) EXPECT_LE(std::abs(b[k].loss - a[k].loss) / a[k].loss, tol) << "step " << k;
-  auto da = rdb::RunReader(ref_db).weightDigest(), dbg = rdb::RunReader(db).weightDigest();
-  ASSERT_EQ(da.size(), dbg.size());
-  for (size_t i = 0; i < da.size(); ++i) {
-    const auto &va = da[i], &vb = dbg[i];
-    ASSERT_EQ(va.name, vb.name);
-    EXPECT_LE(std::abs(vb.sum - va.sum), wtol * va.abssum + 1e-7) << va.name << " sum";
-    EXPECT_LE(std::abs(vb.sumsq - va.sumsq), wtol * va.sumsq) << va.name << " sum of squares";
-    EXPECT_LE(std::abs(vb.abssum - va.abssum), wtol * va.abssum) << va.name << " sum of |x|";
-  }
-}
+using trainscope::testing::expectSameTraining;  // losses 1e-5, weights 1e-4: same_training.h
 
 // Collectives of one rank by "op group".
 std::map<std::string, int> countCollectives(const std::string& db, int rank) {
