@@ -236,25 +236,8 @@ static void parseMoe(const nlohmann::json& j, const std::string& source, Workloa
   }
 }
 
-Workload parse(const std::string& text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw UserError("workload", source + " is not valid JSON: " + e.what(), "fix the file's syntax");
-  }
-  if (!j.is_object()) throw UserError("workload", source + " must hold a JSON object", "");
-  Workload w;
-  w.source = source;
-  // Two formats, told apart by `model_type`, which Hugging Face writes into every config.json and
-  // trainscope's own files never hold. A Hugging Face config is read as transformers would build
-  // GPT2LMHeadModel from it.
-  const bool hf = j.contains("model_type");
-  if (hf && !(j["model_type"].is_string() && j["model_type"] == "gpt2"))
-    throw UserError("workload.model_type",
-                    j["model_type"].dump() + " in " + source +
-                        " is not \"gpt2\": trainscope trains GPT-2 architectures only",
-                    "use a GPT-2 config.json (\"model_type\": \"gpt2\")");
+// Refuses a key no workload file has (see parse for the two formats' rules).
+static void refuseUnknownKeys(const nlohmann::json& j, bool hf, const std::string& source) {
   // Unknown keys. In trainscope's own files every key is known, so a misspelt or extra key (dropuot,
   // n_layers beside n_layer, n_experts) is refused rather than silently ignored. A Hugging Face
   // config carries many keys that do not change the model and grows new ones with transformers
@@ -284,33 +267,14 @@ Workload parse(const std::string& text, const std::string& source) {
             (hf ? std::string("n_layer, n_head, n_embd, n_positions, vocab_size, n_inner") : joinKeys(kOwnKeys));
     throw UserError("workload." + key, problem, fix);
   }
-  auto getInt = [&](const char* key, const char* alt) -> int64_t {
-    const nlohmann::json* v = nullptr;
-    if (j.contains(key)) v = &j[key];
-    else if (alt && j.contains(alt)) v = &j[alt];
-    if (!v)
-      throw UserError(std::string("workload.") + key, "missing in " + source,
-                      std::string("add \"") + key + "\": <integer>");
-    if (!v->is_number_integer())
-      throw UserError(std::string("workload.") + key, "must be an integer in " + source, "");
-    return v->get<int64_t>();
-  };
-  // trainscope's own files and Hugging Face GPT-2 configs share these keys; HF's n_ctx is an alias.
-  w.n_layer = getInt("n_layer", nullptr);
-  w.n_head = getInt("n_head", nullptr);
-  w.n_embd = getInt("n_embd", nullptr);
-  w.n_positions = getInt("n_positions", "n_ctx");
-  w.vocab_size = getInt("vocab_size", nullptr);
-  parseMoe(j, source, &w);
-  for (const char* key : {"name", "description"})
-    if (j.contains(key) && !j[key].is_string())
-      throw UserError(std::string("workload.") + key, "must be a string in " + source, "");
-  if (j.contains("name")) w.name = j["name"].get<std::string>();
-  else w.name = fs::path(source).parent_path().filename().string() + "/" + fs::path(source).stem().string();
-  if (j.contains("description")) w.description = j["description"].get<std::string>();
+}
+
+// Keys that would make the file describe another model than trainscope builds: refused, or loaded
+// with a note where the difference is only in training (dropout, the exact GELU).
+static void refuseChangedArchitecture(const nlohmann::json& j, const std::string& source, Workload* w) {
   // Hugging Face fields that would change the architecture trainscope builds must match it.
   if (j.contains("n_inner") && !j["n_inner"].is_null() &&
-      (!j["n_inner"].is_number_integer() || j["n_inner"].get<int64_t>() != 4 * w.n_embd))
+      (!j["n_inner"].is_number_integer() || j["n_inner"].get<int64_t>() != 4 * w->n_embd))
     throw UserError("workload.n_inner", "only an MLP width of 4*n_embd is supported (" + source + ")",
                     "remove n_inner or set it to null");
   // Keys that change the model or its training: honoured where they match what the runtime does,
@@ -347,7 +311,7 @@ Workload parse(const std::string& text, const std::string& source) {
       dropped += (dropped.empty() ? "" : ", ") + std::string(key) + " " + j[key].dump();
   }
   if (!dropped.empty())
-    w.notes.push_back(source + " sets dropout (" + dropped +
+    w->notes.push_back(source + " sets dropout (" + dropped +
                       "); trainscope trains without dropout, so these are ignored");
   if (j.contains("activation_function")) {
     if (!j["activation_function"].is_string())
@@ -357,9 +321,56 @@ Workload parse(const std::string& text, const std::string& source) {
       throw UserError("workload.activation_function", "\"" + act + "\" is not supported (" + source + ")",
                       "use gelu_new (GELU, tanh approximation)");
     if (act == "gelu")
-      w.notes.push_back(source + " asks for the exact GELU (activation_function \"gelu\"); trainscope uses its tanh "
+      w->notes.push_back(source + " asks for the exact GELU (activation_function \"gelu\"); trainscope uses its tanh "
                         "approximation (gelu_new)");
   }
+}
+
+Workload parse(const std::string& text, const std::string& source) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError("workload", source + " is not valid JSON: " + e.what(), "fix the file's syntax");
+  }
+  if (!j.is_object()) throw UserError("workload", source + " must hold a JSON object", "");
+  Workload w;
+  w.source = source;
+  // Two formats, told apart by `model_type`, which Hugging Face writes into every config.json and
+  // trainscope's own files never hold. A Hugging Face config is read as transformers would build
+  // GPT2LMHeadModel from it.
+  const bool hf = j.contains("model_type");
+  if (hf && !(j["model_type"].is_string() && j["model_type"] == "gpt2"))
+    throw UserError("workload.model_type",
+                    j["model_type"].dump() + " in " + source +
+                        " is not \"gpt2\": trainscope trains GPT-2 architectures only",
+                    "use a GPT-2 config.json (\"model_type\": \"gpt2\")");
+  refuseUnknownKeys(j, hf, source);
+  auto getInt = [&](const char* key, const char* alt) -> int64_t {
+    const nlohmann::json* v = nullptr;
+    if (j.contains(key)) v = &j[key];
+    else if (alt && j.contains(alt)) v = &j[alt];
+    if (!v)
+      throw UserError(std::string("workload.") + key, "missing in " + source,
+                      std::string("add \"") + key + "\": <integer>");
+    if (!v->is_number_integer())
+      throw UserError(std::string("workload.") + key, "must be an integer in " + source, "");
+    return v->get<int64_t>();
+  };
+  // trainscope's own files and Hugging Face GPT-2 configs share these keys; HF's n_ctx is an alias.
+  w.n_layer = getInt("n_layer", nullptr);
+  w.n_head = getInt("n_head", nullptr);
+  w.n_embd = getInt("n_embd", nullptr);
+  w.n_positions = getInt("n_positions", "n_ctx");
+  w.vocab_size = getInt("vocab_size", nullptr);
+  parseMoe(j, source, &w);
+  for (const char* key : {"name", "description"})
+    if (j.contains(key) && !j[key].is_string())
+      throw UserError(std::string("workload.") + key, "must be a string in " + source, "");
+  if (j.contains("name")) w.name = j["name"].get<std::string>();
+  else w.name = fs::path(source).parent_path().filename().string() + "/" + fs::path(source).stem().string();
+  if (j.contains("description")) w.description = j["description"].get<std::string>();
+  refuseChangedArchitecture(j, source, &w);
   validate(w);
   return w;
 }
