@@ -269,7 +269,10 @@ TEST(Interleaved, StagePeakStopsGrowingAfterTheWarmUpAndMatchesTheMemoryModel) {
   }
   for (int rank = 0; rank < 2; ++rank) {
     const auto& p = peaks[size_t(rank)];
-    EXPECT_LE(p[0], p[1]) << "stage " << rank;  // fewer units in flight at M = pp
+    // Fewer units in flight at M = pp. Within 4 KiB: the asynchronous sends finish in an order the
+    // machine's load decides, so a few small buffers can fall on either side of the peak (a loaded
+    // CI run once saw stage 1's ga 2 peak 192 bytes above its ga 4 one, which the model says are equal).
+    EXPECT_LE(p[0], p[1] + 4096) << "stage " << rank;
     // As pipeline_memory_test.cpp: half a send of slack for scalars; keeping one send per
     // micro-batch longer than its unit would add four sends from ga 4 to ga 8.
     EXPECT_LE(p[2] - p[1], kOneSend / 2) << "stage " << rank << " grew from ga 4 to ga 8";
