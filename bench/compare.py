@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/compare.py — trainscope against PyTorch eager, side by side in one run.
 
-Runs `trainscope run --json` and bench/peer_gpt.py (the same model, shapes and optimizer, in the
+Runs `trainscope run --json` and bench/peer_gpt.py (bench/peer_moe.py for a mixture-of-experts
+workload, n_experts > 0; or as --peer says) (the same model, shapes and optimizer, in the
 same torch wheel's Python, so the same kernels) alternately, ROUNDS times each, and reports median
 tokens/s of each, the median of the per-round ratios, and trainscope's model FLOP/s as a share of
 the machine's matmul rate at the model's shapes (bench/matmul_rate.py), measured in the same run.
@@ -9,7 +10,8 @@ It also gives each side's best round against the other's best (noise only slows 
 that is what a quiet machine would show).
 
 Usage: bench/compare.py [--bin build/bin/trainscope] [--python PY] [--rounds 3] [--steps 20]
-                        [--workload small-cpu --seq 128 --mbs 8] [-- extra trainscope run flags]
+                        [--workload small-cpu --seq 128 --mbs 8] [--peer auto|gpt|moe]
+                        [-- extra trainscope run flags]
 """
 import argparse
 import json
@@ -22,6 +24,14 @@ from common import ROOT, run_json
 
 
 
+def peer_script(peer, workload):
+    """peer_moe.py for a MoE workload (or --peer moe), else peer_gpt.py."""
+    if peer == "auto":
+        with open(os.path.join(ROOT, "workloads", workload + ".json")) as f:
+            peer = "moe" if json.load(f).get("n_experts", 0) > 0 else "gpt"
+    return os.path.join(HERE, "peer_moe.py" if peer == "moe" else "peer_gpt.py")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "trainscope"))
@@ -32,14 +42,16 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--mbs", type=int, default=8)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--peer", default="auto", choices=["auto", "gpt", "moe"],
+                    help="the PyTorch eager peer: auto picks peer_moe.py when the workload has n_experts > 0")
     ap.add_argument("extra", nargs="*")
     a = ap.parse_args()
     shape = ["--workload", a.workload, "--seq", str(a.seq), "--mbs", str(a.mbs), "--steps", str(a.steps)]
     ts_cmd = [a.bin, "run", *shape, "--device", a.device, "--data", "synthetic", "--json", "-q", *a.extra]
-    peer_cmd = [a.python, os.path.join(HERE, "peer_gpt.py"), *shape, "--device", a.device]
+    peer_cmd = [a.python, peer_script(a.peer, a.workload), *shape, "--device", a.device]
     rate_cmd = [a.python, os.path.join(HERE, "matmul_rate.py"), "--workload", a.workload, "--seq", str(a.seq),
                 "--mbs", str(a.mbs), "--device", a.device]
-    ts, peer, ratios, shares = [], [], [], []
+    ts, peer, ratios, shares, losses = [], [], [], [], []
     rate = run_json(rate_cmd)["matmul_flops_per_s"]
     for r in range(a.rounds):
         t = run_json(ts_cmd)
@@ -47,13 +59,14 @@ def main():
         ts.append(t["tokens_per_s_median"])
         peer.append(p["tokens_per_s_median"])
         ratios.append(ts[-1] / peer[-1])
+        losses.append((t.get("final_loss"), p.get("final_loss")))  # both must train: a sanity check
         shares.append(t["model_flops_per_step"] / t["step_time_median_s"] / rate)
         print(f"round {r}: trainscope {ts[-1]:.0f} tok/s, pytorch-eager {peer[-1]:.0f} tok/s, "
               f"ratio {ratios[-1]:.3f}, model FLOP/s / matmul rate {shares[-1]:.1%}", file=sys.stderr)
     rate_end = run_json(rate_cmd)["matmul_flops_per_s"]
     result = {
         "workload": a.workload, "seq": a.seq, "mbs": a.mbs, "steps": a.steps, "rounds": a.rounds,
-        "extra_flags": a.extra,
+        "extra_flags": a.extra, "peer": os.path.basename(peer_cmd[1]),
         "trainscope_tokens_per_s": statistics.median(ts), "pytorch_eager_tokens_per_s": statistics.median(peer),
         "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
         # Each side's best round against the other's: what a quiet machine would show, since noise
@@ -61,6 +74,7 @@ def main():
         "ratio_of_best": max(ts) / max(peer),
         "matmul_rate_gflops": rate / 1e9, "matmul_rate_end_gflops": rate_end / 1e9,
         "share_of_matmul_rate": statistics.median(shares),
+        "final_loss_last_round": {"trainscope": losses[-1][0], "pytorch_eager": losses[-1][1]},
     }
     print(json.dumps(result))
     print(f"trainscope / PyTorch eager: {result['ratio_median']:.2f}x (median of {a.rounds} paired rounds, "
