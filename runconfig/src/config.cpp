@@ -116,6 +116,39 @@ void resolveZero3(const TrainConfig& c) {
                     "use --optimizer adamw or sgd with --zero 3");
 }
 
+// Mixture of experts (runtime/src/model/moe.h): expert parallelism over ep of the dp ranks, and
+// what the MoE layer does not run with yet, refused by name.
+void resolveMoe(const TrainConfig& c) {
+  requirePositive("--ep", c.ep, "pass --ep N with N >= 1 (1: every expert on every rank)");
+  const workloads::Workload& w = c.model;
+  if (!w.isMoe()) {
+    if (c.ep > 1)
+      throw UserError("--ep", "expert parallelism needs a mixture-of-experts workload; " + w.name + " is dense",
+                      "drop --ep, or pick a workload with n_experts > 0 (e.g. small-cpu-moe)");
+    return;
+  }
+  if (c.dp % c.ep != 0)
+    throw UserError("--ep", "ep=" + std::to_string(c.ep) + " does not divide the data-parallel degree " +
+                                std::to_string(c.dp),
+                    "pass an --ep dividing dp = nproc / (tp x pp x cp)");
+  if (w.n_experts % c.ep != 0)
+    throw UserError("--ep", "ep=" + std::to_string(c.ep) + " does not divide n_experts=" + std::to_string(w.n_experts),
+                    "pass an --ep dividing the number of experts");
+  // The router's capacity and its load-balancing loss are per rank's tokens: splitting a sequence
+  // over CP or SP ranks would route (and drop) differently from one rank holding it.
+  if (c.cp > 1)
+    throw UserError("--cp", "context parallelism is not run with a mixture-of-experts workload", "pass --cp 1");
+  if (c.sequence_parallel)
+    throw UserError("--sequence-parallel", "is not run with a mixture-of-experts workload",
+                    "drop --sequence-parallel (tensor parallelism alone runs)");
+  if (c.ep > 1 && c.zero == ZeroStage::Parameters)
+    throw UserError("--zero", "ZeRO-3 shards over the data-parallel ranks, and expert weights are split over ep ranks",
+                    "use --zero 1 or 2 with --ep > 1, or --ep 1 with --zero 3");
+  if (c.ep > 1 && c.local_sgd > 0)
+    throw UserError("--local-sgd", "averages weights over dp, which hold different experts under --ep > 1",
+                    "drop --local-sgd or pass --ep 1");
+}
+
 // world, DP × TP × PP and the knobs that depend on the layout.
 void resolveLayout(TrainConfig& c, int world) {
   requirePositive("--nproc", c.nproc, "pass --nproc N with N >= 1");
@@ -135,6 +168,7 @@ void resolveLayout(TrainConfig& c, int world) {
     throw UserError("--pp", "pp=" + std::to_string(c.pp) + " exceeds n_layer=" + std::to_string(c.model.n_layer),
                     "use at most one stage per layer");
   resolveZero3(c);
+  resolveMoe(c);
   // ZeRO-2 splits each gradient bucket element by element; Adafactor's factored second moment needs
   // whole rows and columns of a matrix, which a slice does not have.
   if (c.zero == ZeroStage::Gradients && c.dp > 1 && c.optimizer == OptimizerKind::Adafactor)
@@ -305,7 +339,8 @@ void checkDeviceAndTesting(const TrainConfig& c) {
   // What the config alone rules out (the Trainer also refuses lanes on a GPU that --device auto
   // found): here, so that the launcher reports it once rather than every rank.
   if (c.cpu_lanes > 1 && (c.device == DeviceRequest::CUDA || c.precision != Precision::FP32 || c.tp > 1 ||
-                          c.pp > 1 || c.cp > 1 || c.zero != ZeroStage::None || (c.dp > 1 && c.local_sgd == 0)))
+                          c.pp > 1 || c.cp > 1 || c.zero != ZeroStage::None || (c.dp > 1 && c.local_sgd == 0) ||
+                          c.model.isMoe()))
     throw UserError("--cpu-lanes", kLanesNeed, "drop --cpu-lanes (auto picks 1 here) or pass --cpu-lanes 1");
   if (c.mem_limit < 0) throw UserError("--mem-limit", "must be >= 0 bytes", "pass e.g. --mem-limit 2G");
 }

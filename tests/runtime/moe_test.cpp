@@ -303,12 +303,30 @@ TEST(Moe, AnEpThatDoesNotDivideTheExpertsIsAUserErrorNamingIt) {
   }
 }
 
-TEST(Moe, TheRuntimeRefusesToTrainAMoeWorkloadAsADenseOne) {
-  // Until the GPT's blocks hold the MoE MLP, initGpt refuses rather than train the dense model.
-  try {
-    rt::initGpt(wl::load("tiny-moe"), 1, at::kCPU);
-    FAIL() << "no error";
-  } catch (const trainscope::UserError& e) {
-    EXPECT_EQ(e.field(), "workload.n_experts");
-  }
+TEST(Moe, TheGptHoldsTheMoeLayersTheWorkloadNames) {
+  // small-cpu-moe: a MoE MLP in layers 0 and 2 (moe_every 2); the model holds exactly the workload's
+  // total parameter count, and the flat list reads back into the same blocks.
+  const wl::Workload w = wl::load("small-cpu-moe");
+  rt::GptWeights g = rt::initGpt(w, 1, at::kCPU);
+  ASSERT_EQ(g.blocks.size(), 4u);
+  for (size_t l = 0; l < 4; ++l) EXPECT_EQ(g.blocks[l].isMoe(), l % 2 == 0) << l;
+  EXPECT_EQ(g.blocks[2].moe.layer, 2);
+  EXPECT_EQ(g.blocks[0].moe.fc_w.sizes(), (at::IntArrayRef{8, 1024, 256}));
+  int64_t n = 0;
+  for (const auto& t : g.flat()) n += t.numel();
+  EXPECT_EQ(n, w.parameterCount());
+  const rt::StageSpec st = rt::StageSpec::whole(4).withModel(w);
+  const auto info = rt::GptWeights::info(st);
+  ASSERT_EQ(info.size(), g.flat().size());
+  EXPECT_EQ(info[2 + 8].name, "h.0.mlp.router.weight");
+  EXPECT_TRUE(info[2 + 9].expert);
+  EXPECT_FALSE(info[2 + 8].expert);
+  rt::GptWeights back = rt::GptWeights::fromFlat(g.flat(), st);
+  EXPECT_TRUE(back.blocks[0].isMoe());
+  EXPECT_FALSE(back.blocks[1].isMoe());
+  EXPECT_TRUE(back.blocks[2].moe.router_w.is_same(g.blocks[2].moe.router_w));
+  // ep 2: rank 1 keeps experts 4..7 of each MoE layer, and nothing of the dense MLPs changes.
+  rt::GptWeights r1 = rt::shardGpt(g, st, 1, 0, at::kCPU, 2, 1);
+  EXPECT_TRUE(at::equal(r1.blocks[0].moe.fc_w, g.blocks[0].moe.fc_w.narrow(0, 4, 4)));
+  EXPECT_TRUE(at::equal(r1.blocks[1].fc_w, g.blocks[1].fc_w));
 }

@@ -6,6 +6,8 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <utility>
+
 #include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
@@ -13,6 +15,13 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+thread_local bool t_recomputing = false;
+
+struct RecomputeScope {
+  bool saved = std::exchange(t_recomputing, true);
+  ~RecomputeScope() { t_recomputing = saved; }
+};
 
 // Re-runs `recompute` on detached copies of the saved inputs with grad enabled, and returns the
 // gradients of the inputs. Index 0 of the result is the (undefined) grad of the n_head argument.
@@ -26,6 +35,7 @@ variable_list recomputeAndDifferentiate(AutogradContext* ctx, const variable_lis
   {
     TRAINSCOPE_RANGE(tracer::names::kRecompute);
     c10::AutoGradMode enable(true);
+    RecomputeScope scope;
     out = recompute(inputs);
   }
   variable_list wrt;
@@ -43,23 +53,28 @@ variable_list recomputeAndDifferentiate(AutogradContext* ctx, const variable_lis
 }
 
 struct BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
-  // inputs = [x, 12 block weights]; tp is a TpContext* that outlives the step
-  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, int64_t tp, at::TensorList inputs) {
+  // inputs = [x, the block's weights (BlockKind::count of them)]; tp is a TpContext* that outlives the
+  // step; kind packs BlockKind (moe, shared expert, layer).
+  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, int64_t tp, int64_t kind, at::TensorList inputs) {
     ctx->saved_data["n_head"] = n_head;
     ctx->saved_data["tp"] = tp;
+    ctx->saved_data["kind"] = kind;
     ctx->save_for_backward(inputs.vec());
-    return detail::blockForward(BlockWeights::fromFlat(&inputs[1]), inputs[0], n_head, false,
+    return detail::blockForward(BlockWeights::fromFlat(&inputs[1], unpack(kind)), inputs[0], n_head, false,
                                 *reinterpret_cast<const TpContext*>(tp));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     const int64_t n_head = ctx->saved_data["n_head"].toInt();
     const auto& tp = *reinterpret_cast<const TpContext*>(ctx->saved_data["tp"].toInt());
+    const BlockKind kind = unpack(ctx->saved_data["kind"].toInt());
     variable_list g = recomputeAndDifferentiate(ctx, grad_out, [&](const variable_list& in) {
-      return detail::blockForward(BlockWeights::fromFlat(&in[1]), in[0], n_head, false, tp);
+      return detail::blockForward(BlockWeights::fromFlat(&in[1], kind), in[0], n_head, false, tp);
     });
-    g.insert(g.begin() + 1, at::Tensor());  // the tp argument
+    g.insert(g.begin() + 1, {at::Tensor(), at::Tensor()});  // the tp and kind arguments
     return g;
   }
+  static int64_t pack(const BlockKind& k) { return (k.layer + 1) * 4 + (k.moe ? 1 : 0) + (k.shared_expert ? 2 : 0); }
+  static BlockKind unpack(int64_t v) { return {(v & 1) != 0, (v & 2) != 0, v / 4 - 1}; }
 };
 
 struct AttentionCheckpoint : public torch::autograd::Function<AttentionCheckpoint> {
@@ -79,9 +94,12 @@ struct AttentionCheckpoint : public torch::autograd::Function<AttentionCheckpoin
 
 at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head, const TpContext& tp) {
   std::vector<at::Tensor> in = p.flat();
-  in.insert(in.begin(), x);  // [x, 12 weights]
-  return BlockCheckpoint::apply(n_head, reinterpret_cast<int64_t>(&tp), at::TensorList(in));
+  in.insert(in.begin(), x);  // [x, the block's weights]
+  return BlockCheckpoint::apply(n_head, reinterpret_cast<int64_t>(&tp), BlockCheckpoint::pack(p.kind()),
+                                at::TensorList(in));
 }
+
+bool inRecompute() { return t_recomputing; }
 
 at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head) {
   std::vector<at::Tensor> in{qkv};

@@ -20,9 +20,14 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
                         const TpContext& tp);
 }  // namespace detail
 
-// Under tensor parallelism the recomputation re-issues the block's collectives; every rank of the
-// group recomputes in the same order, so they match up as in forward.
+// Under tensor (or expert) parallelism the recomputation re-issues the block's collectives (a MoE
+// block's all-to-alls too); every rank of the group recomputes in the same order, so they match up
+// as in forward.
 at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head, const TpContext& tp);
 at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head);
+
+// True while this thread recomputes a checkpointed region in backward (what forward already
+// counted, such as a MoE layer's expert load, is not counted again).
+bool inRecompute();
 
 }  // namespace trainscope::runtime

@@ -13,6 +13,7 @@
 #include "cpu/cpu_ops.h"
 #include "model/fused_head.h"
 #include "model/linear.h"
+#include "model/moe.h"
 #include "model/tensor_parallel.h"
 #include "trainscope/common/error.h"
 #include "trainscope/tracer/range.h"
@@ -22,15 +23,42 @@ namespace trainscope::runtime {
 // ---- weights ----------------------------------------------------------------------------------
 
 std::vector<at::Tensor> BlockWeights::flat() const {
-  return {ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b};
+  std::vector<at::Tensor> v = {ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b};
+  if (!isMoe()) {
+    v.insert(v.end(), {fc_w, fc_b, fcproj_w, fcproj_b});
+    return v;
+  }
+  std::vector<at::Tensor> m = moe.flat();
+  v.insert(v.end(), m.begin(), m.end());
+  return v;
 }
 
-BlockWeights BlockWeights::fromFlat(const at::Tensor* f) {
+BlockWeights BlockWeights::fromFlat(const at::Tensor* f, const BlockKind& kind) {
   BlockWeights b;
-  for (at::Tensor* t : {&b.ln1_w, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.ln2_w, &b.ln2_b, &b.fc_w,
-                        &b.fc_b, &b.fcproj_w, &b.fcproj_b})
-    *t = *f++;
+  for (at::Tensor* t : {&b.ln1_w, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.ln2_w, &b.ln2_b}) *t = *f++;
+  if (!kind.moe) {
+    for (at::Tensor* t : {&b.fc_w, &b.fc_b, &b.fcproj_w, &b.fcproj_b}) *t = *f++;
+    return b;
+  }
+  MoeWeights& m = b.moe;
+  for (at::Tensor* t : {&m.router_w, &m.fc_w, &m.fc_b, &m.proj_w, &m.proj_b}) *t = *f++;
+  if (kind.shared_expert)
+    for (at::Tensor* t : {&m.shared_fc_w, &m.shared_fc_b, &m.shared_proj_w, &m.shared_proj_b}) *t = *f++;
+  m.layer = kind.layer;
   return b;
+}
+
+std::vector<at::Tensor> MoeWeights::flat() const {
+  std::vector<at::Tensor> v = {router_w, fc_w, fc_b, proj_w, proj_b};
+  if (shared_fc_w.defined()) v.insert(v.end(), {shared_fc_w, shared_fc_b, shared_proj_w, shared_proj_b});
+  return v;
+}
+
+StageSpec StageSpec::withModel(const workloads::Workload& w) const {
+  StageSpec s = *this;
+  s.moe_every = w.isMoe() ? w.moe_every : 0;
+  s.shared_expert = w.isMoe() && w.shared_expert;
+  return s;
 }
 
 StageSpec StageSpec::of(int64_t n_layer, int pp, int stage, int virtual_stages) {
@@ -66,6 +94,8 @@ StageSpec StageSpec::chunk(int k) const {
   std::tie(c.layer_begin, c.layer_end) = k == 0 ? std::make_pair(layer_begin, layer_end) : later_chunks[size_t(k - 1)];
   c.first = first && k == 0;
   c.last = last && k == chunks() - 1;
+  c.moe_every = moe_every;
+  c.shared_expert = shared_expert;
   return c;
 }
 
@@ -89,7 +119,11 @@ GptWeights GptWeights::fromFlat(const std::vector<at::Tensor>& f, const StageSpe
   size_t i = 0;
   if (st.first || st.last) w.wte = f[i++];
   if (st.first) w.wpe = f[i++];
-  for (int64_t l = 0; l < st.layers(); ++l, i += BlockWeights::kCount) w.blocks.push_back(BlockWeights::fromFlat(&f[i]));
+  for (int64_t l : st.layerIds()) {
+    const BlockKind kind = st.blockKind(l);
+    w.blocks.push_back(BlockWeights::fromFlat(&f[i], kind));
+    i += kind.count();
+  }
   if (st.last) {
     w.lnf_w = f[i++];
     w.lnf_b = f[i++];
@@ -116,15 +150,33 @@ std::vector<ParamInfo> GptWeights::info(const StageSpec& st) {
   std::vector<ParamInfo> v;
   if (st.first || st.last) v.push_back({"wte", true, true, false, true});
   if (st.first) v.push_back({"wpe", true, false, true, false});
-  static const struct { const char* name; bool decay, sharded, sp_partial; } kBlock[] = {
+  struct Entry { const char* name; bool decay, sharded, sp_partial; };
+  static const Entry kBlock[] = {
       {"ln_1.weight", false, false, true},       {"ln_1.bias", false, false, true},
       {"attn.c_attn.weight", true, true, false}, {"attn.c_attn.bias", false, true, false},
       {"attn.c_proj.weight", true, true, false}, {"attn.c_proj.bias", false, false, true},
       {"ln_2.weight", false, false, true},       {"ln_2.bias", false, false, true},
       {"mlp.c_fc.weight", true, true, false},    {"mlp.c_fc.bias", false, true, false},
       {"mlp.c_proj.weight", true, true, false},  {"mlp.c_proj.bias", false, false, true}};
-  for (int64_t l : st.layerIds())
-    for (const auto& b : kBlock) v.push_back({"h." + std::to_string(l) + "." + b.name, b.decay, b.sharded, b.sp_partial});
+  // A MoE MLP is replicated over TP (sequence parallelism is not run with it); the experts are split
+  // over ep ranks.
+  static const struct { const char* name; bool decay, expert; } kMoe[] = {
+      {"mlp.router.weight", true, false},         {"mlp.experts.c_fc.weight", true, true},
+      {"mlp.experts.c_fc.bias", false, true},     {"mlp.experts.c_proj.weight", true, true},
+      {"mlp.experts.c_proj.bias", false, true},   {"mlp.shared.c_fc.weight", true, false},
+      {"mlp.shared.c_fc.bias", false, false},     {"mlp.shared.c_proj.weight", true, false},
+      {"mlp.shared.c_proj.bias", false, false}};
+  for (int64_t l : st.layerIds()) {
+    const std::string h = "h." + std::to_string(l) + ".";
+    const BlockKind kind = st.blockKind(l);
+    for (size_t j = 0; j < (kind.moe ? 8 : 12); ++j)
+      v.push_back({h + kBlock[j].name, kBlock[j].decay, kBlock[j].sharded, kBlock[j].sp_partial});
+    for (size_t j = 0; kind.moe && j < kind.count() - 8; ++j) {
+      ParamInfo p{h + kMoe[j].name, kMoe[j].decay, false, false, false};
+      p.expert = kMoe[j].expert;
+      v.push_back(p);
+    }
+  }
   if (st.last) {
     v.push_back({"ln_f.weight", false, false, true, false});
     v.push_back({"ln_f.bias", false, false, true, false});
@@ -134,11 +186,6 @@ std::vector<ParamInfo> GptWeights::info(const StageSpec& st) {
 
 GptWeights initGpt(const workloads::Workload& wl, uint64_t seed, const at::Device& device) {
   const int64_t C = wl.n_embd, V = wl.vocab_size, L = wl.n_layer;
-  // The MoE MLP exists as a layer (model/moe.h) but the GPT's blocks do not hold it yet: refuse
-  // rather than train the dense model under the MoE workload's name.
-  if (wl.isMoe())
-    throw UserError("workload.n_experts", wl.name + " is a mixture of experts, which the runtime does not train yet",
-                    "train a dense workload (n_experts 0); MoE workloads serve predict and the MoE layer's tests");
   at::Generator gen = at::detail::createCPUGenerator(seed);
   auto opts = at::TensorOptions().dtype(at::kFloat);
   auto normal = [&](std::initializer_list<int64_t> shape, double std) {
@@ -158,6 +205,12 @@ GptWeights initGpt(const workloads::Workload& wl, uint64_t seed, const at::Devic
     b.proj_b = at::zeros({C}, opts);
     b.ln2_w = at::ones({C}, opts);
     b.ln2_b = at::zeros({C}, opts);
+    if (wl.moeLayer(l)) {  // drawn from the same generator, in flat() order
+      b.moe = initMoe(wl, gen);
+      b.moe.layer = l;
+      w.blocks.push_back(std::move(b));
+      continue;
+    }
     b.fc_w = normal({4 * C, C}, std);
     b.fc_b = at::zeros({4 * C}, opts);
     b.fcproj_w = normal({C, 4 * C}, resid_std);
@@ -170,10 +223,11 @@ GptWeights initGpt(const workloads::Workload& wl, uint64_t seed, const at::Devic
     for (auto& t : w.flat()) t.requires_grad_(true);
     return w;
   }
-  return shardGpt(w, StageSpec::whole(L), 1, 0, device);
+  return shardGpt(w, StageSpec::whole(L).withModel(wl), 1, 0, device);
 }
 
-GptWeights shardGpt(const GptWeights& full, const StageSpec& st, int tp, int r, const at::Device& device) {
+GptWeights shardGpt(const GptWeights& full, const StageSpec& st, int tp, int r, const at::Device& device, int ep,
+                    int ep_rank) {
   auto leaf = [&](const at::Tensor& t) { return t.detach().contiguous().clone().to(device).requires_grad_(true); };
   auto rows = [&](const at::Tensor& t) { return t.chunk(tp, 0)[r]; };          // split output rows
   auto cols = [&](const at::Tensor& t) { return t.chunk(tp, 1)[r]; };          // split input columns
@@ -201,6 +255,11 @@ GptWeights shardGpt(const GptWeights& full, const StageSpec& st, int tp, int r, 
     b.proj_b = leaf(f.proj_b);
     b.ln2_w = leaf(f.ln2_w);
     b.ln2_b = leaf(f.ln2_b);
+    if (f.isMoe()) {
+      b.moe = shardMoe(f.moe, ep, ep_rank, device);
+      w.blocks.push_back(std::move(b));
+      continue;
+    }
     b.fc_w = leaf(rows(f.fc_w.detach()));
     b.fc_b = leaf(rows(f.fc_b.detach()));
     b.fcproj_w = leaf(cols(f.fcproj_w.detach()));
@@ -252,6 +311,8 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
                         : linearAdd(y, p.proj_w, p.proj_b, x);                  // x + proj(y), one pass
 
   h = at::layer_norm(x1, {C}, p.ln2_w, p.ln2_b, 1e-5);                    // (B, T', C)
+  // A MoE MLP runs whole on every TP rank (replicated input, replicated output: no TP collective).
+  if (p.isMoe()) return x1 + moeForward(p.moe, h, moeContext(tp));         // (B, T, C)
   at::Tensor f = columnParallelLinear(h, p.fc_w, p.fc_b, tp);              // (B, T, 4C/TP)
   f = cpu_ops::usable(f) ? cpu_ops::geluTanh(f) : at::gelu(f, "tanh");
   return split ? x1 + leaveTp(linear(f, p.fcproj_w, at::Tensor())) + p.fcproj_b      // (B, T', C)

@@ -9,6 +9,8 @@
 #include <numeric>
 
 #include "cpu/cpu_ops.h"
+#include "model/checkpoint.h"
+#include "model/tensor_parallel.h"
 #include "trainscope/common/error.h"
 
 namespace trainscope::runtime {
@@ -134,10 +136,34 @@ double ExpertLoad::imbalance() const {
   return double(*std::max_element(tokens.begin(), tokens.end())) / (total / double(tokens.size()));
 }
 
-std::vector<at::Tensor> MoeWeights::flat() const {
-  std::vector<at::Tensor> v = {router_w, fc_w, fc_b, proj_w, proj_b};
-  if (shared_fc_w.defined()) v.insert(v.end(), {shared_fc_w, shared_fc_b, shared_proj_w, shared_proj_b});
-  return v;
+void ExpertLoad::add(const ExpertLoad& o) {
+  if (tokens.empty()) {
+    tokens.assign(o.tokens.size(), 0);
+    kept.assign(o.kept.size(), 0);
+  }
+  for (size_t e = 0; e < tokens.size() && e < o.tokens.size(); ++e) {
+    tokens[e] += o.tokens[e];
+    kept[e] += o.kept[e];
+  }
+  assignments += o.assignments;
+  dropped += o.dropped;
+  capacity = o.capacity;
+  aux_loss += o.aux_loss;
+  z_loss += o.z_loss;
+  calls += o.calls;
+}
+
+MoeContext& moeContext(const TpContext& tp) {
+  if (!tp.moe) TRAINSCOPE_THROW("a MoE block ran without its MoE context (TpContext::moe)");
+  return *tp.moe;
+}
+
+at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, MoeContext& ctx) {
+  if (inRecompute()) return moeForward(w, x, ctx.spec, ctx.ep);  // counted in the first forward
+  ExpertLoad call;
+  at::Tensor out = moeForward(w, x, ctx.spec, ctx.ep, &call);
+  ctx.load[w.layer].add(call);
+  return out;
 }
 
 MoeWeights initMoe(const workloads::Workload& wl, at::Generator& gen) {
@@ -168,6 +194,7 @@ MoeWeights shardMoe(const MoeWeights& full, int ep, int r, const at::Device& dev
   auto leaf = [&](const at::Tensor& t) { return t.detach().contiguous().clone().to(device).requires_grad_(true); };
   auto mine = [&](const at::Tensor& t) { return leaf(t.narrow(0, r * (E / ep), E / ep)); };
   MoeWeights w;
+  w.layer = full.layer;
   w.router_w = leaf(full.router_w);
   w.fc_w = mine(full.fc_w);
   w.fc_b = mine(full.fc_b);
@@ -237,6 +264,8 @@ at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, const MoeSpec& s
   at::Tensor z = s.z_loss_coeff * at::logsumexp(logits, 1).pow(2).mean();               // scalar
   if (load) {
     load->tokens = toVector(routed);
+    load->kept = per_expert;
+    load->calls = 1;
     load->assignments = N * k;
     load->capacity = cap;
     load->dropped = N * k - int64_t(sel.numel());

@@ -28,11 +28,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
 #include "trainscope/runtime/comm.h"
+#include "trainscope/runtime/gpt.h"
 #include "trainscope/workloads/workload.h"
 
 namespace at {
@@ -53,26 +55,33 @@ struct MoeSpec {
   int64_t capacity(int64_t tokens) const;
 };
 
-struct MoeWeights {
-  at::Tensor router_w;                  // (E, C)        every rank holds the whole router
-  at::Tensor fc_w, fc_b;                // (E/EP, F, C), (E/EP, F)  this rank's experts' c_fc
-  at::Tensor proj_w, proj_b;            // (E/EP, C, F), (E/EP, C)  their c_proj
-  at::Tensor shared_fc_w, shared_fc_b;  // (F, C), (F)   undefined without a shared expert
-  at::Tensor shared_proj_w, shared_proj_b;  // (C, F), (C)
-  // In the order of workloads::parameterTensors: router, experts' c_fc w/b, c_proj w/b, shared's.
-  std::vector<at::Tensor> flat() const;
-};
-
 // What the router did in one call on this rank's tokens: the expert_load rows of the run database.
 struct ExpertLoad {
   std::vector<int64_t> tokens;  // (E) assignments routed to each expert, before capacity
+  std::vector<int64_t> kept;    // (E) of those, kept within capacity
   int64_t assignments = 0;      // N · k
   int64_t dropped = 0;          // assignments over capacity
   int64_t capacity = 0;         // per expert; 0: drop-less
   double aux_loss = 0;          // coefficient applied
   double z_loss = 0;            // coefficient applied
+  int64_t calls = 0;            // router calls summed in (micro-batches); aux/z are sums over them
   double imbalance() const;     // max / mean of tokens (1: perfectly balanced)
+  void add(const ExpertLoad& o);  // sums a call into this step's total
 };
+
+struct TpContext;
+
+// What the GPT's MoE blocks share during a step: the layer's settings, the expert-parallel group,
+// and the step's expert load by global layer, summed over the micro-batches (recomputation in
+// backward is not counted twice). The trainer sets loss_grad_scale before each step and takes the
+// load after it.
+struct MoeContext {
+  MoeSpec spec;
+  Group* ep = nullptr;
+  std::map<int64_t, ExpertLoad> load;
+};
+// The MoE context a block runs with (tp.moe); throws when a MoE block runs without one.
+MoeContext& moeContext(const TpContext& tp);
 
 // The whole layer's fp32 weights on the CPU, GPT-2 style: N(0, 0.02), the c_proj ones scaled by
 // 1/sqrt(2L), zero biases; drawn in flat() order from `gen`, so one seed gives one model.
@@ -84,5 +93,7 @@ MoeWeights shardMoe(const MoeWeights& full, int ep_size, int ep_rank, const at::
 // (nullptr or one member: every expert local). load: filled when given.
 at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, const MoeSpec& s, Group* ep = nullptr,
                       ExpertLoad* load = nullptr);
+// The same inside a GPT block: settings and group from ctx, the load added to ctx.load[w.layer].
+at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, MoeContext& ctx);
 
 }  // namespace trainscope::runtime

@@ -19,6 +19,7 @@
 namespace trainscope::runtime {
 
 struct CpContext;
+struct MoeContext;
 
 struct TpContext {
   Group* group = nullptr;  // nullptr or size 1: no tensor parallelism
@@ -26,6 +27,8 @@ struct TpContext {
   // Context parallelism (context_parallel.h): set only when cp > 1. It rides here because this is
   // the one context every block receives; attention and the position embedding read it.
   const CpContext* cp = nullptr;
+  // Mixture of experts (moe.h): set when the model has MoE layers; it rides here for the same reason.
+  MoeContext* moe = nullptr;
   int64_t vocab = 0;         // true vocabulary size
   int64_t vocab_begin = 0;   // this rank's first vocabulary row
   int64_t vocab_local = 0;   // rows of the local wte shard (padded vocabulary / TP)

@@ -53,14 +53,17 @@ Zero3::Zero3(Group& shard, Group* replicas, int dp, const StageSpec& stage, cons
     : shard_(shard), replicas_(replicas), dp_(dp), dtype_(compute_dtype), device_(device) {
   // Units in flat() order: [wte][wpe] blocks… [ln_f w, b]; unit 0 the non-block tensors.
   const size_t n = full.size(), head = size_t(stage.first || stage.last) + size_t(stage.first);
-  const size_t blocks = size_t(stage.layers());
-  if (n != head + blocks * BlockWeights::kCount + (stage.last ? 2 : 0))
-    TRAINSCOPE_THROW("ZeRO-3: unexpected tensor count");
-  units_.resize(1 + blocks);
+  const std::vector<int64_t> layers = stage.layerIds();
+  unit_of_.assign(n, 0);  // unit 0 unless a block's
+  size_t i0 = head;
+  for (size_t b = 0; b < layers.size(); ++b) {
+    const size_t count = stage.blockKind(layers[b]).count();  // a MoE block holds more tensors
+    for (size_t i = i0; i < i0 + count && i < n; ++i) unit_of_[i] = 1 + b;
+    i0 += count;
+  }
+  if (n != i0 + (stage.last ? 2 : 0)) TRAINSCOPE_THROW("ZeRO-3: unexpected tensor count");
+  units_.resize(1 + layers.size());
   for (auto& u : units_) u = std::make_unique<Unit>();
-  unit_of_.resize(n);
-  for (size_t i = 0; i < n; ++i)
-    unit_of_[i] = i < head || i >= head + blocks * BlockWeights::kCount ? 0 : 1 + (i - head) / BlockWeights::kCount;
   for (size_t i = 0; i < n; ++i) {
     Unit& u = *units_[unit_of_[i]];
     u.tensors.push_back(i);

@@ -172,6 +172,7 @@ struct Recording {
   std::unique_ptr<tracer::Tracer> trace;
   CollectiveFeed* collectives = nullptr;  // owned by the tracer while it runs
   rundb::ClockSample clock_start;
+  std::vector<rundb::ExpertLoad> expert_load;  // MoE: this rank's rows, handed to rank 0 at the end
   bool tracing_collectives() const { return collectives != nullptr; }
 };
 
@@ -234,6 +235,13 @@ void handInCollectives(Recording& rec, Comm& comm) {
   const std::vector<CollectiveRecord> mine = comm.log().take();
   for (const auto& rows : gatherOnLeader(comm, "collectives", mine))
     if (rec.store) rec.store->appendCollectives(rows);
+}
+
+// MoE: every rank's expert_load rows to rank 0, which stores them.
+void handInExpertLoad(Recording& rec, Comm& comm, const TrainConfig& cfg) {
+  if (!cfg.model.isMoe() || (!rec.store && cfg.world == 1)) return;
+  for (const auto& rows : gatherOnLeader(comm, "expert_load", rec.expert_load))
+    if (rec.store) rec.store->appendExpertLoad(rows);
 }
 
 // Final weights digest: ranks of DP replica 0 (and CP rank 0) hand in their parts, rank 0 sums by name.
@@ -371,6 +379,7 @@ bool runStep(RunContext& c, int64_t k, StepTotals* t, RunResult* res) {
     r = c.trainer.step();
   }
   feedCollectives(c.rec);
+  for (rundb::ExpertLoad& e : c.trainer.takeExpertLoad()) c.rec.expert_load.push_back(e);
   int stop = g_stop_signal.load();
   std::vector<int> signalled;  // the ranks a signal reached directly (not forwarded by the launcher)
   const std::vector<rundb::Step> rows = gatherStep(c.comm, r, c.dev.device, &stop, &signalled);
@@ -462,6 +471,7 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
       break;
     }
   handInCollectives(rec, comm);
+  handInExpertLoad(rec, comm, cfg);
   writeDigest(rec, comm, trainer, cfg, layout);
   for (auto& w : finishTrace(rec, comm, cfg, info)) res.warnings.push_back(std::move(w));
 

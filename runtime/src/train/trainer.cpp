@@ -19,6 +19,7 @@
 #include "parallel/zero3.h"
 #include "cpu/lanes.h"
 #include "optim/partitioned.h"
+#include "train/experts.h"
 #include "train/sources.h"
 #include "parallel/pipeline.h"
 #include "model/tensor_parallel.h"
@@ -84,6 +85,7 @@ struct Trainer::Impl {
   TpContext tp;
   CpContext cp;  // tp.cp points here when cp > 1
   std::vector<ParamInfo> info;
+  std::unique_ptr<Experts> experts;    // MoE: expert gradients, load (train/experts.h)
 
   std::vector<at::Tensor> master;      // fp32 weights (the optimizer's)
   std::vector<at::Tensor> compute;     // weights forward/backward use: `master` in fp32, else copies
@@ -134,6 +136,7 @@ struct Trainer::Impl {
       return out;
     };
     const double loss_scale = scaler.scale / double(M);
+    experts->beginStep(loss_scale);  // MoE aux/z losses enter backward scaled alike
     at::Tensor loss_sum;
     switch (schedule) {  // chosen once, in the constructor
       case Schedule::Plain: loss_sum = plainMicroBatches(M, batch, forward, loss_scale); break;
@@ -230,7 +233,7 @@ struct Trainer::Impl {
   // The one rule for which rank counts a parameter of the whole model (the gradient norm, the weight
   // digest): TP-replicated tensors on TP rank 0 only, the tied embedding on the first stage only.
   bool countedOnThisRank(size_t i) const {
-    if (!info[i].tp_sharded && tp.rank() != 0) return false;
+    if (!info[i].tp_sharded && tp.rank() != 0) return false;  // (MoE tensors are TP-replicated)
     if (static_cast<int>(i) == wte_index && !stage.first) return false;
     return true;
   }
@@ -238,8 +241,9 @@ struct Trainer::Impl {
   // Core lanes need one process holding the whole model in fp32 on the CPU with no gradient
   // collective during backward (DP buckets would launch on one lane's gradients alone).
   void setUpLanes() {
+    // (A MoE router's capacity and aux loss are over a micro-batch's tokens: a lane's rows would route differently.)
     const bool eligible = device.is_cpu() && layout.tp == 1 && layout.pp == 1 && layout.cp == 1 && !lowPrecision() &&
-                          cfg.zero == ZeroStage::None && (layout.dp == 1 || cfg.local_sgd > 0);
+                          cfg.zero == ZeroStage::None && (layout.dp == 1 || cfg.local_sgd > 0) && !cfg.model.isMoe();
     int W = cfg.cpu_lanes;
     if (W == 0) W = eligible ? int(std::min<int64_t>(at::get_num_threads(), cfg.mbs)) : 1;
     if (W > 1 && !eligible)
@@ -314,6 +318,7 @@ struct Trainer::Impl {
   // hold partial gradients: sum them over TP.
   void reduceTiedAndPartial() {
     c10::NoGradGuard no_grad;
+    experts->reduce(grads());  // --ep > 1: expert gradients over their expert-dp group
     if (wte_index >= 0) {
       at::Tensor& g = grads()[wte_index];
       comm->embedding().allReduce(g);
@@ -343,10 +348,14 @@ struct Trainer::Impl {
       inject_overflow = false;
       lane_sq.reset();
     }
-    std::vector<at::Tensor> counted;
+    std::vector<at::Tensor> counted, counted_experts;
     for (const GradSync::Shard& sh : shards()) {
       const size_t i = sh.param;
       if (!countedOnThisRank(i)) continue;
+      if (experts->ownsGradient(i)) {
+        counted_experts.push_back(sh.grad);
+        continue;
+      }
       // Under ZeRO the tied embedding (not partitioned) is on every DP rank: count it on one.
       if (static_cast<int>(i) == wte_index && shardsOptimizer(cfg.zero) && comm->dpCp().rank() != 0) continue;
       counted.push_back(sh.grad);
@@ -357,6 +366,8 @@ struct Trainer::Impl {
     if (have_lane_sq) sq.fill_(*lane_sq);
     else if (!counted.empty()) sq = at::stack(at::_foreach_norm(counted, 2)).to(at::kDouble).square().sum();
     lane_sq.reset();
+    const bool dp_sums = !zero3 && shardsOptimizer(cfg.zero) && layout.dp * layout.cp > 1;
+    if (experts->active() && cfg.ep > 1) sq += experts->sumSquares(counted_experts, dp_sums);
     if (zero3) zero3->shardGroup().allReduce(sq);  // hybrid: the replicas hold the same shards
     else if (shardsOptimizer(cfg.zero) && layout.dp * layout.cp > 1) comm->dpCp().allReduce(sq);  // ZeRO shards over DP x CP
     if (layout.tp > 1) comm->tp().allReduce(sq);
@@ -441,7 +452,7 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
   s.data = std::make_unique<TokenSource>(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
 
   // Model: the whole model is initialised identically everywhere, then each rank keeps its part.
-  s.stage = StageSpec::of(cfg.model.n_layer, s.layout.pp, s.layout.pp_rank, int(cfg.virtual_stages));
+  s.stage = StageSpec::of(cfg.model.n_layer, s.layout.pp, s.layout.pp_rank, int(cfg.virtual_stages)).withModel(cfg.model);
   s.tp.group = s.layout.tp > 1 ? &comm->tp() : nullptr;
   s.tp.sequence_parallel = cfg.sequence_parallel;
   s.tp.vocab = cfg.model.vocab_size;
@@ -455,10 +466,13 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
   GptWeights full = initGpt(cfg.model, cfg.seed, at::kCPU);
   GptWeights w = (s.layout.world == 1 && s.device.is_cpu())
                      ? full
-                     : shardGpt(full, s.stage, s.layout.tp, s.layout.tp_rank, s.device);
+                     : shardGpt(full, s.stage, s.layout.tp, s.layout.tp_rank, s.device, cfg.ep,
+                                s.layout.dp_rank % cfg.ep);
   full = GptWeights();
   s.master = w.flat();
   s.info = GptWeights::info(s.stage);
+  s.experts = std::make_unique<Experts>(cfg, *comm, s.info);
+  s.tp.moe = s.experts->context();
   if (s.lowPrecision()) {
     for (auto& p : s.master) {
       p.requires_grad_(false);
@@ -468,6 +482,7 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
     s.compute = s.master;
   }
   std::vector<bool> managed(s.master.size(), true);
+  for (size_t i = 0; i < managed.size(); ++i) managed[i] = !s.experts->ownsGradient(i);  // reduced by Experts
   if (s.layout.pp > 1 && (s.stage.first || s.stage.last)) {
     s.wte_index = 0;  // flat() puts wte first
     managed[0] = false;
@@ -572,8 +587,9 @@ std::vector<Trainer::Digest> Trainer::weightDigest() const {
   const Impl& s = *impl_;
   std::vector<Digest> out;
   // DP replica 0 hands in its tensors; under ZeRO-3 every rank of the first shard group its pieces.
-  if (s.zero3 ? !s.zero3->firstReplica() : s.layout.dp_rank != 0) return out;
+  if (s.zero3 && !s.zero3->firstReplica()) return out;
   for (size_t i = 0; i < s.master.size(); ++i) {
+    if (!s.zero3 && !s.experts->digestOnThisRank(i, s.layout.dp_rank)) continue;  // MoE: experts on dp 0 … ep−1
     if (!s.countedOnThisRank(i)) continue;
     at::Tensor p = s.master[i].detach().to(at::kDouble);
     if (s.info[i].wte)
@@ -582,6 +598,10 @@ std::vector<Trainer::Digest> Trainer::weightDigest() const {
     out.push_back({s.info[i].name, p.sum().item<double>(), p.square().sum().item<double>(), p.abs().sum().item<double>()});
   }
   return out;
+}
+
+std::vector<rundb::ExpertLoad> Trainer::takeExpertLoad() {
+  return impl_->experts->takeLoad(impl_->layout.rank, impl_->step - 1);
 }
 
 double Trainer::lastHiddenShare() const { return impl_->sync ? impl_->sync->hiddenShare() : 0.0; }

@@ -80,6 +80,7 @@ struct TrainConfig {
   Launcher launcher = Launcher::Local;
   int tp = 1, pp = 1;
   int cp = 1;                      // context-parallel degree: the sequence split over cp ranks
+  int ep = 1;                      // expert-parallel degree: a MoE workload's experts split over ep of the dp ranks
   int64_t virtual_stages = 1;      // > 1: interleaved 1F1B, this many model chunks per pipeline rank
   bool sequence_parallel = false;
   ZeroStage zero = ZeroStage::None;  // 0 to 3 (ZeRO-3: runtime/src/parallel/zero3.h)
@@ -128,7 +129,8 @@ void resolve(RunOutput& o);
 // The --cpu-lanes refusal (resolve() for what the config rules out, the Trainer for a GPU found by
 // --device auto).
 inline constexpr const char* kLanesNeed =
-    "lanes need a CPU run in fp32 without tensor or pipeline parallelism, ZeRO, or a data-parallel gradient all-reduce";
+    "lanes need a CPU run of a dense workload in fp32 without tensor or pipeline parallelism, ZeRO, or a data-parallel "
+    "gradient all-reduce";
 
 // "4G", "512MiB", "1e9", "1073741824" → bytes (K/M/G/T are powers of 1024, with or without "iB";
 // "kB"/"MB"/"GB" powers of 1000). Throws UserError(field) for anything else.

@@ -92,6 +92,11 @@ void visitFields(V&& v) {
   v(F{"tp", "--tp", "tensor-parallel degree", kShow}, &C::tp);
   v(F{"pp", "--pp", "pipeline-parallel degree", kShow}, &C::pp);
   v(F{"cp", "--cp", "context-parallel degree: the sequence split over cp ranks", F::kOmitDefault}, &C::cp);
+  v(F{"ep", "--ep",
+      "expert-parallel degree: a MoE workload's experts split over ep of the data-parallel ranks (tokens "
+      "dispatched by all-to-all)",
+      F::kOmitDefault},
+    &C::ep);
   v(F{"virtual_stages", "--virtual-stages", "interleaved 1F1B: model chunks per pipeline rank (1: off)",
       F::kOmitDefault},
     &C::virtual_stages);

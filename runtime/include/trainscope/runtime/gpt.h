@@ -26,17 +26,41 @@ namespace trainscope::runtime {
 
 struct TpContext;
 
+// A mixture-of-experts layer's MLP (model/moe.h): the router, this rank's experts (E/EP of them,
+// each whole: no expert tensor parallelism) and an optional shared expert.
+struct MoeWeights {
+  at::Tensor router_w;                  // (E, C)        every rank holds the whole router
+  at::Tensor fc_w, fc_b;                // (E/EP, F, C), (E/EP, F)  this rank's experts' c_fc
+  at::Tensor proj_w, proj_b;            // (E/EP, C, F), (E/EP, C)  their c_proj
+  at::Tensor shared_fc_w, shared_fc_b;  // (F, C), (F)   undefined without a shared expert
+  at::Tensor shared_proj_w, shared_proj_b;  // (C, F), (C)
+  int64_t layer = -1;                   // the global layer it belongs to (its expert-load rows)
+
+  bool defined() const { return router_w.defined(); }
+  // In the order of workloads::parameterTensors: router, experts' c_fc w/b, c_proj w/b, shared's.
+  std::vector<at::Tensor> flat() const;
+};
+
+// What a block's flat tensors are: a dense block's 12, or a MoE block's 8 + 5 (+ 4 shared).
+struct BlockKind {
+  bool moe = false, shared_expert = false;
+  int64_t layer = -1;  // global layer number
+  size_t count() const { return moe ? 13 + (shared_expert ? 4 : 0) : 12; }
+};
+
 struct BlockWeights {
   at::Tensor ln1_w, ln1_b;      // (C), (C)
   at::Tensor qkv_w, qkv_b;      // (3C/TP, C), (3C/TP)   c_attn
   at::Tensor proj_w, proj_b;    // (C, C/TP), (C)        attn c_proj
   at::Tensor ln2_w, ln2_b;      // (C), (C)
-  at::Tensor fc_w, fc_b;        // (4C/TP, C), (4C/TP)   mlp c_fc
-  at::Tensor fcproj_w, fcproj_b;// (C, 4C/TP), (C)       mlp c_proj
-  static constexpr int kCount = 12;
+  at::Tensor fc_w, fc_b;        // (4C/TP, C), (4C/TP)   mlp c_fc     (undefined in a MoE block)
+  at::Tensor fcproj_w, fcproj_b;// (C, 4C/TP), (C)       mlp c_proj   (undefined in a MoE block)
+  MoeWeights moe;               // a MoE block's MLP instead (TP-replicated)
 
-  std::vector<at::Tensor> flat() const;                    // the 12 tensors in the order above
-  static BlockWeights fromFlat(const at::Tensor* first);  // reads kCount tensors
+  bool isMoe() const { return moe.defined(); }
+  BlockKind kind() const { return {isMoe(), moe.shared_fc_w.defined(), moe.layer}; }
+  std::vector<at::Tensor> flat() const;  // the 8 attention/LayerNorm tensors above, then the MLP's
+  static BlockWeights fromFlat(const at::Tensor* first, const BlockKind& kind);  // reads kind.count()
 };
 
 // Which layers a pipeline stage holds. One contiguous range of layers (a model chunk), or under
@@ -49,11 +73,21 @@ struct StageSpec {
   // Interleaved 1F1B: the layer ranges [begin, end) of chunks 1 … v − 1, in chunk order. Empty: one chunk.
   std::vector<std::pair<int64_t, int64_t>> later_chunks;
 
+  // Which layers' MLP is a mixture of experts (workloads::Workload::moeLayer): every moe_every-th
+  // from layer 0; 0: none.
+  int64_t moe_every = 0;
+  bool shared_expert = false;
+
   int chunks() const { return 1 + static_cast<int>(later_chunks.size()); }
+  BlockKind blockKind(int64_t layer) const {
+    const bool moe = moe_every > 0 && layer % moe_every == 0;
+    return {moe, moe && shared_expert, layer};
+  }
+  StageSpec withModel(const workloads::Workload& w) const;  // this split, with w's MoE layers
   int64_t layers() const;                // over all chunks
   std::vector<int64_t> layerIds() const;  // global layer numbers, in chunk order
   StageSpec chunk(int k) const;          // chunk k alone (first only for k = 0, last only for k = v − 1)
-  static StageSpec whole(int64_t n_layer) { return {0, n_layer, true, true, {}}; }
+  static StageSpec whole(int64_t n_layer) { return {0, n_layer, true, true, {}, 0, false}; }
   // Balanced split of n_layer over pp stages (earlier stages take the remainder); with
   // virtual_stages v > 1, chunk k of this stage is chunk stage + k·pp of that split over pp·v.
   static StageSpec of(int64_t n_layer, int pp, int stage, int virtual_stages = 1);
@@ -66,6 +100,7 @@ struct ParamInfo {
   bool tp_sharded = false;  // split over TP ranks (else replicated on each)
   bool sp_partial = false;  // replicated, but its gradient is partial under sequence parallelism
   bool wte = false;         // the (tied) token embedding
+  bool expert = false;      // a MoE expert's tensor: split over the ep ranks, reduced over the expert-dp group
 };
 
 struct GptWeights {
@@ -87,8 +122,9 @@ struct GptWeights {
 // every device and every parallel layout starts from the same numbers). Then `shard` cuts out
 // what one rank holds (a copy) and moves it to `device` as autograd leaves.
 GptWeights initGpt(const workloads::Workload& w, uint64_t seed, const at::Device& device);
+// MoE layers keep experts [r·E/ep, (r+1)·E/ep) for ep_rank r, and are not split over TP.
 GptWeights shardGpt(const GptWeights& full, const StageSpec& stage, int tp_size, int tp_rank,
-                    const at::Device& device);
+                    const at::Device& device, int ep_size = 1, int ep_rank = 0);
 
 // What stageForward calls around each layer it runs (ZeRO-3 gathers a layer's parameters before the
 // layer and frees them after it: parallel/zero3.h). Layer -1 is the rest of the stage (embeddings,

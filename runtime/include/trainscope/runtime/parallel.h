@@ -36,6 +36,11 @@ struct Layout {
   // the ranks holding the same shard in the other groups (its replicas; dp / shard of them).
   std::vector<int> zeroShardGroup(int shard) const;
   std::vector<int> zeroReplicaGroup(int shard) const;
+  // Expert parallelism over `ep` consecutive DP ranks (with the same tp, cp, pp): the ranks that split
+  // a MoE layer's experts with this one (the all-to-all's group), and the ranks holding the same
+  // experts, over which the experts' gradients are reduced (Megatron-LM's expert-data-parallel group).
+  std::vector<int> epGroup(int ep) const { return zeroShardGroup(ep); }
+  std::vector<int> expertDpGroup(int ep) const { return zeroReplicaGroup(ep); }
   bool firstStage() const { return pp_rank == 0; }
   bool lastStage() const { return pp_rank == pp - 1; }
 };

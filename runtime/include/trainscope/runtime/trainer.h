@@ -52,6 +52,9 @@ class Trainer {
   // and the seconds the gradient collectives took.
   double lastHiddenShare() const;
   double lastCommSeconds() const;
+  // MoE: what the routers did in the last step on this rank (rundb expert_load rows; empty for a
+  // dense model), then forgotten.
+  std::vector<rundb::ExpertLoad> takeExpertLoad();
 
   // This rank's contribution to a digest of the whole model's weights, by canonical parameter name:
   // {sum, sum of squares, sum of |x|}. Summed over all ranks it is the same for every parallel layout
