@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <numeric>
 
@@ -121,6 +122,7 @@ MoeSpec MoeSpec::of(const workloads::Workload& w) {
   s.capacity_factor = w.capacity_factor;
   s.aux_loss_coeff = w.aux_loss_coeff;
   s.z_loss_coeff = w.z_loss_coeff;
+  if (const char* e = std::getenv("TRAINSCOPE_TEST_ROUTE_ALL_TO"); e && *e) s.force_expert = std::atoll(e);
   return s;
 }
 
@@ -214,6 +216,8 @@ at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, const MoeSpec& s
   at::Tensor x2 = x.reshape({N, C});                                                     // (N, C)
   // Router, in fp32 whatever the compute dtype: the top-k must not flip with rounding.
   at::Tensor logits = at::matmul(x2.to(at::kFloat), w.router_w.to(at::kFloat).t());     // (N, E)
+  if (s.force_expert >= 0 && s.force_expert < E)                                         // test seam (moe.h)
+    logits = logits + at::one_hot(at::full({1}, s.force_expert, at::kLong), E).to(logits.device()).to(at::kFloat) * 30.0;
   at::Tensor probs = at::softmax(logits, 1);                                             // (N, E)
   auto [gate, idx] = probs.topk(k, 1);                                                   // (N, k), (N, k)
   if (k > 1) gate = gate / gate.sum(1, /*keepdim=*/true);                                // renormalised (GShard)

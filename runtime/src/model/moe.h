@@ -50,6 +50,9 @@ struct MoeSpec {
   double aux_loss_coeff = 0;
   double z_loss_coeff = 0;
   double loss_grad_scale = 1;   // the gradient the aux/z losses enter backward with (loss scale / GA)
+  // Test seam (TRAINSCOPE_TEST_ROUTE_ALL_TO=e in the environment): the router's logit of expert e is
+  // raised by 30, so every token's first choice is e — the skewed load a routing test needs. -1: off.
+  int64_t force_expert = -1;
   static MoeSpec of(const workloads::Workload& w);
   // Assignments per expert for N tokens: ceil(capacity_factor · N · k / E); 0 when drop-less.
   int64_t capacity(int64_t tokens) const;
