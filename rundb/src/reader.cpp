@@ -254,6 +254,14 @@ std::vector<WeightDigest> RunReader::weightDigest() {
   return out;
 }
 
+std::vector<ExpertLoad> RunReader::expertLoad() {
+  std::vector<ExpertLoad> out;
+  if (!hasTable("expert_load")) return out;
+  Statement s(*db_, io::selectAll<ExpertLoad>() + " ORDER BY step, layer, rank, expert");
+  while (s.step()) out.push_back(io::RowIo<ExpertLoad>::read(s));
+  return out;
+}
+
 bool RunReader::hasEvents(const char* t) {
   if (!hasTable(table(t).name)) return false;
   Statement s(*db_, std::string("SELECT 1 FROM ") + table(t).name + " LIMIT 1");

@@ -366,6 +366,8 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
   for (const auto& [src, n] : dropped)
     if (n > 0) rep.drops.emplace_back(src, n);
 
+  rep.expert_load = summarizeExpertLoad(reader.expertLoad());
+
   // What the file cannot tell: ranks that took part but whose events never arrived.
   const std::string merged = reader.meta("merged_ranks");
   if (!merged.empty() || reader.meta("trace_level") != "") {
@@ -381,6 +383,34 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
   }
   return rep;
 }
+
+namespace {
+
+// One line per MoE layer, and a line naming the expert of each flagged one (moe_load.h).
+void formatExpertLoad(const std::vector<ExpertLayerLoad>& layers, std::ostream& o) {
+  char line[512];
+  o << "\nExpert load (per MoE layer, every step; imbalance: max/mean tokens per expert over the ranks, per step; "
+       "flagged: mean imbalance > "
+    << kImbalanceFlag << " or > " << kDroppedShareFlag * 100 << "% dropped)\n";
+  o << "  layer  experts  steps  imbalance mean    max  dropped %    aux loss      z loss  hottest expert\n";
+  for (const ExpertLayerLoad& l : layers) {
+    std::snprintf(line, sizeof(line), "  %5lld %8lld %6lld %15.2f %6.2f %10.2f %11.4g %11.4g  %lld (%.1f%%)\n",
+                  static_cast<long long>(l.layer), static_cast<long long>(l.experts), static_cast<long long>(l.steps),
+                  l.imbalance_mean, l.imbalance_max, l.dropped_share * 100, l.aux_loss_mean, l.z_loss_mean,
+                  static_cast<long long>(l.hottest_expert), l.hottest_share * 100);
+    o << line;
+  }
+  for (const ExpertLayerLoad& l : layers) {
+    if (!l.imbalanced) continue;
+    std::snprintf(line, sizeof(line),
+                  "  layer %lld IMBALANCED: expert %lld takes %.1f%% of tokens, %.1f%% dropped (mean imbalance %.2f)\n",
+                  static_cast<long long>(l.layer), static_cast<long long>(l.hottest_expert), l.hottest_share * 100,
+                  l.dropped_share * 100, l.imbalance_mean);
+    o << line;
+  }
+}
+
+}  // namespace
 
 std::string formatReport(const Report& r) {
   const RunSummary& s = r.summary;
@@ -444,6 +474,7 @@ std::string formatReport(const Report& r) {
       o << line;
     }
   }
+  if (!r.expert_load.empty()) formatExpertLoad(r.expert_load, o);
   for (const auto& [src, n] : r.drops)
     o << "\nwarning: " << n << " " << src
       << (src == "import" ? " events were left out while importing (a time outside int64 nanoseconds, or a negative "
@@ -470,6 +501,14 @@ std::string reportJson(const Report& r) {
   j["dropped"] = nlohmann::json::object();
   for (const auto& [src, n] : r.drops) j["dropped"][src] = n;
   j["warnings"] = r.warnings;
+  j["expert_load"] = nlohmann::json::array();
+  for (const auto& l : r.expert_load)
+    j["expert_load"].push_back({{"layer", l.layer}, {"experts", l.experts}, {"steps", l.steps},
+                                {"imbalance_mean", l.imbalance_mean}, {"imbalance_max", l.imbalance_max},
+                                {"tokens", l.tokens}, {"dropped", l.dropped}, {"dropped_share", l.dropped_share},
+                                {"aux_loss_mean", l.aux_loss_mean}, {"z_loss_mean", l.z_loss_mean},
+                                {"hottest_expert", l.hottest_expert}, {"hottest_share", l.hottest_share},
+                                {"imbalanced", l.imbalanced}});
   return j.dump();
 }
 

@@ -237,6 +237,18 @@ struct RowIo<WeightDigest> {
   }
 };
 
+template <>
+struct RowIo<ExpertLoad> {
+  static constexpr const char* kTable = "expert_load";
+  static void bind(Statement& s, int b, const ExpertLoad& r) {
+    s.bindFrom(b, r.rank, r.step, r.layer, r.expert, r.tokens, r.dropped, r.capacity, r.aux_loss, r.z_loss);
+  }
+  static ExpertLoad read(const Statement& s) {
+    return ExpertLoad{s.columnInt(0), s.columnInt(1), s.columnInt(2), s.columnInt(3),   s.columnInt(4),
+                      s.columnInt(5), s.columnInt(6), s.columnDouble(7), s.columnDouble(8)};
+  }
+};
+
 // "SELECT <every column> FROM <table>" for a row type.
 template <class Row>
 std::string selectAll() {

@@ -75,6 +75,12 @@ std::vector<Table> makeTables() {
        {{"rank", IN, R::Rank}, {"source", TN}, {"emitted", IN}, {"stored", IN}, {"dropped", IN}},
        ", PRIMARY KEY (rank, source)"},
       {"weight_digest", {{"name", "TEXT PRIMARY KEY"}, {"sum", RN}, {"sumsq", RN}, {"abssum", RN}}},
+      // Not events, like `steps`: rank 0 writes every rank's rows into the run database, so the
+      // shard merge has nothing to copy and no time to shift (the step's time is in `steps`).
+      {"expert_load",
+       {{"rank", IN, R::Rank}, {"step", IN}, {"layer", IN}, {"expert", IN}, {"tokens", IN}, {"dropped", IN},
+        {"capacity", IN}, {"aux_loss", RN}, {"z_loss", RN}},
+       ", PRIMARY KEY (rank, step, layer, expert)"},
   };
 }
 

@@ -233,6 +233,21 @@ void RunStore::appendCollectives(const std::vector<Collective>& rows) {
   commit();
 }
 
+void RunStore::appendExpertLoad(const std::vector<ExpertLoad>& rows) {
+  Statement& s = cached(insertSql(table("expert_load"), 1, "INSERT OR REPLACE"));
+  begin();
+  try {
+    for (const ExpertLoad& r : rows) {
+      io::RowIo<ExpertLoad>::bind(s, 1, r);
+      s.run();
+    }
+    commit();
+  } catch (...) {
+    rollback();  // none of the step's rows, rather than some
+    throw;
+  }
+}
+
 void RunStore::writeWeightDigest(const std::vector<WeightDigest>& digest) {
   begin();
   Statement& s = cached(insertSql(table("weight_digest"), 1, "INSERT OR REPLACE"));

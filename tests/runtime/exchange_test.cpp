@@ -135,6 +135,22 @@ TEST(Exchange, EveryRowTypeRoundTripsThroughItsNamedFields) {
   EXPECT_EQ(s2.pid, 1234);
   EXPECT_EQ(s2.offset_start_ns, -5);
   EXPECT_EQ(s2.offset_end_ns, 7);
+  const rdb::ExpertLoad e{3, 17, 5, 6, 640, 96, 40, 0.1 / 3.0, 1e-7};
+  const nlohmann::json je = rt::toJson(e);
+  EXPECT_EQ(je.at("expert"), 6);
+  EXPECT_EQ(je.at("capacity"), 40);
+  rdb::ExpertLoad e2;
+  rt::fromJson(nlohmann::json::parse(je.dump()), &e2);  // through the text, as the store carries it
+  EXPECT_EQ(e2.rank, 3);
+  EXPECT_EQ(e2.step, 17);
+  EXPECT_EQ(e2.layer, 5);
+  EXPECT_EQ(e2.expert, 6);
+  EXPECT_EQ(e2.tokens, 640);
+  EXPECT_EQ(e2.dropped, 96);
+  EXPECT_EQ(e2.capacity, 40);
+  EXPECT_EQ(e2.aux_loss, e.aux_loss);
+  EXPECT_EQ(e2.z_loss, e.z_loss);
+  EXPECT_THROW(rt::fromJson(nlohmann::json{{"rank", 0}, {"step", 1}}, &e2), nlohmann::json::exception);
   // A row missing a field is an error that names it, not a default.
   EXPECT_THROW(rt::fromJson(nlohmann::json{{"op", "send"}}, &c2), nlohmann::json::exception);
 }

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "trainscope/common/error.h"
+#include "trainscope/rundb/moe_load.h"
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/viewer/comm.h"
@@ -331,6 +332,39 @@ class ThreadNames {
   std::map<int64_t, std::string> process_;
 };
 
+using CountersByRank = std::map<int64_t, std::map<uint32_t, CounterSeries>>;
+
+// The MoE router's load (expert_load) as two counters per rank, one sample per step at the step's
+// start (its `steps` row, on rank 0's clock in a traced run; else the earliest rank's): counters
+// like the recorded ones, so that an untraced run shows them as well. Returns the ranks it fed.
+std::set<int64_t> addExpertLoad(rundb::RunReader& r, const std::vector<rundb::Step>& steps, Names& names,
+                                CountersByRank& counters_of) {
+  const std::vector<rundb::RankStepLoad> load = rundb::rankStepLoad(r.expertLoad());
+  std::set<int64_t> ranks;
+  if (load.empty()) return ranks;  // a dense run: no names, no tracks
+  std::map<std::pair<int64_t, int64_t>, int64_t> start;  // (rank, step) → start_ns
+  std::map<int64_t, int64_t> earliest;                   // step → the earliest rank's start_ns
+  for (const rundb::Step& s : steps) {
+    start[{s.rank, s.step}] = s.start_ns;
+    auto [it, fresh] = earliest.emplace(s.step, s.start_ns);
+    if (!fresh) it->second = std::min(it->second, s.start_ns);
+  }
+  const uint32_t imbalance = names.text("moe: imbalance (max/mean)"), dropped = names.text("moe: dropped %");
+  for (const rundb::RankStepLoad& l : load) {
+    auto at = start.find({l.rank, l.step});
+    auto any = earliest.find(l.step);
+    if (at == start.end() && any == earliest.end()) continue;  // no time to draw it at
+    const int64_t ts = at != start.end() ? at->second : any->second;
+    for (auto [name, value] : {std::pair{imbalance, l.imbalance}, std::pair{dropped, l.dropped_pct}}) {
+      CounterSeries& c = counters_of[l.rank][name];
+      c.ts.push_back(ts);
+      c.values.push_back(value);
+    }
+    ranks.insert(l.rank);
+  }
+  return ranks;
+}
+
 }  // namespace
 
 Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bool summary) {
@@ -431,12 +465,13 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
     // bucketed by rank and name in one pass over the table.
     const std::vector<rundb::Collective> collectives = reader.collectives();
     std::vector<EventRef> ref_of_row(collectives.size(), EventRef{kNoTrack, 0, 0});  // where each row is drawn
-    std::map<int64_t, std::map<uint32_t, CounterSeries>> counters_of;
+    CountersByRank counters_of;
     reader.forEach<rundb::Counter>([&](const rundb::Counter& x) {
       CounterSeries& c = counters_of[x.rank][names.id(reader, x.name)];
       c.ts.push_back(x.ts_ns);
       c.values.push_back(x.value);
     });
+    for (int64_t r : addExpertLoad(reader, trace.steps, names, counters_of)) rank_set.insert(r);
     size_t b = 0, si = 0, ci = 0;
     for (int64_t rank : rank_set) {
       RankGroup g;

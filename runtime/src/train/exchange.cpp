@@ -130,6 +130,24 @@ void fromJson(const nlohmann::json& j, rundb::ShardInfo* s) {
   s->offset_end_ns = j.at("offset_end_ns").get<int64_t>();
 }
 
+nlohmann::json toJson(const rundb::ExpertLoad& e) {
+  return {{"rank", e.rank},       {"step", e.step},         {"layer", e.layer},
+          {"expert", e.expert},   {"tokens", e.tokens},     {"dropped", e.dropped},
+          {"capacity", e.capacity}, {"aux_loss", e.aux_loss}, {"z_loss", e.z_loss}};
+}
+
+void fromJson(const nlohmann::json& j, rundb::ExpertLoad* e) {
+  e->rank = j.at("rank").get<int64_t>();
+  e->step = j.at("step").get<int64_t>();
+  e->layer = j.at("layer").get<int64_t>();
+  e->expert = j.at("expert").get<int64_t>();
+  e->tokens = j.at("tokens").get<int64_t>();
+  e->dropped = j.at("dropped").get<int64_t>();
+  e->capacity = j.at("capacity").get<int64_t>();
+  e->aux_loss = j.at("aux_loss").get<double>();
+  e->z_loss = j.at("z_loss").get<double>();
+}
+
 namespace {
 
 // "key/RANK/chunks" holds how many chunks rank RANK wrote; "key/RANK/I" holds chunk I.

@@ -95,6 +95,9 @@ class RunReader {
   std::vector<Collective> collectives(std::optional<int64_t> rank = std::nullopt);  // by (rank, start)
   std::vector<Drop> drops();
   std::vector<WeightDigest> weightDigest();
+  // MoE router rows by (step, layer, rank, expert); empty for a dense run or a file older than
+  // schema version 5.
+  std::vector<ExpertLoad> expertLoad();
   // Earliest start over steps and every event table (nullopt when the file holds none).
   std::optional<int64_t> firstTime();
   bool hasEvents(const char* table);

@@ -4,8 +4,8 @@
 // stragglers), then: top ops — kernels by total time when there are any, else host ops by self
 // (exclusive) time, an op minus the ops nested inside it on its thread (ATen ops call ATen ops);
 // collectives by op and group with nccl-tests bus bandwidth over the transfer (the wait for the last
-// rank left out) and the ranks' arrival skew; dropped events; and warnings about what is missing
-// (ranks whose shards were not merged).
+// rank left out) and the ranks' arrival skew; dropped events; the expert load of each MoE layer
+// (moe_load.h); and warnings about what is missing (ranks whose shards were not merged).
 //
 // Also the one rule that links a collective's copies across ranks (linkCollectives): the report's
 // skew and bandwidth and the viewer's links both come from it.
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/rundb/moe_load.h"
 #include "trainscope/rundb/summary.h"
 
 namespace trainscope::rundb {
@@ -103,6 +104,7 @@ struct Report {
   std::vector<CollectiveStat> collectives;
   std::vector<std::pair<std::string, int64_t>> drops;  // source → dropped events
   std::vector<std::string> warnings;
+  std::vector<ExpertLayerLoad> expert_load;  // per MoE layer (moe_load.h); empty for a dense run
 };
 
 // Throws UserError with a clear message when `path` is not a run database, or is truncated or

@@ -175,4 +175,20 @@ struct WeightDigest {
   double sum = 0, sumsq = 0, abssum = 0;
 };
 
+// expert_load: what one MoE layer's router did on one rank in one optimizer step, one row per expert
+// (summed over the step's micro-batches). aux_loss / z_loss are the layer's (coefficient applied, mean
+// over the micro-batches), repeated on each of its experts' rows. Not an event: rank 0 writes every
+// rank's rows into the run database itself, as it does `steps`.
+struct ExpertLoad {
+  int64_t rank = 0;
+  int64_t step = 0;
+  int64_t layer = 0;      // global layer number
+  int64_t expert = 0;     // global expert id
+  int64_t tokens = 0;     // assignments this rank's router sent to the expert, before capacity
+  int64_t dropped = 0;    // of those, dropped over capacity
+  int64_t capacity = 0;   // per expert and micro-batch; 0: drop-less
+  double aux_loss = 0;
+  double z_loss = 0;
+};
+
 }  // namespace trainscope::rundb

@@ -21,7 +21,9 @@ class Database;
 //    correlation id. Version-2 files are read as well.
 // 4: `threads` (names and sort order of threads, streams and processes) and `gpu_annotations`
 //    (ranges on a device stream). Older files read without them: no names, no GPU annotations.
-inline constexpr int kSchemaVersion = 4;
+// 5: `expert_load` (a MoE router's tokens, drops and losses per rank, step, layer and expert). Older
+//    files read with none (a dense run).
+inline constexpr int kSchemaVersion = 5;
 inline constexpr int kOldestReadableSchema = 2;
 
 enum class ColumnRole { Plain, Rank, Time, StringId };

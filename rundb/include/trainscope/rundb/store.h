@@ -48,6 +48,9 @@ class RunStore {
   void setMeta(const std::string& key, const std::string& value);
   void appendStep(const Step& r);                          // committed on its own
   void appendCollectives(const std::vector<Collective>& rows);  // one transaction
+  // A step's MoE router rows (every rank's, written by rank 0), one transaction; a row of the same
+  // (rank, step, layer, expert) is replaced.
+  void appendExpertLoad(const std::vector<ExpertLoad>& rows);
   void writeWeightDigest(const std::vector<WeightDigest>& digest);
   void putRank(const RankInfo& r);
 

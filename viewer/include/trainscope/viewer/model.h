@@ -3,8 +3,9 @@
 //
 // What it is: loading (through rundb::RunReader, on any thread, with progress and cancel), the
 // track layout (a group per rank: steps, one flame per CPU thread, one row per device stream with
-// its GPU annotations above it, collectives, counters; threads and streams named and ordered as the
-// profiler named them), and the per-lane level-of-detail pyramids (lod.h). Queries — hit testing,
+// its GPU annotations above it, collectives, counters — the recorded ones, then a MoE run's
+// "moe: imbalance (max/mean)" and "moe: dropped %" from expert_load, one sample per step at its
+// start; threads and streams named and ordered as the profiler named them), and the per-lane level-of-detail pyramids (lod.h). Queries — hit testing,
 // search, range totals, statistics — are in query.h and stats.h.
 // What it is not: anything that draws. No ImGui, no OpenGL here; the app (viewer/app/) only draws
 // what these types say.
