@@ -196,7 +196,9 @@ void App::drawCounter(ImDrawList* dl, const TimelineContext& cx, const LayoutRow
   }
   dl->PopClipRect();
   char mx[64];
-  std::snprintf(mx, sizeof mx, "max %s", formatBytes(c.max_value).c_str());
+  // Bytes for the memory counter; any other (the MoE load, an import's counters) as the number it is.
+  if (tr.tracks[r.track].label == "memory") std::snprintf(mx, sizeof mx, "max %s", formatBytes(c.max_value).c_str());
+  else std::snprintf(mx, sizeof mx, "max %.4g", c.max_value);
   dl->AddText(ImVec2(cx.left + 12, y + 18), IM_COL32(140, 145, 155, 255), mx);
 }
 
