@@ -298,6 +298,21 @@ TEST(ExpertLoad, TheViewerDrawsTwoCountersPerRankAtTheStepsStartsWithoutAnyEvent
   expectMoeCounters(t, 0, {0, 1000}, {2.5, 1.0}, {15.625, 3.125});
   expectMoeCounters(t, 1, {10, 1010}, {2.0, 1.0}, {0.0, 0.0});
   EXPECT_EQ(counterLabels(t, 1), (std::vector<std::string>{"moe: imbalance (max/mean)", "moe: dropped %"}));
+  // A rank without its own steps rows takes the earliest rank's step start.
+  const std::string only0 = tempPath("moe_viewer_rank0_steps.db");
+  {
+    db::RunStore store(only0, db::RunStore::Options{true});
+    store.setMeta("world_size", "2");
+    for (int k = 0; k < 2; ++k) {
+      db::Step s;
+      s.step = k;
+      s.start_ns = 5000 + 1000 * k;
+      s.step_time_ns = 900;
+      store.appendStep(s);
+    }
+    store.appendExpertLoad(perRankRows());
+  }
+  expectMoeCounters(v::loadTrace(only0, nullptr, 1), 1, {5000, 6000}, {2.0, 1.0}, {0.0, 0.0});
   // A dense run gets no such tracks.
   const std::string dense = tempPath("moe_viewer_dense.db");
   makeRun(dense, 2, 2, {});

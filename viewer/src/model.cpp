@@ -342,22 +342,21 @@ std::set<int64_t> addExpertLoad(rundb::RunReader& r, const std::vector<rundb::St
   const std::vector<rundb::RankStepLoad> load = rundb::rankStepLoad(r.expertLoad());
   std::set<int64_t> ranks;
   if (load.empty()) return ranks;  // a dense run: no names, no tracks
+  constexpr int64_t kEarliest = INT64_MIN;  // in place of a rank: the earliest rank's start of the step
   std::map<std::pair<int64_t, int64_t>, int64_t> start;  // (rank, step) → start_ns
-  std::map<int64_t, int64_t> earliest;                   // step → the earliest rank's start_ns
   for (const rundb::Step& s : steps) {
     start[{s.rank, s.step}] = s.start_ns;
-    auto [it, fresh] = earliest.emplace(s.step, s.start_ns);
+    auto [it, fresh] = start.emplace(std::make_pair(kEarliest, s.step), s.start_ns);
     if (!fresh) it->second = std::min(it->second, s.start_ns);
   }
   const uint32_t imbalance = names.text("moe: imbalance (max/mean)"), dropped = names.text("moe: dropped %");
   for (const rundb::RankStepLoad& l : load) {
     auto at = start.find({l.rank, l.step});
-    auto any = earliest.find(l.step);
-    if (at == start.end() && any == earliest.end()) continue;  // no time to draw it at
-    const int64_t ts = at != start.end() ? at->second : any->second;
+    if (at == start.end()) at = start.find({kEarliest, l.step});
+    if (at == start.end()) continue;  // no step row to draw it at
     for (auto [name, value] : {std::pair{imbalance, l.imbalance}, std::pair{dropped, l.dropped_pct}}) {
       CounterSeries& c = counters_of[l.rank][name];
-      c.ts.push_back(ts);
+      c.ts.push_back(at->second);
       c.values.push_back(value);
     }
     ranks.insert(l.rank);
