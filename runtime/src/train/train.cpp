@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "train/exchange.h"
+#include "train/run_control.h"
 #include "train/op_source.h"
 #include "train/sources.h"
 #include "trainscope/common/error.h"
@@ -47,95 +48,10 @@
 namespace trainscope::runtime {
 namespace {
 
-// SIGINT/SIGTERM while training: the first asks every rank to stop at the end of its current step
-// (the run is then recorded as usual); another one more than a second later ends the process at
-// once. (Within a second it is the same request arriving twice: Ctrl-C reaches every rank from the
-// terminal and again through the launcher.) The signals are blocked in every thread train() starts
-// — c10d's store and Gloo's transport threads do not survive a handler interrupting them — and
-// taken by one watcher thread with sigwait.
-std::atomic<int> g_stop_signal{0};
-// The stop request this rank shares with the others at each step: the signal, plus kSentByLauncher
-// when the launcher forwarded it (its parent sent it), so that a signal sent to one rank alone is
-// blamed on that rank and not on the one that happened to read it first.
-constexpr int kSentByLauncher = 1 << 8;
-
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_signal = 0;
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-    watcher_ = std::thread([this] { watch(); });
-  }
-  ~StopSignals() {
-    done_ = true;
-    pthread_kill(watcher_.native_handle(), SIGTERM);  // wakes sigwait; ignored once done_
-    watcher_.join();
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-
- private:
-  void watch() {
-    auto first = std::chrono::steady_clock::time_point{};
-    const bool launched = std::getenv("TRAINSCOPE_ERROR_FD") != nullptr;  // a child of the local launcher
-    for (;;) {
-      siginfo_t si{};
-      const int sig = sigwaitinfo(&set_, &si);
-      if (sig <= 0) continue;
-      if (done_) return;
-      const auto now = std::chrono::steady_clock::now();
-      const bool forwarded = launched && si.si_code == SI_USER && si.si_pid == getppid();
-      int expected = 0;
-      if (g_stop_signal.compare_exchange_strong(expected, sig | (forwarded ? kSentByLauncher : 0))) {
-        first = now;
-      } else if (now - first > std::chrono::seconds(1)) {
-        std::signal(sig, SIG_DFL);
-        pthread_sigmask(SIG_UNBLOCK, &set_, nullptr);
-        raise(sig);  // the default action: the process ends
-      }
-    }
-  }
-  sigset_t set_{}, old_{};
-  std::atomic<bool> done_{false};
-  std::thread watcher_;
-};
-
 std::string hostName() {
   char buf[256] = {};
   gethostname(buf, sizeof(buf) - 1);
   return buf;
-}
-
-// "RANK:STEP[:KIND]" → that rank fails at that step (tests of the launcher and the tuner): KIND
-// "throw" (default) raises an error, "segv" dies of SIGSEGV, "hang" stops answering, "oom" lowers
-// the CPU memory limit to what is held, so that the step's next allocation is refused for real.
-bool injectedFailure(const std::string& spec, int rank, int64_t step) {
-  // "merge": the trace merge fails (finishTrace); "close": the run database's close fails as on a
-  // full disk (closeAsOnAFullDisk).
-  if (spec.empty() || spec == "merge" || spec == "close") return false;
-  int r = -1;
-  long long k = -1;
-  char kind[16] = {};
-  const int n = std::sscanf(spec.c_str(), "%d:%lld:%15s", &r, &k, kind);
-  const std::string what = n == 3 ? kind : "throw";
-  if (n < 2 || r < 0 || k < 0 || (what != "throw" && what != "segv" && what != "hang" && what != "oom"))
-    throw UserError("--inject-failure", "expects RANK:STEP[:throw|segv|hang|oom], merge or close, got \"" + spec + "\"",
-                    "e.g. --inject-failure 1:2");
-  if (r != rank || k != step) return false;
-  if (what == "segv") {
-    std::signal(SIGSEGV, SIG_DFL);  // die of the signal even where a handler is installed (a sanitizer's)
-    std::raise(SIGSEGV);
-  }
-  if (what == "oom") {
-    installCountingCpuAllocator();
-    setCpuMemoryLimit(cpuAllocatedBytes() + 1);
-    return false;
-  }
-  if (what == "hang")
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  return true;
 }
 
 // Every rank's memory and time for the step, gathered to all (allGatherStep: one small all-gather,
@@ -380,7 +296,7 @@ bool runStep(RunContext& c, int64_t k, StepTotals* t, RunResult* res) {
   }
   feedCollectives(c.rec);
   for (rundb::ExpertLoad& e : c.trainer.takeExpertLoad()) c.rec.expert_load.push_back(e);
-  int stop = g_stop_signal.load();
+  int stop = stopRequest();
   std::vector<int> signalled;  // the ranks a signal reached directly (not forwarded by the launcher)
   const std::vector<rundb::Step> rows = gatherStep(c.comm, r, c.dev.device, &stop, &signalled);
   if (c.rec.store)

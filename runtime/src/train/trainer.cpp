@@ -18,6 +18,7 @@
 #include "parallel/grad_sync.h"
 #include "parallel/zero3.h"
 #include "cpu/lanes.h"
+#include "optim/loss_scaler.h"
 #include "optim/partitioned.h"
 #include "train/experts.h"
 #include "train/sources.h"
@@ -51,23 +52,6 @@ workloads::Recompute recomputeOf(Checkpointing c) {
          : c == Checkpointing::Selective ? workloads::Recompute::Selective
                                          : workloads::Recompute::None;
 }
-
-// fp16 dynamic loss scaling (as torch.cuda.amp.GradScaler): halve on overflow and skip the step;
-// double after `interval` clean steps.
-struct LossScaler {
-  double scale = 1.0;
-  int64_t interval = 2000;
-  int64_t clean_steps = 0;
-  void update(bool overflow) {
-    if (overflow) {
-      scale *= 0.5;
-      clean_steps = 0;
-    } else if (++clean_steps >= interval) {
-      scale *= 2.0;
-      clean_steps = 0;
-    }
-  }
-};
 
 }  // namespace
 
