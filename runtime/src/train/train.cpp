@@ -88,7 +88,8 @@ struct Recording {
   std::unique_ptr<tracer::Tracer> trace;
   CollectiveFeed* collectives = nullptr;  // owned by the tracer while it runs
   rundb::ClockSample clock_start;
-  std::vector<rundb::ExpertLoad> expert_load;  // MoE: this rank's rows, handed to rank 0 at the end
+  std::vector<rundb::ExpertLoad> expert_load;  // MoE: this rank's rows not yet handed to rank 0
+  int64_t expert_load_handed = 0;              // hand-ins so far (each takes a key of its own)
   bool tracing_collectives() const { return collectives != nullptr; }
 };
 
@@ -153,11 +154,16 @@ void handInCollectives(Recording& rec, Comm& comm) {
     if (rec.store) rec.store->appendCollectives(rows);
 }
 
-// MoE: every rank's expert_load rows to rank 0, which stores them.
+// MoE: every rank's expert_load rows to rank 0, which stores them; every kExpertLoadEvery steps and
+// at the end, so that a long run holds at most that many steps of rows (layers x experts each) and
+// a run that dies keeps most of them. Every rank calls it after the same steps.
+constexpr int64_t kExpertLoadEvery = 64;
 void handInExpertLoad(Recording& rec, Comm& comm, const TrainConfig& cfg) {
   if (!cfg.model.isMoe() || (!rec.store && cfg.world == 1)) return;
-  for (const auto& rows : gatherOnLeader(comm, "expert_load", rec.expert_load))
+  const std::string key = "expert_load/" + std::to_string(rec.expert_load_handed++);
+  for (const auto& rows : gatherOnLeader(comm, key, rec.expert_load))
     if (rec.store) rec.store->appendExpertLoad(rows);
+  rec.expert_load.clear();
 }
 
 // Final weights digest: ranks of DP replica 0 (and CP rank 0) hand in their parts, rank 0 sums by name.
@@ -296,6 +302,7 @@ bool runStep(RunContext& c, int64_t k, StepTotals* t, RunResult* res) {
   }
   feedCollectives(c.rec);
   for (rundb::ExpertLoad& e : c.trainer.takeExpertLoad()) c.rec.expert_load.push_back(e);
+  if ((k + 1) % kExpertLoadEvery == 0 && k + 1 < c.cfg.steps) handInExpertLoad(c.rec, c.comm, c.cfg);
   int stop = stopRequest();
   std::vector<int> signalled;  // the ranks a signal reached directly (not forwarded by the launcher)
   const std::vector<rundb::Step> rows = gatherStep(c.comm, r, c.dev.device, &stop, &signalled);
