@@ -256,7 +256,7 @@ nlohmann::json resultJson(const TuneFlags& f, const workloads::Workload& w, cons
   for (const auto& cand : r.candidates)
     j["ranked"].push_back({{"id", cand.id}, {"plan", cand.plan.describe()}, {"rejected", cand.rejected},
                            {"zero", rt::stageNumber(cand.plan.zero)}, {"virtual_stages", cand.plan.virtual_stages},
-                           {"cp", cand.plan.cp},
+                           {"cp", cand.plan.cp}, {"ep", cand.plan.ep},
                            {"predicted_step_s", cand.predicted_step_s}, {"predicted_peak", cand.predicted_peak},
                            {"time_measured", cand.time_measured},
                            {"measured_step_s", r.estimate.count(cand.id) && r.estimate.at(cand.id) > 0
@@ -278,7 +278,7 @@ void printTable(const TuneFlags& f, const workloads::Workload& w, const tn::Clus
   std::printf("\n%s on %s, gbs %lld: %zu combinations, %lld valid and predicted to fit", w.name.c_str(), c.name.c_str(),
               static_cast<long long>(f.gbs), r.candidates.size(), static_cast<long long>(valid));
   std::printf(" (memory limit %s MiB per rank)\n", mib(c.memory_bytes).c_str());
-  std::printf("\n  id  zero  v cp  %-46s %11s %10s %6s %10s %10s %10s\n", "configuration", "pred ms", "meas ms",
+  std::printf("\n  id  zero  v cp ep  %-46s %11s %10s %6s %10s %10s %10s\n", "configuration", "pred ms", "meas ms",
               "trials", "tokens/s", "pred MiB", "meas MiB");
   int shown = 0;
   for (const auto& cand : r.candidates) {
@@ -289,10 +289,10 @@ void printTable(const TuneFlags& f, const workloads::Workload& w, const tn::Clus
     std::string failed;
     for (const auto& tr : r.trials)
       if (tr.candidate == cand.id && tr.status != tn::TrialStatus::Ok) failed = toString(tr.status);
-    std::printf("%s%3lld  %4d %2lld %2lld  %-46s %10.1f%s %10s %6s %10s %10s %10s%s\n", cand.id == r.recommended ? "*" : " ",
+    std::printf("%s%3lld  %4d %2lld %2lld %2lld  %-46s %10.1f%s %10s %6s %10s %10s %10s%s\n", cand.id == r.recommended ? "*" : " ",
                 static_cast<long long>(cand.id), rt::stageNumber(cand.plan.zero),
                 static_cast<long long>(cand.plan.virtual_stages), static_cast<long long>(cand.plan.cp),
-                cand.plan.describe().c_str(), cand.predicted_step_s * 1e3,
+                static_cast<long long>(cand.plan.ep), cand.plan.describe().c_str(), cand.predicted_step_s * 1e3,
                 cand.time_measured ? "m" : " ", step > 0 ? std::to_string(int(step * 1e3 + 0.5)).c_str() : "-",
                 ran ? std::to_string(ok_trials[cand.id].first).c_str() : "-",
                 step > 0 ? std::to_string(int64_t(double(cand.plan.gbs * cand.plan.seq) / step + 0.5)).c_str() : "-",

@@ -33,6 +33,12 @@ workloads::OptimizerState stateOf(runtime::OptimizerKind k) {
   return workloads::OptimizerState::AdamW;
 }
 
+// A MoE layer's stacked expert tensors (E/ep, …). Under ep > 1 each is whole on every expert-dp
+// replica, with its own fp32 main gradient and optimizer state on every rank whatever the ZeRO stage
+// (GradSync's "unmanaged" tensors); with ep 1 they are sharded like any other.
+constexpr const char* kExpert = "expert";
+bool unmanaged(const workloads::ParamTensor& x, const Plan& p) { return p.ep > 1 && x.name == kExpert; }
+
 // The tensors a (tp, pp) rank of stage `s` holds, with their sharded shapes (runtime's shardGpt).
 std::vector<workloads::ParamTensor> stageTensors(const workloads::Workload& w, const Plan& p, int64_t s,
                                                  bool* has_tied) {
@@ -48,10 +54,13 @@ std::vector<workloads::ParamTensor> stageTensors(const workloads::Workload& w, c
   for (int64_t l = first; l < first + layersOfStage(w.n_layer, p.pp, s); ++l) {
     for (auto shape : std::vector<std::vector<int64_t>>{{h}, {h}, {3 * h / t, h}, {3 * h / t}, {h, h / t}, {h}, {h}, {h}})
       out.push_back({"layer", shape});
-    // A MoE layer's MLP: the router, this rank's E/ep experts and the shared expert (moe.h).
-    const auto mlp = w.moeLayer(l) ? moeMlpShapes(w, p)
-                                   : std::vector<std::vector<int64_t>>{{4 * h / t, h}, {4 * h / t}, {h, 4 * h / t}, {h}};
-    for (const auto& shape : mlp) out.push_back({"layer", shape});
+    // A MoE layer's MLP: the router, this rank's E/ep experts and the shared expert (moe.h). With
+    // ep > 1 the experts are outside GradSync (runtime/src/train/experts.h): not ZeRO-sharded.
+    const bool moe = w.moeLayer(l);
+    const auto mlp = moe ? moeMlpShapes(w, p)
+                         : std::vector<std::vector<int64_t>>{{4 * h / t, h}, {4 * h / t}, {h, 4 * h / t}, {h}};
+    for (size_t i = 0; i < mlp.size(); ++i)
+      out.push_back({moe && i >= 1 && i <= 4 ? kExpert : "layer", mlp[i]});
   }
   if (s == p.pp - 1) {
     out.push_back({"ln_f.weight", {h}});
@@ -110,7 +119,7 @@ void addShardedOptimizer(StageMemory& sm, const std::vector<workloads::ParamTens
   std::vector<const workloads::ParamTensor*> order;
   int64_t outside_state = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tied && tensors[i].name == "wte") {
+    if ((tied && tensors[i].name == "wte") || unmanaged(tensors[i], p)) {
       outside_state += workloads::optimizerStateBytes(tensors[i], state, false, 256);
       continue;
     }
@@ -140,9 +149,10 @@ void addOptimizerState(StageMemory& sm, const std::vector<workloads::ParamTensor
                        const Plan& p) {
   const auto state = stateOf(p.optimizer);
   if (zero::shardsGradients(p)) {
-    int64_t all = 0;
-    for (const auto& x : tensors) all += workloads::optimizerStateBytes(x, state, false, 256);
-    sm.optimizer = zero::shardOf(all, zero::shardRanks(p));  // hybrid: over the shard group
+    int64_t all = 0, experts = 0;
+    for (const auto& x : tensors)
+      (unmanaged(x, p) ? experts : all) += workloads::optimizerStateBytes(x, state, false, 256);
+    sm.optimizer = zero::shardOf(all, zero::shardRanks(p)) + experts;  // hybrid: over the shard group
   } else if (runtime::shardsOptimizer(p.zero) && p.dp > 1) {
     addShardedOptimizer(sm, tensors, tied, p, state);
   } else {
@@ -187,16 +197,18 @@ void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t layer) {
 // During a layer's backward one bucket fills while the previous one's reduce-scatter is in flight
 // (its buffer, on Gloo the copy it all-reduces, and its ⌈B/d⌉ output); a stage of one bucket has
 // only the filling one. When backward ends the last bucket is reduce-scattered while autograd still
-// holds the embedding's two fresh gradients (its own and the tied head's): 2·e·largest.
-void addZeroTwo(StageMemory& sm, const Plan& p, int64_t n, int64_t largest) {
+// holds the embedding's two fresh gradients (its own and the tied head's): 2·e·embedding.
+//   Expert tensors under ep > 1 (`experts` elements) keep their whole fp32 gradient outside the buckets.
+void addZeroTwo(StageMemory& sm, const Plan& p, int64_t n, int64_t largest, int64_t embedding, int64_t experts) {
   if (!zero::shardsGradients(p) || zero::shardsParameters(p)) return;
+  n -= experts;
   // A tensor larger than the bucket is a bucket of its own (the word embedding, often).
   const int64_t B = std::min<int64_t>(n, std::max<int64_t>(kRuntimeBucketBytes / 4, largest));
   const int64_t out = zero::shardOf(B, p.dp);
   const int64_t in_flight = (p.cpu ? 2 : 1) * B + out;
-  sm.grads = 4 * zero::shardOf(n, p.dp);
+  sm.grads = 4 * zero::shardOf(n, p.dp) + 4 * experts;
   sm.grad_bucket = 4 * (B + (n > B ? in_flight : 0));
-  sm.sync = 4 * in_flight + 2 * p.elementBytes() * largest;
+  sm.sync = 4 * in_flight + 2 * p.elementBytes() * embedding;
 }
 
 // Micro-batches whose activations stage `st` holds at once.
@@ -220,11 +232,22 @@ double interleaveOf(const Plan& p, int64_t st, int64_t M, int64_t inflight) {
   return double(std::min<int64_t>(warmup + 1, units)) / double(v * inflight);
 }
 
+// A MoE layer's backward under full recomputation: the runtime's experts index their stacked weights
+// (E/ep, F, C) and (E/ep, C, F) expert by expert (runtime/src/model/moe.cpp, runExperts), so each
+// expert's weight gradient arrives as a whole stack of zeros with its slice filled (SelectBackward)
+// and autograd sums them in a buffer per stack: two stacks of the compute dtype live while the
+// layer's experts run backward (measured: docs/memory-model.md, "Mixture of experts").
+double expertGradientBuffers(const workloads::Workload& w, const Plan& p) {
+  const double stack = double(w.n_experts / p.ep) * double(w.expertHidden()) * double(w.n_embd);
+  return 2.0 * stack * double(p.elementBytes());
+}
+
 // What the stage's layers keep for their backward: the op list's `saved` (layer_ops.h), the same
 // list the time model prices — this runtime's kernels (fused attention, no dropout;
 // docs/memory-model.md) — for every micro-batch in flight, with its inputs and targets; and under
 // full recomputation the one layer rebuilt at a time.
-void addActivations(StageMemory& sm, const Plan& p, const LayerLists& ops, double interleave, int64_t moe_layers) {
+void addActivations(StageMemory& sm, const workloads::Workload& w, const Plan& p, const LayerLists& ops,
+                    double interleave, int64_t moe_layers) {
   const double s = double(p.localSeq()), b = double(p.mbs);
   // Dense layers keep the dense list's bytes, MoE layers the MoE list's (their dispatch buffers).
   const double per_stage = ops.runtime_layer.saved * double(sm.layers - moe_layers) + ops.runtime_moe.saved * double(moe_layers);
@@ -233,7 +256,9 @@ void addActivations(StageMemory& sm, const Plan& p, const LayerLists& ops, doubl
   sm.activations = int64_t(act);
   if (p.ckpt == Checkpointing::Full)  // one layer's activations live while it is recomputed (16-bit ones)
     sm.recompute = int64_t(std::max(ops.runtime_whole.saved - ops.runtime_whole.saved_fp32,
-                                    moe_layers > 0 ? ops.runtime_moe_whole.saved - ops.runtime_moe_whole.saved_fp32 : 0.0));
+                                    moe_layers > 0 ? ops.runtime_moe_whole.saved - ops.runtime_moe_whole.saved_fp32 +
+                                                         expertGradientBuffers(w, p)
+                                                   : 0.0));
 }
 
 // The last stage's LM head: dX for the rows, dW per lane (each core lane runs its own head on its
@@ -320,23 +345,26 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   sm.micro_batches = p.ga();
   bool tied = false;
   const auto tensors = stageTensors(w, p, st, &tied);
-  int64_t n = 0, largest = 0, layer_elements = 0;
+  // largest_dense: the embedding, whose fresh gradients the transients count (not an expert stack).
+  int64_t n = 0, largest = 0, largest_dense = 0, layer_elements = 0, experts = 0;
   for (const auto& x : tensors) {
     n += x.numel();
     largest = std::max(largest, x.numel());
-    if (x.name == "layer") layer_elements += x.numel();
+    if (x.name != kExpert) largest_dense = std::max(largest_dense, x.numel());
+    if (x.name == "layer" || x.name == kExpert) layer_elements += x.numel();
+    if (unmanaged(x, p)) experts += x.numel();
   }
   addWeights(sm, p, n, largest);
   addOptimizerState(sm, tensors, tied, p);
   // ZeRO-3 gathers a layer at a time (and the stage's other parameters as one more unit).
   addZeroShards(sm, p, n, sm.layers > 0 ? layer_elements / sm.layers : 0);
-  addZeroTwo(sm, p, n, largest);
+  addZeroTwo(sm, p, n, largest, largest_dense, experts);
   sm.inflight = inflightOf(p, st, sm.micro_batches);
   const double interleave = interleaveOf(p, st, sm.micro_batches, sm.inflight);
-  addActivations(sm, p, ops, interleave, moeLayersOfStage(w, p, st));
+  addActivations(sm, w, p, ops, interleave, moeLayersOfStage(w, p, st));
   if (st == p.pp - 1) addHead(sm, w, p);
   if (p.pp > 1) addSendBuffers(sm, w, p, st);
-  sm.allowance = transientAllowance(w, p, largest);
+  sm.allowance = transientAllowance(w, p, largest_dense);
   sm.ring = ringBuffers(w, p);
   sm.megatron_activations = megatronActivations(w, p, sm, ops, interleave);
   return sm;

@@ -60,7 +60,8 @@ void appendMoeMlp(std::vector<Op>& F, const workloads::Workload& w, const Plan& 
   F.push_back(mem("routing one-hot + cumsum", (r.capacity > 0 ? 4.0 : 2.0) * kN * E * 8.0, 0));
   F.back().backward_bytes = 0;  // integer routing: no backward
   F.push_back(mem("dispatch gather x[token]", 2.0 * M * C * e, 0));
-  if (p.ep > 1) F.push_back(mem("regroup received rows by expert", 2.0 * R * C * e, R * C * e));
+  // The regrouped rows are fc1's input: kept once, by fc1 (the all-to-all's output is not kept).
+  if (p.ep > 1) F.push_back(mem("regroup received rows by expert", 2.0 * R * C * e, 0));
   // E/ep experts, each over ep·M/E rows: a batched GEMM of the realised per-expert batch.
   F.push_back(gemm("expert fc1", r.per_expert, Fh, C, r.local_experts, R * C * e));
   F.push_back(mem("expert bias-gelu", 2.0 * R * Fh * e, R * Fh * e));
@@ -102,6 +103,21 @@ double moeCpuExtraForwardSeconds(const workloads::Workload& w, const Plan& p, co
 
 const NetworkTier& moeTier(const Plan& p, const Cluster& c) {
   return p.tp * p.cp * p.ep <= c.devices_per_node ? c.intra_node : c.inter_node;
+}
+
+double moeExpertParameters(const workloads::Workload& w) {
+  if (!w.isMoe()) return 0;
+  int64_t layers = 0;
+  for (int64_t l = 0; l < w.n_layer; ++l) layers += w.moeLayer(l) ? 1 : 0;
+  const double C = double(w.n_embd), F = double(w.expertHidden());
+  return double(layers) * double(w.n_experts) * (2.0 * C * F + F + C);
+}
+
+double moeCountsAllGatherSeconds(const NetworkTier& tier, const workloads::Workload& w, double ep) {
+  if (ep <= 1 || !w.isMoe()) return 0;
+  // Ring all-gather: ep − 1 steps, each one rank's E·8 bytes (nccl-tests' busbw factor (ep−1)/ep).
+  const double bytes = ep * double(w.n_experts) * 8.0;
+  return tier.latency * (ep - 1.0) + bytes * (ep - 1.0) / ep / std::max(tier.bandwidth * tier.efficiency, 1.0);
 }
 
 std::vector<std::vector<int64_t>> moeMlpShapes(const workloads::Workload& w, const Plan& p) {

@@ -56,11 +56,11 @@ std::string whyInvalidExperts(const workloads::Workload& w, const Plan& p) {
   if (p.dp % p.ep != 0) return "ep=" + std::to_string(p.ep) + " does not divide dp=" + std::to_string(p.dp);
   if (w.isMoe() && w.n_experts % p.ep != 0)
     return "ep=" + std::to_string(p.ep) + " does not divide n_experts=" + std::to_string(w.n_experts);
-  // The models split only the dense parts over TP (experts whole on each TP rank is not what
-  // Megatron-LM's expert tensor parallelism does, and the runtime refuses expert TP).
-  if (w.isMoe() && p.tp > 1) return "tp=" + std::to_string(p.tp) + " with experts: expert tensor parallelism is not modelled; use tp=1 and ep";
-  // The expert tensors' ZeRO shards would be over the dp/ep expert-data-parallel group; not modelled.
-  if (p.ep > 1 && runtime::shardsOptimizer(p.zero)) return "ZeRO with ep > 1 is not modelled (expert shards over dp/ep)";
+  // Under TP the experts are whole on every TP rank, as the runtime holds them (no expert TP); under
+  // ZeRO-1/2 with ep > 1 they stay outside the shards (memory_model.cpp). ZeRO-3 would shard over
+  // dp what ep already splits: the runtime refuses it, and so does the model.
+  if (p.ep > 1 && p.zero == runtime::ZeroStage::Parameters)
+    return "ZeRO-3 with ep=" + std::to_string(p.ep) + ": expert weights are split over ep ranks, not sharded over dp; use ZeRO-1/2 or ep=1";
   return "";
 }
 
@@ -82,6 +82,7 @@ Plan planOf(const runtime::TrainConfig& c) {
   p.sequence_parallel = c.sequence_parallel;
   p.schedule = c.pp_schedule;
   p.cpu_lanes = c.cpu_lanes > 0 ? c.cpu_lanes : 1;
+  p.ep = c.ep;
   return p;
 }
 

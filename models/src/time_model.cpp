@@ -16,8 +16,9 @@ using runtime::Checkpointing;
 
 // A mixture of experts on a CPU cluster (moe.h): the slowest stage's MoE layers add their experts'
 // compute over the dense MLP's (forward + 2× backward, and full recomputation's forward again) and
-// 4 all-to-alls per layer and micro-batch (6 under full recomputation) on the tier the ep group
-// shares — the cluster's measured Gloo figures, as for the other collectives.
+// 4 all-to-alls per layer and micro-batch (6 under full recomputation) and the per-expert counts'
+// all-gather before each dispatch, on the tier the ep group shares — the cluster's measured Gloo
+// figures, as for the other collectives.
 void addCpuExperts(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c, double peak) {
   if (!w.isMoe()) return;
   const double M = double(p.ga()), moes = double(moeLayersOfStage(w, p, 0));
@@ -25,7 +26,9 @@ void addCpuExperts(TimePrediction& r, const workloads::Workload& w, const Plan& 
   r.compute_s += M * moes * 3.0 * extra;
   if (p.ckpt == Checkpointing::Full) r.recompute_s += M * moes * extra;
   const double a2a = moeAllToAllSeconds(moeTier(p, c), moeAllToAllBytes(w, p), double(p.ep));
-  r.ep_comm_s = M * moes * (p.ckpt == Checkpointing::Full ? 6.0 : 4.0) * a2a;
+  const double counts = moeCountsAllGatherSeconds(moeTier(p, c), w, double(p.ep));
+  const bool full = p.ckpt == Checkpointing::Full;
+  r.ep_comm_s = M * moes * ((full ? 6.0 : 4.0) * a2a + (full ? 2.0 : 1.0) * counts);
 }
 
 // α–β time of one collective over `n` ranks moving `bytes` (nccl-tests' bus-bandwidth factors).
@@ -105,6 +108,29 @@ void addCpuDataParallel(TimePrediction& r, const Plan& p, const Cluster& c, cons
   }
 }
 
+// A rank's parameters by how their gradients are reduced (runtime/src/train/experts.h): the dense
+// ones (attention, router, shared expert, embeddings) are split over tp and pp and reduced over dp
+// (x cp) by GradSync; the routed experts are whole on every TP rank, E/ep of them per rank, and with
+// ep > 1 all-reduced over their expert-dp group of dp/ep ranks after backward, outside GradSync
+// (never hidden behind it, never ZeRO-sharded). With ep 1 they go through GradSync as dense ones.
+struct RankParams {
+  double synced = 0;   // through GradSync over dp x cp
+  double experts = 0;  // ep > 1: over the expert-dp group
+};
+RankParams rankParams(const workloads::Workload& w, const Plan& p) {
+  const double experts = moeExpertParameters(w) / double(p.pp);
+  const double dense = (double(w.parameterCount()) - moeExpertParameters(w)) / (double(p.tp) * double(p.pp));
+  if (p.ep <= 1) return {dense + experts, 0};
+  return {dense, experts / double(p.ep)};
+}
+
+void addCpuExpertSync(TimePrediction& r, const Plan& p, const Cluster& c, double expert_params) {
+  const double n = double(p.dp / p.ep);
+  if (expert_params <= 0 || n <= 1) return;
+  const NetworkTier& tier = p.world() > c.devices_per_node ? c.inter_node : c.intra_node;
+  r.dp_comm_s += collective(tier, expert_params * 4.0, n, 2.0 * (n - 1) / n);
+}
+
 }  // namespace
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
@@ -166,12 +192,13 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   }
   addCpuExperts(r, w, p, c, peak);
   r.cp_comm_s = cpuRingSeconds(w, p, c, attn_fwd, layers_per_stage, M);
-  const double params_per_rank = double(w.parameterCount()) / (t * double(p.pp));
-  addCpuDataParallel(r, p, c, o, params_per_rank, e);
+  const RankParams params = rankParams(w, p);
+  addCpuDataParallel(r, p, c, o, params.synced, e);
+  addCpuExpertSync(r, p, c, params.experts);
   // Optimizer: AdamW reads and writes ~28 bytes per parameter (p, g, m, v and the copy).
   const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : 28.0;
-  r.optimizer_s = params_per_rank / (runtime::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
-                  std::max(mem_bw, 1.0);
+  r.optimizer_s = (params.synced / (runtime::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) + params.experts) *
+                  opt_bytes / std::max(mem_bw, 1.0);
   r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.cp_comm_s + r.ep_comm_s +
              r.bubble_s + r.optimizer_s;
   const double tokens = double(p.gbs) * keys;

@@ -454,3 +454,46 @@ TEST(Export, HybridShardingIsFsdpsHybridShardAndANoteForDeepSpeed) {
   EXPECT_EQ(fsdpBlock(tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {false}).text).at("fsdp_sharding_strategy"),
             "FULL_SHARD");
 }
+
+// small-cpu-moe (8 experts, top-2, capacity 1.25, experts every other layer) on 4 ranks: dp 4 with
+// experts over ep 2, ZeRO-1. Every format carries the expert-parallel degree the run has.
+TEST(Export, MixtureOfExpertsCarriesTheExpertParallelDegreeEverywhere) {
+  rt::TrainConfig c;
+  c.workload = "small-cpu-moe";
+  c.seq = 64, c.mbs = 2, c.gbs = 16, c.nproc = 4, c.ep = 2;
+  c.zero = rt::ZeroStage::OptimizerStates;
+  c.steps = 3, c.warmup = 0;
+  c = tn::trainingRunOf(c);
+  ASSERT_EQ(c.dp, 4);
+  // Megatron-LM: the experts over ep, whole on each TP rank, by all-to-all (the dispatcher its
+  // capacity factor needs), and a note that its distributed optimizer shards the experts' state.
+  auto m = tn::exportConfig(c, tn::ExportFormat::Megatron);
+  auto f = flagsOf(m.text);
+  EXPECT_EQ(f["--num-experts"], "8");
+  EXPECT_EQ(f["--expert-model-parallel-size"], "2");
+  EXPECT_EQ(f["--expert-tensor-parallel-size"], "1");
+  EXPECT_EQ(f["--moe-token-dispatcher-type"], "alltoall");
+  EXPECT_EQ(f["--moe-router-topk"], "2");
+  EXPECT_EQ(f["--moe-layer-freq"], "2");
+  EXPECT_EQ(f["--moe-expert-capacity-factor"], "1.25");
+  EXPECT_EQ(f["--moe-token-drop-policy"], "position");
+  EXPECT_TRUE(f.count("--use-distributed-optimizer"));
+  ASSERT_EQ(m.notes.size(), 1u);
+  EXPECT_NE(m.notes[0].find("over their 2 expert-data-parallel rank(s)"), std::string::npos) << m.notes[0];
+  // Drop-less: no capacity flags at all.
+  rt::TrainConfig dropless = c;
+  dropless.model.capacity_factor = 0;
+  f = flagsOf(tn::exportConfig(dropless, tn::ExportFormat::Megatron).text);
+  EXPECT_FALSE(f.count("--moe-expert-capacity-factor"));
+  EXPECT_FALSE(f.count("--moe-token-drop-policy"));
+  // DeepSpeed: the MoE layer's ep_size in the model-code note, and the optimizer-group split ZeRO needs.
+  const auto ds = tn::exportConfig(c, tn::ExportFormat::DeepSpeed);
+  std::string note;
+  for (const auto& n : ds.notes)
+    if (n.find("deepspeed.moe.layer.MoE") != std::string::npos) note = n;
+  EXPECT_NE(note.find("num_experts=8, ep_size=2, k=2"), std::string::npos) << note;
+  EXPECT_NE(note.find("split_params_into_different_moe_groups_for_optimizer"), std::string::npos) << note;
+  // The run config and the command line: --ep 2, and ep read back from the JSON.
+  EXPECT_NE(tn::exportConfig(c, tn::ExportFormat::Command).text.find(" --ep 2"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::Run).text)["ep"], 2);
+}

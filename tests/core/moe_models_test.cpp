@@ -107,11 +107,11 @@ TEST(MoeModels, LayerOpsPriceRouterExpertsAndSharedExpert) {
 
 TEST(MoeModels, MoeLayerKeepsItsDispatchBuffers) {
   // bf16 (e = 2), ep 2, no shared expert. The MoE MLP keeps: x for the router N·C·e, logits and probs
-  // 2·N·E·4, the regrouped rows R·C·e, fc1's input R·C·e, GELU in and out 2·R·F·e, the expert outputs
-  // M·C·e; the dense MLP kept fc1's input N·C·e and 2·N·4C·e.
+  // 2·N·E·4, the regrouped rows once, as fc1's input R·C·e (the all-to-all's output is not kept),
+  // GELU in and out 2·R·F·e, the expert outputs M·C·e; the dense MLP kept fc1's input N·C·e and 2·N·4C·e.
   const wl::Workload w = moe();
   const double N = 16, C = 64, E = 4, F = 128, M = 32, R = 32, e = 2;
-  const double moe_mlp = N * C * e + 2 * N * E * 4 + R * C * e + R * C * e + 2 * R * F * e + M * C * e;
+  const double moe_mlp = N * C * e + 2 * N * E * 4 + R * C * e + 2 * R * F * e + M * C * e;
   const double dense_mlp = N * C * e + 2 * N * 4 * C * e;
   const auto dense = tn::layerOps(w, plan(), tn::Framework::Trainscope);
   const auto expert = tn::layerOps(w, plan(), tn::Framework::Trainscope, tn::Attention::Default, true);
@@ -181,23 +181,98 @@ TEST(MoeModels, SpaceEnumeratesEpWithEveryRejectionsReason) {
   const wl::Workload w = wl::load("small-cpu-moe");  // 8 experts
   const tn::Cluster c = tn::loadCluster("cpu-local");  // 2 ranks
   tn::SpaceOptions o;
-  o.gbs = 8, o.seq = 64, o.mbs = {1}, o.ckpt = {rt::Checkpointing::None}, o.cp = {1}, o.virtual_stages = {1};
-  o.zero = {rt::ZeroStage::None};
+  o.gbs = 8, o.seq = 64, o.mbs = {1}, o.ckpt = {rt::Checkpointing::None}, o.cp = {1, 2}, o.virtual_stages = {1};
+  o.zero = {rt::ZeroStage::None, rt::ZeroStage::OptimizerStates, rt::ZeroStage::Parameters};
+  o.sequence_parallel = {false, true};
   std::set<int64_t> eps;
-  int64_t ep2_runtime = 0;
+  int64_t ep2_valid = 0, ep2_zero3 = 0, cp = 0, sp = 0;
   for (const auto& cand : tn::enumerateSpace(w, c, o)) {
-    eps.insert(cand.plan.ep);
-    if (cand.plan.ep > 1) EXPECT_FALSE(cand.rejected.empty()) << cand.plan.describe();
-    if (cand.plan.ep == 2 && cand.plan.dp == 2) {
-      EXPECT_NE(cand.rejected.find("--ep"), std::string::npos);
-      ++ep2_runtime;
+    const tn::Plan& p = cand.plan;
+    eps.insert(p.ep);
+    EXPECT_EQ(p.dp % p.ep, 0) << p.describe();  // only divisors of dp are enumerated
+    EXPECT_EQ(p.cpu_lanes, 1) << p.describe();  // the runtime runs no core lanes for a MoE
+    if (p.cp > 1) {
+      ++cp;
+      EXPECT_NE(cand.rejected.find("--cp: context parallelism is not run with a mixture-of-experts"), std::string::npos)
+          << p.describe() << ": " << cand.rejected;
+    } else if (p.sequence_parallel) {
+      ++sp;
+      EXPECT_NE(cand.rejected.find("--sequence-parallel"), std::string::npos) << cand.rejected;
+    } else if (p.ep == 2 && p.zero == rt::ZeroStage::Parameters) {
+      ++ep2_zero3;
+      EXPECT_NE(cand.rejected.find("ZeRO-3 with ep=2"), std::string::npos) << cand.rejected;
+    } else if (p.ep == 2) {
+      ++ep2_valid;
+      EXPECT_EQ(cand.rejected, "") << p.describe();  // the runtime trains it now: priced, not refused
+      EXPECT_GT(cand.predicted_step_s, 0);
+    } else if (p.tp == 2 && p.pp == 1) {
+      EXPECT_EQ(cand.rejected, "") << p.describe();  // TP with experts replicated over it
     }
-    if (cand.plan.ep == 2 && cand.plan.dp == 1) EXPECT_EQ(cand.rejected, "ep=2 does not divide dp=1");
   }
   EXPECT_EQ(eps, (std::set<int64_t>{1, 2}));
-  EXPECT_GT(ep2_runtime, 0);
+  EXPECT_GT(ep2_valid, 0);
+  EXPECT_GT(ep2_zero3, 0);
+  EXPECT_GT(cp, 0);
+  EXPECT_GT(sp, 0);
+  // runConfigOf carries ep to the trial's run config.
+  tn::Plan p;
+  p.dp = 2, p.ep = 2, p.mbs = 1, p.gbs = 8, p.seq = 64;
+  EXPECT_EQ(tn::runConfigOf(w, p).ep, 2);
+  EXPECT_EQ(tn::runtimeRefusal(w, p), "");
   // A dense workload: ep 1 only.
   for (const auto& cand : tn::enumerateSpace(wl::load("small-cpu"), c, o)) EXPECT_EQ(cand.plan.ep, 1);
+}
+
+TEST(MoeModels, ExpertsStayOutsideZeroShardsUnderEp) {
+  // dp 4, ep 2, AdamW in bf16: 4 experts of 2CF + F + C in each of 2 layers, 2 on a rank. Under ZeRO-2
+  // the dense tensors' gradients and state are ⌈n/4⌉ each; the rank's experts keep their whole fp32
+  // main gradient (4 bytes) and AdamW state (8 bytes), as GradSync's unmanaged tensors.
+  const wl::Workload w = moe();
+  const double expert = 2 * 64 * 128 + 128 + 64, local = 2 * 2 * expert;
+  tn::Plan p = plan(2);
+  const auto none = tn::predictMemory(w, p).stages[0];
+  p.zero = rt::ZeroStage::Gradients;
+  const auto two = tn::predictMemory(w, p).stages[0];
+  const double dense = double(none.grads) / 4 - local;
+  EXPECT_EQ(two.grads, int64_t(4 * std::ceil(dense / 4) + 4 * local));
+  EXPECT_NEAR(double(two.optimizer), 8 * (dense / 4 + local), 8.0 * 4);  // ⌈·⌉ of the dense share
+  // ZeRO-1: the experts' state on every rank beside the rank's share of the dense tensors.
+  p.zero = rt::ZeroStage::OptimizerStates;
+  EXPECT_GE(tn::predictMemory(w, p).stages[0].optimizer, int64_t(8 * local));
+  // ep 1: experts are sharded like any tensor.
+  tn::Plan q = plan(1);
+  q.zero = rt::ZeroStage::Gradients;
+  EXPECT_EQ(tn::predictMemory(w, q).stages[0].grads, int64_t(4 * std::ceil(double(tn::predictMemory(w, plan(1)).stages[0].grads) / 16)));
+}
+
+TEST(MoeModels, CpuDataParallelSumsExpertsOverTheExpertDpGroup) {
+  // small-cpu-moe on 4 CPU ranks: with ep 2 the experts' gradients (2 MoE layers × 8 experts of
+  // 2CF + F + C, half on a rank) are all-reduced over dp/ep = 2 ranks and the dense ones over 4; with
+  // ep 4 the experts need no all-reduce at all, so the DP sync is the dense tensors' alone.
+  const wl::Workload w = wl::load("small-cpu-moe");
+  tn::Cluster c = tn::loadCluster("cpu-local");
+  c.devices_per_node = 4;
+  tn::Plan p;
+  p.dp = 4, p.mbs = 1, p.gbs = 8, p.seq = 64, p.cpu = true;
+  const double all = double(w.parameterCount()), experts = tn::moeExpertParameters(w);
+  EXPECT_EQ(experts, 2.0 * 8 * (2.0 * 256 * 1024 + 1024 + 256));
+  auto allReduce = [&](double params, double n) {
+    const double bw = c.intra_node.bandwidth * c.intra_node.efficiency;
+    return c.intra_node.latency * 2 * (n - 1) + params * 4 * 2 * (n - 1) / n / bw;
+  };
+  tn::TimeOptions o;
+  o.dp_overlap = 0;
+  p.ep = 4;
+  EXPECT_NEAR(tn::predictTime(w, p, c, o).dp_comm_s, allReduce(all - experts, 4), 1e-9);
+  p.ep = 2;
+  EXPECT_NEAR(tn::predictTime(w, p, c, o).dp_comm_s, allReduce(all - experts, 4) + allReduce(experts / 2, 2), 1e-9);
+  p.ep = 1;  // every expert on every rank, all through GradSync over dp
+  EXPECT_NEAR(tn::predictTime(w, p, c, o).dp_comm_s, allReduce(all, 4), 1e-9);
+  // ep 2 adds the counts' all-gather to the all-to-alls (one per MoE layer and micro-batch).
+  p.ep = 2;
+  const auto t = tn::predictTime(w, p, c, o);
+  const double a2a = tn::moeAllToAllSeconds(c.intra_node, tn::moeAllToAllBytes(w, p), 2);
+  EXPECT_NEAR(t.ep_comm_s, 2.0 * 2 * (4 * a2a + tn::moeCountsAllGatherSeconds(c.intra_node, w, 2)), 1e-12);
 }
 
 TEST(MoeModels, ExportsCarryTheExperts) {

@@ -279,6 +279,37 @@ TEST(Tune, ExportsParseBackWithEveryFieldThatMaps) {
 
 // A study resumes only with the inputs it was made with: the cluster kind and the launcher are stored
 // as words, as studies made before they were enums stored them.
+// Issue 23: small-cpu-moe (8 experts) on 2 ranks. The space holds ep 1 and ep 2 for dp 2 (and TP and
+// PP, whose experts stay whole); the first round measures all four valid candidates, so the study
+// has ok trials of both ep values and the pick is by measurement. The winner's exports carry --ep
+// when it splits the experts; the table shows the ep column.
+TEST(Tune, TwoRanksOfAMixtureOfExpertsSearchExpertParallelism) {
+  const std::string study = tempPath("moe-study.db");
+  auto r = cli("tune --workload small-cpu-moe --seq 64 --gbs 8 --mbs 4 --ckpt none --ranks 2 --no-zero "
+               "--no-sequence-parallel --pp-schedules 1f1b --cp 1 --virtual-stages 1 --trial-steps 2 "
+               "--first-round 4 --finalists 2 --final-rounds 1 --study " + study);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("  id  zero  v cp ep  "), std::string::npos) << r.output;
+  const auto snap = trainscope::tuner::readStudy(study);
+  std::map<int64_t, int64_t> ep_of;  // candidate → ep (Plan::describe names ep > 1 as " ep2")
+  for (const auto& c : snap.candidates) ep_of[c.id] = c.plan.find(" ep2") != std::string::npos ? 2 : 1;
+  std::set<int64_t> measured_eps;
+  for (const auto& t : snap.trials)
+    if (t.status == trainscope::tuner::TrialStatus::Ok) measured_eps.insert(ep_of.at(t.candidate));
+  EXPECT_EQ(measured_eps, (std::set<int64_t>{1, 2})) << r.output;
+  ASSERT_GE(snap.recommended, 0) << r.output;
+  const int64_t ep = ep_of.at(snap.recommended);
+  auto command = cli("export " + study + " --format command");
+  ASSERT_EQ(command.status, 0) << command.output;
+  EXPECT_EQ(command.output.find(" --ep " + std::to_string(ep)) != std::string::npos, ep > 1) << command.output;
+  auto run = cli("export " + study + " --format run");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(nlohmann::json::parse(run.output)["ep"], ep);
+  auto megatron = cli("export " + study + " --format megatron");
+  EXPECT_NE(megatron.output.find(" --expert-model-parallel-size " + std::to_string(ep)), std::string::npos)
+      << megatron.output;
+}
+
 TEST(Tune, TheStudysInputsNameTheClusterKindAndTheLauncherInWords) {
   const std::string study = tempPath("inputs-study.db");
   auto r = cli("tune --workload tiny --seq 16 --gbs 2 --mbs 2 --ckpt none --ranks 1 --trial-steps 2 --first-round 1 "

@@ -225,7 +225,7 @@ TEST(Tune, TwoRanksSearchZeroStagesVirtualStagesAndContextParallelism) {
   // The table shows the three knobs in columns of their own.
   const auto table = cli(space + "--predict-only --study " + trainscope::testing::tempPath("knobs-table.db"));
   ASSERT_EQ(table.status, 0) << table.output;
-  EXPECT_NE(table.output.find("  id  zero  v cp  "), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("  id  zero  v cp ep  "), std::string::npos) << table.output;
   auto r = cli(space + "--trial-steps 2 --first-round 4 --final-rounds 1 --json --study " + study);
   ASSERT_EQ(r.status, 0) << r.output;
   const auto j = lastJson(r.output);

@@ -55,19 +55,33 @@ std::string commandLines(const rt::TrainConfig& c) {
 
 // Megatron-LM's MoE flags (megatron/training/arguments.py, _add_moe_args) for a mixture-of-experts
 // workload: --moe-layer-freq N puts experts on layers l with l % N == 0 as the workload does; the
-// runtime drops an expert's assignments past its capacity in priority order (every first choice
-// before any second, then token order), Megatron-LM's "position" drop policy, without padding to
-// capacity. The expert-parallel degree is 1 until the run config carries --ep (the tuner's space
-// refuses ep > 1 with that reason, so a recommendation has ep 1).
-void megatronMoe(std::ostringstream& o, const workloads::Workload& w) {
+// experts split over --expert-model-parallel-size (the run's --ep) ranks and, as this runtime holds
+// them, whole on every TP rank (--expert-tensor-parallel-size 1; Megatron-LM's default splits them
+// over tp). Tokens go by all-to-all, the runtime's dispatch and the only one Megatron-LM's capacity
+// factor takes (TransformerConfig refuses it with another dispatcher). The runtime drops an expert's
+// assignments past its capacity in priority order (every first choice before any second, then token
+// order), Megatron-LM's "position" drop policy, without padding to capacity; drop-less: no capacity.
+void megatronMoe(std::ostringstream& o, const rt::TrainConfig& c) {
+  const workloads::Workload& w = c.model;
   if (!w.isMoe()) return;
   o << " --num-experts " << w.n_experts << " --moe-router-topk " << w.top_k << " --moe-layer-freq " << w.moe_every
-    << " --moe-ffn-hidden-size " << w.expertHidden() << " --expert-model-parallel-size 1"
+    << " --moe-ffn-hidden-size " << w.expertHidden() << " --expert-model-parallel-size " << c.ep
+    << " --expert-tensor-parallel-size 1 --moe-token-dispatcher-type alltoall"
     << " --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff " << w.aux_loss_coeff;
   if (w.z_loss_coeff > 0) o << " --moe-z-loss-coeff " << w.z_loss_coeff;
   if (w.capacity_factor > 0)
     o << " --moe-expert-capacity-factor " << w.capacity_factor << " --moe-token-drop-policy position";
   if (w.shared_expert) o << " --moe-shared-expert-intermediate-size " << w.expertHidden();
+}
+
+// Where Megatron-LM's MoE differs from this run's: its distributed optimizer shards the experts'
+// state over their expert-data-parallel group (dp/ep ranks), where this runtime keeps it whole.
+void megatronMoeNotes(const rt::TrainConfig& c, std::vector<std::string>& notes) {
+  if (!c.model.isMoe() || c.ep <= 1 || !rt::shardsOptimizer(c.zero)) return;
+  notes.push_back("--use-distributed-optimizer also shards the experts' optimizer state over their " +
+                  std::to_string(c.dp / c.ep) + " expert-data-parallel rank(s); this runtime keeps each rank's " +
+                  std::to_string(c.model.n_experts / c.ep) + " experts' state whole under ZeRO with --ep " +
+                  std::to_string(c.ep));
 }
 
 // Megatron-LM's pretrain_gpt.py flags. This runtime's GPT has no dropout (Megatron-LM's default is
@@ -97,11 +111,12 @@ ExportResult megatron(const rt::TrainConfig& c) {
   if (c.virtual_stages > 1) o << " --num-layers-per-virtual-pipeline-stage " << c.model.n_layer / (c.pp * c.virtual_stages);
   if (c.cp > 1) o << " --context-parallel-size " << c.cp;
   if (rt::shardsOptimizer(c.zero)) o << " --use-distributed-optimizer";
-  megatronMoe(o, c.model);
+  megatronMoe(o, c);
   o << " --optimizer " << (c.optimizer == rt::OptimizerKind::SGD ? "sgd" : "adam") << "\n";
   r.text = o.str();
   if (c.pp > 1 && c.pp_schedule == rt::PipelineSchedule::GPipe)
     r.notes.push_back("Megatron-LM has no GPipe schedule; it runs 1F1B");
+  megatronMoeNotes(c, r.notes);
   if (c.zero >= rt::ZeroStage::Gradients)
     r.notes.push_back(
         "Megatron-LM's distributed optimizer shards the optimizer state and reduce-scatters the gradients, but keeps "
@@ -145,18 +160,26 @@ nlohmann::json zeroOptimization(const rt::TrainConfig& c) {
 
 // DeepSpeed-MoE is configured in the model code, not in ds_config.json: each MoE MLP is a
 // deepspeed.moe.layer.MoE (deepspeed/moe/layer.py) with the workload's experts and routing.
-std::string deepspeedMoeNote(const workloads::Workload& w) {
+std::string deepspeedMoeNote(const rt::TrainConfig& c) {
+  const workloads::Workload& w = c.model;
   std::ostringstream o;
   o << "DeepSpeed's MoE is set in the model code, not in this JSON: the MLP of each layer l with l % " << w.moe_every
     << " == 0 as deepspeed.moe.layer.MoE(hidden_size=" << w.n_embd
     << ", expert=<a " << w.n_embd << "->" << w.expertHidden() << "->" << w.n_embd << " GELU MLP>, num_experts="
-    << w.n_experts << ", ep_size=1, k=" << w.top_k << ", capacity_factor="
+    << w.n_experts << ", ep_size=" << c.ep << ", k=" << w.top_k << ", capacity_factor="
     << (w.capacity_factor > 0 ? w.capacity_factor : 1.0) << ", eval_capacity_factor="
-    << (w.capacity_factor > 0 ? w.capacity_factor : 1.0) << ", drop_tokens=" << (w.capacity_factor > 0 ? "True" : "False")
+    << (w.capacity_factor > 0 ? w.capacity_factor : 1.0) << ", min_capacity=0, drop_tokens=" << (w.capacity_factor > 0 ? "True" : "False")
     << ", use_residual=" << (w.shared_expert ? "True" : "False") << "), adding its l_aux times " << w.aux_loss_coeff
     << " to the loss";
   if (w.z_loss_coeff > 0) o << "; DeepSpeed's gate has no router z-loss (z_loss_coeff " << w.z_loss_coeff << " is not kept)";
   if (w.shared_expert) o << "; use_residual is DeepSpeed's Residual-MoE: a dense MLP mixed by a learned coefficient, not added as the shared expert is";
+  if (w.top_k > 2) o << "; DeepSpeed's gates are top-1 and top-2 only: k=" << w.top_k << " does not map";
+  // DeepSpeed's ZeRO shards each expert's state over its expert-data-parallel group once the expert
+  // parameters sit in their own optimizer groups (deepspeed/moe/utils.py).
+  if (c.ep > 1)
+    o << "; with ep_size=" << c.ep << " pass the optimizer split_params_into_different_moe_groups_for_optimizer(model) "
+      << "(deepspeed.moe.utils), and ZeRO then shards the experts' state over their " << c.dp / c.ep
+      << " expert-data-parallel rank(s), where this runtime keeps it whole";
   return o.str();
 }
 
@@ -215,7 +238,7 @@ ExportResult deepspeed(const rt::TrainConfig& c) {
                       std::to_string(c.dp) + " ranks, not groups of --zero-shard-size " +
                       std::to_string(c.zero_shard_size) + " (ZeRO++'s zero_hpz_partition_size keeps only a second "
                       "copy of the parameters within a group)");
-  if (c.model.isMoe()) r.notes.push_back(deepspeedMoeNote(c.model));
+  if (c.model.isMoe()) r.notes.push_back(deepspeedMoeNote(c));
   return r;
 }
 

@@ -49,13 +49,14 @@ std::vector<int64_t> zeroShards(const Layout& l, runtime::ZeroStage zero) {
   return out;
 }
 
-// Expert-parallel degrees to try: 1, and for a mixture of experts every divisor of n_experts up to
-// the world; whyInvalid names why one is out for a layout (ep ∤ dp, ZeRO with ep, …).
-std::vector<int64_t> epValues(const workloads::Workload& w, int64_t world) {
+// Expert-parallel degrees to try: 1, and for a mixture of experts every divisor of the layout's dp
+// that divides n_experts (ep ranks are DP ranks holding E/ep experts each). What else the runtime
+// refuses with ep (ZeRO-3, and for any MoE CP or SP) is enumerated and rejected with its reason.
+std::vector<int64_t> epValues(const workloads::Workload& w, const Layout& l) {
   if (!w.isMoe()) return {1};
   std::vector<int64_t> out;
-  for (int64_t e : divisors(w.n_experts))
-    if (e <= world) out.push_back(e);
+  for (int64_t e : divisors(l.dp))
+    if (w.n_experts % e == 0) out.push_back(e);
   return out;
 }
 
@@ -96,6 +97,7 @@ runtime::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p) {
   c.tp = int(p.tp);
   c.pp = int(p.pp);
   c.cp = int(p.cp);
+  c.ep = int(p.ep);
   c.virtual_stages = p.virtual_stages;
   c.nproc = int(p.world());
   c.sequence_parallel = p.sequence_parallel;
@@ -105,14 +107,6 @@ runtime::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p) {
 }
 
 std::string runtimeRefusal(const workloads::Workload& w, const Plan& p) {
-  // TrainConfig has no expert-parallel degree yet (docs/architecture.md, "Mixture of experts"): the
-  // models price ep > 1, the runtime cannot run it. When --ep lands, runConfigOf sets it and
-  // resolve() gives the reason instead.
-  if (p.ep > 1) return "the runtime refuses it: --ep (expert parallelism) is not in the run config yet; ep=1 only";
-  // The GPT's blocks do not hold the MoE layer yet: initGpt refuses a MoE workload when a trial
-  // starts, so the space says so instead of spending a trial on it (predict and export still work).
-  if (w.isMoe())
-    return "the runtime refuses it: " + w.name + " is a mixture of experts, which the runtime does not train yet";
   runtime::TrainConfig c = runConfigOf(w, p);
   c.oversubscribe = true;  // the cluster's ranks, not this host's cores: the launcher checks those
   try {
@@ -136,7 +130,7 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
   std::vector<Candidate> all;
   for (int64_t world : worlds)
     for (const Layout& l : layoutsOf(world, c, o))
-      for (int64_t ep : epValues(w, world))
+      for (int64_t ep : epValues(w, l))
       for (int64_t mbs : o.mbs)
         for (Checkpointing ck : o.ckpt)
           for (runtime::Precision prec : precisions)
@@ -154,8 +148,8 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
                     p.sequence_parallel = sp, p.schedule = sched, p.virtual_stages = v;
                     p.cpu = cpu;
                     // The core lanes the runtime will pick (auto): one per core of the rank, at most mbs,
-                    // for a one-process fp32 CPU run; each keeps its own gradients.
-                    if (cpu && world == 1 && prec == runtime::Precision::FP32)
+                    // for a one-process fp32 CPU run of a dense model; each keeps its own gradients.
+                    if (cpu && world == 1 && prec == runtime::Precision::FP32 && !w.isMoe())
                       p.cpu_lanes = std::min<int64_t>(c.devices_per_node, mbs);
                     price(cand, w, c, o);
                     all.push_back(cand);

@@ -49,6 +49,14 @@ const NetworkTier& moeTier(const Plan& p, const Cluster& c);
 // fc2 — at `peak` FLOP/s and the cluster's GEMM efficiency curve.
 double moeCpuExtraForwardSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, double peak);
 
+// The routed experts' parameters of the whole model (every MoE layer's E experts of 2·C·F + F + C,
+// not the router or the shared expert): the part a rank holds E/ep of, whole on every TP rank, and
+// whose gradients the runtime sums over the expert-dp group (dp/ep ranks) rather than over dp.
+double moeExpertParameters(const workloads::Workload& w);
+// The all-gather of every ep rank's per-expert counts before each dispatch (E int64 per rank; one
+// per MoE layer and forward, so 2 under full recomputation): its seconds, latency-bound.
+double moeCountsAllGatherSeconds(const NetworkTier& tier, const workloads::Workload& w, double ep);
+
 // One MoE layer's MLP tensors a rank holds (elements): the router E·C, its E/ep experts
 // (C·F + F + F·C + C each) and the shared expert. Their shapes, in parameterTensors' order.
 std::vector<std::vector<int64_t>> moeMlpShapes(const workloads::Workload& w, const Plan& p);
