@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -35,14 +36,19 @@ namespace {
 // of 4 sequences routes N = 128 tokens, N·k = 256 assignments per rank and layer.
 constexpr int64_t kLayers = 2, kExperts = 4, kTopK = 2, kEmbd = 32, kSeq = 32;
 
-// tiny-moe with capacity factor 1.0: ceil(1.0 · N · k / E) assignments per expert and micro-batch,
-// the overflow dropped. Written once into this process's temporary folder.
-std::string cappedWorkload() {
-  const std::string path = tempPath("tiny-moe-cap1.json");
-  std::ofstream(path) << R"({"name": "tiny-moe-cap1", "n_layer": 2, "n_head": 2, "n_embd": 32, "n_positions": 64,
-    "vocab_size": 128, "n_experts": 4, "top_k": 2, "moe_every": 1, "capacity_factor": 1.0,
-    "aux_loss_coeff": 0.01, "z_loss_coeff": 0.001})";
+// A variant of tiny-moe in this process's temporary folder: its router keys as given.
+std::string tinyMoeVariant(const std::string& name, const std::string& router) {
+  const std::string path = tempPath(name + ".json");
+  std::ofstream(path) << R"({"name": ")" << name << R"(", "n_layer": 2, "n_head": 2, "n_embd": 32, "n_positions": 64,
+    "vocab_size": 128, "n_experts": 4, "aux_loss_coeff": 0.01, "z_loss_coeff": 0.001, )"
+                      << router << "}";
   return path;
+}
+
+// tiny-moe with capacity factor 1.0: ceil(1.0 · N · k / E) assignments per expert and micro-batch,
+// the overflow dropped.
+std::string cappedWorkload() {
+  return tinyMoeVariant("tiny-moe-cap1", R"("top_k": 2, "moe_every": 1, "capacity_factor": 1.0)");
 }
 
 // One `trainscope run` of `steps` steps on the CPU, fp32, constant learning rate, no clipping; `env`
@@ -64,7 +70,7 @@ std::string run(const std::string& name, const std::string& args, const std::str
 // The single-process reference: micro-batches of `mbs`, `ga` of them per step.
 std::string reference(int64_t mbs, int64_t ga, const std::string& workload = "tiny-moe",
                       const std::string& precision = "fp32") {
-  const std::string tag = workload == "tiny-moe" ? "ref" : "ref_cap1";
+  const std::string tag = "ref_" + std::filesystem::path(workload).stem().string();
   return run(tag + "_mbs" + std::to_string(mbs) + "_ga" + std::to_string(ga) + "_" + precision,
              "--workload " + workload + " --mbs " + std::to_string(mbs) + " --ga " + std::to_string(ga) +
                  " --precision " + precision);
@@ -106,6 +112,23 @@ TEST(MoeTraining, ExpertParallelTimesPipelineEqualsOneProcess) {
   expectSameTraining(reference(4, 4), run("ep2pp2", "--workload tiny-moe --nproc 4 --pp 2 --ep 2 --mbs 4 --ga 2"));
 }
 
+TEST(MoeTraining, TopOneWithASharedExpertEveryOtherLayerUnderPipelineEqualsOneProcess) {
+  // Layer 0 MoE (top-1, capacity 1.25, a shared expert), layer 1 dense: pipeline stage 1 holds no MoE
+  // layer, and its ranks still join the ep and expert-dp groups and the gradient norm.
+  const std::string w = tinyMoeVariant("tiny-moe-top1-shared",
+                                       R"("top_k": 1, "moe_every": 2, "capacity_factor": 1.25, "shared_expert": true)");
+  const std::string db = run("top1_shared_ep2pp2", "--workload " + w + " --nproc 4 --pp 2 --ep 2 --mbs 4 --ga 2");
+  expectSameTraining(reference(4, 4, w), db);
+  // Stage 0's ranks (0, 1) route layer 0 and drop some of it; stage 1's write no rows.
+  int64_t dropped = 0;
+  for (const rdb::ExpertLoad& r : rdb::RunReader(db).expertLoad()) {
+    EXPECT_LT(r.rank, 2);
+    EXPECT_EQ(r.layer, 0);
+    dropped += r.dropped;
+  }
+  EXPECT_GT(dropped, 0);
+}
+
 TEST(MoeTraining, ExpertParallelWithZeroOneAndZeroTwoEqualsOneProcess) {
   // ZeRO shards the dense tensors over dp; the experts stay whole on their expert-dp group.
   expectSameTraining(reference(4, 2), run("ep2_zero1", "--workload tiny-moe --nproc 2 --ep 2 --mbs 4 --zero 1"));
@@ -118,6 +141,27 @@ TEST(MoeTraining, ExpertParallelWithFullCheckpointingEqualsOneProcess) {
 
 TEST(MoeTraining, ZeroThreeAtEpOneOverTwoDataRanksEqualsOneProcess) {
   expectSameTraining(reference(4, 2), run("dp2_zero3", "--workload tiny-moe --nproc 2 --mbs 4 --zero 3"));
+}
+
+// The gradient norm counts each expert once: summed over the ep group, or, under a sharded optimizer
+// whose all-reduce over dp follows, from the first expert-dp replica only (experts.h). Clipped at 0.5,
+// below every step's norm here (0.92 to 1.56), a wrong norm would change every update.
+TEST(MoeTraining, ClippingSeesOneProcessGradientNormUnderExpertParallel) {
+  const std::string args = " --workload tiny-moe --clip 0.5";
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {run("ref_mbs4_ga2_clip", "--mbs 4 --ga 2" + args), run("ep2_clip", "--nproc 2 --ep 2 --mbs 4" + args)},
+      {run("ref_mbs2_ga4_clip", "--mbs 2 --ga 4" + args),
+       run("ep2dp2_zero1_clip", "--nproc 4 --ep 2 --mbs 2 --zero 1" + args)}};
+  for (const auto& [ref, db] : pairs) {
+    SCOPED_TRACE(db);
+    expectSameTraining(ref, db);
+    auto a = rdb::readSteps(ref), b = rdb::readSteps(db);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_GT(a[k].grad_norm, 0.5) << "step " << k;
+      EXPECT_NEAR(b[k].grad_norm, a[k].grad_norm, 1e-5 * a[k].grad_norm) << "step " << k;
+    }
+  }
 }
 
 TEST(MoeTraining, InBf16ExpertParallelMatchesOneProcessInLosses) {
