@@ -1,11 +1,12 @@
 // moe_train_test.cpp — the mixture-of-experts runtime end to end, through the real command line
 // (issue 23): expert parallelism (EP 2 alone, x DP, x TP, x PP, with ZeRO-1 and ZeRO-2, with full
-// checkpointing, in bf16), ZeRO-3 at ep 1, drop-less and token-dropping routers, each equal to one
-// process with the same micro-batch; routing facts from the expert_load rows with every token's first
-// choice forced onto one expert (moe.h's test seam) and the report's flag on them; recomputation not
-// counting the load twice; the all-to-alls in the collectives table, per step and with their bytes.
-// Layer-level facts (aux and z losses by hand, the per-token reference, two forked EP ranks) are in
-// moe_test.cpp; the refusals of bad layouts are cli.* tests in tests/CMakeLists.txt.
+// checkpointing, with clipping, in bf16), ZeRO-3 at ep 1, drop-less and token-dropping routers,
+// top-1 with a shared expert every other layer, each equal to one process with the same micro-batch;
+// routing facts from the expert_load rows with every token's first choice forced onto one expert
+// (moe.h's test seam) and the report's flag on them; recomputation not counting the load twice; the
+// all-to-alls in the collectives table, per step and with their bytes. Layer-level facts (aux and z
+// losses by hand, the per-token reference, two forked EP ranks) are in moe_test.cpp; the refusals of
+// bad layouts are cli.moe_* tests in tests/CMakeLists.txt.
 //
 // Why the reference has the parallel run's micro-batch: capacity and the aux loss are per micro-batch
 // (moe.h), so `--nproc 2 --ep 2 --mbs 4` equals `--mbs 4 --ga 2`, not `--mbs 8`.
