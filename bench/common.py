@@ -11,3 +11,25 @@ def run_json(cmd):
     """Runs a command that prints one JSON object on its last line, and returns it."""
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def _busy_cpu_s():
+    """CPU seconds the whole machine has been busy (all cores; /proc/stat's first line)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def run_json_measuring_others(cmd):
+    """run_json, and the cores that other processes kept busy meanwhile: the machine's busy CPU time
+    less the command's own (its children's rusage), over the wall time. On a shared host this says
+    how much of a round's slowdown is someone else's work. Linux only."""
+    import resource
+    import time
+    busy, own = _busy_cpu_s(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.monotonic()
+    result = run_json(cmd)
+    wall = time.monotonic() - t
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own_s = (ru.ru_utime - own.ru_utime) + (ru.ru_stime - own.ru_stime)
+    return result, max(0.0, (_busy_cpu_s() - busy - own_s) / wall)

@@ -20,7 +20,7 @@ import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-from common import ROOT, run_json
+from common import ROOT, run_json, run_json_measuring_others
 
 
 
@@ -51,18 +51,20 @@ def main():
     peer_cmd = [a.python, peer_script(a.peer, a.workload), *shape, "--device", a.device]
     rate_cmd = [a.python, os.path.join(HERE, "matmul_rate.py"), "--workload", a.workload, "--seq", str(a.seq),
                 "--mbs", str(a.mbs), "--device", a.device]
-    ts, peer, ratios, shares, losses = [], [], [], [], []
+    ts, peer, ratios, shares, losses, others = [], [], [], [], [], []
     rate = run_json(rate_cmd)["matmul_flops_per_s"]
     for r in range(a.rounds):
-        t = run_json(ts_cmd)
-        p = run_json(peer_cmd)
+        t, t_others = run_json_measuring_others(ts_cmd)
+        p, p_others = run_json_measuring_others(peer_cmd)
+        others.append((t_others, p_others))
         ts.append(t["tokens_per_s_median"])
         peer.append(p["tokens_per_s_median"])
         ratios.append(ts[-1] / peer[-1])
         losses.append((t.get("final_loss"), p.get("final_loss")))  # both must train: a sanity check
         shares.append(t["model_flops_per_step"] / t["step_time_median_s"] / rate)
         print(f"round {r}: trainscope {ts[-1]:.0f} tok/s, pytorch-eager {peer[-1]:.0f} tok/s, "
-              f"ratio {ratios[-1]:.3f}, model FLOP/s / matmul rate {shares[-1]:.1%}", file=sys.stderr)
+              f"ratio {ratios[-1]:.3f}, model FLOP/s / matmul rate {shares[-1]:.1%}; "
+              f"other processes' CPU {t_others:.2f} / {p_others:.2f} cores", file=sys.stderr)
     rate_end = run_json(rate_cmd)["matmul_flops_per_s"]
     result = {
         "workload": a.workload, "seq": a.seq, "mbs": a.mbs, "steps": a.steps, "rounds": a.rounds,
@@ -74,6 +76,8 @@ def main():
         "ratio_of_best": max(ts) / max(peer),
         "matmul_rate_gflops": rate / 1e9, "matmul_rate_end_gflops": rate_end / 1e9,
         "share_of_matmul_rate": statistics.median(shares),
+        # Cores other processes kept busy during each round's trainscope and peer runs: the noise.
+        "other_processes_cores": others,
         "final_loss_last_round": {"trainscope": losses[-1][0], "pytorch_eager": losses[-1][1]},
     }
     print(json.dumps(result))

@@ -68,6 +68,14 @@ def inside(windows, t):
     return any(s <= t < e for s, e in windows)
 
 
+def dropped_share(con, skip):
+    """Σ dropped / Σ routed assignments over the counted steps (expert_load, schema 5), or None."""
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'expert_load'").fetchone():
+        return None
+    routed, dropped = con.execute("SELECT sum(tokens), sum(dropped) FROM expert_load WHERE step >= ?", (skip,)).fetchone()
+    return dropped / routed if routed else None
+
+
 def analyse(db, skip):
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     windows = step_windows(con, skip)
@@ -93,7 +101,7 @@ def analyse(db, skip):
                       "s_per_step": secs / steps, "wait_s_per_step": wait / steps, "step_s": step_s / steps,
                       "share_of_step": secs / step_s, "transfer_share_of_step": transfer / step_s,
                       "busbw_gbps": nbytes / transfer * FACTOR.get(op, lambda _: 1.0)(n) / 1e9 if transfer > 0 else 0.0})
-    return config, table
+    return config, table, dropped_share(con, skip)
 
 
 def print_table(table, config, workload):
@@ -149,7 +157,7 @@ def main():
             if p.returncode != 0:
                 raise SystemExit(f"error: trainscope run failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
             run = json.loads(p.stdout.strip().splitlines()[-1])
-        config, table = analyse(db, a.skip)
+        config, table, dropped = analyse(db, a.skip)
     print_table(table, config, workload)
     a2a = [r for r in table if r["op"] == "all_to_all"]
     if not a2a:
@@ -160,13 +168,15 @@ def main():
               "all_to_all_share": [r["share_of_step"] for r in a2a],
               "all_to_all_transfer_share": [r["transfer_share_of_step"] for r in a2a],
               "all_to_all_busbw_gbps": [r["busbw_gbps"] for r in a2a],
-              "counts_all_gather_share": [r["share_of_step"] for r in counts],
+              "counts_all_gather_share": [r["share_of_step"] for r in counts], "dropped_share": dropped,
               "tokens_per_s_median": run and run.get("tokens_per_s_median"), "collectives": table}
     print(json.dumps(result))
     share = " / ".join(f"{s:.1%}" for s in result["all_to_all_share"])
     xfer = " / ".join(f"{s:.1%}" for s in result["all_to_all_transfer_share"])
     print(f"all-to-all share of the step (ranks 0/1...): {share} (transfer only, wait excluded: {xfer})",
           file=sys.stderr)
+    if dropped is not None:
+        print(f"assignments dropped over capacity: {dropped:.1%} (expert_load)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ class MoeMLP(nn.Module):
         B, T, C = x.shape
         N, E, k = B * T, self.E, self.k
         x2 = x.reshape(N, C)
-        logits = self.router(x2).float()                                   # (N, E) fp32 for the top-k
+        with torch.autocast(x.device.type, enabled=False):  # fp32 router, as trainscope: top-k must not flip
+            logits = self.router(x2.float())                               # (N, E)
         probs = logits.softmax(dim=1)                                      # (N, E)
         gate, idx = torch.topk(probs, k, dim=1)                            # (N, k)
         if k > 1:
@@ -72,7 +73,7 @@ class MoeMLP(nn.Module):
         for e, expert in enumerate(self.experts):
             tok, choice = torch.where(mask[:, :, e] > 0)                   # (n_e), (n_e)
             y = expert(x2.index_select(0, tok))                            # (n_e, C)
-            out.index_add_(0, tok, y * gate[tok, choice, None].to(y.dtype))
+            out.index_add_(0, tok, (y * gate[tok, choice, None]).to(out.dtype))
         if self.shared is not None:
             out = out + self.shared(x2)
         f = routed.float() / (N * k)                                       # (E) not differentiated
