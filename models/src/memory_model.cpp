@@ -49,9 +49,7 @@ std::vector<workloads::ParamTensor> stageTensors(const workloads::Workload& w, c
     out.push_back({"wte", {Vp / t, h}});
     out.push_back({"wpe", {w.n_positions, h}});
   }
-  int64_t first = 0;
-  for (int64_t st = 0; st < s; ++st) first += layersOfStage(w.n_layer, p.pp, st);
-  for (int64_t l = first; l < first + layersOfStage(w.n_layer, p.pp, s); ++l) {
+  for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, s, p.virtual_stages)) {
     for (auto shape : std::vector<std::vector<int64_t>>{{h}, {h}, {3 * h / t, h}, {3 * h / t}, {h, h / t}, {h}, {h}, {h}})
       out.push_back({"layer", shape});
     // A MoE layer's MLP: the router, this rank's E/ep experts and the shared expert (moe.h). With
@@ -232,22 +230,21 @@ double interleaveOf(const Plan& p, int64_t st, int64_t M, int64_t inflight) {
   return double(std::min<int64_t>(warmup + 1, units)) / double(v * inflight);
 }
 
-// A MoE layer's backward under full recomputation: the runtime's experts index their stacked weights
-// (E/ep, F, C) and (E/ep, C, F) expert by expert (runtime/src/model/moe.cpp, runExperts), so each
-// expert's weight gradient arrives as a whole stack of zeros with its slice filled (SelectBackward)
-// and autograd sums them in a buffer per stack: two stacks of the compute dtype live while the
-// layer's experts run backward (measured: docs/memory-model.md, "Mixture of experts").
+// A MoE layer's experts' backward: the runtime indexes the stacked weights (E/ep, F, C) and
+// (E/ep, C, F) expert by expert (runtime/src/model/moe.cpp, runExperts), so each expert's weight
+// gradient arrives as a whole stack of zeros with its slice filled (SelectBackward) and autograd
+// sums them into a buffer per stack: both buffers and the fresh stack being added, three stacks of
+// the compute dtype (measured: docs/memory-model.md, "Mixture of experts").
 double expertGradientBuffers(const workloads::Workload& w, const Plan& p) {
   const double stack = double(w.n_experts / p.ep) * double(w.expertHidden()) * double(w.n_embd);
-  return 2.0 * stack * double(p.elementBytes());
+  return 3.0 * stack * double(p.elementBytes());
 }
 
 // What the stage's layers keep for their backward: the op list's `saved` (layer_ops.h), the same
 // list the time model prices — this runtime's kernels (fused attention, no dropout;
 // docs/memory-model.md) — for every micro-batch in flight, with its inputs and targets; and under
 // full recomputation the one layer rebuilt at a time.
-void addActivations(StageMemory& sm, const workloads::Workload& w, const Plan& p, const LayerLists& ops,
-                    double interleave, int64_t moe_layers) {
+void addActivations(StageMemory& sm, const Plan& p, const LayerLists& ops, double interleave, int64_t moe_layers) {
   const double s = double(p.localSeq()), b = double(p.mbs);
   // Dense layers keep the dense list's bytes, MoE layers the MoE list's (their dispatch buffers).
   const double per_stage = ops.runtime_layer.saved * double(sm.layers - moe_layers) + ops.runtime_moe.saved * double(moe_layers);
@@ -256,9 +253,23 @@ void addActivations(StageMemory& sm, const workloads::Workload& w, const Plan& p
   sm.activations = int64_t(act);
   if (p.ckpt == Checkpointing::Full)  // one layer's activations live while it is recomputed (16-bit ones)
     sm.recompute = int64_t(std::max(ops.runtime_whole.saved - ops.runtime_whole.saved_fp32,
-                                    moe_layers > 0 ? ops.runtime_moe_whole.saved - ops.runtime_moe_whole.saved_fp32 +
-                                                         expertGradientBuffers(w, p)
-                                                   : 0.0));
+                                    moe_layers > 0 ? ops.runtime_moe_whole.saved - ops.runtime_moe_whole.saved_fp32 : 0.0));
+}
+
+// The moment the stage's last MoE layer runs its experts' backward (StageMemory::moeBackward): the
+// layer-backward moment, less what the layers after it freed for that micro-batch (none under full
+// recomputation, whose activations are the layers' inputs only), plus the expert-gradient stacks.
+void addExpertBackward(StageMemory& sm, const workloads::Workload& w, const Plan& p, const LayerLists& ops) {
+  const auto ids = layerIdsOfStage(w.n_layer, p.pp, sm.stage, p.virtual_stages);
+  size_t last = ids.size();
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (w.moeLayer(ids[i])) last = i;
+  if (last == ids.size()) return;
+  sm.expert_grads = int64_t(expertGradientBuffers(w, p));
+  if (p.ckpt == Checkpointing::Full) return;
+  double freed = 0;
+  for (size_t i = last + 1; i < ids.size(); ++i) freed += w.moeLayer(ids[i]) ? ops.runtime_moe.saved : ops.runtime_layer.saved;
+  sm.moe_freed = int64_t(freed);
 }
 
 // The last stage's LM head: dX for the rows, dW per lane (each core lane runs its own head on its
@@ -361,10 +372,11 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   addZeroTwo(sm, p, n, largest, largest_dense, experts);
   sm.inflight = inflightOf(p, st, sm.micro_batches);
   const double interleave = interleaveOf(p, st, sm.micro_batches, sm.inflight);
-  addActivations(sm, w, p, ops, interleave, moeLayersOfStage(w, p, st));
+  addActivations(sm, p, ops, interleave, moeLayersOfStage(w, p, st));
   if (st == p.pp - 1) addHead(sm, w, p);
   if (p.pp > 1) addSendBuffers(sm, w, p, st);
   sm.allowance = transientAllowance(w, p, largest_dense);
+  addExpertBackward(sm, w, p, ops);
   sm.ring = ringBuffers(w, p);
   sm.megatron_activations = megatronActivations(w, p, sm, ops, interleave);
   return sm;

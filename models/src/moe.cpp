@@ -40,10 +40,8 @@ MoeRouting moeRouting(const workloads::Workload& w, const Plan& p) {
 }
 
 int64_t moeLayersOfStage(const workloads::Workload& w, const Plan& p, int64_t stage) {
-  int64_t first = 0;
-  for (int64_t s = 0; s < stage; ++s) first += layersOfStage(w.n_layer, p.pp, s);
   int64_t n = 0;
-  for (int64_t l = first; l < first + layersOfStage(w.n_layer, p.pp, stage); ++l) n += w.moeLayer(l) ? 1 : 0;
+  for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, stage, p.virtual_stages)) n += w.moeLayer(l) ? 1 : 0;
   return n;
 }
 

@@ -90,4 +90,14 @@ int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage) {
   return n_layer / pp + (stage < n_layer % pp ? 1 : 0);
 }
 
+std::vector<int64_t> layerIdsOfStage(int64_t n_layer, int64_t pp, int64_t stage, int64_t virtual_stages) {
+  const int64_t chunks = pp * std::max<int64_t>(1, virtual_stages), base = n_layer / chunks, extra = n_layer % chunks;
+  std::vector<int64_t> ids;
+  for (int64_t c = stage; c < chunks; c += pp) {
+    const int64_t begin = c * base + std::min(c, extra);
+    for (int64_t l = begin; l < begin + base + (c < extra ? 1 : 0); ++l) ids.push_back(l);
+  }
+  return ids;
+}
+
 }  // namespace trainscope::models

@@ -7,7 +7,8 @@
 // over two DP ranks (ep 2) and then outside ZeRO-1's and ZeRO-2's shards (GradSync's unmanaged
 // tensors: fp32 main gradient and optimizer state for E/ep experts on every rank), replicated over
 // TP ranks (tp 2, no expert TP), full recomputation (the recomputed MoE layer and its stacked
-// expert gradients), bf16 (the router in fp32 either way), and plain DP for contrast. At this
+// expert gradients), bf16 (the router in fp32 either way), plain DP for contrast, and PP 2 plain and
+// interleaved (whose first stage holds chunks of layers 0 and 2: both MoE layers). At this
 // size the activations are a third to a half of the peak, so a dispatch buffer counted twice
 // (2 MiB a MoE layer) shows. The figures are in docs/memory-model.md, "Mixture of experts".
 #include <gtest/gtest.h>
@@ -48,7 +49,9 @@ TEST(TunerMemoryModel, MixtureOfExpertsMeasuredPeaksWithinFivePercent) {
                       {1, " --ckpt full", 1},
                       {2, " --ep 2 --ckpt full", 2},
                       {2, " --ep 2 --precision bf16", 2},
-                      {2, "", 2}};
+                      {2, "", 2},
+                      {2, " --pp 2", 1},
+                      {2, " --pp 2 --virtual-stages 2", 1}};
   double worst = 0;
   for (const Row& r : rows) {
     const std::string flags = r.flags;

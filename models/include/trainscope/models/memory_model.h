@@ -52,6 +52,10 @@ struct StageMemory {
                                                  // gathered for the module in use and those prefetched
   int64_t ring = 0;                              // CP, a layer's backward: the K/V (and dK/dV) blocks
                                                  // of the ring, current and arriving
+  int64_t expert_grads = 0;                      // MoE, its layer's backward: the expert-weight
+                                                 // gradient stacks autograd sums (docs/memory-model.md)
+  int64_t moe_freed = 0;                         // what the layers after the stage's last MoE layer
+                                                 // have freed by then (one micro-batch's)
   int64_t megatron_activations = 0;              // Korthikanti et al. for Megatron-LM (incl. logits)
   int64_t inflight = 1;                          // micro-batches whose activations are held at once
   int64_t micro_batches = 1;                     // per step (lane gradients outlive the first one)
@@ -64,11 +68,14 @@ struct StageMemory {
     return activations + head + recompute + allowance + grad_bucket + gathered + ring +
            (micro_batches > 1 ? lane_grads : 0);
   }
+  // The stage's last MoE layer's experts in backward: the LM head's saved dX/dW are consumed by then.
+  int64_t moeBackward() const { return expert_grads > 0 ? layerBackward() - head - moe_freed + expert_grads : 0; }
   int64_t gradientsDone() const { return lane_grads + lane_fresh; }
-  int64_t transient() const { return std::max({headForward(), layerBackward(), gradientsDone(), sync}); }
+  int64_t transient() const { return std::max({headForward(), layerBackward(), moeBackward(), gradientsDone(), sync}); }
   const char* peakPhase() const {
     const int64_t t = transient();
-    return t == layerBackward() ? "backward" : t == headForward() ? "head fwd" : t == sync ? "zero sync" : "lane sum";
+    return t == layerBackward() ? "backward" : t == headForward() ? "head fwd" : t == moeBackward() ? "moe bwd"
+           : t == sync ? "zero sync" : "lane sum";
   }
   int64_t total() const { return params + grads + optimizer + buffers + transient(); }
 };

@@ -27,7 +27,8 @@ struct MoeRouting {
 };
 MoeRouting moeRouting(const workloads::Workload& w, const Plan& p);
 
-// MoE layers among stage s's layers (the runtime's contiguous split, layer l MoE when l % moe_every == 0).
+// MoE layers among stage s's layers (layerIdsOfStage: the runtime's split, interleaved chunks included;
+// layer l MoE when l % moe_every == 0).
 int64_t moeLayersOfStage(const workloads::Workload& w, const Plan& p, int64_t stage);
 
 // Appends the MoE MLP's forward kernels (router → dispatch → experts → combine → shared expert),

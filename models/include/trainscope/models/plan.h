@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "trainscope/runconfig/config.h"
 #include "trainscope/workloads/workload.h"
@@ -44,5 +45,9 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p);
 std::string whyInvalidExperts(const workloads::Workload& w, const Plan& p);  // the ep/MoE part of it
 // Layers of pipeline stage s (the runtime's StageSpec split: the first L mod p stages get one more).
 int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage);
+// The layers stage `stage` holds, as the runtime splits them (StageSpec::of): the balanced split of
+// n_layer over pp·v chunks, chunk stage + k·pp for k < v. Which layers matters for a MoE (layer l is
+// MoE when l % moe_every == 0): interleaving gives stage 0 of small-cpu-moe both of its MoE layers.
+std::vector<int64_t> layerIdsOfStage(int64_t n_layer, int64_t pp, int64_t stage, int64_t virtual_stages);
 
 }  // namespace trainscope::models
