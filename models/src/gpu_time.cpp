@@ -347,6 +347,24 @@ double dpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, bool
   return exposedReduction(o, megatron, full, std::ceil(bytes / kDdpBucketBytes), backward_s);
 }
 
+// A mixture of experts with ep > 1: stage s's routed-expert parameters (E/ep experts of 2CF + F + C
+// per MoE layer), whose gradients are summed over their expert-dp group of dp/ep ranks rather than
+// over dp (runtime/src/train/experts.h; Megatron-LM's expert-data-parallel group), outside ZeRO.
+double stageExpertParams(const workloads::Workload& w, const Plan& p, int64_t s) {
+  if (!w.isMoe() || p.ep <= 1) return 0;
+  const double C = double(w.n_embd), F = double(w.expertHidden());
+  return double(moeLayersOfStage(w, p, s)) * double(w.n_experts / p.ep) * (2.0 * C * F + F + C);
+}
+
+// The expert gradients' all-reduce over dp/ep ranks, exposed by the DP reduction's rule.
+double expertSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, bool megatron, double bytes,
+                         double backward_s) {
+  const double n = double(p.dp / p.ep);
+  if (n <= 1 || bytes <= 0) return 0;
+  const double full = collectiveSeconds(dpTier(p, c), bytes, n, 2.0 * (n - 1) / n);
+  return exposedReduction(o, megatron, full, std::ceil(bytes / kDdpBucketBytes), backward_s);
+}
+
 // ZeRO-2 and ZeRO-3 over the DP group (docs/time-model.md, "ZeRO-2 and ZeRO-3"); `params` of the
 // stage with the most, `grad_bytes` per gradient element.
 //   Each micro-batch's gradients are reduce-scattered during its backward (a rank keeps only its
@@ -423,7 +441,9 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   // Data parallelism: the gradients of one (tp, pp) shard reduced across DP (ZeRO-1: reduce-scatter
   // + all-gather, the same bus bytes). Every stage reduces at once over its own group; the step waits
   // for the stage with the most parameters (the first or the last, which hold the word embedding).
-  const double params = std::max(stageParams(w, p, 0), stageParams(w, p, p.pp - 1));
+  // A MoE's experts under ep > 1 are summed over dp/ep ranks instead (stageExpertParams).
+  const int64_t most = stageParams(w, p, 0) >= stageParams(w, p, p.pp - 1) ? 0 : p.pp - 1;
+  const double experts = stageExpertParams(w, p, most), params = stageParams(w, p, most) - experts;
   const double grad_bytes = gradBytes(p, megatron);
   const double backward_s = (slow.device_bwd + slow.recompute) * micro.scale;
   if (zero::shardsGradients(p)) {
@@ -431,8 +451,11 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   } else if (p.gradientGroup() > 1) {
     r.dp_comm_s = dpSyncSeconds(p, c, o, megatron, params * grad_bytes, backward_s);
   }
+  r.dp_comm_s += expertSyncSeconds(p, c, o, megatron, experts * grad_bytes, backward_s);
   if (p.pp > 1) r.dp_comm_s += tiedEmbeddingSeconds(w, p, c, grad_bytes);
-  r.optimizer_s = optimizerSeconds(p, c, megatron, params);
+  Plan whole = p;  // the experts' state is not ZeRO-sharded: every rank updates its E/ep experts
+  whole.zero = runtime::ZeroStage::None;
+  r.optimizer_s = optimizerSeconds(p, c, megatron, params) + optimizerSeconds(whole, c, megatron, experts);
   addStepTotals(r, w, p, c);
   return r;
 }

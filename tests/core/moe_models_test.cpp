@@ -150,6 +150,30 @@ TEST(MoeModels, GpuStepCountsFourAllToAllsPerMoeLayerAndActiveFlops) {
   EXPECT_LT(t.model_flops, wl::stepFlops(64, 1024, 4, 1024, 4096, wl::Recompute::None).model * 2);
 }
 
+TEST(MoeModels, GpuDataParallelSumsExpertsOverTheExpertDpGroup) {
+  // The same model on 8 GPUs of dp: with ep 8 no rank shares its experts (no expert all-reduce), with
+  // ep 2 each expert's gradient is summed over 4 ranks, with ep 1 over all 8 with the dense ones.
+  wl::Workload w;
+  w.name = "moe-big";
+  w.n_layer = 4, w.n_head = 16, w.n_embd = 1024, w.n_positions = 1024, w.vocab_size = 4096;
+  w.n_experts = 8, w.top_k = 2, w.moe_every = 2;
+  tn::Plan p;
+  p.dp = 8, p.mbs = 4, p.gbs = 64, p.seq = 1024;
+  const tn::Cluster c = flatGpu();
+  tn::TimeOptions o;
+  o.dp_overlap = 0;  // fully exposed: the comparison is of bytes and group sizes alone
+  double comm[3];
+  int i = 0;
+  for (int64_t ep : {8, 2, 1}) {
+    p.ep = ep;
+    comm[i++] = tn::predictTime(w, p, c, o).dp_comm_s;
+  }
+  EXPECT_LT(comm[0], comm[1]);
+  EXPECT_LT(comm[1], comm[2]);
+  // ep 8: the dense tensors' all-reduce remains.
+  EXPECT_GT(comm[0], 0);
+}
+
 TEST(MoeModels, ExpertWeightsSplitOverEp) {
   // Per MoE layer the rank holds E/ep experts of 2CF + F + C: ep 2 holds 2 fewer of 4 per layer,
   // 2 layers; bf16 + fp32 master = 6 bytes each, fp32 gradients 4.
