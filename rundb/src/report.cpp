@@ -97,6 +97,12 @@ std::optional<int64_t> instanceOf(const RunLayout& l, const std::string& group, 
   if (group == "cp") return c.tp + l.tp * (c.dp + l.dp * c.pp);
   if (group == "dp_cp") return c.tp + l.tp * c.pp;
   if (group == "world") return 0;
+  // Expert parallelism: ep consecutive DP ranks (runtime Layout::epGroup), and the ranks holding the
+  // same experts (expertDpGroup). Their all-to-alls carry per-rank splits: bytes differ by rank.
+  if ((group == "ep" || group == "expert_dp") && l.ep > 1 && l.dp % l.ep == 0) {
+    const int64_t block = group == "ep" ? c.dp / l.ep : c.dp % l.ep;
+    return c.tp + l.tp * (c.cp + l.cp * (c.pp + l.pp * block));
+  }
   return std::nullopt;
 }
 
@@ -234,11 +240,12 @@ std::optional<RunLayout> runLayout(const std::map<std::string, std::string>& met
   l.tp = count("tp", 1);
   l.pp = count("pp", 1);
   l.cp = count("cp", 1);
+  l.ep = count("ep", 1);
   l.micro_batches = count("ga", 1);
   const auto schedule = j.find("pp_schedule");
   l.gpipe = schedule != j.end() && schedule->is_string() && schedule->get<std::string>() == "gpipe";
   constexpr int64_t kMost = int64_t(1) << 20;  // keeps dp·tp·pp within int64 (a damaged config)
-  for (int64_t v : {l.world, l.tp, l.pp, l.cp, l.micro_batches})
+  for (int64_t v : {l.world, l.tp, l.pp, l.cp, l.ep, l.micro_batches})
     if (v < 1 || v > kMost) return std::nullopt;
   if (l.tp * l.pp * l.cp > kMost) return std::nullopt;  // keeps dp·cp·tp·pp within int64
   l.dp = count("dp", l.world / (l.tp * l.pp * l.cp));

@@ -1,6 +1,7 @@
 // context_parallel_links_test.cpp — a context-parallel run's layout in the run database
 // (rundb::runLayout with cp: rank = tp + TP·(cp + CP·(dp + DP·pp))) and its collectives linked across
-// ranks: the `cp` ring's sends paired with the next rank's receives, `dp_cp` and `tp` calls by instance.
+// ranks: the `cp` ring's sends paired with the next rank's receives, `dp_cp` and `tp` calls by instance; and
+// expert parallelism's `ep` all-to-alls (per-rank bytes) and `expert_dp` reductions by their instance.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -72,4 +73,27 @@ TEST(ContextParallelLayout, RingSendsPairWithTheNextRanksReceivesAndGroupsLinkBy
   EXPECT_EQ(ranksOfCall(rows, links, 12), (std::set<int64_t>{0, 1}));
   EXPECT_EQ(ranksOfCall(rows, links, 14), (std::set<int64_t>{2, 3}));
   EXPECT_EQ(links.calls.size(), 8u);
+}
+
+TEST(ExpertParallelLinks, AllToAllsWithPerRankSplitsLinkByTheirEpGroup) {
+  // DP 4 with ep 2: ep groups {0, 1} and {2, 3}, expert_dp groups {0, 2} and {1, 3}. A MoE layer's
+  // all-to-all moves different bytes on each rank (variable splits): it links by the layout's group
+  // instance, not by equal bytes. Without "ep" in the config the groups are unknown to the layout.
+  const auto l = db::runLayout({{"config", R"({"world":4,"dp":4,"tp":1,"pp":1,"ep":2,"ga":1})"}});
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->ep, 2);
+  const std::vector<db::Collective> rows = {
+      coll(0, "all_to_all", "ep", 2, 0, 1000, 100, 200), coll(1, "all_to_all", "ep", 2, 0, 1400, 130, 200),  // 0, 1
+      coll(2, "all_to_all", "ep", 2, 0, 900, 100, 210),  coll(3, "all_to_all", "ep", 2, 0, 1100, 120, 210),  // 2, 3
+      coll(0, "all_reduce", "expert_dp", 2, 0, 64, 300, 400), coll(2, "all_reduce", "expert_dp", 2, 0, 64, 310, 400),  // 4, 5
+      coll(1, "all_reduce", "expert_dp", 2, 0, 64, 300, 400), coll(3, "all_reduce", "expert_dp", 2, 0, 64, 320, 400)};  // 6, 7
+  const db::CollectiveLinks links = db::linkCollectives(rows, l);
+  EXPECT_EQ(ranksOfCall(rows, links, 0), (std::set<int64_t>{0, 1}));
+  EXPECT_EQ(ranksOfCall(rows, links, 2), (std::set<int64_t>{2, 3}));
+  EXPECT_EQ(links.calls[size_t(links.call_of[1])].skewNs(), 30);
+  EXPECT_EQ(ranksOfCall(rows, links, 4), (std::set<int64_t>{0, 2}));
+  EXPECT_EQ(ranksOfCall(rows, links, 6), (std::set<int64_t>{1, 3}));
+  const auto no_ep = db::runLayout({{"config", R"({"world":4,"dp":4,"tp":1,"pp":1,"ga":1})"}});
+  const db::CollectiveLinks unlinked = db::linkCollectives(rows, no_ep);
+  EXPECT_LT(unlinked.call_of[0], 0);  // unequal bytes, no instance: left unlinked, never guessed
 }

@@ -11,6 +11,7 @@ Experts::Experts(const TrainConfig& cfg, Comm& comm, const std::vector<ParamInfo
   if (!moe_) return;
   const Layout& l = comm.layout();
   dp_cp_ = l.dp * l.cp;
+  tp_rank_ = l.tp_rank;
   ep_rank_ = l.dp_rank % ep_;
   ctx_.spec = MoeSpec::of(cfg.model);
   if (ep_ <= 1) return;  // every expert on every rank: all dense as far as reduction goes
@@ -53,6 +54,7 @@ bool Experts::digestOnThisRank(size_t i, int dp_rank) const {
 std::vector<rundb::ExpertLoad> Experts::takeLoad(int64_t rank, int64_t step) {
   std::vector<rundb::ExpertLoad> rows;
   for (const auto& [layer, load] : ctx_.load) {
+    if (tp_rank_ != 0) break;
     const double calls = double(std::max<int64_t>(1, load.calls));
     for (size_t e = 0; e < load.tokens.size(); ++e)
       rows.push_back({rank, step, layer, int64_t(e), load.tokens[e], load.tokens[e] - load.kept[e], load.capacity,

@@ -46,12 +46,13 @@ class Experts {
   // Weight digest: whether this rank hands in parameter i (expert tensors: the first expert-dp
   // replica, i.e. dp ranks 0 … ep−1; others: DP rank 0).
   bool digestOnThisRank(size_t i, int dp_rank) const;
-  // This step's load as expert_load rows (global expert ids), then cleared.
+  // This step's load as expert_load rows (global expert ids), then cleared. TP ranks route the same
+  // tokens (the MoE MLP is TP-replicated): only TP rank 0 reports, so totals count each token once.
   std::vector<rundb::ExpertLoad> takeLoad(int64_t rank, int64_t step);
 
  private:
   bool moe_ = false;
-  int ep_ = 1, ep_rank_ = 0, dp_cp_ = 1;
+  int ep_ = 1, ep_rank_ = 0, dp_cp_ = 1, tp_rank_ = 0;
   int64_t experts_ = 0;
   MoeContext ctx_;
   Group* expert_dp_ = nullptr;

@@ -388,11 +388,27 @@ struct Trainer::Impl {
     return piece.narrow(0, 0, keep);
   }
 
+  // What the optimizer steps: this rank's shards, a MoE expert tensor (E/ep, …) as E/ep tensors of
+  // their own, one per expert (views), so that per-tensor state — Adafactor's factors and RMS clip,
+  // 8-bit Adam's blocks — is each expert's whatever the ep split, as Megatron-LM's per-expert
+  // weights have it. (ZeRO-2's 1-D slices stay as they are.)
+  template <class Pick>
+  std::vector<at::Tensor> optimizerTensors(Pick pick, std::vector<bool>* decay = nullptr) const {
+    std::vector<at::Tensor> out;
+    for (const GradSync::Shard& sh : shards()) {
+      const at::Tensor t = pick(sh);
+      const size_t n = info[sh.param].expert && t.dim() >= 2 ? size_t(t.size(0)) : 0;
+      if (n == 0) out.push_back(t);
+      for (size_t e = 0; e < n; ++e) out.push_back(t.select(0, int64_t(e)));
+      if (decay) decay->insert(decay->end(), std::max<size_t>(n, 1), info[sh.param].decay);
+    }
+    return out;
+  }
+
   void update(double lr, double norm) {
     TRAINSCOPE_RANGE(names::kOptimizer);
     c10::NoGradGuard no_grad;
-    std::vector<at::Tensor> mine;
-    for (const GradSync::Shard& sh : shards()) mine.push_back(sh.grad);
+    std::vector<at::Tensor> mine = optimizerTensors([](const GradSync::Shard& sh) { return sh.grad; });
     const double clip = cfg.clip > 0 && norm > cfg.clip ? cfg.clip / (norm + 1e-6) : 1.0;
     if (PartitionedStep* parts = lanes ? partitioned(*optimizer) : nullptr) {
       // Each lane updates its share of the elements: no intra-op fork per parameter tensor.
@@ -485,12 +501,8 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
   s.setUpLanes();
   s.schedule = s.lanes ? Impl::Schedule::Lanes : s.layout.pp > 1 ? Impl::Schedule::Pipeline : Impl::Schedule::Plain;
 
-  std::vector<at::Tensor> params;
-  std::vector<bool> decay;
-  for (const GradSync::Shard& sh : s.shards()) {  // whole tensors, or ZeRO-2's 1-D slices
-    params.push_back(sh.master);
-    decay.push_back(s.info[sh.param].decay);
-  }
+  std::vector<bool> decay;  // whole tensors (experts one by one), or ZeRO-2's 1-D slices
+  std::vector<at::Tensor> params = s.optimizerTensors([](const GradSync::Shard& sh) { return sh.master; }, &decay);
   s.optimizer = makeOptimizer(cfg, params, decay);
   if (cfg.precision == Precision::FP16) {
     s.scaler.scale = cfg.fp16_init_scale;

@@ -34,6 +34,7 @@ struct OpStat {
 // A run's parallel layout, as runtime/parallel.h lays ranks out: rank = tp + TP·(cp + CP·(dp + DP·pp)).
 struct RunLayout {
   int64_t world = 1, dp = 1, tp = 1, pp = 1, cp = 1;
+  int64_t ep = 1;             // expert parallelism: ep consecutive DP ranks (groups `ep`, `expert_dp`)
   int64_t micro_batches = 1;  // `ga`: the pipeline's micro-batches per step
   bool gpipe = false;         // `pp_schedule`: gpipe, else 1f1b
   struct Coords {
@@ -44,7 +45,7 @@ struct RunLayout {
   }
   int64_t rankOf(const Coords& c) const { return c.tp + tp * (c.cp + cp * (c.dp + dp * c.pp)); }
 };
-// From meta.config (world, dp, tp, pp, cp, ga, pp_schedule); nullopt when it is absent or does not add up
+// From meta.config (world, dp, tp, pp, cp, ep, ga, pp_schedule); nullopt when it is absent or does not add up
 // (dp·cp·tp·pp ≠ world: an import, a hand-made file; or past 2^20 ranks or micro-batches: a damaged one).
 std::optional<RunLayout> runLayout(const std::map<std::string, std::string>& meta);
 
@@ -66,8 +67,8 @@ struct CollectiveLinks {
 // Links the rows of a `collectives` table (any order). A collective's copies are the rows of one
 // group instance with the same call number: the rank's count of collectives on that group, which is
 // `seq` on groups that carry no sends or receives (sends and receives take numbers from the same
-// counter, so on `pp` the call number skips them). The instance of `tp`, `dp`, `pp`, `embedding` and
-// `world` comes from the layout (members share the other coordinates); without a layout, or for
+// counter, so on `pp` the call number skips them). The instance of `tp`, `dp`, `pp`, `embedding`,
+// `world`, `ep` and `expert_dp` comes from the layout (members share the other coordinates); without a layout, or for
 // another group name (an import's process groups), rows link when exactly group_size rows of distinct
 // ranks share (group, call number, op, bytes). Sends and receives on `pp` pair through the pipeline
 // schedule the layout names (runtime/src/parallel/pipeline.cpp): each rank's k-th send or receive is
