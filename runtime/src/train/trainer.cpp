@@ -17,6 +17,7 @@
 #include "cpu/cpu_kernels.h"
 #include "parallel/grad_sync.h"
 #include "parallel/zero3.h"
+#include "train/lane_grads.h"
 #include "cpu/lanes.h"
 #include "optim/loss_scaler.h"
 #include "optim/partitioned.h"
@@ -208,7 +209,7 @@ struct Trainer::Impl {
   // its two stages and, under SP, the partial gradients summed over TP.
   void finalizeGradients() {
     TRAINSCOPE_RANGE(names::kGradSync);
-    if (lanes) sumLaneGradients();
+    if (lanes) lane_sq = sumLaneGradients(*lanes, lane_leaves, grads());
     if (zero3) zero3->finishBackward();
     else sync->finishBackward();
     reduceTiedAndPartial();
@@ -241,53 +242,6 @@ struct Trainer::Impl {
       lane_weights.push_back(GptWeights::fromFlat(leaves, stage));
       lane_leaves.push_back(std::move(leaves));
     }
-  }
-
-  // main[i] = Σ_k lane k's gradient, in lane order; the lanes' gradients are released so that the
-  // next step's backward allocates fresh ones instead of accumulating into zeroed buffers. The
-  // lanes share the work (lane k takes the k-th W-th of all gradient elements, in parameter order),
-  // and the pass that writes the sum also yields the clipping norm's Σ g².
-  void sumLaneGradients() {
-    c10::NoGradGuard no_grad;
-    std::vector<at::Tensor>& main = grads();
-    std::vector<std::vector<at::Tensor>> parts(main.size());
-    bool fused = true;
-    for (size_t i = 0; i < main.size(); ++i) {
-      for (auto& leaves : lane_leaves)
-        if (leaves[i].grad().defined()) parts[i].push_back(std::exchange(leaves[i].mutable_grad(), at::Tensor()));
-      fused = fused && main[i].is_contiguous();
-      for (const auto& g : parts[i]) fused = fused && g.is_contiguous() && g.scalar_type() == at::kFloat;
-    }
-    lane_sq.reset();
-    if (!fused) {
-      for (size_t i = 0; i < main.size(); ++i) {
-        const auto& g = parts[i];
-        if (g.empty()) main[i].zero_();  // no lane's rows reached the parameter
-        else if (g.size() == 1) main[i].copy_(g[0]);
-        else at::add_out(main[i], g[0], g[1]);                 // one pass: read two, write one
-        for (size_t k = 2; k < g.size(); ++k) main[i].add_(g[k]);
-      }
-      return;
-    }
-    const int W = lanes->size();
-    std::vector<double> sq(size_t(W), 0.0);
-    lanes->run([&](int k) {
-      forEachSliceOfPart(main, k, W, [&](size_t i, int64_t start, int64_t count) {
-        float* out = main[i].data_ptr<float>() + start;
-        const auto& g = parts[i];
-        if (g.empty()) {
-          std::fill(out, out + count, 0.0f);
-          return;
-        }
-        auto part = [&](size_t j) { return g[j].data_ptr<float>() + start; };
-        // Each pass returns Σ out² of what it wrote; the last pass's is the sum's.
-        double s2 = kernels::addAndSumSquares(out, part(0), g.size() > 1 ? part(1) : nullptr, count);
-        for (size_t j = 2; j < g.size(); ++j) s2 = kernels::addAndSumSquares(out, out, part(j), count);
-        sq[size_t(k)] += s2;
-      });
-    });
-    lane_sq = 0.0;
-    for (double v : sq) *lane_sq += v;
   }
 
   int64_t laneGradBytes() const { return lanes ? int64_t(lanes->size()) * bytesOf(compute) : 0; }
