@@ -115,21 +115,14 @@ struct Stage {
   double layers, layer_fwd, layer_bwd;
 };
 
-// The slowest stage's micro-batch: the first stage holds ⌈L/p⌉ layers and the embedding, the last
-// ⌊L/p⌋ and the head.
-Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak) {
-  const bool megatron = o.framework == Framework::Megatron;
-  const double e = double(p.elementBytes()), t = double(p.tp);
-  const LayerOps layer = layerOps(w, p, o.framework, o.attention), head = headOps(w, p, o.framework), emb = embeddingOps(w, p);
-  const LayerOps moe = layerOps(w, p, o.framework, o.attention, true);
-  // A MoE layer's extra device time over a dense one, and its 4 all-to-alls (6 when full
-  // recomputation reruns the forward's pair) of M·C·b bytes each (moe.h).
-  const double moe_fwd = sum(moe.forward, c, peak, e) - sum(layer.forward, c, peak, e);
-  const double moe_bwd = sum(moe.backward, c, peak, e) - sum(layer.backward, c, peak, e);
-  const double moe_rec = sum(moe.recompute, c, peak, e) - sum(layer.recompute, c, peak, e);
-  const double a2a = moeAllToAllSeconds(moeTier(p, c), moeAllToAllBytes(w, p), double(p.ep));
-  const double ep_layer = (p.ckpt == Checkpointing::Full ? 6.0 : 4.0) * a2a;
+// Tensor parallelism's collectives on one micro-batch: per layer forward, backward and recomputation,
+// and the embedding's and the head's.
+struct TpSeconds {
+  double fwd, bwd, rec, emb, head;
+};
 
+TpSeconds tpSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, bool megatron) {
+  const double e = double(p.elementBytes()), t = double(p.tp);
   // Tensor parallelism per layer: 2 all-reduces forward and 2 backward of the (b, s, h) activation
   // (under SP: an all-gather and a reduce-scatter in place of each, the same bus bytes), 2 more
   // when full recomputation reruns the forward. Inside a node unless the group spans nodes.
@@ -140,68 +133,120 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
   // all-gathers per layer.
   const double gather = collectiveSeconds(tp_tier, act_bytes, t, (t - 1) / t);
   const double all_reduce = collectiveSeconds(tp_tier, act_bytes, t, 2.0 * (t - 1) / t);
-  const double tp_fwd = p.tp <= 1 ? 0 : p.sequence_parallel ? 4.0 * gather : 2.0 * all_reduce;
-  const double tp_bwd = p.tp <= 1 ? 0 : p.sequence_parallel ? 6.0 * gather : 2.0 * all_reduce;
-  const double tp_rec = p.ckpt == Checkpointing::Full ? tp_fwd : 0;
+  TpSeconds s;
+  s.fwd = p.tp <= 1 ? 0 : p.sequence_parallel ? 4.0 * gather : 2.0 * all_reduce;
+  s.bwd = p.tp <= 1 ? 0 : p.sequence_parallel ? 6.0 * gather : 2.0 * all_reduce;
+  s.rec = p.ckpt == Checkpointing::Full ? s.fwd : 0;
   // The vocabulary-parallel embedding sums its partial lookups over TP (an all-reduce forward; a
   // reduce-scatter under SP); the LM head's input is copied into the TP region (an all-reduce of its
   // gradient backward; under SP an all-gather forward and a reduce-scatter backward).
   // Megatron's vocabulary-parallel cross-entropy adds three all-reduces of one fp32 value per token
   // (the max, the target's logit, the sum of exponentials).
-  const double tp_emb = p.tp <= 1 ? 0 : p.sequence_parallel ? gather : all_reduce;
+  s.emb = p.tp <= 1 ? 0 : p.sequence_parallel ? gather : all_reduce;
   const double tokens = double(p.mbs) * double(p.localSeq());
   const double cross_entropy = megatron ? 3.0 * collectiveSeconds(tp_tier, 4.0 * tokens, t, 2.0 * (t - 1) / t) : 0.0;
-  const double tp_head = p.tp <= 1 ? 0 : (p.sequence_parallel ? 2.0 * gather : all_reduce) + cross_entropy;
+  s.head = p.tp <= 1 ? 0 : (p.sequence_parallel ? 2.0 * gather : all_reduce) + cross_entropy;
+  return s;
+}
 
-  // One layer, one micro-batch: the device's time and the host's.
-  const double layer_fwd = sum(layer.forward, c, peak, e), layer_bwd = sum(layer.backward, c, peak, e);
-  // Selective recomputation reruns the attention core; under CP the runtime's ring keeps q, k, v and
-  // the output instead (runtime/src/model/gpt.cpp, blockForward), so nothing is rerun.
-  const bool reruns = !(p.cp > 1 && p.ckpt == Checkpointing::Selective);
-  const double layer_rec = reruns ? sum(layer.recompute, c, peak, e) : 0.0;
-  const double ring = ringSecondsPerLayer(w, p, c, layer, peak);
-  const double host_layer = c.dispatch_s * (kHostOpsForward * (p.ckpt == Checkpointing::Full ? 2 : 1) +
-                                            kHostOpsBackward);
+// A MoE layer's extra device time over a dense one (forward, backward, recomputation), and its 4
+// all-to-alls (6 when full recomputation reruns the forward's pair) of M·C·b bytes each (moe.h).
+struct MoeSeconds {
+  double fwd, bwd, rec, ep;
+};
+
+MoeSeconds moeSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o,
+                      const LayerOps& layer, double peak) {
+  const double e = double(p.elementBytes());
+  const LayerOps moe = layerOps(w, p, o.framework, o.attention, true);
+  MoeSeconds s;
+  s.fwd = sum(moe.forward, c, peak, e) - sum(layer.forward, c, peak, e);
+  s.bwd = sum(moe.backward, c, peak, e) - sum(layer.backward, c, peak, e);
+  s.rec = sum(moe.recompute, c, peak, e) - sum(layer.recompute, c, peak, e);
+  const double a2a = moeAllToAllSeconds(moeTier(p, c), moeAllToAllBytes(w, p), double(p.ep));
+  s.ep = (p.ckpt == Checkpointing::Full ? 6.0 : 4.0) * a2a;
+  return s;
+}
+
+// One micro-batch's time on any stage, from one layer's costs (the same on every stage) and what the
+// stage holds besides: MoE layers, the embedding (first), the head (last).
+class StageTimes {
+ public:
+  StageTimes(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak)
+      : w_(w), p_(p), c_(c), peak_(peak), e_(double(p.elementBytes())), megatron_(o.framework == Framework::Megatron),
+        head_(headOps(w, p, o.framework)), emb_(embeddingOps(w, p)) {
+    const LayerOps layer = layerOps(w, p, o.framework, o.attention);
+    moe_ = moeSeconds(w, p, c, o, layer, peak);
+    tp_ = tpSeconds(w, p, c, megatron_);
+    // One layer, one micro-batch: the device's time and the host's.
+    layer_fwd_ = sum(layer.forward, c, peak, e_), layer_bwd_ = sum(layer.backward, c, peak, e_);
+    // Selective recomputation reruns the attention core; under CP the runtime's ring keeps q, k, v and
+    // the output instead (runtime/src/model/gpt.cpp, blockForward), so nothing is rerun.
+    const bool reruns = !(p.cp > 1 && p.ckpt == Checkpointing::Selective);
+    layer_rec_ = reruns ? sum(layer.recompute, c, peak, e_) : 0.0;
+    ring_ = ringSecondsPerLayer(w, p, c, layer, peak);
+    host_layer_ = c.dispatch_s * (kHostOpsForward * (p.ckpt == Checkpointing::Full ? 2 : 1) + kHostOpsBackward);
+  }
+
+  Stage stage(int64_t index, double layers, bool first, bool last) const {
+    const Cluster& c = c_;
+    const double peak = peak_, e = e_;
+    Stage s{};
+    const double moes = double(moeLayersOfStage(w_, p_, index));
+    s.device_fwd = layers * layer_fwd_ + moes * moe_.fwd + (first ? sum(emb_.forward, c, peak, e) : 0) +
+                   (last ? sum(head_.forward, c, peak, e) : 0);
+    s.device_bwd = layers * layer_bwd_ + moes * moe_.bwd + (first ? sum(emb_.backward, c, peak, e) : 0) +
+                   (last ? sum(head_.backward, c, peak, e) : 0);
+    s.device_bwd += accumulation(index);
+    s.recompute = layers * layer_rec_ + moes * moe_.rec;
+    s.ep = moes * moe_.ep;
+    s.tp = layers * (tp_.fwd + tp_.bwd + tp_.rec) + (first ? tp_.emb : 0) + (last ? tp_.head : 0);
+    s.cp = layers * ring_;
+    // The head: at least 8 framework ops, one per kernel where its op list has more.
+    const double head_ops = std::max(8.0, double(head_.forward.size() + head_.backward.size()));
+    s.host = layers * host_layer_ + (last ? head_ops * c.dispatch_s : 0);
+    s.index = index;
+    s.layers = layers;
+    s.layer_fwd = layer_fwd_ + tp_.fwd;
+    s.layer_bwd = layer_bwd_ + layer_rec_ + tp_.bwd + tp_.rec + ring_;
+    return s;
+  }
+
+ private:
   // Megatron-LM's DDP hook adds each weight's fresh gradient into its main_grad buffer after every
   // micro-batch's backward (param.main_grad.add_(param.grad)): one memory-bound kernel per parameter
   // tensor that reads both and writes the buffer (before gradient-accumulation fusion folded it into
   // the weight-gradient GEMM).
-  auto accumulation = [&](int64_t index) {
-    if (!megatron) return 0.0;
+  double accumulation(int64_t index) const {
+    if (!megatron_) return 0.0;
     Op add;
     add.name = "main_grad accumulation";
     double seconds = 0;
-    for (const double n : stageTensors(w, p, index)) {
-      add.bytes = n * (e + 2.0 * gradBytes(p, true));
-      seconds += memorySeconds(add, c);
+    for (const double n : stageTensors(w_, p_, index)) {
+      add.bytes = n * (e_ + 2.0 * gradBytes(p_, true));
+      seconds += memorySeconds(add, c_);
     }
     return seconds;
-  };
+  }
 
+  const workloads::Workload& w_;
+  const Plan& p_;
+  const Cluster& c_;
+  const double peak_, e_;
+  const bool megatron_;
+  const LayerOps head_, emb_;
+  MoeSeconds moe_{};
+  TpSeconds tp_{};
+  double layer_fwd_ = 0, layer_bwd_ = 0, layer_rec_ = 0, ring_ = 0, host_layer_ = 0;
+};
+
+// The slowest stage's micro-batch: the first stage holds ⌈L/p⌉ layers and the embedding, the last
+// ⌊L/p⌋ and the head.
+Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak) {
+  const StageTimes times(w, p, c, o, peak);
   const double first_layers = double(layersOfStage(w.n_layer, p.pp, 0));
   const double last_layers = double(layersOfStage(w.n_layer, p.pp, p.pp - 1));
-  auto stage = [&](int64_t index, double layers, bool first, bool last) {
-    Stage s{};
-    const double moes = double(moeLayersOfStage(w, p, index));
-    s.device_fwd = layers * layer_fwd + moes * moe_fwd + (first ? sum(emb.forward, c, peak, e) : 0) +
-                   (last ? sum(head.forward, c, peak, e) : 0);
-    s.device_bwd = layers * layer_bwd + moes * moe_bwd + (first ? sum(emb.backward, c, peak, e) : 0) +
-                   (last ? sum(head.backward, c, peak, e) : 0);
-    s.device_bwd += accumulation(index);
-    s.recompute = layers * layer_rec + moes * moe_rec;
-    s.ep = moes * ep_layer;
-    s.tp = layers * (tp_fwd + tp_bwd + tp_rec) + (first ? tp_emb : 0) + (last ? tp_head : 0);
-    s.cp = layers * ring;
-    // The head: at least 8 framework ops, one per kernel where its op list has more.
-    const double head_ops = std::max(8.0, double(head.forward.size() + head.backward.size()));
-    s.host = layers * host_layer + (last ? head_ops * c.dispatch_s : 0);
-    s.index = index;
-    s.layers = layers;
-    s.layer_fwd = layer_fwd + tp_fwd;
-    s.layer_bwd = layer_bwd + layer_rec + tp_bwd + tp_rec + ring;
-    return s;
-  };
-  const Stage a = stage(0, first_layers, true, p.pp == 1), z = stage(p.pp - 1, last_layers, false, true);
+  const Stage a = times.stage(0, first_layers, true, p.pp == 1), z = times.stage(p.pp - 1, last_layers, false, true);
   auto total = [](const Stage& s) { return std::max(s.device_fwd + s.device_bwd + s.recompute + s.tp + s.cp + s.ep, s.host); };
   return p.pp == 1 || total(a) >= total(z) ? a : z;
 }
@@ -351,9 +396,7 @@ double dpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, bool
 // per MoE layer), whose gradients are summed over their expert-dp group of dp/ep ranks rather than
 // over dp (runtime/src/train/experts.h; Megatron-LM's expert-data-parallel group), outside ZeRO.
 double stageExpertParams(const workloads::Workload& w, const Plan& p, int64_t s) {
-  if (!w.isMoe() || p.ep <= 1) return 0;
-  const double C = double(w.n_embd), F = double(w.expertHidden());
-  return double(moeLayersOfStage(w, p, s)) * double(w.n_experts / p.ep) * (2.0 * C * F + F + C);
+  return p.ep > 1 ? moeStageExpertParameters(w, p, s) : 0.0;
 }
 
 // The expert gradients' all-reduce over dp/ep ranks, exposed by the DP reduction's rule.

@@ -111,6 +111,12 @@ double moeExpertParameters(const workloads::Workload& w) {
   return double(layers) * double(w.n_experts) * (2.0 * C * F + F + C);
 }
 
+double moeStageExpertParameters(const workloads::Workload& w, const Plan& p, int64_t stage) {
+  if (!w.isMoe()) return 0;
+  const double C = double(w.n_embd), F = double(w.expertHidden());
+  return double(moeLayersOfStage(w, p, stage)) * double(w.n_experts / std::max<int64_t>(1, p.ep)) * (2.0 * C * F + F + C);
+}
+
 double moeCountsAllGatherSeconds(const NetworkTier& tier, const workloads::Workload& w, double ep) {
   if (ep <= 1 || !w.isMoe()) return 0;
   // Ring all-gather: ep − 1 steps, each one rank's E·8 bytes (nccl-tests' busbw factor (ep−1)/ep).

@@ -37,7 +37,7 @@ std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Pl
   // The analytic model supplies what this shape's runs did not measure: the selective recompute's
   // share of a layer's forward, the pipeline's point-to-point sends, the DP all-reduce.
   const TimePrediction analytic = predictTime(w, p, c);
-  const std::vector<double> params = stageParams(w, p);
+  const std::vector<double> params = stageParams(w, p), experts = unmanagedParams(w, p);
   const double recompute = recomputePerLayer(w, p, c, k);
   const double M = double(std::max<int64_t>(1, p.ga()));
   double sum = 0, worst = 0, worst_compute = 0, worst_recompute = 0;
@@ -57,11 +57,11 @@ std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Pl
   r.bubble_s = p.pp > 1 ? (v > 1 ? (double(p.pp) - 1.0) / v * worst : sum - worst) : 0;
   if (p.gradientGroup() > 1) {
     auto sync = k.dp_sync_bytes > 0 ? std::make_optional(std::make_pair(k.dp_sync_bytes, k.dp_sync_s)) : m.anyDpSync(runtime::stageNumber(p.zero));
-    const double bytes = allReduceBytes(p, params);
+    const double bytes = allReduceBytes(p, params, experts);
     r.dp_comm_s = sync ? sync->second * bytes / std::max(1.0, sync->first) : analytic.dp_comm_s;
   }
   double n_max = 0;
-  for (double n : params) n_max = std::max(n_max, paramsUpdated(p, n));
+  for (size_t st = 0; st < params.size(); ++st) n_max = std::max(n_max, paramsUpdated(p, params[st], experts[st]));
   r.optimizer_s = k.optimizer_s_per_param > 0 ? k.optimizer_s_per_param * n_max : analytic.optimizer_s;
   r.other_s = k.other_s >= 0 ? k.other_s : m.anyOther(runtime::stageNumber(p.zero));
   r.tp_comm_s = 0;  // inside the measured layer times

@@ -198,7 +198,8 @@ std::optional<double> dpHiddenShare(rundb::RunReader& reader, int64_t rank,
 
 // The costs: each one's median over the samples (the recompute under the plan's checkpointing, the
 // DP sync with the bytes it moved).
-LayerCosts mediansOf(const CostSamples& x, const Plan& p, const std::vector<double>& params) {
+LayerCosts mediansOf(const CostSamples& x, const Plan& p, const std::vector<double>& params,
+                     const std::vector<double>& experts) {
   LayerCosts c;
   c.layer_fwd_s = median(x.fwd);
   c.layer_bwd_s = median(x.bwd);
@@ -209,7 +210,7 @@ LayerCosts mediansOf(const CostSamples& x, const Plan& p, const std::vector<doub
   c.other_s = x.other.empty() ? -1 : median(x.other);
   if (!x.sync.empty()) {
     c.dp_sync_s = median(x.sync);
-    c.dp_sync_bytes = allReduceBytes(p, params);
+    c.dp_sync_bytes = allReduceBytes(p, params, experts);
   }
   if (!x.hidden.empty()) c.dp_hidden_share = median(x.hidden);
   c.zero = runtime::stageNumber(p.zero);
@@ -225,22 +226,26 @@ std::string shapeKey(const Plan& p, const Cluster& c) {
                 static_cast<long long>(p.seq), static_cast<long long>(p.tp), p.sequence_parallel ? " sp" : "",
                 runtime::toString(p.precision), static_cast<long long>(sharing),
                 static_cast<long long>(std::max<int64_t>(1, p.cpu_lanes)));
-  // A CP rank's layer runs s/cp tokens and the ring inside its attention: its own shape.
-  if (p.cp > 1) return std::string(k) + " cp" + std::to_string(p.cp);
-  return k;
+  // A CP rank's layer runs s/cp tokens and the ring inside its attention: its own shape. So does an
+  // expert-parallel one: its MoE layers' all-to-alls are inside their ranges.
+  std::string key = k;
+  if (p.cp > 1) key += " cp" + std::to_string(p.cp);
+  if (p.ep > 1) key += " ep" + std::to_string(p.ep);
+  return key;
 }
 
 LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, const Plan& p, int64_t skip) {
   const RangeIds ids = rangeIdsOf(reader);
   const bool gpu = timedOnDevice(reader);
-  const std::vector<double> params = stageParams(w, p);
+  const std::vector<double> params = stageParams(w, p), experts = unmanagedParams(w, p);
   CostSamples samples;
   for (int64_t rank : reader.stepRanks()) {
     const auto steps = reader.steps(rank);
     if (int64_t(steps.size()) <= skip) continue;
     const int64_t stage = rank / std::max<int64_t>(1, p.tp * p.cp * p.dp);
     RankRanges ranges = rankRanges(reader, rank, steps, ids, gpu, skip);
-    const double n_params = paramsUpdated(p, params[size_t(std::clamp<int64_t>(stage, 0, int64_t(params.size()) - 1))]);
+    const size_t st = size_t(std::clamp<int64_t>(stage, 0, int64_t(params.size()) - 1));
+    const double n_params = paramsUpdated(p, params[st], experts[st]);
     samples.addSteps(ranges.per, steps, p, stage, n_params, skip);
     // How much of the data-parallel collectives' time backward covered.
     if (p.dp > 1 && p.pp == 1)
@@ -250,7 +255,7 @@ LayerCosts costsFromRun(rundb::RunReader& reader, const workloads::Workload& w, 
   if (samples.fwd.empty())
     throw UserError("trace", reader.path() + " has no layer ranges in its counted steps",
                     "trace at least " + std::to_string(skip + 1) + " steps at the ranges level");
-  return mediansOf(samples, p, params);
+  return mediansOf(samples, p, params, experts);
 }
 
 std::string costsLabel(const std::string& key, const LayerCosts& k) {

@@ -54,6 +54,8 @@ double moeCpuExtraForwardSeconds(const workloads::Workload& w, const Plan& p, co
 // not the router or the shared expert): the part a rank holds E/ep of, whole on every TP rank, and
 // whose gradients the runtime sums over the expert-dp group (dp/ep ranks) rather than over dp.
 double moeExpertParameters(const workloads::Workload& w);
+// The routed-expert parameters one rank of stage s holds: its MoE layers' E/ep experts.
+double moeStageExpertParameters(const workloads::Workload& w, const Plan& p, int64_t stage);
 // The all-gather of every ep rank's per-expert counts before each dispatch (E int64 per rank; one
 // per MoE layer and forward, so 2 under full recomputation): its seconds, latency-bound.
 double moeCountsAllGatherSeconds(const NetworkTier& tier, const workloads::Workload& w, double ep);

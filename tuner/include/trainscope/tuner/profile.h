@@ -42,7 +42,7 @@ class RunReader;
 namespace trainscope::tuner {
 
 // What a layer's cost depends on. ranks_per_node: CPU ranks sharing one node's cores (1 on GPUs);
-// lanes: a one-process CPU run's core lanes.
+// lanes: a one-process CPU run's core lanes; cp and ep (a MoE's all-to-alls are in its layers) when > 1.
 std::string shapeKey(const Plan& p, const Cluster& c);
 
 // One run's measurements, seconds per micro-batch on one rank unless said otherwise (0: not measured).
