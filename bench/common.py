@@ -33,3 +33,17 @@ def run_json_measuring_others(cmd):
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     own_s = (ru.ru_utime - own.ru_utime) + (ru.ru_stime - own.ru_stime)
     return result, max(0.0, (_busy_cpu_s() - busy - own_s) / wall)
+
+
+def wait_for_quiet(below, max_s=120.0, window_s=2.0):
+    """Waits (at most max_s) for a window_s window in which other processes keep fewer than `below`
+    cores busy; returns the cores measured in the last window. On a shared host it moves a round
+    off someone else's build rather than measuring the build."""
+    import time
+    deadline = time.monotonic() + max_s
+    while True:
+        busy, t = _busy_cpu_s(), time.monotonic()
+        time.sleep(window_s)
+        cores = (_busy_cpu_s() - busy) / (time.monotonic() - t)
+        if cores < below or time.monotonic() >= deadline:
+            return cores

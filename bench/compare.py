@@ -11,7 +11,9 @@ that is what a quiet machine would show).
 
 Usage: bench/compare.py [--bin build/bin/trainscope] [--python PY] [--rounds 3] [--steps 20]
                         [--workload small-cpu --seq 128 --mbs 8] [--peer auto|gpt|moe]
-                        [-- extra trainscope run flags]
+                        [--threads N] [--quiet-below CORES] [-- extra trainscope run flags]
+Each round line also gives the cores other processes kept busy during each side's run (the noise of
+a shared host; --quiet-below waits for a quieter moment before each run).
 """
 import argparse
 import json
@@ -20,7 +22,7 @@ import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-from common import ROOT, run_json, run_json_measuring_others
+from common import ROOT, run_json, run_json_measuring_others, wait_for_quiet
 
 
 
@@ -44,6 +46,10 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--peer", default="auto", choices=["auto", "gpt", "moe"],
                     help="the PyTorch eager peer: auto picks peer_moe.py when the workload has n_experts > 0")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="intra-op threads of trainscope, the peer and the matmul rate alike (0: each one's default)")
+    ap.add_argument("--quiet-below", type=float, default=0.0,
+                    help="before each run wait (up to 2 min) until other processes use fewer cores than this")
     ap.add_argument("extra", nargs="*")
     a = ap.parse_args()
     shape = ["--workload", a.workload, "--seq", str(a.seq), "--mbs", str(a.mbs), "--steps", str(a.steps)]
@@ -51,10 +57,17 @@ def main():
     peer_cmd = [a.python, peer_script(a.peer, a.workload), *shape, "--device", a.device]
     rate_cmd = [a.python, os.path.join(HERE, "matmul_rate.py"), "--workload", a.workload, "--seq", str(a.seq),
                 "--mbs", str(a.mbs), "--device", a.device]
+    if a.threads:
+        for cmd in (ts_cmd, peer_cmd, rate_cmd):
+            cmd += ["--threads", str(a.threads)]
     ts, peer, ratios, shares, losses, others = [], [], [], [], [], []
     rate = run_json(rate_cmd)["matmul_flops_per_s"]
     for r in range(a.rounds):
+        if a.quiet_below > 0:
+            wait_for_quiet(a.quiet_below)
         t, t_others = run_json_measuring_others(ts_cmd)
+        if a.quiet_below > 0:
+            wait_for_quiet(a.quiet_below)
         p, p_others = run_json_measuring_others(peer_cmd)
         others.append((t_others, p_others))
         ts.append(t["tokens_per_s_median"])
@@ -68,7 +81,7 @@ def main():
     rate_end = run_json(rate_cmd)["matmul_flops_per_s"]
     result = {
         "workload": a.workload, "seq": a.seq, "mbs": a.mbs, "steps": a.steps, "rounds": a.rounds,
-        "extra_flags": a.extra, "peer": os.path.basename(peer_cmd[1]),
+        "extra_flags": a.extra, "threads": a.threads, "peer": os.path.basename(peer_cmd[1]),
         "trainscope_tokens_per_s": statistics.median(ts), "pytorch_eager_tokens_per_s": statistics.median(peer),
         "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
         # Each side's best round against the other's: what a quiet machine would show, since noise
