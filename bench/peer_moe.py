@@ -13,7 +13,8 @@ C -> F -> C; an optional shared expert; the Switch load-balancing loss coeff·E�
 ST-MoE z-loss coeff·mean(logsumexp²) added to the loss. What it is not: expert parallelism (one
 process), a grouped GEMM.
 
-Usage: peer_moe.py --workload small-cpu-moe --seq 128 --mbs 8 --steps 20 [--threads N]
+Usage: peer_moe.py --workload small-cpu-moe --seq 128 --mbs 8 --steps 20 [--threads N] [--precision bf16]
+       peer_moe.py --check     (the routing and losses against trainscope's rule, one assignment at a time)
 """
 import argparse
 import json
@@ -147,6 +148,38 @@ def expected_params(w):
     return dense + moe_layers * (E * C + (E + s) * (2 * C * Fh + Fh + C) - (8 * C * C + 5 * C))
 
 
+def check_routing():
+    """MoeMLP against trainscope's rule transcribed one assignment at a time (moe.cpp: assignment
+    a = choice·N + token, kept when its place in its expert's column of cumsum(onehot) is under the
+    capacity), for cf 1.25 / 0.5 / 0 and k 1 / 2; and its losses against the formulas."""
+    torch.manual_seed(0)
+    N, C, E = 74, 32, 8
+    for cf in (1.25, 0.5, 0.0):
+        for k in (1, 2):
+            m = MoeMLP(C, {"n_experts": E, "top_k": k, "capacity_factor": cf, "aux_loss_coeff": 0.01,
+                           "z_loss_coeff": 0.001})
+            x = torch.randn(2, N // 2, C)
+            out, loss = m(x)
+            with torch.no_grad():
+                x2 = x.reshape(N, C)
+                logits = m.router(x2)
+                probs = logits.softmax(1)
+                gate, idx = probs.topk(k, 1)
+                gate = gate / gate.sum(1, keepdim=True) if k > 1 else gate
+                expert_a, token_a, gate_a = idx.t().reshape(-1), torch.arange(N).repeat(k), gate.t().reshape(-1)
+                onehot = F.one_hot(expert_a, E)
+                place = (onehot.cumsum(0) - 1).gather(1, expert_a[:, None]).squeeze(1)
+                keep = place < math.ceil(cf * N * k / E) if cf > 0 else torch.ones(N * k, dtype=torch.bool)
+                ref = torch.zeros(N, C)
+                for a in keep.nonzero().squeeze(1).tolist():
+                    ref[token_a[a]] += gate_a[a] * m.experts[int(expert_a[a])](x2[token_a[a]])
+                f = onehot.sum(0).float() / (N * k)
+                ref_loss = 0.01 * E * (f * probs.mean(0)).sum() + 0.001 * torch.logsumexp(logits, 1).pow(2).mean()
+            err = (out.reshape(N, C) - ref).abs().max().item()
+            assert err < 1e-5 and abs(loss.item() - ref_loss.item()) < 1e-6, (cf, k, err)
+            print(f"cf {cf} k {k}: {int((~keep).sum())} of {N * k} dropped, max |out - ref| {err:.1e}")
+
+
 def markov_batches(V, steps, mbs, seq, seed=0):
     """trainscope's `--data synthetic` rule (runtime/src/train/data.cpp), with torch's generator in
     place of mt19937: a stream where the next token is a fixed random successor of the previous one
@@ -177,7 +210,10 @@ def main():
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--data", default="synthetic", choices=["synthetic", "uniform"],
                     help="synthetic: trainscope's learnable Markov stream; uniform: peer_gpt.py's random tokens")
+    ap.add_argument("--check", action="store_true", help="check the routing against trainscope's rule and exit")
     a = ap.parse_args()
+    if a.check:
+        return check_routing()
     if a.threads:
         torch.set_num_threads(a.threads)
     path = a.workload if a.workload.endswith(".json") else os.path.join(HERE, "..", "workloads", a.workload + ".json")
