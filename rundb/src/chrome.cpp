@@ -82,11 +82,113 @@ void checkOutput(const std::string& in, const std::string& out, bool overwrite) 
                     "name a new file, or pass --overwrite to replace it");
 }
 
+// The JSON being written: events separated by commas, times relative to the first event.
+class ChromeWriter {
+ public:
+  // Time zero at the first event: small numbers. A difference of int64 nanoseconds divided by 1000 is
+  // printed as its exact decimal (to the nanosecond), which `import` reads back exactly.
+  ChromeWriter(std::ostream& out, int64_t t0) : out_(out), t0_(t0) {}
+
+  double us(int64_t ns) const { return double(spanNs(t0_, ns)) / 1000.0; }
+  void emit(const nlohmann::json& e) {
+    out_ << (first_ ? "\n" : ",\n") << e.dump();
+    first_ = false;
+  }
+  // A complete event ("X"), from b to e.
+  void complete(const std::string& name, const char* cat, int64_t pid, int64_t tid, int64_t b, int64_t e,
+                nlohmann::json args = nullptr) {
+    nlohmann::json j = {{"name", name}, {"cat", cat}, {"ph", "X"},        {"pid", pid},
+                        {"tid", tid},   {"ts", us(b)}, {"dur", double(spanNs(b, e)) / 1000.0}};
+    if (!args.is_null()) j["args"] = std::move(args);
+    emit(j);
+    ++stats.complete_events;
+  }
+
+  ChromeExportStats stats;
+
+ private:
+  std::ostream& out_;
+  const int64_t t0_;
+  bool first_ = true;
+};
+
+// Steps on tid 0 of their rank's process. Returns the ranks that hold steps.
+void exportSteps(RunReader& reader, ChromeWriter& w, std::set<int64_t>& ranks) {
+  for (const Step& s : reader.steps()) {
+    ranks.insert(s.rank);
+    int64_t step_end = 0;  // saturated: a damaged file may hold any step time
+    if (__builtin_add_overflow(s.start_ns, s.step_time_ns, &step_end)) step_end = s.step_time_ns > 0 ? INT64_MAX : INT64_MIN;
+    w.complete("step " + std::to_string(s.step), "step", s.rank, 0, s.start_ns, step_end, {{"loss", s.loss}});
+  }
+}
+
+// Ranges and host ops on their threads; GPU annotations on a row of their own, handed out before the
+// stream's: drawn above its kernels.
+void exportHostRowsAndAnnotations(RunReader& reader, Lanes& lanes, ChromeWriter& w, std::set<int64_t>& ranks) {
+  reader.forEach<Range>([&](const Range& r) {
+    ranks.insert(r.rank);
+    w.complete(reader.string(r.name), "range", r.rank, lanes.tid(r.rank, Lanes::kHost, r.tid), r.start_ns, r.end_ns);
+  });
+  reader.forEach<HostOp>([&](const HostOp& o) {
+    w.complete(reader.string(o.name), "op", o.rank, lanes.tid(o.rank, Lanes::kHost, o.tid), o.start_ns, o.end_ns);
+  });
+  reader.forEach<GpuAnnotation>([&](const GpuAnnotation& a) {
+    ranks.insert(a.rank);
+    w.complete(reader.string(a.name), "gpu_annotation", a.rank, lanes.tid(a.rank, Lanes::kAnnotations, a.stream),
+               a.start_ns, a.end_ns);
+  });
+}
+
+// Launch → kernel flows need the kernels by (rank, correlation): one API call may launch several
+// (a CUDA graph), so the map holds every kernel of a correlation id.
+using Launched = std::unordered_multimap<uint64_t, std::pair<int64_t, int64_t>>;  // key → (chrome tid, start)
+uint64_t launchKey(int64_t rank, int64_t corr) { return (uint64_t(rank) << 40) ^ uint64_t(corr); }
+
+// Kernels, copies and sets on their streams' rows. Returns the kernels by launch key.
+Launched exportDeviceRows(RunReader& reader, Lanes& lanes, ChromeWriter& w) {
+  Launched launched;
+  reader.forEach<Kernel>([&](const Kernel& k) {
+    const int64_t tid = lanes.tid(k.rank, Lanes::kStream, k.stream);
+    w.complete(reader.string(k.name), "kernel", k.rank, tid, k.start_ns, k.end_ns,
+               {{"correlation", k.correlation},
+                {"grid", {k.grid[0], k.grid[1], k.grid[2]}},
+                {"block", {k.block[0], k.block[1], k.block[2]}}});
+    if (k.correlation >= 0) launched.emplace(launchKey(k.rank, k.correlation), std::make_pair(tid, k.start_ns));
+  });
+  reader.forEach<Memcpy>([&](const Memcpy& m) {
+    w.complete("memcpy", "memcpy", m.rank, lanes.tid(m.rank, Lanes::kStream, m.stream), m.start_ns, m.end_ns,
+               {{"kind", m.kind}, {"bytes", m.bytes}});
+  });
+  reader.forEach<Memset>([&](const Memset& m) {
+    w.complete("memset", "memset", m.rank, lanes.tid(m.rank, Lanes::kStream, m.stream), m.start_ns, m.end_ns,
+               {{"bytes", m.bytes}});
+  });
+  return launched;
+}
+
+// API calls on their threads, each with a flow (an "s" and an "f" event) to every kernel it launched.
+void exportApiCalls(RunReader& reader, Lanes& lanes, const Launched& launched, ChromeWriter& w) {
+  int64_t flow_id = 0;
+  reader.forEach<ApiCall>([&](const ApiCall& a) {
+    const int64_t tid = lanes.tid(a.rank, Lanes::kHost, a.tid);
+    w.complete(reader.string(a.name), "cuda_api", a.rank, tid, a.start_ns, a.end_ns, {{"correlation", a.correlation}});
+    if (a.correlation < 0) return;
+    auto [b, e] = launched.equal_range(launchKey(a.rank, a.correlation));
+    for (auto it = b; it != e; ++it) {
+      const int64_t id = ++flow_id;
+      w.emit({{"name", "launch"}, {"cat", "flow"}, {"ph", "s"}, {"id", id}, {"pid", a.rank}, {"tid", tid},
+              {"ts", w.us(a.start_ns)}});
+      w.emit({{"name", "launch"}, {"cat", "flow"}, {"ph", "f"}, {"bp", "e"}, {"id", id}, {"pid", a.rank},
+              {"tid", it->second.first}, {"ts", w.us(it->second.second)}});
+      ++w.stats.flow_pairs;
+    }
+  });
+}
+
 // Each collective on its rank's `collectives` row, with its bus bandwidth over the transfer (the wait
 // for the last member left out: linkCollectives in report.h, the report's and the viewer's rule) and,
 // for a copy linked to its call, its wait, transfer and the call's skew.
-template <class Complete>
-void exportCollectives(RunReader& reader, Lanes& lanes, Complete& complete) {
+void exportCollectives(RunReader& reader, Lanes& lanes, ChromeWriter& w) {
   const std::vector<Collective> collectives = reader.collectives();
   const CollectiveLinks links = linkCollectives(collectives, runLayout(reader.meta()));
   for (size_t i = 0; i < collectives.size(); ++i) {
@@ -99,110 +201,48 @@ void exportCollectives(RunReader& reader, Lanes& lanes, Complete& complete) {
       args["transfer_us"] = double(t.transfer_ns) * 1e-3;
       args["skew_us"] = double(call->skewNs()) * 1e-3;
     }
-    complete(c.op + " (" + c.group + ")", "collective", c.rank, lanes.tid(c.rank, Lanes::kCollectives, 0), c.start_ns,
-             c.end_ns, std::move(args));
+    w.complete(c.op + " (" + c.group + ")", "collective", c.rank, lanes.tid(c.rank, Lanes::kCollectives, 0), c.start_ns,
+               c.end_ns, std::move(args));
   }
+}
+
+// Counters ("C"), then the metadata ("M") naming each rank's process and each row.
+void exportCountersAndNames(RunReader& reader, const Lanes& lanes, const std::set<int64_t>& ranks, ChromeWriter& w) {
+  reader.forEach<Counter>([&](const Counter& c) {
+    w.emit({{"name", reader.string(c.name)}, {"ph", "C"}, {"pid", c.rank}, {"ts", w.us(c.ts_ns)},
+            {"args", {{"value", c.value}}}});
+    ++w.stats.counter_events;
+  });
+  for (int64_t r : ranks)
+    w.emit({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}});
+  lanes.forEach([&](int64_t pid, int64_t tid, const std::string& name) {
+    w.emit({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+  });
 }
 
 }  // namespace
 
+// The recipe: steps → host rows → device rows → API calls with their launch flows → collectives →
+// counters and names. Chrome tids are handed out in this order of first use.
 ChromeExportStats exportChrome(const std::string& path, const std::string& out_path, bool overwrite) {
   RunReader reader(path);
   checkOutput(path, out_path, overwrite);
   files::AtomicFile file(out_path, "--chrome");  // a random name beside it, moved into place at the end
   std::ostream& out = file.stream();
-
-  // Time zero at the first event: small numbers. A difference of int64 nanoseconds divided by 1000 is
-  // printed as its exact decimal (to the nanosecond), which `import` reads back exactly.
-  const int64_t t0 = reader.firstTime().value_or(0);
-  auto us = [t0](int64_t ns) { return double(spanNs(t0, ns)) / 1000.0; };
-  ChromeExportStats st;
-  bool first = true;
-  auto emit = [&](const nlohmann::json& e) {
-    out << (first ? "\n" : ",\n") << e.dump();
-    first = false;
-  };
-  auto complete = [&](const std::string& name, const char* cat, int64_t pid, int64_t tid, int64_t b, int64_t e,
-                      nlohmann::json args = nullptr) {
-    nlohmann::json j = {{"name", name}, {"cat", cat}, {"ph", "X"},        {"pid", pid},
-                        {"tid", tid},   {"ts", us(b)}, {"dur", double(spanNs(b, e)) / 1000.0}};
-    if (!args.is_null()) j["args"] = std::move(args);
-    emit(j);
-    ++st.complete_events;
-  };
+  ChromeWriter w(out, reader.firstTime().value_or(0));
   out << kHeader;
   Lanes lanes(reader);
   std::set<int64_t> ranks;
-  for (const Step& s : reader.steps()) {
-    ranks.insert(s.rank);
-    int64_t step_end = 0;  // saturated: a damaged file may hold any step time
-    if (__builtin_add_overflow(s.start_ns, s.step_time_ns, &step_end)) step_end = s.step_time_ns > 0 ? INT64_MAX : INT64_MIN;
-    complete("step " + std::to_string(s.step), "step", s.rank, 0, s.start_ns, step_end,
-             {{"loss", s.loss}});
-  }
-  reader.forEach<Range>([&](const Range& r) {
-    ranks.insert(r.rank);
-    complete(reader.string(r.name), "range", r.rank, lanes.tid(r.rank, Lanes::kHost, r.tid), r.start_ns, r.end_ns);
-  });
-  reader.forEach<HostOp>([&](const HostOp& o) {
-    complete(reader.string(o.name), "op", o.rank, lanes.tid(o.rank, Lanes::kHost, o.tid), o.start_ns, o.end_ns);
-  });
-  // GPU annotations on a row of their own, handed out before the stream's: drawn above its kernels.
-  reader.forEach<GpuAnnotation>([&](const GpuAnnotation& a) {
-    ranks.insert(a.rank);
-    complete(reader.string(a.name), "gpu_annotation", a.rank, lanes.tid(a.rank, Lanes::kAnnotations, a.stream),
-             a.start_ns, a.end_ns);
-  });
-  // Launch → kernel flows need the kernels by (rank, correlation): one API call may launch several
-  // (a CUDA graph), so the map holds every kernel of a correlation id.
-  std::unordered_multimap<uint64_t, std::pair<int64_t, int64_t>> launched;  // key → (chrome tid, start)
-  auto key = [](int64_t rank, int64_t corr) { return (uint64_t(rank) << 40) ^ uint64_t(corr); };
-  reader.forEach<Kernel>([&](const Kernel& k) {
-    const int64_t tid = lanes.tid(k.rank, Lanes::kStream, k.stream);
-    complete(reader.string(k.name), "kernel", k.rank, tid, k.start_ns, k.end_ns,
-             {{"correlation", k.correlation},
-              {"grid", {k.grid[0], k.grid[1], k.grid[2]}},
-              {"block", {k.block[0], k.block[1], k.block[2]}}});
-    if (k.correlation >= 0) launched.emplace(key(k.rank, k.correlation), std::make_pair(tid, k.start_ns));
-  });
-  reader.forEach<Memcpy>([&](const Memcpy& m) {
-    complete("memcpy", "memcpy", m.rank, lanes.tid(m.rank, Lanes::kStream, m.stream), m.start_ns, m.end_ns,
-             {{"kind", m.kind}, {"bytes", m.bytes}});
-  });
-  reader.forEach<Memset>([&](const Memset& m) {
-    complete("memset", "memset", m.rank, lanes.tid(m.rank, Lanes::kStream, m.stream), m.start_ns, m.end_ns,
-             {{"bytes", m.bytes}});
-  });
-  int64_t flow_id = 0;
-  reader.forEach<ApiCall>([&](const ApiCall& a) {
-    const int64_t tid = lanes.tid(a.rank, Lanes::kHost, a.tid);
-    complete(reader.string(a.name), "cuda_api", a.rank, tid, a.start_ns, a.end_ns, {{"correlation", a.correlation}});
-    if (a.correlation < 0) return;
-    auto [b, e] = launched.equal_range(key(a.rank, a.correlation));
-    for (auto it = b; it != e; ++it) {
-      const int64_t id = ++flow_id;
-      emit({{"name", "launch"}, {"cat", "flow"}, {"ph", "s"}, {"id", id}, {"pid", a.rank}, {"tid", tid},
-            {"ts", us(a.start_ns)}});
-      emit({{"name", "launch"}, {"cat", "flow"}, {"ph", "f"}, {"bp", "e"}, {"id", id}, {"pid", a.rank},
-            {"tid", it->second.first}, {"ts", us(it->second.second)}});
-      ++st.flow_pairs;
-    }
-  });
-  exportCollectives(reader, lanes, complete);
-  reader.forEach<Counter>([&](const Counter& c) {
-    emit({{"name", reader.string(c.name)}, {"ph", "C"}, {"pid", c.rank}, {"ts", us(c.ts_ns)},
-          {"args", {{"value", c.value}}}});
-    ++st.counter_events;
-  });
-  for (int64_t r : ranks)
-    emit({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}});
-  lanes.forEach([&](int64_t pid, int64_t tid, const std::string& name) {
-    emit({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
-  });
+  exportSteps(reader, w, ranks);
+  exportHostRowsAndAnnotations(reader, lanes, w, ranks);
+  const Launched launched = exportDeviceRows(reader, lanes, w);
+  exportApiCalls(reader, lanes, launched, w);
+  exportCollectives(reader, lanes, w);
+  exportCountersAndNames(reader, lanes, ranks, w);
   // otherData names the exporter: `import` refuses the file (its run database is the source).
   out << "\n],\"otherData\":{\"exporter\":\"trainscope\"}}\n";
   file.commit(files::Existing::Replace);  // checkOutput decided what may be replaced
-  return st;
+  return w.stats;
 }
 
 }  // namespace trainscope::rundb

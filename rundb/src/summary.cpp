@@ -382,77 +382,81 @@ Breakdown breakdownOver(const RankEvents& ev, const std::vector<Interval>& windo
   return b;
 }
 
-}  // namespace
-
-RunSummary summarize(RunReader& reader, int64_t skip) {
-  if (reader.meta("source") == "import") skip = 0;  // no warm-up step of ours to leave out
-  std::string workload;
+// The workload's name from the run's config ("" when it has none or it does not parse).
+std::string workloadName(RunReader& reader) {
   try {
-    workload = nlohmann::json::parse(reader.meta("config", "{}")).value("workload", "");
+    return nlohmann::json::parse(reader.meta("config", "{}")).value("workload", "");
   } catch (const std::exception&) {
+    return "";
   }
-  std::optional<double> peak;
-  if (!reader.meta("peak_flops").empty()) peak = std::atof(reader.meta("peak_flops").c_str());
-  const std::vector<Step> steps = reader.steps();
-  RunSummary s = fromSteps(steps, reader.worldSize(), workload, peak, skip);
+}
 
-  // Breakdown per rank over its own counted steps' windows (definitions in summary.h).
+// Each rank's counted steps' CPU windows, sorted by start (the first `excluded` steps left out).
+std::map<int64_t, std::vector<Interval>> countedCpuWindows(const std::vector<Step>& steps, int64_t excluded) {
   std::map<int64_t, std::vector<Interval>> cpu_windows;
   int64_t first = INT64_MAX;
   for (const Step& r : steps) first = std::min(first, r.step);
   for (const Step& r : steps)
-    if (r.step >= satAdd(first, s.excluded_steps))
+    if (r.step >= satAdd(first, excluded))
       cpu_windows[r.rank].push_back({r.start_ns, satAdd(r.start_ns, r.step_time_ns)});
   for (auto& [rank, w] : cpu_windows)
     std::sort(w.begin(), w.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
-  std::set<StringId> compute_names;
-  for (const char* n : names::kComputeRanges)
-    if (auto id = reader.find(n)) compute_names.insert(*id);
-  const bool any_events = reader.hasEvents("kernels") || reader.hasEvents("ranges") || reader.hasEvents("collectives") ||
-                          reader.hasEvents("host_ops") || reader.hasEvents("memcpy") || reader.hasEvents("memset");
-  if (!any_events) return s;
-  std::vector<double> compute_per_rank;
-  bool no_launches = false, unmatched = false, host_ops_note = false, annotations_note = false;
-  auto rankSource = [&](const std::string& src) {
-    static const std::map<std::string, int> order = {{"", 0}, {"annotations", 1}, {"host_ops", 2}, {"ranges", 3}, {"kernels", 4}};
-    if (order.at(src) > order.at(s.breakdown_source)) s.breakdown_source = src;
-  };
-  std::map<int64_t, DeviceRows> devices = readDevices(reader, s.ranks);
-  for (RankSummary& rs : s.ranks) {
-    const auto& cw = cpu_windows[rs.rank];
-    DeviceRows& dev = devices[rs.rank];
-    const RankEvents ev = readRank(reader, rs.rank, compute_names, dev);
-    rankSource(ev.source);
-    host_ops_note |= ev.source == "host_ops";
-    annotations_note |= ev.source == "annotations";
-    std::vector<Interval> windows = cw;
-    if (!ev.device.empty()) {
-      bool none = false;
-      std::vector<Interval> gpu = gpuWindows(dev.launches, rs, cw, ev, none);
-      no_launches |= none;
-      if (!gpu.empty()) {
-        int64_t span = 0;
-        for (const Interval& g : gpu) span = satAdd(span, satSub(g.end, g.begin));
-        rs.gpu_step_s = double(span) * 1e-9 / double(std::max<int64_t>(1, rs.steps));
-        windows = std::move(gpu);
-        s.breakdown_window = "gpu";
-      } else if (!none) {
-        unmatched = true;
-      }
+  return cpu_windows;
+}
+
+// Whether the run holds any table a breakdown is made of (none: a summary of the steps only).
+bool hasBreakdownEvents(RunReader& reader) {
+  return reader.hasEvents("kernels") || reader.hasEvents("ranges") || reader.hasEvents("collectives") ||
+         reader.hasEvents("host_ops") || reader.hasEvents("memcpy") || reader.hasEvents("memset");
+}
+
+// What the ranks' breakdowns found that the summary's notes explain.
+struct BreakdownFindings {
+  bool no_launches = false, unmatched = false, host_ops = false, annotations = false;
+};
+
+// The run's breakdown source is the best any rank had: kernels > ranges > host_ops > annotations.
+void raiseSource(std::string& current, const std::string& src) {
+  static const std::map<std::string, int> order = {{"", 0}, {"annotations", 1}, {"host_ops", 2}, {"ranges", 3}, {"kernels", 4}};
+  if (order.at(src) > order.at(current)) current = src;
+}
+
+// One rank's breakdown: over its GPU windows when its device events can be tied to counted steps,
+// else over its CPU step windows `cw`.
+void breakdownRank(RunReader& reader, RankSummary& rs, const std::vector<Interval>& cw,
+                   const std::set<StringId>& compute_names, DeviceRows& dev, RunSummary& s, BreakdownFindings& found) {
+  const RankEvents ev = readRank(reader, rs.rank, compute_names, dev);
+  raiseSource(s.breakdown_source, ev.source);
+  found.host_ops |= ev.source == "host_ops";
+  found.annotations |= ev.source == "annotations";
+  std::vector<Interval> windows = cw;
+  if (!ev.device.empty()) {
+    bool none = false;
+    std::vector<Interval> gpu = gpuWindows(dev.launches, rs, cw, ev, none);
+    found.no_launches |= none;
+    if (!gpu.empty()) {
+      int64_t span = 0;
+      for (const Interval& g : gpu) span = satAdd(span, satSub(g.end, g.begin));
+      rs.gpu_step_s = double(span) * 1e-9 / double(std::max<int64_t>(1, rs.steps));
+      windows = std::move(gpu);
+      s.breakdown_window = "gpu";
+    } else if (!none) {
+      found.unmatched = true;
     }
-    rs.breakdown = breakdownOver(ev, windows, rs.steps);
-    compute_per_rank.push_back(rs.breakdown->compute_s);
   }
-  if (s.breakdown_window.empty()) s.breakdown_window = "cpu";
-  if (host_ops_note)
+  rs.breakdown = breakdownOver(ev, windows, rs.steps);
+}
+
+void addBreakdownNotes(RunSummary& s, const BreakdownFindings& found) {
+  if (found.host_ops)
     s.notes.push_back("no GPU events in this trace: compute is the time in CPU ops (a CPU-only profile)");
-  if (annotations_note)
+  if (found.annotations)
     s.notes.push_back("no GPU events and no CPU ops in this trace: compute is the time in its annotations "
                       "(other than steps and collectives)");
-  if (no_launches)
+  if (found.no_launches)
     s.notes.push_back("the device events have no launch records (API calls with correlation ids): the breakdown "
                       "uses the CPU step windows, and GPU work that runs past a step is counted in the next");
-  if (unmatched)
+  if (found.unmatched)
     s.notes.push_back("no device event's correlation id matches a launch inside a counted step: the breakdown uses "
                       "the CPU step windows");
   for (const RankSummary& rs : s.ranks)
@@ -461,6 +465,35 @@ RunSummary summarize(RunReader& reader, int64_t skip) {
                         " device event(s) have no launch in the trace: they do not place a step's window, and "
                         "count where they ran");
     }
+}
+
+}  // namespace
+
+// The recipe: step statistics → counted CPU windows → per rank, its events and breakdown → notes →
+// stragglers (compute more than 10% over the ranks' median).
+RunSummary summarize(RunReader& reader, int64_t skip) {
+  if (reader.meta("source") == "import") skip = 0;  // no warm-up step of ours to leave out
+  const std::string workload = workloadName(reader);
+  std::optional<double> peak;
+  if (!reader.meta("peak_flops").empty()) peak = std::atof(reader.meta("peak_flops").c_str());
+  const std::vector<Step> steps = reader.steps();
+  RunSummary s = fromSteps(steps, reader.worldSize(), workload, peak, skip);
+
+  // Breakdown per rank over its own counted steps' windows (definitions in summary.h).
+  std::map<int64_t, std::vector<Interval>> cpu_windows = countedCpuWindows(steps, s.excluded_steps);
+  std::set<StringId> compute_names;
+  for (const char* n : names::kComputeRanges)
+    if (auto id = reader.find(n)) compute_names.insert(*id);
+  if (!hasBreakdownEvents(reader)) return s;
+  std::vector<double> compute_per_rank;
+  BreakdownFindings found;
+  std::map<int64_t, DeviceRows> devices = readDevices(reader, s.ranks);
+  for (RankSummary& rs : s.ranks) {
+    breakdownRank(reader, rs, cpu_windows[rs.rank], compute_names, devices[rs.rank], s, found);
+    compute_per_rank.push_back(rs.breakdown->compute_s);
+  }
+  if (s.breakdown_window.empty()) s.breakdown_window = "cpu";
+  addBreakdownNotes(s, found);
   if (s.ranks.size() > 1) {
     const double med = percentile(compute_per_rank, 0.5);
     for (auto& rs : s.ranks) rs.straggler = med > 0 && rs.breakdown && rs.breakdown->compute_s > 1.10 * med;

@@ -1,0 +1,321 @@
+// kineto_parse.cpp — see kineto_parse.h. The file is read as a stream (nlohmann's SAX interface) into
+// compact event records — never as a JSON tree — so memory follows the number of events, not the
+// file's size or its nesting. Times are taken from the number's decimal text, exactly: microseconds
+// with a fractional part become integer nanoseconds without passing through a double (which at epoch
+// scale steps by 256 ns).
+#include "kineto_parse.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/error.h"
+
+namespace trainscope::rundb::importers::kineto {
+namespace {
+
+// Kineto's category names, and the capitalised ones PyTorch 1.x wrote (as the TensorBoard plugin
+// reads them: case does not matter).
+Cat category(std::string c) {
+  for (char& ch : c) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  static const std::unordered_map<std::string, Cat> cats = {
+      {"cpu_op", Cat::Op},          {"operator", Cat::Op},         {"user_annotation", Cat::Annotation},
+      {"gpu_user_annotation", Cat::GpuAnnotation},                 {"kernel", Cat::Kernel},
+      {"cuda_runtime", Cat::Runtime}, {"runtime", Cat::Runtime},   {"cuda_driver", Cat::Driver},
+      {"gpu_memcpy", Cat::Memcpy},  {"memcpy", Cat::Memcpy},       {"gpu_memset", Cat::Memset},
+      {"memset", Cat::Memset}};
+  auto it = cats.find(c);
+  return it == cats.end() ? Cat::Other : it->second;
+}
+
+// "123.4567" µs → 123457 ns, from the text: the integer part and up to three fraction digits exactly,
+// the fourth rounds (half up). False when the text is not a plain decimal or leaves int64.
+bool microsToNs(const std::string& s, int64_t& out) {
+  size_t i = 0;
+  const bool neg = i < s.size() && s[i] == '-';
+  if (neg) ++i;
+  __int128 v = 0;
+  size_t digits = 0;
+  for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, ++digits) {
+    v = v * 10 + (s[i] - '0');
+    if (v > __int128(INT64_MAX)) return false;
+  }
+  v *= 1000;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    int64_t scale = 100;
+    for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, ++digits) {
+      if (scale > 0) v += (s[i] - '0') * scale;
+      else if (scale == 0) v += s[i] >= '5' ? 1 : 0;
+      scale = scale > 0 ? scale / 10 : -1;
+    }
+  }
+  if (digits == 0 || i != s.size()) {  // an exponent or junk: through a double, if it fits
+    try {
+      const long double d = std::stold(s) * 1000.0L;
+      if (!(d > -9.2e18L && d < 9.2e18L)) return false;
+      out = int64_t(d >= 0 ? d + 0.5L : d - 0.5L);
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  if (v > __int128(INT64_MAX)) return false;
+  out = neg ? -int64_t(v) : int64_t(v);
+  return true;
+}
+
+bool onDevice(Cat c) { return c == Cat::Kernel || c == Cat::Memcpy || c == Cat::Memset || c == Cat::GpuAnnotation; }
+
+// The SAX handler: a stack of where we are; every value is read where it belongs or skipped.
+class Reader : public nlohmann::json::json_sax_t {
+ public:
+  Reader(Parsed& p, const std::string& path) : p_(p), path_(path) {}
+
+  bool null() override { return value(nullptr, nullptr, nullptr); }
+  bool boolean(bool) override { return value(nullptr, nullptr, nullptr); }
+  bool number_integer(number_integer_t v) override {
+    const std::string s = std::to_string(v);
+    const int64_t x = v;
+    return value(&x, &s, nullptr);
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    const std::string s = std::to_string(v);
+    const int64_t x = v > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(v);
+    return value(&x, &s, nullptr);
+  }
+  bool number_float(number_float_t v, const string_t& s) override {
+    const int64_t x = (v >= -9.2e18 && v <= 9.2e18) ? int64_t(v) : (v < 0 ? INT64_MIN : INT64_MAX);
+    return value(&x, &s, nullptr);
+  }
+  bool string(string_t& s) override { return value(nullptr, nullptr, &s); }
+  bool binary(binary_t&) override { return value(nullptr, nullptr, nullptr); }
+
+  bool start_object(std::size_t) override {
+    Ctx next = Ctx::Skip;
+    const Ctx at = top();
+    if (stack_.empty()) next = Ctx::Root;
+    else if (at == Ctx::Events) next = Ctx::Event, p_.events.emplace_back(), meta_ = MetaCapture{};
+    else if (at == Ctx::Root && key_ == "distributedInfo") next = Ctx::Dist;
+    else if (at == Ctx::Root && key_ == "otherData") next = Ctx::OtherData;
+    else if (at == Ctx::Event && key_ == "args") next = Ctx::Args;
+    capture('{');
+    stack_.push_back(next);
+    return true;
+  }
+  bool end_object() override {
+    if (top() == Ctx::Event) finishEvent();
+    stack_.pop_back();
+    capture('}');
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    Ctx next = Ctx::Skip;
+    const Ctx at = top();
+    if (at == Ctx::Root && key_ == "traceEvents") next = Ctx::Events, p_.has_trace_events = true;
+    else if (at == Ctx::Args && (key_ == "grid" || key_ == "block")) next = Ctx::DimArray, dim_i_ = 0, dim_key_ = key_;
+    else if (at == Ctx::Args && key_ == "Input Dims") next = Ctx::Capture, shapes_.clear(), capture_depth_ = stack_.size();
+    capture('[');
+    stack_.push_back(next);
+    return true;
+  }
+  bool end_array() override {
+    const Ctx at = top();
+    stack_.pop_back();
+    capture(']');
+    if (at == Ctx::Capture && stack_.size() == capture_depth_) {
+      p_.events.back().shapes = p_.intern(shapes_);
+      capture_depth_ = 0;
+    }
+    return true;
+  }
+  bool key(string_t& k) override {
+    key_ = k;
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::json::exception& e) override {
+    throw UserError("import", path_ + " is not valid JSON (at byte " + std::to_string(position) + ": " + e.what() + ")",
+                    "pass a PyTorch profiler trace (.json or .json.gz)");
+  }
+
+ private:
+  enum class Ctx : uint8_t { Root, Events, Event, Args, Dist, OtherData, DimArray, Capture, Skip };
+
+  // A field of the wrong type is refused, naming the event and the field: dropping the event would
+  // change every figure without a word.
+  [[noreturn]] void wrongType(const char* expected, const int64_t* num, const std::string* str) const {
+    const std::string got = str ? "the string \"" + str->substr(0, 40) + "\"" : num ? "a number" : "null or a boolean";
+    const std::string where = top() == Ctx::Event || top() == Ctx::Args
+                                  ? "traceEvents[" + std::to_string(p_.events.size() - 1) + "]." + key_
+                                  : key_;
+    throw UserError("import", path_ + ": " + where + " is " + got + ", not " + expected,
+                    "a Kineto trace has numbers for ts, dur, tid and pid and strings for ph, cat and name: "
+                    "re-export the trace from the profiler");
+  }
+  Ctx top() const { return stack_.empty() ? Ctx::Skip : stack_.back(); }
+
+  // Input shapes are kept as compact JSON text, written as they stream by.
+  void capture(char c) {
+    if (!capture_depth_) return;
+    if ((c == '[' || c == '{') && !shapes_.empty() && shapes_.back() != '[' && shapes_.back() != '{') shapes_ += ',';
+    shapes_ += c;
+  }
+  void captureValue(const std::string& text) {
+    if (!shapes_.empty() && shapes_.back() != '[' && shapes_.back() != '{') shapes_ += ',';
+    shapes_ += text;
+  }
+
+  bool value(const int64_t* num, const std::string* num_text, const std::string* str) {
+    const Ctx at = top();
+    if (at == Ctx::Capture) {
+      captureValue(num_text ? *num_text : str ? nlohmann::json(*str).dump() : "null");
+      return true;
+    }
+    if (at == Ctx::Root && key_ == "baseTimeNanoseconds") {
+      if (!num || !num_text || num_text->find_first_of(".eE") != std::string::npos) wrongType("an integer", num, str);
+      p_.base = *num;
+    }
+    if (at == Ctx::Dist && key_ == "rank") {
+      if (!num) wrongType("a number", num, str);
+      p_.rank = *num;
+    }
+    if (at == Ctx::OtherData && key_ == "exporter" && str && *str == "trainscope") p_.trainscope_export = true;
+    if (at == Ctx::Event) eventField(p_.events.back(), num, num_text, str);
+    if (at == Ctx::Args) argField(p_.events.back(), num, str);
+    if (at == Ctx::DimArray && num && dim_i_ < 3) {
+      Event& e = p_.events.back();
+      Dims& d = dimsOf(e);
+      (dim_key_ == "grid" ? d.grid : d.block)[dim_i_++] = int32_t(std::clamp<int64_t>(*num, INT32_MIN, INT32_MAX));
+    }
+    return true;
+  }
+
+  void eventField(Event& e, const int64_t* num, const std::string* num_text, const std::string* str) {
+    const bool text_field = key_ == "ph" || key_ == "cat" || key_ == "name";
+    if (text_field && !str) wrongType("a string", num, str);
+    if ((key_ == "ts" || key_ == "dur") && !num_text) wrongType("a number", num, str);
+    if (key_ == "ph") e.complete = *str == "X", meta_.is_meta = *str == "M";
+    else if (key_ == "cat") {
+      e.cat = category(*str);
+      if (*str == "step") p_.trainscope_export = true;  // our Chrome export's step rows (older exports)
+    } else if (key_ == "name") e.name = p_.intern(*str);
+    else if (key_ == "tid" || key_ == "pid") {
+      const std::optional<int64_t> v = processOrThreadId(num, num_text, str);
+      if (key_ == "pid" && v) meta_.pid = *v, meta_.has_pid = true;
+      if (key_ == "tid") e.tid = v.value_or(0), meta_.has_tid = v.has_value();
+    } else if (key_ == "ts" || key_ == "dur") {
+      int64_t ns = 0;
+      if (!microsToNs(*num_text, ns)) e.bad_time = true;
+      (key_ == "ts" ? e.ts : e.dur) = ns;
+      (key_ == "ts" ? e.has_ts : e.has_dur) = true;
+    }
+  }
+
+  // A pid or a tid as the profiler meant it. Kineto writes them as int32: one written unsigned
+  // (4294967291 for -5; no Linux id reaches 2^31) reads as the negative number, and so does one past
+  // int64. Older traces name GPU rows "stream 7": the stream number. Other text ("Spans") is none.
+  static std::optional<int64_t> processOrThreadId(const int64_t* num, const std::string* num_text,
+                                                  const std::string* str) {
+    if (str) {
+      static const std::string prefix = "stream ";
+      if (str->size() > prefix.size() && str->size() <= prefix.size() + 9 && str->compare(0, prefix.size(), prefix) == 0 &&
+          str->find_first_not_of("0123456789", prefix.size()) == std::string::npos)
+        return std::stoll(str->substr(prefix.size()));
+      return std::nullopt;
+    }
+    if (!num || !num_text) return std::nullopt;
+    const bool integer = !num_text->empty() && num_text->find_first_not_of("0123456789-") == std::string::npos;
+    if (integer && num_text->front() != '-' && *num == INT64_MAX) {  // past int64: its two's complement
+      errno = 0;
+      const unsigned long long u = std::strtoull(num_text->c_str(), nullptr, 10);
+      if (errno == 0) return int64_t(u);
+    }
+    if (*num >= (int64_t(1) << 31) && *num < (int64_t(1) << 32)) return *num - (int64_t(1) << 32);
+    return *num;
+  }
+
+  Dims& dimsOf(Event& e) {
+    if (e.dims < 0) e.dims = int32_t(p_.dims.size()), p_.dims.emplace_back();
+    return p_.dims[size_t(e.dims)];
+  }
+  CommArgs& commOf(Event& e) {
+    if (e.comm < 0) e.comm = int32_t(p_.comms.size()), p_.comms.emplace_back();
+    return p_.comms[size_t(e.comm)];
+  }
+
+  void argField(Event& e, const int64_t* num, const std::string* str) {
+    const std::string& k = key_;
+    if (num) {
+      if (k == "correlation") e.correlation = *num;
+      else if (k == "device") e.device = *num;
+      else if (k == "stream") e.stream = *num;
+      else if (k == "Sequence number") e.seq = *num;
+      else if (k == "bytes") e.bytes = *num;
+      else if (k == "registers per thread") dimsOf(e).registers = int32_t(std::clamp<int64_t>(*num, 0, INT32_MAX));
+      else if (k == "shared memory") dimsOf(e).shared = int32_t(std::clamp<int64_t>(*num, 0, INT32_MAX));
+      else if (k == "In msg nelems") commOf(e).in = *num;
+      else if (k == "Out msg nelems") commOf(e).out = *num;
+      else if (k == "Group size") commOf(e).group_size = *num;
+      else if (k == "sort_index") meta_.sort = *num;  // metadata events
+    } else if (str) {
+      if (k == "name") meta_.text = *str;  // metadata events: the thread's or the process's name
+      if (k == "Collective name") commOf(e).op = p_.intern(*str);
+      else if (k == "dtype") commOf(e).dtype = p_.intern(*str);
+      else if (k == "Process Group Description" || (k == "Process Group Name" && commOf(e).group == kNone))
+        commOf(e).group = p_.intern(*str);
+    }
+  }
+
+  // Only complete events with a time are kept; the rest give their slot back. Metadata events that
+  // name or order a thread or a process are kept apart (the fields may come in any order).
+  void finishEvent() {
+    Event& e = p_.events.back();
+    if (meta_.has_pid && onDevice(e.cat)) {  // Kineto's pid of a GPU event is its device
+      if (e.device < 0) e.device = meta_.pid;
+      p_.gpu_pids.insert(meta_.pid);
+      p_.stream_of.try_emplace({meta_.pid, e.tid}, e.deviceId(), e.stream >= 0 ? e.stream : e.tid);
+    } else if (meta_.has_pid && e.cat != Cat::Other) {
+      p_.cpu_pids.insert(meta_.pid);
+    }
+    if (meta_.is_meta && meta_.has_pid && meta_.has_tid && e.name != kNone) {
+      static const std::unordered_map<std::string, MetaKind> kinds = {
+          {"thread_name", MetaKind::ThreadName}, {"thread_sort_index", MetaKind::ThreadSort},
+          {"process_name", MetaKind::ProcessName}, {"process_sort_index", MetaKind::ProcessSort}};
+      if (auto it = kinds.find(p_.names[e.name]); it != kinds.end())
+        p_.meta.push_back(Meta{it->second, meta_.pid, e.tid, std::move(meta_.text), meta_.sort});
+    }
+    if (!e.complete || !e.has_ts || !e.has_dur || (e.cat == Cat::Other && e.comm < 0)) p_.events.pop_back();
+  }
+
+  // The event's pid (numeric: Kineto also writes "Spans", "Traces", ""), and what a metadata event
+  // carries, gathered while its object is read.
+  struct MetaCapture {
+    int64_t pid = 0;
+    bool has_pid = false, is_meta = false, has_tid = false;
+    std::string text;
+    std::optional<int64_t> sort;
+  };
+
+  Parsed& p_;
+  const std::string& path_;
+  MetaCapture meta_;
+  std::vector<Ctx> stack_;
+  std::string key_, dim_key_, shapes_;
+  size_t capture_depth_ = 0;
+  int dim_i_ = 0;
+};
+
+}  // namespace
+
+Parsed parseKineto(std::istream& in, const std::string& path) {
+  Parsed p;
+  Reader reader(p, path);
+  nlohmann::json::sax_parse(in, &reader, nlohmann::json::input_format_t::json, /*strict=*/true);
+  return p;
+}
+
+}  // namespace trainscope::rundb::importers::kineto

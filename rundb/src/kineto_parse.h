@@ -1,0 +1,78 @@
+// kineto_parse.h — a PyTorch profiler (Kineto) Chrome trace read into compact event records, for
+// import_kineto.cpp (internal to rundb). Reading is kept apart from writing: the parser knows JSON
+// and Kineto's fields, the importer knows the run database's rows.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace trainscope::rundb::importers::kineto {
+
+// What an event is, from its "cat" (Other: kept only for its communication args).
+enum class Cat : uint8_t { Other, Op, Annotation, GpuAnnotation, Kernel, Runtime, Driver, Memcpy, Memset };
+
+constexpr uint32_t kNone = UINT32_MAX;
+
+struct CommArgs {
+  uint32_t op = kNone, dtype = kNone, group = kNone;
+  int64_t in = -1, out = -1, group_size = -1;
+};
+
+struct Event {
+  int64_t ts = 0, dur = 0;  // ns on the file's clock (before baseTimeNanoseconds)
+  int64_t tid = 0, correlation = -1, device = -1, stream = -1, seq = -1, bytes = 0;  // device -1: none given
+  uint32_t name = kNone, shapes = kNone;
+  int32_t comm = -1;        // into Parsed::comms
+  int32_t dims = -1;        // into Parsed::dims
+  Cat cat = Cat::Other;
+  bool complete = false, has_ts = false, has_dur = false, bad_time = false;
+  int64_t deviceId() const { return device >= 0 ? device : 0; }
+};
+
+// A metadata event (ph "M") that names or orders a thread (a stream on a GPU pid) or a process.
+enum class MetaKind : uint8_t { ThreadName, ThreadSort, ProcessName, ProcessSort };
+struct Meta {
+  MetaKind kind;
+  int64_t pid, tid;
+  std::string text;                // args.name
+  std::optional<int64_t> sort;     // args.sort_index
+};
+
+struct Dims {
+  int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  int32_t registers = 0, shared = 0;
+};
+
+struct Parsed {
+  std::vector<Event> events;
+  std::vector<CommArgs> comms;
+  std::vector<Dims> dims;
+  std::vector<std::string> names;
+  std::unordered_map<std::string, uint32_t> ids;
+  std::vector<Meta> meta;
+  // Which pids hold GPU rows and which CPU events (the pid is not kept per event): a GPU event's
+  // (pid, tid) → the (device, stream) it is stored under.
+  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> stream_of;
+  std::set<int64_t> gpu_pids, cpu_pids;
+  bool has_trace_events = false;
+  bool trainscope_export = false;  // otherData.exporter "trainscope", or events of our "step" category
+  std::optional<int64_t> rank, base;
+  uint32_t intern(const std::string& s) {
+    auto [it, fresh] = ids.emplace(s, uint32_t(names.size()));
+    if (fresh) names.push_back(s);
+    return it->second;
+  }
+};
+
+// Streams `in` (nlohmann's SAX interface) into a Parsed. UserError naming `path` for JSON that does not
+// parse or a field of the wrong type.
+Parsed parseKineto(std::istream& in, const std::string& path);
+
+}  // namespace trainscope::rundb::importers::kineto
