@@ -41,7 +41,9 @@ It makes a one-candidate study of the tiny workload (one 2-step trial), or takes
 recommendation as above; then it exports every valid candidate of that study, of a wider tiny
 study (1, 2 and 4 ranks: dp, TP, PP, sequence parallelism, ZeRO 0-3, GPipe, fp32/bf16/fp16, every
 checkpointing; only its first candidate is tried, for 1 step) and of a small-cpu study of issue 22's
-knobs (2 and 4 ranks, ZeRO 0-3, virtual stages 1-2, cp 1-2: those the runtime runs are valid) and
+knobs (2 and 4 ranks, ZeRO 0-3, virtual stages 1-2, cp 1-2: those the runtime runs are valid) and of a
+small-cpu-moe study (issue 23: ep 1/2/4 over 2 and 4 ranks, ZeRO 0-2, PP and interleaving; Megatron-LM's
+MoE arguments checked as parsed against the workload file, and the TransformerConfig's experts), and
 runs the parser checks on each (once per distinct input). ZeRO stages carry DeepSpeed's bucket
 sizes, ZeRO-2/3 the Accelerate and TrainingArguments FSDP settings; Megatron-LM's
 context_parallel_size and virtual_pipeline_model_parallel_size are checked as parsed. SGD, Adafactor and 8-bit Adam are not in tune's space, so not swept; a GPU
@@ -87,6 +89,12 @@ WIDE = ["--workload", "tiny", "--seq", "16", "--gbs", "8", "--mbs", "1,2", "--ck
 KNOBS = ["--workload", "small-cpu", "--seq", "16", "--gbs", "8", "--mbs", "1,2", "--ckpt", "none",
          "--precision", "fp32,bf16", "--ranks", "2,4", "--zero", "0,1,2,3", "--cp", "1,2", "--virtual-stages", "1,2",
          "--trial-steps", "1", "--first-round", "1", "--final-rounds", "0", "--mem-limit", "400M"]
+# Issue 23: a mixture of experts (8 experts, top-2, capacity 1.25, every other layer) on 2 and 4 ranks,
+# ep 1/2/4 with ZeRO 0-2, PP with and without interleaving: Megatron-LM's MoE flags parsed and checked.
+MOE = ["--workload", "small-cpu-moe", "--seq", "16", "--gbs", "8", "--mbs", "1,2", "--ckpt", "none,full",
+       "--precision", "fp32,bf16", "--ranks", "2,4", "--zero", "0,1,2", "--cp", "1", "--virtual-stages", "1,2",
+       "--no-sequence-parallel", "--trial-steps", "1", "--first-round", "1", "--final-rounds", "0",
+       "--mem-limit", "400M"]
 TINY = ["--workload", "tiny", "--seq", "16", "--gbs", "4", "--mbs", "2", "--ckpt", "selective", "--ranks", "2",
         "--no-sequence-parallel", "--trial-steps", "2", "--first-round", "1", "--final-rounds", "0",
         "--mem-limit", "200M"]
@@ -186,7 +194,8 @@ def main():
         if not a.no_sweep:
             studies = [("", study)] + ([] if a.study else [("wide ", make_study(a.bin, folder, "wide.db", WIDE, False)),
                                                            ("knobs ", make_study(a.bin, folder, "knobs.db", KNOBS,
-                                                                                 False))])
+                                                                                 False)),
+                                                           ("moe ", make_study(a.bin, folder, "moe.db", MOE, False))])
             jobs = [(s, cid, f"{tag}c{cid} {plan}") for tag, s in studies for cid, plan in valid_candidates(s)]
             with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 manifest["sweep"] = list(pool.map(lambda j: case_of(a.bin, *j), jobs))
@@ -267,6 +276,30 @@ def megatron_problems(text, run):
                 os.environ[k] = v
 
 
+def megatron_moe_expected(run):
+    """The parsed MoE arguments the run's workload file asks for ({} for a dense workload)."""
+    spec = run.get("workload_spec") or ""
+    if not spec.endswith(".json") or not os.path.exists(spec):
+        spec = os.path.join(ROOT, "workloads", run["workload"] + ".json")
+    if not os.path.exists(spec):
+        return {}
+    with open(spec) as f:
+        w = json.load(f)
+    if not w.get("n_experts"):
+        return {}
+    cf = w.get("capacity_factor", 0)
+    e = {"num_experts": w["n_experts"], "moe_router_topk": w.get("top_k", 2), "moe_layer_freq": w.get("moe_every", 1),
+         "moe_ffn_hidden_size": w.get("moe_ffn_hidden") or 4 * w["n_embd"],
+         "expert_model_parallel_size": run.get("ep", 1), "expert_tensor_parallel_size": 1,
+         "moe_token_dispatcher_type": "alltoall", "moe_router_load_balancing_type": "aux_loss",
+         "moe_aux_loss_coeff": w.get("aux_loss_coeff", 0.0), "moe_expert_capacity_factor": cf if cf > 0 else None}
+    if cf > 0:
+        e["moe_token_drop_policy"] = "position"
+    if w.get("z_loss_coeff"):
+        e["moe_z_loss_coeff"] = w["z_loss_coeff"]
+    return e
+
+
 def megatron_args_problems(run, parse_args, validate_args, core_transformer_config_from_args, build_tokenizer):
     p = []
     with Captured() as cap:
@@ -297,6 +330,7 @@ def megatron_args_problems(run, parse_args, validate_args, core_transformer_conf
                 else None}
     if prec == "fp16":
         expected["initial_loss_scale"] = float(run["fp16_init_scale"])
+    expected.update(megatron_moe_expected(run))
     for k, v in expected.items():
         want(p, k, getattr(args, k), v)
     want(p, "micro-batches (gbs / (mbs x dp))", args.global_batch_size // (args.micro_batch_size *
@@ -307,6 +341,10 @@ def megatron_args_problems(run, parse_args, validate_args, core_transformer_conf
         want(p, "TransformerConfig.num_layers", tc.num_layers, run["n_layer"])
         want(p, "TransformerConfig.recompute_granularity", tc.recompute_granularity, ckpt)
         want(p, "TransformerConfig.sequence_parallel", tc.sequence_parallel, bool(run["sequence_parallel"]))
+        if "num_experts" in expected:
+            want(p, "TransformerConfig.num_moe_experts", tc.num_moe_experts, expected["num_experts"])
+            want(p, "TransformerConfig.expert_model_parallel_size", tc.expert_model_parallel_size,
+                 expected["expert_model_parallel_size"])
     except Exception as e:
         p.append(f"core_transformer_config_from_args refused them: {e!r}")
     try:
