@@ -19,23 +19,39 @@ at::Tensor runInterleaved(const PipelineStep& p, const std::function<Batch(int64
                           const ChunkForward& forward, double loss_scale,
                           const std::function<void(int64_t)>& before_backward);
 
-}  // namespace
+// One step of GPipe or 1F1B on a stage that holds one model chunk: forwards and backwards of
+// micro-batches, in the schedule's order (run).
+class OneChunk {
+ public:
+  OneChunk(const PipelineStep& p, const std::function<Batch(int64_t)>& batch, const ChunkForward& forward,
+           double loss_scale, const std::function<void(int64_t)>& before_backward)
+      : p_(p), batch_(batch), forward_(forward), before_backward_(before_backward), loss_scale_(loss_scale),
+        me_(p.pp.rank()), n_(p.pp.size()), first_(p.stage.first), last_(p.stage.last), M_(p.micro_batches),
+        act_opts_(at::TensorOptions().dtype(p.dtype).device(p.device)), inputs_(size_t(M_)), outputs_(size_t(M_)),
+        forward_sends_(size_t(M_)),
+        loss_sum_(at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(p.device))) {}
 
-at::Tensor runPipeline(const PipelineStep& p, const std::function<Batch(int64_t)>& batch, const ChunkForward& forward,
-                       double loss_scale, const std::function<void(int64_t)>& before_backward) {
-  if (p.stage.chunks() > 1) return runInterleaved(p, batch, forward, loss_scale, before_backward);
-  const int me = p.pp.rank(), n = p.pp.size();
-  const bool first = p.stage.first, last = p.stage.last;
-  const int64_t M = p.micro_batches;
-  auto act_opts = at::TensorOptions().dtype(p.dtype).device(p.device);
-  std::vector<at::Tensor> inputs(M), outputs(M);
-  // A send's tensor lives as long as its Pending: each is waited and dropped as soon as the schedule
-  // allows (retireGradientSend, and bwd for activations), so no send outlives the next micro-batch's receive.
-  std::vector<std::shared_ptr<Pending>> forward_sends(M);  // activation sends, by micro-batch
-  std::shared_ptr<Pending> gradient_send;                  // the one input-gradient send in flight
-  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(p.device));
-  const int kFwd = 0, kBwd = 1;
-  auto tag = [](int64_t m, int dir) { return static_cast<int>(2 * m + dir); };
+  at::Tensor run() {
+    if (p_.schedule == PipelineSchedule::GPipe) {
+      for (int64_t m = 0; m < M_; ++m) forwardMicroBatch(m);
+      for (int64_t m = 0; m < M_; ++m) backwardMicroBatch(m);
+    } else {
+      const int64_t warmup = std::min<int64_t>(n_ - me_ - 1, M_);
+      int64_t next_fwd = 0, next_bwd = 0;
+      for (; next_fwd < warmup; ++next_fwd) forwardMicroBatch(next_fwd);
+      while (next_fwd < M_) {  // steady state: one forward, one backward
+        forwardMicroBatch(next_fwd++);
+        backwardMicroBatch(next_bwd++);
+      }
+      while (next_bwd < M_) backwardMicroBatch(next_bwd++);  // cool-down
+    }
+    retireGradientSend();  // the activation sends were all waited in their backward
+    return loss_sum_;
+  }
+
+ private:
+  static constexpr int kFwd = 0, kBwd = 1;
+  static int tag(int64_t m, int dir) { return static_cast<int>(2 * m + dir); }
 
   // Waits for the previous micro-batch's gradient send and frees its buffer. Called once this
   // micro-batch's receive (if any) is done, before its compute, so the buffer never adds to a
@@ -45,80 +61,90 @@ at::Tensor runPipeline(const PipelineStep& p, const std::function<Batch(int64_t)
   // delivered), never after anything this stage does later. Checked for p ≤ 8, M ≤ 12, both
   // schedules, in a rendezvous model of the sends; that model deadlocks the naive rule "wait for
   // every outstanding send before each receive" under 1F1B: neighbours wait on each other's sends.
-  auto retireGradientSend = [&] {
-    if (!gradient_send) return;
-    gradient_send->wait();
-    gradient_send.reset();
-  };
+  void retireGradientSend() {
+    if (!gradient_send_) return;
+    gradient_send_->wait();
+    gradient_send_.reset();
+  }
 
-  auto fwd = [&](int64_t m) {
+  void forwardMicroBatch(int64_t m) {
     TRAINSCOPE_RANGE(tracer::names::kMicroBatch);
-    Batch b = batch(m);
+    Batch b = batch_(m);
     at::Tensor in;
-    if (first) {
+    if (first_) {
       in = b.inputs;                                                   // (mbs, T) tokens
     } else {
-      in = at::empty(p.activation_shape, act_opts);                    // (mbs, T', C)
+      in = at::empty(p_.activation_shape, act_opts_);                  // (mbs, T', C)
       TRAINSCOPE_RANGE(tracer::names::kPipelineRecv);
-      p.pp.recv(in, me - 1, tag(m, kFwd));
+      p_.pp.recv(in, me_ - 1, tag(m, kFwd));
       in.requires_grad_(true);
     }
     retireGradientSend();
-    at::Tensor out = forward(0, in, b.targets);
-    if (last) {
-      loss_sum += out.detach();
+    at::Tensor out = forward_(0, in, b.targets);
+    if (last_) {
+      loss_sum_ += out.detach();
     } else {
       at::Tensor o = out.detach().contiguous();
-      forward_sends[m] = p.pp.send(o, me + 1, tag(m, kFwd));
+      forward_sends_[size_t(m)] = p_.pp.send(o, me_ + 1, tag(m, kFwd));
     }
-    inputs[m] = in;
-    outputs[m] = out;
-  };
+    inputs_[size_t(m)] = in;
+    outputs_[size_t(m)] = out;
+  }
 
-  auto bwd = [&](int64_t m) {
-    before_backward(m);
-    if (last) {
+  void backwardMicroBatch(int64_t m) {
+    const size_t i = size_t(m);
+    before_backward_(m);
+    if (last_) {
       retireGradientSend();
       TRAINSCOPE_RANGE(tracer::names::kBackward);
-      (outputs[m] * loss_scale).backward();
+      (outputs_[i] * loss_scale_).backward();
     } else {
-      at::Tensor g = at::empty(p.activation_shape, act_opts);
+      at::Tensor g = at::empty(p_.activation_shape, act_opts_);        // (mbs, T', C)
       {
         TRAINSCOPE_RANGE(tracer::names::kPipelineRecv);
-        p.pp.recv(g, me + 1, tag(m, kBwd));
+        p_.pp.recv(g, me_ + 1, tag(m, kBwd));
       }
       // The next stage has sent m's gradient, so it received m's activation long ago: the send
       // is complete and its buffer can go now (under 1F1B that keeps memory at pp - s micro-batches).
-      forward_sends[m]->wait();
-      forward_sends[m].reset();
+      forward_sends_[i]->wait();
+      forward_sends_[i].reset();
       retireGradientSend();
       TRAINSCOPE_RANGE(tracer::names::kBackward);
-      torch::autograd::backward({outputs[m]}, {g});
+      torch::autograd::backward({outputs_[i]}, {g});
     }
-    if (!first) {
-      at::Tensor g = inputs[m].grad().contiguous();
-      assert(!gradient_send);  // retired before this backward
-      gradient_send = p.pp.send(g, me - 1, tag(m, kBwd));
+    if (!first_) {
+      at::Tensor g = inputs_[i].grad().contiguous();
+      assert(!gradient_send_);  // retired before this backward
+      gradient_send_ = p_.pp.send(g, me_ - 1, tag(m, kBwd));
     }
-    inputs[m] = at::Tensor();   // free this micro-batch's activations
-    outputs[m] = at::Tensor();
-  };
-
-  if (p.schedule == PipelineSchedule::GPipe) {
-    for (int64_t m = 0; m < M; ++m) fwd(m);
-    for (int64_t m = 0; m < M; ++m) bwd(m);
-  } else {
-    const int64_t warmup = std::min<int64_t>(n - me - 1, M);
-    int64_t next_fwd = 0, next_bwd = 0;
-    for (; next_fwd < warmup; ++next_fwd) fwd(next_fwd);
-    while (next_fwd < M) {  // steady state: one forward, one backward
-      fwd(next_fwd++);
-      bwd(next_bwd++);
-    }
-    while (next_bwd < M) bwd(next_bwd++);  // cool-down
+    inputs_[i] = at::Tensor();   // free this micro-batch's activations
+    outputs_[i] = at::Tensor();
   }
-  retireGradientSend();  // the activation sends were all waited in their backward
-  return loss_sum;
+
+  const PipelineStep& p_;
+  const std::function<Batch(int64_t)>& batch_;
+  const ChunkForward& forward_;
+  const std::function<void(int64_t)>& before_backward_;
+  const double loss_scale_;
+  const int me_, n_;
+  const bool first_, last_;
+  const int64_t M_;
+  at::TensorOptions act_opts_;
+  // By micro-batch: its input and output (held for backward). A send's tensor lives as long as its
+  // Pending: each is waited and dropped as soon as the schedule allows (retireGradientSend, and the
+  // backward for activations), so no send outlives the next micro-batch's receive.
+  std::vector<at::Tensor> inputs_, outputs_;
+  std::vector<std::shared_ptr<Pending>> forward_sends_;  // activation sends, by micro-batch
+  std::shared_ptr<Pending> gradient_send_;               // the one input-gradient send in flight
+  at::Tensor loss_sum_;
+};
+
+}  // namespace
+
+at::Tensor runPipeline(const PipelineStep& p, const std::function<Batch(int64_t)>& batch, const ChunkForward& forward,
+                       double loss_scale, const std::function<void(int64_t)>& before_backward) {
+  if (p.stage.chunks() > 1) return runInterleaved(p, batch, forward, loss_scale, before_backward);
+  return OneChunk(p, batch, forward, loss_scale, before_backward).run();
 }
 
 namespace {
