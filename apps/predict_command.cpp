@@ -365,7 +365,8 @@ nlohmann::json toJson(const Outcome& o) {
                            {"transient_bytes", s.transient()},
                            {"lane_grads_bytes", s.lane_grads}, {"lane_fresh_bytes", s.lane_fresh},
                            {"sync_bytes", s.sync}, {"grad_bucket_bytes", s.grad_bucket},
-                           {"gathered_bytes", s.gathered}, {"peak_in", s.peakPhase()},
+                           {"gathered_bytes", s.gathered}, {"expert_grads_bytes", s.expert_grads},
+                           {"moe_freed_bytes", s.moe_freed}, {"peak_in", s.peakPhase()},
                            {"total_bytes", s.total()}, {"microbatches_in_flight", s.inflight},
                            {"megatron_activations_bytes", s.megatron_activations},
                            {"megatron_params_opt_bytes", o.megatronParamsOpt(s.stage)},
@@ -398,7 +399,9 @@ void printText(const Outcome& o) {
   std::printf("stage layers  params   grads   optim  buffers |   activ    head  transient  peak in  |    total  | Megatron activ\n");
   for (const auto& s : m.stages) {
     const bool holds = std::string(s.peakPhase()) == "backward" || std::string(s.peakPhase()) == "head fwd";
-    const int64_t activ = holds ? s.activations : 0, head = holds ? s.head : 0;
+    // A MoE's experts' backward holds the activations less what later layers freed, and no head.
+    const bool moe = std::string(s.peakPhase()) == "moe bwd";
+    const int64_t activ = holds ? s.activations : moe ? s.activations - s.moe_freed : 0, head = holds ? s.head : 0;
     std::snprintf(line, sizeof(line), "%5lld %6lld %7.2f %7.2f %7.2f %8.2f | %7.2f %7.2f %10.2f  %-8s | %8.2f%s | %9.2f\n",
                   static_cast<long long>(s.stage), static_cast<long long>(s.layers), gib(s.params), gib(s.grads),
                   gib(s.optimizer), gib(s.buffers), gib(activ), gib(head), gib(s.transient() - activ - head),

@@ -188,6 +188,31 @@ TEST(MoeModels, ExpertWeightsSplitOverEp) {
   EXPECT_EQ(tn::predictMemory(w, p).stages[0].params, 6 * w.parameterCount());
 }
 
+TEST(MoeModels, TheExpertsBackwardIsAMomentOfItsOwn) {
+  // small-cpu-moe (layers 0 and 2 MoE, 8 experts of 256 → 1024), one process, fp32, seq 128, mbs 8:
+  // the experts' backward of layer 2 holds 3 stacks of 8·1024·256 fp32 gradients, after layer 3 (dense)
+  // freed what it saved, and without the LM head's dX/dW.
+  const wl::Workload w = wl::load("small-cpu-moe");
+  tn::Plan p;
+  p.mbs = 8, p.gbs = 16, p.seq = 128, p.cpu = true, p.precision = rt::Precision::FP32;
+  const auto sm = tn::predictMemory(w, p).stages[0];
+  EXPECT_EQ(sm.expert_grads, 3 * 8 * 1024 * 256 * 4);
+  EXPECT_EQ(sm.moe_freed, int64_t(tn::layerOps(w, p, tn::Framework::Trainscope).saved));
+  EXPECT_EQ(sm.moeBackward(), sm.layerBackward() - sm.head - sm.moe_freed + sm.expert_grads);
+  EXPECT_EQ(sm.transient(), sm.moeBackward());
+  EXPECT_STREQ(sm.peakPhase(), "moe bwd");
+  // A dense workload has no such moment.
+  EXPECT_EQ(tn::predictMemory(wl::load("small-cpu"), p).stages[0].moeBackward(), 0);
+  // The runtime's stage split: interleaving gives stage 0 layers 0 and 2 (both MoE here).
+  EXPECT_EQ(tn::layerIdsOfStage(4, 2, 0, 2), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(tn::layerIdsOfStage(4, 2, 1, 2), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(tn::layerIdsOfStage(4, 2, 0, 1), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(tn::layerIdsOfStage(5, 2, 0, 1), (std::vector<int64_t>{0, 1, 2}));
+  p.pp = 2, p.virtual_stages = 2;
+  EXPECT_EQ(tn::moeLayersOfStage(w, p, 0), 2);
+  EXPECT_EQ(tn::moeLayersOfStage(w, p, 1), 0);
+}
+
 TEST(MoeModels, PlanRefusesEpWithReasons) {
   const wl::Workload w = moe();
   tn::Plan p = plan(3);
