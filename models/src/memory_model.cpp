@@ -230,14 +230,24 @@ double interleaveOf(const Plan& p, int64_t st, int64_t M, int64_t inflight) {
   return double(std::min<int64_t>(warmup + 1, units)) / double(v * inflight);
 }
 
-// A MoE layer's experts' backward: the runtime indexes the stacked weights (E/ep, F, C) and
-// (E/ep, C, F) expert by expert (runtime/src/model/moe.cpp, runExperts), so each expert's weight
-// gradient arrives as a whole stack of zeros with its slice filled (SelectBackward) and autograd
-// sums them into a buffer per stack: both buffers and the fresh stack being added, three stacks of
-// the compute dtype (measured: docs/memory-model.md, "Mixture of experts").
+// A MoE layer's experts' backward (runtime/src/model/moe.cpp, runExperts): the stacked weights
+// (E/ep, F, C) and (E/ep, C, F) are taken apart by one unbind each, whose backward runs once every
+// expert's chain is done (it was created before them): by then the E/ep weight gradients of both
+// tensors wait in its input buffers (a stack's worth each) and the first unbind stacks its own (one
+// more), three stacks of the compute dtype, while the experts' saved activations are already freed.
+// (Until the runtime's 1682e36 it indexed expert by expert and SelectBackward's zero-filled stacks
+// were summed instead; measured both ways: docs/memory-model.md, "Mixture of experts".)
 double expertGradientBuffers(const workloads::Workload& w, const Plan& p) {
   const double stack = double(w.n_experts / p.ep) * double(w.expertHidden()) * double(w.n_embd);
   return 3.0 * stack * double(p.elementBytes());
+}
+
+// What a MoE layer's expert chains keep and free as they run backward: fc1's input R·C·e, GELU's in
+// and out 2·R·F·e, the expert outputs kept for the gate M·C·e (moe.cpp's appendMoeMlp).
+double expertChainSaved(const workloads::Workload& w, const Plan& p) {
+  const MoeRouting r = moeRouting(w, p);
+  const double C = double(w.n_embd), F = double(w.expertHidden()), e = double(p.elementBytes());
+  return r.received * C * e + 2.0 * r.received * F * e + r.kept * C * e;
 }
 
 // What the stage's layers keep for their backward: the op list's `saved` (layer_ops.h), the same
@@ -256,9 +266,10 @@ void addActivations(StageMemory& sm, const Plan& p, const LayerLists& ops, doubl
                                     moe_layers > 0 ? ops.runtime_moe_whole.saved - ops.runtime_moe_whole.saved_fp32 : 0.0));
 }
 
-// The moment the stage's last MoE layer runs its experts' backward (StageMemory::moeBackward): the
+// The moment the stage's last MoE layer's unbinds run backward (StageMemory::moeBackward): the
 // layer-backward moment, less what the layers after it freed for that micro-batch (none under full
-// recomputation, whose activations are the layers' inputs only), plus the expert-gradient stacks.
+// recomputation, whose activations are the layers' inputs only) and what its expert chains freed,
+// plus the expert-gradient stacks.
 void addExpertBackward(StageMemory& sm, const workloads::Workload& w, const Plan& p, const LayerLists& ops) {
   const auto ids = layerIdsOfStage(w.n_layer, p.pp, sm.stage, p.virtual_stages);
   size_t last = ids.size();
@@ -266,9 +277,9 @@ void addExpertBackward(StageMemory& sm, const workloads::Workload& w, const Plan
     if (w.moeLayer(ids[i])) last = i;
   if (last == ids.size()) return;
   sm.expert_grads = int64_t(expertGradientBuffers(w, p));
-  if (p.ckpt == Checkpointing::Full) return;
-  double freed = 0;
-  for (size_t i = last + 1; i < ids.size(); ++i) freed += w.moeLayer(ids[i]) ? ops.runtime_moe.saved : ops.runtime_layer.saved;
+  double freed = expertChainSaved(w, p);
+  if (p.ckpt != Checkpointing::Full)
+    for (size_t i = last + 1; i < ids.size(); ++i) freed += w.moeLayer(ids[i]) ? ops.runtime_moe.saved : ops.runtime_layer.saved;
   sm.moe_freed = int64_t(freed);
 }
 

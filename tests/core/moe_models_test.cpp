@@ -190,17 +190,25 @@ TEST(MoeModels, ExpertWeightsSplitOverEp) {
 
 TEST(MoeModels, TheExpertsBackwardIsAMomentOfItsOwn) {
   // small-cpu-moe (layers 0 and 2 MoE, 8 experts of 256 → 1024), one process, fp32, seq 128, mbs 8:
-  // the experts' backward of layer 2 holds 3 stacks of 8·1024·256 fp32 gradients, after layer 3 (dense)
-  // freed what it saved, and without the LM head's dX/dW.
+  // the unbinds' backward of layer 2 holds 3 stacks of 8·1024·256 fp32 gradients, after layer 3
+  // (dense) freed what it saved and layer 2's expert chains theirs (R = M = 2048 rows: fc1's input
+  // R·C·4, GELU's 2·R·F·4, the outputs M·C·4), and without the LM head's dX/dW: below the
+  // layer-backward moment here. Interleaved over pp 2, stage 0's last chunk is MoE layer 2: its peak.
   const wl::Workload w = wl::load("small-cpu-moe");
   tn::Plan p;
   p.mbs = 8, p.gbs = 16, p.seq = 128, p.cpu = true, p.precision = rt::Precision::FP32;
   const auto sm = tn::predictMemory(w, p).stages[0];
   EXPECT_EQ(sm.expert_grads, 3 * 8 * 1024 * 256 * 4);
-  EXPECT_EQ(sm.moe_freed, int64_t(tn::layerOps(w, p, tn::Framework::Trainscope).saved));
+  const double chains = 2048.0 * 256 * 4 + 2 * 2048.0 * 1024 * 4 + 2048.0 * 256 * 4;
+  EXPECT_EQ(sm.moe_freed, int64_t(tn::layerOps(w, p, tn::Framework::Trainscope).saved + chains));
   EXPECT_EQ(sm.moeBackward(), sm.layerBackward() - sm.head - sm.moe_freed + sm.expert_grads);
-  EXPECT_EQ(sm.transient(), sm.moeBackward());
-  EXPECT_STREQ(sm.peakPhase(), "moe bwd");
+  EXPECT_LT(sm.moeBackward(), sm.layerBackward());
+  tn::Plan q = p;
+  q.pp = 2, q.virtual_stages = 2, q.gbs = 32;
+  const auto first = tn::predictMemory(w, q).stages[0];
+  EXPECT_EQ(first.moe_freed, int64_t(chains));
+  EXPECT_EQ(first.transient(), first.layerBackward() - first.moe_freed + first.expert_grads);
+  EXPECT_STREQ(first.peakPhase(), "moe bwd");
   // A dense workload has no such moment.
   EXPECT_EQ(tn::predictMemory(wl::load("small-cpu"), p).stages[0].moeBackward(), 0);
   // The runtime's stage split: interleaving gives stage 0 layers 0 and 2 (both MoE here).
