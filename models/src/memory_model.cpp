@@ -173,7 +173,14 @@ void addOptimizerState(StageMemory& sm, const std::vector<workloads::ParamTensor
 //           still in flight: 4·2·layer, and on Gloo (CPU) the copy it all-reduces, 4·layer more;
 //           the in-flight one's output shard, 4·⌈layer/d⌉.
 //           No all-gather after the step.
-void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t layer) {
+//           A MoE's layers differ in size (`sizes`, the stage's in order; `saved`, what each keeps
+//           for backward): the moment is taken at every layer's backward i, from the last, with
+//           the layers after it freed: e·(rest + s_i + s_{i−1}) gathered, 4·s_i·(1 + Gloo's copy)
+//           reducing, 4·s_{i+1} and its shard in flight (at the last layer, one of its own size, as
+//           for equal layers), less Σ_{j>i} saved_j; the worst such moment is the one kept
+//           (gathered, and grad_bucket net of what was freed). Equal layers: the last one's.
+void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, const std::vector<int64_t>& sizes,
+                   const std::vector<double>& saved) {
   if (!zero::shardsGradients(p)) return;
   const int64_t per_param = p.mixed() ? 6 : 4, share = zero::shardOf(n, zero::shardRanks(p));
   sm.grads = 4 * share;  // fp32 main gradients only (18 bytes per parameter)
@@ -182,12 +189,24 @@ void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, int64_t layer) {
   if (!zero::shardsParameters(p)) return;
   sm.params = per_param * share;
   sm.sync = 0;
-  const int64_t rest = n - sm.layers * layer, gathered_layers = std::min<int64_t>(2, sm.layers);
-  sm.gathered = p.elementBytes() * (rest + gathered_layers * layer);
+  int64_t layers = 0;
+  for (int64_t x : sizes) layers += x;
+  const int64_t rest = n - layers, L = int64_t(sizes.size());
   // The in-flight reduce-scatter's output shard (zero3.cpp's `out`, 4·⌈ℓ/d⌉) lives until the next
   // layer's gradients are in; it is the ~1/d part of the peak the buffers alone missed (d 2 → 4).
-  sm.grad_bucket = 4 * layer * (std::min<int64_t>(2, sm.layers) + (p.cpu ? 1 : 0)) +
-                   4 * zero::shardOf(layer, zero::shardRanks(p));
+  double freed = 0, worst = -1e300;
+  for (int64_t i = L - 1; i >= 0; --i) {
+    const int64_t s = sizes[size_t(i)], prev = i > 0 ? sizes[size_t(i - 1)] : 0;
+    const int64_t next = i < L - 1 ? sizes[size_t(i + 1)] : (L > 1 ? s : 0);
+    const int64_t gathered = p.elementBytes() * (rest + s + prev);
+    const int64_t buffers = 4 * s * (1 + (p.cpu ? 1 : 0)) + 4 * next + (L > 1 ? 4 * zero::shardOf(next, zero::shardRanks(p)) : 4 * zero::shardOf(s, zero::shardRanks(p)));
+    if (double(gathered + buffers) - freed > worst) {
+      worst = double(gathered + buffers) - freed;
+      sm.gathered = gathered;
+      sm.grad_bucket = buffers - int64_t(freed);
+    }
+    freed += saved[size_t(i)];
+  }
 }
 
 // ZeRO-2 as runtime/src/parallel/grad_sync.cpp runs it (docs/memory-model.md, "ZeRO-2"): buckets of
@@ -207,6 +226,22 @@ void addZeroTwo(StageMemory& sm, const Plan& p, int64_t n, int64_t largest, int6
   sm.grads = 4 * zero::shardOf(n, p.dp) + 4 * experts;
   sm.grad_bucket = 4 * (B + (n > B ? in_flight : 0));
   sm.sync = 4 * in_flight + 2 * p.elementBytes() * embedding;
+}
+
+// Elements of each of the stage's layers, in order: a MoE layer's MLP is its router and experts.
+std::vector<int64_t> layerSizes(const workloads::Workload& w, const Plan& p, int64_t st) {
+  const int64_t h = w.n_embd, t = p.tp;
+  const int64_t attention = 5 * h + 3 * h / t * h + 3 * h / t + h * h / t;  // 2 LNs, qkv, proj: stageTensors'
+  const int64_t dense = attention + 2 * (4 * h / t * h) + 4 * h / t + h;
+  int64_t moe = attention;
+  for (const auto& shape : moeMlpShapes(w, p)) {
+    int64_t x = 1;
+    for (int64_t d : shape) x *= d;
+    moe += x;
+  }
+  std::vector<int64_t> sizes;
+  for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, st, p.virtual_stages)) sizes.push_back(w.moeLayer(l) ? moe : dense);
+  return sizes;
 }
 
 // Micro-batches whose activations stage `st` holds at once.
@@ -368,18 +403,20 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   bool tied = false;
   const auto tensors = stageTensors(w, p, st, &tied);
   // largest_dense: the embedding, whose fresh gradients the transients count (not an expert stack).
-  int64_t n = 0, largest = 0, largest_dense = 0, layer_elements = 0, experts = 0;
+  int64_t n = 0, largest = 0, largest_dense = 0, experts = 0;
   for (const auto& x : tensors) {
     n += x.numel();
     largest = std::max(largest, x.numel());
     if (x.name != kExpert) largest_dense = std::max(largest_dense, x.numel());
-    if (x.name == "layer" || x.name == kExpert) layer_elements += x.numel();
     if (unmanaged(x, p)) experts += x.numel();
   }
   addWeights(sm, p, n, largest);
   addOptimizerState(sm, tensors, tied, p);
   // ZeRO-3 gathers a layer at a time (and the stage's other parameters as one more unit).
-  addZeroShards(sm, p, n, sm.layers > 0 ? layer_elements / sm.layers : 0);
+  std::vector<double> saved;  // what each layer keeps for its backward, one micro-batch
+  for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, st, p.virtual_stages))
+    saved.push_back(w.moeLayer(l) ? ops.runtime_moe.saved : ops.runtime_layer.saved);
+  addZeroShards(sm, p, n, layerSizes(w, p, st), saved);
   addZeroTwo(sm, p, n, largest, largest_dense, experts);
   sm.inflight = inflightOf(p, st, sm.micro_batches);
   const double interleave = interleaveOf(p, st, sm.micro_batches, sm.inflight);
