@@ -99,7 +99,7 @@ TEST(ConfigFields, EveryFieldSurvivesJsonAndFlagsWithAValueOtherThanItsDefault) 
     EXPECT_EQ(rt::toJson(from_args), json) << f.key << ":" << joined(args);
   });
   // TrainConfig's user-settable members, all in the list (a new member: a line in visitFields, and here).
-  EXPECT_EQ(fields, 45);
+  EXPECT_EQ(fields, 46);
 }
 
 TEST(ConfigFields, TheRunFlagsAreTheListsAndTheOutputsWithTheirHelpAndDefaults) {

@@ -67,18 +67,17 @@ struct AttachLoss : torch::autograd::Function<AttachLoss> {
 // Each expert's GELU MLP over its consecutive rows: xs (M, C) with counts[e] rows for local expert e.
 // The experts' weights are taken apart with one unbind per tensor, not an index per expert: in
 // backward an unbind stacks its E gradients once, where E selects would each materialise a zero-filled
-// (E, F, C) gradient and add them up (E² · F · C bytes written per tensor, and 2–3 such stacks alive).
+// (E, F, C) gradient and add them up (E² · F · C bytes written per tensor).
 at::Tensor runExperts(const MoeWeights& w, const at::Tensor& xs, const std::vector<int64_t>& counts) {
   const std::vector<at::Tensor> fc_w = w.fc_w.unbind(0), fc_b = w.fc_b.unbind(0);        // E/EP x (F, C), (F)
   const std::vector<at::Tensor> proj_w = w.proj_w.unbind(0), proj_b = w.proj_b.unbind(0);  // E/EP x (C, F), (C)
+  // The rows by expert, likewise one split (its backward concatenates), not a narrow per expert.
+  const std::vector<at::Tensor> xe = xs.split_with_sizes(counts, 0);                     // E/EP x (n_e, C)
   std::vector<at::Tensor> ys;
-  int64_t row = 0;
   for (size_t e = 0; e < counts.size(); ++e) {
-    at::Tensor xe = xs.narrow(0, row, counts[e]);                                        // (n_e, C)
-    at::Tensor h = at::addmm(fc_b[e], xe, fc_w[e].t());                                  // (n_e, F)
+    at::Tensor h = at::addmm(fc_b[e], xe[e], fc_w[e].t());                               // (n_e, F)
     h = cpu_ops::usable(h) ? cpu_ops::geluTanh(h) : at::gelu(h, "tanh");
     ys.push_back(at::addmm(proj_b[e], h, proj_w[e].t()));                                // (n_e, C)
-    row += counts[e];
   }
   return at::cat(ys, 0);                                                                 // (M, C)
 }
