@@ -40,32 +40,48 @@ constexpr const char* kExpert = "expert";
 bool unmanaged(const workloads::ParamTensor& x, const Plan& p) { return p.ep > 1 && x.name == kExpert; }
 
 // The tensors a (tp, pp) rank of stage `s` holds, with their sharded shapes (runtime's shardGpt).
+// `slots` (optional): for each tensor, its layer's position on the stage (−1: not a layer's) and
+// whether it is a MoE layer's MLP past the router (the gradients its experts' backward makes).
+struct Slot {
+  int64_t layer = -1;
+  bool expert_mlp = false;
+};
 std::vector<workloads::ParamTensor> stageTensors(const workloads::Workload& w, const Plan& p, int64_t s,
-                                                 bool* has_tied) {
+                                                 bool* has_tied, std::vector<Slot>* slots = nullptr) {
   const int64_t h = w.n_embd, t = p.tp, Vp = (w.vocab_size + t - 1) / t * t;
   std::vector<workloads::ParamTensor> out;
+  std::vector<Slot> slot;
   *has_tied = false;
   if (s == 0) {
     out.push_back({"wte", {Vp / t, h}});
     out.push_back({"wpe", {w.n_positions, h}});
+    slot.resize(2);
   }
+  int64_t pos = 0;
   for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, s, p.virtual_stages)) {
-    for (auto shape : std::vector<std::vector<int64_t>>{{h}, {h}, {3 * h / t, h}, {3 * h / t}, {h, h / t}, {h}, {h}, {h}})
+    for (auto shape : std::vector<std::vector<int64_t>>{{h}, {h}, {3 * h / t, h}, {3 * h / t}, {h, h / t}, {h}, {h}, {h}}) {
       out.push_back({"layer", shape});
+      slot.push_back({pos, false});
+    }
     // A MoE layer's MLP: the router, this rank's E/ep experts and the shared expert (moe.h). With
     // ep > 1 the experts are outside GradSync (runtime/src/train/experts.h): not ZeRO-sharded.
     const bool moe = w.moeLayer(l);
     const auto mlp = moe ? moeMlpShapes(w, p)
                          : std::vector<std::vector<int64_t>>{{4 * h / t, h}, {4 * h / t}, {h, 4 * h / t}, {h}};
-    for (size_t i = 0; i < mlp.size(); ++i)
+    for (size_t i = 0; i < mlp.size(); ++i) {
       out.push_back({moe && i >= 1 && i <= 4 ? kExpert : "layer", mlp[i]});
+      slot.push_back({pos, moe && i >= 1});
+    }
+    ++pos;
   }
   if (s == p.pp - 1) {
     out.push_back({"ln_f.weight", {h}});
     out.push_back({"ln_f.bias", {h}});
     if (p.pp > 1) out.push_back({"wte", {Vp / t, h}});  // the tied copy on the last stage
+    slot.resize(out.size());
   }
   *has_tied = p.pp > 1 && (s == 0 || s == p.pp - 1);
+  if (slots) *slots = slot;
   return out;
 }
 
@@ -209,23 +225,95 @@ void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, const std::vector<
   }
 }
 
-// ZeRO-2 as runtime/src/parallel/grad_sync.cpp runs it (docs/memory-model.md, "ZeRO-2"): buckets of
-// B = min(n, max(25 MiB of fp32, the largest tensor)) elements split into d shards; a rank keeps 4·⌈n/d⌉ bytes of gradients.
-// During a layer's backward one bucket fills while the previous one's reduce-scatter is in flight
-// (its buffer, on Gloo the copy it all-reduces, and its ⌈B/d⌉ output); a stage of one bucket has
-// only the filling one. When backward ends the last bucket is reduce-scattered while autograd still
-// holds the embedding's two fresh gradients (its own and the tied head's): 2·e·embedding.
-//   Expert tensors under ep > 1 (`experts` elements) keep their whole fp32 gradient outside the buckets.
-void addZeroTwo(StageMemory& sm, const Plan& p, int64_t n, int64_t largest, int64_t embedding, int64_t experts) {
+// ZeRO-2's buckets as grad_sync.cpp's bucketGroups makes them: the managed tensors (not the tied
+// embedding under PP, not the experts under ep > 1) in reverse flat() order — ln_f, the last layer's
+// MLP back to the first layer's attention, wpe, wte — a new bucket whenever the next tensor would
+// take it past 25 MiB of fp32 (so a larger tensor is a bucket of its own).
+//   at_layer[i]:   the bytes of buckets alive when layer i's backward starts, all the gradients of
+//                  ln_f and the layers after i produced (`produced` elements in that order);
+//   at_experts[i]: the same at a MoE layer's experts' backward, its MLP's gradients past the router in.
+// A bucket is alive from its first gradient (the one to come next counts: it is allocated as the
+// layer's first gradient arrives) until the next one is launched; the last one launched is in flight:
+// its buffer, on Gloo the copy it all-reduces, and its ⌈B/d⌉ output.
+struct ZeroTwoWalk {
+  std::vector<int64_t> ends;  // each bucket's end, in gradient elements of the reverse order
+  std::vector<int64_t> at_layer, at_experts;
+  int64_t alive(int64_t produced, const Plan& p) const {
+    int64_t bytes = 0, start = 0, flight = 0;
+    for (int64_t end : ends) {
+      const int64_t shard = zero::shardOf(end - start, p.dp), full = 4 * shard * p.dp;
+      if (end <= produced) flight = full * (p.cpu ? 2 : 1) + 4 * shard;  // the later launch retires this
+      else if (start <= produced) bytes += full;
+      start = end;
+    }
+    return bytes + flight;
+  }
+  int64_t last() const { return ends.back() - (ends.size() > 1 ? ends[ends.size() - 2] : 0); }  // its elements
+};
+
+ZeroTwoWalk zeroTwoWalk(const std::vector<workloads::ParamTensor>& tensors, const std::vector<Slot>& slots, bool tied,
+                        const Plan& p, int64_t layers) {
+  ZeroTwoWalk walk;
+  walk.at_layer.assign(size_t(layers), 0);
+  walk.at_experts.assign(size_t(layers), 0);
+  if (!zero::shardsGradients(p) || zero::shardsParameters(p)) return walk;
+  std::vector<int64_t> layer_start(size_t(layers), -1), expert_end(size_t(layers), -1);
+  int64_t produced = 0, current = 0;
+  for (size_t k = tensors.size(); k-- > 0;) {
+    const auto& x = tensors[k];
+    if ((tied && x.name == "wte") || unmanaged(x, p)) continue;
+    const int64_t n = x.numel(), l = slots[k].layer;
+    if (walk.ends.empty() || (current > 0 && 4 * (current + n) > kRuntimeBucketBytes)) {
+      if (!walk.ends.empty()) walk.ends.back() = produced;
+      walk.ends.push_back(0);
+      current = 0;
+    }
+    if (l >= 0 && layer_start[size_t(l)] < 0) layer_start[size_t(l)] = produced;
+    produced += n;
+    current += n;
+    if (l >= 0 && slots[k].expert_mlp) expert_end[size_t(l)] = produced;
+  }
+  if (!walk.ends.empty()) walk.ends.back() = produced;
+  for (size_t i = 0; i < size_t(layers); ++i) {
+    if (layer_start[i] >= 0) walk.at_layer[i] = walk.alive(layer_start[i], p);
+    if (expert_end[i] >= 0) walk.at_experts[i] = walk.alive(expert_end[i], p);
+  }
+  return walk;
+}
+
+// ZeRO-2 as runtime/src/parallel/grad_sync.cpp runs it (docs/memory-model.md, "ZeRO-2 as run"): a
+// rank keeps 4·⌈n/d⌉ bytes of gradients; the expert tensors under ep > 1 (`experts` elements) keep
+// their whole fp32 gradient outside the buckets.
+//   One bucket, B = min(n, max(25 MiB of fp32, the largest tensor)) elements: it fills through the
+//   layers' backward, under all their activations (4·B).
+//   Several: the walk's moments (ZeroTwoWalk), layer i's with the activations the layers after it
+//   have freed (Σ_{j>i} saved_j, one micro-batch's). Its first bucket comes after the LM head's
+//   backward, whose saved dX/dW are consumed by then (as at the experts' moment, moeBackward): the
+//   walk's worst moment replaces the head at the layer-backward moment when it is larger.
+// When backward ends the last bucket is reduce-scattered (its buffer, Gloo's copy, its output) while
+// autograd still holds the embedding's two fresh gradients (its own and the tied head's): 2·e·embedding.
+void addZeroTwo(StageMemory& sm, const Plan& p, int64_t n, int64_t largest, int64_t embedding, int64_t experts,
+                const ZeroTwoWalk& walk, const std::vector<double>& saved) {
   if (!zero::shardsGradients(p) || zero::shardsParameters(p)) return;
   n -= experts;
-  // A tensor larger than the bucket is a bucket of its own (the word embedding, often).
-  const int64_t B = std::min<int64_t>(n, std::max<int64_t>(kRuntimeBucketBytes / 4, largest));
-  const int64_t out = zero::shardOf(B, p.dp);
-  const int64_t in_flight = (p.cpu ? 2 : 1) * B + out;
   sm.grads = 4 * zero::shardOf(n, p.dp) + 4 * experts;
-  sm.grad_bucket = 4 * (B + (n > B ? in_flight : 0));
-  sm.sync = 4 * in_flight + 2 * p.elementBytes() * embedding;
+  if (walk.ends.size() < 2) {
+    // A tensor larger than the bucket is a bucket of its own (the word embedding, often).
+    const int64_t B = std::min<int64_t>(n, std::max<int64_t>(kRuntimeBucketBytes / 4, largest));
+    const int64_t in_flight = (p.cpu ? 2 : 1) * B + zero::shardOf(B, p.dp);
+    sm.grad_bucket = 4 * (B + (n > B ? in_flight : 0));
+    sm.sync = 4 * in_flight + 2 * p.elementBytes() * embedding;
+    return;
+  }
+  double freed = 0, worst = 0;
+  for (size_t i = walk.at_layer.size(); i-- > 0;) {
+    worst = std::max(worst, double(walk.at_layer[i]) - freed);
+    freed += saved[i];
+  }
+  sm.grad_bucket = std::max<int64_t>(0, int64_t(worst) - sm.head);
+  const int64_t B = walk.last();
+  sm.sync = 4 * ((p.cpu ? 2 : 1) * zero::shardOf(B, p.dp) * p.dp + zero::shardOf(B, p.dp)) +
+            2 * p.elementBytes() * embedding;
 }
 
 // Elements of each of the stage's layers, in order: a MoE layer's MLP is its router and experts.
@@ -301,21 +389,35 @@ void addActivations(StageMemory& sm, const Plan& p, const LayerLists& ops, doubl
                                     moe_layers > 0 ? ops.runtime_moe_whole.saved - ops.runtime_moe_whole.saved_fp32 : 0.0));
 }
 
-// The moment the stage's last MoE layer's unbinds run backward (StageMemory::moeBackward): the
-// layer-backward moment, less what the layers after it freed for that micro-batch (none under full
-// recomputation, whose activations are the layers' inputs only) and what its expert chains freed,
-// plus the expert-gradient stacks.
-void addExpertBackward(StageMemory& sm, const workloads::Workload& w, const Plan& p, const LayerLists& ops) {
+// The moment a MoE layer's unbinds run backward (StageMemory::moeBackward): the layer-backward
+// moment, less what the layers after it freed for that micro-batch (none under full recomputation,
+// whose activations are the layers' inputs only) and what its expert chains freed, plus the
+// expert-gradient stacks. The stage's last MoE layer's, which has freed least — but under ZeRO-2
+// with several buckets the buckets alive differ layer by layer: the worst layer's. There the three
+// stacks meet the buckets of the gradients before the layer's (walk.at_layer), and once the first
+// stacked gradient is added into its bucket (a new one, maybe, and the previous launched) two stacks
+// are left with the buckets of all its experts' gradients (walk.at_experts, less one stack; measured,
+// docs/memory-model.md "ZeRO-2 as run").
+void addExpertBackward(StageMemory& sm, const workloads::Workload& w, const Plan& p, const LayerLists& ops,
+                       const ZeroTwoWalk& walk) {
   const auto ids = layerIdsOfStage(w.n_layer, p.pp, sm.stage, p.virtual_stages);
-  size_t last = ids.size();
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (w.moeLayer(ids[i])) last = i;
-  if (last == ids.size()) return;
-  sm.expert_grads = int64_t(expertGradientBuffers(w, p));
-  double freed = expertChainSaved(w, p);
-  if (p.ckpt != Checkpointing::Full)
-    for (size_t i = last + 1; i < ids.size(); ++i) freed += w.moeLayer(ids[i]) ? ops.runtime_moe.saved : ops.runtime_layer.saved;
-  sm.moe_freed = int64_t(freed);
+  const bool walked = walk.ends.size() > 1;
+  double after = 0, worst = -1e300;  // what the layers after i keep
+  for (size_t i = ids.size(); i-- > 0;) {
+    if (w.moeLayer(ids[i])) {
+      const double freed = expertChainSaved(w, p) + (p.ckpt != Checkpointing::Full ? after : 0.0);
+      const int64_t stack = int64_t(expertGradientBuffers(w, p) / 3.0);
+      const int64_t bucket = walked ? std::max(walk.at_layer[i], walk.at_experts[i] - stack) : sm.grad_bucket;
+      if (double(bucket) - freed > worst) {
+        worst = double(bucket) - freed;
+        sm.moe_freed = int64_t(freed);
+        sm.moe_bucket = bucket;
+      }
+      if (!walked) break;
+    }
+    after += w.moeLayer(ids[i]) ? ops.runtime_moe.saved : ops.runtime_layer.saved;
+  }
+  if (worst > -1e300) sm.expert_grads = int64_t(expertGradientBuffers(w, p));
 }
 
 // The last stage's LM head: dX for the rows, dW per lane (each core lane runs its own head on its
@@ -401,7 +503,8 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   sm.layers = layersOfStage(w.n_layer, p.pp, st);
   sm.micro_batches = p.ga();
   bool tied = false;
-  const auto tensors = stageTensors(w, p, st, &tied);
+  std::vector<Slot> slots;
+  const auto tensors = stageTensors(w, p, st, &tied, &slots);
   // largest_dense: the embedding, whose fresh gradients the transients count (not an expert stack).
   int64_t n = 0, largest = 0, largest_dense = 0, experts = 0;
   for (const auto& x : tensors) {
@@ -417,14 +520,16 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, st, p.virtual_stages))
     saved.push_back(w.moeLayer(l) ? ops.runtime_moe.saved : ops.runtime_layer.saved);
   addZeroShards(sm, p, n, layerSizes(w, p, st), saved);
-  addZeroTwo(sm, p, n, largest, largest_dense, experts);
   sm.inflight = inflightOf(p, st, sm.micro_batches);
   const double interleave = interleaveOf(p, st, sm.micro_batches, sm.inflight);
   addActivations(sm, p, ops, interleave, moeLayersOfStage(w, p, st));
   if (st == p.pp - 1) addHead(sm, w, p);
+  // ZeRO-2 after the head: the walk's moments come after its backward.
+  const ZeroTwoWalk walk = zeroTwoWalk(tensors, slots, tied, p, int64_t(saved.size()));
+  addZeroTwo(sm, p, n, largest, largest_dense, experts, walk, saved);
   if (p.pp > 1) addSendBuffers(sm, w, p, st);
   sm.allowance = transientAllowance(w, p, largest_dense);
-  addExpertBackward(sm, w, p, ops);
+  addExpertBackward(sm, w, p, ops, walk);
   sm.ring = ringBuffers(w, p);
   sm.megatron_activations = megatronActivations(w, p, sm, ops, interleave);
   return sm;

@@ -6,7 +6,8 @@
 // The rows cover what a MoE layer adds to the model: the experts whole on one process (ep 1), split
 // over two DP ranks (ep 2) and then outside ZeRO-1's and ZeRO-2's shards (GradSync's unmanaged
 // tensors: fp32 main gradient and optimizer state for E/ep experts on every rank), ZeRO-3 at ep 1
-// (the MoE layers' gathers and reduce-scatters 5.7× a dense layer's), replicated over
+// (the MoE layers' gathers and reduce-scatters 5.7× a dense layer's), ZeRO-2 at ep 1 (two reduce
+// buckets, walked over the layers' backward), replicated over
 // TP ranks (tp 2, no expert TP), full recomputation (the recomputed MoE layer and its stacked
 // expert gradients), bf16 (the router in fp32 either way), plain DP for contrast, and PP 2 plain and
 // interleaved (whose first stage holds chunks of layers 0 and 2: both MoE layers). At this
@@ -55,10 +56,12 @@ TEST(TunerMemoryModel, MixtureOfExpertsMeasuredPeaksWithinFivePercent) {
                       {2, " --pp 2", 1},
                       {2, " --pp 2 --virtual-stages 2", 1},
                       {2, " --zero 3", 2},  // ep 1: experts sharded with the rest, layers of two sizes
+                      {2, " --zero 2", 2},  // ep 1: two buckets, the second allocated in layer 0's experts
                       // Small micro-batches: the expert chains free little before the unbinds' stacks.
                       {2, " --pp 2", 1, 64, 4},
                       {1, " --ckpt full", 1, 64, 4},
-                      {2, " --zero 3", 2, 64, 4}};
+                      {2, " --zero 3", 2, 64, 4},
+                      {2, " --zero 2", 2, 64, 4}};
   double worst = 0;
   for (const Row& r : rows) {
     const std::string flags = r.flags;

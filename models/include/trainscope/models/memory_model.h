@@ -54,8 +54,10 @@ struct StageMemory {
                                                  // of the ring, current and arriving
   int64_t expert_grads = 0;                      // MoE, its layer's backward: the expert-weight
                                                  // gradient stacks autograd sums (docs/memory-model.md)
-  int64_t moe_freed = 0;                         // what the layers after the stage's last MoE layer
-                                                 // have freed by then (one micro-batch's)
+  int64_t moe_freed = 0;                         // what the layers after that MoE layer (the stage's
+                                                 // last, or ZeRO-2's worst) have freed by then
+  int64_t moe_bucket = 0;                        // the reduce buckets alive then (ZeRO-2's walk; else
+                                                 // grad_bucket)
   int64_t megatron_activations = 0;              // Korthikanti et al. for Megatron-LM (incl. logits)
   int64_t inflight = 1;                          // micro-batches whose activations are held at once
   int64_t micro_batches = 1;                     // per step (lane gradients outlive the first one)
@@ -69,7 +71,9 @@ struct StageMemory {
            (micro_batches > 1 ? lane_grads : 0);
   }
   // The stage's last MoE layer's experts in backward: the LM head's saved dX/dW are consumed by then.
-  int64_t moeBackward() const { return expert_grads > 0 ? layerBackward() - head - moe_freed + expert_grads : 0; }
+  int64_t moeBackward() const {
+    return expert_grads > 0 ? layerBackward() - head - grad_bucket + moe_bucket - moe_freed + expert_grads : 0;
+  }
   int64_t gradientsDone() const { return lane_grads + lane_fresh; }
   int64_t transient() const { return std::max({headForward(), layerBackward(), moeBackward(), gradientsDone(), sync}); }
   const char* peakPhase() const {
