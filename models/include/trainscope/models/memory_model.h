@@ -2,10 +2,11 @@
 //
 // Model state from the runtime's own formulas (workloads/memory.h) on each stage's shards: the
 // tensors a (tp, pp) rank holds, ZeRO-1's partition simulated as the runtime makes it (whole tensors,
-// largest first, onto the least-loaded rank; flat buffers of d·S elements). ZeRO-2 and ZeRO-3, which
-// the runtime does not run, as DeepSpeed shards (zero.h): ⌈n/d⌉ of the optimizer state and the
-// gradients (ZeRO-3: and the parameters) per rank, a reduce bucket of full gradients during backward,
-// and under ZeRO-3 the gathered parameters of the module in use and those prefetched. Activations twice, a
+// largest first, onto the least-loaded rank; flat buffers of d·S elements). ZeRO-2 and ZeRO-3 as the
+// runtime runs them (grad_sync.cpp's buckets, zero3.cpp's per-layer units; docs/memory-model.md):
+// ⌈n/d⌉ of the optimizer state and the gradients (ZeRO-3: and the parameters) per rank, the reduce
+// buckets alive at each layer's backward (a walk in backward order), and under ZeRO-3 the gathered
+// parameters of the layer in use and those prefetched. MoE experts under ep > 1 are outside the shards. Activations twice, a
 // layer's from the op list the time model prices (layer_ops.h, `LayerOps::saved`):
 //   runtime   — what this runtime keeps (docs/memory-model.md, "What trainscope keeps"): fused
 //               attention without the score term, no dropout, the fused head's fp32 dX and dW, the
