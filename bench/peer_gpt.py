@@ -19,25 +19,47 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH):
+    """A pre-LN GPT-2 block; mlp=False leaves the MLP to a subclass (peer_moe.py's MoE blocks)."""
+
+    def __init__(self, C, NH, mlp=True):
         super().__init__()
         self.NH = NH
         self.ln_1 = nn.LayerNorm(C)
         self.c_attn = nn.Linear(C, 3 * C)
         self.c_proj = nn.Linear(C, C)
         self.ln_2 = nn.LayerNorm(C)
-        self.c_fc = nn.Linear(C, 4 * C)
-        self.mlp_proj = nn.Linear(4 * C, C)
+        if mlp:
+            self.c_fc = nn.Linear(C, 4 * C)
+            self.mlp_proj = nn.Linear(4 * C, C)
 
-    def forward(self, x):
+    def attend(self, x):
+        """x + causal self-attention of ln_1(x)."""
         B, T, C = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
         q = q.view(B, T, self.NH, C // self.NH).transpose(1, 2)
         k = k.view(B, T, self.NH, C // self.NH).transpose(1, 2)
         v = v.view(B, T, self.NH, C // self.NH).transpose(1, 2)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+    def mlp(self, x):
+        """The dense MLP of ln_2(x), residual not added."""
+        return self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+    def forward(self, x):
+        x = self.attend(x)
+        return x + self.mlp(x)
+
+
+def gpt2_init(model, L):
+    """GPT-2's initialisation, as trainscope's initGpt: N(0, 0.02) matrices, the residual projections
+    scaled by 1/sqrt(2L), zero biases."""
+    for n, p in model.named_parameters():
+        if p.dim() == 2:
+            std = 0.02 / math.sqrt(2 * L) if n.endswith("c_proj.weight") or n.endswith("mlp_proj.weight") else 0.02
+            nn.init.normal_(p, 0.0, std)
+        elif n.endswith("bias"):
+            nn.init.zeros_(p)
 
 
 class GPT(nn.Module):
@@ -47,12 +69,7 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(Tmax, C)
         self.h = nn.ModuleList(Block(C, NH) for _ in range(L))
         self.ln_f = nn.LayerNorm(C)
-        for n, p in self.named_parameters():
-            if p.dim() == 2:
-                std = 0.02 / math.sqrt(2 * L) if n.endswith("c_proj.weight") or n.endswith("mlp_proj.weight") else 0.02
-                nn.init.normal_(p, 0.0, std)
-            elif n.endswith("bias"):
-                nn.init.zeros_(p)
+        gpt2_init(self, L)
 
     def forward(self, idx, targets):
         B, T = idx.shape

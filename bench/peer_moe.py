@@ -26,6 +26,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import peer_gpt
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -83,31 +85,17 @@ class MoeMLP(nn.Module):
         return out.view(B, T, C), aux + z
 
 
-class Block(nn.Module):
+class Block(peer_gpt.Block):
     """peer_gpt.Block with a MoE MLP when `moe` is given."""
 
     def __init__(self, C, NH, moe=None):
-        super().__init__()
-        self.NH = NH
-        self.ln_1 = nn.LayerNorm(C)
-        self.c_attn = nn.Linear(C, 3 * C)
-        self.c_proj = nn.Linear(C, C)
-        self.ln_2 = nn.LayerNorm(C)
+        super().__init__(C, NH, mlp=moe is None)
         self.moe = moe
-        if moe is None:
-            self.c_fc = nn.Linear(C, 4 * C)
-            self.mlp_proj = nn.Linear(4 * C, C)
 
     def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-        q = q.view(B, T, self.NH, C // self.NH).transpose(1, 2)
-        k = k.view(B, T, self.NH, C // self.NH).transpose(1, 2)
-        v = v.view(B, T, self.NH, C // self.NH).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        x = self.attend(x)
         if self.moe is None:
-            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh")), 0.0
+            return x + self.mlp(x), 0.0
         y, router_loss = self.moe(self.ln_2(x))
         return x + y, router_loss
 
@@ -120,12 +108,7 @@ class MoeGPT(nn.Module):
         self.wpe = nn.Embedding(w["n_positions"], C)
         self.h = nn.ModuleList(Block(C, w["n_head"], MoeMLP(C, w) if l % every == 0 else None) for l in range(L))
         self.ln_f = nn.LayerNorm(C)
-        for n, p in self.named_parameters():  # GPT-2's init, as peer_gpt.py and trainscope's initMoe
-            if p.dim() == 2:
-                std = 0.02 / math.sqrt(2 * L) if n.endswith("c_proj.weight") or n.endswith("mlp_proj.weight") else 0.02
-                nn.init.normal_(p, 0.0, std)
-            elif n.endswith("bias"):
-                nn.init.zeros_(p)
+        peer_gpt.gpt2_init(self, L)  # as trainscope's initGpt and initMoe
 
     def forward(self, idx, targets):
         B, T = idx.shape

@@ -69,8 +69,6 @@ bool microsToNs(const std::string& s, int64_t& out) {
   return true;
 }
 
-bool onDevice(Cat c) { return c == Cat::Kernel || c == Cat::Memcpy || c == Cat::Memset || c == Cat::GpuAnnotation; }
-
 // The SAX handler: a stack of where we are; every value is read where it belongs or skipped.
 class Reader : public nlohmann::json::json_sax_t {
  public:
@@ -143,6 +141,9 @@ class Reader : public nlohmann::json::json_sax_t {
   }
 
  private:
+  static bool onDevice(Cat c) {
+    return c == Cat::Kernel || c == Cat::Memcpy || c == Cat::Memset || c == Cat::GpuAnnotation;
+  }
   enum class Ctx : uint8_t { Root, Events, Event, Args, Dist, OtherData, DimArray, Capture, Skip };
 
   // A field of the wrong type is refused, naming the event and the field: dropping the event would

@@ -6,10 +6,6 @@
 // the `cp` group with their bytes.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,23 +28,13 @@ namespace rt = trainscope::runtime;
 namespace rdb = trainscope::rundb;
 using trainscope::testing::CliResult;
 using trainscope::testing::relErr;
+using trainscope::testing::runForkedRanks;
+using trainscope::testing::runTiny;
 using trainscope::testing::sh;
 using trainscope::testing::tempPath;
 
 namespace {
 
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // Plain causal attention, (B, NH, T, HS) each, by the textbook formula.
 at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
@@ -97,41 +83,11 @@ int ringAsRank(int rank, int cp, int port) {
 
 // Forks `cp` ranks running ringAsRank; every one must exit 0.
 void expectRingMatches(int cp) {
-  const int port = freePort();
-  std::vector<pid_t> kids;
-  for (int rank = 0; rank < cp; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      int code = 3;
-      try {
-        code = ringAsRank(rank, cp, port);
-      } catch (const std::exception& e) {
-        const std::string what = e.what();
-        std::fprintf(stderr, "rank %d: %s\n", rank, what.substr(0, what.find('\n')).c_str());
-      }
-      std::fflush(stderr);
-      _exit(code);
-    }
-    ASSERT_GT(pid, 0);
-    kids.push_back(pid);
-  }
-  for (size_t r = 0; r < kids.size(); ++r) {
-    int status = 0;
-    ASSERT_EQ(waitpid(kids[r], &status, 0), kids[r]);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "cp " << cp << " rank " << r << " status " << status;
-  }
+  runForkedRanks(cp, [&](int rank, int port) { return ringAsRank(rank, cp, port); });
 }
 
 // The tiny model, 4 steps of a global batch of 8 sequences of 32 tokens (parallel_test.cpp's run).
-std::string run(const std::string& name, const std::string& extra) {
-  const std::string db = tempPath("cp_" + name + ".db");
-  const std::string cmd = std::string("timeout 300 ") + TRAINSCOPE_CLI +
-                          " run --workload tiny --seq 32 --mbs 2 --gbs 8 --steps 4 --device cpu --clip 0"
-                          " --min-lr-ratio 1 --lr 3e-3 -q --overwrite --out " + db + " " + extra;
-  CliResult r = sh(cmd);
-  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;
-  return db;
-}
+std::string run(const std::string& name, const std::string& extra) { return runTiny("cp_" + name, extra); }
 
 using trainscope::testing::expectSameTraining;  // losses 1e-5, weights 1e-4: same_training.h
 

@@ -6,10 +6,6 @@
 //   connection of a client that sends tens of MB), the other's few or none
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,9 +13,11 @@
 #include <vector>
 
 #include "train/exchange.h"
+#include "util.h"
 
 namespace rt = trainscope::runtime;
 namespace rdb = trainscope::rundb;
+using trainscope::testing::runForkedRanks;
 
 namespace {
 
@@ -48,17 +46,6 @@ bool same(const rdb::Collective& a, const rdb::Collective& b) {
          a.bytes == b.bytes && a.start_ns == b.start_ns && a.end_ns == b.end_ns;
 }
 
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);  // free again (another program may take it meanwhile: harmless here)
-  return ntohs(a.sin_port);
-}
 
 // Rank 1's records: about 14 MB of JSON, above LibTorch's store limit for one value (8 MiB).
 constexpr int64_t kManyRecords = 100000;
@@ -164,29 +151,5 @@ TEST(Exchange, ASingleProcessGetsItsOwnRowsBack) {
 }
 
 TEST(Exchange, TwoRanksHandRankZeroRowsLargerThanAStoreValueMayBe) {
-  const int port = freePort();
-  std::vector<pid_t> kids;
-  for (int rank = 0; rank < 2; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      int code = 3;
-      try {
-        code = exchangeAsRank(rank, port);
-      } catch (const std::exception& e) {
-        const std::string what = e.what();  // LibTorch's errors go on with a backtrace
-        std::fprintf(stderr, "rank %d: %s\n", rank, what.substr(0, what.find('\n')).c_str());
-      }
-      std::fflush(stderr);
-      _exit(code);  // no destructors of the test process's state in the child
-    }
-    ASSERT_GT(pid, 0);
-    kids.push_back(pid);
-  }
-  for (int rank = 0; rank < 2; ++rank) {
-    int st = 0;
-    ASSERT_EQ(waitpid(kids[size_t(rank)], &st, 0), kids[size_t(rank)]);
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        << "rank " << rank << " ended with " << (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st))
-        << " (its error is above)";
-  }
+  runForkedRanks(2, [](int rank, int port) { return exchangeAsRank(rank, port); });
 }

@@ -6,9 +6,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -24,6 +21,7 @@
 namespace rt = trainscope::runtime;
 namespace wl = trainscope::workloads;
 using trainscope::testing::relErr;
+using trainscope::testing::runForkedRanks;
 
 namespace {
 
@@ -167,17 +165,6 @@ TEST(Moe, TopTwoCapacityDropsExactlyEachExpertsExcess) {
 
 namespace {
 
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // One rank of EP 2 (the 2-rank world's dp group is the ep group): the layer on this rank's tokens
 // with its two experts against the single-process layer with all four on the same tokens, forward
@@ -256,33 +243,11 @@ std::string expertParallelAsRank(int rank, int port, double cf) {
 }
 
 void runTwoRanks(double cf) {
-  const int port = freePort();
-  std::vector<pid_t> kids;
-  for (int rank = 0; rank < 2; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      int code = 3;
-      try {
-        const std::string bad = expertParallelAsRank(rank, port, cf);
-        if (!bad.empty()) std::fprintf(stderr, "rank %d: %s\n", rank, bad.c_str());
-        code = bad.empty() ? 0 : 1;
-      } catch (const std::exception& e) {
-        const std::string what = e.what();
-        std::fprintf(stderr, "rank %d: %s\n", rank, what.substr(0, what.find('\n')).c_str());
-      }
-      std::fflush(stderr);
-      _exit(code);
-    }
-    ASSERT_GT(pid, 0);
-    kids.push_back(pid);
-  }
-  for (int rank = 0; rank < 2; ++rank) {
-    int st = 0;
-    ASSERT_EQ(waitpid(kids[size_t(rank)], &st, 0), kids[size_t(rank)]);
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        << "rank " << rank << " ended with " << (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st))
-        << " (its error is above)";
-  }
+  runForkedRanks(2, [&](int rank, int port) {
+    const std::string bad = expertParallelAsRank(rank, port, cf);
+    if (!bad.empty()) std::fprintf(stderr, "rank %d: %s\n", rank, bad.c_str());
+    return bad.empty() ? 0 : 1;
+  });
 }
 
 }  // namespace

@@ -24,19 +24,15 @@
 using trainscope::testing::tempPath;
 namespace rdb = trainscope::rundb;
 using trainscope::testing::sh;
+using trainscope::testing::freePort;
+using trainscope::testing::runTiny;
 using trainscope::testing::CliResult;
 
 namespace {
 
 // The tiny model, 4 steps of a global batch of 8 sequences, constant LR, no clipping.
 std::string run(const std::string& name, const std::string& extra, const std::string& base_flags = "") {
-  const std::string db = tempPath(name + ".db");
-  const std::string cmd = std::string("timeout 300 ") + TRAINSCOPE_CLI +
-                          " run --workload tiny --seq 32 --mbs 2 --gbs 8 --steps 4 --device cpu --clip 0"
-                          " --min-lr-ratio 1 --lr 3e-3 -q --overwrite --out " + db + " " + base_flags + " " + extra;
-  CliResult r = sh(cmd);
-  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;
-  return db;
+  return runTiny(name, base_flags + " " + extra);
 }
 
 using trainscope::testing::expectSameTraining;  // losses 1e-5, weights 1e-4: same_training.h
@@ -165,10 +161,6 @@ struct SilentListener {
   }
   ~SilentListener() { close(fd); }
 };
-int freePort() {
-  SilentListener l;
-  return l.port;  // closed on return: free again (a race with other programs is possible, and harmless here)
-}
 }  // namespace
 
 TEST(ParallelFailure, RendezvousOnAPortHeldByAnotherProgramFailsWithinTheTimeout) {

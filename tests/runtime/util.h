@@ -3,6 +3,16 @@
 
 #include <ATen/ATen.h>
 
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,5 +64,63 @@ inline std::vector<at::Tensor> snapshot(const std::vector<at::Tensor>& ts) {
   return out;
 }
 
+
+// A loopback port nothing listens on now (closed again on return: another program may take it
+// meanwhile, which is harmless to the tests that use it).
+inline int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Forks `ranks` children that each run rank(r, port) with one free rendezvous port and exit with its
+// code (an exception's first line goes to stderr, as exit 3); expects every child to exit 0. The
+// children leave by _exit: no destructor of the test process's state runs twice.
+inline void runForkedRanks(int ranks, const std::function<int(int rank, int port)>& rank) {
+  const int port = freePort();
+  std::vector<pid_t> kids;
+  for (int r = 0; r < ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int code = 3;
+      try {
+        code = rank(r, port);
+      } catch (const std::exception& e) {
+        const std::string what = e.what();  // LibTorch's errors go on with a backtrace
+        std::fprintf(stderr, "rank %d: %s\n", r, what.substr(0, what.find('\n')).c_str());
+      }
+      std::fflush(stderr);
+      _exit(code);
+    }
+    ASSERT_GT(pid, 0);
+    kids.push_back(pid);
+  }
+  for (int r = 0; r < ranks; ++r) {
+    int st = 0;
+    ASSERT_EQ(waitpid(kids[size_t(r)], &st, 0), kids[size_t(r)]);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        << "rank " << r << " of " << ranks << " ended with " << (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st))
+        << " (its error is above)";
+  }
+}
+
+// The tiny model through the real command line: 4 steps of a global batch of 8 sequences of 32
+// tokens, micro-batches of 2, constant LR 3e-3, no clipping — the run every parallel-equivalence test
+// compares (parallel_test.cpp's tolerances). Returns the run database, <name>.db in the temp folder.
+inline std::string runTiny(const std::string& name, const std::string& extra) {
+  const std::string db = tempPath(name + ".db");
+  const std::string cmd = std::string("timeout 300 ") + TRAINSCOPE_CLI +
+                          " run --workload tiny --seq 32 --mbs 2 --gbs 8 --steps 4 --device cpu --clip 0"
+                          " --min-lr-ratio 1 --lr 3e-3 -q --overwrite --out " + db + " " + extra;
+  CliResult r = sh(cmd);
+  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;
+  return db;
+}
 
 }  // namespace trainscope::testing

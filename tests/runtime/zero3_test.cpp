@@ -20,6 +20,7 @@
 using trainscope::testing::cli;
 using trainscope::testing::CliResult;
 using trainscope::testing::sh;
+using trainscope::testing::runTiny;
 using trainscope::testing::tempPath;
 namespace rdb = trainscope::rundb;
 
@@ -29,15 +30,7 @@ constexpr int kLayers = 2;  // the tiny workload's
 
 // The tiny model, 4 steps of a global batch of 8 sequences, constant LR, no clipping (as
 // parallel_test.cpp, whose tolerances these are).
-std::string run(const std::string& name, const std::string& extra) {
-  const std::string db = tempPath("zero3_" + name + ".db");
-  const std::string cmd = std::string("timeout 300 ") + TRAINSCOPE_CLI +
-                          " run --workload tiny --seq 32 --mbs 2 --gbs 8 --steps 4 --device cpu --clip 0"
-                          " --min-lr-ratio 1 --lr 3e-3 -q --overwrite --out " + db + " " + extra;
-  CliResult r = sh(cmd);
-  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;
-  return db;
-}
+std::string run(const std::string& name, const std::string& extra) { return runTiny("zero3_" + name, extra); }
 
 using trainscope::testing::expectSameTraining;  // losses 1e-5, weights 1e-4: same_training.h
 

@@ -23,21 +23,14 @@
 using trainscope::testing::cli;
 using trainscope::testing::CliResult;
 using trainscope::testing::sh;
+using trainscope::testing::runTiny;
 using trainscope::testing::tempPath;
 namespace rdb = trainscope::rundb;
 
 namespace {
 
 // The tiny model, 4 steps of a global batch of 8 sequences, constant LR, no clipping (parallel_test.cpp's).
-std::string run(const std::string& name, const std::string& extra) {
-  const std::string db = tempPath("zero2_" + name + ".db");
-  const std::string cmd = std::string("timeout 300 ") + TRAINSCOPE_CLI +
-                          " run --workload tiny --seq 32 --mbs 2 --gbs 8 --steps 4 --device cpu --clip 0"
-                          " --min-lr-ratio 1 --lr 3e-3 -q --overwrite --out " + db + " " + extra;
-  CliResult r = sh(cmd);
-  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;
-  return db;
-}
+std::string run(const std::string& name, const std::string& extra) { return runTiny("zero2_" + name, extra); }
 
 // same_training.h's comparison, and the same steps skipped (the fp16 loss scale's overflows).
 void expectSameTraining(const std::string& ref_db, const std::string& db, double tol = 1e-5, double wtol = 1e-4) {
