@@ -18,25 +18,12 @@
 #include "../../models/src/gpu_time.h"
 #include "trainscope/common/error.h"
 #include "trainscope/tuner/models.h"
+#include "flat_cluster.h"
 
 namespace tn = trainscope::tuner;
+using trainscope::testing::flatGpu;
 
 namespace {
-
-tn::Cluster flatGpu() {
-  tn::Cluster c;
-  c.kind = tn::ClusterKind::Gpu;
-  c.nodes = 1;
-  c.devices_per_node = 8;
-  c.memory_bytes = int64_t(80) << 30;
-  c.peak_flops = {{"bf16", 100e12}, {"fp16", 100e12}, {"fp32", 10e12}};
-  c.memory_bandwidth = 1e12;
-  c.memory_efficiency = 0.5;
-  c.sm_count = 108;
-  c.intra_node = {100e9, 1.0, 1e-6, 0};
-  c.inter_node = {10e9, 1.0, 1e-6, 0};
-  return c;
-}
 
 tn::Op gemm(double m, double n, double k) {
   tn::Op g;

@@ -13,10 +13,12 @@
 #include "trainscope/models/moe.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/models.h"
+#include "flat_cluster.h"
 #include "trainscope/tuner/space.h"
 #include "trainscope/workloads/flops.h"
 
 namespace tn = trainscope::tuner;
+using trainscope::testing::flatGpu;
 namespace wl = trainscope::workloads;
 namespace rt = trainscope::runtime;
 
@@ -38,20 +40,6 @@ tn::Plan plan(int64_t ep = 2) {
   return p;
 }
 
-tn::Cluster flatGpu() {
-  tn::Cluster c;
-  c.kind = tn::ClusterKind::Gpu;
-  c.nodes = 1;
-  c.devices_per_node = 8;
-  c.memory_bytes = int64_t(80) << 30;
-  c.peak_flops = {{"bf16", 100e12}, {"fp16", 100e12}, {"fp32", 10e12}};
-  c.memory_bandwidth = 1e12;
-  c.memory_efficiency = 0.5;
-  c.sm_count = 108;
-  c.intra_node = {100e9, 1.0, 1e-6, 0};
-  c.inter_node = {10e9, 1.0, 1e-6, 0};
-  return c;
-}
 
 const tn::Op& find(const std::vector<tn::Op>& ops, const std::string& name) {
   for (const auto& o : ops)
