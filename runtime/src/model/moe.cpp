@@ -244,7 +244,17 @@ at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, const MoeSpec& s
   at::Tensor order = std::get<1>(at::sort(expert_a.index_select(0, kept), /*stable=*/true, 0, false));
   at::Tensor sel = kept.index_select(0, order);                                          // (M) assignment ids
   at::Tensor tok = token_a.index_select(0, sel);                                         // (M)
-  const std::vector<int64_t> per_expert = toVector(onehot.index_select(0, sel).sum(0));  // (E) kept
+  // Load-balancing loss E·Σ f_e·P_e (f from counts, not differentiated) and the router z-loss.
+  at::Tensor f = routed.to(at::kFloat) / double(N * k);                                  // (E)
+  at::Tensor aux = s.aux_loss_coeff * double(E) * (f * probs.mean(0)).sum();            // scalar
+  at::Tensor z = s.z_loss_coeff * at::logsumexp(logits, 1).pow(2).mean();               // scalar
+  // What the host needs, in one device-to-host copy: the kept counts per expert (the experts' row
+  // splits and the all-to-all's), and for the load record the routed counts and the two losses.
+  const at::Tensor host = at::cat({onehot.index_select(0, sel).sum(0).to(at::kDouble), routed.to(at::kDouble),
+                                   aux.detach().to(at::kDouble).view({1}), z.detach().to(at::kDouble).view({1})})
+                              .cpu();                                                    // (2E + 2)
+  const double* on_host = host.data_ptr<double>();
+  const std::vector<int64_t> per_expert(on_host, on_host + E);                                       // (E) kept
   at::Tensor xs = x2.index_select(0, tok);                                               // (M, C) by expert
 
   at::Tensor ys;                                                                         // (M, C)
@@ -265,19 +275,15 @@ at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, const MoeSpec& s
     out = out + at::addmm(w.shared_proj_b, h, w.shared_proj_w.t());                      // (N, C)
   }
 
-  // Load-balancing loss E·Σ f_e·P_e (f from counts, not differentiated) and the router z-loss.
-  at::Tensor f = routed.to(at::kFloat) / double(N * k);                                  // (E)
-  at::Tensor aux = s.aux_loss_coeff * double(E) * (f * probs.mean(0)).sum();            // scalar
-  at::Tensor z = s.z_loss_coeff * at::logsumexp(logits, 1).pow(2).mean();               // scalar
   if (load) {
-    load->tokens = toVector(routed);
+    load->tokens.assign(on_host + E, on_host + 2 * E);
     load->kept = per_expert;
     load->calls = 1;
     load->assignments = N * k;
     load->capacity = cap;
     load->dropped = N * k - int64_t(sel.numel());
-    load->aux_loss = aux.item<double>();
-    load->z_loss = z.item<double>();
+    load->aux_loss = on_host[2 * E];
+    load->z_loss = on_host[2 * E + 1];
   }
   if (s.aux_loss_coeff > 0 || s.z_loss_coeff > 0) out = AttachLoss::apply(out, aux + z, s.loss_grad_scale);
   return out.view({B, T, C}).to(x.scalar_type());
