@@ -7,11 +7,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
@@ -46,6 +49,23 @@ int64_t availableMemory() {
   return int64_t(4) << 30;
 }
 
+// An earlier `--cluster local` file: the JSON that tuner::localClusterJson writes (name "local",
+// a description that starts "measured on ").
+bool isLocalClusterFile(int fd, const std::string&) {
+  std::string text;
+  char buf[1 << 14];
+  for (ssize_t r; (r = ::read(fd, buf, sizeof buf)) != 0 && text.size() < (size_t(1) << 20);) {
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return false;
+    text.append(buf, size_t(r));
+  }
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return false;
+  const auto name = j.find("name"), what = j.find("description");
+  return name != j.end() && *name == "local" && what != j.end() && what->is_string() &&
+         what->get<std::string>().rfind("measured on ", 0) == 0;
+}
+
 }  // namespace
 
 std::string measureLocalCluster(const std::string& study, const std::string& self_dir, int64_t mem_limit,
@@ -56,6 +76,14 @@ std::string measureLocalCluster(const std::string& study, const std::string& sel
     std::cout << "cluster: reusing the measurement in " << path << "\n";
     return path;
   }
+  // Never the study (nor its -wal/-shm/-journal); an existing file only when it is an earlier
+  // measurement (files::OutputRule; tune has no --overwrite). Checked before the 20 s of measuring.
+  files::OutputRule rule;
+  rule.field = "--cluster local";
+  rule.inputs = {study};
+  rule.earlier = isLocalClusterFile;
+  rule.kind = "`--cluster local` measurement";
+  files::checkOutput(path, rule);
   const int64_t ranks = std::max<int64_t>(1, std::min<int64_t>(64, std::thread::hardware_concurrency()));
   std::cout << "cluster: measuring this machine (matmul, memory bandwidth, collectives; about 20 s)..." << std::endl;
   using files::shellQuote;
@@ -78,7 +106,7 @@ std::string measureLocalCluster(const std::string& study, const std::string& sel
   const std::string json = tuner::localClusterJson(rates, fit, ranks, memory, host);
   // Under a random temporary name, then renamed over the path (a link planted at either name is
   // neither followed nor written through).
-  files::writeAtomically(path, json + "\n", files::Existing::Replace, "--cluster local");
+  files::writeAtomically(path, json + "\n", rule);
   std::printf("cluster: wrote %s (collectives: alpha %.1f us, beta %.2f GB/s over %lld samples, R^2 %.2f); "
               "reuse it with --cluster %s\n",
               path.c_str(), fit.tier.latency * 1e6, fit.tier.bandwidth / 1e9, static_cast<long long>(fit.samples),

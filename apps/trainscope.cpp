@@ -184,6 +184,10 @@ int runParsed(const Commands& c) {
     if (c.exp.cli->parsed()) return c.exp.run();
     if (c.import.cli->parsed()) return c.import.run();
   } catch (const db::SqliteError& e) {
+    if (e.diskFull()) {  // writing a study or run database: not the input's fault
+      std::cerr << "error: " << e.what() << " (fix: free space on that disk, or write to another)\n";
+      return 1;
+    }
     // Reading a database the user named: bad input.
     std::cerr << "error: " << e.what() << " (fix: pass a trainscope run database; it may be truncated or corrupted)\n";
     return 2;

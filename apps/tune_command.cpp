@@ -347,6 +347,15 @@ void printProgress(const tn::TuneEvent& e, bool tty) {
 
 namespace {
 
+// The files a tune reads (--workload's and --cluster's, when they are files): never its outputs.
+std::vector<std::string> tuneInputs(const TuneFlags& f) {
+  std::vector<std::string> in;
+  struct stat st {};
+  for (const std::string& p : {f.workload, f.cluster})
+    if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) in.push_back(p);
+  return in;
+}
+
 // The cluster the study runs on: --cluster's file, or with `local` this machine measured into files
 // beside the study; --mem-limit overrides its memory per rank.
 tn::Cluster tuneCluster(const TuneFlags& f, const std::string& self_dir, int64_t mem_limit) {
@@ -480,7 +489,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   // One tuner per study, from here to the end (study.h): taken before --cluster local measures into
   // files beside the study. --predict-only makes no study.
   std::unique_ptr<tn::StudyLock> lock;
-  if (!f.predict_only) lock = std::make_unique<tn::StudyLock>(f.study, f.resume);
+  if (!f.predict_only) lock = std::make_unique<tn::StudyLock>(f.study, f.resume, tuneInputs(f));
   const tn::Cluster c = tuneCluster(f, self_dir, mem_limit);
   checkFigures(w, c, f.gbs, f.seq);
   const tn::TuneOptions o = tuneOptions(f, c, lock.get(), self_dir, budget_s);
@@ -501,18 +510,14 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
 
 namespace {
 
-// -o must not be the study or a file beside it that SQLite reads with it (-wal, -shm, -journal),
-// through any name or link (same device and inode), and must not exist unless --overwrite.
-void checkExportOutput(const std::string& study, const std::string& out, bool overwrite) {
-  struct stat o {
-  }, in{};
-  if (::stat(out.c_str(), &o) == 0)
-    for (const std::string side : {"", "-wal", "-shm", "-journal"})
-      if (::stat((study + side).c_str(), &in) == 0 && in.st_dev == o.st_dev && in.st_ino == o.st_ino)
-        throw UserError("-o", out + (side.empty() ? " is the study being exported" : " is the study's " + study + side),
-                        "name another file to write");
-  if (!overwrite && ::lstat(out.c_str(), &o) == 0)
-    throw UserError("-o", out + " already exists", "name a new file, or pass --overwrite to replace it");
+// -o: never the study or a file beside it that SQLite reads with it (-wal, -shm, -journal, existing
+// or not), through any name or link; an existing file only with --overwrite (files::OutputRule).
+files::OutputRule exportOutputRule(const std::string& study, bool overwrite) {
+  files::OutputRule rule;
+  rule.field = "-o";
+  rule.inputs = {study};
+  rule.overwrite = overwrite;
+  return rule;
 }
 
 }  // namespace
@@ -563,7 +568,7 @@ std::string megatronPrediction(tn::Study& study, const rt::TrainConfig& c) {
 int exportStudy(const std::string& path, const std::string& format, std::optional<int64_t> trial,
                 const std::string& out, bool overwrite) {
   const tn::ExportFormat fmt = tn::parseExportFormat(format);
-  if (!out.empty()) checkExportOutput(path, out, overwrite);
+  if (!out.empty()) files::checkOutput(out, exportOutputRule(path, overwrite));
   if (trial && *trial < 0)
     throw UserError("--trial", std::to_string(*trial) + " is not a candidate id",
                     "pass a candidate id (0 or more) from the study's table");
@@ -601,7 +606,7 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
   } else {
     // Written whole under a temporary name and moved into place: never through a link at -o (with
     // --overwrite the link itself is replaced), never half-written.
-    files::writeAtomically(out, e.text, overwrite ? files::Existing::Replace : files::Existing::Refuse, "-o");
+    files::writeAtomically(out, e.text, exportOutputRule(path, overwrite));
   }
   return 0;
 }

@@ -73,6 +73,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import output_file  # noqa: E402  (the rule of every trainscope output)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DEFAULT_VENV = "/tmp/exports-venv"
@@ -202,7 +205,7 @@ def main():
             print(f"sweep: {len(jobs)} valid candidates of {len(studies)} studies, each exported in "
                   f"{len(FORMATS)} formats")
         path = os.path.join(folder, "manifest.json")
-        with open(path, "w") as f:
+        with output_file(path) as f:
             json.dump(manifest, f)
         return subprocess.run([a.python, os.path.abspath(__file__), "--inner", path]).returncode
 
@@ -542,7 +545,7 @@ def ds_rank(path):
 
 def deepspeed_initialize_problems(text, run, folder):
     path = os.path.join(folder, "deepspeed.json")
-    with open(path, "w") as f:
+    with output_file(path) as f:
         f.write(text)
     port = str(free_port())
     procs = []
@@ -592,7 +595,7 @@ def training_args_problems(text, run, folder):
     from transformers import HfArgumentParser, TrainingArguments, Trainer, get_scheduler
     p = []
     path = os.path.join(folder, "training_args.json")
-    with open(path, "w") as f:
+    with output_file(path) as f:
         f.write(text)
     try:
         with Captured():
@@ -648,7 +651,7 @@ def accelerate_problems(text, run, folder):
     from accelerate.commands.launch import launch_command_parser, _validate_launch_command
     p = []
     path = os.path.join(folder, "accelerate.yaml")
-    with open(path, "w") as f:
+    with output_file(path) as f:
         f.write(text)
     try:
         cfg = load_config_from_file(path)
@@ -716,9 +719,9 @@ def accelerate_launch_problems(case, folder):
     Returns (problems, how it was launched, a note or None); None when it cannot run here."""
     run = case["run"]
     yaml_path, ta_path = os.path.join(folder, "launch.yaml"), os.path.join(folder, "launch_args.json")
-    with open(yaml_path, "w") as f:
+    with output_file(yaml_path) as f:
         f.write(case["accelerate-config"])
-    with open(ta_path, "w") as f:
+    with output_file(ta_path) as f:
         f.write(case["training-args"])
     from accelerate.commands.config.config_args import load_config_from_file
     cpu = bool(load_config_from_file(yaml_path).use_cpu)

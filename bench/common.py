@@ -47,3 +47,80 @@ def wait_for_quiet(below, max_s=120.0, window_s=2.0):
         cores = (_busy_cpu_s() - busy) / (time.monotonic() - t)
         if cores < below or time.monotonic() >= deadline:
             return cores
+
+
+class OutputRefused(Exception):
+    """An output path that the rule of every trainscope output refuses (see output_file)."""
+
+
+def check_output(path, overwrite=False, inputs=(), earlier=None):
+    """The rule of every trainscope output (common/include/trainscope/common/files.h, OutputRule),
+    for the bench scripts: never one of `inputs` (by device and inode, or by name) nor its
+    -wal/-shm/-journal; never a directory, FIFO, device or socket; a symbolic link only with
+    `overwrite` (the link itself is replaced); an existing regular file only with `overwrite` or when
+    earlier(path) says it is an earlier output of the same kind. Returns whether something is replaced."""
+    where = os.path.join(os.path.realpath(os.path.dirname(path) or "."), os.path.basename(path))
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    for src in inputs:
+        for side in ("", "-wal", "-shm", "-journal"):
+            name = src + side
+            same = os.path.join(os.path.realpath(os.path.dirname(name) or "."), os.path.basename(name)) == where
+            if not same and st is not None:
+                try:
+                    same = os.path.samefile(path, name)
+                except OSError:
+                    pass
+            if same:
+                raise OutputRefused(f"{path} is {name}, which this script reads: name a new file")
+    if st is None:
+        return False
+    import stat as s
+    if s.S_ISDIR(st.st_mode):
+        raise OutputRefused(f"{path} is a directory: name a file")
+    if s.S_ISLNK(st.st_mode):
+        if not overwrite:
+            raise OutputRefused(f"{path} is a symbolic link: name a new file, or pass overwrite to replace the link")
+        return True
+    if not s.S_ISREG(st.st_mode):
+        raise OutputRefused(f"{path} exists and is not a regular file (a FIFO, device or socket): name a new file")
+    if not overwrite and not (earlier and earlier(path)):
+        raise OutputRefused(f"{path} already exists: name a new file, or pass overwrite to replace it")
+    return True
+
+
+class output_file:
+    """`with output_file(path) as f: f.write(...)`: written under a random name beside `path` and put
+    in place at the end (link(2) for a new path, rename(2) over what check_output allowed), never
+    through a link at the path, never half-written. Checked on entry and again before it is placed."""
+
+    def __init__(self, path, mode="w", overwrite=False, inputs=(), earlier=None):
+        self.path, self.mode = path, mode
+        self.rule = dict(overwrite=overwrite, inputs=tuple(inputs), earlier=earlier)
+
+    def __enter__(self):
+        import tempfile
+        check_output(self.path, **self.rule)
+        folder = os.path.dirname(self.path) or "."
+        fd, self.temp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(self.path)[:100] + ".tmp-")
+        self.file = os.fdopen(fd, self.mode)
+        return self.file
+
+    def __exit__(self, kind, value, tb):
+        try:
+            if kind is None:
+                self.file.flush()
+                os.fsync(self.file.fileno())
+            self.file.close()
+            if kind is not None:
+                return False
+            if check_output(self.path, **self.rule):
+                os.replace(self.temp, self.path)
+            else:
+                os.link(self.temp, self.path)  # refuses a path taken meanwhile
+        finally:
+            if os.path.lexists(self.temp):
+                os.unlink(self.temp)
+        return False

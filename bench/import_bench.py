@@ -8,6 +8,9 @@ import's peak resident memory (GNU time's maximum RSS). Figures, not pass/fail.
 """
 import os, random, subprocess, sys, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import output_file  # noqa: E402  (the rule of every trainscope output)
+
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 cli = os.environ.get("TRAINSCOPE", os.path.join(root, "build", "bin", "trainscope"))
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
@@ -19,7 +22,7 @@ if not os.path.exists(trace):
     rnd = random.Random(1)
     t0 = time.time()
     base = 1_700_000_000_000_000.0  # us
-    with open(trace + ".tmp", "w") as f:
+    with output_file(trace) as f:  # a random name beside it, put in place when complete
         f.write('{"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": [\n')
         t, gpu, corr, written, step = base, base, 1, 0, 0
         names = ["aten::mm", "aten::add", "aten::gelu", "aten::layer_norm", "aten::softmax"]
@@ -52,7 +55,6 @@ if not os.path.exists(trace):
             corr += 1
             t += d + 0.75
         f.write('\n], "baseTimeNanoseconds": 0}\n')
-    os.rename(trace + ".tmp", trace)
     print(f"[bench] wrote {trace}: {written} events, {os.path.getsize(trace) / 2**20:.0f} MiB in {time.time() - t0:.0f} s")
 
 size = os.path.getsize(trace)

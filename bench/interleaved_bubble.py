@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import DEFAULT_BIN
+from common import DEFAULT_BIN, output_file
 
 P = 2
 WORKLOAD = {"name": "bubble-cpu", "n_layer": 8, "n_head": 4, "n_embd": 256, "n_positions": 256, "vocab_size": 512}
@@ -142,7 +142,7 @@ def main():
     a = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        with open(os.path.join(folder, "bubble-cpu.json"), "w") as f:
+        with output_file(os.path.join(folder, "bubble-cpu.json")) as f:
             json.dump(WORKLOAD, f)
         for m in a.micro_batches:
             measured = {v: [] for v in a.virtual}

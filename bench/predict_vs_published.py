@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import DEFAULT_BIN, ROOT
+from common import DEFAULT_BIN, ROOT, output_file
 
 
 def spearman(xs, ys):
@@ -47,7 +47,7 @@ def spearman(xs, ys):
 
 def predict(binary, workdir, name, heads, hidden, layers, tp, pp, gpus, mbs, gbs, ckpt, sp, vstages, framework):
     wl = os.path.join(workdir, name + ".json")
-    with open(wl, "w") as f:
+    with output_file(wl, overwrite=True) as f:  # our own temporary folder: rewritten per call
         json.dump({"name": name, "n_layer": layers, "n_head": heads, "n_embd": hidden, "n_positions": 2048,
                    "vocab_size": 51200}, f)
     nodes = max(1, (gpus + 7) // 8)

@@ -95,6 +95,17 @@ void place(const std::string& temp, const std::string& path, Existing existing, 
   }
 }
 
+void place(const std::string& temp, const std::string& path, const OutputRule& rule) {
+  OutputFound found;
+  try {
+    found = checkOutput(path, rule);  // again: what was planted since the first check is refused
+  } catch (...) {
+    ::unlink(temp.c_str());
+    throw;
+  }
+  place(temp, path, found.existing, rule.field);
+}
+
 TempFile makeTempBeside(const std::string& path, const std::string& field) {
   TempFile t;
   t.fd = makeTemp(path, field, t.path);
@@ -108,8 +119,9 @@ std::string folderOf(const std::string& path) {
   return path.substr(0, slash);
 }
 
-AtomicFile::AtomicFile(std::string path, std::string field) : path_(std::move(path)), field_(std::move(field)) {
-  fd_ = makeTemp(path_, field_, temp_);
+AtomicFile::AtomicFile(std::string path, OutputRule rule) : path_(std::move(path)), rule_(std::move(rule)) {
+  checkOutput(path_, rule_);  // refused before any work
+  fd_ = makeTemp(path_, rule_.field, temp_);
   buf_ = std::make_unique<FdBuf>(fd_);
   stream_ = std::make_unique<std::ostream>(buf_.get());
 }
@@ -121,7 +133,7 @@ AtomicFile::~AtomicFile() {
   if (!committed_) ::unlink(temp_.c_str());
 }
 
-void AtomicFile::commit(Existing existing) {
+void AtomicFile::commit() {
   stream_->flush();
   const bool ok = stream_->good() && ::fsync(fd_) == 0;
   const int err = errno;
@@ -130,23 +142,24 @@ void AtomicFile::commit(Existing existing) {
   const bool closed = ::close(fd_) == 0;
   fd_ = -1;
   if (!ok || !closed)
-    throw UserError(field_, "cannot write " + path_ + ": " + std::strerror(ok ? errno : err),
+    throw UserError(rule_.field, "cannot write " + path_ + ": " + std::strerror(ok ? errno : err),
                     "check the free space and that the folder is writable");
   committed_ = true;  // place() removes the temporary file on failure itself
-  place(temp_, path_, existing, field_);
+  place(temp_, path_, rule_);
 }
 
-void writeAtomically(const std::string& path, const std::string& text, Existing existing, const std::string& field) {
-  AtomicFile f(path, field);
+void writeAtomically(const std::string& path, const std::string& text, const OutputRule& rule) {
+  AtomicFile f(path, rule);
   f.stream() << text;
-  f.commit(existing);
+  f.commit();
 }
 
-int createFile(const std::string& path, Existing existing, const std::string& field) {
+int createFile(const std::string& path, const OutputRule& rule) {
+  checkOutput(path, rule);
   std::string temp;
-  const int fd = makeTemp(path, field, temp);
+  const int fd = makeTemp(path, rule.field, temp);
   try {
-    place(temp, path, existing, field);
+    place(temp, path, rule);
   } catch (...) {
     ::close(fd);
     throw;

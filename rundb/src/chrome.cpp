@@ -60,28 +60,6 @@ class Lanes {
   std::map<std::tuple<int64_t, int, int64_t>, std::string> names_;  // streams by stream id (any device)
 };
 
-void checkOutput(const std::string& in, const std::string& out, bool overwrite) {
-  struct stat a {}, b {};
-  if (lstat(out.c_str(), &b) != 0) return;
-  if (stat(in.c_str(), &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-    throw UserError("--chrome", out + " is the input database itself", "name a new .json file");
-  if (S_ISLNK(b.st_mode)) {
-    if (!overwrite)
-      throw UserError("--chrome", out + " is a symbolic link", "name a new file, or pass --overwrite to replace the link");
-    return;  // the link itself is replaced, never what it points to
-  }
-  if (!S_ISREG(b.st_mode))
-    throw UserError("--chrome", out + " exists and is not a regular file", "name a new .json file");
-  if (overwrite) return;
-  const int fd = files::openRegularFile(out, "--chrome", "name a new .json file");
-  std::string head(std::string(kHeader).size(), '\0');
-  const ssize_t n = ::read(fd, head.data(), head.size());
-  ::close(fd);
-  if (n != ssize_t(head.size()) || head != kHeader)
-    throw UserError("--chrome", out + " exists and is not an earlier trainscope export",
-                    "name a new file, or pass --overwrite to replace it");
-}
-
 // The JSON being written: events separated by commas, times relative to the first event.
 class ChromeWriter {
  public:
@@ -226,8 +204,10 @@ void exportCountersAndNames(RunReader& reader, const Lanes& lanes, const std::se
 // counters and names. Chrome tids are handed out in this order of first use.
 ChromeExportStats exportChrome(const std::string& path, const std::string& out_path, bool overwrite) {
   RunReader reader(path);
-  checkOutput(path, out_path, overwrite);
-  files::AtomicFile file(out_path, "--chrome");  // a random name beside it, moved into place at the end
+  // Never the input (nor its -wal/-shm/-journal); an existing file only when it starts with our own
+  // header (an earlier export), or with --overwrite.
+  files::OutputRule rule{"--chrome", {path}, overwrite, files::startsWith(kHeader), "trainscope Chrome export"};
+  files::AtomicFile file(out_path, rule);  // a random name beside it, moved into place at the end
   std::ostream& out = file.stream();
   ChromeWriter w(out, reader.firstTime().value_or(0));
   out << kHeader;
@@ -241,7 +221,7 @@ ChromeExportStats exportChrome(const std::string& path, const std::string& out_p
   exportCountersAndNames(reader, lanes, ranks, w);
   // otherData names the exporter: `import` refuses the file (its run database is the source).
   out << "\n],\"otherData\":{\"exporter\":\"trainscope\"}}\n";
-  file.commit(files::Existing::Replace);  // checkOutput decided what may be replaced
+  file.commit();
   return w.stats;
 }
 

@@ -220,15 +220,11 @@ class TraceStreambuf : public std::streambuf {
 
 ImportStats importTraces(const std::vector<std::string>& inputs, const std::string& out_db, bool overwrite) {
   if (inputs.empty()) throw UserError("import", "no input files", "pass one trace per rank");
-  struct stat out_st {};
-  const bool out_exists = stat(out_db.c_str(), &out_st) == 0;
   for (const auto& p : inputs) {
     struct stat st {};
     if (stat(p.c_str(), &st) != 0) throw UserError("import", p + " does not exist", "check the path");
-    if (out_exists && st.st_dev == out_st.st_dev && st.st_ino == out_st.st_ino)
-      throw UserError("-o", out_db + " is also an input", "write the run database to a new path");
   }
-  checkWritable(out_db, overwrite, "-o");
+  checkWritable(out_db, overwrite, "-o", inputs);  // never an input (nor its -wal/-shm/-journal)
   // Built under a random name beside the output and renamed at the end: a failed import leaves
   // nothing behind, and only a file this import created is ever removed.
   std::string partial;
@@ -287,7 +283,13 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
     store.createIndexes();
     store.close();
   }
-  checkWritable(out_db, overwrite, "-o");  // nothing took the path meanwhile
+  const PathCheck replaced = checkWritable(out_db, overwrite, "-o", inputs);  // nothing took the path meanwhile
+  if (replaced.kind != PathCheck::Kind::Missing)  // the replaced database's own files must not meet the new one
+    for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+      struct stat st {};
+      const std::string side = out_db + suffix;
+      if (lstat(side.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(side.c_str());
+    }
   if (std::rename(partial.c_str(), out_db.c_str()) != 0)
     throw UserError("-o", "cannot move the finished import to " + out_db, "check the folder is writable");
   cleanup.armed = false;

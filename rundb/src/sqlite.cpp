@@ -26,9 +26,24 @@ std::string shortSql(const std::string& sql) {
   return sql.size() > 80 ? s + "…" : s;
 }
 
+// A write that failed for want of space: said so, with the database's path (SQLite's own text,
+// "database or disk is full", names neither).
+[[noreturn]] void throwDiskFull(sqlite3* db, int rc, const std::string& msg, const std::string& context) {
+  const char* file = db ? sqlite3_db_filename(db, "main") : nullptr;
+  throw SqliteError(rc,
+                    std::string("the disk is full: cannot write ") + (file && *file ? file : "the database") +
+                        " (sqlite: " + msg + ")",
+                    shortSql(context), true);
+}
+
+bool diskFull(sqlite3* db, int rc) {
+  return (rc & 0xff) == SQLITE_FULL || (db && (rc & 0xff) == SQLITE_IOERR && sqlite3_system_errno(db) == ENOSPC);
+}
+
 void check(sqlite3* db, int rc, const std::string& context) {
   if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return;
   std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  if (diskFull(db, db ? sqlite3_extended_errcode(db) : rc)) throwDiskFull(db, rc, msg, context);
   throw SqliteError(rc, "sqlite: " + msg + " (code " + std::to_string(rc) + ")", shortSql(context));
 }
 
@@ -165,6 +180,7 @@ void Database::exec(const std::string& sql) {
   if (rc != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
+    if (diskFull(db_, sqlite3_extended_errcode(db_))) throwDiskFull(db_, sqlite3_extended_errcode(db_), msg, sql);
     throw SqliteError(sqlite3_extended_errcode(db_), "sqlite: " + msg + " (" + path_ + ")", shortSql(sql));
   }
 }

@@ -70,20 +70,31 @@ PathCheck inspectPath(const std::string& path) {
   return c;
 }
 
-PathCheck checkWritable(const std::string& path, bool overwrite, const std::string& field) {
+files::OutputRule runDatabaseRule(const std::string& field, bool overwrite, std::vector<std::string> inputs) {
+  files::OutputRule r;
+  r.field = field;
+  r.inputs = std::move(inputs);
+  r.overwrite = overwrite;
+  r.kind = "trainscope run database";
+  r.earlier = [](int fd, const std::string& path) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && st.st_size == 0) return true;  // no data to lose (a run killed at creation)
+    return inspectPath(path).kind == PathCheck::Kind::RunDatabase;
+  };
+  r.only_earlier = true;             // never someone else's file, even with --overwrite
+  r.earlier_needs_overwrite = true;  // and an earlier run only with --overwrite
+  r.sqlite = true;
+  return r;
+}
+
+PathCheck checkWritable(const std::string& path, bool overwrite, const std::string& field,
+                        const std::vector<std::string>& inputs) {
+  files::checkOutput(path, runDatabaseRule(field, overwrite, inputs));  // the one rule of every output
   const PathCheck c = inspectPath(path);
-  if (c.kind == PathCheck::Kind::Other)
-    throw UserError(field, path + " is " + c.what + "; trainscope replaces only its own run databases",
-                    "choose another path");
-  if (c.kind == PathCheck::Kind::Empty && !overwrite)
-    throw UserError(field, path + " already exists (an empty file)", "choose another path or pass --overwrite");
-  if (c.kind == PathCheck::Kind::RunDatabase) {
-    if (!overwrite) throw UserError(field, path + " already exists", "choose another path or pass --overwrite");
-    if (c.locked)
-      throw UserError(field, path + " is being written by another trainscope process" +
-                                 (c.writer_pid ? " (pid " + std::to_string(c.writer_pid) + ")" : std::string()),
-                      "wait for it to finish or choose another path");
-  }
+  if (c.kind == PathCheck::Kind::RunDatabase && c.locked)
+    throw UserError(field, path + " is being written by another trainscope process" +
+                               (c.writer_pid ? " (pid " + std::to_string(c.writer_pid) + ")" : std::string()),
+                    "wait for it to finish or choose another path");
   const std::string folder = folderOf(path);
   std::error_code ec;
   if (!std::filesystem::is_directory(folder, ec))
@@ -116,7 +127,7 @@ void removeRunDatabase(const std::string& path, const std::string& field) {
 
 RunStore::RunStore(const std::string& path, const Options& o) : path_(path) {
   // Refuses what is not ours, a locked run, a missing folder.
-  const PathCheck found = checkWritable(path, o.overwrite, o.field);
+  const PathCheck found = checkWritable(path, o.overwrite, o.field, o.inputs);
   // The new database is made complete (schema, meta) under a random name beside the path, locked,
   // and only then put at the path: a run killed at any moment leaves either nothing or a run
   // database there, never an empty or half-made file.
@@ -158,7 +169,7 @@ RunStore::RunStore(const std::string& path, const Options& o) : path_(path) {
       throw UserError(o.field, path + " is being written or replaced by another trainscope process",
                       "wait for it to finish or choose another path");
     }
-    for (const char* suffix : {"-wal", "-shm"}) {  // the old database's: they must not meet the new one
+    for (const char* suffix : {"-wal", "-shm", "-journal"}) {  // the old database's: they must not meet the new one
       const std::string p = path + suffix;
       struct stat st {};
       if (lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) unlink(p.c_str());

@@ -294,7 +294,7 @@ TEST(ChromeExport, ParsesAndHasTheRightCounts) {
   EXPECT_EQ(std::filesystem::file_size(run), size);
   auto r = cli("export " + run + " --chrome " + run);
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("is the input database itself"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is the input " + run + " itself"), std::string::npos) << r.output;
   const std::string notes = tempPath("notes.json");
   std::ofstream(notes) << "{\"mine\": 1}";
   EXPECT_THROW(db::exportChrome(run, notes), trainscope::UserError);

@@ -151,15 +151,21 @@ bool isStudy(const std::string& path) {
   return yes;
 }
 
-StudyLock::StudyLock(const std::string& path, bool resume) : path_(path), resume_(resume) {
+StudyLock::StudyLock(const std::string& path, bool resume, const std::vector<std::string>& inputs)
+    : path_(path), resume_(resume) {
   if (blank(path)) throw UserError("--study", "is empty", "name the study's file, e.g. --study study.db");
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     if (resume)
       throw UserError("--resume", path + " does not exist: there is no study to resume",
                       "drop --resume to start a new study there, or name the study's file");
+    files::OutputRule rule;
+    rule.field = "--study";
+    rule.inputs = inputs;
+    rule.sqlite = true;  // nothing at its -wal/-shm/-journal: SQLite would read it, or write through it
+    files::checkOutput(path, rule);
     try {
-      fd_ = files::createFile(path, files::Existing::Refuse, "--study");
+      fd_ = files::createFile(path, rule);
       created_ = true;
     } catch (const UserError&) {
       if (::lstat(path.c_str(), &st) != 0) throw;  // not another tune's file: a real failure

@@ -43,8 +43,15 @@ void classifyExit(TrialRecord& t, int exit_code) {
 TrialRecord ProcessTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   const auto t0 = std::chrono::steady_clock::now();
   // Written and created here, not in the child: a failure is the tuner's (exit 2), not the candidate's.
-  files::writeAtomically(spec.spec_path, runtime::toJson(spec.run), files::Existing::Refuse, "--study");
-  const int log = files::createFile(spec.log_path, files::Existing::Replace, "--study");
+  // In the study's own work folder, under names no trial has used (freshStem): an existing file is
+  // refused for the spec; the log replaces only a regular file (a link or FIFO planted there is refused).
+  files::OutputRule spec_rule;
+  spec_rule.field = "--study";
+  files::writeAtomically(spec.spec_path, runtime::toJson(spec.run), spec_rule);
+  files::OutputRule log_rule = spec_rule;
+  log_rule.inputs = {spec.spec_path};
+  log_rule.overwrite = true;
+  const int log = files::createFile(spec.log_path, log_rule);
   process::SpawnOptions so;
   so.argv = {trainscope_, "run", "--config", spec.spec_path};
   so.own_group = true;          // the trial's own process group: killed as one

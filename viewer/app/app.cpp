@@ -282,8 +282,30 @@ void App::poll() {
   }
 }
 
+// The first key of every layout (keys are written sorted; "_" sorts before the lowercase ones): what
+// makes an existing file an earlier layout, replaced without --overwrite.
+constexpr const char* kLayoutFormat = "trainscope-viewer layout";
+
+files::OutputRule App::outputRule(const std::string& field) const {
+  files::OutputRule rule;
+  rule.field = field;
+  rule.inputs = opt.files;
+  if (!opt.script.empty()) rule.inputs.push_back(opt.script);
+  rule.overwrite = opt.overwrite;
+  return rule;
+}
+
+files::OutputRule App::layoutRule() const {
+  files::OutputRule rule = outputRule("--layout");
+  if (!opt.screenshot.empty()) rule.inputs.push_back(opt.screenshot);  // one file cannot be both
+  rule.earlier = files::startsWith("{\n \"_format\": \"" + std::string(kLayoutFormat) + "\"");
+  rule.kind = "trainscope-viewer layout";
+  return rule;
+}
+
 void App::writeLayout(const std::string& path) const {
   nlohmann::json j;
+  j["_format"] = kLayoutFormat;
   j["timeline"] = {{"x0", timeline_x0}, {"x1", timeline_x1}, {"y0", timeline_y0}, {"y1", timeline_y1}};
   j["view"] = {{"t0", view.t0}, {"t1", view.t1}, {"origin", view.origin}};
   j["panel_y0"] = panel_y0;
@@ -348,11 +370,15 @@ void App::writeLayout(const std::string& path) const {
   habitsLayout(j);  // scale, bookmarks, notes, the study view
   tablesLayout(j);  // the diff, the SQL box's rows, the histogram
   writeTimelineLayout(j);  // tracks drawn, collapsed ranks, the split, run B's alignment
-  files::writeAtomically(path, j.dump(1) + "\n", files::Existing::Replace, "--layout");
+  files::writeAtomically(path, j.dump(1) + "\n", layoutRule());
 }
 
 int App::run() {
   const bool headless = !opt.screenshot.empty();
+  // The outputs checked before anything is loaded: a refusal comes at once, not after the frames.
+  const files::OutputRule shot_rule = screenshotRule(outputRule("--screenshot").inputs, opt.overwrite);
+  if (headless) files::checkOutput(opt.screenshot, shot_rule);
+  if (!opt.layout.empty()) files::checkOutput(opt.layout, layoutRule());
   std::vector<ScriptCommand> script;
   if (!opt.script.empty()) {
     const int fd = files::openRegularFile(opt.script, "--script", "name a script file (see docs/viewer.md)");
@@ -423,7 +449,7 @@ int App::run() {
     // A message instead of the timeline ends a headless run however much of the script is left
     // (its commands wait for a loaded file, which will not come).
     if (headless && (!fatal.empty() || (all_loaded && next_command >= script.size())) && --settle <= 0) {
-      writePng(opt.screenshot, window.readPixels());
+      writePng(opt.screenshot, window.readPixels(), shot_rule);
       if (!opt.layout.empty()) writeLayout(opt.layout);
       break;
     }

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "trainscope/common/files.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/tuner/study.h"
 #include "trainscope/viewer/details.h"
@@ -45,6 +46,7 @@ inline constexpr int kB = 66, kL = 76, kN = 78, kO = 79, kSlash = 47, kF1 = 290,
 struct Options {
   std::vector<std::string> files;
   std::string screenshot, script, layout;
+  bool overwrite = false;  // --overwrite: the outputs may replace any regular file (never an input)
   int width = 1600, height = 900;
   std::optional<std::pair<double, double>> view;  // relative to the trace start, ns
   int frames = 3;
@@ -276,6 +278,10 @@ class App {
  private:
   void poll();
   void writeLayout(const std::string& path) const;
+  // The rule of an output named by `field` (files::OutputRule): never the files opened nor --script,
+  // an existing file with --overwrite or when it is an earlier output of the same kind.
+  files::OutputRule outputRule(const std::string& field) const;
+  files::OutputRule layoutRule() const;  // outputRule, and an earlier layout: our "_format" first
 };
 
 }  // namespace trainscope::viewer

@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   cli.add_option("--frames", o.frames, "frames to render before the screenshot (default 3)")->check(CLI::Range(1, 100000));
   cli.add_option("--script", o.script, "replay view changes from a file (zoom, pan, select, search; see docs/viewer.md)");
   cli.add_option("--layout", o.layout, "with --screenshot: write where each row was drawn as JSON");
+  cli.add_flag("--overwrite", o.overwrite,
+               "let --screenshot, --layout and the script's csv replace an existing file that is not an earlier "
+               "output of theirs (never an input)");
   cli.add_flag("--frame-stats", o.frame_stats, "print per-frame CPU time, load time and memory per event");
   std::string scale;  // checked below, so that a bad value names the flag and the fix
   cli.add_option("--scale", scale, "scale fonts and sizes by F (0.5-4; default: the monitor's content scale)");

@@ -245,7 +245,14 @@ bool App::applyTableCommand(const ScriptCommand& c) {
     const Table tab = tableFor(c.args[0]);
     if (tab.columns.empty())
       std::cerr << "trainscope-viewer: --script line " << c.line << ": no " << c.args[0] << " table to write\n";
-    files::writeAtomically(c.args[1], toCsv(tab), files::Existing::Replace, "csv");
+    // An earlier output of the same kind: a CSV of this table, by its header line (ours).
+    const std::string text = toCsv(tab);
+    files::OutputRule rule = outputRule("csv");
+    rule.earlier = files::startsWith(text.substr(0, text.find('\n') + 1));
+    rule.kind = "CSV of the " + c.args[0] + " table";
+    if (!opt.screenshot.empty()) rule.inputs.push_back(opt.screenshot);
+    if (!opt.layout.empty()) rule.inputs.push_back(opt.layout);
+    files::writeAtomically(c.args[1], text, rule);
   } else if (c.op == "sql") {
     std::snprintf(tables.sql_text, sizeof tables.sql_text, "%s", c.args[0].c_str());
     startSql(c.args[0], /*wait=*/true);

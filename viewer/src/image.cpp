@@ -94,7 +94,17 @@ void chunk(std::string& out, const char* type, const std::string& data) {
 
 }  // namespace
 
-void writePng(const std::string& path, const Image& img) {
+files::OutputRule screenshotRule(std::vector<std::string> inputs, bool overwrite) {
+  files::OutputRule rule;
+  rule.field = "--screenshot";
+  rule.inputs = std::move(inputs);
+  rule.overwrite = overwrite;
+  rule.earlier = files::startsWith("\x89PNG\r\n\x1a\n");
+  rule.kind = "PNG image";
+  return rule;
+}
+
+void writePng(const std::string& path, const Image& img, const files::OutputRule& rule) {
   std::string raw;
   raw.reserve(size_t(img.height) * (size_t(img.width) * 4 + 1));
   for (int y = 0; y < img.height; ++y) {
@@ -117,7 +127,7 @@ void writePng(const std::string& path, const Image& img) {
   chunk(png, "IEND", "");
   // A random temporary name beside `path`, then rename: no guessable name to plant a link at, and a
   // link planted at `path` is replaced, never followed.
-  files::writeAtomically(path, png, files::Existing::Replace, "--screenshot");
+  files::writeAtomically(path, png, rule);
 }
 
 Image readPng(const std::string& path) {

@@ -91,7 +91,23 @@ Notes loadNotes(const std::string& path) {
 }
 
 void saveNotes(const std::string& path, const Notes& n) {
-  files::writeAtomically(path, toJson(n), files::Existing::Replace, "notes");
+  files::OutputRule rule;
+  rule.field = "notes";
+  rule.kind = "trainscope notes file";
+  rule.earlier = [](int fd, const std::string&) {  // an earlier notes file: JSON with "trainscope_notes": 1
+    std::string text;
+    char buf[1 << 14];
+    for (ssize_t r; (r = ::read(fd, buf, sizeof buf)) != 0 && text.size() < (size_t(64) << 20);) {
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return false;
+      text.append(buf, size_t(r));
+    }
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_object()) return false;
+    const auto v = j.find("trainscope_notes");
+    return v != j.end() && v->is_number_integer() && v->get<int64_t>() == 1;
+  };
+  files::writeAtomically(path, toJson(n), rule);
 }
 
 std::vector<ScriptCommand> parseAppScript(const std::string& text, const std::string& file) {

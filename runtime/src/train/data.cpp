@@ -147,7 +147,11 @@ Batch TokenSource::samples(int64_t first, int64_t count, const at::Device& devic
 
 void writeTokenFile(const std::string& path, const std::vector<uint16_t>& tokens, bool with_header) {
   // Through files::AtomicFile, as every file trainscope writes: never through a link at `path`.
-  files::AtomicFile file(path, "token file");
+  // Replaces any regular file (a test's fixture), never a link's target, a FIFO or a folder.
+  files::OutputRule rule;
+  rule.field = "token file";
+  rule.overwrite = true;
+  files::AtomicFile file(path, rule);
   if (with_header) {
     int32_t header[kLlmcHeaderInts] = {};
     header[0] = kLlmcMagic;
@@ -156,7 +160,7 @@ void writeTokenFile(const std::string& path, const std::vector<uint16_t>& tokens
     file.stream().write(reinterpret_cast<const char*>(header), sizeof(header));
   }
   file.stream().write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
-  file.commit(files::Existing::Replace);
+  file.commit();
 }
 
 }  // namespace trainscope::runtime

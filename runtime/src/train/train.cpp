@@ -10,6 +10,7 @@
 #include <torch/version.h>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,12 +94,22 @@ struct Recording {
   bool tracing_collectives() const { return collectives != nullptr; }
 };
 
+// The files a run reads: its run database never replaces one of them (files::OutputRule).
+std::vector<std::string> runInputs(const TrainConfig& cfg) {
+  std::vector<std::string> in;
+  struct stat st {};
+  for (const std::string& p : {cfg.data, cfg.workload})
+    if (p != "synthetic" && ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) in.push_back(p);
+  return in;
+}
+
 Recording openOutputs(const TrainConfig& cfg, const RunOutput& out, const RunInfo& info, Comm& comm,
                       RunObserver* obs) {
   Recording rec;
   if (!out.out.empty() && info.leader) {
     const char* field = out.tracing() ? "--trace" : "--out";
-    rec.store = std::make_unique<rundb::RunStore>(out.out, rundb::RunStore::Options{out.overwrite, field, false});
+    rec.store = std::make_unique<rundb::RunStore>(out.out,
+                                                  rundb::RunStore::Options{out.overwrite, field, false, runInputs(cfg)});
     // An earlier run's shards of ranks this run does not have would be taken for ours: remove them
     // (ranks below the world replace their own shard when they open it). Only our own, unlocked.
     for (const std::string& stale : rundb::leftoverShards(out.out)) {
@@ -474,7 +485,8 @@ void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
     for (int s = 0; s < cfg.pp; ++s) checkMemoryFits(cfg, s, cfg.world, cfg.device != DeviceRequest::CUDA);
     checkTasksFit(cfg, cfg.world);
   }
-  if (!out.out.empty()) rundb::checkWritable(out.out, out.overwrite, out.tracing() ? "--trace" : "--out");
+  if (!out.out.empty())
+    rundb::checkWritable(out.out, out.overwrite, out.tracing() ? "--trace" : "--out", runInputs(cfg));
 }
 
 RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {

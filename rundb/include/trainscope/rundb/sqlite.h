@@ -24,15 +24,19 @@ namespace trainscope::rundb {
 
 class SqliteError : public std::runtime_error {
  public:
-  SqliteError(int code, const std::string& what, std::string statement = "")
-      : std::runtime_error(what), code_(code), statement_(std::move(statement)) {}
+  SqliteError(int code, const std::string& what, std::string statement = "", bool disk_full = false)
+      : std::runtime_error(what), code_(code), statement_(std::move(statement)), disk_full_(disk_full) {}
   int code() const { return code_; }  // SQLite's extended result code
+  // A write failed for want of space (SQLITE_FULL, or ENOSPC under an I/O error): what() names the
+  // database's path and says the disk is full — not a sign of a bad file.
+  bool diskFull() const { return disk_full_; }
   // The statement that failed, shortened (for logs; kept out of what(), which users read).
   const std::string& statement() const { return statement_; }
 
  private:
   int code_;
   std::string statement_;
+  bool disk_full_ = false;
 };
 
 class Database {

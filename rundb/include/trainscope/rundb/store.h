@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainscope/common/files.h"
 #include "trainscope/rundb/rows.h"
 
 namespace trainscope::rundb {
@@ -36,6 +37,7 @@ class RunStore {
     bool overwrite = false;
     std::string field = "--out";  // the flag named in errors about the path
     bool bulk = false;            // large pages, no fsync: a tracer shard, rebuilt if lost
+    std::vector<std::string> inputs;  // the command's input files: never replaced (files::OutputRule)
   };
   RunStore(const std::string& path, const Options& options);
   ~RunStore();  // close(), never throws
@@ -108,9 +110,13 @@ struct PathCheck {
 PathCheck inspectPath(const std::string& path);
 
 // Throws UserError(field) unless a writer may create `path` (missing) or replace it (overwrite, an
-// unlocked trainscope database). Also checks that the folder exists and is writable.
-// Returns what it found there.
-PathCheck checkWritable(const std::string& path, bool overwrite, const std::string& field);
+// unlocked trainscope database), under files::checkOutput's rule (runDatabaseRule: never one of
+// `inputs` or their -wal/-shm/-journal, nothing but the database's own files beside it). Also checks
+// that the folder exists and is writable. Returns what it found there.
+PathCheck checkWritable(const std::string& path, bool overwrite, const std::string& field,
+                        const std::vector<std::string>& inputs = {});
+// The rule of an output that is a run database (the OutputRule of files.h).
+files::OutputRule runDatabaseRule(const std::string& field, bool overwrite, std::vector<std::string> inputs);
 
 // Removes a trainscope run database and its -wal/-shm files, refusing anything else (UserError).
 void removeRunDatabase(const std::string& path, const std::string& field);

@@ -55,11 +55,13 @@ double pooledStepTime(const std::vector<TrialRecord>& trials, int64_t candidate,
 //   - a study another process is tuning (its pid named);
 //   - with `resume`: a missing file, or one that holds no study yet;
 //   - without `resume`: a file that already holds a study, or any other non-empty file.
-// A missing study file is created empty (files::createFile: never through a link planted at the
-// name) for SQLite to fill; if nothing was written into it when the lock is released, it is removed.
+// A missing study file is created empty (files::createFile under files::OutputRule: never one of
+// `inputs` nor their -wal/-shm/-journal, never with anything at its own -wal/-shm/-journal, never
+// through a link planted at the name) for SQLite to fill; if nothing was written into it when the
+// lock is released, it is removed.
 class StudyLock {
  public:
-  StudyLock(const std::string& path, bool resume);
+  StudyLock(const std::string& path, bool resume, const std::vector<std::string>& inputs = {});
   ~StudyLock();
   StudyLock(const StudyLock&) = delete;
   StudyLock& operator=(const StudyLock&) = delete;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/common/files.h"
 #include "trainscope/viewer/model.h"
 
 namespace trainscope::viewer {
@@ -16,9 +17,12 @@ struct Image {
   uint32_t pixel(int x, int y) const;  // 0xAABBGGRR
 };
 
+// The rule of --screenshot (files::OutputRule): never one of `inputs`; an existing file is replaced
+// when it is a PNG (by its signature: an earlier screenshot), anything else only with `overwrite`.
+files::OutputRule screenshotRule(std::vector<std::string> inputs = {}, bool overwrite = false);
 // Writes through files::AtomicFile (a random temporary name, then rename): a failed write leaves no
-// partial PNG, and a link at `path` is replaced, never followed.
-void writePng(const std::string& path, const Image& img);
+// partial PNG, and a link at `path` is replaced (only with --overwrite), never followed.
+void writePng(const std::string& path, const Image& img, const files::OutputRule& rule = screenshotRule());
 Image readPng(const std::string& path);  // 8-bit RGBA or RGB, non-interlaced (what writePng writes)
 
 constexpr uint32_t rgb(uint8_t r, uint8_t g, uint8_t b) { return 0xff000000u | uint32_t(b) << 16 | uint32_t(g) << 8 | r; }

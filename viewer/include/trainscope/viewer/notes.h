@@ -42,7 +42,9 @@ std::string toJson(const Notes& n);
 Notes notesFromJson(const std::string& text, const std::string& file);
 // A missing file is no notes. A file that cannot be read or parsed: UserError naming it.
 Notes loadNotes(const std::string& path);
-// Written atomically (files::writeAtomically): a crash leaves the old notes or the new ones.
+// Written atomically (files::writeAtomically): a crash leaves the old notes or the new ones. Under
+// files::OutputRule: an existing file is replaced only when it is a notes file (an earlier output,
+// "trainscope_notes": 1); a link, a FIFO or anyone else's file at the path is refused.
 void saveNotes(const std::string& path, const Notes& n);
 
 // A --script with the app's own commands besides view_state.h's:
