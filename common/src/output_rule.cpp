@@ -148,7 +148,7 @@ OutputFound checkOutput(const std::string& path, const OutputRule& rule) {
   if (S_ISDIR(ls.st_mode)) throw UserError(rule.field, path + " is a directory", "name a file");
   if (S_ISLNK(ls.st_mode)) {
     if (rule.only_earlier)
-      throw UserError(rule.field, path + " is a symbolic link; trainscope replaces only its own " + rule.kind + "s",
+      throw UserError(rule.field, path + " is a symbolic link; only an earlier " + rule.kind + " is replaced",
                       "choose another path");
     if (!rule.overwrite)
       throw UserError(rule.field, path + " is a symbolic link",
@@ -170,7 +170,7 @@ OutputFound checkOutput(const std::string& path, const OutputRule& rule) {
     if (rule.earlier_needs_overwrite && !rule.overwrite)
       throw UserError(rule.field, path + " already exists", "choose another path or pass --overwrite");
   } else if (rule.only_earlier) {
-    throw UserError(rule.field, path + " exists and is not a " + rule.kind + "; trainscope replaces only its own",
+    throw UserError(rule.field, path + " exists and is not a " + rule.kind + "; only an earlier one is replaced",
                     "choose another path");
   } else if (!rule.overwrite) {
     throw UserError(rule.field,
