@@ -297,7 +297,7 @@ TEST_F(OutputSafety, APathTooLongIsSaidToBeTooLongNamingTheFlag) {
   ASSERT_EQ(one_name.size(), 512u);
   // Nested folders of 200-byte names: each name is fine, the whole is past SQLite's 512 bytes.
   std::string nested = base;
-  while (nested.size() < 400) nested += "/" + std::string(200, 'd');
+  while (nested.size() < 500) nested += "/" + std::string(200, 'd');
   fs::create_directories(nested);
   nested += "/run.db";
   const std::string trace = base + "/t.json";
