@@ -363,8 +363,9 @@ TEST(ViewerApp, OpeningAStudyAndATrialCreatesNothingBesideThem) {
 }
 
 // The screenshot and the layout are written under random names and renamed into place: a symbolic
-// link planted at the target (or at the old predictable temporary name, path.tmp<pid>) is replaced
-// or left alone — the file it points to is never written.
+// link planted at the target is refused (files::OutputRule), and with --overwrite replaced itself; a
+// link at the old predictable temporary name (path.tmp<pid>) is left alone — the file a link points
+// to is never written.
 TEST(ViewerApp, ScreenshotAndLayoutNeverFollowAPlantedLink) {
   const std::string dir = tempPath("viewer-links");
   std::filesystem::create_directories(dir);
@@ -373,9 +374,15 @@ TEST(ViewerApp, ScreenshotAndLayoutNeverFollowAPlantedLink) {
   std::filesystem::create_symlink(marker, png);
   std::filesystem::create_symlink(marker, layout);
   ensureDisplay();
+  // Without --overwrite: refused, naming the flag, the links and the file untouched.
+  auto r = sh("timeout -s KILL 240 " + kViewer + " " + trace() + " --screenshot " + png + " --layout " + layout);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--screenshot: " + png + " is a symbolic link"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::is_symlink(png) && std::filesystem::is_symlink(layout));
+  EXPECT_EQ(slurp(marker), "keep me");
   // `exec` keeps the shell's pid, so $$ is the viewer's: links at its old temporary names too.
-  const auto r = sh("sh -c 'ln -s " + marker + " " + png + ".tmp$$; ln -s " + marker + " " + layout + ".tmp$$; exec timeout -s KILL 240 " +
-                    kViewer + " " + trace() + " --screenshot " + png + " --layout " + layout + "'");
+  r = sh("sh -c 'ln -s " + marker + " " + png + ".tmp$$; ln -s " + marker + " " + layout + ".tmp$$; exec timeout -s KILL 240 " +
+         kViewer + " " + trace() + " --overwrite --screenshot " + png + " --layout " + layout + "'");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(slurp(marker), "keep me");
   EXPECT_FALSE(std::filesystem::is_symlink(png));

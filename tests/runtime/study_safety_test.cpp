@@ -447,11 +447,20 @@ TEST(StudySafety, LinksPlantedAtTheTunersPredictableNamesAreNeverFollowed) {
       for (const char* ext : {".json", ".log"})
         planted.push_back(trials + "/c" + std::to_string(c) + "-r" + std::to_string(r) + ext);
   for (const auto& p : planted) ASSERT_EQ(::symlink(marker.c_str(), p.c_str()), 0) << p;
+  // A link at the cluster file's own name is refused (files::OutputRule: a link only with
+  // --overwrite, which tune has not), before the measuring; the study it created is removed.
   auto r = cli("tune --cluster local" + kTiny + "--json --study " + q(study));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--cluster local: " + study + ".cluster.json is a symbolic link"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(readFile(marker), "marker\n") << "written through a planted link";
+  EXPECT_NE(::access(study.c_str(), F_OK), 0) << "the refused tune left its study";
+  ASSERT_EQ(::unlink((study + ".cluster.json").c_str()), 0);
+  r = cli("tune --cluster local" + kTiny + "--json --study " + q(study));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(lastJson(r.output)["recommended"], 0) << r.output;
   EXPECT_EQ(readFile(marker), "marker\n") << "written through a planted link";
-  // The cluster file replaced the link planted at its name.
+  // The cluster file, where the link was.
   struct stat st {};
   ASSERT_EQ(::lstat((study + ".cluster.json").c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
