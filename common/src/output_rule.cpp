@@ -109,6 +109,14 @@ void checkCompanions(const std::string& path, const OutputRule& rule, bool repla
 
 }  // namespace
 
+bool sameEntry(const std::string& a, const std::string& b) {
+  const std::string la = locationOf(a);
+  if (!la.empty() && la == locationOf(b)) return true;
+  struct stat sa {}, sb {};
+  return ::lstat(a.c_str(), &sa) == 0 && ::lstat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
 std::function<bool(int, const std::string&)> startsWith(std::string prefix) {
   return [prefix = std::move(prefix)](int fd, const std::string&) {
     std::string head(prefix.size(), '\0');

@@ -297,7 +297,6 @@ files::OutputRule App::outputRule(const std::string& field) const {
 
 files::OutputRule App::layoutRule() const {
   files::OutputRule rule = outputRule("--layout");
-  if (!opt.screenshot.empty()) rule.inputs.push_back(opt.screenshot);  // one file cannot be both
   rule.earlier = files::startsWith("{\n \"_format\": \"" + std::string(kLayoutFormat) + "\"");
   rule.kind = "trainscope-viewer layout";
   return rule;
@@ -378,7 +377,11 @@ int App::run() {
   // The outputs checked before anything is loaded: a refusal comes at once, not after the frames.
   const files::OutputRule shot_rule = screenshotRule(outputRule("--screenshot").inputs, opt.overwrite);
   if (headless) files::checkOutput(opt.screenshot, shot_rule);
-  if (!opt.layout.empty()) files::checkOutput(opt.layout, layoutRule());
+  if (!opt.layout.empty()) {
+    if (headless && files::sameEntry(opt.layout, opt.screenshot))
+      throw UserError("--layout", opt.layout + " is also --screenshot's file", "name another file for the layout");
+    files::checkOutput(opt.layout, layoutRule());
+  }
   std::vector<ScriptCommand> script;
   if (!opt.script.empty()) {
     const int fd = files::openRegularFile(opt.script, "--script", "name a script file (see docs/viewer.md)");

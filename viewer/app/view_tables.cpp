@@ -250,8 +250,9 @@ bool App::applyTableCommand(const ScriptCommand& c) {
     files::OutputRule rule = outputRule("csv");
     rule.earlier = files::startsWith(text.substr(0, text.find('\n') + 1));
     rule.kind = "CSV of the " + c.args[0] + " table";
-    if (!opt.screenshot.empty()) rule.inputs.push_back(opt.screenshot);
-    if (!opt.layout.empty()) rule.inputs.push_back(opt.layout);
+    for (const std::string& other : {opt.screenshot, opt.layout})
+      if (!other.empty() && files::sameEntry(c.args[1], other))
+        throw UserError("csv", c.args[1] + " is also the file of --screenshot or --layout", "name another file");
     files::writeAtomically(c.args[1], text, rule);
   } else if (c.op == "sql") {
     std::snprintf(tables.sql_text, sizeof tables.sql_text, "%s", c.args[0].c_str());

@@ -57,6 +57,11 @@ struct OutputFound {
 // this file). Also refuses a path too long for the file system (or for SQLite), and a missing folder.
 OutputFound checkOutput(const std::string& path, const OutputRule& rule);
 
+// Whether two paths name one directory entry: the same name in the same folder (however spelled),
+// or, both existing, the same entry by lstat (a link is compared as a link). Two outputs of one
+// command must not (`--screenshot` and `--layout`).
+bool sameEntry(const std::string& a, const std::string& b);
+
 // Recognisers for OutputRule::earlier: the file starts with `prefix` (a signature, our header).
 std::function<bool(int, const std::string&)> startsWith(std::string prefix);
 
