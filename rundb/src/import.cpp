@@ -290,8 +290,9 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
       const std::string side = out_db + suffix;
       if (lstat(side.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(side.c_str());
     }
-  if (std::rename(partial.c_str(), out_db.c_str()) != 0)
-    throw UserError("-o", "cannot move the finished import to " + out_db, "check the folder is writable");
+  // link(2) onto a free path (refused if anyone took it since), rename(2) over the database checked above.
+  files::place(partial, out_db, replaced.kind == PathCheck::Kind::Missing ? files::Existing::Refuse : files::Existing::Replace,
+               "-o");
   cleanup.armed = false;
   return st;
 }

@@ -22,6 +22,7 @@
 #include "trainscope/rundb/store.h"
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/study.h"
+#include "trainscope/viewer/notes.h"
 
 #ifdef TRAINSCOPE_VIEWER
 #include "viewer_app_support.h"
@@ -268,6 +269,47 @@ TEST_F(OutputSafety, EveryOutputOfEveryCommandRefusesEveryHazardAndWritesWhereIt
       EXPECT_EQ(readAll(at), "an old text\n");
     }
   }
+}
+
+// The viewer's notes file (RUN.db.notes.json, written as bookmarks and notes change): the same rule,
+// with an earlier notes file as its own kind. Each hazard is refused naming "notes" and kept.
+TEST_F(OutputSafety, TheViewersNotesFileReplacesOnlyEarlierNotes) {
+  const std::string dir = tempPath("notes-out");
+  fs::create_directories(dir);
+  trainscope::viewer::Notes notes;
+  notes.addBookmark(5, "here");
+  int n = 0;
+  for (Hazard h : {Hazard::RunDb, Hazard::Study, Hazard::Text, Hazard::Fifo, Hazard::Device, Hazard::Link, Hazard::Dir}) {
+    SCOPED_TRACE(name(h));
+    const std::string at = dir + "/run" + std::to_string(n++) + ".db.notes.json";
+    switch (h) {
+      case Hazard::RunDb: makeRunDb(at); break;
+      case Hazard::Study: makeStudy(at); break;
+      case Hazard::Text: writeText(at, "{\"mine\": 1}\n"); break;
+      case Hazard::Fifo: ASSERT_EQ(::mkfifo(at.c_str(), 0600), 0); break;
+      case Hazard::Device:
+        if (::mknod(at.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) ASSERT_EQ(::symlink("/dev/null", at.c_str()), 0);
+        break;
+      case Hazard::Link:
+        writeText(dir + "/target.txt", "someone else's\n");
+        ASSERT_EQ(::symlink((dir + "/target.txt").c_str(), at.c_str()), 0);
+        break;
+      default: fs::create_directories(at); break;
+    }
+    const std::string before = snapshot(at);
+    try {
+      trainscope::viewer::saveNotes(at, notes);
+      ADD_FAILURE() << "written";
+    } catch (const trainscope::UserError& e) {
+      EXPECT_EQ(e.field(), "notes") << e.what();
+    }
+    EXPECT_EQ(snapshot(at), before);
+  }
+  const std::string mine = dir + "/mine.db.notes.json";
+  trainscope::viewer::saveNotes(mine, notes);
+  notes.addBookmark(9, "there");
+  trainscope::viewer::saveNotes(mine, notes);  // an earlier notes file: replaced
+  EXPECT_EQ(trainscope::viewer::loadNotes(mine).bookmarks.size(), 2u);
 }
 
 // A new study finds nothing at its -wal/-shm: a link planted there is refused (SQLite would write
