@@ -23,6 +23,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/models.h"
 #include "trainscope/tuner/export.h"
@@ -211,9 +212,16 @@ tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   if (so.ckpt.empty()) throw UserError("--ckpt", "lists no checkpointing mode", "pass e.g. --ckpt none,selective,full");
   for (const auto& m : split(f.precision)) so.precisions.push_back(rt::parsePrecision(m, "--precision"));
   so.schedules.clear();
-  for (const auto& m : split(f.schedules)) so.schedules.push_back(rt::parseSchedule(m, "--pp-schedules"));
+  // "interleaved", as predict takes it: the 1F1B schedule with more than one model chunk per stage.
+  bool plain_1f1b = false, interleaved = false;
+  for (const auto& m : split(f.schedules)) {
+    const rt::PipelineSchedule s = m == "interleaved" ? rt::PipelineSchedule::OneFOneB : rt::parseSchedule(m, "--pp-schedules");
+    (m == "interleaved" ? interleaved : plain_1f1b) |= s == rt::PipelineSchedule::OneFOneB;
+    if (std::find(so.schedules.begin(), so.schedules.end(), s) == so.schedules.end()) so.schedules.push_back(s);
+  }
   if (so.schedules.empty())
     throw UserError("--pp-schedules", "lists no schedule", "pass e.g. --pp-schedules 1f1b,gpipe");
+  so.plain_one_f_one_b = plain_1f1b || !interleaved;
   so.worlds = parseCounts(f.ranks, "--ranks", int64_t(1) << 20);
   so.zero.clear();
   for (const auto& z : split(f.zero))
@@ -224,6 +232,9 @@ tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   if (so.cp.empty()) throw UserError("--cp", "lists no degree", "pass e.g. --cp 1,2");
   so.virtual_stages = parseCounts(f.virtual_stages, "--virtual-stages", int64_t(1) << 20);
   if (so.virtual_stages.empty()) throw UserError("--virtual-stages", "lists no count", "pass e.g. --virtual-stages 1,2");
+  if (interleaved && std::none_of(so.virtual_stages.begin(), so.virtual_stages.end(), [](int64_t v) { return v > 1; }))
+    throw UserError("--pp-schedules", "interleaved needs model chunks per stage above 1, and --virtual-stages lists none",
+                    "pass e.g. --virtual-stages 2,4 with it");
   if (f.no_sp) so.sequence_parallel = {false};
   return so;
 }
@@ -445,8 +456,9 @@ void printRecommendation(const TuneFlags& f, const tn::TuneResult& r,
               "(candidate %lld)\n",
               rp.describe().c_str(), est * 1e3, static_cast<long long>(runs), double(rp.gbs * rp.seq) / est,
               mib(ok_trials[r.recommended].second).c_str(), static_cast<long long>(r.recommended));
+  // Paths in a command line are quoted: a study may be named anything, and these lines get pasted.
   std::printf("its trace: %s   exports: trainscope export %s --format %s\n", best->db_path.c_str(),
-              f.study.c_str(), tn::exportFormatNames());
+              files::shellQuote(f.study).c_str(), tn::exportFormatNames());
   printPredictionCheck(r.prediction_check);
 }
 
@@ -481,6 +493,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   // files beside the study. --predict-only makes no study.
   std::unique_ptr<tn::StudyLock> lock;
   if (!f.predict_only) lock = std::make_unique<tn::StudyLock>(f.study, f.resume);
+  else tn::checkStudyPath(f.study, f.resume);  // the same refusals: --predict-only writes nothing there
   const tn::Cluster c = tuneCluster(f, self_dir, mem_limit);
   checkFigures(w, c, f.gbs, f.seq);
   const tn::TuneOptions o = tuneOptions(f, c, lock.get(), self_dir, budget_s);
@@ -491,7 +504,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   if (valid == 0) refuseEmptySpace(f, r);
   auto ok_trials = okTrials(r);
   if (f.json) {
-    std::cout << resultJson(f, w, c, r, valid).dump() << std::endl;
+    std::cout << jsonText(resultJson(f, w, c, r, valid)) << std::endl;
     return r.interrupted ? 128 + r.signal : 0;
   }
   printTable(f, w, c, r, valid, ok_trials);
@@ -574,7 +587,7 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
   const std::string cfg_json = study.candidateConfig(candidate);
   if (cfg_json.empty())
     throw UserError("--trial", "candidate " + std::to_string(candidate) + " is not a valid one in " + path,
-                    "pass the id of a valid candidate (the study's table, or `trainscope view " + path + "`)");
+                    "pass the id of a valid candidate (the study's table, or `trainscope view " + files::shellQuote(path) + "`)");
   rt::TrainConfig c;
   try {
     c = rt::fromJson(cfg_json, path);
