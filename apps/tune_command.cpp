@@ -79,6 +79,15 @@ void requireAtLeast(int64_t v, int64_t lo, const std::string& field, const std::
   if (v < lo) throw UserError(field, std::to_string(v) + " is below " + std::to_string(lo), fix);
 }
 
+// Counts that are doubled, summed or turned into clock durations: past `hi` refused naming the flag,
+// before any of that can wrap.
+void requireAtMost(int64_t v, int64_t hi, const std::string& field, const std::string& fix) {
+  if (v > hi) throw UserError(field, std::to_string(v) + " is above " + std::to_string(hi), fix);
+}
+
+// The longest wall time a flag may name (10^7 s, 115 days): a duration past it would overflow the clock.
+constexpr double kLongestSeconds = 1e7;
+
 // --inject: CANDIDATE:crash|hang|oom[,…].
 void checkInject(const std::string& spec) {
   for (const auto& item : split(spec)) {
@@ -110,6 +119,8 @@ double parseDuration(const std::string& s) {
   const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
   if (end == s.c_str() || scale < 0 || !(v > 0) || !std::isfinite(v))
     throw UserError("--budget", "\"" + s + "\" is not a duration", "pass e.g. 90s, 20m or 2h");
+  if (v * scale > kLongestSeconds)
+    throw UserError("--budget", "\"" + s + "\" is longer than 10^7 s (115 days)", "pass e.g. 90s, 20m or 2h");
   return v * scale;
 }
 
@@ -196,8 +207,15 @@ tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   requireAtLeast(f.steps, 1, "--trial-steps", "pass 1 or more (default 3)");
   if (f.finalists < 2) throw UserError("--finalists", "must be at least 2", "pass 2 or more (default 3)");
   if (f.final_rounds < 0) throw UserError("--final-rounds", "must not be negative", "pass 0 for plain halving, or 2");
-  if (!(f.trial_timeout > 0) || !std::isfinite(f.trial_timeout))
-    throw UserError("--trial-timeout", "must be a positive number of seconds", "pass e.g. 300");
+  if (!(f.trial_timeout > 0) || !std::isfinite(f.trial_timeout) || f.trial_timeout > kLongestSeconds)
+    throw UserError("--trial-timeout", "must be a positive number of seconds, at most 10^7", "pass e.g. 300");
+  constexpr int64_t kMost = int64_t(1) << 20;
+  requireAtMost(f.nodes, tn::kMostClusterDevices, "--nodes", "pass a number of nodes, or leave it out for the cluster file's");
+  requireAtMost(f.max_trials, kMost, "--max-trials", "pass a number of trial processes, or leave it out for no cap");
+  requireAtMost(f.first_round, kMost, "--first-round", "pass a smaller first round (default 8)");
+  requireAtMost(f.steps, kMost, "--trial-steps", "pass a few steps (default 3; each round doubles them)");
+  requireAtMost(f.finalists, kMost, "--finalists", "pass a few finalists (default 3)");
+  requireAtMost(f.final_rounds, kMost, "--final-rounds", "pass a few rounds (default 2)");
   rt::parseLauncher(f.launcher);  // refused before anything is made (TuneOptions takes it parsed)
   checkInject(f.inject);
   if (f.search != "halving" && f.search != "exhaustive")

@@ -231,6 +231,22 @@ TEST(NumericInputs, NonFiniteNonPositiveAndHugeValuesAreRefusedByName) {
   EXPECT_NE(r.output.find("error: --nodes"), std::string::npos) << r.output;
 }
 
+// A workload's integer past int64 is refused naming its key, not read back wrapped.
+TEST(NumericInputs, AWorkloadIntegerPastInt64IsRefusedByName) {
+  for (const char* key : {"n_layer", "n_experts"}) {
+    const std::string file = tempPath(std::string("wrapped-") + key + ".json");
+    std::ofstream(file) << R"({"n_layer": 2, "n_head": 2, "n_embd": 64, "n_positions": 64, "vocab_size": 256, ")" << key
+                        << R"(": 18446744073709551615})";
+    try {
+      trainscope::workloads::load(file);
+      ADD_FAILURE() << key << " was read";
+    } catch (const trainscope::UserError& e) {
+      EXPECT_EQ(e.field(), std::string("workload.") + key) << e.what();
+      EXPECT_NE(std::string(e.what()).find("18446744073709551615"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // An unknown command says which commands there are, not "A subcommand is required".
 TEST(Messages, AnUnknownCommandListsTheCommands) {
   const CliResult r = cli("frobnicate --x 1");

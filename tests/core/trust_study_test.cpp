@@ -170,6 +170,22 @@ TEST(StudySpace, InterleavedIsAcceptedAsInterleavedOneFOneB) {
   EXPECT_NE(r.output.find("error: --pp-schedules:"), std::string::npos) << r.output;
 }
 
+// tune's counts and durations past what can be doubled, summed or put on the clock are refused by name.
+TEST(StudySpace, HugeCountsAndDurationsAreRefusedByName) {
+  const std::string space = "tune --workload small-cpu --cluster cpu-local --gbs 8 --study " + tempPath("huge.db") + " ";
+  for (const auto& [flags, field] : std::vector<std::pair<std::string, std::string>>{
+           {"--trial-steps 4611686018427387904", "--trial-steps"},
+           {"--final-rounds 9223372036854775807", "--final-rounds"},
+           {"--first-round 9223372036854775807", "--first-round"},
+           {"--trial-timeout 1e300", "--trial-timeout"},
+           {"--budget 1e300h", "--budget"}}) {
+    const CliResult r = cli(space + flags);
+    EXPECT_EQ(r.status, 2) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("error: " + field + ":"), std::string::npos) << flags << "\n" << r.output;
+  }
+  EXPECT_FALSE(fs::exists(tempPath("huge.db")));
+}
+
 // A path printed inside a command hint is one shell word: a study named `a b;touch $HOME;'x.db`
 // pasted back runs nothing else.
 TEST(StudyHints, PathsInCommandHintsAreQuoted) {

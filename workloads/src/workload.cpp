@@ -197,13 +197,19 @@ void validate(const Workload& w) {
   }
 }
 
+// An integer JSON holds past int64 (read as int64 it would wrap to a negative or small value).
+static bool pastInt64(const nlohmann::json& v) {
+  return v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX);
+}
+
 // The mixture-of-experts keys of trainscope's own files (a Hugging Face GPT-2 config has none).
 static void parseMoe(const nlohmann::json& j, const std::string& source, Workload* w) {
   if (j.contains("model_type")) return;
   auto integer = [&](const char* key, int64_t* out) {
     if (!j.contains(key)) return;
-    if (!j[key].is_number_integer())
-      throw UserError(std::string("workload.") + key, "must be an integer in " + source, "");
+    if (!j[key].is_number_integer() || pastInt64(j[key]))
+      throw UserError(std::string("workload.") + key,
+                      "must be an integer in " + source + (pastInt64(j[key]) ? ", not " + jsonText(j[key]) : ""), "");
     *out = j[key].get<int64_t>();
   };
   auto number = [&](const char* key, double* out) {
@@ -355,8 +361,9 @@ Workload parse(const std::string& text, const std::string& source) {
     if (!v)
       throw UserError(std::string("workload.") + key, "missing in " + source,
                       std::string("add \"") + key + "\": <integer>");
-    if (!v->is_number_integer())
-      throw UserError(std::string("workload.") + key, "must be an integer in " + source, "");
+    if (!v->is_number_integer() || pastInt64(*v))
+      throw UserError(std::string("workload.") + key,
+                      "must be an integer in " + source + (pastInt64(*v) ? ", not " + jsonText(*v) : ""), "");
     return v->get<int64_t>();
   };
   // trainscope's own files and Hugging Face GPT-2 configs share these keys; HF's n_ctx is an alias.
