@@ -110,7 +110,7 @@ std::string measureLocalCluster(const std::string& study, const std::string& sel
   std::printf("cluster: wrote %s (collectives: alpha %.1f us, beta %.2f GB/s over %lld samples, R^2 %.2f); "
               "reuse it with --cluster %s\n",
               path.c_str(), fit.tier.latency * 1e6, fit.tier.bandwidth / 1e9, static_cast<long long>(fit.samples),
-              fit.r2, path.c_str());
+              fit.r2, shellQuote(path).c_str());
   return path;
 }
 

@@ -4,17 +4,20 @@
 #include "predict_command.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/tuner/cost_model.h"
 #include "trainscope/tuner/models.h"
 #include "trainscope/rundb/reader.h"
@@ -44,17 +47,52 @@ struct PredictFlags {
 
 namespace {
 
-// A count: a whole number of at least 1 (CLI11's PositiveNumber prints the range up to DBL_MAX).
-const CLI::Validator kCount(
+// The most a count may be, by kind: products of them (tp x pp x cp, mbs x dp) stay far inside
+// int64, so a huge value is refused naming its flag instead of wrapping around.
+constexpr int64_t kMostDegree = int64_t(1) << 20;  // nodes, gpus, tp, pp, cp, ep, virtual stages, lanes
+constexpr int64_t kMostSize = int64_t(1) << 40;    // mbs, seq
+constexpr int64_t kMostBatch = int64_t(1) << 50;   // gbs
+
+// What is wrong with `n` as a count of at most `most` ("" when nothing).
+std::string countProblem(const std::string& n, bool whole, long long value, int64_t most) {
+  if (!whole || value < 1) return "must be a whole number of at least 1, not " + n;
+  if (value > most)
+    return "must be at most 2^" + std::to_string(int(std::log2(double(most)))) + " (" + std::to_string(most) + "), not " + n;
+  return "";
+}
+
+// A count of at most `most` (CLI11's PositiveNumber prints the range up to DBL_MAX).
+CLI::Validator countOf(int64_t most) {
+  return CLI::Validator(
+      [most](std::string& v) -> std::string {
+        long long n = 0;
+        bool whole = false;
+        try {
+          size_t used = 0;
+          n = std::stoll(v, &used);
+          whole = used == v.size();
+        } catch (const std::out_of_range&) {
+          return countProblem(v, true, v[0] == '-' ? -1 : LLONG_MAX, most);
+        } catch (const std::exception&) {
+        }
+        return countProblem(v, whole, n, most);
+      },
+      "INT>=1");
+}
+const CLI::Validator kDegree = countOf(kMostDegree), kSize = countOf(kMostSize), kBatch = countOf(kMostBatch);
+
+// A share from 0 to 1 (CLI::Range lets NaN through: every comparison with it is false).
+const CLI::Validator kShare(
     [](std::string& v) -> std::string {
       try {
         size_t used = 0;
-        if (std::stoll(v, &used) >= 1 && used == v.size()) return "";
+        const double x = std::stod(v, &used);
+        if (used == v.size() && std::isfinite(x) && x >= 0 && x <= 1) return "";
       } catch (const std::exception&) {
       }
-      return "must be a whole number of at least 1, not " + v;
+      return "must be a number from 0 to 1, not " + v;
     },
-    "INT>=1");
+    "0..1");
 
 }  // namespace
 
@@ -64,20 +102,20 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
   c->add_option("--workload", f->workload, "workload name or JSON path")->capture_default_str();
   c->add_option("--cluster", f->cluster, "cluster preset or JSON file")->capture_default_str();
   // Counts are positive: 0 or a negative value is an error naming the flag (exit 2), never a default.
-  c->add_option("--nodes", f->nodes, "nodes (default: the cluster file's)")->check(kCount);
-  c->add_option("--gpus", f->gpus, "devices in all (default: nodes x devices per node)")->check(kCount);
-  c->add_option("--tp", f->tp)->capture_default_str()->check(kCount);
-  c->add_option("--pp", f->pp)->capture_default_str()->check(kCount);
+  c->add_option("--nodes", f->nodes, "nodes (default: the cluster file's)")->check(kDegree);
+  c->add_option("--gpus", f->gpus, "devices in all (default: nodes x devices per node)")->check(kDegree);
+  c->add_option("--tp", f->tp)->capture_default_str()->check(kDegree);
+  c->add_option("--pp", f->pp)->capture_default_str()->check(kDegree);
   c->add_option("--cp", f->cp, "context-parallel degree: each sequence split over cp ranks (ring attention)")
       ->capture_default_str()
-      ->check(kCount);
+      ->check(kDegree);
   c->add_option("--ep", f->ep, "expert-parallel degree: a MoE workload's experts split over ep of the dp ranks")
       ->capture_default_str()
-      ->check(kCount);
-  c->add_option("--mbs", f->mbs)->capture_default_str()->check(kCount);
-  c->add_option("--gbs", f->gbs, "global batch in sequences (default: mbs x dp)")->check(kCount);
+      ->check(kDegree);
+  c->add_option("--mbs", f->mbs)->capture_default_str()->check(kSize);
+  c->add_option("--gbs", f->gbs, "global batch in sequences (default: mbs x dp)")->check(kBatch);
   c->add_option("--seq", f->seq, "sequence length (default: the workload's n_positions, at most 2048)")
-      ->check(kCount);
+      ->check(kSize);
   c->add_option("--ckpt", f->ckpt, "none|selective|full")->capture_default_str();
   c->add_option("--precision", f->precision, "fp32|bf16|fp16")->capture_default_str();
   c->add_option("--optimizer", f->optimizer, "adamw|adafactor|adam8bit|sgd")->capture_default_str();
@@ -93,11 +131,11 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
   c->add_option("--pp-schedule", f->schedule, "gpipe|1f1b|interleaved")->capture_default_str();
   c->add_option("--virtual-stages", f->virtual_stages, "interleaved: model chunks per stage")
       ->capture_default_str()
-      ->check(kCount);
-  c->add_option("--cpu-lanes", f->cpu_lanes, "CPU clusters: core lanes per rank")->capture_default_str()->check(kCount);
+      ->check(kDegree);
+  c->add_option("--cpu-lanes", f->cpu_lanes, "CPU clusters: core lanes per rank")->capture_default_str()->check(kDegree);
   c->add_option("--dp-overlap", f->dp_overlap,
                  "share of the DP all-reduce hidden behind backward, 0 to 1 (default: estimated from the schedule)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(kShare);
   c->add_option("--profile", f->profiles,
                 "traced run databases (trainscope run --trace) of this cluster: the step time is composed from "
                 "their measured layer costs when one has this plan's layer shape")
@@ -160,12 +198,17 @@ struct Loaded {
 // The devices priced: --gpus, or every one of the cluster's; more than it has are refused.
 int64_t devicesOf(const PredictFlags& f, const tn::Cluster& c) {
   const int64_t devices = f.gpus > 0 ? f.gpus : c.devices();
-  if (devices > c.devices())
+  if (devices > c.devices()) {
+    // Rounded up without overflow (devices + per_node - 1 wrapped for 2^63 - 1).
+    const int64_t nodes = devices / c.devices_per_node + (devices % c.devices_per_node != 0);
     throw UserError("--gpus", std::to_string(devices) + " devices, but " + c.name + " has " + std::to_string(c.nodes) +
                                   " node(s) of " + std::to_string(c.devices_per_node) + " (" +
                                   std::to_string(c.devices()) + " devices)",
-                    "pass --nodes " + std::to_string((devices + c.devices_per_node - 1) / c.devices_per_node) +
-                        " to price a larger cluster, or fewer --gpus");
+                    nodes <= tn::kMostClusterDevices / c.devices_per_node
+                        ? "pass --nodes " + std::to_string(nodes) + " to price a larger cluster, or fewer --gpus"
+                        : "pass fewer --gpus (the models price at most " + std::to_string(tn::kMostClusterDevices) +
+                              " devices)");
+  }
   return devices;
 }
 
@@ -223,6 +266,11 @@ void checkPriceable(const workloads::Workload& w, const tn::Plan& p, int64_t dev
     throw UserError("predict", "this configuration is not valid: " + why, "change the flag it names");
   // A stage holds up to pp micro-batches in flight: figures the models cannot count are refused,
   // never priced as a wrapped-around peak that "fits".
+  if (!tn::figuresCountable(w, (long double)p.mbs * (long double)p.pp, p.seq, devices) &&
+      tn::figuresCountable(w, (long double)p.mbs * (long double)p.pp, p.seq, 1))
+    throw UserError("--nodes/--gpus", std::to_string(devices) + " devices of " + w.name +
+                                          " hold more memory in all than the models can count (over 2^60 bytes)",
+                    "price fewer devices");
   if (!tn::figuresCountable(w, (long double)p.mbs * (long double)p.pp, p.seq, devices))
     throw UserError("--mbs", "micro-batches of " + std::to_string(p.mbs) + " sequences of " + std::to_string(p.seq) +
                                  " tokens of " + w.name + " need more memory than the models can count (over 2^60 bytes)",
@@ -262,7 +310,8 @@ tn::Plan profiledPlan(rundb::RunReader& reader, const std::string& path, const w
   if (dim("n_embd") != w.n_embd || dim("n_layer") != w.n_layer || dim("n_head") != w.n_head ||
       dim("vocab_size") != w.vocab_size)
     throw UserError("--profile", path + " is not a trainscope run of " + w.name + " (its config names another model, or none)",
-                    "profile with `trainscope run --workload " + w.name + " --trace FILE`");
+                    "profile with `trainscope run --workload " + files::shellQuote(w.name.find('/') != std::string::npos && !w.source.empty() ? w.source : w.name) +
+                        " --trace FILE`");
   tn::Plan rp = tn::planOf(rt::fromJson(cfg, path));
   rp.dp = std::max<int64_t>(1, dim("dp"));  // resolved at run time: not an input fromJson reads
   rp.gbs = std::max<int64_t>(rp.gbs, dim("gbs"));
@@ -275,6 +324,7 @@ tn::Plan profiledPlan(rundb::RunReader& reader, const std::string& path, const w
 tn::MeasuredCosts profiledCosts(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c) {
   tn::MeasuredCosts costs;
   for (const std::string& path : f.profiles) {
+    files::requireRegularFile(path, "--profile", "pass a traced run database (trainscope run --trace FILE)");
     rundb::RunReader reader(path);
     const tn::Plan rp = profiledPlan(reader, path, w);
     costs.add(tn::shapeKey(rp, c), tn::costsFromRun(reader, w, rp));
@@ -449,9 +499,14 @@ PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults
     return v.get<std::string>();
   };
   auto count = [&](const std::string& k, const nlohmann::json& v) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 1)
-      throw UserError(where + ": " + k, "must be a whole number of at least 1, not " + v.dump(), "");
-    return v.get<int64_t>();
+    const int64_t most = k == "gbs" ? kMostBatch : k == "mbs" || k == "seq" ? kMostSize : kMostDegree;
+    // An unsigned past int64 would read back wrapped: it is past `most`, and said so.
+    const bool whole = v.is_number_integer();
+    const long long n = !whole ? 0 : v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(LLONG_MAX) ? LLONG_MAX
+                                                                                                      : v.get<int64_t>();
+    if (const std::string why = countProblem(jsonText(v), whole, n, most); !why.empty())
+      throw UserError(where + ": " + k, why, "");
+    return int64_t(n);
   };
   auto flag = [&](const std::string& k, const nlohmann::json& v) {
     if (!v.is_boolean()) throw UserError(where + ": " + k, "must be true or false", "");
@@ -482,11 +537,11 @@ PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults
     else if (k == "allow_tp_across_nodes") f.allow_tp_across_nodes = flag(k, v);
     else if (k == "zero") {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 3)
-        throw UserError(where + ": zero", "must be 0, 1, 2 or 3, not " + v.dump(), "");
+        throw UserError(where + ": zero", "must be 0, 1, 2 or 3, not " + jsonText(v), "");
       f.zero = v.get<int>();
     } else if (k == "dp_overlap") {
-      if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1)
-        throw UserError(where + ": dp_overlap", "must be a number from 0 to 1, not " + v.dump(), "");
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() > 1)
+        throw UserError(where + ": dp_overlap", "must be a number from 0 to 1, not " + jsonText(v), "");
       f.dp_overlap = v.get<double>();
     } else {
       throw UserError(where + ": " + k, "is not a flag of predict",
@@ -504,9 +559,7 @@ PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults
 // the command line's flags are every line's defaults. One JSON result per line, in order; a line
 // that fails gives {"line": N, "error": "..."} and the exit status is 2.
 int runBatch(const PredictFlags& defaults) {
-  const int fd = files::openRegularFile(defaults.batch, "--batch", "pass a JSON-lines file");
-  ::close(fd);
-  std::ifstream in(defaults.batch);
+  std::istringstream in(files::readTextFile(defaults.batch, "--batch", "pass a JSON-lines file"));
   Loaded loaded;
   std::string text;
   int64_t n = 0, failed = 0;
@@ -519,10 +572,13 @@ int runBatch(const PredictFlags& defaults) {
       out = toJson(evaluate(f, loaded));
       out["line"] = n;
     } catch (const std::exception& e) {
+      // Every error names its line: those of the shared checks (parseCheckpointing's "--ckpt: …")
+      // are prefixed with it.
       ++failed;
-      out = {{"line", n}, {"error", e.what()}};
+      const std::string where = "--batch line " + std::to_string(n), what = e.what();
+      out = {{"line", n}, {"error", what.rfind(where, 0) == 0 ? what : where + ": " + what}};
     }
-    std::cout << out.dump() << "\n";
+    std::cout << jsonText(out) << "\n";
   }
   if (failed) std::fprintf(stderr, "predict --batch: %lld of %lld line(s) failed (their error is on their line)\n",
                            static_cast<long long>(failed), static_cast<long long>(n));
@@ -535,7 +591,7 @@ int runPredict(const PredictFlags& f) {
   if (!f.batch.empty()) return runBatch(f);
   Loaded loaded;
   const Outcome o = evaluate(f, loaded);
-  if (f.json) std::cout << toJson(o).dump() << "\n";
+  if (f.json) std::cout << jsonText(toJson(o)) << "\n";
   else printText(o);
   return 0;
 }

@@ -1,13 +1,12 @@
 // run_flags.cpp — see run_flags.h.
 #include "run_flags.h"
 
-#include <fstream>
 #include <functional>
 #include <sstream>
-#include <sys/stat.h>
 #include <type_traits>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 #include "trainscope/runconfig/fields.h"
 
 namespace trainscope::apps {
@@ -77,13 +76,7 @@ class FieldFlags {
 
 // The text of a --config file (UserError naming --config when it is not a readable regular file).
 std::string readConfigFile(const std::string& file) {
-  struct stat st {};
-  if (stat(file.c_str(), &st) != 0) throw UserError("--config", file + " does not exist", "check the path");
-  if (!S_ISREG(st.st_mode)) throw UserError("--config", file + " is not a regular file", "pass a JSON file");
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return files::readTextFile(file, "--config", "pass a config JSON file");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "run_flags.h"
 #include "trainscope/common/error.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/rundb/merge.h"
 #include "trainscope/rundb/store.h"
 #include "trainscope/runtime/calibrate.h"
@@ -121,7 +122,7 @@ void printJson(const rt::RunResult& r) {
                       {"config", nlohmann::json::parse(toJson(c))}};
   if (s.mfu) j["mfu"] = *s.mfu, j["hfu"] = *s.hfu, j["peak_tflops"] = *s.peak_flops * 1e-12;
   if (!r.database.empty()) j["out"] = r.database;
-  std::cout << j.dump() << std::endl;
+  std::cout << trainscope::jsonText(j) << std::endl;
 }
 
 // Reads the command line into `f`; returns the exit status when there is nothing to run (help, or

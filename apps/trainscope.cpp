@@ -160,8 +160,21 @@ void addCommands(CLI::App& app, Commands& c) {
   c.exp.add(app);
 }
 
+// The commands, as an unknown one is answered ("run" and "view" start the sibling programs).
+constexpr const char* kCommandNames = "run tune predict report export import view";
+
 // Parses the command line; the exit status when that ends the program (help, or bad flags: 2).
 std::optional<int> parseCommandLine(CLI::App& app, int argc, char** argv) {
+  const auto known = [&](const std::string& name) {
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->check_name(name)) return true;
+    return false;
+  };
+  if (argc >= 2 && argv[1][0] != '-' && !known(argv[1])) {
+    std::cerr << "error: unknown command " << argv[1] << "; commands are: " << kCommandNames
+              << " (fix: see `trainscope --help`)\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -23,6 +23,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/models.h"
 #include "trainscope/tuner/export.h"
@@ -78,6 +79,15 @@ void requireAtLeast(int64_t v, int64_t lo, const std::string& field, const std::
   if (v < lo) throw UserError(field, std::to_string(v) + " is below " + std::to_string(lo), fix);
 }
 
+// Counts that are doubled, summed or turned into clock durations: past `hi` refused naming the flag,
+// before any of that can wrap.
+void requireAtMost(int64_t v, int64_t hi, const std::string& field, const std::string& fix) {
+  if (v > hi) throw UserError(field, std::to_string(v) + " is above " + std::to_string(hi), fix);
+}
+
+// The longest wall time a flag may name (10^7 s, 115 days): a duration past it would overflow the clock.
+constexpr double kLongestSeconds = 1e7;
+
 // --inject: CANDIDATE:crash|hang|oom[,…].
 void checkInject(const std::string& spec) {
   for (const auto& item : split(spec)) {
@@ -109,6 +119,8 @@ double parseDuration(const std::string& s) {
   const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
   if (end == s.c_str() || scale < 0 || !(v > 0) || !std::isfinite(v))
     throw UserError("--budget", "\"" + s + "\" is not a duration", "pass e.g. 90s, 20m or 2h");
+  if (v * scale > kLongestSeconds)
+    throw UserError("--budget", "\"" + s + "\" is longer than 10^7 s (115 days)", "pass e.g. 90s, 20m or 2h");
   return v * scale;
 }
 
@@ -195,8 +207,15 @@ tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   requireAtLeast(f.steps, 1, "--trial-steps", "pass 1 or more (default 3)");
   if (f.finalists < 2) throw UserError("--finalists", "must be at least 2", "pass 2 or more (default 3)");
   if (f.final_rounds < 0) throw UserError("--final-rounds", "must not be negative", "pass 0 for plain halving, or 2");
-  if (!(f.trial_timeout > 0) || !std::isfinite(f.trial_timeout))
-    throw UserError("--trial-timeout", "must be a positive number of seconds", "pass e.g. 300");
+  if (!(f.trial_timeout > 0) || !std::isfinite(f.trial_timeout) || f.trial_timeout > kLongestSeconds)
+    throw UserError("--trial-timeout", "must be a positive number of seconds, at most 10^7", "pass e.g. 300");
+  constexpr int64_t kMost = int64_t(1) << 20;
+  requireAtMost(f.nodes, tn::kMostClusterDevices, "--nodes", "pass a number of nodes, or leave it out for the cluster file's");
+  requireAtMost(f.max_trials, kMost, "--max-trials", "pass a number of trial processes, or leave it out for no cap");
+  requireAtMost(f.first_round, kMost, "--first-round", "pass a smaller first round (default 8)");
+  requireAtMost(f.steps, kMost, "--trial-steps", "pass a few steps (default 3; each round doubles them)");
+  requireAtMost(f.finalists, kMost, "--finalists", "pass a few finalists (default 3)");
+  requireAtMost(f.final_rounds, kMost, "--final-rounds", "pass a few rounds (default 2)");
   rt::parseLauncher(f.launcher);  // refused before anything is made (TuneOptions takes it parsed)
   checkInject(f.inject);
   if (f.search != "halving" && f.search != "exhaustive")
@@ -211,9 +230,16 @@ tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   if (so.ckpt.empty()) throw UserError("--ckpt", "lists no checkpointing mode", "pass e.g. --ckpt none,selective,full");
   for (const auto& m : split(f.precision)) so.precisions.push_back(rt::parsePrecision(m, "--precision"));
   so.schedules.clear();
-  for (const auto& m : split(f.schedules)) so.schedules.push_back(rt::parseSchedule(m, "--pp-schedules"));
+  // "interleaved", as predict takes it: the 1F1B schedule with more than one model chunk per stage.
+  bool plain_1f1b = false, interleaved = false;
+  for (const auto& m : split(f.schedules)) {
+    const rt::PipelineSchedule s = m == "interleaved" ? rt::PipelineSchedule::OneFOneB : rt::parseSchedule(m, "--pp-schedules");
+    (m == "interleaved" ? interleaved : plain_1f1b) |= s == rt::PipelineSchedule::OneFOneB;
+    if (std::find(so.schedules.begin(), so.schedules.end(), s) == so.schedules.end()) so.schedules.push_back(s);
+  }
   if (so.schedules.empty())
     throw UserError("--pp-schedules", "lists no schedule", "pass e.g. --pp-schedules 1f1b,gpipe");
+  so.plain_one_f_one_b = plain_1f1b || !interleaved;
   so.worlds = parseCounts(f.ranks, "--ranks", int64_t(1) << 20);
   so.zero.clear();
   for (const auto& z : split(f.zero))
@@ -224,6 +250,9 @@ tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   if (so.cp.empty()) throw UserError("--cp", "lists no degree", "pass e.g. --cp 1,2");
   so.virtual_stages = parseCounts(f.virtual_stages, "--virtual-stages", int64_t(1) << 20);
   if (so.virtual_stages.empty()) throw UserError("--virtual-stages", "lists no count", "pass e.g. --virtual-stages 1,2");
+  if (interleaved && std::none_of(so.virtual_stages.begin(), so.virtual_stages.end(), [](int64_t v) { return v > 1; }))
+    throw UserError("--pp-schedules", "interleaved needs model chunks per stage above 1, and --virtual-stages lists none",
+                    "pass e.g. --virtual-stages 2,4 with it");
   if (f.no_sp) so.sequence_parallel = {false};
   return so;
 }
@@ -454,8 +483,9 @@ void printRecommendation(const TuneFlags& f, const tn::TuneResult& r,
               "(candidate %lld)\n",
               rp.describe().c_str(), est * 1e3, static_cast<long long>(runs), double(rp.gbs * rp.seq) / est,
               mib(ok_trials[r.recommended].second).c_str(), static_cast<long long>(r.recommended));
+  // Paths in a command line are quoted: a study may be named anything, and these lines get pasted.
   std::printf("its trace: %s   exports: trainscope export %s --format %s\n", best->db_path.c_str(),
-              f.study.c_str(), tn::exportFormatNames());
+              files::shellQuote(f.study).c_str(), tn::exportFormatNames());
   printPredictionCheck(r.prediction_check);
 }
 
@@ -490,6 +520,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   // files beside the study. --predict-only makes no study.
   std::unique_ptr<tn::StudyLock> lock;
   if (!f.predict_only) lock = std::make_unique<tn::StudyLock>(f.study, f.resume, tuneInputs(f));
+  else tn::checkStudyPath(f.study, f.resume);  // the same refusals: --predict-only writes nothing there
   const tn::Cluster c = tuneCluster(f, self_dir, mem_limit);
   checkFigures(w, c, f.gbs, f.seq);
   const tn::TuneOptions o = tuneOptions(f, c, lock.get(), self_dir, budget_s);
@@ -500,7 +531,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   if (valid == 0) refuseEmptySpace(f, r);
   auto ok_trials = okTrials(r);
   if (f.json) {
-    std::cout << resultJson(f, w, c, r, valid).dump() << std::endl;
+    std::cout << jsonText(resultJson(f, w, c, r, valid)) << std::endl;
     return r.interrupted ? 128 + r.signal : 0;
   }
   printTable(f, w, c, r, valid, ok_trials);
@@ -579,7 +610,7 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
   const std::string cfg_json = study.candidateConfig(candidate);
   if (cfg_json.empty())
     throw UserError("--trial", "candidate " + std::to_string(candidate) + " is not a valid one in " + path,
-                    "pass the id of a valid candidate (the study's table, or `trainscope view " + path + "`)");
+                    "pass the id of a valid candidate (the study's table, or `trainscope view " + files::shellQuote(path) + "`)");
   rt::TrainConfig c;
   try {
     c = rt::fromJson(cfg_json, path);

@@ -190,6 +190,31 @@ int openRegularFile(const std::string& path, const std::string& field, const std
   return fd;
 }
 
+std::string readTextFile(const std::string& path, const std::string& field, const std::string& fix, int64_t cap) {
+  const int fd = openRegularFile(path, field, fix);
+  auto tooBig = [&] {
+    ::close(fd);
+    return UserError(field, path + " holds more than " + std::to_string(cap >> 20) + " MiB, more than a text input may",
+                     fix);
+  };
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > cap) throw tooBig();
+  std::string text;
+  char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {  // to the end: a file may grow while read
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string why = errnoText();
+      ::close(fd);
+      throw UserError(field, "cannot read " + path + ": " + why, fix);
+    }
+    text.append(buf, size_t(n));
+    if (int64_t(text.size()) > cap) throw tooBig();
+  }
+  ::close(fd);
+  return text;
+}
+
 std::string shellQuote(const std::string& s) {
   if (s.empty()) return "''";
   bool safe = true;

@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
 
 namespace trainscope::models {
 namespace {
@@ -68,58 +70,93 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
   Cluster c;
   c.source = source;
   auto field = [&](const char* key) { return "--cluster " + source + ": " + key; };
-  auto num = [&](const nlohmann::json& o, const char* key, bool required, double fallback) {
+  // Every number finite; rates, sizes and counts above 0 (a bandwidth of 0 priced a step at 871 million
+  // seconds, a memory bandwidth of 0 a NaN throughput); delays and optional figures at least 0.
+  enum Range { AtLeastZero, AboveZero };
+  auto num = [&](const nlohmann::json& o, const char* key, bool required, double fallback, Range range,
+                 const std::string& within = "") {
+    const std::string name = within.empty() ? field(key) : field((within + "." + key).c_str());
     if (!o.contains(key)) {
+      if (required) throw UserError(name, "is missing", "see docs/tuner.md, \"Cluster file\"");
+      return fallback;
+    }
+    if (!o[key].is_number()) throw UserError(name, "must be a number", "see docs/tuner.md, \"Cluster file\"");
+    const double v = o[key].get<double>();
+    if (!std::isfinite(v) || v < 0 || (range == AboveZero && v == 0))
+      throw UserError(name, "is " + jsonText(o[key]) + (range == AboveZero ? "; it must be above 0" : "; it must be 0 or more"),
+                      "see docs/tuner.md, \"Cluster file\"");
+    return v;
+  };
+  // A count: a whole number from 1 to `most` (a wrapped or mistyped figure is refused, never truncated).
+  auto count = [&](const char* key, bool required, int64_t fallback, int64_t most) {
+    if (!j.contains(key)) {
       if (required) throw UserError(field(key), "is missing", "see docs/tuner.md, \"Cluster file\"");
       return fallback;
     }
-    if (!o[key].is_number()) throw UserError(field(key), "must be a number", "");
-    const double v = o[key].get<double>();
-    if (!std::isfinite(v) || v < 0) throw UserError(field(key), "must be finite and >= 0", "");
-    return v;
+    const nlohmann::json& v = j[key];
+    const double d = v.is_number() ? v.get<double>() : 0;
+    if (!v.is_number() || !(d >= 1) || d > double(most) || d != std::floor(d))
+      throw UserError(field(key), "is " + jsonText(v) + "; it must be a whole number from 1 to " + std::to_string(most),
+                      "see docs/tuner.md, \"Cluster file\"");
+    return v.is_number_integer() ? v.get<int64_t>() : int64_t(d);
   };
   if (!j.is_object()) throw UserError("--cluster", source + " holds no JSON object", "");
+  for (const char* key : {"name", "description"})
+    if (j.contains(key) && !j[key].is_string()) throw UserError(field(key), "must be a string", "");
   c.name = j.value("name", std::filesystem::path(source).stem().string());
   c.description = j.value("description", "");
   if (j.contains("kind") && !j["kind"].is_string()) throw UserError(field("kind"), "must be \"gpu\" or \"cpu\"", "");
   c.kind = parseClusterKind(j.value("kind", "gpu"), field("kind"));
-  c.nodes = int64_t(num(j, "nodes", false, 1));
-  c.devices_per_node = int64_t(num(j, "devices_per_node", true, 0));
-  c.memory_bytes = int64_t(num(j, "memory_bytes", true, 0));
-  if (c.nodes < 1 || c.devices_per_node < 1 || c.memory_bytes < 1)
-    throw UserError(field("nodes/devices_per_node/memory_bytes"), "must be positive", "");
+  constexpr int64_t kMostDevices = kMostClusterDevices, kMostBytes = int64_t(1) << 50;
+  c.nodes = count("nodes", false, 1, kMostDevices);
+  c.devices_per_node = count("devices_per_node", true, 0, kMostDevices);
+  c.memory_bytes = count("memory_bytes", true, 0, kMostBytes);
+  if (c.nodes > kMostDevices / c.devices_per_node)
+    throw UserError(field("nodes"), std::to_string(c.nodes) + " nodes of " + std::to_string(c.devices_per_node) +
+                                        " devices is more than " + std::to_string(kMostDevices) + " devices",
+                    "see docs/tuner.md, \"Cluster file\"");
   if (!j.contains("peak_flops") || !j["peak_flops"].is_object() || j["peak_flops"].empty())
     throw UserError(field("peak_flops"), "is missing", "give dense FLOP/s per dtype, e.g. {\"bf16\": 989e12}");
-  for (auto& [k, v] : j["peak_flops"].items()) c.peak_flops[k] = num(j["peak_flops"], k.c_str(), true, 0);
+  for (auto& [k, v] : j["peak_flops"].items())
+    c.peak_flops[k] = num(j["peak_flops"], k.c_str(), true, 0, AboveZero, "peak_flops");
   if (j.contains("matmul_efficiency")) {
+    if (!j["matmul_efficiency"].is_array())
+      throw UserError(field("matmul_efficiency"), "must be a list of [flops, efficiency] pairs", "");
     for (const auto& p : j["matmul_efficiency"]) {
       if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
         throw UserError(field("matmul_efficiency"), "must be a list of [flops, efficiency] pairs", "");
-      c.matmul_efficiency.emplace_back(p[0].get<double>(), p[1].get<double>());
+      const double flops = p[0].get<double>(), e = p[1].get<double>();
+      if (!std::isfinite(flops) || !(flops > 0) || !std::isfinite(e) || !(e > 0) || e > 1)
+        throw UserError(field("matmul_efficiency"), "holds " + jsonText(p) + "; each pair is [FLOPs above 0, efficiency in (0, 1]]",
+                        "see docs/tuner.md, \"Cluster file\"");
+      c.matmul_efficiency.emplace_back(flops, e);
     }
     std::sort(c.matmul_efficiency.begin(), c.matmul_efficiency.end());
   }
-  c.vector_flops = num(j, "vector_flops", false, 0);
-  c.memory_bandwidth = num(j, "memory_bandwidth", true, 0);
-  c.sm_count = int64_t(num(j, "sm_count", false, 0));
-  c.memory_efficiency = num(j, "memory_efficiency", false, 1.0);
-  c.kernel_floor_s = num(j, "kernel_floor_s", false, 0);
-  c.dispatch_s = num(j, "dispatch_s", false, 0);
-  c.sustained_clock = num(j, "sustained_clock", false, 1.0);
+  c.vector_flops = num(j, "vector_flops", false, 0, AtLeastZero);
+  c.memory_bandwidth = num(j, "memory_bandwidth", true, 0, AboveZero);
+  c.sm_count = j.contains("sm_count") ? count("sm_count", false, 0, kMostDevices) : 0;
+  c.memory_efficiency = num(j, "memory_efficiency", false, 1.0, AboveZero);
+  c.kernel_floor_s = num(j, "kernel_floor_s", false, 0, AtLeastZero);
+  c.dispatch_s = num(j, "dispatch_s", false, 0, AtLeastZero);
+  c.sustained_clock = num(j, "sustained_clock", false, 1.0, AboveZero);
   if (c.sustained_clock <= 0 || c.sustained_clock > 1)
     throw UserError(field("sustained_clock"), "must lie in (0, 1]", "the sustained clock over the boost clock");
-  if (c.sm_count < 0 || c.memory_efficiency <= 0 || c.memory_efficiency > 1 || c.kernel_floor_s < 0 || c.dispatch_s < 0)
-    throw UserError(field("sm_count/memory_efficiency/kernel_floor_s/dispatch_s"),
-                    "out of range (sm_count >= 0, 0 < memory_efficiency <= 1, times >= 0)", "see docs/tuner.md, \"Cluster file\"");
+  if (c.memory_efficiency > 1)
+    throw UserError(field("memory_efficiency"), "must lie in (0, 1]", "see docs/tuner.md, \"Cluster file\"");
   for (auto [key, tier] : {std::pair{"intra_node", &c.intra_node}, {"inter_node", &c.inter_node}}) {
-    if (!j.contains(key)) throw UserError(field(key), "is missing", "give bandwidth (bytes/s), efficiency, latency (s)");
-    tier->bandwidth = num(j[key], "bandwidth", true, 0);
-    tier->efficiency = num(j[key], "efficiency", false, 1);
-    tier->latency = num(j[key], "latency", false, 0);
-    tier->half_bytes = num(j[key], "half_bytes", false, 0);
+    if (!j.contains(key) || !j[key].is_object())
+      throw UserError(field(key), "is missing", "give bandwidth (bytes/s), efficiency, latency (s)");
+    const std::string tier_name = key;  // keys named by their path: "intra_node.bandwidth"
+    tier->bandwidth = num(j[key], "bandwidth", true, 0, AboveZero, tier_name);
+    tier->efficiency = num(j[key], "efficiency", false, 1, AboveZero, tier_name);
+    if (tier->efficiency > 1)
+      throw UserError(field((tier_name + ".efficiency").c_str()), "must lie in (0, 1]", "see docs/tuner.md, \"Cluster file\"");
+    tier->latency = num(j[key], "latency", false, 0, AtLeastZero, tier_name);
+    tier->half_bytes = num(j[key], "half_bytes", false, 0, AtLeastZero, tier_name);
   }
   if (j.contains("sources"))
-    for (const auto& s : j["sources"]) c.sources.push_back(s.is_string() ? s.get<std::string>() : s.dump());
+    for (const auto& s : j["sources"]) c.sources.push_back(s.is_string() ? s.get<std::string>() : jsonText(s));
   return c;
 }
 
@@ -136,15 +173,17 @@ Cluster loadCluster(const std::string& name, int64_t nodes) {
   std::string path = name;
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) path = presetDir() + "/" + name + ".json";
-  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    std::string known;
-    for (const auto& p : clusterPresets()) known += (known.empty() ? "" : ", ") + p;
+  std::string known;
+  for (const auto& p : clusterPresets()) known += (known.empty() ? "" : ", ") + p;
+  if (stat(path.c_str(), &st) != 0)
     throw UserError("--cluster", "unknown cluster \"" + name + "\"", "pass a JSON file or one of: " + known);
-  }
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  Cluster c = parseCluster(text.str(), path);
+  // A FIFO or device is refused at once, never waited on or read without end.
+  Cluster c = parseCluster(files::readTextFile(path, "--cluster", "pass a JSON file or one of: " + known), path);
+  if (nodes > 0 && nodes > kMostClusterDevices / c.devices_per_node)
+    throw UserError("--nodes", std::to_string(nodes) + " nodes of " + std::to_string(c.devices_per_node) +
+                                   " devices is more than the " + std::to_string(kMostClusterDevices) +
+                                   " devices the models price",
+                    "pass at most " + std::to_string(kMostClusterDevices / c.devices_per_node) + " nodes");
   if (nodes > 0) c.nodes = nodes;
   return c;
 }

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/runconfig/fields.h"
 
 namespace trainscope::runtime {
@@ -115,7 +116,7 @@ class JsonFields {
     try {
       into = valueOf<T>(j_.at(key), field(key));
     } catch (const nlohmann::json::exception&) {
-      throw UserError(field(key), "has the wrong type (" + j_.at(key).dump() + ")", "see docs/config-reference.md");
+      throw UserError(field(key), "has the wrong type (" + jsonText(j_.at(key)) + ")", "see docs/config-reference.md");
     }
     return true;
   }
@@ -180,7 +181,7 @@ nlohmann::json configJson(const TrainConfig& c) {
 
 }  // namespace
 
-std::string toJson(const TrainConfig& c) { return configJson(c).dump(); }
+std::string toJson(const TrainConfig& c) { return jsonText(configJson(c)); }
 
 TrainConfig fromJson(const std::string& text, const std::string& source) {
   const nlohmann::json j = parseObject(text, source);
@@ -215,7 +216,7 @@ std::string toJson(const RunSpec& s) {
                  {"trace_shapes", o.trace_shapes},
                  {"overwrite", o.overwrite}};
   j["quiet"] = s.quiet;
-  return j.dump();
+  return jsonText(j);
 }
 
 RunSpec runSpecFromJson(const std::string& text, const std::string& source) {
@@ -225,7 +226,7 @@ RunSpec runSpecFromJson(const std::string& text, const std::string& source) {
   s.config = configFrom(JsonFields(configObject(j), source));
   if (j.contains("output")) {
     if (!j["output"].is_object())
-      throw UserError(top.field("output"), "must be an object (" + j["output"].dump() + ")",
+      throw UserError(top.field("output"), "must be an object (" + jsonText(j["output"]) + ")",
                       "see docs/config-reference.md");
     const JsonFields out(j["output"], source, "output.");
     RunOutput& o = s.output;

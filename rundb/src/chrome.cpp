@@ -1,5 +1,6 @@
 // chrome.cpp — see chrome.h. Streams the JSON out table by table through the reader.
 #include "trainscope/rundb/chrome.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/rundb/report.h"
 
 #include <sys/stat.h>
@@ -69,7 +70,7 @@ class ChromeWriter {
 
   double us(int64_t ns) const { return double(spanNs(t0_, ns)) / 1000.0; }
   void emit(const nlohmann::json& e) {
-    out_ << (first_ ? "\n" : ",\n") << e.dump();
+    out_ << (first_ ? "\n" : ",\n") << jsonText(e);
     first_ = false;
   }
   // A complete event ("X"), from b to e.

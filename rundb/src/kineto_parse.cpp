@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/json_text.h"
 
 namespace trainscope::rundb::importers::kineto {
 namespace {
@@ -173,7 +174,7 @@ class Reader : public nlohmann::json::json_sax_t {
   bool value(const int64_t* num, const std::string* num_text, const std::string* str) {
     const Ctx at = top();
     if (at == Ctx::Capture) {
-      captureValue(num_text ? *num_text : str ? nlohmann::json(*str).dump() : "null");
+      captureValue(num_text ? *num_text : str ? jsonText(nlohmann::json(*str)) : "null");
       return true;
     }
     if (at == Ctx::Root && key_ == "baseTimeNanoseconds") {

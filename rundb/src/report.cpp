@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainscope/common/json_text.h"
 #include "trainscope/rundb/reader.h"
 
 namespace trainscope::rundb {
@@ -516,7 +517,7 @@ std::string reportJson(const Report& r) {
                                 {"aux_loss_mean", l.aux_loss_mean}, {"z_loss_mean", l.z_loss_mean},
                                 {"hottest_expert", l.hottest_expert}, {"hottest_share", l.hottest_share},
                                 {"imbalanced", l.imbalanced}});
-  return j.dump();
+  return jsonText(j);
 }
 
 }  // namespace trainscope::rundb

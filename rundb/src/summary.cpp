@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainscope/common/json_text.h"
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
 
@@ -531,7 +532,7 @@ std::string summaryJson(const RunSummary& s) {
     k["unattributed_device_s"] = r.unattributed_s;
     j["ranks"].push_back(k);
   }
-  return j.dump();
+  return jsonText(j);
 }
 
 }  // namespace trainscope::rundb

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/json_text.h"
 
 namespace trainscope::tuner {
 
@@ -94,7 +95,7 @@ std::string localClusterJson(const std::string& rates_json, const CollectiveFit&
       "collective alpha-beta: least squares over " + std::to_string(fit.samples) +
           " collectives of a traced two-rank run (R^2 " + std::to_string(fit.r2).substr(0, 5) + ")",
       "memory per rank: --mem-limit, else this machine's available memory shared by the ranks"};
-  return c.dump(2);
+  return jsonText(c, 2);
 }
 
 }  // namespace trainscope::tuner

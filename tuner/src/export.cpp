@@ -14,6 +14,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/models/zero.h"
 
 namespace trainscope::tuner {
@@ -35,7 +36,7 @@ constexpr FormatName kFormats[] = {
     {ExportFormat::TrainingArgs, "training-args"},
 };
 
-std::string runJson(const rt::TrainConfig& c) { return nlohmann::json::parse(rt::toJson(c)).dump(2) + "\n"; }
+std::string runJson(const rt::TrainConfig& c) { return jsonText(nlohmann::json::parse(rt::toJson(c)), 2) + "\n"; }
 
 // Every argument quoted for a POSIX shell: a path may hold anything, and these lines get pasted.
 std::string commandLines(const rt::TrainConfig& c) {
@@ -216,7 +217,7 @@ ExportResult deepspeed(const rt::TrainConfig& c) {
                       {"warmup_type", "linear"},
                       {"cos_min_ratio", c.min_lr_ratio}}}};
   if (c.pp > 1) j["pipeline"] = {{"stages", c.pp}};
-  r.text = j.dump(2) + "\n";
+  r.text = jsonText(j, 2) + "\n";
   if (c.virtual_stages > 1)
     r.notes.push_back("DeepSpeed's pipeline engine has no interleaved schedule: virtual_stages=" +
                       std::to_string(c.virtual_stages) + " is not in this config (it runs 1F1B on " +
@@ -298,7 +299,7 @@ std::string yamlValue(const nlohmann::ordered_json& v) {
     const std::string s = v.get<std::string>();
     return s == "NO" || s == "no" ? "'" + s + "'" : s;
   }
-  return v.dump();  // numbers and booleans read the same in YAML
+  return jsonText(v);  // numbers and booleans read the same in YAML
 }
 
 std::string accelerateYaml(const rt::TrainConfig& c, const ExportTarget& t) {
@@ -425,11 +426,11 @@ ExportResult exportConfig(const runtime::TrainConfig& c, ExportFormat format, co
     case ExportFormat::AccelerateConfig:
       return {accelerateYaml(c, target), accelerateNotes(c, target)};
     case ExportFormat::TrainingArgs:
-      return {trainingArguments(c, target).dump(2) + "\n", accelerateNotes(c, target)};
+      return {jsonText(trainingArguments(c, target), 2) + "\n", accelerateNotes(c, target)};
     case ExportFormat::Accelerate: {
       const nlohmann::ordered_json j = {{"accelerate_config", accelerateFields(c, target)},
                                         {"training_arguments", trainingArguments(c, target)}};
-      return {j.dump(2) + "\n", accelerateNotes(c, target)};
+      return {jsonText(j, 2) + "\n", accelerateNotes(c, target)};
     }
   }
   throw std::logic_error("exportConfig: unknown format");

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainscope/common/json_text.h"
+
 namespace trainscope::tuner {
 namespace {
 
@@ -68,9 +70,8 @@ PredictionCheck checkPredictions(const std::vector<TrialRecord>& trials) {
 
 std::string toJson(const PredictionCheck& c) {
   auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
-  return nlohmann::json({{"candidates", c.candidates}, {"spearman", num(c.spearman)},
-                         {"mean_abs_error", num(c.mean_abs_error)}})
-      .dump();
+  return jsonText(nlohmann::json({{"candidates", c.candidates}, {"spearman", num(c.spearman)},
+                                  {"mean_abs_error", num(c.mean_abs_error)}}));
 }
 
 }  // namespace trainscope::tuner

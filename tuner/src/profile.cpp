@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/summary.h"
@@ -377,7 +378,7 @@ std::string costsJson(const MeasuredCosts& m) {
       for (const auto& [name, field] : kCostFields) j[name] = k.*field;
       out.push_back(j);
     }
-  return out.dump();
+  return jsonText(out);
 }
 
 std::vector<std::pair<std::string, LayerCosts>> costsFromJson(const std::string& text) {

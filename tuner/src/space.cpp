@@ -140,6 +140,7 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
                   for (int64_t v : o.virtual_stages)
                     for (int64_t shard : zeroShards(l, zero)) {
                     if (idleKnob(l, zero, sp, sched, v)) continue;
+                    if (sched == PipelineSchedule::OneFOneB && v == 1 && !o.plain_one_f_one_b) continue;
                     Candidate cand;
                     Plan& p = cand.plan;
                     p.dp = l.dp, p.cp = l.cp, p.tp = l.tp, p.pp = l.pp, p.ep = ep;

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -22,6 +24,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/rundb/sqlite.h"
 
 namespace trainscope::tuner {
@@ -202,6 +205,25 @@ StudyLock::StudyLock(const std::string& path, bool resume, const std::vector<std
         UserError("--study", path + " already holds a study", "pass --resume to continue it, or choose another path"));
 }
 
+void checkStudyPath(const std::string& path, bool resume) {
+  if (blank(path)) throw UserError("--study", "is empty", "name the study's file, e.g. --study study.db");
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    const std::string dir = files::folderOf(path);
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      throw UserError("--study", "the folder " + dir + " of " + path + " does not exist",
+                      "create it, or name a study file in an existing folder");
+    return;  // nothing to resume is fine here: the models rank the space; only `--cluster local` files are reused
+  }
+  const int fd = files::openRegularFile(path, "--study", "name a study file, or a new path");
+  ::fstat(fd, &st);
+  ::close(fd);
+  if (st.st_size == 0) return;  // made by a tune that stopped before SQLite wrote to it
+  if (!isStudy(path)) throw UserError("--study", path + " exists and is not a trainscope study", "choose another path");
+  if (!resume)
+    throw UserError("--study", path + " already holds a study", "pass --resume to continue it, or choose another path");
+}
+
 StudyLock::~StudyLock() {
   if (fd_ < 0) return;
   // A study file this lock created and nothing wrote into (the tune stopped on bad input): removed,
@@ -292,7 +314,7 @@ CREATE TABLE IF NOT EXISTS trials (
       if (was == now) continue;
       diff += (diff.empty() ? "" : "; ") + k + " " +
               (k == "plans" ? std::to_string(was.size()) + " plans, now " + std::to_string(now.size()) + " (other knobs)"
-                            : (was.is_null() ? "unset" : was.dump()) + ", now " + (now.is_null() ? "unset" : now.dump()));
+                            : (was.is_null() ? "unset" : jsonText(was)) + ", now " + (now.is_null() ? "unset" : jsonText(now)));
     }
     throw UserError("--resume", path_ + " was made for other inputs: " + diff,
                     "resume with the same --workload, --cluster, --gbs and knobs, or start a new study");
@@ -333,6 +355,64 @@ void Study::checkTrials(const std::vector<Candidate>& candidates, int64_t max_ro
     if (!what.empty())
       throw UserError("--study", path_ + " is damaged: trial " + std::to_string(s.columnInt(0)) + " " + what,
                       "start a new study at another --study path; this one cannot be resumed");
+  }
+  checkTrialFigures();
+}
+
+// The measured and predicted figures of every trial, before a resumed study trusts them: a number
+// (not text; not NaN, which SQLite keeps as NULL, where a finished trial must hold one), finite and
+// not negative (0: no step time, which the search skips). A step can take no longer than its
+// trial's process ran, nor over a million seconds (11 days: no trial of a tuner runs so long).
+void Study::checkTrialFigures() {
+  struct Column {
+    const char* name;
+    bool whole;  // INTEGER column
+  };
+  static const Column kColumns[] = {{"seconds", false},    {"step_s", false},           {"tokens_per_s", false},
+                                    {"peak_bytes", true},  {"predicted_step_s", false}, {"predicted_peak", true},
+                                    {"exit_code", true},   {"signal", true}};
+  std::string select = "SELECT id, status";
+  for (const Column& c : kColumns) select += std::string(", ") + c.name + ", typeof(" + c.name + ")";
+  Statement s(*db_, select + " FROM trials ORDER BY id");
+  constexpr double kLongestStep = 1e6;
+  while (s.step()) {
+    const int64_t id = s.columnInt(0);
+    const bool ok = s.columnText(1) == "ok";
+    auto refuse = [&](const char* column, const std::string& value, const std::string& why) {
+      throw UserError("--study",
+                      path_ + " is damaged: trials." + column + " of trial " + std::to_string(id) + " holds " + value +
+                          ", " + why,
+                      "start a new study at another --study path; this one cannot be resumed");
+    };
+    double seconds = 0;
+    for (int i = 0; i < int(std::size(kColumns)); ++i) {
+      const Column& c = kColumns[i];
+      const int col = 2 + 2 * i;
+      const std::string type = s.columnText(col + 1);
+      const bool needed = ok && (std::strcmp(c.name, "step_s") == 0 || std::strcmp(c.name, "tokens_per_s") == 0);
+      if (type == "null") {
+        if (needed) refuse(c.name, "nothing (NULL, or a NaN)", "but the trial finished ok: it must hold a number");
+        continue;
+      }
+      if (type != "integer" && type != "real")
+        refuse(c.name, "the " + type + " '" + s.columnText(col) + "'", std::string("not a number"));
+      if (c.whole) {
+        if (type != "integer") refuse(c.name, s.columnText(col), "not a whole number");
+        if (std::strcmp(c.name, "exit_code") != 0 && std::strcmp(c.name, "signal") != 0 && s.columnInt(col) < 0)
+          refuse(c.name, s.columnText(col), "a negative size");
+        continue;
+      }
+      const double v = s.columnDouble(col);
+      char text[40];  // the shortest form that reads back as v
+      std::snprintf(text, sizeof text, "%.15g", v);
+      if (std::strtod(text, nullptr) != v) std::snprintf(text, sizeof text, "%.17g", v);
+      if (!std::isfinite(v) || v < 0) refuse(c.name, text, "not a finite number of at least 0");
+      if (std::strcmp(c.name, "seconds") == 0) seconds = v;
+      if (std::strcmp(c.name, "step_s") == 0 && (v > kLongestStep || (seconds > 0 && v > seconds)))
+        refuse(c.name, text,
+               seconds > 0 && v > seconds ? "longer than the whole trial ran (" + std::to_string(seconds) + " s)"
+                                          : std::string("a step of over a million seconds"));
+    }
   }
 }
 

@@ -20,6 +20,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/tuner/learner.h"
 #include "trainscope/tuner/search.h"
 #include "trainscope/tuner/trial.h"
@@ -147,7 +148,7 @@ std::string studyInputs(const workloads::Workload& w, const Cluster& c, const Sp
   // Studies made before the search was a choice say only "exhaustive": other strategies add their name.
   if (o.search != "halving" && o.search != "exhaustive") inputs["search"] = o.search;
   for (const auto& cand : all) inputs["plans"].push_back(cand.plan.describe());
-  return inputs.dump();
+  return jsonText(inputs);
 }
 
 // One batch at a time: each trial taken from a resumed study or run now (its spec written, handed
@@ -179,10 +180,9 @@ class StudyRunner {
     study_.setValue("measured_costs", costsJson(res_.costs));
     const CollectiveFit& n = res_.network_fit;
     if (n.samples > 0)
-      study_.setValue("network_fit", nlohmann::json({{"latency_s", n.tier.latency},
-                                                     {"bandwidth_bytes_per_s", n.tier.bandwidth},
-                                                     {"samples", n.samples}, {"r2", n.r2}})
-                                         .dump());
+      study_.setValue("network_fit", jsonText(nlohmann::json({{"latency_s", n.tier.latency},
+                                                              {"bandwidth_bytes_per_s", n.tier.bandwidth},
+                                                              {"samples", n.samples}, {"r2", n.r2}})));
   }
 
  private:
@@ -330,7 +330,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   const std::vector<std::string> configs = trialConfigs(w, o, res.candidates);
   study.saveCandidates(res.candidates, configs);
   res.profiles = search->profiles();
-  study.setValue("profile_candidates", nlohmann::json(res.profiles).dump());
+  study.setValue("profile_candidates", jsonText(nlohmann::json(res.profiles)));
 
   // The loop: the strategy's next batch → run (or resumed) → learned → observed → progress; re-rank.
   ProcessTrialRunner processes(o.trainscope);

@@ -15,6 +15,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/viewer/image.h"
 #include "window.h"
 
@@ -369,7 +370,7 @@ void App::writeLayout(const std::string& path) const {
   habitsLayout(j);  // scale, bookmarks, notes, the study view
   tablesLayout(j);  // the diff, the SQL box's rows, the histogram
   writeTimelineLayout(j);  // tracks drawn, collapsed ranks, the split, run B's alignment
-  files::writeAtomically(path, j.dump(1) + "\n", layoutRule());
+  files::writeAtomically(path, jsonText(j, 1) + "\n", layoutRule());
 }
 
 int App::run() {
@@ -384,18 +385,7 @@ int App::run() {
   }
   std::vector<ScriptCommand> script;
   if (!opt.script.empty()) {
-    const int fd = files::openRegularFile(opt.script, "--script", "name a script file (see docs/viewer.md)");
-    std::string text;
-    char buf[1 << 14];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        ::close(fd);
-        throw UserError("--script", opt.script + " cannot be read", "check the path");
-      }
-      text.append(buf, size_t(n));
-    }
-    ::close(fd);
+    const std::string text = files::readTextFile(opt.script, "--script", "name a script file (see docs/viewer.md)");
     // csv, sql, diff (view_tables.cpp); then view_state.h's commands and the app's (notes.h)
     script = parseTableScript(text, opt.script, parseAppScript);
   }

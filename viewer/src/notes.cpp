@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <iomanip>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
 
 namespace trainscope::viewer {
 
@@ -50,7 +52,7 @@ std::string toJson(const Notes& n) {
   for (const auto& e : n.notes)
     j["notes"].push_back(
         {{"rank", e.rank}, {"track", e.track}, {"name", e.name}, {"start_ns", e.start_ns}, {"text", e.text}});
-  return j.dump(1) + "\n";
+  return jsonText(j, 1) + "\n";
 }
 
 Notes notesFromJson(const std::string& text, const std::string& file) {
@@ -60,11 +62,27 @@ Notes notesFromJson(const std::string& text, const std::string& file) {
     const auto j = nlohmann::json::parse(text);
     if (!j.is_object() || j.value("trainscope_notes", 0) != 1)
       throw UserError("notes", file + " is not a trainscope notes file (no \"trainscope_notes\": 1)", fix);
-    for (const auto& b : j.value("bookmarks", nlohmann::json::array()))
-      n.addBookmark(b.at("at_ns").get<int64_t>(), b.value("label", ""));
-    for (const auto& e : j.value("notes", nlohmann::json::array()))
-      n.notes.push_back({e.at("rank").get<int64_t>(), e.at("track").get<std::string>(), e.at("name").get<std::string>(),
-                         e.at("start_ns").get<int64_t>(), e.at("text").get<std::string>()});
+    // A time or rank must be a whole number inside int64: a float (1e30) or an unsigned past 2^63
+    // read back as INT64_MIN or wrapped. Refused naming the bookmark or note, never rewritten.
+    auto whole = [&](const nlohmann::json& v, const char* key, const std::string& which) {
+      const nlohmann::json& x = v.at(key);
+      if (!x.is_number_integer() || (x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(INT64_MAX)))
+        throw UserError("notes", file + ": " + which + "'s " + key + " is " + jsonText(x) +
+                                     ", not a whole number of nanoseconds from -2^63 to 2^63 - 1",
+                        fix);
+      return x.get<int64_t>();
+    };
+    int64_t k = 0;
+    for (const auto& b : j.value("bookmarks", nlohmann::json::array())) {
+      const std::string which = "bookmark " + std::to_string(++k) + " (\"" + b.value("label", "") + "\")";
+      n.addBookmark(whole(b, "at_ns", which), b.value("label", ""));
+    }
+    k = 0;
+    for (const auto& e : j.value("notes", nlohmann::json::array())) {
+      const std::string which = "note " + std::to_string(++k) + " (\"" + e.value("text", "") + "\")";
+      n.notes.push_back({whole(e, "rank", which), e.at("track").get<std::string>(), e.at("name").get<std::string>(),
+                         whole(e, "start_ns", which), e.at("text").get<std::string>()});
+    }
   } catch (const nlohmann::json::exception& e) {
     throw UserError("notes", file + " cannot be read: " + e.what(), fix);
   }
@@ -75,19 +93,7 @@ Notes loadNotes(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return {};
   // A FIFO at the name would block the open forever: regular files only.
-  const int fd = files::openRegularFile(path, "notes", "remove " + path + " or make it a notes file");
-  std::string text;
-  char buf[1 << 14];
-  for (ssize_t r; (r = ::read(fd, buf, sizeof buf)) != 0;) {
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      ::close(fd);
-      throw UserError("notes", path + " cannot be read", "check its permissions");
-    }
-    text.append(buf, size_t(r));
-  }
-  ::close(fd);
-  return notesFromJson(text, path);
+  return notesFromJson(files::readTextFile(path, "notes", "remove " + path + " or make it a notes file"), path);
 }
 
 void saveNotes(const std::string& path, const Notes& n) {

@@ -2,6 +2,7 @@
 #include "trainscope/viewer/sql.h"
 
 #include <algorithm>
+#include <memory>
 #include <cctype>
 #include <chrono>
 
@@ -64,6 +65,15 @@ std::string firstWord(const std::string& s) {
   return w;
 }
 
+// SQLite's own message ("near \"SELEC\": syntax error") without the wrapper's "sqlite: " and "(code N)".
+std::string sqliteMessage(const rundb::SqliteError& e) {
+  std::string m = e.what();
+  if (m.rfind("sqlite: ", 0) == 0) m = m.substr(8);
+  const size_t code = m.rfind(" (code ");
+  if (code != std::string::npos && m.back() == ')') m = m.substr(0, code);
+  return m;
+}
+
 }  // namespace
 
 QueryResult runQuery(const std::string& db_path, const std::string& sql, size_t max_rows,
@@ -81,9 +91,15 @@ QueryResult runQuery(const std::string& db_path, const std::string& sql, size_t 
     return r;
   }
   static const char* kReading[] = {"SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"};
+  // SQLite's statements that write: refused before SQLite sees them. Any other first word is not SQL
+  // SQLite knows: its syntax error is reported (a typo such as SELEC changes no file).
+  static const char* kWriting[] = {"INSERT", "UPDATE",  "DELETE", "REPLACE", "CREATE",  "DROP",
+                                   "ALTER",  "ATTACH",  "DETACH", "VACUUM",  "REINDEX", "ANALYZE",
+                                   "BEGIN",  "COMMIT",  "END",    "ROLLBACK", "SAVEPOINT", "RELEASE"};
   const std::string w = firstWord(stmt_text);
-  if (std::find(std::begin(kReading), std::end(kReading), w) == std::end(kReading)) {
-    r.error = "refused: " + (w.empty() ? std::string("this statement") : w) +
+  const bool reading = std::find(std::begin(kReading), std::end(kReading), w) != std::end(kReading);
+  if (!reading && std::find(std::begin(kWriting), std::end(kWriting), w) != std::end(kWriting)) {
+    r.error = "refused: " + w +
               " would change a file; the run database is opened read-only here — only SELECT, WITH, VALUES, "
               "EXPLAIN and PRAGMA queries run";
     return r;
@@ -92,7 +108,14 @@ QueryResult runQuery(const std::string& db_path, const std::string& sql, size_t 
     rundb::Database db(db_path, rundb::Database::Mode::ReadOnly);
     db.exec("PRAGMA query_only = 1");
     db.interruptWhen(cancel);
-    rundb::Statement st(db, stmt_text);
+    std::unique_ptr<rundb::Statement> prepared;
+    try {
+      prepared = std::make_unique<rundb::Statement>(db, stmt_text);
+    } catch (const rundb::SqliteError& e) {
+      r.error = "syntax error: " + sqliteMessage(e) + " (only SELECT, WITH, VALUES, EXPLAIN and PRAGMA queries run)";
+      return r;
+    }
+    rundb::Statement& st = *prepared;
     if (!st.readOnly()) {
       r.error = "refused: this statement would change the database, which is opened read-only here";
       return r;
@@ -108,7 +131,8 @@ QueryResult runQuery(const std::string& db_path, const std::string& sql, size_t 
     }
   } catch (const std::exception& e) {
     r.table = {};
-    r.error = cancel && cancel->load() ? "cancelled" : e.what();
+    const auto* sqlite = dynamic_cast<const rundb::SqliteError*>(&e);
+    r.error = cancel && cancel->load() ? "cancelled" : sqlite ? "SQLite: " + sqliteMessage(*sqlite) : e.what();
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
 
 namespace trainscope::workloads {
 namespace fs = std::filesystem;
@@ -195,13 +197,19 @@ void validate(const Workload& w) {
   }
 }
 
+// An integer JSON holds past int64 (read as int64 it would wrap to a negative or small value).
+static bool pastInt64(const nlohmann::json& v) {
+  return v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX);
+}
+
 // The mixture-of-experts keys of trainscope's own files (a Hugging Face GPT-2 config has none).
 static void parseMoe(const nlohmann::json& j, const std::string& source, Workload* w) {
   if (j.contains("model_type")) return;
   auto integer = [&](const char* key, int64_t* out) {
     if (!j.contains(key)) return;
-    if (!j[key].is_number_integer())
-      throw UserError(std::string("workload.") + key, "must be an integer in " + source, "");
+    if (!j[key].is_number_integer() || pastInt64(j[key]))
+      throw UserError(std::string("workload.") + key,
+                      "must be an integer in " + source + (pastInt64(j[key]) ? ", not " + jsonText(j[key]) : ""), "");
     *out = j[key].get<int64_t>();
   };
   auto number = [&](const char* key, double* out) {
@@ -281,7 +289,7 @@ static void refuseChangedArchitecture(const nlohmann::json& j, const std::string
   // refused otherwise (docs/config-reference.md, "Workload files").
   auto refuseUnless = [&](const char* key, bool ok, const std::string& fix) {
     if (j.contains(key) && !j[key].is_null() && !ok)
-      throw UserError(std::string("workload.") + key, j[key].dump() + " in " + source + " is not what trainscope trains", fix);
+      throw UserError(std::string("workload.") + key, jsonText(j[key]) + " in " + source + " is not what trainscope trains", fix);
   };
   auto num = [&](const char* key) { return j[key].is_number() ? j[key].get<double>() : -1.0; };
   auto flag = [&](const char* key, bool want) { return j[key].is_boolean() && j[key].get<bool>() == want; };
@@ -308,7 +316,7 @@ static void refuseChangedArchitecture(const nlohmann::json& j, const std::string
     const double p = num(key);
     refuseUnless(key, j[key].is_number() && p >= 0 && p < 1, "a dropout probability is a number in [0, 1)");
     if (p > 0 && std::string(key) != "summary_first_dropout")  // the double-heads model's summary only
-      dropped += (dropped.empty() ? "" : ", ") + std::string(key) + " " + j[key].dump();
+      dropped += (dropped.empty() ? "" : ", ") + std::string(key) + " " + jsonText(j[key]);
   }
   if (!dropped.empty())
     w->notes.push_back(source + " sets dropout (" + dropped +
@@ -342,7 +350,7 @@ Workload parse(const std::string& text, const std::string& source) {
   const bool hf = j.contains("model_type");
   if (hf && !(j["model_type"].is_string() && j["model_type"] == "gpt2"))
     throw UserError("workload.model_type",
-                    j["model_type"].dump() + " in " + source +
+                    jsonText(j["model_type"]) + " in " + source +
                         " is not \"gpt2\": trainscope trains GPT-2 architectures only",
                     "use a GPT-2 config.json (\"model_type\": \"gpt2\")");
   refuseUnknownKeys(j, hf, source);
@@ -353,8 +361,9 @@ Workload parse(const std::string& text, const std::string& source) {
     if (!v)
       throw UserError(std::string("workload.") + key, "missing in " + source,
                       std::string("add \"") + key + "\": <integer>");
-    if (!v->is_number_integer())
-      throw UserError(std::string("workload.") + key, "must be an integer in " + source, "");
+    if (!v->is_number_integer() || pastInt64(*v))
+      throw UserError(std::string("workload.") + key,
+                      "must be an integer in " + source + (pastInt64(*v) ? ", not " + jsonText(*v) : ""), "");
     return v->get<int64_t>();
   };
   // trainscope's own files and Hugging Face GPT-2 configs share these keys; HF's n_ctx is an alias.
@@ -396,12 +405,9 @@ std::vector<std::string> available() {
   return names;
 }
 
+// A FIFO or device named as the workload is refused at once (never waited on, never read without end).
 static std::string readFile(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) throw UserError("workload", "cannot read " + p.string(), "check the path and its permissions");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return files::readTextFile(p.string(), "--workload", "pass a workload name or a JSON file");
 }
 
 Workload load(const std::string& name_or_path) {

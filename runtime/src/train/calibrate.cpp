@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainscope/common/json_text.h"
+
 namespace trainscope::runtime {
 
 namespace {
@@ -57,7 +59,7 @@ std::string measureMachine(int threads) {
     const double v = bestSeconds(4, [&] { at::add_out(dst, src, other); });
     out["vector_flops"] = double(n) / v;
   }
-  return out.dump();
+  return jsonText(out);
 }
 
 }  // namespace trainscope::runtime

@@ -8,6 +8,7 @@
 #include <array>
 
 #include "trainscope/common/clock.h"
+#include "trainscope/common/json_text.h"
 
 namespace trainscope::runtime {
 
@@ -174,7 +175,7 @@ std::string collect(Comm& comm, const std::string& key, int rank) {
 std::vector<nlohmann::json> gatherJsonOnLeader(Comm& comm, const std::string& key, const nlohmann::json& rows) {
   const Layout& l = comm.layout();
   if (l.world == 1) return {rows};
-  publish(comm, key, l.rank, rows.dump());
+  publish(comm, key, l.rank, jsonText(rows));
   comm.world().barrier();  // every rank's rows are in the store
   if (l.rank != 0) return {};
   std::vector<nlohmann::json> all;

@@ -118,6 +118,16 @@ void requireRegularFile(const std::string& path, const std::string& field, const
 // Returns the descriptor (O_RDONLY | O_CLOEXEC, blocking). The caller closes it.
 int openRegularFile(const std::string& path, const std::string& field, const std::string& fix);
 
+// The most a text input (a workload, cluster, config, batch, script or notes file) may hold: past
+// it the input is refused rather than read into memory.
+inline constexpr int64_t kTextInputCap = int64_t(64) << 20;
+
+// The whole of a text input: opened through openRegularFile (a FIFO, device, socket or folder is
+// refused at once, never waited on or read without end) and refused, naming `field`, when it holds
+// more than `cap` bytes.
+std::string readTextFile(const std::string& path, const std::string& field, const std::string& fix,
+                         int64_t cap = kTextInputCap);
+
 // `s` as one POSIX shell word: bare when it holds only safe characters, else in single quotes.
 std::string shellQuote(const std::string& s);
 

@@ -29,6 +29,10 @@ enum class ClusterKind { Gpu, Cpu };
 const char* toString(ClusterKind k);
 ClusterKind parseClusterKind(const std::string& s, const std::string& field);  // UserError(field) otherwise
 
+// The most devices a cluster may have (nodes x devices_per_node): 2^20, past any machine built; a
+// larger --nodes, --gpus or cluster file is refused by name before a count can wrap.
+inline constexpr int64_t kMostClusterDevices = int64_t(1) << 20;
+
 struct Cluster {
   std::string name, description, source;  // source: the file read
   ClusterKind kind = ClusterKind::Gpu;

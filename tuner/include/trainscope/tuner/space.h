@@ -30,6 +30,8 @@ struct SpaceOptions {
   std::vector<bool> sequence_parallel = {false, true};
   std::vector<runtime::PipelineSchedule> schedules = {runtime::PipelineSchedule::OneFOneB,
                                                       runtime::PipelineSchedule::GPipe};
+  // false: 1F1B only interleaved (virtual_stages > 1), as `--pp-schedules interleaved` without 1f1b asks.
+  bool plain_one_f_one_b = true;
   std::vector<int64_t> worlds;                 // empty: every device (a CPU cluster: each divisor of its ranks)
 };
 

@@ -75,6 +75,10 @@ class StudyLock {
   bool created_ = false;  // this lock created the (empty) file
 };
 
+// The refusals StudyLock makes of what is at `path` (empty, not a regular file, not a study, a study
+// without `resume`), without creating, locking or writing anything: `tune --predict-only`.
+void checkStudyPath(const std::string& path, bool resume);
+
 class Study {
  public:
   // Opens the study `lock` holds, creating it with `inputs` (a JSON object) or checking that an
@@ -92,6 +96,8 @@ class Study {
   // Refuses (UserError naming the study) a damaged study before anything of it is used: a trial row
   // whose candidate is not one of the valid `candidates`, whose round is outside [0, max_round],
   // whose steps are not positive, or whose status is unknown.
+  // Also each trial's figures (seconds, step_s, tokens_per_s, peak_bytes, predicted_step_s, …):
+  // numbers, finite, not negative, a finished trial's time above 0 (checkTrialFigures).
   void checkTrials(const std::vector<Candidate>& candidates, int64_t max_round);
   // The recommended candidate (-1: none yet), checked to be a candidate with a config (UserError:
   // a damaged study).
@@ -112,6 +118,7 @@ class Study {
   void create(const std::string& inputs_json);
   void openReadOnly();
   void requireWritable() const;
+  void checkTrialFigures();
   std::string path_;
   bool read_only_ = false;
   std::unique_ptr<StudyLock> own_lock_;  // declared before db_: released after the database closes
