@@ -5,6 +5,7 @@
 // that launched but recorded no device activity is not called CPU-only.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/import.h"
 #include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/sqlite.h"
 #include "trainscope/rundb/summary.h"
 
 namespace tr = trainscope::rundb;
@@ -127,6 +129,9 @@ TEST(ImportCorners, WrongTypedValuesAreCountedNotCoerced) {
   EXPECT_EQ(kernels[0].grid[0], 0);       // not 1
   EXPECT_EQ(kernels[0].registers, 0);     // not INT32_MAX
   EXPECT_EQ(rd.events<tr::HostOp>(0).size(), 2u);  // the events are kept: only the values are left out
+  const auto rep = cli("report " + db);
+  EXPECT_NE(rep.output.find("warning: 8 value(s) of the wrong type were left out while importing"), std::string::npos)
+      << rep.output;
 }
 
 // A time, a rank or a base time of the wrong type would change every figure: the file is refused,
@@ -189,6 +194,10 @@ TEST(ImportCorners, MtiaTracesAreDeviceTraces) {
   EXPECT_FALSE(hasNote(s, "CPU-only"));
   tr::RunReader rd(db);
   EXPECT_EQ(json::parse(rd.meta("import_ignored_device_events", "{}")), json({{"xpu_kernel", 1}}));
+  const auto rep = cli("report " + db);
+  EXPECT_NE(rep.output.find("warning: 1 device event(s) of categories the importer does not read were left out"),
+            std::string::npos)
+      << rep.output;
 }
 
 // Launches with correlation ids but no kernel, copy or set: the device's activity was not recorded —
@@ -202,4 +211,49 @@ TEST(ImportCorners, LaunchesWithoutDeviceActivityAreNotCalledCpuOnly) {
   // A trace that launched nothing is still a CPU-only profile.
   const tr::RunSummary cpu = summaryOf(importOne(json::array({step(0, 0, 1000), op("aten::mm", 5, 100)}), "cpu_only"));
   EXPECT_TRUE(hasNote(cpu, "CPU-only"));
+}
+
+// An Nsight Systems export's values of the wrong type (a damaged or foreign file): counted and left
+// out, as in a Kineto trace (SQLite read 1.5 as 1, text as 0, and 2^32 was cut to int32); a start or
+// an end of the wrong type is refused, naming the table and column.
+TEST(ImportCorners, NsightWrongTypedValuesAreCountedNotCoerced) {
+  auto exportWith = [](const std::string& name, const std::string& kernel_row) {
+    const std::string in = tempPath(name + ".sqlite");
+    std::filesystem::remove(in);
+    tr::Database d(in, tr::Database::Mode::Create);
+    d.exec(R"SQL(
+      CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+      CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, contextId INTEGER,
+        streamId INTEGER, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, shortName INTEGER,
+        gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER,
+        staticSharedMemory INTEGER, dynamicSharedMemory INTEGER, registersPerThread INTEGER);
+      CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER, eventClass INTEGER, globalTid INTEGER,
+        correlationId INTEGER, nameId INTEGER, returnValue INTEGER, callchainId INTEGER);
+      INSERT INTO StringIds VALUES (1, 'volta_sgemm_128x64_nn'), (2, 'cudaLaunchKernel');
+      INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1100, 1150, 0, 16777216 + 5, 'x42', 2, 0, 0);
+    )SQL");
+    d.exec("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (" + kernel_row + ")");
+    return in;
+  };
+  const std::string in = exportWith("nsys_typed", "1200, 1700, 'zero', 1, 7, 1.5, 99, 1, 1, 4294967296, 1, 1, 128, 1, 1, 0, 0, 2.0");
+  const std::string db = tempPath("nsys_typed.db");
+  const auto r = cli("import " + in + " -o " + db + " --overwrite");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* counted : {"CUPTI_ACTIVITY_KIND_KERNEL.correlationId: a fractional number ×1",
+                              "CUPTI_ACTIVITY_KIND_KERNEL.deviceId: a string ×1",
+                              "CUPTI_ACTIVITY_KIND_KERNEL.gridX: out of int32 range ×1",
+                              "CUPTI_ACTIVITY_KIND_RUNTIME.correlationId: a string ×1"})
+    EXPECT_NE(r.output.find(counted), std::string::npos) << counted << "\n" << r.output;
+  tr::RunReader rd(db);
+  const auto k = rd.events<tr::Kernel>(0);
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_EQ(k[0].correlation, -1);  // not 1
+  EXPECT_EQ(k[0].grid[0], 0);       // left out, not 2^32 cut to int32
+  EXPECT_EQ(k[0].registers, 2);     // 2.0 is an integer
+  EXPECT_EQ(rd.events<tr::ApiCall>(0).at(0).correlation, -1);
+  EXPECT_EQ(json::parse(rd.meta("import_refused_values", "{}")).size(), 4u);
+  const auto bad = cli("import " + exportWith("nsys_start", "'soon', 1700, 0, 1, 7, 42, 99, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 2") +
+                       " -o " + tempPath("nsys_start.db") + " --overwrite");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("CUPTI_ACTIVITY_KIND_KERNEL.start is a string, not an integer"), std::string::npos) << bad.output;
 }
