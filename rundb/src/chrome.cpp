@@ -91,7 +91,8 @@ class ChromeWriter {
 
   double us(int64_t ns) const { return double(spanNs(t0_, ns)) / 1000.0; }
   void emit(const nlohmann::json& e) {
-    out_ << (first_ ? "\n" : ",\n") << e.dump();
+    // A name whose bytes are not UTF-8 (a foreign or damaged database): U+FFFD, not a throw.
+    out_ << (first_ ? "\n" : ",\n") << e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     first_ = false;
   }
   // A complete event ("X"), from b to e.

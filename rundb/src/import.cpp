@@ -299,9 +299,11 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
       throw UserError("import", "nothing was recognised in " + std::to_string(inputs.size()) +
                                     " file(s): no CPU ops, annotations, kernels, API calls or copies",
                       "pass PyTorch profiler (Kineto) traces or Nsight Systems SQLite exports");
-    if (!st.refused_values.empty()) store.setMeta("import_refused_values", nlohmann::json(st.refused_values).dump());
-    if (!st.ignored_device_events.empty())
-      store.setMeta("import_ignored_device_events", nlohmann::json(st.ignored_device_events).dump());
+    auto counts = [](const std::map<std::string, int64_t>& m) {  // a category's bytes that are not UTF-8: U+FFFD
+      return nlohmann::json(m).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
+    if (!st.refused_values.empty()) store.setMeta("import_refused_values", counts(st.refused_values));
+    if (!st.ignored_device_events.empty()) store.setMeta("import_ignored_device_events", counts(st.ignored_device_events));
     store.commit();
     store.createIndexes();
     store.close();

@@ -536,7 +536,7 @@ std::string reportJson(const Report& r) {
                                 {"aux_loss_mean", l.aux_loss_mean}, {"z_loss_mean", l.z_loss_mean},
                                 {"hottest_expert", l.hottest_expert}, {"hottest_share", l.hottest_share},
                                 {"imbalanced", l.imbalanced}});
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // a name that is not UTF-8: U+FFFD, not a throw
 }
 
 }  // namespace trainscope::rundb

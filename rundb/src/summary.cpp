@@ -549,7 +549,7 @@ std::string summaryJson(const RunSummary& s) {
     k["unattributed_device_s"] = r.unattributed_s;
     j["ranks"].push_back(k);
   }
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // a name that is not UTF-8: U+FFFD, not a throw
 }
 
 }  // namespace trainscope::rundb

@@ -17,6 +17,7 @@
 #include "trainscope/rundb/import.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/sqlite.h"
+#include "trainscope/rundb/store.h"
 #include "trainscope/rundb/summary.h"
 
 namespace tr = trainscope::rundb;
@@ -256,4 +257,28 @@ TEST(ImportCorners, NsightWrongTypedValuesAreCountedNotCoerced) {
                        " -o " + tempPath("nsys_start.db") + " --overwrite");
   EXPECT_EQ(bad.status, 2) << bad.output;
   EXPECT_NE(bad.output.find("CUPTI_ACTIVITY_KIND_KERNEL.start is a string, not an integer"), std::string::npos) << bad.output;
+}
+
+// A run database whose kernel name is not UTF-8 (a foreign or damaged file; the fuzzer's find):
+// report --json and the Chrome export write U+FFFD for it, not a JSON library's exception.
+TEST(ImportCorners, NamesThatAreNotUtf8AreWrittenAsJson) {
+  const std::string db = tempPath("not_utf8.db");
+  std::filesystem::remove(db);
+  {
+    tr::RunStore store(db, tr::RunStore::Options{true});
+    store.setMeta("world_size", "1");
+    store.putStrings({{0, "gemm \xff\xfe"}, {1, "cudaLaunchKernel"}});
+    tr::Step s;
+    s.rank = 0, s.step = 0, s.start_ns = 0, s.step_time_ns = 1000;
+    store.appendStep(s);
+    tr::Kernel k;
+    k.start_ns = 100, k.end_ns = 400, k.stream = 7, k.correlation = 1, k.name = 0, k.rank = 0;
+    store.put(std::vector<tr::Kernel>{k});
+    store.put(std::vector<tr::ApiCall>{tr::ApiCall{10, 20, 1, 1, 1, 0, 0}});
+  }
+  const auto r = cli("report --json " + db);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("gemm \xEF\xBF\xBD"), std::string::npos) << r.output;
+  const auto e = cli("export " + db + " --chrome " + tempPath("not_utf8.trace.json") + " --overwrite");
+  EXPECT_EQ(e.status, 0) << e.output;
 }
