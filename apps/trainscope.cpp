@@ -74,6 +74,7 @@ struct ImportCommand {
       std::cout << "dropped and counted (drops table): " << st.dropped_out_of_range
                 << " event(s) whose time does not fit int64 nanoseconds, " << st.dropped_negative
                 << " with a negative duration\n";
+    std::cout << db::describeRefusals(st);
     return 0;
   }
 };

@@ -16,6 +16,7 @@
 #include "import_impl.h"
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/rundb/store.h"
 
@@ -218,6 +219,22 @@ class TraceStreambuf : public std::streambuf {
 
 }  // namespace
 
+std::string describeRefusals(const ImportStats& st) {
+  auto list = [](const std::map<std::string, int64_t>& m) {
+    std::string s;
+    for (const auto& [what, n] : m) s += (s.empty() ? "" : "; ") + what + " ×" + std::to_string(n);
+    return s;
+  };
+  std::string out;
+  if (!st.refused_values.empty())
+    out += "values of the wrong type, left out (read as absent) and counted (meta import_refused_values): " +
+           list(st.refused_values) + "\n";
+  if (!st.ignored_device_events.empty())
+    out += "device events of categories not read, left out and counted (meta import_ignored_device_events): " +
+           list(st.ignored_device_events) + "\n";
+  return out;
+}
+
 ImportStats importTraces(const std::vector<std::string>& inputs, const std::string& out_db, bool overwrite) {
   if (inputs.empty()) throw UserError("import", "no input files", "pass one trace per rank");
   for (const auto& p : inputs) {
@@ -279,6 +296,11 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
       throw UserError("import", "nothing was recognised in " + std::to_string(inputs.size()) +
                                     " file(s): no CPU ops, annotations, kernels, API calls or copies",
                       "pass PyTorch profiler (Kineto) traces or Nsight Systems SQLite exports");
+    auto counts = [](const std::map<std::string, int64_t>& m) {  // a category's bytes that are not UTF-8: U+FFFD
+      return jsonText(nlohmann::json(m));
+    };
+    if (!st.refused_values.empty()) store.setMeta("import_refused_values", counts(st.refused_values));
+    if (!st.ignored_device_events.empty()) store.setMeta("import_ignored_device_events", counts(st.ignored_device_events));
     store.commit();
     store.createIndexes();
     store.close();

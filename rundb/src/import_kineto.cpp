@@ -300,6 +300,8 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
                      int64_t default_rank) {
   Parsed p = kineto::parseKineto(in, path);
   const int64_t rank = checkedRank(p, path, default_rank);
+  for (const auto& [what, n] : p.refused) st.refused_values[what] += n;
+  for (const auto& [cat, n] : p.ignored_device) st.ignored_device_events[cat] += n;
   KinetoWriter w(store, st, p, path, rank);
   for (const Event& e : p.events) w.write(e);
   w.finish();

@@ -5,6 +5,8 @@
 // tables, not ours: the run database is written through RunStore only.
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <optional>
 #include <map>
 #include <set>
 
@@ -31,23 +33,75 @@ struct NsysImport {
 
   StringId name(int64_t id) { return store.intern(strings.count(id) ? strings[id] : "<unknown>"); }
   static int64_t pidOf(int64_t global_tid) { return (global_tid >> 24) & 0xFFFFFF; }
+
+  // Column i of the row `q` holds as an integer. NULL reads as `absent`; a fraction, text or a blob
+  // (a damaged or foreign export) is left out — `absent` too — and counted by table, column and
+  // kind, never coerced (SQLite would read 1.5 as 1 and "7" as 7).
+  int64_t integer(const Statement& q, int i, const char* table, int64_t absent = 0) {
+    if (const std::optional<int64_t> v = exact(q, i)) return *v;
+    if (!q.columnIsNull(i)) ++st.refused_values[std::string(table) + "." + q.columnName(i) + ": " + kindOf(q, i)];
+    return absent;
+  }
+  // An int32 field (launch dimensions, registers, shared memory, a copy's kind, a set's value).
+  int32_t integer32(const Statement& q, int i, const char* table) {
+    const int64_t v = integer(q, i, table);
+    if (v >= INT32_MIN && v <= INT32_MAX) return int32_t(v);
+    ++st.refused_values[std::string(table) + "." + q.columnName(i) + ": out of int32 range"];
+    return 0;
+  }
+  // An event's start or end: without it there is no event, and dropping it would change every
+  // figure without a word — refused, naming the table, column and row.
+  int64_t time(const Statement& q, int i, const char* table) const {
+    if (const std::optional<int64_t> v = exact(q, i)) return *v;
+    throw UserError("import", path + ": " + table + "." + q.columnName(i) + " is " + kindOf(q, i) + ", not an integer",
+                    "re-export the report with `nsys export --type sqlite`");
+  }
+
+ private:
+  static std::optional<int64_t> exact(const Statement& q, int i) {
+    switch (q.columnType(i)) {
+      case Statement::Type::Integer: return q.columnInt(i);
+      case Statement::Type::Real: {
+        const double d = q.columnDouble(i);  // 2.0 is an integer; 1.5 and 1e30 are not
+        if (std::isfinite(d) && std::floor(d) == d && d >= -9.2e18 && d <= 9.2e18) return int64_t(d);
+        return std::nullopt;
+      }
+      default: return std::nullopt;
+    }
+  }
+  static std::string kindOf(const Statement& q, int i) {
+    switch (q.columnType(i)) {
+      case Statement::Type::Real: return std::isfinite(q.columnDouble(i)) && std::fabs(q.columnDouble(i)) < 9.2e18
+                                             ? "a fractional number" : "a number past int64";
+      case Statement::Type::Text: return "a string";
+      case Statement::Type::Blob: return "a blob";
+      case Statement::Type::Null: return "null";
+      default: return "a number";
+    }
+  }
 };
 
 void readStrings(NsysImport& im) {
   Statement q(im.in, "SELECT id, value FROM StringIds");
-  while (q.step()) im.strings[q.columnInt(0)] = q.columnText(1);
+  while (q.step()) {
+    if (q.columnType(0) == Statement::Type::Integer) im.strings[q.columnInt(0)] = q.columnText(1);
+    else ++im.st.refused_values["StringIds.id: " + std::string(q.columnIsNull(0) ? "null" : "not an integer")];
+  }
 }
 
 void importKernels(NsysImport& im) {
   if (!im.in.tableExists("CUPTI_ACTIVITY_KIND_KERNEL")) return;
   Statement q(im.in, "SELECT start, end, deviceId, streamId, correlationId, COALESCE(demangledName, shortName), gridX, "
                      "gridY, gridZ, blockX, blockY, blockZ, registersPerThread, "
-                     "COALESCE(staticSharedMemory, 0) + COALESCE(dynamicSharedMemory, 0) FROM CUPTI_ACTIVITY_KIND_KERNEL");
+                     "COALESCE(staticSharedMemory, 0) + COALESCE(dynamicSharedMemory, 0) AS sharedMemory "
+                     "FROM CUPTI_ACTIVITY_KIND_KERNEL");
+  const char* t = "CUPTI_ACTIVITY_KIND_KERNEL";
   while (q.step()) {
-    Kernel k{q.columnInt(0), q.columnInt(1), q.columnInt(2), q.columnInt(3), im.name(q.columnInt(5)), q.columnInt(4)};
-    for (int i = 0; i < 3; ++i) k.grid[i] = int32_t(q.columnInt(6 + i)), k.block[i] = int32_t(q.columnInt(9 + i));
-    k.registers = int32_t(q.columnInt(12));
-    k.shared_bytes = int32_t(q.columnInt(13));
+    Kernel k{im.time(q, 0, t), im.time(q, 1, t), im.integer(q, 2, t), im.integer(q, 3, t),
+             im.name(im.integer(q, 5, t, -1)), im.integer(q, 4, t, -1)};
+    for (int i = 0; i < 3; ++i) k.grid[i] = im.integer32(q, 6 + i, t), k.block[i] = im.integer32(q, 9 + i, t);
+    k.registers = im.integer32(q, 12, t);
+    k.shared_bytes = im.integer32(q, 13, t);
     k.rank = im.rank;
     im.store.put(k);
     im.t_min = std::min(im.t_min, k.start_ns);
@@ -59,10 +113,12 @@ void importKernels(NsysImport& im) {
 void importRuntimeCalls(NsysImport& im) {
   if (!im.in.tableExists("CUPTI_ACTIVITY_KIND_RUNTIME")) return;
   Statement q(im.in, "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME");
+  const char* t = "CUPTI_ACTIVITY_KIND_RUNTIME";
   while (q.step()) {
-    im.store.put(ApiCall{q.columnInt(0), q.columnInt(1), q.columnInt(2) & 0xFFFFFF, im.name(q.columnInt(4)),
-                         q.columnInt(3), int32_t(ApiKind::Runtime), im.rank});
-    im.pids.insert(NsysImport::pidOf(q.columnInt(2)));
+    const int64_t global_tid = im.integer(q, 2, t);
+    im.store.put(ApiCall{im.time(q, 0, t), im.time(q, 1, t), global_tid & 0xFFFFFF, im.name(im.integer(q, 4, t, -1)),
+                         im.integer(q, 3, t, -1), int32_t(ApiKind::Runtime), im.rank});
+    im.pids.insert(NsysImport::pidOf(global_tid));
     ++im.st.api_calls;
   }
 }
@@ -71,18 +127,20 @@ void importMemcpyAndMemset(NsysImport& im) {
   if (im.in.tableExists("CUPTI_ACTIVITY_KIND_MEMCPY")) {
     Statement q(im.in,
                 "SELECT start, end, deviceId, streamId, correlationId, copyKind, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY");
+    const char* t = "CUPTI_ACTIVITY_KIND_MEMCPY";
     while (q.step()) {
-      im.store.put(Memcpy{q.columnInt(0), q.columnInt(1), q.columnInt(2), q.columnInt(3), q.columnInt(4),
-                          int32_t(q.columnInt(5)), q.columnInt(6), im.rank});
+      im.store.put(Memcpy{im.time(q, 0, t), im.time(q, 1, t), im.integer(q, 2, t), im.integer(q, 3, t),
+                          im.integer(q, 4, t, -1), im.integer32(q, 5, t), im.integer(q, 6, t), im.rank});
       ++im.st.memcpy;
     }
   }
   if (im.in.tableExists("CUPTI_ACTIVITY_KIND_MEMSET")) {
     Statement q(im.in,
                 "SELECT start, end, deviceId, streamId, correlationId, bytes, value FROM CUPTI_ACTIVITY_KIND_MEMSET");
+    const char* t = "CUPTI_ACTIVITY_KIND_MEMSET";
     while (q.step()) {
-      im.store.put(Memset{q.columnInt(0), q.columnInt(1), q.columnInt(2), q.columnInt(3), q.columnInt(4),
-                          q.columnInt(5), int32_t(q.columnInt(6)), im.rank});
+      im.store.put(Memset{im.time(q, 0, t), im.time(q, 1, t), im.integer(q, 2, t), im.integer(q, 3, t),
+                          im.integer(q, 4, t, -1), im.integer(q, 5, t), im.integer32(q, 6, t), im.rank});
       ++im.st.memset;
     }
   }
@@ -97,14 +155,16 @@ int64_t importNvtxRanges(NsysImport& im) {
                      "eventType FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType IN (59, 60)");
   int64_t k = 0, steps_seen = 0;
   StepRows step_rows(im.store, im.path);
+  const char* t = "NVTX_EVENTS";
   while (q.step()) {
     const std::string label = q.columnText(3);
     int64_t n = stepNumber(label, im.path);
     if (label == "step") n = k++;
-    if (n >= 0 && step_rows.add(im.rank, n, q.columnInt(0), q.columnInt(1))) ++steps_seen;
-    im.store.put(Range{q.columnInt(0), q.columnInt(1), im.store.intern(label), im.domain, q.columnInt(2) & 0xFFFFFF, 0,
+    const int64_t b = im.time(q, 0, t), e = im.time(q, 1, t), global_tid = im.integer(q, 2, t);
+    if (n >= 0 && step_rows.add(im.rank, n, b, e)) ++steps_seen;
+    im.store.put(Range{b, e, im.store.intern(label), im.domain, global_tid & 0xFFFFFF, 0,
                        int32_t(q.columnInt(4) == 59 ? RangeKind::PushPop : RangeKind::StartEnd), im.rank});
-    im.pids.insert(NsysImport::pidOf(q.columnInt(2)));
+    im.pids.insert(NsysImport::pidOf(global_tid));
     ++im.st.ranges;
   }
   return steps_seen;
@@ -116,11 +176,11 @@ void importThreadNames(NsysImport& im) {
   if (im.in.tableExists("ThreadNames")) {
     Statement q(im.in, "SELECT globalTid, nameId FROM ThreadNames ORDER BY rowid");
     while (q.step()) {
-      const auto it = im.strings.find(q.columnInt(1));
+      const auto it = im.strings.find(im.integer(q, 1, "ThreadNames", -1));
       if (it == im.strings.end() || it->second.empty()) continue;
       ThreadName t;
       t.kind = int32_t(ThreadKind::Thread);
-      t.tid = q.columnInt(0) & 0xFFFFFF;
+      t.tid = im.integer(q, 0, "ThreadNames") & 0xFFFFFF;
       t.name = im.store.intern(it->second);
       t.rank = im.rank;
       named[{t.kind, t.tid}] = t;  // renamed: the last name
@@ -129,10 +189,11 @@ void importThreadNames(NsysImport& im) {
   if (im.in.tableExists("PROCESSES")) {
     Statement q(im.in, "SELECT pid, name FROM PROCESSES ORDER BY rowid");
     while (q.step()) {
-      if (!im.pids.count(q.columnInt(0)) || q.columnIsNull(1) || q.columnText(1).empty()) continue;
+      const int64_t pid = im.integer(q, 0, "PROCESSES", -1);
+      if (!im.pids.count(pid) || q.columnIsNull(1) || q.columnText(1).empty()) continue;
       ThreadName t;
       t.kind = int32_t(ThreadKind::Process);
-      t.tid = q.columnInt(0);
+      t.tid = pid;
       t.name = im.store.intern(q.columnText(1));
       t.rank = im.rank;
       named[{t.kind, t.tid}] = t;

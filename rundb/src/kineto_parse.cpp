@@ -9,7 +9,10 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
+#include <tuple>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -28,7 +31,10 @@ Cat category(std::string c) {
       {"gpu_user_annotation", Cat::GpuAnnotation},                 {"kernel", Cat::Kernel},
       {"cuda_runtime", Cat::Runtime}, {"runtime", Cat::Runtime},   {"cuda_driver", Cat::Driver},
       {"gpu_memcpy", Cat::Memcpy},  {"memcpy", Cat::Memcpy},       {"gpu_memset", Cat::Memset},
-      {"memset", Cat::Memset}};
+      {"memset", Cat::Memset},
+      // MTIA (HTA reads them as a GPU's): the device's events (its "dma…" ones are copies) and the
+      // runtime calls that launch them.
+      {"mtia_ccp_events", Cat::Kernel}, {"mtia_runtime", Cat::Runtime}};
   auto it = cats.find(c);
   return it == cats.end() ? Cat::Other : it->second;
 }
@@ -80,15 +86,21 @@ class Reader : public nlohmann::json::json_sax_t {
   bool number_integer(number_integer_t v) override {
     const std::string s = std::to_string(v);
     const int64_t x = v;
+    num_kind_ = Num::Int;
     return value(&x, &s, nullptr);
   }
   bool number_unsigned(number_unsigned_t v) override {
     const std::string s = std::to_string(v);
     const int64_t x = v > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(v);
+    num_kind_ = v > uint64_t(INT64_MAX) ? Num::TooBig : Num::Int;
     return value(&x, &s, nullptr);
   }
+  // A float is an integer where one is required only when it is one exactly (2.0, 1e3); `x` is
+  // what a time's or a capture's reader may look at, never what an integer field takes.
   bool number_float(number_float_t v, const string_t& s) override {
-    const int64_t x = (v >= -9.2e18 && v <= 9.2e18) ? int64_t(v) : (v < 0 ? INT64_MIN : INT64_MAX);
+    const bool fits = std::isfinite(v) && v >= -9.2e18 && v <= 9.2e18;
+    const int64_t x = fits ? int64_t(v) : (v < 0 ? INT64_MIN : INT64_MAX);
+    num_kind_ = !fits ? Num::TooBig : std::floor(v) == v ? Num::Int : Num::Fraction;
     return value(&x, &s, nullptr);
   }
   bool string(string_t& s) override { return value(nullptr, nullptr, &s); }
@@ -97,6 +109,9 @@ class Reader : public nlohmann::json::json_sax_t {
   bool start_object(std::size_t) override {
     Ctx next = Ctx::Skip;
     const Ctx at = top();
+    if (!stack_.empty() && !(at == Ctx::Events || (at == Ctx::Root && (key_ == "distributedInfo" || key_ == "otherData")) ||
+                             (at == Ctx::Event && key_ == "args")))
+      structured("an object");
     if (stack_.empty()) next = Ctx::Root;
     else if (at == Ctx::Events) next = Ctx::Event, p_.events.emplace_back(), meta_ = MetaCapture{};
     else if (at == Ctx::Root && key_ == "distributedInfo") next = Ctx::Dist;
@@ -108,6 +123,7 @@ class Reader : public nlohmann::json::json_sax_t {
   }
   bool end_object() override {
     if (top() == Ctx::Event) finishEvent();
+    if (stack_.size() == 1) finishParse();
     stack_.pop_back();
     capture('}');
     return true;
@@ -115,6 +131,8 @@ class Reader : public nlohmann::json::json_sax_t {
   bool start_array(std::size_t) override {
     Ctx next = Ctx::Skip;
     const Ctx at = top();
+    if (!(at == Ctx::Root && key_ == "traceEvents") && !(at == Ctx::Args && (key_ == "grid" || key_ == "block" || key_ == "Input Dims")))
+      structured("an array");
     if (at == Ctx::Root && key_ == "traceEvents") next = Ctx::Events, p_.has_trace_events = true;
     else if (at == Ctx::Args && (key_ == "grid" || key_ == "block")) next = Ctx::DimArray, dim_i_ = 0, dim_key_ = key_;
     else if (at == Ctx::Args && key_ == "Input Dims") next = Ctx::Capture, shapes_.clear(), capture_depth_ = stack_.size();
@@ -150,7 +168,9 @@ class Reader : public nlohmann::json::json_sax_t {
   // A field of the wrong type is refused, naming the event and the field: dropping the event would
   // change every figure without a word.
   [[noreturn]] void wrongType(const char* expected, const int64_t* num, const std::string* str) const {
-    const std::string got = str ? "the string \"" + str->substr(0, 40) + "\"" : num ? "a number" : "null or a boolean";
+    wrongType(expected, str ? "the string \"" + str->substr(0, 40) + "\"" : num ? kindOf(num, str) : "null or a boolean");
+  }
+  [[noreturn]] void wrongType(const char* expected, const std::string& got) const {
     const std::string where = top() == Ctx::Event || top() == Ctx::Args
                                   ? "traceEvents[" + std::to_string(p_.events.size() - 1) + "]." + key_
                                   : key_;
@@ -159,6 +179,58 @@ class Reader : public nlohmann::json::json_sax_t {
                     "re-export the trace from the profiler");
   }
   Ctx top() const { return stack_.empty() ? Ctx::Skip : stack_.back(); }
+
+  // What a value is, as a count's key says it: "a string", "a fractional number", …
+  std::string kindOf(const int64_t* num, const std::string* str) const {
+    if (str) return "a string";
+    if (!num) return "null or a boolean";
+    return num_kind_ == Num::Fraction ? "a fractional number" : num_kind_ == Num::TooBig ? "a number past int64" : "a number";
+  }
+  // A value of the wrong type in the event being read: counted (by field and kind) once the event is
+  // kept, and left out — the field reads as absent.
+  void refuse(const std::string& field, const std::string& kind) { meta_.refused.push_back(field + ": " + kind); }
+  // An integer field's value; none (refused) for another type, a fraction or a number past int64.
+  std::optional<int64_t> integer(const std::string& field, const int64_t* num, const std::string* str) {
+    if (num && num_kind_ == Num::Int) return *num;
+    refuse(field, kindOf(num, str));
+    return std::nullopt;
+  }
+  // An int32 field of a kernel (registers, shared memory, a grid or block dimension): 0 to 2^31-1.
+  std::optional<int32_t> count32(const std::string& field, const int64_t* num, const std::string* str) {
+    const std::optional<int64_t> v = integer(field, num, str);
+    if (!v) return std::nullopt;
+    if (*v < 0 || *v > INT32_MAX) {
+      refuse(field, "out of range (0 to 2^31-1)");
+      return std::nullopt;
+    }
+    return int32_t(*v);
+  }
+  static bool intArg(const std::string& k) {
+    static const std::unordered_set<std::string> keys = {"correlation", "device", "stream", "Sequence number", "bytes",
+                                                         "registers per thread", "shared memory", "In msg nelems",
+                                                         "Out msg nelems", "Group size", "sort_index"};
+    return keys.count(k) > 0;
+  }
+  static bool textArg(const std::string& k) {
+    return k == "Collective name" || k == "dtype" || k == "Process Group Description" || k == "Process Group Name";
+  }
+  // An object or an array where a field this reader reads holds a scalar: refused like any other type.
+  void structured(const char* got) {
+    const Ctx at = top();
+    if (at == Ctx::Events) ++p_.refused[std::string("traceEvents[]: ") + got];
+    if (at == Ctx::DimArray) refuse("args." + dim_key_, got), ++dim_i_;
+    if (at == Ctx::Root && key_ == "baseTimeNanoseconds") wrongType("an integer", got);
+    if (at == Ctx::Root && key_ == "distributedInfo") wrongType("an object", got);
+    if (at == Ctx::Dist && key_ == "rank") wrongType("an integer", got);
+    if (at == Ctx::Event) {
+      if (key_ == "ts" || key_ == "dur") wrongType("a number", got);
+      if (key_ == "ph" || key_ == "cat" || key_ == "name") wrongType("a string", got);
+      if (key_ == "pid" || key_ == "tid" || key_ == "args") refuse(key_, got);
+    }
+    if (at == Ctx::Args && (intArg(key_) || textArg(key_) || key_ == "grid" || key_ == "block" || key_ == "Input Dims"))
+      refuse("args." + key_, got);
+    if (at == Ctx::Args && key_ == "name") meta_.bad_name = got;
+  }
 
   // Input shapes are kept as compact JSON text, written as they stream by.
   void capture(char c) {
@@ -178,20 +250,28 @@ class Reader : public nlohmann::json::json_sax_t {
       return true;
     }
     if (at == Ctx::Root && key_ == "baseTimeNanoseconds") {
-      if (!num || !num_text || num_text->find_first_of(".eE") != std::string::npos) wrongType("an integer", num, str);
+      if (!num || !num_text || num_text->find_first_of(".eE") != std::string::npos || num_kind_ != Num::Int)
+        wrongType("an integer within int64", num, str);
       p_.base = *num;
     }
+    if (at == Ctx::Root && key_ == "distributedInfo") wrongType("an object", num, str);
     if (at == Ctx::Dist && key_ == "rank") {
-      if (!num) wrongType("a number", num, str);
+      if (!num || num_kind_ != Num::Int) wrongType("an integer", num, str);
       p_.rank = *num;
     }
     if (at == Ctx::OtherData && key_ == "exporter" && str && *str == "trainscope") p_.trainscope_export = true;
+    if (at == Ctx::Events) ++p_.refused["traceEvents[]: " + kindOf(num, str)];  // an event that is not an object
     if (at == Ctx::Event) eventField(p_.events.back(), num, num_text, str);
     if (at == Ctx::Args) argField(p_.events.back(), num, str);
-    if (at == Ctx::DimArray && num && dim_i_ < 3) {
-      Event& e = p_.events.back();
-      Dims& d = dimsOf(e);
-      (dim_key_ == "grid" ? d.grid : d.block)[dim_i_++] = int32_t(std::clamp<int64_t>(*num, INT32_MIN, INT32_MAX));
+    if (at == Ctx::DimArray) {
+      const std::string field = "args." + dim_key_;
+      if (dim_i_ >= 3) {
+        refuse(field, "more than 3 dimensions");
+      } else if (const std::optional<int32_t> v = count32(field, num, str)) {
+        Dims& d = dimsOf(p_.events.back());
+        (dim_key_ == "grid" ? d.grid : d.block)[dim_i_] = *v;
+      }
+      ++dim_i_;
     }
     return true;
   }
@@ -203,12 +283,17 @@ class Reader : public nlohmann::json::json_sax_t {
     if (key_ == "ph") e.complete = *str == "X", meta_.is_meta = *str == "M";
     else if (key_ == "cat") {
       e.cat = category(*str);
+      meta_.cat_text = e.cat == Cat::Other ? *str : std::string();
+      meta_.mtia_ccp = e.cat == Cat::Kernel && *str == "mtia_ccp_events";
       if (*str == "step") p_.trainscope_export = true;  // our Chrome export's step rows (older exports)
     } else if (key_ == "name") e.name = p_.intern(*str);
     else if (key_ == "tid" || key_ == "pid") {
       const std::optional<int64_t> v = processOrThreadId(num, num_text, str);
+      if (!v) refuse(key_, kindOf(num, str));
       if (key_ == "pid" && v) meta_.pid = *v, meta_.has_pid = true;
       if (key_ == "tid") e.tid = v.value_or(0), meta_.has_tid = v.has_value();
+    } else if (key_ == "args") {
+      refuse("args", kindOf(num, str));
     } else if (key_ == "ts" || key_ == "dur") {
       int64_t ns = 0;
       if (!microsToNs(*num_text, ns)) e.bad_time = true;
@@ -219,9 +304,10 @@ class Reader : public nlohmann::json::json_sax_t {
 
   // A pid or a tid as the profiler meant it. Kineto writes them as int32: one written unsigned
   // (4294967291 for -5; no Linux id reaches 2^31) reads as the negative number, and so does one past
-  // int64. Older traces name GPU rows "stream 7": the stream number. Other text ("Spans") is none.
-  static std::optional<int64_t> processOrThreadId(const int64_t* num, const std::string* num_text,
-                                                  const std::string* str) {
+  // int64 (up to 2^64-1: its two's complement). Older traces name GPU rows "stream 7": the stream
+  // number. Other text ("Spans"), a fraction or a number past 2^64 is none.
+  std::optional<int64_t> processOrThreadId(const int64_t* num, const std::string* num_text,
+                                           const std::string* str) const {
     if (str) {
       static const std::string prefix = "stream ";
       if (str->size() > prefix.size() && str->size() <= prefix.size() + 9 && str->compare(0, prefix.size(), prefix) == 0 &&
@@ -229,12 +315,13 @@ class Reader : public nlohmann::json::json_sax_t {
         return std::stoll(str->substr(prefix.size()));
       return std::nullopt;
     }
-    if (!num || !num_text) return std::nullopt;
-    const bool integer = !num_text->empty() && num_text->find_first_not_of("0123456789-") == std::string::npos;
-    if (integer && num_text->front() != '-' && *num == INT64_MAX) {  // past int64: its two's complement
+    if (!num || !num_text || num_kind_ == Num::Fraction) return std::nullopt;
+    if (num_kind_ == Num::TooBig) {  // past int64: its two's complement, up to 2^64-1
+      const bool digits = !num_text->empty() && num_text->find_first_not_of("0123456789") == std::string::npos;
       errno = 0;
-      const unsigned long long u = std::strtoull(num_text->c_str(), nullptr, 10);
-      if (errno == 0) return int64_t(u);
+      const unsigned long long u = digits ? std::strtoull(num_text->c_str(), nullptr, 10) : 0;
+      if (!digits || errno != 0) return std::nullopt;
+      return int64_t(u);
     }
     if (*num >= (int64_t(1) << 31) && *num < (int64_t(1) << 32)) return *num - (int64_t(1) << 32);
     return *num;
@@ -251,18 +338,26 @@ class Reader : public nlohmann::json::json_sax_t {
 
   void argField(Event& e, const int64_t* num, const std::string* str) {
     const std::string& k = key_;
-    if (num) {
-      if (k == "correlation") e.correlation = *num;
-      else if (k == "device") e.device = *num;
-      else if (k == "stream") e.stream = *num;
-      else if (k == "Sequence number") e.seq = *num;
-      else if (k == "bytes") e.bytes = *num;
-      else if (k == "registers per thread") dimsOf(e).registers = int32_t(std::clamp<int64_t>(*num, 0, INT32_MAX));
-      else if (k == "shared memory") dimsOf(e).shared = int32_t(std::clamp<int64_t>(*num, 0, INT32_MAX));
-      else if (k == "In msg nelems") commOf(e).in = *num;
-      else if (k == "Out msg nelems") commOf(e).out = *num;
-      else if (k == "Group size") commOf(e).group_size = *num;
-      else if (k == "sort_index") meta_.sort = *num;  // metadata events
+    if (k == "stream") meta_.stream_arg = true;
+    if (k == "registers per thread" || k == "shared memory") {
+      if (const std::optional<int32_t> v = count32("args." + k, num, str))
+        (k == "shared memory" ? dimsOf(e).shared : dimsOf(e).registers) = *v;
+    } else if (intArg(k)) {
+      const std::optional<int64_t> v = integer("args." + k, num, str);
+      if (!v) return;
+      if (k == "correlation") e.correlation = *v;
+      else if (k == "device") e.device = *v;
+      else if (k == "stream") e.stream = *v;
+      else if (k == "Sequence number") e.seq = *v;
+      else if (k == "bytes") e.bytes = *v;
+      else if (k == "In msg nelems") commOf(e).in = *v;
+      else if (k == "Out msg nelems") commOf(e).out = *v;
+      else if (k == "Group size") commOf(e).group_size = *v;
+      else if (k == "sort_index") meta_.sort = *v;  // metadata events
+    } else if (textArg(k) && !str) {
+      refuse("args." + k, kindOf(num, str));
+    } else if (k == "name" && !str) {
+      meta_.bad_name = kindOf(num, str);  // counted when the event names a thread or a process
     } else if (str) {
       if (k == "name") meta_.text = *str;  // metadata events: the thread's or the process's name
       if (k == "Collective name") commOf(e).op = p_.intern(*str);
@@ -276,6 +371,8 @@ class Reader : public nlohmann::json::json_sax_t {
   // name or order a thread or a process are kept apart (the fields may come in any order).
   void finishEvent() {
     Event& e = p_.events.back();
+    bool kept = false;
+    if (meta_.mtia_ccp && e.name != kNone && p_.names[e.name].rfind("dma", 0) == 0) e.cat = Cat::Memcpy;  // as HTA
     if (meta_.has_pid && onDevice(e.cat)) {  // Kineto's pid of a GPU event is its device
       if (e.device < 0) e.device = meta_.pid;
       p_.gpu_pids.insert(meta_.pid);
@@ -287,10 +384,29 @@ class Reader : public nlohmann::json::json_sax_t {
       static const std::unordered_map<std::string, MetaKind> kinds = {
           {"thread_name", MetaKind::ThreadName}, {"thread_sort_index", MetaKind::ThreadSort},
           {"process_name", MetaKind::ProcessName}, {"process_sort_index", MetaKind::ProcessSort}};
-      if (auto it = kinds.find(p_.names[e.name]); it != kinds.end())
+      if (auto it = kinds.find(p_.names[e.name]); it != kinds.end()) {
         p_.meta.push_back(Meta{it->second, meta_.pid, e.tid, std::move(meta_.text), meta_.sort});
+        kept = true;
+        if (!meta_.bad_name.empty()) refuse("args.name", meta_.bad_name);
+      }
     }
+    // An event of a category not read: counted when it ran on a device (a stream, or a GPU's pid),
+    // once the file is read. cuda_sync marks a wait, not work (HTA leaves it out as well).
+    if (e.cat == Cat::Other && e.complete && e.has_ts && e.has_dur && !meta_.cat_text.empty() && meta_.cat_text != "cuda_sync")
+      ++other_[std::make_tuple(meta_.cat_text, meta_.has_pid, meta_.pid, meta_.stream_arg)];
     if (!e.complete || !e.has_ts || !e.has_dur || (e.cat == Cat::Other && e.comm < 0)) p_.events.pop_back();
+    else kept = true;
+    if (kept)
+      for (const std::string& r : meta_.refused) ++p_.refused[r];
+  }
+
+  // What only the whole file tells: which of the unread categories' events ran on a GPU's pid.
+  void finishParse() {
+    for (const auto& [key, n] : other_) {
+      const auto& [cat, has_pid, pid, stream] = key;
+      if (stream || (has_pid && p_.gpu_pids.count(pid))) p_.ignored_device[cat] += n;
+    }
+    other_.clear();
   }
 
   // The event's pid (numeric: Kineto also writes "Spans", "Traces", ""), and what a metadata event
@@ -300,11 +416,18 @@ class Reader : public nlohmann::json::json_sax_t {
     bool has_pid = false, is_meta = false, has_tid = false;
     std::string text;
     std::optional<int64_t> sort;
+    std::vector<std::string> refused;  // "field: kind" of the values left out
+    std::string bad_name;              // args.name of the wrong type (a metadata event's name)
+    std::string cat_text;              // a category not read
+    bool mtia_ccp = false, stream_arg = false;
   };
+  enum class Num : uint8_t { Int, Fraction, TooBig };
 
   Parsed& p_;
   const std::string& path_;
   MetaCapture meta_;
+  Num num_kind_ = Num::Int;  // the number being read
+  std::map<std::tuple<std::string, bool, int64_t, bool>, int64_t> other_;  // (category, has pid, pid, stream arg)
   std::vector<Ctx> stack_;
   std::string key_, dim_key_, shapes_;
   size_t capture_depth_ = 0;

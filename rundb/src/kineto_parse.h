@@ -63,6 +63,11 @@ struct Parsed {
   std::set<int64_t> gpu_pids, cpu_pids;
   bool has_trace_events = false;
   bool trainscope_export = false;  // otherData.exporter "trainscope", or events of our "step" category
+  // Values of the wrong type in the events read ("args.correlation: a string" → how many): each is
+  // left out (the field reads as absent), never coerced (1.5 → 1, 2^70 → INT64_MAX, "7" → none).
+  std::map<std::string, int64_t> refused;
+  // Device events of categories this reader does not read (category → how many): left out, counted.
+  std::map<std::string, int64_t> ignored_device;
   std::optional<int64_t> rank, base;
   uint32_t intern(const std::string& s) {
     auto [it, fresh] = ids.emplace(s, uint32_t(names.size()));

@@ -2,6 +2,7 @@
 #include "trainscope/rundb/report.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -375,6 +376,25 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
     if (n > 0) rep.drops.emplace_back(src, n);
 
   rep.expert_load = summarizeExpertLoad(reader.expertLoad());
+
+  // What the import left out without dropping an event: values of the wrong type, device events of
+  // categories it does not read (counted in meta by `trainscope import`).
+  auto counted = [&](const char* key) {
+    int64_t n = 0;
+    try {
+      const nlohmann::json counts = nlohmann::json::parse(reader.meta(key, "{}"));  // kept: items() refers to it
+      for (const auto& item : counts.items())
+        if (item.value().is_number_integer() && __builtin_add_overflow(n, item.value().get<int64_t>(), &n)) n = INT64_MAX;
+    } catch (const nlohmann::json::exception&) {  // a damaged meta value: nothing to say
+    }
+    return n;
+  };
+  if (const int64_t n = counted("import_refused_values"); n > 0)
+    rep.warnings.push_back(std::to_string(n) + " value(s) of the wrong type were left out while importing (read as absent; "
+                           "by field in meta import_refused_values)");
+  if (const int64_t n = counted("import_ignored_device_events"); n > 0)
+    rep.warnings.push_back(std::to_string(n) + " device event(s) of categories the importer does not read were left out "
+                           "(by category in meta import_ignored_device_events): the breakdown does not include them");
 
   // What the file cannot tell: ranks that took part but whose events never arrived.
   const std::string merged = reader.meta("merged_ranks");

@@ -233,6 +233,15 @@ std::string Statement::columnText(int i) const {
   return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(stmt_, i)) : std::string();
 }
 bool Statement::columnIsNull(int i) const { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
+Statement::Type Statement::columnType(int i) const {
+  switch (sqlite3_column_type(stmt_, i)) {
+    case SQLITE_INTEGER: return Type::Integer;
+    case SQLITE_FLOAT: return Type::Real;
+    case SQLITE_TEXT: return Type::Text;
+    case SQLITE_BLOB: return Type::Blob;
+    default: return Type::Null;
+  }
+}
 std::optional<int64_t> Statement::columnOptInt(int i) const {
   if (columnIsNull(i)) return std::nullopt;
   return columnInt(i);

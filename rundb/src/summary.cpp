@@ -307,10 +307,10 @@ RankEvents readRank(RunReader& reader, int64_t rank, const std::set<StringId>& c
 }
 
 // The GPU windows of the counted steps (definitions in summary.h): each device event belongs to
-// the step whose CPU window holds its launch; a step's window runs from its first device event to
-// the next step's first (the last one's to the end of the last device event of any counted step),
-// so the windows never overlap and leave no gap. Empty when no device event could be tied to a
-// counted step.
+// the step whose CPU window holds its launch; the windows tile the steps' first device events in
+// time order — each from one first start to the next (the last to the end of the last device event
+// of any counted step) — so they never overlap and leave no gap, even where a later step's work
+// starts first (another stream). Empty when no device event could be tied to a counted step.
 std::vector<Interval> gpuWindows(const std::vector<std::pair<int64_t, int64_t>>& launch, RankSummary& rs,
                                  const std::vector<Interval>& cw, const RankEvents& ev, bool& no_launches) {
   if (launch.empty()) {
@@ -339,12 +339,20 @@ std::vector<Interval> gpuWindows(const std::vector<std::pair<int64_t, int64_t>>&
   }
   std::vector<int64_t> starts;
   for (int64_t f : first)
-    if (f != INT64_MAX) starts.push_back(starts.empty() ? f : std::max(f, starts.back()));
-  // The last window also takes in what started inside the counted steps' span without a launch
-  // record (a copy after the last kernel): it ran in that step.
-  if (!starts.empty())
+    if (f != INT64_MAX) starts.push_back(f);
+  std::sort(starts.begin(), starts.end());
+  // The last window also takes in device work without a launch record (a copy after the last
+  // kernel) that starts inside the counted steps' span — before the last counted step's CPU window
+  // ends, or before (or as) the work already in the windows ends — repeated in time order until the
+  // span stops growing: it ran in those steps.
+  if (!starts.empty() && !cw.empty()) {
+    std::sort(unattributed.begin(), unattributed.end(),
+              [](const RankEvents::Device* a, const RankEvents::Device* b) { return a->start < b->start; });
+    int64_t cpu_end = INT64_MIN;
+    for (const Interval& w : cw) cpu_end = std::max(cpu_end, w.end);
     for (const RankEvents::Device* d : unattributed)
-      if (d->start >= starts.front() && d->start < last_end) last_end = std::max(last_end, d->end);
+      if (d->start >= starts.front() && (d->start < cpu_end || d->start <= last_end)) last_end = std::max(last_end, d->end);
+  }
   std::vector<Interval> windows;
   for (size_t i = 0; i < starts.size(); ++i) {
     const int64_t end = i + 1 < starts.size() ? starts[i + 1] : std::max(last_end, starts[i]);
@@ -414,6 +422,7 @@ bool hasBreakdownEvents(RunReader& reader) {
 // What the ranks' breakdowns found that the summary's notes explain.
 struct BreakdownFindings {
   bool no_launches = false, unmatched = false, host_ops = false, annotations = false;
+  std::vector<std::pair<int64_t, size_t>> launches_only;  // (rank, launches) of ranks that launched, but no device work is in the trace
 };
 
 // The run's breakdown source is the best any rank had: kernels > ranges > host_ops > annotations.
@@ -430,6 +439,7 @@ void breakdownRank(RunReader& reader, RankSummary& rs, const std::vector<Interva
   raiseSource(s.breakdown_source, ev.source);
   found.host_ops |= ev.source == "host_ops";
   found.annotations |= ev.source == "annotations";
+  if (ev.device.empty() && !dev.launches.empty()) found.launches_only.emplace_back(rs.rank, dev.launches.size());
   std::vector<Interval> windows = cw;
   if (!ev.device.empty()) {
     bool none = false;
@@ -449,8 +459,16 @@ void breakdownRank(RunReader& reader, RankSummary& rs, const std::vector<Interva
 }
 
 void addBreakdownNotes(RunSummary& s, const BreakdownFindings& found) {
+  // Launches without device events are not a CPU-only profile: the device's activity was not recorded.
   if (found.host_ops)
-    s.notes.push_back("no GPU events in this trace: compute is the time in CPU ops (a CPU-only profile)");
+    s.notes.push_back(found.launches_only.empty()
+                          ? "no GPU events in this trace: compute is the time in CPU ops (a CPU-only profile)"
+                          : "no GPU events in this trace: compute is the time in CPU ops");
+  for (const auto& [rank, n] : found.launches_only)
+    s.notes.push_back("rank " + std::to_string(rank) + ": " + std::to_string(n) +
+                      " launch(es) (API calls with correlation ids) but no device activity was recorded (no kernels, "
+                      "copies or sets): the breakdown is of CPU time; profile with the device's activity "
+                      "(ProfilerActivity.CUDA) to see the GPU's");
   if (found.annotations)
     s.notes.push_back("no GPU events and no CPU ops in this trace: compute is the time in its annotations "
                       "(other than steps and collectives)");

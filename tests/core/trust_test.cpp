@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "kineto_events.h"
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/rundb/chrome.h"
@@ -31,35 +32,8 @@ using trainscope::testing::tempPath;
 
 namespace {
 
-constexpr int64_t kBase = 1700000000000000000LL;  // epoch ns: doubles of it step by 256 ns
-
-json step(int k, double ts, double dur) {
-  return {{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#" + std::to_string(k)},
-          {"pid", 1}, {"tid", 1}, {"ts", ts}, {"dur", dur}};
-}
-json launch(int corr, double ts) {
-  return {{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", 1}, {"tid", 1},
-          {"ts", ts}, {"dur", 2.0}, {"args", {{"correlation", corr}}}};
-}
-json kernel(const std::string& name, int corr, int stream, double ts, double dur) {
-  json args = {{"device", 0}, {"stream", stream}};
-  if (corr >= 0) args["correlation"] = corr;
-  return {{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", 0}, {"tid", stream},
-          {"ts", ts}, {"dur", dur}, {"args", args}};
-}
-json annotation(const std::string& name, double ts, double dur) {
-  return {{"ph", "X"}, {"cat", "user_annotation"}, {"name", name}, {"pid", 1}, {"tid", 1}, {"ts", ts}, {"dur", dur}};
-}
-json op(const std::string& name, double ts, double dur) {
-  return {{"ph", "X"}, {"cat", "cpu_op"}, {"name", name}, {"pid", 1}, {"tid", 1}, {"ts", ts}, {"dur", dur}};
-}
-
-std::string importOne(const json& events, const std::string& name) {
-  const std::string in = tempPath(name + ".json"), out = tempPath(name + ".db");
-  std::ofstream(in) << json{{"baseTimeNanoseconds", kBase}, {"traceEvents", events}}.dump();
-  tr::importTraces({in}, out, true);
-  return out;
-}
+using namespace trainscope::testing::kineto_events;
+constexpr int64_t kBase = kEventsBase;
 
 tr::RunSummary summaryOf(const std::string& db) {
   tr::RunReader rd(db);

@@ -1,5 +1,5 @@
-// fuzz_reader.cpp — libFuzzer target: any bytes as a run database, read through RunReader and the
-// run summary. Run with scripts/fuzz reader SECONDS; seeds in corpus/reader/.
+// fuzz_reader.cpp — libFuzzer target: any bytes as a run database, read through RunReader, the
+// run summary and the report. Run with scripts/fuzz reader SECONDS; seeds in corpus/reader/.
 #include "one_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

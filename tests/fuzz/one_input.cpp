@@ -16,6 +16,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/import.h"
 #include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/report.h"
 #include "trainscope/rundb/schema.h"
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/rundb/summary.h"
@@ -128,6 +129,9 @@ Outcome readOneInput(const uint8_t* data, size_t size) {
   try {
     db::RunReader rd(path);
     readAll(rd);
+    // The report: the summary and more (top ops, collectives, the import's counts in meta), as text and JSON.
+    const db::Report r = db::computeReport(path, 5);
+    if (db::formatReport(r).size() + db::reportJson(r).size() == size_t(-1)) std::abort();
   } catch (const UserError&) {
     return Outcome::Rejected;
   } catch (const db::SqliteError&) {

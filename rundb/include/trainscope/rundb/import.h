@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,15 @@ struct ImportStats {
   // Events left out and counted (also in the database's drops table, source "import"): a time that
   // does not fit int64 nanoseconds, and a negative duration.
   int64_t dropped_out_of_range = 0, dropped_negative = 0;
+  // Values of the wrong type, each left out (read as absent, never coerced: 1.5 is not 1, 2^70 is not
+  // INT64_MAX, "7" is not a correlation), counted by field and kind ("args.correlation: a string");
+  // and device events of categories the importer does not read, by category. Both are kept in the
+  // database's meta table as JSON objects (import_refused_values, import_ignored_device_events).
+  std::map<std::string, int64_t> refused_values, ignored_device_events;
 };
+
+// The counts above as one line each for the import's output ("" when there are none).
+std::string describeRefusals(const ImportStats& st);
 
 // Throws UserError naming the file for unreadable, unrecognised or malformed input.
 ImportStats importTraces(const std::vector<std::string>& inputs, const std::string& out_db, bool overwrite);

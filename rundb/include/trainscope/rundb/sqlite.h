@@ -115,6 +115,10 @@ class Statement {
   double columnDouble(int i) const;
   std::string columnText(int i) const;
   bool columnIsNull(int i) const;
+  // What the value in column i is (SQLite's storage class): how a reader of another tool's file tells
+  // a wrong-typed value from one to take.
+  enum class Type { Integer, Real, Text, Blob, Null };
+  Type columnType(int i) const;
   std::optional<int64_t> columnOptInt(int i) const;
   std::optional<double> columnOptDouble(int i) const;
   int columnCount() const;
