@@ -39,11 +39,13 @@ class FieldFlags {
       text(f, [&v, flag](const std::string& s) { v = rt::parseSeed(s, flag); }, show ? rt::argText(v) : "");
     } else if constexpr (IsOptional<T>::value) {
       using U = typename T::value_type;
-      run_->add_option_function<U>(flag, [&v](const U& x) { v = x; }, f.help);
+      if constexpr (std::is_integral_v<U>)
+        text(f, [&v, flag](const std::string& s) { v = rt::parseIntegerAs<U>(s, flag); }, "", "INT");
+      else
+        run_->add_option_function<U>(flag, [&v](const U& x) { v = x; }, f.help);
     } else if constexpr (std::is_same_v<T, rt::ZeroStage>) {
-      auto* o = run_->add_option_function<int64_t>(flag, [&v, flag](const int64_t& x) { v = rt::zeroStage(x, flag); },
-                                                    f.help);
-      if (show) o->default_str(rt::argText(v));
+      text(f, [&v, flag](const std::string& s) { v = rt::zeroStage(rt::parseIntegerAs<int64_t>(s, flag), flag); },
+           show ? rt::argText(v) : "", "INT");
     } else if constexpr (std::is_enum_v<T>) {
       text(f, [&v, flag](const std::string& s) { rt::parseInto(s, flag, v); }, show ? rt::argText(v) : "");
     } else {
@@ -53,21 +55,29 @@ class FieldFlags {
 
  private:
   // A flag whose value is text for `parse`; `shown` is the default the help shows ("" none).
-  void text(const rt::Field& f, std::function<void(const std::string&)> parse, const std::string& shown) {
+  void text(const rt::Field& f, std::function<void(const std::string&)> parse, const std::string& shown,
+            const std::string& type = "TEXT") {
     CLI::Option* o = run_->add_option_function<std::string>(f.flag, std::move(parse), f.help);
+    o->type_name(type);
     if (!shown.empty()) o->default_str(shown);
   }
 
+  // Integers go through parseInteger, not CLI11: its conversion saturates past the type's range
+  // (--steps 9223372036854775808 ran as INT64_MAX); out of range is refused naming the flag.
   template <class T>
   void bindValue(const rt::Field& f, T& v, bool show) {
+    const std::string flag = f.flag;
     if constexpr (std::is_same_v<T, int64_t>) {
-      if (f.has(rt::Field::kBytes)) {
-        const std::string flag = f.flag;
+      if (f.has(rt::Field::kBytes))
         return text(f, [&v, flag](const std::string& s) { v = rt::parseBytes(s, flag); }, "");
-      }
     }
-    CLI::Option* o = run_->add_option(f.flag, v, f.help);
-    if (show) o->capture_default_str();
+    if constexpr (std::is_integral_v<T>) {
+      text(f, [&v, flag](const std::string& s) { v = rt::parseIntegerAs<T>(s, flag); }, show ? rt::argText(v) : "",
+           "INT");
+    } else {
+      CLI::Option* o = run_->add_option(f.flag, v, f.help);
+      if (show) o->capture_default_str();
+    }
   }
 
   CLI::App* run_;

@@ -121,6 +121,11 @@ void printJson(const rt::RunResult& r) {
                       {"loss_scale", r.loss_scale}, {"summary", nlohmann::json::parse(summaryJson(s))},
                       {"config", nlohmann::json::parse(toJson(c))}};
   if (s.mfu) j["mfu"] = *s.mfu, j["hfu"] = *s.hfu, j["peak_tflops"] = *s.peak_flops * 1e-12;
+  if (r.resident_peak_bytes > 0) {  // rank 0's process: resident memory and what is not tensors
+    j["resident_start_bytes"] = r.resident_start_bytes;
+    j["resident_peak_bytes"] = r.resident_peak_bytes;
+    j["non_tensor_bytes"] = r.non_tensor_bytes;
+  }
   if (!r.database.empty()) j["out"] = r.database;
   std::cout << trainscope::jsonText(j) << std::endl;
 }
@@ -184,7 +189,7 @@ int main(int argc, char** argv) {
     }
     ConsoleObserver console(f.quiet);
     const rt::RunResult r = rt::train(cfg, f.out, &console);
-    for (const auto& w : r.warnings) std::cerr << "warning: " << w << std::endl;
+    for (const auto& w : r.warnings) std::cerr << "warning: " << rt::userFacing(w) << std::endl;
     if (r.end == rt::RunEnd::Diverged) {
       std::cerr << "error: " << r.message << std::endl;
       return 1;

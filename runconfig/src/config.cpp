@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <tuple>
 
 #include "trainscope/common/error.h"
 #include "trainscope/runconfig/fields.h"
@@ -185,8 +186,13 @@ void resolveLayout(TrainConfig& c, int world) {
   if (c.sequence_parallel && c.tp == 1)
     throw UserError("--sequence-parallel", "needs tensor parallelism", "pass --tp 2 or more");
   if (!(c.bucket_mb > 0)) throw UserError("--bucket-mb", "must be positive", "");
-  if (!(c.rendezvous_timeout_s > 0)) throw UserError("--rendezvous-timeout", "must be positive (seconds)", "");
-  if (!(c.collective_timeout_s > 0)) throw UserError("--collective-timeout", "must be positive (seconds)", "");
+  // Timeouts from a tenth of a second (below it a busy host misses it) to a week (past it the
+  // milliseconds LibTorch counts in stop being meaningful, and the run waits as if for ever).
+  for (const auto& [flag, v, example] : {std::tuple<const char*, double, const char*>{"--rendezvous-timeout", c.rendezvous_timeout_s, "60"},
+                                         {"--collective-timeout", c.collective_timeout_s, "300"}})
+    if (!(v >= kMinTimeoutS && v <= kMaxTimeoutS))
+      throw UserError(flag, "must be from 0.1 to 604800 seconds (a week), got " + shortestDecimal(v),
+                      std::string("pass e.g. ") + flag + " " + example);
 }
 
 // seq, and the batch: ga from gbs (or --ga), the global batch mbs × ga × dp.

@@ -1,6 +1,7 @@
 // forms.cpp — TrainConfig and RunSpec as JSON and as `trainscope run` flags. Each form walks the
 // field list of fields.h; what is written here by hand is only what the list cannot say: the
 // derived values of a resolved config, and the keys that older files use for a field.
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,18 @@ std::string shortestDecimal(double v) {
     if (std::strtod(b, nullptr) == v) break;
   }
   return b;
+}
+
+int64_t parseInteger(const std::string& text, const std::string& field, int64_t min, int64_t max) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = 0;
+  if (!text.empty() && !std::isspace(static_cast<unsigned char>(text[0]))) v = std::strtoll(text.c_str(), &end, 10);
+  if (end == nullptr || end == text.c_str() || *end != '\0' || errno == ERANGE || v < min || v > max)
+    throw UserError(field,
+                    "\"" + text + "\" is not a whole number from " + std::to_string(min) + " to " + std::to_string(max),
+                    "pass a whole number in that range");
+  return v;
 }
 
 uint64_t parseSeed(const std::string& text, const std::string& field) {
@@ -92,7 +105,16 @@ T valueOf(const nlohmann::json& j, const std::string& field) {
   if constexpr (IsOptional<T>::value) {
     return valueOf<typename T::value_type>(j, field);
   } else if constexpr (std::is_same_v<T, ZeroStage>) {
-    return zeroStage(j.get<int64_t>(), field);
+    return zeroStage(valueOf<int64_t>(j, field), field);
+  } else if constexpr (std::is_same_v<T, uint64_t>) {
+    if (!j.is_number()) return j.get<T>();  // nlohmann's type_error: "has the wrong type"
+    if (!j.is_number_integer()) throw UserError(field, "must be a whole number, got " + j.dump(), "see docs/config-reference.md");
+    return parseSeed(j.dump(), field);  // a negative number is refused, not wrapped
+  } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // nlohmann converts with a cast: 3e9 into an int wraps, 2.5 truncates. The number's text is read instead.
+    if (!j.is_number()) return j.get<T>();  // nlohmann's type_error: "has the wrong type"
+    if (!j.is_number_integer()) throw UserError(field, "must be a whole number, got " + j.dump(), "see docs/config-reference.md");
+    return parseIntegerAs<T>(j.dump(), field);
   } else if constexpr (std::is_enum_v<T>) {
     T v{};
     parseInto(j.get<std::string>(), field, v);

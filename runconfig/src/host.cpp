@@ -127,6 +127,46 @@ HostLimit memoryAvailable(const HostPaths& paths) {
   return best;
 }
 
+int64_t oomKillCount(const HostPaths& paths) {
+  int64_t total = -1;
+  auto add = [&](const fs::path& file) {
+    std::ifstream in(file);
+    for (std::string key; in >> key;) {
+      int64_t n = 0;
+      if (!(in >> n)) break;
+      if (key == "oom_kill") total = std::max<int64_t>(total, 0) + n;
+    }
+  };
+  const fs::path root(paths.cgroup_root);
+  for (const CgroupLine& l : readCgroupLines(paths.proc_self_cgroup)) {
+    if (l.controllers.empty()) {
+      if (auto mount = v2Mount(root))
+        walkUp(*mount, l.path, [&](const fs::path& dir, const std::string&) { add(dir / "memory.events"); });
+    } else if (std::find(l.controllers.begin(), l.controllers.end(), "memory") != l.controllers.end()) {
+      if (auto mount = v1Mount(root, "memory"))
+        walkUp(*mount, l.path, [&](const fs::path& dir, const std::string&) { add(dir / "memory.oom_control"); });
+    }
+  }
+  return total;
+}
+
+ResidentMemory residentMemory(const HostPaths& paths) {
+  ResidentMemory m;
+  std::ifstream in(paths.proc_self_status);
+  for (std::string line; std::getline(in, line);) {
+    const bool rss = line.rfind("VmRSS:", 0) == 0, hwm = line.rfind("VmHWM:", 0) == 0;
+    if (!rss && !hwm) continue;
+    const int64_t kb = std::atoll(line.c_str() + 6);
+    (rss ? m.now : m.peak) = kb * 1024;
+  }
+  return m;
+}
+
+bool resetPeakResident() {
+  std::ofstream out("/proc/self/clear_refs");
+  return bool(out << "5" << std::flush);
+}
+
 HostLimit taskLimit(const HostPaths& paths) {
   HostLimit best;
   auto room = [&](int64_t max, int64_t used, const std::string& source) {
@@ -156,6 +196,23 @@ HostLimit taskLimit(const HostPaths& paths) {
   if (geteuid() != 0 && getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
     takeSmaller(best, int64_t(rl.rlim_cur), "RLIMIT_NPROC (ulimit -u)");
   return best;
+}
+
+int64_t tasksPerRank(int64_t threads, int64_t lanes) { return threads * (lanes + 1) + kRankOwnTasks; }
+
+int64_t lanesFor(int64_t threads, int64_t cpu_lanes, int64_t mbs) {
+  return cpu_lanes > 0 ? cpu_lanes : std::max<int64_t>(1, std::min(threads, mbs));
+}
+
+int64_t threadsThatFit(int64_t room, int64_t ranks, int64_t cpu_lanes, int64_t mbs) {
+  const int64_t per_rank = room / std::max<int64_t>(1, ranks);
+  int64_t lo = 0, hi = std::max<int64_t>(0, per_rank);  // tasksPerRank(t) >= t + kRankOwnTasks
+  while (lo < hi) {  // the largest t with tasksPerRank(t, lanes(t)) <= per_rank: it grows with t
+    const int64_t t = lo + (hi - lo + 1) / 2;
+    if (tasksPerRank(t, lanesFor(t, cpu_lanes, mbs)) <= per_rank) lo = t;
+    else hi = t - 1;
+  }
+  return lo;
 }
 
 }  // namespace trainscope::runtime

@@ -241,3 +241,38 @@ TEST(ConfigFields, EnumsKeepTheirTextForms) {
   EXPECT_EQ(fieldOf([] { md::parseClusterKind("tpu", "cluster.kind"); }).rfind("cluster.kind | ", 0), 0u);
   EXPECT_EQ(parseRun({"--launcher", "slurm"}).cfg.launcher, rt::Launcher::Slurm);
 }
+
+TEST(ConfigFields, EveryIntegerFlagRefusesAValueOutsideItsTypeNamingTheFlag) {
+  // CLI11's conversion saturated (--steps 9223372036854775808 ran as 2^63 - 1) and nlohmann's cast
+  // wraps (3000000000 into an int): every integer field of the list, through both text forms.
+  int integers = 0;
+  rt::visitFields([&](const rt::Field& f, auto m) {
+    using T = std::decay_t<decltype(rt::TrainConfig{}.*m)>;
+    constexpr bool optional_int = std::is_same_v<T, std::optional<int64_t>>;
+    if constexpr (std::is_integral_v<T> || optional_int || std::is_same_v<T, rt::ZeroStage>) {
+      if constexpr (std::is_same_v<T, bool>) return;
+      ++integers;
+      std::vector<std::string> bad = {"9223372036854775808", "-9223372036854775809", "99999999999999999999999", "2.5",
+                                      "12abc", " 3", ""};
+      if constexpr (std::is_same_v<T, int>) bad.insert(bad.end(), {"2147483648", "-2147483649"});
+      if constexpr (std::is_same_v<T, uint64_t>) bad = {"18446744073709551616", "-1", "2.5"};
+      if (f.has(rt::Field::kBytes)) bad = {"9223372036854775808", "-1", "12abc"};  // "2.5K" is a byte count
+      for (const std::string& v : bad) {
+        if (v.empty()) continue;  // (an empty value is refused before parsing: expandConfigFlag)
+        const std::string got = fieldOf([&] { parseRun({f.flag, v}); });
+        EXPECT_EQ(got.rfind(std::string(f.flag) + " | ", 0), 0u) << f.flag << " " << v << " → " << got;
+      }
+      // The JSON form: a number past the member's range, or not whole.
+      for (const std::string& v : {std::string("1e30"), std::string("2.5"),
+                                   std::string(std::is_same_v<T, int> ? "3000000000" : "18446744073709551616")}) {
+        const std::string got = fieldOf([&] { rt::fromJson("{\"" + std::string(f.key) + "\": " + v + "}", "cfg.json"); });
+        EXPECT_EQ(got.rfind("--config cfg.json: " + std::string(f.key) + " | ", 0), 0u) << f.key << " " << v << " → " << got;
+      }
+    }
+  });
+  EXPECT_EQ(integers, 21);
+  // In range, the extremes read back exactly.
+  EXPECT_EQ(parseRun({"--steps", "9223372036854775807"}).cfg.steps, INT64_MAX);
+  EXPECT_EQ(parseRun({"--nproc", "2147483647"}).cfg.nproc, INT32_MAX);
+  EXPECT_EQ(*parseRun({"--gbs", "-9223372036854775808"}).cfg.gbs, INT64_MIN);  // resolve() then says "> 0"
+}

@@ -115,3 +115,52 @@ TEST(HostLimits, TasksLeftAreTheSmallestRoomOfThePidsCgroupsAndThreadsMax) {
   EXPECT_EQ(t.value, 190);  // threads-max 250 − 60 tasks on the host, below the cgroup's 200
   EXPECT_EQ(t.source, "kernel.threads-max");
 }
+
+TEST(HostLimits, ARankStartsThreadsTimesLanesPlusOneTasksAndTheFixFitsTheRoom) {
+  // libgomp gives the main thread and each core lane a team of its own (issue 30).
+  EXPECT_EQ(rt::tasksPerRank(1000, 2), 1000 * 3 + rt::kRankOwnTasks);
+  EXPECT_EQ(rt::tasksPerRank(4, 1), 4 * 2 + rt::kRankOwnTasks);
+  EXPECT_EQ(rt::lanesFor(1000, 0, 2), 2);   // auto: one per thread, up to mbs
+  EXPECT_EQ(rt::lanesFor(3, 0, 16), 3);
+  EXPECT_EQ(rt::lanesFor(8, 1, 16), 1);     // --cpu-lanes given
+  // The largest --threads whose tasks fit: 3 × 989 + 32 = 2999 <= 3000 < 3 × 990 + 32.
+  EXPECT_EQ(rt::threadsThatFit(3000, 1, 0, 2), 989);
+  EXPECT_EQ(rt::threadsThatFit(6000, 2, 0, 2), 989);  // the room is shared by the ranks
+  // Lanes follow the threads up to mbs 16: 17 t + 32 <= 1000 → t = 56; mbs 64: t (t + 1) + 32 <= 1000 → 30.
+  EXPECT_EQ(rt::threadsThatFit(1000, 1, 0, 16), 56);
+  EXPECT_EQ(rt::threadsThatFit(1000, 1, 0, 64), 30);
+  EXPECT_EQ(rt::threadsThatFit(20, 1, 0, 2), 0);  // not even one thread beside the rank's own
+  for (int64_t room : {33, 100, 3000, 123456})
+    for (int64_t mbs : {1, 2, 16}) {
+      const int64_t t = rt::threadsThatFit(room, 1, 0, mbs);
+      EXPECT_LE(rt::tasksPerRank(t, rt::lanesFor(t, 0, mbs)), std::max<int64_t>(room, rt::kRankOwnTasks));
+      EXPECT_GT(rt::tasksPerRank(t + 1, rt::lanesFor(t + 1, 0, mbs)), room);
+    }
+}
+
+TEST(HostLimits, TheOutOfMemoryKillCountIsReadFromV2EventsAndV1OomControl) {
+  FakeHost v2("oom-v2");
+  v2.write("self-cgroup", "0::/job/step\n");
+  v2.cgroup("", "cgroup.controllers", "memory pids");
+  EXPECT_EQ(rt::oomKillCount(v2.paths), -1);  // nothing to read
+  v2.cgroup("job/step", "memory.events", "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0");
+  EXPECT_EQ(rt::oomKillCount(v2.paths), 2);
+  v2.cgroup("job", "memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1");
+  EXPECT_EQ(rt::oomKillCount(v2.paths), 3);  // summed over the levels: it rises with any of them
+  FakeHost v1("oom-v1");
+  v1.write("self-cgroup", "4:memory:/job\n3:pids:/job\n");
+  v1.cgroup("memory/job", "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 5");
+  EXPECT_EQ(rt::oomKillCount(v1.paths), 5);
+}
+
+TEST(HostLimits, ResidentMemoryIsReadFromProcStatus) {
+  FakeHost h("status");
+  h.paths.proc_self_status = h.root + "/status";
+  h.write("status", "Name:\ttrainscope-train\nVmPeak:\t 9000 kB\nVmHWM:\t  524288 kB\nVmRSS:\t  262144 kB\n");
+  const rt::ResidentMemory m = rt::residentMemory(h.paths);
+  EXPECT_EQ(m.now, 256 << 20);
+  EXPECT_EQ(m.peak, 512 << 20);
+  const rt::ResidentMemory self = rt::residentMemory();  // this test process, for real
+  EXPECT_GT(self.now, 0);
+  EXPECT_GE(self.peak, self.now);
+}

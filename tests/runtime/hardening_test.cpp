@@ -19,6 +19,7 @@
 #include <sstream>
 #include <vector>
 
+#include "background.h"
 #include "util.h"
 #include "trainscope/rundb/merge.h"
 #include "trainscope/rundb/reader.h"
@@ -31,12 +32,10 @@ using trainscope::testing::tempPath;
 
 namespace {
 const std::string kTiny = " run --workload tiny --seq 32 --mbs 2 --device cpu ";
-std::string readFile(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using trainscope::testing::Background;
+using trainscope::testing::ownV1Cgroup;
+using trainscope::testing::rankPid;
+using trainscope::testing::readFile;
 }  // namespace
 
 TEST(Stop, SigtermToTheLauncherStopsEveryRankAtAStepAndKeepsTheMergedTrace) {
@@ -211,84 +210,6 @@ TEST(BadFiles, HuggingFaceKeysThatChangeTheModelAreRefused) {
 // ---- round 2 -------------------------------------------------------------------------------------
 
 namespace {
-
-// A run in the background: its launcher's pid (`trainscope` execs `trainscope-train` in place),
-// its log, and a way to wait for a line or for its end. Waits are for conditions, with generous caps.
-struct Background {
-  explicit Background(const std::string& args, const std::string& log_name) : log(tempPath(log_name)) {
-    pid = fork();
-    if (pid == 0) {
-      setpgid(0, 0);  // its own process group: a test's signals reach only what they name
-      const std::string cmd = "exec " + std::string(TRAINSCOPE_CLI) + " " + args + " > " + log + " 2>&1";
-      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
-  ~Background() {
-    if (pid > 0 && !reaped) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-  bool waitFor(const std::string& text, int seconds = 300) const {
-    for (int i = 0; i < seconds * 20; ++i) {
-      if (readFile(log).find(text) != std::string::npos) return true;
-      usleep(50000);
-    }
-    return false;
-  }
-  int wait() {  // exit status, 128 + signal when killed
-    int st = 0;
-    waitpid(pid, &st, 0);
-    reaped = true;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  }
-  std::string output() const { return readFile(log); }
-
-  std::string log;
-  pid_t pid = -1;
-  bool reaped = false;
-};
-
-// The pid of the launcher's child that is rank `rank` (its RANK in /proc/PID/environ), or -1.
-pid_t rankPid(pid_t launcher, int rank) {
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state = 0;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    if (ppid != launcher) continue;
-    std::istringstream env(readFile((e.path() / "environ").string()));
-    for (std::string var; std::getline(env, var, '\0');)
-      if (var == "RANK=" + std::to_string(rank)) return pid_t(std::stol(name));
-  }
-  return -1;
-}
-
-// This process's cgroup in a v1 hierarchy ("" at its root, "/a/b" below); nullopt without that
-// hierarchy.
-std::optional<std::string> ownV1Cgroup(const std::string& controller) {
-  std::istringstream in(readFile("/proc/self/cgroup"));
-  for (std::string line; std::getline(in, line);) {
-    const size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    std::istringstream names(line.substr(a + 1, b - a - 1));
-    for (std::string n; std::getline(names, n, ',');)
-      if (n == controller) {
-        std::string path = line.substr(b + 1);
-        while (!path.empty() && path.back() == '/') path.pop_back();
-        return path;
-      }
-  }
-  return std::nullopt;
-}
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;

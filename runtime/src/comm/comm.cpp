@@ -15,11 +15,13 @@
 #include <c10/util/Logging.h>
 
 #include "comm/comm_impl.h"
+#include "comm/watch.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <map>
@@ -50,161 +52,6 @@ std::string withoutBacktrace(const std::exception& e) {
   return e.what();
 }
 
-std::string joinRanks(const std::vector<int>& r) {
-  std::string out;
-  for (size_t i = 0; i < r.size(); ++i) out += (i ? (i + 1 == r.size() ? " and " : ", ") : "") + std::to_string(r[i]);
-  return out;
-}
-
-// Who a stuck collective waits for. Every rank publishes, twice a second, a heartbeat through the
-// rendezvous store: a counter, how many collectives it has entered in each of its groups, and the
-// last one. When a collective (or a store read) fails on this rank, it reads the others' heartbeats
-// twice, a few beats apart: a rank whose counter stood still is stopped or hung as a process
-// (SIGSTOP, a debugger, swapped out); one that beats but has entered fewer collectives of the group
-// is alive and stuck elsewhere (in compute, or waiting on yet another rank). Either way the error
-// names it, instead of only the rank that waited. The watch has its own store connection with a
-// short timeout, so a stopped rank 0 (which hosts the store) is found out quickly too.
-class Watch {
- public:
-  static constexpr auto kBeat = std::chrono::milliseconds(500);
-  static constexpr auto kStoreTimeout = std::chrono::seconds(3);
-
-  Watch(const RankEnv& env, int rank) : rank_(rank) {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<uint16_t>(env.master_port);
-    so.isServer = false;
-    so.waitWorkers = false;
-    so.timeout = kStoreTimeout;
-    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
-    publish();
-    thread_ = std::thread([this] { run(); });
-  }
-  ~Watch() { stop(); }
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
-  // This rank enters collective #seq of `group` (called before it is issued).
-  void entered(const std::string& group, const char* op, int64_t seq) {
-    std::lock_guard<std::mutex> lock(mu_);
-    entered_[group] = seq + 1;
-    last_ = std::string(op) + " #" + std::to_string(seq) + " of group " + group;
-  }
-
-  // Which of `members` have not arrived at collective #seq of `group` (seq < 0: a store read, where
-  // only stopped or hung processes are looked for), as a clause for the error message; "" when
-  // every one of them looks on its way.
-  std::string whoIsMissing(const std::string& group, const std::vector<int>& members, int64_t seq) {
-    std::map<int, Beat> before, after;
-    try {
-      for (int q : members)
-        if (q != rank_) before[q] = read(q);
-      std::this_thread::sleep_for(4 * kBeat);  // long enough for every live rank to beat again
-      for (int q : members)
-        if (q != rank_) after[q] = read(q);
-    } catch (const std::exception&) {
-      return "the store on rank 0 did not answer within " + std::to_string(kStoreTimeout.count()) +
-             " s: rank 0 is stopped or hung";
-    }
-    std::vector<int> silent, behind;
-    std::string where;
-    for (const auto& [q, b] : after) {
-      if (!b.seen || b.counter == before[q].counter) {
-        silent.push_back(q);
-      } else if (seq >= 0 && b.entered(group) <= seq) {
-        behind.push_back(q);
-        where += (where.empty() ? "" : "; ") + std::string("rank ") + std::to_string(q) +
-                 "'s last collective: " + (b.last.empty() ? "none yet" : b.last);
-      }
-    }
-    std::string out;
-    if (!silent.empty())
-      out = std::string("rank") + (silent.size() > 1 ? "s " : " ") + joinRanks(silent) +
-            (silent.size() > 1 ? " show" : " shows") + " no sign of life (no heartbeat for " +
-            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(4 * kBeat).count()) +
-            " ms): stopped or hung";
-    if (!behind.empty())
-      out += std::string(out.empty() ? "" : "; ") + "rank" + (behind.size() > 1 ? "s " : " ") + joinRanks(behind) +
-             (behind.size() > 1 ? " are" : " is") + " alive but did not arrive (" + where + ")";
-    return out;
-  }
-
- private:
-  struct Beat {
-    bool seen = false;
-    int64_t counter = -1;
-    std::map<std::string, int64_t> groups;
-    std::string last;
-    int64_t entered(const std::string& g) const {
-      auto it = groups.find(g);
-      return it == groups.end() ? 0 : it->second;
-    }
-  };
-  static std::string key(int rank) { return "trainscope/alive/" + std::to_string(rank); }
-
-  // "COUNTER\nGROUP=N GROUP=N …\nLAST"
-  void publish() {
-    std::string v;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      v = std::to_string(++beats_) + "\n";
-      for (const auto& [g, n] : entered_) v += g + "=" + std::to_string(n) + " ";
-      v += "\n" + last_;
-    }
-    std::lock_guard<std::mutex> lock(store_mu_);
-    store_->set(key(rank_), std::vector<uint8_t>(v.begin(), v.end()));
-  }
-  Beat read(int q) {
-    Beat b;
-    std::vector<uint8_t> raw;
-    {
-      std::lock_guard<std::mutex> lock(store_mu_);  // the heartbeat thread shares the connection
-      if (!store_->check({key(q)})) return b;
-      raw = store_->get(key(q));
-    }
-    std::istringstream in(std::string(raw.begin(), raw.end()));
-    std::string line;
-    b.seen = true;
-    if (std::getline(in, line)) b.counter = std::atoll(line.c_str());
-    if (std::getline(in, line)) {
-      std::istringstream groups(line);
-      for (std::string kv; groups >> kv;)
-        if (auto eq = kv.find('='); eq != std::string::npos)
-          b.groups[kv.substr(0, eq)] = std::atoll(kv.c_str() + eq + 1);
-    }
-    std::getline(in, b.last);
-    return b;
-  }
-  void run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, kBeat, [this] { return done_; })) {
-      lock.unlock();
-      try {
-        publish();
-      } catch (...) {
-        return;  // the store is gone (rank 0 ended or failed): nothing more to tell
-      }
-      lock.lock();
-    }
-  }
-
-  int rank_;
-  c10::intrusive_ptr<c10d::TCPStore> store_;
-  std::mutex store_mu_;  // one request at a time on store_
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  int64_t beats_ = 0;
-  std::map<std::string, int64_t> entered_;
-  std::string last_;
-  std::thread thread_;
-};
-
 // Waits on a c10d Work; completion time comes from the work's future callback, so an async
 // all-reduce that finished long before wait() is recorded when it actually finished.
 class C10dPending final : public Pending {
@@ -225,12 +72,13 @@ class C10dPending final : public Pending {
     }
   }
   ~C10dPending() override {
-    if (!waited_) {
-      try {
-        watch_ = nullptr;  // unwinding after an error: that one was diagnosed already
-        wait();
-      } catch (...) {
-      }
+    // After a failed collective the peers may never answer: the work keeps its tensors alive itself,
+    // and the process is about to report and exit.
+    if (waited_ || (watch_ && watch_->broken())) return;
+    try {
+      watch_ = nullptr;  // unwinding after an error: that one was diagnosed already
+      wait();
+    } catch (...) {
     }
   }
   void wait() override {
@@ -241,6 +89,7 @@ class C10dPending final : public Pending {
       waited_ = true;
       // A timeout, or a peer gone: name who did not arrive (Watch), not only this rank that waited.
       const CollectiveRecord& r = state_->rec;
+      if (watch_) watch_->markBroken();
       const std::string why = withoutBacktrace(e);
       const int64_t waited_ms = (tracer::nowNs() - r.start_ns) / 1000000;
       const std::string who = watch_ ? watch_->whoIsMissing(r.group, members_, r.seq) : std::string();
@@ -287,6 +136,11 @@ class C10dGroup final : public Group {
     size_ = static_cast<int>(members_.size());
     for (int i = 0; i < size_; ++i)
       if (members_[i] == global_rank) rank_ = i;
+  }
+  // ProcessGroupGloo's destructor waits for its queued work, each piece up to the collective timeout,
+  // when a peer is stopped: after a failure the backend is left to the process's exit.
+  ~C10dGroup() override {
+    if (watch_ && watch_->broken()) (void)backend_.release();
   }
 
   std::shared_ptr<Pending> allReduceAsync(at::Tensor& t, Reduce op) override {
@@ -407,7 +261,9 @@ class SingleGroup final : public Group {
 //      silent when the time is up, then sets `go`, which the others wait for.
 c10::intrusive_ptr<c10d::Store> rendezvous(const RankEnv& env, std::chrono::milliseconds timeout) {
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
-  const std::string secs = std::to_string(timeout.count() / 1000) + " s";
+  char secs_text[32];
+  std::snprintf(secs_text, sizeof(secs_text), "%g s", double(timeout.count()) / 1000.0);
+  const std::string secs = secs_text;
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(env.master_port);
   so.isServer = env.rank == 0;
@@ -466,7 +322,18 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const RankEnv& env, std::chrono::mill
       }
       store->set(prefix + "go", std::vector<uint8_t>{1});
     } else {
-      store->wait({prefix + "go"}, timeout);
+      // Bounded here as well: a rank 0 stopped now answers nothing, and the client would wait for ever.
+      const auto bound = timeout + std::chrono::milliseconds(Watch::kStoreTimeout);
+      const auto went = withDeadline<bool>(
+          [store, key = prefix + "go", timeout] {
+            store->wait({key}, timeout);
+            return true;
+          },
+          bound);
+      if (!went)
+        TRAINSCOPE_THROW("rendezvous at " + where + " (rank " + std::to_string(env.rank) + " of " +
+                         std::to_string(env.world) + "): " +
+                         Watch::silentStoreClause(std::chrono::duration_cast<std::chrono::milliseconds>(bound)));
     }
   } catch (const trainscope::RuntimeError&) {
     throw;
@@ -540,28 +407,50 @@ class C10dComm final : public Comm {
     return std::make_unique<C10dGroup>(name, members, layout_.rank, backend, log_, watch_);
   }
 
+  // Store accesses wait on a thread of their own, up to the collective timeout and the store's own
+  // (watch.h): a stopped rank 0 answers nothing, and LibTorch's client would wait for it forever.
   void storeSet(const std::string& key, const std::string& value) override {
-    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    auto store = store_;
+    std::optional<bool> done;
+    try {
+      done = withDeadline<bool>(
+          [store, key, value] {
+            store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+            return true;
+          },
+          storeDeadline());
+    } catch (const std::exception& e) {
+      storeFailed("writing \"" + key + "\" to", withoutBacktrace(e));
+    }
+    if (!done) storeFailed("writing \"" + key + "\" to", "no answer within " + seconds(storeDeadline()));
   }
   std::string storeGet(const std::string& key) override {
-    std::vector<uint8_t> v;
+    auto store = store_;
+    std::optional<std::vector<uint8_t>> v;
     try {
-      v = store_->get(key);
+      v = withDeadline<std::vector<uint8_t>>([store, key] { return store->get(key); }, storeDeadline());
     } catch (const std::exception& e) {
-      // A key another rank should have set in time: name who is stopped or hung.
-      std::vector<int> all(layout_.world);
-      for (int r = 0; r < layout_.world; ++r) all[r] = r;
-      const std::string who = watch_->whoIsMissing("", all, -1);
-      const std::string why = withoutBacktrace(e);
-      TRAINSCOPE_THROW("reading \"" + key + "\" from the rendezvous store failed on rank " +
-                       std::to_string(layout_.rank) + ": " + why.substr(0, why.find('\n')) +
-                       (who.empty() ? "" : "; " + who));
+      storeFailed("reading \"" + key + "\" from", withoutBacktrace(e));  // a key another rank should have set in time
     }
-    return std::string(v.begin(), v.end());
+    if (!v) storeFailed("reading \"" + key + "\" from", "no answer within " + seconds(storeDeadline()));
+    return std::string(v->begin(), v->end());
   }
   ~C10dComm() override { watch_->stop(); }  // before the groups and the store go
 
  private:
+  std::chrono::milliseconds storeDeadline() const { return collective_timeout_ + Watch::kStoreTimeout; }
+  static std::string seconds(std::chrono::milliseconds t) { return std::to_string((t.count() + 999) / 1000) + " s"; }
+
+  // Names who is stopped or hung (Watch), not only this rank that waited.
+  [[noreturn]] void storeFailed(const std::string& what, const std::string& why) {
+    watch_->markBroken();
+    std::vector<int> all(layout_.world);
+    for (int r = 0; r < layout_.world; ++r) all[r] = r;
+    const std::string who = watch_->whoIsMissing("", all, -1);
+    TRAINSCOPE_THROW(what + " the rendezvous store failed on rank " +
+                     std::to_string(layout_.rank) + ": " + why.substr(0, why.find('\n')) + (who.empty() ? "" : "; " + who));
+  }
+
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<Watch> watch_;
   bool cuda_ = false;

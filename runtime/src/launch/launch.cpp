@@ -26,6 +26,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/process.h"
+#include "trainscope/runconfig/host.h"
 #include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
@@ -57,13 +58,14 @@ int freePort() {
   return port;
 }
 
-// SIGINT/SIGTERM to the launcher: the first asks every rank to stop after its step; another one more
+// SIGINT/SIGTERM/SIGHUP to the launcher: the first asks every rank to stop after its step; another one more
 // than a second later (g_force) ends them at once. Within a second it is the same request arriving
 // twice (Ctrl-C pressed twice, or a terminal and a script), as in the ranks (train.cpp).
 volatile sig_atomic_t g_stop_signal = 0, g_force = 0;
 std::atomic<int64_t> g_first_signal_ns{0};  // lock-free: safe in a handler
 static_assert(std::atomic<int64_t>::is_always_lock_free);
 void onSignal(int sig) {
+  if (sig == SIGHUP) signal(SIGPIPE, SIG_IGN);  // the terminal is gone: a write there must not end us
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
   const int64_t now = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
@@ -74,6 +76,9 @@ void onSignal(int sig) {
     g_force = 1;
   }
 }
+
+// A rank's status after it stopped on a signal and recorded the run (128 + SIGINT, SIGTERM or SIGHUP).
+bool isStopStatus(int code) { return code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP; }
 
 // How a rank (or srun) ended, in the launcher's words: "exit status 1", "signal Segmentation fault".
 std::string describe(const process::Exit& e) {
@@ -111,7 +116,31 @@ void drain(int fd, std::string& into) {
 
 }  // namespace
 
-std::string userFacing(const std::string& message) {
+std::string withoutLibraryBacktrace(std::string message) {
+  // c10::Error::what(): "MESSAGE\nException raised from FUNC at FILE:LINE (most recent call first):\n
+  // frame #0: …"; a C++ backtrace may also follow without that line.
+  for (const char* start : {"Exception raised from ", "frame #"}) {
+    const size_t at = message.find(start);
+    if (at == std::string::npos) continue;
+    const size_t line = message.rfind('\n', at);
+    message.erase(line == std::string::npos ? at : line);
+  }
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  return message;
+}
+
+std::string killerOf(int signal, int64_t oom_kills_before, int64_t oom_kills_after, int64_t limit_bytes,
+                     const std::string& limit_source) {
+  const bool counted = oom_kills_before >= 0 && oom_kills_after >= 0;
+  if (signal != SIGKILL || limit_bytes <= 0 || (counted && oom_kills_after <= oom_kills_before))
+    return strsignal(signal);
+  char mib[32];
+  std::snprintf(mib, sizeof(mib), "%.1f MiB", double(limit_bytes) / (1024.0 * 1024.0));
+  return std::string("the out-of-memory killer (cgroup limit ") + mib + ": " + limit_source + ")";
+}
+
+std::string userFacing(const std::string& text) {
+  const std::string message = withoutLibraryBacktrace(text);
   // "[DIR/.../NAME:LINE]" → "[NAME:LINE]": where it was thrown stays, the build machine's paths go.
   std::string out;
   size_t i = 0;
@@ -174,6 +203,9 @@ class LocalLaunch {
     sa.sa_handler = onSignal;
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGHUP, &sa, nullptr);  // a closed terminal, a dropped ssh
+    limit_ = cgroupMemoryLimit();
+    oom_kills_ = oomKillCount();
     startRanks(exe, port);
     supervise();
     return report();
@@ -240,6 +272,38 @@ class LocalLaunch {
     for (const auto& [pid, r] : rank_of_) kill(pid, sig);
   }
 
+  // Ending the others after a failure: SIGTERM, but SIGKILL to a stopped rank (SIGSTOP, Ctrl-Z),
+  // which acts on nothing else until it is continued.
+  void endOthers() {
+    for (const auto& [pid, r] : rank_of_) kill(pid, paused_.count(r) ? SIGKILL : SIGTERM);
+  }
+
+  // A rank that reported its fatal error exits moments later. One that is still there after the
+  // grace (blocked on a peer that is stopped, in a library's teardown) fails the run as if it had
+  // exited: it is ended with the others.
+  void watchReporters() {
+    if (terminating_ || stopping_) return;
+    for (int r = 0; r < o_.nproc; ++r) {
+      if (reported_at_.count(r) || parseRankError(err_text_[size_t(r)], r, nullptr).rank < 0) continue;
+      reported_at_[r] = Clock::now();
+    }
+    for (const auto& [r, at] : reported_at_) {
+      if (Clock::now() - at <= std::chrono::seconds(2 * o_.grace_seconds)) continue;
+      failure_ = "rank " + std::to_string(r) + " failed (it did not exit within " +
+                 std::to_string(2 * o_.grace_seconds) + " s of its error)";
+      exit_code_ = 1;
+      exit_of_[r] = 1;
+      for (const auto& [q, sig] : paused_)
+        failure_ += "; rank " + std::to_string(q) + " had been stopped (SIG" + std::string(sigabbrev_np(sig)) + ")";
+      terminating_ = true;
+      term_sent_ = Clock::now();
+      for (const auto& [pid, q] : rank_of_)
+        if (q == r) kill(pid, SIGKILL);
+      endOthers();
+      return;
+    }
+  }
+
   void supervise() {
     while (!rank_of_.empty()) {
       for (int r = 0; r < o_.nproc; ++r) drain(err_read_[size_t(r)], err_text_[size_t(r)]);
@@ -259,6 +323,7 @@ class LocalLaunch {
         continue;
       }
       if (g_stop_signal && !terminating_ && !stopping_) handleStop();
+      watchReporters();
       escalate();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -271,9 +336,9 @@ class LocalLaunch {
     const int code = e.shellStatus();
     const bool ok = code == 0;
     if (!ok) exit_of_[r] = code;
-    const bool stop_code = code == 128 + SIGINT || code == 128 + SIGTERM;
+    const bool stop_code = isStopStatus(code);
     if (e.kind == process::Exit::Exited && stop_code && !stopping_ && !terminating_) {
-      // A rank got SIGINT/SIGTERM itself (not through us): the ranks agreed to stop after the
+      // A rank got SIGINT/SIGTERM/SIGHUP itself (not through us): the ranks agreed to stop after the
       // same step (train.h, RunEnd::Stopped), and each exits with 128 + signal once the run is
       // recorded. A stop, not a failure: the others are finishing too.
       stopping_ = true;
@@ -289,6 +354,7 @@ class LocalLaunch {
     if (e.kind == process::Exit::Signaled) {
       signaled_rank_ = r;
       signaled_signal_ = e.signal;
+      signaled_oom_kills_ = oomKillCount();  // read now: the kernel counts the kill before the parent sees it
     }
     failure_ = "rank " + std::to_string(r) + " failed (" + describe(e) + ")";
     exit_code_ = code;
@@ -318,7 +384,7 @@ class LocalLaunch {
     if (term_pending_ && Clock::now() - term_sent_ > std::chrono::milliseconds(500)) {
       term_pending_ = false;
       term_sent_ = Clock::now();
-      signalAll(SIGTERM);
+      endOthers();
     }
     const auto waited = Clock::now() - term_sent_;
     if ((terminating_ && waited > std::chrono::seconds(o_.grace_seconds)) ||
@@ -346,8 +412,15 @@ class LocalLaunch {
   // `first`: the rank whose reported error came first, if any did.
   int reportFailure(const RankError& first) {
     if (signaled_rank_ >= 0) {
-      err_ << "error: rank " << signaled_rank_ << " failed first: it was killed by " << strsignal(signaled_signal_)
-           << " (status " << 128 + signaled_signal_ << "); stopped the other ranks\n";
+      const std::string killer =
+          killerOf(signaled_signal_, oom_kills_, signaled_oom_kills_, limit_.value, limit_.source);
+      if (killer != strsignal(signaled_signal_))
+        err_ << "error: rank " << signaled_rank_ << " was killed by " << killer << " (status "
+             << 128 + signaled_signal_ << "); stopped the other ranks (fix: lower --mbs, add --ckpt full, run fewer "
+             << "ranks on this host, or raise the limit)\n";
+      else
+        err_ << "error: rank " << signaled_rank_ << " failed first: it was killed by " << killer << " (status "
+             << 128 + signaled_signal_ << "); stopped the other ranks\n";
       return 128 + signaled_signal_;
     }
     int exit_code = exit_code_;
@@ -363,7 +436,7 @@ class LocalLaunch {
   int reportStop(const std::string& stop_line) {
     if (exit_of_.empty()) return 0;  // every rank had finished its run: nothing was stopped
     bool all_stopped = exit_of_.size() == size_t(o_.nproc);
-    for (const auto& [r, code] : exit_of_) all_stopped = all_stopped && (code == 128 + SIGINT || code == 128 + SIGTERM);
+    for (const auto& [r, code] : exit_of_) all_stopped = all_stopped && isStopStatus(code);
     // Rank 0's account: "stopped by Terminated [sent to rank 1] after step N; every rank finished its
     // step and DB holds what was recorded". When the signal was ours (and forwarded), it names ours.
     const size_t after = stop_line.find(" after step ");
@@ -386,9 +459,12 @@ class LocalLaunch {
   std::map<pid_t, int> rank_of_;       // the ranks still running
   std::map<int, int> exit_of_;         // rank → exit code, for the ranks that failed
   std::map<int, int> paused_;          // rank → the signal that stopped it (SIGSTOP, SIGTSTP), while it is stopped
+  std::map<int, Clock::time_point> reported_at_;  // rank → when its fatal error was read (watchReporters)
   std::string failure_;                // the first failure, as "rank R failed (…)"
   int exit_code_ = 0;                  // its status
   int signaled_rank_ = -1, signaled_signal_ = 0;  // when that rank was killed by a signal
+  HostLimit limit_;                               // the cgroup's memory limit, if any
+  int64_t oom_kills_ = -1, signaled_oom_kills_ = -1;  // the cgroup's oom_kill count at the start, and then
   bool terminating_ = false;                      // a rank failed: the others are being ended
   bool term_pending_ = false;                     // … after a moment (escalate)
   bool stopping_ = false;                         // the run is stopping on a signal

@@ -6,6 +6,7 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include "trainscope/common/error.h"
+#include "trainscope/runtime/launch.h"
 
 namespace trainscope::runtime {
 namespace {
@@ -18,7 +19,7 @@ int cudaDeviceCount(std::string* why) {
     }
     return at::detail::getCUDAHooks().deviceCount();
   } catch (const std::exception& e) {
-    *why = e.what();
+    *why = withoutLibraryBacktrace(e.what());
     return 0;
   }
 }

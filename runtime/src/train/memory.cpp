@@ -1,6 +1,7 @@
 // memory.cpp — the counting CPU allocator and the CUDA allocator statistics behind MemoryMeter.
 #include "trainscope/runtime/memory.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
@@ -19,6 +20,8 @@ std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<int64_t> g_limit{0};
 std::atomic<int64_t> g_refused_request{0}, g_refused_in_use{0};
+constexpr int64_t kMaxCacheBytes = int64_t(2) << 30;
+std::atomic<int64_t> g_cache_limit{kMaxCacheBytes};
 
 // Allocates like LibTorch's default CPU allocator (c10::alloc_cpu, 64-byte aligned) with a 64-byte
 // header in front that holds the size, so a free is counted without a lookup table. The DataPtr's
@@ -27,12 +30,11 @@ std::atomic<int64_t> g_refused_request{0}, g_refused_in_use{0};
 // It also caches freed blocks by exact size. A training step allocates the same sizes every step;
 // without a cache each large block goes back to the kernel (glibc mmaps blocks above its threshold)
 // and comes back as fresh pages, and the page faults and zeroing cost ~5% of a small model's step
-// (perf, 2-core EPYC). The cache is bounded (kCacheLimit) and its bytes are not "allocated": the
+// (perf, 2-core EPYC). The cache is bounded (g_cache_limit, setCpuCacheLimit) and its bytes are not "allocated": the
 // meter counts what tensors hold, as LibTorch's CUDA allocator statistics do.
 class CountingCpuAllocator final : public c10::Allocator {
  public:
   static constexpr size_t kHeader = 64;                     // keeps the data 64-byte aligned
-  static constexpr int64_t kCacheLimit = int64_t(2) << 30;  // bytes of free blocks kept
 
   c10::DataPtr allocate(size_t n) override {
     void* data = rawAllocate(n);
@@ -43,7 +45,7 @@ class CountingCpuAllocator final : public c10::Allocator {
     default_copy_data(dest, src, count);
   }
 
- private:
+  // The free blocks by size (setCpuCacheLimit trims it).
   struct Cache {
     std::mutex mu;
     std::unordered_map<size_t, std::vector<char*>> free;  // size -> blocks (base pointers)
@@ -54,6 +56,7 @@ class CountingCpuAllocator final : public c10::Allocator {
     return *c;
   }
 
+ private:
   static void* rawAllocate(size_t n) {
     // The limit first: a refused allocation takes nothing, from the cache or the system.
     const int64_t limit = g_limit.load(std::memory_order_relaxed);
@@ -96,7 +99,7 @@ class CountingCpuAllocator final : public c10::Allocator {
     {
       Cache& c = cache();
       std::lock_guard<std::mutex> lock(c.mu);
-      if (c.bytes + n <= kCacheLimit) {
+      if (c.bytes + n <= g_cache_limit.load(std::memory_order_relaxed)) {
         c.free[size_t(n)].push_back(base);
         c.bytes += n;
         return;
@@ -122,6 +125,25 @@ int64_t cpuMemoryLimit() { return g_limit.load(); }
 CpuRefusal lastCpuRefusal() { return {g_refused_request.load(), g_refused_in_use.load()}; }
 int64_t cpuPeakBytes() { return g_peak.load(); }
 void resetCpuPeak() { g_peak.store(g_current.load()); }
+int64_t cpuCacheLimit() { return g_cache_limit.load(); }
+
+void setCpuCacheLimit(int64_t bytes) {
+  bytes = std::clamp<int64_t>(bytes, 0, kMaxCacheBytes);
+  g_cache_limit.store(bytes);
+  // Blocks kept past the new limit go back now.
+  std::vector<char*> give_back;
+  {
+    CountingCpuAllocator::Cache& c = CountingCpuAllocator::cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    for (auto it = c.free.begin(); it != c.free.end() && c.bytes > bytes; ++it)
+      while (!it->second.empty() && c.bytes > bytes) {
+        give_back.push_back(it->second.back());
+        it->second.pop_back();
+        c.bytes -= int64_t(it->first);
+      }
+  }
+  for (char* base : give_back) c10::free_cpu(base);
+}
 
 MemoryMeter::MemoryMeter(const std::string& device) {
   if (device.rfind("cuda", 0) == 0) {

@@ -25,6 +25,7 @@ StopSignals::StopSignals() {
   sigemptyset(&set_);
   sigaddset(&set_, SIGINT);
   sigaddset(&set_, SIGTERM);
+  sigaddset(&set_, SIGHUP);  // a closed terminal, a dropped ssh: a stop like the others
   pthread_sigmask(SIG_BLOCK, &set_, &old_);
   watcher_ = std::thread([this] { watch(); });
 }
@@ -45,6 +46,8 @@ void StopSignals::watch() {
     if (sig <= 0) continue;
     if (done_) return;
     const auto now = std::chrono::steady_clock::now();
+    // The terminal is gone: what is printed from here on may go nowhere, and must not end the process.
+    if (sig == SIGHUP) std::signal(SIGPIPE, SIG_IGN);
     const bool forwarded = launched && si.si_code == SI_USER && si.si_pid == getppid();
     int expected = 0;
     if (g_stop_signal.compare_exchange_strong(expected, sig | (forwarded ? kSentByLauncher : 0))) {

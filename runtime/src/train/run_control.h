@@ -1,5 +1,5 @@
 // run_control.h — what stops or breaks a training run on purpose (internal): the stop signals
-// (SIGINT/SIGTERM) and the failures tests inject (--inject-failure).
+// (SIGINT/SIGTERM/SIGHUP) and the failures tests inject (--inject-failure).
 #pragma once
 
 #include <atomic>
@@ -15,7 +15,7 @@ namespace trainscope::runtime {
 // blamed on that rank and not on the one that happened to read it first.
 inline constexpr int kSentByLauncher = 1 << 8;
 
-// SIGINT/SIGTERM while training: the first asks every rank to stop at the end of its current step
+// SIGINT/SIGTERM/SIGHUP (a closed terminal, a dropped ssh) while training: the first asks every rank to stop at the end of its current step
 // (the run is then recorded as usual); another one more than a second later ends the process at
 // once. (Within a second it is the same request arriving twice: Ctrl-C reaches every rank from the
 // terminal and again through the launcher.) The signals are blocked in every thread train() starts

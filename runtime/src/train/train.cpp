@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <atomic>
 #include <csignal>
 #include <pthread.h>
@@ -280,6 +281,7 @@ struct RunContext {
 struct StepTotals {
   std::vector<rundb::Step> all_rows;  // rank 0: every rank's rows (the summary when there is no database)
   int64_t nonfinite_streak = 0, timed = 0;
+  int64_t tensor_peak = 0;  // this rank's largest step peak (bytes tensors held)
   double hidden_sum = 0, comm_sum = 0;
 };
 
@@ -326,6 +328,7 @@ bool runStep(RunContext& c, int64_t k, StepTotals* t, RunResult* res) {
     t->comm_sum += c.trainer.lastCommSeconds();
     ++t->timed;
   }
+  t->tensor_peak = std::max(t->tensor_peak, r.peak_bytes);
   res->skipped_steps += r.skipped;
   res->last = r;
   res->steps_done = k + 1;
@@ -343,6 +346,21 @@ bool runStep(RunContext& c, int64_t k, StepTotals* t, RunResult* res) {
     return false;
   }
   return true;
+}
+
+// This rank's memory besides its tensors, measured (docs/memory-model.md, "The process"): the peak
+// resident set (VmHWM since the run began) less the tensors' peak; rank 0's goes into the run
+// database's meta and the result (--json).
+void recordProcessMemory(RunContext& c, const StepTotals& t, int64_t resident_at_start, RunResult* res) {
+  const ResidentMemory m = residentMemory();
+  res->resident_start_bytes = resident_at_start;
+  res->resident_peak_bytes = m.peak;
+  res->tensor_peak_bytes = t.tensor_peak;
+  res->non_tensor_bytes = m.peak > 0 ? std::max<int64_t>(0, m.peak - t.tensor_peak) : 0;
+  if (!c.rec.store || m.peak <= 0) return;
+  c.rec.store->setMeta("resident_start_bytes", std::to_string(res->resident_start_bytes));
+  c.rec.store->setMeta("resident_peak_bytes", std::to_string(res->resident_peak_bytes));
+  c.rec.store->setMeta("non_tensor_bytes", std::to_string(res->non_tensor_bytes));
 }
 
 // Closes the run database and reads the summary back (rank 0); without a database, the summary
@@ -381,7 +399,7 @@ void closeAndSummarize(RunContext& c, const StepTotals& t, RunResult* res) {
 // The run proper, once the ranks are connected: open the outputs, train the steps, hand in what
 // rank 0 records at the end, close.
 RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, const Layout& layout,
-                      const DeviceChoice& dev, Comm& comm, RunObserver* obs) {
+                      const DeviceChoice& dev, Comm& comm, RunObserver* obs, int64_t resident_at_start) {
   Trainer trainer(cfg, dev, &comm);  // checks the data before anything is written
   info.parameters = cfg.model.parameterCount();
   if (layout.world == 1 && trainer.parameterCount() != info.parameters)
@@ -413,6 +431,7 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
   res.loss_scale = trainer.lossScale();
   res.allreduce_hidden_share = totals.timed ? totals.hidden_sum / double(totals.timed) : 0.0;
   res.grad_comm_s_per_step = totals.timed ? totals.comm_sum / double(totals.timed) : 0.0;
+  recordProcessMemory(c, totals, resident_at_start, &res);
   closeAndSummarize(c, totals, &res);
   return res;
 }
@@ -436,38 +455,60 @@ void checkTasksFit(const TrainConfig& cfg, int ranks_on_host) {
   if (room.value <= 0) return;
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   const int64_t threads = cfg.threads > 0 ? cfg.threads : std::max(1, cores / std::max(1, ranks_on_host));
-  const int64_t lanes = cfg.cpu_lanes > 0 ? cfg.cpu_lanes : std::min<int64_t>(threads, cfg.mbs);
-  constexpr int64_t kOtherThreads = 32;  // Gloo's and the store's threads, the tracer, the signal watcher
-  const int64_t need = int64_t(ranks_on_host) * (threads + lanes + kOtherThreads);
+  const int64_t lanes = lanesFor(threads, cfg.cpu_lanes, cfg.mbs);
+  const int64_t need = int64_t(ranks_on_host) * tasksPerRank(threads, lanes);
   if (need <= room.value) return;
-  const int64_t fits = std::max<int64_t>(0, room.value / std::max(1, ranks_on_host) - kOtherThreads) / 2;
+  const int64_t fits = threadsThatFit(room.value, ranks_on_host, cfg.cpu_lanes, cfg.mbs);
   throw UserError(cfg.threads > 0 ? "--threads" : "--nproc",
                   std::to_string(ranks_on_host) + " rank" + (ranks_on_host > 1 ? "s" : "") + " with " +
                       std::to_string(threads) + " threads each need about " + std::to_string(need) +
-                      " tasks, but this host lets the run create " + std::to_string(room.value) + " more (" +
+                      " tasks (threads x (lanes + 1) + " + std::to_string(kRankOwnTasks) +
+                      " per rank), but this host lets the run create " + std::to_string(room.value) + " more (" +
                       room.source + ")",
                   fits > 0 ? "pass --threads " + std::to_string(fits) + " or fewer" : "run fewer ranks on this host");
 }
 
+// The process's memory besides its tensors, on the CPU (docs/memory-model.md, "The process"): what
+// it holds before the run (LibTorch's libraries and their data, Python-free: the VmRSS of this
+// process, which is the launcher or the rank itself, both trainscope-train), what a running rank adds
+// to it (its threads' stacks and glibc arenas, Gloo's buffers, oneDNN's kernels), and the slack of
+// glibc's heaps over the tensors' bytes. The counting allocator's cache of freed blocks is not in it:
+// under a limit, it is bounded to the room left (train()).
+constexpr int64_t kRankRuntimeBytes = int64_t(160) << 20;
+constexpr double kAllocatorSlack = 0.15;
+int64_t nonTensorBytes(int64_t tensor_bytes) {
+  return residentMemory().now + kRankRuntimeBytes + int64_t(kAllocatorSlack * double(tensor_bytes));
+}
+
+struct MemoryFit {
+  int64_t available = 0;  // 0: no limit known
+  int64_t need = 0;       // tensors and the rest, per rank
+};
+
 // Before anything is allocated: a run the memory model says cannot fit is refused (exit 2) with both
-// numbers. The model over-predicts by a few percent (docs/tuner.md): refused only past 10%.
-void checkMemoryFits(const TrainConfig& cfg, int pp_rank, int local_ranks, bool cpu) {
-  if (!cfg.memory_check) return;
+// numbers. The model over-predicts the tensors by a few percent (docs/tuner.md): refused only past
+// 10%. Against the host's limits (a cgroup's, MemAvailable) the process's other memory counts too;
+// --mem-limit bounds the tensors alone.
+MemoryFit checkMemoryFits(const TrainConfig& cfg, int pp_rank, int local_ranks, bool cpu) {
   const auto [available, source] = availableBytes(cfg, local_ranks, cpu);
-  if (available <= 0) return;
+  if (!cfg.memory_check || available <= 0) return {available, 0};
   models::Plan plan = models::planOf(cfg);
   plan.cpu = cpu;
   const auto m = models::predictMemory(cfg.model, plan);
-  const int64_t need = m.stages[size_t(std::min<int64_t>(pp_rank, int64_t(m.stages.size()) - 1))].total();
-  if (double(need) * 0.9 <= double(available)) return;
+  const int64_t tensors = m.stages[size_t(std::min<int64_t>(pp_rank, int64_t(m.stages.size()) - 1))].total();
+  const int64_t other = cfg.mem_limit > 0 || !cpu ? 0 : nonTensorBytes(tensors);
+  if (double(tensors) * 0.9 + double(other) <= double(available)) return {available, tensors + other};
   auto gib = [](int64_t b) {
     char s[32];
     std::snprintf(s, sizeof(s), "%.2f GiB", double(b) / double(int64_t(1) << 30));
     return std::string(s);
   };
   throw UserError(cfg.mem_limit > 0 ? "--mem-limit" : "memory",
-                  "this run needs about " + gib(need) + " per rank (the memory model; `trainscope predict` shows the "
-                  "split) but " + gib(available) + " are available (" + source + ")",
+                  "this run needs about " + gib(tensors + other) + " per rank (" +
+                      (other > 0 ? gib(tensors) + " of tensors, the memory model; `trainscope predict` shows the split; "
+                                   "and " + gib(other) + " the process holds besides, docs/memory-model.md"
+                                 : "the memory model; `trainscope predict` shows the split") +
+                      ") but " + gib(available) + " are available (" + source + ")",
                   "lower --mbs, add --ckpt full, shard with --tp/--pp/--zero 1, or pass --skip-memory-check");
 }
 
@@ -495,7 +536,9 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
   resolve(cfg, env.distributed ? env.world : 1);
   resolve(out);
   const Layout layout = Layout::make(cfg.world, env.rank, cfg.tp, cfg.pp, cfg.cp);
-  checkMemoryFits(cfg, layout.pp_rank, env.local_world, cfg.device != DeviceRequest::CUDA);
+  resetPeakResident();  // VmHWM from here: this run's peak, not an earlier one's in this process
+  const int64_t resident_at_start = residentMemory().now;
+  const MemoryFit fit = checkMemoryFits(cfg, layout.pp_rank, env.local_world, cfg.device != DeviceRequest::CUDA);
   if (!env.distributed) checkTasksFit(cfg, 1);  // the launcher checked its ranks' (validateBeforeLaunch)
   RunInfo info;
   info.config = &cfg;
@@ -519,17 +562,23 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
   copts.rendezvous_timeout = std::chrono::milliseconds(int64_t(cfg.rendezvous_timeout_s * 1000));
   copts.collective_timeout = std::chrono::milliseconds(int64_t(cfg.collective_timeout_s * 1000));
   std::unique_ptr<Comm> comm = Comm::connect(env, layout, copts);
-  struct LimitScope {  // --mem-limit holds for this run only (tests train several in one process)
-    explicit LimitScope(int64_t b) {
+  struct LimitScope {  // --mem-limit and the cache's bound hold for this run only (tests train several in one process)
+    LimitScope(int64_t b, int64_t cache) {
       installCountingCpuAllocator();
       setCpuMemoryLimit(b);
+      setCpuCacheLimit(cache);
     }
-    ~LimitScope() { setCpuMemoryLimit(0); }
-  } limit(dev.device == "cpu" ? cfg.mem_limit : 0);
+    ~LimitScope() {
+      setCpuMemoryLimit(0);
+      setCpuCacheLimit(std::numeric_limits<int64_t>::max());
+    }
+  } limit(dev.device == "cpu" ? cfg.mem_limit : 0,
+          // Freed blocks kept for reuse are resident too: under a host limit, only the room the model leaves.
+          fit.available > 0 && fit.need > 0 ? fit.available - fit.need : std::numeric_limits<int64_t>::max());
   // A rank's own failure is reported before its process groups close, so that the launcher can tell
   // it from the peers' "connection closed" errors that it causes.
   try {
-    return trainOnComm(cfg, out, info, layout, dev, *comm, obs);
+    return trainOnComm(cfg, out, info, layout, dev, *comm, obs, resident_at_start);
   } catch (const c10::OutOfMemoryError& e) {
     // Out of memory, on the CPU under --mem-limit or on a GPU: one line with the bytes.
     const CpuRefusal r = lastCpuRefusal();

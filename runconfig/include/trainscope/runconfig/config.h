@@ -51,6 +51,9 @@ enum class TraceLevel {
   All,     // on a GPU: CUPTI kernels, copies, sets and API calls
 };
 
+// --rendezvous-timeout and --collective-timeout: a tenth of a second to a week (resolve()).
+inline constexpr double kMinTimeoutS = 0.1, kMaxTimeoutS = 7 * 24 * 3600;
+
 struct TrainConfig {
   // model and batch
   std::string workload = "tiny";
@@ -88,7 +91,7 @@ struct TrainConfig {
   PipelineSchedule pp_schedule = PipelineSchedule::OneFOneB;
   int64_t local_sgd = 0;           // H > 0: average parameters every H steps, no gradient all-reduce
   double bucket_mb = 25;           // DP all-reduce bucket size (MiB)
-  double rendezvous_timeout_s = 60, collective_timeout_s = 300;
+  double rendezvous_timeout_s = 60, collective_timeout_s = 300;  // kMinTimeoutS .. kMaxTimeoutS
   std::string inject_failure;      // testing: "RANK:STEP" makes that rank throw at that step
 
   // data, device

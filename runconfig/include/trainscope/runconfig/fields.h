@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -168,6 +169,14 @@ inline void parseInto(const std::string& s, const std::string& field, PipelineSc
 }
 inline void parseInto(const std::string& s, const std::string& field, Launcher& v) { v = parseLauncher(s, field); }
 inline void parseInto(const std::string& s, const std::string& field, TraceLevel& v) { v = parseTraceLevel(s, field); }
+
+// "12" → 12 for an integer flag or JSON key: the whole string, a whole number from `min` to `max`
+// (no saturation, no wrapping). Throws UserError(field) naming the range.
+int64_t parseInteger(const std::string& text, const std::string& field, int64_t min, int64_t max);
+template <class T>
+T parseIntegerAs(const std::string& text, const std::string& field) {
+  return T(parseInteger(text, field, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+}
 
 // "1337" → 1337 for --seed: the whole string, 0 to 2^64 − 1 (no sign). Throws UserError(field).
 uint64_t parseSeed(const std::string& text, const std::string& field);

@@ -9,6 +9,7 @@
 // task finds its rank in SLURM_PROCID (see parallel.h).
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -34,9 +35,19 @@ bool reportRankStop(const std::string& line);
 // Whether this process is a rank of the local launcher, which prints its fatal error for it.
 bool launchedByLocalLauncher();
 
-// A message as a user should read it: "[/build/tree/src/train.cpp:377]" and LibTorch's
+// What killed a rank that died of `signal`: "the out-of-memory killer (cgroup limit 700.0 MiB:
+// memory.max of cgroup /a)" for a SIGKILL while a memory limit is in force and the cgroup's oom_kill
+// count rose from `oom_kills_before` to `oom_kills_after` (or cannot be read: -1), else the signal's
+// name ("Segmentation fault", "Killed").
+std::string killerOf(int signal, int64_t oom_kills_before, int64_t oom_kills_after, int64_t limit_bytes,
+                     const std::string& limit_source);
+
+// A message as a user should read it: a library's C++ backtrace (c10::Error's "Exception raised
+// from … frame #0: …") is cut off, and "[/build/tree/src/train.cpp:377]" and LibTorch's
 // "[/pytorch/third_party/gloo/…/pair.cc:547]" become "[train.cpp:377]" and "[pair.cc:547]".
 std::string userFacing(const std::string& message);
+// The message without a library's C++ backtrace (what userFacing cuts off first).
+std::string withoutLibraryBacktrace(std::string message);
 
 // Both return the process exit status the launcher should exit with.
 int launchLocal(const LaunchOptions& o, std::ostream& err);

@@ -38,5 +38,10 @@ struct CpuRefusal {
 CpuRefusal lastCpuRefusal();
 int64_t cpuPeakBytes();
 void resetCpuPeak();
+// The bytes of freed blocks the counting allocator keeps for reuse (default and at most 2 GiB): they
+// are resident but hold no tensor, so under a memory limit train() lowers it to the room the memory
+// model leaves (docs/memory-model.md). Blocks past a lowered limit go back to the system.
+void setCpuCacheLimit(int64_t bytes);
+int64_t cpuCacheLimit();
 
 }  // namespace trainscope::runtime

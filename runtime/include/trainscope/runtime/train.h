@@ -38,7 +38,7 @@ class RunObserver {
   virtual void notice(const std::string& /*line*/) {}           // "no usable GPU …", "GPU activity not traced …"
 };
 
-// Stopped: SIGINT or SIGTERM reached a rank; every rank finished the step it was in, then the run
+// Stopped: SIGINT, SIGTERM or SIGHUP reached a rank; every rank finished the step it was in, then the run
 // was recorded as usual (steps, collectives, the merged trace). A second signal ends it at once.
 enum class RunEnd { Completed, Diverged, Stopped };
 
@@ -59,6 +59,9 @@ struct RunResult {
   int stop_signal = 0;                  // RunEnd::Stopped: the signal
   std::vector<int> stop_ranks;          // RunEnd::Stopped: the ranks it was sent to, when not all of them
   std::vector<std::string> warnings;    // what went wrong without stopping the run (the trace)
+  // This rank's process memory (docs/memory-model.md, "The process"): resident at the start and at
+  // its peak (VmRSS, VmHWM), the tensors' peak, and the peak resident less the tensors' (0: unknown).
+  int64_t resident_start_bytes = 0, resident_peak_bytes = 0, tensor_peak_bytes = 0, non_tensor_bytes = 0;
 };
 
 RunResult train(TrainConfig cfg, RunOutput output, RunObserver* observer = nullptr);
