@@ -158,7 +158,7 @@ TEST(JsonText, InvalidUtf8IsReplacedInEveryJsonTheCommandsWrite) {
 #ifdef TRAINSCOPE_VIEWER
   const std::string script = tempPath("bad-utf8-sql.txt");
   std::ofstream(script) << "sql \"SELECT value FROM strings\"\nframes 2\n";
-  const Shot s = shoot(run, "--script " + script, "bad-utf8");
+  const Shot s = shoot(run, "--script " + script, "bad-utf8-view");
   ASSERT_EQ(s.run.status, 0) << s.run.output;
   EXPECT_NE(s.layout["sql"].dump(-1, ' ', false, json::error_handler_t::strict).find(kReplacement), std::string::npos);
 #endif

