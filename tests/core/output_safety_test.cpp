@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "../common/cli.h"
+#include "trainscope/common/error.h"
 #include "trainscope/rundb/store.h"
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/study.h"
