@@ -268,6 +268,26 @@ TEST(Messages, ATypoInSqlIsASyntaxErrorNotAWrite) {
   EXPECT_NE(trainscope::viewer::runQuery(run, "DELETE FROM kernels").error.find("read-only"), std::string::npos);
 }
 
+// A JSON input that does not parse, or holds a value of the wrong type, is reported in words:
+// nlohmann's "[json.exception.parse_error.101]" tag is for programmers.
+TEST(Messages, JsonErrorsCarryNoLibraryTag) {
+  const std::string bad = tempPath("bad-syntax.json");
+  std::ofstream(bad) << "{\"n_layer\": oops}";
+  for (const std::string& args : {"predict --workload " + bad, "run --config " + bad}) {
+    if (args.rfind("run", 0) == 0 && !fs::exists(fs::path(TRAINSCOPE_CLI).parent_path() / "trainscope-train")) continue;
+    const CliResult r = cli(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("parse error"), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("json.exception"), std::string::npos) << args << "\n" << r.output;
+  }
+  try {
+    trainscope::viewer::notesFromJson(R"({"trainscope_notes":1,"bookmarks":[{"at_ns":1,"label":5}]})", "n.json");
+    ADD_FAILURE() << "a numeric label was read";
+  } catch (const trainscope::UserError& e) {
+    EXPECT_EQ(std::string(e.what()).find("json.exception"), std::string::npos) << e.what();
+  }
+}
+
 // A note or bookmark whose time is not a whole number inside int64 is refused naming it; before,
 // 1e30 was kept as INT64_MIN and 2^64 - 1 as -1.
 TEST(Messages, ANotesTimeOutOfRangeIsRefusedNamingTheNote) {
