@@ -254,6 +254,9 @@ TEST(Messages, AnUnknownCommandListsTheCommands) {
   EXPECT_NE(r.output.find("unknown command frobnicate; commands are: run tune predict report export import view"),
             std::string::npos)
       << r.output;
+  const CliResult none = cli("");
+  EXPECT_EQ(none.status, 2) << none.output;
+  EXPECT_NE(none.output.find("no command; commands are: run tune"), std::string::npos) << none.output;
 }
 
 // A typo in the SQL box is a syntax error with SQLite's words; before it was refused as a statement
