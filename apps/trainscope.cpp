@@ -176,6 +176,10 @@ std::optional<int> parseCommandLine(CLI::App& app, int argc, char** argv) {
               << " (fix: see `trainscope --help`)\n";
     return 2;
   }
+  if (argc < 2) {
+    std::cerr << "error: no command; commands are: " << kCommandNames << " (fix: see `trainscope --help`)\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

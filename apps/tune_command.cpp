@@ -619,7 +619,7 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
   } catch (const std::exception& e) {
     throw UserError(
         "study",
-        path + " is damaged: candidate " + std::to_string(candidate) + "'s config cannot be read (" + e.what() + ")",
+        path + " is damaged: candidate " + std::to_string(candidate) + "'s config cannot be read (" + jsonErrorText(e.what()) + ")",
         "run the tune again");
   }
   c = tn::trainingRunOf(c);

@@ -153,7 +153,7 @@ nlohmann::json parseObject(const std::string& text, const std::string& source) {
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw UserError("--config", source + " is not valid JSON (" + std::string(e.what()) + ")",
+    throw UserError("--config", source + " is not valid JSON (" + jsonErrorText(e.what()) + ")",
                     "pass the \"config\" object that `trainscope run --json` prints, or the whole line");
   }
   if (!j.is_object())

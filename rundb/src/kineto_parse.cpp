@@ -155,7 +155,7 @@ class Reader : public nlohmann::json::json_sax_t {
     return true;
   }
   bool parse_error(std::size_t position, const std::string&, const nlohmann::json::exception& e) override {
-    throw UserError("import", path_ + " is not valid JSON (at byte " + std::to_string(position) + ": " + e.what() + ")",
+    throw UserError("import", path_ + " is not valid JSON (at byte " + std::to_string(position) + ": " + jsonErrorText(e.what()) + ")",
                     "pass a PyTorch profiler trace (.json or .json.gz)");
   }
 

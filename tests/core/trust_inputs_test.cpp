@@ -254,6 +254,9 @@ TEST(Messages, AnUnknownCommandListsTheCommands) {
   EXPECT_NE(r.output.find("unknown command frobnicate; commands are: run tune predict report export import view"),
             std::string::npos)
       << r.output;
+  const CliResult none = cli("");
+  EXPECT_EQ(none.status, 2) << none.output;
+  EXPECT_NE(none.output.find("no command; commands are: run tune"), std::string::npos) << none.output;
 }
 
 // A typo in the SQL box is a syntax error with SQLite's words; before it was refused as a statement
@@ -266,6 +269,26 @@ TEST(Messages, ATypoInSqlIsASyntaxErrorNotAWrite) {
   EXPECT_EQ(r.error.find("would change"), std::string::npos) << r.error;
   EXPECT_EQ(r.error.find("(code "), std::string::npos) << r.error;
   EXPECT_NE(trainscope::viewer::runQuery(run, "DELETE FROM kernels").error.find("read-only"), std::string::npos);
+}
+
+// A JSON input that does not parse, or holds a value of the wrong type, is reported in words:
+// nlohmann's "[json.exception.parse_error.101]" tag is for programmers.
+TEST(Messages, JsonErrorsCarryNoLibraryTag) {
+  const std::string bad = tempPath("bad-syntax.json");
+  std::ofstream(bad) << "{\"n_layer\": oops}";
+  for (const std::string& args : {"predict --workload " + bad, "run --config " + bad}) {
+    if (args.rfind("run", 0) == 0 && !fs::exists(fs::path(TRAINSCOPE_CLI).parent_path() / "trainscope-train")) continue;
+    const CliResult r = cli(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("parse error"), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("json.exception"), std::string::npos) << args << "\n" << r.output;
+  }
+  try {
+    trainscope::viewer::notesFromJson(R"({"trainscope_notes":1,"bookmarks":[{"at_ns":1,"label":5}]})", "n.json");
+    ADD_FAILURE() << "a numeric label was read";
+  } catch (const trainscope::UserError& e) {
+    EXPECT_EQ(std::string(e.what()).find("json.exception"), std::string::npos) << e.what();
+  }
 }
 
 // A note or bookmark whose time is not a whole number inside int64 is refused naming it; before,

@@ -262,7 +262,7 @@ void Study::openReadOnly() {
   try {
     if (sqlite) db_ = openForReading(path, copy_dir_);
   } catch (const rundb::SqliteError& e) {
-    throw UserError("study", path + " cannot be read (" + e.what() + ")", kStudyFix);
+    throw UserError("study", path + " cannot be read (" + jsonErrorText(e.what()) + ")", kStudyFix);
   }
   if (!sqlite || !db_->tableExists("study") || !db_->tableExists("trials")) {
     db_.reset();  // (the destructor does not run for a constructor that throws)

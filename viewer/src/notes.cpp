@@ -84,7 +84,7 @@ Notes notesFromJson(const std::string& text, const std::string& file) {
                          whole(e, "start_ns", which), e.at("text").get<std::string>()});
     }
   } catch (const nlohmann::json::exception& e) {
-    throw UserError("notes", file + " cannot be read: " + e.what(), fix);
+    throw UserError("notes", file + " cannot be read: " + jsonErrorText(e.what()), fix);
   }
   return n;
 }

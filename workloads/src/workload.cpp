@@ -339,7 +339,7 @@ Workload parse(const std::string& text, const std::string& source) {
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw UserError("workload", source + " is not valid JSON: " + e.what(), "fix the file's syntax");
+    throw UserError("workload", source + " is not valid JSON: " + jsonErrorText(e.what()), "fix the file's syntax");
   }
   if (!j.is_object()) throw UserError("workload", source + " must hold a JSON object", "");
   Workload w;

@@ -16,4 +16,12 @@ std::string jsonText(const Json& j, int indent = -1) {
   return j.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
 
+// nlohmann's message for a user ("parse error at line 1, column 9: syntax error while parsing
+// value - invalid literal; last read: '{oo'") without its "[json.exception.parse_error.101] " tag,
+// which is for programmers.
+inline std::string jsonErrorText(const std::string& what) {
+  const size_t open = what.rfind("[json.exception.", 0) == 0 ? what.find("] ") : std::string::npos;
+  return open == std::string::npos ? what : what.substr(open + 2);
+}
+
 }  // namespace trainscope
