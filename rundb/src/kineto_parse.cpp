@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <tuple>
-#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -152,6 +151,7 @@ class Reader : public nlohmann::json::json_sax_t {
   }
   bool key(string_t& k) override {
     key_ = k;
+    if (top() == Ctx::Args) arg_ = argOf(k);  // one look-up per args key
     return true;
   }
   bool parse_error(std::size_t position, const std::string&, const nlohmann::json::exception& e) override {
@@ -205,15 +205,26 @@ class Reader : public nlohmann::json::json_sax_t {
     }
     return int32_t(*v);
   }
-  static bool intArg(const std::string& k) {
-    static const std::unordered_set<std::string> keys = {"correlation", "device", "stream", "Sequence number", "bytes",
-                                                         "registers per thread", "shared memory", "In msg nelems",
-                                                         "Out msg nelems", "Group size", "sort_index"};
-    return keys.count(k) > 0;
+  // The args keys this reader takes: integers (the int32 ones of a kernel apart), text, and arrays.
+  enum class Arg : uint8_t {
+    Other, Correlation, Device, Stream, Seq, Bytes, InNelems, OutNelems, GroupSize, SortIndex,  // integers
+    Registers, Shared,                                                                           // int32
+    Collective, Dtype, GroupDesc, GroupName, Name,                                               // text
+    Grid, Block, InputDims                                                                       // arrays
+  };
+  static Arg argOf(const std::string& k) {
+    static const std::unordered_map<std::string, Arg> keys = {
+        {"correlation", Arg::Correlation}, {"device", Arg::Device}, {"stream", Arg::Stream},
+        {"Sequence number", Arg::Seq}, {"bytes", Arg::Bytes}, {"In msg nelems", Arg::InNelems},
+        {"Out msg nelems", Arg::OutNelems}, {"Group size", Arg::GroupSize}, {"sort_index", Arg::SortIndex},
+        {"registers per thread", Arg::Registers}, {"shared memory", Arg::Shared}, {"Collective name", Arg::Collective},
+        {"dtype", Arg::Dtype}, {"Process Group Description", Arg::GroupDesc}, {"Process Group Name", Arg::GroupName},
+        {"name", Arg::Name}, {"grid", Arg::Grid}, {"block", Arg::Block}, {"Input Dims", Arg::InputDims}};
+    const auto it = keys.find(k);
+    return it == keys.end() ? Arg::Other : it->second;
   }
-  static bool textArg(const std::string& k) {
-    return k == "Collective name" || k == "dtype" || k == "Process Group Description" || k == "Process Group Name";
-  }
+  static bool intArg(Arg a) { return a >= Arg::Correlation && a <= Arg::SortIndex; }
+  static bool textArg(Arg a) { return a >= Arg::Collective && a <= Arg::GroupName; }
   // An object or an array where a field this reader reads holds a scalar: refused like any other type.
   void structured(const char* got) {
     const Ctx at = top();
@@ -227,9 +238,8 @@ class Reader : public nlohmann::json::json_sax_t {
       if (key_ == "ph" || key_ == "cat" || key_ == "name") wrongType("a string", got);
       if (key_ == "pid" || key_ == "tid" || key_ == "args") refuse(key_, got);
     }
-    if (at == Ctx::Args && (intArg(key_) || textArg(key_) || key_ == "grid" || key_ == "block" || key_ == "Input Dims"))
-      refuse("args." + key_, got);
-    if (at == Ctx::Args && key_ == "name") meta_.bad_name = got;
+    if (at == Ctx::Args && arg_ != Arg::Other && arg_ != Arg::Name) refuse("args." + key_, got);
+    if (at == Ctx::Args && arg_ == Arg::Name) meta_.bad_name = got;
   }
 
   // Input shapes are kept as compact JSON text, written as they stream by.
@@ -337,33 +347,40 @@ class Reader : public nlohmann::json::json_sax_t {
   }
 
   void argField(Event& e, const int64_t* num, const std::string* str) {
+    const Arg a = arg_;
+    if (a == Arg::Other) return;
     const std::string& k = key_;
-    if (k == "stream") meta_.stream_arg = true;
-    if (k == "registers per thread" || k == "shared memory") {
+    if (a == Arg::Stream) meta_.stream_arg = true;
+    if (a == Arg::Registers || a == Arg::Shared) {
       if (const std::optional<int32_t> v = count32("args." + k, num, str))
-        (k == "shared memory" ? dimsOf(e).shared : dimsOf(e).registers) = *v;
-    } else if (intArg(k)) {
+        (a == Arg::Shared ? dimsOf(e).shared : dimsOf(e).registers) = *v;
+    } else if (intArg(a)) {
       const std::optional<int64_t> v = integer("args." + k, num, str);
       if (!v) return;
-      if (k == "correlation") e.correlation = *v;
-      else if (k == "device") e.device = *v;
-      else if (k == "stream") e.stream = *v;
-      else if (k == "Sequence number") e.seq = *v;
-      else if (k == "bytes") e.bytes = *v;
-      else if (k == "In msg nelems") commOf(e).in = *v;
-      else if (k == "Out msg nelems") commOf(e).out = *v;
-      else if (k == "Group size") commOf(e).group_size = *v;
-      else if (k == "sort_index") meta_.sort = *v;  // metadata events
-    } else if (textArg(k) && !str) {
-      refuse("args." + k, kindOf(num, str));
-    } else if (k == "name" && !str) {
-      meta_.bad_name = kindOf(num, str);  // counted when the event names a thread or a process
-    } else if (str) {
-      if (k == "name") meta_.text = *str;  // metadata events: the thread's or the process's name
-      if (k == "Collective name") commOf(e).op = p_.intern(*str);
-      else if (k == "dtype") commOf(e).dtype = p_.intern(*str);
-      else if (k == "Process Group Description" || (k == "Process Group Name" && commOf(e).group == kNone))
-        commOf(e).group = p_.intern(*str);
+      switch (a) {
+        case Arg::Correlation: e.correlation = *v; break;
+        case Arg::Device: e.device = *v; break;
+        case Arg::Stream: e.stream = *v; break;
+        case Arg::Seq: e.seq = *v; break;
+        case Arg::Bytes: e.bytes = *v; break;
+        case Arg::InNelems: commOf(e).in = *v; break;
+        case Arg::OutNelems: commOf(e).out = *v; break;
+        case Arg::GroupSize: commOf(e).group_size = *v; break;
+        default: meta_.sort = *v; break;  // sort_index: metadata events
+      }
+    } else if (!str) {  // text (or an array's key) holding a scalar of another type
+      if (a == Arg::Name) meta_.bad_name = kindOf(num, str);  // counted when the event names a thread or a process
+      else refuse("args." + k, kindOf(num, str));
+    } else if (a == Arg::Name) {
+      meta_.text = *str;  // metadata events: the thread's or the process's name
+    } else if (a == Arg::Collective) {
+      commOf(e).op = p_.intern(*str);
+    } else if (a == Arg::Dtype) {
+      commOf(e).dtype = p_.intern(*str);
+    } else if (a == Arg::GroupDesc || (a == Arg::GroupName && commOf(e).group == kNone)) {
+      commOf(e).group = p_.intern(*str);
+    } else if (a == Arg::Grid || a == Arg::Block || a == Arg::InputDims) {
+      refuse("args." + k, "a string");
     }
   }
 
@@ -427,6 +444,7 @@ class Reader : public nlohmann::json::json_sax_t {
   const std::string& path_;
   MetaCapture meta_;
   Num num_kind_ = Num::Int;  // the number being read
+  Arg arg_ = Arg::Other;     // the args key being read
   std::map<std::tuple<std::string, bool, int64_t, bool>, int64_t> other_;  // (category, has pid, pid, stream arg)
   std::vector<Ctx> stack_;
   std::string key_, dim_key_, shapes_;

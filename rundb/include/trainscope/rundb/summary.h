@@ -14,9 +14,11 @@
 //                   counted steps, whether or not each launched GPU work), over a window per step:
 //                   - runs with GPU work (kernels, copies, sets): GPU windows. Each device event belongs
 //                     to the step of the CPU call that launched it (same correlation id, the call inside
-//                     the step's CPU window). A step's window runs from its first device event to the
-//                     next step's first; the last step's to the end of the last device event of any
-//                     counted step (or without a launch, started inside their span). The windows never overlap and leave no gap, so the idle time between
+//                     the step's CPU window). The steps' first device events, sorted, are tiled: each
+//                     window runs from one to the next; the last to the end of the last device event of
+//                     any counted step, or of device work without a launch that starts before the
+//                     counted steps' CPU span ends or as that work ends (repeated until the span stops
+//                     growing). The windows never overlap and leave no gap, so the idle time between
 //                     steps is counted, work that runs into the next step is split at its start, and
 //                     summed over the steps no category exceeds what ran. Device events without their
 //                     launch in the trace do not place a window (counted apart: unattributed) but count
