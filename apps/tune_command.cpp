@@ -495,7 +495,7 @@ int printConclusion(const TuneFlags& f, const tn::TuneOptions& o, const tn::Tune
                     std::map<int64_t, std::pair<int64_t, int64_t>>& ok_trials) {
   if (r.interrupted) {
     std::printf("\ninterrupted: %lld trial(s) ran; continue with --resume\n", static_cast<long long>(r.trials_run));
-    return 128 + r.signal;  // 130 for SIGINT, 143 for SIGTERM, as a shell reports a process they killed
+    return 128 + r.signal;  // 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP, as a shell reports a process they killed
   }
   if (r.recommended < 0) {
     if (o.predict_only && valid > 0)

@@ -368,9 +368,10 @@ TEST(StudySafety, BadTuneAndExportInputExits2NamingTheFlag) {
   EXPECT_EQ(cli("export " + q(done) + " --format run --trial 0").status, 0);
 }
 
-// 17. SIGTERM to tune exited 130 like SIGINT: 128 + the signal, and the study resumes.
-TEST(StudySafety, TuneExits143OnSigtermAnd130OnSigint) {
-  for (const int sig : {SIGTERM, SIGINT}) {
+// 17. SIGTERM to tune exited 130 like SIGINT: 128 + the signal, and the study resumes. SIGHUP (a
+// closed terminal) ended it at once, the trial counted as running: it interrupts it the same way.
+TEST(StudySafety, TuneExits128PlusTheSignalOnSigtermSigintAndSighup) {
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
     const std::string name = "signal-" + std::to_string(sig);
     const std::string study = tempPath(name + ".db");
     const Gate gate(name + "-gate");

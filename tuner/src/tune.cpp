@@ -30,11 +30,13 @@ namespace {
 
 std::atomic<int> g_interrupt{0};
 extern "C" void onTunerSignal(int sig) {
+  if (sig == SIGHUP) signal(SIGPIPE, SIG_IGN);  // the terminal is gone: printing there must not end us
   g_interrupt = sig;
   ProcessTrialRunner::stopRunning();  // the trial stops at its next step and records what it did
 }
 
-// SIGINT and SIGTERM interrupt the study while it is in scope (the previous handlers come back after).
+// SIGINT, SIGTERM and SIGHUP (a closed terminal, a dropped ssh) interrupt the study while it is in
+// scope (the previous handlers come back after).
 class InterruptScope {
  public:
   InterruptScope() {
@@ -42,15 +44,17 @@ class InterruptScope {
     sa.sa_handler = onTunerSignal;
     sigaction(SIGINT, &sa, &old_int_);
     sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGHUP, &sa, &old_hup_);
     g_interrupt = 0;
   }
   ~InterruptScope() {
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGHUP, &old_hup_, nullptr);
   }
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {}, old_term_ {}, old_hup_ {};
 };
 
 double seconds(std::chrono::steady_clock::time_point since) {

@@ -402,7 +402,22 @@ class C10dComm final : public Comm {
       // Loopback when every rank is on this host; otherwise the address this host resolves to.
       o->devices.push_back(host == "127.0.0.1" ? c10d::ProcessGroupGloo::createDeviceForHostname(host)
                                                : c10d::ProcessGroupGloo::createDefaultDevice());
-      backend = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank, static_cast<int>(members.size()), o);
+      // Its connection goes through the store: bounded like every store access (a stopped rank 0).
+      const int size = static_cast<int>(members.size());
+      auto made = withDeadline<c10::intrusive_ptr<c10d::Backend>>(
+          [prefixed, group_rank, size, o] {
+            return c10::intrusive_ptr<c10d::Backend>(
+                c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank, size, o));
+          },
+          storeDeadline());
+      if (!made) {
+        watch_->markBroken();
+        const std::string who = watch_->whoIsMissing("", members, -1);
+        TRAINSCOPE_THROW("creating process group " + name + " (ranks " + joinRanks(members) + ") on rank " +
+                         std::to_string(layout_.rank) + ": no answer within " + seconds(storeDeadline()) +
+                         (who.empty() ? "" : "; " + who));
+      }
+      backend = *made;
     }
     return std::make_unique<C10dGroup>(name, members, layout_.rank, backend, log_, watch_);
   }

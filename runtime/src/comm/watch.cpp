@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 #include <utility>
 
 namespace trainscope::runtime {
@@ -108,8 +109,16 @@ Watch::Watch(const RankEnv& env, int rank) : s_(std::make_shared<State>()) {
   so.isServer = false;
   so.waitWorkers = false;
   so.timeout = kStoreTimeout;
-  s_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
-  s_->publish();
+  // Connecting and the first beat are bounded too: rank 0 may be stopped already.
+  const auto bound = 2 * std::chrono::milliseconds(kStoreTimeout) + kBeat;
+  auto connected = withDeadline<bool>(
+      [s = s_, addr = env.master_addr, so] {
+        s->store = c10::make_intrusive<c10d::TCPStore>(addr, so);
+        s->publish();
+        return true;
+      },
+      bound);
+  if (!connected) throw std::runtime_error(silentStoreClause(bound));
   thread_ = std::thread([s = s_] { s->run(); });
 }
 
