@@ -16,6 +16,7 @@
 
 #include "predict_command.h"
 #include "tune_command.h"
+#include "export_command.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/study.h"
 #include "trainscope/common/error.h"

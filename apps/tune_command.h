@@ -1,4 +1,4 @@
-// tune_command.h — `trainscope tune` and `trainscope export STUDY --format …`.
+// tune_command.h — `trainscope tune` (`export` is export_command.h).
 #pragma once
 
 #include <cstdint>
@@ -12,12 +12,5 @@ namespace trainscope::apps {
 struct TuneFlags;
 CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& flags);
 int runTune(const TuneFlags& flags, const std::string& self_dir);
-
-// `trainscope export STUDY.db --format FORMAT [--trial N] [-o FILE [--overwrite]]` (the formats:
-// tuner/export.h): the recommended (or the given candidate's) configuration in that format,
-// on stdout or to `out`. The study is opened read-only; `out` must not be the study or beside it
-// (its -wal, -shm), must not exist unless `overwrite`, and is written atomically (files.h).
-int exportStudy(const std::string& study, const std::string& format, std::optional<int64_t> trial,
-                const std::string& out, bool overwrite);
 
 }  // namespace trainscope::apps
