@@ -574,7 +574,9 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
     }
   } limit(dev.device == "cpu" ? cfg.mem_limit : 0,
           // Freed blocks kept for reuse are resident too: under a host limit, only the room the model leaves.
-          fit.available > 0 && fit.need > 0 ? fit.available - fit.need : std::numeric_limits<int64_t>::max());
+          // (--mem-limit bounds the tensors alone: the cache stays as it is.)
+          cfg.mem_limit == 0 && fit.available > 0 && fit.need > 0 ? fit.available - fit.need
+                                                                   : std::numeric_limits<int64_t>::max());
   // A rank's own failure is reported before its process groups close, so that the launcher can tell
   // it from the peers' "connection closed" errors that it causes.
   try {
