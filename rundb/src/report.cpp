@@ -346,7 +346,7 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
     s.op = c.op;
     s.group = c.group;
     ++s.count;
-    s.bytes += c.bytes;
+    if (__builtin_add_overflow(s.bytes, c.bytes, &s.bytes)) s.bytes = c.bytes > 0 ? INT64_MAX : INT64_MIN;  // a damaged file's sizes
     s.total_s += c.seconds();
     s.wait_s += double(t.wait_ns) * 1e-9;
     s.transfer_s += double(t.transfer_ns) * 1e-9;
@@ -371,7 +371,10 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
             [](const CollectiveStat& a, const CollectiveStat& b) { return a.total_s > b.total_s; });
 
   std::map<std::string, int64_t> dropped;
-  for (const Drop& d : reader.drops()) dropped[d.source] += d.dropped;
+  for (const Drop& d : reader.drops()) {
+    int64_t& n = dropped[d.source];
+    if (__builtin_add_overflow(n, d.dropped, &n)) n = d.dropped > 0 ? INT64_MAX : INT64_MIN;  // a damaged file's counts
+  }
   for (const auto& [src, n] : dropped)
     if (n > 0) rep.drops.emplace_back(src, n);
 
