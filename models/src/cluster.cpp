@@ -54,10 +54,12 @@ double Cluster::matmulEfficiency(double flops) const {
   return matmul_efficiency.back().second;
 }
 
-Cluster parseCluster(const std::string& text, const std::string& source) {
-  nlohmann::json j;
+namespace {
+
+// `text` as JSON, or a UserError that says where and what in words.
+nlohmann::json parseClusterJson(const std::string& text, const std::string& source) {
   try {
-    j = nlohmann::json::parse(text);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     // The library's text ("[json.exception.parse_error.101] parse error at line 1, …") is for
     // programmers: say where, and what, in words.
@@ -67,6 +69,12 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
                                      (cause == std::string::npos ? std::string() : ": " + what.substr(cause + 2)) + ")",
                     "fix the file; see docs/tuner.md, \"Cluster file\"");
   }
+}
+
+}  // namespace
+
+Cluster parseCluster(const std::string& text, const std::string& source) {
+  const nlohmann::json j = parseClusterJson(text, source);
   Cluster c;
   c.source = source;
   auto field = [&](const char* key) { return "--cluster " + source + ": " + key; };
