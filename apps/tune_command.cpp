@@ -24,6 +24,7 @@
 #include "trainscope/common/files.h"
 #include "trainscope/common/json_text.h"
 #include "trainscope/runconfig/config.h"
+#include "trainscope/runconfig/fields.h"
 #include "trainscope/tuner/models.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/tune.h"
@@ -56,21 +57,10 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// A whole number in [lo, hi] written in decimal; anything else is refused naming `field`.
-int64_t parseCount(const std::string& s, const std::string& field, int64_t lo, int64_t hi, const std::string& fix) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || end != s.c_str() + s.size() || errno != 0 || v < lo || v > hi)
-    throw UserError(
-        field, "\"" + s + "\" is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi), fix);
-  return v;
-}
-
 std::vector<int64_t> parseCounts(const std::string& list, const std::string& field, int64_t hi) {
   std::vector<int64_t> out;
   for (const auto& item : split(list))
-    out.push_back(parseCount(item, field, 1, hi, "pass a comma-separated list such as 1,2,4"));
+    out.push_back(rt::parseInteger(item, field, 1, hi, "pass a comma-separated list such as 1,2,4"));
   return out;
 }
 
@@ -94,7 +84,7 @@ void checkInject(const std::string& spec) {
     const std::string what = colon == std::string::npos ? "" : item.substr(colon + 1);
     if (colon == std::string::npos || (what != "crash" && what != "hang" && what != "oom"))
       throw UserError("--inject", "\"" + item + "\" is not CANDIDATE:crash|hang|oom", "e.g. --inject 0:crash,1:hang");
-    parseCount(item.substr(0, colon), "--inject", 0, int64_t(1) << 40,
+    rt::parseInteger(item.substr(0, colon), "--inject", 0, int64_t(1) << 40,
                "name a candidate by its id, e.g. --inject 0:crash");
   }
 }
@@ -242,7 +232,7 @@ tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   so.worlds = parseCounts(f.ranks, "--ranks", int64_t(1) << 20);
   so.zero.clear();
   for (const auto& z : split(f.zero))
-    so.zero.push_back(rt::zeroStage(parseCount(z, "--zero", 0, 3, "pass stages from 0 to 3, e.g. --zero 0,1"), "--zero"));
+    so.zero.push_back(rt::zeroStage(rt::parseInteger(z, "--zero", 0, 3, "pass stages from 0 to 3, e.g. --zero 0,1"), "--zero"));
   if (so.zero.empty()) throw UserError("--zero", "lists no ZeRO stage", "pass e.g. --zero 0,1,2,3");
   if (f.no_zero) so.zero = {rt::ZeroStage::None};
   so.cp = parseCounts(f.cp, "--cp", int64_t(1) << 20);

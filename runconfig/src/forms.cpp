@@ -25,7 +25,8 @@ std::string shortestDecimal(double v) {
   return b;
 }
 
-int64_t parseInteger(const std::string& text, const std::string& field, int64_t min, int64_t max) {
+int64_t parseInteger(const std::string& text, const std::string& field, int64_t min, int64_t max,
+                     const std::string& fix) {
   errno = 0;
   char* end = nullptr;
   long long v = 0;
@@ -33,7 +34,7 @@ int64_t parseInteger(const std::string& text, const std::string& field, int64_t 
   if (end == nullptr || end == text.c_str() || *end != '\0' || errno == ERANGE || v < min || v > max)
     throw UserError(field,
                     "\"" + text + "\" is not a whole number from " + std::to_string(min) + " to " + std::to_string(max),
-                    "pass a whole number in that range");
+                    fix);
   return v;
 }
 

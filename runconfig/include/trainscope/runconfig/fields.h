@@ -171,8 +171,9 @@ inline void parseInto(const std::string& s, const std::string& field, Launcher& 
 inline void parseInto(const std::string& s, const std::string& field, TraceLevel& v) { v = parseTraceLevel(s, field); }
 
 // "12" → 12 for an integer flag or JSON key: the whole string, a whole number from `min` to `max`
-// (no saturation, no wrapping). Throws UserError(field) naming the range.
-int64_t parseInteger(const std::string& text, const std::string& field, int64_t min, int64_t max);
+// (no saturation, no wrapping). Throws UserError(field) naming the range, with `fix`.
+int64_t parseInteger(const std::string& text, const std::string& field, int64_t min, int64_t max,
+                     const std::string& fix = "pass a whole number in that range");
 template <class T>
 T parseIntegerAs(const std::string& text, const std::string& field) {
   return T(parseInteger(text, field, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
