@@ -177,6 +177,11 @@ int main(int argc, char** argv) {
   if (const auto status = parseCommandLine(args, f)) return *status;
   try {
     const rt::TrainConfig& cfg = f.cfg;
+    if (!rt::isRankProcess() && cfg.nproc == 1 && cfg.launcher == rt::Launcher::Local)
+      if (const std::optional<int> rc = rt::superviseUnderMemoryLimit(std::cerr)) {
+        if (*rc != 0) noteLeftoverShards(f.out);
+        return *rc;
+      }
     if (!rt::isRankProcess() && (cfg.nproc > 1 || cfg.launcher == rt::Launcher::Slurm)) {
       rt::validateBeforeLaunch(cfg, f.out);  // bad input is reported once, before any rank starts
       rt::LaunchOptions lo;

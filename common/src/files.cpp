@@ -2,6 +2,7 @@
 #include "trainscope/common/files.h"
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +69,28 @@ int makeTemp(const std::string& path, const std::string& field, std::string& tem
   return fd;
 }
 
+// Replaces what checkOutput found at `path` with `temp`, closing the window between that check and the
+// rename: the two entries are exchanged in one step (renameat2 RENAME_EXCHANGE), and if what came
+// back is not what was checked (something was put there meanwhile), they are exchanged back and the
+// output is refused: what was planted is left as it was. False when this file system cannot exchange
+// (the caller renames).
+bool exchangeIfUnchanged(const std::string& temp, const std::string& path, const OutputFound& found,
+                         const std::string& field) {
+  if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) != 0) return false;
+  struct stat was {};
+  const bool same = ::lstat(temp.c_str(), &was) == 0 && uint64_t(was.st_dev) == found.dev &&
+                    uint64_t(was.st_ino) == found.ino;  // a link with --overwrite: the link itself
+  if (!same) {
+    const bool back = ::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0;
+    if (back) ::unlink(temp.c_str());
+    throw UserError(field, path + " was replaced by something else while the output was written" +
+                               (back ? std::string() : " (the new file is at " + temp + ")"),
+                    "check what is at the path and run again");
+  }
+  ::unlink(temp.c_str());
+  return true;
+}
+
 }  // namespace
 
 // Moves the finished temporary file to `path` (see Existing).
@@ -103,6 +126,8 @@ void place(const std::string& temp, const std::string& path, const OutputRule& r
     ::unlink(temp.c_str());
     throw;
   }
+  if (found.existing == Existing::Replace && found.ino != 0 && exchangeIfUnchanged(temp, path, found, rule.field))
+    return;
   place(temp, path, found.existing, rule.field);
 }
 

@@ -307,7 +307,7 @@ RankEvents readRank(RunReader& reader, int64_t rank, const std::set<StringId>& c
 }
 
 // The GPU windows of the counted steps (definitions in summary.h): each device event belongs to
-// the step whose CPU window holds its launch; the windows tile the steps' first device events in
+// the step whose CPU window holds its launch (device work without a launch record: see below); the windows tile the steps' first device events in
 // time order — each from one first start to the next (the last to the end of the last device event
 // of any counted step) — so they never overlap and leave no gap, even where a later step's work
 // starts first (another stream). Empty when no device event could be tied to a counted step.
@@ -352,6 +352,14 @@ std::vector<Interval> gpuWindows(const std::vector<std::pair<int64_t, int64_t>>&
     for (const Interval& w : cw) cpu_end = std::max(cpu_end, w.end);
     for (const RankEvents::Device* d : unattributed)
       if (d->start >= starts.front() && (d->start < cpu_end || d->start <= last_end)) last_end = std::max(last_end, d->end);
+    // And the first window reaches back to such work that starts inside the first counted step's CPU
+    // window, before its first launched work (an input copy at the step's start): it ran in that step.
+    for (const RankEvents::Device* d : unattributed)
+      if (d->start >= cw.front().begin && d->start < starts.front()) {
+        starts.front() = d->start;  // the earliest: `unattributed` is in time order
+        last_end = std::max(last_end, d->end);
+        break;
+      }
   }
   std::vector<Interval> windows;
   for (size_t i = 0; i < starts.size(); ++i) {

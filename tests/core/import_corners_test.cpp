@@ -67,6 +67,28 @@ TEST(ImportCorners, CopiesWithoutALaunchAfterTheLastKernelAreInTheStep) {
   EXPECT_NEAR(*s.ranks[0].gpu_step_s, 0.60e-3, 1e-12);  // [100, 700) µs
 }
 
+// An input copy without a launch record at the start of the step, before its first kernel: in the
+// step (it was in no window: the first window began at the first launched kernel).
+TEST(ImportCorners, ACopyWithoutALaunchBeforeTheFirstKernelIsInTheStep) {
+  json ev = json::array({step(0, 0, 450)});
+  ev.push_back(copy(-1, 7, 20, 50));
+  ev.push_back(launch(1, 10)), ev.push_back(kernel("gemm", 1, 7, 100, 200));
+  const tr::RunSummary s = summaryOf(importOne(ev, "early_copy"));
+  const auto& r = s.ranks.at(0);
+  ASSERT_TRUE(r.breakdown);
+  EXPECT_NEAR(r.breakdown->memory_s, 0.05e-3, 1e-12);
+  EXPECT_NEAR(r.breakdown->compute_s, 0.20e-3, 1e-12);
+  EXPECT_NEAR(r.breakdown->idle_s, 0.03e-3, 1e-12);  // [70, 100)
+  ASSERT_TRUE(r.gpu_step_s);
+  EXPECT_NEAR(*r.gpu_step_s, 0.28e-3, 1e-12);  // [20, 300) µs
+  // Before the step's CPU window it is not the step's.
+  json before = json::array({step(0, 100, 450)});
+  before.push_back(copy(-1, 7, 20, 50));
+  before.push_back(launch(1, 110)), before.push_back(kernel("gemm", 1, 7, 200, 200));
+  const auto b = *summaryOf(importOne(before, "copy_before_step")).ranks.at(0).breakdown;
+  EXPECT_EQ(b.memory_s, 0);
+}
+
 // Device work without a launch that starts after the counted steps (and apart from their work) is
 // not theirs.
 TEST(ImportCorners, ACopyWithoutALaunchAfterTheStepsIsNotTheirs) {

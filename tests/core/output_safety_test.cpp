@@ -380,3 +380,43 @@ TEST_F(OutputSafety, ADiskFullDuringTuneSaysTheDiskIsFullAndNamesThePath) {
 }
 
 }  // namespace
+
+// What is put at the path between the last check and the replace is not destroyed: the new file and
+// the old entry are exchanged in one step, and exchanged back when the old one is not what was checked.
+TEST(OutputRace, AFileSwappedInAfterTheCheckIsLeftAndTheOutputRefused) {
+  const std::string path = tempPath("race-out.txt"), planted = tempPath("race-planted.txt");
+  std::ofstream(path) << "earlier output\n";
+  int swaps = 0;
+  trainscope::files::OutputRule rule;
+  rule.field = "-o";
+  rule.earlier = [&](int, const std::string& p) {  // runs inside each check: a swap right after it
+    std::ofstream(planted) << "planted " << ++swaps << "\n";
+    EXPECT_EQ(::rename(planted.c_str(), p.c_str()), 0);
+    return true;
+  };
+  try {
+    trainscope::files::AtomicFile out(path, rule);
+    out.stream() << "new output\n";
+    out.commit();
+    ADD_FAILURE() << "the swapped-in file was replaced";
+  } catch (const trainscope::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("was replaced by something else while the output was written"),
+              std::string::npos)
+        << e.what();
+  }
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "planted " + std::to_string(swaps));
+  // Nothing of ours is left beside it.
+  for (const auto& entry : fs::directory_iterator(fs::path(path).parent_path()))
+    EXPECT_EQ(entry.path().filename().string().find(".race-out.txt.tmp-"), std::string::npos) << entry.path();
+  // Unchanged since the check, it is replaced as before.
+  rule.earlier = [](int, const std::string&) { return true; };
+  trainscope::files::AtomicFile again(path, rule);
+  again.stream() << "new output\n";
+  again.commit();
+  std::ifstream in2(path);
+  std::getline(in2, line);
+  EXPECT_EQ(line, "new output");
+}

@@ -214,6 +214,34 @@ TEST(Launcher, ARankEndedByTheOutOfMemoryKillerIsNamedAsSuch) {
       << r.output;
 }
 
+TEST(Launcher, AOneProcessRunEndedByTheOutOfMemoryKillerIsNamedAsSuch) {
+  // No launcher to name it: under a limit the run is watched by a parent process (supervise.cpp).
+  ChildCgroup cg("memory", "oom1");
+  if (cg.dir.empty()) GTEST_SKIP() << "cannot create a memory cgroup here";
+  std::ofstream(cg.dir + "/memory.limit_in_bytes") << (int64_t(1) << 30) << "\n";
+  auto r = sh(cg.run("run --workload gpt2-124m --seq 256 --mbs 4 --steps 3 --device cpu --skip-memory-check -q"));
+  EXPECT_EQ(r.status, 128 + SIGKILL) << r.output;
+  EXPECT_NE(r.output.find("error: the run was killed by the out-of-memory killer (cgroup limit 1024.0 MiB: "
+                          "memory.limit_in_bytes of cgroup " + cg.name + ") (status 137)"),
+            std::string::npos)
+      << r.output;
+  // Under the same limit a run that fits is unchanged: its lines, its status.
+  r = sh(cg.run(kTiny + "--steps 2"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("step    1 | loss"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("done: 2 steps"), std::string::npos) << r.output;
+}
+
+TEST(Launcher, ARankThatReportsItsErrorAndNeverExitsFailsTheRunAfterTheGrace) {
+  // Its teardown stuck (a peer stopped, a library's exit handler): the launcher does not wait for it.
+  const auto r = cli(kTiny + "--steps 6 -q --nproc 2 --inject-failure 1:1:linger");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("error: rank 1 failed first: injected failure on rank 1 at step 1 (the rank then "
+                          "lingers) (rank 1 failed (it did not exit within 10 s of its error)); stopped the other ranks"),
+            std::string::npos)
+      << r.output;
+}
+
 // ---- tasks -------------------------------------------------------------------------------------------
 
 TEST(Validation, ThreadsTimesLanesBeyondTheTaskLimitAreRefused) {

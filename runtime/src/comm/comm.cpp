@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -394,31 +395,31 @@ class C10dComm final : public Comm {
     int group_rank = 0;
     for (size_t i = 0; i < members.size(); ++i)
       if (members[i] == layout_.rank) group_rank = static_cast<int>(i);
-    c10::intrusive_ptr<c10d::Backend> backend;
+    // Creating either engine's group goes through the store (Gloo's connections, NCCL's unique id):
+    // bounded like every store access, so that a stopped rank 0 is named instead of waited on.
+    const int size = static_cast<int>(members.size());
+    std::function<c10::intrusive_ptr<c10d::Backend>()> create;
     if (cuda_) {
-      backend = makeNcclBackend(prefixed, group_rank, static_cast<int>(members.size()), collective_timeout_);
+      const auto timeout = collective_timeout_;
+      create = [prefixed, group_rank, size, timeout] { return makeNcclBackend(prefixed, group_rank, size, timeout); };
     } else {
       auto o = c10d::ProcessGroupGloo::Options::create(collective_timeout_);
       // Loopback when every rank is on this host; otherwise the address this host resolves to.
       o->devices.push_back(host == "127.0.0.1" ? c10d::ProcessGroupGloo::createDeviceForHostname(host)
                                                : c10d::ProcessGroupGloo::createDefaultDevice());
-      // Its connection goes through the store: bounded like every store access (a stopped rank 0).
-      const int size = static_cast<int>(members.size());
-      auto made = withDeadline<c10::intrusive_ptr<c10d::Backend>>(
-          [prefixed, group_rank, size, o] {
-            return c10::intrusive_ptr<c10d::Backend>(
-                c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank, size, o));
-          },
-          storeDeadline());
-      if (!made) {
-        watch_->markBroken();
-        const std::string who = watch_->whoIsMissing("", members, -1);
-        TRAINSCOPE_THROW("creating process group " + name + " (ranks " + joinRanks(members) + ") on rank " +
-                         std::to_string(layout_.rank) + ": no answer within " + seconds(storeDeadline()) +
-                         (who.empty() ? "" : "; " + who));
-      }
-      backend = *made;
+      create = [prefixed, group_rank, size, o] {
+        return c10::intrusive_ptr<c10d::Backend>(c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank, size, o));
+      };
     }
+    auto made = withDeadline<c10::intrusive_ptr<c10d::Backend>>(create, storeDeadline());
+    if (!made) {
+      watch_->markBroken();
+      const std::string who = watch_->whoIsMissing("", members, -1);
+      TRAINSCOPE_THROW("creating process group " + name + " (ranks " + joinRanks(members) + ") on rank " +
+                       std::to_string(layout_.rank) + ": no answer within " + seconds(storeDeadline()) +
+                       (who.empty() ? "" : "; " + who));
+    }
+    const c10::intrusive_ptr<c10d::Backend> backend = *made;
     return std::make_unique<C10dGroup>(name, members, layout_.rank, backend, log_, watch_);
   }
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "trainscope/common/error.h"
+#include "trainscope/runtime/launch.h"
 #include "trainscope/runtime/memory.h"
 
 namespace trainscope::runtime {
@@ -69,8 +70,9 @@ bool injectedFailure(const std::string& spec, int rank, int64_t step) {
   char kind[16] = {};
   const int n = std::sscanf(spec.c_str(), "%d:%lld:%15s", &r, &k, kind);
   const std::string what = n == 3 ? kind : "throw";
-  if (n < 2 || r < 0 || k < 0 || (what != "throw" && what != "segv" && what != "hang" && what != "oom"))
-    throw UserError("--inject-failure", "expects RANK:STEP[:throw|segv|hang|oom], merge or close, got \"" + spec + "\"",
+  if (n < 2 || r < 0 || k < 0 || (what != "throw" && what != "segv" && what != "hang" && what != "oom" && what != "linger"))
+    throw UserError("--inject-failure",
+                    "expects RANK:STEP[:throw|segv|hang|oom|linger], merge or close, got \"" + spec + "\"",
                     "e.g. --inject-failure 1:2");
   if (r != rank || k != step) return false;
   if (what == "segv") {
@@ -81,6 +83,11 @@ bool injectedFailure(const std::string& spec, int rank, int64_t step) {
     installCountingCpuAllocator();
     setCpuMemoryLimit(cpuAllocatedBytes() + 1);
     return false;
+  }
+  if (what == "linger") {  // reports its error as a failing rank does, then never exits (a stuck teardown)
+    reportRankError("injected failure on rank " + std::to_string(rank) + " at step " + std::to_string(step) +
+                    " (the rank then lingers)");
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   if (what == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));

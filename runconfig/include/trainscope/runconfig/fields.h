@@ -130,7 +130,8 @@ void visitFields(V&& v) {
       F::kOmitDefault},
     &C::oversubscribe);
   v(F{"inject_failure", "--inject-failure",
-      "testing: RANK:STEP[:throw|segv|hang|oom] makes that rank fail at that step; \"merge\" makes the "
+      "testing: RANK:STEP[:throw|segv|hang|oom|linger] makes that rank fail at that step (linger: report, never "
+      "exit); \"merge\" makes the "
       "trace merge fail, \"close\" the run database's close (as on a full disk)",
       F::kOmitDefault},
     &C::inject_failure);

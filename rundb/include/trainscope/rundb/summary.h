@@ -18,7 +18,8 @@
 //                     window runs from one to the next; the last to the end of the last device event of
 //                     any counted step, or of device work without a launch that starts before the
 //                     counted steps' CPU span ends or as that work ends (repeated until the span stops
-//                     growing). The windows never overlap and leave no gap, so the idle time between
+//                     growing); the first reaches back to device work without a launch that starts
+//                     inside the first counted step's CPU window (an input copy). The windows never overlap and leave no gap, so the idle time between
 //                     steps is counted, work that runs into the next step is split at its start, and
 //                     summed over the steps no category exceeds what ran. Device events without their
 //                     launch in the trace do not place a window (counted apart: unattributed) but count

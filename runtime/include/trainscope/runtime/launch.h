@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,12 @@ std::string killerOf(int signal, int64_t oom_kills_before, int64_t oom_kills_aft
 std::string userFacing(const std::string& message);
 // The message without a library's C++ backtrace (what userFacing cuts off first).
 std::string withoutLibraryBacktrace(std::string message);
+
+// A one-process local run under a cgroup memory limit forks here (supervise.cpp): returns nullopt
+// in the process that goes on to train (and at once when no limit is in force), and in the parent
+// the exit status, after waiting for the child, passing on stop signals and saying what killed it
+// ("killed by the out-of-memory killer (cgroup limit …)" instead of silence).
+std::optional<int> superviseUnderMemoryLimit(std::ostream& err);
 
 // Both return the process exit status the launcher should exit with.
 int launchLocal(const LaunchOptions& o, std::ostream& err);
