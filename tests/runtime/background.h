@@ -27,10 +27,16 @@ inline std::string readFile(const std::string& p) {
 // A run in the background: its launcher's pid (`trainscope` execs `trainscope-train` in place),
 // its log, and a way to wait for a line or for its end. Waits are for conditions, with generous caps.
 struct Background {
-  explicit Background(const std::string& args, const std::string& log_name) : log(tempPath(log_name)) {
+  // `cgroup_dir`: a v1 cgroup folder the run starts in (its cgroup.procs), "" for this process's own.
+  explicit Background(const std::string& args, const std::string& log_name, const std::string& cgroup_dir = "")
+      : log(tempPath(log_name)) {
     pid = fork();
     if (pid == 0) {
       setpgid(0, 0);  // its own process group: a test's signals reach only what they name
+      if (!cgroup_dir.empty()) {
+        std::ofstream procs(cgroup_dir + "/cgroup.procs");
+        if (!(procs << getpid() << "\n" << std::flush)) _exit(126);
+      }
       const std::string cmd = "exec " + std::string(TRAINSCOPE_CLI) + " " + args + " > " + log + " 2>&1";
       execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
       _exit(127);

@@ -232,6 +232,23 @@ TEST(Launcher, AOneProcessRunEndedByTheOutOfMemoryKillerIsNamedAsSuch) {
   EXPECT_NE(r.output.find("done: 2 steps"), std::string::npos) << r.output;
 }
 
+TEST(Stop, AOneProcessRunWatchedUnderAMemoryLimitStopsOnSigintAndRecordsTheRun) {
+  // The watching parent passes the signal on; the run stops at a step as without a limit.
+  ChildCgroup cg("memory", "watched");
+  if (cg.dir.empty()) GTEST_SKIP() << "cannot create a memory cgroup here";
+  std::ofstream(cg.dir + "/memory.limit_in_bytes") << (int64_t(4) << 30) << "\n";
+  const std::string db = tempPath("watched.db");
+  Background run(kTiny + "--steps 100000 --overwrite --out " + db, "watched.log", cg.dir);
+  ASSERT_TRUE(run.waitFor("step    3")) << run.output();
+  kill(run.pid, SIGINT);
+  const std::optional<int> status = run.waitUpTo(240);
+  ASSERT_TRUE(status.has_value()) << run.output();
+  EXPECT_EQ(*status, 128 + SIGINT) << run.output();
+  EXPECT_NE(run.output().find("stopped by Interrupt after step "), std::string::npos) << run.output();
+  EXPECT_EQ(run.output().find("error:"), std::string::npos) << run.output();
+  EXPECT_GE(rdb::readSteps(db).size(), 4u);
+}
+
 TEST(Launcher, ARankThatReportsItsErrorAndNeverExitsFailsTheRunAfterTheGrace) {
   // Its teardown stuck (a peer stopped, a library's exit handler): the launcher does not wait for it.
   const auto r = cli(kTiny + "--steps 6 -q --nproc 2 --inject-failure 1:1:linger");

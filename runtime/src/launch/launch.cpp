@@ -335,7 +335,7 @@ class LocalLaunch {
     paused_.erase(r);
     const int code = e.shellStatus();
     const bool ok = code == 0;
-    if (!ok) exit_of_[r] = code;
+    if (!ok) exit_of_.emplace(r, code);  // kept when the grace already failed it (watchReporters)
     const bool stop_code = isStopStatus(code);
     if (e.kind == process::Exit::Exited && stop_code && !stopping_ && !terminating_) {
       // A rank got SIGINT/SIGTERM/SIGHUP itself (not through us): the ranks agreed to stop after the
