@@ -67,8 +67,8 @@ struct Trainer::Impl {
   Comm* comm = nullptr;
   Layout layout;
   StageSpec stage;
-  TpContext tp;
-  CpContext cp;  // tp.cp points here when cp > 1
+  BlockContext tp;  // what every block receives: TP, and CP / MoE when they run
+  CpContext cp;     // tp.cp points here when cp > 1
   std::vector<ParamInfo> info;
   std::unique_ptr<Experts> experts;    // MoE: expert gradients, load (train/experts.h)
 
