@@ -53,7 +53,7 @@ variable_list recomputeAndDifferentiate(AutogradContext* ctx, const variable_lis
 }
 
 struct BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
-  // inputs = [x, the block's weights (BlockKind::count of them)]; tp is a TpContext* that outlives the
+  // inputs = [x, the block's weights (BlockKind::count of them)]; tp is a BlockContext* that outlives the
   // step; kind packs BlockKind (moe, shared expert, layer).
   static at::Tensor forward(AutogradContext* ctx, int64_t n_head, int64_t tp, int64_t kind, at::TensorList inputs) {
     ctx->saved_data["n_head"] = n_head;
@@ -61,11 +61,11 @@ struct BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
     ctx->saved_data["kind"] = kind;
     ctx->save_for_backward(inputs.vec());
     return detail::blockForward(BlockWeights::fromFlat(&inputs[1], unpack(kind)), inputs[0], n_head, false,
-                                *reinterpret_cast<const TpContext*>(tp));
+                                *reinterpret_cast<const BlockContext*>(tp));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     const int64_t n_head = ctx->saved_data["n_head"].toInt();
-    const auto& tp = *reinterpret_cast<const TpContext*>(ctx->saved_data["tp"].toInt());
+    const auto& tp = *reinterpret_cast<const BlockContext*>(ctx->saved_data["tp"].toInt());
     const BlockKind kind = unpack(ctx->saved_data["kind"].toInt());
     variable_list g = recomputeAndDifferentiate(ctx, grad_out, [&](const variable_list& in) {
       return detail::blockForward(BlockWeights::fromFlat(&in[1], kind), in[0], n_head, false, tp);
@@ -92,7 +92,7 @@ struct AttentionCheckpoint : public torch::autograd::Function<AttentionCheckpoin
 
 }  // namespace
 
-at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head, const TpContext& tp) {
+at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head, const BlockContext& tp) {
   std::vector<at::Tensor> in = p.flat();
   in.insert(in.begin(), x);  // [x, the block's weights]
   return BlockCheckpoint::apply(n_head, reinterpret_cast<int64_t>(&tp), BlockCheckpoint::pack(p.kind()),

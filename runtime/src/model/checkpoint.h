@@ -17,13 +17,13 @@ namespace trainscope::runtime {
 namespace detail {
 at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head);
 at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_head, bool selective,
-                        const TpContext& tp);
+                        const BlockContext& tp);
 }  // namespace detail
 
 // Under tensor (or expert) parallelism the recomputation re-issues the block's collectives (a MoE
 // block's all-to-alls too); every rank of the group recomputes in the same order, so they match up
 // as in forward.
-at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head, const TpContext& tp);
+at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head, const BlockContext& tp);
 at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head);
 
 // True while this thread recomputes a checkpointed region in backward (what forward already

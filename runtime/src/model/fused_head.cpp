@@ -47,7 +47,7 @@ struct FusedHead : public torch::autograd::Function<FusedHead> {
   // x (N, C), w (V, C), targets (N) int64 → mean loss (fp32 scalar)
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& targets, int64_t tp_handle) {
-    const TpContext& tp = *reinterpret_cast<const TpContext*>(tp_handle);
+    const BlockContext& tp = *reinterpret_cast<const BlockContext*>(tp_handle);
     const int64_t N = x.size(0), V = w.size(0);
     // Vocabulary rows this rank holds: [v0, v0 + V); rows >= vocab are padding and never win.
     const int64_t v0 = tp.active() ? tp.vocab_begin : 0;
@@ -132,12 +132,12 @@ struct FusedHead : public torch::autograd::Function<FusedHead> {
 }  // namespace
 
 at::Tensor lmHeadCrossEntropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
-                              const TpContext& tp) {
+                              const BlockContext& tp) {
   return FusedHead::apply(x, w, targets, reinterpret_cast<int64_t>(&tp));
 }
 
 at::Tensor lmHeadCrossEntropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets) {
-  static const TpContext kNoTp;
+  static const BlockContext kNoTp;
   return lmHeadCrossEntropy(x, w, targets, kNoTp);
 }
 

@@ -6,14 +6,14 @@
 
 namespace trainscope::runtime {
 
-struct TpContext;
+struct BlockContext;
 
 // x (N, C) final hidden states, w (V, C) token embedding, targets (N) int64 → mean loss (fp32).
 // Under tensor parallelism w is this rank's vocabulary shard (V/TP, C): the softmax statistics are
 // all-reduced across the group (vocabulary-parallel cross-entropy), dW stays local and dX is this
 // rank's partial sum (the caller's copyToTp/gatherSeq sums it in backward).
 at::Tensor lmHeadCrossEntropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
-                              const TpContext& tp);
+                              const BlockContext& tp);
 // Without tensor parallelism.
 at::Tensor lmHeadCrossEntropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets);
 // The unfused reference (linear + cross_entropy), for tests.

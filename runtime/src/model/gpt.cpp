@@ -294,7 +294,7 @@ at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head) {
 // One pre-LN transformer block: x (B, T, C) -> (B, T, C); (B, T/TP, C) under sequence parallelism.
 // Without TP the collectives are identities and the biases fuse into the GEMMs.
 at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_head, bool selective,
-                        const TpContext& tp) {
+                        const BlockContext& tp) {
   const int64_t C = x.size(2);
   const bool sp = tp.sequence_parallel, split = tp.active();
   auto leaveTp = [&](const at::Tensor& t) { return sp ? scatterSeq(t, tp) : reduceFromTp(t, tp); };
@@ -321,7 +321,7 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
 
 }  // namespace detail
 
-at::Tensor stageForward(const GptWeights& w, const StageSpec& st, const TpContext& tp, int64_t n_head,
+at::Tensor stageForward(const GptWeights& w, const StageSpec& st, const BlockContext& tp, int64_t n_head,
                         const at::Tensor& input, const at::Tensor& targets, Checkpointing ckpt,
                         LayerHooks* hooks) {
   at::Tensor x;
@@ -361,7 +361,7 @@ at::Tensor stageForward(const GptWeights& w, const StageSpec& st, const TpContex
 
 at::Tensor gptLoss(const GptWeights& w, int64_t n_head, const at::Tensor& inputs, const at::Tensor& targets,
                    Checkpointing ckpt) {
-  static const TpContext kNoTp;
+  static const BlockContext kNoTp;
   return stageForward(w, StageSpec::whole(int64_t(w.blocks.size())), kNoTp, n_head, inputs, targets, ckpt);
 }
 

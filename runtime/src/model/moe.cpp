@@ -158,8 +158,8 @@ void ExpertLoad::add(const ExpertLoad& o) {
   calls += o.calls;
 }
 
-MoeContext& moeContext(const TpContext& tp) {
-  if (!tp.moe) TRAINSCOPE_THROW("a MoE block ran without its MoE context (TpContext::moe)");
+MoeContext& moeContext(const BlockContext& tp) {
+  if (!tp.moe) TRAINSCOPE_THROW("a MoE block ran without its MoE context (BlockContext::moe)");
   return *tp.moe;
 }
 

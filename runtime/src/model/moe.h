@@ -72,7 +72,7 @@ struct ExpertLoad {
   void add(const ExpertLoad& o);  // sums a call into this step's total
 };
 
-struct TpContext;
+struct BlockContext;
 
 // What the GPT's MoE blocks share during a step: the layer's settings, the expert-parallel group,
 // and the step's expert load by global layer, summed over the micro-batches (recomputation in
@@ -84,7 +84,7 @@ struct MoeContext {
   std::map<int64_t, ExpertLoad> load;
 };
 // The MoE context a block runs with (tp.moe); throws when a MoE block runs without one.
-MoeContext& moeContext(const TpContext& tp);
+MoeContext& moeContext(const BlockContext& tp);
 
 // The whole layer's fp32 weights on the CPU, GPT-2 style: N(0, 0.02), the c_proj ones scaled by
 // 1/sqrt(2L), zero biases; drawn in flat() order from `gen`, so one seed gives one model.

@@ -15,20 +15,20 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// A TpContext travels through autograd's saved_data as an integer: it outlives every step.
-int64_t handle(const TpContext& tp) { return reinterpret_cast<int64_t>(&tp); }
-const TpContext& fromHandle(AutogradContext* ctx) {
-  return *reinterpret_cast<const TpContext*>(ctx->saved_data["tp"].toInt());
+// A BlockContext travels through autograd's saved_data as an integer: it outlives every step.
+int64_t handle(const BlockContext& tp) { return reinterpret_cast<int64_t>(&tp); }
+const BlockContext& fromHandle(AutogradContext* ctx) {
+  return *reinterpret_cast<const BlockContext*>(ctx->saved_data["tp"].toInt());
 }
 
-at::Tensor allReduced(const at::Tensor& t, const TpContext& tp) {
+at::Tensor allReduced(const at::Tensor& t, const BlockContext& tp) {
   at::Tensor out = t.contiguous().clone();
   tp.group->allReduce(out);
   return out;
 }
 
 // (B, T/TP, C) on each rank -> (B, T, C): all-gather along dim 0 of the (T, B, C) layout.
-at::Tensor allGatherSeq(const at::Tensor& x, const TpContext& tp) {
+at::Tensor allGatherSeq(const at::Tensor& x, const BlockContext& tp) {
   at::Tensor local = x.transpose(0, 1).contiguous();                      // (T/TP, B, C)
   auto sizes = local.sizes().vec();
   sizes[0] *= tp.size();
@@ -38,7 +38,7 @@ at::Tensor allGatherSeq(const at::Tensor& x, const TpContext& tp) {
 }
 
 // (B, T, C) partial sums on each rank -> (B, T/TP, C) summed, this rank's slice of T.
-at::Tensor reduceScatterSeq(const at::Tensor& x, const TpContext& tp) {
+at::Tensor reduceScatterSeq(const at::Tensor& x, const BlockContext& tp) {
   at::Tensor full = x.transpose(0, 1).contiguous();                        // (T, B, C)
   auto sizes = full.sizes().vec();
   sizes[0] /= tp.size();
@@ -59,7 +59,7 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
 
 struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t tp) {
-    return allReduced(x, *reinterpret_cast<const TpContext*>(tp));
+    return allReduced(x, *reinterpret_cast<const BlockContext*>(tp));
   }
   static variable_list backward(AutogradContext*, variable_list g) { return {g[0], at::Tensor()}; }
 };
@@ -67,7 +67,7 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
 struct GatherSeq : torch::autograd::Function<GatherSeq> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t tp) {
     ctx->saved_data["tp"] = tp;
-    return allGatherSeq(x, *reinterpret_cast<const TpContext*>(tp));
+    return allGatherSeq(x, *reinterpret_cast<const BlockContext*>(tp));
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     return {reduceScatterSeq(g[0], fromHandle(ctx)), at::Tensor()};
@@ -77,7 +77,7 @@ struct GatherSeq : torch::autograd::Function<GatherSeq> {
 struct ScatterSeq : torch::autograd::Function<ScatterSeq> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t tp) {
     ctx->saved_data["tp"] = tp;
-    return reduceScatterSeq(x, *reinterpret_cast<const TpContext*>(tp));
+    return reduceScatterSeq(x, *reinterpret_cast<const BlockContext*>(tp));
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     return {allGatherSeq(g[0], fromHandle(ctx)), at::Tensor()};
@@ -95,11 +95,11 @@ struct GatherSeqLinear : torch::autograd::Function<GatherSeqLinear> {
     ctx->saved_data["tp"] = tp;
     ctx->saved_data["has_bias"] = b.has_value();
     ctx->save_for_backward({x, w});                                        // the shard only
-    at::Tensor full = allGatherSeq(x, *reinterpret_cast<const TpContext*>(tp));  // (B, T, C), freed here
+    at::Tensor full = allGatherSeq(x, *reinterpret_cast<const BlockContext*>(tp));  // (B, T, C), freed here
     return linear(full, w, b.value_or(at::Tensor()));                      // (B, T, N)
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    const TpContext& tp = fromHandle(ctx);
+    const BlockContext& tp = fromHandle(ctx);
     auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &w = saved[1];
     const int64_t B = x.size(0), Ts = x.size(1), C = x.size(2), T = Ts * tp.size(), N = w.size(0);
@@ -129,7 +129,7 @@ struct GatherSeqLinear : torch::autograd::Function<GatherSeqLinear> {
 
 }  // namespace
 
-at::Tensor columnParallelLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const TpContext& tp) {
+at::Tensor columnParallelLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const BlockContext& tp) {
   if (!tp.active() || !tp.sequence_parallel) return linear(copyToTp(x, tp), w, b);
   // TRAINSCOPE_SP_KEEP_GATHERED=1: the previous layout (keep the gathered input), so that a test can
   // measure what the shard saves on the same run.
@@ -141,20 +141,20 @@ at::Tensor columnParallelLinear(const at::Tensor& x, const at::Tensor& w, const 
   return GatherSeqLinear::apply(x, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt, handle(tp));
 }
 
-at::Tensor copyToTp(const at::Tensor& x, const TpContext& tp) {
+at::Tensor copyToTp(const at::Tensor& x, const BlockContext& tp) {
   return tp.active() ? CopyToTp::apply(x, handle(tp)) : x;
 }
-at::Tensor reduceFromTp(const at::Tensor& x, const TpContext& tp) {
+at::Tensor reduceFromTp(const at::Tensor& x, const BlockContext& tp) {
   return tp.active() ? ReduceFromTp::apply(x, handle(tp)) : x;
 }
-at::Tensor gatherSeq(const at::Tensor& x, const TpContext& tp) {
+at::Tensor gatherSeq(const at::Tensor& x, const BlockContext& tp) {
   return tp.active() ? GatherSeq::apply(x, handle(tp)) : x;
 }
-at::Tensor scatterSeq(const at::Tensor& x, const TpContext& tp) {
+at::Tensor scatterSeq(const at::Tensor& x, const BlockContext& tp) {
   return tp.active() ? ScatterSeq::apply(x, handle(tp)) : x;
 }
 
-at::Tensor vocabParallelEmbedding(const at::Tensor& wte_local, const at::Tensor& tokens, const TpContext& tp) {
+at::Tensor vocabParallelEmbedding(const at::Tensor& wte_local, const at::Tensor& tokens, const BlockContext& tp) {
   if (!tp.active()) return at::embedding(wte_local, tokens);
   at::Tensor in_shard = (tokens >= tp.vocab_begin).logical_and_(tokens < tp.vocab_begin + tp.vocab_local);
   at::Tensor local = (tokens - tp.vocab_begin).mul_(in_shard);             // out-of-shard -> row 0

@@ -21,13 +21,16 @@ namespace trainscope::runtime {
 struct CpContext;
 struct MoeContext;
 
-struct TpContext {
-  Group* group = nullptr;  // nullptr or size 1: no tensor parallelism
+// What every block (and the embedding and head) receives besides its weights: the tensor-parallel
+// group and sequence parallelism, the context-parallel context, the MoE context, and the vocabulary
+// split. One struct so that a block's signature does not change when a parallel mode is added.
+struct BlockContext {
+  Group* group = nullptr;  // the TP group; nullptr or size 1: no tensor parallelism
   bool sequence_parallel = false;
-  // Context parallelism (context_parallel.h): set only when cp > 1. It rides here because this is
-  // the one context every block receives; attention and the position embedding read it.
+  // Context parallelism (context_parallel.h): set only when cp > 1; attention and the position
+  // embedding read it.
   const CpContext* cp = nullptr;
-  // Mixture of experts (moe.h): set when the model has MoE layers; it rides here for the same reason.
+  // Mixture of experts (moe.h): set when the model has MoE layers; the MoE MLP reads it.
   MoeContext* moe = nullptr;
   int64_t vocab = 0;         // true vocabulary size
   int64_t vocab_begin = 0;   // this rank's first vocabulary row
@@ -37,20 +40,20 @@ struct TpContext {
   bool active() const { return size() > 1; }
 };
 
-at::Tensor copyToTp(const at::Tensor& x, const TpContext& tp);
-at::Tensor reduceFromTp(const at::Tensor& x, const TpContext& tp);
-at::Tensor gatherSeq(const at::Tensor& x, const TpContext& tp);
-at::Tensor scatterSeq(const at::Tensor& x, const TpContext& tp);
+at::Tensor copyToTp(const at::Tensor& x, const BlockContext& tp);
+at::Tensor reduceFromTp(const at::Tensor& x, const BlockContext& tp);
+at::Tensor gatherSeq(const at::Tensor& x, const BlockContext& tp);
+at::Tensor scatterSeq(const at::Tensor& x, const BlockContext& tp);
 
 // linear(f(x), w, b) for a column-parallel w (N/TP, C): x (B, T, C), or (B, T/TP, C) under sequence
 // parallelism, -> (B, T, N/TP). Under SP this is Megatron-LM's LinearWithGradAccumulationAndAsync-
 // Communication: autograd saves the shard, not the gathered (B, T, C) input; backward all-gathers it
 // again (overlapped with dX = dY W), then reduce-scatters dX (overlapped with dW = dYᵀ X).
-at::Tensor columnParallelLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const TpContext& tp);
+at::Tensor columnParallelLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const BlockContext& tp);
 
 // Vocabulary-parallel embedding lookup: rows outside this rank's shard read as zero; the partial
 // sums are then combined by reduceFromTp (or scatterSeq under sequence parallelism).
-at::Tensor vocabParallelEmbedding(const at::Tensor& wte_local, const at::Tensor& tokens, const TpContext& tp);
+at::Tensor vocabParallelEmbedding(const at::Tensor& wte_local, const at::Tensor& tokens, const BlockContext& tp);
 
 // Padded vocabulary: the smallest multiple of tp that is >= vocab.
 int64_t paddedVocab(int64_t vocab, int tp);

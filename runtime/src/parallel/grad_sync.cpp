@@ -240,7 +240,7 @@ void GradSync::onGradReady(size_t i) {
 
 void GradSync::launch(Bucket& b) { b.pending = dp_.allReduceAsync(b.buffer, Reduce::Sum); }
 
-void GradSync::setLastMicroBatch(bool last) {
+void GradSync::beforeMicroBatch(bool last) {
   last_micro_ = last;
   if (mode_ == Mode::Zero2 && micro_has_grads_) flushMicroBatch();
 }
@@ -337,7 +337,11 @@ void GradSync::finishBackward() {
   hidden_share_ = total > 0 ? hidden / total : 0;
 }
 
-void GradSync::gatherParams() {
+Group* GradSync::normGroup() {
+  return (mode_ == Mode::Zero1 || mode_ == Mode::Zero2) && dp_.size() > 1 ? &dp_ : nullptr;
+}
+
+void GradSync::afterUpdate() {
   c10::NoGradGuard g;
   if (mode_ == Mode::Zero1) {
     at::Tensor mine = flat_params_.narrow(0, dp_.rank() * segment_, segment_).clone();

@@ -1,4 +1,5 @@
-// grad_sync.h — data-parallel gradient reduction (internal to the runtime).
+// grad_sync.h — data-parallel gradient reduction (internal to the runtime): the DataParallel
+// (data_parallel.h) of every ZeRO stage but 3 — makeDataParallel picks the mode.
 //
 // Owns the fp32 main gradients. Four modes:
 //   Buckets  — DDP-style: gradients live in flat buckets (reverse parameter order, ~backward order);
@@ -29,20 +30,16 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "parallel/data_parallel.h"
 #include "trainscope/runtime/comm.h"
 
 namespace trainscope::runtime {
 
-class GradSync {
+class GradSync final : public DataParallel {
  public:
   enum class Mode { Buckets, Zero1, Zero2, None };
 
-  // What this rank updates: the elements of parameter `param` that are its own, as views of the
-  // fp32 main gradient and of the master weight (whole tensors, or under ZeRO-2 1-D slices).
-  struct Shard {
-    size_t param;
-    at::Tensor grad, master;
-  };
+  // Shard (data_parallel.h): whole tensors, or under ZeRO-2 1-D slices.
 
   // compute: the autograd leaves forward uses; master: fp32 weights (same shapes; may be the same
   // tensors). Zero1 and Zero2 re-seat `master` as views into their flat buffer.
@@ -50,30 +47,34 @@ class GradSync {
   // tied embedding under pipeline parallelism, which also needs the first/last-stage all-reduce).
   GradSync(Group& dp, Mode mode, int64_t bucket_bytes, std::vector<at::Tensor>& compute,
            std::vector<at::Tensor>& master, bool low_precision, const std::vector<bool>& managed);
-  ~GradSync();
+  ~GradSync() override;
 
+  // The leaves: `compute` as re-seated. No layer hooks: the whole stage stays resident.
+  const std::vector<at::Tensor>& leaves() const override { return compute_; }
   // Full main gradients by parameter. Under ZeRO-2 only the unmanaged ones are defined: use shards().
-  std::vector<at::Tensor>& mainGrads() { return main_grads_; }
-  const std::vector<Shard>& shards() const { return shards_; }
+  std::vector<at::Tensor>& mainGrads() override { return main_grads_; }
+  const std::vector<Shard>& shards() const override { return shards_; }
+  // Zero1/Zero2 over more than one rank: the DP group the shards are spread over.
+  Group* normGroup() override;
   // Whole tensors this rank updates (Zero1: its own; Zero2: only the unmanaged ones; else all).
   const std::vector<bool>& owned() const { return owned_; }
   // Bytes of gradients held between steps: main gradients (or ZeRO-2's shards), and any 16-bit
   // gradient still attached to a compute weight.
-  int64_t gradBytes() const;
+  int64_t gradBytes() const override;
 
-  void zeroGrads();
+  void zeroGrads() override;
   // Called before each micro-batch's backward (last: the step's final one). DDP buckets launch only
   // in the last; ZeRO-2 finishes the previous micro-batch's reduction here.
-  void setLastMicroBatch(bool last);
+  void beforeMicroBatch(bool last) override;
   // After the last backward: launch what has not been, wait, and average over DP.
-  void finishBackward();
+  void finishBackward() override;
   // Zero1/Zero2: all-gather the updated master weights.
-  void gatherParams();
+  void afterUpdate() override;
 
   // Share of this step's gradient-collective time that ran before backward ended (Buckets, Zero2),
   // and the total time the collectives took.
-  double hiddenShare() const { return hidden_share_; }
-  double commSeconds() const { return comm_seconds_; }
+  double hiddenShare() const override { return hidden_share_; }
+  double commSeconds() const override { return comm_seconds_; }
 
  private:
   struct Bucket;

@@ -1,4 +1,5 @@
-// zero3.h — ZeRO-3 / fully sharded data parallelism (internal to the runtime).
+// zero3.h — ZeRO-3 / fully sharded data parallelism (internal to the runtime): the DataParallel
+// (data_parallel.h) of --zero 3 over a shard group of more than one rank.
 //
 // What it is: the parameters, their gradients and the optimizer state sharded over a group of DP
 // ranks (Rajbhandari et al. 2020, "P_os+g+p"), gathered one layer at a time as PyTorch FSDP does
@@ -36,13 +37,13 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "parallel/grad_sync.h"
+#include "parallel/data_parallel.h"
 #include "trainscope/runtime/comm.h"
 #include "trainscope/runtime/gpt.h"
 
 namespace trainscope::runtime {
 
-class Zero3 final : public LayerHooks {
+class Zero3 final : public DataParallel, private LayerHooks {
  public:
   // full: this rank's fp32 tensors as built (TP-local, the whole stage, in GptWeights::flat() order);
   // read once. replicas: null without hybrid sharding. dp: every DP rank, for the average.
@@ -54,26 +55,32 @@ class Zero3 final : public LayerHooks {
   // compute copy (the same tensors in fp32), and of the gradients; whether the piece is non-empty.
   std::vector<at::Tensor>& master() { return master_; }
   std::vector<at::Tensor>& compute() { return compute_; }
-  std::vector<at::Tensor>& mainGrads() { return grads_; }
+  std::vector<at::Tensor>& mainGrads() override { return grads_; }
   const std::vector<bool>& owned() const { return owned_; }
-  // The non-empty pieces as the trainer's optimizer and norm take them (GradSync's shape of it).
-  const std::vector<GradSync::Shard>& shards() const { return shards_; }
-  int64_t gradBytes() const;  // the fp32 gradient shards (no full gradient outlives its unit's backward)
-  int64_t pieceOffset(size_t i) const { return piece_offset_[i]; }  // where piece i starts in its tensor
+  // The non-empty pieces as the trainer's optimizer and norm take them.
+  const std::vector<Shard>& shards() const override { return shards_; }
+  int64_t gradBytes() const override;  // the fp32 gradient shards (no full gradient outlives its unit's backward)
+  int64_t pieceOffset(size_t i) const override { return piece_offset_[i]; }  // where piece i starts in its tensor
   // The leaves forward and backward use (full shapes; storage only while gathered).
+  const std::vector<at::Tensor>& leaves() const override { return leaves_; }
   const GptWeights& weights() const { return weights_; }
-  Group& shardGroup() { return shard_; }
+  // stageForward gathers and frees each layer through these (beforeForward, afterForward below).
+  LayerHooks* layerHooks() override { return this; }
+  // Σg²: summed over the shard group (under hybrid sharding the replicas hold the same shards).
+  Group* normGroup() override { return &shard_; }
+  // The weight digest: every rank of the first shard group hands in its pieces.
+  bool handsInDigest(bool /*whole_replica*/) const override { return firstReplica(); }
   bool firstReplica() const { return !replicas_ || replicas_->rank() == 0; }
 
-  void zeroGrads();
+  void zeroGrads() override;
   // After the last backward: the last reduce-scatter waited for, replicas summed, the average taken.
-  void finishBackward();
-  double commSeconds() const { return comm_seconds_; }
+  void finishBackward() override;
+  double commSeconds() const override { return comm_seconds_; }
 
+ private:
   void beforeForward(int64_t layer) override;
   at::Tensor afterForward(int64_t layer, const at::Tensor& out) override;
 
- private:
   struct Unit;
   void gather(size_t u);          // start the all-gather of unit u unless it is under way or done
   void ready(size_t u);           // unit u gathered (waits for it)
@@ -93,7 +100,7 @@ class Zero3 final : public LayerHooks {
   std::vector<at::Tensor> leaves_, master_, compute_, grads_;
   std::vector<int64_t> piece_offset_;
   std::vector<bool> owned_;
-  std::vector<GradSync::Shard> shards_;
+  std::vector<Shard> shards_;
   GptWeights weights_;
   std::vector<std::shared_ptr<void>> hooks_;  // grad accumulators kept alive
   struct InFlight;

@@ -1,5 +1,6 @@
-// trainer.cpp — the training step (see trainer.h for the recipe). Parallel pieces: grad_sync.cpp
-// (DP buckets, ZeRO-1), tensor_parallel.cpp (TP/SP collectives), pipeline.cpp (GPipe, 1F1B).
+// trainer.cpp — the training step (see trainer.h for the recipe). Parallel pieces: data_parallel.h
+// (one DataParallel: DDP buckets, ZeRO-1/2 in grad_sync.cpp, ZeRO-3 in zero3.cpp), tensor_parallel.cpp
+// (TP/SP collectives), pipeline.cpp (GPipe, 1F1B).
 #include "trainscope/runtime/trainer.h"
 
 #include <ATen/ATen.h>
@@ -15,8 +16,7 @@
 #include <utility>
 
 #include "cpu/cpu_kernels.h"
-#include "parallel/grad_sync.h"
-#include "parallel/zero3.h"
+#include "parallel/data_parallel.h"
 #include "train/lane_grads.h"
 #include "cpu/lanes.h"
 #include "optim/loss_scaler.h"
@@ -67,8 +67,8 @@ struct Trainer::Impl {
   Comm* comm = nullptr;
   Layout layout;
   StageSpec stage;
-  TpContext tp;
-  CpContext cp;  // tp.cp points here when cp > 1
+  BlockContext tp;  // what every block receives: TP, and CP / MoE when they run
+  CpContext cp;     // tp.cp points here when cp > 1
   std::vector<ParamInfo> info;
   std::unique_ptr<Experts> experts;    // MoE: expert gradients, load (train/experts.h)
 
@@ -76,8 +76,7 @@ struct Trainer::Impl {
   std::vector<at::Tensor> compute;     // weights forward/backward use: `master` in fp32, else copies
   GptWeights compute_weights;
   std::vector<GptWeights> chunk_weights;  // compute_weights by model chunk (one unless interleaved 1F1B)
-  std::unique_ptr<GradSync> sync;
-  std::unique_ptr<Zero3> zero3;        // --zero 3 over a shard group of more than one rank: instead of sync
+  std::unique_ptr<DataParallel> dp;    // gradients over DP x CP, ZeRO 0-3 (makeDataParallel picks the class)
   std::unique_ptr<Optimizer> optimizer;
   int wte_index = -1;                  // tied embedding under pipeline parallelism (reduced by hand)
   LossScaler scaler;
@@ -94,15 +93,14 @@ struct Trainer::Impl {
   bool inject_overflow = false;
 
   bool lowPrecision() const { return compute_dtype != at::kFloat; }
-  std::vector<at::Tensor>& grads() { return sync->mainGrads(); }
-  const std::vector<GradSync::Shard>& shards() const { return zero3 ? zero3->shards() : sync->shards(); }
+  std::vector<at::Tensor>& grads() { return dp->mainGrads(); }
+  const std::vector<DataParallel::Shard>& shards() const { return dp->shards(); }
 
   // Forward + backward over this rank's share of step k's global batch; reduces gradients over DP
   // (and the tied embedding over its two stages). Grads are still multiplied by the loss scale.
   // Returns the mean loss over the global batch and the activation peak above the step's baseline.
   std::pair<double, int64_t> forwardBackward(int64_t k) {
-    if (zero3) zero3->zeroGrads();
-    else if (!lanes) sync->zeroGrads();  // lanes overwrite the main gradients
+    if (!lanes) dp->zeroGrads();  // lanes overwrite the main gradients
     const int64_t baseline = memory->currentBytes();
     memory->resetPeak();
     const int64_t M = cfg.ga_steps;
@@ -116,7 +114,7 @@ struct Trainer::Impl {
     auto forward = [&](const at::Tensor& input, const at::Tensor& targets) {
       TRAINSCOPE_RANGE(names::kForward);
       at::Tensor out =
-          stageForward(compute_weights, stage, tp, cfg.model.n_head, input, targets, cfg.ckpt, zero3.get());
+          stageForward(compute_weights, stage, tp, cfg.model.n_head, input, targets, cfg.ckpt, dp->layerHooks());
       memoryCounter(*memory);
       return out;
     };
@@ -137,7 +135,7 @@ struct Trainer::Impl {
           return out;
         };
         loss_sum += runPipeline(p, batch, chunk_forward, loss_scale,
-                                [&](int64_t m) { sync->setLastMicroBatch(m == M - 1); });
+                                [&](int64_t m) { dp->beforeMicroBatch(m == M - 1); });
         break;
       }
     }
@@ -160,7 +158,7 @@ struct Trainer::Impl {
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
     for (int64_t m = 0; m < M; ++m) {
       TRAINSCOPE_RANGE(names::kMicroBatch);
-      if (sync) sync->setLastMicroBatch(m == M - 1);  // DP buckets launch during the last backward
+      dp->beforeMicroBatch(m == M - 1);  // DP buckets launch during the last backward
       Batch b = batch(m);                                                // (mbs, T)
       at::Tensor loss = forward(b.inputs, b.targets);                   // scalar
       {
@@ -210,8 +208,7 @@ struct Trainer::Impl {
   void finalizeGradients() {
     TRAINSCOPE_RANGE(names::kGradSync);
     if (lanes) lane_sq = sumLaneGradients(*lanes, lane_leaves, grads());
-    if (zero3) zero3->finishBackward();
-    else sync->finishBackward();
+    dp->finishBackward();
     reduceTiedAndPartial();
   }
 
@@ -266,7 +263,7 @@ struct Trainer::Impl {
       }
     }
     if (tp.sequence_parallel)
-      for (const GradSync::Shard& sh : shards())  // TP peers shard alike: same slices
+      for (const DataParallel::Shard& sh : shards())  // TP peers shard alike: same slices
         if (info[sh.param].sp_partial) {
           at::Tensor g = sh.grad;
           comm->tp().allReduce(g);
@@ -279,15 +276,16 @@ struct Trainer::Impl {
   double unscaleAndNorm() {
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor> g;  // what this rank updates: whole main gradients, or ZeRO-2's slices
-    for (const GradSync::Shard& sh : shards()) g.push_back(sh.grad);
+    for (const DataParallel::Shard& sh : shards()) g.push_back(sh.grad);
     if (scaler.scale != 1.0 && !g.empty()) at::_foreach_mul_(g, 1.0 / scaler.scale);
     if (inject_overflow) {
       if (!g.empty()) g[0].view({-1})[0].fill_(std::numeric_limits<float>::infinity());
       inject_overflow = false;
       lane_sq.reset();
     }
+    Group* sum_over = dp->normGroup();  // ranks holding other shards of the same tensors (ZeRO)
     std::vector<at::Tensor> counted, counted_experts;
-    for (const GradSync::Shard& sh : shards()) {
+    for (const DataParallel::Shard& sh : shards()) {
       const size_t i = sh.param;
       if (!countedOnThisRank(i)) continue;
       if (experts->ownsGradient(i)) {
@@ -295,7 +293,7 @@ struct Trainer::Impl {
         continue;
       }
       // Under ZeRO the tied embedding (not partitioned) is on every DP rank: count it on one.
-      if (static_cast<int>(i) == wte_index && shardsOptimizer(cfg.zero) && comm->dpCp().rank() != 0) continue;
+      if (static_cast<int>(i) == wte_index && sum_over && sum_over->rank() != 0) continue;
       counted.push_back(sh.grad);
     }
     at::Tensor sq = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
@@ -304,10 +302,8 @@ struct Trainer::Impl {
     if (have_lane_sq) sq.fill_(*lane_sq);
     else if (!counted.empty()) sq = at::stack(at::_foreach_norm(counted, 2)).to(at::kDouble).square().sum();
     lane_sq.reset();
-    const bool dp_sums = !zero3 && shardsOptimizer(cfg.zero) && layout.dp * layout.cp > 1;
-    if (experts->active() && cfg.ep > 1) sq += experts->sumSquares(counted_experts, dp_sums);
-    if (zero3) zero3->shardGroup().allReduce(sq);  // hybrid: the replicas hold the same shards
-    else if (shardsOptimizer(cfg.zero) && layout.dp * layout.cp > 1) comm->dpCp().allReduce(sq);  // ZeRO shards over DP x CP
+    if (experts->active() && cfg.ep > 1) sq += experts->sumSquares(counted_experts, sum_over != nullptr);
+    if (sum_over) sum_over->allReduce(sq);
     if (layout.tp > 1) comm->tp().allReduce(sq);
     if (layout.pp > 1) comm->pp().allReduce(sq);
     if (cfg.local_sgd > 0 && layout.dp > 1) {
@@ -320,26 +316,12 @@ struct Trainer::Impl {
     return std::sqrt(sq.item<double>());
   }
 
-  // --zero 3 over more than one rank: Zero3 holds the weights, gradients and optimizer pieces
-  // (parallel/zero3.h) and `master`/`compute` become its per-tensor pieces. A shard group of one
-  // (one DP rank, or --zero-shard-size 1) has no parameters to shard: ZeRO-1 runs instead.
-  bool setUpZero3() {
-    if (cfg.zero != ZeroStage::Parameters) return false;
-    const int shard = cfg.zero_shard_size > 0 ? cfg.zero_shard_size : layout.dp;
-    if (shard <= 1) return false;
-    Group& group = shard == layout.dp ? comm->dp() : comm->subGroup("zero_shard", layout.zeroShardGroup(shard));
-    Group* replicas = shard == layout.dp ? nullptr : &comm->subGroup("zero_replica", layout.zeroReplicaGroup(shard));
-    zero3 = std::make_unique<Zero3>(group, replicas, layout.dp, stage, master, compute_dtype, device);
-    master = zero3->master();
-    compute = zero3->compute();
-    return true;
-  }
-
-  // The part of ZeRO-3 piece i of the (vocabulary-padded) embedding that holds real rows.
-  at::Tensor zero3Rows(size_t i, const at::Tensor& piece) const {
+  // The elements of this rank's copy of the (vocabulary-padded) embedding, flat, that hold real
+  // rows: a whole tensor's first rows, or the part of a ZeRO-3 piece before the padding.
+  at::Tensor realRows(size_t i, const at::Tensor& piece) const {
     const int64_t real = std::max<int64_t>(0, tp.vocab - tp.vocab_begin) * cfg.model.n_embd;
-    const int64_t keep = std::clamp<int64_t>(real - zero3->pieceOffset(i), 0, piece.numel());
-    return piece.narrow(0, 0, keep);
+    const int64_t keep = std::clamp<int64_t>(real - dp->pieceOffset(i), 0, piece.numel());
+    return piece.reshape({-1}).narrow(0, 0, keep);
   }
 
   // What the optimizer steps: this rank's shards, a MoE expert tensor (E/ep, …) as E/ep tensors of
@@ -349,7 +331,7 @@ struct Trainer::Impl {
   template <class Pick>
   std::vector<at::Tensor> optimizerTensors(Pick pick, std::vector<bool>* decay = nullptr) const {
     std::vector<at::Tensor> out;
-    for (const GradSync::Shard& sh : shards()) {
+    for (const DataParallel::Shard& sh : shards()) {
       const at::Tensor t = pick(sh);
       const size_t n = info[sh.param].expert && t.dim() >= 2 ? size_t(t.size(0)) : 0;
       if (n == 0) out.push_back(t);
@@ -362,7 +344,7 @@ struct Trainer::Impl {
   void update(double lr, double norm) {
     TRAINSCOPE_RANGE(names::kOptimizer);
     c10::NoGradGuard no_grad;
-    std::vector<at::Tensor> mine = optimizerTensors([](const GradSync::Shard& sh) { return sh.grad; });
+    std::vector<at::Tensor> mine = optimizerTensors([](const DataParallel::Shard& sh) { return sh.grad; });
     const double clip = cfg.clip > 0 && norm > cfg.clip ? cfg.clip / (norm + 1e-6) : 1.0;
     if (PartitionedStep* parts = lanes ? partitioned(*optimizer) : nullptr) {
       // Each lane updates its share of the elements: no intra-op fork per parameter tensor.
@@ -371,7 +353,7 @@ struct Trainer::Impl {
     } else {
       optimizer->step(mine, lr, clip);  // clipped
     }
-    if (sync) sync->gatherParams();  // ZeRO-1/2: everyone gets everyone's updated shard
+    dp->afterUpdate();  // ZeRO-1/2: everyone gets everyone's updated shard
     if (cfg.local_sgd > 0 && layout.dp > 1 && (step + 1) % cfg.local_sgd == 0)
       for (auto& p : master) {  // local SGD: average the weights every H steps
         comm->dp().allReduce(p);
@@ -441,22 +423,14 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
     s.wte_index = 0;  // flat() puts wte first
     managed[0] = false;
   }
-  const auto mode = cfg.zero == ZeroStage::Gradients ? GradSync::Mode::Zero2
-                    : shardsOptimizer(cfg.zero)        ? GradSync::Mode::Zero1
-                    : cfg.local_sgd > 0                ? GradSync::Mode::None
-                                                       : GradSync::Mode::Buckets;
-  // Gradients are reduced over DP x CP (Megatron-LM's data-parallel-with-context group): each CP
-  // rank's gradients cover its tokens only.
-  if (!s.setUpZero3())
-    s.sync = std::make_unique<GradSync>(comm->dpCp(), mode, int64_t(cfg.bucket_mb * 1024 * 1024), s.compute, s.master,
-                                        s.lowPrecision(), managed);
-  s.compute_weights = s.zero3 ? s.zero3->weights() : GptWeights::fromFlat(s.compute, s.stage);
+  s.dp = makeDataParallel(cfg, *comm, s.stage, s.master, s.compute, managed, s.compute_dtype, s.device);
+  s.compute_weights = GptWeights::fromFlat(s.dp->leaves(), s.stage);
   for (int k = 0; k < s.stage.chunks(); ++k) s.chunk_weights.push_back(s.compute_weights.chunk(s.stage, k));
   s.setUpLanes();
   s.schedule = s.lanes ? Impl::Schedule::Lanes : s.layout.pp > 1 ? Impl::Schedule::Pipeline : Impl::Schedule::Plain;
 
   std::vector<bool> decay;  // whole tensors (experts one by one), or ZeRO-2's 1-D slices
-  std::vector<at::Tensor> params = s.optimizerTensors([](const GradSync::Shard& sh) { return sh.master; }, &decay);
+  std::vector<at::Tensor> params = s.optimizerTensors([](const DataParallel::Shard& sh) { return sh.master; }, &decay);
   s.optimizer = makeOptimizer(cfg, params, decay);
   if (cfg.precision == Precision::FP16) {
     s.scaler.scale = cfg.fp16_init_scale;
@@ -506,7 +480,7 @@ rundb::Step Trainer::step() {
   r.peak_bytes = s.memory->peakBytes();
   r.param_bytes = bytesOf(s.master) + (s.lowPrecision() ? bytesOf(s.compute) : 0);
   // incl. any 16-bit gradient still held
-  r.grad_bytes = (s.zero3 ? s.zero3->gradBytes() : s.sync->gradBytes()) + s.laneGradBytes();
+  r.grad_bytes = s.dp->gradBytes() + s.laneGradBytes();
   r.optim_bytes = s.optimizer->stateBytes();
   ++s.step;
   return r;
@@ -520,9 +494,7 @@ double Trainer::computeGradients(int64_t step) {
 }
 
 std::vector<at::Tensor> Trainer::masterParams() const { return impl_->master; }
-std::vector<at::Tensor> Trainer::mainGrads() const {
-  return impl_->zero3 ? impl_->zero3->mainGrads() : impl_->sync->mainGrads();
-}
+std::vector<at::Tensor> Trainer::mainGrads() const { return impl_->dp->mainGrads(); }
 int64_t Trainer::parameterCount() const {
   int64_t n = 0;
   for (const auto& p : impl_->master) n += p.numel();
@@ -536,15 +508,13 @@ void Trainer::injectOverflowOnce() { impl_->inject_overflow = true; }
 std::vector<Trainer::Digest> Trainer::weightDigest() const {
   const Impl& s = *impl_;
   std::vector<Digest> out;
-  // DP replica 0 hands in its tensors; under ZeRO-3 every rank of the first shard group its pieces.
-  if (s.zero3 && !s.zero3->firstReplica()) return out;
+  // DP replica 0 hands in its tensors (MoE: experts on dp 0 … ep−1); sharded weights (ZeRO-3) the
+  // ranks of the first shard group their pieces.
   for (size_t i = 0; i < s.master.size(); ++i) {
-    if (!s.zero3 && !s.experts->digestOnThisRank(i, s.layout.dp_rank)) continue;  // MoE: experts on dp 0 … ep−1
+    if (!s.dp->handsInDigest(s.experts->digestOnThisRank(i, s.layout.dp_rank))) continue;
     if (!s.countedOnThisRank(i)) continue;
     at::Tensor p = s.master[i].detach().to(at::kDouble);
-    if (s.info[i].wte)
-      p = s.zero3 ? s.zero3Rows(i, p)
-                  : p.narrow(0, 0, std::min<int64_t>(p.size(0), std::max<int64_t>(0, s.tp.vocab - s.tp.vocab_begin)));
+    if (s.info[i].wte) p = s.realRows(i, p);
     out.push_back({s.info[i].name, p.sum().item<double>(), p.square().sum().item<double>(), p.abs().sum().item<double>()});
   }
   return out;
@@ -554,9 +524,7 @@ std::vector<rundb::ExpertLoad> Trainer::takeExpertLoad() {
   return impl_->experts->takeLoad(impl_->layout.rank, impl_->step - 1);
 }
 
-double Trainer::lastHiddenShare() const { return impl_->sync ? impl_->sync->hiddenShare() : 0.0; }
-double Trainer::lastCommSeconds() const {
-  return impl_->sync ? impl_->sync->commSeconds() : impl_->zero3->commSeconds();
-}
+double Trainer::lastHiddenShare() const { return impl_->dp->hiddenShare(); }
+double Trainer::lastCommSeconds() const { return impl_->dp->commSeconds(); }
 
 }  // namespace trainscope::runtime

@@ -24,7 +24,7 @@
 
 namespace trainscope::runtime {
 
-struct TpContext;
+struct BlockContext;
 
 // A mixture-of-experts layer's MLP (model/moe.h): the router, this rank's experts (E/EP of them,
 // each whole: no expert tensor parallelism) and an optional shared expert.
@@ -140,7 +140,7 @@ class LayerHooks {
 // Forward of one pipeline stage. First stage: input = tokens (B, T) int64; otherwise the previous
 // stage's hidden states (B, T, C), or (B, T/TP, C) under sequence parallelism. Last stage: returns
 // the mean next-token cross-entropy (fp32 scalar) against targets (B, T); otherwise hidden states.
-at::Tensor stageForward(const GptWeights& w, const StageSpec& stage, const TpContext& tp, int64_t n_head,
+at::Tensor stageForward(const GptWeights& w, const StageSpec& stage, const BlockContext& tp, int64_t n_head,
                         const at::Tensor& input, const at::Tensor& targets, Checkpointing ckpt,
                         LayerHooks* hooks = nullptr);
 

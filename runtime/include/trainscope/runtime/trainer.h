@@ -3,6 +3,11 @@
 //   for each micro-batch: batch → forward → backward (loss / GA, × loss scale) → accumulate
 //   then: unscale → grad norm → (fp16 overflow? skip) → clip → optimizer update → refresh copies
 //
+// Data parallelism, whatever the ZeRO stage, is one DataParallel (runtime/src/parallel/data_parallel.h)
+// called at fixed points of it: zero the gradients, before each micro-batch, around each layer (its
+// layer hooks), finish backward; the norm summed over its norm group; the update on its shards, then
+// after the update.
+//
 // Precision: fp32 trains the fp32 weights directly. bf16/fp16 keep fp32 master weights and
 // optimizer state; forward/backward run on low-precision copies whose gradients are added into fp32
 // main gradients after each micro-batch (Micikevicius et al. 2018). fp16 adds dynamic loss scaling.
