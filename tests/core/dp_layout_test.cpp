@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "trainscope/models/dp_layout.h"
+#include "trainscope/models/memory_model.h"
+#include "trainscope/tuner/space.h"
+#include "trainscope/workloads/workload.h"
 
 namespace tn = trainscope::models;
 using trainscope::runtime::ZeroStage;
@@ -73,4 +76,26 @@ TEST(DpLayoutRules, ZeroThreeUnitsAreTheLayersAndTheRest) {
   EXPECT_EQ(l.groups[1].tensors, (std::vector<size_t>{2, 3}));
   EXPECT_EQ(l.groups[2].padded, 8);
   EXPECT_EQ(l.groups[0].local(0, 2), (tn::Range{6, 7}));  // wte-like tensor 0 is [0, 7): rank 2 holds its last
+}
+
+// The bucket size is the plan's: planOf and runConfigOf carry it, and ZeRO-2's priced buckets follow it
+// (a second constant priced 25 MiB whatever --bucket-mb said).
+TEST(DpLayoutRules, ThePlanCarriesTheBucketSizeAndZeroTwoIsPricedByIt) {
+  trainscope::runtime::TrainConfig c;
+  c.bucket_mb = 1.5;
+  tn::Plan p = tn::planOf(c);
+  EXPECT_EQ(p.bucket_mb, 1.5);
+  const auto w = trainscope::workloads::load("small-cpu");
+  EXPECT_EQ(trainscope::tuner::runConfigOf(w, p).bucket_mb, 1.5);
+  p.dp = 2, p.mbs = 2, p.gbs = 8, p.seq = 64, p.cpu = true;
+  p.precision = trainscope::runtime::Precision::FP32;
+  p.zero = ZeroStage::Gradients;
+  p.bucket_mb = 25;
+  const int64_t whole = tn::predictMemory(w, p).peak();
+  p.bucket_mb = 1;
+  EXPECT_LT(tn::predictMemory(w, p).peak(), whole - (8 << 20));
+  p.zero = ZeroStage::OptimizerStates;  // no buckets priced under ZeRO-1
+  const int64_t one = tn::predictMemory(w, p).peak();
+  p.bucket_mb = 25;
+  EXPECT_EQ(tn::predictMemory(w, p).peak(), one);
 }
