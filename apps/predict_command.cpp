@@ -133,7 +133,7 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
       ->capture_default_str()
       ->check(kDegree);
   c->add_option("--cpu-lanes", f->cpu_lanes, "CPU clusters: core lanes per rank")->capture_default_str()->check(kDegree);
-  c->add_option("--bucket-mb", f->bucket_mb, "gradient buckets, MiB of fp32, as run's")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--bucket-mb", f->bucket_mb, "gradient buckets, MiB of fp32, as run's")->capture_default_str();
   c->add_option("--dp-overlap", f->dp_overlap,
                  "share of the DP all-reduce hidden behind backward, 0 to 1 (default: estimated from the schedule)")
       ->check(kShare);
@@ -257,6 +257,8 @@ tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, cons
                       "pass --pp-schedule 1f1b, or --virtual-stages 1");
   }
   p.cpu_lanes = f.cpu_lanes;
+  if (!(f.bucket_mb > 0) || !std::isfinite(f.bucket_mb))  // CLI11's PositiveNumber would print DBL_MAX
+    throw UserError("--bucket-mb", "must be a positive number of MiB, not " + std::to_string(f.bucket_mb), "pass 25, run's default");
   p.bucket_mb = f.bucket_mb;
   p.cpu = c.kind == tn::ClusterKind::Cpu;
   return p;
