@@ -39,7 +39,7 @@ struct PredictFlags {
   int zero = 0;
   int64_t zero_shard = 0;  // ZeRO-3 hybrid sharding: shard groups of N dp ranks (0: all)
   bool sp = false, json = false;
-  double dp_overlap = -1;  // < 0: estimated from the schedule
+  double dp_overlap = -1, bucket_mb = 25;  // dp_overlap < 0: estimated from the schedule; bucket_mb as run's
   bool distributed_optimizer = false, allow_tp_across_nodes = false;
   std::string batch;
   std::vector<std::string> profiles;
@@ -133,6 +133,7 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
       ->capture_default_str()
       ->check(kDegree);
   c->add_option("--cpu-lanes", f->cpu_lanes, "CPU clusters: core lanes per rank")->capture_default_str()->check(kDegree);
+  c->add_option("--bucket-mb", f->bucket_mb, "gradient buckets, MiB of fp32, as run's")->capture_default_str();
   c->add_option("--dp-overlap", f->dp_overlap,
                  "share of the DP all-reduce hidden behind backward, 0 to 1 (default: estimated from the schedule)")
       ->check(kShare);
@@ -256,6 +257,9 @@ tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, cons
                       "pass --pp-schedule 1f1b, or --virtual-stages 1");
   }
   p.cpu_lanes = f.cpu_lanes;
+  if (!(f.bucket_mb > 0) || !std::isfinite(f.bucket_mb))  // CLI11's PositiveNumber would print DBL_MAX
+    throw UserError("--bucket-mb", "must be a positive number of MiB, not " + std::to_string(f.bucket_mb), "pass 25, run's default");
+  p.bucket_mb = f.bucket_mb;
   p.cpu = c.kind == tn::ClusterKind::Cpu;
   return p;
 }
@@ -539,10 +543,11 @@ PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 3)
         throw UserError(where + ": zero", "must be 0, 1, 2 or 3, not " + jsonText(v), "");
       f.zero = v.get<int>();
-    } else if (k == "dp_overlap") {
-      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() > 1)
-        throw UserError(where + ": dp_overlap", "must be a number from 0 to 1, not " + jsonText(v), "");
-      f.dp_overlap = v.get<double>();
+    } else if (k == "dp_overlap" || k == "bucket_mb") {  // a share 0 to 1; MiB above 0
+      const bool share = k == "dp_overlap", bad = !v.is_number() || !std::isfinite(v.get<double>());
+      if (bad || (share ? v.get<double>() < 0 || v.get<double>() > 1 : !(v.get<double>() > 0)))
+        throw UserError(where + ": " + k, std::string(share ? "must be a number from 0 to 1" : "must be a positive number") + ", not " + jsonText(v), "");
+      (share ? f.dp_overlap : f.bucket_mb) = v.get<double>();
     } else {
       throw UserError(where + ": " + k, "is not a flag of predict",
                       "use workload, cluster, nodes, gpus, tp, pp, cp, mbs, gbs, seq, ckpt, precision, optimizer, zero, "

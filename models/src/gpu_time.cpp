@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainscope/models/dp_layout.h"
 #include "trainscope/models/moe.h"
 #include "trainscope/models/zero.h"
 #include "trainscope/workloads/flops.h"
@@ -35,7 +36,8 @@ constexpr double kTile = 128.0;  // a CTA's output tile edge in cuBLAS's large-G
 // Framework ops a layer issues per micro-batch (kernels, views, autograd bookkeeping): counted on
 // Megatron-LM's GPT layer in eager PyTorch — 25 forward, about twice that backward.
 constexpr double kHostOpsForward = 25, kHostOpsBackward = 50;
-constexpr double kDdpBucketBytes = 25.0 * (1 << 20);  // PyTorch DDP's default bucket
+// The DDP buckets: the plan's --bucket-mb (25 MiB by default, PyTorch DDP's and the runtime's).
+double ddpBucketBytes(const Plan& p) { return double(bucketBytes(p.bucket_mb)); }
 
 double sum(const std::vector<Op>& ops, const Cluster& c, double peak, double e) {
   double t = 0;
@@ -384,12 +386,12 @@ double exposedReduction(const TimeOptions& o, bool megatron, double full, double
 }
 
 // The DP all-reduce of `bytes` of gradients after the last micro-batch (ZeRO-1: reduce-scatter +
-// all-gather, the same bus bytes), in 25 MiB buckets.
+// all-gather, the same bus bytes), in the plan's buckets.
 double dpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, bool megatron, double bytes,
                      double backward_s) {
   const double dp = double(p.gradientGroup());
   const double full = collectiveSeconds(dpTier(p, c), bytes, dp, 2.0 * (dp - 1) / dp);
-  return exposedReduction(o, megatron, full, std::ceil(bytes / kDdpBucketBytes), backward_s);
+  return exposedReduction(o, megatron, full, std::ceil(bytes / ddpBucketBytes(p)), backward_s);
 }
 
 // A mixture of experts with ep > 1: stage s's routed-expert parameters (E/ep experts of 2CF + F + C
@@ -405,7 +407,7 @@ double expertSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, 
   const double n = double(p.dp / p.ep);
   if (n <= 1 || bytes <= 0) return 0;
   const double full = collectiveSeconds(dpTier(p, c), bytes, n, 2.0 * (n - 1) / n);
-  return exposedReduction(o, megatron, full, std::ceil(bytes / kDdpBucketBytes), backward_s);
+  return exposedReduction(o, megatron, full, std::ceil(bytes / ddpBucketBytes(p)), backward_s);
 }
 
 // ZeRO-2 and ZeRO-3 over the DP group (docs/time-model.md, "ZeRO-2 and ZeRO-3"); `params` of the

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainscope/models/dp_layout.h"
 #include "trainscope/models/layer_ops.h"
 #include "trainscope/models/moe.h"
 #include "trainscope/models/zero.h"
@@ -20,8 +21,6 @@ using runtime::PipelineSchedule;
 // units of one micro-batch's s·b·h activation and of the stage's largest weight.
 constexpr double kTransientActivations = 6.0;  // × s·b·h elements
 constexpr double kTransientWeights = 1.0;      // × the largest tensor's elements
-// The runtime's gradient bucket (--bucket-mb's default): DDP's all-reduce and ZeRO-2's reduce-scatter.
-constexpr int64_t kRuntimeBucketBytes = 25 << 20;
 
 workloads::OptimizerState stateOf(runtime::OptimizerKind k) {
   switch (k) {
@@ -35,54 +34,13 @@ workloads::OptimizerState stateOf(runtime::OptimizerKind k) {
 
 // A MoE layer's stacked expert tensors (E/ep, …). Under ep > 1 each is whole on every expert-dp
 // replica, with its own fp32 main gradient and optimizer state on every rank whatever the ZeRO stage
-// (GradSync's "unmanaged" tensors); with ep 1 they are sharded like any other.
-constexpr const char* kExpert = "expert";
-bool unmanaged(const workloads::ParamTensor& x, const Plan& p) { return p.ep > 1 && x.name == kExpert; }
-
-// The tensors a (tp, pp) rank of stage `s` holds, with their sharded shapes (runtime's shardGpt).
-// `slots` (optional): for each tensor, its layer's position on the stage (−1: not a layer's) and
-// whether it is a MoE layer's MLP past the router (the gradients its experts' backward makes).
-struct Slot {
-  int64_t layer = -1;
-  bool expert_mlp = false;
-};
-std::vector<workloads::ParamTensor> stageTensors(const workloads::Workload& w, const Plan& p, int64_t s,
-                                                 bool* has_tied, std::vector<Slot>* slots = nullptr) {
-  const int64_t h = w.n_embd, t = p.tp, Vp = (w.vocab_size + t - 1) / t * t;
-  std::vector<workloads::ParamTensor> out;
-  std::vector<Slot> slot;
-  *has_tied = false;
-  if (s == 0) {
-    out.push_back({"wte", {Vp / t, h}});
-    out.push_back({"wpe", {w.n_positions, h}});
-    slot.resize(2);
-  }
-  int64_t pos = 0;
-  for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, s, p.virtual_stages)) {
-    for (auto shape : std::vector<std::vector<int64_t>>{{h}, {h}, {3 * h / t, h}, {3 * h / t}, {h, h / t}, {h}, {h}, {h}}) {
-      out.push_back({"layer", shape});
-      slot.push_back({pos, false});
-    }
-    // A MoE layer's MLP: the router, this rank's E/ep experts and the shared expert (moe.h). With
-    // ep > 1 the experts are outside GradSync (runtime/src/train/experts.h): not ZeRO-sharded.
-    const bool moe = w.moeLayer(l);
-    const auto mlp = moe ? moeMlpShapes(w, p)
-                         : std::vector<std::vector<int64_t>>{{4 * h / t, h}, {4 * h / t}, {h, 4 * h / t}, {h}};
-    for (size_t i = 0; i < mlp.size(); ++i) {
-      out.push_back({moe && i >= 1 && i <= 4 ? kExpert : "layer", mlp[i]});
-      slot.push_back({pos, moe && i >= 1});
-    }
-    ++pos;
-  }
-  if (s == p.pp - 1) {
-    out.push_back({"ln_f.weight", {h}});
-    out.push_back({"ln_f.bias", {h}});
-    if (p.pp > 1) out.push_back({"wte", {Vp / t, h}});  // the tied copy on the last stage
-    slot.resize(out.size());
-  }
-  *has_tied = p.pp > 1 && (s == 0 || s == p.pp - 1);
-  if (slots) *slots = slot;
-  return out;
+// (GradSync's "unmanaged" tensors); with ep 1 they are sharded like any other. The tensors a rank
+// holds are dp_layout.h's stageSlots, in the runtime's order.
+bool isExpert(const Slot& x) { return x.name.find(".mlp.experts.") != std::string::npos; }
+bool unmanaged(const Slot& x, const Plan& p) { return p.ep > 1 && isExpert(x); }
+workloads::ParamTensor tensorOf(const Slot& x) { return {x.name, x.shape}; }
+int64_t stateBytes(const Slot& x, workloads::OptimizerState state) {
+  return workloads::optimizerStateBytes(tensorOf(x), state, false, 256);
 }
 
 // The op lists the per-layer activations are counted from (layer_ops.h): this runtime's layer under
@@ -125,52 +83,42 @@ void addWeights(StageMemory& sm, const Plan& p, int64_t n, int64_t largest) {
   }
 }
 
-// ZeRO-1 as grad_sync.cpp partitions: whole tensors, largest first, onto the least-loaded rank (the
-// tied embedding under PP stays outside, its state on every rank). The most loaded rank's state,
-// its flat buffers' padding and the step's sync buffers.
-void addShardedOptimizer(StageMemory& sm, const std::vector<workloads::ParamTensor>& tensors, bool tied,
-                         const Plan& p, workloads::OptimizerState state) {
-  std::vector<const workloads::ParamTensor*> order;
+// ZeRO-1 as the runtime partitions (dp_layout.h): whole tensors, largest first, onto the least-loaded
+// rank (the tied embedding under PP stays outside, its state on every rank). The most loaded rank's
+// state, its flat buffers' padding and the step's sync buffers.
+void addShardedOptimizer(StageMemory& sm, const std::vector<Slot>& slots, const Plan& p, workloads::OptimizerState state) {
+  const DpLayout layout = dpLayout(slots, runtime::ZeroStage::OptimizerStates, p.dp, bucketBytes(p.bucket_mb));
+  const ShardGroup& g = layout.groups[0];
   int64_t outside_state = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if ((tied && tensors[i].name == "wte") || unmanaged(tensors[i], p)) {
-      outside_state += workloads::optimizerStateBytes(tensors[i], state, false, 256);
-      continue;
-    }
-    order.push_back(&tensors[i]);
-  }
-  std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->numel() > b->numel(); });
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (layout.group_of[i] < 0) outside_state += stateBytes(slots[i], state);
   std::vector<int64_t> load(size_t(p.dp), 0), bytes(size_t(p.dp), 0);
-  int64_t partitioned = 0;
-  for (const auto* x : order) {
-    const size_t r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
-    load[r] += x->numel();
-    bytes[r] += workloads::optimizerStateBytes(*x, state, false, 256);
-    partitioned += x->numel();
+  for (size_t k = 0; k < g.tensors.size(); ++k) {
+    const size_t r = g.shard > 0 ? size_t(g.ranges[k].begin / g.shard) : 0;  // its owner
+    load[r] += g.ranges[k].size();
+    bytes[r] += stateBytes(slots[g.tensors[k]], state);
   }
   const size_t worst = size_t(std::max_element(load.begin(), load.end()) - load.begin());
   sm.optimizer = bytes[worst] + outside_state;
-  sm.buffers += 2 * 4 * (p.dp * load[worst] - partitioned);  // flat master and grad buffers: d·S elements
+  sm.buffers += 2 * 4 * (g.padded - g.numel);  // flat master and grad buffers: d·S elements
   // The step's reduce-scatter output and all-gather input (S elements each, one at a time); Gloo
   // (CPU) reduce-scatters through an all-reduce of a copy of the whole flat buffer (d·S).
-  sm.sync = 4 * load[worst] * (p.cpu ? p.dp + 1 : 1);
+  sm.sync = 4 * g.shard * (p.cpu ? p.dp + 1 : 1);
 }
 
 // The optimizer state of the stage's tensors: all of it, or with DP one rank's share — under ZeRO-1
 // the runtime's partition by tensor, under ZeRO-2/3 ⌈1/d⌉ of it (DeepSpeed's flat, element-wise split;
 // for Adafactor and 8-bit Adam, whose state is not one number per element, the even share of it).
-void addOptimizerState(StageMemory& sm, const std::vector<workloads::ParamTensor>& tensors, bool tied,
-                       const Plan& p) {
+void addOptimizerState(StageMemory& sm, const std::vector<Slot>& slots, const Plan& p) {
   const auto state = stateOf(p.optimizer);
   if (zero::shardsGradients(p)) {
     int64_t all = 0, experts = 0;
-    for (const auto& x : tensors)
-      (unmanaged(x, p) ? experts : all) += workloads::optimizerStateBytes(x, state, false, 256);
-    sm.optimizer = zero::shardOf(all, zero::shardRanks(p)) + experts;  // hybrid: over the shard group
+    for (const auto& x : slots) (unmanaged(x, p) ? experts : all) += stateBytes(x, state);
+    sm.optimizer = evenShard(all, zero::shardRanks(p)) + experts;  // hybrid: over the shard group
   } else if (runtime::shardsOptimizer(p.zero) && p.dp > 1) {
-    addShardedOptimizer(sm, tensors, tied, p, state);
+    addShardedOptimizer(sm, slots, p, state);
   } else {
-    for (const auto& x : tensors) sm.optimizer += workloads::optimizerStateBytes(x, state, false, 256);
+    for (const auto& x : slots) sm.optimizer += stateBytes(x, state);
   }
 }
 
@@ -198,7 +146,7 @@ void addOptimizerState(StageMemory& sm, const std::vector<workloads::ParamTensor
 void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, const std::vector<int64_t>& sizes,
                    const std::vector<double>& saved) {
   if (!zero::shardsGradients(p)) return;
-  const int64_t per_param = p.mixed() ? 6 : 4, share = zero::shardOf(n, zero::shardRanks(p));
+  const int64_t per_param = p.mixed() ? 6 : 4, share = evenShard(n, zero::shardRanks(p));
   sm.grads = 4 * share;  // fp32 main gradients only (18 bytes per parameter)
   sm.grad_bucket = 4 * int64_t(std::min(double(n), zero::kReduceBucketElements));
   sm.sync = 4 * share;
@@ -215,7 +163,7 @@ void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, const std::vector<
     const int64_t s = sizes[size_t(i)], prev = i > 0 ? sizes[size_t(i - 1)] : 0;
     const int64_t next = i < L - 1 ? sizes[size_t(i + 1)] : (L > 1 ? s : 0);
     const int64_t gathered = p.elementBytes() * (rest + s + prev);
-    const int64_t buffers = 4 * s * (1 + (p.cpu ? 1 : 0)) + 4 * next + (L > 1 ? 4 * zero::shardOf(next, zero::shardRanks(p)) : 4 * zero::shardOf(s, zero::shardRanks(p)));
+    const int64_t buffers = 4 * s * (1 + (p.cpu ? 1 : 0)) + 4 * next + (L > 1 ? 4 * evenShard(next, zero::shardRanks(p)) : 4 * evenShard(s, zero::shardRanks(p)));
     if (double(gathered + buffers) - freed > worst) {
       worst = double(gathered + buffers) - freed;
       sm.gathered = gathered;
@@ -225,10 +173,10 @@ void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, const std::vector<
   }
 }
 
-// ZeRO-2's buckets as grad_sync.cpp's bucketGroups makes them: the managed tensors (not the tied
+// ZeRO-2's buckets as the runtime makes them (dp_layout.h): the managed tensors (not the tied
 // embedding under PP, not the experts under ep > 1) in reverse flat() order — ln_f, the last layer's
 // MLP back to the first layer's attention, wpe, wte — a new bucket whenever the next tensor would
-// take it past 25 MiB of fp32 (so a larger tensor is a bucket of its own).
+// take it past the plan's bucket_mb of fp32 (so a larger tensor is a bucket of its own).
 //   at_layer[i]:   the bytes of buckets alive when layer i's backward starts, all the gradients of
 //                  ln_f and the layers after i produced (`produced` elements in that order);
 //   at_experts[i]: the same at a MoE layer's experts' backward, its MLP's gradients past the router in.
@@ -236,44 +184,36 @@ void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, const std::vector<
 // layer's first gradient arrives) until the next one is launched; the last one launched is in flight:
 // its buffer, on Gloo the copy it all-reduces, and its ⌈B/d⌉ output.
 struct ZeroTwoWalk {
-  std::vector<int64_t> ends;  // each bucket's end, in gradient elements of the reverse order
+  std::vector<ShardGroup> buckets;  // in launch order
   std::vector<int64_t> at_layer, at_experts;
   int64_t alive(int64_t produced, const Plan& p) const {
     int64_t bytes = 0, start = 0, flight = 0;
-    for (int64_t end : ends) {
-      const int64_t shard = zero::shardOf(end - start, p.dp), full = 4 * shard * p.dp;
-      if (end <= produced) flight = full * (p.cpu ? 2 : 1) + 4 * shard;  // the later launch retires this
+    for (const ShardGroup& b : buckets) {
+      const int64_t end = start + b.numel, full = 4 * b.padded;
+      if (end <= produced) flight = full * (p.cpu ? 2 : 1) + 4 * b.shard;  // the later launch retires this
       else if (start <= produced) bytes += full;
       start = end;
     }
     return bytes + flight;
   }
-  int64_t last() const { return ends.back() - (ends.size() > 1 ? ends[ends.size() - 2] : 0); }  // its elements
+  int64_t last() const { return buckets.back().numel; }  // its elements
 };
 
-ZeroTwoWalk zeroTwoWalk(const std::vector<workloads::ParamTensor>& tensors, const std::vector<Slot>& slots, bool tied,
-                        const Plan& p, int64_t layers) {
+ZeroTwoWalk zeroTwoWalk(const std::vector<Slot>& slots, const Plan& p, int64_t layers) {
   ZeroTwoWalk walk;
   walk.at_layer.assign(size_t(layers), 0);
   walk.at_experts.assign(size_t(layers), 0);
   if (!zero::shardsGradients(p) || zero::shardsParameters(p)) return walk;
+  walk.buckets = dpLayout(slots, runtime::ZeroStage::Gradients, p.dp, bucketBytes(p.bucket_mb)).groups;
   std::vector<int64_t> layer_start(size_t(layers), -1), expert_end(size_t(layers), -1);
-  int64_t produced = 0, current = 0;
-  for (size_t k = tensors.size(); k-- > 0;) {
-    const auto& x = tensors[k];
-    if ((tied && x.name == "wte") || unmanaged(x, p)) continue;
-    const int64_t n = x.numel(), l = slots[k].layer;
-    if (walk.ends.empty() || (current > 0 && 4 * (current + n) > kRuntimeBucketBytes)) {
-      if (!walk.ends.empty()) walk.ends.back() = produced;
-      walk.ends.push_back(0);
-      current = 0;
+  int64_t produced = 0;
+  for (const ShardGroup& b : walk.buckets)
+    for (size_t i : b.tensors) {
+      const int64_t l = slots[i].layer;
+      if (l >= 0 && layer_start[size_t(l)] < 0) layer_start[size_t(l)] = produced;
+      produced += slots[i].numel();
+      if (l >= 0 && slots[i].expert_mlp) expert_end[size_t(l)] = produced;
     }
-    if (l >= 0 && layer_start[size_t(l)] < 0) layer_start[size_t(l)] = produced;
-    produced += n;
-    current += n;
-    if (l >= 0 && slots[k].expert_mlp) expert_end[size_t(l)] = produced;
-  }
-  if (!walk.ends.empty()) walk.ends.back() = produced;
   for (size_t i = 0; i < size_t(layers); ++i) {
     if (layer_start[i] >= 0) walk.at_layer[i] = walk.alive(layer_start[i], p);
     if (expert_end[i] >= 0) walk.at_experts[i] = walk.alive(expert_end[i], p);
@@ -296,11 +236,11 @@ void addZeroTwo(StageMemory& sm, const Plan& p, int64_t n, int64_t largest, int6
                 const ZeroTwoWalk& walk, const std::vector<double>& saved) {
   if (!zero::shardsGradients(p) || zero::shardsParameters(p)) return;
   n -= experts;
-  sm.grads = 4 * zero::shardOf(n, p.dp) + 4 * experts;
-  if (walk.ends.size() < 2) {
+  sm.grads = 4 * evenShard(n, p.dp) + 4 * experts;
+  if (walk.buckets.size() < 2) {
     // A tensor larger than the bucket is a bucket of its own (the word embedding, often).
-    const int64_t B = std::min<int64_t>(n, std::max<int64_t>(kRuntimeBucketBytes / 4, largest));
-    const int64_t in_flight = (p.cpu ? 2 : 1) * B + zero::shardOf(B, p.dp);
+    const int64_t B = std::min<int64_t>(n, std::max<int64_t>(bucketBytes(p.bucket_mb) / 4, largest));
+    const int64_t in_flight = (p.cpu ? 2 : 1) * B + evenShard(B, p.dp);
     sm.grad_bucket = 4 * (B + (n > B ? in_flight : 0));
     sm.sync = 4 * in_flight + 2 * p.elementBytes() * embedding;
     return;
@@ -312,23 +252,15 @@ void addZeroTwo(StageMemory& sm, const Plan& p, int64_t n, int64_t largest, int6
   }
   sm.grad_bucket = std::max<int64_t>(0, int64_t(worst) - sm.head);
   const int64_t B = walk.last();
-  sm.sync = 4 * ((p.cpu ? 2 : 1) * zero::shardOf(B, p.dp) * p.dp + zero::shardOf(B, p.dp)) +
+  sm.sync = 4 * ((p.cpu ? 2 : 1) * evenShard(B, p.dp) * p.dp + evenShard(B, p.dp)) +
             2 * p.elementBytes() * embedding;
 }
 
-// Elements of each of the stage's layers, in order: a MoE layer's MLP is its router and experts.
-std::vector<int64_t> layerSizes(const workloads::Workload& w, const Plan& p, int64_t st) {
-  const int64_t h = w.n_embd, t = p.tp;
-  const int64_t attention = 5 * h + 3 * h / t * h + 3 * h / t + h * h / t;  // 2 LNs, qkv, proj: stageTensors'
-  const int64_t dense = attention + 2 * (4 * h / t * h) + 4 * h / t + h;
-  int64_t moe = attention;
-  for (const auto& shape : moeMlpShapes(w, p)) {
-    int64_t x = 1;
-    for (int64_t d : shape) x *= d;
-    moe += x;
-  }
+// Elements of each of the stage's layers, in order: ZeRO-3's units past unit 0 (dp_layout.h).
+std::vector<int64_t> layerSizes(const std::vector<Slot>& slots, const Plan& p) {
+  const DpLayout units = dpLayout(slots, runtime::ZeroStage::Parameters, zero::shardRanks(p), bucketBytes(p.bucket_mb));
   std::vector<int64_t> sizes;
-  for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, st, p.virtual_stages)) sizes.push_back(w.moeLayer(l) ? moe : dense);
+  for (size_t u = 1; u < units.groups.size(); ++u) sizes.push_back(units.groups[u].numel);
   return sizes;
 }
 
@@ -401,7 +333,7 @@ void addActivations(StageMemory& sm, const Plan& p, const LayerLists& ops, doubl
 void addExpertBackward(StageMemory& sm, const workloads::Workload& w, const Plan& p, const LayerLists& ops,
                        const ZeroTwoWalk& walk) {
   const auto ids = layerIdsOfStage(w.n_layer, p.pp, sm.stage, p.virtual_stages);
-  const bool walked = walk.ends.size() > 1;
+  const bool walked = walk.buckets.size() > 1;
   double after = 0, worst = -1e300;  // what the layers after i keep
   for (size_t i = ids.size(); i-- > 0;) {
     if (w.moeLayer(ids[i])) {
@@ -502,30 +434,28 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   sm.stage = st;
   sm.layers = layersOfStage(w.n_layer, p.pp, st);
   sm.micro_batches = p.ga();
-  bool tied = false;
-  std::vector<Slot> slots;
-  const auto tensors = stageTensors(w, p, st, &tied, &slots);
+  const std::vector<Slot> slots = stageSlots(w, p, st);
   // largest_dense: the embedding, whose fresh gradients the transients count (not an expert stack).
   int64_t n = 0, largest = 0, largest_dense = 0, experts = 0;
-  for (const auto& x : tensors) {
+  for (const auto& x : slots) {
     n += x.numel();
     largest = std::max(largest, x.numel());
-    if (x.name != kExpert) largest_dense = std::max(largest_dense, x.numel());
+    if (!isExpert(x)) largest_dense = std::max(largest_dense, x.numel());
     if (unmanaged(x, p)) experts += x.numel();
   }
   addWeights(sm, p, n, largest);
-  addOptimizerState(sm, tensors, tied, p);
+  addOptimizerState(sm, slots, p);
   // ZeRO-3 gathers a layer at a time (and the stage's other parameters as one more unit).
   std::vector<double> saved;  // what each layer keeps for its backward, one micro-batch
   for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, st, p.virtual_stages))
     saved.push_back(w.moeLayer(l) ? ops.runtime_moe.saved : ops.runtime_layer.saved);
-  addZeroShards(sm, p, n, layerSizes(w, p, st), saved);
+  addZeroShards(sm, p, n, layerSizes(slots, p), saved);
   sm.inflight = inflightOf(p, st, sm.micro_batches);
   const double interleave = interleaveOf(p, st, sm.micro_batches, sm.inflight);
   addActivations(sm, p, ops, interleave, moeLayersOfStage(w, p, st));
   if (st == p.pp - 1) addHead(sm, w, p);
   // ZeRO-2 after the head: the walk's moments come after its backward.
-  const ZeroTwoWalk walk = zeroTwoWalk(tensors, slots, tied, p, int64_t(saved.size()));
+  const ZeroTwoWalk walk = zeroTwoWalk(slots, p, int64_t(saved.size()));
   addZeroTwo(sm, p, n, largest, largest_dense, experts, walk, saved);
   if (p.pp > 1) addSendBuffers(sm, w, p, st);
   sm.allowance = transientAllowance(w, p, largest_dense);

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "trainscope/models/dp_layout.h"
+
 namespace trainscope::models {
 
 std::string Plan::describe() const {
@@ -83,20 +85,20 @@ Plan planOf(const runtime::TrainConfig& c) {
   p.schedule = c.pp_schedule;
   p.cpu_lanes = c.cpu_lanes > 0 ? c.cpu_lanes : 1;
   p.ep = c.ep;
+  p.bucket_mb = c.bucket_mb;
   return p;
 }
 
 int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage) {
-  return n_layer / pp + (stage < n_layer % pp ? 1 : 0);
+  int64_t n = 0;
+  for (const Range& chunk : stageLayout(n_layer, pp, stage, 1)) n += chunk.size();
+  return n;
 }
 
 std::vector<int64_t> layerIdsOfStage(int64_t n_layer, int64_t pp, int64_t stage, int64_t virtual_stages) {
-  const int64_t chunks = pp * std::max<int64_t>(1, virtual_stages), base = n_layer / chunks, extra = n_layer % chunks;
   std::vector<int64_t> ids;
-  for (int64_t c = stage; c < chunks; c += pp) {
-    const int64_t begin = c * base + std::min(c, extra);
-    for (int64_t l = begin; l < begin + base + (c < extra ? 1 : 0); ++l) ids.push_back(l);
-  }
+  for (const Range& chunk : stageLayout(n_layer, pp, stage, virtual_stages))
+    for (int64_t l = chunk.begin; l < chunk.end; ++l) ids.push_back(l);
   return ids;
 }
 

@@ -103,6 +103,7 @@ runtime::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p) {
   c.sequence_parallel = p.sequence_parallel;
   c.pp_schedule = p.schedule;
   c.cpu_lanes = int(p.cpu_lanes);
+  c.bucket_mb = p.bucket_mb;
   return c;
 }
 

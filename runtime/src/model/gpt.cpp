@@ -16,6 +16,7 @@
 #include "model/moe.h"
 #include "model/tensor_parallel.h"
 #include "trainscope/common/error.h"
+#include "trainscope/models/dp_layout.h"
 #include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
@@ -61,15 +62,13 @@ StageSpec StageSpec::withModel(const workloads::Workload& w) const {
   return s;
 }
 
+// The split is models/dp_layout.h's stageLayout, which the memory and time models read too.
 StageSpec StageSpec::of(int64_t n_layer, int pp, int stage, int virtual_stages) {
-  const int64_t chunks = int64_t(pp) * virtual_stages, base = n_layer / chunks, extra = n_layer % chunks;
-  auto range = [&](int64_t c) {  // global chunk c of the balanced split
-    const int64_t begin = c * base + std::min<int64_t>(c, extra);
-    return std::make_pair(begin, begin + base + (c < extra ? 1 : 0));
-  };
+  const std::vector<models::Range> chunks = models::stageLayout(n_layer, pp, stage, virtual_stages);
   StageSpec s;
-  std::tie(s.layer_begin, s.layer_end) = range(stage);
-  for (int k = 1; k < virtual_stages; ++k) s.later_chunks.push_back(range(stage + int64_t(k) * pp));
+  s.layer_begin = chunks[0].begin;
+  s.layer_end = chunks[0].end;
+  for (size_t k = 1; k < chunks.size(); ++k) s.later_chunks.emplace_back(chunks[k].begin, chunks[k].end);
   s.first = stage == 0;
   s.last = stage == pp - 1;
   return s;

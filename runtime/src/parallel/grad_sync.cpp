@@ -11,9 +11,23 @@
 #include <numeric>
 #include <utility>
 
+#include "trainscope/models/dp_layout.h"
 #include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
+namespace {
+
+// The layout's input (models/dp_layout.h): the tensors' shapes in flat() order, and which are managed.
+std::vector<models::Slot> slotsOf(const std::vector<at::Tensor>& master, const std::vector<bool>& managed) {
+  std::vector<models::Slot> slots(master.size());
+  for (size_t i = 0; i < master.size(); ++i) {
+    slots[i].shape = master[i].sizes().vec();
+    slots[i].managed = managed[i];
+  }
+  return slots;
+}
+
+}  // namespace
 
 struct GradSync::Bucket {
   at::Tensor buffer;                  // flat fp32 (Zero2: d·S elements, only while filling or in flight)
@@ -80,24 +94,6 @@ GradSync::~GradSync() {
     }
 }
 
-// Reverse order: the last layers' gradients are ready first. Buckets of about bucket_bytes of fp32.
-std::vector<std::vector<size_t>> GradSync::bucketGroups(const std::vector<at::Tensor>& master,
-                                                        const std::vector<bool>& managed, int64_t bucket_bytes) const {
-  int64_t cur_bytes = 0;
-  std::vector<std::vector<size_t>> groups;
-  for (size_t k = master.size(); k-- > 0;) {
-    if (!managed[k]) continue;
-    const int64_t bytes = master[k].numel() * 4;
-    if (groups.empty() || (cur_bytes > 0 && cur_bytes + bytes > bucket_bytes)) {
-      groups.emplace_back();
-      cur_bytes = 0;
-    }
-    groups.back().push_back(k);
-    cur_bytes += bytes;
-  }
-  return groups;
-}
-
 // Parameter i's master weight becomes flat[at, at + numel) (its values copied there).
 void GradSync::seat(size_t i, const at::Tensor& flat, int64_t at, std::vector<at::Tensor>& compute,
                     std::vector<at::Tensor>& master) {
@@ -112,92 +108,68 @@ void GradSync::seat(size_t i, const at::Tensor& flat, int64_t at, std::vector<at
   compute_[i] = compute[i];
 }
 
+// ZeRO-1: whole tensors to owners (models/dp_layout.h); rank r's segment of the flat buffers is its shard.
 void GradSync::layoutZero1(std::vector<at::Tensor>& compute, std::vector<at::Tensor>& master,
                            const std::vector<bool>& managed) {
-  // Whole tensors to owners, largest first onto the least-loaded rank.
-  const size_t n = master.size();
   const int R = dp_.size();
   auto f32 = master[0].options().dtype(at::kFloat);
-  std::vector<size_t> order;
-  for (size_t i = 0; i < n; ++i)
-    if (managed[i]) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return master[a].numel() > master[b].numel(); });
-  std::vector<int64_t> load(R, 0);
-  std::vector<int> owner(n, -1);
-  for (size_t i : order) {
-    int r = int(std::min_element(load.begin(), load.end()) - load.begin());
-    owner[i] = r;
-    load[r] += master[i].numel();
-  }
-  segment_ = *std::max_element(load.begin(), load.end());
-  flat_grads_ = at::zeros({R * segment_}, f32);
-  flat_params_ = at::zeros({R * segment_}, f32);
-  std::vector<int64_t> offset(R, 0);
-  for (size_t i = 0; i < n; ++i) {
-    if (!managed[i]) continue;
-    const int64_t at = owner[i] * segment_ + offset[owner[i]];
-    offset[owner[i]] += master[i].numel();
-    owned_[i] = owner[i] == dp_.rank();
-    main_grads_[i] = flat_grads_.narrow(0, at, master[i].numel()).view(master[i].sizes());
-    seat(i, flat_params_, at, compute, master);
+  const models::DpLayout layout = models::dpLayout(slotsOf(master, managed), ZeroStage::OptimizerStates, R, 0);
+  const models::ShardGroup& g = layout.groups[0];
+  segment_ = g.shard;
+  flat_grads_ = at::zeros({g.padded}, f32);
+  flat_params_ = at::zeros({g.padded}, f32);
+  for (size_t k = 0; k < g.tensors.size(); ++k) {
+    const size_t i = g.tensors[k];
+    owned_[i] = !g.local(k, dp_.rank()).empty();
+    main_grads_[i] = flat_grads_.narrow(0, g.ranges[k].begin, master[i].numel()).view(master[i].sizes());
+    seat(i, flat_params_, g.ranges[k].begin, compute, master);
   }
 }
 
 void GradSync::layoutBuckets(std::vector<at::Tensor>& master, const std::vector<bool>& managed, int64_t bucket_bytes) {
   auto f32 = master[0].options().dtype(at::kFloat);
-  for (auto& g : bucketGroups(master, managed, bucket_bytes)) {
+  for (const auto& g : models::dpLayout(slotsOf(master, managed), ZeroStage::None, dp_.size(), bucket_bytes).groups) {
     auto b = std::make_unique<Bucket>();
-    int64_t total = 0;
-    for (size_t i : g) total += master[i].numel();
-    b->buffer = at::zeros({total}, f32);
-    int64_t off = 0;
-    for (size_t i : g) {
-      main_grads_[i] = b->buffer.narrow(0, off, master[i].numel()).view(master[i].sizes());
-      off += master[i].numel();
+    b->buffer = at::zeros({g.padded}, f32);
+    for (size_t k = 0; k < g.tensors.size(); ++k) {
+      const size_t i = g.tensors[k];
+      main_grads_[i] = b->buffer.narrow(0, g.ranges[k].begin, master[i].numel()).view(master[i].sizes());
       bucket_of_[i] = int(buckets_.size());
     }
-    b->params = g;
+    b->params = g.tensors;
     buckets_.push_back(std::move(b));
   }
 }
 
-// Each bucket of n elements is padded to d·S (S = ⌈n/d⌉); rank r owns its elements [r·S, (r+1)·S).
-// A parameter that straddles shards is updated in slices by several ranks.
+// The buckets of models/dp_layout.h: each of n elements padded to d·S (S = ⌈n/d⌉); rank r owns its
+// elements [r·S, (r+1)·S). A parameter that straddles shards is updated in slices by several ranks.
 void GradSync::layoutZero2(std::vector<at::Tensor>& compute, std::vector<at::Tensor>& master,
                            const std::vector<bool>& managed, int64_t bucket_bytes) {
-  const int64_t R = dp_.size(), me = dp_.rank();
+  const int64_t me = dp_.rank();
   auto f32 = master[0].options().dtype(at::kFloat);
-  const auto groups = bucketGroups(master, managed, bucket_bytes);
-  int64_t total = 0;
-  for (const auto& g : groups) {
-    int64_t n = 0;
-    for (size_t i : g) n += master[i].numel();
-    total += (n + R - 1) / R * R;
-  }
-  flat_params_ = at::zeros({total}, f32);
+  const models::DpLayout layout = models::dpLayout(slotsOf(master, managed), ZeroStage::Gradients, dp_.size(), bucket_bytes);
+  flat_params_ = at::zeros({layout.padded()}, f32);
   int64_t base = 0;
-  for (const auto& g : groups) {
+  for (const auto& g : layout.groups) {
     auto b = std::make_unique<Bucket>();
-    int64_t n = 0;
-    for (size_t i : g) n += master[i].numel();
     b->base = base;
-    b->shard = (n + R - 1) / R;
+    b->shard = g.shard;
     b->grad_shard = at::zeros({b->shard}, f32);
-    b->params = g;
-    const int64_t lo_mine = me * b->shard, hi_mine = lo_mine + b->shard;
-    int64_t off = 0;
-    for (size_t i : g) {
-      const int64_t numel = master[i].numel();
+    b->params = g.tensors;
+    const int64_t lo_mine = g.mine(me).begin;
+    for (size_t k = 0; k < g.tensors.size(); ++k) {
+      const size_t i = g.tensors[k];
+      const int64_t off = g.ranges[k].begin;
       seat(i, flat_params_, base + off, compute, master);
       bucket_of_[i] = int(buckets_.size());
       offset_in_bucket_[i] = off;
       owned_[i] = false;  // no whole tensor: its slices below
-      const int64_t lo = std::max(lo_mine, off), hi = std::min(hi_mine, off + numel);
-      if (lo < hi)
-        shards_.push_back({i, b->grad_shard.narrow(0, lo - lo_mine, hi - lo), master[i].view({-1}).narrow(0, lo - off, hi - lo)});
-      off += numel;
+      const models::Range piece = g.local(k, me);
+      if (!piece.empty())
+        shards_.push_back({i, b->grad_shard.narrow(0, off + piece.begin - lo_mine, piece.size()),
+                           master[i].view({-1}).narrow(0, piece.begin, piece.size())});
     }
-    base += R * b->shard;
+    base += g.padded;
     buckets_.push_back(std::move(b));
   }
 }

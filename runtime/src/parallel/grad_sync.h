@@ -78,8 +78,6 @@ class GradSync final : public DataParallel {
 
  private:
   struct Bucket;
-  std::vector<std::vector<size_t>> bucketGroups(const std::vector<at::Tensor>& master, const std::vector<bool>& managed,
-                                                int64_t bucket_bytes) const;
   void seat(size_t i, const at::Tensor& flat, int64_t at, std::vector<at::Tensor>& compute,
             std::vector<at::Tensor>& master);
   void layoutZero1(std::vector<at::Tensor>& compute, std::vector<at::Tensor>& master, const std::vector<bool>& managed);

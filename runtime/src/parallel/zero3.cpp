@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "trainscope/common/error.h"
+#include "trainscope/models/dp_layout.h"
 
 namespace trainscope::runtime {
 namespace {
@@ -51,27 +52,37 @@ struct Zero3::InFlight {
 Zero3::Zero3(Group& shard, Group* replicas, int dp, const StageSpec& stage, const std::vector<at::Tensor>& full,
              at::ScalarType compute_dtype, const at::Device& device)
     : shard_(shard), replicas_(replicas), dp_(dp), dtype_(compute_dtype), device_(device) {
-  // Units in flat() order: [wte][wpe] blocks… [ln_f w, b]; unit 0 the non-block tensors.
+  // The units of models/dp_layout.h, from the tensors in flat() order: [wte][wpe] blocks… [ln_f w, b];
+  // unit 0 the non-block tensors, unit 1 + b block b's.
   const size_t n = full.size(), head = size_t(stage.first || stage.last) + size_t(stage.first);
   const std::vector<int64_t> layers = stage.layerIds();
-  unit_of_.assign(n, 0);  // unit 0 unless a block's
+  std::vector<models::Slot> slots(n);
   size_t i0 = head;
   for (size_t b = 0; b < layers.size(); ++b) {
     const size_t count = stage.blockKind(layers[b]).count();  // a MoE block holds more tensors
-    for (size_t i = i0; i < i0 + count && i < n; ++i) unit_of_[i] = 1 + b;
+    for (size_t i = i0; i < i0 + count && i < n; ++i) slots[i].layer = int64_t(b);
     i0 += count;
   }
   if (n != i0 + (stage.last ? 2 : 0)) TRAINSCOPE_THROW("ZeRO-3: unexpected tensor count");
-  units_.resize(1 + layers.size());
-  for (auto& u : units_) u = std::make_unique<Unit>();
-  for (size_t i = 0; i < n; ++i) {
-    Unit& u = *units_[unit_of_[i]];
-    u.tensors.push_back(i);
-    u.offset.push_back(u.numel);
-    u.numel += full[i].numel();
+  for (size_t i = 0; i < n; ++i) slots[i].shape = full[i].sizes().vec();
+  const int s = shard_.size(), r = shard_.rank();
+  const models::DpLayout layout = models::dpLayout(slots, ZeroStage::Parameters, s, 0);
+  units_.resize(layout.groups.size());
+  unit_of_.assign(n, 0);
+  for (size_t g = 0; g < units_.size(); ++g) {
+    units_[g] = std::make_unique<Unit>();
+    Unit& u = *units_[g];
+    const models::ShardGroup& group = layout.groups[g];
+    u.tensors = group.tensors;
+    for (size_t k = 0; k < group.tensors.size(); ++k) {
+      u.offset.push_back(group.ranges[k].begin);
+      unit_of_[group.tensors[k]] = g;
+    }
+    u.numel = group.numel;
+    u.padded = group.padded;
+    u.shard = group.shard;
   }
 
-  const int s = shard_.size(), r = shard_.rank();
   auto f32 = at::TensorOptions().dtype(at::kFloat).device(device_);
   leaves_.resize(n);
   master_.resize(n);
@@ -79,10 +90,8 @@ Zero3::Zero3(Group& shard, Group* replicas, int dp, const StageSpec& stage, cons
   grads_.resize(n);
   piece_offset_.assign(n, 0);
   owned_.assign(n, false);
-  for (auto& up : units_) {
-    Unit& u = *up;
-    u.padded = (u.numel + s - 1) / s * s;
-    u.shard = u.padded / s;
+  for (size_t g = 0; g < units_.size(); ++g) {
+    Unit& u = *units_[g];
     {
       c10::NoGradGuard no_grad;
       at::Tensor flat = at::zeros({u.padded}, f32);
@@ -95,15 +104,15 @@ Zero3::Zero3(Group& shard, Group* replicas, int dp, const StageSpec& stage, cons
     u.full = at::empty({u.padded}, f32.dtype(dtype_));
     for (size_t k = 0; k < u.tensors.size(); ++k) {
       const size_t i = u.tensors[k];
-      const int64_t numel = full[i].numel(), lo = std::max(u.offset[k], r * u.shard),
-                    hi = std::min(u.offset[k] + numel, (r + 1) * u.shard);
+      const int64_t numel = full[i].numel();
+      const models::Range piece = layout.groups[g].local(k, r);  // of tensor i's own elements
       // A leaf of its own over the flat buffer: its own version counter (see zero3.h).
       leaves_[i] = u.full.narrow(0, u.offset[k], numel).view(full[i].sizes()).variable_data().requires_grad_(true);
-      const int64_t at = hi > lo ? lo - r * u.shard : 0, len = std::max<int64_t>(0, hi - lo);
+      const int64_t at = piece.empty() ? 0 : u.offset[k] + piece.begin - r * u.shard, len = piece.size();
       master_[i] = u.master.narrow(0, at, len);
       compute_[i] = u.compute.narrow(0, at, len);
       grads_[i] = u.grad.narrow(0, at, len);
-      piece_offset_[i] = hi > lo ? lo - u.offset[k] : 0;
+      piece_offset_[i] = piece.begin;
       owned_[i] = len > 0;
     }
     releaseStorage(u.full);

@@ -27,6 +27,7 @@ struct Plan {
   int64_t virtual_stages = 1;  // > 1: Megatron-LM's interleaved 1F1B, v model chunks per pipeline rank
   int64_t cpu_lanes = 1;       // CPU core lanes per rank (each keeps its own gradients until summed)
   bool cpu = false;            // CPU ranks (the LM head's one-pass fp32 path; no caching allocator)
+  double bucket_mb = 25;       // --bucket-mb: DDP's all-reduce and ZeRO-2's reduce-scatter buckets (MiB of fp32)
 
   int64_t world() const { return dp * cp * tp * pp; }
   int64_t gradientGroup() const { return dp * cp; }  // ranks that hold the same weights and sum gradients
@@ -43,10 +44,11 @@ Plan planOf(const runtime::TrainConfig& c);
 // Checks a plan against the model; returns "" when valid, else the reason (heads % tp, …).
 std::string whyInvalid(const workloads::Workload& w, const Plan& p);
 std::string whyInvalidExperts(const workloads::Workload& w, const Plan& p);  // the ep/MoE part of it
-// Layers of pipeline stage s (the runtime's StageSpec split: the first L mod p stages get one more).
+// Layers of pipeline stage s (dp_layout.h's stageLayout, as the runtime splits them: the first L mod p
+// stages get one more).
 int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage);
-// The layers stage `stage` holds, as the runtime splits them (StageSpec::of): the balanced split of
-// n_layer over pp·v chunks, chunk stage + k·pp for k < v. Which layers matters for a MoE (layer l is
+// The layers stage `stage` holds (dp_layout.h's stageLayout, which StageSpec::of reads too): the
+// balanced split of n_layer over pp·v chunks, chunk stage + k·pp for k < v. Which layers matters for a MoE (layer l is
 // MoE when l % moe_every == 0): interleaving gives stage 0 of small-cpu-moe both of its MoE layers.
 std::vector<int64_t> layerIdsOfStage(int64_t n_layer, int64_t pp, int64_t stage, int64_t virtual_stages);
 

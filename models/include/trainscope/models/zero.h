@@ -1,6 +1,6 @@
 // trainscope/models/zero.h — what the memory and time models assume of ZeRO stages 2 and 3
-// (Rajbhandari et al. 2020). The runtime's ZeRO-1 partitions whole tensors (grad_sync.cpp); stages 2
-// and 3 are priced as DeepSpeed implements them: flat
+// (Rajbhandari et al. 2020). The layouts the runtime runs (ZeRO-1's whole tensors, ZeRO-2's buckets,
+// ZeRO-3's units) are dp_layout.h's; where a stage is priced as DeepSpeed implements it: flat
 // buffers split element by element, ⌈n/d⌉ elements per rank, and DeepSpeed's default bucket sizes
 // (deepspeed/runtime/zero/config.py). Formulas and sources: docs/memory-model.md and
 // docs/time-model.md, "ZeRO-2 and ZeRO-3".
@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "trainscope/models/dp_layout.h"
 #include "trainscope/models/plan.h"
 
 namespace trainscope::models::zero {
@@ -35,7 +36,6 @@ inline int64_t shardRanks(const Plan& p) {
   return shardsParameters(p) && p.zero_shard > 0 && p.zero_shard < p.dp ? p.zero_shard : p.dp;
 }
 inline int64_t replicas(const Plan& p) { return p.dp / shardRanks(p); }
-// One rank's share of `n` elements split evenly over d ranks (the last rank's padding ignored).
-inline int64_t shardOf(int64_t n, int64_t d) { return (n + d - 1) / d; }
+// One rank's share of n elements split over d ranks: dp_layout.h's evenShard.
 
 }  // namespace trainscope::models::zero
