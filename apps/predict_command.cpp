@@ -3,6 +3,8 @@
 // and seconds.
 #include "predict_command.h"
 
+#include "predict_flags.h"
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -29,138 +31,6 @@ namespace trainscope::apps {
 
 namespace rt = trainscope::runtime;
 namespace tn = trainscope::tuner;
-
-struct PredictFlags {
-  std::string workload = "gpt2-124m", cluster = "h100-80gb-x8", ckpt = "none", precision = "bf16",
-              optimizer = "adamw", schedule = "1f1b", framework = "trainscope",
-              attention = "default";
-  int64_t ep = 1;  // expert parallelism: a MoE workload's experts over ep of the dp ranks
-  int64_t tp = 1, pp = 1, cp = 1, mbs = 1, gbs = 0, seq = 0, nodes = 0, gpus = 0, virtual_stages = 1, cpu_lanes = 1;
-  int zero = 0;
-  int64_t zero_shard = 0;  // ZeRO-3 hybrid sharding: shard groups of N dp ranks (0: all)
-  bool sp = false, json = false;
-  double dp_overlap = -1, bucket_mb = 25;  // dp_overlap < 0: estimated from the schedule; bucket_mb as run's
-  bool distributed_optimizer = false, allow_tp_across_nodes = false;
-  std::string batch;
-  std::vector<std::string> profiles;
-};
-
-namespace {
-
-// The most a count may be, by kind: products of them (tp x pp x cp, mbs x dp) stay far inside
-// int64, so a huge value is refused naming its flag instead of wrapping around.
-constexpr int64_t kMostDegree = int64_t(1) << 20;  // nodes, gpus, tp, pp, cp, ep, virtual stages, lanes
-constexpr int64_t kMostSize = int64_t(1) << 40;    // mbs, seq
-constexpr int64_t kMostBatch = int64_t(1) << 50;   // gbs
-
-// What is wrong with `n` as a count of at most `most` ("" when nothing).
-std::string countProblem(const std::string& n, bool whole, long long value, int64_t most) {
-  if (!whole || value < 1) return "must be a whole number of at least 1, not " + n;
-  if (value > most)
-    return "must be at most 2^" + std::to_string(int(std::log2(double(most)))) + " (" + std::to_string(most) + "), not " + n;
-  return "";
-}
-
-// A count of at most `most` (CLI11's PositiveNumber prints the range up to DBL_MAX).
-CLI::Validator countOf(int64_t most) {
-  return CLI::Validator(
-      [most](std::string& v) -> std::string {
-        long long n = 0;
-        bool whole = false;
-        try {
-          size_t used = 0;
-          n = std::stoll(v, &used);
-          whole = used == v.size();
-        } catch (const std::out_of_range&) {
-          return countProblem(v, true, v[0] == '-' ? -1 : LLONG_MAX, most);
-        } catch (const std::exception&) {
-        }
-        return countProblem(v, whole, n, most);
-      },
-      "INT>=1");
-}
-const CLI::Validator kDegree = countOf(kMostDegree), kSize = countOf(kMostSize), kBatch = countOf(kMostBatch);
-
-// A share from 0 to 1 (CLI::Range lets NaN through: every comparison with it is false).
-const CLI::Validator kShare(
-    [](std::string& v) -> std::string {
-      try {
-        size_t used = 0;
-        const double x = std::stod(v, &used);
-        if (used == v.size() && std::isfinite(x) && x >= 0 && x <= 1) return "";
-      } catch (const std::exception&) {
-      }
-      return "must be a number from 0 to 1, not " + v;
-    },
-    "0..1");
-
-}  // namespace
-
-CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
-  f = new PredictFlags();  // lives as long as the process
-  CLI::App* c = app.add_subcommand("predict", "predict memory per rank and step time of one configuration (runs nothing)");
-  c->add_option("--workload", f->workload, "workload name or JSON path")->capture_default_str();
-  c->add_option("--cluster", f->cluster, "cluster preset or JSON file")->capture_default_str();
-  // Counts are positive: 0 or a negative value is an error naming the flag (exit 2), never a default.
-  c->add_option("--nodes", f->nodes, "nodes (default: the cluster file's)")->check(kDegree);
-  c->add_option("--gpus", f->gpus, "devices in all (default: nodes x devices per node)")->check(kDegree);
-  c->add_option("--tp", f->tp)->capture_default_str()->check(kDegree);
-  c->add_option("--pp", f->pp)->capture_default_str()->check(kDegree);
-  c->add_option("--cp", f->cp, "context-parallel degree: each sequence split over cp ranks (ring attention)")
-      ->capture_default_str()
-      ->check(kDegree);
-  c->add_option("--ep", f->ep, "expert-parallel degree: a MoE workload's experts split over ep of the dp ranks")
-      ->capture_default_str()
-      ->check(kDegree);
-  c->add_option("--mbs", f->mbs)->capture_default_str()->check(kSize);
-  c->add_option("--gbs", f->gbs, "global batch in sequences (default: mbs x dp)")->check(kBatch);
-  c->add_option("--seq", f->seq, "sequence length (default: the workload's n_positions, at most 2048)")
-      ->check(kSize);
-  c->add_option("--ckpt", f->ckpt, "none|selective|full")->capture_default_str();
-  c->add_option("--precision", f->precision, "fp32|bf16|fp16")->capture_default_str();
-  c->add_option("--optimizer", f->optimizer, "adamw|adafactor|adam8bit|sgd")->capture_default_str();
-  c->add_option("--zero", f->zero,
-                 "ZeRO stage 0|1|2|3 (2 and 3 are priced as DeepSpeed shards them)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"0", "1", "2", "3"}));
-  c->add_option("--zero-shard-size", f->zero_shard,
-                "ZeRO-3 hybrid sharding: shard within groups of N dp ranks, replicate across (0: all)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  c->add_flag("--sequence-parallel", f->sp);
-  c->add_option("--pp-schedule", f->schedule, "gpipe|1f1b|interleaved")->capture_default_str();
-  c->add_option("--virtual-stages", f->virtual_stages, "interleaved: model chunks per stage")
-      ->capture_default_str()
-      ->check(kDegree);
-  c->add_option("--cpu-lanes", f->cpu_lanes, "CPU clusters: core lanes per rank")->capture_default_str()->check(kDegree);
-  c->add_option("--bucket-mb", f->bucket_mb, "gradient buckets, MiB of fp32, as run's")->capture_default_str();
-  c->add_option("--dp-overlap", f->dp_overlap,
-                 "share of the DP all-reduce hidden behind backward, 0 to 1 (default: estimated from the schedule)")
-      ->check(kShare);
-  c->add_option("--profile", f->profiles,
-                "traced run databases (trainscope run --trace) of this cluster: the step time is composed from "
-                "their measured layer costs when one has this plan's layer shape")
-      ->delimiter(',');
-  c->add_option("--framework", f->framework,
-                 "whose kernels and memory: trainscope (this runtime) or megatron (Megatron-LM as the published runs "
-                 "used it: unfused attention, 18 bytes per parameter)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"trainscope", "megatron"}));
-  c->add_option("--attention", f->attention,
-                 "GPU clusters: how attention runs — default (the framework's: megatron unfused, trainscope flash), "
-                 "unfused (s×s scores materialised) or flash (one fused kernel); the time only")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"default", "unfused", "flash"}));
-  c->add_flag("--use-distributed-optimizer", f->distributed_optimizer,
-              "--framework megatron: the optimizer state sharded over DP (6 + 12/dp bytes per parameter)");
-  c->add_flag("--allow-tp-across-nodes", f->allow_tp_across_nodes,
-              "accept a TP group larger than a node (priced on the inter-node tier)");
-  c->add_option("--batch", f->batch,
-                "JSON-lines file: one configuration per line (predict's flags as keys, _ for -); one JSON result per "
-                "line; the other flags are each line's defaults");
-  c->add_flag("--json", f->json, "one JSON object, bytes and seconds");
-  return c;
-}
 
 namespace {
 
@@ -232,33 +102,18 @@ void checkSplit(const PredictFlags& f, const tn::Cluster& c, int64_t devices) {
 tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c, int64_t devices) {
   checkSplit(f, c, devices);
   tn::Plan p;
-  p.tp = f.tp;
-  p.pp = f.pp;
-  p.cp = f.cp;
-  p.dp = devices / (p.tp * p.pp * p.cp);
-  p.ep = f.ep;  // whyInvalid names ep ∤ dp, ep ∤ n_experts, ep without experts
+  static_cast<rt::Parallelism&>(p) = f;  // the layout as the flags give it ("interleaved": 1f1b, v >= 2)
+  p.dp = devices / (p.tp * p.pp * p.cp);  // whyInvalid names ep ∤ dp, a shard group not dividing dp, …
   p.mbs = f.mbs;
   p.gbs = f.gbs > 0 ? f.gbs : f.mbs * p.dp;
   p.seq = f.seq > 0 ? f.seq : std::min<int64_t>(w.n_positions, 2048);
   p.ckpt = rt::parseCheckpointing(f.ckpt);
   p.precision = rt::parsePrecision(f.precision);
   p.optimizer = rt::parseOptimizer(f.optimizer);
-  p.zero = rt::zeroStage(f.zero);  // 0..3: the flag and the batch line refuse anything else
-  p.zero_shard = f.zero_shard;     // whyInvalid names a shard group without ZeRO-3 or not dividing dp
-  p.sequence_parallel = f.sp;
-  if (f.schedule == "interleaved") {
-    p.schedule = rt::PipelineSchedule::OneFOneB;
-    p.virtual_stages = std::max<int64_t>(2, f.virtual_stages);
-  } else {
-    p.schedule = rt::parseSchedule(f.schedule);
-    p.virtual_stages = f.virtual_stages;  // as `run --virtual-stages` (1f1b): interleaved when > 1
-    if (p.virtual_stages > 1 && p.schedule == rt::PipelineSchedule::GPipe)
-      throw UserError("--virtual-stages", "interleaving is a form of the 1f1b schedule, not of gpipe",
-                      "pass --pp-schedule 1f1b, or --virtual-stages 1");
-  }
+  if (p.virtual_stages > 1 && p.pp_schedule == rt::PipelineSchedule::GPipe)
+    throw UserError("--virtual-stages", "interleaving is a form of the 1f1b schedule, not of gpipe",
+                    "pass --pp-schedule 1f1b, or --virtual-stages 1");
   p.cpu_lanes = f.cpu_lanes;
-  if (!(f.bucket_mb > 0) || !std::isfinite(f.bucket_mb))  // CLI11's PositiveNumber would print DBL_MAX
-    throw UserError("--bucket-mb", "must be a positive number of MiB, not " + std::to_string(f.bucket_mb), "pass 25, run's default");
   p.bucket_mb = f.bucket_mb;
   p.cpu = c.kind == tn::ClusterKind::Cpu;
   return p;
@@ -297,12 +152,13 @@ tn::Framework checkedFramework(const PredictFlags& f) {
   const tn::Framework framework = tn::parseFramework(f.framework);
   if (f.distributed_optimizer && framework != tn::Framework::Megatron)
     throw UserError("--use-distributed-optimizer", "is Megatron-LM's flag", "add --framework megatron, or use --zero 1");
-  if (framework == tn::Framework::Megatron && f.zero >= 2)
-    throw UserError("--zero", "Megatron-LM has no ZeRO-" + std::to_string(f.zero) +
+  const int zero = rt::stageNumber(f.zero);
+  if (framework == tn::Framework::Megatron && zero >= 2)
+    throw UserError("--zero", "Megatron-LM has no ZeRO-" + std::to_string(zero) +
                                   ": its distributed optimizer shards the optimizer state only (ZeRO-1), and the FSDP "
                                   "of recent Megatron-core versions is not modelled",
                     "pass --use-distributed-optimizer for Megatron-LM's ZeRO-1, or --framework trainscope to price "
-                    "ZeRO-" + std::to_string(f.zero));
+                    "ZeRO-" + std::to_string(zero));
   return framework;
 }
 
@@ -341,7 +197,7 @@ tn::MeasuredCosts profiledCosts(const PredictFlags& f, const workloads::Workload
 void useMeasuredTime(Outcome& o, const PredictFlags& f) {
   if (o.p.zero >= rt::ZeroStage::Gradients) {  // profiles are composed for stages 0 and 1 only
     std::fprintf(stderr, "note: measured layer costs are not composed for ZeRO-%d; the step time is the "
-                         "analytic model's\n", f.zero);
+                         "analytic model's\n", rt::stageNumber(f.zero));
     return;
   }
   const tn::MeasuredCosts costs = profiledCosts(f, o.w, o.c);
@@ -407,7 +263,8 @@ nlohmann::json toJson(const Outcome& o) {
   nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
                       {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
                       {"seq", p.seq}, {"zero", rt::stageNumber(p.zero)}, {"zero_stage", zeroName(p)},
-                      {"zero_shard_size", p.zero_shard},
+                      {"zero_shard_size", p.zero_shard_size},
+                      {"pp_schedule", rt::scheduleName(p)}, {"virtual_stages", p.virtual_stages},
                       {"memory_limit_bytes", c.memory_bytes}, {"peak_bytes", m.peak()},
                       {"worst_stage", m.worst_stage}, {"fits", fits}};
   for (const auto& s : m.stages)
@@ -491,75 +348,6 @@ void printText(const Outcome& o) {
 }
 
 
-// A batch line's flags: `defaults` with the line's keys set; the same checks as the command line's.
-PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults, int64_t line) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  const std::string where = "--batch line " + std::to_string(line);
-  if (!j.is_object()) throw UserError(where, "is not a JSON object", "one object of predict's flags per line");
-  PredictFlags f = defaults;
-  f.batch.clear();
-  auto text_of = [&](const std::string& k, const nlohmann::json& v) {
-    if (!v.is_string()) throw UserError(where + ": " + k, "must be a string", "");
-    return v.get<std::string>();
-  };
-  auto count = [&](const std::string& k, const nlohmann::json& v) {
-    const int64_t most = k == "gbs" ? kMostBatch : k == "mbs" || k == "seq" ? kMostSize : kMostDegree;
-    // An unsigned past int64 would read back wrapped: it is past `most`, and said so.
-    const bool whole = v.is_number_integer();
-    const long long n = !whole ? 0 : v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(LLONG_MAX) ? LLONG_MAX
-                                                                                                      : v.get<int64_t>();
-    if (const std::string why = countProblem(jsonText(v), whole, n, most); !why.empty())
-      throw UserError(where + ": " + k, why, "");
-    return int64_t(n);
-  };
-  auto flag = [&](const std::string& k, const nlohmann::json& v) {
-    if (!v.is_boolean()) throw UserError(where + ": " + k, "must be true or false", "");
-    return v.get<bool>();
-  };
-  for (const auto& [k, v] : j.items()) {
-    if (k == "workload") f.workload = text_of(k, v);
-    else if (k == "cluster") f.cluster = text_of(k, v);
-    else if (k == "ckpt") f.ckpt = text_of(k, v);
-    else if (k == "precision") f.precision = text_of(k, v);
-    else if (k == "optimizer") f.optimizer = text_of(k, v);
-    else if (k == "pp_schedule") f.schedule = text_of(k, v);
-    else if (k == "framework") f.framework = text_of(k, v);
-    else if (k == "attention") f.attention = text_of(k, v);
-    else if (k == "nodes") f.nodes = count(k, v);
-    else if (k == "gpus") f.gpus = count(k, v);
-    else if (k == "tp") f.tp = count(k, v);
-    else if (k == "pp") f.pp = count(k, v);
-    else if (k == "cp") f.cp = count(k, v);
-    else if (k == "mbs") f.mbs = count(k, v);
-    else if (k == "gbs") f.gbs = count(k, v);
-    else if (k == "seq") f.seq = count(k, v);
-    else if (k == "virtual_stages") f.virtual_stages = count(k, v);
-    else if (k == "zero_shard_size") f.zero_shard = v.is_number_integer() && v.get<int64_t>() == 0 ? 0 : count(k, v);
-    else if (k == "cpu_lanes") f.cpu_lanes = count(k, v);
-    else if (k == "sequence_parallel") f.sp = flag(k, v);
-    else if (k == "use_distributed_optimizer") f.distributed_optimizer = flag(k, v);
-    else if (k == "allow_tp_across_nodes") f.allow_tp_across_nodes = flag(k, v);
-    else if (k == "zero") {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 3)
-        throw UserError(where + ": zero", "must be 0, 1, 2 or 3, not " + jsonText(v), "");
-      f.zero = v.get<int>();
-    } else if (k == "dp_overlap" || k == "bucket_mb") {  // a share 0 to 1; MiB above 0
-      const bool share = k == "dp_overlap", bad = !v.is_number() || !std::isfinite(v.get<double>());
-      if (bad || (share ? v.get<double>() < 0 || v.get<double>() > 1 : !(v.get<double>() > 0)))
-        throw UserError(where + ": " + k, std::string(share ? "must be a number from 0 to 1" : "must be a positive number") + ", not " + jsonText(v), "");
-      (share ? f.dp_overlap : f.bucket_mb) = v.get<double>();
-    } else {
-      throw UserError(where + ": " + k, "is not a flag of predict",
-                      "use workload, cluster, nodes, gpus, tp, pp, cp, mbs, gbs, seq, ckpt, precision, optimizer, zero, "
-                      "sequence_parallel, pp_schedule, virtual_stages, cpu_lanes, dp_overlap, framework, "
-                      "use_distributed_optimizer, allow_tp_across_nodes");
-    }
-  }
-  if (f.framework != "trainscope" && f.framework != "megatron")
-    throw UserError(where + ": framework", "must be trainscope or megatron, not \"" + f.framework + "\"", "");
-  return f;
-}
-
 // --batch: one configuration per line (a JSON object of predict's flags, underscores for dashes);
 // the command line's flags are every line's defaults. One JSON result per line, in order; a line
 // that fails gives {"line": N, "error": "..."} and the exit status is 2.
@@ -585,6 +373,8 @@ int runBatch(const PredictFlags& defaults) {
     }
     std::cout << jsonText(out) << "\n";
   }
+  std::cout.flush();
+  std::fflush(stdout);  // every result line whole before the note (stdout and stderr may be one pipe)
   if (failed) std::fprintf(stderr, "predict --batch: %lld of %lld line(s) failed (their error is on their line)\n",
                            static_cast<long long>(failed), static_cast<long long>(n));
   return failed ? 2 : 0;

@@ -46,6 +46,9 @@ class FieldFlags {
     } else if constexpr (std::is_same_v<T, rt::ZeroStage>) {
       text(f, [&v, flag](const std::string& s) { v = rt::zeroStage(rt::parseIntegerAs<int64_t>(s, flag), flag); },
            show ? rt::argText(v) : "", "INT");
+    } else if constexpr (std::is_same_v<T, rt::PipelineSchedule>) {  // "interleaved" sets the virtual stages too
+      rt::TrainConfig& c = c_;  // (this binder is a temporary: the callback holds the config itself)
+      text(f, [&c, flag](const std::string& s) { rt::parseScheduleInto(s, flag, c); }, show ? rt::argText(v) : "");
     } else if constexpr (std::is_enum_v<T>) {
       text(f, [&v, flag](const std::string& s) { rt::parseInto(s, flag, v); }, show ? rt::argText(v) : "");
     } else {

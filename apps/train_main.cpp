@@ -47,7 +47,9 @@ class ConsoleObserver final : public rt::RunObserver {
       std::cout << "  parallel: " << c.world << " ranks = dp " << c.dp << " x tp " << c.tp << " x pp " << c.pp
                 << (c.sequence_parallel ? ", sequence parallel" : "")
                 << (rt::shardsOptimizer(c.zero) ? ", ZeRO-" + std::to_string(rt::stageNumber(c.zero)) : "")
-                << (c.pp > 1 ? std::string(", ") + toString(c.pp_schedule) : "")
+                << (c.pp > 1 ? std::string(", ") + rt::scheduleName(c) +
+                                   (c.interleaved() ? " v" + std::to_string(c.virtual_stages) : "")
+                             : "")
                 << (c.local_sgd ? ", local SGD H=" + std::to_string(c.local_sgd) : "") << " (" << i.rank_source << ")\n";
     std::cout << "  device: " << i.device_name << "; data: " << c.data << std::endl;
   }

@@ -219,11 +219,14 @@ tn::SpaceOptions checkedSpace(const TuneFlags& f) {
   if (so.ckpt.empty()) throw UserError("--ckpt", "lists no checkpointing mode", "pass e.g. --ckpt none,selective,full");
   for (const auto& m : split(f.precision)) so.precisions.push_back(rt::parsePrecision(m, "--precision"));
   so.schedules.clear();
-  // "interleaved", as predict takes it: the 1F1B schedule with more than one model chunk per stage.
+  // The schedules by their one name (runconfig's parseScheduleInto, as run and predict read them):
+  // "interleaved" is the 1F1B schedule with more than one model chunk per stage.
   bool plain_1f1b = false, interleaved = false;
   for (const auto& m : split(f.schedules)) {
-    const rt::PipelineSchedule s = m == "interleaved" ? rt::PipelineSchedule::OneFOneB : rt::parseSchedule(m, "--pp-schedules");
-    (m == "interleaved" ? interleaved : plain_1f1b) |= s == rt::PipelineSchedule::OneFOneB;
+    rt::Parallelism named;
+    rt::parseScheduleInto(m, "--pp-schedules", named);
+    const rt::PipelineSchedule s = named.pp_schedule;
+    (named.interleaved() ? interleaved : plain_1f1b) |= s == rt::PipelineSchedule::OneFOneB;
     if (std::find(so.schedules.begin(), so.schedules.end(), s) == so.schedules.end()) so.schedules.push_back(s);
   }
   if (so.schedules.empty())

@@ -268,7 +268,7 @@ std::vector<int64_t> layerSizes(const std::vector<Slot>& slots, const Plan& p) {
 int64_t inflightOf(const Plan& p, int64_t st, int64_t M) {
   int64_t inflight = 1;
   if (p.pp > 1)
-    inflight = p.schedule == PipelineSchedule::GPipe ? M : std::min<int64_t>(p.pp - st, M);
+    inflight = p.pp_schedule == PipelineSchedule::GPipe ? M : std::min<int64_t>(p.pp - st, M);
   return inflight;
 }
 
@@ -358,7 +358,7 @@ void addHead(StageMemory& sm, const workloads::Workload& w, const Plan& p) {
   const int64_t M = sm.micro_batches, h = w.n_embd, t = p.tp;
   const int64_t Vp = (w.vocab_size + t - 1) / t * t;
   const double s = double(p.localSeq()), b = double(p.mbs);
-  const int64_t head_inflight = p.pp > 1 && p.schedule == PipelineSchedule::GPipe ? M : 1;
+  const int64_t head_inflight = p.pp > 1 && p.pp_schedule == PipelineSchedule::GPipe ? M : 1;
   const double lanes = double(std::max<int64_t>(1, p.cpu_lanes));
   const double dx_dw = 4.0 * s * b * double(h) + lanes * 4.0 * double(Vp / t) * double(h);
   const double rows = lanes * std::min(s * b / lanes, std::max(128.0, double(8 << 20) / (4.0 * double(Vp / t))));

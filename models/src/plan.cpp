@@ -12,11 +12,11 @@ std::string Plan::describe() const {
                   std::to_string(mbs) + " ga" + std::to_string(ga()) + " " + toString(ckpt) + " " +
                   toString(precision) + " " + toString(optimizer);
   if (runtime::shardsOptimizer(zero)) s += " zero" + std::to_string(runtime::stageNumber(zero));
-  if (zero_shard > 0 && zero_shard < dp) s += " hybrid" + std::to_string(zero_shard);
+  if (zero_shard_size > 0 && zero_shard_size < dp) s += " hybrid" + std::to_string(zero_shard_size);
   if (sequence_parallel) s += " sp";
   if (ep > 1) s += " ep" + std::to_string(ep);
   if (pp > 1)
-    s += std::string(" ") + (virtual_stages > 1 ? "interleaved v" + std::to_string(virtual_stages) : toString(schedule));
+    s += std::string(" ") + (virtual_stages > 1 ? "interleaved v" + std::to_string(virtual_stages) : toString(pp_schedule));
   return s;
 }
 
@@ -33,10 +33,10 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
   if (runtime::shardsOptimizer(p.zero) && p.dp == 1)
     return "ZeRO-" + std::to_string(runtime::stageNumber(p.zero)) + " needs dp > 1";
   // Hybrid sharding as the runtime accepts it (runconfig's resolveZero3).
-  if (p.zero_shard < 0) return "zero_shard=" + std::to_string(p.zero_shard) + " is negative";
-  if (p.zero_shard > 0 && p.zero != runtime::ZeroStage::Parameters) return "hybrid sharding (zero_shard) needs ZeRO-3";
-  if (p.zero_shard > 0 && p.dp % p.zero_shard != 0)
-    return "zero_shard=" + std::to_string(p.zero_shard) + " does not divide dp=" + std::to_string(p.dp);
+  if (p.zero_shard_size < 0) return "zero_shard=" + std::to_string(p.zero_shard_size) + " is negative";
+  if (p.zero_shard_size > 0 && p.zero != runtime::ZeroStage::Parameters) return "hybrid sharding (zero_shard) needs ZeRO-3";
+  if (p.zero_shard_size > 0 && p.dp % p.zero_shard_size != 0)
+    return "zero_shard=" + std::to_string(p.zero_shard_size) + " does not divide dp=" + std::to_string(p.dp);
   if (p.virtual_stages > 1 && (p.pp == 1 || (w.n_layer % (p.pp * p.virtual_stages)) != 0))
     return "interleaving needs pp > 1 and n_layer divisible by pp x virtual stages";
   // Megatron-LM's interleaved schedule runs the micro-batches in groups of pp (its schedules.py
@@ -68,23 +68,14 @@ std::string whyInvalidExperts(const workloads::Workload& w, const Plan& p) {
 
 Plan planOf(const runtime::TrainConfig& c) {
   Plan p;
-  p.dp = c.dp;
-  p.cp = c.cp;
-  p.tp = c.tp;
-  p.pp = c.pp;
-  p.virtual_stages = c.virtual_stages;
+  static_cast<runtime::Parallelism&>(p) = c;  // the layout, whole
   p.mbs = c.mbs;
   p.gbs = c.global_batch;
   p.seq = c.seq;
   p.ckpt = c.ckpt;
   p.precision = c.precision;
   p.optimizer = c.optimizer;
-  p.zero = c.zero;
-  p.zero_shard = c.zero_shard_size;
-  p.sequence_parallel = c.sequence_parallel;
-  p.schedule = c.pp_schedule;
   p.cpu_lanes = c.cpu_lanes > 0 ? c.cpu_lanes : 1;
-  p.ep = c.ep;
   p.bucket_mb = c.bucket_mb;
   return p;
 }

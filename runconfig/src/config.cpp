@@ -73,6 +73,19 @@ const char* toString(TraceLevel v) { return nameOf(v, kTrace); }
 PipelineSchedule parseSchedule(const std::string& s, const std::string& f) { return parseEnum(s, f, kSched); }
 Launcher parseLauncher(const std::string& s, const std::string& f) { return parseEnum(s, f, kLaunch); }
 
+const char* scheduleName(const Parallelism& p) { return p.interleaved() ? "interleaved" : toString(p.pp_schedule); }
+
+void parseScheduleInto(const std::string& s, const std::string& field, Parallelism& p) {
+  if (s == "interleaved") {
+    p.pp_schedule = PipelineSchedule::OneFOneB;
+    p.virtual_stages = std::max<int64_t>(2, p.virtual_stages);
+    return;
+  }
+  if (s != "gpipe" && s != "1f1b")
+    throw UserError(field, "unknown value \"" + s + "\"", "use one of gpipe|1f1b|interleaved");
+  p.pp_schedule = parseSchedule(s, field);
+}
+
 ZeroStage zeroStage(int64_t stage, const std::string& field) {
   if (stage < 0 || stage > 3)
     throw UserError(field, "must be a ZeRO stage from 0 to 3, got " + std::to_string(stage),
@@ -157,6 +170,13 @@ void resolveLayout(TrainConfig& c, int world) {
   requirePositive("--tp", c.tp, "pass --tp N with N >= 1");
   requirePositive("--pp", c.pp, "pass --pp N with N >= 1");
   requirePositive("--cp", c.cp, "pass --cp N with N >= 1 (1: no context parallelism)");
+  // Bounded before any product of them is formed (tp x pp x cp must not wrap).
+  for (const auto& [flag, v] : std::initializer_list<std::pair<const char*, int64_t>>{
+           {"--tp", c.tp}, {"--pp", c.pp}, {"--cp", c.cp}, {"--ep", c.ep}, {"--virtual-stages", c.virtual_stages},
+           {"--zero-shard-size", c.zero_shard_size}})
+    if (v > kMostDegree)
+      throw UserError(flag, "must be at most 2^20 (" + std::to_string(kMostDegree) + "), not " + std::to_string(v),
+                      "pass a degree a cluster could have");
   if (c.world % (c.tp * c.pp * c.cp) != 0)
     throw UserError("--nproc", std::to_string(c.world) + " ranks cannot be split into tp=" + std::to_string(c.tp) +
                                    " x pp=" + std::to_string(c.pp) + " x cp=" + std::to_string(c.cp) + " groups",

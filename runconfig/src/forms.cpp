@@ -170,7 +170,14 @@ const nlohmann::json& configObject(const nlohmann::json& j) {
 
 TrainConfig configFrom(const JsonFields& in) {
   TrainConfig c;
-  visitFields([&](const Field& f, auto m) { in.get(f.key, c.*m); });
+  visitFields([&](const Field& f, auto m) {
+    std::string schedule;  // by name: "interleaved" sets the virtual stages too
+    if constexpr (std::is_same_v<std::decay_t<decltype(c.*m)>, PipelineSchedule>) {
+      if (in.get(f.key, schedule)) parseScheduleInto(schedule, in.field(f.key), c);
+    } else {
+      in.get(f.key, c.*m);
+    }
+  });
   if (!in.has("workload_spec")) in.get("workload", c.workload);  // files written before workload_spec
   if (!in.has("nproc")) in.get("world", c.nproc);
   if (in.has("gbs")) c.ga.reset();  // one choice: a resolved config has both, and gbs = mbs x ga x dp
@@ -223,6 +230,8 @@ std::vector<std::string> toArgs(const TrainConfig& c) {
       if (v != f.has(Field::kNegated)) a.push_back(f.flag);  // a flag, given when it changes the default
     } else if constexpr (IsOptional<T>::value) {
       if (v) a.insert(a.end(), {f.flag, argText(*v)});
+    } else if constexpr (std::is_same_v<T, PipelineSchedule>) {
+      a.insert(a.end(), {f.flag, scheduleName(g)});  // "interleaved" with its --virtual-stages, written before
     } else {
       a.insert(a.end(), {f.flag, argText(v)});
     }

@@ -276,3 +276,50 @@ TEST(ConfigFields, EveryIntegerFlagRefusesAValueOutsideItsTypeNamingTheFlag) {
   EXPECT_EQ(parseRun({"--nproc", "2147483647"}).cfg.nproc, INT32_MAX);
   EXPECT_EQ(*parseRun({"--gbs", "-9223372036854775808"}).cfg.gbs, INT64_MIN);  // resolve() then says "> 0"
 }
+
+// Interleaving has one name: `run --pp-schedule interleaved` is 1f1b with 2 chunks per pipeline rank,
+// or --virtual-stages' count wherever it stands on the line; the older `--pp-schedule 1f1b
+// --virtual-stages V` is the same config; JSON takes the name too; scheduleName says it back.
+TEST(ConfigFields, RunTakesInterleavingByItsOneName) {
+  const rt::TrainConfig plain = parseRun({"--pp", "2", "--pp-schedule", "interleaved"}).cfg;
+  EXPECT_EQ(plain.pp_schedule, rt::PipelineSchedule::OneFOneB);
+  EXPECT_EQ(plain.virtual_stages, 2);
+  EXPECT_STREQ(rt::scheduleName(plain), "interleaved");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--pp", "2", "--pp-schedule", "interleaved", "--virtual-stages", "4"},
+           {"--pp", "2", "--virtual-stages", "4", "--pp-schedule", "interleaved"},
+           {"--pp", "2", "--pp-schedule", "1f1b", "--virtual-stages", "4"}}) {
+    const rt::TrainConfig c = parseRun(args).cfg;
+    EXPECT_EQ(c.virtual_stages, 4) << joined(args);
+    EXPECT_EQ(rt::toJson(c), rt::toJson(parseRun({"--pp", "2", "--virtual-stages", "4"}).cfg)) << joined(args);
+  }
+  EXPECT_EQ(rt::fromJson(R"({"pp": 2, "pp_schedule": "interleaved"})", "cfg.json").virtual_stages, 2);
+  EXPECT_EQ(rt::fromJson(R"({"pp": 2, "pp_schedule": "interleaved", "virtual_stages": 3})", "cfg.json").virtual_stages, 3);
+  EXPECT_NE(fieldOf([] { parseRun({"--pp-schedule", "zigzag"}); }).find("--pp-schedule | "), std::string::npos);
+  EXPECT_NE(fieldOf([] { parseRun({"--pp-schedule", "zigzag"}); }).find("gpipe|1f1b|interleaved"), std::string::npos);
+  EXPECT_STREQ(rt::scheduleName(parseRun({"--pp-schedule", "gpipe"}).cfg), "gpipe");
+  EXPECT_STREQ(rt::scheduleName(rt::TrainConfig{}), "1f1b");
+  // Resolved on a 4-layer model over 2 stages, as `run` trains it.
+  rt::TrainConfig c = parseRun({"--workload", "small-cpu", "--nproc", "2", "--pp", "2", "--pp-schedule", "interleaved",
+                                "--gbs", "8", "--mbs", "1"}).cfg;
+  rt::resolve(c);
+  EXPECT_EQ(c.virtual_stages, 2);
+  EXPECT_EQ(c.dp, 1);
+}
+
+// The layout is one struct: TrainConfig and the models' Plan hold the same Parallelism, and the
+// degrees are bounded before their product is formed (int64 now, as the Plan's).
+TEST(ConfigFields, TheLayoutIsOneStructWithBoundedDegrees) {
+  rt::TrainConfig c = parseRun({"--workload", "tiny", "--tp", "2", "--ep", "1", "--zero", "1", "--nproc", "4"}).cfg;
+  rt::resolve(c);
+  const rt::Parallelism& layout = c;
+  EXPECT_EQ(layout.tp, 2);
+  EXPECT_EQ(layout.dp, 2);
+  EXPECT_EQ(layout.zero, rt::ZeroStage::OptimizerStates);
+  for (const char* flag : {"--tp", "--pp", "--cp", "--ep", "--virtual-stages", "--zero-shard-size"}) {
+    rt::TrainConfig big = parseRun({"--workload", "tiny", flag, "2097152"}).cfg;
+    const std::string got = fieldOf([&] { rt::resolve(big); });
+    EXPECT_EQ(got.rfind(std::string(flag) + " | ", 0), 0u) << got;
+    EXPECT_NE(got.find("must be at most 2^20 (1048576), not 2097152"), std::string::npos) << got;
+  }
+}

@@ -261,7 +261,7 @@ TEST(Space, EnumeratesZeroStagesVirtualStagesAndContextParallelism) {
     EXPECT_LE(p.world(), 2) << p.describe();
     // Knobs that do nothing for the layout are not candidates of their own.
     EXPECT_FALSE(rt::shardsOptimizer(p.zero) && p.dp == 1) << p.describe();
-    EXPECT_FALSE(p.virtual_stages > 1 && (p.pp == 1 || p.schedule == rt::PipelineSchedule::GPipe)) << p.describe();
+    EXPECT_FALSE(p.virtual_stages > 1 && (p.pp == 1 || p.pp_schedule == rt::PipelineSchedule::GPipe)) << p.describe();
   }
   EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
   EXPECT_EQ(vs, (std::set<int64_t>{1, 2, 4}));
@@ -316,7 +316,7 @@ TEST(Space, ATrialRunsWhatItsCandidateDescribes) {
   }
 }
 
-// ZeRO-3 hybrid sharding (Plan::zero_shard, --zero-shard-size): shards over N, not d; the time adds the
+// ZeRO-3 hybrid sharding (Plan::zero_shard_size, --zero-shard-size): shards over N, not d; the time adds the
 // replicas' all-reduce of the fp32 gradient shard; the plan refuses what the runtime refuses.
 TEST(HybridSharding, ShardsOverTheGroupAndAllReducesAcrossReplicas) {
   namespace rt = trainscope::runtime;
@@ -325,7 +325,7 @@ TEST(HybridSharding, ShardsOverTheGroupAndAllReducesAcrossReplicas) {
   full.dp = 4, full.mbs = 1, full.gbs = 4, full.seq = 64;
   full.zero = rt::ZeroStage::Parameters;
   tn::Plan hybrid = full;
-  hybrid.zero_shard = 2;
+  hybrid.zero_shard_size = 2;
   EXPECT_EQ(tn::whyInvalid(w, hybrid), "");
   EXPECT_NE(hybrid.describe().find(" hybrid2"), std::string::npos) << hybrid.describe();
   const auto a = tn::predictMemory(w, full).stages[0], b = tn::predictMemory(w, hybrid).stages[0];
@@ -337,7 +337,7 @@ TEST(HybridSharding, ShardsOverTheGroupAndAllReducesAcrossReplicas) {
   EXPECT_GT(tn::predictTime(w, hybrid, c).dp_comm_s, 0);
   // Refusals, as the runtime's.
   tn::Plan bad = hybrid;
-  bad.zero_shard = 3;
+  bad.zero_shard_size = 3;
   EXPECT_EQ(tn::whyInvalid(w, bad), "zero_shard=3 does not divide dp=4");
   bad = hybrid;
   bad.zero = rt::ZeroStage::Gradients;
@@ -357,13 +357,13 @@ TEST(HybridSharding, TheSpaceTriesShardGroupsOfZero3AsTheRuntimeTakesThem) {
   int64_t hybrid = 0;
   for (const auto& cand : tn::enumerateSpace(w, tn::loadCluster("cpu-local"), o)) {
     const tn::Plan& p = cand.plan;
-    if (p.zero_shard == 0) continue;
+    if (p.zero_shard_size == 0) continue;
     ++hybrid;
     // Only ZeRO-3, a proper divisor of dp; the trial's config carries it, and resolve() has its say.
     EXPECT_EQ(p.zero, rt::ZeroStage::Parameters) << p.describe();
-    EXPECT_EQ(p.dp % p.zero_shard, 0) << p.describe();
-    EXPECT_LT(p.zero_shard, p.dp) << p.describe();
-    EXPECT_EQ(tn::runConfigOf(w, p).zero_shard_size, p.zero_shard);
+    EXPECT_EQ(p.dp % p.zero_shard_size, 0) << p.describe();
+    EXPECT_LT(p.zero_shard_size, p.dp) << p.describe();
+    EXPECT_EQ(tn::runConfigOf(w, p).zero_shard_size, p.zero_shard_size);
     const std::string says = resolveSays(w, p);
     if (!says.empty() && tn::whyInvalid(w, p).empty()) EXPECT_EQ(cand.rejected, "the runtime refuses it: " + says);
   }
@@ -376,7 +376,7 @@ TEST(HybridSharding, TheCpuTimeAddsTheReplicasAllReduceOfTheGradientShard) {
   const tn::Cluster c = tn::loadCluster("cpu-local");
   tn::Plan p;
   p.dp = 4, p.mbs = 1, p.gbs = 8, p.seq = 64;  // M = 2
-  p.zero = rt::ZeroStage::Parameters, p.zero_shard = 2;
+  p.zero = rt::ZeroStage::Parameters, p.zero_shard_size = 2;
   // By hand (α–β, nccl-tests' bus factors; nothing hides on a CPU): per micro-batch the fp32 gradients
   // reduce-scattered and the weights gathered twice in bf16, over the n = 2 of a shard group; once a
   // step the fp32 gradient shard (4Ψ/2 bytes) all-reduced over the R = 2 replicas.

@@ -39,7 +39,7 @@ bool idleKnob(const Layout& l, runtime::ZeroStage zero, bool sp, runtime::Pipeli
          (sched == runtime::PipelineSchedule::GPipe && (l.pp == 1 || v > 1)) || (v > 1 && l.pp == 1);
 }
 
-// ZeRO-3's shard-group sizes to try (Plan::zero_shard): 0 (every DP rank), and hybrid sharding's
+// ZeRO-3's shard-group sizes to try (Plan::zero_shard_size): 0 (every DP rank), and hybrid sharding's
 // groups of N for every proper divisor N ≥ 2 of dp; the runtime's resolve() refuses the rest.
 std::vector<int64_t> zeroShards(const Layout& l, runtime::ZeroStage zero) {
   std::vector<int64_t> out = {0};
@@ -84,6 +84,7 @@ void price(Candidate& cand, const workloads::Workload& w, const Cluster& c, cons
 
 runtime::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p) {
   runtime::TrainConfig c;
+  static_cast<runtime::Parallelism&>(c) = p;  // the layout, whole (resolve() derives dp again)
   c.workload = w.source.empty() ? w.name : w.source;
   c.model = w;
   c.seq = p.seq;
@@ -92,16 +93,7 @@ runtime::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p) {
   c.ckpt = p.ckpt;
   c.precision = p.precision;
   c.optimizer = p.optimizer;
-  c.zero = p.zero;
-  c.zero_shard_size = int(p.zero_shard);
-  c.tp = int(p.tp);
-  c.pp = int(p.pp);
-  c.cp = int(p.cp);
-  c.ep = int(p.ep);
-  c.virtual_stages = p.virtual_stages;
   c.nproc = int(p.world());
-  c.sequence_parallel = p.sequence_parallel;
-  c.pp_schedule = p.schedule;
   c.cpu_lanes = int(p.cpu_lanes);
   c.bucket_mb = p.bucket_mb;
   return c;
@@ -146,8 +138,8 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
                     Plan& p = cand.plan;
                     p.dp = l.dp, p.cp = l.cp, p.tp = l.tp, p.pp = l.pp, p.ep = ep;
                     p.mbs = mbs, p.gbs = o.gbs, p.seq = seq;
-                    p.ckpt = ck, p.precision = prec, p.zero = zero, p.zero_shard = shard;
-                    p.sequence_parallel = sp, p.schedule = sched, p.virtual_stages = v;
+                    p.ckpt = ck, p.precision = prec, p.zero = zero, p.zero_shard_size = shard;
+                    p.sequence_parallel = sp, p.pp_schedule = sched, p.virtual_stages = v;
                     p.cpu = cpu;
                     // The core lanes the runtime will pick (auto): one per core of the rank, at most mbs,
                     // for a one-process fp32 CPU run of a dense model; each keeps its own gradients.

@@ -12,19 +12,14 @@
 
 namespace trainscope::models {
 
-struct Plan {
-  int64_t dp = 1, tp = 1, pp = 1;
-  int64_t cp = 1;  // context parallelism: each sequence split over cp ranks in 2·cp chunks (Megatron's ring)
-  int64_t ep = 1;  // expert parallelism: a MoE layer's experts split over ep ranks of the DP group (ep | dp)
+// The layout (dp, cp, tp, pp, ep, virtual stages, ZeRO and its shard group, sequence parallelism,
+// the pipeline schedule) is runtime::Parallelism, the struct TrainConfig holds: planOf and the
+// tuner's runConfigOf copy it whole.
+struct Plan : runtime::Parallelism {
   int64_t mbs = 1, gbs = 1, seq = 1024;
   runtime::Checkpointing ckpt = runtime::Checkpointing::None;
   runtime::Precision precision = runtime::Precision::BF16;
   runtime::OptimizerKind optimizer = runtime::OptimizerKind::AdamW;
-  runtime::ZeroStage zero = runtime::ZeroStage::None;  // 0–3, sharded over the dp ranks
-  int64_t zero_shard = 0;  // ZeRO-3 hybrid sharding: shard within groups of N DP ranks, replicate across (0: all dp)
-  bool sequence_parallel = false;
-  runtime::PipelineSchedule schedule = runtime::PipelineSchedule::OneFOneB;
-  int64_t virtual_stages = 1;  // > 1: Megatron-LM's interleaved 1F1B, v model chunks per pipeline rank
   int64_t cpu_lanes = 1;       // CPU core lanes per rank (each keeps its own gradients until summed)
   bool cpu = false;            // CPU ranks (the LM head's one-pass fp32 path; no caching allocator)
   double bucket_mb = 25;       // --bucket-mb: DDP's all-reduce and ZeRO-2's reduce-scatter buckets (MiB of fp32)

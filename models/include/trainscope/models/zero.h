@@ -33,7 +33,7 @@ inline bool shardsParameters(const Plan& p) { return p.dp > 1 && p.zero >= runti
 // HYBRID_SHARD, DeepSpeed's MiCS) the N of a shard group; `replicas` groups hold the same shard and
 // all-reduce its gradients after the last backward (runtime/src/parallel/zero3.h).
 inline int64_t shardRanks(const Plan& p) {
-  return shardsParameters(p) && p.zero_shard > 0 && p.zero_shard < p.dp ? p.zero_shard : p.dp;
+  return shardsParameters(p) && p.zero_shard_size > 0 && p.zero_shard_size < p.dp ? p.zero_shard_size : p.dp;
 }
 inline int64_t replicas(const Plan& p) { return p.dp / shardRanks(p); }
 // One rank's share of n elements split over d ranks: dp_layout.h's evenShard.

@@ -54,7 +54,37 @@ enum class TraceLevel {
 // --rendezvous-timeout and --collective-timeout: a tenth of a second to a week (resolve()).
 inline constexpr double kMinTimeoutS = 0.1, kMaxTimeoutS = 7 * 24 * 3600;
 
-struct TrainConfig {
+// How the ranks split the work: the parallel layout and its data-parallel sharding. Held by
+// TrainConfig (what `run` trains) and models::Plan (what the models price), so a layout is copied
+// between them as one struct. Its user-settable fields are listed once (visitParallelism,
+// fields.h): that list makes the flags of `run` and of `predict` and the keys of `predict --batch`.
+// dp is not in the list: resolve() derives it from the ranks, predict from the devices.
+struct Parallelism {
+  int64_t dp = 1;                  // data-parallel degree (derived: world / (tp x pp x cp))
+  int64_t tp = 1, pp = 1;
+  int64_t cp = 1;                  // context-parallel degree: the sequence split over cp ranks
+  int64_t ep = 1;                  // expert-parallel degree: a MoE workload's experts split over ep of the dp ranks
+  int64_t virtual_stages = 1;      // > 1: interleaved 1F1B, this many model chunks per pipeline rank
+  bool sequence_parallel = false;
+  ZeroStage zero = ZeroStage::None;  // 0 to 3, sharded over the dp ranks (ZeRO-3: runtime/src/parallel/zero3.h)
+  int64_t zero_shard_size = 0;     // ZeRO-3: shard within groups of N DP ranks, replicate across (0: all)
+  PipelineSchedule pp_schedule = PipelineSchedule::OneFOneB;
+
+  // Interleaved 1F1B: the 1F1B schedule with more than one model chunk per pipeline rank.
+  bool interleaved() const { return virtual_stages > 1 && pp_schedule == PipelineSchedule::OneFOneB; }
+};
+// The schedule's one name, as `run`, `predict`, `tune --pp-schedules`, the study and the exports
+// spell it: "gpipe", "1f1b", or "interleaved" (1f1b with virtual_stages > 1).
+const char* scheduleName(const Parallelism& p);
+// "gpipe" | "1f1b" | "interleaved" into p.pp_schedule; "interleaved" is 1f1b with
+// max(2, p.virtual_stages) chunks (so `--virtual-stages V` sets how many: the list reads it first).
+// Throws UserError(field) listing the three names.
+void parseScheduleInto(const std::string& s, const std::string& field, Parallelism& p);
+// The counts' upper bound (tp, pp, cp, ep, virtual stages, the shard group): far past any cluster,
+// and small enough that products of them (tp x pp x cp) stay inside int64.
+inline constexpr int64_t kMostDegree = int64_t(1) << 20;
+
+struct TrainConfig : Parallelism {
   // model and batch
   std::string workload = "tiny";
   int64_t seq = 0;                 // T; 0 = the workload's n_positions, capped at 1024
@@ -78,17 +108,10 @@ struct TrainConfig {
   double fp16_init_scale = 65536;  // initial dynamic loss scale
   int64_t fp16_growth_interval = 2000;
 
-  // parallelism (world = DP x CP x TP x PP; see parallel.h)
+  // parallelism (world = DP x CP x TP x PP; see parallel.h): tp, pp, cp, ep, the virtual stages,
+  // sequence parallelism, ZeRO and the pipeline schedule are the Parallelism base's
   int nproc = 1;                   // ranks to start (--nproc); under torchrun/srun: WORLD_SIZE
   Launcher launcher = Launcher::Local;
-  int tp = 1, pp = 1;
-  int cp = 1;                      // context-parallel degree: the sequence split over cp ranks
-  int ep = 1;                      // expert-parallel degree: a MoE workload's experts split over ep of the dp ranks
-  int64_t virtual_stages = 1;      // > 1: interleaved 1F1B, this many model chunks per pipeline rank
-  bool sequence_parallel = false;
-  ZeroStage zero = ZeroStage::None;  // 0 to 3 (ZeRO-3: runtime/src/parallel/zero3.h)
-  int zero_shard_size = 0;          // ZeRO-3: shard within groups of N DP ranks, replicate across (0: all)
-  PipelineSchedule pp_schedule = PipelineSchedule::OneFOneB;
   int64_t local_sgd = 0;           // H > 0: average parameters every H steps, no gradient all-reduce
   double bucket_mb = 25;           // DP all-reduce bucket size (MiB)
   double rendezvous_timeout_s = 60, collective_timeout_s = 300;  // kMinTimeoutS .. kMaxTimeoutS
@@ -109,7 +132,7 @@ struct TrainConfig {
   workloads::Workload model;
   int64_t ga_steps = 1;            // resolved ga
   int64_t global_batch = 0;        // resolved gbs = mbs x ga x dp
-  int world = 1, dp = 1;           // resolved
+  int world = 1;                   // resolved (and dp, the Parallelism base's)
 
   int64_t tokensPerStep() const { return global_batch * seq; }
 };

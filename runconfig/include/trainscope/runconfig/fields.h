@@ -6,7 +6,8 @@
 // (apps/run_flags.cpp), and a test that gives every field a value other than its default and checks
 // that it survives both text forms (tests/core/config_fields_test.cpp).
 //
-// Adding a field: the member in TrainConfig (config.h), one line in visitFields below (in the
+// Adding a field: the member in TrainConfig (or, for the parallel layout, in Parallelism: config.h),
+// one line in visitFields (visitParallelism) below (in the
 // order toArgs should write it), its bounds in resolve() (config.cpp), and a row in
 // docs/config-reference.md. A member of a type not handled yet needs a case in argText, in the
 // JSON reader and writer (forms.cpp) and in the flag binder (run_flags.cpp).
@@ -37,6 +38,50 @@ struct Field {
   const char* help;  // the flag's help text
   unsigned flags = 0;
   bool has(unsigned f) const { return (flags & f) != 0; }
+};
+
+// Calls v(field, &Parallelism::member) for each user-settable field of the parallel layout (all but
+// dp, which is derived), in toArgs' order. This one list makes the layout's flags of `trainscope run`
+// (through visitFields), of `trainscope predict` and the keys of `predict --batch`
+// (apps/predict_flags.cpp). The member types are int64_t, bool, ZeroStage and PipelineSchedule; a
+// schedule is read with parseScheduleInto ("interleaved" sets the virtual stages too), which is why
+// virtual_stages comes before pp_schedule.
+template <class V>
+void visitParallelism(V&& v) {
+  using P = Parallelism;
+  using F = Field;
+  constexpr unsigned kShow = F::kShowDefault;
+  v(F{"tp", "--tp", "tensor-parallel degree", kShow}, &P::tp);
+  v(F{"pp", "--pp", "pipeline-parallel degree", kShow}, &P::pp);
+  v(F{"cp", "--cp", "context-parallel degree: the sequence split over cp ranks", F::kOmitDefault}, &P::cp);
+  v(F{"ep", "--ep",
+      "expert-parallel degree: a MoE workload's experts split over ep of the data-parallel ranks (tokens "
+      "dispatched by all-to-all)",
+      F::kOmitDefault},
+    &P::ep);
+  v(F{"virtual_stages", "--virtual-stages",
+      "interleaved 1F1B: model chunks per pipeline rank (1: off; --pp-schedule interleaved alone: 2)", F::kOmitDefault},
+    &P::virtual_stages);
+  v(F{"sequence_parallel", "--sequence-parallel",
+      "shard LayerNorm/dropout regions along the sequence (needs --tp > 1)"},
+    &P::sequence_parallel);
+  v(F{"zero", "--zero", "ZeRO stage over data-parallel ranks: 1 shards optimizer state, 2 also gradients, 3 also parameters", kShow}, &P::zero);
+  v(F{"zero_shard_size", "--zero-shard-size",
+      "ZeRO-3 hybrid sharding: shard within groups of N data-parallel ranks, replicate across them (0: all)",
+      F::kOmitDefault},
+    &P::zero_shard_size);
+  v(F{"pp_schedule", "--pp-schedule",
+      "gpipe|1f1b|interleaved (interleaved: 1f1b over --virtual-stages model chunks per pipeline rank)", kShow}, &P::pp_schedule);
+}
+
+// A Parallelism field passed on as a member of C, a struct derived from Parallelism (TrainConfig).
+template <class C, class V>
+struct AsMemberOf {
+  V& v;
+  template <class T>
+  void operator()(const Field& f, T Parallelism::*m) const {
+    v(f, static_cast<T C::*>(m));
+  }
 };
 
 // Calls v(field, &TrainConfig::member) for each user-settable field, in toArgs' order. The member
@@ -90,26 +135,7 @@ void visitFields(V&& v) {
   // parallelism
   v(F{"nproc", "--nproc", "ranks to start (world = dp x tp x pp)", kShow}, &C::nproc);
   v(F{"launcher", "--launcher", "local|slurm (slurm: under srun)", kShow}, &C::launcher);
-  v(F{"tp", "--tp", "tensor-parallel degree", kShow}, &C::tp);
-  v(F{"pp", "--pp", "pipeline-parallel degree", kShow}, &C::pp);
-  v(F{"cp", "--cp", "context-parallel degree: the sequence split over cp ranks", F::kOmitDefault}, &C::cp);
-  v(F{"ep", "--ep",
-      "expert-parallel degree: a MoE workload's experts split over ep of the data-parallel ranks (tokens "
-      "dispatched by all-to-all)",
-      F::kOmitDefault},
-    &C::ep);
-  v(F{"virtual_stages", "--virtual-stages", "interleaved 1F1B: model chunks per pipeline rank (1: off)",
-      F::kOmitDefault},
-    &C::virtual_stages);
-  v(F{"sequence_parallel", "--sequence-parallel",
-      "shard LayerNorm/dropout regions along the sequence (needs --tp > 1)"},
-    &C::sequence_parallel);
-  v(F{"zero", "--zero", "ZeRO stage over data-parallel ranks: 1 shards optimizer state, 2 also gradients, 3 also parameters", kShow}, &C::zero);
-  v(F{"zero_shard_size", "--zero-shard-size",
-      "ZeRO-3 hybrid sharding: shard within groups of N data-parallel ranks, replicate across them (0: all)",
-      F::kOmitDefault},
-    &C::zero_shard_size);
-  v(F{"pp_schedule", "--pp-schedule", "gpipe|1f1b", kShow}, &C::pp_schedule);
+  visitParallelism(AsMemberOf<C, V>{v});  // tp, pp, cp, ep, virtual stages, sp, zero, shard group, schedule
   v(F{"local_sgd", "--local-sgd", "H > 0: no gradient all-reduce; average weights every H steps", kShow},
     &C::local_sgd);
   v(F{"bucket_mb", "--bucket-mb", "data-parallel all-reduce bucket size (MiB)", kShow}, &C::bucket_mb);

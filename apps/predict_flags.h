@@ -1,0 +1,94 @@
+// predict_flags.h — what `trainscope predict` takes: the parallel layout (runconfig's Parallelism,
+// from its one field list, as `run` takes it) and predict's own fields (the cluster, the batch, the
+// framework priced). One list of both, visitPredictFields, makes predict's flags and the keys of a
+// `predict --batch` line (predict_flags.cpp), so a line takes every flag predict has.
+// No CLI11 and no LibTorch here: the core tests walk the list.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainscope/runconfig/fields.h"
+
+namespace trainscope::apps {
+
+struct PredictFlags : runtime::Parallelism {  // tp, pp, cp, ep, virtual stages, sp, zero, shard group, schedule
+  std::string workload = "gpt2-124m", cluster = "h100-80gb-x8";
+  int64_t nodes = 0, gpus = 0;  // 0: the cluster file's
+  int64_t mbs = 1, gbs = 0, seq = 0;  // gbs 0: mbs x dp; seq 0: the workload's n_positions, at most 2048
+  std::string ckpt = "none", precision = "bf16", optimizer = "adamw";
+  int64_t cpu_lanes = 1;
+  double dp_overlap = -1;  // < 0: estimated from the schedule
+  double bucket_mb = 25;   // gradient buckets (MiB of fp32), as run's --bucket-mb
+  std::vector<std::string> profiles;
+  std::string framework = "trainscope", attention = "default";
+  bool distributed_optimizer = false, allow_tp_across_nodes = false;
+  // The command's modes, not part of a configuration (not in the list, not batch keys).
+  std::string batch;
+  bool json = false;
+};
+
+// The most a count may be, by kind: products of them (tp x pp x cp, mbs x dp) stay far inside
+// int64, so a huge value is refused naming its flag instead of wrapping around.
+constexpr int64_t kMostSize = int64_t(1) << 40;   // mbs, seq
+constexpr int64_t kMostBatch = int64_t(1) << 50;  // gbs
+// The largest value of the count whose JSON key is `key` (the degrees: runtime::kMostDegree).
+inline int64_t mostOf(const std::string& key) {
+  return key == "gbs" ? kMostBatch : key == "mbs" || key == "seq" ? kMostSize : runtime::kMostDegree;
+}
+// The least: 1 for a count, 0 for the shard group (0: every dp rank).
+inline int64_t leastOf(const std::string& key) { return key == "zero_shard_size" ? 0 : 1; }
+
+// Calls v(field, &PredictFlags::member) for every field of a configuration predict prices: the
+// layout's (runtime::visitParallelism) and predict's own, in the order of `predict --help`.
+// Member types: std::string, int64_t, double (dp_overlap a share from 0 to 1, bucket_mb MiB above 0), bool, std::vector<std::string>
+// (a comma list), runtime::ZeroStage and runtime::PipelineSchedule.
+template <class V>
+void visitPredictFields(V&& v) {
+  using P = PredictFlags;
+  using F = runtime::Field;
+  constexpr unsigned kShow = F::kShowDefault;
+  v(F{"workload", "--workload", "workload name or JSON path", kShow}, &P::workload);
+  v(F{"cluster", "--cluster", "cluster preset or JSON file", kShow}, &P::cluster);
+  v(F{"nodes", "--nodes", "nodes (default: the cluster file's)"}, &P::nodes);
+  v(F{"gpus", "--gpus", "devices in all (default: nodes x devices per node)"}, &P::gpus);
+  runtime::visitParallelism(runtime::AsMemberOf<P, V>{v});
+  v(F{"mbs", "--mbs", "micro-batch size in sequences", kShow}, &P::mbs);
+  v(F{"gbs", "--gbs", "global batch in sequences (default: mbs x dp)"}, &P::gbs);
+  v(F{"seq", "--seq", "sequence length (default: the workload's n_positions, at most 2048)"}, &P::seq);
+  v(F{"ckpt", "--ckpt", "none|selective|full", kShow}, &P::ckpt);
+  v(F{"precision", "--precision", "fp32|bf16|fp16", kShow}, &P::precision);
+  v(F{"optimizer", "--optimizer", "adamw|adafactor|adam8bit|sgd", kShow}, &P::optimizer);
+  v(F{"cpu_lanes", "--cpu-lanes", "CPU clusters: core lanes per rank", kShow}, &P::cpu_lanes);
+  v(F{"dp_overlap", "--dp-overlap",
+      "share of the DP all-reduce hidden behind backward, 0 to 1 (default: estimated from the schedule)"},
+    &P::dp_overlap);
+  v(F{"bucket_mb", "--bucket-mb", "gradient buckets, MiB of fp32, as run's", kShow}, &P::bucket_mb);
+  v(F{"profile", "--profile",
+      "traced run databases (trainscope run --trace) of this cluster: the step time is composed from their measured "
+      "layer costs when one has this plan's layer shape"},
+    &P::profiles);
+  v(F{"framework", "--framework",
+      "whose kernels and memory: trainscope (this runtime) or megatron (Megatron-LM as the published runs used it: "
+      "unfused attention, 18 bytes per parameter)",
+      kShow},
+    &P::framework);
+  v(F{"attention", "--attention",
+      "GPU clusters: how attention runs — default (the framework's: megatron unfused, trainscope flash), unfused "
+      "(s×s scores materialised) or flash (one fused kernel); the time only",
+      kShow},
+    &P::attention);
+  v(F{"use_distributed_optimizer", "--use-distributed-optimizer",
+      "--framework megatron: the optimizer state sharded over DP (6 + 12/dp bytes per parameter)"},
+    &P::distributed_optimizer);
+  v(F{"allow_tp_across_nodes", "--allow-tp-across-nodes",
+      "accept a TP group larger than a node (priced on the inter-node tier)"},
+    &P::allow_tp_across_nodes);
+}
+
+// A `predict --batch` line: `defaults` with the line's keys (the list's JSON keys) set, each checked
+// as its flag is. Throws UserError naming "--batch line N: KEY".
+PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults, int64_t line);
+
+}  // namespace trainscope::apps

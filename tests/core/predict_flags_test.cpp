@@ -1,0 +1,129 @@
+// predict_flags_test.cpp — predict's flags and its --batch keys are one list (apps/predict_flags.h:
+// runconfig's Parallelism list and predict's own fields): every field of it is a flag of
+// `trainscope predict` and a key a --batch line takes, and every flag predict has is in it; the
+// layout's fields set the priced plan (ep, which the batch lost once, and interleaving by its name).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/cli.h"
+#include "predict_flags.h"
+
+namespace rt = trainscope::runtime;
+namespace apps = trainscope::apps;
+using trainscope::testing::cli;
+using trainscope::testing::tempPath;
+
+namespace {
+
+// One JSON value for the field `key` of type T that a line of gpt2-124m on h100-80gb-x8 can take:
+// the field's default, or for a count whose default means "not given" (0), a value of its own.
+template <class T>
+nlohmann::json valueFor(const std::string& key, const T& d) {
+  if constexpr (std::is_same_v<T, rt::ZeroStage>)
+    return rt::stageNumber(d);
+  else if constexpr (std::is_same_v<T, rt::PipelineSchedule>)
+    return rt::toString(d);
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    return nlohmann::json::array();
+  else if constexpr (std::is_same_v<T, double>)
+    return 0.5;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return key == "nodes" ? 1 : key == "gpus" ? 8 : key == "gbs" ? 16 : key == "seq" ? 512 : d;
+  else
+    return d;
+}
+
+// The results of `predict ARGS --batch` over these lines, one JSON object per line, and the status.
+std::pair<int, std::vector<nlohmann::json>> batch(const std::string& args, const std::vector<nlohmann::json>& lines,
+                                                  const std::string& name) {
+  const std::string in = tempPath(name + ".jsonl");
+  {
+    std::ofstream f(in);
+    for (const auto& l : lines) f << l.dump() << "\n";
+  }
+  const auto r = cli("predict " + args + " --batch " + in);
+  std::vector<nlohmann::json> out;
+  std::istringstream text(r.output);
+  for (std::string l; std::getline(text, l);)
+    if (!l.empty() && l[0] == '{') out.push_back(nlohmann::json::parse(l));
+  EXPECT_EQ(out.size(), lines.size()) << r.output;
+  return {r.status, out};
+}
+
+}  // namespace
+
+TEST(PredictFlags, EveryFieldOfTheOneListIsABatchKey) {
+  std::vector<nlohmann::json> lines;
+  std::vector<std::string> keys;
+  int layout = 0;
+  const apps::PredictFlags defaults;
+  apps::visitPredictFields([&](const rt::Field& f, auto m) {
+    keys.push_back(f.key);
+    lines.push_back({{f.key, valueFor(f.key, defaults.*m)}});
+  });
+  // The layout's fields are among them, by the runconfig list's keys.
+  rt::visitParallelism([&](const rt::Field& f, auto) {
+    ++layout;
+    EXPECT_NE(std::find(keys.begin(), keys.end(), f.key), keys.end()) << f.key;
+  });
+  EXPECT_EQ(layout, 9);  // tp, pp, cp, ep, virtual_stages, sequence_parallel, zero, zero_shard_size, pp_schedule
+  const auto [status, out] = batch("--workload gpt2-124m --cluster h100-80gb-x8", lines, "every-key");
+  EXPECT_EQ(status, 0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_FALSE(out[i].contains("error")) << keys[i] << ": " << out[i];
+    EXPECT_EQ(out[i]["line"], int64_t(i) + 1);
+  }
+}
+
+TEST(PredictFlags, EveryFlagPredictHasIsInTheListOrIsAMode) {
+  std::set<std::string> listed;
+  apps::visitPredictFields([&](const rt::Field& f, auto) { listed.insert(f.flag); });
+  const auto r = cli("predict --help");
+  EXPECT_EQ(r.status, 0) << r.output;
+  std::set<std::string> shown;
+  std::istringstream text(r.output);
+  for (std::string l; std::getline(text, l);) {
+    const size_t at = l.find_first_not_of(' ');
+    if (at == std::string::npos || l.compare(at, 2, "--") != 0) continue;
+    const std::string flag = l.substr(at, l.find_first_of(" ,=", at) - at);
+    shown.insert(flag);
+    EXPECT_TRUE(listed.count(flag) || flag == "--batch" || flag == "--json" || flag == "--help")
+        << flag << " is a flag of predict outside the list: a --batch line could not take it";
+  }
+  for (const auto& f : listed) EXPECT_TRUE(shown.count(f)) << f << " is listed but not a flag of predict";
+}
+
+TEST(PredictFlags, TheLayoutKeysSetThePlanAndInterleavingHasOneName) {
+  // ep on a MoE workload (once refused as "not a flag of predict"), and interleaving by its name,
+  // in a batch line and on the command line alike.
+  const std::string moe = "--workload gpt-moe-1.3b-128e --cluster h100-80gb-x8 --nodes 2 --gbs 64";
+  const auto [status, out] = batch(moe,
+                                   {{{"ep", 4}},
+                                    {{"pp", 2}, {"pp_schedule", "interleaved"}},
+                                    {{"pp", 2}, {"pp_schedule", "interleaved"}, {"virtual_stages", 4}},
+                                    {{"pp", 2}, {"pp_schedule", "1f1b"}, {"virtual_stages", 3}},
+                                    {{"pp", 2}, {"pp_schedule", "zigzag"}}},
+                                   "layout");
+  EXPECT_EQ(status, 2);
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_EQ(out[0]["ep"], 4) << out[0];
+  EXPECT_EQ(out[1]["pp_schedule"], "interleaved") << out[1];
+  EXPECT_EQ(out[1]["virtual_stages"], 2) << out[1];  // interleaved alone: 2 chunks per stage
+  EXPECT_EQ(out[2]["virtual_stages"], 4) << out[2];
+  EXPECT_EQ(out[3]["pp_schedule"], "interleaved") << out[3];  // the older spelling, the same schedule
+  EXPECT_EQ(out[3]["virtual_stages"], 3) << out[3];
+  EXPECT_NE(out[4]["error"].get<std::string>().find("--batch line 5: pp_schedule"), std::string::npos) << out[4];
+  EXPECT_NE(out[4]["error"].get<std::string>().find("gpipe|1f1b|interleaved"), std::string::npos) << out[4];
+  // The command line: the same plan as the batch line.
+  const auto r = cli("predict " + moe + " --pp 2 --pp-schedule interleaved --virtual-stages 4 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["virtual_stages"], 4);
+  EXPECT_EQ(j["peak_bytes"], out[2]["peak_bytes"]);
+  EXPECT_EQ(j["time"]["step_s"], out[2]["time"]["step_s"]);
+}
