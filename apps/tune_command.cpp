@@ -1,6 +1,7 @@
-// tune_command.cpp — see tune_command.h. The study runs in tuner/ (tune.h, search.h); this file
-// parses flags, formats progress from the tuner's events (a bar on a terminal, plain lines
-// otherwise), and prints the ranked table and the recommendation. `export` is export_command.cpp.
+// tune_command.cpp — see tune_command.h. The study runs in tuner/ (tune.h, search.h), its inputs are
+// checked and parsed there (tune_inputs.h) and its --json made there (tune_json.h); this file binds
+// the flags, formats progress from the tuner's events (a bar on a terminal, plain lines otherwise),
+// and prints the ranked table and the recommendation. `export` is export_command.cpp.
 #include "tune_command.h"
 #include "local_cluster.h"
 
@@ -8,26 +9,20 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <optional>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
-#include "trainscope/common/json_text.h"
 #include "trainscope/runconfig/config.h"
-#include "trainscope/runconfig/fields.h"
 #include "trainscope/tuner/models.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/tune.h"
+#include "trainscope/tuner/tune_inputs.h"
+#include "trainscope/tuner/tune_json.h"
 #include "trainscope/workloads/workload.h"
 
 namespace trainscope::apps {
@@ -35,83 +30,12 @@ namespace trainscope::apps {
 namespace rt = trainscope::runtime;
 namespace tn = trainscope::tuner;
 
-struct TuneFlags {
-  std::string workload = "small-cpu", cluster = "cpu-local", study, budget, launcher = "local", mem_limit, inject;
-  std::string mbs = "1,2,4,8,16,32", ckpt = "none,selective,full", precision, schedules = "1f1b,gpipe", ranks;
-  std::string zero = "0,1,2,3", cp = "1,2,4", virtual_stages = "1,2,4";
-  int64_t gbs = 0, seq = 0, max_trials = 0, first_round = 8, steps = 3, nodes = 0;
-  int64_t finalists = 3, final_rounds = 2;
-  double trial_timeout = 300;
-  std::string search = "halving";
-  bool resume = false, predict_only = false, explain = false, exhaustive = false, no_zero = false, no_sp = false;
-  bool json = false;
+// The flags: the study's inputs (tuner/tune_inputs.h) and how to show its outcome.
+struct TuneFlags : tn::TuneInputs {
+  bool explain = false, json = false;
 };
 
 namespace {
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-std::vector<int64_t> parseCounts(const std::string& list, const std::string& field, int64_t hi) {
-  std::vector<int64_t> out;
-  for (const auto& item : split(list))
-    out.push_back(rt::parseInteger(item, field, 1, hi, "pass a comma-separated list such as 1,2,4"));
-  return out;
-}
-
-void requireAtLeast(int64_t v, int64_t lo, const std::string& field, const std::string& fix) {
-  if (v < lo) throw UserError(field, std::to_string(v) + " is below " + std::to_string(lo), fix);
-}
-
-// Counts that are doubled, summed or turned into clock durations: past `hi` refused naming the flag,
-// before any of that can wrap.
-void requireAtMost(int64_t v, int64_t hi, const std::string& field, const std::string& fix) {
-  if (v > hi) throw UserError(field, std::to_string(v) + " is above " + std::to_string(hi), fix);
-}
-
-// The longest wall time a flag may name (10^7 s, 115 days): a duration past it would overflow the clock.
-constexpr double kLongestSeconds = 1e7;
-
-// --inject: CANDIDATE:crash|hang|oom[,…].
-void checkInject(const std::string& spec) {
-  for (const auto& item : split(spec)) {
-    const auto colon = item.find(':');
-    const std::string what = colon == std::string::npos ? "" : item.substr(colon + 1);
-    if (colon == std::string::npos || (what != "crash" && what != "hang" && what != "oom"))
-      throw UserError("--inject", "\"" + item + "\" is not CANDIDATE:crash|hang|oom", "e.g. --inject 0:crash,1:hang");
-    rt::parseInteger(item.substr(0, colon), "--inject", 0, int64_t(1) << 40,
-               "name a candidate by its id, e.g. --inject 0:crash");
-  }
-}
-
-// A global batch whose memory figures the models cannot count (tn::figuresCountable), refused up
-// front naming the flag.
-void checkFigures(const workloads::Workload& w, const tn::Cluster& c, int64_t gbs, int64_t seq_flag) {
-  const int64_t seq = seq_flag > 0 ? std::min<int64_t>(seq_flag, w.n_positions) : std::min<int64_t>(w.n_positions, 1024);
-  if (!tn::figuresCountable(w, (long double)gbs, seq, c.devices()))
-    throw UserError("--gbs",
-                    std::to_string(gbs) + " sequences of " + std::to_string(seq) + " tokens of " + w.name +
-                        " need more memory than the models can count (over 2^60 bytes)",
-                    "pass a global batch a cluster could hold");
-}
-
-double parseDuration(const std::string& s) {
-  if (s.empty()) return 0;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  const std::string unit(end);
-  const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
-  if (end == s.c_str() || scale < 0 || !(v > 0) || !std::isfinite(v))
-    throw UserError("--budget", "\"" + s + "\" is not a duration", "pass e.g. 90s, 20m or 2h");
-  if (v * scale > kLongestSeconds)
-    throw UserError("--budget", "\"" + s + "\" is longer than 10^7 s (115 days)", "pass e.g. 90s, 20m or 2h");
-  return v * scale;
-}
 
 // "round 1, final,   dp2 …  ok  98 ms/step, 5224 tok/s": what one trial did.
 std::string progressLine(const tn::TuneEvent& e) {
@@ -183,72 +107,6 @@ CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
   return c;
 }
 
-// Every flag is checked before anything is created or run (bad input exits 2 naming the flag); the
-// space the flags describe.
-tn::SpaceOptions checkedSpace(const TuneFlags& f) {
-  if (f.study.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
-    throw UserError("--study", "is empty", "name the study's file, e.g. --study study.db");
-  requireAtLeast(f.gbs, 1, "--gbs", "pass the global batch in sequences");
-  requireAtLeast(f.seq, 0, "--seq", "pass a sequence length, or leave it out for the workload's");
-  requireAtLeast(f.nodes, 0, "--nodes", "pass a number of nodes, or leave it out for the cluster file's");
-  requireAtLeast(f.max_trials, 0, "--max-trials", "pass a number of trial processes, or leave it out for no cap");
-  requireAtLeast(f.first_round, 1, "--first-round", "pass 1 or more (default 8)");
-  requireAtLeast(f.steps, 1, "--trial-steps", "pass 1 or more (default 3)");
-  if (f.finalists < 2) throw UserError("--finalists", "must be at least 2", "pass 2 or more (default 3)");
-  if (f.final_rounds < 0) throw UserError("--final-rounds", "must not be negative", "pass 0 for plain halving, or 2");
-  if (!(f.trial_timeout > 0) || !std::isfinite(f.trial_timeout) || f.trial_timeout > kLongestSeconds)
-    throw UserError("--trial-timeout", "must be a positive number of seconds, at most 10^7", "pass e.g. 300");
-  constexpr int64_t kMost = int64_t(1) << 20;
-  requireAtMost(f.nodes, tn::kMostClusterDevices, "--nodes", "pass a number of nodes, or leave it out for the cluster file's");
-  requireAtMost(f.max_trials, kMost, "--max-trials", "pass a number of trial processes, or leave it out for no cap");
-  requireAtMost(f.first_round, kMost, "--first-round", "pass a smaller first round (default 8)");
-  requireAtMost(f.steps, kMost, "--trial-steps", "pass a few steps (default 3; each round doubles them)");
-  requireAtMost(f.finalists, kMost, "--finalists", "pass a few finalists (default 3)");
-  requireAtMost(f.final_rounds, kMost, "--final-rounds", "pass a few rounds (default 2)");
-  rt::parseLauncher(f.launcher);  // refused before anything is made (TuneOptions takes it parsed)
-  checkInject(f.inject);
-  if (f.search != "halving" && f.search != "exhaustive")
-    throw UserError("--search", "unknown value \"" + f.search + "\"", std::string("use one of ") + tn::searchNames());
-  tn::SpaceOptions so;
-  so.gbs = f.gbs;
-  so.seq = f.seq;
-  so.mbs = parseCounts(f.mbs, "--mbs", int64_t(1) << 30);
-  if (so.mbs.empty()) throw UserError("--mbs", "lists no micro-batch size", "pass e.g. --mbs 1,2,4");
-  so.ckpt.clear();
-  for (const auto& m : split(f.ckpt)) so.ckpt.push_back(rt::parseCheckpointing(m, "--ckpt"));
-  if (so.ckpt.empty()) throw UserError("--ckpt", "lists no checkpointing mode", "pass e.g. --ckpt none,selective,full");
-  for (const auto& m : split(f.precision)) so.precisions.push_back(rt::parsePrecision(m, "--precision"));
-  so.schedules.clear();
-  // The schedules by their one name (runconfig's parseScheduleInto, as run and predict read them):
-  // "interleaved" is the 1F1B schedule with more than one model chunk per stage.
-  bool plain_1f1b = false, interleaved = false;
-  for (const auto& m : split(f.schedules)) {
-    rt::Parallelism named;
-    rt::parseScheduleInto(m, "--pp-schedules", named);
-    const rt::PipelineSchedule s = named.pp_schedule;
-    (named.interleaved() ? interleaved : plain_1f1b) |= s == rt::PipelineSchedule::OneFOneB;
-    if (std::find(so.schedules.begin(), so.schedules.end(), s) == so.schedules.end()) so.schedules.push_back(s);
-  }
-  if (so.schedules.empty())
-    throw UserError("--pp-schedules", "lists no schedule", "pass e.g. --pp-schedules 1f1b,gpipe");
-  so.plain_one_f_one_b = plain_1f1b || !interleaved;
-  so.worlds = parseCounts(f.ranks, "--ranks", int64_t(1) << 20);
-  so.zero.clear();
-  for (const auto& z : split(f.zero))
-    so.zero.push_back(rt::zeroStage(rt::parseInteger(z, "--zero", 0, 3, "pass stages from 0 to 3, e.g. --zero 0,1"), "--zero"));
-  if (so.zero.empty()) throw UserError("--zero", "lists no ZeRO stage", "pass e.g. --zero 0,1,2,3");
-  if (f.no_zero) so.zero = {rt::ZeroStage::None};
-  so.cp = parseCounts(f.cp, "--cp", int64_t(1) << 20);
-  if (so.cp.empty()) throw UserError("--cp", "lists no degree", "pass e.g. --cp 1,2");
-  so.virtual_stages = parseCounts(f.virtual_stages, "--virtual-stages", int64_t(1) << 20);
-  if (so.virtual_stages.empty()) throw UserError("--virtual-stages", "lists no count", "pass e.g. --virtual-stages 1,2");
-  if (interleaved && std::none_of(so.virtual_stages.begin(), so.virtual_stages.end(), [](int64_t v) { return v > 1; }))
-    throw UserError("--pp-schedules", "interleaved needs model chunks per stage above 1, and --virtual-stages lists none",
-                    "pass e.g. --virtual-stages 2,4 with it");
-  if (f.no_sp) so.sequence_parallel = {false};
-  return so;
-}
-
 // Per candidate measured: its ok trials pooled into its step time (r.estimate), and the highest peak.
 std::map<int64_t, std::pair<int64_t, int64_t>> okTrials(const tn::TuneResult& r) {
   std::map<int64_t, std::pair<int64_t, int64_t>> ok;  // candidate → (pooled trials, max peak bytes)
@@ -259,38 +117,6 @@ std::map<int64_t, std::pair<int64_t, int64_t>> okTrials(const tn::TuneResult& r)
       peak = std::max(peak, t.peak_bytes);
     }
   return ok;
-}
-
-// --json: the whole study's outcome as one object.
-nlohmann::json resultJson(const TuneFlags& f, const workloads::Workload& w, const tn::Cluster& c, const tn::TuneResult& r,
-                          int64_t valid) {
-  nlohmann::json j = {{"study", f.study}, {"workload", w.name}, {"cluster", c.name}, {"candidates", r.candidates.size()},
-                      {"valid", valid}, {"trials_run", r.trials_run}, {"time_scale", r.time_scale},
-                      {"recommended", r.recommended}, {"interrupted", r.interrupted}};
-  if (r.recommended >= 0 && r.estimate.count(r.recommended)) j["recommended_step_s"] = r.estimate.at(r.recommended);
-  for (const auto& t : r.trials)
-    j["trials"].push_back({{"candidate", t.candidate}, {"round", t.round}, {"steps", t.steps},
-                           {"status", toString(t.status)}, {"step_s", t.step_s}, {"tokens_per_s", t.tokens_per_s},
-                           {"peak_bytes", t.peak_bytes}, {"predicted_step_s", t.predicted_step_s},
-                           {"predicted_peak", t.predicted_peak}, {"db", t.db_path},
-                           {"profile", t.round == 0 && std::count(r.profiles.begin(), r.profiles.end(), t.candidate) > 0}});
-  for (const auto& cand : r.candidates)
-    j["ranked"].push_back({{"id", cand.id}, {"plan", cand.plan.describe()}, {"rejected", cand.rejected},
-                           {"zero", rt::stageNumber(cand.plan.zero)}, {"virtual_stages", cand.plan.virtual_stages},
-                           {"cp", cand.plan.cp}, {"ep", cand.plan.ep},
-                           {"predicted_step_s", cand.predicted_step_s}, {"predicted_peak", cand.predicted_peak},
-                           {"time_measured", cand.time_measured},
-                           {"measured_step_s", r.estimate.count(cand.id) && r.estimate.at(cand.id) > 0
-                                                   ? nlohmann::json(r.estimate.at(cand.id))
-                                                   : nlohmann::json()},
-                           {"predicted_step_s_analytic", cand.rejected.empty() ? tn::predictTime(w, cand.plan, c).step_s : 0.0}});
-  j["measured_costs"] = nlohmann::json::parse(tn::costsJson(r.costs));
-  if (!r.trials.empty()) j["prediction_check"] = nlohmann::json::parse(tn::toJson(r.prediction_check));
-  if (r.network_fit.samples > 0)
-    j["network_fit"] = {{"latency_s", r.network_fit.tier.latency},
-                        {"bandwidth_bytes_per_s", r.network_fit.tier.bandwidth},
-                        {"samples", r.network_fit.samples}, {"r2", r.network_fit.r2}};
-  return j;
 }
 
 // The ranked candidates with what was measured of each, and the layer costs the predictions came from.
@@ -387,30 +213,6 @@ tn::Cluster tuneCluster(const TuneFlags& f, const std::string& self_dir, int64_t
   return c;
 }
 
-// The tuner's options from the flags (already checked), on cluster `c`.
-tn::TuneOptions tuneOptions(const TuneFlags& f, const tn::Cluster& c, const tn::StudyLock* lock,
-                            const std::string& self_dir, double budget_s) {
-  tn::TuneOptions o;
-  o.study_path = f.study;
-  o.resume = f.resume;
-  o.lock = lock;
-  o.predict_only = f.predict_only;
-  o.search = f.exhaustive ? "exhaustive" : f.search;  // --exhaustive: an alias
-  o.max_trials = f.max_trials;
-  o.budget_s = budget_s;
-  o.first_round = f.first_round;
-  o.base_steps = std::max<int64_t>(2, f.steps);
-  o.finalists = f.finalists;
-  o.final_rounds = f.final_rounds;
-  o.trial_timeout_s = f.trial_timeout;
-  o.launcher = rt::parseLauncher(f.launcher);
-  o.trainscope = self_dir + "/trainscope";
-  o.work_dir = f.study + ".trials";
-  o.mem_limit = c.kind == tn::ClusterKind::Cpu ? c.memory_bytes : 0;
-  o.inject = f.inject;
-  return o;
-}
-
 // The study, with a progress line per trial.
 tn::TuneResult runStudy(const workloads::Workload& w, const tn::Cluster& c, const tn::SpaceOptions& so,
                         const tn::TuneOptions& o) {
@@ -503,8 +305,8 @@ int printConclusion(const TuneFlags& f, const tn::TuneOptions& o, const tn::Tune
 }  // namespace
 
 int runTune(const TuneFlags& f, const std::string& self_dir) {
-  const tn::SpaceOptions so = checkedSpace(f);
-  const double budget_s = parseDuration(f.budget);
+  const tn::SpaceOptions so = tn::checkedSpace(f);
+  const double budget_s = tn::parseDuration(f.budget);
   const int64_t mem_limit = f.mem_limit.empty() ? 0 : rt::parseBytes(f.mem_limit, "--mem-limit");
   const workloads::Workload w = workloads::load(f.workload);
 
@@ -514,8 +316,8 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   if (!f.predict_only) lock = std::make_unique<tn::StudyLock>(f.study, f.resume, tuneInputs(f));
   else tn::checkStudyPath(f.study, f.resume);  // the same refusals: --predict-only writes nothing there
   const tn::Cluster c = tuneCluster(f, self_dir, mem_limit);
-  checkFigures(w, c, f.gbs, f.seq);
-  const tn::TuneOptions o = tuneOptions(f, c, lock.get(), self_dir, budget_s);
+  tn::checkFigures(w, c, f.gbs, f.seq);
+  const tn::TuneOptions o = tn::tuneOptions(f, c, lock.get(), self_dir + "/trainscope", budget_s);
 
   const tn::TuneResult r = runStudy(w, c, so, o);
   int64_t valid = 0;
@@ -523,7 +325,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   if (valid == 0) refuseEmptySpace(f, r);
   auto ok_trials = okTrials(r);
   if (f.json) {
-    std::cout << jsonText(resultJson(f, w, c, r, valid)) << std::endl;
+    std::cout << tn::tuneResultJson(f.study, w, c, r) << std::endl;
     return r.interrupted ? 128 + r.signal : 0;
   }
   printTable(f, w, c, r, valid, ok_trials);

@@ -97,7 +97,7 @@ double ringSecondsPerLayer(const workloads::Workload& w, const Plan& p, const Cl
   const double e = double(p.elementBytes()), cp = double(p.cp);
   double attn_fwd = 0, attn_bwd = 0;
   for (const Op& o : layer.forward)
-    if (o.name == "flash attention" || o.name == "scores q·kᵀ" || o.name == "context p·v")
+    if (attentionCore(o))
       attn_fwd += gemmSeconds(o, c, peak, e);
   for (const Op& o : layer.backward)
     if (o.name.rfind("flash attention", 0) == 0 || o.name.rfind("scores", 0) == 0 || o.name.rfind("context", 0) == 0)

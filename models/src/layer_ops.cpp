@@ -27,6 +27,10 @@ const char* attentionName(Attention a) {
   return a == Attention::Unfused ? "unfused" : a == Attention::Flash ? "flash" : "default";
 }
 
+bool attentionCore(const Op& o) {
+  return o.kind == Op::Kind::Gemm && (o.name == "flash attention" || o.name == "scores q·kᵀ" || o.name == "context p·v");
+}
+
 namespace {
 
 Op gemm(const char* name, double m, double n, double k, double batch = 1) {

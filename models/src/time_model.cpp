@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "gpu_time.h"
+#include "trainscope/models/layer_ops.h"
 #include "trainscope/models/moe.h"
 #include "trainscope/models/zero.h"
 #include "trainscope/workloads/flops.h"
@@ -147,14 +148,18 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double ranks_per_node = double(std::min<int64_t>(p.world(), c.devices_per_node));
   const double peak = c.peak(runtime::toString(p.precision)) / (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0);
   const double mem_bw = c.memory_bandwidth / (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0);
-  auto gemm = [&](double m, double n, double k) {  // one GEMM, forward
-    const double f = 2.0 * m * n * k;
-    return f / (peak * c.matmulEfficiency(f));
+  // The weight GEMMs of a list of ops (layer_ops.h: this runtime's kernels), forward, in its order.
+  auto weightGemms = [&](const std::vector<Op>& ops) {
+    double seconds = 0;
+    for (const Op& o : ops)
+      if (o.kind == Op::Kind::Gemm && !attentionCore(o)) seconds += o.flops() / (peak * c.matmulEfficiency(o.flops()));
+    return seconds;
   };
-  // One layer, one micro-batch, forward: four GEMMs and the attention core (causal: half the
-  // product is skipped by fused kernels, counted whole as Narayanan et al. do).
+  // One layer, one micro-batch, forward: its four weight GEMMs (QKV, projection, fc1, fc2; the dense
+  // MLP's, experts are added below) and the attention core (causal: half the product is skipped by
+  // fused kernels, counted whole as Narayanan et al. do).
   const double rows = s * b;
-  double layer_fwd = gemm(rows, 3 * h / t, h) + gemm(rows, h, h / t) + gemm(rows, 4 * h / t, h) + gemm(rows, h, 4 * h / t);
+  double layer_fwd = weightGemms(layerOps(w, p, Framework::Trainscope).forward);
   const double attn_flops = 4.0 * b * s * keys * h / t;
   const double attn_fwd = attn_flops / (peak * c.matmulEfficiency(attn_flops / std::max(1.0, a / t)));
   layer_fwd += attn_fwd;
@@ -162,7 +167,7 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   // about 16 reads and writes of an s·b·h tensor (÷t where the work is sharded).
   const double local_rows = p.sequence_parallel ? rows / t : rows;
   layer_fwd += (10.0 * local_rows * h + 6.0 * rows * 4 * h / t) * e / std::max(mem_bw, 1.0);
-  const double head_fwd = gemm(rows, V / t, h) + 3.0 * rows * V / t * 4.0 / std::max(mem_bw, 1.0);
+  const double head_fwd = weightGemms(headOps(w, p, Framework::Trainscope).forward) + 3.0 * rows * V / t * 4.0 / std::max(mem_bw, 1.0);
   // The slowest stage: the first holds ⌈L/p⌉ layers, the last ⌊L/p⌋ layers and the LM head.
   const double layers_per_stage = double((w.n_layer + p.pp - 1) / p.pp);
   const double last_stage_layers = double(layersOfStage(w.n_layer, p.pp, p.pp - 1));

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "../common/nsight_schema.h"
 #include "kineto_events.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/import.h"
@@ -21,6 +22,7 @@
 #include "trainscope/rundb/summary.h"
 
 namespace tr = trainscope::rundb;
+namespace nsight = trainscope::testing::nsight;
 using nlohmann::json;
 using trainscope::testing::cli;
 using trainscope::testing::tempPath;
@@ -244,14 +246,7 @@ TEST(ImportCorners, NsightWrongTypedValuesAreCountedNotCoerced) {
     const std::string in = tempPath(name + ".sqlite");
     std::filesystem::remove(in);
     tr::Database d(in, tr::Database::Mode::Create);
-    d.exec(R"SQL(
-      CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-      CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, contextId INTEGER,
-        streamId INTEGER, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, shortName INTEGER,
-        gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER,
-        staticSharedMemory INTEGER, dynamicSharedMemory INTEGER, registersPerThread INTEGER);
-      CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER, eventClass INTEGER, globalTid INTEGER,
-        correlationId INTEGER, nameId INTEGER, returnValue INTEGER, callchainId INTEGER);
+    d.exec(std::string(nsight::kStringIds) + nsight::kKernel + nsight::kRuntime + R"SQL(
       INSERT INTO StringIds VALUES (1, 'volta_sgemm_128x64_nn'), (2, 'cudaLaunchKernel');
       INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1100, 1150, 0, 16777216 + 5, 'x42', 2, 0, 0);
     )SQL");

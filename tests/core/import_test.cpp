@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "../common/nsight_schema.h"
 #include "kineto_structure.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/chrome.h"
@@ -23,6 +24,7 @@
 #include "trainscope/rundb/sqlite.h"
 
 namespace tr = trainscope::rundb;
+namespace nsight = trainscope::testing::nsight;
 using trainscope::testing::tempPath;
 
 namespace {
@@ -124,18 +126,7 @@ TEST(Import, NsightSystemsSqliteExport) {
   const std::string in = tempPath("report.sqlite"), out = tempPath("nsys.db");
   {
     tr::Database d(in, tr::Database::Mode::Create);
-    d.exec(R"SQL(
-      CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-      CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, contextId INTEGER,
-        streamId INTEGER, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, shortName INTEGER,
-        gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER,
-        staticSharedMemory INTEGER, dynamicSharedMemory INTEGER, registersPerThread INTEGER);
-      CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER, eventClass INTEGER, globalTid INTEGER,
-        correlationId INTEGER, nameId INTEGER, returnValue INTEGER, callchainId INTEGER);
-      CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, rangeId INTEGER, category INTEGER,
-        color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER);
-      CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER, end INTEGER, deviceId INTEGER, contextId INTEGER,
-        streamId INTEGER, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, copyKind INTEGER);
+    d.exec(std::string(nsight::kStringIds) + nsight::kKernel + nsight::kRuntime + nsight::kNvtx + nsight::kMemcpy + R"SQL(
       INSERT INTO StringIds VALUES (1, 'volta_sgemm_128x64_nn'), (2, 'cudaLaunchKernel'), (3, 'forward');
       INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1200, 1700, 0, 1, 7, 42, 99, 1, 1, 10, 1, 1, 128, 1, 1, 1024, 1024, 64);
       INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1100, 1150, 0, 16777216 + 5, 42, 2, 0, 0);
@@ -537,12 +528,7 @@ TEST(ImportStructure, NsightSystemsThreadAndProcessNames) {
   const int64_t main_thread = (int64_t(4242) << 24) | 4242, worker = (int64_t(4242) << 24) | 4250;
   {
     tr::Database d(in, tr::Database::Mode::Create);
-    d.exec(R"SQL(
-      CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-      CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, rangeId INTEGER, category INTEGER,
-        color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER);
-      CREATE TABLE ThreadNames (nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER);
-      CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT);
+    d.exec(std::string(nsight::kStringIds) + nsight::kNvtx + nsight::kThreadNames + nsight::kProcesses + R"SQL(
       INSERT INTO StringIds VALUES (1, 'python3'), (2, 'pt_autograd_0'), (3, 'nsys-launcher');
     )SQL");
     d.exec("INSERT INTO NVTX_EVENTS VALUES (1000, 2000, 59, NULL, 0, 0, 'step', " + std::to_string(main_thread) +

@@ -18,6 +18,7 @@
 #include "trainscope/rundb/merge.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/runtime/launch.h"
+#include "../common/workload_files.h"
 #include "util.h"
 
 namespace rdb = trainscope::rundb;
@@ -28,20 +29,11 @@ using trainscope::testing::ownV1Cgroup;
 using trainscope::testing::rankPid;
 using trainscope::testing::sh;
 using trainscope::testing::tempPath;
+using trainscope::testing::tiny4Workload;
 
 namespace {
 
 const std::string kTiny = " run --workload tiny --seq 32 --mbs 2 --device cpu ";
-
-// The tiny model with 4 layers, so that pp 2 × 2 virtual stages gives every chunk one layer.
-std::string tiny4() {
-  static const std::string path = [] {
-    const std::string p = tempPath("tiny4-hardening3.json");
-    std::ofstream(p) << R"({"name":"tiny4","n_layer":4,"n_head":2,"n_embd":32,"n_positions":64,"vocab_size":128})";
-    return p;
-  }();
-  return path;
-}
 
 // A child of this process's v1 `controller` cgroup, made for one test and removed with it; empty
 // when this host does not let the test make one (not root, no v1 hierarchy).
@@ -76,7 +68,7 @@ TEST(CollectiveTimeout, AStoppedRankZeroIsNamedAndTheRunEndsInPlainZero3MoeAndIn
       {"dp", kTiny + "--nproc 2"},
       {"zero3", kTiny + "--nproc 2 --zero 3"},
       {"moe-ep2", " run --workload tiny-moe --seq 32 --mbs 2 --device cpu --nproc 2 --ep 2"},
-      {"interleaved", " run --workload " + tiny4() + " --seq 32 --mbs 2 --gbs 4 --device cpu --nproc 2 --pp 2 "
+      {"interleaved", " run --workload " + tiny4Workload() + " --seq 32 --mbs 2 --gbs 4 --device cpu --nproc 2 --pp 2 "
                       "--virtual-stages 2"},
   };
   for (const Case& c : cases) {

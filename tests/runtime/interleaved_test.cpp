@@ -23,6 +23,7 @@
 
 #include "parallel/pipeline.h"
 #include "trainscope/rundb/reader.h"
+#include "../common/workload_files.h"
 #include "same_training.h"
 #include "util.h"
 
@@ -37,15 +38,8 @@ namespace {
 constexpr int64_t kMbs = 2, kSeq = 32, kEmbd = 32;
 const char* kInterleaved = " --nproc 2 --pp 2 --virtual-stages 2";
 
-// The tiny model's shape with 4 layers, so that pp 2 × v 2 gives every chunk one layer.
-std::string workload() {
-  static const std::string path = [] {
-    const std::string p = tempPath("tiny4.json");
-    std::ofstream(p) << R"({"name":"tiny4","n_layer":4,"n_head":2,"n_embd":32,"n_positions":64,"vocab_size":128})";
-    return p;
-  }();
-  return path;
-}
+// The tiny model's shape with 4 layers, so that pp 2 × v 2 gives every chunk one layer (workload_files.h).
+std::string workload() { return trainscope::testing::tiny4Workload(); }
 
 // 4 steps of a global batch of 8 sequences (ga = 8 / mbs), constant LR, no clipping.
 std::string run(const std::string& name, const std::string& extra, int64_t steps = 4) {

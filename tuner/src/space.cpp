@@ -71,6 +71,7 @@ void price(Candidate& cand, const workloads::Workload& w, const Cluster& c, cons
   cand.predicted_peak = m.peak();
   cand.predicted_step_s = t.step_s;
   cand.predicted_tokens_per_s = t.tokens_per_s;
+  cand.analytic_step_s = t.step_s;
   if (double(m.peak()) * (1.0 - o.memory_margin) > double(c.memory_bytes)) {
     char why[160];
     std::snprintf(why, sizeof(why), "predicted memory %.1f MiB over the limit %.1f MiB (stage %lld)",

@@ -26,6 +26,7 @@
 #include "trainscope/common/files.h"
 #include "trainscope/common/json_text.h"
 #include "trainscope/rundb/sqlite.h"
+#include "trainscope/tuner/study_inputs.h"
 
 namespace trainscope::tuner {
 
@@ -535,10 +536,10 @@ StudySnapshot readStudy(const std::string& path) {
         if (k == "measured_costs") out.costs = costsFromJson(s.columnText(1));
       }
     }
-    const auto in = nlohmann::json::parse(out.inputs_json.empty() ? "{}" : out.inputs_json);
-    out.workload = in.value("workload", "");
-    out.cluster = in.value("cluster", "");
-    out.memory_bytes = in.value("memory_bytes", int64_t(0));
+    const StudyInputs in = parseStudyInputs(out.inputs_json);
+    out.workload = in.workload;
+    out.cluster = in.cluster;
+    out.memory_bytes = in.memory_bytes;
     {
       Statement s(db, "SELECT id, plan, rejected, predicted_peak, predicted_step_s FROM candidates ORDER BY id");
       while (s.step())

@@ -1,8 +1,9 @@
 // trainscope/models/layer_ops.h — a transformer layer, and the LM head, as the list of kernels a
 // framework launches for one micro-batch: every GEMM with its shape, every memory-bound kernel with
-// the bytes it reads and writes, and what each keeps for the backward. Both models read it: the GPU
+// the bytes it reads and writes, and what each keeps for the backward. The models read it: the GPU
 // time model (gpu_time.cpp) prices each op, the memory model (memory_model.cpp) sums what the layer
-// keeps. docs/time-model.md derives the list. Shapes use the project's vocabulary: b micro-batch, s
+// keeps, and the CPU time model (time_model.cpp) takes the layer's and the head's GEMMs from it.
+// docs/time-model.md derives the list. Shapes use the project's vocabulary: b micro-batch, s
 // sequence, h hidden, a heads, d = h/a, t tensor-parallel ranks, V vocabulary.
 //
 // What this is not: the model state (weights, gradients, optimizer) or the pipeline's accounting of
@@ -43,6 +44,10 @@ struct Op {
   double saved = 0;                       // bytes of activations it keeps for its backward
   double flops() const { return kind == Kind::Gemm ? 2.0 * m * n * k * batch : 0.0; }
 };
+
+// The attention core's products (flash attention's one kernel, or the unfused scores q·kᵀ and
+// context p·v), forward: the GEMMs of a layer that multiply no weight.
+bool attentionCore(const Op& o);
 
 struct LayerOps {
   std::vector<Op> forward, backward;  // one layer, one micro-batch, on one TP rank

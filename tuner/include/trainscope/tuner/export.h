@@ -1,6 +1,6 @@
 // trainscope/tuner/export.h — a configuration in other tools' formats (`trainscope export STUDY
 // --format …`). Pure functions: a TrainConfig in, text and notes out; no files, no study, no output.
-// The command line (apps/tune_command.cpp) reads the study and writes the text where it was asked.
+// The command line (apps/export_command.cpp) reads the study and writes the text where it was asked.
 //
 //   run                a `trainscope run --config` file (TrainConfig JSON)
 //   command            the `trainscope run` command lines, local and Slurm, quoted for a POSIX shell

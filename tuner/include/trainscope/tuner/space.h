@@ -40,8 +40,9 @@ struct Candidate {
   Plan plan;
   std::string rejected;           // "" when valid
   int64_t predicted_peak = 0;     // bytes, worst stage
-  double predicted_step_s = 0;
+  double predicted_step_s = 0;    // the current ranking's: re-priced from measured costs (cost_model.h)
   double predicted_tokens_per_s = 0;
+  double analytic_step_s = 0;     // the analytic model's, as priced when the space was made (kept)
   bool time_measured = false;     // predicted_step_s composed from measured layer costs (profile.h)
 };
 

@@ -1,0 +1,148 @@
+// config_test.cpp — run configs: the batch arithmetic, enum values, JSON and flag forms, the bounds
+// resolve() puts on the optimizer's and the host's knobs.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "../common/cli.h"
+#include "trainscope/common/error.h"
+#include "trainscope/runconfig/config.h"
+#include "trainscope/workloads/workload.h"
+
+namespace rt = trainscope::runtime;
+using trainscope::UserError;
+using trainscope::testing::tempPath;
+
+TEST(Config, GbsMustBeAMultipleOfMbs) {
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.mbs = 3;
+  c.gbs = 8;
+  try {
+    rt::resolve(c);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.field(), "--gbs");
+  }
+}
+
+TEST(Config, GbsGivesGa) {
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.mbs = 2;
+  c.gbs = 8;
+  rt::resolve(c);
+  EXPECT_EQ(c.ga_steps, 4);
+  EXPECT_EQ(c.global_batch, 8);
+}
+
+TEST(Config, UnknownEnumValueNamesFlagAndChoices) {
+  try {
+    rt::parsePrecision("fp8");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.field(), "--precision");
+    EXPECT_NE(std::string(e.what()).find("fp32|bf16|fp16"), std::string::npos);
+  }
+}
+
+TEST(Config, SeqLongerThanPositionsIsRejected) {
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.seq = 65;
+  EXPECT_THROW(rt::resolve(c), UserError);
+}
+
+TEST(Config, JsonAndFlagFormsRoundTrip) {
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.seq = 32;
+  c.mbs = 2;
+  c.gbs = 8;
+  c.steps = 7;
+  c.ckpt = rt::Checkpointing::Selective;
+  c.precision = rt::Precision::BF16;
+  c.optimizer = rt::OptimizerKind::Adafactor;
+  c.lr = 1.0 / 3.0;  // not a short decimal: must survive the text forms exactly
+  c.seed = 18446744073709551557ull;
+  c.nproc = 2;
+  c.zero = rt::ZeroStage::OptimizerStates;
+  c.peak_tflops = 12.5;
+  rt::resolve(c);
+  const std::string json = rt::toJson(c);
+  rt::TrainConfig back = rt::fromJson(json, "test");
+  rt::resolve(back);
+  EXPECT_EQ(rt::toJson(back), json);
+  EXPECT_EQ(back.lr, c.lr);
+  EXPECT_EQ(back.seed, c.seed);
+  EXPECT_EQ(rt::toArgs(back), rt::toArgs(c));
+  const auto args = rt::toArgs(c);
+  auto at = [&](const std::string& flag) {
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == flag) return args[i + 1];
+    return std::string("<missing>");
+  };
+  EXPECT_EQ(at("--workload"), "tiny");
+  EXPECT_EQ(at("--gbs"), "8");
+  EXPECT_EQ(at("--nproc"), "2");
+  EXPECT_EQ(at("--ckpt"), "selective");
+  EXPECT_EQ(std::stod(at("--lr")), c.lr);
+  // A whole `run --json` line is accepted too; a wrong type names the key.
+  EXPECT_EQ(rt::toJson([&] {
+              auto x = rt::fromJson("{\"steps\": 3, \"config\": " + json + "}", "line");
+              rt::resolve(x);
+              return x;
+            }()),
+            json);
+  try {
+    rt::fromJson(R"({"mbs": "two"})", "cfg.json");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cfg.json: mbs"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, AWorkloadGivenByPathIsRecordedByAbsolutePath) {
+  const std::string p = tempPath("path-model.json");
+  std::ofstream(p) << R"({"name":"path-model","n_layer":1,"n_head":2,"n_embd":16,"n_positions":32,"vocab_size":64})";
+  rt::TrainConfig c;
+  c.workload = p;
+  rt::resolve(c);
+  auto j = rt::toJson(c);
+  EXPECT_NE(j.find("\"workload\":\"path-model\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"workload_spec\":\"" + p + "\""), std::string::npos) << j;
+  rt::TrainConfig back = rt::fromJson(j, "t");
+  EXPECT_EQ(back.workload, p);
+}
+
+TEST(Config, Adam8bitBlockAndThreadsHaveBoundsAndLanesAreRefusedByResolve) {
+  auto fieldOf = [](rt::TrainConfig c) {
+    try {
+      rt::resolve(c);
+    } catch (const UserError& e) {
+      return e.field();
+    }
+    return std::string();
+  };
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.optimizer = rt::OptimizerKind::Adam8bit;
+  c.adam8bit_block = 2147483647;  // every bias would hold two 2 GiB blocks; the memory model assumes 256
+  EXPECT_EQ(fieldOf(c), "--adam8bit-block");
+  c.adam8bit_block = 4096;
+  EXPECT_EQ(fieldOf(c), "");
+  rt::TrainConfig t;
+  t.workload = "tiny";
+  t.threads = 100000;
+  t.oversubscribe = true;  // still refused: it would only livelock the host
+  EXPECT_EQ(fieldOf(t), "--threads");
+  // Lanes that the config rules out are refused by resolve(), which the launcher runs once.
+  rt::TrainConfig l;
+  l.workload = "tiny";
+  l.nproc = 2;
+  l.mbs = 2;
+  l.cpu_lanes = 2;
+  EXPECT_EQ(fieldOf(l), "--cpu-lanes");
+  l.local_sgd = 1;  // no gradient all-reduce: lanes are fine
+  EXPECT_EQ(fieldOf(l), "");
+}

@@ -1,0 +1,18 @@
+// trainscope/tuner/megatron_prediction.h — what a plan exported to Megatron-LM should take there,
+// beside what this runtime takes, on the study's cluster: one sentence for `export --format megatron`
+// to print as a note (models/time_model.h with each framework's kernels; Megatron-LM's 18 bytes per
+// parameter, or 6 + 12/d with the distributed optimizer the export turns on for ZeRO-1).
+#pragma once
+
+#include <string>
+
+#include "trainscope/runconfig/config.h"
+#include "trainscope/tuner/study_inputs.h"
+
+namespace trainscope::tuner {
+
+// `c`: the exported config, resolved (runtime::resolve). A study whose cluster is not a preset here,
+// or a CPU one, gets the sentence that says so and how to price it instead (never a throw).
+std::string megatronPrediction(const StudyInputs& study, const runtime::TrainConfig& c);
+
+}  // namespace trainscope::tuner
