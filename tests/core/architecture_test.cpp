@@ -7,6 +7,7 @@
 #include <string>
 
 #include "trainscope/common/error.h"
+#include "trainscope/runconfig/config.h"
 #include "trainscope/workloads/architecture.h"
 #include "trainscope/workloads/flops.h"
 #include "trainscope/workloads/workload.h"
@@ -227,4 +228,24 @@ TEST(Architecture, FlopsCountSwiGluAndGqa) {
   EXPECT_DOUBLE_EQ(f.hardware, 5308416.0);
   EXPECT_DOUBLE_EQ(wl::stepFlops(w, 1, 8, wl::Recompute::Full).hardware, 5308416.0 + 8 * 188416.0);
   EXPECT_DOUBLE_EQ(wl::stepFlops(w, 1, 8, wl::Recompute::Selective).hardware, 5308416.0 + 2 * 8 * 2048.0);
+}
+
+// A Llama-family workload is never trained as a GPT: runconfig's resolve() refuses it by name,
+// saying which piece is missing; GPT workloads resolve as before.
+TEST(Architecture, RunRefusesShapesTheRuntimeDoesNotBuildYet) {
+  for (const char* n : {"tiny-llama", "tiny-mixtral"}) {
+    trainscope::runtime::TrainConfig c;
+    c.workload = n;
+    try {
+      trainscope::runtime::resolve(c);
+      ADD_FAILURE() << n << " resolved";
+    } catch (const ts::UserError& e) {
+      EXPECT_EQ(e.field(), "--workload") << n;
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("issue 32's runtime"), std::string::npos) << e.what();
+    }
+  }
+  trainscope::runtime::TrainConfig gpt;
+  gpt.workload = "tiny";
+  EXPECT_NO_THROW(trainscope::runtime::resolve(gpt));
 }
