@@ -10,6 +10,7 @@
 #include "trainscope/runconfig/config.h"
 #include "trainscope/workloads/architecture.h"
 #include "trainscope/workloads/flops.h"
+#include "trainscope/workloads/memory.h"
 #include "trainscope/workloads/workload.h"
 
 namespace ts = trainscope;
@@ -94,6 +95,9 @@ TEST(Architecture, MistralQwen2MixtralConfigs) {
       R"({"model_type": "qwen2", "use_sliding_window": false, "sliding_window": 64, "rms_norm_eps": 1e-6, )" + shape + "}",
       "q.json");
   EXPECT_TRUE(qwen.qkv_bias);  // Qwen2: biases on q, k, v only
+  int64_t qwen_tensors = 0;
+  for (const auto& t : wl::parameterTensors(qwen)) qwen_tensors += t.numel();
+  EXPECT_EQ(qwen_tensors, qwen.parameterCount());
   EXPECT_FALSE(qwen.proj_bias || qwen.mlp_bias);
   EXPECT_EQ(qwen.sliding_window, 0);  // use_sliding_window false: full attention
   EXPECT_DOUBLE_EQ(qwen.norm_eps, 1e-6);
@@ -191,6 +195,10 @@ TEST(Architecture, PresetParameterCountsMatchTransformers) {
     EXPECT_EQ(wl::parameterCountF(w, false), double(c.total)) << c.name;
     EXPECT_FALSE(w.origin.empty()) << c.name;
     EXPECT_FALSE(wl::unsupportedForTraining(w).empty()) << c.name;
+    // The memory model's tensor list covers the same parameters.
+    int64_t n = 0;
+    for (const auto& t : wl::parameterTensors(w)) n += t.numel();
+    EXPECT_EQ(n, c.total) << c.name;
   }
   const auto names = wl::available();
   for (const char* n : {"llama3-8b", "llama3.1-405b", "mixtral-8x7b", "tiny-llama", "tiny-mixtral"})

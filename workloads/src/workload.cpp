@@ -235,16 +235,16 @@ static void refuseUnknownKeys(const nlohmann::json& j, bool hf, const std::vecto
     std::string fix;
     if (!hf && std::find(kHfKeys.begin(), kHfKeys.end(), key) != kHfKeys.end())
       fix = key + " is a Hugging Face config.json key: a Hugging Face config has \"model_type\": \"gpt2\"; "
-            "a trainscope workload has only " + joinKeys(kOwnKeys);
+            "a trainscope workload has only " + joinKeys(hf ? kOwnKeys : known);
     else if (key.find("drop") != std::string::npos)
-      fix = "remove it: trainscope trains without dropout; a workload has " + joinKeys(kOwnKeys);
+      fix = "remove it: trainscope trains without dropout; a workload has " + joinKeys(hf ? kOwnKeys : known);
     else
       fix = "remove or rename it; a " +
             (hf ? j.value("model_type", std::string("gpt2")) + " config.json's model keys are " : std::string("workload has ")) +
             (hf ? std::string(j.value("model_type", "") == "gpt2" ? "n_layer, n_head, n_embd, n_positions, vocab_size, n_inner"
                                                                   : "hidden_size, intermediate_size, num_hidden_layers, "
                                                                     "num_attention_heads, num_key_value_heads, head_dim")
-                : joinKeys(kOwnKeys));
+                : joinKeys(hf ? kOwnKeys : known));
     throw UserError("workload." + key, problem, fix);
   }
 }
