@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "trainscope/models/dp_layout.h"
+#include "trainscope/workloads/architecture.h"
 
 namespace trainscope::models {
 
@@ -21,6 +22,8 @@ std::string Plan::describe() const {
 }
 
 std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
+  // A shape the op list does not price yet is refused, never priced as GPT-2 (issue 32's later pieces).
+  if (std::string why = workloads::unsupportedForTraining(w); !why.empty()) return why;
   if (p.dp < 1 || p.cp < 1 || p.tp < 1 || p.pp < 1 || p.mbs < 1 || p.gbs < 1 || p.seq < 1 || p.virtual_stages < 1)
     return "non-positive size";
   if (w.n_head % p.tp != 0) return "tp=" + std::to_string(p.tp) + " does not divide n_head=" + std::to_string(w.n_head);

@@ -375,6 +375,9 @@ void checkDeviceAndTesting(const TrainConfig& c) {
 
 void resolve(TrainConfig& c, int world) {
   c.model = workloads::load(c.workload);
+  // Llama-family shapes are described (workloads/architecture.h) but not yet built by the runtime.
+  if (const std::string why = workloads::unsupportedForTraining(c.model); !why.empty())
+    throw UserError("--workload", why, "train a GPT-2-shaped workload (e.g. tiny, gpt2-124m) until then");
   resolveLayout(c, world);
   resolveBatch(c);
   checkInterleaving(c);

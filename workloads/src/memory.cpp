@@ -9,7 +9,55 @@ int64_t ParamTensor::numel() const {
   return n;
 }
 
+namespace {
+// A workload that is not GPT-2-shaped (architecture.h): its tensors in Hugging Face's Llama/Mixtral
+// names and shapes (out, in), so that the model-state bytes (Adafactor's factored rows and columns
+// included) are those of the real model. A MoE layer's experts are stacked on a leading E, each
+// matrix separately, as the GPT runtime stacks its experts.
+std::vector<ParamTensor> decoderTensors(const Workload& w) {
+  const int64_t C = w.n_embd, V = w.vocab_size, q = w.n_head * w.headSize(), kv = w.kvHeads() * w.headSize();
+  const bool ln = w.norm == Norm::LayerNorm, swiglu = w.mlp == Mlp::SwiGLU;
+  std::vector<ParamTensor> t = {{"model.embed_tokens.weight", {V, C}}};
+  if (w.positions == Positions::Learned) t.push_back({"model.embed_positions.weight", {w.n_positions, C}});
+  auto norm = [&](const std::string& n) {
+    t.push_back({n + ".weight", {C}});
+    if (ln) t.push_back({n + ".bias", {C}});
+  };
+  auto linear = [&](const std::string& n, std::vector<int64_t> shape, bool bias) {
+    t.push_back({n + ".weight", shape});
+    shape.pop_back();  // the bias: the weight's shape without its input dimension
+    if (bias) t.push_back({n + ".bias", shape});
+  };
+  auto mlp = [&](const std::string& p, std::vector<int64_t> lead, int64_t F) {
+    auto with = [&](std::vector<int64_t> s) { s.insert(s.begin(), lead.begin(), lead.end()); return s; };
+    if (swiglu) linear(p + "gate_proj", with({F, C}), w.mlp_bias);
+    linear(p + "up_proj", with({F, C}), w.mlp_bias);
+    linear(p + "down_proj", with({C, F}), w.mlp_bias);
+  };
+  for (int64_t l = 0; l < w.n_layer; ++l) {
+    const std::string h = "model.layers." + std::to_string(l) + ".";
+    norm(h + "input_layernorm");
+    linear(h + "self_attn.q_proj", {q, C}, w.qkv_bias);
+    linear(h + "self_attn.k_proj", {kv, C}, w.qkv_bias);
+    linear(h + "self_attn.v_proj", {kv, C}, w.qkv_bias);
+    linear(h + "self_attn.o_proj", {C, q}, w.proj_bias);
+    norm(h + "post_attention_layernorm");
+    if (!w.moeLayer(l)) {
+      mlp(h + "mlp.", {}, w.ffnHidden());
+      continue;
+    }
+    t.push_back({h + "mlp.gate.weight", {w.n_experts, C}});  // the router
+    mlp(h + "mlp.experts.", {w.n_experts}, w.expertHidden());
+    if (w.shared_expert) mlp(h + "mlp.shared_expert.", {}, w.expertHidden());
+  }
+  norm("model.norm");
+  if (!w.tie_embeddings) t.push_back({"lm_head.weight", {V, C}});
+  return t;
+}
+}  // namespace
+
 std::vector<ParamTensor> parameterTensors(const Workload& w) {
+  if (!unsupportedForTraining(w).empty()) return decoderTensors(w);
   const int64_t C = w.n_embd, V = w.vocab_size, T = w.n_positions;
   std::vector<ParamTensor> t = {{"wte", {V, C}}, {"wpe", {T, C}}};
   for (int64_t l = 0; l < w.n_layer; ++l) {

@@ -15,6 +15,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/json_text.h"
+#include "architecture_json.h"
 
 namespace trainscope::workloads {
 namespace fs = std::filesystem;
@@ -22,33 +23,6 @@ namespace fs = std::filesystem;
 int64_t Workload::moeLayers() const {
   if (!isMoe() || moe_every <= 0) return 0;
   return (n_layer + moe_every - 1) / moe_every;  // layers 0, k, 2k, … below L
-}
-
-namespace {
-// One MoE layer's MLP parameters beyond those of the dense MLP it replaces, with `experts` experts
-// counted (E for the total, k for the active ones; the shared expert and the router come on top).
-int64_t moeExtra(const Workload& w, int64_t experts) {
-  const int64_t C = w.n_embd, F = w.expertHidden();
-  const int64_t expert = 2 * C * F + F + C;          // c_fc (F, C) + (F), c_proj (C, F) + (C)
-  const int64_t dense = 8 * C * C + 5 * C;           // the 4C MLP the layer would have had
-  return C * w.n_experts                             // router (E, C), no bias
-         + (experts + (w.shared_expert ? 1 : 0)) * expert - dense;
-}
-}  // namespace
-
-int64_t Workload::activeParameterCount() const {
-  return parameterCount() + moeLayers() * (moeExtra(*this, top_k) - moeExtra(*this, n_experts));
-}
-
-int64_t Workload::parameterCount() const {
-  const int64_t C = n_embd, L = n_layer;
-  const int64_t per_block = 2 * C                  // ln_1 weight, bias
-                            + 3 * C * C + 3 * C    // c_attn (qkv)
-                            + C * C + C            // attn c_proj
-                            + 2 * C                // ln_2
-                            + 4 * C * C + 4 * C    // mlp c_fc
-                            + 4 * C * C + C;       // mlp c_proj
-  return vocab_size * C + n_positions * C + L * per_block + 2 * C + moeLayers() * moeExtra(*this, n_experts);
 }
 
 namespace {
@@ -174,10 +148,7 @@ void validate(const Workload& w) {
   positive("n_embd", w.n_embd);
   positive("n_positions", w.n_positions);
   positive("vocab_size", w.vocab_size);
-  if (w.n_embd % w.n_head != 0)
-    throw UserError("workload.n_head",
-                    "n_head=" + std::to_string(w.n_head) + " does not divide n_embd=" + std::to_string(w.n_embd),
-                    "choose n_head so that n_embd / n_head is an integer");
+  validateArchitecture(w, where);
   if (w.n_layer > kMaxLayers)
     throw UserError("workload.n_layer",
                     std::to_string(w.n_layer) + " layers in " + where + " is beyond what trainscope models (at most " +
@@ -185,10 +156,7 @@ void validate(const Workload& w) {
                     "check n_layer; GPT-3 175B has 96 layers");
   validateMoe(w, where);
   // In floating point: the int64 count itself overflows for such shapes.
-  const double C = double(w.n_embd), L = double(w.n_layer), F = double(w.expertHidden());
-  const double moe_layers = double(w.moeLayers()), experts = double(w.n_experts) + (w.shared_expert ? 1 : 0);
-  const double params = double(w.vocab_size) * C + double(w.n_positions) * C + L * (12 * C * C + 13 * C) + 2 * C +
-                        moe_layers * (C * double(w.n_experts) + experts * (2 * C * F + F + C) - (8 * C * C + 5 * C));
+  const double params = parameterCountF(w, false);
   if (params > kMaxParameters) {
     char n[32];
     std::snprintf(n, sizeof(n), "%.3g", params);
@@ -245,14 +213,14 @@ static void parseMoe(const nlohmann::json& j, const std::string& source, Workloa
 }
 
 // Refuses a key no workload file has (see parse for the two formats' rules).
-static void refuseUnknownKeys(const nlohmann::json& j, bool hf, const std::string& source) {
+static void refuseUnknownKeys(const nlohmann::json& j, bool hf, const std::vector<std::string>& known,
+                              const std::string& source) {
   // Unknown keys. In trainscope's own files every key is known, so a misspelt or extra key (dropuot,
   // n_layers beside n_layer, n_experts) is refused rather than silently ignored. A Hugging Face
   // config carries many keys that do not change the model and grows new ones with transformers
   // versions: there a key is refused only when it looks like a misspelling of a known one or is an
   // unknown shape key (n_*), since transformers would ignore it as well and build another model than meant.
   for (const auto& [key, value] : j.items()) {
-    const std::vector<std::string>& known = hf ? kHfKeys : kOwnKeys;
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
     const auto near = nearestKey(key, known);
     const bool close = closeTo(key, near);
@@ -267,12 +235,16 @@ static void refuseUnknownKeys(const nlohmann::json& j, bool hf, const std::strin
     std::string fix;
     if (!hf && std::find(kHfKeys.begin(), kHfKeys.end(), key) != kHfKeys.end())
       fix = key + " is a Hugging Face config.json key: a Hugging Face config has \"model_type\": \"gpt2\"; "
-            "a trainscope workload has only " + joinKeys(kOwnKeys);
+            "a trainscope workload has only " + joinKeys(hf ? kOwnKeys : known);
     else if (key.find("drop") != std::string::npos)
-      fix = "remove it: trainscope trains without dropout; a workload has " + joinKeys(kOwnKeys);
+      fix = "remove it: trainscope trains without dropout; a workload has " + joinKeys(hf ? kOwnKeys : known);
     else
-      fix = "remove or rename it; a " + std::string(hf ? "GPT-2 config.json's model keys are " : "workload has ") +
-            (hf ? std::string("n_layer, n_head, n_embd, n_positions, vocab_size, n_inner") : joinKeys(kOwnKeys));
+      fix = "remove or rename it; a " +
+            (hf ? j.value("model_type", std::string("gpt2")) + " config.json's model keys are " : std::string("workload has ")) +
+            (hf ? std::string(j.value("model_type", "") == "gpt2" ? "n_layer, n_head, n_embd, n_positions, vocab_size, n_inner"
+                                                                  : "hidden_size, intermediate_size, num_hidden_layers, "
+                                                                    "num_attention_heads, num_key_value_heads, head_dim")
+                : joinKeys(hf ? kOwnKeys : known));
     throw UserError("workload." + key, problem, fix);
   }
 }
@@ -348,12 +320,42 @@ Workload parse(const std::string& text, const std::string& source) {
   // trainscope's own files never hold. A Hugging Face config is read as transformers would build
   // GPT2LMHeadModel from it.
   const bool hf = j.contains("model_type");
-  if (hf && !(j["model_type"].is_string() && j["model_type"] == "gpt2"))
+  const bool decoder = hf && j["model_type"].is_string() && isHfDecoder(j["model_type"].get<std::string>());
+  if (hf && !decoder && !(j["model_type"].is_string() && j["model_type"] == "gpt2"))
     throw UserError("workload.model_type",
                     jsonText(j["model_type"]) + " in " + source +
-                        " is not \"gpt2\": trainscope trains GPT-2 architectures only",
-                    "use a GPT-2 config.json (\"model_type\": \"gpt2\")");
-  refuseUnknownKeys(j, hf, source);
+                        " is not supported: trainscope reads Hugging Face configs of model_type gpt2, llama, "
+                        "mistral, qwen2 and mixtral",
+                    "use a config.json of one of those model types, or a trainscope workload file");
+  // GPT-2's shape keys under a Llama-family model_type: the model_type is what is wrong (or the
+  // file was written by hand from a GPT-2 config); say so rather than refusing each GPT-2 key.
+  if (decoder)
+    for (const char* key : {"n_layer", "n_head", "n_embd", "n_positions"})
+      if (j.contains(key))
+        throw UserError("workload.model_type",
+                        jsonText(j["model_type"]) + " in " + source + " comes with GPT-2's key \"" + key +
+                            "\": a " + j["model_type"].get<std::string>() +
+                            " config.json names its shape hidden_size, num_hidden_layers, num_attention_heads, "
+                            "max_position_embeddings",
+                        "use \"model_type\": \"gpt2\" for a GPT-2 config, or the " +
+                            j["model_type"].get<std::string>() + " keys");
+  std::vector<std::string> own_keys = kOwnKeys;
+  own_keys.insert(own_keys.end(), architectureKeys().begin(), architectureKeys().end());
+  std::vector<std::string> gpt2_keys = kHfKeys;
+  gpt2_keys.push_back("source");
+  refuseUnknownKeys(j, hf, decoder ? hfDecoderKeys() : hf ? gpt2_keys : own_keys, source);
+  for (const char* key : {"name", "description", "source"})
+    if (j.contains(key) && !j[key].is_string())
+      throw UserError(std::string("workload.") + key, "must be a string in " + source, "");
+  if (j.contains("source")) w.origin = j["source"].get<std::string>();
+  if (decoder) {
+    parseHfDecoder(j, source, &w);
+    w.name = j.contains("name") ? j["name"].get<std::string>()
+                                : fs::path(source).parent_path().filename().string() + "/" + fs::path(source).stem().string();
+    if (j.contains("description")) w.description = j["description"].get<std::string>();
+    validate(w);
+    return w;
+  }
   auto getInt = [&](const char* key, const char* alt) -> int64_t {
     const nlohmann::json* v = nullptr;
     if (j.contains(key)) v = &j[key];
@@ -373,9 +375,7 @@ Workload parse(const std::string& text, const std::string& source) {
   w.n_positions = getInt("n_positions", "n_ctx");
   w.vocab_size = getInt("vocab_size", nullptr);
   parseMoe(j, source, &w);
-  for (const char* key : {"name", "description"})
-    if (j.contains(key) && !j[key].is_string())
-      throw UserError(std::string("workload.") + key, "must be a string in " + source, "");
+  if (!hf) parseArchitectureKeys(j, source, &w);
   if (j.contains("name")) w.name = j["name"].get<std::string>();
   else w.name = fs::path(source).parent_path().filename().string() + "/" + fs::path(source).stem().string();
   if (j.contains("description")) w.description = j["description"].get<std::string>();

@@ -35,20 +35,41 @@ inline StepFlops stepFlops(int64_t batch, int64_t seq, int64_t layers, int64_t h
   return f;
 }
 
-// The same for any workload, counting a mixture of experts' active FLOPs (what MFU counts, as
-// Megatron-LM and DeepSpeed-MoE do): each MoE layer's MLP costs per token, forward, its router
-// (2·C·E) and the k experts plus the shared one it passes through (2 GEMMs of 2·C·F each), instead
-// of the dense MLP's 16·C². Capacity drops are not subtracted (the bound a balanced router reaches).
-// A dense workload gives exactly stepFlops above.
+// The same for any workload. Per token and layer, forward, a multiply-add being 2 FLOPs
+// (Narayanan et al. 2021's counting, generalised as in Chinchilla's appendix F and torchtitan's
+// get_num_flop_per_token, attention at full s x s as the paper counts it):
+//   attention projections 2·C·(NH·HS) [Q] + 2·2·C·(KV·HS) [K, V: smaller under GQA] + 2·(NH·HS)·C [out]
+//   attention core        2·2·s·(NH·HS)                      [QK^T and AV]
+//   MLP                   m·2·C·F, m = 2 (GELU) or 3 (SwiGLU: gate, up, down)
+// and the head 2·C·V per token. For GPT-2's shape (KV = NH, NH·HS = C, GELU with F = 4C) this is
+// 24·C² + 4·s·C, the paper's formula; such a workload gives exactly stepFlops above.
+// A mixture of experts counts its active FLOPs (what MFU counts, as Megatron-LM and DeepSpeed-MoE
+// do): each MoE layer's MLP costs per token, forward, its router (2·C·E) and the k experts plus the
+// shared one it passes through (m·2·C·F each), instead of the dense MLP. Capacity drops are not
+// subtracted (the bound a balanced router reaches). Selective recomputation re-runs the attention
+// core (4·B·s²·NH·HS per layer); full recomputation one more forward of every layer.
+inline double mlpFlopsPerToken(const Workload& w, int64_t hidden) {
+  return (w.mlp == Mlp::SwiGLU ? 3.0 : 2.0) * 2.0 * double(w.n_embd) * double(hidden);
+}
+
 inline StepFlops stepFlops(const Workload& w, int64_t batch, int64_t seq, Recompute r) {
   StepFlops f = stepFlops(batch, seq, w.n_layer, w.n_embd, w.vocab_size, r);
-  if (!w.isMoe()) return f;
-  const double tokens = double(batch) * double(seq), C = double(w.n_embd), F = double(w.expertHidden());
-  const double experts = double(w.top_k) + (w.shared_expert ? 1.0 : 0.0);
-  const double mlp_delta = tokens * (2.0 * C * double(w.n_experts) + experts * 4.0 * C * F - 16.0 * C * C);
-  const double fwd_delta = double(w.moeLayers()) * mlp_delta;  // one forward over all MoE layers
+  const double tokens = double(batch) * double(seq), C = double(w.n_embd), s = double(seq), L = double(w.n_layer);
+  const double q = double(w.n_head) * double(w.headSize()), kv = double(w.kvHeads()) * double(w.headSize());
+  // Each dense layer's forward per token beyond GPT-2's 24·C² + 4·s·C (0 for GPT-2's shape).
+  const double layer = 2.0 * C * q + 4.0 * C * kv + 2.0 * q * C + 4.0 * s * q + mlpFlopsPerToken(w, w.ffnHidden());
+  const double gpt_layer = 24.0 * C * C + 4.0 * s * C;
+  double fwd_delta = 0;
+  if (layer != gpt_layer) fwd_delta += tokens * L * (layer - gpt_layer);
+  if (w.isMoe()) {
+    const double experts = double(w.top_k) + (w.shared_expert ? 1.0 : 0.0);
+    const double mlp_delta = tokens * (2.0 * C * double(w.n_experts) + experts * mlpFlopsPerToken(w, w.expertHidden()) -
+                                       mlpFlopsPerToken(w, w.ffnHidden()));
+    fwd_delta += double(w.moeLayers()) * mlp_delta;  // one forward over all MoE layers
+  }
   f.model += 3.0 * fwd_delta;
   f.hardware += (r == Recompute::Full ? 4.0 : 3.0) * fwd_delta;
+  if (r == Recompute::Selective && q != C) f.hardware += 4.0 * tokens * s * (q - C) * L;
   return f;
 }
 

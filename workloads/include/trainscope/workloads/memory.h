@@ -17,7 +17,8 @@
 
 namespace trainscope::workloads {
 
-// One parameter tensor of the whole model (one rank, no parallelism), in the runtime's order.
+// One parameter tensor of the whole model (one rank, no parallelism), in the runtime's order; for a
+// workload that is not GPT-2-shaped (unsupportedForTraining), Hugging Face's names and shapes.
 struct ParamTensor {
   std::string name;             // canonical name ("wte", "h.0.attn.c_attn.weight", …)
   std::vector<int64_t> shape;

@@ -1,8 +1,9 @@
-// trainscope/workloads/workload.h — GPT model shapes, from tiny test models to GPT-3 175B.
+// trainscope/workloads/workload.h — decoder shapes, from tiny test models to GPT-3 175B and Llama 3.1 405B.
 //
-// A workload is a GPT-2-style decoder: token + position embeddings, L pre-LN blocks (causal
-// self-attention, GELU MLP with 4C hidden), a final LayerNorm and an LM head tied to the token
-// embedding. This header knows shapes and counts only; it has no LibTorch in it, so the tuner's
+// A workload is a pre-norm decoder: token (+ learned position) embeddings, L blocks (causal
+// self-attention, MLP), a final norm and an LM head. Its architecture fields (architecture.h)
+// default to GPT-2's: LayerNorm with biases, learned positions, GELU MLP of 4C, full multi-head
+// attention, head tied to the token embedding; Llama-family configs set them otherwise. This header knows shapes and counts only; it has no LibTorch in it, so the tuner's
 // models and the command line can use it cheaply.
 //
 // Dimension vocabulary used across trainscope: B batch, T sequence, C hidden (n_embd),
@@ -12,6 +13,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "trainscope/workloads/architecture.h"
 
 namespace trainscope::workloads {
 
@@ -24,13 +27,31 @@ struct Workload {
   int64_t n_positions = 0;  // maximum T (rows of the position embedding)
   int64_t vocab_size = 0;   // V
   std::string source;       // file it was read from
+  std::string origin;       // where the shape is published (a preset's "source" key)
   // What the file asks for that trainscope loads but does not train as asked (a Hugging Face
   // config's dropout), one sentence each; `trainscope run` prints them as notes.
   std::vector<std::string> notes;
 
+  // Architecture (architecture.h, docs/architectures.md). Defaults: GPT-2.
+  Norm norm = Norm::LayerNorm;
+  double norm_eps = 1e-5;
+  bool qkv_bias = true;           // biases of the Q, K, V projections
+  bool proj_bias = true;          // bias of the attention output projection
+  bool mlp_bias = true;           // biases of the MLP's (and experts') matrices
+  Positions positions = Positions::Learned;
+  double rope_theta = 10000;      // RoPE base (positions == Rope)
+  RopeScaling rope_scaling;       // Llama 3's frequency scaling; factor 0: none
+  Mlp mlp = Mlp::Gelu;
+  int64_t ffn_hidden = 0;         // the dense MLP's hidden width; 0: 4C
+  int64_t n_kv_head = 0;          // K/V heads (GQA; 1: MQA); 0: n_head
+  int64_t head_dim = 0;           // HS; 0: C / n_head
+  bool tie_embeddings = true;     // LM head shares the token embedding
+  int64_t sliding_window = 0;     // a Mistral/Qwen2 config's attention window; 0: none (see notes)
+
   // Mixture of experts (docs/architecture.md, "Mixture of experts"). n_experts = 0: a dense GPT and
   // the other keys unset. Otherwise the MLP of layers l with l % moe_every == 0 (Megatron-LM's
-  // --moe-layer-freq: layer 0 is one) is E experts, each a GELU MLP C -> F -> C, behind a top-k router.
+  // --moe-layer-freq: layer 0 is one) is E experts, each an MLP C -> F -> C of the
+  // workload's kind (`mlp`: GELU, or SwiGLU as Mixtral's) and biases, behind a top-k router.
   int64_t n_experts = 0;          // E
   int64_t top_k = 1;              // k: 1 (Switch) or 2 (GShard, Mixtral)
   int64_t moe_every = 1;          // every k-th layer's MLP is a MoE
@@ -40,13 +61,16 @@ struct Workload {
   double z_loss_coeff = 0;        // router z-loss (ST-MoE): mean over tokens of logsumexp(logits)^2
   bool shared_expert = false;     // one more expert of width F that every token passes through
 
-  int64_t headSize() const { return n_embd / n_head; }  // HS
+  int64_t headSize() const { return head_dim > 0 ? head_dim : n_embd / n_head; }  // HS
+  int64_t kvHeads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int64_t ffnHidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * n_embd; }
   bool isMoe() const { return n_experts > 0; }
   bool moeLayer(int64_t l) const { return isMoe() && l % moe_every == 0; }
   int64_t moeLayers() const;                                          // how many layers have a MoE MLP
   int64_t expertHidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : 4 * n_embd; }  // F
   // Analytic parameter count: V*C + Tmax*C + L*(12*C*C + 13*C) + 2*C (tied head) for a dense GPT;
   // each MoE layer's MLP is instead a router E*C and (E + shared) experts of 2*C*F + F + C.
+  // Other architectures: docs/architectures.md (checked against transformers' models).
   int64_t parameterCount() const;
   // The parameters one token passes through: each MoE layer counts its router, k experts and the
   // shared one. Dense: parameterCount(). MFU counts the FLOPs of these (flops.h).
@@ -58,8 +82,8 @@ struct Workload {
 void validate(const Workload& w);
 
 // Loads a workload by name (a JSON file in the workloads directory) or by path. A path may also be
-// a Hugging Face GPT-2 `config.json` (n_layer/n_head/n_embd/n_positions/vocab_size), recognised by
-// its `model_type`. Throws UserError for unknown names, unreadable files, missing, invalid or
+// a Hugging Face `config.json` of model_type gpt2 (n_layer/n_head/n_embd/n_positions/vocab_size) or
+// llama, mistral, qwen2, mixtral (architecture.h), recognised by its `model_type`. Throws UserError for unknown names, unreadable files, missing, invalid or
 // unknown fields (docs/config-reference.md, "Workload files").
 Workload load(const std::string& name_or_path);
 

@@ -1,0 +1,259 @@
+// architecture_test.cpp — the decoder variants of workloads/architecture.h (issue 32, first piece):
+// Hugging Face Llama-family configs, their refusals, presets' parameter counts against transformers,
+// FLOPs of SwiGLU and GQA, and GPT workloads unchanged.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "trainscope/common/error.h"
+#include "trainscope/runconfig/config.h"
+#include "trainscope/workloads/architecture.h"
+#include "trainscope/workloads/flops.h"
+#include "trainscope/workloads/memory.h"
+#include "trainscope/workloads/workload.h"
+
+namespace ts = trainscope;
+namespace wl = trainscope::workloads;
+
+namespace {
+
+// The UserError's field when parsing `text` fails; "" when it parses.
+std::string refusedField(const std::string& text) {
+  try {
+    wl::parse(text, "test/config.json");
+  } catch (const ts::UserError& e) {
+    return e.field();
+  }
+  return "";
+}
+
+std::string refusal(const std::string& text) {
+  try {
+    wl::parse(text, "test/config.json");
+  } catch (const ts::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const std::string kLlama = R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 176,
+  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+  "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "hidden_act": "silu",
+  "tie_word_embeddings": false, "attention_bias": false, "mlp_bias": false, "bos_token_id": 1,
+  "initializer_range": 0.02, "torch_dtype": "bfloat16", "use_cache": true, "architectures": ["LlamaForCausalLM"]})";
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+std::string with(const std::string& base, const std::string& extra) {
+  return base.substr(0, base.rfind('}')) + ", " + extra + "}";
+}
+
+}  // namespace
+
+TEST(Architecture, LlamaConfigReadsEveryField) {
+  const wl::Workload w = wl::parse(kLlama, "test/config.json");
+  EXPECT_EQ(w.norm, wl::Norm::RMSNorm);
+  EXPECT_DOUBLE_EQ(w.norm_eps, 1e-5);
+  EXPECT_EQ(w.positions, wl::Positions::Rope);
+  EXPECT_DOUBLE_EQ(w.rope_theta, 500000.0);
+  EXPECT_EQ(w.mlp, wl::Mlp::SwiGLU);
+  EXPECT_EQ(w.ffnHidden(), 176);
+  EXPECT_EQ(w.n_head, 4);
+  EXPECT_EQ(w.kvHeads(), 2);
+  EXPECT_EQ(w.headSize(), 16);
+  EXPECT_FALSE(w.tie_embeddings);
+  EXPECT_FALSE(w.qkv_bias || w.proj_bias || w.mlp_bias);
+  EXPECT_FALSE(w.isMoe());
+  // embed 256*64 + 2 * (2 RMSNorm 64 + Q 64*64 + K,V 2*64*32 + O 64*64 + SwiGLU 3*64*176) + norm 64 + head 256*64
+  EXPECT_EQ(w.parameterCount(), 256 * 64 + 2 * (2 * 64 + 64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 176) + 64 + 256 * 64);
+  EXPECT_FALSE(wl::unsupportedForTraining(w).empty());
+}
+
+TEST(Architecture, LlamaBiasesAndExplicitHeadDim) {
+  const wl::Workload w = wl::parse(
+      replaced(kLlama, R"("attention_bias": false, "mlp_bias": false)", R"("attention_bias": true, "mlp_bias": true, "head_dim": 32)"),
+      "test/config.json");
+  EXPECT_TRUE(w.qkv_bias && w.proj_bias && w.mlp_bias);
+  EXPECT_EQ(w.headSize(), 32);
+}
+
+TEST(Architecture, MistralQwen2MixtralConfigs) {
+  const std::string shape = R"("hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 1, "vocab_size": 256, "max_position_embeddings": 256)";
+  const wl::Workload mistral = wl::parse(R"({"model_type": "mistral", "sliding_window": 64, )" + shape + "}", "m.json");
+  EXPECT_EQ(mistral.kvHeads(), 1);  // multi-query attention
+  EXPECT_EQ(mistral.sliding_window, 64);
+  EXPECT_FALSE(mistral.notes.empty());
+  EXPECT_NE(wl::unsupportedForTraining(mistral).find("sliding_window 64"), std::string::npos);
+  EXPECT_FALSE(mistral.qkv_bias || mistral.proj_bias || mistral.mlp_bias);
+
+  const wl::Workload qwen = wl::parse(
+      R"({"model_type": "qwen2", "use_sliding_window": false, "sliding_window": 64, "rms_norm_eps": 1e-6, )" + shape + "}",
+      "q.json");
+  EXPECT_TRUE(qwen.qkv_bias);  // Qwen2: biases on q, k, v only
+  int64_t qwen_tensors = 0;
+  for (const auto& t : wl::parameterTensors(qwen)) qwen_tensors += t.numel();
+  EXPECT_EQ(qwen_tensors, qwen.parameterCount());
+  EXPECT_FALSE(qwen.proj_bias || qwen.mlp_bias);
+  EXPECT_EQ(qwen.sliding_window, 0);  // use_sliding_window false: full attention
+  EXPECT_DOUBLE_EQ(qwen.norm_eps, 1e-6);
+
+  const wl::Workload mixtral = wl::parse(
+      R"({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2, "router_aux_loss_coef": 0.02, )" +
+          shape + "}",
+      "x.json");
+  EXPECT_EQ(mixtral.n_experts, 4);
+  EXPECT_EQ(mixtral.top_k, 2);
+  EXPECT_EQ(mixtral.expertHidden(), 128);
+  EXPECT_EQ(mixtral.mlp, wl::Mlp::SwiGLU);
+  EXPECT_DOUBLE_EQ(mixtral.rope_theta, 1e6);  // MixtralConfig's default
+  EXPECT_DOUBLE_EQ(mixtral.aux_loss_coeff, 0.02);
+  // Experts are SwiGLU without biases: router 4*64 + 4 experts * 3*64*128 per layer; active: 2 experts.
+  const int64_t attn = 64 * 64 + 2 * 64 * 16 + 64 * 64, norms = 2 * 64;
+  const int64_t base = 2 * 256 * 64 + 64 + 2 * (attn + norms + 4 * 64);
+  EXPECT_EQ(mixtral.parameterCount(), base + 2 * 4 * 3 * 64 * 128);
+  EXPECT_EQ(mixtral.activeParameterCount(), base + 2 * 2 * 3 * 64 * 128);
+}
+
+TEST(Architecture, Llama3RopeScalingAndTransformers5RopeParameters) {
+  const wl::Workload w = wl::parse(
+      with(kLlama, R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+          "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})"),
+      "c.json");
+  EXPECT_DOUBLE_EQ(w.rope_scaling.factor, 8.0);
+  EXPECT_EQ(w.rope_scaling.original_max_position_embeddings, 8192);
+  std::string v5 = kLlama;
+  v5.replace(v5.find("\"rope_theta\": 500000.0"), 22, "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 250000.0}");
+  EXPECT_DOUBLE_EQ(wl::parse(v5, "c.json").rope_theta, 250000.0);
+}
+
+TEST(Architecture, RefusalsNameTheKey) {
+  for (const char* type : {"yarn", "linear", "dynamic", "longrope"}) {
+    const std::string text = with(kLlama, std::string(R"("rope_scaling": {"rope_type": ")") + type + R"(", "factor": 4.0})");
+    EXPECT_EQ(refusedField(text), "workload.rope_scaling.rope_type") << type;
+    EXPECT_NE(refusal(text).find(type), std::string::npos);
+  }
+  // The older spelling "type".
+  EXPECT_EQ(refusedField(with(kLlama, R"("rope_scaling": {"type": "yarn", "factor": 4.0})")), "workload.rope_scaling.type");
+  const std::string gemma = R"({"model_type": "gemma", "hidden_size": 64})";
+  EXPECT_EQ(refusedField(gemma), "workload.model_type");
+  EXPECT_NE(refusal(gemma).find("llama, mistral, qwen2 and mixtral"), std::string::npos);
+  EXPECT_EQ(refusedField(replaced(kLlama, R"("num_key_value_heads": 2)", R"("num_key_value_heads": 3)")), "workload.n_kv_head");
+  std::string gelu = kLlama;
+  gelu.replace(gelu.find("\"silu\""), 6, "\"gelu\"");
+  EXPECT_EQ(refusedField(gelu), "workload.hidden_act");
+  std::string no_ffn = kLlama;
+  no_ffn.replace(no_ffn.find("\"intermediate_size\": 176,"), 25, "");
+  EXPECT_EQ(refusedField(no_ffn), "workload.intermediate_size");
+  EXPECT_EQ(refusedField(with(kLlama, R"("num_hiden_layers": 2)")), "workload.num_hiden_layers");  // misspelt
+  EXPECT_EQ(refusedField(with(kLlama, R"("num_local_experts": 8)")), "workload.num_local_experts");
+  EXPECT_EQ(refusedField(with(kLlama, R"("layer_types": ["sliding_attention", "full_attention"])")),
+            "workload.layer_types");
+}
+
+TEST(Architecture, OwnWorkloadKeys) {
+  const std::string own = R"({"n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128, "vocab_size": 256,
+    "norm": "rmsnorm", "bias": false, "positions": "rope", "rope_theta": 10000, "mlp": "swiglu", "ffn_hidden": 176,
+    "n_kv_head": 2, "tie_embeddings": false})";
+  const wl::Workload w = wl::parse(own, "own.json");
+  // The same shape as the Llama config above.
+  EXPECT_EQ(w.parameterCount(), wl::parse(kLlama, "c.json").parameterCount());
+  std::string bad = own;
+  bad.replace(bad.find("\"rmsnorm\""), 9, "\"batchnorm\"");
+  EXPECT_EQ(refusedField(bad), "workload.norm");
+  EXPECT_NE(refusal(bad).find("layernorm | rmsnorm"), std::string::npos);
+  bad = own;
+  bad.replace(bad.find("\"ffn_hidden\": 176,"), 18, "");
+  EXPECT_EQ(refusedField(bad), "workload.ffn_hidden");
+  bad = own;
+  bad.replace(bad.find("\"rope\""), 6, "\"alibi\"");
+  EXPECT_EQ(refusedField(bad), "workload.rope_theta");
+}
+
+// Expected counts from transformers 5.25.0 (torch 2.11.0), AutoModelForCausalLM.from_config on the
+// meta device: bench/arch_param_oracle.py, run by hand. Active: the routed experts' share k/E.
+TEST(Architecture, PresetParameterCountsMatchTransformers) {
+  struct Expect { const char* name; int64_t total, active; };
+  const Expect cases[] = {
+      {"tiny-llama", 125248, 125248},
+      {"tiny-mixtral", 254784, 156480},
+      {"llama3-8b", 8030261248, 8030261248},
+      {"llama3-70b", 70553706496, 70553706496},
+      {"llama3.1-405b", 405853388800, 405853388800},
+      {"mistral-7b", 7248023552, 7248023552},
+      {"qwen2.5-7b", 7615616512, 7615616512},
+      {"mixtral-8x7b", 46702792704, 12879925248},
+  };
+  for (const auto& c : cases) {
+    const wl::Workload w = wl::load(c.name);
+    EXPECT_EQ(w.parameterCount(), c.total) << c.name;
+    EXPECT_EQ(w.activeParameterCount(), c.active) << c.name;
+    EXPECT_EQ(wl::parameterCountF(w, false), double(c.total)) << c.name;
+    EXPECT_FALSE(w.origin.empty()) << c.name;
+    EXPECT_FALSE(wl::unsupportedForTraining(w).empty()) << c.name;
+    // The memory model's tensor list covers the same parameters.
+    int64_t n = 0;
+    for (const auto& t : wl::parameterTensors(w)) n += t.numel();
+    EXPECT_EQ(n, c.total) << c.name;
+  }
+  const auto names = wl::available();
+  for (const char* n : {"llama3-8b", "llama3.1-405b", "mixtral-8x7b", "tiny-llama", "tiny-mixtral"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+}
+
+// GPT workloads are unchanged: the closed-form GPT-2 count, and nothing refused.
+TEST(Architecture, GptWorkloadsUnchanged) {
+  for (const char* n : {"tiny", "gpt2-124m", "gpt2-1.5b", "gpt3-175b"}) {
+    const wl::Workload w = wl::load(n);
+    const int64_t C = w.n_embd;
+    EXPECT_EQ(w.parameterCount(), w.vocab_size * C + w.n_positions * C + w.n_layer * (12 * C * C + 13 * C) + 2 * C) << n;
+    EXPECT_EQ(wl::unsupportedForTraining(w), "") << n;
+  }
+  EXPECT_EQ(wl::load("gpt2-124m").parameterCount(), 124439808);  // Hugging Face's gpt2
+  for (const char* n : {"tiny-moe", "mixtral-8x7b-like", "gpt-moe-1.3b-128e"})
+    EXPECT_EQ(wl::unsupportedForTraining(wl::load(n)), "") << n;
+  // GPT shapes keep exactly the paper's FLOPs.
+  const wl::Workload g = wl::load("gpt2-124m");
+  for (auto r : {wl::Recompute::None, wl::Recompute::Selective, wl::Recompute::Full}) {
+    const auto a = wl::stepFlops(g, 8, 1024, r), b = wl::stepFlops(8, 1024, g.n_layer, g.n_embd, g.vocab_size, r);
+    EXPECT_EQ(a.model, b.model);
+    EXPECT_EQ(a.hardware, b.hardware);
+  }
+}
+
+// Hand-computed: tiny-llama shape (C 64, NH 4, KV 2, HS 16, F 176, L 2, V 256), B 1, s 8.
+// Per token and layer, forward: Q 2*64*64 = 8192, K+V 4*64*32 = 8192, out 8192, core 4*8*64 = 2048,
+// SwiGLU 3*2*64*176 = 67584: 94208; two layers 188416; head 2*64*256 = 32768; 221184 per token.
+// Step = 3 forwards over 8 tokens = 5308416.
+TEST(Architecture, FlopsCountSwiGluAndGqa) {
+  const wl::Workload w = wl::parse(kLlama, "c.json");
+  const auto f = wl::stepFlops(w, 1, 8, wl::Recompute::None);
+  EXPECT_DOUBLE_EQ(f.model, 5308416.0);
+  EXPECT_DOUBLE_EQ(f.hardware, 5308416.0);
+  EXPECT_DOUBLE_EQ(wl::stepFlops(w, 1, 8, wl::Recompute::Full).hardware, 5308416.0 + 8 * 188416.0);
+  EXPECT_DOUBLE_EQ(wl::stepFlops(w, 1, 8, wl::Recompute::Selective).hardware, 5308416.0 + 2 * 8 * 2048.0);
+}
+
+// A Llama-family workload is never trained as a GPT: runconfig's resolve() refuses it by name,
+// saying which piece is missing; GPT workloads resolve as before.
+TEST(Architecture, RunRefusesShapesTheRuntimeDoesNotBuildYet) {
+  for (const char* n : {"tiny-llama", "tiny-mixtral"}) {
+    trainscope::runtime::TrainConfig c;
+    c.workload = n;
+    try {
+      trainscope::runtime::resolve(c);
+      ADD_FAILURE() << n << " resolved";
+    } catch (const ts::UserError& e) {
+      EXPECT_EQ(e.field(), "--workload") << n;
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("issue 32's runtime"), std::string::npos) << e.what();
+    }
+  }
+  trainscope::runtime::TrainConfig gpt;
+  gpt.workload = "tiny";
+  EXPECT_NO_THROW(trainscope::runtime::resolve(gpt));
+}
