@@ -25,11 +25,12 @@
 #include "trainscope/rundb/reader.h"
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/profile.h"
+#include "trainscope/workloads/architecture.h"
 #include "trainscope/workloads/workload.h"
 
 namespace trainscope::apps {
 
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 namespace tn = trainscope::tuner;
 
 namespace {
@@ -121,6 +122,8 @@ tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, cons
 
 // Refuses a plan the models cannot price: an invalid one, or one whose figures they cannot count.
 void checkPriceable(const workloads::Workload& w, const tn::Plan& p, int64_t devices) {
+  if (const std::string why = workloads::unsupportedForTraining(w); !why.empty())
+    throw UserError("--workload", why, "price a GPT-2-shaped workload (e.g. gpt2-124m, gpt3-1.3b)");
   if (const std::string why = tn::whyInvalid(w, p); !why.empty())
     throw UserError("predict", "this configuration is not valid: " + why, "change the flag it names");
   // A stage holds up to pp micro-batches in flight: figures the models cannot count are refused,

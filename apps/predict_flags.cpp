@@ -17,7 +17,7 @@
 
 namespace trainscope::apps {
 
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 
 namespace {
 

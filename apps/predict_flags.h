@@ -13,7 +13,7 @@
 
 namespace trainscope::apps {
 
-struct PredictFlags : runtime::Parallelism {  // tp, pp, cp, ep, virtual stages, sp, zero, shard group, schedule
+struct PredictFlags : runconfig::Parallelism {  // tp, pp, cp, ep, virtual stages, sp, zero, shard group, schedule
   std::string workload = "gpt2-124m", cluster = "h100-80gb-x8";
   int64_t nodes = 0, gpus = 0;  // 0: the cluster file's
   int64_t mbs = 1, gbs = 0, seq = 0;  // gbs 0: mbs x dp; seq 0: the workload's n_positions, at most 2048
@@ -33,27 +33,27 @@ struct PredictFlags : runtime::Parallelism {  // tp, pp, cp, ep, virtual stages,
 // int64, so a huge value is refused naming its flag instead of wrapping around.
 constexpr int64_t kMostSize = int64_t(1) << 40;   // mbs, seq
 constexpr int64_t kMostBatch = int64_t(1) << 50;  // gbs
-// The largest value of the count whose JSON key is `key` (the degrees: runtime::kMostDegree).
+// The largest value of the count whose JSON key is `key` (the degrees: runconfig::kMostDegree).
 inline int64_t mostOf(const std::string& key) {
-  return key == "gbs" ? kMostBatch : key == "mbs" || key == "seq" ? kMostSize : runtime::kMostDegree;
+  return key == "gbs" ? kMostBatch : key == "mbs" || key == "seq" ? kMostSize : runconfig::kMostDegree;
 }
 // The least: 1 for a count, 0 for the shard group (0: every dp rank).
 inline int64_t leastOf(const std::string& key) { return key == "zero_shard_size" ? 0 : 1; }
 
 // Calls v(field, &PredictFlags::member) for every field of a configuration predict prices: the
-// layout's (runtime::visitParallelism) and predict's own, in the order of `predict --help`.
+// layout's (runconfig::visitParallelism) and predict's own, in the order of `predict --help`.
 // Member types: std::string, int64_t, double (dp_overlap a share from 0 to 1, bucket_mb MiB above 0), bool, std::vector<std::string>
-// (a comma list), runtime::ZeroStage and runtime::PipelineSchedule.
+// (a comma list), runconfig::ZeroStage and runconfig::PipelineSchedule.
 template <class V>
 void visitPredictFields(V&& v) {
   using P = PredictFlags;
-  using F = runtime::Field;
+  using F = runconfig::Field;
   constexpr unsigned kShow = F::kShowDefault;
   v(F{"workload", "--workload", "workload name or JSON path", kShow}, &P::workload);
   v(F{"cluster", "--cluster", "cluster preset or JSON file", kShow}, &P::cluster);
   v(F{"nodes", "--nodes", "nodes (default: the cluster file's)"}, &P::nodes);
   v(F{"gpus", "--gpus", "devices in all (default: nodes x devices per node)"}, &P::gpus);
-  runtime::visitParallelism(runtime::AsMemberOf<P, V>{v});
+  runconfig::visitParallelism(runconfig::AsMemberOf<P, V>{v});
   v(F{"mbs", "--mbs", "micro-batch size in sequences", kShow}, &P::mbs);
   v(F{"gbs", "--gbs", "global batch in sequences (default: mbs x dp)"}, &P::gbs);
   v(F{"seq", "--seq", "sequence length (default: the workload's n_positions, at most 2048)"}, &P::seq);

@@ -11,7 +11,7 @@
 
 namespace trainscope::apps {
 
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 
 namespace {
 

@@ -18,8 +18,8 @@
 namespace trainscope::apps {
 
 struct RunFlags {
-  runtime::TrainConfig cfg;  // the fields' flags write here (enums parsed: UserError naming the flag)
-  runtime::RunOutput out;
+  runconfig::TrainConfig cfg;  // the fields' flags write here (enums parsed: UserError naming the flag)
+  runconfig::RunOutput out;
   std::string config_file;   // --config (expanded before parsing: see expandConfigFlag)
   bool json = false, quiet = false;
 };
@@ -29,6 +29,6 @@ void addRunFlags(CLI::App* run, RunFlags& f);
 std::vector<std::string> expandConfigFlag(const std::vector<std::string>& argv);
 // When argv is exactly `<exe> run --config FILE` (or `--config=FILE`): FILE read straight as a
 // RunSpec, without going through flags (UserError for a bad file). Otherwise nullopt.
-std::optional<runtime::RunSpec> configOnly(const std::vector<std::string>& argv);
+std::optional<runconfig::RunSpec> configOnly(const std::vector<std::string>& argv);
 
 }  // namespace trainscope::apps

@@ -27,7 +27,7 @@
 
 namespace trainscope::apps {
 
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 namespace tn = trainscope::tuner;
 
 // The flags: the study's inputs (tuner/tune_inputs.h) and how to show its outcome.

@@ -8,7 +8,7 @@
 namespace trainscope::models {
 namespace {
 
-using runtime::ZeroStage;
+using runconfig::ZeroStage;
 
 // Closes a group: its tensors laid end to end from 0 (ranges already set), padded to a multiple of
 // `ranks` and split evenly.
@@ -108,7 +108,7 @@ int64_t DpLayout::padded() const {
   return n;
 }
 
-DpLayout dpLayout(const std::vector<Slot>& slots, runtime::ZeroStage stage, int64_t d, int64_t bucket_bytes) {
+DpLayout dpLayout(const std::vector<Slot>& slots, runconfig::ZeroStage stage, int64_t d, int64_t bucket_bytes) {
   DpLayout l;
   l.stage = stage;
   l.ranks = d;

@@ -30,7 +30,7 @@
 namespace trainscope::models::gpu {
 namespace {
 
-using runtime::Checkpointing;
+using runconfig::Checkpointing;
 
 constexpr double kTile = 128.0;  // a CTA's output tile edge in cuBLAS's large-GEMM kernels
 // Framework ops a layer issues per micro-batch (kernels, views, autograd bookkeeping): counted on
@@ -79,7 +79,7 @@ namespace {
 // keeps its main_grad buffer in the parameters' dtype for fp16 (--accumulate-allreduce-grads-in-fp32
 // is off by default) and forces fp32 for bf16; this runtime keeps fp32 gradients.
 double gradBytes(const Plan& p, bool megatron) {
-  return megatron && p.precision == runtime::Precision::FP16 ? 2.0 : 4.0;
+  return megatron && p.precision == runconfig::Precision::FP16 ? 2.0 : 4.0;
 }
 
 // The network a CP group's ring crosses: cp ranks tp apart inside a tp·cp block — NVLink while the
@@ -457,8 +457,8 @@ double tiedEmbeddingSeconds(const workloads::Workload& w, const Plan& p, const C
 // bytes moved; this runtime's AdamW step about 28 (SGD 12). The grad-norm's all-reduce over the
 // model-parallel group makes every stage wait for the one with the most parameters.
 double optimizerSeconds(const Plan& p, const Cluster& c, bool megatron, double params) {
-  const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : megatron && p.mixed() ? 54.0 : 28.0;
-  return params / (runtime::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
+  const double opt_bytes = p.optimizer == runconfig::OptimizerKind::SGD ? 12.0 : megatron && p.mixed() ? 54.0 : 28.0;
+  return params / (runconfig::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) * opt_bytes /
          (c.memory_bandwidth * c.memory_efficiency);
 }
 
@@ -469,7 +469,7 @@ void addStepTotals(TimePrediction& r, const workloads::Workload& w, const Plan& 
   r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;
   // A mixture of experts' active FLOPs (flops.h); a dense workload's are the usual 6·N·D + attention.
   r.model_flops = workloads::stepFlops(w, p.gbs, p.seq, workloads::Recompute::None).model;
-  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runtime::toString(p.precision)));
+  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runconfig::toString(p.precision)));
 }
 
 }  // namespace
@@ -479,7 +479,7 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   const bool megatron = o.framework == Framework::Megatron;
   // Tensor cores run at the clock the board sustains at its power limit, not at the boost clock the
   // datasheet's peak is quoted at (A100: 1305 of 1410 MHz under HPL).
-  const double peak = c.peak(runtime::toString(p.precision)) * c.sustained_clock;
+  const double peak = c.peak(runconfig::toString(p.precision)) * c.sustained_clock;
   const Stage slow = slowestStage(w, p, c, o, peak);
   const MicroBatchTime micro = addMicroBatches(r, slow, double(p.ga()));
   if (p.pp > 1) addPipeline(r, w, p, c, megatron, micro.per_micro);
@@ -499,7 +499,7 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   r.dp_comm_s += expertSyncSeconds(p, c, o, megatron, experts * grad_bytes, backward_s);
   if (p.pp > 1) r.dp_comm_s += tiedEmbeddingSeconds(w, p, c, grad_bytes);
   Plan whole = p;  // the experts' state is not ZeRO-sharded: every rank updates its E/ep experts
-  whole.zero = runtime::ZeroStage::None;
+  whole.zero = runconfig::ZeroStage::None;
   r.optimizer_s = optimizerSeconds(p, c, megatron, params) + optimizerSeconds(whole, c, megatron, experts);
   addStepTotals(r, w, p, c);
   return r;

@@ -6,7 +6,7 @@
 
 namespace trainscope::models {
 
-using runtime::Checkpointing;
+using runconfig::Checkpointing;
 
 Framework parseFramework(const std::string& s) {
   if (s == "trainscope") return Framework::Trainscope;

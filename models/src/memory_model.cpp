@@ -13,8 +13,8 @@
 namespace trainscope::models {
 namespace {
 
-using runtime::Checkpointing;
-using runtime::PipelineSchedule;
+using runconfig::Checkpointing;
+using runconfig::PipelineSchedule;
 
 // Calibrated on the CPU search space (tests/runtime/tuner_test.cpp): the gradients that flow
 // between ops during backward and the fresh parameter gradients before they are accumulated, in
@@ -22,12 +22,12 @@ using runtime::PipelineSchedule;
 constexpr double kTransientActivations = 6.0;  // × s·b·h elements
 constexpr double kTransientWeights = 1.0;      // × the largest tensor's elements
 
-workloads::OptimizerState stateOf(runtime::OptimizerKind k) {
+workloads::OptimizerState stateOf(runconfig::OptimizerKind k) {
   switch (k) {
-    case runtime::OptimizerKind::AdamW: return workloads::OptimizerState::AdamW;
-    case runtime::OptimizerKind::Adafactor: return workloads::OptimizerState::Adafactor;
-    case runtime::OptimizerKind::Adam8bit: return workloads::OptimizerState::Adam8bit;
-    case runtime::OptimizerKind::SGD: return workloads::OptimizerState::SGD;
+    case runconfig::OptimizerKind::AdamW: return workloads::OptimizerState::AdamW;
+    case runconfig::OptimizerKind::Adafactor: return workloads::OptimizerState::Adafactor;
+    case runconfig::OptimizerKind::Adam8bit: return workloads::OptimizerState::Adam8bit;
+    case runconfig::OptimizerKind::SGD: return workloads::OptimizerState::SGD;
   }
   return workloads::OptimizerState::AdamW;
 }
@@ -55,7 +55,7 @@ struct LayerLists {
 LayerLists layerListsOf(const workloads::Workload& w, const Plan& p) {
   Plan whole = p, sixteen = p;
   whole.ckpt = Checkpointing::None;
-  if (!sixteen.mixed()) sixteen.precision = runtime::Precision::BF16;
+  if (!sixteen.mixed()) sixteen.precision = runconfig::Precision::BF16;
   LayerLists lists;
   lists.runtime_layer = layerOps(w, p, Framework::Trainscope);
   lists.runtime_whole = layerOps(w, whole, Framework::Trainscope);
@@ -87,7 +87,7 @@ void addWeights(StageMemory& sm, const Plan& p, int64_t n, int64_t largest) {
 // rank (the tied embedding under PP stays outside, its state on every rank). The most loaded rank's
 // state, its flat buffers' padding and the step's sync buffers.
 void addShardedOptimizer(StageMemory& sm, const std::vector<Slot>& slots, const Plan& p, workloads::OptimizerState state) {
-  const DpLayout layout = dpLayout(slots, runtime::ZeroStage::OptimizerStates, p.dp, bucketBytes(p.bucket_mb));
+  const DpLayout layout = dpLayout(slots, runconfig::ZeroStage::OptimizerStates, p.dp, bucketBytes(p.bucket_mb));
   const ShardGroup& g = layout.groups[0];
   int64_t outside_state = 0;
   for (size_t i = 0; i < slots.size(); ++i)
@@ -115,7 +115,7 @@ void addOptimizerState(StageMemory& sm, const std::vector<Slot>& slots, const Pl
     int64_t all = 0, experts = 0;
     for (const auto& x : slots) (unmanaged(x, p) ? experts : all) += stateBytes(x, state);
     sm.optimizer = evenShard(all, zero::shardRanks(p)) + experts;  // hybrid: over the shard group
-  } else if (runtime::shardsOptimizer(p.zero) && p.dp > 1) {
+  } else if (runconfig::shardsOptimizer(p.zero) && p.dp > 1) {
     addShardedOptimizer(sm, slots, p, state);
   } else {
     for (const auto& x : slots) sm.optimizer += stateBytes(x, state);
@@ -204,7 +204,7 @@ ZeroTwoWalk zeroTwoWalk(const std::vector<Slot>& slots, const Plan& p, int64_t l
   walk.at_layer.assign(size_t(layers), 0);
   walk.at_experts.assign(size_t(layers), 0);
   if (!zero::shardsGradients(p) || zero::shardsParameters(p)) return walk;
-  walk.buckets = dpLayout(slots, runtime::ZeroStage::Gradients, p.dp, bucketBytes(p.bucket_mb)).groups;
+  walk.buckets = dpLayout(slots, runconfig::ZeroStage::Gradients, p.dp, bucketBytes(p.bucket_mb)).groups;
   std::vector<int64_t> layer_start(size_t(layers), -1), expert_end(size_t(layers), -1);
   int64_t produced = 0;
   for (const ShardGroup& b : walk.buckets)
@@ -258,7 +258,7 @@ void addZeroTwo(StageMemory& sm, const Plan& p, int64_t n, int64_t largest, int6
 
 // Elements of each of the stage's layers, in order: ZeRO-3's units past unit 0 (dp_layout.h).
 std::vector<int64_t> layerSizes(const std::vector<Slot>& slots, const Plan& p) {
-  const DpLayout units = dpLayout(slots, runtime::ZeroStage::Parameters, zero::shardRanks(p), bucketBytes(p.bucket_mb));
+  const DpLayout units = dpLayout(slots, runconfig::ZeroStage::Parameters, zero::shardRanks(p), bucketBytes(p.bucket_mb));
   std::vector<int64_t> sizes;
   for (size_t u = 1; u < units.groups.size(); ++u) sizes.push_back(units.groups[u].numel);
   return sizes;

@@ -12,7 +12,7 @@ std::string Plan::describe() const {
   std::string s = "dp" + std::to_string(dp) + (cp > 1 ? " cp" + std::to_string(cp) : "") + " tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " mbs" +
                   std::to_string(mbs) + " ga" + std::to_string(ga()) + " " + toString(ckpt) + " " +
                   toString(precision) + " " + toString(optimizer);
-  if (runtime::shardsOptimizer(zero)) s += " zero" + std::to_string(runtime::stageNumber(zero));
+  if (runconfig::shardsOptimizer(zero)) s += " zero" + std::to_string(runconfig::stageNumber(zero));
   if (zero_shard_size > 0 && zero_shard_size < dp) s += " hybrid" + std::to_string(zero_shard_size);
   if (sequence_parallel) s += " sp";
   if (ep > 1) s += " ep" + std::to_string(ep);
@@ -33,11 +33,11 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
   if (p.seq > w.n_positions) return "seq=" + std::to_string(p.seq) + " exceeds n_positions";
   if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";
   if (p.sequence_parallel && p.seq % p.tp != 0) return "sequence parallelism needs seq divisible by tp";
-  if (runtime::shardsOptimizer(p.zero) && p.dp == 1)
-    return "ZeRO-" + std::to_string(runtime::stageNumber(p.zero)) + " needs dp > 1";
+  if (runconfig::shardsOptimizer(p.zero) && p.dp == 1)
+    return "ZeRO-" + std::to_string(runconfig::stageNumber(p.zero)) + " needs dp > 1";
   // Hybrid sharding as the runtime accepts it (runconfig's resolveZero3).
   if (p.zero_shard_size < 0) return "zero_shard=" + std::to_string(p.zero_shard_size) + " is negative";
-  if (p.zero_shard_size > 0 && p.zero != runtime::ZeroStage::Parameters) return "hybrid sharding (zero_shard) needs ZeRO-3";
+  if (p.zero_shard_size > 0 && p.zero != runconfig::ZeroStage::Parameters) return "hybrid sharding (zero_shard) needs ZeRO-3";
   if (p.zero_shard_size > 0 && p.dp % p.zero_shard_size != 0)
     return "zero_shard=" + std::to_string(p.zero_shard_size) + " does not divide dp=" + std::to_string(p.dp);
   if (p.virtual_stages > 1 && (p.pp == 1 || (w.n_layer % (p.pp * p.virtual_stages)) != 0))
@@ -64,14 +64,14 @@ std::string whyInvalidExperts(const workloads::Workload& w, const Plan& p) {
   // Under TP the experts are whole on every TP rank, as the runtime holds them (no expert TP); under
   // ZeRO-1/2 with ep > 1 they stay outside the shards (memory_model.cpp). ZeRO-3 would shard over
   // dp what ep already splits: the runtime refuses it, and so does the model.
-  if (p.ep > 1 && p.zero == runtime::ZeroStage::Parameters)
+  if (p.ep > 1 && p.zero == runconfig::ZeroStage::Parameters)
     return "ZeRO-3 with ep=" + std::to_string(p.ep) + ": expert weights are split over ep ranks, not sharded over dp; use ZeRO-1/2 or ep=1";
   return "";
 }
 
-Plan planOf(const runtime::TrainConfig& c) {
+Plan planOf(const runconfig::TrainConfig& c) {
   Plan p;
-  static_cast<runtime::Parallelism&>(p) = c;  // the layout, whole
+  static_cast<runconfig::Parallelism&>(p) = c;  // the layout, whole
   p.mbs = c.mbs;
   p.gbs = c.global_batch;
   p.seq = c.seq;

@@ -13,7 +13,7 @@
 namespace trainscope::models {
 namespace {
 
-using runtime::Checkpointing;
+using runconfig::Checkpointing;
 
 // A mixture of experts on a CPU cluster (moe.h): the slowest stage's MoE layers add their experts'
 // compute over the dense MLP's (forward + 2× backward, and full recomputation's forward again) and
@@ -146,7 +146,7 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double M = double(p.ga());
   // A CPU cluster's peak is one node's: its ranks share the cores.
   const double ranks_per_node = double(std::min<int64_t>(p.world(), c.devices_per_node));
-  const double peak = c.peak(runtime::toString(p.precision)) / (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0);
+  const double peak = c.peak(runconfig::toString(p.precision)) / (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0);
   const double mem_bw = c.memory_bandwidth / (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0);
   // The weight GEMMs of a list of ops (layer_ops.h: this runtime's kernels), forward, in its order.
   auto weightGemms = [&](const std::vector<Op>& ops) {
@@ -201,15 +201,15 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   addCpuDataParallel(r, p, c, o, params.synced, e);
   addCpuExpertSync(r, p, c, params.experts);
   // Optimizer: AdamW reads and writes ~28 bytes per parameter (p, g, m, v and the copy).
-  const double opt_bytes = p.optimizer == runtime::OptimizerKind::SGD ? 12.0 : 28.0;
-  r.optimizer_s = (params.synced / (runtime::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) + params.experts) *
+  const double opt_bytes = p.optimizer == runconfig::OptimizerKind::SGD ? 12.0 : 28.0;
+  r.optimizer_s = (params.synced / (runconfig::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) + params.experts) *
                   opt_bytes / std::max(mem_bw, 1.0);
   r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.cp_comm_s + r.ep_comm_s +
              r.bubble_s + r.optimizer_s;
   const double tokens = double(p.gbs) * keys;
   r.tokens_per_s = tokens / r.step_s;
   r.model_flops = workloads::stepFlops(w, p.gbs, p.seq, workloads::Recompute::None).model;  // MoE: active FLOPs
-  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runtime::toString(p.precision)) /
+  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runconfig::toString(p.precision)) /
                                       (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0));
   return r;
 }

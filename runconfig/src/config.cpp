@@ -13,7 +13,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/runconfig/fields.h"
 
-namespace trainscope::runtime {
+namespace trainscope::runconfig {
 namespace {
 
 template <class E, size_t N>
@@ -377,7 +377,7 @@ void resolve(TrainConfig& c, int world) {
   c.model = workloads::load(c.workload);
   // Llama-family shapes are described (workloads/architecture.h) but not yet built by the runtime.
   if (const std::string why = workloads::unsupportedForTraining(c.model); !why.empty())
-    throw UserError("--workload", why, "train a GPT-2-shaped workload (e.g. tiny, gpt2-124m) until then");
+    throw UserError("--workload", why, "train a GPT-2-shaped workload (e.g. tiny, gpt2-124m, gpt3-1.3b)");
   resolveLayout(c, world);
   resolveBatch(c);
   checkInterleaving(c);
@@ -416,4 +416,4 @@ void resolve(RunOutput& o) {
   }
 }
 
-}  // namespace trainscope::runtime
+}  // namespace trainscope::runconfig

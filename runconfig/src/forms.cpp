@@ -14,7 +14,7 @@
 #include "trainscope/common/json_text.h"
 #include "trainscope/runconfig/fields.h"
 
-namespace trainscope::runtime {
+namespace trainscope::runconfig {
 
 std::string shortestDecimal(double v) {
   char b[40];
@@ -284,4 +284,4 @@ std::vector<std::string> toArgs(const RunSpec& s) {
   return a;
 }
 
-}  // namespace trainscope::runtime
+}  // namespace trainscope::runconfig

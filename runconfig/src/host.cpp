@@ -12,7 +12,7 @@
 #include <sstream>
 #include <vector>
 
-namespace trainscope::runtime {
+namespace trainscope::runconfig {
 namespace {
 namespace fs = std::filesystem;
 
@@ -215,4 +215,4 @@ int64_t threadsThatFit(int64_t room, int64_t ranks, int64_t cpu_lanes, int64_t m
   return lo;
 }
 
-}  // namespace trainscope::runtime
+}  // namespace trainscope::runconfig

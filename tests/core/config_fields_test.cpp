@@ -13,7 +13,7 @@
 #include "trainscope/models/cluster.h"
 #include "trainscope/runconfig/fields.h"
 
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 namespace apps = trainscope::apps;
 using trainscope::UserError;
 using trainscope::testing::tempPath;

@@ -9,7 +9,7 @@
 #include "trainscope/runconfig/config.h"
 #include "trainscope/workloads/workload.h"
 
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 using trainscope::UserError;
 using trainscope::testing::tempPath;
 

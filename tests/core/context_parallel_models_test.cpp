@@ -14,7 +14,7 @@
 #include "trainscope/tuner/models.h"
 
 namespace tn = trainscope::tuner;
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 
 namespace {
 

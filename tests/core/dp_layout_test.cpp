@@ -11,7 +11,7 @@
 #include "trainscope/workloads/workload.h"
 
 namespace tn = trainscope::models;
-using trainscope::runtime::ZeroStage;
+using trainscope::runconfig::ZeroStage;
 
 namespace {
 
@@ -81,14 +81,14 @@ TEST(DpLayoutRules, ZeroThreeUnitsAreTheLayersAndTheRest) {
 // The bucket size is the plan's: planOf and runConfigOf carry it, and ZeRO-2's priced buckets follow it
 // (a second constant priced 25 MiB whatever --bucket-mb said).
 TEST(DpLayoutRules, ThePlanCarriesTheBucketSizeAndZeroTwoIsPricedByIt) {
-  trainscope::runtime::TrainConfig c;
+  trainscope::runconfig::TrainConfig c;
   c.bucket_mb = 1.5;
   tn::Plan p = tn::planOf(c);
   EXPECT_EQ(p.bucket_mb, 1.5);
   const auto w = trainscope::workloads::load("small-cpu");
   EXPECT_EQ(trainscope::tuner::runConfigOf(w, p).bucket_mb, 1.5);
   p.dp = 2, p.mbs = 2, p.gbs = 8, p.seq = 64, p.cpu = true;
-  p.precision = trainscope::runtime::Precision::FP32;
+  p.precision = trainscope::runconfig::Precision::FP32;
   p.zero = ZeroStage::Gradients;
   p.bucket_mb = 25;
   const int64_t whole = tn::predictMemory(w, p).peak();

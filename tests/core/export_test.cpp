@@ -13,7 +13,7 @@
 
 #include "trainscope/common/error.h"
 
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 namespace tn = trainscope::tuner;
 
 namespace {

@@ -95,7 +95,7 @@ TEST(GpuTime, MegatronMaterialisesTheScoresAndTrainscopeDoesNot) {
   w.n_layer = 4, w.n_head = 16, w.n_embd = 2048, w.n_positions = 2048, w.vocab_size = 51200;
   tn::Plan p;
   p.mbs = 2, p.gbs = 2, p.seq = 2048, p.tp = 4;
-  p.precision = trainscope::runtime::Precision::FP16;
+  p.precision = trainscope::runconfig::Precision::FP16;
   auto bytesOf = [](const tn::LayerOps& l, const std::string& name) {
     for (const auto& o : l.forward)
       if (o.name == name) return o.bytes;
@@ -110,7 +110,7 @@ TEST(GpuTime, MegatronMaterialisesTheScoresAndTrainscopeDoesNot) {
   EXPECT_GT(bytesOf(ours, "flash attention"), 0);
   // Selective recomputation reruns the attention core: Megatron's four kernels, or the one SDPA call
   // (this runtime's checkpointAttention).
-  p.ckpt = trainscope::runtime::Checkpointing::Selective;
+  p.ckpt = trainscope::runconfig::Checkpointing::Selective;
   EXPECT_EQ(tn::layerOps(w, p, tn::Framework::Megatron).recompute.size(), 4u);
   ASSERT_EQ(tn::layerOps(w, p, tn::Framework::Trainscope).recompute.size(), 1u);
   EXPECT_EQ(tn::layerOps(w, p, tn::Framework::Trainscope).recompute[0].name, "flash attention");
@@ -130,7 +130,7 @@ trainscope::workloads::Workload toyGpt() {
 tn::Plan toyPlan(int64_t tp, int64_t pp, int64_t dp) {
   tn::Plan p;
   p.tp = tp, p.pp = pp, p.dp = dp, p.mbs = 1, p.gbs = 4 * dp, p.seq = 512;  // M = 4 micro-batches
-  p.precision = trainscope::runtime::Precision::FP16;
+  p.precision = trainscope::runconfig::Precision::FP16;
   return p;
 }
 
@@ -223,7 +223,7 @@ TEST(GpuTime, MegatronAddsEveryWeightGradientIntoItsMainGradEachMicroBatch) {
   const tn::Cluster c = flatGpu();
   const trainscope::workloads::Workload w = toyGpt();
   tn::Plan fp16 = toyPlan(1, 1, 1), bf16 = fp16;
-  bf16.precision = trainscope::runtime::Precision::BF16;
+  bf16.precision = trainscope::runconfig::Precision::BF16;
   const auto a = tn::predictTime(w, fp16, c, megatron()), b = tn::predictTime(w, bf16, c, megatron());
   const double params = double(w.parameterCount()), M = 4;
   EXPECT_NEAR(b.compute_s - a.compute_s, M * params * (10.0 - 6.0) / 0.5e12, 1e-12);
@@ -302,7 +302,7 @@ TEST(GpuTime, Zero3ShowsAGatherOnlyWhereItOutlastsTheLayerItIsPrefetchedBehind) 
   EXPECT_DOUBLE_EQ(tn::gpu::zeroGatherSeconds(2e-3, 5e-3, 3e-3, 1), 2e-3);              // one layer: the first
 
   // End to end on the toy GPT, dp 2 in one node, fp16, M = 4 micro-batches, this runtime's kernels.
-  namespace rt = trainscope::runtime;
+  namespace rt = trainscope::runconfig;
   const trainscope::workloads::Workload w = toyGpt();
   tn::Plan p = toyPlan(1, 1, 2);
   p.zero = rt::ZeroStage::Parameters;
@@ -368,7 +368,7 @@ TEST(GpuTime, TheA100GemmCeilingIsItsMeasuredMaximumAtTheSustainedClock) {
 TEST(MemoryModel, TheOpListKeepsWhatKorthikantiAndTheRuntimeCount) {
   // Every layer activation the memory model counts comes from the op list's `saved`: it must give
   // Korthikanti et al.'s closed form for Megatron-LM and docs/memory-model.md's for this runtime.
-  namespace rt = trainscope::runtime;
+  namespace rt = trainscope::runconfig;
   trainscope::workloads::Workload w;
   w.n_layer = 4, w.n_head = 16, w.n_embd = 2048, w.n_positions = 2048, w.vocab_size = 51200;
   const double h = 2048, a = 16;

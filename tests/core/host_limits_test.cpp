@@ -8,7 +8,7 @@
 #include "../common/cli.h"
 #include "trainscope/runconfig/host.h"
 
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 namespace fs = std::filesystem;
 using trainscope::testing::tempPath;
 

@@ -96,26 +96,28 @@ TEST(Import, KinetoPlainAndGzippedOnePerRank) {
     EXPECT_EQ(rd.events<tr::Memcpy>(0).at(0).kind, 1);  // HtoD
   }
   // report: CPU steps of 900 us. The GPU windows are placed by the launched work, the sgemms at 30
-  // and 1030 us (launched by cudaLaunchKernel, correlation 100+k): [30, 1030) and [1030, 1600), the
-  // last ending with the NCCL kernel that started inside it. The NCCL kernels and the copies have no
-  // launch in this trace: counted apart (2 of each per rank), and where they ran: NCCL [300, 600) and
-  // [1300, 1600) = 0.6 ms of comm (0.26 ms of it under the sgemms), the copy at [1001, 1009) 8 us of
-  // memory, and [600, 1001) and [1009, 1030) idle: 0.422 ms. Per counted step: halves.
+  // and 1030 us (launched by cudaLaunchKernel, correlation 100+k), reaching back to the copy without
+  // a launch at [1, 9) in the first step's CPU window: [1, 1030) and [1030, 1600), the last ending
+  // with the NCCL kernel that started inside it. The NCCL kernels and the copies have no launch in
+  // this trace: counted apart (2 of each per rank), and where they ran: NCCL [300, 600) and
+  // [1300, 1600) = 0.6 ms of comm (0.26 ms of it under the sgemms), the copies at [1, 9) and
+  // [1001, 1009) 16 us of memory, and [9, 30), [600, 1001) and [1009, 1030) idle: 0.443 ms. Per
+  // counted step: halves.
   tr::Report r = tr::computeReport(out);
   ASSERT_EQ(r.summary.ranks.size(), 2u);
   EXPECT_EQ(r.summary.ranks[1].steps, 2);  // imports skip no warm-up step
   EXPECT_DOUBLE_EQ(r.summary.ranks[0].step_s_mean, 0.9e-3);
   EXPECT_EQ(r.summary.breakdown_window, "gpu");
   ASSERT_TRUE(r.summary.ranks[0].gpu_step_s);
-  EXPECT_NEAR(*r.summary.ranks[0].gpu_step_s, 0.785e-3, 1e-12);
+  EXPECT_NEAR(*r.summary.ranks[0].gpu_step_s, 0.7995e-3, 1e-12);
   EXPECT_EQ(r.summary.ranks[0].unattributed_events, 4);
   EXPECT_NEAR(r.summary.ranks[0].unattributed_s, 2 * 0.3e-3 + 2 * 8e-6, 1e-12);
   ASSERT_TRUE(r.summary.ranks[0].breakdown);
   EXPECT_NEAR(r.summary.ranks[0].breakdown->compute_s, 0.4e-3, 1e-12);
   EXPECT_NEAR(r.summary.ranks[0].breakdown->comm_s, 0.3e-3, 1e-12);
   EXPECT_NEAR(r.summary.ranks[0].breakdown->overlap_s, 0.13e-3, 1e-12);
-  EXPECT_NEAR(r.summary.ranks[0].breakdown->memory_s, 4e-6, 1e-12);
-  EXPECT_NEAR(r.summary.ranks[0].breakdown->idle_s, 0.211e-3, 1e-12);
+  EXPECT_NEAR(r.summary.ranks[0].breakdown->memory_s, 8e-6, 1e-12);
+  EXPECT_NEAR(r.summary.ranks[0].breakdown->idle_s, 0.2215e-3, 1e-12);
   EXPECT_EQ(r.top_ops_source, "kernels");
   EXPECT_EQ(r.top_ops[0].name, "ampere_sgemm_64x64_nn");
   auto ex = tr::exportChrome(out, tempPath("kineto.json"));
@@ -154,10 +156,13 @@ TEST(Import, NsightSystemsSqliteExport) {
   tr::Report r = tr::computeReport(out);
   ASSERT_EQ(r.summary.ranks.size(), 1u);
   EXPECT_DOUBLE_EQ(r.summary.ranks[0].step_s_mean, 1000e-9);
-  // The GPU window is the launched kernel's 500 ns: all compute, no idle (the CPU's 1000 ns beside it).
-  EXPECT_DOUBLE_EQ(r.summary.ranks[0].gpu_step_s.value_or(0), 500e-9);
+  // The GPU window runs from the copy without a launch at the step's start (1010 ns, inside the CPU
+  // window) to the launched kernel's end: 690 ns, 500 of compute, 80 of memory, 110 idle (the CPU's
+  // 1000 ns beside it).
+  EXPECT_DOUBLE_EQ(r.summary.ranks[0].gpu_step_s.value_or(0), 690e-9);
   EXPECT_DOUBLE_EQ(r.summary.ranks[0].breakdown->compute_s, 500e-9);
-  EXPECT_DOUBLE_EQ(r.summary.ranks[0].breakdown->idle_s, 0);
+  EXPECT_DOUBLE_EQ(r.summary.ranks[0].breakdown->memory_s, 80e-9);
+  EXPECT_NEAR(r.summary.ranks[0].breakdown->idle_s, 110e-9, 1e-15);
   EXPECT_EQ(r.top_ops[0].name, "volta_sgemm_128x64_nn");
 }
 

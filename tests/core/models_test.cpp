@@ -16,7 +16,7 @@
 #include "trainscope/workloads/workload.h"
 
 namespace wl = trainscope::workloads;
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 namespace tn = trainscope::tuner;
 using trainscope::UserError;
 using trainscope::testing::tempPath;

@@ -20,7 +20,7 @@
 namespace tn = trainscope::tuner;
 using trainscope::testing::flatGpu;
 namespace wl = trainscope::workloads;
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 
 namespace {
 

@@ -66,7 +66,7 @@ void makeRunDb(const std::string& path) {
 void makeStudy(const std::string& path) {
   trainscope::tuner::Study st(path, R"({"workload":"tiny","cluster":"cpu-local","memory_bytes":1000000})", false);
   trainscope::tuner::Candidate c;
-  st.saveCandidates({c}, {trainscope::runtime::toJson(trainscope::runtime::TrainConfig{})});
+  st.saveCandidates({c}, {trainscope::runconfig::toJson(trainscope::runconfig::TrainConfig{})});
 }
 
 // What is at a path, to compare before and after: its type, bytes, a link's target and its bytes,

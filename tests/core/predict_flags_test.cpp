@@ -13,7 +13,7 @@
 #include "../common/cli.h"
 #include "predict_flags.h"
 
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 namespace apps = trainscope::apps;
 using trainscope::testing::cli;
 using trainscope::testing::tempPath;

@@ -16,14 +16,14 @@
 namespace tn = trainscope::tuner;
 namespace db = trainscope::rundb;
 namespace tr = trainscope::tracer;
-using trainscope::runtime::Checkpointing;
+using trainscope::runconfig::Checkpointing;
 
 namespace {
 
 tn::Plan plan(int64_t dp, int64_t tp, int64_t pp, int64_t mbs, int64_t gbs) {
   tn::Plan p;
   p.dp = dp, p.tp = tp, p.pp = pp, p.mbs = mbs, p.gbs = gbs, p.seq = 64;
-  p.precision = trainscope::runtime::Precision::FP32;
+  p.precision = trainscope::runconfig::Precision::FP32;
   p.cpu = true;
   return p;
 }
@@ -41,7 +41,7 @@ TEST(MeasuredCosts, LayerShapeIgnoresDpPpAndZeroButNotMicroBatchTpOrRanksPerNode
   const tn::Cluster c = tn::loadCluster("cpu-local");  // 2 CPU ranks per node
   EXPECT_EQ(tn::shapeKey(plan(2, 1, 1, 4, 8), c), tn::shapeKey(plan(1, 1, 2, 4, 8), c));
   tn::Plan z = plan(2, 1, 1, 4, 8);
-  z.zero = trainscope::runtime::ZeroStage::OptimizerStates;
+  z.zero = trainscope::runconfig::ZeroStage::OptimizerStates;
   z.ckpt = Checkpointing::Full;
   EXPECT_EQ(tn::shapeKey(z, c), tn::shapeKey(plan(2, 1, 1, 4, 16), c));
   EXPECT_NE(tn::shapeKey(plan(2, 1, 1, 4, 8), c), tn::shapeKey(plan(2, 1, 1, 2, 8), c));  // micro-batch
@@ -153,9 +153,9 @@ TEST(MeasuredCosts, UnmeasuredShapesAreRankedByTheAnalyticModelScaledToTheMeasur
   const tn::Cluster c = tn::loadCluster("cpu-local");
   tn::SpaceOptions so;
   so.gbs = 8, so.seq = 64, so.mbs = {2, 4}, so.ckpt = {Checkpointing::None};
-  so.zero = {trainscope::runtime::ZeroStage::None};
+  so.zero = {trainscope::runconfig::ZeroStage::None};
   so.sequence_parallel = {false};
-  so.schedules = {trainscope::runtime::PipelineSchedule::OneFOneB};
+  so.schedules = {trainscope::runconfig::PipelineSchedule::OneFOneB};
   auto all = tn::enumerateSpace(w, c, so);
   std::vector<double> analytic;
   for (const auto& cand : all) analytic.push_back(cand.predicted_step_s);

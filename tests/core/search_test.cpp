@@ -227,7 +227,7 @@ struct CpuSpace {
     o.gbs = gbs;
     o.seq = seq;
     o.mbs = {1, 2};
-    o.ckpt = {trainscope::runtime::Checkpointing::None};
+    o.ckpt = {trainscope::runconfig::Checkpointing::None};
     o.cp = {1, 2};
     o.virtual_stages = {1, 2, 4};
     all = tn::enumerateSpace(w, c, o);
@@ -236,10 +236,10 @@ struct CpuSpace {
 
 // What resolve() says of the plan's config ("" when it runs it).
 std::string resolveSays(const trainscope::workloads::Workload& w, const tn::Plan& p) {
-  trainscope::runtime::TrainConfig c = tn::runConfigOf(w, p);
+  trainscope::runconfig::TrainConfig c = tn::runConfigOf(w, p);
   c.oversubscribe = true;
   try {
-    trainscope::runtime::resolve(c);
+    trainscope::runconfig::resolve(c);
   } catch (const trainscope::UserError& e) {
     return e.what();
   }
@@ -249,7 +249,7 @@ std::string resolveSays(const trainscope::workloads::Workload& w, const tn::Plan
 }  // namespace
 
 TEST(Space, EnumeratesZeroStagesVirtualStagesAndContextParallelism) {
-  namespace rt = trainscope::runtime;
+  namespace rt = trainscope::runconfig;
   const CpuSpace s;
   std::set<int> zeros;
   std::set<int64_t> vs, cps;
@@ -308,7 +308,7 @@ TEST(Space, EveryRejectionSaysWhyAndTheRuntimesRefusalIsItsOwnError) {
 TEST(Space, ATrialRunsWhatItsCandidateDescribes) {
   const CpuSpace s;
   for (const auto& cand : s.all) {
-    const trainscope::runtime::TrainConfig c = tn::runConfigOf(s.w, cand.plan);
+    const trainscope::runconfig::TrainConfig c = tn::runConfigOf(s.w, cand.plan);
     EXPECT_EQ(c.cp, cand.plan.cp);
     EXPECT_EQ(c.virtual_stages, cand.plan.virtual_stages);
     EXPECT_EQ(c.zero, cand.plan.zero);
@@ -319,7 +319,7 @@ TEST(Space, ATrialRunsWhatItsCandidateDescribes) {
 // ZeRO-3 hybrid sharding (Plan::zero_shard_size, --zero-shard-size): shards over N, not d; the time adds the
 // replicas' all-reduce of the fp32 gradient shard; the plan refuses what the runtime refuses.
 TEST(HybridSharding, ShardsOverTheGroupAndAllReducesAcrossReplicas) {
-  namespace rt = trainscope::runtime;
+  namespace rt = trainscope::runconfig;
   const auto w = trainscope::workloads::load("small-cpu");
   tn::Plan full;
   full.dp = 4, full.mbs = 1, full.gbs = 4, full.seq = 64;
@@ -345,7 +345,7 @@ TEST(HybridSharding, ShardsOverTheGroupAndAllReducesAcrossReplicas) {
 }
 
 TEST(HybridSharding, TheSpaceTriesShardGroupsOfZero3AsTheRuntimeTakesThem) {
-  namespace rt = trainscope::runtime;
+  namespace rt = trainscope::runconfig;
   const auto w = trainscope::workloads::load("small-cpu");
   tn::SpaceOptions o;
   o.gbs = 8, o.seq = 128, o.mbs = {1};
@@ -371,7 +371,7 @@ TEST(HybridSharding, TheSpaceTriesShardGroupsOfZero3AsTheRuntimeTakesThem) {
 }
 
 TEST(HybridSharding, TheCpuTimeAddsTheReplicasAllReduceOfTheGradientShard) {
-  namespace rt = trainscope::runtime;
+  namespace rt = trainscope::runconfig;
   const auto w = trainscope::workloads::load("small-cpu");
   const tn::Cluster c = tn::loadCluster("cpu-local");
   tn::Plan p;

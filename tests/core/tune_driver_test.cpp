@@ -24,7 +24,7 @@
 #include "trainscope/workloads/workload.h"
 
 namespace tn = trainscope::tuner;
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 using trainscope::testing::tempPath;
 
 namespace {

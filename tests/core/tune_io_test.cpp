@@ -14,7 +14,7 @@
 #include "trainscope/tuner/tune_json.h"
 #include "trainscope/workloads/workload.h"
 
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 namespace tn = trainscope::tuner;
 
 namespace {

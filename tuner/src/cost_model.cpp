@@ -15,11 +15,11 @@ double median(std::vector<double> v) { return rundb::percentile(std::move(v), 0.
 // Recomputation per layer and micro-batch: as measured, else (selective, unmeasured) the analytic
 // model's share of a layer's forward.
 double recomputePerLayer(const workloads::Workload& w, const Plan& p, const Cluster& c, const LayerCosts& k) {
-  if (p.ckpt == runtime::Checkpointing::Full) return k.recompute_full_s > 0 ? k.recompute_full_s : k.layer_fwd_s;
-  if (p.ckpt != runtime::Checkpointing::Selective) return 0;
+  if (p.ckpt == runconfig::Checkpointing::Full) return k.recompute_full_s > 0 ? k.recompute_full_s : k.layer_fwd_s;
+  if (p.ckpt != runconfig::Checkpointing::Selective) return 0;
   if (k.recompute_selective_s > 0) return k.recompute_selective_s;
   Plan none = p;
-  none.ckpt = runtime::Checkpointing::None;
+  none.ckpt = runconfig::Checkpointing::None;
   const double a_none = predictTime(w, none, c).compute_s;
   const double a_sel = predictTime(w, p, c).recompute_s;
   return a_none > 0 ? k.layer_fwd_s * 3.0 * a_sel / a_none : 0;  // compute_s is 3 × forward
@@ -31,7 +31,7 @@ int64_t CostModel::peakBytes(const Plan& p) const { return predictMemory(w_, p).
 
 std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Plan& p, const Cluster& c,
                                           const MeasuredCosts& m) {
-  const auto found = m.find(shapeKey(p, c), runtime::stageNumber(p.zero));
+  const auto found = m.find(shapeKey(p, c), runconfig::stageNumber(p.zero));
   if (!found || found->layer_fwd_s <= 0) return std::nullopt;
   const LayerCosts& k = *found;
   // The analytic model supplies what this shape's runs did not measure: the selective recompute's
@@ -56,14 +56,14 @@ std::optional<TimePrediction> composeTime(const workloads::Workload& w, const Pl
   const double v = double(std::max<int64_t>(1, p.virtual_stages));
   r.bubble_s = p.pp > 1 ? (v > 1 ? (double(p.pp) - 1.0) / v * worst : sum - worst) : 0;
   if (p.gradientGroup() > 1) {
-    auto sync = k.dp_sync_bytes > 0 ? std::make_optional(std::make_pair(k.dp_sync_bytes, k.dp_sync_s)) : m.anyDpSync(runtime::stageNumber(p.zero));
+    auto sync = k.dp_sync_bytes > 0 ? std::make_optional(std::make_pair(k.dp_sync_bytes, k.dp_sync_s)) : m.anyDpSync(runconfig::stageNumber(p.zero));
     const double bytes = allReduceBytes(p, params, experts);
     r.dp_comm_s = sync ? sync->second * bytes / std::max(1.0, sync->first) : analytic.dp_comm_s;
   }
   double n_max = 0;
   for (size_t st = 0; st < params.size(); ++st) n_max = std::max(n_max, paramsUpdated(p, params[st], experts[st]));
   r.optimizer_s = k.optimizer_s_per_param > 0 ? k.optimizer_s_per_param * n_max : analytic.optimizer_s;
-  r.other_s = k.other_s >= 0 ? k.other_s : m.anyOther(runtime::stageNumber(p.zero));
+  r.other_s = k.other_s >= 0 ? k.other_s : m.anyOther(runconfig::stageNumber(p.zero));
   r.tp_comm_s = 0;  // inside the measured layer times
   r.step_s = r.compute_s + r.recompute_s + r.pp_comm_s + r.bubble_s + r.dp_comm_s + r.optimizer_s + r.other_s;
   r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;

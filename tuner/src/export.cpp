@@ -20,7 +20,7 @@
 namespace trainscope::tuner {
 namespace {
 
-namespace rt = trainscope::runtime;
+namespace rt = trainscope::runconfig;
 
 struct FormatName {
   ExportFormat format;
@@ -404,16 +404,16 @@ ExportFormat parseExportFormat(const std::string& name, const std::string& field
   throw UserError(field, "unknown value \"" + name + "\"", std::string("use one of ") + exportFormatNames());
 }
 
-runtime::TrainConfig trainingRunOf(runtime::TrainConfig c) {
+runconfig::TrainConfig trainingRunOf(runconfig::TrainConfig c) {
   c.steps = 1000;
   c.warmup = 20;
-  c.min_lr_ratio = runtime::TrainConfig{}.min_lr_ratio;
+  c.min_lr_ratio = runconfig::TrainConfig{}.min_lr_ratio;
   c.inject_failure.clear();
-  runtime::resolve(c);
+  runconfig::resolve(c);
   return c;
 }
 
-ExportResult exportConfig(const runtime::TrainConfig& c, ExportFormat format, const ExportTarget& target) {
+ExportResult exportConfig(const runconfig::TrainConfig& c, ExportFormat format, const ExportTarget& target) {
   switch (format) {
     case ExportFormat::Run:
       return {runJson(c), {}};

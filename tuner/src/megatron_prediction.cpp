@@ -8,7 +8,7 @@
 
 namespace trainscope::tuner {
 
-std::string megatronPrediction(const StudyInputs& study, const runtime::TrainConfig& c) {
+std::string megatronPrediction(const StudyInputs& study, const runconfig::TrainConfig& c) {
   Cluster cl;
   try {
     cl = loadCluster(study.cluster);
@@ -24,7 +24,7 @@ std::string megatronPrediction(const StudyInputs& study, const runtime::TrainCon
   const TimePrediction meg = predictTime(c.model, p, cl, {-1.0, Framework::Megatron});
   const TimePrediction own = predictTime(c.model, p, cl, {-1.0, Framework::Trainscope});
   const MemoryPrediction m = predictMemory(c.model, p);
-  const double bpp = megatronBytesPerParam(p, runtime::shardsOptimizer(c.zero));
+  const double bpp = megatronBytesPerParam(p, runconfig::shardsOptimizer(c.zero));
   const int64_t meg_first = megatronLayersParamsOpt(c.model, p, 0, bpp) + megatronEmbeddingParamsOpt(c.model, p, bpp) +
                             m.stages.front().megatron_activations;
   char text[400];

@@ -23,7 +23,7 @@ namespace trainscope::tuner {
 namespace {
 
 namespace names = rundb::names;
-using runtime::Checkpointing;
+using runconfig::Checkpointing;
 
 double median(std::vector<double> v) { return rundb::percentile(std::move(v), 0.5); }
 
@@ -214,7 +214,7 @@ LayerCosts mediansOf(const CostSamples& x, const Plan& p, const std::vector<doub
     c.dp_sync_bytes = allReduceBytes(p, params, experts);
   }
   if (!x.hidden.empty()) c.dp_hidden_share = median(x.hidden);
-  c.zero = runtime::stageNumber(p.zero);
+  c.zero = runconfig::stageNumber(p.zero);
   return c;
 }
 
@@ -225,7 +225,7 @@ std::string shapeKey(const Plan& p, const Cluster& c) {
   const int64_t sharing = c.kind == ClusterKind::Cpu ? std::min<int64_t>(p.world(), c.devices_per_node) : 1;
   std::snprintf(k, sizeof(k), "mbs%lld seq%lld tp%lld%s %s x%lld/node lanes%lld", static_cast<long long>(p.mbs),
                 static_cast<long long>(p.seq), static_cast<long long>(p.tp), p.sequence_parallel ? " sp" : "",
-                runtime::toString(p.precision), static_cast<long long>(sharing),
+                runconfig::toString(p.precision), static_cast<long long>(sharing),
                 static_cast<long long>(std::max<int64_t>(1, p.cpu_lanes)));
   // A CP rank's layer runs s/cp tokens and the ring inside its attention: its own shape. So does an
   // expert-parallel one: its MoE layers' all-to-alls are inside their ranges.

@@ -34,16 +34,16 @@ std::vector<Layout> layoutsOf(int64_t world, const Cluster& c, const SpaceOption
 
 // Knobs that do nothing for this layout are not separate candidates: ZeRO without DP, SP without
 // TP, a pipeline schedule or interleaving without PP; interleaving is its own 1F1B schedule.
-bool idleKnob(const Layout& l, runtime::ZeroStage zero, bool sp, runtime::PipelineSchedule sched, int64_t v) {
-  return (runtime::shardsOptimizer(zero) && l.dp == 1) || (sp && l.tp == 1) ||
-         (sched == runtime::PipelineSchedule::GPipe && (l.pp == 1 || v > 1)) || (v > 1 && l.pp == 1);
+bool idleKnob(const Layout& l, runconfig::ZeroStage zero, bool sp, runconfig::PipelineSchedule sched, int64_t v) {
+  return (runconfig::shardsOptimizer(zero) && l.dp == 1) || (sp && l.tp == 1) ||
+         (sched == runconfig::PipelineSchedule::GPipe && (l.pp == 1 || v > 1)) || (v > 1 && l.pp == 1);
 }
 
 // ZeRO-3's shard-group sizes to try (Plan::zero_shard_size): 0 (every DP rank), and hybrid sharding's
 // groups of N for every proper divisor N ≥ 2 of dp; the runtime's resolve() refuses the rest.
-std::vector<int64_t> zeroShards(const Layout& l, runtime::ZeroStage zero) {
+std::vector<int64_t> zeroShards(const Layout& l, runconfig::ZeroStage zero) {
   std::vector<int64_t> out = {0};
-  if (zero != runtime::ZeroStage::Parameters) return out;
+  if (zero != runconfig::ZeroStage::Parameters) return out;
   for (int64_t n : divisors(l.dp))
     if (n >= 2 && n < l.dp) out.push_back(n);
   return out;
@@ -83,9 +83,9 @@ void price(Candidate& cand, const workloads::Workload& w, const Cluster& c, cons
 
 }  // namespace
 
-runtime::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p) {
-  runtime::TrainConfig c;
-  static_cast<runtime::Parallelism&>(c) = p;  // the layout, whole (resolve() derives dp again)
+runconfig::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p) {
+  runconfig::TrainConfig c;
+  static_cast<runconfig::Parallelism&>(c) = p;  // the layout, whole (resolve() derives dp again)
   c.workload = w.source.empty() ? w.name : w.source;
   c.model = w;
   c.seq = p.seq;
@@ -101,10 +101,10 @@ runtime::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p) {
 }
 
 std::string runtimeRefusal(const workloads::Workload& w, const Plan& p) {
-  runtime::TrainConfig c = runConfigOf(w, p);
+  runconfig::TrainConfig c = runConfigOf(w, p);
   c.oversubscribe = true;  // the cluster's ranks, not this host's cores: the launcher checks those
   try {
-    runtime::resolve(c);
+    runconfig::resolve(c);
   } catch (const UserError& e) {
     return std::string("the runtime refuses it: ") + e.what();
   }
@@ -112,11 +112,11 @@ std::string runtimeRefusal(const workloads::Workload& w, const Plan& p) {
 }
 
 std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluster& c, const SpaceOptions& o) {
-  using runtime::Checkpointing;
-  using runtime::PipelineSchedule;
-  std::vector<runtime::Precision> precisions = o.precisions;
+  using runconfig::Checkpointing;
+  using runconfig::PipelineSchedule;
+  std::vector<runconfig::Precision> precisions = o.precisions;
   const bool cpu = c.kind == ClusterKind::Cpu;
-  if (precisions.empty()) precisions = {cpu ? runtime::Precision::FP32 : runtime::Precision::BF16};
+  if (precisions.empty()) precisions = {cpu ? runconfig::Precision::FP32 : runconfig::Precision::BF16};
   const int64_t seq = o.seq > 0 ? o.seq : std::min<int64_t>(w.n_positions, 1024);
   // CPU clusters: every world that divides the ranks; GPU clusters: every device.
   std::vector<int64_t> worlds = cpu ? divisors(c.devices()) : std::vector<int64_t>{c.devices()};
@@ -127,8 +127,8 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
       for (int64_t ep : epValues(w, l))
       for (int64_t mbs : o.mbs)
         for (Checkpointing ck : o.ckpt)
-          for (runtime::Precision prec : precisions)
-            for (runtime::ZeroStage zero : o.zero)
+          for (runconfig::Precision prec : precisions)
+            for (runconfig::ZeroStage zero : o.zero)
               for (bool sp : o.sequence_parallel)
                 for (PipelineSchedule sched : o.schedules)
                   for (int64_t v : o.virtual_stages)
@@ -144,7 +144,7 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
                     p.cpu = cpu;
                     // The core lanes the runtime will pick (auto): one per core of the rank, at most mbs,
                     // for a one-process fp32 CPU run of a dense model; each keeps its own gradients.
-                    if (cpu && world == 1 && prec == runtime::Precision::FP32 && !w.isMoe())
+                    if (cpu && world == 1 && prec == runconfig::Precision::FP32 && !w.isMoe())
                       p.cpu_lanes = std::min<int64_t>(c.devices_per_node, mbs);
                     price(cand, w, c, o);
                     all.push_back(cand);

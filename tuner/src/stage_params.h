@@ -30,7 +30,7 @@ inline std::vector<double> unmanagedParams(const workloads::Workload& w, const P
 // Of `n`, the parameters the rank updates (ZeRO-1: its partition of the managed ones, about 1/dp,
 // and all of its `experts`).
 inline double paramsUpdated(const Plan& p, double n, double experts = 0) {
-  return runtime::shardsOptimizer(p.zero) && p.dp > 1 ? (n - experts) / double(p.dp) + experts : n;
+  return runconfig::shardsOptimizer(p.zero) && p.dp > 1 ? (n - experts) / double(p.dp) + experts : n;
 }
 
 // Bytes a rank of stage 0 moves in the gradient all-reduces (fp32, bus factor 2(g−1)/g): the managed

@@ -470,8 +470,8 @@ void Study::saveCandidates(const std::vector<Candidate>& all, const std::vector<
     const Candidate& c = all[i];
     const Plan& p = c.plan;
     s.exec(c.id, p.describe(), configs[i], c.rejected, c.predicted_peak, c.predicted_step_s, c.predicted_tokens_per_s,
-           p.dp, p.tp, p.pp, p.mbs, toString(p.ckpt), toString(p.precision), runtime::stageNumber(p.zero),
-           p.sequence_parallel, runtime::scheduleName(p));
+           p.dp, p.tp, p.pp, p.mbs, toString(p.ckpt), toString(p.precision), runconfig::stageNumber(p.zero),
+           p.sequence_parallel, runconfig::scheduleName(p));
   }
   tx.commit();
 }

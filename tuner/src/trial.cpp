@@ -47,7 +47,7 @@ TrialRecord ProcessTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   // refused for the spec; the log replaces only a regular file (a link or FIFO planted there is refused).
   files::OutputRule spec_rule;
   spec_rule.field = "--study";
-  files::writeAtomically(spec.spec_path, runtime::toJson(spec.run), spec_rule);
+  files::writeAtomically(spec.spec_path, runconfig::toJson(spec.run), spec_rule);
   files::OutputRule log_rule = spec_rule;
   log_rule.inputs = {spec.spec_path};
   log_rule.overwrite = true;

@@ -107,9 +107,9 @@ std::string injectedFault(const std::string& spec, int64_t candidate) {
 
 }  // namespace
 
-runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
+runconfig::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
                                  const std::string& spec) {
-  runtime::TrainConfig c = runConfigOf(w, p);
+  runconfig::TrainConfig c = runConfigOf(w, p);
   c.workload = spec;
   c.launcher = o.launcher;
   c.mem_limit = o.mem_limit;
@@ -145,7 +145,7 @@ std::string studyInputs(const workloads::Workload& w, const Cluster& c, const Sp
                            {"seq", space.seq}, {"candidates", all.size()},
                            {"base_steps", o.base_steps}, {"first_round", o.first_round},
                            {"finalists", o.finalists}, {"final_rounds", o.final_rounds},
-                           {"exhaustive", o.search == "exhaustive"}, {"launcher", runtime::toString(o.launcher)},
+                           {"exhaustive", o.search == "exhaustive"}, {"launcher", runconfig::toString(o.launcher)},
                            {"kind", toString(c.kind)},  // by name, as studies made before the enums stored them
                            {"workload_source", w.source}, {"n_head", w.n_head}, {"vocab_size", w.vocab_size},
                            {"n_positions", w.n_positions}};
@@ -226,7 +226,7 @@ class StudyRunner {
   // The candidate's config as the study keeps it, run for the batch's steps, traced into STEM.db.
   TrialSpec specOf(const TrialBatch& b, int64_t id, const std::string& stem) const {
     TrialSpec spec;
-    spec.run.config = runtime::fromJson(study_.candidateConfig(id), o_.study_path);
+    spec.run.config = runconfig::fromJson(study_.candidateConfig(id), o_.study_path);
     spec.run.config.steps = b.steps;
     const std::string fault = injectedFault(o_.inject, id);
     if (fault == "crash" || fault == "hang" || fault == "oom")
@@ -235,7 +235,7 @@ class StudyRunner {
     // A GPU's profile trials record their kernels (CUPTI): the host ranges only launch them. The
     // layer ranges are what the measured time model reads.
     const bool gpu_profile = gpu_ && b.stage == SearchStage::Profile;
-    spec.run.output.trace_level = gpu_profile ? runtime::TraceLevel::All : runtime::TraceLevel::Ranges;
+    spec.run.output.trace_level = gpu_profile ? runconfig::TraceLevel::All : runconfig::TraceLevel::Ranges;
     spec.run.output.overwrite = true;
     spec.run.quiet = true;
     spec.spec_path = stem + ".json";
@@ -288,7 +288,7 @@ std::vector<std::string> trialConfigs(const workloads::Workload& w, const TuneOp
   std::vector<std::string> configs;
   const std::string spec = w.source.empty() ? w.name : w.source;
   for (const auto& cand : all)
-    configs.push_back(cand.rejected.empty() ? runtime::toJson(trialConfig(w, cand.plan, o, spec)) : "");
+    configs.push_back(cand.rejected.empty() ? runconfig::toJson(trialConfig(w, cand.plan, o, spec)) : "");
   return configs;
 }
 

@@ -27,7 +27,7 @@ std::vector<std::string> split(const std::string& s) {
 std::vector<int64_t> parseCounts(const std::string& list, const std::string& field, int64_t hi) {
   std::vector<int64_t> out;
   for (const auto& item : split(list))
-    out.push_back(runtime::parseInteger(item, field, 1, hi, "pass a comma-separated list such as 1,2,4"));
+    out.push_back(runconfig::parseInteger(item, field, 1, hi, "pass a comma-separated list such as 1,2,4"));
   return out;
 }
 
@@ -51,7 +51,7 @@ void checkInject(const std::string& spec) {
     const std::string what = colon == std::string::npos ? "" : item.substr(colon + 1);
     if (colon == std::string::npos || (what != "crash" && what != "hang" && what != "oom"))
       throw UserError("--inject", "\"" + item + "\" is not CANDIDATE:crash|hang|oom", "e.g. --inject 0:crash,1:hang");
-    runtime::parseInteger(item.substr(0, colon), "--inject", 0, int64_t(1) << 40,
+    runconfig::parseInteger(item.substr(0, colon), "--inject", 0, int64_t(1) << 40,
                           "name a candidate by its id, e.g. --inject 0:crash");
   }
 }
@@ -100,7 +100,7 @@ SpaceOptions checkedSpace(const TuneInputs& f) {
   requireAtMost(f.steps, kMost, "--trial-steps", "pass a few steps (default 3; each round doubles them)");
   requireAtMost(f.finalists, kMost, "--finalists", "pass a few finalists (default 3)");
   requireAtMost(f.final_rounds, kMost, "--final-rounds", "pass a few rounds (default 2)");
-  runtime::parseLauncher(f.launcher);  // refused before anything is made (TuneOptions takes it parsed)
+  runconfig::parseLauncher(f.launcher);  // refused before anything is made (TuneOptions takes it parsed)
   checkInject(f.inject);
   if (f.search != "halving" && f.search != "exhaustive")
     throw UserError("--search", "unknown value \"" + f.search + "\"", std::string("use one of ") + searchNames());
@@ -110,17 +110,17 @@ SpaceOptions checkedSpace(const TuneInputs& f) {
   so.mbs = parseCounts(f.mbs, "--mbs", int64_t(1) << 30);
   if (so.mbs.empty()) throw UserError("--mbs", "lists no micro-batch size", "pass e.g. --mbs 1,2,4");
   so.ckpt.clear();
-  for (const auto& m : split(f.ckpt)) so.ckpt.push_back(runtime::parseCheckpointing(m, "--ckpt"));
+  for (const auto& m : split(f.ckpt)) so.ckpt.push_back(runconfig::parseCheckpointing(m, "--ckpt"));
   if (so.ckpt.empty()) throw UserError("--ckpt", "lists no checkpointing mode", "pass e.g. --ckpt none,selective,full");
-  for (const auto& m : split(f.precision)) so.precisions.push_back(runtime::parsePrecision(m, "--precision"));
+  for (const auto& m : split(f.precision)) so.precisions.push_back(runconfig::parsePrecision(m, "--precision"));
   so.schedules.clear();
   // "interleaved", as predict takes it: the 1F1B schedule with more than one model chunk per stage.
   bool plain_1f1b = false, interleaved = false;
   for (const auto& m : split(f.schedules)) {
-    runtime::Parallelism named;  // by its one name (runconfig's parseScheduleInto, as run and predict read it)
-    runtime::parseScheduleInto(m, "--pp-schedules", named);
-    const runtime::PipelineSchedule s = named.pp_schedule;
-    (named.interleaved() ? interleaved : plain_1f1b) |= s == runtime::PipelineSchedule::OneFOneB;
+    runconfig::Parallelism named;  // by its one name (runconfig's parseScheduleInto, as run and predict read it)
+    runconfig::parseScheduleInto(m, "--pp-schedules", named);
+    const runconfig::PipelineSchedule s = named.pp_schedule;
+    (named.interleaved() ? interleaved : plain_1f1b) |= s == runconfig::PipelineSchedule::OneFOneB;
     if (std::find(so.schedules.begin(), so.schedules.end(), s) == so.schedules.end()) so.schedules.push_back(s);
   }
   if (so.schedules.empty())
@@ -129,9 +129,9 @@ SpaceOptions checkedSpace(const TuneInputs& f) {
   so.worlds = parseCounts(f.ranks, "--ranks", int64_t(1) << 20);
   so.zero.clear();
   for (const auto& z : split(f.zero))
-    so.zero.push_back(runtime::zeroStage(runtime::parseInteger(z, "--zero", 0, 3, "pass stages from 0 to 3, e.g. --zero 0,1"), "--zero"));
+    so.zero.push_back(runconfig::zeroStage(runconfig::parseInteger(z, "--zero", 0, 3, "pass stages from 0 to 3, e.g. --zero 0,1"), "--zero"));
   if (so.zero.empty()) throw UserError("--zero", "lists no ZeRO stage", "pass e.g. --zero 0,1,2,3");
-  if (f.no_zero) so.zero = {runtime::ZeroStage::None};
+  if (f.no_zero) so.zero = {runconfig::ZeroStage::None};
   so.cp = parseCounts(f.cp, "--cp", int64_t(1) << 20);
   if (so.cp.empty()) throw UserError("--cp", "lists no degree", "pass e.g. --cp 1,2");
   so.virtual_stages = parseCounts(f.virtual_stages, "--virtual-stages", int64_t(1) << 20);
@@ -158,7 +158,7 @@ TuneOptions tuneOptions(const TuneInputs& f, const Cluster& c, const StudyLock* 
   o.finalists = f.finalists;
   o.final_rounds = f.final_rounds;
   o.trial_timeout_s = f.trial_timeout;
-  o.launcher = runtime::parseLauncher(f.launcher);
+  o.launcher = runconfig::parseLauncher(f.launcher);
   o.trainscope = trainscope;
   o.work_dir = f.study + ".trials";
   o.mem_limit = c.kind == ClusterKind::Cpu ? c.memory_bytes : 0;

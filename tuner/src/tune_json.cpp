@@ -25,7 +25,7 @@ std::string tuneResultJson(const std::string& study, const workloads::Workload& 
                            {"profile", t.round == 0 && std::count(r.profiles.begin(), r.profiles.end(), t.candidate) > 0}});
   for (const auto& cand : r.candidates)
     j["ranked"].push_back({{"id", cand.id}, {"plan", cand.plan.describe()}, {"rejected", cand.rejected},
-                           {"zero", runtime::stageNumber(cand.plan.zero)}, {"virtual_stages", cand.plan.virtual_stages},
+                           {"zero", runconfig::stageNumber(cand.plan.zero)}, {"virtual_stages", cand.plan.virtual_stages},
                            {"cp", cand.plan.cp}, {"ep", cand.plan.ep},
                            {"predicted_step_s", cand.predicted_step_s}, {"predicted_peak", cand.predicted_peak},
                            {"time_measured", cand.time_measured},

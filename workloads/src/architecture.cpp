@@ -302,8 +302,9 @@ std::string unsupportedForTraining(const Workload& w) {
   if (w.sliding_window > 0) add("sliding_window " + std::to_string(w.sliding_window));
   if (what.empty()) return "";
   return "workload " + w.name + " has " + what +
-         "; trainscope's runtime and models/ train and price GPT-2-shaped decoders only until issue 32's runtime "
-         "and op-list pieces land (its shape, parameter count and FLOPs are known: see docs/architectures.md)";
+         "; this version trains and prices GPT-2-shaped decoders only (LayerNorm, learned positions, a GELU MLP of "
+         "4*n_embd, full multi-head attention, tied embeddings). Its shape, parameter count and FLOPs are known: "
+         "docs/architectures.md";
 }
 
 }  // namespace trainscope::workloads

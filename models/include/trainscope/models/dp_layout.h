@@ -68,7 +68,7 @@ struct ShardGroup {
 };
 
 struct DpLayout {
-  runtime::ZeroStage stage = runtime::ZeroStage::None;
+  runconfig::ZeroStage stage = runconfig::ZeroStage::None;
   int64_t ranks = 1;
   std::vector<ShardGroup> groups;  // buckets in launch order, ZeRO-1's one buffer, or units 0, 1, …
   std::vector<int> group_of;       // per slot: its group, −1 outside the layout (unmanaged)
@@ -78,7 +78,7 @@ struct DpLayout {
 
 // The layout of a stage's slots over d data-parallel ranks under ZeRO stage `stage` (None: DDP
 // buckets; ZeRO-3: units, whatever `managed` says), buckets of about bucket_bytes of fp32.
-DpLayout dpLayout(const std::vector<Slot>& slots, runtime::ZeroStage stage, int64_t d, int64_t bucket_bytes);
+DpLayout dpLayout(const std::vector<Slot>& slots, runconfig::ZeroStage stage, int64_t d, int64_t bucket_bytes);
 
 // The bucket size in bytes of `--bucket-mb` (MiB, possibly fractional), as the runtime takes it.
 inline int64_t bucketBytes(double bucket_mb) { return int64_t(bucket_mb * 1024 * 1024); }

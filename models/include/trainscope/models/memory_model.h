@@ -105,7 +105,7 @@ int64_t megatronEmbeddingParamsOpt(const workloads::Workload& w, const Plan& p, 
 // Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch (16-bit):
 // their closed form, which Megatron-LM's op list reproduces (MemoryModel.TheOpListKeeps…).
 double megatronLayerActivationBytes(double s, double b, double h, double a, double t, bool sp,
-                                    runtime::Checkpointing ckpt);
+                                    runconfig::Checkpointing ckpt);
 
 // The models' figures are int64 bytes per rank. False when an upper bound of all of them — every
 // term of predictMemory for `sequences` of `seq` tokens in flight (activations with the quadratic

@@ -13,13 +13,13 @@
 namespace trainscope::models {
 
 // The layout (dp, cp, tp, pp, ep, virtual stages, ZeRO and its shard group, sequence parallelism,
-// the pipeline schedule) is runtime::Parallelism, the struct TrainConfig holds: planOf and the
+// the pipeline schedule) is runconfig::Parallelism, the struct TrainConfig holds: planOf and the
 // tuner's runConfigOf copy it whole.
-struct Plan : runtime::Parallelism {
+struct Plan : runconfig::Parallelism {
   int64_t mbs = 1, gbs = 1, seq = 1024;
-  runtime::Checkpointing ckpt = runtime::Checkpointing::None;
-  runtime::Precision precision = runtime::Precision::BF16;
-  runtime::OptimizerKind optimizer = runtime::OptimizerKind::AdamW;
+  runconfig::Checkpointing ckpt = runconfig::Checkpointing::None;
+  runconfig::Precision precision = runconfig::Precision::BF16;
+  runconfig::OptimizerKind optimizer = runconfig::OptimizerKind::AdamW;
   int64_t cpu_lanes = 1;       // CPU core lanes per rank (each keeps its own gradients until summed)
   bool cpu = false;            // CPU ranks (the LM head's one-pass fp32 path; no caching allocator)
   double bucket_mb = 25;       // --bucket-mb: DDP's all-reduce and ZeRO-2's reduce-scatter buckets (MiB of fp32)
@@ -28,13 +28,13 @@ struct Plan : runtime::Parallelism {
   int64_t gradientGroup() const { return dp * cp; }  // ranks that hold the same weights and sum gradients
   int64_t localSeq() const { return seq / cp; }      // tokens of a sequence on one CP rank
   int64_t ga() const { return gbs / (mbs * dp); }  // micro-batches per rank per step (M)
-  bool mixed() const { return precision != runtime::Precision::FP32; }
+  bool mixed() const { return precision != runconfig::Precision::FP32; }
   int64_t elementBytes() const { return mixed() ? 2 : 4; }
   std::string describe() const;  // "dp2 tp1 pp1 mbs4 ga2 none fp32 adamw" (+ " cp2", " zero2", " interleaved v2")
 };
 
 // The plan a resolved run config trains (TrainConfig → Plan).
-Plan planOf(const runtime::TrainConfig& c);
+Plan planOf(const runconfig::TrainConfig& c);
 
 // Checks a plan against the model; returns "" when valid, else the reason (heads % tp, …).
 std::string whyInvalid(const workloads::Workload& w, const Plan& p);

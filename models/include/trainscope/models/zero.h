@@ -27,8 +27,8 @@ constexpr double kParamPersistenceElements = 1e5;
 constexpr double kMaxLiveParameters = 1e9;
 
 // The stage the plan prices: nothing is sharded over a single DP rank.
-inline bool shardsGradients(const Plan& p) { return p.dp > 1 && p.zero >= runtime::ZeroStage::Gradients; }
-inline bool shardsParameters(const Plan& p) { return p.dp > 1 && p.zero >= runtime::ZeroStage::Parameters; }
+inline bool shardsGradients(const Plan& p) { return p.dp > 1 && p.zero >= runconfig::ZeroStage::Gradients; }
+inline bool shardsParameters(const Plan& p) { return p.dp > 1 && p.zero >= runconfig::ZeroStage::Parameters; }
 // The ranks a ZeRO shard is split over: the dp ranks, or under ZeRO-3 hybrid sharding (PyTorch FSDP's
 // HYBRID_SHARD, DeepSpeed's MiCS) the N of a shard group; `replicas` groups hold the same shard and
 // all-reduce its gradients after the last backward (runtime/src/parallel/zero3.h).

@@ -18,7 +18,7 @@
 
 #include "trainscope/workloads/workload.h"
 
-namespace trainscope::runtime {
+namespace trainscope::runconfig {
 
 enum class Checkpointing { None, Selective, Full };
 enum class Precision { FP32, BF16, FP16 };
@@ -205,4 +205,10 @@ RunSpec runSpecFromJson(const std::string& json_text, const std::string& source)
 // toArgs(s.config), then the output's flags and -q: the spec as `trainscope run` flags.
 std::vector<std::string> toArgs(const RunSpec& s);
 
+}  // namespace trainscope::runconfig
+
+// The runtime reads its configuration as its own (runtime::TrainConfig is runconfig::TrainConfig):
+// runconfig is kept apart so that the front end, the models and the tuner link it without LibTorch.
+namespace trainscope::runtime {
+using namespace trainscope::runconfig;
 }  // namespace trainscope::runtime

@@ -23,7 +23,7 @@
 
 #include "trainscope/runconfig/config.h"
 
-namespace trainscope::runtime {
+namespace trainscope::runconfig {
 
 struct Field {
   enum Flags : unsigned {
@@ -209,4 +209,10 @@ T parseIntegerAs(const std::string& text, const std::string& field) {
 // "1337" → 1337 for --seed: the whole string, 0 to 2^64 − 1 (no sign). Throws UserError(field).
 uint64_t parseSeed(const std::string& text, const std::string& field);
 
+}  // namespace trainscope::runconfig
+
+// The runtime reads its configuration as its own (runtime::TrainConfig is runconfig::TrainConfig):
+// runconfig is kept apart so that the front end, the models and the tuner link it without LibTorch.
+namespace trainscope::runtime {
+using namespace trainscope::runconfig;
 }  // namespace trainscope::runtime

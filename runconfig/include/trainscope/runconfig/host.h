@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-namespace trainscope::runtime {
+namespace trainscope::runconfig {
 
 struct HostPaths {
   std::string proc_self_cgroup = "/proc/self/cgroup";  // "ID:controllers:/path" lines
@@ -62,4 +62,10 @@ int64_t lanesFor(int64_t threads, int64_t cpu_lanes, int64_t mbs);
 // The most threads per rank for which `ranks` ranks fit in `room` tasks (lanes as lanesFor); 0: none.
 int64_t threadsThatFit(int64_t room, int64_t ranks, int64_t cpu_lanes, int64_t mbs);
 
+}  // namespace trainscope::runconfig
+
+// The runtime reads its configuration as its own (runtime::TrainConfig is runconfig::TrainConfig):
+// runconfig is kept apart so that the front end, the models and the tuner link it without LibTorch.
+namespace trainscope::runtime {
+using namespace trainscope::runconfig;
 }  // namespace trainscope::runtime

@@ -42,9 +42,9 @@ struct ExportResult {
 // The trials ran a few steps at a constant learning rate; a training run gets the usual schedule
 // (warm-up, cosine to min_lr_ratio × lr), a placeholder length to edit, and no injected fault.
 // Returns the config resolved (resolve() throws UserError if it is not valid).
-runtime::TrainConfig trainingRunOf(runtime::TrainConfig trial);
+runconfig::TrainConfig trainingRunOf(runconfig::TrainConfig trial);
 
-// `c` must be resolved (runtime::resolve): the exports read its derived fields (dp, ga, world).
-ExportResult exportConfig(const runtime::TrainConfig& c, ExportFormat format, const ExportTarget& target = {});
+// `c` must be resolved (runconfig::resolve): the exports read its derived fields (dp, ga, world).
+ExportResult exportConfig(const runconfig::TrainConfig& c, ExportFormat format, const ExportTarget& target = {});
 
 }  // namespace trainscope::tuner

@@ -11,8 +11,8 @@
 
 namespace trainscope::tuner {
 
-// `c`: the exported config, resolved (runtime::resolve). A study whose cluster is not a preset here,
+// `c`: the exported config, resolved (runconfig::resolve). A study whose cluster is not a preset here,
 // or a CPU one, gets the sentence that says so and how to price it instead (never a throw).
-std::string megatronPrediction(const StudyInputs& study, const runtime::TrainConfig& c);
+std::string megatronPrediction(const StudyInputs& study, const runconfig::TrainConfig& c);
 
 }  // namespace trainscope::tuner

@@ -17,19 +17,19 @@ namespace trainscope::tuner {
 
 struct SpaceOptions {
   int64_t gbs = 0, seq = 0;
-  std::vector<runtime::Precision> precisions;  // empty: fp32 on CPU clusters, bf16 on GPUs
+  std::vector<runconfig::Precision> precisions;  // empty: fp32 on CPU clusters, bf16 on GPUs
   double memory_margin = 0.10;                 // a candidate fits when predicted × (1 − margin) ≤ limit
   // The knobs' values to try (the defaults: all of them).
   std::vector<int64_t> mbs = {1, 2, 4, 8, 16, 32};
-  std::vector<runtime::Checkpointing> ckpt = {runtime::Checkpointing::None, runtime::Checkpointing::Selective,
-                                              runtime::Checkpointing::Full};
-  std::vector<runtime::ZeroStage> zero = {runtime::ZeroStage::None, runtime::ZeroStage::OptimizerStates,
-                                         runtime::ZeroStage::Gradients, runtime::ZeroStage::Parameters};
+  std::vector<runconfig::Checkpointing> ckpt = {runconfig::Checkpointing::None, runconfig::Checkpointing::Selective,
+                                              runconfig::Checkpointing::Full};
+  std::vector<runconfig::ZeroStage> zero = {runconfig::ZeroStage::None, runconfig::ZeroStage::OptimizerStates,
+                                         runconfig::ZeroStage::Gradients, runconfig::ZeroStage::Parameters};
   std::vector<int64_t> cp = {1, 2, 4};              // context-parallel degrees (those dividing the world)
   std::vector<int64_t> virtual_stages = {1, 2, 4};  // model chunks per pipeline rank (interleaved 1F1B)
   std::vector<bool> sequence_parallel = {false, true};
-  std::vector<runtime::PipelineSchedule> schedules = {runtime::PipelineSchedule::OneFOneB,
-                                                      runtime::PipelineSchedule::GPipe};
+  std::vector<runconfig::PipelineSchedule> schedules = {runconfig::PipelineSchedule::OneFOneB,
+                                                      runconfig::PipelineSchedule::GPipe};
   // false: 1F1B only interleaved (virtual_stages > 1), as `--pp-schedules interleaved` without 1f1b asks.
   bool plain_one_f_one_b = true;
   std::vector<int64_t> worlds;                 // empty: every device (a CPU cluster: each divisor of its ranks)
@@ -48,7 +48,7 @@ struct Candidate {
 
 // The config the runtime trains for plan `p` (what, not how long: steps, outputs and limits are the
 // caller's): a candidate's trial and its exports start from it.
-runtime::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p);
+runconfig::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p);
 // "" when the runtime runs `p`; else "the runtime refuses it: " and resolve()'s UserError (the flag and
 // its fix). A knob the runtime does not run yet is refused here, and joins the space once it does.
 std::string runtimeRefusal(const workloads::Workload& w, const Plan& p);

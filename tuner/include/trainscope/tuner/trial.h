@@ -20,7 +20,7 @@
 namespace trainscope::tuner {
 
 struct TrialSpec {
-  runtime::RunSpec run;   // what to train and where to record it (run.output.trace: the trial's database)
+  runconfig::RunSpec run;   // what to train and where to record it (run.output.trace: the trial's database)
   std::string spec_path;  // where the spec is written (a name anything already holds is refused)
   std::string log_path;   // the trial's standard output and error
   double timeout_s = 0;   // 0: none

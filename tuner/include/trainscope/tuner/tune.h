@@ -43,7 +43,7 @@ struct TuneOptions {
   int64_t finalists = 3;          // the halving's best that run the final stage (at least 2)
   int64_t final_rounds = 2;       // final-stage trials of each finalist, alternately (0: plain halving)
   double trial_timeout_s = 300;
-  runtime::Launcher launcher = runtime::Launcher::Local;
+  runconfig::Launcher launcher = runconfig::Launcher::Local;
   std::string trainscope;         // the front end to run trials with
   std::string work_dir;           // trial configs, databases and logs
   int64_t mem_limit = 0;          // CPU trials: --mem-limit (the cluster's memory per rank)
@@ -82,7 +82,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
                 const std::function<void(const TuneEvent&)>& progress);
 
 // The TrainConfig of a candidate's trials (the run's steps set by the round).
-runtime::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
+runconfig::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
                                  const std::string& workload_spec);
 
 }  // namespace trainscope::tuner
