@@ -132,6 +132,20 @@ void printJson(const rt::RunResult& r) {
   std::cout << trainscope::jsonText(j) << std::endl;
 }
 
+// `--pp-schedule 1f1b --virtual-stages V` (V > 1) still means interleaved 1F1B; its one name, as
+// predict, tune, the study and the exports spell it, is `--pp-schedule interleaved`. Said once, by
+// the process the user started (not by each rank).
+void noteScheduleSpelling(const std::vector<std::string>& args, const rt::TrainConfig& c) {
+  if (rt::isRankProcess() || c.virtual_stages <= 1) return;
+  for (size_t i = 1; i < args.size(); ++i)
+    if (args[i] == "--pp-schedule=1f1b" || (args[i] == "--pp-schedule" && i + 1 < args.size() && args[i + 1] == "1f1b")) {
+      std::cerr << "note: --pp-schedule 1f1b --virtual-stages " << c.virtual_stages
+                << " runs interleaved 1F1B; its name is --pp-schedule interleaved (--virtual-stages "
+                << c.virtual_stages << ")" << std::endl;
+      return;
+    }
+}
+
 // Reads the command line into `f`; returns the exit status when there is nothing to run (help, or
 // bad input). `run --config FILE` alone reads FILE straight; otherwise a --config among the flags
 // is expanded into flags first, so that the others override it.
@@ -162,6 +176,7 @@ std::optional<int> parseCommandLine(std::vector<std::string>& args, trainscope::
     printError(e.what());
     return 2;
   }
+  noteScheduleSpelling(args, f.cfg);
   return std::nullopt;
 }
 
