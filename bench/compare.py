@@ -26,12 +26,18 @@ from common import ROOT, run_json, run_json_measuring_others, wait_for_quiet
 
 
 
+PEERS = {"gpt": "peer_gpt.py", "moe": "peer_moe.py", "llama": "peer_llama.py"}
+
+
 def peer_script(peer, workload):
-    """peer_moe.py for a MoE workload (or --peer moe), else peer_gpt.py."""
+    """auto: peer_llama.py (transformers' own model) for a Hugging Face config (llama, mistral, qwen2,
+    mixtral), peer_moe.py for a GPT MoE workload, else peer_gpt.py."""
     if peer == "auto":
         with open(os.path.join(ROOT, "workloads", workload + ".json")) as f:
-            peer = "moe" if json.load(f).get("n_experts", 0) > 0 else "gpt"
-    return os.path.join(HERE, "peer_moe.py" if peer == "moe" else "peer_gpt.py")
+            w = json.load(f)
+        peer = ("llama" if w.get("model_type", "gpt2") != "gpt2"
+                else "moe" if w.get("n_experts", 0) > 0 else "gpt")
+    return os.path.join(HERE, PEERS[peer])
 
 
 def main():
@@ -44,8 +50,11 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--mbs", type=int, default=8)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--peer", default="auto", choices=["auto", "gpt", "moe"],
-                    help="the PyTorch eager peer: auto picks peer_moe.py when the workload has n_experts > 0")
+    ap.add_argument("--peer", default="auto", choices=["auto", *PEERS],
+                    help="the peer: auto picks peer_llama.py (transformers) for a Hugging Face config, "
+                         "peer_moe.py when a GPT workload has n_experts > 0")
+    ap.add_argument("--compile", action="store_true",
+                    help="peer_llama.py only: the transformers model under torch.compile (default eager)")
     ap.add_argument("--threads", type=int, default=0,
                     help="intra-op threads of trainscope, the peer and the matmul rate alike (0: each one's default)")
     ap.add_argument("--quiet-below", type=float, default=0.0,
@@ -55,6 +64,11 @@ def main():
     shape = ["--workload", a.workload, "--seq", str(a.seq), "--mbs", str(a.mbs), "--steps", str(a.steps)]
     ts_cmd = [a.bin, "run", *shape, "--device", a.device, "--data", "synthetic", "--json", "-q", *a.extra]
     peer_cmd = [a.python, peer_script(a.peer, a.workload), *shape, "--device", a.device]
+    if a.compile:
+        if not peer_cmd[1].endswith("peer_llama.py"):
+            sys.exit("error: --compile is for the transformers peer (peer_llama.py); fix: drop it or use "
+                     "a Hugging Face workload such as tiny-llama")
+        peer_cmd.append("--compile")
     rate_cmd = [a.python, os.path.join(HERE, "matmul_rate.py"), "--workload", a.workload, "--seq", str(a.seq),
                 "--mbs", str(a.mbs), "--device", a.device]
     if a.threads:
@@ -75,13 +89,13 @@ def main():
         ratios.append(ts[-1] / peer[-1])
         losses.append((t.get("final_loss"), p.get("final_loss")))  # both must train: a sanity check
         shares.append(t["model_flops_per_step"] / t["step_time_median_s"] / rate)
-        print(f"round {r}: trainscope {ts[-1]:.0f} tok/s, pytorch-eager {peer[-1]:.0f} tok/s, "
+        print(f"round {r}: trainscope {ts[-1]:.0f} tok/s, {p.get('peer', 'peer')} {peer[-1]:.0f} tok/s, "
               f"ratio {ratios[-1]:.3f}, model FLOP/s / matmul rate {shares[-1]:.1%}; "
               f"other processes' CPU {t_others:.2f} / {p_others:.2f} cores", file=sys.stderr)
     rate_end = run_json(rate_cmd)["matmul_flops_per_s"]
     result = {
         "workload": a.workload, "seq": a.seq, "mbs": a.mbs, "steps": a.steps, "rounds": a.rounds,
-        "extra_flags": a.extra, "threads": a.threads, "peer": os.path.basename(peer_cmd[1]),
+        "extra_flags": a.extra, "threads": a.threads, "peer": os.path.basename(peer_cmd[1]), "peer_kind": p.get("peer"),
         "trainscope_tokens_per_s": statistics.median(ts), "pytorch_eager_tokens_per_s": statistics.median(peer),
         "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
         # Each side's best round against the other's: what a quiet machine would show, since noise
