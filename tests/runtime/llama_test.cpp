@@ -17,6 +17,7 @@
 #include <string>
 
 #include "model/attention.h"
+#include "trainscope/models/dp_layout.h"
 #include "same_training.h"
 #include "trainscope/workloads/memory.h"
 #include "util.h"
@@ -116,6 +117,42 @@ TEST(LlamaBlock, FlatParametersAreTheContractsNamesShapesAndCount) {
       n += flat[i].numel();
     }
     EXPECT_EQ(n, w.parameterCount()) << name;
+  }
+}
+
+// models/dp_layout.h's slots (what the memory model and ZeRO's layout read) are the runtime's
+// parameters of each stage for the Llama family too: GQA's K/V split or replicated, SwiGLU's [gate; up],
+// the untied head on the last stage only (and not reduced with the first stage).
+TEST(LlamaBlock, DpLayoutSlotsAreTheRuntimeParameters) {
+  wl::Workload mqa = wl::load("tiny-llama");
+  mqa.n_kv_head = 1;
+  mqa.n_layer = 4;
+  mqa.vocab_size = 255;
+  for (const wl::Workload& w : {wl::load("tiny-llama"), wl::load("tiny-mixtral"), mqa}) {
+    const rt::GptWeights full = rt::initGpt(w, 1, at::kCPU);
+    for (int64_t tp : {1, 2, 4})
+      for (int64_t pp : {1, 2})
+        for (int64_t v : {1, 2}) {
+          if (pp * v > w.n_layer || (v > 1 && pp == 1)) continue;
+          trainscope::models::Plan p;
+          p.tp = tp, p.pp = pp, p.virtual_stages = v, p.ep = w.isMoe() ? 2 : 1;
+          for (int64_t s = 0; s < pp; ++s) {
+            const std::string where = w.name + " tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " v" +
+                                      std::to_string(v) + " stage " + std::to_string(s);
+            const rt::StageSpec st = rt::StageSpec::of(w.n_layer, int(pp), int(s), int(v)).withModel(w);
+            const auto info = rt::GptWeights::info(st);
+            const auto tensors = rt::shardGpt(full, st, int(tp), int(tp - 1), at::kCPU, int(p.ep), 0).flat();
+            const auto slots = trainscope::models::stageSlots(w, p, s);
+            ASSERT_EQ(slots.size(), tensors.size()) << where;
+            ASSERT_EQ(info.size(), tensors.size()) << where;
+            for (size_t i = 0; i < slots.size(); ++i) {
+              EXPECT_EQ(slots[i].name, info[i].name) << where;
+              EXPECT_EQ(slots[i].shape, tensors[i].sizes().vec()) << where << " " << info[i].name;
+              EXPECT_EQ(slots[i].managed, !(info[i].wte && pp > 1 && w.tie_embeddings) && !(info[i].expert && p.ep > 1))
+                  << where << " " << info[i].name;
+            }
+          }
+        }
   }
 }
 
