@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "trainscope/models/moe.h"
+#include "trainscope/workloads/memory.h"
 
 namespace trainscope::models {
 namespace {
@@ -145,43 +146,51 @@ std::vector<Range> stageLayout(int64_t n_layer, int64_t pp, int64_t stage, int64
   return out;
 }
 
+// From workloads::parameterTensors (the runtime's flat order and names, whole), each tensor this
+// stage holds, cut as shardGpt cuts it.
 std::vector<Slot> stageSlots(const workloads::Workload& w, const Plan& p, int64_t stage) {
-  const int64_t h = w.n_embd, t = p.tp, Vp = (w.vocab_size + t - 1) / t * t;
+  const int64_t t = p.tp, Vp = (w.vocab_size + t - 1) / t * t, D = w.headSize(), KV = w.kvHeads();
+  const int64_t ep = std::max<int64_t>(1, p.ep);
   const bool first = stage == 0, last = stage == p.pp - 1;
-  std::vector<Slot> out;
-  // The tied embedding under PP is reduced with the other end's copy, outside the layout.
-  if (first || last) out.push_back({"wte", {Vp / t, h}, -1, p.pp == 1});
-  if (first) out.push_back({"wpe", {w.n_positions, h}});
+  // Position of each global layer among this stage's layers (chunk order is layer order).
+  std::vector<int64_t> pos_of(size_t(w.n_layer), -1);
   int64_t pos = 0;
   for (const Range& chunk : stageLayout(w.n_layer, p.pp, stage, p.virtual_stages))
-    for (int64_t l = chunk.begin; l < chunk.end; ++l, ++pos) {
-      const std::string n = "h." + std::to_string(l) + ".";
-      const std::vector<std::pair<const char*, std::vector<int64_t>>> attention = {
-          {"ln_1.weight", {h}},        {"ln_1.bias", {h}},           {"attn.c_attn.weight", {3 * h / t, h}},
-          {"attn.c_attn.bias", {3 * h / t}}, {"attn.c_proj.weight", {h, h / t}}, {"attn.c_proj.bias", {h}},
-          {"ln_2.weight", {h}},        {"ln_2.bias", {h}}};
-      for (const auto& [name, shape] : attention) out.push_back({n + name, shape, pos});
-      if (!w.moeLayer(l)) {
-        for (const auto& [name, shape] : std::vector<std::pair<const char*, std::vector<int64_t>>>{
-                 {"mlp.c_fc.weight", {4 * h / t, h}}, {"mlp.c_fc.bias", {4 * h / t}},
-                 {"mlp.c_proj.weight", {h, 4 * h / t}}, {"mlp.c_proj.bias", {h}}})
-          out.push_back({n + name, shape, pos});
-        continue;
-      }
-      // A MoE layer's MLP (moe.h): the router, this rank's E/ep experts and the shared expert; with
-      // ep > 1 the experts are reduced over the expert-dp group (runtime/src/train/experts.h).
-      static const char* kMoe[] = {"mlp.router.weight",         "mlp.experts.c_fc.weight", "mlp.experts.c_fc.bias",
-                                   "mlp.experts.c_proj.weight", "mlp.experts.c_proj.bias", "mlp.shared.c_fc.weight",
-                                   "mlp.shared.c_fc.bias",      "mlp.shared.c_proj.weight", "mlp.shared.c_proj.bias"};
-      const auto shapes = moeMlpShapes(w, p);
-      for (size_t i = 0; i < shapes.size(); ++i) {
-        const bool expert = i >= 1 && i <= 4;
-        out.push_back({n + kMoe[i], shapes[i], pos, !(expert && p.ep > 1), i >= 1});
-      }
+    for (int64_t l = chunk.begin; l < chunk.end; ++l) pos_of[size_t(l)] = pos++;
+  auto has = [](const std::string& n, const char* part) { return n.find(part) != std::string::npos; };
+  std::vector<Slot> out;
+  for (const workloads::ParamTensor& pt : workloads::parameterTensors(w)) {
+    const std::string& n = pt.name;
+    std::vector<int64_t> shape = pt.shape;
+    if (n == "wte" || n == "lm_head.weight") {
+      const bool here = n == "wte" ? first || (last && w.tie_embeddings) : last;
+      // The tied embedding under PP is reduced with the other end's copy, outside the layout.
+      if (here) out.push_back({n, {Vp / t, w.n_embd}, -1, n != "wte" || p.pp == 1 || !w.tie_embeddings});
+      continue;
     }
-  if (last) {
-    out.push_back({"ln_f.weight", {h}});
-    out.push_back({"ln_f.bias", {h}});
+    if (n == "wpe" || n.rfind("ln_f.", 0) == 0) {
+      if (n == "wpe" ? first : last) out.push_back({n, shape, -1});
+      continue;
+    }
+    const int64_t layer = std::stoll(n.substr(2, n.find('.', 2) - 2));  // "h.<layer>."
+    if (pos_of[size_t(layer)] < 0) continue;
+    Slot s{n, shape, pos_of[size_t(layer)]};
+    if (has(n, ".mlp.experts.") || has(n, ".mlp.router.") || has(n, ".mlp.shared.")) {
+      // A MoE layer's MLP (TP-replicated): the router, this rank's E/ep experts and the shared
+      // expert; with ep > 1 the experts are reduced over the expert-dp group (runtime experts.h).
+      const bool expert = has(n, ".mlp.experts.");
+      if (expert) s.shape[0] /= ep;
+      s.managed = !(expert && ep > 1);
+      s.expert_mlp = !has(n, ".mlp.router.");
+    } else if (has(n, "attn.c_attn.")) {
+      // [q; k; v]: q heads split; K/V split when tp <= KV, else the one replicated K/V head.
+      s.shape[0] = w.n_head * D / t + 2 * (t <= KV ? KV / t : 1) * D;
+    } else if (has(n, "mlp.c_fc.")) {
+      s.shape[0] /= t;  // [gate; up] each split by rows: the same count
+    } else if (has(n, "c_proj.weight")) {
+      s.shape[1] /= t;  // row-parallel: input columns split
+    }
+    out.push_back(s);
   }
   return out;
 }

@@ -185,6 +185,15 @@ void resolveLayout(TrainConfig& c, int world) {
   if (c.model.n_head % c.tp != 0)
     throw UserError("--tp", "tp=" + std::to_string(c.tp) + " does not divide n_head=" + std::to_string(c.model.n_head),
                     "choose --tp dividing the number of heads");
+  // Grouped-query attention: K/V heads split over TP (tp divides n_kv_head), or each replicated over
+  // tp / n_kv_head ranks (n_kv_head divides tp), as Megatron-LM does.
+  if (const int64_t kv = c.model.kvHeads(); kv % c.tp != 0 && c.tp % kv != 0)
+    throw UserError("--tp", "tp=" + std::to_string(c.tp) + " neither divides n_kv_head=" + std::to_string(kv) +
+                                " nor is a multiple of it",
+                    "choose --tp dividing n_kv_head, or a multiple of it that divides n_head");
+  if (const int64_t F = c.model.ffnHidden(); F % c.tp != 0)
+    throw UserError("--tp", "tp=" + std::to_string(c.tp) + " does not divide the MLP's width ffn_hidden=" +
+                                std::to_string(F), "choose --tp dividing ffn_hidden");
   if (c.pp > c.model.n_layer)
     throw UserError("--pp", "pp=" + std::to_string(c.pp) + " exceeds n_layer=" + std::to_string(c.model.n_layer),
                     "use at most one stage per layer");
@@ -371,15 +380,27 @@ void checkDeviceAndTesting(const TrainConfig& c) {
   if (c.mem_limit < 0) throw UserError("--mem-limit", "must be >= 0 bytes", "pass e.g. --mem-limit 2G");
 }
 
+// What of a workload's architecture (workloads/architecture.h) the runtime cannot build: ALiBi, and a
+// sliding attention window shorter than the sequence (within it, attending over the whole sequence is
+// the same model). Everything else — RMSNorm, RoPE, SwiGLU, GQA, no biases, untied heads — trains.
+void checkArchitecture(const TrainConfig& c) {
+  if (c.model.positions == workloads::Positions::Alibi)
+    throw UserError("workload.positions", "alibi is described but not trained by this runtime (" + c.model.name + ")",
+                    "use positions rope, learned or none");
+  if (c.model.sliding_window > 0 && c.model.sliding_window < c.seq)
+    throw UserError("--seq", "seq=" + std::to_string(c.seq) + " exceeds the workload's sliding_window=" +
+                                 std::to_string(c.model.sliding_window) + ", which the runtime does not apply",
+                    "pass --seq <= " + std::to_string(c.model.sliding_window) +
+                        " (within the window full attention is the same model)");
+}
+
 }  // namespace
 
 void resolve(TrainConfig& c, int world) {
   c.model = workloads::load(c.workload);
-  // Llama-family shapes are described (workloads/architecture.h) but not yet built by the runtime.
-  if (const std::string why = workloads::unsupportedForTraining(c.model); !why.empty())
-    throw UserError("--workload", why, "train a GPT-2-shaped workload (e.g. tiny, gpt2-124m, gpt3-1.3b)");
   resolveLayout(c, world);
   resolveBatch(c);
+  checkArchitecture(c);
   checkInterleaving(c);
   checkOptimizer(c);
   checkHost(c);

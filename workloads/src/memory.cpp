@@ -9,16 +9,16 @@ int64_t ParamTensor::numel() const {
   return n;
 }
 
-namespace {
-// A workload that is not GPT-2-shaped (architecture.h): its tensors in Hugging Face's Llama/Mixtral
-// names and shapes (out, in), so that the model-state bytes (Adafactor's factored rows and columns
-// included) are those of the real model. A MoE layer's experts are stacked on a leading E, each
-// matrix separately, as the GPT runtime stacks its experts.
-std::vector<ParamTensor> decoderTensors(const Workload& w) {
-  const int64_t C = w.n_embd, V = w.vocab_size, q = w.n_head * w.headSize(), kv = w.kvHeads() * w.headSize();
+// The contract's flat layout (runtime/include/trainscope/runtime/gpt.h, GptWeights::flat), whole
+// and unsharded: GPT-2 is the case where every optional tensor exists. Matrices are (out, in); a
+// SwiGLU c_fc holds [gate; up] (2F rows); c_attn holds [q; k; v] ((H + 2·KV)·D rows); a MoE layer's
+// experts are stacked on a leading E.
+std::vector<ParamTensor> parameterTensors(const Workload& w) {
+  const int64_t C = w.n_embd, V = w.vocab_size, D = w.headSize();
+  const int64_t qkv = (w.n_head + 2 * w.kvHeads()) * D, q = w.n_head * D;
   const bool ln = w.norm == Norm::LayerNorm, swiglu = w.mlp == Mlp::SwiGLU;
-  std::vector<ParamTensor> t = {{"model.embed_tokens.weight", {V, C}}};
-  if (w.positions == Positions::Learned) t.push_back({"model.embed_positions.weight", {w.n_positions, C}});
+  std::vector<ParamTensor> t = {{"wte", {V, C}}};
+  if (w.positions == Positions::Learned) t.push_back({"wpe", {w.n_positions, C}});
   auto norm = [&](const std::string& n) {
     t.push_back({n + ".weight", {C}});
     if (ln) t.push_back({n + ".bias", {C}});
@@ -30,69 +30,25 @@ std::vector<ParamTensor> decoderTensors(const Workload& w) {
   };
   auto mlp = [&](const std::string& p, std::vector<int64_t> lead, int64_t F) {
     auto with = [&](std::vector<int64_t> s) { s.insert(s.begin(), lead.begin(), lead.end()); return s; };
-    if (swiglu) linear(p + "gate_proj", with({F, C}), w.mlp_bias);
-    linear(p + "up_proj", with({F, C}), w.mlp_bias);
-    linear(p + "down_proj", with({C, F}), w.mlp_bias);
+    linear(p + "c_fc", with({swiglu ? 2 * F : F, C}), w.mlp_bias);
+    linear(p + "c_proj", with({C, F}), w.mlp_bias);
   };
   for (int64_t l = 0; l < w.n_layer; ++l) {
-    const std::string h = "model.layers." + std::to_string(l) + ".";
-    norm(h + "input_layernorm");
-    linear(h + "self_attn.q_proj", {q, C}, w.qkv_bias);
-    linear(h + "self_attn.k_proj", {kv, C}, w.qkv_bias);
-    linear(h + "self_attn.v_proj", {kv, C}, w.qkv_bias);
-    linear(h + "self_attn.o_proj", {C, q}, w.proj_bias);
-    norm(h + "post_attention_layernorm");
+    const std::string h = "h." + std::to_string(l) + ".";
+    norm(h + "ln_1");
+    linear(h + "attn.c_attn", {qkv, C}, w.qkv_bias);
+    linear(h + "attn.c_proj", {C, q}, w.proj_bias);
+    norm(h + "ln_2");
     if (!w.moeLayer(l)) {
       mlp(h + "mlp.", {}, w.ffnHidden());
       continue;
     }
-    t.push_back({h + "mlp.gate.weight", {w.n_experts, C}});  // the router
+    t.push_back({h + "mlp.router.weight", {w.n_experts, C}});
     mlp(h + "mlp.experts.", {w.n_experts}, w.expertHidden());
-    if (w.shared_expert) mlp(h + "mlp.shared_expert.", {}, w.expertHidden());
+    if (w.shared_expert) mlp(h + "mlp.shared.", {}, w.expertHidden());
   }
-  norm("model.norm");
+  norm("ln_f");
   if (!w.tie_embeddings) t.push_back({"lm_head.weight", {V, C}});
-  return t;
-}
-}  // namespace
-
-std::vector<ParamTensor> parameterTensors(const Workload& w) {
-  if (!unsupportedForTraining(w).empty()) return decoderTensors(w);
-  const int64_t C = w.n_embd, V = w.vocab_size, T = w.n_positions;
-  std::vector<ParamTensor> t = {{"wte", {V, C}}, {"wpe", {T, C}}};
-  for (int64_t l = 0; l < w.n_layer; ++l) {
-    const std::string h = "h." + std::to_string(l) + ".";
-    t.push_back({h + "ln_1.weight", {C}});
-    t.push_back({h + "ln_1.bias", {C}});
-    t.push_back({h + "attn.c_attn.weight", {3 * C, C}});
-    t.push_back({h + "attn.c_attn.bias", {3 * C}});
-    t.push_back({h + "attn.c_proj.weight", {C, C}});
-    t.push_back({h + "attn.c_proj.bias", {C}});
-    t.push_back({h + "ln_2.weight", {C}});
-    t.push_back({h + "ln_2.bias", {C}});
-    if (!w.moeLayer(l)) {
-      t.push_back({h + "mlp.c_fc.weight", {4 * C, C}});
-      t.push_back({h + "mlp.c_fc.bias", {4 * C}});
-      t.push_back({h + "mlp.c_proj.weight", {C, 4 * C}});
-      t.push_back({h + "mlp.c_proj.bias", {C}});
-      continue;
-    }
-    // A MoE MLP (runtime/src/model/moe.h): the router, then the experts stacked on a leading E.
-    const int64_t E = w.n_experts, F = w.expertHidden();
-    t.push_back({h + "mlp.router.weight", {E, C}});
-    t.push_back({h + "mlp.experts.c_fc.weight", {E, F, C}});
-    t.push_back({h + "mlp.experts.c_fc.bias", {E, F}});
-    t.push_back({h + "mlp.experts.c_proj.weight", {E, C, F}});
-    t.push_back({h + "mlp.experts.c_proj.bias", {E, C}});
-    if (w.shared_expert) {
-      t.push_back({h + "mlp.shared.c_fc.weight", {F, C}});
-      t.push_back({h + "mlp.shared.c_fc.bias", {F}});
-      t.push_back({h + "mlp.shared.c_proj.weight", {C, F}});
-      t.push_back({h + "mlp.shared.c_proj.bias", {C}});
-    }
-  }
-  t.push_back({"ln_f.weight", {C}});
-  t.push_back({"ln_f.bias", {C}});
   return t;
 }
 

@@ -52,29 +52,55 @@ variable_list recomputeAndDifferentiate(AutogradContext* ctx, const variable_lis
   return result;
 }
 
+// The block's description travels through autograd's saved_data field by field (IValues).
+void saveArch(AutogradContext* ctx, const BlockArch& a) {
+  auto& d = ctx->saved_data;
+  d["rms"] = a.rms_norm, d["eps"] = a.norm_eps, d["qkv_b"] = a.qkv_bias, d["proj_b"] = a.proj_bias;
+  d["mlp_b"] = a.mlp_bias, d["rope"] = a.rope, d["theta"] = a.rope_theta, d["swiglu"] = a.swiglu;
+  d["rs_f"] = a.rope_scaling.factor, d["rs_lo"] = a.rope_scaling.low_freq_factor;
+  d["rs_hi"] = a.rope_scaling.high_freq_factor, d["rs_ctx"] = a.rope_scaling.original_max_position_embeddings;
+  d["heads"] = a.n_head, d["kv"] = a.n_kv_head, d["hd"] = a.head_dim;
+}
+BlockArch loadArch(AutogradContext* ctx) {
+  auto& d = ctx->saved_data;
+  BlockArch a;
+  a.rms_norm = d["rms"].toBool(), a.norm_eps = d["eps"].toDouble(), a.qkv_bias = d["qkv_b"].toBool();
+  a.proj_bias = d["proj_b"].toBool(), a.mlp_bias = d["mlp_b"].toBool(), a.rope = d["rope"].toBool();
+  a.rope_theta = d["theta"].toDouble(), a.swiglu = d["swiglu"].toBool();
+  a.rope_scaling.factor = d["rs_f"].toDouble(), a.rope_scaling.low_freq_factor = d["rs_lo"].toDouble();
+  a.rope_scaling.high_freq_factor = d["rs_hi"].toDouble();
+  a.rope_scaling.original_max_position_embeddings = d["rs_ctx"].toInt();
+  a.n_head = d["heads"].toInt(), a.n_kv_head = d["kv"].toInt(), a.head_dim = d["hd"].toInt();
+  return a;
+}
+
 struct BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
   // inputs = [x, the block's weights (BlockKind::count of them)]; tp is a BlockContext* that outlives the
-  // step; kind packs BlockKind (moe, shared expert, layer).
-  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, int64_t tp, int64_t kind, at::TensorList inputs) {
+  // step; kind packs BlockKind's moe, shared expert and layer; arch points at the block's BlockArch
+  // (read in forward only: it is saved field by field).
+  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, int64_t tp, int64_t kind, int64_t arch,
+                            at::TensorList inputs) {
     ctx->saved_data["n_head"] = n_head;
     ctx->saved_data["tp"] = tp;
     ctx->saved_data["kind"] = kind;
+    const BlockArch& a = *reinterpret_cast<const BlockArch*>(arch);
+    saveArch(ctx, a);
     ctx->save_for_backward(inputs.vec());
-    return detail::blockForward(BlockWeights::fromFlat(&inputs[1], unpack(kind)), inputs[0], n_head, false,
+    return detail::blockForward(BlockWeights::fromFlat(&inputs[1], unpack(kind, a)), inputs[0], n_head, false,
                                 *reinterpret_cast<const BlockContext*>(tp));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     const int64_t n_head = ctx->saved_data["n_head"].toInt();
     const auto& tp = *reinterpret_cast<const BlockContext*>(ctx->saved_data["tp"].toInt());
-    const BlockKind kind = unpack(ctx->saved_data["kind"].toInt());
+    const BlockKind kind = unpack(ctx->saved_data["kind"].toInt(), loadArch(ctx));
     variable_list g = recomputeAndDifferentiate(ctx, grad_out, [&](const variable_list& in) {
       return detail::blockForward(BlockWeights::fromFlat(&in[1], kind), in[0], n_head, false, tp);
     });
-    g.insert(g.begin() + 1, {at::Tensor(), at::Tensor()});  // the tp and kind arguments
+    g.insert(g.begin() + 1, {at::Tensor(), at::Tensor(), at::Tensor()});  // the tp, kind and arch arguments
     return g;
   }
   static int64_t pack(const BlockKind& k) { return (k.layer + 1) * 4 + (k.moe ? 1 : 0) + (k.shared_expert ? 2 : 0); }
-  static BlockKind unpack(int64_t v) { return {(v & 1) != 0, (v & 2) != 0, v / 4 - 1}; }
+  static BlockKind unpack(int64_t v, const BlockArch& a) { return {(v & 1) != 0, (v & 2) != 0, v / 4 - 1, a}; }
 };
 
 struct AttentionCheckpoint : public torch::autograd::Function<AttentionCheckpoint> {
@@ -96,7 +122,7 @@ at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n
   std::vector<at::Tensor> in = p.flat();
   in.insert(in.begin(), x);  // [x, the block's weights]
   return BlockCheckpoint::apply(n_head, reinterpret_cast<int64_t>(&tp), BlockCheckpoint::pack(p.kind()),
-                                at::TensorList(in));
+                                reinterpret_cast<int64_t>(&p.arch), at::TensorList(in));
 }
 
 bool inRecompute() { return t_recomputing; }

@@ -64,21 +64,34 @@ struct AttachLoss : torch::autograd::Function<AttachLoss> {
   }
 };
 
+// One expert's MLP over rows x (n, C): GELU-tanh, or SwiGLU with fc_w's rows [gate; up]
+// (down(silu(gate(x)) · up(x)), as Mixtral's experts). Biases may be undefined (mlp_bias false).
+at::Tensor expertMlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b, const at::Tensor& proj_w,
+                     const at::Tensor& proj_b, bool swiglu) {
+  at::Tensor h = fc_b.defined() ? at::addmm(fc_b, x, fc_w.t()) : at::mm(x, fc_w.t());   // (n, F2)
+  if (swiglu) {
+    auto gu = h.chunk(2, 1);
+    h = at::silu(gu[0]) * gu[1];                                                         // (n, F)
+  } else {
+    h = cpu_ops::usable(h) ? cpu_ops::geluTanh(h) : at::gelu(h, "tanh");
+  }
+  return proj_b.defined() ? at::addmm(proj_b, h, proj_w.t()) : at::mm(h, proj_w.t());    // (n, C)
+}
+
 // Each expert's GELU MLP over its consecutive rows: xs (M, C) with counts[e] rows for local expert e.
 // The experts' weights are taken apart with one unbind per tensor, not an index per expert: in
 // backward an unbind stacks its E gradients once, where E selects would each materialise a zero-filled
 // (E, F, C) gradient and add them up (E² · F · C bytes written per tensor).
 at::Tensor runExperts(const MoeWeights& w, const at::Tensor& xs, const std::vector<int64_t>& counts) {
-  const std::vector<at::Tensor> fc_w = w.fc_w.unbind(0), fc_b = w.fc_b.unbind(0);        // E/EP x (F, C), (F)
-  const std::vector<at::Tensor> proj_w = w.proj_w.unbind(0), proj_b = w.proj_b.unbind(0);  // E/EP x (C, F), (C)
+  const std::vector<at::Tensor> fc_w = w.fc_w.unbind(0), proj_w = w.proj_w.unbind(0);   // E/EP x (F2, C), (C, F)
+  const std::vector<at::Tensor> fc_b = w.fc_b.defined() ? w.fc_b.unbind(0) : std::vector<at::Tensor>(counts.size());
+  const std::vector<at::Tensor> proj_b =
+      w.proj_b.defined() ? w.proj_b.unbind(0) : std::vector<at::Tensor>(counts.size());  // biases: mlp_bias
   // The rows by expert, likewise one split (its backward concatenates), not a narrow per expert.
   const std::vector<at::Tensor> xe = xs.split_with_sizes(counts, 0);                     // E/EP x (n_e, C)
   std::vector<at::Tensor> ys;
-  for (size_t e = 0; e < counts.size(); ++e) {
-    at::Tensor h = at::addmm(fc_b[e], xe[e], fc_w[e].t());                               // (n_e, F)
-    h = cpu_ops::usable(h) ? cpu_ops::geluTanh(h) : at::gelu(h, "tanh");
-    ys.push_back(at::addmm(proj_b[e], h, proj_w[e].t()));                                // (n_e, C)
-  }
+  for (size_t e = 0; e < counts.size(); ++e)
+    ys.push_back(expertMlp(xe[e], fc_w[e], fc_b[e], proj_w[e], proj_b[e], w.swiglu));   // (n_e, C)
   return at::cat(ys, 0);                                                                 // (M, C)
 }
 
@@ -173,20 +186,24 @@ at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, MoeContext& ctx)
 
 MoeWeights initMoe(const workloads::Workload& wl, at::Generator& gen) {
   const int64_t C = wl.n_embd, E = wl.n_experts, F = wl.expertHidden();
+  const bool swiglu = wl.mlp == workloads::Mlp::SwiGLU, bias = wl.mlp_bias;
+  const int64_t F2 = swiglu ? 2 * F : F;  // SwiGLU: rows [gate; up]
   auto opts = at::TensorOptions().dtype(at::kFloat);
   const double std = 0.02, resid_std = 0.02 / std::sqrt(2.0 * double(wl.n_layer));
   auto normal = [&](at::IntArrayRef shape, double s) { return at::empty(shape, opts).normal_(0.0, s, gen); };
+  auto zeros = [&](at::IntArrayRef shape) { return bias ? at::zeros(shape, opts) : at::Tensor(); };
   MoeWeights w;
+  w.swiglu = swiglu;
   w.router_w = normal({E, C}, std);
-  w.fc_w = normal({E, F, C}, std);
-  w.fc_b = at::zeros({E, F}, opts);
+  w.fc_w = normal({E, F2, C}, std);
+  w.fc_b = zeros({E, F2});
   w.proj_w = normal({E, C, F}, resid_std);
-  w.proj_b = at::zeros({E, C}, opts);
+  w.proj_b = zeros({E, C});
   if (wl.shared_expert) {
-    w.shared_fc_w = normal({F, C}, std);
-    w.shared_fc_b = at::zeros({F}, opts);
+    w.shared_fc_w = normal({F2, C}, std);
+    w.shared_fc_b = zeros({F2});
     w.shared_proj_w = normal({C, F}, resid_std);
-    w.shared_proj_b = at::zeros({C}, opts);
+    w.shared_proj_b = zeros({C});
   }
   return w;
 }
@@ -196,10 +213,13 @@ MoeWeights shardMoe(const MoeWeights& full, int ep, int r, const at::Device& dev
   if (E % ep != 0)
     throw UserError("--ep", "n_experts=" + std::to_string(E) + " does not divide over " + std::to_string(ep) + " ranks",
                     "pass an --ep that divides n_experts");
-  auto leaf = [&](const at::Tensor& t) { return t.detach().contiguous().clone().to(device).requires_grad_(true); };
-  auto mine = [&](const at::Tensor& t) { return leaf(t.narrow(0, r * (E / ep), E / ep)); };
+  auto leaf = [&](const at::Tensor& t) {
+    return t.defined() ? t.detach().contiguous().clone().to(device).requires_grad_(true) : at::Tensor();
+  };
+  auto mine = [&](const at::Tensor& t) { return t.defined() ? leaf(t.narrow(0, r * (E / ep), E / ep)) : at::Tensor(); };
   MoeWeights w;
   w.layer = full.layer;
+  w.swiglu = full.swiglu;
   w.router_w = leaf(full.router_w);
   w.fc_w = mine(full.fc_w);
   w.fc_b = mine(full.fc_b);
@@ -269,11 +289,8 @@ at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, const MoeSpec& s
   // Combine: each kept assignment's output, weighted by its gate, added to its token's row.
   at::Tensor g = gate_a.index_select(0, sel).to(ys.scalar_type()).unsqueeze(1);        // (M, 1)
   at::Tensor out = at::zeros({N, C}, ys.options()).index_add(0, tok, ys * g);            // (N, C)
-  if (w.shared_fc_w.defined()) {
-    at::Tensor h = at::addmm(w.shared_fc_b, x2, w.shared_fc_w.t());                      // (N, F)
-    h = cpu_ops::usable(h) ? cpu_ops::geluTanh(h) : at::gelu(h, "tanh");
-    out = out + at::addmm(w.shared_proj_b, h, w.shared_proj_w.t());                      // (N, C)
-  }
+  if (w.shared_fc_w.defined())
+    out = out + expertMlp(x2, w.shared_fc_w, w.shared_fc_b, w.shared_proj_w, w.shared_proj_b, w.swiglu);  // (N, C)
 
   if (load) {
     load->tokens.assign(on_host + E, on_host + 2 * E);

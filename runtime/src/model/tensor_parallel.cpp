@@ -57,6 +57,27 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
   }
 };
 
+// Forward identity on a tensor replicated over groups of `replicas` consecutive TP ranks; backward
+// sums the gradient over the ranks of this rank's group: each puts its gradient into its group's slot
+// of a zero buffer, one all-reduce over TP, each takes its slot back.
+struct SumOverReplicas : torch::autograd::Function<SumOverReplicas> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t replicas, int64_t tp) {
+    ctx->saved_data["tp"] = tp;
+    ctx->saved_data["replicas"] = replicas;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const BlockContext& tp = fromHandle(ctx);
+    const int64_t replicas = ctx->saved_data["replicas"].toInt(), groups = tp.size() / replicas;
+    std::vector<int64_t> sizes = g[0].sizes().vec();
+    sizes.insert(sizes.begin(), groups);
+    at::Tensor all = at::zeros(sizes, g[0].options());
+    all.select(0, tp.rank() / replicas).copy_(g[0]);
+    tp.group->allReduce(all);
+    return {all.select(0, tp.rank() / replicas).clone(), at::Tensor(), at::Tensor()};
+  }
+};
+
 struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t tp) {
     return allReduced(x, *reinterpret_cast<const BlockContext*>(tp));
@@ -139,6 +160,11 @@ at::Tensor columnParallelLinear(const at::Tensor& x, const at::Tensor& w, const 
   }();
   if (keep_gathered) return linear(gatherSeq(x, tp), w, b);
   return GatherSeqLinear::apply(x, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt, handle(tp));
+}
+
+at::Tensor sumOverReplicas(const at::Tensor& x, int64_t replicas, const BlockContext& tp) {
+  if (!tp.active() || replicas <= 1) return x;
+  return SumOverReplicas::apply(x, replicas, handle(tp));
 }
 
 at::Tensor copyToTp(const at::Tensor& x, const BlockContext& tp) {

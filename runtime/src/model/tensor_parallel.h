@@ -43,6 +43,9 @@ struct BlockContext {
 at::Tensor copyToTp(const at::Tensor& x, const BlockContext& tp);
 at::Tensor reduceFromTp(const at::Tensor& x, const BlockContext& tp);
 at::Tensor gatherSeq(const at::Tensor& x, const BlockContext& tp);
+// Identity forward; backward sums the gradient over each group of `replicas` consecutive TP ranks
+// that hold the same copy (GQA's K/V heads when tp > n_kv_head, as Megatron-LM replicates them).
+at::Tensor sumOverReplicas(const at::Tensor& x, int64_t replicas, const BlockContext& tp);
 at::Tensor scatterSeq(const at::Tensor& x, const BlockContext& tp);
 
 // linear(f(x), w, b) for a column-parallel w (N/TP, C): x (B, T, C), or (B, T/TP, C) under sequence

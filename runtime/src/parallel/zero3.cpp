@@ -52,9 +52,11 @@ struct Zero3::InFlight {
 Zero3::Zero3(Group& shard, Group* replicas, int dp, const StageSpec& stage, const std::vector<at::Tensor>& full,
              at::ScalarType compute_dtype, const at::Device& device)
     : shard_(shard), replicas_(replicas), dp_(dp), dtype_(compute_dtype), device_(device) {
-  // The units of models/dp_layout.h, from the tensors in flat() order: [wte][wpe] blocks… [ln_f w, b];
-  // unit 0 the non-block tensors, unit 1 + b block b's.
-  const size_t n = full.size(), head = size_t(stage.first || stage.last) + size_t(stage.first);
+  // The units of models/dp_layout.h, from the tensors in flat() order: [wte][wpe] blocks… [ln_f w, b]
+  // [lm_head]; unit 0 the non-block tensors, unit 1 + b block b's.
+  const size_t n = full.size(),
+               head = size_t(stage.first || (stage.last && stage.tied)) + size_t(stage.first && stage.learned_positions);
+  const size_t tail = stage.last ? stage.arch.normTensors() + (stage.tied ? 0 : 1) : 0;
   const std::vector<int64_t> layers = stage.layerIds();
   std::vector<models::Slot> slots(n);
   size_t i0 = head;
@@ -63,7 +65,7 @@ Zero3::Zero3(Group& shard, Group* replicas, int dp, const StageSpec& stage, cons
     for (size_t i = i0; i < i0 + count && i < n; ++i) slots[i].layer = int64_t(b);
     i0 += count;
   }
-  if (n != i0 + (stage.last ? 2 : 0)) TRAINSCOPE_THROW("ZeRO-3: unexpected tensor count");
+  if (n != i0 + tail) TRAINSCOPE_THROW("ZeRO-3: unexpected tensor count");
   for (size_t i = 0; i < n; ++i) slots[i].shape = full[i].sizes().vec();
   const int s = shard_.size(), r = shard_.rank();
   const models::DpLayout layout = models::dpLayout(slots, ZeroStage::Parameters, s, 0);

@@ -79,6 +79,10 @@ struct Trainer::Impl {
   std::unique_ptr<DataParallel> dp;    // gradients over DP x CP, ZeRO 0-3 (makeDataParallel picks the class)
   std::unique_ptr<Optimizer> optimizer;
   int wte_index = -1;                  // tied embedding under pipeline parallelism (reduced by hand)
+  // GQA with tp > n_kv_head: c_attn's K/V rows (the last elements of the flattened weight and bias)
+  // are replicas of another TP rank's; per tensor, how many leading elements the gradient norm counts
+  // here (−1: all).
+  std::vector<int64_t> replica_keep;
   LossScaler scaler;
   // Core lanes (CPU): lane k trains on leaves that share the weights' storage but collect their own
   // gradients, which autograd allocates (no zeroing); the main gradients are their sum in lane order.
@@ -220,6 +224,28 @@ struct Trainer::Impl {
     return true;
   }
 
+  // The replicated K/V rows count once, on the first rank of each group of tp / n_kv_head.
+  void countReplicas() {
+    replica_keep.assign(info.size(), -1);
+    const int64_t kv = cfg.model.kvHeads(), t = layout.tp;
+    if (t <= kv || (layout.tp_rank % (t / kv)) == 0) return;
+    const int64_t q_rows = cfg.model.n_head / t * cfg.model.headSize();  // this rank's q rows come first
+    auto endsWith = [](const std::string& n, const std::string& e) {
+      return n.size() >= e.size() && n.compare(n.size() - e.size(), e.size(), e) == 0;
+    };
+    for (size_t i = 0; i < info.size(); ++i) {
+      if (endsWith(info[i].name, "attn.c_attn.weight")) replica_keep[i] = q_rows * cfg.model.n_embd;
+      if (endsWith(info[i].name, "attn.c_attn.bias")) replica_keep[i] = q_rows;
+    }
+  }
+
+  // This rank's share of gradient piece `g` of tensor i that the norm counts (replicas left out).
+  at::Tensor countedPart(size_t i, const at::Tensor& g) const {
+    if (replica_keep.empty() || replica_keep[i] < 0) return g;
+    const int64_t keep = std::clamp<int64_t>(replica_keep[i] - dp->pieceOffset(i), 0, g.numel());
+    return g.reshape({-1}).narrow(0, 0, keep);
+  }
+
   // Core lanes need one process holding the whole model in fp32 on the CPU with no gradient
   // collective during backward (DP buckets would launch on one lane's gradients alone).
   void setUpLanes() {
@@ -294,7 +320,7 @@ struct Trainer::Impl {
       }
       // Under ZeRO the tied embedding (not partitioned) is on every DP rank: count it on one.
       if (static_cast<int>(i) == wte_index && sum_over && sum_over->rank() != 0) continue;
-      counted.push_back(sh.grad);
+      counted.push_back(countedPart(i, sh.grad));
     }
     at::Tensor sq = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
     // Lanes (one process, every parameter counted, scale 1): the lanes' sum already took Σ g².
@@ -407,6 +433,7 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
   full = GptWeights();
   s.master = w.flat();
   s.info = GptWeights::info(s.stage);
+  s.countReplicas();
   s.experts = std::make_unique<Experts>(cfg, *comm, s.info);
   s.tp.moe = s.experts->context();
   if (s.lowPrecision()) {
@@ -419,8 +446,8 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
   }
   std::vector<bool> managed(s.master.size(), true);
   for (size_t i = 0; i < managed.size(); ++i) managed[i] = !s.experts->ownsGradient(i);  // reduced by Experts
-  if (s.layout.pp > 1 && (s.stage.first || s.stage.last)) {
-    s.wte_index = 0;  // flat() puts wte first
+  if (s.layout.pp > 1 && s.stage.tied && (s.stage.first || s.stage.last)) {
+    s.wte_index = 0;  // flat() puts wte first (an untied head is the last stage's own: no sync)
     managed[0] = false;
   }
   s.dp = makeDataParallel(cfg, *comm, s.stage, s.master, s.compute, managed, s.compute_dtype, s.device);
@@ -513,7 +540,7 @@ std::vector<Trainer::Digest> Trainer::weightDigest() const {
   for (size_t i = 0; i < s.master.size(); ++i) {
     if (!s.dp->handsInDigest(s.experts->digestOnThisRank(i, s.layout.dp_rank))) continue;
     if (!s.countedOnThisRank(i)) continue;
-    at::Tensor p = s.master[i].detach().to(at::kDouble);
+    at::Tensor p = s.countedPart(i, s.master[i].detach()).to(at::kDouble);  // replicated K/V rows once
     if (s.info[i].wte) p = s.realRows(i, p);
     out.push_back({s.info[i].name, p.sum().item<double>(), p.square().sum().item<double>(), p.abs().sum().item<double>()});
   }

@@ -30,25 +30,50 @@ struct BlockContext;
 // each whole: no expert tensor parallelism) and an optional shared expert.
 struct MoeWeights {
   at::Tensor router_w;                  // (E, C)        every rank holds the whole router
-  at::Tensor fc_w, fc_b;                // (E/EP, F, C), (E/EP, F)  this rank's experts' c_fc
+  at::Tensor fc_w, fc_b;                // (E/EP, F2, C), (E/EP, F2)  this rank's experts' c_fc
   at::Tensor proj_w, proj_b;            // (E/EP, C, F), (E/EP, C)  their c_proj
   at::Tensor shared_fc_w, shared_fc_b;  // (F, C), (F)   undefined without a shared expert
   at::Tensor shared_proj_w, shared_proj_b;  // (C, F), (C)
   int64_t layer = -1;                   // the global layer it belongs to (its expert-load rows)
+  bool swiglu = false;                  // SwiGLU experts: c_fc (…, 2F, C) rows [gate; up]; biases may be undefined
 
   bool defined() const { return router_w.defined(); }
   // In the order of workloads::parameterTensors: router, experts' c_fc w/b, c_proj w/b, shared's.
   std::vector<at::Tensor> flat() const;
 };
 
-// What a block's flat tensors are: a dense block's 12, or a MoE block's 8 + 5 (+ 4 shared).
+// The description a block is built from, read from the workload (StageSpec::withModel) and nowhere
+// else: GPT-2's shape by default. The flat tensors a block holds and what its forward does follow
+// from it (docs/architecture.md, "Building a block from the description").
+struct BlockArch {
+  bool rms_norm = false;          // RMSNorm (weight only, fp32 compute) instead of LayerNorm (weight, bias)
+  double norm_eps = 1e-5;
+  bool qkv_bias = true, proj_bias = true, mlp_bias = true;
+  bool rope = false;              // rotary positions on q and k (HF rotate_half), else none in the block
+  double rope_theta = 10000;
+  workloads::RopeScaling rope_scaling;  // Llama 3's; factor 0: none
+  bool swiglu = false;            // c_fc rows [gate; up]: down(silu(gate(x)) · up(x)); else GELU-tanh
+  // Whole-model attention heads; 0: GPT-2's (n_kv_head = n_head, head_dim = C / n_head).
+  int64_t n_head = 0, n_kv_head = 0, head_dim = 0;
+  static BlockArch of(const workloads::Workload& w);
+  size_t normTensors() const { return rms_norm ? 1 : 2; }
+};
+
+// What a block's flat tensors are: GPT-2's dense 12 (MoE: 8 + 5, + 4 shared), fewer without biases.
 struct BlockKind {
   bool moe = false, shared_expert = false;
   int64_t layer = -1;  // global layer number
-  size_t count() const { return moe ? 13 + (shared_expert ? 4 : 0) : 12; }
+  BlockArch arch;
+  size_t count() const {
+    const size_t m = arch.mlp_bias ? 2 : 1;
+    return 2 * arch.normTensors() + (arch.qkv_bias ? 2 : 1) + (arch.proj_bias ? 2 : 1) +
+           (moe ? 1 + 2 * m + (shared_expert ? 2 * m : 0) : 2 * m);
+  }
 };
 
 struct BlockWeights {
+  // Tensors the architecture does not have (biases, RMSNorm's bias) are undefined. GQA: c_attn is
+  // ((H + 2·KV)·D / TP, C), rows [q; k; v] of this rank's heads; SwiGLU: c_fc (2F/TP, C), [gate; up].
   at::Tensor ln1_w, ln1_b;      // (C), (C)
   at::Tensor qkv_w, qkv_b;      // (3C/TP, C), (3C/TP)   c_attn
   at::Tensor proj_w, proj_b;    // (C, C/TP), (C)        attn c_proj
@@ -56,10 +81,11 @@ struct BlockWeights {
   at::Tensor fc_w, fc_b;        // (4C/TP, C), (4C/TP)   mlp c_fc     (undefined in a MoE block)
   at::Tensor fcproj_w, fcproj_b;// (C, 4C/TP), (C)       mlp c_proj   (undefined in a MoE block)
   MoeWeights moe;               // a MoE block's MLP instead (TP-replicated)
+  BlockArch arch;
 
   bool isMoe() const { return moe.defined(); }
-  BlockKind kind() const { return {isMoe(), moe.shared_fc_w.defined(), moe.layer}; }
-  std::vector<at::Tensor> flat() const;  // the 8 attention/LayerNorm tensors above, then the MLP's
+  BlockKind kind() const { return {isMoe(), moe.shared_fc_w.defined(), moe.layer, arch}; }
+  std::vector<at::Tensor> flat() const;  // the defined attention/norm tensors above, then the MLP's
   static BlockWeights fromFlat(const at::Tensor* first, const BlockKind& kind);  // reads kind.count()
 };
 
@@ -77,17 +103,20 @@ struct StageSpec {
   // from layer 0; 0: none.
   int64_t moe_every = 0;
   bool shared_expert = false;
+  // The rest of the description (withModel): blocks, learned positions (wpe), tied LM head.
+  BlockArch arch;
+  bool learned_positions = true, tied = true;
 
   int chunks() const { return 1 + static_cast<int>(later_chunks.size()); }
   BlockKind blockKind(int64_t layer) const {
     const bool moe = moe_every > 0 && layer % moe_every == 0;
-    return {moe, moe && shared_expert, layer};
+    return {moe, moe && shared_expert, layer, arch};
   }
-  StageSpec withModel(const workloads::Workload& w) const;  // this split, with w's MoE layers
+  StageSpec withModel(const workloads::Workload& w) const;  // this split, with w's architecture
   int64_t layers() const;                // over all chunks
   std::vector<int64_t> layerIds() const;  // global layer numbers, in chunk order
   StageSpec chunk(int k) const;          // chunk k alone (first only for k = 0, last only for k = v − 1)
-  static StageSpec whole(int64_t n_layer) { return {0, n_layer, true, true, {}, 0, false}; }
+  static StageSpec whole(int64_t n_layer) { return {0, n_layer, true, true, {}, 0, false, {}, true, true}; }
   // Balanced split of n_layer over pp stages (earlier stages take the remainder); with
   // virtual_stages v > 1, chunk k of this stage is chunk stage + k·pp of that split over pp·v.
   static StageSpec of(int64_t n_layer, int pp, int stage, int virtual_stages = 1);
@@ -99,17 +128,19 @@ struct ParamInfo {
   bool decay = false;       // 2-D weight: weight decay applies
   bool tp_sharded = false;  // split over TP ranks (else replicated on each)
   bool sp_partial = false;  // replicated, but its gradient is partial under sequence parallelism
-  bool wte = false;         // the (tied) token embedding
+  bool wte = false;         // the token embedding or the untied LM head: vocabulary rows, padded
   bool expert = false;      // a MoE expert's tensor: split over the ep ranks, reduced over the expert-dp group
 };
 
 struct GptWeights {
-  at::Tensor wte;               // (V/TP, C)  token embedding, also the LM head (first and last stage)
-  at::Tensor wpe;               // (Tmax, C)  first stage
+  at::Tensor wte;               // (V/TP, C)  token embedding (first stage), also the LM head when tied (last)
+  at::Tensor wpe;               // (Tmax, C)  first stage, learned positions only
   std::vector<BlockWeights> blocks;  // this stage's layers
-  at::Tensor lnf_w, lnf_b;      // (C), (C)   last stage
+  at::Tensor lnf_w, lnf_b;      // (C), (C)   last stage (no bias under RMSNorm)
+  at::Tensor lm_head;           // (V/TP, C)  last stage, untied only
+  BlockArch arch;               // the final norm's kind (the blocks carry their own copy)
 
-  // The tensors this stage holds in a fixed order (wte, wpe, blocks, ln_f), and what each is.
+  // The tensors this stage holds in a fixed order (wte, wpe, blocks, ln_f, lm_head), and what each is.
   std::vector<at::Tensor> flat() const;
   static GptWeights fromFlat(const std::vector<at::Tensor>& flat, const StageSpec& stage);
   static std::vector<ParamInfo> info(const StageSpec& stage);

@@ -17,8 +17,9 @@
 
 namespace trainscope::workloads {
 
-// One parameter tensor of the whole model (one rank, no parallelism), in the runtime's order; for a
-// workload that is not GPT-2-shaped (unsupportedForTraining), Hugging Face's names and shapes.
+// One parameter tensor of the whole model (one rank, no parallelism), in the runtime's flat order
+// and names for every architecture (GPT-2's, and the Llama family's: RMSNorm without biases,
+// c_attn [q; k; v] with GQA's smaller K/V, c_fc [gate; up] for SwiGLU, an untied lm_head last).
 struct ParamTensor {
   std::string name;             // canonical name ("wte", "h.0.attn.c_attn.weight", …)
   std::vector<int64_t> shape;

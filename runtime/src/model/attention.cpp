@@ -1,0 +1,65 @@
+// attention.cpp — norms, rotary positions and grouped-query K/V (see attention.h).
+#include "model/attention.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <vector>
+
+namespace trainscope::runtime {
+
+at::Tensor normForward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const BlockArch& a) {
+  const int64_t C = x.size(-1);
+  if (!a.rms_norm) return at::layer_norm(x, {C}, w, b, a.norm_eps);
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor y = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + a.norm_eps);
+  return w * y.to(x.scalar_type());
+}
+
+at::Tensor ropeInverseFrequencies(const BlockArch& a, int64_t D) {
+  // As transformers computes it: in fp32, base ** (arange(0, D, 2) / D).
+  const at::Tensor i = at::arange(0, D, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat);
+  at::Tensor inv = 1.0 / at::pow(a.rope_theta, i / double(D));  // (D/2)
+  const workloads::RopeScaling& s = a.rope_scaling;
+  if (s.factor <= 0) return inv;
+  // Llama 3: wavelengths longer than old_context/low_freq_factor are divided by factor, shorter than
+  // old_context/high_freq_factor kept, and those between interpolated smoothly.
+  const double old_ctx = double(s.original_max_position_embeddings);
+  const double low_wavelen = old_ctx / s.low_freq_factor, high_wavelen = old_ctx / s.high_freq_factor;
+  const at::Tensor wavelen = 2 * M_PI / inv;
+  at::Tensor scaled = at::where(wavelen > low_wavelen, inv / s.factor, inv);
+  const at::Tensor smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  const at::Tensor smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+  const at::Tensor medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+  return at::where(medium, smoothed, scaled);
+}
+
+at::Tensor applyRope(const at::Tensor& x, const at::Tensor& positions, const BlockArch& a) {
+  const int64_t D = x.size(3), T = x.size(1);
+  const at::Tensor inv = ropeInverseFrequencies(a, D).to(x.device());                      // (D/2)
+  const at::Tensor freqs = positions.to(at::kFloat).view({T, 1}) * inv.view({1, D / 2});   // (T, D/2)
+  const at::Tensor emb = at::cat({freqs, freqs}, 1);                                       // (T, D)
+  const at::Tensor cos = emb.cos().to(x.scalar_type()).view({1, T, 1, D});
+  const at::Tensor sin = emb.sin().to(x.scalar_type()).view({1, T, 1, D});
+  auto halves = x.chunk(2, 3);
+  const at::Tensor rotated = at::cat({-halves[1], halves[0]}, 3);                          // rotate_half
+  return x * cos + rotated * sin;                                                          // (B, T, n, D)
+}
+
+at::Tensor mhaQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, const at::Tensor& positions,
+                  const BlockArch& a) {
+  const int64_t B = qkv.size(0), T = qkv.size(1);
+  auto parts = qkv.split_with_sizes({h * D, kv * D, kv * D}, 2);
+  at::Tensor q = parts[0].view({B, T, h, D}), k = parts[1].view({B, T, kv, D}), v = parts[2].view({B, T, kv, D});
+  if (a.rope) {
+    q = applyRope(q, positions, a);
+    k = applyRope(k, positions, a);
+  }
+  if (kv != h) {  // q head i uses K/V head i / (h/kv)
+    k = k.repeat_interleave(h / kv, 2);
+    v = v.repeat_interleave(h / kv, 2);
+  }
+  return at::cat({q.reshape({B, T, h * D}), k.reshape({B, T, h * D}), v.reshape({B, T, h * D})}, 2);  // (B, T, 3hD)
+}
+
+}  // namespace trainscope::runtime
