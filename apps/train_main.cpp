@@ -177,6 +177,11 @@ std::optional<int> parseCommandLine(std::vector<std::string>& args, trainscope::
     return 2;
   }
   noteScheduleSpelling(args, f.cfg);
+  // --init-from / --resume without --workload: the checkpoint's own config.json is the model.
+  const std::string from = !f.out.resume.empty() ? f.out.resume : f.out.init_from;
+  bool workload_given = false;
+  for (const auto& a : args) workload_given = workload_given || a == "--workload" || a.rfind("--workload=", 0) == 0;
+  if (!from.empty() && !workload_given) f.cfg.workload = from + "/config.json";
   return std::nullopt;
 }
 
