@@ -7,7 +7,8 @@ Losses are read from the run database (the steps table holds each step's loss as
 "bit-identical" is compared exactly. Cases:
   save_layout       --save writes the Hugging Face files and trainscope/ beside them; --save-shard-size shards
   resume_single     a run stopped after its step-3 checkpoint, resumed, equals the uninterrupted run bit for bit
-  resume_dp2_zero1  the same under DP 2 with ZeRO-1 (optimizer state saved per rank)
+  resume_dp2_zero1  the same under DP 2 with ZeRO-1 (optimizer state saved per rank), and plain DP 2
+  resume_dp2_tp2    the same under DP 2 x TP 2 (weights gathered over TP), and PP 2 (one weights file per stage)
   killed_mid_write  rank 0 killed while writing a checkpoint leaves the previous one whole and resumable
   other_layout      per-rank optimizer shards resumed under another layout are refused naming why; a
                     replicated checkpoint resumes under DP 2; --init-from takes the weights into any layout
@@ -97,6 +98,16 @@ def main():
         check(os.path.isfile(os.path.join(ck, "trainscope", "optimizer-rank-1.safetensors")),
               "ZeRO-1 saved no per-rank optimizer state")
         resumed_equals_uninterrupted(["--nproc", "2"], "dp2-replicated")
+    elif CASE == "resume_dp2_tp2":
+        ck = resumed_equals_uninterrupted(["--nproc", "4", "--tp", "2"], "dp2tp2")
+        one = fresh("dp2tp2-one.db")
+        run(BASE + ["--init-from", ck, "--steps", "4", "--out", one])  # the gathered weights, in one process
+        check(sorted(losses(one)) == [0, 1, 2, 3], "a DP 2 x TP 2 checkpoint does not start a single-process run")
+        ck = resumed_equals_uninterrupted(["--nproc", "2", "--pp", "2"], "pp2")
+        with open(os.path.join(ck, "model.safetensors.index.json")) as f:
+            files = set(json.load(f)["weight_map"].values())
+        check(files == {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"},
+              f"PP 2 weights files: {files}")
     elif CASE == "killed_mid_write":
         ck = fresh("ck")
         run(BASE + ["--steps", "3", "--save", ck])
@@ -123,8 +134,9 @@ def main():
         run(BASE + ["--resume", one, "--nproc", "2", "--steps", "3"])  # replicated state: any DP degree
         p = run(BASE + ["--resume", one, "--nproc", "2", "--zero", "1", "--steps", "3"], expect=2)
         check("whole on every rank" in p.stderr, f"replicated into ZeRO-1: {p.stderr}")
-        p = run(BASE + ["--steps", "2", "--nproc", "2", "--tp", "2", "--save", fresh("tp2")], expect=2)
-        check("--save" in p.stderr and "not implemented" in p.stderr, f"--save under tp 2: {p.stderr}")
+        p = run(["--workload", "tiny-moe"] + BASE[2:] + ["--steps", "2", "--nproc", "2", "--ep", "2", "--save",
+                                                         fresh("ep2")], expect=2)
+        check("--save" in p.stderr, f"--save of a GPT-2 MoE or under ep 2: {p.stderr}")
     elif CASE == "init_from":
         ck, a, b = fresh("init"), fresh("init-a.db"), fresh("init-b.db")
         run(BASE + ["--steps", "4", "--save", ck])

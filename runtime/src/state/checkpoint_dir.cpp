@@ -18,11 +18,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "state/gather.h"
 #include "state/hf_weights.h"
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/safetensors.h"
 #include "trainscope/runtime/comm.h"
+#include "trainscope/runtime/parallel.h"
 #include "trainscope/workloads/hf_checkpoint.h"
 #include "trainscope/workloads/memory.h"
 
@@ -148,6 +150,30 @@ std::vector<at::Tensor> readState(const std::string& path, const std::string& fi
   return out;
 }
 
+std::string stageFile(int stage, int pp) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "model-%05d-of-%05d.safetensors", stage + 1, pp);
+  return b;
+}
+
+// Under pipeline parallelism: model.safetensors.index.json naming each stage's file.
+void writeIndex(const std::string& dir, const TrainConfig& cfg) {
+  nlohmann::ordered_json map = nlohmann::ordered_json::object();
+  int64_t total = 0;
+  for (int s = 0; s < int(cfg.pp); ++s) {
+    const StageSpec st = stageOf(cfg, s);
+    std::vector<std::string> names;
+    for (const ParamInfo& p : GptWeights::info(st))
+      if (!(p.name == "wte" && !st.first)) names.push_back(p.name);
+    for (const auto& [hf, bytes] : hfNames(cfg.model, names)) {
+      map[hf] = stageFile(s, int(cfg.pp));
+      total += bytes;
+    }
+  }
+  nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
+  writeText(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+}
+
 bool optimizerReplicated(const TrainConfig& c) {
   return !shardsOptimizer(c.zero) && c.tp == 1 && c.pp == 1 && c.ep == 1;
 }
@@ -207,10 +233,9 @@ void checkCheckpointTarget(const std::string& dir, const std::string& field) {
 
 std::string whyCannotSave(const TrainConfig& c) {
   if (c.local_sgd > 0 && c.dp > 1) return "under local SGD the data-parallel replicas hold different weights between averagings";
-  if (c.tp > 1 || c.pp > 1 || c.ep > 1 || c.zero == ZeroStage::Parameters)
-    return "gathering the weights of a model split over ranks (tp " + std::to_string(c.tp) + ", pp " +
-           std::to_string(c.pp) + ", ep " + std::to_string(c.ep) + ", ZeRO-" + std::to_string(stageNumber(c.zero)) +
-           ") into one checkpoint is not implemented yet: save under data parallelism (ZeRO 0-2), or one process";
+  if (c.ep > 1 || c.zero == ZeroStage::Parameters)
+    return std::string("gathering the weights of ") + (c.ep > 1 ? "experts split over ep ranks" : "ZeRO-3's parameter shards") +
+           " into one checkpoint is not implemented yet: save under tp, pp, dp or ZeRO 0-2";
   const std::string hf = workloads::hfUnsupported(c.model);
   if (!hf.empty()) return "workload " + c.model.name + " has no Hugging Face layout: " + hf;
   return "";
@@ -240,11 +265,19 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
   const bool replicated = optimizerReplicated(cfg);
   if (!replicated)
     writeState(tmp + "/" + kStateDir + "/optimizer-rank-" + std::to_string(rank) + ".safetensors", trainer.optimizerState());
-  if (rank == 0) {
-    const std::vector<std::pair<std::string, at::Tensor>> hf = toHf(cfg.model, trainer.masterParams());
+  // The weights: each stage's TP shards put together (collective over the TP group), then written by
+  // the stage's first rank (tp, dp and cp rank 0): the whole model, or under pp one shard per stage.
+  const Layout& l = comm.layout();
+  const std::vector<std::pair<std::string, at::Tensor>> stage = gatherStage(cfg, trainer.masterParams(), comm);
+  if (l.tp_rank == 0 && l.dp_rank == 0 && l.cp_rank == 0) {
+    const std::vector<std::pair<std::string, at::Tensor>> hf = toHf(cfg.model, stage);
     std::vector<safetensors::TensorView> views;
     for (const auto& [name, t] : hf) views.push_back({name, "F32", t.sizes().vec(), t.data_ptr(), int64_t(t.nbytes())});
-    safetensors::writeModel(tmp, views, {{"format", "pt"}}, shard_bytes, "--save");
+    if (l.pp == 1) safetensors::writeModel(tmp, views, {{"format", "pt"}}, shard_bytes, "--save");
+    else safetensors::writeFile(tmp + "/" + stageFile(l.pp_rank, l.pp), views, {{"format", "pt"}}, "--save");
+  }
+  if (rank == 0 && l.pp > 1) writeIndex(tmp, cfg);
+  if (rank == 0) {
     if (kill_mid_write) {  // testing seam (--inject-failure save): the checkpoint is half written
       std::signal(SIGKILL, SIG_DFL);
       std::raise(SIGKILL);

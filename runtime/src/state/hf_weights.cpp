@@ -38,16 +38,43 @@ std::vector<std::string> flatNames(const workloads::Workload& w) {
   return names;
 }
 
-std::vector<std::pair<std::string, at::Tensor>> toHf(const workloads::Workload& w, const std::vector<at::Tensor>& full) {
-  const std::vector<workloads::ParamTensor> shapes = workloads::parameterTensors(w);
-  const std::vector<std::string> names = flatNames(w);
-  if (names.size() != full.size() || shapes.size() != full.size())
-    TRAINSCOPE_THROW("checkpoint: " + std::to_string(full.size()) + " tensors for a model of " +
-                     std::to_string(names.size()));
+namespace {
+std::map<std::string, std::vector<int64_t>> shapesByName(const workloads::Workload& w) {
+  std::map<std::string, std::vector<int64_t>> m;
+  for (const workloads::ParamTensor& t : workloads::parameterTensors(w)) m[t.name] = t.shape;
+  return m;
+}
+const std::vector<int64_t>& shapeOf(const std::map<std::string, std::vector<int64_t>>& m, const std::string& name) {
+  const auto it = m.find(name);
+  if (it == m.end()) TRAINSCOPE_THROW("checkpoint: the model has no tensor " + name);
+  return it->second;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, int64_t>> hfNames(const workloads::Workload& w, const std::vector<std::string>& flat) {
+  const auto shapes = shapesByName(w);
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const std::string& n : flat) {
+    const std::vector<int64_t>& s = shapeOf(shapes, n);
+    for (const workloads::HfPiece& p : workloads::hfPieces(w, n, s)) {
+      int64_t numel = 1;
+      for (size_t d = 0; d < s.size(); ++d) numel *= s[d];
+      if (p.expert >= 0) numel /= s[0];
+      if (p.rows >= 0) numel = numel / (p.expert >= 0 ? s[1] : s[0]) * p.rows;
+      out.emplace_back(p.name, 4 * numel);
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> toHf(const workloads::Workload& w,
+                                                     const std::vector<std::pair<std::string, at::Tensor>>& flat) {
+  const auto shapes = shapesByName(w);
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (size_t i = 0; i < full.size(); ++i) {
-    const at::Tensor t = unpadded(full[i].detach().to(at::kCPU, at::kFloat), shapes[i].shape);
-    for (const workloads::HfPiece& p : workloads::hfPieces(w, names[i], shapes[i].shape)) {
+  for (const auto& [name, tensor] : flat) {
+    const std::vector<int64_t>& shape = shapeOf(shapes, name);
+    const at::Tensor t = unpadded(tensor.detach().to(at::kCPU, at::kFloat), shape);
+    for (const workloads::HfPiece& p : workloads::hfPieces(w, name, shape)) {
       at::Tensor x = p.expert >= 0 ? t.select(0, p.expert) : t;
       if (p.rows >= 0) x = x.narrow(0, p.row_begin, p.rows);
       if (p.transpose) x = x.t();

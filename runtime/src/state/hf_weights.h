@@ -14,9 +14,12 @@
 
 namespace trainscope::runtime {
 
-// The whole model's tensors in flat order (GptWeights::info(StageSpec::whole) names), each fp32 on
-// the CPU, unpadded or vocabulary-padded: the Hugging Face tensors, contiguous, in file order.
-std::vector<std::pair<std::string, at::Tensor>> toHf(const workloads::Workload& w, const std::vector<at::Tensor>& full);
+// Whole tensors by flat name (a stage's or the model's; fp32, unpadded or vocabulary-padded): the
+// Hugging Face tensors, contiguous on the CPU, in file order.
+std::vector<std::pair<std::string, at::Tensor>> toHf(const workloads::Workload& w,
+                                                     const std::vector<std::pair<std::string, at::Tensor>>& flat);
+// The Hugging Face names those flat tensors become, and their bytes in fp32.
+std::vector<std::pair<std::string, int64_t>> hfNames(const workloads::Workload& w, const std::vector<std::string>& flat);
 
 // The whole model from Hugging Face tensors (F32, BF16 or F16; converted to fp32), checked against
 // w's shapes. Errors are UserErrors naming `field` (--resume, --init-from) and the folder.

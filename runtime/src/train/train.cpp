@@ -460,6 +460,14 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
 
 }  // namespace
 
+// --save: refused before anything runs when the layout cannot save or DIR is not ours to write.
+static void checkSave(const TrainConfig& cfg, const RunOutput& out) {
+  if (out.save.empty()) return;
+  if (const std::string why = whyCannotSave(cfg); !why.empty())
+    throw UserError("--save", why, "drop --save, or run a layout that can save");
+  checkCheckpointTarget(out.save, "--save");
+}
+
 bool isRankProcess() { return rankEnvFromEnvironment().distributed; }
 
 void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
@@ -475,14 +483,6 @@ void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
   }
   if (!out.out.empty())
     rundb::checkWritable(out.out, out.overwrite, out.tracing() ? "--trace" : "--out", runInputs(cfg));
-}
-
-// --save: refused before anything runs when the layout cannot save or DIR is not ours to write.
-void checkSave(const TrainConfig& cfg, const RunOutput& out) {
-  if (out.save.empty()) return;
-  if (const std::string why = whyCannotSave(cfg); !why.empty())
-    throw UserError("--save", why, "drop --save, or run a layout that can save");
-  checkCheckpointTarget(out.save, "--save");
 }
 
 RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
