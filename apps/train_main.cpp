@@ -77,6 +77,12 @@ void printDone(const rt::RunResult& r) {
             << mib(r.last.param_bytes) << ", grads " << mib(r.last.grad_bytes) << ", optimizer "
             << mib(r.last.optim_bytes) << ", activations " << mib(r.last.activation_bytes) << "\n";
   if (!r.database.empty()) std::cout << "run database: " << r.database << "\n";
+  if (!r.checkpoints.empty()) {
+    const rt::CheckpointWritten& c = r.checkpoints.back();
+    std::cout << "checkpoint: " << c.dir << " (after step " << c.step << ", " << mib(c.bytes) << " in "
+              << c.seconds << " s" << (r.checkpoints.size() > 1 ? ", " + std::to_string(r.checkpoints.size()) + " written" : "")
+              << ")\n";
+  }
   std::cout << std::flush;
 }
 
@@ -129,6 +135,8 @@ void printJson(const rt::RunResult& r) {
     j["non_tensor_bytes"] = r.non_tensor_bytes;
   }
   if (!r.database.empty()) j["out"] = r.database;
+  for (const rt::CheckpointWritten& c : r.checkpoints)
+    j["checkpoints"].push_back({{"step", c.step}, {"seconds", c.seconds}, {"bytes", c.bytes}, {"dir", c.dir}});
   std::cout << trainscope::jsonText(j) << std::endl;
 }
 
