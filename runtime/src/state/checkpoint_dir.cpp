@@ -334,6 +334,9 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
   return out;
 }
 
+static void resumeState(const nlohmann::json& s, const std::string& dir, const TrainConfig& cfg, int rank,
+                        const std::string& field, LoadedCheckpoint* loaded);
+
 LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, int rank, bool resume,
                                 const std::string& field) {
   const std::string fix = resume ? "pass a folder an earlier `run --save` wrote"
@@ -360,6 +363,19 @@ LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, 
   if (s.is_null())
     throw UserError(field, dir + " holds weights but no trainscope state (trainscope/state.json), so there is nothing to resume",
                     "use --init-from " + dir + " to start from its weights with a fresh optimizer");
+  try {
+    resumeState(s, dir, cfg, rank, field, &out);
+  } catch (const nlohmann::json::exception&) {
+    throw UserError(field, dir + "/trainscope/state.json is damaged (a value of the wrong type)",
+                    "resume from another checkpoint, or --init-from " + dir + " for its weights alone");
+  }
+  return out;
+}
+
+// The trainer state of a checkpoint whose weights are loaded: checked against this run, then read.
+static void resumeState(const nlohmann::json& s, const std::string& dir, const TrainConfig& cfg, int rank,
+                        const std::string& field, LoadedCheckpoint* loaded) {
+  LoadedCheckpoint& out = *loaded;
   auto need = [&](bool ok, const std::string& what, const std::string& how) {
     if (!ok) throw UserError(field, dir + " was saved " + what, how);
   };
@@ -368,7 +384,9 @@ LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, 
     throw UserError("--steps", "is " + std::to_string(cfg.steps) + " but the checkpoint in " + dir + " is at step " +
                                    std::to_string(step) + ": nothing is left to run",
                     "pass --steps greater than " + std::to_string(step) + " (steps count from the run's start)");
-  const nlohmann::json& d = s["data"];
+  const nlohmann::json d = s.value("data", nlohmann::json::object());
+  const nlohmann::json o = s.value("optimizer", nlohmann::json::object());
+  const nlohmann::json saved_layout = s.value("layout", nlohmann::json::object());
   need(d.value("source", "") == cfg.data && d.value("seed", uint64_t(0)) == cfg.seed,
        "reading data " + d.value("source", "") + " (seed " + std::to_string(d.value("seed", uint64_t(0))) + ")",
        "pass the same --data and --seed");
@@ -376,19 +394,19 @@ LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, 
        "with seq " + std::to_string(d.value("seq", int64_t(0))) + " and a global batch of " +
            std::to_string(d.value("global_batch", int64_t(0))) + ": the data position would differ",
        "pass the same --seq and --gbs");
-  const std::string kind = s["optimizer"].value("kind", "");
+  const std::string kind = o.value("kind", "");
   need(kind == toString(cfg.optimizer), "with optimizer " + kind, "pass --optimizer " + kind + ", or --init-from " + dir + " for a fresh optimizer");
-  const bool replicated = s["optimizer"].value("files", "") == "replicated";
+  const bool replicated = o.value("files", "") == "replicated";
   const nlohmann::json now = layoutJson(cfg);
   if (replicated) {
     need(optimizerReplicated(cfg),
-         "with the optimizer state whole on every rank (" + layoutText(s["layout"]) + "); this run splits it (" +
+         "with the optimizer state whole on every rank (" + layoutText(saved_layout) + "); this run splits it (" +
              layoutText(now) + ")",
          "resume without ZeRO, tp, pp or ep, or --init-from " + dir + " (weights only, fresh optimizer)");
     out.optimizer = readState(dir + "/" + kStateDir + "/optimizer.safetensors", field);
   } else {
-    need(s["layout"] == now,
-         "with its optimizer state split over ranks as " + layoutText(s["layout"]) + ", not as this run's " +
+    need(saved_layout == now,
+         "with its optimizer state split over ranks as " + layoutText(saved_layout) + ", not as this run's " +
              layoutText(now) + " (the weights could be re-sharded, the optimizer shards are not)",
          "resume under the same layout, or --init-from " + dir + " (weights only, fresh optimizer)");
     out.optimizer = readState(dir + "/" + kStateDir + "/optimizer-rank-" + std::to_string(rank) + ".safetensors", field);
@@ -398,7 +416,6 @@ LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, 
   out.resumable.optimizer_steps = s.value("optimizer_steps", int64_t(0));
   out.resumable.loss_scale = s.value("loss_scale", 1.0);
   out.resumable.clean_steps = s.value("clean_steps", int64_t(0));
-  return out;
 }
 
 void checkOptimizerState(const LoadedCheckpoint& c, const Trainer& trainer, const std::string& dir,
