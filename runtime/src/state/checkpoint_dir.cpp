@@ -254,6 +254,9 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
       throw UserError("--save", "could not create a folder beside " + dir + ": " + std::strerror(errno),
                       "check that its folder is writable");
     tmp = pattern;
+    const mode_t mask = ::umask(0);  // mkdtemp makes 0700; a checkpoint folder is as any new folder
+    ::umask(mask);
+    ::chmod(tmp.c_str(), 0777 & ~mask);
     if (::mkdir((tmp + "/" + kStateDir).c_str(), 0755) != 0)
       throw UserError("--save", "could not create " + tmp + "/" + kStateDir + ": " + std::strerror(errno), "check the disk");
   }
@@ -290,7 +293,7 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
   out.step = r.step;
   if (rank == 0) {
     // state.json last: a folder without it is no checkpoint, and it names what the others hold.
-    nlohmann::ordered_json s;
+    nlohmann::json s;  // (readers find every key by name; the order is JSON's)
     s["format"] = kFormat;
     s["version"] = 1;
     s["step"] = r.step;

@@ -48,7 +48,7 @@ std::vector<std::pair<std::string, at::Tensor>> gatherStage(const TrainConfig& c
                      std::to_string(info.size()));
   const workloads::Workload& w = cfg.model;
   const int tp = l.tp;
-  std::vector<int> all(size_t(tp));
+  std::vector<int> all(static_cast<size_t>(tp));
   for (int r = 0; r < tp; ++r) all[size_t(r)] = r;
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (size_t i = 0; i < info.size(); ++i) {
