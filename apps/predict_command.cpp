@@ -26,6 +26,7 @@
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/profile.h"
 #include "trainscope/workloads/architecture.h"
+#include "trainscope/workloads/memory.h"
 #include "trainscope/workloads/workload.h"
 
 namespace trainscope::apps {
@@ -385,12 +386,40 @@ int runBatch(const PredictFlags& defaults) {
 
 }  // namespace
 
+// A `run --save` checkpoint's write (docs/time-model.md, "Checkpoint write"): its bytes are the
+// fp32 weights (4 per parameter, whatever the precision: the Hugging Face files hold the master
+// weights) plus the whole model's optimizer state (summed over ranks: ZeRO shards add up to it);
+// written at the storage's aggregate bandwidth, time = bytes / (storage_gbps · 1e9).
+nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o) {
+  const workloads::OptimizerState opt = f.optimizer == "sgd"         ? workloads::OptimizerState::SGD
+                                        : f.optimizer == "adafactor" ? workloads::OptimizerState::Adafactor
+                                        : f.optimizer == "adam8bit"  ? workloads::OptimizerState::Adam8bit
+                                                                     : workloads::OptimizerState::AdamW;
+  const int64_t weights = 4 * o.w.parameterCount();
+  const int64_t optimizer = workloads::modelStateBytes(o.w, false, opt).optimizer;
+  const double bytes = double(weights + optimizer);
+  return {{"bytes", weights + optimizer}, {"weights_bytes", weights}, {"optimizer_bytes", optimizer},
+          {"storage_gbps", f.storage_gbps}, {"write_s", bytes / (f.storage_gbps * 1e9)}};
+}
+
 int runPredict(const PredictFlags& f) {
   if (!f.batch.empty()) return runBatch(f);
   Loaded loaded;
   const Outcome o = evaluate(f, loaded);
-  if (f.json) std::cout << jsonText(toJson(o)) << "\n";
-  else printText(o);
+  if (f.json) {
+    nlohmann::json j = toJson(o);
+    if (f.storage_gbps > 0) j["checkpoint"] = checkpointPrice(f, o);
+    std::cout << jsonText(j) << "\n";
+    return 0;
+  }
+  printText(o);
+  if (f.storage_gbps > 0) {
+    const nlohmann::json c = checkpointPrice(f, o);
+    std::printf("\ncheckpoint (run --save): %.2f GiB (fp32 weights %.2f + optimizer state %.2f) at %.3g GB/s: %.2f s "
+                "to write (bytes / bandwidth)\n",
+                c["bytes"].get<double>() / double(int64_t(1) << 30), c["weights_bytes"].get<double>() / double(int64_t(1) << 30),
+                c["optimizer_bytes"].get<double>() / double(int64_t(1) << 30), f.storage_gbps, c["write_s"].get<double>());
+  }
   return 0;
 }
 

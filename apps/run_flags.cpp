@@ -107,6 +107,18 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
          "steps|ranges|ops|all")
       ->default_str(rt::toString(f.out.trace_level));
   run->add_flag("--trace-shapes", f.out.trace_shapes, "record LibTorch op input shapes (ops level)");
+  run->add_option("--save", f.out.save,
+                  "write a checkpoint here at the end (Hugging Face layout plus trainscope/: docs/checkpoints.md)");
+  run->add_option_function<std::string>(
+         "--save-every", [&f](const std::string& s) { f.out.save_every = rt::parseIntegerAs<int64_t>(s, "--save-every"); },
+         "also write the checkpoint every N steps (replacing the previous one)")
+      ->type_name("INT");
+  run->add_option_function<std::string>(
+         "--save-shard-size", [&f](const std::string& s) { f.out.save_shard_bytes = rt::parseBytes(s, "--save-shard-size"); },
+         "weights past this size are split into model-0000K-of-0000N.safetensors with an index (default 5G)");
+  run->add_option("--resume", f.out.resume, "continue the run saved in this checkpoint folder (same flags, --steps counts from the start)");
+  run->add_option("--init-from", f.out.init_from,
+                  "start from the weights of this checkpoint folder (Hugging Face layout) with a fresh optimizer");
   run->add_flag("--json", f.json, "print one JSON summary line at the end");
   run->add_flag("-q,--quiet", f.quiet, "no per-step lines");
 }

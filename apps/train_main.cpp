@@ -77,6 +77,12 @@ void printDone(const rt::RunResult& r) {
             << mib(r.last.param_bytes) << ", grads " << mib(r.last.grad_bytes) << ", optimizer "
             << mib(r.last.optim_bytes) << ", activations " << mib(r.last.activation_bytes) << "\n";
   if (!r.database.empty()) std::cout << "run database: " << r.database << "\n";
+  if (!r.checkpoints.empty()) {
+    const rt::CheckpointWritten& c = r.checkpoints.back();
+    std::cout << "checkpoint: " << c.dir << " (after step " << c.step << ", " << mib(c.bytes) << " in "
+              << c.seconds << " s" << (r.checkpoints.size() > 1 ? ", " + std::to_string(r.checkpoints.size()) + " written" : "")
+              << ")\n";
+  }
   std::cout << std::flush;
 }
 
@@ -129,6 +135,8 @@ void printJson(const rt::RunResult& r) {
     j["non_tensor_bytes"] = r.non_tensor_bytes;
   }
   if (!r.database.empty()) j["out"] = r.database;
+  for (const rt::CheckpointWritten& c : r.checkpoints)
+    j["checkpoints"].push_back({{"step", c.step}, {"seconds", c.seconds}, {"bytes", c.bytes}, {"dir", c.dir}});
   std::cout << trainscope::jsonText(j) << std::endl;
 }
 
@@ -177,6 +185,11 @@ std::optional<int> parseCommandLine(std::vector<std::string>& args, trainscope::
     return 2;
   }
   noteScheduleSpelling(args, f.cfg);
+  // --init-from / --resume without --workload: the checkpoint's own config.json is the model.
+  const std::string from = !f.out.resume.empty() ? f.out.resume : f.out.init_from;
+  bool workload_given = false;
+  for (const auto& a : args) workload_given = workload_given || a == "--workload" || a.rfind("--workload=", 0) == 0;
+  if (!from.empty() && !workload_given) f.cfg.workload = from + "/config.json";
   return std::nullopt;
 }
 

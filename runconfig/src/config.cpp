@@ -429,6 +429,16 @@ int64_t parseBytes(const std::string& text, const std::string& field) {
 }
 
 void resolve(RunOutput& o) {
+  if (o.save_every < 0)
+    throw UserError("--save-every", "must be 0 (only at the end) or a positive number of steps, got " +
+                    std::to_string(o.save_every), "pass --save-every N with N >= 1");
+  if (o.save_every > 0 && o.save.empty())
+    throw UserError("--save-every", "needs --save DIR (where the checkpoints go)", "add --save DIR");
+  if (o.save_shard_bytes <= 0)
+    throw UserError("--save-shard-size", "must be positive", "pass a size such as 5G (the default) or 100M");
+  if (!o.resume.empty() && !o.init_from.empty())
+    throw UserError("--init-from", "and --resume are two ways to start: a run takes one",
+                    "use --resume DIR to continue a saved run, or --init-from DIR for its weights with a fresh optimizer");
   if (!o.trace.empty()) {
     if (!o.out.empty() && o.out != o.trace)
       throw UserError("--trace", "and --out name different files (" + o.trace + ", " + o.out + ")",

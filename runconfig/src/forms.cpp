@@ -247,6 +247,11 @@ std::string toJson(const RunSpec& s) {
                  {"trace_level", toString(o.trace_level)},
                  {"trace_shapes", o.trace_shapes},
                  {"overwrite", o.overwrite}};
+  if (!o.save.empty()) j["output"]["save"] = o.save;
+  if (o.save_every) j["output"]["save_every"] = o.save_every;
+  if (o.save_shard_bytes != RunOutput().save_shard_bytes) j["output"]["save_shard_bytes"] = o.save_shard_bytes;
+  if (!o.resume.empty()) j["output"]["resume"] = o.resume;
+  if (!o.init_from.empty()) j["output"]["init_from"] = o.init_from;
   j["quiet"] = s.quiet;
   return jsonText(j);
 }
@@ -267,6 +272,11 @@ RunSpec runSpecFromJson(const std::string& text, const std::string& source) {
     out.get("trace_level", o.trace_level);
     out.get("trace_shapes", o.trace_shapes);
     out.get("overwrite", o.overwrite);
+    out.get("save", o.save);
+    out.get("save_every", o.save_every);
+    out.get("save_shard_bytes", o.save_shard_bytes);
+    out.get("resume", o.resume);
+    out.get("init_from", o.init_from);
   }
   top.get("quiet", s.quiet);
   return s;
@@ -280,6 +290,12 @@ std::vector<std::string> toArgs(const RunSpec& s) {
   a.insert(a.end(), {"--trace-level", toString(o.trace_level)});
   if (o.trace_shapes) a.push_back("--trace-shapes");
   if (o.overwrite) a.push_back("--overwrite");
+  if (!o.save.empty()) a.insert(a.end(), {"--save", o.save});
+  if (o.save_every) a.insert(a.end(), {"--save-every", std::to_string(o.save_every)});
+  if (o.save_shard_bytes != RunOutput().save_shard_bytes)
+    a.insert(a.end(), {"--save-shard-size", std::to_string(o.save_shard_bytes)});
+  if (!o.resume.empty()) a.insert(a.end(), {"--resume", o.resume});
+  if (!o.init_from.empty()) a.insert(a.end(), {"--init-from", o.init_from});
   if (s.quiet) a.push_back("-q");
   return a;
 }

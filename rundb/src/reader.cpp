@@ -262,6 +262,14 @@ std::vector<ExpertLoad> RunReader::expertLoad() {
   return out;
 }
 
+std::vector<Checkpoint> RunReader::checkpoints() {
+  std::vector<Checkpoint> out;
+  if (!hasTable("checkpoints")) return out;
+  Statement s(*db_, io::selectAll<Checkpoint>() + " ORDER BY step");
+  while (s.step()) out.push_back(io::RowIo<Checkpoint>::read(s));
+  return out;
+}
+
 bool RunReader::hasEvents(const char* t) {
   if (!hasTable(table(t).name)) return false;
   Statement s(*db_, std::string("SELECT 1 FROM ") + table(t).name + " LIMIT 1");

@@ -379,6 +379,7 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
     if (n > 0) rep.drops.emplace_back(src, n);
 
   rep.expert_load = summarizeExpertLoad(reader.expertLoad());
+  rep.checkpoints = reader.checkpoints();
 
   // What the import left out without dropping an event: values of the wrong type, device events of
   // categories it does not read (counted in meta by `trainscope import`).
@@ -506,6 +507,16 @@ std::string formatReport(const Report& r) {
     }
   }
   if (!r.expert_load.empty()) formatExpertLoad(r.expert_load, o);
+  if (!r.checkpoints.empty()) {
+    o << "\ncheckpoints (run --save):\n";
+    for (const Checkpoint& c : r.checkpoints) {
+      char line[256];
+      std::snprintf(line, sizeof(line), "  after step %lld: %.1f MiB in %.3f s (%.1f MB/s)  %s\n",
+                    static_cast<long long>(c.step), double(c.bytes) / (1 << 20), c.seconds,
+                    c.seconds > 0 ? double(c.bytes) / c.seconds * 1e-6 : 0.0, c.path.c_str());
+      o << line;
+    }
+  }
   for (const auto& [src, n] : r.drops)
     o << "\nwarning: " << n << " " << src
       << (src == "import" ? " events were left out while importing (a time outside int64 nanoseconds, or a negative "
@@ -532,6 +543,9 @@ std::string reportJson(const Report& r) {
   j["dropped"] = nlohmann::json::object();
   for (const auto& [src, n] : r.drops) j["dropped"][src] = n;
   j["warnings"] = r.warnings;
+  j["checkpoints"] = nlohmann::json::array();
+  for (const Checkpoint& c : r.checkpoints)
+    j["checkpoints"].push_back({{"step", c.step}, {"seconds", c.seconds}, {"bytes", c.bytes}, {"path", c.path}});
   j["expert_load"] = nlohmann::json::array();
   for (const auto& l : r.expert_load)
     j["expert_load"].push_back({{"layer", l.layer}, {"experts", l.experts}, {"steps", l.steps},

@@ -249,6 +249,15 @@ struct RowIo<ExpertLoad> {
   }
 };
 
+template <>
+struct RowIo<Checkpoint> {
+  static constexpr const char* kTable = "checkpoints";
+  static void bind(Statement& s, int b, const Checkpoint& r) { s.bindFrom(b, r.step, r.seconds, r.bytes, r.path); }
+  static Checkpoint read(const Statement& s) {
+    return Checkpoint{s.columnInt(0), s.columnDouble(1), s.columnInt(2), s.columnText(3)};
+  }
+};
+
 // "SELECT <every column> FROM <table>" for a row type.
 template <class Row>
 std::string selectAll() {

@@ -81,6 +81,8 @@ std::vector<Table> makeTables() {
        {{"rank", IN, R::Rank}, {"step", IN}, {"layer", IN}, {"expert", IN}, {"tokens", IN}, {"dropped", IN},
         {"capacity", IN}, {"aux_loss", RN}, {"z_loss", RN}},
        ", PRIMARY KEY (rank, step, layer, expert)"},
+      // `run --save` checkpoints (rank 0 writes them; a file without the table: none).
+      {"checkpoints", {{"step", IN}, {"seconds", RN}, {"bytes", IN}, {"path", TN}}, ", PRIMARY KEY (step)"},
   };
 }
 

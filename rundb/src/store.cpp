@@ -259,6 +259,19 @@ void RunStore::appendExpertLoad(const std::vector<ExpertLoad>& rows) {
   }
 }
 
+void RunStore::appendCheckpoint(const Checkpoint& row) {
+  Statement& s = cached(insertSql(table("checkpoints"), 1, "INSERT OR REPLACE"));
+  begin();
+  try {
+    io::RowIo<Checkpoint>::bind(s, 1, row);
+    s.run();
+    commit();
+  } catch (...) {
+    rollback();
+    throw;
+  }
+}
+
 void RunStore::writeWeightDigest(const std::vector<WeightDigest>& digest) {
   begin();
   Statement& s = cached(insertSql(table("weight_digest"), 1, "INSERT OR REPLACE"));

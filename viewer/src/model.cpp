@@ -295,6 +295,7 @@ Trace readTrace(const std::string& path, LoadProgress* progress, int threads, bo
   trace.meta = reader.meta();
   trace.steps = reader.steps();
   trace.drops = reader.drops();
+  trace.checkpoints = reader.checkpoints();
   std::map<int64_t, rundb::RankInfo> infos;
   for (const auto& info : reader.ranks()) infos[info.rank] = info;
 

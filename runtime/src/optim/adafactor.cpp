@@ -61,6 +61,14 @@ class Adafactor final : public Optimizer {
     }
   }
 
+  std::vector<at::Tensor> stateTensors() const override {
+    std::vector<at::Tensor> out;
+    for (const auto& s : state_)
+      for (const at::Tensor* t : {&s.row, &s.col, &s.full})
+        if (t->defined()) out.push_back(*t);
+    return out;
+  }
+
   int64_t stateBytes() const override {
     int64_t b = 0;
     for (const auto& s : state_)

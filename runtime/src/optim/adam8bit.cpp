@@ -67,6 +67,12 @@ class Adam8bit final : public Optimizer {
     }
   }
 
+  std::vector<at::Tensor> stateTensors() const override {
+    std::vector<at::Tensor> out;
+    for (const auto& s : state_) out.insert(out.end(), {s.m, s.v, s.m_absmax, s.v_absmax});
+    return out;
+  }
+
   int64_t stateBytes() const override {
     int64_t b = 0;
     for (const auto& s : state_) b += s.m.nbytes() + s.v.nbytes() + s.m_absmax.nbytes() + s.v_absmax.nbytes();

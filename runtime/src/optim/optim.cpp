@@ -115,6 +115,13 @@ class AdamW final : public Optimizer, public PartitionedStep {
     }
   }
 
+  std::vector<at::Tensor> stateTensors() const override {
+    std::vector<at::Tensor> out;
+    for (const Group* g : {&decay_, &no_decay_})
+      for (size_t i = 0; i < g->params.size(); ++i) out.insert(out.end(), {g->m[i], g->v[i], g->step[i]});
+    return out;
+  }
+
   int64_t stateBytes() const override {
     int64_t b = 0;
     for (const Group* g : {&decay_, &no_decay_})
@@ -149,6 +156,7 @@ class Sgd final : public Optimizer {
       params_[i].add_(d, -lr);
     }
   }
+  std::vector<at::Tensor> stateTensors() const override { return buf_; }
   int64_t stateBytes() const override {
     int64_t b = 0;
     for (const auto& t : buf_) b += t.nbytes();

@@ -64,7 +64,8 @@ void StopSignals::watch() {
 bool injectedFailure(const std::string& spec, int rank, int64_t step) {
   // "merge": the trace merge fails (finishTrace); "close": the run database's close fails as on a
   // full disk (closeAsOnAFullDisk).
-  if (spec.empty() || spec == "merge" || spec == "close") return false;
+  // "save": rank 0 dies of SIGKILL halfway through writing a --save checkpoint (saveCheckpoint).
+  if (spec.empty() || spec == "merge" || spec == "close" || spec == "save") return false;
   int r = -1;
   long long k = -1;
   char kind[16] = {};
@@ -72,7 +73,7 @@ bool injectedFailure(const std::string& spec, int rank, int64_t step) {
   const std::string what = n == 3 ? kind : "throw";
   if (n < 2 || r < 0 || k < 0 || (what != "throw" && what != "segv" && what != "hang" && what != "oom" && what != "linger"))
     throw UserError("--inject-failure",
-                    "expects RANK:STEP[:throw|segv|hang|oom|linger], merge or close, got \"" + spec + "\"",
+                    "expects RANK:STEP[:throw|segv|hang|oom|linger], merge, close or save, got \"" + spec + "\"",
                     "e.g. --inject-failure 1:2");
   if (r != rank || k != step) return false;
   if (what == "segv") {

@@ -24,9 +24,11 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "state/checkpoint_dir.h"
 #include "train/exchange.h"
 #include "train/preflight.h"
 #include "train/run_control.h"
@@ -323,7 +325,7 @@ bool runStep(RunContext& c, int64_t k, StepTotals* t, RunResult* res) {
   if (c.rec.store)
     for (const auto& row : rows) c.rec.store->appendStep(row);
   if (c.info.leader) t->all_rows.insert(t->all_rows.end(), rows.begin(), rows.end());
-  if (k == 0) res->first_loss = r.loss;
+  if (res->steps_done == 0 || k == 0) res->first_loss = r.loss;  // (a resumed run's first step is k > 0)
   if (k > 0 || c.cfg.steps == 1) {  // step 0 pays one-time costs
     t->hidden_sum += c.trainer.lastHiddenShare();
     t->comm_sum += c.trainer.lastCommSeconds();
@@ -401,7 +403,17 @@ void closeAndSummarize(RunContext& c, const StepTotals& t, RunResult* res) {
 // rank 0 records at the end, close.
 RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, const Layout& layout,
                       const DeviceChoice& dev, Comm& comm, RunObserver* obs, int64_t resident_at_start) {
-  Trainer trainer(cfg, dev, &comm);  // checks the data before anything is written
+  // --resume / --init-from: the whole model from the checkpoint; each rank keeps its part of it.
+  const std::string from = !out.resume.empty() ? out.resume : out.init_from;
+  const std::string from_flag = !out.resume.empty() ? "--resume" : "--init-from";
+  std::optional<LoadedCheckpoint> loaded;
+  if (!from.empty()) loaded = loadCheckpoint(from, cfg, layout.rank, !out.resume.empty(), from_flag);
+  Trainer trainer(cfg, dev, &comm, loaded ? &loaded->full : nullptr);  // checks the data before anything is written
+  if (loaded && loaded->resumed) {
+    checkOptimizerState(*loaded, trainer, from, from_flag);
+    trainer.restore(loaded->resumable, loaded->optimizer);
+  }
+  loaded.reset();
   info.parameters = cfg.model.parameterCount();
   if (layout.world == 1 && trainer.parameterCount() != info.parameters)
     TRAINSCOPE_THROW("parameter count " + std::to_string(trainer.parameterCount()) + " differs from the analytic " +
@@ -418,11 +430,20 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
   res.info.config = nullptr;
   res.config = cfg;
   StepTotals totals;
-  for (int64_t k = 0; k < cfg.steps; ++k)
+  auto save = [&] {
+    const SavedCheckpoint s = saveCheckpoint(out.save, cfg, trainer, comm, out.save_shard_bytes,
+                                             cfg.inject_failure == "save");
+    if (rec.store) rec.store->appendCheckpoint({s.step, s.seconds, s.bytes, out.save});
+    res.checkpoints.push_back({s.step, s.seconds, s.bytes, out.save});
+  };
+  for (int64_t k = trainer.stepsDone(); k < cfg.steps; ++k) {
     if (!runStep(c, k, &totals, &res)) {
       if (res.end == RunEnd::Diverged) return res;
       break;
     }
+    if (!out.save.empty() && out.save_every > 0 && (k + 1) % out.save_every == 0 && k + 1 < cfg.steps) save();
+  }
+  if (!out.save.empty()) save();  // at the end, or after the step a stop signal ended
   handInCollectives(rec, comm);
   handInExpertLoad(rec, comm, cfg);
   writeDigest(rec, comm, trainer, cfg, layout);
@@ -439,11 +460,20 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
 
 }  // namespace
 
+// --save: refused before anything runs when the layout cannot save or DIR is not ours to write.
+static void checkSave(const TrainConfig& cfg, const RunOutput& out) {
+  if (out.save.empty()) return;
+  if (const std::string why = whyCannotSave(cfg); !why.empty())
+    throw UserError("--save", why, "drop --save, or run a layout that can save");
+  checkCheckpointTarget(out.save, "--save");
+}
+
 bool isRankProcess() { return rankEnvFromEnvironment().distributed; }
 
 void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
   resolve(cfg, cfg.nproc);
   resolve(out);
+  checkSave(cfg, out);
   Layout::make(cfg.world, 0, cfg.tp, cfg.pp, cfg.cp);
   TokenSource probe(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
   (void)probe;
@@ -460,6 +490,7 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
   const RankEnv env = rankEnvFromEnvironment();
   resolve(cfg, env.distributed ? env.world : 1);
   resolve(out);
+  checkSave(cfg, out);
   const Layout layout = Layout::make(cfg.world, env.rank, cfg.tp, cfg.pp, cfg.cp);
   resetPeakResident();  // VmHWM from here: this run's peak, not an earlier one's in this process
   const int64_t resident_at_start = residentMemory().now;

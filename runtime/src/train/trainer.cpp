@@ -391,7 +391,8 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : impl_(std::make_unique<Impl>()) {
+Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm, const GptWeights* initial)
+    : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.cfg = cfg;
   s.dev = dev;
@@ -425,8 +426,10 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm) : 
     s.cp.positions = contextPositions(cfg.seq, s.layout.cp, s.layout.cp_rank, s.device);  // (T/CP)
     s.tp.cp = &s.cp;
   }
-  GptWeights full = initGpt(cfg.model, cfg.seed, at::kCPU);
-  GptWeights w = (s.layout.world == 1 && s.device.is_cpu())
+  GptWeights full = initial ? GptWeights() : initGpt(cfg.model, cfg.seed, at::kCPU);
+  GptWeights w = initial ? shardGpt(*initial, s.stage, s.layout.tp, s.layout.tp_rank, s.device, cfg.ep,
+                                    s.layout.dp_rank % cfg.ep)
+                 : (s.layout.world == 1 && s.device.is_cpu())
                      ? full
                      : shardGpt(full, s.stage, s.layout.tp, s.layout.tp_rank, s.device, cfg.ep,
                                 s.layout.dp_rank % cfg.ep);
@@ -521,6 +524,24 @@ double Trainer::computeGradients(int64_t step) {
 }
 
 std::vector<at::Tensor> Trainer::masterParams() const { return impl_->master; }
+Trainer::Resumable Trainer::resumable() const {
+  const Impl& s = *impl_;
+  return {s.step, s.optimizer->steps(), s.scaler.clean_steps, s.scaler.scale};
+}
+std::vector<at::Tensor> Trainer::optimizerState() const { return impl_->optimizer->stateTensors(); }
+void Trainer::restore(const Resumable& r, const std::vector<at::Tensor>& state) {
+  Impl& s = *impl_;
+  c10::NoGradGuard no_grad;
+  const std::vector<at::Tensor> mine = s.optimizer->stateTensors();
+  if (mine.size() != state.size())
+    TRAINSCOPE_THROW("optimizer state of " + std::to_string(state.size()) + " tensors for an optimizer of " +
+                     std::to_string(mine.size()));
+  for (size_t i = 0; i < mine.size(); ++i) mine[i].copy_(state[i]);
+  s.optimizer->setSteps(r.optimizer_steps);
+  s.scaler.scale = r.loss_scale;
+  s.scaler.clean_steps = r.clean_steps;
+  s.step = r.step;
+}
 std::vector<at::Tensor> Trainer::mainGrads() const { return impl_->dp->mainGrads(); }
 int64_t Trainer::parameterCount() const {
   int64_t n = 0;

@@ -144,6 +144,11 @@ struct RunOutput {
   TraceLevel trace_level = TraceLevel::Ranges;
   bool trace_shapes = false;           // record op input shapes (ops level and above)
   bool overwrite = false;
+  // Checkpoints (docs/checkpoints.md): --save DIR writes one at the end (and every save_every
+  // steps); --resume DIR continues a saved run; --init-from DIR starts from a checkpoint's weights.
+  std::string save, resume, init_from;
+  int64_t save_every = 0;
+  int64_t save_shard_bytes = int64_t(5) << 30;  // --save-shard-size: past it the weights are sharded
   bool tracing() const { return !trace.empty(); }
 };
 

@@ -158,7 +158,8 @@ void visitFields(V&& v) {
   v(F{"inject_failure", "--inject-failure",
       "testing: RANK:STEP[:throw|segv|hang|oom|linger] makes that rank fail at that step (linger: report, never "
       "exit); \"merge\" makes the "
-      "trace merge fail, \"close\" the run database's close (as on a full disk)",
+      "trace merge fail, \"close\" the run database's close (as on a full disk), \"save\" kills rank 0 while it "
+      "writes a --save checkpoint",
       F::kOmitDefault},
     &C::inject_failure);
 }

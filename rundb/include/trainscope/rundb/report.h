@@ -105,6 +105,7 @@ struct Report {
   std::vector<CollectiveStat> collectives;
   std::vector<std::pair<std::string, int64_t>> drops;  // source → dropped events
   std::vector<std::string> warnings;
+  std::vector<Checkpoint> checkpoints;  // `run --save` (docs/checkpoints.md)
   std::vector<ExpertLayerLoad> expert_load;  // per MoE layer (moe_load.h); empty for a dense run
 };
 

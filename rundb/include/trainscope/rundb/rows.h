@@ -191,4 +191,13 @@ struct ExpertLoad {
   double z_loss = 0;
 };
 
+// checkpoints: one `run --save` checkpoint written (docs/checkpoints.md): after `step` steps, its
+// files' bytes over every rank, and the seconds from its first write to its swap into place.
+struct Checkpoint {
+  int64_t step = 0;
+  double seconds = 0;
+  int64_t bytes = 0;
+  std::string path;
+};
+
 }  // namespace trainscope::rundb

@@ -32,6 +32,11 @@ class Optimizer {
   virtual void step(const std::vector<at::Tensor>& grads, double lr, double multiplier);
   virtual int64_t stateBytes() const = 0;  // bytes of optimizer state held now
   int64_t steps() const { return t_; }
+  // The state tensors as they are now, in a fixed order (a checkpoint saves them; a resumed run
+  // copies saved ones into them, then setSteps): their number, shapes and dtypes depend only on the
+  // parameters the optimizer was made with.
+  virtual std::vector<at::Tensor> stateTensors() const = 0;
+  void setSteps(int64_t t) { t_ = t; }
 
  protected:
   int64_t t_ = 0;  // completed steps

@@ -42,6 +42,14 @@ class RunObserver {
 // was recorded as usual (steps, collectives, the merged trace). A second signal ends it at once.
 enum class RunEnd { Completed, Diverged, Stopped };
 
+// One checkpoint `run --save` wrote (docs/checkpoints.md).
+struct CheckpointWritten {
+  int64_t step = 0;      // steps done when it was saved
+  double seconds = 0;    // writing it, from the first byte to the swap into place
+  int64_t bytes = 0;     // every file, all ranks
+  std::string dir;
+};
+
 struct RunResult {
   RunEnd end = RunEnd::Completed;
   std::string message;                  // why it ended early ("" when completed)
@@ -59,6 +67,7 @@ struct RunResult {
   int stop_signal = 0;                  // RunEnd::Stopped: the signal
   std::vector<int> stop_ranks;          // RunEnd::Stopped: the ranks it was sent to, when not all of them
   std::vector<std::string> warnings;    // what went wrong without stopping the run (the trace)
+  std::vector<CheckpointWritten> checkpoints;  // --save
   // This rank's process memory (docs/memory-model.md, "The process"): resident at the start and at
   // its peak (VmRSS, VmHWM), the tensors' peak, and the peak resident less the tensors' (0: unknown).
   int64_t resident_start_bytes = 0, resident_peak_bytes = 0, tensor_peak_bytes = 0, non_tensor_bytes = 0;

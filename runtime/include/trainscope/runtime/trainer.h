@@ -27,10 +27,15 @@
 
 namespace trainscope::runtime {
 
+struct GptWeights;
+
 class Trainer {
  public:
   // cfg must have been through resolve(). comm: this rank's process groups (nullptr: one process).
-  Trainer(const TrainConfig& cfg, const DeviceChoice& device, Comm* comm = nullptr);
+  // initial: the whole model's fp32 weights to start from (a checkpoint's, unsharded, on the CPU);
+  // nullptr: initialised from cfg.seed. Each rank keeps its part of them, whatever the layout.
+  Trainer(const TrainConfig& cfg, const DeviceChoice& device, Comm* comm = nullptr,
+          const GptWeights* initial = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -49,6 +54,19 @@ class Trainer {
   double lossScale() const;
   const TrainConfig& config() const;
   const DeviceChoice& device() const;
+
+  // What a checkpoint holds besides the weights (runtime/src/state/checkpoint.h): the step to run
+  // next (the data position is a function of it: step · gbs samples), the fp16 loss scaler, and
+  // this rank's optimizer state (live tensors, in Optimizer::stateTensors order).
+  struct Resumable {
+    int64_t step = 0, optimizer_steps = 0, clean_steps = 0;
+    double loss_scale = 1;
+  };
+  Resumable resumable() const;
+  std::vector<at::Tensor> optimizerState() const;
+  // Copies `state` into the optimizer's tensors (shapes and dtypes checked by the caller) and
+  // continues from r.step.
+  void restore(const Resumable& r, const std::vector<at::Tensor>& state);
 
   // Testing seam: the next step's gradients get an inf, as an fp16 overflow would produce.
   void injectOverflowOnce();

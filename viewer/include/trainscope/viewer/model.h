@@ -126,6 +126,7 @@ struct Trace {
   std::vector<rundb::Step> steps;           // every rank, by (rank, step)
   std::optional<rundb::RunSummary> summary; // none when the file has no steps
   std::vector<rundb::Drop> drops;
+  std::vector<rundb::Checkpoint> checkpoints;  // `run --save`: step, seconds, bytes (none without it)
   CommIndex comm;                           // collectives linked across ranks
   int64_t begin = 0, end = 0;               // the span of everything in the file (ns)
   int64_t event_count = 0;

@@ -1,0 +1,437 @@
+// checkpoint_dir.cpp — see checkpoint_dir.h.
+#include "state/checkpoint_dir.h"
+
+#include <ATen/ATen.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "state/gather.h"
+#include "state/hf_weights.h"
+#include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+#include "trainscope/common/safetensors.h"
+#include "trainscope/runtime/comm.h"
+#include "trainscope/runtime/parallel.h"
+#include "trainscope/workloads/hf_checkpoint.h"
+#include "trainscope/workloads/memory.h"
+
+namespace trainscope::runtime {
+namespace {
+
+constexpr const char* kFormat = "trainscope-checkpoint";
+constexpr const char* kStateDir = "trainscope";
+constexpr const char* kFix = "pass a new or empty folder, or one an earlier `run --save` wrote";
+
+bool lstatIs(const std::string& p, mode_t type) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0 && (st.st_mode & S_IFMT) == type;
+}
+
+std::string baseName(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+std::string parentOf(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return files::folderOf(p);
+}
+
+// The folder's entries (without . and ..); empty when it cannot be read.
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.push_back(e->d_name);
+  ::closedir(d);
+  return out;
+}
+
+// The state.json of a trainscope checkpoint at dir (null when there is none, or it is not ours).
+nlohmann::json stateOf(const std::string& dir, const std::string& field) {
+  const std::string sd = dir + "/" + kStateDir, path = sd + "/state.json";
+  if (!lstatIs(sd, S_IFDIR) || !lstatIs(path, S_IFREG)) return nullptr;
+  try {
+    nlohmann::json j = nlohmann::json::parse(files::readTextFile(path, field, kFix));
+    if (j.is_object() && j.value("format", "") == kFormat) return j;
+  } catch (const nlohmann::json::exception&) {
+  }
+  return nullptr;
+}
+
+void syncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void writeText(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw UserError("--save", "could not create " + path + ": " + std::strerror(errno), "check the folder");
+  const char* p = text.data();
+  size_t n = text.size();
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ::close(fd);
+      throw UserError("--save", "could not write " + path + ": " + std::strerror(errno), "check the disk's free space");
+    }
+    p += w;
+    n -= size_t(w);
+  }
+  ::fsync(fd);
+  ::close(fd);
+}
+
+const char* dtypeName(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "F32";
+    case at::kChar: return "I8";
+    case at::kByte: return "U8";
+    case at::kBFloat16: return "BF16";
+    case at::kHalf: return "F16";
+    case at::kLong: return "I64";
+    default: return "";
+  }
+}
+
+at::ScalarType scalarOf(const std::string& d) {
+  if (d == "F32") return at::kFloat;
+  if (d == "I8") return at::kChar;
+  if (d == "U8") return at::kByte;
+  if (d == "BF16") return at::kBFloat16;
+  if (d == "F16") return at::kHalf;
+  if (d == "I64") return at::kLong;
+  return at::kDouble;
+}
+
+// Optimizer state as safetensors: "state.0", "state.1", … in stateTensors order.
+int64_t writeState(const std::string& path, const std::vector<at::Tensor>& state) {
+  std::vector<at::Tensor> cpu;
+  std::vector<safetensors::TensorView> views;
+  for (size_t i = 0; i < state.size(); ++i) {
+    cpu.push_back(state[i].detach().to(at::kCPU).contiguous());
+    const at::Tensor& t = cpu.back();
+    views.push_back({"state." + std::to_string(i), dtypeName(t.scalar_type()), t.sizes().vec(), t.data_ptr(),
+                     int64_t(t.nbytes())});
+  }
+  return safetensors::writeFile(path, views, {{"format", "pt"}}, "--save");
+}
+
+std::vector<at::Tensor> readState(const std::string& path, const std::string& field) {
+  std::map<std::string, safetensors::Tensor> m = safetensors::readFile(path, field);
+  std::vector<at::Tensor> out;
+  for (size_t i = 0;; ++i) {
+    auto it = m.find("state." + std::to_string(i));
+    if (it == m.end()) break;
+    const safetensors::Tensor& s = it->second;
+    std::vector<char> bytes = s.bytes;
+    out.push_back(at::from_blob(bytes.data(), s.shape, at::TensorOptions().dtype(scalarOf(s.dtype))).clone());
+  }
+  if (out.size() != m.size())
+    throw UserError(field, path + " holds tensors other than state.0 … state.N", "pass a checkpoint `run --save` wrote");
+  return out;
+}
+
+std::string stageFile(int stage, int pp) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "model-%05d-of-%05d.safetensors", stage + 1, pp);
+  return b;
+}
+
+// Under pipeline parallelism: model.safetensors.index.json naming each stage's file.
+void writeIndex(const std::string& dir, const TrainConfig& cfg) {
+  nlohmann::ordered_json map = nlohmann::ordered_json::object();
+  int64_t total = 0;
+  for (int s = 0; s < int(cfg.pp); ++s) {
+    const StageSpec st = stageOf(cfg, s);
+    std::vector<std::string> names;
+    for (const ParamInfo& p : GptWeights::info(st))
+      if (!(p.name == "wte" && !st.first)) names.push_back(p.name);
+    for (const auto& [hf, bytes] : hfNames(cfg.model, names)) {
+      map[hf] = stageFile(s, int(cfg.pp));
+      total += bytes;
+    }
+  }
+  nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
+  writeText(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+}
+
+bool optimizerReplicated(const TrainConfig& c) {
+  return !shardsOptimizer(c.zero) && c.tp == 1 && c.pp == 1 && c.ep == 1;
+}
+
+nlohmann::json layoutJson(const TrainConfig& c) {
+  return {{"world", c.world}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"cp", c.cp}, {"ep", c.ep},
+          {"zero", stageNumber(c.zero)}, {"zero_shard_size", c.zero_shard_size}, {"virtual_stages", c.virtual_stages}};
+}
+
+std::string layoutText(const nlohmann::json& l) {
+  std::string t;
+  for (const char* k : {"world", "dp", "tp", "pp", "cp", "ep", "zero", "zero_shard_size", "virtual_stages"})
+    if (l.contains(k)) t += (t.empty() ? "" : " ") + std::string(k) + " " + l[k].dump();
+  return t;
+}
+
+// Removes the previous checkpoint's files (put at `old` by the swap) and the folder: only the
+// names a checkpoint has. A folder that still holds anything else is left where it is.
+void removeOld(const std::string& old) {
+  const std::string sd = old + "/" + kStateDir;
+  if (lstatIs(sd, S_IFDIR)) {
+    for (const std::string& e : entries(sd))
+      if (e == "state.json" || (e.rfind("optimizer", 0) == 0 && e.size() > 12 && e.substr(e.size() - 12) == ".safetensors"))
+        ::unlink((sd + "/" + e).c_str());
+    ::rmdir(sd.c_str());
+  }
+  for (const std::string& e : entries(old)) {
+    const bool model = e.rfind("model", 0) == 0 &&
+                       ((e.size() > 12 && e.substr(e.size() - 12) == ".safetensors") || e == "model.safetensors.index.json");
+    if (model || e == "config.json") ::unlink((old + "/" + e).c_str());
+  }
+  ::rmdir(old.c_str());
+}
+
+}  // namespace
+
+void checkCheckpointTarget(const std::string& dir, const std::string& field) {
+  if (dir.empty()) throw UserError(field, "is empty", "give the checkpoint folder");
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT) throw UserError(field, dir + ": " + std::strerror(errno), kFix);
+    const std::string parent = parentOf(dir);
+    struct stat ps {};
+    if (::stat(parent.c_str(), &ps) != 0 || !S_ISDIR(ps.st_mode))
+      throw UserError(field, "the folder " + parent + " (where " + dir + " would be made) does not exist",
+                      "create it first, or pass a path in an existing folder");
+    return;
+  }
+  if (S_ISLNK(st.st_mode))
+    throw UserError(field, dir + " is a symbolic link: a checkpoint is never written through a link",
+                    "pass the folder it points to, or a new path");
+  if (!S_ISDIR(st.st_mode)) throw UserError(field, dir + " is a file, not a checkpoint folder", kFix);
+  if (!stateOf(dir, field).is_null() || entries(dir).empty()) return;
+  throw UserError(field, dir + " is a folder that holds no trainscope checkpoint (no trainscope/state.json), so it is not replaced",
+                  kFix);
+}
+
+std::string whyCannotSave(const TrainConfig& c) {
+  if (c.local_sgd > 0 && c.dp > 1) return "under local SGD the data-parallel replicas hold different weights between averagings";
+  if (c.ep > 1 || c.zero == ZeroStage::Parameters)
+    return std::string("gathering the weights of ") + (c.ep > 1 ? "experts split over ep ranks" : "ZeRO-3's parameter shards") +
+           " into one checkpoint is not implemented yet: save under tp, pp, dp or ZeRO 0-2";
+  const std::string hf = workloads::hfUnsupported(c.model);
+  if (!hf.empty()) return "workload " + c.model.name + " has no Hugging Face layout: " + hf;
+  return "";
+}
+
+SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, const Trainer& trainer, Comm& comm,
+                               int64_t shard_bytes, bool kill_mid_write) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rank = comm.layout().rank, world = comm.layout().world;
+  const Trainer::Resumable r = trainer.resumable();
+  std::string tmp;
+  if (rank == 0) {
+    checkCheckpointTarget(dir, "--save");
+    std::string pattern = parentOf(dir) + "/." + baseName(dir) + ".tmp-XXXXXX";
+    if (!::mkdtemp(pattern.data()))
+      throw UserError("--save", "could not create a folder beside " + dir + ": " + std::strerror(errno),
+                      "check that its folder is writable");
+    tmp = pattern;
+    const mode_t mask = ::umask(0);  // mkdtemp makes 0700; a checkpoint folder is as any new folder
+    ::umask(mask);
+    ::chmod(tmp.c_str(), 0777 & ~mask);
+    if (::mkdir((tmp + "/" + kStateDir).c_str(), 0755) != 0)
+      throw UserError("--save", "could not create " + tmp + "/" + kStateDir + ": " + std::strerror(errno), "check the disk");
+  }
+  if (world > 1) {
+    const std::string key = "trainscope.checkpoint." + std::to_string(r.step);
+    if (rank == 0) comm.storeSet(key, tmp);
+    else tmp = comm.storeGet(key);
+  }
+  const bool replicated = optimizerReplicated(cfg);
+  if (!replicated)
+    writeState(tmp + "/" + kStateDir + "/optimizer-rank-" + std::to_string(rank) + ".safetensors", trainer.optimizerState());
+  // The weights: each stage's TP shards put together (collective over the TP group), then written by
+  // the stage's first rank (tp, dp and cp rank 0): the whole model, or under pp one shard per stage.
+  const Layout& l = comm.layout();
+  const std::vector<std::pair<std::string, at::Tensor>> stage = gatherStage(cfg, trainer.masterParams(), comm);
+  if (l.tp_rank == 0 && l.dp_rank == 0 && l.cp_rank == 0) {
+    const std::vector<std::pair<std::string, at::Tensor>> hf = toHf(cfg.model, stage);
+    std::vector<safetensors::TensorView> views;
+    for (const auto& [name, t] : hf) views.push_back({name, "F32", t.sizes().vec(), t.data_ptr(), int64_t(t.nbytes())});
+    if (l.pp == 1) safetensors::writeModel(tmp, views, {{"format", "pt"}}, shard_bytes, "--save");
+    else safetensors::writeFile(tmp + "/" + stageFile(l.pp_rank, l.pp), views, {{"format", "pt"}}, "--save");
+  }
+  if (rank == 0 && l.pp > 1) writeIndex(tmp, cfg);
+  if (rank == 0) {
+    if (kill_mid_write) {  // testing seam (--inject-failure save): the checkpoint is half written
+      std::signal(SIGKILL, SIG_DFL);
+      std::raise(SIGKILL);
+    }
+    writeText(tmp + "/config.json", workloads::hfConfigJson(cfg.model, "--save"));
+    if (replicated) writeState(tmp + "/" + kStateDir + "/optimizer.safetensors", trainer.optimizerState());
+  }
+  if (world > 1) comm.world().barrier();  // every rank's optimizer file is in
+  SavedCheckpoint out;
+  out.step = r.step;
+  if (rank == 0) {
+    // state.json last: a folder without it is no checkpoint, and it names what the others hold.
+    nlohmann::json s;  // (readers find every key by name; the order is JSON's)
+    s["format"] = kFormat;
+    s["version"] = 1;
+    s["step"] = r.step;
+    s["optimizer_steps"] = r.optimizer_steps;
+    s["loss_scale"] = r.loss_scale;
+    s["clean_steps"] = r.clean_steps;
+    s["data"] = {{"source", cfg.data}, {"seed", cfg.seed}, {"seq", cfg.seq}, {"global_batch", cfg.global_batch},
+                 {"next_sample", r.step * cfg.global_batch}};
+    s["rng"] = "none kept: initialisation and the synthetic data are functions of the seed and the sample index, and "
+               "training draws no random numbers (no dropout)";
+    s["optimizer"] = {{"kind", toString(cfg.optimizer)}, {"files", replicated ? "replicated" : "per-rank"}};
+    s["layout"] = layoutJson(cfg);
+    s["model_type"] = workloads::hfModelType(cfg.model);
+    s["config"] = nlohmann::json::parse(toJson(cfg));
+    writeText(tmp + "/" + kStateDir + "/state.json", s.dump(2) + "\n");
+    syncPath(tmp + "/" + kStateDir);
+    syncPath(tmp);
+    for (const std::string& e : entries(tmp)) {
+      struct stat st {};
+      if (::lstat((tmp + "/" + e).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.bytes += st.st_size;
+    }
+    for (const std::string& e : entries(tmp + "/" + kStateDir)) {
+      struct stat st {};
+      if (::lstat((tmp + "/" + kStateDir + "/" + e).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.bytes += st.st_size;
+    }
+    // The swap: DIR is checked again (what was planted meanwhile is refused), then replaced in one step.
+    checkCheckpointTarget(dir, "--save");
+    if (!lstatIs(dir, S_IFDIR)) {
+      if (::rename(tmp.c_str(), dir.c_str()) != 0)
+        throw UserError("--save", "could not move " + tmp + " to " + dir + ": " + std::strerror(errno), kFix);
+    } else {
+      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0)
+        throw UserError("--save", "could not put the new checkpoint at " + dir + " (" + std::strerror(errno) +
+                        "); it is complete in " + tmp, "move it there by hand");
+      removeOld(tmp);  // the previous checkpoint, now at the temporary name
+    }
+    syncPath(parentOf(dir));
+  }
+  if (world > 1) comm.world().barrier();
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+static void resumeState(const nlohmann::json& s, const std::string& dir, const TrainConfig& cfg, int rank,
+                        const std::string& field, LoadedCheckpoint* loaded);
+
+LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, int rank, bool resume,
+                                const std::string& field) {
+  const std::string fix = resume ? "pass a folder an earlier `run --save` wrote"
+                                 : "pass a Hugging Face checkpoint folder (config.json and model.safetensors)";
+  struct stat st {};
+  if (dir.empty()) throw UserError(field, "is empty", fix);
+  if (::stat(dir.c_str(), &st) != 0) throw UserError(field, dir + " does not exist", fix);
+  if (!S_ISDIR(st.st_mode)) throw UserError(field, dir + " is not a folder", fix);
+  const std::string config = dir + "/config.json";
+  if (::stat(config.c_str(), &st) != 0) throw UserError(field, dir + " holds no config.json", fix);
+  const workloads::Workload saved = workloads::parse(files::readTextFile(config, field, fix), config);
+  const auto want = workloads::parameterTensors(cfg.model), have = workloads::parameterTensors(saved);
+  bool same = want.size() == have.size() && workloads::hfModelType(saved) == workloads::hfModelType(cfg.model);
+  for (size_t i = 0; same && i < want.size(); ++i) same = want[i].name == have[i].name && want[i].shape == have[i].shape;
+  if (!same)
+    throw UserError(field, config + " describes another model than workload " + cfg.model.name + " (" +
+                               workloads::hfModelType(saved) + ", " + std::to_string(saved.parameterCount()) +
+                               " parameters, against " + std::to_string(cfg.model.parameterCount()) + ")",
+                    "pass --workload " + config + ", or a checkpoint of " + cfg.model.name);
+  LoadedCheckpoint out;
+  out.full = fromHf(cfg.model, safetensors::readModel(dir, field), dir, field);
+  if (!resume) return out;
+  const nlohmann::json s = stateOf(dir, field);
+  if (s.is_null())
+    throw UserError(field, dir + " holds weights but no trainscope state (trainscope/state.json), so there is nothing to resume",
+                    "use --init-from " + dir + " to start from its weights with a fresh optimizer");
+  try {
+    resumeState(s, dir, cfg, rank, field, &out);
+  } catch (const nlohmann::json::exception&) {
+    throw UserError(field, dir + "/trainscope/state.json is damaged (a value of the wrong type)",
+                    "resume from another checkpoint, or --init-from " + dir + " for its weights alone");
+  }
+  return out;
+}
+
+// The trainer state of a checkpoint whose weights are loaded: checked against this run, then read.
+static void resumeState(const nlohmann::json& s, const std::string& dir, const TrainConfig& cfg, int rank,
+                        const std::string& field, LoadedCheckpoint* loaded) {
+  LoadedCheckpoint& out = *loaded;
+  auto need = [&](bool ok, const std::string& what, const std::string& how) {
+    if (!ok) throw UserError(field, dir + " was saved " + what, how);
+  };
+  const int64_t step = s.value("step", int64_t(0));
+  if (step >= cfg.steps)
+    throw UserError("--steps", "is " + std::to_string(cfg.steps) + " but the checkpoint in " + dir + " is at step " +
+                                   std::to_string(step) + ": nothing is left to run",
+                    "pass --steps greater than " + std::to_string(step) + " (steps count from the run's start)");
+  const nlohmann::json d = s.value("data", nlohmann::json::object());
+  const nlohmann::json o = s.value("optimizer", nlohmann::json::object());
+  const nlohmann::json saved_layout = s.value("layout", nlohmann::json::object());
+  need(d.value("source", "") == cfg.data && d.value("seed", uint64_t(0)) == cfg.seed,
+       "reading data " + d.value("source", "") + " (seed " + std::to_string(d.value("seed", uint64_t(0))) + ")",
+       "pass the same --data and --seed");
+  need(d.value("seq", int64_t(0)) == cfg.seq && d.value("global_batch", int64_t(0)) == cfg.global_batch,
+       "with seq " + std::to_string(d.value("seq", int64_t(0))) + " and a global batch of " +
+           std::to_string(d.value("global_batch", int64_t(0))) + ": the data position would differ",
+       "pass the same --seq and --gbs");
+  const std::string kind = o.value("kind", "");
+  need(kind == toString(cfg.optimizer), "with optimizer " + kind, "pass --optimizer " + kind + ", or --init-from " + dir + " for a fresh optimizer");
+  const bool replicated = o.value("files", "") == "replicated";
+  const nlohmann::json now = layoutJson(cfg);
+  if (replicated) {
+    need(optimizerReplicated(cfg),
+         "with the optimizer state whole on every rank (" + layoutText(saved_layout) + "); this run splits it (" +
+             layoutText(now) + ")",
+         "resume without ZeRO, tp, pp or ep, or --init-from " + dir + " (weights only, fresh optimizer)");
+    out.optimizer = readState(dir + "/" + kStateDir + "/optimizer.safetensors", field);
+  } else {
+    need(saved_layout == now,
+         "with its optimizer state split over ranks as " + layoutText(saved_layout) + ", not as this run's " +
+             layoutText(now) + " (the weights could be re-sharded, the optimizer shards are not)",
+         "resume under the same layout, or --init-from " + dir + " (weights only, fresh optimizer)");
+    out.optimizer = readState(dir + "/" + kStateDir + "/optimizer-rank-" + std::to_string(rank) + ".safetensors", field);
+  }
+  out.resumed = true;
+  out.resumable.step = step;
+  out.resumable.optimizer_steps = s.value("optimizer_steps", int64_t(0));
+  out.resumable.loss_scale = s.value("loss_scale", 1.0);
+  out.resumable.clean_steps = s.value("clean_steps", int64_t(0));
+}
+
+void checkOptimizerState(const LoadedCheckpoint& c, const Trainer& trainer, const std::string& dir,
+                         const std::string& field) {
+  const std::vector<at::Tensor> mine = trainer.optimizerState();
+  bool ok = mine.size() == c.optimizer.size();
+  for (size_t i = 0; ok && i < mine.size(); ++i)
+    ok = mine[i].sizes() == c.optimizer[i].sizes() && mine[i].scalar_type() == c.optimizer[i].scalar_type();
+  if (!ok)
+    throw UserError(field, dir + "'s optimizer state does not fit this run's optimizer (" +
+                               std::to_string(c.optimizer.size()) + " tensors saved, " + std::to_string(mine.size()) +
+                               " here): another optimizer setting (momentum, block size) or layout",
+                    "resume with the flags of the saved run, or --init-from " + dir + " for a fresh optimizer");
+}
+
+}  // namespace trainscope::runtime

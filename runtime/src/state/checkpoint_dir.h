@@ -1,0 +1,62 @@
+// checkpoint_dir.h — `run --save DIR`, `--resume DIR`, `--init-from DIR` (internal to the runtime).
+//
+// DIR holds the model in the Hugging Face layout (config.json, model.safetensors or shards with
+// model.safetensors.index.json: transformers.AutoModelForCausalLM.from_pretrained(DIR) loads it as
+// it is) and, in DIR/trainscope/, what a resumed run needs besides: state.json (step, loss scaler,
+// data position, layout, the run config) and the optimizer state — optimizer.safetensors when every
+// rank holds the same, else optimizer-rank-R.safetensors per rank (ZeRO, TP, PP, EP shards).
+//
+// Written atomically: every file goes into a new folder .DIR.tmp-XXXXXX beside DIR, is fsynced, and
+// the folder then takes DIR's place in one rename (renameat2 RENAME_EXCHANGE when DIR exists, so
+// that DIR is at every instant a whole checkpoint, the previous or the new one); the previous one's
+// files are then removed. DIR is never followed as a link, and an existing DIR is replaced only
+// when it is an earlier trainscope checkpoint (trainscope/state.json) or an empty folder.
+// docs/checkpoints.md has the layout and the rules.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "trainscope/runconfig/config.h"
+#include "trainscope/runtime/gpt.h"
+#include "trainscope/runtime/trainer.h"
+
+namespace trainscope::runtime {
+
+class Comm;
+
+// Throws a UserError naming `field` unless DIR may be written as a checkpoint (see above).
+void checkCheckpointTarget(const std::string& dir, const std::string& field);
+// Empty when cfg's layout can save a checkpoint; else why not.
+std::string whyCannotSave(const TrainConfig& cfg);
+
+struct SavedCheckpoint {
+  int64_t step = 0;     // steps done when saved
+  int64_t bytes = 0;    // every file written, all ranks
+  double seconds = 0;   // from the first write to the swap
+};
+
+// Collective: every rank calls it after the same step. `kill_mid_write`: testing seam, rank 0 dies
+// of SIGKILL after the weights are written and before the checkpoint is complete.
+SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, const Trainer& trainer, Comm& comm,
+                               int64_t shard_bytes, bool kill_mid_write);
+
+struct LoadedCheckpoint {
+  GptWeights full;                    // the whole model, fp32, CPU
+  bool resumed = false;               // trainer state below is set
+  Trainer::Resumable resumable;
+  std::vector<at::Tensor> optimizer;  // this rank's optimizer state (CPU), Optimizer::stateTensors order
+};
+
+// --init-from (weights only) or --resume (weights, then this rank's trainer state: a layout whose
+// optimizer state differs from the saved one is refused with the reason). `field` names the flag.
+LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, int rank, bool resume,
+                                const std::string& field);
+// Checks a loaded checkpoint's optimizer state against the trainer's (count, shapes, dtypes).
+void checkOptimizerState(const LoadedCheckpoint& c, const Trainer& trainer, const std::string& dir,
+                         const std::string& field);
+
+}  // namespace trainscope::runtime

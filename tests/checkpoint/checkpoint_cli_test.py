@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""`trainscope run --save/--save-every/--resume/--init-from` end to end (docs/checkpoints.md).
+
+    checkpoint_cli_test.py TRAINSCOPE_CLI CASE WORKDIR
+
+Losses are read from the run database (the steps table holds each step's loss as a double), so
+"bit-identical" is compared exactly. Cases:
+  save_layout       --save writes the Hugging Face files and trainscope/ beside them; --save-shard-size shards
+  resume_single     a run stopped after its step-3 checkpoint, resumed, equals the uninterrupted run bit for bit
+  resume_dp2_zero1  the same under DP 2 with ZeRO-1 (optimizer state saved per rank), and plain DP 2
+  resume_dp2_tp2    the same under DP 2 x TP 2 (weights gathered over TP), and PP 2 (one weights file per stage)
+  killed_mid_write  rank 0 killed while writing a checkpoint leaves the previous one whole and resumable
+  other_layout      per-rank optimizer shards resumed under another layout are refused naming why; a
+                    replicated checkpoint resumes under DP 2; --init-from takes the weights into any layout
+  init_from         --init-from starts at step 0 from the checkpoint's weights
+  bad_dirs          a file, a link, a missing folder, a foreign folder: refused naming the flag
+"""
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+CLI, CASE, WORK = sys.argv[1], sys.argv[2], os.path.join(sys.argv[3], sys.argv[2])
+BASE = ["--workload", "tiny", "--seq", "16", "--mbs", "2", "--steps", "6", "--device", "cpu", "--threads", "1",
+        "--lr", "3e-3", "--warmup", "2", "-q"]
+failures = []
+
+
+def run(args, expect=0):
+    p = subprocess.run([CLI, "run"] + args, capture_output=True, text=True, timeout=500)
+    if expect is not None and (p.returncode != 0) != (expect != 0):
+        raise SystemExit(f"FAIL: trainscope run {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def losses(db):
+    with sqlite3.connect(db) as c:
+        return {s: l for s, l in c.execute("SELECT step, loss FROM steps WHERE rank = 0 ORDER BY step")}
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+
+
+def fresh(name):
+    p = os.path.join(WORK, name)
+    if os.path.islink(p) or os.path.isfile(p):
+        os.unlink(p)
+    elif os.path.isdir(p):
+        shutil.rmtree(p)
+    return p
+
+
+def state(d):
+    with open(os.path.join(d, "trainscope", "state.json")) as f:
+        return json.load(f)
+
+
+def resumed_equals_uninterrupted(extra, tag):
+    full, part, rest, ck = fresh(f"{tag}-full.db"), fresh(f"{tag}-part.db"), fresh(f"{tag}-rest.db"), fresh(f"{tag}-ck")
+    run(BASE + extra + ["--out", full])
+    # The interrupted run: checkpoints every 3 steps, fails at step 4 (after the step-3 checkpoint).
+    run(BASE + extra + ["--out", part, "--save", ck, "--save-every", "3", "--inject-failure", "0:4"], expect=1)
+    check(state(ck)["step"] == 3, f"{tag}: the checkpoint is at step {state(ck)['step']}, not 3")
+    run(BASE + extra + ["--out", rest, "--resume", ck])
+    a, b = losses(full), losses(rest)
+    check(sorted(b) == [3, 4, 5], f"{tag}: the resumed run recorded steps {sorted(b)}")
+    for s in b:
+        check(a[s] == b[s], f"{tag}: step {s} loss {b[s]!r} resumed, {a[s]!r} uninterrupted")
+    return ck
+
+
+def main():
+    os.makedirs(WORK, exist_ok=True)
+    if CASE == "save_layout":
+        d = fresh("saved")
+        run(BASE + ["--steps", "2", "--save", d])
+        for f in ["config.json", "model.safetensors", "trainscope/state.json", "trainscope/optimizer.safetensors"]:
+            check(os.path.isfile(os.path.join(d, f)), f"--save wrote no {f}")
+        s = state(d)
+        check(s["step"] == 2 and s["data"]["next_sample"] == 4, f"state.json: {s}")
+        with open(os.path.join(d, "config.json")) as f:
+            check(json.load(f)["model_type"] == "gpt2", "config.json is not a gpt2 config")
+        check(not [e for e in os.listdir(WORK) if ".tmp-" in e], f"temporary folders left: {os.listdir(WORK)}")
+        # Saved again over itself (an earlier checkpoint is replaced), sharded past 20 kB.
+        run(BASE + ["--steps", "2", "--save", d, "--save-shard-size", "20K"])
+        check(os.path.isfile(os.path.join(d, "model.safetensors.index.json")), "no index past --save-shard-size")
+        check(not os.path.exists(os.path.join(d, "model.safetensors")), "the unsharded file of the old checkpoint is left")
+        # The sharded checkpoint resumes too.
+        run(BASE + ["--steps", "3", "--resume", d])
+    elif CASE == "resume_single":
+        resumed_equals_uninterrupted([], "single")
+    elif CASE == "resume_dp2_zero1":
+        ck = resumed_equals_uninterrupted(["--nproc", "2", "--zero", "1"], "dp2")
+        check(os.path.isfile(os.path.join(ck, "trainscope", "optimizer-rank-1.safetensors")),
+              "ZeRO-1 saved no per-rank optimizer state")
+        resumed_equals_uninterrupted(["--nproc", "2"], "dp2-replicated")
+    elif CASE == "resume_dp2_tp2":
+        ck = resumed_equals_uninterrupted(["--nproc", "4", "--tp", "2"], "dp2tp2")
+        one = fresh("dp2tp2-one.db")
+        run(BASE + ["--init-from", ck, "--steps", "4", "--out", one])  # the gathered weights, in one process
+        check(sorted(losses(one)) == [0, 1, 2, 3], "a DP 2 x TP 2 checkpoint does not start a single-process run")
+        ck = resumed_equals_uninterrupted(["--nproc", "2", "--pp", "2"], "pp2")
+        with open(os.path.join(ck, "model.safetensors.index.json")) as f:
+            files = set(json.load(f)["weight_map"].values())
+        check(files == {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"},
+              f"PP 2 weights files: {files}")
+    elif CASE == "killed_mid_write":
+        ck = fresh("ck")
+        run(BASE + ["--steps", "3", "--save", ck])
+        before = open(os.path.join(ck, "model.safetensors"), "rb").read()
+        p = run(BASE + ["--resume", ck, "--save", ck, "--save-every", "1", "--inject-failure", "save"], expect=None)
+        check(p.returncode != 0, "the killed run exited 0")
+        check(state(ck)["step"] == 3, f"the previous checkpoint was replaced: step {state(ck)['step']}")
+        check(open(os.path.join(ck, "model.safetensors"), "rb").read() == before, "the previous weights changed")
+        a, b = fresh("killed-a.db"), fresh("killed-b.db")
+        run(BASE + ["--out", a, "--resume", ck])
+        run(BASE + ["--out", b, "--resume", ck])
+        check(losses(a) == losses(b) and sorted(losses(a)) == [3, 4, 5], "the previous checkpoint does not resume")
+    elif CASE == "other_layout":
+        ck = fresh("zero1")
+        run(BASE + ["--steps", "2", "--nproc", "2", "--zero", "1", "--save", ck])
+        p = run(BASE + ["--resume", ck], expect=2)
+        check("--resume" in p.stderr and "split over ranks" in p.stderr and "--init-from" in p.stderr,
+              f"another layout's refusal: {p.stderr}")
+        p = run(BASE + ["--resume", ck, "--nproc", "2", "--tp", "2"], expect=2)
+        check("--resume" in p.stderr, f"tp 2: {p.stderr}")
+        run(BASE + ["--init-from", ck, "--nproc", "2", "--tp", "2", "--steps", "1"])  # weights re-sharded
+        one = fresh("single")
+        run(BASE + ["--steps", "2", "--save", one])
+        run(BASE + ["--resume", one, "--nproc", "2", "--steps", "3"])  # replicated state: any DP degree
+        p = run(BASE + ["--resume", one, "--nproc", "2", "--zero", "1", "--steps", "3"], expect=2)
+        check("whole on every rank" in p.stderr, f"replicated into ZeRO-1: {p.stderr}")
+        p = run(["--workload", "tiny-moe"] + BASE[2:] + ["--steps", "2", "--nproc", "2", "--ep", "2", "--save",
+                                                         fresh("ep2")], expect=2)
+        check("--save" in p.stderr, f"--save of a GPT-2 MoE or under ep 2: {p.stderr}")
+    elif CASE == "init_from":
+        ck, a, b = fresh("init"), fresh("init-a.db"), fresh("init-b.db")
+        run(BASE + ["--steps", "4", "--save", ck])
+        run(["--init-from", ck] + BASE[2:] + ["--steps", "2", "--out", a])  # the model from ck/config.json
+        run(BASE + ["--steps", "2", "--out", b])
+        la, lb = losses(a), losses(b)
+        check(sorted(la) == [0, 1], f"--init-from starts at step 0: {sorted(la)}")
+        check(la[0] < lb[0], f"--init-from's first loss {la[0]} is not below a fresh start's {lb[0]}")
+        p = run(BASE + ["--init-from", ck, "--workload", "small-cpu"], expect=2)
+        check("--init-from" in p.stderr and "another model" in p.stderr, f"another workload: {p.stderr}")
+    elif CASE == "bad_dirs":
+        afile = fresh("a-file")
+        open(afile, "w").write("keep me\n")
+        link = fresh("a-link")
+        target = fresh("target")
+        os.makedirs(target)
+        os.symlink(target, link)
+        foreign = fresh("foreign")
+        os.makedirs(foreign)
+        open(os.path.join(foreign, "notes.txt"), "w").write("mine\n")
+        cases = [
+            (["--save", afile], "--save: .*is a file"),
+            (["--save", link], "--save: .*symbolic link"),
+            (["--save", "/no/such/folder/ck"], "--save: the folder /no/such/folder"),
+            (["--save", foreign], "--save: .*holds no trainscope checkpoint"),
+            (["--resume", "/no/such/ck"], "--resume: /no/such/ck does not exist"),
+            (["--init-from", afile, "--workload", "tiny"], "--init-from: .*is not a folder"),
+            (["--save-every", "2"], "--save-every: needs --save"),
+            (["--save-every", "-1", "--save", fresh("x")], "--save-every: must be"),
+            (["--resume", foreign, "--init-from", foreign], "--init-from: and --resume"),
+        ]
+        import re
+        for args, pattern in cases:
+            p = run(BASE + args, expect=2)
+            check(re.search(pattern, p.stderr) is not None, f"{args}: {p.stderr.strip()!r} does not match {pattern!r}")
+        check(open(afile).read() == "keep me\n", "the file at --save was changed")
+        check(os.listdir(target) == [], "something was written through the link")
+        check(os.listdir(foreign) == ["notes.txt"], "the foreign folder was changed")
+        # A Hugging Face folder without trainscope's state: --resume says to use --init-from.
+        ck = fresh("hf-only")
+        run(BASE + ["--steps", "2", "--save", ck])
+        shutil.rmtree(os.path.join(ck, "trainscope"))
+        p = run(BASE + ["--resume", ck], expect=2)
+        check("no trainscope state" in p.stderr and "--init-from" in p.stderr, p.stderr)
+        # --steps not past the checkpoint's step.
+        ck2 = fresh("at-two")
+        run(BASE + ["--steps", "2", "--save", ck2])
+        p = run(BASE + ["--steps", "2", "--resume", ck2], expect=2)
+        check("--steps" in p.stderr and "nothing is left" in p.stderr, p.stderr)
+    else:
+        raise SystemExit(f"unknown case {CASE}")
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures))
+        return 1
+    print(f"ok: {CASE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
