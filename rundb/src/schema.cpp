@@ -81,6 +81,10 @@ std::vector<Table> makeTables() {
        {{"rank", IN, R::Rank}, {"step", IN}, {"layer", IN}, {"expert", IN}, {"tokens", IN}, {"dropped", IN},
         {"capacity", IN}, {"aux_loss", RN}, {"z_loss", RN}},
        ", PRIMARY KEY (rank, step, layer, expert)"},
+      // Like expert_load: rank 0 writes every rank's rows.
+      {"fp8_scales",
+       {{"rank", IN, R::Rank}, {"step", IN}, {"tensor", TN}, {"role", TN}, {"amax", RN}, {"scale", RN}},
+       ", PRIMARY KEY (rank, step, tensor, role)"},
   };
 }
 

@@ -98,6 +98,7 @@ class RunReader {
   // MoE router rows by (step, layer, rank, expert); empty for a dense run or a file older than
   // schema version 5.
   std::vector<ExpertLoad> expertLoad();
+  std::vector<Fp8Scale> fp8Scales();  // empty for a run that is not --precision fp8
   // Earliest start over steps and every event table (nullopt when the file holds none).
   std::optional<int64_t> firstTime();
   bool hasEvents(const char* table);

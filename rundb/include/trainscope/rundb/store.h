@@ -53,6 +53,7 @@ class RunStore {
   // A step's MoE router rows (every rank's, written by rank 0), one transaction; a row of the same
   // (rank, step, layer, expert) is replaced.
   void appendExpertLoad(const std::vector<ExpertLoad>& rows);
+  void appendFp8Scales(const std::vector<Fp8Scale>& rows);  // --precision fp8, every rank's rows
   void writeWeightDigest(const std::vector<WeightDigest>& digest);
   void putRank(const RankInfo& r);
 
