@@ -161,20 +161,51 @@ TEST(Fp8, KeepsFp32MasterWeightsAndBf16Compute) {
 
 // DP 2 reduces the amaxes over the replicas, so both ranks quantise with the scales one process
 // would use on the same global batch: losses within 1e-3 (the bf16 gradients' summation order
-// differs, which can move an FP8 rounding), weights within 1e-2.
+// differs, which can move an FP8 rounding), weights within 1e-2 — all but the attention's key bias,
+// whose true gradient is exactly zero, so that Adam turns its round-off into lr-sized steps
+// (same_training.h). The output gradient of a rank is dp times one process's (each rank's loss is
+// divided by its own micro-batch count; the all-reduce averages), so its scale is 1/dp times as
+// large and amax × scale (the scaled tensor's largest value) is what agrees: step 0's amaxes to
+// 1e-3, later steps' scales to 5%.
 TEST(Fp8, DataParallelTwoEqualsOneProcess) {
+  namespace rdb = trainscope::rundb;
   const std::string one = runTiny("fp8_dp1", "--precision fp8");
   const std::string two = runTiny("fp8_dp2", "--precision fp8 --nproc 2");
-  expectSameTraining(one, two, 1e-3, 1e-2);
-  auto a = trainscope::rundb::RunReader(one).fp8Scales(), b = trainscope::rundb::RunReader(two).fp8Scales();
+  auto la = rdb::readSteps(one), lb = rdb::readSteps(two);
+  ASSERT_EQ(la.size(), lb.size());
+  double worst = 0;
+  for (size_t k = 0; k < la.size(); ++k) worst = std::max(worst, std::abs(lb[k].loss - la[k].loss) / la[k].loss);
+  EXPECT_LE(worst, 1e-3);
+  std::printf("fp8 dp2 vs one process: worst relative loss gap %.3g over %zu steps\n", worst, la.size());
+  auto da = rdb::RunReader(one).weightDigest(), dbg = rdb::RunReader(two).weightDigest();
+  ASSERT_EQ(da.size(), dbg.size());
+  for (size_t i = 0; i < da.size(); ++i) {
+    ASSERT_EQ(da[i].name, dbg[i].name);
+    if (da[i].name.find("attn.c_attn.bias") != std::string::npos) continue;
+    EXPECT_LE(std::abs(dbg[i].abssum - da[i].abssum), 1e-2 * da[i].abssum) << da[i].name;
+    EXPECT_LE(std::abs(dbg[i].sumsq - da[i].sumsq), 1e-2 * da[i].sumsq) << da[i].name;
+  }
+  auto a = rdb::RunReader(one).fp8Scales(), b = rdb::RunReader(two).fp8Scales();
   ASSERT_FALSE(a.empty());
-  std::vector<trainscope::rundb::Fp8Scale> b0;
-  for (const auto& r : b)
-    if (r.rank == 0) b0.push_back(r);
+  std::vector<rdb::Fp8Scale> b0, b1;
+  for (const auto& r : b) (r.rank == 0 ? b0 : b1).push_back(r);
   ASSERT_EQ(a.size(), b0.size());
+  ASSERT_EQ(b0.size(), b1.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].tensor, b0[i].tensor);
-    EXPECT_NEAR(b0[i].scale, a[i].scale, 1e-2 * a[i].scale) << a[i].tensor << " " << a[i].role << " step " << a[i].step;
+    EXPECT_EQ(b1[i].amax, b0[i].amax) << "amaxes are reduced over the replicas";
+    const bool grad = a[i].role == "grad_output";
+    if (a[i].step == 0) {
+      // No history yet: each micro-batch was scaled by its own amax (the recorded scale is the last
+      // micro-batch's, which differs by layout); the step's amax is the same over the global batch.
+      EXPECT_NEAR(b0[i].amax, a[i].amax * (grad ? 2.0 : 1.0), 1e-3 * b0[i].amax) << a[i].tensor << " " << a[i].role;
+      continue;
+    }
+    EXPECT_EQ(b1[i].scale, b0[i].scale) << "the replicas quantise alike";
+    // Later steps' weights differ by the summation order's round-off, which can move single FP8
+    // roundings (E4M3's steps are 6%) and so a tensor's largest element by a few percent.
+    const double x = grad ? a[i].amax * a[i].scale : a[i].scale, y = grad ? b0[i].amax * b0[i].scale : b0[i].scale;
+    EXPECT_NEAR(y, x, 5e-2 * x) << a[i].tensor << " " << a[i].role << " step " << a[i].step;
   }
   const CliResult rep = sh(std::string(TRAINSCOPE_CLI) + " report " + one);
   EXPECT_EQ(rep.status, 0) << rep.output;
