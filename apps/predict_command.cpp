@@ -275,7 +275,7 @@ nlohmann::json toJson(const Outcome& o) {
     j["stages"].push_back({{"stage", s.stage}, {"layers", s.layers}, {"params_bytes", s.params},
                            {"grads_bytes", s.grads}, {"optimizer_bytes", s.optimizer},
                            {"activations_bytes", s.activations}, {"head_bytes", s.head},
-                           {"buffers_bytes", s.buffers}, {"head_chunk_bytes", s.head_chunk},
+                           {"buffers_bytes", s.buffers}, {"fp8_weights_bytes", s.fp8_weights}, {"head_chunk_bytes", s.head_chunk},
                            {"recompute_bytes", s.recompute}, {"allowance_bytes", s.allowance},
                            {"transient_bytes", s.transient()},
                            {"lane_grads_bytes", s.lane_grads}, {"lane_fresh_bytes", s.lane_fresh},

@@ -59,7 +59,7 @@ void visitPredictFields(V&& v) {
   v(F{"gbs", "--gbs", "global batch in sequences (default: mbs x dp)"}, &P::gbs);
   v(F{"seq", "--seq", "sequence length (default: the workload's n_positions, at most 2048)"}, &P::seq);
   v(F{"ckpt", "--ckpt", "none|selective|full", kShow}, &P::ckpt);
-  v(F{"precision", "--precision", "fp32|bf16|fp16", kShow}, &P::precision);
+  v(F{"precision", "--precision", "fp32|bf16|fp16|fp8", kShow}, &P::precision);
   v(F{"optimizer", "--optimizer", "adamw|adafactor|adam8bit|sgd", kShow}, &P::optimizer);
   v(F{"cpu_lanes", "--cpu-lanes", "CPU clusters: core lanes per rank", kShow}, &P::cpu_lanes);
   v(F{"dp_overlap", "--dp-overlap",

@@ -54,6 +54,13 @@ double Cluster::matmulEfficiency(double flops) const {
   return matmul_efficiency.back().second;
 }
 
+double Cluster::fp8Scale() const {
+  if (fp8_matmul_ceiling <= 0 || matmul_efficiency.empty()) return 1.0;
+  double top = 0;
+  for (const auto& [f, e] : matmul_efficiency) top = std::max(top, e);
+  return top > 0 ? fp8_matmul_ceiling / top : 1.0;
+}
+
 namespace {
 
 // `text` as JSON, or a UserError that says where and what in words.
@@ -148,6 +155,9 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
   c.kernel_floor_s = num(j, "kernel_floor_s", false, 0, AtLeastZero);
   c.dispatch_s = num(j, "dispatch_s", false, 0, AtLeastZero);
   c.sustained_clock = num(j, "sustained_clock", false, 1.0, AboveZero);
+  c.fp8_matmul_ceiling = num(j, "fp8_matmul_ceiling", false, 0.0, AtLeastZero);
+  if (c.fp8_matmul_ceiling > 1)
+    throw UserError(field("fp8_matmul_ceiling"), "must lie in [0, 1]", "the best FP8 GEMM's share of peak_flops.fp8");
   if (c.sustained_clock <= 0 || c.sustained_clock > 1)
     throw UserError(field("sustained_clock"), "must lie in (0, 1]", "the sustained clock over the boost clock");
   if (c.memory_efficiency > 1)

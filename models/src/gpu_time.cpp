@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainscope/common/error.h"
 #include "trainscope/models/dp_layout.h"
 #include "trainscope/models/moe.h"
 #include "trainscope/models/zero.h"
@@ -50,6 +51,11 @@ double sum(const std::vector<Op>& ops, const Cluster& c, double peak, double e) 
 double gemmSeconds(const Op& g, const Cluster& c, double peak, double e) {
   const double flops = g.flops();
   double eff = c.matmulEfficiency(flops);
+  if (g.fp8) {  // FP8 operands (fp8_ops.h): the fp8 peak, the curve scaled to the fp8 ceiling
+    peak *= c.peak("fp8") / c.peak("bf16");
+    eff *= c.fp8Scale();
+    if (g.bytes <= 0) e = 1.0;  // operands 1 byte (the bf16 output is counted as 1 byte too: small)
+  }
   if (g.efficiency_cap > 0) eff = std::min(eff, g.efficiency_cap);
   if (c.sm_count > 0) {  // tiles fill the SMs in waves; the last wave's idle SMs are lost
     const double tiles = std::ceil(g.m / kTile) * std::ceil(g.n / kTile) * g.batch;
@@ -469,17 +475,21 @@ void addStepTotals(TimePrediction& r, const workloads::Workload& w, const Plan& 
   r.tokens_per_s = double(p.gbs) * double(p.seq) / r.step_s;
   // A mixture of experts' active FLOPs (flops.h); a dense workload's are the usual 6·N·D + attention.
   r.model_flops = workloads::stepFlops(w, p.gbs, p.seq, workloads::Recompute::None).model;
-  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runconfig::toString(p.precision)));
+  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(p.computeDtype()));
 }
 
 }  // namespace
 
 TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
+  if (p.precision == runconfig::Precision::FP8 && !c.peak_flops.count("fp8"))
+    throw UserError("--precision", "fp8 needs FP8 tensor cores, and cluster " + c.name +
+                                       " gives no fp8 peak (A100 and older GPUs have none)",
+                    "pass --precision bf16, or a cluster with FP8 such as h100-80gb-x8 or h200-x8");
   TimePrediction r;
   const bool megatron = o.framework == Framework::Megatron;
   // Tensor cores run at the clock the board sustains at its power limit, not at the boost clock the
   // datasheet's peak is quoted at (A100: 1305 of 1410 MHz under HPL).
-  const double peak = c.peak(runconfig::toString(p.precision)) * c.sustained_clock;
+  const double peak = c.peak(p.computeDtype()) * c.sustained_clock;
   const Stage slow = slowestStage(w, p, c, o, peak);
   const MicroBatchTime micro = addMicroBatches(r, slow, double(p.ga()));
   if (p.pp > 1) addPipeline(r, w, p, c, megatron, micro.per_micro);

@@ -1,6 +1,8 @@
 // layer_ops.cpp — the kernels of a layer (see layer_ops.h; derivation in docs/time-model.md).
 #include "trainscope/models/layer_ops.h"
 
+#include "fp8_ops.h"
+
 #include "trainscope/common/error.h"
 #include "trainscope/models/moe.h"
 
@@ -241,6 +243,7 @@ LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Atte
   }
   L.backward = backwardOps(L.forward);
   setRecomputation(L, core, x, p.ckpt);
+  applyFp8(L, p);
   return L;
 }
 

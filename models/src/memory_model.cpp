@@ -8,6 +8,7 @@
 #include "trainscope/models/layer_ops.h"
 #include "trainscope/models/moe.h"
 #include "trainscope/models/zero.h"
+#include "fp8_ops.h"
 #include "trainscope/workloads/memory.h"
 
 namespace trainscope::models {
@@ -453,6 +454,11 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   sm.inflight = inflightOf(p, st, sm.micro_batches);
   const double interleave = interleaveOf(p, st, sm.micro_batches, sm.inflight);
   addActivations(sm, p, ops, interleave, moeLayersOfStage(w, p, st));
+  if (p.precision == runconfig::Precision::FP8) {  // 1 byte each, and as much again for the transpose
+    const int64_t moe = moeLayersOfStage(w, p, st);
+    sm.fp8_weights = int64_t(2.0 * (fp8WeightElements(ops.runtime_layer) * double(sm.layers - moe) +
+                                    (moe > 0 ? fp8WeightElements(ops.runtime_moe) * double(moe) : 0.0)));
+  }
   if (st == p.pp - 1) addHead(sm, w, p);
   // ZeRO-2 after the head: the walk's moments come after its backward.
   const ZeroTwoWalk walk = zeroTwoWalk(slots, p, int64_t(saved.size()));

@@ -146,7 +146,7 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double M = double(p.ga());
   // A CPU cluster's peak is one node's: its ranks share the cores.
   const double ranks_per_node = double(std::min<int64_t>(p.world(), c.devices_per_node));
-  const double peak = c.peak(runconfig::toString(p.precision)) / (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0);
+  const double peak = c.peak(p.computeDtype()) / (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0);
   const double mem_bw = c.memory_bandwidth / (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0);
   // The weight GEMMs of a list of ops (layer_ops.h: this runtime's kernels), forward, in its order.
   auto weightGemms = [&](const std::vector<Op>& ops) {
@@ -209,7 +209,7 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double tokens = double(p.gbs) * keys;
   r.tokens_per_s = tokens / r.step_s;
   r.model_flops = workloads::stepFlops(w, p.gbs, p.seq, workloads::Recompute::None).model;  // MoE: active FLOPs
-  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(runconfig::toString(p.precision)) /
+  r.mfu = r.model_flops / r.step_s / (double(p.world()) * c.peak(p.computeDtype()) /
                                       (c.kind == ClusterKind::Cpu ? ranks_per_node : 1.0));
   return r;
 }

@@ -29,7 +29,7 @@ E parseEnum(const std::string& s, const std::string& field, const std::pair<cons
 const std::pair<const char*, Checkpointing> kCkpt[] = {
     {"none", Checkpointing::None}, {"selective", Checkpointing::Selective}, {"full", Checkpointing::Full}};
 const std::pair<const char*, Precision> kPrec[] = {
-    {"fp32", Precision::FP32}, {"bf16", Precision::BF16}, {"fp16", Precision::FP16}};
+    {"fp32", Precision::FP32}, {"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}};
 const std::pair<const char*, OptimizerKind> kOpt[] = {{"adamw", OptimizerKind::AdamW},
                                                        {"adafactor", OptimizerKind::Adafactor},
                                                        {"adam8bit", OptimizerKind::Adam8bit},
@@ -394,6 +394,28 @@ void checkArchitecture(const TrainConfig& c) {
                         " (within the window full attention is the same model)");
 }
 
+// --precision fp8: what FP8 GEMMs need (docs/config-reference.md, "--precision fp8"). FP8 GEMMs
+// (cuBLASLt, Transformer Engine) take only dimensions that are multiples of 16; the CPU's
+// _scaled_mm would take any, but a run that only works on the CPU would be priced and exported
+// for GPUs that refuse it, so the rule is the same everywhere.
+void checkFp8(const TrainConfig& c) {
+  if (c.precision != Precision::FP8) return;
+  const auto& m = c.model;
+  const int64_t tp = std::max<int64_t>(1, c.tp);
+  const std::pair<const char*, int64_t> dims[] = {{"n_embd", m.n_embd},
+                                                  {"n_head x head_dim / tp", m.n_head * m.headSize() / tp},
+                                                  {"ffn_hidden / tp", m.ffnHidden() / tp}};
+  for (const auto& [what, v] : dims)
+    if (v % 16 != 0)
+      throw UserError("--precision", "fp8 needs GEMM dimensions that are multiples of 16, but " + std::string(what) +
+                                         " is " + std::to_string(v),
+                      "pass --precision bf16, or a workload (and --tp) whose dimensions are multiples of 16");
+  if (c.fp16_init_scale != TrainConfig{}.fp16_init_scale || c.fp16_growth_interval != TrainConfig{}.fp16_growth_interval)
+    throw UserError("--precision", "fp8 trains like bf16, without a loss scaler, so --fp16-init-scale and "
+                                   "--fp16-growth-interval do not apply",
+                    "drop the --fp16-* flags, or pass --precision fp16");
+}
+
 }  // namespace
 
 void resolve(TrainConfig& c, int world) {
@@ -403,6 +425,7 @@ void resolve(TrainConfig& c, int world) {
   checkArchitecture(c);
   checkInterleaving(c);
   checkOptimizer(c);
+  checkFp8(c);
   checkHost(c);
   checkDeviceAndTesting(c);
 }

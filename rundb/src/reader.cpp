@@ -270,6 +270,14 @@ std::vector<Checkpoint> RunReader::checkpoints() {
   return out;
 }
 
+std::vector<Fp8Scale> RunReader::fp8Scales() {
+  std::vector<Fp8Scale> out;
+  if (!hasTable("fp8_scales")) return out;
+  Statement s(*db_, io::selectAll<Fp8Scale>() + " ORDER BY step, rank, tensor, role");
+  while (s.step()) out.push_back(io::RowIo<Fp8Scale>::read(s));
+  return out;
+}
+
 bool RunReader::hasEvents(const char* t) {
   if (!hasTable(table(t).name)) return false;
   Statement s(*db_, std::string("SELECT 1 FROM ") + table(t).name + " LIMIT 1");

@@ -380,6 +380,7 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
 
   rep.expert_load = summarizeExpertLoad(reader.expertLoad());
   rep.checkpoints = reader.checkpoints();
+  rep.fp8 = summarizeFp8Scales(reader.fp8Scales());
 
   // What the import left out without dropping an event: values of the wrong type, device events of
   // categories it does not read (counted in meta by `trainscope import`).
@@ -517,6 +518,18 @@ std::string formatReport(const Report& r) {
       o << line;
     }
   }
+  if (!r.fp8.empty()) {
+    o << "\nfp8 scaling (delayed, per tensor; saturated: values clipped to the format's max by a stale scale)\n";
+    for (const auto& f : r.fp8) {
+      std::snprintf(line, sizeof(line),
+                    "  %-11s %s  %3lld linears %5lld steps  last-step amax %.4g..%.4g  scale %.4g..%.4g  saturated "
+                    "%lld of %lld\n",
+                    f.role.c_str(), f.role == "grad_output" ? "E5M2" : "E4M3", static_cast<long long>(f.linears),
+                    static_cast<long long>(f.steps), f.last_amax_min, f.last_amax_max, f.scale_min, f.scale_max,
+                    static_cast<long long>(f.saturated), static_cast<long long>(f.rows));
+      o << line;
+    }
+  }
   for (const auto& [src, n] : r.drops)
     o << "\nwarning: " << n << " " << src
       << (src == "import" ? " events were left out while importing (a time outside int64 nanoseconds, or a negative "
@@ -546,6 +559,11 @@ std::string reportJson(const Report& r) {
   j["checkpoints"] = nlohmann::json::array();
   for (const Checkpoint& c : r.checkpoints)
     j["checkpoints"].push_back({{"step", c.step}, {"seconds", c.seconds}, {"bytes", c.bytes}, {"path", c.path}});
+  j["fp8"] = nlohmann::json::array();
+  for (const auto& f : r.fp8)
+    j["fp8"].push_back({{"role", f.role}, {"linears", f.linears}, {"steps", f.steps}, {"rows", f.rows},
+                        {"last_amax_min", f.last_amax_min}, {"last_amax_max", f.last_amax_max},
+                        {"scale_min", f.scale_min}, {"scale_max", f.scale_max}, {"saturated", f.saturated}});
   j["expert_load"] = nlohmann::json::array();
   for (const auto& l : r.expert_load)
     j["expert_load"].push_back({{"layer", l.layer}, {"experts", l.experts}, {"steps", l.steps},

@@ -258,6 +258,18 @@ struct RowIo<Checkpoint> {
   }
 };
 
+template <>
+struct RowIo<Fp8Scale> {
+  static constexpr const char* kTable = "fp8_scales";
+  static void bind(Statement& s, int b, const Fp8Scale& r) {
+    s.bindFrom(b, r.rank, r.step, r.tensor, r.role, r.amax, r.scale);
+  }
+  static Fp8Scale read(const Statement& s) {
+    return Fp8Scale{s.columnInt(0), s.columnInt(1), s.columnText(2), s.columnText(3), s.columnDouble(4),
+                    s.columnDouble(5)};
+  }
+};
+
 // "SELECT <every column> FROM <table>" for a row type.
 template <class Row>
 std::string selectAll() {

@@ -83,6 +83,10 @@ std::vector<Table> makeTables() {
        ", PRIMARY KEY (rank, step, layer, expert)"},
       // `run --save` checkpoints (rank 0 writes them; a file without the table: none).
       {"checkpoints", {{"step", IN}, {"seconds", RN}, {"bytes", IN}, {"path", TN}}, ", PRIMARY KEY (step)"},
+      // Like expert_load: rank 0 writes every rank's rows.
+      {"fp8_scales",
+       {{"rank", IN, R::Rank}, {"step", IN}, {"tensor", TN}, {"role", TN}, {"amax", RN}, {"scale", RN}},
+       ", PRIMARY KEY (rank, step, tensor, role)"},
   };
 }
 

@@ -272,6 +272,21 @@ void RunStore::appendCheckpoint(const Checkpoint& row) {
   }
 }
 
+void RunStore::appendFp8Scales(const std::vector<Fp8Scale>& rows) {
+  Statement& s = cached(insertSql(table("fp8_scales"), 1, "INSERT OR REPLACE"));
+  begin();
+  try {
+    for (const Fp8Scale& r : rows) {
+      io::RowIo<Fp8Scale>::bind(s, 1, r);
+      s.run();
+    }
+    commit();
+  } catch (...) {
+    rollback();
+    throw;
+  }
+}
+
 void RunStore::writeWeightDigest(const std::vector<WeightDigest>& digest) {
   begin();
   Statement& s = cached(insertSql(table("weight_digest"), 1, "INSERT OR REPLACE"));

@@ -102,6 +102,9 @@ ExportResult megatron(const rt::TrainConfig& c) {
     << c.weight_decay << " --clip-grad " << c.clip << " --adam-beta1 " << c.beta1 << " --adam-beta2 " << c.beta2
     << " --adam-eps " << c.eps << " --seed " << c.seed;
   if (c.precision == rt::Precision::BF16) o << " --bf16";
+  // fp8: Transformer Engine's HYBRID recipe with this runtime's delayed scaling (runtime/src/model/fp8.h).
+  if (c.precision == rt::Precision::FP8)
+    o << " --bf16 --fp8-format hybrid --fp8-margin 0 --fp8-amax-history-len 16 --fp8-amax-compute-algo max";
   if (c.precision == rt::Precision::FP16) o << " --fp16 --initial-loss-scale " << c.fp16_init_scale;
   if (c.ckpt == rt::Checkpointing::Selective) o << " --recompute-granularity selective";
   if (c.ckpt == rt::Checkpointing::Full)
@@ -195,7 +198,7 @@ ExportResult deepspeed(const rt::TrainConfig& c) {
       {"train_micro_batch_size_per_gpu", c.mbs},
       {"gradient_accumulation_steps", c.ga_steps},
       {"gradient_clipping", c.clip},
-      {"bf16", {{"enabled", c.precision == rt::Precision::BF16}}},
+      {"bf16", {{"enabled", c.precision == rt::Precision::BF16 || c.precision == rt::Precision::FP8}}},
       {"fp16",
        {{"enabled", c.precision == rt::Precision::FP16},
         {"initial_scale_power", int(std::lround(std::log2(c.fp16_init_scale)))},
@@ -240,6 +243,10 @@ ExportResult deepspeed(const rt::TrainConfig& c) {
                       std::to_string(c.zero_shard_size) + " (ZeRO++'s zero_hpz_partition_size keeps only a second "
                       "copy of the parameters within a group)");
   if (c.model.isMoe()) r.notes.push_back(deepspeedMoeNote(c));
+  if (c.precision == rt::Precision::FP8)
+    r.notes.push_back("DeepSpeed's config has no FP8: it says bf16; the FP8 linears come from the model's code "
+                      "(Transformer Engine's te.Linear under te.fp8_autocast with DelayedScaling(fp8_format=HYBRID, "
+                      "amax_history_len=16, amax_compute_algo=\"max\"))");
   return r;
 }
 
@@ -279,9 +286,13 @@ nlohmann::ordered_json fsdpConfig(const rt::TrainConfig& c) {
 // are quoted: YAML 1.1 (PyYAML, which Accelerate uses) reads them bare as the boolean false.
 nlohmann::ordered_json accelerateFields(const rt::TrainConfig& c, const ExportTarget& t) {
   const std::string distributed = c.dp > 1 ? (fsdpStrategy(c) ? "FSDP" : t.cpu ? "MULTI_CPU" : "MULTI_GPU") : "NO";
-  const std::string precision = c.precision == rt::Precision::FP32 ? "no" : toString(c.precision);
+  const std::string precision = c.precision == rt::Precision::FP32 ? "no" : toString(c.precision);  // fp8 too
   nlohmann::ordered_json j = {{"compute_environment", "LOCAL_MACHINE"}, {"debug", false},
                               {"distributed_type", distributed}};
+  // fp8: Accelerate's Transformer Engine backend with this runtime's recipe (runtime/src/model/fp8.h).
+  if (c.precision == rt::Precision::FP8)
+    j["fp8_config"] = nlohmann::ordered_json{{"amax_compute_algo", "max"}, {"amax_history_len", 16}, {"backend", "TE"},
+                                             {"fp8_format", "HYBRID"}, {"margin", 0}};
   if (distributed == "FSDP") j["fsdp_config"] = fsdpConfig(c);
   j.update(nlohmann::ordered_json{{"machine_rank", 0},
           {"main_training_function", "main"},
@@ -329,7 +340,7 @@ nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c, const ExportT
           {"per_device_train_batch_size", c.mbs},
           {"gradient_accumulation_steps", c.ga_steps},
           {"gradient_checkpointing", c.ckpt != rt::Checkpointing::None},
-          {"bf16", c.precision == rt::Precision::BF16},
+          {"bf16", c.precision == rt::Precision::BF16 || c.precision == rt::Precision::FP8},
           {"fp16", c.precision == rt::Precision::FP16},
           {"use_cpu", t.cpu},
           {"optim", optim},
@@ -374,6 +385,10 @@ std::vector<std::string> accelerateNotes(const rt::TrainConfig& c, const ExportT
                     std::to_string(c.model.top_k) + ") is the model's own: Accelerate and TrainingArguments have "
                     "no MoE settings; a Transformers model sets it in its config (e.g. MixtralConfig's "
                     "num_local_experts, num_experts_per_tok, router_aux_loss_coef) and the experts run data-parallel");
+  if (c.precision == rt::Precision::FP8)
+    notes.push_back("fp8 is Accelerate's mixed_precision fp8 with fp8_config (Transformer Engine, HYBRID, amax history "
+                    "16, max); TrainingArguments has no FP8 field and says bf16: launch it through this Accelerate "
+                    "config");
   if (c.zero == rt::ZeroStage::OptimizerStates && c.dp > 1)
     notes.push_back("ZeRO-1 is DeepSpeed's in Accelerate: use --format deepspeed as its deepspeed_config_file");
   if (c.zero >= rt::ZeroStage::Gradients && c.dp > 1)

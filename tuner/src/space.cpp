@@ -117,6 +117,11 @@ std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluste
   std::vector<runconfig::Precision> precisions = o.precisions;
   const bool cpu = c.kind == ClusterKind::Cpu;
   if (precisions.empty()) precisions = {cpu ? runconfig::Precision::FP32 : runconfig::Precision::BF16};
+  for (runconfig::Precision prec : precisions)  // the GPU time model prices fp8 GEMMs at the fp8 peak
+    if (prec == runconfig::Precision::FP8 && !cpu && !c.peak_flops.count("fp8"))
+      throw UserError("--precision", "fp8 needs FP8 tensor cores, and cluster " + c.name +
+                                         " gives no fp8 peak (A100 and older GPUs have none)",
+                      "drop fp8 from --precision, or tune on a cluster with FP8 such as h100-80gb-x8 or h200-x8");
   const int64_t seq = o.seq > 0 ? o.seq : std::min<int64_t>(w.n_positions, 1024);
   // CPU clusters: every world that divides the ranks; GPU clusters: every device.
   std::vector<int64_t> worlds = cpu ? divisors(c.devices()) : std::vector<int64_t>{c.devices()};

@@ -10,6 +10,7 @@
 #include "model/linear.h"
 
 #include "cpu/gemm_avx512.h"
+#include "model/fp8.h"
 #include "cpu/intraop.h"
 
 #include <ATen/ATen.h>
@@ -152,6 +153,7 @@ bool onednnLinearAvailable() { return onednnOp() != nullptr; }
 at::Tensor mmNT(const at::Tensor& x, const at::Tensor& w) { return gemmNT(x, w, {}); }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  if (fp8::Meta* m = fp8::metaFor(w)) return fp8::linear(x, w, b, m);  // --precision fp8's block linears
   if (!useOnednn(x, w)) return at::linear(x, w, b);
   auto out_shape = x.sizes().vec();
   out_shape.back() = w.size(0);
@@ -160,6 +162,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
 }
 
 at::Tensor linearAdd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& residual) {
+  if (fp8::Meta* m = fp8::metaFor(w)) return residual + fp8::linear(x, w, b, m);
   const bool fused = useOnednn(x, w) && onednnBinaryOp() && residual.scalar_type() == at::kFloat &&
                      residual.is_contiguous() && residual.dim() == x.dim();
   if (!fused) return residual + linear(x, w, b);

@@ -8,7 +8,8 @@ namespace trainscope::runtime {
 // x (..., K), w (N, K), b (N) or undefined → (..., N). Same result and autograd as at::linear.
 // On the CPU in fp32 the forward GEMM and backward's dX GEMM go through oneDNN, whose kernels use
 // AVX-512 where MKL (LibTorch's default BLAS) falls back to its generic path on non-Intel CPUs;
-// elsewhere it is at::linear.
+// elsewhere it is at::linear. Under --precision fp8 a registered block weight (model/fp8.h) goes
+// through the FP8 GEMMs instead; so does linearAdd.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
 
 // residual + linear(x, w, b), residual shaped like the output. On the oneDNN path the add is the

@@ -1,6 +1,7 @@
 // tensor_parallel.cpp — see tensor_parallel.h.
 #include "model/tensor_parallel.h"
 
+#include "model/fp8.h"
 #include "model/linear.h"
 
 #include <ATen/ATen.h>
@@ -158,7 +159,8 @@ at::Tensor columnParallelLinear(const at::Tensor& x, const at::Tensor& w, const 
     const char* v = std::getenv("TRAINSCOPE_SP_KEEP_GATHERED");
     return v && std::string(v) == "1";
   }();
-  if (keep_gathered) return linear(gatherSeq(x, tp), w, b);
+  // FP8 (model/fp8.h) saves its own FP8 copy of the gathered input instead of the shard.
+  if (keep_gathered || fp8::metaFor(w)) return linear(gatherSeq(x, tp), w, b);
   return GatherSeqLinear::apply(x, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt, handle(tp));
 }
 

@@ -137,6 +137,19 @@ nlohmann::json toJson(const rundb::ExpertLoad& e) {
           {"capacity", e.capacity}, {"aux_loss", e.aux_loss}, {"z_loss", e.z_loss}};
 }
 
+nlohmann::json toJson(const rundb::Fp8Scale& e) {
+  return {{"rank", e.rank}, {"step", e.step}, {"tensor", e.tensor}, {"role", e.role}, {"amax", e.amax}, {"scale", e.scale}};
+}
+
+void fromJson(const nlohmann::json& j, rundb::Fp8Scale* e) {
+  e->rank = j.at("rank").get<int64_t>();
+  e->step = j.at("step").get<int64_t>();
+  e->tensor = j.at("tensor").get<std::string>();
+  e->role = j.at("role").get<std::string>();
+  e->amax = j.at("amax").get<double>();
+  e->scale = j.at("scale").get<double>();
+}
+
 void fromJson(const nlohmann::json& j, rundb::ExpertLoad* e) {
   e->rank = j.at("rank").get<int64_t>();
   e->step = j.at("step").get<int64_t>();

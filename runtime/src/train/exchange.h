@@ -67,6 +67,8 @@ nlohmann::json toJson(const rundb::ShardInfo& s);
 void fromJson(const nlohmann::json& j, rundb::ShardInfo* s);
 nlohmann::json toJson(const rundb::ExpertLoad& e);
 void fromJson(const nlohmann::json& j, rundb::ExpertLoad* e);
+nlohmann::json toJson(const rundb::Fp8Scale& e);
+void fromJson(const nlohmann::json& j, rundb::Fp8Scale* e);
 
 // Every rank calls it with the same key (once per key in a run), and passes a barrier of the world
 // group inside. Returns, on rank 0, one JSON array per rank in rank order (this rank's own

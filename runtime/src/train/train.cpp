@@ -95,6 +95,8 @@ struct Recording {
   rundb::ClockSample clock_start;
   std::vector<rundb::ExpertLoad> expert_load;  // MoE: this rank's rows not yet handed to rank 0
   int64_t expert_load_handed = 0;              // hand-ins so far (each takes a key of its own)
+  std::vector<rundb::Fp8Scale> fp8_scales;     // --precision fp8: likewise
+  int64_t fp8_handed = 0;
   bool tracing_collectives() const { return collectives != nullptr; }
 };
 
@@ -179,6 +181,15 @@ void handInExpertLoad(Recording& rec, Comm& comm, const TrainConfig& cfg) {
   for (const auto& rows : gatherOnLeader(comm, key, rec.expert_load))
     if (rec.store) rec.store->appendExpertLoad(rows);
   rec.expert_load.clear();
+}
+
+// --precision fp8: every rank's fp8_scales rows to rank 0, at the same points as expert_load.
+void handInFp8Scales(Recording& rec, Comm& comm, const TrainConfig& cfg) {
+  if (cfg.precision != Precision::FP8 || (!rec.store && cfg.world == 1)) return;
+  const std::string key = "fp8_scales/" + std::to_string(rec.fp8_handed++);
+  for (const auto& rows : gatherOnLeader(comm, key, rec.fp8_scales))
+    if (rec.store) rec.store->appendFp8Scales(rows);
+  rec.fp8_scales.clear();
 }
 
 // Final weights digest: ranks of DP replica 0 (and CP rank 0) hand in their parts, rank 0 sums by name.
@@ -318,7 +329,11 @@ bool runStep(RunContext& c, int64_t k, StepTotals* t, RunResult* res) {
   }
   feedCollectives(c.rec);
   for (rundb::ExpertLoad& e : c.trainer.takeExpertLoad()) c.rec.expert_load.push_back(e);
-  if ((k + 1) % kExpertLoadEvery == 0 && k + 1 < c.cfg.steps) handInExpertLoad(c.rec, c.comm, c.cfg);
+  for (rundb::Fp8Scale& e : c.trainer.takeFp8Scales()) c.rec.fp8_scales.push_back(std::move(e));
+  if ((k + 1) % kExpertLoadEvery == 0 && k + 1 < c.cfg.steps) {
+    handInExpertLoad(c.rec, c.comm, c.cfg);
+    handInFp8Scales(c.rec, c.comm, c.cfg);
+  }
   int stop = stopRequest();
   std::vector<int> signalled;  // the ranks a signal reached directly (not forwarded by the launcher)
   const std::vector<rundb::Step> rows = gatherStep(c.comm, r, c.dev.device, &stop, &signalled);
@@ -446,6 +461,7 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
   if (!out.save.empty()) save();  // at the end, or after the step a stop signal ended
   handInCollectives(rec, comm);
   handInExpertLoad(rec, comm, cfg);
+  handInFp8Scales(rec, comm, cfg);
   writeDigest(rec, comm, trainer, cfg, layout);
   for (auto& w : finishTrace(rec, comm, cfg, info)) res.warnings.push_back(std::move(w));
 

@@ -26,6 +26,7 @@
 #include "parallel/pipeline.h"
 #include "model/tensor_parallel.h"
 #include "model/context_parallel.h"
+#include "model/fp8.h"
 #include "trainscope/common/error.h"
 #include "trainscope/runtime/data.h"
 #include "trainscope/runtime/gpt.h"
@@ -71,6 +72,8 @@ struct Trainer::Impl {
   CpContext cp;     // tp.cp points here when cp > 1
   std::vector<ParamInfo> info;
   std::unique_ptr<Experts> experts;    // MoE: expert gradients, load (train/experts.h)
+  fp8::Recipe fp8;                     // --precision fp8: the block linears' scaling (model/fp8.h)
+  std::vector<rundb::Fp8Scale> fp8_rows;  // the last step's, until takeFp8Scales()
 
   std::vector<at::Tensor> master;      // fp32 weights (the optimizer's)
   std::vector<at::Tensor> compute;     // weights forward/backward use: `master` in fp32, else copies
@@ -104,6 +107,7 @@ struct Trainer::Impl {
   // (and the tied embedding over its two stages). Grads are still multiplied by the loss scale.
   // Returns the mean loss over the global batch and the activation peak above the step's baseline.
   std::pair<double, int64_t> forwardBackward(int64_t k) {
+    fp8::Scope fp8_scope(&fp8);  // the block linears run in FP8 when any are registered
     if (!lanes) dp->zeroGrads();  // lanes overwrite the main gradients
     const int64_t baseline = memory->currentBytes();
     memory->resetPeak();
@@ -409,7 +413,7 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm, co
                      " but the config asks for tp=" + std::to_string(cfg.tp) + " pp=" + std::to_string(cfg.pp) +
                      " cp=" + std::to_string(cfg.cp));
   s.memory = std::make_unique<MemoryMeter>(dev.device);
-  s.compute_dtype = cfg.precision == Precision::BF16 ? at::kBFloat16
+  s.compute_dtype = cfg.precision == Precision::BF16 || cfg.precision == Precision::FP8 ? at::kBFloat16
                     : cfg.precision == Precision::FP16 ? at::kHalf
                                                       : at::kFloat;
   s.data = std::make_unique<TokenSource>(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
@@ -456,6 +460,7 @@ Trainer::Trainer(const TrainConfig& cfg, const DeviceChoice& dev, Comm* comm, co
   s.dp = makeDataParallel(cfg, *comm, s.stage, s.master, s.compute, managed, s.compute_dtype, s.device);
   s.compute_weights = GptWeights::fromFlat(s.dp->leaves(), s.stage);
   for (int k = 0; k < s.stage.chunks(); ++k) s.chunk_weights.push_back(s.compute_weights.chunk(s.stage, k));
+  if (cfg.precision == Precision::FP8) fp8::registerBlockLinears(s.fp8, s.dp->leaves(), s.info);
   s.setUpLanes();
   s.schedule = s.lanes ? Impl::Schedule::Lanes : s.layout.pp > 1 ? Impl::Schedule::Pipeline : Impl::Schedule::Plain;
 
@@ -482,6 +487,7 @@ rundb::Step Trainer::step() {
   r.loss_scale = s.scaler.scale;
 
   auto [loss, activation] = s.forwardBackward(s.step);             // grads × loss scale, reduced
+  s.fp8_rows = s.fp8.endStep(fp8::amaxGroups(*s.comm), s.layout.rank, s.step);
   const double norm = s.unscaleAndNorm();                          // grads now true gradients
   r.loss = loss;
   r.grad_norm = norm;
@@ -519,6 +525,7 @@ rundb::Step Trainer::step() {
 double Trainer::computeGradients(int64_t step) {
   Impl& s = *impl_;
   double loss = s.forwardBackward(step).first;
+  s.fp8.endStep(fp8::amaxGroups(*s.comm), s.layout.rank, step);
   s.unscaleAndNorm();
   return loss;
 }
@@ -571,6 +578,8 @@ std::vector<Trainer::Digest> Trainer::weightDigest() const {
 std::vector<rundb::ExpertLoad> Trainer::takeExpertLoad() {
   return impl_->experts->takeLoad(impl_->layout.rank, impl_->step - 1);
 }
+
+std::vector<rundb::Fp8Scale> Trainer::takeFp8Scales() { return std::move(impl_->fp8_rows); }
 
 double Trainer::lastHiddenShare() const { return impl_->dp->hiddenShare(); }
 double Trainer::lastCommSeconds() const { return impl_->dp->commSeconds(); }

@@ -47,12 +47,16 @@ struct Cluster {
   double kernel_floor_s = 0;       // the least a kernel takes on the device (launch to end)
   double dispatch_s = 0;           // the framework's host time to issue one op (eager PyTorch)
   double sustained_clock = 1.0;    // tensor-core clock under sustained load / the clock peak_flops assumes
+  // The share of peak_flops.fp8 the best FP8 GEMM reaches (a measured ceiling; 0: the bf16 curve's).
+  double fp8_matmul_ceiling = 0;
   NetworkTier intra_node, inter_node;
   std::vector<std::string> sources;
 
   int64_t devices() const { return nodes * devices_per_node; }
   double peak(const std::string& dtype) const;           // UserError when the dtype has no figure
   double matmulEfficiency(double gemm_flops) const;      // log-linear between the curve's points
+  // FP8 GEMMs: matmulEfficiency × this, the curve rescaled so that its top is fp8_matmul_ceiling.
+  double fp8Scale() const;
 };
 
 // A preset name (`trainscope tune --cluster h100-80gb-x8`) or a JSON path. `nodes` > 0 overrides

@@ -42,6 +42,7 @@ struct Op {
   double backward_bytes = -1;             // Memory: its backward's bytes (< 0: 1.5× the forward's)
   double efficiency_cap = 0;              // Gemm: an upper bound on its share of peak (0: none)
   double saved = 0;                       // bytes of activations it keeps for its backward
+  bool fp8 = false;                       // Gemm: FP8 operands under --precision fp8 (src/fp8_ops.h)
   double flops() const { return kind == Kind::Gemm ? 2.0 * m * n * k * batch : 0.0; }
 };
 

@@ -34,6 +34,8 @@ struct StageMemory {
   // Held the whole step: bytes per rank of this stage.
   int64_t params = 0, grads = 0, optimizer = 0;
   int64_t buffers = 0;                           // pipeline send buffers, ZeRO-1 flat-buffer padding
+  int64_t fp8_weights = 0;                       // --precision fp8: the block linears' FP8 weights and
+                                                 // their transposes (Transformer Engine's weight cache)
   // Held during a micro-batch's forward and backward.
   int64_t activations = 0;                       // this runtime, all micro-batches in flight
   int64_t head = 0;                              // fused LM head's saved fp32 dX and dW (last stage)
@@ -82,7 +84,7 @@ struct StageMemory {
     return t == layerBackward() ? "backward" : t == headForward() ? "head fwd" : t == moeBackward() ? "moe bwd"
            : t == sync ? "zero sync" : "lane sum";
   }
-  int64_t total() const { return params + grads + optimizer + buffers + transient(); }
+  int64_t total() const { return params + grads + optimizer + buffers + fp8_weights + transient(); }
 };
 
 struct MemoryPrediction {

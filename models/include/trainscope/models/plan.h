@@ -29,7 +29,11 @@ struct Plan : runconfig::Parallelism {
   int64_t localSeq() const { return seq / cp; }      // tokens of a sequence on one CP rank
   int64_t ga() const { return gbs / (mbs * dp); }  // micro-batches per rank per step (M)
   bool mixed() const { return precision != runconfig::Precision::FP32; }
-  int64_t elementBytes() const { return mixed() ? 2 : 4; }
+  int64_t elementBytes() const { return mixed() ? 2 : 4; }  // fp8: its activations are bf16
+  // The dtype whose peak prices GEMMs that are not FP8 (and MFU): bf16 under fp8, else the precision.
+  const char* computeDtype() const {
+    return precision == runconfig::Precision::FP8 ? "bf16" : runconfig::toString(precision);
+  }
   std::string describe() const;  // "dp2 tp1 pp1 mbs4 ga2 none fp32 adamw" (+ " cp2", " zero2", " interleaved v2")
 };
 

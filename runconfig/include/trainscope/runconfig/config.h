@@ -21,7 +21,9 @@
 namespace trainscope::runconfig {
 
 enum class Checkpointing { None, Selective, Full };
-enum class Precision { FP32, BF16, FP16 };
+// FP8: bf16 training whose transformer-block linears run their GEMMs in tensor-wise scaled FP8
+// (docs/config-reference.md, "--precision fp8").
+enum class Precision { FP32, BF16, FP16, FP8 };
 enum class OptimizerKind { AdamW, Adafactor, Adam8bit, SGD };
 enum class DeviceRequest { Auto, CPU, CUDA };
 enum class PipelineSchedule { GPipe, OneFOneB };

@@ -108,7 +108,7 @@ void visitFields(V&& v) {
   v(F{"ga", "--ga", "gradient-accumulation steps"}, &C::ga);
   v(F{"steps", "--steps", "optimizer steps", kShow}, &C::steps);
   v(F{"ckpt", "--ckpt", "activation checkpointing: none|selective|full", kShow}, &C::ckpt);
-  v(F{"precision", "--precision", "fp32|bf16|fp16", kShow}, &C::precision);
+  v(F{"precision", "--precision", "fp32|bf16|fp16|fp8", kShow}, &C::precision);
   // optimisation
   v(F{"optimizer", "--optimizer", "adamw|adafactor|adam8bit|sgd", kShow}, &C::optimizer);
   v(F{"lr", "--lr", "peak learning rate", kShow}, &C::lr);

@@ -99,6 +99,7 @@ class RunReader {
   // schema version 5.
   std::vector<ExpertLoad> expertLoad();
   std::vector<Checkpoint> checkpoints();  // by step; none in a file older than the table
+  std::vector<Fp8Scale> fp8Scales();  // empty for a run that is not --precision fp8
   // Earliest start over steps and every event table (nullopt when the file holds none).
   std::optional<int64_t> firstTime();
   bool hasEvents(const char* table);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/rundb/fp8_scales.h"
 #include "trainscope/rundb/moe_load.h"
 #include "trainscope/rundb/summary.h"
 
@@ -107,6 +108,7 @@ struct Report {
   std::vector<std::string> warnings;
   std::vector<Checkpoint> checkpoints;  // `run --save` (docs/checkpoints.md)
   std::vector<ExpertLayerLoad> expert_load;  // per MoE layer (moe_load.h); empty for a dense run
+  std::vector<Fp8RoleSummary> fp8;           // per FP8 role (fp8_scales.h); empty unless --precision fp8
 };
 
 // Throws UserError with a clear message when `path` is not a run database, or is truncated or

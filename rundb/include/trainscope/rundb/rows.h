@@ -200,4 +200,14 @@ struct Checkpoint {
   std::string path;
 };
 
+// --precision fp8: one FP8 linear's scaling in one step (docs/trace-schema.md, "fp8_scales").
+struct Fp8Scale {
+  int64_t rank = 0;
+  int64_t step = 0;
+  std::string tensor;  // the weight's parameter name, e.g. "h.0.attn.c_attn.weight"
+  std::string role;    // "input" | "weight" | "grad_output"
+  double amax = 0;     // max |value| this step, reduced (max) over the data- and tensor-parallel ranks
+  double scale = 0;    // the scale this step quantised with (fp8_max / amax of the history)
+};
+
 }  // namespace trainscope::rundb

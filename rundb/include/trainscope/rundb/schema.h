@@ -23,7 +23,9 @@ class Database;
 //    (ranges on a device stream). Older files read without them: no names, no GPU annotations.
 // 5: `expert_load` (a MoE router's tokens, drops and losses per rank, step, layer and expert). Older
 //    files read with none (a dense run).
-inline constexpr int kSchemaVersion = 5;
+// 6: `fp8_scales` (--precision fp8: amax and scale per rank, step, FP8 linear and role). Older files
+//    read with none (not an fp8 run).
+inline constexpr int kSchemaVersion = 6;
 inline constexpr int kOldestReadableSchema = 2;
 
 enum class ColumnRole { Plain, Rank, Time, StringId };

@@ -54,6 +54,7 @@ class RunStore {
   // (rank, step, layer, expert) is replaced.
   void appendExpertLoad(const std::vector<ExpertLoad>& rows);
   void appendCheckpoint(const Checkpoint& row);             // committed on its own
+  void appendFp8Scales(const std::vector<Fp8Scale>& rows);  // --precision fp8, every rank's rows
   void writeWeightDigest(const std::vector<WeightDigest>& digest);
   void putRank(const RankInfo& r);
 

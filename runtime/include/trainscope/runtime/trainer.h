@@ -78,6 +78,9 @@ class Trainer {
   // MoE: what the routers did in the last step on this rank (rundb expert_load rows; empty for a
   // dense model), then forgotten.
   std::vector<rundb::ExpertLoad> takeExpertLoad();
+  // --precision fp8: the last step's amax and scale per FP8 linear and role on this rank (rundb
+  // fp8_scales rows; empty otherwise), then forgotten.
+  std::vector<rundb::Fp8Scale> takeFp8Scales();
 
   // This rank's contribution to a digest of the whole model's weights, by canonical parameter name:
   // {sum, sum of squares, sum of |x|}. Summed over all ranks it is the same for every parallel layout
