@@ -146,26 +146,36 @@ std::vector<Range> stageLayout(int64_t n_layer, int64_t pp, int64_t stage, int64
 }
 
 std::vector<Slot> stageSlots(const workloads::Workload& w, const Plan& p, int64_t stage) {
+  // The runtime's flat layout for every architecture (docs/architecture.md, "One architecture"):
+  // GPT-2's is the case where every optional tensor exists.
   const int64_t h = w.n_embd, t = p.tp, Vp = (w.vocab_size + t - 1) / t * t;
-  const bool first = stage == 0, last = stage == p.pp - 1;
+  const bool first = stage == 0, last = stage == p.pp - 1, ln = w.norm == workloads::Norm::LayerNorm;
+  const int64_t q = w.n_head * w.headSize() / t, kv = kvHeadsPerRank(w, t) * w.headSize();
+  const int64_t F = w.ffnHidden() / t, F2 = w.mlp == workloads::Mlp::SwiGLU ? 2 * F : F;
   std::vector<Slot> out;
-  // The tied embedding under PP is reduced with the other end's copy, outside the layout.
-  if (first || last) out.push_back({"wte", {Vp / t, h}, -1, p.pp == 1});
-  if (first) out.push_back({"wpe", {w.n_positions, h}});
+  // The tied embedding under PP is reduced with the other end's copy, outside the layout; untied,
+  // the first stage holds wte and the last lm_head, each an ordinary tensor.
+  if (first || (last && w.tie_embeddings)) out.push_back({"wte", {Vp / t, h}, -1, p.pp == 1 || !w.tie_embeddings});
+  if (first && w.positions == workloads::Positions::Learned) out.push_back({"wpe", {w.n_positions, h}});
   int64_t pos = 0;
   for (const Range& chunk : stageLayout(w.n_layer, p.pp, stage, p.virtual_stages))
     for (int64_t l = chunk.begin; l < chunk.end; ++l, ++pos) {
       const std::string n = "h." + std::to_string(l) + ".";
-      const std::vector<std::pair<const char*, std::vector<int64_t>>> attention = {
-          {"ln_1.weight", {h}},        {"ln_1.bias", {h}},           {"attn.c_attn.weight", {3 * h / t, h}},
-          {"attn.c_attn.bias", {3 * h / t}}, {"attn.c_proj.weight", {h, h / t}}, {"attn.c_proj.bias", {h}},
-          {"ln_2.weight", {h}},        {"ln_2.bias", {h}}};
+      std::vector<std::pair<const char*, std::vector<int64_t>>> attention = {{"ln_1.weight", {h}}};
+      if (ln) attention.push_back({"ln_1.bias", {h}});
+      attention.push_back({"attn.c_attn.weight", {q + 2 * kv, h}});
+      if (w.qkv_bias) attention.push_back({"attn.c_attn.bias", {q + 2 * kv}});
+      attention.push_back({"attn.c_proj.weight", {h, q}});
+      if (w.proj_bias) attention.push_back({"attn.c_proj.bias", {h}});
+      attention.push_back({"ln_2.weight", {h}});
+      if (ln) attention.push_back({"ln_2.bias", {h}});
       for (const auto& [name, shape] : attention) out.push_back({n + name, shape, pos});
       if (!w.moeLayer(l)) {
-        for (const auto& [name, shape] : std::vector<std::pair<const char*, std::vector<int64_t>>>{
-                 {"mlp.c_fc.weight", {4 * h / t, h}}, {"mlp.c_fc.bias", {4 * h / t}},
-                 {"mlp.c_proj.weight", {h, 4 * h / t}}, {"mlp.c_proj.bias", {h}}})
-          out.push_back({n + name, shape, pos});
+        std::vector<std::pair<const char*, std::vector<int64_t>>> mlp = {{"mlp.c_fc.weight", {F2, h}}};
+        if (w.mlp_bias) mlp.push_back({"mlp.c_fc.bias", {F2}});
+        mlp.push_back({"mlp.c_proj.weight", {h, F}});
+        if (w.mlp_bias) mlp.push_back({"mlp.c_proj.bias", {h}});
+        for (const auto& [name, shape] : mlp) out.push_back({n + name, shape, pos});
         continue;
       }
       // A MoE layer's MLP (moe.h): the router, this rank's E/ep experts and the shared expert; with
@@ -176,12 +186,14 @@ std::vector<Slot> stageSlots(const workloads::Workload& w, const Plan& p, int64_
       const auto shapes = moeMlpShapes(w, p);
       for (size_t i = 0; i < shapes.size(); ++i) {
         const bool expert = i >= 1 && i <= 4;
+        if (!w.mlp_bias && i % 2 == 0 && i > 0) continue;  // the biases (Mixtral has none)
         out.push_back({n + kMoe[i], shapes[i], pos, !(expert && p.ep > 1), i >= 1});
       }
     }
   if (last) {
     out.push_back({"ln_f.weight", {h}});
-    out.push_back({"ln_f.bias", {h}});
+    if (ln) out.push_back({"ln_f.bias", {h}});
+    if (!w.tie_embeddings) out.push_back({"lm_head.weight", {Vp / t, h}});
   }
   return out;
 }
