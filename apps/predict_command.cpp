@@ -123,8 +123,6 @@ tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, cons
 
 // Refuses a plan the models cannot price: an invalid one, or one whose figures they cannot count.
 void checkPriceable(const workloads::Workload& w, const tn::Plan& p, int64_t devices) {
-  if (const std::string why = workloads::unsupportedForTraining(w); !why.empty())
-    throw UserError("--workload", why, "price a GPT-2-shaped workload (e.g. gpt2-124m, gpt3-1.3b)");
   if (const std::string why = tn::whyInvalid(w, p); !why.empty())
     throw UserError("predict", "this configuration is not valid: " + why, "change the flag it names");
   // A stage holds up to pp micro-batches in flight: figures the models cannot count are refused,
@@ -285,7 +283,7 @@ nlohmann::json toJson(const Outcome& o) {
                            {"total_bytes", s.total()}, {"microbatches_in_flight", s.inflight},
                            {"megatron_activations_bytes", s.megatron_activations},
                            {"megatron_params_opt_bytes", o.megatronParamsOpt(s.stage)},
-                           {"megatron_embedding_opt_bytes", s.stage == 0 || s.stage == p.pp - 1 ? o.megatronEmbeddingOpt() : 0}});
+                           {"megatron_embedding_opt_bytes", tn::megatronEmbeddingTables(w, p, s.stage) * o.megatronEmbeddingOpt()}});
   j["time"] = {{"compute_s", t.compute_s}, {"recompute_s", t.recompute_s}, {"tp_comm_s", t.tp_comm_s},
                {"dp_comm_s", t.dp_comm_s}, {"zero_gather_s", t.zero_gather_s}, {"pp_comm_s", t.pp_comm_s},
                {"cp_comm_s", t.cp_comm_s}, {"ep_comm_s", t.ep_comm_s}, {"bubble_s", t.bubble_s},

@@ -149,7 +149,7 @@ std::vector<Range> stageLayout(int64_t n_layer, int64_t pp, int64_t stage, int64
 // From workloads::parameterTensors (the runtime's flat order and names, whole), each tensor this
 // stage holds, cut as shardGpt cuts it.
 std::vector<Slot> stageSlots(const workloads::Workload& w, const Plan& p, int64_t stage) {
-  const int64_t t = p.tp, Vp = (w.vocab_size + t - 1) / t * t, D = w.headSize(), KV = w.kvHeads();
+  const int64_t t = p.tp, Vp = (w.vocab_size + t - 1) / t * t, D = w.headSize();
   const int64_t ep = std::max<int64_t>(1, p.ep);
   const bool first = stage == 0, last = stage == p.pp - 1;
   // Position of each global layer among this stage's layers (chunk order is layer order).
@@ -184,7 +184,7 @@ std::vector<Slot> stageSlots(const workloads::Workload& w, const Plan& p, int64_
       s.expert_mlp = !has(n, ".mlp.router.");
     } else if (has(n, "attn.c_attn.")) {
       // [q; k; v]: q heads split; K/V split when tp <= KV, else the one replicated K/V head.
-      s.shape[0] = w.n_head * D / t + 2 * (t <= KV ? KV / t : 1) * D;
+      s.shape[0] = w.n_head * D / t + 2 * kvHeadsPerRank(w, t) * D;
     } else if (has(n, "mlp.c_fc.")) {
       s.shape[0] /= t;  // [gate; up] each split by rows: the same count
     } else if (has(n, "c_proj.weight")) {

@@ -263,11 +263,16 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
 
 namespace {
 
-// One layer's tensors on a TP rank: LayerNorm 1 (weight, bias), qkv 3h·h/t + 3h/t, projection
-// h·h/t + h, LayerNorm 2, fc1 4h·h/t + 4h/t, fc2 4h·h/t + h.
+// One layer's tensors on a TP rank, in the runtime's layout (dp_layout.h's stageSlots): the norms
+// (LayerNorm: weight, bias; RMSNorm: weight), qkv (NH·HS + 2·KV·HS)/t·h (GQA's K/V split or
+// replicated) and its bias, projection, the MLP's fc1 (SwiGLU: [gate; up], 2F/t rows) and fc2 with
+// their biases — a zero for a tensor the architecture lacks. The last four are the MLP's.
 std::vector<double> layerTensors(const workloads::Workload& w, const Plan& p) {
-  const double h = double(w.n_embd), t = double(p.tp);
-  return {h, h, 3.0 * h * h / t, 3.0 * h / t, h * h / t, h, h, h, 4.0 * h * h / t, 4.0 * h / t, 4.0 * h * h / t, h};
+  const double h = double(w.n_embd), t = double(p.tp), ln = w.norm == workloads::Norm::LayerNorm ? h : 0.0;
+  const double q = double(w.n_head * w.headSize()) / t, kv = double(kvHeadsPerRank(w, p.tp) * w.headSize());
+  const double F = double(w.ffnHidden()) / t, F2 = w.mlp == workloads::Mlp::SwiGLU ? 2.0 * F : F;
+  return {h, ln, (q + 2.0 * kv) * h, w.qkv_bias ? q + 2.0 * kv : 0.0, h * q, w.proj_bias ? h : 0.0, h, ln,
+          F2 * h, w.mlp_bias ? F2 : 0.0, h * F, w.mlp_bias ? h : 0.0};
 }
 
 }  // namespace
@@ -282,7 +287,7 @@ std::vector<double> stageTensors(const workloads::Workload& w, const Plan& p, in
   const double h = double(w.n_embd);
   const double word = double((w.vocab_size + p.tp - 1) / p.tp) * h;  // V/t rows of the padded vocabulary
   std::vector<double> n;
-  if (s == 0) n = {word, double(w.n_positions) * h};
+  if (s == 0) n = {word, w.positions == workloads::Positions::Learned ? double(w.n_positions) * h : 0.0};
   const std::vector<double> layer = layerTensors(w, p);
   // A MoE layer's MLP is the router, this rank's E/ep experts and the shared expert, in place of
   // fc1 and fc2 (the last 4 tensors of a dense layer); which layers they are does not matter to sums.
@@ -298,8 +303,8 @@ std::vector<double> stageTensors(const workloads::Workload& w, const Plan& p, in
     n.insert(n.end(), x.begin(), x.end());
   }
   if (s == p.pp - 1) {
-    n.insert(n.end(), {h, h});             // the final LayerNorm
-    if (p.pp > 1) n.push_back(word);       // the tied copy of the word embedding
+    n.insert(n.end(), {h, w.norm == workloads::Norm::LayerNorm ? h : 0.0});  // the final norm
+    if (p.pp > 1 || !w.tie_embeddings) n.push_back(word);  // the tied copy of the word embedding, or lm_head
   }
   return n;
 }
@@ -507,7 +512,7 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
     r.dp_comm_s = dpSyncSeconds(p, c, o, megatron, params * grad_bytes, backward_s);
   }
   r.dp_comm_s += expertSyncSeconds(p, c, o, megatron, experts * grad_bytes, backward_s);
-  if (p.pp > 1) r.dp_comm_s += tiedEmbeddingSeconds(w, p, c, grad_bytes);
+  if (p.pp > 1 && w.tie_embeddings) r.dp_comm_s += tiedEmbeddingSeconds(w, p, c, grad_bytes);
   Plan whole = p;  // the experts' state is not ZeRO-sharded: every rank updates its E/ep experts
   whole.zero = runconfig::ZeroStage::None;
   r.optimizer_s = optimizerSeconds(p, c, megatron, params) + optimizerSeconds(whole, c, megatron, experts);

@@ -73,7 +73,10 @@ struct LayerShape {
   double column_input;  // what a column-parallel GEMM keeps of its input for the weight gradient
   double qkv_out;       // Q, K, V of this rank: the attention core's input
   double heads, scores; // attention heads of this rank (× b), and their score elements
-  bool megatron;
+  // The architecture (workloads/architecture.h) per TP rank: query width NH·HS/t, K/V width
+  // (kvHeadsPerRank · HS: split, or one replicated head when tp > KV), the MLP's hidden F/t.
+  double q, kv, ffn;
+  bool megatron, rms, rope, swiglu, qkv_bias;
 };
 
 LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) {
@@ -82,7 +85,7 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   // queries attend over the whole sequence, whose K and V come round the ring block by block.
   x.b = double(p.mbs), x.s = double(p.localSeq()), x.h = double(w.n_embd), x.t = double(p.tp);
   x.keys = double(p.seq);
-  x.a = double(w.n_head), x.d = x.h / x.a, x.e = double(p.elementBytes());
+  x.a = double(w.n_head), x.d = double(w.headSize()), x.e = double(p.elementBytes());
   x.rows = x.b * x.s;
   x.local = p.sequence_parallel ? x.rows / x.t : x.rows;
   x.act = x.local * x.h * x.e;
@@ -91,15 +94,30 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   // (Korthikanti et al. 2022, §4.2.2; Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication,
   // this runtime's columnParallelLinear); without SP the shard is the whole input.
   x.column_input = x.act;
-  x.qkv_out = 3.0 * x.rows * x.h / x.t * x.e;
+  x.q = x.a * x.d / x.t, x.kv = double(kvHeadsPerRank(w, p.tp)) * x.d, x.ffn = double(w.ffnHidden()) / x.t;
+  x.rms = w.norm == workloads::Norm::RMSNorm, x.rope = w.positions == workloads::Positions::Rope;
+  x.swiglu = w.mlp == workloads::Mlp::SwiGLU, x.qkv_bias = w.qkv_bias;
+  x.qkv_out = x.rows * (x.q + 2.0 * x.kv) * x.e;
   x.heads = x.b * x.a / x.t, x.scores = x.heads * x.s * x.keys;
   return x;
+}
+
+// RMSNorm (no bias, no mean): reads x, writes y, keeping x and its fp32 1/rms per row (transformers'
+// LlamaRMSNorm as the runtime computes it, in fp32; Transformer Engine's RMSNorm keeps the same rsigma).
+// Megatron-LM (TE) reads x and dy once in its backward and writes dx: 1.5× the forward's traffic.
+Op rmsnorm(const LayerShape& x, const char* name) {
+  std::string n = name;
+  if (n.rfind("layernorm", 0) == 0) n = "rmsnorm" + n.substr(9);
+  Op o = mem("", 2.0 * x.act);
+  o.name = n;
+  return keeping(o, x.act + 4.0 * x.local);
 }
 
 // A LayerNorm; it keeps its input. Megatron-LM's fused LayerNorm
 // (fused_kernels/layer_norm_cuda_kernel.cu) reads x and dy twice in its backward — once for the
 // weight and bias gradients, once for dx — and writes dx: 2.5× its forward's traffic.
 Op layernorm(const LayerShape& x, const char* name) {
+  if (x.rms) return rmsnorm(x, name);
   Op o = mem(name, 2.0 * x.act);
   if (x.megatron) o.backward_bytes = 5.0 * x.act;
   return keeping(o, x.act);
@@ -120,7 +138,8 @@ Op residual(const LayerShape& x) {
 std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
   const double s = x.s, keys = x.keys, d = x.d, e = x.e, heads = x.heads, scores = x.scores;
   std::vector<Op> core;
-  core.push_back(keeping(gemm("scores q·kᵀ", s, keys, d, heads), 2.0 * x.rows * x.h / x.t * e));  // Q and K
+  // Q and K; under GQA Megatron-LM expands K and V to the query heads (repeat_interleave) first.
+  core.push_back(keeping(gemm("scores q·kᵀ", s, keys, d, heads), 2.0 * x.rows * x.q * e));
   // Megatron-LM's fused causal softmax (scaled_upper_triang_masked_softmax.h) reads the unmasked
   // half of each row and writes all of it; its backward reads the unmasked half of y and dy and
   // writes dx. Past 2048 keys the fused kernel is unavailable (its assert) and PyTorch runs it in
@@ -133,7 +152,7 @@ std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
   Op dropout = mem("attention dropout", 2.0 * scores * e + scores);
   dropout.backward_bytes = dropout.bytes;
   core.push_back(keeping(dropout, scores));  // the mask
-  core.push_back(keeping(gemm("context p·v", s, d, keys, heads), scores * e + x.rows * x.h / x.t * e));  // P, V
+  core.push_back(keeping(gemm("context p·v", s, d, keys, heads), scores * e + x.rows * x.q * e));  // P, V
   return core;
 }
 
@@ -144,38 +163,71 @@ std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
 // parallelism), and every block of K and V is read once.
 std::vector<Op> flashAttention(const LayerShape& x) {
   Op fa = gemm("flash attention", x.s, x.keys, x.d, x.heads);  // two products of s·keys·d, halved by causality
-  fa.bytes = 2.0 * (x.s + x.keys) * x.d * x.heads * x.e;       // Q and O of the rank, every K and V block
+  // Q and O of the rank, every K and V block (GQA: the rank's KV heads, read once per query group)
+  fa.bytes = 2.0 * x.b * (x.s * x.q + x.keys * x.kv) * x.e;
   fa.efficiency_cap = 0.65;
   // Q, K, V, O, fp32 log-sum-exp
-  return {keeping(fa, 4.0 * x.rows * x.h / x.t * x.e + 4.0 * x.heads * x.s)};
+  return {keeping(fa, x.rows * (2.0 * x.q + 2.0 * x.kv) * x.e + 4.0 * x.heads * x.s)};
+}
+
+// RoPE on the rank's q and k after the projection (HF rotate_half: q·cos + rotate_half(q)·sin):
+// memory-bound, reading and writing q and k (the cos/sin table, s·HS, is negligible). It keeps
+// nothing per token: its backward is the same rotation of dy by the constant table, and the rotated
+// q and k are what the attention core keeps (its input). Megatron-LM's fused RoPE (TE) the same.
+Op rope(const LayerShape& x) {
+  Op o = mem("rope q, k", 2.0 * x.rows * (x.q + x.kv) * x.e);
+  o.backward_bytes = o.bytes;
+  return o;
 }
 
 // Attention block: LayerNorm → QKV GEMM (column-parallel) → core → projection (row-parallel) →
 // bias + dropout + residual. Each op keeps its input unless said otherwise.
 void addAttentionBlock(std::vector<Op>& F, const LayerShape& x, const std::vector<Op>& core) {
   F.push_back(layernorm(x, "layernorm 1"));
-  F.push_back(keeping(gemm("qkv", x.rows, 3.0 * x.h / x.t, x.h), x.column_input));
-  if (x.megatron) {
+  // Q (NH·HS/t columns) and K, V (the rank's KV heads each: smaller under GQA).
+  F.push_back(keeping(gemm("qkv", x.rows, x.q + 2.0 * x.kv, x.h), x.column_input));
+  if (x.megatron && x.qkv_bias) {
     // The QKV layer adds its bias after the GEMM (F.linear on a 3-D input: matmul, then add); its
     // backward sums dy over the tokens for the bias gradient.
-    Op bias = mem("qkv bias", 2.0 * x.rows * 3.0 * x.h / x.t * x.e);
-    bias.backward_bytes = x.rows * 3.0 * x.h / x.t * x.e;
+    Op bias = mem("qkv bias", 2.0 * x.qkv_out);
+    bias.backward_bytes = x.qkv_out;
     F.push_back(bias);
   }
+  if (x.rope) F.push_back(rope(x));
   F.insert(F.end(), core.begin(), core.end());
-  F.push_back(keeping(gemm("projection", x.rows, x.h, x.h / x.t), x.rows * x.h / x.t * x.e));
+  F.push_back(keeping(gemm("projection", x.rows, x.h, x.q), x.rows * x.q * x.e));
   F.push_back(residual(x));
 }
 
-// MLP block: LayerNorm → fc1 (column) → bias + GeLU → fc2 (row) → bias + dropout + residual.
+// SwiGLU MLP: [gate; up] (one column-parallel GEMM of 2F/t) → silu(gate)·up → down (row-parallel).
+// The SiLU-multiply reads 2F and writes F. What it keeps: this runtime's eager silu and mul keep
+// gate, silu(gate) and up (3F; autograd's SiluBackward and MulBackward); Megatron-LM's fused
+// bias_swiglu (megatron/core/fusions/fused_bias_swiglu.py) keeps its input [gate; up] only (2F)
+// and recomputes silu in the backward (reading 2F and dy, writing 2F).
+void addSwigluBlock(std::vector<Op>& F, const LayerShape& x) {
+  const double f = x.rows * x.ffn * x.e;  // one (b, s, F/t) activation
+  F.push_back(keeping(gemm("gate+up", x.rows, 2.0 * x.ffn, x.h), x.column_input));
+  Op act = mem("silu-multiply", 3.0 * f);
+  if (x.megatron) act.backward_bytes = 5.0 * f;
+  F.push_back(keeping(act, (x.megatron ? 2.0 : 3.0) * f));
+  F.push_back(keeping(gemm("down", x.rows, x.h, x.ffn), f));
+}
+
+// MLP block: LayerNorm → fc1 (column) → bias + GeLU → fc2 (row) → bias + dropout + residual; or
+// SwiGLU's three matrices.
 void addMlpBlock(std::vector<Op>& F, const LayerShape& x) {
   F.push_back(layernorm(x, "layernorm 2"));
-  F.push_back(keeping(gemm("fc1", x.rows, 4.0 * x.h / x.t, x.h), x.column_input));
-  const double hidden4 = x.rows * 4.0 * x.h / x.t * x.e;  // the (b, s, 4h/t) MLP activation
+  if (x.swiglu) {
+    addSwigluBlock(F, x);
+    F.push_back(residual(x));
+    return;
+  }
+  F.push_back(keeping(gemm("fc1", x.rows, x.ffn, x.h), x.column_input));
+  const double hidden4 = x.rows * x.ffn * x.e;  // the (b, s, F/t) MLP activation (F = 4h for GPT)
   Op gelu = mem("bias-gelu", 2.0 * hidden4);
   if (x.megatron) gelu.backward_bytes = 4.0 * hidden4;  // dy and x in, dx out; dx again for the bias
   F.push_back(keeping(gelu, hidden4));
-  F.push_back(keeping(gemm("fc2", x.rows, x.h, 4.0 * x.h / x.t), hidden4));
+  F.push_back(keeping(gemm("fc2", x.rows, x.h, x.ffn), hidden4));
   F.push_back(residual(x));
 }
 
@@ -252,7 +304,7 @@ LayerOps headOps(const workloads::Workload& w, const Plan& p, Framework f) {
   const double V = double((w.vocab_size + p.tp - 1) / p.tp * p.tp), e = double(p.elementBytes());
   const double rows = b * s, local = p.sequence_parallel ? rows / t : rows;
   LayerOps L;
-  Op final_norm = mem("final layernorm", 2.0 * local * h * e);
+  Op final_norm = mem(w.norm == workloads::Norm::RMSNorm ? "final rmsnorm" : "final layernorm", 2.0 * local * h * e);
   L.forward.push_back(final_norm);
   const Op logits = gemm("lm head", rows, V / t, h);
   L.forward.push_back(logits);
@@ -278,7 +330,9 @@ LayerOps headOps(const workloads::Workload& w, const Plan& p, Framework f) {
     backwardOf(logits, L.backward);
     L.backward.push_back(mem("cross-entropy backward", 2.0 * n * e));
   }
-  L.backward.push_back(mem("final layernorm backward", (f == Framework::Megatron ? 2.5 : 1.5) * final_norm.bytes));
+  const bool ln_backward = f == Framework::Megatron && w.norm == workloads::Norm::LayerNorm;
+  L.backward.push_back(mem("final layernorm backward", (ln_backward ? 2.5 : 1.5) * final_norm.bytes));
+  L.backward.back().name = final_norm.name + " backward";
   return L;
 }
 
@@ -286,14 +340,16 @@ LayerOps embeddingOps(const workloads::Workload& w, const Plan& p) {
   const double rows = double(p.mbs) * double(p.localSeq()), h = double(w.n_embd), e = double(p.elementBytes());
   const double word = double((w.vocab_size + p.tp - 1) / p.tp) * h;  // V/t × h, this rank's rows
   LayerOps L;
-  L.forward.push_back(mem("embedding lookup + positions", 3.0 * rows * h * e));
+  // The token rows gathered (and learned positions added: three tensors' traffic; RoPE or none: two).
+  if (w.positions == workloads::Positions::Learned) L.forward.push_back(mem("embedding lookup + positions", 3.0 * rows * h * e));
+  else L.forward.push_back(mem("embedding lookup", 2.0 * rows * h * e));
   // PyTorch's dense embedding backward zero-fills a gradient of the whole V/t × h table, then
   // scatter-adds the rows' gradients into it.
   L.backward.push_back(mem("embedding gradient zero-fill", word * e));
   L.backward.push_back(mem("embedding backward (scatter-add)", 3.0 * rows * h * 4.0));
-  // Without PP the word embedding is also the LM head's weight: autograd sums its two gradients
-  // (two tables in, one out).
-  if (p.pp == 1) L.backward.push_back(mem("tied embedding gradient sum", 3.0 * word * e));
+  // Without PP a tied word embedding is also the LM head's weight: autograd sums its two gradients
+  // (two tables in, one out). An untied head has its own weight and gradient.
+  if (p.pp == 1 && w.tie_embeddings) L.backward.push_back(mem("tied embedding gradient sum", 3.0 * word * e));
   return L;
 }
 

@@ -417,12 +417,36 @@ int64_t ringBuffers(const workloads::Workload& w, const Plan& p) {
   return int64_t(8.0 * block * double(p.elementBytes()));
 }
 
+// Megatron-LM's theoretical memory for the decoders Korthikanti et al.'s Table 2 does not describe
+// (RMSNorm, RoPE, SwiGLU, GQA, untied head): its theoretical_memory_usage.py (Megatron-LM
+// megatron/training/, and Megatron-Bridge's training/utils/theoretical_memory_utils.py, the test
+// oracle) writes Table 2 with the MLP's width F in place of 4h and the heads at full width:
+// sbh(18 + 4F/h)/t per layer under SP and selective recomputation (docs/memory-model.md, "Megatron-LM
+// on Llama-family decoders"). The other modes generalise Table 2 the same way (megatronLayerActivationBytes).
+// On the first stage it adds the embedding's input tokens (8sb) and dropout mask (sbh) of every
+// micro-batch in flight, and without PP the output layer's input and fp32 logits 4sb(h + V); ÷ t
+// with SP, as the oracle does. The last stage of a pipeline keeps the fp32 logits 4sbV/t.
+int64_t megatronTheoreticalActivations(const workloads::Workload& w, const Plan& p, const StageMemory& sm,
+                                       double interleave) {
+  const double s = double(p.localSeq()), b = double(p.mbs), h = double(w.n_embd), t = double(p.tp);
+  const double V = double((w.vocab_size + p.tp - 1) / p.tp * p.tp);
+  const double layer = megatronLayerActivationBytes(s, b, h, double(w.n_head), t, p.sequence_parallel, p.ckpt,
+                                                    double(w.ffnHidden()) / h);
+  const double split = p.sequence_parallel ? t : 1.0;
+  double mega = layer * double(sm.layers) * double(sm.inflight) * interleave;
+  if (sm.stage == 0) mega += (8.0 * s * b + s * b * h) * double(sm.inflight) * interleave / split;
+  if (p.pp == 1) mega += 4.0 * s * b * h * (1.0 + V / h) / split;
+  else if (sm.stage == p.pp - 1) mega += 4.0 * s * b * V / t;
+  return int64_t(mega);
+}
+
 // Megatron-LM on the same plan (Korthikanti et al. 2022): 16-bit activations of the micro-batches
 // in flight, and the last stage's fp32 logits.
 int64_t megatronActivations(const workloads::Workload& w, const Plan& p, const StageMemory& sm,
                             const LayerLists& ops, double interleave) {
   const double s = double(p.localSeq()), b = double(p.mbs);
   const int64_t moe = moeLayersOfStage(w, p, sm.stage);
+  if (!korthikantiShape(w) && !w.isMoe()) return megatronTheoreticalActivations(w, p, sm, interleave);
   double mega = (ops.megatron_layer.saved * double(sm.layers - moe) + ops.megatron_moe.saved * double(moe)) *
                 double(sm.inflight) * interleave;
   if (sm.stage == p.pp - 1) mega += 4.0 * s * b * double(w.vocab_size) / double(p.tp);  // fp32 logits
@@ -473,14 +497,23 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
 
 }  // namespace
 
-double megatronLayerActivationBytes(double s, double b, double h, double a, double t, bool sp, Checkpointing ckpt) {
-  const double sbh = s * b * h, score = 5.0 * a * s / (h * t);
+double megatronLayerActivationBytes(double s, double b, double h, double a, double t, bool sp, Checkpointing ckpt,
+                                    double ffn_over_h) {
+  // Table 2's 34 = 18 + 16 and 24 = 8 + 16, the 16 being the MLP's GeLU input and fc2 input of 4h
+  // each: 4F/h for an MLP of width F (theoretical_memory_usage.py's 18 + 4F/h).
+  const double sbh = s * b * h, score = 5.0 * a * s / (h * t), mlp = 4.0 * ffn_over_h;
   switch (ckpt) {
     case Checkpointing::Full: return sp ? 2 * sbh / t : 2 * sbh;
-    case Checkpointing::Selective: return sp ? 34 * sbh / t : sbh * (10 + 24 / t);
+    case Checkpointing::Selective: return sp ? (18 + mlp) * sbh / t : sbh * (10 + (8 + mlp) / t);
     case Checkpointing::None: break;
   }
-  return sp ? sbh * (34 / t + score) : sbh * (10 + 24 / t + score);
+  return sp ? sbh * ((18 + mlp) / t + score) : sbh * (10 + (8 + mlp) / t + score);
+}
+
+bool korthikantiShape(const workloads::Workload& w) {
+  return w.norm == workloads::Norm::LayerNorm && w.positions == workloads::Positions::Learned &&
+         w.mlp == workloads::Mlp::Gelu && w.ffnHidden() == 4 * w.n_embd && w.kvHeads() == w.n_head &&
+         w.headSize() * w.n_head == w.n_embd && w.tie_embeddings && w.qkv_bias && w.proj_bias && w.mlp_bias;
 }
 
 MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p) {
@@ -504,8 +537,25 @@ double megatronBytesPerParam(const Plan& p, bool distributed_optimizer) {
   return distributed_optimizer ? 6.0 + 12.0 / double(p.dp) : 18.0;
 }
 
+double megatronLayerParams(const workloads::Workload& w) {
+  const double h = double(w.n_embd), q = double(w.n_head * w.headSize()), kv = double(w.kvHeads() * w.headSize());
+  if (w.isMoe()) return 12.0 * h * h + 13.0 * h;  // the dense layer's, as Korthikanti et al. count
+  const double F = double(w.ffnHidden()), mats = w.mlp == workloads::Mlp::SwiGLU ? 3.0 : 2.0;
+  double n = (w.norm == workloads::Norm::LayerNorm ? 4.0 : 2.0) * h;  // two norms
+  n += h * (q + 2.0 * kv) + q * h + mats * h * F;                     // QKV (GQA), projection, MLP
+  if (w.qkv_bias) n += q + 2.0 * kv;
+  if (w.proj_bias) n += h;
+  if (w.mlp_bias) n += (mats - 1.0) * F + h;
+  return n;  // GPT-2's shape: 12h² + 13h
+}
+
+int64_t megatronEmbeddingTables(const workloads::Workload& w, const Plan& p, int64_t stage) {
+  const bool first = stage == 0, last = stage == p.pp - 1;
+  return (first ? 1 : 0) + (last && !(first && w.tie_embeddings) ? 1 : 0);
+}
+
 int64_t megatronLayersParamsOpt(const workloads::Workload& w, const Plan& p, int64_t stage, double bytes_per_param) {
-  const double layer_params = 12.0 * double(w.n_embd) * double(w.n_embd) + 13.0 * double(w.n_embd);
+  const double layer_params = megatronLayerParams(w);
   return int64_t(bytes_per_param * layer_params * double(layersOfStage(w.n_layer, p.pp, stage)) / double(p.tp));
 }
 

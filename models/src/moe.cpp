@@ -126,8 +126,10 @@ double moeCountsAllGatherSeconds(const NetworkTier& tier, const workloads::Workl
 
 std::vector<std::vector<int64_t>> moeMlpShapes(const workloads::Workload& w, const Plan& p) {
   const int64_t C = w.n_embd, Fh = w.expertHidden(), El = w.n_experts / std::max<int64_t>(1, p.ep);
-  std::vector<std::vector<int64_t>> s = {{w.n_experts, C}, {El, Fh, C}, {El, Fh}, {El, C, Fh}, {El, C}};
-  if (w.shared_expert) s.insert(s.end(), {{Fh, C}, {Fh}, {C, Fh}, {C}});
+  // SwiGLU experts: c_fc holds [gate; up], 2F rows (the runtime's layout, docs/architecture.md).
+  const int64_t F2 = w.mlp == workloads::Mlp::SwiGLU ? 2 * Fh : Fh;
+  std::vector<std::vector<int64_t>> s = {{w.n_experts, C}, {El, F2, C}, {El, F2}, {El, C, Fh}, {El, C}};
+  if (w.shared_expert) s.insert(s.end(), {{F2, C}, {F2}, {C, Fh}, {C}});
   return s;
 }
 

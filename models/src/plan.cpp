@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "trainscope/models/dp_layout.h"
-#include "trainscope/workloads/architecture.h"
 
 namespace trainscope::models {
 
@@ -22,11 +21,10 @@ std::string Plan::describe() const {
 }
 
 std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
-  // A shape the op list does not price yet is refused, never priced as GPT-2 (issue 32's later pieces).
-  if (std::string why = workloads::unsupportedForTraining(w); !why.empty()) return why;
   if (p.dp < 1 || p.cp < 1 || p.tp < 1 || p.pp < 1 || p.mbs < 1 || p.gbs < 1 || p.seq < 1 || p.virtual_stages < 1)
     return "non-positive size";
   if (w.n_head % p.tp != 0) return "tp=" + std::to_string(p.tp) + " does not divide n_head=" + std::to_string(w.n_head);
+  if (std::string why = whyInvalidArchitecture(w, p); !why.empty()) return why;
   if (p.pp > w.n_layer) return "pp=" + std::to_string(p.pp) + " exceeds n_layer=" + std::to_string(w.n_layer);
   if (p.gbs % (p.mbs * p.dp) != 0)
     return "gbs=" + std::to_string(p.gbs) + " is not divisible by mbs x dp=" + std::to_string(p.mbs * p.dp);
@@ -51,6 +49,26 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
   if (p.cp > 1 && p.seq % (2 * p.cp) != 0)
     return "context parallelism needs seq=" + std::to_string(p.seq) + " divisible by 2 x cp=" + std::to_string(2 * p.cp);
   return whyInvalidExperts(w, p);
+}
+
+// Grouped-query attention under TP: the K/V heads split over the TP ranks (tp divides n_kv_head) or,
+// with more ranks than K/V heads, replicated (n_kv_head divides tp), as Megatron-LM does; any other
+// tp would leave a rank's query heads without their K/V head. Sliding-window attention is not
+// modelled: the model is the same only while the sequence fits the window.
+std::string whyInvalidArchitecture(const workloads::Workload& w, const Plan& p) {
+  const int64_t kv = w.kvHeads();
+  if (kv % p.tp != 0 && p.tp % kv != 0)
+    return "tp=" + std::to_string(p.tp) + " neither divides n_kv_head=" + std::to_string(kv) +
+           " nor is a multiple of it (grouped-query attention splits or replicates the K/V heads)";
+  if (w.sliding_window > 0 && p.seq > w.sliding_window)
+    return "seq=" + std::to_string(p.seq) + " exceeds sliding_window=" + std::to_string(w.sliding_window) +
+           " (sliding-window attention is not modelled; the model is the same only while seq fits the window)";
+  return "";
+}
+
+int64_t kvHeadsPerRank(const workloads::Workload& w, int64_t tp) {
+  const int64_t kv = w.kvHeads();
+  return tp <= kv ? kv / tp : 1;
 }
 
 // Expert parallelism (Megatron-LM's --expert-model-parallel-size): the ep ranks holding one set of

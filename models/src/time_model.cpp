@@ -160,13 +160,15 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   // fused kernels, counted whole as Narayanan et al. do).
   const double rows = s * b;
   double layer_fwd = weightGemms(layerOps(w, p, Framework::Trainscope).forward);
-  const double attn_flops = 4.0 * b * s * keys * h / t;
+  const double attn_flops = 4.0 * b * s * keys * double(w.n_head * w.headSize()) / t;  // NH·HS: C for GPT
   const double attn_fwd = attn_flops / (peak * c.matmulEfficiency(attn_flops / std::max(1.0, a / t)));
   layer_fwd += attn_fwd;
   // Memory-bound work per layer: LayerNorms, GELU, softmax statistics, residual adds, bias adds:
   // about 16 reads and writes of an s·b·h tensor (÷t where the work is sharded).
   const double local_rows = p.sequence_parallel ? rows / t : rows;
-  layer_fwd += (10.0 * local_rows * h + 6.0 * rows * 4 * h / t) * e / std::max(mem_bw, 1.0);
+  // The MLP's share is of its width F (SwiGLU's SiLU-multiply reads gate and up: 1.5×).
+  const double mlp_width = double(w.ffnHidden()) * (w.mlp == workloads::Mlp::SwiGLU ? 1.5 : 1.0);
+  layer_fwd += (10.0 * local_rows * h + 6.0 * rows * mlp_width / t) * e / std::max(mem_bw, 1.0);
   const double head_fwd = weightGemms(headOps(w, p, Framework::Trainscope).forward) + 3.0 * rows * V / t * 4.0 / std::max(mem_bw, 1.0);
   // The slowest stage: the first holds ⌈L/p⌉ layers, the last ⌊L/p⌋ layers and the LM head.
   const double layers_per_stage = double((w.n_layer + p.pp - 1) / p.pp);

@@ -30,33 +30,26 @@ nlohmann::json lastJson(const std::string& out) {
 }
 }  // namespace
 
-TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTheCpuSpaceWithinTenPercent) {
-  struct Cfg {
-    int dp, tp, pp, mbs;
-    const char* ckpt;
-    int zero;  // ZeRO stage (0: none)
-    int lanes = 1, ga = 2;
-    const char* extra = "";  // --sequence-parallel, --precision bf16, --pp-schedule gpipe
-    int cp = 1;              // context parallelism: the sequence over cp ranks, the ring's K/V blocks
-  };
-  // Every moment that can hold the peak is some configuration's: a layer's backward, the LM head's
-  // forward (full checkpointing), ZeRO-1's reduce-scatter, ZeRO-2's last bucket, the core lanes' gradient sum (one
-  // micro-batch and several).
-  const Cfg space[] = {{1, 1, 1, 4, "none", false},      {1, 1, 1, 4, "full", false}, {1, 1, 1, 4, "selective", false},
-                       {1, 1, 1, 8, "none", false},      {2, 1, 1, 4, "none", false}, {2, 1, 1, 2, "full", false},
-                       {1, 2, 1, 4, "none", false},      {1, 1, 2, 4, "none", false}, {2, 1, 1, 4, "none", true},
-                       {2, 1, 1, 2, "full", true},       {1, 1, 2, 8, "full", false, 1, 1},
-                       {2, 1, 1, 4, "none", false, 1, 2, " --zero 3"}, {2, 1, 1, 2, "selective", false, 1, 2, " --zero 3"},
-                       {1, 1, 1, 8, "none", false, 2, 1}, {1, 1, 1, 2, "full", false, 2, 4},
-                       {1, 2, 1, 8, "selective", false, 1, 1, " --sequence-parallel"},
-                       {1, 1, 2, 2, "none", false, 1, 4, " --precision bf16 --pp-schedule gpipe"},
-                       {1, 1, 2, 2, "none", false, 1, 4, " --virtual-stages 2"},  // interleaved 1F1B
-                       {2, 1, 1, 4, "none", 2},  {2, 1, 1, 2, "full", 2, 1, 2, " --precision bf16"},  // ZeRO-2
-                       {1, 1, 1, 4, "none", 0, 1, 2, "", 2},  {1, 1, 1, 4, "selective", 0, 1, 2, "", 2}};  // CP 2
+namespace {
+
+// One configuration of a CPU space, run for real and predicted (the memory harness below).
+struct Cfg {
+  int dp, tp, pp, mbs;
+  const char* ckpt;
+  int zero;  // ZeRO stage (0: none)
+  int lanes = 1, ga = 2;
+  const char* extra = "";  // --sequence-parallel, --precision bf16, --pp-schedule gpipe
+  int cp = 1;              // context parallelism: the sequence over cp ranks, the ring's K/V blocks
+};
+
+// Runs each configuration of `workload` for 2 steps and compares its measured peak (the run
+// summary's) with `trainscope predict`'s: each within 10%, the median within 5% (the issues' aim).
+// A new architecture is one more call with its workload (the Llama family's below).
+void expectPeaksPredicted(const std::string& workload, const std::vector<Cfg>& space) {
   std::vector<double> errors;
   for (const Cfg& c : space) {
     const int n = c.dp * c.cp * c.tp * c.pp, gbs = c.mbs * c.dp * c.ga, lanes = c.lanes;
-    const std::string shape = " --workload small-cpu --seq 64 --mbs " + std::to_string(c.mbs) + " --gbs " +
+    const std::string shape = " --workload " + workload + " --seq 64 --mbs " + std::to_string(c.mbs) + " --gbs " +
                               std::to_string(gbs) + " --ckpt " + c.ckpt + " --tp " + std::to_string(c.tp) + " --pp " +
                               std::to_string(c.pp) + (c.zero ? " --zero " + std::to_string(c.zero) : "") + c.extra +
                               (c.cp > 1 ? " --cp " + std::to_string(c.cp) : "");
@@ -79,6 +72,38 @@ TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTheCpuSpaceWithinTenPercent) {
               100 * errors.back(), errors.size());
   // The issue's aim: 5%. Peaks are counted by the allocator, not sampled, so they do not vary.
   EXPECT_LE(errors[errors.size() / 2], 0.05);
+}
+
+}  // namespace
+
+TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTheCpuSpaceWithinTenPercent) {
+  // Every moment that can hold the peak is some configuration's: a layer's backward, the LM head's
+  // forward (full checkpointing), ZeRO-1's reduce-scatter, ZeRO-2's last bucket, the core lanes' gradient sum (one
+  // micro-batch and several).
+  const std::vector<Cfg> space = {{1, 1, 1, 4, "none", false},      {1, 1, 1, 4, "full", false}, {1, 1, 1, 4, "selective", false},
+                       {1, 1, 1, 8, "none", false},      {2, 1, 1, 4, "none", false}, {2, 1, 1, 2, "full", false},
+                       {1, 2, 1, 4, "none", false},      {1, 1, 2, 4, "none", false}, {2, 1, 1, 4, "none", true},
+                       {2, 1, 1, 2, "full", true},       {1, 1, 2, 8, "full", false, 1, 1},
+                       {2, 1, 1, 4, "none", false, 1, 2, " --zero 3"}, {2, 1, 1, 2, "selective", false, 1, 2, " --zero 3"},
+                       {1, 1, 1, 8, "none", false, 2, 1}, {1, 1, 1, 2, "full", false, 2, 4},
+                       {1, 2, 1, 8, "selective", false, 1, 1, " --sequence-parallel"},
+                       {1, 1, 2, 2, "none", false, 1, 4, " --precision bf16 --pp-schedule gpipe"},
+                       {1, 1, 2, 2, "none", false, 1, 4, " --virtual-stages 2"},  // interleaved 1F1B
+                       {2, 1, 1, 4, "none", 2},  {2, 1, 1, 2, "full", 2, 1, 2, " --precision bf16"},  // ZeRO-2
+                       {1, 1, 1, 4, "none", 0, 1, 2, "", 2},  {1, 1, 1, 4, "selective", 0, 1, 2, "", 2}};  // CP 2
+  expectPeaksPredicted("small-cpu", space);
+}
+
+// The Llama family (RMSNorm, RoPE, SwiGLU, GQA, untied head) on the runtime that trains it
+// (issue 32's "measured CPU peaks within 5% of predict"). Disabled until the runtime that trains
+// Llama workloads is merged (helper rt): run then with --gtest_also_run_disabled_tests and enable.
+TEST(TunerMemoryModel, DISABLED_PredictsMeasuredPeaksOfTinyLlama) {
+  const std::vector<Cfg> space = {{1, 1, 1, 4, "none", 0},      {1, 1, 1, 4, "full", 0},
+                                  {1, 1, 1, 4, "selective", 0}, {2, 1, 1, 4, "none", 0},
+                                  {1, 2, 1, 4, "none", 0},      {1, 1, 2, 4, "none", 0},
+                                  {1, 2, 1, 4, "selective", 0, 1, 2, " --sequence-parallel"},
+                                  {2, 1, 1, 4, "none", 2},      {1, 1, 1, 4, "none", 0, 1, 2, " --precision bf16"}};
+  expectPeaksPredicted("tiny-llama", space);
 }
 
 TEST(Predict, ReportsEveryFigureAndRefusesAnInvalidPlan) {

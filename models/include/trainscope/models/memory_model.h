@@ -106,8 +106,19 @@ int64_t megatronEmbeddingParamsOpt(const workloads::Workload& w, const Plan& p, 
 
 // Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch (16-bit):
 // their closed form, which Megatron-LM's op list reproduces (MemoryModel.TheOpListKeeps…).
+// `ffn_over_h`: the MLP's width over h (4 in the paper); theoretical_memory_usage.py's generalisation.
 double megatronLayerActivationBytes(double s, double b, double h, double a, double t, bool sp,
-                                    runconfig::Checkpointing ckpt);
+                                    runconfig::Checkpointing ckpt, double ffn_over_h = 4.0);
+// True for the GPT shape Table 2 describes (LayerNorm, learned positions, GELU MLP of 4h, MHA, tied,
+// biases): its Megatron activations come from the op list; other decoders follow Megatron-LM's
+// theoretical_memory_usage terms (memory_model.cpp, docs/memory-model.md).
+bool korthikantiShape(const workloads::Workload& w);
+// One transformer layer's parameters as Megatron-LM builds it from the architecture (norms, QKV with
+// GQA's smaller K/V, projection, 2 or 3 MLP matrices, the biases it has): 12h² + 13h for GPT-2.
+double megatronLayerParams(const workloads::Workload& w);
+// Word-embedding-sized tables a stage holds: the embedding on the first, the output layer on the
+// last (its own weight when untied, a copy of the tied one under PP); one when tied without PP.
+int64_t megatronEmbeddingTables(const workloads::Workload& w, const Plan& p, int64_t stage);
 
 // The models' figures are int64 bytes per rank. False when an upper bound of all of them — every
 // term of predictMemory for `sequences` of `seq` tokens in flight (activations with the quadratic

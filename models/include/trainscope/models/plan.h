@@ -43,6 +43,10 @@ Plan planOf(const runconfig::TrainConfig& c);
 // Checks a plan against the model; returns "" when valid, else the reason (heads % tp, …).
 std::string whyInvalid(const workloads::Workload& w, const Plan& p);
 std::string whyInvalidExperts(const workloads::Workload& w, const Plan& p);  // the ep/MoE part of it
+std::string whyInvalidArchitecture(const workloads::Workload& w, const Plan& p);  // GQA under TP, window
+// K/V heads one TP rank holds: n_kv_head/tp, or one (replicated tp/n_kv_head times, as Megatron-LM
+// does) when tp > n_kv_head.
+int64_t kvHeadsPerRank(const workloads::Workload& w, int64_t tp);
 // Layers of pipeline stage s (dp_layout.h's stageLayout, as the runtime splits them: the first L mod p
 // stages get one more).
 int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage);

@@ -1,0 +1,142 @@
+// architecture_models_test.cpp — the models price the Llama family from the workload's architecture
+// (issue 32): the runtime's tensors per rank (GQA's K/V, SwiGLU's three matrices, no biases, untied
+// head), the op list's GEMMs and saved activations, GQA under TP, FLOPs with SwiGLU and GQA.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "trainscope/models/dp_layout.h"
+#include "trainscope/tuner/models.h"
+#include "trainscope/workloads/flops.h"
+#include "trainscope/workloads/workload.h"
+
+namespace tn = trainscope::tuner;
+namespace wl = trainscope::workloads;
+namespace rt = trainscope::runconfig;
+
+namespace {
+
+tn::Plan plan(int64_t tp, int64_t pp, int64_t seq) {
+  tn::Plan p;
+  p.dp = 1, p.tp = tp, p.pp = pp, p.mbs = 1, p.gbs = 1, p.seq = seq;
+  p.precision = rt::Precision::BF16;
+  return p;
+}
+
+const tn::Op* find(const std::vector<tn::Op>& ops, const std::string& name) {
+  for (const auto& o : ops)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(ArchitectureModels, StageTensorsAreTheWholeLlamaModel) {
+  // llama3-8b: 8,030,261,248 parameters (untied head, RMSNorm, GQA 8, SwiGLU 14336, no biases).
+  const wl::Workload w = wl::load("llama3-8b");
+  int64_t n = 0;
+  for (const auto& s : tn::stageSlots(w, plan(1, 1, 8192), 0)) n += s.numel();
+  EXPECT_EQ(n, w.parameterCount());
+  EXPECT_EQ(n, 8030261248);
+  // Under tp 2, pp 2 every tensor is split by 2 (vocabulary 128256 is even): the stages' sums, × tp.
+  int64_t split = 0;
+  for (int64_t st = 0; st < 2; ++st)
+    for (const auto& s : tn::stageSlots(w, plan(2, 2, 8192), st)) split += s.numel();
+  EXPECT_EQ(split * 2, n + 65 * 4096);  // the 65 norms (h each) are whole on each TP rank: twice
+  // No wpe (RoPE), no biases, lm_head on the last stage only.
+  bool wpe = false, bias = false, head_first = false, head_last = false;
+  for (const auto& s : tn::stageSlots(w, plan(1, 2, 8192), 0)) {
+    wpe |= s.name == "wpe", bias |= s.name.find(".bias") != std::string::npos, head_first |= s.name == "lm_head.weight";
+  }
+  for (const auto& s : tn::stageSlots(w, plan(1, 2, 8192), 1)) head_last |= s.name == "lm_head.weight";
+  EXPECT_FALSE(wpe);
+  EXPECT_FALSE(bias);
+  EXPECT_FALSE(head_first);
+  EXPECT_TRUE(head_last);
+}
+
+TEST(ArchitectureModels, GqaKvHeadsSplitOrReplicatedUnderTp) {
+  const wl::Workload w = wl::load("llama3-8b");  // 32 query heads, 8 K/V heads, head size 128
+  EXPECT_EQ(tn::kvHeadsPerRank(w, 1), 8);
+  EXPECT_EQ(tn::kvHeadsPerRank(w, 4), 2);
+  EXPECT_EQ(tn::kvHeadsPerRank(w, 16), 1);  // replicated twice
+  for (const auto& [tp, n] : std::vector<std::pair<int64_t, double>>{{1, 6144}, {2, 3072}, {8, 768}, {16, 512}}) {
+    const tn::LayerOps L = tn::layerOps(w, plan(tp, 1, 8192), tn::Framework::Trainscope);
+    const tn::Op* qkv = find(L.forward, "qkv");
+    ASSERT_NE(qkv, nullptr);
+    EXPECT_EQ(qkv->n, n) << "tp " << tp;  // (32/tp + 2 · max(8/tp, 1)) · 128
+  }
+  // tp 14 splits qwen2.5-7b's 28 query heads but neither splits nor replicates its 4 K/V heads.
+  const wl::Workload qwen = wl::load("qwen2.5-7b");
+  tn::Plan p = plan(14, 1, 4096);
+  EXPECT_NE(tn::whyInvalid(qwen, p).find("tp=14 neither divides n_kv_head=4"), std::string::npos);
+  p.tp = 4;
+  EXPECT_EQ(tn::whyInvalid(qwen, p), "");
+}
+
+TEST(ArchitectureModels, LlamaLayerOpsAndSavedBytesByHand) {
+  const wl::Workload w = wl::load("llama3-8b");
+  const tn::LayerOps L = tn::layerOps(w, plan(1, 1, 8192), tn::Framework::Trainscope);
+  // SwiGLU: [gate; up] of 2F, the SiLU-multiply, down of F; RoPE on q and k; RMSNorms.
+  const tn::Op* gate_up = find(L.forward, "gate+up");
+  const tn::Op* down = find(L.forward, "down");
+  ASSERT_TRUE(gate_up && down);
+  EXPECT_EQ(gate_up->n, 2.0 * 14336);
+  EXPECT_EQ(down->k, 14336.0);
+  ASSERT_NE(find(L.forward, "silu-multiply"), nullptr);
+  ASSERT_NE(find(L.forward, "rope q, k"), nullptr);
+  EXPECT_EQ(find(L.forward, "rope q, k")->bytes, 2.0 * 8192 * (4096 + 1024) * 2);
+  ASSERT_NE(find(L.forward, "rmsnorm 1"), nullptr);
+  EXPECT_EQ(find(L.forward, "projection")->k, 4096.0);
+  // Saved, one micro-batch (s 8192, b 1, bf16), no recomputation: A = s·h·2 bytes.
+  const double A = 8192.0 * 4096 * 2, rows = 8192;
+  const double norms = 2 * (A + 4 * rows);                            // x and fp32 1/rms, twice
+  const double gemm_inputs = A /* qkv */ + A /* projection */ + A /* gate+up */ + rows * 14336 * 2 /* down */;
+  const double flash = rows * (2 * 4096 + 2 * 1024) * 2 + 4.0 * 32 * 8192;  // Q, O, K, V (GQA), lse
+  const double swiglu = 3 * rows * 14336 * 2;                         // gate, silu(gate), up
+  EXPECT_DOUBLE_EQ(L.saved, norms + gemm_inputs + flash + swiglu);
+  // Megatron-LM's list: no QKV bias op, the fused bias_swiglu keeping [gate; up] only.
+  const tn::LayerOps M = tn::layerOps(w, plan(1, 1, 8192), tn::Framework::Megatron);
+  EXPECT_EQ(find(M.forward, "qkv bias"), nullptr);
+  EXPECT_EQ(find(M.forward, "silu-multiply")->saved, 2.0 * rows * 14336 * 2);
+  // The untied head: no tied-gradient sum in the embedding's backward, no positions.
+  const tn::LayerOps E = tn::embeddingOps(w, plan(1, 1, 8192));
+  EXPECT_EQ(find(E.backward, "tied embedding gradient sum"), nullptr);
+  EXPECT_NE(find(E.forward, "embedding lookup"), nullptr);
+}
+
+TEST(ArchitectureModels, Llama3FlopsCountSwigluAndGqa) {
+  // Per token and layer, forward: 2·C·(NH·HS) + 4·C·(KV·HS) + 2·(NH·HS)·C + 4·s·(NH·HS) + 3·2·C·F
+  //   = 33,554,432 + 16,777,216 + 33,554,432 + 134,217,728 + 352,321,536 = 570,425,344 (s 8192),
+  // × 32 layers, plus the head 2·C·V = 1,050,673,152; × 3 (forward and backward) per token.
+  const wl::Workload w = wl::load("llama3-8b");
+  const double per_token = 3.0 * (32.0 * 570425344.0 + 1050673152.0);
+  EXPECT_DOUBLE_EQ(per_token, 57912852480.0);
+  const wl::StepFlops f = wl::stepFlops(w, 1, 8192, wl::Recompute::None);
+  EXPECT_DOUBLE_EQ(f.model, per_token * 8192);
+  // Full recomputation adds one forward of every layer; selective the attention core 4·s²·NH·HS·L.
+  EXPECT_DOUBLE_EQ(wl::stepFlops(w, 1, 8192, wl::Recompute::Full).hardware, f.model + 32.0 * 570425344.0 * 8192);
+  EXPECT_DOUBLE_EQ(wl::stepFlops(w, 1, 8192, wl::Recompute::Selective).hardware,
+                   f.model + 4.0 * 8192.0 * 8192.0 * 4096.0 * 32.0);
+  // MFU in predict counts these: the time model's model FLOPs are stepFlops' for the global batch.
+  tn::Plan p = plan(8, 1, 8192);
+  p.dp = 1, p.gbs = 4;
+  const tn::Cluster c = tn::loadCluster("h100-80gb-x8", 1);
+  EXPECT_DOUBLE_EQ(tn::predictTime(w, p, c, {}).model_flops, per_token * 8192 * 4);
+}
+
+TEST(ArchitectureModels, MegatronTheoreticalMemoryTermsForLlama) {
+  // theoretical_memory_usage.py's terms on llama3-8b, tp 2 SP selective, pp 1, b 1, s 8192:
+  // per layer sbh(18 + 4F/h)/t, 32 layers, + (8sb + sbh)/t, + 4sbh(1 + V/h)/t.
+  const wl::Workload w = wl::load("llama3-8b");
+  tn::Plan p = plan(2, 1, 8192);
+  p.dp = 4, p.gbs = 64, p.sequence_parallel = true, p.ckpt = rt::Checkpointing::Selective;
+  ASSERT_EQ(tn::whyInvalid(w, p), "");
+  const double s = 8192, h = 4096, V = 128256, t = 2;
+  const double want = 32 * s * h * (18 + 4 * 14336 / h) / t + (8 * s + s * h) / t + 4 * s * h * (1 + V / h) / t;
+  EXPECT_EQ(tn::predictMemory(w, p).stages[0].megatron_activations, int64_t(want));
+  // Weights: per layer 2h (RMSNorms) + h(q + 2kv) + q·h + 3hF, 32 layers, + two V·h tables (untied).
+  const double layer = 2 * h + h * (4096 + 2 * 1024) + 4096 * h + 3 * h * 14336;
+  EXPECT_EQ(tn::megatronLayerParams(w), layer);
+  EXPECT_EQ(tn::megatronEmbeddingTables(w, p, 0), 2);
+}

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""`trainscope predict --framework megatron` memory against Megatron-LM's own theoretical memory.
+
+The oracle is Megatron-LM's theoretical memory as Megatron-Bridge ships it on PyPI
+(megatron-bridge==0.3.1, megatron/bridge/training/utils/theoretical_memory_utils.py: the functions
+compute_weight_and_optimizer_memory and compute_activation_memory; scripts/setup installs it). Its
+module is loaded by path and called with a namespace of the configuration: its two imports beyond
+torch are a type annotation (ConfigContainer) and the vocabulary padding helper, which these calls
+do not reach (should_pad_vocab False: the vocabulary is given as Megatron would pad it for the tp).
+
+For the Llama presets under several Megatron layouts it compares, on the first pipeline stage (the
+one the oracle describes), the weights and optimizer state (megatron_params_opt_bytes +
+megatron_embedding_opt_bytes) and, where the oracle applies (sequence parallelism with selective
+recomputation, its stated assumption), the activations (megatron_activations_bytes): each within 2%.
+Usage: megatron_memory_oracle.py TRAINSCOPE_BINARY. Exit 77 (skipped) without megatron-bridge.
+"""
+import importlib.metadata
+import importlib.util
+import json
+import subprocess
+import sys
+import types
+from types import SimpleNamespace
+
+TOLERANCE = 0.02
+ORACLE_FILE = "megatron/bridge/training/utils/theoretical_memory_utils.py"
+
+# (workload, its architecture as Megatron-LM's arguments, layouts)
+PRESETS = {
+    "llama3-8b": dict(num_layers=32, hidden_size=4096, num_attention_heads=32, num_query_groups=8,
+                      ffn_hidden_size=14336, vocab_size=128256, untied=True),
+    "llama3-70b": dict(num_layers=80, hidden_size=8192, num_attention_heads=64, num_query_groups=8,
+                       ffn_hidden_size=28672, vocab_size=128256, untied=True),
+    "llama3.1-405b": dict(num_layers=126, hidden_size=16384, num_attention_heads=128, num_query_groups=8,
+                          ffn_hidden_size=53248, vocab_size=128256, untied=True),
+}
+# dp, tp, pp, virtual stages (1: none), sp, ckpt, distributed optimizer, mbs, gbs, seq
+LAYOUTS = {
+    "llama3-8b": [
+        (8, 1, 1, 1, False, "none", False, 1, 64, 8192),
+        (4, 2, 1, 1, True, "selective", False, 1, 64, 8192),
+        (2, 4, 1, 1, True, "selective", True, 2, 64, 8192),
+        (2, 2, 2, 1, True, "selective", True, 1, 64, 8192),
+        (4, 2, 1, 1, False, "full", True, 1, 64, 8192),
+    ],
+    "llama3-70b": [
+        (8, 8, 1, 1, True, "selective", True, 1, 128, 8192),
+        (4, 8, 2, 1, True, "selective", True, 1, 128, 8192),
+        (2, 4, 4, 5, True, "selective", True, 1, 128, 8192),
+        (2, 8, 4, 1, True, "full", False, 1, 128, 8192),
+    ],
+    "llama3.1-405b": [
+        (2, 8, 6, 1, True, "selective", True, 1, 96, 8192),
+        (4, 8, 7, 3, True, "selective", True, 1, 112, 8192),
+        (2, 8, 9, 1, True, "none", True, 1, 36, 8192),
+    ],
+}
+
+
+def load_oracle():
+    try:
+        dist = importlib.metadata.distribution("megatron-bridge")
+    except importlib.metadata.PackageNotFoundError:
+        print("SKIP: megatron-bridge is not installed in this Python (scripts/setup installs megatron-bridge==0.3.1)")
+        sys.exit(77)
+    path = dist.locate_file(ORACLE_FILE)
+    # The module's own imports, beside torch: a type annotation and a helper these calls do not reach.
+    stubs = {
+        "megatron": None, "megatron.bridge": None, "megatron.bridge.training": None,
+        "megatron.bridge.training.config": {"ConfigContainer": object},
+        "megatron.bridge.utils": None,
+        "megatron.bridge.utils.vocab_utils": {"calculate_padded_vocab_size": _no_padding},
+    }
+    for name, attrs in stubs.items():
+        mod = types.ModuleType(name)
+        mod.__path__ = []
+        for k, v in (attrs or {}).items():
+            setattr(mod, k, v)
+        sys.modules[name] = mod
+    spec = importlib.util.spec_from_file_location("megatron_theoretical_memory", str(path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _no_padding(*args, **kwargs):
+    raise AssertionError("the oracle was asked to pad the vocabulary; the test passes it padded")
+
+
+def oracle_config(arch, layout):
+    import torch.nn.functional as F
+    dp, tp, pp, v, sp, ckpt, distopt, mbs, gbs, seq = layout
+    model = SimpleNamespace(
+        num_layers=arch["num_layers"], hidden_size=arch["hidden_size"],
+        num_attention_heads=arch["num_attention_heads"], num_query_groups=arch["num_query_groups"],
+        kv_channels=arch["hidden_size"] // arch["num_attention_heads"], ffn_hidden_size=arch["ffn_hidden_size"],
+        num_moe_experts=None, gated_linear_unit=True, activation_func=F.silu,
+        share_embeddings_and_output_weights=not arch["untied"], should_pad_vocab=False,
+        vocab_size=arch["vocab_size"], tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
+        virtual_pipeline_model_parallel_size=v if v > 1 else None, seq_length=seq,
+        sequence_parallel=sp, recompute_granularity=ckpt if ckpt != "none" else None)
+    return SimpleNamespace(model=model, train=SimpleNamespace(micro_batch_size=mbs),
+                           optimizer=SimpleNamespace(use_distributed_optimizer=distopt), data_parallel_size=dp)
+
+
+def predict(binary, workload, layout):
+    dp, tp, pp, v, sp, ckpt, distopt, mbs, gbs, seq = layout
+    gpus = dp * tp * pp
+    cmd = [binary, "predict", "--workload", workload, "--cluster", "h100-80gb-x8", "--nodes", str(max(1, gpus // 8)),
+           "--gpus", str(gpus), "--tp", str(tp), "--pp", str(pp), "--mbs", str(mbs), "--gbs", str(gbs),
+           "--seq", str(seq), "--ckpt", ckpt, "--framework", "megatron", "--json"]
+    if v > 1:
+        cmd += ["--virtual-stages", str(v)]
+    if sp:
+        cmd.append("--sequence-parallel")
+    if distopt:
+        cmd.append("--use-distributed-optimizer")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    oracle = load_oracle()
+    failures = 0
+    for workload, layouts in LAYOUTS.items():
+        for layout in layouts:
+            dp, tp, pp, v, sp, ckpt, distopt, mbs, gbs, seq = layout
+            name = (f"{workload} dp{dp} tp{tp} pp{pp}{f' v{v}' if v > 1 else ''}{' sp' if sp else ''} {ckpt}"
+                    f"{' distopt' if distopt else ''} mbs{mbs} gbs{gbs} seq{seq}")
+            cfg = oracle_config(PRESETS[workload], layout)
+            ours = predict(sys.argv[1], workload, layout)
+            first = ours["stages"][0]
+            pairs = [("weights+optimizer", first["megatron_params_opt_bytes"] + first["megatron_embedding_opt_bytes"],
+                      oracle.compute_weight_and_optimizer_memory(cfg))]
+            if sp and ckpt == "selective":  # the oracle's activation formula assumes both
+                pairs.append(("activations", first["megatron_activations_bytes"],
+                              oracle.compute_activation_memory(cfg, num_microbatches=ours["ga"])))
+            for what, got, want in pairs:
+                err = got / want - 1.0
+                ok = abs(err) <= TOLERANCE
+                failures += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} {name}: {what} {got / 2**30:.3f} GiB, Megatron "
+                      f"{want / 2**30:.3f} GiB ({err * 100:+.2f}%)")
+    print(f"{failures} outside {TOLERANCE * 100:.0f}%")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
