@@ -4,7 +4,9 @@
 // one output rule (files.h).
 #include "export_command.h"
 
+#include <filesystem>
 #include <iostream>
+#include <unistd.h>
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
@@ -30,6 +32,32 @@ files::OutputRule exportOutputRule(const std::string& study, bool overwrite) {
   rule.inputs = {study};
   rule.overwrite = overwrite;
   return rule;
+}
+
+// A file the export puts beside -o (the model's config.json): under -o's rule, and also replaced
+// without --overwrite when it already holds exactly this text (the config.json of an earlier export
+// of the same model into the same folder: deepspeed, then training-args).
+files::OutputRule companionRule(const std::string& study, const std::string& text, bool overwrite) {
+  files::OutputRule rule = exportOutputRule(study, overwrite);
+  rule.kind = "config.json";
+  rule.earlier = [text](int fd, const std::string&) {
+    std::string have;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0 && have.size() <= text.size();) have.append(buf, size_t(n));
+    return have == text;
+  };
+  return rule;
+}
+
+std::string companionPath(const std::string& out, const tn::ExportFile& f) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(out).parent_path();
+  const std::string path = (dir.empty() ? fs::path(f.name) : dir / f.name).string();
+  std::error_code ec;
+  if (fs::weakly_canonical(path, ec) == fs::weakly_canonical(out, ec) || fs::path(out).filename() == f.name)
+    throw UserError("-o", out + " is where this export writes the model's " + f.name,
+                    "name the export file otherwise, e.g. " + (dir / "export.json").string());
+  return path;
 }
 
 }  // namespace
@@ -70,13 +98,27 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
   target.cpu = inputs.kind == tn::ClusterKind::Cpu;
   tn::ExportResult e = tn::exportConfig(c, fmt, target);
   if (fmt == tn::ExportFormat::Megatron) e.notes.push_back(tn::megatronPrediction(inputs, c));
+  if (out.empty())
+    for (const auto& f : e.files)
+      e.notes.push_back("the model's " + f.name + " belongs beside this export: pass -o FILE to write it beside FILE, "
+                        "or write it with --format hf-config -o DIR/" + f.name);
   for (const auto& note : e.notes) std::cerr << "note: " << note << "\n";
   if (out.empty()) {
     std::cout << e.text;
-  } else {
-    // Written whole under a temporary name and moved into place: never through a link at -o (with
-    // --overwrite the link itself is replaced), never half-written.
-    files::writeAtomically(out, e.text, exportOutputRule(path, overwrite));
+    return 0;
+  }
+  // Every path checked before anything is written; each written whole under a temporary name and
+  // moved into place: never through a link at -o (with --overwrite the link itself is replaced),
+  // never half-written.
+  std::vector<std::string> companions;
+  for (const auto& f : e.files) {
+    companions.push_back(companionPath(out, f));
+    files::checkOutput(companions.back(), companionRule(path, f.text, overwrite));
+  }
+  files::writeAtomically(out, e.text, exportOutputRule(path, overwrite));
+  for (size_t i = 0; i < e.files.size(); ++i) {
+    files::writeAtomically(companions[i], e.files[i].text, companionRule(path, e.files[i].text, overwrite));
+    std::cerr << "wrote the model's " << e.files[i].name << ": " << companions[i] << "\n";
   }
   return 0;
 }

@@ -16,6 +16,9 @@
 #include "trainscope/common/files.h"
 #include "trainscope/common/json_text.h"
 #include "trainscope/models/zero.h"
+#include "trainscope/workloads/hf_config.h"
+
+#include "export_model.h"
 
 namespace trainscope::tuner {
 namespace {
@@ -34,6 +37,7 @@ constexpr FormatName kFormats[] = {
     {ExportFormat::Accelerate, "accelerate"},
     {ExportFormat::AccelerateConfig, "accelerate-config"},
     {ExportFormat::TrainingArgs, "training-args"},
+    {ExportFormat::HfConfig, "hf-config"},
 };
 
 std::string runJson(const rt::TrainConfig& c) { return jsonText(nlohmann::json::parse(rt::toJson(c)), 2) + "\n"; }
@@ -95,8 +99,9 @@ ExportResult megatron(const rt::TrainConfig& c) {
   o << "--num-layers " << c.model.n_layer << " --hidden-size " << c.model.n_embd << " --num-attention-heads "
     << c.model.n_head << " --seq-length " << c.seq << " --max-position-embeddings " << c.model.n_positions
     << " --vocab-size " << c.model.vocab_size << " --make-vocab-size-divisible-by 1"
-    << " --hidden-dropout 0 --attention-dropout 0"
-    << " --tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp << " --micro-batch-size "
+    << " --hidden-dropout 0 --attention-dropout 0";
+  detail::megatronArchitecture(o, c, r.notes);
+  o << " --tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp << " --micro-batch-size "
     << c.mbs << " --global-batch-size " << c.global_batch << " --lr " << c.lr << " --min-lr " << c.lr * c.min_lr_ratio
     << " --lr-decay-style cosine --lr-warmup-iters " << c.warmup << " --train-iters " << c.steps << " --weight-decay "
     << c.weight_decay << " --clip-grad " << c.clip << " --adam-beta1 " << c.beta1 << " --adam-beta2 " << c.beta2
@@ -261,10 +266,8 @@ const char* fsdpStrategy(const rt::TrainConfig& c) {
   return nullptr;
 }
 
-// The layer FSDP wraps as a unit (its auto-wrap policy): Transformers' GPT-2 block, whose layer this
-// runtime's GPT matches.
-constexpr const char* kWrapClass = "GPT2Block";
-
+// The layer FSDP wraps as a unit (its auto-wrap policy): the Transformers block of the model's
+// config.json (GPT2Block, LlamaDecoderLayer, ...), whose layer this runtime's block matches.
 // Accelerate's fsdp_config, as `accelerate config` writes it for FSDP 1: the block class wrapped,
 // the next layer's all-gather issued before the current backward (BACKWARD_PRE, what the models'
 // prefetch assumes), no CPU offload, module states synchronised from rank 0.
@@ -277,7 +280,7 @@ nlohmann::ordered_json fsdpConfig(const rt::TrainConfig& c) {
           {"fsdp_sharding_strategy", fsdpStrategy(c)},
           {"fsdp_state_dict_type", "SHARDED_STATE_DICT"},
           {"fsdp_sync_module_states", true},
-          {"fsdp_transformer_layer_cls_to_wrap", kWrapClass},
+          {"fsdp_transformer_layer_cls_to_wrap", detail::wrapClass(c)},
           {"fsdp_use_orig_params", true},
           {"fsdp_version", 1}};
 }
@@ -365,7 +368,7 @@ nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c, const ExportT
     j["fsdp_config"] = {{"version", 1},
                         {"reshard_after_forward", strategy},
                         {"auto_wrap_policy", "TRANSFORMER_BASED_WRAP"},
-                        {"transformer_layer_cls_to_wrap", {kWrapClass}},
+                        {"transformer_layer_cls_to_wrap", {detail::wrapClass(c)}},
                         {"backward_prefetch", "backward_pre"},
                         {"forward_prefetch", false},
                         {"use_orig_params", true},
@@ -393,7 +396,7 @@ std::vector<std::string> accelerateNotes(const rt::TrainConfig& c, const ExportT
     notes.push_back("ZeRO-1 is DeepSpeed's in Accelerate: use --format deepspeed as its deepspeed_config_file");
   if (c.zero >= rt::ZeroStage::Gradients && c.dp > 1)
     notes.push_back(std::string("ZeRO-") + std::to_string(rt::stageNumber(c.zero)) + " as PyTorch FSDP's " +
-                    fsdpStrategy(c) + " (fsdp_version 1, each " + kWrapClass + " wrapped: the class of your model's "
+                    fsdpStrategy(c) + " (fsdp_version 1, each " + detail::wrapClass(c) + " wrapped: the class of your model's "
                     "transformer block)");
   if (hybridShard(c))
     notes.push_back("HYBRID_SHARD shards within one node and replicates across nodes: it matches --zero-shard-size " +
@@ -411,7 +414,9 @@ std::vector<std::string> accelerateNotes(const rt::TrainConfig& c, const ExportT
 
 }  // namespace
 
-const char* exportFormatNames() { return "run|command|megatron|deepspeed|accelerate|accelerate-config|training-args"; }
+const char* exportFormatNames() {
+  return "run|command|megatron|deepspeed|accelerate|accelerate-config|training-args|hf-config";
+}
 
 ExportFormat parseExportFormat(const std::string& name, const std::string& field) {
   for (const auto& f : kFormats)
@@ -436,19 +441,34 @@ ExportResult exportConfig(const runconfig::TrainConfig& c, ExportFormat format, 
       return {commandLines(c), {}};
     case ExportFormat::Megatron:
       return megatron(c);
+    case ExportFormat::HfConfig:
+      return {workloads::hfConfigJson(c.model), {}, {}};
+    default:
+      break;
+  }
+  // The formats that train a Transformers / DeepSpeed model: its config.json goes beside them.
+  ExportResult r;
+  switch (format) {
     case ExportFormat::DeepSpeed:
-      return deepspeed(c);
+      r = deepspeed(c);
+      break;
     case ExportFormat::AccelerateConfig:
-      return {accelerateYaml(c, target), accelerateNotes(c, target)};
+      r = {accelerateYaml(c, target), accelerateNotes(c, target), {}};
+      break;
     case ExportFormat::TrainingArgs:
-      return {jsonText(trainingArguments(c, target), 2) + "\n", accelerateNotes(c, target)};
+      r = {jsonText(trainingArguments(c, target), 2) + "\n", accelerateNotes(c, target), {}};
+      break;
     case ExportFormat::Accelerate: {
       const nlohmann::ordered_json j = {{"accelerate_config", accelerateFields(c, target)},
                                         {"training_arguments", trainingArguments(c, target)}};
-      return {jsonText(j, 2) + "\n", accelerateNotes(c, target)};
+      r = {jsonText(j, 2) + "\n", accelerateNotes(c, target), {}};
+      break;
     }
+    default:
+      throw std::logic_error("exportConfig: unknown format");
   }
-  throw std::logic_error("exportConfig: unknown format");
+  detail::addModelConfig(c, r);
+  return r;
 }
 
 }  // namespace trainscope::tuner

@@ -60,10 +60,25 @@ std::vector<int64_t> epValues(const workloads::Workload& w, const Layout& l) {
   return out;
 }
 
+// Grouped-query attention under TP (the contract of issue 32, as megatron-core's attention does it):
+// each rank takes n_head/tp query heads; the KV K/V heads split KV/tp per rank when tp divides KV,
+// and when tp is a multiple of KV each rank holds the one K/V head its query heads use (replicated
+// tp/KV times). Any other tp would split a query group across ranks: not a candidate's layout.
+std::string tpSplitRefusal(const workloads::Workload& w, int64_t tp) {
+  if (w.n_head % tp != 0)
+    return "tp=" + std::to_string(tp) + " does not divide n_head=" + std::to_string(w.n_head);
+  const int64_t kv = w.kvHeads();
+  if (kv % tp != 0 && tp % kv != 0)
+    return "tp=" + std::to_string(tp) + " neither divides n_kv_head=" + std::to_string(kv) +
+           " nor is a multiple of it (grouped-query attention splits the K/V heads over TP or replicates them)";
+  return "";
+}
+
 // Why the candidate is out (""): the plan's own inconsistency, what the runtime refuses to run, or
 // the memory model's verdict; valid ones carry the models' predictions.
 void price(Candidate& cand, const workloads::Workload& w, const Cluster& c, const SpaceOptions& o) {
-  cand.rejected = whyInvalid(w, cand.plan);
+  cand.rejected = tpSplitRefusal(w, cand.plan.tp);
+  if (cand.rejected.empty()) cand.rejected = whyInvalid(w, cand.plan);
   if (cand.rejected.empty()) cand.rejected = runtimeRefusal(w, cand.plan);
   if (!cand.rejected.empty()) return;
   const MemoryPrediction m = predictMemory(w, cand.plan);

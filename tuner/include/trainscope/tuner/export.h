@@ -12,6 +12,9 @@
 //   accelerate         both of the last two in one JSON object, {"accelerate_config": {…},
 //                      "training_arguments": {…}}: a bundle for scripts, not a file either tool
 //                      reads; write each part to its own file (or use the two formats above)
+//   hf-config          the model's Hugging Face config.json (workloads/hf_config.h); deepspeed,
+//                      accelerate-config, training-args and accelerate also return it as a file to
+//                      write beside theirs (ExportResult::files), so the model is built as trained
 // What a format cannot say (a GPipe schedule for Megatron-LM, TP for DeepSpeed's config, …) is
 // returned as notes, one sentence each, for the caller to show.
 #pragma once
@@ -23,9 +26,9 @@
 
 namespace trainscope::tuner {
 
-enum class ExportFormat { Run, Command, Megatron, DeepSpeed, Accelerate, AccelerateConfig, TrainingArgs };
+enum class ExportFormat { Run, Command, Megatron, DeepSpeed, Accelerate, AccelerateConfig, TrainingArgs, HfConfig };
 
-// "run|command|megatron|deepspeed|accelerate|accelerate-config|training-args": for help and errors.
+// "run|command|megatron|deepspeed|accelerate|accelerate-config|training-args|hf-config": for help and errors.
 const char* exportFormatNames();
 // Throws UserError naming `field` for an unknown name.
 ExportFormat parseExportFormat(const std::string& name, const std::string& field = "--format");
@@ -34,9 +37,16 @@ struct ExportTarget {
   bool cpu = false;  // the study's cluster is a CPU one (Accelerate: MULTI_CPU and use_cpu)
 };
 
+// A file that belongs beside the export (the model's config.json), named as the target reads it.
+struct ExportFile {
+  std::string name;  // a plain file name, e.g. "config.json"
+  std::string text;
+};
+
 struct ExportResult {
   std::string text;                // the file's contents, ending in a newline
   std::vector<std::string> notes;  // what the format cannot express
+  std::vector<ExportFile> files;   // to write in the same directory as the text (export_command.cpp)
 };
 
 // The trials ran a few steps at a constant learning rate; a training run gets the usual schedule

@@ -16,18 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/workloads/hf_config.h"
 #include "trainscope/workloads/workload.h"
 
 namespace trainscope::workloads {
 
-// The model_type w is written as ("gpt2", "llama", "mistral", "qwen2", "mixtral"), or "" when
-// transformers has no model of its shape (then hfUnsupported says why).
-std::string hfModelType(const Workload& w);
-std::string hfUnsupported(const Workload& w);
-
-// config.json for w (parse() reads it back as the same architecture). Throws UserError naming
-// `field` when hfModelType(w) is "".
-std::string hfConfigJson(const Workload& w, const std::string& field);
+// The model type, its refusal and config.json are hf_config.h's.
 
 // One Hugging Face tensor cut from a flat tensor: [expert e of a stacked (E, …) tensor, then] rows
 // [row_begin, row_begin + rows) of dim 0 (rows -1: all), stored transposed when `transpose`.

@@ -1,0 +1,324 @@
+// arch_export_test.cpp — the architecture in the exports (issue 32): the Hugging Face config.json
+// written for a workload reads back as the same model; Megatron-LM's flags say the norm, MLP,
+// positions, grouped-query attention, biases and head; DeepSpeed / Accelerate / TrainingArguments
+// carry the config.json; the tuner's space respects GQA under TP; the demo's small-llama preset.
+// The targets' own parsers read the same exports in bench/check_exports.py.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "trainscope/common/error.h"
+#include "trainscope/tuner/export.h"
+#include "trainscope/tuner/space.h"
+#include "trainscope/workloads/hf_config.h"
+#include "trainscope/workloads/workload.h"
+
+namespace rt = trainscope::runconfig;
+namespace tn = trainscope::tuner;
+namespace wl = trainscope::workloads;
+
+namespace {
+
+// A resolved layout of small-cpu (4 heads, 4 layers) with `workload` as its model: the exports read
+// the layout and the model only (the runtime's resolve refuses Llama-family models until it trains them).
+rt::TrainConfig withModel(const wl::Workload& w, int64_t tp = 1, int64_t pp = 1, int nproc = 1,
+                          rt::ZeroStage zero = rt::ZeroStage::None) {
+  rt::TrainConfig c;
+  c.workload = "small-cpu";
+  c.seq = 64, c.mbs = 1, c.gbs = 8, c.nproc = nproc, c.tp = tp, c.pp = pp, c.zero = zero;
+  c = tn::trainingRunOf(c);
+  c.model = w;
+  c.workload = w.name;
+  return c;
+}
+rt::TrainConfig withModel(const std::string& name, int64_t tp = 1, int64_t pp = 1, int nproc = 1) {
+  return withModel(wl::load(name), tp, pp, nproc);
+}
+
+// --flag [value] ... -> flag -> value ("" for a switch); a repeated flag fails the test.
+std::map<std::string, std::string> flagsOf(const std::string& text) {
+  std::map<std::string, std::string> flags;
+  std::stringstream ss(text);
+  std::string tok, last;
+  while (ss >> tok) {
+    if (tok.rfind("--", 0) == 0) {
+      EXPECT_FALSE(flags.count(tok)) << "repeated flag " << tok;
+      flags[tok] = "";
+      last = tok;
+    } else {
+      flags[last] = tok;
+    }
+  }
+  return flags;
+}
+
+std::string joined(const std::vector<std::string>& notes) {
+  std::string s;
+  for (const auto& n : notes) s += n + "\n";
+  return s;
+}
+
+void expectSameModel(const wl::Workload& a, const wl::Workload& b, const std::string& what) {
+  EXPECT_EQ(a.n_layer, b.n_layer) << what;
+  EXPECT_EQ(a.n_head, b.n_head) << what;
+  EXPECT_EQ(a.n_embd, b.n_embd) << what;
+  EXPECT_EQ(a.n_positions, b.n_positions) << what;
+  EXPECT_EQ(a.vocab_size, b.vocab_size) << what;
+  EXPECT_EQ(a.norm, b.norm) << what;
+  EXPECT_DOUBLE_EQ(a.norm_eps, b.norm_eps) << what;
+  EXPECT_EQ(a.qkv_bias, b.qkv_bias) << what;
+  EXPECT_EQ(a.proj_bias, b.proj_bias) << what;
+  EXPECT_EQ(a.mlp_bias, b.mlp_bias) << what;
+  EXPECT_EQ(a.positions, b.positions) << what;
+  if (a.positions == wl::Positions::Rope) EXPECT_DOUBLE_EQ(a.rope_theta, b.rope_theta) << what;
+  EXPECT_DOUBLE_EQ(a.rope_scaling.factor, b.rope_scaling.factor) << what;
+  EXPECT_DOUBLE_EQ(a.rope_scaling.low_freq_factor, b.rope_scaling.low_freq_factor) << what;
+  EXPECT_DOUBLE_EQ(a.rope_scaling.high_freq_factor, b.rope_scaling.high_freq_factor) << what;
+  EXPECT_EQ(a.rope_scaling.original_max_position_embeddings, b.rope_scaling.original_max_position_embeddings) << what;
+  EXPECT_EQ(a.mlp, b.mlp) << what;
+  EXPECT_EQ(a.kvHeads(), b.kvHeads()) << what;
+  EXPECT_EQ(a.headSize(), b.headSize()) << what;
+  EXPECT_EQ(a.tie_embeddings, b.tie_embeddings) << what;
+  EXPECT_EQ(a.sliding_window, b.sliding_window) << what;
+  EXPECT_EQ(a.n_experts, b.n_experts) << what;
+  if (a.isMoe()) {
+    EXPECT_EQ(a.top_k, b.top_k) << what;
+    EXPECT_EQ(a.expertHidden(), b.expertHidden()) << what;
+    EXPECT_DOUBLE_EQ(a.aux_loss_coeff, b.aux_loss_coeff) << what;
+  } else {
+    EXPECT_EQ(a.ffnHidden(), b.ffnHidden()) << what;
+  }
+  EXPECT_EQ(a.parameterCount(), b.parameterCount()) << what;
+  EXPECT_EQ(a.activeParameterCount(), b.activeParameterCount()) << what;
+}
+
+}  // namespace
+
+TEST(HfConfig, EveryPresetReadsBackAsTheSameModel) {
+  const std::map<std::string, std::string> type = {
+      {"tiny", "gpt2"},          {"gpt2-124m", "gpt2"},        {"small-cpu", "gpt2"},
+      {"tiny-llama", "llama"},   {"small-llama", "llama"},     {"llama3-8b", "llama"},
+      {"llama3-70b", "llama"},   {"llama3.1-405b", "llama"},   {"qwen2.5-7b", "qwen2"},
+      {"tiny-mixtral", "mixtral"}, {"mixtral-8x7b", "mixtral"},
+      // Mistral 7B v0.3 has no sliding window: the same model as a Llama without biases.
+      {"mistral-7b", "llama"}};
+  for (const auto& [name, model_type] : type) {
+    const wl::Workload w = wl::load(name);
+    const std::string text = wl::hfConfigJson(w);
+    const auto j = nlohmann::json::parse(text);
+    EXPECT_EQ(j["model_type"], model_type) << name;
+    EXPECT_EQ(wl::hfModelType(w), model_type) << name;
+    const wl::Workload back = wl::parse(text, "/exports/" + name + "/config.json");
+    expectSameModel(w, back, name);
+    EXPECT_TRUE(back.notes.empty()) << name << ": " << joined(back.notes);  // no dropout, nothing ignored
+  }
+  // A window shorter than the positions: Mistral v0.1's, written as model_type mistral.
+  wl::Workload m = wl::load("mistral-7b");
+  m.sliding_window = 4096;
+  EXPECT_EQ(wl::hfModelType(m), "mistral");
+  EXPECT_EQ(nlohmann::json::parse(wl::hfConfigJson(m))["sliding_window"], 4096);
+  expectSameModel(m, wl::parse(wl::hfConfigJson(m), "/x/config.json"), "mistral window");
+  // Llama 3.1's RoPE scaling, in the file.
+  const auto j = nlohmann::json::parse(wl::hfConfigJson(wl::load("llama3.1-405b")));
+  EXPECT_EQ(j["rope_scaling"]["rope_type"], "llama3");
+  EXPECT_EQ(j["rope_scaling"]["factor"], 8.0);
+  EXPECT_EQ(j["num_key_value_heads"], 8);
+  EXPECT_EQ(j["intermediate_size"], 53248);
+  EXPECT_EQ(wl::hfDecoderLayerClass(wl::load("qwen2.5-7b")), "Qwen2DecoderLayer");
+  EXPECT_EQ(wl::hfDecoderLayerClass(wl::load("tiny-mixtral")), "MixtralDecoderLayer");
+  EXPECT_EQ(wl::hfDecoderLayerClass(wl::load("tiny")), "GPT2Block");
+}
+
+TEST(HfConfig, ShapesNoTransformersModelBuildsAreRefusedNamingWhy) {
+  auto refusal = [](const wl::Workload& w) {
+    try {
+      wl::hfConfigJson(w);
+    } catch (const trainscope::UserError& e) {
+      EXPECT_EQ(e.field(), "workload");
+      return std::string(e.what());
+    }
+    return std::string("not refused");
+  };
+  EXPECT_NE(refusal(wl::load("tiny-moe")).find("neither GPT-2's"), std::string::npos);  // GELU experts
+  wl::Workload w = wl::load("tiny-llama");
+  w.qkv_bias = true;  // q/k/v biases with an MLP bias: neither Llama's attention_bias nor Qwen2's
+  w.mlp_bias = true;
+  EXPECT_NE(refusal(w).find("q/k/v"), std::string::npos) << refusal(w);
+  w = wl::load("tiny-mixtral");
+  w.shared_expert = true;
+  EXPECT_NE(refusal(w).find("shared expert"), std::string::npos);
+  // Llama with biases everywhere is attention_bias and mlp_bias.
+  w = wl::load("tiny-llama");
+  w.qkv_bias = w.proj_bias = w.mlp_bias = true;
+  const auto j = nlohmann::json::parse(wl::hfConfigJson(w));
+  EXPECT_EQ(j["attention_bias"], true);
+  EXPECT_EQ(j["mlp_bias"], true);
+  expectSameModel(w, wl::parse(wl::hfConfigJson(w), "/x/config.json"), "llama with biases");
+}
+
+TEST(ArchExport, MegatronSaysTinyLlamasArchitecture) {
+  const auto e = tn::exportConfig(withModel("tiny-llama"), tn::ExportFormat::Megatron);
+  const auto f = flagsOf(e.text);
+  EXPECT_EQ(f.at("--hidden-size"), "64");
+  EXPECT_EQ(f.at("--num-attention-heads"), "4");
+  EXPECT_EQ(f.at("--normalization"), "RMSNorm");
+  EXPECT_EQ(f.at("--norm-epsilon"), "1e-05");
+  EXPECT_EQ(f.at("--swiglu"), "");
+  EXPECT_EQ(f.at("--ffn-hidden-size"), "176");
+  EXPECT_EQ(f.at("--position-embedding-type"), "rope");
+  EXPECT_EQ(f.at("--rotary-base"), "10000");
+  EXPECT_EQ(f.at("--rotary-percent"), "1.0");
+  EXPECT_EQ(f.at("--group-query-attention"), "");
+  EXPECT_EQ(f.at("--num-query-groups"), "2");
+  EXPECT_EQ(f.at("--untie-embeddings-and-output-weights"), "");
+  EXPECT_EQ(f.at("--disable-bias-linear"), "");
+  EXPECT_EQ(f.at("--max-position-embeddings"), "128");
+  EXPECT_EQ(f.at("--vocab-size"), "256");
+  for (const char* absent : {"--add-qkv-bias", "--kv-channels", "--use-rope-scaling", "--num-experts"})
+    EXPECT_FALSE(f.count(absent)) << absent;
+  EXPECT_EQ(joined(e.notes), "");
+}
+
+TEST(ArchExport, MegatronSaysQwenLlama31AndMixtral) {
+  auto f = flagsOf(tn::exportConfig(withModel("qwen2.5-7b"), tn::ExportFormat::Megatron).text);
+  EXPECT_EQ(f.at("--disable-bias-linear"), "");
+  EXPECT_EQ(f.at("--add-qkv-bias"), "");  // Qwen2: biases on q, k, v only
+  EXPECT_EQ(f.at("--rotary-base"), "1000000");
+  EXPECT_EQ(f.at("--num-query-groups"), "4");
+  EXPECT_EQ(f.at("--norm-epsilon"), "1e-06");
+  EXPECT_EQ(f.at("--ffn-hidden-size"), "18944");
+  f = flagsOf(tn::exportConfig(withModel("llama3.1-405b"), tn::ExportFormat::Megatron).text);
+  EXPECT_EQ(f.at("--use-rope-scaling"), "");
+  EXPECT_EQ(f.at("--rope-scaling-factor"), "8");
+  EXPECT_EQ(f.at("--rotary-base"), "500000");
+  EXPECT_EQ(f.at("--num-query-groups"), "8");
+  EXPECT_EQ(f.at("--ffn-hidden-size"), "53248");
+  EXPECT_EQ(f.at("--num-attention-heads"), "128");
+  const auto mix = tn::exportConfig(withModel("mixtral-8x7b"), tn::ExportFormat::Megatron);
+  f = flagsOf(mix.text);
+  EXPECT_EQ(f.at("--num-experts"), "8");
+  EXPECT_EQ(f.at("--moe-router-topk"), "2");
+  EXPECT_EQ(f.at("--moe-ffn-hidden-size"), "14336");
+  EXPECT_EQ(f.at("--moe-layer-freq"), "1");
+  EXPECT_EQ(f.at("--moe-aux-loss-coeff"), "0.02");
+  EXPECT_EQ(f.at("--swiglu"), "");  // SwiGLU experts
+  EXPECT_EQ(f.at("--disable-bias-linear"), "");
+  EXPECT_EQ(f.at("--num-query-groups"), "8");
+  EXPECT_EQ(f.at("--rotary-base"), "1000000");
+  EXPECT_FALSE(f.count("--moe-expert-capacity-factor"));  // drop-less
+  // GPT-2: LayerNorm, learned positions, 4h GELU, biases, tied: no architecture switches.
+  f = flagsOf(tn::exportConfig(withModel("small-cpu"), tn::ExportFormat::Megatron).text);
+  EXPECT_EQ(f.at("--normalization"), "LayerNorm");
+  EXPECT_EQ(f.at("--position-embedding-type"), "learned_absolute");
+  EXPECT_EQ(f.at("--ffn-hidden-size"), "1024");
+  for (const char* absent : {"--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
+                             "--disable-bias-linear", "--rotary-base", "--kv-channels"})
+    EXPECT_FALSE(f.count(absent)) << absent;
+}
+
+TEST(ArchExport, MegatronHeadDimTpBeyondKvHeadsAndWhatItCannotSay) {
+  wl::Workload w = wl::load("tiny-llama");
+  w.head_dim = 32;  // q: 4 x 32 = 128 wide on a 64 hidden
+  auto e = tn::exportConfig(withModel(w), tn::ExportFormat::Megatron);
+  EXPECT_EQ(flagsOf(e.text).at("--kv-channels"), "32");
+  // tp 4 over 2 K/V heads: replicated, as megatron-core's attention does; no note.
+  e = tn::exportConfig(withModel("tiny-llama", 4, 1, 4), tn::ExportFormat::Megatron);
+  EXPECT_EQ(flagsOf(e.text).at("--tensor-model-parallel-size"), "4");
+  EXPECT_EQ(flagsOf(e.text).at("--num-query-groups"), "2");
+  EXPECT_EQ(joined(e.notes).find("query"), std::string::npos) << joined(e.notes);
+  // Llama's attention_bias without mlp_bias: Megatron-LM has no flag for it.
+  w = wl::load("tiny-llama");
+  w.qkv_bias = w.proj_bias = true;
+  e = tn::exportConfig(withModel(w), tn::ExportFormat::Megatron);
+  EXPECT_NE(joined(e.notes).find("has no flag"), std::string::npos) << joined(e.notes);
+  EXPECT_FALSE(flagsOf(e.text).count("--disable-bias-linear"));
+  // A non-integer RoPE base and Llama 3 scaling constants Megatron-LM does not take.
+  w = wl::load("llama3.1-405b");
+  w.rope_theta = 10000.5;
+  w.rope_scaling.high_freq_factor = 2;
+  e = tn::exportConfig(withModel(w), tn::ExportFormat::Megatron);
+  EXPECT_EQ(flagsOf(e.text).at("--rotary-base"), "10001");
+  EXPECT_NE(joined(e.notes).find("rounded to 10001"), std::string::npos) << joined(e.notes);
+  EXPECT_NE(joined(e.notes).find("high_freq_factor 4"), std::string::npos) << joined(e.notes);
+  w = wl::load("tiny-llama");
+  w.positions = wl::Positions::Alibi;
+  e = tn::exportConfig(withModel(w), tn::ExportFormat::Megatron);
+  EXPECT_NE(joined(e.notes).find("no ALiBi"), std::string::npos);
+}
+
+TEST(ArchExport, DeepSpeedAccelerateAndTrainingArgsCarryTheModelsConfigJson) {
+  const rt::TrainConfig c = withModel(wl::load("tiny-llama"), 1, 1, 2, rt::ZeroStage::Parameters);
+  const std::string config = wl::hfConfigJson(c.model);
+  for (tn::ExportFormat f : {tn::ExportFormat::DeepSpeed, tn::ExportFormat::AccelerateConfig,
+                             tn::ExportFormat::TrainingArgs, tn::ExportFormat::Accelerate}) {
+    const auto e = tn::exportConfig(c, f, {true});
+    ASSERT_EQ(e.files.size(), 1u);
+    EXPECT_EQ(e.files[0].name, "config.json");
+    EXPECT_EQ(e.files[0].text, config);
+  }
+  EXPECT_EQ(tn::exportConfig(c, tn::ExportFormat::HfConfig).text, config);
+  EXPECT_TRUE(tn::exportConfig(c, tn::ExportFormat::Megatron).files.empty());  // its flags carry the model
+  EXPECT_EQ(tn::parseExportFormat("hf-config"), tn::ExportFormat::HfConfig);
+  // FSDP wraps the model's own block.
+  const std::string yaml = tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {false}).text;
+  EXPECT_NE(yaml.find("  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer\n"), std::string::npos) << yaml;
+  const auto args = nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::TrainingArgs).text);
+  EXPECT_EQ(args["fsdp_config"]["transformer_layer_cls_to_wrap"], nlohmann::json::array({"LlamaDecoderLayer"}));
+  // A GPT-style mixture of experts has no Transformers model: no file, a note naming why.
+  const auto moe = tn::exportConfig(withModel("tiny-moe", 1, 1, 2), tn::ExportFormat::DeepSpeed);
+  EXPECT_TRUE(moe.files.empty());
+  EXPECT_NE(joined(moe.notes).find("no config.json"), std::string::npos) << joined(moe.notes);
+}
+
+// Grouped-query attention under TP: tp must divide n_kv_head, or be a multiple of it (K/V replicated),
+// and divide n_head. 12 query heads over 6 K/V heads on 4 ranks: tp 1, 2 split the K/V heads (6/2 = 3
+// per rank); tp 4 divides 12 query heads but splits a 2-head query group's K/V head: refused. 4 over 2
+// (tiny-llama): tp 4 replicates each K/V head on 2 ranks: allowed.
+TEST(ArchSpace, TensorParallelismRespectsGroupedQueryAttention) {
+  tn::Cluster cl = tn::loadCluster("cpu-local");
+  cl.devices_per_node = 4;
+  tn::SpaceOptions o;
+  o.gbs = 8, o.seq = 32, o.mbs = {1}, o.ckpt = {rt::Checkpointing::None}, o.cp = {1}, o.virtual_stages = {1};
+  o.zero = {rt::ZeroStage::None}, o.sequence_parallel = {false}, o.worlds = {4};
+  o.schedules = {rt::PipelineSchedule::OneFOneB};
+  wl::Workload w = wl::load("tiny-llama");
+  w.n_head = 12, w.n_kv_head = 6, w.n_embd = 96;
+  std::map<int64_t, int> refused_for_gqa, seen;
+  for (const auto& cand : tn::enumerateSpace(w, cl, o)) {
+    ++seen[cand.plan.tp];
+    if (cand.rejected.find("neither divides n_kv_head=6") != std::string::npos) ++refused_for_gqa[cand.plan.tp];
+  }
+  EXPECT_EQ(seen.size(), 3u);  // tp 1, 2, 4
+  EXPECT_EQ(refused_for_gqa[1], 0);
+  EXPECT_EQ(refused_for_gqa[2], 0);
+  EXPECT_EQ(refused_for_gqa[4], seen[4]);
+  EXPECT_GT(seen[4], 0);
+  for (const auto& cand : tn::enumerateSpace(wl::load("tiny-llama"), cl, o)) {
+    EXPECT_EQ(cand.rejected.find("neither divides n_kv_head"), std::string::npos) << cand.plan.describe();
+  }
+  // n_head must still divide: 6 query heads (3 groups of 2) on tp 4.
+  w.n_head = 6, w.n_kv_head = 3, w.n_embd = 96;
+  for (const auto& cand : tn::enumerateSpace(w, cl, o))
+    if (cand.plan.tp == 4) EXPECT_NE(cand.rejected.find("does not divide n_head=6"), std::string::npos) << cand.rejected;
+}
+
+// The demo's Llama: small-cpu's size (4 layers, 256 hidden, vocab 4096) in the Llama architecture.
+// 2 x 4096 x 256 (untied) + 4 x (2 x 256 + 256 x (256 + 2 x 128) + 256 x 256 + 3 x 256 x 688) + 256.
+TEST(ArchSpace, SmallLlamaPreset) {
+  const wl::Workload w = wl::load("small-llama");
+  EXPECT_EQ(w.parameterCount(), 4999424);
+  EXPECT_EQ(w.kvHeads(), 2);
+  EXPECT_EQ(w.headSize(), 64);
+  EXPECT_EQ(w.ffnHidden(), 688);
+  EXPECT_FALSE(w.tie_embeddings);
+  EXPECT_EQ(w.norm, wl::Norm::RMSNorm);
+  EXPECT_EQ(w.positions, wl::Positions::Rope);
+  const wl::Workload gpt = wl::load("small-cpu");
+  EXPECT_EQ(w.n_layer, gpt.n_layer);
+  EXPECT_EQ(w.n_embd, gpt.n_embd);
+  EXPECT_EQ(w.vocab_size, gpt.vocab_size);
+  EXPECT_EQ(w.n_positions, gpt.n_positions);
+}

@@ -1,0 +1,111 @@
+// export_model.cpp — see export_model.h. Megatron-LM's names are arguments.py's and those its
+// ArgumentGroupFactory makes from megatron-core's TransformerConfig fields (megatron-core 0.19.2:
+// layernorm_epsilon is --norm-epsilon, add_bias_linear is --disable-bias-linear); bench/check_exports.py
+// parses them with that parser and builds the TransformerConfig from them.
+#include "export_model.h"
+
+#include <cmath>
+
+#include "trainscope/common/error.h"
+#include "trainscope/workloads/hf_config.h"
+
+namespace trainscope::tuner::detail {
+namespace {
+
+namespace wl = trainscope::workloads;
+
+std::string number(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+// Megatron-LM's biases: add_bias_linear puts one on every linear (q/k/v, the attention output, the
+// MLP's and the experts'), add_qkv_bias on the q/k/v projection only (Qwen2). Other mixes have no flag.
+void megatronBiases(std::ostringstream& o, const wl::Workload& w, std::vector<std::string>& notes) {
+  if (w.qkv_bias && w.proj_bias && w.mlp_bias) return;  // Megatron-LM's default
+  const bool linear = w.proj_bias || w.mlp_bias;
+  if (!linear) {
+    o << " --disable-bias-linear";
+    if (w.qkv_bias) o << " --add-qkv-bias";
+    return;
+  }
+  notes.push_back(std::string("Megatron-LM puts biases on every linear (--disable-bias-linear: on none; --add-qkv-bias: on "
+                              "q/k/v only): this model's q/k/v ") + (w.qkv_bias ? "with" : "without") +
+                  ", attention output " + (w.proj_bias ? "with" : "without") + ", MLP " +
+                  (w.mlp_bias ? "with" : "without") + " biases has no flag; these flags keep them on every linear");
+}
+
+void megatronPositions(std::ostringstream& o, const runconfig::TrainConfig& c, std::vector<std::string>& notes) {
+  const wl::Workload& w = c.model;
+  switch (w.positions) {
+    case wl::Positions::Learned:
+      o << " --position-embedding-type learned_absolute";
+      return;
+    case wl::Positions::None:
+      o << " --position-embedding-type none";
+      return;
+    case wl::Positions::Alibi:
+      o << " --position-embedding-type none";
+      notes.push_back("Megatron-LM has no ALiBi: these flags give the model no positions at all");
+      return;
+    case wl::Positions::Rope:
+      break;
+  }
+  // RoPE on the whole head (--rotary-percent 1), halves rotated as transformers' rotate_half
+  // (Megatron-LM's default, not --rotary-interleaved). --rotary-base is an integer there.
+  const double theta = w.rope_theta;
+  o << " --position-embedding-type rope --rotary-base " << int64_t(std::llround(theta)) << " --rotary-percent 1.0";
+  if (std::abs(theta - std::round(theta)) > 1e-9)
+    notes.push_back("Megatron-LM's --rotary-base is an integer: rope_theta " + number(theta) + " is rounded to " +
+                    std::to_string(std::llround(theta)));
+  const wl::RopeScaling& r = w.rope_scaling;
+  if (r.factor > 0) {
+    o << " --use-rope-scaling --rope-scaling-factor " << r.factor;
+    // megatron-core's apply_rope_scaling is called with Llama 3's constants only.
+    if (r.low_freq_factor != 1 || r.high_freq_factor != 4 || r.original_max_position_embeddings != 8192)
+      notes.push_back("Megatron-LM's Llama 3 RoPE scaling uses low_freq_factor 1, high_freq_factor 4 and "
+                      "original_max_position_embeddings 8192 (no flags): this model's " + number(r.low_freq_factor) +
+                      ", " + number(r.high_freq_factor) + ", " + std::to_string(r.original_max_position_embeddings) +
+                      " are not in these flags");
+  }
+}
+
+}  // namespace
+
+void megatronArchitecture(std::ostringstream& o, const runconfig::TrainConfig& c, std::vector<std::string>& notes) {
+  const wl::Workload& w = c.model;
+  o << " --normalization " << (w.norm == wl::Norm::RMSNorm ? "RMSNorm" : "LayerNorm") << " --norm-epsilon "
+    << w.norm_eps;
+  // The dense MLP's width, always: with --swiglu Megatron-LM's default is not 4h but ~8h/3 rounded.
+  if (w.mlp == wl::Mlp::SwiGLU) o << " --swiglu";
+  o << " --ffn-hidden-size " << w.ffnHidden();
+  megatronPositions(o, c, notes);
+  // Grouped-query attention: K/V heads split over TP when tp divides them; with fewer K/V heads than
+  // tp each rank holds the one its q heads use (megatron-core's attention replicates them as trainscope does).
+  if (w.kvHeads() != w.n_head) o << " --group-query-attention --num-query-groups " << w.kvHeads();
+  if (w.headSize() * w.n_head != w.n_embd) o << " --kv-channels " << w.headSize();
+  if (!w.tie_embeddings) o << " --untie-embeddings-and-output-weights";
+  megatronBiases(o, w, notes);
+  if (w.sliding_window > 0 && c.seq > w.sliding_window)
+    notes.push_back("the model's sliding window (" + std::to_string(w.sliding_window) +
+                    ") is shorter than the sequence: these flags attend over the whole sequence");
+}
+
+void addModelConfig(const runconfig::TrainConfig& c, ExportResult& r) {
+  try {
+    r.files.push_back({"config.json", workloads::hfConfigJson(c.model)});
+  } catch (const UserError& e) {
+    r.notes.push_back(std::string("no config.json is written beside this export: ") + e.what());
+  }
+}
+
+std::string wrapClass(const runconfig::TrainConfig& c) {
+  try {
+    return workloads::hfDecoderLayerClass(c.model);
+  } catch (const UserError&) {
+    return "GPT2Block";
+  }
+}
+
+}  // namespace trainscope::tuner::detail

@@ -1,0 +1,163 @@
+// hf_config.cpp — see hf_config.h. The keys are transformers' own (GPT2Config, LlamaConfig,
+// MistralConfig, Qwen2Config, MixtralConfig); the values are the ones architecture.cpp's reader maps
+// back to the same Workload fields, so parse(hfConfigJson(w)) == w's architecture.
+#include "trainscope/workloads/hf_config.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/error.h"
+#include "trainscope/common/json_text.h"
+
+namespace trainscope::workloads {
+namespace {
+
+// GPT-2's shape exactly (what GPT2LMHeadModel builds): LayerNorm 1e-5 with biases, learned
+// positions, a GELU MLP of 4C with biases, full multi-head attention, a tied head, dense.
+bool gpt2Shaped(const Workload& w) {
+  return w.norm == Norm::LayerNorm && std::abs(w.norm_eps - 1e-5) < 1e-12 && w.qkv_bias && w.proj_bias &&
+         w.mlp_bias && w.positions == Positions::Learned && w.mlp == Mlp::Gelu && w.ffnHidden() == 4 * w.n_embd &&
+         w.kvHeads() == w.n_head && w.headSize() * w.n_head == w.n_embd && w.tie_embeddings && !w.isMoe() &&
+         w.sliding_window == 0;
+}
+
+// Thrown by classify(); hfUnsupported() keeps only its reason.
+struct NoHfModel {
+  std::string what;
+};
+
+[[noreturn]] void refuse(const Workload&, const std::string& what) { throw NoHfModel{what}; }
+
+[[noreturn]] void refuseAs(const Workload& w, const std::string& field, const std::string& what) {
+  throw UserError(field, w.name + " has no Hugging Face config.json: " + what,
+                  "export a workload of GPT-2's shape (model_type gpt2) or of the Llama family (RMSNorm, RoPE, "
+                  "SwiGLU: llama, mistral, qwen2, mixtral); docs/architectures.md");
+}
+
+// What every config.json ends with: the weights' dtype (transformers loads them as stored) and
+// trainscope's name and description of the model (transformers keeps unknown keys as attributes).
+std::string withOurs(nlohmann::ordered_json& j, const Workload& w) {
+  j["dtype"] = "float32";
+  j["name"] = w.name;
+  if (!w.description.empty()) j["description"] = w.description;
+  return jsonText(j, 2) + "\n";
+}
+
+std::string classify(const Workload& w) {
+  if (gpt2Shaped(w)) return "gpt2";
+  if (w.norm != Norm::RMSNorm || w.positions != Positions::Rope || w.mlp != Mlp::SwiGLU)
+    refuse(w, std::string("norm ") + normName(w.norm) + ", positions " + positionsName(w.positions) + ", mlp " +
+                  mlpName(w.mlp) + " is neither GPT-2's (layernorm, learned, gelu) nor the Llama family's "
+                  "(rmsnorm, rope, swiglu)");
+  if (w.isMoe()) {
+    if (w.qkv_bias || w.proj_bias || w.mlp_bias) refuse(w, "Mixtral's linears have no biases");
+    if (w.moe_every != 1) refuse(w, "Mixtral has experts in every layer (moe_every " + std::to_string(w.moe_every) + ")");
+    if (w.shared_expert) refuse(w, "Mixtral has no shared expert");
+    if (w.capacity_factor > 0) refuse(w, "Mixtral is drop-less (capacity_factor " + std::to_string(w.capacity_factor) + ")");
+    if (w.z_loss_coeff > 0) refuse(w, "Mixtral's router has no z-loss");
+    return "mixtral";
+  }
+  if (w.qkv_bias && !w.proj_bias && !w.mlp_bias) return "qwen2";  // Qwen2: biases on q, k, v only
+  if (w.qkv_bias != w.proj_bias)
+    refuse(w, "biases on the q/k/v projections but not the output one, or the reverse (Llama's attention_bias "
+              "covers all four; Qwen2's only q/k/v, without MLP biases)");
+  if (w.sliding_window > 0) {
+    if (w.qkv_bias || w.mlp_bias) refuse(w, "a sliding window with biases (Mistral's linears have none)");
+    return "mistral";
+  }
+  return "llama";
+}
+
+}  // namespace
+
+std::string hfModelType(const Workload& w, const std::string& field) {
+  try {
+    return classify(w);
+  } catch (const NoHfModel& e) {
+    refuseAs(w, field, e.what);
+  }
+}
+
+std::string hfUnsupported(const Workload& w) {
+  try {
+    classify(w);
+    return "";
+  } catch (const NoHfModel& e) {
+    return e.what;
+  }
+}
+
+std::string hfDecoderLayerClass(const Workload& w) {
+  const std::string type = hfModelType(w);
+  if (type == "gpt2") return "GPT2Block";
+  if (type == "llama") return "LlamaDecoderLayer";
+  if (type == "mistral") return "MistralDecoderLayer";
+  if (type == "qwen2") return "Qwen2DecoderLayer";
+  return "MixtralDecoderLayer";
+}
+
+std::string hfConfigJson(const Workload& w, const std::string& field) {
+  const std::string type = hfModelType(w, field);
+  nlohmann::ordered_json j;
+  if (type == "gpt2") {
+    // trainscope's GELU is the tanh approximation (gelu_new); no dropout (0 here, so the file reads
+    // back without a dropout note).
+    j = {{"model_type", "gpt2"},        {"architectures", {"GPT2LMHeadModel"}},
+         {"n_layer", w.n_layer},        {"n_head", w.n_head},
+         {"n_embd", w.n_embd},          {"n_positions", w.n_positions},
+         {"n_inner", nullptr},          {"vocab_size", w.vocab_size},
+         {"activation_function", "gelu_new"}, {"layer_norm_epsilon", w.norm_eps},
+         {"resid_pdrop", 0.0},          {"embd_pdrop", 0.0},
+         {"attn_pdrop", 0.0},           {"tie_word_embeddings", true}};
+    return withOurs(j, w);
+  }
+  const std::string arch = type == "llama"     ? "LlamaForCausalLM"
+                           : type == "mistral" ? "MistralForCausalLM"
+                           : type == "qwen2"   ? "Qwen2ForCausalLM"
+                                               : "MixtralForCausalLM";
+  j = {{"model_type", type},
+       {"architectures", {arch}},
+       {"hidden_size", w.n_embd},
+       {"intermediate_size", w.isMoe() ? w.expertHidden() : w.ffnHidden()},
+       {"num_hidden_layers", w.n_layer},
+       {"num_attention_heads", w.n_head},
+       {"num_key_value_heads", w.kvHeads()},
+       {"head_dim", w.headSize()},
+       {"vocab_size", w.vocab_size},
+       {"max_position_embeddings", w.n_positions},
+       {"hidden_act", "silu"},
+       {"rms_norm_eps", w.norm_eps},
+       {"rope_theta", w.rope_theta}};
+  // transformers 4 reads rope_theta and rope_scaling; 5 folds both into rope_parameters on load.
+  if (w.rope_scaling.factor > 0)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", w.rope_scaling.factor},
+                         {"low_freq_factor", w.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", w.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", w.rope_scaling.original_max_position_embeddings}};
+  else
+    j["rope_scaling"] = nullptr;
+  j["tie_word_embeddings"] = w.tie_embeddings;
+  j["attention_dropout"] = 0.0;
+  if (type == "llama") {
+    j["attention_bias"] = w.qkv_bias;
+    j["mlp_bias"] = w.mlp_bias;
+  }
+  if (type == "mistral" || type == "mixtral")
+    j["sliding_window"] = w.sliding_window > 0 ? nlohmann::ordered_json(w.sliding_window) : nlohmann::ordered_json();
+  if (type == "qwen2") {
+    j["use_sliding_window"] = w.sliding_window > 0;
+    if (w.sliding_window > 0) j["sliding_window"] = w.sliding_window;
+  }
+  if (type == "mixtral") {
+    j["num_local_experts"] = w.n_experts;
+    j["num_experts_per_tok"] = w.top_k;
+    j["router_aux_loss_coef"] = w.aux_loss_coeff;
+    // transformers adds the load-balancing loss to the loss only when the router logits are output.
+    j["output_router_logits"] = w.aux_loss_coeff > 0;
+    j["router_jitter_noise"] = 0.0;
+  }
+  return withOurs(j, w);
+}
+
+}  // namespace trainscope::workloads
