@@ -61,14 +61,20 @@ void appendMoeMlp(std::vector<Op>& F, const workloads::Workload& w, const Plan& 
   // The regrouped rows are fc1's input: kept once, by fc1 (the all-to-all's output is not kept).
   if (p.ep > 1) F.push_back(mem("regroup received rows by expert", 2.0 * R * C * e, 0));
   // E/ep experts, each over ep·M/E rows: a batched GEMM of the realised per-expert batch.
-  F.push_back(gemm("expert fc1", r.per_expert, Fh, C, r.local_experts, R * C * e));
-  F.push_back(mem("expert bias-gelu", 2.0 * R * Fh * e, R * Fh * e));
+  // SwiGLU experts (Mixtral): fc1 is [gate; up] (2F), then the SiLU-multiply (reads 2F, writes F;
+  // eager autograd keeps gate, silu(gate), up), as the dense SwiGLU MLP (layer_ops.cpp).
+  const bool swiglu = w.mlp == workloads::Mlp::SwiGLU;
+  const double F1 = swiglu ? 2.0 * Fh : Fh;
+  F.push_back(gemm("expert fc1", r.per_expert, F1, C, r.local_experts, R * C * e));
+  if (swiglu) F.push_back(mem("expert silu-multiply", 3.0 * R * Fh * e, 3.0 * R * Fh * e));
+  else F.push_back(mem("expert bias-gelu", 2.0 * R * Fh * e, R * Fh * e));
   F.push_back(gemm("expert fc2", r.per_expert, C, Fh, r.local_experts, R * Fh * e));
   // gate multiply (keeps the expert outputs and gates) and index_add into (N, C).
   F.push_back(mem("combine gate + index_add", 2.0 * M * C * e + 2.0 * N * C * e, M * C * e));
   if (w.shared_expert) {
-    F.push_back(gemm("shared fc1", N, Fh, C, 1, 0));  // its input is the router's, kept once
-    F.push_back(mem("shared bias-gelu", 2.0 * N * Fh * e, N * Fh * e));
+    F.push_back(gemm("shared fc1", N, F1, C, 1, 0));  // its input is the router's, kept once
+    if (swiglu) F.push_back(mem("shared silu-multiply", 3.0 * N * Fh * e, 3.0 * N * Fh * e));
+    else F.push_back(mem("shared bias-gelu", 2.0 * N * Fh * e, N * Fh * e));
     F.push_back(gemm("shared fc2", N, C, Fh, 1, N * Fh * e));
   }
 }
@@ -94,27 +100,34 @@ double moeCpuExtraForwardSeconds(const workloads::Workload& w, const Plan& p, co
     const double f = 2.0 * m * n * k;
     return f > 0 ? f / (peak * c.matmulEfficiency(f)) : 0.0;
   };
-  double s = gemm(r.tokens, E, C) + r.local_experts * (gemm(r.per_expert, Fh, C) + gemm(r.per_expert, C, Fh));
-  if (w.shared_expert) s += gemm(r.tokens, Fh, C) + gemm(r.tokens, C, Fh);
-  return s - (gemm(r.tokens, 4.0 * C / t, C) + gemm(r.tokens, C, 4.0 * C / t));
+  const double F1 = w.mlp == workloads::Mlp::SwiGLU ? 2.0 * Fh : Fh, Fd = double(w.ffnHidden()) / t;
+  double s = gemm(r.tokens, E, C) + r.local_experts * (gemm(r.per_expert, F1, C) + gemm(r.per_expert, C, Fh));
+  if (w.shared_expert) s += gemm(r.tokens, F1, C) + gemm(r.tokens, C, Fh);
+  // less the dense MLP's GEMMs the layer list priced in its place
+  return s - (gemm(r.tokens, (w.mlp == workloads::Mlp::SwiGLU ? 2.0 : 1.0) * Fd, C) + gemm(r.tokens, C, Fd));
 }
 
 const NetworkTier& moeTier(const Plan& p, const Cluster& c) {
   return p.tp * p.cp * p.ep <= c.devices_per_node ? c.intra_node : c.inter_node;
 }
 
+// One expert's parameters: C·F + F + F·C + C (GELU, biases), 3·C·F for SwiGLU without biases (Mixtral).
+static double expertParameters(const workloads::Workload& w) {
+  const double C = double(w.n_embd), F = double(w.expertHidden());
+  const double mats = w.mlp == workloads::Mlp::SwiGLU ? 3.0 : 2.0;
+  return mats * C * F + (w.mlp_bias ? (mats - 1.0) * F + C : 0.0);
+}
+
 double moeExpertParameters(const workloads::Workload& w) {
   if (!w.isMoe()) return 0;
   int64_t layers = 0;
   for (int64_t l = 0; l < w.n_layer; ++l) layers += w.moeLayer(l) ? 1 : 0;
-  const double C = double(w.n_embd), F = double(w.expertHidden());
-  return double(layers) * double(w.n_experts) * (2.0 * C * F + F + C);
+  return double(layers) * double(w.n_experts) * expertParameters(w);
 }
 
 double moeStageExpertParameters(const workloads::Workload& w, const Plan& p, int64_t stage) {
   if (!w.isMoe()) return 0;
-  const double C = double(w.n_embd), F = double(w.expertHidden());
-  return double(moeLayersOfStage(w, p, stage)) * double(w.n_experts / std::max<int64_t>(1, p.ep)) * (2.0 * C * F + F + C);
+  return double(moeLayersOfStage(w, p, stage)) * double(w.n_experts / std::max<int64_t>(1, p.ep)) * expertParameters(w);
 }
 
 double moeCountsAllGatherSeconds(const NetworkTier& tier, const workloads::Workload& w, double ep) {

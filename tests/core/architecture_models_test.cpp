@@ -3,10 +3,12 @@
 // head), the op list's GEMMs and saved activations, GQA under TP, FLOPs with SwiGLU and GQA.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "trainscope/models/dp_layout.h"
 #include "trainscope/tuner/models.h"
+#include "trainscope/tuner/space.h"
 #include "trainscope/workloads/flops.h"
 #include "trainscope/workloads/workload.h"
 
@@ -139,4 +141,42 @@ TEST(ArchitectureModels, MegatronTheoreticalMemoryTermsForLlama) {
   const double layer = 2 * h + h * (4096 + 2 * 1024) + 4096 * h + 3 * h * 14336;
   EXPECT_EQ(tn::megatronLayerParams(w), layer);
   EXPECT_EQ(tn::megatronEmbeddingTables(w, p, 0), 2);
+}
+
+TEST(ArchitectureModels, TheTunersSpaceRespectsGqa) {
+  // 24 query heads, 8 K/V heads: on 6 GPUs tp 3 and 6 divide the query heads but neither split nor
+  // replicate the K/V heads; the space lists them rejected with that reason, tp 1 and 2 not for it
+  // (whether the runtime runs them is the runtime's resolve, checked after).
+  const wl::Workload w = wl::parse(R"({"model_type": "llama", "hidden_size": 384, "intermediate_size": 1024,
+      "num_hidden_layers": 4, "num_attention_heads": 24, "num_key_value_heads": 8, "vocab_size": 1000,
+      "max_position_embeddings": 512, "hidden_act": "silu", "tie_word_embeddings": false})",
+                                   "gqa-test.json");
+  tn::SpaceOptions o;
+  o.gbs = 12, o.seq = 256, o.mbs = {1}, o.worlds = {6}, o.cp = {1}, o.virtual_stages = {1};
+  const tn::Cluster c = tn::loadCluster("h100-80gb-x8", 1);
+  std::set<int64_t> tps;
+  int64_t gqa_rejected = 0;
+  for (const auto& cand : tn::enumerateSpace(w, c, o)) {
+    const bool gqa = cand.rejected.find("neither divides n_kv_head=8") != std::string::npos;
+    EXPECT_EQ(gqa, cand.plan.tp == 3 || cand.plan.tp == 6) << cand.plan.describe() << ": " << cand.rejected;
+    gqa_rejected += gqa;
+    tps.insert(cand.plan.tp);
+  }
+  EXPECT_GT(gqa_rejected, 0);
+  EXPECT_EQ(tps, (std::set<int64_t>{1, 2, 3, 6}));
+}
+
+TEST(ArchitectureModels, MixtralsSwigluExpertsAreItsRealParameters) {
+  // mixtral-8x7b: 46,702,792,704 parameters (8 SwiGLU experts of 14336, no biases, GQA 8, untied).
+  const wl::Workload w = wl::load("mixtral-8x7b");
+  int64_t n = 0;
+  for (const auto& s : tn::stageSlots(w, plan(1, 1, 4096), 0)) n += s.numel();
+  EXPECT_EQ(n, w.parameterCount());
+  EXPECT_EQ(n, 46702792704);
+  // Its experts' fc1 is [gate; up]: 2F columns per expert GEMM.
+  const tn::LayerOps L = tn::layerOps(w, plan(1, 1, 4096), tn::Framework::Trainscope, tn::Attention::Default, true);
+  const tn::Op* fc1 = find(L.forward, "expert fc1");
+  ASSERT_NE(fc1, nullptr);
+  EXPECT_EQ(fc1->n, 2.0 * 14336);
+  EXPECT_NE(find(L.forward, "expert silu-multiply"), nullptr);
 }
