@@ -5,11 +5,14 @@
 // The targets' own parsers read the same exports in bench/check_exports.py.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
+#include "../common/cli.h"
 #include "trainscope/common/error.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/space.h"
@@ -321,4 +324,42 @@ TEST(ArchSpace, SmallLlamaPreset) {
   EXPECT_EQ(w.n_embd, gpt.n_embd);
   EXPECT_EQ(w.vocab_size, gpt.vocab_size);
   EXPECT_EQ(w.n_positions, gpt.n_positions);
+}
+
+// `trainscope export -o FILE` writes the model's config.json beside FILE: a second export into the
+// same folder replaces the identical file without --overwrite; a different config.json there is
+// never replaced (and nothing is written); -o naming config.json itself is refused.
+TEST(ArchExport, ExportWritesTheConfigJsonBesideItsFileAndNeverOverAnotherOne) {
+  namespace ts = trainscope::testing;
+  const std::string dir = ts::tempPath("arch-export");
+  std::filesystem::create_directories(dir + "/other");
+  std::filesystem::create_directories(dir + "/fresh");
+  const std::string study = dir + "/s.db";
+  auto r = ts::cli("tune --workload tiny --gbs 8 --max-trials 1 --study '" + study + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = ts::cli("export '" + study + "' --format deepspeed -o '" + dir + "/ds.json'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream in(dir + "/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(nlohmann::json::parse(text.str())["model_type"], "gpt2");
+  EXPECT_EQ(wl::parse(text.str(), dir + "/config.json").parameterCount(), wl::load("tiny").parameterCount());
+  r = ts::cli("export '" + study + "' --format training-args -o '" + dir + "/ta.json'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  std::ofstream(dir + "/other/config.json") << "mine\n";
+  r = ts::cli("export '" + study + "' --format accelerate-config -o '" + dir + "/other/a.yaml'");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("-o: " + dir + "/other/config.json already exists and is not an earlier config.json"),
+            std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/other/a.yaml"));
+  std::ifstream mine(dir + "/other/config.json");
+  std::string line;
+  std::getline(mine, line);
+  EXPECT_EQ(line, "mine");
+  r = ts::cli("export '" + study + "' --format deepspeed -o '" + dir + "/fresh/config.json'");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("is where this export writes the model's config.json"), std::string::npos) << r.output;
+  r = ts::cli("export '" + study + "' --format deepspeed");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("note: the model's config.json belongs beside this export"), std::string::npos) << r.output;
 }
