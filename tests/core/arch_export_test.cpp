@@ -212,6 +212,10 @@ TEST(ArchExport, MegatronSaysQwenLlama31AndMixtral) {
   EXPECT_EQ(f.at("--num-query-groups"), "8");
   EXPECT_EQ(f.at("--rotary-base"), "1000000");
   EXPECT_FALSE(f.count("--moe-expert-capacity-factor"));  // drop-less
+  // DeepSpeed-MoE's experts are set in the model code: the note names SwiGLU experts without biases.
+  const auto ds = tn::exportConfig(withModel("tiny-mixtral", 1, 1, 2), tn::ExportFormat::DeepSpeed);
+  EXPECT_NE(joined(ds.notes).find("expert=<a 64->128->64 SwiGLU MLP without biases>"), std::string::npos)
+      << joined(ds.notes);
   // GPT-2: LayerNorm, learned positions, 4h GELU, biases, tied: no architecture switches.
   f = flagsOf(tn::exportConfig(withModel("small-cpu"), tn::ExportFormat::Megatron).text);
   EXPECT_EQ(f.at("--normalization"), "LayerNorm");
