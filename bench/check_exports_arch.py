@@ -144,8 +144,9 @@ def hf_config_problems(config_text, w):
               a["head_dim"])
     else:
         ref = AutoConfig.for_model("gpt2", n_layer=w["n_layer"], n_head=w["n_head"], n_embd=w["n_embd"],
-                                   n_positions=w["n_positions"], vocab_size=w["vocab_size"])
-        for k in ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "tie_word_embeddings"):
+                                   n_positions=w["n_positions"], vocab_size=w["vocab_size"],
+                                   bos_token_id=w["vocab_size"] - 1, eos_token_id=w["vocab_size"] - 1)
+        for k in ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "tie_word_embeddings", "eos_token_id"):
             _want(p, f"AutoConfig.{k}", getattr(cfg, k), getattr(ref, k))
         _want(p, "AutoConfig.activation_function", cfg.activation_function, "gelu_new")
     with torch.device("meta"):

@@ -118,6 +118,9 @@ TEST(HfConfig, EveryPresetReadsBackAsTheSameModel) {
     expectSameModel(w, back, name);
     EXPECT_TRUE(back.notes.empty()) << name << ": " << joined(back.notes);  // no dropout, nothing ignored
   }
+  // GPT-2's end-of-text token, the vocabulary's last (50256), in any vocabulary.
+  EXPECT_EQ(nlohmann::json::parse(wl::hfConfigJson(wl::load("gpt2-124m")))["eos_token_id"], 50256);
+  EXPECT_EQ(nlohmann::json::parse(wl::hfConfigJson(wl::load("tiny")))["eos_token_id"], wl::load("tiny").vocab_size - 1);
   // A window shorter than the positions: Mistral v0.1's, written as model_type mistral.
   wl::Workload m = wl::load("mistral-7b");
   m.sliding_window = 4096;

@@ -75,7 +75,9 @@ std::string hfConfigJson(const Workload& w) {
          {"n_inner", nullptr},          {"vocab_size", w.vocab_size},
          {"activation_function", "gelu_new"}, {"layer_norm_epsilon", w.norm_eps},
          {"resid_pdrop", 0.0},          {"embd_pdrop", 0.0},
-         {"attn_pdrop", 0.0},           {"tie_word_embeddings", true}};
+         {"attn_pdrop", 0.0},           {"tie_word_embeddings", true},
+         // GPT-2's end-of-text token is its last one (50256 of 50257): inside any vocabulary.
+         {"bos_token_id", w.vocab_size - 1}, {"eos_token_id", w.vocab_size - 1}};
     return jsonText(j, 2) + "\n";
   }
   const std::string arch = type == "llama"     ? "LlamaForCausalLM"
