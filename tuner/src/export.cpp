@@ -429,7 +429,7 @@ ExportResult exportConfig(const runconfig::TrainConfig& c, ExportFormat format, 
     case ExportFormat::Megatron:
       return megatron(c);
     case ExportFormat::HfConfig:
-      return {workloads::hfConfigJson(c.model), {}, {}};
+      return {workloads::hfConfigJson(c.model, "--format"), {}, {}};
     default:
       break;
   }
