@@ -603,7 +603,7 @@ def ds_rank(path):
 
 
 def deepspeed_initialize_problems(text, run, folder):
-    path = os.path.join(folder, "deepspeed.json")
+    path = os.path.join(tempfile.mkdtemp(dir=folder), "deepspeed.json")  # one per case: the sweep checks many
     with output_file(path) as f:
         f.write(text)
     port = str(free_port())
@@ -653,7 +653,7 @@ def training_args_problems(text, run, folder):
     import torch
     from transformers import HfArgumentParser, TrainingArguments, Trainer, get_scheduler
     p = []
-    path = os.path.join(folder, "training_args.json")
+    path = os.path.join(tempfile.mkdtemp(dir=folder), "training_args.json")  # one per case: the sweep checks many
     with output_file(path) as f:
         f.write(text)
     try:
@@ -709,7 +709,7 @@ def accelerate_problems(text, run, folder):
     from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
     from accelerate.commands.launch import launch_command_parser, _validate_launch_command
     p = []
-    path = os.path.join(folder, "accelerate.yaml")
+    path = os.path.join(tempfile.mkdtemp(dir=folder), "accelerate.yaml")  # one per case: the sweep checks many
     with output_file(path) as f:
         f.write(text)
     try:
