@@ -17,7 +17,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 
-PRESETS = ["tiny-llama", "tiny-mixtral", "llama3-8b", "llama3-70b", "llama3.1-405b", "mistral-7b",
+PRESETS = ["tiny-llama", "tiny-mixtral", "small-llama", "llama3-8b", "llama3-70b", "llama3.1-405b", "mistral-7b",
            "qwen2.5-7b", "mixtral-8x7b"]
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads")
 

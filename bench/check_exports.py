@@ -48,6 +48,15 @@ runs the parser checks on each (once per distinct input). ZeRO stages carry Deep
 sizes, ZeRO-2/3 the Accelerate and TrainingArguments FSDP settings; Megatron-LM's
 context_parallel_size and virtual_pipeline_model_parallel_size are checked as parsed. SGD, Adafactor and 8-bit Adam are not in tune's space, so not swept; a GPU
 study's Accelerate config is not launched (no GPU here).
+Issue 32 (bench/check_exports_arch.py): every Megatron-LM export's architecture flags against the
+workload file, through megatron-core's TransformerConfig built from the parsed arguments (heads,
+query groups, kv_channels, ffn size, norm and epsilon, SwiGLU, biases, experts) and the parsed
+position embedding, RoPE base and scaling, untied head; megatron-core's RotaryEmbedding from those
+flags has transformers' inv_freq for the exported config.json; hf-config (the config.json the
+DeepSpeed / Accelerate / TrainingArguments exports write beside them) loaded by
+transformers.AutoConfig.from_pretrained agrees with the workload's preset and builds a model of the
+same parameter count. A small-llama study (GQA 4/2 on 2 and 4 ranks: tp 1, 2 and 4 > n_kv_head) is
+swept once `trainscope tune` runs Llama-family workloads; until then it is skipped, saying why.
 One line per check: ok / FAIL / skip (a target not importable) / note. Exit 1 on any FAIL.
 
 Usage:
@@ -75,6 +84,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import output_file  # noqa: E402  (the rule of every trainscope output)
+import check_exports_arch as arch  # noqa: E402  (issue 32: the architecture in the exports)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -98,11 +108,16 @@ MOE = ["--workload", "small-cpu-moe", "--seq", "16", "--gbs", "8", "--mbs", "1,2
        "--precision", "fp32,bf16", "--ranks", "2,4", "--zero", "0,1,2", "--cp", "1", "--virtual-stages", "1,2",
        "--no-sequence-parallel", "--trial-steps", "1", "--first-round", "1", "--final-rounds", "0",
        "--mem-limit", "400M"]
+# Issue 32: a Llama (GQA 4 query / 2 K/V heads, SwiGLU, RoPE, RMSNorm, untied) on 2 and 4 ranks, TP up
+# to 4 (K/V heads replicated over TP when tp > 2), PP, ZeRO 0-3.
+LLAMA = ["--workload", "small-llama", "--seq", "16", "--gbs", "8", "--mbs", "1,2", "--ckpt", "none,selective",
+         "--precision", "fp32,bf16", "--ranks", "2,4", "--zero", "0,1,3", "--cp", "1", "--virtual-stages", "1",
+         "--trial-steps", "1", "--first-round", "1", "--final-rounds", "0", "--mem-limit", "400M"]
 TINY = ["--workload", "tiny", "--seq", "16", "--gbs", "4", "--mbs", "2", "--ckpt", "selective", "--ranks", "2",
         "--no-sequence-parallel", "--trial-steps", "2", "--first-round", "1", "--final-rounds", "0",
         "--mem-limit", "200M"]
 MEGATRON_ARCH = 9  # the GPU architecture Megatron's validate_args is told on a machine without one
-FORMATS = ["run", "megatron", "deepspeed", "training-args", "accelerate-config"]
+FORMATS = ["run", "megatron", "deepspeed", "training-args", "accelerate-config", "hf-config"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,6 +140,20 @@ def make_study(bin_, folder, name, flags, need_trial=True):
     return study
 
 
+def optional_study(bin_, folder, name, flags):
+    """A study of a workload this tree may not tune yet (Llama before the runtime trains it): None."""
+    study = os.path.join(folder, name)
+    r = subprocess.run([bin_, "tune", *flags, "--study", study], capture_output=True, text=True)
+    if r.returncode != 0 and not valid_candidates_or_none(study):
+        print(f"skip  {name}: trainscope tune refused it ({r.stderr.strip().splitlines()[-1:]})")
+        return None
+    return study
+
+
+def valid_candidates_or_none(study):
+    return os.path.exists(study) and valid_candidates(study)
+
+
 def valid_candidates(study):
     con = sqlite3.connect(f"file:{study}?mode=ro", uri=True)
     try:
@@ -134,8 +163,18 @@ def valid_candidates(study):
         con.close()
 
 
+def export_or_none(bin_, study, fmt, trial):
+    """hf-config is refused for a model no Transformers class builds (a GPT-style MoE): None."""
+    try:
+        return export(bin_, study, fmt, trial)
+    except RuntimeError:
+        if fmt != "hf-config":
+            raise
+        return None
+
+
 def case_of(bin_, study, trial, label):
-    c = {f: export(bin_, study, f, trial) for f in FORMATS}
+    c = {f: export_or_none(bin_, study, f, trial) for f in FORMATS}
     c["run"] = json.loads(c["run"])
     c["label"] = label
     return c
@@ -198,7 +237,9 @@ def main():
             studies = [("", study)] + ([] if a.study else [("wide ", make_study(a.bin, folder, "wide.db", WIDE, False)),
                                                            ("knobs ", make_study(a.bin, folder, "knobs.db", KNOBS,
                                                                                  False)),
-                                                           ("moe ", make_study(a.bin, folder, "moe.db", MOE, False))])
+                                                           ("moe ", make_study(a.bin, folder, "moe.db", MOE, False)),
+                                                           ("llama ", optional_study(a.bin, folder, "llama.db", LLAMA))])
+            studies = [(tag, s) for tag, s in studies if s]
             jobs = [(s, cid, f"{tag}c{cid} {plan}") for tag, s in studies for cid, plan in valid_candidates(s)]
             with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 manifest["sweep"] = list(pool.map(lambda j: case_of(a.bin, *j), jobs))
@@ -254,7 +295,7 @@ def version(dist):
 
 # -- Megatron-LM --------------------------------------------------------------------------------
 
-def megatron_problems(text, run):
+def megatron_problems(text, run, hf_config=None):
     from megatron.training.arguments import parse_args, validate_args, core_transformer_config_from_args
     from megatron.core.tokenizers.utils.build_tokenizer import build_tokenizer
     import torch
@@ -270,7 +311,7 @@ def megatron_problems(text, run):
     sys.argv = ["pretrain_gpt.py"] + shlex.split(text)
     try:
         return megatron_args_problems(run, parse_args, validate_args, core_transformer_config_from_args,
-                                      build_tokenizer)
+                                      build_tokenizer, hf_config)
     finally:
         for k, v in saved.items():
             if v is None:
@@ -303,7 +344,19 @@ def megatron_moe_expected(run):
     return e
 
 
-def megatron_args_problems(run, parse_args, validate_args, core_transformer_config_from_args, build_tokenizer):
+def importable(mod):
+    import importlib.util
+    return importlib.util.find_spec(mod) is not None
+
+
+def workload_file(run):
+    spec = run.get("workload_spec") or ""
+    return spec if spec.endswith(".json") and os.path.exists(spec) else os.path.join(ROOT, "workloads",
+                                                                                      run["workload"] + ".json")
+
+
+def megatron_args_problems(run, parse_args, validate_args, core_transformer_config_from_args, build_tokenizer,
+                           hf_config=None):
     p = []
     with Captured() as cap:
         try:
@@ -338,12 +391,18 @@ def megatron_args_problems(run, parse_args, validate_args, core_transformer_conf
         want(p, k, getattr(args, k), v)
     want(p, "micro-batches (gbs / (mbs x dp))", args.global_batch_size // (args.micro_batch_size *
                                                                           args.data_parallel_size), run["ga"])
+    if not importable("transformer_engine"):
+        args.apply_rope_fusion = False  # Transformer Engine's RoPE kernel (a GPU's), not the model
     try:
         with Captured():
             tc = core_transformer_config_from_args(args)
         want(p, "TransformerConfig.num_layers", tc.num_layers, run["n_layer"])
         want(p, "TransformerConfig.recompute_granularity", tc.recompute_granularity, ckpt)
         want(p, "TransformerConfig.sequence_parallel", tc.sequence_parallel, bool(run["sequence_parallel"]))
+        w = arch.preset(workload_file(run))
+        p += arch.megatron_arch_problems(args, tc, arch.architecture(w))
+        if args.position_embedding_type == "rope" and hf_config is not None:
+            p += arch.rope_problems(args, tc, arch.hf_config_problems(hf_config, w)[1])
         if "num_experts" in expected:
             want(p, "TransformerConfig.num_moe_experts", tc.num_moe_experts, expected["num_experts"])
             want(p, "TransformerConfig.expert_model_parallel_size", tc.expert_model_parallel_size,
@@ -544,7 +603,7 @@ def ds_rank(path):
 
 
 def deepspeed_initialize_problems(text, run, folder):
-    path = os.path.join(folder, "deepspeed.json")
+    path = os.path.join(tempfile.mkdtemp(dir=folder), "deepspeed.json")  # one per case: the sweep checks many
     with output_file(path) as f:
         f.write(text)
     port = str(free_port())
@@ -594,7 +653,7 @@ def training_args_problems(text, run, folder):
     import torch
     from transformers import HfArgumentParser, TrainingArguments, Trainer, get_scheduler
     p = []
-    path = os.path.join(folder, "training_args.json")
+    path = os.path.join(tempfile.mkdtemp(dir=folder), "training_args.json")  # one per case: the sweep checks many
     with output_file(path) as f:
         f.write(text)
     try:
@@ -650,7 +709,7 @@ def accelerate_problems(text, run, folder):
     from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
     from accelerate.commands.launch import launch_command_parser, _validate_launch_command
     p = []
-    path = os.path.join(folder, "accelerate.yaml")
+    path = os.path.join(tempfile.mkdtemp(dir=folder), "accelerate.yaml")  # one per case: the sweep checks many
     with output_file(path) as f:
         f.write(text)
     try:
@@ -773,6 +832,7 @@ def inner(manifest_path):
         manifest = json.load(f)
     have = {}
     for fmt, dist, mod in [("megatron", "megatron-core", "megatron.training.arguments"),
+                           ("hf-config", "transformers", "transformers"),
                            ("deepspeed", "deepspeed", "deepspeed"),
                            ("training-args", "transformers", "transformers"),
                            ("accelerate-config", "accelerate", "accelerate")]:
@@ -788,13 +848,19 @@ def inner(manifest_path):
     rec = manifest["recommendation"]
     run = rec["run"]
     checks = {
-        "megatron": (lambda c, folder: megatron_problems(c["megatron"], c["run"]),
-                     lambda r: (r["megatron"], r["dp"], r["tp"], r["pp"], r["ga"], r["precision"], r["ckpt"],
+        "megatron": (lambda c, folder: megatron_problems(c["megatron"], c["run"], c.get("hf-config")),
+                     lambda r: (r["megatron"], r.get("hf-config"), r["dp"], r["tp"], r["pp"], r["ga"], r["precision"], r["ckpt"],
                                 r["sequence_parallel"], r["zero"], r["vocab_size"], r["min_lr_ratio"],
                                 r.get("cp", 1), r.get("virtual_stages", 1)),
                      "parse_args(ignore_unknown_args=False) + validate_args (WORLD_SIZE dp x cp x tp x pp; sm90 rules), "
                      "values = "
-                     "the run's, core_transformer_config_from_args, NullTokenizer padded vocab"),
+                     "the run's, core_transformer_config_from_args (architecture = the workload's; RoPE = "
+                     "transformers'), NullTokenizer padded vocab"),
+        "hf-config": (lambda c, folder: arch.hf_config_problems(c["hf-config"], arch.preset(workload_file(c["run"])))[0]
+                      if c.get("hf-config") is not None else [],
+                      lambda r: (r.get("hf-config"), r["workload"]),
+                      "transformers.AutoConfig.from_pretrained(folder) = the workload's preset; the same parameter "
+                      "count on the meta device"),
         "deepspeed": (lambda c, folder: deepspeed_problems(c["deepspeed"], c["run"]),
                       lambda r: (r["deepspeed"], r["dp"], r["ga"], r["zero"], r["precision"], r["pp"]),
                       "DeepSpeedConfig(mpu: dp) + every key read or model-validated + the engine's "

@@ -174,7 +174,9 @@ std::string deepspeedMoeNote(const rt::TrainConfig& c) {
   std::ostringstream o;
   o << "DeepSpeed's MoE is set in the model code, not in this JSON: the MLP of each layer l with l % " << w.moe_every
     << " == 0 as deepspeed.moe.layer.MoE(hidden_size=" << w.n_embd
-    << ", expert=<a " << w.n_embd << "->" << w.expertHidden() << "->" << w.n_embd << " GELU MLP>, num_experts="
+    << ", expert=<a " << w.n_embd << "->" << w.expertHidden() << "->" << w.n_embd << " "
+    << (w.mlp == workloads::Mlp::SwiGLU ? "SwiGLU" : "GELU") << " MLP" << (w.mlp_bias ? "" : " without biases")
+    << ">, num_experts="
     << w.n_experts << ", ep_size=" << c.ep << ", k=" << w.top_k << ", capacity_factor="
     << (w.capacity_factor > 0 ? w.capacity_factor : 1.0) << ", eval_capacity_factor="
     << (w.capacity_factor > 0 ? w.capacity_factor : 1.0) << ", min_capacity=0, drop_tokens=" << (w.capacity_factor > 0 ? "True" : "False")
@@ -442,7 +444,7 @@ ExportResult exportConfig(const runconfig::TrainConfig& c, ExportFormat format, 
     case ExportFormat::Megatron:
       return megatron(c);
     case ExportFormat::HfConfig:
-      return {workloads::hfConfigJson(c.model), {}, {}};
+      return {workloads::hfConfigJson(c.model, "--format"), {}, {}};
     default:
       break;
   }

@@ -6,7 +6,6 @@
 
 #include <cmath>
 
-#include "trainscope/common/error.h"
 #include "trainscope/workloads/hf_config.h"
 
 namespace trainscope::tuner::detail {
@@ -93,19 +92,20 @@ void megatronArchitecture(std::ostringstream& o, const runconfig::TrainConfig& c
 }
 
 void addModelConfig(const runconfig::TrainConfig& c, ExportResult& r) {
-  try {
-    r.files.push_back({"config.json", workloads::hfConfigJson(c.model)});
-  } catch (const UserError& e) {
-    r.notes.push_back(std::string("no config.json is written beside this export: ") + e.what());
-  }
+  if (workloads::hfModelType(c.model).empty())
+    r.notes.push_back("no config.json is written beside this export: transformers has no model of workload " +
+                      c.model.name + "'s shape (" + workloads::hfUnsupported(c.model) + ")");
+  else
+    r.files.push_back({"config.json", workloads::hfConfigJson(c.model, "--format")});
 }
 
 std::string wrapClass(const runconfig::TrainConfig& c) {
-  try {
-    return workloads::hfDecoderLayerClass(c.model);
-  } catch (const UserError&) {
-    return "GPT2Block";
-  }
+  const std::string type = workloads::hfModelType(c.model);
+  if (type == "llama") return "LlamaDecoderLayer";
+  if (type == "mistral") return "MistralDecoderLayer";
+  if (type == "qwen2") return "Qwen2DecoderLayer";
+  if (type == "mixtral") return "MixtralDecoderLayer";
+  return "GPT2Block";
 }
 
 }  // namespace trainscope::tuner::detail

@@ -20,8 +20,8 @@ void megatronArchitecture(std::ostringstream& o, const runconfig::TrainConfig& c
 // The model's config.json as a file to write beside the export, or a note saying why there is none.
 void addModelConfig(const runconfig::TrainConfig& c, ExportResult& r);
 
-// The transformer block class FSDP wraps (GPT2Block, LlamaDecoderLayer, ...); GPT2Block for a model
-// without a Transformers class (a GPT-style mixture of experts).
+// The transformer block class FSDP wraps: the Transformers class of hfModelType (GPT2Block,
+// LlamaDecoderLayer, ...); GPT2Block for a model without one (a GPT-style mixture of experts).
 std::string wrapClass(const runconfig::TrainConfig& c);
 
 }  // namespace trainscope::tuner::detail

@@ -21,83 +21,53 @@ bool gpt2Shaped(const Workload& w) {
          w.sliding_window == 0;
 }
 
-// Thrown by classify(); hfUnsupported() keeps only its reason.
-struct NoHfModel {
-  std::string what;
-};
-
-[[noreturn]] void refuse(const Workload&, const std::string& what) { throw NoHfModel{what}; }
-
-[[noreturn]] void refuseAs(const Workload& w, const std::string& field, const std::string& what) {
-  throw UserError(field, w.name + " has no Hugging Face config.json: " + what,
-                  "export a workload of GPT-2's shape (model_type gpt2) or of the Llama family (RMSNorm, RoPE, "
-                  "SwiGLU: llama, mistral, qwen2, mixtral); docs/architectures.md");
-}
-
-// What every config.json ends with: the weights' dtype (transformers loads them as stored) and
-// trainscope's name and description of the model (transformers keeps unknown keys as attributes).
+// What every config.json ends with: the weights' dtype (transformers loads them as stored, fp32)
+// and trainscope's name of the model (transformers keeps unknown keys as attributes).
 std::string withOurs(nlohmann::ordered_json& j, const Workload& w) {
   j["dtype"] = "float32";
   j["name"] = w.name;
-  if (!w.description.empty()) j["description"] = w.description;
   return jsonText(j, 2) + "\n";
-}
-
-std::string classify(const Workload& w) {
-  if (gpt2Shaped(w)) return "gpt2";
-  if (w.norm != Norm::RMSNorm || w.positions != Positions::Rope || w.mlp != Mlp::SwiGLU)
-    refuse(w, std::string("norm ") + normName(w.norm) + ", positions " + positionsName(w.positions) + ", mlp " +
-                  mlpName(w.mlp) + " is neither GPT-2's (layernorm, learned, gelu) nor the Llama family's "
-                  "(rmsnorm, rope, swiglu)");
-  if (w.isMoe()) {
-    if (w.qkv_bias || w.proj_bias || w.mlp_bias) refuse(w, "Mixtral's linears have no biases");
-    if (w.moe_every != 1) refuse(w, "Mixtral has experts in every layer (moe_every " + std::to_string(w.moe_every) + ")");
-    if (w.shared_expert) refuse(w, "Mixtral has no shared expert");
-    if (w.capacity_factor > 0) refuse(w, "Mixtral is drop-less (capacity_factor " + std::to_string(w.capacity_factor) + ")");
-    if (w.z_loss_coeff > 0) refuse(w, "Mixtral's router has no z-loss");
-    return "mixtral";
-  }
-  if (w.qkv_bias && !w.proj_bias && !w.mlp_bias) return "qwen2";  // Qwen2: biases on q, k, v only
-  if (w.qkv_bias != w.proj_bias)
-    refuse(w, "biases on the q/k/v projections but not the output one, or the reverse (Llama's attention_bias "
-              "covers all four; Qwen2's only q/k/v, without MLP biases)");
-  if (w.sliding_window > 0) {
-    if (w.qkv_bias || w.mlp_bias) refuse(w, "a sliding window with biases (Mistral's linears have none)");
-    return "mistral";
-  }
-  return "llama";
 }
 
 }  // namespace
 
-std::string hfModelType(const Workload& w, const std::string& field) {
-  try {
-    return classify(w);
-  } catch (const NoHfModel& e) {
-    refuseAs(w, field, e.what);
-  }
-}
-
 std::string hfUnsupported(const Workload& w) {
-  try {
-    classify(w);
+  if (gpt2Shaped(w)) return "";
+  if (w.norm != Norm::RMSNorm || w.positions != Positions::Rope || w.mlp != Mlp::SwiGLU)
+    return std::string("norm ") + normName(w.norm) + ", positions " + positionsName(w.positions) + ", mlp " +
+           mlpName(w.mlp) + " is neither GPT-2's shape (layernorm, learned, gelu, every bias, a tied head, full "
+           "multi-head attention, 4*n_embd, no experts) nor the Llama family's (rmsnorm, rope, swiglu)";
+  if (w.isMoe()) {
+    if (w.qkv_bias || w.proj_bias || w.mlp_bias) return "Mixtral's linears have no biases";
+    if (w.moe_every != 1) return "Mixtral has experts in every layer (moe_every " + std::to_string(w.moe_every) + ")";
+    if (w.shared_expert) return "Mixtral has no shared expert";
+    if (w.capacity_factor > 0) return "Mixtral is drop-less (capacity_factor " + std::to_string(w.capacity_factor) + ")";
+    if (w.z_loss_coeff > 0) return "Mixtral's router has no z-loss";
     return "";
-  } catch (const NoHfModel& e) {
-    return e.what;
   }
+  if (w.qkv_bias && !w.proj_bias && !w.mlp_bias) return "";  // Qwen2: biases on q, k, v only
+  if (w.qkv_bias != w.proj_bias)
+    return "biases on the q/k/v projections but not the output one, or the reverse (Llama's attention_bias covers "
+           "all four; Qwen2's only q/k/v, without MLP biases)";
+  if (w.sliding_window > 0 && (w.qkv_bias || w.mlp_bias)) return "a sliding window with biases (Mistral's linears have none)";
+  return "";
 }
 
-std::string hfDecoderLayerClass(const Workload& w) {
-  const std::string type = hfModelType(w);
-  if (type == "gpt2") return "GPT2Block";
-  if (type == "llama") return "LlamaDecoderLayer";
-  if (type == "mistral") return "MistralDecoderLayer";
-  if (type == "qwen2") return "Qwen2DecoderLayer";
-  return "MixtralDecoderLayer";
+std::string hfModelType(const Workload& w) {
+  if (!hfUnsupported(w).empty()) return "";
+  if (gpt2Shaped(w)) return "gpt2";
+  if (w.isMoe()) return "mixtral";
+  if (w.qkv_bias && !w.proj_bias && !w.mlp_bias) return "qwen2";
+  if (w.sliding_window > 0) return "mistral";
+  return "llama";
 }
 
 std::string hfConfigJson(const Workload& w, const std::string& field) {
-  const std::string type = hfModelType(w, field);
+  const std::string type = hfModelType(w);
+  if (type.empty())
+    throw UserError(field, "workload " + w.name + " has no Hugging Face config.json: " + hfUnsupported(w),
+                    "export a workload of GPT-2's shape (model_type gpt2) or of the Llama family (RMSNorm, RoPE, "
+                    "SwiGLU: llama, mistral, qwen2, mixtral); docs/architectures.md");
   nlohmann::ordered_json j;
   if (type == "gpt2") {
     // trainscope's GELU is the tanh approximation (gelu_new); no dropout (0 here, so the file reads
@@ -108,7 +78,9 @@ std::string hfConfigJson(const Workload& w, const std::string& field) {
          {"n_inner", nullptr},          {"vocab_size", w.vocab_size},
          {"activation_function", "gelu_new"}, {"layer_norm_epsilon", w.norm_eps},
          {"resid_pdrop", 0.0},          {"embd_pdrop", 0.0},
-         {"attn_pdrop", 0.0},           {"tie_word_embeddings", true}};
+         {"attn_pdrop", 0.0},           {"tie_word_embeddings", true},
+         // GPT-2's end-of-text token is its last one (50256 of 50257): inside any vocabulary.
+         {"bos_token_id", w.vocab_size - 1}, {"eos_token_id", w.vocab_size - 1}};
     return withOurs(j, w);
   }
   const std::string arch = type == "llama"     ? "LlamaForCausalLM"

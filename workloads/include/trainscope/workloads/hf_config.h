@@ -1,5 +1,6 @@
 // trainscope/workloads/hf_config.h — a workload as the Hugging Face `config.json` of its model.
 //
+// (The same functions as helper ckpt's hf_checkpoint.h, which also maps the tensors: a merge keeps one.)
 // The inverse of load()'s Hugging Face reader: the config written for a workload reads back (through
 // trainscope's reader and through transformers' AutoConfig) as the same architecture. The exports
 // (DeepSpeed, Accelerate, TrainingArguments) write it beside their files; checkpoints beside the
@@ -13,18 +14,13 @@
 namespace trainscope::workloads {
 
 // "gpt2", "llama", "mistral", "qwen2" or "mixtral": the Hugging Face model_type that builds w as
-// trainscope does. Throws UserError naming the field when no supported model_type does (a GPT-style
-// mixture of experts with GELU experts, a Llama with biases on some linears only, ALiBi, ...).
-std::string hfModelType(const Workload& w, const std::string& field = "workload");
-// "" when hfModelType(w) has an answer, else why not (the reason its error gives).
+// trainscope does; "" when none does (a GPT-style mixture of experts with GELU experts, a Llama
+// with biases on some linears only, ALiBi, ...), and hfUnsupported(w) says why.
+std::string hfModelType(const Workload& w);
 std::string hfUnsupported(const Workload& w);
 
-// The transformer block class FSDP wraps for that model (GPT2Block, LlamaDecoderLayer, ...).
-std::string hfDecoderLayerClass(const Workload& w);
-
-// The config.json text (two-space indented, ending in a newline). Throws as hfModelType.
-// `dtype` float32 and the workload's name ride along (transformers loads the weights as fp32;
-// trainscope names the model it reads back).
-std::string hfConfigJson(const Workload& w, const std::string& field = "workload");
+// The config.json text (two-space indented, ending in a newline). Throws UserError naming `field`
+// (the flag that asked for it) when hfModelType(w) is "".
+std::string hfConfigJson(const Workload& w, const std::string& field);
 
 }  // namespace trainscope::workloads
