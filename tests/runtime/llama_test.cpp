@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -39,13 +40,14 @@ rt::BlockArch llama3Arch() {
   return a;
 }
 
-// One `trainscope run` of 4 steps, gbs 8, fp32, constant LR, no clipping; each name once per process.
-std::string run(const std::string& name, const std::string& args) {
+// One `trainscope run` of 4 steps, gbs 8, fp32, constant LR, clipping at `clip` (0: none); each name
+// once per process.
+std::string run(const std::string& name, const std::string& args, const char* clip = "0") {
   static std::map<std::string, std::string> done;
   if (auto it = done.find(name); it != done.end()) return it->second;
   const std::string db = tempPath("llama_" + name + ".db");
   const std::string cmd = std::string("timeout 300 ") + TRAINSCOPE_CLI +
-                          " run --seq 32 --gbs 8 --steps 4 --device cpu --clip 0 --min-lr-ratio 1 --lr 3e-3 -q"
+                          " run --seq 32 --gbs 8 --steps 4 --device cpu --min-lr-ratio 1 --lr 3e-3 -q --clip " + clip +
                           " --overwrite --out " + db + " " + args;
   CliResult r = sh(cmd);
   EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;
@@ -167,7 +169,12 @@ TEST(LlamaBlock, GptPathLossesAreUnchanged) {
 class LlamaTraining : public ::testing::Test {
  protected:
   static std::string ref() { return run("ref", "--workload tiny-llama --mbs 2"); }
-  static std::string mqaRef() { return run("mqa_ref", "--workload " + mqaWorkload() + " --mbs 2"); }
+  // Clipped (the norm must count the replicated K/V rows once for the clip factor to agree).
+  static std::string mqa(const std::string& name, const std::string& args) {
+    return run(name, "--workload " + mqaWorkload() + " --mbs 2 " + args, kClip);
+  }
+  static std::string mqaRef() { return mqa("mqa_ref", ""); }
+  static constexpr const char* kClip = "0.05";
 };
 
 TEST_F(LlamaTraining, DataParallelTwoEqualsOneProcess) {
@@ -186,14 +193,18 @@ TEST_F(LlamaTraining, ContextParallelTwoEqualsOneProcess) {
   expectSameTraining(ref(), run("cp2", "--workload tiny-llama --mbs 2 --nproc 2 --cp 2 --ckpt selective"));
 }
 
-// n_kv_head 1 < tp 2: the K/V head is replicated on both TP ranks and its gradient summed over them.
+// n_kv_head 1 < tp 2: the K/V head is replicated on both TP ranks, its gradient summed over them and
+// counted once in the clipping norm — also from ZeRO-2's gradient slices.
 TEST_F(LlamaTraining, TensorParallelWithFewerKvHeadsThanRanksEqualsOneProcess) {
-  expectSameTraining(mqaRef(), run("mqa_tp2", "--workload " + mqaWorkload() + " --mbs 2 --nproc 2 --tp 2"));
+  const auto steps = trainscope::rundb::readSteps(mqaRef());
+  ASSERT_FALSE(steps.empty());
+  EXPECT_GT(steps[0].grad_norm, 2 * std::atof(kClip));  // the clip is in force
+  expectSameTraining(mqaRef(), mqa("mqa_tp2", "--nproc 2 --tp 2"));
+  expectSameTraining(mqaRef(), mqa("mqa_tp2_dp2_zero2", "--nproc 4 --tp 2 --zero 2"));
 }
 
 TEST_F(LlamaTraining, InterleavedPipelineEqualsOneProcess) {
-  expectSameTraining(mqaRef(),
-                     run("mqa_pp2v2", "--workload " + mqaWorkload() + " --mbs 2 --nproc 2 --pp 2 --virtual-stages 2"));
+  expectSameTraining(mqaRef(), mqa("mqa_pp2v2", "--nproc 2 --pp 2 --virtual-stages 2"));
 }
 
 TEST(MixtralTraining, ExpertParallelTwoEqualsOneProcess) {

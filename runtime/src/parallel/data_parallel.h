@@ -39,6 +39,7 @@ class DataParallel {
   struct Shard {
     size_t param;
     at::Tensor grad, master;
+    int64_t offset = 0;  // where this piece starts among the tensor's (flattened) elements
   };
 
   virtual ~DataParallel() = default;

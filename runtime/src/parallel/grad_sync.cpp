@@ -167,7 +167,7 @@ void GradSync::layoutZero2(std::vector<at::Tensor>& compute, std::vector<at::Ten
       const models::Range piece = g.local(k, me);
       if (!piece.empty())
         shards_.push_back({i, b->grad_shard.narrow(0, off + piece.begin - lo_mine, piece.size()),
-                           master[i].view({-1}).narrow(0, piece.begin, piece.size())});
+                           master[i].view({-1}).narrow(0, piece.begin, piece.size()), piece.begin});
     }
     base += g.padded;
     buckets_.push_back(std::move(b));

@@ -121,7 +121,7 @@ Zero3::Zero3(Group& shard, Group* replicas, int dp, const StageSpec& stage, cons
   }
   weights_ = GptWeights::fromFlat(leaves_, stage);
   for (size_t i = 0; i < n; ++i)
-    if (owned_[i]) shards_.push_back({i, grads_[i], master_[i]});
+    if (owned_[i]) shards_.push_back({i, grads_[i], master_[i], piece_offset_[i]});
 
   // A post-hook on every leaf's AccumulateGrad runs once its gradient for this backward is in.
   for (size_t i = 0; i < n; ++i) {

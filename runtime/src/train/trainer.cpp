@@ -243,10 +243,11 @@ struct Trainer::Impl {
     }
   }
 
-  // This rank's share of gradient piece `g` of tensor i that the norm counts (replicas left out).
-  at::Tensor countedPart(size_t i, const at::Tensor& g) const {
+  // This rank's share of piece `g` of tensor i, starting at element `offset` of the tensor, that the
+  // norm and the digest count (replicas left out).
+  at::Tensor countedPart(size_t i, const at::Tensor& g, int64_t offset) const {
     if (replica_keep.empty() || replica_keep[i] < 0) return g;
-    const int64_t keep = std::clamp<int64_t>(replica_keep[i] - dp->pieceOffset(i), 0, g.numel());
+    const int64_t keep = std::clamp<int64_t>(replica_keep[i] - offset, 0, g.numel());
     return g.reshape({-1}).narrow(0, 0, keep);
   }
 
@@ -324,7 +325,7 @@ struct Trainer::Impl {
       }
       // Under ZeRO the tied embedding (not partitioned) is on every DP rank: count it on one.
       if (static_cast<int>(i) == wte_index && sum_over && sum_over->rank() != 0) continue;
-      counted.push_back(countedPart(i, sh.grad));
+      counted.push_back(countedPart(i, sh.grad, sh.offset));
     }
     at::Tensor sq = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
     // Lanes (one process, every parameter counted, scale 1): the lanes' sum already took Σ g².
@@ -568,7 +569,7 @@ std::vector<Trainer::Digest> Trainer::weightDigest() const {
   for (size_t i = 0; i < s.master.size(); ++i) {
     if (!s.dp->handsInDigest(s.experts->digestOnThisRank(i, s.layout.dp_rank))) continue;
     if (!s.countedOnThisRank(i)) continue;
-    at::Tensor p = s.countedPart(i, s.master[i].detach()).to(at::kDouble);  // replicated K/V rows once
+    at::Tensor p = s.countedPart(i, s.master[i].detach(), s.dp->pieceOffset(i)).to(at::kDouble);  // replicated K/V rows once
     if (s.info[i].wte) p = s.realRows(i, p);
     out.push_back({s.info[i].name, p.sum().item<double>(), p.square().sum().item<double>(), p.abs().sum().item<double>()});
   }

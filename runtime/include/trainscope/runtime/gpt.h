@@ -1,9 +1,10 @@
-// trainscope/runtime/gpt.h — the GPT model: its weights and its forward pass.
+// trainscope/runtime/gpt.h — the decoder model: its weights and its forward pass.
 //
-// GPT-2 architecture (Radford et al. 2019): token + position embeddings, L pre-LN blocks
+// GPT-2 architecture (Radford et al. 2019) by default: token + position embeddings, L pre-LN blocks
 // (causal self-attention, GELU-tanh MLP of width 4C), final LayerNorm, LM head tied to the token
-// embedding, no dropout (so recomputation is exact). GPT-2 initialisation: N(0, 0.02) weights,
-// zero biases, residual projections scaled by 1/sqrt(2L).
+// embedding, no dropout (so recomputation is exact). The workload's description (BlockArch, below)
+// switches to the Llama family's pieces: RMSNorm, RoPE, GQA, SwiGLU, no biases, an untied head.
+// GPT-2 initialisation for all: N(0, 0.02) weights, zero biases, residual projections scaled by 1/sqrt(2L).
 //
 // The weights are a plain struct of tensors so that one forward serves fp32 master weights and
 // their bf16/fp16 working copies alike. Under tensor parallelism the struct holds this rank's
