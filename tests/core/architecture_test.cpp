@@ -71,7 +71,6 @@ TEST(Architecture, LlamaConfigReadsEveryField) {
   EXPECT_FALSE(w.isMoe());
   // embed 256*64 + 2 * (2 RMSNorm 64 + Q 64*64 + K,V 2*64*32 + O 64*64 + SwiGLU 3*64*176) + norm 64 + head 256*64
   EXPECT_EQ(w.parameterCount(), 256 * 64 + 2 * (2 * 64 + 64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 176) + 64 + 256 * 64);
-  EXPECT_FALSE(wl::unsupportedForTraining(w).empty());
 }
 
 TEST(Architecture, LlamaBiasesAndExplicitHeadDim) {
@@ -89,7 +88,6 @@ TEST(Architecture, MistralQwen2MixtralConfigs) {
   EXPECT_EQ(mistral.kvHeads(), 1);  // multi-query attention
   EXPECT_EQ(mistral.sliding_window, 64);
   EXPECT_FALSE(mistral.notes.empty());
-  EXPECT_NE(wl::unsupportedForTraining(mistral).find("sliding_window 64"), std::string::npos);
   EXPECT_FALSE(mistral.qkv_bias || mistral.proj_bias || mistral.mlp_bias);
 
   const wl::Workload qwen = wl::parse(
@@ -195,7 +193,6 @@ TEST(Architecture, PresetParameterCountsMatchTransformers) {
     EXPECT_EQ(w.activeParameterCount(), c.active) << c.name;
     EXPECT_EQ(wl::parameterCountF(w, false), double(c.total)) << c.name;
     EXPECT_FALSE(w.origin.empty()) << c.name;
-    EXPECT_FALSE(wl::unsupportedForTraining(w).empty()) << c.name;
     // The memory model's tensor list covers the same parameters.
     int64_t n = 0;
     for (const auto& t : wl::parameterTensors(w)) n += t.numel();
@@ -206,17 +203,14 @@ TEST(Architecture, PresetParameterCountsMatchTransformers) {
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 
-// GPT workloads are unchanged: the closed-form GPT-2 count, and nothing refused.
+// GPT workloads are unchanged: the closed-form GPT-2 count.
 TEST(Architecture, GptWorkloadsUnchanged) {
   for (const char* n : {"tiny", "gpt2-124m", "gpt2-1.5b", "gpt3-175b"}) {
     const wl::Workload w = wl::load(n);
     const int64_t C = w.n_embd;
     EXPECT_EQ(w.parameterCount(), w.vocab_size * C + w.n_positions * C + w.n_layer * (12 * C * C + 13 * C) + 2 * C) << n;
-    EXPECT_EQ(wl::unsupportedForTraining(w), "") << n;
   }
   EXPECT_EQ(wl::load("gpt2-124m").parameterCount(), 124439808);  // Hugging Face's gpt2
-  for (const char* n : {"tiny-moe", "mixtral-8x7b-like", "gpt-moe-1.3b-128e"})
-    EXPECT_EQ(wl::unsupportedForTraining(wl::load(n)), "") << n;
   // GPT shapes keep exactly the paper's FLOPs.
   const wl::Workload g = wl::load("gpt2-124m");
   for (auto r : {wl::Recompute::None, wl::Recompute::Selective, wl::Recompute::Full}) {

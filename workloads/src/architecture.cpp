@@ -231,8 +231,7 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
   if (intKey(j, "pretraining_tp", source, "pretraining_tp", 1) != 1)
     w->notes.push_back(source + " sets pretraining_tp, which only slices the GEMMs in transformers; the model is the same");
   // Sliding-window attention: not modelled yet (the next enum value). Recorded and noted: the model
-  // is identical when the sequence fits the window; callers refuse a run whose sequence is longer
-  // (unsupportedForTraining names it until the runtime has it).
+  // is identical when the sequence fits the window; run, predict and tune refuse a longer sequence.
   const bool window_used = type == "qwen2" ? boolKey(j, "use_sliding_window", source, "use_sliding_window", false)
                                            : (type == "mistral" || type == "mixtral");
   if (window_used) w->sliding_window = intKey(j, "sliding_window", source, "sliding_window", 0);
@@ -285,26 +284,6 @@ void validateArchitecture(const Workload& w, const std::string& where) {
       throw UserError("workload.rope_scaling.original_max_position_embeddings", "must be positive (" + where + ")",
                       "use 8192 (Llama 3.1)");
   }
-}
-
-std::string unsupportedForTraining(const Workload& w) {
-  std::string what;
-  auto add = [&](const std::string& s) { what += (what.empty() ? "" : ", ") + s; };
-  if (w.norm != Norm::LayerNorm) add(std::string("norm ") + normName(w.norm));
-  else if (std::abs(w.norm_eps - 1e-5) > 1e-12) add("norm_eps " + std::to_string(w.norm_eps));
-  if (!w.qkv_bias || !w.proj_bias || !w.mlp_bias) add("linears without biases");
-  if (w.positions != Positions::Learned) add(std::string("positions ") + positionsName(w.positions));
-  if (w.mlp != Mlp::Gelu) add(std::string("mlp ") + mlpName(w.mlp));
-  if (w.ffnHidden() != 4 * w.n_embd) add("ffn_hidden " + std::to_string(w.ffnHidden()) + " (not 4*n_embd)");
-  if (w.kvHeads() != w.n_head) add("n_kv_head " + std::to_string(w.kvHeads()) + " (grouped-query attention)");
-  if (w.n_head > 0 && w.headSize() * w.n_head != w.n_embd) add("head_dim " + std::to_string(w.headSize()));
-  if (!w.tie_embeddings) add("an untied LM head");
-  if (w.sliding_window > 0) add("sliding_window " + std::to_string(w.sliding_window));
-  if (what.empty()) return "";
-  return "workload " + w.name + " has " + what +
-         "; this version trains and prices GPT-2-shaped decoders only (LayerNorm, learned positions, a GELU MLP of "
-         "4*n_embd, full multi-head attention, tied embeddings). Its shape, parameter count and FLOPs are known: "
-         "docs/architectures.md";
 }
 
 }  // namespace trainscope::workloads

@@ -37,9 +37,4 @@ void validateArchitecture(const Workload& w, const std::string& where);
 // only the k routed experts (and the shared one) of each MoE layer.
 double parameterCountF(const Workload& w, bool active);
 
-// Empty when w is GPT-2-shaped (what the runtime trains and models/ prices today); otherwise the
-// reason it is not, naming the fields. Until the runtime and op-list pieces of issue 32 land, every
-// caller that trains or prices a workload refuses a non-empty answer.
-std::string unsupportedForTraining(const Workload& w);
-
 }  // namespace trainscope::workloads
