@@ -220,3 +220,20 @@ TEST(Fp8, RefusedWithTheFp16LossScalerFlags) {
   EXPECT_NE(r.output.find("--precision"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("--fp16-init-scale"), std::string::npos) << r.output;
 }
+
+// The FP8 linears under the other layouts (TP 2 with SP: the column-parallel linears gather their
+// input and quantise it whole; ZeRO-3's gathered leaves; PP 2; full recomputation, which reruns the
+// forward with the step's scales): each within 1e-3 of one process per step.
+TEST(Fp8, OtherLayoutsMatchOneProcess) {
+  namespace rdb = trainscope::rundb;
+  const auto ref = rdb::readSteps(runTiny("fp8_ref", "--precision fp8"));
+  for (const char* extra : {"--nproc 2 --tp 2 --sequence-parallel", "--nproc 2 --zero 3", "--nproc 2 --pp 2", "--ckpt full"}) {
+    SCOPED_TRACE(extra);
+    const auto got = rdb::readSteps(runTiny("fp8_layout", std::string("--precision fp8 ") + extra));
+    std::vector<rdb::Step> rank0;
+    for (const auto& s : got)
+      if (s.rank == 0) rank0.push_back(s);
+    ASSERT_EQ(rank0.size(), 4u);
+    for (size_t k = 0; k < 4; ++k) EXPECT_LE(std::abs(rank0[k].loss - ref[k].loss) / ref[k].loss, 1e-3) << "step " << k;
+  }
+}

@@ -115,7 +115,11 @@ std::vector<rundb::Fp8Scale> Recipe::endStep(const std::vector<Group*>& groups, 
       const double amax = v[i * 3 + size_t(r)];
       m.amax[r] = at::Tensor();
       if (amax < 0) continue;  // not used this step
-      rows.push_back({rank, step, m.name, roleName(r), amax, m.used_scale[r]});
+      // Current scaling (no history yet): each call used its own amax; the row records the smallest of
+      // those scales, the one of the step's amax, so that amax × scale never reads as saturated.
+      const double used = m.current[r] && amax > 0 && std::isfinite(amax) ? maxOf(r) / amax : m.used_scale[r];
+      m.current[r] = false;
+      rows.push_back({rank, step, m.name, roleName(r), amax, used});
       if (!std::isfinite(amax)) continue;  // a non-finite step (skipped) leaves the history alone
       auto& h = m.history[r];
       h.push_back(amax);
@@ -155,6 +159,7 @@ std::pair<at::Tensor, double> quantize(const at::Tensor& t, Meta* meta, int role
   if (s <= 0) {  // no history yet: scale by this tensor's own amax
     const double a = amax.item<double>();
     s = a > 0 && std::isfinite(a) ? maxOf(role) / a : 1.0;
+    meta->current[role] = true;
   }
   meta->used_scale[role] = s;
   const double top = maxOf(role);

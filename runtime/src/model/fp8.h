@@ -50,6 +50,7 @@ struct Meta {
   std::vector<double> history[3];   // newest last, at most kHistory
   double scale[3] = {0, 0, 0};      // 0: no history yet (current scaling)
   double used_scale[3] = {0, 0, 0}; // the scale this step quantised with (what the run database records)
+  bool current[3] = {false, false, false};  // this step scaled by each tensor's own amax (no history)
 };
 
 // The FP8 linears of one trainer: its registered weights (by identity: the autograd leaves the
