@@ -77,6 +77,11 @@ struct LayerShape {
   // (kvHeadsPerRank · HS: split, or one replicated head when tp > KV), the MLP's hidden F/t.
   double q, kv, ffn;
   bool megatron, rms, rope, swiglu, qkv_bias;
+  // This runtime hands its attention cores multi-head Q, K, V: with RoPE or GQA it rotates q and k
+  // and repeats each K/V head for its query heads into one (b, s, 3·q) tensor (runtime
+  // attention.cpp mhaQkv), which the core keeps. Megatron-LM's cores take the GQA K/V as they are.
+  double core_kv;       // the K/V width the attention core keeps: kv, or q when expanded
+  double core_in;       // what the core keeps of its input: q + 2·core_kv per row
 };
 
 LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) {
@@ -98,6 +103,9 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   x.rms = w.norm == workloads::Norm::RMSNorm, x.rope = w.positions == workloads::Positions::Rope;
   x.swiglu = w.mlp == workloads::Mlp::SwiGLU, x.qkv_bias = w.qkv_bias;
   x.qkv_out = x.rows * (x.q + 2.0 * x.kv) * x.e;
+  const bool expanded = !x.megatron && (x.rope || x.kv != x.q);
+  x.core_kv = expanded ? x.q : x.kv;
+  x.core_in = x.rows * (x.q + 2.0 * x.core_kv) * x.e;
   x.heads = x.b * x.a / x.t, x.scores = x.heads * x.s * x.keys;
   return x;
 }
@@ -105,11 +113,15 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
 // RMSNorm (no bias, no mean): reads x, writes y, keeping x and its fp32 1/rms per row (transformers'
 // LlamaRMSNorm as the runtime computes it, in fp32; Transformer Engine's RMSNorm keeps the same rsigma).
 // Megatron-LM (TE) reads x and dy once in its backward and writes dx: 1.5× the forward's traffic.
+// The runtime's eager RMSNorm (attention.cpp normForward: x in fp32, x·rsqrt(mean(x²) + eps), cast
+// back, times w) keeps its fp32 input (x itself in fp32, a 4-byte copy in 16-bit runs), 1/rms, and
+// the normalised y for the weight's gradient: act·(1 + 4/e) + 4 bytes per row more than TE's.
 Op rmsnorm(const LayerShape& x, const char* name) {
   std::string n = name;
   if (n.rfind("layernorm", 0) == 0) n = "rmsnorm" + n.substr(9);
   Op o = mem("", 2.0 * x.act);
   o.name = n;
+  if (!x.megatron) return keeping(o, x.act * (1.0 + 4.0 / x.e) + 4.0 * x.local);
   return keeping(o, x.act + 4.0 * x.local);
 }
 
@@ -164,10 +176,10 @@ std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
 std::vector<Op> flashAttention(const LayerShape& x) {
   Op fa = gemm("flash attention", x.s, x.keys, x.d, x.heads);  // two products of s·keys·d, halved by causality
   // Q and O of the rank, every K and V block (GQA: the rank's KV heads, read once per query group)
-  fa.bytes = 2.0 * x.b * (x.s * x.q + x.keys * x.kv) * x.e;
+  fa.bytes = 2.0 * x.b * (x.s * x.q + x.keys * x.core_kv) * x.e;
   fa.efficiency_cap = 0.65;
   // Q, K, V, O, fp32 log-sum-exp
-  return {keeping(fa, x.rows * (2.0 * x.q + 2.0 * x.kv) * x.e + 4.0 * x.heads * x.s)};
+  return {keeping(fa, x.rows * (2.0 * x.q + 2.0 * x.core_kv) * x.e + 4.0 * x.heads * x.s)};
 }
 
 // RoPE on the rank's q and k after the projection (HF rotate_half: q·cos + rotate_half(q)·sin):
@@ -269,7 +281,7 @@ void setRecomputation(LayerOps& L, const std::vector<Op>& core, const LayerShape
       break;
     case Checkpointing::Selective:
       L.recompute = core;
-      L.saved = kept - kept_by_core + x.qkv_out;
+      L.saved = kept - kept_by_core + x.core_in;
       break;
     case Checkpointing::None:
       L.saved = kept;

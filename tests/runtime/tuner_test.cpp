@@ -95,9 +95,8 @@ TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTheCpuSpaceWithinTenPercent) {
 }
 
 // The Llama family (RMSNorm, RoPE, SwiGLU, GQA, untied head) on the runtime that trains it
-// (issue 32's "measured CPU peaks within 5% of predict"). Disabled until the runtime that trains
-// Llama workloads is merged (helper rt): run then with --gtest_also_run_disabled_tests and enable.
-TEST(TunerMemoryModel, DISABLED_PredictsMeasuredPeaksOfTinyLlama) {
+// (issue 32's "measured CPU peaks within 5% of predict").
+TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTinyLlama) {
   const std::vector<Cfg> space = {{1, 1, 1, 4, "none", 0},      {1, 1, 1, 4, "full", 0},
                                   {1, 1, 1, 4, "selective", 0}, {2, 1, 1, 4, "none", 0},
                                   {1, 2, 1, 4, "none", 0},      {1, 1, 2, 4, "none", 0},
