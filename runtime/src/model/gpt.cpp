@@ -353,6 +353,7 @@ at::Tensor stageForward(const GptWeights& w, const StageSpec& st, const BlockCon
   x = at::layer_norm(x, {C}, w.lnf_w, w.lnf_b, 1e-5);
   x = tp.sequence_parallel ? gatherSeq(x, tp) : copyToTp(x, tp);          // (B, T, C)
   const int64_t B = x.size(0), T = x.size(1);
+  if (!targets.defined()) return at::matmul(x, w.wte.t());  // the logits, for --dump-logits (no TP)
   // Tied LM head + cross-entropy, fused and chunked: the (B*T, V) logits never exist at once.
   TRAINSCOPE_RANGE(tracer::names::kHead);
   return lmHeadCrossEntropy(x.reshape({B * T, C}), w.wte, targets.reshape({B * T}), tp);  // fp32 scalar
