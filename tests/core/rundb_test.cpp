@@ -277,7 +277,7 @@ TEST(RunStore, CheckpointsAreRecordedAndReported) {
   const std::string none = tempPath("no-checkpoints.db");
   makeRun(none, {{0, 100}, {100, 200}});
   EXPECT_TRUE(db::RunReader(none).checkpoints().empty());
-  EXPECT_EQ(db::formatReport(db::computeReport(none)).find("checkpoints"), std::string::npos);
+  EXPECT_EQ(db::formatReport(db::computeReport(none)).find("checkpoints (run --save)"), std::string::npos);
 
   const std::string path = tempPath("checkpoints.db");
   {
