@@ -384,6 +384,17 @@ int runBatch(const PredictFlags& defaults) {
 
 }  // namespace
 
+// --storage-gbps as a number (UserError naming it otherwise); 0 when not given.
+double storageGbps(const PredictFlags& f) {
+  if (f.storage_gbps.empty()) return 0;
+  char* end = nullptr;
+  const double v = std::strtod(f.storage_gbps.c_str(), &end);
+  if (*end != '\0' || !(v > 0) || v > 1e9)
+    throw UserError("--storage-gbps", "must be a positive number of GB/s, not \"" + f.storage_gbps + "\"",
+                    "pass the storage's write bandwidth, e.g. --storage-gbps 2");
+  return v;
+}
+
 // A `run --save` checkpoint's write (docs/time-model.md, "Checkpoint write"): its bytes are the
 // fp32 weights (4 per parameter, whatever the precision: the Hugging Face files hold the master
 // weights) plus the whole model's optimizer state (summed over ranks: ZeRO shards add up to it);
@@ -397,26 +408,27 @@ nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o) {
   const int64_t optimizer = workloads::modelStateBytes(o.w, false, opt).optimizer;
   const double bytes = double(weights + optimizer);
   return {{"bytes", weights + optimizer}, {"weights_bytes", weights}, {"optimizer_bytes", optimizer},
-          {"storage_gbps", f.storage_gbps}, {"write_s", bytes / (f.storage_gbps * 1e9)}};
+          {"storage_gbps", storageGbps(f)}, {"write_s", bytes / (storageGbps(f) * 1e9)}};
 }
 
 int runPredict(const PredictFlags& f) {
   if (!f.batch.empty()) return runBatch(f);
+  const double gbps = storageGbps(f);  // refused before any work
   Loaded loaded;
   const Outcome o = evaluate(f, loaded);
   if (f.json) {
     nlohmann::json j = toJson(o);
-    if (f.storage_gbps > 0) j["checkpoint"] = checkpointPrice(f, o);
+    if (gbps > 0) j["checkpoint"] = checkpointPrice(f, o);
     std::cout << jsonText(j) << "\n";
     return 0;
   }
   printText(o);
-  if (f.storage_gbps > 0) {
+  if (gbps > 0) {
     const nlohmann::json c = checkpointPrice(f, o);
     std::printf("\ncheckpoint (run --save): %.2f GiB (fp32 weights %.2f + optimizer state %.2f) at %.3g GB/s: %.2f s "
                 "to write (bytes / bandwidth)\n",
                 c["bytes"].get<double>() / double(int64_t(1) << 30), c["weights_bytes"].get<double>() / double(int64_t(1) << 30),
-                c["optimizer_bytes"].get<double>() / double(int64_t(1) << 30), f.storage_gbps, c["write_s"].get<double>());
+                c["optimizer_bytes"].get<double>() / double(int64_t(1) << 30), gbps, c["write_s"].get<double>());
   }
   return 0;
 }

@@ -193,17 +193,8 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
                 "JSON-lines file: one configuration per line (predict's flags as keys, _ for -); one JSON result per "
                 "line; the other flags are each line's defaults");
   c->add_flag("--json", f->json, "one JSON object, bytes and seconds");
-  c->add_option_function<std::string>(
-       "--storage-gbps",
-       [f](const std::string& s) {
-         char* end = nullptr;
-         const double v = std::strtod(s.c_str(), &end);
-         if (s.empty() || *end != '\0' || !(v > 0) || v > 1e9)
-           throw UserError("--storage-gbps", "must be a positive number of GB/s, not \"" + s + "\"",
-                           "pass the storage's write bandwidth, e.g. --storage-gbps 2");
-         f->storage_gbps = v;
-       },
-       "price writing a `run --save` checkpoint at this storage bandwidth (GB/s): bytes / bandwidth")
+  c->add_option("--storage-gbps", f->storage_gbps,
+                "price writing a `run --save` checkpoint at this storage bandwidth (GB/s): bytes / bandwidth")
       ->type_name("GB/s");
   return c;
 }

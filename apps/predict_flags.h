@@ -27,7 +27,7 @@ struct PredictFlags : runconfig::Parallelism {  // tp, pp, cp, ep, virtual stage
   // The command's modes, not part of a configuration (not in the list, not batch keys).
   std::string batch;
   bool json = false;
-  double storage_gbps = 0;  // --storage-gbps: price a `run --save` checkpoint's write (0: not asked)
+  std::string storage_gbps;  // --storage-gbps G: price a `run --save` checkpoint's write ("": not asked)
 };
 
 // The most a count may be, by kind: products of them (tp x pp x cp, mbs x dp) stay far inside

@@ -119,6 +119,9 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
   run->add_option("--resume", f.out.resume, "continue the run saved in this checkpoint folder (same flags, --steps counts from the start)");
   run->add_option("--init-from", f.out.init_from,
                   "start from the weights of this checkpoint folder (Hugging Face layout) with a fresh optimizer");
+  run->add_option("--dump-logits", f.out.dump_logits,
+                  "testing: write the logits of the first step's first micro-batch to this new safetensors file "
+                  "(one process; the transformers oracle compares them)");
   run->add_flag("--json", f.json, "print one JSON summary line at the end");
   run->add_flag("-q,--quiet", f.quiet, "no per-step lines");
 }

@@ -122,18 +122,21 @@ def main():
         check(losses(a) == losses(b) and sorted(losses(a)) == [3, 4, 5], "the previous checkpoint does not resume")
     elif CASE == "other_layout":
         ck = fresh("zero1")
-        run(BASE + ["--steps", "2", "--nproc", "2", "--zero", "1", "--save", ck])
-        p = run(BASE + ["--resume", ck], expect=2)
+        run(BASE + ["--steps", "2", "--nproc", "2", "--zero", "1", "--save", ck])  # gbs 4 (mbs 2 x dp 2)
+        p = run(BASE + ["--resume", ck, "--gbs", "4"], expect=2)
         check("--resume" in p.stderr and "split over ranks" in p.stderr and "--init-from" in p.stderr,
               f"another layout's refusal: {p.stderr}")
-        p = run(BASE + ["--resume", ck, "--nproc", "2", "--tp", "2"], expect=2)
+        p = run(BASE + ["--resume", ck, "--nproc", "2", "--tp", "2", "--gbs", "4"], expect=2)
         check("--resume" in p.stderr, f"tp 2: {p.stderr}")
         run(BASE + ["--init-from", ck, "--nproc", "2", "--tp", "2", "--steps", "1"])  # weights re-sharded
         one = fresh("single")
         run(BASE + ["--steps", "2", "--save", one])
-        run(BASE + ["--resume", one, "--nproc", "2", "--steps", "3"])  # replicated state: any DP degree
-        p = run(BASE + ["--resume", one, "--nproc", "2", "--zero", "1", "--steps", "3"], expect=2)
+        dp2 = ["--nproc", "2", "--mbs", "1", "--gbs", "2", "--steps", "3"]  # the saved run's global batch of 2
+        run(BASE + ["--resume", one] + dp2)  # replicated state: any DP degree
+        p = run(BASE + ["--resume", one, "--zero", "1"] + dp2, expect=2)
         check("whole on every rank" in p.stderr, f"replicated into ZeRO-1: {p.stderr}")
+        p = run(BASE + ["--resume", one, "--gbs", "4"], expect=2)
+        check("the data position would differ" in p.stderr and "--gbs" in p.stderr, f"another gbs: {p.stderr}")
         p = run(["--workload", "tiny-moe"] + BASE[2:] + ["--steps", "2", "--nproc", "2", "--ep", "2", "--save",
                                                          fresh("ep2")], expect=2)
         check("--save" in p.stderr, f"--save of a GPT-2 MoE or under ep 2: {p.stderr}")

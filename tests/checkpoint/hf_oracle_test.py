@@ -9,7 +9,8 @@ same config.json, weights and tokens, and checkpoints travel both ways unchanged
    decay, clipping): w1 = w0 - g, so g = w0 - w1, with no gradient dump.
 3. transformers computes the loss and gradients of w0 on the step's batch (the same token file;
    sample s of step 0 is tokens[s*T : s*T+T+1]) and loads D1 with from_pretrained, unchanged.
-4. Checked: the step's loss (relative 1e-5), every gradient (D1's w1 against transformers' own
+4. Checked: the logits of the step's batch at w0 (`run --dump-logits`, max difference 1e-5 of the
+   largest logit), the step's loss (relative 1e-5), every gradient (D1's w1 against transformers' own
    step w0 - g: within 1e-4 of |g| plus the fp32 rounding of the subtraction, 2^-22 |w0|), and D1's
    loss in transformers against trainscope's on D1 (`--init-from D1`).
 Exit 77 (ctest: skipped) while trainscope refuses MODEL's architecture (before the Llama-family
@@ -98,7 +99,11 @@ def main():
               "--weight-decay", "0", "--clip", "0", "--warmup", "0", "--data", data, "--precision", "fp32",
               "--device", "cpu", "--threads", "1"]
     # 2. One SGD step of lr 1 from w0, saved.
-    rc, out, err = run(cli, ["--init-from", d0, "--steps", "1", "--lr", "1", "--save", d1, "--json", "-q"] + common)
+    logits_file = os.path.join(work, f"{name}-logits.safetensors")
+    if os.path.exists(logits_file):
+        os.unlink(logits_file)
+    rc, out, err = run(cli, ["--init-from", d0, "--steps", "1", "--lr", "1", "--save", d1, "--json", "-q",
+                             "--dump-logits", logits_file] + common)
     if rc != 0 and re.search(r"(norm rmsnorm|not trained|refuse|not supported|unsupported)", err):
         print(f"SKIP: trainscope does not train {name} yet (expected to work once the Llama-family runtime is "
               f"merged): {err.strip()}")
@@ -115,6 +120,17 @@ def main():
     failures = []
     if abs(ts_loss0 - loss0.item()) > 1e-5 * abs(loss0.item()):
         failures.append(f"loss at w0: trainscope {ts_loss0!r}, transformers {loss0.item()!r}")
+    with torch.no_grad():  # logits of the first micro-batch (all GBS samples: mbs = gbs)
+        x = torch.tensor(np.stack([tokens[s * SEQ:s * SEQ + SEQ] for s in range(GBS)]).astype(np.int64))
+        hf_logits = model(input_ids=x).logits.float()
+    ts_logits = load_file(logits_file)["logits"]
+    if ts_logits.shape != hf_logits.shape:
+        failures.append(f"logits shape {tuple(ts_logits.shape)}, transformers {tuple(hf_logits.shape)}")
+    else:
+        err = float((ts_logits - hf_logits).abs().max())
+        scale = float(hf_logits.abs().max())
+        if not err <= 1e-5 * scale:
+            failures.append(f"logits: max difference {err:.3g} against max |logit| {scale:.3g} (1e-5 relative)")
     w0 = {k: v.detach().clone() for k, v in model.named_parameters()}
     grads = {k: v.grad.detach().clone() for k, v in model.named_parameters()}
     # 4. D1 loads in transformers unchanged; g = w0 - w1 per tensor.
@@ -141,7 +157,7 @@ def main():
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
         return 1
-    print(f"ok: {name}: loss {ts_loss0:.6f} (transformers {loss0.item():.6f}), {len(grads)} gradients within 1e-4, "
+    print(f"ok: {name}: logits, loss {ts_loss0:.6f} (transformers {loss0.item():.6f}), {len(grads)} gradients within 1e-4, "
           f"D1 loss {ts_loss1:.6f} (transformers {loss1:.6f})")
     return 0
 

@@ -115,7 +115,10 @@ TEST(ConfigFields, TheRunFlagsAreTheListsAndTheOutputsWithTheirHelpAndDefaults) 
     EXPECT_EQ(!o->get_default_str().empty(), field.has(rt::Field::kShowDefault)) << field.flag;
   });
   const std::set<std::string> outputs = {"--config", "--out", "--overwrite", "--trace", "--trace-level",
-                                         "--trace-shapes", "--json", "--quiet", "--help"};
+                                         "--trace-shapes", "--json", "--quiet", "--help",
+                                         // checkpoints (docs/checkpoints.md)
+                                         "--save", "--save-every", "--save-shard-size", "--resume", "--init-from",
+                                         "--dump-logits"};
   for (const CLI::Option* o : run->get_options()) {
     const std::string name = o->get_lnames().empty() ? "" : "--" + o->get_lnames().front();
     EXPECT_TRUE(listed.count(name) || outputs.count(name)) << name << " is neither a field nor an output flag";

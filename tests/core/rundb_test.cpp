@@ -16,6 +16,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/merge.h"
 #include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/report.h"
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/rundb/store.h"
 #include "trainscope/tracer/trace.h"
@@ -268,4 +269,42 @@ TEST(RunReader, TruncatedCorruptedForeignAndMissingFilesGiveClearErrors) {
     EXPECT_EQ(r.output.find("SELECT"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
   }
+}
+
+// `run --save` checkpoints: rows in `checkpoints`, read back by step, shown by `report` (text and
+// JSON); a run database without the table reads as none.
+TEST(RunStore, CheckpointsAreRecordedAndReported) {
+  const std::string none = tempPath("no-checkpoints.db");
+  makeRun(none, {{0, 100}, {100, 200}});
+  EXPECT_TRUE(db::RunReader(none).checkpoints().empty());
+  EXPECT_EQ(db::formatReport(db::computeReport(none)).find("checkpoints (run --save)"), std::string::npos);
+
+  const std::string path = tempPath("checkpoints.db");
+  {
+    db::RunStore store(path, replace());
+    store.setMeta("world_size", "1");
+    store.setMeta("config", R"({"workload":"hand-built"})");
+    for (int64_t k = 0; k < 3; ++k) {
+      db::Step r;
+      r.step = k;
+      r.start_ns = 100 * k;
+      r.step_time_ns = 100;
+      r.tokens = 1000;
+      store.appendStep(r);
+    }
+    store.appendCheckpoint({3, 0.5, 3 << 20, "/ck/b"});
+    store.appendCheckpoint({1, 0.25, 1 << 20, "/ck/a"});
+  }
+  const std::vector<db::Checkpoint> rows = db::RunReader(path).checkpoints();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].step, 1);
+  EXPECT_EQ(rows[1].bytes, 3 << 20);
+  EXPECT_EQ(rows[1].path, "/ck/b");
+  EXPECT_DOUBLE_EQ(rows[1].seconds, 0.5);
+  const db::Report rep = db::computeReport(path);
+  const std::string text = db::formatReport(rep);
+  EXPECT_NE(text.find("after step 3: 3.0 MiB in 0.500 s (6.3 MB/s)  /ck/b"), std::string::npos) << text;
+  const std::string json = db::reportJson(rep);
+  EXPECT_NE(json.find(R"("checkpoints":[{"bytes":1048576,"path":"/ck/a","seconds":0.25,"step":1})"), std::string::npos)
+      << json;
 }

@@ -135,9 +135,10 @@ at::Tensor stageForward(const GptWeights& w, const StageSpec& st, const BlockCon
   x = tp.sequence_parallel ? gatherSeq(x, tp) : copyToTp(x, tp);          // (B, T, C)
   const int64_t B = x.size(0), T = x.size(1);
   // LM head (tied, or untied: lm_head) + cross-entropy, fused and chunked: the (B*T, V) logits never
-  // exist at once.
-  TRAINSCOPE_RANGE(tracer::names::kHead);
+  // exist at once — except for --dump-logits (no targets, no TP), which asks for them.
   const at::Tensor& head = w.lm_head.defined() ? w.lm_head : w.wte;
+  if (!targets.defined()) return at::matmul(x, head.t());                 // (B, T, V)
+  TRAINSCOPE_RANGE(tracer::names::kHead);
   return lmHeadCrossEntropy(x.reshape({B * T, C}), head, targets.reshape({B * T}), tp);  // fp32 scalar
 }
 

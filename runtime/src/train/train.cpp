@@ -35,6 +35,7 @@
 #include "train/op_source.h"
 #include "train/sources.h"
 #include "trainscope/common/error.h"
+#include "trainscope/common/safetensors.h"
 #include "trainscope/rundb/merge.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/store.h"
@@ -429,6 +430,14 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
     trainer.restore(loaded->resumable, loaded->optimizer);
   }
   loaded.reset();
+  if (!out.dump_logits.empty()) {  // before any step: the weights the run starts from
+    if (layout.world != 1)
+      throw UserError("--dump-logits", "needs one process (it writes one model's logits)", "drop --nproc");
+    const at::Tensor lg = trainer.logits(trainer.stepsDone());
+    safetensors::writeFile(out.dump_logits,
+                           {{"logits", "F32", lg.sizes().vec(), lg.data_ptr(), int64_t(lg.nbytes())}},
+                           {{"step", std::to_string(trainer.stepsDone())}}, "--dump-logits");
+  }
   info.parameters = cfg.model.parameterCount();
   if (layout.world == 1 && trainer.parameterCount() != info.parameters)
     TRAINSCOPE_THROW("parameter count " + std::to_string(trainer.parameterCount()) + " differs from the analytic " +

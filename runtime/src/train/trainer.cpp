@@ -532,6 +532,14 @@ double Trainer::computeGradients(int64_t step) {
 }
 
 std::vector<at::Tensor> Trainer::masterParams() const { return impl_->master; }
+at::Tensor Trainer::logits(int64_t step) {
+  Impl& s = *impl_;
+  c10::NoGradGuard no_grad;
+  const Batch b = s.data->samples(step * s.cfg.global_batch, s.cfg.mbs, s.device);
+  return stageForward(s.compute_weights, s.stage, s.tp, s.cfg.model.n_head, b.inputs, at::Tensor(), Checkpointing::None)
+      .to(at::kCPU, at::kFloat)
+      .contiguous();
+}
 Trainer::Resumable Trainer::resumable() const {
   const Impl& s = *impl_;
   return {s.step, s.optimizer->steps(), s.scaler.clean_steps, s.scaler.scale};

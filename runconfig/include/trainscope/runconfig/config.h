@@ -151,6 +151,7 @@ struct RunOutput {
   std::string save, resume, init_from;
   int64_t save_every = 0;
   int64_t save_shard_bytes = int64_t(5) << 30;  // --save-shard-size: past it the weights are sharded
+  std::string dump_logits;  // --dump-logits FILE: the first batch's logits (safetensors), one process
   bool tracing() const { return !trace.empty(); }
 };
 

@@ -172,6 +172,7 @@ class LayerHooks {
 // Forward of one pipeline stage. First stage: input = tokens (B, T) int64; otherwise the previous
 // stage's hidden states (B, T, C), or (B, T/TP, C) under sequence parallelism. Last stage: returns
 // the mean next-token cross-entropy (fp32 scalar) against targets (B, T); otherwise hidden states.
+// Last stage with `targets` undefined (one process, no TP): the logits (B, T, V) (run --dump-logits).
 at::Tensor stageForward(const GptWeights& w, const StageSpec& stage, const BlockContext& tp, int64_t n_head,
                         const at::Tensor& input, const at::Tensor& targets, Checkpointing ckpt,
                         LayerHooks* hooks = nullptr);

@@ -47,6 +47,9 @@ class Trainer {
   // updating anything; returns the mean loss (tests compare these across configurations).
   double computeGradients(int64_t step);
 
+  // The logits (mbs, T, V) of step `step`'s first micro-batch, fp32 on the CPU, without gradients:
+  // one process only (run --dump-logits, for the transformers oracle).
+  at::Tensor logits(int64_t step);
   std::vector<at::Tensor> masterParams() const;  // fp32 (this rank's shard under TP/PP)
   std::vector<at::Tensor> mainGrads() const;     // fp32, unscaled after step()/computeGradients()
   int64_t parameterCount() const;
