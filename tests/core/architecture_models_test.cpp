@@ -92,9 +92,12 @@ TEST(ArchitectureModels, LlamaLayerOpsAndSavedBytesByHand) {
   EXPECT_EQ(find(L.forward, "projection")->k, 4096.0);
   // Saved, one micro-batch (s 8192, b 1, bf16), no recomputation: A = s·h·2 bytes.
   const double A = 8192.0 * 4096 * 2, rows = 8192;
-  const double norms = 2 * (A + 4 * rows);                            // x and fp32 1/rms, twice
+  // The runtime's eager RMSNorm keeps x in fp32 (2A), 1/rms and the normalised y (A), twice.
+  const double norms = 2 * (3 * A + 4 * rows);
   const double gemm_inputs = A /* qkv */ + A /* projection */ + A /* gate+up */ + rows * 14336 * 2 /* down */;
-  const double flash = rows * (2 * 4096 + 2 * 1024) * 2 + 4.0 * 32 * 8192;  // Q, O, K, V (GQA), lse
+  // With RoPE the core is handed multi-head Q, K, V (each K/V head repeated for its 4 query heads)
+  // and keeps them and O, and the fp32 log-sum-exp.
+  const double flash = rows * (4 * 4096) * 2 + 4.0 * 32 * 8192;
   const double swiglu = 3 * rows * 14336 * 2;                         // gate, silu(gate), up
   EXPECT_DOUBLE_EQ(L.saved, norms + gemm_inputs + flash + swiglu);
   // Megatron-LM's list: no QKV bias op, the fused bias_swiglu keeping [gate; up] only.

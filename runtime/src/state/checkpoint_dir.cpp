@@ -320,14 +320,24 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
       if (::lstat((tmp + "/" + kStateDir + "/" + e).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.bytes += st.st_size;
     }
     // The swap: DIR is checked again (what was planted meanwhile is refused), then replaced in one step.
+    struct stat checked {};  // what DIR is before its check: what the exchange must give back
+    const bool existed = ::lstat(dir.c_str(), &checked) == 0;
     checkCheckpointTarget(dir, "--save");
-    if (!lstatIs(dir, S_IFDIR)) {
-      if (::rename(tmp.c_str(), dir.c_str()) != 0)
+    if (!existed) {  // no replace: whatever appeared at DIR since the check stays
+      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) != 0)
         throw UserError("--save", "could not move " + tmp + " to " + dir + ": " + std::strerror(errno), kFix);
     } else {
+      struct stat swapped {};
       if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0)
         throw UserError("--save", "could not put the new checkpoint at " + dir + " (" + std::strerror(errno) +
                         "); it is complete in " + tmp, "move it there by hand");
+      // What came back must be the folder that was checked; anything swapped in meanwhile goes back
+      // where it was, untouched, and the new checkpoint stays complete beside it.
+      if (::lstat(tmp.c_str(), &swapped) != 0 || swapped.st_dev != checked.st_dev || swapped.st_ino != checked.st_ino) {
+        ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE);
+        throw UserError("--save", dir + " changed while the checkpoint was written; it is left as it is and the new "
+                        "checkpoint is complete in " + tmp, "move it where you want it by hand");
+      }
       removeOld(tmp);  // the previous checkpoint, now at the temporary name
     }
     syncPath(parentOf(dir));
