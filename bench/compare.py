@@ -108,7 +108,7 @@ def main():
         "final_loss_last_round": {"trainscope": losses[-1][0], "pytorch_eager": losses[-1][1]},
     }
     print(json.dumps(result))
-    print(f"trainscope / PyTorch eager: {result['ratio_median']:.2f}x (median of {a.rounds} paired rounds, "
+    print(f"trainscope / {result['peer_kind'] or 'PyTorch eager'}: {result['ratio_median']:.2f}x (median of {a.rounds} paired rounds, "
           f"range {result['ratio_min']:.2f}-{result['ratio_max']:.2f}; best round against best round "
           f"{result['ratio_of_best']:.2f}x); model FLOP/s = "
           f"{result['share_of_matmul_rate']:.0%} of the machine's matmul rate at these shapes "

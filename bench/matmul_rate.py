@@ -28,11 +28,18 @@ def main():
     if a.threads:
         torch.set_num_threads(a.threads)
     w = json.load(open(os.path.join(HERE, "..", "workloads", a.workload + ".json")))
-    C, V, L = w["n_embd"], w["vocab_size"], w["n_layer"]
     N = a.mbs * a.seq
     dev = torch.device(a.device)
     # (M, K, N) of y = x W^T for each linear; backward adds dX = dy W (M, N, K) and dW = dy^T x (N, M, K).
-    linears = [(N, C, 3 * C), (N, C, C), (N, C, 4 * C), (N, 4 * C, C)] * L + [(N, C, V)]
+    if "hidden_size" in w:  # a Hugging Face (Llama-family) config: GQA's q + 2·kv, SwiGLU's [gate; up]
+        C, V, L = w["hidden_size"], w["vocab_size"], w["num_hidden_layers"]
+        H = w["num_attention_heads"]
+        D = w.get("head_dim") or C // H
+        q, kv, F = H * D, w.get("num_key_value_heads", H) * D, w["intermediate_size"]
+        linears = [(N, C, q + 2 * kv), (N, q, C), (N, C, 2 * F), (N, F, C)] * L + [(N, C, V)]
+    else:
+        C, V, L = w["n_embd"], w["vocab_size"], w["n_layer"]
+        linears = [(N, C, 3 * C), (N, C, C), (N, C, 4 * C), (N, 4 * C, C)] * L + [(N, C, V)]
     gemms = []
     for (m, k, n) in linears:
         gemms += [("fwd", m, k, n, False), ("dX", m, n, k, False), ("dW", n, m, k, True)]
