@@ -474,3 +474,22 @@ TEST(ViewerModel, StatisticsOpenOnWhatTheRunHas) {
   const v::Statistics rs = v::computeRangeStatistics(c, w->first, w->first + 10);
   EXPECT_NE(v::emptyHint(rs, v::StatGroup::Kernels).find("The selected range has no kernels"), std::string::npos);
 }
+
+// A run that saved checkpoints (`run --save`): the model loads them and the summary panel's fields
+// say how many, their bytes and seconds, and each one's size, rate and folder; a run without: none.
+TEST(ViewerModel, CheckpointsOfARunAreInTheSummaryFields) {
+  const std::string path = synthetic("v_checkpoints.db", {1, 2'000, 3});
+  EXPECT_TRUE(v::checkpointFields(v::loadTrace(path).checkpoints).empty());
+  {  // the rows `run --save` writes (runtime/src/state/checkpoint_dir.cpp through RunStore::appendCheckpoint)
+    trainscope::rundb::Database db(path, trainscope::rundb::Database::Mode::ReadWrite);
+    db.exec("INSERT INTO checkpoints (step, seconds, bytes, path) VALUES (1, 0.25, 1048576, '/ck/a'), "
+            "(3, 0.5, 3145728, '/ck/b')");
+  }
+  const v::Trace t = v::loadTrace(path);
+  ASSERT_EQ(t.checkpoints.size(), 2u);
+  const v::Fields f = v::checkpointFields(t.checkpoints);
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0], (std::pair<std::string, std::string>{"checkpoints", "2 written (run --save): 4.0 MiB in 0.750 s in all"}));
+  EXPECT_EQ(f[2], (std::pair<std::string, std::string>{"checkpoint after step 3", "3.0 MiB in 0.500 s (6.3 MB/s)  /ck/b"}));
+  EXPECT_EQ(v::checkpointFields(t.checkpoints, 1).size(), 2u);  // the last one only
+}

@@ -181,6 +181,10 @@ TEST_F(LlamaTraining, DataParallelTwoEqualsOneProcess) {
   expectSameTraining(ref(), run("dp2", "--workload tiny-llama --mbs 2 --nproc 2"));
 }
 
+TEST_F(LlamaTraining, ZeroOneEqualsOneProcess) {
+  expectSameTraining(ref(), run("zero1", "--workload tiny-llama --mbs 2 --nproc 2 --zero 1"));
+}
+
 TEST_F(LlamaTraining, ZeroThreeEqualsOneProcess) {
   expectSameTraining(ref(), run("zero3", "--workload tiny-llama --mbs 2 --nproc 2 --zero 3 --ckpt full"));
 }
@@ -205,6 +209,12 @@ TEST_F(LlamaTraining, TensorParallelWithFewerKvHeadsThanRanksEqualsOneProcess) {
 
 TEST_F(LlamaTraining, InterleavedPipelineEqualsOneProcess) {
   expectSameTraining(mqaRef(), mqa("mqa_pp2v2", "--nproc 2 --pp 2 --virtual-stages 2"));
+}
+
+// Plain 1F1B and GPipe: the untied head on the last stage, no embedding sync between the ends.
+TEST_F(LlamaTraining, PipelineOneFOneBAndGpipeEqualOneProcess) {
+  expectSameTraining(mqaRef(), mqa("mqa_pp2", "--nproc 2 --pp 2"));
+  expectSameTraining(mqaRef(), mqa("mqa_pp2_gpipe", "--nproc 2 --pp 2 --pp-schedule gpipe"));
 }
 
 TEST(MixtralTraining, ExpertParallelTwoEqualsOneProcess) {

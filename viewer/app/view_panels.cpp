@@ -222,6 +222,7 @@ void App::drawSummary() {
     }
     f.push_back({"peak memory", formatBytes(double(s.peak_bytes))});
   }
+  for (auto& field : checkpointFields(t->checkpoints)) f.push_back(std::move(field));
   f.push_back({"events", std::to_string(t->event_count) + " (" + formatBytes(double(t->bytes())) + " in the viewer, " +
                              std::to_string(t->event_count ? t->bytes() / size_t(t->event_count) : 0) + " B/event)"});
   char b[64];

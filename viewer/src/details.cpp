@@ -351,4 +351,22 @@ void writeSyntheticTrace(const std::string& path, const SyntheticOptions& o) {
   store.close();
 }
 
+Fields checkpointFields(const std::vector<rundb::Checkpoint>& rows, size_t most) {
+  Fields f;
+  if (rows.empty()) return f;
+  double bytes = 0, seconds = 0;
+  for (const rundb::Checkpoint& c : rows) bytes += double(c.bytes), seconds += c.seconds;
+  char b[256];
+  std::snprintf(b, sizeof b, "%zu written (run --save): %.1f MiB in %.3f s in all", rows.size(), bytes / (1 << 20),
+                seconds);
+  f.push_back({"checkpoints", b});
+  for (size_t i = rows.size() > most ? rows.size() - most : 0; i < rows.size(); ++i) {
+    const rundb::Checkpoint& c = rows[i];
+    std::snprintf(b, sizeof b, "%.1f MiB in %.3f s (%.1f MB/s)  ", double(c.bytes) / (1 << 20), c.seconds,
+                  c.seconds > 0 ? double(c.bytes) / c.seconds * 1e-6 : 0.0);
+    f.push_back({"checkpoint after step " + std::to_string(c.step), b + c.path});
+  }
+  return f;
+}
+
 }  // namespace trainscope::viewer

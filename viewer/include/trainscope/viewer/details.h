@@ -21,6 +21,11 @@ using Fields = std::vector<std::pair<std::string, std::string>>;
 // collective its bytes, algorithm and bus bandwidth). Empty when the row cannot be found.
 Fields eventDetails(rundb::RunReader& reader, const Trace& trace, const EventRef& ref);
 
+// The run's `run --save` checkpoints for the summary panel: "checkpoints" (how many, their bytes and
+// seconds in all), then one field per checkpoint, the last `most` of them ("checkpoint after step
+// N": size, seconds, MB/s, folder). Empty for a run that saved none.
+Fields checkpointFields(const std::vector<rundb::Checkpoint>& rows, size_t most = 8);
+
 // A synthetic training trace: per rank, `steps` steps of a CPU thread (step > forward/backward >
 // layer ranges > aten ops > cudaLaunchKernel), one device stream of kernels (one NCCL all-reduce per
 // step), a copy and a set per step, a data-parallel all-reduce collective and the memory counter.
