@@ -80,6 +80,15 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T))
 
 
+def step_timing(times, tokens, skip=1):
+    """The throughput fields every peer prints (as `trainscope run --json` does), over the steps after
+    the first `skip` (warm-up; torch.compile's compilation)."""
+    timed = times[skip:] if len(times) > skip else times
+    median = sorted(timed)[len(timed) // 2]
+    return {"tokens_per_s": tokens * len(timed) / sum(timed), "step_time_s": sum(timed) / len(timed),
+            "step_time_median_s": median, "tokens_per_s_median": tokens / median}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workload", default="small-cpu")
@@ -114,13 +123,8 @@ def main():
         opt.step()
         losses.append(loss.item())  # syncs the device, so the step time is complete
         times.append(time.perf_counter() - t0)
-    timed = times[1:] if len(times) > 1 else times
-    tokens = a.mbs * a.seq
     print(json.dumps({"peer": "pytorch-eager", "torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "tokens_per_s": tokens * len(timed) / sum(timed), "step_time_s": sum(timed) / len(timed),
-                      "step_time_median_s": sorted(timed)[len(timed) // 2],
-                      "tokens_per_s_median": tokens / sorted(timed)[len(timed) // 2],
-                      "final_loss": losses[-1]}))
+                      **step_timing(times, a.mbs * a.seq), "final_loss": losses[-1]}))
 
 
 if __name__ == "__main__":

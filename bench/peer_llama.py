@@ -14,6 +14,8 @@ import time
 
 import torch
 
+import peer_gpt
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OURS = {"name", "description", "source", "notes"}  # trainscope's keys beside the transformers config
 
@@ -56,8 +58,8 @@ def main():
     for k in range(a.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        # labels = the next tokens already: transformers shifts `labels` itself, so pass logits'
-        # targets through the same shift it applies (input k predicts token k + 1).
+        # The loss as trainscope computes it: input k predicts token k + 1 (transformers' own `labels`
+        # would shift them again).
         out = fwd(input_ids=data[k, :, :-1].contiguous(), use_cache=False)
         loss = torch.nn.functional.cross_entropy(out.logits.float().view(-1, config.vocab_size),
                                                  data[k, :, 1:].reshape(-1))
@@ -67,14 +69,9 @@ def main():
         losses.append(loss.item())
         times.append(time.perf_counter() - t0)
     # torch.compile's first steps compile: time only the steady state.
-    skip = 3 if a.compile else 1
-    timed = times[skip:] if len(times) > skip else times
-    tokens = a.mbs * a.seq
     print(json.dumps({"peer": "transformers-" + ("compile" if a.compile else "eager"), "transformers": version,
                       "torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "tokens_per_s": tokens * len(timed) / sum(timed), "step_time_s": sum(timed) / len(timed),
-                      "step_time_median_s": sorted(timed)[len(timed) // 2],
-                      "tokens_per_s_median": tokens / sorted(timed)[len(timed) // 2],
+                      **peer_gpt.step_timing(times, a.mbs * a.seq, skip=3 if a.compile else 1),
                       "final_loss": losses[-1]}))
 
 

@@ -234,13 +234,8 @@ def main():
         losses.append(loss.item())  # syncs the device, so the step time is complete
         times.append(time.perf_counter() - t0)
         router_losses.append(router_loss.item())
-    timed = times[1:] if len(times) > 1 else times
-    tokens = a.mbs * a.seq
     print(json.dumps({"peer": "pytorch-eager-moe", "torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "params": n_params,
-                      "tokens_per_s": tokens * len(timed) / sum(timed), "step_time_s": sum(timed) / len(timed),
-                      "step_time_median_s": sorted(timed)[len(timed) // 2],
-                      "tokens_per_s_median": tokens / sorted(timed)[len(timed) // 2],
+                      "params": n_params, **peer_gpt.step_timing(times, a.mbs * a.seq),
                       # final_loss: the cross-entropy alone, as `trainscope run` reports it
                       "first_loss": losses[0], "final_loss": losses[-1],
                       "final_router_loss": router_losses[-1]}))

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "../common/flags_of.h"
 #include "../common/cli.h"
 #include "trainscope/common/error.h"
 #include "trainscope/tuner/export.h"
@@ -41,22 +42,7 @@ rt::TrainConfig withModel(const std::string& name, int64_t tp = 1, int64_t pp = 
   return withModel(wl::load(name), tp, pp, nproc);
 }
 
-// --flag [value] ... -> flag -> value ("" for a switch); a repeated flag fails the test.
-std::map<std::string, std::string> flagsOf(const std::string& text) {
-  std::map<std::string, std::string> flags;
-  std::stringstream ss(text);
-  std::string tok, last;
-  while (ss >> tok) {
-    if (tok.rfind("--", 0) == 0) {
-      EXPECT_FALSE(flags.count(tok)) << "repeated flag " << tok;
-      flags[tok] = "";
-      last = tok;
-    } else {
-      flags[last] = tok;
-    }
-  }
-  return flags;
-}
+using trainscope::testing::flagsOf;
 
 std::string joined(const std::vector<std::string>& notes) {
   std::string s;

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "../common/flags_of.h"
 #include "trainscope/common/error.h"
 
 namespace rt = trainscope::runconfig;
@@ -66,22 +67,7 @@ std::map<std::string, std::string> yamlLines(const std::string& text) {
   return out;
 }
 
-// --flag [value] … → flag → value ("" for a switch).
-std::map<std::string, std::string> flagsOf(const std::string& text) {
-  std::map<std::string, std::string> flags;
-  std::stringstream ss(text);
-  std::string tok, last;
-  while (ss >> tok) {
-    if (tok.rfind("--", 0) == 0) {
-      EXPECT_FALSE(flags.count(tok)) << "repeated flag " << tok;
-      flags[tok] = "";
-      last = tok;
-    } else {
-      flags[last] = tok;
-    }
-  }
-  return flags;
-}
+using trainscope::testing::flagsOf;
 
 std::string num(double v) {
   std::ostringstream o;

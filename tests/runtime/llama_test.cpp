@@ -86,7 +86,7 @@ TEST(LlamaBlock, RopeRotatesEachHalfPairByPositionTimesFrequency) {
   at::Tensor x = at::zeros({1, 4, 1, 8});                           // (B, T, heads, D)
   x.index_put_({0, 3, 0, 1}, 2.0);                                  // position 3, element 1
   x.index_put_({0, 3, 0, 5}, 1.0);                                  // its rotate_half partner
-  const at::Tensor y = rt::applyRope(x, at::arange(4, at::kLong), a);
+  const at::Tensor y = rt::applyRope(x, rt::ropeTable(at::arange(4, at::kLong), 8, a, at::kFloat));
   const double c = std::cos(3 * f1), sn = std::sin(3 * f1);
   EXPECT_NEAR(y[0][3][0][1].item<double>(), 2 * c - 1 * sn, 1e-6);  // x1·cos − x2·sin
   EXPECT_NEAR(y[0][3][0][5].item<double>(), 1 * c + 2 * sn, 1e-6);  // x2·cos + x1·sin

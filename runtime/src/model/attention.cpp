@@ -34,16 +34,18 @@ at::Tensor ropeInverseFrequencies(const BlockArch& a, int64_t D) {
   return at::where(medium, smoothed, scaled);
 }
 
-at::Tensor applyRope(const at::Tensor& x, const at::Tensor& positions, const BlockArch& a) {
-  const int64_t D = x.size(3), T = x.size(1);
-  const at::Tensor inv = ropeInverseFrequencies(a, D).to(x.device());                      // (D/2)
+RopeTable ropeTable(const at::Tensor& positions, int64_t D, const BlockArch& a, at::ScalarType dtype) {
+  const int64_t T = positions.size(0);
+  const at::Tensor inv = ropeInverseFrequencies(a, D).to(positions.device());              // (D/2)
   const at::Tensor freqs = positions.to(at::kFloat).view({T, 1}) * inv.view({1, D / 2});   // (T, D/2)
   const at::Tensor emb = at::cat({freqs, freqs}, 1);                                       // (T, D)
-  const at::Tensor cos = emb.cos().to(x.scalar_type()).view({1, T, 1, D});
-  const at::Tensor sin = emb.sin().to(x.scalar_type()).view({1, T, 1, D});
+  return {emb.cos().to(dtype).view({1, T, 1, D}), emb.sin().to(dtype).view({1, T, 1, D})};
+}
+
+at::Tensor applyRope(const at::Tensor& x, const RopeTable& rope) {
   auto halves = x.chunk(2, 3);
   const at::Tensor rotated = at::cat({-halves[1], halves[0]}, 3);                          // rotate_half
-  return x * cos + rotated * sin;                                                          // (B, T, n, D)
+  return x * rope.cos + rotated * rope.sin;                                                // (B, T, n, D)
 }
 
 at::Tensor mhaQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, const at::Tensor& positions,
@@ -52,8 +54,9 @@ at::Tensor mhaQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, const
   auto parts = qkv.split_with_sizes({h * D, kv * D, kv * D}, 2);
   at::Tensor q = parts[0].view({B, T, h, D}), k = parts[1].view({B, T, kv, D}), v = parts[2].view({B, T, kv, D});
   if (a.rope) {
-    q = applyRope(q, positions, a);
-    k = applyRope(k, positions, a);
+    const RopeTable rope = ropeTable(positions, D, a, qkv.scalar_type());
+    q = applyRope(q, rope);
+    k = applyRope(k, rope);
   }
   if (kv != h) {  // q head i uses K/V head i / (h/kv)
     k = k.repeat_interleave(h / kv, 2);

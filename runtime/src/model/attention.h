@@ -24,8 +24,15 @@ at::Tensor normForward(const at::Tensor& x, const at::Tensor& w, const at::Tenso
 // when a.rope_scaling.factor > 0.
 at::Tensor ropeInverseFrequencies(const BlockArch& a, int64_t head_dim);
 
-// x (B, T, n, D) rotated at `positions` (T) int64 (the rank's token positions): x·cos + rotate_half(x)·sin.
-at::Tensor applyRope(const at::Tensor& x, const at::Tensor& positions, const BlockArch& a);
+// RoPE's cos and sin at `positions` (T) int64 (the rank's token positions), each (1, T, 1, D) of
+// `dtype`: built once per layer call and applied to q and k alike.
+struct RopeTable {
+  at::Tensor cos, sin;
+};
+RopeTable ropeTable(const at::Tensor& positions, int64_t head_dim, const BlockArch& a, at::ScalarType dtype);
+
+// x (B, T, n, D) rotated by the table: x·cos + rotate_half(x)·sin.
+at::Tensor applyRope(const at::Tensor& x, const RopeTable& rope);
 
 // The projection's output qkv (B, T, (h + 2·kv)·D), rows [q; k; v] of this rank's heads, as the
 // cores' (B, T, 3·h·D): RoPE on q and k at `positions` (when a.rope), K/V heads repeated h/kv times.

@@ -241,25 +241,87 @@ std::string whyCannotSave(const TrainConfig& c) {
   return "";
 }
 
+namespace {
+
+// Rank 0: the folder the new checkpoint is written into, beside DIR (after DIR's check), with its
+// trainscope/ folder.
+std::string makeTempFolder(const std::string& dir) {
+  checkCheckpointTarget(dir, "--save");
+  std::string tmp = parentOf(dir) + "/." + baseName(dir) + ".tmp-XXXXXX";
+  if (!::mkdtemp(tmp.data()))
+    throw UserError("--save", "could not create a folder beside " + dir + ": " + std::strerror(errno),
+                    "check that its folder is writable");
+  const mode_t mask = ::umask(0);  // mkdtemp makes 0700; a checkpoint folder is as any new folder
+  ::umask(mask);
+  ::chmod(tmp.c_str(), 0777 & ~mask);
+  if (::mkdir((tmp + "/" + kStateDir).c_str(), 0755) != 0)
+    throw UserError("--save", "could not create " + tmp + "/" + kStateDir + ": " + std::strerror(errno), "check the disk");
+  return tmp;
+}
+
+// trainscope/state.json: what resuming needs besides the tensors, and what the other files hold.
+nlohmann::json stateJson(const TrainConfig& cfg, const Trainer::Resumable& r, bool replicated) {
+  nlohmann::json s;  // (readers find every key by name; the order is JSON's)
+  s["format"] = kFormat;
+  s["version"] = 1;
+  s["step"] = r.step;
+  s["optimizer_steps"] = r.optimizer_steps;
+  s["loss_scale"] = r.loss_scale;
+  s["clean_steps"] = r.clean_steps;
+  s["data"] = {{"source", cfg.data}, {"seed", cfg.seed}, {"seq", cfg.seq}, {"global_batch", cfg.global_batch},
+               {"next_sample", r.step * cfg.global_batch}};
+  s["rng"] = "none kept: initialisation and the synthetic data are functions of the seed and the sample index, and "
+             "training draws no random numbers (no dropout)";
+  s["optimizer"] = {{"kind", toString(cfg.optimizer)}, {"files", replicated ? "replicated" : "per-rank"}};
+  s["layout"] = layoutJson(cfg);
+  s["model_type"] = workloads::hfModelType(cfg.model);
+  s["config"] = nlohmann::json::parse(toJson(cfg));
+  return s;
+}
+
+// The bytes of the regular files directly in `dir`.
+int64_t fileBytes(const std::string& dir) {
+  int64_t bytes = 0;
+  for (const std::string& e : entries(dir)) {
+    struct stat st {};
+    if (::lstat((dir + "/" + e).c_str(), &st) == 0 && S_ISREG(st.st_mode)) bytes += st.st_size;
+  }
+  return bytes;
+}
+
+// The written checkpoint `tmp` takes DIR's place in one step. DIR is checked again (what was planted
+// meanwhile is refused); the entry the exchange gives back must be the one checked.
+void swapIntoPlace(const std::string& tmp, const std::string& dir) {
+  struct stat checked {};  // what DIR is before its check: what the exchange must give back
+  const bool existed = ::lstat(dir.c_str(), &checked) == 0;
+  checkCheckpointTarget(dir, "--save");
+  if (!existed) {  // no replace: whatever appeared at DIR since the check stays
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) != 0)
+      throw UserError("--save", "could not move " + tmp + " to " + dir + ": " + std::strerror(errno), kFix);
+    return;
+  }
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0)
+    throw UserError("--save", "could not put the new checkpoint at " + dir + " (" + std::strerror(errno) +
+                    "); it is complete in " + tmp, "move it there by hand");
+  // What came back must be the folder that was checked; anything swapped in meanwhile goes back
+  // where it was, untouched, and the new checkpoint stays complete beside it.
+  struct stat swapped {};
+  if (::lstat(tmp.c_str(), &swapped) != 0 || swapped.st_dev != checked.st_dev || swapped.st_ino != checked.st_ino) {
+    ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE);
+    throw UserError("--save", dir + " changed while the checkpoint was written; it is left as it is and the new "
+                    "checkpoint is complete in " + tmp, "move it where you want it by hand");
+  }
+  removeOld(tmp);  // the previous checkpoint, now at the temporary name
+}
+
+}  // namespace
+
 SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, const Trainer& trainer, Comm& comm,
                                int64_t shard_bytes, bool kill_mid_write) {
   const auto t0 = std::chrono::steady_clock::now();
   const int rank = comm.layout().rank, world = comm.layout().world;
   const Trainer::Resumable r = trainer.resumable();
-  std::string tmp;
-  if (rank == 0) {
-    checkCheckpointTarget(dir, "--save");
-    std::string pattern = parentOf(dir) + "/." + baseName(dir) + ".tmp-XXXXXX";
-    if (!::mkdtemp(pattern.data()))
-      throw UserError("--save", "could not create a folder beside " + dir + ": " + std::strerror(errno),
-                      "check that its folder is writable");
-    tmp = pattern;
-    const mode_t mask = ::umask(0);  // mkdtemp makes 0700; a checkpoint folder is as any new folder
-    ::umask(mask);
-    ::chmod(tmp.c_str(), 0777 & ~mask);
-    if (::mkdir((tmp + "/" + kStateDir).c_str(), 0755) != 0)
-      throw UserError("--save", "could not create " + tmp + "/" + kStateDir + ": " + std::strerror(errno), "check the disk");
-  }
+  std::string tmp = rank == 0 ? makeTempFolder(dir) : std::string();
   if (world > 1) {
     const std::string key = "trainscope.checkpoint." + std::to_string(r.step);
     if (rank == 0) comm.storeSet(key, tmp);
@@ -293,53 +355,11 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
   out.step = r.step;
   if (rank == 0) {
     // state.json last: a folder without it is no checkpoint, and it names what the others hold.
-    nlohmann::json s;  // (readers find every key by name; the order is JSON's)
-    s["format"] = kFormat;
-    s["version"] = 1;
-    s["step"] = r.step;
-    s["optimizer_steps"] = r.optimizer_steps;
-    s["loss_scale"] = r.loss_scale;
-    s["clean_steps"] = r.clean_steps;
-    s["data"] = {{"source", cfg.data}, {"seed", cfg.seed}, {"seq", cfg.seq}, {"global_batch", cfg.global_batch},
-                 {"next_sample", r.step * cfg.global_batch}};
-    s["rng"] = "none kept: initialisation and the synthetic data are functions of the seed and the sample index, and "
-               "training draws no random numbers (no dropout)";
-    s["optimizer"] = {{"kind", toString(cfg.optimizer)}, {"files", replicated ? "replicated" : "per-rank"}};
-    s["layout"] = layoutJson(cfg);
-    s["model_type"] = workloads::hfModelType(cfg.model);
-    s["config"] = nlohmann::json::parse(toJson(cfg));
-    writeText(tmp + "/" + kStateDir + "/state.json", s.dump(2) + "\n");
+    writeText(tmp + "/" + kStateDir + "/state.json", stateJson(cfg, r, replicated).dump(2) + "\n");
     syncPath(tmp + "/" + kStateDir);
     syncPath(tmp);
-    for (const std::string& e : entries(tmp)) {
-      struct stat st {};
-      if (::lstat((tmp + "/" + e).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.bytes += st.st_size;
-    }
-    for (const std::string& e : entries(tmp + "/" + kStateDir)) {
-      struct stat st {};
-      if (::lstat((tmp + "/" + kStateDir + "/" + e).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.bytes += st.st_size;
-    }
-    // The swap: DIR is checked again (what was planted meanwhile is refused), then replaced in one step.
-    struct stat checked {};  // what DIR is before its check: what the exchange must give back
-    const bool existed = ::lstat(dir.c_str(), &checked) == 0;
-    checkCheckpointTarget(dir, "--save");
-    if (!existed) {  // no replace: whatever appeared at DIR since the check stays
-      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) != 0)
-        throw UserError("--save", "could not move " + tmp + " to " + dir + ": " + std::strerror(errno), kFix);
-    } else {
-      struct stat swapped {};
-      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0)
-        throw UserError("--save", "could not put the new checkpoint at " + dir + " (" + std::strerror(errno) +
-                        "); it is complete in " + tmp, "move it there by hand");
-      // What came back must be the folder that was checked; anything swapped in meanwhile goes back
-      // where it was, untouched, and the new checkpoint stays complete beside it.
-      if (::lstat(tmp.c_str(), &swapped) != 0 || swapped.st_dev != checked.st_dev || swapped.st_ino != checked.st_ino) {
-        ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE);
-        throw UserError("--save", dir + " changed while the checkpoint was written; it is left as it is and the new "
-                        "checkpoint is complete in " + tmp, "move it where you want it by hand");
-      }
-      removeOld(tmp);  // the previous checkpoint, now at the temporary name
-    }
+    out.bytes = fileBytes(tmp) + fileBytes(tmp + "/" + kStateDir);
+    swapIntoPlace(tmp, dir);
     syncPath(parentOf(dir));
   }
   if (world > 1) comm.world().barrier();
