@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
-"""predict_vs_published.py — `trainscope predict` against the published Megatron-LM runs in
-shared/calibration/published-runs.json (Korthikanti et al. 2022 Table 5 and Figure 1; Narayanan et
-al. 2021 Table 1), on the a100-80gb-x8 cluster preset. Prints, per row, predicted vs published
-iteration time (and Figure 1's memory), the error, then the mean |error| and the Spearman rank
-correlation per table.
+"""predict_vs_published.py — `trainscope predict` against every measured set in shared/calibration/
+(bench/published_sets.py: Korthikanti et al. 2022 Table 5, Narayanan et al. 2021 Table 1, vTrain's
+Megatron-LM runs in one node and across nodes, MosaicML's MPT FSDP rows), with the shipped presets
+and framework profiles. All rows go through one `predict --batch` call (one process, JSON lines).
+
+Prints, per set and overall: MAPE, median signed error (predicted / measured - 1), and the median
+within-group Spearman rank correlation (a group: the configurations of one model on one cluster
+size, groups of 3 rows or more); then the breakdowns the issue reads (by micro-batch, TP, hidden,
+sequence, bound) and, with --rows, every row. Table 5 and Table 1 are also listed row by row, with
+Figure 1's memory, as before.
 
 Assumptions where the papers leave a knob open (stated again in the output):
   Table 1 rows: micro-batch 1 and the non-interleaved 1F1B schedule (the table gives neither),
   full recomputation, fp16, sequence 2048, vocabulary 51200.
   Table 5: fp16; 'full' = full recomputation without sequence parallelism, 'sp_selective' = sequence
   parallelism + selective recomputation; 175B and 530B interleaved with 3 model chunks per stage.
+  vTrain: --framework megatron, full recomputation, fp16, 1F1B, vocabulary 50257, its 800 Gb/s per
+  node; TP 16 with --allow-tp-across-nodes. MPT: --framework as --fsdp-framework (default: predict's),
+  ZeRO-3 (FULL_SHARD), bf16, ALiBi, no biases, full recomputation where the row has it.
 
-usage: bench/predict_vs_published.py [--bin build/bin/trainscope] [--data PATH] [--json]
+usage: bench/predict_vs_published.py [--bin build/bin/trainscope] [--json] [--markdown] [--rows SET]
 """
 import argparse
 import json
@@ -19,8 +27,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
-from common import DEFAULT_BIN, ROOT, output_file
+import published_sets
+from common import DEFAULT_BIN
 
 
 def spearman(xs, ys):
@@ -45,101 +55,151 @@ def spearman(xs, ys):
     return cov / (vx * vy) if vx and vy else float("nan")
 
 
-def predict(binary, workdir, name, heads, hidden, layers, tp, pp, gpus, mbs, gbs, ckpt, sp, vstages, framework):
-    wl = os.path.join(workdir, name + ".json")
-    with output_file(wl, overwrite=True) as f:  # our own temporary folder: rewritten per call
-        json.dump({"name": name, "n_layer": layers, "n_head": heads, "n_embd": hidden, "n_positions": 2048,
-                   "vocab_size": 51200}, f)
-    nodes = max(1, (gpus + 7) // 8)
-    cmd = [binary, "predict", "--workload", wl, "--cluster", "a100-80gb-x8", "--nodes", str(nodes),
-           "--gpus", str(gpus), "--tp", str(tp), "--pp", str(pp), "--mbs", str(mbs), "--gbs", str(gbs),
-           "--seq", "2048", "--ckpt", ckpt, "--precision", "fp16", "--json"]
-    if framework:
-        cmd += ["--framework", framework]
-    if sp:
-        cmd.append("--sequence-parallel")
-    if pp > 1 and vstages > 1:
-        cmd += ["--pp-schedule", "interleaved", "--virtual-stages", str(vstages)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit("predict failed: " + " ".join(cmd) + "\n" + out.stderr)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+
+def run_batch(binary, workdir, lines):
+    """One `predict --batch` over `lines` (dicts of predict's keys): the results in order, each the
+    line's JSON result (an "error" key where predict refused it)."""
+    path = os.path.join(workdir, "batch.jsonl")
+    with open(path, "w") as f:  # our own temporary folder
+        for l in lines:
+            f.write(json.dumps(l) + "\n")
+    t = time.monotonic()
+    out = subprocess.run([binary, "predict", "--batch", path], capture_output=True, text=True)
+    wall = time.monotonic() - t
+    res = [json.loads(x) for x in out.stdout.splitlines() if x.strip().startswith("{")]
+    if len(res) != len(lines):
+        raise SystemExit("predict --batch gave %d results for %d lines:\n%s" % (len(res), len(lines), out.stderr[-2000:]))
+    return res, wall
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return float("nan") if n == 0 else v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def summary(rows):
+    """MAPE, median signed error, median within-group Spearman (groups of >= 3 rows) of priced rows."""
+    ok = [r for r in rows if "predicted_s" in r]
+    errs = [r["predicted_s"] / r["measured_s"] - 1 for r in ok]
+    groups = {}
+    for r in ok:
+        groups.setdefault(r["group"], []).append(r)
+    rhos = [spearman([r["measured_s"] for r in g], [r["predicted_s"] for r in g]) for g in groups.values() if len(g) >= 3]
+    rhos = [x for x in rhos if x == x]
+    return {"rows": len(rows), "priced": len(ok), "mape": sum(abs(e) for e in errs) / max(1, len(errs)),
+            "median_signed": median(errs), "spearman_median": median(rhos), "groups": len(rhos)}
+
+
+SETS = ("table5", "table1", "vtrain-single", "vtrain-multi", "mpt-fsdp")
+
+
+def fmt(s):
+    sp = "%.2f (%d groups)" % (s["spearman_median"], s["groups"]) if s["groups"] else "-"
+    return "%5d %6.1f%% %+7.1f%%  %s" % (s["priced"], 100 * s["mape"], 100 * s["median_signed"], sp)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=DEFAULT_BIN)
-    ap.add_argument("--data", default=os.path.join(os.path.dirname(ROOT), "shared", "calibration", "published-runs.json"))
-    ap.add_argument("--framework", default="megatron", help="passed to predict --framework ('' to leave it out)")
+    ap.add_argument("--data", default=published_sets.DATA)
+    ap.add_argument("--framework", default="megatron", help="--framework of the Megatron-LM sets ('' to leave it out)")
+    ap.add_argument("--fsdp-framework", default="", help="--framework of the MPT FSDP set ('': predict's default)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="the per-set table as Markdown (docs/time-model.md)")
+    ap.add_argument("--rows", default="", help="print every row of this set")
     a = ap.parse_args()
-    data = json.load(open(a.data))
-    results = {"table5": [], "table1": []}
     with tempfile.TemporaryDirectory() as tmp:
-        print("Korthikanti et al. 2022, Table 5 (s/iteration) and Figure 1 (GiB, first stage)")
-        print(f"{'model':>6} {'mode':>13} {'published':>9} {'predicted':>9} {'error':>7}   {'bound':<10}")
-        for r in data["korthikanti2022"]["rows"]:
-            for mode, ckpt, sp, key in (("full", "full", False, "table5_full_s"),
-                                        ("sp+selective", "selective", True, "table5_sp_selective_s")):
-                p = predict(a.bin, tmp, "k" + r["model"], r["heads"], r["hidden"], r["layers"], r["tp"], r["pp"], r["gpus"],
-                            r["mbs"], r["gbs"], ckpt, sp, r["virtual_stages"], a.framework)
-                pred = p["time"]["step_s"]
-                e = pred / r[key] - 1
-                results["table5"].append({"model": r["model"], "mode": mode, "published": r[key], "predicted": pred, "error": e,
-                                          "bound": p["time"].get("bound", "")})
-                print(f"{r['model']:>6} {mode:>13} {r[key]:9.2f} {pred:9.2f} {e*100:6.1f}%   {p['time'].get('bound', ''):<10}")
+        sets = published_sets.Sets(tmp, a.data, a.framework, a.fsdp_framework)
+        rows = sets.published() + sets.vtrain() + sets.mpt()
+        # Figure 1's memory: Table 5's rows with no recomputation, and with SP + selective.
+        fig = [r for r in rows if r["set"] == "table5"]
+        fig_lines = []
+        for r in fig:
+            l = dict(r["line"])
+            l["ckpt"], l["sequence_parallel"] = ("none", False) if r["label"].endswith("full") else ("selective", True)
+            fig_lines.append(l)
+        res, wall = run_batch(a.bin, tmp, [r["line"] for r in rows] + fig_lines)
+        fig_res = res[len(rows):]
+        for r, p in zip(rows, res):
+            if "error" in p:
+                r["error"] = p["error"]
+                continue
+            r["predicted_s"] = p["time"]["step_s"]
+            r["bound"] = p["time"].get("bound", "")
+            r["mfu"] = p.get("mfu", 0)
+            r["result"] = p
+    print("%d rows priced by one predict --batch in %.2f s (%.2f ms a row)" % (len(res), wall, 1000 * wall / len(res)))
+    for n in sets.notes:
+        print("  note: " + n)
+    print()
+    # Table 5 and Table 1, row by row.
+    print("Korthikanti et al. 2022, Table 5 (s/iteration)")
+    for r in rows:
+        if r["set"] == "table5" and "predicted_s" in r:
+            print("  %-18s %9.2f %9.2f %6.1f%%   %s" % (r["label"], r["measured_s"], r["predicted_s"],
+                                                       100 * (r["predicted_s"] / r["measured_s"] - 1), r["bound"]))
+    print("Figure 1, first stage, GiB: parameters + optimizer (layers only) | activations (TP only / SP+selective)")
+    d = json.load(open(os.path.join(a.data, "published-runs.json")))
+    gib = float(1 << 30)
+    for i, r in enumerate(d["korthikanti2022"]["rows"]):
+        plain, sel = fig_res[2 * i], fig_res[2 * i + 1]
+        if "error" in plain or "error" in sel:
+            continue
+        s0, t0 = plain["stages"][0], sel["stages"][0]
+        po = s0.get("megatron_params_opt_bytes", s0["params_bytes"] + s0["grads_bytes"] + s0["optimizer_bytes"]) / gib
+        print("  %5s %8.2f / %8.2f (%5.1f%%) | %6.2f / %6.2f | %6.2f / %6.2f" % (
+            r["model"], r["fig1_params_opt_gib"], po, 100 * (po / r["fig1_params_opt_gib"] - 1), r["fig1_act_tp_only_gib"],
+            s0["megatron_activations_bytes"] / gib, r["fig1_act_sp_selective_gib"], t0["megatron_activations_bytes"] / gib))
+    print("Narayanan et al. 2021, Table 1 (s/iteration); assumed mbs 1, 1F1B")
+    for r in rows:
+        if r["set"] == "table1" and "predicted_s" in r:
+            print("  %-18s %9.2f %9.2f %6.1f%%   %s" % (r["label"], r["measured_s"], r["predicted_s"],
+                                                       100 * (r["predicted_s"] / r["measured_s"] - 1), r["bound"]))
+    worst = {s: max([abs(r["predicted_s"] / r["measured_s"] - 1) for r in rows if r["set"] == s and "predicted_s" in r] or [0])
+             for s in ("table5", "table1")}
+    print("worst row: Table 5 %.1f%%, Table 1 %.1f%%" % (100 * worst["table5"], 100 * worst["table1"]))
+    print()
+    failed = [r for r in rows if "error" in r]
+    if failed:
+        print("%d rows refused by predict (first: %s: %s)" % (len(failed), failed[0]["label"], failed[0]["error"]))
+    summaries = {s: summary([r for r in rows if r["set"] == s]) for s in SETS}
+    summaries["overall"] = summary(rows)
+    print("%-14s %5s %7s %8s  %s" % ("set", "rows", "MAPE", "median", "within-group Spearman (median)"))
+    for s in SETS + ("overall",):
+        print("%-14s %s" % (s, fmt(summaries[s])))
+    if a.markdown:
         print()
-        print("Figure 1, first stage, GiB: parameters + optimizer (Megatron-LM, layers only) and activations")
-        print(f"{'model':>6} {'params+opt':>10} {'predicted':>9} {'error':>7} | {'act TP':>8} {'predicted':>9} | "
-              f"{'act SP+sel':>10} {'predicted':>9}")
-        results["figure1"] = []
-        gib = float(1 << 30)
-        for r in data["korthikanti2022"]["rows"]:
-            plain = predict(a.bin, tmp, "k" + r["model"], r["heads"], r["hidden"], r["layers"], r["tp"], r["pp"], r["gpus"],
-                            r["mbs"], r["gbs"], "none", False, r["virtual_stages"], a.framework)
-            sel = predict(a.bin, tmp, "k" + r["model"], r["heads"], r["hidden"], r["layers"], r["tp"], r["pp"], r["gpus"],
-                          r["mbs"], r["gbs"], "selective", True, r["virtual_stages"], a.framework)
-            s0, t0 = plain["stages"][0], sel["stages"][0]
-            po = s0.get("megatron_params_opt_bytes", s0["params_bytes"] + s0["grads_bytes"] + s0["optimizer_bytes"]) / gib
-            e = po / r["fig1_params_opt_gib"] - 1
-            results["figure1"].append({"model": r["model"], "params_opt": po, "published": r["fig1_params_opt_gib"], "error": e,
-                                       "act_tp": s0["megatron_activations_bytes"] / gib,
-                                       "act_sp_selective": t0["megatron_activations_bytes"] / gib})
-            print(f"{r['model']:>6} {r['fig1_params_opt_gib']:10.2f} {po:9.2f} {e*100:6.1f}% | {r['fig1_act_tp_only_gib']:8.2f} "
-                  f"{s0['megatron_activations_bytes']/gib:9.2f} | {r['fig1_act_sp_selective_gib']:10.2f} "
-                  f"{t0['megatron_activations_bytes']/gib:9.2f}")
-        rows = results["table5"]
-        full = {x["model"]: x for x in rows if x["mode"] == "full"}
-        sel = {x["model"]: x for x in rows if x["mode"] != "full"}
-        print("speed-up of SP+selective over full (published / predicted):")
-        for m in full:
-            pub = full[m]["published"] / sel[m]["published"]
-            pre = full[m]["predicted"] / sel[m]["predicted"]
-            print(f"  {m:>5}: {pub:.3f} / {pre:.3f}  ({pre - pub:+.3f})")
-        mae5 = sum(abs(x["error"]) for x in rows) / len(rows)
-        print(f"Table 5: mean |error| {mae5*100:.1f}%, max {max(abs(x['error']) for x in rows)*100:.1f}%, Spearman "
-              f"{spearman([x['published'] for x in rows], [x['predicted'] for x in rows]):.3f}")
-        print()
-        print("Narayanan et al. 2021, Table 1 (s/iteration, derived from TFLOP/s per GPU); assumed mbs 1, 1F1B")
-        print(f"{'params':>7} {'tp':>3} {'pp':>3} {'gpus':>5} {'published':>9} {'predicted':>9} {'error':>7}   "
-              f"TFLOP/s per GPU published / predicted")
-        for r in data["narayanan2021"]["rows"]:
-            p = predict(a.bin, tmp, "n%g" % r["params_b"], r["heads"], r["hidden"], r["layers"], r["tp"], r["pp"], r["gpus"],
-                        1, r["gbs"], "full", False, 1, a.framework)
-            pred = p["time"]["step_s"]
-            e = pred / r["iteration_s_derived"] - 1
-            # The table's own FLOP count (recomputation included) over the predicted time.
-            tflops = r["tflops_per_gpu"] * r["iteration_s_derived"] / pred
-            results["table1"].append({"params_b": r["params_b"], "published": r["iteration_s_derived"], "predicted": pred, "error": e,
-                                      "tflops_published": r["tflops_per_gpu"], "tflops_predicted": tflops})
-            print(f"{r['params_b']:>6}B {r['tp']:>3} {r['pp']:>3} {r['gpus']:>5} {r['iteration_s_derived']:9.2f} {pred:9.2f} {e*100:6.1f}%   "
-                  f"{r['tflops_per_gpu']:5.0f} / {tflops:5.1f}")
-        rows = results["table1"]
-        mae1 = sum(abs(x["error"]) for x in rows) / len(rows)
-        print(f"Table 1: mean |error| {mae1*100:.1f}%, max {max(abs(x['error']) for x in rows)*100:.1f}%, Spearman "
-              f"{spearman([x['published'] for x in rows], [x['predicted'] for x in rows]):.3f}")
+        print("| set | rows | MAPE | median signed error | within-group Spearman (median, groups) |")
+        print("|---|---|---|---|---|")
+        for s in SETS + ("overall",):
+            x = summaries[s]
+            sp = "%.2f (%d)" % (x["spearman_median"], x["groups"]) if x["groups"] else "-"
+            print("| %s | %d | %.1f%% | %+.1f%% | %s |" % (s, x["priced"], 100 * x["mape"], 100 * x["median_signed"], sp))
+    print()
+    print("median signed error by key (the issue's breakdowns):")
+    for s, keys in (("vtrain-single", ("mbs", "tp", "hidden")), ("vtrain-multi", ("tp",)), ("mpt-fsdp", ("gpu", "seq", "model"))):
+        for k in keys:
+            by = {}
+            for r in rows:
+                if r["set"] == s and "predicted_s" in r:
+                    by.setdefault(r[k], []).append(r["predicted_s"] / r["measured_s"] - 1)
+            print("  %-13s %-6s " % (s, k) + "  ".join("%s:%+.0f%%(%d)" % (v, 100 * median(e), len(e)) for v, e in sorted(by.items())))
+    bounds = {}
+    for r in rows:
+        if "predicted_s" in r:
+            bounds.setdefault((r["set"], r["bound"]), 0)
+            bounds[(r["set"], r["bound"])] += 1
+    print("  bound: " + ", ".join("%s %s: %d" % (s, b, n) for (s, b), n in sorted(bounds.items())))
+    if a.rows:
+        for r in rows:
+            if r["set"] == a.rows and "predicted_s" in r:
+                print("  %-50s %10.4f %10.4f %+6.1f%% %s" % (r["label"], r["measured_s"], r["predicted_s"],
+                                                           100 * (r["predicted_s"] / r["measured_s"] - 1), r["bound"]))
     if a.json:
-        print(json.dumps(results))
+        for r in rows:
+            r.pop("result", None)
+        print(json.dumps({"summaries": summaries, "rows": rows}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,126 @@
+"""published_sets.py — the measured sets bench/predict_vs_published.py compares `trainscope predict`
+with, each row as the `predict --batch` line that prices it (shared/calibration/):
+
+  table5        Korthikanti et al. 2022, Table 5 (Megatron-LM, A100, full and SP+selective recomputation)
+  table1        Narayanan et al. 2021, Table 1 (Megatron-LM, A100, derived from TFLOP/s per GPU)
+  vtrain-single vTrain's 1,440 Megatron-LM runs in one A100 node, 2-8 GPUs (Bang et al., MICRO 2024)
+  vtrain-multi  vTrain's 109 Megatron-LM runs on 64-512 A100s (800 Gb/s per node between nodes)
+  mpt-fsdp      MosaicML llm-foundry's 139 MPT throughput rows, PyTorch FSDP on A100 80 GB and 40 GB
+
+A row is {"set", "group", "measured_s", "line": predict --batch keys, "label"}. The group is one
+model on one cluster size (the issue's definition for the within-group Spearman). Cluster files
+that differ from a preset in a published fact only (vTrain's 800 Gb/s per node; A100 40 GB's memory
+and HBM bandwidth) are written into `workdir` and named in `notes`.
+"""
+import copy
+import json
+import os
+
+from common import ROOT
+
+DATA = os.path.join(os.path.dirname(ROOT), "shared", "calibration")
+if not os.path.isdir(DATA):  # a worktree beside the shared folder's parent
+    DATA = os.path.join(os.path.dirname(os.path.dirname(ROOT)), "shared", "calibration")
+PRESET = os.path.join(ROOT, "models", "clusters", "a100-80gb-x8.json")
+
+
+def _write(path, obj):
+    with open(path, "w") as f:  # our own temporary folder, rewritten per run
+        json.dump(obj, f)
+    return path
+
+
+class Sets:
+    def __init__(self, workdir, data=DATA, framework_megatron="megatron", framework_fsdp=""):
+        self.workdir, self.data = workdir, data
+        self.fw_meg, self.fw_fsdp = framework_megatron, framework_fsdp
+        self.notes = []
+        self._workloads = {}
+        base = json.load(open(PRESET))
+        # vTrain's runs: 800 Gb/s per node between nodes (its config/validation files), 12.5 GB/s a GPU.
+        vt = copy.deepcopy(base)
+        vt["name"] = "a100-80gb-x8-800gbps"
+        vt["inter_node"]["bandwidth"] = 800e9 / 8 / 8
+        self.vtrain_cluster = _write(os.path.join(workdir, "a100-800gbps.json"), vt)
+        # A100 SXM 40 GB: 40 GiB, 1,555 GB/s HBM2 (NVIDIA A100 datasheet); the rest as the 80 GB.
+        a40 = copy.deepcopy(base)
+        a40["name"], a40["memory_bytes"], a40["memory_bandwidth"] = "a100-40gb-x8", 40 << 30, 1.555e12
+        self.a40_cluster = _write(os.path.join(workdir, "a100-40gb.json"), a40)
+        self.notes.append("vtrain: a100-80gb-x8 with inter_node.bandwidth 12.5e9 (vTrain's 800 Gb/s per node)")
+        self.notes.append("mpt 40 GB rows: a100-80gb-x8 with 40 GiB and 1.555e12 B/s HBM (A100 40 GB datasheet)")
+
+    def workload(self, name, layers, heads, hidden, seq, vocab, **arch):
+        spec = {"name": name, "n_layer": layers, "n_head": heads, "n_embd": hidden, "n_positions": seq,
+                "vocab_size": vocab, **arch}
+        key = json.dumps(spec, sort_keys=True)
+        if key not in self._workloads:
+            self._workloads[key] = _write(os.path.join(self.workdir, "w%d.json" % len(self._workloads)), spec)
+        return self._workloads[key]
+
+    def _megatron(self, line):
+        if self.fw_meg:
+            line["framework"] = self.fw_meg
+        return line
+
+    def published(self):
+        """Table 5 (both modes) and Table 1 rows."""
+        d = json.load(open(os.path.join(self.data, "published-runs.json")))
+        rows = []
+        for r in d["korthikanti2022"]["rows"]:
+            for mode, ckpt, sp, key in (("full", "full", False, "table5_full_s"),
+                                        ("sp+selective", "selective", True, "table5_sp_selective_s")):
+                wl = self.workload("k" + r["model"], r["layers"], r["heads"], r["hidden"], 2048, 51200)
+                line = {"workload": wl, "cluster": "a100-80gb-x8", "nodes": max(1, (r["gpus"] + 7) // 8),
+                        "gpus": r["gpus"], "tp": r["tp"], "pp": r["pp"], "mbs": r["mbs"], "gbs": r["gbs"],
+                        "seq": 2048, "ckpt": ckpt, "precision": "fp16", "sequence_parallel": sp}
+                if r["pp"] > 1 and r["virtual_stages"] > 1:
+                    line["pp_schedule"], line["virtual_stages"] = "interleaved", r["virtual_stages"]
+                rows.append({"set": "table5", "group": "table5 " + mode, "measured_s": r[key],
+                             "line": self._megatron(line), "label": "%s %s" % (r["model"], mode)})
+        for r in d["narayanan2021"]["rows"]:
+            wl = self.workload("n%g" % r["params_b"], r["layers"], r["heads"], r["hidden"], 2048, 51200)
+            line = {"workload": wl, "cluster": "a100-80gb-x8", "nodes": max(1, (r["gpus"] + 7) // 8),
+                    "gpus": r["gpus"], "tp": r["tp"], "pp": r["pp"], "mbs": 1, "gbs": r["gbs"], "seq": 2048,
+                    "ckpt": "full", "precision": "fp16"}
+            rows.append({"set": "table1", "group": "table1", "measured_s": r["iteration_s_derived"],
+                         "line": self._megatron(line), "label": "%gB" % r["params_b"]})
+        return rows
+
+    def vtrain(self):
+        d = json.load(open(os.path.join(self.data, "vtrain-a100.json")))
+        rows = []
+        for r in d["rows"]:
+            wl = self.workload("v%d-%d-%d" % (r["hidden"], r["layers"], r["heads"]), r["layers"], r["heads"], r["hidden"],
+                               r["seq"], 50257)
+            line = {"workload": wl, "cluster": self.vtrain_cluster, "nodes": max(1, (r["gpus"] + 7) // 8),
+                    "gpus": r["gpus"], "tp": r["tp"], "pp": r["pp"], "mbs": r["mbs"], "gbs": r["gbs"], "seq": r["seq"],
+                    "ckpt": "full", "precision": "fp16"}
+            if r["tp"] > 8:
+                line["allow_tp_across_nodes"] = True
+            rows.append({"set": "vtrain-" + r["set"], "measured_s": r["iteration_ms"] / 1000.0,
+                         "group": "h%d L%d s%d gpus%d" % (r["hidden"], r["layers"], r["seq"], r["gpus"]),
+                         "line": self._megatron(line),
+                         "label": "h%d L%d s%d tp%d pp%d dp%d mbs%d gbs%d" % (r["hidden"], r["layers"], r["seq"], r["tp"],
+                                                                              r["pp"], r["dp"], r["mbs"], r["gbs"]),
+                         "mbs": r["mbs"], "tp": r["tp"], "hidden": r["hidden"]})
+        return rows
+
+    def mpt(self):
+        d = json.load(open(os.path.join(self.data, "mpt-a100.json")))
+        rows = []
+        for r in d["rows"]:
+            s = d["shapes"][r["model"]]
+            wl = self.workload("mpt-" + r["model"], s["n_layers"], s["n_heads"], s["d_model"], r["seq"], s["vocab_size"],
+                               positions="alibi", bias=False)
+            cluster = "a100-80gb-x8" if r["gpu"] == "a100_80gb" else self.a40_cluster
+            line = {"workload": wl, "cluster": cluster, "nodes": max(1, r["gpus"] // 8), "gpus": r["gpus"],
+                    "mbs": r["mbs"], "gbs": r["gbs"], "seq": r["seq"], "precision": "bf16",
+                    "ckpt": "full" if r["activation_checkpointing"] else "none",
+                    "zero": 3 if r["sharding"] == "FULL_SHARD" else 2}
+            if self.fw_fsdp:
+                line["framework"] = self.fw_fsdp
+            rows.append({"set": "mpt-fsdp", "measured_s": r["gbs"] * r["seq"] / r["tokens_per_s"],
+                         "group": "%s %s gpus%d" % (r["gpu"], r["model"], r["gpus"]), "line": line,
+                         "label": "%s %s seq%d gpus%d mbs%d" % (r["gpu"], r["model"], r["seq"], r["gpus"], r["mbs"]),
+                         "seq": r["seq"], "gpu": r["gpu"], "model": r["model"]})
+        return rows
