@@ -98,6 +98,10 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
   target.cpu = inputs.kind == tn::ClusterKind::Cpu;
   tn::ExportResult e = tn::exportConfig(c, fmt, target);
   if (fmt == tn::ExportFormat::Megatron) e.notes.push_back(tn::megatronPrediction(inputs, c));
+  // The prediction under the target's framework profile, beside this runtime's (issue 33).
+  if (fmt == tn::ExportFormat::DeepSpeed) e.notes.push_back(tn::frameworkPrediction(inputs, c, trainscope::models::Framework::Deepspeed));
+  if (fmt == tn::ExportFormat::Accelerate || fmt == tn::ExportFormat::AccelerateConfig || fmt == tn::ExportFormat::TrainingArgs)
+    e.notes.push_back(tn::frameworkPrediction(inputs, c, trainscope::models::Framework::Fsdp));
   if (out.empty())
     for (const auto& f : e.files)
       e.notes.push_back("the model's " + f.name + " belongs beside this export: pass -o FILE to write it beside FILE, "

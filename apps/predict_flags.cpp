@@ -75,7 +75,7 @@ CLI::Validator realOf(const std::string& key) {
 // The values a name flag takes ({} for any: a workload, a cluster, a checkpointing mode … are
 // checked where they are read, naming the flag).
 std::vector<std::string> choicesOf(const std::string& key) {
-  if (key == "framework") return {"trainscope", "megatron"};
+  if (key == "framework") return {"trainscope", "megatron", "fsdp", "deepspeed"};
   if (key == "attention") return {"default", "unfused", "flash"};
   return {};
 }
@@ -165,10 +165,11 @@ class KeyReader {
       into = text(at, v);
       const auto choices = choicesOf(key);
       if (!choices.empty() && std::find(choices.begin(), choices.end(), into) == choices.end())
-        throw UserError(at, "must be " + choices[0] + (choices.size() > 2 ? ", " + choices[1] + " or " + choices[2]
-                                                                             : " or " + choices[1]) +
-                                ", not \"" + into + "\"",
-                        "");
+      {
+        std::string list = choices[0];
+        for (size_t i = 1; i < choices.size(); ++i) list += (i + 1 == choices.size() ? " or " : ", ") + choices[i];
+        throw UserError(at, "must be " + list + ", not \"" + into + "\"", "");
+      }
     }
   }
 

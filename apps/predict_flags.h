@@ -71,8 +71,9 @@ void visitPredictFields(V&& v) {
       "layer costs when one has this plan's layer shape"},
     &P::profiles);
   v(F{"framework", "--framework",
-      "whose kernels and memory: trainscope (this runtime) or megatron (Megatron-LM as the published runs used it: "
-      "unfused attention, 18 bytes per parameter)",
+      "whose kernels, host costs and collectives: trainscope (this runtime), megatron (Megatron-LM as the published "
+      "runs used it: unfused attention, 18 bytes per parameter), fsdp (PyTorch FSDP) or deepspeed (DeepSpeed ZeRO); "
+      "profiles' constants in the cluster file's \"frameworks\"",
       kShow},
     &P::framework);
   v(F{"attention", "--attention",

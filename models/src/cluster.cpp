@@ -40,6 +40,16 @@ double Cluster::peak(const std::string& dtype) const {
   return it->second;
 }
 
+const FrameworkProfile& Cluster::profile(Framework f) const {
+  static const std::map<std::string, FrameworkProfile> builtin = [] {
+    std::map<std::string, FrameworkProfile> m;
+    for (const Framework x : allFrameworks()) m[frameworkKey(x)] = builtinProfile(x);
+    return m;
+  }();
+  const auto it = frameworks.find(frameworkKey(f));
+  return it != frameworks.end() ? it->second : builtin.at(frameworkKey(f));
+}
+
 double Cluster::matmulEfficiency(double flops) const {
   if (matmul_efficiency.empty()) return 1.0;
   if (flops <= matmul_efficiency.front().first) return matmul_efficiency.front().second;
@@ -172,6 +182,18 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
       throw UserError(field((tier_name + ".efficiency").c_str()), "must lie in (0, 1]", "see docs/tuner.md, \"Cluster file\"");
     tier->latency = num(j[key], "latency", false, 0, AtLeastZero, tier_name);
     tier->half_bytes = num(j[key], "half_bytes", false, 0, AtLeastZero, tier_name);
+  }
+  for (const Framework f : allFrameworks()) c.frameworks[frameworkKey(f)] = builtinProfile(f);
+  if (j.contains("frameworks")) {
+    if (!j["frameworks"].is_object())
+      throw UserError(field("frameworks"), "must be an object of framework profiles",
+                      "e.g. {\"fsdp\": {\"hook_s\": 3e-5}}; see docs/time-model.md, \"Framework profiles\"");
+    for (const auto& [name, profile] : j["frameworks"].items()) {
+      if (!c.frameworks.count(name))
+        throw UserError(field(("frameworks." + name).c_str()), "is not a framework",
+                        "use trainscope, megatron, fsdp or deepspeed");
+      c.frameworks[name] = parseProfile(profile.dump(), c.frameworks[name], field(("frameworks." + name).c_str()));
+    }
   }
   if (j.contains("sources"))
     for (const auto& s : j["sources"]) c.sources.push_back(s.is_string() ? s.get<std::string>() : jsonText(s));

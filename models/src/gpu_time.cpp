@@ -34,9 +34,6 @@ namespace {
 using runconfig::Checkpointing;
 
 constexpr double kTile = 128.0;  // a CTA's output tile edge in cuBLAS's large-GEMM kernels
-// Framework ops a layer issues per micro-batch (kernels, views, autograd bookkeeping): counted on
-// Megatron-LM's GPT layer in eager PyTorch — 25 forward, about twice that backward.
-constexpr double kHostOpsForward = 25, kHostOpsBackward = 50;
 // The DDP buckets: the plan's --bucket-mb (25 MiB by default, PyTorch DDP's and the runtime's).
 double ddpBucketBytes(const Plan& p) { return double(bucketBytes(p.bucket_mb)); }
 
@@ -57,7 +54,8 @@ double gemmSeconds(const Op& g, const Cluster& c, double peak, double e) {
     if (g.bytes <= 0) e = 1.0;  // operands 1 byte (the bf16 output is counted as 1 byte too: small)
   }
   if (g.efficiency_cap > 0) eff = std::min(eff, g.efficiency_cap);
-  if (c.sm_count > 0) {  // tiles fill the SMs in waves; the last wave's idle SMs are lost
+  if (g.flash) eff = g.efficiency_cap;  // flash attention: its measured rate (flashEfficiency), no GEMM curve
+  if (c.sm_count > 0 && !g.flash) {  // tiles fill the SMs in waves; the last wave's idle SMs are lost
     const double tiles = std::ceil(g.m / kTile) * std::ceil(g.n / kTile) * g.batch;
     const double sms = double(c.sm_count), waves = std::ceil(tiles / sms);
     eff *= tiles / (waves * sms);
@@ -84,8 +82,17 @@ namespace {
 // Bytes per element of the buffer gradients are accumulated and reduced in. Megatron-LM (2021–2022)
 // keeps its main_grad buffer in the parameters' dtype for fp16 (--accumulate-allreduce-grads-in-fp32
 // is off by default) and forces fp32 for bf16; this runtime keeps fp32 gradients.
-double gradBytes(const Plan& p, bool megatron) {
+double gradBytes(const Plan& p, bool megatron, const FrameworkProfile& fp) {
+  if (fp.reduce_bytes > 0) return fp.reduce_bytes;
   return megatron && p.precision == runconfig::Precision::FP16 ? 2.0 : 4.0;
+}
+
+// The framework's flash attention: FlashAttention-2's rate (the op list's efficiency_cap) × the
+// profile's scale for its own kernel, forward and backward.
+void scaleFlash(LayerOps& L, const FrameworkProfile& fp) {
+  for (auto* ops : {&L.forward, &L.backward, &L.recompute})
+    for (Op& o : *ops)
+      if (o.flash) o.efficiency_cap *= o.flash == 1 ? fp.flash_forward_scale : fp.flash_backward_scale;
 }
 
 // The network a CP group's ring crosses: cp ranks tp apart inside a tp·cp block — NVLink while the
@@ -129,12 +136,20 @@ struct TpSeconds {
   double fwd, bwd, rec, emb, head;
 };
 
+// The network a TP group crosses: NVLink inside a node; a group spanning nodes leaves each node
+// through the NICs of all its members there (min(tp, per node) ports: TP 16 on nodes of 8 leaves
+// through 8), as NCCL's rings do (spanningTier).
+NetworkTier tpTier(const Plan& p, const Cluster& c) {
+  if (p.tp <= c.devices_per_node) return c.intra_node;
+  return spanningTier(c, double(std::min<int64_t>(p.tp, c.devices_per_node)));
+}
+
 TpSeconds tpSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, bool megatron) {
   const double e = double(p.elementBytes()), t = double(p.tp);
   // Tensor parallelism per layer: 2 all-reduces forward and 2 backward of the (b, s, h) activation
   // (under SP: an all-gather and a reduce-scatter in place of each, the same bus bytes), 2 more
   // when full recomputation reruns the forward. Inside a node unless the group spans nodes.
-  const NetworkTier& tp_tier = p.tp <= c.devices_per_node ? c.intra_node : c.inter_node;
+  const NetworkTier tp_tier = tpTier(p, c);
   const double act_bytes = double(p.mbs) * double(p.localSeq()) * double(w.n_embd) * e;
   // Sequence parallelism keeps only the local shard of a column-parallel GEMM's input, so backward
   // all-gathers it again for the weight gradient (Korthikanti et al. 2022, §4.2.2): 2 more
@@ -166,7 +181,8 @@ struct MoeSeconds {
 MoeSeconds moeSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o,
                       const LayerOps& layer, double peak) {
   const double e = double(p.elementBytes());
-  const LayerOps moe = layerOps(w, p, o.framework, o.attention, true);
+  LayerOps moe = layerOps(w, p, o.framework, o.attention, true);
+  scaleFlash(moe, c.profile(o.framework));
   MoeSeconds s;
   s.fwd = sum(moe.forward, c, peak, e) - sum(layer.forward, c, peak, e);
   s.bwd = sum(moe.backward, c, peak, e) - sum(layer.backward, c, peak, e);
@@ -176,14 +192,32 @@ MoeSeconds moeSeconds(const workloads::Workload& w, const Plan& p, const Cluster
   return s;
 }
 
+} // namespace
+
+double hostOpSeconds(double profile_s, const Cluster& c) { return profile_s >= 0 ? profile_s : c.dispatch_s; }
+
+double hostLayerSeconds(const Plan& p, const Cluster& c, const FrameworkProfile& fp) {
+  const bool full = p.ckpt == Checkpointing::Full;
+  const double passes = full ? 2.0 : 1.0;  // full recomputation runs the forward's ops (and hooks) again
+  double collectives = 0;                  // the layer's collective calls per micro-batch
+  if (p.tp > 1) collectives += (p.sequence_parallel ? 4.0 + 6.0 : 2.0 + 2.0) + (full ? (p.sequence_parallel ? 4.0 : 2.0) : 0.0);
+  if (zero::shardsParameters(p) && p.gradientGroup() > 1) collectives += passes + 1.0;  // gathers, the reduce-scatter
+  return fp.ops_forward * passes * hostOpSeconds(fp.host_op_s, c) +
+         fp.ops_backward * hostOpSeconds(fp.host_backward_op_s, c) + collectives * fp.host_collective_s +
+         (p.zero == runconfig::ZeroStage::None ? 0.0 : fp.hooks_per_layer * (full ? 1.5 : 1.0) * fp.hook_s);
+}
+
+namespace {
+
 // One micro-batch's time on any stage, from one layer's costs (the same on every stage) and what the
 // stage holds besides: MoE layers, the embedding (first), the head (last).
 class StageTimes {
  public:
   StageTimes(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak)
       : w_(w), p_(p), c_(c), peak_(peak), e_(double(p.elementBytes())), megatron_(o.framework == Framework::Megatron),
-        head_(headOps(w, p, o.framework)), emb_(embeddingOps(w, p)) {
-    const LayerOps layer = layerOps(w, p, o.framework, o.attention);
+        fp_(c.profile(o.framework)), head_(headOps(w, p, o.framework)), emb_(embeddingOps(w, p)) {
+    LayerOps layer = layerOps(w, p, o.framework, o.attention);
+    scaleFlash(layer, fp_);
     moe_ = moeSeconds(w, p, c, o, layer, peak);
     tp_ = tpSeconds(w, p, c, megatron_);
     // One layer, one micro-batch: the device's time and the host's.
@@ -193,7 +227,7 @@ class StageTimes {
     const bool reruns = !(p.cp > 1 && p.ckpt == Checkpointing::Selective);
     layer_rec_ = reruns ? sum(layer.recompute, c, peak, e_) : 0.0;
     ring_ = ringSecondsPerLayer(w, p, c, layer, peak);
-    host_layer_ = c.dispatch_s * (kHostOpsForward * (p.ckpt == Checkpointing::Full ? 2 : 1) + kHostOpsBackward);
+    host_layer_ = hostLayerSeconds(p, c, fp_);
   }
 
   Stage stage(int64_t index, double layers, bool first, bool last) const {
@@ -212,7 +246,7 @@ class StageTimes {
     s.cp = layers * ring_;
     // The head: at least 8 framework ops, one per kernel where its op list has more.
     const double head_ops = std::max(8.0, double(head_.forward.size() + head_.backward.size()));
-    s.host = layers * host_layer_ + (last ? head_ops * c.dispatch_s : 0);
+    s.host = layers * host_layer_ + (last ? head_ops * hostOpSeconds(fp_.host_op_s, c) : 0) + fp_.host_micro_batch_s;
     s.index = index;
     s.layers = layers;
     s.layer_fwd = layer_fwd_ + tp_.fwd;
@@ -231,7 +265,7 @@ class StageTimes {
     add.name = "main_grad accumulation";
     double seconds = 0;
     for (const double n : stageTensors(w_, p_, index)) {
-      add.bytes = n * (e_ + 2.0 * gradBytes(p_, true));
+      add.bytes = n * (e_ + 2.0 * gradBytes(p_, true, fp_));
       seconds += memorySeconds(add, c_);
     }
     return seconds;
@@ -242,6 +276,7 @@ class StageTimes {
   const Cluster& c_;
   const double peak_, e_;
   const bool megatron_;
+  const FrameworkProfile& fp_;
   const LayerOps head_, emb_;
   MoeSeconds moe_{};
   TpSeconds tp_{};
@@ -321,6 +356,13 @@ double zeroGatherSeconds(double first_s, double gather_s, double compute_s, doub
   return first_s + std::max(0.0, layers - 1.0) * std::max(0.0, gather_s - compute_s);
 }
 
+double zeroLayerSeconds(double first_s, double gather_s, double reduce_s, double compute_s, double layers,
+                        double prefetch_depth) {
+  const double rest = std::max(0.0, layers - 1.0);
+  if (prefetch_depth < 1) return first_s + rest * (gather_s + reduce_s);
+  return first_s + rest * std::max(0.0, gather_s + reduce_s - compute_s);
+}
+
 double stageParams(const workloads::Workload& w, const Plan& p, int64_t s) {
   double n = 0;
   for (const double x : stageTensors(w, p, s)) n += x;
@@ -368,7 +410,7 @@ void addPipeline(TimePrediction& r, const workloads::Workload& w, const Plan& p,
   const bool across = p.world() > c.devices_per_node;
   const NetworkTier& tier = across ? c.inter_node : c.intra_node;
   double hop = collectiveSeconds(tier, act_bytes / (megatron || p.sequence_parallel || across ? t : 1.0), 2, 1.0);
-  const NetworkTier& tp_tier = p.tp <= c.devices_per_node ? c.intra_node : c.inter_node;
+  const NetworkTier tp_tier = tpTier(p, c);
   if (megatron && !p.sequence_parallel && p.tp > 1) hop += collectiveSeconds(tp_tier, act_bytes, t, (t - 1) / t);
   r.pp_comm_s = (2.0 * M * v + 2.0 * (pp - 1.0)) * hop;
 }
@@ -386,11 +428,12 @@ NetworkTier dpTier(const Plan& p, const Cluster& c) {
 // (`buckets`) during a backward of `backward_s`: Megatron-LM's published runs reduce after the
 // backward (all of it); this runtime overlaps, so what shows is the larger of the last bucket and what
 // the backward could not hide. `--dp-overlap` replaces the estimate with a measured share.
-double exposedReduction(const TimeOptions& o, bool megatron, double full, double buckets, double backward_s) {
+// `after`: the framework's profile issues its reductions after the backward (overlap_reduce 0).
+double exposedReduction(const TimeOptions& o, bool after, double full, double buckets, double backward_s) {
   double hidden = 0;
   if (o.dp_overlap >= 0) {
     hidden = std::clamp(o.dp_overlap, 0.0, 1.0) * full;
-  } else if (!megatron) {
+  } else if (!after) {
     hidden = std::min(full - full / std::max(1.0, buckets), backward_s);
   }
   return full - hidden;
@@ -402,7 +445,7 @@ double dpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, bool
                      double backward_s) {
   const double dp = double(p.gradientGroup());
   const double full = collectiveSeconds(dpTier(p, c), bytes, dp, 2.0 * (dp - 1) / dp);
-  return exposedReduction(o, megatron, full, std::ceil(bytes / ddpBucketBytes(p)), backward_s);
+  return exposedReduction(o, c.profile(o.framework).overlap_reduce <= 0, full, std::ceil(bytes / ddpBucketBytes(p)), backward_s);
 }
 
 // A mixture of experts with ep > 1: stage s's routed-expert parameters (E/ep experts of 2CF + F + C
@@ -418,7 +461,7 @@ double expertSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, 
   const double n = double(p.dp / p.ep);
   if (n <= 1 || bytes <= 0) return 0;
   const double full = collectiveSeconds(dpTier(p, c), bytes, n, 2.0 * (n - 1) / n);
-  return exposedReduction(o, megatron, full, std::ceil(bytes / ddpBucketBytes(p)), backward_s);
+  return exposedReduction(o, c.profile(o.framework).overlap_reduce <= 0, full, std::ceil(bytes / ddpBucketBytes(p)), backward_s);
 }
 
 // ZeRO-2 and ZeRO-3 over the DP group (docs/time-model.md, "ZeRO-2 and ZeRO-3"); `params` of the
@@ -440,13 +483,24 @@ double zeroSyncSeconds(TimePrediction& r, const workloads::Workload& w, const Pl
   const double M = double(p.ga()), e = double(p.elementBytes());
   const double rs = collectiveSeconds(tier, params * grad_bytes, dp, (dp - 1) / dp);
   const double buckets = std::ceil(params / zero::kReduceBucketElements);
-  double seconds = M * exposedReduction(o, megatron, rs, buckets, backward_s);
+  double seconds = M * exposedReduction(o, c.profile(o.framework).overlap_reduce <= 0, rs, buckets, backward_s);
   if (!zero::shardsParameters(p)) return seconds + collectiveSeconds(tier, params * 4.0, dp, (dp - 1) / dp);
   const double layer = layerParams(w, p), others = stageParams(w, p, slow.index) - slow.layers * layer;
   const double gather = collectiveSeconds(tier, layer * e, dp, (dp - 1) / dp);
   const double first = collectiveSeconds(tier, (layer + others) * e, dp, (dp - 1) / dp);
-  r.zero_gather_s = M * (zeroGatherSeconds(first, gather, slow.layer_fwd * scale, slow.layers) +
-                         zeroGatherSeconds(first, gather, slow.layer_bwd * scale, slow.layers));
+  const FrameworkProfile& fp = c.profile(o.framework);
+  if (o.framework == Framework::Fsdp || o.framework == Framework::Deepspeed) {
+    // FSDP / DeepSpeed ZeRO-3 (zeroLayerSeconds): each layer's backward gathers the next layer's
+    // parameters and reduce-scatters its own gradients over the same links, so both hide behind the
+    // one layer's backward; the last layer's reduce-scatter shows. No prefetch: every gather shows.
+    const double rs_layer = collectiveSeconds(tier, layer * grad_bytes, dp, (dp - 1) / dp);
+    r.zero_gather_s = M * (zeroLayerSeconds(first, gather, 0.0, slow.layer_fwd * scale, slow.layers, fp.prefetch_depth) +
+                           zeroLayerSeconds(first, gather, rs_layer, slow.layer_bwd * scale, slow.layers, fp.prefetch_depth));
+    seconds = M * rs_layer;  // the last layer's reduce-scatter, after its backward
+  } else {
+    r.zero_gather_s = M * (zeroGatherSeconds(first, gather, slow.layer_fwd * scale, slow.layers) +
+                           zeroGatherSeconds(first, gather, slow.layer_bwd * scale, slow.layers));
+  }
   // Hybrid sharding: after the last backward each fp32 gradient shard is all-reduced over the R
   // replicas holding it (runtime/src/parallel/zero3.h), nothing left to hide behind.
   const double replicas = collectiveSeconds(tier, params / dp * 4.0, R, 2.0 * (R - 1) / R);
@@ -504,7 +558,7 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   // A MoE's experts under ep > 1 are summed over dp/ep ranks instead (stageExpertParams).
   const int64_t most = stageParams(w, p, 0) >= stageParams(w, p, p.pp - 1) ? 0 : p.pp - 1;
   const double experts = stageExpertParams(w, p, most), params = stageParams(w, p, most) - experts;
-  const double grad_bytes = gradBytes(p, megatron);
+  const double grad_bytes = gradBytes(p, megatron, c.profile(o.framework));
   const double backward_s = (slow.device_bwd + slow.recompute) * micro.scale;
   if (zero::shardsGradients(p)) {
     r.dp_comm_s = zeroSyncSeconds(r, w, p, c, o, megatron, slow, micro.scale, params, grad_bytes, backward_s);

@@ -32,6 +32,19 @@ double layerParams(const workloads::Workload& w, const Plan& p);
 // prefetched while the layer before it computes: the first gather (`first_s`) shows whole, every later
 // one (`gather_s`) only where it outlasts the `compute_s` of the layer it hides behind.
 double zeroGatherSeconds(double first_s, double gather_s, double compute_s, double layers);
+// FSDP's and DeepSpeed's ZeRO-3, one pass: each later layer's gather (and, backward, the layer's
+// gradient reduce-scatter, `reduce_s`, on the same links) beside that layer's compute: first_s +
+// (layers − 1) · max(0, gather_s + reduce_s − compute_s); with no prefetch (depth < 1) all of it.
+double zeroLayerSeconds(double first_s, double gather_s, double reduce_s, double compute_s, double layers,
+                        double prefetch_depth);
+// The host thread's seconds for one layer and micro-batch under a framework profile: its forward ops
+// (twice under full recomputation) at host_op_s, its backward ops at host_backward_op_s, its
+// collective calls (TP's, ZeRO-3's gathers and reduce-scatter) at host_collective_s, and under ZeRO
+// (FSDP wraps the blocks, DeepSpeed hooks them) its module hooks (1.5× under full recomputation: the
+// rerun forward's) at hook_s. A profile's negative per-op cost
+// is the cluster's dispatch_s (hostOpSeconds).
+double hostLayerSeconds(const Plan& p, const Cluster& c, const FrameworkProfile& fp);
+double hostOpSeconds(double profile_s, const Cluster& c);
 
 }  // namespace trainscope::models::gpu
 

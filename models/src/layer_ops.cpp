@@ -1,6 +1,9 @@
 // layer_ops.cpp — the kernels of a layer (see layer_ops.h; derivation in docs/time-model.md).
 #include "trainscope/models/layer_ops.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "fp8_ops.h"
 
 #include "trainscope/common/error.h"
@@ -13,10 +16,24 @@ using runconfig::Checkpointing;
 Framework parseFramework(const std::string& s) {
   if (s == "trainscope") return Framework::Trainscope;
   if (s == "megatron") return Framework::Megatron;
-  throw UserError("--framework", "unknown value \"" + s + "\"", "use trainscope or megatron");
+  if (s == "fsdp") return Framework::Fsdp;
+  if (s == "deepspeed") return Framework::Deepspeed;
+  throw UserError("--framework", "unknown value \"" + s + "\"", "use trainscope, megatron, fsdp or deepspeed");
 }
 
-const char* frameworkName(Framework f) { return f == Framework::Megatron ? "megatron" : "trainscope"; }
+const char* frameworkName(Framework f) { return frameworkKey(f); }
+
+double flashEfficiency(double keys, double head_dim, bool causal, bool backward) {
+  // Head dim 128 and above: 73% forward, 63% backward at long sequences; head dim 64 reaches 0.84 of
+  // that (Figures 4-7: 171 vs 203 TFLOP/s without the mask, 163 vs 193 causal, forward + backward at
+  // 16k); below 64, log-linear on (32: 0.84²).
+  const double top = backward ? 0.63 : 0.73;
+  const double d = std::max(1.0, head_dim);
+  const double by_d = d >= 128 ? 1.0 : std::pow(0.84, std::log2(128.0 / d));
+  const double half = causal ? 800.0 : 300.0;
+  const double k = std::max(1.0, keys);
+  return top * by_d * k / (k + half);
+}
 
 Attention parseAttention(const std::string& s) {
   if (s == "default") return Attention::Default;
@@ -177,7 +194,10 @@ std::vector<Op> flashAttention(const LayerShape& x) {
   Op fa = gemm("flash attention", x.s, x.keys, x.d, x.heads);  // two products of s·keys·d, halved by causality
   // Q and O of the rank, every K and V block (GQA: the rank's KV heads, read once per query group)
   fa.bytes = 2.0 * x.b * (x.s * x.q + x.keys * x.core_kv) * x.e;
-  fa.efficiency_cap = 0.65;
+  // Its rate: FlashAttention-2's by the keys each query sweeps, head dim and causality
+  // (flashEfficiency; GPT is causal); the backward's is set in backwardOps.
+  fa.flash = 1;
+  fa.efficiency_cap = flashEfficiency(x.keys, x.d, true, false);
   // Q, K, V, O, fp32 log-sum-exp
   return {keeping(fa, x.rows * (2.0 * x.q + 2.0 * x.core_kv) * x.e + 4.0 * x.heads * x.s)};
 }
@@ -255,6 +275,8 @@ std::vector<Op> backwardOps(const std::vector<Op>& F) {
       fb.name = "flash attention backward";
       fb.batch = o.batch * 2.5;
       fb.bytes = 2.0 * o.bytes;  // Q, K, V, O, dO in; dQ, dK, dV out
+      fb.flash = 2;
+      fb.efficiency_cap = flashEfficiency(o.n, o.k, true, true);
       backward.push_back(fb);
     } else {
       Op m = o;

@@ -127,3 +127,20 @@ TEST(PredictFlags, TheLayoutKeysSetThePlanAndInterleavingHasOneName) {
   EXPECT_EQ(j["peak_bytes"], out[2]["peak_bytes"]);
   EXPECT_EQ(j["time"]["step_s"], out[2]["time"]["step_s"]);
 }
+
+TEST(PredictFlags, EveryFrameworkProfileIsABatchValueAndAnUnknownOneIsNamed) {
+  const auto [status, out] = batch("--workload gpt2-124m --cluster a100-80gb-x8",
+                                   {{{"framework", "fsdp"}, {"zero", 3}},
+                                    {{"framework", "deepspeed"}, {"zero", 3}},
+                                    {{"framework", "megatron"}},
+                                    {{"framework", "jax"}}},
+                                   "frameworks");
+  EXPECT_EQ(status, 2);
+  ASSERT_EQ(out.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(out[i].contains("error")) << out[i];
+  EXPECT_EQ(out[0]["framework"], "fsdp");
+  EXPECT_EQ(out[1]["framework"], "deepspeed");
+  const std::string e = out[3]["error"].get<std::string>();
+  EXPECT_NE(e.find("--batch line 4: framework"), std::string::npos) << e;
+  EXPECT_NE(e.find("trainscope, megatron, fsdp or deepspeed"), std::string::npos) << e;
+}

@@ -37,4 +37,27 @@ std::string megatronPrediction(const StudyInputs& study, const runconfig::TrainC
   return text;
 }
 
+std::string frameworkPrediction(const StudyInputs& study, const runconfig::TrainConfig& c, Framework f) {
+  if (f == Framework::Megatron) return megatronPrediction(study, c);
+  const char* who = f == Framework::Deepspeed ? "DeepSpeed" : f == Framework::Fsdp ? "PyTorch FSDP" : "this runtime";
+  Cluster cl;
+  try {
+    cl = loadCluster(study.cluster);
+    if (study.devices > cl.devices_per_node) cl = loadCluster(study.cluster, study.devices / cl.devices_per_node);
+  } catch (const std::exception&) {
+    return std::string("no ") + who + " prediction: the study's cluster \"" + study.cluster +
+           "\" is not a preset here (trainscope predict --framework " + frameworkKey(f) + " --cluster FILE gives one)";
+  }
+  if (cl.kind != ClusterKind::Gpu)
+    return std::string("no ") + who + " prediction: the study ran on a CPU cluster (trainscope predict --framework " +
+           frameworkKey(f) + " --cluster a100-80gb-x8 … prices the plan on GPUs)";
+  const Plan p = planOf(c);
+  const TimePrediction them = predictTime(c.model, p, cl, {-1.0, f});
+  const TimePrediction own = predictTime(c.model, p, cl, {-1.0, Framework::Trainscope});
+  char text[400];
+  std::snprintf(text, sizeof(text), "predicted on %s: %s %.4g s/step (MFU %.0f%%, %s-bound); this runtime %.4g s/step",
+                cl.name.c_str(), who, them.step_s, them.mfu * 100, them.bound.c_str(), own.step_s);
+  return text;
+}
+
 }  // namespace trainscope::tuner

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "trainscope/models/framework_profile.h"
+
 namespace trainscope::models {
 
 struct NetworkTier {
@@ -51,7 +53,11 @@ struct Cluster {
   double fp8_matmul_ceiling = 0;
   NetworkTier intra_node, inter_node;
   std::vector<std::string> sources;
+  // The framework profiles (framework_profile.h): every framework's built-in one, with the constants
+  // the file's "frameworks" object gives set, keyed by frameworkKey.
+  std::map<std::string, FrameworkProfile> frameworks;
 
+  const FrameworkProfile& profile(Framework f) const;
   int64_t devices() const { return nodes * devices_per_node; }
   double peak(const std::string& dtype) const;           // UserError when the dtype has no figure
   double matmulEfficiency(double gemm_flops) const;      // log-linear between the curve's points

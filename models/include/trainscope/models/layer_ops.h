@@ -13,17 +13,20 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/models/framework_profile.h"
 #include "trainscope/models/plan.h"
 #include "trainscope/workloads/workload.h"
 
 namespace trainscope::models {
 
-// Whose kernels: trainscope's runtime (fused flash attention, no dropout, fp32 gradients reduced
-// overlapped with backward) or Megatron-LM as the published runs used it (unfused attention: the
-// s×s scores materialised, scale-mask-softmax and dropout as memory-bound kernels; fused bias-GeLU
-// and bias-dropout-add; gradients reduced after the backward).
-enum class Framework { Trainscope, Megatron };
-Framework parseFramework(const std::string& s);  // "trainscope" | "megatron"; UserError naming --framework
+// Whose kernels (the enum is in framework_profile.h): trainscope's runtime (fused flash attention,
+// no dropout, fp32 gradients reduced overlapped with backward), Megatron-LM as the published runs
+// used it (unfused attention: the s×s scores materialised, scale-mask-softmax and dropout as
+// memory-bound kernels; fused bias-GeLU and bias-dropout-add; gradients reduced after the backward),
+// PyTorch FSDP or DeepSpeed ZeRO (an eager Hugging Face-style model: this runtime's kernel list,
+// flash attention; their host costs and collectives in their profiles).
+// "trainscope" | "megatron" | "fsdp" | "deepspeed"; UserError naming --framework
+Framework parseFramework(const std::string& s);
 const char* frameworkName(Framework f);
 
 // How attention runs: as the framework does by default (Megatron-LM in the published runs: unfused;
@@ -43,12 +46,21 @@ struct Op {
   double efficiency_cap = 0;              // Gemm: an upper bound on its share of peak (0: none)
   double saved = 0;                       // bytes of activations it keeps for its backward
   bool fp8 = false;                       // Gemm: FP8 operands under --precision fp8 (src/fp8_ops.h)
+  int flash = 0;                          // Gemm: flash attention, 1 forward, 2 backward (rate: efficiency_cap
+                                          // = flashEfficiency × the profile's scale, no GEMM curve or waves)
   double flops() const { return kind == Kind::Gemm ? 2.0 * m * n * k * batch : 0.0; }
 };
 
 // The attention core's products (flash attention's one kernel, or the unfused scores q·kᵀ and
 // context p·v), forward: the GEMMs of a layer that multiply no weight.
 bool attentionCore(const Op& o);
+
+// FlashAttention-2's achieved share of the dense peak on A100 (Dao 2023, "FlashAttention-2",
+// Figures 4-7, read off the bars: forward up to 73% of peak, backward up to 63%, lower at short
+// sequences and head dim 64), for queries sweeping `keys` keys at head dim `head_dim`, causal or not,
+// forward or backward: top(d, pass) · keys / (keys + k½), k½ = 800 causal (the diagonal blocks'
+// waste and fewer blocks of work per query tile), 300 not.
+double flashEfficiency(double keys, double head_dim, bool causal, bool backward);
 
 struct LayerOps {
   std::vector<Op> forward, backward;  // one layer, one micro-batch, on one TP rank

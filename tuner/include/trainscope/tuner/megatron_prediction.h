@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "trainscope/models/framework_profile.h"
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/study_inputs.h"
 
@@ -14,5 +15,8 @@ namespace trainscope::tuner {
 // `c`: the exported config, resolved (runconfig::resolve). A study whose cluster is not a preset here,
 // or a CPU one, gets the sentence that says so and how to price it instead (never a throw).
 std::string megatronPrediction(const StudyInputs& study, const runconfig::TrainConfig& c);
+// The same for framework `f`'s profile (framework_profile.h): `export --format deepspeed` (deepspeed),
+// accelerate / accelerate-config / training-args (fsdp) print it beside this runtime's time.
+std::string frameworkPrediction(const StudyInputs& study, const runconfig::TrainConfig& c, models::Framework f);
 
 }  // namespace trainscope::tuner

@@ -1,0 +1,137 @@
+// framework_profile.cpp — the built-in framework profiles and the parsing of a cluster file's
+// "frameworks" object (framework_profile.h). Each default says where it comes from, or that it was
+// fitted and to what (bench/predict_vs_published.py reproduces the fit's sets).
+#include "trainscope/models/framework_profile.h"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/error.h"
+#include "trainscope/common/json_text.h"
+
+namespace trainscope::models {
+
+const char* frameworkKey(Framework f) {
+  switch (f) {
+    case Framework::Megatron: return "megatron";
+    case Framework::Fsdp: return "fsdp";
+    case Framework::Deepspeed: return "deepspeed";
+    default: return "trainscope";
+  }
+}
+
+const std::vector<Framework>& allFrameworks() {
+  static const std::vector<Framework> all = {Framework::Trainscope, Framework::Megatron, Framework::Fsdp,
+                                             Framework::Deepspeed};
+  return all;
+}
+
+FrameworkProfile builtinProfile(Framework f) {
+  FrameworkProfile p;  // trainscope: this runtime's host cost is the cluster's dispatch_s per op
+  switch (f) {
+    case Framework::Trainscope:
+      break;
+    case Framework::Megatron:
+      // Megatron-LM (Megatron-DeepSpeed) in eager PyTorch: every op of a layer's forward is issued
+      // from Python modules (ParallelTransformerLayer → ParallelAttention / ParallelMLP, the fused
+      // kernels' Python wrappers), the backward by the autograd engine; 25 forward ops and 50
+      // backward per layer (counted on the GPT layer). Built in: each op at the cluster's dispatch_s
+      // and no other host cost; the GPU presets carry the costs fitted to vTrain's one-node runs
+      // (models/clusters/*.json "frameworks"; docs/time-model.md, "Framework profiles").
+      p.overlap_reduce = 0;  // the published runs reduce gradients after the backward (no bucketing)
+      break;
+    case Framework::Fsdp:
+      // PyTorch FSDP around a Hugging Face / Composer GPT block: the layer's ops from Python modules,
+      // four hooks per wrapped block and micro-batch (FSDP's _pre_forward, _post_forward,
+      // _pre_backward_hook, _post_backward_hook), one block prefetched ahead
+      // (BackwardPrefetch.BACKWARD_PRE, limit_all_gathers), gradients reduce-scattered in fp32
+      // (Composer's FSDP mixed_precision DEFAULT: reduce_dtype float32). Built in: hooks at 50 us (an
+      // estimate of FSDP's Python hook bodies); the GPU presets carry the constants fitted to
+      // MosaicML's MPT rows (shared/calibration/mpt-a100.json).
+      p.hook_s = 50e-6;
+      p.hooks_per_layer = 4;
+      p.reduce_bytes = 4;
+      p.prefetch_depth = 1;
+      break;
+    case Framework::Deepspeed:
+      // DeepSpeed ZeRO: stage 3 hooks every submodule (pre/post forward and backward on the layer's
+      // attention, MLP, two norms and four linears: 10 modules × 4 hooks), gradients reduced in the
+      // model's dtype (communication_data_type defaults to it), one prefetch bucket ahead
+      // (stage3_prefetch_bucket_size), overlap_comm on. Hooks at 50 us as FSDP's until measured.
+      p.hook_s = 50e-6;
+      p.hooks_per_layer = 40;
+      p.reduce_bytes = 2;
+      p.prefetch_depth = 1;
+      break;
+  }
+  return p;
+}
+
+const std::vector<ProfileConstant>& profileConstants() {
+  using P = FrameworkProfile;
+  static const std::vector<ProfileConstant> list = {
+      {"host_op_s", 0, 1e-3, "host seconds per forward op issued from Python (< 0 in the file: the cluster's dispatch_s)",
+       &P::host_op_s},
+      {"host_backward_op_s", 0, 1e-3, "host seconds per backward op (autograd engine)", &P::host_backward_op_s},
+      {"host_collective_s", 0, 1e-3, "host seconds per collective call", &P::host_collective_s},
+      {"hook_s", 0, 1e-3, "host seconds per module hook", &P::hook_s},
+      {"host_micro_batch_s", 0, 0.1, "fixed host seconds per micro-batch (data, loss, schedule, syncs)",
+       &P::host_micro_batch_s},
+      {"flash_forward_scale", 0.05, 1, "the attention kernel's forward rate over FlashAttention-2's",
+       &P::flash_forward_scale},
+      {"flash_backward_scale", 0.05, 1, "the attention kernel's backward rate over FlashAttention-2's",
+       &P::flash_backward_scale},
+  };
+  return list;
+}
+
+namespace {
+
+// Keys a profile takes that are not fitted (counts and switches), with their ranges.
+struct OtherKey {
+  const char* key;
+  double lower, upper;
+  double FrameworkProfile::*member;
+};
+const std::vector<OtherKey>& otherKeys() {
+  using P = FrameworkProfile;
+  static const std::vector<OtherKey> list = {
+      {"ops_forward", 0, 1e4, &P::ops_forward},     {"ops_backward", 0, 1e4, &P::ops_backward},
+      {"hooks_per_layer", 0, 1e4, &P::hooks_per_layer}, {"reduce_bytes", 0, 8, &P::reduce_bytes},
+      {"prefetch_depth", 0, 64, &P::prefetch_depth}, {"overlap_reduce", 0, 1, &P::overlap_reduce},
+  };
+  return list;
+}
+
+}  // namespace
+
+FrameworkProfile parseProfile(const std::string& text, const FrameworkProfile& base, const std::string& field) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) throw UserError(field, "must be an object of constants", "see docs/time-model.md, \"Framework profiles\"");
+  FrameworkProfile p = base;
+  std::string known;
+  for (const auto& c : profileConstants()) known += std::string(known.empty() ? "" : ", ") + c.key;
+  for (const auto& c : otherKeys()) known += std::string(", ") + c.key;
+  for (const auto& [k, v] : j.items()) {
+    double lower = 0, upper = 0, FrameworkProfile::*member = nullptr;
+    for (const auto& c : profileConstants())
+      if (k == c.key) lower = c.lower, upper = c.upper, member = c.member;
+    for (const auto& c : otherKeys())
+      if (k == c.key) lower = c.lower, upper = c.upper, member = c.member;
+    const std::string at = field + "." + k;
+    if (!member) throw UserError(at, "is not a constant of a framework profile", "use " + known);
+    if (!v.is_number()) throw UserError(at, "must be a number", "see docs/time-model.md, \"Framework profiles\"");
+    const double x = v.get<double>();
+    // host_op_s and host_backward_op_s may be negative: "the cluster's dispatch_s".
+    const bool dispatch = (k == "host_op_s" || k == "host_backward_op_s") && x < 0;
+    if (!std::isfinite(x) || (!dispatch && (x < lower || x > upper)))
+      throw UserError(at, "is " + jsonText(v) + "; it must lie in [" + jsonText(nlohmann::json(lower)) + ", " +
+                              jsonText(nlohmann::json(upper)) + "]",
+                      "see docs/time-model.md, \"Framework profiles\"");
+    p.*member = x;
+  }
+  return p;
+}
+
+}  // namespace trainscope::models

@@ -1,0 +1,171 @@
+// framework_profile_test.cpp — issue 33's terms, each against a hand computation: FlashAttention-2's
+// rate by keys, head dim, causality and pass; the host thread (per op, per collective call, per hook,
+// per micro-batch) and the bound predict reports; a TP group spanning nodes through all its members'
+// NICs; FSDP's per-layer gathers and reduce-scatters on the same links; the cluster file's
+// "frameworks" object (defaults, overrides, errors naming the key).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "../../models/src/gpu_time.h"
+#include "trainscope/common/error.h"
+#include "trainscope/tuner/models.h"
+#include "flat_cluster.h"
+
+namespace tn = trainscope::tuner;
+using trainscope::testing::flatGpu;
+
+namespace {
+
+trainscope::workloads::Workload toy(int64_t layers = 2, int64_t hidden = 64, int64_t heads = 2) {
+  trainscope::workloads::Workload w;
+  w.name = "toy";
+  w.n_layer = layers, w.n_head = heads, w.n_embd = hidden, w.n_positions = 128, w.vocab_size = 256;
+  return w;
+}
+
+tn::TimeOptions with(tn::Framework f) {
+  tn::TimeOptions o;
+  o.framework = f;
+  return o;
+}
+
+}  // namespace
+
+TEST(FlashRate, RisesWithTheKeysAndTheHeadDimAndIsLowerBackwardAndCausal) {
+  // top · k / (k + k½): 0.73 forward, 0.63 backward at head dim ≥ 128; k½ 800 causal, 300 not.
+  EXPECT_NEAR(tn::flashEfficiency(2048, 128, true, false), 0.73 * 2048 / 2848, 1e-12);
+  EXPECT_NEAR(tn::flashEfficiency(2048, 128, true, true), 0.63 * 2048 / 2848, 1e-12);
+  EXPECT_NEAR(tn::flashEfficiency(512, 128, false, false), 0.73 * 512 / 812, 1e-12);
+  EXPECT_NEAR(tn::flashEfficiency(16384, 64, true, false), 0.73 * 0.84 * 16384 / 17184, 1e-12);
+  EXPECT_NEAR(tn::flashEfficiency(16384, 32, true, true), 0.63 * 0.84 * 0.84 * 16384 / 17184, 1e-12);
+  EXPECT_NEAR(tn::flashEfficiency(4096, 256, false, true), 0.63 * 4096 / 4396, 1e-12);
+}
+
+TEST(FlashRate, TheFlashOpRunsAtItsRateWithoutTheGemmCurveOrWaves) {
+  tn::Cluster c = flatGpu();
+  c.matmul_efficiency = {{1e9, 0.5}, {1e12, 0.5}};  // would halve a GEMM; the flash kernel ignores it
+  tn::Op fa;
+  fa.kind = tn::Op::Kind::Gemm;
+  fa.m = 2048, fa.n = 2048, fa.k = 128, fa.batch = 16, fa.flash = 1, fa.bytes = 1;
+  fa.efficiency_cap = tn::flashEfficiency(2048, 128, true, false);
+  const double flops = 2.0 * 2048 * 2048 * 128 * 16;
+  EXPECT_NEAR(tn::gpu::gemmSeconds(fa, c, 100e12, 2), flops / (100e12 * 0.73 * 2048 / 2848), 1e-12);
+  // The op list: the forward's cap is the forward rate, the backward's the backward rate (2.5× products).
+  tn::Plan p;
+  p.mbs = 1, p.gbs = 1, p.seq = 1024;
+  const auto w = toy(2, 256, 2);  // head dim 128
+  const tn::LayerOps L = tn::layerOps(w, p, tn::Framework::Trainscope);
+  bool fwd = false, bwd = false;
+  for (const auto& o : L.forward)
+    if (o.flash == 1) {
+      fwd = true;
+      EXPECT_NEAR(o.efficiency_cap, 0.73 * 1024 / 1824, 1e-12);
+    }
+  for (const auto& o : L.backward)
+    if (o.flash == 2) {
+      bwd = true;
+      EXPECT_NEAR(o.efficiency_cap, 0.63 * 1024 / 1824, 1e-12);
+    }
+  EXPECT_TRUE(fwd && bwd);
+}
+
+TEST(HostBound, TheHostThreadCountsOpsCollectivesHooksAndTheMicroBatch) {
+  tn::Cluster c = flatGpu();
+  c.dispatch_s = 7e-6;
+  tn::FrameworkProfile fp;
+  fp.host_op_s = 40e-6, fp.host_backward_op_s = 10e-6, fp.host_collective_s = 50e-6, fp.hook_s = 20e-6;
+  fp.hooks_per_layer = 4;
+  tn::Plan p;
+  p.tp = 2, p.ckpt = trainscope::runconfig::Checkpointing::Full;
+  // 25 forward ops twice (recomputation), 50 backward, 2 + 2 + 2 TP all-reduces; no ZeRO: no hooks.
+  EXPECT_NEAR(tn::gpu::hostLayerSeconds(p, c, fp), 50 * 40e-6 + 50 * 10e-6 + 6 * 50e-6, 1e-12);
+  // ZeRO-3 over dp 4: 2 gathers (forward, recomputation) and a reduce-scatter more, 4 hooks × 1.5.
+  p.dp = 4, p.zero = trainscope::runconfig::ZeroStage::Parameters;
+  EXPECT_NEAR(tn::gpu::hostLayerSeconds(p, c, fp), 50 * 40e-6 + 50 * 10e-6 + 9 * 50e-6 + 6 * 20e-6, 1e-12);
+  // A negative per-op cost is the cluster's dispatch_s (the trainscope profile's).
+  tn::Plan q;
+  EXPECT_NEAR(tn::gpu::hostLayerSeconds(q, c, tn::builtinProfile(tn::Framework::Trainscope)), 75 * 7e-6, 1e-15);
+}
+
+TEST(HostBound, AHostBoundStepIsTheHostThreadsAndPredictSaysSo) {
+  tn::Cluster c = flatGpu();
+  tn::FrameworkProfile& fp = c.frameworks["megatron"];
+  fp = tn::builtinProfile(tn::Framework::Megatron);
+  fp.host_op_s = 1e-3, fp.host_backward_op_s = 1e-3, fp.host_micro_batch_s = 5e-3;
+  const auto w = toy();
+  tn::Plan p;
+  p.mbs = 1, p.gbs = 2, p.seq = 128;  // 2 micro-batches
+  const tn::TimePrediction t = tn::predictTime(w, p, c, with(tn::Framework::Megatron));
+  EXPECT_EQ(t.bound, "host launch");
+  const double head = std::max(8.0, double(tn::headOps(w, p, tn::Framework::Megatron).forward.size() +
+                                          tn::headOps(w, p, tn::Framework::Megatron).backward.size()));
+  const double per_micro = 2 * 75 * 1e-3 + head * 1e-3 + 5e-3;  // layers × ops + the head's + the micro-batch's
+  EXPECT_NEAR(t.compute_s + t.recompute_s + t.tp_comm_s, 2 * per_micro, 1e-9);
+  fp.host_op_s = fp.host_backward_op_s = fp.host_micro_batch_s = 0;
+  EXPECT_EQ(tn::predictTime(w, p, c, with(tn::Framework::Megatron)).bound, "device");
+}
+
+TEST(TpAcrossNodes, ATpGroupSpanningNodesLeavesThroughAllItsMembersNics) {
+  tn::Cluster c = flatGpu();  // 8 per node, NVLink 100 GB/s, one 10 GB/s port per GPU
+  c.nodes = 2;
+  const auto w = toy(2, 1024, 16);
+  tn::Plan p;
+  p.tp = 16, p.mbs = 1, p.gbs = 1, p.seq = 128;
+  // Per layer 2 all-reduces forward and 2 backward of the (1, 128, 1024) fp32 activation... in bf16:
+  const double bytes = 1.0 * 128 * 1024 * double(p.elementBytes());
+  // over 8 ports a node: 80 GB/s, the inter-node latency; factor 2·15/16.
+  const double ar = 1e-6 * (1 + 4) + bytes * 2 * 15 / 16 / 80e9;
+  const tn::TimePrediction t = tn::predictTime(w, p, c);
+  // The layers' 4 each, the embedding's and the head's one each.
+  EXPECT_NEAR(t.tp_comm_s, (2 * 4 + 2) * ar, 1e-12);
+}
+
+TEST(FsdpZero3, EachLayersGatherAndReduceScatterHideBehindItsBackward) {
+  // first + (layers − 1) · max(0, gather + reduce − compute); no prefetch: all of it.
+  EXPECT_DOUBLE_EQ(tn::gpu::zeroLayerSeconds(2e-3, 1e-3, 1e-3, 3e-3, 4, 1), 2e-3);
+  EXPECT_DOUBLE_EQ(tn::gpu::zeroLayerSeconds(2e-3, 2e-3, 2e-3, 3e-3, 4, 1), 2e-3 + 3 * 1e-3);
+  EXPECT_DOUBLE_EQ(tn::gpu::zeroLayerSeconds(2e-3, 2e-3, 1e-3, 3e-3, 4, 0), 2e-3 + 3 * 3e-3);
+}
+
+TEST(FrameworkProfiles, TheClusterFileSetsConstantsAndRefusesUnknownOnesByName) {
+  const std::string base =
+      R"({"devices_per_node": 8, "memory_bytes": 1000, "peak_flops": {"bf16": 1e15}, "memory_bandwidth": 1e12,
+          "intra_node": {"bandwidth": 1e11}, "inter_node": {"bandwidth": 1e10})";
+  const tn::Cluster plain = tn::parseCluster(base + "}", "c.json");
+  EXPECT_EQ(plain.profile(tn::Framework::Fsdp).hook_s, tn::builtinProfile(tn::Framework::Fsdp).hook_s);
+  EXPECT_EQ(plain.frameworks.size(), 4u);
+  const tn::Cluster set =
+      tn::parseCluster(base + R"(, "frameworks": {"fsdp": {"hook_s": 3e-5, "flash_backward_scale": 0.5}}})", "c.json");
+  EXPECT_DOUBLE_EQ(set.profile(tn::Framework::Fsdp).hook_s, 3e-5);
+  EXPECT_DOUBLE_EQ(set.profile(tn::Framework::Fsdp).flash_backward_scale, 0.5);
+  EXPECT_DOUBLE_EQ(set.profile(tn::Framework::Deepspeed).hook_s, tn::builtinProfile(tn::Framework::Deepspeed).hook_s);
+  auto error = [&](const std::string& frameworks) {
+    try {
+      tn::parseCluster(base + R"(, "frameworks": )" + frameworks + "}", "c.json");
+    } catch (const trainscope::UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error(R"({"jax": {}})").find("frameworks.jax"), std::string::npos);
+  EXPECT_NE(error(R"({"fsdp": {"hoook_s": 1}})").find("frameworks.fsdp.hoook_s"), std::string::npos);
+  EXPECT_NE(error(R"({"fsdp": {"flash_forward_scale": 2}})").find("frameworks.fsdp.flash_forward_scale"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"fsdp": {"hook_s": "fast"}})").find("must be a number"), std::string::npos);
+  EXPECT_NE(error(R"([1])").find("frameworks"), std::string::npos);
+}
+
+TEST(FrameworkProfiles, EveryFrameworkParsesAndEveryConstantIsBoundedAndNamed) {
+  for (const auto f : tn::allFrameworks()) EXPECT_EQ(tn::parseFramework(tn::frameworkKey(f)), f);
+  EXPECT_THROW(tn::parseFramework("jax"), trainscope::UserError);
+  for (const auto& k : tn::profileConstants()) {
+    EXPECT_LT(k.lower, k.upper) << k.key;
+    EXPECT_GE(k.lower, 0) << k.key;
+    for (const auto f : tn::allFrameworks()) {
+      const double v = tn::builtinProfile(f).*k.member;
+      EXPECT_TRUE(v < 0 || (v >= k.lower && v <= k.upper)) << tn::frameworkKey(f) << "." << k.key;
+    }
+  }
+}
