@@ -21,7 +21,8 @@ from common import ROOT
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "calibration")
 if not os.path.isdir(DATA):  # a worktree beside the shared folder's parent
     DATA = os.path.join(os.path.dirname(os.path.dirname(ROOT)), "shared", "calibration")
-PRESET = os.path.join(ROOT, "models", "clusters", "a100-80gb-x8.json")
+# The presets predict reads (TRAINSCOPE_CLUSTERS moves them, as it moves predict's).
+PRESET = os.path.join(os.environ.get("TRAINSCOPE_CLUSTERS") or os.path.join(ROOT, "models", "clusters"), "a100-80gb-x8.json")
 
 
 def _write(path, obj):

@@ -50,6 +50,12 @@ const FrameworkProfile& Cluster::profile(Framework f) const {
   return it != frameworks.end() ? it->second : builtin.at(frameworkKey(f));
 }
 
+FrameworkProfile& Cluster::mutableProfile(Framework f) {
+  const auto it = frameworks.find(frameworkKey(f));
+  if (it != frameworks.end()) return it->second;
+  return frameworks[frameworkKey(f)] = builtinProfile(f);
+}
+
 double Cluster::matmulEfficiency(double flops) const {
   if (matmul_efficiency.empty()) return 1.0;
   if (flops <= matmul_efficiency.front().first) return matmul_efficiency.front().second;

@@ -169,3 +169,11 @@ TEST(FrameworkProfiles, EveryFrameworkParsesAndEveryConstantIsBoundedAndNamed) {
     }
   }
 }
+
+TEST(FrameworkProfiles, AClusterBuiltInCodeChangesABuiltInProfileNotAnEmptyOne) {
+  tn::Cluster c = flatGpu();  // no "frameworks" entries
+  EXPECT_EQ(c.profile(tn::Framework::Megatron).overlap_reduce, 0);  // the built-in one
+  c.mutableProfile(tn::Framework::Megatron).host_micro_batch_s = 1e-3;
+  EXPECT_EQ(c.profile(tn::Framework::Megatron).overlap_reduce, 0);  // still Megatron-LM's, now with the change
+  EXPECT_DOUBLE_EQ(c.profile(tn::Framework::Megatron).host_micro_batch_s, 1e-3);
+}

@@ -58,6 +58,9 @@ struct Cluster {
   std::map<std::string, FrameworkProfile> frameworks;
 
   const FrameworkProfile& profile(Framework f) const;
+  // The profile to change (calibrate's setParam): the file's, else the built-in one, inserted first
+  // (a Cluster built in code has none in `frameworks`).
+  FrameworkProfile& mutableProfile(Framework f);
   int64_t devices() const { return nodes * devices_per_node; }
   double peak(const std::string& dtype) const;           // UserError when the dtype has no figure
   double matmulEfficiency(double gemm_flops) const;      // log-linear between the curve's points
