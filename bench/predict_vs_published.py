@@ -16,7 +16,7 @@ Assumptions where the papers leave a knob open (stated again in the output):
   Table 5: fp16; 'full' = full recomputation without sequence parallelism, 'sp_selective' = sequence
   parallelism + selective recomputation; 175B and 530B interleaved with 3 model chunks per stage.
   vTrain: --framework megatron, full recomputation, fp16, 1F1B, vocabulary 50257, its 800 Gb/s per
-  node; TP 16 with --allow-tp-across-nodes. MPT: --framework as --fsdp-framework (default: predict's),
+  node; TP 16 with --allow-tp-across-nodes. MPT: --framework fsdp (--fsdp-framework),
   ZeRO-3 (FULL_SHARD), bf16, ALiBi, no biases, full recomputation where the row has it.
 
 usage: bench/predict_vs_published.py [--bin build/bin/trainscope] [--json] [--markdown] [--rows SET]
@@ -104,7 +104,7 @@ def main():
     ap.add_argument("--bin", default=DEFAULT_BIN)
     ap.add_argument("--data", default=published_sets.DATA)
     ap.add_argument("--framework", default="megatron", help="--framework of the Megatron-LM sets ('' to leave it out)")
-    ap.add_argument("--fsdp-framework", default="", help="--framework of the MPT FSDP set ('': predict's default)")
+    ap.add_argument("--fsdp-framework", default="fsdp", help="--framework of the MPT FSDP set ('': predict's default)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--markdown", action="store_true", help="the per-set table as Markdown (docs/time-model.md)")
     ap.add_argument("--rows", default="", help="print every row of this set")
