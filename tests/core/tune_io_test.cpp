@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <stdexcept>
 
 #include "trainscope/common/error.h"
 #include "trainscope/tuner/megatron_prediction.h"
+#include "trainscope/tuner/models.h"
 #include "trainscope/tuner/study_inputs.h"
 #include "trainscope/tuner/tune_inputs.h"
 #include "trainscope/tuner/tune_json.h"
@@ -125,6 +127,28 @@ TEST(MegatronPrediction, ACpuStudyOrAnUnknownClusterSaysWhyThereIsNone) {
   unknown.cluster = "no-such-cluster";
   const std::string note = tn::megatronPrediction(unknown, dpConfig());
   EXPECT_NE(note.find("the study's cluster \"no-such-cluster\" is not a preset here"), std::string::npos) << note;
+}
+
+TEST(FrameworkPrediction, ExportPricesTheTargetsFrameworkBesideThisRuntimes) {
+  tn::StudyInputs in;
+  in.cluster = "a100-80gb-x8";
+  in.devices = 8;
+  const rt::TrainConfig c = dpConfig();
+  const std::string ds = tn::frameworkPrediction(in, c, tn::Framework::Deepspeed);
+  EXPECT_EQ(ds.rfind("predicted on a100-80gb-x8: DeepSpeed ", 0), 0u) << ds;
+  EXPECT_NE(ds.find("this runtime "), std::string::npos) << ds;
+  const std::string fsdp = tn::frameworkPrediction(in, c, tn::Framework::Fsdp);
+  EXPECT_EQ(fsdp.rfind("predicted on a100-80gb-x8: PyTorch FSDP ", 0), 0u) << fsdp;
+  // The same times predict gives under each --framework.
+  tn::Cluster cl = tn::loadCluster("a100-80gb-x8");
+  const tn::Plan p = tn::planOf(c);
+  char want[64];
+  std::snprintf(want, sizeof(want), "DeepSpeed %.4g s/step", tn::predictTime(c.model, p, cl, {-1.0, tn::Framework::Deepspeed}).step_s);
+  EXPECT_NE(ds.find(want), std::string::npos) << ds << " / " << want;
+  EXPECT_EQ(tn::frameworkPrediction(in, c, tn::Framework::Megatron), tn::megatronPrediction(in, c));
+  tn::StudyInputs cpu;
+  cpu.cluster = "cpu-local";
+  EXPECT_NE(tn::frameworkPrediction(cpu, c, tn::Framework::Fsdp).find("no PyTorch FSDP prediction"), std::string::npos);
 }
 
 // ---- a tune's inputs as the command line takes them (tune_inputs.h) --------------------------------
