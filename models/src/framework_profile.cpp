@@ -86,6 +86,15 @@ const std::vector<ProfileConstant>& profileConstants() {
   return list;
 }
 
+std::vector<ProfilePath> profilePaths() {
+  std::vector<ProfilePath> out;
+  for (const Framework f : allFrameworks())
+    for (const ProfileConstant& k : profileConstants())
+      out.push_back({std::string("frameworks.") + frameworkKey(f) + "." + k.key, k.lower, k.upper,
+                     std::string(frameworkKey(f)) + ": " + k.what, f, k.member});
+  return out;
+}
+
 namespace {
 
 // Keys a profile takes that are not fitted (counts and switches), with their ranges.

@@ -177,3 +177,18 @@ TEST(FrameworkProfiles, AClusterBuiltInCodeChangesABuiltInProfileNotAnEmptyOne) 
   EXPECT_EQ(c.profile(tn::Framework::Megatron).overlap_reduce, 0);  // still Megatron-LM's, now with the change
   EXPECT_DOUBLE_EQ(c.profile(tn::Framework::Megatron).host_micro_batch_s, 1e-3);
 }
+
+TEST(FrameworkProfiles, EveryConstantOfEveryFrameworkHasItsClusterFilePath) {
+  const auto paths = tn::profilePaths();
+  EXPECT_EQ(paths.size(), tn::allFrameworks().size() * tn::profileConstants().size());
+  bool hook = false;
+  for (const auto& q : paths) {
+    if (q.path == "frameworks.fsdp.hook_s") {
+      hook = true;
+      tn::Cluster c = flatGpu();
+      c.mutableProfile(q.framework).*q.member = 7e-5;  // what calibrate's setParam does
+      EXPECT_DOUBLE_EQ(c.profile(tn::Framework::Fsdp).hook_s, 7e-5);
+    }
+  }
+  EXPECT_TRUE(hook);
+}

@@ -51,6 +51,17 @@ struct ProfileConstant {
   double FrameworkProfile::*member;
 };
 const std::vector<ProfileConstant>& profileConstants();
+// Every fittable constant of every framework as its cluster-file path ("frameworks.fsdp.hook_s"),
+// for calibrate's fitParams() (fit_params.cpp's "physics:" block appends one FitParam per entry, its
+// ref `c.mutableProfile(framework).*member`).
+struct ProfilePath {
+  std::string path;
+  double lower, upper;
+  std::string what;
+  Framework framework;
+  double FrameworkProfile::*member;
+};
+std::vector<ProfilePath> profilePaths();
 
 // `base` with the keys of one framework's JSON object (its text) set; an unknown key, a non-number
 // or one outside its bounds is a UserError naming "<field>.<key>".
