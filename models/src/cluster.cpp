@@ -172,6 +172,12 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
   c.dispatch_s = num(j, "dispatch_s", false, 0, AtLeastZero);
   c.sustained_clock = num(j, "sustained_clock", false, 1.0, AboveZero);
   c.fp8_matmul_ceiling = num(j, "fp8_matmul_ceiling", false, 0.0, AtLeastZero);
+  c.flash_forward_ceiling = num(j, "flash_forward_ceiling", false, 0.0, AtLeastZero);
+  c.flash_backward_ceiling = num(j, "flash_backward_ceiling", false, 0.0, AtLeastZero);
+  for (const auto& [key, value] : {std::pair{"flash_forward_ceiling", c.flash_forward_ceiling},
+                                    std::pair{"flash_backward_ceiling", c.flash_backward_ceiling}})
+    if (value > 1)
+      throw UserError(field(key), "must lie in [0, 1]", "FlashAttention-2's best share of the dense peak on this GPU");
   if (c.fp8_matmul_ceiling > 1)
     throw UserError(field("fp8_matmul_ceiling"), "must lie in [0, 1]", "the best FP8 GEMM's share of peak_flops.fp8");
   if (c.sustained_clock <= 0 || c.sustained_clock > 1)

@@ -87,12 +87,15 @@ double gradBytes(const Plan& p, bool megatron, const FrameworkProfile& fp) {
   return megatron && p.precision == runconfig::Precision::FP16 ? 2.0 : 4.0;
 }
 
-// The framework's flash attention: FlashAttention-2's rate (the op list's efficiency_cap) × the
-// profile's scale for its own kernel, forward and backward.
-void scaleFlash(LayerOps& L, const FrameworkProfile& fp) {
+// The framework's flash attention: FlashAttention-2's rate (the op list's efficiency_cap, A100's),
+// moved to this GPU's ceiling where the cluster file gives one, × the profile's scale for its own
+// kernel, forward and backward.
+void scaleFlash(LayerOps& L, const FrameworkProfile& fp, const Cluster& c) {
+  const double fwd = (c.flash_forward_ceiling > 0 ? c.flash_forward_ceiling / kFlashTopForward : 1.0) * fp.flash_forward_scale;
+  const double bwd = (c.flash_backward_ceiling > 0 ? c.flash_backward_ceiling / kFlashTopBackward : 1.0) * fp.flash_backward_scale;
   for (auto* ops : {&L.forward, &L.backward, &L.recompute})
     for (Op& o : *ops)
-      if (o.flash) o.efficiency_cap *= o.flash == 1 ? fp.flash_forward_scale : fp.flash_backward_scale;
+      if (o.flash) o.efficiency_cap = std::min(1.0, o.efficiency_cap * (o.flash == 1 ? fwd : bwd));
 }
 
 // The network a CP group's ring crosses: cp ranks tp apart inside a tp·cp block — NVLink while the
@@ -182,7 +185,7 @@ MoeSeconds moeSeconds(const workloads::Workload& w, const Plan& p, const Cluster
                       const LayerOps& layer, double peak) {
   const double e = double(p.elementBytes());
   LayerOps moe = layerOps(w, p, o.framework, o.attention, true);
-  scaleFlash(moe, c.profile(o.framework));
+  scaleFlash(moe, c.profile(o.framework), c);
   MoeSeconds s;
   s.fwd = sum(moe.forward, c, peak, e) - sum(layer.forward, c, peak, e);
   s.bwd = sum(moe.backward, c, peak, e) - sum(layer.backward, c, peak, e);
@@ -217,7 +220,7 @@ class StageTimes {
       : w_(w), p_(p), c_(c), peak_(peak), e_(double(p.elementBytes())), megatron_(o.framework == Framework::Megatron),
         fp_(c.profile(o.framework)), head_(headOps(w, p, o.framework)), emb_(embeddingOps(w, p)) {
     LayerOps layer = layerOps(w, p, o.framework, o.attention);
-    scaleFlash(layer, fp_);
+    scaleFlash(layer, fp_, c);
     moe_ = moeSeconds(w, p, c, o, layer, peak);
     tp_ = tpSeconds(w, p, c, megatron_);
     // One layer, one micro-batch: the device's time and the host's.

@@ -27,7 +27,7 @@ double flashEfficiency(double keys, double head_dim, bool causal, bool backward)
   // Head dim 128 and above: 73% forward, 63% backward at long sequences; head dim 64 reaches 0.84 of
   // that (Figures 4-7: 171 vs 203 TFLOP/s without the mask, 163 vs 193 causal, forward + backward at
   // 16k); below 64, log-linear on (32: 0.84²).
-  const double top = backward ? 0.63 : 0.73;
+  const double top = backward ? kFlashTopBackward : kFlashTopForward;
   const double d = std::max(1.0, head_dim);
   const double by_d = d >= 128 ? 1.0 : std::pow(0.84, std::log2(128.0 / d));
   const double half = causal ? 800.0 : 300.0;

@@ -192,3 +192,33 @@ TEST(FrameworkProfiles, EveryConstantOfEveryFrameworkHasItsClusterFilePath) {
   }
   EXPECT_TRUE(hook);
 }
+
+TEST(FlashRate, AGpusOwnCeilingMovesTheCurveAndTheProfileScalesIt) {
+  // The flash forward of one layer at a given cap: FLOPs / (peak × cap); doubling the ceiling over
+  // A100's halves it, the profile's scale multiplies the rate.
+  tn::Cluster c = flatGpu();
+  tn::Plan p;
+  p.mbs = 1, p.gbs = 1, p.seq = 2048;
+  const auto w = toy(1, 256, 2);
+  auto flashSeconds = [&](const tn::Cluster& cl) {
+    const tn::TimePrediction a = tn::predictTime(w, p, cl, with(tn::Framework::Trainscope));
+    return a.compute_s;
+  };
+  const double base = flashSeconds(c);
+  tn::Cluster slow = c;
+  slow.flash_forward_ceiling = tn::kFlashTopForward / 2, slow.flash_backward_ceiling = tn::kFlashTopBackward / 2;
+  // The layer's flash forward and backward take twice as long; nothing else changes.
+  const tn::LayerOps L = tn::layerOps(w, p, tn::Framework::Trainscope);
+  double flash = 0;
+  for (const auto* ops : {&L.forward, &L.backward})
+    for (const auto& o : *ops)
+      if (o.flash) flash += tn::gpu::gemmSeconds(o, c, c.peak("bf16"), 2);
+  EXPECT_NEAR(flashSeconds(slow) - base, flash, 1e-9 * base);
+  tn::Cluster scaled = c;
+  scaled.mutableProfile(tn::Framework::Trainscope).flash_forward_scale = 0.5;
+  scaled.mutableProfile(tn::Framework::Trainscope).flash_backward_scale = 0.5;
+  EXPECT_NEAR(flashSeconds(scaled), flashSeconds(slow), 1e-12);
+  EXPECT_THROW(tn::parseCluster(R"({"devices_per_node": 8, "memory_bytes": 1000, "peak_flops": {"bf16": 1e15},
+      "memory_bandwidth": 1e12, "intra_node": {"bandwidth": 1e11}, "inter_node": {"bandwidth": 1e10},
+      "flash_forward_ceiling": 1.5})", "c.json"), trainscope::UserError);
+}

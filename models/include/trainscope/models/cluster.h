@@ -51,6 +51,9 @@ struct Cluster {
   double sustained_clock = 1.0;    // tensor-core clock under sustained load / the clock peak_flops assumes
   // The share of peak_flops.fp8 the best FP8 GEMM reaches (a measured ceiling; 0: the bf16 curve's).
   double fp8_matmul_ceiling = 0;
+  // FlashAttention-2's top share of the dense peak on this GPU, forward and backward at long sequences
+  // and head dim 128 (0: A100's, kFlashTopForward / kFlashTopBackward; layer_ops.h flashEfficiency).
+  double flash_forward_ceiling = 0, flash_backward_ceiling = 0;
   NetworkTier intra_node, inter_node;
   std::vector<std::string> sources;
   // The framework profiles (framework_profile.h): every framework's built-in one, with the constants

@@ -61,6 +61,7 @@ bool attentionCore(const Op& o);
 // forward or backward: top(d, pass) · keys / (keys + k½), k½ = 800 causal (the diagonal blocks'
 // waste and fewer blocks of work per query tile), 300 not.
 double flashEfficiency(double keys, double head_dim, bool causal, bool backward);
+inline constexpr double kFlashTopForward = 0.73, kFlashTopBackward = 0.63;  // A100, head dim ≥ 128
 
 struct LayerOps {
   std::vector<Op> forward, backward;  // one layer, one micro-batch, on one TP rank
