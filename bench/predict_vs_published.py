@@ -19,7 +19,7 @@ Assumptions where the papers leave a knob open (stated again in the output):
   node; TP 16 with --allow-tp-across-nodes. MPT: --framework fsdp (--fsdp-framework),
   ZeRO-3 (FULL_SHARD), bf16, ALiBi, no biases, full recomputation where the row has it.
 
-usage: bench/predict_vs_published.py [--bin build/bin/trainscope] [--json] [--markdown] [--rows SET]
+usage: bench/predict_vs_published.py [--bin build/bin/trainscope] [--json] [--markdown] [--rows SET] [--cv]
 """
 import argparse
 import json
@@ -108,6 +108,8 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--markdown", action="store_true", help="the per-set table as Markdown (docs/time-model.md)")
     ap.add_argument("--rows", default="", help="print every row of this set")
+    ap.add_argument("--cv", action="store_true",
+                    help="then the k-fold cross-validated calibration per set (bench/calibrate_cv.py, calib's)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         sets = published_sets.Sets(tmp, a.data, a.framework, a.fsdp_framework)
@@ -196,6 +198,14 @@ def main():
             if r["set"] == a.rows and "predicted_s" in r:
                 print("  %-50s %10.4f %10.4f %+6.1f%% %s" % (r["label"], r["measured_s"], r["predicted_s"],
                                                            100 * (r["predicted_s"] / r["measured_s"] - 1), r["bound"]))
+    if a.cv:
+        cv = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibrate_cv.py")
+        if not os.path.exists(cv):
+            print("--cv: bench/calibrate_cv.py is not in this tree (it comes with `trainscope calibrate`)")
+        else:
+            print()
+            sys.stdout.flush()
+            subprocess.run([sys.executable, cv, "--bin", a.bin])
     if a.json:
         for r in rows:
             r.pop("result", None)
