@@ -20,6 +20,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/json_text.h"
+#include "trainscope/models/fit_params.h"
 #include "trainscope/tuner/cost_model.h"
 #include "trainscope/tuner/models.h"
 #include "trainscope/rundb/reader.h"
@@ -294,6 +295,9 @@ nlohmann::json toJson(const Outcome& o) {
   j["time"]["bound"] = t.bound;
   j["tokens_per_s"] = t.tokens_per_s;
   j["mfu"] = t.mfu;
+  // A calibrated cluster file (`trainscope calibrate`) states how far its predictions held.
+  if (tn::CalibrationInterval ci; tn::calibrationInterval(c.source, ci))
+    j["time"]["calibration"] = {{"pm", ci.pm}, {"file", ci.file}, {"text", ci.text()}};
   return j;
 }
 
@@ -328,6 +332,8 @@ void printText(const Outcome& o) {
               " + bubble %.3f + optimizer %.3f + other %.3f\n",
               time_source.c_str(), t.step_s, t.compute_s, t.recompute_s, t.tp_comm_s, t.dp_comm_s, t.pp_comm_s,
               t.bubble_s, t.optimizer_s, t.other_s);
+  if (tn::CalibrationInterval ci; tn::calibrationInterval(c.source, ci))
+    std::printf("(step time and throughput %s: 90%% of its held-out rows fell within)\n", ci.text().c_str());
   if (t.measured) std::printf("(measured layer times include their TP collectives)\n");
   if (t.zero_gather_s > 0) std::printf("(DP comm includes %.3f s of ZeRO-3 parameter all-gathers)\n", t.zero_gather_s);
   if (p.cp > 1)
@@ -409,6 +415,18 @@ nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o) {
   const double bytes = double(weights + optimizer);
   return {{"bytes", weights + optimizer}, {"weights_bytes", weights}, {"optimizer_bytes", optimizer},
           {"storage_gbps", storageGbps(f)}, {"write_s", bytes / (storageGbps(f) * 1e9)}};
+}
+
+PricedConfig priceConfig(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c) {
+  PricedConfig out;
+  const tn::Framework framework = checkedFramework(f);
+  const int64_t devices = devicesOf(f, c);
+  out.p = planFromFlags(f, w, c, devices);
+  checkPriceable(w, out.p, devices);
+  out.peak_bytes = checkedMemory(w, out.p).peak();
+  out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention)};
+  out.step_s = tn::predictTime(w, out.p, c, out.options).step_s;
+  return out;
 }
 
 int runPredict(const PredictFlags& f) {

@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "calibrate_command.h"
 #include "predict_command.h"
 #include "tune_command.h"
 #include "export_command.h"
@@ -146,6 +147,8 @@ struct Commands {
   CLI::App* tune = nullptr;
   trainscope::apps::PredictFlags* predict_flags = nullptr;
   CLI::App* predict = nullptr;
+  trainscope::apps::CalibrateFlags* calibrate_flags = nullptr;
+  CLI::App* calibrate = nullptr;
   ImportCommand import;
   ReportCommand report;
   ExportCommand exp;
@@ -157,13 +160,14 @@ void addCommands(CLI::App& app, Commands& c) {
   app.add_subcommand("view", "open run databases or a tuner study in trainscope-viewer (see `trainscope view --help`)");
   c.tune = trainscope::apps::addTuneCommand(app, c.tune_flags);
   c.predict = trainscope::apps::addPredictCommand(app, c.predict_flags);
+  c.calibrate = trainscope::apps::addCalibrateCommand(app, c.calibrate_flags);
   c.import.add(app);
   c.report.add(app);
   c.exp.add(app);
 }
 
 // The commands, as an unknown one is answered ("run" and "view" start the sibling programs).
-constexpr const char* kCommandNames = "run tune predict report export import view";
+constexpr const char* kCommandNames = "run tune predict calibrate report export import view";
 
 // Parses the command line; the exit status when that ends the program (help, or bad flags: 2).
 std::optional<int> parseCommandLine(CLI::App& app, int argc, char** argv) {
@@ -198,6 +202,7 @@ std::optional<int> parseCommandLine(CLI::App& app, int argc, char** argv) {
 int runParsed(const Commands& c) {
   try {
     if (c.predict->parsed()) return trainscope::apps::runPredict(*c.predict_flags);
+    if (c.calibrate->parsed()) return trainscope::apps::runCalibrate(*c.calibrate_flags);
     if (c.report.cli->parsed()) return c.report.run();
     if (c.tune->parsed()) return trainscope::apps::runTune(*c.tune_flags, selfDir());
     if (c.exp.cli->parsed()) return c.exp.run();

@@ -1,0 +1,115 @@
+// fit_params.cpp — the fittable constants of a cluster file (fit_params.h).
+#include "trainscope/models/fit_params.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+
+namespace trainscope::models {
+
+const std::vector<FitParam>& fitParams() {
+  static const std::vector<FitParam> list = {
+      // GPU clusters (docs/time-model.md): bounds are what the hardware allows, not what fits.
+      {"dispatch_s", 0, 1e-3, "the framework's host time to issue one op (s; eager PyTorch issues one in 5-50 us)",
+       [](Cluster& c) -> double& { return c.dispatch_s; }, false, "gpu"},
+      {"kernel_floor_s", 0, 50e-6, "the least a kernel takes, launch to end (s)",
+       [](Cluster& c) -> double& { return c.kernel_floor_s; }, false, "gpu"},
+      {"sustained_clock", 0.5, 1, "tensor-core clock under sustained load over the clock peak_flops assumes (scales every GEMM)",
+       [](Cluster& c) -> double& { return c.sustained_clock; }, false, "gpu"},
+      {"memory_efficiency", 0.3, 1, "achieved share of memory_bandwidth by streaming kernels",
+       [](Cluster& c) -> double& { return c.memory_efficiency; }, false, "gpu"},
+      {"fp8_matmul_ceiling", 0.2, 1, "the share of peak_flops.fp8 the best FP8 GEMM reaches",
+       [](Cluster& c) -> double& { return c.fp8_matmul_ceiling; }, false, "gpu"},
+      {"intra_node.efficiency", 0.2, 1, "achieved share of the in-node bandwidth by large collectives",
+       [](Cluster& c) -> double& { return c.intra_node.efficiency; }, false, "gpu"},
+      {"intra_node.latency", 0, 1e-3, "in-node latency per collective step (s)",
+       [](Cluster& c) -> double& { return c.intra_node.latency; }, false, ""},
+      {"intra_node.half_bytes", 0, 1e8, "in-node message size at half the large-message bus bandwidth (bytes)",
+       [](Cluster& c) -> double& { return c.intra_node.half_bytes; }, false, "gpu"},
+      {"inter_node.efficiency", 0.2, 1, "achieved share of the between-node bandwidth by large collectives",
+       [](Cluster& c) -> double& { return c.inter_node.efficiency; }, false, "gpu"},
+      {"inter_node.latency", 0, 1e-3, "between-node latency per collective step (s)",
+       [](Cluster& c) -> double& { return c.inter_node.latency; }, false, "gpu"},
+      {"inter_node.half_bytes", 0, 1e9, "between-node message size at half the large-message bus bandwidth (bytes)",
+       [](Cluster& c) -> double& { return c.inter_node.half_bytes; }, false, "gpu"},
+      // CPU clusters: the rates `trainscope-train calibrate` measured, refitted to whole steps
+      // (within a factor of 10 of the measured figure).
+      {"peak_flops.fp32", 0.1, 10, "a CPU node's fp32 matrix rate (FLOP/s), relative to the file's",
+       [](Cluster& c) -> double& { return c.peak_flops["fp32"]; }, true, "cpu"},
+      {"memory_bandwidth", 0.1, 10, "a CPU node's memory bandwidth (bytes/s), relative to the file's",
+       [](Cluster& c) -> double& { return c.memory_bandwidth; }, true, "cpu"},
+      {"intra_node.bandwidth", 0.1, 10, "a CPU node's rank-to-rank bandwidth (bytes/s), relative to the file's",
+       [](Cluster& c) -> double& { return c.intra_node.bandwidth; }, true, "cpu"},
+      // physics: framework profiles' and new terms' constants, one line each.
+  };
+  return list;
+}
+
+const FitParam& fitParam(const std::string& path, const std::string& field) {
+  std::string known;
+  for (const FitParam& p : fitParams()) {
+    if (p.path == path) return p;
+    known += (known.empty() ? "" : ", ") + p.path;
+  }
+  throw UserError(field, "\"" + path + "\" is not a constant calibrate can fit", "fit some of: " + known);
+}
+
+double getParam(const Cluster& c, const FitParam& p) { return p.ref(const_cast<Cluster&>(c)); }
+
+void setParam(Cluster& c, const FitParam& p, double value) { p.ref(c) = value; }
+
+std::pair<double, double> boundsOf(const FitParam& p, const Cluster& base) {
+  if (!p.relative) return {p.lower, p.upper};
+  const double v = getParam(base, p);
+  return {p.lower * v, p.upper * v};
+}
+
+std::string withParams(const std::string& cluster_json, const std::map<std::string, double>& values,
+                       const std::string& source) {
+  nlohmann::json j = nlohmann::json::parse(cluster_json, nullptr, false);
+  if (!j.is_object()) throw UserError("--cluster", source + " holds no JSON object", "pass a cluster file");
+  for (const auto& [path, value] : values) {
+    nlohmann::json* at = &j;
+    std::string rest = path;
+    for (size_t dot; (dot = rest.find('.')) != std::string::npos; rest = rest.substr(dot + 1)) {
+      nlohmann::json& next = (*at)[rest.substr(0, dot)];
+      if (!next.is_object()) next = nlohmann::json::object();
+      at = &next;
+    }
+    (*at)[rest] = value;
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string CalibrationInterval::text() const {
+  char pct[32];
+  std::snprintf(pct, sizeof(pct), "%.1f%%", pm * 100);
+  return "\u00b1" + std::string(pct) + " from the calibration of " + file;
+}
+
+bool calibrationInterval(const std::string& path, CalibrationInterval& out) {
+  std::string text;
+  try {
+    text = files::readTextFile(path, "--cluster", "");  // a regular file only: never a FIFO waited on
+  } catch (const std::exception&) {
+    return false;
+  }
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("calibration") || !j["calibration"].is_object()) return false;
+  const nlohmann::json& cal = j["calibration"];
+  double pm = -1;
+  for (const char* key : {"cross_validation", "residuals"})
+    if (pm < 0 && cal.contains(key) && cal[key].is_object() && cal[key].contains("abs_error_p90") &&
+        cal[key]["abs_error_p90"].is_number())
+      pm = cal[key]["abs_error_p90"].get<double>();
+  if (!(pm >= 0) || !std::isfinite(pm)) return false;
+  out.pm = pm;
+  out.file = path;
+  return true;
+}
+
+}  // namespace trainscope::models

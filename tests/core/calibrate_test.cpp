@@ -1,0 +1,170 @@
+// calibrate_test.cpp — `trainscope calibrate` (docs/time-model.md, "Calibration"): the fittable
+// constants by path (models/fit_params.h), recovery of known constants from rows that predict priced
+// on a perturbed cluster, the calibrated file's interval in predict, and bad input refused by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/cli.h"
+#include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+#include "trainscope/models/fit_params.h"
+#include "trainscope/rundb/sqlite.h"
+
+using trainscope::testing::cli;
+using trainscope::testing::tempPath;
+namespace md = trainscope::models;
+
+namespace {
+
+std::string presetText(const std::string& name) {
+  const md::Cluster c = md::loadCluster(name);
+  return trainscope::files::readTextFile(c.source, "--cluster", "");
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+nlohmann::json readJson(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+}  // namespace
+
+TEST(FitParams, EveryPathReadsAndWritesItsFieldWithinPhysicalBounds) {
+  for (const md::FitParam& p : md::fitParams()) {
+    const std::string preset = p.kind == "cpu" ? "cpu-local" : "a100-80gb-x8";
+    md::Cluster c = md::loadCluster(preset);
+    const auto [lo, hi] = md::boundsOf(p, c);
+    EXPECT_GE(lo, 0) << p.path;
+    EXPECT_GT(hi, lo) << p.path;
+    if (p.path.find("efficiency") != std::string::npos || p.path == "sustained_clock") EXPECT_LE(hi, 1) << p.path;
+    EXPECT_FALSE(p.what.empty()) << p.path;
+    const double v = lo > 0 ? std::sqrt(lo * hi) : 0.37 * hi;
+    md::setParam(c, p, v);
+    EXPECT_DOUBLE_EQ(md::getParam(c, p), v) << p.path;
+    // The same path in the file: written by withParams and read back by the cluster parser.
+    const md::Cluster back = md::parseCluster(md::withParams(presetText(preset), {{p.path, v}}, preset), preset);
+    EXPECT_DOUBLE_EQ(md::getParam(back, p), v) << p.path;
+  }
+}
+
+TEST(FitParams, AnUnknownPathNamesTheFlagAndThePathsThereAre) {
+  try {
+    md::fitParam("dispatch_us", "--fit");
+    FAIL() << "no error";
+  } catch (const trainscope::UserError& e) {
+    EXPECT_EQ(e.field(), "--fit");
+    EXPECT_NE(std::string(e.what()).find("dispatch_s"), std::string::npos) << e.what();
+  }
+}
+
+// Rows priced by predict on a100-80gb-x8 with three constants moved (the truth); calibrate, from the
+// preset, finds them again. Tolerance: 3% on each constant, and a cross-validated error under 1%
+// (the rows are exact, so only the search's resolution is left).
+TEST(Calibrate, RecoversKnownConstantsFromRowsPricedWithThem) {
+  const std::string truth = tempPath("truth.json"), batch = tempPath("truth-batch.jsonl"),
+                    rows = tempPath("truth-rows.jsonl"), out = tempPath("fitted.json");
+  const std::map<std::string, double> known = {{"dispatch_s", 3e-5}, {"sustained_clock", 0.8}, {"intra_node.efficiency", 0.45}};
+  write(truth, md::withParams(presetText("a100-80gb-x8"), known, "a100-80gb-x8"));
+  std::string lines;
+  // Small and large models (per-op host cost against GEMMs), TP 1 to 4 with messages from 2 to 64 MB.
+  for (const char* w : {"gpt2-124m", "gpt2-774m", "gpt3-2.7b"})
+    for (int gpus : {2, 4, 8})
+      for (int tp : {1, 2, 4})
+        for (int mbs : {1, 8}) {
+          if (tp > gpus) continue;
+          nlohmann::json j = {{"workload", w}, {"gpus", gpus}, {"tp", tp}, {"mbs", mbs}, {"seq", 1024}, {"ckpt", "full"}};
+          lines += j.dump() + "\n";
+        }
+  write(batch, lines);
+  const auto priced = cli("predict --cluster " + truth + " --batch " + batch);
+  ASSERT_EQ(priced.status, 0) << priced.output;
+  std::istringstream in(priced.output), spec(lines);
+  std::string result, line, out_rows;
+  while (std::getline(in, result) && std::getline(spec, line)) {
+    nlohmann::json row = nlohmann::json::parse(line);
+    row["measured_step_s"] = nlohmann::json::parse(result)["time"]["step_s"];
+    out_rows += row.dump() + "\n";
+  }
+  write(rows, out_rows);
+  const auto r = cli("calibrate --cluster a100-80gb-x8 --from " + rows +
+                     " --fit dispatch_s,sustained_clock,intra_node.efficiency --folds 3 -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json fitted = readJson(out);
+  for (const auto& [path, value] : known) {
+    const double got = fitted["calibration"]["fitted"][path]["value"];
+    EXPECT_NEAR(got / value, 1.0, 0.03) << path << " fitted " << got << ", truth " << value << "\n" << r.output;
+  }
+  // The file is a complete cluster file with the fitted values in their places.
+  EXPECT_NEAR(fitted["dispatch_s"].get<double>(), 3e-5, 3e-5 * 0.03);
+  EXPECT_NEAR(fitted["intra_node"]["efficiency"].get<double>(), 0.45, 0.45 * 0.03);
+  EXPECT_EQ(fitted["calibration"]["rows"][0]["rows"], 48);
+  EXPECT_EQ(fitted["calibration"]["groups"], 9);  // 3 models x 3 cluster sizes
+  EXPECT_LT(fitted["calibration"]["cross_validation"]["mape"].get<double>(), 0.01);
+  EXPECT_GT(fitted["calibration"]["base_residuals"]["mape"].get<double>(), 0.05);  // the preset was off
+  // predict states the interval of a calibrated file, and only of one.
+  const auto p = cli("predict --cluster " + out + " --gpus 8 --tp 2");
+  ASSERT_EQ(p.status, 0) << p.output;
+  EXPECT_NE(p.output.find("from the calibration of " + out), std::string::npos) << p.output;
+  const auto pj = cli("predict --cluster " + out + " --gpus 8 --json");
+  EXPECT_NE(pj.output.find("\"calibration\""), std::string::npos) << pj.output;
+  EXPECT_EQ(cli("predict --cluster a100-80gb-x8 --gpus 8").output.find("from the calibration"), std::string::npos);
+}
+
+TEST(Calibrate, BadInputIsRefusedNamingTheKeyOrFlagAndTheFix) {
+  const std::string rows = tempPath("bad-rows.jsonl"), out = tempPath("bad-out.json");
+  write(rows, "{\"workload\": \"gpt2-124m\", \"gpus\": 8}\n");
+  auto r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " -o " + out + " --folds 0");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("line 1: measured_step_s: is missing"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fix:"), std::string::npos) << r.output;
+
+  write(rows, "{\"workload\": \"gpt2-124m\", \"gpus\": 8, \"measured_step_s\": 0.1, \"tensor\": 2}\n");
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " -o " + out + " --folds 0");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("line 1: tensor: is not a flag of predict"), std::string::npos) << r.output;
+
+  write(rows, "{\"workload\": \"gpt2-124m\", \"gpus\": 8, \"measured_step_s\": -1}\n");
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " -o " + out + " --folds 0");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("measured_step_s: is -1"), std::string::npos) << r.output;
+
+  // Two groups (one model on 4 and on 8 devices): 3 folds cannot be made.
+  write(rows, "{\"workload\": \"gpt2-124m\", \"gpus\": 8, \"measured_step_s\": 0.1}\n"
+              "{\"workload\": \"gpt2-124m\", \"gpus\": 4, \"measured_step_s\": 0.2}\n");
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " -o " + out + " --folds 3");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--folds: 3 folds, but the rows hold 2 group(s)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pass --folds 2 or fewer"), std::string::npos) << r.output;
+
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " -o " + out + " --folds 0 --fit dispatch_us");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--fit: \"dispatch_us\" is not a constant calibrate can fit"), std::string::npos) << r.output;
+
+  // A SQLite database that is not a trainscope run database.
+  const std::string other = tempPath("other.sqlite");
+  {
+    trainscope::rundb::Database d(other, trainscope::rundb::Database::Mode::Create);
+    d.exec("CREATE TABLE things (a INTEGER); INSERT INTO things VALUES (1);");
+  }
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + other + " -o " + out + " --folds 0");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("is not a trainscope run database"), std::string::npos) << r.output;
+
+  // An existing -o is kept without --overwrite, and nothing is written before the rows are read.
+  write(out, "keep me\n");
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " -o " + out + " --folds 0");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("-o"), std::string::npos) << r.output;
+  std::ifstream kept(out);
+  std::string first;
+  std::getline(kept, first);
+  EXPECT_EQ(first, "keep me");
+}
