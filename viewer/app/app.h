@@ -23,6 +23,7 @@
 #include "trainscope/viewer/names.h"
 #include "trainscope/viewer/query.h"
 #include "trainscope/viewer/stats.h"
+#include "trainscope/viewer/step_view.h"
 #include "trainscope/viewer/tracks.h"
 #include "trainscope/viewer/view_state.h"
 #include "habits.h"
@@ -145,6 +146,7 @@ class App {
   std::optional<Selection> selection;
   std::optional<std::pair<int64_t, int64_t>> range;  // selected time range (absolute ns)
   std::array<KindTotal, kEventKinds> range_totals{};
+  std::vector<RankRangeBreakdown> range_breakdown;  // per rank: compute, comm, wait, bubble … (step_view.h)
   SearchResult found;
   int64_t found_index = -1;
   char search_text[256] = {};
