@@ -186,7 +186,7 @@ std::vector<StepStraggler> stepStragglers(RunReader& reader, const std::vector<C
       auto wit = windows.find(c.rank);
       const Window* w = wit == windows.end() ? nullptr : windowAt(wit->second, c.start_ns);
       if (!w) continue;
-      const auto t = timeByName(reader.events<Range>(c.rank, w->begin, c.start_ns), w->begin, c.start_ns);
+      const auto t = timeByName(reader.startingIn<Range>(c.rank, w->begin, c.start_ns), w->begin, c.start_ns);
       if (c.rank == s.rank) {
         mine = t;
       } else {
@@ -228,8 +228,8 @@ std::vector<StepCriticalPath> criticalPaths(RunReader& reader, const std::vector
   for (const auto& [rank, w] : windows)
     for (const Window& x : w) window_of[x.step][rank] = x;
   // The range covering most of [a, b) on `rank` (steps, micro-batches and collectives left out).
-  auto nameOf = [&](int64_t rank, int64_t a, int64_t b) {
-    std::map<StringId, int64_t> t = timeByName(reader.events<Range>(rank, a, b), a, b);
+  auto nameOf = [&](int64_t rank, int64_t w_begin, int64_t a, int64_t b) {  // ranges that start in the step
+    std::map<StringId, int64_t> t = timeByName(reader.startingIn<Range>(rank, w_begin, b), a, b);
     std::string best;
     int64_t most = 0;
     for (const auto& [name, ns] : t) {
@@ -249,7 +249,7 @@ std::vector<StepCriticalPath> criticalPaths(RunReader& reader, const std::vector
     std::set<size_t> visited;
     std::vector<PathSegment> back;  // latest first
     auto work = [&](int64_t rank, int64_t a, int64_t b) {
-      if (b > a) back.push_back({rank, "work", nameOf(rank, a, b), a, b, -1});
+      if (b > a) back.push_back({rank, "work", nameOf(rank, of_rank.at(rank).begin, a, b), a, b, -1});
     };
     for (size_t guard = 0; guard <= rows.size() + 1; ++guard) {
       const Window& w = of_rank.at(r);

@@ -170,6 +170,29 @@ TEST(AnalysisSteps, WaitingForAPeerIsSplitFromCommunication) {
       << lines[0];
   EXPECT_EQ(lines[2], vv::stragglerLines(r.summary)[0]);
   EXPECT_EQ(lines[2].rfind("step 1: straggler rank 1", 0), 0u) << lines[2];
+  // The critical path listed with each segment's share, and drawn over the steps rows: rank 1's
+  // work, then rank 0's transfer and tail.
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[3], vv::criticalPathLines(r.summary)[0]);
+  EXPECT_NE(lines[3].find("rank 1 work " + vv::formatDuration(700) + " 70.0% (forward) > rank 0 all_reduce (dp) " +
+                          vv::formatDuration(200) + " 20.0% (waited for rank 1)"),
+            std::string::npos)
+      << lines[3];
+  auto drawn = nlohmann::json::array(), tags = nlohmann::json::array();
+  for (const auto& g : s.layout["critical_path"]) (g["kind"] == "straggler" ? tags : drawn).push_back(g);
+  ASSERT_EQ(tags.size(), 1u) << s.layout["critical_path"].dump();  // the straggler's tag on rank 1's step 1
+  EXPECT_EQ(tags[0]["rank"], 1);
+  EXPECT_EQ(tags[0]["step"], 1);
+  EXPECT_NEAR(tags[0]["x0"].get<float>(), xOf(s.layout, 1000), 1.0);
+  ASSERT_EQ(drawn.size(), 3u) << drawn.dump();
+  EXPECT_EQ(drawn[0]["rank"], 1);
+  EXPECT_EQ(drawn[0]["kind"], "work");
+  EXPECT_NEAR(drawn[0]["x0"].get<float>(), xOf(s.layout, 1000), 1.0);
+  EXPECT_NEAR(drawn[0]["x1"].get<float>(), xOf(s.layout, 1700), 1.0);
+  EXPECT_EQ(drawn[1]["rank"], 0);
+  EXPECT_EQ(drawn[1]["kind"], "transfer");
+  EXPECT_NEAR(drawn[2]["x1"].get<float>(), xOf(s.layout, 2000), 1.0);
+  EXPECT_NE(drawn[0]["y"].get<float>(), drawn[1]["y"].get<float>());  // on each rank's own steps row
 
   // Range Details: step 1's window selected, each rank's time with the wait apart — the same numbers.
   const vv::Trace t = vv::loadTrace(path);

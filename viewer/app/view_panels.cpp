@@ -227,12 +227,57 @@ void App::drawSteps() {
       }
     }
   }
+  // Per step, per rank: the same parts, each step's own (the summary's per_step), through a clipper.
+  std::vector<std::pair<int64_t, const rundb::StepBreakdown*>> per_step;  // (rank, its step)
+  for (const auto& r : s.ranks)
+    for (const auto& p : r.per_step) per_step.emplace_back(r.rank, &p);
+  std::stable_sort(per_step.begin(), per_step.end(),
+                   [](const auto& a, const auto& b) { return a.second->step < b.second->step; });
+  if (!per_step.empty() && ImGui::TreeNode("per_step", "Per step, per rank (%zu rows)", per_step.size())) {
+    if (ImGui::BeginTable("per_step_table", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit |
+                                                   ImGuiTableFlags_ScrollY, ImVec2(0, 220))) {
+      for (const char* h : {"step", "rank", "compute", "exposed comm", "waiting for a peer", "pipeline bubble", "memory",
+                            "idle"})
+        ImGui::TableSetupColumn(h);
+      ImGui::TableSetupScrollFreeze(0, 1);
+      ImGui::TableHeadersRow();
+      ImGuiListClipper rows_clip;
+      rows_clip.Begin(int(per_step.size()));
+      while (rows_clip.Step())
+        for (int i = rows_clip.DisplayStart; i < rows_clip.DisplayEnd; ++i) {
+          const auto& [rank, p] = per_step[size_t(i)];
+          ImGui::TableNextRow();
+          ImGui::TableNextColumn();
+          ImGui::Text("%lld", (long long)p->step);
+          ImGui::TableNextColumn();
+          ImGui::Text("%lld", (long long)rank);
+          for (double v : {p->b.compute_s, p->b.exposedCommS(), p->b.wait_s, p->b.bubble_s, p->b.memory_s, p->b.idle_s}) {
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(formatDuration(v * 1e9).c_str());
+          }
+        }
+      ImGui::EndTable();
+    }
+    ImGui::TreePop();
+  }
   // Each counted step's straggler: who arrived last at its collectives, by how much, doing what.
   if (!s.step_stragglers.empty()) {
     ImGui::Separator();
     ImGui::TextDisabled("Stragglers per step (the rank that arrives last at the step's linked collectives):");
     ImGui::PushTextWrapPos(0);  // wrapped at the panel's edge: the width drawn is at most what is left
     for (const std::string& text : stragglerLines(s)) {
+      const float w = std::min(ImGui::CalcTextSize(text.c_str()).x, ImGui::GetContentRegionAvail().x);
+      steps_lines.push_back({text, ImGui::GetCursorScreenPos().x, w});
+      ImGui::TextUnformatted(text.c_str());
+    }
+    ImGui::PopTextWrapPos();
+  }
+  // Each counted step's critical path, with each segment's share; highlighted on the timeline.
+  if (!s.critical_paths.empty()) {
+    ImGui::Separator();
+    ImGui::Checkbox("highlight the critical path on the timeline", &show_critical_path);
+    ImGui::PushTextWrapPos(0);
+    for (const std::string& text : criticalPathLines(s)) {
       const float w = std::min(ImGui::CalcTextSize(text.c_str()).x, ImGui::GetContentRegionAvail().x);
       steps_lines.push_back({text, ImGui::GetCursorScreenPos().x, w});
       ImGui::TextUnformatted(text.c_str());

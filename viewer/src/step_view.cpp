@@ -2,6 +2,7 @@
 #include "trainscope/viewer/step_view.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/step_analysis.h"
@@ -27,6 +28,29 @@ std::vector<std::string> stragglerLines(const rundb::RunSummary& s) {
         line += (i ? ", " : "") + st.doing[i].name + " " + formatDuration(st.doing[i].straggler_s * 1e9) + " (others " +
                 formatDuration(st.doing[i].others_s * 1e9) + ")";
     }
+    out.push_back(line);
+  }
+  return out;
+}
+
+std::vector<std::string> criticalPathLines(const rundb::RunSummary& s) {
+  constexpr size_t kShown = 8;
+  std::vector<std::string> out;
+  for (const rundb::StepCriticalPath& p : s.critical_paths) {
+    if (p.segments.empty()) continue;
+    const double total = double(rundb::spanNs(p.start_ns, p.end_ns));
+    std::string line = "step " + std::to_string(p.step) + ": critical path " + formatDuration(total) + ":";
+    for (size_t i = 0; i < p.segments.size() && i < kShown; ++i) {
+      const rundb::PathSegment& g = p.segments[i];
+      const double len = double(rundb::spanNs(g.start_ns, g.end_ns));
+      char share[32];
+      std::snprintf(share, sizeof share, "%.1f%%", total > 0 ? 100 * len / total : 0.0);
+      line += std::string(i ? " >" : "") + " rank " + std::to_string(g.rank) + " " +
+              (g.kind == "work" ? "work" : g.name) + " " + formatDuration(len) + " " + share;
+      if (g.kind == "work" && !g.name.empty()) line += " (" + g.name + ")";
+      if (g.peer >= 0) line += " (waited for rank " + std::to_string(g.peer) + ")";
+    }
+    if (p.segments.size() > kShown) line += " > ... " + std::to_string(p.segments.size() - kShown) + " more";
     out.push_back(line);
   }
   return out;

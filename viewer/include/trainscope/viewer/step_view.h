@@ -14,6 +14,10 @@ namespace trainscope::viewer {
 // collectives, by how much, what it was doing instead — or why there is none.
 std::vector<std::string> stragglerLines(const rundb::RunSummary& s);
 
+// One line per counted step: its critical path across ranks, each segment with its share of the
+// path ("rank 1 work 302 ms 99.5% (test/slow_rank)"), at most 8 segments (report --json has all).
+std::vector<std::string> criticalPathLines(const rundb::RunSummary& s);
+
 // A selected time range, per rank: compute, communication, overlap, memory and idle, and of the
 // communication the wait for a peer and the pipeline bubble (rundb::breakdownOver, the summary's
 // rule), in seconds within [begin, end) — not per step. On a rank with kernels in the range, compute
