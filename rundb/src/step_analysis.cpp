@@ -39,43 +39,73 @@ std::map<int64_t, PeerWaits> peerWaits(const std::vector<Collective>& rows, cons
   return out;
 }
 
-Breakdown breakdownOver(const CategoryIntervals& ev, const std::vector<Interval>& windows, int64_t steps) {
-  const auto cu = unionOf(ev.compute), co = unionOf(ev.comm), ov = intersect(cu, co);
-  std::vector<Interval> busy = cu;
-  busy.insert(busy.end(), co.begin(), co.end());
-  const auto work = unionOf(busy);
-  std::vector<Interval> everything = work;
-  const auto me = unionOf(ev.memory);
-  everything.insert(everything.end(), me.begin(), me.end());
-  const auto any = unionOf(everything);
-  // Waiting where communication runs and compute does not; the bubble where neither does a wait.
-  const auto wa = intersect(unionOf(ev.wait), co), wa_cu = intersect(wa, cu);
-  const auto bu = intersect(unionOf(ev.bubble), co);
-  std::vector<Interval> cu_wa = cu;
-  cu_wa.insert(cu_wa.end(), wa.begin(), wa.end());
-  const auto bu_taken = intersect(bu, unionOf(cu_wa));
-  // Summed in integer nanoseconds: exact, and each category is at most what ran.
-  int64_t compute = 0, comm = 0, overlap = 0, memory = 0, idle = 0, wait = 0, bubble = 0;
-  for (const auto& [begin, end] : windows) {
-    compute = satAdd(compute, coveredWithin(cu, begin, end));
-    comm = satAdd(comm, coveredWithin(co, begin, end));
-    overlap = satAdd(overlap, coveredWithin(ov, begin, end));
-    const int64_t covered = coveredWithin(any, begin, end);
-    memory = satAdd(memory, satSub(covered, coveredWithin(work, begin, end)));
-    idle = satAdd(idle, satSub(satSub(end, begin), covered));
-    wait = satAdd(wait, coveredWithout(wa, wa_cu, begin, end));
-    bubble = satAdd(bubble, coveredWithout(bu, bu_taken, begin, end));
+namespace {
+
+// The categories' intervals merged once, then measured over any window.
+struct Merged {
+  std::vector<Interval> cu, co, ov, work, any, wa, wa_cu, bu, bu_taken;
+  explicit Merged(const CategoryIntervals& ev) {
+    cu = unionOf(ev.compute), co = unionOf(ev.comm), ov = intersect(cu, co);
+    std::vector<Interval> busy = cu;
+    busy.insert(busy.end(), co.begin(), co.end());
+    work = unionOf(busy);
+    std::vector<Interval> everything = work;
+    const auto me = unionOf(ev.memory);
+    everything.insert(everything.end(), me.begin(), me.end());
+    any = unionOf(everything);
+    // Waiting where communication runs and compute does not; the bubble where neither does a wait.
+    wa = intersect(unionOf(ev.wait), co), wa_cu = intersect(wa, cu);
+    bu = intersect(unionOf(ev.bubble), co);
+    std::vector<Interval> cu_wa = cu;
+    cu_wa.insert(cu_wa.end(), wa.begin(), wa.end());
+    bu_taken = intersect(bu, unionOf(cu_wa));
   }
-  const double n = double(std::max<int64_t>(1, steps));
-  Breakdown b;
-  b.compute_s = double(compute) * 1e-9 / n;
-  b.comm_s = double(comm) * 1e-9 / n;
-  b.overlap_s = double(overlap) * 1e-9 / n;
-  b.memory_s = double(memory) * 1e-9 / n;
-  b.idle_s = double(idle) * 1e-9 / n;
-  b.wait_s = double(wait) * 1e-9 / n;
-  b.bubble_s = double(bubble) * 1e-9 / n;
-  return b;
+  // Integer nanoseconds over [begin, end): exact, and each category is at most what ran.
+  struct Ns {
+    int64_t compute = 0, comm = 0, overlap = 0, memory = 0, idle = 0, wait = 0, bubble = 0;
+  };
+  void add(Ns& n, int64_t begin, int64_t end) const {
+    n.compute = satAdd(n.compute, coveredWithin(cu, begin, end));
+    n.comm = satAdd(n.comm, coveredWithin(co, begin, end));
+    n.overlap = satAdd(n.overlap, coveredWithin(ov, begin, end));
+    const int64_t covered = coveredWithin(any, begin, end);
+    n.memory = satAdd(n.memory, satSub(covered, coveredWithin(work, begin, end)));
+    n.idle = satAdd(n.idle, satSub(satSub(end, begin), covered));
+    n.wait = satAdd(n.wait, coveredWithout(wa, wa_cu, begin, end));
+    n.bubble = satAdd(n.bubble, coveredWithout(bu, bu_taken, begin, end));
+  }
+  static Breakdown seconds(const Ns& n, int64_t steps) {
+    const double d = double(std::max<int64_t>(1, steps));
+    Breakdown b;
+    b.compute_s = double(n.compute) * 1e-9 / d;
+    b.comm_s = double(n.comm) * 1e-9 / d;
+    b.overlap_s = double(n.overlap) * 1e-9 / d;
+    b.memory_s = double(n.memory) * 1e-9 / d;
+    b.idle_s = double(n.idle) * 1e-9 / d;
+    b.wait_s = double(n.wait) * 1e-9 / d;
+    b.bubble_s = double(n.bubble) * 1e-9 / d;
+    return b;
+  }
+};
+
+}  // namespace
+
+Breakdown breakdownOver(const CategoryIntervals& ev, const std::vector<Interval>& windows, int64_t steps) {
+  const Merged m(ev);
+  Merged::Ns n;
+  for (const auto& [begin, end] : windows) m.add(n, begin, end);
+  return Merged::seconds(n, steps);
+}
+
+std::vector<Breakdown> breakdownEach(const CategoryIntervals& ev, const std::vector<Interval>& windows) {
+  const Merged m(ev);
+  std::vector<Breakdown> out;
+  for (const auto& [begin, end] : windows) {
+    Merged::Ns n;
+    m.add(n, begin, end);
+    out.push_back(Merged::seconds(n, 1));
+  }
+  return out;
 }
 
 namespace {
@@ -245,6 +275,7 @@ std::vector<StepCriticalPath> criticalPaths(RunReader& reader, const std::vector
     int64_t r = -1, t = INT64_MIN;
     for (const auto& [rank, w] : of_rank)
       if (w.end > t) r = rank, t = w.end;
+    if (r < 0) continue;  // no window ends after INT64_MIN: a damaged file
     path.end_ns = t;
     std::set<size_t> visited;
     std::vector<PathSegment> back;  // latest first

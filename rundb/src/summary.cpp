@@ -438,9 +438,10 @@ void breakdownRank(RunReader& reader, RankSummary& rs, const std::vector<Interva
   }
   rs.breakdown = breakdownOver(ev, windows, rs.steps);
   // Each step's own, where the windows are one per counted step (in order: cw is sorted by start).
-  if (windows.size() == cw.size() && steps_of.size() == cw.size())
-    for (size_t k = 0; k < windows.size(); ++k)
-      rs.per_step.push_back({steps_of[k], windows[k].begin, windows[k].end, breakdownOver(ev, {windows[k]}, 1)});
+  if (windows.size() == cw.size() && steps_of.size() == cw.size()) {
+    const std::vector<Breakdown> each = breakdownEach(ev, windows);
+    for (size_t k = 0; k < windows.size(); ++k) rs.per_step.push_back({steps_of[k], windows[k].begin, windows[k].end, each[k]});
+  }
 }
 
 void addBreakdownNotes(RunSummary& s, const BreakdownFindings& found) {

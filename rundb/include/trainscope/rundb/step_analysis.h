@@ -37,6 +37,8 @@ struct CategoryIntervals {
 // Time by category over `windows`, divided by `steps` (summary.h: compute + comm − overlap + memory +
 // idle = the windows; wait and bubble are parts of comm − overlap).
 Breakdown breakdownOver(const CategoryIntervals& ev, const std::vector<Interval>& windows, int64_t steps);
+// The same for each window on its own (steps 1 each), the intervals merged once.
+std::vector<Breakdown> breakdownEach(const CategoryIntervals& ev, const std::vector<Interval>& windows);
 
 // The straggler of a counted step: the rank that arrives last at the step's linked collectives (not
 // pipeline sends), so that the others wait for it — found even where the collectives make every
