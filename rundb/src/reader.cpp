@@ -161,6 +161,19 @@ std::vector<Row> RunReader::startingAt(int64_t rank, int64_t start_ns) {
 }
 
 template <class Row>
+std::vector<Row> RunReader::startingIn(int64_t rank, int64_t begin, int64_t end) {
+  if (!hasTable(io::RowIo<Row>::kTable) || end <= begin) return {};
+  const std::string t = timeColumn<Row>();
+  Statement s(*db_, io::selectAll<Row>() + " WHERE rank = ?1 AND " + t + " >= ?2 AND " + t + " < ?3 ORDER BY " + t);
+  s.bind(1, rank);
+  s.bind(2, begin);
+  s.bind(3, end);
+  std::vector<Row> out;
+  while (s.step()) out.push_back(io::RowIo<Row>::read(s));
+  return out;
+}
+
+template <class Row>
 void RunReader::forEachOf(int64_t rank, const std::function<void(const Row&)>& f) {
   if (!hasTable(io::RowIo<Row>::kTable)) return;
   Statement s(*db_, io::selectAll<Row>() + " WHERE rank = ? ORDER BY " + timeColumn<Row>());
@@ -212,6 +225,7 @@ int64_t RunReader::rowBound(const char* t) {
   template std::vector<Row> RunReader::events<Row>(int64_t, int64_t, int64_t);         \
   template void RunReader::forEachOf<Row>(int64_t, const std::function<void(const Row&)>&); \
   template std::vector<Row> RunReader::startingAt<Row>(int64_t, int64_t);                   \
+  template std::vector<Row> RunReader::startingIn<Row>(int64_t, int64_t, int64_t);          \
   template void RunReader::forEach<Row>(const std::function<void(const Row&)>&);
 TRAINSCOPE_READER_ROW(Range)
 TRAINSCOPE_READER_ROW(GpuAnnotation)

@@ -13,6 +13,7 @@
 
 #include "trainscope/common/json_text.h"
 #include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/step_analysis.h"
 
 namespace trainscope::rundb {
 namespace {
@@ -85,238 +86,7 @@ std::vector<OpStat> kernelsByTotalTime(RunReader& reader) {
   return out;
 }
 
-bool isP2p(const std::string& op) { return op == "send" || op == "recv"; }
-
-// The instance of `group` that `rank` is in, as a number its members share; nullopt for a group the
-// layout does not define. parallel.h: tp (same cp, dp, pp), dp (same tp, cp, pp), pp and embedding
-// (same tp, cp, dp), cp (same tp, dp, pp), dp_cp (same tp, pp).
-std::optional<int64_t> instanceOf(const RunLayout& l, const std::string& group, int64_t rank) {
-  if (rank < 0 || rank >= l.world) return std::nullopt;  // not a rank of this layout (a damaged row)
-  const RunLayout::Coords c = l.coords(rank);
-  if (group == "tp") return c.cp + l.cp * (c.dp + l.dp * c.pp);
-  if (group == "dp") return c.tp + l.tp * (c.cp + l.cp * c.pp);
-  if (group == "pp" || group == "embedding") return c.tp + l.tp * (c.cp + l.cp * c.dp);
-  if (group == "cp") return c.tp + l.tp * (c.dp + l.dp * c.pp);
-  if (group == "dp_cp") return c.tp + l.tp * c.pp;
-  if (group == "world") return 0;
-  // Expert parallelism: ep consecutive DP ranks (runtime Layout::epGroup), and the ranks holding the
-  // same experts (expertDpGroup). Their all-to-alls carry per-rank splits: bytes differ by rank.
-  if ((group == "ep" || group == "expert_dp") && l.ep > 1 && l.dp % l.ep == 0) {
-    const int64_t block = group == "ep" ? c.dp / l.ep : c.dp % l.ep;
-    return c.tp + l.tp * (c.cp + l.cp * (c.pp + l.pp * block));
-  }
-  return std::nullopt;
-}
-
-// One stage's sends and receives in a step, in the order runPipeline (pipeline.cpp) issues them:
-// forward m receives from the previous stage and sends to the next; backward m the reverse.
-struct P2pOp {
-  bool send;
-  int64_t peer;  // +1: the next stage, -1: the previous one
-  int64_t m;     // micro-batch
-};
-std::vector<P2pOp> stageSchedule(int64_t stage, int64_t stages, int64_t M, bool gpipe) {
-  std::vector<P2pOp> ops;
-  const bool first = stage == 0, last = stage == stages - 1;
-  auto fwd = [&](int64_t m) {
-    if (!first) ops.push_back({false, -1, m});
-    if (!last) ops.push_back({true, +1, m});
-  };
-  auto bwd = [&](int64_t m) {
-    if (!last) ops.push_back({false, +1, m});
-    if (!first) ops.push_back({true, -1, m});
-  };
-  if (gpipe) {
-    for (int64_t m = 0; m < M; ++m) fwd(m);
-    for (int64_t m = 0; m < M; ++m) bwd(m);
-  } else {  // 1F1B: warm-up forwards, then one forward and one backward, then the remaining backwards
-    const int64_t warmup = std::min(stages - stage - 1, M);
-    int64_t f = 0, b = 0;
-    for (; f < warmup; ++f) fwd(f);
-    while (f < M) fwd(f++), bwd(b++);
-    while (b < M) bwd(b++);
-  }
-  return ops;
-}
-
-LinkedCall makeCall(const std::vector<Collective>& rows, std::vector<size_t> members, bool p2p) {
-  LinkedCall c;
-  c.p2p = p2p;
-  if (!p2p)
-    std::sort(members.begin(), members.end(), [&](size_t a, size_t b) { return rows[a].rank < rows[b].rank; });
-  c.first_start_ns = c.last_start_ns = rows[members[0]].start_ns;
-  c.end_ns = rows[members[0]].end_ns;
-  for (size_t i : members) {
-    c.first_start_ns = std::min(c.first_start_ns, rows[i].start_ns);
-    c.last_start_ns = std::max(c.last_start_ns, rows[i].start_ns);
-    c.end_ns = std::max(c.end_ns, rows[i].end_ns);
-  }
-  if (p2p) c.end_ns = rows[members[1]].end_ns;  // the receive's
-  c.rows = std::move(members);
-  return c;
-}
-
-// Pipeline sends paired with their receives (see linkCollectives). Each rank's k-th send or receive
-// on `pp` is operation k mod L of its stage's schedule (L a step's operations) in step k / L.
-void linkP2p(const std::vector<Collective>& rows, const RunLayout& l,
-             const std::map<std::pair<int64_t, std::string>, std::vector<size_t>>& by_rank_group, CollectiveLinks& out) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // sender, receiver, step, micro-batch
-  std::map<Key, size_t> sends, recvs;
-  for (const auto& [rank_group, list] : by_rank_group) {
-    if (rank_group.second != "pp") continue;
-    const int64_t rank = rank_group.first;
-    if (rank < 0 || rank >= l.world) continue;
-    const RunLayout::Coords c = l.coords(rank);
-    if (l.micro_batches > (int64_t(1) << 16)) continue;  // a damaged config: no schedule this long ran
-    const std::vector<P2pOp> schedule = stageSchedule(c.pp, l.pp, l.micro_batches, l.gpipe);
-    if (schedule.empty()) continue;
-    std::map<Key, size_t> mine_sends, mine_recvs;
-    bool agrees = true;
-    size_t k = 0;
-    for (size_t i : list) {
-      if (!isP2p(rows[i].op)) continue;
-      const P2pOp& op = schedule[k % schedule.size()];
-      const int64_t step = int64_t(k / schedule.size());
-      ++k;
-      if (op.send != (rows[i].op == "send") || rows[i].group_size != l.pp) {
-        agrees = false;  // not the schedule this layout runs (dropped rows, another runtime): no guesses
-        break;
-      }
-      const int64_t peer = l.rankOf({c.dp, c.tp, c.pp + op.peer, c.cp});
-      if (op.send) mine_sends[{rank, peer, step, op.m}] = i;
-      else mine_recvs[{peer, rank, step, op.m}] = i;
-    }
-    if (!agrees) continue;
-    sends.insert(mine_sends.begin(), mine_sends.end());
-    recvs.insert(mine_recvs.begin(), mine_recvs.end());
-  }
-  for (const auto& [key, s] : sends) {
-    auto r = recvs.find(key);
-    if (r == recvs.end() || rows[s].bytes != rows[r->second].bytes) continue;
-    out.call_of[s] = out.call_of[r->second] = int64_t(out.calls.size());
-    out.calls.push_back(makeCall(rows, {s, r->second}, true));
-  }
-}
-
-// Context parallelism's ring (context_parallel.cpp): every rank of a `cp` group issues the same
-// sequence of shifts, each a send to the next rank of the ring and a receive from the previous one,
-// so rank i's k-th send is rank i+1's k-th receive.
-void linkRing(const std::vector<Collective>& rows, const RunLayout& l,
-              const std::map<std::pair<int64_t, std::string>, std::vector<size_t>>& by_rank_group, CollectiveLinks& out) {
-  using Key = std::tuple<int64_t, int64_t, int64_t>;  // sender, receiver, shift number
-  std::map<Key, size_t> sends, recvs;
-  for (const auto& [rank_group, list] : by_rank_group) {
-    if (rank_group.second != "cp" || rank_group.first < 0 || rank_group.first >= l.world) continue;
-    const int64_t rank = rank_group.first;
-    RunLayout::Coords next = l.coords(rank), prev = next;
-    next.cp = (next.cp + 1) % l.cp;
-    prev.cp = (prev.cp + l.cp - 1) % l.cp;
-    int64_t k_send = 0, k_recv = 0;
-    for (size_t i : list) {
-      if (!isP2p(rows[i].op) || rows[i].group_size != l.cp) continue;
-      if (rows[i].op == "send") sends[{rank, l.rankOf(next), k_send++}] = i;
-      else recvs[{l.rankOf(prev), rank, k_recv++}] = i;
-    }
-  }
-  for (const auto& [key, s] : sends) {
-    auto r = recvs.find(key);
-    if (r == recvs.end() || rows[s].bytes != rows[r->second].bytes) continue;
-    out.call_of[s] = out.call_of[r->second] = int64_t(out.calls.size());
-    out.calls.push_back(makeCall(rows, {s, r->second}, true));
-  }
-}
-
 }  // namespace
-
-std::optional<RunLayout> runLayout(const std::map<std::string, std::string>& meta) {
-  auto it = meta.find("config");
-  if (it == meta.end()) return std::nullopt;
-  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return std::nullopt;
-  auto count = [&](const char* key, int64_t fallback) {
-    auto v = j.find(key);
-    return v != j.end() && v->is_number_integer() ? v->get<int64_t>() : fallback;
-  };
-  RunLayout l;
-  l.world = count("world", count("nproc", 1));
-  l.tp = count("tp", 1);
-  l.pp = count("pp", 1);
-  l.cp = count("cp", 1);
-  l.ep = count("ep", 1);
-  l.micro_batches = count("ga", 1);
-  const auto schedule = j.find("pp_schedule");
-  l.gpipe = schedule != j.end() && schedule->is_string() && schedule->get<std::string>() == "gpipe";
-  constexpr int64_t kMost = int64_t(1) << 20;  // keeps dp·tp·pp within int64 (a damaged config)
-  for (int64_t v : {l.world, l.tp, l.pp, l.cp, l.ep, l.micro_batches})
-    if (v < 1 || v > kMost) return std::nullopt;
-  if (l.tp * l.pp * l.cp > kMost) return std::nullopt;  // keeps dp·cp·tp·pp within int64
-  l.dp = count("dp", l.world / (l.tp * l.pp * l.cp));
-  if (l.dp < 1 || l.dp > kMost) return std::nullopt;
-  if (l.dp * l.tp * l.pp * l.cp != l.world) return std::nullopt;
-  return l;
-}
-
-CollectiveLinks linkCollectives(const std::vector<Collective>& rows, const std::optional<RunLayout>& layout) {
-  CollectiveLinks out;
-  out.call_of.assign(rows.size(), -1);
-  // Each rank's calls on each group, in call order.
-  std::map<std::pair<int64_t, std::string>, std::vector<size_t>> by_rank_group;
-  for (size_t i = 0; i < rows.size(); ++i) by_rank_group[{rows[i].rank, rows[i].group}].push_back(i);
-  for (auto& [k, list] : by_rank_group)
-    std::stable_sort(list.begin(), list.end(), [&](size_t a, size_t b) { return rows[a].seq < rows[b].seq; });
-
-  // Collectives: (group, instance, call number[, op, bytes]) → the copies.
-  using Key = std::tuple<std::string, int64_t, int64_t, std::string, int64_t>;
-  std::map<Key, std::vector<size_t>> copies;
-  for (const auto& [rank_group, list] : by_rank_group) {
-    const std::optional<int64_t> instance = layout ? instanceOf(*layout, rank_group.second, rank_group.first) : std::nullopt;
-    int64_t number = 0;
-    for (size_t i : list) {
-      const Collective& c = rows[i];
-      if (isP2p(c.op)) continue;
-      if (instance) copies[{c.group, *instance, number++, "", -1}].push_back(i);
-      else copies[{c.group, -1, number++, c.op, c.bytes}].push_back(i);
-    }
-  }
-  for (auto& [key, members] : copies) {
-    const bool by_layout = std::get<1>(key) >= 0;
-    const int64_t size = rows[members[0]].group_size;
-    std::set<int64_t> ranks;
-    bool same = true;
-    for (size_t i : members) {
-      ranks.insert(rows[i].rank);
-      same &= rows[i].op == rows[members[0]].op && rows[i].group_size == size;
-    }
-    // Distinct ranks of one op; all of the group unless the layout says which ranks they are (a copy
-    // can be missing: a dropped row).
-    if (members.size() < 2 || !same || ranks.size() != members.size() || int64_t(members.size()) > size ||
-        (!by_layout && int64_t(members.size()) != size))
-      continue;
-    for (size_t i : members) out.call_of[i] = int64_t(out.calls.size());
-    out.calls.push_back(makeCall(rows, std::move(members), false));
-  }
-  if (layout && layout->pp > 1) linkP2p(rows, *layout, by_rank_group, out);
-  if (layout && layout->cp > 1) linkRing(rows, *layout, by_rank_group, out);
-  return out;
-}
-
-CallTiming callTiming(const Collective& c, const LinkedCall* call) {
-  CallTiming t;
-  if (!call) {
-    t.transfer_ns = std::max<int64_t>(0, spanNs(c.start_ns, c.end_ns));
-    t.busbw = c.busbw();
-    return t;
-  }
-  const LinkedCall& l = *call;
-  t.wait_ns = spanNs(c.start_ns, l.last_start_ns);
-  // nccl-tests' rule (Collective::busbw) over the transfer alone: the row as if it began at the last arrival.
-  Collective transfer = c;
-  transfer.start_ns = l.last_start_ns;
-  transfer.end_ns = l.p2p ? l.end_ns : c.end_ns;
-  t.transfer_ns = std::max<int64_t>(0, spanNs(transfer.start_ns, transfer.end_ns));
-  t.busbw = t.transfer_ns > 0 ? transfer.busbw() : 0;
-  return t;
-}
 
 Report computeReport(const std::string& path, int top, int skip_steps) {
   RunReader reader(path);
@@ -335,7 +105,8 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
 
   // Collectives by (op, group): bandwidth over each row's transfer, skew over the linked calls.
   const std::vector<Collective> rows = reader.collectives();
-  const CollectiveLinks links = linkCollectives(rows, runLayout(reader.meta()));
+  const std::optional<RunLayout> layout = runLayout(reader.meta());
+  const CollectiveLinks links = linkCollectives(rows, layout);
   std::map<std::pair<std::string, std::string>, CollectiveStat> coll;
   std::map<std::pair<std::string, std::string>, std::pair<double, double>> busbw_sum;  // transfer, whole
   std::map<std::pair<std::string, std::string>, std::set<int64_t>> calls;
@@ -354,6 +125,7 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
     busbw_sum[{c.op, c.group}].second += c.busbw();
     s.busbw_max = std::max(s.busbw_max, t.busbw);
     if (links.call_of[i] >= 0) calls[{c.op, c.group}].insert(links.call_of[i]);
+    else if (s.rows_not_linked++ == 0) s.not_linked_reason = notLinkedReason(c, links, layout);
   }
   for (auto& [key, s] : coll) {
     s.busbw_mean = busbw_sum[key].first / double(s.count);
@@ -443,6 +215,80 @@ void formatExpertLoad(const std::vector<ExpertLayerLoad>& layers, std::ostream& 
   }
 }
 
+// A step's critical path on one line per segment (at most kShown; --json has all).
+void formatPath(const StepCriticalPath* p, std::ostream& o) {
+  if (!p || p->segments.empty()) return;
+  constexpr size_t kShown = 10;
+  const double total = double(spanNs(p->start_ns, p->end_ns));
+  char line[512];
+  std::snprintf(line, sizeof(line), "    critical path (%.2f ms, %zu segment(s)):\n", total * 1e-6, p->segments.size());
+  o << line;
+  for (size_t i = 0; i < p->segments.size() && i < kShown; ++i) {
+    const PathSegment& g = p->segments[i];
+    const double len = double(spanNs(g.start_ns, g.end_ns));
+    std::snprintf(line, sizeof(line), "      rank %-4lld %-8s %9.2f ms %5.1f%%  %s%s\n", static_cast<long long>(g.rank),
+                  g.kind.c_str(), len * 1e-6, total > 0 ? 100 * len / total : 0.0, elide(g.name, 48).c_str(),
+                  g.peer >= 0 ? (" (waited for rank " + std::to_string(g.peer) + ")").c_str() : "");
+    o << line;
+  }
+  if (p->segments.size() > kShown) o << "      ... " << p->segments.size() - kShown << " more in --json\n";
+}
+
+// Per counted step: each rank's compute, exposed communication, wait for a peer, bubble and idle,
+// and the step's straggler (step_analysis.h). At most kShownSteps steps in text; --json has all.
+void formatSteps(const Report& r, std::ostream& o) {
+  constexpr size_t kShownSteps = 8;
+  std::map<int64_t, const StepStraggler*> straggler;
+  for (const StepStraggler& st : r.summary.step_stragglers) straggler[st.step] = &st;
+  std::map<int64_t, const StepCriticalPath*> path;
+  for (const StepCriticalPath& p : r.summary.critical_paths) path[p.step] = &p;
+  std::map<int64_t, std::vector<std::pair<int64_t, const StepBreakdown*>>> by_step;
+  for (const auto& k : r.summary.ranks)
+    for (const StepBreakdown& p : k.per_step) by_step[p.step].emplace_back(k.rank, &p);
+  if (by_step.empty() && straggler.empty()) return;
+  char line[512];
+  o << "\nper step (ms; exposed comm: communication neither under compute nor waiting; wait: for a peer at a "
+       "linked collective; bubble: at a linked pipeline send or receive)\n";
+  size_t shown = 0;
+  std::set<int64_t> steps;
+  for (const auto& [step, v] : by_step) steps.insert(step);
+  for (const auto& [step, p] : straggler) steps.insert(step);
+  for (int64_t step : steps) {
+    if (shown++ == kShownSteps) {
+      o << "  ... " << steps.size() - kShownSteps << " more step(s) in --json\n";
+      break;
+    }
+    o << "  step " << step << "\n";
+    for (const auto& [rank, p] : by_step[step]) {
+      const Breakdown& b = p->b;
+      std::snprintf(line, sizeof(line),
+                    "    rank %-4lld compute %9.2f  exposed comm %9.2f  wait %9.2f  bubble %9.2f  memory %8.2f  idle %9.2f\n",
+                    static_cast<long long>(rank), b.compute_s * 1e3, b.exposedCommS() * 1e3, b.wait_s * 1e3,
+                    b.bubble_s * 1e3, b.memory_s * 1e3, b.idle_s * 1e3);
+      o << line;
+    }
+    formatPath(path[step], o);
+    auto it = straggler.find(step);
+    if (it == straggler.end()) continue;
+    const StepStraggler& st = *it->second;
+    if (st.rank < 0) {
+      o << "    straggler: none (" << st.why_none << ")\n";
+      continue;
+    }
+    std::snprintf(line, sizeof(line),
+                  "    straggler: rank %lld, last at %lld of %lld linked collective(s), late by %.2f ms in all (the "
+                  "others waited %.2f ms)\n",
+                  static_cast<long long>(st.rank), static_cast<long long>(st.calls_last), static_cast<long long>(st.calls),
+                  st.late_s * 1e3, st.others_wait_s * 1e3);
+    o << line;
+    for (const auto& d : st.doing) {
+      std::snprintf(line, sizeof(line), "      instead: %-24s %9.2f ms (others %.2f ms)\n", elide(d.name, 24).c_str(),
+                    d.straggler_s * 1e3, d.others_s * 1e3);
+      o << line;
+    }
+  }
+}
+
 }  // namespace
 
 std::string formatReport(const Report& r) {
@@ -462,7 +308,7 @@ std::string formatReport(const Report& r) {
   o << line;
   const bool gpu = s.breakdown_window == "gpu";
   o << "rank  steps   mean ms  median ms   p90 ms" << (gpu ? "    GPU ms" : "")
-    << "   compute ms   comm ms  overlap ms  memory ms   idle ms  peak MiB\n";
+    << "   compute ms   comm ms  (wait  bubble)  overlap ms  memory ms   idle ms  peak MiB\n";
   for (const auto& k : s.ranks) {
     const Breakdown b = k.breakdown.value_or(Breakdown{});
     auto cell = [&](double v) {
@@ -474,16 +320,18 @@ std::string formatReport(const Report& r) {
     char gpu_cell[32] = "";
     if (gpu && k.gpu_step_s) std::snprintf(gpu_cell, sizeof(gpu_cell), " %9.2f", *k.gpu_step_s * 1e3);
     else if (gpu) std::snprintf(gpu_cell, sizeof(gpu_cell), " %9s", "-");
-    std::snprintf(line, sizeof(line), "%4lld %6lld %9.2f %10.2f %8.2f%s %12s %9s %11s %10s %9s %9.1f%s\n",
+    std::snprintf(line, sizeof(line), "%4lld %6lld %9.2f %10.2f %8.2f%s %12s %9s %7s %7s %11s %10s %9s %9.1f%s\n",
                   static_cast<long long>(k.rank), static_cast<long long>(k.steps), k.step_s_mean * 1e3,
                   k.step_s_median * 1e3, k.step_s_p90 * 1e3, gpu_cell, cell(b.compute_s).c_str(), cell(b.comm_s).c_str(),
-                  cell(b.overlap_s).c_str(), cell(b.memory_s).c_str(), cell(b.idle_s).c_str(),
+                  cell(b.wait_s).c_str(), cell(b.bubble_s).c_str(), cell(b.overlap_s).c_str(), cell(b.memory_s).c_str(), cell(b.idle_s).c_str(),
                   double(k.peak_bytes) / (1 << 20), k.straggler ? "  <- straggler" : "");
     o << line;
   }
   o << "(per counted step, over each step's " << (gpu ? "GPU window: its launches' device work" : "CPU window")
-    << (s.breakdown_source.empty() ? "" : "; compute from " + s.breakdown_source) << ")\n";
+    << (s.breakdown_source.empty() ? "" : "; compute from " + s.breakdown_source)
+    << "; wait: comm spent waiting for a peer at a linked collective, bubble: at a linked pipeline send or receive)\n";
   for (const auto& n : s.notes) o << "note: " << n << "\n";
+  formatSteps(r, o);
   if (!r.top_ops.empty()) {
     o << "\ntop " << r.top_ops.size() << " " << r.top_ops_source
       << (r.top_ops_source == "kernels" ? " by total time\n" : " by self time (total includes nested ops)\n");
@@ -498,13 +346,24 @@ std::string formatReport(const Report& r) {
     o << "\ncollectives (busbw: nccl-tests' rule over the transfer, from the last rank's arrival to the end, the "
          "wait for it left out; skew: last arrival - first, over the calls linked across ranks)\n";
     for (const auto& c : r.collectives) {
+      // Rows no call took have no known wait or skew: said so, never printed as 0.
+      if (c.linked == 0) {
+        std::snprintf(line, sizeof(line), "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw %.3f GB/s (whole call)  not linked: ",
+                      c.op.c_str(), c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
+                      c.total_s * 1e3, c.busbw_with_wait_mean * 1e-9);
+        o << line << c.not_linked_reason << "\n";
+        continue;
+      }
       std::snprintf(line, sizeof(line),
                     "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw mean %.3f max %.3f GB/s (whole call %.3f)"
-                    "  skew mean %.3f max %.3f ms  wait %.2f ms\n",
+                    "  skew mean %.3f max %.3f ms  wait %.2f ms",
                     c.op.c_str(), c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
                     c.total_s * 1e3, c.busbw_mean * 1e-9, c.busbw_max * 1e-9, c.busbw_with_wait_mean * 1e-9,
                     c.skew_mean_s * 1e3, c.skew_max_s * 1e3, c.wait_s * 1e3);
       o << line;
+      if (c.rows_not_linked > 0)
+        o << " (over the linked rows; " << c.rows_not_linked << " row(s) not linked: " << c.not_linked_reason << ")";
+      o << "\n";
     }
   }
   if (!r.expert_load.empty()) formatExpertLoad(r.expert_load, o);
@@ -547,12 +406,18 @@ std::string reportJson(const Report& r) {
     j["top_ops"].push_back({{"name", o.name}, {"count", o.count}, {"total_s", o.total_s}, {"self_s", o.self_s},
                             {"mean_s", o.mean_s}});
   j["collectives"] = nlohmann::json::array();
-  for (const auto& c : r.collectives)
+  for (const auto& c : r.collectives) {
+    // Nothing linked: skew and wait are unknown (null) and not_linked_reason says why.
+    auto known = [&](double v) { return c.linked > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
     j["collectives"].push_back({{"op", c.op}, {"group", c.group}, {"count", c.count}, {"bytes", c.bytes},
                                 {"total_s", c.total_s}, {"busbw_mean", c.busbw_mean}, {"busbw_max", c.busbw_max},
                                 {"busbw_with_wait_mean", c.busbw_with_wait_mean}, {"linked_calls", c.linked},
-                                {"skew_mean_s", c.skew_mean_s}, {"skew_max_s", c.skew_max_s}, {"wait_s", c.wait_s},
-                                {"transfer_s", c.transfer_s}});
+                                {"skew_mean_s", known(c.skew_mean_s)}, {"skew_max_s", known(c.skew_max_s)},
+                                {"wait_s", known(c.wait_s)}, {"transfer_s", c.transfer_s},
+                                {"rows_not_linked", c.rows_not_linked},
+                                {"not_linked_reason", c.rows_not_linked > 0 ? nlohmann::json(c.not_linked_reason)
+                                                                            : nlohmann::json(nullptr)}});
+  }
   j["dropped"] = nlohmann::json::object();
   for (const auto& [src, n] : r.drops) j["dropped"][src] = n;
   j["warnings"] = r.warnings;
@@ -564,6 +429,46 @@ std::string reportJson(const Report& r) {
     j["fp8"].push_back({{"role", f.role}, {"linears", f.linears}, {"steps", f.steps}, {"rows", f.rows},
                         {"last_amax_min", f.last_amax_min}, {"last_amax_max", f.last_amax_max},
                         {"scale_min", f.scale_min}, {"scale_max", f.scale_max}, {"saturated", f.saturated}});
+  // Per counted step: each rank's breakdown (summary.ranks[].per_step) and the straggler.
+  std::map<int64_t, nlohmann::json> steps;
+  for (const auto& k : r.summary.ranks)
+    for (const StepBreakdown& p : k.per_step) {
+      nlohmann::json& st = steps[p.step];
+      st["step"] = p.step;
+      st["ranks"].push_back({{"rank", k.rank}, {"start_ns", p.start_ns}, {"end_ns", p.end_ns}, {"compute_s", p.b.compute_s},
+                             {"exposed_comm_s", p.b.exposedCommS()}, {"wait_s", p.b.wait_s}, {"bubble_s", p.b.bubble_s},
+                             {"overlap_s", p.b.overlap_s}, {"memory_s", p.b.memory_s}, {"idle_s", p.b.idle_s}});
+    }
+  for (const StepStraggler& s : r.summary.step_stragglers) {
+    nlohmann::json& st = steps[s.step];
+    st["step"] = s.step;
+    if (!st.contains("ranks")) st["ranks"] = nlohmann::json::array();
+    if (s.rank < 0) {
+      st["straggler"] = nullptr;
+      st["straggler_none"] = s.why_none;
+      continue;
+    }
+    nlohmann::json doing = nlohmann::json::array();
+    for (const auto& d : s.doing) doing.push_back({{"name", d.name}, {"straggler_s", d.straggler_s}, {"others_s", d.others_s}});
+    st["straggler"] = {{"rank", s.rank}, {"calls", s.calls}, {"calls_last", s.calls_last}, {"late_s", s.late_s},
+                       {"others_wait_s", s.others_wait_s}, {"doing", doing}};
+  }
+  for (const StepCriticalPath& p : r.summary.critical_paths) {
+    nlohmann::json& st = steps[p.step];
+    st["step"] = p.step;
+    if (!st.contains("ranks")) st["ranks"] = nlohmann::json::array();
+    const double total = double(spanNs(p.start_ns, p.end_ns));
+    nlohmann::json seg = nlohmann::json::array();
+    for (const PathSegment& g : p.segments) {
+      const double len = double(spanNs(g.start_ns, g.end_ns));
+      seg.push_back({{"rank", g.rank}, {"kind", g.kind}, {"name", g.name}, {"start_ns", g.start_ns}, {"end_ns", g.end_ns},
+                     {"s", len * 1e-9}, {"share", total > 0 ? len / total : 0.0},
+                     {"peer", g.peer >= 0 ? nlohmann::json(g.peer) : nlohmann::json(nullptr)}});
+    }
+    st["critical_path"] = {{"start_ns", p.start_ns}, {"end_ns", p.end_ns}, {"s", total * 1e-9}, {"segments", seg}};
+  }
+  j["steps"] = nlohmann::json::array();
+  for (auto& [step, st] : steps) j["steps"].push_back(std::move(st));
   j["expert_load"] = nlohmann::json::array();
   for (const auto& l : r.expert_load)
     j["expert_load"].push_back({{"layer", l.layer}, {"experts", l.experts}, {"steps", l.steps},

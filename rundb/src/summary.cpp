@@ -13,6 +13,7 @@
 #include "trainscope/common/json_text.h"
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/step_analysis.h"
 
 namespace trainscope::rundb {
 namespace {
@@ -180,8 +181,7 @@ bool isCollectiveAnnotation(const std::string& n) {
 
 // What one rank's trace says it did, as intervals by category, and the device events with their
 // correlation ids (to tie them to the steps that launched them).
-struct RankEvents {
-  std::vector<Interval> compute, comm, memory;
+struct RankEvents : CategoryIntervals {
   struct Device {
     int64_t start, end, correlation;
   };
@@ -369,36 +369,6 @@ std::vector<Interval> gpuWindows(const std::vector<std::pair<int64_t, int64_t>>&
   return windows;
 }
 
-// Time by category over `windows`, per counted step (`steps`).
-Breakdown breakdownOver(const RankEvents& ev, const std::vector<Interval>& windows, int64_t steps) {
-  const auto cu = unionOf(ev.compute), co = unionOf(ev.comm), ov = intersect(cu, co);
-  std::vector<Interval> busy = cu;
-  busy.insert(busy.end(), co.begin(), co.end());
-  const auto work = unionOf(busy);
-  std::vector<Interval> everything = work;
-  const auto me = unionOf(ev.memory);
-  everything.insert(everything.end(), me.begin(), me.end());
-  const auto any = unionOf(everything);
-  // Summed in integer nanoseconds: exact, and each category is at most what ran.
-  int64_t compute = 0, comm = 0, overlap = 0, memory = 0, idle = 0;
-  for (const auto& [begin, end] : windows) {
-    compute = satAdd(compute, coveredWithin(cu, begin, end));
-    comm = satAdd(comm, coveredWithin(co, begin, end));
-    overlap = satAdd(overlap, coveredWithin(ov, begin, end));
-    const int64_t covered = coveredWithin(any, begin, end);
-    memory = satAdd(memory, satSub(covered, coveredWithin(work, begin, end)));
-    idle = satAdd(idle, satSub(satSub(end, begin), covered));
-  }
-  const double n = double(std::max<int64_t>(1, steps));
-  Breakdown b;
-  b.compute_s = double(compute) * 1e-9 / n;
-  b.comm_s = double(comm) * 1e-9 / n;
-  b.overlap_s = double(overlap) * 1e-9 / n;
-  b.memory_s = double(memory) * 1e-9 / n;
-  b.idle_s = double(idle) * 1e-9 / n;
-  return b;
-}
-
 // The workload's name from the run's config ("" when it has none or it does not parse).
 std::string workloadName(RunReader& reader) {
   try {
@@ -441,9 +411,12 @@ void raiseSource(std::string& current, const std::string& src) {
 
 // One rank's breakdown: over its GPU windows when its device events can be tied to counted steps,
 // else over its CPU step windows `cw`.
-void breakdownRank(RunReader& reader, RankSummary& rs, const std::vector<Interval>& cw,
-                   const std::set<StringId>& compute_names, DeviceRows& dev, RunSummary& s, BreakdownFindings& found) {
-  const RankEvents ev = readRank(reader, rs.rank, compute_names, dev);
+void breakdownRank(RunReader& reader, RankSummary& rs, const std::vector<Interval>& cw, const std::vector<int64_t>& steps_of,
+                   const std::set<StringId>& compute_names, DeviceRows& dev, PeerWaits waits, RunSummary& s,
+                   BreakdownFindings& found) {
+  RankEvents ev = readRank(reader, rs.rank, compute_names, dev);
+  ev.wait = std::move(waits.wait);
+  ev.bubble = std::move(waits.bubble);
   raiseSource(s.breakdown_source, ev.source);
   found.host_ops |= ev.source == "host_ops";
   found.annotations |= ev.source == "annotations";
@@ -464,6 +437,11 @@ void breakdownRank(RunReader& reader, RankSummary& rs, const std::vector<Interva
     }
   }
   rs.breakdown = breakdownOver(ev, windows, rs.steps);
+  // Each step's own, where the windows are one per counted step (in order: cw is sorted by start).
+  if (windows.size() == cw.size() && steps_of.size() == cw.size()) {
+    const std::vector<Breakdown> each = breakdownEach(ev, windows);
+    for (size_t k = 0; k < windows.size(); ++k) rs.per_step.push_back({steps_of[k], windows[k].begin, windows[k].end, each[k]});
+  }
 }
 
 void addBreakdownNotes(RunSummary& s, const BreakdownFindings& found) {
@@ -515,8 +493,25 @@ RunSummary summarize(RunReader& reader, int64_t skip) {
   std::vector<double> compute_per_rank;
   BreakdownFindings found;
   std::map<int64_t, DeviceRows> devices = readDevices(reader, s.ranks);
+  // Waits for peers and the pipeline bubble, from the collectives linked across ranks.
+  const std::vector<Collective> collectives = reader.collectives();
+  const CollectiveLinks links = linkCollectives(collectives, runLayout(reader.meta()));
+  std::map<int64_t, PeerWaits> waits = peerWaits(collectives, links);
+  s.step_stragglers = stepStragglers(reader, collectives, links, s.excluded_steps);
+  s.critical_paths = criticalPaths(reader, collectives, links, s.excluded_steps);
+  // The step number of each counted CPU window, in the windows' order.
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> starts;  // rank → (start, step)
+  int64_t first = INT64_MAX;
+  for (const Step& r : steps) first = std::min(first, r.step);
+  for (const Step& r : steps)
+    if (r.step >= satAdd(first, s.excluded_steps)) starts[r.rank].emplace_back(r.start_ns, r.step);
   for (RankSummary& rs : s.ranks) {
-    breakdownRank(reader, rs, cpu_windows[rs.rank], compute_names, devices[rs.rank], s, found);
+    std::vector<std::pair<int64_t, int64_t>>& st = starts[rs.rank];
+    std::stable_sort(st.begin(), st.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<int64_t> steps_of;
+    for (const auto& p : st) steps_of.push_back(p.second);
+    breakdownRank(reader, rs, cpu_windows[rs.rank], steps_of, compute_names, devices[rs.rank], std::move(waits[rs.rank]), s,
+                  found);
     compute_per_rank.push_back(rs.breakdown->compute_s);
   }
   if (s.breakdown_window.empty()) s.breakdown_window = "cpu";
@@ -552,7 +547,16 @@ std::string summaryJson(const RunSummary& s) {
     if (r.breakdown)
       k["breakdown"] = {{"compute_s", r.breakdown->compute_s}, {"comm_s", r.breakdown->comm_s},
                         {"overlap_s", r.breakdown->overlap_s}, {"memory_s", r.breakdown->memory_s},
-                        {"idle_s", r.breakdown->idle_s}};
+                        {"idle_s", r.breakdown->idle_s}, {"wait_s", r.breakdown->wait_s},
+                        {"bubble_s", r.breakdown->bubble_s}, {"exposed_comm_s", r.breakdown->exposedCommS()}};
+    if (!r.per_step.empty()) {
+      k["per_step"] = nlohmann::json::array();
+      for (const StepBreakdown& p : r.per_step)
+        k["per_step"].push_back({{"step", p.step}, {"start_ns", p.start_ns}, {"end_ns", p.end_ns},
+                                 {"compute_s", p.b.compute_s}, {"comm_s", p.b.comm_s}, {"overlap_s", p.b.overlap_s},
+                                 {"exposed_comm_s", p.b.exposedCommS()}, {"wait_s", p.b.wait_s},
+                                 {"bubble_s", p.b.bubble_s}, {"memory_s", p.b.memory_s}, {"idle_s", p.b.idle_s}});
+    }
     k["gpu_step_time_mean_s"] = r.gpu_step_s ? nlohmann::json(*r.gpu_step_s) : nlohmann::json(nullptr);
     k["unattributed_device_events"] = r.unattributed_events;
     k["unattributed_device_s"] = r.unattributed_s;

@@ -381,14 +381,16 @@ TEST(ViewerApp, TheStepsTextIsNotClippedAt1920px) {
   ASSERT_EQ(r.status, 0) << r.output;
   const nlohmann::json l = nlohmann::json::parse(std::ifstream(layout));
   const auto& st = l["steps_text"];
-  ASSERT_EQ(st["lines"].size(), 2u) << st.dump();  // one per rank
+  int per_rank = 0;  // the rank lines (the stragglers' per step follow them)
+  for (const auto& line : st["lines"]) per_rank += line["text"].get<std::string>().rfind("CPU step ", 0) == 0;
+  ASSERT_EQ(per_rank, 2) << st.dump();  // one per rank
   const float panel_x1 = st["panel_x1"];
   EXPECT_GT(panel_x1, 1800);
   RecordProperty("panel_x1", std::to_string(panel_x1));
   for (const auto& line : st["lines"]) {
     const std::string text = line["text"];
-    EXPECT_EQ(text.rfind("CPU step ", 0), 0u) << text;
-    EXPECT_EQ(text.substr(text.size() - 5), " idle") << text;
+    if (text.rfind("CPU step ", 0) == 0) EXPECT_EQ(text.substr(text.size() - 5), " idle") << text;
+    else EXPECT_EQ(text.rfind("step ", 0), 0u) << text;
     EXPECT_LE(line["x0"].get<float>() + line["w"].get<float>(), panel_x1) << text << " in " << st.dump();
     RecordProperty("line_end_" + std::to_string(int(line["x0"].get<float>() + line["w"].get<float>())), text);
   }

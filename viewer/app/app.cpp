@@ -201,8 +201,12 @@ void App::setRange(int64_t a, int64_t b) {
   if (b < a) std::swap(a, b);
   range = std::make_pair(a, b);
   range_totals = {};
+  range_breakdown.clear();
   for (const auto& d : docs)
-    if (d->ready() && d.get() == docs.front().get()) range_totals = rangeTotals(*d->trace, a, b);
+    if (d->ready() && d.get() == docs.front().get()) {
+      range_totals = rangeTotals(*d->trace, a, b);
+      range_breakdown = rangeBreakdown(*d->trace, a, b);
+    }
 }
 
 void App::realign() {
@@ -350,6 +354,14 @@ void App::writeLayout(const std::string& path) const {
                           {"from_rank", l.from_rank}, {"to_rank", l.to_rank}, {"from_start_ns", l.from_start_ns},
                           {"to_start_ns", l.to_start_ns}, {"x0", l.x0}, {"y0", l.y0}, {"x1", l.x1}, {"y1", l.y1},
                           {"skew_ns", l.skew_ns}, {"wait_ns", l.wait_ns}, {"transfer_ns", l.transfer_ns}});
+  j["critical_path"] = nlohmann::json::array();  // the segments drawn this frame
+  for (const auto& g : path_drawn)
+    j["critical_path"].push_back({{"step", g.step}, {"rank", g.rank}, {"kind", g.kind}, {"x0", g.x0}, {"x1", g.x1}, {"y", g.y}});
+  j["range_breakdown"] = nlohmann::json::array();  // the selected range's per-rank breakdown, as Details shows it
+  for (const auto& r : range_breakdown)
+    j["range_breakdown"].push_back({{"rank", r.rank}, {"compute_s", r.b.compute_s}, {"exposed_comm_s", r.b.exposedCommS()},
+                                    {"wait_s", r.b.wait_s}, {"bubble_s", r.b.bubble_s}, {"overlap_s", r.b.overlap_s},
+                                    {"memory_s", r.b.memory_s}, {"idle_s", r.b.idle_s}});
   j["details"] = nlohmann::json::object();
   for (const auto& [k, v] : details_shown) j["details"][k] = v;
   // The statistics table as last drawn: its rows in order, names as shown.

@@ -23,6 +23,7 @@
 #include "trainscope/viewer/names.h"
 #include "trainscope/viewer/query.h"
 #include "trainscope/viewer/stats.h"
+#include "trainscope/viewer/step_view.h"
 #include "trainscope/viewer/tracks.h"
 #include "trainscope/viewer/view_state.h"
 #include "habits.h"
@@ -145,6 +146,7 @@ class App {
   std::optional<Selection> selection;
   std::optional<std::pair<int64_t, int64_t>> range;  // selected time range (absolute ns)
   std::array<KindTotal, kEventKinds> range_totals{};
+  std::vector<RankRangeBreakdown> range_breakdown;  // per rank: compute, comm, wait, bubble … (step_view.h)
   SearchResult found;
   int64_t found_index = -1;
   char search_text[256] = {};
@@ -171,6 +173,14 @@ class App {
   Ruler ruler;                // last frame's
   std::vector<BoxRect> boxes; // last frame's, when --layout asks for them
   std::vector<LinkRect> links;       // last frame's, when --layout asks for them
+  // The critical path's segments as last drawn (view_path.cpp; --layout): rank, kind, where.
+  struct PathShown {
+    int64_t step, rank;
+    std::string kind;
+    float x0, x1, y;
+  };
+  std::vector<PathShown> path_drawn;
+  bool show_critical_path = true;  // the Steps tab's switch
   std::vector<HeaderRect> headers;   // last frame's, when --layout asks for them
   // A stream's utilisation row as last drawn (--layout): where, and each pixel column's busy fraction.
   struct UtilShown {
@@ -260,6 +270,7 @@ class App {
   // view_comm.cpp: ranks related.
   float drawCollectiveWait(ImDrawList* dl, size_t doc, const EventRef& r, float x0, float x1, float y0, float y1);
   void drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered);
+  void drawCriticalPath(ImDrawList* dl);  // view_path.cpp: each step's critical path over the steps rows
   // The timeline's parts (view_timeline.cpp, view_ruler.cpp, view_tracks.cpp, view_overlays.cpp,
   // view_input.cpp); an event under the mouse is a Hover, found by the model's hit test.
   using Hover = std::optional<std::pair<Selection, DrawItem>>;

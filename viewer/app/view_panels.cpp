@@ -8,6 +8,7 @@
 #include "app.h"
 #include "trainscope/viewer/details.h"
 #include "trainscope/viewer/image.h"
+#include "trainscope/viewer/step_view.h"
 #include "trainscope/viewer/table.h"
 
 namespace trainscope::viewer {
@@ -77,6 +78,25 @@ void App::drawDetails() {
       }
       ImGui::EndTable();
     }
+    // Per rank: where the range's time went, the waits for peers and the bubble apart (step_view.h).
+    if (!range_breakdown.empty() &&
+        ImGui::BeginTable("range_breakdown", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+      for (const char* h : {"rank", "compute", "exposed comm", "waiting for a peer", "pipeline bubble", "overlap",
+                            "memory", "idle"})
+        ImGui::TableSetupColumn(h);
+      ImGui::TableHeadersRow();
+      for (const auto& r : range_breakdown) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::Text("%lld", (long long)r.rank);
+        for (double v : {r.b.compute_s, r.b.exposedCommS(), r.b.wait_s, r.b.bubble_s, r.b.overlap_s, r.b.memory_s,
+                         r.b.idle_s}) {
+          ImGui::TableNextColumn();
+          ImGui::Text("%s (%s)", formatDuration(v * 1e9).c_str(), pct(v * 1e9, len).c_str());
+        }
+      }
+      ImGui::EndTable();
+    }
     // Per name and rank: the range's statistics (view_stats.cpp), half the panel when an event is
     // selected too.
     if (selection) ImGui::BeginChild("range_names_child", ImVec2(0, ImGui::GetContentRegionAvail().y * 0.45f));
@@ -142,10 +162,15 @@ void App::drawSteps() {
   const auto& s = *sum;
   ImGui::Text("Per counted step, each rank over its steps' %s windows (compute from %s):",
               s.breakdown_window == "gpu" ? "GPU" : "CPU", s.breakdown_source.empty() ? "no events" : s.breakdown_source.c_str());
-  const ImU32 cols[5] = {kindColor(EventKind::Kernel), kindColor(EventKind::Collective), IM_COL32(160, 110, 200, 255),
-                         kindColor(EventKind::Memcpy), IM_COL32(90, 90, 90, 255)};
-  const char* names[5] = {"compute only", "communication only", "overlap", "memory", "idle"};
-  for (int i = 0; i < 5; ++i) {
+  // Waiting for a peer and the pipeline bubble are parts of the communication, drawn apart from the
+  // exposed transfer (rundb step_analysis.h), never as plain communication.
+  constexpr int kParts = 7;
+  const ImU32 cols[kParts] = {kindColor(EventKind::Kernel), kindColor(EventKind::Collective), IM_COL32(230, 170, 60, 255),
+                              IM_COL32(200, 90, 90, 255), IM_COL32(160, 110, 200, 255), kindColor(EventKind::Memcpy),
+                              IM_COL32(90, 90, 90, 255)};
+  const char* names[kParts] = {"compute only", "exposed communication", "waiting for a peer", "pipeline bubble",
+                               "overlap", "memory", "idle"};
+  for (int i = 0; i < kParts; ++i) {
     ImGui::SameLine();
     ImGui::TextColored(ImColor(cols[i]), " %s", names[i]);
   }
@@ -161,7 +186,7 @@ void App::drawSteps() {
   // The bar takes what the text beside it leaves (measured on its widest form), so the idle figure
   // is never cut off at 1920 px; the text wraps at the window's edge when even a 100 px bar is too much.
   const float text_w = ImGui::CalcTextSize("CPU step 000 ms, GPU step 000 ms | 000 ms compute, 000 ms comm, 000 ms "
-                                           "memory, 000 ms idle").x;
+                                           "wait, 000 ms bubble, 000 ms memory, 000 ms idle").x;
   const float bar_w = std::max(100.f, ImGui::GetContentRegionAvail().x - 150 - text_w - 2 * ImGui::GetStyle().ItemSpacing.x);
   // One row per rank, all of one height, through a clipper: a frame draws the visible ranks only.
   ImGuiListClipper clip;
@@ -174,9 +199,10 @@ void App::drawSteps() {
       const ImVec2 p = ImGui::GetCursorScreenPos();
       if (r.breakdown && longest > 0) {
         const auto& b = *r.breakdown;
-        const double parts[5] = {b.compute_s - b.overlap_s, b.comm_s - b.overlap_s, b.overlap_s, b.memory_s, b.idle_s};
+        const double parts[kParts] = {b.compute_s - b.overlap_s, b.exposedCommS(), b.wait_s, b.bubble_s,
+                                      b.overlap_s, b.memory_s, b.idle_s};
         float x = p.x;
-        for (int i = 0; i < 5; ++i) {
+        for (int i = 0; i < kParts; ++i) {
           const float w = float(std::max(0.0, parts[i]) / longest) * bar_w;
           dl->AddRectFilled(ImVec2(x, p.y + 2), ImVec2(x + w, p.y + 14), cols[i]);
           x += w;
@@ -184,10 +210,11 @@ void App::drawSteps() {
         ImGui::Dummy(ImVec2(bar_w, 16));
         ImGui::SameLine();
         char line[320];
-        std::snprintf(line, sizeof line, "CPU step %s%s%s | %s compute, %s comm, %s memory, %s idle",
+        std::snprintf(line, sizeof line, "CPU step %s%s%s | %s compute, %s comm, %s wait, %s bubble, %s memory, %s idle",
                       formatDuration(r.step_s_mean * 1e9).c_str(), r.gpu_step_s ? ", GPU step " : "",
                       r.gpu_step_s ? formatDuration(*r.gpu_step_s * 1e9).c_str() : "",
-                      formatDuration(b.compute_s * 1e9).c_str(), formatDuration(b.comm_s * 1e9).c_str(),
+                      formatDuration(b.compute_s * 1e9).c_str(), formatDuration(b.exposedCommS() * 1e9).c_str(),
+                      formatDuration(b.wait_s * 1e9).c_str(), formatDuration(b.bubble_s * 1e9).c_str(),
                       formatDuration(b.memory_s * 1e9).c_str(), formatDuration(b.idle_s * 1e9).c_str());
         steps_lines.push_back({line, ImGui::GetCursorScreenPos().x, ImGui::CalcTextSize(line).x});
         ImGui::PushTextWrapPos(0);
@@ -199,6 +226,63 @@ void App::drawSteps() {
         ImGui::Text("step %s (median)", formatDuration(r.step_s_median * 1e9).c_str());
       }
     }
+  }
+  // Per step, per rank: the same parts, each step's own (the summary's per_step), through a clipper.
+  std::vector<std::pair<int64_t, const rundb::StepBreakdown*>> per_step;  // (rank, its step)
+  for (const auto& r : s.ranks)
+    for (const auto& p : r.per_step) per_step.emplace_back(r.rank, &p);
+  std::stable_sort(per_step.begin(), per_step.end(),
+                   [](const auto& a, const auto& b) { return a.second->step < b.second->step; });
+  if (!per_step.empty() && ImGui::TreeNode("per_step", "Per step, per rank (%zu rows)", per_step.size())) {
+    if (ImGui::BeginTable("per_step_table", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit |
+                                                   ImGuiTableFlags_ScrollY, ImVec2(0, 220))) {
+      for (const char* h : {"step", "rank", "compute", "exposed comm", "waiting for a peer", "pipeline bubble", "memory",
+                            "idle"})
+        ImGui::TableSetupColumn(h);
+      ImGui::TableSetupScrollFreeze(0, 1);
+      ImGui::TableHeadersRow();
+      ImGuiListClipper rows_clip;
+      rows_clip.Begin(int(per_step.size()));
+      while (rows_clip.Step())
+        for (int i = rows_clip.DisplayStart; i < rows_clip.DisplayEnd; ++i) {
+          const auto& [rank, p] = per_step[size_t(i)];
+          ImGui::TableNextRow();
+          ImGui::TableNextColumn();
+          ImGui::Text("%lld", (long long)p->step);
+          ImGui::TableNextColumn();
+          ImGui::Text("%lld", (long long)rank);
+          for (double v : {p->b.compute_s, p->b.exposedCommS(), p->b.wait_s, p->b.bubble_s, p->b.memory_s, p->b.idle_s}) {
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(formatDuration(v * 1e9).c_str());
+          }
+        }
+      ImGui::EndTable();
+    }
+    ImGui::TreePop();
+  }
+  // Each counted step's straggler: who arrived last at its collectives, by how much, doing what.
+  if (!s.step_stragglers.empty()) {
+    ImGui::Separator();
+    ImGui::TextDisabled("Stragglers per step (the rank that arrives last at the step's linked collectives):");
+    ImGui::PushTextWrapPos(0);  // wrapped at the panel's edge: the width drawn is at most what is left
+    for (const std::string& text : stragglerLines(s)) {
+      const float w = std::min(ImGui::CalcTextSize(text.c_str()).x, ImGui::GetContentRegionAvail().x);
+      steps_lines.push_back({text, ImGui::GetCursorScreenPos().x, w});
+      ImGui::TextUnformatted(text.c_str());
+    }
+    ImGui::PopTextWrapPos();
+  }
+  // Each counted step's critical path, with each segment's share; highlighted on the timeline.
+  if (!s.critical_paths.empty()) {
+    ImGui::Separator();
+    ImGui::Checkbox("highlight the critical path on the timeline", &show_critical_path);
+    ImGui::PushTextWrapPos(0);
+    for (const std::string& text : criticalPathLines(s)) {
+      const float w = std::min(ImGui::CalcTextSize(text.c_str()).x, ImGui::GetContentRegionAvail().x);
+      steps_lines.push_back({text, ImGui::GetCursorScreenPos().x, w});
+      ImGui::TextUnformatted(text.c_str());
+    }
+    ImGui::PopTextWrapPos();
   }
 }
 

@@ -158,6 +158,7 @@ void App::drawTimeline() {
   drawRuler(dl, cx);
   updateTrackLayout(cx);
   rows.clear(), boxes.clear(), links.clear(), headers.clear(), sends_drawn.clear(), tracks_drawn.clear();
+  path_drawn.clear();
   utils.clear();
 
   // Pinned tracks: a band under the ruler that does not scroll (at most half the timeline).

@@ -195,11 +195,9 @@ void App::drawCounter(ImDrawList* dl, const TimelineContext& cx, const LayoutRow
     dl->AddRectFilled(ImVec2(x, y + r.h - 2 - bar), ImVec2(x + 1, y + r.h - 2), palette::kMemoryCounter);
   }
   dl->PopClipRect();
-  char mx[64];
-  // Bytes for the memory counter; any other (the MoE load, an import's counters) as the number it is.
-  if (tr.tracks[r.track].label == "memory") std::snprintf(mx, sizeof mx, "max %s", formatBytes(c.max_value).c_str());
-  else std::snprintf(mx, sizeof mx, "max %.4g", c.max_value);
-  dl->AddText(ImVec2(cx.left + 12, y + 18), IM_COL32(140, 145, 155, 255), mx);
+  // The memory row's peak is Summary's (counterLabel); any other counter: its max.
+  const std::string mx = counterLabel(tr, tr.tracks[r.track]);
+  dl->AddText(ImVec2(cx.left + 12, y + 18), IM_COL32(140, 145, 155, 255), mx.c_str());
 }
 
 }  // namespace trainscope::viewer

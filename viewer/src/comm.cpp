@@ -42,6 +42,7 @@ void linkTrace(Trace& trace, const std::vector<rundb::Collective>& rows, const s
     auto& lanes = comm.call_of[ti];
     for (const Lane& l : t.lanes) lanes.emplace_back(l.events.size(), -1);
   }
+  comm.unlinked.why = links.why;  // for Details' "not linked" (rundb::notLinkedReason)
   comm.calls.reserve(links.calls.size());
   for (rundb::LinkedCall& l : links.calls) {
     CommCall c;

@@ -139,6 +139,8 @@ void collectiveFields(rundb::RunReader& rd, const Trace& trace, const EventRef& 
     f.push_back({"algorithm bandwidth", bw(c.algbw())});
     f.push_back({"bus bandwidth", bw(c.busbw())});
     if (const CommCall* call = trace.comm.callOf(ref)) linkedFields(trace, *call, ref, c, f);
+    else  // no wait or skew is known: said so, with why, never shown as 0
+      f.push_back({"linked", "not linked: " + rundb::notLinkedReason(c, trace.comm.unlinked, trace.comm.layout)});
     return;
   }
 }

@@ -1,11 +1,13 @@
 // model_counters.cpp — loadTrace's counters: the recorded ones (the counters table), and a MoE run's
 // router load (expert_load) drawn as counters of its own (see model_internal.h).
 #include <algorithm>
+#include <cstdio>
 
 #include "model_internal.h"
 #include "trainscope/rundb/moe_load.h"
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/viewer/lod.h"
+#include "trainscope/viewer/view_state.h"
 
 namespace trainscope::viewer::loader {
 
@@ -87,3 +89,29 @@ std::vector<Track> takeCounterTracks(int64_t rank, CountersByRank& counters_of, 
 }
 
 }  // namespace trainscope::viewer::loader
+
+namespace trainscope::viewer {
+
+std::string counterLabel(const Trace& t, const Track& counter) {
+  char b[160];
+  const double mx = counter.counter.max_value;
+  if (counter.label != "memory") {
+    std::snprintf(b, sizeof b, "max %.4g", mx);
+    return b;
+  }
+  const auto source = t.meta.find("source");
+  const int64_t skip = source != t.meta.end() && source->second == "import" ? 0 : 1;  // as rundb::summarize
+  std::vector<rundb::Step> mine;
+  for (const rundb::Step& s : t.steps)
+    if (s.rank == counter.rank) mine.push_back(s);
+  const rundb::RunSummary sum = rundb::summarizeSteps(mine, 1, "", std::nullopt, skip);
+  if (sum.ranks.empty() || sum.ranks[0].peak_bytes <= 0) {
+    std::snprintf(b, sizeof b, "sampled max %s", formatBytes(mx).c_str());
+    return b;
+  }
+  std::snprintf(b, sizeof b, "peak %s (allocator, counted steps; sampled max %s)",
+                formatBytes(double(sum.ranks[0].peak_bytes)).c_str(), formatBytes(mx).c_str());
+  return b;
+}
+
+}  // namespace trainscope::viewer

@@ -23,6 +23,7 @@
 #include "optim/partitioned.h"
 #include "train/experts.h"
 #include "train/sources.h"
+#include "train/test_slow_rank.h"
 #include "parallel/pipeline.h"
 #include "model/tensor_parallel.h"
 #include "model/context_parallel.h"
@@ -484,6 +485,7 @@ rundb::Step Trainer::step() {
   r.step = s.step;
   r.start_ns = tracer::nowNs();  // the clock every trace table uses
   const auto t0 = std::chrono::steady_clock::now();
+  testSlowRank(s.layout.rank);  // test-only (test_slow_rank.h): inside the step's time
   r.lr = learningRate(s.step, c.steps, c.warmup, c.lr, c.min_lr_ratio);
   r.loss_scale = s.scaler.scale;
 

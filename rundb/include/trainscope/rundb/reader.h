@@ -74,6 +74,10 @@ class RunReader {
   // details of a selected event, wherever it lies in the file).
   template <class Row>
   std::vector<Row> startingAt(int64_t rank, int64_t start_ns);
+  // One rank's rows that start in [begin, end), by start (a range of the (rank, start) index: cheap
+  // anywhere in a large file, unlike events(), whose end bound scans from the file's start).
+  template <class Row>
+  std::vector<Row> startingIn(int64_t rank, int64_t begin, int64_t end);
   // One rank's rows of one table, streamed by start time (the viewer's loader).
   template <class Row>
   void forEachOf(int64_t rank, const std::function<void(const Row&)>& f);

@@ -38,6 +38,7 @@ struct RunLayout {
   int64_t ep = 1;             // expert parallelism: ep consecutive DP ranks (groups `ep`, `expert_dp`)
   int64_t micro_batches = 1;  // `ga`: the pipeline's micro-batches per step
   bool gpipe = false;         // `pp_schedule`: gpipe, else 1f1b
+  int64_t virtual_stages = 1; // `virtual_stages` (or `pp_schedule` interleaved: 2): > 1 is interleaved 1F1B
   struct Coords {
     int64_t dp = 0, tp = 0, pp = 0, cp = 0;
   };
@@ -63,7 +64,11 @@ struct LinkedCall {
 struct CollectiveLinks {
   std::vector<LinkedCall> calls;
   std::vector<int64_t> call_of;  // per row: its call, -1 when not linked
+  std::map<std::string, std::string> why;  // by group: why its rows could not be linked, where the linker knows
 };
+
+// Why `row` (call_of −1) is not linked, in words, for the report and the viewer: never a zero wait.
+std::string notLinkedReason(const Collective& row, const CollectiveLinks& links, const std::optional<RunLayout>& layout);
 
 // Links the rows of a `collectives` table (any order). A collective's copies are the rows of one
 // group instance with the same call number: the rank's count of collectives on that group, which is
@@ -96,6 +101,8 @@ struct CollectiveStat {
   int64_t linked = 0;                    // distinct linked calls among these rows
   double skew_mean_s = 0, skew_max_s = 0;  // arrival skew (last start − first start) over those calls
   double wait_s = 0, transfer_s = 0;     // summed over the rows
+  int64_t rows_not_linked = 0;           // rows no call took: their skew and wait are unknown, not 0
+  std::string not_linked_reason;         // why (notLinkedReason of the first such row); "" when all linked
 };
 
 struct Report {

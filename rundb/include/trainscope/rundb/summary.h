@@ -34,11 +34,13 @@
 //                   (gloo:*, nccl:*, c10d::*, record_param_comms). overlap = covered by both, memory =
 //                   covered by copies and sets and by neither of the others, idle = the rest:
 //                   compute + comm − overlap + memory + idle = window. Absent when the file holds no
-//                   events.
+//                   events. wait and bubble (step_analysis.h) are the parts of comm − overlap spent
+//                   waiting for a peer's collective and for a pipeline neighbour, from the linked calls.
 //   GPU step time   per rank, the GPU windows' total length per counted step (beside the CPU's).
 //   straggler       a rank whose compute per step exceeds the median rank's by more than 10%.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,6 +54,49 @@ class RunReader;
 
 struct Breakdown {
   double compute_s = 0, comm_s = 0, overlap_s = 0, memory_s = 0, idle_s = 0;  // per counted step
+  // Parts of comm − overlap (step_analysis.h): waiting for a peer at a linked collective, and the
+  // pipeline bubble (waiting at a linked send or receive). The rest is the exposed transfer.
+  double wait_s = 0, bubble_s = 0;
+  double exposedCommS() const { return std::max(0.0, comm_s - overlap_s - wait_s - bubble_s); }
+};
+// One counted step's breakdown on one rank (not divided: the step's own seconds).
+struct StepBreakdown {
+  int64_t step = 0;
+  int64_t start_ns = 0, end_ns = 0;  // the window it is taken over
+  Breakdown b;
+};
+
+// The straggler of a counted step, from the collectives linked across ranks (step_analysis.h has the
+// definitions).
+struct StepStraggler {
+  int64_t step = 0;
+  int64_t rank = -1;          // -1: none (why_none says why)
+  int64_t calls = 0;          // the step's linked collectives
+  int64_t calls_last = 0;     // of them, those it arrived last at
+  double late_s = 0;          // Σ (its arrival − the second-last arrival) over those
+  double others_wait_s = 0;   // Σ over the others of their wait for it at those calls
+  struct Doing {
+    std::string name;
+    double straggler_s = 0, others_s = 0;  // the others': their mean
+  };
+  std::vector<Doing> doing;   // at most 5, by straggler_s − others_s, largest first (> 0 only)
+  std::string why_none;
+};
+// The chain of work and waits that set a counted step's length, across ranks over the linked
+// collectives and pipeline sends (step_analysis.h has the walk). Segments are contiguous in time, from
+// the step's start on the rank the chain begins on to the latest step end.
+struct PathSegment {
+  int64_t rank = 0;
+  std::string kind;   // "work" (the rank's own time: compute, or what it ran), or "transfer" (a linked call
+                      // from its last arrival to its end, or the whole call where this rank arrived last)
+  std::string name;   // work: the range that covers most of it ("" none); transfer: "all_reduce (dp)"
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t peer = -1;  // transfer: the rank the chain came from (its last arrival); -1 when none
+};
+struct StepCriticalPath {
+  int64_t step = 0;
+  int64_t start_ns = 0, end_ns = 0;
+  std::vector<PathSegment> segments;  // in time order
 };
 
 struct RankSummary {
@@ -60,6 +105,7 @@ struct RankSummary {
   double step_s_mean = 0, step_s_median = 0, step_s_p90 = 0, step_s_min = 0, step_s_max = 0;
   int64_t peak_bytes = 0;
   std::optional<Breakdown> breakdown;
+  std::vector<StepBreakdown> per_step;   // each counted step's, when its windows are one per step
   std::optional<double> gpu_step_s;      // mean GPU window of the counted steps (GPU runs)
   int64_t unattributed_events = 0;       // device events without their launch in the trace
   double unattributed_s = 0;             // and their total time
@@ -80,6 +126,8 @@ struct RunSummary {
   std::string breakdown_window;      // "gpu" or "cpu": the windows the breakdown is taken over
   std::vector<std::string> notes;    // what the trace cannot tell (one line each)
   std::vector<RankSummary> ranks;
+  std::vector<StepStraggler> step_stragglers;  // per counted step (step_analysis.h); in report --json's steps
+  std::vector<StepCriticalPath> critical_paths;  // per counted step (step_analysis.h); in report --json's steps
 };
 
 // From a run database. skip: leading steps to leave out (see above; imports use 0).

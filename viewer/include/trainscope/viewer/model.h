@@ -112,6 +112,7 @@ struct CommIndex {
   std::optional<rundb::RunLayout> layout;  // meta.config's, when it adds up (rundb::runLayout)
   std::vector<CommCall> calls;
   std::map<uint32_t, std::vector<std::vector<int32_t>>> call_of;  // collectives track → [lane][event] → call (-1: none)
+  rundb::CollectiveLinks unlinked;  // the linker's reasons (why, by group) for rows it left unlinked (notLinkedReason)
   const CommCall* callOf(const EventRef& r) const;  // nullptr: not a linked collective
   size_t bytes() const;
 };
@@ -153,6 +154,11 @@ struct Cancelled : std::exception {
 // Loads a run database. Throws UserError naming the file for what RunReader refuses (missing, not a
 // run database, damaged, unknown schema version). An empty trace loads (event_count 0).
 // threads: readers working in parallel on chunks of the tables (0: the machine's cores).
+// The text beside a counter row. The memory row names the rank's peak as Summary and `report` define
+// it (the step rows' allocator peak over the counted steps, rundb::summarizeSteps) with the sampled
+// curve's max beside it, so that the two never disagree silently; other counters: their max.
+std::string counterLabel(const Trace& t, const Track& counter);
+
 // summary: also compute Trace::summary (a second pass over the events; the app does it after the
 // timeline is up, with loadSummary).
 Trace loadTrace(const std::string& path, LoadProgress* progress = nullptr, int threads = 0, bool summary = true);
