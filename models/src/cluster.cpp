@@ -199,7 +199,7 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
   if (j.contains("frameworks")) {
     if (!j["frameworks"].is_object())
       throw UserError(field("frameworks"), "must be an object of framework profiles",
-                      "e.g. {\"fsdp\": {\"hook_s\": 3e-5}}; see docs/time-model.md, \"Framework profiles\"");
+                      "e.g. {\"fsdp\": {\"hook_s\": 3e-5}}; see docs/framework-profiles.md");
     for (const auto& [name, profile] : j["frameworks"].items()) {
       if (!c.frameworks.count(name))
         throw UserError(field(("frameworks." + name).c_str()), "is not a framework",

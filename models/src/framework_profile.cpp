@@ -38,7 +38,7 @@ FrameworkProfile builtinProfile(Framework f) {
       // kernels' Python wrappers), the backward by the autograd engine; 25 forward ops and 50
       // backward per layer (counted on the GPT layer). Built in: each op at the cluster's dispatch_s
       // and no other host cost; the GPU presets carry the costs fitted to vTrain's one-node runs
-      // (models/clusters/*.json "frameworks"; docs/time-model.md, "Framework profiles").
+      // (models/clusters/*.json "frameworks"; docs/framework-profiles.md).
       p.overlap_reduce = 0;  // the published runs reduce gradients after the backward (no bucketing)
       break;
     case Framework::Fsdp:
@@ -117,7 +117,7 @@ const std::vector<OtherKey>& otherKeys() {
 
 FrameworkProfile parseProfile(const std::string& text, const FrameworkProfile& base, const std::string& field) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object()) throw UserError(field, "must be an object of constants", "see docs/time-model.md, \"Framework profiles\"");
+  if (!j.is_object()) throw UserError(field, "must be an object of constants", "see docs/framework-profiles.md");
   FrameworkProfile p = base;
   std::string known;
   for (const auto& c : profileConstants()) known += std::string(known.empty() ? "" : ", ") + c.key;
@@ -130,14 +130,14 @@ FrameworkProfile parseProfile(const std::string& text, const FrameworkProfile& b
       if (k == c.key) lower = c.lower, upper = c.upper, member = c.member;
     const std::string at = field + "." + k;
     if (!member) throw UserError(at, "is not a constant of a framework profile", "use " + known);
-    if (!v.is_number()) throw UserError(at, "must be a number", "see docs/time-model.md, \"Framework profiles\"");
+    if (!v.is_number()) throw UserError(at, "must be a number", "see docs/framework-profiles.md");
     const double x = v.get<double>();
     // host_op_s and host_backward_op_s may be negative: "the cluster's dispatch_s".
     const bool dispatch = (k == "host_op_s" || k == "host_backward_op_s") && x < 0;
     if (!std::isfinite(x) || (!dispatch && (x < lower || x > upper)))
       throw UserError(at, "is " + jsonText(v) + "; it must lie in [" + jsonText(nlohmann::json(lower)) + ", " +
                               jsonText(nlohmann::json(upper)) + "]",
-                      "see docs/time-model.md, \"Framework profiles\"");
+                      "see docs/framework-profiles.md");
     p.*member = x;
   }
   return p;
