@@ -123,6 +123,8 @@ def main():
         one = fresh("zero3-one.db")
         run(BASE + ["--init-from", ck, "--steps", "4", "--out", one])  # the gathered weights, in one process
         check(sorted(losses(one)) == [0, 1, 2, 3], "a ZeRO-3 checkpoint does not start a single-process run")
+        # Hybrid sharding: two shard groups of 2; the first group's ranks hand in the weights.
+        resumed_equals_uninterrupted(["--nproc", "4", "--zero", "3", "--zero-shard-size", "2"], "zero3-hybrid")
         mix = ["--workload", "tiny-mixtral"] + BASE[2:]
         ck = resumed_equals_uninterrupted(["--nproc", "2", "--ep", "2"], "ep2", mix)
         from safetensors import safe_open

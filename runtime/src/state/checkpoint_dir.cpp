@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -316,6 +317,15 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
   const int rank = comm.layout().rank, world = comm.layout().world;
   const Trainer::Resumable r = trainer.resumable();
   std::string tmp = rank == 0 ? makeTempFolder(dir) : std::string();
+  // A save that fails here (a full disk, a refusal) takes its unfinished folder with it on rank 0;
+  // only a killed one leaves it, for the next save to remove (temp_folders.h).
+  struct DropOnError {
+    std::string tmp;
+    bool armed;
+    ~DropOnError() {
+      if (armed && std::uncaught_exceptions() > 0) removeCheckpointFiles(tmp);
+    }
+  } drop{tmp, rank == 0};
   if (world > 1) {
     const std::string key = "trainscope.checkpoint." + std::to_string(r.step);
     if (rank == 0) comm.storeSet(key, tmp);
@@ -355,6 +365,7 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
     syncPath(tmp + "/" + kStateDir);
     syncPath(tmp);
     out.bytes = fileBytes(tmp) + fileBytes(tmp + "/" + kStateDir);
+    drop.armed = false;  // complete: a refused swap leaves it, whole, where the message says
     swapIntoPlace(tmp, dir);
     syncPath(parentOf(dir));
   }
