@@ -209,6 +209,10 @@ def main():
         p = run(BASE + ["--resume", ada, "--optimizer", "adafactor", "--steps", "3"], expect=2)
         check("--resume" in p.stderr and "spans whole tensors" in p.stderr and "--init-from" in p.stderr,
               f"adafactor into another layout: {p.stderr}")
+        f8 = fresh("fp8-zero1")
+        run(BASE + ["--steps", "2", "--nproc", "2", "--zero", "1", "--precision", "fp8", "--save", f8])
+        p = run(BASE + ["--resume", f8, "--gbs", "4", "--steps", "3", "--precision", "fp8"], expect=2)
+        check("--resume" in p.stderr and "amax history" in p.stderr, f"fp8 into another layout: {p.stderr}")
         p = run(BASE + ["--resume", ck, "--gbs", "4", "--steps", "3", "--precision", "bf16"], expect=2)
         check("--precision fp32" in p.stderr and "loss scaler" in p.stderr, f"another precision: {p.stderr}")
         run(BASE + ["--init-from", ck, "--nproc", "2", "--tp", "2", "--steps", "1"])  # weights re-sharded

@@ -455,6 +455,10 @@ static void resumeState(const nlohmann::json& s, const std::string& dir, const T
          "with its optimizer state split over ranks as " + layoutText(saved_layout) + ", not as this run's " +
              layoutText(now) + ", and " + why,
          "resume under the same layout, or --init-from " + dir + " (weights only, fresh optimizer)");
+    need(cfg.precision != Precision::FP8,
+         "in fp8 under " + layoutText(saved_layout) + ", and fp8's per-tensor scales (amax history) are each rank's "
+         "own and not in the checkpoint, so they cannot be re-cut for " + layoutText(now),
+         "resume under the same layout, or --init-from " + dir + " (weights only)");
     out.per_parameter = per_parameter;
   } else if (replicated) {
     out.optimizer = readState(dir + "/" + kStateDir + "/optimizer.safetensors", field);
