@@ -7,7 +7,7 @@ Losses are read from the run database (the steps table holds each step's loss as
 "bit-identical" is compared exactly. Cases:
   save_layout       --save writes the Hugging Face files and trainscope/ beside them; --save-shard-size shards
   resume_single     a run stopped after its step-3 checkpoint, resumed, equals the uninterrupted run bit for bit
-  resume_dp2_zero1  the same under DP 2 with ZeRO-1 (optimizer state saved per rank), and plain DP 2
+  resume_dp2_zero1  the same under DP 2 with ZeRO-1 (AdamW's state saved per parameter name), and plain DP 2
   resume_dp2_tp2    the same under DP 2 x TP 2 (weights gathered over TP), and PP 2 (one weights file per stage)
   resume_zero3_ep2  the same under DP 2 with ZeRO-3 (parameter pieces gathered) and tiny-mixtral under EP 2
                     (experts gathered over the ep ranks); their weights start a single-process run
@@ -86,7 +86,7 @@ def main():
     if CASE == "save_layout":
         d = fresh("saved")
         run(BASE + ["--steps", "2", "--save", d])
-        for f in ["config.json", "model.safetensors", "trainscope/state.json", "trainscope/optimizer.safetensors"]:
+        for f in ["config.json", "model.safetensors", "trainscope/state.json", "trainscope/optimizer-hf.safetensors"]:
             check(os.path.isfile(os.path.join(d, f)), f"--save wrote no {f}")
         s = state(d)
         check(s["step"] == 2 and s["data"]["next_sample"] == 4, f"state.json: {s}")
@@ -103,9 +103,13 @@ def main():
         resumed_equals_uninterrupted([], "single")
     elif CASE == "resume_dp2_zero1":
         ck = resumed_equals_uninterrupted(["--nproc", "2", "--zero", "1"], "dp2")
-        check(os.path.isfile(os.path.join(ck, "trainscope", "optimizer-rank-1.safetensors")),
-              "ZeRO-1 saved no per-rank optimizer state")
+        check(sorted(os.listdir(os.path.join(ck, "trainscope"))) == ["optimizer-hf.safetensors", "state.json"],
+              f"ZeRO-1's AdamW state is not saved per parameter name: {os.listdir(os.path.join(ck, 'trainscope'))}")
         resumed_equals_uninterrupted(["--nproc", "2"], "dp2-replicated")
+        # Adafactor's state spans whole tensors: saved as each rank holds it, and resumed exactly.
+        ck = resumed_equals_uninterrupted(["--nproc", "2", "--zero", "1", "--optimizer", "adafactor"], "dp2-adafactor")
+        check(os.path.isfile(os.path.join(ck, "trainscope", "optimizer-rank-1.safetensors")),
+              "ZeRO-1 with Adafactor saved no per-rank optimizer state")
     elif CASE == "resume_dp2_tp2":
         ck = resumed_equals_uninterrupted(["--nproc", "4", "--tp", "2"], "dp2tp2")
         one = fresh("dp2tp2-one.db")
@@ -118,8 +122,8 @@ def main():
               f"PP 2 weights files: {files}")
     elif CASE == "resume_zero3_ep2":
         ck = resumed_equals_uninterrupted(["--nproc", "2", "--zero", "3"], "zero3")
-        check(os.path.isfile(os.path.join(ck, "trainscope", "optimizer-rank-1.safetensors")),
-              "ZeRO-3 saved no per-rank optimizer state")
+        check(sorted(os.listdir(os.path.join(ck, "trainscope"))) == ["optimizer-hf.safetensors", "state.json"],
+              f"ZeRO-3's AdamW state is not saved per parameter name: {os.listdir(os.path.join(ck, 'trainscope'))}")
         one = fresh("zero3-one.db")
         run(BASE + ["--init-from", ck, "--steps", "4", "--out", one])  # the gathered weights, in one process
         check(sorted(losses(one)) == [0, 1, 2, 3], "a ZeRO-3 checkpoint does not start a single-process run")

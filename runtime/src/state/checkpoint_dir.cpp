@@ -27,6 +27,7 @@
 #include "trainscope/common/files.h"
 #include "trainscope/common/safetensors.h"
 #include "trainscope/runtime/comm.h"
+#include "trainscope/runtime/optim.h"
 #include "trainscope/runtime/parallel.h"
 #include "trainscope/workloads/hf_checkpoint.h"
 #include "trainscope/workloads/memory.h"
@@ -257,7 +258,8 @@ nlohmann::json stateJson(const TrainConfig& cfg, const Trainer::Resumable& r, bo
                {"next_sample", r.step * cfg.global_batch}};
   s["rng"] = "none kept: initialisation and the synthetic data are functions of the seed and the sample index, and "
              "training draws no random numbers (no dropout)";
-  s["optimizer"] = {{"kind", toString(cfg.optimizer)}, {"files", replicated ? "replicated" : "per-rank"}};
+  s["optimizer"] = {{"kind", toString(cfg.optimizer)},
+                    {"files", !per_parameter.is_null() ? "per-parameter" : replicated ? "replicated" : "per-rank"}};
   if (!per_parameter.is_null()) s["optimizer"]["per_parameter"] = per_parameter;
   s["precision"] = toString(cfg.precision);
   s["layout"] = layoutJson(cfg);
@@ -331,8 +333,11 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
     if (rank == 0) comm.storeSet(key, tmp);
     else tmp = comm.storeGet(key);
   }
+  // Elementwise state (AdamW, SGD) is saved per Hugging Face parameter name below, whatever the
+  // layout; other state (Adafactor, 8-bit Adam) as each rank holds it.
+  const bool per_name = trainer.optimizer().elementwise().elementwise;
   const bool replicated = optimizerReplicated(cfg);
-  if (!replicated)
+  if (!replicated && !per_name)
     writeState(tmp + "/" + kStateDir + "/optimizer-rank-" + std::to_string(rank) + ".safetensors", trainer.optimizerState());
   // The weights: each stage's TP shards put together (collective over the TP group), then written by
   // the stage's first rank (tp, dp and cp rank 0): the whole model, or under pp one shard per stage.
@@ -352,7 +357,7 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
       std::raise(SIGKILL);
     }
     writeText(tmp + "/config.json", workloads::hfConfigJson(cfg.model, "--save"));
-    if (replicated) writeState(tmp + "/" + kStateDir + "/optimizer.safetensors", trainer.optimizerState());
+    if (replicated && !per_name) writeState(tmp + "/" + kStateDir + "/optimizer.safetensors", trainer.optimizerState());
   }
   // The same state per Hugging Face parameter name, whatever the layout (optim_state.h; collective).
   const nlohmann::json per_parameter = saveLayoutFree(tmp, cfg, trainer, comm);
@@ -443,10 +448,15 @@ static void resumeState(const nlohmann::json& s, const std::string& dir, const T
        "pass --precision " + precision + ", or --init-from " + dir + " for its weights alone");
   const bool replicated = o.value("files", "") == "replicated";
   const nlohmann::json now = layoutJson(cfg);
-  const bool same_layout = replicated ? optimizerReplicated(cfg) : saved_layout == now;
-  if (!same_layout) {
+  // State that was whole on every rank (no ZeRO, tp, pp, ep) fits any data-parallel degree as it is.
+  const bool whole = replicated || (saved_layout.value("zero", 0) == 0 && saved_layout.value("tp", 1) == 1 &&
+                                    saved_layout.value("pp", 1) == 1 && saved_layout.value("ep", 1) == 1);
+  const bool same_layout = whole ? optimizerReplicated(cfg) : saved_layout == now;
+  const nlohmann::json per_parameter = o.value("per_parameter", nlohmann::json());
+  if (!per_parameter.is_null() && same_layout) {
+    out.per_parameter = per_parameter;  // cut exactly as saved: bit-identical
+  } else if (!same_layout) {
     // Another layout: the optimizer state per parameter name, cut as this run cuts its weights.
-    const nlohmann::json per_parameter = o.value("per_parameter", nlohmann::json());
     const std::string why = kind == "adafactor" || kind == "adam8bit"
                                 ? kind + "'s state spans whole tensors (factored moments, quantisation blocks), so it is "
                                          "kept per rank only"
