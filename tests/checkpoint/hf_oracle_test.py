@@ -13,6 +13,9 @@ same config.json, weights and tokens, and checkpoints travel both ways unchanged
    largest logit), the step's loss (relative 1e-5), every gradient (D1's w1 against transformers' own
    step w0 - g: within 1e-4 of |g| plus the fp32 rounding of the subtraction, 2^-22 |w0|), and D1's
    loss in transformers against trainscope's on D1 (`--init-from D1`).
+5. llama: the same step under DP 2 with ZeRO-3, mixtral: under EP 2, saved (weights gathered from the
+   ranks' pieces): transformers loads it, its weights are D1's within the gradient tolerance, and
+   trainscope's logits of it equal transformers'.
 Exit 77 (ctest: skipped) while trainscope refuses MODEL's architecture (before the Llama-family
 runtime lands); the message names the refusal.
 """
@@ -54,6 +57,8 @@ CONFIGS = {
                 "hidden_act": "silu"},
 }
 SKIP = 77
+# The sharded layouts each architecture's save is also checked under (step 5).
+SHARDED = {"llama": ["--zero", "3"], "mixtral": ["--ep", "2"]}
 
 
 def run(cli, args):
@@ -154,6 +159,36 @@ def main():
     ts_loss1 = step_loss(cli, ["--init-from", d1, "--steps", "1", "--lr", "1e-9"] + common)
     if abs(ts_loss1 - loss1) > 1e-5 * abs(loss1):
         failures.append(f"loss at w1 (D1): trainscope {ts_loss1!r}, transformers {loss1!r}")
+    # 5. The same step saved from a sharded layout (ZeRO-3's parameter pieces, experts over ep ranks):
+    # gathered into the Hugging Face layout, loaded by transformers unchanged, the same w1 as D1 up to
+    # the order of the gradient's reduction (the gradient tolerance above), and trainscope's logits of
+    # it (one process, --init-from) equal transformers'.
+    sharded = SHARDED.get(name)
+    if sharded:
+        d2 = os.path.join(work, f"{name}-w1-sharded")
+        flags = common[:common.index("--mbs")] + ["--mbs", "1"] + common[common.index("--mbs") + 2:]
+        rc, out, err = run(cli, ["--init-from", d0, "--steps", "1", "--lr", "1", "--save", d2, "-q", "--nproc", "2"]
+                           + sharded + flags)
+        if rc != 0:
+            failures.append(f"the save under {' '.join(sharded)} exited {rc}: {err.strip()}")
+        else:
+            w2 = dict(transformers.AutoModelForCausalLM.from_pretrained(d2, dtype=torch.float32,
+                                                                        attn_implementation="eager").named_parameters())
+            for k, g in grads.items():
+                diff = float((w2[k].detach() - w1[k].detach()).norm()) if k in w2 else float("inf")
+                tol = 2e-4 * float(g.norm()) + 2.0 ** -21 * float(w0[k].norm())
+                if not diff <= tol:
+                    failures.append(f"{' '.join(sharded)}: {k} differs from the one-process step by {diff:.3g} > {tol:.3g}")
+            logits2 = os.path.join(work, f"{name}-logits-sharded.safetensors")
+            if os.path.exists(logits2):
+                os.unlink(logits2)
+            step_loss(cli, ["--init-from", d2, "--steps", "1", "--lr", "1e-9", "--dump-logits", logits2] + common)
+            with torch.no_grad():
+                hf2 = transformers.AutoModelForCausalLM.from_pretrained(d2, dtype=torch.float32,
+                                                                        attn_implementation="eager")(input_ids=x).logits
+            err = float((load_file(logits2)["logits"] - hf2).abs().max())
+            if not err <= 1e-5 * float(hf2.abs().max()):
+                failures.append(f"{' '.join(sharded)}: logits of the gathered checkpoint differ by {err:.3g}")
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
         return 1

@@ -122,6 +122,20 @@ class AdamW final : public Optimizer, public PartitionedStep {
     return out;
   }
 
+  Elementwise elementwise() const override {
+    Elementwise e{true, {"exp_avg", "exp_avg_sq"}, {{}, {}}, {}};
+    const size_t n = decay_.index.size() + no_decay_.index.size();
+    e.state[0].resize(n);
+    e.state[1].resize(n);
+    for (const Group* g : {&decay_, &no_decay_})
+      for (size_t i = 0; i < g->params.size(); ++i) {
+        e.state[0][g->index[i]] = g->m[i];
+        e.state[1][g->index[i]] = g->v[i];
+        e.counters.push_back(g->step[i]);
+      }
+    return e;
+  }
+
   int64_t stateBytes() const override {
     int64_t b = 0;
     for (const Group* g : {&decay_, &no_decay_})
@@ -157,6 +171,14 @@ class Sgd final : public Optimizer {
     }
   }
   std::vector<at::Tensor> stateTensors() const override { return buf_; }
+  Elementwise elementwise() const override {
+    Elementwise e{true, {}, {}, {}};
+    if (momentum_ > 0) {
+      e.kinds = {"momentum_buffer"};
+      e.state = {buf_};
+    }
+    return e;
+  }
   int64_t stateBytes() const override {
     int64_t b = 0;
     for (const auto& t : buf_) b += t.nbytes();

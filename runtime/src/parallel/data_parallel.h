@@ -64,6 +64,9 @@ class DataParallel {
   // (null: this rank holds whole gradients, every replica the same). A tensor held whole by every
   // rank of that group (the tied embedding) is counted on its rank 0 only.
   virtual Group* normGroup() = 0;
+  // Collective over the ranks that split the parameters (ZeRO-3's shard group; nothing elsewhere):
+  // this rank's fp32 master weights whole, in the leaves' shapes (a checkpoint's weights).
+  virtual std::vector<at::Tensor> wholeMaster(const std::vector<at::Tensor>& master) { return master; }
   // Where piece i starts in its whole tensor (elements; 0 for a whole tensor).
   virtual int64_t pieceOffset(size_t /*i*/) const { return 0; }
   // The weight digest: whether this rank hands in its copy of a parameter, given `whole_replica`,

@@ -135,6 +135,22 @@ Zero3::Zero3(Group& shard, Group* replicas, int dp, const StageSpec& stage, cons
   }
 }
 
+std::vector<at::Tensor> Zero3::wholeMaster(const std::vector<at::Tensor>& /*master*/) {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> out(leaves_.size());
+  for (const std::unique_ptr<Unit>& up : units_) {
+    Unit& u = *up;
+    at::Tensor in = u.master.contiguous();
+    at::Tensor flat = at::empty({u.padded}, in.options());
+    shard_.allGather(flat, in);
+    for (size_t k = 0; k < u.tensors.size(); ++k) {
+      const size_t i = u.tensors[k];
+      out[i] = flat.narrow(0, u.offset[k], leaves_[i].numel()).view(leaves_[i].sizes()).clone();
+    }
+  }
+  return out;
+}
+
 Zero3::~Zero3() {
   try {
     if (reducing_) reducing_->pending->wait();

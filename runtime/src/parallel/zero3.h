@@ -63,6 +63,8 @@ class Zero3 final : public DataParallel, private LayerHooks {
   int64_t pieceOffset(size_t i) const override { return piece_offset_[i]; }  // where piece i starts in its tensor
   // The leaves forward and backward use (full shapes; storage only while gathered).
   const std::vector<at::Tensor>& leaves() const override { return leaves_; }
+  // Each unit's master shards all-gathered over the shard group, cut into whole tensors (copies).
+  std::vector<at::Tensor> wholeMaster(const std::vector<at::Tensor>& master) override;
   const GptWeights& weights() const { return weights_; }
   // stageForward gathers and frees each layer through these (beforeForward, afterForward below).
   LayerHooks* layerHooks() override { return this; }

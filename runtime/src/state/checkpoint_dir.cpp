@@ -14,16 +14,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "state/gather.h"
 #include "state/hf_weights.h"
+#include "state/optim_state.h"
+#include "state/temp_folders.h"
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/safetensors.h"
 #include "trainscope/runtime/comm.h"
+#include "trainscope/runtime/optim.h"
 #include "trainscope/runtime/parallel.h"
 #include "trainscope/workloads/hf_checkpoint.h"
 #include "trainscope/workloads/memory.h"
@@ -190,24 +194,6 @@ std::string layoutText(const nlohmann::json& l) {
   return t;
 }
 
-// Removes the previous checkpoint's files (put at `old` by the swap) and the folder: only the
-// names a checkpoint has. A folder that still holds anything else is left where it is.
-void removeOld(const std::string& old) {
-  const std::string sd = old + "/" + kStateDir;
-  if (lstatIs(sd, S_IFDIR)) {
-    for (const std::string& e : entries(sd))
-      if (e == "state.json" || (e.rfind("optimizer", 0) == 0 && e.size() > 12 && e.substr(e.size() - 12) == ".safetensors"))
-        ::unlink((sd + "/" + e).c_str());
-    ::rmdir(sd.c_str());
-  }
-  for (const std::string& e : entries(old)) {
-    const bool model = e.rfind("model", 0) == 0 &&
-                       ((e.size() > 12 && e.substr(e.size() - 12) == ".safetensors") || e == "model.safetensors.index.json");
-    if (model || e == "config.json") ::unlink((old + "/" + e).c_str());
-  }
-  ::rmdir(old.c_str());
-}
-
 }  // namespace
 
 void checkCheckpointTarget(const std::string& dir, const std::string& field) {
@@ -233,9 +219,6 @@ void checkCheckpointTarget(const std::string& dir, const std::string& field) {
 
 std::string whyCannotSave(const TrainConfig& c) {
   if (c.local_sgd > 0 && c.dp > 1) return "under local SGD the data-parallel replicas hold different weights between averagings";
-  if (c.ep > 1 || c.zero == ZeroStage::Parameters)
-    return std::string("gathering the weights of ") + (c.ep > 1 ? "experts split over ep ranks" : "ZeRO-3's parameter shards") +
-           " into one checkpoint is not implemented yet: save under tp, pp, dp or ZeRO 0-2";
   const std::string hf = workloads::hfUnsupported(c.model);
   if (!hf.empty()) return "workload " + c.model.name + " has no Hugging Face layout: " + hf;
   return "";
@@ -247,6 +230,7 @@ namespace {
 // trainscope/ folder.
 std::string makeTempFolder(const std::string& dir) {
   checkCheckpointTarget(dir, "--save");
+  removeStaleTemps(dir);  // what a save killed mid-write left, when provably ours (temp_folders.h)
   std::string tmp = parentOf(dir) + "/." + baseName(dir) + ".tmp-XXXXXX";
   if (!::mkdtemp(tmp.data()))
     throw UserError("--save", "could not create a folder beside " + dir + ": " + std::strerror(errno),
@@ -254,13 +238,15 @@ std::string makeTempFolder(const std::string& dir) {
   const mode_t mask = ::umask(0);  // mkdtemp makes 0700; a checkpoint folder is as any new folder
   ::umask(mask);
   ::chmod(tmp.c_str(), 0777 & ~mask);
+  writeTempMarker(tmp, dir);  // first: who writes this folder, so a later save can tell it is stale
   if (::mkdir((tmp + "/" + kStateDir).c_str(), 0755) != 0)
     throw UserError("--save", "could not create " + tmp + "/" + kStateDir + ": " + std::strerror(errno), "check the disk");
   return tmp;
 }
 
 // trainscope/state.json: what resuming needs besides the tensors, and what the other files hold.
-nlohmann::json stateJson(const TrainConfig& cfg, const Trainer::Resumable& r, bool replicated) {
+nlohmann::json stateJson(const TrainConfig& cfg, const Trainer::Resumable& r, bool replicated,
+                         const nlohmann::json& per_parameter) {
   nlohmann::json s;  // (readers find every key by name; the order is JSON's)
   s["format"] = kFormat;
   s["version"] = 1;
@@ -272,7 +258,10 @@ nlohmann::json stateJson(const TrainConfig& cfg, const Trainer::Resumable& r, bo
                {"next_sample", r.step * cfg.global_batch}};
   s["rng"] = "none kept: initialisation and the synthetic data are functions of the seed and the sample index, and "
              "training draws no random numbers (no dropout)";
-  s["optimizer"] = {{"kind", toString(cfg.optimizer)}, {"files", replicated ? "replicated" : "per-rank"}};
+  s["optimizer"] = {{"kind", toString(cfg.optimizer)},
+                    {"files", !per_parameter.is_null() ? "per-parameter" : replicated ? "replicated" : "per-rank"}};
+  if (!per_parameter.is_null()) s["optimizer"]["per_parameter"] = per_parameter;
+  s["precision"] = toString(cfg.precision);
   s["layout"] = layoutJson(cfg);
   s["model_type"] = workloads::hfModelType(cfg.model);
   s["config"] = nlohmann::json::parse(toJson(cfg));
@@ -292,6 +281,7 @@ int64_t fileBytes(const std::string& dir) {
 // The written checkpoint `tmp` takes DIR's place in one step. DIR is checked again (what was planted
 // meanwhile is refused); the entry the exchange gives back must be the one checked.
 void swapIntoPlace(const std::string& tmp, const std::string& dir) {
+  removeTempMarker(tmp);   // a complete checkpoint holds none
   struct stat checked {};  // what DIR is before its check: what the exchange must give back
   const bool existed = ::lstat(dir.c_str(), &checked) == 0;
   checkCheckpointTarget(dir, "--save");
@@ -311,7 +301,14 @@ void swapIntoPlace(const std::string& tmp, const std::string& dir) {
     throw UserError("--save", dir + " changed while the checkpoint was written; it is left as it is and the new "
                     "checkpoint is complete in " + tmp, "move it where you want it by hand");
   }
-  removeOld(tmp);  // the previous checkpoint, now at the temporary name
+  // The previous checkpoint, now at the temporary name: marked ours (were this run killed while
+  // removing it, the next save would finish the job), then its files removed through the folder
+  // checked above, never through a link swapped in since.
+  try {
+    writeTempMarker(tmp, dir);
+  } catch (const UserError&) {
+  }
+  removeCheckpointFiles(tmp, checked.st_dev, checked.st_ino);
 }
 
 }  // namespace
@@ -322,18 +319,30 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
   const int rank = comm.layout().rank, world = comm.layout().world;
   const Trainer::Resumable r = trainer.resumable();
   std::string tmp = rank == 0 ? makeTempFolder(dir) : std::string();
+  // A save that fails here (a full disk, a refusal) takes its unfinished folder with it on rank 0;
+  // only a killed one leaves it, for the next save to remove (temp_folders.h).
+  struct DropOnError {
+    std::string tmp;
+    bool armed;
+    ~DropOnError() {
+      if (armed && std::uncaught_exceptions() > 0) removeCheckpointFiles(tmp);
+    }
+  } drop{tmp, rank == 0};
   if (world > 1) {
     const std::string key = "trainscope.checkpoint." + std::to_string(r.step);
     if (rank == 0) comm.storeSet(key, tmp);
     else tmp = comm.storeGet(key);
   }
+  // Elementwise state (AdamW, SGD) is saved per Hugging Face parameter name below, whatever the
+  // layout; other state (Adafactor, 8-bit Adam) as each rank holds it.
+  const bool per_name = trainer.optimizer().elementwise().elementwise;
   const bool replicated = optimizerReplicated(cfg);
-  if (!replicated)
+  if (!replicated && !per_name)
     writeState(tmp + "/" + kStateDir + "/optimizer-rank-" + std::to_string(rank) + ".safetensors", trainer.optimizerState());
   // The weights: each stage's TP shards put together (collective over the TP group), then written by
   // the stage's first rank (tp, dp and cp rank 0): the whole model, or under pp one shard per stage.
   const Layout& l = comm.layout();
-  const std::vector<std::pair<std::string, at::Tensor>> stage = gatherStage(cfg, trainer.masterParams(), comm);
+  const std::vector<std::pair<std::string, at::Tensor>> stage = gatherStage(cfg, trainer.wholeMasterParams(), comm);
   if (l.tp_rank == 0 && l.dp_rank == 0 && l.cp_rank == 0) {
     const std::vector<std::pair<std::string, at::Tensor>> hf = toHf(cfg.model, stage);
     std::vector<safetensors::TensorView> views;
@@ -348,17 +357,20 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
       std::raise(SIGKILL);
     }
     writeText(tmp + "/config.json", workloads::hfConfigJson(cfg.model, "--save"));
-    if (replicated) writeState(tmp + "/" + kStateDir + "/optimizer.safetensors", trainer.optimizerState());
+    if (replicated && !per_name) writeState(tmp + "/" + kStateDir + "/optimizer.safetensors", trainer.optimizerState());
   }
+  // The same state per Hugging Face parameter name, whatever the layout (optim_state.h; collective).
+  const nlohmann::json per_parameter = saveLayoutFree(tmp, cfg, trainer, comm);
   if (world > 1) comm.world().barrier();  // every rank's optimizer file is in
   SavedCheckpoint out;
   out.step = r.step;
   if (rank == 0) {
     // state.json last: a folder without it is no checkpoint, and it names what the others hold.
-    writeText(tmp + "/" + kStateDir + "/state.json", stateJson(cfg, r, replicated).dump(2) + "\n");
+    writeText(tmp + "/" + kStateDir + "/state.json", stateJson(cfg, r, replicated, per_parameter).dump(2) + "\n");
     syncPath(tmp + "/" + kStateDir);
     syncPath(tmp);
     out.bytes = fileBytes(tmp) + fileBytes(tmp + "/" + kStateDir);
+    drop.armed = false;  // complete: a refused swap leaves it, whole, where the message says
     swapIntoPlace(tmp, dir);
     syncPath(parentOf(dir));
   }
@@ -429,19 +441,38 @@ static void resumeState(const nlohmann::json& s, const std::string& dir, const T
        "pass the same --seq and --gbs");
   const std::string kind = o.value("kind", "");
   need(kind == toString(cfg.optimizer), "with optimizer " + kind, "pass --optimizer " + kind + ", or --init-from " + dir + " for a fresh optimizer");
+  const std::string precision = s.value("precision", std::string(toString(cfg.precision)));
+  need(precision == toString(cfg.precision),
+       "in precision " + precision + " (its loss scaler and low-precision state do not carry over to " +
+           toString(cfg.precision) + ")",
+       "pass --precision " + precision + ", or --init-from " + dir + " for its weights alone");
   const bool replicated = o.value("files", "") == "replicated";
   const nlohmann::json now = layoutJson(cfg);
-  if (replicated) {
-    need(optimizerReplicated(cfg),
-         "with the optimizer state whole on every rank (" + layoutText(saved_layout) + "); this run splits it (" +
-             layoutText(now) + ")",
-         "resume without ZeRO, tp, pp or ep, or --init-from " + dir + " (weights only, fresh optimizer)");
+  // State that was whole on every rank (no ZeRO, tp, pp, ep) fits any data-parallel degree as it is.
+  const bool whole = replicated || (saved_layout.value("zero", 0) == 0 && saved_layout.value("tp", 1) == 1 &&
+                                    saved_layout.value("pp", 1) == 1 && saved_layout.value("ep", 1) == 1);
+  const bool same_layout = whole ? optimizerReplicated(cfg) : saved_layout == now;
+  const nlohmann::json per_parameter = o.value("per_parameter", nlohmann::json());
+  if (!per_parameter.is_null() && same_layout) {
+    out.per_parameter = per_parameter;  // cut exactly as saved: bit-identical
+  } else if (!same_layout) {
+    // Another layout: the optimizer state per parameter name, cut as this run cuts its weights.
+    const std::string why = kind == "adafactor" || kind == "adam8bit"
+                                ? kind + "'s state spans whole tensors (factored moments, quantisation blocks), so it is "
+                                         "kept per rank only"
+                                : "it holds no optimizer state per parameter (saved by an earlier version)";
+    need(!per_parameter.is_null(),
+         "with its optimizer state split over ranks as " + layoutText(saved_layout) + ", not as this run's " +
+             layoutText(now) + ", and " + why,
+         "resume under the same layout, or --init-from " + dir + " (weights only, fresh optimizer)");
+    need(cfg.precision != Precision::FP8,
+         "in fp8 under " + layoutText(saved_layout) + ", and fp8's per-tensor scales (amax history) are each rank's "
+         "own and not in the checkpoint, so they cannot be re-cut for " + layoutText(now),
+         "resume under the same layout, or --init-from " + dir + " (weights only)");
+    out.per_parameter = per_parameter;
+  } else if (replicated) {
     out.optimizer = readState(dir + "/" + kStateDir + "/optimizer.safetensors", field);
   } else {
-    need(saved_layout == now,
-         "with its optimizer state split over ranks as " + layoutText(saved_layout) + ", not as this run's " +
-             layoutText(now) + " (the weights could be re-sharded, the optimizer shards are not)",
-         "resume under the same layout, or --init-from " + dir + " (weights only, fresh optimizer)");
     out.optimizer = readState(dir + "/" + kStateDir + "/optimizer-rank-" + std::to_string(rank) + ".safetensors", field);
   }
   out.resumed = true;
@@ -449,6 +480,22 @@ static void resumeState(const nlohmann::json& s, const std::string& dir, const T
   out.resumable.optimizer_steps = s.value("optimizer_steps", int64_t(0));
   out.resumable.loss_scale = s.value("loss_scale", 1.0);
   out.resumable.clean_steps = s.value("clean_steps", int64_t(0));
+}
+
+void restoreTrainer(const LoadedCheckpoint& c, Trainer& trainer, const Layout& layout, const std::string& dir,
+                    const std::string& field) {
+  if (c.per_parameter.is_null()) {
+    checkOptimizerState(c, trainer, dir, field);
+    trainer.restore(c.resumable, c.optimizer);
+    return;
+  }
+  try {
+    loadLayoutFree(dir, c.per_parameter, trainer.config(), trainer, layout, field);
+  } catch (const nlohmann::json::exception&) {
+    throw UserError(field, dir + "/trainscope/state.json is damaged (optimizer.per_parameter)",
+                    "resume from another checkpoint, or --init-from " + dir + " for its weights alone");
+  }
+  trainer.restore(c.resumable, trainer.optimizerState());  // the step, the loss scaler; the state is in
 }
 
 void checkOptimizerState(const LoadedCheckpoint& c, const Trainer& trainer, const std::string& dir,

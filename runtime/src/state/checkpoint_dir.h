@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
 
 #include "trainscope/runconfig/config.h"
 #include "trainscope/runtime/gpt.h"
@@ -27,6 +28,7 @@
 namespace trainscope::runtime {
 
 class Comm;
+struct Layout;
 
 // Throws a UserError naming `field` unless DIR may be written as a checkpoint (see above).
 void checkCheckpointTarget(const std::string& dir, const std::string& field);
@@ -49,12 +51,17 @@ struct LoadedCheckpoint {
   bool resumed = false;               // trainer state below is set
   Trainer::Resumable resumable;
   std::vector<at::Tensor> optimizer;  // this rank's optimizer state (CPU), Optimizer::stateTensors order
+  nlohmann::json per_parameter;       // non-null: resumed under another layout, from this (optim_state.h)
 };
 
 // --init-from (weights only) or --resume (weights, then this rank's trainer state: a layout whose
 // optimizer state differs from the saved one is refused with the reason). `field` names the flag.
 LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, int rank, bool resume,
                                 const std::string& field);
+// A resumed checkpoint's trainer state into `trainer`: this rank's saved optimizer tensors (same
+// layout), or its pieces cut from the state saved per parameter name (another layout).
+void restoreTrainer(const LoadedCheckpoint& c, Trainer& trainer, const Layout& layout, const std::string& dir,
+                    const std::string& field);
 // Checks a loaded checkpoint's optimizer state against the trainer's (count, shapes, dtypes).
 void checkOptimizerState(const LoadedCheckpoint& c, const Trainer& trainer, const std::string& dir,
                          const std::string& field);

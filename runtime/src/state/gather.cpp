@@ -32,6 +32,17 @@ at::Tensor rowsOf(const std::vector<at::Tensor>& pieces, const std::vector<int>&
   return at::cat(parts, 0);
 }
 
+// An expert tensor's experts (dim 0) from every rank of the ep group, in ep rank order: rank r holds
+// experts [r·E/ep, (r+1)·E/ep) (shardGpt).
+at::Tensor allExperts(const at::Tensor& t, Group& ep) {
+  at::Tensor in = t.contiguous().view({-1});
+  at::Tensor out = at::empty({int64_t(ep.size()) * in.numel()}, in.options());
+  ep.allGather(out, in);
+  std::vector<int64_t> shape = t.sizes().vec();
+  shape[0] *= ep.size();
+  return out.view(shape);
+}
+
 }  // namespace
 
 StageSpec stageOf(const TrainConfig& cfg, int pp_rank) {
@@ -53,7 +64,8 @@ std::vector<std::pair<std::string, at::Tensor>> gatherStage(const TrainConfig& c
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (size_t i = 0; i < info.size(); ++i) {
     const ParamInfo& p = info[i];
-    const at::Tensor m = master[i].detach().to(at::kCPU);
+    at::Tensor m = master[i].detach().to(at::kCPU);
+    if (p.expert && cfg.ep > 1) m = allExperts(m, comm.subGroup("ep", l.epGroup(int(cfg.ep))));
     if (p.wte && !stage.first && p.name == "wte") continue;  // the tied head's copy: the first stage writes it
     if (tp == 1 || !p.tp_sharded) {
       out.emplace_back(p.name, m);

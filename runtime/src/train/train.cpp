@@ -35,6 +35,7 @@
 #include "train/op_source.h"
 #include "train/sources.h"
 #include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
 #include "trainscope/common/safetensors.h"
 #include "trainscope/rundb/merge.h"
 #include "trainscope/rundb/reader.h"
@@ -425,18 +426,22 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
   std::optional<LoadedCheckpoint> loaded;
   if (!from.empty()) loaded = loadCheckpoint(from, cfg, layout.rank, !out.resume.empty(), from_flag);
   Trainer trainer(cfg, dev, &comm, loaded ? &loaded->full : nullptr);  // checks the data before anything is written
-  if (loaded && loaded->resumed) {
-    checkOptimizerState(*loaded, trainer, from, from_flag);
-    trainer.restore(loaded->resumable, loaded->optimizer);
-  }
+  if (loaded && loaded->resumed) restoreTrainer(*loaded, trainer, layout, from, from_flag);
   loaded.reset();
   if (!out.dump_logits.empty()) {  // before any step: the weights the run starts from
     if (layout.world != 1)
       throw UserError("--dump-logits", "needs one process (it writes one model's logits)", "drop --nproc");
     const at::Tensor lg = trainer.logits(trainer.stepsDone());
-    safetensors::writeFile(out.dump_logits,
-                           {{"logits", "F32", lg.sizes().vec(), lg.data_ptr(), int64_t(lg.nbytes())}},
-                           {{"step", std::to_string(trainer.stepsDone())}}, "--dump-logits");
+    // Under a temporary name, put in place when whole (never over a file, never through a link).
+    files::OutputRule rule;
+    rule.field = "--dump-logits";
+    rule.kind = "logits file";
+    files::AtomicFile f(out.dump_logits, rule);
+    const std::vector<safetensors::TensorView> views = {
+        {"logits", "F32", lg.sizes().vec(), lg.data_ptr(), int64_t(lg.nbytes())}};
+    f.stream() << safetensors::header(views, {{"step", std::to_string(trainer.stepsDone())}});
+    f.stream().write(static_cast<const char*>(lg.data_ptr()), std::streamsize(lg.nbytes()));
+    f.commit();
   }
   info.parameters = cfg.model.parameterCount();
   if (layout.world == 1 && trainer.parameterCount() != info.parameters)

@@ -534,6 +534,7 @@ double Trainer::computeGradients(int64_t step) {
 }
 
 std::vector<at::Tensor> Trainer::masterParams() const { return impl_->master; }
+std::vector<at::Tensor> Trainer::wholeMasterParams() const { return impl_->dp->wholeMaster(impl_->master); }
 at::Tensor Trainer::logits(int64_t step) {
   Impl& s = *impl_;
   c10::NoGradGuard no_grad;
@@ -560,6 +561,22 @@ void Trainer::restore(const Resumable& r, const std::vector<at::Tensor>& state) 
   s.scaler.clean_steps = r.clean_steps;
   s.step = r.step;
 }
+std::vector<Trainer::OptimizerSlot> Trainer::optimizerSlots() const {
+  std::vector<OptimizerSlot> out;  // as optimizerTensors lists them
+  for (const DataParallel::Shard& sh : impl_->shards()) {
+    const int64_t n = impl_->info[sh.param].expert && sh.master.dim() >= 2 ? sh.master.size(0) : 0;
+    if (n == 0) out.push_back({sh.param, -1, sh.offset});
+    for (int64_t e = 0; e < n; ++e) out.push_back({sh.param, e, 0});
+  }
+  return out;
+}
+std::vector<std::vector<int64_t>> Trainer::stageShapes() const {
+  std::vector<std::vector<int64_t>> out;
+  for (const at::Tensor& t : impl_->dp->leaves()) out.push_back(t.sizes().vec());
+  return out;
+}
+Group* Trainer::optimizerShardGroup() const { return impl_->dp->normGroup(); }
+Optimizer& Trainer::optimizer() const { return *impl_->optimizer; }
 std::vector<at::Tensor> Trainer::mainGrads() const { return impl_->dp->mainGrads(); }
 int64_t Trainer::parameterCount() const {
   int64_t n = 0;

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -37,6 +38,18 @@ class Optimizer {
   // parameters the optimizer was made with.
   virtual std::vector<at::Tensor> stateTensors() const = 0;
   void setSteps(int64_t t) { t_ = t; }
+  // State that is elementwise in the parameters (AdamW's exp_avg and exp_avg_sq, SGD's momentum):
+  // per kind, one live tensor per parameter of that parameter's shape, in parameter order; `counters`
+  // AdamW's per-tensor step counts (every one the same). A checkpoint saves it per Hugging Face
+  // parameter name, whatever the layout (docs/checkpoints.md). Empty kinds and `elementwise` false
+  // for state that spans whole tensors (Adafactor's factored moments, 8-bit Adam's blocks).
+  struct Elementwise {
+    bool elementwise = false;
+    std::vector<std::string> kinds;
+    std::vector<std::vector<at::Tensor>> state;  // [kind][parameter]
+    std::vector<at::Tensor> counters;
+  };
+  virtual Elementwise elementwise() const { return {}; }
 
  protected:
   int64_t t_ = 0;  // completed steps

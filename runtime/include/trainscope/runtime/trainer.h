@@ -28,6 +28,7 @@
 namespace trainscope::runtime {
 
 struct GptWeights;
+class Optimizer;
 
 class Trainer {
  public:
@@ -51,6 +52,9 @@ class Trainer {
   // one process only (run --dump-logits, for the transformers oracle).
   at::Tensor logits(int64_t step);
   std::vector<at::Tensor> masterParams() const;  // fp32 (this rank's shard under TP/PP)
+  // Collective under ZeRO-3 (over the shard group): the master weights whole as the leaves hold them
+  // (TP/PP/EP-local); elsewhere masterParams().
+  std::vector<at::Tensor> wholeMasterParams() const;
   std::vector<at::Tensor> mainGrads() const;     // fp32, unscaled after step()/computeGradients()
   int64_t parameterCount() const;
   int64_t stepsDone() const;
@@ -70,6 +74,17 @@ class Trainer {
   // Copies `state` into the optimizer's tensors (shapes and dtypes checked by the caller) and
   // continues from r.step.
   void restore(const Resumable& r, const std::vector<at::Tensor>& state);
+  // Where each optimizer parameter lies in this rank's flat parameters (the layout-free optimizer
+  // state, runtime/src/state/optim_state.h): its flat index, its expert (-1: not one expert of a
+  // tensor), where its elements start in the TP-local tensor. stageShapes: those tensors' shapes.
+  struct OptimizerSlot {
+    size_t param = 0;
+    int64_t expert = -1, offset = 0;
+  };
+  std::vector<OptimizerSlot> optimizerSlots() const;
+  std::vector<std::vector<int64_t>> stageShapes() const;
+  Group* optimizerShardGroup() const;  // the ranks that split the optimizer state (null: none)
+  Optimizer& optimizer() const;
 
   // Testing seam: the next step's gradients get an inf, as an fp16 overflow would produce.
   void injectOverflowOnce();
