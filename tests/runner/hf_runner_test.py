@@ -217,6 +217,16 @@ def case_failures(ts, work):
     print("failures:", {faults[c]: status[c]["status"] for c in faults}, "others ok:", len(ok))
 
 
+class DataParallel:
+    """What DeepSpeedConfig asks of an mpu: the data-parallel world size."""
+
+    def __init__(self, dp):
+        self.dp = dp
+
+    def get_data_parallel_world_size(self):
+        return self.dp
+
+
 def case_deepspeed(ts, work):
     """--runner deepspeed on 2 CPU ranks (DS_ACCELERATOR=cpu, the deepspeed launcher): ZeRO 0-3 x
     micro-batch; each trial's engine was built from the trial's exported ds_config.json."""
@@ -225,10 +235,12 @@ def case_deepspeed(ts, work):
     except ImportError:
         print("SKIP: deepspeed is not installed in", PY, "(run scripts/setup)")
         sys.exit(77)
+    import deepspeed.runtime.config as dsc
     from deepspeed.runtime.config import DeepSpeedConfig
+    dsc.dist.get_rank = lambda *a, **k: 0  # no process group in this process: rank 0, the mpu gives dp
     script = os.path.join(REPO, "examples", "deepspeed_train.py")
     study, r = tune(ts, work, "ds", ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "2", "--mbs", "1,2",
-                                     "--ckpt", "none", "--zero", "0,1,2,3", "--exhaustive", "--trial-steps", "3",
+                                     "--ckpt", "none", "--zero", "0,1,2,3", "--exhaustive", "--trial-steps", "2",
                                      "--mem-limit", "3G", "--entry", script + " --model gpt2 --seq 32"],
                     runner="deepspeed")
     trials = r["trials"]
@@ -240,11 +252,11 @@ def case_deepspeed(ts, work):
         for rank in (0, 1):
             built = json.load(open(os.path.join(d, "probe", f"rank{rank}.ds_config.json")))
             check(built == exported_cfg, f"{d}: rank {rank}'s engine was built from {built}, not {exported_cfg}")
-        parsed = DeepSpeedConfig(exported_cfg)
+        parsed = DeepSpeedConfig(exported_cfg, mpu=DataParallel(2))
         seen.add((parsed.zero_optimization_stage, parsed.train_micro_batch_size_per_gpu,
                   parsed.gradient_accumulation_steps))
         rows, meta, _ = steps_of(t["db"])
-        check(meta["world_size"] == "2" and len(rows) == 2 * 3, f"{t['db']}: {rows}")
+        check(meta["world_size"] == "2" and len(rows) == 2 * t["steps"], f"{t['db']}: {rows}")
     check(seen == {(z, m, 2 // m) for z in range(4) for m in (1, 2)}, f"measured {sorted(seen)}")
     print(f"deepspeed: {len(trials)} trials, ZeRO/mbs/ga {sorted(seen)}, pick {r['recommended']}")
 
