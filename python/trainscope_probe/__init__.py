@@ -202,6 +202,13 @@ def _at_exit():
     dist = getattr(sys.modules.get("torch"), "distributed", None)
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
+            # Every rank past its last collective first (a peer still in one would be cut off);
+            # a peer that is gone fails the bounded barrier, and the group is left as it is.
+            import datetime
+            if dist.get_backend() == "gloo" and dist.get_world_size() > 1:
+                dist.monitored_barrier(timeout=datetime.timedelta(seconds=60))
+            elif dist.get_world_size() > 1:
+                dist.barrier()
             dist.destroy_process_group()
     except Exception as e:  # noqa: BLE001 — the job's rows are written; its exit is its own
         sys.stderr.write(f"trainscope_probe: destroy_process_group at exit: {e}\n")

@@ -14,6 +14,7 @@ download) under torchrun on Gloo CPU ranks, measured by python/trainscope_probe:
                profile trial's Kineto trace imported into its database
   deepspeed    --runner deepspeed: examples/deepspeed_train.py on 2 CPU ranks, ZeRO 0-3 x micro-batch,
                each engine built from its trial's exported ds_config.json (DeepSpeedConfig parses it)
+  ds_llama_exports  DeepSpeedConfig on every DeepSpeed export of the Llama-family presets' studies
   failures     one trial each out of memory under --mem-limit, crashed, hung (killed by the trial
                timeout, no process left behind), a bad script path: each classified, the tune goes on
 """
@@ -261,11 +262,55 @@ def case_deepspeed(ts, work):
     print(f"deepspeed: {len(trials)} trials, ZeRO/mbs/ga {sorted(seen)}, pick {r['recommended']}")
 
 
+def case_ds_llama_exports(ts, work):
+    """DeepSpeed's own config parser on the DeepSpeed exports of the Llama-family presets (issue 32's
+    gap): every valid candidate of a study of each, DeepSpeedConfig(config, mpu=dp) (batch arithmetic,
+    the pydantic models of zero_optimization / bf16 / fp16 refusing unknown keys)."""
+    try:
+        import deepspeed.runtime.config as dsc
+    except ImportError:
+        print("SKIP: deepspeed is not installed in", PY, "(run scripts/setup)")
+        sys.exit(77)
+    dsc.dist.get_rank = lambda *a, **k: 0
+    presets = [("tiny-llama", "cpu-local", "8"), ("small-llama", "cpu-local", "8"),
+               ("llama3-8b", "h100-80gb-x8", "64"), ("mistral-7b", "h100-80gb-x8", "64"),
+               ("qwen2.5-7b", "h100-80gb-x8", "64")]
+    checked = 0
+    for workload, cluster, gbs in presets:
+        study = os.path.join(work, f"ds-{workload}.db")
+        for p in (study, study + ".lock"):
+            if os.path.exists(p):
+                os.remove(p)
+        subprocess.run(["rm", "-rf", study + ".trials"], check=True)
+        # One trial (it may fail here: no GPU); the study keeps every candidate's config.
+        p = subprocess.run([ts, "tune", "--workload", workload, "--cluster", cluster, "--gbs", gbs, "--seq", "128",
+                            "--study", study, "--max-trials", "1", "--trial-steps", "2", "--json"],
+                           capture_output=True, text=True, timeout=600)
+        check(p.stdout.strip(), f"{workload}: tune printed nothing: {p.stderr[-2000:]}")
+        ranked = json.loads(p.stdout.strip().splitlines()[-1])["ranked"]
+        valid = [c for c in ranked if not c["rejected"]]
+        check(valid, f"{workload}: no valid candidate")
+        for c in valid:
+            text = exported(ts, study, c["id"], "deepspeed")
+            cfg = json.loads(text)
+            dp = int(c["plan"].split()[0][2:])
+            try:
+                parsed = dsc.DeepSpeedConfig(cfg, mpu=DataParallel(dp))
+            except Exception as e:  # noqa: BLE001 — the parser's refusal is the finding
+                fail(f"{workload} candidate {c['id']} ({c['plan']}): DeepSpeedConfig refused it: {e}\n{text}")
+            check(parsed.train_batch_size == int(gbs) and parsed.train_micro_batch_size_per_gpu == cfg[
+                "train_micro_batch_size_per_gpu"], f"{workload} {c['plan']}: parsed batch {parsed.train_batch_size}")
+            checked += 1
+        print(f"{workload} on {cluster}: {len(valid)} DeepSpeed exports parsed")
+    print(f"ds_llama_exports: {checked} configs parsed by DeepSpeedConfig")
+
+
 def main():
     ts, case, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
     cases = {"probe": case_probe, "tune_gpt2": case_tune_gpt2, "tune_llama": case_tune_llama,
-             "failures": case_failures, "deepspeed": case_deepspeed}
+             "failures": case_failures, "deepspeed": case_deepspeed,
+             "ds_llama_exports": case_ds_llama_exports}
     try:
         import accelerate  # noqa: F401  (Transformers' Trainer needs it; scripts/setup installs it)
     except ImportError:
