@@ -20,6 +20,7 @@
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/models.h"
 #include "trainscope/tuner/export.h"
+#include "trainscope/tuner/job.h"
 #include "trainscope/tuner/tune.h"
 #include "trainscope/tuner/tune_inputs.h"
 #include "trainscope/tuner/tune_json.h"
@@ -103,7 +104,14 @@ CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
   c->add_flag("--exhaustive", f->exhaustive, "the same as --search exhaustive");
   c->add_flag("--explain", f->explain, "list every rejected combination with its reason");
   c->add_flag("--json", f->json, "one JSON object at the end");
-  c->add_option("--inject", f->inject, "testing: CANDIDATE:crash|hang|oom[,…]");
+  c->add_option("--inject", f->inject, "testing: CANDIDATE:crash|hang|oom|badpath[,…]");
+  c->add_option("--runner", f->runner,
+                "what a trial runs: trainscope (its own runtime) or your --entry under hf (torchrun + Trainer), "
+                "accelerate, deepspeed, megatron, torchtitan (docs/tuner.md)")
+      ->capture_default_str();
+  c->add_option("--entry", f->entry, "with --runner: the training script and its arguments, e.g. 'train.py --lr 1e-3'");
+  c->add_option("--python", f->python, "with --runner: the interpreter that launches it (default $TRAINSCOPE_PYTHON or python3)");
+  c->add_option("--probe", f->probe, "with --runner: the folder holding trainscope_probe (default: found through --python)");
   return c;
 }
 
@@ -317,7 +325,12 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   else tn::checkStudyPath(f.study, f.resume);  // the same refusals: --predict-only writes nothing there
   const tn::Cluster c = tuneCluster(f, self_dir, mem_limit);
   tn::checkFigures(w, c, f.gbs, f.seq);
-  const tn::TuneOptions o = tn::tuneOptions(f, c, lock.get(), self_dir + "/trainscope", budget_s);
+  tn::TuneOptions o = tn::tuneOptions(f, c, lock.get(), self_dir + "/trainscope", budget_s);
+  std::unique_ptr<tn::JobTrialRunner> job;  // --runner hf|…: the user's job runs each trial (job.h)
+  if (!o.runner_name.empty() && !f.predict_only) {
+    job = std::make_unique<tn::JobTrialRunner>(tn::jobOptions(f, c, w));
+    o.runner = job.get();
+  }
 
   const tn::TuneResult r = runStudy(w, c, so, o);
   int64_t valid = 0;

@@ -38,6 +38,7 @@ constexpr FormatName kFormats[] = {
     {ExportFormat::AccelerateConfig, "accelerate-config"},
     {ExportFormat::TrainingArgs, "training-args"},
     {ExportFormat::HfConfig, "hf-config"},
+    {ExportFormat::Torchtitan, "torchtitan"},
 };
 
 std::string runJson(const rt::TrainConfig& c) { return jsonText(nlohmann::json::parse(rt::toJson(c)), 2) + "\n"; }
@@ -198,7 +199,7 @@ std::string deepspeedMoeNote(const rt::TrainConfig& c) {
 // linearly from warmup_min_ratio 0 over warmup_num_steps, then follows a cosine to cos_min_ratio at
 // total_num_steps, times the optimizer's lr — this runtime's schedule, except that its warm-up
 // starts at lr/warmup rather than 0. DeepSpeed refuses warmup_num_steps 0, so no warm-up is 1 step.
-ExportResult deepspeed(const rt::TrainConfig& c) {
+ExportResult deepspeed(const rt::TrainConfig& c, const ExportTarget& t) {
   ExportResult r;
   nlohmann::json j = {
       {"train_batch_size", c.global_batch},
@@ -218,6 +219,9 @@ ExportResult deepspeed(const rt::TrainConfig& c) {
   if (c.optimizer != rt::OptimizerKind::SGD) {
     j["optimizer"]["params"]["betas"] = {c.beta1, c.beta2};
     j["optimizer"]["params"]["eps"] = c.eps;
+    // DeepSpeed's Adam is a compiled op (FusedAdam, CPUAdam) that the CPU accelerator builds with a
+    // compiler at start; torch's AdamW needs none (CPU Gloo ranks run from the PyPI wheel as it is).
+    if (t.cpu) j["optimizer"]["params"]["torch_adam"] = true;
   }
   j["scheduler"] = {{"type", "WarmupCosineLR"},
                     {"params",
@@ -298,7 +302,12 @@ nlohmann::ordered_json accelerateFields(const rt::TrainConfig& c, const ExportTa
   if (c.precision == rt::Precision::FP8)
     j["fp8_config"] = nlohmann::ordered_json{{"amax_compute_algo", "max"}, {"amax_history_len", 16}, {"backend", "TE"},
                                              {"fp8_format", "HYBRID"}, {"margin", 0}};
-  if (distributed == "FSDP") j["fsdp_config"] = fsdpConfig(c);
+  if (distributed == "FSDP") {
+    j["fsdp_config"] = fsdpConfig(c);
+    // Accelerate's FSDP plugin refuses sync_module_states without an accelerator ("no available
+    // devices found"): CPU ranks start from the same seed instead.
+    if (t.cpu) j["fsdp_config"]["fsdp_sync_module_states"] = false;
+  }
   j.update(nlohmann::ordered_json{{"machine_rank", 0},
           {"main_training_function", "main"},
           {"mixed_precision", precision},
@@ -374,7 +383,7 @@ nlohmann::ordered_json trainingArguments(const rt::TrainConfig& c, const ExportT
                         {"backward_prefetch", "backward_pre"},
                         {"forward_prefetch", false},
                         {"use_orig_params", true},
-                        {"sync_module_states", true}};
+                        {"sync_module_states", !t.cpu}};  // refused without an accelerator (above)
   }
   return j;
 }
@@ -417,7 +426,7 @@ std::vector<std::string> accelerateNotes(const rt::TrainConfig& c, const ExportT
 }  // namespace
 
 const char* exportFormatNames() {
-  return "run|command|megatron|deepspeed|accelerate|accelerate-config|training-args|hf-config";
+  return "run|command|megatron|deepspeed|accelerate|accelerate-config|training-args|hf-config|torchtitan";
 }
 
 ExportFormat parseExportFormat(const std::string& name, const std::string& field) {
@@ -445,6 +454,8 @@ ExportResult exportConfig(const runconfig::TrainConfig& c, ExportFormat format, 
       return megatron(c);
     case ExportFormat::HfConfig:
       return {workloads::hfConfigJson(c.model, "--format"), {}, {}};
+    case ExportFormat::Torchtitan:
+      return torchtitanFlags(c);
     default:
       break;
   }
@@ -452,7 +463,7 @@ ExportResult exportConfig(const runconfig::TrainConfig& c, ExportFormat format, 
   ExportResult r;
   switch (format) {
     case ExportFormat::DeepSpeed:
-      r = deepspeed(c);
+      r = deepspeed(c, target);
       break;
     case ExportFormat::AccelerateConfig:
       r = {accelerateYaml(c, target), accelerateNotes(c, target), {}};

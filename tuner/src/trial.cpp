@@ -25,6 +25,8 @@ void ProcessTrialRunner::stopRunning() {
   if (g > 0) kill(-g, SIGTERM);  // the trial stops at its next step and records what it did
 }
 
+void setRunningTrialGroup(pid_t group) { g_trial_group = group; }
+
 void classifyExit(TrialRecord& t, int exit_code) {
   t.exit_code = exit_code;
   if (exit_code == 0) t.status = TrialStatus::Ok;

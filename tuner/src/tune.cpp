@@ -71,7 +71,7 @@ std::string freshStem(const std::string& dir, int64_t candidate, int64_t round) 
     const std::string stem = attempt == 1 ? base : base + "." + std::to_string(attempt);
     bool taken = false;
     struct stat st {};
-    for (const char* ext : {".json", ".log", ".db", ".db-wal", ".db-shm", ".db-journal", ".db.rank0"})
+    for (const char* ext : {".json", ".log", ".db", ".db-wal", ".db-shm", ".db-journal", ".db.rank0", ".job"})
       taken = taken || ::lstat((stem + ext).c_str(), &st) == 0;
     if (!taken) return stem;
   }
@@ -151,6 +151,7 @@ std::string studyInputs(const workloads::Workload& w, const Cluster& c, const Sp
                            {"n_positions", w.n_positions}};
   // Studies made before the search was a choice say only "exhaustive": other strategies add their name.
   if (o.search != "halving" && o.search != "exhaustive") inputs["search"] = o.search;
+  if (!o.runner_name.empty() && o.runner_name != "trainscope") inputs["runner"] = o.runner_name;  // job.h
   for (const auto& cand : all) inputs["plans"].push_back(cand.plan.describe());
   return jsonText(inputs);
 }
@@ -229,6 +230,8 @@ class StudyRunner {
     spec.run.config = runconfig::fromJson(study_.candidateConfig(id), o_.study_path);
     spec.run.config.steps = b.steps;
     const std::string fault = injectedFault(o_.inject, id);
+    spec.fault = fault;
+    spec.profile = b.stage == SearchStage::Profile;
     if (fault == "crash" || fault == "hang" || fault == "oom")
       spec.run.config.inject_failure = "0:1:" + std::string(fault == "crash" ? "segv" : fault);
     spec.run.output.trace = stem + ".db";
@@ -319,6 +322,10 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
                 const std::function<void(const TuneEvent&)>& progress) {
   TuneResult res;
   res.candidates = enumerateSpace(w, c, space);
+  if (o.refuse)  // an external runner's refusals (job.h): rejected with its reason, as the runtime's are
+    for (Candidate& cand : res.candidates)
+      if (cand.rejected.empty())
+        if (std::string why = o.refuse(cand.plan); !why.empty()) cand.rejected = std::move(why);
   const std::vector<const Candidate*> valid = validCandidates(res.candidates, space);
   if (o.predict_only || valid.empty()) return res;
   const SearchOptions so{o.first_round, o.base_steps, o.finalists, o.final_rounds};

@@ -1,6 +1,8 @@
 // tune_inputs.cpp — see tune_inputs.h.
 #include "trainscope/tuner/tune_inputs.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -49,8 +51,8 @@ void checkInject(const std::string& spec) {
   for (const auto& item : split(spec)) {
     const auto colon = item.find(':');
     const std::string what = colon == std::string::npos ? "" : item.substr(colon + 1);
-    if (colon == std::string::npos || (what != "crash" && what != "hang" && what != "oom"))
-      throw UserError("--inject", "\"" + item + "\" is not CANDIDATE:crash|hang|oom", "e.g. --inject 0:crash,1:hang");
+    if (colon == std::string::npos || (what != "crash" && what != "hang" && what != "oom" && what != "badpath"))
+      throw UserError("--inject", "\"" + item + "\" is not CANDIDATE:crash|hang|oom|badpath", "e.g. --inject 0:crash,1:hang");
     runconfig::parseInteger(item.substr(0, colon), "--inject", 0, int64_t(1) << 40,
                           "name a candidate by its id, e.g. --inject 0:crash");
   }
@@ -102,6 +104,11 @@ SpaceOptions checkedSpace(const TuneInputs& f) {
   requireAtMost(f.final_rounds, kMost, "--final-rounds", "pass a few rounds (default 2)");
   runconfig::parseLauncher(f.launcher);  // refused before anything is made (TuneOptions takes it parsed)
   checkInject(f.inject);
+  if (parseJobKind(f.runner) != JobKind::Trainscope && f.entry.empty())
+    throw UserError("--entry", "is required with --runner " + f.runner,
+                    "name the training script and its arguments, e.g. --entry 'examples/hf_trainer.py --model gpt2'");
+  if (parseJobKind(f.runner) == JobKind::Trainscope && !f.entry.empty())
+    throw UserError("--entry", "runs under an external runner only", "add --runner hf|accelerate|deepspeed|megatron|torchtitan");
   if (f.search != "halving" && f.search != "exhaustive")
     throw UserError("--search", "unknown value \"" + f.search + "\"", std::string("use one of ") + searchNames());
   SpaceOptions so;
@@ -143,6 +150,32 @@ SpaceOptions checkedSpace(const TuneInputs& f) {
   return so;
 }
 
+JobOptions jobOptions(const TuneInputs& f, const Cluster& c, const workloads::Workload& w) {
+  JobOptions o;
+  o.kind = parseJobKind(f.runner);
+  o.entry = splitEntry(f.entry);
+  if (o.entry[0] != "-m") {
+    char* real = ::realpath(o.entry[0].c_str(), nullptr);
+    struct stat st {};
+    if (!real || ::stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
+      std::free(real);
+      throw UserError("--entry", "no such script: " + o.entry[0], "name the training script (a .py file), or -m MODULE");
+    }
+    o.entry[0] = real;  // absolute: the trial's paths do not depend on where tune was started
+    std::free(real);
+  }
+  o.python = !f.python.empty() ? f.python : std::getenv("TRAINSCOPE_PYTHON") ? std::getenv("TRAINSCOPE_PYTHON") : "python3";
+  o.probe_root = f.probe.empty() ? locateProbe(o.python) : f.probe;
+  struct stat st {};
+  if (::stat((o.probe_root + "/trainscope_probe/site/sitecustomize.py").c_str(), &st) != 0)
+    throw UserError("--probe", o.probe_root + " holds no trainscope_probe/site/sitecustomize.py",
+                    "pass the repository's python/ folder, or run scripts/setup (it installs trainscope_probe)");
+  o.workload = w.name;
+  o.cpu = c.kind == ClusterKind::Cpu;
+  o.mem_limit = o.cpu ? c.memory_bytes : 0;
+  return o;
+}
+
 TuneOptions tuneOptions(const TuneInputs& f, const Cluster& c, const StudyLock* lock, const std::string& trainscope,
                         double budget_s) {
   TuneOptions o;
@@ -163,6 +196,13 @@ TuneOptions tuneOptions(const TuneInputs& f, const Cluster& c, const StudyLock* 
   o.work_dir = f.study + ".trials";
   o.mem_limit = c.kind == ClusterKind::Cpu ? c.memory_bytes : 0;
   o.inject = f.inject;
+  const JobKind kind = parseJobKind(f.runner);
+  if (kind != JobKind::Trainscope) {
+    o.runner_name = f.runner;
+    o.refuse = [kind](const Plan& p) { return jobRefusal(kind, p); };
+  } else if (f.inject.find("badpath") != std::string::npos) {
+    throw UserError("--inject", "badpath is a fault of an external job's script", "use it with --runner hf|accelerate|…");
+  }
   return o;
 }
 

@@ -21,7 +21,7 @@ std::string tuneResultJson(const std::string& study, const workloads::Workload& 
     j["trials"].push_back({{"candidate", t.candidate}, {"round", t.round}, {"steps", t.steps},
                            {"status", toString(t.status)}, {"step_s", t.step_s}, {"tokens_per_s", t.tokens_per_s},
                            {"peak_bytes", t.peak_bytes}, {"predicted_step_s", t.predicted_step_s},
-                           {"predicted_peak", t.predicted_peak}, {"db", t.db_path},
+                           {"predicted_peak", t.predicted_peak}, {"db", t.db_path}, {"message", t.message},
                            {"profile", t.round == 0 && std::count(r.profiles.begin(), r.profiles.end(), t.candidate) > 0}});
   for (const auto& cand : r.candidates)
     j["ranked"].push_back({{"id", cand.id}, {"plan", cand.plan.describe()}, {"rejected", cand.rejected},

@@ -12,6 +12,8 @@
 //   accelerate         both of the last two in one JSON object, {"accelerate_config": {…},
 //                      "training_arguments": {…}}: a bundle for scripts, not a file either tool
 //                      reads; write each part to its own file (or use the two formats above)
+//   torchtitan         torchtitan's train.py overrides (--training.*, --parallelism.*, --optimizer.*;
+//                      0.3's config manager takes them after --module/--config), export_torchtitan.cpp
 //   hf-config          the model's Hugging Face config.json (workloads/hf_config.h); deepspeed,
 //                      accelerate-config, training-args and accelerate also return it as a file to
 //                      write beside theirs (ExportResult::files), so the model is built as trained
@@ -26,7 +28,7 @@
 
 namespace trainscope::tuner {
 
-enum class ExportFormat { Run, Command, Megatron, DeepSpeed, Accelerate, AccelerateConfig, TrainingArgs, HfConfig };
+enum class ExportFormat { Run, Command, Megatron, DeepSpeed, Accelerate, AccelerateConfig, TrainingArgs, HfConfig, Torchtitan };
 
 // "run|command|megatron|deepspeed|accelerate|accelerate-config|training-args|hf-config": for help and errors.
 const char* exportFormatNames();
@@ -56,5 +58,8 @@ runconfig::TrainConfig trainingRunOf(runconfig::TrainConfig trial);
 
 // `c` must be resolved (runconfig::resolve): the exports read its derived fields (dp, ga, world).
 ExportResult exportConfig(const runconfig::TrainConfig& c, ExportFormat format, const ExportTarget& target = {});
+
+// torchtitan's overrides of one config (export_torchtitan.cpp; exportConfig's Torchtitan).
+ExportResult torchtitanFlags(const runconfig::TrainConfig& c);
 
 }  // namespace trainscope::tuner

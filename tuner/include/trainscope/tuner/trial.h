@@ -12,6 +12,8 @@
 // run(); docs/architecture.md, "Where things plug in".
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "trainscope/runconfig/config.h"
@@ -24,6 +26,8 @@ struct TrialSpec {
   std::string spec_path;  // where the spec is written (a name anything already holds is refused)
   std::string log_path;   // the trial's standard output and error
   double timeout_s = 0;   // 0: none
+  bool profile = false;   // a profile trial (search.h): an external job traces its first steps (job.h)
+  std::string fault;      // testing (--inject): crash | hang | oom | badpath for this trial, "" none
 };
 
 class TrialRunner {
@@ -45,6 +49,10 @@ class ProcessTrialRunner : public TrialRunner {
  private:
   std::string trainscope_;  // the front end that runs trials
 };
+
+// The process group of the trial running now (0: none), for stopRunning; a runner other than
+// ProcessTrialRunner that starts a group (job.h) sets it while its trial runs.
+void setRunningTrialGroup(pid_t group);
 
 // How an exit status reads as a trial's end (exposed for tests).
 void classifyExit(TrialRecord& t, int exit_code);

@@ -49,6 +49,10 @@ struct TuneOptions {
   int64_t mem_limit = 0;          // CPU trials: --mem-limit (the cluster's memory per rank)
   std::string inject;             // testing: "CANDIDATE:crash|hang|oom[,…]"
   TrialRunner* runner = nullptr;  // who runs the trials (null: each its own process, trial.h)
+  // An external runner (job.h, `--runner hf|…`): its name, kept with the study's inputs (a study is
+  // resumed only with the runner it began with), and what it cannot run, rejected with that reason.
+  std::string runner_name;        // "" or "trainscope": trainscope's own runtime
+  std::function<std::string(const Plan&)> refuse;
 };
 
 struct TuneEvent {                // progress: one trial ended (or was taken from a resumed study)

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "trainscope/tuner/job.h"
 #include "trainscope/tuner/tune.h"
 
 namespace trainscope::tuner {
@@ -20,6 +21,9 @@ struct TuneInputs {
   int64_t finalists = 3, final_rounds = 2;
   double trial_timeout = 300;
   std::string search = "halving";
+  // The job trials run (job.h): trainscope's own runtime, or the user's --entry under a framework's
+  // launcher, with --python (its interpreter) and --probe (the folder holding trainscope_probe).
+  std::string runner = "trainscope", entry, python, probe;
   bool resume = false, predict_only = false, exhaustive = false, no_zero = false, no_sp = false;
 };
 
@@ -32,6 +36,10 @@ double parseDuration(const std::string& text);
 void checkFigures(const workloads::Workload& w, const Cluster& c, int64_t gbs, int64_t seq_flag);
 // The tuner's options from checked inputs, on cluster `c`: trials run `trainscope` (the front end's
 // path), under `lock` (null: tune() takes it), within `budget_s` (0: none).
+// --runner hf|…: the job's options (the entry split and its script found, the probe located through
+// --python when --probe is not given). Throws UserError naming --entry, --python or --probe.
+JobOptions jobOptions(const TuneInputs& in, const Cluster& c, const workloads::Workload& w);
+
 TuneOptions tuneOptions(const TuneInputs& in, const Cluster& c, const StudyLock* lock, const std::string& trainscope,
                         double budget_s);
 

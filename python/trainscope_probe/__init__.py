@@ -1,0 +1,255 @@
+"""trainscope_probe — measures a training job's steps for `trainscope tune --runner …`.
+
+A job carries it in one of two ways:
+  * a Hugging Face Trainer script, unmodified: the runner puts `trainscope_probe/site` on the
+    trial's PYTHONPATH, whose sitecustomize registers `TrainscopeCallback` on every Trainer (hf.py);
+  * any other loop adds one line around its optimizer step:
+
+        import trainscope_probe as probe
+        for batch in loader:
+            with probe.step(tokens=batch["input_ids"].numel()) as s:
+                loss = model(**batch).loss; loss.backward(); opt.step(); opt.zero_grad()
+                s.loss = loss.item()
+
+Each rank appends one JSON line per step to $TRAINSCOPE_PROBE_DIR/rank<R>.steps.jsonl: the step, its
+wall time (start and duration in ns), the global batch's tokens (this rank's × the data-parallel
+world), the loss and the peak memory so far (torch.cuda.max_memory_allocated on a GPU, the process's
+peak RSS on the CPU). `trainscope tune` turns those rows, and the traces below, into the trial's run
+database (steps and memory from the rows, the trace through the Kineto importer).
+
+Environment (set by the runner; without TRAINSCOPE_PROBE_DIR the probe records nothing):
+  TRAINSCOPE_PROBE_DIR            the folder of this trial's rows, traces and exit records
+  TRAINSCOPE_PROBE_PROFILE_STEPS  trace this many steps with torch.profiler (from step 1; 0: none)
+  TRAINSCOPE_MEM_LIMIT            bytes per rank: on the CPU the peak RSS may not pass it (checked after
+                                  each step); over it is an out-of-memory error
+  TRAINSCOPE_OOM_EXIT             the tuner's out-of-memory exit status (3)
+  TRAINSCOPE_PROBE_INJECT         testing: crash | hang | oom in the first step
+
+Out of memory (torch.OutOfMemoryError, MemoryError, the limit above) ends the rank with the OOM exit
+status and writes rank<R>.exit.json saying so: torchrun reports any failed rank as its own status 1,
+so the tuner reads the class there, never from a log. A fatal signal is written to rank<R>.fault by
+faulthandler (a crash).
+"""
+import contextlib
+import faulthandler
+import json
+import os
+import resource
+import signal
+import sys
+import time
+
+OOM_EXIT = int(os.environ.get("TRAINSCOPE_OOM_EXIT", "3"))
+
+
+def _env_int(name, default=0):
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        sys.stderr.write(f"trainscope_probe: {name}={os.environ.get(name)!r} is not an integer; ignored\n")
+        return default
+
+
+def _rank():
+    return _env_int("RANK", 0)
+
+
+def _world():
+    return max(1, _env_int("WORLD_SIZE", 1))
+
+
+def peak_rss_bytes():
+    """The process's peak resident set (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _cuda():
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
+def peak_memory_bytes():
+    if _cuda():
+        import torch
+        return int(torch.cuda.max_memory_allocated())
+    return peak_rss_bytes()
+
+
+def _is_oom(exc):
+    if isinstance(exc, MemoryError):
+        return True
+    torch = sys.modules.get("torch")
+    oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    return oom is not None and isinstance(exc, oom)
+
+
+class Probe:
+    """One rank's recorder. Use the module-level `step()` / `get()` rather than making one."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.rank = _rank()
+        self.world = _world()
+        self.profile_steps = max(0, _env_int("TRAINSCOPE_PROBE_PROFILE_STEPS", 0))
+        self.mem_limit = max(0, _env_int("TRAINSCOPE_MEM_LIMIT", 0))
+        self.inject = os.environ.get("TRAINSCOPE_PROBE_INJECT", "")
+        self.step_index = 0
+        self._profiler = None
+        os.makedirs(folder, exist_ok=True)
+        self._rows = open(os.path.join(folder, f"rank{self.rank}.steps.jsonl"), "a", buffering=1)
+        self._fault = open(os.path.join(folder, f"rank{self.rank}.fault"), "w")
+        faulthandler.enable(file=self._fault, all_threads=False)
+
+    # -- the step ---------------------------------------------------------------------------------
+    def begin(self):
+        self._maybe_start_profiler()
+        self._t0 = time.time_ns()
+        self._c0 = time.perf_counter_ns()
+        if self.step_index == 0 and self.inject:
+            self._injected()
+
+    def end(self, tokens=0, loss=None):
+        """Closes the step: `tokens` is this rank's tokens in it (all micro-batches)."""
+        if _cuda():
+            import torch
+            torch.cuda.synchronize()
+        dt = time.perf_counter_ns() - self._c0
+        peak = peak_memory_bytes()
+        row = {"rank": self.rank, "step": self.step_index, "start_ns": self._t0, "step_time_ns": dt,
+               "tokens": int(tokens) * self.world, "loss": None if loss is None else float(loss),
+               "peak_bytes": int(peak), "world": self.world}
+        self._rows.write(json.dumps(row) + "\n")
+        self.step_index += 1
+        if self._profiler is not None:
+            self._profiler.step()
+            if self.step_index >= 1 + self.profile_steps:
+                self._stop_profiler()
+        if self.mem_limit and not _cuda() and peak > self.mem_limit:
+            raise MemoryError(f"peak RSS {peak} bytes is over the per-rank limit {self.mem_limit} "
+                              "(--mem-limit)")
+
+    # -- profile trials ----------------------------------------------------------------------------
+    def _maybe_start_profiler(self):
+        if self.profile_steps <= 0 or self.step_index != 1 or self._profiler is not None:
+            return
+        import torch
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        self._profiler = torch.profiler.profile(activities=acts)
+        self._profiler.__enter__()
+
+    def _stop_profiler(self):
+        p, self._profiler = self._profiler, None
+        p.__exit__(None, None, None)
+        path = os.path.join(self.folder, f"rank{self.rank}.trace.json")
+        p.export_chrome_trace(path + ".part")
+        os.replace(path + ".part", path)
+
+    def finish(self):
+        if self._profiler is not None:  # fewer steps than asked for: what was traced is kept
+            self._stop_profiler()
+        self._rows.flush()
+
+    # -- failures ----------------------------------------------------------------------------------
+    def _injected(self):
+        if self.inject == "crash":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        elif self.inject == "hang":
+            while True:
+                time.sleep(3600)
+        elif self.inject == "oom":
+            hold = []
+            limit = self.mem_limit or (1 << 62)
+            while peak_rss_bytes() <= limit:
+                hold.append(bytearray(64 << 20))  # touched pages: RSS grows
+            raise MemoryError(f"peak RSS {peak_rss_bytes()} bytes is over the per-rank limit {limit} (--mem-limit)")
+
+    def exit_oom(self, exc):
+        """Records the out-of-memory error and ends the process with the tuner's OOM status."""
+        try:
+            self.finish()
+            with open(os.path.join(self.folder, f"rank{self.rank}.exit.json"), "w") as f:
+                json.dump({"rank": self.rank, "exit": OOM_EXIT, "class": "oom",
+                           "error": f"{type(exc).__name__}: {exc}"}, f)
+            sys.stderr.write(f"trainscope_probe: rank {self.rank} out of memory: {type(exc).__name__}: {exc}\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(OOM_EXIT)
+
+
+_probe = None
+
+
+def get():
+    """This process's probe, or None when the job is not a trial (no TRAINSCOPE_PROBE_DIR)."""
+    global _probe
+    folder = os.environ.get("TRAINSCOPE_PROBE_DIR")
+    if _probe is None and folder:
+        _probe = Probe(folder)
+        _install_excepthook()
+        import atexit
+        atexit.register(_at_exit)
+    return _probe
+
+
+def _at_exit():
+    """The job returned: its rows flushed, and a process group it left open torn down before the
+    interpreter's own teardown (Gloo's threads otherwise abort the exit: "terminate called without
+    an active exception", a crash of a job that finished)."""
+    if _probe is not None:
+        _probe.finish()
+    dist = getattr(sys.modules.get("torch"), "distributed", None)
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            # Every rank past its last collective first (a peer still in one would be cut off);
+            # a peer that is gone fails the bounded barrier, and the group is left as it is.
+            import datetime
+            if dist.get_backend() == "gloo" and dist.get_world_size() > 1:
+                dist.monitored_barrier(timeout=datetime.timedelta(seconds=60))
+            elif dist.get_world_size() > 1:
+                dist.barrier()
+            dist.destroy_process_group()
+    except Exception as e:  # noqa: BLE001 — the job's rows are written; its exit is its own
+        sys.stderr.write(f"trainscope_probe: destroy_process_group at exit: {e}\n")
+
+
+class _Step:
+    def __init__(self, tokens):
+        self.tokens = tokens
+        self.loss = None
+
+
+@contextlib.contextmanager
+def step(tokens=0):
+    """Measures one optimizer step of a plain or Accelerate loop (set `.tokens` / `.loss` inside)."""
+    s = _Step(tokens)
+    p = get()
+    if p is None:
+        yield s
+        return
+    p.begin()
+    try:
+        yield s
+    except BaseException as e:  # noqa: B036 — only out-of-memory is ours; the rest goes on
+        if _is_oom(e):
+            p.exit_oom(e)
+        raise
+    p.end(s.tokens, s.loss)
+
+
+def _install_excepthook():
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        if _probe is not None and _is_oom(value):
+            previous(kind, value, tb)
+            _probe.exit_oom(value)
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
+
+
+def site_dir():
+    """The folder whose sitecustomize injects the probe into an unmodified Trainer script."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")

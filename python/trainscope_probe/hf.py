@@ -1,0 +1,117 @@
+"""The probe in a Hugging Face Trainer: a TrainerCallback, and the patches the sitecustomize applies.
+
+`TrainscopeCallback` times each optimizer step (on_step_begin → on_step_end); the tokens and the
+loss come from Trainer.training_step, wrapped by `install()` to count each micro-batch's input_ids
+and add up the losses it returns (what the Trainer itself sums into its logged loss).
+
+`install()` (called by the sitecustomize when transformers.trainer is imported):
+  * every Trainer gets the callback (a script that already added it is not measured twice);
+  * TrainingArguments takes the candidate's fields from $TRAINSCOPE_TRAINING_ARGS (the
+    training-args JSON `trainscope export --format training-args` writes, as the trial's folder
+    holds it), over what the script set, all but output_dir (the trial's folder,
+    $TRAINSCOPE_OUTPUT_DIR): the trial runs the exported configuration, not the script's defaults.
+"""
+import json
+import os
+import sys
+
+import trainscope_probe as probe
+
+_KEEP_FROM_SCRIPT = {"output_dir"}
+
+
+def _callback_class():
+    from transformers import TrainerCallback
+
+    class TrainscopeCallback(TrainerCallback):
+        def __init__(self):
+            self.tokens = 0
+            self.loss = 0.0
+            self.open = False
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            p = probe.get()
+            if p is not None:
+                self.tokens, self.loss, self.open = 0, 0.0, True
+                p.begin()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            p = probe.get()
+            if p is not None and self.open:
+                self.open = False
+                p.end(self.tokens, self.loss)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            p = probe.get()
+            if p is not None:
+                p.finish()
+
+    return TrainscopeCallback
+
+
+TrainscopeCallback = None
+
+
+def _overrides():
+    path = os.environ.get("TRAINSCOPE_TRAINING_ARGS")
+    if not path:
+        return {}
+    with open(path) as f:
+        fields = json.load(f)
+    out = {k: v for k, v in fields.items() if k not in _KEEP_FROM_SCRIPT}
+    if os.environ.get("TRAINSCOPE_OUTPUT_DIR"):  # the trial's own folder: trials never share outputs
+        out["output_dir"] = os.environ["TRAINSCOPE_OUTPUT_DIR"]
+    return out
+
+
+def install():
+    global TrainscopeCallback
+    import transformers
+
+    if getattr(transformers.Trainer, "_trainscope_probe", False):
+        return
+    TrainscopeCallback = _callback_class()
+    overrides = _overrides()
+
+    args_cls = transformers.TrainingArguments
+    post_init = args_cls.__post_init__
+
+    def __post_init__(self):
+        for k, v in overrides.items():
+            setattr(self, k, v)
+        post_init(self)
+
+    args_cls.__post_init__ = __post_init__
+
+    trainer_cls = transformers.Trainer
+    init = trainer_cls.__init__
+
+    def __init__(self, *a, **kw):
+        init(self, *a, **kw)
+        if not any(type(cb).__name__ == "TrainscopeCallback" for cb in self.callback_handler.callbacks):
+            self.add_callback(TrainscopeCallback())
+
+    trainer_cls.__init__ = __init__
+
+    training_step = trainer_cls.training_step
+
+    def counted_training_step(self, model, inputs, *a, **kw):
+        loss = training_step(self, model, inputs, *a, **kw)
+        for cb in self.callback_handler.callbacks:
+            if type(cb).__name__ == "TrainscopeCallback":
+                ids = inputs.get("input_ids") if hasattr(inputs, "get") else None
+                if ids is not None:
+                    cb.tokens += int(ids.numel())
+                try:
+                    cb.loss += float(loss)
+                except (TypeError, ValueError):
+                    pass
+        return loss
+
+    trainer_cls.training_step = counted_training_step
+    trainer_cls._trainscope_probe = True
+    probe.get()  # the rank's files (and its fault record) exist from here on
+
+
+def installed():
+    return "transformers" in sys.modules and getattr(sys.modules["transformers"].Trainer, "_trainscope_probe", False)

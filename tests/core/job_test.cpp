@@ -1,0 +1,212 @@
+// job_test.cpp — tune --runner's launch made before anything runs (tuner/job.h): the exact argument
+// vector and environment of a trial, the files written into its folder, --entry's words, what each
+// runner refuses; and the probe's rows into a run database (rundb/import_probe.h).
+#include "trainscope/tuner/job.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/import_probe.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/summary.h"
+
+namespace rt = trainscope::runconfig;
+namespace tn = trainscope::tuner;
+
+namespace {
+
+rt::TrainConfig twoRanks(rt::ZeroStage zero, rt::Checkpointing ckpt = rt::Checkpointing::None) {
+  rt::TrainConfig c;
+  c.workload = "tiny";
+  c.seq = 32;
+  c.mbs = 2;
+  c.gbs = 8;
+  c.nproc = 2;
+  c.zero = zero;
+  c.ckpt = ckpt;
+  c.steps = 4;
+  c.warmup = 0;
+  c.min_lr_ratio = 1.0;
+  rt::resolve(c);
+  return c;
+}
+
+tn::JobOptions hf() {
+  tn::JobOptions o;
+  o.kind = tn::JobKind::Hf;
+  o.entry = {"/src/train.py", "--model", "gpt2"};
+  o.python = "/venv/bin/python";
+  o.probe_root = "/repo/python";
+  o.mem_limit = 1 << 30;
+  return o;
+}
+
+std::map<std::string, std::string> envOf(const tn::JobLaunch& l) {
+  return {l.env.begin(), l.env.end()};
+}
+
+const std::string& fileOf(const tn::JobLaunch& l, const std::string& name) {
+  for (const auto& f : l.files)
+    if (f.name == name) return f.text;
+  throw std::runtime_error("no " + name);
+}
+
+std::string tempDir() {
+  char t[] = "/tmp/job_test.XXXXXX";
+  return ::mkdtemp(t);
+}
+
+}  // namespace
+
+TEST(Job, HfTrialIsTorchrunOverTheEntryWithTheCandidatesTrainingArguments) {
+  const tn::JobLaunch l = tn::jobLaunch(hf(), twoRanks(rt::ZeroStage::Parameters, rt::Checkpointing::Full), "/s/c3-r0.job",
+                                        /*profile=*/true, "");
+  EXPECT_EQ(l.argv, (std::vector<std::string>{"/venv/bin/python", "-m", "torch.distributed.run", "--standalone",
+                                              "--nnodes", "1", "--nproc_per_node", "2", "/src/train.py", "--model",
+                                              "gpt2"}));
+  const auto env = envOf(l);
+  EXPECT_EQ(env.at("PYTHONPATH").rfind("/repo/python/trainscope_probe/site:/repo/python", 0), 0u);
+  EXPECT_EQ(env.at("TRAINSCOPE_PROBE_DIR"), "/s/c3-r0.job/probe");
+  EXPECT_EQ(env.at("TRAINSCOPE_TRAINING_ARGS"), "/s/c3-r0.job/training_args.json");
+  EXPECT_EQ(env.at("TRAINSCOPE_PROBE_PROFILE_STEPS"), "2");
+  EXPECT_EQ(env.at("TRAINSCOPE_MEM_LIMIT"), std::to_string(1 << 30));
+  EXPECT_EQ(env.at("TRAINSCOPE_OOM_EXIT"), "3");
+  const auto ta = nlohmann::json::parse(fileOf(l, "training_args.json"));
+  EXPECT_EQ(ta["per_device_train_batch_size"], 2);
+  EXPECT_EQ(ta["gradient_accumulation_steps"], 2);
+  EXPECT_EQ(ta["gradient_checkpointing"], true);
+  EXPECT_EQ(ta["max_steps"], 4);
+  EXPECT_EQ(ta["fsdp"], true);
+  EXPECT_EQ(ta["fsdp_config"]["reshard_after_forward"], "full_shard");
+  // Accelerate refuses sync_module_states without an accelerator: a CPU trial's FSDP leaves it off.
+  EXPECT_EQ(ta["fsdp_config"]["sync_module_states"], false);
+  EXPECT_NE(fileOf(l, "accelerate.yaml").find("fsdp_sync_module_states: false"), std::string::npos);
+  EXPECT_NO_THROW(fileOf(l, "config.json"));
+}
+
+TEST(Job, ZeroStagesAreDdpShardGradOpAndFullShard) {
+  const auto strategy = [](rt::ZeroStage z) {
+    const auto ta = nlohmann::json::parse(fileOf(tn::jobLaunch(hf(), twoRanks(z), "/d", false, ""), "training_args.json"));
+    return ta.contains("fsdp") ? ta["fsdp_config"]["reshard_after_forward"].get<std::string>() : std::string("ddp");
+  };
+  EXPECT_EQ(strategy(rt::ZeroStage::None), "ddp");
+  EXPECT_EQ(strategy(rt::ZeroStage::Gradients), "shard_grad_op");
+  EXPECT_EQ(strategy(rt::ZeroStage::Parameters), "full_shard");
+}
+
+TEST(Job, DeepSpeedTrialHandsItsEngineTheExportedConfig) {
+  tn::JobOptions o = hf();
+  o.kind = tn::JobKind::DeepSpeed;
+  const tn::JobLaunch l = tn::jobLaunch(o, twoRanks(rt::ZeroStage::Gradients), "/d", false, "");
+  EXPECT_EQ(l.argv, (std::vector<std::string>{"/venv/bin/python", "-m", "deepspeed.launcher.runner", "--num_nodes",
+                                              "1", "--num_gpus", "2", "/src/train.py", "--model", "gpt2",
+                                              "--deepspeed", "/d/ds_config.json"}));
+  EXPECT_EQ(envOf(l).at("DS_ACCELERATOR"), "cpu");
+  const auto ds = nlohmann::json::parse(fileOf(l, "ds_config.json"));
+  EXPECT_EQ(ds["zero_optimization"]["stage"], 2);
+  EXPECT_EQ(ds["train_micro_batch_size_per_gpu"], 2);
+  EXPECT_EQ(ds["optimizer"]["params"]["torch_adam"], true);  // no compiled Adam on CPU ranks
+}
+
+TEST(Job, MegatronAndTorchtitanTrialsCarryTheirFlags) {
+  tn::JobOptions o = hf();
+  o.kind = tn::JobKind::Megatron;
+  const tn::JobLaunch m = tn::jobLaunch(o, twoRanks(rt::ZeroStage::None), "/d", false, "");
+  std::string argv;
+  for (const auto& a : m.argv) argv += a + " ";
+  EXPECT_NE(argv.find("/src/train.py --model gpt2 --num-layers 2 "), std::string::npos) << argv;
+  EXPECT_NE(argv.find("--micro-batch-size 2 --global-batch-size 8"), std::string::npos) << argv;
+  o.kind = tn::JobKind::Torchtitan;
+  const tn::JobLaunch t = tn::jobLaunch(o, twoRanks(rt::ZeroStage::Parameters), "/d", false, "");
+  const std::string& flags = fileOf(t, "torchtitan_args.txt");
+  EXPECT_EQ(t.argv[t.argv.size() - 2], "--optimizer.weight_decay");  // the flags follow the entry
+  EXPECT_NE(flags.find("--training.local_batch_size 2 --training.global_batch_size 8"), std::string::npos) << flags;
+  EXPECT_NE(flags.find("--parallelism.data_parallel_replicate_degree 1 --parallelism.data_parallel_shard_degree 2"),
+            std::string::npos)
+      << flags;
+}
+
+TEST(Job, BadPathFaultNamesAScriptThatIsNotThere) {
+  const tn::JobLaunch l = tn::jobLaunch(hf(), twoRanks(rt::ZeroStage::None), "/d", false, "badpath");
+  EXPECT_EQ(l.argv[8], "/d/no-such-script.py");
+  EXPECT_EQ(envOf(l).at("TRAINSCOPE_PROBE_INJECT"), "");
+  EXPECT_EQ(envOf(tn::jobLaunch(hf(), twoRanks(rt::ZeroStage::None), "/d", false, "hang")).at("TRAINSCOPE_PROBE_INJECT"),
+            "hang");
+}
+
+TEST(Job, EntryIsSplitLikeShellWordsAndNeverRunThroughAShell) {
+  EXPECT_EQ(tn::splitEntry("train.py --name 'a b' \"c \\\"d\\\"\" e\\ f"),
+            (std::vector<std::string>{"train.py", "--name", "a b", "c \"d\"", "e f"}));
+  EXPECT_EQ(tn::splitEntry("train.py; rm -rf /"), (std::vector<std::string>{"train.py;", "rm", "-rf", "/"}));
+  EXPECT_THROW(tn::splitEntry("  "), trainscope::UserError);
+  EXPECT_THROW(tn::splitEntry("train.py 'open"), trainscope::UserError);
+}
+
+TEST(Job, EachRunnerRefusesWhatItsFrameworkDoesNotRun) {
+  tn::Plan p;
+  p.dp = 1;
+  p.tp = 2;
+  EXPECT_NE(tn::jobRefusal(tn::JobKind::Hf, p).find("data parallelism only"), std::string::npos);
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::Megatron, p), "");
+  p.tp = 1;
+  p.dp = 2;
+  p.zero = rt::ZeroStage::OptimizerStates;
+  EXPECT_NE(tn::jobRefusal(tn::JobKind::Hf, p).find("ZeRO-1 is DeepSpeed's"), std::string::npos);
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::DeepSpeed, p), "");
+  p.zero = rt::ZeroStage::None;
+  p.ckpt = rt::Checkpointing::Selective;
+  EXPECT_NE(tn::jobRefusal(tn::JobKind::Hf, p).find("--ckpt none,full"), std::string::npos);
+  p.ckpt = rt::Checkpointing::None;
+  p.cpu_lanes = 2;
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::Hf, p), "");  // a one-process layout's threads are the job's own
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::Trainscope, p), "");
+  EXPECT_THROW(tn::parseJobKind("horovod"), trainscope::UserError);
+}
+
+TEST(ProbeImport, RowsBecomeStepsTheSummaryReads) {
+  const std::string dir = tempDir();
+  {
+    std::ofstream r0(dir + "/rank0.steps.jsonl"), r1(dir + "/rank1.steps.jsonl");
+    for (int s = 0; s < 4; ++s) {
+      r0 << R"({"rank": 0, "step": )" << s << R"(, "start_ns": )" << 1000000000LL * (s + 1)
+         << R"(, "step_time_ns": )" << (s == 0 ? 900000000 : 100000000) << R"(, "tokens": 256, "loss": 4.5, "peak_bytes": )"
+         << (700 << 20) << R"(, "world": 2})" << "\n";
+      r1 << R"({"rank": 1, "step": )" << s << R"(, "start_ns": )" << 1000000000LL * (s + 1)
+         << R"(, "step_time_ns": )" << (s == 0 ? 900000000 : 120000000) << R"(, "tokens": 256, "loss": null, "peak_bytes": )"
+         << (710 << 20) << R"(, "world": 2})" << "\n";
+    }
+    r1 << R"({"rank": 1, "step": 4, "start)";  // a last line cut short by a killed rank
+  }
+  const auto st = trainscope::rundb::importProbe({dir + "/rank0.steps.jsonl", dir + "/rank1.steps.jsonl"}, {},
+                                                 dir + "/t.db", "tiny", "--study");
+  EXPECT_EQ(st.steps, 8);
+  EXPECT_EQ(st.ranks, 2);
+  trainscope::rundb::RunReader reader(dir + "/t.db");
+  EXPECT_EQ(reader.worldSize(), 2);
+  const auto s = trainscope::rundb::summarize(reader);
+  EXPECT_NEAR(s.step_s_median, 0.12, 1e-9);  // the slower rank's time; step 0 (the warm-up) left out
+  EXPECT_NEAR(s.tokens_per_s, 256 / 0.12, 1e-6);
+  EXPECT_EQ(s.peak_bytes, int64_t(710) << 20);
+  // An existing path is refused (a trial's paths are fresh), and no rows at all is a clear error.
+  EXPECT_THROW(trainscope::rundb::importProbe({dir + "/rank0.steps.jsonl"}, {}, dir + "/t.db", "tiny", "--study"),
+               trainscope::UserError);
+  std::ofstream(dir + "/empty.jsonl").close();
+  try {
+    trainscope::rundb::importProbe({dir + "/empty.jsonl"}, {}, dir + "/e.db", "tiny", "--study");
+    FAIL() << "no rows accepted";
+  } catch (const trainscope::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("recorded no step"), std::string::npos) << e.what();
+  }
+  struct stat sb {};
+  EXPECT_NE(::lstat((dir + "/e.db").c_str(), &sb), 0);
+  std::ofstream(dir + "/bad.jsonl") << "{\"rank\": 0}\n{\"rank\": 0, \"step\": 1}\n";
+  EXPECT_THROW(trainscope::rundb::importProbe({dir + "/bad.jsonl"}, {}, dir + "/b.db", "tiny", "--study"),
+               trainscope::UserError);
+}

@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""`trainscope tune --runner hf` with real jobs (docs/tuner.md, "Tuning your own job").
+
+    hf_runner_test.py TRAINSCOPE CASE WORKDIR
+
+Each case runs examples/hf_trainer.py (a plain Transformers Trainer script, synthetic tokens, no
+download) under torchrun on Gloo CPU ranks, measured by python/trainscope_probe:
+  probe        the probe alone in a plain loop: its rows, an out-of-memory exit under the limit (3)
+               with its record, a crash's fault record
+  tune_gpt2    tiny GPT-2 on 1-2 ranks: DDP, FSDP SHARD_GRAD_OP and FULL_SHARD, exhaustively; every
+               trial's run database has the probe's steps; the pick is the fastest measured; the
+               winner's trial ran the exports `trainscope export` gives for it
+  tune_llama   the tiny Llama on one rank: micro-batch x accumulation x gradient checkpointing, a
+               profile trial's Kineto trace imported into its database
+  deepspeed    --runner deepspeed: examples/deepspeed_train.py on 2 CPU ranks, ZeRO 0-3 x micro-batch,
+               each engine built from its trial's exported ds_config.json (DeepSpeedConfig parses it)
+  ds_llama_exports  DeepSpeedConfig on every DeepSpeed export of the Llama-family presets' studies
+  failures     one trial each out of memory under --mem-limit, crashed, hung (killed by the trial
+               timeout, no process left behind), a bad script path: each classified, the tune goes on
+"""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PROBE = os.path.join(REPO, "python")
+SCRIPT = os.path.join(REPO, "examples", "hf_trainer.py")
+PY = sys.executable
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def tune(ts, work, name, args, timeout=900, runner="hf"):
+    study = os.path.join(work, name + ".db")
+    for p in (study, study + ".lock"):
+        if os.path.exists(p):
+            os.remove(p)
+    if os.path.isdir(study + ".trials"):
+        subprocess.run(["rm", "-rf", study + ".trials"], check=True)
+    cmd = [ts, "tune", "--runner", runner, "--python", PY, "--probe", PROBE, "--cluster", "cpu-local",
+           "--study", study, "--json"] + args
+    print("$", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        fail(f"tune exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return study, json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def trial_dir(trial):
+    return trial["db"][: -len(".db")] + ".job"
+
+
+def steps_of(db):
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT rank, step, tokens, step_time_ns, peak_bytes FROM steps ORDER BY rank, step").fetchall()
+        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        host_ops = con.execute("SELECT COUNT(*) FROM host_ops").fetchone()[0]
+    finally:
+        con.close()
+    return rows, meta, host_ops
+
+
+def case_probe(ts, work):
+    folder = os.path.join(work, "probe-rows")
+    subprocess.run(["rm", "-rf", folder], check=True)
+    loop = ("import torch, trainscope_probe as probe\n"
+            "w = torch.nn.Linear(64, 64)\n"
+            "for i in range(4):\n"
+            "    with probe.step(tokens=32) as s:\n"
+            "        loss = w(torch.randn(32, 64)).square().mean(); loss.backward(); s.loss = loss.item()\n")
+    env = dict(os.environ, PYTHONPATH=PROBE, TRAINSCOPE_PROBE_DIR=folder, WORLD_SIZE="2", RANK="1")
+    p = subprocess.run([PY, "-c", loop], env=env, capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, f"plain loop: {p.returncode} {p.stderr[-2000:]}")
+    rows = [json.loads(x) for x in open(os.path.join(folder, "rank1.steps.jsonl"))]
+    check([r["step"] for r in rows] == [0, 1, 2, 3], f"steps {rows}")
+    check(all(r["tokens"] == 64 and r["rank"] == 1 and r["peak_bytes"] > 0 and r["step_time_ns"] > 0 and
+              r["loss"] is not None for r in rows), f"rows {rows}")
+    # Out of memory under the limit: exit 3, and the rank's record says so.
+    env = dict(os.environ, PYTHONPATH=PROBE, TRAINSCOPE_PROBE_DIR=folder + "-oom", TRAINSCOPE_MEM_LIMIT=str(1 << 30),
+               TRAINSCOPE_PROBE_INJECT="oom")
+    p = subprocess.run([PY, "-c", loop], env=env, capture_output=True, text=True, timeout=300)
+    check(p.returncode == 3, f"oom exit {p.returncode} {p.stderr[-2000:]}")
+    rec = json.load(open(os.path.join(folder + "-oom", "rank0.exit.json")))
+    check(rec["class"] == "oom" and "--mem-limit" in rec["error"], f"oom record {rec}")
+    # A torch.OutOfMemoryError raised by the job itself ends the same way.
+    env = dict(os.environ, PYTHONPATH=PROBE, TRAINSCOPE_PROBE_DIR=folder + "-oom2")
+    p = subprocess.run([PY, "-c", "import torch, trainscope_probe as probe\nwith probe.step():\n"
+                        "    raise torch.OutOfMemoryError('CUDA out of memory (test)')\n"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    check(p.returncode == 3, f"torch.OutOfMemoryError exit {p.returncode} {p.stderr[-2000:]}")
+    # A fatal signal: faulthandler's record.
+    env = dict(os.environ, PYTHONPATH=PROBE, TRAINSCOPE_PROBE_DIR=folder + "-crash", TRAINSCOPE_PROBE_INJECT="crash")
+    p = subprocess.run([PY, "-c", loop], env=env, capture_output=True, text=True, timeout=300)
+    check(p.returncode < 0 or p.returncode > 128, f"crash exit {p.returncode}")
+    check(os.path.getsize(os.path.join(folder + "-crash", "rank0.fault")) > 0, "no fault record")
+
+
+def exported(ts, study, candidate, fmt):
+    p = subprocess.run([ts, "export", study, "--format", fmt, "--trial", str(candidate)],
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"export {fmt}: {p.stderr}")
+    return p.stdout
+
+
+def case_tune_gpt2(ts, work):
+    study, r = tune(ts, work, "hf-gpt2", ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "1,2",
+                                          "--mbs", "2", "--ckpt", "none", "--zero", "0,2,3", "--exhaustive",
+                                          "--trial-steps", "4", "--mem-limit", "3G",
+                                          "--entry", SCRIPT + " --model gpt2 --seq 32"])
+    trials = r["trials"]
+    check(len(trials) >= 4, f"{len(trials)} trials: {trials}")
+    bad = [t for t in trials if t["status"] != "ok"]
+    check(not bad, f"trials failed: {bad}")
+    seen = set()
+    for t in trials:
+        rows, meta, _ = steps_of(t["db"])
+        check(meta.get("source") == "probe", f"{t['db']}: source {meta.get('source')}")
+        ta = json.load(open(os.path.join(trial_dir(t), "training_args.json")))
+        world = int(meta["world_size"])
+        check(len({row[0] for row in rows}) == world, f"{t['db']}: ranks {rows}")
+        check(all(row[2] == 4 * 32 for row in rows), f"{t['db']}: tokens per step {rows}")
+        check(ta["per_device_train_batch_size"] == 2 and ta["gradient_accumulation_steps"] == 2 // world,
+              f"training args {ta}")
+        seen.add("ddp" if not ta.get("fsdp") else ta["fsdp_config"]["reshard_after_forward"])
+        check(t["step_s"] > 0 and t["peak_bytes"] > 0, f"figures {t}")
+    check(seen == {"ddp", "shard_grad_op", "full_shard"}, f"layouts measured: {seen}")
+    measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
+    best = min(measured, key=measured.get)
+    check(r["recommended"] == best, f"recommended {r['recommended']}, fastest measured {best}: {measured}")
+    # The winner's exports are the configuration its trials ran.
+    win = [t for t in trials if t["candidate"] == r["recommended"]][-1]
+    ran = json.load(open(os.path.join(trial_dir(win), "training_args.json")))
+    out = json.loads(exported(ts, study, r["recommended"], "training-args"))
+    for k in ("per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing", "fsdp",
+              "fsdp_config", "optim", "learning_rate", "use_cpu"):
+        check(ran.get(k) == out.get(k), f"export {k}: trial ran {ran.get(k)}, export says {out.get(k)}")
+    print(f"tune_gpt2: {len(trials)} trials, layouts {sorted(seen)}, pick {r['recommended']} "
+          f"{measured[r['recommended']] * 1e3:.1f} ms/step")
+
+
+def case_tune_llama(ts, work):
+    study, r = tune(ts, work, "hf-llama", ["--workload", "tiny-llama", "--gbs", "4", "--seq", "32", "--ranks", "1",
+                                           "--mbs", "1,2", "--ckpt", "none,full", "--exhaustive",
+                                           "--trial-steps", "4", "--mem-limit", "3G",
+                                           "--entry", SCRIPT + " --model llama --seq 32"])
+    trials = r["trials"]
+    check(len(trials) >= 4 and all(t["status"] == "ok" for t in trials), f"trials {trials}")
+    combos = set()
+    for t in trials:
+        ta = json.load(open(os.path.join(trial_dir(t), "training_args.json")))
+        combos.add((ta["per_device_train_batch_size"], ta["gradient_accumulation_steps"], ta["gradient_checkpointing"]))
+    check(combos == {(1, 4, False), (1, 4, True), (2, 2, False), (2, 2, True)}, f"combinations {combos}")
+    profiled = [t for t in trials if t["profile"]]
+    check(profiled, "no profile trial")
+    rows, meta, host_ops = steps_of(profiled[0]["db"])
+    check(host_ops > 0, f"{profiled[0]['db']}: the trace was not imported")
+    check(len(rows) == profiled[0]["steps"] and len(rows) > 2,
+          f"{profiled[0]['db']}: the probe's {profiled[0]['steps']} steps replace the trace's 2: {rows}")
+    p = subprocess.run([ts, "report", profiled[0]["db"]], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"report on an external trial: {p.stderr}")
+    print(f"tune_llama: {len(trials)} trials, pick {r['recommended']}")
+
+
+def leftover(marker):
+    """Processes whose environment names `marker` (a trial's folder)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def case_failures(ts, work):
+    base = ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "1", "--mbs", "1,2,4", "--ckpt", "none,full",
+            "--mem-limit", "3G"]
+    probe = subprocess.run([ts, "tune", "--runner", "hf", "--entry", SCRIPT, "--predict-only", "--json",
+                            "--cluster", "cpu-local", "--study", os.path.join(work, "ids.db")] + base,
+                           capture_output=True, text=True, timeout=120)
+    check(probe.returncode == 0, f"predict-only: {probe.stderr}")
+    ids = [c["id"] for c in json.loads(probe.stdout.strip().splitlines()[-1])["ranked"] if not c["rejected"]]
+    check(len(ids) >= 5, f"valid candidates {ids}")
+    faults = {ids[0]: "oom", ids[1]: "crash", ids[2]: "hang", ids[3]: "badpath"}
+    inject = ",".join(f"{k}:{v}" for k, v in faults.items())
+    study, r = tune(ts, work, "hf-failures", base + ["--entry", SCRIPT + " --seq 32", "--exhaustive", "--trial-steps", "3",
+                                                     "--trial-timeout", "45", "--inject", inject])
+    status = {t["candidate"]: t for t in r["trials"]}
+    want = {"oom": "oom", "crash": "crash", "hang": "hang", "badpath": "invalid"}
+    for cand, fault in faults.items():
+        check(cand in status, f"candidate {cand} ({fault}) has no trial")
+        check(status[cand]["status"] == want[fault], f"{fault}: {status[cand]}")
+    ok = [t for t in r["trials"] if t["candidate"] not in faults]
+    check(ok and all(t["status"] == "ok" for t in ok), f"the others: {ok}")
+    check(r["recommended"] not in faults, f"recommended a failed candidate {r['recommended']}")
+    hung = trial_dir(status[[k for k, v in faults.items() if v == "hang"][0]])
+    deadline = time.time() + 30
+    while leftover(hung) and time.time() < deadline:
+        time.sleep(0.5)
+    check(not leftover(hung), f"processes of the hung trial remain: {leftover(hung)}")
+    print("failures:", {faults[c]: status[c]["status"] for c in faults}, "others ok:", len(ok))
+
+
+class DataParallel:
+    """What DeepSpeedConfig asks of an mpu: the data-parallel world size."""
+
+    def __init__(self, dp):
+        self.dp = dp
+
+    def get_data_parallel_world_size(self):
+        return self.dp
+
+
+def case_deepspeed(ts, work):
+    """--runner deepspeed on 2 CPU ranks (DS_ACCELERATOR=cpu, the deepspeed launcher): ZeRO 0-3 x
+    micro-batch; each trial's engine was built from the trial's exported ds_config.json."""
+    try:
+        import deepspeed  # noqa: F401
+    except ImportError:
+        print("SKIP: deepspeed is not installed in", PY, "(run scripts/setup)")
+        sys.exit(77)
+    import deepspeed.runtime.config as dsc
+    from deepspeed.runtime.config import DeepSpeedConfig
+    dsc.dist.get_rank = lambda *a, **k: 0  # no process group in this process: rank 0, the mpu gives dp
+    script = os.path.join(REPO, "examples", "deepspeed_train.py")
+    study, r = tune(ts, work, "ds", ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "2", "--mbs", "1,2",
+                                     "--ckpt", "none", "--zero", "0,1,2,3", "--exhaustive", "--trial-steps", "2",
+                                     "--mem-limit", "3G", "--entry", script + " --model gpt2 --seq 32"],
+                    runner="deepspeed")
+    trials = r["trials"]
+    check(all(t["status"] == "ok" for t in trials), f"trials {trials}")
+    seen = set()
+    for t in trials:
+        d = trial_dir(t)
+        exported_cfg = json.load(open(os.path.join(d, "ds_config.json")))
+        for rank in (0, 1):
+            built = json.load(open(os.path.join(d, "probe", f"rank{rank}.ds_config.json")))
+            check(built == exported_cfg, f"{d}: rank {rank}'s engine was built from {built}, not {exported_cfg}")
+        parsed = DeepSpeedConfig(exported_cfg, mpu=DataParallel(2))
+        seen.add((parsed.zero_optimization_stage, parsed.train_micro_batch_size_per_gpu,
+                  parsed.gradient_accumulation_steps))
+        rows, meta, _ = steps_of(t["db"])
+        check(meta["world_size"] == "2" and len(rows) == 2 * t["steps"], f"{t['db']}: {rows}")
+    check(seen == {(z, m, 2 // m) for z in range(4) for m in (1, 2)}, f"measured {sorted(seen)}")
+    print(f"deepspeed: {len(trials)} trials, ZeRO/mbs/ga {sorted(seen)}, pick {r['recommended']}")
+
+
+def case_ds_llama_exports(ts, work):
+    """DeepSpeed's own config parser on the DeepSpeed exports of the Llama-family presets (issue 32's
+    gap): every valid candidate of a study of each, DeepSpeedConfig(config, mpu=dp) (batch arithmetic,
+    the pydantic models of zero_optimization / bf16 / fp16 refusing unknown keys)."""
+    try:
+        import deepspeed.runtime.config as dsc
+    except ImportError:
+        print("SKIP: deepspeed is not installed in", PY, "(run scripts/setup)")
+        sys.exit(77)
+    dsc.dist.get_rank = lambda *a, **k: 0
+    presets = [("tiny-llama", "cpu-local", "8"), ("small-llama", "cpu-local", "8"),
+               ("llama3-8b", "h100-80gb-x8", "64"), ("mistral-7b", "h100-80gb-x8", "64"),
+               ("qwen2.5-7b", "h100-80gb-x8", "64")]
+    checked = 0
+    for workload, cluster, gbs in presets:
+        study = os.path.join(work, f"ds-{workload}.db")
+        for p in (study, study + ".lock"):
+            if os.path.exists(p):
+                os.remove(p)
+        subprocess.run(["rm", "-rf", study + ".trials"], check=True)
+        # One trial (it may fail here: no GPU); the study keeps every candidate's config.
+        p = subprocess.run([ts, "tune", "--workload", workload, "--cluster", cluster, "--gbs", gbs, "--seq", "128",
+                            "--study", study, "--max-trials", "1", "--trial-steps", "2", "--json"],
+                           capture_output=True, text=True, timeout=600)
+        check(p.stdout.strip(), f"{workload}: tune printed nothing: {p.stderr[-2000:]}")
+        ranked = json.loads(p.stdout.strip().splitlines()[-1])["ranked"]
+        valid = [c for c in ranked if not c["rejected"]]
+        check(valid, f"{workload}: no valid candidate")
+        for c in valid:
+            text = exported(ts, study, c["id"], "deepspeed")
+            cfg = json.loads(text)
+            dp = int(c["plan"].split()[0][2:])
+            try:
+                parsed = dsc.DeepSpeedConfig(cfg, mpu=DataParallel(dp))
+            except Exception as e:  # noqa: BLE001 — the parser's refusal is the finding
+                fail(f"{workload} candidate {c['id']} ({c['plan']}): DeepSpeedConfig refused it: {e}\n{text}")
+            check(parsed.train_batch_size == int(gbs) and parsed.train_micro_batch_size_per_gpu == cfg[
+                "train_micro_batch_size_per_gpu"], f"{workload} {c['plan']}: parsed batch {parsed.train_batch_size}")
+            checked += 1
+        print(f"{workload} on {cluster}: {len(valid)} DeepSpeed exports parsed")
+    print(f"ds_llama_exports: {checked} configs parsed by DeepSpeedConfig")
+
+
+def main():
+    ts, case, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.makedirs(work, exist_ok=True)
+    cases = {"probe": case_probe, "tune_gpt2": case_tune_gpt2, "tune_llama": case_tune_llama,
+             "failures": case_failures, "deepspeed": case_deepspeed,
+             "ds_llama_exports": case_ds_llama_exports}
+    try:
+        import accelerate  # noqa: F401  (Transformers' Trainer needs it; scripts/setup installs it)
+    except ImportError:
+        print("SKIP: accelerate is not installed in", PY, "(run scripts/setup)")
+        sys.exit(77)
+    cases[case](ts, work)
+    print("PASS", case)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+// job.cpp — an external runner's kinds, refusals and launch, made before anything runs (job.h).
+#include "trainscope/tuner/job.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+#include "trainscope/common/error.h"
+#include "trainscope/common/process.h"
+
+namespace trainscope::tuner {
+namespace {
+
+namespace rt = trainscope::runconfig;
+
+struct KindName {
+  JobKind kind;
+  const char* name;
+};
+constexpr KindName kKinds[] = {{JobKind::Trainscope, "trainscope"}, {JobKind::Hf, "hf"},
+                               {JobKind::Accelerate, "accelerate"}, {JobKind::DeepSpeed, "deepspeed"},
+                               {JobKind::Megatron, "megatron"},     {JobKind::Torchtitan, "torchtitan"}};
+
+// torchrun on one machine: a free rendezvous port of its own (--standalone), W local ranks.
+std::vector<std::string> torchrun(const std::string& python, int64_t world) {
+  return {python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node",
+          std::to_string(world)};
+}
+
+void append(std::vector<std::string>& to, const std::vector<std::string>& what) {
+  to.insert(to.end(), what.begin(), what.end());
+}
+
+}  // namespace
+
+const char* jobKindNames() { return "trainscope|hf|accelerate|deepspeed|megatron|torchtitan"; }
+
+JobKind parseJobKind(const std::string& name, const std::string& field) {
+  for (const KindName& k : kKinds)
+    if (name == k.name) return k.kind;
+  throw UserError(field, "unknown runner \"" + name + "\"", std::string("use one of ") + jobKindNames());
+}
+
+const char* toString(JobKind k) {
+  for (const KindName& x : kKinds)
+    if (x.kind == k) return x.name;
+  return "?";
+}
+
+std::vector<std::string> splitEntry(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (quote) {
+      if (ch == quote) quote = 0;
+      else if (ch == '\\' && quote == '"' && i + 1 < text.size() && (text[i + 1] == '"' || text[i + 1] == '\\'))
+        word += text[++i];
+      else word += ch;
+    } else if (ch == '\'' || ch == '"') {
+      quote = ch;
+      in_word = true;
+    } else if (ch == '\\' && i + 1 < text.size()) {
+      word += text[++i];
+      in_word = true;
+    } else if (ch == ' ' || ch == '\t' || ch == '\n') {
+      if (in_word) words.push_back(word);
+      word.clear();
+      in_word = false;
+    } else {
+      word += ch;
+      in_word = true;
+    }
+  }
+  if (quote) throw UserError("--entry", std::string("an unterminated ") + quote + " quote", "close the quote");
+  if (in_word) words.push_back(word);
+  if (words.empty())
+    throw UserError("--entry", "is empty", "name the training script and its arguments, e.g. --entry 'train.py --lr 1e-3'");
+  return words;
+}
+
+std::string jobRefusal(JobKind kind, const Plan& p) {
+  if (kind == JobKind::Trainscope) return "";
+  const std::string runner = std::string("--runner ") + toString(kind);
+  // Core lanes (a one-process CPU layout's threads) are trainscope's: the job threads as it does.
+  switch (kind) {
+    case JobKind::Hf:
+    case JobKind::Accelerate:
+      if (p.tp > 1 || p.pp > 1 || p.cp > 1)
+        return runner + " runs data parallelism only (DDP or FSDP): tp, pp and cp are Megatron-LM's or torchtitan's";
+      if (p.zero == rt::ZeroStage::OptimizerStates)
+        return runner + ": ZeRO-1 is DeepSpeed's (--runner deepspeed); FSDP is ZeRO-2 (SHARD_GRAD_OP) or ZeRO-3 (FULL_SHARD)";
+      if (p.ckpt == rt::Checkpointing::Selective)
+        return runner + ": Transformers checkpoints whole layers (gradient_checkpointing): --ckpt none,full";
+      if (p.ep > 1) return runner + " runs no expert parallelism";
+      return "";
+    case JobKind::DeepSpeed:
+      if (p.tp > 1 || p.pp > 1 || p.cp > 1)
+        return runner + " runs ZeRO data parallelism here: tp, pp and cp are Megatron-DeepSpeed's";
+      if (p.ckpt == rt::Checkpointing::Selective)
+        return runner + ": the script's model checkpoints whole layers: --ckpt none,full";
+      if (p.ep > 1) return runner + " runs no expert parallelism here";
+      return "";
+    case JobKind::Megatron:
+      return p.zero >= rt::ZeroStage::Gradients ? runner + ": ZeRO-2/3 is Megatron-FSDP's, not in these flags" : "";
+    case JobKind::Torchtitan:
+      if (p.pp > 1 && p.pp_schedule == rt::PipelineSchedule::GPipe && p.virtual_stages > 1)
+        return runner + ": GPipe is not interleaved";
+      return "";
+    default:
+      return "";
+  }
+}
+
+std::string locateProbe(const std::string& python) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw UserError("--probe", "cannot ask " + python + " for trainscope_probe", "pass --probe DIR");
+  process::SpawnOptions so;
+  so.argv = {python, "-c",
+             "import os, trainscope_probe as p; print(os.path.dirname(os.path.dirname(os.path.abspath(p.__file__))))"};
+  so.search_path = python.find('/') == std::string::npos;
+  so.own_group = true;
+  so.stdout_fd = fds[1];
+  pid_t pid = -1;
+  try {
+    pid = process::spawn(so);
+  } catch (const std::exception& e) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw UserError("--python", python + " cannot be started: " + e.what(), "pass --python PATH");
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(buf, size_t(n));
+  }
+  ::close(fds[0]);
+  const process::Exit end = process::wait(pid, 120, true);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  if (end.kind != process::Exit::Exited || end.code != 0 || out.empty())
+    throw UserError("--probe", python + " cannot import trainscope_probe (" + end.describe() + ")",
+                    "run scripts/setup (it installs the probe into the venv), pass --python the venv's python, "
+                    "or --probe the repository's python/ folder");
+  return out;
+}
+
+JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const std::string& dir, bool profile,
+                    const std::string& fault) {
+  JobLaunch L;
+  const ExportTarget target{o.cpu};
+  std::vector<std::string> entry = o.entry;
+  if (fault == "badpath") entry[0] = dir + "/no-such-script.py";  // testing: a script that is not there
+  auto add = [&](const std::string& name, ExportFormat f) {
+    ExportResult r = exportConfig(c, f, target);
+    L.files.push_back({name, r.text});
+    for (ExportFile& extra : r.files) {
+      bool have = false;
+      for (const ExportFile& x : L.files) have = have || x.name == extra.name;
+      if (!have) L.files.push_back(std::move(extra));
+    }
+  };
+  const std::string world = std::to_string(c.world);
+  switch (o.kind) {
+    case JobKind::Hf:
+      add("training_args.json", ExportFormat::TrainingArgs);
+      add("accelerate.yaml", ExportFormat::AccelerateConfig);
+      L.argv = torchrun(o.python, c.world);
+      append(L.argv, entry);
+      break;
+    case JobKind::Accelerate:
+      add("accelerate.yaml", ExportFormat::AccelerateConfig);
+      add("training_args.json", ExportFormat::TrainingArgs);
+      // accelerate launch starts CPU ranks only through mpirun: torchrun starts them, each its own launch.
+      L.argv = c.world > 1 && o.cpu ? torchrun(o.python, c.world) : std::vector<std::string>{o.python};
+      append(L.argv, {"-m", "accelerate.commands.launch", "--config_file", dir + "/accelerate.yaml"});
+      append(L.argv, entry);
+      break;
+    case JobKind::DeepSpeed:
+      add("ds_config.json", ExportFormat::DeepSpeed);
+      L.argv = {o.python, "-m", "deepspeed.launcher.runner", "--num_nodes", "1", "--num_gpus", world};
+      append(L.argv, entry);
+      append(L.argv, {"--deepspeed", dir + "/ds_config.json"});
+      break;
+    case JobKind::Megatron:
+    case JobKind::Torchtitan: {
+      // Flags after the entry (pretrain_gpt.py's arguments; torchtitan's overrides after the entry's
+      // --module/--config), kept in the trial's folder as the file they were read from.
+      const bool megatron = o.kind == JobKind::Megatron;
+      add(megatron ? "megatron_args.txt" : "torchtitan_args.txt", megatron ? ExportFormat::Megatron : ExportFormat::Torchtitan);
+      L.argv = torchrun(o.python, c.world);
+      append(L.argv, entry);
+      std::istringstream flags(L.files.front().text);
+      for (std::string w; flags >> w;) L.argv.push_back(w);
+      break;
+    }
+    default:
+      throw UserError("--runner", "trainscope's own runtime runs no external job", "pass --runner hf|accelerate|…");
+  }
+  L.probe_dir = dir + "/probe";
+  std::string pythonpath = o.probe_root + "/trainscope_probe/site:" + o.probe_root;
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
+  L.env = {{"PYTHONPATH", pythonpath},
+           {"PYTHONUNBUFFERED", "1"},
+           {"TRAINSCOPE_PROBE_DIR", L.probe_dir},
+           {"TRAINSCOPE_OUTPUT_DIR", dir + "/output"},
+           {"TRAINSCOPE_OOM_EXIT", std::to_string(kExitOutOfMemory)},
+           {"TRAINSCOPE_PROBE_PROFILE_STEPS", profile ? std::to_string(o.profile_steps) : "0"},
+           {"TRAINSCOPE_MEM_LIMIT", o.cpu && o.mem_limit > 0 ? std::to_string(o.mem_limit) : "0"},
+           {"TRAINSCOPE_PROBE_INJECT", fault == "badpath" ? "" : fault}};
+  if (o.kind == JobKind::Hf || o.kind == JobKind::Accelerate)
+    L.env.push_back({"TRAINSCOPE_TRAINING_ARGS", dir + "/training_args.json"});
+  if (o.cpu && o.kind == JobKind::DeepSpeed) L.env.push_back({"DS_ACCELERATOR", "cpu"});
+  return L;
+}
+
+}  // namespace trainscope::tuner

@@ -1,0 +1,165 @@
+// job_trial.cpp — a trial that runs the user's job, and its run database from the probe (job.h).
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+#include "trainscope/common/process.h"
+#include "trainscope/rundb/import_probe.h"
+#include "trainscope/tuner/job.h"
+
+namespace trainscope::tuner {
+namespace {
+
+// The probe's files of one kind in its folder, in rank order ("rank0.steps.jsonl", …).
+std::vector<std::string> probeFiles(const std::string& dir, const std::string& suffix) {
+  std::vector<std::pair<long, std::string>> found;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind("rank", 0) != 0 || name.size() <= 4 + suffix.size() ||
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        continue;
+      const std::string digits = name.substr(4, name.size() - 4 - suffix.size());
+      if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+      found.push_back({std::atol(digits.c_str()), dir + "/" + name});
+    }
+    ::closedir(d);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  for (auto& f : found) paths.push_back(f.second);
+  return paths;
+}
+
+off_t sizeOf(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0;
+}
+
+// How a job that exited non-zero ended, from its ranks' own records: an out-of-memory exit (the
+// probe's rankR.exit.json), a fatal signal (faulthandler's rankR.fault); else its status.
+void classifyJobExit(TrialRecord& t, int code, const std::string& probe_dir) {
+  for (const std::string& p : probeFiles(probe_dir, ".exit.json")) {
+    std::ifstream in(p);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && j.value("class", "") == "oom") {
+      t.status = TrialStatus::OutOfMemory;
+      t.exit_code = kExitOutOfMemory;
+      t.message = "rank " + std::to_string(j.value("rank", 0)) + " ran out of memory: " + j.value("error", "");
+      return;
+    }
+  }
+  for (const std::string& p : probeFiles(probe_dir, ".fault"))
+    if (sizeOf(p) > 0) {
+      t.status = TrialStatus::Crash;
+      t.exit_code = code;
+      t.message = "a rank died of a fatal signal (" + p.substr(p.rfind('/') + 1) + ")";
+      return;
+    }
+  classifyExit(t, code);
+}
+
+bool entryScriptMissing(const std::vector<std::string>& argv, size_t entry_at) {
+  if (entry_at >= argv.size() || argv[entry_at] == "-m") return false;  // a module: the interpreter finds it
+  struct stat st {};
+  return ::stat(argv[entry_at].c_str(), &st) != 0 || !S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+TrialRecord JobTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto finish = [&](TrialStatus status, const std::string& message) {
+    t.status = status;
+    t.message = message;
+    t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return t;
+  };
+  files::OutputRule rule;
+  rule.field = "--study";
+  files::writeAtomically(spec.spec_path, runconfig::toJson(spec.run), rule);
+  std::string stem = spec.spec_path.substr(0, spec.spec_path.size() - std::strlen(".json"));
+  if (stem.front() != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof(cwd))) stem = std::string(cwd) + "/" + stem;
+  }
+  const std::string dir = stem + ".job";
+  if (::mkdir(dir.c_str(), 0700) != 0)
+    throw UserError("--study", "cannot create the trial's folder " + dir + ": " + std::strerror(errno),
+                    "check that the study's folder is writable");
+  runconfig::TrainConfig c = spec.run.config;
+  JobLaunch L;
+  try {
+    runconfig::resolve(c);
+    L = jobLaunch(o_, c, dir, spec.profile, spec.fault);
+  } catch (const UserError& e) {
+    t.exit_code = 2;
+    return finish(TrialStatus::Invalid, e.what());
+  }
+  for (const ExportFile& f : L.files) files::writeAtomically(dir + "/" + f.name, f.text, rule);
+  if (::mkdir(L.probe_dir.c_str(), 0700) != 0)
+    throw UserError("--study", "cannot create " + L.probe_dir + ": " + std::strerror(errno), "check the study's folder");
+  // The script is the job's first word after the launcher's own (argv ends with the entry, then any
+  // flags the runner adds): a path that is not a file is this trial's Invalid, nothing started.
+  const size_t entry_at = [&] {
+    for (size_t i = 0; i < L.argv.size(); ++i)
+      if (L.argv[i] == o_.entry[0] || L.argv[i] == dir + "/no-such-script.py") return i;
+    return L.argv.size();
+  }();
+  if (entryScriptMissing(L.argv, entry_at)) {
+    t.exit_code = 2;
+    return finish(TrialStatus::Invalid, "--entry: no such script: " + L.argv[entry_at]);
+  }
+  files::OutputRule log_rule = rule;
+  log_rule.inputs = {spec.spec_path};
+  log_rule.overwrite = true;
+  const int log = files::createFile(spec.log_path, log_rule);
+  process::SpawnOptions so;
+  so.argv = L.argv;
+  so.search_path = L.argv[0].find('/') == std::string::npos;
+  so.env = L.env;
+  so.own_group = true;        // the job's own group; its ranks die with their launcher (the probe's
+  so.death_signal = SIGKILL;  // sitecustomize: PR_SET_PDEATHSIG), the launcher with the tuner
+  so.stdout_fd = so.stderr_fd = log;
+  pid_t pid = -1;
+  try {
+    pid = process::spawn(so);
+  } catch (const std::exception& e) {
+    ::close(log);
+    return finish(TrialStatus::Failed, e.what());
+  }
+  ::close(log);
+  setRunningTrialGroup(pid);
+  const process::Exit end = process::wait(pid, spec.timeout_s, /*group=*/true);
+  setRunningTrialGroup(0);
+  if (end.kind == process::Exit::TimedOut)
+    return finish(TrialStatus::Hang, "no result within " + std::to_string(int(spec.timeout_s)) + " s");
+  if (end.kind == process::Exit::Signaled) {
+    t.signal = end.signal;
+    return finish(TrialStatus::Crash, std::string("the launcher was killed by ") + strsignal(end.signal));
+  }
+  if (end.code != 0) {
+    classifyJobExit(t, end.code, L.probe_dir);
+    t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return t;
+  }
+  t.exit_code = 0;
+  try {
+    rundb::importProbe(probeFiles(L.probe_dir, ".steps.jsonl"), probeFiles(L.probe_dir, ".trace.json"),
+                       spec.run.output.trace, o_.workload, "--study");
+  } catch (const std::exception& e) {
+    return finish(TrialStatus::Failed, std::string("the job ended but its steps cannot be read: ") + e.what());
+  }
+  return finish(TrialStatus::Ok, "");
+}
+
+}  // namespace trainscope::tuner
