@@ -195,6 +195,21 @@ TEST(AnalysisSteps, WaitingForAPeerIsSplitFromCommunication) {
   EXPECT_NEAR(drawn[2]["x1"].get<float>(), xOf(s.layout, 2000), 1.0);
   EXPECT_NE(drawn[0]["y"].get<float>(), drawn[1]["y"].get<float>());  // on each rank's own steps row
 
+  // Details of rank 0's step 1: its breakdown, the straggler and the path with each segment's share.
+  const std::string step_script = tempPath("wait_split_step.txt");
+  std::ofstream(step_script) << "select \"step 1\" 0\ntab details\nframes 2\n";
+  const Shot ss = shoot(path, "--script " + step_script, "wait_split_step");
+  ASSERT_EQ(ss.run.status, 0) << ss.run.output;
+  const auto& d = ss.layout["details"];
+  ASSERT_TRUE(d.contains("critical path")) << d.dump();
+  EXPECT_EQ(d["path 1"], "70.0% rank 1 work " + vv::formatDuration(700) + " (forward)");
+  EXPECT_EQ(d["path 2"], "20.0% rank 0 transfer " + vv::formatDuration(200) + " (all_reduce (dp)), waited for rank 1");
+  EXPECT_EQ(d["straggler"].get<std::string>().rfind("straggler rank 1", 0), 0u) << d.dump();
+  const int64_t waited = d.value("rank", "") == "0" ? 400 : 0;  // rank 0 waited for rank 1
+  EXPECT_NE(d["this step on this rank"].get<std::string>().find(vv::formatDuration(double(waited)) + " waiting for a peer"),
+            std::string::npos)
+      << d.dump();
+
   // Range Details: step 1's window selected, each rank's time with the wait apart — the same numbers.
   const vv::Trace t = vv::loadTrace(path);
   const auto rb = vv::rangeBreakdown(t, 1000, 2000);
