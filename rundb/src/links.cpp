@@ -146,8 +146,8 @@ void linkP2p(const std::vector<Collective>& rows, const RunLayout& l,
         agrees = false;  // not the schedule this layout runs (dropped rows, another runtime): no guesses
         if (!out.why.count("pp"))
           out.why["pp"] = "rank " + std::to_string(rank) + "'s sends and receives on pp disagree with the " + name +
-                          " schedule of " + std::to_string(l.micro_batches) + " micro-batch(es) that meta.config names (at its " +
-                          std::to_string(k) + "th one: a dropped row, or another runtime's schedule)";
+                          " schedule of " + std::to_string(l.micro_batches) + " micro-batch(es) that meta.config names (from its send or "
+                          "receive #" + std::to_string(k) + ": a dropped row, or another runtime's schedule)";
         break;
       }
       const int64_t peer = l.rankOf({c.dp, c.tp, op.peer, c.cp});

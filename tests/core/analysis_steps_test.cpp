@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "../common/workload_files.h"
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/report.h"
@@ -194,6 +195,21 @@ TEST(AnalysisSteps, WaitingForAPeerIsSplitFromCommunication) {
   EXPECT_NEAR(drawn[2]["x1"].get<float>(), xOf(s.layout, 2000), 1.0);
   EXPECT_NE(drawn[0]["y"].get<float>(), drawn[1]["y"].get<float>());  // on each rank's own steps row
 
+  // Details of rank 0's step 1: its breakdown, the straggler and the path with each segment's share.
+  const std::string step_script = tempPath("wait_split_step.txt");
+  std::ofstream(step_script) << "select \"step 1\" 0\ntab details\nframes 2\n";
+  const Shot ss = shoot(path, "--script " + step_script, "wait_split_step");
+  ASSERT_EQ(ss.run.status, 0) << ss.run.output;
+  const auto& d = ss.layout["details"];
+  ASSERT_TRUE(d.contains("critical path")) << d.dump();
+  EXPECT_EQ(d["path 1"], "70.0% rank 1 work " + vv::formatDuration(700) + " (forward)");
+  EXPECT_EQ(d["path 2"], "20.0% rank 0 transfer " + vv::formatDuration(200) + " (all_reduce (dp)), waited for rank 1");
+  EXPECT_EQ(d["straggler"].get<std::string>().rfind("straggler rank 1", 0), 0u) << d.dump();
+  const int64_t waited = d.value("rank", "") == "0" ? 400 : 0;  // rank 0 waited for rank 1
+  EXPECT_NE(d["this step on this rank"].get<std::string>().find(vv::formatDuration(double(waited)) + " waiting for a peer"),
+            std::string::npos)
+      << d.dump();
+
   // Range Details: step 1's window selected, each rank's time with the wait apart — the same numbers.
   const vv::Trace t = vv::loadTrace(path);
   const auto rb = vv::rangeBreakdown(t, 1000, 2000);
@@ -369,4 +385,46 @@ TEST(AnalysisSteps, TheCriticalPathOfARealPipelineRunCrossesBothStages) {
     ASSERT_EQ(st["ranks"].size(), 2u);
     for (const auto& k : st["ranks"]) EXPECT_TRUE(k["bubble_s"].is_number());
   }
+}
+
+// A real interleaved run (pp 2 × v 2) on screen: its pipeline sends have arrows to their receives,
+// both ways (before, none: the linker read plain 1F1B and linked nothing).
+TEST(AnalysisSteps, ARealInterleavedRunsSendsHaveArrows) {
+  const std::string run = tempPath("interleaved_arrows.db");
+  auto r = trainscope::testing::cli("run --workload " + trainscope::testing::tiny4Workload() +
+                                    " --seq 16 --mbs 1 --gbs 4 --steps 2 --nproc 2 --pp 2 --virtual-stages 2 "
+                                    "--device cpu --cpu-lanes 1 --trace " + run + " --trace-level ranges --overwrite -q");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string script = tempPath("interleaved_arrows.txt");
+  std::ofstream(script) << "step 1\nframes 2\n";
+  const Shot s = shoot(run, "--script " + script, "interleaved_arrows");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  std::set<std::pair<int64_t, int64_t>> directions;
+  for (const auto& l : s.layout["links"])
+    if (l["source"] == "send") directions.insert({l["from_rank"].get<int64_t>(), l["to_rank"].get<int64_t>()});
+  EXPECT_EQ(directions, (std::set<std::pair<int64_t, int64_t>>{{0, 1}, {1, 0}})) << s.layout["links"].dump();
+}
+
+// Details of a send the linker could not pair (rows that disagree with the schedule the config
+// names) say it is not linked and why — no wait or skew field, never a 0.
+TEST(AnalysisSteps, DetailsOfAnUnlinkedCollectiveSayWhy) {
+  const std::string path = tempPath("unlinked_details.db");
+  makeRun(path, R"({"workload":"hand-built","world":2,"dp":1,"tp":1,"pp":2,"ga":1,"pp_schedule":"1f1b"})",
+          [](int k, int64_t t0, std::vector<db::Range>&, std::vector<db::Collective>& c) {
+            // Stage 1 receives twice where 1F1B has it receive, then send: it does not follow.
+            c.push_back(coll(0, "send", "pp", 2 * k, t0 + 100, t0 + 150));
+            c.push_back(coll(0, "recv", "pp", 2 * k + 1, t0 + 150, t0 + 460));
+            c.push_back(coll(1, "recv", "pp", 2 * k, t0 + 10, t0 + 160));
+            c.push_back(coll(1, "recv", "pp", 2 * k + 1, t0 + 400, t0 + 450));
+          });
+  const std::string script = tempPath("unlinked_details.txt");
+  std::ofstream(script) << "select \"send (pp)\" 1\nframes 2\n";
+  const Shot s = shoot(path, "--script " + script, "unlinked_details");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const auto& d = s.layout["details"];
+  ASSERT_TRUE(d.contains("linked")) << d.dump();
+  const std::string linked = d["linked"];
+  EXPECT_EQ(linked.rfind("not linked: rank 1's sends and receives on pp disagree with the 1F1B schedule", 0), 0u) << linked;
+  EXPECT_FALSE(d.contains("wait")) << d.dump();
+  EXPECT_FALSE(d.contains("arrival skew")) << d.dump();
 }

@@ -120,9 +120,14 @@ void App::drawDetails() {
     cached_for = selection;
     cached_trace = &t;
   }
-  details_shown = cached;  // for --layout
+  // A step: its breakdown on this rank, straggler and critical path, once the summary is there.
+  Fields fields = cached;
+  if (selection->doc == 0)
+    if (const rundb::RunSummary* sum = summary())
+      for (auto& field : stepAnalysisFields(t, *sum, selection->ref)) fields.push_back(std::move(field));
+  details_shown = fields;  // for --layout
   ImGui::BeginChild("fields", ImVec2(ImGui::GetContentRegionAvail().x * 0.6f, 0));
-  fieldsTable("details", cached);
+  fieldsTable("details", fields);
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("context", ImVec2(0, 0));

@@ -56,6 +56,44 @@ std::vector<std::string> criticalPathLines(const rundb::RunSummary& s) {
   return out;
 }
 
+Fields stepAnalysisFields(const Trace& t, const rundb::RunSummary& s, const EventRef& ref) {
+  Fields f;
+  if (ref.track >= t.tracks.size() || t.tracks[ref.track].kind != TrackKind::Steps) return f;
+  const int64_t rank = t.tracks[ref.track].rank, start = t.event(ref).start;
+  int64_t step = -1;
+  for (const rundb::Step& r : t.steps)
+    if (r.rank == rank && r.start_ns == start) step = r.step;
+  if (step < 0) return f;
+  for (const rundb::RankSummary& r : s.ranks)
+    for (const rundb::StepBreakdown& p : r.per_step)
+      if (r.rank == rank && p.step == step) {
+        const rundb::Breakdown& b = p.b;
+        f.push_back({"this step on this rank",
+                     formatDuration(b.compute_s * 1e9) + " compute, " + formatDuration(b.exposedCommS() * 1e9) +
+                         " exposed comm, " + formatDuration(b.wait_s * 1e9) + " waiting for a peer, " +
+                         formatDuration(b.bubble_s * 1e9) + " bubble, " + formatDuration(b.idle_s * 1e9) + " idle"});
+      }
+  const std::string prefix = "step " + std::to_string(step) + ": ";
+  for (const std::string& line : stragglerLines(s))
+    if (line.rfind(prefix, 0) == 0) f.push_back({"straggler", line.substr(prefix.size())});
+  for (const rundb::StepCriticalPath& p : s.critical_paths) {
+    if (p.step != step || p.segments.empty()) continue;
+    const double total = double(rundb::spanNs(p.start_ns, p.end_ns));
+    f.push_back({"critical path", formatDuration(total) + ", " + std::to_string(p.segments.size()) + " segment(s)"});
+    for (size_t i = 0; i < p.segments.size(); ++i) {
+      const rundb::PathSegment& g = p.segments[i];
+      const double len = double(rundb::spanNs(g.start_ns, g.end_ns));
+      char share[32];
+      std::snprintf(share, sizeof share, "%.1f%%", total > 0 ? 100 * len / total : 0.0);
+      std::string v = share + std::string(" rank ") + std::to_string(g.rank) + " " + g.kind + " " + formatDuration(len);
+      if (!g.name.empty()) v += " (" + g.name + ")";
+      if (g.peer >= 0) v += ", waited for rank " + std::to_string(g.peer);
+      f.push_back({"path " + std::to_string(i + 1), v});
+    }
+  }
+  return f;
+}
+
 std::vector<RankRangeBreakdown> rangeBreakdown(const Trace& t, int64_t begin, int64_t end) {
   std::vector<RankRangeBreakdown> out;
   if (end <= begin) return out;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "trainscope/rundb/summary.h"
+#include "trainscope/viewer/details.h"
 #include "trainscope/viewer/model.h"
 
 namespace trainscope::viewer {
@@ -17,6 +18,11 @@ std::vector<std::string> stragglerLines(const rundb::RunSummary& s);
 // One line per counted step: its critical path across ranks, each segment with its share of the
 // path ("rank 1 work 302 ms 99.5% (test/slow_rank)"), at most 8 segments (report --json has all).
 std::vector<std::string> criticalPathLines(const rundb::RunSummary& s);
+
+// Details of a step (an event of a rank's steps row): the rank's breakdown of that step, the step's
+// straggler and its critical path with each segment's share ("path 1" … in time order). Empty for
+// any other event or a step the summary did not count.
+Fields stepAnalysisFields(const Trace& t, const rundb::RunSummary& s, const EventRef& ref);
 
 // A selected time range, per rank: compute, communication, overlap, memory and idle, and of the
 // communication the wait for a peer and the pipeline bubble (rundb::breakdownOver, the summary's
