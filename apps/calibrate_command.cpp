@@ -228,7 +228,7 @@ std::vector<const tn::FitParam*> chosenParams(const CalibrateFlags& f, const tn:
   }
   std::vector<const tn::FitParam*> defaults;
   for (const tn::FitParam& p : tn::fitParams())
-    if ((p.kind.empty() || p.kind == trainscope::models::toString(base.kind)) && p.path != "fp8_matmul_ceiling") defaults.push_back(&p);
+    if ((p.kind.empty() || p.kind == trainscope::models::toString(base.kind)) && p.by_default) defaults.push_back(&p);
   out = tn::identifiable(base, rows.rows, defaults);
   if (out.empty())
     throw UserError("--fit", "no constant of " + base.name + " moves these rows' predictions", "name the constants with --fit");
