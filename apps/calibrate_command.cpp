@@ -173,8 +173,6 @@ void addRun(Rows& out, const std::string& path, const tn::Cluster& base, const s
   r.nodes = (r.p.world() + base.devices_per_node - 1) / base.devices_per_node;
   r.measured_s = s.step_s_median;
   r.group = devicesGroup(r.w->name, r.p.world());
-  tn::Cluster c = base;
-  c.nodes = r.nodes;
   if (s.peak_bytes > 0) out.peaks.emplace_back(tn::predictMemory(*r.w, r.p).peak(), s.peak_bytes);
   out.rows.push_back(std::move(r));
 }
@@ -228,7 +226,7 @@ std::vector<const tn::FitParam*> chosenParams(const CalibrateFlags& f, const tn:
   }
   std::vector<const tn::FitParam*> defaults;
   for (const tn::FitParam& p : tn::fitParams())
-    if ((p.kind.empty() || p.kind == trainscope::models::toString(base.kind)) && p.path != "fp8_matmul_ceiling") defaults.push_back(&p);
+    if ((p.kind.empty() || p.kind == trainscope::models::toString(base.kind)) && p.by_default) defaults.push_back(&p);
   out = tn::identifiable(base, rows.rows, defaults);
   if (out.empty())
     throw UserError("--fit", "no constant of " + base.name + " moves these rows' predictions", "name the constants with --fit");

@@ -162,6 +162,15 @@ void printTable(const TuneFlags& f, const workloads::Workload& w, const tn::Clus
     std::printf("(network refitted from %lld DP/TP collectives of the trials: latency %.1f us, %.2f GB/s, R^2 %.2f)\n",
                 static_cast<long long>(r.network_fit.samples), r.network_fit.tier.latency * 1e6,
                 r.network_fit.tier.bandwidth / 1e9, r.network_fit.r2);
+  if (!r.fitted_constants.empty()) {
+    std::string fitted;
+    for (const auto& [path, value] : r.fitted_constants) {
+      char b[96];
+      std::snprintf(b, sizeof(b), "%s%s %.4g", fitted.empty() ? "" : ", ", path.c_str(), value);
+      fitted += b;
+    }
+    std::printf("(cluster constants refitted to the trials' step times, as `trainscope calibrate` fits: %s)\n", fitted.c_str());
+  }
   if (!r.costs.empty()) {
     // Why the composed predictions are what they are: the costs each layer shape measured.
     std::printf("\n  %-48s %5s %9s %9s %9s %9s %9s %7s\n", "layer shape (per micro-batch; DP sync per step)", "runs",

@@ -8,34 +8,36 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/models/framework_profile.h"
 
 namespace trainscope::models {
 
 const std::vector<FitParam>& fitParams() {
-  static const std::vector<FitParam> list = {
+  static const std::vector<FitParam> list = [] {
+    std::vector<FitParam> l = {
       // GPU clusters (docs/time-model.md): bounds are what the hardware allows, not what fits.
       {"dispatch_s", 0, 1e-3, "the framework's host time to issue one op (s; eager PyTorch issues one in 5-50 us)",
        [](Cluster& c) -> double& { return c.dispatch_s; }, false, "gpu"},
       {"kernel_floor_s", 0, 50e-6, "the least a kernel takes, launch to end (s)",
-       [](Cluster& c) -> double& { return c.kernel_floor_s; }, false, "gpu"},
+       [](Cluster& c) -> double& { return c.kernel_floor_s; }, false, "gpu", false},
       {"sustained_clock", 0.5, 1, "tensor-core clock under sustained load over the clock peak_flops assumes (scales every GEMM)",
        [](Cluster& c) -> double& { return c.sustained_clock; }, false, "gpu"},
       {"memory_efficiency", 0.3, 1, "achieved share of memory_bandwidth by streaming kernels",
        [](Cluster& c) -> double& { return c.memory_efficiency; }, false, "gpu"},
       {"fp8_matmul_ceiling", 0.2, 1, "the share of peak_flops.fp8 the best FP8 GEMM reaches",
-       [](Cluster& c) -> double& { return c.fp8_matmul_ceiling; }, false, "gpu"},
+       [](Cluster& c) -> double& { return c.fp8_matmul_ceiling; }, false, "gpu", false},
       {"intra_node.efficiency", 0.2, 1, "achieved share of the in-node bandwidth by large collectives",
        [](Cluster& c) -> double& { return c.intra_node.efficiency; }, false, "gpu"},
       {"intra_node.latency", 0, 1e-3, "in-node latency per collective step (s)",
-       [](Cluster& c) -> double& { return c.intra_node.latency; }, false, ""},
+       [](Cluster& c) -> double& { return c.intra_node.latency; }, false, "", false},
       {"intra_node.half_bytes", 0, 1e8, "in-node message size at half the large-message bus bandwidth (bytes)",
-       [](Cluster& c) -> double& { return c.intra_node.half_bytes; }, false, "gpu"},
+       [](Cluster& c) -> double& { return c.intra_node.half_bytes; }, false, "gpu", false},
       {"inter_node.efficiency", 0.2, 1, "achieved share of the between-node bandwidth by large collectives",
        [](Cluster& c) -> double& { return c.inter_node.efficiency; }, false, "gpu"},
       {"inter_node.latency", 0, 1e-3, "between-node latency per collective step (s)",
-       [](Cluster& c) -> double& { return c.inter_node.latency; }, false, "gpu"},
+       [](Cluster& c) -> double& { return c.inter_node.latency; }, false, "gpu", false},
       {"inter_node.half_bytes", 0, 1e9, "between-node message size at half the large-message bus bandwidth (bytes)",
-       [](Cluster& c) -> double& { return c.inter_node.half_bytes; }, false, "gpu"},
+       [](Cluster& c) -> double& { return c.inter_node.half_bytes; }, false, "gpu", false},
       // CPU clusters: the rates `trainscope-train calibrate` measured, refitted to whole steps
       // (within a factor of 10 of the measured figure).
       {"peak_flops.fp32", 0.1, 10, "a CPU node's fp32 matrix rate (FLOP/s), relative to the file's",
@@ -44,8 +46,25 @@ const std::vector<FitParam>& fitParams() {
        [](Cluster& c) -> double& { return c.memory_bandwidth; }, true, "cpu"},
       {"intra_node.bandwidth", 0.1, 10, "a CPU node's rank-to-rank bandwidth (bytes/s), relative to the file's",
        [](Cluster& c) -> double& { return c.intra_node.bandwidth; }, true, "cpu"},
-      // physics: framework profiles' and new terms' constants, one line each.
-  };
+    };
+    // physics: framework profiles' and new terms' constants, one line each.
+    l.push_back({"flash_forward_ceiling", 0, 1, "the share of FlashAttention-2's forward rate this GPU's best attention kernel reaches (0: FlashAttention-2's own)",
+                 [](Cluster& c) -> double& { return c.flash_forward_ceiling; }, false, "gpu", false});
+    l.push_back({"flash_backward_ceiling", 0, 1, "the same for the backward",
+                 [](Cluster& c) -> double& { return c.flash_backward_ceiling; }, false, "gpu", false});
+    // Each framework's constants ("frameworks.fsdp.hook_s"): by default only the per-op and
+    // per-micro-batch host costs and the attention rates move (the rows of one framework move only
+    // its own); the rest when --fit names them.
+    for (const ProfilePath& q : profilePaths()) {
+      const std::string key = q.path.substr(q.path.rfind('.') + 1);
+      const bool by_default = key == "host_op_s" || key == "host_micro_batch_s" || key == "flash_forward_scale" ||
+                              key == "flash_backward_scale";
+      l.push_back({q.path, q.lower, q.upper, q.what,
+                   [q](Cluster& c) -> double& { return c.mutableProfile(q.framework).*q.member; }, false, "gpu",
+                   by_default});
+    }
+    return l;
+  }();
   return list;
 }
 

@@ -1,6 +1,8 @@
 // learner.cpp — a study's trials read once, and the re-rank (learner.h).
 #include "trainscope/tuner/learner.h"
 
+#include <set>
+
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/summary.h"
 #include "trainscope/tuner/cost_model.h"
@@ -34,8 +36,40 @@ TrialRecord Learner::add(TrialRecord t, const Plan& p, bool fresh) {
     t.message = std::string("its run database cannot be read: ") + e.what();
     return t;
   }
-  if (t.step_s > 0) analytic_ratio_.push_back(t.step_s / predictTime(w_, p, fitted_).step_s);
+  if (t.step_s > 0) {
+    analytic_ratio_.push_back(t.step_s / predictTime(w_, p, fitted_).step_s);
+    FitRow row;
+    row.w = std::shared_ptr<const workloads::Workload>(&w_, [](const workloads::Workload*) {});  // outlives the learner's use
+    row.p = p;
+    row.nodes = (p.world() + c_.devices_per_node - 1) / c_.devices_per_node;
+    row.measured_s = t.step_s;
+    row.group = std::to_string(p.world());
+    trial_rows_.push_back(row);
+  }
   return t;
+}
+
+void Learner::refitConstants() {
+  std::set<std::string> plans;
+  for (const FitRow& r : trial_rows_) plans.insert(r.p.describe() + "/" + std::to_string(r.p.mbs));
+  if (plans.size() < 3) return;  // fewer distinct plans than constants to say anything about them
+  // The cluster kind's constants, less the network's tier (the collectives fit that, above).
+  std::vector<const FitParam*> candidates;
+  for (const FitParam& f : fitParams())
+    if ((f.kind.empty() || f.kind == toString(c_.kind)) && f.path.rfind("intra_node.", 0) != 0 && f.by_default)
+      candidates.push_back(&f);
+  try {
+    // From the cluster file's figures each time (bounds relative to them), with the refitted network.
+    Cluster base = c_;
+    base.intra_node = fitted_.intra_node;
+    const std::vector<const FitParam*> params = identifiable(base, trial_rows_, candidates);
+    if (params.empty()) return;
+    const FitResult fit = fitCluster(base, trial_rows_, params, 150);
+    fitted_ = fit.fitted;
+    fitted_constants_ = fit.values;
+  } catch (const std::exception&) {
+    // A trial the models cannot price: the constants stay.
+  }
 }
 
 void Learner::rerank(std::vector<Candidate>& all) {
@@ -47,7 +81,15 @@ void Learner::rerank(std::vector<Candidate>& all) {
   } catch (const std::exception&) {
     // Fewer than two message sizes so far: the cluster file's figures stay.
   }
-  const double fallback = analytic_ratio_.empty() ? 1.0 : rundb::percentile(analytic_ratio_, 0.5);
+  refitConstants();
+  std::vector<double> ratio = analytic_ratio_;
+  if (!fitted_constants_.empty()) {  // the ratios against the refitted model
+    ratio.clear();
+    const std::vector<double> priced = priceRows(fitted_, trial_rows_);
+    for (size_t i = 0; i < priced.size(); ++i)
+      if (priced[i] > 0) ratio.push_back(trial_rows_[i].measured_s / priced[i]);
+  }
+  const double fallback = ratio.empty() ? 1.0 : rundb::percentile(ratio, 0.5);
   rankCandidates(all, ComposedCost(w_, fitted_, costs_), AnalyticCost(w_, fitted_, measuredOverlap(costs_)), fallback);
 }
 

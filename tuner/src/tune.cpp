@@ -181,6 +181,7 @@ class StudyRunner {
     learner_.rerank(res_.candidates);
     res_.costs = learner_.costs();
     res_.network_fit = learner_.networkFit();
+    res_.fitted_constants = learner_.fittedConstants();
     study_.saveCandidates(res_.candidates, configs);
     study_.setValue("measured_costs", costsJson(res_.costs));
     const CollectiveFit& n = res_.network_fit;
@@ -188,6 +189,7 @@ class StudyRunner {
       study_.setValue("network_fit", jsonText(nlohmann::json({{"latency_s", n.tier.latency},
                                                               {"bandwidth_bytes_per_s", n.tier.bandwidth},
                                                               {"samples", n.samples}, {"r2", n.r2}})));
+    if (!res_.fitted_constants.empty()) study_.setValue("fitted_constants", jsonText(nlohmann::json(res_.fitted_constants)));
   }
 
  private:

@@ -39,6 +39,7 @@ std::string tuneResultJson(const std::string& study, const workloads::Workload& 
     j["network_fit"] = {{"latency_s", r.network_fit.tier.latency},
                         {"bandwidth_bytes_per_s", r.network_fit.tier.bandwidth},
                         {"samples", r.network_fit.samples}, {"r2", r.network_fit.r2}};
+  if (!r.fitted_constants.empty()) j["fitted_constants"] = r.fitted_constants;
   return jsonText(j);
 }
 

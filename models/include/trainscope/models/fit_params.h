@@ -25,6 +25,7 @@ struct FitParam {
   std::function<double&(Cluster&)> ref;  // the field in a parsed Cluster
   bool relative = false;   // bounds are multiples of the base cluster's value
   std::string kind;        // "gpu" or "cpu": fitted by default only on that kind of cluster ("": both)
+  bool by_default = true;  // fitted without --fit (when the rows move it); false: only when named
 };
 
 const std::vector<FitParam>& fitParams();

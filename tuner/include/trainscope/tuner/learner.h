@@ -7,16 +7,21 @@
 //   its collectives  the DP and TP collectives of a trial within one node: the network's α–β
 // A database that cannot be read turns the trial Failed, with the reason. A trial without a database
 // path keeps the figures its runner gave it (a test's fake runner).
-// rerank() refits the network from the collectives so far and re-prices every candidate through the
-// cost models (cost_model.h): composed from measured costs where its shape was measured, else the
-// analytic model scaled to the measured ones.
+// rerank() refits the network from the collectives so far, then (from three ok trials of distinct
+// plans) the cluster's other constants from the trials' step times with calibrate's fitter (fit.h:
+// the constants of the cluster's kind that the trials move, within their physical bounds), and
+// re-prices every candidate through the cost models (cost_model.h): composed from measured costs
+// where its shape was measured, else the refitted analytic model scaled to the measured ones.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "trainscope/rundb/rows.h"
 #include "trainscope/tuner/calibrate.h"
+#include "trainscope/tuner/fit.h"
 #include "trainscope/tuner/models.h"
 #include "trainscope/tuner/profile.h"
 #include "trainscope/tuner/space.h"
@@ -36,9 +41,12 @@ class Learner {
 
   const MeasuredCosts& costs() const { return costs_; }
   const CollectiveFit& networkFit() const { return network_fit_; }
-  const Cluster& fitted() const { return fitted_; }  // the cluster with the refitted network
+  const Cluster& fitted() const { return fitted_; }  // the cluster with the refitted network and constants
+  const std::map<std::string, double>& fittedConstants() const { return fitted_constants_; }
 
  private:
+  void refitConstants();
+
   const workloads::Workload& w_;
   const Cluster& c_;
   Cluster fitted_;
@@ -46,6 +54,8 @@ class Learner {
   CollectiveFit network_fit_;
   std::vector<rundb::Collective> comm_;
   std::vector<double> analytic_ratio_;  // measured / analytic step time, every ok trial
+  std::vector<FitRow> trial_rows_;      // every ok trial: its plan and measured step time
+  std::map<std::string, double> fitted_constants_;
 };
 
 }  // namespace trainscope::tuner

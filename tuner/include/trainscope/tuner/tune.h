@@ -74,6 +74,7 @@ struct TuneResult {
   std::vector<int64_t> profiles;  // candidates run first, one per layer shape: their costs (profile.h)
   MeasuredCosts costs;            // every ok trial's layer costs, per shape
   CollectiveFit network_fit;      // α–β of the trials' DP and TP collectives (samples 0: none)
+  std::map<std::string, double> fitted_constants;  // cluster constants refitted from the trials (fit.h; empty: none)
   PredictionCheck prediction_check;  // the models' predictions against what the trials measured
   int64_t trials_run = 0;         // processes started by this invocation
   bool interrupted = false;

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""calibrate_cv.py — k-fold cross-validated error of `trainscope calibrate` per shared measured set
+(shared/calibration/*.json, as bench/calibration_rows.py writes them): for each set, the shipped
+preset's MAPE, median signed error and within-group Spearman, then the same for the held-out folds
+of a calibration (folds by model and cluster size, never by row) and for the fit in sample.
+
+Each set's base cluster is a100-80gb-x8 with what the data file says of its machines: vTrain's
+multi-node runs had 800 Gb/s between nodes (12.5 GB/s per GPU), MPT's 40 GB table ran on A100 40 GB
+(1,555 GB/s of HBM2). Nothing else is changed before the fit.
+
+usage: bench/calibrate_cv.py [--bin build/bin/trainscope] [--sets a,b] [--folds 5] [--fit a,b]
+                             [--framework F] [--json]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import calibration_rows
+from common import DEFAULT_BIN, ROOT, output_file
+
+BASE_CHANGES = {
+    "vtrain-multi": {"inter_node": {"bandwidth": 12.5e9}},
+    "mpt-40gb": {"memory_bytes": 42949672960, "memory_bandwidth": 1.555e12},
+}
+
+
+def base_cluster(set_name, workdir):
+    preset = json.load(open(os.path.join(ROOT, "models", "clusters", "a100-80gb-x8.json")))
+    for key, value in BASE_CHANGES.get(set_name, {}).items():
+        if isinstance(value, dict):
+            preset[key].update(value)
+        else:
+            preset[key] = value
+    preset["name"] = "a100-" + set_name
+    path = os.path.join(workdir, set_name + "-base.json")
+    with output_file(path, overwrite=True) as f:  # our own temporary folder
+        json.dump(preset, f, indent=2)
+    return path
+
+
+def calibrate(binary, set_name, workdir, folds, fit, framework):
+    rows = os.path.join(workdir, set_name + ".jsonl")
+    groups = set()
+    with output_file(rows, overwrite=True) as f:
+        for r in calibration_rows.rows(set_name, os.path.join(os.path.dirname(ROOT), "shared", "calibration"), framework):
+            f.write(json.dumps(r) + "\n")
+            groups.add(r["group"])
+    folds = min(folds, len(groups))  # a set of 4 groups (vTrain's multi-node rows) gets 4 folds
+    out = os.path.join(workdir, set_name + "-calibrated.json")
+    cmd = [binary, "calibrate", "--cluster", base_cluster(set_name, workdir), "--from", rows, "-o", out,
+           "--folds", str(folds), "--overwrite", "--json"]
+    if fit:
+        cmd += ["--fit", fit]
+    t = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit("calibrate failed on %s: %s\n%s" % (set_name, " ".join(cmd), p.stderr))
+    cal = json.loads(p.stdout.strip().splitlines()[-1])
+    cal["seconds"] = time.monotonic() - t
+    return cal
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default=DEFAULT_BIN)
+    ap.add_argument("--sets", default=",".join(calibration_rows.SETS))
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--fit", default="", help="calibrate --fit (default: the constants the rows move)")
+    ap.add_argument("--framework", default=None, help="every row's --framework (default: the set's)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for s in a.sets.split(","):
+            results[s] = calibrate(a.bin, s, tmp, a.folds, a.fit, a.framework)
+    print("%-14s %5s %6s %5s | %-24s | %-24s | %-24s | %s" % ("set", "rows", "groups", "folds", "preset: MAPE  med  rho",
+                                                          "cross-validated", "in sample", "fitted"))
+    for s, c in results.items():
+        def fig(x):
+            rho = "%5.2f" % x["spearman_within_group_median"] if x["spearman_groups"] else "    -"
+            return "%6.1f%% %+6.1f%% %s" % (x["mape"] * 100, x["median_signed_error"] * 100, rho)
+        cv = c.get("cross_validation")
+        fitted = ", ".join("%s %.4g" % (k, v["value"]) for k, v in c["fitted"].items())
+        print("%-14s %5d %6d %5s | %s | %s | %s | %s (%.0f s)" % (s, c["residuals"]["rows"], c["groups"],
+                                                                  cv["folds"] if cv else "-", fig(c["base_residuals"]),
+                                                            fig(cv) if cv else "%24s" % "-", fig(c["residuals"]), fitted,
+                                                            c["seconds"]))
+    if a.json:
+        print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
