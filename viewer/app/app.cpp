@@ -329,6 +329,11 @@ void App::writeLayout(const std::string& path) const {
                           {"count", b.count}, {"coverage", b.coverage}, {"label", b.label}});
     if (b.wait_x1 >= 0) j["boxes"].back()["wait_x1"] = b.wait_x1;
   }
+  j["counters"] = nlohmann::json::array();
+  for (const auto& c : counters_shown)
+    j["counters"].push_back({{"rank", c.rank}, {"label", c.label}, {"y0", c.y0}, {"y1", c.y1}, {"lo", c.lo}, {"hi", c.hi},
+                             {"min", c.min}, {"max", c.max}, {"colour", c.colour}, {"lo_text", c.lo_text},
+                             {"hi_text", c.hi_text}, {"note", c.note}, {"hover", c.hover}});
   // Each stream's utilisation row as drawn: its busy fraction per pixel column, and their mean.
   j["utilisation"] = nlohmann::json::array();
   for (const auto& u : utils) {

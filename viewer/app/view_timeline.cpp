@@ -159,6 +159,7 @@ void App::drawTimeline() {
   updateTrackLayout(cx);
   rows.clear(), boxes.clear(), links.clear(), headers.clear(), sends_drawn.clear(), tracks_drawn.clear();
   utils.clear();
+  counters_shown.clear();
 
   // Pinned tracks: a band under the ruler that does not scroll (at most half the timeline).
   float y = p0.y + kRulerH;
