@@ -226,6 +226,15 @@ class App {
   void fitAll();
   void fitStep(int64_t step);
   void select(size_t doc, const EventRef& r);
+  // A finder's selection brought on screen: its rank expanded, its track shown, its row scrolled to.
+  void reveal(size_t doc, const EventRef& r);
+  void applyScrollTarget();
+  struct ScrollTarget {
+    size_t doc, track;
+    int64_t rank;
+    int tries;
+  };
+  std::optional<ScrollTarget> scroll_to;
   bool selectByName(const std::string& name, int64_t k);
   void runSearch(const std::string& needle);
   void gotoMatch(int dir);

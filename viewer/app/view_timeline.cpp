@@ -179,6 +179,7 @@ void App::drawTimeline() {
   cx.top = ImGui::GetWindowPos().y, cx.bottom = cx.top + ImGui::GetWindowHeight();
   cx.rows_y = ImGui::GetCursorScreenPos().y;
   rows_scroll = ImGui::GetScrollY(), rows_h = ImGui::GetWindowHeight();  // the next frame's layout band
+  applyScrollTarget();
   if (!hover) hover = hitTest(cx, false);
   drawRows(dl, cx, false);
   drawTimelineOverlays(dl, cx, hover);

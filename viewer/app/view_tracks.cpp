@@ -70,6 +70,19 @@ void App::updateTrackLayout(const TimelineContext& cx) {
                               same_runs ? &track_layout : nullptr, band);
   for (auto* v : {&track_layout.pinned, &track_layout.rows})
     for (LayoutRow& r : *v) r.doc = doc_of[r.doc];
+  for (auto& g : track_layout.group_of) g.first = doc_of[g.first];
+}
+
+// A finder's target brought on screen (reveal): the scroll set to its row, once its rank group is laid
+// out; until then to the group's top, which lays it out in a frame or two.
+void App::applyScrollTarget() {
+  if (!scroll_to || scroll_to->doc >= docs.size() || !docs[scroll_to->doc]->ready()) return scroll_to.reset();
+  const auto place = placeOf(track_layout, scroll_to->doc, scroll_to->track, scroll_to->rank, *docs[scroll_to->doc]->trace);
+  if (!place || place->pinned) return scroll_to.reset();  // in the band: always on screen
+  const float to = place->exact ? scrollToShow(rows_scroll, rows_h, place->y0, place->y1, track_layout.total_h)
+                                : place->y0;
+  if (to != rows_scroll) ImGui::SetScrollY(to);
+  if (place->exact || ++scroll_to->tries > 8) scroll_to.reset();
 }
 
 void App::drawRows(ImDrawList* dl, const TimelineContext& cx, bool pinned) {
