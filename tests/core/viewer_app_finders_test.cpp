@@ -60,3 +60,31 @@ TEST(ViewerApp, SelectAndNextScrollTheMatchsRowIntoView) {
     EXPECT_TRUE(onScreen(s.layout, 37, "stream 7 (device 0)")) << cmds << s.layout["rows"].dump();
   }
 }
+
+// A note is marked on its event's row (its text beside it); a bookmark's flag hangs under the ruler,
+// never over its labels.
+TEST(ViewerApp, NotesAreMarkedOnTheTimelineAndBookmarksClearTheRuler) {
+  const std::string db = tempPath("notes_marked.db");
+  std::filesystem::copy_file(manyRanks(), db, std::filesystem::copy_options::overwrite_existing);
+  const std::string script = tempPath("notes_marked.txt");
+  std::ofstream(script) << "select late_kernel\nnote \"waits for rank 1\"\nview 0ms 8ms\nbookmark 2ms b1\nframes 8\n";
+  const Shot s = shoot(db, "--script " + script, "notes_marked");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  ASSERT_EQ(s.layout["notes"].size(), 1u) << s.layout["notes"].dump();
+  const auto& n = s.layout["notes"][0];
+  ASSERT_TRUE(n.contains("x")) << "the note is not marked on the timeline: " << n.dump();
+  const auto* r = row(s.layout, 37, "stream 7 (device 0)", 0);
+  ASSERT_NE(r, nullptr);
+  EXPECT_FLOAT_EQ(n["y"].get<float>(), (*r)["y0"].get<float>());
+  EXPECT_NEAR(n["x"].get<float>(), xOf(s.layout, n["start_ns"].get<int64_t>()), 2.f) << n.dump();
+  // The flag's colour nowhere in the ruler's label band right of the bookmark's line.
+  ASSERT_EQ(s.layout["bookmarks"].size(), 1u);
+  const float bx = s.layout["bookmarks"][0]["x"], y0 = s.layout["timeline"]["y0"];
+  int flag_in_ruler = 0;
+  for (int y = int(y0); y < int(y0) + 18; ++y)
+    for (int x = int(bx) + 2; x < int(bx) + 40; ++x) {
+      const uint32_t p = s.img.pixel(x, y);  // 0xAABBGGRR; the flag's text is rgb(120, 220, 255)
+      flag_in_ruler += (p & 0xff) < 170 && ((p >> 8) & 0xff) > 180 && ((p >> 16) & 0xff) > 220;
+    }
+  EXPECT_EQ(flag_in_ruler, 0);
+}
