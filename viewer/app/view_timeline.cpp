@@ -31,7 +31,7 @@ void topBar(App& app) {
   }
   if (app.study) {
     if (!app.docs.empty()) ImGui::SameLine();
-    ImGui::Text("| study %s", app.study->path.c_str());
+    ImGui::Text("%sstudy %s", app.docs.empty() ? "" : "| ", app.study->path.c_str());  // no stray "| " alone
   }
   if (!app.primary()) return;
   ImGui::SameLine(ImGui::GetWindowWidth() - 520);
