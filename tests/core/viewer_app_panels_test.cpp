@@ -395,3 +395,41 @@ TEST(ViewerApp, TheStepsTextIsNotClippedAt1920px) {
     RecordProperty("line_end_" + std::to_string(int(line["x0"].get<float>() + line["w"].get<float>())), text);
   }
 }
+
+// Two CUTLASS GEMMs (Kernel2<A>, Kernel<B>) and two `gemm`s of different namespaces: each reads as
+// itself in Statistics and on the timeline, none as "Kernel", no two alike.
+TEST(ViewerApp, NamesThatCollideAreToldApart) {
+  const std::string db = tempPath("collide.db");
+  if (!std::filesystem::exists(db)) {
+    trainscope::rundb::RunStore st(db, {true, "--out", true});
+    st.setMeta("world_size", "1");
+    st.putRank({0, "node0", "cuda:0"});
+    st.begin();
+    std::vector<trainscope::rundb::Kernel> ks;
+    const std::vector<std::string> names = {"_ZN7cutlass7Kernel2I50cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4EEvNT_6ParamsE",
+                                            "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_64x3_tn_align4>(Params)",
+                                            "void a::gemm<float>(int)", "void b::gemm<float>(int)"};
+    for (size_t i = 0; i < names.size(); ++i)
+      ks.push_back({kEpoch + int64_t(i) * 1'000'000, kEpoch + int64_t(i) * 1'000'000 + 900'000, 0, 7, st.intern(names[i]), -1});
+    st.put(ks);
+    st.commit();
+    st.createIndexes();
+    st.close();
+  }
+  const std::string script = tempPath("collide.txt");
+  std::ofstream(script) << "tab stats\nstats kernels\nframes 2\n";
+  const Shot s = shoot(db, "--script " + script, "collide");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  std::set<std::string> labels;
+  for (const auto& r : s.layout["stats"]["rows"]) labels.insert(r["label"].get<std::string>());
+  EXPECT_EQ(labels.size(), 4u) << s.layout["stats"].dump();
+  for (const char* vague : {"Kernel", "Kernel2", "gemm"}) EXPECT_FALSE(labels.count(vague)) << s.layout["stats"].dump();
+  EXPECT_EQ(std::count_if(labels.begin(), labels.end(),
+                          [](const std::string& l) { return l.find("cutlass_80_tensorop_s1688gemm_64x64") != std::string::npos; }),
+            1) << s.layout["stats"].dump();
+  std::set<std::string> boxes;
+  for (const auto& b : s.layout["boxes"])
+    if (b["kind"] == "kernel") boxes.insert(b["label"].get<std::string>());
+  EXPECT_EQ(boxes.size(), 4u) << s.layout["boxes"].dump();
+  for (const char* vague : {"Kernel", "Kernel2", "gemm"}) EXPECT_FALSE(boxes.count(vague)) << s.layout["boxes"].dump();
+}

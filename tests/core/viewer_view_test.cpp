@@ -201,6 +201,45 @@ TEST(ViewerNames, KernelNamesAreDemangledAndShortenedToFit) {
     }
 }
 
+// Wrapper templates name their argument, and no two distinct names of one trace share a short name:
+// two CUTLASS GEMMs were both "Kernel" on the timeline and as two rows of Statistics.
+TEST(ViewerNames, WrapperTemplatesNameTheirArgumentAndNoTwoNamesReadAlike) {
+  const std::string gemm_a = "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>(Params)";
+  const std::string gemm_b = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(Params)";
+  const std::string dev = "void at::native::device_kernel<at::native::FlashFwd<float, 128> >(Params)";
+  const std::string node = "torch::autograd::CppNode<trainscope::BlockCheckpoint>";
+  EXPECT_EQ(v::nameForms(gemm_a).back(), "cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4");
+  EXPECT_EQ(v::nameForms(gemm_b).back(), "cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4");
+  EXPECT_EQ(v::nameForms(dev).back(), "FlashFwd");
+  EXPECT_EQ(v::shortName(dev, 30), "FlashFwd<float, 128>");
+  EXPECT_EQ(v::nameForms(node).back(), "BlockCheckpoint");
+  EXPECT_EQ(v::nameForms("void Kernel<4>(int)").back(), "Kernel");  // a number names nothing: kept as it was
+  for (const auto& f : v::nameForms(gemm_a)) EXPECT_NE(f, "Kernel2");
+  // Two kernels both "gemm" (and "Kernel<gemm>"), another in two namespaces: every fit differs.
+  const std::vector<std::string> names = {"void a::gemm<float>(int)", "void b::gemm<float>(int)", "cutlass::Kernel<x::gemm>",
+                                          "aten::mm", gemm_a, "mm", kFillMangled, v::demangle(kFillMangled)};
+  v::NameForms forms;
+  for (size_t w : {4u, 8u, 12u, 16u, 30u, 200u}) {
+    std::map<std::string, std::set<std::string>> full_of;  // a fit → the longest forms it stands for
+    for (uint32_t id = 0; id < names.size(); ++id) {
+      const std::string f = forms.fit(id, names, w);
+      EXPECT_LE(f.size(), w) << f;
+      if (!f.empty() && f.find("...") == std::string::npos) full_of[f].insert(v::nameForms(names[id]).front());
+    }  // (a name cut to fit says so with "..."; its full name is on hover)
+    for (const auto& [fit, fulls] : full_of) EXPECT_EQ(fulls.size(), 1u) << "width " << w << ": " << fit;
+  }
+  EXPECT_EQ(forms.fit(0, names, 8), "gemm #1");
+  EXPECT_EQ(forms.fit(1, names, 8), "gemm #2");
+  EXPECT_EQ(forms.fit(2, names, 8), "gemm #3");
+  EXPECT_EQ(forms.fit(3, names, 200), "aten::mm");
+  EXPECT_EQ(forms.fit(3, names, 5), "mm #1");
+  EXPECT_EQ(forms.fit(5, names, 5), "mm #2");
+  EXPECT_EQ(forms.fit(4, names, 30), "cutlass_80_tensorop_s1688ge...");  // no other reads alike: no suffix
+  EXPECT_EQ(forms.fit(6, names, 40), "vectorized_elementwise_kernel");  // one name spelt twice is one name
+  EXPECT_EQ(forms.fit(7, names, 40), "vectorized_elementwise_kernel");
+  EXPECT_EQ(forms.full(0, names), names[0]);
+}
+
 TEST(ViewerNames, DetailsAndSearchUseTheDemangledName) {
   const std::string path = tempPath("v_mangled.db");
   {

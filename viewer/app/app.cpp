@@ -152,6 +152,13 @@ void App::select(size_t doc, const EventRef& r) {
   tab_requested = true;
 }
 
+void App::reveal(size_t doc, const EventRef& r) {
+  const Track& t = docs[doc]->trace->tracks[r.track];
+  if (track_control.isCollapsed(t.rank)) track_control.setCollapsed(t.rank, false);
+  if (const TrackKey k{t.rank, t.label}; track_control.hidden.count(k)) track_control.setHidden(k, false);
+  scroll_to = ScrollTarget{doc, r.track, t.rank, 0};
+}
+
 bool App::selectByName(const std::string& name, int64_t k) {
   for (size_t di = 0; di < docs.size(); ++di) {
     if (!docs[di]->ready()) continue;
@@ -161,6 +168,7 @@ bool App::selectByName(const std::string& name, int64_t k) {
     for (const auto& m : r.matches)
       if (t.name(m) == name && seen++ == k) {
         select(di, m);
+        reveal(di, m);
         const Event& e = t.event(m);
         // Out of view, or too narrow to see: bring it in at a fifth of the width.
         if (e.start < view.begin() || e.end > view.end() || double(e.duration()) < 10 * view.nsPerPx())
@@ -192,6 +200,7 @@ void App::gotoMatch(int dir) {
   for (size_t i = 0; i < docs.size(); ++i)
     if (docs[i]->trace.get() == t) doc = i;
   select(doc, r);
+  reveal(doc, r);
   const double w = std::max(view.t1 - view.t0, double(e.duration()) * 3);
   view.t0 = view.rel(e.start) + double(e.duration()) / 2 - w / 2;
   view.t1 = view.t0 + w;
@@ -333,6 +342,11 @@ void App::writeLayout(const std::string& path) const {
                           {"count", b.count}, {"coverage", b.coverage}, {"label", b.label}});
     if (b.wait_x1 >= 0) j["boxes"].back()["wait_x1"] = b.wait_x1;
   }
+  j["counters"] = nlohmann::json::array();
+  for (const auto& c : counters_shown)
+    j["counters"].push_back({{"rank", c.rank}, {"label", c.label}, {"y0", c.y0}, {"y1", c.y1}, {"lo", c.lo}, {"hi", c.hi},
+                             {"min", c.min}, {"max", c.max}, {"colour", c.colour}, {"lo_text", c.lo_text},
+                             {"hi_text", c.hi_text}, {"note", c.note}, {"hover", c.hover}});
   // Each stream's utilisation row as drawn: its busy fraction per pixel column, and their mean.
   j["utilisation"] = nlohmann::json::array();
   for (const auto& u : utils) {

@@ -190,6 +190,17 @@ class App {
     std::vector<float> columns;
   };
   std::vector<UtilShown> utils;
+  // A counter row as last drawn (--layout): its axis (bottom and top values, the data's min and max),
+  // colour, the axis labels, its note ("0 throughout") and the value under the cursor ("" when none).
+  struct CounterShown {
+    int64_t rank;
+    std::string label;
+    float y0, y1;
+    double lo, hi, min, max;
+    uint32_t colour;
+    std::string lo_text, hi_text, note, hover;
+  };
+  std::vector<CounterShown> counters_shown;
   // The Steps tab's text lines as last drawn (--layout): where each starts, its unwrapped width, and
   // the panel's right edge, so a test sees whether a line (its idle figure last) would be cut off.
   struct StepsLine {
@@ -225,6 +236,15 @@ class App {
   void fitAll();
   void fitStep(int64_t step);
   void select(size_t doc, const EventRef& r);
+  // A finder's selection brought on screen: its rank expanded, its track shown, its row scrolled to.
+  void reveal(size_t doc, const EventRef& r);
+  void applyScrollTarget();
+  struct ScrollTarget {
+    size_t doc, track;
+    int64_t rank;
+    int tries;
+  };
+  std::optional<ScrollTarget> scroll_to;
   bool selectByName(const std::string& name, int64_t k);
   void runSearch(const std::string& needle);
   void gotoMatch(int dir);

@@ -26,6 +26,11 @@ struct Habits {
   float scale = 1;          // window pixels per layout pixel (--scale, the monitor's content scale)
   // Bookmarks as drawn in the last frame (for --layout): index into notes.bookmarks and x.
   std::vector<std::pair<size_t, float>> bookmarks_drawn;
+  struct NoteMark {
+    size_t note;
+    float x, y;
+  };
+  std::vector<NoteMark> notes_drawn;  // the notes marked on the timeline last frame (--layout)
 };
 
 // The study view as last drawn (for --layout): what the headline, the table and the plots showed.

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app.h"
+#include "timeline.h"
 #include "trainscope/common/error.h"
 #include "trainscope/viewer/image.h"
 #include "trainscope/viewer/ruler.h"
@@ -19,6 +20,7 @@ namespace trainscope::viewer {
 namespace {
 
 constexpr ImU32 kBookmarkColor = IM_COL32(120, 220, 255, 255);
+constexpr ImU32 kNoteColor = IM_COL32(255, 215, 90, 255);
 
 // Every key the viewer answers to, for the overlay (docs/viewer.md lists the same).
 const std::pair<const char*, const char*> kShortcuts[] = {
@@ -156,7 +158,8 @@ void habitKeys(App& a) {
   }
 }
 
-// A dashed line down the timeline and a flag with the label in the ruler, for each bookmark in view.
+// A dashed line down the timeline and a flag with the label just under the ruler (not over its
+// labels), for each bookmark in view; a mark and its text at each noted event on screen.
 void drawBookmarks(App& a) {
   a.habits.bookmarks_drawn.clear();
   if (!a.primary() || a.timeline_x1 <= a.timeline_x0) return;
@@ -171,11 +174,36 @@ void drawBookmarks(App& a) {
     // The flag stops short of the next bookmark's line, so that close bookmarks stay readable.
     const float next = i + 1 < bms.size() ? a.view.x(bms[i + 1].at_ns) - 2 : a.timeline_x1;
     const ImVec2 sz = ImGui::CalcTextSize(bms[i].label.c_str());
-    dl->PushClipRect(ImVec2(x, a.timeline_y0), ImVec2(std::max(x, next), y1), true);
-    dl->AddRectFilled(ImVec2(x, a.timeline_y0), ImVec2(x + sz.x + 6, a.timeline_y0 + sz.y + 2), IM_COL32(20, 60, 80, 230));
-    dl->AddText(ImVec2(x + 3, a.timeline_y0 + 1), kBookmarkColor, bms[i].label.c_str());
+    const float fy = a.timeline_y0 + kRulerH;
+    dl->PushClipRect(ImVec2(x, fy), ImVec2(std::max(x, next), y1), true);
+    dl->AddRectFilled(ImVec2(x, fy), ImVec2(x + sz.x + 6, fy + sz.y + 2), IM_COL32(20, 60, 80, 230));
+    dl->AddText(ImVec2(x + 3, fy + 1), kBookmarkColor, bms[i].label.c_str());
     dl->PopClipRect();
     a.habits.bookmarks_drawn.emplace_back(i, x);
+  }
+  // Notes: on the noted event's row (the first run's), a marker at its start and the text beside it.
+  a.habits.notes_drawn.clear();
+  const Document* d = a.docs.empty() || !a.docs[0]->ready() ? nullptr : a.docs[0].get();
+  const auto& notes = a.habits.notes.notes;
+  for (size_t i = 0; d && i < notes.size(); ++i) {
+    const EventNote& n = notes[i];
+    const int64_t at = n.start_ns + d->offset;
+    if (at < a.view.begin() || at > a.view.end()) continue;
+    for (const RowRect& r : a.rows) {
+      const Track& t = d->trace->tracks[r.track];
+      if (r.doc != 0 || r.lane != 0 || t.rank != n.rank || t.label != n.track) continue;
+      const float x = a.view.x(at), y = r.y0;
+      if (y < a.timeline_y0 + kRulerH || y > y1) break;
+      dl->AddTriangleFilled(ImVec2(x, y), ImVec2(x + 9, y), ImVec2(x, y + 9), kNoteColor);
+      const ImVec2 sz = ImGui::CalcTextSize(n.text.c_str());
+      const float tx = x + 11, w = std::min(sz.x, 220.f);
+      dl->AddRectFilled(ImVec2(tx - 2, y), ImVec2(tx + w + 2, y + sz.y), IM_COL32(60, 52, 20, 230));
+      dl->PushClipRect(ImVec2(tx - 2, y), ImVec2(tx + w + 2, y + sz.y), true);
+      dl->AddText(ImVec2(tx, y), kNoteColor, n.text.c_str());
+      dl->PopClipRect();
+      a.habits.notes_drawn.push_back({i, x, y});
+      break;
+    }
   }
   dl->PopClipRect();
 }
@@ -316,6 +344,8 @@ void App::habitsLayout(nlohmann::json& j) const {
   j["notes"] = nlohmann::json::array();
   for (const auto& n : habits.notes.notes)
     j["notes"].push_back({{"rank", n.rank}, {"track", n.track}, {"name", n.name}, {"start_ns", n.start_ns}, {"text", n.text}});
+  for (const auto& m : habits.notes_drawn)
+    if (m.note < j["notes"].size()) j["notes"][m.note]["x"] = m.x, j["notes"][m.note]["y"] = m.y;
   if (!study_shown.drawn) return;
   const StudyShown& s = study_shown;
   nlohmann::json st = {{"headline_candidate", s.headline_candidate}, {"headline", s.headline}, {"argument", s.argument},

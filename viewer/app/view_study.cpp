@@ -260,8 +260,9 @@ void App::drawStudy() {
   if (const auto* rec = st.candidate(st.recommended)) {
     // The figure the pick was made on, as the terminal report gives it (tuner::pooledStepTime).
     char line[512];
-    std::snprintf(line, sizeof line, "recommended: #%lld %s: %s/step over its %lld trials", (long long)rec->id,
-                  rec->plan.c_str(), formatDuration(arg.winner.step_s * 1e9).c_str(), (long long)arg.winner.trials);
+    std::snprintf(line, sizeof line, "recommended: #%lld %s: %s/step over its %lld trial%s", (long long)rec->id,
+                  rec->plan.c_str(), formatDuration(arg.winner.step_s * 1e9).c_str(), (long long)arg.winner.trials,
+                  arg.winner.trials == 1 ? "" : "s");
     study_shown.headline = line;
     study_shown.headline_candidate = rec->id;
     ImGui::TextColored(ImVec4(1, .9f, 0, 1), "%s", line);

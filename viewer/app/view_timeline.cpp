@@ -31,7 +31,7 @@ void topBar(App& app) {
   }
   if (app.study) {
     if (!app.docs.empty()) ImGui::SameLine();
-    ImGui::Text("| study %s", app.study->path.c_str());
+    ImGui::Text("%sstudy %s", app.docs.empty() ? "" : "| ", app.study->path.c_str());  // no stray "| " alone
   }
   if (!app.primary()) return;
   ImGui::SameLine(ImGui::GetWindowWidth() - 520);
@@ -160,6 +160,7 @@ void App::drawTimeline() {
   rows.clear(), boxes.clear(), links.clear(), headers.clear(), sends_drawn.clear(), tracks_drawn.clear();
   path_drawn.clear();
   utils.clear();
+  counters_shown.clear();
 
   // Pinned tracks: a band under the ruler that does not scroll (at most half the timeline).
   float y = p0.y + kRulerH;
@@ -179,6 +180,7 @@ void App::drawTimeline() {
   cx.top = ImGui::GetWindowPos().y, cx.bottom = cx.top + ImGui::GetWindowHeight();
   cx.rows_y = ImGui::GetCursorScreenPos().y;
   rows_scroll = ImGui::GetScrollY(), rows_h = ImGui::GetWindowHeight();  // the next frame's layout band
+  applyScrollTarget();
   if (!hover) hover = hitTest(cx, false);
   drawRows(dl, cx, false);
   drawTimelineOverlays(dl, cx, hover);

@@ -11,6 +11,7 @@
 #include "app.h"
 #include "timeline.h"
 #include "trainscope/viewer/comm.h"
+#include "trainscope/viewer/counter_plot.h"
 #include "trainscope/viewer/image.h"
 
 namespace trainscope::viewer {
@@ -69,6 +70,19 @@ void App::updateTrackLayout(const TimelineContext& cx) {
                               same_runs ? &track_layout : nullptr, band);
   for (auto* v : {&track_layout.pinned, &track_layout.rows})
     for (LayoutRow& r : *v) r.doc = doc_of[r.doc];
+  for (auto& g : track_layout.group_of) g.first = doc_of[g.first];
+}
+
+// A finder's target brought on screen (reveal): the scroll set to its row, once its rank group is laid
+// out; until then to the group's top, which lays it out in a frame or two.
+void App::applyScrollTarget() {
+  if (!scroll_to || scroll_to->doc >= docs.size() || !docs[scroll_to->doc]->ready()) return scroll_to.reset();
+  const auto place = placeOf(track_layout, scroll_to->doc, scroll_to->track, scroll_to->rank, *docs[scroll_to->doc]->trace);
+  if (!place || place->pinned) return scroll_to.reset();  // in the band: always on screen
+  const float to = place->exact ? scrollToShow(rows_scroll, rows_h, place->y0, place->y1, track_layout.total_h)
+                                : place->y0;
+  if (to != rows_scroll) ImGui::SetScrollY(to);
+  if (place->exact || ++scroll_to->tries > 8) scroll_to.reset();
 }
 
 void App::drawRows(ImDrawList* dl, const TimelineContext& cx, bool pinned) {
@@ -176,25 +190,66 @@ void App::drawUtilisation(ImDrawList* dl, const TimelineContext& cx, const Layou
   if (cx.record) utils.push_back({t.rank, t.label, cx.x0, y, y + r.util_h, std::move(cols)});
 }
 
-// A counter: one bar per pixel column, the largest value held in it.
+// A counter as a plot: one bar per pixel column, the largest value held in it, from the axis's
+// baseline (counter_plot.h: a ratio from just below its min, not from 0) in the counter's colour; the
+// axis's bottom and top values at the left edge; the value under the cursor; "0 throughout" for a
+// counter that never moves from 0.
 void App::drawCounter(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y) {
   const Document& d = *docs[r.doc];
   const Trace& tr = *d.trace;
   const auto& c = tr.tracks[r.track].counter;
-  if (c.ts.empty() || c.max_value <= 0) return;
-  const int64_t off = d.offset;
-  dl->PushClipRect(ImVec2(cx.x0, y), ImVec2(cx.x1, y + r.h), true);
-  for (float x = cx.x0; x < cx.x1; x += 1) {
-    const int64_t c0 = view.timeAt(x) - off, c1 = view.timeAt(x + 1) - off;
-    const size_t a = size_t(std::upper_bound(c.ts.begin(), c.ts.end(), c0) - c.ts.begin());
-    const size_t b = size_t(std::upper_bound(c.ts.begin() + ptrdiff_t(a), c.ts.end(), c1) - c.ts.begin());
-    if (b == 0) continue;     // before the first sample
-    if (c0 > tr.end) break;   // the trace ended: the counter is not held past it
-    const double v = std::max(a > 0 ? c.values[a - 1] : 0.0, counterMax(c, a, b));
-    const float bar = float(v / c.max_value) * (r.h - 4);
-    dl->AddRectFilled(ImVec2(x, y + r.h - 2 - bar), ImVec2(x + 1, y + r.h - 2), palette::kMemoryCounter);
+  const std::string& label = tr.tracks[r.track].label;
+  const CounterAxis axis = counterAxis(c, label);
+  if (axis.empty) return;
+  const ImU32 colour = counterColor(label);
+  const ImU32 dim = IM_COL32(140, 145, 155, 255);
+  const float fh = ImGui::GetFontSize();
+  CounterShown shown{tr.tracks[r.track].rank, label, y, y + r.h, axis.lo, axis.hi, axis.min, axis.max, colour, "", "", "", ""};
+  if (axis.all_zero) {
+    shown.note = "0 throughout";
+    dl->AddLine(ImVec2(cx.x0, y + r.h - 2), ImVec2(cx.x1, y + r.h - 2), colour);
+    dl->AddText(ImVec2(cx.x0 + 4, y + (r.h - fh) / 2), dim, shown.note.c_str());
+  } else {
+    const int64_t off = d.offset;
+    dl->PushClipRect(ImVec2(cx.x0, y), ImVec2(cx.x1, y + r.h), true);
+    const float plot_h = r.h - 4;
+    for (float x = cx.x0; x < cx.x1; x += 1) {
+      const int64_t c0 = view.timeAt(x) - off, c1 = view.timeAt(x + 1) - off;
+      const size_t a = size_t(std::upper_bound(c.ts.begin(), c.ts.end(), c0) - c.ts.begin());
+      const size_t b = size_t(std::upper_bound(c.ts.begin() + ptrdiff_t(a), c.ts.end(), c1) - c.ts.begin());
+      if (b == 0) continue;     // before the first sample
+      if (c0 > tr.end) break;   // the trace ended: the counter is not held past it
+      const double v = a < b ? std::max(a > 0 ? c.values[a - 1] : axis.lo, counterMax(c, a, b)) : c.values[a - 1];
+      const float bar = std::max(1.f, float(axis.frac(v)) * plot_h);
+      dl->AddRectFilled(ImVec2(x, y + r.h - 2 - bar), ImVec2(x + 1, y + r.h - 2), colour);
+    }
+    // The axis: its top and bottom values at the plot's left edge, on a dark ground.
+    shown.hi_text = counterText(axis, axis.hi);
+    shown.lo_text = counterText(axis, axis.lo);
+    auto tag = [&](float ty, const std::string& text) {
+      const ImVec2 sz = ImGui::CalcTextSize(text.c_str());
+      dl->AddRectFilled(ImVec2(cx.x0, ty), ImVec2(cx.x0 + sz.x + 6, ty + sz.y), IM_COL32(24, 26, 30, 200));
+      dl->AddText(ImVec2(cx.x0 + 3, ty), dim, text.c_str());
+    };
+    dl->AddLine(ImVec2(cx.x0, y + 1), ImVec2(cx.x0 + 4, y + 1), dim);
+    dl->AddLine(ImVec2(cx.x0, y + r.h - 2), ImVec2(cx.x0 + 4, y + r.h - 2), dim);
+    tag(y + 1, shown.hi_text);
+    if (r.h >= 2 * fh + 2) tag(y + r.h - 2 - fh, shown.lo_text);
+    // The value under the cursor, with a line where it is read.
+    const ImVec2 m = ImGui::GetIO().MousePos;
+    if (cx.hovered && m.x >= cx.x0 && m.x < cx.x1 && m.y >= y && m.y < y + r.h) {
+      if (const auto v = counterValueAt(c, view.timeAt(m.x) - off)) {
+        shown.hover = counterText(axis, *v);
+        dl->AddLine(ImVec2(m.x, y), ImVec2(m.x, y + r.h), IM_COL32(255, 255, 255, 160));
+        const ImVec2 sz = ImGui::CalcTextSize(shown.hover.c_str());
+        const float tx = std::min(m.x + 6, cx.x1 - sz.x - 4), ty = y + (r.h - sz.y) / 2;
+        dl->AddRectFilled(ImVec2(tx - 2, ty), ImVec2(tx + sz.x + 2, ty + sz.y), IM_COL32(24, 26, 30, 230));
+        dl->AddText(ImVec2(tx, ty), palette::kText, shown.hover.c_str());
+      }
+    }
+    dl->PopClipRect();
   }
-  dl->PopClipRect();
+  if (cx.record) counters_shown.push_back(std::move(shown));
   // The memory row's peak is Summary's (counterLabel); any other counter: its max.
   const std::string mx = counterLabel(tr, tr.tracks[r.track]);
   dl->AddText(ImVec2(cx.left + 12, y + 18), IM_COL32(140, 145, 155, 255), mx.c_str());

@@ -160,6 +160,7 @@ std::optional<size_t> hitItem(const Lane& lane, const std::vector<DrawItem>& ite
 void buildPyramid(CounterSeries& c) {
   c.pyramid.clear();
   c.max_value = c.values.empty() ? 0 : *std::max_element(c.values.begin(), c.values.end());
+  c.min_value = c.values.empty() ? 0 : *std::min_element(c.values.begin(), c.values.end());
   std::vector<std::pair<double, double>> prev;
   for (double v : c.values) prev.emplace_back(v, v);
   while (prev.size() > 16) {

@@ -11,8 +11,10 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <unordered_map>
 
 namespace trainscope::viewer {
 
@@ -139,6 +141,37 @@ std::string collapseTemplates(const std::string& s, int keep) {
   return out;
 }
 
+// The first template argument of s ("Kernel2<X<A>, 4>" → "X<A>"), trimmed; empty when s has none.
+std::string firstTemplateArg(const std::string& s) {
+  const size_t open = s.find('<');
+  if (open == std::string::npos) return {};
+  int depth = 0;
+  size_t i = open + 1;
+  for (; i < s.size(); ++i) {
+    if (const size_t a = atomAt(s, i)) {
+      i += a - 1;
+      continue;
+    }
+    const char c = s[i];
+    if (opener(c)) ++depth;
+    else if (closer(c) && depth == 0) break;
+    else if (closer(c)) --depth;
+    else if (c == ',' && depth == 0) break;
+  }
+  std::string arg = s.substr(open + 1, i - open - 1);
+  while (!arg.empty() && arg.front() == ' ') arg.erase(0, 1);
+  while (!arg.empty() && arg.back() == ' ') arg.pop_back();
+  return arg;
+}
+
+// Templates that only wrap the work they run: their name says nothing, their first argument does.
+bool wrapperTemplate(const std::string& base) {
+  static const char* const kWrappers[] = {"Kernel", "Kernel2", "device_kernel", "CppNode"};
+  for (const char* w : kWrappers)
+    if (base == w) return true;
+  return false;
+}
+
 }  // namespace
 
 std::string demangle(const std::string& name) {
@@ -163,34 +196,85 @@ std::vector<std::string> nameForms(const std::string& raw) {
   }
   s = stripQualifiers(s);
   add(s);
+  if (wrapperTemplate(collapseTemplates(s, 0))) {  // Kernel2<cutlass_80_..._nn_align4>(Params) → the argument
+    const std::string arg = firstTemplateArg(s);
+    if (!arg.empty() && (std::isalpha(static_cast<unsigned char>(arg[0])) || arg[0] == '_')) {
+      add(arg);
+      add(collapseTemplates(arg, 1));
+      add(collapseTemplates(arg, 0));
+      return forms;
+    }
+  }
   add(collapseTemplates(s, 1));
   add(collapseTemplates(s, 0));
   if (forms.empty()) forms.push_back(raw);
   return forms;
 }
 
-std::string fitName(const std::vector<std::string>& forms, size_t max_chars) {
+std::string fitName(const std::vector<std::string>& forms, size_t max_chars, const std::string& suffix) {
   if (forms.empty()) return {};
   for (const auto& f : forms)
     if (f.size() <= max_chars) return f;
-  if (max_chars < 4) return {};
-  const std::string& last = forms.back();
-  size_t cut = max_chars - 3;
+  if (max_chars < 4 + suffix.size()) return {};
+  std::string last = forms.back();
+  if (!suffix.empty() && last.size() >= suffix.size() && last.compare(last.size() - suffix.size(), suffix.size(), suffix) == 0)
+    last.resize(last.size() - suffix.size());
+  size_t cut = max_chars - 3 - suffix.size();
   while (cut > 0 && (static_cast<unsigned char>(last[cut]) & 0xc0) == 0x80) --cut;  // not inside a UTF-8 character
-  return last.substr(0, cut) + "...";
+  return last.substr(0, cut) + "..." + suffix;
+}
+
+std::vector<std::string> distinguish(std::vector<std::vector<std::string>>& forms) {
+  std::vector<std::string> suffixes(forms.size());
+  // Names whose shortest forms meet are one group; within it, each distinct longest form is one name.
+  std::unordered_map<std::string, std::vector<size_t>> by_short;
+  for (size_t i = 0; i < forms.size(); ++i)
+    if (!forms[i].empty()) by_short[forms[i].back()].push_back(i);
+  for (auto& [shortest, ids] : by_short) {
+    if (ids.size() < 2) continue;
+    std::sort(ids.begin(), ids.end(), [&](size_t a, size_t b) { return forms[a].front() < forms[b].front(); });
+    std::vector<int> number(ids.size());
+    int n = 0;
+    for (size_t k = 0; k < ids.size(); ++k)
+      number[k] = (k > 0 && forms[ids[k]].front() == forms[ids[k - 1]].front()) ? n : ++n;
+    if (n < 2) continue;  // one name, recorded under spellings that read alike
+    std::unordered_map<std::string, int> owner;  // a form → the number of the one name that has it, or -1
+    for (size_t k = 0; k < ids.size(); ++k)
+      for (const auto& f : forms[ids[k]]) {
+        auto [it, fresh] = owner.emplace(f, number[k]);
+        if (!fresh && it->second != number[k]) it->second = -1;
+      }
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const std::string suffix = " #" + std::to_string(number[k]);
+      for (auto& f : forms[ids[k]])
+        if (owner[f] == -1) f += suffix;
+      suffixes[ids[k]] = suffix;
+    }
+  }
+  return suffixes;
 }
 
 const std::vector<std::string>& NameForms::of(uint32_t id, const std::vector<std::string>& names) {
   return entry(id, names).forms;
 }
 
+std::string NameForms::fit(uint32_t id, const std::vector<std::string>& names, size_t max_chars) {
+  const Entry& e = entry(id, names);
+  return fitName(e.forms, max_chars, e.suffix);
+}
+
 const NameForms::Entry& NameForms::entry(uint32_t id, const std::vector<std::string>& names) {
-  auto it = cache_.find(id);
-  if (it == cache_.end()) {
-    const std::string& raw = id < names.size() ? names[id] : std::string();
-    it = cache_.emplace(id, Entry{demangle(raw), nameForms(raw)}).first;
+  if (built_for_ != names.size() || cache_.size() != names.size()) {  // every name at once: a suffix needs them all
+    cache_.clear();
+    std::vector<std::vector<std::string>> forms(names.size());
+    for (size_t i = 0; i < names.size(); ++i) forms[i] = nameForms(names[i]);
+    const std::vector<std::string> suffixes = distinguish(forms);
+    cache_.reserve(names.size());
+    for (size_t i = 0; i < names.size(); ++i) cache_.push_back(Entry{demangle(names[i]), std::move(forms[i]), suffixes[i]});
+    built_for_ = names.size();
   }
-  return it->second;
+  static const Entry kNone{};
+  return id < cache_.size() ? cache_[id] : kNone;
 }
 
 }  // namespace trainscope::viewer

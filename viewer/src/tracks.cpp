@@ -195,6 +195,7 @@ TrackLayout layoutTracks(const std::vector<LayoutRun>& runs, const TrackControl&
       while (next[doc] < by_rank[doc].size() && by_rank[doc][next[doc]].first == *rank) {
         const size_t gi = by_rank[doc][next[doc]++].second;
         const size_t k = l.group_h.size();
+        l.group_of.push_back({doc, gi});
         if (reuse && (y + previous->group_h[k] < band.top || y >= band.bottom)) {
           l.group_h.push_back(previous->group_h[k]);  // off the band: as last laid out, no rows
         } else {
@@ -205,6 +206,30 @@ TrackLayout layoutTracks(const std::vector<LayoutRun>& runs, const TrackControl&
   }
   l.total_h = y;
   return l;
+}
+
+std::optional<TrackPlace> placeOf(const TrackLayout& l, size_t doc, size_t track, int64_t rank, const Trace& trace) {
+  for (const LayoutRow& r : l.pinned)
+    if (r.doc == doc && r.track == track) return TrackPlace{r.y0, r.y1(), true, true};
+  for (const LayoutRow& r : l.rows)
+    if (r.kind == RowKind::Track && r.doc == doc && r.track == track) return TrackPlace{r.y0, r.y1(), true, false};
+  float y = 0;
+  for (size_t k = 0; k < l.group_of.size() && k < l.group_h.size(); ++k) {
+    const auto [gdoc, gi] = l.group_of[k];
+    if (gdoc == doc && gi < trace.ranks.size() && trace.ranks[gi].rank == rank) {
+      // Laid out, yet the track has no row: it takes none (hidden, collapsed, empty).
+      for (const LayoutRow& r : l.rows)
+        if (r.doc == doc && r.group == gi) return std::nullopt;
+      return TrackPlace{y, y + l.group_h[k], false, false};
+    }
+    y += l.group_h[k];
+  }
+  return std::nullopt;
+}
+
+float scrollToShow(float scroll, float view_h, float y0, float y1, float total_h) {
+  if (y0 >= scroll && std::min(y1, y0 + view_h) <= scroll + view_h) return scroll;
+  return std::max(0.f, std::min(y0 - view_h / 3, total_h - view_h));
 }
 
 Alignment alignAtStep(const Trace& a, const Trace& b, int64_t step) {

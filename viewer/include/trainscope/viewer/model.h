@@ -71,6 +71,7 @@ struct CounterSeries {
   std::vector<double> values;
   std::vector<std::vector<std::pair<double, double>>> pyramid;  // level k: min/max of blocks of 16^(k+1)
   double max_value = 0;
+  double min_value = 0;  // the smallest value (buildPyramid)
 };
 
 struct Track {

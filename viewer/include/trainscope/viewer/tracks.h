@@ -86,12 +86,26 @@ struct TrackLayout {
   // Each rank group's height (in layout order) and the control version they were laid out under: a
   // group outside the band (see layoutTracks) keeps the height it had when last laid out.
   std::vector<float> group_h;
+  std::vector<std::pair<size_t, size_t>> group_of;  // (doc, index into its trace.ranks), parallel to group_h
   uint64_t control_version = 0;
   // The first row of `rows` whose bottom is below y (rows.size() when none): culling by binary search.
   size_t firstBelow(float y) const;
   // The row of `rows` (or of `pinned`, when `in_pinned`) that y falls in.
   const LayoutRow* rowAt(float y, bool in_pinned = false) const;
 };
+
+// Where a track is, for a finder that must bring it on screen: in the pinned band, or in the scrolled
+// rows at [y0, y1) — exact when its rank group is laid out, else the top of the group (the group is
+// laid out once the scroll reaches it, and the place is exact the frame after). nullopt: the run has
+// no such track among its rows (hidden, collapsed, or without events).
+struct TrackPlace {
+  float y0 = 0, y1 = 0;
+  bool exact = false, pinned = false;
+};
+std::optional<TrackPlace> placeOf(const TrackLayout& l, size_t doc, size_t track, int64_t rank, const Trace& trace);
+// The scroll that shows [y0, y1) in a view `view_h` high scrolled at `scroll`: `scroll` itself when the
+// rows are already in view, else one that puts y0 a third down the view, within [0, total_h - view_h].
+float scrollToShow(float scroll, float view_h, float y0, float y1, float total_h);
 
 // Lanes of `t` with an event overlapping [begin, end): the deepest such lane + 1 (0: none). A flame
 // deep elsewhere in the trace takes only the rows this window needs.
