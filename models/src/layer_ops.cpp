@@ -77,9 +77,11 @@ struct LayerShape {
   // (kvHeadsPerRank · HS: split, or one replicated head when tp > KV), the MLP's hidden F/t.
   double q, kv, ffn;
   bool megatron, rms, rope, swiglu, qkv_bias;
-  // This runtime hands its attention cores multi-head Q, K, V: with RoPE or GQA it rotates q and k
-  // and repeats each K/V head for its query heads into one (b, s, 3·q) tensor (runtime
-  // attention.cpp mhaQkv), which the core keeps. Megatron-LM's cores take the GQA K/V as they are.
+  bool fused;           // this runtime's fused fp32 CPU ops (RMSNorm, SwiGLU, the grouped-query core)
+  // This runtime's fp32 CPU attention kernel reads the GQA K/V heads as they are (runtime
+  // attention.cpp ropeQkv, cpu_ops::causalAttention), as Megatron-LM's cores do; the context-parallel
+  // ring and SDPA (16-bit, GPU) take multi-head Q, K, V, each K/V head repeated for its query heads
+  // into one (b, s, 3·q) tensor (attention.cpp mhaQkv), which the core keeps.
   double core_kv;       // the K/V width the attention core keeps: kv, or q when expanded
   double core_in;       // what the core keeps of its input: q + 2·core_kv per row
 };
@@ -103,7 +105,8 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   x.rms = w.norm == workloads::Norm::RMSNorm, x.rope = w.positions == workloads::Positions::Rope;
   x.swiglu = w.mlp == workloads::Mlp::SwiGLU, x.qkv_bias = w.qkv_bias;
   x.qkv_out = x.rows * (x.q + 2.0 * x.kv) * x.e;
-  const bool expanded = !x.megatron && (x.rope || x.kv != x.q);
+  x.fused = !x.megatron && p.cpu && !p.mixed();
+  const bool expanded = !x.megatron && !(x.fused && p.cp == 1) && x.kv != x.q;
   x.core_kv = expanded ? x.q : x.kv;
   x.core_in = x.rows * (x.q + 2.0 * x.core_kv) * x.e;
   x.heads = x.b * x.a / x.t, x.scores = x.heads * x.s * x.keys;
@@ -112,16 +115,17 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
 
 // RMSNorm (no bias, no mean): reads x, writes y, keeping x and its fp32 1/rms per row (transformers'
 // LlamaRMSNorm as the runtime computes it, in fp32; Transformer Engine's RMSNorm keeps the same rsigma).
-// Megatron-LM (TE) reads x and dy once in its backward and writes dx: 1.5× the forward's traffic.
-// The runtime's eager RMSNorm (attention.cpp normForward: x in fp32, x·rsqrt(mean(x²) + eps), cast
-// back, times w) keeps its fp32 input (x itself in fp32, a 4-byte copy in 16-bit runs), 1/rms, and
-// the normalised y for the weight's gradient: act·(1 + 4/e) + 4 bytes per row more than TE's.
+// Its backward reads x and dy once and writes dx (the weight's gradient from the same pass): 1.5× the
+// forward's traffic, in Megatron-LM (TE) and in this runtime's fused fp32 CPU RMSNorm (cpu_ops::rmsNorm).
+// Elsewhere (16-bit, GPU) the runtime's eager RMSNorm (x in fp32, x·rsqrt(mean(x²) + eps), cast back,
+// times w) keeps its fp32 input (a 4-byte copy of x in 16-bit runs), 1/rms, and the normalised y for
+// the weight's gradient: act·(1 + 4/e) + 4 bytes per row.
 Op rmsnorm(const LayerShape& x, const char* name) {
   std::string n = name;
   if (n.rfind("layernorm", 0) == 0) n = "rmsnorm" + n.substr(9);
   Op o = mem("", 2.0 * x.act);
   o.name = n;
-  if (!x.megatron) return keeping(o, x.act * (1.0 + 4.0 / x.e) + 4.0 * x.local);
+  if (!x.megatron && !x.fused) return keeping(o, x.act * (1.0 + 4.0 / x.e) + 4.0 * x.local);
   return keeping(o, x.act + 4.0 * x.local);
 }
 
@@ -212,16 +216,17 @@ void addAttentionBlock(std::vector<Op>& F, const LayerShape& x, const std::vecto
 }
 
 // SwiGLU MLP: [gate; up] (one column-parallel GEMM of 2F/t) → silu(gate)·up → down (row-parallel).
-// The SiLU-multiply reads 2F and writes F. What it keeps: this runtime's eager silu and mul keep
-// gate, silu(gate) and up (3F; autograd's SiluBackward and MulBackward); Megatron-LM's fused
-// bias_swiglu (megatron/core/fusions/fused_bias_swiglu.py) keeps its input [gate; up] only (2F)
-// and recomputes silu in the backward (reading 2F and dy, writing 2F).
+// The SiLU-multiply reads 2F and writes F. Megatron-LM's fused bias_swiglu
+// (megatron/core/fusions/fused_bias_swiglu.py) and this runtime's fused fp32 CPU op (cpu_ops::swiglu)
+// keep its input [gate; up] only (2F) and recompute silu in the backward (reading 2F and dy, writing
+// 2F); elsewhere the runtime's eager silu and mul keep gate, silu(gate) and up (3F).
 void addSwigluBlock(std::vector<Op>& F, const LayerShape& x) {
   const double f = x.rows * x.ffn * x.e;  // one (b, s, F/t) activation
   F.push_back(keeping(gemm("gate+up", x.rows, 2.0 * x.ffn, x.h), x.column_input));
   Op act = mem("silu-multiply", 3.0 * f);
-  if (x.megatron) act.backward_bytes = 5.0 * f;
-  F.push_back(keeping(act, (x.megatron ? 2.0 : 3.0) * f));
+  const bool fused = x.megatron || x.fused;
+  if (fused) act.backward_bytes = 5.0 * f;
+  F.push_back(keeping(act, (fused ? 2.0 : 3.0) * f));
   F.push_back(keeping(gemm("down", x.rows, x.h, x.ffn), f));
 }
 

@@ -104,15 +104,18 @@ struct BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
 };
 
 struct AttentionCheckpoint : public torch::autograd::Function<AttentionCheckpoint> {
-  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, at::TensorList inputs) {
+  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, int64_t n_kv, at::TensorList inputs) {
     ctx->saved_data["n_head"] = n_head;
+    ctx->saved_data["n_kv"] = n_kv;
     ctx->save_for_backward(inputs.vec());
-    return detail::attentionCore(inputs[0], n_head);
+    return detail::attentionCore(inputs[0], n_head, n_kv);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
-    const int64_t n_head = ctx->saved_data["n_head"].toInt();
-    return recomputeAndDifferentiate(ctx, grad_out,
-                                     [&](const variable_list& in) { return detail::attentionCore(in[0], n_head); });
+    const int64_t n_head = ctx->saved_data["n_head"].toInt(), n_kv = ctx->saved_data["n_kv"].toInt();
+    variable_list g = recomputeAndDifferentiate(
+        ctx, grad_out, [&](const variable_list& in) { return detail::attentionCore(in[0], n_head, n_kv); });
+    g.insert(g.begin() + 1, at::Tensor());  // the n_kv argument
+    return g;
   }
 };
 
@@ -127,9 +130,9 @@ at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n
 
 bool inRecompute() { return t_recomputing; }
 
-at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head) {
+at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv) {
   std::vector<at::Tensor> in{qkv};
-  return AttentionCheckpoint::apply(n_head, at::TensorList(in));
+  return AttentionCheckpoint::apply(n_head, n_kv, at::TensorList(in));
 }
 
 }  // namespace trainscope::runtime
