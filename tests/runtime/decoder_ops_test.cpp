@@ -51,6 +51,36 @@ TEST(DecoderOps, GroupedQueryAttentionMatchesRepeatedHeadsValuesAndGradients) {
   rt::kernels::allowHandGemms(true);
 }
 
+TEST(DecoderOps, SlidingWindowAttentionMatchesAMaskedReference) {
+  // transformers' sliding-window mask: query t sees keys t - window < j <= t. Windows inside one query
+  // block, across blocks, of one key, and wider than the sequence (= causal); GQA and multi-head.
+  for (bool hand : {true, false})
+  for (auto [T, H, KV, W] : std::vector<std::array<int64_t, 4>>{
+           {77, 4, 2, 5}, {128, 4, 2, 40}, {70, 2, 2, 33}, {40, 4, 1, 1}, {20, 4, 2, 64}}) {
+    rt::kernels::allowHandGemms(hand);
+    const int64_t B = 2, D = 16;
+    at::manual_seed(26);
+    at::Tensor qkv0 = at::randn({B, T, (H + 2 * KV) * D}), dy = at::randn({B, T, H * D});
+    at::Tensor a = qkv0.clone().requires_grad_(true), b = qkv0.clone().requires_grad_(true);
+    at::Tensor ya = rt::cpu_ops::causalAttention(a, H, KV, W);
+    auto parts = b.split_with_sizes({H * D, KV * D, KV * D}, 2);
+    auto heads = [&](const at::Tensor& t, int64_t n) {
+      return t.reshape({B, T, n, D}).repeat_interleave(H / n, 2).transpose(1, 2);
+    };
+    const at::Tensor i = at::arange(T).view({T, 1}), j = at::arange(T).view({1, T});
+    const at::Tensor allowed = (j <= i).logical_and(j > i - W);
+    at::Tensor yb = at::scaled_dot_product_attention(heads(parts[0], H), heads(parts[1], KV), heads(parts[2], KV),
+                                                     allowed, 0.0, false)
+                        .transpose(1, 2)
+                        .reshape({B, T, H * D});
+    ya.backward(dy);
+    yb.backward(dy);
+    EXPECT_LE(relErr(ya, yb), 1e-5) << "T=" << T << " W=" << W;
+    EXPECT_LE(relErr(a.grad(), b.grad()), 1e-5) << "T=" << T << " W=" << W << " hand " << hand;
+  }
+  rt::kernels::allowHandGemms(true);
+}
+
 TEST(DecoderOps, RmsNormMatchesEagerReferenceValuesAndGradients) {
   at::manual_seed(22);
   for (auto [R, C] : std::vector<std::array<int64_t, 2>>{{8 * 128, 256}, {3 * 7, 50}, {130, 17}}) {
