@@ -67,6 +67,10 @@ Op keeping(Op o, double saved) {
 struct LayerShape {
   double b, s, h, t, a, d, e;
   double keys;          // keys each query attends over: the whole sequence (s = its CP rank's share)
+  // Under a sliding window W < s (no CP: plan.cpp), the flash core's products: query t multiplies
+  // min(t + 1, W) keys, W·s − W(W − 1)/2 in all against causal's s(s + 1)/2 ≈ s·keys/2; as causal
+  // products over window_keys = 2W − W²/s keys (= s when W = s).
+  double window_keys;
   double rows;          // tokens of the micro-batch
   double local;         // rows a TP rank holds outside the GEMMs
   double act;           // one (b, s[/t], h) activation
@@ -92,6 +96,8 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   // queries attend over the whole sequence, whose K and V come round the ring block by block.
   x.b = double(p.mbs), x.s = double(p.localSeq()), x.h = double(w.n_embd), x.t = double(p.tp);
   x.keys = double(p.seq);
+  const double W = double(w.sliding_window);
+  x.window_keys = W > 0 && W < x.keys ? 2.0 * W - W * W / x.keys : x.keys;
   x.a = double(w.n_head), x.d = double(w.headSize()), x.e = double(p.elementBytes());
   x.rows = x.b * x.s;
   x.local = p.sequence_parallel ? x.rows / x.t : x.rows;
@@ -178,9 +184,10 @@ std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
 // load-balanced chunks give every rank the same half of those products (Megatron-LM's context
 // parallelism), and every block of K and V is read once.
 std::vector<Op> flashAttention(const LayerShape& x) {
-  Op fa = gemm("flash attention", x.s, x.keys, x.d, x.heads);  // two products of s·keys·d, halved by causality
+  // two products of s·keys·d, halved by causality (a sliding window: over its window_keys)
+  Op fa = gemm("flash attention", x.s, x.window_keys, x.d, x.heads);
   // Q and O of the rank, every K and V block (GQA: the rank's KV heads, read once per query group)
-  fa.bytes = 2.0 * x.b * (x.s * x.q + x.keys * x.core_kv) * x.e;
+  fa.bytes = 2.0 * x.b * (x.s * x.q + x.window_keys * x.core_kv) * x.e;
   fa.efficiency_cap = 0.65;
   // Q, K, V, O, fp32 log-sum-exp
   return {keeping(fa, x.rows * (2.0 * x.q + 2.0 * x.core_kv) * x.e + 4.0 * x.heads * x.s)};

@@ -109,6 +109,14 @@ TEST(ArchitectureModels, LlamaLayerOpsAndSavedBytesByHand) {
   const double cpu_saved = 2 * (A4 + 4 * rows) + 3 * A4 + rows * 14336 * 4 +
                            rows * (2 * 4096 + 2 * 1024) * 4 + 4.0 * 32 * 8192 + 2 * rows * 14336 * 4;
   EXPECT_DOUBLE_EQ(C.saved, cpu_saved);
+  // A 4096-token sliding window at s 8192: query t multiplies min(t + 1, 4096) keys, 4096·8192 −
+  // 4096·4095/2 in all, the causal products of 2·4096 − 4096²/8192 = 6144 keys; the memory is flash's.
+  wl::Workload windowed = w;
+  windowed.sliding_window = 4096;
+  const tn::LayerOps Wd = tn::layerOps(windowed, plan(1, 1, 8192), tn::Framework::Trainscope);
+  EXPECT_DOUBLE_EQ(find(Wd.forward, "flash attention")->n, 6144.0);
+  EXPECT_DOUBLE_EQ(find(L.forward, "flash attention")->n, 8192.0);
+  EXPECT_DOUBLE_EQ(Wd.saved, L.saved);
   // Megatron-LM's list: no QKV bias op, the fused bias_swiglu keeping [gate; up] only.
   const tn::LayerOps M = tn::layerOps(w, plan(1, 1, 8192), tn::Framework::Megatron);
   EXPECT_EQ(find(M.forward, "qkv bias"), nullptr);
