@@ -84,6 +84,10 @@ Op keeping(Op o, double saved) {
 struct LayerShape {
   double b, s, h, t, a, d, e;
   double keys;          // keys each query attends over: the whole sequence (s = its CP rank's share)
+  // Under a sliding window W < s (no CP: plan.cpp), the flash core's products: query t multiplies
+  // min(t + 1, W) keys, W·s − W(W − 1)/2 in all against causal's s(s + 1)/2 ≈ s·keys/2; as causal
+  // products over window_keys = 2W − W²/s keys (= s when W = s).
+  double window_keys;
   double rows;          // tokens of the micro-batch
   double local;         // rows a TP rank holds outside the GEMMs
   double act;           // one (b, s[/t], h) activation
@@ -94,9 +98,11 @@ struct LayerShape {
   // (kvHeadsPerRank · HS: split, or one replicated head when tp > KV), the MLP's hidden F/t.
   double q, kv, ffn;
   bool megatron, rms, rope, swiglu, qkv_bias;
-  // This runtime hands its attention cores multi-head Q, K, V: with RoPE or GQA it rotates q and k
-  // and repeats each K/V head for its query heads into one (b, s, 3·q) tensor (runtime
-  // attention.cpp mhaQkv), which the core keeps. Megatron-LM's cores take the GQA K/V as they are.
+  bool fused;           // this runtime's fused fp32 CPU ops (RMSNorm, SwiGLU, the grouped-query core)
+  // This runtime's fp32 CPU attention kernel reads the GQA K/V heads as they are (runtime
+  // attention.cpp ropeQkv, cpu_ops::causalAttention), as Megatron-LM's cores do; the context-parallel
+  // ring and SDPA (16-bit, GPU) take multi-head Q, K, V, each K/V head repeated for its query heads
+  // into one (b, s, 3·q) tensor (attention.cpp mhaQkv), which the core keeps.
   double core_kv;       // the K/V width the attention core keeps: kv, or q when expanded
   double core_in;       // what the core keeps of its input: q + 2·core_kv per row
 };
@@ -107,6 +113,8 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   // queries attend over the whole sequence, whose K and V come round the ring block by block.
   x.b = double(p.mbs), x.s = double(p.localSeq()), x.h = double(w.n_embd), x.t = double(p.tp);
   x.keys = double(p.seq);
+  const double W = double(w.sliding_window);
+  x.window_keys = W > 0 && W < x.keys ? 2.0 * W - W * W / x.keys : x.keys;
   x.a = double(w.n_head), x.d = double(w.headSize()), x.e = double(p.elementBytes());
   x.rows = x.b * x.s;
   x.local = p.sequence_parallel ? x.rows / x.t : x.rows;
@@ -120,7 +128,8 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   x.rms = w.norm == workloads::Norm::RMSNorm, x.rope = w.positions == workloads::Positions::Rope;
   x.swiglu = w.mlp == workloads::Mlp::SwiGLU, x.qkv_bias = w.qkv_bias;
   x.qkv_out = x.rows * (x.q + 2.0 * x.kv) * x.e;
-  const bool expanded = !x.megatron && (x.rope || x.kv != x.q);
+  x.fused = !x.megatron && p.cpu && !p.mixed();
+  const bool expanded = !x.megatron && !(x.fused && p.cp == 1) && x.kv != x.q;
   x.core_kv = expanded ? x.q : x.kv;
   x.core_in = x.rows * (x.q + 2.0 * x.core_kv) * x.e;
   x.heads = x.b * x.a / x.t, x.scores = x.heads * x.s * x.keys;
@@ -129,16 +138,17 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
 
 // RMSNorm (no bias, no mean): reads x, writes y, keeping x and its fp32 1/rms per row (transformers'
 // LlamaRMSNorm as the runtime computes it, in fp32; Transformer Engine's RMSNorm keeps the same rsigma).
-// Megatron-LM (TE) reads x and dy once in its backward and writes dx: 1.5× the forward's traffic.
-// The runtime's eager RMSNorm (attention.cpp normForward: x in fp32, x·rsqrt(mean(x²) + eps), cast
-// back, times w) keeps its fp32 input (x itself in fp32, a 4-byte copy in 16-bit runs), 1/rms, and
-// the normalised y for the weight's gradient: act·(1 + 4/e) + 4 bytes per row more than TE's.
+// Its backward reads x and dy once and writes dx (the weight's gradient from the same pass): 1.5× the
+// forward's traffic, in Megatron-LM (TE) and in this runtime's fused fp32 CPU RMSNorm (cpu_ops::rmsNorm).
+// Elsewhere (16-bit, GPU) the runtime's eager RMSNorm (x in fp32, x·rsqrt(mean(x²) + eps), cast back,
+// times w) keeps its fp32 input (a 4-byte copy of x in 16-bit runs), 1/rms, and the normalised y for
+// the weight's gradient: act·(1 + 4/e) + 4 bytes per row.
 Op rmsnorm(const LayerShape& x, const char* name) {
   std::string n = name;
   if (n.rfind("layernorm", 0) == 0) n = "rmsnorm" + n.substr(9);
   Op o = mem("", 2.0 * x.act);
   o.name = n;
-  if (!x.megatron) return keeping(o, x.act * (1.0 + 4.0 / x.e) + 4.0 * x.local);
+  if (!x.megatron && !x.fused) return keeping(o, x.act * (1.0 + 4.0 / x.e) + 4.0 * x.local);
   return keeping(o, x.act + 4.0 * x.local);
 }
 
@@ -191,13 +201,14 @@ std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
 // load-balanced chunks give every rank the same half of those products (Megatron-LM's context
 // parallelism), and every block of K and V is read once.
 std::vector<Op> flashAttention(const LayerShape& x) {
-  Op fa = gemm("flash attention", x.s, x.keys, x.d, x.heads);  // two products of s·keys·d, halved by causality
+  // two products of s·keys·d, halved by causality (a sliding window: over its window_keys)
+  Op fa = gemm("flash attention", x.s, x.window_keys, x.d, x.heads);
   // Q and O of the rank, every K and V block (GQA: the rank's KV heads, read once per query group)
-  fa.bytes = 2.0 * x.b * (x.s * x.q + x.keys * x.core_kv) * x.e;
+  fa.bytes = 2.0 * x.b * (x.s * x.q + x.window_keys * x.core_kv) * x.e;
   // Its rate: FlashAttention-2's by the keys each query sweeps, head dim and causality
   // (flashEfficiency; GPT is causal); the backward's is set in backwardOps.
   fa.flash = 1;
-  fa.efficiency_cap = flashEfficiency(x.keys, x.d, true, false);
+  fa.efficiency_cap = flashEfficiency(x.window_keys, x.d, true, false);
   // Q, K, V, O, fp32 log-sum-exp
   return {keeping(fa, x.rows * (2.0 * x.q + 2.0 * x.core_kv) * x.e + 4.0 * x.heads * x.s)};
 }
@@ -232,16 +243,17 @@ void addAttentionBlock(std::vector<Op>& F, const LayerShape& x, const std::vecto
 }
 
 // SwiGLU MLP: [gate; up] (one column-parallel GEMM of 2F/t) → silu(gate)·up → down (row-parallel).
-// The SiLU-multiply reads 2F and writes F. What it keeps: this runtime's eager silu and mul keep
-// gate, silu(gate) and up (3F; autograd's SiluBackward and MulBackward); Megatron-LM's fused
-// bias_swiglu (megatron/core/fusions/fused_bias_swiglu.py) keeps its input [gate; up] only (2F)
-// and recomputes silu in the backward (reading 2F and dy, writing 2F).
+// The SiLU-multiply reads 2F and writes F. Megatron-LM's fused bias_swiglu
+// (megatron/core/fusions/fused_bias_swiglu.py) and this runtime's fused fp32 CPU op (cpu_ops::swiglu)
+// keep its input [gate; up] only (2F) and recompute silu in the backward (reading 2F and dy, writing
+// 2F); elsewhere the runtime's eager silu and mul keep gate, silu(gate) and up (3F).
 void addSwigluBlock(std::vector<Op>& F, const LayerShape& x) {
   const double f = x.rows * x.ffn * x.e;  // one (b, s, F/t) activation
   F.push_back(keeping(gemm("gate+up", x.rows, 2.0 * x.ffn, x.h), x.column_input));
   Op act = mem("silu-multiply", 3.0 * f);
-  if (x.megatron) act.backward_bytes = 5.0 * f;
-  F.push_back(keeping(act, (x.megatron ? 2.0 : 3.0) * f));
+  const bool fused = x.megatron || x.fused;
+  if (fused) act.backward_bytes = 5.0 * f;
+  F.push_back(keeping(act, (fused ? 2.0 : 3.0) * f));
   F.push_back(keeping(gemm("down", x.rows, x.h, x.ffn), f));
 }
 

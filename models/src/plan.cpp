@@ -53,16 +53,16 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
 
 // Grouped-query attention under TP: the K/V heads split over the TP ranks (tp divides n_kv_head) or,
 // with more ranks than K/V heads, replicated (n_kv_head divides tp), as Megatron-LM does; any other
-// tp would leave a rank's query heads without their K/V head. Sliding-window attention is not
-// modelled: the model is the same only while the sequence fits the window.
+// tp would leave a rank's query heads without their K/V head. A sliding window shorter than the
+// sequence is priced (layer_ops.cpp) without context parallelism, whose ring does not apply it.
 std::string whyInvalidArchitecture(const workloads::Workload& w, const Plan& p) {
   const int64_t kv = w.kvHeads();
   if (kv % p.tp != 0 && p.tp % kv != 0)
     return "tp=" + std::to_string(p.tp) + " neither divides n_kv_head=" + std::to_string(kv) +
            " nor is a multiple of it (grouped-query attention splits or replicates the K/V heads)";
-  if (w.sliding_window > 0 && p.seq > w.sliding_window)
-    return "seq=" + std::to_string(p.seq) + " exceeds sliding_window=" + std::to_string(w.sliding_window) +
-           " (sliding-window attention is not modelled; the model is the same only while seq fits the window)";
+  if (w.sliding_window > 0 && p.seq > w.sliding_window && p.cp > 1)
+    return "cp=" + std::to_string(p.cp) + " with seq=" + std::to_string(p.seq) + " past sliding_window=" +
+           std::to_string(w.sliding_window) + " (the context-parallel ring does not apply the window)";
   return "";
 }
 

@@ -2,7 +2,7 @@
 """The transformers oracle (issue 32): trainscope's loss and gradients equal transformers' on the
 same config.json, weights and tokens, and checkpoints travel both ways unchanged.
 
-    hf_oracle_test.py TRAINSCOPE_CLI MODEL WORKDIR      (MODEL: gpt2, llama, mistral, qwen2, mixtral)
+    hf_oracle_test.py TRAINSCOPE_CLI MODEL WORKDIR      (MODEL: gpt2, llama, mistral, mistral_window, qwen2, mixtral)
 
 1. transformers builds MODEL from a tiny config.json (fp32, seeded) and save_pretrained()s it: D0.
 2. `trainscope run --init-from D0 --save D1` takes one step of SGD with lr 1 (no momentum, weight
@@ -45,6 +45,12 @@ CONFIGS = {
                 "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
                 "num_key_value_heads": 1, "max_position_embeddings": 32, "rms_norm_eps": 1e-5,
                 "rope_theta": 10000.0, "sliding_window": None, "tie_word_embeddings": False, "hidden_act": "silu"},
+    # Mistral v0.1's sliding window, shorter than the sequence (SEQ 16): query t sees keys t-5 .. t.
+    "mistral_window": {"model_type": "mistral", "architectures": ["MistralForCausalLM"], "vocab_size": VOCAB,
+                       "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                       "num_key_value_heads": 2, "max_position_embeddings": 32, "rms_norm_eps": 1e-5,
+                       "rope_theta": 10000.0, "sliding_window": 6, "tie_word_embeddings": False,
+                       "hidden_act": "silu"},
     "qwen2": {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": VOCAB, "hidden_size": 32,
               "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
               "max_position_embeddings": 32, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,

@@ -92,14 +92,31 @@ TEST(ArchitectureModels, LlamaLayerOpsAndSavedBytesByHand) {
   EXPECT_EQ(find(L.forward, "projection")->k, 4096.0);
   // Saved, one micro-batch (s 8192, b 1, bf16), no recomputation: A = s·h·2 bytes.
   const double A = 8192.0 * 4096 * 2, rows = 8192;
-  // The runtime's eager RMSNorm keeps x in fp32 (2A), 1/rms and the normalised y (A), twice.
+  // The runtime's eager RMSNorm (bf16) keeps x in fp32 (2A), 1/rms and the normalised y (A), twice.
   const double norms = 2 * (3 * A + 4 * rows);
   const double gemm_inputs = A /* qkv */ + A /* projection */ + A /* gate+up */ + rows * 14336 * 2 /* down */;
-  // With RoPE the core is handed multi-head Q, K, V (each K/V head repeated for its 4 query heads)
-  // and keeps them and O, and the fp32 log-sum-exp.
+  // In bf16 (SDPA) the core is handed multi-head Q, K, V (each K/V head repeated for its 4 query
+  // heads) and keeps them and O, and the fp32 log-sum-exp.
   const double flash = rows * (4 * 4096) * 2 + 4.0 * 32 * 8192;
   const double swiglu = 3 * rows * 14336 * 2;                         // gate, silu(gate), up
   EXPECT_DOUBLE_EQ(L.saved, norms + gemm_inputs + flash + swiglu);
+  // fp32 on the CPU: the runtime's fused RMSNorm keeps x and 1/rms, the grouped-query core Q, O and
+  // the 8 K/V heads as they are, the fused SwiGLU [gate; up] (cpu_ops, decoder_ops.h).
+  tn::Plan cpu = plan(1, 1, 8192);
+  cpu.cpu = true, cpu.precision = rt::Precision::FP32;
+  const tn::LayerOps C = tn::layerOps(w, cpu, tn::Framework::Trainscope);
+  const double A4 = 2 * A;
+  const double cpu_saved = 2 * (A4 + 4 * rows) + 3 * A4 + rows * 14336 * 4 +
+                           rows * (2 * 4096 + 2 * 1024) * 4 + 4.0 * 32 * 8192 + 2 * rows * 14336 * 4;
+  EXPECT_DOUBLE_EQ(C.saved, cpu_saved);
+  // A 4096-token sliding window at s 8192: query t multiplies min(t + 1, 4096) keys, 4096·8192 −
+  // 4096·4095/2 in all, the causal products of 2·4096 − 4096²/8192 = 6144 keys; the memory is flash's.
+  wl::Workload windowed = w;
+  windowed.sliding_window = 4096;
+  const tn::LayerOps Wd = tn::layerOps(windowed, plan(1, 1, 8192), tn::Framework::Trainscope);
+  EXPECT_DOUBLE_EQ(find(Wd.forward, "flash attention")->n, 6144.0);
+  EXPECT_DOUBLE_EQ(find(L.forward, "flash attention")->n, 8192.0);
+  EXPECT_DOUBLE_EQ(Wd.saved, L.saved);
   // Megatron-LM's list: no QKV bias op, the fused bias_swiglu keeping [gate; up] only.
   const tn::LayerOps M = tn::layerOps(w, plan(1, 1, 8192), tn::Framework::Megatron);
   EXPECT_EQ(find(M.forward, "qkv bias"), nullptr);

@@ -99,6 +99,17 @@ TEST(Architecture, MistralQwen2MixtralConfigs) {
   EXPECT_EQ(qwen_tensors, qwen.parameterCount());
   EXPECT_FALSE(qwen.proj_bias || qwen.mlp_bias);
   EXPECT_EQ(qwen.sliding_window, 0);  // use_sliding_window false: full attention
+  // use_sliding_window: the layers from max_window_layers on are windowed (transformers' default 28):
+  // none of these 2, all of them, or some — a per-layer window, refused naming the key.
+  const std::string qwen_window = R"({"model_type": "qwen2", "use_sliding_window": true, "sliding_window": 64, )";
+  EXPECT_EQ(wl::parse(qwen_window + shape + "}", "q.json").sliding_window, 0);
+  EXPECT_EQ(wl::parse(qwen_window + R"("max_window_layers": 0, )" + shape + "}", "q.json").sliding_window, 64);
+  try {
+    wl::parse(qwen_window + R"("max_window_layers": 1, )" + shape + "}", "q.json");
+    ADD_FAILURE() << "a per-layer window was accepted";
+  } catch (const ts::UserError& e) {
+    EXPECT_EQ(e.field(), "workload.max_window_layers");
+  }
   EXPECT_DOUBLE_EQ(qwen.norm_eps, 1e-6);
 
   const wl::Workload mixtral = wl::parse(
@@ -242,13 +253,14 @@ TEST(Architecture, RunResolvesTheLlamaFamilyAndRefusesWhatTheRuntimeCannotBuild)
     c.workload = n;
     EXPECT_NO_THROW(trainscope::runconfig::resolve(c)) << n;
   }
-  auto fieldOf = [](const std::string& workload, int64_t seq, int64_t tp) -> std::string {
+  auto fieldOf = [](const std::string& workload, int64_t seq, int64_t tp, int64_t cp = 1) -> std::string {
     trainscope::runconfig::TrainConfig c;
     c.workload = workload;
     c.seq = seq;
     c.tp = tp;
+    c.cp = cp;
     try {
-      trainscope::runconfig::resolve(c, int(tp));
+      trainscope::runconfig::resolve(c, int(tp * cp));
     } catch (const ts::UserError& e) {
       return e.field();
     }
@@ -261,8 +273,10 @@ TEST(Architecture, RunResolvesTheLlamaFamilyAndRefusesWhatTheRuntimeCannotBuild)
     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128,
     "max_position_embeddings": 64, "rope_theta": 10000.0, "rms_norm_eps": 1e-05, "sliding_window": 16})";
   EXPECT_EQ(fieldOf(alibi, 16, 1), "workload.positions");
-  EXPECT_EQ(fieldOf(window, 32, 1), "--seq");
-  EXPECT_EQ(fieldOf(window, 16, 1), "");
+  // A window shorter than the sequence trains in one process (the core's mask), not over the CP ring.
+  EXPECT_EQ(fieldOf(window, 32, 1), "");
+  EXPECT_EQ(fieldOf(window, 32, 1, 2), "--cp");
+  EXPECT_EQ(fieldOf(window, 16, 1, 2), "");
   // tiny-llama: 4 heads, 2 K/V heads: tp 4 replicates them (4 % 2 == 0); tiny-llama's F 176 / 4 = 44.
   EXPECT_EQ(fieldOf("tiny-llama", 32, 4), "");
   trainscope::runconfig::TrainConfig gpt;

@@ -207,6 +207,26 @@ TEST_F(LlamaTraining, TensorParallelWithFewerKvHeadsThanRanksEqualsOneProcess) {
   expectSameTraining(mqaRef(), mqa("mqa_tp2_dp2_zero2", "--nproc 4 --tp 2 --zero 2"));
 }
 
+// A Mistral with an 8-token sliding window at seq 32: TP 2 with SP and selective checkpointing (the
+// window reaches the recomputed core) equals one process; and the window acts (another loss than the
+// same model attending over the whole sequence).
+TEST_F(LlamaTraining, SlidingWindowUnderTensorParallelEqualsOneProcess) {
+  auto workload = [](const std::string& name, int window) {
+    const std::string path = tempPath(name);
+    std::ofstream(path) << R"({"model_type": "mistral", "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 255,
+      "max_position_embeddings": 64, "rope_theta": 10000.0, "rms_norm_eps": 1e-05, "hidden_act": "silu",
+      "sliding_window": )" << window << "}";
+    return path;
+  };
+  const std::string windowed = workload("llama_window8.json", 8), full = workload("llama_window64.json", 64);
+  const std::string one = run("window_ref", "--workload " + windowed + " --mbs 2");
+  expectSameTraining(one, run("window_tp2sp", "--workload " + windowed + " --mbs 2 --nproc 2 --tp 2 --sequence-parallel --ckpt selective"));
+  const auto a = trainscope::rundb::readSteps(one), b = trainscope::rundb::readSteps(run("window_none", "--workload " + full + " --mbs 2"));
+  ASSERT_FALSE(a.empty() || b.empty());
+  EXPECT_GT(std::abs(a[0].loss - b[0].loss), 1e-4 * std::abs(b[0].loss));
+}
+
 TEST_F(LlamaTraining, InterleavedPipelineEqualsOneProcess) {
   expectSameTraining(mqaRef(), mqa("mqa_pp2v2", "--nproc 2 --pp 2 --virtual-stages 2"));
 }

@@ -230,15 +230,27 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
     w->notes.push_back(source + " sets attention_dropout; trainscope trains without dropout, so it is ignored");
   if (intKey(j, "pretraining_tp", source, "pretraining_tp", 1) != 1)
     w->notes.push_back(source + " sets pretraining_tp, which only slices the GEMMs in transformers; the model is the same");
-  // Sliding-window attention: not modelled yet (the next enum value). Recorded and noted: the model
-  // is identical when the sequence fits the window; run, predict and tune refuse a longer sequence.
+  // Sliding-window attention (every layer: Mistral's, Mixtral's; Qwen2's layers from
+  // max_window_layers on, under use_sliding_window): the attention core's mask (query t sees keys
+  // t - window < j <= t), priced in layer_ops.cpp. Qwen2 windowing some layers and not others is refused.
   const bool window_used = type == "qwen2" ? boolKey(j, "use_sliding_window", source, "use_sliding_window", false)
                                            : (type == "mistral" || type == "mixtral");
   if (window_used) w->sliding_window = intKey(j, "sliding_window", source, "sliding_window", 0);
+  if (type == "qwen2" && w->sliding_window > 0) {
+    const int64_t from = intKey(j, "max_window_layers", source, "max_window_layers", 28);  // transformers' default
+    if (from >= w->n_layer) {
+      w->sliding_window = 0;  // no layer is windowed
+    } else if (from > 0) {
+      throw UserError("workload.max_window_layers",
+                      "layers 0.." + std::to_string(from - 1) + " attend over the whole sequence and the rest over a " +
+                          std::to_string(w->sliding_window) + "-token window: a per-layer window is not supported",
+                      "set max_window_layers to 0 (every layer windowed) or >= num_hidden_layers (none), or "
+                      "use_sliding_window false");
+    }
+  }
   if (w->sliding_window > 0)
     w->notes.push_back(source + " sets sliding_window " + std::to_string(w->sliding_window) +
-                       "; trainscope attends over the whole sequence, the same model only while seq <= " +
-                       std::to_string(w->sliding_window));
+                       ": each query attends over the last " + std::to_string(w->sliding_window) + " tokens");
   if (type == "mixtral") {
     w->n_experts = need("num_local_experts");
     w->top_k = intKey(j, "num_experts_per_tok", source, "num_experts_per_tok", 2);

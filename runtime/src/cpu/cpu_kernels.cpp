@@ -131,4 +131,50 @@ TS_CLONES double addAndSumSquares(float* out, const float* a, const float* b, in
   return total;
 }
 
+TS_CLONES float rmsNormRow(const float* x, const float* w, float* y, int64_t n, float eps) {
+  const float r = 1.0f / std::sqrt(dot(x, x, n) / float(n) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * r);
+  return r;
+}
+
+TS_CLONES void rmsNormBackwardRow(const float* x, const float* w, const float* dy, float r, float* dx, float* dw,
+                                  int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) acc[j] += w[i + j] * dy[i + j] * x[i + j];
+  float s = 0;
+  for (; i < n; ++i) s += w[i] * dy[i] * x[i];
+  for (int j = 0; j < kLanes; ++j) s += acc[j];
+  const float c = r * r * r * s / float(n);
+  for (i = 0; i < n; ++i) {
+    dx[i] = r * (w[i] * dy[i]) - x[i] * c;
+    dw[i] += dy[i] * (x[i] * r);
+  }
+}
+
+TS_CLONES void ropeRow(const float* x, float* y, const float* c, const float* s, int64_t half, bool inverse) {
+  const float sign = inverse ? -1.0f : 1.0f;
+  for (int64_t i = 0; i < half; ++i) {
+    const float x1 = x[i], x2 = x[i + half], si = sign * s[i];
+    y[i] = x1 * c[i] - x2 * si;
+    y[i + half] = x2 * c[i] + x1 * si;
+  }
+}
+
+TS_CLONES void swiglu(const float* gu, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gu[i];
+    y[i] = g / (1.0f + expApprox(-g)) * gu[n + i];
+  }
+}
+
+TS_CLONES void swigluBackward(const float* gu, const float* dy, float* dgu, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gu[i], u = gu[n + i], s = 1.0f / (1.0f + expApprox(-g));
+    dgu[i] = dy[i] * u * (s * (1.0f + g * (1.0f - s)));
+    dgu[n + i] = dy[i] * (g * s);
+  }
+}
+
 }  // namespace trainscope::runtime::kernels

@@ -27,4 +27,18 @@ void geluTanhBackward(const float* x, const float* dy, float* dx, int64_t n);
 // 1024). out may alias a (or b). The lanes' gradient sum and the clipping norm in one pass.
 double addAndSumSquares(float* out, const float* a, const float* b, int64_t n);
 
+// RMSNorm of one row: y = w · (x · r) with r = 1/√(Σx²/n + eps), which it returns.
+float rmsNormRow(const float* x, const float* w, float* y, int64_t n, float eps);
+// Its backward: dx = r·(w∘dy) − x·r³·Σ(w∘dy∘x)/n, and dw += dy∘x·r (the caller's partial sum).
+void rmsNormBackwardRow(const float* x, const float* w, const float* dy, float r, float* dx, float* dw, int64_t n);
+
+// RoPE of one head (HF rotate_half, D = 2·half): y1 = x1·c − x2·s, y2 = x2·c + x1·s; with `inverse`
+// the rotation back (s negated), which is its backward. y must not alias x.
+void ropeRow(const float* x, float* y, const float* c, const float* s, int64_t half, bool inverse);
+
+// SwiGLU of one row gu = [gate (n); up (n)]: y = silu(gate)·up, silu(g) = g / (1 + exp(−g)).
+void swiglu(const float* gu, float* y, int64_t n);
+// Its backward: dgate = dy·up·σ(1 + g(1 − σ)), dup = dy·silu(g), into dgu = [dgate; dup].
+void swigluBackward(const float* gu, const float* dy, float* dgu, int64_t n);
+
 }  // namespace trainscope::runtime::kernels

@@ -27,8 +27,11 @@ struct Head {
   const float* q;
   const float* k;
   const float* v;
-  int64_t ld_qkv;  // 3C
+  int64_t ld_qkv;  // (h + 2·kv)·HS
   int64_t T, HS;
+  int64_t window = 0;  // sliding window: query t sees keys (t - window, t]; 0: all of [0, t]
+  // The keys a block of queries [r0, r0 + rows) sees: [first, r0 + rows); of row t: [lo, t].
+  int64_t firstKey(int64_t r0) const { return window > 0 ? std::max<int64_t>(0, r0 - window + 1) : 0; }
 };
 
 // C (m, n) = alpha · op(A) · B + beta · C, all row-major: the one GEMM form the attention needs once
@@ -56,63 +59,77 @@ void transpose(const float* x, int64_t ld, int64_t T, int64_t HS, float* xt) {
 void headForward(const Head& h, float scale, float* y, int64_t ld_y, float* lse, float* s, float* kt) {
   transpose(h.k, h.ld_qkv, h.T, h.HS, kt);
   for (int64_t r0 = 0; r0 < h.T; r0 += kBlock) {
-    const int64_t rows = std::min(kBlock, h.T - r0), keys = r0 + rows;  // causal: keys [0, keys)
-    // S = scale · Q_blk K^T   (rows, keys)
-    gemm(false, rows, keys, h.HS, scale, h.q + r0 * h.ld_qkv, h.ld_qkv, kt, h.T, 0.0f, s, keys);
+    // causal: keys [k0, k0 + n) (k0 = 0 without a window)
+    const int64_t rows = std::min(kBlock, h.T - r0), k0 = h.firstKey(r0), n = r0 + rows - k0;
+    // S = scale · Q_blk K^T   (rows, n)
+    gemm(false, rows, n, h.HS, scale, h.q + r0 * h.ld_qkv, h.ld_qkv, kt + k0, h.T, 0.0f, s, n);
     for (int64_t i = 0; i < rows; ++i) {
-      float* row = s + i * keys;
-      const int64_t valid = r0 + i + 1;                                  // keys 0..t
-      const float m = kernels::maxOf(row, valid);
-      const float sum = kernels::expShiftSum(row, row, valid, m);
-      kernels::scale(row, valid, 1.0f / sum);                             // P
-      std::fill(row + valid, row + keys, 0.0f);
-      lse[r0 + i] = m + std::log(sum);
+      float* row = s + i * n;
+      const int64_t t = r0 + i, lo = h.firstKey(t) - k0, hi = t + 1 - k0;  // keys lo..t of the block's
+      const float m = kernels::maxOf(row + lo, hi - lo);
+      const float sum = kernels::expShiftSum(row + lo, row + lo, hi - lo, m);
+      kernels::scale(row + lo, hi - lo, 1.0f / sum);                      // P
+      std::fill(row, row + lo, 0.0f);
+      std::fill(row + hi, row + n, 0.0f);
+      lse[t] = m + std::log(sum);
     }
     // Y_blk = P V   (rows, HS)
-    gemm(false, rows, h.HS, keys, 1.0f, s, keys, h.v, h.ld_qkv, 0.0f, y + r0 * ld_y, ld_y);
+    gemm(false, rows, h.HS, n, 1.0f, s, n, h.v + k0 * h.ld_qkv, h.ld_qkv, 0.0f, y + r0 * ld_y, ld_y);
   }
 }
 
 // Backward of one head. dq, dk, dv: (T, HS) with row stride ld_qkv, written here (no zeroing needed):
-// blocks go last to first, and the last block's keys are all T rows, so it initialises dK and dV
-// (beta = 0) and the earlier blocks add to them. kt, vt: (HS, T) scratch.
+// blocks go last to first, and the last block's keys are all T rows, so the first head of a K/V
+// group (`first`) initialises dK and dV (beta = 0) there and everything after adds to them: the
+// group's query heads sum their gradients onto their one K/V head. kt, vt: K and V transposed (HS, T).
 void headBackward(const Head& h, float scale, const float* y, const float* dy, int64_t ld_y, const float* lse,
-                  float* dq, float* dk, float* dv, float* p, float* ds, float* drow, float* kt, float* vt) {
+                  float* dq, float* dk, float* dv, float* p, float* ds, float* drow, const float* kt,
+                  const float* vt, bool first) {
   for (int64_t t = 0; t < h.T; ++t) drow[t] = kernels::dot(dy + t * ld_y, y + t * ld_y, h.HS);  // rowsum(dY∘Y)
-  transpose(h.k, h.ld_qkv, h.T, h.HS, kt);
-  transpose(h.v, h.ld_qkv, h.T, h.HS, vt);
   const int64_t last = (h.T - 1) / kBlock * kBlock;
-  for (int64_t r0 = last; r0 >= 0; r0 -= kBlock) {
-    const int64_t rows = std::min(kBlock, h.T - r0), keys = r0 + rows;
-    const float beta = r0 == last ? 0.0f : 1.0f;
-    const float* dy_blk = dy + r0 * ld_y;
-    // P = exp(scale · Q_blk K^T - lse), recomputed   (rows, keys)
-    gemm(false, rows, keys, h.HS, scale, h.q + r0 * h.ld_qkv, h.ld_qkv, kt, h.T, 0.0f, p, keys);
-    for (int64_t i = 0; i < rows; ++i) {
-      float* row = p + i * keys;
-      const int64_t valid = r0 + i + 1;
-      kernels::expShiftSum(row, row, valid, lse[r0 + i]);
-      std::fill(row + valid, row + keys, 0.0f);
+  if (first && h.window > 0)  // with a window the last block does not see every key: start from zero
+    for (int64_t t = 0; t < h.T; ++t) {
+      std::fill(dk + t * h.ld_qkv, dk + t * h.ld_qkv + h.HS, 0.0f);
+      std::fill(dv + t * h.ld_qkv, dv + t * h.ld_qkv + h.HS, 0.0f);
     }
-    // dV += P^T dY_blk   (keys, HS)
-    gemm(true, keys, h.HS, rows, 1.0f, p, keys, dy_blk, ld_y, beta, dv, h.ld_qkv);
-    // dP = dY_blk V^T   (rows, keys), then dS = P ∘ (dP - rowsum(dY∘Y))
-    gemm(false, rows, keys, h.HS, 1.0f, dy_blk, ld_y, vt, h.T, 0.0f, ds, keys);
-    for (int64_t i = 0; i < rows; ++i) kernels::softmaxBackwardRow(ds + i * keys, p + i * keys, keys, drow[r0 + i]);
-    // dQ_blk = scale · dS K   (rows, HS);  dK += scale · dS^T Q_blk   (keys, HS)
-    gemm(false, rows, h.HS, keys, scale, ds, keys, h.k, h.ld_qkv, 0.0f, dq + r0 * h.ld_qkv, h.ld_qkv);
-    gemm(true, keys, h.HS, rows, scale, ds, keys, h.q + r0 * h.ld_qkv, h.ld_qkv, beta, dk, h.ld_qkv);
+  for (int64_t r0 = last; r0 >= 0; r0 -= kBlock) {
+    const int64_t rows = std::min(kBlock, h.T - r0), k0 = h.firstKey(r0), n = r0 + rows - k0;
+    const float beta = first && r0 == last && h.window == 0 ? 0.0f : 1.0f;
+    const float* dy_blk = dy + r0 * ld_y;
+    float* dk_blk = dk + k0 * h.ld_qkv;
+    float* dv_blk = dv + k0 * h.ld_qkv;
+    // P = exp(scale · Q_blk K^T - lse), recomputed   (rows, n)
+    gemm(false, rows, n, h.HS, scale, h.q + r0 * h.ld_qkv, h.ld_qkv, kt + k0, h.T, 0.0f, p, n);
+    for (int64_t i = 0; i < rows; ++i) {
+      float* row = p + i * n;
+      const int64_t t = r0 + i, lo = h.firstKey(t) - k0, hi = t + 1 - k0;
+      kernels::expShiftSum(row + lo, row + lo, hi - lo, lse[t]);
+      std::fill(row, row + lo, 0.0f);
+      std::fill(row + hi, row + n, 0.0f);
+    }
+    // dV += P^T dY_blk   (n, HS)
+    gemm(true, n, h.HS, rows, 1.0f, p, n, dy_blk, ld_y, beta, dv_blk, h.ld_qkv);
+    // dP = dY_blk V^T   (rows, n), then dS = P ∘ (dP - rowsum(dY∘Y))
+    gemm(false, rows, n, h.HS, 1.0f, dy_blk, ld_y, vt + k0, h.T, 0.0f, ds, n);
+    for (int64_t i = 0; i < rows; ++i) kernels::softmaxBackwardRow(ds + i * n, p + i * n, n, drow[r0 + i]);
+    // dQ_blk = scale · dS K   (rows, HS);  dK += scale · dS^T Q_blk   (n, HS)
+    gemm(false, rows, h.HS, n, scale, ds, n, h.k + k0 * h.ld_qkv, h.ld_qkv, 0.0f, dq + r0 * h.ld_qkv, h.ld_qkv);
+    gemm(true, n, h.HS, rows, scale, ds, n, h.q + r0 * h.ld_qkv, h.ld_qkv, beta, dk_blk, h.ld_qkv);
   }
 }
 
-Head headOf(const float* qkv, int64_t b, int64_t hd, int64_t T, int64_t C, int64_t HS) {
-  const float* base = qkv + b * T * 3 * C + hd * HS;
-  return Head{base, base + C, base + 2 * C, 3 * C, T, HS};
+// Query head hd of sequence b in qkv (B, T, (H + 2·KV)·HS) = [q heads; k heads; v heads]: its K/V
+// head is hd / (H/KV).
+Head headOf(const float* qkv, int64_t b, int64_t hd, int64_t T, int64_t H, int64_t KV, int64_t HS, int64_t window) {
+  const int64_t ld = (H + 2 * KV) * HS, g = hd / (H / KV);
+  const float* base = qkv + b * T * ld;
+  return Head{base + hd * HS, base + (H + g) * HS, base + (H + KV + g) * HS, ld, T, HS, window};
 }
 
 struct CausalAttention : public torch::autograd::Function<CausalAttention> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv, int64_t n_head) {
-    const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv, int64_t n_head, int64_t n_kv,
+                            int64_t window) {
+    const int64_t B = qkv.size(0), T = qkv.size(1), HS = qkv.size(2) / (n_head + 2 * n_kv), C = n_head * HS;
     const float scale = 1.0f / std::sqrt(float(HS));
     at::Tensor y = at::empty({B, T, C}, qkv.options());                 // (B, T, C)
     at::Tensor lse = at::empty({B, n_head, T}, qkv.options());          // (B, NH, T)
@@ -124,40 +141,53 @@ struct CausalAttention : public torch::autograd::Function<CausalAttention> {
       std::vector<float> s(static_cast<size_t>(kBlock * T)), kt(static_cast<size_t>(HS * T));
       for (int64_t i = begin; i < end; ++i) {
         const int64_t b = i / n_head, hd = i % n_head;
-        headForward(headOf(in, b, hd, T, C, HS), scale, out + b * T * C + hd * HS, C, l + i * T, s.data(), kt.data());
+        headForward(headOf(in, b, hd, T, n_head, n_kv, HS, window), scale, out + b * T * C + hd * HS, C, l + i * T, s.data(), kt.data());
       }
     });
     ctx->save_for_backward({qkv, y, lse});
     ctx->saved_data["n_head"] = n_head;
+    ctx->saved_data["n_kv"] = n_kv;
+    ctx->saved_data["window"] = window;
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
     const at::Tensor &qkv = saved[0], &y = saved[1], &lse = saved[2];
-    const int64_t n_head = ctx->saved_data["n_head"].toInt();
-    const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
+    const int64_t n_head = ctx->saved_data["n_head"].toInt(), n_kv = ctx->saved_data["n_kv"].toInt();
+    const int64_t window = ctx->saved_data["window"].toInt();
+    const int64_t B = qkv.size(0), T = qkv.size(1), HS = qkv.size(2) / (n_head + 2 * n_kv), C = n_head * HS;
+    const int64_t group = n_head / n_kv, ld = (n_head + 2 * n_kv) * HS;
     const float scale = 1.0f / std::sqrt(float(HS));
     at::Tensor dy = grad_out[0].contiguous();                           // (B, T, C)
-    at::Tensor dqkv = at::empty_like(qkv);                              // (B, T, 3C), every entry written
+    at::Tensor dqkv = at::empty_like(qkv);                              // (B, T, (h + 2kv)·HS), all written
     const float* in = qkv.data_ptr<float>();
     const float* yp = y.data_ptr<float>();
     const float* dyp = dy.data_ptr<float>();
     const float* l = lse.data_ptr<float>();
     float* d = dqkv.data_ptr<float>();
-    intraop::parallelFor(0, B * n_head, 1, [&](int64_t begin, int64_t end) {
+    // One K/V group (its K/V head and the query heads that read it) per task: dK and dV sum over the
+    // group without a race, and K and V are transposed once for the group.
+    intraop::parallelFor(0, B * n_kv, 1, [&](int64_t begin, int64_t end) {
       blas::SequentialScope sequential;
       std::vector<float> p(static_cast<size_t>(kBlock * T)), ds(static_cast<size_t>(kBlock * T)), drow(static_cast<size_t>(T));
       std::vector<float> kt(static_cast<size_t>(HS * T)), vt(static_cast<size_t>(HS * T));
       for (int64_t i = begin; i < end; ++i) {
-        const int64_t b = i / n_head, hd = i % n_head;
-        float* dq = d + b * T * 3 * C + hd * HS;
-        const int64_t yo = b * T * C + hd * HS;
-        headBackward(headOf(in, b, hd, T, C, HS), scale, yp + yo, dyp + yo, C, l + i * T, dq, dq + C, dq + 2 * C,
-                     p.data(), ds.data(), drow.data(), kt.data(), vt.data());
+        const int64_t b = i / n_kv, g = i % n_kv;
+        const Head first = headOf(in, b, g * group, T, n_head, n_kv, HS, window);
+        transpose(first.k, first.ld_qkv, T, HS, kt.data());
+        transpose(first.v, first.ld_qkv, T, HS, vt.data());
+        float* row0 = d + b * T * ld;
+        float* dk = row0 + (n_head + g) * HS;
+        float* dv = row0 + (n_head + n_kv + g) * HS;
+        for (int64_t j = 0; j < group; ++j) {
+          const int64_t hd = g * group + j, yo = b * T * C + hd * HS;
+          headBackward(headOf(in, b, hd, T, n_head, n_kv, HS, window), scale, yp + yo, dyp + yo, C, l + (b * n_head + hd) * T,
+                       row0 + hd * HS, dk, dv, p.data(), ds.data(), drow.data(), kt.data(), vt.data(), j == 0);
+        }
       }
     });
-    return {dqkv, at::Tensor()};
+    return {dqkv, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -198,7 +228,9 @@ bool attentionUsable(const at::Tensor& qkv) {
   return usable(qkv) && (kernels::handGemmsAvailable() || blas::available());
 }
 
-at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head) { return CausalAttention::apply(qkv, n_head); }
+at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv_head, int64_t window) {
+  return CausalAttention::apply(qkv, n_head, n_kv_head > 0 ? n_kv_head : n_head, window);
+}
 
 at::Tensor geluTanh(const at::Tensor& x) { return GeluTanh::apply(x); }
 

@@ -17,7 +17,12 @@ bool usable(const at::Tensor& t);
 // row, so the masked upper triangle is (almost) never computed. No transposes or copies of q, k,
 // v: the per-head GEMMs read them in place with a row stride of 3C, and dq, dk, dv land in one
 // (B, T, 3C) gradient.
-at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head);
+// Grouped-query attention (n_kv_head < n_head, dividing it): qkv is (B, T, (h + 2·kv)·HS) = [h q
+// heads; kv k heads; kv v heads], query head i reading K/V head i / (h/kv) in place (no repeated
+// copy); the backward sums each group's dK and dV onto its K/V head. n_kv_head 0: = n_head.
+// Sliding window (window > 0, Mistral's sliding_window): query t attends to keys (t - window, t] only
+// (transformers' mask: kv > q - window); each query block multiplies only the keys its rows see.
+at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv_head = 0, int64_t window = 0);
 bool attentionUsable(const at::Tensor& qkv);  // usable() and the BLAS is there
 
 // GELU with the tanh approximation, as at::gelu(x, "tanh"), one fused pass each way.

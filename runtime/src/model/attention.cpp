@@ -3,6 +3,9 @@
 
 #include <ATen/ATen.h>
 
+#include "cpu/cpu_ops.h"
+#include "cpu/decoder_ops.h"
+
 #include <cmath>
 #include <vector>
 
@@ -11,9 +14,7 @@ namespace trainscope::runtime {
 at::Tensor normForward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const BlockArch& a) {
   const int64_t C = x.size(-1);
   if (!a.rms_norm) return at::layer_norm(x, {C}, w, b, a.norm_eps);
-  const at::Tensor xf = x.to(at::kFloat);
-  const at::Tensor y = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + a.norm_eps);
-  return w * y.to(x.scalar_type());
+  return cpu_ops::rmsNorm(x, w, a.norm_eps);
 }
 
 at::Tensor ropeInverseFrequencies(const BlockArch& a, int64_t D) {
@@ -34,12 +35,18 @@ at::Tensor ropeInverseFrequencies(const BlockArch& a, int64_t D) {
   return at::where(medium, smoothed, scaled);
 }
 
-RopeTable ropeTable(const at::Tensor& positions, int64_t D, const BlockArch& a, at::ScalarType dtype) {
+RopeTable ropeHalfTable(const at::Tensor& positions, int64_t D, const BlockArch& a) {
   const int64_t T = positions.size(0);
   const at::Tensor inv = ropeInverseFrequencies(a, D).to(positions.device());              // (D/2)
   const at::Tensor freqs = positions.to(at::kFloat).view({T, 1}) * inv.view({1, D / 2});   // (T, D/2)
-  const at::Tensor emb = at::cat({freqs, freqs}, 1);                                       // (T, D)
-  return {emb.cos().to(dtype).view({1, T, 1, D}), emb.sin().to(dtype).view({1, T, 1, D})};
+  return {freqs.cos(), freqs.sin()};
+}
+
+RopeTable ropeTable(const at::Tensor& positions, int64_t D, const BlockArch& a, at::ScalarType dtype) {
+  const int64_t T = positions.size(0);
+  const RopeTable half = ropeHalfTable(positions, D, a);                                   // (T, D/2) each
+  const at::Tensor cos = at::cat({half.cos, half.cos}, 1), sin = at::cat({half.sin, half.sin}, 1);  // (T, D)
+  return {cos.to(dtype).view({1, T, 1, D}), sin.to(dtype).view({1, T, 1, D})};
 }
 
 at::Tensor applyRope(const at::Tensor& x, const RopeTable& rope) {
@@ -63,6 +70,19 @@ at::Tensor mhaQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, const
     v = v.repeat_interleave(h / kv, 2);
   }
   return at::cat({q.reshape({B, T, h * D}), k.reshape({B, T, h * D}), v.reshape({B, T, h * D})}, 2);  // (B, T, 3hD)
+}
+
+at::Tensor ropeQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, const at::Tensor& positions,
+                   const BlockArch& a) {
+  if (cpu_ops::usable(qkv)) {
+    const RopeTable half = ropeHalfTable(positions, D, a);
+    return cpu_ops::ropeQkv(qkv, half.cos, half.sin, h, kv);
+  }
+  const int64_t B = qkv.size(0), T = qkv.size(1);
+  auto parts = qkv.split_with_sizes({h * D, kv * D, kv * D}, 2);
+  const RopeTable rope = ropeTable(positions, D, a, qkv.scalar_type());
+  const at::Tensor q = applyRope(parts[0].view({B, T, h, D}), rope), k = applyRope(parts[1].view({B, T, kv, D}), rope);
+  return at::cat({q.reshape({B, T, h * D}), k.reshape({B, T, kv * D}), parts[2]}, 2);  // (B, T, (h + 2kv)·D)
 }
 
 }  // namespace trainscope::runtime

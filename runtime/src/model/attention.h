@@ -2,10 +2,12 @@
 // GPT-2 path (internal to the runtime): the norm (LayerNorm, or RMSNorm computed in fp32), rotary
 // positions (HF's rotate_half, Llama 3's frequency scaling) and grouped-query attention's K/V.
 //
-// Grouped-query attention reaches the attention cores (cpu_ops::causalAttention, SDPA, the context-
-// parallel ring) as multi-head attention: mhaQkv applies RoPE to q and k and repeats each K/V head for
-// the H/KV q heads that use it, giving the fused (B, T, 3·h·D) layout the cores take. Autograd sums the
-// repeated heads' gradients back onto their K/V head.
+// Grouped-query attention reaches the fp32 CPU attention kernel (cpu_ops::causalAttention) as it is:
+// ropeQkv rotates q and k and keeps the (B, T, (h + 2·kv)·D) layout, and the kernel reads each K/V
+// head for its group of query heads, summing their dK/dV in the backward. SDPA (16-bit, GPU) and the
+// context-parallel ring take multi-head attention: mhaQkv also repeats each K/V head for the H/KV q
+// heads that use it, giving the (B, T, 3·h·D) layout, and autograd sums the repeats' gradients onto
+// their K/V head.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,7 @@
 namespace trainscope::runtime {
 
 // LayerNorm(x; w, b) or RMSNorm y = w · (x · rsqrt(mean(x²) + eps)) with the normalisation in fp32
-// and cast back before the weight (HF LlamaRMSNorm). x (…, C).
+// and cast back before the weight (HF LlamaRMSNorm), one fused op (cpu_ops::rmsNorm). x (…, C).
 at::Tensor normForward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const BlockArch& a);
 
 // RoPE's inverse frequencies (D/2) fp32: theta^(-2i/D), rescaled as transformers' rope_type "llama3"
@@ -30,6 +32,8 @@ struct RopeTable {
   at::Tensor cos, sin;
 };
 RopeTable ropeTable(const at::Tensor& positions, int64_t head_dim, const BlockArch& a, at::ScalarType dtype);
+// The same angles as (T, D/2) fp32 tables (the two halves of a head share them).
+RopeTable ropeHalfTable(const at::Tensor& positions, int64_t head_dim, const BlockArch& a);
 
 // x (B, T, n, D) rotated by the table: x·cos + rotate_half(x)·sin.
 at::Tensor applyRope(const at::Tensor& x, const RopeTable& rope);
@@ -38,5 +42,11 @@ at::Tensor applyRope(const at::Tensor& x, const RopeTable& rope);
 // cores' (B, T, 3·h·D): RoPE on q and k at `positions` (when a.rope), K/V heads repeated h/kv times.
 at::Tensor mhaQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, const at::Tensor& positions,
                   const BlockArch& a);
+
+// RoPE on q and k of qkv (B, T, (h + 2·kv)·D) at `positions`, the grouped layout kept, for the
+// attention core (detail::attentionCore reads each K/V head for its group of query heads): one
+// fused pass on fp32 CPU tensors (cpu_ops::ropeQkv), applyRope otherwise.
+at::Tensor ropeQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, const at::Tensor& positions,
+                   const BlockArch& a);
 
 }  // namespace trainscope::runtime

@@ -59,7 +59,7 @@ void saveArch(AutogradContext* ctx, const BlockArch& a) {
   d["mlp_b"] = a.mlp_bias, d["rope"] = a.rope, d["theta"] = a.rope_theta, d["swiglu"] = a.swiglu;
   d["rs_f"] = a.rope_scaling.factor, d["rs_lo"] = a.rope_scaling.low_freq_factor;
   d["rs_hi"] = a.rope_scaling.high_freq_factor, d["rs_ctx"] = a.rope_scaling.original_max_position_embeddings;
-  d["heads"] = a.n_head, d["kv"] = a.n_kv_head, d["hd"] = a.head_dim;
+  d["heads"] = a.n_head, d["kv"] = a.n_kv_head, d["hd"] = a.head_dim, d["win"] = a.window;
 }
 BlockArch loadArch(AutogradContext* ctx) {
   auto& d = ctx->saved_data;
@@ -71,6 +71,7 @@ BlockArch loadArch(AutogradContext* ctx) {
   a.rope_scaling.high_freq_factor = d["rs_hi"].toDouble();
   a.rope_scaling.original_max_position_embeddings = d["rs_ctx"].toInt();
   a.n_head = d["heads"].toInt(), a.n_kv_head = d["kv"].toInt(), a.head_dim = d["hd"].toInt();
+  a.window = d["win"].toInt();
   return a;
 }
 
@@ -104,15 +105,20 @@ struct BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
 };
 
 struct AttentionCheckpoint : public torch::autograd::Function<AttentionCheckpoint> {
-  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, at::TensorList inputs) {
+  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, int64_t n_kv, int64_t window, at::TensorList inputs) {
     ctx->saved_data["n_head"] = n_head;
+    ctx->saved_data["n_kv"] = n_kv;
+    ctx->saved_data["window"] = window;
     ctx->save_for_backward(inputs.vec());
-    return detail::attentionCore(inputs[0], n_head);
+    return detail::attentionCore(inputs[0], n_head, n_kv, window);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
-    const int64_t n_head = ctx->saved_data["n_head"].toInt();
-    return recomputeAndDifferentiate(ctx, grad_out,
-                                     [&](const variable_list& in) { return detail::attentionCore(in[0], n_head); });
+    const int64_t n_head = ctx->saved_data["n_head"].toInt(), n_kv = ctx->saved_data["n_kv"].toInt();
+    const int64_t window = ctx->saved_data["window"].toInt();
+    variable_list g = recomputeAndDifferentiate(
+        ctx, grad_out, [&](const variable_list& in) { return detail::attentionCore(in[0], n_head, n_kv, window); });
+    g.insert(g.begin() + 1, {at::Tensor(), at::Tensor()});  // the n_kv and window arguments
+    return g;
   }
 };
 
@@ -127,9 +133,9 @@ at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n
 
 bool inRecompute() { return t_recomputing; }
 
-at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head) {
+at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv, int64_t window) {
   std::vector<at::Tensor> in{qkv};
-  return AttentionCheckpoint::apply(n_head, at::TensorList(in));
+  return AttentionCheckpoint::apply(n_head, n_kv, window, at::TensorList(in));
 }
 
 }  // namespace trainscope::runtime

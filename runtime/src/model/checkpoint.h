@@ -15,7 +15,8 @@
 namespace trainscope::runtime {
 
 namespace detail {
-at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head);
+// qkv (B, T, (h + 2·kv)·HS): n_kv K/V heads (0: n_head, multi-head attention); window > 0: sliding.
+at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head, int64_t n_kv = 0, int64_t window = 0);
 at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_head, bool selective,
                         const BlockContext& tp);
 }  // namespace detail
@@ -24,7 +25,7 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
 // block's all-to-alls too); every rank of the group recomputes in the same order, so they match up
 // as in forward.
 at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n_head, const BlockContext& tp);
-at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head);
+at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv = 0, int64_t window = 0);
 
 // True while this thread recomputes a checkpointed region in backward (what forward already
 // counted, such as a MoE layer's expert load, is not counted again).

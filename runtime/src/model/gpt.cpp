@@ -12,6 +12,7 @@
 #include "model/checkpoint.h"
 #include "model/context_parallel.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/decoder_ops.h"
 #include "model/fused_head.h"
 #include "model/linear.h"
 #include "model/moe.h"
@@ -25,17 +26,24 @@ namespace trainscope::runtime {
 
 namespace detail {
 
-// Causal attention core: qkv (B, T, 3C') -> y (B, T, C'), C' = C/TP with n_head local heads.
-// The part selective checkpointing recomputes.
-at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head) {
-  if (cpu_ops::attentionUsable(qkv)) return cpu_ops::causalAttention(qkv, n_head);  // (B, T, C')
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
-  auto parts = qkv.split(C, /*dim=*/2);                                   // 3 x (B, T, C')
+// Causal attention core: qkv (B, T, (h + 2·kv)·HS) -> y (B, T, C'), C' = h·HS = C/TP with n_head
+// (h) local query heads and n_kv (kv; 0: h) K/V heads. The part selective checkpointing recomputes.
+at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head, int64_t n_kv, int64_t window) {
+  if (n_kv <= 0) n_kv = n_head;
+  if (cpu_ops::attentionUsable(qkv)) return cpu_ops::causalAttention(qkv, n_head, n_kv, window);  // (B, T, C')
+  const int64_t B = qkv.size(0), T = qkv.size(1), HS = qkv.size(2) / (n_head + 2 * n_kv), C = n_head * HS;
+  auto parts = qkv.split_with_sizes({C, n_kv * HS, n_kv * HS}, /*dim=*/2);
   at::Tensor q = parts[0].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
-  at::Tensor k = parts[1].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
-  at::Tensor v = parts[2].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
-  at::Tensor y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                                  /*is_causal=*/true);   // (B, NH, T, HS)
+  at::Tensor k = parts[1].view({B, T, n_kv, HS}).transpose(1, 2);         // (B, KV, T, HS)
+  at::Tensor v = parts[2].view({B, T, n_kv, HS}).transpose(1, 2);         // (B, KV, T, HS)
+  std::optional<at::Tensor> mask;  // a sliding window: key j of query t when t - window < j <= t
+  if (window > 0 && window < T) {
+    const at::Tensor t = at::arange(T, qkv.options().dtype(at::kLong));
+    mask = (t.view({1, T}) <= t.view({T, 1})).logical_and(t.view({1, T}) > t.view({T, 1}) - window);
+  }
+  at::Tensor y = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0,
+                                                  /*is_causal=*/!mask.has_value(), /*scale=*/std::nullopt,
+                                                  /*enable_gqa=*/n_kv != n_head);  // (B, NH, T, HS)
   return y.transpose(1, 2).reshape({B, T, C});                            // (B, T, C')
 }
 
@@ -64,19 +72,24 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
     if (qkv_b.defined()) qkv_b = kvPart(qkv_b);
   }
   at::Tensor qkv = columnParallelLinear(h, qkv_w, qkv_b, tp);              // (B, T, (h + 2kv)·D)
-  // RoPE and GQA: the cores take multi-head (B, T, 3·h·D); GPT-2's qkv already is.
+  // RoPE and GQA: the CPU attention kernel (fp32) reads the grouped K/V heads as they are
+  // (B, T, (h + 2kv)·D); the context-parallel ring and SDPA take multi-head (B, T, 3·h·D), each K/V
+  // head repeated for its query heads. GPT-2's qkv already is both.
   const int64_t kv = kv_total >= tp.size() ? kv_total / tp.size() : 1;
-  if (a.rope || kv != n_head) {
+  const bool grouped = !tp.cp && cpu_ops::attentionUsable(qkv);
+  if (a.rope || (!grouped && kv != n_head)) {
     const int64_t T = qkv.size(1);
     const at::Tensor positions =
         tp.cp ? tp.cp->positions : at::arange(T, at::TensorOptions().dtype(at::kLong).device(qkv.device()));
-    qkv = mhaQkv(qkv, n_head, kv, a.head_dim, positions, a);
+    qkv = grouped ? ropeQkv(qkv, n_head, kv, a.head_dim, positions, a) : mhaQkv(qkv, n_head, kv, a.head_dim, positions, a);
   }
+  const int64_t core_kv = grouped ? kv : n_head;
   // Under context parallelism the ring keeps only q, k, v and the output (flash-style): selective
   // checkpointing has nothing left to drop there.
+  // (A sliding window under CP is refused before the run: runconfig checkArchitecture.)
   at::Tensor y = tp.cp       ? contextParallelAttention(qkv, n_head, *tp.cp)  // (B, T/CP, h·D)
-                 : selective ? checkpointAttention(qkv, n_head)              // (B, T, h·D)
-                             : attentionCore(qkv, n_head);
+                 : selective ? checkpointAttention(qkv, n_head, core_kv, a.window)  // (B, T, h·D)
+                             : attentionCore(qkv, n_head, core_kv, a.window);
   at::Tensor x1 = split ? addBias(x + leaveTp(linear(y, p.proj_w, at::Tensor())), p.proj_b)  // (B, T', C)
                         : linearAdd(y, p.proj_w, p.proj_b, x);                  // x + proj(y), one pass
 
@@ -85,8 +98,7 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
   if (p.isMoe()) return x1 + moeForward(p.moe, h, moeContext(tp));         // (B, T, C)
   at::Tensor f = columnParallelLinear(h, p.fc_w, p.fc_b, tp);              // (B, T, F2/TP)
   if (a.swiglu) {
-    auto gu = f.chunk(2, 2);                                               // [gate; up] of this rank
-    f = at::silu(gu[0]) * gu[1];                                           // (B, T, F/TP)
+    f = cpu_ops::swiglu(f);                                                // silu(gate)·up (B, T, F/TP)
   } else {
     f = cpu_ops::usable(f) ? cpu_ops::geluTanh(f) : at::gelu(f, "tanh");
   }

@@ -28,6 +28,7 @@ BlockArch BlockArch::of(const workloads::Workload& w) {
   a.n_head = w.n_head;
   a.n_kv_head = w.kvHeads();
   a.head_dim = w.headSize();
+  a.window = w.sliding_window;
   return a;
 }
 

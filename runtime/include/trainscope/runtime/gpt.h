@@ -56,6 +56,7 @@ struct BlockArch {
   bool swiglu = false;            // c_fc rows [gate; up]: down(silu(gate(x)) · up(x)); else GELU-tanh
   // Whole-model attention heads; 0: GPT-2's (n_kv_head = n_head, head_dim = C / n_head).
   int64_t n_head = 0, n_kv_head = 0, head_dim = 0;
+  int64_t window = 0;             // sliding-window attention (Mistral's sliding_window): keys (t - window, t]; 0: none
   static BlockArch of(const workloads::Workload& w);
   size_t normTensors() const { return rms_norm ? 1 : 2; }
 };
