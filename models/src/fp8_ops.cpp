@@ -1,6 +1,7 @@
 // fp8_ops.cpp — see fp8_ops.h.
 #include "fp8_ops.h"
 
+#include <algorithm>
 #include <string>
 
 namespace trainscope::models {
@@ -74,6 +75,22 @@ double fp8WeightElements(const LayerOps& L) {
   for (const Op& o : L.forward)
     if (o.fp8) n += o.k * o.n * o.batch;
   return n;
+}
+
+double fp8CpuBackwardBytes(const LayerOps& L, const Plan& p) {
+  if (p.precision != runconfig::Precision::FP8 || !p.cpu) return 0;
+  const double e = double(p.elementBytes());
+  double worst = 0;
+  for (size_t i = 0; i < L.forward.size(); ++i) {
+    const Op& g = L.forward[i];
+    if (!g.fp8) continue;
+    const double m = g.m * g.batch, n = g.n, k = g.k;
+    double freed = 0;
+    for (size_t j = i + 1; j < L.forward.size(); ++j) freed += L.forward[j].saved;
+    const double held = m * n * (e + 2.0) + m * k * (e + 2.0) + 4.0 * (n * m + m * k + n * k) + 2.0 * e * n * k;
+    worst = std::max(worst, held - freed);
+  }
+  return worst;
 }
 
 }  // namespace trainscope::models

@@ -22,4 +22,14 @@ void applyFp8(LayerOps& L, const Plan& p);
 // GEMMs): the memory model holds an FP8 copy and its transpose of each (2 bytes per element).
 double fp8WeightElements(const LayerOps& L);
 
+// The CPU's FP8 GEMM backward at its worst moment in one layer, above what the layer keeps
+// (docs/memory-model.md, "FP8 on the CPU"). LibTorch's CPU _scaled_mm emulates the FP8 product:
+// it dequantises both operands to fp32 (4 bytes each), multiplies in fp32 and casts the product to
+// the output dtype. At a marked GEMM y = x·W (m×k · k×n)'s backward this rank holds dY (m·n·e), its
+// E5M2 copy and that copy transposed (2·m·n), dX (m·k·e), the FP8 input copied column-major and
+// made contiguous (2·m·k), and inside the weight-gradient product dYᵀ·X: 4·(n·m + m·k + n·k) of
+// fp32 and the n·k result twice more in the output dtype (2·e·n·k); the ops after it in the layer
+// have run their backward, so what they kept is freed. 0 unless p is FP8 on the CPU.
+double fp8CpuBackwardBytes(const LayerOps& L, const Plan& p);
+
 }  // namespace trainscope::models

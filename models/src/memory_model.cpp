@@ -385,8 +385,24 @@ void addSendBuffers(StageMemory& sm, const workloads::Workload& w, const Plan& p
   if (st < p.pp - 1) sm.buffers += int64_t(one * double(sm.inflight));
 }
 
+// Full recomputation of a dense SwiGLU layer: the rebuilt layer's saved tensors are its only
+// activations, but its MLP's backward holds more than them. The down projection's input gradient
+// (F/t wide) arrives at the SiLU-multiply, whose backward writes the gradients of both its factors
+// (2F/t: d silu(gate) and d up) while that input gradient is still held; only the down projection's
+// saved input (F/t) has been freed by then: 2·rows·F/t·e above the layer's saved bytes. (Measured on
+// tiny-llama, F = 2.75h: the full-recomputation peaks were 5.0–5.3·s·b·h·e above the model without
+// it, at mbs 4 and 8; docs/memory-model.md, "What trainscope keeps".) The GELU MLP's backward frees
+// as much as it writes and needs no term. MoE layers' experts have their own moment (moeBackward).
+int64_t recomputedSwigluBackward(const workloads::Workload& w, const Plan& p, int64_t st) {
+  if (p.ckpt != Checkpointing::Full || w.mlp != workloads::Mlp::SwiGLU) return 0;
+  if (moeLayersOfStage(w, p, st) >= layersOfStage(w.n_layer, p.pp, st)) return 0;  // no dense layer
+  const double rows = double(p.localSeq()) * double(p.mbs), F = double(w.ffnHidden()) / double(p.tp);
+  return int64_t(2.0 * rows * F * double(p.elementBytes()));
+}
+
 // The calibrated transients of a layer's backward (kTransientActivations, kTransientWeights).
-int64_t transientAllowance(const workloads::Workload& w, const Plan& p, int64_t largest) {
+int64_t transientAllowance(const workloads::Workload& w, const Plan& p, int64_t st, int64_t largest,
+                           const LayerOps& dense_layer) {
   const int64_t e = p.elementBytes(), t = p.tp;
   const double sbh = double(p.localSeq()) * double(p.mbs) * double(w.n_embd);
   // The fresh dense gradient of the embedding, made while its tied head's gradient is already in
@@ -402,8 +418,12 @@ int64_t transientAllowance(const workloads::Workload& w, const Plan& p, int64_t 
   // fresh embedding gradient (pp 1 and pp 2 both to 0.1%), but at mbs ≤ 4 the peak is a moment this
   // model lacks (~3 V·h fp32 tensors above the held state), which the fresh-gradient term stands in for.
   const double between_ops = p.ckpt == Checkpointing::Full ? 0.0 : kTransientActivations;
-  return int64_t(between_ops * sbh * double(e) / (p.sequence_parallel ? double(t) : 1.0) +
-                 fresh_weight * double(e) * double(std::max<int64_t>(1, p.cpu_lanes)));
+  double between = p.ckpt == Checkpointing::Full ? double(recomputedSwigluBackward(w, p, st))
+                                                 : between_ops * sbh * double(e) / (p.sequence_parallel ? double(t) : 1.0);
+  // FP8 on the CPU: the emulated FP8 GEMMs' backward (fp8CpuBackwardBytes) when it is the larger
+  // moment (the LM head's dW, held to the end of backward, is in StageMemory::head all the same).
+  between = std::max(between, fp8CpuBackwardBytes(dense_layer, p));
+  return int64_t(between + fresh_weight * double(e) * double(std::max<int64_t>(1, p.cpu_lanes)));
 }
 
 // Context parallelism's ring (docs/memory-model.md, "Context parallelism"): during a layer's attention
@@ -488,7 +508,7 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   const ZeroTwoWalk walk = zeroTwoWalk(slots, p, int64_t(saved.size()));
   addZeroTwo(sm, p, n, largest, largest_dense, experts, walk, saved);
   if (p.pp > 1) addSendBuffers(sm, w, p, st);
-  sm.allowance = transientAllowance(w, p, largest_dense);
+  sm.allowance = transientAllowance(w, p, st, largest_dense, ops.runtime_whole);
   addExpertBackward(sm, w, p, ops, walk);
   sm.ring = ringBuffers(w, p);
   sm.megatron_activations = megatronActivations(w, p, sm, ops, interleave);

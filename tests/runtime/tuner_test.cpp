@@ -45,7 +45,8 @@ struct Cfg {
 // Runs each configuration of `workload` for 2 steps and compares its measured peak (the run
 // summary's) with `trainscope predict`'s: each within 10%, the median within 5% (the issues' aim).
 // A new architecture is one more call with its workload (the Llama family's below).
-void expectPeaksPredicted(const std::string& workload, const std::vector<Cfg>& space) {
+void expectPeaksPredicted(const std::string& workload, const std::vector<Cfg>& space, double each = 0.10,
+                          double median = 0.05) {
   std::vector<double> errors;
   for (const Cfg& c : space) {
     const int n = c.dp * c.cp * c.tp * c.pp, gbs = c.mbs * c.dp * c.ga, lanes = c.lanes;
@@ -65,13 +66,13 @@ void expectPeaksPredicted(const std::string& workload, const std::vector<Cfg>& s
     errors.push_back(std::abs(err));
     std::printf("  %-40s measured %8.2f MiB  predicted %8.2f MiB  %+5.1f%%\n", shape.substr(shape.find("--mbs")).c_str(), measured / (1 << 20),
                 predicted / (1 << 20), 100 * err);
-    EXPECT_LE(std::abs(err), 0.10) << shape;
+    EXPECT_LE(std::abs(err), each) << shape;
   }
   std::sort(errors.begin(), errors.end());
   std::printf("  |error|: median %.1f%%, max %.1f%% over %zu configurations\n", 100 * errors[errors.size() / 2],
               100 * errors.back(), errors.size());
   // The issue's aim: 5%. Peaks are counted by the allocator, not sampled, so they do not vary.
-  EXPECT_LE(errors[errors.size() / 2], 0.05);
+  EXPECT_LE(errors[errors.size() / 2], median);
 }
 
 }  // namespace
@@ -95,14 +96,25 @@ TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTheCpuSpaceWithinTenPercent) {
 }
 
 // The Llama family (RMSNorm, RoPE, SwiGLU, GQA, untied head) on the runtime that trains it
-// (issue 32's "measured CPU peaks within 5% of predict").
+// (issue 32's "measured CPU peaks within 5% of predict"): each layout within 5%. Full recomputation
+// in fp32 and bf16 at two micro-batch sizes (the rebuilt SwiGLU's backward), and --precision fp8
+// under gradient accumulation 2 and 4 (the FP8 weight cache held all step, the CPU's emulated FP8
+// GEMMs), with each checkpointing mode and ZeRO-3.
 TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTinyLlama) {
   const std::vector<Cfg> space = {{1, 1, 1, 4, "none", 0},      {1, 1, 1, 4, "full", 0},
                                   {1, 1, 1, 4, "selective", 0}, {2, 1, 1, 4, "none", 0},
                                   {1, 2, 1, 4, "none", 0},      {1, 1, 2, 4, "none", 0},
-                                  {1, 2, 1, 4, "selective", 0, 1, 2, " --sequence-parallel"},
-                                  {2, 1, 1, 4, "none", 2},      {1, 1, 1, 4, "none", 0, 1, 2, " --precision bf16"}};
-  expectPeaksPredicted("tiny-llama", space);
+                                  {2, 1, 1, 4, "none", 2},      {1, 1, 1, 4, "none", 0, 1, 2, " --precision bf16"},
+                                  {1, 1, 1, 8, "full", 0, 1, 1}, {1, 1, 1, 4, "full", 0, 1, 2, " --precision bf16"},
+                                  {1, 1, 1, 4, "none", 0, 1, 2, " --precision fp8"},
+                                  {1, 1, 1, 4, "none", 0, 1, 4, " --precision fp8"},
+                                  {1, 1, 1, 4, "full", 0, 1, 2, " --precision fp8"},
+                                  {1, 1, 1, 4, "selective", 0, 1, 2, " --precision fp8"},
+                                  {2, 1, 1, 4, "full", 0, 1, 2, " --zero 3 --precision fp8"}};
+  expectPeaksPredicted("tiny-llama", space, 0.05);
+  // Open: TP 2 with SP and selective recomputation is predicted 5.5% low (2.62 of 2.77 MiB); held
+  // to 10% until the SP layer's gathered tensors are counted.
+  expectPeaksPredicted("tiny-llama", {{1, 2, 1, 4, "selective", 0, 1, 2, " --sequence-parallel"}}, 0.10, 0.10);
 }
 
 TEST(Predict, ReportsEveryFigureAndRefusesAnInvalidPlan) {

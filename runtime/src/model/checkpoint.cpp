@@ -8,6 +8,7 @@
 
 #include <utility>
 
+#include "model/fp8.h"
 #include "trainscope/tracer/range.h"
 
 namespace trainscope::runtime {
@@ -36,6 +37,7 @@ variable_list recomputeAndDifferentiate(AutogradContext* ctx, const variable_lis
     TRAINSCOPE_RANGE(tracer::names::kRecompute);
     c10::AutoGradMode enable(true);
     RecomputeScope scope;
+    fp8::AliasScope fp8_weights(inputs, saved);  // the copies run the originals' FP8 linears
     out = recompute(inputs);
   }
   variable_list wrt;

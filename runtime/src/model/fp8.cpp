@@ -39,13 +39,15 @@ struct Fp8Linear : public torch::autograd::Function<Fp8Linear> {
                             const std::optional<at::Tensor>& b, int64_t meta_handle) {
     Meta* meta = reinterpret_cast<Meta*>(meta_handle);
     auto [xq, sx] = quantize(x, meta, Input);   // (M, K) E4M3
-    auto [wq, sw] = quantize(w, meta, Weight);  // (N, K) E4M3
+    const CastWeight cw = castWeight(w, meta);  // (N, K) E4M3, once per step
+    const at::Tensor& wq = cw.q;
+    const double sw = cw.scale;
     at::Tensor y = at::_scaled_mm(xq, wq.t(), scalar(1.0 / sx, x), scalar(1.0 / sw, x), std::nullopt, std::nullopt,
                                   x.scalar_type());  // (M, N)
     if (b) y.add_(*b);
     // The FP8 copies are what backward needs (half the bytes of the bf16 input, as Transformer
     // Engine saves them).
-    ctx->save_for_backward({xq, wq});
+    ctx->save_for_backward({xq, cw.t});  // the cached column-major copy: no bytes of its own
     ctx->saved_data["meta"] = meta_handle;
     ctx->saved_data["sx"] = sx;
     ctx->saved_data["sw"] = sw;
@@ -55,13 +57,13 @@ struct Fp8Linear : public torch::autograd::Function<Fp8Linear> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
-    const at::Tensor &xq = saved[0], &wq = saved[1];
+    const at::Tensor &xq = saved[0], &wt = saved[1];
     const double sx = ctx->saved_data["sx"].toDouble(), sw = ctx->saved_data["sw"].toDouble();
     const auto dtype = at::ScalarType(ctx->saved_data["dtype"].toInt());
     at::Tensor dy = grad_out[0].contiguous();                  // (M, N)
     auto [gq, sg] = quantize(dy, metaOf(ctx), GradOutput);     // (M, N) E5M2
     // dX = dY W: (M, N) · (N, K), W column-major (Transformer Engine's transpose of the FP8 weight).
-    at::Tensor dx = at::_scaled_mm(gq, columnMajor(wq), scalar(1.0 / sg, dy), scalar(1.0 / sw, dy), std::nullopt,
+    at::Tensor dx = at::_scaled_mm(gq, wt, scalar(1.0 / sg, dy), scalar(1.0 / sw, dy), std::nullopt,
                                    std::nullopt, dtype);
     // dW = dYᵀ X: (N, M) · (M, K), both transposed copies of the FP8 tensors.
     at::Tensor dw = at::_scaled_mm(gq.t().contiguous(), columnMajor(xq), scalar(1.0 / sg, dy), scalar(1.0 / sx, dy),
@@ -92,6 +94,7 @@ Meta* Recipe::find(const at::Tensor& weight) {
 
 std::vector<rundb::Fp8Scale> Recipe::endStep(const std::vector<Group*>& groups, int64_t rank, int64_t step) {
   std::vector<rundb::Fp8Scale> rows;
+  for (Meta* m : metas_) m->weight_q = m->weight_t = at::Tensor(), m->weight_scale = 0;  // the weights change next
   if (metas_.empty()) return rows;
   // Every amax of the step in one tensor, reduced once per group (-1: not seen this step).
   const int64_t n = int64_t(metas_.size()) * 3;
@@ -131,6 +134,14 @@ std::vector<rundb::Fp8Scale> Recipe::endStep(const std::vector<Group*>& groups, 
   return rows;
 }
 
+int64_t Recipe::cachedWeightBytes() const {
+  int64_t n = 0;
+  for (const Meta* m : metas_)
+    for (const at::Tensor* t : {&m->weight_q, &m->weight_t})
+      if (t->defined()) n += t->numel() * int64_t(t->element_size());
+  return n;
+}
+
 void registerBlockLinears(Recipe& r, const std::vector<at::Tensor>& leaves, const std::vector<ParamInfo>& info) {
   auto endsWith = [](const std::string& s, const std::string& tail) {
     return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -146,13 +157,47 @@ Recipe* active() { return g_active; }
 Scope::Scope(Recipe* r) : prev_(g_active) { g_active = r; }
 Scope::~Scope() { g_active = prev_; }
 
+namespace {
+struct Aliases {
+  const std::vector<at::Tensor>* copies;
+  const std::vector<at::Tensor>* originals;
+};
+thread_local const Aliases* g_aliases = nullptr;
+}  // namespace
+
+AliasScope::AliasScope(const std::vector<at::Tensor>& copies, const std::vector<at::Tensor>& originals)
+    : prev_(g_aliases) {
+  g_aliases = new Aliases{&copies, &originals};
+}
+AliasScope::~AliasScope() {
+  delete g_aliases;
+  g_aliases = static_cast<const Aliases*>(prev_);
+}
+
 Meta* metaFor(const at::Tensor& weight) {
   Recipe* r = g_active;
-  return r && !r->empty() ? r->find(weight) : nullptr;
+  if (!r || r->empty()) return nullptr;
+  if (Meta* m = r->find(weight)) return m;
+  if (const Aliases* a = g_aliases)  // a recomputation's detached copy
+    for (size_t i = 0; i < a->copies->size() && i < a->originals->size(); ++i)
+      if ((*a->copies)[i].unsafeGetTensorImpl() == weight.unsafeGetTensorImpl()) return r->find((*a->originals)[i]);
+  return nullptr;
+}
+
+CastWeight castWeight(const at::Tensor& w, Meta* meta) {
+  if (!meta->weight_q.defined() || meta->weight_q.device() != w.device()) {
+    auto [q, s] = quantize(w, meta, Weight);
+    meta->weight_q = q;
+    meta->weight_t = columnMajor(q);  // Transformer Engine's transposed FP8 weight, for dgrad
+    meta->weight_scale = s;
+  }
+  return {meta->weight_q, meta->weight_t, meta->weight_scale};
 }
 
 std::pair<at::Tensor, double> quantize(const at::Tensor& t, Meta* meta, int role) {
-  at::Tensor amax = t.abs().amax().to(at::kFloat);  // 0-d
+  // max |t| = max(max t, −min t), with no |t| copy of the whole tensor; NaN propagates alike.
+  auto [lo, hi] = at::aminmax(t);
+  at::Tensor amax = at::maximum(hi, lo.neg()).to(at::kFloat);  // 0-d
   at::Tensor& slot = meta->amax[role];
   slot = slot.defined() ? at::maximum(slot, amax) : amax;
   double s = meta->scale[role];
@@ -163,7 +208,20 @@ std::pair<at::Tensor, double> quantize(const at::Tensor& t, Meta* meta, int role
   }
   meta->used_scale[role] = s;
   const double top = maxOf(role);
-  at::Tensor q = (t.to(at::kFloat) * s).clamp_(-top, top).to(formatOf(role));  // saturating cast
+  // The saturating cast, t·s in fp32 rounded to the format, a block of rows at a time into the FP8
+  // tensor: its fp32 intermediate is one block (kCastBlock elements at most), not a 4-byte copy of a
+  // whole activation or gradient (Transformer Engine's fused cast has none). copy_ is the conversion
+  // .to() runs, so the values are those of the one-shot cast.
+  const at::Tensor src = t.contiguous();
+  at::Tensor q = at::empty(src.sizes(), src.options().dtype(formatOf(role)));
+  const int64_t rows = src.dim() == 0 ? 1 : src.size(0), width = rows > 0 ? src.numel() / rows : 0;
+  const int64_t block = std::max<int64_t>(1, kCastBlock / std::max<int64_t>(1, width));
+  for (int64_t r = 0; r < rows; r += block) {
+    const int64_t n = std::min(block, rows - r);
+    const at::Tensor part = src.dim() == 0 ? src : src.narrow(0, r, n);
+    at::Tensor f = part.scalar_type() == at::kFloat ? part.mul(s) : part.to(at::kFloat).mul_(s);
+    (src.dim() == 0 ? q : q.narrow(0, r, n)).copy_(f.clamp_(-top, top));
+  }
   return {q, s};
 }
 

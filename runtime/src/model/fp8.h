@@ -39,6 +39,9 @@ inline constexpr int kHistory = 16;          // steps of amax history (torchao's
 inline constexpr double kE4M3Max = 448.0;    // largest finite float8_e4m3fn
 inline constexpr double kE5M2Max = 57344.0;  // largest finite float8_e5m2
 
+// The saturating cast's fp32 intermediate: at most this many elements at once (quantize).
+inline constexpr int64_t kCastBlock = int64_t(1) << 14;
+
 enum Role { Input = 0, Weight = 1, GradOutput = 2 };
 const char* roleName(int role);  // "input", "weight", "grad_output"
 
@@ -51,6 +54,13 @@ struct Meta {
   double scale[3] = {0, 0, 0};      // 0: no history yet (current scaling)
   double used_scale[3] = {0, 0, 0}; // the scale this step quantised with (what the run database records)
   bool current[3] = {false, false, false};  // this step scaled by each tensor's own amax (no history)
+  // The weight cast once per step (Transformer Engine's FP8 weight cache under gradient
+  // accumulation): its E4M3 copy (N, K) and the column-major copy dgrad reads, made at the step's
+  // first forward and reused by every micro-batch and recomputation until endStep (before the
+  // optimizer changes the weight). Under ZeRO-3 the cast is of the first gather's full weight, so
+  // later gathers of the same step need none. Undefined: not cast yet this step.
+  at::Tensor weight_q, weight_t;
+  double weight_scale = 0;
 };
 
 // The FP8 linears of one trainer: its registered weights (by identity: the autograd leaves the
@@ -63,7 +73,10 @@ class Recipe {
   // After a step's backward: reduces the step's amaxes (max) over `groups` (nullptr or size 1
   // entries skipped), appends them to the histories, derives the next scales, and returns the rows
   // for the run database (rank, step, tensor, role, amax, scale used this step).
+  // Also drops every cached FP8 weight (the optimizer step that follows changes the weights).
   std::vector<rundb::Fp8Scale> endStep(const std::vector<Group*>& groups, int64_t rank, int64_t step);
+  // Bytes of the FP8 weight copies cached this step (both layouts).
+  int64_t cachedWeightBytes() const;
 
  private:
   std::unordered_map<const void*, std::unique_ptr<Meta>> by_impl_;
@@ -93,6 +106,27 @@ class Scope {
 
 // The FP8 linear for `weight` when one is active (active() has it registered), else nullptr.
 Meta* metaFor(const at::Tensor& weight);
+
+// While alive, metaFor(copies[i]) answers as for originals[i]: a checkpointed block recomputes on
+// detached copies of its weights (model/checkpoint.cpp), which must run the same FP8 linears.
+class AliasScope {
+ public:
+  AliasScope(const std::vector<at::Tensor>& copies, const std::vector<at::Tensor>& originals);
+  ~AliasScope();
+  AliasScope(const AliasScope&) = delete;
+  AliasScope& operator=(const AliasScope&) = delete;
+
+ private:
+  const void* prev_;
+};
+
+// The weight's E4M3 copy for this step: cast (and its column-major copy made) at the first call of
+// the step, the cached pair afterwards (Meta::weight_q). Returns (copy, column-major copy, scale).
+struct CastWeight {
+  at::Tensor q, t;
+  double scale;
+};
+CastWeight castWeight(const at::Tensor& w, Meta* meta);
 
 // x (M, K) bf16, w (N, K) bf16, b (N) or undefined → (M, N) bf16, through the FP8 GEMMs above, with
 // its own autograd backward.
