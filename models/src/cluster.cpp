@@ -96,6 +96,27 @@ nlohmann::json parseClusterJson(const std::string& text, const std::string& sour
 
 }  // namespace
 
+namespace {
+
+// The cluster file's "frameworks" object over the built-in profiles (framework_profile.h).
+void parseFrameworks(const nlohmann::json& j, const std::string& source, Cluster& c) {
+  const std::string field = "--cluster " + source + ": ";
+  for (const Framework f : allFrameworks()) c.frameworks[frameworkKey(f)] = builtinProfile(f);
+  if (j.contains("frameworks")) {
+    if (!j["frameworks"].is_object())
+      throw UserError(field + "frameworks", "must be an object of framework profiles",
+                      "e.g. {\"fsdp\": {\"hook_s\": 3e-5}}; see docs/framework-profiles.md");
+    for (const auto& [name, profile] : j["frameworks"].items()) {
+      if (!c.frameworks.count(name))
+        throw UserError(field + "frameworks." + name, "is not a framework",
+                        "use trainscope, megatron, fsdp or deepspeed");
+      c.frameworks[name] = parseProfile(profile.dump(), c.frameworks[name], field + "frameworks." + name);
+    }
+  }
+}
+
+}  // namespace
+
 Cluster parseCluster(const std::string& text, const std::string& source) {
   const nlohmann::json j = parseClusterJson(text, source);
   Cluster c;
@@ -195,18 +216,7 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
     tier->latency = num(j[key], "latency", false, 0, AtLeastZero, tier_name);
     tier->half_bytes = num(j[key], "half_bytes", false, 0, AtLeastZero, tier_name);
   }
-  for (const Framework f : allFrameworks()) c.frameworks[frameworkKey(f)] = builtinProfile(f);
-  if (j.contains("frameworks")) {
-    if (!j["frameworks"].is_object())
-      throw UserError(field("frameworks"), "must be an object of framework profiles",
-                      "e.g. {\"fsdp\": {\"hook_s\": 3e-5}}; see docs/framework-profiles.md");
-    for (const auto& [name, profile] : j["frameworks"].items()) {
-      if (!c.frameworks.count(name))
-        throw UserError(field(("frameworks." + name).c_str()), "is not a framework",
-                        "use trainscope, megatron, fsdp or deepspeed");
-      c.frameworks[name] = parseProfile(profile.dump(), c.frameworks[name], field(("frameworks." + name).c_str()));
-    }
-  }
+  parseFrameworks(j, source, c);
   if (j.contains("sources"))
     for (const auto& s : j["sources"]) c.sources.push_back(s.is_string() ? s.get<std::string>() : jsonText(s));
   return c;

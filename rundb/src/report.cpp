@@ -291,6 +291,33 @@ void formatSteps(const Report& r, std::ostream& o) {
 
 }  // namespace
 
+// The collectives' table: busbw, skew and wait over the linked calls; rows not linked say why.
+void formatCollectives(const std::vector<CollectiveStat>& collectives, std::ostream& o) {
+  char line[512];
+  o << "\ncollectives (busbw: nccl-tests' rule over the transfer, from the last rank's arrival to the end, the "
+       "wait for it left out; skew: last arrival - first, over the calls linked across ranks)\n";
+  for (const auto& c : collectives) {
+    // Rows no call took have no known wait or skew: said so, never printed as 0.
+    if (c.linked == 0) {
+      std::snprintf(line, sizeof(line), "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw %.3f GB/s (whole call)  not linked: ",
+                    c.op.c_str(), c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
+                    c.total_s * 1e3, c.busbw_with_wait_mean * 1e-9);
+      o << line << c.not_linked_reason << "\n";
+      continue;
+    }
+    std::snprintf(line, sizeof(line),
+                  "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw mean %.3f max %.3f GB/s (whole call %.3f)"
+                  "  skew mean %.3f max %.3f ms  wait %.2f ms",
+                  c.op.c_str(), c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
+                  c.total_s * 1e3, c.busbw_mean * 1e-9, c.busbw_max * 1e-9, c.busbw_with_wait_mean * 1e-9,
+                  c.skew_mean_s * 1e3, c.skew_max_s * 1e3, c.wait_s * 1e3);
+    o << line;
+    if (c.rows_not_linked > 0)
+      o << " (over the linked rows; " << c.rows_not_linked << " row(s) not linked: " << c.not_linked_reason << ")";
+    o << "\n";
+  }
+}
+
 std::string formatReport(const Report& r) {
   const RunSummary& s = r.summary;
   std::ostringstream o;
@@ -329,7 +356,7 @@ std::string formatReport(const Report& r) {
   }
   o << "(per counted step, over each step's " << (gpu ? "GPU window: its launches' device work" : "CPU window")
     << (s.breakdown_source.empty() ? "" : "; compute from " + s.breakdown_source)
-    << "; wait: comm spent waiting for a peer at a linked collective, bubble: at a linked pipeline send or receive)\n";
+    << ";\n wait: comm spent waiting for a peer at a linked collective, bubble: at a linked pipeline send or receive)\n";
   for (const auto& n : s.notes) o << "note: " << n << "\n";
   formatSteps(r, o);
   if (!r.top_ops.empty()) {
@@ -342,30 +369,7 @@ std::string formatReport(const Report& r) {
       o << line;
     }
   }
-  if (!r.collectives.empty()) {
-    o << "\ncollectives (busbw: nccl-tests' rule over the transfer, from the last rank's arrival to the end, the "
-         "wait for it left out; skew: last arrival - first, over the calls linked across ranks)\n";
-    for (const auto& c : r.collectives) {
-      // Rows no call took have no known wait or skew: said so, never printed as 0.
-      if (c.linked == 0) {
-        std::snprintf(line, sizeof(line), "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw %.3f GB/s (whole call)  not linked: ",
-                      c.op.c_str(), c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
-                      c.total_s * 1e3, c.busbw_with_wait_mean * 1e-9);
-        o << line << c.not_linked_reason << "\n";
-        continue;
-      }
-      std::snprintf(line, sizeof(line),
-                    "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw mean %.3f max %.3f GB/s (whole call %.3f)"
-                    "  skew mean %.3f max %.3f ms  wait %.2f ms",
-                    c.op.c_str(), c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
-                    c.total_s * 1e3, c.busbw_mean * 1e-9, c.busbw_max * 1e-9, c.busbw_with_wait_mean * 1e-9,
-                    c.skew_mean_s * 1e3, c.skew_max_s * 1e3, c.wait_s * 1e3);
-      o << line;
-      if (c.rows_not_linked > 0)
-        o << " (over the linked rows; " << c.rows_not_linked << " row(s) not linked: " << c.not_linked_reason << ")";
-      o << "\n";
-    }
-  }
+  if (!r.collectives.empty()) formatCollectives(r.collectives, o);
   if (!r.expert_load.empty()) formatExpertLoad(r.expert_load, o);
   if (!r.checkpoints.empty()) {
     o << "\ncheckpoints (run --save):\n";

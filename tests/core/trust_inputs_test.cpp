@@ -251,7 +251,7 @@ TEST(NumericInputs, AWorkloadIntegerPastInt64IsRefusedByName) {
 TEST(Messages, AnUnknownCommandListsTheCommands) {
   const CliResult r = cli("frobnicate --x 1");
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("unknown command frobnicate; commands are: run tune predict report export import view"),
+  EXPECT_NE(r.output.find("unknown command frobnicate; commands are: run tune predict calibrate report export import view"),
             std::string::npos)
       << r.output;
   const CliResult none = cli("");

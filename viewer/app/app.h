@@ -267,8 +267,11 @@ class App {
   void drawFrame();
   void drawTimeline();
   void drawDetails();
+  void drawRangeDetails();
   void drawStatistics();
   void drawSteps();
+  void drawPerStepTable(const rundb::RunSummary& s);
+  void drawStepPaths(const rundb::RunSummary& s);
   void drawSummary();
   void drawCompare();
   void drawStudy();

@@ -38,72 +38,75 @@ std::string pct(double part, double whole) {
 
 }  // namespace
 
-void App::drawDetails() {
-  if (range) {
-    const double len = double(range->second - range->first);
-    ImGui::Text("Selected range: %s (from %s to %s)", formatExact(range->second - range->first).c_str(),
-                formatExact(range->first - origin()).c_str(), formatExact(range->second - origin()).c_str());
-    ImGui::SameLine();
-    if (ImGui::SmallButton("statistics of this range")) {
-      stats_in_range = true;
-      tab = Tab::Statistics;
-      tab_requested = true;
-    }
-    // Per kind, shares per rank: each rank's union of the kind's events over its tracks, at most 100%.
-    if (ImGui::BeginTable("range", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
-      ImGui::TableSetupColumn("kind");
-      ImGui::TableSetupColumn("events");
-      ImGui::TableSetupColumn("ranks");
-      ImGui::TableSetupColumn("busy per rank (mean)");
-      ImGui::TableSetupColumn("of the range per rank (mean)");
-      ImGui::TableSetupColumn("busiest rank");
-      ImGui::TableHeadersRow();
-      for (int k = 0; k < kEventKinds; ++k) {
-        const KindTotal& kt = range_totals[size_t(k)];
-        if (!kt.count) continue;
-        const double mean = double(kt.busy_ns) / double(std::max<int64_t>(1, kt.ranks));
-        ImGui::TableNextRow();
-        ImGui::TableNextColumn();
-        ImGui::TextColored(ImColor(kindColor(EventKind(k))), "%s", kindName(EventKind(k)));
-        ImGui::TableNextColumn();
-        ImGui::Text("%lld", (long long)kt.count);
-        ImGui::TableNextColumn();
-        ImGui::Text("%lld", (long long)kt.ranks);
-        ImGui::TableNextColumn();
-        ImGui::Text("%s", formatDuration(mean).c_str());
-        ImGui::TableNextColumn();
-        ImGui::Text("%s", pct(mean, len).c_str());
-        ImGui::TableNextColumn();
-        ImGui::Text("rank %lld: %s", (long long)kt.max_rank, pct(double(kt.max_rank_busy_ns), len).c_str());
-      }
-      ImGui::EndTable();
-    }
-    // Per rank: where the range's time went, the waits for peers and the bubble apart (step_view.h).
-    if (!range_breakdown.empty() &&
-        ImGui::BeginTable("range_breakdown", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
-      for (const char* h : {"rank", "compute", "exposed comm", "waiting for a peer", "pipeline bubble", "overlap",
-                            "memory", "idle"})
-        ImGui::TableSetupColumn(h);
-      ImGui::TableHeadersRow();
-      for (const auto& r : range_breakdown) {
-        ImGui::TableNextRow();
-        ImGui::TableNextColumn();
-        ImGui::Text("%lld", (long long)r.rank);
-        for (double v : {r.b.compute_s, r.b.exposedCommS(), r.b.wait_s, r.b.bubble_s, r.b.overlap_s, r.b.memory_s,
-                         r.b.idle_s}) {
-          ImGui::TableNextColumn();
-          ImGui::Text("%s (%s)", formatDuration(v * 1e9).c_str(), pct(v * 1e9, len).c_str());
-        }
-      }
-      ImGui::EndTable();
-    }
-    // Per name and rank: the range's statistics (view_stats.cpp), half the panel when an event is
-    // selected too.
-    if (selection) ImGui::BeginChild("range_names_child", ImVec2(0, ImGui::GetContentRegionAvail().y * 0.45f));
-    drawRangeNames();
-    if (selection) ImGui::EndChild();
-    ImGui::Separator();
+// A selected time range: per kind, per rank (waits and bubble apart) and per name.
+void App::drawRangeDetails() {
+  const double len = double(range->second - range->first);
+  ImGui::Text("Selected range: %s (from %s to %s)", formatExact(range->second - range->first).c_str(),
+              formatExact(range->first - origin()).c_str(), formatExact(range->second - origin()).c_str());
+  ImGui::SameLine();
+  if (ImGui::SmallButton("statistics of this range")) {
+    stats_in_range = true;
+    tab = Tab::Statistics;
+    tab_requested = true;
   }
+  // Per kind, shares per rank: each rank's union of the kind's events over its tracks, at most 100%.
+  if (ImGui::BeginTable("range", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+    ImGui::TableSetupColumn("kind");
+    ImGui::TableSetupColumn("events");
+    ImGui::TableSetupColumn("ranks");
+    ImGui::TableSetupColumn("busy per rank (mean)");
+    ImGui::TableSetupColumn("of the range per rank (mean)");
+    ImGui::TableSetupColumn("busiest rank");
+    ImGui::TableHeadersRow();
+    for (int k = 0; k < kEventKinds; ++k) {
+      const KindTotal& kt = range_totals[size_t(k)];
+      if (!kt.count) continue;
+      const double mean = double(kt.busy_ns) / double(std::max<int64_t>(1, kt.ranks));
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextColored(ImColor(kindColor(EventKind(k))), "%s", kindName(EventKind(k)));
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", (long long)kt.count);
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", (long long)kt.ranks);
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", formatDuration(mean).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", pct(mean, len).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("rank %lld: %s", (long long)kt.max_rank, pct(double(kt.max_rank_busy_ns), len).c_str());
+    }
+    ImGui::EndTable();
+  }
+  // Per rank: where the range's time went, the waits for peers and the bubble apart (step_view.h).
+  if (!range_breakdown.empty() &&
+      ImGui::BeginTable("range_breakdown", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+    for (const char* h : {"rank", "compute", "exposed comm", "waiting for a peer", "pipeline bubble", "overlap",
+                          "memory", "idle"})
+      ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (const auto& r : range_breakdown) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", (long long)r.rank);
+      for (double v : {r.b.compute_s, r.b.exposedCommS(), r.b.wait_s, r.b.bubble_s, r.b.overlap_s, r.b.memory_s,
+                       r.b.idle_s}) {
+        ImGui::TableNextColumn();
+        ImGui::Text("%s (%s)", formatDuration(v * 1e9).c_str(), pct(v * 1e9, len).c_str());
+      }
+    }
+    ImGui::EndTable();
+  }
+  // Per name and rank: the range's statistics (view_stats.cpp), half the panel when an event is
+  // selected too.
+  if (selection) ImGui::BeginChild("range_names_child", ImVec2(0, ImGui::GetContentRegionAvail().y * 0.45f));
+  drawRangeNames();
+  if (selection) ImGui::EndChild();
+  ImGui::Separator();
+}
+
+void App::drawDetails() {
+  if (range) drawRangeDetails();
   if (!selection || !docs[selection->doc]->ready()) {
     if (!range) ImGui::TextDisabled("Click an event for its details; shift-drag to select a time range. "
                                     "Wheel: zoom, drag: pan, W/S/A/D, F: fit, [ ]: steps, F3: next match.");
@@ -232,7 +235,12 @@ void App::drawSteps() {
       }
     }
   }
-  // Per step, per rank: the same parts, each step's own (the summary's per_step), through a clipper.
+  drawPerStepTable(s);
+  drawStepPaths(s);
+}
+
+// Per step, per rank: the Steps tab's parts, each step's own (the summary's per_step), through a clipper.
+void App::drawPerStepTable(const rundb::RunSummary& s) {
   std::vector<std::pair<int64_t, const rundb::StepBreakdown*>> per_step;  // (rank, its step)
   for (const auto& r : s.ranks)
     for (const auto& p : r.per_step) per_step.emplace_back(r.rank, &p);
@@ -265,6 +273,10 @@ void App::drawSteps() {
     }
     ImGui::TreePop();
   }
+}
+
+// Each counted step's straggler and critical path (Steps tab), the lines kept for --layout.
+void App::drawStepPaths(const rundb::RunSummary& s) {
   // Each counted step's straggler: who arrived last at its collectives, by how much, doing what.
   if (!s.step_stragglers.empty()) {
     ImGui::Separator();
