@@ -26,7 +26,7 @@ from common import ROOT, output_file
 
 SETS = ("vtrain-single", "vtrain-multi", "mpt-80gb", "mpt-40gb", "table5", "table1")
 DEFAULT_FRAMEWORK = {"vtrain-single": "megatron", "vtrain-multi": "megatron", "table5": "megatron", "table1": "megatron",
-                     "mpt-80gb": "", "mpt-40gb": ""}
+                     "mpt-80gb": "fsdp", "mpt-40gb": "fsdp"}
 
 
 def workload(name, layers, heads, hidden, positions, vocab):
