@@ -98,6 +98,25 @@ nlohmann::json parseClusterJson(const std::string& text, const std::string& sour
 
 namespace {
 
+// "matmul_efficiency": [[GEMM FLOPs, achieved share], ...], sorted by FLOPs; absent: empty.
+std::vector<std::pair<double, double>> parseMatmulCurve(const nlohmann::json& j, const std::string& field) {
+  std::vector<std::pair<double, double>> curve;
+  if (!j.contains("matmul_efficiency")) return curve;
+  if (!j["matmul_efficiency"].is_array())
+    throw UserError(field, "must be a list of [flops, efficiency] pairs", "");
+  for (const auto& p : j["matmul_efficiency"]) {
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
+      throw UserError(field, "must be a list of [flops, efficiency] pairs", "");
+    const double flops = p[0].get<double>(), e = p[1].get<double>();
+    if (!std::isfinite(flops) || !(flops > 0) || !std::isfinite(e) || !(e > 0) || e > 1)
+      throw UserError(field, "holds " + jsonText(p) + "; each pair is [FLOPs above 0, efficiency in (0, 1]]",
+                      "see docs/tuner.md, \"Cluster file\"");
+    curve.emplace_back(flops, e);
+  }
+  std::sort(curve.begin(), curve.end());
+  return curve;
+}
+
 // The cluster file's "frameworks" object over the built-in profiles (framework_profile.h).
 void parseFrameworks(const nlohmann::json& j, const std::string& source, Cluster& c) {
   const std::string field = "--cluster " + source + ": ";
@@ -171,20 +190,7 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
     throw UserError(field("peak_flops"), "is missing", "give dense FLOP/s per dtype, e.g. {\"bf16\": 989e12}");
   for (auto& [k, v] : j["peak_flops"].items())
     c.peak_flops[k] = num(j["peak_flops"], k.c_str(), true, 0, AboveZero, "peak_flops");
-  if (j.contains("matmul_efficiency")) {
-    if (!j["matmul_efficiency"].is_array())
-      throw UserError(field("matmul_efficiency"), "must be a list of [flops, efficiency] pairs", "");
-    for (const auto& p : j["matmul_efficiency"]) {
-      if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
-        throw UserError(field("matmul_efficiency"), "must be a list of [flops, efficiency] pairs", "");
-      const double flops = p[0].get<double>(), e = p[1].get<double>();
-      if (!std::isfinite(flops) || !(flops > 0) || !std::isfinite(e) || !(e > 0) || e > 1)
-        throw UserError(field("matmul_efficiency"), "holds " + jsonText(p) + "; each pair is [FLOPs above 0, efficiency in (0, 1]]",
-                        "see docs/tuner.md, \"Cluster file\"");
-      c.matmul_efficiency.emplace_back(flops, e);
-    }
-    std::sort(c.matmul_efficiency.begin(), c.matmul_efficiency.end());
-  }
+  c.matmul_efficiency = parseMatmulCurve(j, "--cluster " + source + ": matmul_efficiency");
   c.vector_flops = num(j, "vector_flops", false, 0, AtLeastZero);
   c.memory_bandwidth = num(j, "memory_bandwidth", true, 0, AboveZero);
   c.sm_count = j.contains("sm_count") ? count("sm_count", false, 0, kMostDevices) : 0;

@@ -6,18 +6,11 @@
 
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
+#include "saturating.h"
 
 namespace trainscope::rundb {
 namespace {
 
-int64_t satAdd(int64_t a, int64_t b) {
-  int64_t r = 0;
-  return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
-}
-int64_t satSub(int64_t a, int64_t b) {
-  int64_t r = 0;
-  return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
-}
 
 // |a ∖ b| within [begin, end), both merged.
 int64_t coveredWithout(const std::vector<Interval>& a, const std::vector<Interval>& a_and_b, int64_t begin, int64_t end) {

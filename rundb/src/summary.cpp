@@ -14,22 +14,9 @@
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/step_analysis.h"
+#include "saturating.h"
 
 namespace trainscope::rundb {
-namespace {
-
-// Saturating int64 arithmetic for times and step numbers read from a file: a damaged or foreign one
-// may hold any values, and a window wider than int64 nanoseconds (292 years) is clamped, not overflowed.
-int64_t satAdd(int64_t a, int64_t b) {
-  int64_t r = 0;
-  return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
-}
-int64_t satSub(int64_t a, int64_t b) {
-  int64_t r = 0;
-  return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
-}
-
-}  // namespace
 
 std::vector<Interval> unionOf(std::vector<Interval> v) {
   auto byBegin = [](const Interval& a, const Interval& b) { return a.begin < b.begin; };

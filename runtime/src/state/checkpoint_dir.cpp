@@ -44,17 +44,6 @@ bool lstatIs(const std::string& p, mode_t type) {
   return ::lstat(p.c_str(), &st) == 0 && (st.st_mode & S_IFMT) == type;
 }
 
-std::string baseName(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  const size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
-}
-
-std::string parentOf(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  return files::folderOf(p);
-}
-
 // The folder's entries (without . and ..); empty when it cannot be read.
 std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> out;

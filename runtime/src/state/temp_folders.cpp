@@ -22,17 +22,6 @@ namespace {
 
 constexpr const char* kMarkerFormat = "trainscope-checkpoint-temp";
 
-std::string baseName(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  const size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
-}
-
-std::string parentOf(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  return files::folderOf(p);
-}
-
 std::string hostName() {
   char buf[256] = {};
   ::gethostname(buf, sizeof(buf) - 1);
@@ -130,6 +119,17 @@ bool checkpointFile(const std::string& e) {
 }
 
 }  // namespace
+
+std::string baseName(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+std::string parentOf(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return files::folderOf(p);
+}
 
 void writeTempMarker(const std::string& tmp, const std::string& dir) {
   nlohmann::json m = {{"format", kMarkerFormat}, {"for", baseName(dir)}, {"host", hostName()},

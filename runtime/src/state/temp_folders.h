@@ -20,6 +20,10 @@
 
 namespace trainscope::runtime {
 
+// A path's last component and its folder, trailing slashes ignored ("a/b/" → "b", "a").
+std::string baseName(std::string p);
+std::string parentOf(std::string p);
+
 // The marker's name in a temporary folder.
 inline constexpr const char* kTempMarker = ".trainscope-writing";
 
