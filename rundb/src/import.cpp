@@ -267,11 +267,13 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
     store.setMeta("source", "import");
     store.begin();
     std::set<int64_t> ranks;
+    nlohmann::json sources = nlohmann::json::array();  // meta import_files: each file, its format and rank
     for (size_t i = 0; i < inputs.size(); ++i) {
       const std::string& p = inputs[i];
       int64_t rank = int64_t(i);
       files::requireRegularFile(p, "import", "pass one trace file per rank");  // before opening: a FIFO blocks
-      if (looksLikeSqlite(p)) {
+      const char* format = looksLikeSqlite(p) ? "nsys" : "kineto";
+      if (std::string(format) == "nsys") {
         try {
           importers::importNsys(store, st, p, rank);
         } catch (const SqliteError& e) {  // a damaged export (writes to the new database do not fail here)
@@ -287,6 +289,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
           throw UserError("import", p + " has an unexpected value: " + e.what(), "pass a PyTorch profiler (Kineto) trace");
         }
       }
+      sources.push_back({{"file", p}, {"format", format}, {"rank", rank}});
       if (!ranks.insert(rank).second)
         throw UserError("import", p + " claims rank " + std::to_string(rank) + ", as an earlier file does",
                         "pass one trace per rank");
@@ -299,6 +302,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
     auto counts = [](const std::map<std::string, int64_t>& m) {  // a category's bytes that are not UTF-8: U+FFFD
       return jsonText(nlohmann::json(m));
     };
+    store.setMeta("import_files", jsonText(sources));
     if (!st.refused_values.empty()) store.setMeta("import_refused_values", counts(st.refused_values));
     if (!st.ignored_device_events.empty()) store.setMeta("import_ignored_device_events", counts(st.ignored_device_events));
     store.commit();

@@ -3,6 +3,9 @@
 // their level and are stopped (and flushed) before the shard closes.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <map>
 #include <thread>
 
 #include "../common/cli.h"
@@ -139,4 +142,45 @@ TEST(Tracer, SourcesStartAtTheirLevelAndAreFlushedBeforeClose) {
   db::RunReader r(shard);
   EXPECT_EQ(r.events<db::Counter>(0).size(), 2u);  // the sample taken while stopping is in the shard
   EXPECT_EQ(r.meta("trace_level"), "ranges");
+}
+
+// Native runs name their threads (issue 35): the main thread is `main`, a thread named by nameThread
+// keeps that name, and one with no name of its own gets no row (the viewer labels it `thread N`);
+// the process is named too. The rows are the ones imports write, so the viewer's track labels read
+// `thread 0 (main)` for a native run as `thread 4242 (python3)` for an import.
+TEST(Tracer, NamesItsThreadsAndProcessInTheShard) {
+  const std::string shard = tempPath("thread_names.db");
+  uint32_t main_id = 0, loader_id = 0, plain_id = 0;
+  {
+    tr::Tracer t(shard, 2, tr::TraceLevel::Ranges);
+    const auto n = t.intern("forward"), d = t.intern("trainscope");
+    main_id = tr::threadId();
+    t.record(tr::RangeEvent{100, 200, n, d, main_id, 0, 0});
+    std::thread([&] {
+      tr::nameThread("data loader");
+      loader_id = tr::threadId();
+      t.record(tr::RangeEvent{110, 120, n, d, loader_id, 0, 0});
+    }).join();
+    std::thread([&] {
+      plain_id = tr::threadId();
+      t.record(tr::RangeEvent{130, 140, n, d, plain_id, 0, 0});
+    }).join();
+    t.close();
+  }
+  db::RunReader r(shard);
+  std::map<int64_t, std::string> names;
+  int processes = 0;
+  for (const db::ThreadName& row : r.threads()) {
+    EXPECT_EQ(row.rank, 2);
+    if (row.kind == int32_t(db::ThreadKind::Thread)) names[row.tid] = r.string(row.name);
+    if (row.kind == int32_t(db::ThreadKind::Process)) {
+      ++processes;
+      EXPECT_EQ(row.tid, int64_t(getpid()));
+      EXPECT_FALSE(r.string(row.name).empty());
+    }
+  }
+  EXPECT_EQ(names[main_id], "thread " + std::to_string(main_id) + " (main)");
+  EXPECT_EQ(names[loader_id], "thread " + std::to_string(loader_id) + " (data loader)");
+  EXPECT_EQ(names.count(plain_id), 0u);
+  EXPECT_EQ(processes, 1);
 }

@@ -2,6 +2,9 @@
 // accounting.
 #include "trainscope/tracer/trace.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <iostream>
 #include <utility>
@@ -227,6 +230,15 @@ void Tracer::close() {
   }
   cv_.notify_one();
   if (writer_.joinable()) writer_.join();
+  // The threads' names (range.h: namedThreads) and this process's, as `threads` rows: native rows read
+  // `thread 0 (main)`, `thread 3 (pt_autograd_0)` in the viewer, not `thread N` alone.
+  std::vector<rundb::ThreadName> names;
+  for (const auto& [tid, name] : namedThreads())
+    names.push_back({int32_t(rundb::ThreadKind::Thread), -1, int64_t(tid),
+                     intern("thread " + std::to_string(tid) + " (" + name + ")"), int64_t(tid), rank_});
+  if (program_invocation_short_name && *program_invocation_short_name)
+    names.push_back({int32_t(rundb::ThreadKind::Process), -1, int64_t(getpid()), intern(program_invocation_short_name),
+                     std::nullopt, rank_});
   Buffers empty;
   write(empty);  // strings interned after the last batch
   std::vector<rundb::Drop> drops;
@@ -234,6 +246,7 @@ void Tracer::close() {
     drops.push_back({rank_, sourceName(i), emitted_[i].load(), stored_[i].load(), dropped_[i].load()});
   store_->begin();
   store_->put(drops);
+  store_->put(names);
   store_->setMeta("trace_level", toString(level_));
   for (const auto& [k, v] : meta_) store_->setMeta(k, v);
   store_->commit();

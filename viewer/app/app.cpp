@@ -322,6 +322,7 @@ void App::writeLayout(const std::string& path) const {
   j["timeline"] = {{"x0", timeline_x0}, {"x1", timeline_x1}, {"y0", timeline_y0}, {"y1", timeline_y1}};
   j["view"] = {{"t0", view.t0}, {"t1", view.t1}, {"origin", view.origin}};
   j["panel_y0"] = panel_y0;
+  j["import_headers"] = import_headers;
   j["selection"] = bool(selection);
   j["rows"] = nlohmann::json::array();
   for (const auto& r : rows) {
@@ -331,9 +332,13 @@ void App::writeLayout(const std::string& path) const {
   }
   // The ruler and the boxes as drawn, so that tests read the screen without OCR.
   nlohmann::json ticks = nlohmann::json::array();
-  for (const Tick& tk : ruler.ticks)
+  for (size_t i = 0; i < ruler.ticks.size(); ++i) {
+    const Tick& tk = ruler.ticks[i];
     ticks.push_back({{"x", view.x0 + (tk.t - view.t0) / view.nsPerPx()}, {"ns", tk.ns}, {"major", tk.major},
                      {"label", tk.label}});
+    if (tk.major && i < ruler_label_x.size())
+      ticks.back()["label_x0"] = ruler_label_x[i].first, ticks.back()["label_x1"] = ruler_label_x[i].second;
+  }
   j["ruler"] = {{"step", ruler.step}, {"relative", ruler.relative}, {"base", ruler.base},
                 {"base_label", ruler.base_label}, {"ticks", ticks}};
   j["boxes"] = nlohmann::json::array();

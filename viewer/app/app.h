@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -18,6 +19,7 @@
 #include "trainscope/rundb/reader.h"
 #include "trainscope/tuner/study.h"
 #include "trainscope/viewer/details.h"
+#include "trainscope/viewer/fit.h"
 #include "trainscope/viewer/lod.h"
 #include "trainscope/viewer/model.h"
 #include "trainscope/viewer/names.h"
@@ -158,6 +160,13 @@ class App {
   std::unique_ptr<Statistics> range_stats;  // computed for range_stats_for of range_stats_trace
   std::pair<int64_t, int64_t> range_stats_for{};
   const Trace* range_stats_trace = nullptr;
+  // The histogram's axes as last drawn: the x labels placed (fit.h), the y axis's bottom and top counts,
+  // the plot's width.
+  struct HistAxesShown {
+    std::vector<AxisLabel> x;
+    std::string y_lo, y_hi;
+    float w = 0;
+  };
   // The statistics table as last drawn (recorded for --layout only).
   struct StatsShown {
     bool drawn = false, in_range = false, complete = true;
@@ -166,11 +175,13 @@ class App {
     std::vector<std::string> labels;
     std::string hist_name;  // the histogram beside the table
     Histogram hist;
+    HistAxesShown hist_axes;
   } stats_shown;
   int64_t align_step = 1;
   bool fitted = false;
   std::vector<RowRect> rows;  // last frame's
   Ruler ruler;                // last frame's
+  std::vector<std::pair<float, float>> ruler_label_x;  // last frame's: each tick's label, x0 and x1 as drawn
   std::vector<BoxRect> boxes; // last frame's, when --layout asks for them
   std::vector<LinkRect> links;       // last frame's, when --layout asks for them
   // The critical path's segments as last drawn (view_path.cpp; --layout): rank, kind, where.
@@ -226,6 +237,13 @@ class App {
   bool alignment_drawn = false;  // its message was on screen in the last frame
   std::optional<std::pair<size_t, TrackKey>> track_menu;  // the row a context menu is open for
   std::vector<std::pair<LayoutRow, float>> tracks_drawn;  // last frame's rows and their screen y (--layout)
+  struct TrackLabelShown {  // a track's label in the label column as drawn (--layout): cut with "..." to fit
+    size_t doc;
+    int64_t rank;
+    std::string label, shown;
+  };
+  std::vector<TrackLabelShown> track_labels_drawn;
+  std::vector<std::string> import_headers;  // the imported runs' header lines as last drawn (header.h)
   Habits habits;           // bookmarks, notes, overlays (view_habits.cpp)
   StudyShown study_shown;  // the study view as last drawn (for --layout)
 
@@ -277,6 +295,8 @@ class App {
   void drawStudy();
   // view_stats.cpp, view_tables.cpp: statistics, the range's names, the runs' diff, the SQL box, CSV.
   TablesState tables;
+  std::vector<std::string> diff_names_shown;  // the per-name diff's rows drawn: names as shown (--layout)
+  std::vector<std::tuple<std::string, float, float>> diff_deltas_shown;  // their B - A: text, its width, the room
   Document* statsDocument();                         // the run Statistics is of (the first loaded)
   const Statistics* shownStatistics(bool in_range, bool wait = false);  // nullptr: a range still counting
   void statisticsControls(const Statistics* st, const Trace& t, bool in_range);
@@ -303,10 +323,24 @@ class App {
   void drawLane(ImDrawList* dl, const TimelineContext& cx, size_t doc, uint32_t track, uint32_t lane, float y);
   void drawCounter(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y);
   void drawUtilisation(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y);
+  void drawCompactRow(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y);
+  // Compact rows as last drawn (--layout): the rank, where, and its mean busy share over the window.
+  struct CompactShown {
+    size_t doc;
+    int64_t rank;
+    float y0, y1;
+    double busy;
+  };
+  std::vector<CompactShown> compact_drawn;
+  // Flow arrows and links (the flows switch): every send's arrow and the selected or hovered event's
+  // links (all), the selected event's only (selected), or none.
+  enum class FlowMode { All, Selected, None };
+  FlowMode flow_mode = FlowMode::All;
   void drawTimelineOverlays(ImDrawList* dl, const TimelineContext& cx, const Hover& hover);
   Hover hitTest(const TimelineContext& cx, bool pinned);
   void timelineInput(const TimelineContext& cx, const Hover& hover);
   bool applyTrackCommand(const ScriptCommand& c);  // collapse, hide, pin, move, empty, split; false: not one
+  void applyTrackPattern(const ScriptCommand& c);  // collapse / hide / pin … over patterns of ranks and labels
   void writeTimelineLayout(nlohmann::json& j) const;  // --layout: tracks, collapsed headers, alignment
 
  private:

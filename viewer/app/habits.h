@@ -55,9 +55,12 @@ struct StudyShown {
     int64_t trial, candidate;
     float x, y;
     std::string label;
-    bool drawn = true;  // false: the same label is already written beside an earlier repeat here
+    bool drawn = true;  // false: the same label is already written beside an earlier repeat here, or
+                        // it would overprint another label (fit.h: placeLabels; on hover instead)
+    float label_x0 = 0, label_y0 = 0, label_w = 0, label_h = 0;  // where it was written, when drawn
   };
   std::vector<Point> points;
+  std::string memory_limit_note;  // "limit 4.0 GiB: off this scale" when the limit is far above every trial
 };
 
 }  // namespace trainscope::viewer

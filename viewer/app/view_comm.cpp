@@ -111,11 +111,14 @@ void App::drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered)
     dl->AddCircleFilled(pa, 3.5f, palette::kCommLink);
   };
 
-  for (const auto& [doc, call] : sends_drawn) p2pArrow(doc, *call, 1.5f, "send");
+  // The flows switch: all (every send's arrow, the selected and the hovered event's links), selected, none.
+  if (flow_mode == FlowMode::None) return;
+  if (flow_mode == FlowMode::All)
+    for (const auto& [doc, call] : sends_drawn) p2pArrow(doc, *call, 1.5f, "send");
   if (selection && selection->doc < docs.size() && docs[selection->doc]->ready() &&
       docs[selection->doc]->trace->event(selection->ref).kind == EventKind::Collective)
     collectiveLinks(*selection, "selection");
-  if (hovered && (!selection || hovered->doc != selection->doc || hovered->ref != selection->ref) &&
+  if (flow_mode == FlowMode::All && hovered && (!selection || hovered->doc != selection->doc || hovered->ref != selection->ref) &&
       docs[hovered->doc]->trace->event(hovered->ref).kind == EventKind::Collective)
     collectiveLinks(*hovered, "hover");
 }

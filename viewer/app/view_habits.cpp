@@ -361,10 +361,12 @@ void App::habitsLayout(nlohmann::json& j) const {
     for (const auto& [y, l] : p.y_ticks) yt.push_back({{"y", y}, {"label", l}});
     st["plots"].push_back({{"title", p.title}, {"title_w", p.title_w}, {"frame_w", p.frame_w}, {"plot_w", p.plot_w}, {"x_ticks", xt}, {"y_ticks", yt}});
   }
+  st["memory_limit_note"] = study_shown.memory_limit_note;
   st["points"] = nlohmann::json::array();
   for (const auto& p : s.points)
     st["points"].push_back({{"plot", p.plot}, {"trial", p.trial}, {"candidate", p.candidate}, {"x", p.x}, {"y", p.y},
-                            {"label", p.label}, {"drawn", p.drawn}});
+                            {"label", p.label}, {"drawn", p.drawn}, {"label_x0", p.label_x0}, {"label_y0", p.label_y0},
+                            {"label_w", p.label_w}, {"label_h", p.label_h}});
   j["study"] = st;
 }
 

@@ -109,6 +109,21 @@ void trackMenu(App& app) {
   }
   if (ImGui::MenuItem(c.isCollapsed(k.rank) ? "Expand rank" : "Collapse rank")) c.setCollapsed(k.rank, !c.isCollapsed(k.rank));
   if (ImGui::MenuItem("Show hidden tracks of the rank")) c.showAll(k.rank);
+  // Many ranks at once (tracks.h: by pattern across ranks), the compact rows and the flows switch.
+  if (t && !k.label.empty()) {
+    if (ImGui::MenuItem(("Hide \"" + k.label + "\" on every rank").c_str())) setHiddenMatching(c, *t, "*", k.label, true);
+    if (ImGui::MenuItem(("Pin \"" + k.label + "\" of every rank").c_str())) setPinnedMatching(c, *t, "*", k.label, true);
+  }
+  if (t && ImGui::MenuItem("Collapse every rank")) setCollapsedMatching(c, *t, "*", true);
+  if (t && ImGui::MenuItem("Expand every rank")) setCollapsedMatching(c, *t, "*", false);
+  if (ImGui::MenuItem("Compact: one row per rank", nullptr, c.compact)) c.compact = !c.compact, ++c.version;
+  if (ImGui::BeginMenu("Flows")) {
+    if (ImGui::MenuItem("All", nullptr, app.flow_mode == App::FlowMode::All)) app.flow_mode = App::FlowMode::All;
+    if (ImGui::MenuItem("Selected only", nullptr, app.flow_mode == App::FlowMode::Selected))
+      app.flow_mode = App::FlowMode::Selected;
+    if (ImGui::MenuItem("None", nullptr, app.flow_mode == App::FlowMode::None)) app.flow_mode = App::FlowMode::None;
+    ImGui::EndMenu();
+  }
   if (ImGui::MenuItem("Tracks empty in the window take no rows", nullptr, c.hide_empty_in_window))
     c.hide_empty_in_window = !c.hide_empty_in_window, ++c.version;
   ImGui::EndPopup();
@@ -175,12 +190,18 @@ void App::timelineInput(const TimelineContext& cx, const Hover& hover) {
 // Track control from a script (view_state.h lists them). A track that no open run has is reported,
 // as `select` reports a name it cannot find, and the script goes on.
 bool App::applyTrackCommand(const ScriptCommand& c) {
-  static const char* kOps[] = {"collapse", "expand", "hide", "show", "pin", "unpin", "move", "empty", "split", "[", "]"};
+  static const char* kOps[] = {"collapse", "expand", "hide", "show", "pin", "unpin", "move", "empty", "split",
+                               "compact", "flows", "[", "]"};
   if (std::find(std::begin(kOps), std::end(kOps), c.op) == std::end(kOps)) return false;
   if (c.op == "[" || c.op == "]") return stepMove(*this, c.op == "]" ? 1 : -1), true;
   if (c.op == "split") return panel_share = std::stof(c.args[0]), true;
   TrackControl& tc = track_control;
   if (c.op == "empty") return tc.hide_empty_in_window = c.args[0] == "hide", ++tc.version, true;
+  if (c.op == "compact") return tc.compact = c.args[0] == "on", ++tc.version, true;
+  if (c.op == "flows")
+    return flow_mode = c.args[0] == "none" ? FlowMode::None : c.args[0] == "selected" ? FlowMode::Selected : FlowMode::All,
+           true;
+  if (isPattern(c.args[0]) || (c.args.size() > 1 && isPattern(c.args[1]))) return applyTrackPattern(c), true;
   const int64_t rank = int64_t(std::stod(c.args[0]));
   if (c.op == "collapse" || c.op == "expand") return tc.setCollapsed(rank, c.op == "collapse"), true;
   if (c.op == "show" && c.args.size() == 1) return tc.showAll(rank), true;
@@ -202,6 +223,23 @@ bool App::applyTrackCommand(const ScriptCommand& c) {
   return true;
 }
 
+// A track command over patterns (tracks.h: setHiddenMatching …): every rank and track of every open
+// run that matches; none matching is reported as a missing track is, and the script goes on.
+void App::applyTrackPattern(const ScriptCommand& c) {
+  size_t n = 0;
+  const std::string label = c.args.size() > 1 ? c.args[1] : "*";
+  for (const auto& d : docs) {
+    if (!d->ready()) continue;
+    const Trace& t = *d->trace;
+    if (c.op == "collapse" || c.op == "expand") n += setCollapsedMatching(track_control, t, c.args[0], c.op == "collapse");
+    if (c.op == "hide" || c.op == "show") n += setHiddenMatching(track_control, t, c.args[0], label, c.op == "hide");
+    if (c.op == "pin" || c.op == "unpin") n += setPinnedMatching(track_control, t, c.args[0], label, c.op == "pin");
+  }
+  if (n == 0)
+    std::cerr << "trainscope-viewer: --script line " << c.line << ": no track matches rank \"" << c.args[0]
+              << "\" label \"" << label << "\"\n";
+}
+
 // --layout: every row drawn (headers and tracks, with the lanes a flame shows and whether it is
 // pinned), which ranks are collapsed, the split, and run B's alignment with its message.
 void App::writeTimelineLayout(nlohmann::json& j) const {
@@ -214,10 +252,18 @@ void App::writeTimelineLayout(nlohmann::json& j) const {
                       {"pinned", r.kind == RowKind::Track && track_control.isPinned({t.ranks[r.group].rank, t.tracks[r.track].label})}});
   }
   j["tracks"] = tracks;
+  j["track_labels"] = nlohmann::json::array();  // the label column as drawn: cut with "..." where it would not fit
+  for (const auto& l : track_labels_drawn)
+    j["track_labels"].push_back({{"doc", l.doc}, {"rank", l.rank}, {"label", l.label}, {"shown", l.shown}});
   if (j.contains("headers"))
     for (size_t i = 0; i < headers.size() && i < j["headers"].size(); ++i) j["headers"][i]["collapsed"] = headers[i].collapsed;
   j["split"] = {{"panel_share", panel_share}};
   j["empty_in_window_hidden"] = track_control.hide_empty_in_window;
+  j["compact"] = track_control.compact;
+  j["flows"] = flow_mode == FlowMode::None ? "none" : flow_mode == FlowMode::Selected ? "selected" : "all";
+  j["compact_rows"] = nlohmann::json::array();
+  for (const auto& r : compact_drawn)
+    j["compact_rows"].push_back({{"doc", r.doc}, {"rank", r.rank}, {"y0", r.y0}, {"y1", r.y1}, {"busy", r.busy}});
   if (docs.size() > 1)
     j["alignment"] = {{"ok", alignment.ok}, {"step", alignment.step}, {"offset_ns", alignment.offset},
                       {"message", alignment.message}, {"drawn", alignment_drawn}};

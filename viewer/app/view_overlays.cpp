@@ -50,7 +50,7 @@ void selectionOverlay(App& app, ImDrawList* dl, const OverlayClip& clip) {
     dl->PopClipRect();
   };
   box(s.ref, palette::kSelection);
-  if (!d.correlation) return;
+  if (!d.correlation || app.flow_mode == App::FlowMode::None) return;  // the flows switch: none
   const Event& e = d.trace->event(s.ref);
   std::vector<std::pair<EventRef, EventRef>> flows;  // launch → device work
   if (e.kind == EventKind::ApiCall)

@@ -57,7 +57,7 @@ void App::drawRangeDetails() {
     ImGui::TableSetupColumn("busy per rank (mean)");
     ImGui::TableSetupColumn("of the range per rank (mean)");
     ImGui::TableSetupColumn("busiest rank");
-    ImGui::TableHeadersRow();
+    headersRow("range", /*auto_fit=*/true);
     for (int k = 0; k < kEventKinds; ++k) {
       const KindTotal& kt = range_totals[size_t(k)];
       if (!kt.count) continue;
@@ -84,7 +84,7 @@ void App::drawRangeDetails() {
     for (const char* h : {"rank", "compute", "exposed comm", "waiting for a peer", "pipeline bubble", "overlap",
                           "memory", "idle"})
       ImGui::TableSetupColumn(h);
-    ImGui::TableHeadersRow();
+    headersRow("range_breakdown", /*auto_fit=*/true);
     for (const auto& r : range_breakdown) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
@@ -253,7 +253,7 @@ void App::drawPerStepTable(const rundb::RunSummary& s) {
                             "idle"})
         ImGui::TableSetupColumn(h);
       ImGui::TableSetupScrollFreeze(0, 1);
-      ImGui::TableHeadersRow();
+      headersRow("per_step_table", /*auto_fit=*/true);
       ImGuiListClipper rows_clip;
       rows_clip.Begin(int(per_step.size()));
       while (rows_clip.Step())
@@ -355,7 +355,7 @@ void App::drawCompare() {
     ImGui::TableSetupColumn("A");
     ImGui::TableSetupColumn("B");
     ImGui::TableSetupColumn("B - A");
-    ImGui::TableHeadersRow();
+    headersRow("diff");
     for (const auto& s : diffs) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();

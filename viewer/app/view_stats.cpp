@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "app.h"
+#include "trainscope/viewer/fit.h"
 #include "trainscope/viewer/image.h"
 #include "trainscope/viewer/table.h"
 
@@ -24,23 +25,32 @@ std::string pct(double part, double whole) {
   return b;
 }
 
-// Count and shares of a histogram, drawn as bars over log-spaced bins; hover names a bin.
-void drawHistogram(const Histogram& h, const std::string& title, ImVec2 size) {
+// Count and shares of a histogram, drawn as bars over log-spaced bins with both axes: counts on the
+// left (0 and the tallest bin, a line at each), durations below at every 8th edge, labels whole and
+// apart (fit.h: histogramAxis); hover names a bin. Returns the axes as drawn (--layout).
+App::HistAxesShown drawHistogram(const Histogram& h, const std::string& title, ImVec2 size) {
+  App::HistAxesShown shown;
   ImGui::TextUnformatted(title.c_str());
   if (h.counts.empty()) {
     ImGui::TextDisabled("no durations");
-    return;
+    return shown;
   }
   const int64_t most = *std::max_element(h.counts.begin(), h.counts.end());
+  const auto width = [](const std::string& t) { return ImGui::CalcTextSize(t.c_str(), t.c_str() + t.size()).x; };
+  shown.y_lo = "0", shown.y_hi = std::to_string(most);
+  const float y_w = width(shown.y_hi) + 6, line = ImGui::GetTextLineHeight();
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 p = ImGui::GetCursorScreenPos();
-  const float axis_h = ImGui::GetTextLineHeightWithSpacing();
-  const float w = std::max(60.f, size.x), plot_h = std::max(30.f, size.y - axis_h);
-  ImGui::InvisibleButton("##hist", ImVec2(w, plot_h));
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  const ImVec2 p(o.x + y_w, o.y + line / 2);  // the plot's top left (the top count's label centred on it)
+  const float axis_h = 2 * ImGui::GetTextLineHeightWithSpacing() + 4;
+  const float w = std::max(60.f, size.x - y_w - 2), plot_h = std::max(30.f, size.y - axis_h - line / 2);
+  ImGui::InvisibleButton("##hist", ImVec2(w + y_w, plot_h + line / 2));
   const float bw = w / float(h.counts.size());
   const bool hovered = ImGui::IsItemHovered();
   const int hot = hovered ? std::clamp(int((ImGui::GetIO().MousePos.x - p.x) / bw), 0, int(h.counts.size()) - 1) : -1;
+  const ImU32 axis = IM_COL32(150, 150, 160, 255), text = IM_COL32(170, 170, 180, 255);
   dl->AddRectFilled(p, ImVec2(p.x + w, p.y + plot_h), IM_COL32(30, 32, 38, 255));
+  dl->AddLine(ImVec2(p.x, p.y), ImVec2(p.x + w, p.y), IM_COL32(70, 72, 80, 255));  // the tallest bin's line
   for (size_t k = 0; k < h.counts.size(); ++k) {
     if (!h.counts[k]) continue;
     const float bh = std::max(1.f, plot_h * float(h.counts[k]) / float(std::max<int64_t>(1, most)));
@@ -48,18 +58,27 @@ void drawHistogram(const Histogram& h, const std::string& title, ImVec2 size) {
     dl->AddRectFilled(ImVec2(x0 + 1, p.y + plot_h - bh), ImVec2(x0 + bw - 1, p.y + plot_h),
                       int(k) == hot ? IM_COL32(255, 200, 90, 255) : IM_COL32(90, 150, 230, 255));
   }
-  // The axis: the shortest, the middle edge (the geometric mean: log spacing) and the longest.
-  ImGui::TextDisabled("%s", formatDuration(h.edges.front()).c_str());
-  ImGui::SameLine(std::max(0.f, w / 2 - 30));
-  ImGui::TextDisabled("%s", formatDuration(h.edges[h.edges.size() / 2]).c_str());
-  ImGui::SameLine(std::max(0.f, w - 70));
-  ImGui::TextDisabled("%s", formatDuration(h.edges.back()).c_str());
+  // The y axis: its line, 0 at the bottom and the tallest bin's count at the top, right-aligned.
+  dl->AddLine(ImVec2(p.x, p.y), ImVec2(p.x, p.y + plot_h), axis);
+  dl->AddText(ImVec2(p.x - 4 - width(shown.y_hi), p.y - line / 2), text, shown.y_hi.c_str());
+  dl->AddText(ImVec2(p.x - 4 - width(shown.y_lo), p.y + plot_h - line), text, shown.y_lo.c_str());
+  // The x axis: its line, a tick at each labelled edge, the labels under them, then its title.
+  dl->AddLine(ImVec2(p.x, p.y + plot_h), ImVec2(p.x + w, p.y + plot_h), axis);
+  shown.x = histogramAxis(h.edges, w, width, [](double ns) { return formatDuration(ns); });
+  shown.w = w;
+  for (const AxisLabel& a : shown.x) {
+    dl->AddLine(ImVec2(p.x + a.x, p.y + plot_h), ImVec2(p.x + a.x, p.y + plot_h + 4), axis);
+    dl->AddText(ImVec2(p.x + a.label_x0, p.y + plot_h + 4), text, a.text.c_str());
+  }
+  ImGui::SetCursorScreenPos(ImVec2(p.x, p.y + plot_h + 4 + ImGui::GetTextLineHeightWithSpacing()));
+  ImGui::TextDisabled("duration (log scale); bars: count of events");
   if (hot >= 0) {
     const size_t k = size_t(hot);
     ImGui::SetTooltip("%s to %s%s: %lld (%s)", formatDuration(h.edges[k]).c_str(), formatDuration(h.edges[k + 1]).c_str(),
                       k + 1 == h.counts.size() ? " (inclusive)" : "", (long long)h.counts[k],
                       pct(double(h.counts[k]), double(h.total())).c_str());
   }
+  return shown;
 }
 
 }  // namespace
@@ -231,7 +250,7 @@ void App::statisticsHistogram(const Statistics& st, Document& d) {
     tables.hist_for = key;
   }
   const size_t chars = size_t(ImGui::GetContentRegionAvail().x / std::max(1.f, ImGui::CalcTextSize("M").x));
-  drawHistogram(tables.hist, d.names.fit(*name, t.names, chars), ImGui::GetContentRegionAvail());
+  stats_shown.hist_axes = drawHistogram(tables.hist, d.names.fit(*name, t.names, chars), ImGui::GetContentRegionAvail());
   stats_shown.hist_name = t.names[*name];
   stats_shown.hist = tables.hist;
 }
@@ -256,7 +275,7 @@ void App::statisticsTable(const Statistics& st, Document& d, bool in_range) {
   // Whole run: the share of the table's total. A range: the share of the range per rank (a row over
   // all ranks divides by the range times the ranks, never summing ranks into "200%").
   ImGui::TableSetupColumn(in_range ? "% of range/rank" : "% of total", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort, 100);
-  ImGui::TableHeadersRow();
+  headersRow("stats");
   StatSort by = StatSort::Total;
   bool desc = true;
   if (ImGuiTableSortSpecs* sp = ImGui::TableGetSortSpecs(); sp && sp->SpecsCount > 0) {
@@ -341,7 +360,7 @@ void App::drawRangeNames() {
   ImGui::TableSetupColumn("count", ImGuiTableColumnFlags_WidthFixed, 70);
   ImGui::TableSetupColumn("in the range", ImGuiTableColumnFlags_WidthFixed, 90);
   ImGui::TableSetupColumn("of the range per rank", ImGuiTableColumnFlags_WidthFixed, 140);
-  ImGui::TableHeadersRow();
+  headersRow("range_names");
   const float char_w = std::max(1.f, ImGui::CalcTextSize("M").x);
   ImGuiListClipper clip;
   clip.Begin(int(rows.size()));

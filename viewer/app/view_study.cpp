@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "app.h"
+#include "trainscope/viewer/fit.h"
 #include "trainscope/viewer/image.h"
 #include "trainscope/viewer/study_plot.h"
 
@@ -116,7 +117,7 @@ void trialsTable(App& app, const tuner::StudySnapshot& st, float height) {
   ImGui::TableSetupScrollFreeze(0, 1);
   for (const char* c : {"trial", "cand", "plan", "status", "steps", "measured", "predicted", "peak", ""})
     ImGui::TableSetupColumn(c, std::string(c) == "plan" ? ImGuiTableColumnFlags_WidthStretch : 0);
-  ImGui::TableHeadersRow();
+  headersRow("trials");
   for (const auto& t : st.trials) {
     app.study_shown.table.push_back({t.id, t.candidate, planOf(st, t.candidate)});
     ImGui::TableNextRow();
@@ -159,7 +160,7 @@ void costsTable(const tuner::StudySnapshot& st) {
   ImGui::TableSetupScrollFreeze(0, 1);
   for (const char* c : {"layer shape (measured)", "runs", "layer fwd", "layer bwd", "recompute", "head", "DP sync", "DP hidden"})
     ImGui::TableSetupColumn(c, std::string(c).rfind("layer shape", 0) == 0 ? ImGuiTableColumnFlags_WidthStretch : 0);
-  ImGui::TableHeadersRow();
+  headersRow("costs", /*auto_fit=*/true);
   auto dur = [](double s) { return s > 0 ? formatDuration(s * 1e9) : std::string("-"); };
   for (const auto& [shape, k] : st.costs) {
     ImGui::TableNextRow();
@@ -179,23 +180,49 @@ void costsTable(const tuner::StudySnapshot& st) {
   ImGui::EndTable();
 }
 
-// A labelled point: "#candidate" beside it, recorded for --layout; the hovered one is remembered.
+// A point, its "#candidate" label recorded to be placed with the plot's others (pointLabels); the
+// hovered one is remembered.
 void point(App& app, ImDrawList* dl, size_t plot, const tuner::TrialRecord& t, ImVec2 p, ImU32 col, bool filled,
            const tuner::TrialRecord** hovered, float* best) {
   if (filled) dl->AddCircleFilled(p, 4, col);
   else dl->AddCircle(p, 4, col);
-  const std::string label = "#" + std::to_string(t.candidate);
-  // A candidate's repeats often land on one spot: its label is written once there, not stacked.
-  const ImVec2 at(p.x + 6, p.y - ImGui::GetTextLineHeight() - 1);
-  bool written = false;
-  for (const auto& q : app.study_shown.points)
-    written = written || (q.plot == plot && q.candidate == t.candidate && q.drawn && std::fabs(q.x - p.x) < 8 &&
-                          std::fabs(q.y - p.y) < ImGui::GetTextLineHeight());
-  if (!written) dl->AddText(at, IM_COL32(200, 200, 210, 255), label.c_str());
-  app.study_shown.points.push_back({plot, t.id, t.candidate, p.x, p.y, label, !written});
+  app.study_shown.points.push_back({plot, t.id, t.candidate, p.x, p.y, "#" + std::to_string(t.candidate), false});
   const ImVec2 m = ImGui::GetIO().MousePos;
   const float d2 = (m.x - p.x) * (m.x - p.x) + (m.y - p.y) * (m.y - p.y);
   if (d2 < *best) *best = d2, *hovered = &t;
+}
+
+// The plot's point labels, none over another (fit.h: placeLabels): each tries above right of its point,
+// then below right, above left, below left, and is left out (its tooltip names it) when all four meet
+// a label already written. A candidate's repeats landing on one spot share one label.
+void pointLabels(App& app, ImDrawList* dl, size_t plot) {
+  auto& pts = app.study_shown.points;
+  const float lh = ImGui::GetTextLineHeight();
+  std::vector<size_t> idx;
+  std::vector<std::vector<LabelBox>> places;
+  for (size_t i = 0; i < pts.size(); ++i) {
+    auto& q = pts[i];
+    if (q.plot != plot) continue;
+    bool repeat = false;
+    for (size_t j : idx)
+      repeat = repeat || (pts[j].candidate == q.candidate && std::fabs(pts[j].x - q.x) < 8 && std::fabs(pts[j].y - q.y) < lh);
+    if (repeat) continue;
+    q.label_w = ImGui::CalcTextSize(q.label.c_str()).x, q.label_h = lh;
+    const float w = q.label_w;
+    idx.push_back(i);
+    places.push_back({{q.x + 6, q.y - lh - 1, q.x + 6 + w, q.y - 1},
+                      {q.x + 6, q.y + 1, q.x + 6 + w, q.y + 1 + lh},
+                      {q.x - 6 - w, q.y - lh - 1, q.x - 6, q.y - 1},
+                      {q.x - 6 - w, q.y + 1, q.x - 6, q.y + 1 + lh}});
+  }
+  const std::vector<int> used = placeLabels(places);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    if (used[k] < 0) continue;
+    auto& q = pts[idx[k]];
+    const LabelBox& b = places[k][size_t(used[k])];
+    q.drawn = true, q.label_x0 = b.x0, q.label_y0 = b.y0;
+    dl->AddText(ImVec2(b.x0, b.y0), IM_COL32(200, 200, 210, 255), q.label.c_str());
+  }
 }
 
 }  // namespace
@@ -204,16 +231,22 @@ namespace {
 
 // The two plots side by side, every trial a labelled point; hovering one gives its tooltip.
 void plots(App& app, const tuner::StudySnapshot& st) {
-  double smax = 0, pmax = double(st.memory_bytes);
+  // The memory axis spans the trials (fit.h: memoryAxis): a limit far above every peak is said in words,
+  // not drawn at the end of an axis that squeezes every point against 0.
+  double smax = 0, data_peak = 0;
   for (const auto& t : st.trials) {
     smax = std::max({smax, t.step_s, t.predicted_step_s});
-    pmax = std::max({pmax, double(t.peak_bytes), double(t.predicted_peak)});
+    data_peak = std::max({data_peak, double(t.peak_bytes), double(t.predicted_peak)});
   }
-  for (const auto& c : st.candidates)  // show the pruned ones too, up to twice the limit
-    if (!c.rejected.empty() && c.predicted_peak > 0 && st.memory_bytes > 0)
-      pmax = std::max(pmax, std::min(double(c.predicted_peak), 2.0 * double(st.memory_bytes)));
+  const MemoryAxis mem = memoryAxis(data_peak, double(st.memory_bytes));
+  double pmax = mem.hi;
+  if (mem.limit_shown)
+    for (const auto& c : st.candidates)  // show the pruned ones too, up to twice the limit
+      if (!c.rejected.empty() && c.predicted_peak > 0 && st.memory_bytes > 0)
+        pmax = std::max(pmax, std::min(double(c.predicted_peak), 2.0 * double(st.memory_bytes)) * 1.1);
+  app.study_shown.memory_limit_note =
+      st.memory_bytes > 0 && !mem.limit_shown ? "limit " + formatBytes(double(st.memory_bytes)) + ": off this scale" : "";
   smax = (smax > 0 ? smax : 1) * 1.1;
-  pmax = (pmax > 0 ? pmax : 1) * 1.1;
   const auto st_ticks = durationTicks(0, smax, 5), mem_ticks = byteTicks(0, pmax, 5);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float pw = ImGui::GetContentRegionAvail().x * 0.5f - 4, ph = ImGui::GetContentRegionAvail().y - 4;
@@ -225,6 +258,7 @@ void plots(App& app, const tuner::StudySnapshot& st) {
   dl->AddLine(a.at(0, 0), a.at(smax, smax), IM_COL32(100, 100, 110, 255));
   for (const auto& t : st.trials)
     if (t.step_s > 0) point(app, dl, 0, t, a.at(t.predicted_step_s, t.step_s), statusColor(t.status), true, &hovered, &best);
+  pointLabels(app, dl, 0);
   ImGui::SameLine();
   Plot b = frame(app.study_shown.plots[1], "step time vs peak memory (hollow: ruled out by the memory model)",
                  "peak memory per rank", "step time", pw, ph, mem_ticks, st_ticks, pmax, smax);
@@ -232,7 +266,10 @@ void plots(App& app, const tuner::StudySnapshot& st) {
     if (!c.rejected.empty() && c.predicted_peak > 0 && c.predicted_step_s > 0 && double(c.predicted_peak) <= pmax &&
         c.predicted_step_s <= smax)
       dl->AddCircle(b.at(double(c.predicted_peak), c.predicted_step_s), 4, IM_COL32(150, 150, 160, 255));
-  if (st.memory_bytes > 0) {
+  if (!app.study_shown.memory_limit_note.empty()) {
+    const char* note = app.study_shown.memory_limit_note.c_str();
+    dl->AddText(ImVec2(b.p1.x - ImGui::CalcTextSize(note).x - 4, b.p0.y + 2), IM_COL32(240, 80, 80, 255), note);
+  } else if (st.memory_bytes > 0) {
     dl->AddLine(b.at(double(st.memory_bytes), 0), b.at(double(st.memory_bytes), smax), IM_COL32(240, 80, 80, 255), 2);
     dl->AddText(ImVec2(b.at(double(st.memory_bytes), smax).x + 3, b.p0.y + 2), IM_COL32(240, 80, 80, 255), "limit");
   }
@@ -243,6 +280,7 @@ void plots(App& app, const tuner::StudySnapshot& st) {
     point(app, dl, 1, t, p, statusColor(t.status), true, &hovered, &best);
     if (t.candidate == st.recommended && t.status == tuner::TrialStatus::Ok) dl->AddCircle(p, 9, IM_COL32(255, 230, 0, 255), 0, 2);
   }
+  pointLabels(app, dl, 1);
   if (hovered && ImGui::IsWindowHovered()) pointTooltip(st, *hovered);
 }
 

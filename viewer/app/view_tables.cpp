@@ -14,6 +14,7 @@
 #include "app.h"
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/viewer/fit.h"
 #include "trainscope/viewer/table.h"
 
 namespace trainscope::viewer {
@@ -125,7 +126,7 @@ void App::drawSql() {
     return;
   ImGui::TableSetupScrollFreeze(0, 1);
   for (int c = 0; c < cols; ++c) ImGui::TableSetupColumn(r.table.columns[size_t(c)].c_str());
-  ImGui::TableHeadersRow();
+  headersRow("sql_rows");
   ImGuiListClipper clip;
   clip.Begin(int(r.table.rows.size()));
   while (clip.Step())
@@ -160,7 +161,35 @@ const RunDiff* App::nameDiff() {
   return tables.diff.get();
 }
 
+namespace {
+
+// The figure columns of the per-name diff, each as wide as its header or widest cell (the first 4,000
+// rows: the largest |B - A| come first), as drawNameDiff prints them.
+std::vector<float> diffColumnWidths(const RunDiff& d) {
+  const auto width = [](const std::string& t) { return ImGui::CalcTextSize(t.c_str(), t.c_str() + t.size()).x; };
+  std::vector<std::vector<std::string>> cells(7);
+  for (size_t i = 0; i < d.rows.size() && i < 4000; ++i) {
+    const DiffRow& r = d.rows[i];
+    const int64_t dt = r.delta_ns(), dc = r.delta_count();
+    cells[0].push_back(groupName(r.group));
+    cells[1].push_back(std::to_string(r.a_count));
+    cells[2].push_back(std::to_string(r.b_count));
+    cells[3].push_back(r.a_count ? formatDuration(double(r.a_ns)) : "-");
+    cells[4].push_back(r.b_count ? formatDuration(double(r.b_ns)) : "-");
+    cells[5].push_back((dt > 0 ? "+" : "") + formatDuration(double(dt)));
+    cells[6].push_back((dc > 0 ? "+" : "") + std::to_string(dc));
+  }
+  const char* heads[] = {"table", "A count", "B count", "A time", "B time", "B - A", "B - A count"};
+  std::vector<float> w;
+  for (size_t c = 0; c < 7; ++c) w.push_back(columnWidth(heads[c], cells[c], width, 2 * ImGui::GetStyle().CellPadding.x + 4));
+  return w;
+}
+
+}  // namespace
+
 void App::drawNameDiff() {
+  const bool record_diff = !opt.layout.empty();
+  if (record_diff) diff_names_shown.clear(), diff_deltas_shown.clear();
   ImGui::Checkbox("whole runs", &tables.diff_whole);
   ImGui::SameLine();
   const RunDiff* d = nameDiff();
@@ -180,9 +209,11 @@ void App::drawNameDiff() {
     return;
   ImGui::TableSetupScrollFreeze(0, 1);
   ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
-  for (const char* c : {"table", "A count", "B count", "A time", "B time", "B - A", "B - A count"})
-    ImGui::TableSetupColumn(c, ImGuiTableColumnFlags_WidthFixed, 80);
-  ImGui::TableHeadersRow();
+  // Each figure column as wide as its widest figure (fit.h): "+468.123 ms" is never cut.
+  const std::vector<float> widths = diffColumnWidths(*d);
+  const char* heads[] = {"table", "A count", "B count", "A time", "B time", "B - A", "B - A count"};
+  for (size_t c = 0; c < 7; ++c) ImGui::TableSetupColumn(heads[c], ImGuiTableColumnFlags_WidthFixed, widths[c]);
+  headersRow("name_diff");
   const float char_w = std::max(1.f, ImGui::CalcTextSize("M").x);
   ImGuiListClipper clip;
   clip.Begin(int(d->rows.size()));
@@ -191,9 +222,13 @@ void App::drawNameDiff() {
       const DiffRow& r = d->rows[size_t(i)];
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      const size_t chars = size_t(ImGui::GetContentRegionAvail().x / char_w);
-      ImGui::TextUnformatted(r.name.size() > chars && chars > 3 ? (r.name.substr(0, chars - 3) + "...").c_str() : r.name.c_str());
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", r.name.c_str());
+      // The name shortened as the timeline shortens it (names.h: `CppNode<BlockCheckpoint>` reads
+      // `BlockCheckpoint`), the full name on hover.
+      const size_t chars = size_t(std::max(0.f, ImGui::GetContentRegionAvail().x) / char_w);
+      const std::string shown = fitName(nameForms(r.name), chars);
+      ImGui::TextUnformatted(shown.c_str());
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", demangle(r.name).c_str());
+      if (record_diff) diff_names_shown.push_back(shown);
       ImGui::TableNextColumn();
       ImGui::TextDisabled("%s", groupName(r.group));
       ImGui::TableNextColumn();
@@ -206,12 +241,41 @@ void App::drawNameDiff() {
       ImGui::Text("%s", r.b_count ? formatDuration(double(r.b_ns)).c_str() : "-");
       ImGui::TableNextColumn();
       const int64_t dt = r.delta_ns();
+      const std::string delta = (dt > 0 ? "+" : "") + formatDuration(double(dt));
+      const float room = ImGui::GetContentRegionAvail().x;
       ImGui::TextColored(dt > 0 ? ImVec4(1, .45f, .45f, 1) : dt < 0 ? ImVec4(.5f, 1, .5f, 1) : ImVec4(.6f, .6f, .6f, 1),
-                         "%s%s", dt > 0 ? "+" : "", formatDuration(double(dt)).c_str());
+                         "%s", delta.c_str());
+      if (record_diff) diff_deltas_shown.push_back({delta, ImGui::CalcTextSize(delta.c_str()).x, room});
       ImGui::TableNextColumn();
       ImGui::Text("%+lld", (long long)r.delta_count());
+
     }
   ImGui::EndTable();
+}
+
+std::vector<HeaderShown>& headersShown() {
+  static std::vector<HeaderShown> shown;  // the UI thread's
+  return shown;
+}
+
+void headersRow(const char* table, bool auto_fit) {
+  const int n = ImGui::TableGetColumnCount();
+  // A sortable column keeps room for its arrow, as TableHeader does (ImGui 1.86: 0.65 font + padding).
+  const bool sortable = ImGui::TableGetSortSpecs() != nullptr;
+  const float arrow = sortable ? ImGui::GetFontSize() * 0.65f + ImGui::GetStyle().FramePadding.x : 0;
+  const auto width = [](const std::string& t) { return ImGui::CalcTextSize(t.c_str(), t.c_str() + t.size()).x; };
+  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+  for (int c = 0; c < n; ++c) {
+    if (!ImGui::TableSetColumnIndex(c)) continue;
+    const std::string full = ImGui::TableGetColumnName(c);
+    bool cut = false;
+    const std::string shown = auto_fit ? full : ellipsize(full, ImGui::GetContentRegionAvail().x - arrow, width, &cut);
+    ImGui::PushID(c);
+    ImGui::TableHeader((shown + "##" + full).c_str());
+    if (cut && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", full.c_str());
+    ImGui::PopID();
+    headersShown().push_back({table, full, shown});
+  }
 }
 
 // The CSV of a table as it is set up now (the Statistics table's table, ranks and range; the diff's
@@ -276,16 +340,29 @@ void App::tablesLayout(nlohmann::json& j) const {
                       {"a_ns", r.a_ns}, {"b_ns", r.b_ns}, {"delta_ns", r.delta_ns()}});
     j["diff"] = {{"step", tables.diff->step ? nlohmann::json(*tables.diff->step) : nlohmann::json()},
                  {"error", tables.diff->error}, {"rows", rows}};
+    // The rows drawn: names as shown, and each B - A cell's text width against its column's room.
+    j["diff"]["names_shown"] = diff_names_shown;
+    j["diff"]["deltas_shown"] = nlohmann::json::array();
+    for (const auto& [text, w, room] : diff_deltas_shown)
+      j["diff"]["deltas_shown"].push_back({{"text", text}, {"w", w}, {"room", room}});
   }
   if (!tables.sql_ran.empty() && !tables.sql_busy.load()) {
     const QueryResult& r = tables.sql_result;
     j["sql"] = {{"query", tables.sql_ran}, {"error", r.error}, {"columns", r.table.columns}, {"rows", r.table.rows},
                 {"truncated", r.truncated}};
   }
+  j["table_headers"] = nlohmann::json::array();  // every table's headers as drawn: cut with "..." to their column
+  for (const HeaderShown& h : headersShown())
+    j["table_headers"].push_back({{"table", h.table}, {"full", h.full}, {"shown", h.shown}});
   j["stats"]["complete"] = stats_shown.complete;
-  if (!stats_shown.hist_name.empty())
+  if (!stats_shown.hist_name.empty()) {
     j["stats"]["histogram"] = {{"name", stats_shown.hist_name}, {"edges", stats_shown.hist.edges},
                                {"counts", stats_shown.hist.counts}};
+    const App::HistAxesShown& a = stats_shown.hist_axes;
+    nlohmann::json xs = nlohmann::json::array();
+    for (const AxisLabel& l : a.x) xs.push_back({{"x", l.x}, {"label_x0", l.label_x0}, {"label_w", l.label_w}, {"text", l.text}});
+    j["stats"]["histogram"]["axes"] = {{"x", xs}, {"y_lo", a.y_lo}, {"y_hi", a.y_hi}, {"w", a.w}};
+  }
 }
 
 }  // namespace trainscope::viewer

@@ -57,6 +57,17 @@ struct TablesState {
   ~TablesState();
 };
 
+// A table's header row as ImGui's TableHeadersRow draws it, but each header cut with "..." to its
+// column (fit.h) and given in full on hover: a narrow column never shows a header clipped mid-letter.
+// The headers as drawn this frame are kept for --layout (headersShown, cleared by each frame).
+// auto_fit: the table sizes its columns to their contents (ImGuiTableFlags_SizingFixedFit), headers
+// included — then a header is never cut (cutting it would narrow the column it widens).
+struct HeaderShown {
+  std::string table, full, shown;
+};
+void headersRow(const char* table, bool auto_fit = false);
+std::vector<HeaderShown>& headersShown();
+
 // The script's lines with the table commands (csv TABLE FILE, sql QUERY, diff step|whole) taken out
 // and checked here, the rest parsed by `rest` (line numbers kept).
 std::vector<ScriptCommand> parseTableScript(

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "app.h"
+#include "trainscope/viewer/header.h"
 #include "timeline.h"
 #include "trainscope/viewer/image.h"
 
@@ -29,6 +30,11 @@ void topBar(App& app) {
                   (long long)d.trace->event_count, int(d.trace->ranks.size()));
     }
   }
+  // An imported trace says what it is under the files (header.h): source, format, ranks, span, drops.
+  app.import_headers.clear();
+  for (const auto& d : app.docs)
+    if (d->ready())
+      if (std::string h = importHeader(*d->trace); !h.empty()) app.import_headers.push_back(std::move(h));
   if (app.study) {
     if (!app.docs.empty()) ImGui::SameLine();
     ImGui::Text("%sstudy %s", app.docs.empty() ? "" : "| ", app.study->path.c_str());  // no stray "| " alone
@@ -48,6 +54,7 @@ void topBar(App& app) {
     ImGui::Text("%lld / %zu%s", (long long)(app.found_index + 1), app.found.matches.size(), app.found.truncated ? "+" : "");
   else
     ImGui::TextDisabled("F3 next");
+  for (const std::string& h : app.import_headers) ImGui::TextDisabled("%s", h.c_str());
 }
 
 // The split between the timeline and the panel: a bar to drag (the panel's share follows the mouse).
@@ -98,6 +105,7 @@ void panelTabs(App& app) {
 }  // namespace
 
 void App::drawFrame() {
+  headersShown().clear();
   stats_shown = {}, details_shown.clear();  // filled again if the Statistics or Details tab is drawn
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(vp->Pos);
@@ -158,6 +166,7 @@ void App::drawTimeline() {
   drawRuler(dl, cx);
   updateTrackLayout(cx);
   rows.clear(), boxes.clear(), links.clear(), headers.clear(), sends_drawn.clear(), tracks_drawn.clear();
+  track_labels_drawn.clear(), compact_drawn.clear();
   path_drawn.clear();
   utils.clear();
   counters_shown.clear();

@@ -11,7 +11,9 @@
 #include "app.h"
 #include "timeline.h"
 #include "trainscope/viewer/comm.h"
+#include "trainscope/viewer/compact.h"
 #include "trainscope/viewer/counter_plot.h"
+#include "trainscope/viewer/fit.h"
 #include "trainscope/viewer/image.h"
 
 namespace trainscope::viewer {
@@ -28,6 +30,8 @@ std::string fitText(float x0, float x1, const std::string& s) {
   const float per = w / float(s.size());
   return s.substr(0, std::max<size_t>(1, size_t(room / per) - 1));
 }
+
+float textWidth(const std::string& s) { return ImGui::CalcTextSize(s.c_str(), s.c_str() + s.size()).x; }
 
 // The utilisation row under each stream's lanes (tracks.h, LayoutMetrics::util_h): thin, as
 // Perfetto's and Nsight's per-stream utilisation rows are.
@@ -98,6 +102,10 @@ void App::drawRows(ImDrawList* dl, const TimelineContext& cx, bool pinned) {
     const Trace& tr = *d.trace;
     const RankGroup& g = tr.ranks[r.group];
     if (cx.record && y + r.h >= cx.top) tracks_drawn.push_back({r, y});
+    if (r.kind == RowKind::Header && r.compact) {
+      if (y + r.h >= cx.top) drawCompactRow(dl, cx, r, y);
+      continue;
+    }
     if (r.kind == RowKind::Header) {
       char head[320];  // with its coordinates in the run's layout (dp, tp, pp ranks)
       const std::string coords = rankCoordinates(tr, g.rank);
@@ -116,7 +124,14 @@ void App::drawRows(ImDrawList* dl, const TimelineContext& cx, bool pinned) {
       const std::string label = pinned ? std::string(docs.size() > 1 ? (r.doc ? "B " : "A ") : "") + "r" +
                                              std::to_string(g.rank) + " " + t.label
                                        : t.label;
-      dl->AddText(ImVec2(cx.left + 12, y + 2), IM_COL32(170, 175, 185, 255), label.c_str());
+      // Cut with "..." to the label column, the full label on hover (fit.h).
+      bool cut = false;
+      const std::string shown = ellipsize(label, cx.x0 - cx.left - 16, textWidth, &cut);
+      dl->AddText(ImVec2(cx.left + 12, y + 2), IM_COL32(170, 175, 185, 255), shown.c_str());
+      const ImVec2 m = ImGui::GetMousePos();
+      if (cut && cx.hovered && m.x >= cx.left && m.x < cx.x0 && m.y >= y && m.y < y + kLaneH && m.y >= cx.top)
+        ImGui::SetTooltip("%s", label.c_str());
+      if (cx.record) track_labels_drawn.push_back({r.doc, t.rank, t.label, shown});
     }
     if (t.kind == TrackKind::Counter) {
       if (y + r.h >= cx.top) drawCounter(dl, cx, r, y);
@@ -131,6 +146,30 @@ void App::drawRows(ImDrawList* dl, const TimelineContext& cx, bool pinned) {
     if (r.util_h > 0 && uy + r.util_h >= cx.top && uy <= cx.bottom) drawUtilisation(dl, cx, r, uy);
   }
   if (pinned) dl->PopClipRect();
+}
+
+// A rank in compact mode: one thin row, its label in the gutter and per pixel column (in pairs) how
+// busy its compute (blue) and its collectives (red, stacked above) keep it (compact.h).
+void App::drawCompactRow(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y) {
+  const Document& d = *docs[r.doc];
+  const RankGroup& g = d.trace->ranks[r.group];
+  const std::string label = std::string(docs.size() > 1 ? (r.doc ? "B " : "A ") : "") + "rank " + std::to_string(g.rank);
+  dl->AddRectFilled(ImVec2(cx.left, y), ImVec2(cx.x1, y + r.h - 1), (g.rank & 1) ? palette::kRowAlt : palette::kBackground);
+  dl->AddText(ImGui::GetFont(), ImGui::GetFontSize() * 0.85f, ImVec2(cx.left + 4, y), IM_COL32(170, 175, 185, 255),
+              label.c_str());
+  const size_t n = size_t(std::max(0.f, std::floor((cx.x1 - cx.x0) / 2)));  // a column every 2 px
+  const int64_t t0 = view.timeAt(cx.x0) - d.offset, t1 = view.timeAt(cx.x0 + 2 * float(n)) - d.offset;
+  const CompactColumns c = compactColumns(*d.trace, g, t0, t1, n);
+  const float h = r.h - 2;
+  double busy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float x = cx.x0 + 2 * float(i), ch = h * c.compute[i], mh = h * std::min(c.comm[i], 1.f - c.compute[i]);
+    if (ch > 0.5f) dl->AddRectFilled(ImVec2(x, y + h - ch), ImVec2(x + 2, y + h), IM_COL32(80, 140, 230, 255));
+    if (mh > 0.5f) dl->AddRectFilled(ImVec2(x, y + h - ch - mh), ImVec2(x + 2, y + h - ch), IM_COL32(230, 90, 80, 255));
+    busy += std::min(1.f, c.compute[i] + c.comm[i]);
+  }
+  if (cx.record)
+    compact_drawn.push_back({r.doc, g.rank, y, y + r.h, n ? busy / double(n) : 0.0});
 }
 
 // One lane's boxes: single events in their name's colour, folded blocks shaded by how busy they are.

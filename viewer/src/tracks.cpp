@@ -109,10 +109,11 @@ float layoutGroup(const LayoutRun& run, size_t doc, size_t gi, const TrackContro
                   std::vector<LayoutRow>& out, float y) {
   const Trace& tr = *run.trace;
   const RankGroup& g = tr.ranks[gi];
-  LayoutRow head{RowKind::Header, doc, gi, 0, 0, y, m.header_h, c.isCollapsed(g.rank)};
+  LayoutRow head{RowKind::Header, doc, gi, 0, 0, y, c.compact ? m.compact_h : m.header_h, c.isCollapsed(g.rank)};
+  head.compact = c.compact;
   out.push_back(head);
-  y += m.header_h;
-  if (head.collapsed) return y;
+  y += head.h;
+  if (head.collapsed || head.compact) return y;
   // Most frames have nothing hidden, pinned or moved: then no key is built and no order copied (a
   // 20,000-rank trace lays out every frame it is zoomed in).
   const bool keyed = !c.hidden.empty() || !c.pinned.empty();

@@ -80,7 +80,16 @@ namespace {
 template <class Number>
 void checkTrackCommand(const ScriptCommand& c, const std::string& where, Number&& number) {
   static const char* kRanked[] = {"collapse", "expand", "hide", "show", "pin", "unpin", "move"};
-  if (std::find(std::begin(kRanked), std::end(kRanked), c.op) != std::end(kRanked)) number(c.args[0]);
+  // A rank, or a pattern over ranks ("*", "1?": tracks.h, setHiddenMatching and its kind).
+  if (std::find(std::begin(kRanked), std::end(kRanked), c.op) != std::end(kRanked) &&
+      c.args[0].find_first_of("*?") == std::string::npos)
+    number(c.args[0]);
+  if (c.op == "move" && c.args[0].find_first_of("*?") != std::string::npos)
+    throw UserError("--script", where + ": move takes one rank, not a pattern", "name the rank: move 3 \"stream 7\" -1");
+  if (c.op == "compact" && c.args[0] != "on" && c.args[0] != "off")
+    throw UserError("--script", where + ": compact takes on or off", "see docs/viewer.md");
+  if (c.op == "flows" && c.args[0] != "all" && c.args[0] != "selected" && c.args[0] != "none")
+    throw UserError("--script", where + ": flows takes all, selected or none", "see docs/viewer.md");
   if (c.op == "move") number(c.args[2]);
   if (c.op == "empty" && c.args[0] != "hide" && c.args[0] != "show")
     throw UserError("--script", where + ": empty takes hide or show", "see docs/viewer.md");
@@ -102,7 +111,7 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
       {"next", {0, 0}}, {"prev", {0, 0}}, {"range", {2, 2}}, {"tab", {1, 1}},    {"frames", {1, 1}}, {"clear", {0, 0}},
       {"open", {1, 1}},  {"stats", {1, 1}},  {"collapse", {1, 1}}, {"expand", {1, 1}}, {"hide", {2, 2}},
       {"show", {1, 2}},  {"pin", {2, 2}},    {"unpin", {2, 2}},    {"move", {3, 3}},   {"empty", {1, 1}},
-      {"split", {1, 1}}, {"[", {0, 0}},      {"]", {0, 0}}};
+      {"split", {1, 1}}, {"[", {0, 0}},      {"]", {0, 0}},     {"compact", {1, 1}}, {"flows", {1, 1}}};
   std::vector<ScriptCommand> out;
   std::istringstream in(text);
   std::string line;
@@ -123,7 +132,7 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
       throw UserError("--script", where + ": unknown command \"" + c.op + "\"",
                       "use view, zoom, pan, step, select, search, next, prev, range, tab, stats, frames, clear, open, "
                       "bookmark, note, drop, overlay, csv, sql, diff, "
-                      "collapse, expand, hide, show, pin, unpin, move, empty, split, [ or ]");
+                      "collapse, expand, hide, show, pin, unpin, move, empty, split, compact, flows, [ or ]");
     if (int(c.args.size()) < a->second.first || int(c.args.size()) > a->second.second)
       throw UserError("--script", where + ": " + c.op + " takes " + std::to_string(a->second.first) +
                                       (a->second.first == a->second.second ? "" : "-" + std::to_string(a->second.second)) +

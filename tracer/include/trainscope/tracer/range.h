@@ -7,6 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "trainscope/common/clock.h"
 #include "trainscope/rundb/range_names.h"
@@ -20,6 +23,14 @@ class Tracer;
 
 // Small per-process thread number (0 = the first thread that recorded anything).
 uint32_t threadId();
+
+// Names the calling thread for traces ("data loader", "comm watchdog"): the name its rows get in the
+// run database's `threads` table, and the OS thread name (its first 15 bytes) for debuggers and top.
+void nameThread(const std::string& name);
+// Every numbered thread (threadId) with a name, by number: nameThread's, else "main" for the
+// process's main thread, else its OS name when it has one of its own (not the process's, which
+// threads inherit). Threads with none are left out (the viewer labels them `thread N`).
+std::vector<std::pair<uint32_t, std::string>> namedThreads();
 
 // RAII range on the current tracer (and NVTX in CUDA builds).
 class ScopedRange {

@@ -34,6 +34,7 @@ struct TrackControl {
   std::vector<TrackKey> pinned;                    // drawn above every rank, in pin order, not scrolled
   std::map<int64_t, std::vector<std::string>> order;  // a rank's labels in the user's order (after a move)
   bool hide_empty_in_window = false;               // also drop tracks with no events in the window
+  bool compact = false;  // every rank one thin summary row (LayoutRow::compact); pinned tracks still shown
   uint64_t version = 0;
 
   bool isCollapsed(int64_t rank) const { return collapsed.count(rank) > 0; }
@@ -51,8 +52,9 @@ struct TrackControl {
 
 // Heights in pixels; the app's font decides them.
 // util_h: the utilisation row under each stream's lanes (busyColumns, lod.h); 0 leaves it out.
+// compact_h: a rank's one row in compact mode (TrackControl::compact).
 struct LayoutMetrics {
-  float header_h = 22, lane_h = 18, counter_h = 36, util_h = 0;
+  float header_h = 22, lane_h = 18, counter_h = 36, util_h = 0, compact_h = 14;
 };
 
 // One run as the layout sees it: its trace and the window on screen in the trace's own clock
@@ -74,6 +76,7 @@ struct LayoutRow {
   float y0 = 0, h = 0;
   bool collapsed = false;  // Header rows: the rank is collapsed
   float util_h = 0;        // Stream rows: the utilisation row's height, below the lanes (inside h)
+  bool compact = false;    // Header rows in compact mode: the rank's one summary row (compact.h)
   float y1() const { return y0 + h; }
 };
 
@@ -125,6 +128,17 @@ struct LayoutBand {
 };
 TrackLayout layoutTracks(const std::vector<LayoutRun>& runs, const TrackControl& control, const LayoutMetrics& m,
                          const TrackLayout* previous = nullptr, LayoutBand band = {});
+
+// Track control by pattern across ranks (many ranks at once): `ranks` is a rank number or a glob over
+// its decimal form ("*" every rank, "1?" ranks 10-19), `label` a glob over track labels ("stream *",
+// "thread*", "collectives"); '*' matches any run of characters, '?' one. Each returns how many
+// tracks (ranks, for collapse) of `trace` it matched; the state changes only where it differs.
+bool globMatch(const std::string& pattern, const std::string& text);
+size_t setHiddenMatching(TrackControl& c, const Trace& trace, const std::string& ranks, const std::string& label, bool on);
+size_t setPinnedMatching(TrackControl& c, const Trace& trace, const std::string& ranks, const std::string& label, bool on);
+size_t setCollapsedMatching(TrackControl& c, const Trace& trace, const std::string& ranks, bool on);
+// Whether a script or menu argument is a pattern rather than one rank or one label.
+inline bool isPattern(const std::string& s) { return s.find_first_of("*?") != std::string::npos; }
 
 // Where run B lines up with run A: the offset to add to B's times so that `step` starts at the same
 // time in both (the earliest rank's start in each). When a run lacks the step — an imported trace has

@@ -49,7 +49,11 @@ double parseTime(const std::string& text, const std::string& field);
 // Track control (tracks.h; a track is named by its rank and its label, quoted when it has spaces):
 //   collapse RANK      expand RANK       hide RANK LABEL   show RANK [LABEL]  (no LABEL: all of the rank)
 //   pin RANK LABEL     unpin RANK LABEL  move RANK LABEL DELTA  (places among the rank's tracks)
+//   RANK may be a pattern over ranks and LABEL over labels ('*' any run, '?' one character; quote it):
+//   hide "*" "stream *" hides every stream of every rank, collapse "1?" ranks 10-19, pin "*" collectives.
 //   empty hide|show    (tracks with no events in the window take no rows, or one)
+//   compact on|off     (every rank one thin row: how busy its compute and its collectives keep it)
+//   flows all|selected|none  (send arrows and collective links: all, the selected event's, none)
 //   split FRACTION     (the bottom panel's share of the window's height, 0.1-0.9)
 //   [  ]               (the previous / next step from the one in the middle of the view, as the keys:
 //                       the view fits it and run B is re-aligned at it)

@@ -1,0 +1,209 @@
+// viewer_app_many_test.cpp — issue 35's clipping and many-ranks items on screen (--layout): the ruler's
+// labels whole and apart, a long track label cut with "..." (full on hover), table headers cut with
+// "...", the histogram's axes, Compare's B - A figures inside their column, the study's memory axis
+// over its trials with point labels that never overprint; 64 ranks hidden, pinned and collapsed by
+// pattern, the compact row per rank, the flows switch; an imported trace's header.
+#include <gtest/gtest.h>
+
+#include "kineto_structure.h"
+#include "trainscope/rundb/import.h"
+#include "trainscope/rundb/sqlite.h"
+#include "trainscope/viewer/names.h"
+#include "viewer_app_support.h"
+
+namespace {
+
+const std::string kLongName = "thread 4242 (a data loader thread whose name is far too long for the label column)";
+
+// The synthetic two-rank trace with rank 0's thread named far longer than the label column.
+std::string longLabelRun() {
+  const std::string p = tempPath("long_label.db");
+  if (std::filesystem::exists(p)) return p;
+  v::writeSyntheticTrace(p, {2, 6'000, 3});
+  db::Database d(p, db::Database::Mode::ReadWrite);
+  d.exec("INSERT INTO strings (id, value) VALUES ((SELECT max(id) + 1 FROM strings), '" + kLongName + "')");
+  d.exec("INSERT INTO threads (rank, kind, device, tid, name_id, sort_index) VALUES (0, 0, -1, 4242, "
+         "(SELECT id FROM strings WHERE value = '" + kLongName + "'), NULL)");
+  return p;
+}
+
+// Drawn labels [x0, x1) never overlap, and all lie inside [lo, hi].
+void expectApartAndInside(std::vector<std::pair<float, float>> spans, float lo, float hi, const std::string& what) {
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    EXPECT_GE(spans[i].first, lo - 0.5f) << what;
+    EXPECT_LE(spans[i].second, hi + 0.5f) << what << ": label " << i << " is cut";
+    if (i) EXPECT_LE(spans[i - 1].second, spans[i].first + 0.5f) << what << ": labels overprint";
+  }
+}
+
+}  // namespace
+
+TEST(ViewerApp, ClippedTextIsCutWithAnEllipsisAndLabelsStayWhole) {
+  const std::string run = longLabelRun(), script = tempPath("clip.txt");
+  std::ofstream(script) << "tab stats\nframes 3\n";
+  for (const char* view : {"", "--view 0:1.013s", "--view 0:37ms", "--view 0:2.5ms"}) {
+    const Shot s = shoot(run, std::string(view) + " --script " + script, "clip");
+    ASSERT_EQ(s.run.status, 0) << s.run.output;
+    const float x0 = s.layout["timeline"]["x0"], x1 = s.layout["timeline"]["x1"];
+    std::vector<std::pair<float, float>> spans;
+    for (const auto& tk : s.layout["ruler"]["ticks"])
+      if (tk.contains("label_x0") && tk["label_x0"].get<float>() >= 0) spans.push_back({tk["label_x0"], tk["label_x1"]});
+    EXPECT_GE(spans.size(), 2u) << view;
+    expectApartAndInside(spans, x0, x1, std::string("ruler ") + view);
+  }
+  const Shot s = shoot(run, "--script " + script, "clip");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  // The label column: the long name cut with "...", the others whole.
+  bool found = false;
+  for (const auto& l : s.layout["track_labels"]) {
+    const std::string label = l["label"], shown = l["shown"];
+    if (label == kLongName) {
+      found = true;
+      ASSERT_GT(shown.size(), 3u);
+      EXPECT_EQ(shown.substr(shown.size() - 3), "...");
+      EXPECT_EQ(label.rfind(shown.substr(0, shown.size() - 3), 0), 0u) << shown;
+    } else {
+      EXPECT_EQ(shown, label);
+    }
+  }
+  EXPECT_TRUE(found) << s.layout["track_labels"].dump();
+  // Table headers: whole, or cut with "..." (never clipped mid-letter).
+  int headers = 0;
+  for (const auto& h : s.layout["table_headers"]) {
+    const std::string full = h["full"], shown = h["shown"];
+    ++headers;
+    if (shown != full) EXPECT_EQ(shown.substr(shown.size() - 3), "...") << full;
+  }
+  EXPECT_GE(headers, 11);  // the Statistics table's
+  // The histogram has axes: counts from 0 to its tallest bin, durations at labelled ticks inside it.
+  const auto& h = s.layout["stats"]["histogram"];
+  ASSERT_TRUE(h.contains("axes")) << h.dump();
+  int64_t most = 0;
+  for (const auto& c : h["counts"]) most = std::max<int64_t>(most, c.get<int64_t>());
+  EXPECT_EQ(h["axes"]["y_lo"], "0");
+  EXPECT_EQ(h["axes"]["y_hi"], std::to_string(most));
+  std::vector<std::pair<float, float>> xs;
+  for (const auto& a : h["axes"]["x"]) xs.push_back({a["label_x0"], a["label_x0"].get<float>() + a["label_w"].get<float>()});
+  EXPECT_GE(xs.size(), 2u);
+  expectApartAndInside(xs, 0, h["axes"]["w"], "histogram axis");
+}
+
+TEST(ViewerApp, ComparesFiguresFitTheirColumnsAndNamesAreShortened) {
+  const std::string a = trace(), b = tempPath("diff_b.db");
+  if (!std::filesystem::exists(b)) v::writeSyntheticTrace(b, {2, 9'000, 3, v::SyntheticOptions{}.start_ns + 3'000'000'000});
+  const std::string script = tempPath("diff_fit.txt");
+  std::ofstream(script) << "step 1\ndiff step\nframes 3\n";
+  const Shot s = shoot(a + " " + b, "--script " + script + " --scale 1.5", "diff_fit");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const auto& d = s.layout["diff"];
+  ASSERT_GT(d["deltas_shown"].size(), 0u) << d.dump();
+  for (const auto& c : d["deltas_shown"]) EXPECT_LE(c["w"].get<float>(), c["room"].get<float>() + 0.5f) << c.dump();
+  ASSERT_EQ(d["names_shown"].size(), d["deltas_shown"].size());
+  for (size_t i = 0; i < d["names_shown"].size(); ++i) {
+    const std::string name = d["rows"][i]["name"], shown = d["names_shown"][i];
+    EXPECT_EQ(shown.rfind(v::nameForms(name).back().substr(0, std::min<size_t>(4, shown.size())), 0), 0u) << name;
+  }
+}
+
+TEST(ViewerApp, TheStudysMemoryAxisSpansItsTrialsAndItsLabelsNeverOverprint) {
+  const std::string path = tempPath("far_limit.study.db");
+  std::filesystem::remove(path);
+  {
+    trainscope::tuner::Study st(path, R"({"workload":"tiny","cluster":"cpu-local","memory_bytes":4294967296})", false);
+    for (int i = 0; i < 6; ++i) {  // six candidates, every one at 1.2-1.4 MiB and 200-205 ms: labels crowd
+      trainscope::tuner::TrialRecord tr;
+      tr.candidate = i;
+      tr.steps = 3;
+      tr.db_path = trace();
+      tr.id = st.beginTrial(tr);
+      tr.status = trainscope::tuner::TrialStatus::Ok;
+      tr.step_s = 0.200 + 0.001 * i;
+      tr.predicted_step_s = 0.2;
+      tr.peak_bytes = int64_t((1.2 + 0.04 * i) * 1024 * 1024);
+      st.finishTrial(tr);
+    }
+  }
+  const Shot s = shoot(path, "", "far_limit");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const auto& st = s.layout["study"];
+  const std::string note = st["memory_limit_note"];
+  EXPECT_EQ(note.rfind("limit ", 0), 0u) << st.dump();
+  EXPECT_NE(note.find("off this scale"), std::string::npos);
+  // The memory axis ends in MiB, near the trials, not at 4 GiB.
+  ASSERT_EQ(st["plots"].size(), 2u);
+  const std::string top = st["plots"][1]["x_ticks"].back()[1];
+  EXPECT_NE(top.find("MiB"), std::string::npos) << top;
+  for (int plot = 0; plot < 2; ++plot) {
+    std::vector<nlohmann::json> drawn;
+    for (const auto& p : st["points"])
+      if (p["plot"] == plot && p["drawn"].get<bool>()) drawn.push_back(p);
+    EXPECT_GE(drawn.size(), 2u);
+    for (size_t i = 0; i < drawn.size(); ++i)
+      for (size_t j = 0; j < i; ++j) {
+        const auto &p = drawn[i], &q = drawn[j];
+        const bool meet = p["label_x0"].get<float>() < q["label_x0"].get<float>() + q["label_w"].get<float>() &&
+                          q["label_x0"].get<float>() < p["label_x0"].get<float>() + p["label_w"].get<float>() &&
+                          p["label_y0"].get<float>() < q["label_y0"].get<float>() + q["label_h"].get<float>() &&
+                          q["label_y0"].get<float>() < p["label_y0"].get<float>() + p["label_h"].get<float>();
+        EXPECT_FALSE(meet) << p.dump() << " over " << q.dump();
+      }
+  }
+}
+
+TEST(ViewerApp, SixtyFourRanksByPatternCompactAndTheFlowsSwitch) {
+  const std::string run = tempPath("ranks64.db");
+  if (!std::filesystem::exists(run)) v::writeSyntheticTrace(run, {64, 400, 2});
+  const std::string script = tempPath("ranks64.txt");
+  std::ofstream(script) << "compact on\nflows none\nframes 2\n";
+  Shot s = shoot(run, "--script " + script, "ranks64_compact");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  EXPECT_TRUE(s.layout["compact"].get<bool>());
+  EXPECT_EQ(s.layout["flows"], "none");
+  EXPECT_TRUE(s.layout["links"].empty());
+  const auto& rows = s.layout["compact_rows"];
+  EXPECT_GE(rows.size(), 24u) << "thin rows: many ranks on one screen";
+  double busy = 0;
+  for (const auto& r : rows) {
+    EXPECT_LE(r["y1"].get<float>() - r["y0"].get<float>(), 16.f);
+    EXPECT_GE(r["busy"].get<double>(), 0.0);
+    EXPECT_LE(r["busy"].get<double>(), 1.0);
+    busy += r["busy"].get<double>();
+  }
+  EXPECT_GT(busy, 0.0);
+
+  std::ofstream(script) << "hide \"*\" \"thread*\"\npin \"*\" \"stream*\"\ncollapse \"1?\"\nframes 2\n";
+  s = shoot(run, "--script " + script, "ranks64_patterns");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  int pinned = 0, threads = 0, collapsed = 0, headers = 0;
+  for (const auto& t : s.layout["tracks"]) {
+    const std::string label = t["label"];
+    threads += label.rfind("thread", 0) == 0;
+    pinned += t["pinned"].get<bool>();
+    if (t["kind"] == "header") {
+      ++headers;
+      const int64_t rank = t["rank"];
+      EXPECT_EQ(t["collapsed"].get<bool>(), rank >= 10 && rank <= 19) << rank;
+      collapsed += t["collapsed"].get<bool>();
+    }
+  }
+  EXPECT_EQ(threads, 0);
+  EXPECT_GE(pinned, 1);
+  EXPECT_GE(headers, 1);
+}
+
+TEST(ViewerApp, AnImportedTraceSaysWhereItCameFrom) {
+  const std::string in = tempPath("header_kineto.json"), path = tempPath("header_kineto.db");
+  std::ofstream(in) << trainscope::testing::kinetoStructureTrace();
+  trainscope::rundb::importTraces({in}, path, true);
+  const Shot s = shoot(path, "", "import_header");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  ASSERT_EQ(s.layout["import_headers"].size(), 1u) << s.layout.dump();
+  const std::string h = s.layout["import_headers"][0];
+  EXPECT_NE(h.find("PyTorch profiler trace header_kineto.json -> rank "), std::string::npos) << h;
+  EXPECT_NE(h.find(" · span "), std::string::npos) << h;
+  // A native run has none.
+  const Shot n = shoot(trace(), "", "native_header");
+  ASSERT_EQ(n.run.status, 0) << n.run.output;
+  EXPECT_TRUE(n.layout["import_headers"].empty());
+}

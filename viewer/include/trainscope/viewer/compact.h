@@ -1,0 +1,24 @@
+// trainscope/viewer/compact.h — a rank as one thin row (the compact mode for many ranks, as Perfetto's
+// and Nsight's collapsed process rows summarise a process): per pixel column, how busy the rank's
+// compute and its communication keep it. Arithmetic only; view_tracks.cpp draws it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "trainscope/viewer/model.h"
+
+namespace trainscope::viewer {
+
+// [begin, end) cut into `columns` equal slices; for each, in [0, 1]:
+//   compute — the busiest of the rank's streams (its kernels, copies and sets; lanes summed and capped
+//             at 1, as busyColumns), or, for a rank with no stream (a CPU run), the busiest of its
+//             threads' outermost lane (nested events are not counted twice);
+//   comm    — the share its collectives row keeps busy (a collective's wait for its peers included).
+struct CompactColumns {
+  std::vector<float> compute, comm;
+};
+CompactColumns compactColumns(const Trace& trace, const RankGroup& rank, int64_t begin, int64_t end, size_t columns);
+
+}  // namespace trainscope::viewer
