@@ -467,6 +467,10 @@ int App::run() {
     drawOverlays();
     ImGui::Render();
     this->frame_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - f0).count();
+    // Launch latency (--frame-stats): from the start to the first frame, and to the first frame with a timeline.
+    const double since_start = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
+    if (first_frame_s < 0) first_frame_s = since_start;
+    if (timeline_frame_s < 0 && primary()) timeline_frame_s = since_start;
     if (all_loaded && fatal.empty()) frame_ms.push_back(this->frame_ms);  // frames of the loaded trace
     window.render();
 
@@ -488,6 +492,8 @@ int App::run() {
                 docs.empty() ? 0.0 : docs[0]->load_s, (long long)(t ? t->event_count : 0),
                 t ? double(t->bytes()) / 1048576.0 : 0.0,
                 t && t->event_count ? double(t->bytes()) / double(t->event_count) : 0.0);
+    std::printf("launch: first frame %.2f s after the start, first frame with the timeline %.2f s\n", first_frame_s,
+                timeline_frame_s);
     if (!docs.empty())  // how soon the tabs filled (view_stats.cpp, afterTimeline)
       std::printf("after the timeline: statistics first shown %.2f s, complete %.2f s; steps %.2f s\n",
                   docs[0]->stats_first_s.load(), docs[0]->stats_all_s.load(), docs[0]->steps_s.load());

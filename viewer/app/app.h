@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -226,6 +227,8 @@ class App {
   float panel_y0 = 0;
   std::vector<DrawItem> scratch;
   double frame_ms = 0;
+  double first_frame_s = -1, timeline_frame_s = -1;  // launch latency: seconds from the start (--frame-stats)
+  std::chrono::steady_clock::time_point launched = std::chrono::steady_clock::now();  // the App's construction
   // The timeline's tracks (tracks.h): what the user collapsed, hid, pinned or moved, the rows laid out
   // from it for the window on screen (kept while neither changes), the split, run B's alignment.
   TrackControl track_control;
