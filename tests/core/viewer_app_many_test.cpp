@@ -5,6 +5,8 @@
 // pattern, the compact row per rank, the flows switch; an imported trace's header.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "kineto_structure.h"
 #include "trainscope/rundb/import.h"
 #include "trainscope/rundb/sqlite.h"
@@ -132,7 +134,7 @@ TEST(ViewerApp, TheStudysMemoryAxisSpansItsTrialsAndItsLabelsNeverOverprint) {
   EXPECT_NE(note.find("off this scale"), std::string::npos);
   // The memory axis ends in MiB, near the trials, not at 4 GiB.
   ASSERT_EQ(st["plots"].size(), 2u);
-  const std::string top = st["plots"][1]["x_ticks"].back()[1];
+  const std::string top = st["plots"][1]["x_ticks"].back()["label"];
   EXPECT_NE(top.find("MiB"), std::string::npos) << top;
   for (int plot = 0; plot < 2; ++plot) {
     std::vector<nlohmann::json> drawn;

@@ -232,12 +232,12 @@ void Tracer::close() {
   if (writer_.joinable()) writer_.join();
   // The threads' names (range.h: namedThreads) and this process's, as `threads` rows: native rows read
   // `thread 0 (main)`, `thread 3 (pt_autograd_0)` in the viewer, not `thread N` alone.
-  std::vector<rundb::ThreadName> names;
+  std::vector<rundb::ThreadName> thread_rows;
   for (const auto& [tid, name] : namedThreads())
-    names.push_back({int32_t(rundb::ThreadKind::Thread), -1, int64_t(tid),
+    thread_rows.push_back({int32_t(rundb::ThreadKind::Thread), -1, int64_t(tid),
                      intern("thread " + std::to_string(tid) + " (" + name + ")"), int64_t(tid), rank_});
   if (program_invocation_short_name && *program_invocation_short_name)
-    names.push_back({int32_t(rundb::ThreadKind::Process), -1, int64_t(getpid()), intern(program_invocation_short_name),
+    thread_rows.push_back({int32_t(rundb::ThreadKind::Process), -1, int64_t(getpid()), intern(program_invocation_short_name),
                      std::nullopt, rank_});
   Buffers empty;
   write(empty);  // strings interned after the last batch
@@ -246,7 +246,7 @@ void Tracer::close() {
     drops.push_back({rank_, sourceName(i), emitted_[i].load(), stored_[i].load(), dropped_[i].load()});
   store_->begin();
   store_->put(drops);
-  store_->put(names);
+  store_->put(thread_rows);
   store_->setMeta("trace_level", toString(level_));
   for (const auto& [k, v] : meta_) store_->setMeta(k, v);
   store_->commit();
