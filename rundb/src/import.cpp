@@ -290,6 +290,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
         }
       }
       sources.push_back({{"file", p}, {"format", format}, {"rank", rank}});
+      if (st.gpus.count(rank)) sources.back()["gpu"] = st.gpus[rank];
       if (!ranks.insert(rank).second)
         throw UserError("import", p + " claims rank " + std::to_string(rank) + ", as an earlier file does",
                         "pass one trace per rank");

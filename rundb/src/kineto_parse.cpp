@@ -109,9 +109,10 @@ class Reader : public nlohmann::json::json_sax_t {
     Ctx next = Ctx::Skip;
     const Ctx at = top();
     if (!stack_.empty() && !(at == Ctx::Events || (at == Ctx::Root && (key_ == "distributedInfo" || key_ == "otherData")) ||
-                             (at == Ctx::Event && key_ == "args")))
+                             (at == Ctx::Event && key_ == "args") || at == Ctx::DevProps))
       structured("an object");
     if (stack_.empty()) next = Ctx::Root;
+    else if (at == Ctx::DevProps) next = Ctx::DevProp;
     else if (at == Ctx::Events) next = Ctx::Event, p_.events.emplace_back(), meta_ = MetaCapture{};
     else if (at == Ctx::Root && key_ == "distributedInfo") next = Ctx::Dist;
     else if (at == Ctx::Root && key_ == "otherData") next = Ctx::OtherData;
@@ -133,6 +134,7 @@ class Reader : public nlohmann::json::json_sax_t {
     if (!(at == Ctx::Root && key_ == "traceEvents") && !(at == Ctx::Args && (key_ == "grid" || key_ == "block" || key_ == "Input Dims")))
       structured("an array");
     if (at == Ctx::Root && key_ == "traceEvents") next = Ctx::Events, p_.has_trace_events = true;
+    else if (at == Ctx::Root && key_ == "deviceProperties") next = Ctx::DevProps;
     else if (at == Ctx::Args && (key_ == "grid" || key_ == "block")) next = Ctx::DimArray, dim_i_ = 0, dim_key_ = key_;
     else if (at == Ctx::Args && key_ == "Input Dims") next = Ctx::Capture, shapes_.clear(), capture_depth_ = stack_.size();
     capture('[');
@@ -163,7 +165,8 @@ class Reader : public nlohmann::json::json_sax_t {
   static bool onDevice(Cat c) {
     return c == Cat::Kernel || c == Cat::Memcpy || c == Cat::Memset || c == Cat::GpuAnnotation;
   }
-  enum class Ctx : uint8_t { Root, Events, Event, Args, Dist, OtherData, DimArray, Capture, Skip };
+  // DevProps: the root's deviceProperties array; DevProp: one device in it (its "name" is the GPU model).
+  enum class Ctx : uint8_t { Root, Events, Event, Args, Dist, OtherData, DimArray, Capture, Skip, DevProps, DevProp };
 
   // A field of the wrong type is refused, naming the event and the field: dropping the event would
   // change every figure without a word.
@@ -257,6 +260,10 @@ class Reader : public nlohmann::json::json_sax_t {
     const Ctx at = top();
     if (at == Ctx::Capture) {
       captureValue(num_text ? *num_text : str ? jsonText(nlohmann::json(*str)) : "null");
+      return true;
+    }
+    if (at == Ctx::DevProp && key_ == "name" && str) {  // the GPU model, for the import header
+      p_.gpus.push_back(*str);
       return true;
     }
     if (at == Ctx::Root && key_ == "baseTimeNanoseconds") {

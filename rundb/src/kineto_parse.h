@@ -69,6 +69,7 @@ struct Parsed {
   // Device events of categories this reader does not read (category → how many): left out, counted.
   std::map<std::string, int64_t> ignored_device;
   std::optional<int64_t> rank, base;
+  std::vector<std::string> gpus;  // deviceProperties[].name: the GPU models the trace was taken on
   uint32_t intern(const std::string& s) {
     auto [it, fresh] = ids.emplace(s, uint32_t(names.size()));
     if (fresh) names.push_back(s);

@@ -202,7 +202,8 @@ TEST(ViewerApp, AnImportedTraceSaysWhereItCameFrom) {
   ASSERT_EQ(s.run.status, 0) << s.run.output;
   ASSERT_EQ(s.layout["import_headers"].size(), 1u) << s.layout.dump();
   const std::string h = s.layout["import_headers"][0];
-  EXPECT_NE(h.find("PyTorch profiler trace header_kineto.json -> rank "), std::string::npos) << h;
+  EXPECT_NE(h.find("PyTorch profiler trace header_kineto.json -> rank 3 (NVIDIA H100 80GB HBM3)"), std::string::npos) << h;
+  EXPECT_NE(h.find("rank 3 python3 (pid 4242)"), std::string::npos) << h;  // the process the trace named
   EXPECT_NE(h.find(" · span "), std::string::npos) << h;
   // A native run has none.
   const Shot n = shoot(trace(), "", "native_header");

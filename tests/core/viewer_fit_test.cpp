@@ -225,11 +225,12 @@ TEST(ViewerImport, AnImportedTracesHeaderSaysWhatItIs) {
   EXPECT_EQ(v::importHeader(t), "") << "a native run has none";
   t.meta["source"] = "import";
   t.meta["import_files"] =
-      R"([{"file":"/data/rank0.json","format":"kineto","rank":0},{"file":"x/r1.sqlite","format":"nsys","rank":1}])";
+      R"([{"file":"/data/rank0.json","format":"kineto","rank":0,"gpu":"NVIDIA H100 80GB HBM3"},)"
+      R"({"file":"x/r1.sqlite","format":"nsys","rank":1}])";
   t.ranks[0].process = "python3 (pid 42)";
   t.begin = 0, t.end = 12'500'000;
   std::string h = v::importHeader(t);
-  EXPECT_NE(h.find("PyTorch profiler trace rank0.json -> rank 0"), std::string::npos) << h;
+  EXPECT_NE(h.find("PyTorch profiler trace rank0.json -> rank 0 (NVIDIA H100 80GB HBM3)"), std::string::npos) << h;
   EXPECT_NE(h.find("Nsight Systems export r1.sqlite -> rank 1"), std::string::npos) << h;
   EXPECT_NE(h.find("ranks 0, 1"), std::string::npos) << h;
   EXPECT_NE(h.find("span " + v::formatDuration(12.5e6)), std::string::npos) << h;

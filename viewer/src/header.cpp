@@ -36,7 +36,8 @@ std::string sources(const Trace& t) {
     const std::string format = f.value("format", ""), file = baseName(f.value("file", ""));
     out += (out.empty() ? "" : ", ") +
            std::string(format == "nsys" ? "Nsight Systems export " : format == "kineto" ? "PyTorch profiler trace " : "") +
-           file + " -> rank " + std::to_string(f.value("rank", int64_t(0)));
+           file + " -> rank " + std::to_string(f.value("rank", int64_t(0))) +
+           (f.contains("gpu") && f["gpu"].is_string() ? " (" + f["gpu"].get<std::string>() + ")" : "");
   }
   return out;
 }

@@ -28,6 +28,9 @@ struct ImportStats {
   // and device events of categories the importer does not read, by category. Both are kept in the
   // database's meta table as JSON objects (import_refused_values, import_ignored_device_events).
   std::map<std::string, int64_t> refused_values, ignored_device_events;
+  // The GPU models each rank's trace names (Kineto's deviceProperties[].name), by rank; in meta
+  // import_files.
+  std::map<int64_t, std::string> gpus;
 };
 
 // The counts above as one line each for the import's output ("" when there are none).
