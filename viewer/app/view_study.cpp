@@ -117,7 +117,7 @@ void trialsTable(App& app, const tuner::StudySnapshot& st, float height) {
   ImGui::TableSetupScrollFreeze(0, 1);
   for (const char* c : {"trial", "cand", "plan", "status", "steps", "measured", "predicted", "peak", ""})
     ImGui::TableSetupColumn(c, std::string(c) == "plan" ? ImGuiTableColumnFlags_WidthStretch : 0);
-  headersRow("trials");
+  headersRow("trials", /*auto_fit=*/true);
   for (const auto& t : st.trials) {
     app.study_shown.table.push_back({t.id, t.candidate, planOf(st, t.candidate)});
     ImGui::TableNextRow();

@@ -126,7 +126,7 @@ void App::drawSql() {
     return;
   ImGui::TableSetupScrollFreeze(0, 1);
   for (int c = 0; c < cols; ++c) ImGui::TableSetupColumn(r.table.columns[size_t(c)].c_str());
-  headersRow("sql_rows");
+  headersRow("sql_rows", /*auto_fit=*/true);
   ImGuiListClipper clip;
   clip.Begin(int(r.table.rows.size()));
   while (clip.Step())
