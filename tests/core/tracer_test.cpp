@@ -184,3 +184,27 @@ TEST(Tracer, NamesItsThreadsAndProcessInTheShard) {
   EXPECT_EQ(names.count(plain_id), 0u);
   EXPECT_EQ(processes, 1);
 }
+
+// A real native run (trainscope run --cpu-lanes 2, traced at the ops level): its run database names
+// the main thread and both core lanes, and the lanes' names are on the threads whose ops they ran.
+TEST(Tracer, ANativeRunNamesItsMainThreadAndItsCpuLanes) {
+  const std::string run = tempPath("named_threads_run.db");
+  const auto r = trainscope::testing::cli("run --workload tiny --seq 16 --mbs 2 --steps 2 --device cpu --cpu-lanes 2 "
+                                          "--trace " + run + " --trace-level ops --overwrite -q");
+  ASSERT_EQ(r.status, 0) << r.output;
+  db::RunReader rd(run);
+  std::map<std::string, int64_t> tid_of;  // the name in parentheses → the thread number
+  for (const db::ThreadName& t : rd.threads())
+    if (t.rank == 0 && t.kind == int32_t(db::ThreadKind::Thread)) {
+      const std::string n = rd.string(t.name);
+      EXPECT_EQ(n.rfind("thread " + std::to_string(t.tid) + " (", 0), 0u) << n;
+      tid_of[n.substr(n.find('(') + 1, n.size() - n.find('(') - 2)] = t.tid;
+    }
+  ASSERT_TRUE(tid_of.count("main")) << r.output;
+  ASSERT_TRUE(tid_of.count("cpu lane 0"));
+  ASSERT_TRUE(tid_of.count("cpu lane 1"));
+  std::map<int64_t, int64_t> ops_on;
+  for (const db::HostOp& o : rd.events<db::HostOp>(0)) ++ops_on[o.tid];
+  EXPECT_GT(ops_on[tid_of["cpu lane 0"]], 0);
+  EXPECT_GT(ops_on[tid_of["cpu lane 1"]], 0);
+}

@@ -42,23 +42,28 @@ std::string osThreadName() {
 }
 }  // namespace
 
+thread_local std::string t_name;  // nameThread's, until the thread gets its number
+
 uint32_t threadId() {
   if (t_tid == UINT32_MAX) {
     t_tid = g_next_tid.fetch_add(1);
-    std::string name = osThreadName();
+    std::string name = t_name.empty() ? osThreadName() : t_name;
     if (!name.empty()) {
       std::lock_guard<std::mutex> lock(namesMutex());
-      threadNames().emplace(t_tid, std::move(name));  // a name given before (nameThread) stays
+      threadNames()[t_tid] = std::move(name);
     }
   }
   return t_tid;
 }
 
+// A thread named before it records keeps its number for its first event (numbers stay in the order
+// threads first record), and one that never records gets no number and no row.
 void nameThread(const std::string& name) {
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-  const uint32_t id = threadId();
+  t_name = name;
+  if (t_tid == UINT32_MAX) return;
   std::lock_guard<std::mutex> lock(namesMutex());
-  threadNames()[id] = name;
+  threadNames()[t_tid] = name;
 }
 
 std::vector<std::pair<uint32_t, std::string>> namedThreads() {

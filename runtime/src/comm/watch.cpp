@@ -119,7 +119,10 @@ Watch::Watch(const RankEnv& env, int rank) : s_(std::make_shared<State>()) {
       },
       bound);
   if (!connected) throw std::runtime_error(silentStoreClause(bound));
-  thread_ = std::thread([s = s_] { s->run(); });
+  thread_ = std::thread([s = s_] {
+    tracer::nameThread("comm watchdog");
+    s->run();
+  });
 }
 
 Watch::~Watch() { stop(); }

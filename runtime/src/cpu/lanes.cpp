@@ -4,6 +4,10 @@
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
 
+#include <string>
+
+#include "trainscope/tracer/range.h"
+
 namespace trainscope::runtime {
 
 CoreLanes::CoreLanes(int lanes) : errors_(size_t(lanes)) {
@@ -19,6 +23,7 @@ CoreLanes::CoreLanes(int lanes) : errors_(size_t(lanes)) {
       // their own OpenMP teams: 2 lanes × 2 threads on 2 cores).
       (void)at::get_num_threads();
       at::set_num_threads(1);
+      tracer::nameThread("cpu lane " + std::to_string(i));  // its ops' rows: `thread N (cpu lane i)`
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++ready;

@@ -24,8 +24,9 @@ class Tracer;
 // Small per-process thread number (0 = the first thread that recorded anything).
 uint32_t threadId();
 
-// Names the calling thread for traces ("data loader", "comm watchdog"): the name its rows get in the
-// run database's `threads` table, and the OS thread name (its first 15 bytes) for debuggers and top.
+// Names the calling thread for traces ("cpu lane 0", "comm watchdog"): the name its rows get in the
+// run database's `threads` table once it records, and the OS thread name (its first 15 bytes) for
+// debuggers and top. It does not number the thread: one that never records has no row.
 void nameThread(const std::string& name);
 // Every numbered thread (threadId) with a name, by number: nameThread's, else "main" for the
 // process's main thread, else its OS name when it has one of its own (not the process's, which
