@@ -201,6 +201,18 @@ TEST(ViewerManyRanks, CompactModeIsOneThinRowPerRankWithItsBusyShares) {
   const v::CompactColumns cc = v::compactColumns(t, t.ranks[5], 0, 1000, 4);
   EXPECT_EQ(cc.compute, (std::vector<float>{1, 1, 0, 0}));
   EXPECT_EQ(cc.comm, (std::vector<float>{0, 0, 1, 0}));
+  EXPECT_EQ(cc.wait, (std::vector<float>{0, 0, 0, 0}));  // not linked: no wait is claimed
+  // Linked, with its last peer arriving at 600: [500, 600) of the third column's 250 is waiting.
+  v::Trace linked = manyRanks(2);
+  const uint32_t coll = uint32_t(linked.ranks[0].tracks[2]);
+  v::CommCall call;
+  call.link.first_start_ns = 500, call.link.last_start_ns = 600;
+  linked.comm.calls.push_back(call);
+  linked.comm.call_of[coll] = {{0}};
+  const v::CompactColumns lw = v::compactColumns(linked, linked.ranks[0], 0, 1000, 4);
+  EXPECT_EQ(lw.comm, (std::vector<float>{0, 0, 1, 0}));
+  EXPECT_FLOAT_EQ(lw.wait[2], 0.4f);
+  EXPECT_EQ(lw.wait[0] + lw.wait[1] + lw.wait[3], 0.f);
   // A rank with no stream (a CPU run): its threads' outermost lane is its compute.
   v::Trace cpu = manyRanks(1);
   cpu.ranks[0].tracks.erase(cpu.ranks[0].tracks.begin() + 1);

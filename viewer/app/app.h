@@ -332,7 +332,7 @@ class App {
     size_t doc;
     int64_t rank;
     float y0, y1;
-    double busy;
+    double busy, wait;  // mean shares over the window: busy (compute or comm), waiting for a peer
   };
   std::vector<CompactShown> compact_drawn;
   // Flow arrows and links (the flows switch): every send's arrow and the selected or hovered event's

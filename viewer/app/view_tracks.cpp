@@ -149,7 +149,8 @@ void App::drawRows(ImDrawList* dl, const TimelineContext& cx, bool pinned) {
 }
 
 // A rank in compact mode: one thin row, its label in the gutter and per pixel column (in pairs) how
-// busy its compute (blue) and its collectives (red, stacked above) keep it (compact.h).
+// busy its compute (blue), its collectives' waiting for a peer (orange) and the rest of its collectives
+// (red) keep it, stacked in that order (compact.h).
 void App::drawCompactRow(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y) {
   const Document& d = *docs[r.doc];
   const RankGroup& g = d.trace->ranks[r.group];
@@ -162,14 +163,21 @@ void App::drawCompactRow(ImDrawList* dl, const TimelineContext& cx, const Layout
   const CompactColumns c = compactColumns(*d.trace, g, t0, t1, n);
   const float h = r.h - 2;
   double busy = 0;
+  double waiting = 0;
   for (size_t i = 0; i < n; ++i) {
-    const float x = cx.x0 + 2 * float(i), ch = h * c.compute[i], mh = h * std::min(c.comm[i], 1.f - c.compute[i]);
+    // Stacked from the bottom: compute (blue), waiting for a peer (orange), the rest of comm (red).
+    const float x = cx.x0 + 2 * float(i), ch = h * c.compute[i];
+    const float wh = h * std::min(c.wait[i], 1.f - c.compute[i]);
+    const float mh = h * std::min(c.comm[i] - c.wait[i], std::max(0.f, 1.f - c.compute[i] - c.wait[i]));
     if (ch > 0.5f) dl->AddRectFilled(ImVec2(x, y + h - ch), ImVec2(x + 2, y + h), IM_COL32(80, 140, 230, 255));
-    if (mh > 0.5f) dl->AddRectFilled(ImVec2(x, y + h - ch - mh), ImVec2(x + 2, y + h - ch), IM_COL32(230, 90, 80, 255));
+    if (wh > 0.5f) dl->AddRectFilled(ImVec2(x, y + h - ch - wh), ImVec2(x + 2, y + h - ch), IM_COL32(240, 160, 60, 255));
+    if (mh > 0.5f)
+      dl->AddRectFilled(ImVec2(x, y + h - ch - wh - mh), ImVec2(x + 2, y + h - ch - wh), IM_COL32(230, 90, 80, 255));
     busy += std::min(1.f, c.compute[i] + c.comm[i]);
+    waiting += c.wait[i];
   }
   if (cx.record)
-    compact_drawn.push_back({r.doc, g.rank, y, y + r.h, n ? busy / double(n) : 0.0});
+    compact_drawn.push_back({r.doc, g.rank, y, y + r.h, n ? busy / double(n) : 0.0, n ? waiting / double(n) : 0.0});
 }
 
 // One lane's boxes: single events in their name's colour, folded blocks shaded by how busy they are.

@@ -15,9 +15,12 @@ namespace trainscope::viewer {
 //   compute — the busiest of the rank's streams (its kernels, copies and sets; lanes summed and capped
 //             at 1, as busyColumns), or, for a rank with no stream (a CPU run), the busiest of its
 //             threads' outermost lane (nested events are not counted twice);
-//   comm    — the share its collectives row keeps busy (a collective's wait for its peers included).
+//   comm    — the share its collectives row keeps busy, its wait included;
+//   wait    — of that, the share a linked collective spent waiting for its last peer (its start to
+//             the last arrival, comm.h's rule; a pipeline send's wait is not told apart here).
+// So comm − wait is the transfer, and a straggler's peers show wait where it shows compute.
 struct CompactColumns {
-  std::vector<float> compute, comm;
+  std::vector<float> compute, comm, wait;
 };
 CompactColumns compactColumns(const Trace& trace, const RankGroup& rank, int64_t begin, int64_t end, size_t columns);
 
