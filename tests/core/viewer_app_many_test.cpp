@@ -210,3 +210,36 @@ TEST(ViewerApp, AnImportedTraceSaysWhereItCameFrom) {
   ASSERT_EQ(n.run.status, 0) << n.run.output;
   EXPECT_TRUE(n.layout["import_headers"].empty());
 }
+
+// A real DP 2 run (its all-reduces linked across the ranks): with the selected all-reduce, `flows all`
+// draws its link, `flows selected` too, `flows none` nothing; the compact rows show the waiting the
+// linked all-reduces hold (the ranks never arrive together).
+TEST(ViewerApp, TheFlowsSwitchAndCompactWaitsOnARealDpRun) {
+  const std::string run = tempPath("dp2_flows.db");
+  auto r = trainscope::testing::cli("run --workload tiny --seq 16 --mbs 2 --steps 3 --nproc 2 --device cpu --trace " +
+                                    run + " --trace-level ranges --overwrite -q");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string script = tempPath("flows.txt");
+  size_t links[3] = {};
+  const char* modes[] = {"all", "selected", "none"};
+  for (int m = 0; m < 3; ++m) {
+    std::ofstream(script) << "select \"all_reduce (dp)\" 2\nflows " << modes[m] << "\nframes 2\n";
+    const Shot s = shoot(run, "--script " + script, std::string("flows_") + modes[m]);
+    ASSERT_EQ(s.run.status, 0) << s.run.output;
+    EXPECT_EQ(s.layout["flows"], modes[m]);
+    links[m] = s.layout["links"].size();
+  }
+  EXPECT_GE(links[0], 1u);
+  EXPECT_GE(links[1], 1u);
+  EXPECT_EQ(links[2], 0u);
+  std::ofstream(script) << "compact on\nframes 2\n";
+  const Shot c = shoot(run, "--script " + script, "flows_compact");
+  ASSERT_EQ(c.run.status, 0) << c.run.output;
+  ASSERT_EQ(c.layout["compact_rows"].size(), 2u) << c.layout["compact_rows"].dump();
+  double wait = 0;
+  for (const auto& row : c.layout["compact_rows"]) {
+    EXPECT_LE(row["wait"].get<double>(), row["busy"].get<double>() + 1e-9);
+    wait += row["wait"].get<double>();
+  }
+  EXPECT_GT(wait, 0.0);
+}
