@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -138,5 +139,5 @@ TEST(RunnerPrediction, TheStudyRefitsAnExternalJobsHostWorkFromItsTrials) {
   EXPECT_GT(tn::spearman(predicted, measured), 0.9);
   for (size_t k = 0; k < valid.size(); ++k)
     EXPECT_NEAR(predicted[k] / measured[k], 1.0, 0.10) << all[valid[k]].plan.describe();
-  std::system(("rm -rf " + dir).c_str());
+  std::filesystem::remove_all(dir);
 }
