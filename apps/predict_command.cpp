@@ -288,7 +288,7 @@ nlohmann::json toJson(const Outcome& o) {
   j["time"] = {{"compute_s", t.compute_s}, {"recompute_s", t.recompute_s}, {"tp_comm_s", t.tp_comm_s},
                {"dp_comm_s", t.dp_comm_s}, {"zero_gather_s", t.zero_gather_s}, {"pp_comm_s", t.pp_comm_s},
                {"cp_comm_s", t.cp_comm_s}, {"ep_comm_s", t.ep_comm_s}, {"bubble_s", t.bubble_s},
-               {"optimizer_s", t.optimizer_s}, {"other_s", t.other_s}, {"step_s", t.step_s}};
+               {"optimizer_s", t.optimizer_s}, {"other_s", t.other_s}, {"host_s", t.host_s}, {"step_s", t.step_s}};
   j["time_source"] = time_source;
   j["framework"] = tn::frameworkName(framework);
   j["attention"] = tn::attentionName(o.attention);
@@ -336,6 +336,9 @@ void printText(const Outcome& o) {
     std::printf("(step time and throughput %s: 90%% of its held-out rows fell within)\n", ci.text().c_str());
   if (t.measured) std::printf("(measured layer times include their TP collectives)\n");
   if (t.zero_gather_s > 0) std::printf("(DP comm includes %.3f s of ZeRO-3 parameter all-gathers)\n", t.zero_gather_s);
+  if (t.host_s > 0)  // a CPU cluster under another framework's profile (time_model.h)
+    std::printf("(and %s's host work %.3f s, its Python ops, hooks and micro-batches on the same cores: in the step, "
+                "not in the sum above)\n", tn::frameworkName(framework), t.host_s);
   if (p.cp > 1)
     std::printf("(and CP ring %.3f s, the K/V exchange not hidden behind attention: in the step, not in the sum above)\n",
                 t.cp_comm_s);

@@ -125,6 +125,18 @@ RankParams rankParams(const workloads::Workload& w, const Plan& p) {
   return {dense, experts / double(p.ep)};
 }
 
+// Another framework's job on a CPU cluster (an external runner's trial): its host work per micro-batch —
+// each layer's ops issued from Python and by autograd, its hooks and collective calls (the GPU model's
+// hostLayerSeconds, gpu_time.h), and its fixed per-micro-batch work — on the cores that compute, so
+// it adds to the step rather than overlapping it. The profile's constants on a CPU are what a tune
+// refits from its trials (its host_op_s < 0 is the cluster's dispatch_s, 0 in a CPU file).
+double cpuHostSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
+  if (o.framework == Framework::Trainscope) return 0;  // the runtime's own cost is in the measured rates
+  const FrameworkProfile& fp = c.profile(o.framework);
+  const double layers = double((w.n_layer + p.pp - 1) / p.pp);
+  return double(p.ga()) * (layers * gpu::hostLayerSeconds(p, c, fp) + fp.host_micro_batch_s);
+}
+
 void addCpuExpertSync(TimePrediction& r, const Plan& p, const Cluster& c, double expert_params) {
   const double n = double(p.dp / p.ep);
   if (expert_params <= 0 || n <= 1) return;
@@ -206,8 +218,9 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double opt_bytes = p.optimizer == runconfig::OptimizerKind::SGD ? 12.0 : 28.0;
   r.optimizer_s = (params.synced / (runconfig::shardsOptimizer(p.zero) && p.dp > 1 ? double(p.dp) : 1.0) + params.experts) *
                   opt_bytes / std::max(mem_bw, 1.0);
+  r.host_s = cpuHostSeconds(w, p, c, o);
   r.step_s = r.compute_s + r.recompute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.cp_comm_s + r.ep_comm_s +
-             r.bubble_s + r.optimizer_s;
+             r.bubble_s + r.optimizer_s + r.host_s;
   const double tokens = double(p.gbs) * keys;
   r.tokens_per_s = tokens / r.step_s;
   r.model_flops = workloads::stepFlops(w, p.gbs, p.seq, workloads::Recompute::None).model;  // MoE: active FLOPs

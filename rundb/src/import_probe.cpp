@@ -86,7 +86,8 @@ void writeMeta(Database& db, const std::string& key, const std::string& value) {
 }  // namespace
 
 ProbeImport importProbe(const std::vector<std::string>& step_files, const std::vector<std::string>& traces,
-                        const std::string& out_db, const std::string& workload, const std::string& field) {
+                        const std::string& out_db, const std::string& workload, const std::string& field,
+                        const std::map<std::string, std::string>& meta) {
   const Rows rows = readRows(step_files);
   ProbeImport out;
   out.steps = int64_t(rows.steps.size());
@@ -98,6 +99,7 @@ ProbeImport importProbe(const std::vector<std::string>& step_files, const std::v
     store.setMeta("source", "probe");
     store.setMeta("world_size", std::to_string(rows.world));
     store.setMeta("config", config);
+    for (const auto& [key, value] : meta) store.setMeta(key, value);
     for (int64_t r : rows.ranks) store.putRank(RankInfo{r, "", "cpu", 0, 0, {}, {}});
     for (const Step& s : rows.steps) store.appendStep(s);
     store.close();
@@ -132,6 +134,7 @@ ProbeImport importProbe(const std::vector<std::string>& step_files, const std::v
     writeMeta(db, "source", "probe");
     writeMeta(db, "world_size", std::to_string(rows.world));
     writeMeta(db, "config", config);
+    for (const auto& [key, value] : meta) writeMeta(db, key, value);
     db.exec("COMMIT");
   }
   files::place(partial, out_db, files::Existing::Refuse, field);

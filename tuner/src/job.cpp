@@ -117,6 +117,17 @@ std::string jobRefusal(JobKind kind, const Plan& p) {
   }
 }
 
+Framework frameworkOf(JobKind kind) {
+  switch (kind) {
+    case JobKind::Hf:
+    case JobKind::Accelerate:
+    case JobKind::Torchtitan: return Framework::Fsdp;
+    case JobKind::DeepSpeed: return Framework::Deepspeed;
+    case JobKind::Megatron: return Framework::Megatron;
+    default: return Framework::Trainscope;
+  }
+}
+
 std::string locateProbe(const std::string& python) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw UserError("--probe", "cannot ask " + python + " for trainscope_probe", "pass --probe DIR");

@@ -154,8 +154,13 @@ TrialRecord JobTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   }
   t.exit_code = 0;
   try {
+    // The trial's resolved configuration and framework beside its rows: `calibrate` prices the plan
+    // the job ran under its framework's profile, from the study or the database alone.
+    const std::map<std::string, std::string> meta = {{"config", runconfig::toJson(c)},
+                                                     {"framework", frameworkKey(frameworkOf(o_.kind))},
+                                                     {"device", o_.cpu ? "cpu" : "cuda"}};
     rundb::importProbe(probeFiles(L.probe_dir, ".steps.jsonl"), probeFiles(L.probe_dir, ".trace.json"),
-                       spec.run.output.trace, o_.workload, "--study");
+                       spec.run.output.trace, o_.workload, "--study", meta);
   } catch (const std::exception& e) {
     return finish(TrialStatus::Failed, std::string("the job ended but its steps cannot be read: ") + e.what());
   }

@@ -37,10 +37,11 @@ TrialRecord Learner::add(TrialRecord t, const Plan& p, bool fresh) {
     return t;
   }
   if (t.step_s > 0) {
-    analytic_ratio_.push_back(t.step_s / predictTime(w_, p, fitted_).step_s);
+    analytic_ratio_.push_back(t.step_s / predictTime(w_, p, fitted_, TimeOptions{-1.0, framework_}).step_s);
     FitRow row;
     row.w = std::shared_ptr<const workloads::Workload>(&w_, [](const workloads::Workload*) {});  // outlives the learner's use
     row.p = p;
+    row.options.framework = framework_;  // an external job's rows refit its framework's host costs
     row.nodes = (p.world() + c_.devices_per_node - 1) / c_.devices_per_node;
     row.measured_s = t.step_s;
     row.group = std::to_string(p.world());
@@ -90,7 +91,9 @@ void Learner::rerank(std::vector<Candidate>& all) {
       if (priced[i] > 0) ratio.push_back(trial_rows_[i].measured_s / priced[i]);
   }
   const double fallback = ratio.empty() ? 1.0 : rundb::percentile(ratio, 0.5);
-  rankCandidates(all, ComposedCost(w_, fitted_, costs_), AnalyticCost(w_, fitted_, measuredOverlap(costs_)), fallback);
+  TimeOptions analytic = measuredOverlap(costs_);
+  analytic.framework = framework_;
+  rankCandidates(all, ComposedCost(w_, fitted_, costs_), AnalyticCost(w_, fitted_, analytic), fallback);
 }
 
 }  // namespace trainscope::tuner

@@ -82,7 +82,7 @@ void price(Candidate& cand, const workloads::Workload& w, const Cluster& c, cons
   if (cand.rejected.empty()) cand.rejected = runtimeRefusal(w, cand.plan);
   if (!cand.rejected.empty()) return;
   const MemoryPrediction m = predictMemory(w, cand.plan);
-  const TimePrediction t = predictTime(w, cand.plan, c);
+  const TimePrediction t = predictTime(w, cand.plan, c, TimeOptions{-1.0, o.framework});
   cand.predicted_peak = m.peak();
   cand.predicted_step_s = t.step_s;
   cand.predicted_tokens_per_s = t.tokens_per_s;

@@ -347,7 +347,7 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
 
   // The loop: the strategy's next batch → run (or resumed) → learned → observed → progress; re-rank.
   ProcessTrialRunner processes(o.trainscope);
-  Learner learner(w, c);
+  Learner learner(w, c, space.framework);
   StudyRunner runner(o, c.kind == ClusterKind::Gpu, res, study, o.runner ? *o.runner : processes, learner, progress);
   {
     const InterruptScope interrupts;

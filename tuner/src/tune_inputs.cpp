@@ -112,6 +112,7 @@ SpaceOptions checkedSpace(const TuneInputs& f) {
   if (f.search != "halving" && f.search != "exhaustive")
     throw UserError("--search", "unknown value \"" + f.search + "\"", std::string("use one of ") + searchNames());
   SpaceOptions so;
+  so.framework = frameworkOf(parseJobKind(f.runner));  // an external job's trials priced as its framework runs
   so.gbs = f.gbs;
   so.seq = f.seq;
   so.mbs = parseCounts(f.mbs, "--mbs", int64_t(1) << 30);

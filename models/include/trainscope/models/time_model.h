@@ -32,6 +32,10 @@ struct TimePrediction {
   double bubble_s = 0;       // pipeline bubble
   double optimizer_s = 0;
   double other_s = 0;        // measured only: clipping, data, zeroing (step − the rest)
+  // CPU clusters under another framework's profile (an external runner's job: Hugging Face, DeepSpeed):
+  // that framework's host work — its ops issued from Python, module hooks, per-micro-batch work — on
+  // the same cores as the compute, so added to it (framework_profile.h; 0 for trainscope's runtime).
+  double host_s = 0;
   double step_s = 0;         // the sum
   double tokens_per_s = 0;
   double model_flops = 0;    // per step, the whole model (Narayanan et al. 2021)
@@ -47,7 +51,7 @@ struct TimeOptions {
   // Share of the DP gradient reduction hidden behind backward; < 0: estimated from the schedule
   // (GPU clusters: what is left after the last micro-batch's backward; CPU clusters: none).
   double dp_overlap = -1.0;
-  Framework framework = Framework::Trainscope;  // GPU clusters: whose kernels (layer_ops.h)
+  Framework framework = Framework::Trainscope;  // GPU clusters: whose kernels (layer_ops.h); CPU: host_s
   Attention attention = Attention::Default;     // GPU clusters: the framework's attention, or forced
 };
 

@@ -8,11 +8,14 @@
 //           ranks and collectives; the trace's own ProfilerStep rows are replaced by the probe's
 //           (every step, not only the traced ones)
 // meta: source "probe" (step 0 is the warm-up the summary leaves out, as in a native run),
-// world_size (the rows' world), config {"workload": …}. Built under a temporary name and linked into
+// world_size (the rows' world), config {"workload": …}, then `meta`'s keys: a tune's trial gives its
+// resolved configuration as "config" (the plan the job ran, so `calibrate` prices it), "framework"
+// (the profile it is priced under: fsdp, deepspeed, …) and "device" (cpu or cuda). Built under a temporary name and linked into
 // place: a failed import leaves nothing, and an existing path is refused (a trial's paths are fresh).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,7 @@ struct ProbeImport {
 
 // Throws UserError naming `field` and the file for a malformed row (the line number) or no rows at all.
 ProbeImport importProbe(const std::vector<std::string>& step_files, const std::vector<std::string>& traces,
-                        const std::string& out_db, const std::string& workload, const std::string& field);
+                        const std::string& out_db, const std::string& workload, const std::string& field,
+                        const std::map<std::string, std::string>& meta = {});
 
 }  // namespace trainscope::rundb

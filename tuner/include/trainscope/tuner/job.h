@@ -59,6 +59,12 @@ std::vector<std::string> splitEntry(const std::string& text);
 // rejects for this runner before anything is measured.
 std::string jobRefusal(JobKind kind, const Plan& p);
 
+// The framework profile (models/framework_profile.h) a runner's trials are priced under: a Hugging
+// Face Trainer or Accelerate job (DDP or FSDP) and torchtitan (FSDP2) are PyTorch eager modules →
+// fsdp (its module hooks counted only when the plan shards, ZeRO-2/3); DeepSpeed → deepspeed;
+// Megatron-LM → megatron; trainscope's own runtime → trainscope.
+Framework frameworkOf(JobKind kind);
+
 // One trial's launch, made before anything is started (pure: the tests read it as it is).
 struct JobLaunch {
   std::vector<std::string> argv;                           // argv[0]: the interpreter

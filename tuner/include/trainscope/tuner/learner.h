@@ -31,7 +31,10 @@ namespace trainscope::tuner {
 
 class Learner {
  public:
-  Learner(const workloads::Workload& w, const Cluster& c) : w_(w), c_(c), fitted_(c) {}
+  // `framework`: whose job the trials run (SpaceOptions::framework): the profile the trials' rows
+  // are priced and refitted under, and the candidates re-ranked with.
+  Learner(const workloads::Workload& w, const Cluster& c, Framework framework = Framework::Trainscope)
+      : w_(w), c_(c), fitted_(c), framework_(framework) {}
 
   // `t` ended; `p` is its candidate's plan. `fresh`: the trial ran in this process (its summary is
   // read into the record); a trial kept from a resumed study already holds its figures.
@@ -50,6 +53,7 @@ class Learner {
   const workloads::Workload& w_;
   const Cluster& c_;
   Cluster fitted_;
+  Framework framework_;
   MeasuredCosts costs_;
   CollectiveFit network_fit_;
   std::vector<rundb::Collective> comm_;

@@ -33,6 +33,9 @@ struct SpaceOptions {
   // false: 1F1B only interleaved (virtual_stages > 1), as `--pp-schedules interleaved` without 1f1b asks.
   bool plain_one_f_one_b = true;
   std::vector<int64_t> worlds;                 // empty: every device (a CPU cluster: each divisor of its ranks)
+  // Whose job the trials run (an external runner's framework, job.h frameworkOf): the time model's
+  // profile for every candidate's prediction and the study's refit (framework_profile.h).
+  Framework framework = Framework::Trainscope;
 };
 
 struct Candidate {

@@ -1,0 +1,143 @@
+// runner_prediction_test.cpp — an external runner's trials priced under its framework's profile
+// (issue 34): the framework's host work on a CPU cluster against a hand computation, each runner's
+// profile, and the study's refit of that work from the trials' run databases (the probe's rows,
+// rundb/import_probe.h) — what the tuner re-ranks the unmeasured candidates with.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "trainscope/rundb/import_probe.h"
+#include "trainscope/tuner/job.h"
+#include "trainscope/tuner/learner.h"
+#include "trainscope/tuner/prediction_check.h"
+#include "trainscope/workloads/workload.h"
+
+namespace rt = trainscope::runconfig;
+namespace tn = trainscope::tuner;
+
+namespace {
+
+tn::TimeOptions under(tn::Framework f) {
+  tn::TimeOptions o;
+  o.framework = f;
+  return o;
+}
+
+// The HF runner's space of the tests (tests/runner/hf_predict_test.py): tiny, gbs 8, seq 32, 1-2
+// ranks, micro-batch 1/2/4, DDP or FSDP FULL_SHARD; what --runner hf refuses left out.
+std::vector<tn::Candidate> hfSpace(const trainscope::workloads::Workload& w, const tn::Cluster& c) {
+  tn::SpaceOptions o;
+  o.gbs = 8, o.seq = 32, o.mbs = {1, 2, 4}, o.ckpt = {rt::Checkpointing::None}, o.cp = {1}, o.virtual_stages = {1};
+  o.zero = {rt::ZeroStage::None, rt::ZeroStage::Parameters}, o.sequence_parallel = {false};
+  o.schedules = {rt::PipelineSchedule::OneFOneB};
+  o.framework = tn::frameworkOf(tn::JobKind::Hf);
+  std::vector<tn::Candidate> all = tn::enumerateSpace(w, c, o);
+  for (tn::Candidate& cand : all)
+    if (cand.rejected.empty()) cand.rejected = tn::jobRefusal(tn::JobKind::Hf, cand.plan);
+  return all;
+}
+
+// A probe's run database of a trial that measured `step_s` per step (4 steps, step 0 the warm-up).
+std::string probeDb(const std::string& dir, int64_t id, double step_s) {
+  const std::string rows = dir + "/rank0-" + std::to_string(id) + ".jsonl";
+  {
+    std::ofstream out(rows);
+    for (int s = 0; s < 4; ++s)
+      out << R"({"rank": 0, "step": )" << s << R"(, "start_ns": )" << 1000000000LL * (s + 1)
+          << R"(, "step_time_ns": )" << int64_t((s == 0 ? 3.0 : 1.0) * step_s * 1e9)
+          << R"(, "tokens": 256, "loss": 1.0, "peak_bytes": 1000000, "world": 1})" << "\n";
+  }
+  const std::string db = dir + "/t" + std::to_string(id) + ".db";
+  trainscope::rundb::importProbe({rows}, {}, db, "tiny", "--study", {{"framework", "fsdp"}, {"device", "cpu"}});
+  return db;
+}
+
+}  // namespace
+
+// On a CPU the framework's host thread is the compute's: its work per micro-batch adds to the step.
+// Per micro-batch: layers × (25 forward ops × host_op_s + 50 backward ops × host_backward_op_s
+// [+ FSDP's 4 hooks × hook_s under sharding]) + host_micro_batch_s.
+TEST(RunnerPrediction, AnotherFrameworksHostWorkAddsToACpuStepPerMicroBatch) {
+  const trainscope::workloads::Workload w = trainscope::workloads::load("tiny");
+  tn::Cluster c = tn::loadCluster("cpu-local");
+  tn::FrameworkProfile& fp = c.mutableProfile(tn::Framework::Fsdp);
+  fp.host_op_s = 1e-4, fp.host_backward_op_s = 2e-5, fp.host_micro_batch_s = 1e-3, fp.hook_s = 5e-5;
+  tn::Plan p;
+  p.cpu = true, p.dp = 1, p.mbs = 2, p.gbs = 8, p.seq = 32;  // 4 micro-batches
+  const tn::TimePrediction own = tn::predictTime(w, p, c), hf = tn::predictTime(w, p, c, under(tn::Framework::Fsdp));
+  EXPECT_EQ(own.host_s, 0);
+  const double per_layer = 25 * 1e-4 + 50 * 2e-5;
+  EXPECT_NEAR(hf.host_s, 4 * (2 * per_layer + 1e-3), 1e-12);
+  EXPECT_NEAR(hf.step_s, own.step_s + hf.host_s, 1e-12);
+  // FULL_SHARD on 2 ranks: 2 micro-batches each, and FSDP's 4 hooks per layer and micro-batch.
+  p.dp = 2, p.zero = rt::ZeroStage::Parameters;
+  const tn::TimePrediction sharded = tn::predictTime(w, p, c, under(tn::Framework::Fsdp));
+  EXPECT_NEAR(sharded.host_s, 2 * (2 * (per_layer + 4 * 5e-5) + 1e-3), 1e-12);
+  // On a CPU file the built-in profile's ops cost the file's dispatch_s (0): only FSDP's hooks remain.
+  const tn::Cluster preset = tn::loadCluster("cpu-local");
+  EXPECT_NEAR(tn::predictTime(w, p, preset, under(tn::Framework::Fsdp)).host_s, 2 * 2 * 4 * 50e-6, 1e-12);
+}
+
+TEST(RunnerPrediction, EachRunnerIsPricedUnderItsFrameworksProfile) {
+  EXPECT_EQ(tn::frameworkOf(tn::JobKind::Trainscope), tn::Framework::Trainscope);
+  EXPECT_EQ(tn::frameworkOf(tn::JobKind::Hf), tn::Framework::Fsdp);
+  EXPECT_EQ(tn::frameworkOf(tn::JobKind::Accelerate), tn::Framework::Fsdp);
+  EXPECT_EQ(tn::frameworkOf(tn::JobKind::Torchtitan), tn::Framework::Fsdp);
+  EXPECT_EQ(tn::frameworkOf(tn::JobKind::DeepSpeed), tn::Framework::Deepspeed);
+  EXPECT_EQ(tn::frameworkOf(tn::JobKind::Megatron), tn::Framework::Megatron);
+  // The space's predictions are the runner's framework's.
+  const trainscope::workloads::Workload w = trainscope::workloads::load("tiny");
+  const tn::Cluster c = tn::loadCluster("cpu-local");
+  for (const tn::Candidate& cand : hfSpace(w, c))
+    if (cand.rejected.empty())
+      EXPECT_NEAR(cand.predicted_step_s, tn::predictTime(w, cand.plan, c, under(tn::Framework::Fsdp)).step_s, 1e-15)
+          << cand.plan.describe();
+}
+
+// Trials measured as an HF job whose host work is 0.2 ms per forward op and 3 ms per micro-batch (the
+// CPU preset says 0): the learner reads the probe's databases, refits the fsdp profile's host costs
+// with the CPU's rates, and ranks every candidate as the job measured them.
+TEST(RunnerPrediction, TheStudyRefitsAnExternalJobsHostWorkFromItsTrials) {
+  char tmpl[] = "/tmp/ts-runner-pred-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const trainscope::workloads::Workload w = trainscope::workloads::load("tiny");
+  const tn::Cluster c = tn::loadCluster("cpu-local");
+  tn::Cluster truth = c;
+  truth.mutableProfile(tn::Framework::Fsdp).host_op_s = 2e-4;
+  truth.mutableProfile(tn::Framework::Fsdp).host_micro_batch_s = 3e-3;
+  std::vector<tn::Candidate> all = hfSpace(w, c);
+  tn::Learner learner(w, c, tn::Framework::Fsdp);
+  std::vector<double> measured, at_launch;
+  std::vector<size_t> valid;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!all[i].rejected.empty()) continue;
+    tn::TrialRecord t;
+    t.candidate = int64_t(i), t.steps = 4, t.status = tn::TrialStatus::Ok;
+    const double step = tn::predictTime(w, all[i].plan, truth, under(tn::Framework::Fsdp)).step_s;
+    t.db_path = probeDb(dir, int64_t(i), step);
+    t = learner.add(t, all[i].plan);
+    ASSERT_EQ(t.status, tn::TrialStatus::Ok) << t.message;
+    EXPECT_NEAR(t.step_s, step, 1e-6 * step + 2e-9);
+    measured.push_back(step);
+    at_launch.push_back(all[i].predicted_step_s);
+    valid.push_back(i);
+  }
+  ASSERT_GE(valid.size(), 6u);
+  learner.rerank(all);
+  const auto& fitted = learner.fittedConstants();
+  ASSERT_TRUE(fitted.count("frameworks.fsdp.host_micro_batch_s")) << "fitted: " << fitted.size();
+  std::vector<double> predicted;
+  for (size_t i : valid) predicted.push_back(all[i].predicted_step_s);
+  EXPECT_GT(tn::spearman(predicted, measured), 0.9);
+  for (size_t k = 0; k < valid.size(); ++k)
+    EXPECT_NEAR(predicted[k] / measured[k], 1.0, 0.10) << all[valid[k]].plan.describe();
+  std::filesystem::remove_all(dir);
+}
