@@ -91,12 +91,16 @@ void fitComm(TraceFit& out, const std::vector<TraceMeasure>& traces, const std::
                         " distinct message size(s) with a known size; an alpha-beta fit needs two or more)");
     return;
   }
+  Cluster& c = out.fitted;
+  const bool cpu = c.kind == ClusterKind::Cpu;
+  if (cpu && widest > c.devices_per_node) {
+    out.notes.push_back("collectives: not fitted (a CPU cluster's between-node tier is not a fittable constant)");
+    return;
+  }
   out.collectives = fitCollectives(all);
   out.collectives_fitted = true;
-  Cluster& c = out.fitted;
   out.collective_tier = widest > c.devices_per_node ? "inter_node" : "intra_node";
   NetworkTier& tier = out.collective_tier == "inter_node" ? c.inter_node : c.intra_node;
-  const bool cpu = c.kind == ClusterKind::Cpu;
   const std::string bw_path = out.collective_tier + (cpu ? ".bandwidth" : ".efficiency");
   const FitParam& bw = fitParam(bw_path, "--trace");
   const FitParam& lat = fitParam(out.collective_tier + ".latency", "--trace");
