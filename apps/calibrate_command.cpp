@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "calibrate_parts.h"
 #include "predict_command.h"
 #include "predict_flags.h"
 #include "trainscope/common/error.h"
@@ -235,6 +236,46 @@ std::vector<const tn::FitParam*> chosenParams(const CalibrateFlags& f, const tn:
   return out;
 }
 
+}  // namespace
+
+// One trace's row (trace_fit.h): its recorded configuration, else --config's (predict's keys), priced
+// on `base`, measured at `step_s`.
+tn::FitRow traceRow(const CalibrateFlags& f, const tn::Cluster& base, const std::string& path, double step_s) {
+  const std::string where = "--trace " + path;
+  std::string cfg;
+  try {
+    cfg = rundb::RunReader(path).meta("config");
+  } catch (const std::exception& e) {
+    throw UserError(where, path + " is not a run database (" + std::string(e.what()) + ")",
+                    "import the trace first (`trainscope import TRACE.json -o run.db`), or pass a run database");
+  }
+  Rows rows;
+  if (!cfg.empty()) {
+    if (!f.config.empty())
+      throw UserError("--config", path + " records its own configuration (a trainscope run)",
+                      "drop --config: it is only for imported traces, which record none");
+    addRun(rows, path, base, where);
+    return rows.rows.back();
+  }
+  if (f.config.empty())
+    throw UserError("--config", path + " records no training configuration (an imported trace)",
+                    "give the run's configuration as predict's keys, e.g. --config '{\"workload\": \"gpt2-124m\", "
+                    "\"gpus\": 8, \"mbs\": 4, \"seq\": 1024, \"gbs\": 32}', or --config @FILE.json");
+  std::string text = f.config;
+  if (text[0] == '@') text = files::readTextFile(text.substr(1), "--config", "pass a JSON object of predict's keys");
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object())
+    throw UserError("--config", "is not a JSON object", "pass predict's keys as one object: '{\"workload\": …, \"gpus\": …}'");
+  for (const char* key : {"measured_step_s", "measured_peak_bytes", "group"})
+    if (j.contains(key)) throw UserError("--config: " + std::string(key), "is measured from the trace", "drop the key");
+  j["measured_step_s"] = step_s;
+  PredictFlags defaults;
+  defaults.framework = f.framework;
+  defaults.cluster = f.cluster;
+  addLine(rows, j.dump(), "--config", defaults, base);
+  return rows.rows.back();
+}
+
 nlohmann::json summaryJson(const tn::ErrorSummary& s) {
   return {{"rows", s.rows}, {"mape", s.mape}, {"median_signed_error", s.median_signed}, {"abs_error_p90", s.abs_p90},
           {"max_abs_error", s.max_abs}, {"spearman_within_group_median", s.spearman_median},
@@ -256,8 +297,6 @@ void printSummary(const char* what, const tn::ErrorSummary& s) {
               static_cast<long long>(s.spearman_groups));
 }
 
-}  // namespace
-
 CLI::App* addCalibrateCommand(CLI::App& app, CalibrateFlags*& f) {
   f = new CalibrateFlags();  // lives as long as the process
   CLI::App* c = app.add_subcommand("calibrate", "fit a cluster file's constants to measured step times; write the "
@@ -268,8 +307,13 @@ CLI::App* addCalibrateCommand(CLI::App& app, CalibrateFlags*& f) {
   c->add_option("--from", f->from,
                 "measurements: JSON lines (predict --batch keys + measured_step_s [, measured_peak_bytes, group]), "
                 "trainscope run databases, or a tune's study")
-      ->required()
       ->expected(1, -1);
+  c->add_option("--trace", f->trace,
+                "fit per kernel class rates, host cost per op and collective bandwidth from traces: imported "
+                "Kineto/Nsight databases (with --config) or runs recorded at --trace-level ops")
+      ->expected(1, -1);
+  c->add_option("--config", f->config,
+                "an imported trace's configuration: predict's keys as one JSON object, or @FILE.json");
   c->add_option("-o", f->out, "the calibrated cluster file to write");
   c->add_option("--folds", f->folds, "k-fold cross-validation by model and cluster size (0: none)")->capture_default_str();
   c->add_option("--fit", f->fit, "constants to fit, by cluster-file path (default: those the rows move)")->delimiter(',');
@@ -286,7 +330,14 @@ int runCalibrate(const CalibrateFlags& f) {
     throw UserError("--folds", std::to_string(f.folds) + " folds", "pass 2 or more, or 0 to skip cross-validation");
   if (f.max_evaluations < 1) throw UserError("--max-evaluations", "must be 1 or more", "pass e.g. 300");
   tn::parseFramework(f.framework);
+  if (f.from.empty() == f.trace.empty())
+    throw UserError(f.from.empty() ? "--from" : "--trace",
+                    f.from.empty() ? "is needed: the measurements to fit" : "cannot be given with --from",
+                    "pass --from (measured step times) or --trace (traces, fitted per kernel class), not both");
+  if (!f.config.empty() && f.trace.empty())
+    throw UserError("--config", "describes an imported trace", "pass it with --trace; JSON lines give their own keys");
   const tn::Cluster base = tn::loadCluster(f.cluster);
+  if (!f.trace.empty()) return runCalibrateTrace(f, base);
   if (f.evaluate) {
     const Rows rows = readRows(f, base);
     const tn::ErrorSummary s = tn::summarize(rows.rows, tn::priceRows(base, rows.rows));

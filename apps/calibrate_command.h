@@ -13,6 +13,8 @@ namespace trainscope::apps {
 struct CalibrateFlags {
   std::string cluster, framework = "trainscope", out;
   std::vector<std::string> from;
+  std::vector<std::string> trace;  // --trace: databases fitted per kernel class (calibrate_trace.cpp)
+  std::string config;              // --config: an imported trace's configuration (predict's keys)
   std::vector<std::string> fit;  // dotted paths; empty: the cluster kind's identifiable defaults
   int64_t folds = 5;             // 0: no cross-validation
   int64_t max_evaluations = 300;

@@ -4,6 +4,7 @@
 #include "predict_command.h"
 
 #include "predict_flags.h"
+#include "predict_framework_memory.h"
 
 #include <algorithm>
 #include <climits>
@@ -293,6 +294,7 @@ nlohmann::json toJson(const Outcome& o) {
   j["framework"] = tn::frameworkName(framework);
   j["attention"] = tn::attentionName(o.attention);
   j["time"]["bound"] = t.bound;
+  addFrameworkMemoryJson(j, w, p, framework, c, m);
   j["tokens_per_s"] = t.tokens_per_s;
   j["mfu"] = t.mfu;
   // A calibrated cluster file (`trainscope calibrate`) states how far its predictions held.
@@ -355,6 +357,7 @@ void printText(const Outcome& o) {
   if (framework == tn::Framework::Megatron)
     std::printf("Megatron-LM parameters + optimizer (%.4g bytes/parameter): stage 0 %.2f GiB in its layers\n",
                 bpp, gib(o.megatronParamsOpt(0)));
+  printFrameworkMemory(w, p, framework, c, o.m);
   std::printf("throughput %.0f tokens/s, MFU %.1f%%\n", t.tokens_per_s, t.mfu * 100);
 }
 

@@ -1,0 +1,22 @@
+// calibrate_parts.h — the parts calibrate_command.cpp (rows of step times) and calibrate_trace.cpp
+// (rows of traces, fitted per kernel class) share.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "calibrate_command.h"
+#include "trainscope/tuner/fit.h"
+
+namespace trainscope::apps {
+
+nlohmann::json summaryJson(const tuner::ErrorSummary& s);
+std::string utcNow();
+void printSummary(const char* what, const tuner::ErrorSummary& s);
+// The row of one --trace database: its recorded configuration, else --config's, measured at step_s.
+tuner::FitRow traceRow(const CalibrateFlags& f, const tuner::Cluster& base, const std::string& path, double step_s);
+// `calibrate --trace`: fit, write -o with its "calibration" record (or --evaluate: print the errors).
+int runCalibrateTrace(const CalibrateFlags& f, const tuner::Cluster& base);
+
+}  // namespace trainscope::apps

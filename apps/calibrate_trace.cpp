@@ -1,0 +1,144 @@
+// calibrate_trace.cpp — `trainscope calibrate --trace`: a cluster file's constants from traces, per
+// class of kernel (tuner/trace_fit.h; docs/time-model.md, "Calibration from a trace").
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "calibrate_parts.h"
+#include "trainscope/common/error.h"
+#include "trainscope/common/files.h"
+#include "trainscope/common/json_text.h"
+#include "trainscope/models/fit_params.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/tuner/trace_fit.h"
+
+namespace trainscope::apps {
+
+namespace tn = trainscope::tuner;
+
+namespace {
+
+// The traces and their rows; each trace checked against its configuration and the cluster.
+void readTraces(const CalibrateFlags& f, const tn::Cluster& base, std::vector<tn::TraceMeasure>& traces,
+                std::vector<tn::FitRow>& rows) {
+  for (const std::string& path : f.trace) {
+    const std::string where = "--trace " + path;
+    files::requireRegularFile(path, "--trace", "pass run databases (`trainscope import` writes them from traces)");
+    std::unique_ptr<rundb::RunReader> reader;
+    try {
+      reader = std::make_unique<rundb::RunReader>(path);
+    } catch (const std::exception& e) {
+      throw UserError(where, path + " is not a run database (" + std::string(e.what()) + ")",
+                      "import the trace first (`trainscope import TRACE.json -o run.db`)");
+    }
+    tn::TraceMeasure t = tn::measureTrace(*reader, where);
+    tn::FitRow r = traceRow(f, base, path, t.step_s);
+    const int64_t world = r.p.world();
+    if (t.max_rank >= world || t.ranks > world)
+      throw UserError(f.config.empty() ? where : "--config",
+                      "the configuration runs " + std::to_string(world) + " rank(s) (" + r.p.describe() + "), but " +
+                          path + " holds " + std::to_string(t.ranks) + " rank(s), the largest rank " +
+                          std::to_string(t.max_rank),
+                      "give the configuration the trace ran with (gpus, dp, tp, pp) so that every rank is in it");
+    if (t.gpu != (base.kind == tn::ClusterKind::Gpu))
+      throw UserError("--cluster", path + (t.gpu ? " holds GPU kernels" : " holds no GPU kernels (CPU ops only)") +
+                                       ", but " + base.name + " is a " + trainscope::models::toString(base.kind) + " cluster",
+                      t.gpu ? "pass the GPU cluster the trace ran on"
+                            : "pass a CPU cluster, or a trace recorded with the profiler's CUDA activity");
+    r.source = path;
+    r.group = path;
+    traces.push_back(std::move(t));
+    rows.push_back(std::move(r));
+  }
+}
+
+nlohmann::json record(const CalibrateFlags& f, const tn::Cluster& base, const tn::TraceFit& fit,
+                      const std::vector<tn::TraceMeasure>& traces, const tn::ErrorSummary& before,
+                      const tn::ErrorSummary& after) {
+  nlohmann::json cal;
+  cal["base_cluster"] = base.source;
+  cal["framework"] = f.framework;
+  cal["date"] = utcNow();
+  cal["method"] = "from traces, per kernel class: each class's constant set so that the time model's time for the "
+                  "class equals the traces' (docs/time-model.md, \"Calibration from a trace\")";
+  for (const tn::TraceTarget& t : fit.targets) {
+    const tn::FitParam& p = tn::fitParam(t.path, "--trace");
+    const auto [lo, hi] = tn::boundsOf(p, base);
+    nlohmann::json e = {{"value", t.value}, {"base", t.base}, {"bounds", {lo, hi}}, {"what", p.what}, {"class", t.cls},
+                        {"at_bound", t.at_bound}};
+    if (t.cls != "collectives" && t.cls != "host per launch")
+      e["per_step_s"] = {{"measured", t.measured_s}, {"model_base", t.model_base_s}, {"model_fitted", t.model_fit_s}};
+    if (t.cls == "host per launch") e["measured_s_per_launch"] = t.measured_s;
+    cal["fitted"][t.path] = e;
+  }
+  if (fit.collectives_fitted)
+    cal["collectives"] = {{"tier", fit.collective_tier}, {"samples", fit.collectives.samples}, {"r2", fit.collectives.r2},
+                          {"latency_s", fit.collectives.tier.latency},
+                          {"bandwidth_bytes_per_s", fit.collectives.tier.bandwidth}};
+  for (const tn::TraceMeasure& t : traces) {
+    nlohmann::json row = {{"source", t.source}, {"rows", 1}, {"steps", t.steps}, {"step_s", t.step_s},
+                          {"ranks", t.ranks}, {"from", t.gpu ? "kernels" : "cpu ops"}, {"class_s", t.class_s}};
+    if (t.gpu) row["launches_per_step"] = t.launches, row["host_busy_s"] = t.host_busy_s;
+    cal["rows"].push_back(row);
+  }
+  cal["notes"] = fit.notes;
+  cal["base_residuals"] = summaryJson(before);
+  cal["residuals"] = summaryJson(after);
+  return cal;
+}
+
+void printFit(const tn::Cluster& base, const tn::TraceFit& fit, size_t traces) {
+  std::printf("trainscope calibrate --trace: %zu trace(s) on %s\n", traces, base.name.c_str());
+  for (const tn::TraceTarget& t : fit.targets) {
+    std::printf("  %-36s %12.6g  (was %.6g) from %s", t.path.c_str(), t.value, t.base, t.cls.c_str());
+    if (t.cls != "collectives" && t.cls != "host per launch")
+      std::printf(": measured %.4g s/step, model %.4g -> %.4g", t.measured_s, t.model_base_s, t.model_fit_s);
+    std::printf("%s\n", t.at_bound ? " [at its bound]" : "");
+  }
+  for (const std::string& n : fit.notes) std::printf("  note: %s\n", n.c_str());
+}
+
+}  // namespace
+
+int runCalibrateTrace(const CalibrateFlags& f, const tn::Cluster& base) {
+  files::OutputRule rule;
+  rule.field = "-o";
+  rule.inputs = f.trace;
+  rule.inputs.push_back(base.source);
+  rule.overwrite = f.overwrite;
+  if (!f.evaluate) {
+    if (f.out.empty()) throw UserError("-o", "is needed: the calibrated cluster file to write", "pass -o NEW.json");
+    files::checkOutput(f.out, rule);  // before any work
+  }
+  std::vector<tn::TraceMeasure> traces;
+  std::vector<tn::FitRow> rows;
+  readTraces(f, base, traces, rows);
+  const tn::ErrorSummary before = tn::summarize(rows, tn::priceRows(base, rows));
+  if (f.evaluate) {
+    if (f.json) std::cout << jsonText(summaryJson(before)) << "\n";
+    else printSummary("errors:", before);
+    return 0;
+  }
+  const tn::TraceFit fit = tn::fitFromTraces(base, rows, traces, tn::parseFramework(f.framework));
+  const tn::ErrorSummary after = tn::summarize(rows, tn::priceRows(fit.fitted, rows));
+  const nlohmann::json cal = record(f, base, fit, traces, before, after);
+
+  std::string text = files::readTextFile(base.source, "--cluster", "pass a cluster file");
+  text = tn::withParams(text, fit.values, base.source);
+  nlohmann::json out = nlohmann::json::parse(text);
+  out["name"] = std::filesystem::path(f.out).stem().string();
+  out["calibration"] = cal;
+  files::writeAtomically(f.out, out.dump(2) + "\n", rule);
+  if (f.json) {
+    std::cout << jsonText(cal) << "\n";
+    return 0;
+  }
+  printFit(base, fit, traces.size());
+  printSummary("base cluster:", before);
+  printSummary("fitted (in sample):", after);
+  std::printf("wrote %s\n", f.out.c_str());
+  return 0;
+}
+
+}  // namespace trainscope::apps

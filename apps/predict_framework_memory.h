@@ -1,0 +1,18 @@
+// predict_framework_memory.h — `predict --framework fsdp|deepspeed`: the framework's own model state
+// and buffers (models/framework_memory.h) beside this runtime's memory, in the text and the JSON.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "trainscope/tuner/models.h"
+
+namespace trainscope::apps {
+
+// Adds "framework_memory" to `j` for FSDP and DeepSpeed (nothing for the others).
+void addFrameworkMemoryJson(nlohmann::json& j, const workloads::Workload& w, const tuner::Plan& p,
+                            tuner::Framework f, const tuner::Cluster& c, const tuner::MemoryPrediction& m);
+// The same as lines of text.
+void printFrameworkMemory(const workloads::Workload& w, const tuner::Plan& p, tuner::Framework f,
+                          const tuner::Cluster& c, const tuner::MemoryPrediction& m);
+
+}  // namespace trainscope::apps

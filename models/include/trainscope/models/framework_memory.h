@@ -1,0 +1,81 @@
+// trainscope/models/framework_memory.h — the model state and the framework's own buffers per rank
+// under PyTorch FSDP and DeepSpeed ZeRO (`predict --framework fsdp|deepspeed`; docs/memory-model.md,
+// "FSDP and DeepSpeed"). The activations are the op list's (memory_model.h); what differs between
+// frameworks, and what this prices, is what each keeps of the weights, gradients and optimizer state,
+// and the buffers it allocates to communicate them.
+//
+// DeepSpeed (0.19.8, mixed precision with fp32 master weights and Adam; N = the dp ranks, P = the
+// parameters a rank's model holds):
+//   ZeRO-1  16-bit weights 2P and gradients 2P, fp32 master 4P/N, Adam 8P/N, fp32 gradient partition 4P/N
+//   ZeRO-2  16-bit weights 2P, 16-bit gradient partition 2P/N, fp32 gradient partition, master, Adam 16P/N
+//           (stage_1_and_2.py's estimate_zero2_model_states_mem_needs: 2P + 18P/N)
+//   ZeRO-3  every state partitioned, 20P/N (stage3.py's estimate_zero3_model_states_mem_needs says
+//           18P/N: it leaves out the 16-bit gradient partition, grad_partitions_flat_buffer), plus the
+//           largest module's 16-bit weight and gradient gathered, 4·L (the estimator's), plus the persistent
+//           parameters (fewer than param_persistence_threshold elements) kept whole: 2 bytes each.
+//   buffers ZeRO-1/2 with contiguous_gradients: reduce_bucket_size elements of the gradient dtype, twice
+//           with overlap_comm (stage_1_and_2.py setup_buckets); ZeRO-3: one such bucket (stage3.py's
+//           IPG buffer) and, in forward and backward, the gathered parameters: the module in use
+//           plus stage3_prefetch_bucket_size elements prefetched, at most stage3_max_live_parameters.
+// FSDP (FULL_SHARD, one unit per transformer block plus the root; mixed precision bf16 parameters):
+//   the sharded fp32 flat parameters 4P/N, fp32 gradient shards 4P/N, Adam 8P/N; in forward and
+//   backward the unsharded bf16 flat parameters of the unit in use and the one prefetched (BACKWARD_PRE,
+//   limit_all_gathers: two in flight), with their low-precision shard copies; in backward the unit's
+//   unsharded gradient in the reduce dtype (fp32 by default in the profile) before its reduce-scatter.
+//   SHARD_GRAD_OP (zero 2) keeps the unsharded bf16 parameters from forward to backward: 2P.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainscope/models/framework_profile.h"
+#include "trainscope/models/plan.h"
+#include "trainscope/workloads/workload.h"
+
+namespace trainscope::models {
+
+// DeepSpeed's ZeRO knobs, defaults from deepspeed 0.19.8 runtime/zero/config.py (elements, not bytes).
+struct DeepSpeedZero {
+  double reduce_bucket_size = 5e8;            // DeepSpeedZeroConfig.reduce_bucket_size
+  double allgather_bucket_size = 5e8;         // .allgather_bucket_size (ZeRO-1/2 gather in place: no buffer)
+  double prefetch_bucket_size = 5e7;          // .stage3_prefetch_bucket_size
+  double max_live_parameters = 1e9;           // .stage3_max_live_parameters
+  double param_persistence_threshold = 1e5;   // .stage3_param_persistence_threshold
+  bool contiguous_gradients = true;           // .contiguous_gradients
+  int overlap_comm = -1;                      // .overlap_comm: -1 the default (true for stage 3 only)
+};
+
+struct FrameworkMemoryItem {
+  std::string name;
+  int64_t bytes = 0;
+  std::string when;    // "step" (held all step) or "forward/backward", "backward" (transient)
+  std::string source;  // the formula and where it comes from
+};
+
+struct FrameworkMemory {
+  std::string framework;  // "deepspeed" or "fsdp"
+  int64_t params = 0, grads = 0, optimizer = 0;  // model states per rank
+  int64_t buffers = 0;                           // framework buffers held the whole step
+  int64_t transient = 0;                         // the largest set of transient buffers at once
+  std::vector<FrameworkMemoryItem> items;
+  int64_t modelStates() const { return params + grads + optimizer; }
+  int64_t total() const { return modelStates() + buffers + transient; }
+};
+
+// Parameters the framework shards: a (tp, pp) rank's share of the whole model (P), the largest
+// module's (a Linear's weight and bias, or an embedding) and a transformer block's.
+struct ParamCounts {
+  double total = 0, largest_module = 0, block = 0, root = 0, persistent = 0;
+};
+ParamCounts paramCounts(const workloads::Workload& w, const Plan& p, double persistence_threshold);
+
+// DeepSpeed ZeRO-0..3 on plan `p` (stage: p.zero); `fsdp` for FSDP (FULL_SHARD for zero 3,
+// SHARD_GRAD_OP for zero 2, NO_SHARD otherwise), its reduce dtype from the profile's reduce_bytes.
+FrameworkMemory deepspeedMemory(const workloads::Workload& w, const Plan& p, const DeepSpeedZero& z = {});
+FrameworkMemory fsdpMemory(const workloads::Workload& w, const Plan& p, const FrameworkProfile& profile);
+// The one for `f` (Fsdp or Deepspeed); false for the others (their memory is memory_model.h's).
+bool frameworkMemory(const workloads::Workload& w, const Plan& p, Framework f, const FrameworkProfile& profile,
+                     FrameworkMemory& out);
+
+}  // namespace trainscope::models

@@ -1,0 +1,182 @@
+// calibrate_trace_test.cpp — `trainscope calibrate --trace` (tuner/trace_fit.h; docs/time-model.md,
+// "Calibration from a trace"): a synthetic Kineto trace whose kernels last what the time model gives
+// on a cluster with known constants is imported, and calibrate from the preset finds the constants
+// again; kernel names are classified; bad input is refused naming the flag or key and the fix.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/cli.h"
+#include "kineto_events.h"
+#include "trainscope/common/files.h"
+#include "trainscope/models/fit_params.h"
+#include "trainscope/tuner/trace_fit.h"
+
+using trainscope::testing::cli;
+using trainscope::testing::tempPath;
+namespace ke = trainscope::testing::kineto_events;
+namespace md = trainscope::models;
+using nlohmann::json;
+
+namespace {
+
+const char* kConfig = R"({"workload": "gpt2-774m", "gpus": 8, "mbs": 8, "seq": 1024, "gbs": 64})";
+const char* kFlags = "--workload gpt2-774m --gpus 8 --mbs 8 --seq 1024 --gbs 64";
+
+std::string presetText(const std::string& name) {
+  return trainscope::files::readTextFile(md::loadCluster(name).source, "--cluster", "");
+}
+
+json lastJson(const std::string& out) {
+  const size_t at = out.rfind("\n{");
+  return json::parse(out.substr(at == std::string::npos ? out.find('{') : at + 1));
+}
+
+double predictStep(const std::string& cluster) {
+  const auto r = cli("predict --cluster " + cluster + " " + kFlags + " --json");
+  EXPECT_EQ(r.status, 0) << r.output;
+  return lastJson(r.output)["time"]["step_s"].get<double>();
+}
+
+// The time model's seconds per step in the class that `path` sets, on `truth` (trace_fit.h's rule:
+// the step's change when the constant moves by 25%, times (1 + ε)/ε).
+double classSeconds(const std::map<std::string, double>& truth, const std::string& path) {
+  std::map<std::string, double> moved = truth;
+  moved[path] *= 1.25;
+  const std::string a = tempPath("trace-truth.json"), b = tempPath("trace-moved.json");
+  std::ofstream(a) << md::withParams(presetText("a100-80gb-x8"), truth, "a100-80gb-x8");
+  std::ofstream(b) << md::withParams(presetText("a100-80gb-x8"), moved, "a100-80gb-x8");
+  return (predictStep(a) - predictStep(b)) * 5;
+}
+
+// One step's kernels: `n` kernels named `name` lasting `total_s` together, back to back from `t` (µs).
+void kernels(json& ev, const std::string& name, double total_s, int n, double& t, int stream) {
+  for (int i = 0; i < n; ++i) {
+    ev.push_back(ke::kernel(name, -1, stream, t, total_s * 1e6 / n));
+    t += total_s * 1e6 / n;
+  }
+}
+
+json ncclKernel(int64_t bytes, double ts, double dur) {
+  json k = ke::kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", -1, 20, ts, dur);
+  k["args"]["Collective name"] = "allreduce";
+  k["args"]["In msg nelems"] = bytes / 2;
+  k["args"]["Out msg nelems"] = bytes / 2;
+  k["args"]["dtype"] = "BFloat16";
+  k["args"]["Group size"] = 8;
+  k["args"]["Process Group Name"] = "0";
+  return k;
+}
+
+}  // namespace
+
+TEST(CalibrateTrace, KernelsAndOpsAreClassifiedByName) {
+  namespace tn = trainscope::tuner;
+  EXPECT_EQ(tn::kernelClass("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32"), "gemm");
+  EXPECT_EQ(tn::kernelClass("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn"), "gemm");
+  EXPECT_EQ(tn::kernelClass("nvjet_tst_192x192_64x4_1x2_h_bz_coopB_TNT"), "gemm");
+  EXPECT_EQ(tn::kernelClass("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>"), "attention_forward");
+  EXPECT_EQ(tn::kernelClass("flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel"), "attention_backward");
+  EXPECT_EQ(tn::kernelClass("fmha_cutlassB_bf16_aligned_64x64_k128_sm80"), "attention_backward");
+  EXPECT_EQ(tn::kernelClass("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>"), "memory");
+  EXPECT_EQ(tn::kernelClass("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"), "comm");
+  EXPECT_EQ(tn::hostOpClass("aten::addmm"), "gemm");
+  EXPECT_EQ(tn::hostOpClass("MmBackward0"), "gemm");
+  EXPECT_EQ(tn::hostOpClass("aten::_scaled_dot_product_flash_attention_for_cpu"), "attention_forward");
+  EXPECT_EQ(tn::hostOpClass("ScaledDotProductFlashAttentionForCpuBackward0"), "attention_backward");
+  EXPECT_EQ(tn::hostOpClass("aten::gelu"), "memory");
+  EXPECT_EQ(tn::hostOpClass("autograd::engine::evaluate_function: NativeLayerNormBackward0"), "");
+}
+
+// Tolerance: 5% on every constant (the trace's times are the model's own at the truth, rounded to the
+// ns the importer keeps; what is left is the fixed point's interaction through the overlap terms).
+TEST(CalibrateTrace, RecoversKnownConstantsFromASyntheticKinetoTrace) {
+  const md::Cluster preset = md::loadCluster("a100-80gb-x8");
+  const std::map<std::string, double> truth = {{"sustained_clock", 0.8},
+                                               {"memory_efficiency", 0.6},
+                                               {"frameworks.trainscope.flash_forward_scale", 0.8},
+                                               {"frameworks.trainscope.flash_backward_scale", 0.7},
+                                               {"dispatch_s", 2e-5}};
+  const double gemm = classSeconds(truth, "sustained_clock"), memory = classSeconds(truth, "memory_efficiency"),
+               fwd = classSeconds(truth, "frameworks.trainscope.flash_forward_scale"),
+               bwd = classSeconds(truth, "frameworks.trainscope.flash_backward_scale");
+  ASSERT_GT(gemm, 0);
+  ASSERT_GT(memory, 0);
+  ASSERT_GT(fwd, 0);
+  ASSERT_GT(bwd, 0);
+  const double alpha = 1e-5, bw = 0.5 * preset.intra_node.bandwidth;  // the collectives' truth
+  const int per_class = 40, launches = 4 * per_class;
+  const double step_us = (gemm + memory + fwd + bwd) * 1e6 + 5000;
+  json ev = json::array();
+  for (int k = 0; k < 4; ++k) {
+    const double s = 100 + k * step_us;
+    ev.push_back(ke::step(k, s, step_us - 1));
+    double t = s + 1;
+    kernels(ev, "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4", gemm, per_class, t, 7);
+    kernels(ev, "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>", fwd, per_class, t, 7);
+    kernels(ev, "flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel", bwd, per_class, t, 7);
+    kernels(ev, "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor>", memory, per_class, t, 7);
+    for (int i = 0; i < launches; ++i) ev.push_back(ke::op("aten::add", s + 1 + i * 20.0, 20.0));  // 20 us per launch
+    double c = s + 1;
+    for (int64_t bytes = 1 << 20; bytes <= (32 << 20); bytes *= 2) {
+      const double dur = (alpha * 14 + double(bytes) * 14.0 / 8.0 / bw) * 1e6;
+      ev.push_back(ncclKernel(bytes, c, dur));
+      c += dur + 1;
+    }
+  }
+  const std::string db = ke::importOne(ev, "calibrate-trace"), out = tempPath("trace-fitted.json");
+  std::remove(out.c_str());
+  const auto r = cli("calibrate --cluster a100-80gb-x8 --trace " + db + " --config '" + kConfig + "' -o " + out + " --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json cal = lastJson(r.output);
+  std::map<std::string, double> want = truth;
+  want["intra_node.efficiency"] = 0.5;
+  want["intra_node.latency"] = alpha;
+  for (const auto& [path, v] : want) {
+    ASSERT_TRUE(cal["fitted"].contains(path)) << path << "\n" << r.output;
+    EXPECT_NEAR(cal["fitted"][path]["value"].get<double>() / v, 1.0, 0.05) << path << "\n" << cal.dump(1);
+  }
+  // The written file is a cluster file predict reads, with the fitted values and the record.
+  const md::Cluster fitted = md::loadCluster(out);
+  EXPECT_NEAR(fitted.sustained_clock, 0.8, 0.04);
+  const auto p = cli("predict --cluster " + out + " " + kFlags);
+  EXPECT_EQ(p.status, 0) << p.output;
+  EXPECT_NE(p.output.find("from the calibration of"), std::string::npos) << p.output;
+}
+
+TEST(CalibrateTrace, BadInputIsRefusedNamingTheFlagAndTheFix) {
+  json ev = json::array();
+  for (int k = 0; k < 3; ++k) {
+    ev.push_back(ke::step(k, 100 + k * 1000, 900));
+    ev.push_back(ke::kernel("sm80_xmma_gemm_bf16bf16", -1, 7, 110 + k * 1000, 500));
+  }
+  const std::string db = ke::importOne(ev, "calibrate-trace-bad"), out = tempPath("trace-bad.json");
+  auto refused = [&](const std::string& args, const std::string& what) {
+    const auto r = cli("calibrate --cluster a100-80gb-x8 -o " + out + " " + args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.output.find(what), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("terminate"), std::string::npos) << r.output;
+  };
+  refused("--trace " + db, "--config: " + db + " records no training configuration");
+  refused("--trace " + db + " --config '[1]'", "--config: is not a JSON object");
+  refused("--trace " + db + " --config '{\"gpus\": 8, \"mbs\": 0}'", "--config");
+  refused("--trace " + db + " --config '{\"measured_step_s\": 1}'", "--config: measured_step_s");
+  refused("--from x.jsonl --trace " + db, "--trace: cannot be given with --from");
+  refused("--config '{}'", "--from: is needed");
+  // The configuration's ranks against the trace's: rank 3 in a 2-rank configuration.
+  const std::string r3 = tempPath("calibrate-rank3.json"), r3db = tempPath("calibrate-rank3.db");
+  std::ofstream(r3) << json{{"baseTimeNanoseconds", ke::kEventsBase}, {"distributedInfo", {{"rank", 3}}}, {"traceEvents", ev}}.dump();
+  ASSERT_EQ(cli("import " + r3 + " -o " + r3db).status, 0);
+  refused("--trace " + r3db + " --config '{\"workload\": \"gpt2-124m\", \"gpus\": 2, \"mbs\": 1, \"seq\": 128, \"gbs\": 2}'",
+          "the largest rank 3");
+  // A trace with steps and nothing in them.
+  const std::string empty = ke::importOne(json::array({ke::step(0, 100, 900), ke::step(1, 1100, 900)}), "calibrate-trace-empty");
+  refused("--trace " + empty + " --config '{\"gpus\": 8}'", "holds no kernels and no CPU ops");
+  // CPU ops only, against a GPU cluster.
+  const std::string ops = ke::importOne(json::array({ke::step(0, 100, 900), ke::op("aten::mm", 110, 500)}), "calibrate-trace-ops");
+  refused("--trace " + ops + " --config '{\"gpus\": 8}'", "--cluster: " + ops + " holds no GPU kernels");
+}

@@ -1,0 +1,84 @@
+// framework_memory_test.cpp — FSDP's and DeepSpeed ZeRO's model state and buffers per rank
+// (models/framework_memory.h; docs/memory-model.md, "FSDP and DeepSpeed") against hand computations
+// from the parameter list, and predict's JSON carrying them. DeepSpeed's own estimators are the
+// oracle in tests/models/deepspeed_memory_oracle.py.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/cli.h"
+#include "trainscope/models/framework_memory.h"
+#include "trainscope/workloads/memory.h"
+
+namespace md = trainscope::models;
+namespace wl = trainscope::workloads;
+using trainscope::testing::cli;
+
+namespace {
+
+md::Plan plan(int64_t dp, trainscope::runconfig::ZeroStage zero) {
+  md::Plan p;
+  p.dp = dp;
+  p.zero = zero;
+  p.mbs = 1;
+  p.gbs = dp;
+  p.seq = 1024;
+  return p;
+}
+
+double totalParams(const wl::Workload& w) {
+  double n = 0;
+  for (const auto& t : wl::parameterTensors(w)) n += double(t.numel());
+  return n;
+}
+
+}  // namespace
+
+TEST(FrameworkMemory, DeepSpeedZeroStagesByHand) {
+  const wl::Workload w = wl::load("gpt2-774m");
+  const double P = totalParams(w), N = 8;
+  using Z = trainscope::runconfig::ZeroStage;
+  const md::FrameworkMemory z2 = md::deepspeedMemory(w, plan(8, Z::Two));
+  EXPECT_NEAR(double(z2.modelStates()), 2 * P + 18 * P / N, 8);
+  EXPECT_EQ(z2.buffers, int64_t(5e8 * 2));  // one bf16 IPG bucket: overlap_comm is off below stage 3
+  const md::FrameworkMemory z1 = md::deepspeedMemory(w, plan(8, Z::One));
+  EXPECT_NEAR(double(z1.modelStates()), 4 * P + 16 * P / N, 8);
+  md::DeepSpeedZero knobs;
+  knobs.overlap_comm = 1;
+  knobs.reduce_bucket_size = 1e8;
+  EXPECT_EQ(md::deepspeedMemory(w, plan(8, Z::Two), knobs).buffers, int64_t(2 * 1e8 * 2));
+  const md::ParamCounts c = md::paramCounts(w, plan(8, Z::Three), 1e5);
+  EXPECT_DOUBLE_EQ(c.largest_module, 50257.0 * 1280);  // the tied embedding, GPT-2's largest module
+  const md::FrameworkMemory z3 = md::deepspeedMemory(w, plan(8, Z::Three));
+  EXPECT_NEAR(double(z3.modelStates()), 20 * P / N + 4 * c.largest_module, 8);
+  EXPECT_NEAR(double(z3.transient), 2 * 5e7, 1);  // the prefetch bucket, bf16
+  EXPECT_NEAR(double(z3.buffers), 2 * c.persistent * (1 - 1 / N) + 2 * 5e8, 8);
+}
+
+TEST(FrameworkMemory, FsdpFullShardByHand) {
+  const wl::Workload w = wl::load("gpt2-774m");
+  const double P = totalParams(w), N = 8;
+  md::FrameworkProfile prof = md::builtinProfile(md::Framework::Fsdp);  // reduce_bytes 4: fp32 reductions
+  const md::ParamCounts c = md::paramCounts(w, plan(8, trainscope::runconfig::ZeroStage::Three), 0);
+  EXPECT_NEAR(c.block, 12.0 * 1280 * 1280 + 13 * 1280, 1);  // GPT-2's block: 12h² + 13h
+  const md::FrameworkMemory m = md::fsdpMemory(w, plan(8, trainscope::runconfig::ZeroStage::Three), prof);
+  EXPECT_NEAR(double(m.modelStates()), 16 * P / N, 8);
+  const double transient = 2 * (c.root + 2 * c.block) + 2 * 2 * c.block / N + 4 * c.block * (1 + 1 / N);
+  EXPECT_NEAR(double(m.transient), transient, 8);
+  // SHARD_GRAD_OP keeps the whole bf16 model unsharded between forward and backward.
+  const md::FrameworkMemory sgo = md::fsdpMemory(w, plan(8, trainscope::runconfig::ZeroStage::Two), prof);
+  EXPECT_GT(sgo.transient, int64_t(2 * P));
+}
+
+TEST(FrameworkMemory, PredictReportsItForFsdpAndDeepspeedOnly) {
+  for (const char* f : {"fsdp", "deepspeed", "trainscope"}) {
+    const auto r = cli(std::string("predict --workload gpt2-774m --cluster a100-80gb-x8 --zero 3 --framework ") + f + " --json");
+    ASSERT_EQ(r.status, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    EXPECT_EQ(j.contains("framework_memory"), std::string(f) != "trainscope") << f;
+    if (j.contains("framework_memory")) {
+      EXPECT_EQ(j["framework_memory"]["framework"], f);
+      EXPECT_GT(j["framework_memory"]["peak_bytes"].get<int64_t>(), j["framework_memory"]["model_states_bytes"].get<int64_t>());
+    }
+  }
+}

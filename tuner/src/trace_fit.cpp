@@ -1,0 +1,167 @@
+// trace_fit.cpp — a cluster's constants from what traces measured per class of kernel (trace_fit.h).
+#include "trainscope/tuner/trace_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "trainscope/common/error.h"
+#include "trainscope/models/fit_params.h"
+
+namespace trainscope::tuner {
+namespace {
+
+constexpr double kStep = 0.25;  // a rate-like constant moved by 25% to read its class's time off the model
+constexpr int kRounds = 6;      // fixed-point rounds: classes interact only through max() and floors
+
+double totalStep(const Cluster& c, const std::vector<FitRow>& rows) {
+  double sum = 0;
+  for (double t : priceRows(c, rows)) sum += t;
+  return sum;
+}
+
+// The model's time in `p`'s class, summed over the rows: a class's time t scales as 1/rate, so moving
+// the rate from r to r(1+ε) takes t·ε/(1+ε) off the step.
+double modelClassSeconds(const Cluster& c, const std::vector<FitRow>& rows, const FitParam& p, double at) {
+  Cluster moved = c;
+  setParam(moved, p, getParam(c, p) * (1 + kStep));
+  return std::max(0.0, (at - totalStep(moved, rows)) * (1 + kStep) / kStep);
+}
+
+struct ClassParam {
+  std::string cls;   // a TraceMeasure class, or "gemm+attention" (CPU: attention is GEMMs and softmax)
+  std::string path;  // the constant it sets
+};
+
+std::vector<ClassParam> classParams(const Cluster& base, Framework f) {
+  const std::string fw = std::string("frameworks.") + frameworkKey(f) + ".";
+  if (base.kind == ClusterKind::Cpu) return {{"gemm+attention", "peak_flops.fp32"}, {"memory", "memory_bandwidth"}};
+  return {{"gemm", "sustained_clock"},
+          {"attention_forward", fw + "flash_forward_scale"},
+          {"attention_backward", fw + "flash_backward_scale"},
+          {"memory", "memory_efficiency"}};
+}
+
+double measuredClass(const std::vector<TraceMeasure>& traces, const std::string& cls) {
+  double sum = 0;
+  for (const TraceMeasure& t : traces) {
+    if (cls == "gemm+attention") {
+      for (const char* c : {"gemm", "attention_forward", "attention_backward"})
+        if (auto it = t.class_s.find(c); it != t.class_s.end()) sum += it->second;
+    } else if (auto it = t.class_s.find(cls); it != t.class_s.end()) {
+      sum += it->second;
+    }
+  }
+  return sum;
+}
+
+// Host time per launch → the profile's per-op host cost (or the cluster's dispatch_s, where the
+// profile defers to it). Measured directly: the host's busy time per step over its launches.
+void fitHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f) {
+  double busy = 0, launches = 0;
+  for (const TraceMeasure& t : traces)
+    if (t.gpu) busy += t.host_busy_s, launches += t.launches;
+  if (!(launches > 0) || !(busy > 0)) {
+    out.notes.push_back("host cost per op: not fitted (the traces hold no CPU ops beside their kernels)");
+    return;
+  }
+  const bool own = out.fitted.profile(f).host_op_s >= 0;
+  const FitParam& p = fitParam(own ? std::string("frameworks.") + frameworkKey(f) + ".host_op_s" : "dispatch_s", "--trace");
+  const auto [lo, hi] = boundsOf(p, out.fitted);
+  TraceTarget t{p.path, "host per launch", getParam(out.fitted, p), 0, busy / launches, 0, 0, false};
+  t.value = std::clamp(busy / launches, lo, hi);
+  t.at_bound = t.value != busy / launches;
+  setParam(out.fitted, p, t.value);
+  out.values[p.path] = t.value;
+  out.targets.push_back(t);
+}
+
+// Collectives of known size → the tier their groups span: α–β least squares (calibrate.h).
+void fitComm(TraceFit& out, const std::vector<TraceMeasure>& traces, const std::vector<FitRow>& rows) {
+  std::vector<rundb::Collective> all;
+  std::set<int64_t> sizes;
+  int64_t widest = 0;
+  for (const TraceMeasure& t : traces)
+    for (const rundb::Collective& c : t.collectives)
+      if (c.bytes > 0 && c.group_size >= 2 && c.end_ns > c.start_ns && c.op != "barrier")
+        all.push_back(c), sizes.insert(c.bytes);
+  for (const FitRow& r : rows) widest = std::max(widest, r.p.world());
+  if (sizes.size() < 2) {
+    out.notes.push_back("collectives: not fitted (" + std::to_string(sizes.size()) +
+                        " distinct message size(s) with a known size; an alpha-beta fit needs two or more)");
+    return;
+  }
+  Cluster& c = out.fitted;
+  const bool cpu = c.kind == ClusterKind::Cpu;
+  if (cpu && widest > c.devices_per_node) {
+    out.notes.push_back("collectives: not fitted (a CPU cluster's between-node tier is not a fittable constant)");
+    return;
+  }
+  out.collectives = fitCollectives(all);
+  out.collectives_fitted = true;
+  out.collective_tier = widest > c.devices_per_node ? "inter_node" : "intra_node";
+  NetworkTier& tier = out.collective_tier == "inter_node" ? c.inter_node : c.intra_node;
+  const std::string bw_path = out.collective_tier + (cpu ? ".bandwidth" : ".efficiency");
+  const FitParam& bw = fitParam(bw_path, "--trace");
+  const FitParam& lat = fitParam(out.collective_tier + ".latency", "--trace");
+  const double want_bw = cpu ? out.collectives.tier.bandwidth : out.collectives.tier.bandwidth / tier.bandwidth;
+  for (const auto& [p, want] : {std::pair<const FitParam*, double>{&bw, want_bw}, {&lat, out.collectives.tier.latency}}) {
+    const auto [lo, hi] = boundsOf(*p, c);
+    TraceTarget t{p->path, "collectives", getParam(c, *p), std::clamp(want, lo, hi), 0, 0, 0, false};
+    t.at_bound = t.value != want;
+    setParam(c, *p, t.value);
+    out.values[p->path] = t.value;
+    out.targets.push_back(t);
+  }
+}
+
+}  // namespace
+
+TraceFit fitFromTraces(const Cluster& base, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces,
+                       Framework framework) {
+  TraceFit out;
+  out.fitted = base;
+  fitHost(out, traces, framework);
+  fitComm(out, traces, rows);
+  std::vector<std::pair<ClassParam, double>> classes;  // with their measured seconds
+  for (const ClassParam& cp : classParams(base, framework)) {
+    const double m = measuredClass(traces, cp.cls);
+    if (m > 0) classes.emplace_back(cp, m);
+    else out.notes.push_back(cp.cls + ": not fitted (no kernel of this class in the traces)");
+  }
+  std::map<std::string, double> model_base;
+  {
+    const double at = totalStep(base, rows);
+    for (const auto& [cp, m] : classes) model_base[cp.path] = modelClassSeconds(base, rows, fitParam(cp.path, "--trace"), at);
+  }
+  // Fixed point: each rate scaled by model/measured, clamped to its bounds, until the classes agree.
+  for (int round = 0; round < kRounds; ++round) {
+    const double at = totalStep(out.fitted, rows);
+    std::vector<std::pair<const FitParam*, double>> next;
+    for (const auto& [cp, m] : classes) {
+      const FitParam& p = fitParam(cp.path, "--trace");
+      const double model = modelClassSeconds(out.fitted, rows, p, at);
+      if (!(model > 0)) continue;  // the model prices nothing of this class for these rows
+      const auto [lo, hi] = boundsOf(p, base);
+      next.emplace_back(&p, std::clamp(getParam(out.fitted, p) * model / m, lo, hi));
+    }
+    for (const auto& [p, v] : next) setParam(out.fitted, *p, v);
+  }
+  const double at = totalStep(out.fitted, rows);
+  for (const auto& [cp, m] : classes) {
+    const FitParam& p = fitParam(cp.path, "--trace");
+    const auto [lo, hi] = boundsOf(p, base);
+    TraceTarget t{p.path, cp.cls, getParam(base, p), getParam(out.fitted, p), m, model_base[p.path],
+                  modelClassSeconds(out.fitted, rows, p, at), false};
+    if (!(t.model_base_s > 0)) {
+      out.notes.push_back(cp.cls + ": not fitted (the time model prices no such work for this configuration)");
+      continue;
+    }
+    t.at_bound = t.value <= lo * (1 + 1e-9) || t.value >= hi * (1 - 1e-9);
+    out.values[p.path] = t.value;
+    out.targets.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace trainscope::tuner
