@@ -1,7 +1,10 @@
 // process.cpp — starting, waiting for and decoding child processes (see process.h).
 #include "trainscope/common/process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <system_error>
 #include <thread>
 
@@ -161,6 +165,23 @@ Exit wait(pid_t pid, double timeout_s, bool group) {
     e.timeout_s = timeout_s;
   }
   return e;
+}
+
+int freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot find a free TCP port on 127.0.0.1");
+  }
+  const int port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
 }
 
 }  // namespace trainscope::process

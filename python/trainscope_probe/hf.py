@@ -41,6 +41,11 @@ def _callback_class():
                 self.open = False
                 p.end(self.tokens, self.loss)
 
+        def on_train_begin(self, args, state, control, **kwargs):
+            p = probe.get()
+            if p is not None:
+                _record_launch(p)
+
         def on_train_end(self, args, state, control, **kwargs):
             p = probe.get()
             if p is not None:
@@ -50,6 +55,30 @@ def _callback_class():
 
 
 TrainscopeCallback = None
+
+# What `accelerate launch` hands its process from the config file it read (--runner accelerate).
+_LAUNCH_ENV = ("ACCELERATE_USE_CPU", "ACCELERATE_MIXED_PRECISION", "ACCELERATE_USE_FSDP", "FSDP_SHARDING_STRATEGY",
+               "FSDP_RESHARD_AFTER_FORWARD", "ACCELERATE_DYNAMO_BACKEND", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
+
+
+def _record_launch(p):
+    """probe/rankR.accelerate.json: the launch's variables and Accelerate's state as this rank's
+    Trainer runs it (its processes, distributed type, precision, FSDP strategy): what a trial ran,
+    for comparing with the trial's exported accelerate.yaml / training_args.json."""
+    out = {"env": {k: os.environ.get(k) for k in _LAUNCH_ENV}}
+    try:
+        from accelerate.state import AcceleratorState
+        s = AcceleratorState()
+        fsdp = getattr(s, "fsdp_plugin", None)
+        out.update(num_processes=s.num_processes, distributed_type=str(s.distributed_type.value),
+                   mixed_precision=str(s.mixed_precision), fsdp_sharding_strategy=None if fsdp is None else str(
+                       getattr(fsdp, "reshard_after_forward", getattr(fsdp, "sharding_strategy", None))))
+    except Exception as e:  # noqa: BLE001 — a state this Accelerate does not have: recorded as such
+        out["state_error"] = f"{type(e).__name__}: {e}"
+    path = os.path.join(p.folder, f"rank{p.rank}.accelerate.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(out, f)
+    os.replace(path + ".tmp", path)
 
 
 def _overrides():

@@ -210,3 +210,53 @@ TEST(ProbeImport, RowsBecomeStepsTheSummaryReads) {
   EXPECT_THROW(trainscope::rundb::importProbe({dir + "/bad.jsonl"}, {}, dir + "/b.db", "tiny", "--study"),
                trainscope::UserError);
 }
+
+// accelerate launch of num_processes > 1 points its process at --main_process_port (29500 unless
+// given) over torchrun's MASTER_PORT: both get the trial's own port, torchrun a static rendezvous there.
+TEST(Job, AccelerateTrialOnCpuRanksHandsTorchrunAndAccelerateOnePort) {
+  tn::JobOptions o = hf();
+  o.kind = tn::JobKind::Accelerate;
+  const tn::JobLaunch l = tn::jobLaunch(o, twoRanks(rt::ZeroStage::None), "/d", false, "", 41234);
+  EXPECT_EQ(l.argv, (std::vector<std::string>{"/venv/bin/python", "-m", "torch.distributed.run", "--nnodes", "1",
+                                              "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
+                                              "41234", "-m", "accelerate.commands.launch", "--config_file",
+                                              "/d/accelerate.yaml", "--main_process_port", "41234", "/src/train.py",
+                                              "--model", "gpt2"}));
+  EXPECT_NE(fileOf(l, "accelerate.yaml").find("num_processes: 2"), std::string::npos);
+  // FSDP (ZeRO-2/3): accelerate launch starts its ranks itself (torch.distributed.run at that port); its
+  // config may not ask for cpu_ram_efficient_loading without sync_module_states, off on the CPU.
+  const tn::JobLaunch z = tn::jobLaunch(o, twoRanks(rt::ZeroStage::Parameters), "/d", false, "", 41234);
+  EXPECT_EQ(std::vector<std::string>(z.argv.begin(), z.argv.begin() + 7),
+            (std::vector<std::string>{"/venv/bin/python", "-m", "accelerate.commands.launch", "--config_file",
+                                      "/d/accelerate.yaml", "--main_process_port", "41234"}));
+  EXPECT_NE(fileOf(z, "accelerate.yaml").find("fsdp_cpu_ram_efficient_loading: false"), std::string::npos);
+  EXPECT_NE(fileOf(z, "accelerate.yaml").find("fsdp_sync_module_states: false"), std::string::npos);
+  // No port given: a free one, the same in both places.
+  const tn::JobLaunch f = tn::jobLaunch(o, twoRanks(rt::ZeroStage::None), "/d", false, "");
+  EXPECT_EQ(f.argv[10], f.argv[16]);
+  EXPECT_GT(std::stoi(f.argv[10]), 0);
+}
+
+// --launcher slurm: one srun step of W tasks, each a rank running the job itself (no torchrun or
+// deepspeed launcher), told to map Slurm's variables to torch.distributed's and the trial's port.
+TEST(Job, SlurmTrialIsOneSrunStepOfWorldTasks) {
+  rt::TrainConfig c = twoRanks(rt::ZeroStage::Gradients);
+  c.launcher = rt::Launcher::Slurm;
+  const tn::JobLaunch h = tn::jobLaunch(hf(), c, "/d", false, "", 40001);
+  EXPECT_EQ(h.argv, (std::vector<std::string>{"srun", "--ntasks=2", "--kill-on-bad-exit=1", "--export=ALL",
+                                              "/venv/bin/python", "/src/train.py", "--model", "gpt2"}));
+  EXPECT_EQ(envOf(h).at("TRAINSCOPE_PROBE_SLURM"), "1");
+  EXPECT_EQ(envOf(h).at("MASTER_PORT"), "40001");
+  tn::JobOptions o = hf();
+  o.kind = tn::JobKind::DeepSpeed;
+  EXPECT_EQ(tn::jobLaunch(o, c, "/d", false, "", 40001).argv,
+            (std::vector<std::string>{"srun", "--ntasks=2", "--kill-on-bad-exit=1", "--export=ALL", "/venv/bin/python",
+                                      "/src/train.py", "--model", "gpt2", "--deepspeed", "/d/ds_config.json"}));
+  o.kind = tn::JobKind::Accelerate;
+  const tn::JobLaunch a = tn::jobLaunch(o, c, "/d", false, "", 40001);
+  EXPECT_EQ(std::vector<std::string>(a.argv.begin() + 4, a.argv.begin() + 11),
+            (std::vector<std::string>{"/venv/bin/python", "-m", "accelerate.commands.launch", "--config_file",
+                                      "/d/accelerate.yaml", "--main_process_port", "40001"}));
+  o.cpu = false;
+  EXPECT_THROW(tn::jobLaunch(o, c, "/d", false, "", 40001), trainscope::UserError);
+}

@@ -7,79 +7,8 @@
 #   trial a Slurm job step) and checks its study, and stops the daemons whatever happens.
 set -euo pipefail
 bin=$1
-work=$(mktemp -d /tmp/trainscope-slurm-XXXXXX)
-host=$(hostname -s)
-export SLURM_CONF=$work/slurm.conf
-
-if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
-  echo "[slurm] installing slurm-wlm and munge"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
-fi
-
-cleanup() {
-  set +e
-  [ -f "$work/slurmd.pid" ] && kill "$(cat "$work/slurmd.pid")" 2>/dev/null
-  [ -f "$work/slurmctld.pid" ] && kill "$(cat "$work/slurmctld.pid")" 2>/dev/null
-  [ -f "$work/munged.pid" ] && kill "$(cat "$work/munged.pid")" 2>/dev/null
-  sleep 1
-  pkill -f "slurmd -f $work" 2>/dev/null; pkill -f "slurmctld -f $work" 2>/dev/null
-  pkill -f "munged.*$work" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# munge: a private key and socket
-mkdir -p "$work/munge" "$work/spool/ctld" "$work/spool/d" "$work/log"
-chmod 700 "$work/munge"
-dd if=/dev/urandom of="$work/munge/munge.key" bs=1024 count=1 status=none
-chmod 400 "$work/munge/munge.key"
-munged --force --key-file="$work/munge/munge.key" --socket="$work/munge/munge.socket" \
-       --pid-file="$work/munged.pid" --log-file="$work/log/munged.log" --seed-file="$work/munge/seed"
-
-cpus=$(nproc)
-cat > "$SLURM_CONF" <<CONF
-ClusterName=trainscope-test
-SlurmctldHost=$host
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$work/munge/munge.socket
-CredType=cred/munge
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SwitchType=switch/none
-MpiDefault=none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SlurmctldPidFile=$work/slurmctld.pid
-SlurmdPidFile=$work/slurmd.pid
-SlurmctldPort=16817
-SlurmdPort=16818
-StateSaveLocation=$work/spool/ctld
-SlurmdSpoolDir=$work/spool/d
-SlurmctldLogFile=$work/log/slurmctld.log
-SlurmdLogFile=$work/log/slurmd.log
-ReturnToService=2
-NodeName=$host CPUs=$cpus State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-CONF
-# Slurm 22.05 reads cgroup.conf even when no cgroup plugin is used.
-printf "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\nCgroupMountpoint=/sys/fs/cgroup\n" > "$work/cgroup.conf"
-
-slurmctld -f "$SLURM_CONF" -i
-slurmd -f "$SLURM_CONF"
-for i in $(seq 1 60); do
-  if sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then break; fi
-  sleep 0.5
-done
-sinfo || true
-if ! sinfo -h -o '%t' | grep -qE '^(idle|mix|alloc)'; then
-  echo "[slurm] node did not come up"; tail -20 "$work/log/slurmctld.log" "$work/log/slurmd.log"; exit 1
-fi
+# munged, slurmctld and slurmd on localhost (SLURM_CONF, $work; stopped on exit): local_slurm.sh
+source "$(dirname "$0")/local_slurm.sh"
 
 common=(run --workload tiny --seq 32 --mbs 2 --gbs 8 --steps 4 --device cpu --clip 0 --min-lr-ratio 1 --lr 3e-3 -q)
 "$bin" "${common[@]}" --out "$work/single.db"

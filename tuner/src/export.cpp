@@ -305,8 +305,13 @@ nlohmann::ordered_json accelerateFields(const rt::TrainConfig& c, const ExportTa
   if (distributed == "FSDP") {
     j["fsdp_config"] = fsdpConfig(c);
     // Accelerate's FSDP plugin refuses sync_module_states without an accelerator ("no available
-    // devices found"): CPU ranks start from the same seed instead.
-    if (t.cpu) j["fsdp_config"]["fsdp_sync_module_states"] = false;
+    // devices found"): CPU ranks start from the same seed instead. accelerate launch refuses
+    // cpu_ram_efficient_loading without sync_module_states ("set --fsdp_sync_module_states to True"):
+    // both off on the CPU (the FSDP trial of --runner accelerate exited 1 on it).
+    if (t.cpu) {
+      j["fsdp_config"]["fsdp_sync_module_states"] = false;
+      j["fsdp_config"]["fsdp_cpu_ram_efficient_loading"] = false;
+    }
   }
   j.update(nlohmann::ordered_json{{"machine_rank", 0},
           {"main_training_function", "main"},
@@ -414,7 +419,7 @@ std::vector<std::string> accelerateNotes(const rt::TrainConfig& c, const ExportT
                     std::to_string(c.zero_shard_size) + " when each node runs " + std::to_string(c.zero_shard_size) +
                     " processes; otherwise pass FSDP a 2-D device_mesh (replicas " +
                     std::to_string(c.dp / c.zero_shard_size) + " x shard " + std::to_string(c.zero_shard_size) + ")");
-  if (t.cpu && c.dp > 1)
+  if (t.cpu && c.dp > 1 && !fsdpStrategy(c))  // an FSDP config's processes accelerate launch starts itself
     notes.push_back("accelerate launch starts MULTI_CPU processes only through mpirun; on one machine: torchrun "
                     "--nproc_per_node " +
                     std::to_string(c.dp) +

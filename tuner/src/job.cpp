@@ -30,6 +30,16 @@ std::vector<std::string> torchrun(const std::string& python, int64_t world) {
           std::to_string(world)};
 }
 
+// torchrun on one machine at a port chosen for the trial (a static rendezvous its agent hosts there):
+// for a job whose own launcher also needs to be told the port (accelerate launch, below).
+std::vector<std::string> torchrunAt(const std::string& python, int64_t world, int port) {
+  return {python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", std::to_string(world),
+          "--master_addr", "127.0.0.1", "--master_port", std::to_string(port)};
+}
+
+// The Accelerate config's distributed_type is FSDP (export.cpp): ZeRO-2/3 over dp > 1.
+bool fsdpLayout(const rt::TrainConfig& c) { return c.dp > 1 && c.zero >= rt::ZeroStage::Gradients; }
+
 void append(std::vector<std::string>& to, const std::vector<std::string>& what) {
   to.insert(to.end(), what.begin(), what.end());
 }
@@ -164,7 +174,7 @@ std::string locateProbe(const std::string& python) {
 }
 
 JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const std::string& dir, bool profile,
-                    const std::string& fault) {
+                    const std::string& fault, int port) {
   JobLaunch L;
   const ExportTarget target{o.cpu};
   std::vector<std::string> entry = o.entry;
@@ -178,25 +188,45 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
       if (!have) L.files.push_back(std::move(extra));
     }
   };
-  const std::string world = std::to_string(c.world);
+  const bool slurm = c.launcher == rt::Launcher::Slurm;
+  // Under --launcher slurm each rank is a task of one srun step (the job's own process group):
+  // RANK/WORLD_SIZE/… come from Slurm's variables (the probe's sitecustomize, TRAINSCOPE_PROBE_SLURM).
+  const std::vector<std::string> ranks =
+      slurm ? std::vector<std::string>{"srun", "--ntasks=" + std::to_string(c.world), "--kill-on-bad-exit=1",
+                                       "--export=ALL", o.python}
+            : torchrun(o.python, c.world);
+  if (port == 0 && (slurm || o.kind == JobKind::Accelerate)) port = process::freePort();
   switch (o.kind) {
     case JobKind::Hf:
       add("training_args.json", ExportFormat::TrainingArgs);
       add("accelerate.yaml", ExportFormat::AccelerateConfig);
-      L.argv = torchrun(o.python, c.world);
+      L.argv = ranks;
       append(L.argv, entry);
       break;
     case JobKind::Accelerate:
       add("accelerate.yaml", ExportFormat::AccelerateConfig);
       add("training_args.json", ExportFormat::TrainingArgs);
-      // accelerate launch starts CPU ranks only through mpirun: torchrun starts them, each its own launch.
-      L.argv = c.world > 1 && o.cpu ? torchrun(o.python, c.world) : std::vector<std::string>{o.python};
-      append(L.argv, {"-m", "accelerate.commands.launch", "--config_file", dir + "/accelerate.yaml"});
+      // accelerate launch starts MULTI_CPU ranks only through mpirun: torchrun (or srun) starts them,
+      // each its own launch. A launch of num_processes > 1 sets its process's MASTER_PORT to
+      // --main_process_port (29500 when not given) over torchrun's, so both are handed the trial's
+      // own free port: else every rank waits on a store at 29500 that nobody serves (a "hang").
+      // An FSDP config (distributed_type FSDP: its use_cpu is not the --cpu flag) is launched by
+      // accelerate launch itself through torch.distributed.run, num_processes ranks at that port.
+      if (slurm && !o.cpu)
+        throw UserError("--launcher", "--runner accelerate under slurm starts its GPU processes itself, one launch per node: not built",
+                        "use --launcher local, or --runner hf (one task per rank under srun)");
+      L.argv = slurm                                       ? ranks
+               : c.world > 1 && o.cpu && !fsdpLayout(c) ? torchrunAt(o.python, c.world, port)
+                                                          : std::vector<std::string>{o.python};
+      append(L.argv, {"-m", "accelerate.commands.launch", "--config_file", dir + "/accelerate.yaml",
+                      "--main_process_port", std::to_string(port)});
       append(L.argv, entry);
       break;
     case JobKind::DeepSpeed:
       add("ds_config.json", ExportFormat::DeepSpeed);
-      L.argv = {o.python, "-m", "deepspeed.launcher.runner", "--num_nodes", "1", "--num_gpus", world};
+      L.argv = slurm ? ranks
+                     : std::vector<std::string>{o.python, "-m", "deepspeed.launcher.runner", "--num_nodes", "1",
+                                                "--num_gpus", std::to_string(c.world)};
       append(L.argv, entry);
       append(L.argv, {"--deepspeed", dir + "/ds_config.json"});
       break;
@@ -206,7 +236,7 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
       // --module/--config), kept in the trial's folder as the file they were read from.
       const bool megatron = o.kind == JobKind::Megatron;
       add(megatron ? "megatron_args.txt" : "torchtitan_args.txt", megatron ? ExportFormat::Megatron : ExportFormat::Torchtitan);
-      L.argv = torchrun(o.python, c.world);
+      L.argv = ranks;
       append(L.argv, entry);
       std::istringstream flags(L.files.front().text);
       for (std::string w; flags >> w;) L.argv.push_back(w);
@@ -229,6 +259,7 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
   if (o.kind == JobKind::Hf || o.kind == JobKind::Accelerate)
     L.env.push_back({"TRAINSCOPE_TRAINING_ARGS", dir + "/training_args.json"});
   if (o.cpu && o.kind == JobKind::DeepSpeed) L.env.push_back({"DS_ACCELERATOR", "cpu"});
+  if (slurm) L.env.insert(L.env.end(), {{"TRAINSCOPE_PROBE_SLURM", "1"}, {"MASTER_PORT", std::to_string(port)}});
   return L;
 }
 

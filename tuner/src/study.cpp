@@ -27,6 +27,7 @@
 #include "trainscope/common/json_text.h"
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/tuner/study_inputs.h"
+#include "study_copy.h"
 
 namespace trainscope::tuner {
 
@@ -75,72 +76,10 @@ long lockHolder(const struct stat& st) {
   return by_inode;
 }
 
-// A private copy being read (Study(path), readStudy, isStudy): removed with what SQLite made in it.
-void removeCopy(const std::string& dir) {
-  if (dir.empty()) return;
-  for (const char* f : {"/study.db", "/study.db-wal", "/study.db-shm", "/study.db-journal"})
-    ::unlink((dir + f).c_str());
-  ::rmdir(dir.c_str());
-}
-
-void copyInto(const std::string& from, const std::string& to) {
-  const int in = files::openRegularFile(from, "study", "check that the study can be read");
-  // `to` is in a folder of our own (mkdtemp): O_EXCL | O_NOFOLLOW as a matter of course.
-  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  bool ok = out >= 0;
-  char buf[1 << 16];
-  for (ssize_t n; ok && (n = ::read(in, buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    for (ssize_t w = 0; ok && w < n;) {
-      const ssize_t k = ::write(out, buf + w, size_t(n - w));
-      ok = k > 0;
-      w += k;
-    }
-  }
-  ::close(in);
-  if (out >= 0) ::close(out);
-  if (!ok)
-    throw UserError("study", "cannot copy " + from + " to read it: " + std::strerror(errno),
-                    "set TMPDIR to a writable folder with room for the study");
-}
-
-// Opens a study for reading, writing nothing into it or beside it. SQLite reads a WAL study's -wal
-// through its -shm: where a killed tune left a -wal with writes but no -shm, and the folder cannot
-// be written (read-only storage, another user's folder), the -shm cannot be made and an immutable
-// open would skip the -wal (the study's last trials, or all of it). The study and its -wal are then
-// copied into a private folder and read there.
-std::unique_ptr<Database> openForReading(const std::string& path, std::string& copy_dir) {
-  struct stat wal {
-  }, shm{};
-  const bool wal_writes = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 32;
-  const bool has_shm = ::stat((path + "-shm").c_str(), &shm) == 0;
-  if (!wal_writes || has_shm || ::access(files::folderOf(path).c_str(), W_OK) == 0)
-    return std::make_unique<Database>(path, Database::Mode::ReadOnly);
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/trainscope-study-XXXXXX";
-  std::vector<char> name(templ.begin(), templ.end());
-  name.push_back('\0');
-  if (!::mkdtemp(name.data()))
-    throw UserError("study",
-                    path + "-wal needs a -shm file to be read, and neither its folder nor " + std::string(name.data()) +
-                        " is writable: " + std::strerror(errno),
-                    "set TMPDIR to a writable folder");
-  copy_dir = name.data();
-  try {
-    copyInto(path, copy_dir + "/study.db");
-    copyInto(path + "-wal", copy_dir + "/study.db-wal");
-    return std::make_unique<Database>(copy_dir + "/study.db", Database::Mode::ReadOnly);
-  } catch (...) {
-    removeCopy(copy_dir);
-    copy_dir.clear();
-    throw;
-  }
-}
-
 const char* kStudyFix = "pass the --study file of `trainscope tune`";
 
 }  // namespace
+
 
 bool isStudy(const std::string& path) {
   if (!rundb::looksLikeSqlite(path)) return false;
@@ -158,6 +97,7 @@ bool isStudy(const std::string& path) {
 StudyLock::StudyLock(const std::string& path, bool resume, const std::vector<std::string>& inputs)
     : path_(path), resume_(resume) {
   if (blank(path)) throw UserError("--study", "is empty", "name the study's file, e.g. --study study.db");
+  removeStaleStudyCopies();  // what a reader killed mid-read left in $TMPDIR, when provably ours
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     if (resume)

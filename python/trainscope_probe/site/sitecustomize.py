@@ -2,7 +2,8 @@
 imports transformers' Trainer or DeepSpeed's engine, the probe is installed there
 (trainscope_probe.hf.install, trainscope_probe.ds.install). Only in a
 process with TRAINSCOPE_PROBE_DIR set; the launcher's own process (torchrun, accelerate launch) runs
-no Trainer and is left alone. A sitecustomize already on the path after this one still runs."""
+no Trainer and is left alone. Under --launcher slurm it also sets each srun task's
+torch.distributed variables from Slurm's (_ranks_from_slurm). A sitecustomize already on the path after this one still runs."""
 import importlib.abc
 import importlib.util
 import os
@@ -65,7 +66,47 @@ def _die_with_parent():
         pass
 
 
+def _first_host(nodelist):
+    """The first host of a Slurm host list: "n1", "n[01-04,07]x,m2" -> "n01x"."""
+    depth, end = 0, len(nodelist)
+    for i, ch in enumerate(nodelist):
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            end = i
+            break
+    item = nodelist[:end]
+    if "[" not in item:
+        return item
+    head, rest = item.split("[", 1)
+    inner, tail = rest.split("]", 1)
+    return head + inner.split(",")[0].split("-")[0] + tail
+
+
+def _ranks_from_slurm():
+    """--launcher slurm (TRAINSCOPE_PROBE_SLURM): each srun task is one rank; torch.distributed's
+    variables are Slurm's (MASTER_PORT is the trial's, set by the tuner). Recorded per rank in
+    probe/rankR.launch.json. A process whose RANK is set (a launch's child) keeps it."""
+    env = os.environ
+    if not env.get("TRAINSCOPE_PROBE_SLURM") or "SLURM_PROCID" not in env or "RANK" in env:
+        return
+    tasks = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_NTASKS", "1")
+    env.update({"RANK": env["SLURM_PROCID"], "WORLD_SIZE": env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", "1")),
+                "LOCAL_RANK": env.get("SLURM_LOCALID", "0"), "LOCAL_WORLD_SIZE": tasks.split("(")[0].split(",")[0],
+                "MASTER_ADDR": _first_host(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "127.0.0.1"))})
+    try:
+        import json
+        keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
+                "SLURM_STEP_ID")
+        path = os.path.join(env["TRAINSCOPE_PROBE_DIR"], "rank%s.launch.json" % env["RANK"])
+        with open(path + ".tmp", "w") as f:
+            json.dump(dict({k: env.get(k) for k in keys}, launcher="slurm"), f)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass
+
+
 if os.environ.get("TRAINSCOPE_PROBE_DIR"):
     _die_with_parent()
+    _ranks_from_slurm()
     sys.meta_path.insert(0, _AfterImport())
 _chain_next_sitecustomize()

@@ -40,24 +40,6 @@ std::string selfExe() {
   return buf;
 }
 
-// A port nobody listens on now (the kernel's choice); rank 0's store binds it moments later.
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) close(fd);
-    TRAINSCOPE_THROW("cannot find a free TCP port on 127.0.0.1");
-  }
-  int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
 // SIGINT/SIGTERM/SIGHUP to the launcher: the first asks every rank to stop after its step; another one more
 // than a second later (g_force) ends them at once. Within a second it is the same request arriving
 // twice (Ctrl-C pressed twice, or a terminal and a script), as in the ranks (train.cpp).
@@ -198,7 +180,12 @@ class LocalLaunch {
 
   int run() {
     const std::string exe = selfExe();
-    const int port = freePort();
+    int port = 0;
+    try {
+      port = process::freePort();
+    } catch (const std::runtime_error& e) {
+      TRAINSCOPE_THROW(e.what());
+    }
     struct sigaction sa {};
     sa.sa_handler = onSignal;
     sigaction(SIGINT, &sa, nullptr);

@@ -9,48 +9,15 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/common/owner_marker.h"
 
 namespace trainscope::runtime {
 namespace {
 
 constexpr const char* kMarkerFormat = "trainscope-checkpoint-temp";
-
-std::string hostName() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
-
-std::string bootId() {
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(f, id);
-  return id;
-}
-
-// Field 22 of /proc/PID/stat (the process's start, clock ticks after boot); -1 when there is none.
-long long startTime(long long pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');  // the command name may hold spaces and parentheses
-  if (close == std::string::npos) return -1;
-  std::istringstream in(text.substr(close + 1));
-  std::string field;
-  for (int i = 3; i <= 22; ++i)
-    if (!(in >> field)) return -1;
-  try {
-    return std::stoll(field);
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
 
 // Entries of the folder open at fd (without . and ..); fd stays open.
 std::vector<std::string> entriesAt(int fd) {
@@ -80,39 +47,6 @@ bool isTempName(const std::string& name, const std::string& base) {
   return true;
 }
 
-// The marker of the folder open at fd, when it is a regular file of this user's (else null).
-nlohmann::json markerAt(int fd) {
-  const int m = ::openat(fd, kTempMarker, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (m < 0) return nullptr;
-  struct stat st {};
-  std::string text;
-  if (::fstat(m, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_size < 4096) {
-    text.resize(size_t(st.st_size));
-    if (::read(m, text.data(), text.size()) != ssize_t(text.size())) text.clear();
-  }
-  ::close(m);
-  try {
-    nlohmann::json j = nlohmann::json::parse(text);
-    if (j.is_object() && j.value("format", "") == kMarkerFormat) return j;
-  } catch (const nlohmann::json::exception&) {
-  }
-  return nullptr;
-}
-
-// Whether the marker's writer may still be running (anything not provably gone counts as alive).
-bool writerAlive(const nlohmann::json& m) {
-  try {
-    if (m.at("host").get<std::string>() != hostName()) return true;  // not ours to check
-    if (m.at("boot_id").get<std::string>() != bootId()) return false;
-    const long long pid = m.at("pid").get<long long>(), start = m.at("start_time").get<long long>();
-    if (pid == ::getpid()) return startTime(pid) == start;
-    const long long now = startTime(pid);
-    return now >= 0 && now == start;
-  } catch (const nlohmann::json::exception&) {
-    return true;
-  }
-}
-
 bool checkpointFile(const std::string& e) {
   return (e.rfind("model", 0) == 0 && (endsWith(e, ".safetensors") || e == "model.safetensors.index.json")) ||
          e == "config.json";
@@ -132,15 +66,7 @@ std::string parentOf(std::string p) {
 }
 
 void writeTempMarker(const std::string& tmp, const std::string& dir) {
-  nlohmann::json m = {{"format", kMarkerFormat}, {"for", baseName(dir)}, {"host", hostName()},
-                      {"pid", static_cast<long long>(::getpid())}, {"start_time", startTime(::getpid())},
-                      {"boot_id", bootId()}, {"uid", static_cast<long long>(::geteuid())}};
-  const std::string path = tmp + "/" + kTempMarker, text = m.dump() + "\n";
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) throw UserError("--save", "could not create " + path + ": " + std::strerror(errno), "check the folder");
-  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok) throw UserError("--save", "could not write " + path + ": " + std::strerror(errno), "check the disk's free space");
+  owner::writeMarker(tmp + "/" + kTempMarker, kMarkerFormat, baseName(dir), "--save");
 }
 
 void removeTempMarker(const std::string& tmp) { ::unlink((tmp + "/" + kTempMarker).c_str()); }
@@ -184,10 +110,10 @@ std::vector<std::string> removeStaleTemps(const std::string& dir) {
     const int fd = ::openat(pfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;
     struct stat again {};
-    const nlohmann::json m = ::fstat(fd, &again) == 0 && again.st_ino == st.st_ino && again.st_dev == st.st_dev
-                                 ? markerAt(fd) : nlohmann::json();
+    const owner::Marker m = ::fstat(fd, &again) == 0 && again.st_ino == st.st_ino && again.st_dev == st.st_dev
+                                ? owner::readMarker(fd, kTempMarker, kMarkerFormat) : owner::Marker{};
     ::close(fd);
-    if (m.is_null() || m.value("for", "") != base || writerAlive(m)) continue;
+    if (!m.valid || m.for_name != base || m.writer_alive) continue;
     const std::string path = parent + "/" + name;
     if (removeCheckpointFiles(path, st.st_dev, st.st_ino)) removed.push_back(path);
   }

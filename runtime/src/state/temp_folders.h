@@ -2,10 +2,10 @@
 // removal of what a checkpoint leaves behind (internal to the runtime; docs/checkpoints.md).
 //
 // Rank 0 makes `.DIR.tmp-XXXXXX` beside DIR (mkdtemp) and writes into it first a marker,
-// `.trainscope-writing`: the folder's DIR, the writer's host, pid, process start time (clock ticks
-// since boot, /proc/PID/stat) and boot id. The marker is removed just before the folder takes DIR's
-// place, so a checkpoint never holds it. A save killed mid-write leaves the folder with its marker;
-// the next save into DIR removes it when it is provably ours:
+// `.trainscope-writing` (common/owner_marker.h): the folder's DIR, the writer's host, pid, process
+// start time (clock ticks since boot, /proc/PID/stat) and boot id. The marker is removed just before
+// the folder takes DIR's place, so a checkpoint never holds it. A save killed mid-write leaves the
+// folder with its marker; the next save into DIR removes it when it is provably ours:
 //   - its name is `.` + DIR's name + `.tmp-` + six letters or digits, in DIR's folder;
 //   - it is a folder (not a link) owned by this user, and its marker a regular file (not a link)
 //     owned by this user, naming the same DIR and this host;

@@ -64,4 +64,9 @@ Exit decode(int wait_status);
 // SIGINT handler sends its group SIGTERM); wait returns when it ends.
 Exit wait(pid_t pid, double timeout_s, bool group);
 
+// A TCP port on 127.0.0.1 nobody listens on now (the kernel's choice), for a rendezvous the child
+// binds moments later (the local launcher's rank 0 store, an external trial's torchrun). Throws
+// std::runtime_error when none can be had.
+int freePort();
+
 }  // namespace trainscope::process

@@ -8,15 +8,21 @@
 //                probe's sitecustomize sets its fields on the       --nproc_per_node W ENTRY…
 //                script's TrainingArguments), accelerate.yaml
 //   accelerate   accelerate.yaml, training_args.json              python -m accelerate.commands.launch
-//                                                                   --config_file accelerate.yaml ENTRY…
-//                                                                   (torchrun around it for W > 1 on a CPU)
+//                                                                   --config_file accelerate.yaml
+//                                                                   --main_process_port P ENTRY… (torchrun
+//                                                                   --master_port P around it for W > 1
+//                                                                   on a CPU; P free, one per trial)
 //   deepspeed    ds_config.json (the engine is built from it)     python -m deepspeed.launcher.runner
 //                                                                   --num_gpus W ENTRY… --deepspeed ds_config.json
 //   megatron     megatron_args.txt (pretrain_gpt.py's flags)      torchrun … ENTRY… FLAGS…
 //   torchtitan   torchtitan_args.txt (0.3's overrides: it reads   torchrun … ENTRY… FLAGS… (ENTRY: train.py
 //                no TOML; export_torchtitan.cpp)                    --module M --config C)
-// (+ config.json, the model's Hugging Face config, beside each.) The job is an argument vector, never
-// a shell line; its own process group, killed whole on a hang. The probe's environment:
+// (+ config.json, the model's Hugging Face config, beside each.) Under --launcher slurm (the trial's
+// config's launcher) every runner's ranks are the W tasks of one `srun --ntasks=W` step, each running
+// the job itself (`python ENTRY…`; accelerate: its launch, CPU only), with TRAINSCOPE_PROBE_SLURM (the
+// sitecustomize sets RANK/WORLD_SIZE/… from Slurm's variables) and MASTER_PORT the trial's free port.
+// The job is an argument vector, never a shell line; its own process group, killed whole on a hang.
+// The probe's environment:
 // TRAINSCOPE_PROBE_DIR (its rows, traces and exit records), TRAINSCOPE_PROBE_PROFILE_STEPS (profile
 // trials), TRAINSCOPE_MEM_LIMIT (CPU: per rank), TRAINSCOPE_TRAINING_ARGS, and the probe's site folder
 // first on PYTHONPATH. How a trial ended: the launcher's status, and each rank's own record (an
@@ -74,9 +80,11 @@ struct JobLaunch {
 };
 
 // `c` resolved; `dir` the trial's folder (absolute); `fault` the test injection (crash|hang|oom|
-// badpath, "" none); `profile`: the probe traces its first steps.
+// badpath, "" none); `profile`: the probe traces its first steps; `port` the trial's rendezvous port
+// where the launch names one (accelerate: torchrun's --master_port and accelerate launch's
+// --main_process_port; 0: a free one, process::freePort).
 JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const std::string& dir, bool profile,
-                    const std::string& fault);
+                    const std::string& fault, int port = 0);
 
 // The folder holding the trainscope_probe package as `python` imports it (scripts/setup installs it
 // into the venv). Throws UserError naming --probe when that python cannot import it.

@@ -129,6 +129,13 @@ class Study {
 // Whether `path` is a study (not a run database). Reads only.
 bool isStudy(const std::string& path);
 
+// The private copies of studies (`$TMPDIR/trainscope-study-XXXXXX`, made to read a study whose -wal
+// needs a -shm its folder cannot hold) that a reader killed mid-read left: removed when provably ours
+// (the name; a folder, not a link, of this user's; its marker names a writer that is gone,
+// common/owner_marker.h), and then only a copy's own files. Run before each new copy and when a tune
+// starts (StudyLock). Returns the folders removed.
+std::vector<std::string> removeStaleStudyCopies();
+
 // A study as it stands, read without writing anything (the viewer; a study still being tuned).
 struct StudyCandidate {
   int64_t id = 0;

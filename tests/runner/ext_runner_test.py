@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""`trainscope tune` over external jobs: Accelerate's launcher, Slurm, and a study killed with -9.
+
+    ext_runner_test.py TRAINSCOPE CASE WORKDIR
+
+  accelerate_tune  --runner accelerate on 1-2 Gloo CPU ranks (torchrun around `accelerate launch`, one
+                   free port per trial handed to both): DDP and FSDP FULL_SHARD exhaustively, every
+                   trial ok, the pick the fastest measured, and each rank ran the trial's own
+                   accelerate.yaml (Accelerate's state and launch variables, recorded by the probe)
+  slurm            --runner hf --launcher slurm under the local Slurm of tests/slurm/local_slurm.sh
+                   (SLURM_CONF set): each trial one srun step of the candidate's world size, its ranks'
+                   torch.distributed variables Slurm's; an out-of-memory trial classified by its status
+  kill9_resume     an HF tune killed with SIGKILL while a trial's ranks run (the study's second trial
+                   row, its ranks' first step written), then resumed: the finished trials kept and not
+                   run again, no process of the killed trial left, the study finished and the pick made
+"""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_runner_test import PROBE, PY, SCRIPT, check, leftover, steps_of, trial_dir, tune  # noqa: E402
+
+
+def wait_for(what, cond, timeout=600, every=0.2):
+    """Polls cond() until it is true (returns its value); fails naming `what` after `timeout` s."""
+    end = time.time() + timeout
+    while time.time() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(every)
+    check(False, f"timed out after {timeout} s waiting for {what}")
+
+
+def yaml_fields(path):
+    """The top-level `key: value` lines of an exported accelerate.yaml."""
+    out = {}
+    for line in open(path):
+        if line[:1] not in (" ", "\n") and ":" in line:
+            k, v = line.split(":", 1)
+            out[k.strip()] = v.strip().strip("'")
+    return out
+
+
+def yaml_block(path, name):
+    """The `key: value` lines of the nested mapping `name:` of an exported accelerate.yaml."""
+    out, inside = {}, False
+    for line in open(path):
+        if not line.startswith(" "):
+            inside = line.strip() == name + ":"
+        elif inside and ":" in line:
+            k, v = line.split(":", 1)
+            out[k.strip()] = v.strip().strip("'")
+    return out
+
+
+def case_accelerate_tune(ts, work):
+    study, r = tune(ts, work, "accelerate", ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "1,2",
+                                             "--mbs", "2", "--ckpt", "none", "--zero", "0,3", "--exhaustive",
+                                             "--trial-steps", "3", "--mem-limit", "3G", "--trial-timeout", "240",
+                                             "--entry", SCRIPT + " --model gpt2 --seq 32"], runner="accelerate")
+    trials = r["trials"]
+    check(len(trials) >= 3 and all(t["status"] == "ok" for t in trials), f"trials {trials}")
+    ports, kinds, two = set(), set(), 0
+    for t in trials:
+        d = trial_dir(t)
+        cfg = yaml_fields(os.path.join(d, "accelerate.yaml"))
+        rows, meta, _ = steps_of(t["db"])
+        world = int(meta["world_size"])
+        check(int(cfg["num_processes"]) == world and len({row[0] for row in rows}) == world, f"{d}: {cfg} {rows}")
+        for rank in range(world):
+            ran = json.load(open(os.path.join(d, "probe", f"rank{rank}.accelerate.json")))
+            env = ran["env"]
+            # What accelerate launch read from the trial's file: the precision, the processes, and the
+            # CPU (its own launch of a MULTI_CPU or one-process config) or FSDP's block (its launch of
+            # an FSDP config through torch.distributed.run).
+            check(env["ACCELERATE_MIXED_PRECISION"] == cfg["mixed_precision"], f"{d} rank {rank}: {ran} {cfg}")
+            fsdp = yaml_block(os.path.join(d, "accelerate.yaml"), "fsdp_config")
+            if cfg["distributed_type"] == "FSDP":
+                check(env["ACCELERATE_USE_FSDP"] == "true" and
+                      env["FSDP_SHARDING_STRATEGY"] == fsdp["fsdp_sharding_strategy"], f"{d} rank {rank}: {ran} {fsdp}")
+            else:
+                check(env["ACCELERATE_USE_CPU"] == "True" and cfg["use_cpu"] == "true", f"{d} rank {rank}: {ran} {cfg}")
+            check(ran["num_processes"] == world, f"{d} rank {rank}: {ran}")
+            if world > 1:
+                two += rank == 0
+                ports.add(env["MASTER_PORT"])
+                want = "FSDP" if cfg["distributed_type"] == "FSDP" else "MULTI_CPU"
+                check(ran["distributed_type"] == want, f"{d} rank {rank}: ran {ran['distributed_type']}, file {cfg}")
+                kinds.add(want)
+    check(kinds == {"FSDP", "MULTI_CPU"}, f"layouts measured on 2 ranks: {kinds}")
+    check("29500" not in ports and len(ports) == two,
+          f"each 2-rank trial its own port: {ports}")
+    measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
+    best = min(measured, key=measured.get)
+    check(r["recommended"] == best, f"recommended {r['recommended']}, fastest measured {best}: {measured}")
+    print(f"accelerate_tune: {len(trials)} trials ok, {sorted(kinds)} on 2 ranks, pick {r['recommended']} "
+          f"{measured[best] * 1e3:.1f} ms/step")
+
+
+def case_slurm(ts, work):
+    check(os.environ.get("SLURM_CONF"), "no SLURM_CONF: run through tests/slurm/slurm_runner_test.sh")
+    space = ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "1,2", "--mbs", "1,2", "--ckpt", "none",
+             "--zero", "0", "--mem-limit", "3G"]
+    probe = subprocess.run([ts, "tune", "--runner", "hf", "--entry", SCRIPT, "--predict-only", "--json", "--cluster",
+                            "cpu-local", "--study", os.path.join(work, "slurm-ids.db")] + space,
+                           capture_output=True, text=True, timeout=120)
+    check(probe.returncode == 0, f"predict-only: {probe.stderr}")
+    ids = [c["id"] for c in json.loads(probe.stdout.strip().splitlines()[-1])["ranked"] if not c["rejected"]]
+    oom = ids[-1]
+    study, r = tune(ts, work, "slurm", space + ["--exhaustive", "--trial-steps", "3", "--launcher", "slurm",
+                                                "--trial-timeout", "240", "--inject", f"{oom}:oom",
+                                                "--entry", SCRIPT + " --model gpt2 --seq 32"])
+    by = {t["candidate"]: t for t in r["trials"]}
+    check(by[oom]["status"] == "oom", f"the injected out-of-memory trial: {by[oom]}")
+    ok = [t for t in r["trials"] if t["candidate"] != oom]
+    check(ok and all(t["status"] == "ok" for t in ok), f"trials {r['trials']}")
+    worlds = set()
+    for t in ok:
+        rows, meta, _ = steps_of(t["db"])
+        world = int(meta["world_size"])
+        worlds.add(world)
+        jobs = set()
+        for rank in range(world):
+            rec = json.load(open(os.path.join(trial_dir(t), "probe", f"rank{rank}.launch.json")))
+            check(rec["launcher"] == "slurm" and rec["RANK"] == str(rank) and rec["WORLD_SIZE"] == str(world) and
+                  rec["SLURM_JOB_ID"], f"{trial_dir(t)} rank {rank}: {rec}")
+            jobs.add(rec["SLURM_JOB_ID"])
+        check(len(jobs) == 1 and len({row[0] for row in rows}) == world, f"{t['db']}: one step, {world} ranks: {jobs}")
+    check(worlds == {1, 2}, f"worlds run under srun: {worlds}")
+    check(r["recommended"] != oom, f"recommended the failed candidate {oom}")
+    print(f"slurm: {len(ok)} trials as srun steps (worlds {sorted(worlds)}), oom classified, pick {r['recommended']}")
+
+
+def study_rows(study):
+    try:
+        con = sqlite3.connect(f"file:{study}?mode=ro", uri=True, timeout=5)
+        try:
+            return con.execute("SELECT rowid, candidate, round, status, step_s, db_path FROM trials ORDER BY rowid"
+                               ).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return []
+
+
+def case_kill9_resume(ts, work):
+    study = os.path.join(work, "kill9.db")
+    subprocess.run(["rm", "-rf", study, study + "-wal", study + "-shm", study + ".lock", study + ".trials"], check=True)
+    args = ["--runner", "hf", "--python", PY, "--probe", PROBE, "--cluster", "cpu-local", "--study", study, "--json",
+            "--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "1", "--mbs", "1,2", "--ckpt", "none,full",
+            "--exhaustive", "--trial-steps", "6", "--mem-limit", "3G", "--entry", SCRIPT + " --model gpt2 --seq 32"]
+    tuner = subprocess.Popen([ts, "tune"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        # The second trial's ranks are running: its row says so and its rank 0 has written a step.
+        def second_running():
+            rows = study_rows(study)
+            if len(rows) >= 2 and rows[1][3] == "running" and rows[0][3] == "ok":
+                steps = os.path.join(rows[1][5][: -len(".db")] + ".job", "probe", "rank0.steps.jsonl")
+                if os.path.exists(steps) and os.path.getsize(steps) > 0:
+                    return rows
+            check(tuner.poll() is None, f"tune ended before it was killed: {tuner.returncode}")
+            return None
+        before = wait_for("the second trial's first step", second_running)
+        killed_dir = before[1][5][: -len(".db")] + ".job"
+        check(leftover(killed_dir), f"no process of the running trial {killed_dir} before the kill")
+        os.kill(tuner.pid, signal.SIGKILL)
+        tuner.wait(timeout=60)
+    finally:
+        if tuner.poll() is None:
+            tuner.kill()
+            tuner.wait()
+    check(tuner.returncode == -signal.SIGKILL, f"tune's status {tuner.returncode}")
+    # The killed trial's ranks go with it (the launcher dies with the tuner, its ranks with the launcher).
+    wait_for(f"the killed trial's processes to end ({killed_dir})", lambda: not leftover(killed_dir), timeout=60)
+    finished = {(r[1], r[2]): r for r in study_rows(study) if r[3] == "ok"}
+    check(finished, f"no finished trial before the kill: {study_rows(study)}")
+    mtimes = {k: os.path.getmtime(r[5]) for k, r in finished.items()}
+    p = subprocess.run([ts, "tune", "--resume"] + args, capture_output=True, text=True, timeout=900)
+    check(p.returncode == 0, f"resumed tune exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    after = study_rows(study)
+    for key, row in finished.items():
+        again = [a for a in after if (a[1], a[2]) == key]
+        check(again == [row], f"finished trial {key} was touched or run again: {row} -> {again}")
+        check(os.path.getmtime(row[5]) == mtimes[key], f"{row[5]} was rewritten")
+    redone = [a for a in after if a[5].endswith(".2.db")]
+    check(len(redone) == 1 and redone[0][3] == "ok" and (redone[0][1], redone[0][2]) == (before[1][1], before[1][2]),
+          f"the killed trial is run again once, into its own paths: {after}")
+    check(len({a[1] for a in after}) == 4 and all(a[3] == "ok" for a in after),
+          f"the study finished its four candidates: {after}")
+    measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
+    check(r["recommended"] == min(measured, key=measured.get), f"pick {r['recommended']} of {measured}")
+    print(f"kill9_resume: killed in trial {before[1][1]}-r{before[1][2]}; {len(finished)} finished trial(s) kept, "
+          f"{len(after)} rows after the resume, pick {r['recommended']}")
+
+
+def main():
+    ts, case, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.makedirs(work, exist_ok=True)
+    try:
+        import accelerate  # noqa: F401
+    except ImportError:
+        print("SKIP: accelerate is not installed in", PY, "(run scripts/setup)")
+        sys.exit(77)
+    {"accelerate_tune": case_accelerate_tune, "slurm": case_slurm, "kill9_resume": case_kill9_resume}[case](ts, work)
+    print("PASS", case)
+
+
+if __name__ == "__main__":
+    main()
