@@ -89,6 +89,12 @@ TEST(CalibrateTrace, KernelsAndOpsAreClassifiedByName) {
   EXPECT_EQ(tn::hostOpClass("aten::_scaled_dot_product_flash_attention_for_cpu"), "attention_forward");
   EXPECT_EQ(tn::hostOpClass("ScaledDotProductFlashAttentionForCpuBackward0"), "attention_backward");
   EXPECT_EQ(tn::hostOpClass("aten::gelu"), "memory");
+  // This runtime's CPU ops (--trace-level ops): oneDNN's linear, its own autograd nodes.
+  EXPECT_EQ(tn::hostOpClass("mkldnn::_linear_pointwise"), "gemm");
+  EXPECT_EQ(tn::hostOpClass("autograd::engine::evaluate_function: torch::autograd::CppNode<trainscope::runtime::"
+                            "(anonymous namespace)::LinearAdd>"), "gemm");
+  EXPECT_EQ(tn::hostOpClass("torch::autograd::CppNode<trainscope::runtime::cpu_ops::(anonymous namespace)::"
+                            "CausalAttention>"), "attention_backward");
   EXPECT_EQ(tn::hostOpClass("autograd::engine::evaluate_function: NativeLayerNormBackward0"), "");
 }
 

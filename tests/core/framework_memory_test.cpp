@@ -38,18 +38,18 @@ TEST(FrameworkMemory, DeepSpeedZeroStagesByHand) {
   const wl::Workload w = wl::load("gpt2-774m");
   const double P = totalParams(w), N = 8;
   using Z = trainscope::runconfig::ZeroStage;
-  const md::FrameworkMemory z2 = md::deepspeedMemory(w, plan(8, Z::Two));
+  const md::FrameworkMemory z2 = md::deepspeedMemory(w, plan(8, Z::Gradients));
   EXPECT_NEAR(double(z2.modelStates()), 2 * P + 18 * P / N, 8);
   EXPECT_EQ(z2.buffers, int64_t(5e8 * 2));  // one bf16 IPG bucket: overlap_comm is off below stage 3
-  const md::FrameworkMemory z1 = md::deepspeedMemory(w, plan(8, Z::One));
+  const md::FrameworkMemory z1 = md::deepspeedMemory(w, plan(8, Z::OptimizerStates));
   EXPECT_NEAR(double(z1.modelStates()), 4 * P + 16 * P / N, 8);
   md::DeepSpeedZero knobs;
   knobs.overlap_comm = 1;
   knobs.reduce_bucket_size = 1e8;
-  EXPECT_EQ(md::deepspeedMemory(w, plan(8, Z::Two), knobs).buffers, int64_t(2 * 1e8 * 2));
-  const md::ParamCounts c = md::paramCounts(w, plan(8, Z::Three), 1e5);
+  EXPECT_EQ(md::deepspeedMemory(w, plan(8, Z::Gradients), knobs).buffers, int64_t(2 * 1e8 * 2));
+  const md::ParamCounts c = md::paramCounts(w, plan(8, Z::Parameters), 1e5);
   EXPECT_DOUBLE_EQ(c.largest_module, 50257.0 * 1280);  // the tied embedding, GPT-2's largest module
-  const md::FrameworkMemory z3 = md::deepspeedMemory(w, plan(8, Z::Three));
+  const md::FrameworkMemory z3 = md::deepspeedMemory(w, plan(8, Z::Parameters));
   EXPECT_NEAR(double(z3.modelStates()), 20 * P / N + 4 * c.largest_module, 8);
   EXPECT_NEAR(double(z3.transient), 2 * 5e7, 1);  // the prefetch bucket, bf16
   EXPECT_NEAR(double(z3.buffers), 2 * c.persistent * (1 - 1 / N) + 2 * 5e8, 8);
@@ -59,14 +59,14 @@ TEST(FrameworkMemory, FsdpFullShardByHand) {
   const wl::Workload w = wl::load("gpt2-774m");
   const double P = totalParams(w), N = 8;
   md::FrameworkProfile prof = md::builtinProfile(md::Framework::Fsdp);  // reduce_bytes 4: fp32 reductions
-  const md::ParamCounts c = md::paramCounts(w, plan(8, trainscope::runconfig::ZeroStage::Three), 0);
+  const md::ParamCounts c = md::paramCounts(w, plan(8, trainscope::runconfig::ZeroStage::Parameters), 0);
   EXPECT_NEAR(c.block, 12.0 * 1280 * 1280 + 13 * 1280, 1);  // GPT-2's block: 12h² + 13h
-  const md::FrameworkMemory m = md::fsdpMemory(w, plan(8, trainscope::runconfig::ZeroStage::Three), prof);
+  const md::FrameworkMemory m = md::fsdpMemory(w, plan(8, trainscope::runconfig::ZeroStage::Parameters), prof);
   EXPECT_NEAR(double(m.modelStates()), 16 * P / N, 8);
   const double transient = 2 * (c.root + 2 * c.block) + 2 * 2 * c.block / N + 4 * c.block * (1 + 1 / N);
   EXPECT_NEAR(double(m.transient), transient, 8);
   // SHARD_GRAD_OP keeps the whole bf16 model unsharded between forward and backward.
-  const md::FrameworkMemory sgo = md::fsdpMemory(w, plan(8, trainscope::runconfig::ZeroStage::Two), prof);
+  const md::FrameworkMemory sgo = md::fsdpMemory(w, plan(8, trainscope::runconfig::ZeroStage::Gradients), prof);
   EXPECT_GT(sgo.transient, int64_t(2 * P));
 }
 

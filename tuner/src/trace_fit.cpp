@@ -62,7 +62,10 @@ void fitHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f
   for (const TraceMeasure& t : traces)
     if (t.gpu) busy += t.host_busy_s, launches += t.launches;
   if (!(launches > 0) || !(busy > 0)) {
-    out.notes.push_back("host cost per op: not fitted (the traces hold no CPU ops beside their kernels)");
+    bool gpu = false;
+    for (const TraceMeasure& t : traces) gpu |= t.gpu;
+    out.notes.push_back(gpu ? "host cost per op: not fitted (the traces hold no CPU ops beside their kernels)"
+                            : "host cost per op: not fitted (CPU traces: the CPU ops are the work itself)");
     return;
   }
   const bool own = out.fitted.profile(f).host_op_s >= 0;

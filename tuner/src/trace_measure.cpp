@@ -25,9 +25,12 @@ bool hasAny(const std::string& s, std::initializer_list<const char*> parts) {
 
 bool attention(const std::string& n) {
   return hasAny(n, {"flash", "fmha", "scaled_dot_product", "scaleddotproduct", "efficient_attention",
-                    "efficientattention", "attention_kernel", "sdpa"});
+                    "efficientattention", "attention_kernel", "sdpa", "causalattention"});
 }
-bool backwardName(const std::string& n) { return hasAny(n, {"backward", "bwd", "cutlassb", "_grad"}); }
+// Autograd nodes (a custom Function's backward is "CppNode<…>") are backward whatever their name.
+bool backwardName(const std::string& n) {
+  return hasAny(n, {"backward", "bwd", "cutlassb", "_grad", "cppnode<", "evaluate_function"});
+}
 
 // The counted steps of one rank (the summary's skip), by step.
 std::vector<rundb::Step> counted(rundb::RunReader& r, int64_t rank, int64_t excluded) {
@@ -114,6 +117,8 @@ std::string hostOpClass(const std::string& op_name) {
   for (const char* g : gemm_ops)
     if (n == g) return "gemm";
   if (hasAny(n, {"mmbackward", "linearbackward", "matmulbackward", "baddbmmbackward"})) return "gemm";
+  // oneDNN's fused linear (mkldnn::_linear_pointwise) and this runtime's Linear / LinearAdd nodes.
+  if (hasAny(n, {"mkldnn::_linear", "mkldnn::_matmul", "::linear>", "::linearadd>"})) return "gemm";
   if (n.rfind("aten::", 0) == 0) return "memory";
   return "";
 }
