@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "trainscope/tracer/range.h"
+#include "trainscope/tracer/thread_names.h"
 
 namespace trainscope::runtime {
 
