@@ -12,6 +12,7 @@
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/schema.h"
 #include "trainscope/tracer/trace.h"
+#include "trainscope/tracer/thread_names.h"
 
 namespace db = trainscope::rundb;
 namespace tr = trainscope::tracer;

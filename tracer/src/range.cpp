@@ -1,5 +1,6 @@
 // range.cpp — ScopedRange and thread numbers (see range.h).
 #include "trainscope/tracer/range.h"
+#include "trainscope/tracer/thread_names.h"
 
 #include <pthread.h>
 #include <sys/syscall.h>

@@ -1,6 +1,7 @@
 // trace.cpp — the Tracer: bounded buffers, a background writer through rundb::RunStore, exact drop
 // accounting.
 #include "trainscope/tracer/trace.h"
+#include "trainscope/tracer/thread_names.h"
 
 #include <unistd.h>
 
@@ -230,7 +231,7 @@ void Tracer::close() {
   }
   cv_.notify_one();
   if (writer_.joinable()) writer_.join();
-  // The threads' names (range.h: namedThreads) and this process's, as `threads` rows: native rows read
+  // The threads' names (thread_names.h: namedThreads) and this process's, as `threads` rows: native rows read
   // `thread 0 (main)`, `thread 3 (pt_autograd_0)` in the viewer, not `thread N` alone.
   std::vector<rundb::ThreadName> thread_rows;
   for (const auto& [tid, name] : namedThreads())

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "trainscope/tracer/thread_names.h"
+
 namespace trainscope::runtime {
 
 std::string joinRanks(const std::vector<int>& r) {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "trainscope/tracer/range.h"
+#include "trainscope/tracer/thread_names.h"
 
 namespace trainscope::runtime {
 
