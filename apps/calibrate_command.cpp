@@ -172,7 +172,14 @@ void addRun(Rows& out, const std::string& path, const tn::Cluster& base, const s
   if (!(s.step_s_median > 0))
     throw UserError(where, path + " has no counted step (a run of one step, or one that failed)", "pass runs of two or more steps");
   // An external runner's trial (import_probe.h) names the framework its job ran: priced under that profile.
-  if (const std::string fw = reader->meta("framework"); !fw.empty()) r.options.framework = tn::parseFramework(fw);
+  if (const std::string fw = reader->meta("framework"); !fw.empty()) {
+    try {
+      r.options.framework = tn::parseFramework(fw);
+    } catch (const UserError&) {
+      throw UserError(where, path + " names an unknown framework \"" + fw + "\"",
+                      "pass the run databases of `trainscope tune --runner …` as they were written");
+    }
+  }
   r.nodes = (r.p.world() + base.devices_per_node - 1) / base.devices_per_node;
   r.measured_s = s.step_s_median;
   r.group = devicesGroup(r.w->name, r.p.world());

@@ -80,9 +80,14 @@ TEST(RunnerPrediction, AnotherFrameworksHostWorkAddsToACpuStepPerMicroBatch) {
   p.dp = 2, p.zero = rt::ZeroStage::Parameters;
   const tn::TimePrediction sharded = tn::predictTime(w, p, c, under(tn::Framework::Fsdp));
   EXPECT_NEAR(sharded.host_s, 2 * (2 * (per_layer + 4 * 5e-5) + 1e-3), 1e-12);
-  // On a CPU file the built-in profile's ops cost the file's dispatch_s (0): only FSDP's hooks remain.
+  // The CPU preset carries the HF job's host costs fitted on this machine; its backward ops cost the
+  // file's dispatch_s (0 on a CPU), its hooks the built-in 50 us.
   const tn::Cluster preset = tn::loadCluster("cpu-local");
-  EXPECT_NEAR(tn::predictTime(w, p, preset, under(tn::Framework::Fsdp)).host_s, 2 * 2 * 4 * 50e-6, 1e-12);
+  const tn::FrameworkProfile& pf = preset.profile(tn::Framework::Fsdp);
+  EXPECT_GT(pf.host_op_s, 0);
+  EXPECT_GT(pf.host_micro_batch_s, 0);
+  EXPECT_NEAR(tn::predictTime(w, p, preset, under(tn::Framework::Fsdp)).host_s,
+              2 * (2 * (25 * pf.host_op_s + 4 * 50e-6) + pf.host_micro_batch_s), 1e-12);
 }
 
 TEST(RunnerPrediction, EachRunnerIsPricedUnderItsFrameworksProfile) {
@@ -102,7 +107,7 @@ TEST(RunnerPrediction, EachRunnerIsPricedUnderItsFrameworksProfile) {
 }
 
 // Trials measured as an HF job whose host work is 0.2 ms per forward op and 3 ms per micro-batch (the
-// CPU preset says 0): the learner reads the probe's databases, refits the fsdp profile's host costs
+// CPU preset says 0.12 ms and 2.5 ms): the learner reads the probe's databases, refits the fsdp profile's host costs
 // with the CPU's rates, and ranks every candidate as the job measured them.
 TEST(RunnerPrediction, TheStudyRefitsAnExternalJobsHostWorkFromItsTrials) {
   char tmpl[] = "/tmp/ts-runner-pred-XXXXXX";

