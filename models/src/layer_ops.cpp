@@ -8,6 +8,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/models/moe.h"
+#include "trainscope/workloads/flops.h"
 
 namespace trainscope::models {
 
@@ -84,10 +85,17 @@ Op keeping(Op o, double saved) {
 struct LayerShape {
   double b, s, h, t, a, d, e;
   double keys;          // keys each query attends over: the whole sequence (s = its CP rank's share)
-  // Under a sliding window W < s (no CP: plan.cpp), the flash core's products: query t multiplies
-  // min(t + 1, W) keys, W·s − W(W − 1)/2 in all against causal's s(s + 1)/2 ≈ s·keys/2; as causal
-  // products over window_keys = 2W − W²/s keys (= s when W = s).
+  // Under a sliding window W < s, the flash core's products: query t multiplies min(t + 1, W) keys,
+  // W·s − W(W − 1)/2 in all against causal's s(s + 1)/2 ≈ s·keys/2; as causal products over
+  // window_keys = 2W − W²/s keys (= s when W = s; workloads::windowKeys, what MFU counts). Under CP
+  // the load-balanced chunks give every rank the same share of them.
   double window_keys;
+  bool alibi;           // ALiBi's bias on the scores (unfusedAttention's add)
+  // The score bias this runtime's cores build in memory when they cannot apply it in a kernel: SDPA's
+  // attn_mask (1 or NH/t, s, keys) of the compute dtype for a window or ALiBi (gpt.cpp attentionCore),
+  // the context-parallel ring's fp32 one per block pair (built again in the backward). The fp32 CPU
+  // kernel adds ALiBi and the window in its loop (nothing in memory): 0 there, and in Megatron-LM.
+  double bias_elems, bias_e, bias_backward;
   double rows;          // tokens of the micro-batch
   double local;         // rows a TP rank holds outside the GEMMs
   double act;           // one (b, s[/t], h) activation
@@ -113,8 +121,11 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   // queries attend over the whole sequence, whose K and V come round the ring block by block.
   x.b = double(p.mbs), x.s = double(p.localSeq()), x.h = double(w.n_embd), x.t = double(p.tp);
   x.keys = double(p.seq);
-  const double W = double(w.sliding_window);
-  x.window_keys = W > 0 && W < x.keys ? 2.0 * W - W * W / x.keys : x.keys;
+  // Qwen2 windows the layers from max_window_layers on: one layer's shape stands for all, so the
+  // keys are the mean over the layers (the flash op's time and bytes are linear in them).
+  const double Lw = double(w.windowedLayers()), L = double(std::max<int64_t>(1, w.n_layer));
+  x.window_keys = (Lw * workloads::windowKeys(w.sliding_window, p.seq) + (L - Lw) * x.keys) / L;
+  x.alibi = w.positions == workloads::Positions::Alibi;
   x.a = double(w.n_head), x.d = double(w.headSize()), x.e = double(p.elementBytes());
   x.rows = x.b * x.s;
   x.local = p.sequence_parallel ? x.rows / x.t : x.rows;
@@ -133,6 +144,10 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   x.core_kv = expanded ? x.q : x.kv;
   x.core_in = x.rows * (x.q + 2.0 * x.core_kv) * x.e;
   x.heads = x.b * x.a / x.t, x.scores = x.heads * x.s * x.keys;
+  const bool biased = x.alibi || w.windowedLayers() > 0, in_kernel = x.fused && p.cp == 1;
+  x.bias_elems = biased && !x.megatron && !in_kernel ? (x.alibi ? x.a / x.t : 1.0) * x.s * x.keys : 0.0;
+  x.bias_e = p.cp > 1 ? 4.0 : x.e;
+  x.bias_backward = p.cp > 1 ? 2.0 : 1.0;  // the ring builds it again; SDPA's backward reads it once
   return x;
 }
 
@@ -186,6 +201,13 @@ std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
   Op softmax = mem("scale-mask-softmax", 1.5 * scores * e);
   softmax.backward_bytes = 2.0 * scores * e;
   if (p.seq > 2048) softmax.bytes = 36.0 * scores, softmax.backward_bytes = 40.0 * scores;
+  // ALiBi (not in Megatron-LM; priced as an eager add): the scores read and written once more, plus
+  // the (NH/t, s, keys) bias; the gradient passes through unchanged.
+  if (x.alibi) {
+    Op alibi = mem("alibi bias add", 2.0 * scores * e + heads / x.b * s * keys * e);
+    alibi.backward_bytes = 0;
+    core.push_back(alibi);
+  }
   core.push_back(keeping(softmax, scores * e));  // its output
   // Dropout writes its output and a byte mask; its backward reads dy and the mask and writes dx.
   Op dropout = mem("attention dropout", 2.0 * scores * e + scores);
@@ -210,7 +232,13 @@ std::vector<Op> flashAttention(const LayerShape& x) {
   fa.flash = 1;
   fa.efficiency_cap = flashEfficiency(x.window_keys, x.d, true, false);
   // Q, K, V, O, fp32 log-sum-exp
-  return {keeping(fa, x.rows * (2.0 * x.q + 2.0 * x.core_kv) * x.e + 4.0 * x.heads * x.s)};
+  std::vector<Op> core{keeping(fa, x.rows * (2.0 * x.q + 2.0 * x.core_kv) * x.e + 4.0 * x.heads * x.s)};
+  if (x.bias_elems > 0) {  // the window's or ALiBi's bias, written and read by the core
+    Op bias = mem("score bias", 2.0 * x.bias_elems * x.bias_e);
+    bias.backward_bytes = x.bias_backward * x.bias_elems * x.bias_e;
+    core.insert(core.begin(), bias);
+  }
+  return core;
 }
 
 // RoPE on the rank's q and k after the projection (HF rotate_half: q·cos + rotate_half(q)·sin):

@@ -60,9 +60,6 @@ std::string whyInvalidArchitecture(const workloads::Workload& w, const Plan& p) 
   if (kv % p.tp != 0 && p.tp % kv != 0)
     return "tp=" + std::to_string(p.tp) + " neither divides n_kv_head=" + std::to_string(kv) +
            " nor is a multiple of it (grouped-query attention splits or replicates the K/V heads)";
-  if (w.sliding_window > 0 && p.seq > w.sliding_window && p.cp > 1)
-    return "cp=" + std::to_string(p.cp) + " with seq=" + std::to_string(p.seq) + " past sliding_window=" +
-           std::to_string(w.sliding_window) + " (the context-parallel ring does not apply the window)";
   return "";
 }
 

@@ -380,22 +380,6 @@ void checkDeviceAndTesting(const TrainConfig& c) {
   if (c.mem_limit < 0) throw UserError("--mem-limit", "must be >= 0 bytes", "pass e.g. --mem-limit 2G");
 }
 
-// What of a workload's architecture (workloads/architecture.h) the runtime cannot build: ALiBi, and a
-// sliding attention window shorter than the sequence under context parallelism (the ring attends over
-// whole blocks; within the window full attention is the same model). Everything else — RMSNorm, RoPE,
-// SwiGLU, GQA, sliding windows (the attention core's mask), no biases, untied heads — trains.
-void checkArchitecture(const TrainConfig& c) {
-  if (c.model.positions == workloads::Positions::Alibi)
-    throw UserError("workload.positions", "alibi is described but not trained by this runtime (" + c.model.name + ")",
-                    "use positions rope, learned or none");
-  if (c.model.sliding_window > 0 && c.model.sliding_window < c.seq && c.cp > 1)
-    throw UserError("--cp", "cp=" + std::to_string(c.cp) + " with seq=" + std::to_string(c.seq) +
-                                " past the workload's sliding_window=" + std::to_string(c.model.sliding_window) +
-                                ": the context-parallel ring does not apply the window",
-                    "pass --cp 1 (one process applies the window), or --seq <= " +
-                        std::to_string(c.model.sliding_window));
-}
-
 // --precision fp8: what FP8 GEMMs need (docs/config-reference.md, "--precision fp8"). FP8 GEMMs
 // (cuBLASLt, Transformer Engine) take only dimensions that are multiples of 16; the CPU's
 // _scaled_mm would take any, but a run that only works on the CPU would be priced and exported
@@ -424,7 +408,6 @@ void resolve(TrainConfig& c, int world) {
   c.model = workloads::load(c.workload);
   resolveLayout(c, world);
   resolveBatch(c);
-  checkArchitecture(c);
   checkInterleaving(c);
   checkOptimizer(c);
   checkFp8(c);

@@ -2,7 +2,8 @@
 """The transformers oracle (issue 32): trainscope's loss and gradients equal transformers' on the
 same config.json, weights and tokens, and checkpoints travel both ways unchanged.
 
-    hf_oracle_test.py TRAINSCOPE_CLI MODEL WORKDIR      (MODEL: gpt2, llama, mistral, mistral_window, qwen2, mixtral)
+    hf_oracle_test.py TRAINSCOPE_CLI MODEL WORKDIR
+    (MODEL: gpt2, llama, mistral, mistral_window, qwen2, qwen2_window, mixtral)
 
 1. transformers builds MODEL from a tiny config.json (fp32, seeded) and save_pretrained()s it: D0.
 2. `trainscope run --init-from D0 --save D1` takes one step of SGD with lr 1 (no momentum, weight
@@ -55,6 +56,13 @@ CONFIGS = {
               "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
               "max_position_embeddings": 32, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
               "tie_word_embeddings": True, "use_sliding_window": False, "hidden_act": "silu"},
+    # Qwen2 windowing only some layers (transformers' layer_types from max_window_layers): layer 0
+    # attends over the whole sequence, layers 1 and 2 over a 6-token window (< SEQ 16).
+    "qwen2_window": {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": VOCAB,
+                     "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+                     "num_key_value_heads": 2, "max_position_embeddings": 32, "rms_norm_eps": 1e-6,
+                     "rope_theta": 10000.0, "tie_word_embeddings": False, "use_sliding_window": True,
+                     "sliding_window": 6, "max_window_layers": 1, "hidden_act": "silu"},
     "mixtral": {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "vocab_size": VOCAB,
                 "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
                 "num_key_value_heads": 2, "max_position_embeddings": 32, "rms_norm_eps": 1e-5,
@@ -63,6 +71,10 @@ CONFIGS = {
                 "hidden_act": "silu"},
 }
 SKIP = 77
+# Windowed configs: the same weights under these other windows must give transformers another loss
+# (the oracle would not see a window that trainscope dropped or put on the wrong layers otherwise).
+OTHER_WINDOWS = {"mistral_window": [{"sliding_window": None}],
+                 "qwen2_window": [{"use_sliding_window": False}, {"max_window_layers": 0}]}
 # The sharded layouts each architecture's save is also checked under (step 5).
 SHARDED = {"llama": ["--zero", "3"], "mixtral": ["--ep", "2"]}
 
@@ -142,6 +154,18 @@ def main():
         scale = float(hf_logits.abs().max())
         if not err <= 1e-5 * scale:
             failures.append(f"logits: max difference {err:.3g} against max |logit| {scale:.3g} (1e-5 relative)")
+    for change in OTHER_WINDOWS.get(name, []):
+        other_dir = os.path.join(work, f"{name}-other")
+        os.makedirs(other_dir, exist_ok=True)
+        with open(os.path.join(other_dir, "config.json"), "w") as f:
+            json.dump({**cfg_json, **change}, f)
+        other = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(other_dir),
+                                                              dtype=torch.float32, attn_implementation="eager")
+        other.load_state_dict(model.state_dict())
+        with torch.no_grad():
+            other_loss = hf_loss(other, tokens).item()
+        if not abs(other_loss - loss0.item()) > 1e-4 * abs(loss0.item()):
+            failures.append(f"{change}: transformers' loss {other_loss!r} equals the windowed one: the window is inert")
     w0 = {k: v.detach().clone() for k, v in model.named_parameters()}
     grads = {k: v.grad.detach().clone() for k, v in model.named_parameters()}
     # 4. D1 loads in transformers unchanged; g = w0 - w1 per tensor.

@@ -72,6 +72,7 @@ void expectSameModel(const wl::Workload& a, const wl::Workload& b, const std::st
   EXPECT_EQ(a.headSize(), b.headSize()) << what;
   EXPECT_EQ(a.tie_embeddings, b.tie_embeddings) << what;
   EXPECT_EQ(a.sliding_window, b.sliding_window) << what;
+  EXPECT_EQ(a.window_from_layer, b.window_from_layer) << what;
   EXPECT_EQ(a.n_experts, b.n_experts) << what;
   if (a.isMoe()) {
     EXPECT_EQ(a.top_k, b.top_k) << what;

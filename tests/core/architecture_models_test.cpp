@@ -147,6 +147,57 @@ TEST(ArchitectureModels, Llama3FlopsCountSwigluAndGqa) {
   EXPECT_DOUBLE_EQ(tn::predictTime(w, p, c, {}).model_flops, per_token * 8192 * 4);
 }
 
+// MFU counts only the keys inside a sliding window (workloads/flops.h windowKeys): llama3-8b with a
+// 4096-token window at s 8192 — a windowed row sees min(t + 1, 4096) keys, twice their mean is
+// 2·4096 − 4096²/8192 = 6144 keys against the paper's 8192, so each windowed layer's core is
+// 4·6144·4096 = 100,663,296 per token, not 134,217,728: the layer 570,425,344 − 33,554,432 = 536,870,912.
+TEST(ArchitectureModels, SlidingWindowFlopsCountOnlyTheKeysInsideTheWindow) {
+  wl::Workload w = wl::load("llama3-8b");
+  w.sliding_window = 4096;
+  const double head = 1050673152.0, full = 570425344.0, windowed = 536870912.0, s = 8192;
+  EXPECT_DOUBLE_EQ(wl::windowKeys(4096, 8192), 6144.0);
+  EXPECT_DOUBLE_EQ(wl::windowKeys(8192, 8192), 8192.0);  // a window as long as the sequence: no change
+  const wl::StepFlops f = wl::stepFlops(w, 1, 8192, wl::Recompute::None);
+  EXPECT_DOUBLE_EQ(f.model, 3.0 * (32.0 * windowed + head) * s);
+  // Full recomputation: one more forward of the (windowed) layers; selective: their cores again.
+  EXPECT_DOUBLE_EQ(wl::stepFlops(w, 1, 8192, wl::Recompute::Full).hardware, f.model + 32.0 * windowed * s);
+  EXPECT_DOUBLE_EQ(wl::stepFlops(w, 1, 8192, wl::Recompute::Selective).hardware,
+                   f.model + 4.0 * s * 6144.0 * 4096.0 * 32.0);
+  // Qwen2's max_window_layers 16: the first 16 layers full, the other 16 windowed.
+  w.window_from_layer = 16;
+  EXPECT_DOUBLE_EQ(wl::stepFlops(w, 1, 8192, wl::Recompute::None).model, 3.0 * (16.0 * full + 16.0 * windowed + head) * s);
+  // predict's MFU counts the same model FLOPs.
+  tn::Plan p = plan(8, 1, 8192);
+  p.dp = 1, p.gbs = 4;
+  EXPECT_DOUBLE_EQ(tn::predictTime(w, p, tn::loadCluster("h100-80gb-x8", 1), {}).model_flops,
+                   4.0 * 3.0 * (16.0 * full + 16.0 * windowed + head) * s);
+  // The op list's flash op sweeps the layers' mean keys: (16·8192 + 16·6144)/32 = 7168.
+  EXPECT_DOUBLE_EQ(find(tn::layerOps(w, plan(1, 1, 8192), tn::Framework::Trainscope).forward, "flash attention")->n,
+                   7168.0);
+}
+
+// ALiBi's bias in the op list: the runtime's SDPA (bf16, GPU) reads a (NH/t, s, s) bias it builds
+// (written and read forward, read again backward); the fp32 CPU kernel adds it in its loop (no op);
+// an unfused core adds it to the materialised scores.
+TEST(ArchitectureModels, AlibiBiasIsPricedWhereItIsInMemory) {
+  wl::Workload w = wl::load("llama3-8b");
+  w.positions = wl::Positions::Alibi;
+  const tn::LayerOps G = tn::layerOps(w, plan(2, 1, 8192), tn::Framework::Trainscope);
+  const double elems = 32.0 / 2 * 8192 * 8192;
+  ASSERT_NE(find(G.forward, "score bias"), nullptr);
+  EXPECT_DOUBLE_EQ(find(G.forward, "score bias")->bytes, 2.0 * elems * 2);
+  EXPECT_DOUBLE_EQ(find(G.backward, "score bias backward")->bytes, elems * 2);
+  tn::Plan cpu = plan(1, 1, 8192);
+  cpu.cpu = true, cpu.precision = rt::Precision::FP32;
+  EXPECT_EQ(find(tn::layerOps(w, cpu, tn::Framework::Trainscope).forward, "score bias"), nullptr);
+  const tn::LayerOps U = tn::layerOps(w, plan(1, 1, 8192), tn::Framework::Trainscope, tn::Attention::Unfused);
+  ASSERT_NE(find(U.forward, "alibi bias add"), nullptr);
+  const double scores = 1.0 * 32 * 8192 * 8192;
+  EXPECT_DOUBLE_EQ(find(U.forward, "alibi bias add")->bytes, 2.0 * scores * 2 + scores * 2);
+  // RoPE's op is gone with RoPE.
+  EXPECT_EQ(find(G.forward, "rope q, k"), nullptr);
+}
+
 TEST(ArchitectureModels, MegatronTheoreticalMemoryTermsForLlama) {
   // theoretical_memory_usage.py's terms on llama3-8b, tp 2 SP selective, pp 1, b 1, s 8192:
   // per layer sbh(18 + 4F/h)/t, 32 layers, + (8sb + sbh)/t, + 4sbh(1 + V/h)/t.

@@ -7,10 +7,13 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "trainscope/common/error.h"
 #include "trainscope/runconfig/config.h"
 #include "trainscope/workloads/architecture.h"
 #include "trainscope/workloads/flops.h"
+#include "trainscope/workloads/hf_config.h"
 #include "trainscope/workloads/memory.h"
 #include "trainscope/workloads/workload.h"
 
@@ -100,16 +103,34 @@ TEST(Architecture, MistralQwen2MixtralConfigs) {
   EXPECT_FALSE(qwen.proj_bias || qwen.mlp_bias);
   EXPECT_EQ(qwen.sliding_window, 0);  // use_sliding_window false: full attention
   // use_sliding_window: the layers from max_window_layers on are windowed (transformers' default 28):
-  // none of these 2, all of them, or some — a per-layer window, refused naming the key.
+  // none of these 2, all of them, or layer 1 only (transformers' layer_types).
   const std::string qwen_window = R"({"model_type": "qwen2", "use_sliding_window": true, "sliding_window": 64, )";
   EXPECT_EQ(wl::parse(qwen_window + shape + "}", "q.json").sliding_window, 0);
   EXPECT_EQ(wl::parse(qwen_window + R"("max_window_layers": 0, )" + shape + "}", "q.json").sliding_window, 64);
-  try {
-    wl::parse(qwen_window + R"("max_window_layers": 1, )" + shape + "}", "q.json");
-    ADD_FAILURE() << "a per-layer window was accepted";
-  } catch (const ts::UserError& e) {
-    EXPECT_EQ(e.field(), "workload.max_window_layers");
+  const wl::Workload partial = wl::parse(qwen_window + R"("max_window_layers": 1, )" + shape + "}", "q.json");
+  EXPECT_EQ(partial.sliding_window, 64);
+  EXPECT_EQ(partial.window_from_layer, 1);
+  EXPECT_FALSE(partial.windowedLayer(0));
+  EXPECT_TRUE(partial.windowedLayer(1));
+  EXPECT_EQ(partial.windowedLayers(), 1);
+  // layer_types as transformers writes it: agreeing, it loads; another pattern is refused naming it.
+  const std::string agreeing = R"("max_window_layers": 1, "layer_types": ["full_attention", "sliding_attention"], )";
+  EXPECT_EQ(wl::parse(qwen_window + agreeing + shape + "}", "q.json").window_from_layer, 1);
+  for (const char* bad : {R"("max_window_layers": 1, "layer_types": ["sliding_attention", "full_attention"], )",
+                          R"("max_window_layers": 0, "layer_types": ["full_attention", "sliding_attention"], )",
+                          R"("max_window_layers": 1, "layer_types": ["full_attention"], )",
+                          R"("max_window_layers": 1, "layer_types": ["full_attention", "chunked_attention"], )"}) {
+    try {
+      wl::parse(qwen_window + bad + shape + "}", "q.json");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const ts::UserError& e) {
+      EXPECT_EQ(e.field(), "workload.layer_types") << bad;
+    }
   }
+  // Exported and read back: max_window_layers travels (transformers' default 28 would window none).
+  const nlohmann::json exported = nlohmann::json::parse(wl::hfConfigJson(partial, "--format"));
+  EXPECT_EQ(exported["max_window_layers"], 1);
+  EXPECT_EQ(wl::parse(exported.dump(), "e.json").window_from_layer, 1);
   EXPECT_DOUBLE_EQ(qwen.norm_eps, 1e-6);
 
   const wl::Workload mixtral = wl::parse(
@@ -244,9 +265,9 @@ TEST(Architecture, FlopsCountSwiGluAndGqa) {
   EXPECT_DOUBLE_EQ(wl::stepFlops(w, 1, 8, wl::Recompute::Selective).hardware, 5308416.0 + 2 * 8 * 2048.0);
 }
 
-// run trains the Llama family (the runtime builds its blocks from the description); resolve() refuses
-// only what the runtime cannot build, naming the key: ALiBi, a sliding window shorter than seq; and a
-// tp that neither divides n_kv_head nor is a multiple of it.
+// run trains the Llama family (the runtime builds its blocks from the description), ALiBi and sliding
+// windows under every parallel mode (CP too); resolve() refuses a tp that neither divides n_kv_head
+// nor is a multiple of it.
 TEST(Architecture, RunResolvesTheLlamaFamilyAndRefusesWhatTheRuntimeCannotBuild) {
   for (const char* n : {"tiny-llama", "tiny-mixtral"}) {
     trainscope::runconfig::TrainConfig c;
@@ -272,11 +293,11 @@ TEST(Architecture, RunResolvesTheLlamaFamilyAndRefusesWhatTheRuntimeCannotBuild)
   std::ofstream(window) << R"({"model_type": "mistral", "hidden_size": 32, "intermediate_size": 64,
     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128,
     "max_position_embeddings": 64, "rope_theta": 10000.0, "rms_norm_eps": 1e-05, "sliding_window": 16})";
-  EXPECT_EQ(fieldOf(alibi, 16, 1), "workload.positions");
-  // A window shorter than the sequence trains in one process (the core's mask), not over the CP ring.
+  EXPECT_EQ(fieldOf(alibi, 16, 1), "");
+  EXPECT_EQ(fieldOf(alibi, 16, 1, 2), "");
+  // A window shorter than the sequence trains in one process and over the CP ring alike.
   EXPECT_EQ(fieldOf(window, 32, 1), "");
-  EXPECT_EQ(fieldOf(window, 32, 1, 2), "--cp");
-  EXPECT_EQ(fieldOf(window, 16, 1, 2), "");
+  EXPECT_EQ(fieldOf(window, 32, 1, 2), "");
   // tiny-llama: 4 heads, 2 K/V heads: tp 4 replicates them (4 % 2 == 0); tiny-llama's F 176 / 4 = 44.
   EXPECT_EQ(fieldOf("tiny-llama", 32, 4), "");
   trainscope::runconfig::TrainConfig gpt;

@@ -119,6 +119,37 @@ void parseRopeScaling(const nlohmann::json& j, const std::string& source, Worklo
       r, "original_max_position_embeddings", source, "rope_scaling.original_max_position_embeddings", 8192);
 }
 
+// transformers' layer_types (written by Qwen2Config and others into config.json): "full_attention" or
+// "sliding_attention" per layer. trainscope windows a suffix of the layers (Qwen2's max_window_layers
+// rule), so the list must be full layers then windowed ones, and agree with what the other keys say.
+void parseLayerTypes(const nlohmann::json& j, const std::string& source, const std::string& type, Workload* w) {
+  if (!j.contains("layer_types") || j["layer_types"].is_null()) return;
+  const nlohmann::json& t = j["layer_types"];
+  if (!t.is_array() || int64_t(t.size()) != w->n_layer)
+    throw UserError("workload.layer_types", "must be a list of num_hidden_layers (" + std::to_string(w->n_layer) +
+                    ") entries in " + source, "remove layer_types");
+  int64_t from = w->n_layer;  // the first sliding layer
+  for (int64_t l = 0; l < w->n_layer; ++l) {
+    const nlohmann::json& v = t[size_t(l)];
+    const bool sliding = v == "sliding_attention";
+    if (!sliding && v != "full_attention")
+      throw UserError("workload.layer_types", jsonText(v) + " (layer " + std::to_string(l) + ") in " + source +
+                      " is not supported", "list only \"full_attention\" and \"sliding_attention\"");
+    if (sliding && from == w->n_layer) from = l;
+    if (!sliding && from < l)
+      throw UserError("workload.layer_types", "a full-attention layer " + std::to_string(l) + " after sliding layer " +
+                      std::to_string(from) + " in " + source + ": trainscope windows the layers from one on (Qwen2's "
+                      "max_window_layers)", "list the full_attention layers first");
+  }
+  const bool windowed = w->sliding_window > 0;
+  const int64_t ours = windowed ? w->window_from_layer : w->n_layer;
+  if (from != ours)
+    throw UserError("workload.layer_types", "windows the layers from " + std::to_string(from) + " on in " + source +
+                    " but " + (type == "qwen2" ? "use_sliding_window, sliding_window and max_window_layers say " :
+                                                 "sliding_window says ") + std::to_string(ours),
+                    "make layer_types agree with them, or remove layer_types");
+}
+
 const std::vector<std::string> kHfDecoderTypes = {"llama", "mistral", "qwen2", "mixtral"};
 
 // The keys of LlamaConfig, MistralConfig, Qwen2Config and MixtralConfig that parseHfDecoder reads
@@ -202,15 +233,6 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
     w->rope_theta = numKey(j["rope_parameters"], "rope_theta", source, "rope_parameters.rope_theta", w->rope_theta);
     parseRopeScaling(nlohmann::json{{"rope_scaling", j["rope_parameters"]}}, source, w);
   }
-  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
-    if (!j["layer_types"].is_array())
-      throw UserError("workload.layer_types", "must be a list in " + source, "remove layer_types");
-    for (const auto& t : j["layer_types"])
-      if (t != "full_attention")
-        throw UserError("workload.layer_types", jsonText(t) + " in " + source +
-                        " is not supported: every layer is full attention in trainscope",
-                        "remove layer_types or list only \"full_attention\"");
-  }
   w->mlp = Mlp::SwiGLU;
   w->tie_embeddings = boolKey(j, "tie_word_embeddings", source, "tie_word_embeddings", false);
   // Biases as transformers builds them: Llama's attention_bias (q, k, v, o) and mlp_bias; Qwen2 has
@@ -231,26 +253,24 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
   if (intKey(j, "pretraining_tp", source, "pretraining_tp", 1) != 1)
     w->notes.push_back(source + " sets pretraining_tp, which only slices the GEMMs in transformers; the model is the same");
   // Sliding-window attention (every layer: Mistral's, Mixtral's; Qwen2's layers from
-  // max_window_layers on, under use_sliding_window): the attention core's mask (query t sees keys
-  // t - window < j <= t), priced in layer_ops.cpp. Qwen2 windowing some layers and not others is refused.
+  // max_window_layers on, under use_sliding_window, as transformers' Qwen2Config builds layer_types):
+  // the attention core's mask (query t sees keys t - window < j <= t), priced in layer_ops.cpp.
   const bool window_used = type == "qwen2" ? boolKey(j, "use_sliding_window", source, "use_sliding_window", false)
                                            : (type == "mistral" || type == "mixtral");
   if (window_used) w->sliding_window = intKey(j, "sliding_window", source, "sliding_window", 0);
   if (type == "qwen2" && w->sliding_window > 0) {
     const int64_t from = intKey(j, "max_window_layers", source, "max_window_layers", 28);  // transformers' default
-    if (from >= w->n_layer) {
-      w->sliding_window = 0;  // no layer is windowed
-    } else if (from > 0) {
-      throw UserError("workload.max_window_layers",
-                      "layers 0.." + std::to_string(from - 1) + " attend over the whole sequence and the rest over a " +
-                          std::to_string(w->sliding_window) + "-token window: a per-layer window is not supported",
-                      "set max_window_layers to 0 (every layer windowed) or >= num_hidden_layers (none), or "
-                      "use_sliding_window false");
-    }
+    if (from < 0) throw UserError("workload.max_window_layers", "must be >= 0 in " + source, "use 0 (every layer windowed)");
+    if (from >= w->n_layer) w->sliding_window = 0;  // no layer is windowed
+    else w->window_from_layer = from;
   }
+  parseLayerTypes(j, source, type, w);
   if (w->sliding_window > 0)
-    w->notes.push_back(source + " sets sliding_window " + std::to_string(w->sliding_window) +
-                       ": each query attends over the last " + std::to_string(w->sliding_window) + " tokens");
+    w->notes.push_back(source + " sets sliding_window " + std::to_string(w->sliding_window) + ": each query of " +
+                       (w->window_from_layer > 0 ? "layers " + std::to_string(w->window_from_layer) + ".." +
+                                                       std::to_string(w->n_layer - 1)
+                                                 : std::string("every layer")) +
+                       " attends over the last " + std::to_string(w->sliding_window) + " tokens");
   if (type == "mixtral") {
     w->n_experts = need("num_local_experts");
     w->top_k = intKey(j, "num_experts_per_tok", source, "num_experts_per_tok", 2);

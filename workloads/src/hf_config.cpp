@@ -37,6 +37,10 @@ std::string hfUnsupported(const Workload& w) {
     return std::string("norm ") + normName(w.norm) + ", positions " + positionsName(w.positions) + ", mlp " +
            mlpName(w.mlp) + " is neither GPT-2's shape (layernorm, learned, gelu, every bias, a tied head, full "
            "multi-head attention, 4*n_embd, no experts) nor the Llama family's (rmsnorm, rope, swiglu)";
+  const bool qwen2 = w.qkv_bias && !w.proj_bias && !w.mlp_bias && !w.isMoe();
+  if (w.sliding_window > 0 && w.window_from_layer > 0 && !qwen2)
+    return "a window on layers " + std::to_string(w.window_from_layer) + " on only: only Qwen2 (max_window_layers; "
+           "biases on q/k/v only) windows some layers";
   if (w.isMoe()) {
     if (w.qkv_bias || w.proj_bias || w.mlp_bias) return "Mixtral's linears have no biases";
     if (w.moe_every != 1) return "Mixtral has experts in every layer (moe_every " + std::to_string(w.moe_every) + ")";
@@ -120,6 +124,7 @@ std::string hfConfigJson(const Workload& w, const std::string& field) {
   if (type == "qwen2") {
     j["use_sliding_window"] = w.sliding_window > 0;
     if (w.sliding_window > 0) j["sliding_window"] = w.sliding_window;
+    if (w.sliding_window > 0) j["max_window_layers"] = w.window_from_layer;  // transformers' default is 28
   }
   if (type == "mixtral") {
     j["num_local_experts"] = w.n_experts;

@@ -30,9 +30,16 @@ struct Head {
   int64_t ld_qkv;  // (h + 2·kv)·HS
   int64_t T, HS;
   int64_t window = 0;  // sliding window: query t sees keys (t - window, t]; 0: all of [0, t]
+  float slope = 0;     // ALiBi: score(t, j) += slope·(j - t); 0: none
   // The keys a block of queries [r0, r0 + rows) sees: [first, r0 + rows); of row t: [lo, t].
   int64_t firstKey(int64_t r0) const { return window > 0 ? std::max<int64_t>(0, r0 - window + 1) : 0; }
 };
+
+// ALiBi on one score row of query t whose element jj is key k0 + jj, for keys [k0 + lo, k0 + hi).
+void addAlibi(float* row, float slope, int64_t t, int64_t k0, int64_t lo, int64_t hi) {
+  if (slope == 0) return;
+  for (int64_t jj = lo; jj < hi; ++jj) row[jj] += slope * float(k0 + jj - t);
+}
 
 // C (m, n) = alpha · op(A) · B + beta · C, all row-major: the one GEMM form the attention needs once
 // K and V are transposed per head. The hand-written kernel where AVX-512 exists, else the BLAS.
@@ -55,9 +62,9 @@ void transpose(const float* x, int64_t ld, int64_t T, int64_t HS, float* xt) {
   }
 }
 
-// Forward of one head: y (T, HS; row stride ld_y) and lse (T). kt: (HS, T) scratch.
-void headForward(const Head& h, float scale, float* y, int64_t ld_y, float* lse, float* s, float* kt) {
-  transpose(h.k, h.ld_qkv, h.T, h.HS, kt);
+// Forward of one head: y (T, HS; row stride ld_y) and lse (T). kt: its K head transposed (HS, T),
+// shared by the query heads of its group.
+void headForward(const Head& h, float scale, float* y, int64_t ld_y, float* lse, float* s, const float* kt) {
   for (int64_t r0 = 0; r0 < h.T; r0 += kBlock) {
     // causal: keys [k0, k0 + n) (k0 = 0 without a window)
     const int64_t rows = std::min(kBlock, h.T - r0), k0 = h.firstKey(r0), n = r0 + rows - k0;
@@ -66,6 +73,7 @@ void headForward(const Head& h, float scale, float* y, int64_t ld_y, float* lse,
     for (int64_t i = 0; i < rows; ++i) {
       float* row = s + i * n;
       const int64_t t = r0 + i, lo = h.firstKey(t) - k0, hi = t + 1 - k0;  // keys lo..t of the block's
+      addAlibi(row, h.slope, t, k0, lo, hi);
       const float m = kernels::maxOf(row + lo, hi - lo);
       const float sum = kernels::expShiftSum(row + lo, row + lo, hi - lo, m);
       kernels::scale(row + lo, hi - lo, 1.0f / sum);                      // P
@@ -103,6 +111,7 @@ void headBackward(const Head& h, float scale, const float* y, const float* dy, i
     for (int64_t i = 0; i < rows; ++i) {
       float* row = p + i * n;
       const int64_t t = r0 + i, lo = h.firstKey(t) - k0, hi = t + 1 - k0;
+      addAlibi(row, h.slope, t, k0, lo, hi);
       kernels::expShiftSum(row + lo, row + lo, hi - lo, lse[t]);
       std::fill(row, row + lo, 0.0f);
       std::fill(row + hi, row + n, 0.0f);
@@ -120,15 +129,17 @@ void headBackward(const Head& h, float scale, const float* y, const float* dy, i
 
 // Query head hd of sequence b in qkv (B, T, (H + 2·KV)·HS) = [q heads; k heads; v heads]: its K/V
 // head is hd / (H/KV).
-Head headOf(const float* qkv, int64_t b, int64_t hd, int64_t T, int64_t H, int64_t KV, int64_t HS, int64_t window) {
+Head headOf(const float* qkv, int64_t b, int64_t hd, int64_t T, int64_t H, int64_t KV, int64_t HS,
+            const ScoreBias& bias) {
   const int64_t ld = (H + 2 * KV) * HS, g = hd / (H / KV);
   const float* base = qkv + b * T * ld;
-  return Head{base + hd * HS, base + (H + g) * HS, base + (H + KV + g) * HS, ld, T, HS, window};
+  const float slope = bias.slopes.empty() ? 0.0f : float(bias.slopes[size_t(hd)]);
+  return Head{base + hd * HS, base + (H + g) * HS, base + (H + KV + g) * HS, ld, T, HS, bias.window, slope};
 }
 
 struct CausalAttention : public torch::autograd::Function<CausalAttention> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv, int64_t n_head, int64_t n_kv,
-                            int64_t window) {
+                            const ScoreBias& bias) {
     const int64_t B = qkv.size(0), T = qkv.size(1), HS = qkv.size(2) / (n_head + 2 * n_kv), C = n_head * HS;
     const float scale = 1.0f / std::sqrt(float(HS));
     at::Tensor y = at::empty({B, T, C}, qkv.options());                 // (B, T, C)
@@ -136,18 +147,25 @@ struct CausalAttention : public torch::autograd::Function<CausalAttention> {
     const float* in = qkv.data_ptr<float>();
     float* out = y.data_ptr<float>();
     float* l = lse.data_ptr<float>();
-    intraop::parallelFor(0, B * n_head, 1, [&](int64_t begin, int64_t end) {
+    // One K/V group per task, as in the backward: K is transposed once for its group of query heads.
+    const int64_t group = n_head / n_kv;
+    intraop::parallelFor(0, B * n_kv, 1, [&](int64_t begin, int64_t end) {
       blas::SequentialScope sequential;
       std::vector<float> s(static_cast<size_t>(kBlock * T)), kt(static_cast<size_t>(HS * T));
       for (int64_t i = begin; i < end; ++i) {
-        const int64_t b = i / n_head, hd = i % n_head;
-        headForward(headOf(in, b, hd, T, n_head, n_kv, HS, window), scale, out + b * T * C + hd * HS, C, l + i * T, s.data(), kt.data());
+        const int64_t b = i / n_kv, g = i % n_kv;
+        const Head first = headOf(in, b, g * group, T, n_head, n_kv, HS, bias);
+        transpose(first.k, first.ld_qkv, T, HS, kt.data());
+        for (int64_t hd = g * group; hd < (g + 1) * group; ++hd)
+          headForward(headOf(in, b, hd, T, n_head, n_kv, HS, bias), scale, out + b * T * C + hd * HS, C,
+                      l + (b * n_head + hd) * T, s.data(), kt.data());
       }
     });
     ctx->save_for_backward({qkv, y, lse});
     ctx->saved_data["n_head"] = n_head;
     ctx->saved_data["n_kv"] = n_kv;
-    ctx->saved_data["window"] = window;
+    ctx->saved_data["window"] = bias.window;
+    ctx->saved_data["slopes"] = bias.slopes;
     return y;
   }
 
@@ -155,7 +173,7 @@ struct CausalAttention : public torch::autograd::Function<CausalAttention> {
     auto saved = ctx->get_saved_variables();
     const at::Tensor &qkv = saved[0], &y = saved[1], &lse = saved[2];
     const int64_t n_head = ctx->saved_data["n_head"].toInt(), n_kv = ctx->saved_data["n_kv"].toInt();
-    const int64_t window = ctx->saved_data["window"].toInt();
+    const ScoreBias bias{ctx->saved_data["window"].toInt(), ctx->saved_data["slopes"].toDoubleVector()};
     const int64_t B = qkv.size(0), T = qkv.size(1), HS = qkv.size(2) / (n_head + 2 * n_kv), C = n_head * HS;
     const int64_t group = n_head / n_kv, ld = (n_head + 2 * n_kv) * HS;
     const float scale = 1.0f / std::sqrt(float(HS));
@@ -174,7 +192,7 @@ struct CausalAttention : public torch::autograd::Function<CausalAttention> {
       std::vector<float> kt(static_cast<size_t>(HS * T)), vt(static_cast<size_t>(HS * T));
       for (int64_t i = begin; i < end; ++i) {
         const int64_t b = i / n_kv, g = i % n_kv;
-        const Head first = headOf(in, b, g * group, T, n_head, n_kv, HS, window);
+        const Head first = headOf(in, b, g * group, T, n_head, n_kv, HS, bias);
         transpose(first.k, first.ld_qkv, T, HS, kt.data());
         transpose(first.v, first.ld_qkv, T, HS, vt.data());
         float* row0 = d + b * T * ld;
@@ -182,7 +200,7 @@ struct CausalAttention : public torch::autograd::Function<CausalAttention> {
         float* dv = row0 + (n_head + n_kv + g) * HS;
         for (int64_t j = 0; j < group; ++j) {
           const int64_t hd = g * group + j, yo = b * T * C + hd * HS;
-          headBackward(headOf(in, b, hd, T, n_head, n_kv, HS, window), scale, yp + yo, dyp + yo, C, l + (b * n_head + hd) * T,
+          headBackward(headOf(in, b, hd, T, n_head, n_kv, HS, bias), scale, yp + yo, dyp + yo, C, l + (b * n_head + hd) * T,
                        row0 + hd * HS, dk, dv, p.data(), ds.data(), drow.data(), kt.data(), vt.data(), j == 0);
         }
       }
@@ -228,8 +246,12 @@ bool attentionUsable(const at::Tensor& qkv) {
   return usable(qkv) && (kernels::handGemmsAvailable() || blas::available());
 }
 
+at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv_head, const ScoreBias& bias) {
+  return CausalAttention::apply(qkv, n_head, n_kv_head > 0 ? n_kv_head : n_head, bias);
+}
+
 at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv_head, int64_t window) {
-  return CausalAttention::apply(qkv, n_head, n_kv_head > 0 ? n_kv_head : n_head, window);
+  return causalAttention(qkv, n_head, n_kv_head, ScoreBias{window, {}});
 }
 
 at::Tensor geluTanh(const at::Tensor& x) { return GeluTanh::apply(x); }

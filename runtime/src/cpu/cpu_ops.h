@@ -2,6 +2,9 @@
 // use LibTorch's ops otherwise: see usable()).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include <ATen/core/Tensor.h>
 
 namespace trainscope::runtime::cpu_ops {
@@ -9,6 +12,18 @@ namespace trainscope::runtime::cpu_ops {
 // Whether t is an fp32 contiguous CPU tensor and the fused ops are not disabled
 // (TRAINSCOPE_DISABLE_CPU_KERNELS=1 turns them off, for A/B comparisons).
 bool usable(const at::Tensor& t);
+
+// What a causal attention core adds to its scores beyond causality (every core applies it: this
+// kernel, SDPA's mask in gpt.cpp, the context-parallel ring):
+//   window > 0 (Mistral's sliding_window): query t attends to keys (t - window, t] only
+//     (transformers' mask: kv > q - window); 0: all of [0, t];
+//   slopes (ALiBi, Press et al. 2022): one per local query head, score(t, j) += -m·(t - j) after
+//     the 1/√HS scaling (BLOOM adds m·j, the same softmax: the rows differ by a constant); empty: none.
+struct ScoreBias {
+  int64_t window = 0;
+  std::vector<double> slopes;
+  bool any() const { return window > 0 || !slopes.empty(); }
+};
 
 // Causal self-attention straight from the fused projection: qkv (B, T, 3C) with heads laid out as
 // in GPT-2's c_attn ([q | k | v], each split into n_head slices of C/n_head) → y (B, T, C).
@@ -20,8 +35,9 @@ bool usable(const at::Tensor& t);
 // Grouped-query attention (n_kv_head < n_head, dividing it): qkv is (B, T, (h + 2·kv)·HS) = [h q
 // heads; kv k heads; kv v heads], query head i reading K/V head i / (h/kv) in place (no repeated
 // copy); the backward sums each group's dK and dV onto its K/V head. n_kv_head 0: = n_head.
-// Sliding window (window > 0, Mistral's sliding_window): query t attends to keys (t - window, t] only
-// (transformers' mask: kv > q - window); each query block multiplies only the keys its rows see.
+// What bias adds (ScoreBias): a sliding window, where each query block multiplies only the keys its
+// rows see; ALiBi's slopes, added to each score row before its softmax.
+at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv_head, const ScoreBias& bias);
 at::Tensor causalAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv_head = 0, int64_t window = 0);
 bool attentionUsable(const at::Tensor& qkv);  // usable() and the BLAS is there
 

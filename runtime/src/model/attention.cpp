@@ -7,6 +7,7 @@
 #include "cpu/decoder_ops.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace trainscope::runtime {
@@ -83,6 +84,32 @@ at::Tensor ropeQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, cons
   const RopeTable rope = ropeTable(positions, D, a, qkv.scalar_type());
   const at::Tensor q = applyRope(parts[0].view({B, T, h, D}), rope), k = applyRope(parts[1].view({B, T, kv, D}), rope);
   return at::cat({q.reshape({B, T, h * D}), k.reshape({B, T, kv * D}), parts[2]}, 2);  // (B, T, (h + 2kv)·D)
+}
+
+std::vector<double> alibiSlopes(int64_t n_head, int64_t first, int64_t count) {
+  int64_t p = 1;
+  while (p * 2 <= n_head) p *= 2;  // the largest power of two <= n_head
+  std::vector<double> all;
+  for (int64_t k = 1; k <= p; ++k) all.push_back(std::pow(2.0, -8.0 * double(k) / double(p)));
+  for (int64_t i = 0; i < n_head - p; ++i) all.push_back(std::pow(2.0, -4.0 * double(2 * i + 1) / double(p)));
+  return {all.begin() + first, all.begin() + first + count};
+}
+
+at::Tensor scoreBias(const at::Tensor& qpos, const at::Tensor& kpos, const cpu_ops::ScoreBias& bias,
+                     at::ScalarType dtype) {
+  const at::Tensor d = qpos.view({-1, 1}) - kpos.view({1, -1});                 // (Tq, Tk): t − j
+  at::Tensor masked = d < 0;
+  if (bias.window > 0) masked = masked.logical_or(d >= bias.window);
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(qpos.device());
+  at::Tensor out;
+  if (bias.slopes.empty()) {
+    out = at::zeros(d.sizes(), f32).unsqueeze(0);                                 // (1, Tq, Tk)
+  } else {
+    const int64_t n = int64_t(bias.slopes.size());
+    const at::Tensor m = at::tensor(bias.slopes, at::TensorOptions().dtype(at::kDouble)).to(f32).view({n, 1, 1});
+    out = -(m * d.to(at::kFloat).unsqueeze(0));                                   // (NH, Tq, Tk)
+  }
+  return out.masked_fill(masked.unsqueeze(0), -std::numeric_limits<float>::infinity()).to(dtype);
 }
 
 }  // namespace trainscope::runtime

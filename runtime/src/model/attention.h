@@ -11,9 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "cpu/cpu_ops.h"
 #include "trainscope/runtime/gpt.h"
 
 namespace trainscope::runtime {
@@ -48,5 +50,20 @@ at::Tensor mhaQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, const
 // fused pass on fp32 CPU tensors (cpu_ops::ropeQkv), applyRope otherwise.
 at::Tensor ropeQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, const at::Tensor& positions,
                    const BlockArch& a);
+
+// ALiBi's slopes of heads first … first + count − 1 of a model with n_head heads (Press et al. 2022,
+// "Train Short, Test Long", §3 and the authors' get_slopes; BLOOM's build_alibi_tensor is the same):
+// for n_head a power of two, head k (1-based) has m_k = 2^(−8k/n_head); otherwise, with p the largest
+// power of two below n_head, the first p heads take p's slopes and the other n_head − p take the
+// odd-numbered ones of 2p's, 2^(−4·(2i + 1)/p) for i = 0 … n_head − p − 1. Under TP each rank asks
+// for its own heads' slice of the model's slopes.
+std::vector<double> alibiSlopes(int64_t n_head, int64_t first, int64_t count);
+
+// The additive scores bias of queries at positions qpos (Tq) over keys at kpos (Tk), both int64
+// global positions: −inf where key j is in the future of query t (j > t) or outside the window
+// (t − j ≥ window), else ALiBi's −m·(t − j) (0 without slopes). (NH, Tq, Tk) with slopes, else
+// (1, Tq, Tk); of `dtype`. SDPA's attn_mask (gpt.cpp) and the context-parallel ring's blocks.
+at::Tensor scoreBias(const at::Tensor& qpos, const at::Tensor& kpos, const cpu_ops::ScoreBias& bias,
+                     at::ScalarType dtype);
 
 }  // namespace trainscope::runtime

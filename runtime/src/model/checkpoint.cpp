@@ -62,6 +62,7 @@ void saveArch(AutogradContext* ctx, const BlockArch& a) {
   d["rs_f"] = a.rope_scaling.factor, d["rs_lo"] = a.rope_scaling.low_freq_factor;
   d["rs_hi"] = a.rope_scaling.high_freq_factor, d["rs_ctx"] = a.rope_scaling.original_max_position_embeddings;
   d["heads"] = a.n_head, d["kv"] = a.n_kv_head, d["hd"] = a.head_dim, d["win"] = a.window;
+  d["win_from"] = a.window_from_layer, d["alibi"] = a.alibi;
 }
 BlockArch loadArch(AutogradContext* ctx) {
   auto& d = ctx->saved_data;
@@ -73,7 +74,7 @@ BlockArch loadArch(AutogradContext* ctx) {
   a.rope_scaling.high_freq_factor = d["rs_hi"].toDouble();
   a.rope_scaling.original_max_position_embeddings = d["rs_ctx"].toInt();
   a.n_head = d["heads"].toInt(), a.n_kv_head = d["kv"].toInt(), a.head_dim = d["hd"].toInt();
-  a.window = d["win"].toInt();
+  a.window = d["win"].toInt(), a.window_from_layer = d["win_from"].toInt(), a.alibi = d["alibi"].toBool();
   return a;
 }
 
@@ -107,19 +108,21 @@ struct BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
 };
 
 struct AttentionCheckpoint : public torch::autograd::Function<AttentionCheckpoint> {
-  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, int64_t n_kv, int64_t window, at::TensorList inputs) {
+  static at::Tensor forward(AutogradContext* ctx, int64_t n_head, int64_t n_kv, const cpu_ops::ScoreBias& bias,
+                            at::TensorList inputs) {
     ctx->saved_data["n_head"] = n_head;
     ctx->saved_data["n_kv"] = n_kv;
-    ctx->saved_data["window"] = window;
+    ctx->saved_data["window"] = bias.window;
+    ctx->saved_data["slopes"] = bias.slopes;
     ctx->save_for_backward(inputs.vec());
-    return detail::attentionCore(inputs[0], n_head, n_kv, window);
+    return detail::attentionCore(inputs[0], n_head, n_kv, bias);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     const int64_t n_head = ctx->saved_data["n_head"].toInt(), n_kv = ctx->saved_data["n_kv"].toInt();
-    const int64_t window = ctx->saved_data["window"].toInt();
+    const cpu_ops::ScoreBias bias{ctx->saved_data["window"].toInt(), ctx->saved_data["slopes"].toDoubleVector()};
     variable_list g = recomputeAndDifferentiate(
-        ctx, grad_out, [&](const variable_list& in) { return detail::attentionCore(in[0], n_head, n_kv, window); });
-    g.insert(g.begin() + 1, {at::Tensor(), at::Tensor()});  // the n_kv and window arguments
+        ctx, grad_out, [&](const variable_list& in) { return detail::attentionCore(in[0], n_head, n_kv, bias); });
+    g.insert(g.begin() + 1, {at::Tensor(), at::Tensor()});  // the n_kv and bias arguments
     return g;
   }
 };
@@ -135,9 +138,9 @@ at::Tensor checkpointBlock(const BlockWeights& p, const at::Tensor& x, int64_t n
 
 bool inRecompute() { return t_recomputing; }
 
-at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv, int64_t window) {
+at::Tensor checkpointAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv, const cpu_ops::ScoreBias& bias) {
   std::vector<at::Tensor> in{qkv};
-  return AttentionCheckpoint::apply(n_head, n_kv, window, at::TensorList(in));
+  return AttentionCheckpoint::apply(n_head, n_kv, bias, at::TensorList(in));
 }
 
 }  // namespace trainscope::runtime

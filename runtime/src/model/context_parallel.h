@@ -27,6 +27,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "cpu/cpu_ops.h"
 #include "trainscope/runtime/comm.h"
 
 namespace trainscope::runtime {
@@ -41,9 +42,13 @@ struct CpContext {
 
 // q, k, v: (B, NH, T/CP, HS), this rank's two chunks. Returns (B, NH, T/CP, HS): causal softmax
 // attention of these queries over the keys/values of the whole sequence. Differentiable in q, k, v.
-at::Tensor ringAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const CpContext& cp);
+// bias (a sliding window, ALiBi's slopes of the NH heads) is applied at the global positions of each
+// block's chunks (the load-balanced order above); a block pair the window leaves wholly out is skipped.
+at::Tensor ringAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const CpContext& cp,
+                         const cpu_ops::ScoreBias& bias = {});
 
 // The attention core under context parallelism: qkv (B, T/CP, 3C') -> y (B, T/CP, C').
-at::Tensor contextParallelAttention(const at::Tensor& qkv, int64_t n_head, const CpContext& cp);
+at::Tensor contextParallelAttention(const at::Tensor& qkv, int64_t n_head, const CpContext& cp,
+                                   const cpu_ops::ScoreBias& bias = {});
 
 }  // namespace trainscope::runtime

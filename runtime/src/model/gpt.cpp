@@ -28,18 +28,18 @@ namespace detail {
 
 // Causal attention core: qkv (B, T, (h + 2·kv)·HS) -> y (B, T, C'), C' = h·HS = C/TP with n_head
 // (h) local query heads and n_kv (kv; 0: h) K/V heads. The part selective checkpointing recomputes.
-at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head, int64_t n_kv, int64_t window) {
+at::Tensor attentionCore(const at::Tensor& qkv, int64_t n_head, int64_t n_kv, const cpu_ops::ScoreBias& bias) {
   if (n_kv <= 0) n_kv = n_head;
-  if (cpu_ops::attentionUsable(qkv)) return cpu_ops::causalAttention(qkv, n_head, n_kv, window);  // (B, T, C')
+  if (cpu_ops::attentionUsable(qkv)) return cpu_ops::causalAttention(qkv, n_head, n_kv, bias);  // (B, T, C')
   const int64_t B = qkv.size(0), T = qkv.size(1), HS = qkv.size(2) / (n_head + 2 * n_kv), C = n_head * HS;
   auto parts = qkv.split_with_sizes({C, n_kv * HS, n_kv * HS}, /*dim=*/2);
   at::Tensor q = parts[0].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
   at::Tensor k = parts[1].view({B, T, n_kv, HS}).transpose(1, 2);         // (B, KV, T, HS)
   at::Tensor v = parts[2].view({B, T, n_kv, HS}).transpose(1, 2);         // (B, KV, T, HS)
-  std::optional<at::Tensor> mask;  // a sliding window: key j of query t when t - window < j <= t
-  if (window > 0 && window < T) {
+  std::optional<at::Tensor> mask;  // a sliding window, ALiBi: the (1, NH, T, T) scores bias
+  if ((bias.window > 0 && bias.window < T) || !bias.slopes.empty()) {
     const at::Tensor t = at::arange(T, qkv.options().dtype(at::kLong));
-    mask = (t.view({1, T}) <= t.view({T, 1})).logical_and(t.view({1, T}) > t.view({T, 1}) - window);
+    mask = scoreBias(t, t, bias, qkv.scalar_type()).unsqueeze(0);
   }
   at::Tensor y = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0,
                                                   /*is_causal=*/!mask.has_value(), /*scale=*/std::nullopt,
@@ -86,10 +86,11 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
   const int64_t core_kv = grouped ? kv : n_head;
   // Under context parallelism the ring keeps only q, k, v and the output (flash-style): selective
   // checkpointing has nothing left to drop there.
-  // (A sliding window under CP is refused before the run: runconfig checkArchitecture.)
-  at::Tensor y = tp.cp       ? contextParallelAttention(qkv, n_head, *tp.cp)  // (B, T/CP, h·D)
-                 : selective ? checkpointAttention(qkv, n_head, core_kv, a.window)  // (B, T, h·D)
-                             : attentionCore(qkv, n_head, core_kv, a.window);
+  // The window and ALiBi's slopes of this rank's query heads (heads tp.rank()·h … of the model's).
+  const cpu_ops::ScoreBias bias{a.window, a.alibi ? alibiSlopes(a.n_head, tp.rank() * n_head, n_head) : std::vector<double>{}};
+  at::Tensor y = tp.cp       ? contextParallelAttention(qkv, n_head, *tp.cp, bias)  // (B, T/CP, h·D)
+                 : selective ? checkpointAttention(qkv, n_head, core_kv, bias)  // (B, T, h·D)
+                             : attentionCore(qkv, n_head, core_kv, bias);
   at::Tensor x1 = split ? addBias(x + leaveTp(linear(y, p.proj_w, at::Tensor())), p.proj_b)  // (B, T', C)
                         : linearAdd(y, p.proj_w, p.proj_b, x);                  // x + proj(y), one pass
 

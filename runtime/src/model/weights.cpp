@@ -29,6 +29,8 @@ BlockArch BlockArch::of(const workloads::Workload& w) {
   a.n_kv_head = w.kvHeads();
   a.head_dim = w.headSize();
   a.window = w.sliding_window;
+  a.window_from_layer = w.sliding_window > 0 ? w.window_from_layer : 0;
+  a.alibi = w.positions == workloads::Positions::Alibi;
   return a;
 }
 
@@ -236,7 +238,7 @@ GptWeights initGpt(const workloads::Workload& wl, uint64_t seed, const at::Devic
   if (wl.positions == workloads::Positions::Learned) w.wpe = normal({wl.n_positions, C}, std);
   for (int64_t l = 0; l < L; ++l) {
     BlockWeights b;
-    b.arch = arch;
+    b.arch = arch.atLayer(l);
     b.ln1_w = at::ones({C}, opts);
     b.ln1_b = zerosIf(nb, {C});
     b.qkv_w = normal({qkv, C}, std);

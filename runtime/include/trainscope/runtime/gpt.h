@@ -57,7 +57,15 @@ struct BlockArch {
   // Whole-model attention heads; 0: GPT-2's (n_kv_head = n_head, head_dim = C / n_head).
   int64_t n_head = 0, n_kv_head = 0, head_dim = 0;
   int64_t window = 0;             // sliding-window attention (Mistral's sliding_window): keys (t - window, t]; 0: none
+  int64_t window_from_layer = 0;  // layers before it attend over the whole sequence (Qwen2's max_window_layers)
+  bool alibi = false;             // ALiBi: the core adds -m·(t - j) to each score, m the head's slope
   static BlockArch of(const workloads::Workload& w);
+  // The description of global layer l: no window before window_from_layer.
+  BlockArch atLayer(int64_t l) const {
+    BlockArch a = *this;
+    if (l < window_from_layer) a.window = 0;
+    return a;
+  }
   size_t normTensors() const { return rms_norm ? 1 : 2; }
 };
 
@@ -112,7 +120,7 @@ struct StageSpec {
   int chunks() const { return 1 + static_cast<int>(later_chunks.size()); }
   BlockKind blockKind(int64_t layer) const {
     const bool moe = moe_every > 0 && layer % moe_every == 0;
-    return {moe, moe && shared_expert, layer, arch};
+    return {moe, moe && shared_expert, layer, arch.atLayer(layer)};
   }
   StageSpec withModel(const workloads::Workload& w) const;  // this split, with w's architecture
   int64_t layers() const;                // over all chunks

@@ -48,6 +48,18 @@ inline StepFlops stepFlops(int64_t batch, int64_t seq, int64_t layers, int64_t h
 // shared one it passes through (m·2·C·F each), instead of the dense MLP. Capacity drops are not
 // subtracted (the bound a balanced router reaches). Selective recomputation re-runs the attention
 // core (4·B·s²·NH·HS per layer); full recomputation one more forward of every layer.
+//
+// A sliding window of W < s keys (Mistral's sliding_window; Qwen2's layers from max_window_layers on)
+// counts only the keys inside it: the paper's s keys per query are twice the mean of a causal row
+// (s/2), and a windowed causal row sees min(t + 1, W) keys, whose mean over t < s is W − W²/(2s) in
+// the continuum limit; so a windowed layer's core costs 2·2·(2W − W²/s)·(NH·HS) per token instead
+// of 2·2·s·(NH·HS) (windowKeys below; the op list's flash op sweeps the same keys, models/
+// layer_ops.cpp window_keys). W ≥ s: s, no change.
+inline double windowKeys(int64_t window, int64_t seq) {
+  const double W = double(window), s = double(seq);
+  return W > 0 && W < s ? 2.0 * W - W * W / s : s;
+}
+
 inline double mlpFlopsPerToken(const Workload& w, int64_t hidden) {
   return (w.mlp == Mlp::SwiGLU ? 3.0 : 2.0) * 2.0 * double(w.n_embd) * double(hidden);
 }
@@ -67,9 +79,13 @@ inline StepFlops stepFlops(const Workload& w, int64_t batch, int64_t seq, Recomp
                                        mlpFlopsPerToken(w, w.ffnHidden()));
     fwd_delta += double(w.moeLayers()) * mlp_delta;  // one forward over all MoE layers
   }
+  // The windowed layers' cores sweep windowKeys keys per query, not s (once per forward).
+  const double window_cut = 4.0 * tokens * q * (s - windowKeys(w.sliding_window, seq)) * double(w.windowedLayers());
+  fwd_delta -= window_cut;
   f.model += 3.0 * fwd_delta;
   f.hardware += (r == Recompute::Full ? 4.0 : 3.0) * fwd_delta;
   if (r == Recompute::Selective && q != C) f.hardware += 4.0 * tokens * s * (q - C) * L;
+  if (r == Recompute::Selective) f.hardware -= window_cut;  // the re-run cores are windowed too
   return f;
 }
 

@@ -10,6 +10,7 @@
 // L layers, NH heads, HS head size (C/NH), V vocabulary.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,6 +48,7 @@ struct Workload {
   int64_t head_dim = 0;           // HS; 0: C / n_head
   bool tie_embeddings = true;     // LM head shares the token embedding
   int64_t sliding_window = 0;     // a Mistral/Qwen2 config's attention window; 0: none (see notes)
+  int64_t window_from_layer = 0;  // the first windowed layer (Qwen2's max_window_layers); those before attend over all
 
   // Mixture of experts (docs/architecture.md, "Mixture of experts"). n_experts = 0: a dense GPT and
   // the other keys unset. Otherwise the MLP of layers l with l % moe_every == 0 (Megatron-LM's
@@ -65,6 +67,10 @@ struct Workload {
   int64_t kvHeads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t ffnHidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * n_embd; }
   bool isMoe() const { return n_experts > 0; }
+  // Whether layer l attends over a sliding window, and how many layers do (Qwen2: those from
+  // max_window_layers on; Mistral, Mixtral: all).
+  bool windowedLayer(int64_t l) const { return sliding_window > 0 && l >= window_from_layer; }
+  int64_t windowedLayers() const { return sliding_window > 0 ? std::max<int64_t>(0, n_layer - window_from_layer) : 0; }
   bool moeLayer(int64_t l) const { return isMoe() && l % moe_every == 0; }
   int64_t moeLayers() const;                                          // how many layers have a MoE MLP
   int64_t expertHidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : 4 * n_embd; }  // F
