@@ -13,14 +13,7 @@ import json
 import torch
 import torch.distributed as dist
 
-
-def model_of(name):
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
-    if name == "gpt2":
-        return GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=128))
-    return LlamaForCausalLM(LlamaConfig(hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                                        num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
-                                        max_position_embeddings=128, tie_word_embeddings=False))
+from tiny_models import model_of
 
 
 def main():

@@ -14,7 +14,9 @@ import argparse
 
 import torch
 from torch.utils.data import Dataset
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+from transformers import Trainer, TrainingArguments
+
+from tiny_models import model_of
 
 
 class SyntheticTokens(Dataset):
@@ -29,15 +31,6 @@ class SyntheticTokens(Dataset):
 
     def __getitem__(self, i):
         return {"input_ids": self.ids[i], "labels": self.ids[i]}
-
-
-def model_of(name):
-    if name == "gpt2":  # workloads/tiny.json
-        return GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=128))
-    # workloads/tiny-llama.json
-    return LlamaForCausalLM(LlamaConfig(hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                                        num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
-                                        max_position_embeddings=128, tie_word_embeddings=False))
 
 
 def main():

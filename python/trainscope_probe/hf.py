@@ -76,9 +76,12 @@ def _record_launch(p):
     except Exception as e:  # noqa: BLE001 — a state this Accelerate does not have: recorded as such
         out["state_error"] = f"{type(e).__name__}: {e}"
     path = os.path.join(p.folder, f"rank{p.rank}.accelerate.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(out, f)
-    os.replace(path + ".tmp", path)
+    try:
+        with open(path + ".tmp", "w") as f:
+            json.dump(out, f)
+        os.replace(path + ".tmp", path)
+    except OSError as e:  # a record of what ran: never the job's failure
+        sys.stderr.write(f"trainscope_probe: cannot write {path}: {e}\n")
 
 
 def _overrides():

@@ -253,10 +253,15 @@ TEST(Job, SlurmTrialIsOneSrunStepOfWorldTasks) {
             (std::vector<std::string>{"srun", "--ntasks=2", "--kill-on-bad-exit=1", "--export=ALL", "/venv/bin/python",
                                       "/src/train.py", "--model", "gpt2", "--deepspeed", "/d/ds_config.json"}));
   o.kind = tn::JobKind::Accelerate;
-  const tn::JobLaunch a = tn::jobLaunch(o, c, "/d", false, "", 40001);
+  rt::TrainConfig ddp = twoRanks(rt::ZeroStage::None);
+  ddp.launcher = rt::Launcher::Slurm;
+  const tn::JobLaunch a = tn::jobLaunch(o, ddp, "/d", false, "", 40001);
   EXPECT_EQ(std::vector<std::string>(a.argv.begin() + 4, a.argv.begin() + 11),
             (std::vector<std::string>{"/venv/bin/python", "-m", "accelerate.commands.launch", "--config_file",
                                       "/d/accelerate.yaml", "--main_process_port", "40001"}));
+  // Where accelerate launch starts the config's processes itself (FSDP, GPUs), a launch per task
+  // would multiply them: refused.
+  EXPECT_THROW(tn::jobLaunch(o, c, "/d", false, "", 40001), trainscope::UserError);  // ZeRO-2: FSDP
   o.cpu = false;
-  EXPECT_THROW(tn::jobLaunch(o, c, "/d", false, "", 40001), trainscope::UserError);
+  EXPECT_THROW(tn::jobLaunch(o, ddp, "/d", false, "", 40001), trainscope::UserError);
 }

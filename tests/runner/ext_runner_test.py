@@ -90,9 +90,12 @@ def case_accelerate_tune(ts, work):
             if world > 1:
                 two += rank == 0
                 ports.add(env["MASTER_PORT"])
-                want = "FSDP" if cfg["distributed_type"] == "FSDP" else "MULTI_CPU"
-                check(ran["distributed_type"] == want, f"{d} rank {rank}: ran {ran['distributed_type']}, file {cfg}")
-                kinds.add(want)
+                # Accelerate 1.15 turns FSDP on only on accelerators (state.py: MULTI_GPU, …): on the CPU
+                # its state stays MULTI_CPU and the FSDP plugin is dropped, so both layouts run as DDP
+                # (docs/tuner.md). Should that change, this says so.
+                check(ran["distributed_type"] == "MULTI_CPU" and ran["fsdp_sharding_strategy"] is None,
+                      f"{d} rank {rank}: Accelerate's state {ran} (file {cfg['distributed_type']})")
+                kinds.add(cfg["distributed_type"])
     check(kinds == {"FSDP", "MULTI_CPU"}, f"layouts measured on 2 ranks: {kinds}")
     check("29500" not in ports and len(ports) == two,
           f"each 2-rank trial its own port: {ports}")

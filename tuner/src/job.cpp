@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/process.h"
@@ -195,7 +196,12 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
       slurm ? std::vector<std::string>{"srun", "--ntasks=" + std::to_string(c.world), "--kill-on-bad-exit=1",
                                        "--export=ALL", o.python}
             : torchrun(o.python, c.world);
-  if (port == 0 && (slurm || o.kind == JobKind::Accelerate)) port = process::freePort();
+  if (port == 0 && (slurm || o.kind == JobKind::Accelerate)) try {
+      port = process::freePort();
+    } catch (const std::runtime_error& e) {
+      throw UserError("--runner", std::string("the trial needs a rendezvous port: ") + e.what(),
+                      "check that this machine can bind a TCP port on 127.0.0.1");
+    }
   switch (o.kind) {
     case JobKind::Hf:
       add("training_args.json", ExportFormat::TrainingArgs);
@@ -212,9 +218,11 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
       // own free port: else every rank waits on a store at 29500 that nobody serves (a "hang").
       // An FSDP config (distributed_type FSDP: its use_cpu is not the --cpu flag) is launched by
       // accelerate launch itself through torch.distributed.run, num_processes ranks at that port.
-      if (slurm && !o.cpu)
-        throw UserError("--launcher", "--runner accelerate under slurm starts its GPU processes itself, one launch per node: not built",
-                        "use --launcher local, or --runner hf (one task per rank under srun)");
+      if (slurm && (!o.cpu || fsdpLayout(c)))  // one srun task per rank would each start num_processes more
+        throw UserError("--launcher",
+                        "--runner accelerate under slurm: accelerate launch starts this config's processes itself "
+                        "(GPUs, or FSDP), one launch per node; that launch is not built",
+                        "use --launcher local, or --runner hf (one srun task per rank)");
       L.argv = slurm                                       ? ranks
                : c.world > 1 && o.cpu && !fsdpLayout(c) ? torchrunAt(o.python, c.world, port)
                                                           : std::vector<std::string>{o.python};
