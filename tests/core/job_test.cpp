@@ -167,6 +167,12 @@ TEST(Job, EachRunnerRefusesWhatItsFrameworkDoesNotRun) {
   p.cpu_lanes = 2;
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::Hf, p), "");  // a one-process layout's threads are the job's own
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::Trainscope, p), "");
+  // FSDP (ZeRO-2/3) under the Trainer or Accelerate: on GPUs, not on Gloo CPU ranks (Accelerate wraps DDP).
+  p.zero = rt::ZeroStage::Parameters;
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::Hf, p, /*cpu=*/false), "");
+  EXPECT_NE(tn::jobRefusal(tn::JobKind::Hf, p, /*cpu=*/true).find("FSDP only on GPUs"), std::string::npos);
+  EXPECT_NE(tn::jobRefusal(tn::JobKind::Accelerate, p, /*cpu=*/true).find("--zero 0"), std::string::npos);
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::DeepSpeed, p, /*cpu=*/true), "");  // DeepSpeed's ZeRO runs on CPU ranks
   EXPECT_THROW(tn::parseJobKind("horovod"), trainscope::UserError);
 }
 

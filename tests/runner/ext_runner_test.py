@@ -4,7 +4,7 @@
     ext_runner_test.py TRAINSCOPE CASE WORKDIR
 
   accelerate_tune  --runner accelerate on 1-2 Gloo CPU ranks (torchrun around `accelerate launch`, one
-                   free port per trial handed to both): DDP and FSDP FULL_SHARD exhaustively, every
+                   free port per trial handed to both): DDP exhaustively (FSDP refused on CPU ranks), every
                    trial ok, the pick the fastest measured, and each rank ran the trial's own
                    accelerate.yaml (Accelerate's state and launch variables, recorded by the probe)
   slurm            --runner hf --launcher slurm under the local Slurm of tests/slurm/local_slurm.sh
@@ -65,7 +65,10 @@ def case_accelerate_tune(ts, work):
                                              "--trial-steps", "3", "--mem-limit", "3G", "--trial-timeout", "240",
                                              "--entry", SCRIPT + " --model gpt2 --seq 32"], runner="accelerate")
     trials = r["trials"]
-    check(len(trials) >= 3 and all(t["status"] == "ok" for t in trials), f"trials {trials}")
+    check(len(trials) >= 2 and all(t["status"] == "ok" for t in trials), f"trials {trials}")
+    # FSDP on CPU ranks would run as DDP (below): refused before it runs, naming why and the fix.
+    fsdp = [c for c in r["ranked"] if c["rejected"] and "FSDP only on GPUs" in c["rejected"]]
+    check(fsdp, f"FSDP not refused on CPU ranks: {r['ranked']}")
     ports, kinds, two = set(), set(), 0
     for t in trials:
         d = trial_dir(t)
@@ -96,7 +99,7 @@ def case_accelerate_tune(ts, work):
                 check(ran["distributed_type"] == "MULTI_CPU" and ran["fsdp_sharding_strategy"] is None,
                       f"{d} rank {rank}: Accelerate's state {ran} (file {cfg['distributed_type']})")
                 kinds.add(cfg["distributed_type"])
-    check(kinds == {"FSDP", "MULTI_CPU"}, f"layouts measured on 2 ranks: {kinds}")
+    check(kinds == {"MULTI_CPU"}, f"layouts measured on 2 ranks: {kinds}")
     check("29500" not in ports and len(ports) == two,
           f"each 2-rank trial its own port: {ports}")
     measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}

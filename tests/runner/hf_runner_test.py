@@ -7,9 +7,10 @@ Each case runs examples/hf_trainer.py (a plain Transformers Trainer script, synt
 download) under torchrun on Gloo CPU ranks, measured by python/trainscope_probe:
   probe        the probe alone in a plain loop: its rows, an out-of-memory exit under the limit (3)
                with its record, a crash's fault record
-  tune_gpt2    tiny GPT-2 on 1-2 ranks: DDP, FSDP SHARD_GRAD_OP and FULL_SHARD, exhaustively; every
-               trial's run database has the probe's steps; the pick is the fastest measured; the
-               winner's trial ran the exports `trainscope export` gives for it
+  tune_gpt2    tiny GPT-2 on 1-2 ranks, DDP exhaustively (FSDP SHARD_GRAD_OP / FULL_SHARD are refused
+               on CPU ranks, naming why: Accelerate wraps them in DDP); every trial's run database
+               has the probe's steps; the pick is the fastest measured; the winner's trial ran the
+               exports `trainscope export` gives for it
   tune_llama   the tiny Llama on one rank: micro-batch x accumulation x gradient checkpointing, a
                profile trial's Kineto trace imported into its database
   deepspeed    --runner deepspeed: examples/deepspeed_train.py on 2 CPU ranks, ZeRO 0-3 x micro-batch,
@@ -121,7 +122,11 @@ def case_tune_gpt2(ts, work):
                                           "--trial-steps", "4", "--mem-limit", "3G",
                                           "--entry", SCRIPT + " --model gpt2 --seq 32"])
     trials = r["trials"]
-    check(len(trials) >= 4, f"{len(trials)} trials: {trials}")
+    check(len(trials) >= 2, f"{len(trials)} trials: {trials}")
+    # FSDP on Gloo CPU ranks would run as DDP (Accelerate turns FSDP on only for accelerators): the
+    # ZeRO-2/3 candidates are rejected before anything runs, with the reason and the fix.
+    fsdp = [c for c in r["ranked"] if c["rejected"] and "FSDP only on GPUs" in c["rejected"]]
+    check(fsdp and all("--zero 0" in c["rejected"] for c in fsdp), f"FSDP not refused on CPU: {r['ranked']}")
     bad = [t for t in trials if t["status"] != "ok"]
     check(not bad, f"trials failed: {bad}")
     seen = set()
@@ -136,7 +141,7 @@ def case_tune_gpt2(ts, work):
               f"training args {ta}")
         seen.add("ddp" if not ta.get("fsdp") else ta["fsdp_config"]["reshard_after_forward"])
         check(t["step_s"] > 0 and t["peak_bytes"] > 0, f"figures {t}")
-    check(seen == {"ddp", "shard_grad_op", "full_shard"}, f"layouts measured: {seen}")
+    check(seen == {"ddp"}, f"layouts measured: {seen}")
     measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
     best = min(measured, key=measured.get)
     check(r["recommended"] == best, f"recommended {r['recommended']}, fastest measured {best}: {measured}")

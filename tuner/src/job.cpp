@@ -95,7 +95,7 @@ std::vector<std::string> splitEntry(const std::string& text) {
   return words;
 }
 
-std::string jobRefusal(JobKind kind, const Plan& p) {
+std::string jobRefusal(JobKind kind, const Plan& p, bool cpu) {
   if (kind == JobKind::Trainscope) return "";
   const std::string runner = std::string("--runner ") + toString(kind);
   // Core lanes (a one-process CPU layout's threads) are trainscope's: the job threads as it does.
@@ -109,6 +109,12 @@ std::string jobRefusal(JobKind kind, const Plan& p) {
       if (p.ckpt == rt::Checkpointing::Selective)
         return runner + ": Transformers checkpoints whole layers (gradient_checkpointing): --ckpt none,full";
       if (p.ep > 1) return runner + " runs no expert parallelism";
+      // Accelerate 1.15's state turns FSDP on only for accelerators (MULTI_GPU, MULTI_XPU, …): on Gloo
+      // CPU ranks it stays MULTI_CPU, drops the FSDP plugin and the Trainer wraps the model in DDP, so
+      // the trial would measure DDP under FSDP's name (probe/rankR.accelerate.json recorded it).
+      if (cpu && p.zero >= rt::ZeroStage::Gradients)
+        return runner + ": Accelerate runs FSDP only on GPUs (on CPU ranks it wraps the model in DDP, so the trial "
+               "would measure DDP): --zero 0 on a CPU cluster";
       return "";
     case JobKind::DeepSpeed:
       if (p.tp > 1 || p.pp > 1 || p.cp > 1)

@@ -200,7 +200,8 @@ TuneOptions tuneOptions(const TuneInputs& f, const Cluster& c, const StudyLock* 
   const JobKind kind = parseJobKind(f.runner);
   if (kind != JobKind::Trainscope) {
     o.runner_name = f.runner;
-    o.refuse = [kind](const Plan& p) { return jobRefusal(kind, p); };
+    const bool cpu = c.kind == ClusterKind::Cpu;
+    o.refuse = [kind, cpu](const Plan& p) { return jobRefusal(kind, p, cpu); };
   } else if (f.inject.find("badpath") != std::string::npos) {
     throw UserError("--inject", "badpath is a fault of an external job's script", "use it with --runner hf|accelerate|…");
   }

@@ -62,8 +62,9 @@ struct JobOptions {
 std::vector<std::string> splitEntry(const std::string& text);
 
 // What `kind` cannot run of plan `p`, in a sentence ("" when it can): the candidates the study
-// rejects for this runner before anything is measured.
-std::string jobRefusal(JobKind kind, const Plan& p);
+// rejects for this runner before anything is measured. `cpu`: the trials run on Gloo CPU ranks,
+// where Accelerate (and so the Trainer) runs no FSDP — an FSDP trial would measure DDP.
+std::string jobRefusal(JobKind kind, const Plan& p, bool cpu = false);
 
 // The framework profile (models/framework_profile.h) a runner's trials are priced under: a Hugging
 // Face Trainer or Accelerate job (DDP or FSDP) and torchtitan (FSDP2) are PyTorch eager modules →
