@@ -9,6 +9,7 @@
 #include "trainscope/models/moe.h"
 #include "trainscope/models/zero.h"
 #include "fp8_ops.h"
+#include "sp_backward.h"
 #include "trainscope/workloads/memory.h"
 
 namespace trainscope::models {
@@ -421,8 +422,10 @@ int64_t transientAllowance(const workloads::Workload& w, const Plan& p, int64_t 
   double between = p.ckpt == Checkpointing::Full ? double(recomputedSwigluBackward(w, p, st))
                                                  : between_ops * sbh * double(e) / (p.sequence_parallel ? double(t) : 1.0);
   // FP8 on the CPU: the emulated FP8 GEMMs' backward (fp8CpuBackwardBytes) when it is the larger
-  // moment (the LM head's dW, held to the end of backward, is in StageMemory::head all the same).
-  between = std::max(between, fp8CpuBackwardBytes(dense_layer, p));
+  // moment (the LM head's dW, held to the end of backward, is in StageMemory::head all the same);
+  // under SP the column-parallel GEMMs' gathered backward (spColumnBackwardBytes) likewise.
+  between = std::max(between, fp8CpuBackwardBytes(dense_layer, p, sbh * double(e)));
+  between = std::max(between, spColumnBackwardBytes(dense_layer, p, double(w.n_embd)));
   return int64_t(between + fresh_weight * double(e) * double(std::max<int64_t>(1, p.cpu_lanes)));
 }
 
