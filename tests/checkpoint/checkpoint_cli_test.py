@@ -38,7 +38,7 @@ BASE = ["--workload", "tiny", "--seq", "16", "--mbs", "2", "--steps", "6", "--de
         "--lr", "3e-3", "--warmup", "2", "-q"]
 failures = []
 TOL = 1e-5  # resumed under another layout: relative loss difference to the uninterrupted run (fp32)
-TOL_FP8 = 1e-2  # the same in fp8: bf16 activations, reductions in another order (set from the measured, below)
+TOL_FP8 = 1e-3  # the same in fp8 (bf16 activations, reductions in another order): measured 0 and 1.3e-4
 
 
 def run(args, expect=0):
@@ -263,19 +263,21 @@ def main():
         check(sorted(os.listdir(os.path.join(ck, "trainscope"))) ==
               ["fp8-scales.safetensors", "optimizer-hf.safetensors", "state.json"],
               f"fp8's scales are not saved: {os.listdir(os.path.join(ck, 'trainscope'))}")
-        from safetensors import safe_open
-        with safe_open(os.path.join(ck, "trainscope", "fp8-scales.safetensors"), "pt") as f:
-            names = set(f.keys())
-            q = f.get_tensor(sorted(names)[0])
-        roles = {n.split("/")[0] for n in names}
-        check(roles == {"input", "weight", "grad_output"}, f"fp8 roles saved: {roles}")
-        check(str(q.dtype) == "torch.float64" and q.numel() == 1 + 3 and q[0] > 0, f"[scale, 3 steps of history]: {q}")
+        scales = os.path.join(ck, "trainscope", "fp8-scales.safetensors")
+        if os.path.isfile(scales):
+            from safetensors import safe_open
+            with safe_open(scales, "pt") as f:
+                names = set(f.keys())
+                q = f.get_tensor(sorted(names)[0])
+            roles = {n.split("/")[0] for n in names}
+            check(roles == {"input", "weight", "grad_output"}, f"fp8 roles saved: {roles}")
+            check(str(q.dtype) == "torch.float64" and q.numel() == 1 + 3 and q[0] > 0, f"[scale, 3 steps of history]: {q}")
         resumed_equals_uninterrupted(["--nproc", "2", "--zero", "1"] + f8, "fp8-dp2")
         ck = resumed_equals_uninterrupted(["--nproc", "2", "--pp", "2"] + f8, "fp8-pp2")
         check(state(ck)["fp8"]["files"] == ["fp8-scales-00001-of-00002.safetensors",
                                            "fp8-scales-00002-of-00002.safetensors"], f"PP 2 fp8 files: {state(ck)['fp8']}")
-        # Into another layout, the scales mapped by parameter name: within the tolerance fp8 runs of
-        # the two layouts keep (their bf16 reductions differ in order).
+        # Into another layout, the scales mapped by parameter name: within TOL_FP8 (bf16 reductions in
+        # another order; measured 0 for DP 2 x ZeRO-1 into one process, 1.3e-4 for TP 2 into PP 2).
         converted(["--nproc", "2", "--zero", "1"] + f8, ["--gbs", "4"] + f8, "fp8-zero1-to-one", tol=TOL_FP8)
         converted(["--nproc", "2", "--tp", "2"] + f8, ["--nproc", "2", "--pp", "2"] + f8, "fp8-tp2-to-pp2", tol=TOL_FP8)
         # A checkpoint without its scales (an earlier version's) is refused naming why.
