@@ -77,7 +77,7 @@ double fp8WeightElements(const LayerOps& L) {
   return n;
 }
 
-double fp8CpuBackwardBytes(const LayerOps& L, const Plan& p) {
+double fp8CpuBackwardBytes(const LayerOps& L, const Plan& p, double residual) {
   if (p.precision != runconfig::Precision::FP8 || !p.cpu) return 0;
   const double e = double(p.elementBytes());
   double worst = 0;
@@ -87,8 +87,9 @@ double fp8CpuBackwardBytes(const LayerOps& L, const Plan& p) {
     const double m = g.m * g.batch, n = g.n, k = g.k;
     double freed = 0;
     for (size_t j = i + 1; j < L.forward.size(); ++j) freed += L.forward[j].saved;
-    const double held = m * n * (e + 2.0) + m * k * (e + 2.0) + 4.0 * (n * m + m * k + n * k) + 2.0 * e * n * k;
-    worst = std::max(worst, held - freed);
+    const double first_operand = m * n * (e + 10.0) + m * k * (e + 1.0) + n * k * e;
+    const double product = m * n * (e + 6.0) + m * k * (e + 9.0) + n * k * (e + 4.0);
+    worst = std::max(worst, std::max(first_operand, product) + residual - freed);
   }
   return worst;
 }

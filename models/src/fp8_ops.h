@@ -23,13 +23,18 @@ void applyFp8(LayerOps& L, const Plan& p);
 double fp8WeightElements(const LayerOps& L);
 
 // The CPU's FP8 GEMM backward at its worst moment in one layer, above what the layer keeps
-// (docs/memory-model.md, "FP8 on the CPU"). LibTorch's CPU _scaled_mm emulates the FP8 product:
-// it dequantises both operands to fp32 (4 bytes each), multiplies in fp32 and casts the product to
-// the output dtype. At a marked GEMM y = x·W (m×k · k×n)'s backward this rank holds dY (m·n·e), its
-// E5M2 copy and that copy transposed (2·m·n), dX (m·k·e), the FP8 input copied column-major and
-// made contiguous (2·m·k), and inside the weight-gradient product dYᵀ·X: 4·(n·m + m·k + n·k) of
-// fp32 and the n·k result twice more in the output dtype (2·e·n·k); the ops after it in the layer
-// have run their backward, so what they kept is freed. 0 unless p is FP8 on the CPU.
-double fp8CpuBackwardBytes(const LayerOps& L, const Plan& p);
+// (docs/memory-model.md, "FP8 on the CPU"). LibTorch's CPU _scaled_mm emulates the FP8 product: it
+// allocates its output, then takes each operand to fp32 and multiplies it by its scale (the fp32
+// copy and the scaled one, 8 bytes per element, both alive at the multiply), then multiplies in fp32.
+// At a marked GEMM y = x·W (m×k · k×n)'s backward (runtime fp8.cpp, Fp8Linear::backward) the
+// weight gradient's first operand is the worst moment: this rank holds dY (m·n·e), its E5M2 copy
+// and that copy transposed (2·m·n), dX (m·k·e, made first), the FP8 input column-major (m·k), the
+// product's output (n·k·e) and the fp32 dYᵀ and its scaled copy (8·n·m):
+//   m·n·(e + 10) + m·k·(e + 1) + n·k·e;
+// or, for a wide k, that product's own moment (dYᵀ scaled, X's two fp32 copies, its fp32 result):
+//   m·n·(e + 6) + m·k·(e + 9) + n·k·(e + 4).
+// The ops after it in the layer have run their backward, so what they kept is freed; the residual
+// stream's gradient (`residual` bytes, b·s·h·e) is held beside the block's. 0 unless FP8 on the CPU.
+double fp8CpuBackwardBytes(const LayerOps& L, const Plan& p, double residual);
 
 }  // namespace trainscope::models

@@ -9,6 +9,7 @@
 #include "trainscope/models/moe.h"
 #include "trainscope/models/zero.h"
 #include "fp8_ops.h"
+#include "sp_backward.h"
 #include "trainscope/workloads/memory.h"
 
 namespace trainscope::models {
@@ -402,7 +403,7 @@ int64_t recomputedSwigluBackward(const workloads::Workload& w, const Plan& p, in
 
 // The calibrated transients of a layer's backward (kTransientActivations, kTransientWeights).
 int64_t transientAllowance(const workloads::Workload& w, const Plan& p, int64_t st, int64_t largest,
-                           const LayerOps& dense_layer) {
+                           const LayerOps& dense_layer, double not_with_gemms) {
   const int64_t e = p.elementBytes(), t = p.tp;
   const double sbh = double(p.localSeq()) * double(p.mbs) * double(w.n_embd);
   // The fresh dense gradient of the embedding, made while its tied head's gradient is already in
@@ -421,8 +422,13 @@ int64_t transientAllowance(const workloads::Workload& w, const Plan& p, int64_t 
   double between = p.ckpt == Checkpointing::Full ? double(recomputedSwigluBackward(w, p, st))
                                                  : between_ops * sbh * double(e) / (p.sequence_parallel ? double(t) : 1.0);
   // FP8 on the CPU: the emulated FP8 GEMMs' backward (fp8CpuBackwardBytes) when it is the larger
-  // moment (the LM head's dW, held to the end of backward, is in StageMemory::head all the same).
-  between = std::max(between, fp8CpuBackwardBytes(dense_layer, p));
+  // moment (the LM head's dW, held to the end of backward, is in StageMemory::head all the same);
+  // under SP the column-parallel GEMMs' gathered backward (spColumnBackwardBytes) likewise. Those
+  // moments come before the layer's own gradients are reduced: `not_with_gemms` (ZeRO-3's flat
+  // buffer of the layer, in grad_bucket) is not held beside them.
+  const double gemms = std::max(fp8CpuBackwardBytes(dense_layer, p, sbh * double(e)),
+                                spColumnBackwardBytes(dense_layer, p, double(w.n_embd)));
+  between = std::max(between, gemms - not_with_gemms);
   return int64_t(between + fresh_weight * double(e) * double(std::max<int64_t>(1, p.cpu_lanes)));
 }
 
@@ -508,7 +514,13 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   const ZeroTwoWalk walk = zeroTwoWalk(slots, p, int64_t(saved.size()));
   addZeroTwo(sm, p, n, largest, largest_dense, experts, walk, saved);
   if (p.pp > 1) addSendBuffers(sm, w, p, st);
-  sm.allowance = transientAllowance(w, p, st, largest_dense, ops.runtime_whole);
+  // ZeRO-3: grad_bucket holds a layer's own flat fp32 gradient buffer (4·ℓ, made when its last
+  // gradient is in: zero3.cpp's reduceScatter) beside the previous layer's reduce in flight (its
+  // buffer, Gloo's copy, its shard). At the layer's GEMMs' backward the in-flight one is held but the
+  // own buffer is not made yet (its Gloo copy stands for the in-flight one's, as for equal layers).
+  const std::vector<int64_t> sizes = zero::shardsParameters(p) ? layerSizes(slots, p) : std::vector<int64_t>{};
+  const double own_reduce = sizes.empty() ? 0.0 : 4.0 * double(sizes.back());
+  sm.allowance = transientAllowance(w, p, st, largest_dense, ops.runtime_whole, own_reduce);
   addExpertBackward(sm, w, p, ops, walk);
   sm.ring = ringBuffers(w, p);
   sm.megatron_activations = megatronActivations(w, p, sm, ops, interleave);

@@ -77,6 +77,9 @@ class Recipe {
   std::vector<rundb::Fp8Scale> endStep(const std::vector<Group*>& groups, int64_t rank, int64_t step);
   // Bytes of the FP8 weight copies cached this step (both layouts).
   int64_t cachedWeightBytes() const;
+  // The registered linears in registration order: what a checkpoint saves of each (its amax
+  // history and scale per role, state/fp8_state.h) and restores on --resume.
+  const std::vector<Meta*>& metas() const { return metas_; }
 
  private:
   std::unordered_map<const void*, std::unique_ptr<Meta>> by_impl_;

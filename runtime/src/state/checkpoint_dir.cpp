@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "state/fp8_state.h"
 #include "state/gather.h"
 #include "state/hf_weights.h"
 #include "state/optim_state.h"
@@ -235,7 +236,7 @@ std::string makeTempFolder(const std::string& dir) {
 
 // trainscope/state.json: what resuming needs besides the tensors, and what the other files hold.
 nlohmann::json stateJson(const TrainConfig& cfg, const Trainer::Resumable& r, bool replicated,
-                         const nlohmann::json& per_parameter) {
+                         const nlohmann::json& per_parameter, const nlohmann::json& fp8) {
   nlohmann::json s;  // (readers find every key by name; the order is JSON's)
   s["format"] = kFormat;
   s["version"] = 1;
@@ -251,6 +252,7 @@ nlohmann::json stateJson(const TrainConfig& cfg, const Trainer::Resumable& r, bo
                     {"files", !per_parameter.is_null() ? "per-parameter" : replicated ? "replicated" : "per-rank"}};
   if (!per_parameter.is_null()) s["optimizer"]["per_parameter"] = per_parameter;
   s["precision"] = toString(cfg.precision);
+  if (!fp8.is_null()) s["fp8"] = fp8;  // the FP8 linears' amax histories and scales (fp8_state.h)
   s["layout"] = layoutJson(cfg);
   s["model_type"] = workloads::hfModelType(cfg.model);
   s["config"] = nlohmann::json::parse(toJson(cfg));
@@ -350,12 +352,13 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
   }
   // The same state per Hugging Face parameter name, whatever the layout (optim_state.h; collective).
   const nlohmann::json per_parameter = saveLayoutFree(tmp, cfg, trainer, comm);
+  const nlohmann::json fp8 = saveFp8State(tmp, cfg, trainer, comm);  // per parameter name too
   if (world > 1) comm.world().barrier();  // every rank's optimizer file is in
   SavedCheckpoint out;
   out.step = r.step;
   if (rank == 0) {
     // state.json last: a folder without it is no checkpoint, and it names what the others hold.
-    writeText(tmp + "/" + kStateDir + "/state.json", stateJson(cfg, r, replicated, per_parameter).dump(2) + "\n");
+    writeText(tmp + "/" + kStateDir + "/state.json", stateJson(cfg, r, replicated, per_parameter, fp8).dump(2) + "\n");
     syncPath(tmp + "/" + kStateDir);
     syncPath(tmp);
     out.bytes = fileBytes(tmp) + fileBytes(tmp + "/" + kStateDir);
@@ -454,16 +457,18 @@ static void resumeState(const nlohmann::json& s, const std::string& dir, const T
          "with its optimizer state split over ranks as " + layoutText(saved_layout) + ", not as this run's " +
              layoutText(now) + ", and " + why,
          "resume under the same layout, or --init-from " + dir + " (weights only, fresh optimizer)");
-    need(cfg.precision != Precision::FP8,
-         "in fp8 under " + layoutText(saved_layout) + ", and fp8's per-tensor scales (amax history) are each rank's "
-         "own and not in the checkpoint, so they cannot be re-cut for " + layoutText(now),
-         "resume under the same layout, or --init-from " + dir + " (weights only)");
     out.per_parameter = per_parameter;
   } else if (replicated) {
     out.optimizer = readState(dir + "/" + kStateDir + "/optimizer.safetensors", field);
   } else {
     out.optimizer = readState(dir + "/" + kStateDir + "/optimizer-rank-" + std::to_string(rank) + ".safetensors", field);
   }
+  // FP8's amax histories and scales, per parameter name: any layout maps them (fp8_state.h).
+  out.fp8 = s.value("fp8", nlohmann::json());
+  need(cfg.precision != Precision::FP8 || !out.fp8.is_null(),
+       "in fp8 without its per-tensor scales (amax histories; an earlier version kept them per rank and did not save "
+       "them), so the resumed run could not scale as the saved one would have",
+       "--init-from " + dir + " (weights only, fresh optimizer and scales)");
   out.resumed = true;
   out.resumable.step = step;
   out.resumable.optimizer_steps = s.value("optimizer_steps", int64_t(0));
@@ -473,6 +478,12 @@ static void resumeState(const nlohmann::json& s, const std::string& dir, const T
 
 void restoreTrainer(const LoadedCheckpoint& c, Trainer& trainer, const Layout& layout, const std::string& dir,
                     const std::string& field) {
+  try {
+    if (!c.fp8.is_null()) loadFp8State(dir, c.fp8, trainer.config(), trainer, field);
+  } catch (const nlohmann::json::exception&) {
+    throw UserError(field, dir + "/trainscope/state.json is damaged (fp8)",
+                    "resume from another checkpoint, or --init-from " + dir + " for its weights alone");
+  }
   if (c.per_parameter.is_null()) {
     checkOptimizerState(c, trainer, dir, field);
     trainer.restore(c.resumable, c.optimizer);

@@ -4,7 +4,8 @@
 // model.safetensors.index.json: transformers.AutoModelForCausalLM.from_pretrained(DIR) loads it as
 // it is) and, in DIR/trainscope/, what a resumed run needs besides: state.json (step, loss scaler,
 // data position, layout, the run config) and the optimizer state — optimizer.safetensors when every
-// rank holds the same, else optimizer-rank-R.safetensors per rank (ZeRO, TP, PP, EP shards).
+// rank holds the same, else optimizer-rank-R.safetensors per rank (ZeRO, TP, PP, EP shards) — and,
+// under --precision fp8, the FP8 linears' amax histories and scales (fp8_state.h).
 //
 // Written atomically: every file goes into a new folder .DIR.tmp-XXXXXX beside DIR, is fsynced, and
 // the folder then takes DIR's place in one rename (renameat2 RENAME_EXCHANGE when DIR exists, so
@@ -52,6 +53,7 @@ struct LoadedCheckpoint {
   Trainer::Resumable resumable;
   std::vector<at::Tensor> optimizer;  // this rank's optimizer state (CPU), Optimizer::stateTensors order
   nlohmann::json per_parameter;       // non-null: resumed under another layout, from this (optim_state.h)
+  nlohmann::json fp8;                 // non-null: the FP8 scaling state to restore (fp8_state.h)
 };
 
 // --init-from (weights only) or --resume (weights, then this rank's trainer state: a layout whose

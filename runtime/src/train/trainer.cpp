@@ -608,6 +608,7 @@ std::vector<rundb::ExpertLoad> Trainer::takeExpertLoad() {
 }
 
 std::vector<rundb::Fp8Scale> Trainer::takeFp8Scales() { return std::move(impl_->fp8_rows); }
+fp8::Recipe& Trainer::fp8Recipe() const { return impl_->fp8; }
 
 double Trainer::lastHiddenShare() const { return impl_->dp->hiddenShare(); }
 double Trainer::lastCommSeconds() const { return impl_->dp->commSeconds(); }

@@ -29,6 +29,9 @@ namespace trainscope::runtime {
 
 struct GptWeights;
 class Optimizer;
+namespace fp8 {
+class Recipe;
+}
 
 class Trainer {
  public:
@@ -99,6 +102,9 @@ class Trainer {
   // --precision fp8: the last step's amax and scale per FP8 linear and role on this rank (rundb
   // fp8_scales rows; empty otherwise), then forgotten.
   std::vector<rundb::Fp8Scale> takeFp8Scales();
+  // --precision fp8: the block linears' scaling state (amax histories and scales, model/fp8.h),
+  // which a checkpoint saves and --resume restores (runtime/src/state/fp8_state.h); empty otherwise.
+  fp8::Recipe& fp8Recipe() const;
 
   // This rank's contribution to a digest of the whole model's weights, by canonical parameter name:
   // {sum, sum of squares, sum of |x|}. Summed over all ranks it is the same for every parallel layout
