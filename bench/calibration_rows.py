@@ -9,7 +9,7 @@ Sets:
   mpt-80gb       MosaicML's MPT FSDP rows on A100 80 GB
   mpt-40gb       the same on A100 40 GB
   table5         Korthikanti et al. 2022 Table 5 (both recomputation modes)
-  table1         Narayanan et al. 2021 Table 1 (mbs 1, 1F1B assumed, as predict_vs_published.py)
+  table1         Narayanan et al. 2021 Table 1 (mbs 1 or 2, 1F1B assumed, as predict_vs_published.py)
 
 Each set's run settings are the data file's own (run_settings): vTrain full recomputation, fp16,
 1F1B, no gradient bucketing (dp_overlap 0), vocabulary 50257; MPT bf16, ZeRO-3 for FULL_SHARD and
@@ -22,6 +22,7 @@ import json
 import os
 import sys
 
+import published_sets
 from common import ROOT, output_file
 
 SETS = ("vtrain-single", "vtrain-multi", "mpt-80gb", "mpt-40gb", "table5", "table1")
@@ -83,7 +84,8 @@ def table1(data):
     for r in data["narayanan2021"]["rows"]:
         name = "n%gb" % r["params_b"]
         yield {"workload": workload(name, r["layers"], r["heads"], r["hidden"], 2048, 51200),
-               "nodes": nodes_of(r["gpus"]), "gpus": r["gpus"], "tp": r["tp"], "pp": r["pp"], "mbs": 1,
+               "nodes": nodes_of(r["gpus"]), "gpus": r["gpus"], "tp": r["tp"], "pp": r["pp"],
+               "mbs": published_sets.table1_mbs(r["heads"], r["tp"]),
                "gbs": r["gbs"], "seq": 2048, "ckpt": "full", "precision": "fp16",
                "measured_step_s": r["iteration_s_derived"], "group": "%s @ %d" % (name, r["gpus"])}
 

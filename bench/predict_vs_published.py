@@ -11,7 +11,7 @@ sequence, bound) and, with --rows, every row. Table 5 and Table 1 are also liste
 Figure 1's memory, as before.
 
 Assumptions where the papers leave a knob open (stated again in the output):
-  Table 1 rows: micro-batch 1 and the non-interleaved 1F1B schedule (the table gives neither),
+  Table 1 rows: micro-batch 1 (2 for 18.4B and 76.1B: published_sets.table1_mbs) and the non-interleaved 1F1B schedule (the table gives neither),
   full recomputation, fp16, sequence 2048, vocabulary 51200.
   Table 5: fp16; 'full' = full recomputation without sequence parallelism, 'sp_selective' = sequence
   parallelism + selective recomputation; 175B and 530B interleaved with 3 model chunks per stage.
@@ -153,7 +153,7 @@ def main():
         print("  %5s %8.2f / %8.2f (%5.1f%%) | %6.2f / %6.2f | %6.2f / %6.2f" % (
             r["model"], r["fig1_params_opt_gib"], po, 100 * (po / r["fig1_params_opt_gib"] - 1), r["fig1_act_tp_only_gib"],
             s0["megatron_activations_bytes"] / gib, r["fig1_act_sp_selective_gib"], t0["megatron_activations_bytes"] / gib))
-    print("Narayanan et al. 2021, Table 1 (s/iteration); assumed mbs 1, 1F1B")
+    print("Narayanan et al. 2021, Table 1 (s/iteration); assumed mbs 1 (2 where b*heads/tp would miss the fused softmax), 1F1B")
     for r in rows:
         if r["set"] == "table1" and "predicted_s" in r:
             print("  %-18s %9.2f %9.2f %6.1f%%   %s" % (r["label"], r["measured_s"], r["predicted_s"],

@@ -129,6 +129,7 @@ double ringSecondsPerLayer(const workloads::Workload& w, const Plan& p, const Cl
 // backward (recomputation and TP collectives included), what ZeRO-3's prefetched gathers hide behind.
 struct Stage {
   double device_fwd, device_bwd, recompute, tp, cp, ep, host;
+  HostPhases host_phases, device_phases;  // the micro-batch by pass: the host's and the device's
   int64_t index;
   double layers, layer_fwd, layer_bwd;
 };
@@ -197,19 +198,6 @@ MoeSeconds moeSeconds(const workloads::Workload& w, const Plan& p, const Cluster
 
 } // namespace
 
-double hostOpSeconds(double profile_s, const Cluster& c) { return profile_s >= 0 ? profile_s : c.dispatch_s; }
-
-double hostLayerSeconds(const Plan& p, const Cluster& c, const FrameworkProfile& fp) {
-  const bool full = p.ckpt == Checkpointing::Full;
-  const double passes = full ? 2.0 : 1.0;  // full recomputation runs the forward's ops (and hooks) again
-  double collectives = 0;                  // the layer's collective calls per micro-batch
-  if (p.tp > 1) collectives += (p.sequence_parallel ? 4.0 + 6.0 : 2.0 + 2.0) + (full ? (p.sequence_parallel ? 4.0 : 2.0) : 0.0);
-  if (zero::shardsParameters(p) && p.gradientGroup() > 1) collectives += passes + 1.0;  // gathers, the reduce-scatter
-  return fp.ops_forward * passes * hostOpSeconds(fp.host_op_s, c) +
-         fp.ops_backward * hostOpSeconds(fp.host_backward_op_s, c) + collectives * fp.host_collective_s +
-         (p.zero == runconfig::ZeroStage::None ? 0.0 : fp.hooks_per_layer * (full ? 1.5 : 1.0) * fp.hook_s);
-}
-
 namespace {
 
 // One micro-batch's time on any stage, from one layer's costs (the same on every stage) and what the
@@ -230,7 +218,7 @@ class StageTimes {
     const bool reruns = !(p.cp > 1 && p.ckpt == Checkpointing::Selective);
     layer_rec_ = reruns ? sum(layer.recompute, c, peak, e_) : 0.0;
     ring_ = ringSecondsPerLayer(w, p, c, layer, peak);
-    host_layer_ = hostLayerSeconds(p, c, fp_);
+    host_layer_ = hostLayerPhases(p, c, fp_, layer.extra_host_ops_forward, layer.extra_host_ops_backward);
   }
 
   Stage stage(int64_t index, double layers, bool first, bool last) const {
@@ -249,7 +237,15 @@ class StageTimes {
     s.cp = layers * ring_;
     // The head: at least 8 framework ops, one per kernel where its op list has more.
     const double head_ops = std::max(8.0, double(head_.forward.size() + head_.backward.size()));
-    s.host = layers * host_layer_ + (last ? head_ops * hostOpSeconds(fp_.host_op_s, c) : 0) + fp_.host_micro_batch_s;
+    // The host by pass: the head's ops and the micro-batch's fixed work (schedule, data, loss) with
+    // the forward. The device by pass: the TP collectives of each pass with it, the ring and the
+    // experts' exchanges with the backward.
+    const double head_host = last ? head_ops * hostOpSeconds(fp_.host_op_s, c) : 0;
+    s.host_phases = {layers * host_layer_.fwd + head_host + fp_.host_micro_batch_s, layers * host_layer_.rec,
+                     layers * host_layer_.bwd};
+    s.host = s.host_phases.fwd + s.host_phases.rec + s.host_phases.bwd;
+    const double tp_fwd = layers * tp_.fwd + (first ? tp_.emb : 0) + (last ? tp_.head : 0);
+    s.device_phases = {s.device_fwd + tp_fwd, s.recompute + layers * tp_.rec, s.device_bwd + layers * tp_.bwd + s.cp + s.ep};
     s.index = index;
     s.layers = layers;
     s.layer_fwd = layer_fwd_ + tp_.fwd;
@@ -283,7 +279,8 @@ class StageTimes {
   const LayerOps head_, emb_;
   MoeSeconds moe_{};
   TpSeconds tp_{};
-  double layer_fwd_ = 0, layer_bwd_ = 0, layer_rec_ = 0, ring_ = 0, host_layer_ = 0;
+  double layer_fwd_ = 0, layer_bwd_ = 0, layer_rec_ = 0, ring_ = 0;
+  HostPhases host_layer_{};
 };
 
 // The slowest stage's micro-batch: the first stage holds ⌈L/p⌉ layers and the embedding, the last
@@ -293,7 +290,7 @@ Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c
   const double first_layers = double(layersOfStage(w.n_layer, p.pp, 0));
   const double last_layers = double(layersOfStage(w.n_layer, p.pp, p.pp - 1));
   const Stage a = times.stage(0, first_layers, true, p.pp == 1), z = times.stage(p.pp - 1, last_layers, false, true);
-  auto total = [](const Stage& s) { return std::max(s.device_fwd + s.device_bwd + s.recompute + s.tp + s.cp + s.ep, s.host); };
+  auto total = [](const Stage& s) { return phasedSeconds(s.host_phases, s.device_phases); };
   return p.pp == 1 || total(a) >= total(z) ? a : z;
 }
 
@@ -383,7 +380,10 @@ struct MicroBatchTime {
 // The step's micro-batches on the slowest stage: their compute, recomputation and TP collectives.
 MicroBatchTime addMicroBatches(TimePrediction& r, const Stage& slow, double M) {
   const double device = slow.device_fwd + slow.device_bwd + slow.recompute + slow.tp + slow.cp + slow.ep;
-  const double per_micro = std::max(device, slow.host);
+  // Pass by pass the longer of the host thread and the device stream (the host runs ahead of the
+  // device only within a pass: a forward of tiny kernels is host-bound while its backward's GEMMs
+  // may not be; the totals' max would let one pass's idle device hide the other's).
+  const double per_micro = std::max(device, phasedSeconds(slow.host_phases, slow.device_phases));
   r.bound = slow.host > device ? "host launch" : "device";
   const double scale = per_micro / std::max(device, 1e-30);  // a host-bound micro-batch stretches every part
   r.compute_s = M * (slow.device_fwd + slow.device_bwd) * scale;

@@ -44,6 +44,16 @@ double zeroLayerSeconds(double first_s, double gather_s, double reduce_s, double
 // rerun forward's) at hook_s. A profile's negative per-op cost
 // is the cluster's dispatch_s (hostOpSeconds).
 double hostLayerSeconds(const Plan& p, const Cluster& c, const FrameworkProfile& fp);
+// The same by pass: the forward, the rerun forward of full recomputation, the backward (each pass's
+// collective calls and half its hooks with it).
+struct HostPhases {
+  double fwd = 0, rec = 0, bwd = 0;
+};
+HostPhases hostLayerPhases(const Plan& p, const Cluster& c, const FrameworkProfile& fp, double extra_forward_ops = 0,
+                           double extra_backward_ops = 0);
+// A micro-batch's seconds from its host thread and device stream by pass: Σ max(host, device) over
+// the forward, the recomputation and the backward (the host runs ahead only within a pass).
+double phasedSeconds(const HostPhases& host, const HostPhases& device);
 double hostOpSeconds(double profile_s, const Cluster& c);
 
 }  // namespace trainscope::models::gpu

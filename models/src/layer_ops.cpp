@@ -189,7 +189,7 @@ Op residual(const LayerShape& x) {
 }
 
 // Megatron-LM's attention core: Q·Kᵀ, scale-mask-softmax, dropout and P·V, each in memory.
-std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
+std::vector<Op> unfusedAttention(const LayerShape& x) {
   const double s = x.s, keys = x.keys, d = x.d, e = x.e, heads = x.heads, scores = x.scores;
   std::vector<Op> core;
   // Q and K; under GQA Megatron-LM expands K and V to the query heads (repeat_interleave) first.
@@ -198,9 +198,10 @@ std::vector<Op> unfusedAttention(const LayerShape& x, const Plan& p) {
   // half of each row and writes all of it; its backward reads the unmasked half of y and dy and
   // writes dx. Past 2048 keys the fused kernel is unavailable (its assert) and PyTorch runs it in
   // fp32: cast, scale, mask, softmax, cast back — 36 bytes per score — and their backwards, 40.
+  // Where Megatron-LM's kernel does not take the shape (megatronFusedSoftmax) it runs the same path.
   Op softmax = mem("scale-mask-softmax", 1.5 * scores * e);
   softmax.backward_bytes = 2.0 * scores * e;
-  if (p.seq > 2048) softmax.bytes = 36.0 * scores, softmax.backward_bytes = 40.0 * scores;
+  if (!megatronFusedSoftmax(x.heads, s, keys)) softmax.bytes = 36.0 * scores, softmax.backward_bytes = 40.0 * scores;
   // ALiBi (not in Megatron-LM; priced as an eager add): the scores read and written once more, plus
   // the (NH/t, s, keys) bias; the gradient passes through unchanged.
   if (x.alibi) {
@@ -354,10 +355,21 @@ void setRecomputation(LayerOps& L, const std::vector<Op>& core, const LayerShape
 
 }  // namespace
 
+bool megatronFusedSoftmax(double attn_batches, double queries, double keys) {
+  // Megatron-LM's FusedScaleMaskSoftmax.is_kernel_available (megatron/model/fused_softmax.py): the
+  // fused kernel runs for 16 < keys <= 2048 (the 2021-2022 kernels' limit), queries and keys
+  // multiples of 4, and b * np (the micro-batch's attention heads on this TP rank) a multiple of the
+  // kernel's batches per block: get_batch_per_block = (128 threads / 32-lane warps) x 1 row per warp
+  // = 4 once the keys pass 128 (2 rows per warp at <= 128 keys: 8).
+  const double per_block = keys <= 128 ? 8.0 : 4.0;
+  return keys > 16 && keys <= 2048 && std::fmod(queries, 4.0) == 0 && std::fmod(keys, 4.0) == 0 &&
+         std::fmod(attn_batches, per_block) == 0;
+}
+
 LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a, bool moe) {
   const LayerShape x = layerShape(w, p, f);
   const bool unfused = a == Attention::Default ? x.megatron : a == Attention::Unfused;
-  const std::vector<Op> core = unfused ? unfusedAttention(x, p) : flashAttention(x);
+  const std::vector<Op> core = unfused ? unfusedAttention(x) : flashAttention(x);
   LayerOps L;
   addAttentionBlock(L.forward, x, core);
   if (moe && w.isMoe()) {  // LayerNorm → router, experts, shared expert (moe.cpp) → residual
@@ -370,6 +382,9 @@ LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Atte
   L.backward = backwardOps(L.forward);
   setRecomputation(L, core, x, p.ckpt);
   applyFp8(L, p);
+  // PyTorch's softmax path is five ops where the fused kernel is one (float, scale, masked_fill,
+  // softmax, half), and five autograd nodes backward: 4 more each way on the host thread.
+  if (unfused && !megatronFusedSoftmax(x.heads, x.s, x.keys)) L.extra_host_ops_forward = L.extra_host_ops_backward = 4;
   return L;
 }
 

@@ -101,7 +101,9 @@ TEST(HostBound, AHostBoundStepIsTheHostThreadsAndPredictSaysSo) {
   EXPECT_EQ(t.bound, "host launch");
   const double head = std::max(8.0, double(tn::headOps(w, p, tn::Framework::Megatron).forward.size() +
                                           tn::headOps(w, p, tn::Framework::Megatron).backward.size()));
-  const double per_micro = 2 * 75 * 1e-3 + head * 1e-3 + 5e-3;  // layers × ops + the head's + the micro-batch's
+  // layers × ops (25 + 50, and 4 + 4 for the softmax on PyTorch's path: the toy's b·heads = 2 is
+  // not a multiple of 4, megatronFusedSoftmax) + the head's + the micro-batch's.
+  const double per_micro = 2 * (75 + 8) * 1e-3 + head * 1e-3 + 5e-3;
   EXPECT_NEAR(t.compute_s + t.recompute_s + t.tp_comm_s, 2 * per_micro, 1e-9);
   fp.host_op_s = fp.host_backward_op_s = fp.host_micro_batch_s = 0;
   EXPECT_EQ(tn::predictTime(w, p, c, with(tn::Framework::Megatron)).bound, "device");
@@ -221,4 +223,52 @@ TEST(FlashRate, AGpusOwnCeilingMovesTheCurveAndTheProfileScalesIt) {
   EXPECT_THROW(tn::parseCluster(R"({"devices_per_node": 8, "memory_bytes": 1000, "peak_flops": {"bf16": 1e15},
       "memory_bandwidth": 1e12, "intra_node": {"bandwidth": 1e11}, "inter_node": {"bandwidth": 1e10},
       "flash_forward_ceiling": 1.5})", "c.json"), trainscope::UserError);
+}
+
+TEST(HostBound, TheHostAndTheDeviceMeetPassByPass) {
+  // Σ max(host, device) over forward, recomputation, backward: 2 + 2 + 3 = 7, not max(6, 4) = 6.
+  EXPECT_DOUBLE_EQ(tn::gpu::phasedSeconds({1, 2, 3}, {2, 1, 1}), 7.0);
+  tn::Cluster c = flatGpu();
+  tn::FrameworkProfile fp;
+  fp.host_op_s = 40e-6, fp.host_backward_op_s = 10e-6, fp.host_collective_s = 50e-6;
+  tn::Plan p;
+  p.tp = 2, p.ckpt = trainscope::runconfig::Checkpointing::Full;
+  // Forward and its rerun: 25 ops and 2 all-reduces each; backward 50 ops and 2 all-reduces; the
+  // layer's 4 extra ops each way (Megatron's unfused softmax) land in every pass.
+  const tn::gpu::HostPhases h = tn::gpu::hostLayerPhases(p, c, fp, 4, 4);
+  EXPECT_NEAR(h.fwd, 29 * 40e-6 + 2 * 50e-6, 1e-15);
+  EXPECT_NEAR(h.rec, 29 * 40e-6 + 2 * 50e-6, 1e-15);
+  EXPECT_NEAR(h.bwd, 54 * 10e-6 + 2 * 50e-6, 1e-15);
+  const tn::gpu::HostPhases plain = tn::gpu::hostLayerPhases(p, c, fp);
+  EXPECT_NEAR(plain.fwd + plain.rec + plain.bwd, tn::gpu::hostLayerSeconds(p, c, fp), 1e-15);
+}
+
+TEST(MegatronSoftmax, TheFusedKernelTakesOnlyItsShapesAndTheRestRunsPyTorchsFp32Path) {
+  // FusedScaleMaskSoftmax.is_kernel_available: 16 < keys <= 2048, queries and keys % 4, and
+  // b·np % 4 (get_batch_per_block: 4 rows a block past 128 keys, 8 at <= 128).
+  EXPECT_TRUE(tn::megatronFusedSoftmax(4, 1024, 1024));
+  EXPECT_FALSE(tn::megatronFusedSoftmax(2, 1024, 1024));  // TP 8 of 16 heads at micro-batch 1
+  EXPECT_FALSE(tn::megatronFusedSoftmax(6, 2048, 2048));  // 48 heads over TP 8
+  EXPECT_FALSE(tn::megatronFusedSoftmax(8, 4096, 4096));  // past 2048 keys
+  EXPECT_FALSE(tn::megatronFusedSoftmax(4, 128, 128));    // 8 rows a block at 128 keys
+  EXPECT_TRUE(tn::megatronFusedSoftmax(8, 128, 128));
+  // In the op list: 16 heads over TP 8, sequence 1024: b = 1 unfused, b = 2 fused.
+  const auto w = toy(2, 1024, 16);
+  tn::Plan p;
+  p.tp = 8, p.mbs = 1, p.gbs = 1, p.seq = 1024, p.precision = trainscope::runconfig::Precision::FP16;
+  auto softmax = [&](const tn::LayerOps& L) {
+    for (const tn::Op& o : L.forward)
+      if (o.name == "scale-mask-softmax") return o;
+    return tn::Op{};
+  };
+  const double scores = 1.0 * 2 * 1024 * 1024;  // b·np·s·s
+  const tn::LayerOps one = tn::layerOps(w, p, tn::Framework::Megatron);
+  EXPECT_DOUBLE_EQ(softmax(one).bytes, 36 * scores);
+  EXPECT_DOUBLE_EQ(softmax(one).backward_bytes, 40 * scores);
+  EXPECT_EQ(one.extra_host_ops_forward, 4);
+  EXPECT_EQ(one.extra_host_ops_backward, 4);
+  p.mbs = 2;
+  const tn::LayerOps two = tn::layerOps(w, p, tn::Framework::Megatron);
+  EXPECT_DOUBLE_EQ(softmax(two).bytes, 1.5 * 2 * scores * 2);
+  EXPECT_EQ(two.extra_host_ops_forward, 0);
 }

@@ -154,8 +154,9 @@ const tn::Op* find(const std::vector<tn::Op>& ops, const std::string& name) {
 
 TEST(GpuTime, MegatronsFusedCausalSoftmaxAndDropoutMoveWhatTheirKernelsMove) {
   trainscope::workloads::Workload w = toyGpt();
+  w.n_head = 8;  // b·heads/t = 4: the fused kernel takes the shape (megatronFusedSoftmax)
   tn::Plan p = toyPlan(2, 1, 1);
-  const double scores = 1.0 * (4 / 2) * 512.0 * 512, e = 2;
+  const double scores = 1.0 * (8 / 2) * 512.0 * 512, e = 2;
   const tn::LayerOps l = tn::layerOps(w, p, tn::Framework::Megatron);
   // Softmax: forward reads the unmasked half and writes the row; backward reads half of y and dy.
   ASSERT_NE(find(l.backward, "scale-mask-softmax backward"), nullptr);
@@ -180,7 +181,7 @@ TEST(GpuTime, MegatronsFusedCausalSoftmaxAndDropoutMoveWhatTheirKernelsMove) {
   // Past 2048 keys the fused kernel is refused: PyTorch's fp32 path, 36 and 40 bytes per score.
   w.n_positions = 4096;
   p.seq = 4096;
-  const double long_scores = 1.0 * (4 / 2) * 4096.0 * 4096;
+  const double long_scores = 1.0 * (8 / 2) * 4096.0 * 4096;
   const tn::LayerOps big = tn::layerOps(w, p, tn::Framework::Megatron);
   EXPECT_DOUBLE_EQ(find(big.forward, "scale-mask-softmax")->bytes, 36.0 * long_scores);
   EXPECT_DOUBLE_EQ(find(big.backward, "scale-mask-softmax backward")->bytes, 40.0 * long_scores);

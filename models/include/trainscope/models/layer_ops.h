@@ -71,7 +71,15 @@ struct LayerOps {
   // keeps its input, Q, K and V, instead; full: the layer's input only).
   double saved = 0;
   double saved_fp32 = 0;  // of `saved`, the fp32 row statistics (flash attention's log-sum-exp)
+  // Host ops the layer issues beyond its framework profile's ops_forward / ops_backward (Megatron-LM's
+  // softmax on PyTorch's path where its fused kernel does not take the shape).
+  double extra_host_ops_forward = 0, extra_host_ops_backward = 0;
 };
+
+// Whether Megatron-LM's fused scale-mask-softmax kernel takes a shape: `attn_batches` = micro-batch
+// x attention heads on the TP rank, `queries`, `keys` per row (else PyTorch's fp32 path, 36 bytes
+// per score forward and 40 backward, and 4 more host ops each way).
+bool megatronFusedSoftmax(double attn_batches, double queries, double keys);
 
 // One transformer layer of `w` under plan `p`; `moe`: one whose MLP is the mixture of experts (moe.h).
 LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a = Attention::Default,

@@ -1,0 +1,43 @@
+// host_time.cpp — the host thread's side of a micro-batch on a GPU cluster (gpu_time.h): a layer's
+// framework ops, collective calls and hooks by pass, and the pass-by-pass bound of host and device
+// (docs/framework-profiles.md).
+#include <algorithm>
+
+#include "gpu_time.h"
+#include "trainscope/models/zero.h"
+
+namespace trainscope::models::gpu {
+
+using runconfig::Checkpointing;
+
+double hostOpSeconds(double profile_s, const Cluster& c) { return profile_s >= 0 ? profile_s : c.dispatch_s; }
+
+HostPhases hostLayerPhases(const Plan& p, const Cluster& c, const FrameworkProfile& fp, double extra_forward_ops,
+                           double extra_backward_ops) {
+  const bool full = p.ckpt == Checkpointing::Full;
+  const bool sp = p.sequence_parallel, zero3 = zero::shardsParameters(p) && p.gradientGroup() > 1;
+  // The layer's collective calls per micro-batch and pass: TP's (SP: 4 forward, 6 backward; else 2
+  // and 2; the rerun forward's again), ZeRO-3's gather before the forward (and the rerun) and its
+  // gradient reduce-scatter in the backward.
+  const double tp_fwd = p.tp > 1 ? (sp ? 4.0 : 2.0) : 0.0, tp_bwd = p.tp > 1 ? (sp ? 6.0 : 2.0) : 0.0;
+  const double z = zero3 ? 1.0 : 0.0;
+  const double hooks = p.zero == runconfig::ZeroStage::None ? 0.0 : fp.hooks_per_layer * fp.hook_s;
+  const double op = hostOpSeconds(fp.host_op_s, c);
+  HostPhases h;
+  const double fwd_ops = fp.ops_forward + extra_forward_ops, bwd_ops = fp.ops_backward + extra_backward_ops;
+  h.fwd = fwd_ops * op + (tp_fwd + z) * fp.host_collective_s + 0.5 * hooks;
+  h.rec = full ? fwd_ops * op + (tp_fwd + z) * fp.host_collective_s + 0.5 * hooks : 0.0;
+  h.bwd = bwd_ops * hostOpSeconds(fp.host_backward_op_s, c) + (tp_bwd + z) * fp.host_collective_s + 0.5 * hooks;
+  return h;
+}
+
+double hostLayerSeconds(const Plan& p, const Cluster& c, const FrameworkProfile& fp) {
+  const HostPhases h = hostLayerPhases(p, c, fp);
+  return h.fwd + h.rec + h.bwd;
+}
+
+double phasedSeconds(const HostPhases& host, const HostPhases& device) {
+  return std::max(host.fwd, device.fwd) + std::max(host.rec, device.rec) + std::max(host.bwd, device.bwd);
+}
+
+}  // namespace trainscope::models::gpu
