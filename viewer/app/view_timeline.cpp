@@ -77,6 +77,7 @@ void panelTabs(App& app) {
           case Tab::Compare: app.drawCompare(); break;
           case Tab::Study: app.drawStudy(); break;
           case Tab::Sql: app.drawSql(); break;
+          case Tab::Search: app.drawSearchList(); break;
         }
         ImGui::EndTabItem();
       }
@@ -88,6 +89,7 @@ void panelTabs(App& app) {
       item("Summary", Tab::Summary);
       if (app.docs.size() > 1) item("Compare", Tab::Compare);
       item("SQL", Tab::Sql);
+      item("Search", Tab::Search);  // the results list (view_finders.cpp)
     }
     if (app.study) item("Study", Tab::Study);
     ImGui::EndTabBar();
@@ -99,6 +101,7 @@ void panelTabs(App& app) {
 
 void App::drawFrame() {
   stats_shown = {}, details_shown.clear();  // filled again if the Statistics or Details tab is drawn
+  finders.enclosing_drawn = false;
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(vp->Pos);
   ImGui::SetNextWindowSize(vp->Size);
@@ -164,6 +167,7 @@ void App::drawTimeline() {
 
   // Pinned tracks: a band under the ruler that does not scroll (at most half the timeline).
   float y = p0.y + kRulerH;
+  y = drawQueryTrack(dl, cx, y);  // a query shown as a track, under the ruler (view_finders.cpp)
   Hover hover;
   if (!track_layout.pinned.empty()) {
     const float band = std::min(track_layout.pinned_h, (timeline_y1 - y) * 0.5f);
