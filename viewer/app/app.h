@@ -298,6 +298,7 @@ class App {
     MatchList list;                     // found's matches in the list's order; found_index is a position in it
     bool list_scroll = false;           // scroll the list to found_index's row in the next frame
     std::pair<int64_t, int64_t> list_drawn{0, 0};  // the list's rows drawn in the last frame (--layout)
+    std::pair<MatchColumn, bool> table_sort{MatchColumn::Start, false};  // the table's sort specs last seen
     std::unique_ptr<QueryTrack> track;  // a query shown as a track under the ruler (nullptr: none)
     struct Box {
       float x0, x1;

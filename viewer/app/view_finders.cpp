@@ -99,10 +99,14 @@ void App::drawSearchList() {
                           ImGuiID(MatchColumn::Start));
   ImGui::TableSetupColumn("duration", ImGuiTableColumnFlags_WidthFixed, 120, ImGuiID(MatchColumn::Duration));
   ImGui::TableHeadersRow();
+  // A click on a header: the specs change from what the table last asked for (the list's own sort
+  // may have been set elsewhere, by `matches`; the table's first, default specs do not undo it).
   if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsDirty && specs->SpecsCount > 0) {
     const auto by = MatchColumn(specs->Specs[0].ColumnUserID);
     const bool desc = specs->Specs[0].SortDirection == ImGuiSortDirection_Descending;
-    if (by != finders.list.by || desc != finders.list.descending) {
+    const bool clicked = std::make_pair(by, desc) != finders.table_sort;
+    finders.table_sort = {by, desc};
+    if (clicked && (by != finders.list.by || desc != finders.list.descending)) {
       const int64_t m = found_index >= 0 ? int64_t(finders.list.order[size_t(found_index)]) : -1;
       finders.list = sortMatches(*t, found, by, desc);
       if (m >= 0) found_index = positionOf(finders.list, m), finders.list_scroll = true;
