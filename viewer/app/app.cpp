@@ -179,7 +179,8 @@ bool App::selectByName(const std::string& name, int64_t k) {
   return false;
 }
 
-// The matches listed in the Search tab (in its sort), the first one after the view's middle picked.
+// The matches listed in the Search tab (in its sort), the first one after the view's middle picked;
+// the tab shown stays (the search box and the script's `search` show the list, a Statistics row does not).
 void App::runSearch(const std::string& needle) {
   const Trace* t = primary();
   if (!t) return;
@@ -187,9 +188,7 @@ void App::runSearch(const std::string& needle) {
   found = search(*t, needle);
   finders.list = sortMatches(*t, found, finders.list.by, finders.list.descending);
   found_index = -1;
-  tab = Tab::Search;  // the results list (view_finders.cpp)
   if (!found.matches.empty()) gotoMatch(+1);
-  tab = Tab::Search, tab_requested = true;
 }
 
 // Next / previous walk the results list in its order; the first step in start order goes to the
@@ -242,6 +241,7 @@ void App::applyCommand(const ScriptCommand& c) {
       std::cerr << "trainscope-viewer: --script line " << c.line << ": no event named \"" << c.args[0] << "\"\n";
   } else if (c.op == "search") {
     runSearch(c.args[0]);
+    tab = Tab::Search, tab_requested = true;  // the results list (view_finders.cpp)
   } else if (c.op == "next" || c.op == "prev") {
     gotoMatch(c.op == "next" ? 1 : -1);
   } else if (c.op == "range") {

@@ -37,8 +37,10 @@ void topBar(App& app) {
   ImGui::SameLine(ImGui::GetWindowWidth() - 520);
   ImGui::SetNextItemWidth(220);
   if (ImGui::InputTextWithHint("##search", "search names", app.search_text, sizeof app.search_text,
-                               ImGuiInputTextFlags_EnterReturnsTrue))
+                               ImGuiInputTextFlags_EnterReturnsTrue)) {
     app.runSearch(app.search_text);
+    app.tab = Tab::Search, app.tab_requested = true;  // the results list (view_finders.cpp)
+  }
   ImGui::SameLine();
   if (ImGui::ArrowButton("##prev", ImGuiDir_Left)) app.gotoMatch(-1);
   ImGui::SameLine();
