@@ -179,31 +179,27 @@ bool App::selectByName(const std::string& name, int64_t k) {
   return false;
 }
 
+// The matches listed in the Search tab (in its sort), the first one after the view's middle picked;
+// the tab shown stays (the search box and the script's `search` show the list, a Statistics row does not).
 void App::runSearch(const std::string& needle) {
   const Trace* t = primary();
   if (!t) return;
   std::snprintf(search_text, sizeof search_text, "%s", needle.c_str());
   found = search(*t, needle);
+  finders.list = sortMatches(*t, found, finders.list.by, finders.list.descending);
   found_index = -1;
   if (!found.matches.empty()) gotoMatch(+1);
 }
 
+// Next / previous walk the results list in its order; the first step in start order goes to the
+// match after (before) the view's middle.
 void App::gotoMatch(int dir) {
   const Trace* t = primary();
   if (!t || found.matches.empty()) return;
+  if (finders.list.order.size() != found.matches.size()) finders.list = sortMatches(*t, found, MatchColumn::Start, false);
+  const bool by_time = finders.list.by == MatchColumn::Start && !finders.list.descending;
   const int64_t center = view.origin + int64_t((view.t0 + view.t1) / 2);
-  found_index = found_index < 0 ? nextMatch(*t, found, center, dir)
-                                : (found_index + dir + int64_t(found.matches.size())) % int64_t(found.matches.size());
-  const EventRef& r = found.matches[size_t(found_index)];
-  const Event& e = t->event(r);
-  size_t doc = 0;
-  for (size_t i = 0; i < docs.size(); ++i)
-    if (docs[i]->trace.get() == t) doc = i;
-  select(doc, r);
-  reveal(doc, r);
-  const double w = std::max(view.t1 - view.t0, double(e.duration()) * 3);
-  view.t0 = view.rel(e.start) + double(e.duration()) / 2 - w / 2;
-  view.t1 = view.t0 + w;
+  gotoListed(found_index < 0 && by_time ? nextMatch(*t, found, center, dir) : stepInList(finders.list, found_index, dir));
 }
 
 void App::setRange(int64_t a, int64_t b) {
@@ -229,6 +225,7 @@ void App::applyCommand(const ScriptCommand& c) {
   if (applyHabitCommand(c)) return;  // bookmark, note, drop, overlay (view_habits.cpp)
   if (applyTableCommand(c)) return;  // csv, sql, diff (view_tables.cpp)
   if (applyTrackCommand(c)) return;  // collapse, hide, pin, move, empty, split (view_input.cpp)
+  if (applyFinderCommand(c)) return;  // matches, match, sqlrow, sqltrack, diffrow, tab search (view_finders.cpp)
   if (c.op == "view") {
     view.t0 = parseTime(c.args[0], "--script");
     view.t1 = parseTime(c.args[1], "--script");
@@ -244,6 +241,7 @@ void App::applyCommand(const ScriptCommand& c) {
       std::cerr << "trainscope-viewer: --script line " << c.line << ": no event named \"" << c.args[0] << "\"\n";
   } else if (c.op == "search") {
     runSearch(c.args[0]);
+    tab = Tab::Search, tab_requested = true;  // the results list (view_finders.cpp)
   } else if (c.op == "next" || c.op == "prev") {
     gotoMatch(c.op == "next" ? 1 : -1);
   } else if (c.op == "range") {
@@ -400,6 +398,7 @@ void App::writeLayout(const std::string& path) const {
   }
   habitsLayout(j);  // scale, bookmarks, notes, the study view
   tablesLayout(j);  // the diff, the SQL box's rows, the histogram
+  findersLayout(j);  // the search list, the selection, the query track, enclosing, Details in order
   writeTimelineLayout(j);  // tracks drawn, collapsed ranks, the split, run B's alignment
   files::writeAtomically(path, jsonText(j, 1) + "\n", layoutRule());
 }
@@ -418,7 +417,9 @@ int App::run() {
   if (!opt.script.empty()) {
     const std::string text = files::readTextFile(opt.script, "--script", "name a script file (see docs/viewer.md)");
     // csv, sql, diff (view_tables.cpp); then view_state.h's commands and the app's (notes.h)
-    script = parseTableScript(text, opt.script, parseAppScript);
+    script = parseTableScript(text, opt.script, [](const std::string& t, const std::string& f) {
+      return parseFinderScript(t, f, parseAppScript);  // matches, match, sqlrow, sqltrack, diffrow (finders.h)
+    });
   }
   Window window("trainscope-viewer", opt.width, opt.height, !headless, opt.scale);
   for (const auto& f : opt.files) openDocument(f);

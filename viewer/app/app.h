@@ -21,6 +21,7 @@
 #include "trainscope/tuner/study.h"
 #include "trainscope/viewer/details.h"
 #include "trainscope/viewer/fit.h"
+#include "trainscope/viewer/finders.h"
 #include "trainscope/viewer/lod.h"
 #include "trainscope/viewer/model.h"
 #include "trainscope/viewer/names.h"
@@ -131,7 +132,7 @@ struct HeaderRect {
   bool collapsed = false;
 };
 
-enum class Tab { Details, Statistics, Steps, Summary, Compare, Study, Sql };
+enum class Tab { Details, Statistics, Steps, Summary, Compare, Study, Sql, Search };
 
 class App {
  public:
@@ -313,9 +314,43 @@ class App {
   Table tableFor(const std::string& which);          // stats, range, diff, steps, sql
   bool applyTableCommand(const ScriptCommand& c);    // csv, sql, diff; false: not one of them
   void tablesLayout(nlohmann::json& j) const;
+  // view_finders.cpp: go-to for every finder — the search results list (next / prev walk it), SQL rows
+  // that name an event, a query shown as a track, diff rows to their slowest instance, what encloses
+  // the selection.
+  struct FindersState {
+    MatchList list;                     // found's matches in the list's order; found_index is a position in it
+    bool list_scroll = false;           // scroll the list to found_index's row in the next frame
+    std::pair<int64_t, int64_t> list_drawn{0, 0};  // the list's rows drawn in the last frame (--layout)
+    std::pair<MatchColumn, bool> table_sort{MatchColumn::Start, false};  // the table's sort specs last seen
+    std::unique_ptr<QueryTrack> track;  // a query shown as a track under the ruler (nullptr: none)
+    struct Box {
+      float x0, x1;
+      uint32_t count;
+      std::string label;
+    };
+    std::vector<Box> track_boxes;       // the query track's boxes as last drawn (--layout)
+    float track_y0 = 0, track_y1 = 0;
+    std::string status;                 // the last jump's outcome, or why it could not jump
+    Enclosing enclosing;                // the selection's, as Details last drew it (--layout)
+    bool enclosing_drawn = false;
+    std::optional<size_t> sql_jump;     // a SQL row clicked, acted on in the next frame (outside the result's lock)
+    bool sql_track = false;             // "show as a track" clicked, likewise
+  } finders;
+  void drawSearchList();
+  void gotoListed(int64_t pos);                     // the list's row `pos`: select, scroll to its row, pan
+  void bringIntoView(size_t doc, const EventRef& r);  // select, reveal, and pan or zoom to it
+  bool jumpToSqlRow(size_t row);
+  bool jumpToDiffRow(size_t row);
+  void showQueryTrack();                            // the last query's rows as a track
+  float drawQueryTrack(ImDrawList* dl, const TimelineContext& cx, float y);  // returns the y below it
+  void drawEnclosing(size_t doc, size_t chars);     // Details' "enclosing" column
+  bool rowButton(int id, bool selected);            // a table row made clickable (before its first cell)
+  bool applyFinderCommand(const ScriptCommand& c);  // matches, match, sqlrow, sqltrack, diffrow, tab search
+  void findersLayout(nlohmann::json& j) const;
   // view_comm.cpp: ranks related.
   float drawCollectiveWait(ImDrawList* dl, size_t doc, const EventRef& r, float x0, float x1, float y0, float y1);
-  void drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered);
+  // band_top: the pinned band's top (links to pinned rows are drawn over it); 0: no band.
+  void drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered, float band_top = 0);
   void drawCriticalPath(ImDrawList* dl);  // view_path.cpp: each step's critical path over the steps rows
   // The timeline's parts (view_timeline.cpp, view_ruler.cpp, view_tracks.cpp, view_overlays.cpp,
   // view_input.cpp); an event under the mouse is a Hover, found by the model's hit test.

@@ -51,8 +51,25 @@ float App::drawCollectiveWait(ImDrawList* dl, size_t doc, const EventRef& r, flo
 
 // Links of the selected and the hovered collective to their copies on the rows on screen, and the
 // arrows of the pipeline sends drawn this frame. The caller has clipped to the timeline.
-void App::drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered) {
+//
+// The caller's clip is the scrolled rows' child; a link with an end in the pinned band (above the
+// child, from band_top) is drawn under a clip that reaches up into the band: over the band alone when
+// both ends are pinned, over the band and the rows when one is, so it is never cut off at the band's edge.
+void App::drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered, float band_top) {
   const bool record = !opt.layout.empty();
+  const ImVec2 clip0 = dl->GetClipRectMin(), clip1 = dl->GetClipRectMax();
+  auto pinned = [&](const RowRect* rr) {
+    if (band_top <= 0) return false;
+    for (const LayoutRow& p : track_layout.pinned)
+      if (p.doc == rr->doc && p.track == rr->track) return true;
+    return false;
+  };
+  // Clip for a link between rows a and b (pushed; the caller pops).
+  auto pushClip = [&](const RowRect* a, const RowRect* b) {
+    const bool pa = pinned(a), pb = pinned(b);
+    const float top = pa || pb ? band_top : clip0.y, bottom = pa && pb ? clip0.y - 2 : clip1.y;
+    dl->PushClipRect(ImVec2(clip0.x, top), ImVec2(clip1.x, bottom), false);
+  };
   std::map<std::tuple<size_t, uint32_t, uint32_t>, const RowRect*> row_of;
   auto rowOf = [&](size_t doc, const EventRef& r) -> const RowRect* {
     if (row_of.empty())
@@ -79,8 +96,10 @@ void App::drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered)
     const ImVec2 pa(view.x(d.trace->event(send).start + d.offset), (a->y0 + a->y1) / 2);
     const ImVec2 pb(view.x(d.trace->event(recv).end + d.offset), b->y1 < a->y0 ? b->y1 : b->y0);
     const ImVec2 c1(pa.x + (pb.x - pa.x) * 0.25f, pa.y), c2(pb.x - (pb.x - pa.x) * 0.25f, pb.y);
+    pushClip(a, b);
     dl->AddBezierCubic(pa, c1, c2, pb, withAlpha(palette::kP2p, 220), thickness);
     arrowHead(dl, c2, pb, palette::kP2p);
+    dl->PopClipRect();
     recordLink(doc, call, send, recv, pa, pb, source);
   };
   // A collective's links: from the focused copy's start to each other copy's start.
@@ -99,6 +118,7 @@ void App::drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered)
       const RowRect* b = rowOf(s.doc, m);
       if (!b) continue;
       const ImVec2 pb(view.x(t.event(m).start + d.offset), (b->y0 + b->y1) / 2);
+      pushClip(a, b);
       dl->AddLine(pa, pb, palette::kCommLink, 2);
       dl->AddCircleFilled(pb, 3.5f, palette::kCommLink);
       dl->AddRect(ImVec2(pb.x - 1, b->y0), ImVec2(std::max(view.x(t.event(m).end + d.offset), pb.x + 2) + 1, b->y1),
@@ -106,9 +126,12 @@ void App::drawCommLinks(ImDrawList* dl, const std::optional<Selection>& hovered)
       // The last arrival, where every copy's transfer begins.
       dl->AddLine(ImVec2(last, std::min(a->y0, b->y0)), ImVec2(last, std::max(a->y1, b->y1)),
                   withAlpha(palette::kCommLink, 160), 1);
+      dl->PopClipRect();
       recordLink(s.doc, *call, s.ref, m, pa, pb, source);
     }
+    pushClip(a, a);
     dl->AddCircleFilled(pa, 3.5f, palette::kCommLink);
+    dl->PopClipRect();
   };
 
   // The flows switch: all (every send's arrow, the selected and the hovered event's links), selected, none.

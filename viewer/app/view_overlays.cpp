@@ -117,7 +117,7 @@ void App::drawTimelineOverlays(ImDrawList* dl, const TimelineContext& cx, const 
   const bool band = !track_layout.pinned.empty();
   const OverlayClip clip{cx.x0, cx.x1, band ? cx.pinned_y : cx.top, band ? cx.top - 2 : cx.top, cx.top, cx.bottom};
   if (selection && selection->doc < docs.size() && docs[selection->doc]->ready()) selectionOverlay(*this, dl, clip);
-  drawCommLinks(dl, hover ? std::optional<Selection>(hover->first) : std::nullopt);  // ranks related
+  drawCommLinks(dl, hover ? std::optional<Selection>(hover->first) : std::nullopt, band ? cx.pinned_y : 0);  // ranks related
   drawCriticalPath(dl);  // each step's chain of work and waits across ranks (view_path.cpp)
   if (!found.matches.empty() && docs[0]->ready()) searchOverlay(*this, dl);
   if (range) {

@@ -136,12 +136,7 @@ void App::drawDetails() {
   ImGui::BeginChild("context", ImVec2(0, 0));
   const size_t chars = size_t(ImGui::GetContentRegionAvail().x / std::max(1.f, ImGui::CalcTextSize("M").x));
   auto shown = [&](const EventRef& r) { return d.names.fit(t.event(r).name, t.names, chars); };
-  ImGui::TextDisabled("enclosing");
-  for (const auto& p : enclosing(t, selection->ref)) {
-    ImGui::PushID(int(p.lane));
-    if (ImGui::Selectable(shown(p).c_str())) select(selection->doc, p);
-    ImGui::PopID();
-  }
+  drawEnclosing(selection->doc, chars);  // view_finders.cpp: a collective's by its rank's threads
   if (d.correlation) {
     const Event& e = t.event(selection->ref);
     if (e.kind == EventKind::ApiCall) {

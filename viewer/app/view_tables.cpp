@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -97,6 +98,9 @@ void App::startSql(const std::string& query, bool wait) {
 void App::drawSql() {
   const Document* d = statsDocument();
   if (!d) return;
+  // A row clicked or "show as a track" in the last frame (view_finders.cpp; they read the result).
+  if (auto row = std::exchange(finders.sql_jump, std::nullopt)) jumpToSqlRow(*row);
+  if (std::exchange(finders.sql_track, false)) showQueryTrack();
   ImGui::TextDisabled("SQL over %s, read-only (tables: docs/trace-schema.md). Ctrl+Enter runs.", d->path.c_str());
   const bool run = ImGui::InputTextMultiline("##sql", tables.sql_text, sizeof tables.sql_text,
                                              ImVec2(-1, ImGui::GetTextLineHeight() * 4),
@@ -108,12 +112,18 @@ void App::drawSql() {
   std::lock_guard<std::mutex> lock(tables.sql_mu);
   const QueryResult& r = tables.sql_result;
   if (!busy && tables.sql_ran.empty()) return;
+
   if (!busy) {
     ImGui::SameLine();
     if (ImGui::SmallButton("copy as CSV")) ImGui::SetClipboardText(toCsv(r.table).c_str());
     ImGui::SameLine();
     ImGui::TextDisabled("%zu rows%s in %.3f s", r.table.rows.size(), r.truncated ? " (the first; more not shown)" : "",
                         r.seconds);
+    ImGui::SameLine();  // view_finders.cpp: the rows' intervals as a track; a row with rank and start_ns jumps
+    if (r.error.empty() && ImGui::SmallButton("show as a track")) finders.sql_track = true;
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s", finders.status.empty() ? "click a row with rank and start_ns to go to its event"
+                                                     : finders.status.c_str());
   }
   if (!r.error.empty()) {
     ImGui::TextColored(ImVec4(1, .45f, .45f, 1), "%s", r.error.c_str());
@@ -134,6 +144,7 @@ void App::drawSql() {
       ImGui::TableNextRow();
       for (int c = 0; c < cols; ++c) {
         ImGui::TableNextColumn();
+        if (c == 0 && rowButton(i, false)) finders.sql_jump = size_t(i);
         ImGui::TextUnformatted(r.table.rows[size_t(i)][size_t(c)].c_str());
       }
     }
@@ -205,6 +216,8 @@ void App::drawNameDiff() {
     ImGui::TextColored(ImVec4(1, .8f, .4f, 1), "%s", d->error.c_str());
     return;
   }
+  ImGui::TextDisabled("%s", finders.status.empty() ? "click a row for its slowest instance" : finders.status.c_str());
+  std::optional<size_t> jump;  // a row clicked: its slowest instance (view_finders.cpp), after the table
   if (!ImGui::BeginTable("name_diff", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable))
     return;
   ImGui::TableSetupScrollFreeze(0, 1);
@@ -222,6 +235,7 @@ void App::drawNameDiff() {
       const DiffRow& r = d->rows[size_t(i)];
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
+      if (rowButton(i, false)) jump = size_t(i);
       // The name shortened as the timeline shortens it (names.h: `CppNode<BlockCheckpoint>` reads
       // `BlockCheckpoint`), the full name on hover.
       const size_t chars = size_t(std::max(0.f, ImGui::GetContentRegionAvail().x) / char_w);
@@ -251,6 +265,7 @@ void App::drawNameDiff() {
 
     }
   ImGui::EndTable();
+  if (jump) jumpToDiffRow(*jump);
 }
 
 std::vector<HeaderShown>& headersShown() {

@@ -43,8 +43,10 @@ void topBar(App& app) {
   ImGui::SameLine(ImGui::GetWindowWidth() - 520);
   ImGui::SetNextItemWidth(220);
   if (ImGui::InputTextWithHint("##search", "search names", app.search_text, sizeof app.search_text,
-                               ImGuiInputTextFlags_EnterReturnsTrue))
+                               ImGuiInputTextFlags_EnterReturnsTrue)) {
     app.runSearch(app.search_text);
+    app.tab = Tab::Search, app.tab_requested = true;  // the results list (view_finders.cpp)
+  }
   ImGui::SameLine();
   if (ImGui::ArrowButton("##prev", ImGuiDir_Left)) app.gotoMatch(-1);
   ImGui::SameLine();
@@ -84,6 +86,7 @@ void panelTabs(App& app) {
           case Tab::Compare: app.drawCompare(); break;
           case Tab::Study: app.drawStudy(); break;
           case Tab::Sql: app.drawSql(); break;
+          case Tab::Search: app.drawSearchList(); break;
         }
         ImGui::EndTabItem();
       }
@@ -95,6 +98,7 @@ void panelTabs(App& app) {
       item("Summary", Tab::Summary);
       if (app.docs.size() > 1) item("Compare", Tab::Compare);
       item("SQL", Tab::Sql);
+      item("Search", Tab::Search);  // the results list (view_finders.cpp)
     }
     if (app.study) item("Study", Tab::Study);
     ImGui::EndTabBar();
@@ -107,6 +111,7 @@ void panelTabs(App& app) {
 void App::drawFrame() {
   headersShown().clear();
   stats_shown = {}, details_shown.clear();  // filled again if the Statistics or Details tab is drawn
+  finders.enclosing_drawn = false;
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(vp->Pos);
   ImGui::SetNextWindowSize(vp->Size);
@@ -173,6 +178,7 @@ void App::drawTimeline() {
 
   // Pinned tracks: a band under the ruler that does not scroll (at most half the timeline).
   float y = p0.y + kRulerH;
+  y = drawQueryTrack(dl, cx, y);  // a query shown as a track, under the ruler (view_finders.cpp)
   Hover hover;
   if (!track_layout.pinned.empty()) {
     const float band = std::min(track_layout.pinned_h, (timeline_y1 - y) * 0.5f);

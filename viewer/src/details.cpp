@@ -44,12 +44,13 @@ void linkedFields(const Trace& trace, const CommCall& call, const EventRef& ref,
   }
   const MemberTiming m = memberTiming(trace, call, ref);
   const int64_t whole = trace.event(ref).duration();
-  f.push_back({call.link.p2p ? "send -> recv" : "linked ranks",
-               ranks + (call.link.p2p ? "" : " (" + num(int64_t(call.members.size())) + " of " + num(c.group_size) + ")")});
-  f.push_back({"arrival skew", formatExact(call.link.skewNs()) + " (last arrival: rank " + num(m.last_rank) + ")"});
+  // This copy's wait first, then the call's skew and transfer: what a reader looks for, above the fold.
   f.push_back({"wait", formatExact(m.wait_ns) + " (" + pct(m.wait_ns, whole) + " of the call)"});
+  f.push_back({"arrival skew", formatExact(call.link.skewNs()) + " (last arrival: rank " + num(m.last_rank) + ")"});
   f.push_back({"transfer", formatExact(m.transfer_ns) + (call.link.p2p ? " (to the receive's end)" : "")});
   f.push_back({"bus bandwidth (transfer)", bw(rundb::callTiming(c, &call.link).busbw)});
+  f.push_back({call.link.p2p ? "send -> recv" : "linked ranks",
+               ranks + (call.link.p2p ? "" : " (" + num(int64_t(call.members.size())) + " of " + num(c.group_size) + ")")});
 }
 
 // The fields every event has: its name (and the mangled one, when demangling changed it), kind,
@@ -126,11 +127,19 @@ void memsetFields(rundb::RunReader& rd, int64_t rank, const Event& e, Fields& f)
   f.push_back({"value", num(r->value)});
 }
 
-// A collective's row, its bandwidths, and when it is linked across ranks its copies and timing.
+// A collective's row, its bandwidths, and when it is linked across ranks its copies and timing — the
+// wait, skew and transfer (or why it is not linked) right under its name, before the row's columns
+// and the start and duration, so that a short Details panel shows them without scrolling.
 void collectiveFields(rundb::RunReader& rd, const Trace& trace, const EventRef& ref, int64_t rank, const Event& e,
                       Fields& f) {
   for (const auto& c : rd.startingAt<rundb::Collective>(rank, e.start)) {
     if (c.start_ns != e.start || c.end_ns != e.end) continue;
+    Fields linked;
+    if (const CommCall* call = trace.comm.callOf(ref)) linkedFields(trace, *call, ref, c, linked);
+    else  // no wait or skew is known: said so, with why, never shown as 0
+      linked.push_back({"linked", "not linked: " + rundb::notLinkedReason(c, trace.comm.unlinked, trace.comm.layout)});
+    const size_t after_name = f.size() > 1 && f[1].first == "mangled" ? 2 : 1;
+    f.insert(f.begin() + std::ptrdiff_t(after_name), linked.begin(), linked.end());
     f.push_back({"op", c.op});
     f.push_back({"group", c.group});
     f.push_back({"group size", num(c.group_size)});
@@ -138,9 +147,6 @@ void collectiveFields(rundb::RunReader& rd, const Trace& trace, const EventRef& 
     f.push_back({"bytes", formatBytes(double(c.bytes)) + " (" + num(c.bytes) + ")"});
     f.push_back({"algorithm bandwidth", bw(c.algbw())});
     f.push_back({"bus bandwidth", bw(c.busbw())});
-    if (const CommCall* call = trace.comm.callOf(ref)) linkedFields(trace, *call, ref, c, f);
-    else  // no wait or skew is known: said so, with why, never shown as 0
-      f.push_back({"linked", "not linked: " + rundb::notLinkedReason(c, trace.comm.unlinked, trace.comm.layout)});
     return;
   }
 }
