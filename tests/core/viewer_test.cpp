@@ -296,6 +296,18 @@ TEST(ViewerModel, CorrelationFlameParentsAndDetails) {
   std::map<std::string, std::string> f;
   for (const auto& [key, value] : v::eventDetails(r, t, k)) f[key] = value;
   EXPECT_EQ(f["name"], "ampere_sgemm_128x64_tn");
+  // Launch latency: the kernel's start less its launch call's end, both ways round.
+  std::map<std::string, std::string> lf;
+  for (const auto& [key, value] : v::launchFields(t, corr, k)) lf[key] = value;
+  EXPECT_EQ(lf["launched by"], "cudaLaunchKernel");
+  const v::Event& api = t.event(*launch);
+  const int64_t latency = t.event(k).start - (api.start + api.duration());
+  ASSERT_GE(latency, 0);
+  EXPECT_EQ(lf["launch latency"], v::formatExact(latency));
+  const v::Fields from_api = v::launchFields(t, corr, *launch);
+  ASSERT_EQ(from_api.size(), 1u);
+  EXPECT_EQ(from_api[0].second, v::formatExact(latency) + " to ampere_sgemm_128x64_tn");
+  EXPECT_TRUE(v::launchFields(t, corr, v::search(t, "aten::mm").matches.at(0)).empty());  // no partner
   EXPECT_EQ(f["grid"], "128 x 1 x 1");
   EXPECT_EQ(f["block"], "256 x 1 x 1");
   EXPECT_EQ(f["registers"], "64");

@@ -125,6 +125,8 @@ void App::drawDetails() {
   }
   // A step: its breakdown on this rank, straggler and critical path, once the summary is there.
   Fields fields = cached;
+  if (d.correlation)  // a kernel's launch latency (launch end → start), or an API call's to its work
+    for (auto& field : launchFields(t, *d.correlation, selection->ref)) fields.push_back(std::move(field));
   if (selection->doc == 0)
     if (const rundb::RunSummary* sum = summary())
       for (auto& field : stepAnalysisFields(t, *sum, selection->ref)) fields.push_back(std::move(field));

@@ -359,6 +359,28 @@ void writeSyntheticTrace(const std::string& path, const SyntheticOptions& o) {
   store.close();
 }
 
+Fields launchFields(const Trace& trace, const CorrelationIndex& correlation, const EventRef& ref) {
+  const Event& e = trace.event(ref);
+  const auto latency = [](const Event& api, const Event& work) {
+    const int64_t ns = work.start - (api.start + api.duration());
+    return (ns < 0 ? "-" : "") + formatExact(ns < 0 ? -ns : ns) + (ns < 0 ? " (the work began before its launch returned)" : "");
+  };
+  if (e.kind == EventKind::ApiCall) {
+    const auto launched = correlation.launchedBy(ref);
+    if (launched.empty()) return {};
+    EventRef first = launched.front();
+    for (const EventRef& r : launched)
+      if (trace.event(r).start < trace.event(first).start) first = r;
+    return {{"launch latency", latency(e, trace.event(first)) + " to " + demangle(trace.name(first))}};
+  }
+  if (e.kind != EventKind::Kernel && e.kind != EventKind::CommKernel && e.kind != EventKind::Memcpy &&
+      e.kind != EventKind::Memset)
+    return {};
+  const auto api = correlation.launchOf(ref);
+  if (!api) return {};
+  return {{"launched by", trace.name(*api)}, {"launch latency", latency(trace.event(*api), e)}};
+}
+
 Fields checkpointFields(const std::vector<rundb::Checkpoint>& rows, size_t most) {
   Fields f;
   if (rows.empty()) return f;

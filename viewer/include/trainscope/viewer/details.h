@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "trainscope/viewer/model.h"
+#include "trainscope/viewer/query.h"
 
 namespace trainscope::rundb {
 class RunReader;
@@ -20,6 +21,12 @@ using Fields = std::vector<std::pair<std::string, std::string>>;
 // The event's row, field by field ("name", "start", "duration", then the table's own columns; for a
 // collective its bytes, algorithm and bus bandwidth). Empty when the row cannot be found.
 Fields eventDetails(rundb::RunReader& reader, const Trace& trace, const EventRef& ref);
+
+// Launch latency, from the correlation ids (query.h): for a kernel, copy or set, "launched by" (the
+// API call) and "launch latency" — the device work's start less the launch call's end (the queue
+// it waited in: an earlier kernel or the GPU catching up); for an API call, the same to the first
+// work it launched. Empty for events with no correlated partner.
+Fields launchFields(const Trace& trace, const CorrelationIndex& correlation, const EventRef& ref);
 
 // The run's `run --save` checkpoints for the summary panel: "checkpoints" (how many, their bytes and
 // seconds in all), then one field per checkpoint, the last `most` of them ("checkpoint after step
