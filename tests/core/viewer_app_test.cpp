@@ -190,6 +190,11 @@ TEST(ViewerApp, ASelectionDrawsItsPanelAndScriptsDriveTheView) {
     return n;
   };
   EXPECT_GT(textPixels(with), 3 * textPixels(without) + 500);
+  // With nothing selected the panel holds only Details' hint line: it shrinks to it, and a selection
+  // brings its share back.
+  EXPECT_TRUE(without.layout["panel_hint_only"].get<bool>());
+  EXPECT_FALSE(with.layout["panel_hint_only"].get<bool>());
+  EXPECT_GT(without.layout["panel_y0"].get<float>(), with.layout["panel_y0"].get<float>() + 100);
   // The selected kernel is outlined in white in the stream row.
   const v::Trace t = v::loadTrace(db);
   bool white = false;

@@ -320,6 +320,7 @@ void App::writeLayout(const std::string& path) const {
   j["timeline"] = {{"x0", timeline_x0}, {"x1", timeline_x1}, {"y0", timeline_y0}, {"y1", timeline_y1}};
   j["view"] = {{"t0", view.t0}, {"t1", view.t1}, {"origin", view.origin}};
   j["panel_y0"] = panel_y0;
+  j["panel_hint_only"] = panel_hint_only;
   j["import_headers"] = import_headers;
   j["selection"] = bool(selection);
   j["rows"] = nlohmann::json::array();

@@ -226,6 +226,7 @@ class App {
   Fields details_shown;              // the Details table as last drawn
   float timeline_x0 = 0, timeline_x1 = 0, timeline_y0 = 0, timeline_y1 = 0;
   float panel_y0 = 0;
+  bool panel_hint_only = false;  // the panel shrunk to Details' hint line (view_timeline.cpp)
   std::vector<DrawItem> scratch;
   double frame_ms = 0;
   double first_frame_s = -1, timeline_frame_s = -1;  // launch latency: seconds from the start (--frame-stats)

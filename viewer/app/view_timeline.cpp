@@ -131,7 +131,13 @@ void App::drawFrame() {
   }
   // Timeline | split | panel: the panel takes its share of what is below the top bar.
   const float total_h = ImGui::GetContentRegionAvail().y;
-  const float panel_h = std::max(60.f, total_h * panel_share);
+  float panel_h = std::max(60.f, total_h * panel_share);
+  // A panel that would hold only Details' hint line (nothing selected, no range) shrinks to the tab
+  // bar and the hint, and the timeline takes the rest; a selection brings the panel's share back.
+  panel_hint_only = primary() && tab == Tab::Details && !selection && !range;
+  if (panel_hint_only)
+    panel_h = std::min(panel_h, ImGui::GetFrameHeightWithSpacing() + 3 * ImGui::GetTextLineHeightWithSpacing() +
+                                    2 * ImGui::GetStyle().WindowPadding.y);
   const float timeline_h = std::max(40.f, total_h - panel_h - 6 - ImGui::GetStyle().ItemSpacing.y);
   if (primary()) {
     ImGui::BeginChild("timeline", ImVec2(0, timeline_h), false, ImGuiWindowFlags_NoScrollWithMouse);
