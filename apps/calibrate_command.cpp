@@ -332,6 +332,16 @@ CLI::App* addCalibrateCommand(CLI::App& app, CalibrateFlags*& f) {
   return c;
 }
 
+void writeCalibrated(const CalibrateFlags& f, const tn::Cluster& base, const std::map<std::string, double>& values,
+                     const nlohmann::json& cal, const files::OutputRule& rule) {
+  std::string text = files::readTextFile(base.source, "--cluster", "pass a cluster file");
+  text = tn::withParams(text, values, base.source);
+  nlohmann::json out = nlohmann::json::parse(text);
+  out["name"] = std::filesystem::path(f.out).stem().string();
+  out["calibration"] = cal;
+  files::writeAtomically(f.out, out.dump(2) + "\n", rule);
+}
+
 int runCalibrate(const CalibrateFlags& f) {
   if (f.folds < 0 || f.folds == 1)
     throw UserError("--folds", std::to_string(f.folds) + " folds", "pass 2 or more, or 0 to skip cross-validation");
@@ -411,13 +421,7 @@ int runCalibrate(const CalibrateFlags& f) {
     cal["cross_validation"]["by"] = "model and cluster size (never by row)";
   }
 
-  std::map<std::string, double> values = fit.values;
-  std::string text = files::readTextFile(base.source, "--cluster", "pass a cluster file");
-  text = tn::withParams(text, values, base.source);
-  nlohmann::json out = nlohmann::json::parse(text);
-  out["name"] = std::filesystem::path(f.out).stem().string();
-  out["calibration"] = cal;
-  files::writeAtomically(f.out, out.dump(2) + "\n", rule);
+  writeCalibrated(f, base, fit.values, cal, rule);
 
   if (f.json) {
     std::cout << jsonText(cal) << "\n";

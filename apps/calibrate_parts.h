@@ -2,11 +2,13 @@
 // (rows of traces, fitted per kernel class) share.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "calibrate_command.h"
+#include "trainscope/common/files.h"
 #include "trainscope/tuner/fit.h"
 
 namespace trainscope::apps {
@@ -16,6 +18,10 @@ std::string utcNow();
 void printSummary(const char* what, const tuner::ErrorSummary& s);
 // The row of one --trace database: its recorded configuration, else --config's, measured at step_s.
 tuner::FitRow traceRow(const CalibrateFlags& f, const tuner::Cluster& base, const std::string& path, double step_s);
+// The calibrated cluster file -o: --cluster's file with the fitted `values` put in, named after -o,
+// with its "calibration" record `cal`; written atomically under `rule`.
+void writeCalibrated(const CalibrateFlags& f, const tuner::Cluster& base, const std::map<std::string, double>& values,
+                     const nlohmann::json& cal, const files::OutputRule& rule);
 // `calibrate --trace`: fit, write -o with its "calibration" record (or --evaluate: print the errors).
 int runCalibrateTrace(const CalibrateFlags& f, const tuner::Cluster& base);
 

@@ -124,12 +124,7 @@ int runCalibrateTrace(const CalibrateFlags& f, const tn::Cluster& base) {
   const tn::ErrorSummary after = tn::summarize(rows, tn::priceRows(fit.fitted, rows));
   const nlohmann::json cal = record(f, base, fit, traces, before, after);
 
-  std::string text = files::readTextFile(base.source, "--cluster", "pass a cluster file");
-  text = tn::withParams(text, fit.values, base.source);
-  nlohmann::json out = nlohmann::json::parse(text);
-  out["name"] = std::filesystem::path(f.out).stem().string();
-  out["calibration"] = cal;
-  files::writeAtomically(f.out, out.dump(2) + "\n", rule);
+  writeCalibrated(f, base, fit.values, cal, rule);
   if (f.json) {
     std::cout << jsonText(cal) << "\n";
     return 0;

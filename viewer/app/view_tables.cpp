@@ -45,21 +45,8 @@ std::vector<ScriptCommand> parseTableScript(
     const std::string& text, const std::string& file,
     const std::function<std::vector<ScriptCommand>(const std::string&, const std::string&)>& rest) {
   static const char* kTables[] = {"stats", "range", "diff", "steps", "sql"};
-  std::vector<ScriptCommand> mine;
-  std::string others;  // the other lines, ours blanked so that line numbers still hold
-  std::istringstream in(text);
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++n;
-    std::istringstream words(line.substr(0, line.find('#')));
-    ScriptCommand c;
-    c.line = n;
-    words >> c.op;
-    const bool ours = c.op == "csv" || c.op == "sql" || c.op == "diff";
-    others += (ours ? std::string() : line) + "\n";
-    if (!ours) continue;
-    for (std::string w; words >> std::quoted(w);) c.args.push_back(w);
-    const std::string where = file + ":" + std::to_string(n);
+  const auto ours = [](const std::string& op) { return op == "csv" || op == "sql" || op == "diff"; };
+  const auto check = [](const ScriptCommand& c, const std::string& where) {
     if (c.op == "csv" && (c.args.size() != 2 || std::find(std::begin(kTables), std::end(kTables), c.args[0]) == std::end(kTables)))
       throw UserError("--script", where + ": csv takes a table (stats, range, diff, steps or sql) and a file",
                       "e.g. csv stats /tmp/stats.csv");
@@ -67,12 +54,8 @@ std::vector<ScriptCommand> parseTableScript(
       throw UserError("--script", where + ": sql takes one quoted query", "e.g. sql \"SELECT count(*) FROM kernels\"");
     if (c.op == "diff" && (c.args.size() != 1 || (c.args[0] != "step" && c.args[0] != "whole")))
       throw UserError("--script", where + ": diff takes step or whole", "see docs/viewer.md");
-    mine.push_back(c);
-  }
-  std::vector<ScriptCommand> out = rest(others, file);
-  out.insert(out.end(), mine.begin(), mine.end());
-  std::stable_sort(out.begin(), out.end(), [](const ScriptCommand& a, const ScriptCommand& b) { return a.line < b.line; });
-  return out;
+  };
+  return parseScriptPart(text, file, ours, check, rest);
 }
 
 // The SQL box's query, on a thread of its own; `wait`: until it is done (a script's `sql`).

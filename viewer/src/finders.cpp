@@ -280,21 +280,10 @@ Enclosing enclosingOf(const Trace& trace, const EventRef& r) {
 std::vector<ScriptCommand> parseFinderScript(
     const std::string& text, const std::string& file,
     std::vector<ScriptCommand> (*rest)(const std::string&, const std::string&)) {
-  std::vector<ScriptCommand> mine;
-  std::string others;  // the other lines, ours blanked so that line numbers still hold
-  std::istringstream in(text);
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++n;
-    std::istringstream words(line.substr(0, line.find('#')));
-    ScriptCommand c;
-    c.line = n;
-    words >> c.op;
-    const bool ours = c.op == "matches" || c.op == "match" || c.op == "sqlrow" || c.op == "sqltrack" || c.op == "diffrow";
-    others += (ours ? std::string() : line) + "\n";
-    if (!ours) continue;
-    for (std::string w; words >> std::quoted(w);) c.args.push_back(w);
-    const std::string where = file + ":" + std::to_string(n);
+  const auto ours = [](const std::string& op) {
+    return op == "matches" || op == "match" || op == "sqlrow" || op == "sqltrack" || op == "diffrow";
+  };
+  const auto check = [](const ScriptCommand& c, const std::string& where) {
     if (c.op == "matches" && (c.args.empty() || c.args.size() > 2 || !parseMatchColumn(c.args[0]) ||
                               (c.args.size() == 2 && c.args[1] != "asc" && c.args[1] != "desc")))
       throw UserError("--script", where + ": matches takes a column (name, rank, track, start or duration) and asc or desc",
@@ -306,12 +295,8 @@ std::vector<ScriptCommand> parseFinderScript(
       if (!k || *k < 0)
         throw UserError("--script", where + ": " + c.op + " takes a row number (from 0)", "e.g. " + c.op + " 0");
     }
-    mine.push_back(c);
-  }
-  std::vector<ScriptCommand> out = rest(others, file);
-  out.insert(out.end(), mine.begin(), mine.end());
-  std::stable_sort(out.begin(), out.end(), [](const ScriptCommand& a, const ScriptCommand& b) { return a.line < b.line; });
-  return out;
+  };
+  return parseScriptPart(text, file, ours, check, rest);
 }
 
 }  // namespace trainscope::viewer

@@ -117,22 +117,10 @@ void saveNotes(const std::string& path, const Notes& n) {
 }
 
 std::vector<ScriptCommand> parseAppScript(const std::string& text, const std::string& file) {
-  std::vector<ScriptCommand> mine;
-  std::string rest;  // the other lines, ours blanked so that parseScript's line numbers still hold
-  std::istringstream in(text);
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++n;
-    std::string code = line.substr(0, line.find('#'));
-    std::istringstream words(code);
-    ScriptCommand c;
-    c.line = n;
-    words >> c.op;
-    const bool ours = c.op == "bookmark" || c.op == "note" || c.op == "drop" || c.op == "overlay";
-    rest += (ours ? std::string() : line) + "\n";
-    if (!ours) continue;
-    for (std::string w; words >> std::quoted(w);) c.args.push_back(w);
-    const std::string where = file + ":" + std::to_string(n);
+  const auto ours = [](const std::string& op) {
+    return op == "bookmark" || op == "note" || op == "drop" || op == "overlay";
+  };
+  const auto check = [](const ScriptCommand& c, const std::string& where) {
     const size_t lo = 1, hi = c.op == "overlay" || c.op == "note" ? 1 : 2;
     if (c.args.size() < lo || c.args.size() > hi)
       throw UserError("--script", where + ": " + c.op + " takes " + (lo == hi ? "1" : "1-2") + " argument(s)",
@@ -140,12 +128,8 @@ std::vector<ScriptCommand> parseAppScript(const std::string& text, const std::st
     if (c.op == "bookmark") parseTime(c.args[0], "--script " + where);
     if (c.op == "overlay" && c.args[0] != "help" && c.args[0] != "bookmarks" && c.args[0] != "open" && c.args[0] != "none")
       throw UserError("--script", where + ": overlay takes help, bookmarks, open or none", "see docs/viewer.md");
-    mine.push_back(c);
-  }
-  std::vector<ScriptCommand> out = parseScript(rest, file);
-  out.insert(out.end(), mine.begin(), mine.end());
-  std::stable_sort(out.begin(), out.end(), [](const ScriptCommand& a, const ScriptCommand& b) { return a.line < b.line; });
-  return out;
+  };
+  return parseScriptPart(text, file, ours, check, parseScript);
 }
 
 }  // namespace trainscope::viewer

@@ -104,6 +104,33 @@ void checkTrackCommand(const ScriptCommand& c, const std::string& where, Number&
 
 }  // namespace
 
+std::vector<ScriptCommand> parseScriptPart(const std::string& text, const std::string& file,
+                                           const std::function<bool(const std::string& op)>& ours,
+                                           const std::function<void(const ScriptCommand&, const std::string& where)>& check,
+                                           const ScriptParser& rest) {
+  std::vector<ScriptCommand> mine;
+  std::string others;  // the other lines, ours blanked so that line numbers still hold
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    std::istringstream words(line.substr(0, line.find('#')));
+    ScriptCommand c;
+    c.line = n;
+    words >> c.op;
+    const bool taken = ours(c.op);
+    others += (taken ? std::string() : line) + "\n";
+    if (!taken) continue;
+    for (std::string w; words >> std::quoted(w);) c.args.push_back(w);
+    check(c, file + ":" + std::to_string(n));
+    mine.push_back(c);
+  }
+  std::vector<ScriptCommand> out = rest(others, file);
+  out.insert(out.end(), mine.begin(), mine.end());
+  std::stable_sort(out.begin(), out.end(), [](const ScriptCommand& a, const ScriptCommand& b) { return a.line < b.line; });
+  return out;
+}
+
 std::vector<ScriptCommand> parseScript(const std::string& text, const std::string& file) {
   // op → (min args, max args)
   static const std::map<std::string, std::pair<int, int>> arity = {

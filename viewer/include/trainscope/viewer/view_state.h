@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,5 +65,14 @@ struct ScriptCommand {
 };
 // Throws UserError naming the file and line for an unknown command or bad arguments.
 std::vector<ScriptCommand> parseScript(const std::string& text, const std::string& file);
+
+// One part of a script's parser: the lines whose command `ours` takes are parsed here (words, quoted
+// arguments) and handed to `check` with their "FILE:LINE" (it throws UserError for bad arguments);
+// the other lines go to `rest`, ours blanked so that line numbers hold; the result in line order.
+using ScriptParser = std::function<std::vector<ScriptCommand>(const std::string& text, const std::string& file)>;
+std::vector<ScriptCommand> parseScriptPart(const std::string& text, const std::string& file,
+                                           const std::function<bool(const std::string& op)>& ours,
+                                           const std::function<void(const ScriptCommand&, const std::string& where)>& check,
+                                           const ScriptParser& rest);
 
 }  // namespace trainscope::viewer
