@@ -23,7 +23,11 @@ cleanup() {
   [ -f "$work/slurmd.pid" ] && kill "$(cat "$work/slurmd.pid")" 2>/dev/null
   [ -f "$work/slurmctld.pid" ] && kill "$(cat "$work/slurmctld.pid")" 2>/dev/null
   [ -f "$work/munged.pid" ] && kill "$(cat "$work/munged.pid")" 2>/dev/null
-  sleep 1
+  # Wait (bounded) for them to exit, then stop what is left.
+  for i in $(seq 1 100); do
+    pgrep -f "(slurmd|slurmctld) -f $work|munged.*$work" >/dev/null || break
+    sleep 0.1
+  done
   pkill -f "slurmd -f $work" 2>/dev/null; pkill -f "slurmctld -f $work" 2>/dev/null
   pkill -f "munged.*$work" 2>/dev/null
   rm -rf "$work"
@@ -72,9 +76,10 @@ printf "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\nCgroupMountpoint=/sys/fs/cgr
 
 slurmctld -f "$SLURM_CONF" -i
 slurmd -f "$SLURM_CONF"
-for i in $(seq 1 60); do
+# Poll until the node is up (a condition, bounded at 2 minutes for a loaded machine).
+for i in $(seq 1 1200); do
   if sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then break; fi
-  sleep 0.5
+  sleep 0.1
 done
 sinfo || true
 if ! sinfo -h -o '%t' | grep -qE '^(idle|mix|alloc)'; then

@@ -404,6 +404,22 @@ void App::writeLayout(const std::string& path) const {
   files::writeAtomically(path, jsonText(j, 1) + "\n", layoutRule());
 }
 
+// --frame-stats: the loaded trace's frame times, the launch latency, and how soon the tabs filled.
+void App::printFrameStats(std::vector<double> v) const {
+  std::sort(v.begin(), v.end());
+  const Trace* t = primary();
+  std::printf("frames %zu | frame CPU ms: median %.2f, p99 %.2f, max %.2f | load %.2f s | %lld events, %.1f MiB, %.1f B/event\n",
+              v.size(), v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], v.back(),
+              docs.empty() ? 0.0 : docs[0]->load_s, (long long)(t ? t->event_count : 0),
+              t ? double(t->bytes()) / 1048576.0 : 0.0,
+              t && t->event_count ? double(t->bytes()) / double(t->event_count) : 0.0);
+  std::printf("launch: first frame %.2f s after the start, first frame with the timeline %.2f s\n", first_frame_s,
+              timeline_frame_s);
+  if (!docs.empty())  // how soon the tabs filled (view_stats.cpp, afterTimeline)
+    std::printf("after the timeline: statistics first shown %.2f s, complete %.2f s; steps %.2f s\n",
+                docs[0]->stats_first_s.load(), docs[0]->stats_all_s.load(), docs[0]->steps_s.load());
+}
+
 int App::run() {
   const bool headless = !opt.screenshot.empty();
   // The outputs checked before anything is loaded: a refusal comes at once, not after the frames.
@@ -485,21 +501,7 @@ int App::run() {
     }
     window.swap();
   }
-  if (opt.frame_stats && !frame_ms.empty()) {
-    std::vector<double> v = frame_ms;
-    std::sort(v.begin(), v.end());
-    const Trace* t = primary();
-    std::printf("frames %zu | frame CPU ms: median %.2f, p99 %.2f, max %.2f | load %.2f s | %lld events, %.1f MiB, %.1f B/event\n",
-                v.size(), v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], v.back(),
-                docs.empty() ? 0.0 : docs[0]->load_s, (long long)(t ? t->event_count : 0),
-                t ? double(t->bytes()) / 1048576.0 : 0.0,
-                t && t->event_count ? double(t->bytes()) / double(t->event_count) : 0.0);
-    std::printf("launch: first frame %.2f s after the start, first frame with the timeline %.2f s\n", first_frame_s,
-                timeline_frame_s);
-    if (!docs.empty())  // how soon the tabs filled (view_stats.cpp, afterTimeline)
-      std::printf("after the timeline: statistics first shown %.2f s, complete %.2f s; steps %.2f s\n",
-                  docs[0]->stats_first_s.load(), docs[0]->stats_all_s.load(), docs[0]->steps_s.load());
-  }
+  if (opt.frame_stats && !frame_ms.empty()) printFrameStats(frame_ms);
   if (!fatal.empty()) {
     std::cerr << "trainscope-viewer: " << fatal << "\n";
     return 2;

@@ -139,6 +139,7 @@ class App {
   explicit App(Options o);
   ~App();
   int run();  // the exit status
+  void printFrameStats(std::vector<double> frame_ms) const;  // --frame-stats (run)
 
   // --- state the views share ---
   Options opt;
