@@ -283,15 +283,31 @@ class StageTimes {
   HostPhases host_layer_{};
 };
 
+// One micro-batch on a stage: its device time, or the host's pass by pass where that is longer.
+double stageMicroSeconds(const Stage& s) {
+  return std::max(s.device_fwd + s.device_bwd + s.recompute + s.tp + s.cp + s.ep,
+                  phasedSeconds(s.host_phases, s.device_phases));
+}
+
 // The slowest stage's micro-batch: the first stage holds ⌈L/p⌉ layers and the embedding, the last
-// ⌊L/p⌋ and the head.
-Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak) {
+// ⌊L/p⌋ and the head. `fill_s` (under PP): the other stages' micro-batch times summed, what the
+// pipeline's fill and drain add (pipelineFillSeconds).
+Stage slowestStage(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak,
+                   double* fill_s) {
   const StageTimes times(w, p, c, o, peak);
   const double first_layers = double(layersOfStage(w.n_layer, p.pp, 0));
   const double last_layers = double(layersOfStage(w.n_layer, p.pp, p.pp - 1));
   const Stage a = times.stage(0, first_layers, true, p.pp == 1), z = times.stage(p.pp - 1, last_layers, false, true);
   auto total = [](const Stage& s) { return phasedSeconds(s.host_phases, s.device_phases); };
-  return p.pp == 1 || total(a) >= total(z) ? a : z;
+  const Stage& slow = p.pp == 1 || total(a) >= total(z) ? a : z;
+  if (fill_s && p.pp > 1) {
+    std::vector<double> stages = {stageMicroSeconds(a)};
+    for (int64_t s = 1; s + 1 < p.pp; ++s)
+      stages.push_back(stageMicroSeconds(times.stage(s, double(layersOfStage(w.n_layer, p.pp, s)), false, false)));
+    stages.push_back(stageMicroSeconds(z));
+    *fill_s = pipelineFillSeconds(stages, slow.index);
+  }
+  return slow;
 }
 
 }  // namespace
@@ -363,6 +379,13 @@ double zeroLayerSeconds(double first_s, double gather_s, double reduce_s, double
   return first_s + rest * std::max(0.0, gather_s + reduce_s - compute_s);
 }
 
+double pipelineFillSeconds(const std::vector<double>& stage_s, int64_t slowest) {
+  double fill = 0;
+  for (size_t s = 0; s < stage_s.size(); ++s)
+    if (int64_t(s) != slowest) fill += stage_s[s];
+  return fill;
+}
+
 double stageParams(const workloads::Workload& w, const Plan& p, int64_t s) {
   double n = 0;
   for (const double x : stageTensors(w, p, s)) n += x;
@@ -394,7 +417,8 @@ MicroBatchTime addMicroBatches(TimePrediction& r, const Stage& slow, double M) {
   return {per_micro, scale};
 }
 
-// Pipeline: the bubble is (p − 1)/v micro-batch times. Each micro-batch crosses each boundary
+// Pipeline: the bubble is the fill and the drain, the other stages' micro-batch times (p − 1 of them
+// when the stages are equal), ÷ v when interleaved (pipelineFillSeconds). Each micro-batch crosses each boundary
 // forward and backward, once per model chunk, and the fill and the drain add the p − 1 hops of the
 // first forward and of the last backward. Megatron-LM sends 1/t of the activation from each TP rank
 // and all-gathers it inside the node after the receive (its scatter-gather optimisation, Narayanan
@@ -402,11 +426,11 @@ MicroBatchTime addMicroBatches(TimePrediction& r, const Stage& slow, double M) {
 // (batch_isend_irecv, then torch.cuda.synchronize), so none overlaps compute. This runtime sends
 // 1/t between nodes and under SP.
 void addPipeline(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c, bool megatron,
-                 double per_micro) {
+                 double fill_s) {
   const double e = double(p.elementBytes()), t = double(p.tp), M = double(p.ga());
   const double act_bytes = double(p.mbs) * double(p.localSeq()) * double(w.n_embd) * e;  // one (b, s/cp, h) activation
   const double v = double(std::max<int64_t>(1, p.virtual_stages)), pp = double(p.pp);
-  r.bubble_s = (pp - 1.0) / v * per_micro;
+  r.bubble_s = fill_s / v;
   // Ranks are laid out TP fastest, then DP, then PP (Megatron-LM's initialize_model_parallel and
   // this runtime's Layout): a stage is a block of tp·dp ranks, and once the job spans nodes some
   // boundary crosses one, which sets the pace.
@@ -552,9 +576,10 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   // Tensor cores run at the clock the board sustains at its power limit, not at the boost clock the
   // datasheet's peak is quoted at (A100: 1305 of 1410 MHz under HPL).
   const double peak = c.peak(p.computeDtype()) * c.sustained_clock;
-  const Stage slow = slowestStage(w, p, c, o, peak);
+  double fill_s = 0;
+  const Stage slow = slowestStage(w, p, c, o, peak, &fill_s);
   const MicroBatchTime micro = addMicroBatches(r, slow, double(p.ga()));
-  if (p.pp > 1) addPipeline(r, w, p, c, megatron, micro.per_micro);
+  if (p.pp > 1) addPipeline(r, w, p, c, megatron, fill_s);
   // Data parallelism: the gradients of one (tp, pp) shard reduced across DP (ZeRO-1: reduce-scatter
   // + all-gather, the same bus bytes). Every stage reduces at once over its own group; the step waits
   // for the stage with the most parameters (the first or the last, which hold the word embedding).

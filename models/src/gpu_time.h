@@ -26,6 +26,13 @@ NetworkTier spanningTier(const Cluster& c, double per_node);
 // embedding; and their sum.
 std::vector<double> stageTensors(const workloads::Workload& w, const Plan& p, int64_t s);
 double stageParams(const workloads::Workload& w, const Plan& p, int64_t s);
+// The pipeline's fill and drain under 1F1B with stages of unequal micro-batch times `stage_s` (the
+// first holds the embedding, the last the head): the first micro-batch's forward reaches the slowest
+// stage through the ones before it, which then runs M micro-batches back to back, and the last
+// backward returns through the ones before it; the stages after it add their forward and backward
+// on the way out and back. The step is M·t_slowest + Σ_{s ≠ slowest} t_s: this sum, which is
+// (p − 1)·t when the stages are equal (Narayanan et al. 2021 §2.2's bubble).
+double pipelineFillSeconds(const std::vector<double>& stage_s, int64_t slowest);
 // One transformer layer's parameters on a TP rank (12h²/t + 7h/t + 6h).
 double layerParams(const workloads::Workload& w, const Plan& p);
 // ZeRO-3's parameter all-gathers of one pass (forward or backward) over `layers` layers, each

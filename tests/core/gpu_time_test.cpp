@@ -263,6 +263,36 @@ TEST(GpuTime, MegatronSendsATthOfTheActivationAndGathersItInTheNode) {
   EXPECT_NEAR(tn::predictTime(w, p, c).pp_comm_s, (2 * M + 2) * seconds(c.intra_node, act, 2, 1.0), 1e-12);
 }
 
+TEST(GpuTime, ThePipelinesFillAndDrainAreTheOtherStagesTimes) {
+  // 1F1B with unequal stages: M·t_slowest + Σ_{s ≠ slowest} t_s. Equal stages: (p − 1)·t, the
+  // textbook bubble; a last stage slowed by the head: the others' times, not p − 1 of its own.
+  EXPECT_DOUBLE_EQ(tn::gpu::pipelineFillSeconds({1.0, 1.0, 1.0, 1.0}, 3), 3.0);
+  EXPECT_DOUBLE_EQ(tn::gpu::pipelineFillSeconds({1.0, 1.0, 1.0, 2.0}, 3), 3.0);
+  EXPECT_DOUBLE_EQ(tn::gpu::pipelineFillSeconds({1.5, 1.0, 1.0, 1.2}, 0), 3.2);
+  const tn::Cluster c = flatGpu();
+  trainscope::workloads::Workload w = toyGpt();
+  w.n_layer = 8;
+  const tn::Plan p = toyPlan(1, 4, 1);
+  auto slowest = [&](const tn::TimePrediction& r) {  // the slowest stage's micro-batch
+    return (r.compute_s + r.recompute_s + r.tp_comm_s + r.cp_comm_s + r.ep_comm_s) / 4.0;
+  };
+  // A vocabulary of 8: the head and the embedding cost next to nothing, the stages are equal.
+  w.vocab_size = 8;
+  const tn::TimePrediction flat = tn::predictTime(w, p, c, megatron());
+  EXPECT_NEAR(flat.bubble_s, 3.0 * slowest(flat), 0.02 * flat.bubble_s);
+  // A vocabulary of 32,000: the last stage's head more than doubles its micro-batch; the bubble is
+  // the three stages before it (the first now also accumulates the embedding's gradient), well under
+  // three of the last stage's micro-batches, and it does not grow with the micro-batch count.
+  w.vocab_size = 32000;
+  const tn::TimePrediction heavy = tn::predictTime(w, p, c, megatron());
+  EXPECT_GT(slowest(heavy), 2.0 * slowest(flat));
+  EXPECT_GT(heavy.bubble_s, flat.bubble_s);
+  EXPECT_LT(heavy.bubble_s, 0.7 * 3.0 * slowest(heavy));
+  tn::Plan more = p;
+  more.gbs = 4 * p.gbs;  // M = 16
+  EXPECT_NEAR(tn::predictTime(w, more, c, megatron()).bubble_s, heavy.bubble_s, 1e-12);
+}
+
 TEST(GpuTime, DataParallelReducesTheLargerStageAndTheTiedEmbeddingIsSummedAfter) {
   const tn::Cluster c = flatGpu();
   const trainscope::workloads::Workload w = toyGpt();
