@@ -172,8 +172,12 @@ TEST(TimeModel, BreakdownAddsUpAndTheBubbleFollowsTheSchedule) {
   const auto t = tn::predictTime(w, p, c);
   EXPECT_NEAR(t.step_s, t.compute_s + t.recompute_s + t.tp_comm_s + t.dp_comm_s + t.pp_comm_s + t.bubble_s + t.optimizer_s,
               1e-12);
-  // (p − 1) micro-batch times of the slowest stage (its kernels and TP collectives), M = 64/(1·4) = 16.
-  EXPECT_NEAR(t.bubble_s, (t.compute_s + t.recompute_s + t.tp_comm_s) * 3.0 / 16.0, 1e-12);
+  // The fill and drain: the other three stages' micro-batch times (pipelineFillSeconds), each at most
+  // the slowest's (its kernels and TP collectives over M = 64/(1·4) = 16) and, at 10 layers a stage,
+  // within the head's share of it.
+  const double slowest = (t.compute_s + t.recompute_s + t.tp_comm_s) / 16.0;
+  EXPECT_LE(t.bubble_s, 3.0 * slowest * (1 + 1e-12));
+  EXPECT_GT(t.bubble_s, 0.8 * 3.0 * slowest);
   tn::Plan v = p;
   v.virtual_stages = 2;
   EXPECT_NEAR(tn::predictTime(w, v, c).bubble_s, t.bubble_s / 2, 1e-12);
