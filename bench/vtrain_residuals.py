@@ -53,9 +53,9 @@ def ring(x, bytes_):
 # all-reduce in fp16 over the k NICs a group's members own, after the backward; the optimizer at 54
 # bytes a parameter; the sends at act/tp + an all-gather; the tied embedding's all-reduce).
 CANDIDATES = {
+    # (a tree across nodes at half the ring's bus bandwidth adds the same seconds as fp32's doubling)
     "DP all-reduce in fp32 (x2 bytes)": lambda x: ring(x, 2 * x["params"]) / (x["k"] * NIC),
     "DP over one NIC per group": lambda x: ring(x, 2 * x["params"]) * (1 / NIC - 1 / (x["k"] * NIC)),
-    "DP tree across nodes (half busbw)": lambda x: ring(x, 2 * x["params"]) / (x["k"] * NIC),
     "optimizer x3 (unfused fp32 passes)": lambda x: 2 * x["params"] * 54 / HBM,
     "grad fp32 copy per micro-batch": lambda x: x["M"] * x["params"] * 6 / HBM,
     "sends without scatter-gather": lambda x: (2 * x["M"] + 2 * (x["pp"] - 1)) * x["act"] * (1 - 1 / x["tp"]) / NIC
