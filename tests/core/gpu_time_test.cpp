@@ -280,14 +280,15 @@ TEST(GpuTime, ThePipelinesFillAndDrainAreTheOtherStagesTimes) {
   w.vocab_size = 8;
   const tn::TimePrediction flat = tn::predictTime(w, p, c, megatron());
   EXPECT_NEAR(flat.bubble_s, 3.0 * slowest(flat), 0.02 * flat.bubble_s);
-  // A vocabulary of 32,000: the last stage's head more than doubles its micro-batch; the bubble is
-  // the three stages before it (the first now also accumulates the embedding's gradient), well under
-  // three of the last stage's micro-batches, and it does not grow with the micro-batch count.
+  // A vocabulary of 32,000: the last stage's head is most of a stage's layers again; the bubble is
+  // the three stages before it (the first now also accumulates the embedding's gradient), under three
+  // of the last stage's micro-batches by at least most of the head, and it does not grow with M.
   w.vocab_size = 32000;
   const tn::TimePrediction heavy = tn::predictTime(w, p, c, megatron());
-  EXPECT_GT(slowest(heavy), 2.0 * slowest(flat));
+  const double head = slowest(heavy) - slowest(flat);
+  EXPECT_GT(head, 0.5 * slowest(flat));
   EXPECT_GT(heavy.bubble_s, flat.bubble_s);
-  EXPECT_LT(heavy.bubble_s, 0.7 * 3.0 * slowest(heavy));
+  EXPECT_LT(heavy.bubble_s, 3.0 * slowest(heavy) - 2.0 * head);
   tn::Plan more = p;
   more.gbs = 4 * p.gbs;  // M = 16
   EXPECT_NEAR(tn::predictTime(w, more, c, megatron()).bubble_s, heavy.bubble_s, 1e-12);
