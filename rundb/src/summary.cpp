@@ -426,12 +426,12 @@ void breakdownRank(RunReader& reader, RankSummary& rs, const std::vector<Interva
       found.unmatched = true;
     }
   }
-  rs.breakdown = breakdownOver(ev, windows, rs.steps);
-  // Each step's own, where the windows are one per counted step (in order: cw is sorted by start).
-  if (windows.size() == cw.size() && steps_of.size() == cw.size()) {
-    const std::vector<Breakdown> each = breakdownEach(ev, windows);
-    for (size_t k = 0; k < windows.size(); ++k) rs.per_step.push_back({steps_of[k], windows[k].begin, windows[k].end, each[k]});
-  }
+  // Each step's own too, where the windows are one per counted step (in order: cw is sorted by
+  // start); the intervals merged once for both.
+  const bool per_step = windows.size() == cw.size() && steps_of.size() == cw.size();
+  std::vector<Breakdown> each;
+  rs.breakdown = breakdownOverAndEach(ev, windows, rs.steps, per_step ? &each : nullptr);
+  for (size_t k = 0; k < each.size(); ++k) rs.per_step.push_back({steps_of[k], windows[k].begin, windows[k].end, each[k]});
 }
 
 void addBreakdownNotes(RunSummary& s, const BreakdownFindings& found) {
