@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "../../viewer/src/sort_runs.h"
 #include "../common/cli.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/store.h"
@@ -198,6 +200,25 @@ TEST(ViewerLoad, TheSummaryFromTheLoadedLanesIsTheFilesSummary) {
     EXPECT_EQ(db::summaryJson(*from_lanes), db::summaryJson(*from_file)) << path;
   }
   EXPECT_GT(v::loadSummary(chunks)->ranks[0].unattributed_events, 2000);
+}
+
+// sortRuns against std::stable_sort: runs of every size (one, a few, many tiny ones beside large
+// ones, more than the merge takes), keys with many ties (stability: the payload says the input order).
+TEST(ViewerLoad, SortRunsIsAStableSort) {
+  std::mt19937_64 rng(35);
+  for (int runs : {1, 2, 3, 7, 63, 64, 65, 300, 2000}) {
+    std::vector<std::pair<int, int>> items;  // (key, input position)
+    for (int r = 0; r < runs; ++r) {
+      const int len = r % 5 == 0 ? 2000 : 1 + int(rng() % 20);
+      int key = int(rng() % 1000);
+      for (int i = 0; i < len; ++i, key += int(rng() % 3)) items.emplace_back(key, int(items.size()));
+    }
+    auto want = items;
+    auto byKey = [](const std::pair<int, int>& a, const std::pair<int, int>& b) { return a.first < b.first; };
+    std::stable_sort(want.begin(), want.end(), byKey);
+    v::sortRuns(items, byKey);
+    EXPECT_EQ(items, want) << runs << " runs";
+  }
 }
 
 // Equal events (same start and end) keep their order in the input: the first encloses the second.
