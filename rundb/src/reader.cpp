@@ -184,14 +184,23 @@ void RunReader::forEachOf(int64_t rank, const std::function<void(const Row&)>& f
 void RunReader::spans(const char* t, int64_t rowid_begin, int64_t rowid_end, std::vector<SpanRow>& out) {
   const std::string name = table(t).name;
   if (!hasTable(name)) return;
-  // Missing columns read as constants, so that one loop serves every table.
-  std::string cols;
-  if (name == "ranges" || name == "host_ops") cols = "name_id, tid, 0, -1, 0";
-  else if (name == "gpu_annotations") cols = "name_id, device, stream, -1, 0";
-  else if (name == "api_calls") cols = "name_id, tid, 0, COALESCE(correlation, -1), kind";
-  else if (name == "kernels") cols = "name_id, device, stream, COALESCE(correlation, -1), 0";
-  else if (name == "memcpy") cols = "NULL, device, stream, COALESCE(correlation, -1), kind";
-  else if (name == "memset") cols = "NULL, device, stream, COALESCE(correlation, -1), 0";
+  // Only the columns the table has, in SpanRow's order (name, a, b, correlation, kind): a constant
+  // in the SELECT still costs a VDBE op and a column call per row, and these loops read every row of
+  // the file. What a table lacks keeps SpanRow's default (no name, b = 0, no correlation, kind 0).
+  struct Cols {
+    std::string sql;
+    bool name, b, correlation, kind;
+  };
+  // A NULL name reads as kNoString in the SQL: one column call, not a type test and a read.
+  static_assert(kNoString == 4294967295u, "the SQL below spells kNoString");
+  const std::string nm = "COALESCE(name_id, 4294967295), ", corr = ", COALESCE(correlation, -1)";
+  Cols c;
+  if (name == "ranges" || name == "host_ops") c = {nm + "tid", true, false, false, false};
+  else if (name == "gpu_annotations") c = {nm + "device, stream", true, true, false, false};
+  else if (name == "api_calls") c = {nm + "tid" + corr, true, false, true, false};
+  else if (name == "kernels") c = {nm + "device, stream" + corr, true, true, true, false};
+  else if (name == "memcpy") c = {"device, stream" + corr + ", kind", false, true, true, true};
+  else if (name == "memset") c = {"device, stream" + corr, false, true, true, false};
   else TRAINSCOPE_THROW("spans: not a span table: " + name);
   // Reading the whole file once: map it rather than copy each page through SQLite's cache (a
   // read-only connection; no effect on other connections or on writers).
@@ -199,18 +208,19 @@ void RunReader::spans(const char* t, int64_t rowid_begin, int64_t rowid_end, std
     db_->exec("PRAGMA mmap_size = 4294967296");
     mapped_ = true;
   }
-  Statement s(*db_, "SELECT rank, start_ns, end_ns, " + cols + " FROM " + name + " WHERE rowid >= ? AND rowid < ?");
+  Statement s(*db_, "SELECT rank, start_ns, end_ns, " + c.sql + " FROM " + name + " WHERE rowid >= ? AND rowid < ?");
   s.bindFrom(1, rowid_begin, rowid_end);
   while (s.step()) {
     SpanRow r;
     r.rank = s.columnInt(0);
     r.start_ns = s.columnInt(1);
     r.end_ns = s.columnInt(2);
-    r.name = s.columnIsNull(3) ? kNoString : StringId(s.columnInt(3));
-    r.a = s.columnInt(4);
-    r.b = s.columnInt(5);
-    r.correlation = s.columnInt(6);
-    r.kind = int32_t(s.columnInt(7));
+    int i = 3;
+    if (c.name) r.name = StringId(s.columnInt(i++));
+    r.a = s.columnInt(i++);
+    if (c.b) r.b = s.columnInt(i++);
+    if (c.correlation) r.correlation = s.columnInt(i++);
+    if (c.kind) r.kind = int32_t(s.columnInt(i++));
     out.push_back(r);
   }
 }

@@ -34,24 +34,25 @@ std::map<int64_t, PeerWaits> peerWaits(const std::vector<Collective>& rows, cons
 
 namespace {
 
+// Two sorted interval lists as one, sorted (unionOf then has nothing to sort: millions of kernels).
+std::vector<Interval> merged(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> out(a.size() + b.size());
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), out.begin(),
+             [](const Interval& x, const Interval& y) { return x.begin < y.begin; });
+  return out;
+}
+
 // The categories' intervals merged once, then measured over any window.
 struct Merged {
   std::vector<Interval> cu, co, ov, work, any, wa, wa_cu, bu, bu_taken;
   explicit Merged(const CategoryIntervals& ev) {
     cu = unionOf(ev.compute), co = unionOf(ev.comm), ov = intersect(cu, co);
-    std::vector<Interval> busy = cu;
-    busy.insert(busy.end(), co.begin(), co.end());
-    work = unionOf(busy);
-    std::vector<Interval> everything = work;
-    const auto me = unionOf(ev.memory);
-    everything.insert(everything.end(), me.begin(), me.end());
-    any = unionOf(everything);
+    work = unionOf(merged(cu, co));
+    any = unionOf(merged(work, unionOf(ev.memory)));
     // Waiting where communication runs and compute does not; the bubble where neither does a wait.
     wa = intersect(unionOf(ev.wait), co), wa_cu = intersect(wa, cu);
     bu = intersect(unionOf(ev.bubble), co);
-    std::vector<Interval> cu_wa = cu;
-    cu_wa.insert(cu_wa.end(), wa.begin(), wa.end());
-    bu_taken = intersect(bu, unionOf(cu_wa));
+    bu_taken = intersect(bu, unionOf(merged(cu, wa)));
   }
   // Integer nanoseconds over [begin, end): exact, and each category is at most what ran.
   struct Ns {
@@ -84,21 +85,27 @@ struct Merged {
 }  // namespace
 
 Breakdown breakdownOver(const CategoryIntervals& ev, const std::vector<Interval>& windows, int64_t steps) {
-  const Merged m(ev);
-  Merged::Ns n;
-  for (const auto& [begin, end] : windows) m.add(n, begin, end);
-  return Merged::seconds(n, steps);
+  return breakdownOverAndEach(ev, windows, steps, nullptr);
 }
 
 std::vector<Breakdown> breakdownEach(const CategoryIntervals& ev, const std::vector<Interval>& windows) {
-  const Merged m(ev);
   std::vector<Breakdown> out;
+  breakdownOverAndEach(ev, windows, 1, &out);
+  return out;
+}
+
+Breakdown breakdownOverAndEach(const CategoryIntervals& ev, const std::vector<Interval>& windows, int64_t steps,
+                               std::vector<Breakdown>* each) {
+  const Merged m(ev);
+  Merged::Ns all;
   for (const auto& [begin, end] : windows) {
+    m.add(all, begin, end);
+    if (!each) continue;
     Merged::Ns n;
     m.add(n, begin, end);
-    out.push_back(Merged::seconds(n, 1));
+    each->push_back(Merged::seconds(n, 1));
   }
-  return out;
+  return Merged::seconds(all, steps);
 }
 
 namespace {

@@ -169,9 +169,7 @@ bool isCollectiveAnnotation(const std::string& n) {
 // What one rank's trace says it did, as intervals by category, and the device events with their
 // correlation ids (to tie them to the steps that launched them).
 struct RankEvents : CategoryIntervals {
-  struct Device {
-    int64_t start, end, correlation;
-  };
+  using Device = DeviceWork::Item;
   std::vector<Device> device;
   std::string source;  // "kernels", "ranges", "host_ops", "annotations" or ""
 };
@@ -179,49 +177,11 @@ struct RankEvents : CategoryIntervals {
 // The device rows of every counted rank and their launches, read in one pass over each table in
 // storage order. Reading them per rank through the (rank, start) index costs a B-tree seek
 // per row and every column: 3 M kernels took seconds, the viewer's Steps tab waited for it.
-struct DeviceRows {
-  struct Kernel {
-    RankEvents::Device d;
-    bool comm;  // an NCCL kernel
-  };
-  std::vector<Kernel> kernels;                        // each by start (ties: storage order)
-  std::vector<RankEvents::Device> memcpy, memset;
-  std::vector<std::pair<int64_t, int64_t>> launches;  // (correlation, start) of API calls, sorted
-};
+// Kernels, copies and sets each by start (ties: storage order); launches sorted.
+using DeviceRows = DeviceWork;
 
-std::map<int64_t, DeviceRows> readDevices(RunReader& reader, const std::vector<RankSummary>& ranks) {
-  std::map<int64_t, DeviceRows> out;
-  for (const RankSummary& rs : ranks) out[rs.rank];
-  std::unordered_map<StringId, bool> comm_name;  // isCommKernel by name id: a few names, millions of rows
-  auto rowsOf = [&](int64_t rank) -> DeviceRows* {
-    auto it = out.find(rank);
-    return it == out.end() ? nullptr : &it->second;  // a rank without steps: not summarised
-  };
-  // Room for an even share per rank: the usual trace fills it without the doubling's slack. The
-  // largest rowid bounds the rows; capped, since a foreign file's rowids may be sparse.
-  auto reserve = [&](const char* table, auto member) {
-    const int64_t rows = std::clamp<int64_t>(reader.rowBound(table), 0, int64_t(1) << 23);
-    const size_t share = size_t(rows) / std::max<size_t>(1, out.size()) + 1;
-    for (auto& [rank, d] : out) (d.*member).reserve(share);
-  };
-  reserve("kernels", &DeviceRows::kernels);
-  reader.forEach<Kernel>([&](const Kernel& k) {
-    if (DeviceRows* d = rowsOf(k.rank)) {
-      auto [c, fresh] = comm_name.emplace(k.name, false);
-      if (fresh) c->second = isCommKernel(reader.string(k.name));
-      d->kernels.push_back({{k.start_ns, k.end_ns, k.correlation}, c->second});
-    }
-  });
-  reader.forEach<Memcpy>([&](const Memcpy& m) {
-    if (DeviceRows* d = rowsOf(m.rank)) d->memcpy.push_back({m.start_ns, m.end_ns, m.correlation});
-  });
-  reader.forEach<Memset>([&](const Memset& m) {
-    if (DeviceRows* d = rowsOf(m.rank)) d->memset.push_back({m.start_ns, m.end_ns, m.correlation});
-  });
-  reserve("api_calls", &DeviceRows::launches);
-  reader.forEach<ApiCall>([&](const ApiCall& a) {
-    if (DeviceRows* d = rowsOf(a.rank); d && a.correlation >= 0) d->launches.emplace_back(a.correlation, a.start_ns);
-  });
+// The order the breakdown reads a rank's rows in (above), from storage order or a caller's.
+void orderDevices(std::map<int64_t, DeviceRows>& out) {
   // The order the index gave (start, then storage order): the unattributed time is summed in it.
   // Files are mostly stored in time order already: checking is cheaper than sorting.
   auto byStart = [](auto& v, auto start) {
@@ -239,6 +199,49 @@ std::map<int64_t, DeviceRows> readDevices(RunReader& reader, const std::vector<R
                                  [](const auto& a, const auto& b) { return a.first == b.first; }),
                      d.launches.end());
   }
+}
+
+std::map<int64_t, DeviceRows> readDevices(RunReader& reader, const std::vector<RankSummary>& ranks) {
+  std::map<int64_t, DeviceRows> out;
+  for (const RankSummary& rs : ranks) out[rs.rank];
+  std::unordered_map<StringId, bool> comm_name;  // isCommKernel by name id: a few names, millions of rows
+  auto rowsOf = [&](int64_t rank) -> DeviceRows* {
+    auto it = out.find(rank);
+    return it == out.end() ? nullptr : &it->second;  // a rank without steps: not summarised
+  };
+  // Room for an even share per rank: the usual trace fills it without the doubling's slack. The
+  // largest rowid bounds the rows; capped, since a foreign file's rowids may be sparse.
+  auto reserve = [&](const char* table, auto member) {
+    const int64_t rows = std::clamp<int64_t>(reader.rowBound(table), 0, int64_t(1) << 23);
+    const size_t share = size_t(rows) / std::max<size_t>(1, out.size()) + 1;
+    for (auto& [rank, d] : out) (d.*member).reserve(share);
+  };
+  // Each table in storage order through spans(): the columns used and no others, off the mapped
+  // file, in chunks of rowids (the rows of one chunk held at a time).
+  std::vector<SpanRow> rows;
+  auto eachRow = [&](const char* table, auto f) {
+    const int64_t bound = reader.rowBound(table);
+    constexpr int64_t kChunk = int64_t(1) << 18;
+    for (int64_t b = 0; b <= bound; b += kChunk) {
+      rows.clear();
+      reader.spans(table, b, std::min(bound + 1, b + kChunk), rows);
+      for (const SpanRow& r : rows)
+        if (DeviceRows* d = rowsOf(r.rank)) f(r, *d);
+    }
+  };
+  reserve("kernels", &DeviceRows::kernels);
+  eachRow("kernels", [&](const SpanRow& k, DeviceRows& d) {
+    auto [c, fresh] = comm_name.emplace(k.name, false);
+    if (fresh) c->second = isCommKernel(reader.string(k.name));
+    d.kernels.push_back({{k.start_ns, k.end_ns, k.correlation}, c->second});
+  });
+  eachRow("memcpy", [&](const SpanRow& m, DeviceRows& d) { d.memcpy.push_back({m.start_ns, m.end_ns, m.correlation}); });
+  eachRow("memset", [&](const SpanRow& m, DeviceRows& d) { d.memset.push_back({m.start_ns, m.end_ns, m.correlation}); });
+  reserve("api_calls", &DeviceRows::launches);
+  eachRow("api_calls", [&](const SpanRow& a, DeviceRows& d) {
+    if (a.correlation >= 0) d.launches.emplace_back(a.correlation, a.start_ns);
+  });
+  orderDevices(out);
   return out;
 }
 
@@ -423,12 +426,12 @@ void breakdownRank(RunReader& reader, RankSummary& rs, const std::vector<Interva
       found.unmatched = true;
     }
   }
-  rs.breakdown = breakdownOver(ev, windows, rs.steps);
-  // Each step's own, where the windows are one per counted step (in order: cw is sorted by start).
-  if (windows.size() == cw.size() && steps_of.size() == cw.size()) {
-    const std::vector<Breakdown> each = breakdownEach(ev, windows);
-    for (size_t k = 0; k < windows.size(); ++k) rs.per_step.push_back({steps_of[k], windows[k].begin, windows[k].end, each[k]});
-  }
+  // Each step's own too, where the windows are one per counted step (in order: cw is sorted by
+  // start); the intervals merged once for both.
+  const bool per_step = windows.size() == cw.size() && steps_of.size() == cw.size();
+  std::vector<Breakdown> each;
+  rs.breakdown = breakdownOverAndEach(ev, windows, rs.steps, per_step ? &each : nullptr);
+  for (size_t k = 0; k < each.size(); ++k) rs.per_step.push_back({steps_of[k], windows[k].begin, windows[k].end, each[k]});
 }
 
 void addBreakdownNotes(RunSummary& s, const BreakdownFindings& found) {
@@ -459,11 +462,21 @@ void addBreakdownNotes(RunSummary& s, const BreakdownFindings& found) {
     }
 }
 
-}  // namespace
+// A rank's device work given by the caller: of the counted ranks only (each present), in the order
+// the breakdown reads.
+std::map<int64_t, DeviceRows> givenDevices(std::map<int64_t, DeviceWork> given, const std::vector<RankSummary>& ranks) {
+  std::map<int64_t, DeviceRows> out;
+  for (const RankSummary& rs : ranks) {
+    auto it = given.find(rs.rank);
+    out[rs.rank] = it == given.end() ? DeviceRows{} : std::move(it->second);
+  }
+  orderDevices(out);
+  return out;
+}
 
 // The recipe: step statistics → counted CPU windows → per rank, its events and breakdown → notes →
 // stragglers (compute more than 10% over the ranks' median).
-RunSummary summarize(RunReader& reader, int64_t skip) {
+RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map<int64_t, DeviceWork>> given) {
   if (reader.meta("source") == "import") skip = 0;  // no warm-up step of ours to leave out
   const std::string workload = workloadName(reader);
   std::optional<double> peak;
@@ -479,7 +492,8 @@ RunSummary summarize(RunReader& reader, int64_t skip) {
   if (!hasBreakdownEvents(reader)) return s;
   std::vector<double> compute_per_rank;
   BreakdownFindings found;
-  std::map<int64_t, DeviceRows> devices = readDevices(reader, s.ranks);
+  std::map<int64_t, DeviceRows> devices =
+      given ? givenDevices(std::move(*given), s.ranks) : readDevices(reader, s.ranks);
   // Waits for peers and the pipeline bubble, from the collectives linked across ranks.
   const std::vector<Collective> collectives = reader.collectives();
   const CollectiveLinks links = linkCollectives(collectives, runLayout(reader.meta()));
@@ -508,6 +522,14 @@ RunSummary summarize(RunReader& reader, int64_t skip) {
     for (auto& rs : s.ranks) rs.straggler = med > 0 && rs.breakdown && rs.breakdown->compute_s > 1.10 * med;
   }
   return s;
+}
+
+}  // namespace
+
+RunSummary summarize(RunReader& reader, int64_t skip) { return summarizeWith(reader, skip, std::nullopt); }
+
+RunSummary summarize(RunReader& reader, int64_t skip, std::map<int64_t, DeviceWork> device_work) {
+  return summarizeWith(reader, skip, std::move(device_work));
 }
 
 std::string summaryJson(const RunSummary& s) {

@@ -271,14 +271,16 @@ void App::poll() {
                 retired.end());  // their loaders have finished: the destructor's join is immediate
   for (auto& d : docs) {
     if (d->summary_done.load() && d->loader.joinable()) d->loader.join();
-    if (std::lock_guard<std::mutex> lock(d->stats_mu); d->stats_next) d->stats = std::move(d->stats_next);
+    if (std::lock_guard<std::mutex> lock(d->stats_mu); d->stats_next || d->correlation_next) {
+      if (d->stats_next) d->stats = std::move(d->stats_next);
+      if (d->correlation_next) d->correlation = std::move(d->correlation_next);
+    }
     if (d->ready() && !d->reader) {
       try {
         d->reader = std::make_unique<rundb::RunReader>(d->path);
       } catch (const std::exception& e) {
         d->error = e.what();
       }
-      d->correlation = std::make_unique<CorrelationIndex>(*d->trace);
       realign();
       if (!fitted) {
         view.origin = origin();

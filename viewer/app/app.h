@@ -76,6 +76,7 @@ struct Document {
   // it: poll() moves the latest snapshot into `stats`; Steps shows once steps_done.
   std::mutex stats_mu;
   std::unique_ptr<Statistics> stats_next;  // guarded by stats_mu
+  std::unique_ptr<CorrelationIndex> correlation_next;  // guarded by stats_mu; poll() moves it into `correlation`
   std::atomic<bool> steps_done{false};
   // Seconds after the timeline was up: the first statistics, all of them, the run summary (--frame-stats).
   std::atomic<double> stats_first_s{-1}, stats_all_s{-1}, steps_s{-1};
@@ -84,7 +85,7 @@ struct Document {
   double load_s = 0;
   ~Document();
   bool ready() const { return trace != nullptr; }
-  void afterTimeline();  // on the loader thread: statistics and summary (view_stats.cpp)
+  void afterTimeline();  // on the loader thread: statistics, correlation and summary (view_stats.cpp)
 };
 
 struct Selection {

@@ -389,7 +389,8 @@ void App::drawRangeNames() {
 
 // The statistics in pieces of about a million lanes' events (a few milliseconds each), the latest
 // snapshot handed to the UI at most every 250 ms (a snapshot re-sorts the group under way), the first
-// at once; the run summary's SQL on a thread beside it. 10 M events: docs/viewer.md's figures.
+// at once, then the correlation index; the run summary on a thread beside them (its device work from
+// the loaded lanes). 10 M events: docs/viewer.md's figures.
 void Document::afterTimeline() {
   using clock = std::chrono::steady_clock;
   const auto up = clock::now();
@@ -397,7 +398,8 @@ void Document::afterTimeline() {
   std::string steps_error;
   std::thread steps([&] {
     try {
-      if (auto sum = loadSummary(path, &progress.cancel)) summary = std::make_unique<rundb::RunSummary>(*sum);
+      // The device work from the lanes already loaded: no second pass over the file's largest tables.
+      if (auto sum = loadSummary(path, &progress.cancel, trace.get())) summary = std::make_unique<rundb::RunSummary>(*sum);
     } catch (const Cancelled&) {
     } catch (const std::exception& e) {
       steps_error = e.what();
@@ -418,6 +420,13 @@ void Document::afterTimeline() {
       if (first) stats_first_s.store(since());
     }
     stats_all_s.store(since());
+    // Launches and the work they launched (flows, launch latency in Details): built here, not on the
+    // UI thread, where 100 M events held the first frame with the timeline for seconds.
+    if (!progress.cancel.load()) {
+      auto index = std::make_unique<CorrelationIndex>(*trace);
+      std::lock_guard<std::mutex> lock(stats_mu);
+      correlation_next = std::move(index);
+    }
   } catch (...) {
     steps.join();  // it stops too: the same cancel flag
     throw;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "model_internal.h"
+#include "sort_runs.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/viewer/comm.h"
@@ -75,22 +76,6 @@ const auto startsBefore = [](const Event& x, const Event& y) {
   return x.start != y.start ? x.start < y.start : x.end > y.end;
 };
 
-struct CorrelatedEvent {
-  Event e;
-  int64_t corr;
-};
-
-// Events with their correlation ids alongside, sorted (events and correlation are freed). Tracks
-// arrive as a few sorted runs (one per table and chunk), so they are sorted in place — no index
-// permutation to chase.
-std::vector<CorrelatedEvent> sortWithCorrelation(std::vector<Event> events, std::vector<int64_t> correlation) {
-  std::vector<CorrelatedEvent> items(events.size());
-  for (size_t i = 0; i < events.size(); ++i) items[i] = {events[i], correlation[i]};
-  auto before = [](const CorrelatedEvent& a, const CorrelatedEvent& b) { return startsBefore(a.e, b.e); };
-  if (!std::is_sorted(items.begin(), items.end(), before)) std::sort(items.begin(), items.end(), before);
-  return items;
-}
-
 // Each of n sorted events' lane (at(i): the i-th event), and in `count` each lane's size. An event
 // goes one lane below the events enclosing it; one that partly overlaps an event there (an async
 // range, two kernels on one stream) goes to the next lane that is free.
@@ -126,25 +111,33 @@ void reserveLanes(Track& t, const std::vector<size_t>& count, bool corr) {
 
 }  // namespace
 
-void buildLanes(Track& t, std::vector<Event> events, std::vector<int64_t> correlation) {
-  const bool corr = !correlation.empty();
-  std::vector<CorrelatedEvent> items;
-  if (corr) items = sortWithCorrelation(std::move(events), std::move(correlation));
-  else if (!std::is_sorted(events.begin(), events.end(), startsBefore)) std::sort(events.begin(), events.end(), startsBefore);
-  const size_t n = corr ? items.size() : events.size();
-  auto at = [&](size_t i) -> const Event& { return corr ? items[i].e : events[i]; };
+namespace loader {
+
+void buildLanesOf(Track& t, std::vector<CorrelatedEvent> items, bool corr) {
+  // A track arrives as a few sorted runs (one per table, in storage order): merged, not sorted.
+  sortRuns(items, [](const CorrelatedEvent& a, const CorrelatedEvent& b) { return startsBefore(a.e, b.e); });
   // Pass 1: each event's lane. Pass 2: fill the lanes, in order.
   std::vector<size_t> count;
-  const std::vector<uint32_t> lane_of = assignLanes(n, at, count);
+  const std::vector<uint32_t> lane_of = assignLanes(items.size(), [&](size_t i) -> const Event& { return items[i].e; }, count);
   reserveLanes(t, count, corr);
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < items.size(); ++i) {
     Lane& lane = t.lanes[lane_of[i]];
-    Event e = at(i);
+    Event e = items[i].e;
     if (e.end < e.start) e.end = e.start;
     lane.events.push_back(e);
     if (corr) lane.correlation.push_back(items[i].corr);
   }
   for (auto& lane : t.lanes) buildLevels(lane);
+}
+
+}  // namespace loader
+
+void buildLanes(Track& t, std::vector<Event> events, std::vector<int64_t> correlation) {
+  const bool corr = !correlation.empty();
+  std::vector<loader::CorrelatedEvent> items(events.size());
+  for (size_t i = 0; i < events.size(); ++i) items[i] = {events[i], corr ? correlation[i] : -1};
+  events = {}, correlation = {};
+  loader::buildLanesOf(t, std::move(items), corr);
 }
 
 namespace {
@@ -274,6 +267,35 @@ void measureSpan(Trace& trace) {
   if (trace.end <= trace.begin) trace.end = trace.begin + 1000;
 }
 
+// The device work of every rank out of a loaded trace's streams and threads (rundb::DeviceWork), in
+// lane order; summarize orders it.
+std::map<int64_t, rundb::DeviceWork> deviceWork(const Trace& t, const std::atomic<bool>* cancel) {
+  std::map<int64_t, rundb::DeviceWork> out;
+  for (const Track& tr : t.tracks) {
+    if (tr.kind != TrackKind::Stream && tr.kind != TrackKind::Thread) continue;
+    if (cancel && cancel->load()) throw Cancelled();
+    rundb::DeviceWork& w = out[tr.rank];
+    for (const Lane& l : tr.lanes) {
+      if (l.correlation.empty() && tr.kind == TrackKind::Thread) continue;  // no launches
+      for (size_t i = 0; i < l.events.size(); ++i) {
+        const Event& e = l.events[i];
+        const int64_t corr = l.correlation.empty() ? -1 : l.correlation[i];
+        switch (e.kind) {
+          case EventKind::Kernel:
+          case EventKind::CommKernel: w.kernels.push_back({{e.start, e.end, corr}, e.kind == EventKind::CommKernel}); break;
+          case EventKind::Memcpy: w.memcpy.push_back({e.start, e.end, corr}); break;
+          case EventKind::Memset: w.memset.push_back({e.start, e.end, corr}); break;
+          case EventKind::ApiCall:
+            if (corr >= 0) w.launches.emplace_back(corr, e.start);
+            break;
+          default: break;
+        }
+      }
+    }
+  }
+  return out;
+}
+
 // A load's clock: TRAINSCOPE_VIEWER_TIMING=1 prints each phase on stderr, seconds since the start.
 class Phases {
  public:
@@ -302,10 +324,10 @@ Trace readTrace(const std::string& path, LoadProgress* progress, int threads, bo
   // The threads' and streams' tracks, read and built in parallel.
   Names names(reader);
   const int workers = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<loader::PendingMap> per_worker = loader::readSpans(reader, path, names, progress, workers);
+  std::vector<loader::PendingMap> per_chunk = loader::readSpans(reader, path, names, progress, workers);
   phase("spans read");
   const ThreadNames thread_names(reader);
-  BuiltTracks built = loader::buildThreadTracks(per_worker, thread_names, workers);
+  BuiltTracks built = loader::buildThreadTracks(per_chunk, thread_names, workers);
   phase("lanes built");
 
   // Each rank's group: its steps, threads and streams, collectives and counters (the MoE load's too).
@@ -322,7 +344,8 @@ Trace readTrace(const std::string& path, LoadProgress* progress, int threads, bo
 
   measureSpan(trace);
   phase("tracks laid out");
-  if (summary && !trace.steps.empty()) trace.summary = rundb::summarize(reader);  // the numbers `report` prints
+  // The numbers `report` prints, the device work taken from the lanes just built.
+  if (summary && !trace.steps.empty()) trace.summary = rundb::summarize(reader, 1, deviceWork(trace, nullptr));
   phase("summary");
   if (progress) progress->fraction.store(1.0);
   trace.load_seconds = phase.seconds();
@@ -346,12 +369,14 @@ Trace loadTrace(const std::string& path, LoadProgress* progress, int threads, bo
   }
 }
 
-std::optional<rundb::RunSummary> loadSummary(const std::string& path, const std::atomic<bool>* cancel) {
+std::optional<rundb::RunSummary> loadSummary(const std::string& path, const std::atomic<bool>* cancel,
+                                             const Trace* loaded) {
   try {
     if (cancel && cancel->load()) throw Cancelled();
     rundb::RunReader reader(path);
     reader.interruptWhen(cancel);
     if (reader.stepRanks().empty()) return std::nullopt;
+    if (loaded) return rundb::summarize(reader, 1, deviceWork(*loaded, cancel));
     return rundb::summarize(reader);
   } catch (const Cancelled&) {
     throw;

@@ -95,10 +95,19 @@ class ThreadNames {
   std::map<int64_t, std::string> process_;
 };
 
-// A track's events as the workers read them: one Pending per worker and track, in table order.
+// An event and its correlation id (-1 where its table has none), as the loader reads and sorts them.
+struct CorrelatedEvent {
+  Event e;
+  int64_t corr;
+};
+// A track's lanes and levels out of its events in any order (sorted runs — a table's rows in storage
+// order — are merged, not sorted); corr: keep the correlation ids in the lanes. model.cpp.
+void buildLanesOf(Track& t, std::vector<CorrelatedEvent> items, bool corr);
+
+// A track's events as the workers read them: one Pending per chunk of a table and track, in storage
+// order (the chunks, taken in order, give each track a few sorted runs: one per table).
 struct Pending {
-  std::vector<Event> ev;
-  std::vector<int64_t> corr;  // parallel to ev; -1 where the table has none
+  std::vector<CorrelatedEvent> ev;
   bool any_corr = false;
 };
 using PendingMap = std::unordered_map<TrackKey, Pending, TrackKeyHash>;
@@ -107,13 +116,13 @@ using PendingMap = std::unordered_map<TrackKey, Pending, TrackKeyHash>;
 using BuiltTracks = std::vector<std::pair<TrackKey, Track>>;
 
 // model_load.cpp: every span table read in chunks by `workers` threads, each with its own reader
-// (worker 0 uses `reader`) and its own PendingMap (returned, one per worker). progress: the
-// fraction up to 0.9, and cancel (throws Cancelled).
+// (worker 0 uses `reader`); a PendingMap per chunk, returned in storage order (by table, then
+// rowid). progress: the fraction up to 0.9, and cancel (throws Cancelled).
 std::vector<PendingMap> readSpans(rundb::RunReader& reader, const std::string& path, Names& names,
                                   LoadProgress* progress, int workers);
-// One track per thread, stream and stream's annotations out of the workers' parts (freed as they
-// are taken), named by the threads table, their lanes built in parallel.
-BuiltTracks buildThreadTracks(std::vector<PendingMap>& per_worker, const ThreadNames& thread_names, int workers);
+// One track per thread, stream and stream's annotations out of the chunks' parts (freed as they are
+// taken), named by the threads table, their lanes built in parallel.
+BuiltTracks buildThreadTracks(std::vector<PendingMap>& per_chunk, const ThreadNames& thread_names, int workers);
 
 // model_counters.cpp: counters bucketed by rank and name, samples in storage order.
 using CountersByRank = std::map<int64_t, std::map<uint32_t, CounterSeries>>;

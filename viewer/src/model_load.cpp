@@ -2,8 +2,9 @@
 // stream and stream's GPU annotations (see model_internal.h).
 //
 // Ranks load in parallel, one RunReader per worker (SQLite connections are independent; the file is
-// opened read-only). Each worker keeps its events in its own PendingMap; the parts of a track are
-// joined once, when its lanes are built, so no lock is taken per event.
+// opened read-only). Each chunk of a table keeps its events in its own PendingMap; the parts of a
+// track are joined once, in storage order, when its lanes are built (a few sorted runs to merge, not
+// a shuffle to sort), so no lock is taken per event.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -110,37 +111,49 @@ Event spanEvent(rundb::RunReader& r, Names& names, int table, const rundb::SpanR
   return e;
 }
 
-// One chunk of one span table into a worker's tracks. Rows come grouped by track, so the track is
-// looked up only when it changes.
+// One chunk of one span table into its own tracks. Rows come grouped by track, so the track is
+// looked up (and grown to fit the group) only when it changes.
 void loadChunk(rundb::RunReader& r, Names& names, const Chunk& c, PendingMap& tracks, const CopyNames& copy_names,
                std::vector<rundb::SpanRow>& rows) {
   rows.clear();
   r.spans(kSpanTables[c.table], c.begin, c.end, rows);
   const bool device = c.table >= 3;
   const bool corr = c.table >= 2 && c.table != kGpuAnnotations;  // API calls, kernels, copies, sets
-  TrackKey last{INT64_MIN, -1, 0, 0};
-  Pending* p = nullptr;
-  for (const auto& s : rows) {
-    const TrackKey key{s.rank, c.table == kGpuAnnotations ? 2 : device ? 1 : 0, s.a, device ? s.b : 0};
-    if (!p || !(key == last)) p = &tracks[key], last = key;
-    p->ev.push_back(spanEvent(r, names, c.table, s, copy_names));
-    p->corr.push_back(corr ? s.correlation : -1);
-    p->any_corr |= corr && s.correlation >= 0;
+  auto keyOf = [&](const rundb::SpanRow& s) {
+    return TrackKey{s.rank, c.table == kGpuAnnotations ? 2 : device ? 1 : 0, s.a, device ? s.b : 0};
+  };
+  for (size_t i = 0, j; i < rows.size(); i = j) {
+    const TrackKey key = keyOf(rows[i]);
+    for (j = i + 1; j < rows.size() && keyOf(rows[j]) == key;) ++j;
+    Pending& p = tracks[key];
+    // Geometric, should a track's rows come in many groups (interleaved threads in an import).
+    if (const size_t need = p.ev.size() + (j - i); need > p.ev.capacity()) p.ev.reserve(std::max(need, 2 * p.ev.capacity()));
+    for (size_t k = i; k < j; ++k) {
+      const rundb::SpanRow& s = rows[k];
+      p.ev.push_back({spanEvent(r, names, c.table, s, copy_names), corr ? s.correlation : -1});
+      p.any_corr |= corr && s.correlation >= 0;
+    }
   }
 }
 
-// A thread's or a stream's track out of its parts (in worker order; buildLanes sorts), each part
-// freed as it is taken.
+// A thread's or a stream's track out of its parts (in storage order), each part freed as it is taken.
 void buildThreadTrack(const TrackKey& k, const std::vector<Pending*>& parts, const ThreadNames& thread_names,
                       Track& t) {
-  std::vector<Event> ev;
-  std::vector<int64_t> corr;
+  std::vector<CorrelatedEvent> ev;
   bool any_corr = false;
-  for (Pending* p : parts) {
-    ev.insert(ev.end(), p->ev.begin(), p->ev.end());
-    corr.insert(corr.end(), p->corr.begin(), p->corr.end());
-    any_corr |= p->any_corr;
-    *p = Pending{};  // free as we go
+  if (parts.size() == 1) {
+    ev = std::move(parts[0]->ev);
+    any_corr = parts[0]->any_corr;
+    *parts[0] = Pending{};
+  } else {
+    size_t n = 0;
+    for (const Pending* p : parts) n += p->ev.size();
+    ev.reserve(n);
+    for (Pending* p : parts) {
+      ev.insert(ev.end(), p->ev.begin(), p->ev.end());
+      any_corr |= p->any_corr;
+      *p = Pending{};  // free as we go
+    }
   }
   t.kind = k.kind == 0 ? TrackKind::Thread : k.kind == 1 ? TrackKind::Stream : TrackKind::Annotations;
   t.rank = k.rank;
@@ -148,8 +161,7 @@ void buildThreadTrack(const TrackKey& k, const std::vector<Pending*>& parts, con
   t.device = k.kind == 0 ? -1 : k.a;
   t.name = thread_names.name(k);
   t.label = thread_names.label(k);
-  if (!any_corr) corr.clear();
-  buildLanes(t, std::move(ev), std::move(corr));
+  buildLanesOf(t, std::move(ev), any_corr);
 }
 
 }  // namespace
@@ -159,29 +171,29 @@ std::vector<PendingMap> readSpans(rundb::RunReader& reader, const std::string& p
   const CopyNames copy_names = copyNames(names);
   Counting count{progress};
   const std::vector<Chunk> chunks = spanChunks(reader, count.total);
-  std::vector<PendingMap> per_worker(static_cast<size_t>(workers));
+  std::vector<PendingMap> per_chunk(chunks.size());
   std::vector<std::unique_ptr<rundb::RunReader>> readers(static_cast<size_t>(workers));
   std::vector<std::vector<rundb::SpanRow>> rows(static_cast<size_t>(workers));
   parallelFor(chunks.size(), workers, [&](size_t i, int w) {
     auto& rd = readers[size_t(w)];
     if (w > 0 && !rd) rd = std::make_unique<rundb::RunReader>(path);
     const Chunk& c = chunks[i];
-    loadChunk(w > 0 ? *rd : reader, names, c, per_worker[size_t(w)], copy_names, rows[size_t(w)]);
+    loadChunk(w > 0 ? *rd : reader, names, c, per_chunk[i], copy_names, rows[size_t(w)]);
     count.add(c.end - c.begin);
   });
-  return per_worker;
+  return per_chunk;
 }
 
-BuiltTracks buildThreadTracks(std::vector<PendingMap>& per_worker, const ThreadNames& thread_names, int workers) {
+BuiltTracks buildThreadTracks(std::vector<PendingMap>& per_chunk, const ThreadNames& thread_names, int workers) {
   std::map<TrackKey, std::vector<Pending*>> parts;
-  for (auto& m : per_worker)
+  for (auto& m : per_chunk)
     for (auto& [k, p] : m) parts[k].push_back(&p);
   BuiltTracks built;
   for (auto& [k, v] : parts) built.push_back({k, Track{}});
   parallelFor(built.size(), workers, [&](size_t i, int) {
     buildThreadTrack(built[i].first, parts.at(built[i].first), thread_names, built[i].second);
   });
-  per_worker.clear();
+  per_chunk.clear();
   return built;
 }
 

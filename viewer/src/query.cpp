@@ -5,6 +5,7 @@
 #include <cctype>
 #include <map>
 
+#include "sort_runs.h"
 #include "trainscope/rundb/summary.h"
 #include "trainscope/viewer/lod.h"
 #include "trainscope/viewer/names.h"
@@ -42,9 +43,22 @@ std::vector<EventRef> enclosing(const Trace& trace, const EventRef& r) {
 
 namespace {
 uint64_t corrKey(int64_t rank, int64_t corr) { return (uint64_t(rank) << 40) ^ uint64_t(corr); }
+bool byKey(const CorrelationIndex::Entry& a, const CorrelationIndex::Entry& b) { return a.key < b.key; }
+// The entries of `key`, in track order.
+std::pair<std::vector<CorrelationIndex::Entry>::const_iterator, std::vector<CorrelationIndex::Entry>::const_iterator>
+entriesOf(const std::vector<CorrelationIndex::Entry>& v, uint64_t key) {
+  return std::equal_range(v.begin(), v.end(), CorrelationIndex::Entry{key, {}}, byKey);
+}
 }  // namespace
 
 CorrelationIndex::CorrelationIndex(const Trace& trace) : trace_(trace) {
+  size_t api = 0, device = 0;  // exact sizes: no doubling's slack in arrays of tens of millions
+  for (const Track& t : trace.tracks)
+    for (const Lane& l : t.lanes)
+      for (size_t i = 0; i < l.correlation.size(); ++i)
+        if (l.correlation[i] >= 0) (l.events[i].kind == EventKind::ApiCall ? api : device) += 1;
+  api_.reserve(api);
+  device_.reserve(device);
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const Track& t = trace.tracks[ti];
     for (uint32_t li = 0; li < t.lanes.size(); ++li) {
@@ -53,27 +67,29 @@ CorrelationIndex::CorrelationIndex(const Trace& trace) : trace_(trace) {
       for (uint32_t i = 0; i < l.events.size(); ++i) {
         const int64_t c = l.correlation[i];
         if (c < 0) continue;  // no id: never joined (a cross join of unknowns is not a launch)
-        const EventRef ref{ti, li, i};
-        if (l.events[i].kind == EventKind::ApiCall) api_.emplace(corrKey(t.rank, c), ref);
-        else device_[corrKey(t.rank, c)].push_back(ref);
+        (l.events[i].kind == EventKind::ApiCall ? api_ : device_).push_back({corrKey(t.rank, c), EventRef{ti, li, i}});
       }
     }
   }
+  // Each lane's ids mostly rise with time: a few runs to merge. Stable: ties keep track order.
+  sortRuns(api_, byKey);
+  sortRuns(device_, byKey);
 }
 
 std::optional<EventRef> CorrelationIndex::launchOf(const EventRef& r) const {
   const int64_t c = trace_.correlation(r);
   if (c < 0) return std::nullopt;
-  auto it = api_.find(corrKey(trace_.tracks[r.track].rank, c));
-  if (it == api_.end()) return std::nullopt;
-  return it->second;
+  auto [b, e] = entriesOf(api_, corrKey(trace_.tracks[r.track].rank, c));
+  if (b == e) return std::nullopt;
+  return b->ref;
 }
 
 std::vector<EventRef> CorrelationIndex::launchedBy(const EventRef& r) const {
   const int64_t c = trace_.correlation(r);
   if (c < 0) return {};
-  auto it = device_.find(corrKey(trace_.tracks[r.track].rank, c));
-  return it == device_.end() ? std::vector<EventRef>{} : it->second;
+  std::vector<EventRef> out;
+  for (auto [b, e] = entriesOf(device_, corrKey(trace_.tracks[r.track].rank, c)); b != e; ++b) out.push_back(b->ref);
+  return out;
 }
 
 namespace {

@@ -31,8 +31,10 @@ inline constexpr int64_t kAllTime = std::numeric_limits<int64_t>::min();
 inline constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();
 
 // The columns a timeline draws from, for any event table: what the viewer loads per event.
-//   ranges, host_ops: a = tid          api_calls: a = tid, kind = ApiKind
+//   ranges, host_ops, api_calls: a = tid
 //   kernels, memset, gpu_annotations: a = device, b = stream    memcpy: a = device, b = stream, kind = MemcpyKind
+// correlation: api_calls, kernels, memcpy and memset (-1 where NULL); name: all but memcpy and memset.
+// What a table does not have keeps its default.
 struct SpanRow {
   int64_t rank = 0, start_ns = 0, end_ns = 0;
   StringId name = kNoString;

@@ -39,6 +39,9 @@ struct CategoryIntervals {
 Breakdown breakdownOver(const CategoryIntervals& ev, const std::vector<Interval>& windows, int64_t steps);
 // The same for each window on its own (steps 1 each), the intervals merged once.
 std::vector<Breakdown> breakdownEach(const CategoryIntervals& ev, const std::vector<Interval>& windows);
+// Both at once, the intervals merged once (each: null for breakdownOver's alone).
+Breakdown breakdownOverAndEach(const CategoryIntervals& ev, const std::vector<Interval>& windows, int64_t steps,
+                               std::vector<Breakdown>* each);
 
 // The straggler of a counted step: the rank that arrives last at the step's linked collectives (not
 // pipeline sends), so that the others wait for it — found even where the collectives make every

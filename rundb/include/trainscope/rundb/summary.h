@@ -42,8 +42,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainscope/rundb/rows.h"
@@ -130,8 +132,29 @@ struct RunSummary {
   std::vector<StepCriticalPath> critical_paths;  // per counted step (step_analysis.h); in report --json's steps
 };
 
+// One rank's device work as the breakdown reads it: each kernel's, copy's and set's [start, end)
+// and correlation id (-1: none), a kernel's NCCL flag, and the (correlation, start) of every API call
+// with an id — for a caller that holds them already (the viewer's lanes), so that the summary needs
+// no second pass over the file's largest tables.
+struct DeviceWork {
+  struct Item {
+    int64_t start, end, correlation;
+  };
+  struct Kernel {
+    Item d;
+    bool comm;  // an NCCL kernel (isCommKernel of its name)
+  };
+  std::vector<Kernel> kernels;
+  std::vector<Item> memcpy, memset;
+  std::vector<std::pair<int64_t, int64_t>> launches;
+};
+
 // From a run database. skip: leading steps to leave out (see above; imports use 0).
 RunSummary summarize(RunReader& reader, int64_t skip = 1);
+// The same with each rank's device work given (in any order; rows of ranks without steps are left
+// out) instead of read from the file; the rest is read from it. Equal starts are summed in the given
+// order where the file's is storage order: the unattributed time may differ in its last bits.
+RunSummary summarize(RunReader& reader, int64_t skip, std::map<int64_t, DeviceWork> device_work);
 // From step rows alone (a run without a database): no breakdown.
 RunSummary summarizeSteps(const std::vector<Step>& steps, int64_t world, const std::string& workload,
                           std::optional<double> peak_flops, int64_t skip = 1);

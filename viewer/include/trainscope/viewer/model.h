@@ -164,7 +164,10 @@ std::string counterLabel(const Trace& t, const Track& counter);
 // timeline is up, with loadSummary).
 Trace loadTrace(const std::string& path, LoadProgress* progress = nullptr, int threads = 0, bool summary = true);
 // The run summary (nullopt: no steps). cancel: once true, its queries stop and it throws Cancelled.
-std::optional<rundb::RunSummary> loadSummary(const std::string& path, const std::atomic<bool>* cancel = nullptr);
+// loaded: the file's trace, already loaded — its lanes give the kernels, copies, sets and launches
+// the summary would otherwise read from the file a second time (rundb::DeviceWork).
+std::optional<rundb::RunSummary> loadSummary(const std::string& path, const std::atomic<bool>* cancel = nullptr,
+                                             const Trace* loaded = nullptr);
 
 // Builds the lanes and levels of one track from unsorted events (used by loadTrace and by tests).
 // Events are sorted by (start, longest first); each goes to its nesting depth, or the next lane
