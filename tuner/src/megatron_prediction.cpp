@@ -53,6 +53,19 @@ std::string cpuFrameworkPrediction(const Cluster& cl, const runconfig::TrainConf
     return std::string("no ") + (f == Framework::Deepspeed ? "DeepSpeed" : "PyTorch FSDP") + " prediction on " +
            cl.name + ": " + refusal + " (trainscope predict --framework " + frameworkKey(f) +
            " --cluster a100-80gb-x8 … prices the plan on GPUs)";
+  // Without per-op or per-micro-batch host costs in the file (a CPU file's dispatch_s is 0) the job
+  // would price as this runtime's step plus, at most, ZeRO-3's hooks: not that framework's prediction.
+  const FrameworkProfile& fp = cl.profile(f);
+  const bool fitted = fp.host_micro_batch_s > 0 || fp.host_op_s > 0 || fp.host_backward_op_s > 0 ||
+                      ((fp.host_op_s < 0 || fp.host_backward_op_s < 0) && cl.dispatch_s > 0);
+  if (!fitted) {
+    const std::string key = frameworkKey(f);
+    return std::string("no ") + (f == Framework::Deepspeed ? "DeepSpeed" : "Hugging Face") + " prediction on " +
+           cl.name + ": its cluster file fits no `" + key + "` host costs, so the job would price as this runtime "
+           "(trainscope calibrate --cluster " + cl.name + " --from STUDY --fit frameworks." + key +
+           ".host_op_s,frameworks." + key + ".host_micro_batch_s fits them from a tune --runner " +
+           toString(runner) + " study)";
+  }
   const TimePrediction them = predictTime(c.model, p, cl, {-1.0, f});
   const TimePrediction own = predictTime(c.model, p, cl, {-1.0, Framework::Trainscope});
   char text[400];
