@@ -84,6 +84,26 @@ def _record_launch(p):
         sys.stderr.write(f"trainscope_probe: cannot write {path}: {e}\n")
 
 
+def _record_model(p, model):
+    """probe/rankR.model.json: the module the Trainer steps (its wrapper: DistributedDataParallel,
+    FullyShardedDataParallel, FSDP2's FSDP<Model>, or the model itself) and the parameter bytes this
+    rank holds in it (a sharded wrapper's rank holds its shard): whether the trial's layout is the one
+    its name says."""
+    out = {"wrapper": f"{type(model).__module__}.{type(model).__qualname__}"}
+    try:
+        out["param_bytes"] = int(sum(t.numel() * t.element_size() for t in model.parameters()))
+        out["param_count"] = int(sum(t.numel() for t in model.parameters()))
+    except Exception as e:  # noqa: BLE001 — a wrapper without parameters(): recorded as such
+        out["param_error"] = f"{type(e).__name__}: {e}"
+    path = os.path.join(p.folder, f"rank{p.rank}.model.json")
+    try:
+        with open(path + ".tmp", "w") as f:
+            json.dump(out, f)
+        os.replace(path + ".tmp", path)
+    except OSError as e:
+        sys.stderr.write(f"trainscope_probe: cannot write {path}: {e}\n")
+
+
 def _overrides():
     path = os.environ.get("TRAINSCOPE_TRAINING_ARGS")
     if not path:
@@ -128,6 +148,11 @@ def install():
     training_step = trainer_cls.training_step
 
     def counted_training_step(self, model, inputs, *a, **kw):
+        if not getattr(self, "_trainscope_model_recorded", False):  # the wrapped model the step runs
+            self._trainscope_model_recorded = True
+            p = probe.get()
+            if p is not None:
+                _record_model(p, model)
         loss = training_step(self, model, inputs, *a, **kw)
         for cb in self.callback_handler.callbacks:
             if type(cb).__name__ == "TrainscopeCallback":

@@ -107,7 +107,7 @@ TEST(RunnerPrediction, EachRunnerIsPricedUnderItsFrameworksProfile) {
 }
 
 // Trials measured as an HF job whose host work is 0.2 ms per forward op and 3 ms per micro-batch (the
-// CPU preset says 0.12 ms and 2.5 ms): the learner reads the probe's databases, refits the fsdp profile's host costs
+// CPU preset says 0.055 ms and 1.7 ms): the learner reads the probe's databases, refits the fsdp profile's host costs
 // with the CPU's rates, and ranks every candidate as the job measured them.
 TEST(RunnerPrediction, TheStudyRefitsAnExternalJobsHostWorkFromItsTrials) {
   char tmpl[] = "/tmp/ts-runner-pred-XXXXXX";

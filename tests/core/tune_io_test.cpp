@@ -146,9 +146,49 @@ TEST(FrameworkPrediction, ExportPricesTheTargetsFrameworkBesideThisRuntimes) {
   std::snprintf(want, sizeof(want), "DeepSpeed %.4g s/step", tn::predictTime(c.model, p, cl, {-1.0, tn::Framework::Deepspeed}).step_s);
   EXPECT_NE(ds.find(want), std::string::npos) << ds << " / " << want;
   EXPECT_EQ(tn::frameworkPrediction(in, c, tn::Framework::Megatron), tn::megatronPrediction(in, c));
+}
+
+// Issue 34: a CPU study's export prints the job's prediction as its runner would run it on the Gloo
+// ranks (the fsdp profile's host work over the CPU rates; a Trainer on CPU runs DDP), the same time
+// `predict --framework fsdp` gives there; FSDP itself, which Accelerate runs only on GPUs, and ZeRO-1
+// under the Trainer get the runner's reason instead of a number.
+TEST(FrameworkPrediction, ACpuStudyPricesTheJobAsItsRunnerRunsItThere) {
   tn::StudyInputs cpu;
   cpu.cluster = "cpu-local";
-  EXPECT_NE(tn::frameworkPrediction(cpu, c, tn::Framework::Fsdp).find("no PyTorch FSDP prediction"), std::string::npos);
+  cpu.kind = tn::ClusterKind::Cpu;
+  cpu.devices = 2;
+  rt::TrainConfig c = dpConfig();
+  c.zero = rt::ZeroStage::None;
+  const tn::Cluster cl = tn::loadCluster("cpu-local");
+  const tn::Plan p = tn::planOf(c);
+  const tn::TimePrediction hf = tn::predictTime(c.model, p, cl, {-1.0, tn::Framework::Fsdp});
+  ASSERT_GT(hf.host_s, 0);  // the job's Python host work: cpu-local's fitted fsdp constants
+  const std::string note = tn::frameworkPrediction(cpu, c, tn::Framework::Fsdp);
+  EXPECT_EQ(note.rfind("predicted on cpu-local: Hugging Face Trainer/Accelerate (DDP) ", 0), 0u) << note;
+  char want[96];
+  std::snprintf(want, sizeof(want), "(DDP) %.4g s/step (of which the job's Python host work %.4g s)", hf.step_s, hf.host_s);
+  EXPECT_NE(note.find(want), std::string::npos) << note << " / " << want;
+  std::snprintf(want, sizeof(want), "this runtime %.4g s/step",
+                tn::predictTime(c.model, p, cl, {-1.0, tn::Framework::Trainscope}).step_s);
+  EXPECT_NE(note.find(want), std::string::npos) << note << " / " << want;
+  // DeepSpeed: priced once the file fits its host costs; until then the reason and the calibrate to run.
+  const tn::FrameworkProfile& dsp = cl.profile(tn::Framework::Deepspeed);
+  const bool ds_fitted = dsp.host_micro_batch_s > 0 || dsp.host_op_s > 0 || dsp.host_backward_op_s > 0;
+  const std::string ds_want = ds_fitted ? "predicted on cpu-local: DeepSpeed " : "no DeepSpeed prediction on cpu-local: ";
+  const std::string ds = tn::frameworkPrediction(cpu, c, tn::Framework::Deepspeed);
+  EXPECT_EQ(ds.rfind(ds_want, 0), 0u) << ds;
+  if (!ds_fitted) EXPECT_NE(ds.find("--fit frameworks.deepspeed.host_op_s"), std::string::npos) << ds;
+  // FULL_SHARD / SHARD_GRAD_OP on CPU ranks would run as DDP: no FSDP number, the reason and the fix.
+  for (rt::ZeroStage z : {rt::ZeroStage::Gradients, rt::ZeroStage::Parameters}) {
+    c.zero = z;
+    const std::string fsdp = tn::frameworkPrediction(cpu, c, tn::Framework::Fsdp);
+    EXPECT_EQ(fsdp.rfind("no PyTorch FSDP prediction on cpu-local: ", 0), 0u) << fsdp;
+    EXPECT_NE(fsdp.find("FSDP only on GPUs"), std::string::npos) << fsdp;
+    EXPECT_NE(fsdp.find("--cluster a100-80gb-x8"), std::string::npos) << fsdp;
+    EXPECT_EQ(tn::frameworkPrediction(cpu, c, tn::Framework::Deepspeed).rfind(ds_want, 0), 0u);
+  }
+  c.zero = rt::ZeroStage::OptimizerStates;
+  EXPECT_NE(tn::frameworkPrediction(cpu, c, tn::Framework::Fsdp).find("ZeRO-1 is DeepSpeed's"), std::string::npos);
 }
 
 // ---- a tune's inputs as the command line takes them (tune_inputs.h) --------------------------------

@@ -11,6 +11,8 @@ download) under torchrun on Gloo CPU ranks, measured by python/trainscope_probe:
                on CPU ranks, naming why: Accelerate wraps them in DDP); every trial's run database
                has the probe's steps; the pick is the fastest measured; the winner's trial ran the
                exports `trainscope export` gives for it
+  cpu_fsdp     the exported FULL_SHARD TrainingArguments (FSDP 1 and 2) on 2 Gloo ranks: Accelerate runs
+               DDP (MULTI_CPU, every parameter on every rank), the ground of the CPU refusal of FSDP
   tune_llama   the tiny Llama on one rank: micro-batch x accumulation x gradient checkpointing, a
                profile trial's Kineto trace imported into its database
   deepspeed    --runner deepspeed: examples/deepspeed_train.py on 2 CPU ranks, ZeRO 0-3 x micro-batch,
@@ -140,6 +142,11 @@ def case_tune_gpt2(ts, work):
         check(ta["per_device_train_batch_size"] == 2 and ta["gradient_accumulation_steps"] == 2 // world,
               f"training args {ta}")
         seen.add("ddp" if not ta.get("fsdp") else ta["fsdp_config"]["reshard_after_forward"])
+        # The module each rank stepped (the probe's record): DDP holding the whole model, at 1 rank too
+        # (torchrun's LOCAL_RANK makes Accelerate's state MULTI_CPU).
+        for rank in range(world):
+            m = json.load(open(os.path.join(trial_dir(t), "probe", f"rank{rank}.model.json")))
+            check(m["wrapper"].endswith("DistributedDataParallel"), f"{t['db']}: rank {rank} stepped {m}")
         check(t["step_s"] > 0 and t["peak_bytes"] > 0, f"figures {t}")
     check(seen == {"ddp"}, f"layouts measured: {seen}")
     measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
@@ -152,8 +159,64 @@ def case_tune_gpt2(ts, work):
     for k in ("per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing", "fsdp",
               "fsdp_config", "optim", "learning_rate", "use_cpu"):
         check(ran.get(k) == out.get(k), f"export {k}: trial ran {ran.get(k)}, export says {out.get(k)}")
+    # export prints the prediction for the target's framework on this CPU cluster beside this runtime's.
+    p = subprocess.run([ts, "export", study, "--format", "training-args", "--trial", str(r["recommended"])],
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0 and "note: predicted on cpu-local: Hugging Face Trainer/Accelerate (DDP) " in p.stderr
+          and "this runtime " in p.stderr, f"export's prediction note: {p.stderr}")
+    print([line for line in p.stderr.splitlines() if "predicted on" in line][0])
     print(f"tune_gpt2: {len(trials)} trials, layouts {sorted(seen)}, pick {r['recommended']} "
           f"{measured[r['recommended']] * 1e3:.1f} ms/step")
+
+
+def free_port():
+    import socket
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def case_cpu_fsdp(ts, work):
+    """What the CPU refusal of FSDP (tuner/src/job.cpp jobRefusal) stands on: the exported FULL_SHARD
+    TrainingArguments, FSDP 1 and FSDP 2, run by the unmodified script on 2 Gloo ranks as a trial runs
+    it. Accelerate keeps MULTI_CPU, drops the plugin, and the Trainer steps a DistributedDataParallel
+    holding every parameter on each rank (a FULL_SHARD rank would hold about half). If this fails
+    because the rank ran FSDP, Accelerate now shards on CPU ranks: lift the refusal and tune FSDP."""
+    import torch
+    import transformers
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    from tiny_models import model_of
+    full = sum(t.numel() * t.element_size() for t in model_of("gpt2").parameters())
+    for version in (1, 2):
+        folder = os.path.join(work, f"cpu-fsdp{version}")
+        subprocess.run(["rm", "-rf", folder], check=True)
+        os.makedirs(folder)
+        ta = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "use_cpu": True, "max_steps": 2,
+              "fsdp": True, "fsdp_config": {"version": version, "reshard_after_forward": "full_shard" if version == 1 else True,
+                                            "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+                                            "transformer_layer_cls_to_wrap": ["GPT2Block"], "use_orig_params": True,
+                                            "sync_module_states": False}}
+        with open(os.path.join(folder, "training_args.json"), "w") as f:
+            json.dump(ta, f)
+        env = dict(os.environ, PYTHONPATH=os.path.join(PROBE, "trainscope_probe", "site") + ":" + PROBE,
+                   TRAINSCOPE_PROBE_DIR=os.path.join(folder, "probe"), TRAINSCOPE_OUTPUT_DIR=os.path.join(folder, "out"),
+                   TRAINSCOPE_TRAINING_ARGS=os.path.join(folder, "training_args.json"), OMP_NUM_THREADS="1")
+        cmd = [PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+               SCRIPT, "--model", "gpt2", "--seq", "32", "--steps", "2"]
+        p = subprocess.run(cmd, env=env, cwd=folder, capture_output=True, text=True, timeout=600)
+        check(p.returncode == 0, f"FSDP {version} on 2 CPU ranks exited {p.returncode}: {p.stderr[-3000:]}")
+        for rank in (0, 1):
+            state = json.load(open(os.path.join(folder, "probe", f"rank{rank}.accelerate.json")))
+            model = json.load(open(os.path.join(folder, "probe", f"rank{rank}.model.json")))
+            print(f"FSDP {version} requested, rank {rank}: {state['distributed_type']}, fsdp plugin "
+                  f"{state['fsdp_sharding_strategy']}, {model['wrapper']}, {model['param_bytes']} of {full} bytes "
+                  f"(accelerate {__import__('accelerate').__version__}, transformers {transformers.__version__}, "
+                  f"torch {torch.__version__})")
+            sharded = state["distributed_type"] != "MULTI_CPU" or model["param_bytes"] < full
+            check(not sharded, f"Accelerate ran FSDP {version} on Gloo CPU ranks ({state}, {model}): lift the CPU "
+                  "refusal of ZeRO-2/3 in tuner/src/job.cpp jobRefusal and tune FSDP trials on CPU (docs/tuner.md)")
+            check(state["fsdp_sharding_strategy"] is None and model["wrapper"].endswith("DistributedDataParallel")
+                  and model["param_bytes"] == full, f"rank {rank}: {state} {model}")
 
 
 def case_tune_llama(ts, work):
@@ -313,7 +376,7 @@ def case_ds_llama_exports(ts, work):
 def main():
     ts, case, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
-    cases = {"probe": case_probe, "tune_gpt2": case_tune_gpt2, "tune_llama": case_tune_llama,
+    cases = {"probe": case_probe, "tune_gpt2": case_tune_gpt2, "cpu_fsdp": case_cpu_fsdp, "tune_llama": case_tune_llama,
              "failures": case_failures, "deepspeed": case_deepspeed,
              "ds_llama_exports": case_ds_llama_exports}
     try:

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "trainscope/tuner/job.h"
 #include "trainscope/tuner/models.h"
 
 namespace trainscope::tuner {
@@ -37,6 +38,45 @@ std::string megatronPrediction(const StudyInputs& study, const runconfig::TrainC
   return text;
 }
 
+namespace {
+
+// A CPU study (Gloo ranks): the job as that framework's runner would run the plan on these ranks
+// (job.h jobRefusal, the same rule `tune --runner` applies), priced under the cluster's profile for
+// it: the CPU rates plus the job's Python host work (time_model.h host_s; cpu-local.json's fitted
+// `frameworks` constants). A plan the runner would not run as exported gets the reason instead.
+std::string cpuFrameworkPrediction(const Cluster& cl, const runconfig::TrainConfig& c, const Plan& p, Framework f) {
+  const JobKind runner = f == Framework::Deepspeed ? JobKind::DeepSpeed : JobKind::Hf;
+  // Accelerate runs FSDP only on accelerators: on CPU ranks the Trainer's job is DDP (job.cpp).
+  const char* who = f == Framework::Deepspeed ? "DeepSpeed" : "Hugging Face Trainer/Accelerate (DDP)";
+  const std::string refusal = jobRefusal(runner, p, /*cpu=*/true);
+  if (!refusal.empty())
+    return std::string("no ") + (f == Framework::Deepspeed ? "DeepSpeed" : "PyTorch FSDP") + " prediction on " +
+           cl.name + ": " + refusal + " (trainscope predict --framework " + frameworkKey(f) +
+           " --cluster a100-80gb-x8 … prices the plan on GPUs)";
+  // Without per-op or per-micro-batch host costs in the file (a CPU file's dispatch_s is 0) the job
+  // would price as this runtime's step plus, at most, ZeRO-3's hooks: not that framework's prediction.
+  const FrameworkProfile& fp = cl.profile(f);
+  const bool fitted = fp.host_micro_batch_s > 0 || fp.host_op_s > 0 || fp.host_backward_op_s > 0 ||
+                      ((fp.host_op_s < 0 || fp.host_backward_op_s < 0) && cl.dispatch_s > 0);
+  if (!fitted) {
+    const std::string key = frameworkKey(f);
+    return std::string("no ") + (f == Framework::Deepspeed ? "DeepSpeed" : "Hugging Face") + " prediction on " +
+           cl.name + ": its cluster file fits no `" + key + "` host costs, so the job would price as this runtime "
+           "(trainscope calibrate --cluster " + cl.name + " --from STUDY --fit frameworks." + key +
+           ".host_op_s,frameworks." + key + ".host_micro_batch_s fits them from a tune --runner " +
+           toString(runner) + " study)";
+  }
+  const TimePrediction them = predictTime(c.model, p, cl, {-1.0, f});
+  const TimePrediction own = predictTime(c.model, p, cl, {-1.0, Framework::Trainscope});
+  char text[400];
+  std::snprintf(text, sizeof(text),
+                "predicted on %s: %s %.4g s/step (of which the job's Python host work %.4g s); this runtime %.4g s/step",
+                cl.name.c_str(), who, them.step_s, them.host_s, own.step_s);
+  return text;
+}
+
+}  // namespace
+
 std::string frameworkPrediction(const StudyInputs& study, const runconfig::TrainConfig& c, Framework f) {
   if (f == Framework::Megatron) return megatronPrediction(study, c);
   const char* who = f == Framework::Deepspeed ? "DeepSpeed" : f == Framework::Fsdp ? "PyTorch FSDP" : "this runtime";
@@ -48,10 +88,12 @@ std::string frameworkPrediction(const StudyInputs& study, const runconfig::Train
     return std::string("no ") + who + " prediction: the study's cluster \"" + study.cluster +
            "\" is not a preset here (trainscope predict --framework " + frameworkKey(f) + " --cluster FILE gives one)";
   }
-  if (cl.kind != ClusterKind::Gpu)
+  const Plan p = planOf(c);
+  if (cl.kind != ClusterKind::Gpu) {
+    if (f == Framework::Fsdp || f == Framework::Deepspeed) return cpuFrameworkPrediction(cl, c, p, f);
     return std::string("no ") + who + " prediction: the study ran on a CPU cluster (trainscope predict --framework " +
            frameworkKey(f) + " --cluster a100-80gb-x8 … prices the plan on GPUs)";
-  const Plan p = planOf(c);
+  }
   const TimePrediction them = predictTime(c.model, p, cl, {-1.0, f});
   const TimePrediction own = predictTime(c.model, p, cl, {-1.0, Framework::Trainscope});
   char text[400];

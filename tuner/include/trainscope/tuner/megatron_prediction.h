@@ -16,7 +16,9 @@ namespace trainscope::tuner {
 // or a CPU one, gets the sentence that says so and how to price it instead (never a throw).
 std::string megatronPrediction(const StudyInputs& study, const runconfig::TrainConfig& c);
 // The same for framework `f`'s profile (framework_profile.h): `export --format deepspeed` (deepspeed),
-// accelerate / accelerate-config / training-args (fsdp) print it beside this runtime's time.
+// accelerate / accelerate-config / training-args (fsdp) print it beside this runtime's time. On a CPU
+// study it prices the job as that framework's runner would run it there (Gloo ranks: the CPU rates and
+// the profile's host work; a Trainer on CPU runs DDP), or says why the runner would not run the plan.
 std::string frameworkPrediction(const StudyInputs& study, const runconfig::TrainConfig& c, models::Framework f);
 
 }  // namespace trainscope::tuner
