@@ -64,6 +64,38 @@ struct AttachLoss : torch::autograd::Function<AttachLoss> {
   }
 };
 
+// The combine's scatter: out = zeros(rows, C) with src's rows added at index (index_add). Forward
+// as autograd's index_add; its backward, dsrc = dout.index_select(0, index), is autograd's too, but
+// keeps the index only: IndexAddBackward0 also keeps `source` (to read its shape), which here is
+// the gated expert outputs, M·C·e per MoE layer held to the backward for nothing
+// (docs/memory-model.md, "Mixture of experts").
+struct IndexAddRows : torch::autograd::Function<IndexAddRows> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& src, const at::Tensor& index, int64_t rows) {
+    ctx->save_for_backward({index});
+    return at::zeros({rows, src.size(1)}, src.options()).index_add(0, index, src);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const at::Tensor index = ctx->get_saved_variables()[0];
+    return {g[0].index_select(0, index), at::Tensor(), at::Tensor()};
+  }
+};
+
+// Rows put in another order: out[i] = x[from[i]]. Forward as an index_select; backward scatters
+// dout back by the inverse permutation as a gather (dx = dout.index_select(0, to), to[from[i]] = i),
+// the exact copy index_copy's backward made. Keeps the two index vectors only (autograd's
+// index_copy kept its source, the experts' outputs R·C·e, and index_select's backward would add
+// into a zero-filled tensor).
+struct PermuteRows : torch::autograd::Function<PermuteRows> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& from, const at::Tensor& to) {
+    ctx->save_for_backward({to});
+    return x.index_select(0, from);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const at::Tensor to = ctx->get_saved_variables()[0];
+    return {g[0].index_select(0, to), at::Tensor(), at::Tensor()};
+  }
+};
+
 // One expert's MLP over rows x (n, C): GELU-tanh, or SwiGLU with fc_w's rows [gate; up]
 // (down(silu(gate(x)) · up(x)), as Mixtral's experts). Biases may be undefined (mlp_bias false).
 at::Tensor expertMlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b, const at::Tensor& proj_w,
@@ -123,9 +155,13 @@ at::Tensor dispatchAndRun(const MoeWeights& w, const at::Tensor& xs, const std::
       for (int64_t j = 0; j < e; ++j) start += counts[size_t(q * E + r * El + j)];
       for (int64_t i = 0; i < counts[size_t(q * E + r * El + e)]; ++i) order.push_back(start + i);
     }
+  // order[i]: the received row that is the i-th by expert; inverse[order[i]] = i.
+  std::vector<int64_t> inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inverse[size_t(order[i])] = int64_t(i);
   at::Tensor perm = at::tensor(order, at::kLong).to(xs.device());
+  at::Tensor unperm = at::tensor(inverse, at::kLong).to(xs.device());
   at::Tensor y = runExperts(w, got.index_select(0, perm), local);                       // (R, C) by expert
-  at::Tensor back = at::empty_like(y).index_copy(0, perm, y);                            // (R, C) by source
+  at::Tensor back = PermuteRows::apply(y, unperm, perm);                                 // (R, C) by source
   return AllToAll::apply(back, reinterpret_cast<int64_t>(&ep), send, recv);              // (M, C) as sent
 }
 
@@ -288,7 +324,7 @@ at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, const MoeSpec& s
   }
   // Combine: each kept assignment's output, weighted by its gate, added to its token's row.
   at::Tensor g = gate_a.index_select(0, sel).to(ys.scalar_type()).unsqueeze(1);        // (M, 1)
-  at::Tensor out = at::zeros({N, C}, ys.options()).index_add(0, tok, ys * g);            // (N, C)
+  at::Tensor out = IndexAddRows::apply(ys * g, tok, N);                                  // (N, C)
   if (w.shared_fc_w.defined())
     out = out + expertMlp(x2, w.shared_fc_w, w.shared_fc_b, w.shared_proj_w, w.shared_proj_b, w.swiglu);  // (N, C)
 
