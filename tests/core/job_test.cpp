@@ -176,6 +176,14 @@ TEST(Job, EachRunnerRefusesWhatItsFrameworkDoesNotRun) {
   EXPECT_NE(tn::jobRefusal(tn::JobKind::Hf, p, /*cpu=*/true).find("FSDP only on GPUs"), std::string::npos);
   EXPECT_NE(tn::jobRefusal(tn::JobKind::Accelerate, p, /*cpu=*/true).find("--zero 0"), std::string::npos);
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::DeepSpeed, p, /*cpu=*/true), "");  // DeepSpeed's ZeRO runs on CPU ranks
+  // torchtitan's experts borrow their ranks from dp_shard x cp x tp: FSDP's data-parallel ranks lend
+  // them, replicated ones (ZeRO 0/1) do not.
+  p.ep = 2;
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::Torchtitan, p), "");
+  p.zero = rt::ZeroStage::OptimizerStates;
+  EXPECT_NE(tn::jobRefusal(tn::JobKind::Torchtitan, p).find("expert parallelism takes its ranks"), std::string::npos);
+  p.tp = 2;
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::Torchtitan, p), "");
   EXPECT_THROW(tn::parseJobKind("horovod"), trainscope::UserError);
 }
 

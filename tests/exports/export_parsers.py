@@ -28,10 +28,13 @@ def parser_folder(name):
     return d
 
 
-def trainscope(bin_, *args, ok=(0,)):
+def trainscope(bin_, *args, ok=(0,), notes=False):
+    """stdout (and, with notes, the `note: ` lines of stderr) of a trainscope command."""
     r = subprocess.run([bin_, *args], capture_output=True, text=True)
     if r.returncode not in ok:
         raise RuntimeError(f"trainscope {' '.join(args)} exited {r.returncode}: {r.stderr.strip()[-1500:]}")
+    if notes:
+        return r.stdout, [line[len("note: "):] for line in r.stderr.splitlines() if line.startswith("note: ")]
     return r.stdout
 
 
@@ -71,8 +74,8 @@ def spread(study, limit, keep=lambda plan: True):
     return out
 
 
-def export(bin_, study, fmt, trial):
-    return trainscope(bin_, "export", study, "--format", fmt, "--trial", str(trial))
+def export(bin_, study, fmt, trial, notes=False):
+    return trainscope(bin_, "export", study, "--format", fmt, "--trial", str(trial), notes=notes)
 
 
 def runner_trials(bin_, folder, runner, entry_args, flags, trials=2):

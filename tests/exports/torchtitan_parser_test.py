@@ -12,7 +12,8 @@ TrainingConfig, ParallelismConfig, OptimizersContainer.Config (default_adamw's g
 LRSchedulersContainer.Config: every flag must be one of theirs, of its type and among its choices.
 The parsed values must be the run's: batch (local = micro-batch, global, and torchtitan's gradient
 accumulation global / (local x dp) = ga), sequence, steps, clipping, precision, the data-parallel
-replicate/shard degrees and resharding for the ZeRO stage, TP, PP, CP, the AdamW group's lr, betas,
+replicate/shard degrees and resharding for the ZeRO stage, TP, PP, CP, EP (which torchtitan takes
+from dp_shard x cp x tp: a layout where it cannot must say so in a note), the AdamW group's lr, betas,
 eps and weight decay, the schedule (warm-up, cosine, min lr); with PP the schedule torch's
 get_schedule_class knows (as torchtitan's pipeline_llm resolves it) and the virtual stages torchtitan
 derives from layers_per_stage equal to pp x this run's virtual stages, local batch a multiple of the
@@ -61,7 +62,7 @@ def parse(argv):
         return None, f"ConfigManager refused the flags: {said[:600]}"
 
 
-def problems(cfg, run):
+def problems(cfg, run, notes=()):
     from torch.distributed.pipelining.schedules import PipelineScheduleSingle, get_schedule_class
     p, want = [], ep.want
     t, par = cfg.training, cfg.parallelism
@@ -81,6 +82,11 @@ def problems(cfg, run):
     want(p, "parallelism.tensor_parallel_degree", par.tensor_parallel_degree, run["tp"])
     want(p, "parallelism.pipeline_parallel_degree", par.pipeline_parallel_degree, run["pp"])
     want(p, "parallelism.context_parallel_degree", par.context_parallel_degree, run.get("cp", 1))
+    want(p, "parallelism.expert_parallel_degree", par.expert_parallel_degree, run.get("ep", 1))
+    dense = par.data_parallel_shard_degree * par.context_parallel_degree * par.tensor_parallel_degree
+    if dense % par.expert_parallel_degree and not any("expert parallelism takes its ranks" in n for n in notes):
+        p.append(f"ep {par.expert_parallel_degree} does not divide dp_shard x cp x tp = {dense} (torchtitan's "
+                 "efsdp x ep), and no note says so")
     dp_degree = par.data_parallel_replicate_degree * par.data_parallel_shard_degree
     want(p, "gradient accumulation (global / (local x dp))", t.global_batch_size // (t.local_batch_size * dp_degree),
          run["ga"])
@@ -118,9 +124,9 @@ def problems(cfg, run):
     return p
 
 
-def check(checks, what, argv, run):
+def check(checks, what, argv, run, notes):
     cfg, refused = parse(argv)
-    checks.report(what, [refused] if refused else problems(cfg, run))
+    checks.report(what, [refused] if refused else problems(cfg, run, notes))
 
 
 def main():
@@ -139,8 +145,9 @@ def run_checks(bin_, folder):
         study = ep.space(bin_, folder, name, flags)
         for cid, plan in ep.spread(study, limit):
             run = json.loads(ep.export(bin_, study, "run", cid))
-            text = ep.export(bin_, study, "torchtitan", cid)
-            check(checks, f"{name} c{cid} {plan}: export --format torchtitan", ROOT_ARGS + shlex.split(text), run)
+            text, notes = ep.export(bin_, study, "torchtitan", cid, notes=True)
+            check(checks, f"{name} c{cid} {plan}: export --format torchtitan", ROOT_ARGS + shlex.split(text), run,
+                  notes)
     study, recorded = ep.runner_trials(bin_, folder, "torchtitan", ROOT_ARGS, RUNNER)
     for cid, argv, env, trial in recorded:
         run = ep.trial_run(json.loads(ep.export(bin_, study, "run", cid)), trial)

@@ -28,7 +28,14 @@ ExportResult torchtitanFlags(const rt::TrainConfig& c) {
     << " --parallelism.data_parallel_shard_degree " << (shard ? c.dp : 1)
     << " --parallelism.fsdp_reshard_after_forward "
     << (c.zero == rt::ZeroStage::Gradients ? "never" : "default") << " --parallelism.tensor_parallel_degree " << c.tp
-    << " --parallelism.pipeline_parallel_degree " << c.pp << " --parallelism.context_parallel_degree " << c.cp;
+    << " --parallelism.pipeline_parallel_degree " << c.pp << " --parallelism.context_parallel_degree " << c.cp
+    << " --parallelism.expert_parallel_degree " << c.ep;
+  // torchtitan's experts borrow their ranks from the dense region: dp_shard x cp x tp = efsdp x ep
+  // (ParallelismConfig.expert_parallel_degree); replicated data parallelism lends none.
+  if (c.ep > 1 && (shard ? c.dp : 1) * c.cp * c.tp % c.ep != 0)
+    r.notes.push_back("torchtitan's expert parallelism takes its ranks from the sharded data-parallel (FSDP), CP and TP "
+                      "ranks: ep " + std::to_string(c.ep) + " does not divide dp_shard x cp x tp = " +
+                      std::to_string((shard ? c.dp : 1) * c.cp * c.tp) + ", which torchtitan refuses (use ZeRO-2/3 here)");
   if (c.pp > 1) {
     // The layers split evenly over pp x virtual stages, as this runtime (and the Megatron-LM export)
     // splits them: without layers_per_stage torchtitan runs 2 stages a rank under an interleaved
