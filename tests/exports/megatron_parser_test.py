@@ -9,13 +9,13 @@ megatron-core 0.19.2 says Requires-Python >= 3.12 and its wheel is tagged cp312;
 on this venv's Python 3.11 and its parser runs there once `typing.override` (new in 3.12, imported by
 megatron/training/models/hybrid.py) is given typing_extensions' — the only 3.12 name it needs.
 
-For a spread of layouts of llama3-8b, mistral-7b, qwen2.5-7b and mixtral-8x7b on H100 nodes and
+For a spread of layouts of llama3-8b (bf16 and fp8), mistral-7b, qwen2.5-7b and mixtral-8x7b on H100 nodes and
 small-llama on CPU ranks (`tune --max-trials 0`: the space, no trial), `export --format megatron` goes
 through bench/check_exports.py's megatron_problems: Megatron-LM's parse_args(ignore_unknown_args=False)
 as pretrain_gpt.py calls it, validate_args with the run's world size, every parsed value against the
 run, megatron-core's TransformerConfig built from the parsed arguments (core_transformer_config_from_args)
 against the workload file (heads, query groups, kv_channels, ffn size, RMSNorm and its epsilon, SwiGLU,
-biases, RoPE base and Llama 3 scaling, untied head, experts), megatron-core's RotaryEmbedding against
+biases, RoPE base and Llama 3 scaling, untied head, experts, fp8's recipe), megatron-core's RotaryEmbedding against
 transformers' inv_freq for the exported config.json, and the NullTokenizer's padded vocabulary.
 Then two trials of `tune --runner megatron` start tests/exports/record_argv.py in place of
 pretrain_gpt.py: the exact argument vector each rank was started with goes through the same checks,
@@ -43,6 +43,7 @@ import check_exports as ce  # noqa: E402  (the bench's Megatron-LM checks, run h
 H100 = ["--cluster", "h100-80gb-x8", "--gbs", "64"]
 STUDIES = [  # (name, tune flags, candidates checked)
     ("llama3-8b", ["--workload", "llama3-8b", *H100, "--seq", "8192"], 8),
+    ("llama3-8b-fp8", ["--workload", "llama3-8b", *H100, "--seq", "8192", "--precision", "fp8"], 3),
     ("mistral-7b", ["--workload", "mistral-7b", *H100, "--seq", "4096"], 3),
     ("qwen2.5-7b", ["--workload", "qwen2.5-7b", *H100, "--seq", "4096"], 3),
     ("mixtral-8x7b", ["--workload", "mixtral-8x7b", *H100, "--nodes", "2", "--seq", "4096"], 6),

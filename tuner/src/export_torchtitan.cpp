@@ -46,6 +46,9 @@ ExportResult torchtitanFlags(const rt::TrainConfig& c) {
       << " --parallelism.pipeline_parallel_first_stage_less_layers 0"
       << " --parallelism.pipeline_parallel_last_stage_less_layers 0";
   }
+  if (c.precision == rt::Precision::FP8)
+    r.notes.push_back("fp8 is torchtitan's Float8 converter (torchao, components/quantization/float8.py) of the registry "
+                      "config, not a flag: choose a config with it (these flags set bf16 parameters)");
   if (c.tp > 1 && !c.sequence_parallel)
     r.notes.push_back("torchtitan's TP always shards the sequence (sequence parallelism) between blocks");
   if (c.zero == rt::ZeroStage::OptimizerStates && c.dp > 1)
