@@ -7,7 +7,9 @@ environment (the targets need torch and Python >= 3.12; trainscope's /opt venv i
   megatron           megatron-core 0.19.2, which ships Megatron-LM's megatron/training/arguments.py.
                      (megatron-core wheels up to 0.16.1 hold megatron/core only: 0.1-0.3, 0.5-0.8,
                      0.10, 0.12, 0.14, 0.15.3, 0.16.0 and 0.16.1 looked at; 0.17.0, 0.18.0 and 0.19.2
-                     ship megatron/training/ too, for Python >= 3.12 only; PyPI has no megatron-lm.)
+                     ship megatron/training/ too, declared for Python >= 3.12; PyPI has no megatron-lm.
+                     The cpu suite's exports.megatron_parser runs these same checks on the project
+                     venv's Python 3.11: 0.19.2's sources run there given typing.override.)
                      sys.argv = pretrain_gpt.py + the flags, then parse_args(ignore_unknown_args=
                      False) as pretrain_gpt.py calls it (every flag known, every value of its type and
                      among its choices, abbreviations refused), validate_args with WORLD_SIZE = dp x cp
