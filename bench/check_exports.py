@@ -7,7 +7,9 @@ environment (the targets need torch and Python >= 3.12; trainscope's /opt venv i
   megatron           megatron-core 0.19.2, which ships Megatron-LM's megatron/training/arguments.py.
                      (megatron-core wheels up to 0.16.1 hold megatron/core only: 0.1-0.3, 0.5-0.8,
                      0.10, 0.12, 0.14, 0.15.3, 0.16.0 and 0.16.1 looked at; 0.17.0, 0.18.0 and 0.19.2
-                     ship megatron/training/ too, for Python >= 3.12 only; PyPI has no megatron-lm.)
+                     ship megatron/training/ too, declared for Python >= 3.12; PyPI has no megatron-lm.
+                     The cpu suite's exports.megatron_parser runs these same checks on the project
+                     venv's Python 3.11: 0.19.2's sources run there given typing.override.)
                      sys.argv = pretrain_gpt.py + the flags, then parse_args(ignore_unknown_args=
                      False) as pretrain_gpt.py calls it (every flag known, every value of its type and
                      among its choices, abbreviations refused), validate_args with WORLD_SIZE = dp x cp
@@ -377,7 +379,7 @@ def megatron_args_problems(run, parse_args, validate_args, core_transformer_conf
                 "min_lr": run["lr"] * run["min_lr_ratio"], "lr_decay_style": "cosine",
                 "lr_warmup_iters": run["warmup"], "train_iters": run["steps"], "weight_decay": run["weight_decay"],
                 "clip_grad": run["clip"], "adam_beta1": run["beta1"], "adam_beta2": run["beta2"],
-                "adam_eps": run["eps"], "seed": run["seed"], "bf16": prec == "bf16", "fp16": prec == "fp16",
+                "adam_eps": run["eps"], "seed": run["seed"], "bf16": prec in ("bf16", "fp8"), "fp16": prec == "fp16",
                 "recompute_granularity": ckpt, "sequence_parallel": bool(run["sequence_parallel"]),
                 "use_distributed_optimizer": run["zero"] >= 1, "hidden_dropout": 0.0, "attention_dropout": 0.0,
                 "optimizer": "sgd" if run["optimizer"] == "sgd" else "adam",
@@ -386,6 +388,13 @@ def megatron_args_problems(run, parse_args, validate_args, core_transformer_conf
                 else None}
     if prec == "fp16":
         expected["initial_loss_scale"] = float(run["fp16_init_scale"])
+    # fp8 trains in bf16 with Transformer Engine's delayed-scaling HYBRID recipe (this runtime's: amax
+    # history 16, the max of it, margin 0; runtime/src/model/fp8.h).
+    if prec == "fp8":
+        expected.update(fp8="hybrid", fp8_recipe="delayed", fp8_margin=0, fp8_amax_history_len=16,
+                        fp8_amax_compute_algo="max")
+    else:
+        expected["fp8"] = None
     expected.update(megatron_moe_expected(run))
     for k, v in expected.items():
         want(p, k, getattr(args, k), v)
@@ -399,6 +408,7 @@ def megatron_args_problems(run, parse_args, validate_args, core_transformer_conf
         want(p, "TransformerConfig.num_layers", tc.num_layers, run["n_layer"])
         want(p, "TransformerConfig.recompute_granularity", tc.recompute_granularity, ckpt)
         want(p, "TransformerConfig.sequence_parallel", tc.sequence_parallel, bool(run["sequence_parallel"]))
+        want(p, "TransformerConfig.fp8", tc.fp8, expected["fp8"])
         w = arch.preset(workload_file(run))
         p += arch.megatron_arch_problems(args, tc, arch.architecture(w))
         if args.position_embedding_type == "rope" and hf_config is not None:

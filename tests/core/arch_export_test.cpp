@@ -323,6 +323,19 @@ TEST(ArchSpace, SmallLlamaPreset) {
   EXPECT_EQ(w.n_positions, gpt.n_positions);
 }
 
+// An export is for its study's machines: a layout of more ranks than this host's cores allow a local
+// run (4 per core) is exported as it is (before, every format of a two-node study was refused here
+// naming --nproc and this machine's cores), and --oversubscribe is not written into it.
+TEST(ArchExport, AClusterLayoutIsExportedWhateverThisHostsCores) {
+  rt::TrainConfig c;
+  c.workload = "small-cpu";
+  c.seq = 64, c.mbs = 1, c.gbs = 4096, c.nproc = 4096;
+  ASSERT_NO_THROW(c = tn::trainingRunOf(c));
+  EXPECT_EQ(c.dp, 4096);
+  EXPECT_FALSE(c.oversubscribe);
+  EXPECT_EQ(tn::exportConfig(c, tn::ExportFormat::Run).text.find("oversubscribe\": true"), std::string::npos);
+}
+
 // `trainscope export -o FILE` writes the model's config.json beside FILE: a second export into the
 // same folder replaces the identical file without --overwrite; a different config.json there is
 // never replaced (and nothing is written); -o naming config.json itself is refused.

@@ -126,7 +126,10 @@ TEST(Job, MegatronAndTorchtitanTrialsCarryTheirFlags) {
   o.kind = tn::JobKind::Torchtitan;
   const tn::JobLaunch t = tn::jobLaunch(o, twoRanks(rt::ZeroStage::Parameters), "/d", false, "");
   const std::string& flags = fileOf(t, "torchtitan_args.txt");
-  EXPECT_EQ(t.argv[t.argv.size() - 2], "--optimizer.weight_decay");  // the flags follow the entry
+  EXPECT_EQ(t.argv[t.argv.size() - 2], "--lr_scheduler.min_lr_factor");  // the flags follow the entry
+  // torchtitan 0.3 has no --optimizer.lr (its parser refuses it): the AdamW group's kwargs.
+  EXPECT_EQ(flags.find("--optimizer.lr "), std::string::npos) << flags;
+  EXPECT_NE(flags.find("--optimizer.param_groups.0.optimizer_kwargs.lr "), std::string::npos) << flags;
   EXPECT_NE(flags.find("--training.local_batch_size 2 --training.global_batch_size 8"), std::string::npos) << flags;
   EXPECT_NE(flags.find("--parallelism.data_parallel_replicate_degree 1 --parallelism.data_parallel_shard_degree 2"),
             std::string::npos)
@@ -173,6 +176,14 @@ TEST(Job, EachRunnerRefusesWhatItsFrameworkDoesNotRun) {
   EXPECT_NE(tn::jobRefusal(tn::JobKind::Hf, p, /*cpu=*/true).find("FSDP only on GPUs"), std::string::npos);
   EXPECT_NE(tn::jobRefusal(tn::JobKind::Accelerate, p, /*cpu=*/true).find("--zero 0"), std::string::npos);
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::DeepSpeed, p, /*cpu=*/true), "");  // DeepSpeed's ZeRO runs on CPU ranks
+  // torchtitan's experts borrow their ranks from dp_shard x cp x tp: FSDP's data-parallel ranks lend
+  // them, replicated ones (ZeRO 0/1) do not.
+  p.ep = 2;
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::Torchtitan, p), "");
+  p.zero = rt::ZeroStage::OptimizerStates;
+  EXPECT_NE(tn::jobRefusal(tn::JobKind::Torchtitan, p).find("expert parallelism takes its ranks"), std::string::npos);
+  p.tp = 2;
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::Torchtitan, p), "");
   EXPECT_THROW(tn::parseJobKind("horovod"), trainscope::UserError);
 }
 

@@ -445,7 +445,12 @@ runconfig::TrainConfig trainingRunOf(runconfig::TrainConfig c) {
   c.warmup = 20;
   c.min_lr_ratio = runconfig::TrainConfig{}.min_lr_ratio;
   c.inject_failure.clear();
+  // An export is for the machines its study was for (a cluster's nodes), not this one: this host's
+  // cores bound neither its ranks nor its threads (runconfig's checkHost, which oversubscribe passes).
+  const bool oversubscribe = c.oversubscribe;
+  c.oversubscribe = true;
   runconfig::resolve(c);
+  c.oversubscribe = oversubscribe;
   return c;
 }
 

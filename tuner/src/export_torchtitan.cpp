@@ -6,7 +6,8 @@
 // data-parallel ranks (data_parallel_shard_degree, parameters resharded after forward), ZeRO-2 the
 // same without resharding (fsdp_reshard_after_forward never), no ZeRO replicates
 // (data_parallel_replicate_degree). Gradient accumulation is torchtitan's global_batch_size /
-// (local_batch_size x dp): local_batch_size is the micro-batch.
+// (local_batch_size x dp): local_batch_size is the micro-batch. Checked by torchtitan 0.3.0's own
+// ConfigManager in tests/exports/torchtitan_parser_test.py.
 #include <sstream>
 
 #include "trainscope/tuner/export.h"
@@ -27,11 +28,27 @@ ExportResult torchtitanFlags(const rt::TrainConfig& c) {
     << " --parallelism.data_parallel_shard_degree " << (shard ? c.dp : 1)
     << " --parallelism.fsdp_reshard_after_forward "
     << (c.zero == rt::ZeroStage::Gradients ? "never" : "default") << " --parallelism.tensor_parallel_degree " << c.tp
-    << " --parallelism.pipeline_parallel_degree " << c.pp << " --parallelism.context_parallel_degree " << c.cp;
+    << " --parallelism.pipeline_parallel_degree " << c.pp << " --parallelism.context_parallel_degree " << c.cp
+    << " --parallelism.expert_parallel_degree " << c.ep;
+  // torchtitan's experts borrow their ranks from the dense region: dp_shard x cp x tp = efsdp x ep
+  // (ParallelismConfig.expert_parallel_degree); replicated data parallelism lends none.
+  if (c.ep > 1 && (shard ? c.dp : 1) * c.cp * c.tp % c.ep != 0)
+    r.notes.push_back("torchtitan's expert parallelism takes its ranks from the sharded data-parallel (FSDP), CP and TP "
+                      "ranks: ep " + std::to_string(c.ep) + " does not divide dp_shard x cp x tp = " +
+                      std::to_string((shard ? c.dp : 1) * c.cp * c.tp) + ", which torchtitan refuses (use ZeRO-2/3 here)");
   if (c.pp > 1) {
+    // The layers split evenly over pp x virtual stages, as this runtime (and the Megatron-LM export)
+    // splits them: without layers_per_stage torchtitan runs 2 stages a rank under an interleaved
+    // schedule and gives the first and last stage one layer less (its *_stage_less_layers, 1).
     o << " --parallelism.pipeline_parallel_microbatch_size " << c.mbs << " --parallelism.pipeline_parallel_schedule "
-      << (c.virtual_stages > 1 ? "Interleaved1F1B" : c.pp_schedule == rt::PipelineSchedule::GPipe ? "GPipe" : "1F1B");
+      << (c.virtual_stages > 1 ? "Interleaved1F1B" : c.pp_schedule == rt::PipelineSchedule::GPipe ? "GPipe" : "1F1B")
+      << " --parallelism.pipeline_parallel_layers_per_stage " << c.model.n_layer / (c.pp * c.virtual_stages)
+      << " --parallelism.pipeline_parallel_first_stage_less_layers 0"
+      << " --parallelism.pipeline_parallel_last_stage_less_layers 0";
   }
+  if (c.precision == rt::Precision::FP8)
+    r.notes.push_back("fp8 is torchtitan's Float8 converter (torchao, components/quantization/float8.py) of the registry "
+                      "config, not a flag: choose a config with it (these flags set bf16 parameters)");
   if (c.tp > 1 && !c.sequence_parallel)
     r.notes.push_back("torchtitan's TP always shards the sequence (sequence parallelism) between blocks");
   if (c.zero == rt::ZeroStage::OptimizerStates && c.dp > 1)
@@ -39,7 +56,17 @@ ExportResult torchtitanFlags(const rt::TrainConfig& c) {
   if (c.ckpt != rt::Checkpointing::None)
     r.notes.push_back(std::string("activation checkpointing (") + (c.ckpt == rt::Checkpointing::Full ? "full" : "selective") +
                       ") is the registry config's activation_checkpoint policy: choose the config with it");
-  o << " --optimizer.lr " << c.lr << " --optimizer.eps " << c.eps << " --optimizer.weight_decay " << c.weight_decay << "\n";
+  // torchtitan 0.3's optimizer config is a list of parameter groups, each with its optimizer's kwargs
+  // (OptimizersContainer.Config.param_groups); the registry configs have one catch-all AdamW group
+  // (default_adamw), whose kwargs these set. (There is no --optimizer.lr: its parser refuses it.)
+  // The schedule: linear warm-up, then cosine to lr x min_lr_ratio at the last step, as this runtime's.
+  if (c.optimizer != rt::OptimizerKind::AdamW)
+    r.notes.push_back(std::string("torchtitan's registry configs run AdamW; this run's ") + toString(c.optimizer) +
+                      " is not in these flags (its kwargs are AdamW's)");
+  const std::string kw = " --optimizer.param_groups.0.optimizer_kwargs.";
+  o << kw << "lr " << c.lr << kw << "betas " << c.beta1 << " " << c.beta2 << kw << "eps " << c.eps << kw
+    << "weight_decay " << c.weight_decay << " --lr_scheduler.warmup_steps " << c.warmup
+    << " --lr_scheduler.decay_type cosine --lr_scheduler.min_lr_factor " << c.min_lr_ratio << "\n";
   r.text = o.str();
   return r;
 }

@@ -128,6 +128,10 @@ std::string jobRefusal(JobKind kind, const Plan& p, bool cpu) {
     case JobKind::Torchtitan:
       if (p.pp > 1 && p.pp_schedule == rt::PipelineSchedule::GPipe && p.virtual_stages > 1)
         return runner + ": GPipe is not interleaved";
+      // Its experts borrow their ranks from dp_shard x cp x tp (FSDP's, not replicated DP's).
+      if (p.ep > 1 && (p.zero >= rt::ZeroStage::Gradients && p.dp > 1 ? p.dp : 1) * p.cp * p.tp % p.ep != 0)
+        return runner + ": torchtitan's expert parallelism takes its ranks from the sharded data-parallel (ZeRO-2/3), "
+                        "CP and TP ranks, and ep does not divide them here";
       return "";
     default:
       return "";
