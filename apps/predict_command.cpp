@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <utility>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -214,17 +215,37 @@ void useMeasuredTime(Outcome& o, const PredictFlags& f) {
   }
 }
 
+// Flags `f` priced for workload `w` on cluster `c` by the analytic models: what predict's evaluate()
+// and priceConfig (calibrate's) share. Throws the UserErrors predict gives.
+struct Priced {
+  int64_t devices = 0;
+  tn::Plan p;
+  tn::MemoryPrediction m;
+  tn::TimeOptions options;
+  tn::TimePrediction t;
+};
+Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c, tn::Framework framework) {
+  Priced out;
+  out.devices = devicesOf(f, c);
+  out.p = planFromFlags(f, w, c, out.devices);
+  checkPriceable(w, out.p, out.devices);
+  out.m = checkedMemory(w, out.p);
+  out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention)};
+  out.t = tn::predictTime(w, out.p, c, out.options);
+  return out;
+}
+
 Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   Outcome o;
   o.framework = checkedFramework(f);
   o.w = loaded.workload(f.workload);
   o.c = loaded.cluster(f.cluster, f.nodes);
-  o.devices = devicesOf(f, o.c);
-  o.p = planFromFlags(f, o.w, o.c, o.devices);
-  checkPriceable(o.w, o.p, o.devices);
-  o.m = checkedMemory(o.w, o.p);
-  o.attention = tn::parseAttention(f.attention);
-  o.t = tn::predictTime(o.w, o.p, o.c, {f.dp_overlap, o.framework, o.attention});
+  Priced priced = priceFlags(f, o.w, o.c, o.framework);
+  o.devices = priced.devices;
+  o.p = std::move(priced.p);
+  o.m = std::move(priced.m);
+  o.attention = priced.options.attention;
+  o.t = std::move(priced.t);
   // Megatron-LM's parameters and optimizer state per stage (its theoretical_memory_usage and the
   // distributed-optimizer docs): 16-bit weights, fp32 main gradients, fp32 master weights and Adam
   // moments = 18 bytes per parameter, or 6 + 12/dp with the distributed optimizer. Layers only, as
@@ -424,14 +445,12 @@ nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o) {
 }
 
 PricedConfig priceConfig(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c) {
+  Priced priced = priceFlags(f, w, c, checkedFramework(f));
   PricedConfig out;
-  const tn::Framework framework = checkedFramework(f);
-  const int64_t devices = devicesOf(f, c);
-  out.p = planFromFlags(f, w, c, devices);
-  checkPriceable(w, out.p, devices);
-  out.peak_bytes = checkedMemory(w, out.p).peak();
-  out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention)};
-  out.step_s = tn::predictTime(w, out.p, c, out.options).step_s;
+  out.p = std::move(priced.p);
+  out.options = priced.options;
+  out.step_s = priced.t.step_s;
+  out.peak_bytes = priced.m.peak();
   return out;
 }
 

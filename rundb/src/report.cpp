@@ -351,7 +351,7 @@ std::string formatReport(const Report& r) {
                   static_cast<long long>(k.rank), static_cast<long long>(k.steps), k.step_s_mean * 1e3,
                   k.step_s_median * 1e3, k.step_s_p90 * 1e3, gpu_cell, cell(b.compute_s).c_str(), cell(b.comm_s).c_str(),
                   cell(b.wait_s).c_str(), cell(b.bubble_s).c_str(), cell(b.overlap_s).c_str(), cell(b.memory_s).c_str(), cell(b.idle_s).c_str(),
-                  double(k.peak_bytes) / (1 << 20), k.straggler ? "  <- straggler" : "");
+                  double(k.peak_bytes) / (1 << 20), k.compute_heavy ? "  <- compute > 1.1x median" : "");
     o << line;
   }
   o << "(per counted step, over each step's " << (gpu ? "GPU window: its launches' device work" : "CPU window")

@@ -519,7 +519,7 @@ RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map
   addBreakdownNotes(s, found);
   if (s.ranks.size() > 1) {
     const double med = percentile(compute_per_rank, 0.5);
-    for (auto& rs : s.ranks) rs.straggler = med > 0 && rs.breakdown && rs.breakdown->compute_s > 1.10 * med;
+    for (auto& rs : s.ranks) rs.compute_heavy = med > 0 && rs.breakdown && rs.breakdown->compute_s > 1.10 * med;
   }
   return s;
 }
@@ -552,7 +552,7 @@ std::string summaryJson(const RunSummary& s) {
                         {"step_time_min_s", r.step_s_min},
                         {"step_time_max_s", r.step_s_max},
                         {"peak_bytes", r.peak_bytes},
-                        {"straggler", r.straggler}};
+                        {"compute_heavy", r.compute_heavy}};
     if (r.breakdown)
       k["breakdown"] = {{"compute_s", r.breakdown->compute_s}, {"comm_s", r.breakdown->comm_s},
                         {"overlap_s", r.breakdown->overlap_s}, {"memory_s", r.breakdown->memory_s},

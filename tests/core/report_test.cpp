@@ -211,6 +211,27 @@ TEST(RunSummary, DefinitionsOverSeveralRanks) {
   EXPECT_EQ(db::summaryJson(t), db::summaryJson(db::summarizeSteps(reader.steps(), 2, "hand-built", 1e15)));
 }
 
+// The per-rank mark is a load imbalance — compute over 1.1 × the median rank's — named as such, not
+// "straggler": the straggler is each step's (step_analysis.h), and may be another rank.
+TEST(RunSummary, ARankWithMoreComputeIsMarkedComputeHeavyNotStraggler) {
+  const std::string run = tempPath("compute_heavy.db");
+  // Rank 0 computes 700 ns of step 1; rank 1 none: the median is 350 ns, so rank 0 alone is over 1.1 ×.
+  makeTraced(run, {{0, 1000}, {1000, 2000}}, [](tr::Tracer& t) {
+    t.record(tr::RangeEvent{1100, 1800, t.intern("forward"), t.intern("trainscope"), 0, 0, 0});
+  }, 2);
+  const db::Report r = db::computeReport(run);
+  ASSERT_EQ(r.summary.ranks.size(), 2u);
+  EXPECT_TRUE(r.summary.ranks[0].compute_heavy);
+  EXPECT_FALSE(r.summary.ranks[1].compute_heavy);
+  const std::string text = db::formatReport(r);
+  EXPECT_NE(text.find("<- compute > 1.1x median"), std::string::npos) << text;
+  EXPECT_EQ(text.find("<- straggler"), std::string::npos) << text;
+  const auto j = nlohmann::json::parse(db::summaryJson(r.summary));
+  EXPECT_EQ(j["ranks"][0]["compute_heavy"], true);
+  EXPECT_EQ(j["ranks"][1]["compute_heavy"], false);
+  EXPECT_FALSE(j["ranks"][0].contains("straggler")) << j["ranks"][0].dump();
+}
+
 TEST(Report, WarnsWhenARanksEventsAreMissing) {
   const std::string run = tempPath("missing-rank.db");
   {
@@ -382,7 +403,7 @@ TEST(RunSummary, OnePassReadingGivesTheIndexedReadingsNumbers) {
   makeShuffledGpuTrace(path);
   db::RunReader reader(path);
   const std::string expected =
-      R"({"breakdown_source":"kernels","breakdown_window":"gpu","excluded_steps":1,"hfu":1.2664634977779898,"mfu":1.0553862481483247,"notes":["rank 0: 42 device event(s) have no launch in the trace: they do not place a step's window, and count where they ran","rank 1: 38 device event(s) have no launch in the trace: they do not place a step's window, and count where they ran","rank 2: 35 device event(s) have no launch in the trace: they do not place a step's window, and count where they ran"],"peak_bytes":3145728,"peak_flops":1000000000000.0,"ranks":[{"breakdown":{"comm_s":9.37172e-05,"compute_s":0.0003020388,"idle_s":0.000551275,"memory_s":3.38532e-05,"overlap_s":2.31722e-05},"gpu_step_time_mean_s":0.000957712,"peak_bytes":1048576,"rank":0,"step_time_max_s":0.0009204220000000001,"step_time_mean_s":0.0009111338,"step_time_median_s":0.0009122770000000001,"step_time_min_s":0.0009023490000000001,"step_time_p90_s":0.000917198,"steps":5,"straggler":false,"unattributed_device_events":42,"unattributed_device_s":0.000753524},{"breakdown":{"comm_s":0.00017397200000000002,"compute_s":0.0002891822,"idle_s":0.000513882,"memory_s":2.23078e-05,"overlap_s":4.44682e-05},"gpu_step_time_mean_s":0.0009548758,"peak_bytes":2097152,"rank":1,"step_time_max_s":0.000944079,"step_time_mean_s":0.000928062,"step_time_median_s":0.0009318120000000001,"step_time_min_s":0.0009113290000000001,"step_time_p90_s":0.0009412878,"steps":5,"straggler":false,"unattributed_device_events":38,"unattributed_device_s":0.0007284579999999999},{"breakdown":{"comm_s":8.92144e-05,"compute_s":0.0002806048,"idle_s":0.0005873346000000001,"memory_s":2.2764600000000002e-05,"overlap_s":2.7053200000000004e-05},"gpu_step_time_mean_s":0.0009528652000000001,"peak_bytes":3145728,"rank":2,"step_time_max_s":0.0009680800000000001,"step_time_mean_s":0.000945173,"step_time_median_s":0.000941105,"step_time_min_s":0.0009323420000000001,"step_time_p90_s":0.0009594872,"steps":5,"straggler":false,"unattributed_device_events":35,"unattributed_device_s":0.0005348089999999999}],"step_time_mean_s":0.0009475204000000001,"step_time_median_s":0.000944079,"step_time_p90_s":0.0009594872,"steps":5,"tokens_per_s":4322862.072415538,"workload":"shuffled","world":3})";
+      R"({"breakdown_source":"kernels","breakdown_window":"gpu","excluded_steps":1,"hfu":1.2664634977779898,"mfu":1.0553862481483247,"notes":["rank 0: 42 device event(s) have no launch in the trace: they do not place a step's window, and count where they ran","rank 1: 38 device event(s) have no launch in the trace: they do not place a step's window, and count where they ran","rank 2: 35 device event(s) have no launch in the trace: they do not place a step's window, and count where they ran"],"peak_bytes":3145728,"peak_flops":1000000000000.0,"ranks":[{"breakdown":{"comm_s":9.37172e-05,"compute_s":0.0003020388,"idle_s":0.000551275,"memory_s":3.38532e-05,"overlap_s":2.31722e-05},"gpu_step_time_mean_s":0.000957712,"peak_bytes":1048576,"rank":0,"step_time_max_s":0.0009204220000000001,"step_time_mean_s":0.0009111338,"step_time_median_s":0.0009122770000000001,"step_time_min_s":0.0009023490000000001,"step_time_p90_s":0.000917198,"steps":5,"compute_heavy":false,"unattributed_device_events":42,"unattributed_device_s":0.000753524},{"breakdown":{"comm_s":0.00017397200000000002,"compute_s":0.0002891822,"idle_s":0.000513882,"memory_s":2.23078e-05,"overlap_s":4.44682e-05},"gpu_step_time_mean_s":0.0009548758,"peak_bytes":2097152,"rank":1,"step_time_max_s":0.000944079,"step_time_mean_s":0.000928062,"step_time_median_s":0.0009318120000000001,"step_time_min_s":0.0009113290000000001,"step_time_p90_s":0.0009412878,"steps":5,"compute_heavy":false,"unattributed_device_events":38,"unattributed_device_s":0.0007284579999999999},{"breakdown":{"comm_s":8.92144e-05,"compute_s":0.0002806048,"idle_s":0.0005873346000000001,"memory_s":2.2764600000000002e-05,"overlap_s":2.7053200000000004e-05},"gpu_step_time_mean_s":0.0009528652000000001,"peak_bytes":3145728,"rank":2,"step_time_max_s":0.0009680800000000001,"step_time_mean_s":0.000945173,"step_time_median_s":0.000941105,"step_time_min_s":0.0009323420000000001,"step_time_p90_s":0.0009594872,"steps":5,"compute_heavy":false,"unattributed_device_events":35,"unattributed_device_s":0.0005348089999999999}],"step_time_mean_s":0.0009475204000000001,"step_time_median_s":0.000944079,"step_time_p90_s":0.0009594872,"steps":5,"tokens_per_s":4322862.072415538,"workload":"shuffled","world":3})";
   // The fields added since (the breakdown's wait and bubble, each step's own) leave these untouched.
   nlohmann::json got = nlohmann::json::parse(db::summaryJson(db::summarize(reader)));
   for (auto& k : got["ranks"]) {

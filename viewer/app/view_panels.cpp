@@ -199,7 +199,11 @@ void App::drawSteps() {
   while (clip.Step()) {
     for (int ri = clip.DisplayStart; ri < clip.DisplayEnd; ++ri) {
       const auto& r = s.ranks[size_t(ri)];
-      ImGui::Text("rank %-3lld %s", (long long)r.rank, r.straggler ? "STRAGGLER" : "         ");
+      // Not the straggler (the step's, listed below): a rank whose compute is over 1.1 x the median rank's.
+      ImGui::Text("rank %-3lld %s", (long long)r.rank, r.compute_heavy ? "more compute" : "");
+      if (r.compute_heavy && ImGui::IsItemHovered())
+        ImGui::SetTooltip("compute per step over 1.1 x the median rank's; each step's straggler (the rank last at "
+                          "its collectives) is listed below");
       ImGui::SameLine(150);
       const ImVec2 p = ImGui::GetCursorScreenPos();
       if (r.breakdown && longest > 0) {

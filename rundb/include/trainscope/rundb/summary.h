@@ -111,7 +111,9 @@ struct RankSummary {
   std::optional<double> gpu_step_s;      // mean GPU window of the counted steps (GPU runs)
   int64_t unattributed_events = 0;       // device events without their launch in the trace
   double unattributed_s = 0;             // and their total time
-  bool straggler = false;
+  // Compute per counted step over 1.1 × the median rank's (more than one rank): a load imbalance. Not
+  // the straggler of a step (step_analysis.h: the rank last at its collectives), which may be another.
+  bool compute_heavy = false;
 };
 
 struct RunSummary {
