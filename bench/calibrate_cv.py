@@ -24,14 +24,20 @@ from common import DEFAULT_BIN, ROOT, output_file
 
 BASE_CHANGES = {
     "vtrain-multi": {"inter_node": {"bandwidth": 12.5e9}},
-    "mpt-40gb": {"memory_bytes": 42949672960, "memory_bandwidth": 1.555e12},
+    # The 40 GB rows ran FSDP mixed_precision PURE: gradients reduced in bf16 (the 80 GB rows DEFAULT:
+    # fp32, the profile's own; its two 70b rows were PURE too and are priced in fp32 here).
+    "mpt-40gb": {"memory_bytes": 42949672960, "memory_bandwidth": 1.555e12,
+                 "frameworks": {"fsdp": {"reduce_bytes": 2}}},
 }
 
 
 def base_cluster(set_name, workdir):
     preset = json.load(open(os.path.join(ROOT, "models", "clusters", "a100-80gb-x8.json")))
     for key, value in BASE_CHANGES.get(set_name, {}).items():
-        if isinstance(value, dict):
+        if key == "frameworks":
+            for fw, consts in value.items():
+                preset.setdefault("frameworks", {}).setdefault(fw, {}).update(consts)
+        elif isinstance(value, dict):
             preset[key].update(value)
         else:
             preset[key] = value
