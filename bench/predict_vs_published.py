@@ -17,7 +17,7 @@ Assumptions where the papers leave a knob open (stated again in the output):
   parallelism + selective recomputation; 175B and 530B interleaved with 3 model chunks per stage.
   vTrain: --framework megatron, full recomputation, fp16, 1F1B, vocabulary 50257, its 800 Gb/s per
   node; TP 16 with --allow-tp-across-nodes. MPT: --framework fsdp (--fsdp-framework),
-  ZeRO-3 (FULL_SHARD), bf16, ALiBi, no biases, full recomputation where the row has it.
+  ZeRO-3 (FULL_SHARD), bf16, learned positions and biases (as NumParams says), gradients reduced in bf16 on PURE rows, full recomputation where the row has it.
 
 usage: bench/predict_vs_published.py [--bin build/bin/trainscope] [--json] [--markdown] [--rows SET] [--cv]
 """

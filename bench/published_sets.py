@@ -57,9 +57,18 @@ class Sets:
         # A100 SXM 40 GB: 40 GiB, 1,555 GB/s HBM2 (NVIDIA A100 datasheet); the rest as the 80 GB.
         a40 = copy.deepcopy(base)
         a40["name"], a40["memory_bytes"], a40["memory_bandwidth"] = "a100-40gb-x8", 40 << 30, 1.555e12
+        # MPT's "bf16" rows ran Composer's FSDP mixed_precision PURE (gradients reduced in bf16), its
+        # "amp_bf16" rows DEFAULT (reduce_dtype fp32, the fsdp profile's reduce_bytes 4): the MP Mode
+        # column of llm-foundry's benchmarking tables. All the 40 GB rows and the 80 GB 70b rows are PURE.
+        a40.setdefault("frameworks", {}).setdefault("fsdp", {})["reduce_bytes"] = 2
         self.a40_cluster = _write(os.path.join(workdir, "a100-40gb.json"), a40)
+        pure = copy.deepcopy(base)
+        pure["name"] = "a100-80gb-x8-fsdp-pure"
+        pure.setdefault("frameworks", {}).setdefault("fsdp", {})["reduce_bytes"] = 2
+        self.a80_pure_cluster = _write(os.path.join(workdir, "a100-80gb-pure.json"), pure)
         self.notes.append("vtrain: a100-80gb-x8 with inter_node.bandwidth 12.5e9 (vTrain's 800 Gb/s per node)")
         self.notes.append("mpt 40 GB rows: a100-80gb-x8 with 40 GiB and 1.555e12 B/s HBM (A100 40 GB datasheet)")
+        self.notes.append("mpt rows of precision bf16 (FSDP mixed_precision PURE): frameworks.fsdp.reduce_bytes 2")
 
     def workload(self, name, layers, heads, hidden, seq, vocab, **arch):
         spec = {"name": name, "n_layer": layers, "n_head": heads, "n_embd": hidden, "n_positions": seq,
@@ -122,9 +131,12 @@ class Sets:
         rows = []
         for r in d["rows"]:
             s = d["shapes"][r["model"]]
-            wl = self.workload("mpt-" + r["model"], s["n_layers"], s["n_heads"], s["d_model"], r["seq"], s["vocab_size"],
-                               positions="alibi", bias=False)
-            cluster = "a100-80gb-x8" if r["gpu"] == "a100_80gb" else self.a40_cluster
+            # Learned positions and biases, not the run_settings' "ALiBi, no biases": each row's NumParams
+            # is L(12h² + 13h) + Vh + 2h + seq·h exactly (a wpe of max_seq_len rows; 9h of linear biases
+            # a layer), as MPTConfig's defaults (alibi False, no_bias False) and the yamls give.
+            wl = self.workload("mpt-" + r["model"], s["n_layers"], s["n_heads"], s["d_model"], r["seq"], s["vocab_size"])
+            cluster = self.a40_cluster if r["gpu"] != "a100_80gb" else \
+                self.a80_pure_cluster if r["precision"] == "bf16" else "a100-80gb-x8"
             line = {"workload": wl, "cluster": cluster, "nodes": max(1, r["gpus"] // 8), "gpus": r["gpus"],
                     "mbs": r["mbs"], "gbs": r["gbs"], "seq": r["seq"], "precision": "bf16",
                     "ckpt": "full" if r["activation_checkpointing"] else "none",

@@ -53,6 +53,10 @@ FrameworkProfile builtinProfile(Framework f) {
       p.hooks_per_layer = 4;
       p.reduce_bytes = 4;
       p.prefetch_depth = 1;
+      // NCCL runs a collective as one CTA per channel; its ring inside an NVSwitch A100 node takes
+      // about 12 channels (NCCL's topology search at ~20 GB/s a channel for the node's ~240 GB/s), 12 of
+      // 108 SMs, and streams its buffers through the same HBM: about 0.1 of an overlapped layer's rate.
+      p.overlap_slowdown = 0.1;
       break;
     case Framework::Deepspeed:
       // DeepSpeed ZeRO: stage 3 hooks every submodule (pre/post forward and backward on the layer's
@@ -82,6 +86,8 @@ const std::vector<ProfileConstant>& profileConstants() {
        &P::flash_forward_scale},
       {"flash_backward_scale", 0.05, 1, "the attention kernel's backward rate over FlashAttention-2's",
        &P::flash_backward_scale},
+      {"overlap_slowdown", 0, 0.5, "share of a layer's compute rate taken by the ZeRO-3 collectives it overlaps",
+       &P::overlap_slowdown},
   };
   return list;
 }

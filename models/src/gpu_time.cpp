@@ -206,6 +206,7 @@ class StageTimes {
  public:
   StageTimes(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak)
       : w_(w), p_(p), c_(c), peak_(peak), e_(double(p.elementBytes())), megatron_(o.framework == Framework::Megatron),
+        fsdp_(o.framework == Framework::Fsdp),
         fp_(c.profile(o.framework)), head_(headOps(w, p, o.framework)), emb_(embeddingOps(w, p)) {
     LayerOps layer = layerOps(w, p, o.framework, o.attention);
     scaleFlash(layer, fp_, c);
@@ -230,7 +231,7 @@ class StageTimes {
                    (last ? sum(head_.forward, c, peak, e) : 0);
     s.device_bwd = layers * layer_bwd_ + moes * moe_.bwd + (first ? sum(emb_.backward, c, peak, e) : 0) +
                    (last ? sum(head_.backward, c, peak, e) : 0);
-    s.device_bwd += accumulation(index);
+    s.device_bwd += accumulation(index) + fsdpFlatGradient(index);
     s.recompute = layers * layer_rec_ + moes * moe_.rec;
     s.ep = moes * moe_.ep;
     s.tp = layers * (tp_.fwd + tp_.bwd + tp_.rec) + (first ? tp_.emb : 0) + (last ? tp_.head : 0);
@@ -270,11 +271,27 @@ class StageTimes {
     return seconds;
   }
 
+  // PyTorch FSDP (SHARD_GRAD_OP and FULL_SHARD flatten each wrapped block's parameters): each unit's
+  // flat gradient is assembled from its views' gradients on the compute stream (fsdpGradientBytes'
+  // copy), one kernel per layer and one for the stage's other parameters.
+  double fsdpFlatGradient(int64_t index) const {
+    if (!fsdp_ || !zero::shardsGradients(p_)) return 0.0;
+    const double n = double(zero::shardRanks(p_)), rb = gradBytes(p_, false, fp_);
+    const double layer = layerParams(w_, p_), layers = double(layersOfStage(w_.n_layer, p_.pp, index));
+    const double others = std::max(0.0, stageParams(w_, p_, index) - layers * layer);
+    Op copy;
+    copy.name = "fsdp flat gradient";
+    copy.bytes = fsdpGradientBytes(layer, e_, rb, n).copy_bytes;
+    double seconds = layers * memorySeconds(copy, c_);
+    copy.bytes = fsdpGradientBytes(others, e_, rb, n).copy_bytes;
+    return seconds + (copy.bytes > 0 ? memorySeconds(copy, c_) : 0.0);
+  }
+
   const workloads::Workload& w_;
   const Plan& p_;
   const Cluster& c_;
   const double peak_, e_;
-  const bool megatron_;
+  const bool megatron_, fsdp_;
   const FrameworkProfile& fp_;
   const LayerOps head_, emb_;
   MoeSeconds moe_{};
@@ -373,10 +390,11 @@ double zeroGatherSeconds(double first_s, double gather_s, double compute_s, doub
 }
 
 double zeroLayerSeconds(double first_s, double gather_s, double reduce_s, double compute_s, double layers,
-                        double prefetch_depth) {
-  const double rest = std::max(0.0, layers - 1.0);
-  if (prefetch_depth < 1) return first_s + rest * (gather_s + reduce_s);
-  return first_s + rest * std::max(0.0, gather_s + reduce_s - compute_s);
+                        double prefetch_depth, double slowdown) {
+  const double rest = std::max(0.0, layers - 1.0), chain = gather_s + reduce_s;
+  if (prefetch_depth < 1) return first_s + rest * chain;
+  const double slowed = compute_s + slowdown * std::min(chain, compute_s);
+  return first_s + rest * (std::max(chain, slowed) - compute_s);
 }
 
 double pipelineFillSeconds(const std::vector<double>& stage_s, int64_t slowest) {
@@ -508,7 +526,16 @@ double zeroSyncSeconds(TimePrediction& r, const workloads::Workload& w, const Pl
   // Hybrid sharding: the shards are over the N ranks of a shard group (dp·cp / replicas).
   const double R = double(zero::replicas(p)), dp = double(p.gradientGroup()) / R;
   const double M = double(p.ga()), e = double(p.elementBytes());
-  const double rs = collectiveSeconds(tier, params * grad_bytes, dp, (dp - 1) / dp);
+  const bool fsdp = o.framework == Framework::Fsdp;
+  // FSDP's post-backward stream casts and pre-divides each unit's gradient before its reduce-scatter
+  // (fsdpGradientBytes' side): on the same chain as the reduce-scatter.
+  auto fsdpSide = [&](double n) {
+    Op side;
+    side.name = "fsdp gradient cast and predivide";
+    side.bytes = fsdpGradientBytes(n, e, grad_bytes, dp).side_bytes;
+    return fsdp && side.bytes > 0 ? memorySeconds(side, c) : 0.0;
+  };
+  const double rs = collectiveSeconds(tier, params * grad_bytes, dp, (dp - 1) / dp) + fsdpSide(params);
   const double buckets = std::ceil(params / zero::kReduceBucketElements);
   double seconds = M * exposedReduction(o, c.profile(o.framework).overlap_reduce <= 0, rs, buckets, backward_s);
   if (!zero::shardsParameters(p)) return seconds + collectiveSeconds(tier, params * 4.0, dp, (dp - 1) / dp);
@@ -520,9 +547,14 @@ double zeroSyncSeconds(TimePrediction& r, const workloads::Workload& w, const Pl
     // FSDP / DeepSpeed ZeRO-3 (zeroLayerSeconds): each layer's backward gathers the next layer's
     // parameters and reduce-scatters its own gradients over the same links, so both hide behind the
     // one layer's backward; the last layer's reduce-scatter shows. No prefetch: every gather shows.
-    const double rs_layer = collectiveSeconds(tier, layer * grad_bytes, dp, (dp - 1) / dp);
-    r.zero_gather_s = M * (zeroLayerSeconds(first, gather, 0.0, slow.layer_fwd * scale, slow.layers, fp.prefetch_depth) +
-                           zeroLayerSeconds(first, gather, rs_layer, slow.layer_bwd * scale, slow.layers, fp.prefetch_depth));
+    // FSDP's all-gathers and reduce-scatters run as NCCL rings (ringCollectiveSeconds: n − 1 hops).
+    auto ag = [&](double bytes) {
+      return fsdp ? ringCollectiveSeconds(tier, bytes, dp, (dp - 1) / dp) : collectiveSeconds(tier, bytes, dp, (dp - 1) / dp);
+    };
+    const double rs_layer = ag(layer * grad_bytes) + fsdpSide(layer);
+    const double g = ag(layer * e), f1 = ag((layer + others) * e), sd = fp.overlap_slowdown;
+    r.zero_gather_s = M * (zeroLayerSeconds(f1, g, 0.0, slow.layer_fwd * scale, slow.layers, fp.prefetch_depth, sd) +
+                           zeroLayerSeconds(f1, g, rs_layer, slow.layer_bwd * scale, slow.layers, fp.prefetch_depth, sd));
     seconds = M * rs_layer;  // the last layer's reduce-scatter, after its backward
   } else {
     r.zero_gather_s = M * (zeroGatherSeconds(first, gather, slow.layer_fwd * scale, slow.layers) +

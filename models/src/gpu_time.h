@@ -42,8 +42,25 @@ double zeroGatherSeconds(double first_s, double gather_s, double compute_s, doub
 // FSDP's and DeepSpeed's ZeRO-3, one pass: each later layer's gather (and, backward, the layer's
 // gradient reduce-scatter, `reduce_s`, on the same links) beside that layer's compute: first_s +
 // (layers − 1) · max(0, gather_s + reduce_s − compute_s); with no prefetch (depth < 1) all of it.
+// `slowdown`: the share of the compute's rate the overlapped collectives take (their kernels' SMs and
+// memory traffic), so a layer lasts max(chain, compute + slowdown · min(chain, compute)).
 double zeroLayerSeconds(double first_s, double gather_s, double reduce_s, double compute_s, double layers,
-                        double prefetch_depth);
+                        double prefetch_depth, double slowdown = 0);
+// PyTorch FSDP's gradient path for `params` parameters of one unit (a layer), one micro-batch, with
+// `e`-byte gradients reduced in `reduce_bytes` over a shard group of `n` ranks (docs/framework-profiles.md,
+// "FSDP's flat gradient"). `copy`: on the compute stream, autograd's backward of the flat parameter's
+// split into its views concatenates the views' gradients into the flat gradient (read and write,
+// 2·P·e). `side`: on the post-backward stream before the reduce-scatter, the cast to the reduce dtype
+// where it is wider (P·(e + r)) and the in-place pre-division by the gradient predivide factor (> 1
+// from 2 ranks on: 2·P·r). Byte counts of memory-bound kernels, no constant.
+struct FsdpGradient {
+  double copy_bytes = 0, side_bytes = 0;
+};
+FsdpGradient fsdpGradientBytes(double params, double e, double reduce_bytes, double n);
+double fsdpPredivideFactor(double n);  // FSDP1's _get_gradient_predivide_factor
+// An all-gather or reduce-scatter as NCCL runs it: a ring (NCCL has no tree for these), n − 1 steps
+// each a hop's latency, where collectiveSeconds charges a tree's 1 + log2 n; the bandwidth term the same.
+double ringCollectiveSeconds(const NetworkTier& tier, double bytes, double n, double factor);
 // The host thread's seconds for one layer and micro-batch under a framework profile: its forward ops
 // (twice under full recomputation) at host_op_s, its backward ops at host_backward_op_s, its
 // collective calls (TP's, ZeRO-3's gathers and reduce-scatter) at host_collective_s, and under ZeRO
