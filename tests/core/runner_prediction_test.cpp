@@ -109,6 +109,14 @@ TEST(RunnerPrediction, ADeepSpeedJobsHooksAreCountedByItsZeroStage) {
                 2 * (2 * (ops + hooks[z] * 5e-5) + 1e-3), 1e-12)
         << "ZeRO " << z;
   }
+  // The CPU preset carries the DeepSpeed job's host costs fitted on this machine, priced the same way.
+  const tn::Cluster preset = tn::loadCluster("cpu-local");
+  const tn::FrameworkProfile& pf = preset.profile(tn::Framework::Deepspeed);
+  EXPECT_GT(pf.host_op_s, 0);
+  EXPECT_GT(pf.hook_s, 0);
+  p.zero = rt::ZeroStage::Parameters;
+  EXPECT_NEAR(tn::predictTime(w, p, preset, under(tn::Framework::Deepspeed)).host_s,
+              2 * (2 * (25 * pf.host_op_s + 64 * pf.hook_s) + pf.host_micro_batch_s), 1e-12);
 }
 
 TEST(RunnerPrediction, EachRunnerIsPricedUnderItsFrameworksProfile) {

@@ -157,7 +157,8 @@ if args["per_device_train_batch_size"] == 2:
     while not os.path.exists(never):
         time.sleep(0.2)
 sys.argv = [%r] + sys.argv[2:]
-runpy.run_path(%r, run_name="__main__")
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
@@ -180,9 +181,9 @@ def case_slurm_hang(ts, work):
     check(os.environ.get("SLURM_CONF"), "no SLURM_CONF: run through tests/slurm/slurm_runner_test.sh")
     job = os.path.join(work, "hang_job.py")
     with open(job, "w") as f:
-        f.write(HANG_JOB % (SCRIPT, SCRIPT))
+        f.write(HANG_JOB % SCRIPT)
     marker = f"ts-hang-marker-{os.getpid()}-{int(time.time())}"
-    study, r = tune(ts, work, "slurm-hang", ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "2",
+    study, r = tune(ts, work, "slurm-hang", ["--workload", "tiny", "--gbs", "8", "--seq", "32", "--ranks", "2",
                                              "--mbs", "1,2,4", "--ckpt", "none", "--zero", "0", "--mem-limit", "3G",
                                              "--exhaustive", "--trial-steps", "3", "--launcher", "slurm",
                                              "--trial-timeout", "90",
