@@ -198,7 +198,8 @@ def case_slurm_hang(ts, work):
           f"the hung trial: {hung}")
     ok = by_mbs[1] + by_mbs[4]
     check(all(t["status"] == "ok" for t in ok), f"the trials beside the hung one (the study goes on): {ok}")
-    check(r["recommended"] and all(r["recommended"] != t["candidate"] for t in hung), f"pick {r['recommended']}")
+    check(r["recommended"] is not None and all(r["recommended"] != t["candidate"] for t in hung),
+          f"pick {r['recommended']}")
     # No task of the hung step survives it, and Slurm holds no job of the study (bounded polls).
     deadline = time.time() + 60
     while with_marker(marker) and time.time() < deadline:
