@@ -14,7 +14,8 @@ download) under torchrun on Gloo CPU ranks, measured by python/trainscope_probe:
   tune_llama   the tiny Llama on one rank: micro-batch x accumulation x gradient checkpointing, a
                profile trial's Kineto trace imported into its database
   deepspeed    --runner deepspeed: examples/deepspeed_train.py on 2 CPU ranks, ZeRO 0-3 x micro-batch,
-               each engine built from its trial's exported ds_config.json (DeepSpeedConfig parses it)
+               each engine built from its trial's exported ds_config.json (DeepSpeedConfig parses it);
+               the preset's fitted deepspeed host constants price its trials closer than the built-in
   ds_llama_exports  DeepSpeedConfig on every DeepSpeed export of the Llama-family presets' studies
   failures     one trial each out of memory under --mem-limit, crashed, hung (killed by the trial
                timeout, no process left behind), a bad script path: each classified, the tune goes on
