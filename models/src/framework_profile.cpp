@@ -59,12 +59,20 @@ FrameworkProfile builtinProfile(Framework f) {
       p.overlap_slowdown = 0.1;
       break;
     case Framework::Deepspeed:
-      // DeepSpeed ZeRO: stage 3 hooks every submodule (pre/post forward and backward on the layer's
-      // attention, MLP, two norms and four linears: 10 modules × 4 hooks), gradients reduced in the
-      // model's dtype (communication_data_type defaults to it), one prefetch bucket ahead
-      // (stage3_prefetch_bucket_size), overlap_comm on. Hooks at 50 us as FSDP's until measured.
+      // DeepSpeed ZeRO (0.19.8). Stage 3 hooks every submodule (parameter_offload.py
+      // _register_deepspeed_module: pre/post forward and pre/post backward on each of a Hugging Face
+      // block's 13 modules — GPT2Block or LlamaDecoderLayer, its attention, MLP, linears, norms,
+      // activation and dropouts — 13 × 4); stages 1 and 2 hook no module. Stages 1 to 3 hook every
+      // parameter's gradient accumulation instead (stage_1_and_2.py create_gradient_handling_hooks,
+      // made with contiguous_gradients on, its default; stage3.py create_reduce_and_remove_grad_hooks):
+      // one hook per parameter tensor in the backward. Stage 0 hooks nothing. Gradients reduced in
+      // the model's dtype (communication_data_type defaults to it), one prefetch bucket ahead
+      // (stage3_prefetch_bucket_size), overlap_comm on. Hooks at 50 us as FSDP's until measured (a
+      // CPU cluster file's fitted hook_s replaces it).
       p.hook_s = 50e-6;
-      p.hooks_per_layer = 40;
+      p.hooks_per_layer = 52;
+      p.module_hooks_from_zero = 3;
+      p.grad_hooks = 1;
       p.reduce_bytes = 2;
       p.prefetch_depth = 1;
       break;
@@ -115,6 +123,7 @@ const std::vector<OtherKey>& otherKeys() {
       {"ops_forward", 0, 1e4, &P::ops_forward},     {"ops_backward", 0, 1e4, &P::ops_backward},
       {"hooks_per_layer", 0, 1e4, &P::hooks_per_layer}, {"reduce_bytes", 0, 8, &P::reduce_bytes},
       {"prefetch_depth", 0, 64, &P::prefetch_depth}, {"overlap_reduce", 0, 1, &P::overlap_reduce},
+      {"module_hooks_from_zero", 1, 3, &P::module_hooks_from_zero}, {"grad_hooks", 0, 1, &P::grad_hooks},
   };
   return list;
 }

@@ -219,7 +219,8 @@ class StageTimes {
     const bool reruns = !(p.cp > 1 && p.ckpt == Checkpointing::Selective);
     layer_rec_ = reruns ? sum(layer.recompute, c, peak, e_) : 0.0;
     ring_ = ringSecondsPerLayer(w, p, c, layer, peak);
-    host_layer_ = hostLayerPhases(p, c, fp_, layer.extra_host_ops_forward, layer.extra_host_ops_backward);
+    host_layer_ = hostLayerPhases(p, c, fp_, layer.extra_host_ops_forward, layer.extra_host_ops_backward,
+                                  layerParamTensors(w));
   }
 
   Stage stage(int64_t index, double layers, bool first, bool last) const {

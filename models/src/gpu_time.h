@@ -64,17 +64,23 @@ double ringCollectiveSeconds(const NetworkTier& tier, double bytes, double n, do
 // The host thread's seconds for one layer and micro-batch under a framework profile: its forward ops
 // (twice under full recomputation) at host_op_s, its backward ops at host_backward_op_s, its
 // collective calls (TP's, ZeRO-3's gathers and reduce-scatter) at host_collective_s, and under ZeRO
-// (FSDP wraps the blocks, DeepSpeed hooks them) its module hooks (1.5× under full recomputation: the
-// rerun forward's) at hook_s. A profile's negative per-op cost
-// is the cluster's dispatch_s (hostOpSeconds).
-double hostLayerSeconds(const Plan& p, const Cluster& c, const FrameworkProfile& fp);
+// its module hooks from the profile's module_hooks_from_zero stage on (FSDP wraps the blocks at any
+// sharding, DeepSpeed hooks submodules at ZeRO-3 only; 1.5× under full recomputation: the rerun
+// forward's) and, where the profile has grad_hooks (DeepSpeed ZeRO 1-3), one gradient hook per
+// parameter tensor of the layer (`param_tensors`, layerParamTensors), each at hook_s. A profile's
+// negative per-op cost is the cluster's dispatch_s (hostOpSeconds).
+double hostLayerSeconds(const Plan& p, const Cluster& c, const FrameworkProfile& fp, double param_tensors = 0);
+// A dense layer's parameter tensors as a Hugging Face model holds them (each a ZeRO gradient hook):
+// two norms (LayerNorm weight and bias, RMSNorm weight), QKV (GPT-2's fused c_attn, else q, k, v),
+// the output projection and the MLP's matrices, with their biases. GPT-2 12, Llama 9.
+double layerParamTensors(const workloads::Workload& w);
 // The same by pass: the forward, the rerun forward of full recomputation, the backward (each pass's
 // collective calls and half its hooks with it).
 struct HostPhases {
   double fwd = 0, rec = 0, bwd = 0;
 };
 HostPhases hostLayerPhases(const Plan& p, const Cluster& c, const FrameworkProfile& fp, double extra_forward_ops = 0,
-                           double extra_backward_ops = 0);
+                           double extra_backward_ops = 0, double param_tensors = 0);
 // A micro-batch's seconds from its host thread and device stream by pass: Σ max(host, device) over
 // the forward, the recomputation and the backward (the host runs ahead only within a pass).
 double phasedSeconds(const HostPhases& host, const HostPhases& device);

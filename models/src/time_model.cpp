@@ -134,7 +134,7 @@ double cpuHostSeconds(const workloads::Workload& w, const Plan& p, const Cluster
   if (o.framework == Framework::Trainscope) return 0;  // the runtime's own cost is in the measured rates
   const FrameworkProfile& fp = c.profile(o.framework);
   const double layers = double((w.n_layer + p.pp - 1) / p.pp);
-  return double(p.ga()) * (layers * gpu::hostLayerSeconds(p, c, fp) + fp.host_micro_batch_s);
+  return double(p.ga()) * (layers * gpu::hostLayerSeconds(p, c, fp, gpu::layerParamTensors(w)) + fp.host_micro_batch_s);
 }
 
 void addCpuExpertSync(TimePrediction& r, const Plan& p, const Cluster& c, double expert_params) {

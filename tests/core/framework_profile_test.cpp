@@ -89,6 +89,47 @@ TEST(HostBound, TheHostThreadCountsOpsCollectivesHooksAndTheMicroBatch) {
   EXPECT_NEAR(tn::gpu::hostLayerSeconds(q, c, tn::builtinProfile(tn::Framework::Trainscope)), 75 * 7e-6, 1e-15);
 }
 
+// DeepSpeed 0.19.8 hooks by ZeRO stage: none at 0; at 1 and 2 one gradient hook per parameter tensor
+// (stage_1_and_2.py create_gradient_handling_hooks); at 3 those and 4 hooks on each of the block's 13
+// modules (parameter_offload.py _register_deepspeed_module), half in each pass. FSDP's 4 block hooks
+// run at any sharding and it hooks no gradient.
+TEST(HostBound, DeepSpeedHooksModulesOnlyAtZero3AndEveryGradientFromZero1) {
+  namespace rc = trainscope::runconfig;
+  tn::Cluster c = flatGpu();
+  tn::FrameworkProfile ds = tn::builtinProfile(tn::Framework::Deepspeed);
+  ds.host_op_s = 0, ds.host_backward_op_s = 0, ds.host_collective_s = 0, ds.hook_s = 1e-5;
+  trainscope::workloads::Workload gpt2 = toy(), llama = toy();
+  llama.norm = trainscope::workloads::Norm::RMSNorm, llama.positions = trainscope::workloads::Positions::Rope;
+  llama.mlp = trainscope::workloads::Mlp::SwiGLU, llama.qkv_bias = llama.proj_bias = llama.mlp_bias = false;
+  // GPT-2: ln_1, c_attn, c_proj, ln_2, c_fc, c_proj, each weight and bias; Llama: two RMSNorm weights,
+  // q, k, v, o, gate, up, down.
+  EXPECT_EQ(tn::gpu::layerParamTensors(gpt2), 12);
+  EXPECT_EQ(tn::gpu::layerParamTensors(llama), 9);
+  tn::Plan p;
+  p.dp = 2;
+  const double T = 12;
+  auto host = [&](rc::ZeroStage z, const tn::FrameworkProfile& fp) {
+    p.zero = z;
+    return tn::gpu::hostLayerSeconds(p, c, fp, T);
+  };
+  EXPECT_NEAR(host(rc::ZeroStage::None, ds), 0, 1e-15);
+  EXPECT_NEAR(host(rc::ZeroStage::OptimizerStates, ds), 12 * 1e-5, 1e-15);
+  EXPECT_NEAR(host(rc::ZeroStage::Gradients, ds), 12 * 1e-5, 1e-15);
+  EXPECT_NEAR(host(rc::ZeroStage::Parameters, ds), (12 + 13 * 4) * 1e-5, 1e-15);
+  p.zero = rc::ZeroStage::Parameters;
+  const tn::gpu::HostPhases h3 = tn::gpu::hostLayerPhases(p, c, ds, 0, 0, T);
+  EXPECT_NEAR(h3.fwd, 26 * 1e-5, 1e-15);
+  EXPECT_NEAR(h3.bwd, (26 + 12) * 1e-5, 1e-15);
+  tn::FrameworkProfile fsdp = tn::builtinProfile(tn::Framework::Fsdp);
+  fsdp.host_op_s = 0, fsdp.host_backward_op_s = 0, fsdp.hook_s = 1e-5;
+  EXPECT_NEAR(host(rc::ZeroStage::Gradients, fsdp), 4 * 1e-5, 1e-15);
+  EXPECT_NEAR(host(rc::ZeroStage::Parameters, fsdp), 4 * 1e-5, 1e-15);
+  // The counts are the cluster file's to change.
+  const tn::FrameworkProfile set =
+      tn::parseProfile(R"({"module_hooks_from_zero": 1, "grad_hooks": 0})", ds, "frameworks.deepspeed");
+  EXPECT_NEAR(host(rc::ZeroStage::OptimizerStates, set), 52 * 1e-5, 1e-15);
+}
+
 TEST(HostBound, AHostBoundStepIsTheHostThreadsAndPredictSaysSo) {
   tn::Cluster c = flatGpu();
   tn::FrameworkProfile& fp = c.frameworks["megatron"];

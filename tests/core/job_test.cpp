@@ -260,20 +260,26 @@ TEST(Job, SlurmTrialIsOneSrunStepOfWorldTasks) {
   rt::TrainConfig c = twoRanks(rt::ZeroStage::Gradients);
   c.launcher = rt::Launcher::Slurm;
   const tn::JobLaunch h = tn::jobLaunch(hf(), c, "/d", false, "", 40001);
-  EXPECT_EQ(h.argv, (std::vector<std::string>{"srun", "--ntasks=2", "--kill-on-bad-exit=1", "--export=ALL",
+  // The step is named after its trial's folder (cancelled by that name when srun is killed), the same
+  // name in every run and another for another trial.
+  const std::string name = "--job-name=" + tn::slurmStepName("/d");
+  EXPECT_EQ(tn::slurmStepName("/d"), tn::slurmStepName(std::string("/d")));
+  EXPECT_NE(tn::slurmStepName("/d"), tn::slurmStepName("/e"));
+  EXPECT_EQ(tn::slurmStepName("/d").rfind("trainscope-trial-", 0), 0u);
+  EXPECT_EQ(h.argv, (std::vector<std::string>{"srun", "--ntasks=2", "--kill-on-bad-exit=1", name, "--export=ALL",
                                               "/venv/bin/python", "/src/train.py", "--model", "gpt2"}));
   EXPECT_EQ(envOf(h).at("TRAINSCOPE_PROBE_SLURM"), "1");
   EXPECT_EQ(envOf(h).at("MASTER_PORT"), "40001");
   tn::JobOptions o = hf();
   o.kind = tn::JobKind::DeepSpeed;
   EXPECT_EQ(tn::jobLaunch(o, c, "/d", false, "", 40001).argv,
-            (std::vector<std::string>{"srun", "--ntasks=2", "--kill-on-bad-exit=1", "--export=ALL", "/venv/bin/python",
-                                      "/src/train.py", "--model", "gpt2", "--deepspeed", "/d/ds_config.json"}));
+            (std::vector<std::string>{"srun", "--ntasks=2", "--kill-on-bad-exit=1", name, "--export=ALL",
+                                      "/venv/bin/python", "/src/train.py", "--model", "gpt2", "--deepspeed", "/d/ds_config.json"}));
   o.kind = tn::JobKind::Accelerate;
   rt::TrainConfig ddp = twoRanks(rt::ZeroStage::None);
   ddp.launcher = rt::Launcher::Slurm;
   const tn::JobLaunch a = tn::jobLaunch(o, ddp, "/d", false, "", 40001);
-  EXPECT_EQ(std::vector<std::string>(a.argv.begin() + 4, a.argv.begin() + 11),
+  EXPECT_EQ(std::vector<std::string>(a.argv.begin() + 5, a.argv.begin() + 12),
             (std::vector<std::string>{"/venv/bin/python", "-m", "accelerate.commands.launch", "--config_file",
                                       "/d/accelerate.yaml", "--main_process_port", "40001"}));
   // Where accelerate launch starts the config's processes itself (FSDP, GPUs), a launch per task

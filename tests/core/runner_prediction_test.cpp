@@ -90,6 +90,35 @@ TEST(RunnerPrediction, AnotherFrameworksHostWorkAddsToACpuStepPerMicroBatch) {
               2 * (2 * (25 * pf.host_op_s + 4 * 50e-6) + pf.host_micro_batch_s), 1e-12);
 }
 
+// A DeepSpeed job on 2 CPU ranks (tiny GPT-2: 2 layers of 12 parameter tensors), per micro-batch:
+// layers × (25 ops × host_op_s + 50 × host_backward_op_s + hooks × hook_s) + host_micro_batch_s,
+// with no hook at ZeRO 0, 12 gradient hooks at ZeRO 1 and 2, and 12 + 13 modules × 4 at ZeRO 3.
+TEST(RunnerPrediction, ADeepSpeedJobsHooksAreCountedByItsZeroStage) {
+  const trainscope::workloads::Workload w = trainscope::workloads::load("tiny");
+  ASSERT_EQ(w.n_layer, 2);
+  tn::Cluster c = tn::loadCluster("cpu-local");
+  tn::FrameworkProfile& fp = c.mutableProfile(tn::Framework::Deepspeed);
+  fp.host_op_s = 1e-4, fp.host_backward_op_s = 2e-5, fp.host_micro_batch_s = 1e-3, fp.hook_s = 5e-5;
+  tn::Plan p;
+  p.cpu = true, p.dp = 2, p.mbs = 2, p.gbs = 8, p.seq = 32;  // 2 micro-batches a rank
+  const double ops = 25 * 1e-4 + 50 * 2e-5;
+  const double hooks[] = {0, 12, 12, 12 + 52};
+  for (int z = 0; z <= 3; ++z) {
+    p.zero = rt::zeroStage(z);
+    EXPECT_NEAR(tn::predictTime(w, p, c, under(tn::Framework::Deepspeed)).host_s,
+                2 * (2 * (ops + hooks[z] * 5e-5) + 1e-3), 1e-12)
+        << "ZeRO " << z;
+  }
+  // The CPU preset carries the DeepSpeed job's host costs fitted on this machine, priced the same way.
+  const tn::Cluster preset = tn::loadCluster("cpu-local");
+  const tn::FrameworkProfile& pf = preset.profile(tn::Framework::Deepspeed);
+  EXPECT_GT(pf.host_op_s, 0);
+  EXPECT_GT(pf.hook_s, 0);
+  p.zero = rt::ZeroStage::Parameters;
+  EXPECT_NEAR(tn::predictTime(w, p, preset, under(tn::Framework::Deepspeed)).host_s,
+              2 * (2 * (25 * pf.host_op_s + 64 * pf.hook_s) + pf.host_micro_batch_s), 1e-12);
+}
+
 TEST(RunnerPrediction, EachRunnerIsPricedUnderItsFrameworksProfile) {
   EXPECT_EQ(tn::frameworkOf(tn::JobKind::Trainscope), tn::Framework::Trainscope);
   EXPECT_EQ(tn::frameworkOf(tn::JobKind::Hf), tn::Framework::Fsdp);

@@ -10,6 +10,10 @@
   slurm            --runner hf --launcher slurm under the local Slurm of tests/slurm/local_slurm.sh
                    (SLURM_CONF set): each trial one srun step of the candidate's world size, its ranks'
                    torch.distributed variables Slurm's; an out-of-memory trial classified by its status
+  slurm_hang       under the same Slurm, a trial whose job hangs (a loop waiting on a file nobody writes,
+                   SIGTERM ignored) is killed by the trial timeout: it is classified hang, no task of its
+                   srun step survives (the process table polled for the entry's marker argument, with a
+                   bound), Slurm holds no job of the study, and the next trial runs
   kill9_resume     an HF tune killed with SIGKILL while a trial's ranks run (the study's second trial
                    row, its ranks' first step written), then resumed: the finished trials kept and not
                    run again, no process of the killed trial left, the study finished and the pick made
@@ -143,6 +147,77 @@ def case_slurm(ts, work):
     print(f"slurm: {len(ok)} trials as srun steps (worlds {sorted(worlds)}), oom classified, pick {r['recommended']}")
 
 
+# The job of slurm_hang: examples/hf_trainer.py, except that the candidate of micro-batch 2 hangs as a
+# job stuck in a collective does, deaf to SIGTERM. argv[1] is the test's marker (in every task's argv).
+HANG_JOB = """import json, os, runpy, signal, sys, time
+args = json.load(open(os.environ["TRAINSCOPE_TRAINING_ARGS"]))
+if args["per_device_train_batch_size"] == 2:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    never = os.path.join(os.environ["TRAINSCOPE_PROBE_DIR"], "never-written")
+    while not os.path.exists(never):
+        time.sleep(0.2)
+sys.argv = [%r] + sys.argv[2:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def with_marker(marker):
+    """Pids whose command line has `marker` as an argument."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read().split(b"\0"):
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def case_slurm_hang(ts, work):
+    check(os.environ.get("SLURM_CONF"), "no SLURM_CONF: run through tests/slurm/slurm_runner_test.sh")
+    job = os.path.join(work, "hang_job.py")
+    with open(job, "w") as f:
+        f.write(HANG_JOB % SCRIPT)
+    marker = f"ts-hang-marker-{os.getpid()}-{int(time.time())}"
+    study, r = tune(ts, work, "slurm-hang", ["--workload", "tiny", "--gbs", "8", "--seq", "32", "--ranks", "2",
+                                             "--mbs", "1,2,4", "--ckpt", "none", "--zero", "0", "--mem-limit", "3G",
+                                             "--exhaustive", "--trial-steps", "3", "--launcher", "slurm",
+                                             "--trial-timeout", "90",
+                                             "--entry", f"{job} {marker} --model gpt2 --seq 32"])
+    by_mbs = {}
+    for t in r["trials"]:
+        cfg = json.load(open(os.path.join(trial_dir(t), "training_args.json")))
+        by_mbs.setdefault(cfg["per_device_train_batch_size"], []).append(t)
+    check(set(by_mbs) == {1, 2, 4}, f"trials by micro-batch: {sorted(by_mbs)}")
+    hung = by_mbs[2]
+    check(all(t["status"] == "hang" and "scancel" not in t.get("message", "") for t in hung),
+          f"the hung trial: {hung}")
+    ok = by_mbs[1] + by_mbs[4]
+    check(all(t["status"] == "ok" for t in ok), f"the trials beside the hung one (the study goes on): {ok}")
+    check(r["recommended"] is not None and all(r["recommended"] != t["candidate"] for t in hung),
+          f"pick {r['recommended']}")
+    # No task of the hung step survives it, and Slurm holds no job of the study (bounded polls).
+    deadline = time.time() + 60
+    while with_marker(marker) and time.time() < deadline:
+        time.sleep(0.2)
+    left = with_marker(marker)
+    check(not left, f"tasks of the hung trial survive it: pids {left}")
+
+    def study_jobs():
+        q = subprocess.run(["squeue", "--noheader", "--format=%j"], capture_output=True, text=True, timeout=60)
+        check(q.returncode == 0, f"squeue: {q.stderr}")
+        return [n for n in q.stdout.split() if n.startswith("trainscope-trial-")]
+    while study_jobs() and time.time() < deadline:
+        time.sleep(0.2)
+    check(not study_jobs(), f"Slurm still holds the study's jobs: {study_jobs()}")
+    print(f"slurm_hang: {len(hung)} hung trial(s) classified hang, {len(ok)} ok, no task or job left, "
+          f"pick {r['recommended']}")
+
+
 def study_rows(study):
     try:
         con = sqlite3.connect(f"file:{study}?mode=ro", uri=True, timeout=5)
@@ -215,7 +290,8 @@ def main():
     except ImportError:
         print("SKIP: accelerate is not installed in", PY, "(run scripts/setup)")
         sys.exit(77)
-    {"accelerate_tune": case_accelerate_tune, "slurm": case_slurm, "kill9_resume": case_kill9_resume}[case](ts, work)
+    {"accelerate_tune": case_accelerate_tune, "slurm": case_slurm, "slurm_hang": case_slurm_hang,
+     "kill9_resume": case_kill9_resume}[case](ts, work)
     print("PASS", case)
 
 

@@ -16,7 +16,8 @@ download) under torchrun on Gloo CPU ranks, measured by python/trainscope_probe:
   tune_llama   the tiny Llama on one rank: micro-batch x accumulation x gradient checkpointing, a
                profile trial's Kineto trace imported into its database
   deepspeed    --runner deepspeed: examples/deepspeed_train.py on 2 CPU ranks, ZeRO 0-3 x micro-batch,
-               each engine built from its trial's exported ds_config.json (DeepSpeedConfig parses it)
+               each engine built from its trial's exported ds_config.json (DeepSpeedConfig parses it);
+               the preset's fitted deepspeed host constants price its trials closer than the built-in
   ds_llama_exports  DeepSpeedConfig on every DeepSpeed export of the Llama-family presets' studies
   failures     one trial each out of memory under --mem-limit, crashed, hung (killed by the trial
                timeout, no process left behind), a bad script path: each classified, the tune goes on
@@ -328,6 +329,27 @@ def case_deepspeed(ts, work):
         check(meta["world_size"] == "2" and len(rows) == 2 * t["steps"], f"{t['db']}: {rows}")
     check(seen == {(z, m, 2 // m) for z in range(4) for m in (1, 2)}, f"measured {sorted(seen)}")
     print(f"deepspeed: {len(trials)} trials, ZeRO/mbs/ga {sorted(seen)}, pick {r['recommended']}")
+    # The preset's fitted deepspeed host constants (cpu-local.json) price these trials closer than the
+    # built-in profile, which has no host cost on a CPU (every trial ~90% under, 2026-12-06).
+    preset = os.path.join(REPO, "models", "clusters", "cpu-local.json")
+    builtin = json.load(open(preset))
+    builtin["name"] = "cpu-local-builtin-deepspeed"
+    builtin["frameworks"].pop("deepspeed", None)
+    builtin_path = os.path.join(work, "cpu-local-builtin-deepspeed.json")
+    with open(builtin_path, "w") as f:
+        json.dump(builtin, f)
+    errors = {}
+    for name, cluster in (("built-in", builtin_path), ("preset", "cpu-local")):
+        p = subprocess.run([ts, "calibrate", "--cluster", cluster, "--from", study, "--evaluate", "--json"],
+                           capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, f"calibrate --evaluate on {name}: {p.stdout[-1000:]} {p.stderr[-1000:]}")
+        errors[name] = json.loads(p.stdout.strip().splitlines()[-1])
+        check(errors[name]["rows"] == len(trials), f"{name}: rows {errors[name]} for {len(trials)} trials")
+    before, after = errors["built-in"], errors["preset"]
+    print(f"deepspeed profile on the study: MAPE {before['mape'] * 100:.1f}% -> {after['mape'] * 100:.1f}%, "
+          f"within-group Spearman {before['spearman_within_group_median']:.2f} -> "
+          f"{after['spearman_within_group_median']:.2f}")
+    check(after["mape"] < before["mape"], f"the fitted deepspeed profile prices the trials no better: {errors}")
 
 
 def case_ds_llama_exports(ts, work):

@@ -204,7 +204,7 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
   // RANK/WORLD_SIZE/… come from Slurm's variables (the probe's sitecustomize, TRAINSCOPE_PROBE_SLURM).
   const std::vector<std::string> ranks =
       slurm ? std::vector<std::string>{"srun", "--ntasks=" + std::to_string(c.world), "--kill-on-bad-exit=1",
-                                       "--export=ALL", o.python}
+                                       "--job-name=" + slurmStepName(dir), "--export=ALL", o.python}
             : torchrun(o.python, c.world);
   if (port == 0 && (slurm || o.kind == JobKind::Accelerate)) try {
       port = process::freePort();

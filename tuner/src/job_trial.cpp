@@ -141,11 +141,15 @@ TrialRecord JobTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   setRunningTrialGroup(pid);
   const process::Exit end = process::wait(pid, spec.timeout_s, /*group=*/true);
   setRunningTrialGroup(0);
+  // srun killed (the timeout's SIGKILL, or a signal): its step's tasks are not in the group (slurm_step.cpp).
+  std::string cancel;
+  if (c.launcher == runconfig::Launcher::Slurm && end.kind != process::Exit::Exited)
+    if (cancel = cancelSlurmStep(slurmStepName(dir)); !cancel.empty()) cancel = "; " + cancel;
   if (end.kind == process::Exit::TimedOut)
-    return finish(TrialStatus::Hang, "no result within " + std::to_string(int(spec.timeout_s)) + " s");
+    return finish(TrialStatus::Hang, "no result within " + std::to_string(int(spec.timeout_s)) + " s" + cancel);
   if (end.kind == process::Exit::Signaled) {
     t.signal = end.signal;
-    return finish(TrialStatus::Crash, std::string("the launcher was killed by ") + strsignal(end.signal));
+    return finish(TrialStatus::Crash, std::string("the launcher was killed by ") + strsignal(end.signal) + cancel);
   }
   if (end.code != 0) {
     classifyJobExit(t, end.code, L.probe_dir);

@@ -28,7 +28,9 @@ struct FrameworkProfile {
   double ops_forward = 25, ops_backward = 50;  // ops a transformer layer issues per micro-batch
   double host_collective_s = 0;    // a collective call's host cost (process group, NCCL enqueue)
   double hook_s = 0;               // one module hook (FSDP/ZeRO-3's pre/post forward and backward)
-  double hooks_per_layer = 0;      // hooks a layer runs per micro-batch (each pass's pre and post)
+  double hooks_per_layer = 0;      // module hooks a layer runs per micro-batch (each pass's pre and post)
+  double module_hooks_from_zero = 1;  // the lowest ZeRO stage whose runs have those module hooks
+  double grad_hooks = 0;           // 1: under ZeRO every parameter tensor's gradient runs one hook (hook_s)
   double host_micro_batch_s = 0;   // fixed host work per micro-batch (data, loss, schedule, syncs)
   // Attention: the framework's fused attention kernel's rate over FlashAttention-2's (flashEfficiency).
   double flash_forward_scale = 1, flash_backward_scale = 1;

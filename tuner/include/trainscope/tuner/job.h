@@ -87,6 +87,14 @@ struct JobLaunch {
 JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const std::string& dir, bool profile,
                     const std::string& fault, int port = 0);
 
+// Under --launcher slurm a trial's tasks are slurmstepd's, not the tuner's children: killing srun
+// leaves them running. Each trial's srun step is named slurmStepName(its folder) (the same in every
+// run), and cancelSlurmStep(name) ends it: its tasks killed (scancel --signal=KILL), the job srun made
+// cancelled, or inside an allocation the step of that name (squeue --steps). Each Slurm command is
+// bounded by timeout_s. Returns "" or what failed, in a sentence (slurm_step.cpp).
+std::string slurmStepName(const std::string& trial_dir);
+std::string cancelSlurmStep(const std::string& name, double timeout_s = 30);
+
 // The folder holding the trainscope_probe package as `python` imports it (scripts/setup installs it
 // into the venv). Throws UserError naming --probe when that python cannot import it.
 std::string locateProbe(const std::string& python);
