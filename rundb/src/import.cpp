@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <streambuf>
@@ -34,6 +35,19 @@ int64_t stepNumber(const std::string& name, const std::string& path) {
       throw UserError("import", path + ": step number of \"" + name + "\" is out of range", "check the trace file");
   }
   return n;
+}
+
+std::string gpuModels(const std::vector<std::string>& per_device) {
+  std::vector<std::pair<std::string, int>> seen;
+  for (const std::string& g : per_device) {
+    if (g.empty()) continue;
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == g; });
+    if (it == seen.end()) seen.push_back({g, 1});
+    else ++it->second;
+  }
+  std::string out;
+  for (const auto& [name, n] : seen) out += (out.empty() ? "" : ", ") + (n > 1 ? std::to_string(n) + " x " : "") + name;
+  return out;
 }
 
 Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, const std::string& path) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 #include <string>
+#include <vector>
 
 #include "trainscope/rundb/import.h"
 #include "trainscope/rundb/rows.h"
@@ -28,6 +29,10 @@ int64_t stepNumber(const std::string& name, const std::string& path);
 // One step row of an imported trace (no loss, no FLOPs: only its window); UserError naming `path` when
 // the window is wider than int64 nanoseconds.
 Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, const std::string& path);
+// The GPU models a trace names, one entry per device, as the import header says them: each model once,
+// in first-seen order, counted when more than one device has it ("2 x NVIDIA H100 80GB HBM3, NVIDIA
+// A10"); "" for none (empty names skipped).
+std::string gpuModels(const std::vector<std::string>& per_device);
 
 // The steps of one rank's file, each kept once: a step met again with the same window (PyTorch 1.x
 // wrote ProfilerStep#N as an op and an annotation) is skipped; with another window it is refused

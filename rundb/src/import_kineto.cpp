@@ -302,7 +302,7 @@ int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const s
   const int64_t rank = checkedRank(p, path, default_rank);
   for (const auto& [what, n] : p.refused) st.refused_values[what] += n;
   for (const auto& [cat, n] : p.ignored_device) st.ignored_device_events[cat] += n;
-  for (const std::string& g : p.gpus) st.gpus[rank] += (st.gpus[rank].empty() ? "" : ", ") + g;
+  if (const std::string g = gpuModels(p.gpus); !g.empty()) st.gpus[rank] = g;
   KinetoWriter w(store, st, p, path, rank);
   for (const Event& e : p.events) w.write(e);
   w.finish();

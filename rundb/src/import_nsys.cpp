@@ -1,12 +1,16 @@
 // import_nsys.cpp — Nsight Systems SQLite exports (`nsys export --type sqlite`) into the run database:
 // CUPTI_ACTIVITY_KIND_KERNEL/RUNTIME/MEMCPY/MEMSET, NVTX_EVENTS (push/pop and start/end ranges),
 // StringIds; NVTX ranges named "step" or "ProfilerStep#N" become steps; ThreadNames and PROCESSES
-// (the processes whose threads recorded events) → threads. The SQL here reads Nsight's
+// (the processes whose threads recorded events) → threads; TARGET_INFO_GPU's names (the devices the
+// kernels and copies ran on, through TARGET_INFO_CUDA_DEVICE) → the GPU model of the import header. The SQL here reads Nsight's
 // tables, not ours: the run database is written through RunStore only.
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <initializer_list>
 #include <optional>
+#include <string>
+#include <vector>
 #include <map>
 #include <set>
 
@@ -30,6 +34,7 @@ struct NsysImport {
   StringId domain = kNoString;
   int64_t t_min = INT64_MAX, t_max = INT64_MIN;
   std::set<int64_t> pids;  // of the threads whose events were imported (globalTid = pid << 24 | tid)
+  std::set<int64_t> devices;  // the CUDA device ids kernels, copies and sets ran on
 
   StringId name(int64_t id) { return store.intern(strings.count(id) ? strings[id] : "<unknown>"); }
   static int64_t pidOf(int64_t global_tid) { return (global_tid >> 24) & 0xFFFFFF; }
@@ -104,6 +109,7 @@ void importKernels(NsysImport& im) {
     k.shared_bytes = im.integer32(q, 13, t);
     k.rank = im.rank;
     im.store.put(k);
+    im.devices.insert(k.device);
     im.t_min = std::min(im.t_min, k.start_ns);
     im.t_max = std::max(im.t_max, k.end_ns);
     ++im.st.kernels;
@@ -129,8 +135,10 @@ void importMemcpyAndMemset(NsysImport& im) {
                 "SELECT start, end, deviceId, streamId, correlationId, copyKind, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY");
     const char* t = "CUPTI_ACTIVITY_KIND_MEMCPY";
     while (q.step()) {
-      im.store.put(Memcpy{im.time(q, 0, t), im.time(q, 1, t), im.integer(q, 2, t), im.integer(q, 3, t),
-                          im.integer(q, 4, t, -1), im.integer32(q, 5, t), im.integer(q, 6, t), im.rank});
+      const Memcpy m{im.time(q, 0, t), im.time(q, 1, t), im.integer(q, 2, t), im.integer(q, 3, t),
+                     im.integer(q, 4, t, -1), im.integer32(q, 5, t), im.integer(q, 6, t), im.rank};
+      im.store.put(m);
+      im.devices.insert(m.device);
       ++im.st.memcpy;
     }
   }
@@ -139,8 +147,10 @@ void importMemcpyAndMemset(NsysImport& im) {
                 "SELECT start, end, deviceId, streamId, correlationId, bytes, value FROM CUPTI_ACTIVITY_KIND_MEMSET");
     const char* t = "CUPTI_ACTIVITY_KIND_MEMSET";
     while (q.step()) {
-      im.store.put(Memset{im.time(q, 0, t), im.time(q, 1, t), im.integer(q, 2, t), im.integer(q, 3, t),
-                          im.integer(q, 4, t, -1), im.integer(q, 5, t), im.integer32(q, 6, t), im.rank});
+      const Memset m{im.time(q, 0, t), im.time(q, 1, t), im.integer(q, 2, t), im.integer(q, 3, t),
+                     im.integer(q, 4, t, -1), im.integer(q, 5, t), im.integer32(q, 6, t), im.rank};
+      im.store.put(m);
+      im.devices.insert(m.device);
       ++im.st.memset;
     }
   }
@@ -205,10 +215,60 @@ void importThreadNames(NsysImport& im) {
   im.st.threads += int64_t(rows.size());
 }
 
+// The GPU model: TARGET_INFO_GPU names each GPU (id → name); TARGET_INFO_CUDA_DEVICE maps a process's
+// CUDA device ids (what kernels' deviceId holds) to those GPUs. The GPUs the trace's kernels, copies
+// and sets ran on (in the processes whose threads recorded events, when the table says which), in CUDA
+// device order; every GPU of the export when nothing ties them to its work (an older export without
+// the mapping, or no device activity).
+// Whether `table` exists with every one of `columns` (tables of other Nsight versions differ: an
+// optional table without its columns is skipped, not a reason to refuse the export).
+bool hasColumns(Database& in, const char* table, std::initializer_list<const char*> columns) {
+  if (!in.tableExists(table)) return false;
+  std::set<std::string> have;
+  Statement q(in, "SELECT name FROM pragma_table_info(?1)");
+  q.bind(1, std::string(table));
+  while (q.step()) have.insert(q.columnText(0));
+  for (const char* c : columns)
+    if (!have.count(c)) return false;
+  return true;
+}
+
+void importGpuModel(NsysImport& im) {
+  if (!hasColumns(im.in, "TARGET_INFO_GPU", {"id", "name"})) return;
+  std::map<int64_t, std::string> gpu_names;  // TARGET_INFO_GPU.id → name
+  {
+    Statement q(im.in, "SELECT id, name FROM TARGET_INFO_GPU ORDER BY id");
+    while (q.step())
+      if (!q.columnIsNull(1)) gpu_names[im.integer(q, 0, "TARGET_INFO_GPU", -1)] = q.columnText(1);
+  }
+  std::vector<std::string> used;
+  if (hasColumns(im.in, "TARGET_INFO_CUDA_DEVICE", {"cudaId", "gpuId", "pid"}) && !im.devices.empty()) {
+    struct Mapping {
+      int64_t cuda_id, gpu_id, pid;
+    };
+    std::vector<Mapping> rows;
+    Statement q(im.in, "SELECT cudaId, gpuId, pid FROM TARGET_INFO_CUDA_DEVICE ORDER BY cudaId, rowid");
+    const char* t = "TARGET_INFO_CUDA_DEVICE";
+    while (q.step()) rows.push_back({im.integer(q, 0, t, -1), im.integer(q, 1, t, -1), im.integer(q, 2, t, -1)});
+    // The processes' own mapping when it names them (CUDA_VISIBLE_DEVICES differs by process); any otherwise.
+    for (const bool by_pid : {true, false}) {
+      std::set<int64_t> gpus_taken;
+      for (const Mapping& m : rows)
+        if (im.devices.count(m.cuda_id) && gpu_names.count(m.gpu_id) && (!by_pid || im.pids.count(m.pid)) &&
+            gpus_taken.insert(m.gpu_id).second)
+          used.push_back(gpu_names[m.gpu_id]);
+      if (!used.empty()) break;
+    }
+  }
+  if (used.empty())
+    for (const auto& [id, name] : gpu_names) used.push_back(name);
+  if (const std::string g = gpuModels(used); !g.empty()) im.st.gpus[im.rank] = g;
+}
+
 }  // namespace
 
 // The recipe: strings → kernels → runtime calls → copies and sets → NVTX ranges and steps (or the
-// kernels' span as one step) → thread and process names → the rank.
+// kernels' span as one step) → thread and process names → the GPU model → the rank.
 void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64_t rank) {
   Database in(path, Database::Mode::ReadOnly);
   if (!in.tableExists("StringIds"))
@@ -227,6 +287,7 @@ void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64
   }
   st.steps += steps_seen;
   importThreadNames(im);
+  importGpuModel(im);
   store.putRank(RankInfo{rank, "", "nsys", 0, 0, std::nullopt, std::nullopt});
 }
 

@@ -22,5 +22,12 @@ inline constexpr const char* kMemcpy =
     "  streamId INTEGER, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, copyKind INTEGER);\n";
 inline constexpr const char* kThreadNames = "CREATE TABLE ThreadNames (nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER);\n";
 inline constexpr const char* kProcesses = "CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT);\n";
+// The GPUs of the machine (id → model) and each process's CUDA device ids on them (Nsight Systems 2021.2+).
+inline constexpr const char* kTargetInfoGpu =
+    "CREATE TABLE TARGET_INFO_GPU (id INTEGER PRIMARY KEY, name TEXT, busLocation TEXT, totalMemory INTEGER,\n"
+    "  smCount INTEGER, chipName TEXT, memoryBandwidth INTEGER);\n";
+inline constexpr const char* kTargetInfoCudaDevice =
+    "CREATE TABLE TARGET_INFO_CUDA_DEVICE (gpuId INTEGER, cudaId INTEGER, pid INTEGER, uuid TEXT,\n"
+    "  numMultiprocessors INTEGER);\n";
 
 }  // namespace trainscope::testing::nsight

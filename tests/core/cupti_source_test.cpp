@@ -5,11 +5,20 @@
 
 #include <cupti_activity.h>
 
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <condition_variable>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "../common/cli.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/tracer/cupti_source.h"
+#include "trainscope/tracer/range.h"
 #include "trainscope/tracer/trace.h"
 
 namespace tr = trainscope::tracer;
@@ -32,6 +41,22 @@ class FakeCupti final : public tr::CuptiApi {
   bool enabled = false;
   int flushes = 0;
 };
+
+// The `threads` rows of a shard: thread number → name as recorded.
+std::map<int64_t, std::string> threadRows(db::RunReader& r) {
+  std::map<int64_t, std::string> out;
+  for (const db::ThreadName& t : r.threads())
+    if (t.kind == int32_t(db::ThreadKind::Thread)) out[t.tid] = r.string(t.name);
+  return out;
+}
+
+CUpti_ActivityAPI apiCall(uint32_t os_tid, uint64_t start, uint32_t correlation) {
+  CUpti_ActivityAPI api;
+  std::memset(&api, 0, sizeof(api));
+  api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  api.cbid = 211, api.start = start, api.end = start + 10, api.threadId = os_tid, api.correlationId = correlation;
+  return api;
+}
 
 
 }  // namespace
@@ -97,7 +122,8 @@ TEST(Cupti, HandBuiltRecordsLandWithCorrelationAndShiftedTimes) {
   EXPECT_EQ(k[0].start_ns - a[0].end_ns, 450);
   EXPECT_EQ(a[0].correlation, 77);
   EXPECT_EQ(r.string(a[0].name), "cudaLaunchKernel_v7000");
-  EXPECT_EQ(a[0].tid, 9);
+  // OS thread 9 is none of this process's: a row of its own, named for what it is.
+  EXPECT_EQ(threadRows(r)[a[0].tid], "thread " + std::to_string(a[0].tid) + " (cuda api, os tid 9)");
   EXPECT_EQ(a[0].kind, 0);
   EXPECT_EQ(r.events<db::Memcpy>(0).at(0).kind, 1);
   EXPECT_EQ(r.events<db::Memset>(0).at(0).bytes, 4096);
@@ -143,8 +169,73 @@ TEST(Cupti, NvtxMarkersBecomeRangesAndOurOwnAreNotDoubled) {
   EXPECT_EQ(r.string(ranges[0].name), "nccl:all_reduce");
   EXPECT_EQ(r.string(ranges[0].domain), "nvtx/default");
   EXPECT_EQ(ranges[0].end_ns - ranges[0].start_ns, 300);
-  EXPECT_EQ(ranges[0].tid, 4242);
+  EXPECT_EQ(threadRows(r)[ranges[0].tid], "thread " + std::to_string(ranges[0].tid) + " (cuda api, os tid 4242)");
   EXPECT_EQ(r.string(ranges[1].domain), "nvtx/torch");
+}
+
+// CUPTI names an API call's thread by its OS id (gettid): a thread that records ranges gets its calls
+// on its own row (the tracer's number for it, its name), a thread that never recorded gets a number
+// and its OS name, and takes that number when it records later; an id of no thread here is named
+// "cuda api, os tid N". Every API call's thread has a `threads` row (before: raw OS ids, unnamed).
+TEST(Cupti, ApiCallsSitOnTheirHostThreadsRowAndEveryApiThreadIsNamed) {
+  const std::string shard = tempPath("cupti_threads.db");
+  uint32_t worker_number = 0, worker_later = 0;
+  int64_t own = 0;
+  {
+    tr::Tracer t(shard, 0, tr::TraceLevel::All);
+    tr::CuptiSource src(std::make_unique<FakeCupti>());
+    std::string why;
+    ASSERT_TRUE(src.start(t, &why));
+    src.setClockOffset(0);
+    own = tr::threadId();  // this thread has recorded (its number is taken)
+    // A worker that makes CUDA calls but has not recorded when CUPTI hands in its records.
+    std::mutex mu;
+    std::condition_variable cv;
+    int64_t worker_os = -1;
+    bool go_on = false;
+    std::thread worker([&] {
+      pthread_setname_np(pthread_self(), "dataloader_w0");
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        worker_os = int64_t(syscall(SYS_gettid));
+      }
+      cv.notify_all();
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return go_on; });
+      lock.unlock();
+      worker_later = tr::threadId();  // it records now: the number its CUDA calls were given
+    });
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return worker_os >= 0; });
+    }
+    CUpti_ActivityAPI mine = apiCall(uint32_t(syscall(SYS_gettid)), 100, 1);
+    CUpti_ActivityAPI theirs = apiCall(uint32_t(worker_os), 200, 2), again = apiCall(uint32_t(worker_os), 300, 3);
+    CUpti_ActivityAPI gone = apiCall(7, 400, 4);  // no thread of this process has OS id 7
+    for (CUpti_ActivityAPI* a : {&mine, &theirs, &again, &gone}) src.handleRecord(a);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      go_on = true;
+    }
+    cv.notify_all();
+    worker.join();
+    src.stop();
+    t.close();
+  }
+  db::RunReader r(shard);
+  std::map<int64_t, int64_t> tid_of;  // correlation → the row's thread
+  for (const auto& a : r.events<db::ApiCall>(0)) tid_of[a.correlation] = a.tid;
+  ASSERT_EQ(tid_of.size(), 4u);
+  EXPECT_EQ(tid_of[1], own);
+  worker_number = uint32_t(tid_of[2]);
+  EXPECT_EQ(tid_of[3], worker_number);  // one row per thread
+  EXPECT_EQ(worker_later, worker_number);
+  EXPECT_NE(tid_of[4], own);
+  EXPECT_NE(tid_of[4], worker_number);
+  const auto names = threadRows(r);
+  ASSERT_TRUE(names.count(tid_of[2]) && names.count(tid_of[4])) << names.size();
+  EXPECT_EQ(names.at(tid_of[2]), "thread " + std::to_string(worker_number) + " (dataloader_w0)");
+  EXPECT_EQ(names.at(tid_of[4]), "thread " + std::to_string(tid_of[4]) + " (cuda api, os tid 7)");
 }
 
 TEST(Cupti, RealBackendWithoutADriverSaysWhyInsteadOfFailing) {

@@ -20,6 +20,8 @@
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/rundb/store.h"
 #include "trainscope/rundb/summary.h"
+#include "trainscope/viewer/header.h"
+#include "trainscope/viewer/model.h"
 
 namespace tr = trainscope::rundb;
 namespace nsight = trainscope::testing::nsight;
@@ -298,4 +300,44 @@ TEST(ImportCorners, NamesThatAreNotUtf8AreWrittenAsJson) {
   EXPECT_NE(r.output.find("gemm \xEF\xBF\xBD"), std::string::npos) << r.output;
   const auto e = cli("export " + db + " --chrome " + tempPath("not_utf8.trace.json") + " --overwrite");
   EXPECT_EQ(e.status, 0) << e.output;
+}
+
+// An Nsight Systems export names its GPUs (TARGET_INFO_GPU) and each process's CUDA devices on them
+// (TARGET_INFO_CUDA_DEVICE): the import header says the models the trace's kernels and copies ran on —
+// here the process saw GPUs 1 and 2 as its devices 0 and 1 (CUDA_VISIBLE_DEVICES=1,2), and another
+// process's device 0 (GPU 0) is not this trace's. Without the mapping, every GPU of the export, each
+// model once with its count.
+TEST(ImportCorners, NsightExportsNameTheirGpuModelInTheImportHeader) {
+  const int64_t tid = (int64_t(4242) << 24) | 4242;
+  auto exportWith = [&](const std::string& name, bool mapping) {
+    const std::string in = tempPath(name + ".sqlite"), out = tempPath(name + ".db");
+    std::filesystem::remove(in);
+    tr::Database d(in, tr::Database::Mode::Create);
+    d.exec(std::string(nsight::kStringIds) + nsight::kKernel + nsight::kRuntime + nsight::kTargetInfoGpu +
+           nsight::kTargetInfoCudaDevice + R"SQL(
+      INSERT INTO StringIds VALUES (1, 'sm90_gemm'), (2, 'cudaLaunchKernel');
+      INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1000, 1500, 0, 1, 7, 42, 99, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 32);
+      INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1100, 1600, 1, 1, 7, 43, 99, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 32);
+      INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H100 80GB HBM3', '0000:18:00.0', 85899345920, 132, 'GH100', 0),
+        (1, 'NVIDIA H100 80GB HBM3', '0000:2a:00.0', 85899345920, 132, 'GH100', 0),
+        (2, 'NVIDIA A10', '0000:3a:00.0', 25769803776, 72, 'GA102', 0);
+    )SQL");
+    d.exec("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (900, 950, 0, " + std::to_string(tid) + ", 42, 2, 0, 0)");
+    if (mapping) d.exec("INSERT INTO TARGET_INFO_CUDA_DEVICE VALUES (1, 0, 4242, '', 132), (2, 1, 4242, '', 72), (0, 0, 99, '', 132)");
+    tr::importTraces({in}, out, false);
+    return out;
+  };
+  const std::string mapped = exportWith("gpu_mapped", true);
+  {
+    tr::RunReader rd(mapped);
+    const json files = json::parse(rd.meta("import_files", "[]"));
+    ASSERT_EQ(files.size(), 1u);
+    EXPECT_EQ(files[0].value("gpu", ""), "NVIDIA H100 80GB HBM3, NVIDIA A10") << files.dump();
+  }
+  const std::string header = trainscope::viewer::importHeader(trainscope::viewer::loadTrace(mapped));
+  EXPECT_NE(header.find("Nsight Systems export gpu_mapped.sqlite -> rank 0 (NVIDIA H100 80GB HBM3, NVIDIA A10)"),
+            std::string::npos) << header;
+  tr::RunReader all(exportWith("gpu_unmapped", false));
+  EXPECT_EQ(json::parse(all.meta("import_files", "[]"))[0].value("gpu", ""),
+            "2 x NVIDIA H100 80GB HBM3, NVIDIA A10");
 }

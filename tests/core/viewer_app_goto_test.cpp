@@ -251,3 +251,72 @@ TEST(ViewerApp, LinksBetweenPinnedTracksAreNotClipped) {
     EXPECT_GE(hit, seen - 1) << pins << " link " << link->dump() << " band bottom " << band_bottom;
   }
 }
+
+// Real clicks (`click`: the mouse moved over the row as drawn, pressed and released through ImGui's
+// IO), not the script's equivalents: a Search row selects its match and scrolls its timeline row into
+// view; a row not drawn is said to be off screen and nothing is clicked.
+TEST(ViewerApp, ARealClickOnASearchRowSelectsItsMatchAndScrollsToIt) {
+  const std::string db = lateRanks();
+  // `match 0` picks rank 39's row and scrolls the list to its top; the click then picks row 2.
+  const Shot s = scripted(db, "search late_kernel\nmatches duration desc\nmatch 0\nclick search 2\nframes 2\n", "click_search");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  ASSERT_EQ(s.layout["clicks"].size(), 1u) << s.run.output;
+  EXPECT_EQ(s.layout["clicks"][0]["target"], "search 2");
+  EXPECT_EQ(s.layout["search"]["index"], 2);
+  EXPECT_EQ(s.layout["selected"]["rank"], 37);  // longest first: ranks 39, 38, 37
+  EXPECT_EQ(s.layout["selected"]["name"], "late_kernel");
+  EXPECT_TRUE(onScreen(s.layout, 37, kStream)) << s.layout["rows"].dump();
+  const Shot off = scripted(db, "search late_kernel\nclick search 39\nframes 2\n", "click_search_off");
+  ASSERT_EQ(off.run.status, 0) << off.run.output;
+  EXPECT_NE(off.run.output.find("click search 39: not on screen"), std::string::npos) << off.run.output;
+  EXPECT_TRUE(off.layout["clicks"].empty());
+  EXPECT_NE(off.layout["search"]["index"], 39);
+}
+
+// A real click on a SQL row with rank and start_ns jumps to its event; on a diff row, to its slowest instance.
+TEST(ViewerApp, ARealClickOnASqlOrDiffRowGoesToItsEvent) {
+  const std::string q = "SELECT k.rank, k.start_ns, s.value AS name FROM kernels k JOIN strings s ON s.id = k.name_id "
+                        "WHERE s.value = 'late_kernel' ORDER BY k.rank DESC";
+  const Shot s = scripted(lateRanks(), "sql \"" + q + "\"\nframes 2\nclick sql 3\nframes 3\n", "click_sql");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  ASSERT_EQ(s.layout["clicks"].size(), 1u) << s.run.output;
+  EXPECT_EQ(s.layout["selected"]["rank"], 36);  // row 3, ranks descending
+  EXPECT_EQ(s.layout["selected"]["start_ns"], kEpoch + 5'000'000);
+  EXPECT_TRUE(onScreen(s.layout, 36, kStream));
+
+  const std::string a = trace(), b = tempPath("click_diff_b.db");
+  if (!std::filesystem::exists(b)) v::writeSyntheticTrace(b, {3, 6'000, 3});
+  const Shot d = scripted(a + " " + b, "diff step\nframes 2\nclick diff 0\nframes 3\n", "click_diff");
+  ASSERT_EQ(d.run.status, 0) << d.run.output;
+  ASSERT_EQ(d.layout["clicks"].size(), 1u) << d.run.output;
+  ASSERT_FALSE(d.layout["diff"]["rows"].empty());
+  ASSERT_TRUE(d.layout.contains("selected")) << d.layout["finder_status"];
+  EXPECT_EQ(d.layout["selected"]["doc"], 1);
+  EXPECT_EQ(d.layout["selected"]["name"], d.layout["diff"]["rows"][0]["name"]);
+  EXPECT_EQ(d.layout["selected"]["rank"], 2);  // the slowest rank of B (as diffrow 0 finds)
+}
+
+// The Search table's header arrow marks the list's sort whoever set it: the script's `matches` (before,
+// the arrow stayed on the table's default, start), and `matches` after a real click on a header (before,
+// the arrow stayed on the header clicked).
+TEST(ViewerApp, TheSearchHeaderArrowMarksTheListsSortWhoeverSetIt) {
+  const std::string db = lateRanks();
+  const Shot m = scripted(db, "search late_kernel\nmatches duration desc\nframes 2\n", "arrow_matches");
+  ASSERT_EQ(m.run.status, 0) << m.run.output;
+  EXPECT_EQ(m.layout["search"]["sort"], "duration");
+  EXPECT_EQ(m.layout["search"]["header"]["sort"], "duration") << m.layout["search"]["header"].dump();
+  EXPECT_EQ(m.layout["search"]["header"]["descending"], true);
+
+  const Shot h = scripted(db, "search late_kernel\nclick search header name\nframes 2\n", "arrow_click");
+  ASSERT_EQ(h.run.status, 0) << h.run.output;
+  ASSERT_EQ(h.layout["clicks"].size(), 1u) << h.run.output;
+  EXPECT_EQ(h.layout["search"]["sort"], "name");  // the real header click sorted the list
+  EXPECT_EQ(h.layout["search"]["header"]["sort"], "name");
+
+  const Shot both = scripted(db, "search late_kernel\nclick search header name\nframes 2\nmatches duration desc\nframes 2\n",
+                             "arrow_click_then_matches");
+  ASSERT_EQ(both.run.status, 0) << both.run.output;
+  EXPECT_EQ(both.layout["search"]["sort"], "duration");
+  EXPECT_EQ(both.layout["search"]["header"]["sort"], "duration") << both.layout["search"]["header"].dump();
+  EXPECT_EQ(both.layout["search"]["header"]["descending"], true);
+}

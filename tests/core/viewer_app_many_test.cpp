@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 
 #include "kineto_structure.h"
 #include "trainscope/rundb/import.h"
 #include "trainscope/rundb/sqlite.h"
+#include "trainscope/viewer/compact.h"
 #include "trainscope/viewer/names.h"
 #include "viewer_app_support.h"
 
@@ -242,4 +244,47 @@ TEST(ViewerApp, TheFlowsSwitchAndCompactWaitsOnARealDpRun) {
     wait += row["wait"].get<double>();
   }
   EXPECT_GT(wait, 0.0);
+}
+
+// A real PP 2 run, stage 1 slowed at each step's start (the test knob), so that stage 0 waits at its
+// pipeline receives: the compact row of each rank shows as waiting exactly what its linked calls
+// waited for their partner or last member — the pipeline's sends and receives included (before,
+// only the collectives' waits, and this run's are mostly at receives).
+TEST(ViewerManyRanks, CompactRowsShowTheWaitsAtPipelineSendsOfARealPp2Run) {
+  const std::string run = tempPath("pp2_compact.db");
+  const auto r = trainscope::testing::sh("TRAINSCOPE_TEST_SLOW_RANK=1:200 " + std::string(TRAINSCOPE_CLI) +
+                                         " run --workload tiny --seq 16 --mbs 1 --gbs 2 --steps 3 --nproc 2 --pp 2 "
+                                         "--device cpu --cpu-lanes 1 --trace " + run + " --trace-level ranges --overwrite -q");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const v::Trace t = v::loadTrace(run);
+  ASSERT_EQ(t.ranks.size(), 2u);
+  for (const v::RankGroup& g : t.ranks) {
+    // What the rank's linked calls waited (overlapping waits once), and of it at sends and receives.
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    int64_t p2p = 0;
+    for (const v::CommCall& call : t.comm.calls)
+      for (const v::EventRef& m : call.members) {
+        const v::Event& e = t.event(m);
+        const int64_t until = std::min(e.end, call.link.last_start_ns);
+        if (t.tracks[m.track].rank != g.rank || until <= e.start) continue;
+        spans.push_back({e.start, until});
+        if (call.link.p2p) p2p += until - e.start;
+      }
+    std::sort(spans.begin(), spans.end());
+    int64_t all = 0, reach = INT64_MIN;
+    for (const auto& [a, b] : spans) {
+      all += std::max<int64_t>(0, b - std::max(a, reach));
+      reach = std::max(reach, b);
+    }
+    const size_t columns = 4000;
+    const v::CompactColumns c = v::compactColumns(t, g, t.begin, t.end, columns);
+    double shown = 0;
+    for (size_t i = 0; i < columns; ++i) {
+      EXPECT_LE(c.wait[i], c.comm[i]);
+      shown += double(c.wait[i]);
+    }
+    shown *= double(t.end - t.begin) / double(columns);
+    EXPECT_NEAR(shown, double(all), 0.01 * double(all) + 1e3) << "rank " << g.rank << ", p2p " << p2p;
+    if (g.rank == 0) EXPECT_GT(p2p, all / 2) << "stage 0 waits mostly at its receives";
+  }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../common/cli.h"
+#include "trainscope/common/error.h"
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/store.h"
@@ -260,4 +261,24 @@ TEST(ViewerFinders, ACollectivesWaitAndSkewComeFirstInDetails) {
   ASSERT_GE(g.size(), 2u);
   EXPECT_TRUE(g[1].first == "linked" || g[1].first == "wait") << g[1].first;
   if (g[1].first == "linked") EXPECT_EQ(g[1].second.rfind("not linked: ", 0), 0u) << g[1].second;
+}
+
+// A script's `click`: a table a script can click and a row number, or the table, `header` and a column;
+// anything else is refused at parse time, naming --script, the line and the form.
+TEST(ViewerFinders, ClickCommandsAreCheckedWhenTheScriptIsRead) {
+  const auto cmds = v::parseFinderScript("search k\nclick search 3\nclick sql 0\nclick diff 2\nclick search header duration\n",
+                                         "s.txt", v::parseScript);
+  ASSERT_EQ(cmds.size(), 5u);
+  EXPECT_EQ(cmds[1].op, "click");
+  EXPECT_EQ(cmds[1].args, (std::vector<std::string>{"search", "3"}));
+  EXPECT_EQ(cmds[4].args, (std::vector<std::string>{"search", "header", "duration"}));
+  for (const char* bad : {"click\n", "click stats 0\n", "click search\n", "click search -1\n", "click search x\n",
+                          "click search head name\n", "click sql 1 2 3\n"}) {
+    try {
+      v::parseFinderScript(bad, "s.txt", v::parseScript);
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const trainscope::UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("s.txt:1: click takes"), std::string::npos) << e.what();
+    }
+  }
 }

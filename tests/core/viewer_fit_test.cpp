@@ -14,6 +14,7 @@
 #include "trainscope/viewer/compact.h"
 #include "trainscope/viewer/fit.h"
 #include "trainscope/viewer/header.h"
+#include "trainscope/viewer/lod.h"
 #include "trainscope/viewer/model.h"
 #include "trainscope/viewer/ruler.h"
 #include "trainscope/viewer/tracks.h"
@@ -218,6 +219,38 @@ TEST(ViewerManyRanks, CompactModeIsOneThinRowPerRankWithItsBusyShares) {
   cpu.ranks[0].tracks.erase(cpu.ranks[0].tracks.begin() + 1);
   const v::CompactColumns c2 = v::compactColumns(cpu, cpu.ranks[0], 0, 1000, 5);
   EXPECT_EQ(c2.compute, (std::vector<float>{1, 1, 1, 1, 0}));
+}
+
+// NCCL kernels on a stream are communication, not compute: a stream with a GEMM over [0, 500) and an
+// all-reduce kernel over [500, 750) on one lane keeps the compact row's compute to the GEMM and its comm
+// to the all-reduce (before, both were compute); on a lane of alternating 10 ns kernels the two halves
+// are told apart exactly, the edge events clipped to the window.
+TEST(ViewerManyRanks, CompactRowsCountNcclKernelsAsCommunication) {
+  v::Trace t;
+  v::RankGroup g;
+  v::Track stream;
+  stream.kind = v::TrackKind::Stream, stream.label = "stream 7 (device 0)";
+  v::buildLanes(stream, {ev(0, 500, v::EventKind::Kernel), ev(500, 750, v::EventKind::CommKernel)});
+  ASSERT_EQ(stream.lanes.size(), 1u);
+  g.tracks.push_back(0);
+  t.tracks.push_back(std::move(stream));
+  t.ranks.push_back(g);
+  t.begin = 0, t.end = 1000;
+  const v::CompactColumns c = v::compactColumns(t, t.ranks[0], 0, 1000, 4);
+  EXPECT_EQ(c.compute, (std::vector<float>{1, 1, 0, 0}));
+  EXPECT_EQ(c.comm, (std::vector<float>{0, 0, 1, 0}));
+  EXPECT_EQ(c.wait, (std::vector<float>{0, 0, 0, 0}));
+  // 40 events of 10 ns, GEMMs and NCCL kernels in turn (the prefix's 16-event strides crossed).
+  std::vector<v::Event> dense;
+  for (int i = 0; i < 40; ++i) dense.push_back(ev(10 * i, 10 * i + 10, i % 2 ? v::EventKind::CommKernel : v::EventKind::Kernel));
+  v::buildLanes(t.tracks[0], dense);
+  ASSERT_EQ(t.tracks[0].lanes.size(), 1u);
+  const v::CompactColumns d = v::compactColumns(t, t.ranks[0], 5, 395, 1);  // 195 ns of each in 390
+  EXPECT_FLOAT_EQ(d.compute[0], 0.5f);
+  EXPECT_FLOAT_EQ(d.comm[0], 0.5f);
+  EXPECT_EQ(v::commBusyIn(t.tracks[0].lanes[0], 5, 395), 195);
+  // [15, 386): NCCL kernel 1 clipped to [15, 20), kernels 3 … 37 whole; event 38, cut, is a GEMM.
+  EXPECT_EQ(v::commBusyIn(t.tracks[0].lanes[0], 15, 386), 5 + 18 * 10);
 }
 
 TEST(ViewerManyRanks, ScriptsTakeRankAndLabelPatternsCompactAndFlows) {

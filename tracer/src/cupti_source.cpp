@@ -1,6 +1,7 @@
 // cupti_source.cpp — the one wrapper around CUPTI (see cupti_source.h).
 #include "trainscope/tracer/cupti_source.h"
 
+#include "trainscope/tracer/thread_names.h"
 #include "trainscope/tracer/trace.h"
 
 #ifdef TRAINSCOPE_HAVE_CUPTI
@@ -39,6 +40,17 @@ void CuptiSource::stop() {
   // CUPTI does not say which kinds it lost; they are counted under kernels, by far the most.
   const int64_t lost = api_->droppedRecords();
   if (lost > 0) tracer_->countDropped(kKernels, lost);
+}
+
+uint32_t CuptiSource::hostThread(uint32_t cupti_tid) {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  auto it = threads_.find(cupti_tid);
+  if (it != threads_.end()) return it->second;
+  const bool os = !api_ || api_->systemThreadIds();
+  const uint32_t n = threadIdOf(int64_t(cupti_tid), os,
+                                std::string("cuda api, ") + (os ? "os tid " : "cupti thread ") + std::to_string(cupti_tid));
+  threads_.emplace(cupti_tid, n);
+  return n;
 }
 
 namespace {
@@ -107,14 +119,14 @@ void CuptiSource::handleRecord(const void* p) {
       const bool runtime = rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
       const std::string name =
           api_ ? api_->callbackName(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid) : "";
-      tracer_->record(ApiEvent{int64_t(a->start) + off, int64_t(a->end) + off, a->threadId,
+      tracer_->record(ApiEvent{int64_t(a->start) + off, int64_t(a->end) + off, hostThread(a->threadId),
                               tracer_->intern(name.empty() ? "cbid " + std::to_string(a->cbid) : name),
                               int64_t(a->correlationId), int32_t(runtime ? ApiKind::Runtime : ApiKind::Driver)});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MARKER: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMarker2*>(rec);
-      const uint32_t tid = m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m->objectId.pt.threadId : 0;
+      const uint32_t tid = m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? hostThread(m->objectId.pt.threadId) : 0;
       std::lock_guard<std::mutex> lock(markers_mu_);
       if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
         open_markers_[m->id] = {int64_t(m->timestamp) + off, m->name ? m->name : "", m->domain ? m->domain : "", tid};
@@ -148,6 +160,7 @@ struct CuptiFns {
   CUptiResult (*getTimestamp)(uint64_t*) = nullptr;
   CUptiResult (*callbackName)(CUpti_CallbackDomain, uint32_t, const char**) = nullptr;
   CUptiResult (*numDropped)(CUcontext, uint32_t, size_t*) = nullptr;
+  CUptiResult (*setThreadIdType)(CUpti_ActivityThreadIdType) = nullptr;  // optional
 };
 
 CuptiFns g_fns;
@@ -206,6 +219,7 @@ class DlCupti final : public CuptiApi {
       *why = "libcupti lacks an expected entry point";
       return false;
     }
+    sym(g_fns.setThreadIdType, "cuptiSetThreadIdType");  // optional: without it, CUPTI's own thread ids
     uint64_t t = 0;
     if (g_fns.getTimestamp(&t) != CUPTI_SUCCESS) {
       *why = "CUPTI is not usable here (no CUDA driver or device)";
@@ -215,6 +229,8 @@ class DlCupti final : public CuptiApi {
   }
   bool enable(CuptiSource* sink, std::string* why) override {
     g_sink = sink;
+    // OS thread ids (gettid) for the API records, as libkineto asks: the tracer knows its threads by them.
+    system_tids_ = g_fns.setThreadIdType && g_fns.setThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS;
     if (g_fns.registerCallbacks(bufferRequested, bufferCompleted) != CUPTI_SUCCESS) {
       *why = "cuptiActivityRegisterCallbacks failed";
       return false;
@@ -246,12 +262,14 @@ class DlCupti final : public CuptiApi {
     g_fns.numDropped(nullptr, 0, &n);
     return int64_t(n);
   }
+  bool systemThreadIds() override { return system_tids_; }
 
  private:
   static constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                                   CUPTI_ACTIVITY_KIND_MEMSET,           CUPTI_ACTIVITY_KIND_RUNTIME,
                                                   CUPTI_ACTIVITY_KIND_DRIVER,           CUPTI_ACTIVITY_KIND_MARKER};
   void* handle_ = nullptr;
+  bool system_tids_ = false;
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cerrno>
+#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -31,15 +32,42 @@ std::map<uint32_t, std::string>& threadNames() {
   return names;
 }
 
+// OS thread ids → numbers (namesMutex): `own`, the numbers threads took themselves (threadId);
+// `foreign`, numbers given by another thread's records (threadIdOf) that the thread has not yet taken,
+// by (os id or not, id).
+std::map<int64_t, uint32_t>& ownNumbers() {
+  static std::map<int64_t, uint32_t> m;
+  return m;
+}
+std::map<std::pair<bool, int64_t>, uint32_t>& foreignNumbers() {
+  static std::map<std::pair<bool, int64_t>, uint32_t> m;
+  return m;
+}
+
+// A thread name unless it is the program's, which threads inherit (as the kernel keeps it: 15 bytes).
+std::string ownName(const std::string& name) {
+  char process[64] = {};
+  const std::string prog = program_invocation_short_name ? program_invocation_short_name : "";
+  std::snprintf(process, sizeof process, "%.15s", prog.c_str());
+  return name == process ? std::string() : name;
+}
+
 // What the OS calls the calling thread, when it is a name of its own: "main" for the process's main
 // thread (whose OS name is the program's), else pthread's name unless it is the inherited program name.
 std::string osThreadName() {
   if (long(syscall(SYS_gettid)) == long(getpid())) return "main";
-  char name[64] = {}, process[64] = {};
+  char name[64] = {};
   if (pthread_getname_np(pthread_self(), name, sizeof name) != 0) return {};
-  const std::string prog = program_invocation_short_name ? program_invocation_short_name : "";
-  std::snprintf(process, sizeof process, "%.15s", prog.c_str());  // as the kernel keeps it: 15 bytes
-  return std::string(name) == process ? std::string() : std::string(name);
+  return ownName(name);
+}
+
+// The same for another thread of this process, by its OS id ("" when it has none or is gone).
+std::string osThreadName(int64_t os_tid) {
+  if (os_tid == int64_t(getpid())) return "main";
+  std::ifstream comm("/proc/self/task/" + std::to_string(os_tid) + "/comm");
+  std::string name;
+  if (!comm || !std::getline(comm, name)) return {};
+  return ownName(name);
 }
 }  // namespace
 
@@ -47,14 +75,33 @@ thread_local std::string t_name;  // nameThread's, until the thread gets its num
 
 uint32_t threadId() {
   if (t_tid == UINT32_MAX) {
-    t_tid = g_next_tid.fetch_add(1);
+    const int64_t os_tid = int64_t(syscall(SYS_gettid));
     std::string name = t_name.empty() ? osThreadName() : t_name;
-    if (!name.empty()) {
-      std::lock_guard<std::mutex> lock(namesMutex());
-      threadNames()[t_tid] = std::move(name);
+    std::lock_guard<std::mutex> lock(namesMutex());
+    // The number another thread's records gave it (its CUDA calls seen by CUPTI first), else a new one.
+    auto given = foreignNumbers().find({true, os_tid});
+    if (given != foreignNumbers().end()) {
+      t_tid = given->second;
+      foreignNumbers().erase(given);
+    } else {
+      t_tid = g_next_tid.fetch_add(1);
     }
+    ownNumbers()[os_tid] = t_tid;
+    if (!name.empty()) threadNames()[t_tid] = std::move(name);
   }
   return t_tid;
+}
+
+uint32_t threadIdOf(int64_t id, bool os_tid, const std::string& fallback) {
+  std::lock_guard<std::mutex> lock(namesMutex());
+  if (os_tid)
+    if (auto own = ownNumbers().find(id); own != ownNumbers().end()) return own->second;
+  auto [it, added] = foreignNumbers().try_emplace({os_tid, id}, 0);
+  if (!added) return it->second;
+  it->second = g_next_tid.fetch_add(1);
+  const std::string name = os_tid ? osThreadName(id) : std::string();
+  threadNames()[it->second] = name.empty() ? fallback : name;
+  return it->second;
 }
 
 // A thread named before it records keeps its number for its first event (numbers stay in the order

@@ -402,6 +402,7 @@ void App::writeLayout(const std::string& path) const {
   habitsLayout(j);  // scale, bookmarks, notes, the study view
   tablesLayout(j);  // the diff, the SQL box's rows, the histogram
   findersLayout(j);  // the search list, the selection, the query track, enclosing, Details in order
+  clicksLayout(j);   // the clicks a script made
   writeTimelineLayout(j);  // tracks drawn, collapsed ranks, the split, run B's alignment
   files::writeAtomically(path, jsonText(j, 1) + "\n", layoutRule());
 }
@@ -473,6 +474,8 @@ int App::run() {
     if (headless && all_loaded && fatal.empty() && next_command < script.size()) {
       if (hold > 0) {
         --hold;  // `frames N`: N frames as they are
+      } else if (clicking()) {
+        // a `click` under way: its frames (view_clicks.cpp) before the next command
       } else {
         const ScriptCommand& c = script[next_command++];
         if (c.op == "frames") hold = std::max(0, std::stoi(c.args[0]) - 1);
@@ -482,6 +485,7 @@ int App::run() {
 
     const auto f0 = std::chrono::steady_clock::now();
     window.newFrame();
+    injectClick();  // a script's click: the mouse where the backend left it otherwise
     ImGui::NewFrame();
     drawFrame();
     drawOverlays();
@@ -496,7 +500,7 @@ int App::run() {
 
     // A message instead of the timeline ends a headless run however much of the script is left
     // (its commands wait for a loaded file, which will not come).
-    if (headless && (!fatal.empty() || (all_loaded && next_command >= script.size())) && --settle <= 0) {
+    if (headless && (!fatal.empty() || (all_loaded && next_command >= script.size() && !clicking())) && --settle <= 0) {
       writePng(opt.screenshot, window.readPixels(), shot_rule);
       if (!opt.layout.empty()) writeLayout(opt.layout);
       break;

@@ -336,6 +336,7 @@ class App {
     std::string status;                 // the last jump's outcome, or why it could not jump
     Enclosing enclosing;                // the selection's, as Details last drew it (--layout)
     bool enclosing_drawn = false;
+    std::pair<MatchColumn, bool> header_sort{MatchColumn::Start, false};  // where the header's arrow was drawn (--layout)
     std::optional<size_t> sql_jump;     // a SQL row clicked, acted on in the next frame (outside the result's lock)
     bool sql_track = false;             // "show as a track" clicked, likewise
   } finders;
@@ -347,9 +348,27 @@ class App {
   void showQueryTrack();                            // the last query's rows as a track
   float drawQueryTrack(ImDrawList* dl, const TimelineContext& cx, float y);  // returns the y below it
   void drawEnclosing(size_t doc, size_t chars);     // Details' "enclosing" column
-  bool rowButton(int id, bool selected);            // a table row made clickable (before its first cell)
+  // A table row made clickable (before its first cell); `table`: its name for a script's click.
+  bool rowButton(const char* table, int id, bool selected);
   bool applyFinderCommand(const ScriptCommand& c);  // matches, match, sqlrow, sqltrack, diffrow, tab search
   void findersLayout(nlohmann::json& j) const;
+  // view_clicks.cpp: a script's `click TABLE ROW` or `click TABLE header COLUMN` (search, sql, diff): a
+  // real click — the mouse moved over where that row or header was last drawn, pressed and released
+  // over the next frames through ImGui's IO — so the table's own click handling is what is tested.
+  struct ClickState {
+    std::string target;  // "search 3", "search header name"; "" when no click is under way
+    int line = 0, stage = 0, waited = 0;
+    float x = 0, y = 0;
+    struct Made {
+      std::string target;
+      float x, y;
+    };
+    std::vector<Made> made;  // --layout
+  } clicks;
+  bool applyClickCommand(const ScriptCommand& c);  // click; false: not it
+  void injectClick();  // each frame, after the backend's new frame and before ImGui's (app.cpp)
+  bool clicking() const { return !clicks.target.empty(); }
+  void clicksLayout(nlohmann::json& j) const;
   // view_comm.cpp: ranks related.
   float drawCollectiveWait(ImDrawList* dl, size_t doc, const EventRef& r, float x0, float x1, float y0, float y1);
   // band_top: the pinned band's top (links to pinned rows are drawn over it); 0: no band.

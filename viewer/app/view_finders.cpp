@@ -4,6 +4,7 @@
 // to their slowest instance, and Details' enclosing ranges. What is found is model code (finders.h);
 // this file draws, clicks, and records for --layout.
 #include <imgui.h>
+#include <imgui_internal.h>  // TableSetColumnSortDirection: the header's arrow on a sort set elsewhere
 
 #include <algorithm>
 #include <cstdio>
@@ -67,10 +68,11 @@ void App::gotoListed(int64_t pos) {
   view.t1 = view.t0 + w;
 }
 
-bool App::rowButton(int id, bool selected) {
+bool App::rowButton(const char* table, int id, bool selected) {
   ImGui::PushID(id);
   const bool clicked =
       ImGui::Selectable("##row", selected, ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap);
+  recordClickTarget(std::string(table) + " " + std::to_string(id));  // a script's click (view_clicks.cpp)
   ImGui::PopID();
   ImGui::SameLine(0, 0);
   return clicked;
@@ -98,7 +100,13 @@ void App::drawSearchList() {
   ImGui::TableSetupColumn("start", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_DefaultSort, 150,
                           ImGuiID(MatchColumn::Start));
   ImGui::TableSetupColumn("duration", ImGuiTableColumnFlags_WidthFixed, 120, ImGuiID(MatchColumn::Duration));
-  ImGui::TableHeadersRow();
+  // The arrow marks the list's sort, whoever set it last: a sort set elsewhere (`matches`, or a header
+  // click before it) is given to the table, which would otherwise keep marking its own last one.
+  if (std::make_pair(finders.list.by, finders.list.descending) != finders.table_sort)
+    ImGui::TableSetColumnSortDirection(int(finders.list.by),  // the columns are set up in MatchColumn's order
+                                       finders.list.descending ? ImGuiSortDirection_Descending : ImGuiSortDirection_Ascending,
+                                       false);
+  headersRow("search_list");
   // A click on a header: the specs change from what the table last asked for (the list's own sort
   // may have been set elsewhere, by `matches`; the table's first, default specs do not undo it).
   if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsDirty && specs->SpecsCount > 0) {
@@ -113,6 +121,9 @@ void App::drawSearchList() {
     }
     specs->SpecsDirty = false;
   }
+  if (const ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0)
+    finders.header_sort = {MatchColumn(specs->Specs[0].ColumnUserID),
+                           specs->Specs[0].SortDirection == ImGuiSortDirection_Descending};
   const float row_h = ImGui::GetTextLineHeight() + 2 * ImGui::GetStyle().CellPadding.y;
   if (finders.list_scroll && found_index >= 0) {
     const float y = float(found_index) * row_h, h = ImGui::GetWindowHeight() - row_h;
@@ -131,7 +142,7 @@ void App::drawSearchList() {
       const MatchRow m = matchRow(*t, r);
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      if (rowButton(i, i == found_index)) gotoListed(i);
+      if (rowButton("search", i, i == found_index)) gotoListed(i);
       const size_t chars = size_t(std::max(0.f, ImGui::GetContentRegionAvail().x) / char_w);
       ImGui::TextUnformatted(docs[doc]->names.fit(t->event(r).name, t->names, chars).c_str());
       ImGui::TableNextColumn();
@@ -275,6 +286,7 @@ void App::drawEnclosing(size_t doc, size_t chars) {
 }
 
 bool App::applyFinderCommand(const ScriptCommand& c) {
+  if (applyClickCommand(c)) return true;  // click (view_clicks.cpp)
   auto index = [&] { return size_t(std::stoll(c.args[0])); };
   if (c.op == "tab" && c.args[0] == "search") {
     tab = Tab::Search, tab_requested = true;
@@ -321,7 +333,9 @@ void App::findersLayout(nlohmann::json& j) const {
     }
     j["search"] = {{"needle", found.needle}, {"count", found.matches.size()}, {"index", found_index},
                    {"sort", matchColumnName(finders.list.by)}, {"descending", finders.list.descending},
-                   {"drawn", {finders.list_drawn.first, finders.list_drawn.second}}, {"rows", rows}};
+                   {"drawn", {finders.list_drawn.first, finders.list_drawn.second}}, {"rows", rows},
+                   {"header", {{"sort", matchColumnName(finders.header_sort.first)},
+                               {"descending", finders.header_sort.second}}}};
   }
   if (selection && selection->doc < docs.size() && docs[selection->doc]->ready()) {
     const Trace& t = *docs[selection->doc]->trace;

@@ -127,7 +127,7 @@ void App::drawSql() {
       ImGui::TableNextRow();
       for (int c = 0; c < cols; ++c) {
         ImGui::TableNextColumn();
-        if (c == 0 && rowButton(i, false)) finders.sql_jump = size_t(i);
+        if (c == 0 && rowButton("sql", i, false)) finders.sql_jump = size_t(i);
         ImGui::TextUnformatted(r.table.rows[size_t(i)][size_t(c)].c_str());
       }
     }
@@ -218,7 +218,7 @@ void App::drawNameDiff() {
       const DiffRow& r = d->rows[size_t(i)];
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      if (rowButton(i, false)) jump = size_t(i);
+      if (rowButton("diff", i, false)) jump = size_t(i);
       // The name shortened as the timeline shortens it (names.h: `CppNode<BlockCheckpoint>` reads
       // `BlockCheckpoint`), the full name on hover.
       const size_t chars = size_t(std::max(0.f, ImGui::GetContentRegionAvail().x) / char_w);
@@ -270,6 +270,7 @@ void headersRow(const char* table, bool auto_fit) {
     const std::string shown = auto_fit ? full : ellipsize(full, ImGui::GetContentRegionAvail().x - arrow, width, &cut);
     ImGui::PushID(c);
     ImGui::TableHeader((shown + "##" + full).c_str());
+    if (const char* name = scriptTableName(table)) recordClickTarget(std::string(name) + " header " + full);
     if (cut && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", full.c_str());
     ImGui::PopID();
     headersShown().push_back({table, full, shown});

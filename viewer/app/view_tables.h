@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -67,6 +68,17 @@ struct HeaderShown {
 };
 void headersRow(const char* table, bool auto_fit = false);
 std::vector<HeaderShown>& headersShown();
+
+// Where a click on each row and header of the tables a script can click (search, sql, diff) lands, as
+// drawn this frame (view_clicks.cpp): "search 3" (row 3), "search header duration" → a screen point.
+struct ClickPoint {
+  float x, y;
+};
+std::map<std::string, ClickPoint>& clickTargets();
+void recordClickTarget(const std::string& key);  // the last ImGui item, when a click at it would reach it
+// A table's name in a script's `click` ("search_list" → "search", "sql_rows" → "sql", "name_diff" →
+// "diff"); nullptr for a table a script does not click.
+const char* scriptTableName(const std::string& imgui_table);
 
 // The script's lines with the table commands (csv TABLE FILE, sql QUERY, diff step|whole) taken out
 // and checked here, the rest parsed by `rest` (line numbers kept).

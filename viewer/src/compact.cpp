@@ -2,6 +2,8 @@
 #include "trainscope/viewer/compact.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "trainscope/viewer/lod.h"
 
@@ -33,15 +35,41 @@ void addSpan(int64_t a, int64_t b, int64_t begin, int64_t end, std::vector<float
   }
 }
 
-// The waits of the linked collectives of lane 0 of collectives track `ti` in [begin, end).
+// A stream's columns: its kernels, copies and sets maxed into `compute`, its NCCL kernels into `comm`
+// (lanes summed, each capped at 1; the slices cut as busyColumns cuts them).
+void streamColumns(const Track& t, int64_t begin, int64_t end, std::vector<float>& compute, std::vector<float>& comm) {
+  const size_t n = compute.size();
+  const double span = double(end - begin);
+  for (size_t c = 0; c < n; ++c) {
+    const int64_t a = begin + int64_t(span * double(c) / double(n)), b = begin + int64_t(span * double(c + 1) / double(n));
+    if (b <= a) continue;
+    int64_t busy = 0, nccl = 0;
+    for (const Lane& lane : t.lanes) busy += busyIn(lane, a, b), nccl += commBusyIn(lane, a, b);
+    compute[c] = std::max(compute[c], float(std::min(1.0, double(busy - nccl) / double(b - a))));
+    comm[c] = std::max(comm[c], float(std::min(1.0, double(nccl) / double(b - a))));
+  }
+}
+
+// The waits of the linked calls of collectives track `ti` in [begin, end): a collective's for its last
+// member, a pipeline send's or receive's for its partner (the same rule, comm.h). Calls that overlap
+// (on the track's other lanes) count their waits once.
 void waits(const Trace& trace, size_t ti, int64_t begin, int64_t end, std::vector<float>& out) {
-  const Lane& lane = trace.tracks[ti].lanes[0];
-  const auto [first, last] = overlapping(lane, begin, end);
-  for (uint32_t i = first; i < last; ++i) {
-    const CommCall* call = trace.comm.callOf({uint32_t(ti), 0, i});
-    if (!call || call->link.p2p) continue;
-    const Event& e = lane.events[i];
-    addSpan(e.start, std::min(e.end, call->link.last_start_ns), begin, end, out);
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  const Track& t = trace.tracks[ti];
+  for (uint32_t li = 0; li < t.lanes.size(); ++li) {
+    const auto [first, last] = overlapping(t.lanes[li], begin, end);
+    for (uint32_t i = first; i < last; ++i) {
+      const CommCall* call = trace.comm.callOf({uint32_t(ti), li, i});
+      if (!call) continue;
+      const Event& e = t.lanes[li].events[i];
+      if (std::min(e.end, call->link.last_start_ns) > e.start) spans.push_back({e.start, std::min(e.end, call->link.last_start_ns)});
+    }
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 0; i < spans.size();) {
+    auto [a, b] = spans[i];
+    for (++i; i < spans.size() && spans[i].first <= b; ++i) b = std::max(b, spans[i].second);
+    addSpan(a, b, begin, end, out);
   }
 }
 
@@ -59,12 +87,11 @@ CompactColumns compactColumns(const Trace& trace, const RankGroup& rank, int64_t
     const Track& t = trace.tracks[ti];
     if (t.lanes.empty() || t.events() == 0) continue;
     if (t.kind == TrackKind::Stream) {
-      const std::vector<float> b = busyColumns(t, begin, end, columns);
-      for (size_t i = 0; i < columns && i < b.size(); ++i) c.compute[i] = std::max(c.compute[i], b[i]);
+      streamColumns(t, begin, end, c.compute, c.comm);
     } else if (t.kind == TrackKind::Thread && !streams) {
       maxLane(t.lanes[0], begin, end, c.compute);
     } else if (t.kind == TrackKind::Collectives) {
-      maxLane(t.lanes[0], begin, end, c.comm);
+      for (const Lane& lane : t.lanes) maxLane(lane, begin, end, c.comm);
       waits(trace, ti, begin, end, c.wait);
     }
   }

@@ -281,7 +281,7 @@ std::vector<ScriptCommand> parseFinderScript(
     const std::string& text, const std::string& file,
     std::vector<ScriptCommand> (*rest)(const std::string&, const std::string&)) {
   const auto ours = [](const std::string& op) {
-    return op == "matches" || op == "match" || op == "sqlrow" || op == "sqltrack" || op == "diffrow";
+    return op == "matches" || op == "match" || op == "sqlrow" || op == "sqltrack" || op == "diffrow" || op == "click";
   };
   const auto check = [](const ScriptCommand& c, const std::string& where) {
     if (c.op == "matches" && (c.args.empty() || c.args.size() > 2 || !parseMatchColumn(c.args[0]) ||
@@ -290,6 +290,15 @@ std::vector<ScriptCommand> parseFinderScript(
                       "e.g. matches duration desc");
     if (c.op == "sqltrack" && (c.args.size() != 1 || (c.args[0] != "show" && c.args[0] != "remove")))
       throw UserError("--script", where + ": sqltrack takes show or remove", "run a query first: sql \"SELECT ...\"");
+    // click TABLE ROW | click TABLE header COLUMN: a real click on a row or a header of search, sql or diff.
+    if (c.op == "click") {
+      const bool table = !c.args.empty() && (c.args[0] == "search" || c.args[0] == "sql" || c.args[0] == "diff");
+      const auto row = c.args.size() == 2 ? integer(c.args[1]) : std::nullopt;
+      if (!table || !((row && *row >= 0) || (c.args.size() == 3 && c.args[1] == "header")))
+        throw UserError("--script", where + ": click takes a table (search, sql or diff) and a row number (from 0), "
+                                            "or the table, header and a column name",
+                        "e.g. click search 0, click search header duration");
+    }
     if (c.op == "match" || c.op == "sqlrow" || c.op == "diffrow") {
       const auto k = c.args.size() == 1 ? integer(c.args[0]) : std::nullopt;
       if (!k || *k < 0)

@@ -45,6 +45,17 @@ void buildLevels(Lane& lane) {
     sum += ev[i].duration();
     if ((i + 1) % kBusyStride == 0) lane.busy_prefix.push_back(sum);
   }
+  // NCCL kernels' own prefix, only for a lane that holds any (most lanes hold none).
+  lane.comm_prefix.clear();
+  if (std::any_of(ev.begin(), ev.end(), [](const Event& e) { return e.kind == EventKind::CommKernel; })) {
+    lane.comm_prefix.assign(1, 0);
+    lane.comm_prefix.reserve(ev.size() / kBusyStride + 1);
+    int64_t comm = 0;
+    for (size_t i = 0; i < ev.size(); ++i) {
+      if (ev[i].kind == EventKind::CommKernel) comm += ev[i].duration();
+      if ((i + 1) % kBusyStride == 0) lane.comm_prefix.push_back(comm);
+    }
+  }
   if (ev.size() < 2) return;
   std::vector<LodItem> prev(ev.size());
   for (size_t i = 0; i < ev.size(); ++i) prev[i] = {ev[i].start, ev[i].end, uint32_t(i), uint32_t(i + 1)};
@@ -75,6 +86,23 @@ int64_t busyBetween(const Lane& lane, uint32_t first, uint32_t last) {
     return s;
   };
   return last > first ? prefix(last) - prefix(first) : 0;
+}
+
+int64_t commBusyIn(const Lane& lane, int64_t begin, int64_t end) {
+  if (lane.comm_prefix.empty()) return 0;
+  const auto [first, last] = overlapping(lane, begin, end);
+  if (first >= last) return 0;
+  const auto& ev = lane.events;
+  auto prefix = [&](uint32_t i) {  // the NCCL kernels' summed durations among events [0, i)
+    const uint32_t k = std::min<uint32_t>(i / kBusyStride, uint32_t(lane.comm_prefix.size() - 1));
+    int64_t s = lane.comm_prefix[k];
+    for (uint32_t j = k * kBusyStride; j < i; ++j)
+      if (ev[j].kind == EventKind::CommKernel) s += ev[j].duration();
+    return s;
+  };
+  auto comm = [&](uint32_t i) { return ev[i].kind == EventKind::CommKernel; };
+  return prefix(last) - prefix(first) - (comm(first) ? std::max<int64_t>(0, begin - ev[first].start) : 0) -
+         (comm(last - 1) ? std::max<int64_t>(0, ev[last - 1].end - end) : 0);
 }
 
 std::pair<uint32_t, uint32_t> overlapping(const Lane& lane, int64_t begin, int64_t end) {

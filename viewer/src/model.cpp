@@ -44,7 +44,7 @@ size_t Trace::bytes() const {
     b += sizeof(Track) + t.label.capacity() + t.name.capacity();
     for (const auto& l : t.lanes) {
       b += sizeof(Lane) + l.events.capacity() * sizeof(Event) + l.correlation.capacity() * sizeof(int64_t) +
-           l.busy_prefix.capacity() * sizeof(int64_t);
+           l.busy_prefix.capacity() * sizeof(int64_t) + l.comm_prefix.capacity() * sizeof(int64_t);
       for (const auto& lv : l.levels) b += sizeof(LodLevel) + lv.items.capacity() * sizeof(LodItem);
     }
     b += t.counter.ts.capacity() * 8 + t.counter.values.capacity() * 8;

@@ -158,7 +158,7 @@ std::vector<ScriptCommand> parseScript(const std::string& text, const std::strin
       // note, drop, overlay; view_tables.cpp: csv, sql, diff), so the hint never hides one.
       throw UserError("--script", where + ": unknown command \"" + c.op + "\"",
                       "use view, zoom, pan, step, select, search, next, prev, range, tab, stats, frames, clear, open, "
-                      "bookmark, note, drop, overlay, csv, sql, diff, matches, match, sqlrow, sqltrack, diffrow, "
+                      "bookmark, note, drop, overlay, csv, sql, diff, matches, match, sqlrow, sqltrack, diffrow, click, "
                       "collapse, expand, hide, show, pin, unpin, move, empty, split, compact, flows, [ or ]");
     if (int(c.args.size()) < a->second.first || int(c.args.size()) > a->second.second)
       throw UserError("--script", where + ": " + c.op + " takes " + std::to_string(a->second.first) +

@@ -3,7 +3,9 @@
 // Kernels (concurrent), memcpy, memset, runtime and driver API calls (with correlation ids, so a
 // launch joins its kernel), and NVTX ranges of other libraries seen through CUPTI's marker activity
 // (domain "nvtx/<domain>"; the runtime's own ranges, already recorded in-process, are skipped).
-// NCCL kernels are tied to their collective when shards merge (merge.h). CUPTI is reached only through
+// NCCL kernels are tied to their collective when shards merge (merge.h). An API call's (and a marker's)
+// thread is the tracer's number of the thread that made it (thread_names.h: threadIdOf), so it sits
+// on that thread's row and every such thread has a `threads` row with a name. CUPTI is reached only through
 // CuptiApi, whose methods are virtual: the real one (cupti_source.cpp) dlopens libcupti at run time
 // — so a binary without a driver or without CUPTI still starts —, and tests feed CuptiSource
 // hand-built activity records without a GPU (as libkineto does).
@@ -39,6 +41,9 @@ class CuptiApi {
   virtual uint64_t timestamp() = 0;  // CUPTI's clock, ns
   virtual std::string callbackName(int domain, uint32_t cbid) = 0;
   virtual int64_t droppedRecords() = 0;  // records CUPTI could not keep
+  // Whether the records' thread ids are OS thread ids (gettid: enable() asks CUPTI for them, as
+  // libkineto does), so that an API call lands on its thread's own row; false: CUPTI's default ids.
+  virtual bool systemThreadIds() { return true; }
 };
 
 // The dlopen-based CuptiApi (an always-unavailable one in builds without the CUDA path).
@@ -78,6 +83,10 @@ class CuptiSource final : public TraceSource {
   std::unordered_map<uint32_t, OpenMarker> open_markers_;  // NVTX range id → its start
   int64_t clock_offset_ns_ = 0;
   int64_t handled_ = 0;
+  // CUPTI's thread id → the tracer's thread number (threadIdOf, asked once per thread).
+  uint32_t hostThread(uint32_t cupti_tid);
+  std::mutex threads_mu_;
+  std::unordered_map<uint32_t, uint32_t> threads_;
 };
 
 }  // namespace trainscope::tracer

@@ -12,12 +12,14 @@
 namespace trainscope::viewer {
 
 // [begin, end) cut into `columns` equal slices; for each, in [0, 1]:
-//   compute — the busiest of the rank's streams (its kernels, copies and sets; lanes summed and capped
-//             at 1, as busyColumns), or, for a rank with no stream (a CPU run), the busiest of its
-//             threads' outermost lane (nested events are not counted twice);
-//   comm    — the share its collectives row keeps busy, its wait included;
-//   wait    — of that, the share a linked collective spent waiting for its last peer (its start to
-//             the last arrival, comm.h's rule; a pipeline send's wait is not told apart here).
+//   compute — the busiest of the rank's streams (its kernels, copies and sets, NCCL kernels left out;
+//             lanes summed and capped at 1, as busyColumns), or, for a rank with no stream (a CPU run),
+//             the busiest of its threads' outermost lane (nested events are not counted twice);
+//   comm    — the share its collectives row keeps busy, its wait included, or its busiest stream's
+//             NCCL kernels (lod.h, commBusyIn), whichever is more;
+//   wait    — of that, the share a linked call spent waiting for its peer (its start to the last
+//             arrival, comm.h's rule): a collective for its last member, a pipeline send or receive
+//             for its partner (what the Steps tab counts as bubble).
 // So comm − wait is the transfer, and a straggler's peers show wait where it shows compute.
 struct CompactColumns {
   std::vector<float> compute, comm, wait;

@@ -87,7 +87,9 @@ struct Enclosing {
 Enclosing enclosingOf(const Trace& trace, const EventRef& r);
 
 // Script commands of the finders: `matches COLUMN [asc|desc]`, `match K`, `sqlrow K`,
-// `sqltrack show|remove`, `diffrow K`, taken out and checked here; the rest parsed by `rest`.
+// `sqltrack show|remove`, `diffrow K`, `click search|sql|diff K` and `click search|sql|diff header
+// COLUMN` (a real mouse click on a row or a header: the app's view_clicks.cpp), taken out and checked
+// here; the rest parsed by `rest`.
 std::vector<ScriptCommand> parseFinderScript(
     const std::string& text, const std::string& file,
     std::vector<ScriptCommand> (*rest)(const std::string&, const std::string&));

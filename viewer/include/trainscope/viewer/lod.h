@@ -59,6 +59,10 @@ std::pair<uint32_t, uint32_t> overlapping(const Lane& lane, int64_t begin, int64
 // The time events of `lane` keep busy inside [begin, end): each event clipped to it. O(log n + 16).
 int64_t busyIn(const Lane& lane, int64_t begin, int64_t end);
 
+// The same of the lane's NCCL kernels (EventKind::CommKernel) alone, through lane.comm_prefix: 0 for
+// a lane without any. A stream's communication, which compact.h counts apart from its compute.
+int64_t commBusyIn(const Lane& lane, int64_t begin, int64_t end);
+
 // The per-stream utilisation row: [begin, end) cut into `columns` equal slices (a pixel column each),
 // and for each the fraction of it that `track`'s events keep busy, in [0, 1]. A stream's lanes hold
 // kernels that overlap each other (lanes of a stream never nest), so their busy times are summed and

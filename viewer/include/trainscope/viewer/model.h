@@ -60,6 +60,7 @@ struct Lane {
   std::vector<int64_t> correlation;  // parallel to events for kernels, copies and API calls; else empty
   std::vector<LodLevel> levels;      // ascending thresholds; only levels that fold at least 2:1
   std::vector<int64_t> busy_prefix;  // [k]: the summed durations of events [0, 16k) (lod.h, busyBetween)
+  std::vector<int64_t> comm_prefix;  // the same of its NCCL kernels (CommKernel) alone; empty: it has none
 };
 
 // Annotations: the GPU annotations (rundb::GpuAnnotation) of one stream, placed right above it.
