@@ -246,6 +246,32 @@ TEST(ViewerApp, TheFlowsSwitchAndCompactWaitsOnARealDpRun) {
   EXPECT_GT(wait, 0.0);
 }
 
+// A real PP 2 run, stage 1 slowed at each step's start: stage 0 spends most of the step blocked at its
+// pipeline receives, inside its forward and backward ranges. Its compact row must be drawn mostly as
+// waiting, not as compute (before, compute was stacked first and the enclosing ranges hid the wait:
+// the row read blue, "busy computing", while its layout said 0.89 waiting).
+TEST(ViewerApp, ACompactRowBlockedOnItsPeerIsDrawnWaitingNotComputing) {
+  const std::string run = tempPath("pp2_compact_drawn.db");
+  const auto r = trainscope::testing::sh("TRAINSCOPE_TEST_SLOW_RANK=1:200 " + std::string(TRAINSCOPE_CLI) +
+                                         " run --workload tiny --seq 16 --mbs 1 --gbs 8 --steps 3 --nproc 2 --pp 2 "
+                                         "--device cpu --cpu-lanes 1 --trace " + run + " --trace-level ranges --overwrite -q");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string script = tempPath("compact_drawn.txt");
+  std::ofstream(script) << "compact on\nstep 2\nframes 2\n";
+  const Shot c = shoot(run, "--script " + script, "compact_drawn");
+  ASSERT_EQ(c.run.status, 0) << c.run.output;
+  ASSERT_EQ(c.layout["compact_rows"].size(), 2u) << c.layout["compact_rows"].dump();
+  for (const auto& row : c.layout["compact_rows"]) {
+    const double compute = row["drawn_compute"].get<double>(), wait = row["drawn_wait"].get<double>();
+    EXPECT_LE(compute + wait, 1.0 + 1e-6) << row.dump();
+    EXPECT_LE(wait, row["wait"].get<double>() + 1e-6) << row.dump();
+    if (row["rank"] == 0) {
+      EXPECT_GT(wait, 0.5) << row.dump();  // stage 0 waits for the slowed stage most of the step
+      EXPECT_LT(compute, 0.5) << row.dump();
+    }
+  }
+}
+
 // A real PP 2 run, stage 1 slowed at each step's start (the test knob), so that stage 0 waits at its
 // pipeline receives: the compact row of each rank shows as waiting exactly what its linked calls
 // waited for their partner or last member — the pipeline's sends and receives included (before,

@@ -390,6 +390,7 @@ class App {
     int64_t rank;
     float y0, y1;
     double busy, wait;  // mean shares over the window: busy (compute or comm), waiting for a peer
+    double drawn_compute, drawn_wait;  // mean shares of the row's height drawn as compute and as waiting
   };
   std::vector<CompactShown> compact_drawn;
   // Flow arrows and links (the flows switch): every send's arrow and the selected or hovered event's

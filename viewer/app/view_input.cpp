@@ -263,7 +263,8 @@ void App::writeTimelineLayout(nlohmann::json& j) const {
   j["flows"] = flow_mode == FlowMode::None ? "none" : flow_mode == FlowMode::Selected ? "selected" : "all";
   j["compact_rows"] = nlohmann::json::array();
   for (const auto& r : compact_drawn)
-    j["compact_rows"].push_back({{"doc", r.doc}, {"rank", r.rank}, {"y0", r.y0}, {"y1", r.y1}, {"busy", r.busy}, {"wait", r.wait}});
+    j["compact_rows"].push_back({{"doc", r.doc}, {"rank", r.rank}, {"y0", r.y0}, {"y1", r.y1}, {"busy", r.busy}, {"wait", r.wait},
+                                 {"drawn_compute", r.drawn_compute}, {"drawn_wait", r.drawn_wait}});
   if (docs.size() > 1)
     j["alignment"] = {{"ok", alignment.ok}, {"step", alignment.step}, {"offset_ns", alignment.offset},
                       {"message", alignment.message}, {"drawn", alignment_drawn}};

@@ -162,13 +162,15 @@ void App::drawCompactRow(ImDrawList* dl, const TimelineContext& cx, const Layout
   const int64_t t0 = view.timeAt(cx.x0) - d.offset, t1 = view.timeAt(cx.x0 + 2 * float(n)) - d.offset;
   const CompactColumns c = compactColumns(*d.trace, g, t0, t1, n);
   const float h = r.h - 2;
-  double busy = 0;
-  double waiting = 0;
+  double busy = 0, waiting = 0, drawn_compute = 0, drawn_wait = 0;
   for (size_t i = 0; i < n; ++i) {
     // Stacked from the bottom: compute (blue), waiting for a peer (orange), the rest of comm (red).
-    const float x = cx.x0 + 2 * float(i), ch = h * c.compute[i];
-    const float wh = h * std::min(c.wait[i], 1.f - c.compute[i]);
-    const float mh = h * std::min(c.comm[i] - c.wait[i], std::max(0.f, 1.f - c.compute[i] - c.wait[i]));
+    // Waiting goes first: a host range (forward, backward) that encloses a blocking receive counts as
+    // compute too, and a rank blocked on its peer is not computing.
+    const float x = cx.x0 + 2 * float(i), wait = std::min(c.wait[i], 1.f);
+    const float ch = h * std::min(c.compute[i], 1.f - wait), wh = h * wait;
+    const float mh = h * std::min(c.comm[i] - c.wait[i], std::max(0.f, 1.f - ch / h - wait));
+    drawn_compute += ch / h, drawn_wait += wh / h;
     if (ch > 0.5f) dl->AddRectFilled(ImVec2(x, y + h - ch), ImVec2(x + 2, y + h), IM_COL32(80, 140, 230, 255));
     if (wh > 0.5f) dl->AddRectFilled(ImVec2(x, y + h - ch - wh), ImVec2(x + 2, y + h - ch), IM_COL32(240, 160, 60, 255));
     if (mh > 0.5f)
@@ -177,7 +179,8 @@ void App::drawCompactRow(ImDrawList* dl, const TimelineContext& cx, const Layout
     waiting += c.wait[i];
   }
   if (cx.record)
-    compact_drawn.push_back({r.doc, g.rank, y, y + r.h, n ? busy / double(n) : 0.0, n ? waiting / double(n) : 0.0});
+    compact_drawn.push_back({r.doc, g.rank, y, y + r.h, n ? busy / double(n) : 0.0, n ? waiting / double(n) : 0.0,
+                             n ? drawn_compute / double(n) : 0.0, n ? drawn_wait / double(n) : 0.0});
 }
 
 // One lane's boxes: single events in their name's colour, folded blocks shaded by how busy they are.
