@@ -61,6 +61,19 @@ _LAUNCH_ENV = ("ACCELERATE_USE_CPU", "ACCELERATE_MIXED_PRECISION", "ACCELERATE_U
                "FSDP_RESHARD_AFTER_FORWARD", "ACCELERATE_DYNAMO_BACKEND", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
 
 
+def _write_record(path, out):
+    """Write a JSON record whole (a temporary beside it, never followed through a link, then renamed
+    over PATH); a record of what ran is never the job's failure, so an error is only reported."""
+    tmp = path + ".tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "w") as f:
+            json.dump(out, f)
+        os.replace(tmp, path)
+    except OSError as e:
+        sys.stderr.write(f"trainscope_probe: cannot write {path}: {e}\n")
+
+
 def _record_launch(p):
     """probe/rankR.accelerate.json: the launch's variables and Accelerate's state as this rank's
     Trainer runs it (its processes, distributed type, precision, FSDP strategy): what a trial ran,
@@ -75,13 +88,7 @@ def _record_launch(p):
                        getattr(fsdp, "reshard_after_forward", getattr(fsdp, "sharding_strategy", None))))
     except Exception as e:  # noqa: BLE001 — a state this Accelerate does not have: recorded as such
         out["state_error"] = f"{type(e).__name__}: {e}"
-    path = os.path.join(p.folder, f"rank{p.rank}.accelerate.json")
-    try:
-        with open(path + ".tmp", "w") as f:
-            json.dump(out, f)
-        os.replace(path + ".tmp", path)
-    except OSError as e:  # a record of what ran: never the job's failure
-        sys.stderr.write(f"trainscope_probe: cannot write {path}: {e}\n")
+    _write_record(os.path.join(p.folder, f"rank{p.rank}.accelerate.json"), out)
 
 
 def _record_model(p, model):
@@ -95,13 +102,7 @@ def _record_model(p, model):
         out["param_count"] = int(sum(t.numel() for t in model.parameters()))
     except Exception as e:  # noqa: BLE001 — a wrapper without parameters(): recorded as such
         out["param_error"] = f"{type(e).__name__}: {e}"
-    path = os.path.join(p.folder, f"rank{p.rank}.model.json")
-    try:
-        with open(path + ".tmp", "w") as f:
-            json.dump(out, f)
-        os.replace(path + ".tmp", path)
-    except OSError as e:
-        sys.stderr.write(f"trainscope_probe: cannot write {path}: {e}\n")
+    _write_record(os.path.join(p.folder, f"rank{p.rank}.model.json"), out)
 
 
 def _overrides():
