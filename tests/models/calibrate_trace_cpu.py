@@ -38,7 +38,7 @@ def mape(binary, cluster, dbs):
 def main():
     binary, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
-    common = ["--workload", "small-cpu", "--steps", "6", "--ga", "1"]
+    common = ["--workload", "small-cpu", "--steps", "12", "--ga", "1"]
     trace = fresh(os.path.join(work, "calib-trace.db"))
     run(binary, "run", *common, "--seq", "64", "--mbs", "4", "--trace", trace, "--trace-level", "ops")
     held = []
