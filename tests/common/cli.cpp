@@ -43,4 +43,11 @@ CliResult sh(const std::string& cmd) {
 
 CliResult cli(const std::string& args) { return sh(std::string(TRAINSCOPE_CLI) + " " + args); }
 
+CliResult slowStagePipelineRun(const std::string& trace, int global_batch) {
+  return sh("TRAINSCOPE_TEST_SLOW_RANK=1:200 " + std::string(TRAINSCOPE_CLI) +
+            " run --workload tiny --seq 16 --mbs 1 --gbs " + std::to_string(global_batch) +
+            " --steps 3 --nproc 2 --pp 2 --device cpu --cpu-lanes 1 --trace " + trace +
+            " --trace-level ranges --overwrite -q");
+}
+
 }  // namespace trainscope::testing

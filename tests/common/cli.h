@@ -21,5 +21,9 @@ struct CliResult {
 CliResult sh(const std::string& command);
 // Runs `trainscope ARGS` (the front end built with these tests).
 CliResult cli(const std::string& args);
+// A real PP 2 run of the tiny workload (seq 16, micro-batch 1, 3 steps, one CPU lane a rank) traced
+// at the ranges level into TRACE, stage 1 slowed 200 ms at each step's start by the test knob
+// (TRAINSCOPE_TEST_SLOW_RANK), so that stage 0 waits at its receives at any load.
+CliResult slowStagePipelineRun(const std::string& trace, int global_batch);
 
 }  // namespace trainscope::testing

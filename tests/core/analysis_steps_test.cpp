@@ -360,9 +360,7 @@ TEST(AnalysisSteps, TheCriticalPathOfARealPipelineRunCrossesBothStages) {
   // Stage 1 does 200 ms of extra work at each step's start, so stage 0 waits on its gradients at any
   // load (without it, a stage 0 descheduled on a busy machine finds them arrived, and its own work is
   // rightly the whole path).
-  auto r = trainscope::testing::sh("TRAINSCOPE_TEST_SLOW_RANK=1:200 " + std::string(TRAINSCOPE_CLI) +
-                                   " run --workload tiny --seq 16 --mbs 1 --gbs 2 --steps 3 --nproc 2 --pp 2 --device cpu "
-                                   "--cpu-lanes 1 --trace " + run + " --trace-level ranges --overwrite -q");
+  auto r = trainscope::testing::slowStagePipelineRun(run, 2);
   ASSERT_EQ(r.status, 0) << r.output;
   r = trainscope::testing::cli("report " + run + " --json");
   ASSERT_EQ(r.status, 0) << r.output;

@@ -252,9 +252,7 @@ TEST(ViewerApp, TheFlowsSwitchAndCompactWaitsOnARealDpRun) {
 // the row read blue, "busy computing", while its layout said 0.89 waiting).
 TEST(ViewerApp, ACompactRowBlockedOnItsPeerIsDrawnWaitingNotComputing) {
   const std::string run = tempPath("pp2_compact_drawn.db");
-  const auto r = trainscope::testing::sh("TRAINSCOPE_TEST_SLOW_RANK=1:200 " + std::string(TRAINSCOPE_CLI) +
-                                         " run --workload tiny --seq 16 --mbs 1 --gbs 8 --steps 3 --nproc 2 --pp 2 "
-                                         "--device cpu --cpu-lanes 1 --trace " + run + " --trace-level ranges --overwrite -q");
+  const auto r = trainscope::testing::slowStagePipelineRun(run, 8);
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string script = tempPath("compact_drawn.txt");
   std::ofstream(script) << "compact on\nstep 2\nframes 2\n";
@@ -278,9 +276,7 @@ TEST(ViewerApp, ACompactRowBlockedOnItsPeerIsDrawnWaitingNotComputing) {
 // only the collectives' waits, and this run's are mostly at receives).
 TEST(ViewerManyRanks, CompactRowsShowTheWaitsAtPipelineSendsOfARealPp2Run) {
   const std::string run = tempPath("pp2_compact.db");
-  const auto r = trainscope::testing::sh("TRAINSCOPE_TEST_SLOW_RANK=1:200 " + std::string(TRAINSCOPE_CLI) +
-                                         " run --workload tiny --seq 16 --mbs 1 --gbs 2 --steps 3 --nproc 2 --pp 2 "
-                                         "--device cpu --cpu-lanes 1 --trace " + run + " --trace-level ranges --overwrite -q");
+  const auto r = trainscope::testing::slowStagePipelineRun(run, 2);
   ASSERT_EQ(r.status, 0) << r.output;
   const v::Trace t = v::loadTrace(run);
   ASSERT_EQ(t.ranks.size(), 2u);

@@ -9,13 +9,16 @@ import glob
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import check_exports  # noqa: E402  (the bench's query of a study's valid candidates)
 
 
 def parser_folder(name):
@@ -46,12 +49,19 @@ def space(bin_, folder, name, flags):
 
 
 def candidates(study):
-    con = sqlite3.connect(f"file:{study}?mode=ro", uri=True)
-    try:
-        return con.execute("SELECT id, plan FROM candidates WHERE config IS NOT NULL AND "
-                           "coalesce(rejected, '') = '' ORDER BY id").fetchall()
-    finally:
-        con.close()
+    """The study's valid candidates, (id, plan): bench/check_exports.py's query."""
+    return check_exports.valid_candidates(study)
+
+
+def main(doc, run_checks):
+    """A parser test's entry: `NAME.py TRAINSCOPE_BINARY WORK_FOLDER`, run_checks(binary, folder) in a
+    temporary folder of WORK_FOLDER (this run's studies, removed after it)."""
+    if len(sys.argv) != 3:
+        sys.exit(doc.split("\n\n")[1])
+    bin_, parent = sys.argv[1:]
+    os.makedirs(parent, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=parent) as folder:
+        run_checks(bin_, folder)
 
 
 _LAYOUT = re.compile(r"^((dp|tp|pp|cp|ep|v)\d+|zero\d|sp|interleaved|gpipe|fp32|bf16|fp16|fp8|none|selective|full)$")

@@ -26,7 +26,6 @@ import logging
 import os
 import shlex
 import sys
-import tempfile
 import typing
 import warnings
 
@@ -37,7 +36,6 @@ ep.parser_folder("megatron-core-0.19.2")
 if not hasattr(typing, "override"):  # Python 3.11: the one 3.12 name megatron-core imports
     import typing_extensions
     typing.override = typing_extensions.override
-sys.path.insert(0, os.path.join(ep.ROOT, "bench"))
 import check_exports as ce  # noqa: E402  (the bench's Megatron-LM checks, run here on every export)
 
 H100 = ["--cluster", "h100-80gb-x8", "--gbs", "64"]
@@ -61,12 +59,7 @@ def exported(bin_, study, cid):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__.split("\n\n")[1])
-    bin_, parent = sys.argv[1:]
-    os.makedirs(parent, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=parent) as folder:  # this run's studies, removed after it
-        run_checks(bin_, folder)
+    ep.main(__doc__, run_checks)
 
 
 def run_checks(bin_, folder):

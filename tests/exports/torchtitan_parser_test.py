@@ -27,7 +27,6 @@ import math
 import os
 import shlex
 import sys
-import tempfile
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -130,12 +129,7 @@ def check(checks, what, argv, run, notes):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__.split("\n\n")[1])
-    bin_, parent = sys.argv[1:]
-    os.makedirs(parent, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=parent) as folder:  # this run's studies, removed after it
-        run_checks(bin_, folder)
+    ep.main(__doc__, run_checks)
 
 
 def run_checks(bin_, folder):
