@@ -15,6 +15,11 @@ row-by-row residuals are bench/vtrain_residuals.py's).
   placement   Megatron-LM's rank order (tp fastest, then dp, then pp): per row, how many of a node's
               8 GPUs cross a pipeline boundary at once and how many DP members each node holds; the
               node's DP and pipeline bytes through its NICs for the pairs of equal work.
+  dpshared    a test, not a term: the DP all-reduce of groups with k >= 2 members per node (TP < 8)
+              taken F times longer on vTrain's multi-node rows (h3072's misses are a per-step constant
+              of that size: 0.4-0.7 s at TP 1-4, ~0.05 s at TP 8-16), with the same F on Narayanan's
+              Table 1 rows whose DP groups hold 2-8 members per node (Megatron-LM's same reduction
+              after the backward, on 8 NICs a node).
   tp8fit      vtrain-single, dp 1 and pp 1: least squares t = a·M·L + b·M + c per (tp, mbs, hidden)
               — the cost per layer and micro-batch, per micro-batch and per step, measured and model.
 
@@ -138,6 +143,24 @@ def placement(rows):
         print("  %-26s pp%-2d M%-3d  %s" % (key[0], key[1], key[2], " | ".join(cells)))
 
 
+def k_per_node(tp, dp):
+    return max(1, min(dp, NODE // tp)) if tp <= NODE else 1
+
+
+def dpshared(rows, published):
+    print("dpshared: DP all-reduce x F where a group has k >= 2 members per node and spans nodes (a test, not a term)")
+    def slowed(r, F):
+        l = r["line"]
+        dp = l["gpus"] // (l["tp"] * l["pp"])
+        return r["predicted_s"] + ((F - 1) * r["dp_comm_s"] if k_per_node(l["tp"], dp) >= 2 and l["gpus"] > NODE else 0.0)
+    for F in (1, 2, 3, 4, 5, 6):
+        errs = [slowed(r, F) / r["measured_s"] - 1 for r in rows]
+        t1 = ["%s %+.1f%%" % (r["label"], 100 * (slowed(r, F) / r["measured_s"] - 1)) for r in published
+              if r["set"] == "table1" and slowed(r, F) != r["predicted_s"]]
+        print(line("F %d: MAPE %.1f%%, median %+.1f%%;" % (F, 100 * sum(map(abs, errs)) / len(errs), 100 * median(errs)),
+                   banded_spearman(rows, lambda r: slowed(r, F), 0)) + "   Table 1: " + ", ".join(t1))
+
+
 def solve3(rows_xy):
     """Least squares for y = a·x0 + b·x1 + c·x2 (normal equations, 3x3, Gaussian elimination)."""
     A = [[sum(x[i] * x[j] for x, _ in rows_xy) for j in range(3)] for i in range(3)]
@@ -182,16 +205,19 @@ def main():
     ap.add_argument("--data", default=published_sets.DATA)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        rows = published_sets.Sets(tmp, a.data, "megatron", "fsdp").vtrain()
-        res, _ = run_batch(a.bin, tmp, [r["line"] for r in rows])
-    for r, p in zip(rows, res):
+        sets = published_sets.Sets(tmp, a.data, "megatron", "fsdp")
+        rows, published = sets.vtrain(), sets.published()
+        res, _ = run_batch(a.bin, tmp, [r["line"] for r in rows + published])
+    for r, p in zip(rows + published, res):
         if "error" not in p:
-            r["predicted_s"] = p["time"]["step_s"]
+            r["predicted_s"], r["dp_comm_s"] = p["time"]["step_s"], p["time"]["dp_comm_s"]
     rows = [r for r in rows if "predicted_s" in r]
     multi = [r for r in rows if r["set"] == "vtrain-multi"]
     for section in (ties, oracles, layouts, placement):
         section(multi)
         print()
+    dpshared(multi, [r for r in published if "predicted_s" in r])
+    print()
     tp8fit([r for r in rows if r["set"] == "vtrain-single"])
 
 
