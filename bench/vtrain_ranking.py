@@ -110,6 +110,17 @@ def layouts(rows):
         f = math.exp(sum(math.log(r["measured_s"] / r["predicted_s"]) for r in v) / len(v))
         print("  h%-5d tp%-2d pp%-2d dp%-2d %+6.1f %%   %s" % (k + (100 * (f - 1), " ".join(
             "%d:%+.0f" % (r["line"]["mbs"], 100 * (r["measured_s"] / r["predicted_s"] - 1)) for r in v))))
+    # The model is smooth in the micro-batch; a run-to-run effect (where the job landed) is not.
+    jumps = {}
+    for (h, tp, pp, dp), v in by.items():
+        v = sorted(v, key=lambda r: r["line"]["mbs"])
+        e = [math.log(r["measured_s"] / r["predicted_s"]) for r in v]
+        jumps.setdefault(h, []).extend(abs(e[i + 1] - e[i]) for i in range(len(e) - 1))
+    for h in sorted(jumps):
+        j = sorted(jumps[h])
+        if j:
+            print("  h%-5d measured/predicted between neighbouring micro-batches of one layout: median %.1f %%, "
+                  "over 10 %% in %d of %d, largest %.0f %%" % (h, 100 * median(j), sum(x > 0.1 for x in j), len(j), 100 * j[-1]))
 
 
 def placement(rows):
