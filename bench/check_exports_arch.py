@@ -120,23 +120,8 @@ def rope_problems(args, tc, hf_config):
     return []
 
 
-_HF_CONFIG_CHECKED = {}
-
-
 def hf_config_problems(config_text, w):
-    """AutoConfig.from_pretrained(folder of config_text) against the workload's preset: (problems, the
-    config). Checked once per distinct config.json and preset in a process (the two models built on the
-    meta device take seconds at 8B+, and every layout of a workload exports the same config.json); each
-    caller gets its own copies."""
-    import copy
-    key = (config_text, json.dumps(w, sort_keys=True))
-    if key not in _HF_CONFIG_CHECKED:
-        _HF_CONFIG_CHECKED[key] = _hf_config_problems(config_text, w)
-    problems, cfg = _HF_CONFIG_CHECKED[key]
-    return list(problems), copy.deepcopy(cfg)
-
-
-def _hf_config_problems(config_text, w):
+    """AutoConfig.from_pretrained(folder of config_text) against the workload's preset."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
     p = []
