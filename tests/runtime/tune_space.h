@@ -34,7 +34,8 @@ inline nlohmann::json tuneSpaceJson(const std::string& args) {
 // the fixture tune_exhaustive removes it first): the first test to need it measures it, the next
 // resumes the finished study — nothing runs again, the result is read back from every trial the
 // study holds, and --resume refuses a study made with other inputs. A test run outside ctest (no
-// variable) measures its own in its temporary folder.
+// variable) measures its own in its temporary folder. (`ctest --repeat` reruns a test on the same
+// study: to measure it again, run ctest again.)
 inline nlohmann::json exhaustiveStudy(std::string* study) {
   const char* shared = std::getenv("TRAINSCOPE_TEST_EXHAUSTIVE_STUDY");
   if (!shared || !*shared) {
