@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tune_space.h"
 #include "util.h"
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/tuner/study.h"
@@ -25,17 +26,10 @@ using trainscope::testing::tempPath;
 
 namespace {
 
-// 16 valid candidates over 1–2 ranks (DP, TP, PP, one process), a memory limit that rules some out.
-const std::string kSpace =
-    " --workload small-cpu --seq 64 --gbs 8 --mbs 2,4,8 --ckpt none,full --no-zero --no-sequence-parallel "
-    "--pp-schedules 1f1b --mem-limit 100M ";
-
-nlohmann::json tuneJson(const std::string& args) {
-  auto r = cli("tune" + kSpace + args + " --json");
-  EXPECT_EQ(r.status, 0) << r.output;
-  const auto at = r.output.rfind("\n{");
-  return nlohmann::json::parse(r.output.substr(at == std::string::npos ? 0 : at + 1));
-}
+// 16 valid candidates over 1–2 ranks (DP, TP, PP, one process), a memory limit that rules some out
+// (tune_space.h).
+const std::string& kSpace = trainscope::testing::kTuneSpace;
+const auto& tuneJson = trainscope::testing::tuneSpaceJson;
 
 std::map<int64_t, double> okTimes(const nlohmann::json& j, int64_t round = -1) {
   std::map<int64_t, double> t;
@@ -57,7 +51,8 @@ int64_t countRows(const std::string& db, const std::string& where) {
 // 2-core host they differ by ±15% between two runs of one configuration — so it is printed here and
 // measured with repetitions in bench/tune_bench.py, not asserted (the suite passes on a busy machine).
 TEST(Tune, PicksTheFastestFinalistWithFewerTrialsThanExhaustive) {
-  const auto exhaustive = tuneJson("--exhaustive --study " + tempPath("exhaustive.db"));
+  std::string exhaustive_study;  // measured once per ctest run, shared with Tune.CalibrateARefit… (tune_space.h)
+  const auto exhaustive = trainscope::testing::exhaustiveStudy(&exhaustive_study);
   const auto truth = okTimes(exhaustive);
   ASSERT_GE(exhaustive["valid"].get<int>(), 12);
   ASSERT_GE(truth.size(), 8u);
