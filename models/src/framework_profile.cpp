@@ -69,6 +69,15 @@ FrameworkProfile builtinProfile(Framework f) {
       // the model's dtype (communication_data_type defaults to it), one prefetch bucket ahead
       // (stage3_prefetch_bucket_size), overlap_comm on. Hooks at 50 us as FSDP's until measured (a
       // CPU cluster file's fitted hook_s replaces it).
+      // Per step by stage (grad_bucket_s, zero0_step_tensor_s; gpu_time.h zeroStepHostSeconds), 0
+      // until a cluster file fits them: ZeRO 1-3 copy each gradient into the IPG reduce bucket
+      // (stage_1_and_2.py reduce_ready_partitions_and_remove_grads → reduce_independent_p_g_buckets_and_
+      // remove_grads: stage 2 on every micro-batch, stage 1 on the boundary one only; stage3.py
+      // reduce_independent_p_g_buckets_and_remove_grads every micro-batch); ZeRO 0 reduces at the
+      // boundary per tensor (engine.py allreduce_gradients → buffered_allreduce_fallback: split by
+      // dtype, flatten, all-reduce, unflatten and copy back), clips per tensor (clip_fp32_gradients →
+      // runtime/utils.py clip_grad_norm_) and steps the torch optimizer over every tensor, where
+      // ZeRO 1-3 step one flat partition.
       p.hook_s = 50e-6;
       p.hooks_per_layer = 52;
       p.module_hooks_from_zero = 3;
@@ -90,6 +99,10 @@ const std::vector<ProfileConstant>& profileConstants() {
       {"hook_s", 0, 1e-3, "host seconds per module hook", &P::hook_s},
       {"host_micro_batch_s", 0, 0.1, "fixed host seconds per micro-batch (data, loss, schedule, syncs)",
        &P::host_micro_batch_s},
+      {"grad_bucket_s", 0, 1e-2, "host seconds per parameter tensor each time ZeRO 1-3 copies its gradient into a reduce bucket",
+       &P::grad_bucket_s},
+      {"zero0_step_tensor_s", 0, 1e-2, "host seconds per parameter tensor and optimizer step at ZeRO 0",
+       &P::zero0_step_tensor_s},
       {"flash_forward_scale", 0.05, 1, "the attention kernel's forward rate over FlashAttention-2's",
        &P::flash_forward_scale},
       {"flash_backward_scale", 0.05, 1, "the attention kernel's backward rate over FlashAttention-2's",

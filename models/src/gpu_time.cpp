@@ -577,6 +577,10 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   Plan whole = p;  // the experts' state is not ZeRO-sharded: every rank updates its E/ep experts
   whole.zero = runconfig::ZeroStage::None;
   r.optimizer_s = optimizerSeconds(p, c, megatron, params) + optimizerSeconds(whole, c, megatron, experts);
+  // The framework's host work at the step boundary and in its gradient buckets (DeepSpeed's, by ZeRO
+  // stage; 0 in the built-in profiles): the device waits for it.
+  const double stage_layers = double((w.n_layer + p.pp - 1) / p.pp);
+  r.optimizer_s += zeroStepHostSeconds(p, c.profile(o.framework), modelParamTensors(w, stage_layers, true, p.pp == 1));
   addStepTotals(r, w, p, c);
   return r;
 }

@@ -74,6 +74,18 @@ double hostLayerSeconds(const Plan& p, const Cluster& c, const FrameworkProfile&
 // two norms (LayerNorm weight and bias, RMSNorm weight), QKV (GPT-2's fused c_attn, else q, k, v),
 // the output projection and the MLP's matrices, with their biases. GPT-2 12, Llama 9.
 double layerParamTensors(const workloads::Workload& w);
+// The parameter tensors of a pipeline stage's `layers` layers as a Hugging Face model holds them, with
+// the word embedding (and GPT-2's learned positions) on the first stage and the final norm (and an
+// untied lm_head) on the last: tiny GPT-2 2 × 12 + 2 + 2 = 28, the tiny Llama 2 × 9 + 1 + 2 = 21.
+double modelParamTensors(const workloads::Workload& w, double layers, bool first, bool last);
+// The host work of DeepSpeed's step boundary and gradient bucketing, per optimizer step, by ZeRO stage
+// (docs/framework-profiles.md, "DeepSpeed by ZeRO stage"): at ZeRO 0 zero0_step_tensor_s per parameter
+// tensor (engine.py allreduce_gradients → buffered_allreduce_fallback's per-tensor flatten/unflatten
+// copies, the per-tensor gradient clipping and the torch optimizer's per-tensor loop); at ZeRO 1-3
+// grad_bucket_s per parameter tensor each time its gradient is copied into a reduce bucket
+// (stage_1_and_2.py reduce_ready_partitions_and_remove_grads: stage 1 on the boundary micro-batch
+// only, stage 2 on every micro-batch; stage3.py on every micro-batch). 0 under a profile without them.
+double zeroStepHostSeconds(const Plan& p, const FrameworkProfile& fp, double tensors);
 // The same by pass: the forward, the rerun forward of full recomputation, the backward (each pass's
 // collective calls and half its hooks with it).
 struct HostPhases {

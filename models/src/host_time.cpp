@@ -23,6 +23,20 @@ double layerParamTensors(const workloads::Workload& w) {
   return norms + qkv + proj + mlp;
 }
 
+double modelParamTensors(const workloads::Workload& w, double layers, bool first, bool last) {
+  double n = layers * layerParamTensors(w);
+  if (first) n += w.positions == workloads::Positions::Learned ? 2.0 : 1.0;  // wte (and wpe)
+  if (last) n += (w.norm == workloads::Norm::LayerNorm ? 2.0 : 1.0) + (w.tie_embeddings ? 0.0 : 1.0);
+  return n;
+}
+
+double zeroStepHostSeconds(const Plan& p, const FrameworkProfile& fp, double tensors) {
+  const int stage = runconfig::stageNumber(p.zero);
+  if (stage == 0) return fp.zero0_step_tensor_s * tensors;
+  const double passes = stage == 1 ? 1.0 : double(p.ga());  // bucketed on the boundary micro-batch, or each
+  return fp.grad_bucket_s * tensors * passes;
+}
+
 HostPhases hostLayerPhases(const Plan& p, const Cluster& c, const FrameworkProfile& fp, double extra_forward_ops,
                            double extra_backward_ops, double param_tensors) {
   const bool full = p.ckpt == Checkpointing::Full;

@@ -128,13 +128,15 @@ RankParams rankParams(const workloads::Workload& w, const Plan& p) {
 // Another framework's job on a CPU cluster (an external runner's trial): its host work per micro-batch —
 // each layer's ops issued from Python and by autograd, its hooks and collective calls (the GPU model's
 // hostLayerSeconds, gpu_time.h), and its fixed per-micro-batch work — on the cores that compute, so
-// it adds to the step rather than overlapping it. The profile's constants on a CPU are what a tune
+// it adds to the step rather than overlapping it; with its per-step work by ZeRO stage
+// (zeroStepHostSeconds). The profile's constants on a CPU are what a tune
 // refits from its trials (its host_op_s < 0 is the cluster's dispatch_s, 0 in a CPU file).
 double cpuHostSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
   if (o.framework == Framework::Trainscope) return 0;  // the runtime's own cost is in the measured rates
   const FrameworkProfile& fp = c.profile(o.framework);
   const double layers = double((w.n_layer + p.pp - 1) / p.pp);
-  return double(p.ga()) * (layers * gpu::hostLayerSeconds(p, c, fp, gpu::layerParamTensors(w)) + fp.host_micro_batch_s);
+  return double(p.ga()) * (layers * gpu::hostLayerSeconds(p, c, fp, gpu::layerParamTensors(w)) + fp.host_micro_batch_s) +
+         gpu::zeroStepHostSeconds(p, fp, gpu::modelParamTensors(w, layers, true, p.pp == 1));
 }
 
 void addCpuExpertSync(TimePrediction& r, const Plan& p, const Cluster& c, double expert_params) {

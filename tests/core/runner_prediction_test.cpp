@@ -99,6 +99,7 @@ TEST(RunnerPrediction, ADeepSpeedJobsHooksAreCountedByItsZeroStage) {
   tn::Cluster c = tn::loadCluster("cpu-local");
   tn::FrameworkProfile& fp = c.mutableProfile(tn::Framework::Deepspeed);
   fp.host_op_s = 1e-4, fp.host_backward_op_s = 2e-5, fp.host_micro_batch_s = 1e-3, fp.hook_s = 5e-5;
+  fp.grad_bucket_s = 0, fp.zero0_step_tensor_s = 0;  // the per-step terms: the next test
   tn::Plan p;
   p.cpu = true, p.dp = 2, p.mbs = 2, p.gbs = 8, p.seq = 32;  // 2 micro-batches a rank
   const double ops = 25 * 1e-4 + 50 * 2e-5;
@@ -114,9 +115,51 @@ TEST(RunnerPrediction, ADeepSpeedJobsHooksAreCountedByItsZeroStage) {
   const tn::FrameworkProfile& pf = preset.profile(tn::Framework::Deepspeed);
   EXPECT_GT(pf.host_op_s, 0);
   EXPECT_GT(pf.hook_s, 0);
-  p.zero = rt::ZeroStage::Parameters;
+  p.zero = rt::ZeroStage::Parameters;  // and ZeRO 3's 28 gradients bucketed on each of the 2 micro-batches
   EXPECT_NEAR(tn::predictTime(w, p, preset, under(tn::Framework::Deepspeed)).host_s,
-              2 * (2 * (25 * pf.host_op_s + 64 * pf.hook_s) + pf.host_micro_batch_s), 1e-12);
+              2 * (2 * (25 * pf.host_op_s + 64 * pf.hook_s) + pf.host_micro_batch_s) + 2 * 28 * pf.grad_bucket_s, 1e-12);
+}
+
+// DeepSpeed's per-step host work by ZeRO stage (framework_profile.h grad_bucket_s, zero0_step_tensor_s;
+// deepspeed 0.19.8): tiny GPT-2 as Hugging Face holds it has 28 parameter tensors (2 layers × 12, wte,
+// wpe, ln_f's weight and bias; the head tied), the tiny Llama 21 (2 × 9, embed_tokens, norm, lm_head).
+// ZeRO 0 pays zero0_step_tensor_s per tensor once a step (engine.py buffered_allreduce_fallback,
+// clipping, the optimizer's per-tensor loop); ZeRO 1 copies each gradient into its reduce bucket on the
+// boundary micro-batch only, ZeRO 2 and 3 on every micro-batch (stage_1_and_2.py
+// reduce_ready_partitions_and_remove_grads; stage3.py), grad_bucket_s each.
+TEST(RunnerPrediction, ADeepSpeedJobsStepWorkIsCountedByItsZeroStage) {
+  const trainscope::workloads::Workload gpt2 = trainscope::workloads::load("tiny");
+  const trainscope::workloads::Workload llama = trainscope::workloads::load("tiny-llama");
+  tn::Cluster c = tn::loadCluster("cpu-local");
+  tn::FrameworkProfile& fp = c.mutableProfile(tn::Framework::Deepspeed);
+  fp.host_op_s = 0, fp.host_backward_op_s = 0, fp.host_micro_batch_s = 0, fp.hook_s = 0;
+  fp.grad_bucket_s = 1e-4, fp.zero0_step_tensor_s = 3e-4;
+  tn::Plan p;
+  p.cpu = true, p.dp = 2, p.mbs = 1, p.gbs = 8, p.seq = 32;  // 4 micro-batches a rank
+  const double per_step[] = {28 * 3e-4, 28 * 1e-4, 4 * 28 * 1e-4, 4 * 28 * 1e-4};
+  for (int z = 0; z <= 3; ++z) {
+    p.zero = rt::zeroStage(z);
+    EXPECT_NEAR(tn::predictTime(gpt2, p, c, under(tn::Framework::Deepspeed)).host_s, per_step[z], 1e-12) << "ZeRO " << z;
+    EXPECT_NEAR(tn::predictTime(llama, p, c, under(tn::Framework::Deepspeed)).host_s, per_step[z] * 21 / 28, 1e-12)
+        << "ZeRO " << z;
+  }
+  // One micro-batch a step: ZeRO 1 and 2 bucket alike.
+  p.mbs = 4;
+  for (int z = 1; z <= 2; ++z) {
+    p.zero = rt::zeroStage(z);
+    EXPECT_NEAR(tn::predictTime(gpt2, p, c, under(tn::Framework::Deepspeed)).host_s, 28 * 1e-4, 1e-12) << "ZeRO " << z;
+  }
+  // Other frameworks' profiles have neither term: their ZeRO 0 step is unchanged.
+  p.zero = rt::ZeroStage::None;
+  EXPECT_EQ(tn::builtinProfile(tn::Framework::Fsdp).zero0_step_tensor_s, 0);
+  EXPECT_EQ(tn::builtinProfile(tn::Framework::Deepspeed).grad_bucket_s, 0);
+  // On a GPU cluster the same host work waits at the step boundary (with the optimizer's step).
+  tn::Cluster gpu = tn::loadCluster("a100-80gb-x8");
+  tn::Plan g;
+  g.dp = 8, g.mbs = 1, g.gbs = 32, g.seq = 32;  // 4 micro-batches a rank
+  const double base = tn::predictTime(gpt2, g, gpu, under(tn::Framework::Deepspeed)).optimizer_s;
+  gpu.mutableProfile(tn::Framework::Deepspeed).zero0_step_tensor_s = 3e-4;
+  EXPECT_NEAR(tn::predictTime(gpt2, g, gpu, under(tn::Framework::Deepspeed)).optimizer_s, base + 28 * 3e-4, 1e-12);
 }
 
 TEST(RunnerPrediction, EachRunnerIsPricedUnderItsFrameworksProfile) {

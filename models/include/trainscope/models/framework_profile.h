@@ -32,6 +32,11 @@ struct FrameworkProfile {
   double module_hooks_from_zero = 1;  // the lowest ZeRO stage whose runs have those module hooks
   double grad_hooks = 0;           // 1: under ZeRO every parameter tensor's gradient runs one hook (hook_s)
   double host_micro_batch_s = 0;   // fixed host work per micro-batch (data, loss, schedule, syncs)
+  // DeepSpeed's per-stage host work per parameter tensor (gpu_time.h zeroStepHostSeconds): a gradient
+  // copied into a reduce bucket (ZeRO 1: once a step; 2 and 3: every micro-batch), and ZeRO 0's
+  // per-tensor all-reduce copies, clipping and optimizer loop at the step boundary.
+  double grad_bucket_s = 0;
+  double zero0_step_tensor_s = 0;
   // Attention: the framework's fused attention kernel's rate over FlashAttention-2's (flashEfficiency).
   double flash_forward_scale = 1, flash_backward_scale = 1;
   // Data parallelism.
