@@ -302,7 +302,9 @@ nlohmann::json toJson(const Outcome& o) {
                            {"lane_grads_bytes", s.lane_grads}, {"lane_fresh_bytes", s.lane_fresh},
                            {"sync_bytes", s.sync}, {"grad_bucket_bytes", s.grad_bucket},
                            {"gathered_bytes", s.gathered}, {"expert_grads_bytes", s.expert_grads},
-                           {"moe_freed_bytes", s.moe_freed}, {"peak_in", s.peakPhase()},
+                           {"moe_freed_bytes", s.moe_freed}, {"moe_recompute_bytes", s.moe_recompute},
+                           {"moe_dispatch_bytes", s.moe_dispatch},
+                           {"peak_in", s.peakPhase()},
                            {"total_bytes", s.total()}, {"microbatches_in_flight", s.inflight},
                            {"megatron_activations_bytes", s.megatron_activations},
                            {"megatron_params_opt_bytes", o.megatronParamsOpt(s.stage)},
@@ -338,7 +340,8 @@ void printText(const Outcome& o) {
   // batch's activations and the head's saved dX/dW, and that moment's transients.
   std::printf("stage layers  params   grads   optim  buffers |   activ    head  transient  peak in  |    total  | Megatron activ\n");
   for (const auto& s : m.stages) {
-    const bool holds = std::string(s.peakPhase()) == "backward" || std::string(s.peakPhase()) == "head fwd";
+    const bool holds = std::string(s.peakPhase()) == "backward" || std::string(s.peakPhase()) == "head fwd" ||
+                       std::string(s.peakPhase()) == "moe recomp";
     // A MoE's experts' backward holds the activations less what later layers freed, and no head.
     const bool moe = std::string(s.peakPhase()) == "moe bwd";
     const int64_t activ = holds ? s.activations : moe ? s.activations - s.moe_freed : 0, head = holds ? s.head : 0;

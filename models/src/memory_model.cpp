@@ -227,7 +227,8 @@ ZeroTwoWalk zeroTwoWalk(const std::vector<Slot>& slots, const Plan& p, int64_t l
 // rank keeps 4·⌈n/d⌉ bytes of gradients; the expert tensors under ep > 1 (`experts` elements) keep
 // their whole fp32 gradient outside the buckets.
 //   One bucket, B = min(n, max(25 MiB of fp32, the largest tensor)) elements: it fills through the
-//   layers' backward, under all their activations (4·B).
+//   layers' backward, under all their activations (4·B), made at ln_f's gradient after the LM head's
+//   backward: in place of the head's dX/dW, as the walk's first bucket (max(0, 4·B − head)).
 //   Several: the walk's moments (ZeroTwoWalk), layer i's with the activations the layers after it
 //   have freed (Σ_{j>i} saved_j, one micro-batch's). Its first bucket comes after the LM head's
 //   backward, whose saved dX/dW are consumed by then (as at the experts' moment, moeBackward): the
@@ -243,7 +244,8 @@ void addZeroTwo(StageMemory& sm, const Plan& p, int64_t n, int64_t largest, int6
     // A tensor larger than the bucket is a bucket of its own (the word embedding, often).
     const int64_t B = std::min<int64_t>(n, std::max<int64_t>(bucketBytes(p.bucket_mb) / 4, largest));
     const int64_t in_flight = (p.cpu ? 2 : 1) * B + evenShard(B, p.dp);
-    sm.grad_bucket = 4 * (B + (n > B ? in_flight : 0));
+    // Made at the first gradient after the LM head's backward, as the walk's first bucket (below).
+    sm.grad_bucket = std::max<int64_t>(0, 4 * (B + (n > B ? in_flight : 0)) - sm.head);
     sm.sync = 4 * in_flight + 2 * p.elementBytes() * embedding;
     return;
   }
@@ -287,40 +289,23 @@ double interleaveOf(const Plan& p, int64_t st, int64_t M, int64_t inflight) {
   return double(std::min<int64_t>(warmup + 1, units)) / double(v * inflight);
 }
 
-// A MoE layer's experts' backward (runtime/src/model/moe.cpp, runExperts): the stacked weights
-// (E/ep, F, C) and (E/ep, C, F) are taken apart by one unbind each, whose backward runs once every
-// expert's chain is done (it was created before them): by then the E/ep weight gradients of both
-// tensors wait in its input buffers (a stack's worth each) and the first unbind stacks its own (one
-// more), three stacks of the compute dtype, while the experts' saved activations are already freed.
-// (Until the runtime's 1682e36 it indexed expert by expert and SelectBackward's zero-filled stacks
-// were summed instead; measured both ways: docs/memory-model.md, "Mixture of experts".)
-double expertGradientBuffers(const workloads::Workload& w, const Plan& p) {
-  const double stack = double(w.n_experts / p.ep) * double(w.expertHidden()) * double(w.n_embd);
-  return 3.0 * stack * double(p.elementBytes());
-}
-
-// What a MoE layer's expert chains keep and free as they run backward: fc1's input R·C·e, GELU's in
-// and out 2·R·F·e, the expert outputs kept for the gate M·C·e (moe.cpp's appendMoeMlp).
-double expertChainSaved(const workloads::Workload& w, const Plan& p) {
-  const MoeRouting r = moeRouting(w, p);
-  const double C = double(w.n_embd), F = double(w.expertHidden()), e = double(p.elementBytes());
-  return r.received * C * e + 2.0 * r.received * F * e + r.kept * C * e;
-}
-
 // What the stage's layers keep for their backward: the op list's `saved` (layer_ops.h), the same
 // list the time model prices — this runtime's kernels (fused attention, no dropout;
 // docs/memory-model.md) — for every micro-batch in flight, with its inputs and targets; and under
 // full recomputation the one layer rebuilt at a time.
-void addActivations(StageMemory& sm, const Plan& p, const LayerLists& ops, double interleave, int64_t moe_layers) {
+void addActivations(StageMemory& sm, const workloads::Workload& w, const Plan& p, const LayerLists& ops, double interleave,
+                    int64_t moe_layers) {
   const double s = double(p.localSeq()), b = double(p.mbs);
   // Dense layers keep the dense list's bytes, MoE layers the MoE list's (their dispatch buffers).
   const double per_stage = ops.runtime_layer.saved * double(sm.layers - moe_layers) + ops.runtime_moe.saved * double(moe_layers);
   double act = per_stage * double(sm.inflight) * interleave;
   act += 2.0 * 8.0 * s * b * double(sm.inflight);  // the micro-batch's int64 inputs and targets
   sm.activations = int64_t(act);
-  if (p.ckpt == Checkpointing::Full)  // one layer's activations live while it is recomputed (16-bit ones)
-    sm.recompute = int64_t(std::max(ops.runtime_whole.saved - ops.runtime_whole.saved_fp32,
-                                    moe_layers > 0 ? ops.runtime_moe_whole.saved - ops.runtime_moe_whole.saved_fp32 : 0.0));
+  if (moe_layers > 0 && p.ckpt != Checkpointing::Full) sm.moe_dispatch = int64_t(moeDispatchBytes(w, p));  // moe.h
+  if (p.ckpt != Checkpointing::Full) return;  // one layer's activations live while it is recomputed (16-bit ones)
+  const double moe = moe_layers > 0 ? ops.runtime_moe_whole.saved - ops.runtime_moe_whole.saved_fp32 : 0.0;
+  sm.recompute = int64_t(std::max(ops.runtime_whole.saved - ops.runtime_whole.saved_fp32, moe));
+  if (moe_layers > 0) sm.moe_recompute = int64_t(moe + moeRecomputedCombineBytes(w, p));  // moe.h
 }
 
 // The moment a MoE layer's unbinds run backward (StageMemory::moeBackward): the layer-backward
@@ -339,8 +324,9 @@ void addExpertBackward(StageMemory& sm, const workloads::Workload& w, const Plan
   double after = 0, worst = -1e300;  // what the layers after i keep
   for (size_t i = ids.size(); i-- > 0;) {
     if (w.moeLayer(ids[i])) {
-      const double freed = expertChainSaved(w, p) + (p.ckpt != Checkpointing::Full ? after : 0.0);
-      const int64_t stack = int64_t(expertGradientBuffers(w, p) / 3.0);
+      const double freed = moeExpertChainSaved(w, p) + (p.ckpt != Checkpointing::Full ? after : 0.0);
+      const int64_t stack =  // one (E/ep)·F·C stack of the compute dtype
+          int64_t(double(w.n_experts / p.ep) * double(w.expertHidden()) * double(w.n_embd) * double(p.elementBytes()));
       const int64_t bucket = walked ? std::max(walk.at_layer[i], walk.at_experts[i] - stack) : sm.grad_bucket;
       if (double(bucket) - freed > worst) {
         worst = double(bucket) - freed;
@@ -351,7 +337,7 @@ void addExpertBackward(StageMemory& sm, const workloads::Workload& w, const Plan
     }
     after += w.moeLayer(ids[i]) ? ops.runtime_moe.saved : ops.runtime_layer.saved;
   }
-  if (worst > -1e300) sm.expert_grads = int64_t(expertGradientBuffers(w, p));
+  if (worst > -1e300) sm.expert_grads = int64_t(moeExpertGradientBuffers(w, p));
 }
 
 // The last stage's LM head: dX for the rows, dW per lane (each core lane runs its own head on its
@@ -503,7 +489,7 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   addZeroShards(sm, p, n, layerSizes(slots, p), saved);
   sm.inflight = inflightOf(p, st, sm.micro_batches);
   const double interleave = interleaveOf(p, st, sm.micro_batches, sm.inflight);
-  addActivations(sm, p, ops, interleave, moeLayersOfStage(w, p, st));
+  addActivations(sm, w, p, ops, interleave, moeLayersOfStage(w, p, st));
   if (p.precision == runconfig::Precision::FP8) {  // 1 byte each, and as much again for the transpose
     const int64_t moe = moeLayersOfStage(w, p, st);
     sm.fp8_weights = int64_t(2.0 * (fp8WeightElements(ops.runtime_layer) * double(sm.layers - moe) +

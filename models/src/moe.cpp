@@ -137,6 +137,43 @@ double moeCountsAllGatherSeconds(const NetworkTier& tier, const workloads::Workl
   return tier.latency * (ep - 1.0) + bytes * (ep - 1.0) / ep / std::max(tier.bandwidth * tier.efficiency, 1.0);
 }
 
+// (Until the runtime's 1682e36 it indexed expert by expert and SelectBackward's zero-filled stacks
+// were summed instead; measured both ways: docs/memory-model.md, "Mixture of experts".)
+double moeExpertGradientBuffers(const workloads::Workload& w, const Plan& p) {
+  const double F = double(w.expertHidden()), F2 = w.mlp == workloads::Mlp::SwiGLU ? 2.0 * F : F;
+  const double per = double(w.n_experts / std::max<int64_t>(1, p.ep)) * double(w.n_embd) * double(p.elementBytes());
+  return per * std::max(F2 + 2.0 * F, 2.0 * F2);
+}
+
+double moeExpertChainSaved(const workloads::Workload& w, const Plan& p) {
+  const MoeRouting r = moeRouting(w, p);
+  const double C = double(w.n_embd), F = double(w.expertHidden()), e = double(p.elementBytes());
+  const double activation = w.mlp == workloads::Mlp::SwiGLU ? 3.0 : 1.0;  // appendMoeMlp's silu-multiply / gelu
+  return r.received * C * e + (activation + 1.0) * r.received * F * e + r.kept * C * e;
+}
+
+double moeRecomputedCombineBytes(const workloads::Workload& w, const Plan& p) {
+  if (!w.isMoe()) return 0;
+  const MoeRouting r = moeRouting(w, p);
+  const double C = double(w.n_embd), e = double(p.elementBytes());
+  const double combine = 2.0 * r.tokens * C * e + 3.0 * r.kept * C * e;
+  if (p.ep <= 1) return combine;
+  // ep > 1: the rebuilt forward's return all-to-all, with the block's incoming gradient dY beside it.
+  return std::max(combine, r.tokens * C * e + moeDispatchBytes(w, p));
+}
+
+// The return all-to-all (dispatchAndRun's last line), its output the experts' outputs M·C·e (kept,
+// in the layer's list): moeForward's dispatched rows xs (M·C·e), dispatchAndRun's locals got, y and
+// back (3·R·C·e), and the routing's int64 one-hot kN·E (with its cumsum under a capacity) and
+// assignment lists (expert, token, kept, sorted, token of kept: 5·kN).
+double moeDispatchBytes(const workloads::Workload& w, const Plan& p) {
+  if (!w.isMoe() || p.ep <= 1) return 0;
+  const MoeRouting r = moeRouting(w, p);
+  const double C = double(w.n_embd), e = double(p.elementBytes());
+  const double routing = 8.0 * r.assignments * (double(w.n_experts) * (r.capacity > 0 ? 2.0 : 1.0) + 5.0);
+  return r.kept * C * e + 3.0 * r.received * C * e + routing;
+}
+
 std::vector<std::vector<int64_t>> moeMlpShapes(const workloads::Workload& w, const Plan& p) {
   const int64_t C = w.n_embd, Fh = w.expertHidden(), El = w.n_experts / std::max<int64_t>(1, p.ep);
   // SwiGLU experts: c_fc holds [gate; up], 2F rows (the runtime's layout, docs/architecture.md).

@@ -209,6 +209,62 @@ TEST(MoeModels, TheExpertsBackwardIsAMomentOfItsOwn) {
   EXPECT_EQ(tn::moeLayersOfStage(w, p, 1), 0);
 }
 
+TEST(MoeModels, TheRecomputedMoeLayersCombineBackwardIsAMoment) {
+  // tiny-mixtral (C 64, 4 SwiGLU experts of F 128, top-2, drop-less), seq 64, mbs 4, fp32, full
+  // recomputation: N = 256 tokens, M = R = 512 rows. At the rebuilt layer's combine backward the
+  // block's dY and rebuilt output (2·N·C·4) and the gate multiply's dsrc, dys and dsrc·ys (3·M·C·4)
+  // are held beside that layer's recomputed tensors: 131072 + 393216 bytes.
+  const wl::Workload w = wl::load("tiny-mixtral");
+  tn::Plan p;
+  p.mbs = 4, p.gbs = 8, p.seq = 64, p.cpu = true, p.precision = rt::Precision::FP32, p.ckpt = rt::Checkpointing::Full;
+  EXPECT_EQ(tn::moeRecomputedCombineBytes(w, p), 2.0 * 256 * 64 * 4 + 3.0 * 512 * 64 * 4);
+  tn::Plan whole = p;
+  whole.ckpt = rt::Checkpointing::None;
+  const tn::LayerOps moe = tn::layerOps(w, whole, tn::Framework::Trainscope, tn::Attention::Default, true);
+  const auto sm = tn::predictMemory(w, p).stages[0];
+  EXPECT_EQ(sm.moe_recompute, int64_t(moe.saved - moe.saved_fp32 + 524288.0));
+  EXPECT_EQ(sm.recompute, int64_t(moe.saved - moe.saved_fp32));  // every layer is MoE
+  EXPECT_EQ(sm.moeRecomputeBackward(), sm.layerBackward() - sm.recompute - sm.allowance + sm.moe_recompute);
+  EXPECT_STREQ(sm.peakPhase(), "moe recomp");
+  // Without full recomputation there is no rebuilt layer: the calibrated between-op allowance prices it.
+  p.ckpt = rt::Checkpointing::Selective;
+  EXPECT_EQ(tn::predictMemory(w, p).stages[0].moeRecomputeBackward(), 0);
+  // The unbinds' backward for SwiGLU experts: the buffers hold [gate; up] (2F·C) and down (C·F) per
+  // expert and the first unbind (down's) stacks its own: (E/ep)·C·4·(2F + 2F), 4 stacks of (E/ep)·F·C.
+  EXPECT_EQ(tn::moeExpertGradientBuffers(w, p), 4.0 * 4 * 128 * 64 * 4);
+  // The chains free fc1's input R·C, [gate; up] and silu(gate) 3·R·F, fc2's input R·F and the outputs M·C.
+  EXPECT_EQ(tn::moeExpertChainSaved(w, p), 512.0 * 64 * 4 + 4.0 * 512 * 128 * 4 + 512.0 * 64 * 4);
+  // GELU experts (small-cpu-moe): 3 stacks, as TheExpertsBackwardIsAMomentOfItsOwn.
+  EXPECT_EQ(tn::moeExpertGradientBuffers(wl::load("small-cpu-moe"), p), 3.0 * 8 * 1024 * 256 * 4);
+  // ep 2 (R = M = 512 received rows on balanced routing): the rebuilt forward's return all-to-all is
+  // the larger moment: dY 256·64·4, the dispatched rows 512·64·4, got/y/back 3·512·64·4, and the
+  // routing's int64 one-hot (512 × 4) and five assignment lists of 512 (drop-less: no cumsum).
+  p.ckpt = rt::Checkpointing::Full, p.ep = 2, p.dp = 2, p.gbs = 16;
+  EXPECT_EQ(tn::moeRecomputedCombineBytes(w, p), 65536.0 + 131072 + 393216 + 8.0 * 512 * (4 + 5));
+  // Without full recomputation that all-to-all is a forward moment of its own, above every kept
+  // activation of the micro-batch (ep 1: none, the experts run in place).
+  p.ckpt = rt::Checkpointing::Selective;
+  const auto ep2 = tn::predictMemory(w, p).stages[0];
+  EXPECT_EQ(ep2.moe_dispatch, 131072 + 393216 + 8 * 512 * (4 + 5));
+  EXPECT_EQ(ep2.moeDispatchForward(), ep2.activations + ep2.moe_dispatch);
+  EXPECT_EQ(tn::moeDispatchBytes(w, whole), 0);
+}
+
+TEST(MoeModels, OneZeroTwoBucketIsMadeAfterTheHeadsBackward) {
+  // small-cpu-moe at ep 2: its experts leave the buckets, and the dense tensors (wte 4096·256, wpe
+  // 256·256, two GPT layers of 12h² + 13h, two MoE layers' attention 4h² + 8h and router 8·256,
+  // ln_f 2h: 3,226,624 elements) are one bucket of 25 MiB, made at ln_f's gradient, after the LM
+  // head's backward: at the layer-backward moment it stands in place of the head's dX and dW
+  // (4·s·b·h + 4·V·h = 5 MiB), as the walk's first bucket does with several.
+  const wl::Workload w = wl::load("small-cpu-moe");
+  tn::Plan p;
+  p.dp = 2, p.ep = 2, p.mbs = 8, p.gbs = 32, p.seq = 128, p.cpu = true, p.precision = rt::Precision::FP32;
+  p.zero = rt::ZeroStage::Gradients;
+  const auto sm = tn::predictMemory(w, p).stages[0];
+  EXPECT_EQ(sm.head, 4 * 1024 * 256 + 4 * 4096 * 256);
+  EXPECT_EQ(sm.grad_bucket, 4 * 3226624 - sm.head);
+}
+
 TEST(MoeModels, PlanRefusesEpWithReasons) {
   const wl::Workload w = moe();
   tn::Plan p = plan(3);

@@ -61,6 +61,10 @@ struct StageMemory {
                                                  // last, or ZeRO-2's worst) have freed by then
   int64_t moe_bucket = 0;                        // the reduce buckets alive then (ZeRO-2's walk; else
                                                  // grad_bucket)
+  int64_t moe_recompute = 0;                     // MoE under full recomputation, a MoE layer's combine
+                                                 // backward: the rebuilt layer and its gradients there
+  int64_t moe_dispatch = 0;                      // MoE, ep > 1 without full recomputation: the stage's
+                                                 // last MoE layer's forward at its return all-to-all
   int64_t megatron_activations = 0;              // Korthikanti et al. for Megatron-LM (incl. logits)
   int64_t inflight = 1;                          // micro-batches whose activations are held at once
   int64_t micro_batches = 1;                     // per step (lane gradients outlive the first one)
@@ -77,11 +81,24 @@ struct StageMemory {
   int64_t moeBackward() const {
     return expert_grads > 0 ? layerBackward() - head - grad_bucket + moe_bucket - moe_freed + expert_grads : 0;
   }
+  // Full recomputation: a rebuilt MoE layer's combine backward, the layer-backward moment with that
+  // layer's recomputed tensors and gradients (moe_recompute) in place of `recompute` and `allowance`.
+  int64_t moeRecomputeBackward() const {
+    return moe_recompute > 0 ? layerBackward() - recompute - allowance + moe_recompute : 0;
+  }
+  // ep > 1: the micro-batch's activations all kept, the dispatch's rows and routing beside them.
+  int64_t moeDispatchForward() const {
+    return moe_dispatch > 0 ? activations + moe_dispatch + gathered + (micro_batches > 1 ? lane_grads : 0) : 0;
+  }
   int64_t gradientsDone() const { return lane_grads + lane_fresh; }
-  int64_t transient() const { return std::max({headForward(), layerBackward(), moeBackward(), gradientsDone(), sync}); }
+  int64_t transient() const {
+    return std::max({headForward(), layerBackward(), moeBackward(), moeRecomputeBackward(), moeDispatchForward(),
+                     gradientsDone(), sync});
+  }
   const char* peakPhase() const {
     const int64_t t = transient();
     return t == layerBackward() ? "backward" : t == headForward() ? "head fwd" : t == moeBackward() ? "moe bwd"
+           : t == moeRecomputeBackward() ? "moe recomp" : t == moeDispatchForward() ? "moe fwd"
            : t == sync ? "zero sync" : "lane sum";
   }
   int64_t total() const { return params + grads + optimizer + buffers + fp8_weights + transient(); }

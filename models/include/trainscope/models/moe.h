@@ -60,6 +60,30 @@ double moeStageExpertParameters(const workloads::Workload& w, const Plan& p, int
 // per MoE layer and forward, so 2 under full recomputation): its seconds, latency-bound.
 double moeCountsAllGatherSeconds(const NetworkTier& tier, const workloads::Workload& w, double ep);
 
+// The memory model's MoE moments (docs/memory-model.md, "Mixture of experts"), bytes per rank and
+// micro-batch of one MoE layer:
+//   moeExpertGradientBuffers — the unbinds' backward: the E/ep experts' weight gradients waiting in
+//     both unbinds' input buffers and the stack the first one (the down projection's) makes:
+//     (E/ep)·C·e·max(F2 + 2F, 2·F2), F2 = F (GELU) or 2F (SwiGLU's [gate; up]): 3 stacks of (E/ep)·F·C
+//     for GELU, 4 for SwiGLU;
+//   moeExpertChainSaved — what the expert chains keep and free by then: fc1's input R·C·e, the
+//     activation's saved tensors (GELU R·F·e; SwiGLU [gate; up] and silu(gate), 3·R·F·e), fc2's input
+//     R·F·e, and the expert outputs kept for the gate M·C·e (appendMoeMlp's `saved`);
+//   moeRecomputedCombineBytes — full recomputation: at the rebuilt layer's combine backward (the gate
+//     multiply, runtime/src/model/moe.cpp: before any expert chain has freed what it keeps), the
+//     block's incoming gradient and its rebuilt output (2·N·C·e; checkpoint.cpp holds `out` through
+//     autograd::grad), the gathered-back rows dsrc = dout[token], the experts' output gradient
+//     dsrc·gate and the gate gradient's product dsrc·ys before its row sum (3·M·C·e); under ep > 1
+//     the larger of that and the rebuilt forward's return all-to-all: dY (N·C·e), the dispatched rows
+//     (M·C·e), the received, computed and source-ordered rows still in scope (3·R·C·e) and the
+//     routing's int64 tensors (8·kN·(E + 5), 8·kN·(2E + 5) with a capacity): dY + moeDispatchBytes;
+//   moeDispatchBytes — ep > 1, a MoE layer's forward at its return all-to-all: what it holds beyond
+//     the layer's kept tensors, M·C·e + 3·R·C·e + the routing's (0 with ep 1).
+double moeExpertGradientBuffers(const workloads::Workload& w, const Plan& p);
+double moeExpertChainSaved(const workloads::Workload& w, const Plan& p);
+double moeRecomputedCombineBytes(const workloads::Workload& w, const Plan& p);
+double moeDispatchBytes(const workloads::Workload& w, const Plan& p);
+
 // One MoE layer's MLP tensors a rank holds (elements): the router E·C, its E/ep experts
 // (C·F + F + F·C + C each) and the shared expert. Their shapes, in parameterTensors' order.
 std::vector<std::vector<int64_t>> moeMlpShapes(const workloads::Workload& w, const Plan& p);
