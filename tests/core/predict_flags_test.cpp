@@ -154,7 +154,7 @@ TEST(PredictFlags, TheReduceDtypeIsAFlagAndABatchKeyCheckedAlikeAndRefusedWhereN
     return nlohmann::json::parse(r.output.substr(r.output.find('{')));
   };
   const auto fp32 = flag("fp32"), bf16 = flag("bf16");
-  const auto [status, out] = batch(base, {{{"reduce_dtype", "bf16"}}, {{"reduce_dtype", "fp32"}}, {},
+  const auto [status, out] = batch(base, {{{"reduce_dtype", "bf16"}}, {{"reduce_dtype", "fp32"}}, nlohmann::json::object(),
                                           {{"reduce_dtype", "int8"}}, {{"reduce_dtype", 2}}},
                                    "reduce-dtype");
   EXPECT_EQ(status, 2);
