@@ -67,9 +67,10 @@ nlohmann::json record(const CalibrateFlags& f, const tn::Cluster& base, const tn
     const auto [lo, hi] = tn::boundsOf(p, base);
     nlohmann::json e = {{"value", t.value}, {"base", t.base}, {"bounds", {lo, hi}}, {"what", p.what}, {"class", t.cls},
                         {"at_bound", t.at_bound}};
-    if (t.cls != "collectives" && t.cls != "host per launch")
+    const bool per_launch = t.cls == "host per launch" || t.cls == "host per backward launch";
+    if (t.cls != "collectives" && !per_launch)
       e["per_step_s"] = {{"measured", t.measured_s}, {"model_base", t.model_base_s}, {"model_fitted", t.model_fit_s}};
-    if (t.cls == "host per launch") e["measured_s_per_launch"] = t.measured_s;
+    if (per_launch) e["measured_s_per_launch"] = t.measured_s;
     cal["fitted"][t.path] = e;
   }
   if (fit.collectives_fitted)
@@ -80,6 +81,9 @@ nlohmann::json record(const CalibrateFlags& f, const tn::Cluster& base, const tn
     nlohmann::json row = {{"source", t.source}, {"rows", 1}, {"steps", t.steps}, {"step_s", t.step_s},
                           {"ranks", t.ranks}, {"from", t.gpu ? "kernels" : "cpu ops"}, {"class_s", t.class_s}};
     if (t.gpu) row["launches_per_step"] = t.launches, row["host_busy_s"] = t.host_busy_s;
+    if (t.backward_launches > 0)
+      row["backward_launches_per_step"] = t.backward_launches, row["host_backward_busy_s"] = t.host_backward_busy_s;
+    if (t.grad_comm_s > 0) row["gradient_reduction_s"] = t.grad_comm_s, row["gradient_reduction_hidden_s"] = t.grad_comm_hidden_s;
     cal["rows"].push_back(row);
   }
   cal["notes"] = fit.notes;
@@ -92,7 +96,7 @@ void printFit(const tn::Cluster& base, const tn::TraceFit& fit, size_t traces) {
   std::printf("trainscope calibrate --trace: %zu trace(s) on %s\n", traces, base.name.c_str());
   for (const tn::TraceTarget& t : fit.targets) {
     std::printf("  %-36s %12.6g  (was %.6g) from %s", t.path.c_str(), t.value, t.base, t.cls.c_str());
-    if (t.cls != "collectives" && t.cls != "host per launch")
+    if (t.cls != "collectives" && t.cls != "host per launch" && t.cls != "host per backward launch")
       std::printf(": measured %.4g s/step, model %.4g -> %.4g", t.measured_s, t.model_base_s, t.model_fit_s);
     std::printf("%s\n", t.at_bound ? " [at its bound]" : "");
   }

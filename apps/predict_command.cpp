@@ -4,6 +4,7 @@
 #include "predict_command.h"
 
 #include "predict_flags.h"
+#include "deepspeed_config.h"
 #include "predict_framework_memory.h"
 
 #include <algorithm>
@@ -51,6 +52,7 @@ struct Outcome {
   tn::Attention attention = tn::Attention::Default;
   std::string time_source = "analytic";
   double megatron_bytes_per_param = 18;
+  tn::DeepSpeedZero deepspeed;  // --deepspeed-config's knobs (framework memory)
   int64_t megatronParamsOpt(int64_t stage) const {
     return tn::megatronLayersParamsOpt(w, p, stage, megatron_bytes_per_param);
   }
@@ -215,6 +217,37 @@ void useMeasuredTime(Outcome& o, const PredictFlags& f) {
   }
 }
 
+// --reduce-dtype as bytes per gradient element (0: "default", the framework profile's reduce_bytes).
+// This runtime reduces fp32 gradients only, and a CPU cluster's model prices fp32 reductions only:
+// a narrower dtype there is refused rather than priced as something that does not run.
+double reduceBytes(const PredictFlags& f, const tn::Cluster& c, tn::Framework framework) {
+  if (f.reduce_dtype == "default") return 0;
+  const double bytes = f.reduce_dtype == "fp32" ? 4 : f.reduce_dtype == "bf16" || f.reduce_dtype == "fp16" ? 2 : -1;
+  if (bytes < 0)
+    throw UserError("--reduce-dtype", "must be default, fp32, bf16 or fp16, not \"" + f.reduce_dtype + "\"", "");
+  if (c.kind != tn::ClusterKind::Gpu)
+    throw UserError("--reduce-dtype", "prices GPU clusters only (" + c.name + " is a CPU cluster: its model reduces fp32 "
+                    "gradients, as its runners do)", "drop --reduce-dtype, or pass a GPU cluster");
+  if (framework == tn::Framework::Trainscope && bytes != 4)
+    throw UserError("--reduce-dtype", "this runtime reduces gradients in fp32 only, not " + f.reduce_dtype,
+                    "pass --framework fsdp, deepspeed or megatron to price a framework that reduces in " + f.reduce_dtype);
+  return bytes;
+}
+
+// --deepspeed-config: the knobs into the options; its communication_data_type is the reduce dtype,
+// and a --reduce-dtype that says otherwise is refused.
+void useDeepSpeedConfig(const PredictFlags& f, const workloads::Workload& w, tn::Framework framework,
+                        tn::TimeOptions& options) {
+  if (framework != tn::Framework::Deepspeed)
+    throw UserError("--deepspeed-config", "is DeepSpeed's config", "add --framework deepspeed, or drop the flag");
+  const DeepSpeedConfigRead ds = readDeepSpeedConfig(f.deepspeed_config, w, rt::stageNumber(f.zero), "--deepspeed-config");
+  if (ds.reduce_bytes > 0 && options.reduce_bytes > 0 && ds.reduce_bytes != options.reduce_bytes)
+    throw UserError("--reduce-dtype", f.reduce_dtype + " contradicts the communication_data_type of " + f.deepspeed_config,
+                    "drop --reduce-dtype: the config's is priced");
+  if (ds.reduce_bytes > 0) options.reduce_bytes = ds.reduce_bytes;
+  options.deepspeed = ds.zero;
+}
+
 // Flags `f` priced for workload `w` on cluster `c` by the analytic models: what predict's evaluate()
 // and priceConfig (calibrate's) share. Throws the UserErrors predict gives.
 struct Priced {
@@ -230,7 +263,8 @@ Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn:
   out.p = planFromFlags(f, w, c, out.devices);
   checkPriceable(w, out.p, out.devices);
   out.m = checkedMemory(w, out.p);
-  out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention)};
+  out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention), reduceBytes(f, c, framework)};
+  if (!f.deepspeed_config.empty()) useDeepSpeedConfig(f, w, framework, out.options);
   out.t = tn::predictTime(w, out.p, c, out.options);
   return out;
 }
@@ -246,6 +280,9 @@ Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   o.m = std::move(priced.m);
   o.attention = priced.options.attention;
   o.t = std::move(priced.t);
+  // --reduce-dtype into the profile the framework memory reads (fsdpMemory's reduce buffers).
+  if (priced.options.reduce_bytes > 0) o.c.mutableProfile(o.framework).reduce_bytes = priced.options.reduce_bytes;
+  o.deepspeed = priced.options.deepspeed;
   // Megatron-LM's parameters and optimizer state per stage (its theoretical_memory_usage and the
   // distributed-optimizer docs): 16-bit weights, fp32 main gradients, fp32 master weights and Adam
   // moments = 18 bytes per parameter, or 6 + 12/dp with the distributed optimizer. Layers only, as
@@ -282,7 +319,7 @@ std::string zeroLine(const tn::Plan& p, const tn::StageMemory& s) {
 }
 
 nlohmann::json toJson(const Outcome& o) {
-  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp] = o;
+  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds] = o;
   (void)devices, (void)bpp;
   const bool fits = m.peak() <= c.memory_bytes;
   nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
@@ -317,7 +354,7 @@ nlohmann::json toJson(const Outcome& o) {
   j["framework"] = tn::frameworkName(framework);
   j["attention"] = tn::attentionName(o.attention);
   j["time"]["bound"] = t.bound;
-  addFrameworkMemoryJson(j, w, p, framework, c, m);
+  addFrameworkMemoryJson(j, w, p, framework, c, m, ds);
   j["tokens_per_s"] = t.tokens_per_s;
   j["mfu"] = t.mfu;
   // A calibrated cluster file (`trainscope calibrate`) states how far its predictions held.
@@ -327,7 +364,7 @@ nlohmann::json toJson(const Outcome& o) {
 }
 
 void printText(const Outcome& o) {
-  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp] = o;
+  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds] = o;
   const bool fits = m.peak() <= c.memory_bytes;
 
   auto gib = [](int64_t b) { return double(b) / double(int64_t(1) << 30); };
@@ -381,7 +418,7 @@ void printText(const Outcome& o) {
   if (framework == tn::Framework::Megatron)
     std::printf("Megatron-LM parameters + optimizer (%.4g bytes/parameter): stage 0 %.2f GiB in its layers\n",
                 bpp, gib(o.megatronParamsOpt(0)));
-  printFrameworkMemory(w, p, framework, c, o.m);
+  printFrameworkMemory(w, p, framework, c, o.m, ds);
   std::printf("throughput %.0f tokens/s, MFU %.1f%%\n", t.tokens_per_s, t.mfu * 100);
 }
 

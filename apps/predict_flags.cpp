@@ -77,6 +77,7 @@ CLI::Validator realOf(const std::string& key) {
 std::vector<std::string> choicesOf(const std::string& key) {
   if (key == "framework") return {"trainscope", "megatron", "fsdp", "deepspeed"};
   if (key == "attention") return {"default", "unfused", "flash"};
+  if (key == "reduce_dtype") return {"default", "fp32", "bf16", "fp16"};
   return {};
 }
 

@@ -23,6 +23,8 @@ struct PredictFlags : runconfig::Parallelism {  // tp, pp, cp, ep, virtual stage
   double bucket_mb = 25;   // gradient buckets (MiB of fp32), as run's --bucket-mb
   std::vector<std::string> profiles;
   std::string framework = "trainscope", attention = "default";
+  std::string reduce_dtype = "default";  // default (the framework profile's) | fp32 | bf16 | fp16
+  std::string deepspeed_config;          // --framework deepspeed: the user's ds_config.json ("": none)
   bool distributed_optimizer = false, allow_tp_across_nodes = false;
   // The command's modes, not part of a configuration (not in the list, not batch keys).
   std::string batch;
@@ -81,6 +83,16 @@ void visitPredictFields(V&& v) {
       "(s×s scores materialised) or flash (one fused kernel); the time only",
       kShow},
     &P::attention);
+  v(F{"reduce_dtype", "--reduce-dtype",
+      "GPU clusters: the dtype data-parallel gradients are reduced in (FSDP's MixedPrecision reduce_dtype, DeepSpeed's "
+      "communication_data_type, Megatron-LM's main_grad) — default (the framework profile's reduce_bytes: fsdp fp32, "
+      "deepspeed the model's, this runtime fp32), fp32, bf16 or fp16",
+      kShow},
+    &P::reduce_dtype);
+  v(F{"deepspeed_config", "--deepspeed-config",
+      "--framework deepspeed: the job's DeepSpeed config (ds_config.json); its zero_optimization buckets, prefetch and "
+      "overlap_comm and its communication_data_type are priced (default: the profile's, as export writes them)"},
+    &P::deepspeed_config);
   v(F{"use_distributed_optimizer", "--use-distributed-optimizer",
       "--framework megatron: the optimizer state sharded over DP (6 + 12/dp bytes per parameter)"},
     &P::distributed_optimizer);

@@ -21,9 +21,10 @@ int64_t activations(const tn::MemoryPrediction& m) {
 }  // namespace
 
 void addFrameworkMemoryJson(nlohmann::json& j, const workloads::Workload& w, const tn::Plan& p, tn::Framework f,
-                            const tn::Cluster& c, const tn::MemoryPrediction& m) {
+                            const tn::Cluster& c, const tn::MemoryPrediction& m,
+                            const tn::DeepSpeedZero& z) {
   tn::FrameworkMemory fm;
-  if (!tn::frameworkMemory(w, p, f, c.profile(f), fm)) return;
+  if (!tn::frameworkMemory(w, p, f, c.profile(f), fm, z)) return;
   nlohmann::json items = nlohmann::json::array();
   for (const auto& i : fm.items)
     items.push_back({{"name", i.name}, {"bytes", i.bytes}, {"when", i.when}, {"source", i.source}});
@@ -35,9 +36,9 @@ void addFrameworkMemoryJson(nlohmann::json& j, const workloads::Workload& w, con
 }
 
 void printFrameworkMemory(const workloads::Workload& w, const tn::Plan& p, tn::Framework f, const tn::Cluster& c,
-                          const tn::MemoryPrediction& m) {
+                          const tn::MemoryPrediction& m, const tn::DeepSpeedZero& z) {
   tn::FrameworkMemory fm;
-  if (!tn::frameworkMemory(w, p, f, c.profile(f), fm)) return;
+  if (!tn::frameworkMemory(w, p, f, c.profile(f), fm, z)) return;
   const auto gib = [](int64_t b) { return double(b) / double(int64_t(1) << 30); };
   std::printf("%s memory per rank: model states %.2f GiB (params %.2f, grads %.2f, optimizer %.2f), buffers %.2f GiB, "
               "transient %.2f GiB, + activations %.2f GiB = peak %.2f GiB\n",

@@ -10,9 +10,11 @@ namespace trainscope::apps {
 
 // Adds "framework_memory" to `j` for FSDP and DeepSpeed (nothing for the others).
 void addFrameworkMemoryJson(nlohmann::json& j, const workloads::Workload& w, const tuner::Plan& p,
-                            tuner::Framework f, const tuner::Cluster& c, const tuner::MemoryPrediction& m);
+                            tuner::Framework f, const tuner::Cluster& c, const tuner::MemoryPrediction& m,
+                            const tuner::DeepSpeedZero& z);
 // The same as lines of text.
 void printFrameworkMemory(const workloads::Workload& w, const tuner::Plan& p, tuner::Framework f,
-                          const tuner::Cluster& c, const tuner::MemoryPrediction& m);
+                          const tuner::Cluster& c, const tuner::MemoryPrediction& m,
+                            const tuner::DeepSpeedZero& z);
 
 }  // namespace trainscope::apps

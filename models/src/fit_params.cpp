@@ -52,15 +52,16 @@ const std::vector<FitParam>& fitParams() {
                  [](Cluster& c) -> double& { return c.flash_forward_ceiling; }, false, "gpu", false});
     l.push_back({"flash_backward_ceiling", 0, 1, "the same for the backward",
                  [](Cluster& c) -> double& { return c.flash_backward_ceiling; }, false, "gpu", false});
-    // Each framework's constants ("frameworks.fsdp.hook_s"): by default only the per-op and
-    // per-micro-batch host costs and the attention rates move (the rows of one framework move only
-    // its own); the rest when --fit names them.
+    // Each framework's constants ("frameworks.fsdp.hook_s"): by default the per-op and per-micro-batch
+    // host costs, the attention rates and the slowdown of a layer under the ZeRO-3 collectives it
+    // overlaps move (the rows of one framework move only its own; overlap_slowdown only rows of
+    // sharded parameters over several ranks); the rest when --fit names them.
     // On either kind of cluster: a CPU tune of an external runner's job (Hugging Face, DeepSpeed)
     // prices that framework's host work (time_model.h, host_s) and refits it from the trials.
     for (const ProfilePath& q : profilePaths()) {
       const std::string key = q.path.substr(q.path.rfind('.') + 1);
       const bool by_default = key == "host_op_s" || key == "host_micro_batch_s" || key == "flash_forward_scale" ||
-                              key == "flash_backward_scale";
+                              key == "flash_backward_scale" || key == "overlap_slowdown";
       l.push_back({q.path, q.lower, q.upper, q.what,
                    [q](Cluster& c) -> double& { return c.mutableProfile(q.framework).*q.member; }, false, "",
                    by_default});

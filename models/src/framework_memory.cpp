@@ -146,8 +146,8 @@ FrameworkMemory fsdpMemory(const workloads::Workload& w, const Plan& p, const Fr
 }
 
 bool frameworkMemory(const workloads::Workload& w, const Plan& p, Framework f, const FrameworkProfile& profile,
-                     FrameworkMemory& out) {
-  if (f == Framework::Deepspeed) out = deepspeedMemory(w, p);
+                     FrameworkMemory& out, const DeepSpeedZero& z) {
+  if (f == Framework::Deepspeed) out = deepspeedMemory(w, p, z);
   else if (f == Framework::Fsdp) out = fsdpMemory(w, p, profile);
   else return false;
   return true;

@@ -109,6 +109,8 @@ const std::vector<ProfileConstant>& profileConstants() {
        &P::flash_backward_scale},
       {"overlap_slowdown", 0, 0.5, "share of a layer's compute rate taken by the ZeRO-3 collectives it overlaps",
        &P::overlap_slowdown},
+      {"overlap_reduce", 0, 1, "share of the gradient reduction the backward could hide that it hides (0: after it)",
+       &P::overlap_reduce},
   };
   return list;
 }
@@ -135,7 +137,7 @@ const std::vector<OtherKey>& otherKeys() {
   static const std::vector<OtherKey> list = {
       {"ops_forward", 0, 1e4, &P::ops_forward},     {"ops_backward", 0, 1e4, &P::ops_backward},
       {"hooks_per_layer", 0, 1e4, &P::hooks_per_layer}, {"reduce_bytes", 0, 8, &P::reduce_bytes},
-      {"prefetch_depth", 0, 64, &P::prefetch_depth}, {"overlap_reduce", 0, 1, &P::overlap_reduce},
+      {"prefetch_depth", 0, 64, &P::prefetch_depth},
       {"module_hooks_from_zero", 1, 3, &P::module_hooks_from_zero}, {"grad_hooks", 0, 1, &P::grad_hooks},
   };
   return list;

@@ -207,7 +207,7 @@ class StageTimes {
   StageTimes(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak)
       : w_(w), p_(p), c_(c), peak_(peak), e_(double(p.elementBytes())), megatron_(o.framework == Framework::Megatron),
         fsdp_(o.framework == Framework::Fsdp),
-        fp_(c.profile(o.framework)), head_(headOps(w, p, o.framework)), emb_(embeddingOps(w, p)) {
+        fp_(profileFor(c, o)), head_(headOps(w, p, o.framework)), emb_(embeddingOps(w, p)) {
     LayerOps layer = layerOps(w, p, o.framework, o.attention);
     scaleFlash(layer, fp_, c);
     moe_ = moeSeconds(w, p, c, o, layer, peak);
@@ -293,7 +293,7 @@ class StageTimes {
   const Cluster& c_;
   const double peak_, e_;
   const bool megatron_, fsdp_;
-  const FrameworkProfile& fp_;
+  const FrameworkProfile fp_;  // with the options' reduce dtype (profileFor)
   const LayerOps head_, emb_;
   MoeSeconds moe_{};
   TpSeconds tp_{};
@@ -344,10 +344,13 @@ double zeroGatherSeconds(double first_s, double gather_s, double compute_s, doub
 
 double zeroLayerSeconds(double first_s, double gather_s, double reduce_s, double compute_s, double layers,
                         double prefetch_depth, double slowdown) {
-  const double rest = std::max(0.0, layers - 1.0), chain = gather_s + reduce_s;
-  if (prefetch_depth < 1) return first_s + rest * chain;
+  const double rest = std::max(0.0, layers - 1.0);
+  if (prefetch_depth <= 0) return first_s + rest * (gather_s + reduce_s);
+  // A prefetch of less than a layer (DeepSpeed's stage3_prefetch_bucket_size under a layer's
+  // parameters): that share of the next gather hides with the reduce-scatter, the rest shows.
+  const double ahead = std::min(1.0, prefetch_depth) * gather_s, chain = ahead + reduce_s;
   const double slowed = compute_s + slowdown * std::min(chain, compute_s);
-  return first_s + rest * (std::max(chain, slowed) - compute_s);
+  return first_s + rest * (gather_s - ahead + std::max(chain, slowed) - compute_s);
 }
 
 double pipelineFillSeconds(const std::vector<double>& stage_s, int64_t slowest) {
@@ -420,13 +423,22 @@ NetworkTier dpTier(const Plan& p, const Cluster& c) {
 // (`buckets`) during a backward of `backward_s`: Megatron-LM's published runs reduce after the
 // backward (all of it); this runtime overlaps, so what shows is the larger of the last bucket and what
 // the backward could not hide. `--dp-overlap` replaces the estimate with a measured share.
-// `after`: the framework's profile issues its reductions after the backward (overlap_reduce 0).
-double exposedReduction(const TimeOptions& o, bool after, double full, double buckets, double backward_s) {
+// `share`: the profile's overlap_reduce, the share of what could hide that does (0: issued after
+// the backward; 1: all of it; between, as a trace measured it — calibrate --trace).
+// The profile's overlap_reduce, or 0 where a user's DeepSpeed config has overlap_comm off (stages
+// 1–2 by default): stage_1_and_2.py then reduces each bucket on the compute stream
+// (average_tensor: `stream = self.reduction_stream if self.overlap_comm else current_stream()`).
+double overlapShare(const Cluster& c, const TimeOptions& o) {
+  if (o.framework == Framework::Deepspeed && o.deepspeed.from_config && o.deepspeed.overlap_comm == 0) return 0;
+  return c.profile(o.framework).overlap_reduce;
+}
+
+double exposedReduction(const TimeOptions& o, double share, double full, double buckets, double backward_s) {
   double hidden = 0;
   if (o.dp_overlap >= 0) {
     hidden = std::clamp(o.dp_overlap, 0.0, 1.0) * full;
-  } else if (!after) {
-    hidden = std::min(full - full / std::max(1.0, buckets), backward_s);
+  } else {
+    hidden = std::clamp(share, 0.0, 1.0) * std::min(full - full / std::max(1.0, buckets), backward_s);
   }
   return full - hidden;
 }
@@ -437,7 +449,7 @@ double dpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, bool
                      double backward_s) {
   const double dp = double(p.gradientGroup());
   const double full = collectiveSeconds(dpTier(p, c), bytes, dp, 2.0 * (dp - 1) / dp);
-  return exposedReduction(o, c.profile(o.framework).overlap_reduce <= 0, full, std::ceil(bytes / ddpBucketBytes(p)), backward_s);
+  return exposedReduction(o, overlapShare(c, o), full, std::ceil(bytes / ddpBucketBytes(p)), backward_s);
 }
 
 // A mixture of experts with ep > 1: stage s's routed-expert parameters (E/ep experts of 2CF + F + C
@@ -453,7 +465,7 @@ double expertSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, 
   const double n = double(p.dp / p.ep);
   if (n <= 1 || bytes <= 0) return 0;
   const double full = collectiveSeconds(dpTier(p, c), bytes, n, 2.0 * (n - 1) / n);
-  return exposedReduction(o, c.profile(o.framework).overlap_reduce <= 0, full, std::ceil(bytes / ddpBucketBytes(p)), backward_s);
+  return exposedReduction(o, overlapShare(c, o), full, std::ceil(bytes / ddpBucketBytes(p)), backward_s);
 }
 
 // ZeRO-2 and ZeRO-3 over the DP group (docs/time-model.md, "ZeRO-2 and ZeRO-3"); `params` of the
@@ -483,8 +495,9 @@ double zeroSyncSeconds(TimePrediction& r, const workloads::Workload& w, const Pl
     return fsdp && side.bytes > 0 ? memorySeconds(side, c) : 0.0;
   };
   const double rs = collectiveSeconds(tier, params * grad_bytes, dp, (dp - 1) / dp) + fsdpSide(params);
-  const double buckets = std::ceil(params / zero::kReduceBucketElements);
-  double seconds = M * exposedReduction(o, c.profile(o.framework).overlap_reduce <= 0, rs, buckets, backward_s);
+  const bool ds_config = o.framework == Framework::Deepspeed && o.deepspeed.from_config;
+  const double buckets = std::ceil(params / (ds_config ? o.deepspeed.reduce_bucket_size : zero::kReduceBucketElements));
+  double seconds = M * exposedReduction(o, overlapShare(c, o), rs, buckets, backward_s);
   if (!zero::shardsParameters(p)) return seconds + collectiveSeconds(tier, params * 4.0, dp, (dp - 1) / dp);
   const double layer = layerParams(w, p), others = stageParams(w, p, slow.index) - slow.layers * layer;
   const double gather = collectiveSeconds(tier, layer * e, dp, (dp - 1) / dp);
@@ -500,8 +513,10 @@ double zeroSyncSeconds(TimePrediction& r, const workloads::Workload& w, const Pl
     };
     const double rs_layer = ag(layer * grad_bytes) + fsdpSide(layer);
     const double g = ag(layer * e), f1 = ag((layer + others) * e), sd = fp.overlap_slowdown;
-    r.zero_gather_s = M * (zeroLayerSeconds(f1, g, 0.0, slow.layer_fwd * scale, slow.layers, fp.prefetch_depth, sd) +
-                           zeroLayerSeconds(f1, g, rs_layer, slow.layer_bwd * scale, slow.layers, fp.prefetch_depth, sd));
+    // DeepSpeed fetches stage3_prefetch_bucket_size elements ahead: that many layers' worth.
+    const double depth = ds_config ? o.deepspeed.prefetch_bucket_size / std::max(layer, 1.0) : fp.prefetch_depth;
+    r.zero_gather_s = M * (zeroLayerSeconds(f1, g, 0.0, slow.layer_fwd * scale, slow.layers, depth, sd) +
+                           zeroLayerSeconds(f1, g, rs_layer, slow.layer_bwd * scale, slow.layers, depth, sd));
     seconds = M * rs_layer;  // the last layer's reduce-scatter, after its backward
   } else {
     r.zero_gather_s = M * (zeroGatherSeconds(first, gather, slow.layer_fwd * scale, slow.layers) +
@@ -565,7 +580,7 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   // A MoE's experts under ep > 1 are summed over dp/ep ranks instead (stageExpertParams).
   const int64_t most = stageParams(w, p, 0) >= stageParams(w, p, p.pp - 1) ? 0 : p.pp - 1;
   const double experts = stageExpertParams(w, p, most), params = stageParams(w, p, most) - experts;
-  const double grad_bytes = gradBytes(p, megatron, c.profile(o.framework));
+  const double grad_bytes = gradBytes(p, megatron, profileFor(c, o));
   const double backward_s = (slow.device_bwd + slow.recompute) * micro.scale;
   if (zero::shardsGradients(p)) {
     r.dp_comm_s = zeroSyncSeconds(r, w, p, c, o, megatron, slow, micro.scale, params, grad_bytes, backward_s);

@@ -41,7 +41,9 @@ double layerParams(const workloads::Workload& w, const Plan& p);
 double zeroGatherSeconds(double first_s, double gather_s, double compute_s, double layers);
 // FSDP's and DeepSpeed's ZeRO-3, one pass: each later layer's gather (and, backward, the layer's
 // gradient reduce-scatter, `reduce_s`, on the same links) beside that layer's compute: first_s +
-// (layers − 1) · max(0, gather_s + reduce_s − compute_s); with no prefetch (depth < 1) all of it.
+// (layers − 1) · max(0, gather_s + reduce_s − compute_s); with no prefetch (depth 0) all of it; with
+// part of a layer prefetched (0 < depth < 1: DeepSpeed's stage3_prefetch_bucket_size under a layer's
+// parameters) that share of the gather hides with the reduce-scatter and the rest shows.
 // `slowdown`: the share of the compute's rate the overlapped collectives take (their kernels' SMs and
 // memory traffic), so a layer lasts max(chain, compute + slowdown · min(chain, compute)).
 double zeroLayerSeconds(double first_s, double gather_s, double reduce_s, double compute_s, double layers,

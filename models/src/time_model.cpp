@@ -54,6 +54,12 @@ double cpuRingSeconds(const workloads::Workload& w, const Plan& p, const Cluster
 
 }  // namespace
 
+FrameworkProfile profileFor(const Cluster& c, const TimeOptions& o) {
+  FrameworkProfile fp = c.profile(o.framework);
+  if (o.reduce_bytes > 0) fp.reduce_bytes = o.reduce_bytes;
+  return fp;
+}
+
 double ringExposedSeconds(double cp, double step_s, double block_s) {
   return std::max(0.0, cp - 1.0) * std::max(0.0, step_s - block_s);
 }

@@ -154,6 +154,92 @@ TEST(CalibrateTrace, RecoversKnownConstantsFromASyntheticKinetoTrace) {
   EXPECT_NE(p.output.find("from the calibration of"), std::string::npos) << p.output;
 }
 
+// A trace whose forward runs on the Python thread and backward on CUDA's autograd thread (their
+// launches joined to their kernels by correlation id), and whose gradient all-reduce runs partly
+// beside compute: calibrate finds the forward's host cost per launch (dispatch_s, which the
+// trainscope profile defers to), the backward's (host_backward_op_s) and the share of the reduction
+// the model could hide that the trace shows hidden (overlap_reduce), with the kernel classes' rates
+// as the test above, each within 5%.
+TEST(CalibrateTrace, RecoversTheBackwardsHostCostAndTheReductionsOverlap) {
+  const std::map<std::string, double> truth = {{"sustained_clock", 0.8},
+                                               {"memory_efficiency", 0.6},
+                                               {"frameworks.trainscope.flash_forward_scale", 0.8},
+                                               {"frameworks.trainscope.flash_backward_scale", 0.7},
+                                               {"dispatch_s", 2e-5},
+                                               {"frameworks.trainscope.host_backward_op_s", 8e-6},
+                                               {"frameworks.trainscope.overlap_reduce", 0.6}};
+  const double gemm = classSeconds(truth, "sustained_clock"), memory = classSeconds(truth, "memory_efficiency"),
+               fwd = classSeconds(truth, "frameworks.trainscope.flash_forward_scale"),
+               bwd = classSeconds(truth, "frameworks.trainscope.flash_backward_scale");
+  // What the model could hide of the reduction (the step at overlap_reduce 0 less at 1), at the truth.
+  auto stepWith = [&](double share) {
+    std::map<std::string, double> t = truth;
+    t["frameworks.trainscope.overlap_reduce"] = share;
+    const std::string f = tempPath("trace-overlap.json");
+    std::ofstream(f) << md::withParams(presetText("a100-80gb-x8"), t, "a100-80gb-x8");
+    return predictStep(f);
+  };
+  const double hideable = stepWith(0) - stepWith(1), hidden = 0.6 * hideable, exposed = 2e-3;
+  ASSERT_GT(hideable, 1e-3);
+  const int per_class = 40;
+  const double compute_us = (gemm + memory + fwd + bwd) * 1e6;
+  ASSERT_GT(compute_us, hidden * 1e6 + 10);
+  const double step_us = compute_us + exposed * 1e6 + 5000;
+  json ev = json::array();
+  int corr = 1;
+  // A kernel of `name` lasting `total_s / per_class` at `t` on stream 7, launched from host thread
+  // `tid` inside an op of `op_us` named `op` that starts at `h` (µs).
+  auto launched = [&](const std::string& name, double total_s, double& t, int tid, const std::string& op,
+                      double op_us, double& h) {
+    for (int i = 0; i < per_class; ++i, ++corr) {
+      json o = ke::op(op, h, op_us), l = ke::launch(corr, h + 1);
+      o["tid"] = tid, l["tid"] = tid;
+      ev.push_back(o), ev.push_back(l);
+      ev.push_back(ke::kernel(name, corr, 7, t, total_s * 1e6 / per_class));
+      t += total_s * 1e6 / per_class;
+      h += op_us;
+    }
+  };
+  for (int k = 0; k < 4; ++k) {
+    const double s = 100 + k * step_us;
+    ev.push_back(ke::step(k, s, step_us - 1));
+    double t = s + 1, hf = s + 1, hb = s + 1;
+    launched("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4", gemm, t, 1, "aten::mm", 20, hf);
+    launched("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>", fwd, t, 1, "aten::add", 20, hf);
+    launched("flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel", bwd, t, 2,
+             "autograd::engine::evaluate_function: FlashAttnBackward0", 8, hb);
+    launched("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor>", memory, t, 2,
+             "autograd::engine::evaluate_function: AddBackward0", 8, hb);
+    // The gradient all-reduce: `hidden` beside the compute kernels, `exposed` after them (one size:
+    // no alpha-beta fit of the tier).
+    ev.push_back(ncclKernel(64 << 20, s + 1, hidden * 1e6));
+    ev.push_back(ncclKernel(64 << 20, t + 1, exposed * 1e6));
+  }
+  const std::string db = ke::importOne(ev, "calibrate-trace-bwd"), out = tempPath("trace-bwd-fitted.json");
+  std::remove(out.c_str());
+  const auto r = cli("calibrate --cluster a100-80gb-x8 --trace " + db + " --config '" + kConfig + "' -o " + out + " --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json cal = lastJson(r.output);
+  for (const auto& [path, v] : truth) {
+    ASSERT_TRUE(cal["fitted"].contains(path)) << path << "\n" << cal.dump(1);
+    EXPECT_NEAR(cal["fitted"][path]["value"].get<double>() / v, 1.0, 0.05) << path << "\n" << cal.dump(1);
+  }
+  EXPECT_NEAR(cal["rows"][0]["gradient_reduction_hidden_s"].get<double>(), hidden, hidden * 1e-3);
+  EXPECT_NEAR(cal["rows"][0]["backward_launches_per_step"].get<double>(), 2 * per_class, 1e-9);
+  // Without a backward thread of its own (the same kernels, no launches): the backward keeps its
+  // value, and the record says why.
+  json plain = json::array();
+  for (const json& e : ev)
+    if (e["cat"] != "cuda_runtime") plain.push_back(e);
+  const std::string db2 = ke::importOne(plain, "calibrate-trace-nobwd");
+  const auto r2 = cli("calibrate --cluster a100-80gb-x8 --trace " + db2 + " --config '" + kConfig + "' -o " + out +
+                      " --overwrite --json");
+  ASSERT_EQ(r2.status, 0) << r2.output;
+  const json cal2 = lastJson(r2.output);
+  EXPECT_FALSE(cal2["fitted"].contains("frameworks.trainscope.host_backward_op_s")) << cal2.dump(1);
+  EXPECT_NE(cal2["notes"].dump().find("host cost per backward op: not fitted"), std::string::npos) << cal2.dump(1);
+}
+
 TEST(CalibrateTrace, BadInputIsRefusedNamingTheFlagAndTheFix) {
   json ev = json::array();
   for (int k = 0; k < 3; ++k) {

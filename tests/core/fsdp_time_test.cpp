@@ -84,3 +84,32 @@ TEST(FsdpRing, AllGathersAndReduceScattersPayEachRingHopsLatency) {
   EXPECT_NEAR(tn::gpu::ringCollectiveSeconds(tier, 8e6, 2, 0.5), 2 * 10e-6 + 8e6 * 0.5 / 100e9, 1e-12);
   EXPECT_DOUBLE_EQ(tn::gpu::ringCollectiveSeconds(tier, 8e6, 1, 0), 0);
 }
+
+TEST(ReduceDtype, TheOptionsReduceDtypeDoublesTheReduceScattersBytesFromBf16ToFp32) {
+  // DeepSpeed ZeRO-2 on 8 ranks of the flat cluster, no latency, nothing hidden (dp_overlap 0): per
+  // micro-batch a reduce-scatter of P gradients in the reduce dtype, P·r·(n − 1)/n bytes at 100 GB/s,
+  // then one all-gather of the fp32 master weights, P·4·(n − 1)/n. fp32 (4 bytes) is twice bf16's (2).
+  tn::Cluster c = trainscope::testing::flatGpu();
+  c.intra_node.latency = 0;
+  trainscope::workloads::Workload w;
+  w.name = "toy", w.n_layer = 4, w.n_head = 16, w.n_embd = 1024, w.n_positions = 512, w.vocab_size = 1024;
+  tn::Plan p;
+  p.dp = 8, p.mbs = 4, p.gbs = 64, p.seq = 512, p.zero = trainscope::runconfig::ZeroStage::Gradients;
+  tn::TimeOptions o;
+  o.framework = tn::Framework::Deepspeed, o.dp_overlap = 0;
+  const double P = tn::gpu::stageParams(w, p, 0), M = 64.0 / (4 * 8), n = 8;
+  const double gather = P * 4 * (n - 1) / n / 100e9;
+  auto reduce = [&](double bytes) {
+    o.reduce_bytes = bytes;
+    return tn::predictTime(w, p, c, o).dp_comm_s - gather;
+  };
+  const double fp32 = reduce(4), bf16 = reduce(2), profile = reduce(0);
+  EXPECT_NEAR(bf16, M * P * 2 * (n - 1) / n / 100e9, 1e-12);
+  EXPECT_NEAR(fp32, M * P * 4 * (n - 1) / n / 100e9, 1e-12);
+  EXPECT_NEAR(fp32 / bf16, 2.0, 1e-12);
+  EXPECT_NEAR(profile, bf16, 1e-12);  // DeepSpeed's profile: communication_data_type = the model's (bf16)
+  // The option overrides the profile and nothing else: profileFor puts it in, the cluster keeps its own.
+  o.reduce_bytes = 4;
+  EXPECT_DOUBLE_EQ(tn::profileFor(c, o).reduce_bytes, 4);
+  EXPECT_DOUBLE_EQ(c.profile(tn::Framework::Deepspeed).reduce_bytes, 2);
+}

@@ -144,3 +144,47 @@ TEST(PredictFlags, EveryFrameworkProfileIsABatchValueAndAnUnknownOneIsNamed) {
   EXPECT_NE(e.find("--batch line 4: framework"), std::string::npos) << e;
   EXPECT_NE(e.find("trainscope, megatron, fsdp or deepspeed"), std::string::npos) << e;
 }
+
+TEST(PredictFlags, TheReduceDtypeIsAFlagAndABatchKeyCheckedAlikeAndRefusedWhereNothingReducesSo) {
+  // FSDP FULL_SHARD of gpt2-124m on 8 A100s: fp32 reductions (the profile's) against bf16 (PURE).
+  const std::string base = "--workload gpt2-124m --cluster a100-80gb-x8 --framework fsdp --zero 3";
+  const auto flag = [&](const std::string& dtype) {
+    const auto r = cli("predict " + base + " --reduce-dtype " + dtype + " --json");
+    EXPECT_EQ(r.status, 0) << r.output;
+    return nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  };
+  const auto fp32 = flag("fp32"), bf16 = flag("bf16");
+  const auto [status, out] = batch(base, {{{"reduce_dtype", "bf16"}}, {{"reduce_dtype", "fp32"}}, nlohmann::json::object(),
+                                          {{"reduce_dtype", "int8"}}, {{"reduce_dtype", 2}}},
+                                   "reduce-dtype");
+  EXPECT_EQ(status, 2);
+  ASSERT_EQ(out.size(), 5u);
+  // A batch line with the key gives the flag's answer; the default is the profile's (fp32 for fsdp).
+  EXPECT_EQ(out[0]["time"]["step_s"], bf16["time"]["step_s"]);
+  EXPECT_EQ(out[0]["framework_memory"]["peak_bytes"], bf16["framework_memory"]["peak_bytes"]);
+  EXPECT_EQ(out[1]["time"]["step_s"], fp32["time"]["step_s"]);
+  EXPECT_EQ(out[2]["time"]["step_s"], fp32["time"]["step_s"]);
+  EXPECT_GT(fp32["time"]["dp_comm_s"].get<double>(), bf16["time"]["dp_comm_s"].get<double>());
+  // FSDP's reduce-scatter buffers are in the reduce dtype: the fp32 ones hold twice the bytes.
+  EXPECT_GT(fp32["framework_memory"]["transient_bytes"].get<int64_t>(),
+            bf16["framework_memory"]["transient_bytes"].get<int64_t>());
+  for (size_t i : {3u, 4u}) {
+    const std::string e = out[i]["error"].get<std::string>();
+    EXPECT_NE(e.find("--batch line " + std::to_string(i + 1) + ": reduce_dtype"), std::string::npos) << e;
+  }
+  EXPECT_NE(out[3]["error"].get<std::string>().find("default, fp32, bf16 or fp16"), std::string::npos) << out[3];
+  // A bad value on the command line names the flag and the values it takes.
+  const auto bad = cli("predict " + base + " --reduce-dtype int8");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--reduce-dtype"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("fp32"), std::string::npos) << bad.output;
+  // This runtime reduces fp32 only; a CPU cluster's model prices fp32 reductions only.
+  const auto own = cli("predict --workload gpt2-124m --cluster a100-80gb-x8 --zero 3 --reduce-dtype bf16");
+  EXPECT_EQ(own.status, 2) << own.output;
+  EXPECT_NE(own.output.find("--reduce-dtype: this runtime reduces gradients in fp32 only"), std::string::npos) << own.output;
+  EXPECT_NE(own.output.find("--framework fsdp"), std::string::npos) << own.output;
+  EXPECT_EQ(cli("predict --workload gpt2-124m --cluster a100-80gb-x8 --zero 3 --reduce-dtype fp32").status, 0);
+  const auto cpu = cli("predict --workload gpt2-124m --cluster cpu-local --framework fsdp --reduce-dtype bf16");
+  EXPECT_EQ(cpu.status, 2) << cpu.output;
+  EXPECT_NE(cpu.output.find("--reduce-dtype: prices GPU clusters only"), std::string::npos) << cpu.output;
+}

@@ -12,6 +12,15 @@ namespace {
 
 constexpr double kHuberDelta = 0.05;
 
+// A user's DeepSpeed knobs, as text ("" without a config).
+std::string deepspeedKey(const DeepSpeedZero& z) {
+  if (!z.from_config) return "";
+  return std::to_string(z.reduce_bucket_size) + "," + std::to_string(z.allgather_bucket_size) + "," +
+         std::to_string(z.prefetch_bucket_size) + "," + std::to_string(z.max_live_parameters) + "," +
+         std::to_string(z.param_persistence_threshold) + "," + std::to_string(z.contiguous_gradients) + "," +
+         std::to_string(z.overlap_comm);
+}
+
 // Rows that price the same configuration on the same cluster size share one prediction.
 std::string configKey(const FitRow& r) {
   const workloads::Workload& w = *r.w;
@@ -19,7 +28,7 @@ std::string configKey(const FitRow& r) {
          "|" + std::to_string(w.vocab_size) + "|" + r.p.describe() + "|" + std::to_string(r.p.gbs) + "|" +
          std::to_string(r.p.seq) + "|" + std::to_string(r.p.mbs) + "|" + std::to_string(r.nodes) + "|" +
          std::to_string(int(r.options.framework)) + "|" + std::to_string(int(r.options.attention)) + "|" +
-         std::to_string(r.options.dp_overlap);
+         std::to_string(r.options.dp_overlap) + "|" + std::to_string(r.options.reduce_bytes) + "|" + deepspeedKey(r.options.deepspeed);
 }
 
 // The rows as distinct configurations, and each row's index among them.

@@ -55,6 +55,59 @@ double measuredClass(const std::vector<TraceMeasure>& traces, const std::string&
   return sum;
 }
 
+// The backward thread's host time per launch → the profile's per-backward-op host cost, where the
+// traces join launches to threads and the backward ran on a thread of its own (CUDA's autograd
+// engine thread); otherwise it keeps its value, with a note.
+void fitBackwardHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f) {
+  double busy = 0, launches = 0;
+  for (const TraceMeasure& t : traces)
+    if (t.gpu) busy += t.host_backward_busy_s, launches += t.backward_launches;
+  if (!(launches > 0) || !(busy > 0)) {
+    out.notes.push_back("host cost per backward op: not fitted (no trace joins its kernels to a backward thread of its "
+                        "own: launches with correlation ids, autograd nodes on the thread that launched them)");
+    return;
+  }
+  const FitParam& p = fitParam(std::string("frameworks.") + frameworkKey(f) + ".host_backward_op_s", "--trace");
+  const auto [lo, hi] = boundsOf(p, out.fitted);
+  const double want = busy / launches;
+  TraceTarget t{p.path, "host per backward launch", getParam(out.fitted, p), std::clamp(want, lo, hi), want, 0, 0, false};
+  t.at_bound = t.value != want;
+  setParam(out.fitted, p, t.value);
+  out.values[p.path] = t.value;
+  out.targets.push_back(t);
+}
+
+// Gradient reductions seen beside compute kernels → the profile's overlap_reduce: the share of what
+// the model could hide behind the backward (the step with overlap_reduce 0 less the step with 1, read
+// off the model) that the traces show hidden. GPU clusters; the rows' own --dp-overlap, a ZeRO-3
+// layer's collectives (zeroLayerSeconds) or one bucket leave the model nothing to hide: a note.
+void fitOverlap(TraceFit& out, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces, Framework f) {
+  double grad = 0, hidden = 0;
+  for (const TraceMeasure& t : traces)
+    if (t.gpu) grad += t.grad_comm_s, hidden += t.grad_comm_hidden_s;
+  if (!(grad > 0)) {
+    out.notes.push_back("gradient reduction overlap: not fitted (no all-reduce or reduce-scatter kernel in the traces)");
+    return;
+  }
+  const FitParam& p = fitParam(std::string("frameworks.") + frameworkKey(f) + ".overlap_reduce", "--trace");
+  Cluster none = out.fitted, all = out.fitted;
+  setParam(none, p, 0.0);
+  setParam(all, p, 1.0);
+  const double hideable = totalStep(none, rows) - totalStep(all, rows);
+  if (!(hideable > 1e-12)) {
+    out.notes.push_back("gradient reduction overlap: not fitted (the time model hides no gradient reduction of this "
+                        "configuration behind its backward)");
+    return;
+  }
+  TraceTarget t{p.path, "gradient reduction hidden", getParam(out.fitted, p), std::clamp(hidden / hideable, 0.0, 1.0),
+                hidden, hideable * getParam(out.fitted, p), 0, false};
+  t.at_bound = t.value != hidden / hideable;
+  setParam(out.fitted, p, t.value);
+  t.model_fit_s = hideable * t.value;
+  out.values[p.path] = t.value;
+  out.targets.push_back(t);
+}
+
 // Host time per launch → the profile's per-op host cost (or the cluster's dispatch_s, where the
 // profile defers to it). Measured directly: the host's busy time per step over its launches.
 void fitHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f) {
@@ -77,6 +130,7 @@ void fitHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f
   setParam(out.fitted, p, t.value);
   out.values[p.path] = t.value;
   out.targets.push_back(t);
+  fitBackwardHost(out, traces, f);
 }
 
 // Collectives of known size → the tier their groups span: α–β least squares (calibrate.h).
@@ -164,6 +218,7 @@ TraceFit fitFromTraces(const Cluster& base, const std::vector<FitRow>& rows, con
     out.values[p.path] = t.value;
     out.targets.push_back(t);
   }
+  if (base.kind == ClusterKind::Gpu) fitOverlap(out, rows, traces, framework);
   return out;
 }
 

@@ -48,9 +48,24 @@ double unionSeconds(std::vector<rundb::Interval> v) {
 
 struct RankMeasure {
   std::map<std::string, std::vector<rundb::Interval>> cls;
+  std::vector<rundb::Interval> grad_comm;  // NCCL all-reduce and reduce-scatter kernels
   double launches = 0, host_busy_s = 0;
+  double backward_launches = 0, host_backward_busy_s = 0;  // 0: no backward thread of its own
   bool kernels = false, ops = false;
+  // Per host thread: its busy time, whether it runs the backward (most of its outermost ops are
+  // autograd nodes), and the kernels it launched (by correlation).
+  struct Thread {
+    double busy_s = 0, launches = 0;
+    int64_t outer = 0, backward = 0;
+  };
+  std::map<int64_t, Thread> threads;
 };
+
+// A gradient reduction's NCCL kernel (ncclDevKernel_AllReduce_…, ncclKernel_ReduceScatter_…).
+bool gradientReduction(const std::string& kernel_name) {
+  const std::string n = lower(kernel_name);
+  return hasAny(n, {"allreduce", "all_reduce", "reducescatter", "reduce_scatter"});
+}
 
 // Host ops of one rank in [b, e): each thread's outermost classified op counts for its class (a GEMM
 // inside attention is attention's), the others by their own class; the busiest thread's ops' union
@@ -67,33 +82,76 @@ void measureOps(const std::vector<rundb::HostOp>& all, rundb::RunReader& r, int6
     });
     std::vector<rundb::Interval> busy;
     int64_t open_end = INT64_MIN;  // the end of the outermost classified op in progress
+    int64_t outer_end = INT64_MIN;  // the end of the outermost op in progress
+    RankMeasure::Thread& th = m.threads[tid];
     for (const rundb::HostOp* o : ops) {
       busy.push_back({o->start_ns, o->end_ns});
+      if (o->start_ns >= outer_end) {
+        ++th.outer;
+        th.backward += backwardName(lower(r.string(o->name)));
+        outer_end = o->end_ns;
+      }
       if (!classes || o->start_ns < open_end) continue;
       const std::string c = hostOpClass(r.string(o->name));
       if (c.empty()) continue;
       m.cls[c].push_back({o->start_ns, o->end_ns});
       if (c != "memory") open_end = o->end_ns;
     }
-    busiest = std::max(busiest, unionSeconds(std::move(busy)));
+    th.busy_s = unionSeconds(std::move(busy));
+    busiest = std::max(busiest, th.busy_s);
   }
   m.host_busy_s = busiest;
   m.ops = !by_tid.empty();
 }
 
+// Where the kernels' launches name their threads and one thread runs the backward: the forward's
+// (the busiest other thread) and the backward's busy time and launches replace the busiest thread's
+// over all launches.
+void splitBackward(RankMeasure& m) {
+  const RankMeasure::Thread* fwd = nullptr;
+  const RankMeasure::Thread* bwd = nullptr;
+  for (const auto& [tid, th] : m.threads) {
+    if (th.launches <= 0) continue;
+    const bool backward = th.outer > 0 && 2 * th.backward > th.outer;
+    const RankMeasure::Thread*& slot = backward ? bwd : fwd;
+    if (!slot || th.busy_s > slot->busy_s) slot = &th;
+  }
+  if (!fwd || !bwd) return;
+  m.launches = fwd->launches, m.host_busy_s = fwd->busy_s;
+  m.backward_launches = bwd->launches, m.host_backward_busy_s = bwd->busy_s;
+}
+
 RankMeasure measureRank(rundb::RunReader& r, int64_t rank, const std::vector<rundb::Step>& steps, int64_t next_start) {
   RankMeasure m;
   const int64_t b = steps.front().start_ns, e = steps.back().start_ns + steps.back().step_time_ns;
+  std::map<int64_t, int64_t> launcher;  // correlation → the launching API call's thread
+  for (const rundb::ApiCall& a : r.events<rundb::ApiCall>(rank))
+    if (a.correlation >= 0) launcher[a.correlation] = a.tid;
+  std::map<int64_t, double> launched;  // thread → kernels it launched
   for (const rundb::Kernel& k : r.events<rundb::Kernel>(rank)) {
     if (k.start_ns < b || k.start_ns >= next_start || k.end_ns < k.start_ns) continue;
     m.kernels = true;
-    const std::string c = kernelClass(r.string(k.name));
+    const std::string name = r.string(k.name), c = kernelClass(name);
     if (c.empty()) continue;
-    if (c != "comm") ++m.launches;
+    if (c != "comm") {
+      ++m.launches;
+      if (auto it = launcher.find(k.correlation); k.correlation >= 0 && it != launcher.end()) ++launched[it->second];
+    } else if (gradientReduction(name)) {
+      m.grad_comm.push_back({k.start_ns, k.end_ns});
+    }
     m.cls[c].push_back({k.start_ns, k.end_ns});
   }
   measureOps(r.events<rundb::HostOp>(rank), r, b, e, !m.kernels, m);
+  for (const auto& [tid, n] : launched) m.threads[tid].launches = n;
+  if (m.kernels) splitBackward(m);
   return m;
+}
+
+// Seconds of `a`'s union that lie inside `b`'s: |A| + |B| − |A ∪ B|.
+double overlapSeconds(const std::vector<rundb::Interval>& a, const std::vector<rundb::Interval>& b) {
+  std::vector<rundb::Interval> both = a;
+  both.insert(both.end(), b.begin(), b.end());
+  return std::max(0.0, unionSeconds(a) + unionSeconds(b) - unionSeconds(std::move(both)));
 }
 
 }  // namespace
@@ -133,7 +191,7 @@ TraceMeasure measureTrace(rundb::RunReader& r, const std::string& field) {
   t.step_s = s.step_s_median;
   int64_t kernel_ranks = 0, op_ranks = 0;
   std::map<std::string, double> sums;
-  double launches = 0, busy = 0;
+  double launches = 0, busy = 0, bwd_launches = 0, bwd_busy = 0, grad = 0, hidden = 0;
   for (int64_t rank : r.stepRanks()) {
     const std::vector<rundb::Step> steps = counted(r, rank, s.excluded_steps);
     if (steps.empty()) continue;
@@ -145,6 +203,15 @@ TraceMeasure measureTrace(rundb::RunReader& r, const std::string& field) {
     for (const auto& [c, iv] : m.cls) sums[c] += unionSeconds(iv) / n;
     launches += m.launches / n;
     busy += m.host_busy_s / n;
+    bwd_launches += m.backward_launches / n;
+    bwd_busy += m.host_backward_busy_s / n;
+    if (!m.grad_comm.empty()) {
+      std::vector<rundb::Interval> compute;
+      for (const auto& [c, iv] : m.cls)
+        if (c != "comm") compute.insert(compute.end(), iv.begin(), iv.end());
+      grad += unionSeconds(m.grad_comm) / n;
+      hidden += overlapSeconds(m.grad_comm, compute) / n;
+    }
     kernel_ranks += m.kernels;
     op_ranks += m.ops;
     ++t.ranks;
@@ -157,6 +224,10 @@ TraceMeasure measureTrace(rundb::RunReader& r, const std::string& field) {
   for (const auto& [c, v] : sums) t.class_s[c] = v / double(t.ranks);
   t.launches = launches / double(t.ranks);
   t.host_busy_s = busy / double(t.ranks);
+  t.backward_launches = bwd_launches / double(t.ranks);
+  t.host_backward_busy_s = bwd_busy / double(t.ranks);
+  t.grad_comm_s = grad / double(t.ranks);
+  t.grad_comm_hidden_s = hidden / double(t.ranks);
   t.collectives = r.collectives();
   return t;
 }

@@ -29,22 +29,12 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/models/deepspeed_zero.h"
 #include "trainscope/models/framework_profile.h"
 #include "trainscope/models/plan.h"
 #include "trainscope/workloads/workload.h"
 
 namespace trainscope::models {
-
-// DeepSpeed's ZeRO knobs, defaults from deepspeed 0.19.8 runtime/zero/config.py (elements, not bytes).
-struct DeepSpeedZero {
-  double reduce_bucket_size = 5e8;            // DeepSpeedZeroConfig.reduce_bucket_size
-  double allgather_bucket_size = 5e8;         // .allgather_bucket_size (ZeRO-1/2 gather in place: no buffer)
-  double prefetch_bucket_size = 5e7;          // .stage3_prefetch_bucket_size
-  double max_live_parameters = 1e9;           // .stage3_max_live_parameters
-  double param_persistence_threshold = 1e5;   // .stage3_param_persistence_threshold
-  bool contiguous_gradients = true;           // .contiguous_gradients
-  int overlap_comm = -1;                      // .overlap_comm: -1 the default (true for stage 3 only)
-};
 
 struct FrameworkMemoryItem {
   std::string name;
@@ -75,7 +65,8 @@ ParamCounts paramCounts(const workloads::Workload& w, const Plan& p, double pers
 FrameworkMemory deepspeedMemory(const workloads::Workload& w, const Plan& p, const DeepSpeedZero& z = {});
 FrameworkMemory fsdpMemory(const workloads::Workload& w, const Plan& p, const FrameworkProfile& profile);
 // The one for `f` (Fsdp or Deepspeed); false for the others (their memory is memory_model.h's).
+// `z`: DeepSpeed's knobs (predict --deepspeed-config), its defaults otherwise.
 bool frameworkMemory(const workloads::Workload& w, const Plan& p, Framework f, const FrameworkProfile& profile,
-                     FrameworkMemory& out);
+                     FrameworkMemory& out, const DeepSpeedZero& z = {});
 
 }  // namespace trainscope::models

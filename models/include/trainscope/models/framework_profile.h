@@ -42,7 +42,7 @@ struct FrameworkProfile {
   // Data parallelism.
   double reduce_bytes = 0;         // bytes a gradient element is reduced in (0: the plan's rule, gradBytes)
   double prefetch_depth = 1;       // ZeRO-3 parameter gathers in flight ahead of the layer computing
-  double overlap_reduce = 1;       // 1: gradient reductions overlap the backward; 0: issued after it
+  double overlap_reduce = 1;       // share of the reduction the backward could hide that it hides (1: all; 0: issued after it)
   // ZeRO-3's gathers and reduce-scatters overlapped with a layer's compute take this share of its rate
   // (NCCL's kernels hold SMs and HBM bandwidth while they run; zeroLayerSeconds).
   double overlap_slowdown = 0;

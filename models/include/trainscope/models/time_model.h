@@ -15,6 +15,7 @@
 #include <string>
 
 #include "trainscope/models/cluster.h"
+#include "trainscope/models/deepspeed_zero.h"
 #include "trainscope/models/layer_ops.h"
 #include "trainscope/models/plan.h"
 
@@ -53,7 +54,15 @@ struct TimeOptions {
   double dp_overlap = -1.0;
   Framework framework = Framework::Trainscope;  // GPU clusters: whose kernels (layer_ops.h); CPU: host_s
   Attention attention = Attention::Default;     // GPU clusters: the framework's attention, or forced
+  // GPU clusters: bytes a gradient element is reduced in (predict --reduce-dtype: fp32 4, bf16/fp16 2);
+  // 0: the framework profile's reduce_bytes (framework_profile.h).
+  double reduce_bytes = 0;
+  // --framework deepspeed: the user's ZeRO knobs (predict --deepspeed-config); from_config false: the
+  // profile's buckets, prefetch and overlap.
+  DeepSpeedZero deepspeed;
 };
+// The framework profile `o` prices on `c`: c.profile(o.framework) with o.reduce_bytes put in.
+FrameworkProfile profileFor(const Cluster& c, const TimeOptions& o);
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o = {});
 

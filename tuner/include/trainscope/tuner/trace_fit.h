@@ -10,7 +10,10 @@
 //   attention forward, backward  frameworks.<f>.flash_forward_scale / flash_backward_scale (GPU;
 //                             on a CPU cluster attention is counted with the GEMMs)
 //   memory-bound kernels      memory_efficiency (GPU) / memory_bandwidth (CPU)
-//   host time per launch      frameworks.<f>.host_op_s, or dispatch_s where the profile defers to it
+//   host time per launch      frameworks.<f>.host_op_s, or dispatch_s where the profile defers to it;
+//                             the backward thread's per launch frameworks.<f>.host_backward_op_s
+//   gradient reductions beside compute  frameworks.<f>.overlap_reduce (GPU): the share of what the
+//                             model could hide behind the backward that the trace shows hidden
 //   collectives by size       the tier's efficiency (GPU) or bandwidth (CPU) and latency, by an α–β
 //                             least-squares fit (calibrate.h fitCollectives)
 // The model's time for a class is read off the model itself: the step time's change when that
@@ -48,6 +51,13 @@ struct TraceMeasure {
   std::map<std::string, double> class_s;  // per counted step, mean over ranks: union of the class's intervals
   double launches = 0;                    // kernels launched per step (GPU traces)
   double host_busy_s = 0;                 // per step: the launching thread's time inside CPU ops
+  // Where the launches join their host threads (kernel correlation → API call) and the backward runs
+  // on a thread of its own (CUDA's autograd engine thread: its ops are autograd nodes): `launches` and
+  // `host_busy_s` are the forward thread's, these the backward thread's (0: no such split).
+  double backward_launches = 0, host_backward_busy_s = 0;
+  // Per step: gradient reductions' NCCL kernels (all-reduce, reduce-scatter) and the part of them
+  // that ran while a compute kernel ran (the overlap of gradient collectives with compute).
+  double grad_comm_s = 0, grad_comm_hidden_s = 0;
   std::vector<rundb::Collective> collectives;
 };
 // Throws UserError naming `field` for a trace with no counted step, or with neither kernels nor
