@@ -217,7 +217,6 @@ TEST(ArchitectureModels, PipelineStagesPayTheirOwnLayersWindows) {
   EXPECT_NEAR(ta.bubble_s, tc.compute_s / M, 1e-12 * ta.bubble_s);  // stage 1: every layer windowed
   EXPECT_GT(tb.compute_s / M, tb.bubble_s);  // without windows the head's stage is the slowest
 }
-}
 
 // ALiBi's bias in the op list: the runtime's SDPA (bf16, GPU) reads a (NH/t, s, s) bias it builds
 // (written and read forward, read again backward); the fp32 CPU kernel adds it in its loop (no op);
