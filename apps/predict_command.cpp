@@ -478,7 +478,11 @@ nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o) {
                                         : f.optimizer == "adam8bit"  ? workloads::OptimizerState::Adam8bit
                                                                      : workloads::OptimizerState::AdamW;
   const int64_t weights = 4 * o.w.parameterCount();
-  const int64_t optimizer = workloads::modelStateBytes(o.w, false, opt).optimizer;
+  // Adafactor and 8-bit Adam also write their state per parameter name, fp32, two kinds (Adafactor's
+  // factors broadcast, 8-bit Adam's moments dequantised): 8 bytes per parameter (checkpoints.md).
+  const bool converted = opt == workloads::OptimizerState::Adafactor || opt == workloads::OptimizerState::Adam8bit;
+  const int64_t optimizer =
+      workloads::modelStateBytes(o.w, false, opt).optimizer + (converted ? 8 * o.w.parameterCount() : 0);
   const double bytes = double(weights + optimizer);
   return {{"bytes", weights + optimizer}, {"weights_bytes", weights}, {"optimizer_bytes", optimizer},
           {"storage_gbps", storageGbps(f)}, {"write_s", bytes / (storageGbps(f) * 1e9)}};

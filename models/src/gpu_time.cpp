@@ -201,7 +201,7 @@ MoeSeconds moeSeconds(const workloads::Workload& w, const Plan& p, const Cluster
 namespace {
 
 // One micro-batch's time on any stage, from one layer's costs (the same on every stage) and what the
-// stage holds besides: MoE layers, the embedding (first), the head (last).
+// stage holds besides: MoE layers, windowed layers (Qwen2), the embedding (first), the head (last).
 class StageTimes {
  public:
   StageTimes(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o, double peak)
@@ -211,6 +211,17 @@ class StageTimes {
     LayerOps layer = layerOps(w, p, o.framework, o.attention);
     scaleFlash(layer, fp_, c);
     moe_ = moeSeconds(w, p, c, o, layer, peak);
+    // Qwen2's windowed layers (from max_window_layers on) where layer 0 is not: their difference,
+    // added per windowed layer of a stage (the stages holding them see their cost, not a mean).
+    if (w.sliding_window > 0 && !w.windowedLayer(0) && w.windowedLayers() > 0) {
+      LayerOps win = layerOps(w, p, o.framework, o.attention, false, w.window_from_layer);
+      scaleFlash(win, fp_, c);
+      const bool reruns = !(p.cp > 1 && p.ckpt == Checkpointing::Selective);
+      window_.fwd = sum(win.forward, c, peak, e_) - sum(layer.forward, c, peak, e_);
+      window_.bwd = sum(win.backward, c, peak, e_) - sum(layer.backward, c, peak, e_);
+      window_.rec = reruns ? sum(win.recompute, c, peak, e_) - sum(layer.recompute, c, peak, e_) : 0.0;
+      window_.ring = ringSecondsPerLayer(w, p, c, win, peak) - ringSecondsPerLayer(w, p, c, layer, peak);
+    }
     tp_ = tpSeconds(w, p, c, megatron_);
     // One layer, one micro-batch: the device's time and the host's.
     layer_fwd_ = sum(layer.forward, c, peak, e_), layer_bwd_ = sum(layer.backward, c, peak, e_);
@@ -228,15 +239,16 @@ class StageTimes {
     const double peak = peak_, e = e_;
     Stage s{};
     const double moes = double(moeLayersOfStage(w_, p_, index));
-    s.device_fwd = layers * layer_fwd_ + moes * moe_.fwd + (first ? sum(emb_.forward, c, peak, e) : 0) +
+    const double wins = double(windowedLayersOfStage(w_, p_, index));
+    s.device_fwd = layers * layer_fwd_ + moes * moe_.fwd + wins * window_.fwd + (first ? sum(emb_.forward, c, peak, e) : 0) +
                    (last ? sum(head_.forward, c, peak, e) : 0);
-    s.device_bwd = layers * layer_bwd_ + moes * moe_.bwd + (first ? sum(emb_.backward, c, peak, e) : 0) +
+    s.device_bwd = layers * layer_bwd_ + moes * moe_.bwd + wins * window_.bwd + (first ? sum(emb_.backward, c, peak, e) : 0) +
                    (last ? sum(head_.backward, c, peak, e) : 0);
     s.device_bwd += accumulation(index) + fsdpFlatGradient(index);
-    s.recompute = layers * layer_rec_ + moes * moe_.rec;
+    s.recompute = layers * layer_rec_ + moes * moe_.rec + wins * window_.rec;
     s.ep = moes * moe_.ep;
     s.tp = layers * (tp_.fwd + tp_.bwd + tp_.rec) + (first ? tp_.emb : 0) + (last ? tp_.head : 0);
-    s.cp = layers * ring_;
+    s.cp = layers * ring_ + wins * window_.ring;
     // The head: at least 8 framework ops, one per kernel where its op list has more.
     const double head_ops = std::max(8.0, double(head_.forward.size() + head_.backward.size()));
     // The host by pass: the head's ops and the micro-batch's fixed work (schedule, data, loss) with
@@ -296,6 +308,9 @@ class StageTimes {
   const FrameworkProfile fp_;  // with the options' reduce dtype (profileFor)
   const LayerOps head_, emb_;
   MoeSeconds moe_{};
+  struct {
+    double fwd = 0, bwd = 0, rec = 0, ring = 0;
+  } window_;  // a windowed layer's seconds over layer 0's (Qwen2)
   TpSeconds tp_{};
   double layer_fwd_ = 0, layer_bwd_ = 0, layer_rec_ = 0, ring_ = 0;
   HostPhases host_layer_{};

@@ -115,16 +115,16 @@ struct LayerShape {
   double core_in;       // what the core keeps of its input: q + 2·core_kv per row
 };
 
-LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) {
+LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f, int64_t layer) {
   LayerShape x;
   // Context parallelism: the rank's s/cp tokens (two chunks of the sequence) pass every layer; its
   // queries attend over the whole sequence, whose K and V come round the ring block by block.
   x.b = double(p.mbs), x.s = double(p.localSeq()), x.h = double(w.n_embd), x.t = double(p.tp);
   x.keys = double(p.seq);
-  // Qwen2 windows the layers from max_window_layers on: one layer's shape stands for all, so the
-  // keys are the mean over the layers (the flash op's time and bytes are linear in them).
-  const double Lw = double(w.windowedLayers()), L = double(std::max<int64_t>(1, w.n_layer));
-  x.window_keys = (Lw * workloads::windowKeys(w.sliding_window, p.seq) + (L - Lw) * x.keys) / L;
+  // This layer's window (Qwen2 windows only the layers from max_window_layers on): its keys, or the
+  // whole sequence's.
+  const bool windowed = w.windowedLayer(layer);
+  x.window_keys = windowed ? workloads::windowKeys(w.sliding_window, p.seq) : x.keys;
   x.alibi = w.positions == workloads::Positions::Alibi;
   x.a = double(w.n_head), x.d = double(w.headSize()), x.e = double(p.elementBytes());
   x.rows = x.b * x.s;
@@ -144,7 +144,7 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f) 
   x.core_kv = expanded ? x.q : x.kv;
   x.core_in = x.rows * (x.q + 2.0 * x.core_kv) * x.e;
   x.heads = x.b * x.a / x.t, x.scores = x.heads * x.s * x.keys;
-  const bool biased = x.alibi || w.windowedLayers() > 0, in_kernel = x.fused && p.cp == 1;
+  const bool biased = x.alibi || windowed, in_kernel = x.fused && p.cp == 1;
   x.bias_elems = biased && !x.megatron && !in_kernel ? (x.alibi ? x.a / x.t : 1.0) * x.s * x.keys : 0.0;
   x.bias_e = p.cp > 1 ? 4.0 : x.e;
   x.bias_backward = p.cp > 1 ? 2.0 : 1.0;  // the ring builds it again; SDPA's backward reads it once
@@ -366,8 +366,8 @@ bool megatronFusedSoftmax(double attn_batches, double queries, double keys) {
          std::fmod(attn_batches, per_block) == 0;
 }
 
-LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a, bool moe) {
-  const LayerShape x = layerShape(w, p, f);
+LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a, bool moe, int64_t layer) {
+  const LayerShape x = layerShape(w, p, f, layer);
   const bool unfused = a == Attention::Default ? x.megatron : a == Attention::Unfused;
   const std::vector<Op> core = unfused ? unfusedAttention(x) : flashAttention(x);
   LayerOps L;
@@ -386,6 +386,13 @@ LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Atte
   // softmax, half), and five autograd nodes backward: 4 more each way on the host thread.
   if (unfused && !megatronFusedSoftmax(x.heads, x.s, x.keys)) L.extra_host_ops_forward = L.extra_host_ops_backward = 4;
   return L;
+}
+
+int64_t windowedLayersOfStage(const workloads::Workload& w, const Plan& p, int64_t stage) {
+  if (w.windowedLayer(0)) return 0;  // every layer windowed, or none: layer 0 stands for all
+  int64_t n = 0;
+  for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, stage, p.virtual_stages)) n += w.windowedLayer(l) ? 1 : 0;
+  return n;
 }
 
 LayerOps headOps(const workloads::Workload& w, const Plan& p, Framework f) {

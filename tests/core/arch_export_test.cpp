@@ -138,6 +138,15 @@ TEST(HfConfig, ShapesNoTransformersModelBuildsAreRefusedNamingWhy) {
     return std::string("not refused");
   };
   EXPECT_NE(refusal(wl::load("tiny-moe")), "not refused");  // GELU experts
+  // ALiBi: no transformers model computes it as trainscope does (BLOOM's embedding LayerNorm, MPT's
+  // erf GELU and bias-free norms, Falcon's bias over sqrt(head_dim)), in GPT-2's shape or Llama's.
+  for (const char* base : {"tiny", "tiny-llama"}) {
+    wl::Workload a = wl::load(base);
+    a.positions = wl::Positions::Alibi;
+    const std::string why = refusal(a);
+    for (const char* word : {"positions alibi", "BLOOM", "MPT", "Falcon", "sqrt(head_dim)"})
+      EXPECT_NE(why.find(word), std::string::npos) << base << ": " << why;
+  }
   wl::Workload w = wl::load("tiny-llama");
   w.qkv_bias = true;  // q/k/v biases with an MLP bias: neither Llama's attention_bias nor Qwen2's
   w.mlp_bias = true;

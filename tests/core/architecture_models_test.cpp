@@ -171,9 +171,51 @@ TEST(ArchitectureModels, SlidingWindowFlopsCountOnlyTheKeysInsideTheWindow) {
   p.dp = 1, p.gbs = 4;
   EXPECT_DOUBLE_EQ(tn::predictTime(w, p, tn::loadCluster("h100-80gb-x8", 1), {}).model_flops,
                    4.0 * 3.0 * (16.0 * full + 16.0 * windowed + head) * s);
-  // The op list's flash op sweeps the layers' mean keys: (16·8192 + 16·6144)/32 = 7168.
-  EXPECT_DOUBLE_EQ(find(tn::layerOps(w, plan(1, 1, 8192), tn::Framework::Trainscope).forward, "flash attention")->n,
-                   7168.0);
+  // The op list's flash op sweeps each layer's own keys: 8192 on layer 15, 6144 on layer 16.
+  auto keysOf = [&](int64_t layer) {
+    return find(tn::layerOps(w, plan(1, 1, 8192), tn::Framework::Trainscope, tn::Attention::Default, false, layer)
+                    .forward, "flash attention")->n;
+  };
+  EXPECT_DOUBLE_EQ(keysOf(15), 8192.0);
+  EXPECT_DOUBLE_EQ(keysOf(16), 6144.0);
+}
+
+// Qwen2 windows only the layers from max_window_layers on, so under PP the stage holding them pays
+// their (cheaper) attention and the others the full one — not the mean over the model's layers.
+// llama3-8b, a 1024-token window at s 8192 from layer 16 (A) on pp 2: stage 0 holds layers 0-15 (no
+// window: as B, no layer windowed), stage 1 layers 16-31 (every one windowed: as C, all windowed).
+// Hand count: windowKeys(1024, 8192) = 2·1024 − 1024²/8192 = 1920 keys on layers 16-31 only.
+TEST(ArchitectureModels, PipelineStagesPayTheirOwnLayersWindows) {
+  wl::Workload a = wl::load("llama3-8b");
+  a.sliding_window = 1024, a.window_from_layer = 16;
+  wl::Workload b = a, c = a;
+  b.sliding_window = 0;
+  c.window_from_layer = 0;
+  tn::Plan p = plan(1, 2, 8192);
+  p.gbs = 4;  // 4 micro-batches
+  EXPECT_EQ(tn::windowedLayersOfStage(a, p, 0), 0);
+  EXPECT_EQ(tn::windowedLayersOfStage(a, p, 1), 16);
+  EXPECT_EQ(tn::windowedLayersOfStage(c, p, 1), 0);  // every layer windowed: layer 0's ops stand for all
+  tn::Plan v = p;
+  v.virtual_stages = 2;  // chunks of 8: stage 0 holds 0-7 and 16-23, stage 1 8-15 and 24-31
+  EXPECT_EQ(tn::windowedLayersOfStage(a, v, 0), 8);
+  EXPECT_EQ(tn::windowedLayersOfStage(a, v, 1), 8);
+  const tn::LayerOps windowed = tn::layerOps(a, p, tn::Framework::Trainscope, tn::Attention::Default, false, 16);
+  EXPECT_DOUBLE_EQ(find(windowed.forward, "flash attention")->n, 1920.0);
+  EXPECT_DOUBLE_EQ(find(tn::layerOps(a, p, tn::Framework::Trainscope).forward, "flash attention")->n, 8192.0);
+  // Per stage: A's stage 0 is B's, A's stage 1 is C's. With pp 2 the step holds M = 4 micro-batches
+  // of the slowest stage (compute_s) and one of the other (bubble_s). Here the full stage 0 is the
+  // slowest (4 micro-batches: 1.553 s, against 1.382 s on the windowed stage with the head): B's stage 0 is its
+  // bubble, C's stage 1 its slowest. A mean over the layers would price both stages alike and
+  // make the head's stage the bottleneck.
+  const tn::Cluster cl = tn::loadCluster("h100-80gb-x8", 1);
+  const tn::TimePrediction ta = tn::predictTime(a, p, cl, {}), tb = tn::predictTime(b, p, cl, {}),
+                           tc = tn::predictTime(c, p, cl, {});
+  const double M = 4;
+  ASSERT_GT(tc.compute_s, 0.0);
+  EXPECT_NEAR(ta.compute_s / M, tb.bubble_s, 1e-12 * tb.bubble_s);  // stage 0: no window, the slowest
+  EXPECT_NEAR(ta.bubble_s, tc.compute_s / M, 1e-12 * ta.bubble_s);  // stage 1: every layer windowed
+  EXPECT_GT(tb.compute_s / M, tb.bubble_s);  // without windows the head's stage is the slowest
 }
 
 // ALiBi's bias in the op list: the runtime's SDPA (bf16, GPU) reads a (NH/t, s, s) bias it builds

@@ -31,7 +31,17 @@ std::string withOurs(nlohmann::ordered_json& j, const Workload& w) {
 
 }  // namespace
 
+// ALiBi (positions alibi): transformers 5.x has three ALiBi models, and none computes trainscope's
+// (Press et al. 2022: scores q·kᵀ/√d + m·(j − i), fp32 slopes, no other change to the layer) with
+// any of its norms and MLPs, so no config.json would load as the same model (docs/checkpoints.md).
+constexpr const char* kAlibiUnsupported =
+    "positions alibi: no transformers model computes trainscope's ALiBi layer — BLOOM adds a LayerNorm after "
+    "the word embedding (word_embeddings_layernorm), MPT's GELU is the erf form (trainscope's the tanh one) and "
+    "its LayerNorms have no bias, Falcon (alibi: true) divides the bias by sqrt(head_dim) and rounds the slopes' "
+    "products to bfloat16; and none pairs ALiBi with RMSNorm or SwiGLU";
+
 std::string hfUnsupported(const Workload& w) {
+  if (w.positions == Positions::Alibi) return kAlibiUnsupported;
   if (gpt2Shaped(w)) return "";
   if (w.norm != Norm::RMSNorm || w.positions != Positions::Rope || w.mlp != Mlp::SwiGLU)
     return std::string("norm ") + normName(w.norm) + ", positions " + positionsName(w.positions) + ", mlp " +

@@ -69,6 +69,55 @@ class Adafactor final : public Optimizer {
     return out;
   }
 
+  // The factors broadcast over each matrix (kinds exp_avg_sq_row, exp_avg_sq_col; a vector's full
+  // moment under both), so a checkpoint cuts and gathers them as the weights (docs/checkpoints.md).
+  // Read back, each factor is the piece's value along the broadcast dimension where its elements
+  // agree (the same split of the matrix: exact), else their mean: a tensor-parallel shard's factor
+  // is the mean over its own rows (or columns), and the EMA of a mean is the mean of the shards'
+  // EMAs, so shards gathered give the whole matrix's factor exactly; a whole matrix's factor cut
+  // into shards gives each shard the whole one's (not what the shard would have kept itself). An
+  // element with no saved state (the vocabulary padding of tp > 1) restarts at eps1, the value a
+  // factor of zero gradients has after any step (never 0: rsqrt(0) · 0 would be NaN).
+  Elementwise elementwise() const override {
+    Elementwise e{true, {"exp_avg_sq_row", "exp_avg_sq_col"}, {{}, {}}, {}};
+    e.live = false;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const State& s = state_[i];
+      const auto shape = params_[i].sizes();
+      if (s.full.defined()) {
+        e.state[0].push_back(s.full.detach().clone());
+        e.state[1].push_back(s.full.detach().clone());
+      } else {
+        e.state[0].push_back(s.row.detach().unsqueeze(-1).expand(shape).contiguous());
+        e.state[1].push_back(s.col.detach().unsqueeze(-2).expand(shape).contiguous());
+      }
+    }
+    std::vector<std::vector<at::Tensor>> st = e.state;
+    Adafactor* self = const_cast<Adafactor*>(this);
+    e.commit = [self, st]() {
+      c10::NoGradGuard no_grad;
+      // Along `dim`, over the elements that hold saved state (> 0): their value where they agree,
+      // else their mean.
+      auto factor = [](const at::Tensor& t, int64_t dim) {
+        const at::Tensor held = t > 0;
+        const at::Tensor hi = t.amax(dim), lo = at::where(held, t, at::full({}, INFINITY, t.options())).amin(dim);
+        const at::Tensor mean = t.sum(dim).div_(held.sum(dim).clamp_min(1).to(t.scalar_type()));
+        return at::where(hi == lo, hi, mean);
+      };
+      auto nonzero = [](at::Tensor t) { return at::where(t == 0, at::full({}, kEps1, t.options()), t); };
+      for (size_t i = 0; i < self->state_.size(); ++i) {
+        State& s = self->state_[i];
+        if (s.full.defined()) {
+          s.full.copy_(nonzero(st[0][i]));
+        } else {
+          s.row.copy_(nonzero(factor(st[0][i], -1)));
+          s.col.copy_(nonzero(factor(st[1][i], -2)));
+        }
+      }
+    };
+    return e;
+  }
+
   int64_t stateBytes() const override {
     int64_t b = 0;
     for (const auto& s : state_)

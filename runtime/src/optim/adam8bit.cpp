@@ -42,12 +42,8 @@ class Adam8bit final : public Optimizer {
       State& s = state_[i];
       const int64_t n = params_[i].numel();
       at::Tensor g = blocked(grads[i]);                                     // (nb, block) fp32
-      // dequantise
-      at::Tensor qm = s.m.to(at::kFloat).div_(127.0);                      // companded, in [-1, 1]
-      at::Tensor m = qm.mul(qm.abs()).mul_(s.m_absmax);                     // (nb, block)
-      at::Tensor qv = s.v.to(at::kFloat).div_(255.0);
-      at::Tensor sv = qv.square().mul_(s.v_absmax);                         // sqrt(v)
-      at::Tensor v = sv.square_();
+      at::Tensor m, v;
+      dequantise(s, &m, &v);
       // Adam moments
       m.mul_(beta1_).add_(g, 1.0 - beta1_);
       v.mul_(beta2_).addcmul_(g, g, 1.0 - beta2_);
@@ -57,14 +53,33 @@ class Adam8bit final : public Optimizer {
       at::Tensor p = params_[i].view({-1});
       if (decay_[i] && wd_ > 0) p.mul_(1.0 - lr * wd_);
       p.sub_(upd.view({-1}).narrow(0, 0, n));
-      // quantise again
-      s.m_absmax = m.abs().amax(1, /*keepdim=*/true).clamp_min_(1e-30);
-      at::Tensor rm = m.div(s.m_absmax);
-      s.m = rm.sign().mul_(rm.abs().sqrt_()).mul_(127.0).round_().to(at::kChar);
-      at::Tensor sq = v.sqrt_();
-      s.v_absmax = sq.amax(1, /*keepdim=*/true).clamp_min_(1e-30);
-      s.v = sq.div_(s.v_absmax).sqrt_().mul_(255.0).round_().to(at::kByte);
+      quantise(m, v, &s);
     }
+  }
+
+  // The moments dequantised to fp32 (exp_avg, exp_avg_sq: what a step computes with), so a
+  // checkpoint cuts and gathers them as the weights (docs/checkpoints.md); commit() quantises them
+  // again in this optimizer's blocks. Where the blocks are the ones they came from this gives the
+  // same bytes back (each block's largest element is its absmax again, and every other element
+  // rounds to its code); other blocks are new quantisations of the same moments.
+  Elementwise elementwise() const override {
+    Elementwise e{true, {"exp_avg", "exp_avg_sq"}, {{}, {}}, {}};
+    e.live = false;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      at::Tensor m, v;
+      dequantise(state_[i], &m, &v);
+      const int64_t n = params_[i].numel();
+      e.state[0].push_back(m.view({-1}).narrow(0, 0, n).view(params_[i].sizes()).contiguous());
+      e.state[1].push_back(v.view({-1}).narrow(0, 0, n).view(params_[i].sizes()).contiguous());
+    }
+    std::vector<std::vector<at::Tensor>> st = e.state;
+    Adam8bit* self = const_cast<Adam8bit*>(this);
+    e.commit = [self, st]() {
+      c10::NoGradGuard no_grad;
+      for (size_t i = 0; i < self->state_.size(); ++i)
+        self->quantise(self->blocked(st[0][i]), self->blocked(st[1][i]), &self->state_[i]);
+    };
+    return e;
   }
 
   std::vector<at::Tensor> stateTensors() const override {
@@ -84,6 +99,23 @@ class Adam8bit final : public Optimizer {
     at::Tensor m, v;                 // (nb, block) int8 / uint8
     at::Tensor m_absmax, v_absmax;   // (nb, 1) fp32
   };
+  // m and v (nb, block) fp32 from the state's codes.
+  static void dequantise(const State& s, at::Tensor* m, at::Tensor* v) {
+    at::Tensor qm = s.m.to(at::kFloat).div_(127.0);                      // companded, in [-1, 1]
+    *m = qm.mul(qm.abs()).mul_(s.m_absmax);                               // (nb, block)
+    at::Tensor qv = s.v.to(at::kFloat).div_(255.0);
+    at::Tensor sv = qv.square().mul_(s.v_absmax);                         // sqrt(v)
+    *v = sv.square_();
+  }
+  // The state's codes and absmaxes from m and v (nb, block) fp32 (v is overwritten).
+  static void quantise(const at::Tensor& m, at::Tensor v, State* s) {
+    s->m_absmax = m.abs().amax(1, /*keepdim=*/true).clamp_min_(1e-30);
+    at::Tensor rm = m.div(s->m_absmax);
+    s->m = rm.sign().mul_(rm.abs().sqrt_()).mul_(127.0).round_().to(at::kChar);
+    at::Tensor sq = v.sqrt_();
+    s->v_absmax = sq.amax(1, /*keepdim=*/true).clamp_min_(1e-30);
+    s->v = sq.div_(s->v_absmax).sqrt_().mul_(255.0).round_().to(at::kByte);
+  }
   // A flat view of t padded with zeros to whole blocks: (nb, block).
   at::Tensor blocked(const at::Tensor& t) const {
     const int64_t n = t.numel(), nb = (n + block_ - 1) / block_;

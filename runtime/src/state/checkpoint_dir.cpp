@@ -168,6 +168,11 @@ void writeIndex(const std::string& dir, const TrainConfig& cfg) {
   writeText(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
 }
 
+// Optimizers whose per-parameter form is a conversion of their state (optim.h, Elementwise::live).
+bool convertsState(const TrainConfig& c) {
+  return c.optimizer == OptimizerKind::Adafactor || c.optimizer == OptimizerKind::Adam8bit;
+}
+
 bool optimizerReplicated(const TrainConfig& c) {
   return !shardsOptimizer(c.zero) && c.tp == 1 && c.pp == 1 && c.ep == 1;
 }
@@ -248,8 +253,9 @@ nlohmann::json stateJson(const TrainConfig& cfg, const Trainer::Resumable& r, bo
                {"next_sample", r.step * cfg.global_batch}};
   s["rng"] = "none kept: initialisation and the synthetic data are functions of the seed and the sample index, and "
              "training draws no random numbers (no dropout)";
+  const bool per_name = !per_parameter.is_null() && !convertsState(cfg);
   s["optimizer"] = {{"kind", toString(cfg.optimizer)},
-                    {"files", !per_parameter.is_null() ? "per-parameter" : replicated ? "replicated" : "per-rank"}};
+                    {"files", per_name ? "per-parameter" : replicated ? "replicated" : "per-rank"}};
   if (!per_parameter.is_null()) s["optimizer"]["per_parameter"] = per_parameter;
   s["precision"] = toString(cfg.precision);
   if (!fp8.is_null()) s["fp8"] = fp8;  // the FP8 linears' amax histories and scales (fp8_state.h)
@@ -324,9 +330,10 @@ SavedCheckpoint saveCheckpoint(const std::string& dir, const TrainConfig& cfg, c
     if (rank == 0) comm.storeSet(key, tmp);
     else tmp = comm.storeGet(key);
   }
-  // Elementwise state (AdamW, SGD) is saved per Hugging Face parameter name below, whatever the
-  // layout; other state (Adafactor, 8-bit Adam) as each rank holds it.
-  const bool per_name = trainer.optimizer().elementwise().elementwise;
+  // The optimizer state is saved per Hugging Face parameter name below, whatever the layout. State
+  // that form only converts (Adafactor's factors, 8-bit Adam's blocks) is also saved as each rank
+  // holds it, so that the same layout resumes bit for bit from it.
+  const bool per_name = !convertsState(cfg);
   const bool replicated = optimizerReplicated(cfg);
   if (!replicated && !per_name)
     writeState(tmp + "/" + kStateDir + "/optimizer-rank-" + std::to_string(rank) + ".safetensors", trainer.optimizerState());
@@ -445,13 +452,14 @@ static void resumeState(const nlohmann::json& s, const std::string& dir, const T
                                     saved_layout.value("pp", 1) == 1 && saved_layout.value("ep", 1) == 1);
   const bool same_layout = whole ? optimizerReplicated(cfg) : saved_layout == now;
   const nlohmann::json per_parameter = o.value("per_parameter", nlohmann::json());
-  if (!per_parameter.is_null() && same_layout) {
+  if (!per_parameter.is_null() && same_layout && o.value("files", "") == "per-parameter") {
     out.per_parameter = per_parameter;  // cut exactly as saved: bit-identical
   } else if (!same_layout) {
-    // Another layout: the optimizer state per parameter name, cut as this run cuts its weights.
+    // Another layout: the optimizer state per parameter name, cut as this run cuts its weights
+    // (Adafactor's factors and 8-bit Adam's blocks re-made from it: optim_state.h).
     const std::string why = kind == "adafactor" || kind == "adam8bit"
-                                ? kind + "'s state spans whole tensors (factored moments, quantisation blocks), so it is "
-                                         "kept per rank only"
+                                ? "it holds " + kind + "'s state per rank only (saved by an earlier version, which "
+                                         "kept no per-parameter form of its factored moments or quantisation blocks)"
                                 : "it holds no optimizer state per parameter (saved by an earlier version)";
     need(!per_parameter.is_null(),
          "with its optimizer state split over ranks as " + layoutText(saved_layout) + ", not as this run's " +

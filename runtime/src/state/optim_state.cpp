@@ -130,6 +130,7 @@ void loadLayoutFree(const std::string& dir, const nlohmann::json& rec, const Tra
       dst.copy_(src.narrow(0, b, dst.numel()).view(dst.sizes()));
     }
   }
+  if (e.commit) e.commit();  // 8-bit Adam's blocks, Adafactor's factors from what was read (optim.h)
   const double counter = rec.value("counter", 0.0);
   for (const at::Tensor& c : e.counters) const_cast<at::Tensor&>(c).fill_(counter);
 }

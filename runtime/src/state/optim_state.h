@@ -2,8 +2,10 @@
 // runtime): per Hugging Face parameter name, as the weights are, so that a run resumes under another
 // data-parallel degree, ZeRO stage, tp, pp or ep than the one that saved it (docs/checkpoints.md).
 //
-// Only state that is elementwise in the parameters has such a form (AdamW's exp_avg and exp_avg_sq,
-// SGD's momentum buffer: Optimizer::elementwise); each kind is a tensor of its parameter's shape, put
+// Every optimizer's state has such a form (Optimizer::elementwise): AdamW's exp_avg and exp_avg_sq
+// and SGD's momentum buffer as they are; 8-bit Adam's moments dequantised to fp32 and Adafactor's
+// factors broadcast over their matrices, the state re-made from them when read (Elementwise::commit;
+// not bit for bit across another split, docs/checkpoints.md). Each kind is a tensor of its parameter's shape, put
 // together from the ranks' pieces exactly as the weights are (ZeRO's slices over the ranks that split
 // them, TP shards, experts over ep ranks, gather.h) and written as `KIND/HF_NAME` in
 // trainscope/optimizer-hf.safetensors (under pp: optimizer-hf-0000S-of-0000P.safetensors per stage).

@@ -82,8 +82,14 @@ struct LayerOps {
 bool megatronFusedSoftmax(double attn_batches, double queries, double keys);
 
 // One transformer layer of `w` under plan `p`; `moe`: one whose MLP is the mixture of experts (moe.h).
+// `layer`: its index, which says whether its attention is windowed (Qwen2 windows only the layers
+// from max_window_layers on, Workload::windowedLayer; every other op is the same on every layer).
+// A stage's time adds its windowed layers' difference (gpu_time.cpp, windowedLayersOfStage).
 LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a = Attention::Default,
-                  bool moe = false);
+                  bool moe = false, int64_t layer = 0);
+// Of stage `stage`'s layers (layerIdsOfStage: interleaved chunks included), those whose attention is
+// windowed while layer 0's is not: what a stage adds of the windowed layer's cost over layerOps(…, 0).
+int64_t windowedLayersOfStage(const workloads::Workload& w, const Plan& p, int64_t stage);
 // The LM head and the loss (last stage), and the embedding (first stage), forward and backward.
 LayerOps headOps(const workloads::Workload& w, const Plan& p, Framework f);
 LayerOps embeddingOps(const workloads::Workload& w, const Plan& p);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,16 +39,21 @@ class Optimizer {
   // parameters the optimizer was made with.
   virtual std::vector<at::Tensor> stateTensors() const = 0;
   void setSteps(int64_t t) { t_ = t; }
-  // State that is elementwise in the parameters (AdamW's exp_avg and exp_avg_sq, SGD's momentum):
-  // per kind, one live tensor per parameter of that parameter's shape, in parameter order; `counters`
-  // AdamW's per-tensor step counts (every one the same). A checkpoint saves it per Hugging Face
-  // parameter name, whatever the layout (docs/checkpoints.md). Empty kinds and `elementwise` false
-  // for state that spans whole tensors (Adafactor's factored moments, 8-bit Adam's blocks).
+  // The state in a form elementwise in the parameters: per kind, one tensor per parameter of that
+  // parameter's shape, in parameter order; `counters` AdamW's per-tensor step counts (every one the
+  // same). A checkpoint saves it per Hugging Face parameter name, whatever the layout
+  // (docs/checkpoints.md). `live`: the tensors are the state itself (AdamW's exp_avg and exp_avg_sq,
+  // SGD's momentum). Otherwise they are a copy in that form (8-bit Adam's moments dequantised to
+  // fp32; Adafactor's row and column factors broadcast over the matrix) and, once written into,
+  // `commit()` makes the state from them (8-bit Adam quantises its blocks again; Adafactor takes
+  // each factor back, the mean over the broadcast dimension where the pieces differ).
   struct Elementwise {
     bool elementwise = false;
     std::vector<std::string> kinds;
     std::vector<std::vector<at::Tensor>> state;  // [kind][parameter]
     std::vector<at::Tensor> counters;
+    bool live = true;
+    std::function<void()> commit;  // set when !live
   };
   virtual Elementwise elementwise() const { return {}; }
 
