@@ -274,9 +274,9 @@ class KinetoWriter {
       width = dtypeBytes(it == c10.end() ? t : it->second);
     }
     int64_t n = -1;
-    if (e.shapes != kNone) {  // "[[33088]]" or "[[4,8],[]]": the product of the first list's numbers
+    if (e.shapes != kNone) {  // "[33088]" or "[4,8],[]" as kept: the product of the first innermost list
       const std::string& s = p_.names[e.shapes];
-      const size_t open = s.find('[', 1), close = open == std::string::npos ? open : s.find(']', open);
+      const size_t close = s.find(']'), open = close == std::string::npos ? close : s.rfind('[', close);
       if (open != std::string::npos && close != std::string::npos) {
         int64_t prod = 1;
         bool any = false, ok = true;
