@@ -131,7 +131,7 @@ class Reader : public nlohmann::json::json_sax_t {
   bool start_array(std::size_t) override {
     Ctx next = Ctx::Skip;
     const Ctx at = top();
-    if (!(at == Ctx::Root && key_ == "traceEvents") &&
+    if (at != Ctx::Capture && !(at == Ctx::Root && key_ == "traceEvents") &&
         !(at == Ctx::Args && (key_ == "grid" || key_ == "block" || key_ == "Input Dims" || key_ == "Input type")))
       structured("an array");
     if (at == Ctx::Root && key_ == "traceEvents") next = Ctx::Events, p_.has_trace_events = true;
@@ -139,6 +139,7 @@ class Reader : public nlohmann::json::json_sax_t {
     else if (at == Ctx::Args && (key_ == "grid" || key_ == "block")) next = Ctx::DimArray, dim_i_ = 0, dim_key_ = key_;
     else if (at == Ctx::Args && key_ == "Input Dims") next = Ctx::Capture, shapes_.clear(), capture_depth_ = stack_.size();
     else if (at == Ctx::Args && key_ == "Input type") next = Ctx::TypeArray, type_i_ = 0;
+    else if (at == Ctx::Capture) next = Ctx::Capture;  // an input's dims inside Input Dims: kept (were dropped: "[[],[]]")
     capture('[');
     stack_.push_back(next);
     return true;
