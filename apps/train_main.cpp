@@ -9,6 +9,8 @@
 #include <string>
 #include <thread>
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -189,7 +191,29 @@ std::optional<int> parseCommandLine(std::vector<std::string>& args, trainscope::
   const std::string from = !f.out.resume.empty() ? f.out.resume : f.out.init_from;
   bool workload_given = false;
   for (const auto& a : args) workload_given = workload_given || a == "--workload" || a.rfind("--workload=", 0) == 0;
-  if (!from.empty() && !workload_given) f.cfg.workload = from + "/config.json";
+  if (!from.empty() && !workload_given) {
+    // The folder is what the user named: a missing one, a file or one without config.json is
+    // refused naming --resume / --init-from, not the --workload they did not pass.
+    const std::string flag = !f.out.resume.empty() ? "--resume" : "--init-from";
+    const std::string fix = !f.out.resume.empty()
+                                ? "pass a folder an earlier `run --save` wrote"
+                                : "pass a Hugging Face checkpoint folder (config.json and model.safetensors), or name "
+                                  "the model with --workload";
+    struct stat st {};
+    if (::stat(from.c_str(), &st) != 0) {
+      printError(trainscope::UserError(flag, from + " does not exist", fix).what());
+      return 2;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      printError(trainscope::UserError(flag, from + " is not a folder", fix).what());
+      return 2;
+    }
+    if (::stat((from + "/config.json").c_str(), &st) != 0) {
+      printError(trainscope::UserError(flag, from + " holds no config.json (the model it holds is unknown)", fix).what());
+      return 2;
+    }
+    f.cfg.workload = from + "/config.json";
+  }
   return std::nullopt;
 }
 

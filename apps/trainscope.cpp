@@ -132,6 +132,14 @@ struct ExportCommand {
         path, format, cli->count("--trial") > 0 ? std::optional<int64_t>(trial) : std::nullopt, out, overwrite);
   }
   int runChrome() const {
+    // Not a study: a missing path is said to be missing, and --format on a run database is said to
+    // want a study (not "--chrome is needed", which sent the user after the wrong flag).
+    if (::access(path.c_str(), F_OK) != 0)
+      throw trainscope::UserError("db", path + " does not exist",
+                                  "pass a run database (run --out, import -o) or a tuner study (tune --study)");
+    if (chrome.empty() && !format.empty())
+      throw trainscope::UserError("--format", path + " is not a tuner study: --format exports a study's candidate",
+                                  "pass the study `tune --study` wrote, or --chrome OUT.json to export this run database");
     if (chrome.empty())
       throw trainscope::UserError("--chrome", "is needed to export a run database", "pass --chrome OUT.json");
     auto st = db::exportChrome(path, chrome, overwrite);

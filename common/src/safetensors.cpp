@@ -233,7 +233,18 @@ std::map<std::string, Tensor> readFile(const std::string& path, const std::strin
 std::map<std::string, Tensor> readModel(const std::string& dir, const std::string& field) {
   const std::string index = dir + "/model.safetensors.index.json";
   struct stat st {};
-  if (::stat(index.c_str(), &st) != 0) return readFile(dir + "/model.safetensors", field);
+  if (::stat(index.c_str(), &st) != 0) {
+    // Older Hub checkpoints hold only PyTorch's pickled weights; say so rather than "does not exist".
+    if (::stat((dir + "/model.safetensors").c_str(), &st) != 0)
+      for (const char* pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json"})
+        if (::stat((dir + "/" + pickle).c_str(), &st) == 0)
+          throw UserError(field,
+                          dir + " holds " + pickle + " (PyTorch's pickle format) and no model.safetensors: trainscope "
+                                "reads safetensors only",
+                          "convert it with transformers: AutoModelForCausalLM.from_pretrained(DIR)"
+                          ".save_pretrained(NEW_DIR) writes model.safetensors, then pass NEW_DIR");
+    return readFile(dir + "/model.safetensors", field);
+  }
   const std::string fix = "pass a checkpoint folder written by `trainscope run --save` or transformers' save_pretrained";
   nlohmann::json j;
   try {

@@ -134,7 +134,14 @@ class KinetoWriter {
         ids_(p.names.size(), kNoString), domain_(store.intern("kineto")), step_rows_(store, path) {
     // Communication records: the NCCL kernels' args when the kernels carry them (GPU time), else the
     // record_param_comms CPU ops (a CPU job's Gloo collectives, or an older PyTorch).
-    for (const Event& e : p.events) kernel_comms_ |= e.cat == Cat::Kernel && e.comm >= 0;
+    // Neither (PyTorch 2.x's CPU traces of a Gloo job): the "gloo:<op>" annotations the Gloo worker
+    // threads record around each transfer, their size from args "Input Dims" and "Input type".
+    bool op_comms = false;
+    for (const Event& e : p.events) {
+      kernel_comms_ |= e.cat == Cat::Kernel && e.comm >= 0;
+      op_comms |= e.cat == Cat::Op && e.comm >= 0 && e.name != kNone && p.names[e.name] == "record_param_comms";
+    }
+    gloo_comms_ = !kernel_comms_ && !op_comms;
   }
 
   void write(const Event& e) {
@@ -153,6 +160,7 @@ class KinetoWriter {
     putRow(e, b, en, name, id(n));
     const bool comm_source = kernel_comms_ ? e.cat == Cat::Kernel : (e.cat == Cat::Op && name == "record_param_comms");
     if (e.comm >= 0 && comm_source) putCollective(p_.comms[size_t(e.comm)], b, en);
+    if (gloo_comms_ && e.cat == Cat::Annotation && name.rfind("gloo:", 0) == 0) putGloo(e, name, b, en);
   }
 
   // The collectives, the drop counts, a step for a trace without ProfilerStep, the threads and the rank.
@@ -245,6 +253,53 @@ class KinetoWriter {
     ++st_.kernels;
   }
 
+  // A "gloo:all_reduce" annotation as a collective: the op from its name, the elements of its first
+  // input ("Input Dims" [[33088]]), the dtype from "Input type" ("float", "c10::BFloat16"), the group
+  // the trace's world (distributedInfo.world_size; Gloo annotations name no group).
+  void putGloo(const Event& e, const std::string& name, int64_t b, int64_t en) {
+    Collective row;
+    row.op = collectiveOp(name.substr(5));
+    row.group = "default";
+    row.rank = rank_;
+    row.group_size = std::max<int64_t>(1, p_.world_size.value_or(1));
+    row.seq = seq_by_group_[row.group]++;
+    int64_t width = 0;
+    if (e.input_type != kNone) {
+      std::string t = p_.names[e.input_type];
+      if (t.rfind("c10::", 0) == 0) t = t.substr(5);
+      static const std::map<std::string, std::string> c10 = {
+          {"float", "Float"}, {"double", "Double"}, {"long int", "Long"}, {"int64_t", "Long"}, {"int", "Int"},
+          {"short int", "Short"}, {"signed char", "Char"}, {"unsigned char", "Byte"}, {"bool", "Bool"}};
+      const auto it = c10.find(t);
+      width = dtypeBytes(it == c10.end() ? t : it->second);
+    }
+    int64_t n = -1;
+    if (e.shapes != kNone) {  // "[33088]" or "[4,8],[]" as kept: the product of the first innermost list
+      const std::string& s = p_.names[e.shapes];
+      const size_t close = s.find(']'), open = close == std::string::npos ? close : s.rfind('[', close);
+      if (open != std::string::npos && close != std::string::npos) {
+        int64_t prod = 1;
+        bool any = false, ok = true;
+        for (size_t i = open + 1; i < close && ok;) {
+          const size_t j = s.find(',', i);
+          const std::string dim = s.substr(i, std::min(j, close) - i);
+          ok = !dim.empty() && dim.size() <= 18 && dim.find_first_not_of("0123456789") == std::string::npos;
+          if (ok) {
+            const int64_t d = std::stoll(dim);
+            ok = d == 0 || prod <= INT64_MAX / d;
+            if (ok) prod *= d, any = true;
+          }
+          i = j == std::string::npos || j > close ? close : j + 1;
+        }
+        if (ok && any) n = prod;
+      }
+    }
+    row.bytes = n > 0 && width > 0 && n <= INT64_MAX / width ? n * width : 0;
+    row.start_ns = b;
+    row.end_ns = en;
+    collectives_.push_back(std::move(row));
+  }
+
   // A communication record's collective, numbered in its group's order; kept for one write at the end.
   void putCollective(const CommArgs& c, int64_t b, int64_t en) {
     if (c.op == kNone) return;
@@ -287,6 +342,7 @@ class KinetoWriter {
   const StringId domain_;
   StepRows step_rows_;
   bool kernel_comms_ = false;
+  bool gloo_comms_ = false;  // no other communication record in the file: the gloo: annotations
   std::map<std::string, int64_t> seq_by_group_;
   std::vector<Collective> collectives_;
   int64_t steps_seen_ = 0, t_min_ = INT64_MAX, t_max_ = INT64_MIN, dropped_time_ = 0, dropped_negative_ = 0;

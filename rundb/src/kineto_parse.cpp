@@ -131,12 +131,15 @@ class Reader : public nlohmann::json::json_sax_t {
   bool start_array(std::size_t) override {
     Ctx next = Ctx::Skip;
     const Ctx at = top();
-    if (!(at == Ctx::Root && key_ == "traceEvents") && !(at == Ctx::Args && (key_ == "grid" || key_ == "block" || key_ == "Input Dims")))
+    if (at != Ctx::Capture && !(at == Ctx::Root && key_ == "traceEvents") &&
+        !(at == Ctx::Args && (key_ == "grid" || key_ == "block" || key_ == "Input Dims" || key_ == "Input type")))
       structured("an array");
     if (at == Ctx::Root && key_ == "traceEvents") next = Ctx::Events, p_.has_trace_events = true;
     else if (at == Ctx::Root && key_ == "deviceProperties") next = Ctx::DevProps;
     else if (at == Ctx::Args && (key_ == "grid" || key_ == "block")) next = Ctx::DimArray, dim_i_ = 0, dim_key_ = key_;
     else if (at == Ctx::Args && key_ == "Input Dims") next = Ctx::Capture, shapes_.clear(), capture_depth_ = stack_.size();
+    else if (at == Ctx::Args && key_ == "Input type") next = Ctx::TypeArray, type_i_ = 0;
+    else if (at == Ctx::Capture) next = Ctx::Capture;  // an input's dims inside Input Dims: kept (were dropped: "[[],[]]")
     capture('[');
     stack_.push_back(next);
     return true;
@@ -166,7 +169,8 @@ class Reader : public nlohmann::json::json_sax_t {
     return c == Cat::Kernel || c == Cat::Memcpy || c == Cat::Memset || c == Cat::GpuAnnotation;
   }
   // DevProps: the root's deviceProperties array; DevProp: one device in it (its "name" is the GPU model).
-  enum class Ctx : uint8_t { Root, Events, Event, Args, Dist, OtherData, DimArray, Capture, Skip, DevProps, DevProp };
+  // TypeArray: an event's args."Input type" (its first entry is kept).
+  enum class Ctx : uint8_t { Root, Events, Event, Args, Dist, OtherData, DimArray, Capture, Skip, DevProps, DevProp, TypeArray };
 
   // A field of the wrong type is refused, naming the event and the field: dropping the event would
   // change every figure without a word.
@@ -275,6 +279,11 @@ class Reader : public nlohmann::json::json_sax_t {
     if (at == Ctx::Dist && key_ == "rank") {
       if (!num || num_kind_ != Num::Int) wrongType("an integer", num, str);
       p_.rank = *num;
+    }
+    if (at == Ctx::Dist && key_ == "world_size" && num && num_kind_ == Num::Int && *num > 0) p_.world_size = *num;
+    if (at == Ctx::TypeArray) {
+      if (type_i_++ == 0 && str) p_.events.back().input_type = p_.intern(*str);
+      return true;
     }
     if (at == Ctx::OtherData && key_ == "exporter" && str && *str == "trainscope") p_.trainscope_export = true;
     if (at == Ctx::Events) ++p_.refused["traceEvents[]: " + kindOf(num, str)];  // an event that is not an object
@@ -455,6 +464,7 @@ class Reader : public nlohmann::json::json_sax_t {
   std::map<std::tuple<std::string, bool, int64_t, bool>, int64_t> other_;  // (category, has pid, pid, stream arg)
   std::vector<Ctx> stack_;
   std::string key_, dim_key_, shapes_;
+  int type_i_ = 0;  // the entry of args."Input type" being read
   size_t capture_depth_ = 0;
   int dim_i_ = 0;
 };

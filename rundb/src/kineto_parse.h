@@ -29,6 +29,7 @@ struct Event {
   int64_t ts = 0, dur = 0;  // ns on the file's clock (before baseTimeNanoseconds)
   int64_t tid = 0, correlation = -1, device = -1, stream = -1, seq = -1, bytes = 0;  // device -1: none given
   uint32_t name = kNone, shapes = kNone;
+  uint32_t input_type = kNone;  // args."Input type"[0] ("float", "c10::BFloat16"): a Gloo annotation's dtype
   int32_t comm = -1;        // into Parsed::comms
   int32_t dims = -1;        // into Parsed::dims
   Cat cat = Cat::Other;
@@ -69,6 +70,7 @@ struct Parsed {
   // Device events of categories this reader does not read (category → how many): left out, counted.
   std::map<std::string, int64_t> ignored_device;
   std::optional<int64_t> rank, base;
+  std::optional<int64_t> world_size;  // distributedInfo.world_size: a Gloo annotation's group size
   std::vector<std::string> gpus;  // deviceProperties[].name: the GPU models the trace was taken on
   uint32_t intern(const std::string& s) {
     auto [it, fresh] = ids.emplace(s, uint32_t(names.size()));

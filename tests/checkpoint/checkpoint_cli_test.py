@@ -354,6 +354,15 @@ def main():
         for args, pattern in cases:
             p = run(BASE + args, expect=2)
             check(re.search(pattern, p.stderr) is not None, f"{args}: {p.stderr.strip()!r} does not match {pattern!r}")
+        # Without --workload the folder names the model: a missing one, a file, or one without
+        # config.json is refused naming --init-from / --resume (not the --workload never passed).
+        for args, pattern in [(["--init-from", "/no/such/ck"], "--init-from: /no/such/ck does not exist"),
+                              (["--init-from", afile], "--init-from: .*is not a folder"),
+                              (["--init-from", foreign], "--init-from: .*holds no config.json"),
+                              (["--resume", "/no/such/ck"], "--resume: /no/such/ck does not exist")]:
+            p = run(BASE[2:] + args, expect=2)
+            check(re.search(pattern, p.stderr) is not None and "--workload" not in p.stderr.split("(fix")[0],
+                  f"{args} without --workload: {p.stderr.strip()!r} does not match {pattern!r}")
         check(open(afile).read() == "keep me\n", "the file at --save was changed")
         check(os.listdir(target) == [], "something was written through the link")
         check(os.listdir(foreign) == ["notes.txt"], "the foreign folder was changed")

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import transformers
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 SEQ, GBS, VOCAB = 16, 2, 96
 # One entry per architecture: the tiny config.json transformers and trainscope both read.
@@ -219,6 +219,27 @@ def main():
             err = float((load_file(logits2)["logits"] - hf2).abs().max())
             if not err <= 1e-5 * float(hf2.abs().max()):
                 failures.append(f"{' '.join(sharded)}: logits of the gathered checkpoint differ by {err:.3g}")
+    # 6. The Hub's older layout (openai-community/gpt2's model.safetensors): the base model's names
+    # without "transformer.", no lm_head (tied), and the attention's causal-mask buffers h.L.attn.bias.
+    # transformers loads it by adding the prefix; so must --init-from, to the same loss.
+    if name == "gpt2":
+        d3 = os.path.join(work, f"{name}-hub-layout")
+        os.makedirs(d3, exist_ok=True)
+        hub = {k[len("transformer."):]: v.detach().clone().contiguous() for k, v in w0.items()
+               if k.startswith("transformer.")}
+        n_pos = cfg_json["n_positions"]
+        for layer in range(cfg_json["n_layer"]):
+            hub[f"h.{layer}.attn.bias"] = torch.tril(torch.ones(n_pos, n_pos)).view(1, 1, n_pos, n_pos)
+        save_file(hub, os.path.join(d3, "model.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(d3, "config.json"), "w") as f:
+            json.dump(cfg_json, f)
+        rc, out, err = run(cli, ["--init-from", d3, "--steps", "1", "--lr", "1e-9", "--json", "-q"] + common)
+        if rc != 0:
+            failures.append(f"--init-from the Hub's gpt2 layout (no 'transformer.' prefix) exited {rc}: {err.strip()}")
+        else:
+            hub_loss = json.loads(out.strip().splitlines()[-1])["first_loss"]
+            if abs(hub_loss - loss0.item()) > 1e-5 * abs(loss0.item()):
+                failures.append(f"the Hub's gpt2 layout: loss {hub_loss!r}, transformers {loss0.item()!r}")
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
         return 1

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -303,4 +304,76 @@ TEST(Architecture, RunResolvesTheLlamaFamilyAndRefusesWhatTheRuntimeCannotBuild)
   trainscope::runconfig::TrainConfig gpt;
   gpt.workload = "tiny";
   EXPECT_NO_THROW(trainscope::runconfig::resolve(gpt));
+}
+
+// A config.json without "name" is named by its folder and stem; a file named without a folder is
+// "./stem" ("llama31-8b.json" was "/llama31-8b" in predict's header and JSON). Either keeps a '/', so
+// it is never taken for a preset's name.
+TEST(Architecture, AFileWithoutNameIsNamedByItsFolderAndStem) {
+  EXPECT_EQ(wl::parse(kLlama, "Llama-3.1-8B/config.json").name, "Llama-3.1-8B/config");
+  EXPECT_EQ(wl::parse(kLlama, "/models/Llama-3.1-8B/config.json").name, "Llama-3.1-8B/config");
+  EXPECT_EQ(wl::parse(kLlama, "llama31-8b.json").name, "./llama31-8b");
+  EXPECT_EQ(wl::parse(kLlama, "./llama31-8b.json").name, "./llama31-8b");
+  EXPECT_EQ(wl::parse(kLlama, "/llama31-8b.json").name, "./llama31-8b");
+  const std::string gpt2 = R"({"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 32, "n_positions": 64,
+    "vocab_size": 96})";
+  EXPECT_EQ(wl::parse(gpt2, "gpt2.json").name, "./gpt2");
+  EXPECT_EQ(wl::parse(gpt2, "openai-community-gpt2/config.json").name, "openai-community-gpt2/config");
+  EXPECT_EQ(wl::parse(with(kLlama, R"("name": "mine")"), "x.json").name, "mine");
+}
+
+// --workload accepts a Hugging Face model folder (the one --init-from takes): its config.json is the
+// workload. A folder without one is still refused naming --workload.
+TEST(Architecture, AHuggingFaceModelFolderIsItsConfigJson) {
+  const std::string dir = ::testing::TempDir() + "arch_hf_folder_Llama-3.1-8B";
+  const std::string empty = ::testing::TempDir() + "arch_hf_folder_empty";
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_directories(empty);
+  std::ofstream(dir + "/config.json") << kLlama;
+  const wl::Workload w = wl::load(dir);
+  EXPECT_EQ(w.name, "arch_hf_folder_Llama-3.1-8B/config");
+  EXPECT_EQ(w.parameterCount(), wl::parse(kLlama, "test/config.json").parameterCount());
+  EXPECT_EQ(wl::load(dir + "/").name, "arch_hf_folder_Llama-3.1-8B/config");
+  try {
+    wl::load(empty);
+    ADD_FAILURE() << "a folder without config.json was read";
+  } catch (const ts::UserError& e) {
+    EXPECT_EQ(e.field(), "--workload") << e.what();
+  }
+}
+
+// A key the file leaves out takes transformers' default for its model_type (5.25's configuration
+// classes: MistralConfig().num_key_value_heads == 8 and .sliding_window == 4096, MixtralConfig()
+// .rms_norm_eps == 1e-5, Qwen2Config(use_sliding_window=True).sliding_window == 4096), not one
+// default for all: a hand-written Mistral config without num_key_value_heads was multi-head here and
+// GQA 8 in transformers.
+TEST(Architecture, MissingKeysTakeTransformersDefaultsPerModelType) {
+  const std::string shape = R"("hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 2,
+    "num_attention_heads": 32, "vocab_size": 256, "max_position_embeddings": 8192)";
+  const wl::Workload mistral = wl::parse(R"({"model_type": "mistral", )" + shape + "}", "m.json");
+  EXPECT_EQ(mistral.kvHeads(), 8);
+  EXPECT_EQ(mistral.sliding_window, 4096);
+  EXPECT_DOUBLE_EQ(mistral.norm_eps, 1e-6);
+  EXPECT_EQ(wl::parse(R"({"model_type": "mistral", "sliding_window": null, )" + shape + "}", "m.json").sliding_window, 0);
+  EXPECT_EQ(wl::parse(R"({"model_type": "mistral", "num_key_value_heads": null, )" + shape + "}", "m.json").kvHeads(), 32);
+  const wl::Workload mixtral = wl::parse(R"({"model_type": "mixtral", "num_local_experts": 4, )" + shape + "}", "x.json");
+  EXPECT_EQ(mixtral.kvHeads(), 8);
+  EXPECT_EQ(mixtral.sliding_window, 0);
+  EXPECT_DOUBLE_EQ(mixtral.norm_eps, 1e-5);
+  const wl::Workload llama = wl::parse(R"({"model_type": "llama", )" + shape + "}", "l.json");
+  EXPECT_EQ(llama.kvHeads(), 32);
+  EXPECT_DOUBLE_EQ(llama.norm_eps, 1e-6);
+  const wl::Workload qwen = wl::parse(R"({"model_type": "qwen2", "use_sliding_window": true, "max_window_layers": 0, )" +
+                                          shape + "}", "q.json");
+  EXPECT_EQ(qwen.kvHeads(), 32);
+  EXPECT_EQ(qwen.sliding_window, 4096);
+  EXPECT_EQ(wl::parse(R"({"model_type": "qwen2", )" + shape + "}", "q.json").sliding_window, 0);
+}
+
+// A config.json that is not an object (a list, a number) is refused naming what it is, with a fix.
+TEST(Architecture, AConfigThatIsNotAnObjectIsRefusedWithAFix) {
+  EXPECT_EQ(refusedField("[1, 2]"), "workload");
+  EXPECT_NE(refusal("[1, 2]").find("not array"), std::string::npos) << refusal("[1, 2]");
+  EXPECT_NE(refusal("[1, 2]").find("fix:"), std::string::npos) << refusal("[1, 2]");
+  EXPECT_NE(refusal("3").find("not number"), std::string::npos) << refusal("3");
 }

@@ -341,3 +341,56 @@ TEST(ImportCorners, NsightExportsNameTheirGpuModelInTheImportHeader) {
   EXPECT_EQ(json::parse(all.meta("import_files", "[]"))[0].value("gpu", ""),
             "2 x NVIDIA H100 80GB HBM3, NVIDIA A10");
 }
+
+// PyTorch 2.x's CPU trace of a DDP job on Gloo (torch 2.11, torch.profiler with record_shapes) holds
+// no record_param_comms: each transfer is a "gloo:all_reduce" annotation on a Gloo worker thread,
+// sized by args "Input Dims" and "Input type". They are the collectives (0 were imported before),
+// numbered per rank so that the ranks' calls link; a file with record_param_comms keeps those alone.
+TEST(ImportCorners, GlooAnnotationsOfAPyTorch2CpuTraceAreItsCollectives) {
+  auto gloo = [](const std::string& type, const std::string& dims, double ts, double dur) {
+    json a = annotation("gloo:all_reduce", ts, dur);
+    a["tid"] = 7;
+    a["args"] = json::parse(R"({"External id": 1025, "Record function id": 0, "Concrete Inputs": [""], "Input type": [")" +
+                            type + R"("], "Input Strides": [[1]], "Input Dims": )" + dims + R"(, "Ev Idx": 0})");
+    return a;
+  };
+  std::vector<std::string> files;
+  for (int r = 0; r < 2; ++r) {
+    json call = op("c10d::allreduce_", 100, 10);
+    call["args"] = json::parse(R"({"Input type": ["TensorList", "", "Scalar"], "Input Dims": [[[33088]], [], []]})");
+    const json ev = json::array({step(0, 0, 1000), op("aten::mm", 0, 90), call,
+                                 gloo("float", "[[33088]]", 120, 300 + 50 * r), gloo("c10::BFloat16", "[[4, 8]]", 500, 100)});
+    const std::string in = tempPath("gloo2x_rank" + std::to_string(r) + ".json");
+    std::ofstream(in) << json{{"baseTimeNanoseconds", kEventsBase},
+                              {"distributedInfo", json::parse(R"({"backend": "gloo", "rank": )" + std::to_string(r) +
+                                                              R"(, "world_size": 2, "pg_config": [{"pg_name": "0", "pg_size": 2}]})")},
+                              {"traceEvents", ev}}
+                             .dump();
+    files.push_back(in);
+  }
+  const std::string db = tempPath("gloo2x.db");
+  tr::importTraces(files, db, true);
+  tr::RunReader rd(db);
+  for (int r = 0; r < 2; ++r) {
+    const auto c = rd.collectives(r);
+    ASSERT_EQ(c.size(), 2u) << "rank " << r;
+    EXPECT_EQ(c[0].op, "all_reduce");
+    EXPECT_EQ(c[0].bytes, 33088 * 4);
+    EXPECT_EQ(c[0].group_size, 2);
+    EXPECT_EQ(c[0].seq, 0);
+    EXPECT_EQ(c[0].end_ns - c[0].start_ns, (300 + 50 * r) * 1000);
+    EXPECT_EQ(c[1].bytes, 4 * 8 * 2);  // BFloat16
+    EXPECT_EQ(c[1].seq, 1);
+  }
+  // The comm time is as before (the rows cover the annotations' time): c10d::allreduce_ 10 us + 300 + 100.
+  const auto b = *summaryOf(db).ranks.at(0).breakdown;
+  EXPECT_NEAR(b.comm_s, 0.41e-3, 1e-12);
+
+  // With record_param_comms in the file (older PyTorch), those are the collectives, not both.
+  json rpc = op("record_param_comms", 120, 300);
+  rpc["args"] = {{"Collective name", "allreduce"}, {"dtype", "Float"}, {"In msg nelems", 1024}, {"Group size", 2}};
+  const std::string both = importOne(json::array({step(0, 0, 1000), rpc, gloo("float", "[[33088]]", 120, 300)}), "gloo_and_rpc");
+  const auto c = tr::RunReader(both).collectives(0);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].bytes, 1024 * 4);
+}

@@ -119,6 +119,24 @@ TEST(Safetensors, MalformedFilesAreRefusedNamingTheFlag) {
   EXPECT_THROW(st::readModel(d, "--init-from"), UserError);
 }
 
+// A Hub folder with only pytorch_model.bin (older checkpoints): the refusal says the format is not
+// read and how to convert it, not that model.safetensors "does not exist".
+TEST(Safetensors, APickleOnlyFolderIsRefusedWithTheConversion) {
+  for (const char* pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json"}) {
+    const std::string d = freshDir("st-pickle-" + std::to_string(std::string(pickle).size()));
+    std::ofstream(d + "/" + pickle) << "PK";
+    try {
+      st::readModel(d, "--init-from");
+      ADD_FAILURE() << "accepted a folder with only " << pickle;
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(e.field(), "--init-from");
+      EXPECT_NE(what.find(pickle), std::string::npos) << what;
+      EXPECT_NE(what.find("save_pretrained"), std::string::npos) << what;
+    }
+  }
+}
+
 TEST(HfCheckpoint, ConfigJsonReadsBackAsTheSameArchitecture) {
   for (const char* name : {"tiny", "gpt2-124m", "tiny-llama", "llama3-8b", "llama3.1-405b", "mistral-7b",
                            "qwen2.5-7b", "tiny-mixtral", "mixtral-8x7b"}) {

@@ -218,11 +218,17 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
   w->n_embd = need("hidden_size");
   w->vocab_size = need("vocab_size");
   w->n_positions = need("max_position_embeddings");
-  w->n_kv_head = intKey(j, "num_key_value_heads", source, "num_key_value_heads", w->n_head);
+  // A key the file leaves out takes transformers' default for its model_type (5.x's configuration
+  // classes): MistralConfig and MixtralConfig default num_key_value_heads to 8, LlamaConfig and
+  // Qwen2Config (and every class, for null) to num_attention_heads; rms_norm_eps is 1e-5 for Mixtral, 1e-6 otherwise;
+  // MistralConfig's sliding_window is 4096, as Qwen2Config's under use_sliding_window (null in the file: none).
+  const bool mistral_like = type == "mistral" || type == "mixtral";
+  w->n_kv_head = intKey(j, "num_key_value_heads", source, "num_key_value_heads",
+                        mistral_like && !j.contains("num_key_value_heads") ? 8 : w->n_head);  // null: n_head
   w->head_dim = intKey(j, "head_dim", source, "head_dim", 0);
   w->ffn_hidden = need("intermediate_size");
   w->norm = Norm::RMSNorm;
-  w->norm_eps = numKey(j, "rms_norm_eps", source, "rms_norm_eps", 1e-6);
+  w->norm_eps = numKey(j, "rms_norm_eps", source, "rms_norm_eps", type == "mixtral" ? 1e-5 : 1e-6);
   w->positions = Positions::Rope;
   w->rope_theta = numKey(j, "rope_theta", source, "rope_theta", type == "mixtral" ? 1e6 : 10000);
   parseRopeScaling(j, source, w);
@@ -257,7 +263,9 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
   // the attention core's mask (query t sees keys t - window < j <= t), priced in layer_ops.cpp.
   const bool window_used = type == "qwen2" ? boolKey(j, "use_sliding_window", source, "use_sliding_window", false)
                                            : (type == "mistral" || type == "mixtral");
-  if (window_used) w->sliding_window = intKey(j, "sliding_window", source, "sliding_window", 0);
+  if (window_used)
+    w->sliding_window = intKey(j, "sliding_window", source, "sliding_window",
+                               type != "mixtral" && !j.contains("sliding_window") ? 4096 : 0);
   if (type == "qwen2" && w->sliding_window > 0) {
     const int64_t from = intKey(j, "max_window_layers", source, "max_window_layers", 28);  // transformers' default
     if (from < 0) throw UserError("workload.max_window_layers", "must be >= 0 in " + source, "use 0 (every layer windowed)");

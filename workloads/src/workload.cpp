@@ -102,6 +102,15 @@ std::string joinKeys(const std::vector<std::string>& keys) {
   return out;
 }
 
+// A file without "name": its folder and stem ("Llama-3.1-8B/config" for a Hugging Face folder's
+// config.json); a file named without a folder is "./stem" ("llama.json" → "./llama", not "/llama").
+// The name keeps a '/' either way: it is never taken for a preset's (predict's --profile fix).
+std::string nameFromPath(const std::string& source) {
+  const fs::path p(source);
+  const std::string folder = p.parent_path().filename().string();
+  return (folder.empty() || folder == "." || folder == ".." ? std::string(".") : folder) + "/" + p.stem().string();
+}
+
 }  // namespace
 
 // The mixture-of-experts keys' ranges (docs/config-reference.md, "Workload files").
@@ -313,7 +322,10 @@ Workload parse(const std::string& text, const std::string& source) {
   } catch (const nlohmann::json::exception& e) {
     throw UserError("workload", source + " is not valid JSON: " + jsonErrorText(e.what()), "fix the file's syntax");
   }
-  if (!j.is_object()) throw UserError("workload", source + " must hold a JSON object", "");
+  if (!j.is_object())
+    throw UserError("workload", source + " must hold a JSON object, not " + std::string(j.type_name()),
+                    "write the model as one object: a Hugging Face config.json ({\"model_type\": …}) or a trainscope "
+                    "workload ({\"n_layer\": …})");
   Workload w;
   w.source = source;
   // Two formats, told apart by `model_type`, which Hugging Face writes into every config.json and
@@ -351,7 +363,7 @@ Workload parse(const std::string& text, const std::string& source) {
   if (decoder) {
     parseHfDecoder(j, source, &w);
     w.name = j.contains("name") ? j["name"].get<std::string>()
-                                : fs::path(source).parent_path().filename().string() + "/" + fs::path(source).stem().string();
+                                : nameFromPath(source);
     if (j.contains("description")) w.description = j["description"].get<std::string>();
     validate(w);
     return w;
@@ -377,7 +389,7 @@ Workload parse(const std::string& text, const std::string& source) {
   parseMoe(j, source, &w);
   if (!hf) parseArchitectureKeys(j, source, &w);
   if (j.contains("name")) w.name = j["name"].get<std::string>();
-  else w.name = fs::path(source).parent_path().filename().string() + "/" + fs::path(source).stem().string();
+  else w.name = nameFromPath(source);
   if (j.contains("description")) w.description = j["description"].get<std::string>();
   refuseChangedArchitecture(j, source, &w);
   validate(w);
@@ -417,6 +429,9 @@ Workload load(const std::string& name_or_path) {
   if (looks_like_path) {
     if (!fs::exists(p))
       throw UserError("--workload", "file " + name_or_path + " does not exist", "pass an existing JSON file");
+    // A Hugging Face model folder (what --init-from takes): its config.json is the workload.
+    std::error_code ec;
+    if (fs::is_directory(p, ec) && fs::exists(p / "config.json", ec)) p /= "config.json";
     return parse(readFile(p), p.string());
   }
   for (const auto& d : searchPath()) {

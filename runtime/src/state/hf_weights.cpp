@@ -30,6 +30,22 @@ at::ScalarType dtypeOf(const std::string& d) {
   return at::kByte;  // refused by the caller
 }
 
+// p.name in the checkpoint, else without the base model's prefix ("transformer." for gpt2, "model."
+// for the llama family): the Hub's older checkpoints (openai-community/gpt2's model.safetensors:
+// "wte.weight", "h.0.attn.c_attn.weight" …) were saved from the base model, and transformers loads
+// them by adding the prefix, as this does.
+std::map<std::string, safetensors::Tensor>::const_iterator findHf(const std::map<std::string, safetensors::Tensor>& hf,
+                                                                 const std::string& name) {
+  const auto it = hf.find(name);
+  if (it != hf.end()) return it;
+  for (const char* prefix : {"transformer.", "model."})
+    if (name.rfind(prefix, 0) == 0) {
+      const auto bare = hf.find(name.substr(std::string(prefix).size()));
+      if (bare != hf.end()) return bare;
+    }
+  return hf.end();
+}
+
 }  // namespace
 
 std::vector<std::string> flatNames(const workloads::Workload& w) {
@@ -96,7 +112,7 @@ GptWeights fromHf(const workloads::Workload& w, const std::map<std::string, safe
       at::Tensor dst = p.expert >= 0 ? t.select(0, p.expert) : t;
       if (p.rows >= 0) dst = dst.narrow(0, p.row_begin, p.rows);
       if (p.transpose) dst = dst.t();
-      const auto it = hf.find(p.name);
+      const auto it = findHf(hf, p.name);
       if (it == hf.end())
         throw UserError(field, dir + " holds no tensor " + p.name + " (a checkpoint of another model?)", fix);
       const safetensors::Tensor& s = it->second;
