@@ -102,6 +102,7 @@ def case_slurm_kill9(ts, work):
         def second_held():
             check(tuner.poll() is None, f"tune ended before it was killed: {tuner.returncode} {tuner.stderr.read()}")
             rows = study_rows(study)
+            check(all(x[3] in ("ok", "running") for x in rows), f"a trial failed before the kill: {rows}")
             if not (len(rows) >= 2 and rows[0][3] == "ok" and rows[1][3] == "running"):
                 return None
             if not all(os.path.exists(os.path.join(work, f"held.{r}")) for r in (0, 1)):
