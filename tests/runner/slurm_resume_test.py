@@ -30,14 +30,17 @@ from ext_runner_test import HANG_JOB, study_rows, wait_for, with_marker  # noqa:
 from hf_runner_test import PROBE, PY, SCRIPT, check, trial_dir, tune  # noqa: E402
 
 # The job of slurm_kill9: examples/hf_trainer.py, except that while WORK/hold exists a trial started
-# after another trial of the study has written its steps loops for ever (each task says so in
-# WORK/held.RANK first). argv[1] is the test's marker.
-HOLD_JOB = """import glob, os, runpy, sys, time
+# after another trial of the study has written its steps loops for ever, deaf to SIGTERM (each task
+# says so in WORK/held.RANK first): slurmstepd sends SIGTERM to the tasks of an srun that dies, which
+# ends a job that keeps SIGTERM's default, but not one stuck in a collective or catching it; and the
+# job srun made stays RUNNING either way. argv[1] is the test's marker.
+HOLD_JOB = """import glob, os, runpy, signal, sys, time
 probe = os.environ["TRAINSCOPE_PROBE_DIR"]
 work = %r
 others = [p for p in glob.glob(os.path.join(os.path.dirname(os.path.dirname(probe)), "*.job", "probe",
                                             "rank0.steps.jsonl")) if not p.startswith(probe + os.sep)]
 if os.path.exists(os.path.join(work, "hold")) and others:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     open(os.path.join(work, "held." + os.environ.get("SLURM_PROCID", "0")), "w").close()
     while True:
         time.sleep(0.2)
@@ -100,7 +103,7 @@ def case_slurm_kill9(ts, work):
     try:
         # The second trial's tasks hold, and Slurm lists its step under the study's name.
         def second_held():
-            check(tuner.poll() is None, f"tune ended before it was killed: {tuner.returncode} {tuner.stderr.read()}")
+            check(tuner.poll() is None, f"tune ended before it was killed: {tuner.returncode}")
             rows = study_rows(study)
             check(all(x[3] in ("ok", "running") for x in rows), f"a trial failed before the kill: {rows}")
             if not (len(rows) >= 2 and rows[0][3] == "ok" and rows[1][3] == "running"):
@@ -108,7 +111,8 @@ def case_slurm_kill9(ts, work):
             if not all(os.path.exists(os.path.join(work, f"held.{r}")) for r in (0, 1)):
                 return None
             name = "trainscope-study-" + study_id(study)
-            return rows if name in squeue("--steps", "--format=%j") else None
+            # (a step of the job srun made is named after its command; the job bears the study's name)
+            return rows if name in squeue("--states=RUNNING", "--format=%j") + squeue("--steps", "--format=%j") else None
         before = wait_for("the second trial's step holding", second_held)
         name = "trainscope-study-" + study_id(study)
         os.kill(tuner.pid, signal.SIGKILL)
