@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <map>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -259,18 +260,28 @@ TEST(Job, AccelerateTrialOnCpuRanksHandsTorchrunAndAccelerateOnePort) {
 TEST(Job, SlurmTrialIsOneSrunStepOfWorldTasks) {
   rt::TrainConfig c = twoRanks(rt::ZeroStage::Gradients);
   c.launcher = rt::Launcher::Slurm;
-  const tn::JobLaunch h = tn::jobLaunch(hf(), c, "/d", false, "", 40001);
-  // The step is named after its trial's folder (cancelled by that name when srun is killed), the same
-  // name in every run and another for another trial.
-  const std::string name = "--job-name=" + tn::slurmStepName("/d");
-  EXPECT_EQ(tn::slurmStepName("/d"), tn::slurmStepName(std::string("/d")));
-  EXPECT_NE(tn::slurmStepName("/d"), tn::slurmStepName("/e"));
-  EXPECT_EQ(tn::slurmStepName("/d").rfind("trainscope-trial-", 0), 0u);
+  // Every step of a study is named after the study's id (cancelled by that name when srun is killed,
+  // and by a resumed tuner): the same name in every run, another for another study; nothing but a
+  // study's name is taken.
+  tn::JobOptions named = hf();
+  named.slurm_name = tn::slurmStepName("0123456789abcdef");
+  EXPECT_EQ(named.slurm_name, "trainscope-study-0123456789abcdef");
+  EXPECT_NE(tn::slurmStepName("0123456789abcdef"), tn::slurmStepName("0123456789abcdee"));
+  EXPECT_TRUE(tn::validStudyId("0123456789abcdef"));
+  for (const char* bad : {"", "0123456789abcde", "0123456789ABCDEF", "0123456789abcdef0", "01234567,9abcdef"})
+    EXPECT_FALSE(tn::validStudyId(bad)) << bad;
+  for (const char* bad : {"", "trainscope-trial-0123456789abcdef", "x,trainscope-study-0123456789abcdef"}) {
+    tn::JobOptions o = hf();
+    o.slurm_name = bad;
+    EXPECT_THROW(tn::jobLaunch(o, c, "/d", false, "", 40001), std::invalid_argument) << bad;
+  }
+  const tn::JobLaunch h = tn::jobLaunch(named, c, "/d", false, "", 40001);
+  const std::string name = "--job-name=trainscope-study-0123456789abcdef";
   EXPECT_EQ(h.argv, (std::vector<std::string>{"srun", "--ntasks=2", "--kill-on-bad-exit=1", name, "--export=ALL",
                                               "/venv/bin/python", "/src/train.py", "--model", "gpt2"}));
   EXPECT_EQ(envOf(h).at("TRAINSCOPE_PROBE_SLURM"), "1");
   EXPECT_EQ(envOf(h).at("MASTER_PORT"), "40001");
-  tn::JobOptions o = hf();
+  tn::JobOptions o = named;
   o.kind = tn::JobKind::DeepSpeed;
   EXPECT_EQ(tn::jobLaunch(o, c, "/d", false, "", 40001).argv,
             (std::vector<std::string>{"srun", "--ntasks=2", "--kill-on-bad-exit=1", name, "--export=ALL",

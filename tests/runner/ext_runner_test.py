@@ -210,7 +210,7 @@ def case_slurm_hang(ts, work):
     def study_jobs():
         q = subprocess.run(["squeue", "--noheader", "--format=%j"], capture_output=True, text=True, timeout=60)
         check(q.returncode == 0, f"squeue: {q.stderr}")
-        return [n for n in q.stdout.split() if n.startswith("trainscope-trial-")]
+        return [n for n in q.stdout.split() if n.startswith("trainscope-study-")]
     while study_jobs() and time.time() < deadline:
         time.sleep(0.2)
     check(not study_jobs(), f"Slurm still holds the study's jobs: {study_jobs()}")

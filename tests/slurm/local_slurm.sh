@@ -3,7 +3,9 @@
 # SLURM_INSTALL_FAILS_WITH=77 to exit with that status instead of failing when it cannot), starts
 # munged, slurmctld and slurmd on localhost with a one-node configuration in a private directory
 # $work (SLURM_CONF exported, nothing in /etc), waits for the node, and stops the daemons and removes
-# $work on exit whatever happens.
+# $work on exit whatever happens. SLURM_TEST_NODES=2: two nodes on this one host (two slurmd, `-N`,
+# each its own port; Debian's slurmd runs them), named after the host and `localhost` (both resolve
+# here: a rank's MASTER_ADDR is the step's first node), one CPU each, so a 2-task step spans both.
 work=$(mktemp -d /tmp/trainscope-slurm-XXXXXX)
 host=$(hostname -s)
 export SLURM_CONF=$work/slurm.conf
@@ -20,7 +22,7 @@ fi
 
 cleanup() {
   set +e
-  [ -f "$work/slurmd.pid" ] && kill "$(cat "$work/slurmd.pid")" 2>/dev/null
+  for f in "$work"/slurmd*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
   [ -f "$work/slurmctld.pid" ] && kill "$(cat "$work/slurmctld.pid")" 2>/dev/null
   [ -f "$work/munged.pid" ] && kill "$(cat "$work/munged.pid")" 2>/dev/null
   # Wait (bounded) for them to exit, then stop what is left.
@@ -35,7 +37,7 @@ cleanup() {
 trap cleanup EXIT
 
 # munge: a private key and socket
-mkdir -p "$work/munge" "$work/spool/ctld" "$work/spool/d" "$work/log"
+mkdir -p "$work/munge" "$work/spool/ctld" "$work/log"
 chmod 700 "$work/munge"
 dd if=/dev/urandom of="$work/munge/munge.key" bs=1024 count=1 status=none
 chmod 400 "$work/munge/munge.key"
@@ -43,6 +45,15 @@ munged --force --key-file="$work/munge/munge.key" --socket="$work/munge/munge.so
        --pid-file="$work/munged.pid" --log-file="$work/log/munged.log" --seed-file="$work/munge/seed"
 
 cpus=$(nproc)
+nodes=${SLURM_TEST_NODES:-1}
+if [ "$nodes" = 2 ]; then
+  node_names=("$host" localhost)
+  node_lines="NodeName=$host NodeHostname=$host NodeAddr=127.0.0.1 Port=16818 CPUs=1 State=UNKNOWN
+NodeName=localhost NodeHostname=$host NodeAddr=127.0.0.1 Port=16819 CPUs=1 State=UNKNOWN"
+else
+  node_names=("$host")
+  node_lines="NodeName=$host CPUs=$cpus State=UNKNOWN"
+fi
 cat > "$SLURM_CONF" <<CONF
 ClusterName=trainscope-test
 SlurmctldHost=$host
@@ -60,29 +71,33 @@ SelectTypeParameters=CR_CPU
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SlurmctldPidFile=$work/slurmctld.pid
-SlurmdPidFile=$work/slurmd.pid
+SlurmdPidFile=$work/slurmd-%n.pid
 SlurmctldPort=16817
 SlurmdPort=16818
 StateSaveLocation=$work/spool/ctld
-SlurmdSpoolDir=$work/spool/d
+SlurmdSpoolDir=$work/spool/d-%n
 SlurmctldLogFile=$work/log/slurmctld.log
-SlurmdLogFile=$work/log/slurmd.log
+SlurmdLogFile=$work/log/slurmd-%n.log
 ReturnToService=2
-NodeName=$host CPUs=$cpus State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+$node_lines
+PartitionName=debug Nodes=$(IFS=,; echo "${node_names[*]}") Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
 # Slurm 22.05 reads cgroup.conf even when no cgroup plugin is used.
 printf "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\nCgroupMountpoint=/sys/fs/cgroup\n" > "$work/cgroup.conf"
 
 slurmctld -f "$SLURM_CONF" -i
-slurmd -f "$SLURM_CONF"
-# Poll until the node is up (a condition, bounded at 2 minutes for a loaded machine).
+for n in "${node_names[@]}"; do
+  mkdir -p "$work/spool/d-$n"
+  if [ "$nodes" = 2 ]; then slurmd -f "$SLURM_CONF" -N "$n"; else slurmd -f "$SLURM_CONF"; fi
+done
+# Poll until every node is up (a condition, bounded at 2 minutes for a loaded machine).
+nodes_up() { [ "$(sinfo -h -N -o '%t' 2>/dev/null | grep -cE '^(idle|mix|alloc)')" -ge "$nodes" ]; }
 for i in $(seq 1 1200); do
-  if sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then break; fi
+  if nodes_up; then break; fi
   sleep 0.1
 done
 sinfo || true
-if ! sinfo -h -o '%t' | grep -qE '^(idle|mix|alloc)'; then
-  echo "[slurm] node did not come up"; tail -20 "$work/log/slurmctld.log" "$work/log/slurmd.log"; exit 1
+if ! nodes_up; then
+  echo "[slurm] node did not come up"; tail -20 "$work/log/slurmctld.log" "$work"/log/slurmd-*.log; exit 1
 fi
 

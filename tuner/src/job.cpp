@@ -200,11 +200,14 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
     }
   };
   const bool slurm = c.launcher == rt::Launcher::Slurm;
+  const std::string id = o.slurm_name.size() > 16 ? o.slurm_name.substr(o.slurm_name.size() - 16) : "";
+  if (slurm && (!validStudyId(id) || o.slurm_name != slurmStepName(id)))  // a study's step name, nothing else
+    throw std::invalid_argument("jobLaunch: --launcher slurm needs the study's step name, not \"" + o.slurm_name + "\"");
   // Under --launcher slurm each rank is a task of one srun step (the job's own process group):
   // RANK/WORLD_SIZE/… come from Slurm's variables (the probe's sitecustomize, TRAINSCOPE_PROBE_SLURM).
   const std::vector<std::string> ranks =
       slurm ? std::vector<std::string>{"srun", "--ntasks=" + std::to_string(c.world), "--kill-on-bad-exit=1",
-                                       "--job-name=" + slurmStepName(dir), "--export=ALL", o.python}
+                                       "--job-name=" + o.slurm_name, "--export=ALL", o.python}
             : torchrun(o.python, c.world);
   if (port == 0 && (slurm || o.kind == JobKind::Accelerate)) try {
       port = process::freePort();

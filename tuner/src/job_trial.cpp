@@ -100,7 +100,9 @@ TrialRecord JobTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   JobLaunch L;
   try {
     runconfig::resolve(c);
-    L = jobLaunch(o_, c, dir, spec.profile, spec.fault);
+    JobOptions o = o_;
+    o.slurm_name = spec.slurm_name;  // the study's step name (job.h)
+    L = jobLaunch(o, c, dir, spec.profile, spec.fault);
   } catch (const UserError& e) {
     t.exit_code = 2;
     return finish(TrialStatus::Invalid, e.what());
@@ -144,7 +146,7 @@ TrialRecord JobTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   // srun killed (the timeout's SIGKILL, or a signal): its step's tasks are not in the group (slurm_step.cpp).
   std::string cancel;
   if (c.launcher == runconfig::Launcher::Slurm && end.kind != process::Exit::Exited)
-    if (cancel = cancelSlurmStep(slurmStepName(dir)); !cancel.empty()) cancel = "; " + cancel;
+    if (cancel = cancelSlurmStep(spec.slurm_name); !cancel.empty()) cancel = "; " + cancel;
   if (end.kind == process::Exit::TimedOut)
     return finish(TrialStatus::Hang, "no result within " + std::to_string(int(spec.timeout_s)) + " s" + cancel);
   if (end.kind == process::Exit::Signaled) {

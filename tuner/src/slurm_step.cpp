@@ -2,18 +2,23 @@
 //
 // srun is only the step's client: the tasks are slurmstepd's children on the allocated nodes, outside
 // the trial's process group, and killing srun (the tuner's timeout kills the trial's group with
-// SIGKILL) leaves them running and holding their CPUs — under Slurm's default InactiveLimit of 0 even
-// the job srun allocated stays. So the step is named after its trial (srun --job-name) and cancelled
-// by that name through Slurm's own commands: its tasks first (scancel --signal=KILL, delivered by the
-// slurmd at once, a job that ignores SIGTERM included), then the job (scancel, which ends the
-// allocation srun made). Inside an allocation (the tuner itself a step of a job) srun's name is the
-// step's: that step is found with squeue and cancelled by its id.
+// SIGKILL; a tuner killed with -9 takes srun with it by its death signal) leaves them running and
+// holding their CPUs — under Slurm's default InactiveLimit of 0 even the job srun allocated stays. So
+// every step of a study is named after the study (srun --job-name=trainscope-study-ID, ID a random id
+// kept in the study) and cancelled by that name through Slurm's own commands, for this user only: its
+// tasks first (scancel --signal=KILL, delivered by the slurmd at once, a job that ignores SIGTERM
+// included), then the job (scancel, which ends the allocation srun made). Inside an allocation (the
+// tuner itself run by salloc/sbatch) srun's name is the step's, not the job's: the user's steps of that
+// name are found with squeue --steps (in any of the user's jobs: a resumed tuner may run in another
+// allocation than the killed one did) and cancelled by their ids.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <chrono>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "trainscope/common/process.h"
 #include "trainscope/tuner/job.h"
@@ -56,33 +61,61 @@ std::string slurmCommand(const std::vector<std::string>& argv, double timeout_s,
 
 }  // namespace
 
-std::string slurmStepName(const std::string& trial_dir) {
-  // FNV-1a of the trial's folder: the same name for the same trial in every run of the tuner.
-  uint64_t h = 1469598103934665603ull;
-  for (const unsigned char ch : trial_dir) h = (h ^ ch) * 1099511628211ull;
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
-  return std::string("trainscope-trial-") + hex;
+bool validStudyId(const std::string& id) {
+  if (id.size() != 16) return false;
+  for (const char ch : id)
+    if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
+  return true;
 }
 
-std::string cancelSlurmStep(const std::string& name, double timeout_s) {
+std::string slurmStepName(const std::string& study_id) { return "trainscope-study-" + study_id; }
+
+namespace {
+
+// The ids of this user's steps named `name` (squeue --steps, every job of the user's), and whether
+// squeue answered.
+std::vector<std::string> namedSteps(const std::string& name, const std::string& user, double timeout_s, bool* ok) {
+  const std::string steps =
+      slurmCommand({"squeue", "--noheader", "--steps", user, "--format=%i %j"}, timeout_s, ok);
+  std::vector<std::string> ids;
+  std::istringstream in(steps);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string id, step_name;
+    if (words >> id >> step_name && step_name == name) ids.push_back(id);
+  }
+  return ids;
+}
+
+// Whether Slurm still lists a job or step of this user's named `name` ("" when squeue did not answer).
+bool slurmStillHolds(const std::string& name, const std::string& user, double timeout_s) {
+  bool ok = false;
+  if (!namedSteps(name, user, timeout_s, &ok).empty()) return true;
+  const std::string jobs = slurmCommand({"squeue", "--noheader", user, "--name=" + name, "--format=%i"}, timeout_s, &ok);
+  return ok && jobs.find_first_not_of(" \n") != std::string::npos;
+}
+
+}  // namespace
+
+std::string cancelSlurmStep(const std::string& name, double timeout_s, double wait_s) {
   const std::string user = "--user=" + std::to_string(::getuid());
   bool killed = false, cancelled = false, ok = false;
   slurmCommand({"scancel", "--signal=KILL", "--name=" + name, user}, timeout_s, &killed);
   slurmCommand({"scancel", "--name=" + name, user}, timeout_s, &cancelled);
-  if (const char* job = std::getenv("SLURM_JOB_ID"); job && *job) {
-    const std::string steps =
-        slurmCommand({"squeue", "--noheader", "--steps", "--jobs=" + std::string(job), "--format=%i %j"}, timeout_s, &ok);
-    std::istringstream in(steps);
-    for (std::string id, step_name; in >> id >> step_name;)
-      if (step_name == name) {
-        bool done = false;
-        slurmCommand({"scancel", "--signal=KILL", id}, timeout_s, &done);
-        slurmCommand({"scancel", id}, timeout_s, &done);
-        cancelled = cancelled || done;
-      }
+  for (const std::string& id : namedSteps(name, user, timeout_s, &ok)) {
+    bool done = false;
+    slurmCommand({"scancel", "--signal=KILL", id}, timeout_s, &done);
+    slurmCommand({"scancel", id}, timeout_s, &done);
+    cancelled = cancelled || done;
   }
   if (!killed && !cancelled) return "scancel could not cancel Slurm job/step " + name;
+  // Bounded: the cancelled tasks and job leave Slurm's lists once their slurmd has ended them.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  while (slurmStillHolds(name, user, timeout_s)) {
+    if (std::chrono::steady_clock::now() >= until)
+      return "Slurm still lists job/step " + name + " " + std::to_string(int(wait_s)) + " s after scancel";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   return "";
 }
 

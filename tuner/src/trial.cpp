@@ -11,6 +11,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/process.h"
+#include "trainscope/tuner/job.h"
 
 namespace trainscope::tuner {
 namespace {
@@ -59,6 +60,9 @@ TrialRecord ProcessTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   so.own_group = true;          // the trial's own process group: killed as one
   so.death_signal = SIGKILL;    // and with the tuner, even by kill -9
   so.stdout_fd = so.stderr_fd = log;
+  // --launcher slurm: `trainscope run` starts its ranks as one srun step, named the study's (job.h).
+  const bool slurm = spec.run.config.launcher == runconfig::Launcher::Slurm && !spec.slurm_name.empty();
+  if (slurm) so.env.push_back({"TRAINSCOPE_SLURM_STEP_NAME", spec.slurm_name});
   pid_t pid = -1;
   try {
     pid = process::spawn(so);
@@ -72,14 +76,18 @@ TrialRecord ProcessTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   g_trial_group = pid;
   const process::Exit end = process::wait(pid, spec.timeout_s, /*group=*/true);
   g_trial_group = 0;
+  // srun killed with the trial's group: its step's tasks are not in it (slurm_step.cpp).
+  std::string cancel;
+  if (slurm && end.kind != process::Exit::Exited)
+    if (cancel = cancelSlurmStep(spec.slurm_name); !cancel.empty()) cancel = "; " + cancel;
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (end.kind == process::Exit::TimedOut) {
     t.status = TrialStatus::Hang;
-    t.message = "no result within " + std::to_string(int(spec.timeout_s)) + " s";
+    t.message = "no result within " + std::to_string(int(spec.timeout_s)) + " s" + cancel;
   } else if (end.kind == process::Exit::Signaled) {
     t.status = TrialStatus::Crash;
     t.signal = end.signal;
-    t.message = std::string("killed by ") + strsignal(t.signal);
+    t.message = std::string("killed by ") + strsignal(t.signal) + cancel;
   } else {
     classifyExit(t, end.code);
   }

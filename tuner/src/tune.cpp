@@ -9,10 +9,12 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -21,6 +23,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/json_text.h"
+#include "trainscope/tuner/job.h"
 #include "trainscope/tuner/learner.h"
 #include "trainscope/tuner/search.h"
 #include "trainscope/tuner/trial.h"
@@ -105,6 +108,20 @@ std::string injectedFault(const std::string& spec, int64_t candidate) {
   return "";
 }
 
+// The study's id (16 hex digits, job.h validStudyId): made once, at random, and kept in the study,
+// so that every run of the tuner on it names its Slurm steps alike (slurmStepName) and no other
+// study's or user's step has that name. One that is not such an id is replaced.
+std::string studyId(Study& study) {
+  std::string id = study.value("study_id");
+  if (validStudyId(id)) return id;
+  std::random_device rd;
+  const uint64_t r = (uint64_t(rd()) << 32) ^ uint64_t(rd());
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(r));
+  study.setValue("study_id", hex);
+  return hex;
+}
+
 }  // namespace
 
 runconfig::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
@@ -163,6 +180,8 @@ class StudyRunner {
   StudyRunner(const TuneOptions& o, bool gpu, TuneResult& res, Study& study, TrialRunner& runner, Learner& learner,
               const std::function<void(const TuneEvent&)>& progress)
       : o_(o), gpu_(gpu), res_(res), study_(study), runner_(runner), learner_(learner), progress_(progress) {}
+
+  std::string slurm_name;  // the study's srun step name (job.h), handed to every trial
 
   void runBatch(const TrialBatch& b, SearchStrategy& search) {
     for (int64_t id : b.candidates) {
@@ -246,6 +265,7 @@ class StudyRunner {
     spec.spec_path = stem + ".json";
     spec.log_path = stem + ".log";
     spec.timeout_s = o_.trial_timeout_s;
+    spec.slurm_name = slurm_name;
     return spec;
   }
 
@@ -349,6 +369,16 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   ProcessTrialRunner processes(o.trainscope);
   Learner learner(w, c, space.framework);
   StudyRunner runner(o, c.kind == ClusterKind::Gpu, res, study, o.runner ? *o.runner : processes, learner, progress);
+  runner.slurm_name = slurmStepName(studyId(study));
+  // A study whose tuner was killed during a trial (its row left "running") under --launcher slurm: srun
+  // died with the tuner but the step's tasks did not (slurm_step.cpp). They are ended before any trial.
+  if (o.launcher == runconfig::Launcher::Slurm) {
+    const std::vector<TrialRecord> had = study.trials();
+    if (std::any_of(had.begin(), had.end(), [](const TrialRecord& t) { return t.status == TrialStatus::Running; }))
+      if (const std::string why = cancelSlurmStep(runner.slurm_name); !why.empty())
+        throw UserError("--resume", "the interrupted trial's Slurm step is still running: " + why,
+                        "cancel it (scancel --name=" + runner.slurm_name + ") and resume again");
+  }
   {
     const InterruptScope interrupts;
     while (!g_interrupt) {

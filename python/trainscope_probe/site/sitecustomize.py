@@ -96,7 +96,7 @@ def _ranks_from_slurm():
     try:
         import json
         keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
-                "SLURM_STEP_ID")
+                "SLURM_STEP_ID", "SLURMD_NODENAME", "SLURM_STEP_NODELIST")
         path = os.path.join(env["TRAINSCOPE_PROBE_DIR"], "rank%s.launch.json" % env["RANK"])
         with open(path + ".tmp", "w") as f:
             json.dump(dict({k: env.get(k) for k in keys}, launcher="slurm"), f)

@@ -55,6 +55,8 @@ struct JobOptions {
   int64_t mem_limit = 0;           // CPU: bytes per rank (0: none)
   bool cpu = true;                 // a CPU cluster: Gloo ranks, use_cpu, DS_ACCELERATOR=cpu
   int64_t profile_steps = 2;       // steps traced by torch.profiler in a profile trial
+  std::string slurm_name;          // --launcher slurm: the name of the trial's srun step (the study's,
+                                   // slurmStepName; JobTrialRunner sets it from TrialSpec::slurm_name)
 };
 
 // --entry split like a POSIX shell word list (quotes and backslashes; no expansion, no operators):
@@ -88,12 +90,18 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
                     const std::string& fault, int port = 0);
 
 // Under --launcher slurm a trial's tasks are slurmstepd's, not the tuner's children: killing srun
-// leaves them running. Each trial's srun step is named slurmStepName(its folder) (the same in every
-// run), and cancelSlurmStep(name) ends it: its tasks killed (scancel --signal=KILL), the job srun made
-// cancelled, or inside an allocation the step of that name (squeue --steps). Each Slurm command is
-// bounded by timeout_s. Returns "" or what failed, in a sentence (slurm_step.cpp).
-std::string slurmStepName(const std::string& trial_dir);
-std::string cancelSlurmStep(const std::string& name, double timeout_s = 30);
+// (a trial timeout, or the tuner killed with -9) leaves them running. Every srun step of a study is
+// named slurmStepName(its study id) ("trainscope-study-ID"; ID 16 hex digits, random, kept in the study:
+// validStudyId), the same in every run of the tuner and another for every other study, and
+// cancelSlurmStep(name) ends this user's steps of that name: their tasks killed (scancel
+// --signal=KILL), the job srun made cancelled, and the user's steps of that name inside allocations
+// (squeue --steps) cancelled by id; then waits (bounded by wait_s) until Slurm lists none. Each Slurm
+// command is bounded by timeout_s. Returns "" or what failed, in a sentence (slurm_step.cpp). A
+// resumed study under --launcher slurm calls it before its first trial (tune.cpp): what the killed
+// tuner left running is ended.
+bool validStudyId(const std::string& id);
+std::string slurmStepName(const std::string& study_id);
+std::string cancelSlurmStep(const std::string& name, double timeout_s = 30, double wait_s = 60);
 
 // The folder holding the trainscope_probe package as `python` imports it (scripts/setup installs it
 // into the venv). Throws UserError naming --probe when that python cannot import it.

@@ -28,6 +28,7 @@ struct TrialSpec {
   double timeout_s = 0;   // 0: none
   bool profile = false;   // a profile trial (search.h): an external job traces its first steps (job.h)
   std::string fault;      // testing (--inject): crash | hang | oom | badpath for this trial, "" none
+  std::string slurm_name; // --launcher slurm: the name of its srun step, the study's (job.h slurmStepName)
 };
 
 class TrialRunner {
