@@ -265,8 +265,11 @@ TEST(ViewerApp, ACompactRowBlockedOnItsPeerIsDrawnWaitingNotComputing) {
     const double compute = row["drawn_compute"].get<double>(), wait = row["drawn_wait"].get<double>();
     EXPECT_LE(compute + wait, 1.0 + 1e-6) << row.dump();
     EXPECT_LE(wait, row["wait"].get<double>() + 1e-6) << row.dump();
-    // PP 2 and nothing else: every wait is at a send or a receive, none at a collective.
-    EXPECT_NEAR(row.value("drawn_pipeline_wait", -1.0), wait, 1e-6) << row.dump();
+    // PP 2: the waits are at sends and receives (a few at the run's world collectives, drawn orange).
+    const double pipe = row.value("drawn_pipeline_wait", -1.0);
+    EXPECT_GE(pipe, 0.0) << row.dump();
+    EXPECT_LE(pipe, wait + 1e-6) << row.dump();
+    EXPECT_GT(pipe, 0.9 * wait) << row.dump();
     if (row["rank"] == 0) {
       EXPECT_GT(wait, 0.5) << row.dump();  // stage 0 waits for the slowed stage most of the step
       EXPECT_LT(compute, 0.5) << row.dump();
