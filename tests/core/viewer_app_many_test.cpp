@@ -269,8 +269,8 @@ TEST(ViewerApp, ACompactRowBlockedOnItsPeerIsDrawnWaitingNotComputing) {
     const double pipe = row.value("drawn_pipeline_wait", -1.0);
     EXPECT_GE(pipe, 0.0) << row.dump();
     EXPECT_LE(pipe, wait + 1e-6) << row.dump();
-    EXPECT_GT(pipe, 0.9 * wait) << row.dump();
     if (row["rank"] == 0) {
+      EXPECT_GT(pipe, 0.9 * wait) << row.dump();  // the stage blocked on its peer: at its receives
       EXPECT_GT(wait, 0.5) << row.dump();  // stage 0 waits for the slowed stage most of the step
       EXPECT_LT(compute, 0.5) << row.dump();
     }
