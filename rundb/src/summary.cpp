@@ -181,7 +181,12 @@ struct RankEvents : CategoryIntervals {
 using DeviceRows = DeviceWork;
 
 // The order the breakdown reads a rank's rows in (above), from storage order or a caller's.
-void orderDevices(std::map<int64_t, DeviceRows>& out) {
+// Throws SummaryCancelled once *cancel is true (the pass's own work between its file queries).
+void stopIfCancelled(const std::atomic<bool>* cancel) {
+  if (cancel && cancel->load(std::memory_order_relaxed)) throw SummaryCancelled();
+}
+
+void orderDevices(std::map<int64_t, DeviceRows>& out, const std::atomic<bool>* cancel = nullptr) {
   // The order the index gave (start, then storage order): the unattributed time is summed in it.
   // Files are mostly stored in time order already: checking is cheaper than sorting.
   auto byStart = [](auto& v, auto start) {
@@ -190,6 +195,7 @@ void orderDevices(std::map<int64_t, DeviceRows>& out) {
   };
   auto deviceStart = [](const RankEvents::Device& x) { return x.start; };
   for (auto& [rank, d] : out) {
+    stopIfCancelled(cancel);
     byStart(d.kernels, [](const DeviceRows::Kernel& k) { return k.d.start; });
     byStart(d.memcpy, deviceStart);
     byStart(d.memset, deviceStart);
@@ -464,19 +470,22 @@ void addBreakdownNotes(RunSummary& s, const BreakdownFindings& found) {
 
 // A rank's device work given by the caller: of the counted ranks only (each present), in the order
 // the breakdown reads.
-std::map<int64_t, DeviceRows> givenDevices(std::map<int64_t, DeviceWork> given, const std::vector<RankSummary>& ranks) {
+std::map<int64_t, DeviceRows> givenDevices(std::map<int64_t, DeviceWork> given, const std::vector<RankSummary>& ranks,
+                                           const std::atomic<bool>* cancel) {
   std::map<int64_t, DeviceRows> out;
   for (const RankSummary& rs : ranks) {
     auto it = given.find(rs.rank);
     out[rs.rank] = it == given.end() ? DeviceRows{} : std::move(it->second);
   }
-  orderDevices(out);
+  orderDevices(out, cancel);
   return out;
 }
 
 // The recipe: step statistics → counted CPU windows → per rank, its events and breakdown → notes →
 // stragglers (compute more than 10% over the ranks' median).
-RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map<int64_t, DeviceWork>> given) {
+RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map<int64_t, DeviceWork>> given,
+                         const std::atomic<bool>* cancel = nullptr) {
+  stopIfCancelled(cancel);
   if (reader.meta("source") == "import") skip = 0;  // no warm-up step of ours to leave out
   const std::string workload = workloadName(reader);
   std::optional<double> peak;
@@ -493,12 +502,16 @@ RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map
   std::vector<double> compute_per_rank;
   BreakdownFindings found;
   std::map<int64_t, DeviceRows> devices =
-      given ? givenDevices(std::move(*given), s.ranks) : readDevices(reader, s.ranks);
+      given ? givenDevices(std::move(*given), s.ranks, cancel) : readDevices(reader, s.ranks);
+  stopIfCancelled(cancel);
   // Waits for peers and the pipeline bubble, from the collectives linked across ranks.
   const std::vector<Collective> collectives = reader.collectives();
   const CollectiveLinks links = linkCollectives(collectives, runLayout(reader.meta()));
+  stopIfCancelled(cancel);
   std::map<int64_t, PeerWaits> waits = peerWaits(collectives, links);
+  stopIfCancelled(cancel);
   s.step_stragglers = stepStragglers(reader, collectives, links, s.excluded_steps);
+  stopIfCancelled(cancel);
   s.critical_paths = criticalPaths(reader, collectives, links, s.excluded_steps);
   // The step number of each counted CPU window, in the windows' order.
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> starts;  // rank → (start, step)
@@ -507,6 +520,7 @@ RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map
   for (const Step& r : steps)
     if (r.step >= satAdd(first, s.excluded_steps)) starts[r.rank].emplace_back(r.start_ns, r.step);
   for (RankSummary& rs : s.ranks) {
+    stopIfCancelled(cancel);
     std::vector<std::pair<int64_t, int64_t>>& st = starts[rs.rank];
     std::stable_sort(st.begin(), st.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<int64_t> steps_of;
@@ -528,8 +542,9 @@ RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map
 
 RunSummary summarize(RunReader& reader, int64_t skip) { return summarizeWith(reader, skip, std::nullopt); }
 
-RunSummary summarize(RunReader& reader, int64_t skip, std::map<int64_t, DeviceWork> device_work) {
-  return summarizeWith(reader, skip, std::move(device_work));
+RunSummary summarize(RunReader& reader, int64_t skip, std::map<int64_t, DeviceWork> device_work,
+                     const std::atomic<bool>* cancel) {
+  return summarizeWith(reader, skip, std::move(device_work), cancel);
 }
 
 std::string summaryJson(const RunSummary& s) {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -17,6 +18,9 @@
 #include "trainscope/rundb/import_probe.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/summary.h"
+#include "trainscope/models/cluster.h"
+#include "trainscope/tuner/tune_inputs.h"
+#include "trainscope/workloads/workload.h"
 
 namespace rt = trainscope::runconfig;
 namespace tn = trainscope::tuner;
@@ -299,3 +303,28 @@ TEST(Job, SlurmTrialIsOneSrunStepOfWorldTasks) {
   o.cpu = false;
   EXPECT_THROW(tn::jobLaunch(o, ddp, "/d", false, "", 40001), trainscope::UserError);
 }
+
+#ifdef TRAINSCOPE_SOURCE_DIR
+// --runner's default probe is this build's own checkout's python/, never the one --python imports (a
+// shared venv's .pth once named whichever clone last ran scripts/setup). Here --python imports another
+// checkout's, an older one without site/: it was taken, and refused (--probe: … holds no sitecustomize).
+TEST(Job, TheDefaultProbeIsThisCheckoutsNotTheOneTheVenvImports) {
+  tn::TuneInputs f;
+  f.runner = "hf";
+  f.entry = std::string(TRAINSCOPE_SOURCE_DIR) + "/examples/hf_trainer.py";
+  f.python = "python3";
+  const char* old = std::getenv("PYTHONPATH");
+  const std::string saved = old ? old : "";
+  ::setenv("PYTHONPATH", TRAINSCOPE_SOURCE_DIR "/tests/data/other_checkout_probe", 1);
+  std::string root, error;
+  try {
+    root = tn::jobOptions(f, trainscope::models::loadCluster("cpu-local"), trainscope::workloads::load("tiny")).probe_root;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (old) ::setenv("PYTHONPATH", saved.c_str(), 1);
+  else ::unsetenv("PYTHONPATH");
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(root, TRAINSCOPE_SOURCE_DIR "/python");
+}
+#endif

@@ -320,3 +320,24 @@ TEST(ViewerApp, TheSearchHeaderArrowMarksTheListsSortWhoeverSetIt) {
   EXPECT_EQ(both.layout["search"]["header"]["sort"], "duration") << both.layout["search"]["header"].dump();
   EXPECT_EQ(both.layout["search"]["header"]["descending"], true);
 }
+
+// The other sortable table, Statistics, sorts by its header's own specs (so its arrow is always the
+// sort's); its CSV is written in the order the table shows — before, always by total, whatever header
+// was clicked. Two real clicks on "name": descending, so late_kernel (8.2 ms in all) comes before k (40 ms).
+TEST(ViewerApp, TheStatisticsCsvFollowsTheSortItsHeaderShows) {
+  const std::string db = lateRanks(), by_total = tempPath("stats_by_total.csv"), by_name = tempPath("stats_by_name.csv");
+  auto firstRow = [](const std::string& csv) {
+    std::ifstream in(csv);
+    std::string header, row;
+    std::getline(in, header), std::getline(in, row);
+    return row.substr(0, row.find(','));
+  };
+  const Shot t = scripted(db, "tab stats\nframes 2\ncsv stats " + by_total + "\n", "stats_csv_total");
+  ASSERT_EQ(t.run.status, 0) << t.run.output;
+  EXPECT_EQ(firstRow(by_total), "k");  // the default: total, descending
+  const Shot n = scripted(db, "click stats header name\nclick stats header name\nframes 2\ncsv stats " + by_name + "\n",
+                          "stats_csv_name");
+  ASSERT_EQ(n.run.status, 0) << n.run.output;
+  ASSERT_EQ(n.layout["clicks"].size(), 2u) << n.run.output;
+  EXPECT_EQ(firstRow(by_name), "late_kernel");
+}

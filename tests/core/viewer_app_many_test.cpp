@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <set>
 
 #include "kineto_structure.h"
 #include "trainscope/rundb/import.h"
@@ -249,7 +250,8 @@ TEST(ViewerApp, TheFlowsSwitchAndCompactWaitsOnARealDpRun) {
 // A real PP 2 run, stage 1 slowed at each step's start: stage 0 spends most of the step blocked at its
 // pipeline receives, inside its forward and backward ranges. Its compact row must be drawn mostly as
 // waiting, not as compute (before, compute was stacked first and the enclosing ranges hid the wait:
-// the row read blue, "busy computing", while its layout said 0.89 waiting).
+// the row read blue, "busy computing", while its layout said 0.89 waiting). Its waits are at pipeline
+// receives, drawn in their own colour (before, the collectives' orange; the Steps tab calls them bubble).
 TEST(ViewerApp, ACompactRowBlockedOnItsPeerIsDrawnWaitingNotComputing) {
   const std::string run = tempPath("pp2_compact_drawn.db");
   const auto r = trainscope::testing::slowStagePipelineRun(run, 8);
@@ -263,11 +265,24 @@ TEST(ViewerApp, ACompactRowBlockedOnItsPeerIsDrawnWaitingNotComputing) {
     const double compute = row["drawn_compute"].get<double>(), wait = row["drawn_wait"].get<double>();
     EXPECT_LE(compute + wait, 1.0 + 1e-6) << row.dump();
     EXPECT_LE(wait, row["wait"].get<double>() + 1e-6) << row.dump();
+    // PP 2: the waits are at sends and receives (a few at the run's world collectives, drawn orange).
+    const double pipe = row.value("drawn_pipeline_wait", -1.0);
+    EXPECT_GE(pipe, 0.0) << row.dump();
+    EXPECT_LE(pipe, wait + 1e-6) << row.dump();
     if (row["rank"] == 0) {
+      EXPECT_GT(pipe, 0.9 * wait) << row.dump();  // the stage blocked on its peer: at its receives
       EXPECT_GT(wait, 0.5) << row.dump();  // stage 0 waits for the slowed stage most of the step
       EXPECT_LT(compute, 0.5) << row.dump();
     }
   }
+  // The legend: the pipeline's waits have a colour of their own, unlike the collectives' waits.
+  const auto& legend = c.layout.value("compact_legend", nlohmann::json::array());
+  ASSERT_EQ(legend.size(), 4u) << c.layout.dump();
+  std::set<uint32_t> colours;
+  for (const auto& p : legend) colours.insert(p["colour"].get<uint32_t>());
+  EXPECT_EQ(colours.size(), 4u) << legend.dump();
+  EXPECT_EQ(legend[1]["name"], "waiting at collectives");
+  EXPECT_EQ(legend[2]["name"], "waiting at pipeline sends/receives");
 }
 
 // A real PP 2 run, stage 1 slowed at each step's start (the test knob), so that stage 0 waits at its
@@ -282,7 +297,7 @@ TEST(ViewerManyRanks, CompactRowsShowTheWaitsAtPipelineSendsOfARealPp2Run) {
   ASSERT_EQ(t.ranks.size(), 2u);
   for (const v::RankGroup& g : t.ranks) {
     // What the rank's linked calls waited (overlapping waits once), and of it at sends and receives.
-    std::vector<std::pair<int64_t, int64_t>> spans;
+    std::vector<std::pair<int64_t, int64_t>> spans, p2p_spans;
     int64_t p2p = 0;
     for (const v::CommCall& call : t.comm.calls)
       for (const v::EventRef& m : call.members) {
@@ -290,23 +305,30 @@ TEST(ViewerManyRanks, CompactRowsShowTheWaitsAtPipelineSendsOfARealPp2Run) {
         const int64_t until = std::min(e.end, call.link.last_start_ns);
         if (t.tracks[m.track].rank != g.rank || until <= e.start) continue;
         spans.push_back({e.start, until});
-        if (call.link.p2p) p2p += until - e.start;
+        if (call.link.p2p) p2p += until - e.start, p2p_spans.push_back({e.start, until});
       }
-    std::sort(spans.begin(), spans.end());
-    int64_t all = 0, reach = INT64_MIN;
-    for (const auto& [a, b] : spans) {
-      all += std::max<int64_t>(0, b - std::max(a, reach));
-      reach = std::max(reach, b);
-    }
+    auto unionNs = [](std::vector<std::pair<int64_t, int64_t>> s) {
+      std::sort(s.begin(), s.end());
+      int64_t sum = 0, reach = INT64_MIN;
+      for (const auto& [a, b] : s) {
+        sum += std::max<int64_t>(0, b - std::max(a, reach));
+        reach = std::max(reach, b);
+      }
+      return sum;
+    };
+    const int64_t all = unionNs(spans), pipe = unionNs(p2p_spans);
     const size_t columns = 4000;
     const v::CompactColumns c = v::compactColumns(t, g, t.begin, t.end, columns);
-    double shown = 0;
+    double shown = 0, shown_pipe = 0;
     for (size_t i = 0; i < columns; ++i) {
       EXPECT_LE(c.wait[i], c.comm[i]);
-      shown += double(c.wait[i]);
+      EXPECT_LE(c.pipeline[i], c.wait[i]);  // the waits at sends and receives are a part of the wait
+      shown += double(c.wait[i]), shown_pipe += double(c.pipeline[i]);
     }
     shown *= double(t.end - t.begin) / double(columns);
+    shown_pipe *= double(t.end - t.begin) / double(columns);
     EXPECT_NEAR(shown, double(all), 0.01 * double(all) + 1e3) << "rank " << g.rank << ", p2p " << p2p;
+    EXPECT_NEAR(shown_pipe, double(pipe), 0.01 * double(pipe) + 1e3) << "rank " << g.rank;
     if (g.rank == 0) EXPECT_GT(p2p, all / 2) << "stage 0 waits mostly at its receives";
   }
 }

@@ -23,6 +23,7 @@
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/rundb/store.h"
+#include "trainscope/rundb/summary.h"
 #include "trainscope/tuner/study.h"
 #include "trainscope/viewer/comm.h"
 #include "trainscope/viewer/details.h"
@@ -163,6 +164,14 @@ TEST(ViewerModel, TheSummaryPassStopsWhenTheDocumentIsClosed) {
   EXPECT_ANY_THROW(r.events<db::HostOp>(0));
   r.interruptWhen(nullptr);  // and the reader works again without it
   EXPECT_FALSE(r.events<db::HostOp>(0).empty());
+  // The summary's own work between its queries (the device work's order, the waits, stragglers and
+  // critical paths, each rank's breakdown) stops too: given the flag, it throws even on a reader whose
+  // queries nothing interrupts (before, only the queries stopped and the in-memory pass ran on).
+  std::map<int64_t, db::DeviceWork> work;
+  work[0].kernels.push_back({{0, 10, -1}, false});
+  std::atomic<bool> go_on{false};
+  EXPECT_EQ(db::summarize(r, 1, work, &go_on).ranks.size(), 2u);  // not cancelled: summarized
+  EXPECT_THROW(db::summarize(r, 1, work, &stop), db::SummaryCancelled);  // `stop` is set, `r` not interrupted
 }
 
 // A run killed with its last writes still in the -wal (never closed, never checkpointed), and a copy

@@ -179,8 +179,7 @@ std::string locateProbe(const std::string& python) {
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   if (end.kind != process::Exit::Exited || end.code != 0 || out.empty())
     throw UserError("--probe", python + " cannot import trainscope_probe (" + end.describe() + ")",
-                    "run scripts/setup (it installs the probe into the venv), pass --python the venv's python, "
-                    "or --probe the repository's python/ folder");
+                    "pass --probe the repository's python/ folder, or put it on --python's PYTHONPATH");
   return out;
 }
 

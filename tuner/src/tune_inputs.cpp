@@ -14,6 +14,10 @@
 #include "trainscope/runconfig/config.h"
 #include "trainscope/runconfig/fields.h"
 
+#ifndef TRAINSCOPE_PROBE_ROOT
+#define TRAINSCOPE_PROBE_ROOT ""  // no checkout known: --python's
+#endif
+
 namespace trainscope::tuner {
 
 namespace {
@@ -166,11 +170,16 @@ JobOptions jobOptions(const TuneInputs& f, const Cluster& c, const workloads::Wo
     std::free(real);
   }
   o.python = !f.python.empty() ? f.python : std::getenv("TRAINSCOPE_PYTHON") ? std::getenv("TRAINSCOPE_PYTHON") : "python3";
-  o.probe_root = f.probe.empty() ? locateProbe(o.python) : f.probe;
   struct stat st {};
+  if (!f.probe.empty())
+    o.probe_root = f.probe;
+  else if (::stat(TRAINSCOPE_PROBE_ROOT "/trainscope_probe/site/sitecustomize.py", &st) == 0)
+    o.probe_root = TRAINSCOPE_PROBE_ROOT;  // this build's own checkout: never another clone's, whatever the venv says
+  else
+    o.probe_root = locateProbe(o.python);  // a build moved away from its sources: where --python imports it from
   if (::stat((o.probe_root + "/trainscope_probe/site/sitecustomize.py").c_str(), &st) != 0)
     throw UserError("--probe", o.probe_root + " holds no trainscope_probe/site/sitecustomize.py",
-                    "pass the repository's python/ folder, or run scripts/setup (it installs trainscope_probe)");
+                    "pass the repository's python/ folder");
   o.workload = w.name;
   o.cpu = c.kind == ClusterKind::Cpu;
   o.mem_limit = o.cpu ? c.memory_bytes : 0;

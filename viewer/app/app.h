@@ -160,6 +160,7 @@ class App {
   bool tab_requested = false;
   int stats_group = -1;           // -1: the default table for the run (defaultGroup), once known
   int64_t stats_rank = kAllRanks;  // a rank, kAllRanks or kEachRank
+  std::pair<StatSort, bool> stats_sort{StatSort::Total, true};  // the Statistics table's sort as last drawn (column, descending)
   bool stats_in_range = false;     // Statistics limited to the selected range
   std::unique_ptr<Statistics> range_stats;  // computed for range_stats_for of range_stats_trace
   std::pair<int64_t, int64_t> range_stats_for{};
@@ -391,7 +392,14 @@ class App {
     float y0, y1;
     double busy, wait;  // mean shares over the window: busy (compute or comm), waiting for a peer
     double drawn_compute, drawn_wait;  // mean shares of the row's height drawn as compute and as waiting
+    double drawn_pipeline_wait;        // of drawn_wait, the share drawn as waiting at pipeline sends/receives
   };
+  // The compact row's parts bottom up, each with its colour (the legend; --layout's compact_legend).
+  struct CompactPart {
+    const char* name;
+    uint32_t colour;  // ImU32
+  };
+  static const std::array<CompactPart, 4>& compactParts();
   std::vector<CompactShown> compact_drawn;
   // Flow arrows and links (the flows switch): every send's arrow and the selected or hovered event's
   // links (all), the selected event's only (selected), or none.

@@ -30,6 +30,7 @@ const char* scriptTableName(const std::string& imgui_table) {
   if (imgui_table == "search_list") return "search";
   if (imgui_table == "sql_rows") return "sql";
   if (imgui_table == "name_diff") return "diff";
+  if (imgui_table == "stats") return "stats";  // its headers (the sort)
   return nullptr;
 }
 
@@ -43,7 +44,8 @@ void recordClickTarget(const std::string& key) {
 
 bool App::applyClickCommand(const ScriptCommand& c) {
   if (c.op != "click") return false;
-  static const std::map<std::string, Tab> tabs = {{"search", Tab::Search}, {"sql", Tab::Sql}, {"diff", Tab::Compare}};
+  static const std::map<std::string, Tab> tabs = {
+      {"search", Tab::Search}, {"sql", Tab::Sql}, {"diff", Tab::Compare}, {"stats", Tab::Statistics}};
   tab = tabs.at(c.args[0]), tab_requested = true;  // parseFinderScript checked the table
   if (c.args[0] == "diff") nameDiff();             // computed if it is not yet
   clicks.target = c.args.size() == 3 ? c.args[0] + " header " + c.args[2] : c.args[0] + " " + c.args[1];

@@ -264,7 +264,10 @@ void App::writeTimelineLayout(nlohmann::json& j) const {
   j["compact_rows"] = nlohmann::json::array();
   for (const auto& r : compact_drawn)
     j["compact_rows"].push_back({{"doc", r.doc}, {"rank", r.rank}, {"y0", r.y0}, {"y1", r.y1}, {"busy", r.busy}, {"wait", r.wait},
-                                 {"drawn_compute", r.drawn_compute}, {"drawn_wait", r.drawn_wait}});
+                                 {"drawn_compute", r.drawn_compute}, {"drawn_wait", r.drawn_wait},
+                                 {"drawn_pipeline_wait", r.drawn_pipeline_wait}});
+  j["compact_legend"] = nlohmann::json::array();  // bottom up, colours as 0xAABBGGRR (ImU32)
+  for (const auto& p : compactParts()) j["compact_legend"].push_back({{"name", p.name}, {"colour", p.colour}});
   if (docs.size() > 1)
     j["alignment"] = {{"ok", alignment.ok}, {"step", alignment.step}, {"offset_ns", alignment.offset},
                       {"message", alignment.message}, {"drawn", alignment_drawn}};

@@ -282,6 +282,7 @@ void App::statisticsTable(const Statistics& st, Document& d, bool in_range) {
     by = StatSort(sp->Specs[0].ColumnUserID);
     desc = sp->Specs[0].SortDirection == ImGuiSortDirection_Descending;
   }
+  stats_sort = {by, desc};  // the table's CSV in the order shown
   const auto rowsOf = statRows(st, t, StatGroup(stats_group), stats_rank, by, desc);
   double sum = 0;
   for (const auto* r : rowsOf) sum += double(r->total_ns);

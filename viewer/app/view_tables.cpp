@@ -287,7 +287,7 @@ Table App::tableFor(const std::string& which) {
     const Statistics* st = shownStatistics(stats_in_range && range, /*wait=*/true);
     if (!st) return {};
     const StatGroup g = stats_group >= 0 ? StatGroup(stats_group) : defaultGroup(*st);
-    return statsTable(*st, t, g, stats_rank);
+    return statsTable(*st, t, g, stats_rank, stats_sort.first, stats_sort.second);  // as the table shows it
   }
   if (which == "range") {
     const Statistics* st = range ? shownStatistics(true, /*wait=*/true) : nullptr;

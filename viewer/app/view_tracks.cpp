@@ -5,6 +5,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 
@@ -148,9 +149,20 @@ void App::drawRows(ImDrawList* dl, const TimelineContext& cx, bool pinned) {
   if (pinned) dl->PopClipRect();
 }
 
+// The compact row's parts, bottom up, with their colours: the legend (the row's tooltip, --layout).
+const std::array<App::CompactPart, 4>& App::compactParts() {
+  static const std::array<CompactPart, 4> parts = {{{"compute", IM_COL32(80, 140, 230, 255)},
+                                                    {"waiting at collectives", IM_COL32(240, 160, 60, 255)},
+                                                    {"waiting at pipeline sends/receives", IM_COL32(190, 110, 235, 255)},
+                                                    {"communication", IM_COL32(230, 90, 80, 255)}}};
+  return parts;
+}
+
 // A rank in compact mode: one thin row, its label in the gutter and per pixel column (in pairs) how
-// busy its compute (blue), its collectives' waiting for a peer (orange) and the rest of its collectives
-// (red) keep it, stacked in that order (compact.h).
+// busy its compute (blue), its collectives' waiting for their last member (orange), its pipeline sends'
+// and receives' waiting for their partner (violet: the Steps tab's bubble apart from waiting) and the
+// rest of its communication (red) keep it, stacked in that order (compact.h); hovered, the legend
+// with the column's shares.
 void App::drawCompactRow(ImDrawList* dl, const TimelineContext& cx, const LayoutRow& r, float y) {
   const Document& d = *docs[r.doc];
   const RankGroup& g = d.trace->ranks[r.group];
@@ -162,25 +174,39 @@ void App::drawCompactRow(ImDrawList* dl, const TimelineContext& cx, const Layout
   const int64_t t0 = view.timeAt(cx.x0) - d.offset, t1 = view.timeAt(cx.x0 + 2 * float(n)) - d.offset;
   const CompactColumns c = compactColumns(*d.trace, g, t0, t1, n);
   const float h = r.h - 2;
-  double busy = 0, waiting = 0, drawn_compute = 0, drawn_wait = 0;
+  const auto& parts = compactParts();
+  double busy = 0, waiting = 0, drawn_compute = 0, drawn_wait = 0, drawn_pipeline = 0;
   for (size_t i = 0; i < n; ++i) {
-    // Stacked from the bottom: compute (blue), waiting for a peer (orange), the rest of comm (red).
-    // Waiting goes first: a host range (forward, backward) that encloses a blocking receive counts as
-    // compute too, and a rank blocked on its peer is not computing.
-    const float x = cx.x0 + 2 * float(i), wait = std::min(c.wait[i], 1.f);
-    const float ch = h * std::min(c.compute[i], 1.f - wait), wh = h * wait;
+    // Stacked from the bottom: compute, waiting at collectives, waiting at pipeline sends/receives, the
+    // rest of comm. Waiting goes first: a host range (forward, backward) that encloses a blocking
+    // receive counts as compute too, and a rank blocked on its peer is not computing.
+    const float x = cx.x0 + 2 * float(i), wait = std::min(c.wait[i], 1.f), pipe = std::min(c.pipeline[i], wait);
+    const float ch = h * std::min(c.compute[i], 1.f - wait), ph = h * pipe, wh = h * (wait - pipe);
     const float mh = h * std::min(c.comm[i] - c.wait[i], std::max(0.f, 1.f - ch / h - wait));
-    drawn_compute += ch / h, drawn_wait += wh / h;
-    if (ch > 0.5f) dl->AddRectFilled(ImVec2(x, y + h - ch), ImVec2(x + 2, y + h), IM_COL32(80, 140, 230, 255));
-    if (wh > 0.5f) dl->AddRectFilled(ImVec2(x, y + h - ch - wh), ImVec2(x + 2, y + h - ch), IM_COL32(240, 160, 60, 255));
-    if (mh > 0.5f)
-      dl->AddRectFilled(ImVec2(x, y + h - ch - wh - mh), ImVec2(x + 2, y + h - ch - wh), IM_COL32(230, 90, 80, 255));
+    drawn_compute += ch / h, drawn_wait += (wh + ph) / h, drawn_pipeline += ph / h;
+    const float heights[4] = {ch, wh, ph, mh};
+    float top = y + h;
+    for (size_t k = 0; k < 4; ++k) {
+      if (heights[k] > 0.5f) dl->AddRectFilled(ImVec2(x, top - heights[k]), ImVec2(x + 2, top), parts[k].colour);
+      top -= heights[k];
+    }
     busy += std::min(1.f, c.compute[i] + c.comm[i]);
     waiting += c.wait[i];
   }
+  const ImVec2 m = ImGui::GetMousePos();
+  if (cx.hovered && n && m.x >= cx.x0 && m.x < cx.x0 + 2 * float(n) && m.y >= y && m.y < y + r.h && m.y >= cx.top) {
+    const size_t i = std::min(n - 1, size_t((m.x - cx.x0) / 2));
+    const float shares[4] = {c.compute[i], c.wait[i] - c.pipeline[i], c.pipeline[i], std::max(0.f, c.comm[i] - c.wait[i])};
+    ImGui::BeginTooltip();
+    ImGui::TextUnformatted(label.c_str());
+    for (size_t k = 0; k < parts.size(); ++k)
+      ImGui::TextColored(ImColor(parts[k].colour), "%s %.0f%%", parts[k].name, 100.0 * double(shares[k]));
+    ImGui::EndTooltip();
+  }
   if (cx.record)
     compact_drawn.push_back({r.doc, g.rank, y, y + r.h, n ? busy / double(n) : 0.0, n ? waiting / double(n) : 0.0,
-                             n ? drawn_compute / double(n) : 0.0, n ? drawn_wait / double(n) : 0.0});
+                             n ? drawn_compute / double(n) : 0.0, n ? drawn_wait / double(n) : 0.0,
+                             n ? drawn_pipeline / double(n) : 0.0});
 }
 
 // One lane's boxes: single events in their name's colour, folded blocks shaded by how busy they are.

@@ -50,11 +50,22 @@ void streamColumns(const Track& t, int64_t begin, int64_t end, std::vector<float
   }
 }
 
+// Each column's share of the union of `spans` (overlapping spans once), added into `out`.
+void addUnion(std::vector<std::pair<int64_t, int64_t>>& spans, int64_t begin, int64_t end, std::vector<float>& out) {
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 0; i < spans.size();) {
+    auto [a, b] = spans[i];
+    for (++i; i < spans.size() && spans[i].first <= b; ++i) b = std::max(b, spans[i].second);
+    addSpan(a, b, begin, end, out);
+  }
+}
+
 // The waits of the linked calls of collectives track `ti` in [begin, end): a collective's for its last
-// member, a pipeline send's or receive's for its partner (the same rule, comm.h). Calls that overlap
-// (on the track's other lanes) count their waits once.
-void waits(const Trace& trace, size_t ti, int64_t begin, int64_t end, std::vector<float>& out) {
-  std::vector<std::pair<int64_t, int64_t>> spans;
+// member, a pipeline send's or receive's for its partner (the same rule, comm.h), all into `wait` and
+// the pipeline's alone into `pipeline`. Calls that overlap (on the track's other lanes) count their
+// waits once.
+void waits(const Trace& trace, size_t ti, int64_t begin, int64_t end, std::vector<float>& wait, std::vector<float>& pipeline) {
+  std::vector<std::pair<int64_t, int64_t>> spans, p2p;
   const Track& t = trace.tracks[ti];
   for (uint32_t li = 0; li < t.lanes.size(); ++li) {
     const auto [first, last] = overlapping(t.lanes[li], begin, end);
@@ -62,15 +73,14 @@ void waits(const Trace& trace, size_t ti, int64_t begin, int64_t end, std::vecto
       const CommCall* call = trace.comm.callOf({uint32_t(ti), li, i});
       if (!call) continue;
       const Event& e = t.lanes[li].events[i];
-      if (std::min(e.end, call->link.last_start_ns) > e.start) spans.push_back({e.start, std::min(e.end, call->link.last_start_ns)});
+      const int64_t until = std::min(e.end, call->link.last_start_ns);
+      if (until <= e.start) continue;
+      spans.push_back({e.start, until});
+      if (call->link.p2p) p2p.push_back({e.start, until});
     }
   }
-  std::sort(spans.begin(), spans.end());
-  for (size_t i = 0; i < spans.size();) {
-    auto [a, b] = spans[i];
-    for (++i; i < spans.size() && spans[i].first <= b; ++i) b = std::max(b, spans[i].second);
-    addSpan(a, b, begin, end, out);
-  }
+  addUnion(spans, begin, end, wait);
+  addUnion(p2p, begin, end, pipeline);
 }
 
 }  // namespace
@@ -80,6 +90,7 @@ CompactColumns compactColumns(const Trace& trace, const RankGroup& rank, int64_t
   c.compute.assign(columns, 0.f);
   c.comm.assign(columns, 0.f);
   c.wait.assign(columns, 0.f);
+  c.pipeline.assign(columns, 0.f);
   if (columns == 0 || end <= begin) return c;
   bool streams = false;
   for (size_t ti : rank.tracks) streams = streams || (trace.tracks[ti].kind == TrackKind::Stream && trace.tracks[ti].events());
@@ -92,10 +103,13 @@ CompactColumns compactColumns(const Trace& trace, const RankGroup& rank, int64_t
       maxLane(t.lanes[0], begin, end, c.compute);
     } else if (t.kind == TrackKind::Collectives) {
       for (const Lane& lane : t.lanes) maxLane(lane, begin, end, c.comm);
-      waits(trace, ti, begin, end, c.wait);
+      waits(trace, ti, begin, end, c.wait, c.pipeline);
     }
   }
-  for (size_t i = 0; i < columns; ++i) c.wait[i] = std::min(c.wait[i], c.comm[i]);  // a part of comm
+  for (size_t i = 0; i < columns; ++i) {
+    c.wait[i] = std::min(c.wait[i], c.comm[i]);  // a part of comm
+    c.pipeline[i] = std::min(c.pipeline[i], c.wait[i]);  // a part of the wait
+  }
   return c;
 }
 

@@ -290,14 +290,16 @@ std::vector<ScriptCommand> parseFinderScript(
                       "e.g. matches duration desc");
     if (c.op == "sqltrack" && (c.args.size() != 1 || (c.args[0] != "show" && c.args[0] != "remove")))
       throw UserError("--script", where + ": sqltrack takes show or remove", "run a query first: sql \"SELECT ...\"");
-    // click TABLE ROW | click TABLE header COLUMN: a real click on a row or a header of search, sql or diff.
+    // click TABLE ROW | click TABLE header COLUMN: a real click on a row or a header of search, sql or diff;
+    // Statistics (stats): on a header only (a row click there searches its name: use `search`).
     if (c.op == "click") {
       const bool table = !c.args.empty() && (c.args[0] == "search" || c.args[0] == "sql" || c.args[0] == "diff");
+      const bool stats_header = c.args.size() == 3 && c.args[0] == "stats" && c.args[1] == "header";
       const auto row = c.args.size() == 2 ? integer(c.args[1]) : std::nullopt;
-      if (!table || !((row && *row >= 0) || (c.args.size() == 3 && c.args[1] == "header")))
+      if (!stats_header && (!table || !((row && *row >= 0) || (c.args.size() == 3 && c.args[1] == "header"))))
         throw UserError("--script", where + ": click takes a table (search, sql or diff) and a row number (from 0), "
-                                            "or the table, header and a column name",
-                        "e.g. click search 0, click search header duration");
+                                            "or the table (those, or stats), header and a column name",
+                        "e.g. click search 0, click search header duration, click stats header count");
     }
     if (c.op == "match" || c.op == "sqlrow" || c.op == "diffrow") {
       const auto k = c.args.size() == 1 ? integer(c.args[0]) : std::nullopt;

@@ -376,10 +376,12 @@ std::optional<rundb::RunSummary> loadSummary(const std::string& path, const std:
     rundb::RunReader reader(path);
     reader.interruptWhen(cancel);
     if (reader.stepRanks().empty()) return std::nullopt;
-    if (loaded) return rundb::summarize(reader, 1, deviceWork(*loaded, cancel));
+    if (loaded) return rundb::summarize(reader, 1, deviceWork(*loaded, cancel), cancel);  // its own work stops too
     return rundb::summarize(reader);
   } catch (const Cancelled&) {
     throw;
+  } catch (const rundb::SummaryCancelled&) {
+    throw Cancelled();
   } catch (const UserError&) {
     if (cancel && cancel->load()) throw Cancelled();  // an interrupted query, reported as a read error
     throw;

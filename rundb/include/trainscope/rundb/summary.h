@@ -41,9 +41,11 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -156,7 +158,13 @@ RunSummary summarize(RunReader& reader, int64_t skip = 1);
 // The same with each rank's device work given (in any order; rows of ranks without steps are left
 // out) instead of read from the file; the rest is read from it. Equal starts are summed in the given
 // order where the file's is storage order: the unattributed time may differ in its last bits.
-RunSummary summarize(RunReader& reader, int64_t skip, std::map<int64_t, DeviceWork> device_work);
+// cancel: once true, the pass stops between its phases and ranks (not only at its file queries, which
+// the reader's interruptWhen stops) and throws SummaryCancelled; the viewer's, when a file is closed.
+struct SummaryCancelled : std::runtime_error {
+  SummaryCancelled() : std::runtime_error("the run summary was cancelled") {}
+};
+RunSummary summarize(RunReader& reader, int64_t skip, std::map<int64_t, DeviceWork> device_work,
+                     const std::atomic<bool>* cancel = nullptr);
 // From step rows alone (a run without a database): no breakdown.
 RunSummary summarizeSteps(const std::vector<Step>& steps, int64_t world, const std::string& workload,
                           std::optional<double> peak_flops, int64_t skip = 1);

@@ -19,10 +19,12 @@ namespace trainscope::viewer {
 //             NCCL kernels (lod.h, commBusyIn), whichever is more;
 //   wait    — of that, the share a linked call spent waiting for its peer (its start to the last
 //             arrival, comm.h's rule): a collective for its last member, a pipeline send or receive
-//             for its partner (what the Steps tab counts as bubble).
+//             for its partner (what the Steps tab counts as bubble);
+//   pipeline — of that wait, the share at pipeline sends and receives (the rest, wait − pipeline, is
+//             at collectives): drawn in a colour of its own, as the Steps tab splits waiting and bubble.
 // So comm − wait is the transfer, and a straggler's peers show wait where it shows compute.
 struct CompactColumns {
-  std::vector<float> compute, comm, wait;
+  std::vector<float> compute, comm, wait, pipeline;
 };
 CompactColumns compactColumns(const Trace& trace, const RankGroup& rank, int64_t begin, int64_t end, size_t columns);
 
