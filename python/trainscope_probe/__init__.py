@@ -212,6 +212,14 @@ def _at_exit():
             dist.destroy_process_group()
     except Exception as e:  # noqa: BLE001 — the job's rows are written; its exit is its own
         sys.stderr.write(f"trainscope_probe: destroy_process_group at exit: {e}\n")
+    # The job returned: a fatal signal after this (rankR.fault) is the interpreter's teardown — a
+    # library's thread or finalizer (DeepSpeed 0.19's CPU path: "terminate called without an active
+    # exception") — and the tuner keeps the measured steps, naming it (job_trial.cpp).
+    if _probe is not None:
+        with open(os.path.join(_probe.folder, f"rank{_probe.rank}.returned"), "w") as f:
+            f.write("the job returned; its rows are flushed and its process group destroyed\n")
+        if _probe.inject == "teardown":  # testing: a fatal signal in the exit, after the job's rows
+            os.abort()
 
 
 class _Step:

@@ -50,13 +50,15 @@ void requireAtMost(int64_t v, int64_t hi, const std::string& field, const std::s
 // The longest wall time a flag may name (10^7 s, 115 days): a duration past it would overflow the clock.
 constexpr double kLongestSeconds = 1e7;
 
-// --inject: CANDIDATE:crash|hang|oom[,…].
+// --inject: CANDIDATE:crash|hang|oom|badpath|teardown[,…].
 void checkInject(const std::string& spec) {
   for (const auto& item : split(spec)) {
     const auto colon = item.find(':');
     const std::string what = colon == std::string::npos ? "" : item.substr(colon + 1);
-    if (colon == std::string::npos || (what != "crash" && what != "hang" && what != "oom" && what != "badpath"))
-      throw UserError("--inject", "\"" + item + "\" is not CANDIDATE:crash|hang|oom|badpath", "e.g. --inject 0:crash,1:hang");
+    if (colon == std::string::npos || (what != "crash" && what != "hang" && what != "oom" && what != "badpath" &&
+                                  what != "teardown"))
+      throw UserError("--inject", "\"" + item + "\" is not CANDIDATE:crash|hang|oom|badpath|teardown",
+                      "e.g. --inject 0:crash,1:hang");
     runconfig::parseInteger(item.substr(0, colon), "--inject", 0, int64_t(1) << 40,
                           "name a candidate by its id, e.g. --inject 0:crash");
   }
@@ -211,8 +213,9 @@ TuneOptions tuneOptions(const TuneInputs& f, const Cluster& c, const StudyLock* 
     o.runner_name = f.runner;
     const bool cpu = c.kind == ClusterKind::Cpu;
     o.refuse = [kind, cpu](const Plan& p) { return jobRefusal(kind, p, cpu); };
-  } else if (f.inject.find("badpath") != std::string::npos) {
-    throw UserError("--inject", "badpath is a fault of an external job's script", "use it with --runner hf|accelerate|…");
+  } else if (f.inject.find("badpath") != std::string::npos || f.inject.find("teardown") != std::string::npos) {
+    throw UserError("--inject", "badpath and teardown are faults of an external job (its script; its interpreter's exit)",
+                    "use them with --runner hf|accelerate|…");
   }
   return o;
 }
