@@ -152,7 +152,8 @@ def case_slurm_kill9(ts, work):
              lambda: name not in squeue("--format=%j") + squeue("--steps", "--format=%j"), timeout=60)
     check(other_id in squeue("--format=%i"), f"another study's job {other_id} was cancelled")
     subprocess.run(["scancel", other_id], timeout=60)
-    print(f"slurm_kill9: killed in trial {before[1][1]}-r{before[1][2]} (2 tasks left by srun); --resume cancelled "
+    print(f"slurm_kill9: killed in trial {before[1][1]}-r{before[1][2]} ({len(left_tasks)} task(s) left, job listed: "
+          f"{left_job}); --resume cancelled "
           f"{name}, kept {len(finished)} trial(s), {len(after)} rows, pick {r['recommended']}")
 
 
