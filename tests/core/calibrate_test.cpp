@@ -35,6 +35,23 @@ nlohmann::json readJson(const std::string& path) {
   return nlohmann::json::parse(ss.str());
 }
 
+// The JSON `lines` priced by `predict --batch` on the cluster file `truth`, written to `rows` with
+// each step time as its measured_step_s: rows whose constants are known.
+void writeMeasuredRows(const std::string& truth, const std::string& batch, const std::string& lines,
+                       const std::string& rows) {
+  write(batch, lines);
+  const auto priced = cli("predict --cluster " + truth + " --batch " + batch);
+  ASSERT_EQ(priced.status, 0) << priced.output;
+  std::istringstream in(priced.output), spec(lines);
+  std::string result, line, out_rows;
+  while (std::getline(in, result) && std::getline(spec, line)) {
+    nlohmann::json row = nlohmann::json::parse(line);
+    row["measured_step_s"] = nlohmann::json::parse(result)["time"]["step_s"];
+    out_rows += row.dump() + "\n";
+  }
+  write(rows, out_rows);
+}
+
 }  // namespace
 
 TEST(FitParams, EveryPathReadsAndWritesItsFieldWithinPhysicalBounds) {
@@ -91,17 +108,8 @@ TEST(Calibrate, RecoversKnownConstantsFromRowsPricedWithThem) {
         nlohmann::json j = {{"workload", w}, {"gpus", gpus}, {"mbs", mbs}, {"seq", 1024}, {"framework", "fsdp"}, {"zero", 3}};
         lines += j.dump() + "\n";
       }
-  write(batch, lines);
-  const auto priced = cli("predict --cluster " + truth + " --batch " + batch);
-  ASSERT_EQ(priced.status, 0) << priced.output;
-  std::istringstream in(priced.output), spec(lines);
-  std::string result, line, out_rows;
-  while (std::getline(in, result) && std::getline(spec, line)) {
-    nlohmann::json row = nlohmann::json::parse(line);
-    row["measured_step_s"] = nlohmann::json::parse(result)["time"]["step_s"];
-    out_rows += row.dump() + "\n";
-  }
-  write(rows, out_rows);
+  writeMeasuredRows(truth, batch, lines, rows);
+  if (::testing::Test::HasFatalFailure()) return;
   const auto r = cli("calibrate --cluster a100-80gb-x8 --from " + rows +
                      " --fit dispatch_s,sustained_clock,intra_node.efficiency,frameworks.fsdp.overlap_slowdown --folds 3 -o " + out);
   ASSERT_EQ(r.status, 0) << r.output;
@@ -147,17 +155,8 @@ TEST(Calibrate, FitsTheOverlapSlowdownByDefault) {
                             {"framework", "fsdp"}, {"zero", 3}};
         lines += j.dump() + "\n";
       }
-  write(batch, lines);
-  const auto priced = cli("predict --cluster " + truth + " --batch " + batch);
-  ASSERT_EQ(priced.status, 0) << priced.output;
-  std::istringstream in(priced.output), spec(lines);
-  std::string result, line, out_rows;
-  while (std::getline(in, result) && std::getline(spec, line)) {
-    nlohmann::json row = nlohmann::json::parse(line);
-    row["measured_step_s"] = nlohmann::json::parse(result)["time"]["step_s"];
-    out_rows += row.dump() + "\n";
-  }
-  write(rows, out_rows);
+  writeMeasuredRows(truth, batch, lines, rows);
+  if (::testing::Test::HasFatalFailure()) return;
   const auto r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " --folds 0 -o " + out);
   ASSERT_EQ(r.status, 0) << r.output;
   const nlohmann::json fitted = readJson(out);

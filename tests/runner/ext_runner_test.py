@@ -230,6 +230,28 @@ def study_rows(study):
         return []
 
 
+def resume_kept(ts, args, study, finished, mtimes, killed, candidates, timeout):
+    """`tune --resume` of a study killed in trial `killed` (its row): every finished trial kept as it
+    was (row and database untouched), the killed one run again once into its own paths (.2.db), all
+    `candidates` ok, the pick the fastest measured. Returns (the resumed JSON, the rows after)."""
+    p = subprocess.run([ts, "tune", "--resume"] + args, capture_output=True, text=True, timeout=timeout)
+    check(p.returncode == 0, f"resumed tune exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    after = study_rows(study)
+    for key, row in finished.items():
+        again = [a for a in after if (a[1], a[2]) == key]
+        check(again == [row], f"finished trial {key} was touched or run again: {row} -> {again}")
+        check(os.path.getmtime(row[5]) == mtimes[key], f"{row[5]} was rewritten")
+    redone = [a for a in after if a[5].endswith(".2.db")]
+    check(len(redone) == 1 and redone[0][3] == "ok" and (redone[0][1], redone[0][2]) == (killed[1], killed[2]),
+          f"the killed trial is run again once, into its own paths: {after}")
+    check(len({a[1] for a in after}) == candidates and all(a[3] == "ok" for a in after),
+          f"the study finished its {candidates} candidates: {after}")
+    measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
+    check(r["recommended"] == min(measured, key=measured.get), f"pick {r['recommended']} of {measured}")
+    return r, after
+
+
 def case_kill9_resume(ts, work):
     study = os.path.join(work, "kill9.db")
     subprocess.run(["rm", "-rf", study, study + "-wal", study + "-shm", study + ".lock", study + ".trials"], check=True)
@@ -263,21 +285,7 @@ def case_kill9_resume(ts, work):
     finished = {(r[1], r[2]): r for r in study_rows(study) if r[3] == "ok"}
     check(finished, f"no finished trial before the kill: {study_rows(study)}")
     mtimes = {k: os.path.getmtime(r[5]) for k, r in finished.items()}
-    p = subprocess.run([ts, "tune", "--resume"] + args, capture_output=True, text=True, timeout=900)
-    check(p.returncode == 0, f"resumed tune exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    r = json.loads(p.stdout.strip().splitlines()[-1])
-    after = study_rows(study)
-    for key, row in finished.items():
-        again = [a for a in after if (a[1], a[2]) == key]
-        check(again == [row], f"finished trial {key} was touched or run again: {row} -> {again}")
-        check(os.path.getmtime(row[5]) == mtimes[key], f"{row[5]} was rewritten")
-    redone = [a for a in after if a[5].endswith(".2.db")]
-    check(len(redone) == 1 and redone[0][3] == "ok" and (redone[0][1], redone[0][2]) == (before[1][1], before[1][2]),
-          f"the killed trial is run again once, into its own paths: {after}")
-    check(len({a[1] for a in after}) == 4 and all(a[3] == "ok" for a in after),
-          f"the study finished its four candidates: {after}")
-    measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
-    check(r["recommended"] == min(measured, key=measured.get), f"pick {r['recommended']} of {measured}")
+    r, after = resume_kept(ts, args, study, finished, mtimes, before[1], 4, 900)
     print(f"kill9_resume: killed in trial {before[1][1]}-r{before[1][2]}; {len(finished)} finished trial(s) kept, "
           f"{len(after)} rows after the resume, pick {r['recommended']}")
 

@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ext_runner_test import HANG_JOB, study_rows, wait_for, with_marker  # noqa: E402
+from ext_runner_test import HANG_JOB, resume_kept, study_rows, wait_for, with_marker  # noqa: E402
 from hf_runner_test import PROBE, PY, SCRIPT, check, trial_dir, tune  # noqa: E402
 
 # The job of slurm_kill9: examples/hf_trainer.py, except that while WORK/hold exists a trial started
@@ -131,21 +131,8 @@ def case_slurm_kill9(ts, work):
     os.remove(os.path.join(work, "hold"))  # the trial run again trains; the killed tasks hold for ever
     finished = {(r[1], r[2]): r for r in study_rows(study) if r[3] == "ok"}
     mtimes = {k: os.path.getmtime(r[5]) for k, r in finished.items()}
-    p = subprocess.run([ts, "tune", "--resume"] + args, capture_output=True, text=True, timeout=600)
-    check(p.returncode == 0, f"resumed tune exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r, after = resume_kept(ts, args, study, finished, mtimes, before[1], 2, 600)
     check(study_id(study) == name[len("trainscope-study-"):], "the study's id changed on --resume")
-    after = study_rows(study)
-    for key, row in finished.items():
-        again = [a for a in after if (a[1], a[2]) == key]
-        check(again == [row], f"finished trial {key} was touched or run again: {row} -> {again}")
-        check(os.path.getmtime(row[5]) == mtimes[key], f"{row[5]} was rewritten")
-    redone = [a for a in after if a[5].endswith(".2.db")]
-    check(len(redone) == 1 and redone[0][3] == "ok" and (redone[0][1], redone[0][2]) == (before[1][1], before[1][2]),
-          f"the killed trial is run again once, into its own paths: {after}")
-    check(len({a[1] for a in after}) == 2 and all(a[3] == "ok" for a in after), f"the study's trials: {after}")
-    measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
-    check(r["recommended"] == min(measured, key=measured.get), f"pick {r['recommended']} of {measured}")
     # No task of the killed trial and no job or step of the study is left; the other study's job is.
     wait_for("the killed trial's tasks to end", lambda: not tasks(marker), timeout=60)
     wait_for("Slurm to drop the study's jobs and steps",
