@@ -440,13 +440,9 @@ NetworkTier dpTier(const Plan& p, const Cluster& c) {
 // the backward could not hide. `--dp-overlap` replaces the estimate with a measured share.
 // `share`: the profile's overlap_reduce, the share of what could hide that does (0: issued after
 // the backward; 1: all of it; between, as a trace measured it — calibrate --trace).
-// The profile's overlap_reduce, or 0 where a user's DeepSpeed config has overlap_comm off (stages
-// 1–2 by default): stage_1_and_2.py then reduces each bucket on the compute stream
-// (average_tensor: `stream = self.reduction_stream if self.overlap_comm else current_stream()`).
-double overlapShare(const Cluster& c, const TimeOptions& o) {
-  if (o.framework == Framework::Deepspeed && o.deepspeed.from_config && o.deepspeed.overlap_comm == 0) return 0;
-  return c.profile(o.framework).overlap_reduce;
-}
+// The profile's overlap_reduce with the options' overrides (profileFor: 0 where a user's DeepSpeed
+// config has overlap_comm off).
+double overlapShare(const Cluster& c, const TimeOptions& o) { return profileFor(c, o).overlap_reduce; }
 
 double exposedReduction(const TimeOptions& o, double share, double full, double buckets, double backward_s) {
   double hidden = 0;

@@ -57,6 +57,11 @@ double cpuRingSeconds(const workloads::Workload& w, const Plan& p, const Cluster
 FrameworkProfile profileFor(const Cluster& c, const TimeOptions& o) {
   FrameworkProfile fp = c.profile(o.framework);
   if (o.reduce_bytes > 0) fp.reduce_bytes = o.reduce_bytes;
+  // A user's DeepSpeed config with overlap_comm off (stages 1–2 by default): stage_1_and_2.py reduces
+  // each bucket on the compute stream (average_tensor: `stream = self.reduction_stream if
+  // self.overlap_comm else current_stream()`), nothing hidden.
+  if (o.framework == Framework::Deepspeed && o.deepspeed.from_config && o.deepspeed.overlap_comm == 0)
+    fp.overlap_reduce = 0;
   return fp;
 }
 

@@ -61,7 +61,8 @@ struct TimeOptions {
   // profile's buckets, prefetch and overlap.
   DeepSpeedZero deepspeed;
 };
-// The framework profile `o` prices on `c`: c.profile(o.framework) with o.reduce_bytes put in.
+// The framework profile `o` prices on `c`: c.profile(o.framework) with the options' overrides put in
+// (o.reduce_bytes; a user's DeepSpeed config with overlap_comm off: overlap_reduce 0).
 FrameworkProfile profileFor(const Cluster& c, const TimeOptions& o);
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o = {});
