@@ -6,6 +6,7 @@
 #include "predict_flags.h"
 #include "deepspeed_config.h"
 #include "predict_framework_memory.h"
+#include "predict_moe_load.h"
 
 #include <algorithm>
 #include <climits>
@@ -24,6 +25,7 @@
 #include "trainscope/common/files.h"
 #include "trainscope/common/json_text.h"
 #include "trainscope/models/fit_params.h"
+#include "trainscope/models/moe.h"
 #include "trainscope/tuner/cost_model.h"
 #include "trainscope/tuner/models.h"
 #include "trainscope/rundb/reader.h"
@@ -53,6 +55,7 @@ struct Outcome {
   std::string time_source = "analytic";
   double megatron_bytes_per_param = 18;
   tn::DeepSpeedZero deepspeed;  // --deepspeed-config's knobs (framework memory)
+  std::string routing;          // which routing the MoE figures priced (routingLine; "" when dense)
   int64_t megatronParamsOpt(int64_t stage) const {
     return tn::megatronLayersParamsOpt(w, p, stage, megatron_bytes_per_param);
   }
@@ -262,6 +265,7 @@ Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn:
   out.devices = devicesOf(f, c);
   out.p = planFromFlags(f, w, c, out.devices);
   checkPriceable(w, out.p, out.devices);
+  if (!f.moe_load.empty()) out.p.moe_load = readMoeLoad(f.moe_load, w, out.p).load;  // else random routing's
   out.m = checkedMemory(w, out.p);
   out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention), reduceBytes(f, c, framework)};
   if (!f.deepspeed_config.empty()) useDeepSpeedConfig(f, w, framework, out.options);
@@ -283,6 +287,7 @@ Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   // --reduce-dtype into the profile the framework memory reads (fsdpMemory's reduce buffers).
   if (priced.options.reduce_bytes > 0) o.c.mutableProfile(o.framework).reduce_bytes = priced.options.reduce_bytes;
   o.deepspeed = priced.options.deepspeed;
+  o.routing = routingLine(o.w, o.p, f.moe_load);
   // Megatron-LM's parameters and optimizer state per stage (its theoretical_memory_usage and the
   // distributed-optimizer docs): 16-bit weights, fp32 main gradients, fp32 master weights and Adam
   // moments = 18 bytes per parameter, or 6 + 12/dp with the distributed optimizer. Layers only, as
@@ -319,7 +324,7 @@ std::string zeroLine(const tn::Plan& p, const tn::StageMemory& s) {
 }
 
 nlohmann::json toJson(const Outcome& o) {
-  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds] = o;
+  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds, routing] = o;
   (void)devices, (void)bpp;
   const bool fits = m.peak() <= c.memory_bytes;
   nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
@@ -355,6 +360,11 @@ nlohmann::json toJson(const Outcome& o) {
   j["attention"] = tn::attentionName(o.attention);
   j["time"]["bound"] = t.bound;
   addFrameworkMemoryJson(j, w, p, framework, c, m, ds);
+  if (w.isMoe()) {
+    const tn::MoeRouting r = tn::moeRouting(w, p);
+    j["moe_routing"] = {{"text", routing}, {"source", p.ep <= 1 ? "ep1" : r.random_load ? "random" : "measured"},
+                        {"load", r.load}, {"received_rows", r.received}, {"kept_rows", r.kept}, {"capacity", r.capacity}};
+  }
   j["tokens_per_s"] = t.tokens_per_s;
   j["mfu"] = t.mfu;
   // A calibrated cluster file (`trainscope calibrate`) states how far its predictions held.
@@ -364,7 +374,7 @@ nlohmann::json toJson(const Outcome& o) {
 }
 
 void printText(const Outcome& o) {
-  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds] = o;
+  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds, routing] = o;
   const bool fits = m.peak() <= c.memory_bytes;
 
   auto gib = [](int64_t b) { return double(b) / double(int64_t(1) << 30); };
@@ -410,6 +420,7 @@ void printText(const Outcome& o) {
                 "active FLOPs)\n",
                 t.ep_comm_s, static_cast<long long>(w.n_experts), static_cast<long long>(p.ep),
                 double(w.parameterCount()), double(w.activeParameterCount()));
+  if (!routing.empty()) std::printf("%s\n", routing.c_str());
   if (!t.bound.empty())
     std::printf("kernels of %s%s; each micro-batch bound by the %s\n", tn::frameworkName(framework),
                 attention == tn::Attention::Default ? "" : attention == tn::Attention::Flash ? ", flash attention"

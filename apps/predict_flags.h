@@ -25,6 +25,7 @@ struct PredictFlags : runconfig::Parallelism {  // tp, pp, cp, ep, virtual stage
   std::string framework = "trainscope", attention = "default";
   std::string reduce_dtype = "default";  // default (the framework profile's) | fp32 | bf16 | fp16
   std::string deepspeed_config;          // --framework deepspeed: the user's ds_config.json ("": none)
+  std::string moe_load;                  // a MoE run's database: its measured routing load ("": random routing's)
   bool distributed_optimizer = false, allow_tp_across_nodes = false;
   // The command's modes, not part of a configuration (not in the list, not batch keys).
   std::string batch;
@@ -93,6 +94,11 @@ void visitPredictFields(V&& v) {
       "--framework deepspeed: the job's DeepSpeed config (ds_config.json); its zero_optimization buckets, prefetch and "
       "overlap_comm and its communication_data_type are priced (default: the profile's, as export writes them)"},
     &P::deepspeed_config);
+  v(F{"moe_load", "--moe-load",
+      "MoE under ep > 1: a run database (trainscope run --out) of this workload whose recorded expert load "
+      "(expert_load rows) gives the hottest EP rank's routed rows, priced in memory and time (default: the expected "
+      "hottest rank of random top-k routing)"},
+    &P::moe_load);
   v(F{"use_distributed_optimizer", "--use-distributed-optimizer",
       "--framework megatron: the optimizer state sharded over DP (6 + 12/dp bytes per parameter)"},
     &P::distributed_optimizer);

@@ -34,9 +34,44 @@ MoeRouting moeRouting(const workloads::Workload& w, const Plan& p) {
   r.capacity = w.capacity_factor > 0 ? std::ceil(w.capacity_factor * r.assignments / E) : 0.0;
   r.kept = r.capacity > 0 ? std::min(r.assignments, E * r.capacity) : r.assignments;
   r.local_experts = E / ep;
-  r.per_expert = ep * r.kept / E;
-  r.received = r.local_experts * r.per_expert;
+  // The hottest rank's routed rows (docs/memory-model.md, "Routing load"): the plan's load, or the
+  // expected hottest rank of random routing over the ep·N tokens of the EP group; under a capacity
+  // each of its E/ep experts takes at most `capacity` rows from each of the ep routing ranks, E·c.
+  if (p.ep > 1) {
+    r.random_load = !(p.moe_load > 0);
+    r.load = r.random_load ? moeRandomRoutingLoad(ep * r.tokens, k, E, ep) : p.moe_load;
+  }
+  r.received = r.load * r.kept;
+  if (r.capacity > 0) r.received = std::min(r.received, E * r.capacity);
+  r.per_expert = r.received / r.local_experts;
   return r;
+}
+
+double expectedMaxOfNormals(int64_t n) {
+  if (n <= 1) return 0;
+  // Trapezoids over [−9, 9] (the integrand is below 1e-17 outside), 3600 steps: exact to ~1e-9.
+  const double lo = -9, hi = 9, h = (hi - lo) / 3600, nn = double(n);
+  double sum = 0;
+  for (int i = 0; i <= 3600; ++i) {
+    const double x = lo + h * i;
+    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2 * 3.14159265358979323846), Phi = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    sum += (i == 0 || i == 3600 ? 0.5 : 1.0) * x * nn * phi * std::pow(Phi, nn - 1);
+  }
+  return sum * h;
+}
+
+double moeRandomRoutingLoad(double tokens, double top_k, double experts, double ep) {
+  if (ep <= 1 || tokens <= 0 || top_k <= 0 || experts <= top_k) return 1;
+  // e_ep for the EP degrees in use, once per degree and thread (the tuner prices many plans).
+  thread_local std::vector<double> e;
+  const size_t n = size_t(ep);
+  if (e.size() <= n) {
+    const size_t from = e.size();
+    e.resize(n + 1);
+    for (size_t i = from; i <= n; ++i) e[i] = expectedMaxOfNormals(int64_t(i));
+  }
+  const double load = 1 + e[n] * std::sqrt(ep * (experts - top_k) / (tokens * top_k * (experts - 1)));
+  return std::min(load, ep * std::min(top_k, experts / ep) / top_k);
 }
 
 int64_t moeLayersOfStage(const workloads::Workload& w, const Plan& p, int64_t stage) {
@@ -81,7 +116,8 @@ void appendMoeMlp(std::vector<Op>& F, const workloads::Workload& w, const Plan& 
 
 double moeAllToAllBytes(const workloads::Workload& w, const Plan& p) {
   if (p.ep <= 1 || !w.isMoe()) return 0;
-  return moeRouting(w, p).kept * double(w.n_embd) * double(p.elementBytes());
+  const MoeRouting r = moeRouting(w, p);
+  return std::max(r.kept, r.received) * double(w.n_embd) * double(p.elementBytes());
 }
 
 double moeAllToAllSeconds(const NetworkTier& tier, double bytes, double ep) {

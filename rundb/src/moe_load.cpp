@@ -117,4 +117,31 @@ std::vector<RankStepLoad> rankStepLoad(const std::vector<ExpertLoad>& rows) {
   return out;
 }
 
+EpRankLoad epRankLoad(const std::vector<ExpertLoad>& rows, int64_t ep, const std::function<int64_t(int64_t)>& group_of) {
+  EpRankLoad out;
+  for (const auto& [layer, n] : expertsPerLayer(rows)) out.experts = std::max(out.experts, n);
+  for (const ExpertLoad& r : rows) out.tokens += r.tokens, out.dropped += r.dropped;
+  if (ep < 1 || out.experts == 0 || out.experts % ep != 0) return out;
+  const int64_t per_rank = out.experts / ep;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> blocks;  // (step, layer, group) → ep loads
+  for (const ExpertLoad& r : rows) {
+    if (r.expert < 0 || r.expert >= out.experts) continue;
+    std::vector<int64_t>& b = blocks[{r.step, r.layer, group_of(r.rank)}];
+    b.resize(size_t(ep));
+    b[size_t(r.expert / per_rank)] += r.tokens;
+  }
+  double sum = 0;
+  for (const auto& [key, b] : blocks) {
+    int64_t most = 0, total = 0;
+    for (int64_t n : b) most = std::max(most, n), total += n;
+    if (total <= 0) continue;
+    const double hot = maxOverMean(most, total, ep);
+    ++out.samples;
+    sum += hot;
+    out.hot_max = std::max(out.hot_max, hot);
+  }
+  out.hot_mean = out.samples ? sum / double(out.samples) : 0;
+  return out;
+}
+
 }  // namespace trainscope::rundb

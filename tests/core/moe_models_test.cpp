@@ -33,10 +33,12 @@ wl::Workload moe() {
   return w;
 }
 
-// dp 4, ep 2, mbs 2 × seq 8: N = 16 tokens per rank, kN = 32 assignments.
+// dp 4, ep 2, mbs 2 × seq 8: N = 16 tokens per rank, kN = 32 assignments; balanced routing (load 1:
+// the hand computations below; random routing's default and a given load: moe_routing_load_test.cpp).
 tn::Plan plan(int64_t ep = 2) {
   tn::Plan p;
   p.dp = 4, p.ep = ep, p.mbs = 2, p.gbs = 8, p.seq = 8;
+  p.moe_load = 1;
   return p;
 }
 

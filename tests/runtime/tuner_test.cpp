@@ -40,6 +40,7 @@ struct Cfg {
   int lanes = 1, ga = 2;
   const char* extra = "";  // --sequence-parallel, --precision bf16, --pp-schedule gpipe
   int cp = 1;              // context parallelism: the sequence over cp ranks, the ring's K/V blocks
+  bool moe_load = false;   // MoE: predict with the run's own recorded routing (predict --moe-load RUN.db)
 };
 
 // Runs each configuration of `workload` for 2 steps and compares its measured peak (the run
@@ -54,11 +55,14 @@ void expectPeaksPredicted(const std::string& workload, const std::vector<Cfg>& s
                               std::to_string(gbs) + " --ckpt " + c.ckpt + " --tp " + std::to_string(c.tp) + " --pp " +
                               std::to_string(c.pp) + (c.zero ? " --zero " + std::to_string(c.zero) : "") + c.extra +
                               (c.cp > 1 ? " --cp " + std::to_string(c.cp) : "");
-    auto run = cli("run" + shape + " --nproc " + std::to_string(n) + " --cpu-lanes " + std::to_string(lanes) + " --steps 2 --device cpu -q --json");
+    const std::string db = trainscope::testing::tempPath("peaks-" + std::to_string(errors.size()) + ".db");
+    auto run = cli("run" + shape + " --nproc " + std::to_string(n) + " --cpu-lanes " + std::to_string(lanes) +
+                   " --steps 2 --device cpu -q --json" + (c.moe_load ? " --overwrite --out " + db : ""));
     ASSERT_EQ(run.status, 0) << run.output;
-    auto pred = cli("predict" + shape + " --cluster cpu-local --gpus " + std::to_string(n) +
-                    (std::string(c.extra).find("--precision") == std::string::npos ? " --precision fp32" : "") +
-                    " --cpu-lanes " + std::to_string(lanes) + " --json");
+    const std::string predict = "predict" + shape + " --cluster cpu-local --gpus " + std::to_string(n) +
+                                (std::string(c.extra).find("--precision") == std::string::npos ? " --precision fp32" : "") +
+                                " --cpu-lanes " + std::to_string(lanes) + " --json";
+    auto pred = cli(predict + (c.moe_load ? " --moe-load " + db : ""));
     ASSERT_EQ(pred.status, 0) << pred.output;
     const double measured = lastJson(run.output)["summary"]["peak_bytes"].get<double>();
     const double predicted = lastJson(pred.output)["peak_bytes"].get<double>();
@@ -66,6 +70,17 @@ void expectPeaksPredicted(const std::string& workload, const std::vector<Cfg>& s
     errors.push_back(std::abs(err));
     std::printf("  %-40s measured %8.2f MiB  predicted %8.2f MiB  %+5.1f%%\n", shape.substr(shape.find("--mbs")).c_str(), measured / (1 << 20),
                 predicted / (1 << 20), 100 * err);
+    if (c.moe_load) {  // the routing priced, and what random routing's default would have predicted
+      const nlohmann::json r = lastJson(pred.output)["moe_routing"];
+      auto random = cli(predict);
+      ASSERT_EQ(random.status, 0) << random.output;
+      const double at_random = lastJson(random.output)["peak_bytes"].get<double>();
+      std::printf("    measured routing: hottest EP rank %.4fx (%s); random routing's %.4fx: %8.2f MiB %+5.1f%%\n",
+                  r["load"].get<double>(), r["text"].get<std::string>().c_str(),
+                  lastJson(random.output)["moe_routing"]["load"].get<double>(), at_random / (1 << 20),
+                  100 * (at_random - measured) / measured);
+      EXPECT_EQ(r["source"], "measured") << r;
+    }
     EXPECT_LE(std::abs(err), each) << shape;
   }
   std::sort(errors.begin(), errors.end());
@@ -126,16 +141,18 @@ TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTinyLlama) {
 // two ranks (ep 2): each within 5%, under each checkpointing mode. Full recomputation's peak is the
 // rebuilt MoE layer's combine backward (ep 1) or its forward's return all-to-all (ep 2), which the
 // model prices (moeRecomputedCombineBytes; docs/memory-model.md, "Mixture of experts"); before, these
-// rows measured 5.4% (ep 1) and 12-13% (ep 2) above predict. ep 2 with selective recomputation is
-// not here: its hotter rank's peak is the last MoE layer's forward all-to-all with ~1.07-1.13x the
-// rows balanced routing gives it (drop-less routing bounds that only at ep·N·min(k, E/ep), 2x here),
-// measured 3.5-6.4% above predict run to run (docs/memory-model.md, "Mixture of experts", Open).
+// rows measured 5.4% (ep 1) and 12-13% (ep 2) above predict. At ep 2 each run's own recorded
+// routing is priced (predict --moe-load RUN.db): its hotter rank receives ~1.07-1.13x the rows
+// balanced routing gives it, and ep 2 with selective recomputation, whose peak is that rank's last
+// MoE layer's forward all-to-all, measured 3.5-6.4% above the balanced prediction run to run
+// (docs/memory-model.md, "Routing load").
 TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTinyMixtral) {
   const std::vector<Cfg> space = {{1, 1, 1, 4, "none", 0},
                                   {1, 1, 1, 4, "selective", 0},
                                   {1, 1, 1, 4, "full", 0},
-                                  {2, 1, 1, 4, "none", 0, 1, 2, " --ep 2"},
-                                  {2, 1, 1, 4, "full", 0, 1, 2, " --ep 2"}};
+                                  {2, 1, 1, 4, "none", 0, 1, 2, " --ep 2", 1, true},
+                                  {2, 1, 1, 4, "selective", 0, 1, 2, " --ep 2", 1, true},
+                                  {2, 1, 1, 4, "full", 0, 1, 2, " --ep 2", 1, true}};
   expectPeaksPredicted("tiny-mixtral", space, 0.05);
 }
 

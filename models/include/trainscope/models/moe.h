@@ -15,17 +15,31 @@
 
 namespace trainscope::models {
 
-// One MoE layer, one micro-batch, one rank, on balanced routing (every expert gets its share).
+// One MoE layer, one micro-batch, one rank: the hottest EP rank, at the plan's routing load
+// (Plan::moe_load; docs/memory-model.md, "Routing load"). With ep 1 one rank computes every row.
 struct MoeRouting {
   double tokens = 0;         // N = b·s/cp tokens this rank routes
   double assignments = 0;    // k·N
   double capacity = 0;       // per expert, per routing rank: ⌈cf·N·k/E⌉; 0 = drop-less
   double kept = 0;           // M = min(kN, E·capacity): rows this rank dispatches
   double local_experts = 0;  // E/ep experts on this rank
-  double per_expert = 0;     // rows each local expert computes: ep·M/E (from all ep ranks)
-  double received = 0;       // R = local_experts·per_expert (= M when balanced)
+  double load = 1;           // ep > 1: the hottest rank's routed rows over balanced routing's (M); 1 at ep 1
+  bool random_load = false;  // load is moeRandomRoutingLoad's expectation (Plan::moe_load 0), not given
+  double per_expert = 0;     // rows each local expert computes: R·E/ep (from all ep ranks)
+  double received = 0;       // R = min(load·M, E·capacity): the hottest rank's rows (= M when balanced)
 };
 MoeRouting moeRouting(const workloads::Workload& w, const Plan& p);
+
+// E[max of n independent standard normal variables] = ∫ x·n·φ(x)·Φ(x)^(n−1) dx (0 for n = 1,
+// 1/√π for 2).
+double expectedMaxOfNormals(int64_t n);
+// The expected hottest EP rank under uniformly random top-k routing (each token k distinct experts of
+// E, every choice alike), over the mean rank's load: T tokens routed in one EP group and micro-batch
+// (ep·N), E/ep experts per rank. A rank's load is a sum of T hypergeometric counts; with the ranks'
+// loads summing to T·k, in the normal limit
+//   load = 1 + e_ep · √(ep·(E − k) / (T·k·(E − 1))),   e_ep = expectedMaxOfNormals(ep),
+// at most the hard bound ep·min(k, E/ep)/k (every token's k choices on one rank). 1 for ep ≤ 1.
+double moeRandomRoutingLoad(double tokens, double top_k, double experts, double ep);
 
 // MoE layers among stage s's layers (layerIdsOfStage: the runtime's split, interleaved chunks included;
 // layer l MoE when l % moe_every == 0).
@@ -35,8 +49,9 @@ int64_t moeLayersOfStage(const workloads::Workload& w, const Plan& p, int64_t st
 // each keeping what its backward needs, in place of the dense fc1 → GeLU → fc2.
 void appendMoeMlp(std::vector<Op>& forward, const workloads::Workload& w, const Plan& p, double element_bytes);
 
-// Bytes one rank sends in each of the layer's all-to-alls per micro-batch (M·C·b; 4 per layer:
-// dispatch and combine forward, their reverses backward). 0 without expert parallelism.
+// Bytes the hottest rank moves in each of the layer's all-to-alls per micro-batch: the larger of what
+// it sends and receives, max(M, R)·C·b (4 per layer: dispatch and combine forward, their reverses
+// backward; every rank waits for it). 0 without expert parallelism.
 double moeAllToAllBytes(const workloads::Workload& w, const Plan& p);
 // Seconds of one all-to-all of `bytes` over ep ranks on `tier` (nccl-tests' busbw rule: (ep−1)/ep
 // of the bytes leave the rank).

@@ -23,6 +23,11 @@ struct Plan : runconfig::Parallelism {
   int64_t cpu_lanes = 1;       // CPU core lanes per rank (each keeps its own gradients until summed)
   bool cpu = false;            // CPU ranks (the LM head's one-pass fp32 path; no caching allocator)
   double bucket_mb = 25;       // --bucket-mb: DDP's all-reduce and ZeRO-2's reduce-scatter buckets (MiB of fp32)
+  // MoE under ep > 1: the hottest EP rank's routed rows over balanced routing's (before capacity), the
+  // routing load the memory and time models price (moe.h, moeRouting). 0: not known — the expected
+  // hottest rank of uniformly random top-k routing (moeRandomRoutingLoad); 1: balanced; a run's
+  // measured load from `predict --moe-load RUN.db` (rundb/moe_load.h, epRankLoad).
+  double moe_load = 0;
 
   int64_t world() const { return dp * cp * tp * pp; }
   int64_t gradientGroup() const { return dp * cp; }  // ranks that hold the same weights and sum gradients

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "trainscope/rundb/rows.h"
@@ -48,5 +49,19 @@ struct RankStepLoad {
 };
 // By (rank, step); a (rank, step) whose layers routed no token has imbalance 0.
 std::vector<RankStepLoad> rankStepLoad(const std::vector<ExpertLoad>& rows);
+
+// The routing load expert parallelism feels, as `predict --moe-load` prices it (docs/memory-model.md,
+// "Routing load"): with the E experts split over `ep` ranks in blocks of E/ep (shardMoe's: rank r
+// holds experts r·E/ep …), for every (step, layer, EP group) — `group_of(rank)`: the routing ranks
+// whose tokens one all-to-all exchanges — each block's routed tokens (before capacity) summed over
+// the group's ranks, and the largest block over the mean block: the hottest EP rank's load.
+struct EpRankLoad {
+  int64_t experts = 0;              // E (the most distinct expert ids of a layer)
+  int64_t samples = 0;              // (step, layer, group) with routed tokens
+  double hot_max = 0, hot_mean = 0; // the hottest rank's load over the samples: largest and mean
+  int64_t tokens = 0, dropped = 0;  // assignments routed and dropped at capacity, over every row
+};
+// Empty rows (a dense run, or none recorded) give samples 0. ep must divide E (else samples 0).
+EpRankLoad epRankLoad(const std::vector<ExpertLoad>& rows, int64_t ep, const std::function<int64_t(int64_t)>& group_of);
 
 }  // namespace trainscope::rundb
