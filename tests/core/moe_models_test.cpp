@@ -128,6 +128,7 @@ TEST(MoeModels, GpuStepCountsFourAllToAllsPerMoeLayerAndActiveFlops) {
   w.n_experts = 8, w.top_k = 2, w.moe_every = 2;
   tn::Plan p;
   p.dp = 8, p.ep = 8, p.mbs = 4, p.gbs = 64, p.seq = 1024;  // ga 2, 2 MoE layers
+  p.moe_load = 1;                                           // balanced routing (R = M)
   const tn::Cluster c = flatGpu();
   const tn::TimePrediction t = tn::predictTime(w, p, c);
   ASSERT_EQ(t.bound, "device");
@@ -219,6 +220,7 @@ TEST(MoeModels, TheRecomputedMoeLayersCombineBackwardIsAMoment) {
   const wl::Workload w = wl::load("tiny-mixtral");
   tn::Plan p;
   p.mbs = 4, p.gbs = 8, p.seq = 64, p.cpu = true, p.precision = rt::Precision::FP32, p.ckpt = rt::Checkpointing::Full;
+  p.moe_load = 1;  // balanced routing at ep 2 below (R = M)
   EXPECT_EQ(tn::moeRecomputedCombineBytes(w, p), 2.0 * 256 * 64 * 4 + 3.0 * 512 * 64 * 4);
   tn::Plan whole = p;
   whole.ckpt = rt::Checkpointing::None;
