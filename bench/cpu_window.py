@@ -45,7 +45,7 @@ def measured(binary, workload, a, db):
 
 def predicted(binary, workload, a):
     p = subprocess.run([binary, "predict", "--workload", workload, "--cluster", "cpu-local", "--seq", str(a.seq),
-                        "--mbs", str(a.mbs), "--gbs", str(a.mbs), "--precision", "fp32", "--json"],
+                        "--mbs", str(a.mbs), "--gbs", str(a.mbs), "--gpus", "1", "--precision", "fp32", "--json"],
                        check=True, capture_output=True, text=True)
     j = json.loads(p.stdout)
     return j["time"] if "time" in j else j
