@@ -65,6 +65,22 @@ FrameworkProfile profileFor(const Cluster& c, const TimeOptions& o) {
   return fp;
 }
 
+double cpuAttentionShare(const workloads::Workload& w, const Plan& p, int64_t layer) {
+  if (!w.windowedLayer(layer) || w.sliding_window >= p.seq) return 1.0;
+  if (p.cp > 1) return workloads::windowKeys(w.sliding_window, p.seq) / double(p.seq);
+  if (p.mixed()) return 1.0;
+  auto products = [&](int64_t window) {
+    double n = 0;
+    for (int64_t r0 = 0; r0 < p.seq; r0 += kCpuAttentionBlock) {
+      const int64_t rows = std::min(kCpuAttentionBlock, p.seq - r0);
+      const int64_t k0 = window > 0 ? std::max<int64_t>(0, r0 - window + 1) : 0;
+      n += double(rows) * double(r0 + rows - k0);
+    }
+    return n;
+  };
+  return products(w.sliding_window) / products(0);
+}
+
 double ringExposedSeconds(double cp, double step_s, double block_s) {
   return std::max(0.0, cp - 1.0) * std::max(0.0, step_s - block_s);
 }
@@ -186,8 +202,34 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   const double rows = s * b;
   double layer_fwd = weightGemms(layerOps(w, p, Framework::Trainscope).forward);
   const double attn_flops = 4.0 * b * s * keys * double(w.n_head * w.headSize()) / t;  // NH·HS: C for GPT
-  const double attn_fwd = attn_flops / (peak * c.matmulEfficiency(attn_flops / std::max(1.0, a / t)));
+  auto attention = [&](double share) {  // one layer's core at `share` of its products (cpuAttentionShare)
+    const double f = attn_flops * share;
+    return f / (peak * c.matmulEfficiency(f / std::max(1.0, a / t)));
+  };
+  const double attn_fwd = attention(1.0);
   layer_fwd += attn_fwd;
+  // A sliding window (Mistral every layer, Qwen2 those from max_window_layers on): a windowed layer's
+  // core at its share of the products, and the score bias the runtime builds in memory where its
+  // kernel cannot apply the window in its loop (layer_ops.cpp "score bias": SDPA's attn_mask in
+  // 16-bit, the ring's per block pair under CP), written and read forward, read backward.
+  const int64_t win_layer = w.sliding_window > 0 ? std::min(w.window_from_layer, w.n_layer - 1) : 0;
+  const bool windows = w.windowedLayer(win_layer);
+  double win_fwd = 0, win_bwd = 0;  // a windowed layer's seconds over an unwindowed one's
+  if (windows) {
+    const double fwd = attention(cpuAttentionShare(w, p, win_layer)) - attn_fwd;
+    double bias_fwd = 0, bias_bwd = 0;
+    for (const Op& o : layerOps(w, p, Framework::Trainscope, Attention::Default, false, win_layer).forward)
+      if (o.name == "score bias") bias_fwd += o.bytes, bias_bwd += o.backward_bytes >= 0 ? o.backward_bytes : 1.5 * o.bytes;
+    win_fwd = fwd + bias_fwd / std::max(mem_bw, 1.0);
+    win_bwd = 2.0 * fwd + bias_bwd / std::max(mem_bw, 1.0);
+  }
+  // Windowed layers of a stage (every one of them when layer 0 is windowed).
+  auto windowedOf = [&](int64_t stage) {
+    if (!windows) return 0.0;
+    double n = 0;
+    for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, stage, p.virtual_stages)) n += w.windowedLayer(l) ? 1.0 : 0.0;
+    return n;
+  };
   // Memory-bound work per layer: LayerNorms, GELU, softmax statistics, residual adds, bias adds:
   // about 16 reads and writes of an s·b·h tensor (÷t where the work is sharded).
   const double local_rows = p.sequence_parallel ? rows / t : rows;
@@ -198,13 +240,18 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   // The slowest stage: the first holds ⌈L/p⌉ layers, the last ⌊L/p⌋ layers and the LM head.
   const double layers_per_stage = double((w.n_layer + p.pp - 1) / p.pp);
   const double last_stage_layers = double(layersOfStage(w.n_layer, p.pp, p.pp - 1));
-  const double stage_fwd = std::max(layer_fwd * layers_per_stage, layer_fwd * last_stage_layers + head_fwd);
-  const double per_micro = 3.0 * stage_fwd;  // fwd + 2x bwd
+  const double wins_first = windowedOf(0), wins_last = windowedOf(p.pp - 1);
+  const double first_fwd = layer_fwd * layers_per_stage + wins_first * win_fwd;
+  const double last_fwd = layer_fwd * last_stage_layers + head_fwd + wins_last * win_fwd;
+  const bool first_slowest = first_fwd + wins_first * win_bwd / 3.0 >= last_fwd + wins_last * win_bwd / 3.0;
+  const double stage_fwd = first_slowest ? first_fwd : last_fwd, wins = first_slowest ? wins_first : wins_last;
+  // fwd + 2x bwd (a windowed layer's backward: its core's twice, its score bias read once)
+  const double per_micro = 3.0 * stage_fwd + wins * (win_bwd - 2.0 * win_fwd);
   r.compute_s = M * per_micro;
   if (p.ckpt == Checkpointing::Full) r.recompute_s = M * stage_fwd;
   // Selective reruns the attention core; under CP the ring keeps q, k, v and the output instead.
   if (p.ckpt == Checkpointing::Selective && p.cp <= 1)
-    r.recompute_s = M * layers_per_stage * attn_flops / (peak * c.matmulEfficiency(attn_flops / std::max(1.0, a / t)));
+    r.recompute_s = M * (layers_per_stage * attn_fwd + wins_first * (attention(cpuAttentionShare(w, p, win_layer)) - attn_fwd));
   // Tensor parallelism: 2 all-reduces per layer forward and 2 backward (SP: all-gather +
   // reduce-scatter pairs, the same bytes), more with full recomputation; inside a node.
   if (p.tp > 1) {

@@ -74,10 +74,18 @@ class Adafactor final : public Optimizer {
   // Read back, each factor is the piece's value along the broadcast dimension where its elements
   // agree (the same split of the matrix: exact), else their mean: a tensor-parallel shard's factor
   // is the mean over its own rows (or columns), and the EMA of a mean is the mean of the shards'
-  // EMAs, so shards gathered give the whole matrix's factor exactly; a whole matrix's factor cut
-  // into shards gives each shard the whole one's (not what the shard would have kept itself). An
-  // element with no saved state (the vocabulary padding of tp > 1) restarts at eps1, the value a
-  // factor of zero gradients has after any step (never 0: rsqrt(0) · 0 would be NaN).
+  // EMAs, so shards gathered give the whole matrix's factor exactly.
+  // A whole matrix's factors cut for a shard (one process into TP 2): the factor along the shard's
+  // whole dimension is its own exactly (a column-parallel shard's row factor: the mean over all its
+  // columns); the other one is not kept by a whole matrix (the shard's column factor is the EMA of a
+  // mean over its rows only). Its mean is known exactly — the mean of the shard's rows' factors (the
+  // EMA of the shard's mean of G²) — and its shape is estimated as the whole matrix's: C_S = C ·
+  // mean(R_S) / mean(C), what R Cᵀ / mean(R) (the second moment Adafactor steps with) averages to
+  // over the shard's rows, so the shard's first step after the resume divides by the whole matrix's
+  // estimate (transposed for a row-parallel shard). An element with no saved state (the vocabulary
+  // padding of tp > 1) counts 0 in that mean, as its zero gradient does in the shard's own, and
+  // restarts at eps1, the value a factor of zero gradients has after any step (never 0: rsqrt(0) · 0
+  // would be NaN).
   Elementwise elementwise() const override {
     Elementwise e{true, {"exp_avg_sq_row", "exp_avg_sq_col"}, {{}, {}}, {}};
     e.live = false;
@@ -94,7 +102,7 @@ class Adafactor final : public Optimizer {
     }
     std::vector<std::vector<at::Tensor>> st = e.state;
     Adafactor* self = const_cast<Adafactor*>(this);
-    e.commit = [self, st]() {
+    e.commit = [self, st](const std::vector<std::vector<int64_t>>& saved) {
       c10::NoGradGuard no_grad;
       // Along `dim`, over the elements that hold saved state (> 0): their value where they agree,
       // else their mean.
@@ -110,8 +118,17 @@ class Adafactor final : public Optimizer {
         if (s.full.defined()) {
           s.full.copy_(nonzero(st[0][i]));
         } else {
-          s.row.copy_(nonzero(factor(st[0][i], -1)));
-          s.col.copy_(nonzero(factor(st[1][i], -2)));
+          at::Tensor row = factor(st[0][i], -1), col = factor(st[1][i], -2);
+          const auto here = self->params_[i].sizes();
+          const std::vector<int64_t> whole = i < saved.size() ? saved[i] : here.vec();
+          const size_t n = here.size();
+          const bool rows_cut = whole.size() >= 2 && here[n - 2] < whole[whole.size() - 2];
+          const bool cols_cut = whole.size() >= 2 && here[n - 1] < whole[whole.size() - 1];
+          auto meanOf = [](const at::Tensor& f) { return f.mean(-1, /*keepdim=*/true); };
+          if (rows_cut && !cols_cut) col = col * (meanOf(row) / meanOf(col).clamp_min(kEps1));
+          if (cols_cut && !rows_cut) row = row * (meanOf(col) / meanOf(row).clamp_min(kEps1));
+          s.row.copy_(nonzero(row));
+          s.col.copy_(nonzero(col));
         }
       }
     };

@@ -74,7 +74,7 @@ class Adam8bit final : public Optimizer {
     }
     std::vector<std::vector<at::Tensor>> st = e.state;
     Adam8bit* self = const_cast<Adam8bit*>(this);
-    e.commit = [self, st]() {
+    e.commit = [self, st](const std::vector<std::vector<int64_t>>&) {  // its blocks are its own
       c10::NoGradGuard no_grad;
       for (size_t i = 0; i < self->state_.size(); ++i)
         self->quantise(self->blocked(st[0][i]), self->blocked(st[1][i]), &self->state_[i]);

@@ -177,6 +177,25 @@ bool optimizerReplicated(const TrainConfig& c) {
   return !shardsOptimizer(c.zero) && c.tp == 1 && c.pp == 1 && c.ep == 1;
 }
 
+// What a resume under another layout does not carry exactly (docs/checkpoints.md), in one line; ""
+// where the re-made state is the saved one. Adafactor into a larger tp: each shard's factor across
+// its cut dimension is estimated (a whole matrix keeps no shard's). 8-bit Adam into other blocks
+// (another tp, or ZeRO-2's slices on either side): quantised again, within half a code.
+std::string conversionNotice(const std::string& kind, const nlohmann::json& saved, const TrainConfig& c,
+                             const std::string& field) {
+  const int64_t tp = saved.value("tp", int64_t(1)), zero = saved.value("zero", int64_t(0));
+  if (kind == "adafactor" && c.tp > tp)
+    return field + ": adafactor's factors saved under tp " + std::to_string(tp) + " are cut for tp " +
+           std::to_string(c.tp) + ": each shard's column factor (row factor of a row-parallel matrix) is " +
+           "estimated from the whole matrix's (its mean exact, its shape the whole's), so the next steps "
+           "approximate those of a run under tp " + std::to_string(c.tp) + " from the start (docs/checkpoints.md)";
+  if (kind == "adam8bit" && (c.tp != tp || zero == 2 || stageNumber(c.zero) == 2))
+    return field + ": 8-bit Adam's moments are quantised again in this layout's blocks (tp " + std::to_string(c.tp) +
+           ", ZeRO " + std::to_string(stageNumber(c.zero)) + " against the saved tp " + std::to_string(tp) +
+           ", ZeRO " + std::to_string(zero) + "): each within half a code of the saved ones (docs/checkpoints.md)";
+  return "";
+}
+
 nlohmann::json layoutJson(const TrainConfig& c) {
   return {{"world", c.world}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"cp", c.cp}, {"ep", c.ep},
           {"zero", stageNumber(c.zero)}, {"zero_shard_size", c.zero_shard_size}, {"virtual_stages", c.virtual_stages}};
@@ -466,6 +485,7 @@ static void resumeState(const nlohmann::json& s, const std::string& dir, const T
              layoutText(now) + ", and " + why,
          "resume under the same layout, or --init-from " + dir + " (weights only, fresh optimizer)");
     out.per_parameter = per_parameter;
+    out.notice = conversionNotice(kind, saved_layout, cfg, field);
   } else if (replicated) {
     out.optimizer = readState(dir + "/" + kStateDir + "/optimizer.safetensors", field);
   } else {

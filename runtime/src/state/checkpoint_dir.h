@@ -54,6 +54,7 @@ struct LoadedCheckpoint {
   std::vector<at::Tensor> optimizer;  // this rank's optimizer state (CPU), Optimizer::stateTensors order
   nlohmann::json per_parameter;       // non-null: resumed under another layout, from this (optim_state.h)
   nlohmann::json fp8;                 // non-null: the FP8 scaling state to restore (fp8_state.h)
+  std::string notice;                 // non-empty: the state resumed under another layout is not exact (why)
 };
 
 // --init-from (weights only) or --resume (weights, then this rank's trainer state: a layout whose

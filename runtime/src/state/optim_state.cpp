@@ -112,16 +112,21 @@ void loadLayoutFree(const std::string& dir, const nlohmann::json& rec, const Tra
   const StageSpec stage = stageOf(cfg, l.pp_rank);
   const std::vector<Trainer::OptimizerSlot> slots = trainer.optimizerSlots();
   const std::vector<std::vector<int64_t>> shapes = trainer.stageShapes();
+  std::vector<std::vector<int64_t>> saved(slots.size());  // each slot's matrix before TP cut it
   for (size_t k = 0; k < kinds.size(); ++k) {
     std::map<std::string, safetensors::Tensor> hf;
     const std::string prefix = kinds[k] + "/";
     for (auto& [name, t] : all)
       if (name.compare(0, prefix.size(), prefix) == 0) hf.emplace(name.substr(prefix.size()), t);
     // The whole model's state of this kind, cut as this rank's weights are cut.
+    const GptWeights whole = fromHf(cfg.model, hf, dir, field);
     const std::vector<at::Tensor> local =
-        shardGpt(fromHf(cfg.model, hf, dir, field), stage, l.tp, l.tp_rank, at::kCPU, int(cfg.ep), l.dp_rank % int(cfg.ep))
-            .flat();
+        shardGpt(whole, stage, l.tp, l.tp_rank, at::kCPU, int(cfg.ep), l.dp_rank % int(cfg.ep)).flat();
     if (local.size() != shapes.size()) TRAINSCOPE_THROW("checkpoint: optimizer state for another stage");
+    if (k == 0) {  // the stage's tensors uncut (shapes only: on the meta device)
+      const std::vector<at::Tensor> uncut = shardGpt(whole, stage, 1, 0, at::kMeta, 1, 0).flat();
+      for (size_t j = 0; j < slots.size(); ++j) saved[j] = uncut.at(slots[j].param).sizes().vec();
+    }
     for (size_t j = 0; j < slots.size(); ++j) {
       const Trainer::OptimizerSlot& s = slots[j];
       at::Tensor& dst = const_cast<at::Tensor&>(e.state[k][j]);
@@ -130,7 +135,7 @@ void loadLayoutFree(const std::string& dir, const nlohmann::json& rec, const Tra
       dst.copy_(src.narrow(0, b, dst.numel()).view(dst.sizes()));
     }
   }
-  if (e.commit) e.commit();  // 8-bit Adam's blocks, Adafactor's factors from what was read (optim.h)
+  if (e.commit) e.commit(saved);  // 8-bit Adam's blocks, Adafactor's factors from what was read (optim.h)
   const double counter = rec.value("counter", 0.0);
   for (const at::Tensor& c : e.counters) const_cast<at::Tensor&>(c).fill_(counter);
 }

@@ -427,6 +427,7 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
   if (!from.empty()) loaded = loadCheckpoint(from, cfg, layout.rank, !out.resume.empty(), from_flag);
   Trainer trainer(cfg, dev, &comm, loaded ? &loaded->full : nullptr);  // checks the data before anything is written
   if (loaded && loaded->resumed) restoreTrainer(*loaded, trainer, layout, from, from_flag);
+  const std::string resume_notice = loaded && layout.rank == 0 ? loaded->notice : std::string();
   loaded.reset();
   if (!out.dump_logits.empty()) {  // before any step: the weights the run starts from
     if (layout.world != 1)
@@ -458,6 +459,7 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
   res.info = info;
   res.info.config = nullptr;
   res.config = cfg;
+  if (!resume_notice.empty()) res.warnings.push_back(resume_notice);  // another layout, not exact (why)
   StepTotals totals;
   auto save = [&] {
     const SavedCheckpoint s = saveCheckpoint(out.save, cfg, trainer, comm, out.save_shard_bytes,

@@ -67,6 +67,17 @@ FrameworkProfile profileFor(const Cluster& c, const TimeOptions& o);
 
 TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o = {});
 
+// Of an unwindowed layer's attention-core products on a CPU cluster, the share layer `layer`'s core
+// computes (this runtime's kernels; docs/time-model.md, "Sliding windows on the CPU"); 1 without a
+// window. fp32 (cpu_ops::causalAttention): blocks of kCpuAttentionBlock query rows r0 … r0 + n − 1,
+// each over the keys from its first row's window start max(0, r0 − W + 1) to its last row, so
+// Σ n·(r0 + n − max(0, r0 − W + 1)) against W = 0's Σ n·(r0 + n). 16-bit (SDPA, the window an
+// attn_mask with is_causal off): SDPA skips no block of a masked product, so no fewer than the
+// unwindowed core's: 1 (the mask's bytes are priced beside it). Context parallelism (the ring skips
+// the block pairs the window leaves out): windowKeys(W, s) / s, the continuum's share.
+inline constexpr int64_t kCpuAttentionBlock = 32;  // runtime/src/cpu/cpu_ops.cpp kBlock
+double cpuAttentionShare(const workloads::Workload& w, const Plan& p, int64_t layer);
+
 // Context parallelism's ring, one layer's pass (docs/time-model.md, "Context parallelism"): cp − 1
 // steps, each sending the K and V blocks of one rank (`step_s`) while the attention of the block in
 // hand computes (`block_s`, the pass's attention ÷ cp); what shows is each step's excess:

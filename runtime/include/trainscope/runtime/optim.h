@@ -45,15 +45,17 @@ class Optimizer {
   // (docs/checkpoints.md). `live`: the tensors are the state itself (AdamW's exp_avg and exp_avg_sq,
   // SGD's momentum). Otherwise they are a copy in that form (8-bit Adam's moments dequantised to
   // fp32; Adafactor's row and column factors broadcast over the matrix) and, once written into,
-  // `commit()` makes the state from them (8-bit Adam quantises its blocks again; Adafactor takes
-  // each factor back, the mean over the broadcast dimension where the pieces differ).
+  // `commit(saved)` makes the state from them (8-bit Adam quantises its blocks again; Adafactor takes
+  // each factor back, the mean over the broadcast dimension where the pieces differ, and estimates a
+  // shard's own factor where the state was saved for the whole matrix). `saved[i]`: the shape of the
+  // tensor parameter i's state was saved for (its matrix before tensor parallelism cut it).
   struct Elementwise {
     bool elementwise = false;
     std::vector<std::string> kinds;
     std::vector<std::vector<at::Tensor>> state;  // [kind][parameter]
     std::vector<at::Tensor> counters;
     bool live = true;
-    std::function<void()> commit;  // set when !live
+    std::function<void(const std::vector<std::vector<int64_t>>& saved)> commit;  // set when !live
   };
   virtual Elementwise elementwise() const { return {}; }
 
