@@ -74,8 +74,8 @@ def main():
         n, top, peaks = expected(path)
         if n == 0 or top <= 0:
             raise SystemExit(f"FAIL: the profiler wrote no [memory] events in {path}")
-        rows = con.execute("SELECT COUNT(*), MAX(value) FROM counters JOIN strings ON strings.id = counters.name_id "
-                           "WHERE rank = ? AND strings.value = 'memory.allocated_bytes'", (rank,)).fetchone()
+        rows = con.execute("SELECT COUNT(*), MAX(counters.value) FROM counters JOIN strings ON strings.id = counters.name_id "
+                           "WHERE counters.rank = ? AND strings.value = 'memory.allocated_bytes'", (rank,)).fetchone()
         print(f"rank {rank}: {n} [memory] events, most allocated {top} bytes; counter rows {rows[0]}, max {rows[1]}")
         if rows[0] != n or rows[1] != top:
             failures.append(f"rank {rank}: counter rows {rows} != ({n}, {top})")

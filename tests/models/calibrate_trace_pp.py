@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 TOL = 0.12
-FLAGS = ["--workload", "small-cpu", "--seq", "64", "--mbs", "2", "--ga", "2"]
+FLAGS = ["--workload", "small-cpu", "--seq", "64", "--mbs", "2", "--gbs", "4"]
 
 
 def run(binary, *args):
