@@ -67,7 +67,7 @@ def main():
     failures = []
     con = sqlite3.connect(db)
     rep = json.loads(subprocess.run([binary, "report", db, "--json"], capture_output=True, text=True,
-                                    check=True).stdout)
+                                    check=True).stdout)["summary"]
     text = subprocess.run([binary, "report", db], capture_output=True, text=True, check=True).stdout
     whole = 0
     for rank, path in enumerate(files):
