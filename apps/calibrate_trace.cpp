@@ -83,9 +83,14 @@ nlohmann::json record(const CalibrateFlags& f, const tn::Cluster& base, const tn
     if (t.gpu) row["launches_per_step"] = t.launches, row["host_busy_s"] = t.host_busy_s;
     if (t.backward_launches > 0)
       row["backward_launches_per_step"] = t.backward_launches, row["host_backward_busy_s"] = t.host_backward_busy_s;
+    if (t.bubble_s > 0) row["pipeline_bubble_s"] = t.bubble_s;
     if (t.grad_comm_s > 0) row["gradient_reduction_s"] = t.grad_comm_s, row["gradient_reduction_hidden_s"] = t.grad_comm_hidden_s;
     cal["rows"].push_back(row);
   }
+  if (fit.bubble.measured_s > 0 || fit.bubble.model_base_s > 0)
+    cal["pipeline_bubble"] = {{"what", "the fill and drain: no constant; the model's from the fitted stages' times"},
+                              {"per_step_s", {{"measured", fit.bubble.measured_s}, {"model_base", fit.bubble.model_base_s},
+                                              {"model_fitted", fit.bubble.model_fit_s}}}};
   cal["notes"] = fit.notes;
   cal["base_residuals"] = summaryJson(before);
   cal["residuals"] = summaryJson(after);
@@ -100,6 +105,9 @@ void printFit(const tn::Cluster& base, const tn::TraceFit& fit, size_t traces) {
       std::printf(": measured %.4g s/step, model %.4g -> %.4g", t.measured_s, t.model_base_s, t.model_fit_s);
     std::printf("%s\n", t.at_bound ? " [at its bound]" : "");
   }
+  if (fit.bubble.measured_s > 0 || fit.bubble.model_base_s > 0)
+    std::printf("  %-36s %12s  from the stages' times: measured %.4g s/step, model %.4g -> %.4g\n", "pipeline bubble", "",
+                fit.bubble.measured_s, fit.bubble.model_base_s, fit.bubble.model_fit_s);
   for (const std::string& n : fit.notes) std::printf("  note: %s\n", n.c_str());
 }
 

@@ -63,8 +63,11 @@ std::string companionPath(const std::string& out, const tn::ExportFile& f) {
 }  // namespace
 
 int exportStudy(const std::string& path, const std::string& format, std::optional<int64_t> trial,
-                const std::string& out, bool overwrite) {
+                const std::string& out, bool overwrite, const std::string& reduce_dtype) {
   const tn::ExportFormat fmt = tn::parseExportFormat(format);
+  if (reduce_dtype != "default" && fmt != tn::ExportFormat::DeepSpeed)
+    throw UserError("--reduce-dtype", "is DeepSpeed's communication_data_type; --format " + format + " has no such key",
+                    "drop --reduce-dtype, or pass --format deepspeed");
   if (!out.empty()) files::checkOutput(out, exportOutputRule(path, overwrite));
   if (trial && *trial < 0)
     throw UserError("--trial", std::to_string(*trial) + " is not a candidate id",
@@ -96,10 +99,14 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
   }
   tn::ExportTarget target;
   target.cpu = inputs.kind == tn::ClusterKind::Cpu;
+  target.reduce_dtype = reduce_dtype;
   tn::ExportResult e = tn::exportConfig(c, fmt, target);
   if (fmt == tn::ExportFormat::Megatron) e.notes.push_back(tn::megatronPrediction(inputs, c));
-  // The prediction under the target's framework profile, beside this runtime's (issue 33).
-  if (fmt == tn::ExportFormat::DeepSpeed) e.notes.push_back(tn::frameworkPrediction(inputs, c, trainscope::models::Framework::Deepspeed));
+  // The prediction under the target's framework profile, beside this runtime's (issue 33); DeepSpeed's
+  // with the reduce dtype the file says (communication_data_type), as predict --deepspeed-config reads it.
+  if (fmt == tn::ExportFormat::DeepSpeed)
+    e.notes.push_back(tn::frameworkPrediction(inputs, c, trainscope::models::Framework::Deepspeed,
+                                              tn::deepspeedReduceDtype(c, target) == "fp32" ? 4.0 : 2.0));
   if (fmt == tn::ExportFormat::Accelerate || fmt == tn::ExportFormat::AccelerateConfig || fmt == tn::ExportFormat::TrainingArgs)
     e.notes.push_back(tn::frameworkPrediction(inputs, c, trainscope::models::Framework::Fsdp));
   if (out.empty())

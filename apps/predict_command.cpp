@@ -248,6 +248,9 @@ void useDeepSpeedConfig(const PredictFlags& f, const workloads::Workload& w, tn:
     throw UserError("--reduce-dtype", f.reduce_dtype + " contradicts the communication_data_type of " + f.deepspeed_config,
                     "drop --reduce-dtype: the config's is priced");
   if (ds.reduce_bytes > 0) options.reduce_bytes = ds.reduce_bytes;
+  // No communication_data_type: DeepSpeed reduces in the model's dtype (DeepSpeedEngine's default),
+  // fp32 for an fp32 model, where the profile's reduce_bytes (2) is a 16-bit model's.
+  else if (options.reduce_bytes == 0 && f.precision == "fp32") options.reduce_bytes = 4;
   options.deepspeed = ds.zero;
 }
 

@@ -71,7 +71,8 @@ struct ImportCommand {
     std::cout << "imported " << st.files << " file(s) into " << out << ": " << st.kernels << " kernels, "
               << st.api_calls << " API calls, " << st.host_ops << " host ops, " << st.ranges << " ranges, "
               << st.memcpy << " memcpy, " << st.memset << " memset, " << st.collectives << " collectives, "
-              << st.steps << " steps\n";
+              << st.steps << " steps" << (st.memory_samples ? ", " + std::to_string(st.memory_samples) + " memory events" : "")
+              << "\n";
     if (st.dropped_out_of_range + st.dropped_negative > 0)
       std::cout << "dropped and counted (drops table): " << st.dropped_out_of_range
                 << " event(s) whose time does not fit int64 nanoseconds, " << st.dropped_negative
@@ -104,7 +105,7 @@ struct ReportCommand {
 // `trainscope export`: a run database as a Chrome trace, or a study's configuration in another
 // tool's format.
 struct ExportCommand {
-  std::string path, chrome, format, out;
+  std::string path, chrome, format, out, reduce_dtype = "default";
   int64_t trial = -1;
   bool overwrite = false;
   CLI::App* cli = nullptr;
@@ -117,6 +118,8 @@ struct ExportCommand {
                     std::string("study: ") + trainscope::tuner::exportFormatNames() + " (docs/tuner.md, \"Exports\")");
     cli->add_option("--trial", trial, "study: this candidate (its id) instead of the recommendation");
     cli->add_option("-o,--out", out, "study: write here instead of stdout (never the study itself)");
+    cli->add_option("--reduce-dtype", reduce_dtype,
+                    "study, --format deepspeed: communication_data_type, default|fp32|bf16|fp16 (default: the model's dtype)");
     cli->add_flag(
         "--overwrite", overwrite,
         "replace an existing file (--chrome: one that is not an earlier export; -o: any file, or a link itself)");
@@ -129,7 +132,8 @@ struct ExportCommand {
     if (cli->count("--out") > 0 && out.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
       throw trainscope::UserError("-o", "is empty", "name the file to write, or leave -o out for stdout");
     return trainscope::apps::exportStudy(
-        path, format, cli->count("--trial") > 0 ? std::optional<int64_t>(trial) : std::nullopt, out, overwrite);
+        path, format, cli->count("--trial") > 0 ? std::optional<int64_t>(trial) : std::nullopt, out, overwrite,
+        reduce_dtype);
   }
   int runChrome() const {
     // Not a study: a missing path is said to be missing, and --format on a run database is said to

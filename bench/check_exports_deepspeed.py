@@ -105,6 +105,10 @@ def deepspeed_problems(text, run):
     want(p, "fp16", cfg.float16_config.enabled, run["precision"] == "fp16")
     want(p, "bf16", cfg.bfloat16_config.enabled, run["precision"] == "bf16")
     want(p, "gradient_clipping", cfg.gradient_clipping, run["clip"])
+    # The reduce dtype, said (export --reduce-dtype, default the model's: DeepSpeedEngine's own default).
+    model_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.bfloat16}.get(run["precision"], torch.float32)
+    want(p, "communication_data_type", cfg.communication_data_type,
+         {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}.get(run.get("reduce_dtype"), model_dtype))
     if run["pp"] > 1:
         want(p, "pipeline stages", cfg.pipeline["stages"], run["pp"])
     # The engine's own optimizer and scheduler construction, on an engine with only this config.

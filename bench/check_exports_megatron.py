@@ -96,9 +96,18 @@ def megatron_args_problems(run, parse_args, validate_args, core_transformer_conf
         expected["initial_loss_scale"] = float(run["fp16_init_scale"])
     # fp8 trains in bf16 with Transformer Engine's delayed-scaling HYBRID recipe (this runtime's: amax
     # history 16, the max of it, margin 0; runtime/src/model/fp8.h).
+    # Every term of the recipe is in the flags, none left to megatron-core's defaults (issue 32); what
+    # its defaults already say as this runtime does is checked on the parsed arguments: FP8 weight
+    # gradients, bf16 parameters (no FP8 parameter gather), bf16 attention core, every block in FP8,
+    # amaxes reduced over the whole data- and tensor-parallel domain (runtime/src/model/fp8.h).
     if prec == "fp8":
         expected.update(fp8="hybrid", fp8_recipe="delayed", fp8_margin=0, fp8_amax_history_len=16,
-                        fp8_amax_compute_algo="max")
+                        fp8_amax_compute_algo="max", fp8_wgrad=True, fp8_param_gather=False)
+        said = set(sys.argv[1:])
+        for flag in ("--fp8-format", "--fp8-recipe", "--fp8-margin", "--fp8-amax-history-len",
+                     "--fp8-amax-compute-algo"):
+            if flag not in said:
+                p.append(f"{flag} is not in the flags: the recipe would be megatron-core's default")
     else:
         expected["fp8"] = None
     expected.update(megatron_moe_expected(run))
@@ -115,6 +124,13 @@ def megatron_args_problems(run, parse_args, validate_args, core_transformer_conf
         want(p, "TransformerConfig.recompute_granularity", tc.recompute_granularity, ckpt)
         want(p, "TransformerConfig.sequence_parallel", tc.sequence_parallel, bool(run["sequence_parallel"]))
         want(p, "TransformerConfig.fp8", tc.fp8, expected["fp8"])
+        if prec == "fp8":
+            tc_fp8 = dict(fp8_recipe="delayed", fp8_margin=0, fp8_amax_history_len=16, fp8_amax_compute_algo="max",
+                          fp8_wgrad=True, fp8_dot_product_attention=False, first_last_layers_bf16=False,
+                          tp_only_amax_red=False)
+            for k in ("fp8_recipe", "fp8_margin", "fp8_amax_history_len", "fp8_amax_compute_algo", "fp8_wgrad",
+                      "fp8_dot_product_attention", "first_last_layers_bf16", "tp_only_amax_red"):
+                want(p, "TransformerConfig." + k, str(getattr(tc, k)).split(".")[-1], str(tc_fp8[k]))
         w = arch.preset(workload_file(run))
         p += arch.megatron_arch_problems(args, tc, arch.architecture(w))
         if args.position_embedding_type == "rope" and hf_config is not None:

@@ -50,8 +50,10 @@ std::string gpuModels(const std::vector<std::string>& per_device) {
   return out;
 }
 
-Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, const std::string& path) {
+Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, const std::string& path,
+                  int64_t peak_bytes) {
   Step s;
+  s.peak_bytes = peak_bytes;
   s.rank = rank;
   s.step = step;
   s.start_ns = start_ns;
@@ -61,7 +63,7 @@ Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, 
   return s;
 }
 
-bool StepRows::add(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns) {
+bool StepRows::add(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, int64_t peak_bytes) {
   const auto [it, fresh] = seen_.try_emplace({rank, step}, start_ns, end_ns);
   if (!fresh) {
     if (it->second == std::make_pair(start_ns, end_ns)) return false;
@@ -70,7 +72,7 @@ bool StepRows::add(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns)
                                   window(it->second.first, it->second.second) + " and " + window(start_ns, end_ns) + ")",
                     "a trace holds each ProfilerStep#N once: pass each profiling session's trace as its own import");
   }
-  store_.appendStep(importedStep(rank, step, start_ns, end_ns, path_));
+  store_.appendStep(importedStep(rank, step, start_ns, end_ns, path_, peak_bytes));
   return true;
 }
 

@@ -28,7 +28,9 @@ void importNsys(RunStore& store, ImportStats& st, const std::string& path, int64
 int64_t stepNumber(const std::string& name, const std::string& path);
 // One step row of an imported trace (no loss, no FLOPs: only its window); UserError naming `path` when
 // the window is wider than int64 nanoseconds.
-Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, const std::string& path);
+// `peak_bytes`: the most memory the trace's allocation events say was allocated in the window (0: none).
+Step importedStep(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, const std::string& path,
+                  int64_t peak_bytes = 0);
 // The GPU models a trace names, one entry per device, as the import header says them: each model once,
 // in first-seen order, counted when more than one device has it ("2 x NVIDIA H100 80GB HBM3, NVIDIA
 // A10"); "" for none (empty names skipped).
@@ -41,7 +43,7 @@ class StepRows {
  public:
   StepRows(RunStore& store, const std::string& path) : store_(store), path_(path) {}
   // True when the step was stored (false: a repeat of one already stored).
-  bool add(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns);
+  bool add(int64_t rank, int64_t step, int64_t start_ns, int64_t end_ns, int64_t peak_bytes = 0);
   int64_t count() const { return int64_t(seen_.size()); }
 
  private:

@@ -4,7 +4,8 @@
 //   gpu_memcpy → memcpy, gpu_memset → memset (and the PyTorch 1.x names: Operator, Runtime, Kernel,
 //   Memcpy, Memset); "ProfilerStep#N" steps; communication records (NCCL kernels' or
 //   record_param_comms' args) → collectives; the metadata events (ph "M") thread_name,
-//   thread_sort_index, process_name and process_sort_index → threads.
+//   thread_sort_index, process_name and process_sort_index → threads; profile_memory's "[memory]"
+//   allocation and free events → the rank's memory counters and each step's peak_bytes (MemoryTrack).
 //
 // Reading the JSON is kineto_parse.cpp's (a stream into compact records); this file turns the
 // records into rows: each event once, in file order, through RunStore.
@@ -18,6 +19,7 @@
 #include "import_impl.h"
 #include "kineto_parse.h"
 #include "trainscope/common/error.h"
+#include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/store.h"
 
 namespace trainscope::rundb::importers {
@@ -28,6 +30,7 @@ using kineto::CommArgs;
 using kineto::Dims;
 using kineto::Event;
 using kineto::kNone;
+using kineto::MemoryEvent;
 using kineto::Meta;
 using kineto::MetaKind;
 using kineto::Parsed;
@@ -108,6 +111,77 @@ std::vector<ThreadName> threadNames(const Parsed& p, int64_t rank, Intern intern
 }
 
 
+// profile_memory's allocation events of one file as memory counters (docs/trace-schema.md, counters).
+// Each device's level after an event is its "Total Allocated" (the profiler's allocator total), or,
+// where a trace gives none, the running sum of its "Bytes" from 0. The rank's own device is the
+// accelerator with the most events (the CPU when there is none): its levels are the counter the
+// runtime writes (names::kMemoryCounter), and each step's peak_bytes is the most of them in the
+// step's window (the level carried into the window included). Other devices keep their events
+// under "memory.allocated_bytes cpu" or "… cuda:N". Events whose time leaves int64 are counted as
+// dropped.
+class MemoryTrack {
+ public:
+  MemoryTrack(const std::vector<MemoryEvent>& events, int64_t base) {
+    std::map<std::pair<int32_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> by_device;  // (type, id) → (ns, level)
+    std::map<std::pair<int32_t, int64_t>, int64_t> running;
+    for (const MemoryEvent& m : events) {
+      int64_t t = 0;
+      if (m.bad_time || __builtin_add_overflow(base, m.ts, &t)) {
+        ++dropped_;
+        continue;
+      }
+      const std::pair<int32_t, int64_t> key{m.device_type, m.device_type == 0 ? -1 : m.device};
+      int64_t& level = running[key];
+      if (m.total_allocated >= 0) level = m.total_allocated;
+      else if (__builtin_add_overflow(level, m.bytes, &level)) level = m.bytes < 0 ? INT64_MIN : INT64_MAX;
+      by_device[key].emplace_back(t, level);
+    }
+    const std::pair<int32_t, int64_t>* own = nullptr;
+    for (const auto& [key, v] : by_device)
+      if (!own || (own->first == 0 && key.first != 0) ||
+          ((own->first == 0) == (key.first == 0) && v.size() > by_device[*own].size()))
+        own = &key;
+    for (auto& [key, v] : by_device) {
+      std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      if (&key == own) own_ = v;
+      else others_.emplace_back(name(key), std::move(v));
+    }
+  }
+
+  // The most allocated on the rank's device from start_ns to end_ns (0: no events).
+  int64_t peak(int64_t start_ns, int64_t end_ns) const {
+    auto it = std::upper_bound(own_.begin(), own_.end(), start_ns, [](int64_t t, const auto& s) { return t < s.first; });
+    int64_t most = it == own_.begin() ? 0 : std::prev(it)->second;  // held when the window opened
+    for (; it != own_.end() && it->first <= end_ns; ++it) most = std::max(most, it->second);
+    return std::max<int64_t>(most, 0);
+  }
+
+  int64_t dropped() const { return dropped_; }
+
+  // The counters' rows; returns how many.
+  int64_t write(RunStore& store, int64_t rank) const {
+    std::vector<Counter> rows;
+    auto add = [&](const std::string& counter, const std::vector<std::pair<int64_t, int64_t>>& v) {
+      const StringId id = store.intern(counter);
+      for (const auto& [t, level] : v) rows.push_back(Counter{t, id, double(level), rank});
+    };
+    if (!own_.empty()) add(names::kMemoryCounter, own_);
+    for (const auto& [counter, v] : others_) add(counter, v);
+    if (!rows.empty()) store.put(rows);
+    return int64_t(rows.size());
+  }
+
+ private:
+  static std::string name(const std::pair<int32_t, int64_t>& key) {
+    const std::string id = std::to_string(key.second);
+    return std::string(names::kMemoryCounter) + " " +
+           (key.first == 0 ? std::string("cpu") : key.first == 1 ? "cuda:" + id : "device type " + std::to_string(key.first) + ":" + id);
+  }
+  std::vector<std::pair<int64_t, int64_t>> own_;
+  std::vector<std::pair<std::string, std::vector<std::pair<int64_t, int64_t>>>> others_;
+  int64_t dropped_ = 0;
+};
+
 // The rank a parsed file is imported as: its distributedInfo.rank, else `default_rank`. UserError for
 // a file that is not a Kineto trace (or is our own export) and for a rank out of range.
 int64_t checkedRank(const Parsed& p, const std::string& path, int64_t default_rank) {
@@ -131,7 +205,8 @@ class KinetoWriter {
   KinetoWriter(RunStore& store, ImportStats& st, Parsed& p, const std::string& path, int64_t rank)
       : store_(store), st_(st), p_(p), path_(path), rank_(rank), base_(p.base.value_or(0)),
         unnamed_(p.intern("")),  // before `ids_` is sized: events without a name use it
-        ids_(p.names.size(), kNoString), domain_(store.intern("kineto")), step_rows_(store, path) {
+        ids_(p.names.size(), kNoString), domain_(store.intern("kineto")), step_rows_(store, path),
+        memory_(p.memory, base_) {
     // Communication records: the NCCL kernels' args when the kernels carry them (GPU time), else the
     // record_param_comms CPU ops (a CPU job's Gloo collectives, or an older PyTorch).
     // Neither (PyTorch 2.x's CPU traces of a Gloo job): the "gloo:<op>" annotations the Gloo worker
@@ -169,10 +244,11 @@ class KinetoWriter {
     st_.collectives += int64_t(collectives_.size());
     putDrops();
     if (steps_seen_ == 0 && t_min_ < t_max_) {  // no ProfilerStep: the whole trace is one step
-      store_.appendStep(importedStep(rank_, 0, t_min_, t_max_, path_));
+      store_.appendStep(importedStep(rank_, 0, t_min_, t_max_, path_, memory_.peak(t_min_, t_max_)));
       steps_seen_ = 1;
     }
     st_.steps += steps_seen_;
+    st_.memory_samples += memory_.write(store_, rank_);
     const std::vector<ThreadName> names = threadNames(p_, rank_, [&](const std::string& s) { return store_.intern(s); });
     if (!names.empty()) store_.put(names);
     st_.threads += int64_t(names.size());
@@ -217,7 +293,7 @@ class KinetoWriter {
   void putOp(const Event& e, int64_t b, int64_t en, const std::string& name, StringId name_id) {
     const int64_t k = stepNumber(name, path_);  // PyTorch 1.x wrote ProfilerStep#N as an op
     if (k >= 0) {
-      if (!step_rows_.add(rank_, k, b, en)) return;  // the same step as an annotation: kept once
+      if (!step_rows_.add(rank_, k, b, en, memory_.peak(b, en))) return;  // the same step as an annotation: kept once
       ++steps_seen_;
       putRange(e, b, en, name_id);
       return;
@@ -229,7 +305,7 @@ class KinetoWriter {
   void putAnnotation(const Event& e, int64_t b, int64_t en, const std::string& name, StringId name_id) {
     const int64_t k = stepNumber(name, path_);
     if (k >= 0) {
-      if (!step_rows_.add(rank_, k, b, en)) return;  // the same step as an op: kept once
+      if (!step_rows_.add(rank_, k, b, en, memory_.peak(b, en))) return;  // the same step as an op: kept once
       ++steps_seen_;
     }
     putRange(e, b, en, name_id);
@@ -320,15 +396,16 @@ class KinetoWriter {
 
   // Events left out (a time past int64, or a negative duration) are counted, and written as a drop row.
   void putDrops() {
-    st_.dropped_out_of_range += dropped_time_;
+    const int64_t dropped_time = dropped_time_ + memory_.dropped();
+    st_.dropped_out_of_range += dropped_time;
     st_.dropped_negative += dropped_negative_;
-    if (dropped_time_ + dropped_negative_ == 0) return;
+    if (dropped_time + dropped_negative_ == 0) return;
     Drop d;
     d.rank = rank_;
     d.source = "import";
-    d.emitted = int64_t(p_.events.size());
-    d.stored = d.emitted - dropped_time_ - dropped_negative_;
-    d.dropped = dropped_time_ + dropped_negative_;
+    d.emitted = int64_t(p_.events.size() + p_.memory.size());
+    d.stored = d.emitted - dropped_time - dropped_negative_;
+    d.dropped = dropped_time + dropped_negative_;
     store_.put(std::vector<Drop>{d});
   }
 
@@ -341,6 +418,7 @@ class KinetoWriter {
   std::vector<StringId> ids_;  // the file's names → the store's, interned on first use
   const StringId domain_;
   StepRows step_rows_;
+  const MemoryTrack memory_;
   bool kernel_comms_ = false;
   bool gloo_comms_ = false;  // no other communication record in the file: the gloo: annotations
   std::map<std::string, int64_t> seq_by_group_;

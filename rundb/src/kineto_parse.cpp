@@ -215,6 +215,7 @@ class Reader : public nlohmann::json::json_sax_t {
   // The args keys this reader takes: integers (the int32 ones of a kernel apart), text, and arrays.
   enum class Arg : uint8_t {
     Other, Correlation, Device, Stream, Seq, Bytes, InNelems, OutNelems, GroupSize, SortIndex,  // integers
+    TotalAllocated, DeviceType,                                                                  // integers
     Registers, Shared,                                                                           // int32
     Collective, Dtype, GroupDesc, GroupName, Name,                                               // text
     Grid, Block, InputDims                                                                       // arrays
@@ -226,11 +227,14 @@ class Reader : public nlohmann::json::json_sax_t {
         {"Out msg nelems", Arg::OutNelems}, {"Group size", Arg::GroupSize}, {"sort_index", Arg::SortIndex},
         {"registers per thread", Arg::Registers}, {"shared memory", Arg::Shared}, {"Collective name", Arg::Collective},
         {"dtype", Arg::Dtype}, {"Process Group Description", Arg::GroupDesc}, {"Process Group Name", Arg::GroupName},
-        {"name", Arg::Name}, {"grid", Arg::Grid}, {"block", Arg::Block}, {"Input Dims", Arg::InputDims}};
+        {"name", Arg::Name}, {"grid", Arg::Grid}, {"block", Arg::Block}, {"Input Dims", Arg::InputDims},
+        // a [memory] event's (profile_memory=True): its size, the allocator's total after it, its device
+        {"Bytes", Arg::Bytes}, {"Total Allocated", Arg::TotalAllocated}, {"Device Id", Arg::Device},
+        {"Device Type", Arg::DeviceType}};
     const auto it = keys.find(k);
     return it == keys.end() ? Arg::Other : it->second;
   }
-  static bool intArg(Arg a) { return a >= Arg::Correlation && a <= Arg::SortIndex; }
+  static bool intArg(Arg a) { return a >= Arg::Correlation && a <= Arg::DeviceType; }
   static bool textArg(Arg a) { return a >= Arg::Collective && a <= Arg::GroupName; }
   // An object or an array where a field this reader reads holds a scalar: refused like any other type.
   void structured(const char* got) {
@@ -382,6 +386,11 @@ class Reader : public nlohmann::json::json_sax_t {
         case Arg::InNelems: commOf(e).in = *v; break;
         case Arg::OutNelems: commOf(e).out = *v; break;
         case Arg::GroupSize: commOf(e).group_size = *v; break;
+        case Arg::TotalAllocated: e.total_allocated = *v; break;
+        case Arg::DeviceType:
+          if (*v >= 0 && *v <= INT32_MAX) e.device_type = int32_t(*v);
+          else refuse("args." + k, "out of range (0 to 2^31-1)");
+          break;
         default: meta_.sort = *v; break;  // sort_index: metadata events
       }
     } else if (!str) {  // text (or an array's key) holding a scalar of another type
@@ -427,8 +436,17 @@ class Reader : public nlohmann::json::json_sax_t {
     // once the file is read. cuda_sync marks a wait, not work (HTA leaves it out as well).
     if (e.cat == Cat::Other && e.complete && e.has_ts && e.has_dur && !meta_.cat_text.empty() && meta_.cat_text != "cuda_sync")
       ++other_[std::make_tuple(meta_.cat_text, meta_.has_pid, meta_.pid, meta_.stream_arg)];
-    if (!e.complete || !e.has_ts || !e.has_dur || (e.cat == Cat::Other && e.comm < 0)) p_.events.pop_back();
-    else kept = true;
+    static const std::string memory_name = "[memory]";
+    if (!e.complete && !meta_.is_meta && e.has_ts && e.name != kNone && p_.names[e.name] == memory_name) {
+      // profile_memory's allocation or free (ph "i"): kept apart, its time checked when written
+      p_.memory.push_back(MemoryEvent{e.ts, e.total_allocated, e.bytes, e.device, std::max(e.device_type, 0), e.bad_time});
+      kept = true;
+      p_.events.pop_back();
+    } else if (!e.complete || !e.has_ts || !e.has_dur || (e.cat == Cat::Other && e.comm < 0)) {
+      p_.events.pop_back();
+    } else {
+      kept = true;
+    }
     if (kept)
       for (const std::string& r : meta_.refused) ++p_.refused[r];
   }

@@ -30,6 +30,11 @@ struct Event {
   int64_t tid = 0, correlation = -1, device = -1, stream = -1, seq = -1, bytes = 0;  // device -1: none given
   uint32_t name = kNone, shapes = kNone;
   uint32_t input_type = kNone;  // args."Input type"[0] ("float", "c10::BFloat16"): a Gloo annotation's dtype
+  // A [memory] instant event's args (PyTorch's profile_memory): "Total Allocated" (-1: not given) and
+  // "Device Type" (c10::DeviceType: 0 CPU, 1 CUDA; -1: not given); its "Bytes" (negative for a free)
+  // is `bytes` and its "Device Id" `device`.
+  int64_t total_allocated = -1;
+  int32_t device_type = -1;
   int32_t comm = -1;        // into Parsed::comms
   int32_t dims = -1;        // into Parsed::dims
   Cat cat = Cat::Other;
@@ -51,8 +56,20 @@ struct Dims {
   int32_t registers = 0, shared = 0;
 };
 
+// One allocation or free the profiler recorded with profile_memory=True (a "[memory]" instant event,
+// ph "i"): kept apart from the events, which are spans.
+struct MemoryEvent {
+  int64_t ts = 0;                // ns on the file's clock
+  int64_t total_allocated = -1;  // the allocator's bytes after it; -1: not given
+  int64_t bytes = 0;             // allocated (+) or freed (-)
+  int64_t device = -1;           // Device Id (-1: the CPU)
+  int32_t device_type = 0;       // c10::DeviceType (0 CPU, 1 CUDA, …)
+  bool bad_time = false;
+};
+
 struct Parsed {
   std::vector<Event> events;
+  std::vector<MemoryEvent> memory;  // in file order
   std::vector<CommArgs> comms;
   std::vector<Dims> dims;
   std::vector<std::string> names;

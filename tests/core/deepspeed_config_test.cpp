@@ -12,6 +12,8 @@
 #include "../../models/src/gpu_time.h"
 #include "../common/cli.h"
 #include "flat_cluster.h"
+#include "trainscope/common/error.h"
+#include "trainscope/tuner/export.h"
 #include "trainscope/tuner/models.h"
 
 namespace tn = trainscope::tuner;
@@ -125,4 +127,51 @@ TEST(DeepSpeedConfig, PredictPricesTheUsersConfigAndRefusesItsBadValuesByKey) {
   const auto fsdp = cli("predict --workload gpt2-774m --cluster a100-80gb-x8 --framework fsdp --deepspeed-config " + off);
   EXPECT_EQ(fsdp.status, 2) << fsdp.output;
   EXPECT_NE(fsdp.output.find("--deepspeed-config: is DeepSpeed's config"), std::string::npos) << fsdp.output;
+}
+
+// export --format deepspeed says communication_data_type — the model's dtype by default (what
+// DeepSpeed reduces in without the key), --reduce-dtype's otherwise — and predict --deepspeed-config
+// prices the exported file with that reduce dtype; a config without the key is priced in the model's
+// dtype (fp32 for an fp32 model, not the profile's 2 bytes). Issue 33.
+TEST(DeepSpeedConfig, TheExportsCommunicationDataTypeRoundTripsThroughPredict) {
+  namespace rt = trainscope::runconfig;
+  rt::TrainConfig c;
+  c.workload = "small-cpu";
+  c.seq = 64, c.mbs = 2, c.gbs = 8, c.steps = 3, c.min_lr_ratio = 1.0;
+  c.world = 2;
+  c.zero = rt::ZeroStage::Gradients;
+  auto exported = [&](rt::Precision prec, const std::string& reduce) {
+    rt::TrainConfig x = c;
+    x.precision = prec;
+    x = tn::trainingRunOf(x);
+    tn::ExportTarget t;
+    t.reduce_dtype = reduce;
+    return json::parse(tn::exportConfig(x, tn::ExportFormat::DeepSpeed, t).text);
+  };
+  EXPECT_EQ(exported(rt::Precision::FP32, "default").value("communication_data_type", ""), "fp32");
+  EXPECT_EQ(exported(rt::Precision::BF16, "default").value("communication_data_type", ""), "bf16");
+  EXPECT_EQ(exported(rt::Precision::FP16, "default").value("communication_data_type", ""), "fp16");
+  EXPECT_EQ(exported(rt::Precision::FP8, "default").value("communication_data_type", ""), "bf16");
+  const json bf16_fp32 = exported(rt::Precision::BF16, "fp32");
+  EXPECT_EQ(bf16_fp32.value("communication_data_type", ""), "fp32");
+  try {
+    exported(rt::Precision::BF16, "int8");
+    ADD_FAILURE() << "--reduce-dtype int8 was accepted";
+  } catch (const trainscope::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--reduce-dtype"), std::string::npos) << e.what();
+  }
+  // The exported file read back by predict: its reduce dtype is the one priced.
+  const std::string base = "--workload gpt2-774m --cluster a100-80gb-x8 --framework deepspeed --zero 2";
+  const std::string file = configFile(bf16_fp32, "ds-exported-fp32");
+  const json via_file = predictJson(base + " --deepspeed-config " + file);
+  const json via_flag = predictJson(base + " --reduce-dtype fp32 --deepspeed-config " +
+                                    configFile({{"zero_optimization", bf16_fp32["zero_optimization"]}}, "ds-exported-nokey"));
+  EXPECT_EQ(via_file["time"]["step_s"], via_flag["time"]["step_s"]);
+  EXPECT_GT(via_file["time"]["dp_comm_s"].get<double>(),
+            predictJson(base + " --deepspeed-config " + configFile(exported(rt::Precision::BF16, "default"), "ds-exported-bf16"))
+                ["time"]["dp_comm_s"].get<double>());
+  // No key, an fp32 model: DeepSpeed reduces in fp32.
+  const std::string nokey = configFile({{"zero_optimization", {{"stage", 2}}}}, "ds-nokey");
+  EXPECT_EQ(predictJson(base + " --precision fp32 --deepspeed-config " + nokey)["time"]["step_s"],
+            predictJson(base + " --precision fp32 --reduce-dtype fp32 --deepspeed-config " + nokey)["time"]["step_s"]);
 }

@@ -153,6 +153,9 @@ TEST(Fp8Export, MegatronAndAccelerateCarryTheRecipe) {
   const std::string meg = tn::exportConfig(c, tn::ExportFormat::Megatron).text;
   EXPECT_NE(meg.find("--bf16 --fp8-format hybrid"), std::string::npos) << meg;
   EXPECT_NE(meg.find("--fp8-amax-history-len 16 --fp8-amax-compute-algo max"), std::string::npos) << meg;
+  // Every term of the recipe is said, none left to megatron-core's defaults (issue 32).
+  EXPECT_NE(meg.find("--fp8-recipe delayed"), std::string::npos) << meg;
+  EXPECT_NE(meg.find("--fp8-margin 0"), std::string::npos) << meg;
   const std::string acc = tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {true}).text;
   EXPECT_NE(acc.find("mixed_precision: fp8"), std::string::npos) << acc;
   EXPECT_NE(acc.find("fp8_format: HYBRID"), std::string::npos) << acc;

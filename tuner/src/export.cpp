@@ -108,9 +108,15 @@ ExportResult megatron(const rt::TrainConfig& c) {
     << c.weight_decay << " --clip-grad " << c.clip << " --adam-beta1 " << c.beta1 << " --adam-beta2 " << c.beta2
     << " --adam-eps " << c.eps << " --seed " << c.seed;
   if (c.precision == rt::Precision::BF16) o << " --bf16";
-  // fp8: Transformer Engine's HYBRID recipe with this runtime's delayed scaling (runtime/src/model/fp8.h).
+  // fp8: Transformer Engine's HYBRID format with this runtime's delayed, tensor-wise scaling
+  // (runtime/src/model/fp8.h), every term of the recipe said rather than left to megatron-core's
+  // defaults (its amax history is 1 and its algorithm most_recent; its recipe default may move):
+  // recipe delayed, history 16, the max of it, margin 0. What megatron-core's defaults already say
+  // as this runtime does (FP8 weight gradients, bf16 parameters and attention core, every block in
+  // FP8, amaxes reduced over DP, TP and CP) is checked by bench/check_exports_megatron.py.
   if (c.precision == rt::Precision::FP8)
-    o << " --bf16 --fp8-format hybrid --fp8-margin 0 --fp8-amax-history-len 16 --fp8-amax-compute-algo max";
+    o << " --bf16 --fp8-format hybrid --fp8-recipe delayed --fp8-margin 0 --fp8-amax-history-len 16 "
+         "--fp8-amax-compute-algo max";
   if (c.precision == rt::Precision::FP16) o << " --fp16 --initial-loss-scale " << c.fp16_init_scale;
   if (c.ckpt == rt::Checkpointing::Selective) o << " --recompute-granularity selective";
   if (c.ckpt == rt::Checkpointing::Full)
@@ -195,6 +201,22 @@ std::string deepspeedMoeNote(const rt::TrainConfig& c) {
   return o.str();
 }
 
+}  // namespace
+
+std::string deepspeedReduceDtype(const rt::TrainConfig& c, const ExportTarget& t) {
+  if (t.reduce_dtype == "fp32" || t.reduce_dtype == "bf16" || t.reduce_dtype == "fp16") return t.reduce_dtype;
+  if (t.reduce_dtype != "default")
+    throw UserError("--reduce-dtype", "must be default, fp32, bf16 or fp16, not \"" + t.reduce_dtype + "\"",
+                    "default writes the model's dtype, as DeepSpeed reduces when the key is absent");
+  // DeepSpeedEngine.communication_data_type (deepspeed 0.19.8 runtime/engine.py) without the key:
+  // fp16 if enabled, else bf16 if enabled, else fp32. An fp8 export trains in bf16.
+  if (c.precision == rt::Precision::FP16) return "fp16";
+  if (c.precision == rt::Precision::BF16 || c.precision == rt::Precision::FP8) return "bf16";
+  return "fp32";
+}
+
+namespace {
+
 // DeepSpeed's config JSON. The schedule is WarmupCosineLR (lr_schedules.py): the ratio rises
 // linearly from warmup_min_ratio 0 over warmup_num_steps, then follows a cosine to cos_min_ratio at
 // total_num_steps, times the optimizer's lr — this runtime's schedule, except that its warm-up
@@ -212,6 +234,9 @@ ExportResult deepspeed(const rt::TrainConfig& c, const ExportTarget& t) {
         {"initial_scale_power", int(std::lround(std::log2(c.fp16_init_scale)))},
         {"loss_scale_window", c.fp16_growth_interval}}},
       {"zero_optimization", zeroOptimization(c)},
+      // The dtype gradients are reduced in, said rather than left to DeepSpeed's default, so that
+      // `predict --deepspeed-config` of this file prices what the note's DeepSpeed prediction did.
+      {"communication_data_type", deepspeedReduceDtype(c, t)},
       {"activation_checkpointing", {{"partition_activations", false}, {"contiguous_memory_optimization", false}}},
       {"steps_per_print", 10}};
   const char* type = c.optimizer == rt::OptimizerKind::SGD ? "SGD" : "AdamW";

@@ -45,9 +45,9 @@ struct Distinct {
   }
 };
 
-std::vector<double> priceDistinct(const Cluster& c, const std::vector<FitRow>& rows, const Distinct& d) {
+std::vector<PricedRow> priceDistinctInFull(const Cluster& c, const std::vector<FitRow>& rows, const Distinct& d) {
   std::map<int64_t, Cluster> sized;  // one copy per node count
-  std::vector<double> out;
+  std::vector<PricedRow> out;
   out.reserve(d.first.size());
   for (size_t i : d.first) {
     const FitRow& r = rows[i];
@@ -56,8 +56,15 @@ std::vector<double> priceDistinct(const Cluster& c, const std::vector<FitRow>& r
       it = sized.emplace(r.nodes, c).first;
       it->second.nodes = r.nodes;
     }
-    out.push_back(predictTime(*r.w, r.p, it->second, r.options).step_s);
+    const TimePrediction t = predictTime(*r.w, r.p, it->second, r.options);
+    out.push_back({t.step_s, t.bubble_s});
   }
+  return out;
+}
+
+std::vector<double> priceDistinct(const Cluster& c, const std::vector<FitRow>& rows, const Distinct& d) {
+  std::vector<double> out;
+  for (const PricedRow& t : priceDistinctInFull(c, rows, d)) out.push_back(t.step_s);
   return out;
 }
 
@@ -83,6 +90,14 @@ std::vector<double> priceRows(const Cluster& c, const std::vector<FitRow>& rows)
   const Distinct d(rows);
   const std::vector<double> priced = priceDistinct(c, rows, d);
   std::vector<double> out(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) out[i] = priced[d.of[i]];
+  return out;
+}
+
+std::vector<PricedRow> priceRowsInFull(const Cluster& c, const std::vector<FitRow>& rows) {
+  const Distinct d(rows);
+  const std::vector<PricedRow> priced = priceDistinctInFull(c, rows, d);
+  std::vector<PricedRow> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) out[i] = priced[d.of[i]];
   return out;
 }

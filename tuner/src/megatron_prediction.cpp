@@ -77,7 +77,8 @@ std::string cpuFrameworkPrediction(const Cluster& cl, const runconfig::TrainConf
 
 }  // namespace
 
-std::string frameworkPrediction(const StudyInputs& study, const runconfig::TrainConfig& c, Framework f) {
+std::string frameworkPrediction(const StudyInputs& study, const runconfig::TrainConfig& c, Framework f,
+                                double reduce_bytes) {
   if (f == Framework::Megatron) return megatronPrediction(study, c);
   const char* who = f == Framework::Deepspeed ? "DeepSpeed" : f == Framework::Fsdp ? "PyTorch FSDP" : "this runtime";
   Cluster cl;
@@ -94,7 +95,9 @@ std::string frameworkPrediction(const StudyInputs& study, const runconfig::Train
     return std::string("no ") + who + " prediction: the study ran on a CPU cluster (trainscope predict --framework " +
            frameworkKey(f) + " --cluster a100-80gb-x8 … prices the plan on GPUs)";
   }
-  const TimePrediction them = predictTime(c.model, p, cl, {-1.0, f});
+  TimeOptions options{-1.0, f};
+  options.reduce_bytes = reduce_bytes;
+  const TimePrediction them = predictTime(c.model, p, cl, options);
   const TimePrediction own = predictTime(c.model, p, cl, {-1.0, Framework::Trainscope});
   char text[400];
   std::snprintf(text, sizeof(text), "predicted on %s: %s %.4g s/step (MFU %.0f%%, %s-bound); this runtime %.4g s/step",

@@ -14,9 +14,22 @@ namespace {
 constexpr double kStep = 0.25;  // a rate-like constant moved by 25% to read its class's time off the model
 constexpr int kRounds = 6;      // fixed-point rounds: classes interact only through max() and floors
 
+// The rows' step times less their pipeline bubbles. A class's measured time is one rank's (the mean
+// over ranks): its own stage's work, none of the other stages'. The bubble — the fill and the drain,
+// the other stages' micro-batch times — is priced by the time model from the stages' times
+// (time_model.cpp, gpu_time.cpp addPipeline), so it moves with the rates but is no class's own time:
+// left in, a PP run's class times would be read as (1 + (pp − 1)/M) × theirs and every rate fitted
+// that much too fast, the stage waits attributed to nothing (issue 33).
 double totalStep(const Cluster& c, const std::vector<FitRow>& rows) {
   double sum = 0;
-  for (double t : priceRows(c, rows)) sum += t;
+  for (const PricedRow& t : priceRowsInFull(c, rows)) sum += t.step_s - t.bubble_s;
+  return sum;
+}
+
+// The pipeline bubble the time model prices for the rows, summed (0 without pipeline parallelism).
+double totalBubble(const Cluster& c, const std::vector<FitRow>& rows) {
+  double sum = 0;
+  for (const PricedRow& t : priceRowsInFull(c, rows)) sum += t.bubble_s;
   return sum;
 }
 
@@ -219,6 +232,10 @@ TraceFit fitFromTraces(const Cluster& base, const std::vector<FitRow>& rows, con
     out.targets.push_back(t);
   }
   if (base.kind == ClusterKind::Gpu) fitOverlap(out, rows, traces, framework);
+  // The pipeline bubble: no constant of its own; the model's from the fitted stages beside the traces'.
+  for (const TraceMeasure& t : traces) out.bubble.measured_s += t.bubble_s;
+  out.bubble.model_base_s = totalBubble(base, rows);
+  out.bubble.model_fit_s = totalBubble(out.fitted, rows);
   return out;
 }
 

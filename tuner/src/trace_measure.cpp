@@ -228,6 +228,12 @@ TraceMeasure measureTrace(rundb::RunReader& r, const std::string& field) {
   t.host_backward_busy_s = bwd_busy / double(t.ranks);
   t.grad_comm_s = grad / double(t.ranks);
   t.grad_comm_hidden_s = hidden / double(t.ranks);
+  // The stage waits: each counted rank's breakdown bubble (per counted step), their mean.
+  double bubble = 0;
+  int64_t with_breakdown = 0;
+  for (const rundb::RankSummary& rs : s.ranks)
+    if (rs.breakdown) bubble += rs.breakdown->bubble_s, ++with_breakdown;
+  if (with_breakdown > 0) t.bubble_s = bubble / double(with_breakdown);
   t.collectives = r.collectives();
   return t;
 }

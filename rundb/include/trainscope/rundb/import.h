@@ -20,6 +20,7 @@ struct ImportStats {
   int64_t collectives = 0;  // from the profiler's communication records
   int64_t gpu_annotations = 0;  // ranges on a device stream (Kineto's gpu_user_annotation)
   int64_t threads = 0;          // named (or ordered) threads, streams and processes
+  int64_t memory_samples = 0;   // profile_memory's allocations and frees → the ranks' memory counters
   // Events left out and counted (also in the database's drops table, source "import"): a time that
   // does not fit int64 nanoseconds, and a negative duration.
   int64_t dropped_out_of_range = 0, dropped_negative = 0;

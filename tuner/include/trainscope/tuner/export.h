@@ -37,7 +37,14 @@ ExportFormat parseExportFormat(const std::string& name, const std::string& field
 
 struct ExportTarget {
   bool cpu = false;  // the study's cluster is a CPU one (Accelerate: MULTI_CPU and use_cpu)
+  // export --reduce-dtype: the dtype DeepSpeed reduces gradients in (its communication_data_type):
+  // "default" (the model's dtype, DeepSpeed's own default, written out), "fp32", "bf16" or "fp16".
+  std::string reduce_dtype = "default";
 };
+
+// The communication_data_type a DeepSpeed export of `c` writes ("fp32", "bf16" or "fp16"); UserError
+// naming --reduce-dtype for another value.
+std::string deepspeedReduceDtype(const runconfig::TrainConfig& c, const ExportTarget& t);
 
 // A file that belongs beside the export (the model's config.json), named as the target reads it.
 struct ExportFile {

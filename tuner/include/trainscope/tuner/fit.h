@@ -39,6 +39,11 @@ struct FitResult {
 
 // The priced step time of every row on `c` (rows' nodes applied).
 std::vector<double> priceRows(const Cluster& c, const std::vector<FitRow>& rows);
+// The same with the pipeline bubble apart (trace_fit.cpp fits a rank's own time, the bubble aside).
+struct PricedRow {
+  double step_s = 0, bubble_s = 0;
+};
+std::vector<PricedRow> priceRowsInFull(const Cluster& c, const std::vector<FitRow>& rows);
 
 // The constants of `candidates` that change some row's prediction by more than 0.1% between their
 // bounds: the ones the rows can say anything about.

@@ -19,6 +19,8 @@ std::string megatronPrediction(const StudyInputs& study, const runconfig::TrainC
 // accelerate / accelerate-config / training-args (fsdp) print it beside this runtime's time. On a CPU
 // study it prices the job as that framework's runner would run it there (Gloo ranks: the CPU rates and
 // the profile's host work; a Trainer on CPU runs DDP), or says why the runner would not run the plan.
-std::string frameworkPrediction(const StudyInputs& study, const runconfig::TrainConfig& c, models::Framework f);
+// `reduce_bytes` > 0: the bytes a gradient is reduced in (TimeOptions::reduce_bytes; 0: the profile's).
+std::string frameworkPrediction(const StudyInputs& study, const runconfig::TrainConfig& c, models::Framework f,
+                                double reduce_bytes = 0);
 
 }  // namespace trainscope::tuner

@@ -16,6 +16,9 @@
 //                             model could hide behind the backward that the trace shows hidden
 //   collectives by size       the tier's efficiency (GPU) or bandwidth (CPU) and latency, by an α–β
 //                             least-squares fit (calibrate.h fitCollectives)
+//   pipeline bubble           no constant: the classes are fitted to the step less the bubble (a
+//                             rank's trace holds only its own stage's work), and the model prices
+//                             the bubble from the fitted stages, reported beside the traces' waits
 // The model's time for a class is read off the model itself: the step time's change when that
 // constant moves by 25% (a class's time is inversely proportional to its rate), so the fit follows
 // the time model as it changes. Each constant stays within its physical bounds (fit_params.h).
@@ -58,6 +61,9 @@ struct TraceMeasure {
   // Per step: gradient reductions' NCCL kernels (all-reduce, reduce-scatter) and the part of them
   // that ran while a compute kernel ran (the overlap of gradient collectives with compute).
   double grad_comm_s = 0, grad_comm_hidden_s = 0;
+  // Per step, mean over ranks: the pipeline bubble — a stage waiting at its receives with nothing
+  // running (the step breakdown's bubble, rundb/step_analysis.h). 0 without pipeline parallelism.
+  double bubble_s = 0;
   std::vector<rundb::Collective> collectives;
 };
 // Throws UserError naming `field` for a trace with no counted step, or with neither kernels nor
@@ -78,6 +84,12 @@ struct TraceFit {
   bool collectives_fitted = false;
   CollectiveFit collectives;
   std::string collective_tier;           // "intra_node" or "inter_node"
+  // The pipeline bubble, summed over the traces: no constant sets it. The classes are fitted to the
+  // step less the bubble (a rank's own work), and the time model then prices the bubble from the
+  // fitted stages' times; measured is the traces' stage waits (TraceMeasure::bubble_s).
+  struct {
+    double measured_s = 0, model_base_s = 0, model_fit_s = 0;
+  } bubble;
   std::vector<std::string> notes;        // what could not be fitted, and why
 };
 // `rows[i]` prices the configuration of `traces[i]` (its measured_s: the trace's step time);
