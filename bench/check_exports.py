@@ -58,7 +58,7 @@ flags has transformers' inv_freq for the exported config.json; hf-config (the co
 DeepSpeed / Accelerate / TrainingArguments exports write beside them) loaded by
 transformers.AutoConfig.from_pretrained agrees with the workload's preset and builds a model of the
 same parameter count. A small-llama study (GQA 4/2 on 2 and 4 ranks: tp 1, 2 and 4 > n_kv_head) is
-swept once `trainscope tune` runs Llama-family workloads; until then it is skipped, saying why.
+swept too (skipped, saying why, only if `trainscope tune` refuses it).
 One line per check: ok / FAIL / skip (a target not importable) / note. Exit 1 on any FAIL.
 The checks live beside it, one module per concern: check_exports_studies.py (the studies and their
 exports), check_exports_megatron.py, check_exports_deepspeed.py, check_exports_hf.py (Transformers,

@@ -9,6 +9,9 @@ Losses are read from the run database (the steps table holds each step's loss as
   resume_single     a run stopped after its step-3 checkpoint, resumed, equals the uninterrupted run bit for bit
   resume_dp2_zero1  the same under DP 2 with ZeRO-1 (AdamW's state saved per parameter name), and plain DP 2
   resume_dp2_tp2    the same under DP 2 x TP 2 (weights gathered over TP), and PP 2 (one weights file per stage)
+  resume_llama      tiny-llama (GQA, RoPE, SwiGLU, RMSNorm, untied) in one process and under DP 2 x TP 2 (K/V heads
+                    and gate/up gathered over TP): bit-identical; the run database's checkpoints row counts every
+                    file of the folder, and predict --storage-gbps prices those bytes
   resume_zero3_ep2  the same under DP 2 with ZeRO-3 (parameter pieces gathered) and tiny-mixtral under EP 2
                     (experts gathered over the ep ranks); their weights start a single-process run
   killed_mid_write  rank 0 killed while writing a checkpoint leaves the previous one whole and resumable, and
@@ -160,6 +163,27 @@ def main():
             files = set(json.load(f)["weight_map"].values())
         check(files == {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"},
               f"PP 2 weights files: {files}")
+    elif CASE == "resume_llama":
+        llama = ["--workload", "tiny-llama"] + BASE[2:]
+        resumed_equals_uninterrupted([], "llama", llama)
+        ck = resumed_equals_uninterrupted(["--nproc", "4", "--tp", "2"], "llama-dp2tp2", llama)
+        one = fresh("llama-dp2tp2-one.db")
+        run(llama + ["--init-from", ck, "--steps", "4", "--out", one])  # the gathered weights, in one process
+        check(sorted(losses(one)) == [0, 1, 2, 3], "a DP 2 x TP 2 tiny-llama checkpoint starts no single-process run")
+        # The checkpoints row of a real save: every file of the folder, and a time; predict's bytes the same.
+        saved, db = fresh("llama-saved"), fresh("llama-saved.db")
+        run(llama + ["--steps", "2", "--save", saved, "--out", db])
+        on_disk = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(saved) for f in fs)
+        rep = subprocess.run([CLI, "report", db, "--json"], capture_output=True, text=True, timeout=300).stdout
+        rows = json.loads(rep).get("checkpoints", [])
+        check(len(rows) == 1 and rows[0]["bytes"] == on_disk and rows[0]["seconds"] > 0,
+              f"checkpoints row {rows} against {on_disk} bytes in {saved}")
+        priced = [CLI, "predict", "--workload", "tiny-llama", "--cluster", "cpu-local", "--gpus", "1", "--seq", "16",
+                  "--mbs", "2", "--gbs", "2", "--storage-gbps", "1", "--json"]
+        pred = json.loads(subprocess.run(priced, capture_output=True, text=True, timeout=300).stdout)["checkpoint"]
+        print(f"tiny-llama checkpoint: {on_disk} bytes on disk, predict {pred['bytes']} "
+              f"({pred['bytes'] / on_disk - 1:+.2%}), {pred['write_s']:.3g} s at 1 GB/s")
+        check(abs(pred["bytes"] / on_disk - 1) <= 0.02, f"predict's checkpoint bytes {pred} against {on_disk} on disk")
     elif CASE == "resume_zero3_ep2":
         ck = resumed_equals_uninterrupted(["--nproc", "2", "--zero", "3"], "zero3")
         check(sorted(os.listdir(os.path.join(ck, "trainscope"))) == ["optimizer-hf.safetensors", "state.json"],

@@ -340,6 +340,24 @@ TEST(Architecture, AHuggingFaceModelFolderIsItsConfigJson) {
   } catch (const ts::UserError& e) {
     EXPECT_EQ(e.field(), "--workload") << e.what();
   }
+  // Named bare, as `huggingface-cli download --local-dir Llama-3.1-8B` leaves it in the working folder
+  // (was: "unknown workload"); a bare name that is neither a preset nor such a folder is still refused.
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(::testing::TempDir());
+  std::string bare_name, refused_field;
+  int64_t bare_params = 0;
+  try {
+    const wl::Workload bare = wl::load("arch_hf_folder_Llama-3.1-8B");
+    bare_name = bare.name;
+    bare_params = bare.parameterCount();
+    wl::load("arch_hf_folder_empty");
+  } catch (const ts::UserError& e) {
+    refused_field = e.field();
+  }
+  std::filesystem::current_path(before);
+  EXPECT_EQ(bare_name, "arch_hf_folder_Llama-3.1-8B/config");
+  EXPECT_EQ(bare_params, w.parameterCount());
+  EXPECT_EQ(refused_field, "--workload");
 }
 
 // A key the file leaves out takes transformers' default for its model_type (5.25's configuration

@@ -12,11 +12,18 @@ For the Llama presets under several Megatron layouts it compares, on the first p
 one the oracle describes), the weights and optimizer state (megatron_params_opt_bytes +
 megatron_embedding_opt_bytes) and, where the oracle applies (sequence parallelism with selective
 recomputation, its stated assumption), the activations (megatron_activations_bytes): each within 2%.
+The same comparisons are made against megatron-core 0.19.2's own copy,
+megatron/training/theoretical_memory_usage.py (the file issue 32 names; scripts/setup installs
+megatron-core 0.19.2 under $VENV/trainscope-parsers), called with a namespace of Megatron-LM's
+arguments. Where it applies another formula than ours, activations without both SP and selective
+recomputation (compute_activation_memory_without_sp: no attention scores, recomputation not counted,
+× 1.05), the difference is printed as a note, not checked (docs/memory-model.md).
 Usage: megatron_memory_oracle.py TRAINSCOPE_BINARY. Exit 77 (skipped) without megatron-bridge.
 """
 import importlib.metadata
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import types
@@ -83,6 +90,43 @@ def load_oracle():
     return module
 
 
+def load_core_oracle():
+    """megatron-core 0.19.2's megatron/training/theoretical_memory_usage.py, or None when not installed.
+    Its one import (.utils: is_hybrid_model, print_rank_0) is given as two plain functions."""
+    folder = os.path.join(sys.prefix, "trainscope-parsers", "megatron-core-0.19.2")
+    path = os.path.join(folder, "megatron", "training", "theoretical_memory_usage.py")
+    if not (os.path.exists(os.path.join(folder, ".complete")) and os.path.isfile(path)):
+        print(f"note: {path} is not installed (scripts/setup installs it): megatron-core's own copy not compared")
+        return None
+    package = types.ModuleType("megatron_core_training")
+    package.__path__ = []
+    utils = types.ModuleType("megatron_core_training.utils")
+    utils.is_hybrid_model = lambda args: False
+    utils.print_rank_0 = print
+    sys.modules["megatron_core_training"], sys.modules["megatron_core_training.utils"] = package, utils
+    spec = importlib.util.spec_from_file_location("megatron_core_training.theoretical_memory_usage", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def core_args(arch, layout):
+    """Megatron-LM's arguments (as parse_args leaves them) for megatron-core's copy."""
+    dp, tp, pp, v, sp, ckpt, distopt, mbs, gbs, seq = layout
+    return SimpleNamespace(
+        num_layers=arch["num_layers"], hidden_size=arch["hidden_size"], num_attention_heads=arch["num_attention_heads"],
+        kv_channels=arch["hidden_size"] // arch["num_attention_heads"], group_query_attention=True,
+        num_query_groups=arch["num_query_groups"], ffn_hidden_size=arch["ffn_hidden_size"], swiglu=True,
+        normalization="RMSNorm", add_bias_linear=False, multi_latent_attention=False, num_experts=None,
+        moe_shared_expert_intermediate_size=None, moe_latent_size=None, mtp_num_layers=None,
+        padded_vocab_size=arch["vocab_size"], untie_embeddings_and_output_weights=arch["untied"],
+        tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, expert_tensor_parallel_size=tp,
+        expert_model_parallel_size=1, world_size=dp * tp * pp, data_parallel_size=dp,
+        use_distributed_optimizer=distopt, seq_length=seq, micro_batch_size=mbs,
+        virtual_pipeline_model_parallel_size=v if v > 1 else None, sequence_parallel=sp,
+        recompute_granularity=ckpt if ckpt != "none" else None)
+
+
 def _no_padding(*args, **kwargs):
     raise AssertionError("the oracle was asked to pad the vocabulary; the test passes it padded")
 
@@ -126,6 +170,7 @@ def main():
         print(__doc__)
         return 2
     oracle = load_oracle()
+    core = load_core_oracle()
     failures = 0
     for workload, layouts in LAYOUTS.items():
         for layout in layouts:
@@ -140,6 +185,18 @@ def main():
             if sp and ckpt == "selective":  # the oracle's activation formula assumes both
                 pairs.append(("activations", first["megatron_activations_bytes"],
                               oracle.compute_activation_memory(cfg, num_microbatches=ours["ga"])))
+            if core is not None:
+                args = core_args(PRESETS[workload], layout)
+                pairs.append(("weights+optimizer (megatron-core)", pairs[0][1],
+                              core.compute_weight_and_optimizer_memory(args)))
+                if sp and ckpt == "selective":
+                    pairs.append(("activations (megatron-core)", first["megatron_activations_bytes"],
+                                  core.compute_activation_memory(args, num_microbatches=ours["ga"])))
+                else:
+                    theirs = core.compute_activation_memory_without_sp(args, num_microbatches=ours["ga"])
+                    print(f"note {name}: activations {first['megatron_activations_bytes'] / 2**30:.3f} GiB, "
+                          f"megatron-core's without-SP formula {theirs / 2**30:.3f} GiB "
+                          f"({(first['megatron_activations_bytes'] / theirs - 1) * 100:+.0f}%; not compared)")
             for what, got, want in pairs:
                 err = got / want - 1.0
                 ok = abs(err) <= TOLERANCE

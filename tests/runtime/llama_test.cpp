@@ -5,7 +5,7 @@
 //   the flat parameters are parameterTensors' names and shapes (the contract), with its count
 //   the GPT-2 path's losses are the ones it always had (numbers from before the change)
 //   tiny-llama under DP 2, ZeRO-3, TP 2 + SP, CP 2; a 4-layer MQA Llama (n_kv_head 1 < tp, llama3
-//   scaling) under TP 2 and interleaved PP 2; tiny-mixtral under EP 2 — each equals one process
+//   scaling) under TP 2 (with and without SP) and interleaved PP 2; tiny-mixtral under EP 2 — each equals one process
 //   (losses 1e-5, weights 1e-4: same_training.h)
 #include <gtest/gtest.h>
 
@@ -205,6 +205,12 @@ TEST_F(LlamaTraining, TensorParallelWithFewerKvHeadsThanRanksEqualsOneProcess) {
   EXPECT_GT(steps[0].grad_norm, 2 * std::atof(kClip));  // the clip is in force
   expectSameTraining(mqaRef(), mqa("mqa_tp2", "--nproc 2 --tp 2"));
   expectSameTraining(mqaRef(), mqa("mqa_tp2_dp2_zero2", "--nproc 4 --tp 2 --zero 2"));
+}
+
+// The same with sequence parallelism (issue 32's "TP 2 + SP, with n_kv_head < tp as well"): the
+// replicated K/V head reads the all-gathered sequence, and its gradient from each rank's sequence shard.
+TEST_F(LlamaTraining, SequenceParallelWithFewerKvHeadsThanRanksEqualsOneProcess) {
+  expectSameTraining(mqaRef(), mqa("mqa_tp2sp", "--nproc 2 --tp 2 --sequence-parallel"));
 }
 
 // A Mistral with an 8-token sliding window at seq 32: TP 2 with SP and selective checkpointing (the

@@ -442,11 +442,16 @@ Workload load(const std::string& name_or_path) {
       return w;
     }
   }
+  // Not a preset: a Hugging Face model folder named bare, as `huggingface-cli download --local-dir
+  // Meta-Llama-3-8B` leaves it in the working folder (`--workload Meta-Llama-3-8B`).
+  std::error_code ec;
+  if (fs::is_directory(p, ec) && fs::exists(p / "config.json", ec))
+    return parse(readFile(p / "config.json"), (p / "config.json").string());
   std::string names;
   for (const auto& n : available()) names += (names.empty() ? "" : ", ") + n;
   throw UserError("--workload", "unknown workload \"" + name_or_path + "\"",
                   "use one of: " + (names.empty() ? std::string("(none found; set TRAINSCOPE_WORKLOADS)") : names) +
-                      ", or a path to a JSON file");
+                      ", or a path to a JSON file or to a Hugging Face model folder holding config.json");
 }
 
 }  // namespace trainscope::workloads

@@ -284,10 +284,12 @@ nlohmann::json stateJson(const TrainConfig& cfg, const Trainer::Resumable& r, bo
   return s;
 }
 
-// The bytes of the regular files directly in `dir`.
+// The bytes of the regular files directly in `dir`, but for the temporary folder's marker, which the
+// swap into place removes (counted, the run database's row was its size over the checkpoint's).
 int64_t fileBytes(const std::string& dir) {
   int64_t bytes = 0;
   for (const std::string& e : entries(dir)) {
+    if (e == kTempMarker) continue;
     struct stat st {};
     if (::lstat((dir + "/" + e).c_str(), &st) == 0 && S_ISREG(st.st_mode)) bytes += st.st_size;
   }
