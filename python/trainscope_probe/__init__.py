@@ -24,6 +24,7 @@ Environment (set by the runner; without TRAINSCOPE_PROBE_DIR the probe records n
                                   each step); over it is an out-of-memory error
   TRAINSCOPE_OOM_EXIT             the tuner's out-of-memory exit status (3)
   TRAINSCOPE_PROBE_INJECT         testing: crash | hang | oom in the first step
+  TRAINSCOPE_THREADS_SOURCE       who set this rank's OMP_NUM_THREADS (recorded in rank<R>.threads.json)
 
 Out of memory (torch.OutOfMemoryError, MemoryError, the limit above) ends the rank with the OOM exit
 status and writes rank<R>.exit.json saying so: torchrun reports any failed rank as its own status 1,
@@ -83,6 +84,19 @@ def _is_oom(exc):
     return oom is not None and isinstance(exc, oom)
 
 
+def write_record(path, out):
+    """Write a JSON record whole (a temporary beside it, never followed through a link, then renamed
+    over PATH); a record of what ran is never the job's failure, so an error is only reported."""
+    tmp = path + ".tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "w") as f:
+            json.dump(out, f)
+        os.replace(tmp, path)
+    except OSError as e:
+        sys.stderr.write(f"trainscope_probe: cannot write {path}: {e}\n")
+
+
 class Probe:
     """One rank's recorder. Use the module-level `step()` / `get()` rather than making one."""
 
@@ -99,6 +113,17 @@ class Probe:
         self._rows = open(os.path.join(folder, f"rank{self.rank}.steps.jsonl"), "a", buffering=1)
         self._fault = open(os.path.join(folder, f"rank{self.rank}.fault"), "w")
         faulthandler.enable(file=self._fault, all_threads=False)
+        self._write_threads()
+
+    def _write_threads(self):
+        """rank<R>.threads.json: the intra-op threads this rank got, OMP_NUM_THREADS as it saw it and who
+        set it (TRAINSCOPE_THREADS_SOURCE: user, runner, torchrun, accelerate, none; the tuner's
+        rankThreads), read into the trial's `threads` meta key."""
+        torch = sys.modules.get("torch")
+        record = {"rank": self.rank, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+                  "source": os.environ.get("TRAINSCOPE_THREADS_SOURCE"),
+                  "torch_threads": torch.get_num_threads() if torch is not None else None}
+        write_record(os.path.join(self.folder, f"rank{self.rank}.threads.json"), record)
 
     # -- the step ---------------------------------------------------------------------------------
     def begin(self):

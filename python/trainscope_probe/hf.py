@@ -61,17 +61,7 @@ _LAUNCH_ENV = ("ACCELERATE_USE_CPU", "ACCELERATE_MIXED_PRECISION", "ACCELERATE_U
                "FSDP_RESHARD_AFTER_FORWARD", "ACCELERATE_DYNAMO_BACKEND", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
 
 
-def _write_record(path, out):
-    """Write a JSON record whole (a temporary beside it, never followed through a link, then renamed
-    over PATH); a record of what ran is never the job's failure, so an error is only reported."""
-    tmp = path + ".tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(out, f)
-        os.replace(tmp, path)
-    except OSError as e:
-        sys.stderr.write(f"trainscope_probe: cannot write {path}: {e}\n")
+_write_record = probe.write_record
 
 
 def _record_launch(p):

@@ -259,6 +259,47 @@ TEST(Job, AccelerateTrialOnCpuRanksHandsTorchrunAndAccelerateOnePort) {
   EXPECT_GT(std::stoi(f.argv[10]), 0);
 }
 
+// Intra-op threads (issue 34): a launch that starts several ranks a node without torchrun (the
+// deepspeed launcher) gives each rank torchrun's OMP_NUM_THREADS=1 (2 ranks × 2 threads on 2 cores ran
+// tiny Llama's ZeRO 0 at 142 ms a step against 22 ms); torchrun's and accelerate launch's own rule is
+// left to them, srun's tasks are the rank's to decide (its node's tasks), one rank is left alone, and
+// a value in the tuner's environment is the user's: never replaced. Each says who set it.
+TEST(Job, EveryRankOfASeveralRanksANodeLaunchGetsTorchrunsThreadRuleAndTheUsersValueIsKept) {
+  const char* old = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = old ? old : "";
+  ::unsetenv("OMP_NUM_THREADS");
+  auto threads = [](tn::JobKind kind, const rt::TrainConfig& c, bool cpu = true) {
+    tn::JobOptions o = hf();
+    o.kind = kind;
+    o.cpu = cpu;
+    if (c.launcher == rt::Launcher::Slurm) o.slurm_name = tn::slurmStepName("0123456789abcdef");
+    const auto env = envOf(tn::jobLaunch(o, c, "/d", false, "", 40001));
+    return (env.count("OMP_NUM_THREADS") ? env.at("OMP_NUM_THREADS") : "-") + " " + env.at("TRAINSCOPE_THREADS_SOURCE");
+  };
+  const rt::TrainConfig ddp = twoRanks(rt::ZeroStage::None);
+  rt::TrainConfig one = ddp;
+  one.nproc = 1;
+  one.gbs = 4;
+  rt::resolve(one);
+  rt::TrainConfig srun = ddp;
+  srun.launcher = rt::Launcher::Slurm;
+  EXPECT_EQ(threads(tn::JobKind::DeepSpeed, ddp), "1 runner");
+  EXPECT_EQ(threads(tn::JobKind::DeepSpeed, twoRanks(rt::ZeroStage::Parameters)), "1 runner");
+  EXPECT_EQ(threads(tn::JobKind::DeepSpeed, one), "- none");
+  EXPECT_EQ(threads(tn::JobKind::DeepSpeed, srun), "- per-node");
+  EXPECT_EQ(threads(tn::JobKind::Hf, srun), "- per-node");
+  EXPECT_EQ(threads(tn::JobKind::Hf, ddp), "- torchrun");
+  EXPECT_EQ(threads(tn::JobKind::Megatron, ddp), "- torchrun");
+  EXPECT_EQ(threads(tn::JobKind::Accelerate, ddp), "- torchrun");                        // torchrun, then one launch a rank
+  EXPECT_EQ(threads(tn::JobKind::Accelerate, twoRanks(rt::ZeroStage::Gradients)), "- accelerate");  // FSDP: its launch
+  ::setenv("OMP_NUM_THREADS", "2", 1);
+  EXPECT_EQ(threads(tn::JobKind::DeepSpeed, ddp), "- user");
+  EXPECT_EQ(threads(tn::JobKind::Hf, srun), "- user");
+  EXPECT_EQ(threads(tn::JobKind::Hf, ddp), "- user");
+  if (old) ::setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+  else ::unsetenv("OMP_NUM_THREADS");
+}
+
 // --launcher slurm: one srun step of W tasks, each a rank running the job itself (no torchrun or
 // deepspeed launcher), told to map Slurm's variables to torch.distributed's and the trial's port.
 TEST(Job, SlurmTrialIsOneSrunStepOfWorldTasks) {

@@ -17,6 +17,7 @@ download) under torchrun on Gloo CPU ranks, measured by python/trainscope_probe:
                profile trial's Kineto trace imported into its database
   deepspeed    --runner deepspeed: examples/deepspeed_train.py on 2 CPU ranks, ZeRO 0-3 x micro-batch,
                each engine built from its trial's exported ds_config.json (DeepSpeedConfig parses it);
+               each rank given one intra-op thread (the runner's, as torchrun does), a user's value kept;
                the preset's fitted deepspeed host constants price its trials closer than the built-in
   ds_llama_exports  DeepSpeedConfig on every DeepSpeed export of the Llama-family presets' studies
   failures     one trial each out of memory under --mem-limit, crashed, hung (killed by the trial
@@ -48,7 +49,7 @@ def check(cond, msg):
         fail(msg)
 
 
-def tune(ts, work, name, args, timeout=900, runner="hf"):
+def tune(ts, work, name, args, timeout=900, runner="hf", env=None):
     study = os.path.join(work, name + ".db")
     for p in (study, study + ".lock"):
         if os.path.exists(p):
@@ -58,7 +59,7 @@ def tune(ts, work, name, args, timeout=900, runner="hf"):
     cmd = [ts, "tune", "--runner", runner, "--python", PY, "--probe", PROBE, "--cluster", "cpu-local",
            "--study", study, "--json"] + args
     print("$", " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if p.returncode != 0:
         fail(f"tune exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     return study, json.loads(p.stdout.strip().splitlines()[-1])
@@ -66,6 +67,20 @@ def tune(ts, work, name, args, timeout=900, runner="hf"):
 
 def trial_dir(trial):
     return trial["db"][: -len(".db")] + ".job"
+
+
+def check_threads(trial, world, omp, threads, source):
+    """Each rank's intra-op threads as its probe recorded them (rankR.threads.json) and as the trial's
+    database keeps them (meta `threads`): OMP_NUM_THREADS `omp`, torch's `threads` (None: its default),
+    set by `source`."""
+    meta = steps_of(trial["db"])[1]
+    kept = json.loads(meta.get("threads", "[]"))
+    check(len(kept) == world, f"{trial['db']}: threads meta {kept} for {world} ranks")
+    for rank in range(world):
+        rec = json.load(open(os.path.join(trial_dir(trial), "probe", f"rank{rank}.threads.json")))
+        want = {"rank": rank, "OMP_NUM_THREADS": omp, "source": source,
+                "torch_threads": rec.get("torch_threads") if threads is None else threads}
+        check(rec == want and kept[rank] == want, f"{trial_dir(trial)}: rank {rank} got {rec} (kept {kept[rank]}), not {want}")
 
 
 def steps_of(db):
@@ -151,6 +166,11 @@ def case_tune_gpt2(ts, work):
             m = json.load(open(os.path.join(trial_dir(t), "probe", f"rank{rank}.model.json")))
             check(m["wrapper"].endswith("DistributedDataParallel"), f"{t['db']}: rank {rank} stepped {m}")
         check(t["step_s"] > 0 and t["peak_bytes"] > 0, f"figures {t}")
+        # torchrun gives each of 2 ranks a node one intra-op thread; one rank keeps torch's default.
+        if world > 1:
+            check_threads(t, world, "1", 1, "torchrun")
+        else:
+            check_threads(t, world, None, None, "none")
     check(seen == {"ddp"}, f"layouts measured: {seen}")
     measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
     best = min(measured, key=measured.get)
@@ -335,7 +355,16 @@ def case_deepspeed(ts, work):
                   parsed.gradient_accumulation_steps))
         rows, meta, _ = steps_of(t["db"])
         check(meta["world_size"] == "2" and len(rows) == 2 * t["steps"], f"{t['db']}: {rows}")
+        # The deepspeed launcher sets no OMP_NUM_THREADS: the runner gives its 2 ranks torchrun's 1.
+        check_threads(t, 2, "1", 1, "runner")
     check(seen == {(z, m, 2 // m) for z in range(4) for m in (1, 2)}, f"measured {sorted(seen)}")
+    # A value the user set is theirs: kept, and recorded as the user's.
+    _, mine = tune(ts, work, "ds-user", ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "2", "--mbs", "2",
+                                         "--ckpt", "none", "--zero", "1", "--exhaustive", "--trial-steps", "1",
+                                         "--mem-limit", "3G", "--entry", script + " --model gpt2 --seq 32"],
+                   runner="deepspeed", env=dict(os.environ, OMP_NUM_THREADS="2"))
+    check([t["status"] for t in mine["trials"]] == ["ok"], f"trials {mine['trials']}")
+    check_threads(mine["trials"][0], 2, "2", 2, "user")
     print(f"deepspeed: {len(trials)} trials, ZeRO/mbs/ga {sorted(seen)}, pick {r['recommended']}")
     # The preset's fitted deepspeed host constants (cpu-local.json) price these trials closer than the
     # built-in profile, which has no host cost on a CPU (every trial ~90% under, 2026-12-06).
@@ -405,6 +434,7 @@ def case_ds_llama_exports(ts, work):
 
 def main():
     ts, case, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.environ.pop("OMP_NUM_THREADS", None)  # the runners' own thread rule decides (check_threads)
     os.makedirs(work, exist_ok=True)
     cases = {"probe": case_probe, "tune_gpt2": case_tune_gpt2, "cpu_fsdp": case_cpu_fsdp, "tune_llama": case_tune_llama,
              "failures": case_failures, "deepspeed": case_deepspeed,

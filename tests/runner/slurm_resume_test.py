@@ -175,6 +175,9 @@ def case_slurm_alloc(ts, work):
         for rank in (0, 1):
             rec = json.load(open(os.path.join(trial_dir(t), "probe", f"rank{rank}.launch.json")))
             check(rec["RANK"] == str(rank) and rec["WORLD_SIZE"] == "2", f"rank {rank}: {rec}")
+            # 2 tasks on this node: torchrun's rule, one intra-op thread each, set by the probe.
+            check(rec["LOCAL_WORLD_SIZE"] == "2" and rec["OMP_NUM_THREADS"] == "1" and
+                  rec["TRAINSCOPE_THREADS_SOURCE"] == "runner", f"rank {rank}'s threads: {rec}")
             jobs.add((rec["SLURM_JOB_ID"], rec["SLURM_STEP_ID"]))
     check(len({j for j, _ in jobs}) == 1, f"the trial's ranks are steps of the allocation: {jobs}")
     wait_for("the hung trial's tasks to end", lambda: not tasks(marker), timeout=60)
@@ -201,11 +204,15 @@ def case_slurm_two_nodes(ts, work):
         check({x["SLURMD_NODENAME"] for x in recs} == nodes, f"{trial_dir(t)}: one rank per node: {recs}")
         check(len({x["SLURM_JOB_ID"] for x in recs}) == 1 and all(x["LOCAL_RANK"] == "0" for x in recs) and
               recs[0]["MASTER_ADDR"] == recs[1]["MASTER_ADDR"] in nodes, f"{trial_dir(t)}: {recs}")
+        # One task a node: no thread rule (torch's default), as torchrun leaves one process a node.
+        check(all(x["LOCAL_WORLD_SIZE"] == "1" and x["OMP_NUM_THREADS"] is None and
+                  x["TRAINSCOPE_THREADS_SOURCE"] == "none" for x in recs), f"{trial_dir(t)}: threads {recs}")
     print(f"slurm_two_nodes: {len(r['trials'])} trial(s) of 2 ranks on nodes {sorted(nodes)}, pick {r['recommended']}")
 
 
 def main():
     ts, case, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.environ.pop("OMP_NUM_THREADS", None)  # each task's thread rule is the probe's (sitecustomize)
     os.makedirs(work, exist_ok=True)
     check(os.environ.get("SLURM_CONF"), "no SLURM_CONF: run through tests/slurm/slurm_runner_test.sh")
     try:

@@ -45,6 +45,29 @@ void append(std::vector<std::string>& to, const std::vector<std::string>& what) 
   to.insert(to.end(), what.begin(), what.end());
 }
 
+// Intra-op threads per rank. torchrun sets OMP_NUM_THREADS to 1 when it starts more than one process
+// on a node and the variable is unset (torch 2.11 torch/distributed/run.py, config_from_args); the
+// deepspeed launcher leaves it unset (deepspeed 0.19.8 launcher/launch.py sets it only under
+// --bind_cores_to_rank), so 2 ranks of the host's threads each oversubscribe its cores (tiny Llama
+// ZeRO 0 on 2 cores: 142 ms a step, 22 ms with one thread a rank). Every launch that starts several
+// ranks a node without torchrun gets torchrun's rule: the deepspeed launcher here, srun's tasks in the
+// probe's sitecustomize (Slurm alone knows a node's tasks). A value in the tuner's environment is the
+// user's and is kept. TRAINSCOPE_THREADS_SOURCE says who set it; each rank records it with what it
+// got (the probe's rankR.threads.json, the trial's `threads` meta key).
+void rankThreads(JobLaunch& L, const JobOptions& o, const rt::TrainConfig& c, bool slurm) {
+  const char* user = std::getenv("OMP_NUM_THREADS");
+  std::string source;
+  if (user && *user) source = "user";
+  else if (slurm) source = "per-node";  // the rank's sitecustomize: 1 where its node runs > 1 task
+  else if (c.world <= 1) source = "none";  // one rank: torch's default, the cores
+  else if (o.kind == JobKind::DeepSpeed) {
+    L.env.push_back({"OMP_NUM_THREADS", "1"});
+    source = "runner";
+  } else if (o.kind == JobKind::Accelerate && !(o.cpu && !fsdpLayout(c))) source = "accelerate";  // its launch sets it
+  else source = "torchrun";
+  L.env.push_back({"TRAINSCOPE_THREADS_SOURCE", source});
+}
+
 }  // namespace
 
 const char* jobKindNames() { return "trainscope|hf|accelerate|deepspeed|megatron|torchtitan"; }
@@ -280,6 +303,7 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
     L.env.push_back({"TRAINSCOPE_TRAINING_ARGS", dir + "/training_args.json"});
   if (o.cpu && o.kind == JobKind::DeepSpeed) L.env.push_back({"DS_ACCELERATOR", "cpu"});
   if (slurm) L.env.insert(L.env.end(), {{"TRAINSCOPE_PROBE_SLURM", "1"}, {"MASTER_PORT", std::to_string(port)}});
+  rankThreads(L, o, c, slurm);
   return L;
 }
 

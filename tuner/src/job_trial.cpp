@@ -91,6 +91,19 @@ std::string teardownFault(int code, const std::string& probe_dir) {
          "): its measured steps are kept";
 }
 
+// What each rank's intra-op threads were and who set them (the probe's rankR.threads.json, written
+// when the rank's probe starts; job.cpp, rankThreads): a JSON list in rank order, for the trial's
+// `threads` meta key. A record that cannot be read is left out.
+std::string rankThreadsRecord(const std::string& probe_dir) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const std::string& p : probeFiles(probe_dir, ".threads.json")) {
+    std::ifstream in(p);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object()) all.push_back(std::move(j));
+  }
+  return all.dump();
+}
+
 bool entryScriptMissing(const std::vector<std::string>& argv, size_t entry_at) {
   if (entry_at >= argv.size() || argv[entry_at] == "-m") return false;  // a module: the interpreter finds it
   struct stat st {};
@@ -188,7 +201,8 @@ TrialRecord JobTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
     // the job ran under its framework's profile, from the study or the database alone.
     const std::map<std::string, std::string> meta = {{"config", runconfig::toJson(c)},
                                                      {"framework", frameworkKey(frameworkOf(o_.kind))},
-                                                     {"device", o_.cpu ? "cpu" : "cuda"}};
+                                                     {"device", o_.cpu ? "cpu" : "cuda"},
+                                                     {"threads", rankThreadsRecord(L.probe_dir)}};
     rundb::importProbe(probeFiles(L.probe_dir, ".steps.jsonl"), probeFiles(L.probe_dir, ".trace.json"),
                        spec.run.output.trace, o_.workload, "--study", meta);
   } catch (const std::exception& e) {

@@ -3,7 +3,8 @@ imports transformers' Trainer or DeepSpeed's engine, the probe is installed ther
 (trainscope_probe.hf.install, trainscope_probe.ds.install). Only in a
 process with TRAINSCOPE_PROBE_DIR set; the launcher's own process (torchrun, accelerate launch) runs
 no Trainer and is left alone. Under --launcher slurm it also sets each srun task's
-torch.distributed variables from Slurm's (_ranks_from_slurm). A sitecustomize already on the path after this one still runs."""
+torch.distributed variables from Slurm's, and one intra-op thread per task where a node runs several
+(_ranks_from_slurm). A sitecustomize already on the path after this one still runs."""
 import importlib.abc
 import importlib.util
 import os
@@ -82,6 +83,21 @@ def _first_host(nodelist):
     return head + inner.split(",")[0].split("-")[0] + tail
 
 
+def _tasks_on_node(spec, node):
+    """This node's count in Slurm's tasks-per-node list: "2(x3),1" is 2 on nodes 0-2, 1 on node 3."""
+    first = node
+    for item in spec.split(","):
+        count, _, times = item.partition("(x")
+        try:
+            n = int(times.rstrip(")")) if times else 1
+            if first < n:
+                return int(count)
+        except ValueError:
+            return 1
+        first -= n
+    return 1
+
+
 def _ranks_from_slurm():
     """--launcher slurm (TRAINSCOPE_PROBE_SLURM): each srun task is one rank; torch.distributed's
     variables are Slurm's (MASTER_PORT is the trial's, set by the tuner). Recorded per rank in
@@ -90,13 +106,26 @@ def _ranks_from_slurm():
     if not env.get("TRAINSCOPE_PROBE_SLURM") or "SLURM_PROCID" not in env or "RANK" in env:
         return
     tasks = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_NTASKS", "1")
+    try:
+        node = int(env.get("SLURM_NODEID", "0"))
+    except ValueError:
+        node = 0
+    local = _tasks_on_node(tasks, node)
     env.update({"RANK": env["SLURM_PROCID"], "WORLD_SIZE": env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", "1")),
-                "LOCAL_RANK": env.get("SLURM_LOCALID", "0"), "LOCAL_WORLD_SIZE": tasks.split("(")[0].split(",")[0],
+                "LOCAL_RANK": env.get("SLURM_LOCALID", "0"), "LOCAL_WORLD_SIZE": str(local),
                 "MASTER_ADDR": _first_host(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "127.0.0.1"))})
+    # torchrun's rule for the tasks of one node (job.cpp, rankThreads): one intra-op thread each where
+    # the node runs more than one and the user set none (set before torch is imported: libgomp reads
+    # it when it loads).
+    if env.get("TRAINSCOPE_THREADS_SOURCE") == "per-node":
+        if local > 1 and not env.get("OMP_NUM_THREADS"):
+            env.update({"OMP_NUM_THREADS": "1", "TRAINSCOPE_THREADS_SOURCE": "runner"})
+        else:
+            env["TRAINSCOPE_THREADS_SOURCE"] = "none"
     try:
         import json
         keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
-                "SLURM_STEP_ID", "SLURMD_NODENAME", "SLURM_STEP_NODELIST")
+                "SLURM_STEP_ID", "SLURMD_NODENAME", "SLURM_STEP_NODELIST", "OMP_NUM_THREADS", "TRAINSCOPE_THREADS_SOURCE")
         path = os.path.join(env["TRAINSCOPE_PROBE_DIR"], "rank%s.launch.json" % env["RANK"])
         with open(path + ".tmp", "w") as f:
             json.dump(dict({k: env.get(k) for k in keys}, launcher="slurm"), f)
