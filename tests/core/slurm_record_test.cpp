@@ -39,7 +39,7 @@ class KilledInSlurm : public tn::TrialRunner {
     t.status = tn::TrialStatus::Ok;
     t.step_s = 1.0 + 0.01 * double(t.candidate);
     t.tokens_per_s = 1.0 / t.step_s;
-    t.seconds = 1.0;
+    t.seconds = 10.0;  // the trial's wall time: longer than its steps (Study::checkTrials)
     t.peak_bytes = 1 << 20;
     return t;
   }
