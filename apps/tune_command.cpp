@@ -342,6 +342,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   }
 
   const tn::TuneResult r = runStudy(w, c, so, o);
+  for (const std::string& n : r.notes) std::fprintf(stderr, "note: %s\n", n.c_str());  // stderr: --json stays one line
   int64_t valid = 0;
   for (const auto& cand : r.candidates) valid += cand.rejected.empty();
   if (valid == 0) refuseEmptySpace(f, r);

@@ -161,7 +161,9 @@ class Probe:
         acts = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             acts.append(torch.profiler.ProfilerActivity.CUDA)
-        self._profiler = torch.profiler.profile(activities=acts)
+        # record_shapes: a CPU job's collectives are the gloo:<op> annotations, sized only by their
+        # inputs' shapes and types (without them every imported collective had 0 bytes).
+        self._profiler = torch.profiler.profile(activities=acts, record_shapes=True)
         self._profiler.__enter__()
 
     def _stop_profiler(self):

@@ -240,6 +240,13 @@ class KinetoWriter {
 
   // The collectives, the drop counts, a step for a trace without ProfilerStep, the threads and the rank.
   void finish() {
+    // Each group's calls numbered in the order they started, not the file's: a file lists its events
+    // thread by thread, and Gloo runs a process group's work on two worker threads (torch 2.11), so
+    // file order interleaves them and the ranks' calls would be linked to the wrong peers.
+    std::stable_sort(collectives_.begin(), collectives_.end(),
+                     [](const Collective& a, const Collective& b) { return a.start_ns < b.start_ns; });
+    seq_by_group_.clear();
+    for (Collective& c : collectives_) c.seq = seq_by_group_[c.group]++;
     if (!collectives_.empty()) store_.put(collectives_);
     st_.collectives += int64_t(collectives_.size());
     putDrops();

@@ -5,9 +5,12 @@
 // that launched but recorded no device activity is not called CPU-only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -393,4 +396,46 @@ TEST(ImportCorners, GlooAnnotationsOfAPyTorch2CpuTraceAreItsCollectives) {
   const auto c = tr::RunReader(both).collectives(0);
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].bytes, 1024 * 4);
+}
+
+// torch 2.11's Gloo runs a process group's work on two worker threads, and a trace lists its events
+// thread by thread: a real 2-rank trace's calls (broadcast 20 B, all_reduce 64 KiB, all_gather …) came
+// numbered in file order, so rank 0's 6th call was linked to rank 1's broadcast. They are numbered
+// in the order they started, and each rank's k-th call is the same call.
+TEST(ImportCorners, GlooCallsOnTwoWorkerThreadsAreNumberedInTheOrderTheyStarted) {
+  // (op, elements, start µs) of five calls in program order; rank r runs call k on thread 7 + (k + r) % 2.
+  const std::vector<std::tuple<std::string, int, double>> calls = {
+      {"broadcast", 5, 100}, {"all_reduce", 16576, 200}, {"all_gather", 6, 300}, {"all_reduce", 3, 400}, {"broadcast", 1, 500}};
+  std::vector<std::string> files;
+  for (int r = 0; r < 2; ++r) {
+    json ev = json::array({step(0, 0, 1000)});
+    for (int thread = 0; thread < 2; ++thread)  // the file: one thread's events, then the other's
+      for (size_t k = 0; k < calls.size(); ++k) {
+        if (int((k + size_t(r)) % 2) != thread) continue;
+        const auto& [name, n, ts] = calls[k];
+        json a = annotation("gloo:" + name, ts + r, 50);
+        a["tid"] = 7 + thread;
+        a["args"] = json{{"Input type", json::array({"int"})}, {"Input Dims", json::array({json::array({n})})}};
+        ev.push_back(a);
+      }
+    const std::string in = tempPath("gloo_threads_rank" + std::to_string(r) + ".json");
+    std::ofstream(in) << json{{"baseTimeNanoseconds", kEventsBase},
+                              {"distributedInfo", {{"backend", "gloo"}, {"rank", r}, {"world_size", 2}}},
+                              {"traceEvents", ev}}
+                             .dump();
+    files.push_back(in);
+  }
+  const std::string db = tempPath("gloo_threads.db");
+  tr::importTraces(files, db, true);
+  tr::RunReader rd(db);
+  for (int r = 0; r < 2; ++r) {
+    auto c = rd.collectives(r);
+    ASSERT_EQ(c.size(), calls.size()) << "rank " << r;
+    std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
+    for (size_t k = 0; k < calls.size(); ++k) {
+      EXPECT_EQ(c[k].seq, int64_t(k));
+      EXPECT_EQ(c[k].op, std::get<0>(calls[k])) << "rank " << r << " call " << k;
+      EXPECT_EQ(c[k].bytes, std::get<1>(calls[k]) * 4) << "rank " << r << " call " << k;
+    }
+  }
 }

@@ -127,6 +127,37 @@ def case_probe(ts, work):
     p = subprocess.run([PY, "-c", loop], env=env, capture_output=True, text=True, timeout=300)
     check(p.returncode < 0 or p.returncode > 128, f"crash exit {p.returncode}")
     check(os.path.getsize(os.path.join(folder + "-crash", "rank0.fault")) > 0, "no fault record")
+    # A profile trial's trace of a 2-rank DDP loop on Gloo: its collectives (the gloo:<op> annotations,
+    # sized by their inputs' shapes) carry their bytes, and each rank's k-th call is the same call.
+    # Before, the probe traced without record_shapes and every imported collective had 0 bytes.
+    ddp = ("import torch, torch.distributed as dist, trainscope_probe as probe\n"
+           "dist.init_process_group('gloo')\n"
+           "m = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))\n"
+           "for i in range(4):\n"
+           "    with probe.step(tokens=32) as s:\n"
+           "        loss = m(torch.randn(32, 64)).square().mean(); loss.backward(); s.loss = loss.item()\n"
+           "dist.destroy_process_group()\n")
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    traced = folder + "-ddp"
+    procs = [subprocess.Popen([PY, "-c", ddp], env=dict(os.environ, PYTHONPATH=PROBE, TRAINSCOPE_PROBE_DIR=traced,
+                                                          TRAINSCOPE_PROBE_PROFILE_STEPS="2", WORLD_SIZE="2",
+                                                          RANK=str(r), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                                                          OMP_NUM_THREADS="1"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    check(all(p.returncode == 0 for p in procs), f"2-rank DDP loop: {[p.returncode for p in procs]} {outs}")
+    db = os.path.join(traced, "trace.db")
+    p = subprocess.run([ts, "import", os.path.join(traced, "rank0.trace.json"), os.path.join(traced, "rank1.trace.json"),
+                        "-o", db], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"import: {p.stderr}")
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    calls = [con.execute("SELECT op, bytes FROM collectives WHERE rank = ? ORDER BY seq", (r,)).fetchall() for r in (0, 1)]
+    con.close()
+    check(calls[0] and all(b > 0 for _, b in calls[0] + calls[1]), f"collectives without bytes: {calls}")
+    check(calls[0] == calls[1], f"the ranks' calls differ in order: {calls}")
 
 
 def exported(ts, study, candidate, fmt):

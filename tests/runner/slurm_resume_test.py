@@ -6,9 +6,10 @@ killed with -9, a tuner inside an allocation, a trial across two nodes.
 
   slurm_kill9      an HF study's second trial holds (its job loops for ever once entered, as a job stuck
                    in a collective; the test's marker in every task's argv), the tuner is killed with -9:
-                   srun dies with it, the step's tasks stay (checked). `tune --resume` cancels this user's
-                   steps named after the study (trainscope-study-ID, ID kept in the study) before its first
-                   trial: the first trial is kept as it was, the killed one run again once (cN-rR.2), every
+                   srun dies with it, the step's tasks stay (checked). The running trial's Slurm job was
+                   recorded in the study by id before the kill; a copy of the study, resumed, takes a new
+                   id and cancels nothing of the original's. `tune --resume` of the original cancels the
+                   recorded ids before its first trial: the first trial is kept as it was, the killed one run again once (cN-rR.2), every
                    trial ok, no task or job of the study left, and another study's job (held, pending)
                    untouched.
   slurm_alloc      the tuner run inside an allocation (salloc -n 2 TRAINSCOPE tune …): every trial a step
@@ -66,6 +67,16 @@ def study_id(study):
     return row[0]
 
 
+def launches(study):
+    """The study's records of what its trials' srun started (tuner/slurm.h): key → JSON."""
+    con = sqlite3.connect(f"file:{study}?mode=ro", uri=True, timeout=5)
+    try:
+        rows = con.execute("SELECT key, value FROM study WHERE key LIKE 'slurm_launch:%'").fetchall()
+    finally:
+        con.close()
+    return {k: json.loads(v) for k, v in rows}
+
+
 def tasks(marker):
     """The live processes with `marker` in their argv that are not srun (the step's tasks)."""
     out = []
@@ -112,9 +123,16 @@ def case_slurm_kill9(ts, work):
                 return None
             name = "trainscope-study-" + study_id(study)
             # (a step of the job srun made is named after its command; the job bears the study's name)
-            return rows if name in squeue("--states=RUNNING", "--format=%j") + squeue("--steps", "--format=%j") else None
+            if name not in squeue("--states=RUNNING", "--format=%j") + squeue("--steps", "--format=%j"):
+                return None
+            # The running trial's launch is recorded in the study by id while it runs (kill -9 keeps it).
+            rec = launches(study).get(f"slurm_launch:{rows[1][1]}:{rows[1][2]}")
+            return rows if rec and rec["name"] == name and (rec["jobs"] or rec["steps"]) else None
         before = wait_for("the second trial's step holding", second_held)
         name = "trainscope-study-" + study_id(study)
+        rec = launches(study)[f"slurm_launch:{before[1][1]}:{before[1][2]}"]
+        check(set(rec["jobs"]) <= set(squeue("--format=%i")), f"the recorded jobs are Slurm's: {rec}")
+        print(f"recorded before the kill: {rec}", flush=True)
         os.kill(tuner.pid, signal.SIGKILL)
         tuner.wait(timeout=60)
     finally:
@@ -129,6 +147,24 @@ def case_slurm_kill9(ts, work):
     left_tasks, left_job = tasks(marker), name in squeue("--format=%j")
     print(f"after kill -9: {len(left_tasks)} task(s) of the killed trial, its job listed: {left_job}", flush=True)
     os.remove(os.path.join(work, "hold"))  # the trial run again trains; the killed tasks hold for ever
+    # A copy of the study (cp of the file with its -wal, as cp -r of its folder), resumed (a budget that
+    # runs no trial: the killed job holds the CPUs): it takes a new id, says so, and cancels nothing of
+    # the original's — before, it cancelled every step of the name they shared.
+    copy = os.path.join(work, "kill9-copy.db")
+    subprocess.run(["rm", "-rf"] + [copy + x for x in ("", "-wal", "-shm", ".lock", ".trials")], check=True)
+    for x in ("", "-wal", "-shm"):
+        if os.path.exists(study + x):
+            subprocess.run(["cp", study + x, copy + x], check=True)
+    listed_before = set(squeue("--format=%i")) & set(rec["jobs"])
+    cargs = [copy if a == study else a for a in args] + ["--budget", "0.001s"]
+    p = subprocess.run([ts, "tune", "--resume"] + cargs, capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, f"the copy's resume exited {p.returncode}: {p.stderr[-3000:]}")
+    check("is a copy of the study file" in p.stderr and "left alone" in p.stderr, f"the copy's notes: {p.stderr}")
+    check(study_id(copy) != name[len("trainscope-study-"):], "the copy kept the original's id")
+    check(set(squeue("--format=%i")) & set(rec["jobs"]) == listed_before,
+          f"the copy's resume cancelled the original's job {rec['jobs']}")
+    print(f"the copy resumed: new id {study_id(copy)}, the original's jobs {sorted(listed_before)} still listed",
+          flush=True)
     finished = {(r[1], r[2]): r for r in study_rows(study) if r[3] == "ok"}
     mtimes = {k: os.path.getmtime(r[5]) for k, r in finished.items()}
     r, after = resume_kept(ts, args, study, finished, mtimes, before[1], 2, 600)
@@ -137,6 +173,7 @@ def case_slurm_kill9(ts, work):
     wait_for("the killed trial's tasks to end", lambda: not tasks(marker), timeout=60)
     wait_for("Slurm to drop the study's jobs and steps",
              lambda: name not in squeue("--format=%j") + squeue("--steps", "--format=%j"), timeout=60)
+    check(not set(rec["jobs"]) & set(squeue("--format=%i")), f"the recorded jobs {rec['jobs']} are still listed")
     check(other_id in squeue("--format=%i"), f"another study's job {other_id} was cancelled")
     subprocess.run(["scancel", other_id], timeout=60)
     print(f"slurm_kill9: killed in trial {before[1][1]}-r{before[1][2]} ({len(left_tasks)} task(s) left, job listed: "

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@
 #include "trainscope/common/process.h"
 #include "trainscope/rundb/import_probe.h"
 #include "trainscope/tuner/job.h"
+#include "trainscope/tuner/slurm.h"
 
 namespace trainscope::tuner {
 namespace {
@@ -177,12 +179,16 @@ TrialRecord JobTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   }
   ::close(log);
   setRunningTrialGroup(pid);
+  const bool slurm = c.launcher == runconfig::Launcher::Slurm;
+  std::optional<SlurmWatch> watch;  // what srun starts, recorded by id as squeue shows it (slurm.h)
+  if (slurm) watch.emplace(SlurmLaunch{"", spec.slurm_name, {}, {}}, spec.on_slurm_launch);
   const process::Exit end = process::wait(pid, spec.timeout_s, /*group=*/true);
   setRunningTrialGroup(0);
+  const SlurmLaunch launched = watch ? watch->stop() : SlurmLaunch{};
   // srun killed (the timeout's SIGKILL, or a signal): its step's tasks are not in the group (slurm_step.cpp).
   std::string cancel;
-  if (c.launcher == runconfig::Launcher::Slurm && end.kind != process::Exit::Exited)
-    if (cancel = cancelSlurmStep(spec.slurm_name); !cancel.empty()) cancel = "; " + cancel;
+  if (slurm && end.kind != process::Exit::Exited)
+    if (cancel = cancelSlurmLaunch(launched); !cancel.empty()) cancel = "; " + cancel;
   if (end.kind == process::Exit::TimedOut)
     return finish(TrialStatus::Hang, "no result within " + std::to_string(int(spec.timeout_s)) + " s" + cancel);
   if (end.kind == process::Exit::Signaled) {

@@ -11,17 +11,25 @@
 // tuner itself run by salloc/sbatch) srun's name is the step's, not the job's: the user's steps of that
 // name are found with squeue --steps (in any of the user's jobs: a resumed tuner may run in another
 // allocation than the killed one did) and cancelled by their ids.
+//
+// That name is the study's, the same for every trial: what a trial's srun started is recorded by id
+// while it runs (SlurmWatch, slurm.h), and a hang or --resume cancels those ids (cancelSlurmLaunch);
+// the name is the fallback only where squeue never saw the launch.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "trainscope/common/process.h"
 #include "trainscope/tuner/job.h"
+#include "trainscope/tuner/slurm.h"
 
 namespace trainscope::tuner {
 namespace {
@@ -114,6 +122,119 @@ std::string cancelSlurmStep(const std::string& name, double timeout_s, double wa
   while (slurmStillHolds(name, user, timeout_s)) {
     if (std::chrono::steady_clock::now() >= until)
       return "Slurm still lists job/step " + name + " " + std::to_string(int(wait_s)) + " s after scancel";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return "";
+}
+
+std::string slurmLaunchJson(const SlurmLaunch& l) {
+  return nlohmann::json({{"study_id", l.study_id}, {"name", l.name}, {"jobs", l.jobs}, {"steps", l.steps}}).dump();
+}
+
+SlurmLaunch parseSlurmLaunch(const std::string& json) {
+  SlurmLaunch l;
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  if (!j.is_object()) return l;
+  auto text = [&](const char* key) { return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : ""; };
+  auto ids = [&](const char* key, bool step) {
+    std::vector<std::string> out;
+    if (j.contains(key) && j[key].is_array())
+      for (const auto& x : j[key])  // Slurm ids only ("123", "123.4"): they become scancel's arguments
+        if (x.is_string() && !x.get<std::string>().empty() &&
+            x.get<std::string>().find_first_not_of(step ? "0123456789._" : "0123456789_") == std::string::npos)
+          out.push_back(x.get<std::string>());
+    return out;
+  };
+  l.study_id = text("study_id");
+  l.name = text("name");
+  if (!validStudyId(l.study_id) || l.name != slurmStepName(l.study_id)) return SlurmLaunch{};
+  l.jobs = ids("jobs", false);
+  l.steps = ids("steps", true);
+  return l;
+}
+
+std::string slurmLaunchKey(int64_t candidate, int64_t round) {
+  return "slurm_launch:" + std::to_string(candidate) + ":" + std::to_string(round);
+}
+
+SlurmLaunch findSlurmLaunch(const std::string& name, double timeout_s, bool* ok) {
+  const std::string user = "--user=" + std::to_string(::getuid());
+  SlurmLaunch l;
+  l.name = name;
+  bool steps_ok = false, jobs_ok = false;
+  l.steps = namedSteps(name, user, timeout_s, &steps_ok);
+  std::istringstream jobs(slurmCommand({"squeue", "--noheader", user, "--name=" + name, "--format=%i"}, timeout_s, &jobs_ok));
+  for (std::string id; jobs >> id;) l.jobs.push_back(id);
+  *ok = steps_ok && jobs_ok;
+  return l;
+}
+
+SlurmWatch::SlurmWatch(SlurmLaunch launch, std::function<void(const SlurmLaunch&)> found, double poll_s)
+    : launch_(std::move(launch)), found_(std::move(found)), poll_s_(poll_s), thread_([this] { loop(); }) {}
+
+SlurmWatch::~SlurmWatch() { stop(); }
+
+void SlurmWatch::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    bool ok = false;
+    SlurmLaunch now = findSlurmLaunch(launch_.name, 10, &ok);
+    lock.lock();
+    if (ok && now.found()) {
+      launch_.jobs = now.jobs;
+      launch_.steps = now.steps;
+      if (found_) found_(launch_);  // recorded before the trial can end: the main thread waits on it
+      return;
+    }
+    cv_.wait_for(lock, std::chrono::duration<double>(poll_s_), [this] { return stop_; });
+  }
+}
+
+SlurmLaunch SlurmWatch::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  return launch_;
+}
+
+std::string cancelSlurmLaunch(const SlurmLaunch& l, double timeout_s, double wait_s) {
+  if (!l.found()) return cancelSlurmStep(l.name, timeout_s, wait_s);
+  std::vector<std::string> ids = l.steps;
+  ids.insert(ids.end(), l.jobs.begin(), l.jobs.end());
+  bool any = false;
+  for (const std::string& id : ids) {  // a job's or step's tasks killed, then the job or step cancelled
+    bool killed = false, cancelled = false;
+    slurmCommand({"scancel", "--signal=KILL", id}, timeout_s, &killed);
+    slurmCommand({"scancel", id}, timeout_s, &cancelled);
+    any = any || killed || cancelled;
+  }
+  // Already gone is as good as cancelled: what matters is that Slurm lists none of them.
+  const std::string user = "--user=" + std::to_string(::getuid());
+  bool answered = false;
+  auto listed = [&] {  // the recorded ids squeue still lists (all of them when it did not answer)
+    bool jobs_ok = false, steps_ok = false;
+    std::istringstream in(slurmCommand({"squeue", "--noheader", user, "--format=%i"}, timeout_s, &jobs_ok) + "\n" +
+                          slurmCommand({"squeue", "--noheader", "--steps", user, "--format=%i"}, timeout_s, &steps_ok));
+    answered = jobs_ok && steps_ok;
+    std::string left;
+    if (!answered)
+      for (const std::string& id : ids) left += (left.empty() ? "" : ", ") + id;
+    else
+      for (std::string id; in >> id;)
+        if (std::find(ids.begin(), ids.end(), id) != ids.end()) left += (left.empty() ? "" : ", ") + id;
+    return left;
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  for (std::string left; !(left = listed()).empty();) {
+    if (!answered && std::chrono::steady_clock::now() >= until)
+      return "squeue did not answer, so whether Slurm job/step " + left + " (" + l.name + ") ended is not known";
+    if (answered && !any) return "scancel could not cancel Slurm job/step " + left + " (" + l.name + ")";
+    if (std::chrono::steady_clock::now() >= until)
+      return "Slurm still lists job/step " + left + " (" + l.name + ") " + std::to_string(int(wait_s)) + " s after scancel";
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return "";

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <optional>
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
@@ -74,12 +75,15 @@ TrialRecord ProcessTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   }
   ::close(log);
   g_trial_group = pid;
+  std::optional<SlurmWatch> watch;  // what srun starts, recorded by id as squeue shows it (slurm.h)
+  if (slurm) watch.emplace(SlurmLaunch{"", spec.slurm_name, {}, {}}, spec.on_slurm_launch);
   const process::Exit end = process::wait(pid, spec.timeout_s, /*group=*/true);
   g_trial_group = 0;
+  const SlurmLaunch launched = watch ? watch->stop() : SlurmLaunch{};
   // srun killed with the trial's group: its step's tasks are not in it (slurm_step.cpp).
   std::string cancel;
   if (slurm && end.kind != process::Exit::Exited)
-    if (cancel = cancelSlurmStep(spec.slurm_name); !cancel.empty()) cancel = "; " + cancel;
+    if (cancel = cancelSlurmLaunch(launched); !cancel.empty()) cancel = "; " + cancel;
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (end.kind == process::Exit::TimedOut) {
     t.status = TrialStatus::Hang;

@@ -26,6 +26,7 @@
 #include "trainscope/tuner/job.h"
 #include "trainscope/tuner/learner.h"
 #include "trainscope/tuner/search.h"
+#include "trainscope/tuner/slurm.h"
 #include "trainscope/tuner/trial.h"
 
 namespace trainscope::tuner {
@@ -108,20 +109,6 @@ std::string injectedFault(const std::string& spec, int64_t candidate) {
   return "";
 }
 
-// The study's id (16 hex digits, job.h validStudyId): made once, at random, and kept in the study,
-// so that every run of the tuner on it names its Slurm steps alike (slurmStepName) and no other
-// study's or user's step has that name. One that is not such an id is replaced.
-std::string studyId(Study& study) {
-  std::string id = study.value("study_id");
-  if (validStudyId(id)) return id;
-  std::random_device rd;
-  const uint64_t r = (uint64_t(rd()) << 32) ^ uint64_t(rd());
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(r));
-  study.setValue("study_id", hex);
-  return hex;
-}
-
 }  // namespace
 
 runconfig::TrainConfig trialConfig(const workloads::Workload& w, const Plan& p, const TuneOptions& o,
@@ -181,6 +168,7 @@ class StudyRunner {
               const std::function<void(const TuneEvent&)>& progress)
       : o_(o), gpu_(gpu), res_(res), study_(study), runner_(runner), learner_(learner), progress_(progress) {}
 
+  std::string study_id;    // the study's id (slurm.h claimStudyId)
   std::string slurm_name;  // the study's srun step name (job.h), handed to every trial
 
   void runBatch(const TrialBatch& b, SearchStrategy& search) {
@@ -231,8 +219,19 @@ class StudyRunner {
     t.predicted_peak = byId(id).predicted_peak;
     // A row left "running" (an interrupted attempt) is run again from scratch, into paths of its own.
     const std::string stem = freshStem(o_.work_dir, id, b.round);
-    const TrialSpec spec = specOf(b, id, stem);
+    TrialSpec spec = specOf(b, id, stem);
     t.db_path = spec.run.output.trace;
+    // --launcher slurm: what its srun starts is recorded in the study (slurm.h), the name now (before
+    // the row: a row "running" always has this attempt's record), the ids as squeue shows them.
+    if (spec.run.config.launcher == runconfig::Launcher::Slurm && !spec.slurm_name.empty()) {
+      const std::string key = slurmLaunchKey(id, b.round);
+      study_.setValue(key, slurmLaunchJson(SlurmLaunch{study_id, spec.slurm_name, {}, {}}));
+      spec.on_slurm_launch = [this, key](const SlurmLaunch& l) {
+        SlurmLaunch r = l;
+        r.study_id = study_id;
+        study_.setValue(key, slurmLaunchJson(r));
+      };
+    }
     t.id = study_.beginTrial(t);
     t = runner_.run(spec, t);
     if (g_interrupt && t.status != TrialStatus::Ok) {
@@ -369,16 +368,38 @@ TuneResult tune(const workloads::Workload& w, const Cluster& c, const SpaceOptio
   ProcessTrialRunner processes(o.trainscope);
   Learner learner(w, c, space.framework);
   StudyRunner runner(o, c.kind == ClusterKind::Gpu, res, study, o.runner ? *o.runner : processes, learner, progress);
-  runner.slurm_name = slurmStepName(studyId(study));
+  const bool recorded_file = !study.value("study_file").empty();  // else a study from before slurm.h
+  std::string copied;
+  runner.study_id = claimStudyId(study, o.study_path, &copied);
+  runner.slurm_name = slurmStepName(runner.study_id);
+  if (!copied.empty()) res.notes.push_back(copied);
   // A study whose tuner was killed during a trial (its row left "running") under --launcher slurm: srun
-  // died with the tuner but the step's tasks did not (slurm_step.cpp). They are ended before any trial.
-  if (o.launcher == runconfig::Launcher::Slurm) {
-    const std::vector<TrialRecord> had = study.trials();
-    if (std::any_of(had.begin(), had.end(), [](const TrialRecord& t) { return t.status == TrialStatus::Running; }))
-      if (const std::string why = cancelSlurmStep(runner.slurm_name); !why.empty())
+  // died with the tuner but the step's tasks did not (slurm_step.cpp). What it recorded is ended before
+  // any trial; what another study recorded (this one a copy of it) is left alone.
+  if (o.launcher == runconfig::Launcher::Slurm)
+    for (const TrialRecord& t : study.trials()) {
+      if (t.status != TrialStatus::Running) continue;
+      const SlurmLaunch l = parseSlurmLaunch(study.value(slurmLaunchKey(t.candidate, t.round)));
+      const std::string which = "the interrupted trial of candidate " + std::to_string(t.candidate) + " (round " +
+                                std::to_string(t.round) + ")";
+      std::string ids;
+      for (const auto* v : {&l.jobs, &l.steps})
+        for (const std::string& x : *v) ids += (ids.empty() ? "" : " ") + x;
+      if (l.name.empty()) {
+        if (!recorded_file)
+          res.notes.push_back(which + " ran in a study from before trainscope recorded its Slurm ids: if squeue "
+                              "--name=" + runner.slurm_name + " lists any job of it, scancel it");
+        continue;  // else the tuner was killed before its launch: nothing of it started
+      }
+      if (l.study_id != runner.study_id) {
+        res.notes.push_back(which + " was started by the study this one is a copy of (" + l.name +
+                            (ids.empty() ? "" : ", Slurm ids " + ids) + "): left alone");
+        continue;
+      }
+      if (const std::string why = cancelSlurmLaunch(l); !why.empty())
         throw UserError("--resume", "the interrupted trial's Slurm step is still running: " + why,
-                        "cancel it (scancel --name=" + runner.slurm_name + ") and resume again");
-  }
+                        "cancel it (scancel " + (ids.empty() ? "--name=" + l.name : ids) + ") and resume again");
+    }
   {
     const InterruptScope interrupts;
     while (!g_interrupt) {

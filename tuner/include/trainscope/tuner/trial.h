@@ -14,9 +14,11 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 
 #include "trainscope/runconfig/config.h"
+#include "trainscope/tuner/slurm.h"
 #include "trainscope/tuner/study.h"
 
 namespace trainscope::tuner {
@@ -29,6 +31,9 @@ struct TrialSpec {
   bool profile = false;   // a profile trial (search.h): an external job traces its first steps (job.h)
   std::string fault;      // testing (--inject): crash | hang | oom | badpath for this trial, "" none
   std::string slurm_name; // --launcher slurm: the name of its srun step, the study's (job.h slurmStepName)
+  // --launcher slurm: called (from a SlurmWatch's thread, while run() waits) with the ids its srun
+  // started, for the study to record at once (slurm.h); a hang cancels those ids.
+  std::function<void(const SlurmLaunch&)> on_slurm_launch;
 };
 
 class TrialRunner {

@@ -79,6 +79,7 @@ struct TuneResult {
   int64_t trials_run = 0;         // processes started by this invocation
   bool interrupted = false;
   int signal = 0;  // what interrupted it (SIGINT, SIGTERM): the exit status is 128 + signal
+  std::vector<std::string> notes;  // what the user should know and nothing stopped for (a copied study: slurm.h)
 };
 
 // With no valid candidate the result holds the rejected space and no study is made (the caller says
