@@ -18,7 +18,7 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 
 PRESETS = ["tiny-llama", "tiny-mixtral", "small-llama", "llama3-8b", "llama3-70b", "llama3.1-405b", "mistral-7b",
-           "qwen2.5-7b", "mixtral-8x7b"]
+           "qwen2.5-7b", "mixtral-8x7b", "tiny-qwen2-moe", "qwen1.5-moe-a2.7b"]
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads")
 
 
@@ -32,9 +32,10 @@ def counts(name):
         model = AutoModelForCausalLM.from_config(cfg)
     total = sum(p.numel() for p in model.parameters())  # tied weights are counted once
     active = total
-    n_exp = getattr(cfg, "num_local_experts", 0) or 0
+    n_exp = getattr(cfg, "num_local_experts", 0) or getattr(cfg, "num_experts", 0) or 0  # Mixtral, Qwen2-MoE
     if n_exp:
-        # Each layer's experts hold n_exp equal shares; a token passes through num_experts_per_tok.
+        # Each layer's experts hold n_exp equal shares; a token passes through num_experts_per_tok
+        # (Qwen2-MoE's shared expert, "shared_expert.", is not among ".experts.": every token's).
         expert_params = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
         active = total - expert_params + expert_params * cfg.num_experts_per_tok // n_exp
     return total, active

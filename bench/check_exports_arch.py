@@ -43,18 +43,31 @@ def architecture(w):
         return dict(hidden=C, heads=H, kv=H, head_dim=C // H, ffn=4 * C, norm="LayerNorm", eps=1e-5, swiglu=False,
                     positions="learned_absolute", theta=None, scaling=None, untied=False, bias_linear=True,
                     qkv_bias=False, experts=w.get("n_experts") or None, topk=w.get("top_k", 1),
-                    moe_ffn=w.get("moe_ffn_hidden") or 4 * C, layers=w["n_layer"])
+                    moe_ffn=w.get("moe_ffn_hidden") or 4 * C, layers=w["n_layer"],
+                    pre_softmax=w.get("top_k", 1) == 1 if "norm_topk_prob" not in w else not w["norm_topk_prob"],
+                    shared_ffn=(w.get("shared_expert_hidden") or w.get("moe_ffn_hidden") or 4 * C)
+                    if w.get("shared_expert") else None, shared_gate=bool(w.get("shared_expert_gate")))
     C, H = w["hidden_size"], w["num_attention_heads"]
     attn_bias = t == "llama" and w.get("attention_bias", False)
     mlp_bias = t == "llama" and w.get("mlp_bias", False)
     scaling = w.get("rope_scaling") or {}
+    if t == "qwen2_moe":  # Qwen2MoeConfig: q/k/v biases per qkv_bias, a gated shared expert, top-k of the whole softmax
+        return dict(hidden=C, heads=H, kv=w.get("num_key_value_heads") or 16, head_dim=w.get("head_dim") or C // H,
+                    ffn=w["intermediate_size"], norm="RMSNorm", eps=w.get("rms_norm_eps", 1e-6), swiglu=True,
+                    positions="rope", theta=w.get("rope_theta", 10000), scaling=None,
+                    untied=not w.get("tie_word_embeddings", False), bias_linear=False,
+                    qkv_bias=w.get("qkv_bias", True), experts=w.get("num_experts", 60) or None,
+                    topk=w.get("num_experts_per_tok", 4), moe_ffn=w.get("moe_intermediate_size", 1408),
+                    layers=w["num_hidden_layers"], pre_softmax=not w.get("norm_topk_prob", False),
+                    shared_ffn=w.get("shared_expert_intermediate_size", 5632), shared_gate=True)
     return dict(hidden=C, heads=H, kv=w.get("num_key_value_heads") or H, head_dim=w.get("head_dim") or C // H,
                 ffn=w["intermediate_size"], norm="RMSNorm", eps=w.get("rms_norm_eps", 1e-6), swiglu=True,
                 positions="rope", theta=w.get("rope_theta", 1e6 if t == "mixtral" else 10000),
                 scaling=scaling.get("factor") if scaling.get("rope_type", scaling.get("type")) == "llama3" else None,
                 untied=not w.get("tie_word_embeddings", False), bias_linear=attn_bias and mlp_bias,
                 qkv_bias=(t == "qwen2") or attn_bias, experts=w.get("num_local_experts") or None,
-                topk=w.get("num_experts_per_tok", 2), moe_ffn=w["intermediate_size"], layers=w["num_hidden_layers"])
+                topk=w.get("num_experts_per_tok", 2), moe_ffn=w["intermediate_size"], layers=w["num_hidden_layers"],
+                pre_softmax=False, shared_ffn=None, shared_gate=False)
 
 
 def _want(p, name, got, expected):
@@ -94,8 +107,11 @@ def megatron_arch_problems(args, tc, a):
     if a["experts"]:
         _want(p, "TransformerConfig.moe_router_topk", tc.moe_router_topk, a["topk"])
         _want(p, "TransformerConfig.moe_ffn_hidden_size", tc.moe_ffn_hidden_size, a["moe_ffn"])
-        _want(p, "TransformerConfig.moe_router_pre_softmax (Mixtral: softmax over the top k)",
-              tc.moe_router_pre_softmax, False)
+        _want(p, "TransformerConfig.moe_router_pre_softmax (false: softmax over the top k, i.e. renormalised gates)",
+              tc.moe_router_pre_softmax, a["pre_softmax"])
+        _want(p, "TransformerConfig.moe_shared_expert_intermediate_size", tc.moe_shared_expert_intermediate_size,
+              a["shared_ffn"])
+        _want(p, "TransformerConfig.moe_shared_expert_gate", bool(tc.moe_shared_expert_gate), a["shared_gate"])
     return p
 
 
@@ -137,7 +153,8 @@ def hf_config_problems(config_text, w):
               else "llama")
         for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                   "vocab_size", "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings", "num_local_experts",
-                  "num_experts_per_tok", "rope_parameters"):
+                  "num_experts_per_tok", "rope_parameters", "num_experts", "moe_intermediate_size",
+                  "shared_expert_intermediate_size", "norm_topk_prob", "qkv_bias", "decoder_sparse_step"):
             if hasattr(ref, k):
                 _want(p, f"AutoConfig.{k}", getattr(cfg, k, None), getattr(ref, k))
         _want(p, "AutoConfig.head_dim", getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,

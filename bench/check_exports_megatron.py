@@ -48,6 +48,8 @@ def megatron_moe_expected(run):
         return {}
     with open(spec) as f:
         w = json.load(f)
+    if w.get("model_type") == "qwen2_moe":
+        return {**megatron_moe_expected_hf(w), "expert_model_parallel_size": run.get("ep", 1)}
     if not w.get("n_experts"):
         return {}
     cf = w.get("capacity_factor", 0)
@@ -61,6 +63,17 @@ def megatron_moe_expected(run):
     if w.get("z_loss_coeff"):
         e["moe_z_loss_coeff"] = w["z_loss_coeff"]
     return e
+
+
+def megatron_moe_expected_hf(cfg):
+    """The same for a Hugging Face qwen2_moe config.json (a shared expert of its own width behind a gate,
+    top-k of the full softmax unless norm_topk_prob)."""
+    if cfg.get("model_type") != "qwen2_moe":
+        return {}
+    return {"num_experts": cfg["num_experts"], "moe_router_topk": cfg["num_experts_per_tok"],
+            "moe_ffn_hidden_size": cfg["moe_intermediate_size"],
+            "moe_shared_expert_intermediate_size": cfg["shared_expert_intermediate_size"],
+            "moe_shared_expert_gate": True, "moe_router_pre_softmax": not cfg.get("norm_topk_prob", False)}
 
 
 def megatron_args_problems(run, parse_args, validate_args, core_transformer_config_from_args, build_tokenizer,

@@ -175,9 +175,9 @@ std::vector<Slot> stageSlots(const workloads::Workload& w, const Plan& p, int64_
     const int64_t layer = std::stoll(n.substr(2, n.find('.', 2) - 2));  // "h.<layer>."
     if (pos_of[size_t(layer)] < 0) continue;
     Slot s{n, shape, pos_of[size_t(layer)]};
-    if (has(n, ".mlp.experts.") || has(n, ".mlp.router.") || has(n, ".mlp.shared.")) {
+    if (has(n, ".mlp.experts.") || has(n, ".mlp.router.") || has(n, ".mlp.shared")) {
       // A MoE layer's MLP (TP-replicated): the router, this rank's E/ep experts and the shared
-      // expert; with ep > 1 the experts are reduced over the expert-dp group (runtime experts.h).
+      // expert (and its gate, ".mlp.shared_gate."); with ep > 1 the experts are reduced over the expert-dp group (runtime experts.h).
       const bool expert = has(n, ".mlp.experts.");
       if (expert) s.shape[0] /= ep;
       s.managed = !(expert && ep > 1);

@@ -106,11 +106,18 @@ void appendMoeMlp(std::vector<Op>& F, const workloads::Workload& w, const Plan& 
   F.push_back(gemm("expert fc2", r.per_expert, C, Fh, r.local_experts, R * Fh * e));
   // gate multiply (keeps the expert outputs and gates) and index_add into (N, C).
   F.push_back(mem("combine gate + index_add", 2.0 * M * C * e + 2.0 * N * C * e, M * C * e));
-  if (w.shared_expert) {
-    F.push_back(gemm("shared fc1", N, F1, C, 1, 0));  // its input is the router's, kept once
-    if (swiglu) F.push_back(mem("shared silu-multiply", 3.0 * N * Fh * e, 3.0 * N * Fh * e));
-    else F.push_back(mem("shared bias-gelu", 2.0 * N * Fh * e, N * Fh * e));
-    F.push_back(gemm("shared fc2", N, C, Fh, 1, N * Fh * e));
+  if (w.shared_expert) {  // at its own width Fs (Qwen2-MoE's shared_expert_intermediate_size)
+    const double Fs = double(w.sharedExpertHidden()), Fs1 = swiglu ? 2.0 * Fs : Fs;
+    F.push_back(gemm("shared fc1", N, Fs1, C, 1, 0));  // its input is the router's, kept once
+    if (swiglu) F.push_back(mem("shared silu-multiply", 3.0 * N * Fs * e, 3.0 * N * Fs * e));
+    else F.push_back(mem("shared bias-gelu", 2.0 * N * Fs * e, N * Fs * e));
+    F.push_back(gemm("shared fc2", N, C, Fs, 1, N * Fs * e));
+    if (w.shared_expert_gate) {
+      // Qwen2-MoE: sigmoid(x·g) (N, 1) times the shared output, added to the routed one. The GEMV
+      // reads x (kept by the router); the multiply keeps the shared output and the gate.
+      F.push_back(gemm("shared gate", N, 1, C, 1, 0));
+      F.push_back(mem("shared sigmoid-gate multiply", 3.0 * N * C * e, N * C * e + N * e));
+    }
   }
 }
 
@@ -138,7 +145,8 @@ double moeCpuExtraForwardSeconds(const workloads::Workload& w, const Plan& p, co
   };
   const double F1 = w.mlp == workloads::Mlp::SwiGLU ? 2.0 * Fh : Fh, Fd = double(w.ffnHidden()) / t;
   double s = gemm(r.tokens, E, C) + r.local_experts * (gemm(r.per_expert, F1, C) + gemm(r.per_expert, C, Fh));
-  if (w.shared_expert) s += gemm(r.tokens, F1, C) + gemm(r.tokens, C, Fh);
+  const double Fs = double(w.sharedExpertHidden()), Fs1 = w.mlp == workloads::Mlp::SwiGLU ? 2.0 * Fs : Fs;
+  if (w.shared_expert) s += gemm(r.tokens, Fs1, C) + gemm(r.tokens, C, Fs) + (w.shared_expert_gate ? gemm(r.tokens, 1, C) : 0.0);
   // less the dense MLP's GEMMs the layer list priced in its place
   return s - (gemm(r.tokens, (w.mlp == workloads::Mlp::SwiGLU ? 2.0 : 1.0) * Fd, C) + gemm(r.tokens, C, Fd));
 }
@@ -213,9 +221,12 @@ double moeDispatchBytes(const workloads::Workload& w, const Plan& p) {
 std::vector<std::vector<int64_t>> moeMlpShapes(const workloads::Workload& w, const Plan& p) {
   const int64_t C = w.n_embd, Fh = w.expertHidden(), El = w.n_experts / std::max<int64_t>(1, p.ep);
   // SwiGLU experts: c_fc holds [gate; up], 2F rows (the runtime's layout, docs/architecture.md).
-  const int64_t F2 = w.mlp == workloads::Mlp::SwiGLU ? 2 * Fh : Fh;
+  const bool swiglu = w.mlp == workloads::Mlp::SwiGLU;
+  const int64_t F2 = swiglu ? 2 * Fh : Fh;
   std::vector<std::vector<int64_t>> s = {{w.n_experts, C}, {El, F2, C}, {El, F2}, {El, C, Fh}, {El, C}};
-  if (w.shared_expert) s.insert(s.end(), {{F2, C}, {F2}, {C, Fh}, {C}});
+  const int64_t Fs = w.sharedExpertHidden(), Fs2 = swiglu ? 2 * Fs : Fs;  // the shared expert's own width
+  if (w.shared_expert) s.insert(s.end(), {{Fs2, C}, {Fs2}, {C, Fs}, {C}});
+  if (w.shared_expert && w.shared_expert_gate) s.push_back({1, C});  // Qwen2-MoE's sigmoid gate
   return s;
 }
 

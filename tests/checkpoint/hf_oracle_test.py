@@ -3,7 +3,7 @@
 same config.json, weights and tokens, and checkpoints travel both ways unchanged.
 
     hf_oracle_test.py TRAINSCOPE_CLI MODEL WORKDIR
-    (MODEL: gpt2, llama, mistral, mistral_window, qwen2, qwen2_window, mixtral)
+    (MODEL: gpt2, llama, mistral, mistral_window, qwen2, qwen2_window, mixtral, qwen2_moe)
 
 1. transformers builds MODEL from a tiny config.json (fp32, seeded) and save_pretrained()s it: D0.
 2. `trainscope run --init-from D0 --save D1` takes one step of SGD with lr 1 (no momentum, weight
@@ -14,7 +14,7 @@ same config.json, weights and tokens, and checkpoints travel both ways unchanged
    largest logit), the step's loss (relative 1e-5), every gradient (D1's w1 against transformers' own
    step w0 - g: within 1e-4 of |g| plus the fp32 rounding of the subtraction, 2^-22 |w0|), and D1's
    loss in transformers against trainscope's on D1 (`--init-from D1`).
-5. llama: the same step under DP 2 with ZeRO-3, mixtral: under EP 2, saved (weights gathered from the
+5. llama: the same step under DP 2 with ZeRO-3, mixtral and qwen2_moe: under EP 2, saved (weights gathered from the
    ranks' pieces): transformers loads it, its weights are D1's within the gradient tolerance, and
    trainscope's logits of it equal transformers'.
 trainscope trains every MODEL here: a refusal is a failure. (It used to exit 77, which ctest counts as
@@ -68,13 +68,26 @@ CONFIGS = {
                 "rope_theta": 10000.0, "num_local_experts": 4, "num_experts_per_tok": 2,
                 "router_aux_loss_coef": 0.0, "sliding_window": None, "tie_word_embeddings": False,
                 "hidden_act": "silu"},
+    # Qwen1.5-MoE's layer: 4 SwiGLU experts of 24 (top-2, the softmax's probabilities not renormalised:
+    # norm_topk_prob false, Qwen2-MoE's default) and a shared expert of its own width 40 behind its
+    # sigmoid gate; q/k/v biases; experts in every layer (decoder_sparse_step 1).
+    "qwen2_moe": {"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"], "vocab_size": VOCAB,
+                  "hidden_size": 32, "intermediate_size": 64, "moe_intermediate_size": 24,
+                  "shared_expert_intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "max_position_embeddings": 32, "rms_norm_eps": 1e-6,
+                  "rope_theta": 10000.0, "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": False,
+                  "router_aux_loss_coef": 0.0, "decoder_sparse_step": 1, "mlp_only_layers": [],
+                  "use_sliding_window": False, "qkv_bias": True, "tie_word_embeddings": False,
+                  "hidden_act": "silu"},
 }
 # Windowed configs: the same weights under these other windows must give transformers another loss
-# (the oracle would not see a window that trainscope dropped or put on the wrong layers otherwise).
+# (the oracle would not see a window that trainscope dropped or put on the wrong layers otherwise);
+# likewise qwen2_moe's gates renormalised.
 OTHER_WINDOWS = {"mistral_window": [{"sliding_window": None}],
-                 "qwen2_window": [{"use_sliding_window": False}, {"max_window_layers": 0}]}
+                 "qwen2_window": [{"use_sliding_window": False}, {"max_window_layers": 0}],
+                 "qwen2_moe": [{"norm_topk_prob": True}]}
 # The sharded layouts each architecture's save is also checked under (step 5).
-SHARDED = {"llama": ["--zero", "3"], "mixtral": ["--ep", "2"]}
+SHARDED = {"llama": ["--zero", "3"], "mixtral": ["--ep", "2"], "qwen2_moe": ["--ep", "2"]}
 
 
 def run(cli, args):
@@ -158,8 +171,13 @@ def main():
         other.load_state_dict(model.state_dict())
         with torch.no_grad():
             other_loss = hf_loss(other, tokens).item()
-        if not abs(other_loss - loss0.item()) > 1e-4 * abs(loss0.item()):
-            failures.append(f"{change}: transformers' loss {other_loss!r} equals the windowed one: the window is inert")
+            # The logits as well: at initialisation the routed experts add little to the residual, so
+            # qwen2_moe's renormalised gates move the loss by < 1e-4 but its logits by ~2% of the largest
+            # (0.0085 of 0.43), far past the 1e-5 the logits are compared to above.
+            other_err = float((other(input_ids=x).logits.float() - hf_logits).abs().max())
+        if not (abs(other_loss - loss0.item()) > 1e-4 * abs(loss0.item()) or other_err > 1e-3 * float(hf_logits.abs().max())):
+            failures.append(f"{change}: transformers' loss {other_loss!r} and logits (max difference {other_err:.3g}) "
+                            f"equal the model's: the setting is inert")
     w0 = {k: v.detach().clone() for k, v in model.named_parameters()}
     grads = {k: v.grad.detach().clone() for k, v in model.named_parameters()}
     # 4. D1 loads in transformers unchanged; g = w0 - w1 per tensor.

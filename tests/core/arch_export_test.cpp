@@ -78,6 +78,10 @@ void expectSameModel(const wl::Workload& a, const wl::Workload& b, const std::st
     EXPECT_EQ(a.top_k, b.top_k) << what;
     EXPECT_EQ(a.expertHidden(), b.expertHidden()) << what;
     EXPECT_DOUBLE_EQ(a.aux_loss_coeff, b.aux_loss_coeff) << what;
+    EXPECT_EQ(a.shared_expert, b.shared_expert) << what;
+    EXPECT_EQ(a.sharedExpertHidden(), b.sharedExpertHidden()) << what;
+    EXPECT_EQ(a.shared_expert_gate, b.shared_expert_gate) << what;
+    EXPECT_EQ(a.renormalisesGates(), b.renormalisesGates()) << what;
   } else {
     EXPECT_EQ(a.ffnHidden(), b.ffnHidden()) << what;
   }
@@ -93,6 +97,7 @@ TEST(HfConfig, EveryPresetReadsBackAsTheSameModel) {
       {"tiny-llama", "llama"},   {"small-llama", "llama"},     {"llama3-8b", "llama"},
       {"llama3-70b", "llama"},   {"llama3.1-405b", "llama"},   {"qwen2.5-7b", "qwen2"},
       {"tiny-mixtral", "mixtral"}, {"mixtral-8x7b", "mixtral"},
+      {"tiny-qwen2-moe", "qwen2_moe"}, {"qwen1.5-moe-a2.7b", "qwen2_moe"},
       // Mistral 7B v0.3 has no sliding window: the same model as a Llama without biases.
       {"mistral-7b", "llama"}};
   for (const auto& [name, model_type] : type) {
@@ -154,6 +159,25 @@ TEST(HfConfig, ShapesNoTransformersModelBuildsAreRefusedNamingWhy) {
   w = wl::load("tiny-mixtral");
   w.shared_expert = true;
   EXPECT_NE(refusal(w).find("shared expert"), std::string::npos) << refusal(w);
+  // Qwen2-MoE's shape otherwise: gated shared expert, drop-less, experts in every layer; Mixtral
+  // renormalises its gates.
+  w = wl::load("tiny-qwen2-moe");
+  w.shared_expert_gate = false;
+  EXPECT_NE(refusal(w).find("shared_expert_gate"), std::string::npos) << refusal(w);
+  w = wl::load("tiny-qwen2-moe");
+  w.moe_every = 2;
+  EXPECT_NE(refusal(w).find("Qwen2-MoE has experts in every layer"), std::string::npos) << refusal(w);
+  w = wl::load("tiny-qwen2-moe");
+  w.mlp_bias = true;
+  EXPECT_NE(refusal(w).find("Qwen2-MoE's linears"), std::string::npos) << refusal(w);
+  w = wl::load("tiny-mixtral");
+  w.norm_topk_prob = 0;
+  EXPECT_NE(refusal(w).find("norm_topk_prob"), std::string::npos) << refusal(w);
+  // Qwen2-MoE's q/k/v biases are its qkv_bias: off travels too.
+  w = wl::load("tiny-qwen2-moe");
+  w.qkv_bias = false;
+  EXPECT_EQ(nlohmann::json::parse(wl::hfConfigJson(w, "--format"))["qkv_bias"], false);
+  expectSameModel(w, wl::parse(wl::hfConfigJson(w, "--format"), "/x/config.json"), "qwen2_moe without biases");
   // Llama with biases everywhere is attention_bias and mlp_bias.
   w = wl::load("tiny-llama");
   w.qkv_bias = w.proj_bias = w.mlp_bias = true;
@@ -213,6 +237,17 @@ TEST(ArchExport, MegatronSaysQwenLlama31AndMixtral) {
   EXPECT_EQ(f.at("--num-query-groups"), "8");
   EXPECT_EQ(f.at("--rotary-base"), "1000000");
   EXPECT_FALSE(f.count("--moe-expert-capacity-factor"));  // drop-less
+  EXPECT_FALSE(f.count("--moe-router-pre-softmax"));       // renormalised: Megatron-LM's softmax over the top k
+  EXPECT_FALSE(f.count("--moe-shared-expert-gate"));
+  // Qwen1.5-MoE: top-4 of the whole softmax (not renormalised), a gated shared expert of its own width.
+  const auto qm = flagsOf(tn::exportConfig(withModel("qwen1.5-moe-a2.7b"), tn::ExportFormat::Megatron).text);
+  EXPECT_EQ(qm.at("--num-experts"), "60");
+  EXPECT_EQ(qm.at("--moe-router-topk"), "4");
+  EXPECT_EQ(qm.at("--moe-ffn-hidden-size"), "1408");
+  EXPECT_EQ(qm.at("--moe-shared-expert-intermediate-size"), "5632");
+  EXPECT_EQ(qm.at("--moe-shared-expert-gate"), "");
+  EXPECT_EQ(qm.at("--moe-router-pre-softmax"), "");
+  EXPECT_EQ(qm.at("--add-qkv-bias"), "");
   // DeepSpeed-MoE's experts are set in the model code: the note names SwiGLU experts without biases.
   const auto ds = tn::exportConfig(withModel("tiny-mixtral", 1, 1, 2), tn::ExportFormat::DeepSpeed);
   EXPECT_NE(joined(ds.notes).find("expert=<a 64->128->64 SwiGLU MLP without biases>"), std::string::npos)

@@ -151,6 +151,86 @@ TEST(Architecture, MistralQwen2MixtralConfigs) {
   EXPECT_EQ(mixtral.activeParameterCount(), base + 2 * 2 * 3 * 64 * 128);
 }
 
+// Qwen2-MoE (transformers' Qwen2MoeConfig): a shared expert of its own width behind a sigmoid gate,
+// gates renormalised per norm_topk_prob (false by default), q/k/v biases per qkv_bias (true by
+// default), and the layouts trainscope does not build refused naming their key.
+TEST(Architecture, Qwen2MoeConfig) {
+  const std::string qwen = R"({"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 176,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+    "max_position_embeddings": 128, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 96,
+    "shared_expert_intermediate_size": 160})";
+  const wl::Workload w = wl::parse(qwen, "q.json");
+  EXPECT_EQ(w.n_experts, 4);
+  EXPECT_EQ(w.top_k, 2);
+  EXPECT_EQ(w.moe_every, 1);
+  EXPECT_EQ(w.expertHidden(), 96);
+  EXPECT_TRUE(w.shared_expert);
+  EXPECT_TRUE(w.shared_expert_gate);
+  EXPECT_EQ(w.sharedExpertHidden(), 160);
+  EXPECT_FALSE(w.renormalisesGates());  // Qwen2MoeConfig's norm_topk_prob default
+  EXPECT_TRUE(w.qkv_bias);
+  EXPECT_FALSE(w.proj_bias);
+  EXPECT_FALSE(w.mlp_bias);
+  EXPECT_DOUBLE_EQ(w.norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(w.aux_loss_coeff, 0.001);
+  EXPECT_EQ(w.capacity_factor, 0);
+  EXPECT_TRUE(wl::parse(with(qwen, R"("norm_topk_prob": true)"), "q.json").renormalisesGates());
+  EXPECT_FALSE(wl::parse(with(qwen, R"("qkv_bias": false)"), "q.json").qkv_bias);
+  // Per layer: attention 64*64 + 2*64*32 + 64*64 + q/k/v biases 128, norms 128, router 4*64,
+  // 4 experts * 3*64*96, the shared expert 3*64*160 and its gate 64; active: 2 experts.
+  const int64_t attn = 64 * 64 + 2 * 64 * 32 + 64 * 64 + 128, norms = 128;
+  const int64_t base = 2 * 256 * 64 + 64 + 2 * (attn + norms + 4 * 64 + 3 * 64 * 160 + 64);
+  EXPECT_EQ(w.parameterCount(), base + 2 * 4 * 3 * 64 * 96);
+  EXPECT_EQ(w.activeParameterCount(), base + 2 * 2 * 3 * 64 * 96);
+  int64_t n = 0;
+  for (const auto& t : wl::parameterTensors(w)) n += t.numel();
+  EXPECT_EQ(n, w.parameterCount());
+  // FLOPs per token and MoE layer forward: router 2*64*4, 2 experts 2 * 6*64*96, shared 6*64*160 and gate 2*64.
+  const auto moe = wl::stepFlops(w, 1, 8, wl::Recompute::None);
+  wl::Workload dense = w;
+  dense.n_experts = 0;
+  dense.shared_expert = dense.shared_expert_gate = false;
+  dense.shared_expert_hidden = 0;
+  const auto d = wl::stepFlops(dense, 1, 8, wl::Recompute::None);
+  const double per_token = 2 * 64 * 4 + 2 * 6 * 64 * 96 + 6 * 64 * 160 + 2 * 64 - 6 * 64 * 176;
+  EXPECT_DOUBLE_EQ(moe.model - d.model, 3 * 8 * 2 * per_token);
+  // What trainscope does not build, refused naming the key.
+  EXPECT_EQ(refusedField(with(qwen, R"("decoder_sparse_step": 2)")), "workload.decoder_sparse_step");
+  EXPECT_EQ(refusedField(with(qwen, R"("mlp_only_layers": [1])")), "workload.mlp_only_layers");
+  EXPECT_EQ(refusedField(with(qwen, R"("use_sliding_window": true)")), "workload.use_sliding_window");
+  EXPECT_EQ(refusedField(with(qwen, R"("shared_expert_intermediate_size": 0)")),
+            "workload.shared_expert_intermediate_size");
+  EXPECT_EQ(refusedField(with(qwen, R"("norm_topk_prob": "yes")")), "workload.norm_topk_prob");
+  EXPECT_EQ(refusedField(with(qwen, R"("mlp_only_layers": [], "decoder_sparse_step": 1)")), "");
+  EXPECT_EQ(refusedField(with(kLlama, R"("moe_intermediate_size": 8)")), "workload.moe_intermediate_size");
+  // Top-4 of 60 (Qwen1.5-MoE) is a top-k trainscope trains.
+  EXPECT_EQ(wl::load("qwen1.5-moe-a2.7b").top_k, 4);
+}
+
+// trainscope's own workload keys for the same layer.
+TEST(Architecture, OwnSharedExpertKeys) {
+  const std::string own = R"({"n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128, "vocab_size": 256,
+    "n_experts": 4, "top_k": 2, "moe_ffn_hidden": 96, "shared_expert": true, "shared_expert_hidden": 160,
+    "shared_expert_gate": true, "norm_topk_prob": false})";
+  const wl::Workload w = wl::parse(own, "own.json");
+  EXPECT_EQ(w.sharedExpertHidden(), 160);
+  EXPECT_TRUE(w.shared_expert_gate);
+  EXPECT_FALSE(w.renormalisesGates());
+  EXPECT_EQ(refusedField(replaced(own, R"("shared_expert": true)", R"("shared_expert": false)")),
+            "workload.shared_expert_gate");
+  EXPECT_EQ(refusedField(replaced(own, R"("shared_expert_hidden": 160)", R"("shared_expert_hidden": -1)")),
+            "workload.shared_expert_hidden");
+  EXPECT_EQ(refusedField(replaced(own, R"("shared_expert_gate": true)", R"("shared_expert_gate": 1)")),
+            "workload.shared_expert_gate");
+  EXPECT_EQ(refusedField(replaced(own, R"("top_k": 2)", R"("top_k": 5)")), "workload.top_k");
+  EXPECT_EQ(refusedField(replaced(own, R"("top_k": 2)", R"("top_k": 0)")), "workload.top_k");
+  // Without norm_topk_prob: renormalised when k > 1 (GShard), not for k = 1 (Switch), as before.
+  const std::string plain = R"({"n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128, "vocab_size": 256,
+    "n_experts": 4, "top_k": 2})";
+  EXPECT_TRUE(wl::parse(plain, "p.json").renormalisesGates());
+  EXPECT_FALSE(wl::parse(replaced(plain, R"("top_k": 2)", R"("top_k": 1)"), "p.json").renormalisesGates());
+}
+
 TEST(Architecture, Llama3RopeScalingAndTransformers5RopeParameters) {
   const wl::Workload w = wl::parse(
       with(kLlama, R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
@@ -173,7 +253,7 @@ TEST(Architecture, RefusalsNameTheKey) {
   EXPECT_EQ(refusedField(with(kLlama, R"("rope_scaling": {"type": "yarn", "factor": 4.0})")), "workload.rope_scaling.type");
   const std::string gemma = R"({"model_type": "gemma", "hidden_size": 64})";
   EXPECT_EQ(refusedField(gemma), "workload.model_type");
-  EXPECT_NE(refusal(gemma).find("llama, mistral, qwen2 and mixtral"), std::string::npos);
+  EXPECT_NE(refusal(gemma).find("llama, mistral, qwen2, mixtral and qwen2_moe"), std::string::npos);
   EXPECT_EQ(refusedField(replaced(kLlama, R"("num_key_value_heads": 2)", R"("num_key_value_heads": 3)")), "workload.n_kv_head");
   std::string gelu = kLlama;
   gelu.replace(gelu.find("\"silu\""), 6, "\"gelu\"");
@@ -219,6 +299,8 @@ TEST(Architecture, PresetParameterCountsMatchTransformers) {
       {"mistral-7b", 7248023552, 7248023552},
       {"qwen2.5-7b", 7615616512, 7615616512},
       {"mixtral-8x7b", 46702792704, 12879925248},
+      {"tiny-qwen2-moe", 267456, 193728},
+      {"qwen1.5-moe-a2.7b", 14315784192, 2689173504},  // the model card's 14.3B total, 2.7B active
   };
   for (const auto& c : cases) {
     const wl::Workload w = wl::load(c.name);
@@ -232,7 +314,7 @@ TEST(Architecture, PresetParameterCountsMatchTransformers) {
     EXPECT_EQ(n, c.total) << c.name;
   }
   const auto names = wl::available();
-  for (const char* n : {"llama3-8b", "llama3.1-405b", "mixtral-8x7b", "tiny-llama", "tiny-mixtral"})
+  for (const char* n : {"llama3-8b", "llama3.1-405b", "mixtral-8x7b", "tiny-llama", "tiny-mixtral", "qwen1.5-moe-a2.7b"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 

@@ -212,4 +212,26 @@ TEST(HfCheckpoint, FlatTensorsMapToTransformersNames) {
             "model.layers.0.block_sparse_moe.experts.3.w2.weight");
   EXPECT_EQ(wl::hfPieces(m, "h.0.mlp.router.weight", {m.n_experts, m.n_embd})[0].name,
             "model.layers.0.block_sparse_moe.gate.weight");
+
+  // Qwen2-MoE: mlp.gate, mlp.experts.E.{gate,up,down}_proj, the shared expert at its own width and its gate.
+  const wl::Workload qm = wl::load("tiny-qwen2-moe");
+  const int64_t Fq = qm.expertHidden(), Fs = qm.sharedExpertHidden();
+  p = wl::hfPieces(qm, "h.1.mlp.experts.c_fc.weight", {qm.n_experts, 2 * Fq, qm.n_embd});
+  ASSERT_EQ(p.size(), size_t(2 * qm.n_experts));
+  EXPECT_EQ(p[2].name, "model.layers.1.mlp.experts.1.gate_proj.weight");
+  EXPECT_EQ(p[3].name, "model.layers.1.mlp.experts.1.up_proj.weight");
+  EXPECT_EQ(p[3].row_begin, Fq);
+  EXPECT_EQ(wl::hfPieces(qm, "h.0.mlp.experts.c_proj.weight", {qm.n_experts, qm.n_embd, Fq})[3].name,
+            "model.layers.0.mlp.experts.3.down_proj.weight");
+  EXPECT_EQ(wl::hfPieces(qm, "h.0.mlp.router.weight", {qm.n_experts, qm.n_embd})[0].name, "model.layers.0.mlp.gate.weight");
+  p = wl::hfPieces(qm, "h.0.mlp.shared.c_fc.weight", {2 * Fs, qm.n_embd});
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].name, "model.layers.0.mlp.shared_expert.gate_proj.weight");
+  EXPECT_EQ(p[1].name, "model.layers.0.mlp.shared_expert.up_proj.weight");
+  EXPECT_EQ(p[1].row_begin, Fs);
+  EXPECT_EQ(p[1].rows, Fs);
+  EXPECT_EQ(wl::hfPieces(qm, "h.0.mlp.shared.c_proj.weight", {qm.n_embd, Fs})[0].name,
+            "model.layers.0.mlp.shared_expert.down_proj.weight");
+  EXPECT_EQ(wl::hfPieces(qm, "h.1.mlp.shared_gate.weight", {1, qm.n_embd})[0].name,
+            "model.layers.1.mlp.shared_expert_gate.weight");
 }

@@ -249,7 +249,7 @@ TEST(MoeWorkloads, FlopsCountActiveExpertsAndDenseIsUnchanged) {
 TEST(MoeWorkloads, BadKeysAreUserErrorsNamingTheKeyAndTheFix) {
   std::string field;
   auto moe = [](const std::string& extra) { return std::string("{") + kShape + R"(,"n_experts":4)" + extra + "}"; };
-  std::string e = loadError("k3.json", moe(R"(,"top_k":3)"), &field);
+  std::string e = loadError("k5.json", moe(R"(,"top_k":5)"), &field);  // more than the 4 experts
   EXPECT_EQ(field, "workload.top_k") << e;
   EXPECT_NE(e.find("set top_k to 1"), std::string::npos) << e;
   e = loadError("e1.json", std::string("{") + kShape + R"(,"n_experts":1})", &field);

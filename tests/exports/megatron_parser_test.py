@@ -9,7 +9,7 @@ megatron-core 0.19.2 says Requires-Python >= 3.12 and its wheel is tagged cp312;
 on this venv's Python 3.11 and its parser runs there once `typing.override` (new in 3.12, imported by
 megatron/training/models/hybrid.py) is given typing_extensions' — the only 3.12 name it needs.
 
-For a spread of layouts of llama3-8b (bf16 and fp8), mistral-7b, qwen2.5-7b and mixtral-8x7b on H100 nodes and
+For a spread of layouts of llama3-8b (bf16 and fp8), mistral-7b, qwen2.5-7b, mixtral-8x7b and qwen1.5-moe-a2.7b on H100 nodes and
 small-llama on CPU ranks (`tune --max-trials 0`: the space, no trial), `export --format megatron` goes
 through bench/check_exports.py's megatron_problems: Megatron-LM's parse_args(ignore_unknown_args=False)
 as pretrain_gpt.py calls it, validate_args with the run's world size, every parsed value against the
@@ -45,6 +45,7 @@ STUDIES = [  # (name, tune flags, candidates checked)
     ("mistral-7b", ["--workload", "mistral-7b", *H100, "--seq", "4096"], 3),
     ("qwen2.5-7b", ["--workload", "qwen2.5-7b", *H100, "--seq", "4096"], 3),
     ("mixtral-8x7b", ["--workload", "mixtral-8x7b", *H100, "--nodes", "2", "--seq", "4096"], 6),
+    ("qwen1.5-moe-a2.7b", ["--workload", "qwen1.5-moe-a2.7b", *H100, "--seq", "4096"], 3),
     ("small-llama", ["--workload", "small-llama", "--cluster", "cpu-local", "--seq", "16", "--gbs", "8",
                      "--mbs", "1,2", "--ranks", "2,4", "--zero", "0,1", "--mem-limit", "400M"], 8),
 ]

@@ -5,7 +5,7 @@
 //   the flat parameters are parameterTensors' names and shapes (the contract), with its count
 //   the GPT-2 path's losses are the ones it always had (numbers from before the change)
 //   tiny-llama under DP 2, ZeRO-3, TP 2 + SP, CP 2; a 4-layer MQA Llama (n_kv_head 1 < tp, llama3
-//   scaling) under TP 2 (with and without SP) and interleaved PP 2; tiny-mixtral under EP 2 — each equals one process
+//   scaling) under TP 2 (with and without SP) and interleaved PP 2; tiny-mixtral and tiny-qwen2-moe under EP 2 — each equals one process
 //   (losses 1e-5, weights 1e-4: same_training.h)
 #include <gtest/gtest.h>
 
@@ -104,7 +104,7 @@ TEST(LlamaBlock, RmsNormIsHuggingFacesInFp32) {
 }
 
 TEST(LlamaBlock, FlatParametersAreTheContractsNamesShapesAndCount) {
-  for (const char* name : {"tiny-llama", "tiny-mixtral", "tiny"}) {
+  for (const char* name : {"tiny-llama", "tiny-mixtral", "tiny-qwen2-moe", "tiny"}) {
     const wl::Workload w = wl::load(name);
     const rt::GptWeights g = rt::initGpt(w, 1, at::kCPU);
     const auto flat = g.flat();
@@ -130,7 +130,7 @@ TEST(LlamaBlock, DpLayoutSlotsAreTheRuntimeParameters) {
   mqa.n_kv_head = 1;
   mqa.n_layer = 4;
   mqa.vocab_size = 255;
-  for (const wl::Workload& w : {wl::load("tiny-llama"), wl::load("tiny-mixtral"), mqa}) {
+  for (const wl::Workload& w : {wl::load("tiny-llama"), wl::load("tiny-mixtral"), wl::load("tiny-qwen2-moe"), mqa}) {
     const rt::GptWeights full = rt::initGpt(w, 1, at::kCPU);
     for (int64_t tp : {1, 2, 4})
       for (int64_t pp : {1, 2})
@@ -246,4 +246,11 @@ TEST_F(LlamaTraining, PipelineOneFOneBAndGpipeEqualOneProcess) {
 TEST(MixtralTraining, ExpertParallelTwoEqualsOneProcess) {
   expectSameTraining(run("mixtral_ref", "--workload tiny-mixtral --mbs 4 --ga 2"),
                      run("mixtral_ep2", "--workload tiny-mixtral --mbs 4 --nproc 2 --ep 2"));
+}
+
+// Qwen2-MoE's layer (the gated shared expert of its own width, gates not renormalised, q/k/v biases)
+// under EP 2: the shared expert and its gate are replicated over the ep group like the router.
+TEST(Qwen2MoeTraining, ExpertParallelTwoEqualsOneProcess) {
+  expectSameTraining(run("qwen2moe_ref", "--workload tiny-qwen2-moe --mbs 4 --ga 2"),
+                     run("qwen2moe_ep2", "--workload tiny-qwen2-moe --mbs 4 --nproc 2 --ep 2"));
 }

@@ -77,7 +77,14 @@ void megatronMoe(std::ostringstream& o, const rt::TrainConfig& c) {
   if (w.z_loss_coeff > 0) o << " --moe-z-loss-coeff " << w.z_loss_coeff;
   if (w.capacity_factor > 0)
     o << " --moe-expert-capacity-factor " << w.capacity_factor << " --moe-token-drop-policy position";
-  if (w.shared_expert) o << " --moe-shared-expert-intermediate-size " << w.expertHidden();
+  // The shared expert at its own width (Qwen2-MoE's shared_expert_intermediate_size) and its sigmoid
+  // gate (TransformerConfig.moe_shared_expert_gate: sigmoid(x·g) times the shared output, as Qwen2-MoE's).
+  if (w.shared_expert) o << " --moe-shared-expert-intermediate-size " << w.sharedExpertHidden();
+  if (w.shared_expert && w.shared_expert_gate) o << " --moe-shared-expert-gate";
+  // Megatron-LM's default router takes the softmax over the k chosen logits, i.e. the chosen gates
+  // renormalised; gates that keep the full softmax's probabilities (Switch's top-1, Qwen2-MoE's
+  // norm_topk_prob false) are its softmax before the top-k (--moe-router-pre-softmax).
+  if (!w.renormalisesGates()) o << " --moe-router-pre-softmax";
 }
 
 // Where Megatron-LM's MoE differs from this run's: its distributed optimizer shards the experts'

@@ -46,8 +46,10 @@ T countParams(const Workload& w, bool active) {
   const T head = w.tie_embeddings ? T(0) : V * C;
   T total = embed + L * dense_block + norm + head;
   if (w.isMoe()) {
-    const T experts = T(active ? w.top_k : w.n_experts) + (w.shared_expert ? 1 : 0);
-    const T moe_mlp = C * T(w.n_experts) + experts * mlpParams<T>(w, T(w.expertHidden()));  // router (E, C)
+    const T experts = T(active ? w.top_k : w.n_experts);
+    T moe_mlp = C * T(w.n_experts) + experts * mlpParams<T>(w, T(w.expertHidden()));  // router (E, C)
+    if (w.shared_expert)  // its own width (Qwen2-MoE), and its sigmoid gate's (1, C)
+      moe_mlp += mlpParams<T>(w, T(w.sharedExpertHidden())) + (w.shared_expert_gate ? C : T(0));
     total += T(w.moeLayers()) * (moe_mlp - mlpParams<T>(w, T(w.ffnHidden())));
   }
   return total;
@@ -150,9 +152,9 @@ void parseLayerTypes(const nlohmann::json& j, const std::string& source, const s
                     "make layer_types agree with them, or remove layer_types");
 }
 
-const std::vector<std::string> kHfDecoderTypes = {"llama", "mistral", "qwen2", "mixtral"};
+const std::vector<std::string> kHfDecoderTypes = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe"};
 
-// The keys of LlamaConfig, MistralConfig, Qwen2Config and MixtralConfig that parseHfDecoder reads
+// The keys of LlamaConfig, MistralConfig, Qwen2Config, MixtralConfig and Qwen2MoeConfig that parseHfDecoder reads
 // or that do not change the model (token ids, initialisation, caching, dtype), plus PretrainedConfig's
 // common ones and trainscope's name/description/source. Unknown keys are refused only when they look
 // like a misspelling of one of these (workload.cpp's refuseUnknownKeys).
@@ -164,7 +166,8 @@ const std::vector<std::string> kHfDecoderKeys = {
     "tie_word_embeddings", "rope_theta", "rope_scaling", "rope_parameters", "attention_bias", "attention_dropout",
     "mlp_bias", "vocab_size", "sliding_window", "use_sliding_window", "max_window_layers", "num_local_experts",
     "num_experts_per_tok", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise",
-    "layer_types"};
+    "layer_types", "num_experts", "moe_intermediate_size", "shared_expert_intermediate_size", "norm_topk_prob",
+    "decoder_sparse_step", "mlp_only_layers", "qkv_bias"};
 
 }  // namespace
 
@@ -205,6 +208,43 @@ bool isHfDecoder(const std::string& model_type) {
   return std::find(kHfDecoderTypes.begin(), kHfDecoderTypes.end(), model_type) != kHfDecoderTypes.end();
 }
 
+// Qwen2MoeConfig's experts (transformers' modeling_qwen2_moe): every layer l with (l + 1) %
+// decoder_sparse_step == 0 and not in mlp_only_layers is a Qwen2MoeSparseMoeBlock — a router
+// (softmax in fp32, then top-k, renormalised only under norm_topk_prob), num_experts SwiGLU experts
+// of moe_intermediate_size, and a shared SwiGLU expert of shared_expert_intermediate_size whose
+// output is multiplied by sigmoid(shared_expert_gate(x)) (a Linear(hidden, 1) without bias); the
+// others a dense MLP of intermediate_size. trainscope's MoE layers are those with l % moe_every == 0,
+// so only decoder_sparse_step 1 without mlp_only_layers (every released Qwen2-MoE) is the same layout.
+static void parseQwen2Moe(const nlohmann::json& j, const std::string& source, Workload* w) {
+  w->n_experts = intKey(j, "num_experts", source, "num_experts", 60);
+  if (w->n_experts == 0) return;  // every layer a dense Qwen2MoeMLP of intermediate_size
+  if (intKey(j, "decoder_sparse_step", source, "decoder_sparse_step", 1) != 1)
+    throw UserError("workload.decoder_sparse_step", jsonText(j["decoder_sparse_step"]) + " in " + source +
+                    " is not supported: Qwen2-MoE then puts experts in layers l with (l + 1) % step == 0, and "
+                    "trainscope's MoE layers are l % moe_every == 0 (layer 0 first)",
+                    "set decoder_sparse_step to 1 (experts in every layer, as Qwen1.5-MoE ships)");
+  if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null() &&
+      !(j["mlp_only_layers"].is_array() && j["mlp_only_layers"].empty()))
+    throw UserError("workload.mlp_only_layers", jsonText(j["mlp_only_layers"]) + " in " + source +
+                    " is not supported: trainscope puts experts in every moe_every-th layer, not in a chosen set",
+                    "set mlp_only_layers to [] (experts in every layer, as Qwen1.5-MoE ships)");
+  w->top_k = intKey(j, "num_experts_per_tok", source, "num_experts_per_tok", 4);
+  w->moe_every = 1;
+  w->moe_ffn_hidden = intKey(j, "moe_intermediate_size", source, "moe_intermediate_size", 1408);
+  w->shared_expert = true;
+  w->shared_expert_gate = true;
+  w->shared_expert_hidden =
+      intKey(j, "shared_expert_intermediate_size", source, "shared_expert_intermediate_size", 5632);
+  if (w->moe_ffn_hidden <= 0)
+    throw UserError("workload.moe_intermediate_size", "must be positive in " + source, "set moe_intermediate_size");
+  if (w->shared_expert_hidden <= 0)
+    throw UserError("workload.shared_expert_intermediate_size", "must be positive in " + source,
+                    "set shared_expert_intermediate_size (5632 for Qwen1.5-MoE-A2.7B)");
+  w->norm_topk_prob = boolKey(j, "norm_topk_prob", source, "norm_topk_prob", false) ? 1 : 0;
+  w->capacity_factor = 0;  // drop-less, as transformers' experts
+  w->aux_loss_coeff = numKey(j, "router_aux_loss_coef", source, "router_aux_loss_coef", 0.001);
+}
+
 void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload* w) {
   const std::string type = j["model_type"].get<std::string>();
   auto need = [&](const char* key) {
@@ -222,9 +262,11 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
   // classes): MistralConfig and MixtralConfig default num_key_value_heads to 8, LlamaConfig and
   // Qwen2Config (and every class, for null) to num_attention_heads; rms_norm_eps is 1e-5 for Mixtral, 1e-6 otherwise;
   // MistralConfig's sliding_window is 4096, as Qwen2Config's under use_sliding_window (null in the file: none).
+  // Qwen2MoeConfig's is 16 whatever the heads.
   const bool mistral_like = type == "mistral" || type == "mixtral";
+  const int64_t kv_default = mistral_like ? 8 : type == "qwen2_moe" ? 16 : w->n_head;
   w->n_kv_head = intKey(j, "num_key_value_heads", source, "num_key_value_heads",
-                        mistral_like && !j.contains("num_key_value_heads") ? 8 : w->n_head);  // null: n_head
+                        !j.contains("num_key_value_heads") ? kv_default : w->n_head);  // null: n_head
   w->head_dim = intKey(j, "head_dim", source, "head_dim", 0);
   w->ffn_hidden = need("intermediate_size");
   w->norm = Norm::RMSNorm;
@@ -242,9 +284,15 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
   w->mlp = Mlp::SwiGLU;
   w->tie_embeddings = boolKey(j, "tie_word_embeddings", source, "tie_word_embeddings", false);
   // Biases as transformers builds them: Llama's attention_bias (q, k, v, o) and mlp_bias; Qwen2 has
-  // q, k, v biases only; Mistral and Mixtral none.
+  // q, k, v biases only, Qwen2-MoE as its qkv_bias says (true by default); Mistral and Mixtral none.
   const bool attn_bias = type == "llama" && boolKey(j, "attention_bias", source, "attention_bias", false);
-  w->qkv_bias = type == "qwen2" || attn_bias;
+  w->qkv_bias = type == "qwen2" || attn_bias ||
+                (type == "qwen2_moe" && boolKey(j, "qkv_bias", source, "qkv_bias", true));
+  if (type != "qwen2_moe" && j.contains("qkv_bias") && !j["qkv_bias"].is_null() &&
+      boolKey(j, "qkv_bias", source, "qkv_bias", w->qkv_bias) != w->qkv_bias)
+    throw UserError("workload.qkv_bias", jsonText(j["qkv_bias"]) + " in " + source + " but a " + type +
+                    " model's q/k/v biases are " + (w->qkv_bias ? "on" : "off") + " (only model_type qwen2_moe honours it)",
+                    "remove qkv_bias");
   w->proj_bias = attn_bias;
   w->mlp_bias = type == "llama" && boolKey(j, "mlp_bias", source, "mlp_bias", false);
   for (const char* key : {"attention_bias", "mlp_bias"})
@@ -263,6 +311,12 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
   // the attention core's mask (query t sees keys t - window < j <= t), priced in layer_ops.cpp.
   const bool window_used = type == "qwen2" ? boolKey(j, "use_sliding_window", source, "use_sliding_window", false)
                                            : (type == "mistral" || type == "mixtral");
+  // Qwen2MoeConfig windows every other layer below max_window_layers ((i + 1) % 2 and i < max_window_layers):
+  // not a suffix of the layers, which is what trainscope windows.
+  if (type == "qwen2_moe" && boolKey(j, "use_sliding_window", source, "use_sliding_window", false))
+    throw UserError("workload.use_sliding_window", "true in " + source + " is not supported: Qwen2-MoE windows "
+                    "alternate layers below max_window_layers, and trainscope windows only the layers from one on",
+                    "set use_sliding_window to false (as Qwen1.5-MoE and Qwen2-57B-A14B ship)");
   if (window_used)
     w->sliding_window = intKey(j, "sliding_window", source, "sliding_window",
                                type != "mixtral" && !j.contains("sliding_window") ? 4096 : 0);
@@ -279,7 +333,9 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
                                                        std::to_string(w->n_layer - 1)
                                                  : std::string("every layer")) +
                        " attends over the last " + std::to_string(w->sliding_window) + " tokens");
-  if (type == "mixtral") {
+  if (type == "qwen2_moe") {
+    parseQwen2Moe(j, source, w);
+  } else if (type == "mixtral") {
     w->n_experts = need("num_local_experts");
     w->top_k = intKey(j, "num_experts_per_tok", source, "num_experts_per_tok", 2);
     w->moe_every = 1;
@@ -288,11 +344,15 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
     w->aux_loss_coeff = numKey(j, "router_aux_loss_coef", source, "router_aux_loss_coef", 0.001);
     if (numKey(j, "router_jitter_noise", source, "router_jitter_noise", 0) != 0)
       throw UserError("workload.router_jitter_noise", "is not supported (" + source + ")", "set it to 0 or remove it");
+    // transformers' Mixtral renormalises the chosen gates whatever k (top-1: a gate of 1).
+    if (w->top_k == 1) w->norm_topk_prob = 1;
   } else {
-    for (const char* key : {"num_local_experts", "num_experts", "num_experts_per_tok"})
+    for (const char* key : {"num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                            "shared_expert_intermediate_size"})
       if (j.contains(key) && !j[key].is_null())
         throw UserError(std::string("workload.") + key, "is set in " + source + " but model_type " + type +
-                        " is dense", "use model_type mixtral for a mixture of experts, or remove " + std::string(key));
+                        " is dense", "use model_type mixtral or qwen2_moe for a mixture of experts, or remove " +
+                        std::string(key));
   }
 }
 

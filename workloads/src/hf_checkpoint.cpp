@@ -64,8 +64,18 @@ std::vector<HfPiece> hfPieces(const Workload& w, const std::string& flat, const 
       return {{h + "mlp.gate_proj." + suffix, -1, 0, F}, {h + "mlp.up_proj." + suffix, -1, F, F}};
     if (rest == "mlp.c_proj." + suffix) return {{h + "mlp.down_proj." + suffix}};
   }
-  const std::string moe = h + "block_sparse_moe.";
+  // Qwen2-MoE: model.layers.L.mlp.{gate (the router), experts.E.{gate,up,down}_proj, shared_expert.{gate,up,
+  // down}_proj, shared_expert_gate}; Mixtral: block_sparse_moe.{gate, experts.E.{w1, w3, w2}}.
+  const bool qwen = type == "qwen2_moe";
+  const std::string moe = h + (qwen ? "mlp." : "block_sparse_moe.");
   if (rest == "mlp.router.weight") return {{moe + "gate.weight"}};
+  if (qwen) {
+    const int64_t Fs = w.sharedExpertHidden();
+    if (rest == "mlp.shared.c_fc.weight")
+      return {{moe + "shared_expert.gate_proj.weight", -1, 0, Fs}, {moe + "shared_expert.up_proj.weight", -1, Fs, Fs}};
+    if (rest == "mlp.shared.c_proj.weight") return {{moe + "shared_expert.down_proj.weight"}};
+    if (rest == "mlp.shared_gate.weight") return {{moe + "shared_expert_gate.weight"}};
+  }
   if (rest == "mlp.experts.c_fc.weight" || rest == "mlp.experts.c_proj.weight") {
     if (shape.size() != 3) throw unknown();
     const int64_t F = w.expertHidden();
@@ -73,10 +83,10 @@ std::vector<HfPiece> hfPieces(const Workload& w, const std::string& flat, const 
     for (int64_t e = 0; e < shape[0]; ++e) {
       const std::string x = moe + "experts." + std::to_string(e) + ".";
       if (rest == "mlp.experts.c_fc.weight") {
-        out.push_back({x + "w1.weight", e, 0, F});  // gate
-        out.push_back({x + "w3.weight", e, F, F});  // up
+        out.push_back({x + (qwen ? "gate_proj.weight" : "w1.weight"), e, 0, F});  // gate
+        out.push_back({x + (qwen ? "up_proj.weight" : "w3.weight"), e, F, F});    // up
       } else {
-        out.push_back({x + "w2.weight", e});  // down
+        out.push_back({x + (qwen ? "down_proj.weight" : "w2.weight"), e});  // down
       }
     }
     return out;

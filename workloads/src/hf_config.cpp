@@ -1,5 +1,5 @@
 // hf_config.cpp — see hf_config.h. The keys are transformers' own (GPT2Config, LlamaConfig,
-// MistralConfig, Qwen2Config, MixtralConfig); the values are the ones architecture.cpp's reader maps
+// MistralConfig, Qwen2Config, MixtralConfig, Qwen2MoeConfig); the values are the ones architecture.cpp's reader maps
 // back to the same Workload fields, so parse(hfConfigJson(w)) == w's architecture.
 #include "trainscope/workloads/hf_config.h"
 
@@ -52,11 +52,21 @@ std::string hfUnsupported(const Workload& w) {
     return "a window on layers " + std::to_string(w.window_from_layer) + " on only: only Qwen2 (max_window_layers; "
            "biases on q/k/v only) windows some layers";
   if (w.isMoe()) {
-    if (w.qkv_bias || w.proj_bias || w.mlp_bias) return "Mixtral's linears have no biases";
-    if (w.moe_every != 1) return "Mixtral has experts in every layer (moe_every " + std::to_string(w.moe_every) + ")";
-    if (w.shared_expert) return "Mixtral has no shared expert";
-    if (w.capacity_factor > 0) return "Mixtral is drop-less (capacity_factor " + std::to_string(w.capacity_factor) + ")";
-    if (w.z_loss_coeff > 0) return "Mixtral's router has no z-loss";
+    // Mixtral (no shared expert) or Qwen2-MoE (a shared expert of its own width behind a sigmoid gate).
+    const bool qwen = w.shared_expert;
+    if (qwen && !w.shared_expert_gate)
+      return "a shared expert without a gate: Qwen2-MoE's shared expert has its sigmoid gate (shared_expert_gate), "
+             "Mixtral has no shared expert";
+    if (w.proj_bias || w.mlp_bias || (!qwen && w.qkv_bias))
+      return qwen ? "Qwen2-MoE's linears have no biases but the q/k/v projections'" : "Mixtral's linears have no biases";
+    const std::string who = qwen ? "Qwen2-MoE" : "Mixtral";
+    if (w.moe_every != 1) return who + " has experts in every layer (moe_every " + std::to_string(w.moe_every) + ")";
+    if (w.capacity_factor > 0) return who + " is drop-less (capacity_factor " + std::to_string(w.capacity_factor) + ")";
+    if (w.z_loss_coeff > 0) return who + "'s router has no z-loss";
+    if (!qwen && !w.renormalisesGates()) return "Mixtral renormalises the chosen gates (norm_topk_prob is false)";
+    if (qwen && w.sliding_window > 0)
+      return "a sliding window on a Qwen2-MoE model: transformers' Qwen2-MoE windows alternate layers, trainscope "
+             "the layers from one on";
     return "";
   }
   if (w.qkv_bias && !w.proj_bias && !w.mlp_bias) return "";  // Qwen2: biases on q, k, v only
@@ -70,7 +80,7 @@ std::string hfUnsupported(const Workload& w) {
 std::string hfModelType(const Workload& w) {
   if (!hfUnsupported(w).empty()) return "";
   if (gpt2Shaped(w)) return "gpt2";
-  if (w.isMoe()) return "mixtral";
+  if (w.isMoe()) return w.shared_expert ? "qwen2_moe" : "mixtral";
   if (w.qkv_bias && !w.proj_bias && !w.mlp_bias) return "qwen2";
   if (w.sliding_window > 0) return "mistral";
   return "llama";
@@ -81,7 +91,7 @@ std::string hfConfigJson(const Workload& w, const std::string& field) {
   if (type.empty())
     throw UserError(field, "workload " + w.name + " has no Hugging Face config.json: " + hfUnsupported(w),
                     "export a workload of GPT-2's shape (model_type gpt2) or of the Llama family (RMSNorm, RoPE, "
-                    "SwiGLU: llama, mistral, qwen2, mixtral); docs/architectures.md");
+                    "SwiGLU: llama, mistral, qwen2, mixtral, qwen2_moe); docs/architectures.md");
   nlohmann::ordered_json j;
   if (type == "gpt2") {
     // trainscope's GELU is the tanh approximation (gelu_new); no dropout (0 here, so the file reads
@@ -100,6 +110,7 @@ std::string hfConfigJson(const Workload& w, const std::string& field) {
   const std::string arch = type == "llama"     ? "LlamaForCausalLM"
                            : type == "mistral" ? "MistralForCausalLM"
                            : type == "qwen2"   ? "Qwen2ForCausalLM"
+                           : type == "qwen2_moe" ? "Qwen2MoeForCausalLM"
                                                : "MixtralForCausalLM";
   j = {{"model_type", type},
        {"architectures", {arch}},
@@ -143,6 +154,20 @@ std::string hfConfigJson(const Workload& w, const std::string& field) {
     // transformers adds the load-balancing loss to the loss only when the router logits are output.
     j["output_router_logits"] = w.aux_loss_coeff > 0;
     j["router_jitter_noise"] = 0.0;
+  }
+  if (type == "qwen2_moe") {
+    j["intermediate_size"] = w.ffnHidden();  // the dense layers' (none: decoder_sparse_step 1, no mlp_only_layers)
+    j["qkv_bias"] = w.qkv_bias;
+    j["use_sliding_window"] = false;
+    j["num_experts"] = w.n_experts;
+    j["num_experts_per_tok"] = w.top_k;
+    j["moe_intermediate_size"] = w.expertHidden();
+    j["shared_expert_intermediate_size"] = w.sharedExpertHidden();
+    j["norm_topk_prob"] = w.renormalisesGates();
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = nlohmann::ordered_json::array();
+    j["router_aux_loss_coef"] = w.aux_loss_coeff;
+    j["output_router_logits"] = w.aux_loss_coeff > 0;
   }
   return withOurs(j, w);
 }

@@ -45,7 +45,8 @@ std::vector<ParamTensor> parameterTensors(const Workload& w) {
     }
     t.push_back({h + "mlp.router.weight", {w.n_experts, C}});
     mlp(h + "mlp.experts.", {w.n_experts}, w.expertHidden());
-    if (w.shared_expert) mlp(h + "mlp.shared.", {}, w.expertHidden());
+    if (w.shared_expert) mlp(h + "mlp.shared.", {}, w.sharedExpertHidden());
+    if (w.shared_expert && w.shared_expert_gate) t.push_back({h + "mlp.shared_gate.weight", {1, C}});
   }
   norm("ln_f");
   if (!w.tie_embeddings) t.push_back({"lm_head.weight", {V, C}});

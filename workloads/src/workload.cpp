@@ -68,10 +68,12 @@ bool closeTo(const std::string& key, const std::pair<std::string, size_t>& near)
 const std::vector<std::string> kOwnKeys = {"name", "description", "n_layer", "n_head", "n_embd",
                                            "n_positions", "n_ctx", "vocab_size", "n_experts", "top_k",
                                            "moe_every", "moe_ffn_hidden", "capacity_factor", "aux_loss_coeff",
-                                           "z_loss_coeff", "shared_expert", "notes"};
+                                           "z_loss_coeff", "shared_expert", "shared_expert_hidden",
+                                           "shared_expert_gate", "norm_topk_prob", "notes"};
 // The mixture-of-experts keys: only meaningful with n_experts > 0.
 const std::vector<std::string> kMoeKeys = {"top_k", "moe_every", "moe_ffn_hidden", "capacity_factor",
-                                           "aux_loss_coeff", "z_loss_coeff", "shared_expert"};
+                                           "aux_loss_coeff", "z_loss_coeff", "shared_expert",
+                                           "shared_expert_hidden", "shared_expert_gate", "norm_topk_prob"};
 
 // The keys of a Hugging Face GPT-2 config.json: GPT2Config's own and PretrainedConfig's common ones
 // (transformers 4.x). Those that change the model are checked in parse(); the rest do not change
@@ -124,11 +126,12 @@ static void validateMoe(const Workload& w, const std::string& where) {
   if (w.n_experts < 2)
     throw UserError("workload.n_experts", "1 expert is a dense MLP with a router that always picks it (" + where + ")",
                     "set n_experts to 0 for a dense GPT or to at least 2");
-  if (w.top_k != 1 && w.top_k != 2)
-    throw UserError("workload.top_k", "must be 1 or 2, got " + std::to_string(w.top_k) + " (" + where + ")",
-                    "set top_k to 1 (Switch) or 2 (GShard, Mixtral)");
+  if (w.top_k < 1)
+    throw UserError("workload.top_k", "must be at least 1, got " + std::to_string(w.top_k) + " (" + where + ")",
+                    "set top_k to 1 (Switch), 2 (GShard, Mixtral) or 4 (Qwen1.5-MoE)");
   if (w.top_k > w.n_experts)
-    throw UserError("workload.top_k", "top_k=" + std::to_string(w.top_k) + " exceeds n_experts", "lower top_k");
+    throw UserError("workload.top_k", "top_k=" + std::to_string(w.top_k) + " exceeds n_experts=" +
+                    std::to_string(w.n_experts) + " (" + where + ")", "set top_k to 1 (Switch) up to n_experts");
   if (w.moe_every < 1 || w.moe_every > w.n_layer)
     throw UserError("workload.moe_every",
                     "must be between 1 and n_layer=" + std::to_string(w.n_layer) + ", got " + std::to_string(w.moe_every),
@@ -136,6 +139,15 @@ static void validateMoe(const Workload& w, const std::string& where) {
   if (w.moe_ffn_hidden < 0)
     throw UserError("workload.moe_ffn_hidden", "must be positive, got " + std::to_string(w.moe_ffn_hidden),
                     "set moe_ffn_hidden to the expert's hidden width, or remove it for 4*n_embd");
+  if (w.shared_expert_hidden < 0)
+    throw UserError("workload.shared_expert_hidden", "must be positive, got " + std::to_string(w.shared_expert_hidden) +
+                    " (" + where + ")", "set shared_expert_hidden to the shared expert's width, or remove it for moe_ffn_hidden");
+  if (!w.shared_expert && (w.shared_expert_hidden > 0 || w.shared_expert_gate))
+    throw UserError(w.shared_expert_gate ? "workload.shared_expert_gate" : "workload.shared_expert_hidden",
+                    "is set in " + where + " but shared_expert is false (there is no shared expert to size or gate)",
+                    "set shared_expert to true, or remove it");
+  if (w.norm_topk_prob < -1 || w.norm_topk_prob > 1)
+    throw UserError("workload.norm_topk_prob", "must be true, false or unset (" + where + ")", "set it to true or false");
   auto nonNegative = [&](const char* key, double v, const char* fix) {
     if (!(v >= 0) || !std::isfinite(v))
       throw UserError(std::string("workload.") + key, "must be a finite number >= 0, got " + std::to_string(v), fix);
@@ -201,10 +213,18 @@ static void parseMoe(const nlohmann::json& j, const std::string& source, Workloa
   number("capacity_factor", &w->capacity_factor);
   number("aux_loss_coeff", &w->aux_loss_coeff);
   number("z_loss_coeff", &w->z_loss_coeff);
-  if (j.contains("shared_expert")) {
-    if (!j["shared_expert"].is_boolean())
-      throw UserError("workload.shared_expert", "must be true or false in " + source, "");
-    w->shared_expert = j["shared_expert"].get<bool>();
+  auto boolean = [&](const char* key, bool* out) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_boolean()) throw UserError(std::string("workload.") + key, "must be true or false in " + source, "");
+    *out = j[key].get<bool>();
+  };
+  boolean("shared_expert", &w->shared_expert);
+  integer("shared_expert_hidden", &w->shared_expert_hidden);
+  boolean("shared_expert_gate", &w->shared_expert_gate);
+  if (j.contains("norm_topk_prob")) {
+    bool renorm = false;
+    boolean("norm_topk_prob", &renorm);
+    w->norm_topk_prob = renorm ? 1 : 0;
   }
   if (!w->isMoe())
     for (const auto& key : kMoeKeys)
@@ -337,7 +357,7 @@ Workload parse(const std::string& text, const std::string& source) {
     throw UserError("workload.model_type",
                     jsonText(j["model_type"]) + " in " + source +
                         " is not supported: trainscope reads Hugging Face configs of model_type gpt2, llama, "
-                        "mistral, qwen2 and mixtral",
+                        "mistral, qwen2, mixtral and qwen2_moe",
                     "use a config.json of one of those model types, or a trainscope workload file");
   // GPT-2's shape keys under a Llama-family model_type: the model_type is what is wrong (or the
   // file was written by hand from a GPT-2 config); say so rather than refusing each GPT-2 key.

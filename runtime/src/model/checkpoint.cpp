@@ -103,8 +103,10 @@ struct BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
     g.insert(g.begin() + 1, {at::Tensor(), at::Tensor(), at::Tensor()});  // the tp, kind and arch arguments
     return g;
   }
-  static int64_t pack(const BlockKind& k) { return (k.layer + 1) * 4 + (k.moe ? 1 : 0) + (k.shared_expert ? 2 : 0); }
-  static BlockKind unpack(int64_t v, const BlockArch& a) { return {(v & 1) != 0, (v & 2) != 0, v / 4 - 1, a}; }
+  static int64_t pack(const BlockKind& k) {
+    return (k.layer + 1) * 8 + (k.moe ? 1 : 0) + (k.shared_expert ? 2 : 0) + (k.shared_gate ? 4 : 0);
+  }
+  static BlockKind unpack(int64_t v, const BlockArch& a) { return {(v & 1) != 0, (v & 2) != 0, v / 8 - 1, a, (v & 4) != 0}; }
 };
 
 struct AttentionCheckpoint : public torch::autograd::Function<AttentionCheckpoint> {

@@ -171,6 +171,7 @@ MoeSpec MoeSpec::of(const workloads::Workload& w) {
   MoeSpec s;
   s.n_experts = w.n_experts;
   s.top_k = w.top_k;
+  s.renormalise = w.renormalisesGates();
   s.capacity_factor = w.capacity_factor;
   s.aux_loss_coeff = w.aux_loss_coeff;
   s.z_loss_coeff = w.z_loss_coeff;
@@ -221,9 +222,9 @@ at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, MoeContext& ctx)
 }
 
 MoeWeights initMoe(const workloads::Workload& wl, at::Generator& gen) {
-  const int64_t C = wl.n_embd, E = wl.n_experts, F = wl.expertHidden();
+  const int64_t C = wl.n_embd, E = wl.n_experts, F = wl.expertHidden(), Fs = wl.sharedExpertHidden();
   const bool swiglu = wl.mlp == workloads::Mlp::SwiGLU, bias = wl.mlp_bias;
-  const int64_t F2 = swiglu ? 2 * F : F;  // SwiGLU: rows [gate; up]
+  const int64_t F2 = swiglu ? 2 * F : F, Fs2 = swiglu ? 2 * Fs : Fs;  // SwiGLU: rows [gate; up]
   auto opts = at::TensorOptions().dtype(at::kFloat);
   const double std = 0.02, resid_std = 0.02 / std::sqrt(2.0 * double(wl.n_layer));
   auto normal = [&](at::IntArrayRef shape, double s) { return at::empty(shape, opts).normal_(0.0, s, gen); };
@@ -236,10 +237,11 @@ MoeWeights initMoe(const workloads::Workload& wl, at::Generator& gen) {
   w.proj_w = normal({E, C, F}, resid_std);
   w.proj_b = zeros({E, C});
   if (wl.shared_expert) {
-    w.shared_fc_w = normal({F2, C}, std);
-    w.shared_fc_b = zeros({F2});
-    w.shared_proj_w = normal({C, F}, resid_std);
+    w.shared_fc_w = normal({Fs2, C}, std);
+    w.shared_fc_b = zeros({Fs2});
+    w.shared_proj_w = normal({C, Fs}, resid_std);
     w.shared_proj_b = zeros({C});
+    if (wl.shared_expert_gate) w.shared_gate_w = normal({1, C}, std);
   }
   return w;
 }
@@ -266,6 +268,7 @@ MoeWeights shardMoe(const MoeWeights& full, int ep, int r, const at::Device& dev
     w.shared_fc_b = leaf(full.shared_fc_b);
     w.shared_proj_w = leaf(full.shared_proj_w);
     w.shared_proj_b = leaf(full.shared_proj_b);
+    w.shared_gate_w = leaf(full.shared_gate_w);
   }
   return w;
 }
@@ -279,7 +282,8 @@ at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, const MoeSpec& s
     logits = logits + at::one_hot(at::full({1}, s.force_expert, at::kLong), E).to(logits.device()).to(at::kFloat) * 30.0;
   at::Tensor probs = at::softmax(logits, 1);                                             // (N, E)
   auto [gate, idx] = probs.topk(k, 1);                                                   // (N, k), (N, k)
-  if (k > 1) gate = gate / gate.sum(1, /*keepdim=*/true);                                // renormalised (GShard)
+  // renormalised (GShard, Mixtral; Qwen2-MoE under norm_topk_prob), else the softmax's own (Switch, Qwen2-MoE)
+  if (s.renormalise) gate = gate / gate.sum(1, /*keepdim=*/true);
 
   // Assignments in priority order: a = choice·N + token (every first choice before any second).
   at::Tensor expert_a = idx.t().reshape({N * k});                                        // (kN)
@@ -325,8 +329,12 @@ at::Tensor moeForward(const MoeWeights& w, const at::Tensor& x, const MoeSpec& s
   // Combine: each kept assignment's output, weighted by its gate, added to its token's row.
   at::Tensor g = gate_a.index_select(0, sel).to(ys.scalar_type()).unsqueeze(1);        // (M, 1)
   at::Tensor out = IndexAddRows::apply(ys * g, tok, N);                                  // (N, C)
-  if (w.shared_fc_w.defined())
-    out = out + expertMlp(x2, w.shared_fc_w, w.shared_fc_b, w.shared_proj_w, w.shared_proj_b, w.swiglu);  // (N, C)
+  if (w.shared_fc_w.defined()) {
+    at::Tensor shared = expertMlp(x2, w.shared_fc_w, w.shared_fc_b, w.shared_proj_w, w.shared_proj_b, w.swiglu);  // (N, C)
+    // Qwen2-MoE: the shared expert's output times sigmoid(x·g), g a Linear(C, 1) without bias.
+    if (w.shared_gate_w.defined()) shared = at::sigmoid(at::mm(x2, w.shared_gate_w.t())) * shared;
+    out = out + shared;
+  }
 
   if (load) {
     load->tokens.assign(on_host + E, on_host + 2 * E);

@@ -46,6 +46,7 @@ namespace trainscope::runtime {
 struct MoeSpec {
   int64_t n_experts = 0;        // E
   int64_t top_k = 1;            // k
+  bool renormalise = false;     // the k gates divided by their sum (Workload::renormalisesGates)
   double capacity_factor = 0;   // 0: drop-less
   double aux_loss_coeff = 0;
   double z_loss_coeff = 0;

@@ -66,6 +66,7 @@ BlockWeights BlockWeights::fromFlat(const at::Tensor* f, const BlockKind& kind) 
   take(m.router_w, true), take(m.fc_w, true), take(m.fc_b, mb), take(m.proj_w, true), take(m.proj_b, mb);
   if (kind.shared_expert)
     take(m.shared_fc_w, true), take(m.shared_fc_b, mb), take(m.shared_proj_w, true), take(m.shared_proj_b, mb);
+  take(m.shared_gate_w, kind.shared_expert && kind.shared_gate);
   m.layer = kind.layer;
   m.swiglu = a.swiglu;
   return b;
@@ -74,7 +75,7 @@ BlockWeights BlockWeights::fromFlat(const at::Tensor* f, const BlockKind& kind) 
 std::vector<at::Tensor> MoeWeights::flat() const {
   std::vector<at::Tensor> v;
   for (const at::Tensor* t : {&router_w, &fc_w, &fc_b, &proj_w, &proj_b, &shared_fc_w, &shared_fc_b, &shared_proj_w,
-                              &shared_proj_b})
+                              &shared_proj_b, &shared_gate_w})
     if (t->defined()) v.push_back(*t);
   return v;
 }
@@ -83,6 +84,7 @@ StageSpec StageSpec::withModel(const workloads::Workload& w) const {
   StageSpec s = *this;
   s.moe_every = w.isMoe() ? w.moe_every : 0;
   s.shared_expert = w.isMoe() && w.shared_expert;
+  s.shared_gate = s.shared_expert && w.shared_expert_gate;
   s.arch = BlockArch::of(w);
   s.learned_positions = w.positions == workloads::Positions::Learned;
   s.tied = w.tie_embeddings;
@@ -195,14 +197,14 @@ std::vector<ParamInfo> GptWeights::info(const StageSpec& st) {
       {"mlp.experts.c_fc.bias", false, true},     {"mlp.experts.c_proj.weight", true, true},
       {"mlp.experts.c_proj.bias", false, true},   {"mlp.shared.c_fc.weight", true, false},
       {"mlp.shared.c_fc.bias", false, false},     {"mlp.shared.c_proj.weight", true, false},
-      {"mlp.shared.c_proj.bias", false, false}};
-  const bool moe_present[9] = {true, true, mb, true, mb, true, mb, true, mb};
+      {"mlp.shared.c_proj.bias", false, false},   {"mlp.shared_gate.weight", true, false}};
+  const bool moe_present[10] = {true, true, mb, true, mb, true, mb, true, mb, true};
   for (int64_t l : st.layerIds()) {
     const std::string h = "h." + std::to_string(l) + ".";
     const BlockKind kind = st.blockKind(l);
     for (size_t j = 0; j < (kind.moe ? 8 : 12); ++j)
       if (present[j]) v.push_back({h + kBlock[j].name, kBlock[j].decay, kBlock[j].sharded, kBlock[j].sp_partial});
-    for (size_t j = 0; kind.moe && j < (kind.shared_expert ? 9 : 5); ++j) {
+    for (size_t j = 0; kind.moe && j < (kind.shared_expert ? (kind.shared_gate ? 10 : 9) : 5); ++j) {
       if (!moe_present[j]) continue;
       ParamInfo p{h + kMoe[j].name, kMoe[j].decay, false, false, false};
       p.expert = kMoe[j].expert;

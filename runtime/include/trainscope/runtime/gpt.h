@@ -34,12 +34,13 @@ struct MoeWeights {
   at::Tensor fc_w, fc_b;                // (E/EP, F2, C), (E/EP, F2)  this rank's experts' c_fc
   at::Tensor proj_w, proj_b;            // (E/EP, C, F), (E/EP, C)  their c_proj
   at::Tensor shared_fc_w, shared_fc_b;  // (F, C), (F)   undefined without a shared expert
-  at::Tensor shared_proj_w, shared_proj_b;  // (C, F), (C)
+  at::Tensor shared_proj_w, shared_proj_b;  // (C, F), (C)   F: the shared expert's own width (Qwen2-MoE)
+  at::Tensor shared_gate_w;             // (1, C)  Qwen2-MoE's sigmoid gate of the shared expert; else undefined
   int64_t layer = -1;                   // the global layer it belongs to (its expert-load rows)
   bool swiglu = false;                  // SwiGLU experts: c_fc (…, 2F, C) rows [gate; up]; biases may be undefined
 
   bool defined() const { return router_w.defined(); }
-  // In the order of workloads::parameterTensors: router, experts' c_fc w/b, c_proj w/b, shared's.
+  // In the order of workloads::parameterTensors: router, experts' c_fc w/b, c_proj w/b, shared's, its gate.
   std::vector<at::Tensor> flat() const;
 };
 
@@ -69,15 +70,17 @@ struct BlockArch {
   size_t normTensors() const { return rms_norm ? 1 : 2; }
 };
 
-// What a block's flat tensors are: GPT-2's dense 12 (MoE: 8 + 5, + 4 shared), fewer without biases.
+// What a block's flat tensors are: GPT-2's dense 12 (MoE: 8 + 5, + 4 shared, + 1 its gate), fewer
+// without biases.
 struct BlockKind {
   bool moe = false, shared_expert = false;
   int64_t layer = -1;  // global layer number
   BlockArch arch;
+  bool shared_gate = false;  // the shared expert's sigmoid gate (Qwen2-MoE)
   size_t count() const {
     const size_t m = arch.mlp_bias ? 2 : 1;
     return 2 * arch.normTensors() + (arch.qkv_bias ? 2 : 1) + (arch.proj_bias ? 2 : 1) +
-           (moe ? 1 + 2 * m + (shared_expert ? 2 * m : 0) : 2 * m);
+           (moe ? 1 + 2 * m + (shared_expert ? 2 * m + (shared_gate ? 1 : 0) : 0) : 2 * m);
   }
 };
 
@@ -94,7 +97,7 @@ struct BlockWeights {
   BlockArch arch;
 
   bool isMoe() const { return moe.defined(); }
-  BlockKind kind() const { return {isMoe(), moe.shared_fc_w.defined(), moe.layer, arch}; }
+  BlockKind kind() const { return {isMoe(), moe.shared_fc_w.defined(), moe.layer, arch, moe.shared_gate_w.defined()}; }
   std::vector<at::Tensor> flat() const;  // the defined attention/norm tensors above, then the MLP's
   static BlockWeights fromFlat(const at::Tensor* first, const BlockKind& kind);  // reads kind.count()
 };
@@ -116,11 +119,12 @@ struct StageSpec {
   // The rest of the description (withModel): blocks, learned positions (wpe), tied LM head.
   BlockArch arch;
   bool learned_positions = true, tied = true;
+  bool shared_gate = false;  // the shared expert's sigmoid gate (Qwen2-MoE)
 
   int chunks() const { return 1 + static_cast<int>(later_chunks.size()); }
   BlockKind blockKind(int64_t layer) const {
     const bool moe = moe_every > 0 && layer % moe_every == 0;
-    return {moe, moe && shared_expert, layer, arch.atLayer(layer)};
+    return {moe, moe && shared_expert, layer, arch.atLayer(layer), moe && shared_expert && shared_gate};
   }
   StageSpec withModel(const workloads::Workload& w) const;  // this split, with w's architecture
   int64_t layers() const;                // over all chunks

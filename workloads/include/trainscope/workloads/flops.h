@@ -74,9 +74,11 @@ inline StepFlops stepFlops(const Workload& w, int64_t batch, int64_t seq, Recomp
   double fwd_delta = 0;
   if (layer != gpt_layer) fwd_delta += tokens * L * (layer - gpt_layer);
   if (w.isMoe()) {
-    const double experts = double(w.top_k) + (w.shared_expert ? 1.0 : 0.0);
-    const double mlp_delta = tokens * (2.0 * C * double(w.n_experts) + experts * mlpFlopsPerToken(w, w.expertHidden()) -
-                                       mlpFlopsPerToken(w, w.ffnHidden()));
+    // the router, k experts, and the shared expert at its own width with its gate's 2C (Qwen2-MoE)
+    const double shared = w.shared_expert ? mlpFlopsPerToken(w, w.sharedExpertHidden()) +
+                                                (w.shared_expert_gate ? 2.0 * C : 0.0) : 0.0;
+    const double mlp_delta = tokens * (2.0 * C * double(w.n_experts) + double(w.top_k) * mlpFlopsPerToken(w, w.expertHidden()) +
+                                       shared - mlpFlopsPerToken(w, w.ffnHidden()));
     fwd_delta += double(w.moeLayers()) * mlp_delta;  // one forward over all MoE layers
   }
   // The windowed layers' cores sweep windowKeys keys per query, not s (once per forward).

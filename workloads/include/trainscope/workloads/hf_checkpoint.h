@@ -7,6 +7,8 @@
 //   llama, mistral, qwen2 (…ForCausalLM): model.embed_tokens; model.layers.L.input_layernorm,
 //     self_attn.{q,k,v}_proj (c_attn's rows [q; k; v]), self_attn.o_proj, post_attention_layernorm,
 //     mlp.{gate,up}_proj (c_fc's rows [gate; up]), mlp.down_proj; model.norm; lm_head when untied.
+//   qwen2_moe: as qwen2, the MLP being mlp.gate (the router), mlp.experts.E.{gate,up,down}_proj,
+//     mlp.shared_expert.{gate,up,down}_proj and mlp.shared_expert_gate (1, C).
 //   mixtral: as llama, the MLP being block_sparse_moe.gate (the router) and
 //     block_sparse_moe.experts.E.{w1 (gate), w3 (up), w2 (down)} — the layout transformers 5.x
 //     save_pretrained writes and from_pretrained reads (it fuses the experts itself on load).

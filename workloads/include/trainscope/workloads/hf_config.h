@@ -13,7 +13,7 @@
 
 namespace trainscope::workloads {
 
-// "gpt2", "llama", "mistral", "qwen2" or "mixtral": the Hugging Face model_type that builds w as
+// "gpt2", "llama", "mistral", "qwen2", "mixtral" or "qwen2_moe": the Hugging Face model_type that builds w as
 // trainscope does; "" when none does (a GPT-style mixture of experts with GELU experts, a Llama
 // with biases on some linears only, ALiBi, ...), and hfUnsupported(w) says why.
 std::string hfModelType(const Workload& w);

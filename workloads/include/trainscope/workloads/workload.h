@@ -55,13 +55,19 @@ struct Workload {
   // --moe-layer-freq: layer 0 is one) is E experts, each an MLP C -> F -> C of the
   // workload's kind (`mlp`: GELU, or SwiGLU as Mixtral's) and biases, behind a top-k router.
   int64_t n_experts = 0;          // E
-  int64_t top_k = 1;              // k: 1 (Switch) or 2 (GShard, Mixtral)
+  int64_t top_k = 1;              // k: 1 (Switch), 2 (GShard, Mixtral), 4 (Qwen1.5-MoE); at most E
   int64_t moe_every = 1;          // every k-th layer's MLP is a MoE
   int64_t moe_ffn_hidden = 0;     // F, an expert's hidden width; 0: 4C
   double capacity_factor = 0;     // 0: drop-less; else capacity = ceil(cf * tokens * k / E) per expert
   double aux_loss_coeff = 0.01;   // Switch/GShard load-balancing loss E * sum_e f_e * P_e
   double z_loss_coeff = 0;        // router z-loss (ST-MoE): mean over tokens of logsumexp(logits)^2
   bool shared_expert = false;     // one more expert of width F that every token passes through
+  int64_t shared_expert_hidden = 0;  // the shared expert's width; 0: F (Qwen2-MoE's shared_expert_intermediate_size)
+  // Qwen2-MoE's shared_expert_gate: the shared expert's output times sigmoid(x · g), g (C) a Linear(C, 1) without bias.
+  bool shared_expert_gate = false;
+  // The k chosen gates renormalised to sum to 1 (norm_topk_prob): -1 when k > 1 (GShard, Mixtral; Switch's
+  // k = 1 keeps its probability), 1 always, 0 never (Qwen2-MoE's default: the softmax probabilities as they are).
+  int norm_topk_prob = -1;
 
   int64_t headSize() const { return head_dim > 0 ? head_dim : n_embd / n_head; }  // HS
   int64_t kvHeads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
@@ -74,6 +80,8 @@ struct Workload {
   bool moeLayer(int64_t l) const { return isMoe() && l % moe_every == 0; }
   int64_t moeLayers() const;                                          // how many layers have a MoE MLP
   int64_t expertHidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : 4 * n_embd; }  // F
+  int64_t sharedExpertHidden() const { return shared_expert_hidden > 0 ? shared_expert_hidden : expertHidden(); }
+  bool renormalisesGates() const { return norm_topk_prob < 0 ? top_k > 1 : norm_topk_prob == 1; }
   // Analytic parameter count: V*C + Tmax*C + L*(12*C*C + 13*C) + 2*C (tied head) for a dense GPT;
   // each MoE layer's MLP is instead a router E*C and (E + shared) experts of 2*C*F + F + C.
   // Other architectures: docs/architectures.md (checked against transformers' models).
