@@ -1,4 +1,4 @@
-"""A CPU-only shim (`tune --runner hf|accelerate` on CPU trials): let Accelerate run FSDP on Gloo ranks.
+"""A CPU-only shim (`tune --runner hf` on CPU FSDP trials): let Accelerate run FSDP on Gloo ranks.
 
 Accelerate 1.15 (accelerate/state.py, AcceleratorState.__init__) turns an FSDP plugin into
 DistributedType.FSDP only for accelerator backends (MULTI_GPU, MULTI_XPU, ...); on CPU ranks the state
@@ -15,14 +15,11 @@ import inspect
 import os
 
 
-def _fsdp_requested(plugin):
-    return plugin is not None or os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
-
-
 def install():
     if os.environ.get("TRAINSCOPE_PROBE_CPU_FSDP") != "1":
         return
     import accelerate.state as state
+    import torch
 
     cls = state.AcceleratorState
     if getattr(cls, "_trainscope_cpu_fsdp", False):
@@ -37,7 +34,7 @@ def install():
         except TypeError:
             plugin = kw.get("fsdp_plugin")
         if (self.distributed_type == state.DistributedType.MULTI_CPU and getattr(self, "fsdp_plugin", None) is None
-                and plugin is not None and _fsdp_requested(plugin)):
+                and plugin is not None):
             self.distributed_type = state.DistributedType.FSDP
             if self._mixed_precision != "no":
                 plugin.set_mixed_precision(self._mixed_precision)
@@ -48,7 +45,7 @@ def install():
             # "cpu", and refuses the pair ("Inconsistent compute device and `device_id`: cpu vs
             # cpu:0", torch 2.11 _init_utils._get_compute_device). The same device, named as FSDP names it.
             if getattr(self, "device", None) is not None and self.device.type == "cpu":
-                self.device = state.PartialState._shared_state["device"] = state.torch.device("cpu")
+                self.device = state.PartialState._shared_state["device"] = torch.device("cpu")
 
     cls.__init__ = __init__
     cls._trainscope_cpu_fsdp = True
