@@ -88,8 +88,10 @@ def _record_model(p, model):
     its name says."""
     out = {"wrapper": f"{type(model).__module__}.{type(model).__qualname__}"}
     try:
-        out["param_bytes"] = int(sum(t.numel() * t.element_size() for t in model.parameters()))
-        out["param_count"] = int(sum(t.numel() for t in model.parameters()))
+        # FSDP 2's parameters are DTensors, whose numel() is the whole tensor's: count the local shard.
+        local = [t.to_local() if hasattr(t, "to_local") else t for t in model.parameters()]
+        out["param_bytes"] = int(sum(t.numel() * t.element_size() for t in local))
+        out["param_count"] = int(sum(t.numel() for t in local))
     except Exception as e:  # noqa: BLE001 — a wrapper without parameters(): recorded as such
         out["param_error"] = f"{type(e).__name__}: {e}"
     _write_record(os.path.join(p.folder, f"rank{p.rank}.model.json"), out)

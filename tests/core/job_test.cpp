@@ -106,6 +106,21 @@ TEST(Job, ZeroStagesAreDdpShardGradOpAndFullShard) {
   EXPECT_EQ(strategy(rt::ZeroStage::Parameters), "full_shard");
 }
 
+TEST(Job, OnlyACpuFsdpTrialOfTheHfRunnerLoadsTheCpuFsdpShim) {
+  const auto shim = [](tn::JobKind kind, bool cpu, rt::ZeroStage z) {
+    tn::JobOptions o = hf();
+    o.kind = kind;
+    o.cpu = cpu;
+    const auto env = envOf(tn::jobLaunch(o, twoRanks(z), "/d", false, "", 29400));
+    return env.count("TRAINSCOPE_PROBE_CPU_FSDP") ? env.at("TRAINSCOPE_PROBE_CPU_FSDP") : std::string();
+  };
+  EXPECT_EQ(shim(tn::JobKind::Hf, true, rt::ZeroStage::Gradients), "1");
+  EXPECT_EQ(shim(tn::JobKind::Hf, true, rt::ZeroStage::Parameters), "1");
+  EXPECT_EQ(shim(tn::JobKind::Hf, true, rt::ZeroStage::None), "");        // DDP: Accelerate's own MULTI_CPU
+  EXPECT_EQ(shim(tn::JobKind::Hf, false, rt::ZeroStage::Parameters), "");  // GPU trials never load it
+  EXPECT_EQ(shim(tn::JobKind::DeepSpeed, true, rt::ZeroStage::Parameters), "");
+}
+
 TEST(Job, DeepSpeedTrialHandsItsEngineTheExportedConfig) {
   tn::JobOptions o = hf();
   o.kind = tn::JobKind::DeepSpeed;
@@ -175,11 +190,15 @@ TEST(Job, EachRunnerRefusesWhatItsFrameworkDoesNotRun) {
   p.cpu_lanes = 2;
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::Hf, p), "");  // a one-process layout's threads are the job's own
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::Trainscope, p), "");
-  // FSDP (ZeRO-2/3) under the Trainer or Accelerate: on GPUs, not on Gloo CPU ranks (Accelerate wraps DDP).
+  // FSDP (ZeRO-2/3) under the Trainer: on GPUs, and on Gloo CPU ranks through the probe's cpu_fsdp shim
+  // (Accelerate alone wraps DDP there); accelerate launch's CPU FSDP is still refused (not verified).
   p.zero = rt::ZeroStage::Parameters;
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::Hf, p, /*cpu=*/false), "");
-  EXPECT_NE(tn::jobRefusal(tn::JobKind::Hf, p, /*cpu=*/true).find("FSDP only on GPUs"), std::string::npos);
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::Hf, p, /*cpu=*/true), "");
+  p.zero = rt::ZeroStage::Gradients;
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::Hf, p, /*cpu=*/true), "");
   EXPECT_NE(tn::jobRefusal(tn::JobKind::Accelerate, p, /*cpu=*/true).find("--zero 0"), std::string::npos);
+  p.zero = rt::ZeroStage::Parameters;
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::DeepSpeed, p, /*cpu=*/true), "");  // DeepSpeed's ZeRO runs on CPU ranks
   // torchtitan's experts borrow their ranks from dp_shard x cp x tp: FSDP's data-parallel ranks lend
   // them, replicated ones (ZeRO 0/1) do not.

@@ -150,8 +150,8 @@ TEST(FrameworkPrediction, ExportPricesTheTargetsFrameworkBesideThisRuntimes) {
 
 // Issue 34: a CPU study's export prints the job's prediction as its runner would run it on the Gloo
 // ranks (the fsdp profile's host work over the CPU rates; a Trainer on CPU runs DDP), the same time
-// `predict --framework fsdp` gives there; FSDP itself, which Accelerate runs only on GPUs, and ZeRO-1
-// under the Trainer get the runner's reason instead of a number.
+// `predict --framework fsdp` gives there; FSDP (SHARD_GRAD_OP / FULL_SHARD) is named as such, and ZeRO-1
+// under the Trainer gets the runner's reason instead of a number.
 TEST(FrameworkPrediction, ACpuStudyPricesTheJobAsItsRunnerRunsItThere) {
   tn::StudyInputs cpu;
   cpu.cluster = "cpu-local";
@@ -178,13 +178,16 @@ TEST(FrameworkPrediction, ACpuStudyPricesTheJobAsItsRunnerRunsItThere) {
   const std::string ds = tn::frameworkPrediction(cpu, c, tn::Framework::Deepspeed);
   EXPECT_EQ(ds.rfind(ds_want, 0), 0u) << ds;
   if (!ds_fitted) EXPECT_NE(ds.find("--fit frameworks.deepspeed.host_op_s"), std::string::npos) << ds;
-  // FULL_SHARD / SHARD_GRAD_OP on CPU ranks would run as DDP: no FSDP number, the reason and the fix.
+  // SHARD_GRAD_OP / FULL_SHARD on CPU ranks: --runner hf runs them as FSDP (the probe's cpu_fsdp shim),
+  // priced and named as such.
   for (rt::ZeroStage z : {rt::ZeroStage::Gradients, rt::ZeroStage::Parameters}) {
     c.zero = z;
     const std::string fsdp = tn::frameworkPrediction(cpu, c, tn::Framework::Fsdp);
-    EXPECT_EQ(fsdp.rfind("no PyTorch FSDP prediction on cpu-local: ", 0), 0u) << fsdp;
-    EXPECT_NE(fsdp.find("FSDP only on GPUs"), std::string::npos) << fsdp;
-    EXPECT_NE(fsdp.find("--cluster a100-80gb-x8"), std::string::npos) << fsdp;
+    const std::string name = z == rt::ZeroStage::Gradients ? "SHARD_GRAD_OP" : "FULL_SHARD";
+    EXPECT_EQ(fsdp.rfind("predicted on cpu-local: Hugging Face Trainer (FSDP " + name + ") ", 0), 0u) << fsdp;
+    std::snprintf(want, sizeof(want), ") %.4g s/step",
+                  tn::predictTime(c.model, tn::planOf(c), cl, {-1.0, tn::Framework::Fsdp}).step_s);
+    EXPECT_NE(fsdp.find(want), std::string::npos) << fsdp << " / " << want;
     EXPECT_EQ(tn::frameworkPrediction(cpu, c, tn::Framework::Deepspeed).rfind(ds_want, 0), 0u);
   }
   c.zero = rt::ZeroStage::OptimizerStates;

@@ -7,12 +7,14 @@ Each case runs examples/hf_trainer.py (a plain Transformers Trainer script, synt
 download) under torchrun on Gloo CPU ranks, measured by python/trainscope_probe:
   probe        the probe alone in a plain loop: its rows, an out-of-memory exit under the limit (3)
                with its record, a crash's fault record
-  tune_gpt2    tiny GPT-2 on 1-2 ranks, DDP exhaustively (FSDP SHARD_GRAD_OP / FULL_SHARD are refused
-               on CPU ranks, naming why: Accelerate wraps them in DDP); every trial's run database
-               has the probe's steps; the pick is the fastest measured; the winner's trial ran the
-               exports `trainscope export` gives for it
-  cpu_fsdp     the exported FULL_SHARD TrainingArguments (FSDP 1 and 2) on 2 Gloo ranks: Accelerate runs
-               DDP (MULTI_CPU, every parameter on every rank), the ground of the CPU refusal of FSDP
+  tune_gpt2    tiny GPT-2 on 1-2 ranks, DDP and FSDP SHARD_GRAD_OP / FULL_SHARD (2 ranks) x micro-batch
+               x accumulation x gradient checkpointing, exhaustively; every trial's run database has the
+               probe's steps, each rank stepped the wrapper its layout names (FSDP holding its shard),
+               FSDP's losses are DDP's at the same batch; the pick is the fastest measured; the winner's
+               trial ran the exports `trainscope export` gives for it
+  cpu_fsdp     FSDP 1 FULL_SHARD / SHARD_GRAD_OP and FSDP 2 FULL_SHARD on 2 Gloo ranks through the
+               probe's cpu_fsdp shim (Accelerate alone runs DDP there): FSDP in Accelerate's state and
+               the stepped module, half the parameter bytes per rank, DDP's losses within LOSS_RTOL
   tune_llama   the tiny Llama on one rank: micro-batch x accumulation x gradient checkpointing, a
                profile trial's Kineto trace imported into its database
   deepspeed    --runner deepspeed: examples/deepspeed_train.py on 2 CPU ranks, ZeRO 0-3 x micro-batch,
@@ -168,19 +170,21 @@ def exported(ts, study, candidate, fmt):
 
 
 def case_tune_gpt2(ts, work):
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    from tiny_models import model_of
+    full = sum(t.numel() * t.element_size() for t in model_of("gpt2").parameters())
     study, r = tune(ts, work, "hf-gpt2", ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "1,2",
-                                          "--mbs", "2", "--ckpt", "none", "--zero", "0,2,3", "--exhaustive",
+                                          "--mbs", "1,2", "--ckpt", "none,full", "--zero", "0,2,3", "--exhaustive",
                                           "--trial-steps", "4", "--mem-limit", "3G",
                                           "--entry", SCRIPT + " --model gpt2 --seq 32"])
     trials = r["trials"]
-    check(len(trials) >= 2, f"{len(trials)} trials: {trials}")
-    # FSDP on Gloo CPU ranks would run as DDP (Accelerate turns FSDP on only for accelerators): the
-    # ZeRO-2/3 candidates are rejected before anything runs, with the reason and the fix.
-    fsdp = [c for c in r["ranked"] if c["rejected"] and "FSDP only on GPUs" in c["rejected"]]
-    check(fsdp and all("--zero 0" in c["rejected"] for c in fsdp), f"FSDP not refused on CPU: {r['ranked']}")
+    check(len(trials) >= 12, f"{len(trials)} trials: {trials}")
+    # FSDP runs on Gloo CPU ranks (the probe's cpu_fsdp shim): no ZeRO-2/3 candidate is refused for it.
+    refused = [c for c in r["ranked"] if c["rejected"] and "FSDP only on GPUs" in c["rejected"]]
+    check(not refused, f"FSDP refused on CPU: {refused}")
     bad = [t for t in trials if t["status"] != "ok"]
     check(not bad, f"trials failed: {bad}")
-    seen = set()
+    seen, runs = set(), {}
     for t in trials:
         rows, meta, _ = steps_of(t["db"])
         check(meta.get("source") == "probe", f"{t['db']}: source {meta.get('source')}")
@@ -188,21 +192,38 @@ def case_tune_gpt2(ts, work):
         world = int(meta["world_size"])
         check(len({row[0] for row in rows}) == world, f"{t['db']}: ranks {rows}")
         check(all(row[2] == 4 * 32 for row in rows), f"{t['db']}: tokens per step {rows}")
-        check(ta["per_device_train_batch_size"] == 2 and ta["gradient_accumulation_steps"] == 2 // world,
-              f"training args {ta}")
-        seen.add("ddp" if not ta.get("fsdp") else ta["fsdp_config"]["reshard_after_forward"])
-        # The module each rank stepped (the probe's record): DDP holding the whole model, at 1 rank too
-        # (torchrun's LOCAL_RANK makes Accelerate's state MULTI_CPU).
+        mbs = ta["per_device_train_batch_size"]
+        check(mbs in (1, 2) and ta["gradient_accumulation_steps"] == 4 // (mbs * world), f"training args {ta}")
+        layout = "ddp" if not ta.get("fsdp") else ta["fsdp_config"]["reshard_after_forward"]
+        seen.add((world, layout, mbs, ta["gradient_checkpointing"]))
+        # The module each rank stepped (the probe's records): DDP holding the whole model (at 1 rank too:
+        # torchrun's LOCAL_RANK makes Accelerate's state MULTI_CPU), or FSDP holding its shard.
         for rank in range(world):
             m = json.load(open(os.path.join(trial_dir(t), "probe", f"rank{rank}.model.json")))
-            check(m["wrapper"].endswith("DistributedDataParallel"), f"{t['db']}: rank {rank} stepped {m}")
+            state = json.load(open(os.path.join(trial_dir(t), "probe", f"rank{rank}.accelerate.json")))
+            if layout == "ddp":
+                check(m["wrapper"].endswith("DistributedDataParallel") and m["param_bytes"] == full,
+                      f"{t['db']}: rank {rank} stepped {m}")
+            else:
+                check(state["distributed_type"] == "FSDP" and m["wrapper"].endswith("FullyShardedDataParallel")
+                      and m["param_bytes"] < 0.6 * full, f"{t['db']}: {layout} rank {rank}: {state} {m}")
         check(t["step_s"] > 0 and t["peak_bytes"] > 0, f"figures {t}")
         # torchrun gives each of 2 ranks a node one intra-op thread; one rank keeps torch's default.
         if world > 1:
             check_threads(t, world, "1", 1, "torchrun")
         else:
             check_threads(t, world, None, None, "none")
-    check(seen == {"ddp"}, f"layouts measured: {seen}")
+        folder = os.path.join(trial_dir(t), "probe")
+        runs[(world, layout, mbs, ta["gradient_checkpointing"])] = {
+            rank: [json.loads(x)["loss"] for x in open(os.path.join(folder, f"rank{rank}.steps.jsonl"))]
+            for rank in range(world)}
+    layouts = {(w, l) for w, l, _, _ in seen}
+    check(layouts == {(1, "ddp"), (2, "ddp"), (2, "shard_grad_op"), (2, "full_shard")}, f"layouts measured: {sorted(seen)}")
+    check({(m, c) for _, _, m, c in seen} == {(1, False), (1, True), (2, False), (2, True)}, f"measured {sorted(seen)}")
+    # The same global batch gives the same losses under DDP and either FSDP (fp32, LOSS_RTOL).
+    for (world, layout, mbs, ckpt), losses in runs.items():
+        if layout != "ddp":
+            same_losses(f"{layout} mbs {mbs} ckpt {ckpt}", losses, runs[(world, "ddp", mbs, ckpt)])
     measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
     best = min(measured, key=measured.get)
     check(r["recommended"] == best, f"recommended {r['recommended']}, fastest measured {best}: {measured}")
@@ -219,7 +240,7 @@ def case_tune_gpt2(ts, work):
     check(p.returncode == 0 and "note: predicted on cpu-local: Hugging Face Trainer/Accelerate (DDP) " in p.stderr
           and "this runtime " in p.stderr, f"export's prediction note: {p.stderr}")
     print([line for line in p.stderr.splitlines() if "predicted on" in line][0])
-    print(f"tune_gpt2: {len(trials)} trials, layouts {sorted(seen)}, pick {r['recommended']} "
+    print(f"tune_gpt2: {len(trials)} trials, layouts {sorted(layouts)}, pick {r['recommended']} "
           f"{measured[r['recommended']] * 1e3:.1f} ms/step")
 
 
@@ -230,47 +251,91 @@ def free_port():
         return so.getsockname()[1]
 
 
+# The equivalence bound: FSDP's and DDP's per-rank losses, step by step, in fp32 (relative). The two
+# reduce the same gradients in another order (reduce-scatter of flat shards against DDP's buckets),
+# so they differ in the last bits; measured 2026-12-07 (4 steps, tiny GPT-2): see docs/tuner.md.
+LOSS_RTOL = 1e-5
+
+
+def run_direct(work, name, fsdp_config, shim=True):
+    """examples/hf_trainer.py on 2 Gloo ranks as a trial runs it (torchrun, the probe's sitecustomize,
+    the candidate's TrainingArguments): 4 steps of micro-batch 2. Returns (per-rank losses per step,
+    per-rank probe records)."""
+    folder = os.path.join(work, name)
+    subprocess.run(["rm", "-rf", folder], check=True)
+    os.makedirs(folder)
+    ta = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "use_cpu": True, "max_steps": 4,
+          "learning_rate": 1e-3}
+    if fsdp_config:
+        ta.update(fsdp=True, fsdp_config=fsdp_config)
+    with open(os.path.join(folder, "training_args.json"), "w") as f:
+        json.dump(ta, f)
+    env = dict(os.environ, PYTHONPATH=os.path.join(PROBE, "trainscope_probe", "site") + ":" + PROBE,
+               TRAINSCOPE_PROBE_DIR=os.path.join(folder, "probe"), TRAINSCOPE_OUTPUT_DIR=os.path.join(folder, "out"),
+               TRAINSCOPE_TRAINING_ARGS=os.path.join(folder, "training_args.json"), OMP_NUM_THREADS="1",
+               TRAINSCOPE_PROBE_CPU_FSDP="1" if shim else "0")
+    cmd = [PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+           SCRIPT, "--model", "gpt2", "--seq", "32", "--steps", "4"]
+    p = subprocess.run(cmd, env=env, cwd=folder, capture_output=True, text=True, timeout=600)
+    check(p.returncode == 0, f"{name} on 2 CPU ranks exited {p.returncode}: {p.stderr[-3000:]}")
+    losses, records = {}, {}
+    for rank in (0, 1):
+        d = os.path.join(folder, "probe")
+        losses[rank] = [json.loads(x)["loss"] for x in open(os.path.join(d, f"rank{rank}.steps.jsonl"))]
+        records[rank] = (json.load(open(os.path.join(d, f"rank{rank}.accelerate.json"))),
+                         json.load(open(os.path.join(d, f"rank{rank}.model.json"))))
+    return losses, records
+
+
+def same_losses(name, got, want, rtol=LOSS_RTOL):
+    worst = 0.0
+    for rank in want:
+        check(len(got[rank]) == len(want[rank]) > 0, f"{name}: rank {rank} steps {got[rank]} / {want[rank]}")
+        for a, b in zip(got[rank], want[rank]):
+            worst = max(worst, abs(a - b) / abs(b))
+    check(worst <= rtol, f"{name}: losses {got} differ from DDP's {want} by {worst:.2e} (relative; bound {rtol:g})")
+    return worst
+
+
 def case_cpu_fsdp(ts, work):
-    """What the CPU refusal of FSDP (tuner/src/job.cpp jobRefusal) stands on: the exported FULL_SHARD
-    TrainingArguments, FSDP 1 and FSDP 2, run by the unmodified script on 2 Gloo ranks as a trial runs
-    it. Accelerate keeps MULTI_CPU, drops the plugin, and the Trainer steps a DistributedDataParallel
-    holding every parameter on each rank (a FULL_SHARD rank would hold about half). If this fails
-    because the rank ran FSDP, Accelerate now shards on CPU ranks: lift the refusal and tune FSDP."""
+    """FSDP through the Trainer on 2 Gloo CPU ranks, as a --runner hf trial runs it (the probe's
+    cpu_fsdp shim lifts Accelerate's accelerator-only FSDP gate): the exported FULL_SHARD and
+    SHARD_GRAD_OP (FSDP 1), and FULL_SHARD as FSDP 2 (fully_shard), each (a) is FSDP in Accelerate's
+    state and in the module the Trainer steps, (b) holds about half the model's parameter bytes per
+    rank (FULL_SHARD; SHARD_GRAD_OP's are sharded between steps too), and (c) gives DDP's losses, per
+    rank and step, within LOSS_RTOL (fp32, the same global batch). Without the shim the FULL_SHARD run
+    is DDP (Accelerate's MULTI_CPU), so (a) and (b) fail on the code before it."""
     import torch
     import transformers
     sys.path.insert(0, os.path.dirname(SCRIPT))
     from tiny_models import model_of
     full = sum(t.numel() * t.element_size() for t in model_of("gpt2").parameters())
-    for version in (1, 2):
-        folder = os.path.join(work, f"cpu-fsdp{version}")
-        subprocess.run(["rm", "-rf", folder], check=True)
-        os.makedirs(folder)
-        ta = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "use_cpu": True, "max_steps": 2,
-              "fsdp": True, "fsdp_config": {"version": version, "reshard_after_forward": "full_shard" if version == 1 else True,
-                                            "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-                                            "transformer_layer_cls_to_wrap": ["GPT2Block"], "use_orig_params": True,
-                                            "sync_module_states": False}}
-        with open(os.path.join(folder, "training_args.json"), "w") as f:
-            json.dump(ta, f)
-        env = dict(os.environ, PYTHONPATH=os.path.join(PROBE, "trainscope_probe", "site") + ":" + PROBE,
-                   TRAINSCOPE_PROBE_DIR=os.path.join(folder, "probe"), TRAINSCOPE_OUTPUT_DIR=os.path.join(folder, "out"),
-                   TRAINSCOPE_TRAINING_ARGS=os.path.join(folder, "training_args.json"), OMP_NUM_THREADS="1")
-        cmd = [PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-               SCRIPT, "--model", "gpt2", "--seq", "32", "--steps", "2"]
-        p = subprocess.run(cmd, env=env, cwd=folder, capture_output=True, text=True, timeout=600)
-        check(p.returncode == 0, f"FSDP {version} on 2 CPU ranks exited {p.returncode}: {p.stderr[-3000:]}")
-        for rank in (0, 1):
-            state = json.load(open(os.path.join(folder, "probe", f"rank{rank}.accelerate.json")))
-            model = json.load(open(os.path.join(folder, "probe", f"rank{rank}.model.json")))
-            print(f"FSDP {version} requested, rank {rank}: {state['distributed_type']}, fsdp plugin "
-                  f"{state['fsdp_sharding_strategy']}, {model['wrapper']}, {model['param_bytes']} of {full} bytes "
-                  f"(accelerate {__import__('accelerate').__version__}, transformers {transformers.__version__}, "
-                  f"torch {torch.__version__})")
-            sharded = state["distributed_type"] != "MULTI_CPU" or model["param_bytes"] < full
-            check(not sharded, f"Accelerate ran FSDP {version} on Gloo CPU ranks ({state}, {model}): lift the CPU "
-                  "refusal of ZeRO-2/3 in tuner/src/job.cpp jobRefusal and tune FSDP trials on CPU (docs/tuner.md)")
-            check(state["fsdp_sharding_strategy"] is None and model["wrapper"].endswith("DistributedDataParallel")
-                  and model["param_bytes"] == full, f"rank {rank}: {state} {model}")
+    versions = f"accelerate {__import__('accelerate').__version__}, transformers {transformers.__version__}, torch {torch.__version__}"
+    ddp, recs = run_direct(work, "cpu-ddp", None)
+    for rank, (state, model) in recs.items():
+        check(state["distributed_type"] == "MULTI_CPU" and model["wrapper"].endswith("DistributedDataParallel")
+              and model["param_bytes"] == full, f"DDP rank {rank}: {state} {model}")
+
+    def fsdp1(strategy):
+        return {"version": 1, "reshard_after_forward": strategy, "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+                "transformer_layer_cls_to_wrap": ["GPT2Block"], "use_orig_params": True, "sync_module_states": False}
+
+    cases = [("fsdp1-full", fsdp1("full_shard"), "FullyShardedDataParallel"),
+             ("fsdp1-grad", fsdp1("shard_grad_op"), "FullyShardedDataParallel"),
+             ("fsdp2-full", dict(fsdp1(True), version=2), "FSDPGPT2LMHeadModel")]
+    for name, config, wrapper in cases:
+        losses, recs = run_direct(work, "cpu-" + name, config)
+        held = 0
+        for rank, (state, model) in recs.items():
+            check(state["distributed_type"] == "FSDP" and state["fsdp_sharding_strategy"] is not None,
+                  f"{name} rank {rank}: Accelerate's state {state} ({versions})")
+            check(model["wrapper"].endswith(wrapper), f"{name} rank {rank} stepped {model}")
+            check(model["param_bytes"] < 0.6 * full, f"{name} rank {rank} holds {model['param_bytes']} of {full} bytes")
+            held += model["param_bytes"]
+        check(held >= full, f"{name}: the ranks hold {held} bytes together, the model {full}")
+        worst = same_losses(name, losses, ddp)
+        print(f"{name}: FSDP on both ranks, {[r[1]['param_bytes'] for r in recs.values()]} of {full} parameter "
+              f"bytes; losses within {worst:.1e} of DDP's ({versions})")
 
 
 def case_tune_llama(ts, work):

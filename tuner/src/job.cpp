@@ -135,7 +135,9 @@ std::string jobRefusal(JobKind kind, const Plan& p, bool cpu) {
       // Accelerate 1.15's state turns FSDP on only for accelerators (MULTI_GPU, MULTI_XPU, …): on Gloo
       // CPU ranks it stays MULTI_CPU, drops the FSDP plugin and the Trainer wraps the model in DDP, so
       // the trial would measure DDP under FSDP's name (probe/rankR.accelerate.json recorded it).
-      if (cpu && p.zero >= rt::ZeroStage::Gradients)
+      // --runner hf's CPU trials lift that one gate in the trial's interpreter (the probe's
+      // cpu_fsdp shim, TRAINSCOPE_PROBE_CPU_FSDP, jobLaunch); accelerate launch's are not verified.
+      if (cpu && kind == JobKind::Accelerate && p.zero >= rt::ZeroStage::Gradients)
         return runner + ": Accelerate runs FSDP only on GPUs (on CPU ranks it wraps the model in DDP, so the trial "
                "would measure DDP): --zero 0 on a CPU cluster";
       return "";
@@ -302,6 +304,9 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
   if (o.kind == JobKind::Hf || o.kind == JobKind::Accelerate)
     L.env.push_back({"TRAINSCOPE_TRAINING_ARGS", dir + "/training_args.json"});
   if (o.cpu && o.kind == JobKind::DeepSpeed) L.env.push_back({"DS_ACCELERATOR", "cpu"});
+  // A CPU FSDP trial of --runner hf: the probe lifts Accelerate's accelerator-only FSDP gate in the
+  // ranks (python/trainscope_probe/cpu_fsdp.py; docs/tuner.md). GPU trials never load the shim.
+  if (o.cpu && o.kind == JobKind::Hf && fsdpLayout(c)) L.env.push_back({"TRAINSCOPE_PROBE_CPU_FSDP", "1"});
   if (slurm) L.env.insert(L.env.end(), {{"TRAINSCOPE_PROBE_SLURM", "1"}, {"MASTER_PORT", std::to_string(port)}});
   rankThreads(L, o, c, slurm);
   return L;

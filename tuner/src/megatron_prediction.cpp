@@ -46,8 +46,12 @@ namespace {
 // `frameworks` constants). A plan the runner would not run as exported gets the reason instead.
 std::string cpuFrameworkPrediction(const Cluster& cl, const runconfig::TrainConfig& c, const Plan& p, Framework f) {
   const JobKind runner = f == Framework::Deepspeed ? JobKind::DeepSpeed : JobKind::Hf;
-  // Accelerate runs FSDP only on accelerators: on CPU ranks the Trainer's job is DDP (job.cpp).
-  const char* who = f == Framework::Deepspeed ? "DeepSpeed" : "Hugging Face Trainer/Accelerate (DDP)";
+  // The Trainer's layout on these ranks: DDP, or FSDP over dp > 1 (--runner hf's CPU trials run it
+  // through the probe's cpu_fsdp shim, job.cpp).
+  const char* who = f == Framework::Deepspeed                                     ? "DeepSpeed"
+                    : p.dp <= 1 || c.zero < runconfig::ZeroStage::Gradients       ? "Hugging Face Trainer/Accelerate (DDP)"
+                    : c.zero == runconfig::ZeroStage::Gradients                   ? "Hugging Face Trainer (FSDP SHARD_GRAD_OP)"
+                                                                                   : "Hugging Face Trainer (FSDP FULL_SHARD)";
   const std::string refusal = jobRefusal(runner, p, /*cpu=*/true);
   if (!refusal.empty())
     return std::string("no ") + (f == Framework::Deepspeed ? "DeepSpeed" : "PyTorch FSDP") + " prediction on " +

@@ -25,6 +25,8 @@ def _chain_next_sitecustomize():
 
 
 _HOOKS = {"transformers.trainer": "trainscope_probe.hf", "deepspeed.runtime.engine": "trainscope_probe.ds"}
+if os.environ.get("TRAINSCOPE_PROBE_CPU_FSDP") == "1":  # CPU trials only: Accelerate's FSDP on Gloo ranks
+    _HOOKS["accelerate.state"] = "trainscope_probe.cpu_fsdp"
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
