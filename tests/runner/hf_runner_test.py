@@ -16,7 +16,8 @@ download) under torchrun on Gloo CPU ranks, measured by python/trainscope_probe:
                probe's cpu_fsdp shim (Accelerate alone runs DDP there): FSDP in Accelerate's state and
                the stepped module, half the parameter bytes per rank, DDP's losses within LOSS_RTOL
   tune_llama   the tiny Llama on one rank: micro-batch x accumulation x gradient checkpointing, a
-               profile trial's Kineto trace imported into its database
+               profile trial's Kineto trace imported into its database; on 2 ranks (micro-batch 2, no
+               checkpointing): DDP and FSDP SHARD_GRAD_OP / FULL_SHARD, checked as tune_gpt2's trials are
   deepspeed    --runner deepspeed: examples/deepspeed_train.py on 2 CPU ranks, ZeRO 0-3 x micro-batch,
                each engine built from its trial's exported ds_config.json (DeepSpeedConfig parses it);
                each rank given one intra-op thread (the runner's, as torchrun does), a user's value kept;
@@ -169,21 +170,12 @@ def exported(ts, study, candidate, fmt):
     return p.stdout
 
 
-def case_tune_gpt2(ts, work):
-    sys.path.insert(0, os.path.dirname(SCRIPT))
-    from tiny_models import model_of
-    full = sum(t.numel() * t.element_size() for t in model_of("gpt2").parameters())
-    study, r = tune(ts, work, "hf-gpt2", ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "1,2",
-                                          "--mbs", "1,2", "--ckpt", "none,full", "--zero", "0,2,3", "--exhaustive",
-                                          "--trial-steps", "4", "--mem-limit", "3G",
-                                          "--entry", SCRIPT + " --model gpt2 --seq 32"])
-    trials = r["trials"]
-    check(len(trials) >= 12, f"{len(trials)} trials: {trials}")
-    # FSDP runs on Gloo CPU ranks (the probe's cpu_fsdp shim): no ZeRO-2/3 candidate is refused for it.
-    refused = [c for c in r["ranked"] if c["rejected"] and "FSDP only on GPUs" in c["rejected"]]
-    check(not refused, f"FSDP refused on CPU: {refused}")
-    bad = [t for t in trials if t["status"] != "ok"]
-    check(not bad, f"trials failed: {bad}")
+def layouts_measured(trials, full, mbs_choices):
+    """Each trial's run database and probe records (gbs 4, seq 32): the probe's steps on every rank, and
+    the module each rank stepped and its intra-op threads — DDP holding the whole model (at 1 rank too: torchrun's LOCAL_RANK makes
+    Accelerate's state MULTI_CPU), or FSDP in Accelerate's state holding its shard (under 0.6 of the
+    model's `full` parameter bytes). Returns the set of (ranks, layout, micro-batch, checkpointing)
+    measured and each one's per-rank losses per step."""
     seen, runs = set(), {}
     for t in trials:
         rows, meta, _ = steps_of(t["db"])
@@ -193,11 +185,9 @@ def case_tune_gpt2(ts, work):
         check(len({row[0] for row in rows}) == world, f"{t['db']}: ranks {rows}")
         check(all(row[2] == 4 * 32 for row in rows), f"{t['db']}: tokens per step {rows}")
         mbs = ta["per_device_train_batch_size"]
-        check(mbs in (1, 2) and ta["gradient_accumulation_steps"] == 4 // (mbs * world), f"training args {ta}")
+        check(mbs in mbs_choices and ta["gradient_accumulation_steps"] == 4 // (mbs * world), f"training args {ta}")
         layout = "ddp" if not ta.get("fsdp") else ta["fsdp_config"]["reshard_after_forward"]
         seen.add((world, layout, mbs, ta["gradient_checkpointing"]))
-        # The module each rank stepped (the probe's records): DDP holding the whole model (at 1 rank too:
-        # torchrun's LOCAL_RANK makes Accelerate's state MULTI_CPU), or FSDP holding its shard.
         for rank in range(world):
             m = json.load(open(os.path.join(trial_dir(t), "probe", f"rank{rank}.model.json")))
             state = json.load(open(os.path.join(trial_dir(t), "probe", f"rank{rank}.accelerate.json")))
@@ -217,16 +207,45 @@ def case_tune_gpt2(ts, work):
         runs[(world, layout, mbs, ta["gradient_checkpointing"])] = {
             rank: [json.loads(x)["loss"] for x in open(os.path.join(folder, f"rank{rank}.steps.jsonl"))]
             for rank in range(world)}
-    layouts = {(w, l) for w, l, _, _ in seen}
-    check(layouts == {(1, "ddp"), (2, "ddp"), (2, "shard_grad_op"), (2, "full_shard")}, f"layouts measured: {sorted(seen)}")
-    check({(m, c) for _, _, m, c in seen} == {(1, False), (1, True), (2, False), (2, True)}, f"measured {sorted(seen)}")
-    # The same global batch gives the same losses under DDP and either FSDP (fp32, LOSS_RTOL).
+    return seen, runs
+
+
+def same_as_ddp(runs):
+    """The same global batch gives the same losses under DDP and either FSDP (fp32, LOSS_RTOL)."""
     for (world, layout, mbs, ckpt), losses in runs.items():
         if layout != "ddp":
-            same_losses(f"{layout} mbs {mbs} ckpt {ckpt}", losses, runs[(world, "ddp", mbs, ckpt)])
+            same_losses(f"{world} ranks {layout} mbs {mbs} ckpt {ckpt}", losses, runs[(world, "ddp", mbs, ckpt)])
+
+
+def fastest_measured(r):
+    """The pick is the fastest measured candidate. Returns (measured step seconds by candidate, pick)."""
     measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
     best = min(measured, key=measured.get)
     check(r["recommended"] == best, f"recommended {r['recommended']}, fastest measured {best}: {measured}")
+    return measured, best
+
+
+def case_tune_gpt2(ts, work):
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    from tiny_models import model_of
+    full = sum(t.numel() * t.element_size() for t in model_of("gpt2").parameters())
+    study, r = tune(ts, work, "hf-gpt2", ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "1,2",
+                                          "--mbs", "1,2", "--ckpt", "none,full", "--zero", "0,2,3", "--exhaustive",
+                                          "--trial-steps", "4", "--mem-limit", "3G",
+                                          "--entry", SCRIPT + " --model gpt2 --seq 32"])
+    trials = r["trials"]
+    check(len(trials) >= 12, f"{len(trials)} trials: {trials}")
+    # FSDP runs on Gloo CPU ranks (the probe's cpu_fsdp shim): no ZeRO-2/3 candidate is refused for it.
+    refused = [c for c in r["ranked"] if c["rejected"] and "FSDP only on GPUs" in c["rejected"]]
+    check(not refused, f"FSDP refused on CPU: {refused}")
+    bad = [t for t in trials if t["status"] != "ok"]
+    check(not bad, f"trials failed: {bad}")
+    seen, runs = layouts_measured(trials, full, (1, 2))
+    layouts = {(w, l) for w, l, _, _ in seen}
+    check(layouts == {(1, "ddp"), (2, "ddp"), (2, "shard_grad_op"), (2, "full_shard")}, f"layouts measured: {sorted(seen)}")
+    check({(m, c) for _, _, m, c in seen} == {(1, False), (1, True), (2, False), (2, True)}, f"measured {sorted(seen)}")
+    same_as_ddp(runs)
+    measured, best = fastest_measured(r)
     # The winner's exports are the configuration its trials ran.
     win = [t for t in trials if t["candidate"] == r["recommended"]][-1]
     ran = json.load(open(os.path.join(trial_dir(win), "training_args.json")))
@@ -358,7 +377,26 @@ def case_tune_llama(ts, work):
           f"{profiled[0]['db']}: the probe's {profiled[0]['steps']} steps replace the trace's 2: {rows}")
     p = subprocess.run([ts, "report", profiled[0]["db"]], capture_output=True, text=True, timeout=120)
     check(p.returncode == 0, f"report on an external trial: {p.stderr}")
-    print(f"tune_llama: {len(trials)} trials, pick {r['recommended']}")
+    print(f"tune_llama: 1 rank, {len(trials)} trials, pick {r['recommended']}")
+    # On 2 Gloo ranks: DDP and FSDP SHARD_GRAD_OP / FULL_SHARD (the probe's cpu_fsdp shim), one micro-batch
+    # without checkpointing (the 1-rank study above covers those axes) — each rank stepped the wrapper its
+    # layout names, an FSDP rank holding its shard; FSDP's losses are DDP's; the pick is the fastest measured.
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    from tiny_models import model_of
+    full = sum(t.numel() * t.element_size() for t in model_of("llama").parameters())
+    study, r = tune(ts, work, "hf-llama-2r", ["--workload", "tiny-llama", "--gbs", "4", "--seq", "32", "--ranks", "2",
+                                              "--mbs", "2", "--ckpt", "none", "--zero", "0,2,3", "--exhaustive",
+                                              "--trial-steps", "4", "--mem-limit", "3G",
+                                              "--entry", SCRIPT + " --model llama --seq 32"])
+    trials = r["trials"]
+    check(all(t["status"] == "ok" for t in trials), f"trials failed: {[t for t in trials if t['status'] != 'ok']}")
+    seen, runs = layouts_measured(trials, full, (2,))
+    check(seen == {(2, "ddp", 2, False), (2, "shard_grad_op", 2, False), (2, "full_shard", 2, False)},
+          f"layouts measured: {sorted(seen)}")
+    same_as_ddp(runs)
+    measured, best = fastest_measured(r)
+    print(f"tune_llama: 2 ranks, {len(trials)} trials, layouts {sorted(seen)}, pick {best} "
+          f"{measured[best] * 1e3:.1f} ms/step")
 
 
 def leftover(marker):
