@@ -16,7 +16,7 @@ download) under torchrun on Gloo CPU ranks, measured by python/trainscope_probe:
                probe's cpu_fsdp shim (Accelerate alone runs DDP there): FSDP in Accelerate's state and
                the stepped module, half the parameter bytes per rank, DDP's losses within LOSS_RTOL
   tune_llama   the tiny Llama on one rank: micro-batch x accumulation x gradient checkpointing, a
-               profile trial's Kineto trace imported into its database; on 2 ranks (micro-batch 2, no
+               profile trial's Kineto trace imported into its database and opened in the viewer; on 2 ranks (micro-batch 2, no
                checkpointing): DDP and FSDP SHARD_GRAD_OP / FULL_SHARD, checked as tune_gpt2's trials are
   deepspeed    --runner deepspeed: examples/deepspeed_train.py on 2 CPU ranks, ZeRO 0-3 x micro-batch,
                each engine built from its trial's exported ds_config.json (DeepSpeedConfig parses it);
@@ -377,6 +377,18 @@ def case_tune_llama(ts, work):
           f"{profiled[0]['db']}: the probe's {profiled[0]['steps']} steps replace the trace's 2: {rows}")
     p = subprocess.run([ts, "report", profiled[0]["db"]], capture_output=True, text=True, timeout=120)
     check(p.returncode == 0, f"report on an external trial: {p.stderr}")
+    # ... and opens in the viewer (headless, an Xvfb of its own): the probe's steps and the trace's host
+    # ops drawn on the rank's rows (the viewer's --layout record of what it drew).
+    viewer = os.path.join(os.path.dirname(ts), "trainscope-viewer")
+    png, drawn = os.path.join(work, "hf-llama-trial.png"), os.path.join(work, "hf-llama-trial.json")
+    for f in (png, drawn):
+        if os.path.exists(f):
+            os.remove(f)
+    p = subprocess.run(["xvfb-run", "-a", viewer, profiled[0]["db"], "--size", "1200x800", "--frames", "2",
+                        "--screenshot", png, "--layout", drawn], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0 and os.path.getsize(png) > 0, f"viewer on an external trial: rc {p.returncode} {p.stderr}")
+    kinds = {b["kind"] for b in json.load(open(drawn))["boxes"]}
+    check({"step", "op"} <= kinds or {"step", "range"} <= kinds, f"the viewer drew {sorted(kinds)} of the external trial")
     print(f"tune_llama: 1 rank, {len(trials)} trials, pick {r['recommended']}")
     # On 2 Gloo ranks: DDP and FSDP SHARD_GRAD_OP / FULL_SHARD (the probe's cpu_fsdp shim), one micro-batch
     # without checkpointing (the 1-rank study above covers those axes) — each rank stepped the wrapper its
