@@ -526,10 +526,16 @@ int runPredict(const PredictFlags& f) {
   printText(o);
   if (gbps > 0) {
     const nlohmann::json c = checkpointPrice(f, o);
-    std::printf("\ncheckpoint (run --save): %.2f GiB (fp32 weights %.2f + optimizer state %.2f) at %.3g GB/s: %.2f s "
+    // GiB from a tenth of one, MiB below (a small model's checkpoint is not "0.00 GiB"); seconds to
+    // two decimals from a tenth of one, three significant digits below.
+    const double bytes = c["bytes"].get<double>(), write_s = c["write_s"].get<double>();
+    const bool gib = bytes >= 0.1 * double(int64_t(1) << 30);
+    const double unit = double(int64_t(1) << (gib ? 30 : 20));
+    std::printf("\ncheckpoint (run --save): %.2f %s (fp32 weights %.2f + optimizer state %.2f) at %.3g GB/s: %.*f s "
                 "to write (bytes / bandwidth)\n",
-                c["bytes"].get<double>() / double(int64_t(1) << 30), c["weights_bytes"].get<double>() / double(int64_t(1) << 30),
-                c["optimizer_bytes"].get<double>() / double(int64_t(1) << 30), gbps, c["write_s"].get<double>());
+                bytes / unit, gib ? "GiB" : "MiB", c["weights_bytes"].get<double>() / unit,
+                c["optimizer_bytes"].get<double>() / unit, gbps,
+                write_s >= 0.1 || write_s <= 0 ? 2 : std::max(2, 3 - int(std::floor(std::log10(write_s))) - 1), write_s);
   }
   return 0;
 }
