@@ -52,20 +52,23 @@ int64_t stateBytes(const Slot& x, workloads::OptimizerState state) {
 struct LayerLists {
   LayerOps runtime_layer, runtime_whole, megatron_layer;
   LayerOps runtime_moe, runtime_moe_whole, megatron_moe;  // the same for a MoE layer (moe.h)
+  bool megatron_flash = false;  // Megatron-LM's attention a fused flash kernel (no scores kept)
 };
 
-LayerLists layerListsOf(const workloads::Workload& w, const Plan& p) {
+LayerLists layerListsOf(const workloads::Workload& w, const Plan& p, bool megatron_flash) {
   Plan whole = p, sixteen = p;
   whole.ckpt = Checkpointing::None;
   if (!sixteen.mixed()) sixteen.precision = runconfig::Precision::BF16;
+  const Attention megatron_attention = megatron_flash ? Attention::Flash : Attention::Default;
   LayerLists lists;
+  lists.megatron_flash = megatron_flash;
   lists.runtime_layer = layerOps(w, p, Framework::Trainscope);
   lists.runtime_whole = layerOps(w, whole, Framework::Trainscope);
-  lists.megatron_layer = layerOps(w, sixteen, Framework::Megatron);
+  lists.megatron_layer = layerOps(w, sixteen, Framework::Megatron, megatron_attention);
   if (w.isMoe()) {
     lists.runtime_moe = layerOps(w, p, Framework::Trainscope, Attention::Default, true);
     lists.runtime_moe_whole = layerOps(w, whole, Framework::Trainscope, Attention::Default, true);
-    lists.megatron_moe = layerOps(w, sixteen, Framework::Megatron, Attention::Default, true);
+    lists.megatron_moe = layerOps(w, sixteen, Framework::Megatron, megatron_attention, true);
   }
   return lists;
 }
@@ -439,11 +442,11 @@ int64_t ringBuffers(const workloads::Workload& w, const Plan& p) {
 // micro-batch in flight, and without PP the output layer's input and fp32 logits 4sb(h + V); ÷ t
 // with SP, as the oracle does. The last stage of a pipeline keeps the fp32 logits 4sbV/t.
 int64_t megatronTheoreticalActivations(const workloads::Workload& w, const Plan& p, const StageMemory& sm,
-                                       double interleave) {
+                                       double interleave, bool scores) {
   const double s = double(p.localSeq()), b = double(p.mbs), h = double(w.n_embd), t = double(p.tp);
   const double V = double((w.vocab_size + p.tp - 1) / p.tp * p.tp);
   const double layer = megatronLayerActivationBytes(s, b, h, double(w.n_head), t, p.sequence_parallel, p.ckpt,
-                                                    double(w.ffnHidden()) / h);
+                                                    double(w.ffnHidden()) / h, scores);
   const double split = p.sequence_parallel ? t : 1.0;
   double mega = layer * double(sm.layers) * double(sm.inflight) * interleave;
   if (sm.stage == 0) mega += (8.0 * s * b + s * b * h) * double(sm.inflight) * interleave / split;
@@ -458,7 +461,7 @@ int64_t megatronActivations(const workloads::Workload& w, const Plan& p, const S
                             const LayerLists& ops, double interleave) {
   const double s = double(p.localSeq()), b = double(p.mbs);
   const int64_t moe = moeLayersOfStage(w, p, sm.stage);
-  if (!korthikantiShape(w) && !w.isMoe()) return megatronTheoreticalActivations(w, p, sm, interleave);
+  if (!korthikantiShape(w) && !w.isMoe()) return megatronTheoreticalActivations(w, p, sm, interleave, !ops.megatron_flash);
   double mega = (ops.megatron_layer.saved * double(sm.layers - moe) + ops.megatron_moe.saved * double(moe)) *
                 double(sm.inflight) * interleave;
   if (sm.stage == p.pp - 1) mega += 4.0 * s * b * double(w.vocab_size) / double(p.tp);  // fp32 logits
@@ -516,10 +519,10 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
 }  // namespace
 
 double megatronLayerActivationBytes(double s, double b, double h, double a, double t, bool sp, Checkpointing ckpt,
-                                    double ffn_over_h) {
+                                    double ffn_over_h, bool scores) {
   // Table 2's 34 = 18 + 16 and 24 = 8 + 16, the 16 being the MLP's GeLU input and fc2 input of 4h
   // each: 4F/h for an MLP of width F (theoretical_memory_usage.py's 18 + 4F/h).
-  const double sbh = s * b * h, score = 5.0 * a * s / (h * t), mlp = 4.0 * ffn_over_h;
+  const double sbh = s * b * h, score = scores ? 5.0 * a * s / (h * t) : 0.0, mlp = 4.0 * ffn_over_h;
   switch (ckpt) {
     case Checkpointing::Full: return sp ? 2 * sbh / t : 2 * sbh;
     case Checkpointing::Selective: return sp ? (18 + mlp) * sbh / t : sbh * (10 + (8 + mlp) / t);
@@ -534,9 +537,9 @@ bool korthikantiShape(const workloads::Workload& w) {
          w.headSize() * w.n_head == w.n_embd && w.tie_embeddings && w.qkv_bias && w.proj_bias && w.mlp_bias;
 }
 
-MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p) {
+MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p, bool megatron_flash) {
   MemoryPrediction m;
-  const LayerLists ops = layerListsOf(w, p);
+  const LayerLists ops = layerListsOf(w, p, megatron_flash);
   for (int64_t st = 0; st < p.pp; ++st) m.stages.push_back(stageMemory(w, p, st, ops));
   for (size_t i = 0; i < m.stages.size(); ++i)
     if (m.stages[i].total() > m.stages[size_t(m.worst_stage)].total()) m.worst_stage = int64_t(i);

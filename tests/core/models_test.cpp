@@ -71,6 +71,29 @@ TEST(MemoryModel, MegatronActivationsMatchKorthikantiByHand) {
             int64_t(34.0 * 2048 * 12288 / 8 * 96 * (1 + 7.0 / 16)));
 }
 
+// Megatron-LM with a fused flash attention kernel (Transformer Engine's; predict --attention flash)
+// keeps no s×s scores: without recomputation a Llama layer is sbh(10 + (8 + 4F/h)/t), not + 5as/(ht).
+// llama3-8b, t = 1, p = 1, s = 8192, b = 1, F = 14336: 32 layers of 32·sbh, the first stage's tokens and
+// embedding output 8sb + sbh, and the head's input and fp32 logits 4sb(h + V).
+TEST(MemoryModel, MegatronWithFlashAttentionKeepsNoScores) {
+  const wl::Workload w = wl::load("llama3-8b");
+  tn::Plan p;
+  p.dp = 8, p.tp = 1, p.pp = 1, p.mbs = 1, p.gbs = 8, p.seq = 8192;
+  p.precision = rt::Precision::BF16;
+  ASSERT_EQ(tn::whyInvalid(w, p), "");
+  const double s = 8192, h = double(w.n_embd), V = double(w.vocab_size), sbh = s * h;
+  const double flash = 32 * sbh * (10 + 8 + 4.0 * double(w.ffnHidden()) / h) + 8 * s + sbh + 4 * s * (h + V);
+  EXPECT_NEAR(double(tn::predictMemory(w, p, true).stages[0].megatron_activations), flash, 1.0);
+  const double scores = 32 * sbh * 5.0 * double(w.n_head) * s / h;  // what the unfused kernel adds
+  EXPECT_NEAR(double(tn::predictMemory(w, p).stages[0].megatron_activations), flash + scores, 1.0);
+  // The GPT shape's op list (Korthikanti's) drops the same term: gpt3-13b, t = 4, b = 2.
+  const wl::Workload mid = wl::load("gpt3-13b");
+  tn::Plan q;
+  q.dp = 2, q.tp = 4, q.pp = 1, q.mbs = 2, q.gbs = 4, q.seq = 2048;
+  EXPECT_LT(tn::predictMemory(mid, q, true).stages[0].megatron_activations,
+            tn::predictMemory(mid, q).stages[0].megatron_activations);
+}
+
 TEST(MemoryModel, ZeroShardsShrinkAsOneOverDAndZero3HoldsTheGatheredLayer) {
   // gpt2-124m on one stage, bf16 AdamW: 6 bytes of weights (fp32 master + bf16), 6 of gradients
   // (fp32 main + bf16) and 8 of state per parameter; n = 124,439,808 divides by 2 and 4.

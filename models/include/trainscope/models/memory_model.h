@@ -110,7 +110,9 @@ struct MemoryPrediction {
   int64_t peak() const { return stages.empty() ? 0 : stages[size_t(worst_stage)].total(); }
 };
 
-MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p);
+// `megatron_flash`: Megatron-LM's column (StageMemory::megatron_activations) with its attention a
+// fused flash kernel (Transformer Engine's, `predict --attention flash`), which keeps no s×s scores.
+MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p, bool megatron_flash = false);
 
 // Megatron-LM's weights and optimizer state per parameter in mixed precision: 18 bytes (16-bit
 // weights, fp32 main gradients, fp32 master weights and Adam's two moments), or 6 + 12/d with its
@@ -124,8 +126,10 @@ int64_t megatronEmbeddingParamsOpt(const workloads::Workload& w, const Plan& p, 
 // Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch (16-bit):
 // their closed form, which Megatron-LM's op list reproduces (MemoryModel.TheOpListKeeps…).
 // `ffn_over_h`: the MLP's width over h (4 in the paper); theoretical_memory_usage.py's generalisation.
+// `scores` false: a fused flash attention kernel, which keeps no 5as/h score term (softmax output,
+// dropout mask and output) — only selective recomputation drops them otherwise.
 double megatronLayerActivationBytes(double s, double b, double h, double a, double t, bool sp,
-                                    runconfig::Checkpointing ckpt, double ffn_over_h = 4.0);
+                                    runconfig::Checkpointing ckpt, double ffn_over_h = 4.0, bool scores = true);
 // True for the GPT shape Table 2 describes (LayerNorm, learned positions, GELU MLP of 4h, MHA, tied,
 // biases): its Megatron activations come from the op list; other decoders follow Megatron-LM's
 // theoretical_memory_usage terms (memory_model.cpp, docs/memory-model.md).
