@@ -13,6 +13,7 @@
 #include "trainscope/models/moe.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/models.h"
+#include "moe_fixture.h"
 #include "flat_cluster.h"
 #include "trainscope/tuner/space.h"
 #include "trainscope/workloads/flops.h"
@@ -24,23 +25,11 @@ namespace rt = trainscope::runconfig;
 
 namespace {
 
-// C 64, 4 heads, 2 layers, E 4 experts top-2 of width F 128 in every layer, capacity factor 1.25.
-wl::Workload moe() {
-  wl::Workload w;
-  w.name = "moe-test";
-  w.n_layer = 2, w.n_head = 4, w.n_embd = 64, w.n_positions = 64, w.vocab_size = 256;
-  w.n_experts = 4, w.top_k = 2, w.moe_every = 1, w.moe_ffn_hidden = 128, w.capacity_factor = 1.25;
-  return w;
-}
+wl::Workload moe() { return trainscope::testing::moeTestWorkload(); }
 
 // dp 4, ep 2, mbs 2 × seq 8: N = 16 tokens per rank, kN = 32 assignments; balanced routing (load 1:
 // the hand computations below; random routing's default and a given load: moe_routing_load_test.cpp).
-tn::Plan plan(int64_t ep = 2) {
-  tn::Plan p;
-  p.dp = 4, p.ep = ep, p.mbs = 2, p.gbs = 8, p.seq = 8;
-  p.moe_load = 1;
-  return p;
-}
+tn::Plan plan(int64_t ep = 2) { return trainscope::testing::moeTestPlan(ep, 1); }
 
 
 const tn::Op& find(const std::vector<tn::Op>& ops, const std::string& name) {

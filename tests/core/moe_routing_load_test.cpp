@@ -22,6 +22,7 @@
 #include "trainscope/rundb/moe_load.h"
 #include "trainscope/rundb/store.h"
 #include "trainscope/tuner/models.h"
+#include "moe_fixture.h"
 
 namespace tn = trainscope::tuner;
 namespace db = trainscope::rundb;
@@ -33,22 +34,10 @@ namespace {
 
 const double kPi = 3.14159265358979323846;
 
-// C 64, 4 heads, 2 layers, E 4 experts top-2 of width F 128 (GELU) in every layer, capacity factor 1.25.
-wl::Workload moe() {
-  wl::Workload w;
-  w.name = "moe-test";
-  w.n_layer = 2, w.n_head = 4, w.n_embd = 64, w.n_positions = 64, w.vocab_size = 256;
-  w.n_experts = 4, w.top_k = 2, w.moe_every = 1, w.moe_ffn_hidden = 128, w.capacity_factor = 1.25;
-  return w;
-}
+wl::Workload moe() { return trainscope::testing::moeTestWorkload(); }
 
 // dp 4, ep 2, mbs 2 × seq 8: N = 16 tokens per rank, kN = 32 assignments, at routing load `load`.
-tn::Plan plan(double load) {
-  tn::Plan p;
-  p.dp = 4, p.ep = 2, p.mbs = 2, p.gbs = 8, p.seq = 8;
-  p.moe_load = load;
-  return p;
-}
+tn::Plan plan(double load) { return trainscope::testing::moeTestPlan(2, load); }
 
 // The mean over `trials` of the hottest of ep ranks' loads over the mean, T tokens each choosing k
 // distinct experts of E uniformly (a partial Fisher–Yates shuffle), experts r·E/ep … on rank r.
