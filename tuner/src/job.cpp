@@ -208,6 +208,30 @@ std::string locateProbe(const std::string& python) {
   return out;
 }
 
+// The environment a trial's ranks start with: the probe on PYTHONPATH and its settings, the files the
+// framework reads, and (rankThreads) the intra-op threads.
+static void trialEnvironment(JobLaunch& L, const JobOptions& o, const runconfig::TrainConfig& c, const std::string& dir,
+                             bool profile, const std::string& fault, bool slurm, int port) {
+  std::string pythonpath = o.probe_root + "/trainscope_probe/site:" + o.probe_root;
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
+  L.env = {{"PYTHONPATH", pythonpath},
+           {"PYTHONUNBUFFERED", "1"},
+           {"TRAINSCOPE_PROBE_DIR", L.probe_dir},
+           {"TRAINSCOPE_OUTPUT_DIR", dir + "/output"},
+           {"TRAINSCOPE_OOM_EXIT", std::to_string(kExitOutOfMemory)},
+           {"TRAINSCOPE_PROBE_PROFILE_STEPS", profile ? std::to_string(o.profile_steps) : "0"},
+           {"TRAINSCOPE_MEM_LIMIT", o.cpu && o.mem_limit > 0 ? std::to_string(o.mem_limit) : "0"},
+           {"TRAINSCOPE_PROBE_INJECT", fault == "badpath" ? "" : fault}};
+  if (o.kind == JobKind::Hf || o.kind == JobKind::Accelerate)
+    L.env.push_back({"TRAINSCOPE_TRAINING_ARGS", dir + "/training_args.json"});
+  if (o.cpu && o.kind == JobKind::DeepSpeed) L.env.push_back({"DS_ACCELERATOR", "cpu"});
+  // A CPU FSDP trial of --runner hf: the probe lifts Accelerate's accelerator-only FSDP gate in the
+  // ranks (python/trainscope_probe/cpu_fsdp.py; docs/tuner.md). GPU trials never load the shim.
+  if (o.cpu && o.kind == JobKind::Hf && fsdpLayout(c)) L.env.push_back({"TRAINSCOPE_PROBE_CPU_FSDP", "1"});
+  if (slurm) L.env.insert(L.env.end(), {{"TRAINSCOPE_PROBE_SLURM", "1"}, {"MASTER_PORT", std::to_string(port)}});
+  rankThreads(L, o, c, slurm);
+}
+
 JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const std::string& dir, bool profile,
                     const std::string& fault, int port) {
   JobLaunch L;
@@ -291,24 +315,7 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
       throw UserError("--runner", "trainscope's own runtime runs no external job", "pass --runner hf|accelerate|…");
   }
   L.probe_dir = dir + "/probe";
-  std::string pythonpath = o.probe_root + "/trainscope_probe/site:" + o.probe_root;
-  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
-  L.env = {{"PYTHONPATH", pythonpath},
-           {"PYTHONUNBUFFERED", "1"},
-           {"TRAINSCOPE_PROBE_DIR", L.probe_dir},
-           {"TRAINSCOPE_OUTPUT_DIR", dir + "/output"},
-           {"TRAINSCOPE_OOM_EXIT", std::to_string(kExitOutOfMemory)},
-           {"TRAINSCOPE_PROBE_PROFILE_STEPS", profile ? std::to_string(o.profile_steps) : "0"},
-           {"TRAINSCOPE_MEM_LIMIT", o.cpu && o.mem_limit > 0 ? std::to_string(o.mem_limit) : "0"},
-           {"TRAINSCOPE_PROBE_INJECT", fault == "badpath" ? "" : fault}};
-  if (o.kind == JobKind::Hf || o.kind == JobKind::Accelerate)
-    L.env.push_back({"TRAINSCOPE_TRAINING_ARGS", dir + "/training_args.json"});
-  if (o.cpu && o.kind == JobKind::DeepSpeed) L.env.push_back({"DS_ACCELERATOR", "cpu"});
-  // A CPU FSDP trial of --runner hf: the probe lifts Accelerate's accelerator-only FSDP gate in the
-  // ranks (python/trainscope_probe/cpu_fsdp.py; docs/tuner.md). GPU trials never load the shim.
-  if (o.cpu && o.kind == JobKind::Hf && fsdpLayout(c)) L.env.push_back({"TRAINSCOPE_PROBE_CPU_FSDP", "1"});
-  if (slurm) L.env.insert(L.env.end(), {{"TRAINSCOPE_PROBE_SLURM", "1"}, {"MASTER_PORT", std::to_string(port)}});
-  rankThreads(L, o, c, slurm);
+  trialEnvironment(L, o, c, dir, profile, fault, slurm, port);
   return L;
 }
 
