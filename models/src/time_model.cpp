@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "gpu_time.h"
 #include "trainscope/models/layer_ops.h"
@@ -80,6 +81,45 @@ double cpuAttentionShare(const workloads::Workload& w, const Plan& p, int64_t la
   };
   return products(w.sliding_window) / products(0);
 }
+
+namespace {
+
+// A sliding window (Mistral every layer, Qwen2 those from max_window_layers on) on the CPU: a windowed
+// layer's seconds over an unwindowed one's — its core at its share of the products
+// (cpuAttentionShare; `attention(share)` prices the core, `attn_fwd` is its whole), and the score bias
+// the runtime builds in memory where its kernel cannot apply the window in its loop (layer_ops.cpp
+// "score bias": SDPA's attn_mask in 16-bit, the ring's per block pair under CP), written and read
+// forward, read backward.
+struct CpuWindow {
+  bool any = false;   // the model has windowed layers
+  int64_t layer = 0;  // its first windowed layer
+  double fwd = 0, bwd = 0;
+};
+CpuWindow cpuWindow(const workloads::Workload& w, const Plan& p, const std::function<double(double)>& attention,
+                    double attn_fwd, double mem_bw) {
+  CpuWindow r;
+  const int64_t win_layer = w.sliding_window > 0 ? std::min(w.window_from_layer, w.n_layer - 1) : 0;
+  r.layer = win_layer;
+  r.any = w.windowedLayer(win_layer);
+  if (!r.any) return r;
+  const double fwd = attention(cpuAttentionShare(w, p, win_layer)) - attn_fwd;
+  double bias_fwd = 0, bias_bwd = 0;
+  for (const Op& o : layerOps(w, p, Framework::Trainscope, Attention::Default, false, win_layer).forward)
+    if (o.name == "score bias") bias_fwd += o.bytes, bias_bwd += o.backward_bytes >= 0 ? o.backward_bytes : 1.5 * o.bytes;
+  r.fwd = fwd + bias_fwd / std::max(mem_bw, 1.0);
+  r.bwd = 2.0 * fwd + bias_bwd / std::max(mem_bw, 1.0);
+  return r;
+}
+
+// Windowed layers of a stage, every one counted (layer_ops.h's windowedLayersOfStage counts none when
+// layer 0 is windowed: the GPU model's whole-layer list is windowed already).
+double cpuWindowedLayersOfStage(const workloads::Workload& w, const Plan& p, int64_t stage) {
+  double n = 0;
+  for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, stage, p.virtual_stages)) n += w.windowedLayer(l) ? 1.0 : 0.0;
+  return n;
+}
+
+}  // namespace
 
 double ringExposedSeconds(double cp, double step_s, double block_s) {
   return std::max(0.0, cp - 1.0) * std::max(0.0, step_s - block_s);
@@ -208,28 +248,9 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   };
   const double attn_fwd = attention(1.0);
   layer_fwd += attn_fwd;
-  // A sliding window (Mistral every layer, Qwen2 those from max_window_layers on): a windowed layer's
-  // core at its share of the products, and the score bias the runtime builds in memory where its
-  // kernel cannot apply the window in its loop (layer_ops.cpp "score bias": SDPA's attn_mask in
-  // 16-bit, the ring's per block pair under CP), written and read forward, read backward.
-  const int64_t win_layer = w.sliding_window > 0 ? std::min(w.window_from_layer, w.n_layer - 1) : 0;
-  const bool windows = w.windowedLayer(win_layer);
-  double win_fwd = 0, win_bwd = 0;  // a windowed layer's seconds over an unwindowed one's
-  if (windows) {
-    const double fwd = attention(cpuAttentionShare(w, p, win_layer)) - attn_fwd;
-    double bias_fwd = 0, bias_bwd = 0;
-    for (const Op& o : layerOps(w, p, Framework::Trainscope, Attention::Default, false, win_layer).forward)
-      if (o.name == "score bias") bias_fwd += o.bytes, bias_bwd += o.backward_bytes >= 0 ? o.backward_bytes : 1.5 * o.bytes;
-    win_fwd = fwd + bias_fwd / std::max(mem_bw, 1.0);
-    win_bwd = 2.0 * fwd + bias_bwd / std::max(mem_bw, 1.0);
-  }
-  // Windowed layers of a stage (every one of them when layer 0 is windowed).
-  auto windowedOf = [&](int64_t stage) {
-    if (!windows) return 0.0;
-    double n = 0;
-    for (int64_t l : layerIdsOfStage(w.n_layer, p.pp, stage, p.virtual_stages)) n += w.windowedLayer(l) ? 1.0 : 0.0;
-    return n;
-  };
+  const CpuWindow win = cpuWindow(w, p, attention, attn_fwd, mem_bw);
+  const double win_fwd = win.fwd, win_bwd = win.bwd;
+  auto windowedOf = [&](int64_t stage) { return win.any ? cpuWindowedLayersOfStage(w, p, stage) : 0.0; };
   // Memory-bound work per layer: LayerNorms, GELU, softmax statistics, residual adds, bias adds:
   // about 16 reads and writes of an s·b·h tensor (÷t where the work is sharded).
   const double local_rows = p.sequence_parallel ? rows / t : rows;
@@ -251,7 +272,7 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   if (p.ckpt == Checkpointing::Full) r.recompute_s = M * stage_fwd;
   // Selective reruns the attention core; under CP the ring keeps q, k, v and the output instead.
   if (p.ckpt == Checkpointing::Selective && p.cp <= 1)
-    r.recompute_s = M * (layers_per_stage * attn_fwd + wins_first * (attention(cpuAttentionShare(w, p, win_layer)) - attn_fwd));
+    r.recompute_s = M * (layers_per_stage * attn_fwd + wins_first * (attention(cpuAttentionShare(w, p, win.layer)) - attn_fwd));
   // Tensor parallelism: 2 all-reduces per layer forward and 2 backward (SP: all-gather +
   // reduce-scatter pairs, the same bytes), more with full recomputation; inside a node.
   if (p.tp > 1) {
