@@ -114,6 +114,21 @@ bool entryScriptMissing(const std::vector<std::string>& argv, size_t entry_at) {
 
 }  // namespace
 
+// The trial's own folder, beside its spec (c0-r0.json → c0-r0.job, an absolute path: the job's
+// working folder is not the tuner's), made afresh.
+static std::string makeTrialFolder(const std::string& spec_path) {
+  std::string stem = spec_path.substr(0, spec_path.size() - std::strlen(".json"));
+  if (stem.front() != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof(cwd))) stem = std::string(cwd) + "/" + stem;
+  }
+  const std::string dir = stem + ".job";
+  if (::mkdir(dir.c_str(), 0700) != 0)
+    throw UserError("--study", "cannot create the trial's folder " + dir + ": " + std::strerror(errno),
+                    "check that the study's folder is writable");
+  return dir;
+}
+
 TrialRecord JobTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   const auto t0 = std::chrono::steady_clock::now();
   auto finish = [&](TrialStatus status, const std::string& message) {
@@ -125,15 +140,7 @@ TrialRecord JobTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
   files::OutputRule rule;
   rule.field = "--study";
   files::writeAtomically(spec.spec_path, runconfig::toJson(spec.run), rule);
-  std::string stem = spec.spec_path.substr(0, spec.spec_path.size() - std::strlen(".json"));
-  if (stem.front() != '/') {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof(cwd))) stem = std::string(cwd) + "/" + stem;
-  }
-  const std::string dir = stem + ".job";
-  if (::mkdir(dir.c_str(), 0700) != 0)
-    throw UserError("--study", "cannot create the trial's folder " + dir + ": " + std::strerror(errno),
-                    "check that the study's folder is writable");
+  const std::string dir = makeTrialFolder(spec.spec_path);
   runconfig::TrainConfig c = spec.run.config;
   JobLaunch L;
   try {
