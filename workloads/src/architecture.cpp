@@ -245,6 +245,36 @@ static void parseQwen2Moe(const nlohmann::json& j, const std::string& source, Wo
   w->aux_loss_coeff = numKey(j, "router_aux_loss_coef", source, "router_aux_loss_coef", 0.001);
 }
 
+// Sliding-window attention (every layer: Mistral's, Mixtral's; Qwen2's layers from
+// max_window_layers on, under use_sliding_window, as transformers' Qwen2Config builds layer_types):
+// the attention core's mask (query t sees keys t - window < j <= t), priced in layer_ops.cpp.
+static void parseHfWindow(const nlohmann::json& j, const std::string& source, const std::string& type, Workload* w) {
+  const bool window_used = type == "qwen2" ? boolKey(j, "use_sliding_window", source, "use_sliding_window", false)
+                                           : (type == "mistral" || type == "mixtral");
+  // Qwen2MoeConfig windows every other layer below max_window_layers ((i + 1) % 2 and i < max_window_layers):
+  // not a suffix of the layers, which is what trainscope windows.
+  if (type == "qwen2_moe" && boolKey(j, "use_sliding_window", source, "use_sliding_window", false))
+    throw UserError("workload.use_sliding_window", "true in " + source + " is not supported: Qwen2-MoE windows "
+                    "alternate layers below max_window_layers, and trainscope windows only the layers from one on",
+                    "set use_sliding_window to false (as Qwen1.5-MoE and Qwen2-57B-A14B ship)");
+  if (window_used)
+    w->sliding_window = intKey(j, "sliding_window", source, "sliding_window",
+                               type != "mixtral" && !j.contains("sliding_window") ? 4096 : 0);
+  if (type == "qwen2" && w->sliding_window > 0) {
+    const int64_t from = intKey(j, "max_window_layers", source, "max_window_layers", 28);  // transformers' default
+    if (from < 0) throw UserError("workload.max_window_layers", "must be >= 0 in " + source, "use 0 (every layer windowed)");
+    if (from >= w->n_layer) w->sliding_window = 0;  // no layer is windowed
+    else w->window_from_layer = from;
+  }
+  parseLayerTypes(j, source, type, w);
+  if (w->sliding_window > 0)
+    w->notes.push_back(source + " sets sliding_window " + std::to_string(w->sliding_window) + ": each query of " +
+                       (w->window_from_layer > 0 ? "layers " + std::to_string(w->window_from_layer) + ".." +
+                                                       std::to_string(w->n_layer - 1)
+                                                 : std::string("every layer")) +
+                       " attends over the last " + std::to_string(w->sliding_window) + " tokens");
+}
+
 void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload* w) {
   const std::string type = j["model_type"].get<std::string>();
   auto need = [&](const char* key) {
@@ -306,33 +336,7 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
     w->notes.push_back(source + " sets attention_dropout; trainscope trains without dropout, so it is ignored");
   if (intKey(j, "pretraining_tp", source, "pretraining_tp", 1) != 1)
     w->notes.push_back(source + " sets pretraining_tp, which only slices the GEMMs in transformers; the model is the same");
-  // Sliding-window attention (every layer: Mistral's, Mixtral's; Qwen2's layers from
-  // max_window_layers on, under use_sliding_window, as transformers' Qwen2Config builds layer_types):
-  // the attention core's mask (query t sees keys t - window < j <= t), priced in layer_ops.cpp.
-  const bool window_used = type == "qwen2" ? boolKey(j, "use_sliding_window", source, "use_sliding_window", false)
-                                           : (type == "mistral" || type == "mixtral");
-  // Qwen2MoeConfig windows every other layer below max_window_layers ((i + 1) % 2 and i < max_window_layers):
-  // not a suffix of the layers, which is what trainscope windows.
-  if (type == "qwen2_moe" && boolKey(j, "use_sliding_window", source, "use_sliding_window", false))
-    throw UserError("workload.use_sliding_window", "true in " + source + " is not supported: Qwen2-MoE windows "
-                    "alternate layers below max_window_layers, and trainscope windows only the layers from one on",
-                    "set use_sliding_window to false (as Qwen1.5-MoE and Qwen2-57B-A14B ship)");
-  if (window_used)
-    w->sliding_window = intKey(j, "sliding_window", source, "sliding_window",
-                               type != "mixtral" && !j.contains("sliding_window") ? 4096 : 0);
-  if (type == "qwen2" && w->sliding_window > 0) {
-    const int64_t from = intKey(j, "max_window_layers", source, "max_window_layers", 28);  // transformers' default
-    if (from < 0) throw UserError("workload.max_window_layers", "must be >= 0 in " + source, "use 0 (every layer windowed)");
-    if (from >= w->n_layer) w->sliding_window = 0;  // no layer is windowed
-    else w->window_from_layer = from;
-  }
-  parseLayerTypes(j, source, type, w);
-  if (w->sliding_window > 0)
-    w->notes.push_back(source + " sets sliding_window " + std::to_string(w->sliding_window) + ": each query of " +
-                       (w->window_from_layer > 0 ? "layers " + std::to_string(w->window_from_layer) + ".." +
-                                                       std::to_string(w->n_layer - 1)
-                                                 : std::string("every layer")) +
-                       " attends over the last " + std::to_string(w->sliding_window) + " tokens");
+  parseHfWindow(j, source, type, w);
   if (type == "qwen2_moe") {
     parseQwen2Moe(j, source, w);
   } else if (type == "mixtral") {
