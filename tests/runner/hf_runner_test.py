@@ -170,6 +170,13 @@ def exported(ts, study, candidate, fmt):
     return p.stdout
 
 
+def model_bytes(model):
+    """The parameter bytes of examples/hf_trainer.py's whole `model` (gpt2 | llama), as one DDP rank holds them."""
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    from tiny_models import model_of
+    return sum(t.numel() * t.element_size() for t in model_of(model).parameters())
+
+
 def layouts_measured(trials, full, mbs_choices):
     """Each trial's run database and probe records (gbs 4, seq 32): the probe's steps on every rank, and
     the module each rank stepped and its intra-op threads — DDP holding the whole model (at 1 rank too: torchrun's LOCAL_RANK makes
@@ -226,9 +233,7 @@ def fastest_measured(r):
 
 
 def case_tune_gpt2(ts, work):
-    sys.path.insert(0, os.path.dirname(SCRIPT))
-    from tiny_models import model_of
-    full = sum(t.numel() * t.element_size() for t in model_of("gpt2").parameters())
+    full = model_bytes("gpt2")
     study, r = tune(ts, work, "hf-gpt2", ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "1,2",
                                           "--mbs", "1,2", "--ckpt", "none,full", "--zero", "0,2,3", "--exhaustive",
                                           "--trial-steps", "4", "--mem-limit", "3G",
@@ -326,9 +331,7 @@ def case_cpu_fsdp(ts, work):
     is DDP (Accelerate's MULTI_CPU), so (a) and (b) fail on the code before it."""
     import torch
     import transformers
-    sys.path.insert(0, os.path.dirname(SCRIPT))
-    from tiny_models import model_of
-    full = sum(t.numel() * t.element_size() for t in model_of("gpt2").parameters())
+    full = model_bytes("gpt2")
     versions = f"accelerate {__import__('accelerate').__version__}, transformers {transformers.__version__}, torch {torch.__version__}"
     ddp, recs = run_direct(work, "cpu-ddp", None)
     for rank, (state, model) in recs.items():
@@ -393,9 +396,7 @@ def case_tune_llama(ts, work):
     # On 2 Gloo ranks: DDP and FSDP SHARD_GRAD_OP / FULL_SHARD (the probe's cpu_fsdp shim), one micro-batch
     # without checkpointing (the 1-rank study above covers those axes) — each rank stepped the wrapper its
     # layout names, an FSDP rank holding its shard; FSDP's losses are DDP's; the pick is the fastest measured.
-    sys.path.insert(0, os.path.dirname(SCRIPT))
-    from tiny_models import model_of
-    full = sum(t.numel() * t.element_size() for t in model_of("llama").parameters())
+    full = model_bytes("llama")
     study, r = tune(ts, work, "hf-llama-2r", ["--workload", "tiny-llama", "--gbs", "4", "--seq", "32", "--ranks", "2",
                                               "--mbs", "2", "--ckpt", "none", "--zero", "0,2,3", "--exhaustive",
                                               "--trial-steps", "4", "--mem-limit", "3G",
