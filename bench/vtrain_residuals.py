@@ -16,10 +16,17 @@ and what each candidate physical term would do to the error and the within-group
   tp8               vtrain-single: TP 8 (one node) against TP 2 and TP 4 at the same model,
                     micro-batch and global batch (the same op count per layer): measured ms per
                     layer and micro-batch, and the model's.
+  split             vtrain-single, no pipeline: per (hidden, tp, mbs), the least-squares split of the
+                    step t = a·M·L + b·M + c·L + d over the rows' micro-batches M and layers L into the
+                    cost per layer and micro-batch (a) and per micro-batch (b: head, embedding, the
+                    micro-batch's fixed work), measured | shipped model | the model's device alone
+                    (every host constant 0): where a host-bound row's gap lies, and whether a device
+                    term could close it (the device alone must exceed the measured cost to bind).
 
 usage: bench/vtrain_residuals.py [--bin build/bin/trainscope] [--match h8192]
 """
 import argparse
+import json
 import re
 import sys
 import tempfile
@@ -129,6 +136,72 @@ def tp8(rows):
         print("  mbs %-2d " % mbs + "   ".join(cells))
 
 
+def lstsq(X, y):
+    """Least squares by the normal equations (a handful of columns; no numpy in bench/)."""
+    n = len(X[0])
+    A = [[sum(r[i] * r[j] for r in X) for j in range(n)] + [sum(r[i] * v for r, v in zip(X, y))] for i in range(n)]
+    for i in range(n):
+        p = max(range(i, n), key=lambda k: abs(A[k][i]))
+        A[i], A[p] = A[p], A[i]
+        for k in range(n):
+            if k != i and A[i][i]:
+                f = A[k][i] / A[i][i]
+                A[k] = [a - f * b for a, b in zip(A[k], A[i])]
+    return [A[i][n] / A[i][i] if A[i][i] else float("nan") for i in range(n)]
+
+
+def split(rows, device):
+    """Per (hidden, tp, mbs) of the one-node rows without PP (dp 1 where tp > 1; TP 1 rows pooled
+    over dp, whose per-GPU work is the same): the per-layer and per-micro-batch costs, ms."""
+    print("vtrain-single, pp 1: ms per layer and micro-batch (a) and per micro-batch (b), measured | model | "
+          "model's device alone; groups of 5+ rows")
+    by = {}
+    for r in rows:
+        l = r["line"]
+        if l["pp"] == 1 and (l["tp"] == 1 or l["gpus"] == l["tp"]) and r["label"] in device:
+            by.setdefault((r["hidden"], l["tp"], l["mbs"]), []).append(r)
+    print("  %-16s %21s   %21s" % ("hidden tp mbs", "a: meas  model device", "b: meas  model device"))
+    for key in sorted(by):
+        v = by[key]
+        if len(v) < 5:
+            continue
+        X = []
+        for r in v:
+            x = shape(r)
+            X.append([x["M"] * x["L"], x["M"], x["L"], 1.0])
+        cols = [lstsq(X, [1e3 * y for y in ys]) for ys in ([r["measured_s"] for r in v], [r["predicted_s"] for r in v],
+                                                             [device[r["label"]] for r in v])]
+        print("  h%-5d tp%d mbs%-2d   %6.2f %6.2f %6.2f   %6.2f %6.2f %6.2f" % (key + tuple(c[0] for c in cols) +
+                                                                             tuple(c[1] for c in cols)))
+    # How exactly the measured times follow the four terms, per configuration of one dp (the rows
+    # that differ only in layers and global batch).
+    worst, exact, linear, groups = 0.0, {}, 0, 0
+    for r in rows:
+        l = r["line"]
+        if l["pp"] == 1:
+            exact.setdefault((r["hidden"], l["tp"], l["gpus"], l["mbs"]), []).append(r)
+    for v in exact.values():
+        if len(v) >= 6:
+            X = [[shape(r)["M"] * shape(r)["L"], shape(r)["M"], shape(r)["L"], 1.0] for r in v]
+            c = lstsq(X, [1e3 * r["measured_s"] for r in v])
+            err = max(abs(sum(a * b for a, b in zip(x, c)) / (1e3 * r["measured_s"]) - 1) for x, r in zip(X, v))
+            worst, groups, linear = max(worst, err), groups + 1, linear + (err < 1e-5)
+    print("  measured pp-1 rows against a·M·L + b·M + c·L + d per (hidden, tp, gpus, mbs): %d of %d configurations"
+          " within 0.001%%, worst |residual| %.3f%%" % (linear, groups, 100 * worst))
+
+
+def device_cluster(path, out):
+    """The vTrain cluster with every host constant at 0: predict then gives the device's time alone."""
+    c = json.load(open(path))
+    c["name"] += "-device-only"
+    c["dispatch_s"] = 0
+    c.setdefault("frameworks", {})["megatron"] = {k: 0 for k in ("host_op_s", "host_backward_op_s", "host_collective_s",
+                                                                "host_micro_batch_s")}
+    with open(out, "w") as f:  # our own temporary folder
+        json.dump(c, f)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=DEFAULT_BIN)
@@ -139,6 +212,10 @@ def main():
         sets = published_sets.Sets(tmp, a.data, "megatron", "fsdp")
         rows = sets.vtrain()
         res, _ = run_batch(a.bin, tmp, [r["line"] for r in rows])
+        single = [r for r in rows if r["set"] == "vtrain-single"]
+        dev_path = device_cluster(sets.vtrain_cluster, tmp + "/device-only.json")
+        dev, _ = run_batch(a.bin, tmp, [dict(r["line"], cluster=dev_path) for r in single])
+        device = {r["label"]: p["time"]["step_s"] for r, p in zip(single, dev) if "error" not in p}
     for r, p in zip(rows, res):
         if "error" not in p:
             r["predicted_s"], r["result"] = p["time"]["step_s"], p
@@ -151,6 +228,8 @@ def main():
     scan(multi)
     print()
     tp8([r for r in rows if r["set"] == "vtrain-single"])
+    print()
+    split([r for r in rows if r["set"] == "vtrain-single"], device)
 
 
 if __name__ == "__main__":
