@@ -8,8 +8,15 @@ Each set's base cluster is a100-80gb-x8 with what the data file says of its mach
 multi-node runs had 800 Gb/s between nodes (12.5 GB/s per GPU), MPT's 40 GB table ran on A100 40 GB
 (1,555 GB/s of HBM2). Nothing else is changed before the fit.
 
+  --group-by hidden   fold vTrain's rows by hidden size and GPUs (every layer count of a model
+                      family together) instead of by model and GPUs: vTrain's one-node rows are
+                      exactly linear in layers and micro-batches per (hidden, tp, mbs) configuration,
+                      whose few figures its 12-24-layer models share, so folds by model leave each
+                      held-out row's configuration in the training folds (docs/time-model.md,
+                      "Where the one-node misses lie").
+
 usage: bench/calibrate_cv.py [--bin build/bin/trainscope] [--sets a,b] [--folds 5] [--fit a,b]
-                             [--framework F] [--json]
+                             [--framework F] [--group-by model|hidden] [--json]
 """
 import argparse
 import json
@@ -59,11 +66,19 @@ def base_cluster(set_name, workdir):
     return path
 
 
-def calibrate(binary, set_name, workdir, folds, fit, framework):
+def hidden_group(row):
+    """"gpt-h1024-l12-a16 @ 8" -> "gpt-h1024 @ 8": the model family (its hidden size) and the GPUs."""
+    name, at = row["group"].split(" @ ")
+    return "%s @ %s" % (name.split("-l")[0], at)
+
+
+def calibrate(binary, set_name, workdir, folds, fit, framework, group_by="model"):
     rows = os.path.join(workdir, set_name + ".jsonl")
     groups = set()
     with output_file(rows, overwrite=True) as f:
         for r in calibration_rows.rows(set_name, os.path.join(os.path.dirname(ROOT), "shared", "calibration"), framework):
+            if group_by == "hidden" and set_name.startswith("vtrain"):
+                r["group"] = hidden_group(r)
             f.write(json.dumps(r) + "\n")
             groups.add(r["group"])
     folds = min(folds, len(groups))  # a set of 4 groups (vTrain's multi-node rows) gets 4 folds
@@ -88,12 +103,14 @@ def main():
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--fit", default="", help="calibrate --fit (default: SET_FIT's for MPT, else the constants the rows move)")
     ap.add_argument("--framework", default=None, help="every row's --framework (default: the set's)")
+    ap.add_argument("--group-by", choices=("model", "hidden"), default="model",
+                    help="folds of vTrain's rows by model and GPUs (default) or by hidden size and GPUs")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for s in a.sets.split(","):
-            results[s] = calibrate(a.bin, s, tmp, a.folds, a.fit or SET_FIT.get(s, ""), a.framework)
+            results[s] = calibrate(a.bin, s, tmp, a.folds, a.fit or SET_FIT.get(s, ""), a.framework, a.group_by)
     print("%-14s %5s %6s %5s | %-24s | %-24s | %-24s | %s" % ("set", "rows", "groups", "folds", "preset: MAPE  med  rho",
                                                           "cross-validated", "in sample", "fitted"))
     for s, c in results.items():

@@ -20,6 +20,7 @@ Assumptions where the papers leave a knob open (stated again in the output):
   ZeRO-3 (FULL_SHARD), bf16, learned positions and biases (as NumParams says), gradients reduced in bf16 on PURE rows, full recomputation where the row has it.
 
 usage: bench/predict_vs_published.py [--bin build/bin/trainscope] [--json] [--markdown] [--rows SET] [--cv]
+                                    [--cv-group-by model|hidden]
 """
 import argparse
 import json
@@ -110,6 +111,8 @@ def main():
     ap.add_argument("--rows", default="", help="print every row of this set")
     ap.add_argument("--cv", action="store_true",
                     help="then the k-fold cross-validated calibration per set (bench/calibrate_cv.py, calib's)")
+    ap.add_argument("--cv-group-by", choices=("model", "hidden"), default="model",
+                    help="--cv's folds of vTrain's rows: by model and GPUs, or by hidden size and GPUs (calibrate_cv.py)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         sets = published_sets.Sets(tmp, a.data, a.framework, a.fsdp_framework)
@@ -205,7 +208,7 @@ def main():
         else:
             print()
             sys.stdout.flush()
-            subprocess.run([sys.executable, cv, "--bin", a.bin])
+            subprocess.run([sys.executable, cv, "--bin", a.bin, "--group-by", a.cv_group_by])
     if a.json:
         for r in rows:
             r.pop("result", None)
