@@ -52,16 +52,15 @@ int64_t stateBytes(const Slot& x, workloads::OptimizerState state) {
 struct LayerLists {
   LayerOps runtime_layer, runtime_whole, megatron_layer;
   LayerOps runtime_moe, runtime_moe_whole, megatron_moe;  // the same for a MoE layer (moe.h)
-  bool megatron_flash = false;  // Megatron-LM's attention a fused flash kernel (no scores kept)
+  bool megatron_scores = false;  // Megatron-LM's attention unfused (the s×s scores kept)
 };
 
-LayerLists layerListsOf(const workloads::Workload& w, const Plan& p, bool megatron_flash) {
+LayerLists layerListsOf(const workloads::Workload& w, const Plan& p, Attention megatron_attention) {
   Plan whole = p, sixteen = p;
   whole.ckpt = Checkpointing::None;
   if (!sixteen.mixed()) sixteen.precision = runconfig::Precision::BF16;
-  const Attention megatron_attention = megatron_flash ? Attention::Flash : Attention::Default;
   LayerLists lists;
-  lists.megatron_flash = megatron_flash;
+  lists.megatron_scores = keepsScores(megatron_attention);
   lists.runtime_layer = layerOps(w, p, Framework::Trainscope);
   lists.runtime_whole = layerOps(w, whole, Framework::Trainscope);
   lists.megatron_layer = layerOps(w, sixteen, Framework::Megatron, megatron_attention);
@@ -461,7 +460,7 @@ int64_t megatronActivations(const workloads::Workload& w, const Plan& p, const S
                             const LayerLists& ops, double interleave) {
   const double s = double(p.localSeq()), b = double(p.mbs);
   const int64_t moe = moeLayersOfStage(w, p, sm.stage);
-  if (!korthikantiShape(w) && !w.isMoe()) return megatronTheoreticalActivations(w, p, sm, interleave, !ops.megatron_flash);
+  if (!korthikantiShape(w) && !w.isMoe()) return megatronTheoreticalActivations(w, p, sm, interleave, ops.megatron_scores);
   double mega = (ops.megatron_layer.saved * double(sm.layers - moe) + ops.megatron_moe.saved * double(moe)) *
                 double(sm.inflight) * interleave;
   if (sm.stage == p.pp - 1) mega += 4.0 * s * b * double(w.vocab_size) / double(p.tp);  // fp32 logits
@@ -537,9 +536,9 @@ bool korthikantiShape(const workloads::Workload& w) {
          w.headSize() * w.n_head == w.n_embd && w.tie_embeddings && w.qkv_bias && w.proj_bias && w.mlp_bias;
 }
 
-MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p, bool megatron_flash) {
+MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p, Attention megatron_attention) {
   MemoryPrediction m;
-  const LayerLists ops = layerListsOf(w, p, megatron_flash);
+  const LayerLists ops = layerListsOf(w, p, megatron_attention);
   for (int64_t st = 0; st < p.pp; ++st) m.stages.push_back(stageMemory(w, p, st, ops));
   for (size_t i = 0; i < m.stages.size(); ++i)
     if (m.stages[i].total() > m.stages[size_t(m.worst_stage)].total()) m.worst_stage = int64_t(i);
