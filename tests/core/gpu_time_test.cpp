@@ -17,6 +17,8 @@
 
 #include "../../models/src/gpu_time.h"
 #include "trainscope/common/error.h"
+#include "trainscope/models/moe.h"
+#include "trainscope/workloads/memory.h"
 #include "trainscope/tuner/models.h"
 #include "flat_cluster.h"
 
@@ -218,6 +220,28 @@ TEST(GpuTime, StageParametersCountTheWordEmbeddingWhereItLives) {
   EXPECT_DOUBLE_EQ(tn::gpu::stageParams(w, p, 0), layer + V / 2 * h + P * h);
   EXPECT_DOUBLE_EQ(tn::gpu::stageParams(w, p, 1), layer + 2 * h + V / 2 * h);
   EXPECT_EQ(tn::gpu::stageTensors(w, p, 1).size(), 12u + 2u + 1u);
+}
+
+// A MoE layer's tensors follow the workload's biases (moeMlpShapes): Mixtral and Qwen1.5-MoE have no
+// MLP biases (no expert, no shared-expert bias), small-cpu-moe (GPT-style) has them. On one stage and
+// one rank the stage's tensors are the model's: the same count as parameterTensors (the zeros
+// layerTensors keeps for an absent dense bias aside) and the same sum as parameterCount.
+TEST(GpuTime, MoeStageTensorsFollowTheWorkloadsBiases) {
+  for (const char* name : {"mixtral-8x7b", "qwen1.5-moe-a2.7b", "tiny-mixtral", "small-cpu-moe"}) {
+    const trainscope::workloads::Workload w = trainscope::workloads::load(name);
+    const tn::Plan p = toyPlan(1, 1, 1);
+    EXPECT_DOUBLE_EQ(tn::gpu::stageParams(w, p, 0), double(w.parameterCount())) << name;
+    size_t present = 0;
+    for (const double n : tn::gpu::stageTensors(w, p, 0)) present += n > 0 ? 1 : 0;
+    EXPECT_EQ(present, trainscope::workloads::parameterTensors(w).size()) << name;
+  }
+  // Mixtral's MoE layer: the router and two stacked expert matrices, no bias tensor.
+  const trainscope::workloads::Workload mixtral = trainscope::workloads::load("mixtral-8x7b");
+  const auto shapes = tn::moeMlpShapes(mixtral, toyPlan(1, 1, 1));
+  ASSERT_EQ(shapes.size(), 3u);
+  EXPECT_EQ(shapes[1], (std::vector<int64_t>{8, 2 * 14336, 4096}));
+  EXPECT_EQ(shapes[2], (std::vector<int64_t>{8, 4096, 14336}));
+  EXPECT_EQ(tn::moeMlpShapes(trainscope::workloads::load("small-cpu-moe"), toyPlan(1, 1, 1)).size(), 5u);
 }
 
 TEST(GpuTime, MegatronAddsEveryWeightGradientIntoItsMainGradEachMicroBatch) {
