@@ -143,10 +143,17 @@ void addOptimizerState(StageMemory& sm, const std::vector<Slot>& slots, const Pl
 //           No all-gather after the step.
 //           A MoE's layers differ in size (`sizes`, the stage's in order; `saved`, what each keeps
 //           for backward): the moment is taken at every layer's backward i, from the last, with
-//           the layers after it freed: e·(rest + s_i + s_{i−1}) gathered, 4·s_i·(1 + Gloo's copy)
-//           reducing, 4·s_{i+1} and its shard in flight (at the last layer, one of its own size, as
-//           for equal layers), less Σ_{j>i} saved_j; the worst such moment is the one kept
-//           (gathered, and grad_bucket net of what was freed). Equal layers: the last one's.
+//           the layers after it freed: e·(rest + s_i + s_{i−1}) gathered, layer i's own fp32
+//           gradients 4·s_i, and layer i+1's reduce-scatter in flight — its flat buffer 4·s_{i+1},
+//           on Gloo the copy it reduces (ProcessGroupGloo's reduce-scatter clones its input when it
+//           is issued and holds the clone until the work is waited for), 4·s_{i+1} more, and its
+//           output shard (at the last layer, one of its own size, as for equal layers) — less
+//           Σ_{j>i} saved_j; the worst such moment is the one kept (gathered, and grad_bucket net
+//           of what was freed). Equal layers: the last one's, 4·s·(2 + Gloo's copy) + its shard.
+//           (Until 2026-12-07 the Gloo copy was counted at layer i's size, 4·s_i·(1 + copy) + 4·s_{i+1}:
+//           the same for equal layers, but a MoE layer's backward followed by a dense layer's reduce
+//           then held a copy of the MoE layer that exists only after its own gradients are freed —
+//           small-cpu-moe's ZeRO-3 row +4.6–5.0%, tests/runtime/moe_memory_test.cpp.)
 void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, const std::vector<int64_t>& sizes,
                    const std::vector<double>& saved) {
   if (!zero::shardsGradients(p)) return;
@@ -167,7 +174,10 @@ void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, const std::vector<
     const int64_t s = sizes[size_t(i)], prev = i > 0 ? sizes[size_t(i - 1)] : 0;
     const int64_t next = i < L - 1 ? sizes[size_t(i + 1)] : (L > 1 ? s : 0);
     const int64_t gathered = p.elementBytes() * (rest + s + prev);
-    const int64_t buffers = 4 * s * (1 + (p.cpu ? 1 : 0)) + 4 * next + (L > 1 ? 4 * evenShard(next, zero::shardRanks(p)) : 4 * evenShard(s, zero::shardRanks(p)));
+    // One layer alone: its own reduce when issued (its buffer, Gloo's copy, its shard) is the moment.
+    const int64_t copy = p.cpu ? 1 : 0, shards = zero::shardRanks(p);
+    const int64_t buffers = L > 1 ? 4 * s + 4 * next * (1 + copy) + 4 * evenShard(next, shards)
+                                  : 4 * s * (1 + copy) + 4 * evenShard(s, shards);
     if (double(gathered + buffers) - freed > worst) {
       worst = double(gathered + buffers) - freed;
       sm.gathered = gathered;
@@ -502,10 +512,9 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   const ZeroTwoWalk walk = zeroTwoWalk(slots, p, int64_t(saved.size()));
   addZeroTwo(sm, p, n, largest, largest_dense, experts, walk, saved);
   if (p.pp > 1) addSendBuffers(sm, w, p, st);
-  // ZeRO-3: grad_bucket holds a layer's own flat fp32 gradient buffer (4·ℓ, made when its last
-  // gradient is in: zero3.cpp's reduceScatter) beside the previous layer's reduce in flight (its
-  // buffer, Gloo's copy, its shard). At the layer's GEMMs' backward the in-flight one is held but the
-  // own buffer is not made yet (its Gloo copy stands for the in-flight one's, as for equal layers).
+  // ZeRO-3: grad_bucket holds a layer's own fp32 gradients (4·ℓ) beside the layer after it's reduce in
+  // flight (its flat buffer, Gloo's copy, its shard: addZeroShards). At the layer's GEMMs' backward
+  // the own flat buffer is not made yet (zero3.cpp's reduceScatter makes it when the last gradient is in).
   const std::vector<int64_t> sizes = zero::shardsParameters(p) ? layerSizes(slots, p) : std::vector<int64_t>{};
   const double own_reduce = sizes.empty() ? 0.0 : 4.0 * double(sizes.back());
   sm.allowance = transientAllowance(w, p, st, largest_dense, ops.runtime_whole, own_reduce);
