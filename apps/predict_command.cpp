@@ -147,8 +147,8 @@ void checkPriceable(const workloads::Workload& w, const tn::Plan& p, int64_t dev
 }
 
 // The memory per stage; figures that overflow are refused.
-tn::MemoryPrediction checkedMemory(const workloads::Workload& w, const tn::Plan& p, bool megatron_flash) {
-  tn::MemoryPrediction m = tn::predictMemory(w, p, megatron_flash);
+tn::MemoryPrediction checkedMemory(const workloads::Workload& w, const tn::Plan& p, tn::Attention megatron_attention) {
+  tn::MemoryPrediction m = tn::predictMemory(w, p, megatron_attention);
   for (const auto& stage : m.stages)
     if (stage.total() < 0 || stage.activations < 0)
       throw UserError("predict", "the memory model's figures overflow for " + p.describe(), "pass a smaller --mbs or --seq");
@@ -269,7 +269,7 @@ Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn:
   out.p = planFromFlags(f, w, c, out.devices);
   checkPriceable(w, out.p, out.devices);
   if (!f.moe_load.empty()) out.p.moe_load = readMoeLoad(f.moe_load, w, out.p).load;  // else random routing's
-  out.m = checkedMemory(w, out.p, tn::parseAttention(f.attention) == tn::Attention::Flash);
+  out.m = checkedMemory(w, out.p, tn::parseAttention(f.attention));  // Megatron-LM's column: the same attention
   out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention), reduceBytes(f, c, framework)};
   if (!f.deepspeed_config.empty()) useDeepSpeedConfig(f, w, framework, out.options);
   out.t = tn::predictTime(w, out.p, c, out.options);

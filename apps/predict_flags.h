@@ -74,14 +74,16 @@ void visitPredictFields(V&& v) {
       "layer costs when one has this plan's layer shape"},
     &P::profiles);
   v(F{"framework", "--framework",
-      "whose kernels, host costs and collectives: trainscope (this runtime), megatron (Megatron-LM as the published "
-      "runs used it: unfused attention, 18 bytes per parameter), fsdp (PyTorch FSDP) or deepspeed (DeepSpeed ZeRO); "
+      "whose kernels, host costs and collectives: trainscope (this runtime), megatron (Megatron-LM: Transformer "
+      "Engine's fused attention as it runs today, 18 bytes per parameter), fsdp (PyTorch FSDP) or deepspeed (DeepSpeed "
+      "ZeRO); "
       "profiles' constants in the cluster file's \"frameworks\"",
       kShow},
     &P::framework);
   v(F{"attention", "--attention",
-      "GPU clusters: how attention runs — default (the framework's: megatron unfused, trainscope flash), unfused "
-      "(s×s scores materialised) or flash (one fused kernel); the time only",
+      "GPU clusters: how attention runs, in the time and in Megatron-LM's memory column — default (every framework's "
+      "own: a fused flash kernel; Megatron-LM's Transformer Engine with --attention-backend auto), unfused (s×s "
+      "scores materialised, as Megatron-LM's 2021-2022 published runs) or flash (one fused kernel)",
       kShow},
     &P::attention);
   v(F{"reduce_dtype", "--reduce-dtype",

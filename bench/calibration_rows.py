@@ -13,7 +13,9 @@ Sets:
 
 Each set's run settings are the data file's own (run_settings): vTrain full recomputation, fp16,
 1F1B, no gradient bucketing (dp_overlap 0), vocabulary 50257; MPT bf16, ZeRO-3 for FULL_SHARD and
-ZeRO-2 for SHARD_GRAD_OP, full recomputation where the row says so, vocabulary 50368.
+ZeRO-2 for SHARD_GRAD_OP, full recomputation where the row says so, vocabulary 50368. Each row says
+its attention (ATTENTION; published_sets.py gives the sources): Megatron-LM's unfused attention for
+the Megatron-LM sets, flash for MPT — not predict's framework default (a fused flash kernel).
 
 usage: bench/calibration_rows.py SET [--data DIR] [--framework F] [-o FILE]
 """
@@ -28,6 +30,8 @@ from common import ROOT, output_file
 SETS = ("vtrain-single", "vtrain-multi", "mpt-80gb", "mpt-40gb", "table5", "table1")
 DEFAULT_FRAMEWORK = {"vtrain-single": "megatron", "vtrain-multi": "megatron", "table5": "megatron", "table1": "megatron",
                      "mpt-80gb": "fsdp", "mpt-40gb": "fsdp"}
+ATTENTION = {"vtrain-single": "unfused", "vtrain-multi": "unfused", "table5": "unfused", "table1": "unfused",
+             "mpt-80gb": "flash", "mpt-40gb": "flash"}
 
 
 def workload(name, layers, heads, hidden, positions, vocab):
@@ -102,6 +106,7 @@ def rows(set_name, data_dir, framework=None):
     for r in out:
         if fw:
             r["framework"] = fw
+        r["attention"] = ATTENTION[set_name]
         yield r
 
 

@@ -7,6 +7,13 @@ with, each row as the `predict --batch` line that prices it (shared/calibration/
   vtrain-multi  vTrain's 109 Megatron-LM runs on 64-512 A100s (800 Gb/s per node between nodes)
   mpt-fsdp      MosaicML llm-foundry's 139 MPT throughput rows, PyTorch FSDP on A100 80 GB and 40 GB
 
+Each row states the attention its run used ("attention" in its line), so that predict's framework
+default (a fused flash kernel: Megatron-LM runs Transformer Engine's with --attention-backend auto
+today) does not decide it: the Megatron-LM sets ran Megatron-LM's unfused attention (the s×s scores
+materialised, its fused scale-mask-softmax kernel; Korthikanti et al.'s Table 2 counts their 5as²b/t,
+and Narayanan et al. 2021 and vTrain's Megatron-DeepSpeed of 2022-2023 predate flash attention in
+Megatron-LM or leave its --use-flash-attn off), the MPT set flash attention (its run_settings).
+
 A row is {"set", "group", "measured_s", "line": predict --batch keys, "label"}. The group is one
 model on one cluster size (the issue's definition for the within-group Spearman). Cluster files
 that differ from a preset in a published fact only (vTrain's 800 Gb/s per node; A100 40 GB's memory
@@ -81,6 +88,7 @@ class Sets:
     def _megatron(self, line):
         if self.fw_meg:
             line["framework"] = self.fw_meg
+        line["attention"] = "unfused"  # what the published Megatron-LM runs ran (module docstring)
         return line
 
     def published(self):
@@ -140,7 +148,7 @@ class Sets:
             line = {"workload": wl, "cluster": cluster, "nodes": max(1, r["gpus"] // 8), "gpus": r["gpus"],
                     "mbs": r["mbs"], "gbs": r["gbs"], "seq": r["seq"], "precision": "bf16",
                     "ckpt": "full" if r["activation_checkpointing"] else "none",
-                    "zero": 3 if r["sharding"] == "FULL_SHARD" else 2}
+                    "zero": 3 if r["sharding"] == "FULL_SHARD" else 2, "attention": "flash"}
             if self.fw_fsdp:
                 line["framework"] = self.fw_fsdp
             rows.append({"set": "mpt-fsdp", "measured_s": r["gbs"] * r["seq"] / r["tokens_per_s"],

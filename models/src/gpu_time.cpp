@@ -276,6 +276,7 @@ class StageTimes {
     add.name = "main_grad accumulation";
     double seconds = 0;
     for (const double n : stageTensors(w_, p_, index)) {
+      if (n <= 0) continue;  // a tensor the architecture lacks (a bias of a bias-less decoder): no kernel
       add.bytes = n * (e_ + 2.0 * gradBytes(p_, true, fp_));
       seconds += memorySeconds(add, c_);
     }

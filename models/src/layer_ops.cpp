@@ -368,7 +368,7 @@ bool megatronFusedSoftmax(double attn_batches, double queries, double keys) {
 
 LayerOps layerOps(const workloads::Workload& w, const Plan& p, Framework f, Attention a, bool moe, int64_t layer) {
   const LayerShape x = layerShape(w, p, f, layer);
-  const bool unfused = a == Attention::Default ? x.megatron : a == Attention::Unfused;
+  const bool unfused = keepsScores(a);  // every framework's default is flash (layer_ops.h)
   const std::vector<Op> core = unfused ? unfusedAttention(x) : flashAttention(x);
   LayerOps L;
   addAttentionBlock(L.forward, x, core);

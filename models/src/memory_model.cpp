@@ -52,16 +52,15 @@ int64_t stateBytes(const Slot& x, workloads::OptimizerState state) {
 struct LayerLists {
   LayerOps runtime_layer, runtime_whole, megatron_layer;
   LayerOps runtime_moe, runtime_moe_whole, megatron_moe;  // the same for a MoE layer (moe.h)
-  bool megatron_flash = false;  // Megatron-LM's attention a fused flash kernel (no scores kept)
+  bool megatron_scores = false;  // Megatron-LM's attention unfused (the s×s scores kept)
 };
 
-LayerLists layerListsOf(const workloads::Workload& w, const Plan& p, bool megatron_flash) {
+LayerLists layerListsOf(const workloads::Workload& w, const Plan& p, Attention megatron_attention) {
   Plan whole = p, sixteen = p;
   whole.ckpt = Checkpointing::None;
   if (!sixteen.mixed()) sixteen.precision = runconfig::Precision::BF16;
-  const Attention megatron_attention = megatron_flash ? Attention::Flash : Attention::Default;
   LayerLists lists;
-  lists.megatron_flash = megatron_flash;
+  lists.megatron_scores = keepsScores(megatron_attention);
   lists.runtime_layer = layerOps(w, p, Framework::Trainscope);
   lists.runtime_whole = layerOps(w, whole, Framework::Trainscope);
   lists.megatron_layer = layerOps(w, sixteen, Framework::Megatron, megatron_attention);
@@ -144,10 +143,17 @@ void addOptimizerState(StageMemory& sm, const std::vector<Slot>& slots, const Pl
 //           No all-gather after the step.
 //           A MoE's layers differ in size (`sizes`, the stage's in order; `saved`, what each keeps
 //           for backward): the moment is taken at every layer's backward i, from the last, with
-//           the layers after it freed: e·(rest + s_i + s_{i−1}) gathered, 4·s_i·(1 + Gloo's copy)
-//           reducing, 4·s_{i+1} and its shard in flight (at the last layer, one of its own size, as
-//           for equal layers), less Σ_{j>i} saved_j; the worst such moment is the one kept
-//           (gathered, and grad_bucket net of what was freed). Equal layers: the last one's.
+//           the layers after it freed: e·(rest + s_i + s_{i−1}) gathered, layer i's own fp32
+//           gradients 4·s_i, and layer i+1's reduce-scatter in flight — its flat buffer 4·s_{i+1},
+//           on Gloo the copy it reduces (ProcessGroupGloo's reduce-scatter clones its input when it
+//           is issued and holds the clone until the work is waited for), 4·s_{i+1} more, and its
+//           output shard (at the last layer, one of its own size, as for equal layers) — less
+//           Σ_{j>i} saved_j; the worst such moment is the one kept (gathered, and grad_bucket net
+//           of what was freed). Equal layers: the last one's, 4·s·(2 + Gloo's copy) + its shard.
+//           (Until 2026-12-07 the Gloo copy was counted at layer i's size, 4·s_i·(1 + copy) + 4·s_{i+1}:
+//           the same for equal layers, but a MoE layer's backward followed by a dense layer's reduce
+//           then held a copy of the MoE layer that exists only after its own gradients are freed —
+//           small-cpu-moe's ZeRO-3 row +4.6–5.0%, tests/runtime/moe_memory_test.cpp.)
 void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, const std::vector<int64_t>& sizes,
                    const std::vector<double>& saved) {
   if (!zero::shardsGradients(p)) return;
@@ -168,7 +174,10 @@ void addZeroShards(StageMemory& sm, const Plan& p, int64_t n, const std::vector<
     const int64_t s = sizes[size_t(i)], prev = i > 0 ? sizes[size_t(i - 1)] : 0;
     const int64_t next = i < L - 1 ? sizes[size_t(i + 1)] : (L > 1 ? s : 0);
     const int64_t gathered = p.elementBytes() * (rest + s + prev);
-    const int64_t buffers = 4 * s * (1 + (p.cpu ? 1 : 0)) + 4 * next + (L > 1 ? 4 * evenShard(next, zero::shardRanks(p)) : 4 * evenShard(s, zero::shardRanks(p)));
+    // One layer alone: its own reduce when issued (its buffer, Gloo's copy, its shard) is the moment.
+    const int64_t copy = p.cpu ? 1 : 0, shards = zero::shardRanks(p);
+    const int64_t buffers = L > 1 ? 4 * s + 4 * next * (1 + copy) + 4 * evenShard(next, shards)
+                                  : 4 * s * (1 + copy) + 4 * evenShard(s, shards);
     if (double(gathered + buffers) - freed > worst) {
       worst = double(gathered + buffers) - freed;
       sm.gathered = gathered;
@@ -461,7 +470,7 @@ int64_t megatronActivations(const workloads::Workload& w, const Plan& p, const S
                             const LayerLists& ops, double interleave) {
   const double s = double(p.localSeq()), b = double(p.mbs);
   const int64_t moe = moeLayersOfStage(w, p, sm.stage);
-  if (!korthikantiShape(w) && !w.isMoe()) return megatronTheoreticalActivations(w, p, sm, interleave, !ops.megatron_flash);
+  if (!korthikantiShape(w) && !w.isMoe()) return megatronTheoreticalActivations(w, p, sm, interleave, ops.megatron_scores);
   double mega = (ops.megatron_layer.saved * double(sm.layers - moe) + ops.megatron_moe.saved * double(moe)) *
                 double(sm.inflight) * interleave;
   if (sm.stage == p.pp - 1) mega += 4.0 * s * b * double(w.vocab_size) / double(p.tp);  // fp32 logits
@@ -503,10 +512,9 @@ StageMemory stageMemory(const workloads::Workload& w, const Plan& p, int64_t st,
   const ZeroTwoWalk walk = zeroTwoWalk(slots, p, int64_t(saved.size()));
   addZeroTwo(sm, p, n, largest, largest_dense, experts, walk, saved);
   if (p.pp > 1) addSendBuffers(sm, w, p, st);
-  // ZeRO-3: grad_bucket holds a layer's own flat fp32 gradient buffer (4·ℓ, made when its last
-  // gradient is in: zero3.cpp's reduceScatter) beside the previous layer's reduce in flight (its
-  // buffer, Gloo's copy, its shard). At the layer's GEMMs' backward the in-flight one is held but the
-  // own buffer is not made yet (its Gloo copy stands for the in-flight one's, as for equal layers).
+  // ZeRO-3: grad_bucket holds a layer's own fp32 gradients (4·ℓ) beside the layer after it's reduce in
+  // flight (its flat buffer, Gloo's copy, its shard: addZeroShards). At the layer's GEMMs' backward
+  // the own flat buffer is not made yet (zero3.cpp's reduceScatter makes it when the last gradient is in).
   const std::vector<int64_t> sizes = zero::shardsParameters(p) ? layerSizes(slots, p) : std::vector<int64_t>{};
   const double own_reduce = sizes.empty() ? 0.0 : 4.0 * double(sizes.back());
   sm.allowance = transientAllowance(w, p, st, largest_dense, ops.runtime_whole, own_reduce);
@@ -537,9 +545,9 @@ bool korthikantiShape(const workloads::Workload& w) {
          w.headSize() * w.n_head == w.n_embd && w.tie_embeddings && w.qkv_bias && w.proj_bias && w.mlp_bias;
 }
 
-MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p, bool megatron_flash) {
+MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p, Attention megatron_attention) {
   MemoryPrediction m;
-  const LayerLists ops = layerListsOf(w, p, megatron_flash);
+  const LayerLists ops = layerListsOf(w, p, megatron_attention);
   for (int64_t st = 0; st < p.pp; ++st) m.stages.push_back(stageMemory(w, p, st, ops));
   for (size_t i = 0; i < m.stages.size(); ++i)
     if (m.stages[i].total() > m.stages[size_t(m.worst_stage)].total()) m.worst_stage = int64_t(i);

@@ -221,11 +221,21 @@ double moeDispatchBytes(const workloads::Workload& w, const Plan& p) {
 std::vector<std::vector<int64_t>> moeMlpShapes(const workloads::Workload& w, const Plan& p) {
   const int64_t C = w.n_embd, Fh = w.expertHidden(), El = w.n_experts / std::max<int64_t>(1, p.ep);
   // SwiGLU experts: c_fc holds [gate; up], 2F rows (the runtime's layout, docs/architecture.md).
-  const bool swiglu = w.mlp == workloads::Mlp::SwiGLU;
+  const bool swiglu = w.mlp == workloads::Mlp::SwiGLU, bias = w.mlp_bias;
   const int64_t F2 = swiglu ? 2 * Fh : Fh;
-  std::vector<std::vector<int64_t>> s = {{w.n_experts, C}, {El, F2, C}, {El, F2}, {El, C, Fh}, {El, C}};
+  // Biases only where the workload has them (mlp_bias: the runtime's initMoe and parameterTensors;
+  // Mixtral and Qwen-MoE have none), each after its weight.
+  std::vector<std::vector<int64_t>> s = {{w.n_experts, C}, {El, F2, C}};
+  if (bias) s.push_back({El, F2});
+  s.push_back({El, C, Fh});
+  if (bias) s.push_back({El, C});
   const int64_t Fs = w.sharedExpertHidden(), Fs2 = swiglu ? 2 * Fs : Fs;  // the shared expert's own width
-  if (w.shared_expert) s.insert(s.end(), {{Fs2, C}, {Fs2}, {C, Fs}, {C}});
+  if (w.shared_expert) {
+    s.push_back({Fs2, C});
+    if (bias) s.push_back({Fs2});
+    s.push_back({C, Fs});
+    if (bias) s.push_back({C});
+  }
   if (w.shared_expert && w.shared_expert_gate) s.push_back({1, C});  // Qwen2-MoE's sigmoid gate
   return s;
 }

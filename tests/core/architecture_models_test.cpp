@@ -118,7 +118,7 @@ TEST(ArchitectureModels, LlamaLayerOpsAndSavedBytesByHand) {
   EXPECT_DOUBLE_EQ(find(L.forward, "flash attention")->n, 8192.0);
   EXPECT_DOUBLE_EQ(Wd.saved, L.saved);
   // Megatron-LM's list: no QKV bias op, the fused bias_swiglu keeping [gate; up] only.
-  const tn::LayerOps M = tn::layerOps(w, plan(1, 1, 8192), tn::Framework::Megatron);
+  const tn::LayerOps M = tn::layerOps(w, plan(1, 1, 8192), tn::Framework::Megatron, tn::Attention::Unfused);
   EXPECT_EQ(find(M.forward, "qkv bias"), nullptr);
   EXPECT_EQ(find(M.forward, "silu-multiply")->saved, 2.0 * rows * 14336 * 2);
   // The untied head: no tied-gradient sum in the embedding's backward, no positions.

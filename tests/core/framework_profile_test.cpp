@@ -138,7 +138,9 @@ TEST(HostBound, AHostBoundStepIsTheHostThreadsAndPredictSaysSo) {
   const auto w = toy();
   tn::Plan p;
   p.mbs = 1, p.gbs = 2, p.seq = 128;  // 2 micro-batches
-  const tn::TimePrediction t = tn::predictTime(w, p, c, with(tn::Framework::Megatron));
+  tn::TimeOptions unfused = with(tn::Framework::Megatron);  // the published runs' kernels: PyTorch's softmax path
+  unfused.attention = tn::Attention::Unfused;
+  const tn::TimePrediction t = tn::predictTime(w, p, c, unfused);
   EXPECT_EQ(t.bound, "host launch");
   const double head = std::max(8.0, double(tn::headOps(w, p, tn::Framework::Megatron).forward.size() +
                                           tn::headOps(w, p, tn::Framework::Megatron).backward.size()));
@@ -147,7 +149,7 @@ TEST(HostBound, AHostBoundStepIsTheHostThreadsAndPredictSaysSo) {
   const double per_micro = 2 * (75 + 8) * 1e-3 + head * 1e-3 + 5e-3;
   EXPECT_NEAR(t.compute_s + t.recompute_s + t.tp_comm_s, 2 * per_micro, 1e-9);
   fp.host_op_s = fp.host_backward_op_s = fp.host_micro_batch_s = 0;
-  EXPECT_EQ(tn::predictTime(w, p, c, with(tn::Framework::Megatron)).bound, "device");
+  EXPECT_EQ(tn::predictTime(w, p, c, unfused).bound, "device");
 }
 
 TEST(TpAcrossNodes, ATpGroupSpanningNodesLeavesThroughAllItsMembersNics) {
@@ -303,13 +305,13 @@ TEST(MegatronSoftmax, TheFusedKernelTakesOnlyItsShapesAndTheRestRunsPyTorchsFp32
     return tn::Op{};
   };
   const double scores = 1.0 * 2 * 1024 * 1024;  // b·np·s·s
-  const tn::LayerOps one = tn::layerOps(w, p, tn::Framework::Megatron);
+  const tn::LayerOps one = tn::layerOps(w, p, tn::Framework::Megatron, tn::Attention::Unfused);
   EXPECT_DOUBLE_EQ(softmax(one).bytes, 36 * scores);
   EXPECT_DOUBLE_EQ(softmax(one).backward_bytes, 40 * scores);
   EXPECT_EQ(one.extra_host_ops_forward, 4);
   EXPECT_EQ(one.extra_host_ops_backward, 4);
   p.mbs = 2;
-  const tn::LayerOps two = tn::layerOps(w, p, tn::Framework::Megatron);
+  const tn::LayerOps two = tn::layerOps(w, p, tn::Framework::Megatron, tn::Attention::Unfused);
   EXPECT_DOUBLE_EQ(softmax(two).bytes, 1.5 * 2 * scores * 2);
   EXPECT_EQ(two.extra_host_ops_forward, 0);
 }

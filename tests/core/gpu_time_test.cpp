@@ -17,6 +17,8 @@
 
 #include "../../models/src/gpu_time.h"
 #include "trainscope/common/error.h"
+#include "trainscope/models/moe.h"
+#include "trainscope/workloads/memory.h"
 #include "trainscope/tuner/models.h"
 #include "flat_cluster.h"
 
@@ -101,7 +103,7 @@ TEST(GpuTime, MegatronMaterialisesTheScoresAndTrainscopeDoesNot) {
       if (o.name == name) return o.bytes;
     return -1.0;
   };
-  const tn::LayerOps mega = tn::layerOps(w, p, tn::Framework::Megatron);
+  const tn::LayerOps mega = tn::layerOps(w, p, tn::Framework::Megatron, tn::Attention::Unfused);
   // The fused causal softmax reads the unmasked half of b·(a/t)·s² 16-bit scores and writes them all.
   const double scores = 2.0 * (16 / 4) * 2048.0 * 2048;
   EXPECT_DOUBLE_EQ(bytesOf(mega, "scale-mask-softmax"), 1.5 * scores * 2);
@@ -111,7 +113,7 @@ TEST(GpuTime, MegatronMaterialisesTheScoresAndTrainscopeDoesNot) {
   // Selective recomputation reruns the attention core: Megatron's four kernels, or the one SDPA call
   // (this runtime's checkpointAttention).
   p.ckpt = trainscope::runconfig::Checkpointing::Selective;
-  EXPECT_EQ(tn::layerOps(w, p, tn::Framework::Megatron).recompute.size(), 4u);
+  EXPECT_EQ(tn::layerOps(w, p, tn::Framework::Megatron, tn::Attention::Unfused).recompute.size(), 4u);
   ASSERT_EQ(tn::layerOps(w, p, tn::Framework::Trainscope).recompute.size(), 1u);
   EXPECT_EQ(tn::layerOps(w, p, tn::Framework::Trainscope).recompute[0].name, "flash attention");
 }
@@ -134,9 +136,11 @@ tn::Plan toyPlan(int64_t tp, int64_t pp, int64_t dp) {
   return p;
 }
 
+// Megatron-LM as the published runs ran it (Korthikanti, Narayanan, vTrain): unfused attention.
 tn::TimeOptions megatron() {
   tn::TimeOptions o;
   o.framework = tn::Framework::Megatron;
+  o.attention = tn::Attention::Unfused;
   return o;
 }
 
@@ -157,7 +161,7 @@ TEST(GpuTime, MegatronsFusedCausalSoftmaxAndDropoutMoveWhatTheirKernelsMove) {
   w.n_head = 8;  // b·heads/t = 4: the fused kernel takes the shape (megatronFusedSoftmax)
   tn::Plan p = toyPlan(2, 1, 1);
   const double scores = 1.0 * (8 / 2) * 512.0 * 512, e = 2;
-  const tn::LayerOps l = tn::layerOps(w, p, tn::Framework::Megatron);
+  const tn::LayerOps l = tn::layerOps(w, p, tn::Framework::Megatron, tn::Attention::Unfused);
   // Softmax: forward reads the unmasked half and writes the row; backward reads half of y and dy.
   ASSERT_NE(find(l.backward, "scale-mask-softmax backward"), nullptr);
   EXPECT_DOUBLE_EQ(find(l.forward, "scale-mask-softmax")->bytes, 1.5 * scores * e);
@@ -182,7 +186,7 @@ TEST(GpuTime, MegatronsFusedCausalSoftmaxAndDropoutMoveWhatTheirKernelsMove) {
   w.n_positions = 4096;
   p.seq = 4096;
   const double long_scores = 1.0 * (8 / 2) * 4096.0 * 4096;
-  const tn::LayerOps big = tn::layerOps(w, p, tn::Framework::Megatron);
+  const tn::LayerOps big = tn::layerOps(w, p, tn::Framework::Megatron, tn::Attention::Unfused);
   EXPECT_DOUBLE_EQ(find(big.forward, "scale-mask-softmax")->bytes, 36.0 * long_scores);
   EXPECT_DOUBLE_EQ(find(big.backward, "scale-mask-softmax backward")->bytes, 40.0 * long_scores);
 }
@@ -216,6 +220,28 @@ TEST(GpuTime, StageParametersCountTheWordEmbeddingWhereItLives) {
   EXPECT_DOUBLE_EQ(tn::gpu::stageParams(w, p, 0), layer + V / 2 * h + P * h);
   EXPECT_DOUBLE_EQ(tn::gpu::stageParams(w, p, 1), layer + 2 * h + V / 2 * h);
   EXPECT_EQ(tn::gpu::stageTensors(w, p, 1).size(), 12u + 2u + 1u);
+}
+
+// A MoE layer's tensors follow the workload's biases (moeMlpShapes): Mixtral and Qwen1.5-MoE have no
+// MLP biases (no expert, no shared-expert bias), small-cpu-moe (GPT-style) has them. On one stage and
+// one rank the stage's tensors are the model's: the same count as parameterTensors (the zeros
+// layerTensors keeps for an absent dense bias aside) and the same sum as parameterCount.
+TEST(GpuTime, MoeStageTensorsFollowTheWorkloadsBiases) {
+  for (const char* name : {"mixtral-8x7b", "qwen1.5-moe-a2.7b", "tiny-mixtral", "small-cpu-moe"}) {
+    const trainscope::workloads::Workload w = trainscope::workloads::load(name);
+    const tn::Plan p = toyPlan(1, 1, 1);
+    EXPECT_DOUBLE_EQ(tn::gpu::stageParams(w, p, 0), double(w.parameterCount())) << name;
+    size_t present = 0;
+    for (const double n : tn::gpu::stageTensors(w, p, 0)) present += n > 0 ? 1 : 0;
+    EXPECT_EQ(present, trainscope::workloads::parameterTensors(w).size()) << name;
+  }
+  // Mixtral's MoE layer: the router and two stacked expert matrices, no bias tensor.
+  const trainscope::workloads::Workload mixtral = trainscope::workloads::load("mixtral-8x7b");
+  const auto shapes = tn::moeMlpShapes(mixtral, toyPlan(1, 1, 1));
+  ASSERT_EQ(shapes.size(), 3u);
+  EXPECT_EQ(shapes[1], (std::vector<int64_t>{8, 2 * 14336, 4096}));
+  EXPECT_EQ(shapes[2], (std::vector<int64_t>{8, 4096, 14336}));
+  EXPECT_EQ(tn::moeMlpShapes(trainscope::workloads::load("small-cpu-moe"), toyPlan(1, 1, 1)).size(), 5u);
 }
 
 TEST(GpuTime, MegatronAddsEveryWeightGradientIntoItsMainGradEachMicroBatch) {
@@ -414,7 +440,7 @@ TEST(MemoryModel, TheOpListKeepsWhatKorthikantiAndTheRuntimeCount) {
             p.tp = t, p.mbs = b, p.seq = s, p.sequence_parallel = sp, p.ckpt = ck;
             const std::string at = "t" + std::to_string(t) + " sp" + std::to_string(sp) + " b" + std::to_string(b) +
                                    " s" + std::to_string(s) + " ckpt" + std::to_string(int(ck));
-            EXPECT_DOUBLE_EQ(tn::layerOps(w, p, tn::Framework::Megatron).saved,
+            EXPECT_DOUBLE_EQ(tn::layerOps(w, p, tn::Framework::Megatron, tn::Attention::Unfused).saved,
                              tn::megatronLayerActivationBytes(double(s), double(b), h, a, double(t), sp, ck))
                 << at;
             const double sbh = double(s) * double(b) * h, td = double(t);
@@ -517,8 +543,9 @@ TEST(GpuTime, AttentionRunsAsTheFrameworkDoesUnlessForced) {
     o.attention = a;
     return tn::predictTime(w, p, c, o).step_s;
   };
-  // The defaults: Megatron-LM's unfused attention, this runtime's flash kernel.
-  EXPECT_EQ(step(tn::Framework::Megatron, tn::Attention::Default), step(tn::Framework::Megatron, tn::Attention::Unfused));
+  // The defaults: a fused flash kernel for every framework — Megatron-LM's Transformer Engine attention
+  // (megatron-core's --attention-backend auto), this runtime's SDPA; unfused only when asked.
+  EXPECT_EQ(step(tn::Framework::Megatron, tn::Attention::Default), step(tn::Framework::Megatron, tn::Attention::Flash));
   EXPECT_EQ(step(tn::Framework::Trainscope, tn::Attention::Default), step(tn::Framework::Trainscope, tn::Attention::Flash));
   // Forced: materialising the s×s scores (softmax and dropout over them, memory-bound) costs more
   // than the fused kernel, under either framework's other kernels.

@@ -22,6 +22,9 @@ std::string megatronPrediction(const StudyInputs& study, const runconfig::TrainC
     return "no Megatron-LM prediction: the study ran on a CPU cluster (trainscope predict --framework megatron "
            "--cluster a100-80gb-x8 … prices the plan on GPUs)";
   const Plan p = planOf(c);
+  // The export leaves --transformer-impl and --attention-backend at megatron-core's defaults
+  // (transformer_engine, auto: a fused flash kernel), which is what Attention::Default prices, in the
+  // time as in the memory column (layer_ops.h).
   const TimePrediction meg = predictTime(c.model, p, cl, {-1.0, Framework::Megatron});
   const TimePrediction own = predictTime(c.model, p, cl, {-1.0, Framework::Trainscope});
   const MemoryPrediction m = predictMemory(c.model, p);

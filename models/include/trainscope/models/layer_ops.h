@@ -20,19 +20,27 @@
 namespace trainscope::models {
 
 // Whose kernels (the enum is in framework_profile.h): trainscope's runtime (fused flash attention,
-// no dropout, fp32 gradients reduced overlapped with backward), Megatron-LM as the published runs
-// used it (unfused attention: the s×s scores materialised, scale-mask-softmax and dropout as
-// memory-bound kernels; fused bias-GeLU and bias-dropout-add; gradients reduced after the backward),
+// no dropout, fp32 gradients reduced overlapped with backward), Megatron-LM (fused bias-GeLU and
+// bias-dropout-add; gradients reduced after the backward; its attention as `Attention` below says),
 // PyTorch FSDP or DeepSpeed ZeRO (an eager Hugging Face-style model: this runtime's kernel list,
 // flash attention; their host costs and collectives in their profiles).
 // "trainscope" | "megatron" | "fsdp" | "deepspeed"; UserError naming --framework
 Framework parseFramework(const std::string& s);
 const char* frameworkName(Framework f);
 
-// How attention runs: as the framework does by default (Megatron-LM in the published runs: unfused;
-// this runtime: fused, SDPA's flash kernel), or forced — unfused (the s×s scores materialised,
-// scale-mask-softmax and dropout memory-bound) or flash (one fused kernel, scores never stored).
+// How attention runs: as the framework does by default, or forced — unfused (the s×s scores
+// materialised, scale-mask-softmax and dropout memory-bound: Megatron-LM's own DotProductAttention,
+// as the 2021-2022 published runs ran it — Korthikanti, Narayanan, vTrain's Megatron-DeepSpeed) or
+// flash (one fused kernel, scores never stored). Every framework's default is a fused flash kernel:
+// this runtime's SDPA, FSDP's and DeepSpeed's Hugging Face-style models, and Megatron-LM today —
+// megatron-core 0.19.2's parse_args gives --transformer-impl transformer_engine and
+// --attention-backend auto (TransformerConfig.attention_backend = AttnBackend.auto), which sets
+// NVTE_FLASH_ATTN = NVTE_FUSED_ATTN = NVTE_UNFUSED_ATTN = 1 and lets Transformer Engine's
+// DotProductAttention pick FlashAttention or cuDNN's fused attention (its unfused path only for
+// shapes neither takes). A measured row of the old kernels says --attention unfused (bench/).
 enum class Attention { Default, Unfused, Flash };
+// Whether `a` materialises the s×s scores: only when asked (Attention::Unfused).
+inline bool keepsScores(Attention a) { return a == Attention::Unfused; }
 Attention parseAttention(const std::string& s);  // "default" | "unfused" | "flash"; UserError naming --attention
 const char* attentionName(Attention a);
 

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "trainscope/models/layer_ops.h"
 #include "trainscope/models/plan.h"
 
 namespace trainscope::models {
@@ -110,9 +111,13 @@ struct MemoryPrediction {
   int64_t peak() const { return stages.empty() ? 0 : stages[size_t(worst_stage)].total(); }
 };
 
-// `megatron_flash`: Megatron-LM's column (StageMemory::megatron_activations) with its attention a
-// fused flash kernel (Transformer Engine's, `predict --attention flash`), which keeps no s×s scores.
-MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p, bool megatron_flash = false);
+// `megatron_attention`: the attention of Megatron-LM's column (StageMemory::megatron_activations):
+// by default Transformer Engine's fused flash kernel, as Megatron-LM runs today (layer_ops.h), which
+// keeps no s×s scores; Attention::Unfused keeps them (5as²b/t per layer without recomputation), as
+// the 2021-2022 published runs did (`predict --attention unfused`). The runtime's columns do not
+// depend on it (this runtime runs SDPA's flash kernel).
+MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p,
+                               Attention megatron_attention = Attention::Default);
 
 // Megatron-LM's weights and optimizer state per parameter in mixed precision: 18 bytes (16-bit
 // weights, fp32 main gradients, fp32 master weights and Adam's two moments), or 6 + 12/d with its

@@ -100,7 +100,8 @@ double moeRecomputedCombineBytes(const workloads::Workload& w, const Plan& p);
 double moeDispatchBytes(const workloads::Workload& w, const Plan& p);
 
 // One MoE layer's MLP tensors a rank holds (elements): the router E·C, its E/ep experts
-// (C·F + F + F·C + C each) and the shared expert. Their shapes, in parameterTensors' order.
+// (C·F + F + F·C + C each with mlp_bias; SwiGLU's c_fc 2F rows; no bias tensors without mlp_bias,
+// as Mixtral and Qwen-MoE) and the shared expert. Their shapes, in parameterTensors' order.
 std::vector<std::vector<int64_t>> moeMlpShapes(const workloads::Workload& w, const Plan& p);
 
 }  // namespace trainscope::models
