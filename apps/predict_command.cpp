@@ -370,6 +370,9 @@ nlohmann::json toJson(const Outcome& o) {
   }
   j["tokens_per_s"] = t.tokens_per_s;
   j["mfu"] = t.mfu;
+  // The model's parameters (tied embeddings once) and those one token passes through (MoE: top-k experts).
+  j["parameters"] = w.parameterCount();
+  j["active_parameters"] = w.activeParameterCount();
   // A calibrated cluster file (`trainscope calibrate`) states how far its predictions held.
   if (tn::CalibrationInterval ci; tn::calibrationInterval(c.source, ci))
     j["time"]["calibration"] = {{"pm", ci.pm}, {"file", ci.file}, {"text", ci.text()}};

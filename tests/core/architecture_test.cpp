@@ -254,6 +254,19 @@ TEST(Architecture, RefusalsNameTheKey) {
   const std::string gemma = R"({"model_type": "gemma", "hidden_size": 64})";
   EXPECT_EQ(refusedField(gemma), "workload.model_type");
   EXPECT_NE(refusal(gemma).find("llama, mistral, qwen2, mixtral and qwen2_moe"), std::string::npos);
+  // An unsupported model_type with an unsupported RoPE scaling (DeepSeek-V3's YaRN): both named.
+  const std::string deepseek = R"({"model_type": "deepseek_v3", "rope_scaling": {"type": "yarn", "factor": 40}})";
+  EXPECT_EQ(refusedField(deepseek), "workload.model_type");
+  EXPECT_NE(refusal(deepseek).find(R"(rope_scaling.type "yarn")"), std::string::npos) << refusal(deepseek);
+  EXPECT_EQ(refusal(gemma).find("rope_scaling"), std::string::npos);
+  // The fix says how to price the model anyway: without the scaling.
+  EXPECT_NE(refusal(with(kLlama, R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})")).find("set rope_scaling to null"),
+            std::string::npos);
+  // Qwen2.5's use_mrope: false loads (its files carry it), true (Qwen2-VL's multimodal RoPE) is refused.
+  std::string qwen = replaced(kLlama, R"("model_type": "llama")", R"("model_type": "qwen2")");
+  qwen = replaced(qwen, R"("attention_bias": false, "mlp_bias": false)", R"("use_sliding_window": false)");
+  EXPECT_NO_THROW(wl::parse(with(qwen, R"("use_mrope": false)"), "c.json"));
+  EXPECT_EQ(refusedField(with(qwen, R"("use_mrope": true)")), "workload.use_mrope");
   EXPECT_EQ(refusedField(replaced(kLlama, R"("num_key_value_heads": 2)", R"("num_key_value_heads": 3)")), "workload.n_kv_head");
   std::string gelu = kLlama;
   gelu.replace(gelu.find("\"silu\""), 6, "\"gelu\"");

@@ -111,9 +111,12 @@ void parseRopeScaling(const nlohmann::json& j, const std::string& source, Worklo
   if (type != "llama3")
     throw UserError(std::string("workload.rope_scaling.") + type_key,
                     (r.contains(type_key) ? jsonText(r[type_key]) : std::string("missing")) + " in " + source +
-                        " is not supported: trainscope supports RoPE without scaling and Llama 3's scaling only",
-                    "use rope_scaling null, or {\"rope_type\": \"llama3\", \"factor\", \"low_freq_factor\", "
-                    "\"high_freq_factor\", \"original_max_position_embeddings\"}");
+                        " is not supported: trainscope supports RoPE without scaling (rope_scaling null or "
+                        "rope_type \"default\") and Llama 3's scaling (rope_type \"llama3\") only",
+                    "set rope_scaling to null to price and train the model at its unscaled context (YaRN, linear "
+                    "and dynamic scaling change no parameter and no FLOP, only the positions' angles), or use "
+                    "{\"rope_type\": \"llama3\", \"factor\", \"low_freq_factor\", \"high_freq_factor\", "
+                    "\"original_max_position_embeddings\"}");
   w->rope_scaling.factor = numKey(r, "factor", source, "rope_scaling.factor", -1);
   w->rope_scaling.low_freq_factor = numKey(r, "low_freq_factor", source, "rope_scaling.low_freq_factor", 1);
   w->rope_scaling.high_freq_factor = numKey(r, "high_freq_factor", source, "rope_scaling.high_freq_factor", 4);
@@ -167,9 +170,23 @@ const std::vector<std::string> kHfDecoderKeys = {
     "mlp_bias", "vocab_size", "sliding_window", "use_sliding_window", "max_window_layers", "num_local_experts",
     "num_experts_per_tok", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise",
     "layer_types", "num_experts", "moe_intermediate_size", "shared_expert_intermediate_size", "norm_topk_prob",
-    "decoder_sparse_step", "mlp_only_layers", "qkv_bias"};
+    "decoder_sparse_step", "mlp_only_layers", "qkv_bias", "use_mrope"};
 
 }  // namespace
+
+// The RoPE scaling of a config.json trainscope cannot read ("" when it has none or can): the key
+// and its value, for a refusal that names it beside another reason (an unsupported model_type).
+std::string unsupportedRopeScaling(const nlohmann::json& j) {
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!j.contains(key) || !j[key].is_object()) continue;
+    const nlohmann::json& r = j[key];
+    const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
+    if (!r.contains(type_key)) continue;
+    const nlohmann::json& t = r[type_key];
+    if (t != "default" && t != "llama3") return std::string(key) + "." + type_key + " " + jsonText(t);
+  }
+  return "";
+}
 
 double parameterCountF(const Workload& w, bool active) { return countParams<double>(w, active); }
 
@@ -332,6 +349,10 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
   if (j.contains("hidden_act") && !(j["hidden_act"].is_string() && j["hidden_act"] == "silu"))
     throw UserError("workload.hidden_act", jsonText(j["hidden_act"]) + " in " + source + " is not supported",
                     "set hidden_act to \"silu\" (SwiGLU), as every " + type + " model has");
+  // Qwen2's use_mrope (Qwen2.5 files carry false): multimodal RoPE, the positions of Qwen2-VL.
+  if (boolKey(j, "use_mrope", source, "use_mrope", false))
+    throw UserError("workload.use_mrope", "true in " + source + " is not supported: multimodal RoPE (Qwen2-VL's "
+                    "3-D positions) is not the 1-D RoPE trainscope trains", "set use_mrope to false or remove it");
   if (numKey(j, "attention_dropout", source, "attention_dropout", 0) != 0)
     w->notes.push_back(source + " sets attention_dropout; trainscope trains without dropout, so it is ignored");
   if (intKey(j, "pretraining_tp", source, "pretraining_tp", 1) != 1)

@@ -23,5 +23,8 @@ bool isHfDecoder(const std::string& model_type);
 // The keys of those configs (for the unknown-key check).
 const std::vector<std::string>& hfDecoderKeys();
 void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload* w);
+// A config.json's rope_scaling (or rope_parameters) that trainscope does not read, as "KEY.TYPE_KEY
+// VALUE" (rope_scaling.type "yarn"); "" when it has none or one trainscope reads.
+std::string unsupportedRopeScaling(const nlohmann::json& j);
 
 }  // namespace trainscope::workloads

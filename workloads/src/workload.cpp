@@ -107,8 +107,18 @@ std::string joinKeys(const std::vector<std::string>& keys) {
 // A file without "name": its folder and stem ("Llama-3.1-8B/config" for a Hugging Face folder's
 // config.json); a file named without a folder is "./stem" ("llama.json" → "./llama", not "/llama").
 // The name keeps a '/' either way: it is never taken for a preset's (predict's --profile fix).
+// A file in the Hugging Face cache (HF_HOME/hub/models--ORG--NAME/snapshots/REVISION/config.json, where
+// huggingface_hub and from_pretrained put a download) is named ORG/NAME, the model's Hub id.
 std::string nameFromPath(const std::string& source) {
   const fs::path p(source);
+  const fs::path snapshots = p.parent_path().parent_path();
+  const std::string repo = snapshots.parent_path().filename().string();
+  if (snapshots.filename() == "snapshots" && repo.rfind("models--", 0) == 0 && repo.size() > 8) {
+    std::string id = repo.substr(8);
+    if (const size_t sep = id.find("--"); sep != std::string::npos) id.replace(sep, 2, "/");
+    else id = "./" + id;  // a model without an organisation (gpt2): still a name with a '/'
+    return id;
+  }
   const std::string folder = p.parent_path().filename().string();
   return (folder.empty() || folder == "." || folder == ".." ? std::string(".") : folder) + "/" + p.stem().string();
 }
@@ -353,12 +363,17 @@ Workload parse(const std::string& text, const std::string& source) {
   // GPT2LMHeadModel from it.
   const bool hf = j.contains("model_type");
   const bool decoder = hf && j["model_type"].is_string() && isHfDecoder(j["model_type"].get<std::string>());
-  if (hf && !decoder && !(j["model_type"].is_string() && j["model_type"] == "gpt2"))
+  if (hf && !decoder && !(j["model_type"].is_string() && j["model_type"] == "gpt2")) {
+    // The other key that would be refused in a supported model too (DeepSeek-V3's YaRN) is named as well.
+    const std::string rope = unsupportedRopeScaling(j);
     throw UserError("workload.model_type",
                     jsonText(j["model_type"]) + " in " + source +
                         " is not supported: trainscope reads Hugging Face configs of model_type gpt2, llama, "
-                        "mistral, qwen2, mixtral and qwen2_moe",
+                        "mistral, qwen2, mixtral and qwen2_moe" +
+                        (rope.empty() ? std::string() : "; its " + rope + " is not supported either (RoPE without "
+                                                        "scaling and Llama 3's rope_type \"llama3\" only)"),
                     "use a config.json of one of those model types, or a trainscope workload file");
+  }
   // GPT-2's shape keys under a Llama-family model_type: the model_type is what is wrong (or the
   // file was written by hand from a GPT-2 config); say so rather than refusing each GPT-2 key.
   if (decoder)
