@@ -24,4 +24,8 @@ bool isHfDecoder(const std::string& model_type);
 const std::vector<std::string>& hfDecoderKeys();
 void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload* w);
 
+// A moe_pattern that moe_every says as well (every layer l with l % k == 0 MoE, the others dense)
+// becomes moe_every = k and no pattern: one way to write each layout, and exports keep their integer form.
+void simplifyMoePattern(Workload* w);
+
 }  // namespace trainscope::workloads
