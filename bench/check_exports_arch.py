@@ -154,9 +154,14 @@ def hf_config_problems(config_text, w):
         for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                   "vocab_size", "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings", "num_local_experts",
                   "num_experts_per_tok", "rope_parameters", "num_experts", "moe_intermediate_size",
-                  "shared_expert_intermediate_size", "norm_topk_prob", "qkv_bias", "decoder_sparse_step"):
+                  "shared_expert_intermediate_size", "norm_topk_prob", "qkv_bias"):
             if hasattr(ref, k):
                 _want(p, f"AutoConfig.{k}", getattr(cfg, k, None), getattr(ref, k))
+        if ref.model_type == "qwen2_moe":  # which layers hold experts (decoder_sparse_step, mlp_only_layers)
+            def sparse(c):
+                return [i not in (c.mlp_only_layers or []) and c.num_experts > 0 and (i + 1) % c.decoder_sparse_step == 0
+                        for i in range(c.num_hidden_layers)]
+            _want(p, "AutoConfig's sparse layers", sparse(cfg), sparse(ref))
         _want(p, "AutoConfig.head_dim", getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
               a["head_dim"])
     else:

@@ -65,12 +65,28 @@ def megatron_moe_expected(run):
     return e
 
 
+def qwen2_moe_layers(cfg):
+    """transformers' Qwen2MoeDecoderLayer: 1 where layer i holds the experts, 0 where its MLP is dense."""
+    step, only = cfg.get("decoder_sparse_step", 1), cfg.get("mlp_only_layers") or []
+    return [int(i not in only and (i + 1) % step == 0) for i in range(cfg["num_hidden_layers"])]
+
+
+def megatron_layer_freq(pattern):
+    """Megatron-LM's parsed --moe-layer-freq for a layer pattern: the integer k where the pattern is every
+    k-th layer from layer 0 (megatron-core's own expansion: i % k == 0), else the list itself."""
+    for k in range(1, len(pattern) + 1):
+        if pattern == [int(i % k == 0) for i in range(len(pattern))]:
+            return k
+    return pattern
+
+
 def megatron_moe_expected_hf(cfg):
     """The same for a Hugging Face qwen2_moe config.json (a shared expert of its own width behind a gate,
     top-k of the full softmax unless norm_topk_prob)."""
     if cfg.get("model_type") != "qwen2_moe":
         return {}
     return {"num_experts": cfg["num_experts"], "moe_router_topk": cfg["num_experts_per_tok"],
+            "moe_layer_freq": megatron_layer_freq(qwen2_moe_layers(cfg)),
             "moe_ffn_hidden_size": cfg["moe_intermediate_size"],
             "moe_shared_expert_intermediate_size": cfg["shared_expert_intermediate_size"],
             "moe_shared_expert_gate": True, "moe_router_pre_softmax": not cfg.get("norm_topk_prob", False)}

@@ -3,7 +3,7 @@
 same config.json, weights and tokens, and checkpoints travel both ways unchanged.
 
     hf_oracle_test.py TRAINSCOPE_CLI MODEL WORKDIR
-    (MODEL: gpt2, llama, mistral, mistral_window, qwen2, qwen2_window, mixtral, qwen2_moe)
+    (MODEL: gpt2, llama, mistral, mistral_window, qwen2, qwen2_window, mixtral, qwen2_moe, qwen2_moe_sparse)
 
 1. transformers builds MODEL from a tiny config.json (fp32, seeded) and save_pretrained()s it: D0.
 2. `trainscope run --init-from D0 --save D1` takes one step of SGD with lr 1 (no momentum, weight
@@ -14,7 +14,7 @@ same config.json, weights and tokens, and checkpoints travel both ways unchanged
    largest logit), the step's loss (relative 1e-5), every gradient (D1's w1 against transformers' own
    step w0 - g: within 1e-4 of |g| plus the fp32 rounding of the subtraction, 2^-22 |w0|), and D1's
    loss in transformers against trainscope's on D1 (`--init-from D1`).
-5. llama: the same step under DP 2 with ZeRO-3, mixtral and qwen2_moe: under EP 2, saved (weights gathered from the
+5. llama: the same step under DP 2 with ZeRO-3, mixtral and qwen2_moe(_sparse): under EP 2, saved (weights gathered from the
    ranks' pieces): transformers loads it, its weights are D1's within the gradient tolerance, and
    trainscope's logits of it equal transformers'.
 trainscope trains every MODEL here: a refusal is a failure. (It used to exit 77, which ctest counts as
@@ -79,6 +79,17 @@ CONFIGS = {
                   "router_aux_loss_coef": 0.0, "decoder_sparse_step": 1, "mlp_only_layers": [],
                   "use_sliding_window": False, "qkv_bias": True, "tie_word_embeddings": False,
                   "hidden_act": "silu"},
+    # Qwen2-MoE with dense layers (transformers' Qwen2MoeDecoderLayer): experts where (l + 1) % 2 == 0
+    # outside mlp_only_layers, so layers 1 and 3 are a Qwen2MoeSparseMoeBlock and 0 and 2 a
+    # Qwen2MoeMLP of intermediate_size 64 (model.layers.N.mlp.{gate,up,down}_proj).
+    "qwen2_moe_sparse": {"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"], "vocab_size": VOCAB,
+                         "hidden_size": 32, "intermediate_size": 64, "moe_intermediate_size": 24,
+                         "shared_expert_intermediate_size": 40, "num_hidden_layers": 4, "num_attention_heads": 4,
+                         "num_key_value_heads": 2, "max_position_embeddings": 32, "rms_norm_eps": 1e-6,
+                         "rope_theta": 10000.0, "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": False,
+                         "router_aux_loss_coef": 0.0, "decoder_sparse_step": 2, "mlp_only_layers": [0],
+                         "use_sliding_window": False, "qkv_bias": True, "tie_word_embeddings": False,
+                         "hidden_act": "silu"},
 }
 # Windowed configs: the same weights under these other windows must give transformers another loss
 # (the oracle would not see a window that trainscope dropped or put on the wrong layers otherwise);
@@ -87,7 +98,8 @@ OTHER_WINDOWS = {"mistral_window": [{"sliding_window": None}],
                  "qwen2_window": [{"use_sliding_window": False}, {"max_window_layers": 0}],
                  "qwen2_moe": [{"norm_topk_prob": True}]}
 # The sharded layouts each architecture's save is also checked under (step 5).
-SHARDED = {"llama": ["--zero", "3"], "mixtral": ["--ep", "2"], "qwen2_moe": ["--ep", "2"]}
+SHARDED = {"llama": ["--zero", "3"], "mixtral": ["--ep", "2"], "qwen2_moe": ["--ep", "2"],
+           "qwen2_moe_sparse": ["--ep", "2"]}
 
 
 def run(cli, args):

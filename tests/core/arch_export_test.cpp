@@ -82,6 +82,8 @@ void expectSameModel(const wl::Workload& a, const wl::Workload& b, const std::st
     EXPECT_EQ(a.sharedExpertHidden(), b.sharedExpertHidden()) << what;
     EXPECT_EQ(a.shared_expert_gate, b.shared_expert_gate) << what;
     EXPECT_EQ(a.renormalisesGates(), b.renormalisesGates()) << what;
+    for (int64_t l = 0; l < a.n_layer; ++l) EXPECT_EQ(a.moeLayer(l), b.moeLayer(l)) << what << " layer " << l;
+    if (a.moeLayers() < a.n_layer) EXPECT_EQ(a.ffnHidden(), b.ffnHidden()) << what;
   } else {
     EXPECT_EQ(a.ffnHidden(), b.ffnHidden()) << what;
   }
@@ -159,14 +161,23 @@ TEST(HfConfig, ShapesNoTransformersModelBuildsAreRefusedNamingWhy) {
   w = wl::load("tiny-mixtral");
   w.shared_expert = true;
   EXPECT_NE(refusal(w).find("shared expert"), std::string::npos) << refusal(w);
-  // Qwen2-MoE's shape otherwise: gated shared expert, drop-less, experts in every layer; Mixtral
-  // renormalises its gates.
+  // Qwen2-MoE's shape otherwise: gated shared expert, drop-less; Mixtral has experts in every layer
+  // and renormalises its gates.
   w = wl::load("tiny-qwen2-moe");
   w.shared_expert_gate = false;
   EXPECT_NE(refusal(w).find("shared_expert_gate"), std::string::npos) << refusal(w);
+  w = wl::load("tiny-mixtral");
+  w.moe_every = 2;
+  EXPECT_NE(refusal(w).find("Mixtral has experts in every layer"), std::string::npos) << refusal(w);
+  // Qwen2-MoE's dense layers are its mlp_only_layers (decoder_sparse_step 1): moe_every 2 and a pattern travel.
   w = wl::load("tiny-qwen2-moe");
   w.moe_every = 2;
-  EXPECT_NE(refusal(w).find("Qwen2-MoE has experts in every layer"), std::string::npos) << refusal(w);
+  EXPECT_EQ(nlohmann::json::parse(wl::hfConfigJson(w, "--format"))["mlp_only_layers"], nlohmann::json::array({1}));
+  expectSameModel(w, wl::parse(wl::hfConfigJson(w, "--format"), "/x/config.json"), "qwen2_moe moe_every 2");
+  w = wl::load("tiny-qwen2-moe");
+  w.moe_pattern = {0, 1};
+  EXPECT_EQ(nlohmann::json::parse(wl::hfConfigJson(w, "--format"))["mlp_only_layers"], nlohmann::json::array({0}));
+  expectSameModel(w, wl::parse(wl::hfConfigJson(w, "--format"), "/x/config.json"), "qwen2_moe pattern [0, 1]");
   w = wl::load("tiny-qwen2-moe");
   w.mlp_bias = true;
   EXPECT_NE(refusal(w).find("Qwen2-MoE's linears"), std::string::npos) << refusal(w);

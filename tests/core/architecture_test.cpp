@@ -194,9 +194,17 @@ TEST(Architecture, Qwen2MoeConfig) {
   const auto d = wl::stepFlops(dense, 1, 8, wl::Recompute::None);
   const double per_token = 2 * 64 * 4 + 2 * 6 * 64 * 96 + 6 * 64 * 160 + 2 * 64 - 6 * 64 * 176;
   EXPECT_DOUBLE_EQ(moe.model - d.model, 3 * 8 * 2 * per_token);
-  // What trainscope does not build, refused naming the key.
-  EXPECT_EQ(refusedField(with(qwen, R"("decoder_sparse_step": 2)")), "workload.decoder_sparse_step");
-  EXPECT_EQ(refusedField(with(qwen, R"("mlp_only_layers": [1])")), "workload.mlp_only_layers");
+  // What trainscope does not build, refused naming the key; decoder_sparse_step and mlp_only_layers'
+  // values that name no layout (Qwen2MoeSparseMoeBlock where (l + 1) % step == 0 outside the list).
+  EXPECT_EQ(refusedField(with(qwen, R"("decoder_sparse_step": 0)")), "workload.decoder_sparse_step");
+  EXPECT_EQ(refusedField(with(qwen, R"("decoder_sparse_step": -1)")), "workload.decoder_sparse_step");
+  EXPECT_EQ(refusedField(with(qwen, R"("decoder_sparse_step": 1.5)")), "workload.decoder_sparse_step");
+  EXPECT_EQ(refusedField(with(qwen, R"("mlp_only_layers": [2])")), "workload.mlp_only_layers");  // L = 2
+  EXPECT_EQ(refusedField(with(qwen, R"("mlp_only_layers": [-1])")), "workload.mlp_only_layers");
+  EXPECT_EQ(refusedField(with(qwen, R"("mlp_only_layers": ["0"])")), "workload.mlp_only_layers");
+  EXPECT_EQ(refusedField(with(qwen, R"("mlp_only_layers": 1)")), "workload.mlp_only_layers");
+  EXPECT_EQ(refusedField(with(qwen, R"("decoder_sparse_step": 2)")), "");
+  EXPECT_EQ(refusedField(with(qwen, R"("mlp_only_layers": [1])")), "");
   EXPECT_EQ(refusedField(with(qwen, R"("use_sliding_window": true)")), "workload.use_sliding_window");
   EXPECT_EQ(refusedField(with(qwen, R"("shared_expert_intermediate_size": 0)")),
             "workload.shared_expert_intermediate_size");
@@ -205,6 +213,55 @@ TEST(Architecture, Qwen2MoeConfig) {
   EXPECT_EQ(refusedField(with(kLlama, R"("moe_intermediate_size": 8)")), "workload.moe_intermediate_size");
   // Top-4 of 60 (Qwen1.5-MoE) is a top-k trainscope trains.
   EXPECT_EQ(wl::load("qwen1.5-moe-a2.7b").top_k, 4);
+}
+
+// Qwen2-MoE's dense layers (transformers' Qwen2MoeDecoderLayer: a Qwen2MoeSparseMoeBlock where
+// (l + 1) % decoder_sparse_step == 0 and l is not in mlp_only_layers, else a Qwen2MoeMLP of
+// intermediate_size): the workload's moe_pattern, and the parameter count transformers gives.
+TEST(Architecture, Qwen2MoeDenseLayers) {
+  const std::string qwen = R"({"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 176,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+    "max_position_embeddings": 128, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 96,
+    "shared_expert_intermediate_size": 160})";
+  const wl::Workload w = wl::parse(with(qwen, R"("decoder_sparse_step": 2, "mlp_only_layers": [0])"), "q.json");
+  EXPECT_EQ(w.moe_pattern, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(w.moeLayers(), 2);
+  EXPECT_FALSE(w.moeLayer(0));
+  EXPECT_TRUE(w.moeLayer(3));
+  // Per layer: attention + norms 12416 + 128; a MoE MLP 256 + 4*3*64*96 + 3*64*160 + 64; a dense one 3*64*176.
+  const int64_t base = 2 * 256 * 64 + 64 + 4 * (12416 + 128), moe = 256 + 4 * 3 * 64 * 96 + 3 * 64 * 160 + 64;
+  const int64_t dense = 3 * 64 * 176;
+  EXPECT_EQ(w.parameterCount(), base + 2 * moe + 2 * dense);
+  // transformers 5.25: sum(p.numel() for p in Qwen2MoeForCausalLM(Qwen2MoeConfig(**this config)).parameters()).
+  EXPECT_EQ(w.parameterCount(), 360128);
+  EXPECT_EQ(w.activeParameterCount(), base + 2 * (moe - 2 * 3 * 64 * 96) + 2 * dense);
+  int64_t n = 0;
+  for (const auto& t : wl::parameterTensors(w)) n += t.numel();
+  EXPECT_EQ(n, w.parameterCount());
+  // mlp_only_layers takes a layer that decoder_sparse_step gives experts: layer 3 dense as well.
+  const wl::Workload w3 = wl::parse(with(qwen, R"("decoder_sparse_step": 2, "mlp_only_layers": [3])"), "q.json");
+  EXPECT_EQ(w3.moe_pattern, (std::vector<int>{0, 1, 0, 0}));
+  EXPECT_EQ(w3.parameterCount(), 289152);  // transformers, as above
+  // Every layer from 0 on with experts every k-th is moe_every k (step 1: every layer; mlp_only_layers [1, 3]: k = 2).
+  const wl::Workload w1 = wl::parse(with(qwen, R"("mlp_only_layers": [1, 3])"), "q.json");
+  EXPECT_TRUE(w1.moe_pattern.empty());
+  EXPECT_EQ(w1.moe_every, 2);
+  EXPECT_EQ(wl::parse(qwen, "q.json").parameterCount(), 502080);  // transformers, decoder_sparse_step 1
+  // No layer left with experts: a dense model, as num_experts 0 builds it.
+  const wl::Workload none = wl::parse(with(qwen, R"("decoder_sparse_step": 5)"), "q.json");
+  EXPECT_FALSE(none.isMoe());
+  EXPECT_EQ(none.parameterCount(), base + 4 * dense);
+  // trainscope's own key for the same choice, checked as the others.
+  const std::string own = R"({"n_layer": 4, "n_head": 4, "n_embd": 64, "n_positions": 128, "vocab_size": 256,
+    "n_experts": 4, "moe_pattern": [0, 1, 0, 1]})";
+  EXPECT_EQ(wl::parse(own, "own.json").moe_pattern, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(refusedField(with(own, R"("moe_every": 2)")), "workload.moe_pattern");
+  const std::string bad = R"({"n_layer": 4, "n_head": 4, "n_embd": 64, "n_positions": 128, "vocab_size": 256,
+    "n_experts": 4, "moe_pattern": )";
+  EXPECT_EQ(refusedField(bad + "[0, 1, 0]}"), "workload.moe_pattern");
+  EXPECT_EQ(refusedField(bad + "[0, 2, 0, 1]}"), "workload.moe_pattern");
+  EXPECT_EQ(refusedField(bad + "[0, 0, 0, 0]}"), "workload.moe_pattern");
+  EXPECT_EQ(wl::parse(bad + "[1, 0, 1, 0]}", "own.json").moe_every, 2);
 }
 
 // trainscope's own workload keys for the same layer.

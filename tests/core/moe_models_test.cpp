@@ -130,6 +130,29 @@ TEST(MoeModels, GpuStepCountsFourAllToAllsPerMoeLayerAndActiveFlops) {
   EXPECT_LT(t.model_flops, wl::stepFlops(64, 1024, 4, 1024, 4096, wl::Recompute::None).model * 2);
 }
 
+TEST(MoeModels, AMoePatternPricesItsOwnLayers) {
+  // moe_pattern [0, 0, 1, 1] (Qwen2-MoE's mlp_only_layers [0, 1]): under pp 2 stage 0 holds no MoE
+  // layer and stage 1 both; the step's all-to-alls and FLOPs are those of 2 MoE layers, as moe_every 2's.
+  wl::Workload w;
+  w.name = "moe-big";
+  w.n_layer = 4, w.n_head = 16, w.n_embd = 1024, w.n_positions = 1024, w.vocab_size = 4096;
+  w.n_experts = 8, w.top_k = 2, w.moe_pattern = {0, 0, 1, 1};
+  tn::Plan p;
+  p.dp = 8, p.ep = 8, p.mbs = 4, p.gbs = 64, p.seq = 1024, p.moe_load = 1;
+  p.pp = 2;
+  EXPECT_EQ(tn::moeLayersOfStage(w, p, 0), 0);
+  EXPECT_EQ(tn::moeLayersOfStage(w, p, 1), 2);
+  wl::Workload every = w;
+  every.moe_pattern.clear();
+  every.moe_every = 2;
+  EXPECT_EQ(tn::moeLayersOfStage(every, p, 0), 1);
+  EXPECT_EQ(w.parameterCount(), every.parameterCount());
+  p.pp = 1;
+  const tn::Cluster c = flatGpu();
+  EXPECT_DOUBLE_EQ(tn::predictTime(w, p, c).ep_comm_s, tn::predictTime(every, p, c).ep_comm_s);
+  EXPECT_DOUBLE_EQ(tn::predictTime(w, p, c).model_flops, tn::predictTime(every, p, c).model_flops);
+}
+
 TEST(MoeModels, GpuDataParallelSumsExpertsOverTheExpertDpGroup) {
   // The same model on 8 GPUs of dp: with ep 8 no rank shares its experts (no expert all-reduce), with
   // ep 2 each expert's gradient is summed over 4 ranks, with ep 1 over all 8 with the dense ones.

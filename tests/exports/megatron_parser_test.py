@@ -9,7 +9,8 @@ megatron-core 0.19.2 says Requires-Python >= 3.12 and its wheel is tagged cp312;
 on this venv's Python 3.11 and its parser runs there once `typing.override` (new in 3.12, imported by
 megatron/training/models/hybrid.py) is given typing_extensions' — the only 3.12 name it needs.
 
-For a spread of layouts of llama3-8b (bf16 and fp8), mistral-7b, qwen2.5-7b, mixtral-8x7b and qwen1.5-moe-a2.7b on H100 nodes and
+For a spread of layouts of llama3-8b (bf16 and fp8), mistral-7b, qwen2.5-7b, mixtral-8x7b and qwen1.5-moe-a2.7b (also with
+dense layers: decoder_sparse_step 2, mlp_only_layers [0], --moe-layer-freq's list form) on H100 nodes and
 small-llama on CPU ranks (`tune --max-trials 0`: the space, no trial), `export --format megatron` goes
 through bench/check_exports.py's megatron_problems: Megatron-LM's parse_args(ignore_unknown_args=False)
 as pretrain_gpt.py calls it, validate_args with the run's world size, every parsed value against the
@@ -63,11 +64,25 @@ def main():
     ep.main(__doc__, run_checks)
 
 
+def qwen_moe_sparse(folder):
+    """Qwen1.5-MoE-A2.7B's shape with dense layers (decoder_sparse_step 2, mlp_only_layers [0]): experts in
+    layers 1, 3, …, 23, --moe-layer-freq's list form."""
+    import json
+    with open(os.path.join(ep.ROOT, "workloads", "qwen1.5-moe-a2.7b.json")) as f:
+        cfg = json.load(f)
+    cfg.update(name="qwen1.5-moe-sparse", decoder_sparse_step=2, mlp_only_layers=[0])
+    path = os.path.join(folder, "qwen1.5-moe-sparse.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
 def run_checks(bin_, folder):
     warnings.filterwarnings("ignore")
     logging.getLogger("megatron").setLevel(logging.WARNING)  # its tokenizer's INFO line per export
     checks = ep.Checks()
-    for name, flags, limit in STUDIES:
+    studies = STUDIES + [("qwen1.5-moe-sparse", ["--workload", qwen_moe_sparse(folder), *H100, "--seq", "4096"], 3)]
+    for name, flags, limit in studies:
         study = ep.space(bin_, folder, name, flags)
         for cid, plan in ep.spread(study, limit):
             run, text, hf = exported(bin_, study, cid)

@@ -131,6 +131,24 @@ TEST(MoeTraining, TopOneWithASharedExpertEveryOtherLayerUnderPipelineEqualsOnePr
   EXPECT_GT(dropped, 0);
 }
 
+TEST(MoeTraining, QwenMoeWithDenseLayersUnderExpertParallelEqualsOneProcess) {
+  // A Qwen2-MoE config.json with decoder_sparse_step 2 and mlp_only_layers [0]: layers 1 and 3 hold
+  // the experts (and the gated shared expert), layers 0 and 2 a dense SwiGLU MLP of 64, replicated over
+  // the EP ranks as the attention is (under PP each stage holds one of each: the layout of
+  // TopOneWithASharedExpertEveryOtherLayerUnderPipeline, whose stage 1 holds no MoE layer).
+  const std::string w = tempPath("qwen2-moe-sparse.json");
+  std::ofstream(w) << R"({"model_type": "qwen2_moe", "hidden_size": 32, "intermediate_size": 64,
+    "moe_intermediate_size": 24, "shared_expert_intermediate_size": 40, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "vocab_size": 128,
+    "num_experts": 4, "num_experts_per_tok": 2, "router_aux_loss_coef": 0.01, "decoder_sparse_step": 2,
+    "mlp_only_layers": [0], "hidden_act": "silu", "tie_word_embeddings": false})";
+  expectSameTraining(reference(4, 2, w), run("qwen_sparse_ep2", "--workload " + w + " --nproc 2 --ep 2 --mbs 4"));
+  // The expert_load rows name the MoE layers only.
+  std::set<int64_t> layers;
+  for (const rdb::ExpertLoad& r : rdb::RunReader(run("qwen_sparse_ep2", "")).expertLoad()) layers.insert(r.layer);
+  EXPECT_EQ(layers, (std::set<int64_t>{1, 3}));
+}
+
 TEST(MoeTraining, ExpertParallelWithZeroOneAndZeroTwoEqualsOneProcess) {
   // ZeRO shards the dense tensors over dp; the experts stay whole on their expert-dp group.
   expectSameTraining(reference(4, 2), run("ep2_zero1", "--workload tiny-moe --nproc 2 --ep 2 --mbs 4 --zero 1"));

@@ -59,8 +59,19 @@ std::string commandLines(const rt::TrainConfig& c) {
   return o.str();
 }
 
+// Megatron-LM's --moe-layer-freq (arguments.py's moe_freq_type): N for experts on the layers l with
+// l % N == 0 (the workload's moe_every), or a pattern's Python list, one 1 (MoE) or 0 (dense, of
+// --ffn-hidden-size) per layer, quoted for the shell: '[0,1,0,1]' for a Qwen2-MoE config's
+// decoder_sparse_step 2 with mlp_only_layers [0].
+std::string moeLayerFreq(const workloads::Workload& w) {
+  if (w.moe_pattern.empty()) return std::to_string(w.moe_every);
+  std::string list = "'[";
+  for (int64_t l = 0; l < w.n_layer; ++l) list += std::string(l ? "," : "") + (w.moeLayer(l) ? "1" : "0");
+  return list + "]'";
+}
+
 // Megatron-LM's MoE flags (megatron/training/arguments.py, _add_moe_args) for a mixture-of-experts
-// workload: --moe-layer-freq N puts experts on layers l with l % N == 0 as the workload does; the
+// workload: --moe-layer-freq puts experts on the layers the workload does (moeLayerFreq); the
 // experts split over --expert-model-parallel-size (the run's --ep) ranks and, as this runtime holds
 // them, whole on every TP rank (--expert-tensor-parallel-size 1; Megatron-LM's default splits them
 // over tp). Tokens go by all-to-all, the runtime's dispatch and the only one Megatron-LM's capacity
@@ -70,7 +81,7 @@ std::string commandLines(const rt::TrainConfig& c) {
 void megatronMoe(std::ostringstream& o, const rt::TrainConfig& c) {
   const workloads::Workload& w = c.model;
   if (!w.isMoe()) return;
-  o << " --num-experts " << w.n_experts << " --moe-router-topk " << w.top_k << " --moe-layer-freq " << w.moe_every
+  o << " --num-experts " << w.n_experts << " --moe-router-topk " << w.top_k << " --moe-layer-freq " << moeLayerFreq(w)
     << " --moe-ffn-hidden-size " << w.expertHidden() << " --expert-model-parallel-size " << c.ep
     << " --expert-tensor-parallel-size 1 --moe-token-dispatcher-type alltoall"
     << " --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff " << w.aux_loss_coeff;
@@ -186,8 +197,16 @@ nlohmann::json zeroOptimization(const rt::TrainConfig& c) {
 std::string deepspeedMoeNote(const rt::TrainConfig& c) {
   const workloads::Workload& w = c.model;
   std::ostringstream o;
-  o << "DeepSpeed's MoE is set in the model code, not in this JSON: the MLP of each layer l with l % " << w.moe_every
-    << " == 0 as deepspeed.moe.layer.MoE(hidden_size=" << w.n_embd
+  std::string layers;
+  if (w.moe_pattern.empty()) {
+    layers = "l with l % " + std::to_string(w.moe_every) + " == 0";
+  } else {
+    for (int64_t l = 0; l < w.n_layer; ++l)
+      if (w.moeLayer(l)) layers += (layers.empty() ? "" : ", ") + std::to_string(l);
+    layers = "in " + layers + " (the others a dense MLP of " + std::to_string(w.ffnHidden()) + ")";
+  }
+  o << "DeepSpeed's MoE is set in the model code, not in this JSON: the MLP of each layer " << layers
+    << " as deepspeed.moe.layer.MoE(hidden_size=" << w.n_embd
     << ", expert=<a " << w.n_embd << "->" << w.expertHidden() << "->" << w.n_embd << " "
     << (w.mlp == workloads::Mlp::SwiGLU ? "SwiGLU" : "GELU") << " MLP" << (w.mlp_bias ? "" : " without biases")
     << ">, num_experts="

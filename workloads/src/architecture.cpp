@@ -230,23 +230,45 @@ bool isHfDecoder(const std::string& model_type) {
 // (softmax in fp32, then top-k, renormalised only under norm_topk_prob), num_experts SwiGLU experts
 // of moe_intermediate_size, and a shared SwiGLU expert of shared_expert_intermediate_size whose
 // output is multiplied by sigmoid(shared_expert_gate(x)) (a Linear(hidden, 1) without bias); the
-// others a dense MLP of intermediate_size. trainscope's MoE layers are those with l % moe_every == 0,
-// so only decoder_sparse_step 1 without mlp_only_layers (every released Qwen2-MoE) is the same layout.
+// others a dense Qwen2MoeMLP of intermediate_size. That choice is the workload's moe_pattern (one
+// entry per layer), moe_every where the pattern is every k-th layer from layer 0 (step 1: all).
+static std::vector<int> qwen2MoePattern(const nlohmann::json& j, const std::string& source, int64_t n_layer) {
+  const int64_t step = intKey(j, "decoder_sparse_step", source, "decoder_sparse_step", 1);
+  if (step < 1)
+    throw UserError("workload.decoder_sparse_step", "must be at least 1 in " + source + ", got " + std::to_string(step),
+                    "set decoder_sparse_step to 1 (experts in every layer) or k (in layers k-1, 2k-1, ...)");
+  if (n_layer <= 0 || n_layer > 10000) return {};  // validate() refuses num_hidden_layers itself
+  std::vector<int> pattern(size_t(n_layer), 0);
+  for (int64_t l = 0; l < n_layer; ++l) pattern[size_t(l)] = (l + 1) % step == 0 ? 1 : 0;
+  if (!j.contains("mlp_only_layers") || j["mlp_only_layers"].is_null()) return pattern;
+  const auto& only = j["mlp_only_layers"];
+  if (!only.is_array())
+    throw UserError("workload.mlp_only_layers", "must be a list of layer indices in " + source + ", got " + jsonText(only),
+                    "set mlp_only_layers to e.g. [0] or []");
+  for (const auto& v : only) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= n_layer)
+      throw UserError("workload.mlp_only_layers", jsonText(v) + " in " + source + " is not a layer index in [0, " +
+                      std::to_string(n_layer) + ") (num_hidden_layers " + std::to_string(n_layer) + ")",
+                      "list layer indices from 0 to num_hidden_layers - 1");
+    pattern[size_t(v.get<int64_t>())] = 0;
+  }
+  return pattern;
+}
+
 static void parseQwen2Moe(const nlohmann::json& j, const std::string& source, Workload* w) {
   w->n_experts = intKey(j, "num_experts", source, "num_experts", 60);
   if (w->n_experts == 0) return;  // every layer a dense Qwen2MoeMLP of intermediate_size
-  if (intKey(j, "decoder_sparse_step", source, "decoder_sparse_step", 1) != 1)
-    throw UserError("workload.decoder_sparse_step", jsonText(j["decoder_sparse_step"]) + " in " + source +
-                    " is not supported: Qwen2-MoE then puts experts in layers l with (l + 1) % step == 0, and "
-                    "trainscope's MoE layers are l % moe_every == 0 (layer 0 first)",
-                    "set decoder_sparse_step to 1 (experts in every layer, as Qwen1.5-MoE ships)");
-  if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null() &&
-      !(j["mlp_only_layers"].is_array() && j["mlp_only_layers"].empty()))
-    throw UserError("workload.mlp_only_layers", jsonText(j["mlp_only_layers"]) + " in " + source +
-                    " is not supported: trainscope puts experts in every moe_every-th layer, not in a chosen set",
-                    "set mlp_only_layers to [] (experts in every layer, as Qwen1.5-MoE ships)");
-  w->top_k = intKey(j, "num_experts_per_tok", source, "num_experts_per_tok", 4);
+  w->moe_pattern = qwen2MoePattern(j, source, w->n_layer);
   w->moe_every = 1;
+  if (!w->moe_pattern.empty() && w->moeLayers() == 0) {  // every layer dense, as num_experts 0 builds it
+    w->n_experts = 0;
+    w->moe_pattern.clear();
+    w->notes.push_back(source + ": decoder_sparse_step and mlp_only_layers leave no layer with experts; every MLP is "
+                       "the dense one of intermediate_size");
+    return;
+  }
+  simplifyMoePattern(w);
+  w->top_k = intKey(j, "num_experts_per_tok", source, "num_experts_per_tok", 4);
   w->moe_ffn_hidden = intKey(j, "moe_intermediate_size", source, "moe_intermediate_size", 1408);
   w->shared_expert = true;
   w->shared_expert_gate = true;

@@ -27,4 +27,8 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
 // VALUE" (rope_scaling.type "yarn"); "" when it has none or one trainscope reads.
 std::string unsupportedRopeScaling(const nlohmann::json& j);
 
+// A moe_pattern that moe_every says as well (every layer l with l % k == 0 MoE, the others dense)
+// becomes moe_every = k and no pattern: one way to write each layout, and exports keep their integer form.
+void simplifyMoePattern(Workload* w);
+
 }  // namespace trainscope::workloads

@@ -60,7 +60,10 @@ std::string hfUnsupported(const Workload& w) {
     if (w.proj_bias || w.mlp_bias || (!qwen && w.qkv_bias))
       return qwen ? "Qwen2-MoE's linears have no biases but the q/k/v projections'" : "Mixtral's linears have no biases";
     const std::string who = qwen ? "Qwen2-MoE" : "Mixtral";
-    if (w.moe_every != 1) return who + " has experts in every layer (moe_every " + std::to_string(w.moe_every) + ")";
+    // Qwen2-MoE names its dense layers (mlp_only_layers); Mixtral's layers are all MoE.
+    if (!qwen && w.moeLayers() != w.n_layer)
+      return "Mixtral has experts in every layer (this workload has " + std::to_string(w.moeLayers()) + " of " +
+             std::to_string(w.n_layer) + ")";
     if (w.capacity_factor > 0) return who + " is drop-less (capacity_factor " + std::to_string(w.capacity_factor) + ")";
     if (w.z_loss_coeff > 0) return who + "'s router has no z-loss";
     if (!qwen && !w.renormalisesGates()) return "Mixtral renormalises the chosen gates (norm_topk_prob is false)";
@@ -156,7 +159,7 @@ std::string hfConfigJson(const Workload& w, const std::string& field) {
     j["router_jitter_noise"] = 0.0;
   }
   if (type == "qwen2_moe") {
-    j["intermediate_size"] = w.ffnHidden();  // the dense layers' (none: decoder_sparse_step 1, no mlp_only_layers)
+    j["intermediate_size"] = w.ffnHidden();  // the dense layers' (those in mlp_only_layers)
     j["qkv_bias"] = w.qkv_bias;
     j["use_sliding_window"] = false;
     j["num_experts"] = w.n_experts;
@@ -164,8 +167,11 @@ std::string hfConfigJson(const Workload& w, const std::string& field) {
     j["moe_intermediate_size"] = w.expertHidden();
     j["shared_expert_intermediate_size"] = w.sharedExpertHidden();
     j["norm_topk_prob"] = w.renormalisesGates();
+    // Every layer a MoE but those listed (transformers: (l + 1) % 1 == 0 and l not in mlp_only_layers).
     j["decoder_sparse_step"] = 1;
     j["mlp_only_layers"] = nlohmann::ordered_json::array();
+    for (int64_t l = 0; l < w.n_layer; ++l)
+      if (!w.moeLayer(l)) j["mlp_only_layers"].push_back(l);
     j["router_aux_loss_coef"] = w.aux_loss_coeff;
     j["output_router_logits"] = w.aux_loss_coeff > 0;
   }

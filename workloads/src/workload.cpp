@@ -21,8 +21,24 @@ namespace trainscope::workloads {
 namespace fs = std::filesystem;
 
 int64_t Workload::moeLayers() const {
-  if (!isMoe() || moe_every <= 0) return 0;
+  if (!isMoe()) return 0;
+  if (!moe_pattern.empty()) return std::count_if(moe_pattern.begin(), moe_pattern.end(), [](int m) { return m != 0; });
+  if (moe_every <= 0) return 0;
   return (n_layer + moe_every - 1) / moe_every;  // layers 0, k, 2k, … below L
+}
+
+void simplifyMoePattern(Workload* w) {
+  const auto& m = w->moe_pattern;
+  if (int64_t(m.size()) != w->n_layer) return;
+  for (int64_t k = 1; k <= w->n_layer; ++k) {
+    bool same = true;
+    for (int64_t l = 0; l < w->n_layer && same; ++l) same = (m[size_t(l)] != 0) == (l % k == 0);
+    if (same) {
+      w->moe_every = k;
+      w->moe_pattern.clear();
+      return;
+    }
+  }
 }
 
 namespace {
@@ -67,11 +83,11 @@ bool closeTo(const std::string& key, const std::pair<std::string, size_t>& near)
 // trainscope's own workload files hold exactly these keys (n_ctx: n_positions' alias).
 const std::vector<std::string> kOwnKeys = {"name", "description", "n_layer", "n_head", "n_embd",
                                            "n_positions", "n_ctx", "vocab_size", "n_experts", "top_k",
-                                           "moe_every", "moe_ffn_hidden", "capacity_factor", "aux_loss_coeff",
-                                           "z_loss_coeff", "shared_expert", "shared_expert_hidden",
+                                           "moe_every", "moe_pattern", "moe_ffn_hidden", "capacity_factor",
+                                           "aux_loss_coeff", "z_loss_coeff", "shared_expert", "shared_expert_hidden",
                                            "shared_expert_gate", "norm_topk_prob", "notes"};
 // The mixture-of-experts keys: only meaningful with n_experts > 0.
-const std::vector<std::string> kMoeKeys = {"top_k", "moe_every", "moe_ffn_hidden", "capacity_factor",
+const std::vector<std::string> kMoeKeys = {"top_k", "moe_every", "moe_pattern", "moe_ffn_hidden", "capacity_factor",
                                            "aux_loss_coeff", "z_loss_coeff", "shared_expert",
                                            "shared_expert_hidden", "shared_expert_gate", "norm_topk_prob"};
 
@@ -146,6 +162,15 @@ static void validateMoe(const Workload& w, const std::string& where) {
     throw UserError("workload.moe_every",
                     "must be between 1 and n_layer=" + std::to_string(w.n_layer) + ", got " + std::to_string(w.moe_every),
                     "set moe_every to 1 (every layer) or 2 (every other layer)");
+  if (!w.moe_pattern.empty()) {
+    const bool bits = std::all_of(w.moe_pattern.begin(), w.moe_pattern.end(), [](int m) { return m == 0 || m == 1; });
+    if (int64_t(w.moe_pattern.size()) != w.n_layer || !bits || w.moeLayers() == 0)
+      throw UserError("workload.moe_pattern",
+                      "must be a list of n_layer=" + std::to_string(w.n_layer) + " entries, each 1 (a MoE MLP) or 0 "
+                      "(a dense one), at least one 1; got " + std::to_string(w.moe_pattern.size()) + " entries (" +
+                          where + ")",
+                      "give one 0 or 1 per layer, e.g. [0, 1, 0, 1], or remove moe_pattern for moe_every");
+  }
   if (w.moe_ffn_hidden < 0)
     throw UserError("workload.moe_ffn_hidden", "must be positive, got " + std::to_string(w.moe_ffn_hidden),
                     "set moe_ffn_hidden to the expert's hidden width, or remove it for 4*n_embd");
@@ -219,6 +244,16 @@ static void parseMoe(const nlohmann::json& j, const std::string& source, Workloa
   integer("n_experts", &w->n_experts);
   integer("top_k", &w->top_k);
   integer("moe_every", &w->moe_every);
+  if (j.contains("moe_pattern")) {
+    if (j.contains("moe_every"))
+      throw UserError("workload.moe_pattern", "and moe_every are both set in " + source + " (each says which layers are MoE)",
+                      "keep one of them");
+    const auto& m = j["moe_pattern"];
+    if (!m.is_array() || !std::all_of(m.begin(), m.end(), [](const nlohmann::json& v) { return v.is_number_integer(); }))
+      throw UserError("workload.moe_pattern", "must be a list of 0s and 1s (one per layer) in " + source,
+                      "e.g. \"moe_pattern\": [0, 1, 0, 1]");
+    for (const auto& v : m) w->moe_pattern.push_back(v.get<int64_t>() == 0 ? 0 : v.get<int64_t>() == 1 ? 1 : 2);
+  }
   integer("moe_ffn_hidden", &w->moe_ffn_hidden);
   number("capacity_factor", &w->capacity_factor);
   number("aux_loss_coeff", &w->aux_loss_coeff);
@@ -428,6 +463,7 @@ Workload parse(const std::string& text, const std::string& source) {
   if (j.contains("description")) w.description = j["description"].get<std::string>();
   refuseChangedArchitecture(j, source, &w);
   validate(w);
+  simplifyMoePattern(&w);
   return w;
 }
 

@@ -82,7 +82,8 @@ std::vector<at::Tensor> MoeWeights::flat() const {
 
 StageSpec StageSpec::withModel(const workloads::Workload& w) const {
   StageSpec s = *this;
-  s.moe_every = w.isMoe() ? w.moe_every : 0;
+  s.moe_layers.assign(size_t(w.n_layer), false);
+  for (int64_t l = 0; l < w.n_layer; ++l) s.moe_layers[size_t(l)] = w.moeLayer(l);
   s.shared_expert = w.isMoe() && w.shared_expert;
   s.shared_gate = s.shared_expert && w.shared_expert_gate;
   s.arch = BlockArch::of(w);

@@ -42,7 +42,7 @@ double expectedMaxOfNormals(int64_t n);
 double moeRandomRoutingLoad(double tokens, double top_k, double experts, double ep);
 
 // MoE layers among stage s's layers (layerIdsOfStage: the runtime's split, interleaved chunks included;
-// layer l MoE when l % moe_every == 0).
+// layer l MoE when Workload::moeLayer(l): l % moe_every == 0, or its moe_pattern entry).
 int64_t moeLayersOfStage(const workloads::Workload& w, const Plan& p, int64_t stage);
 
 // Appends the MoE MLP's forward kernels (router → dispatch → experts → combine → shared expert),

@@ -57,7 +57,7 @@ int64_t kvHeadsPerRank(const workloads::Workload& w, int64_t tp);
 int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage);
 // The layers stage `stage` holds (dp_layout.h's stageLayout, which StageSpec::of reads too): the
 // balanced split of n_layer over pp·v chunks, chunk stage + k·pp for k < v. Which layers matters for a MoE (layer l is
-// MoE when l % moe_every == 0): interleaving gives stage 0 of small-cpu-moe both of its MoE layers.
+// MoE when Workload::moeLayer(l)): interleaving gives stage 0 of small-cpu-moe both of its MoE layers.
 std::vector<int64_t> layerIdsOfStage(int64_t n_layer, int64_t pp, int64_t stage, int64_t virtual_stages);
 
 }  // namespace trainscope::models

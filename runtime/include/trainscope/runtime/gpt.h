@@ -112,9 +112,9 @@ struct StageSpec {
   // Interleaved 1F1B: the layer ranges [begin, end) of chunks 1 … v − 1, in chunk order. Empty: one chunk.
   std::vector<std::pair<int64_t, int64_t>> later_chunks;
 
-  // Which layers' MLP is a mixture of experts (workloads::Workload::moeLayer): every moe_every-th
-  // from layer 0; 0: none.
-  int64_t moe_every = 0;
+  // Which layers' MLP is a mixture of experts, by global layer number: workloads::Workload::moeLayer
+  // (its moe_every or moe_pattern) read once by withModel; empty: none.
+  std::vector<bool> moe_layers;
   bool shared_expert = false;
   // The rest of the description (withModel): blocks, learned positions (wpe), tied LM head.
   BlockArch arch;
@@ -123,14 +123,14 @@ struct StageSpec {
 
   int chunks() const { return 1 + static_cast<int>(later_chunks.size()); }
   BlockKind blockKind(int64_t layer) const {
-    const bool moe = moe_every > 0 && layer % moe_every == 0;
+    const bool moe = layer >= 0 && layer < int64_t(moe_layers.size()) && moe_layers[size_t(layer)];
     return {moe, moe && shared_expert, layer, arch.atLayer(layer), moe && shared_expert && shared_gate};
   }
   StageSpec withModel(const workloads::Workload& w) const;  // this split, with w's architecture
   int64_t layers() const;                // over all chunks
   std::vector<int64_t> layerIds() const;  // global layer numbers, in chunk order
   StageSpec chunk(int k) const;          // chunk k alone (first only for k = 0, last only for k = v − 1)
-  static StageSpec whole(int64_t n_layer) { return {0, n_layer, true, true, {}, 0, false, {}, true, true}; }
+  static StageSpec whole(int64_t n_layer) { return {0, n_layer, true, true, {}, {}, false, {}, true, true}; }
   // Balanced split of n_layer over pp stages (earlier stages take the remainder); with
   // virtual_stages v > 1, chunk k of this stage is chunk stage + k·pp of that split over pp·v.
   static StageSpec of(int64_t n_layer, int pp, int stage, int virtual_stages = 1);

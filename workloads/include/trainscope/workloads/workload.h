@@ -51,12 +51,16 @@ struct Workload {
   int64_t window_from_layer = 0;  // the first windowed layer (Qwen2's max_window_layers); those before attend over all
 
   // Mixture of experts (docs/architecture.md, "Mixture of experts"). n_experts = 0: a dense GPT and
-  // the other keys unset. Otherwise the MLP of layers l with l % moe_every == 0 (Megatron-LM's
-  // --moe-layer-freq: layer 0 is one) is E experts, each an MLP C -> F -> C of the
-  // workload's kind (`mlp`: GELU, or SwiGLU as Mixtral's) and biases, behind a top-k router.
+  // the other keys unset. Otherwise the MLP of the layers moeLayer(l) names — those moe_pattern marks
+  // 1, or without a pattern those with l % moe_every == 0 (Megatron-LM's --moe-layer-freq: layer 0 is
+  // one) — is E experts, each an MLP C -> F -> C of the workload's kind (`mlp`: GELU, or SwiGLU as
+  // Mixtral's) and biases, behind a top-k router; the other layers' MLP is the dense one (ffnHidden()).
   int64_t n_experts = 0;          // E
   int64_t top_k = 1;              // k: 1 (Switch), 2 (GShard, Mixtral), 4 (Qwen1.5-MoE); at most E
   int64_t moe_every = 1;          // every k-th layer's MLP is a MoE
+  // One entry per layer, 1: its MLP is a MoE, 0: dense (Megatron-LM's --moe-layer-freq list form; what a
+  // Qwen2-MoE config's decoder_sparse_step and mlp_only_layers say). Empty: moe_every decides.
+  std::vector<int> moe_pattern;
   int64_t moe_ffn_hidden = 0;     // F, an expert's hidden width; 0: 4C
   double capacity_factor = 0;     // 0: drop-less; else capacity = ceil(cf * tokens * k / E) per expert
   double aux_loss_coeff = 0.01;   // Switch/GShard load-balancing loss E * sum_e f_e * P_e
@@ -77,7 +81,11 @@ struct Workload {
   // max_window_layers on; Mistral, Mixtral: all).
   bool windowedLayer(int64_t l) const { return sliding_window > 0 && l >= window_from_layer; }
   int64_t windowedLayers() const { return sliding_window > 0 ? std::max<int64_t>(0, n_layer - window_from_layer) : 0; }
-  bool moeLayer(int64_t l) const { return isMoe() && l % moe_every == 0; }
+  bool moeLayer(int64_t l) const {
+    if (!isMoe()) return false;
+    if (!moe_pattern.empty()) return l >= 0 && l < int64_t(moe_pattern.size()) && moe_pattern[size_t(l)] != 0;
+    return l % moe_every == 0;
+  }
   int64_t moeLayers() const;                                          // how many layers have a MoE MLP
   int64_t expertHidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : 4 * n_embd; }  // F
   int64_t sharedExpertHidden() const { return shared_expert_hidden > 0 ? shared_expert_hidden : expertHidden(); }
