@@ -235,7 +235,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const cpu_ops::ScoreBias bias{ctx->saved_data["window"].toInt(), ctx->saved_data["slopes"].toDoubleVector()};
     variable_list s = ctx->get_saved_variables();
     const int64_t kv_heads = s[1].size(1);
-    variable_list d = ringBackward(grouped(s[0], kv_heads), s[1], s[2], s[3], s[4], grouped(grad[0], kv_heads), g, bias);
+    variable_list d =
+        ringBackward(grouped(s[0], kv_heads), s[1], s[2], s[3], s[4], grouped(grad[0], kv_heads), g, bias);
     return {d[0].flatten(1, 2), d[1], d[2], at::Tensor(), at::Tensor()};
   }
 };

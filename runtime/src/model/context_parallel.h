@@ -24,10 +24,10 @@
 // K/V head's G = NH/KV query heads as the rows of one matrix, so dK/dV come out summed over the group.
 //
 // Exchanged per rank per layer per micro-batch (b mbs, s seq, kv K/V heads on this TP rank —
-// n_kv_head/t, or 1 when t > n_kv_head —, D head size, t TP, c CP, e bytes of the compute dtype; GPT: kv·D = h/t): one K/V block is 2·b·(s/c)·kv·D·e
-// bytes, a dK/dV accumulator 2·b·(s/c)·kv·D·4 (fp32); forward sends c−1 K/V blocks, backward c−1 K/V
-// blocks and c accumulators (full checkpointing repeats the forward's). docs/architecture.md,
-// "Context parallelism".
+// n_kv_head/t, or 1 when t > n_kv_head —, D head size, t TP, c CP, e bytes of the compute dtype;
+// GPT: kv·D = h/t): one K/V block is 2·b·(s/c)·kv·D·e bytes, a dK/dV accumulator 2·b·(s/c)·kv·D·4
+// (fp32); forward sends c−1 K/V blocks, backward c−1 K/V blocks and c accumulators (full
+// checkpointing repeats the forward's). docs/architecture.md, "Context parallelism".
 #pragma once
 
 #include <cstdint>
