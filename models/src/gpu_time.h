@@ -114,7 +114,8 @@ namespace trainscope::models {
 // the forward and its ring; selective reruns nothing under CP (the ring keeps q, k, v and the output).
 double ringLayerSeconds(double cp, double kv_s, double grad_s, double kv_grad_s, double fwd_block_s,
                         double bwd_block_s, runconfig::Checkpointing ckpt);
-// Bytes of one dK/dV accumulator: 2·b·(s/cp)·(h/t) fp32 elements, whatever the compute dtype.
+// Bytes of one dK/dV accumulator: 2·b·(s/cp)·kv·D fp32 elements (ringBlockElements), whatever the
+// compute dtype.
 double ringGradBytes(const workloads::Workload& w, const Plan& p);
 
 }  // namespace trainscope::models

@@ -107,10 +107,11 @@ struct LayerShape {
   double q, kv, ffn;
   bool megatron, rms, rope, swiglu, qkv_bias;
   bool fused;           // this runtime's fused fp32 CPU ops (RMSNorm, SwiGLU, the grouped-query core)
-  // This runtime's fp32 CPU attention kernel reads the GQA K/V heads as they are (runtime
-  // attention.cpp ropeQkv, cpu_ops::causalAttention), as Megatron-LM's cores do; the context-parallel
-  // ring and SDPA (16-bit, GPU) take multi-head Q, K, V, each K/V head repeated for its query heads
-  // into one (b, s, 3·q) tensor (attention.cpp mhaQkv), which the core keeps.
+  // This runtime's fp32 CPU attention kernel and its context-parallel ring (any dtype) read the GQA
+  // K/V heads as they are (runtime attention.cpp ropeQkv, cpu_ops::causalAttention,
+  // context_parallel.cpp), as Megatron-LM's cores do; SDPA (16-bit, GPU, no CP) takes multi-head Q, K,
+  // V, each K/V head repeated for its query heads into one (b, s, 3·q) tensor (attention.cpp mhaQkv),
+  // which the core keeps.
   double core_kv;       // the K/V width the attention core keeps: kv, or q when expanded
   double core_in;       // what the core keeps of its input: q + 2·core_kv per row
 };
@@ -140,7 +141,7 @@ LayerShape layerShape(const workloads::Workload& w, const Plan& p, Framework f, 
   x.swiglu = w.mlp == workloads::Mlp::SwiGLU, x.qkv_bias = w.qkv_bias;
   x.qkv_out = x.rows * (x.q + 2.0 * x.kv) * x.e;
   x.fused = !x.megatron && p.cpu && !p.mixed();
-  const bool expanded = !x.megatron && !(x.fused && p.cp == 1) && x.kv != x.q;
+  const bool expanded = !x.megatron && !x.fused && p.cp == 1 && x.kv != x.q;
   x.core_kv = expanded ? x.q : x.kv;
   x.core_in = x.rows * (x.q + 2.0 * x.core_kv) * x.e;
   x.heads = x.b * x.a / x.t, x.scores = x.heads * x.s * x.keys;

@@ -432,13 +432,14 @@ int64_t transientAllowance(const workloads::Workload& w, const Plan& p, int64_t 
 
 // Context parallelism's ring (docs/memory-model.md, "Context parallelism"): during a layer's attention
 // a rank holds the K and V block it computes with and the one arriving from its neighbour, each
-// b·(s/cp)·(h/t) elements; backward passes dK and dV round the ring as well, double-buffered alike:
-// 8·b·(s/cp)·(h/t)·e at the backward's moment. What the layer saves is its own s/cp tokens only
-// (the blocks are received again in backward), so the op list's `saved` needs no ring term.
+// b·(s/cp)·kv·D elements (kv K/V heads of size D on a TP rank: the grouped heads travel; GPT:
+// kv·D = h/t); backward passes dK and dV round the ring as well, double-buffered alike:
+// 8·b·(s/cp)·kv·D·e at the backward's moment — 4 × ringBlockElements. What the layer saves is its
+// own s/cp tokens only (the blocks are received again in backward), so the op list's `saved` needs no
+// ring term.
 int64_t ringBuffers(const workloads::Workload& w, const Plan& p) {
   if (p.cp <= 1) return 0;
-  const double block = double(p.mbs) * double(p.localSeq()) * double(w.n_embd) / double(p.tp);
-  return int64_t(8.0 * block * double(p.elementBytes()));
+  return int64_t(4.0 * ringBlockElements(w, p) * double(p.elementBytes()));
 }
 
 // Megatron-LM's theoretical memory for the decoders Korthikanti et al.'s Table 2 does not describe

@@ -68,6 +68,10 @@ int64_t kvHeadsPerRank(const workloads::Workload& w, int64_t tp) {
   return tp <= kv ? kv / tp : 1;
 }
 
+double ringBlockElements(const workloads::Workload& w, const Plan& p) {
+  return 2.0 * double(p.mbs) * double(p.localSeq()) * double(kvHeadsPerRank(w, p.tp) * w.headSize());
+}
+
 // Expert parallelism (Megatron-LM's --expert-model-parallel-size): the ep ranks holding one set of
 // experts are DP ranks, each with its own tokens, so ep divides dp and the experts divide evenly.
 std::string whyInvalidExperts(const workloads::Workload& w, const Plan& p) {

@@ -126,12 +126,10 @@ double ringExposedSeconds(double cp, double step_s, double block_s) {
 }
 
 double ringStepBytes(const workloads::Workload& w, const Plan& p) {
-  return 2.0 * double(p.mbs) * double(p.localSeq()) * double(w.n_embd) / double(p.tp) * double(p.elementBytes());
+  return ringBlockElements(w, p) * double(p.elementBytes());
 }
 
-double ringGradBytes(const workloads::Workload& w, const Plan& p) {
-  return 2.0 * double(p.mbs) * double(p.localSeq()) * double(w.n_embd) / double(p.tp) * 4.0;
-}
+double ringGradBytes(const workloads::Workload& w, const Plan& p) { return ringBlockElements(w, p) * 4.0; }
 
 double ringLayerSeconds(double cp, double kv_s, double grad_s, double kv_grad_s, double fwd_block_s,
                         double bwd_block_s, Checkpointing ckpt) {

@@ -1,9 +1,11 @@
 // context_parallel_models_test.cpp — the models of context parallelism (Plan::cp), each term against a
 // hand computation: the plan's world and validity, the op list of a CP rank (s/cp tokens, queries
-// over all s keys), the memory per rank (activations ÷ cp, the ring's K/V blocks), and the ring's
-// exposed exchange in the GPU and the CPU time models; `predict --cp`.
+// over all s keys), the memory per rank (activations ÷ cp, the ring's K/V blocks — a grouped-query
+// model's at its K/V heads' width), and the ring's exposed exchange in the GPU and the CPU time
+// models; `predict --cp`.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -106,8 +108,45 @@ TEST(ContextParallelModels, MemoryHalvesTheActivationsAndHoldsTheRingsBlocks) {
   // The ring: K, V and (backward) dK, dV, each current and arriving: 8 blocks of b·(s/cp)·h/t, bf16.
   EXPECT_EQ(one.ring, 0);
   EXPECT_EQ(two.ring, int64_t(8.0 * 1 * 4096 * 2048 * 2));
-  EXPECT_EQ(two.layerBackward() - two.ring,
-            two.activations + two.head + two.recompute + two.allowance + two.grad_bucket + two.gathered);
+  // The blocks live during the attention core's backward; the allowance (the other ops' gradients
+  // between ops, the fresh embedding gradient) at the layer's other moments: the larger of the two.
+  EXPECT_EQ(two.layerBackward(), two.activations + two.head + two.recompute + std::max(two.allowance, two.ring) +
+                                     two.grad_bucket + two.gathered);
+  EXPECT_GT(two.allowance, two.ring);  // 6·s/cp·b·h·e = 96 MiB and the 125 MiB embedding's fresh gradient
+  // Under PP 2 no fresh embedding gradient joins the allowance: 6 · 4096 · 1 · 2048 · 2 = 96 MiB, below
+  // the ring's 128 MiB, which then makes the moment.
+  tn::Plan pp2 = cpPlan(2);
+  pp2.pp = 2, pp2.gbs = 4;
+  const tn::StageMemory first = tn::predictMemory(w, pp2).stages[0];
+  EXPECT_EQ(first.allowance, int64_t(6.0 * 4096 * 1 * 2048 * 2));
+  EXPECT_EQ(first.layerBackward() - first.ring,
+            first.activations + first.head + first.recompute + first.grad_bucket + first.gathered);
+}
+
+TEST(ContextParallelModels, AGroupedQueryRingCarriesTheKvHeadsOnly) {
+  // Llama-3-8B's attention: 32 query heads, 8 K/V heads of D = 4096/32 = 128. The ring sends the K/V
+  // heads as they are (runtime context_parallel.h; Megatron-LM's AttnFuncWithCPAndKVP2P alike), not
+  // repeated for their 4 query heads each.
+  auto w = gpt();
+  w.n_head = 32, w.n_kv_head = 8, w.n_embd = 4096;
+  tn::Plan p = cpPlan(2);  // b 1, s 8192: s/cp = 4096 tokens, bf16
+  // One K/V block: 2 · b · s/cp · kv · D · e = 2 · 1 · 4096 · (8 · 128) · 2 bytes (a quarter of the
+  // 2 · 4096 · 4096 · 2 at the query heads' width); its dK/dV accumulator the same elements in fp32.
+  EXPECT_DOUBLE_EQ(tn::ringBlockElements(w, p), 2.0 * 1 * 4096 * (8 * 128));
+  EXPECT_DOUBLE_EQ(tn::ringStepBytes(w, p), 2.0 * 1 * 4096 * (8 * 128) * 2);
+  EXPECT_DOUBLE_EQ(tn::ringGradBytes(w, p), 2.0 * 1 * 4096 * (8 * 128) * 4);
+  // Under TP 4 a rank holds 8/4 = 2 K/V heads; under TP 16 (> 8) one, replicated twice.
+  p.tp = 4;
+  EXPECT_DOUBLE_EQ(tn::ringStepBytes(w, p), 2.0 * 1 * 4096 * (2 * 128) * 2);
+  p.tp = 16;
+  EXPECT_DOUBLE_EQ(tn::ringStepBytes(w, p), 2.0 * 1 * 4096 * (1 * 128) * 2);
+  // Memory: K, V, dK, dV, each the block in hand and the one arriving: 8 · b · s/cp · kv · D · e.
+  p.tp = 1;
+  EXPECT_EQ(tn::predictMemory(w, p).stages[0].ring, int64_t(8.0 * 1 * 4096 * (8 * 128) * 2));
+  // The flash core under CP reads Q and writes O of its 4096 tokens at the query width h = 4096, and
+  // reads every K and V block of the 8192 at the K/V width 8 · 128 = 1024: 2 · (4096·4096 + 8192·1024) · e.
+  const tn::LayerOps two = tn::layerOps(w, p, tn::Framework::Trainscope);
+  EXPECT_DOUBLE_EQ(find(two.forward, "flash attention").bytes, 2.0 * (4096.0 * 4096 + 8192.0 * 1024) * 2);
 }
 
 TEST(ContextParallelModels, TheRingShowsWhereAStepOutlastsItsAttentionBlockAndTheLastAccumulatorWhole) {

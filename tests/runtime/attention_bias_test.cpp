@@ -5,7 +5,7 @@
 //   the fp32 CPU kernel, SDPA's path (fp64 here: the kernel takes fp32 only) and selective
 //     checkpointing's recomputed core equal an explicit reference written here (softmax of
 //     QKᵀ/√d − m·(t − j), masked outside the causal window): values and the gradient of qkv
-//   the context-parallel ring (forked Gloo ranks, CP 2 and 3) with ALiBi and a window equals the
+//   the context-parallel ring (forked Gloo ranks, CP 2 and 3; MHA and GQA) with ALiBi and a window equals the
 //     same reference at each rank's load-balanced chunks
 //   training through the command line equals one process: an ALiBi decoder under TP 2 + SP with
 //     selective checkpointing and under CP 2 with full checkpointing; a windowed Mistral under CP 2
@@ -107,9 +107,10 @@ TEST(AttentionBias, CoresEqualAnExplicitReferenceWithAlibiAndAWindow) {
 
 namespace {
 
-// One CP rank in a forked child: its chunks of the same random q, k, v through the ring with ALiBi
-// and a window, against the reference over the whole sequence at the chunks' positions.
-int biasedRingAsRank(int rank, int cp, int port, int64_t window) {
+// One CP rank in a forked child: its chunks of the same random q (NH heads), k and v (KV heads)
+// through the ring with ALiBi and a window, against the reference over the whole sequence at the
+// chunks' positions.
+int biasedRingAsRank(int rank, int cp, int port, int64_t window, int64_t NH, int64_t KV) {
   at::set_num_threads(1);
   rt::RankEnv env;
   env.distributed = true;
@@ -118,10 +119,10 @@ int biasedRingAsRank(int rank, int cp, int port, int64_t window) {
   env.master_port = port;
   env.source = "test";
   auto comm = rt::Comm::connect(env, rt::Layout::make(cp, rank, 1, 1, cp), rt::CommOptions{});
-  const int64_t B = 2, NH = 3, T = 2 * cp * 5, HS = 8;
+  const int64_t B = 2, T = 2 * cp * 5, HS = 8;
   const std::vector<double> slopes = rt::alibiSlopes(NH, 0, NH);
   at::manual_seed(11);
-  at::Tensor q = at::randn({B, NH, T, HS}), k = at::randn({B, NH, T, HS}), v = at::randn({B, NH, T, HS});
+  at::Tensor q = at::randn({B, NH, T, HS}), k = at::randn({B, KV, T, HS}), v = at::randn({B, KV, T, HS});
   at::Tensor w = at::randn({B, NH, T, HS});
   for (at::Tensor* t : {&q, &k, &v}) t->requires_grad_(true);
   const at::Tensor pos = at::arange(T, at::kLong);
@@ -140,18 +141,23 @@ int biasedRingAsRank(int rank, int cp, int port, int64_t window) {
   bool ok = true;
   for (double e : errs) ok = ok && e < 1e-5;
   if (!ok)
-    std::fprintf(stderr, "rank %d of %d, window %lld: rel err y %.3g dq %.3g dk %.3g dv %.3g\n", rank, cp,
-                 static_cast<long long>(window), errs[0], errs[1], errs[2], errs[3]);
+    std::fprintf(stderr, "rank %d of %d, window %lld, %lld/%lld heads: rel err y %.3g dq %.3g dk %.3g dv %.3g\n",
+                 rank, cp, static_cast<long long>(window), static_cast<long long>(NH), static_cast<long long>(KV),
+                 errs[0], errs[1], errs[2], errs[3]);
   return ok ? 0 : 1;
 }
 
 }  // namespace
 
 // CP 2 (chunks of 5: window 7 reaches into the other rank's chunk) and CP 3 (window 4 < a chunk:
-// some block pairs are wholly outside it and skipped); window 0: ALiBi alone.
+// some block pairs are wholly outside it and skipped); window 0: ALiBi alone. 3 heads of their own,
+// and 4 query heads over 2 K/V heads (each query head its own slope within a K/V head's group).
 TEST(AttentionBias, ContextParallelRingAppliesAlibiAndTheWindowAtTheChunksPositions) {
-  for (auto [cp, window] : {std::pair<int, int64_t>{2, 7}, {3, 4}, {2, 0}})
-    runForkedRanks(cp, [&, cp = cp, window = window](int rank, int port) { return biasedRingAsRank(rank, cp, port, window); });
+  for (auto [nh, kv] : {std::pair<int64_t, int64_t>{3, 3}, {4, 2}})
+    for (auto [cp, window] : {std::pair<int, int64_t>{2, 7}, {3, 4}, {2, 0}})
+      runForkedRanks(cp, [&, cp = cp, window = window, nh = nh, kv = kv](int rank, int port) {
+        return biasedRingAsRank(rank, cp, port, window, nh, kv);
+      });
 }
 
 namespace {

@@ -3,7 +3,7 @@
 // training runs through the real command line equal to one process (CP 2; CP 2 x TP 2 with and
 // without SP; CP 2 x DP 2 with and without ZeRO-1; CP 2 x PP 2; full and selective checkpointing);
 // bad layouts refused naming the field; a traced run whose ring sends and receives are recorded on
-// the `cp` group with their bytes.
+// the `cp` group with their bytes, and a grouped-query model's ring sending its K/V heads only.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -44,9 +44,11 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
   return at::matmul(at::softmax(s, -1), v);
 }
 
-// One CP rank in a forked child: its chunks of the same random q, k, v through the ring, compared
-// with the whole sequence's plain attention. 0 when output and the three gradients agree.
-int ringAsRank(int rank, int cp, int port) {
+// One CP rank in a forked child: its chunks of the same random q (NH heads), k and v (KV heads)
+// through the ring, compared with the whole sequence's plain attention (each K/V head repeated for
+// its NH/KV query heads; autograd sums the repeats' gradients onto it). 0 when output and the three
+// gradients agree.
+int ringAsRank(int rank, int cp, int port, int64_t NH, int64_t KV) {
   at::set_num_threads(1);
   rt::RankEnv env;
   env.distributed = true;
@@ -55,18 +57,18 @@ int ringAsRank(int rank, int cp, int port) {
   env.master_port = port;
   env.source = "test";
   auto comm = rt::Comm::connect(env, rt::Layout::make(cp, rank, 1, 1, cp), rt::CommOptions{});
-  const int64_t B = 2, NH = 3, T = 4 * cp * 3, HS = 8;
+  const int64_t B = 2, T = 4 * cp * 3, HS = 8;
   at::manual_seed(7);
-  at::Tensor q = at::randn({B, NH, T, HS}), k = at::randn({B, NH, T, HS}), v = at::randn({B, NH, T, HS});
+  at::Tensor q = at::randn({B, NH, T, HS}), k = at::randn({B, KV, T, HS}), v = at::randn({B, KV, T, HS});
   at::Tensor w = at::randn({B, NH, T, HS});  // loss = Σ y ∘ w: a gradient that differs per element
   for (at::Tensor* t : {&q, &k, &v}) t->requires_grad_(true);
-  at::Tensor ref = causalAttention(q, k, v);
+  at::Tensor ref = causalAttention(q, k.repeat_interleave(NH / KV, 1), v.repeat_interleave(NH / KV, 1));
   (ref * w).sum().backward();
 
   rt::CpContext ctx;
   ctx.group = &comm->cp();
   ctx.positions = rt::contextPositions(T, cp, rank, at::kCPU);
-  auto mine = [&](const at::Tensor& t) { return t.detach().index_select(2, ctx.positions); };  // (B, NH, T/CP, HS)
+  auto mine = [&](const at::Tensor& t) { return t.detach().index_select(2, ctx.positions); };  // (B, NH | KV, T/CP, HS)
   at::Tensor ql = mine(q).requires_grad_(true), kl = mine(k).requires_grad_(true), vl = mine(v).requires_grad_(true);
   at::Tensor y = rt::ringAttention(ql, kl, vl, ctx);
   (y * mine(w)).sum().backward();
@@ -76,14 +78,14 @@ int ringAsRank(int rank, int cp, int port) {
   bool ok = true;
   for (double e : errs) ok = ok && e < 1e-5;
   if (!ok)
-    std::fprintf(stderr, "rank %d of %d: rel err y %.3g dq %.3g dk %.3g dv %.3g\n", rank, cp, errs[0], errs[1], errs[2],
-                 errs[3]);
+    std::fprintf(stderr, "rank %d of %d, %lld/%lld heads: rel err y %.3g dq %.3g dk %.3g dv %.3g\n", rank, cp,
+                 static_cast<long long>(NH), static_cast<long long>(KV), errs[0], errs[1], errs[2], errs[3]);
   return ok ? 0 : 1;
 }
 
 // Forks `cp` ranks running ringAsRank; every one must exit 0.
-void expectRingMatches(int cp) {
-  runForkedRanks(cp, [&](int rank, int port) { return ringAsRank(rank, cp, port); });
+void expectRingMatches(int cp, int64_t n_head = 3, int64_t n_kv = 3) {
+  runForkedRanks(cp, [&](int rank, int port) { return ringAsRank(rank, cp, port, n_head, n_kv); });
 }
 
 // The tiny model, 4 steps of a global batch of 8 sequences of 32 tokens (parallel_test.cpp's run).
@@ -122,6 +124,14 @@ std::string refusedField(Change change) {
 TEST(RingAttention, TwoRanksMatchPlainCausalAttentionAndItsGradients) { expectRingMatches(2); }
 
 TEST(RingAttention, ThreeRanksMatchPlainCausalAttentionAndItsGradients) { expectRingMatches(3); }
+
+// Grouped-query attention: the ring carries the 2 (or 1) K/V heads of 4 query heads as they are, and
+// dK/dV sum over each head's group — as plain attention over repeated heads gives them.
+TEST(RingAttention, GroupedKvHeadsMatchRepeatedHeadsAndTheirSummedGradients) {
+  expectRingMatches(2, 4, 2);
+  expectRingMatches(3, 4, 2);
+  expectRingMatches(2, 4, 1);  // multi-query
+}
 
 TEST(ContextParallelLayout, RanksAreTpThenCpThenDpThenPpAndGradientsGoOverDpTimesCp) {
   // world 16 = TP 2 x CP 2 x DP 2 x PP 2: rank 13 = tp 1 + 2·(cp 0 + 2·(dp 1 + 2·pp 1)).
@@ -253,4 +263,38 @@ TEST_F(ContextParallel, TracedRunRecordsTheRingOnTheCpGroupWithItsBytes) {
   int64_t blocks = 0;
   for (const auto& range : reader.events<rdb::Range>(0)) blocks += reader.string(range.name) == "cp_attention";
   EXPECT_EQ(blocks, 2 * 2 * 2 * 4 * 2);  // 2 ring steps, forward and backward, per layer per micro-batch
+}
+
+namespace {
+
+// The cp group's sends of a traced run at seq 32, mbs 2, gbs 8, 2 steps: each one's
+// bytes (they must all be equal) and how many there were, on rank 0.
+std::pair<int64_t, int64_t> ringSends(const std::string& name, const std::string& args) {
+  const std::string db = tempPath(name + ".db");
+  CliResult r = sh(std::string("timeout 300 ") + TRAINSCOPE_CLI +
+                   " run --seq 32 --mbs 2 --gbs 8 --steps 2 --device cpu -q --overwrite --trace " + db + " " + args);
+  EXPECT_EQ(r.status, 0) << r.output;
+  rdb::RunReader reader(db);
+  int64_t bytes = -1, sends = 0;
+  for (const auto& c : reader.collectives(0)) {
+    if (c.group != "cp" || c.op != "send") continue;
+    if (bytes >= 0) EXPECT_EQ(c.bytes, bytes);
+    bytes = c.bytes, ++sends;
+  }
+  return {bytes, sends};
+}
+
+}  // namespace
+
+TEST(ContextParallelRing, GroupedQueryRingSendsTheKvHeadsNotTheQueryHeads) {
+  // tiny-llama: 4 query heads and 2 K/V heads of D = 64/4 = 16. One K/V block (or dK/dV accumulator,
+  // fp32 as the blocks here): 2 · b · (s/c) · kv · D · 4 = 2 · 2 · 16 · (2 · 16) · 4 = 8192 bytes —
+  // half of the 2 · 2 · 16 · (4 · 16) · 4 = 16384 that repeating each K/V head for its 2 query heads
+  // sends. Under TP 2 a rank holds kv/t = 1 K/V head: 2 · 2 · 16 · 16 · 4 = 4096 bytes.
+  const auto [bytes, sends] = ringSends("cp_llama", "--workload tiny-llama --nproc 2 --cp 2");
+  EXPECT_EQ(bytes, 2 * 2 * (32 / 2) * (2 * 16) * 4);
+  EXPECT_EQ(sends, 4 * 2 * 4 * 2);  // 1 + 3 sends per layer per micro-batch: 2 layers x 4 micro-batches x 2 steps
+  const auto [tp_bytes, tp_sends] = ringSends("cp_llama_tp2", "--workload tiny-llama --nproc 4 --cp 2 --tp 2");
+  EXPECT_EQ(tp_bytes, 2 * 2 * (32 / 2) * (1 * 16) * 4);
+  EXPECT_EQ(tp_sends, sends);
 }

@@ -115,7 +115,8 @@ TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTheCpuSpaceWithinTenPercent) {
 // in fp32 and bf16 at two micro-batch sizes (the rebuilt SwiGLU's backward), and --precision fp8
 // under gradient accumulation 2 and 4 (the FP8 weight cache held all step, the CPU's emulated FP8
 // GEMMs' backward: docs/memory-model.md, "FP8 on the CPU") at mbs 4 and 8 and under PP 2, with each
-// checkpointing mode and ZeRO-3; TP 2 with SP (the column-parallel GEMMs' gathered backward).
+// checkpointing mode and ZeRO-3; TP 2 with SP (the column-parallel GEMMs' gathered backward); CP 2
+// under each checkpointing mode (the ring's K/V blocks of the 2 K/V heads, not the 4 query heads').
 TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTinyLlama) {
   const std::vector<Cfg> space = {{1, 1, 1, 4, "none", 0},      {1, 1, 1, 4, "full", 0},
                                   {1, 1, 1, 4, "selective", 0}, {2, 1, 1, 4, "none", 0},
@@ -133,7 +134,10 @@ TEST(TunerMemoryModel, PredictsMeasuredPeaksOfTinyLlama) {
                                   {1, 1, 2, 4, "none", 0, 1, 2, " --precision fp8"},
                                   {1, 1, 2, 4, "full", 0, 1, 2, " --precision fp8"},
                                   {1, 2, 1, 4, "selective", 0, 1, 2, " --sequence-parallel"},
-                                  {1, 2, 1, 4, "none", 0, 1, 2, " --sequence-parallel"}};
+                                  {1, 2, 1, 4, "none", 0, 1, 2, " --sequence-parallel"},
+                                  {1, 1, 1, 4, "none", 0, 1, 2, "", 2},  // CP 2: the ring's grouped K/V blocks
+                                  {1, 1, 1, 4, "selective", 0, 1, 2, "", 2},
+                                  {1, 1, 1, 4, "full", 0, 1, 2, "", 2}};
   expectPeaksPredicted("tiny-llama", space, 0.05);
 }
 

@@ -2,12 +2,12 @@
 // GPT-2 path (internal to the runtime): the norm (LayerNorm, or RMSNorm computed in fp32), rotary
 // positions (HF's rotate_half, Llama 3's frequency scaling) and grouped-query attention's K/V.
 //
-// Grouped-query attention reaches the fp32 CPU attention kernel (cpu_ops::causalAttention) as it is:
-// ropeQkv rotates q and k and keeps the (B, T, (h + 2·kv)·D) layout, and the kernel reads each K/V
-// head for its group of query heads, summing their dK/dV in the backward. SDPA (16-bit, GPU) and the
-// context-parallel ring take multi-head attention: mhaQkv also repeats each K/V head for the H/KV q
-// heads that use it, giving the (B, T, 3·h·D) layout, and autograd sums the repeats' gradients onto
-// their K/V head.
+// Grouped-query attention reaches the fp32 CPU attention kernel (cpu_ops::causalAttention) and the
+// context-parallel ring (contextParallelAttention) as it is: ropeQkv rotates q and k and keeps the
+// (B, T, (h + 2·kv)·D) layout, and each reads a K/V head for its group of query heads, summing their
+// dK/dV in the backward (the ring sends kv heads, not h). SDPA (16-bit, GPU) takes multi-head
+// attention: mhaQkv also repeats each K/V head for the H/KV q heads that use it, giving the
+// (B, T, 3·h·D) layout, and autograd sums the repeats' gradients onto their K/V head.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +46,7 @@ at::Tensor mhaQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, const
                   const BlockArch& a);
 
 // RoPE on q and k of qkv (B, T, (h + 2·kv)·D) at `positions`, the grouped layout kept, for the
-// attention core (detail::attentionCore reads each K/V head for its group of query heads): one
+// attention core and the ring (each reads a K/V head for its group of query heads): one
 // fused pass on fp32 CPU tensors (cpu_ops::ropeQkv), applyRope otherwise.
 at::Tensor ropeQkv(const at::Tensor& qkv, int64_t h, int64_t kv, int64_t D, const at::Tensor& positions,
                    const BlockArch& a);

@@ -1,8 +1,12 @@
 // context_parallel.cpp — ring attention over the cp group (see context_parallel.h).
 //
-// Shapes: B batch, NH heads on this TP rank, T local tokens (= 2c, the rank's two chunks), HS head
-// size. Block compute is in fp32 whatever the compute dtype (the merge by log-sum-exp needs it);
-// K/V blocks travel in the compute dtype, the dK/dV accumulators in fp32.
+// Shapes: B batch, NH query heads and KV K/V heads on this TP rank (G = NH/KV query heads share a
+// K/V head: grouped-query attention; G = 1 for multi-head), T local tokens (= 2c, the rank's two
+// chunks), HS head size. Queries are held grouped, (B, KV, G, T, HS); K/V blocks (B, KV, T, HS) travel
+// as they are, and each block's GEMMs take a K/V head's G query heads as one matrix of G·Tq rows
+// (rowsOf), so a K/V head is never repeated and its dK/dV sums over its group inside the GEMM. Block
+// compute is in fp32 whatever the compute dtype (the merge by log-sum-exp needs it); K/V blocks
+// travel in the compute dtype, the dK/dV accumulators in fp32.
 #include "model/context_parallel.h"
 
 #include <ATen/ATen.h>
@@ -88,16 +92,33 @@ struct Block {
 };
 Block blockAt(int step, int rank, int size, int64_t T) { return {pairAt(step, rank, size, T), (rank - step + size) % size}; }
 
-// Scaled scores of the pair (B, NH, Tq, Tk) fp32: causal within the own block; with a window or
-// ALiBi, scoreBias at the global positions of both ranges (which includes causality).
-at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const Block& b, int rank, int P, int64_t T,
-                  const cpu_ops::ScoreBias& bias) {
+// Where a block's scores are taken: this rank, the ring's size, the local length, the bias.
+struct ScoreContext {
+  int rank, P;
+  int64_t T;
+  const cpu_ops::ScoreBias& bias;
+};
+
+constexpr int64_t kSeq = 3;  // the token dimension of the grouped query-side tensors (B, KV, G, T, …)
+
+// A K/V head's G query heads as the rows of one GEMM: (B, KV, G, n, X) -> (B, KV, G·n, X); and back.
+at::Tensor rowsOf(const at::Tensor& t) { return t.flatten(2, 3); }
+at::Tensor groupsOf(const at::Tensor& t, int64_t G) { return t.unflatten(2, {G, t.size(2) / G}); }
+
+// Scaled scores of the pair (B, KV, G, Tq, Tk) fp32, of q (B, KV, G, Tq, HS) against k (B, KV, Tk, HS):
+// causal within the own block; with a window or ALiBi, scoreBias at the global positions of both
+// ranges (which includes causality).
+at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const Block& b, const ScoreContext& c) {
+  const int64_t G = q.size(2);
   const double scale = 1.0 / std::sqrt(double(q.size(-1)));
-  at::Tensor s = at::matmul(q, k.transpose(-2, -1)).mul_(scale);          // (B, NH, Tq, Tk)
-  if (bias.any()) {
-    const at::Tensor qpos = positionsOf(rank, P, T, b.p.q0, b.p.qn, q.device());
-    const at::Tensor kpos = positionsOf(b.src, P, T, b.p.k0, b.p.kn, q.device());
-    s.add_(scoreBias(qpos, kpos, bias, at::kFloat));                     // (NH | 1, Tq, Tk) broadcast
+  at::Tensor s = groupsOf(at::matmul(rowsOf(q), k.transpose(-2, -1)), G).mul_(scale);   // (B, KV, G, Tq, Tk)
+  if (c.bias.any()) {
+    const at::Tensor qpos = positionsOf(c.rank, c.P, c.T, b.p.q0, b.p.qn, q.device());
+    const at::Tensor kpos = positionsOf(b.src, c.P, c.T, b.p.k0, b.p.kn, q.device());
+    at::Tensor add = scoreBias(qpos, kpos, c.bias, at::kFloat);                          // (NH | 1, Tq, Tk)
+    // Query head i is member i % G of K/V head i / G's group: (NH, …) is (KV, G, …).
+    if (add.size(0) > 1) add = add.view({q.size(1), G, add.size(1), add.size(2)});
+    s.add_(add);                                                                         // broadcast
   } else if (b.p.causal) {
     at::Tensor future = at::ones({s.size(-2), s.size(-1)}, q.options().dtype(at::kBool)).triu_(1);
     s.masked_fill_(future, -std::numeric_limits<float>::infinity());
@@ -105,15 +126,17 @@ at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const Block& b, int 
   return s;
 }
 
-// Forward of the whole ring: out (B, NH, T, HS) and lse (B, NH, T), both fp32.
+// Forward of the whole ring, q (B, KV, G, T, HS), k and v (B, KV, T, HS): out (B, KV, G, T, HS) and
+// lse (B, KV, G, T), both fp32.
 std::pair<at::Tensor, at::Tensor> ringForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                               Group& g, const cpu_ops::ScoreBias& bias) {
   const int P = g.size(), r = g.rank();
-  const int64_t T = q.size(2);
+  const int64_t T = q.size(kSeq), G = q.size(2);
+  const ScoreContext c{r, P, T, bias};
   at::Tensor qf = q.to(at::kFloat);
-  at::Tensor out = at::zeros_like(qf);                                         // (B, NH, T, HS)
-  at::Tensor lse = at::full(qf.sizes().slice(0, 3), -std::numeric_limits<float>::infinity(), qf.options());
-  at::Tensor kv = at::stack({k, v}).contiguous();                              // (2, B, NH, T, HS)
+  at::Tensor out = at::zeros_like(qf);                                         // (B, KV, G, T, HS)
+  at::Tensor lse = at::full(qf.sizes().slice(0, 4), -std::numeric_limits<float>::infinity(), qf.options());
+  at::Tensor kv = at::stack({k, v}).contiguous();                              // (2, B, KV, T, HS)
   for (int s = 0; s < P; ++s) {
     std::optional<Shift> next;
     if (s + 1 < P) next = startShift(g, kv, kTagKv);  // the next block travels while this one computes
@@ -125,15 +148,15 @@ std::pair<at::Tensor, at::Tensor> ringForward(const at::Tensor& q, const at::Ten
         if (next) kv = next->wait();
         continue;
       }
-      at::Tensor qs = qf.narrow(2, p.q0, p.qn);
+      at::Tensor qs = qf.narrow(kSeq, p.q0, p.qn);                             // (B, KV, G, Tq, HS)
       at::Tensor ks = kv[0].narrow(2, p.k0, p.kn).to(at::kFloat), vs = kv[1].narrow(2, p.k0, p.kn).to(at::kFloat);
-      at::Tensor sc = scores(qs, ks, b, r, P, T, bias);                        // (B, NH, Tq, Tk)
-      at::Tensor blk_lse = at::logsumexp(sc, -1);                              // (B, NH, Tq)
+      at::Tensor sc = scores(qs, ks, b, c);                                    // (B, KV, G, Tq, Tk)
+      at::Tensor blk_lse = at::logsumexp(sc, -1);                              // (B, KV, G, Tq)
       // A row the window leaves without keys here (lse −inf) adds nothing: shift it by 0, not −inf.
       const at::Tensor shift = blk_lse.masked_fill(blk_lse.isneginf(), 0).unsqueeze(-1);
-      at::Tensor blk_out = at::matmul(at::exp(sc - shift), vs);                 // (B, NH, Tq, HS)
+      at::Tensor blk_out = groupsOf(at::matmul(rowsOf(at::exp(sc - shift)), vs), G);  // (B, KV, G, Tq, HS)
       // Online softmax: rescale both parts to the merged normaliser.
-      at::Tensor acc_out = out.narrow(2, p.q0, p.qn), acc_lse = lse.narrow(2, p.q0, p.qn);
+      at::Tensor acc_out = out.narrow(kSeq, p.q0, p.qn), acc_lse = lse.narrow(kSeq, p.q0, p.qn);
       at::Tensor merged = at::logaddexp(acc_lse, blk_lse);
       acc_out.mul_(at::exp(acc_lse - merged).unsqueeze(-1)).add_(blk_out * at::exp(blk_lse - merged).unsqueeze(-1));
       acc_lse.copy_(merged);
@@ -143,44 +166,42 @@ std::pair<at::Tensor, at::Tensor> ringForward(const at::Tensor& q, const at::Ten
   return {out, lse};
 }
 
-// Where a block's scores are taken: this rank, the ring's size, the local length, the bias.
-struct ScoreContext {
-  int rank, P;
-  int64_t T;
-  const cpu_ops::ScoreBias& bias;
-};
-
-// One block pair's backward (flash-attention's recurrences, below): adds to dq and to the block's
-// dK/dV accumulator dkv (2, B, NH, T, HS).
+// One block pair's backward (flash-attention's recurrences, below): adds to dq (B, KV, G, T, HS) and
+// to the block's dK/dV accumulator dkv (2, B, KV, T, HS). With a K/V head's G query heads as the rows
+// of one GEMM, dK and dV come out summed over the group.
 void blockBackward(const at::Tensor& qf, const at::Tensor& dout, const at::Tensor& D, const at::Tensor& lse,
                    const at::Tensor& kv, const Block& b, const ScoreContext& c, at::Tensor& dq, at::Tensor& dkv) {
   const Pair& p = b.p;
+  const int64_t G = qf.size(2);
   const double scale = 1.0 / std::sqrt(double(qf.size(-1)));
-  at::Tensor qs = qf.narrow(2, p.q0, p.qn), dos = dout.narrow(2, p.q0, p.qn);
+  at::Tensor qs = qf.narrow(kSeq, p.q0, p.qn), dos = dout.narrow(kSeq, p.q0, p.qn);   // (B, KV, G, Tq, HS)
   at::Tensor ks = kv[0].narrow(2, p.k0, p.kn).to(at::kFloat), vs = kv[1].narrow(2, p.k0, p.kn).to(at::kFloat);
-  at::Tensor prob = at::exp(scores(qs, ks, b, c.rank, c.P, c.T, c.bias) - lse.narrow(2, p.q0, p.qn).unsqueeze(-1));
-  dkv[1].narrow(2, p.k0, p.kn).add_(at::matmul(prob.transpose(-2, -1), dos));                         // dV
-  at::Tensor ds = prob.mul_(at::matmul(dos, vs.transpose(-2, -1)).sub_(D.narrow(2, p.q0, p.qn).unsqueeze(-1)));
-  dq.narrow(2, p.q0, p.qn).add_(at::matmul(ds, ks), scale);
-  dkv[0].narrow(2, p.k0, p.kn).add_(at::matmul(ds.transpose(-2, -1), qs), scale);                      // dK
+  at::Tensor prob = at::exp(scores(qs, ks, b, c) - lse.narrow(kSeq, p.q0, p.qn).unsqueeze(-1));  // (B, KV, G, Tq, Tk)
+  const at::Tensor dO = rowsOf(dos);                                                    // (B, KV, G·Tq, HS)
+  dkv[1].narrow(2, p.k0, p.kn).add_(at::matmul(rowsOf(prob).transpose(-2, -1), dO));    // dV (B, KV, Tk, HS)
+  const at::Tensor dP = groupsOf(at::matmul(dO, vs.transpose(-2, -1)), G);              // (B, KV, G, Tq, Tk)
+  const at::Tensor dS = rowsOf(prob.mul_(dP.sub_(D.narrow(kSeq, p.q0, p.qn).unsqueeze(-1))));  // (B, KV, G·Tq, Tk)
+  dq.narrow(kSeq, p.q0, p.qn).add_(groupsOf(at::matmul(dS, ks), G), scale);
+  dkv[0].narrow(2, p.k0, p.kn).add_(at::matmul(dS.transpose(-2, -1), rowsOf(qs)), scale);  // dK (B, KV, Tk, HS)
 }
 
 // Backward of the whole ring (flash-attention's recurrences per block pair, with the final lse):
 //   P = exp(S − lse), dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D), D = rowsum(dO ∘ O),
 //   dQ = dS K / √HS, dK = dSᵀ Q / √HS.
+// q, out, grad (B, KV, G, T, HS), lse (B, KV, G, T), k and v (B, KV, T, HS): returns dq, dk, dv.
 variable_list ringBackward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
                            const at::Tensor& lse, const at::Tensor& grad, Group& g, const cpu_ops::ScoreBias& bias) {
   const int P = g.size(), r = g.rank();
-  const int64_t T = q.size(2);
-  at::Tensor qf = q.to(at::kFloat), dout = grad.to(at::kFloat);               // (B, NH, T, HS)
-  at::Tensor D = (dout * out).sum(-1);                                         // (B, NH, T)
+  const int64_t T = q.size(kSeq);
+  at::Tensor qf = q.to(at::kFloat), dout = grad.to(at::kFloat);               // (B, KV, G, T, HS)
+  at::Tensor D = (dout * out).sum(-1);                                         // (B, KV, G, T)
   at::Tensor dq = at::zeros_like(qf);
-  at::Tensor kv = at::stack({k, v}).contiguous();                              // (2, B, NH, T, HS)
+  at::Tensor kv = at::stack({k, v}).contiguous();                              // (2, B, KV, T, HS)
   std::optional<Shift> dkv_shift;  // the accumulator of the block held one step ago, on its way
   for (int s = 0; s < P; ++s) {
     std::optional<Shift> next;
     if (s + 1 < P) next = startShift(g, kv, kTagKv);
-    at::Tensor dkv = at::zeros(kv.sizes(), qf.options());                     // (2, B, NH, T, HS)
+    at::Tensor dkv = at::zeros(kv.sizes(), qf.options());                     // (2, B, KV, T, HS)
     {
       TRAINSCOPE_RANGE(tracer::names::kCpAttention);
       const Block b = blockAt(s, r, P, T);
@@ -194,24 +215,29 @@ variable_list ringBackward(const at::Tensor& q, const at::Tensor& k, const at::T
   return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type())};
 }
 
+// q (B, NH, T, HS) as K/V heads' groups (B, KV, G, T, HS), G = NH/KV (a view).
+at::Tensor grouped(const at::Tensor& q, int64_t kv_heads) { return q.unflatten(1, {kv_heads, q.size(1) / kv_heads}); }
+
 // A CpContext travels through autograd's saved_data as an integer: it outlives every step.
 struct RingAttention : torch::autograd::Function<RingAttention> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             int64_t cp, const cpu_ops::ScoreBias& bias) {
     Group& g = *reinterpret_cast<const CpContext*>(cp)->group;
-    auto [out, lse] = ringForward(q, k, v, g, bias);
+    auto [out, lse] = ringForward(grouped(q, k.size(1)), k, v, g, bias);      // (B, KV, G, T, HS), (B, KV, G, T)
     ctx->saved_data["cp"] = cp;
     ctx->saved_data["window"] = bias.window;
     ctx->saved_data["slopes"] = bias.slopes;
     ctx->save_for_backward({q, k, v, out, lse});  // no T x T matrix is kept: flash-style
-    return out.to(q.scalar_type());
+    return out.flatten(1, 2).to(q.scalar_type());                             // (B, NH, T, HS)
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     Group& g = *reinterpret_cast<const CpContext*>(ctx->saved_data["cp"].toInt())->group;
     const cpu_ops::ScoreBias bias{ctx->saved_data["window"].toInt(), ctx->saved_data["slopes"].toDoubleVector()};
     variable_list s = ctx->get_saved_variables();
-    variable_list d = ringBackward(s[0], s[1], s[2], s[3], s[4], grad[0], g, bias);
-    return {d[0], d[1], d[2], at::Tensor(), at::Tensor()};
+    const int64_t kv_heads = s[1].size(1);
+    variable_list d =
+        ringBackward(grouped(s[0], kv_heads), s[1], s[2], s[3], s[4], grouped(grad[0], kv_heads), g, bias);
+    return {d[0].flatten(1, 2), d[1], d[2], at::Tensor(), at::Tensor()};
   }
 };
 
@@ -219,16 +245,20 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
 
 at::Tensor ringAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const CpContext& cp,
                          const cpu_ops::ScoreBias& bias) {
+  TORCH_CHECK(k.sizes() == v.sizes() && k.size(1) > 0 && q.size(1) % k.size(1) == 0,
+              "ringAttention: k and v must be (B, KV, T, HS) with KV dividing q's heads, got q ", q.sizes(), ", k ",
+              k.sizes(), ", v ", v.sizes());
   return RingAttention::apply(q, k, v, reinterpret_cast<int64_t>(&cp), bias);
 }
 
-at::Tensor contextParallelAttention(const at::Tensor& qkv, int64_t n_head, const CpContext& cp,
+at::Tensor contextParallelAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv, const CpContext& cp,
                                    const cpu_ops::ScoreBias& bias) {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
-  auto parts = qkv.split(C, /*dim=*/2);                                   // 3 x (B, T, C')
+  if (n_kv <= 0) n_kv = n_head;
+  const int64_t B = qkv.size(0), T = qkv.size(1), HS = qkv.size(2) / (n_head + 2 * n_kv), C = n_head * HS;
+  auto parts = qkv.split_with_sizes({C, n_kv * HS, n_kv * HS}, /*dim=*/2);   // (B, T, h·HS), 2 x (B, T, kv·HS)
   at::Tensor q = parts[0].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
-  at::Tensor k = parts[1].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
-  at::Tensor v = parts[2].view({B, T, n_head, HS}).transpose(1, 2);       // (B, NH, T, HS)
+  at::Tensor k = parts[1].view({B, T, n_kv, HS}).transpose(1, 2);         // (B, KV, T, HS)
+  at::Tensor v = parts[2].view({B, T, n_kv, HS}).transpose(1, 2);         // (B, KV, T, HS)
   at::Tensor y = ringAttention(q.contiguous(), k.contiguous(), v.contiguous(), cp, bias);  // (B, NH, T, HS)
   return y.transpose(1, 2).reshape({B, T, C});                            // (B, T, C')
 }

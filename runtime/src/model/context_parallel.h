@@ -17,8 +17,15 @@
 // blocks go round the ring again, and each block's dK/dV accumulator travels with it, collecting
 // every rank's contribution, and arrives back at its owner after CP sends.
 //
-// Exchanged per rank per layer per micro-batch (b mbs, s seq, h n_embd, t TP, c CP, e bytes of the
-// compute dtype): one K/V block is 2·b·(s/c)·(h/t)·e bytes, a dK/dV accumulator 2·b·(s/c)·(h/t)·4
+// Grouped-query attention: the ring carries the K/V heads as they are (KV = n_kv_head/t heads on this
+// TP rank, one replica when t > n_kv_head), not repeated for their query heads, as Megatron-LM's does
+// (its SelfAttention hands Transformer Engine's AttnFuncWithCPAndKVP2P keys and values of
+// num_query_groups_per_partition heads, and the ring sends them as they are). Each block's GEMMs take a
+// K/V head's G = NH/KV query heads as the rows of one matrix, so dK/dV come out summed over the group.
+//
+// Exchanged per rank per layer per micro-batch (b mbs, s seq, kv K/V heads on this TP rank —
+// n_kv_head/t, or 1 when t > n_kv_head —, D head size, t TP, c CP, e bytes of the compute dtype;
+// GPT: kv·D = h/t): one K/V block is 2·b·(s/c)·kv·D·e bytes, a dK/dV accumulator 2·b·(s/c)·kv·D·4
 // (fp32); forward sends c−1 K/V blocks, backward c−1 K/V blocks and c accumulators (full
 // checkpointing repeats the forward's). docs/architecture.md, "Context parallelism".
 #pragma once
@@ -40,15 +47,18 @@ struct CpContext {
   bool active() const { return size() > 1; }
 };
 
-// q, k, v: (B, NH, T/CP, HS), this rank's two chunks. Returns (B, NH, T/CP, HS): causal softmax
+// q (B, NH, T/CP, HS), k and v (B, KV, T/CP, HS), this rank's two chunks, KV dividing NH (query head
+// i reads K/V head i / (NH/KV); KV = NH: multi-head). Returns (B, NH, T/CP, HS): causal softmax
 // attention of these queries over the keys/values of the whole sequence. Differentiable in q, k, v.
 // bias (a sliding window, ALiBi's slopes of the NH heads) is applied at the global positions of each
 // block's chunks (the load-balanced order above); a block pair the window leaves wholly out is skipped.
 at::Tensor ringAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const CpContext& cp,
                          const cpu_ops::ScoreBias& bias = {});
 
-// The attention core under context parallelism: qkv (B, T/CP, 3C') -> y (B, T/CP, C').
-at::Tensor contextParallelAttention(const at::Tensor& qkv, int64_t n_head, const CpContext& cp,
+// The attention core under context parallelism: qkv (B, T/CP, (h + 2·kv)·D), rows [q; k; v] of this
+// rank's h query and kv K/V heads (RoPE already applied at the rank's global positions) -> y
+// (B, T/CP, h·D). n_kv 0: n_head.
+at::Tensor contextParallelAttention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv, const CpContext& cp,
                                    const cpu_ops::ScoreBias& bias = {});
 
 }  // namespace trainscope::runtime

@@ -72,11 +72,12 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
     if (qkv_b.defined()) qkv_b = kvPart(qkv_b);
   }
   at::Tensor qkv = columnParallelLinear(h, qkv_w, qkv_b, tp);              // (B, T, (h + 2kv)·D)
-  // RoPE and GQA: the CPU attention kernel (fp32) reads the grouped K/V heads as they are
-  // (B, T, (h + 2kv)·D); the context-parallel ring and SDPA take multi-head (B, T, 3·h·D), each K/V
-  // head repeated for its query heads. GPT-2's qkv already is both.
+  // RoPE and GQA: the CPU attention kernel (fp32) and the context-parallel ring read the grouped K/V
+  // heads as they are (B, T, (h + 2kv)·D), RoPE at the rank's positions (under CP its chunks' global
+  // ones); SDPA takes multi-head (B, T, 3·h·D), each K/V head repeated for its query heads. GPT-2's
+  // qkv already is both.
   const int64_t kv = kv_total >= tp.size() ? kv_total / tp.size() : 1;
-  const bool grouped = !tp.cp && cpu_ops::attentionUsable(qkv);
+  const bool grouped = tp.cp || cpu_ops::attentionUsable(qkv);
   if (a.rope || (!grouped && kv != n_head)) {
     const int64_t T = qkv.size(1);
     const at::Tensor positions =
@@ -88,7 +89,7 @@ at::Tensor blockForward(const BlockWeights& p, const at::Tensor& x, int64_t n_he
   // checkpointing has nothing left to drop there.
   // The window and ALiBi's slopes of this rank's query heads (heads tp.rank()·h … of the model's).
   const cpu_ops::ScoreBias bias{a.window, a.alibi ? alibiSlopes(a.n_head, tp.rank() * n_head, n_head) : std::vector<double>{}};
-  at::Tensor y = tp.cp       ? contextParallelAttention(qkv, n_head, *tp.cp, bias)  // (B, T/CP, h·D)
+  at::Tensor y = tp.cp       ? contextParallelAttention(qkv, n_head, core_kv, *tp.cp, bias)  // (B, T/CP, h·D)
                  : selective ? checkpointAttention(qkv, n_head, core_kv, bias)  // (B, T, h·D)
                              : attentionCore(qkv, n_head, core_kv, bias);
   at::Tensor x1 = split ? addBias(x + leaveTp(linear(y, p.proj_w, at::Tensor())), p.proj_b)  // (B, T', C)

@@ -17,8 +17,9 @@
 //               drops the 5as/h term, full keeps 2sbh (÷t with SP); × layers × micro-batches in
 //               flight (p on the first stage under 1F1B, × (1 + (p−1)/(pv)) interleaved, M under
 //               GPipe); the last stage adds the fp32 logits 4sbV/t. 16-bit activations, as the paper.
-// Context parallelism (Plan::cp): every token count is the rank's s/cp, and a layer's backward holds
-// the ring's K/V and dK/dV blocks (StageMemory::ring; docs/memory-model.md, "Context parallelism").
+// Context parallelism (Plan::cp): every token count is the rank's s/cp, and a layer's attention
+// backward holds the ring's K/V and dK/dV blocks (StageMemory::ring, in place of the allowance at that
+// moment; docs/memory-model.md, "Context parallelism").
 #pragma once
 
 #include <algorithm>
@@ -54,8 +55,8 @@ struct StageMemory {
                                                  // full fp32 gradients before its reduce-scatter
   int64_t gathered = 0;                          // ZeRO-3, forward and backward: the parameters
                                                  // gathered for the module in use and those prefetched
-  int64_t ring = 0;                              // CP, a layer's backward: the K/V (and dK/dV) blocks
-                                                 // of the ring, current and arriving
+  int64_t ring = 0;                              // CP, a layer's attention backward: the K/V (and
+                                                 // dK/dV) blocks of the ring, current and arriving
   int64_t expert_grads = 0;                      // MoE, its layer's backward: the expert-weight
                                                  // gradient stacks autograd sums (docs/memory-model.md)
   int64_t moe_freed = 0;                         // what the layers after that MoE layer (the stage's
@@ -74,8 +75,11 @@ struct StageMemory {
   int64_t headForward() const {
     return activations + head + head_chunk + gathered + (micro_batches > 1 ? lane_grads : 0);
   }
+  // A layer's backward: the larger of its ops' transients — the calibrated allowance (the MLP's and
+  // projections' gradients between ops, the fresh weight gradients) or, under CP, the ring's blocks,
+  // which live during the attention core's backward only (docs/memory-model.md, "Context parallelism").
   int64_t layerBackward() const {
-    return activations + head + recompute + allowance + grad_bucket + gathered + ring +
+    return activations + head + recompute + std::max(allowance, ring) + grad_bucket + gathered +
            (micro_batches > 1 ? lane_grads : 0);
   }
   // The stage's last MoE layer's experts in backward: the LM head's saved dX/dW are consumed by then.

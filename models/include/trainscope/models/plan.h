@@ -52,6 +52,10 @@ std::string whyInvalidArchitecture(const workloads::Workload& w, const Plan& p);
 // K/V heads one TP rank holds: n_kv_head/tp, or one (replicated tp/n_kv_head times, as Megatron-LM
 // does) when tp > n_kv_head.
 int64_t kvHeadsPerRank(const workloads::Workload& w, int64_t tp);
+// Elements of one rank's K and V blocks as context parallelism's ring sends them: 2·b·(s/cp)·kv·D, kv
+// the K/V heads on a TP rank (kvHeadsPerRank), D the head size (GPT: kv·D = h/t). The grouped K/V
+// heads travel, not repeated per query head, as in Megatron-LM's ring (runtime/src/model/context_parallel.h).
+double ringBlockElements(const workloads::Workload& w, const Plan& p);
 // Layers of pipeline stage s (dp_layout.h's stageLayout, as the runtime splits them: the first L mod p
 // stages get one more).
 int64_t layersOfStage(int64_t n_layer, int64_t pp, int64_t stage);

@@ -83,8 +83,9 @@ double cpuAttentionShare(const workloads::Workload& w, const Plan& p, int64_t la
 // hand computes (`block_s`, the pass's attention ÷ cp); what shows is each step's excess:
 // (cp − 1) · max(0, step_s − block_s).
 double ringExposedSeconds(double cp, double step_s, double block_s);
-// Bytes one ring step of a layer's forward sends: the K and V blocks of one rank, 2·b·(s/cp)·(h/t)
-// elements (GPT: as many K/V heads as query heads). Backward sends K, V and their gradients: twice.
+// Bytes one ring step of a layer's forward sends: ringBlockElements (plan.h) in the compute dtype,
+// 2·b·(s/cp)·kv·D·e (GPT: kv·D = h/t). Backward
+// sends K, V and their gradients: twice.
 double ringStepBytes(const workloads::Workload& w, const Plan& p);
 
 }  // namespace trainscope::models
