@@ -96,6 +96,8 @@ def _record_model(p, model):
     rank holds in it (a sharded wrapper's rank holds its shard): whether the trial's layout is the one
     its name says."""
     out = {"wrapper": f"{type(model).__module__}.{type(model).__qualname__}"}
+    if getattr(model, "sharding_strategy", None) is not None:  # FSDP 1's wrapper: the strategy it shards by
+        out["sharding_strategy"] = str(model.sharding_strategy)
     try:
         # FSDP 2's parameters are DTensors, whose numel() is the whole tensor's: count the local shard.
         local = [t.to_local() if hasattr(t, "to_local") else t for t in model.parameters()]

@@ -125,6 +125,22 @@ TEST(Job, OnlyACpuFsdpTrialOfTheHfOrAccelerateRunnerLoadsTheCpuFsdpShim) {
   EXPECT_EQ(shim(tn::JobKind::Accelerate, false, rt::ZeroStage::Parameters), "");
 }
 
+// Accelerate 1.15's FSDP 1 plugin takes its sharding strategy from FSDP_SHARDING_STRATEGY (FULL_SHARD
+// when unset) over the Trainer's reshard_after_forward: an --runner hf FSDP trial is handed the
+// variable, the strategy of its accelerate.yaml (a SHARD_GRAD_OP trial ran FULL_SHARD without it).
+TEST(Job, AnHfFsdpTrialIsHandedItsShardingStrategyAsAccelerateReadsIt) {
+  const auto strategy = [](tn::JobKind kind, rt::ZeroStage z) {
+    tn::JobOptions o = hf();
+    o.kind = kind;
+    const auto env = envOf(tn::jobLaunch(o, twoRanks(z), "/d", false, "", 29400));
+    return env.count("FSDP_SHARDING_STRATEGY") ? env.at("FSDP_SHARDING_STRATEGY") : std::string("-");
+  };
+  EXPECT_EQ(strategy(tn::JobKind::Hf, rt::ZeroStage::Gradients), "SHARD_GRAD_OP");
+  EXPECT_EQ(strategy(tn::JobKind::Hf, rt::ZeroStage::Parameters), "FULL_SHARD");
+  EXPECT_EQ(strategy(tn::JobKind::Hf, rt::ZeroStage::None), "-");
+  EXPECT_EQ(strategy(tn::JobKind::Accelerate, rt::ZeroStage::Gradients), "-");  // accelerate launch sets it
+}
+
 TEST(Job, DeepSpeedTrialHandsItsEngineTheExportedConfig) {
   tn::JobOptions o = hf();
   o.kind = tn::JobKind::DeepSpeed;

@@ -93,7 +93,8 @@ def fsdp_trial_checks(ts, study, t, d, world, full):
               and ran["fsdp_plugin"]["state_dict_type"].endswith(fsdp["fsdp_state_dict_type"]),
               f"{d} rank {rank}: Accelerate's state {ran} (file {fsdp})")
         m = json.load(open(os.path.join(d, "probe", f"rank{rank}.model.json")))
-        check(m["wrapper"].endswith("FullyShardedDataParallel") and m["param_bytes"] < 0.6 * full,
+        check(m["wrapper"].endswith("FullyShardedDataParallel") and m["param_bytes"] < 0.6 * full and
+              m["sharding_strategy"].endswith(fsdp["fsdp_sharding_strategy"]),
               f"{d} rank {rank} stepped {m} (the model {full} bytes)")
         held += m["param_bytes"]
     check(held >= full, f"{d}: the ranks hold {held} bytes together, the model {full}")

@@ -202,8 +202,11 @@ def layouts_measured(trials, full, mbs_choices):
                 check(m["wrapper"].endswith("DistributedDataParallel") and m["param_bytes"] == full,
                       f"{t['db']}: rank {rank} stepped {m}")
             else:
+                # The wrapper shards by the candidate's strategy (Accelerate's plugin would say FULL_SHARD
+                # for SHARD_GRAD_OP without the trial's FSDP_SHARDING_STRATEGY: job.cpp).
                 check(state["distributed_type"] == "FSDP" and m["wrapper"].endswith("FullyShardedDataParallel")
-                      and m["param_bytes"] < 0.6 * full, f"{t['db']}: {layout} rank {rank}: {state} {m}")
+                      and m["param_bytes"] < 0.6 * full and m["sharding_strategy"].endswith(layout.upper()),
+                      f"{t['db']}: {layout} rank {rank}: {state} {m}")
         check(t["step_s"] > 0 and t["peak_bytes"] > 0, f"figures {t}")
         # torchrun gives each of 2 ranks a node one intra-op thread; one rank keeps torch's default.
         if world > 1:

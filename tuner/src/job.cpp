@@ -235,6 +235,18 @@ static void trialEnvironment(JobLaunch& L, const JobOptions& o, const runconfig:
   // in the ranks (python/trainscope_probe/cpu_fsdp.py; docs/tuner.md). GPU trials never load the shim.
   if (o.cpu && (o.kind == JobKind::Hf || o.kind == JobKind::Accelerate) && fsdpLayout(c))
     L.env.push_back({"TRAINSCOPE_PROBE_CPU_FSDP", "1"});
+  // An FSDP trial of --runner hf: Accelerate 1.15's FSDP 1 plugin fills sharding_strategy from
+  // FSDP_SHARDING_STRATEGY (FULL_SHARD when unset) before it reads the reshard_after_forward the Trainer
+  // hands it, and prepare_model prefers sharding_strategy (accelerate/utils/dataclasses.py:1844-1852,
+  // accelerator.py:1947): a SHARD_GRAD_OP candidate ran FULL_SHARD. The trial gets the variable
+  // accelerate launch sets from the config file (the trial's accelerate.yaml, the same strategy).
+  if (o.kind == JobKind::Hf && fsdpLayout(c))
+    for (const ExportFile& f : L.files)
+      if (f.name == "accelerate.yaml")
+        if (const size_t at = f.text.find("fsdp_sharding_strategy: "); at != std::string::npos) {
+          const size_t from = at + std::string("fsdp_sharding_strategy: ").size();
+          L.env.push_back({"FSDP_SHARDING_STRATEGY", f.text.substr(from, f.text.find('\n', from) - from)});
+        }
   if (slurm) L.env.insert(L.env.end(), {{"TRAINSCOPE_PROBE_SLURM", "1"}, {"MASTER_PORT", std::to_string(port)}});
   rankThreads(L, o, c, slurm);
 }
