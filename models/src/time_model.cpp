@@ -146,9 +146,40 @@ namespace {
 // Data parallelism on a CPU cluster: all-reduce of the fp32 main gradients of one (tp, pp) shard
 // (ZeRO-1: reduce-scatter + all-gather, the same bytes), partly hidden behind backward. Under CP the
 // cp ranks of a DP rank hold the same weights: the gradients are summed over dp·cp.
-void addCpuDataParallel(TimePrediction& r, const Plan& p, const Cluster& c, const TimeOptions& o,
-                        double params_per_rank, double e) {
+// PyTorch FSDP 1 as the Hugging Face Trainer runs it on Gloo CPU ranks (--runner hf|accelerate's FSDP
+// trials; docs/framework-profiles.md, "FSDP on CPU ranks"): every collective is issued per wrapped unit
+// — each transformer block (TRANSFORMER_BASED_WRAP) and the root, which holds the embeddings, the final
+// norm and the head: U = layers + 1 — and pays the tier's latency each time; the units' parameters are
+// taken as equal shares of the rank's (the bytes sum to the model's either way). The Trainer runs all
+// but the last micro-batch under Accelerate's no_sync (transformers trainer.py, sync_context), so:
+//  - gradients are reduce-scattered once a step, in fp32 (FSDP 1 no_sync keeps unsharded gradients);
+//  - FULL_SHARD all-gathers every unit before each micro-batch's forward and, but for the root (not
+//    resharded after forward: torch fsdp/_runtime_utils.py _post_forward_reshard), before its
+//    backward: M (2U - 1) gathers; SHARD_GRAD_OP keeps the gathered parameters through the no_sync
+//    micro-batches (_should_free_in_backward) and gathers each unit once a step: U;
+//  - the Trainer clips by FSDP's clip_grad_norm_: one all-reduce of the norm a step.
+// Each call also costs the profile's host_collective_s: FSDP's Python around it (the unit's flat
+// parameter unsharded into views and freed again, the gradient's flat buffer) on the thread that
+// computes. Nothing overlaps on the CPU: the ranks' one thread computes and communicates.
+void addCpuFsdp(TimePrediction& r, const workloads::Workload& w, const Plan& p, const NetworkTier& tier,
+                double host_call_s, double params_per_rank, double e) {
+  const double n = double(p.gradientGroup()), M = double(p.ga());
+  const double U = double((w.n_layer + p.pp - 1) / p.pp) + 1.0;
+  auto perUnit = [&](double bytes) { return collective(tier, bytes / U, n, (n - 1) / n) + host_call_s; };
+  const double gathers = zero::shardsParameters(p) ? M * (2.0 * U - 1.0) : U;
+  r.zero_gather_s = gathers * perUnit(params_per_rank * e);
+  r.dp_comm_s = r.zero_gather_s + U * perUnit(params_per_rank * 4.0) + collective(tier, 4.0, n, 2.0 * (n - 1) / n) +
+                host_call_s;
+}
+
+void addCpuDataParallel(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c,
+                        const TimeOptions& o, double params_per_rank, double e) {
   const double M = double(p.ga());
+  if (p.gradientGroup() > 1 && o.framework == Framework::Fsdp && zero::shardsGradients(p) && zero::replicas(p) == 1) {
+    addCpuFsdp(r, w, p, p.world() > c.devices_per_node ? c.inter_node : c.intra_node,
+               c.profile(o.framework).host_collective_s, params_per_rank, e);
+    return;
+  }
   if (p.gradientGroup() > 1) {
     const bool inter = p.world() > c.devices_per_node;
     const NetworkTier& tier = inter ? c.inter_node : c.intra_node;
@@ -198,9 +229,15 @@ RankParams rankParams(const workloads::Workload& w, const Plan& p) {
 // refits from its trials (its host_op_s < 0 is the cluster's dispatch_s, 0 in a CPU file).
 double cpuHostSeconds(const workloads::Workload& w, const Plan& p, const Cluster& c, const TimeOptions& o) {
   if (o.framework == Framework::Trainscope) return 0;  // the runtime's own cost is in the measured rates
-  const FrameworkProfile& fp = c.profile(o.framework);
+  FrameworkProfile fp = c.profile(o.framework);
   const double layers = double((w.n_layer + p.pp - 1) / p.pp);
-  return double(p.ga()) * (layers * gpu::hostLayerSeconds(p, c, fp, gpu::layerParamTensors(w)) + fp.host_micro_batch_s) +
+  // FSDP wraps the root too (its embeddings, final norm and head): one more unit's hooks a micro-batch
+  // beside the blocks'; its collective calls' host cost is priced per call by addCpuFsdp.
+  const bool fsdp = o.framework == Framework::Fsdp && zero::shardsGradients(p) && zero::replicas(p) == 1;
+  const double root_hooks = fsdp ? fp.hooks_per_layer * fp.hook_s : 0.0;
+  if (fsdp) fp.host_collective_s = 0;
+  return double(p.ga()) * (layers * gpu::hostLayerSeconds(p, c, fp, gpu::layerParamTensors(w)) + root_hooks +
+                           fp.host_micro_batch_s) +
          gpu::zeroStepHostSeconds(p, fp, gpu::modelParamTensors(w, layers, true, p.pp == 1));
 }
 
@@ -291,7 +328,7 @@ TimePrediction predictTime(const workloads::Workload& w, const Plan& p, const Cl
   addCpuExperts(r, w, p, c, peak);
   r.cp_comm_s = cpuRingSeconds(w, p, c, attn_fwd, layers_per_stage, M);
   const RankParams params = rankParams(w, p);
-  addCpuDataParallel(r, p, c, o, params.synced, e);
+  addCpuDataParallel(r, w, p, c, o, params.synced, e);
   addCpuExpertSync(r, p, c, params.experts);
   // Optimizer: AdamW reads and writes ~28 bytes per parameter (p, g, m, v and the copy).
   const double opt_bytes = p.optimizer == runconfig::OptimizerKind::SGD ? 12.0 : 28.0;

@@ -69,13 +69,22 @@ def _record_launch(p):
     Trainer runs it (its processes, distributed type, precision, FSDP strategy): what a trial ran,
     for comparing with the trial's exported accelerate.yaml / training_args.json."""
     out = {"env": {k: os.environ.get(k) for k in _LAUNCH_ENV}}
+    # Every FSDP_* variable accelerate launch set from the config's fsdp_config (utils/launch.py).
+    out["env"].update({k: v for k, v in os.environ.items() if k.startswith("FSDP_")})
     try:
         from accelerate.state import AcceleratorState
         s = AcceleratorState()
         fsdp = getattr(s, "fsdp_plugin", None)
+        # FSDP 1 shards by sharding_strategy, else reshard_after_forward (accelerate/accelerator.py:1947);
+        # FSDP 2 by reshard_after_forward (a bool).
+        strategy = None if fsdp is None else (getattr(fsdp, "sharding_strategy", None) or
+                                              getattr(fsdp, "reshard_after_forward", None))
         out.update(num_processes=s.num_processes, distributed_type=str(s.distributed_type.value),
-                   mixed_precision=str(s.mixed_precision), fsdp_sharding_strategy=None if fsdp is None else str(
-                       getattr(fsdp, "reshard_after_forward", getattr(fsdp, "sharding_strategy", None))))
+                   mixed_precision=str(s.mixed_precision), fsdp_sharding_strategy=None if fsdp is None else str(strategy))
+        if fsdp is not None:  # the plugin's own fields: whose settings it was built from
+            out["fsdp_plugin"] = {k: str(getattr(fsdp, k, None)) for k in (
+                "fsdp_version", "state_dict_type", "backward_prefetch", "use_orig_params", "sync_module_states",
+                "cpu_ram_efficient_loading", "forward_prefetch")}
     except Exception as e:  # noqa: BLE001 — a state this Accelerate does not have: recorded as such
         out["state_error"] = f"{type(e).__name__}: {e}"
     _write_record(os.path.join(p.folder, f"rank{p.rank}.accelerate.json"), out)
@@ -87,6 +96,8 @@ def _record_model(p, model):
     rank holds in it (a sharded wrapper's rank holds its shard): whether the trial's layout is the one
     its name says."""
     out = {"wrapper": f"{type(model).__module__}.{type(model).__qualname__}"}
+    if getattr(model, "sharding_strategy", None) is not None:  # FSDP 1's wrapper: the strategy it shards by
+        out["sharding_strategy"] = str(model.sharding_strategy)
     try:
         # FSDP 2's parameters are DTensors, whose numel() is the whole tensor's: count the local shard.
         local = [t.to_local() if hasattr(t, "to_local") else t for t in model.parameters()]

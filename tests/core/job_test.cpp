@@ -106,7 +106,7 @@ TEST(Job, ZeroStagesAreDdpShardGradOpAndFullShard) {
   EXPECT_EQ(strategy(rt::ZeroStage::Parameters), "full_shard");
 }
 
-TEST(Job, OnlyACpuFsdpTrialOfTheHfRunnerLoadsTheCpuFsdpShim) {
+TEST(Job, OnlyACpuFsdpTrialOfTheHfOrAccelerateRunnerLoadsTheCpuFsdpShim) {
   const auto shim = [](tn::JobKind kind, bool cpu, rt::ZeroStage z) {
     tn::JobOptions o = hf();
     o.kind = kind;
@@ -119,6 +119,26 @@ TEST(Job, OnlyACpuFsdpTrialOfTheHfRunnerLoadsTheCpuFsdpShim) {
   EXPECT_EQ(shim(tn::JobKind::Hf, true, rt::ZeroStage::None), "");        // DDP: Accelerate's own MULTI_CPU
   EXPECT_EQ(shim(tn::JobKind::Hf, false, rt::ZeroStage::Parameters), "");  // GPU trials never load it
   EXPECT_EQ(shim(tn::JobKind::DeepSpeed, true, rt::ZeroStage::Parameters), "");
+  EXPECT_EQ(shim(tn::JobKind::Accelerate, true, rt::ZeroStage::Gradients), "1");  // accelerate launch's ranks too
+  EXPECT_EQ(shim(tn::JobKind::Accelerate, true, rt::ZeroStage::Parameters), "1");
+  EXPECT_EQ(shim(tn::JobKind::Accelerate, true, rt::ZeroStage::None), "");
+  EXPECT_EQ(shim(tn::JobKind::Accelerate, false, rt::ZeroStage::Parameters), "");
+}
+
+// Accelerate 1.15's FSDP 1 plugin takes its sharding strategy from FSDP_SHARDING_STRATEGY (FULL_SHARD
+// when unset) over the Trainer's reshard_after_forward: an --runner hf FSDP trial is handed the
+// variable, the strategy of its accelerate.yaml (a SHARD_GRAD_OP trial ran FULL_SHARD without it).
+TEST(Job, AnHfFsdpTrialIsHandedItsShardingStrategyAsAccelerateReadsIt) {
+  const auto strategy = [](tn::JobKind kind, rt::ZeroStage z) {
+    tn::JobOptions o = hf();
+    o.kind = kind;
+    const auto env = envOf(tn::jobLaunch(o, twoRanks(z), "/d", false, "", 29400));
+    return env.count("FSDP_SHARDING_STRATEGY") ? env.at("FSDP_SHARDING_STRATEGY") : std::string("-");
+  };
+  EXPECT_EQ(strategy(tn::JobKind::Hf, rt::ZeroStage::Gradients), "SHARD_GRAD_OP");
+  EXPECT_EQ(strategy(tn::JobKind::Hf, rt::ZeroStage::Parameters), "FULL_SHARD");
+  EXPECT_EQ(strategy(tn::JobKind::Hf, rt::ZeroStage::None), "-");
+  EXPECT_EQ(strategy(tn::JobKind::Accelerate, rt::ZeroStage::Gradients), "-");  // accelerate launch sets it
 }
 
 TEST(Job, DeepSpeedTrialHandsItsEngineTheExportedConfig) {
@@ -190,14 +210,14 @@ TEST(Job, EachRunnerRefusesWhatItsFrameworkDoesNotRun) {
   p.cpu_lanes = 2;
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::Hf, p), "");  // a one-process layout's threads are the job's own
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::Trainscope, p), "");
-  // FSDP (ZeRO-2/3) under the Trainer: on GPUs, and on Gloo CPU ranks through the probe's cpu_fsdp shim
-  // (Accelerate alone wraps DDP there); accelerate launch's CPU FSDP is still refused (not verified).
+  // FSDP (ZeRO-2/3) under the Trainer or accelerate launch: on GPUs, and on Gloo CPU ranks through the
+  // probe's cpu_fsdp shim (Accelerate alone wraps DDP there).
   p.zero = rt::ZeroStage::Parameters;
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::Hf, p, /*cpu=*/false), "");
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::Hf, p, /*cpu=*/true), "");
   p.zero = rt::ZeroStage::Gradients;
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::Hf, p, /*cpu=*/true), "");
-  EXPECT_NE(tn::jobRefusal(tn::JobKind::Accelerate, p, /*cpu=*/true).find("--zero 0"), std::string::npos);
+  EXPECT_EQ(tn::jobRefusal(tn::JobKind::Accelerate, p, /*cpu=*/true), "");
   p.zero = rt::ZeroStage::Parameters;
   EXPECT_EQ(tn::jobRefusal(tn::JobKind::DeepSpeed, p, /*cpu=*/true), "");  // DeepSpeed's ZeRO runs on CPU ranks
   // torchtitan's experts borrow their ranks from dp_shard x cp x tp: FSDP's data-parallel ranks lend
@@ -272,6 +292,18 @@ TEST(Job, AccelerateTrialOnCpuRanksHandsTorchrunAndAccelerateOnePort) {
                                       "/d/accelerate.yaml", "--main_process_port", "41234"}));
   EXPECT_NE(fileOf(z, "accelerate.yaml").find("fsdp_cpu_ram_efficient_loading: false"), std::string::npos);
   EXPECT_NE(fileOf(z, "accelerate.yaml").find("fsdp_sync_module_states: false"), std::string::npos);
+  // FSDP is the config file's alone: the Trainer is handed no fsdp fields (they would build its own
+  // plugin over the one accelerate launch's variables make); the rest of the arguments stay.
+  const auto ta = nlohmann::json::parse(fileOf(z, "training_args.json"));
+  EXPECT_FALSE(ta.contains("fsdp"));
+  EXPECT_FALSE(ta.contains("fsdp_config"));
+  EXPECT_EQ(ta["per_device_train_batch_size"], 2);
+  EXPECT_NE(fileOf(z, "accelerate.yaml").find("fsdp_sharding_strategy: FULL_SHARD"), std::string::npos);
+  o.kind = tn::JobKind::Hf;  // --runner hf: the Trainer's fields are how FSDP reaches it
+  EXPECT_TRUE(nlohmann::json::parse(fileOf(tn::jobLaunch(o, twoRanks(rt::ZeroStage::Parameters), "/d", false, "", 41234),
+                                           "training_args.json"))
+                  .contains("fsdp_config"));
+  o.kind = tn::JobKind::Accelerate;
   // No port given: a free one, the same in both places.
   const tn::JobLaunch f = tn::jobLaunch(o, twoRanks(rt::ZeroStage::None), "/d", false, "");
   EXPECT_EQ(f.argv[10], f.argv[16]);

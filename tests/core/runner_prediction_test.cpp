@@ -76,18 +76,56 @@ TEST(RunnerPrediction, AnotherFrameworksHostWorkAddsToACpuStepPerMicroBatch) {
   const double per_layer = 25 * 1e-4 + 50 * 2e-5;
   EXPECT_NEAR(hf.host_s, 4 * (2 * per_layer + 1e-3), 1e-12);
   EXPECT_NEAR(hf.step_s, own.step_s + hf.host_s, 1e-12);
-  // FULL_SHARD on 2 ranks: 2 micro-batches each, and FSDP's 4 hooks per layer and micro-batch.
+  // FULL_SHARD on 2 ranks: 2 micro-batches each, and FSDP's 4 hooks per wrapped unit and micro-batch:
+  // the 2 blocks and the root.
   p.dp = 2, p.zero = rt::ZeroStage::Parameters;
   const tn::TimePrediction sharded = tn::predictTime(w, p, c, under(tn::Framework::Fsdp));
-  EXPECT_NEAR(sharded.host_s, 2 * (2 * (per_layer + 4 * 5e-5) + 1e-3), 1e-12);
+  EXPECT_NEAR(sharded.host_s, 2 * (2 * (per_layer + 4 * 5e-5) + 4 * 5e-5 + 1e-3), 1e-12);
   // The CPU preset carries the HF job's host costs fitted on this machine; its backward ops cost the
-  // file's dispatch_s (0 on a CPU), its hooks the built-in 50 us.
+  // file's dispatch_s (0 on a CPU), its hooks the file's hook_s (fitted on CPU FSDP trials).
   const tn::Cluster preset = tn::loadCluster("cpu-local");
   const tn::FrameworkProfile& pf = preset.profile(tn::Framework::Fsdp);
   EXPECT_GT(pf.host_op_s, 0);
   EXPECT_GT(pf.host_micro_batch_s, 0);
+  EXPECT_GT(pf.hook_s, 50e-6);
   EXPECT_NEAR(tn::predictTime(w, p, preset, under(tn::Framework::Fsdp)).host_s,
-              2 * (2 * (25 * pf.host_op_s + 4 * 50e-6) + pf.host_micro_batch_s), 1e-12);
+              2 * (2 * (25 * pf.host_op_s + 4 * pf.hook_s) + 4 * pf.hook_s + pf.host_micro_batch_s), 1e-12);
+}
+
+// FSDP 1 under the Trainer on 2 Gloo CPU ranks (tiny GPT-2: 2 blocks + the root = 3 wrapped units),
+// by hand with cpu-local's tier (50 us latency, 2 GB/s): each collective per unit, a unit's bytes a
+// third of the model's; FULL_SHARD gathers all 3 units before each micro-batch's forward and the 2
+// blocks before its backward (M (2U - 1)), SHARD_GRAD_OP each unit once a step (U); one fp32
+// reduce-scatter per unit a step (the other micro-batches run under no_sync); the clip's all-reduce.
+TEST(RunnerPrediction, FsdpOnCpuRanksIssuesItsCollectivesPerWrappedUnit) {
+  const trainscope::workloads::Workload w = trainscope::workloads::load("tiny");
+  ASSERT_EQ(w.n_layer, 2);
+  tn::Cluster c = tn::loadCluster("cpu-local");
+  c.mutableProfile(tn::Framework::Fsdp).host_collective_s = 3e-4;  // each call's Python around it
+  ASSERT_DOUBLE_EQ(c.intra_node.latency, 50e-6);
+  ASSERT_DOUBLE_EQ(c.intra_node.bandwidth * c.intra_node.efficiency, 2e9);
+  tn::Plan p;
+  p.cpu = true, p.dp = 2, p.mbs = 1, p.gbs = 8, p.seq = 32, p.precision = rt::Precision::FP32;  // M = 4
+  const double P = double(w.parameterCount()), U = 3, M = 4;
+  auto coll = [](double bytes, double factor) { return 50e-6 * 2 + bytes * factor / 2e9 + 3e-4; };
+  const double rs = U * coll(P * 4 / U, 0.5), clip = coll(4, 1.0);
+  p.zero = rt::ZeroStage::Parameters;
+  const tn::TimePrediction full = tn::predictTime(w, p, c, under(tn::Framework::Fsdp));
+  EXPECT_NEAR(full.zero_gather_s, M * (2 * U - 1) * coll(P * 4 / U, 0.5), 1e-12);
+  EXPECT_NEAR(full.dp_comm_s, full.zero_gather_s + rs + clip, 1e-12);
+  p.zero = rt::ZeroStage::Gradients;
+  const tn::TimePrediction grad = tn::predictTime(w, p, c, under(tn::Framework::Fsdp));
+  EXPECT_NEAR(grad.zero_gather_s, U * coll(P * 4 / U, 0.5), 1e-12);
+  EXPECT_NEAR(grad.dp_comm_s, grad.zero_gather_s + rs + clip, 1e-12);
+  // ... and not again per layer in the host work (hostLayerSeconds' ZeRO-3 calls).
+  EXPECT_NEAR(full.host_s, grad.host_s, 1e-12);
+  // DDP under the same profile, and this runtime's own ZeRO-3, are priced as before (one all-reduce;
+  // per micro-batch whole-model collectives, no host cost).
+  auto wire = [](double bytes, double factor) { return 50e-6 * 2 + bytes * factor / 2e9; };
+  p.zero = rt::ZeroStage::None;
+  EXPECT_NEAR(tn::predictTime(w, p, c, under(tn::Framework::Fsdp)).dp_comm_s, wire(P * 4, 1.0), 1e-12);
+  p.zero = rt::ZeroStage::Parameters;
+  EXPECT_NEAR(tn::predictTime(w, p, c).zero_gather_s, 2 * M * wire(P * 4, 0.5), 1e-12);
 }
 
 // A DeepSpeed job on 2 CPU ranks (tiny GPT-2: 2 layers of 12 parameter tensors), per micro-batch:

@@ -3,10 +3,12 @@
 
     ext_runner_test.py TRAINSCOPE CASE WORKDIR
 
-  accelerate_tune  --runner accelerate on 1-2 Gloo CPU ranks (torchrun around `accelerate launch`, one
-                   free port per trial handed to both): DDP exhaustively (FSDP refused on CPU ranks), every
-                   trial ok, the pick the fastest measured, and each rank ran the trial's own
-                   accelerate.yaml (Accelerate's state and launch variables, recorded by the probe)
+  accelerate_tune  --runner accelerate on 1-2 Gloo CPU ranks (torchrun around `accelerate launch` for
+                   DDP, one free port per trial handed to both; accelerate launch alone for FSDP): DDP,
+                   FSDP SHARD_GRAD_OP and FULL_SHARD (the probe's cpu_fsdp shim) exhaustively, every trial
+                   ok, the pick the fastest measured, each rank ran the trial's own accelerate.yaml
+                   (Accelerate's state and launch variables, recorded by the probe; FSDP's plugin built
+                   from the file's fsdp_config, half the parameters per rank, DDP's losses)
   slurm            --runner hf --launcher slurm under the local Slurm of tests/slurm/local_slurm.sh
                    (SLURM_CONF set): each trial one srun step of the candidate's world size, its ranks'
                    torch.distributed variables Slurm's; an out-of-memory trial classified by its status
@@ -27,7 +29,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_runner_test import PROBE, PY, SCRIPT, check, leftover, steps_of, trial_dir, tune  # noqa: E402
+from hf_runner_test import (PROBE, PY, SCRIPT, check, exported, leftover, model_bytes, same_losses,  # noqa: E402
+                            steps_of, trial_dir, tune)
 
 
 def wait_for(what, cond, timeout=600, every=0.2):
@@ -63,17 +66,55 @@ def yaml_block(path, name):
     return out
 
 
+def fsdp_env_name(key):
+    """The variable accelerate launch sets for an fsdp_config key (accelerate/utils/launch.py)."""
+    name = key[len("fsdp_"):].upper()
+    return "FSDP_" + ("TRANSFORMER_CLS_TO_WRAP" if name == "TRANSFORMER_LAYER_CLS_TO_WRAP" else name)
+
+
+def fsdp_trial_checks(ts, study, t, d, world, full):
+    """An FSDP trial of --runner accelerate on CPU ranks (the probe's cpu_fsdp shim): each rank's
+    Accelerate state is FSDP with the plugin built from the launch's config file — every fsdp_config
+    key of the trial's accelerate.yaml reached the rank as accelerate launch's FSDP_* variable, the
+    plugin's state_dict_type is the file's (the Trainer's own default would be FULL_STATE_DICT), the
+    Trainer was handed no fsdp fields — the module it stepped is FSDP's holding its shard, and the
+    file is `trainscope export --format accelerate-config` of the candidate. Returns the strategy."""
+    path = os.path.join(d, "accelerate.yaml")
+    fsdp = yaml_block(path, "fsdp_config")
+    ta = json.load(open(os.path.join(d, "training_args.json")))
+    check("fsdp" not in ta and "fsdp_config" not in ta, f"{d}: the Trainer was handed FSDP fields: {ta}")
+    held = 0
+    for rank in range(world):
+        ran = json.load(open(os.path.join(d, "probe", f"rank{rank}.accelerate.json")))
+        env = ran["env"]
+        for k, v in fsdp.items():
+            check(str(env.get(fsdp_env_name(k))).lower() == v.lower(), f"{d} rank {rank}: {k} {v}, launch {env}")
+        check(ran["distributed_type"] == "FSDP" and ran["fsdp_sharding_strategy"].endswith(fsdp["fsdp_sharding_strategy"])
+              and ran["fsdp_plugin"]["state_dict_type"].endswith(fsdp["fsdp_state_dict_type"]),
+              f"{d} rank {rank}: Accelerate's state {ran} (file {fsdp})")
+        m = json.load(open(os.path.join(d, "probe", f"rank{rank}.model.json")))
+        check(m["wrapper"].endswith("FullyShardedDataParallel") and m["param_bytes"] < 0.6 * full and
+              m["sharding_strategy"].endswith(fsdp["fsdp_sharding_strategy"]),
+              f"{d} rank {rank} stepped {m} (the model {full} bytes)")
+        held += m["param_bytes"]
+    check(held >= full, f"{d}: the ranks hold {held} bytes together, the model {full}")
+    check(open(path).read() == exported(ts, study, t["candidate"], "accelerate-config"),
+          f"{path} is not the candidate's export")
+    return fsdp["fsdp_sharding_strategy"]
+
+
 def case_accelerate_tune(ts, work):
+    full = model_bytes("gpt2")
     study, r = tune(ts, work, "accelerate", ["--workload", "tiny", "--gbs", "4", "--seq", "32", "--ranks", "1,2",
-                                             "--mbs", "2", "--ckpt", "none", "--zero", "0,3", "--exhaustive",
+                                             "--mbs", "2", "--ckpt", "none", "--zero", "0,2,3", "--exhaustive",
                                              "--trial-steps", "3", "--mem-limit", "3G", "--trial-timeout", "240",
                                              "--entry", SCRIPT + " --model gpt2 --seq 32"], runner="accelerate")
     trials = r["trials"]
-    check(len(trials) >= 2 and all(t["status"] == "ok" for t in trials), f"trials {trials}")
-    # FSDP on CPU ranks would run as DDP (below): refused before it runs, naming why and the fix.
-    fsdp = [c for c in r["ranked"] if c["rejected"] and "FSDP only on GPUs" in c["rejected"]]
-    check(fsdp, f"FSDP not refused on CPU ranks: {r['ranked']}")
-    ports, kinds, two = set(), set(), 0
+    check(len(trials) >= 4 and all(t["status"] == "ok" for t in trials), f"trials {trials}")
+    # FSDP runs on CPU ranks (the probe's cpu_fsdp shim): no ZeRO-2/3 candidate is refused for it.
+    refused = [c for c in r["ranked"] if c["rejected"] and c.get("zero", 0) >= 2 and c["plan"].startswith("dp2 tp1 pp1")]
+    check(not refused, f"FSDP refused on CPU ranks: {refused}")
+    ports, kinds, two, strategies, losses = set(), set(), 0, set(), {}
     for t in trials:
         d = trial_dir(t)
         cfg = yaml_fields(os.path.join(d, "accelerate.yaml"))
@@ -85,32 +126,40 @@ def case_accelerate_tune(ts, work):
             env = ran["env"]
             # What accelerate launch read from the trial's file: the precision, the processes, and the
             # CPU (its own launch of a MULTI_CPU or one-process config) or FSDP's block (its launch of
-            # an FSDP config through torch.distributed.run).
+            # an FSDP config through torch.distributed.run, checked in fsdp_trial_checks).
             check(env["ACCELERATE_MIXED_PRECISION"] == cfg["mixed_precision"], f"{d} rank {rank}: {ran} {cfg}")
-            fsdp = yaml_block(os.path.join(d, "accelerate.yaml"), "fsdp_config")
             if cfg["distributed_type"] == "FSDP":
-                check(env["ACCELERATE_USE_FSDP"] == "true" and
-                      env["FSDP_SHARDING_STRATEGY"] == fsdp["fsdp_sharding_strategy"], f"{d} rank {rank}: {ran} {fsdp}")
+                check(env["ACCELERATE_USE_FSDP"] == "true", f"{d} rank {rank}: {ran}")
             else:
                 check(env["ACCELERATE_USE_CPU"] == "True" and cfg["use_cpu"] == "true", f"{d} rank {rank}: {ran} {cfg}")
+                check(ran["distributed_type"] == ("MULTI_CPU" if world > 1 else ran["distributed_type"]) and
+                      ran["fsdp_sharding_strategy"] is None, f"{d} rank {rank}: Accelerate's state {ran}")
             check(ran["num_processes"] == world, f"{d} rank {rank}: {ran}")
             if world > 1:
                 two += rank == 0
                 ports.add(env["MASTER_PORT"])
-                # Accelerate 1.15 turns FSDP on only on accelerators (state.py: MULTI_GPU, …): on the CPU
-                # its state stays MULTI_CPU and the FSDP plugin is dropped, so both layouts run as DDP
-                # (docs/tuner.md). Should that change, this says so.
-                check(ran["distributed_type"] == "MULTI_CPU" and ran["fsdp_sharding_strategy"] is None,
-                      f"{d} rank {rank}: Accelerate's state {ran} (file {cfg['distributed_type']})")
-                kinds.add(cfg["distributed_type"])
-    check(kinds == {"MULTI_CPU"}, f"layouts measured on 2 ranks: {kinds}")
+        if world > 1:
+            kinds.add(cfg["distributed_type"])
+            layout = "ddp"
+            if cfg["distributed_type"] == "FSDP":
+                layout = fsdp_trial_checks(ts, study, t, d, world, full)
+                strategies.add(layout)
+            folder = os.path.join(d, "probe")
+            losses[layout] = {rank: [json.loads(x)["loss"] for x in open(os.path.join(folder, f"rank{rank}.steps.jsonl"))]
+                              for rank in range(world)}
+    check(kinds == {"MULTI_CPU", "FSDP"} and strategies == {"SHARD_GRAD_OP", "FULL_SHARD"},
+          f"layouts measured on 2 ranks: {kinds} {strategies}")
+    for layout in strategies:  # the same global batch: DDP's losses, per rank and step (fp32)
+        worst = same_losses(f"accelerate 2 ranks {layout}", losses[layout], losses["ddp"])
+        print(f"accelerate {layout}: FSDP on both ranks, losses within {worst:.1e} of DDP's")
     check("29500" not in ports and len(ports) == two,
           f"each 2-rank trial its own port: {ports}")
     measured = {c["id"]: c["measured_step_s"] for c in r["ranked"] if c.get("measured_step_s")}
     best = min(measured, key=measured.get)
     check(r["recommended"] == best, f"recommended {r['recommended']}, fastest measured {best}: {measured}")
     print(f"accelerate_tune: {len(trials)} trials ok, {sorted(kinds)} on 2 ranks, pick {r['recommended']} "
-          f"{measured[best] * 1e3:.1f} ms/step")
+          f"{measured[best] * 1e3:.1f} ms/step; measured " +
+          ", ".join(f"{k}: {v * 1e3:.1f} ms" for k, v in sorted(measured.items())))
 
 
 def case_slurm(ts, work):

@@ -202,8 +202,11 @@ def layouts_measured(trials, full, mbs_choices):
                 check(m["wrapper"].endswith("DistributedDataParallel") and m["param_bytes"] == full,
                       f"{t['db']}: rank {rank} stepped {m}")
             else:
+                # The wrapper shards by the candidate's strategy (Accelerate's plugin would say FULL_SHARD
+                # for SHARD_GRAD_OP without the trial's FSDP_SHARDING_STRATEGY: job.cpp).
                 check(state["distributed_type"] == "FSDP" and m["wrapper"].endswith("FullyShardedDataParallel")
-                      and m["param_bytes"] < 0.6 * full, f"{t['db']}: {layout} rank {rank}: {state} {m}")
+                      and m["param_bytes"] < 0.6 * full and m["sharding_strategy"].endswith(layout.upper()),
+                      f"{t['db']}: {layout} rank {rank}: {state} {m}")
         check(t["step_s"] > 0 and t["peak_bytes"] > 0, f"figures {t}")
         # torchrun gives each of 2 ranks a node one intra-op thread; one rank keeps torch's default.
         if world > 1:
@@ -298,6 +301,8 @@ def run_direct(work, name, fsdp_config, shim=True):
                TRAINSCOPE_PROBE_DIR=os.path.join(folder, "probe"), TRAINSCOPE_OUTPUT_DIR=os.path.join(folder, "out"),
                TRAINSCOPE_TRAINING_ARGS=os.path.join(folder, "training_args.json"), OMP_NUM_THREADS="1",
                TRAINSCOPE_PROBE_CPU_FSDP="1" if shim else "0")
+    if fsdp_config and fsdp_config.get("version") == 1:  # as a trial's (job.cpp): Accelerate's FSDP 1 plugin reads it
+        env["FSDP_SHARDING_STRATEGY"] = fsdp_config["reshard_after_forward"].upper()
     cmd = [PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
            SCRIPT, "--model", "gpt2", "--seq", "32", "--steps", "4"]
     p = subprocess.run(cmd, env=env, cwd=folder, capture_output=True, text=True, timeout=600)
@@ -352,6 +357,9 @@ def case_cpu_fsdp(ts, work):
             check(state["distributed_type"] == "FSDP" and state["fsdp_sharding_strategy"] is not None,
                   f"{name} rank {rank}: Accelerate's state {state} ({versions})")
             check(model["wrapper"].endswith(wrapper), f"{name} rank {rank} stepped {model}")
+            if config["version"] == 1:  # the strategy the wrapper shards by is the candidate's
+                check(model["sharding_strategy"].endswith(config["reshard_after_forward"].upper()),
+                      f"{name} rank {rank} shards by {model.get('sharding_strategy')}")
             check(model["param_bytes"] < 0.6 * full, f"{name} rank {rank} holds {model['param_bytes']} of {full} bytes")
             held += model["param_bytes"]
         check(held >= full, f"{name}: the ranks hold {held} bytes together, the model {full}")

@@ -9,7 +9,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "trainscope/common/error.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/common/process.h"
 
 namespace trainscope::tuner {
@@ -40,6 +43,15 @@ std::vector<std::string> torchrunAt(const std::string& python, int64_t world, in
 
 // The Accelerate config's distributed_type is FSDP (export.cpp): ZeRO-2/3 over dp > 1.
 bool fsdpLayout(const rt::TrainConfig& c) { return c.dp > 1 && c.zero >= rt::ZeroStage::Gradients; }
+
+// The training-args file of an --runner accelerate trial: the Trainer's own FSDP fields dropped, so
+// the plugin is the one Accelerate builds from the config file the job was launched with.
+void withoutTrainerFsdp(ExportFile& f) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(f.text);
+  j.erase("fsdp");
+  j.erase("fsdp_config");
+  f.text = jsonText(j, 2) + "\n";
+}
 
 void append(std::vector<std::string>& to, const std::vector<std::string>& what) {
   to.insert(to.end(), what.begin(), what.end());
@@ -132,14 +144,8 @@ std::string jobRefusal(JobKind kind, const Plan& p, bool cpu) {
       if (p.ckpt == rt::Checkpointing::Selective)
         return runner + ": Transformers checkpoints whole layers (gradient_checkpointing): --ckpt none,full";
       if (p.ep > 1) return runner + " runs no expert parallelism";
-      // Accelerate 1.15's state turns FSDP on only for accelerators (MULTI_GPU, MULTI_XPU, …): on Gloo
-      // CPU ranks it stays MULTI_CPU, drops the FSDP plugin and the Trainer wraps the model in DDP, so
-      // the trial would measure DDP under FSDP's name (probe/rankR.accelerate.json recorded it).
-      // --runner hf's CPU trials lift that one gate in the trial's interpreter (the probe's
-      // cpu_fsdp shim, TRAINSCOPE_PROBE_CPU_FSDP, jobLaunch); accelerate launch's are not verified.
-      if (cpu && kind == JobKind::Accelerate && p.zero >= rt::ZeroStage::Gradients)
-        return runner + ": Accelerate runs FSDP only on GPUs (on CPU ranks it wraps the model in DDP, so the trial "
-               "would measure DDP): --zero 0 on a CPU cluster";
+      // FSDP (ZeRO-2/3) runs on GPUs, and on Gloo CPU ranks through the probe's cpu_fsdp shim
+      // (Accelerate 1.15 alone keeps a CPU state MULTI_CPU and wraps DDP; trialEnvironment, docs/tuner.md).
       return "";
     case JobKind::DeepSpeed:
       if (p.tp > 1 || p.pp > 1 || p.cp > 1)
@@ -225,9 +231,22 @@ static void trialEnvironment(JobLaunch& L, const JobOptions& o, const runconfig:
   if (o.kind == JobKind::Hf || o.kind == JobKind::Accelerate)
     L.env.push_back({"TRAINSCOPE_TRAINING_ARGS", dir + "/training_args.json"});
   if (o.cpu && o.kind == JobKind::DeepSpeed) L.env.push_back({"DS_ACCELERATOR", "cpu"});
-  // A CPU FSDP trial of --runner hf: the probe lifts Accelerate's accelerator-only FSDP gate in the
-  // ranks (python/trainscope_probe/cpu_fsdp.py; docs/tuner.md). GPU trials never load the shim.
-  if (o.cpu && o.kind == JobKind::Hf && fsdpLayout(c)) L.env.push_back({"TRAINSCOPE_PROBE_CPU_FSDP", "1"});
+  // A CPU FSDP trial of --runner hf|accelerate: the probe lifts Accelerate's accelerator-only FSDP gate
+  // in the ranks (python/trainscope_probe/cpu_fsdp.py; docs/tuner.md). GPU trials never load the shim.
+  if (o.cpu && (o.kind == JobKind::Hf || o.kind == JobKind::Accelerate) && fsdpLayout(c))
+    L.env.push_back({"TRAINSCOPE_PROBE_CPU_FSDP", "1"});
+  // An FSDP trial of --runner hf: Accelerate 1.15's FSDP 1 plugin fills sharding_strategy from
+  // FSDP_SHARDING_STRATEGY (FULL_SHARD when unset) before it reads the reshard_after_forward the Trainer
+  // hands it, and prepare_model prefers sharding_strategy (accelerate/utils/dataclasses.py:1844-1852,
+  // accelerator.py:1947): a SHARD_GRAD_OP candidate ran FULL_SHARD. The trial gets the variable
+  // accelerate launch sets from the config file (the trial's accelerate.yaml, the same strategy).
+  if (o.kind == JobKind::Hf && fsdpLayout(c))
+    for (const ExportFile& f : L.files)
+      if (f.name == "accelerate.yaml")
+        if (const size_t at = f.text.find("fsdp_sharding_strategy: "); at != std::string::npos) {
+          const size_t from = at + std::string("fsdp_sharding_strategy: ").size();
+          L.env.push_back({"FSDP_SHARDING_STRATEGY", f.text.substr(from, f.text.find('\n', from) - from)});
+        }
   if (slurm) L.env.insert(L.env.end(), {{"TRAINSCOPE_PROBE_SLURM", "1"}, {"MASTER_PORT", std::to_string(port)}});
   rankThreads(L, o, c, slurm);
 }
@@ -273,6 +292,11 @@ JobLaunch jobLaunch(const JobOptions& o, const runconfig::TrainConfig& c, const 
     case JobKind::Accelerate:
       add("accelerate.yaml", ExportFormat::AccelerateConfig);
       add("training_args.json", ExportFormat::TrainingArgs);
+      // FSDP comes from the launch's config file alone (accelerate launch hands its fsdp_config to the
+      // ranks as FSDP_* variables; Accelerator() builds its plugin from them): the Trainer's own
+      // fsdp/fsdp_config would build another plugin and take precedence (trainer.py:851-859).
+      for (ExportFile& f : L.files)
+        if (f.name == "training_args.json" && fsdpLayout(c)) withoutTrainerFsdp(f);
       // accelerate launch starts MULTI_CPU ranks only through mpirun: torchrun (or srun) starts them,
       // each its own launch. A launch of num_processes > 1 sets its process's MASTER_PORT to
       // --main_process_port (29500 when not given) over torchrun's, so both are handed the trial's

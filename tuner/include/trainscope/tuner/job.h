@@ -65,8 +65,8 @@ std::vector<std::string> splitEntry(const std::string& text);
 
 // What `kind` cannot run of plan `p`, in a sentence ("" when it can): the candidates the study
 // rejects for this runner before anything is measured. `cpu`: the trials run on Gloo CPU ranks,
-// where Accelerate runs no FSDP (an FSDP trial would measure DDP): --runner hf's trials lift that
-// gate (the probe's cpu_fsdp shim), --runner accelerate's are refused.
+// where Accelerate alone runs no FSDP; --runner hf's and accelerate's trials lift that gate (the
+// probe's cpu_fsdp shim), so no runner refuses more there today.
 std::string jobRefusal(JobKind kind, const Plan& p, bool cpu = false);
 
 // The framework profile (models/framework_profile.h) a runner's trials are priced under: a Hugging
