@@ -115,6 +115,18 @@ TEST(HfConfig, EveryPresetReadsBackAsTheSameModel) {
   // GPT-2's end-of-text token, the vocabulary's last (50256), in any vocabulary.
   EXPECT_EQ(nlohmann::json::parse(wl::hfConfigJson(wl::load("gpt2-124m"), "--format"))["eos_token_id"], 50256);
   EXPECT_EQ(nlohmann::json::parse(wl::hfConfigJson(wl::load("tiny"), "--format"))["eos_token_id"], wl::load("tiny").vocab_size - 1);
+  // A Hub config's token ids are written back as they are (SmolLM2's 0; Llama 3.1's list of end
+  // tokens), not dropped for LlamaConfig's defaults 1 and 2; a null pad_token_id stays unset.
+  const wl::Workload hub = wl::parse(
+      R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 96, "max_position_embeddings": 32,
+          "bos_token_id": 0, "eos_token_id": [0, 2], "pad_token_id": null})",
+      "/hub/config.json");
+  const auto hub_json = nlohmann::json::parse(wl::hfConfigJson(hub, "--save"));
+  EXPECT_EQ(hub_json["bos_token_id"], 0);
+  EXPECT_EQ(hub_json["eos_token_id"], nlohmann::json::array({0, 2}));
+  EXPECT_FALSE(hub_json.contains("pad_token_id"));
+  EXPECT_EQ(wl::parse(hub_json.dump(), "/saved/config.json").hf_token_ids, hub.hf_token_ids);  // and again
   // A window shorter than the positions: Mistral v0.1's, written as model_type mistral.
   wl::Workload m = wl::load("mistral-7b");
   m.sliding_window = 4096;

@@ -21,9 +21,14 @@ bool gpt2Shaped(const Workload& w) {
          w.sliding_window == 0;
 }
 
-// What every config.json ends with: the weights' dtype (transformers loads them as stored, fp32)
+// What every config.json ends with: the token ids of the config the model was read from (a
+// fine-tuned Hub model keeps its own), the weights' dtype (transformers loads them as stored, fp32)
 // and trainscope's name of the model (transformers keeps unknown keys as attributes).
 std::string withOurs(nlohmann::ordered_json& j, const Workload& w) {
+  if (!w.hf_token_ids.empty()) {
+    const nlohmann::json ids = nlohmann::json::parse(w.hf_token_ids);  // a local: items() does not own it
+    for (const auto& [key, value] : ids.items()) j[key] = value;
+  }
   j["dtype"] = "float32";
   j["name"] = w.name;
   return jsonText(j, 2) + "\n";

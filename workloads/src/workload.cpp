@@ -430,6 +430,12 @@ Workload parse(const std::string& text, const std::string& source) {
     if (j.contains(key) && !j[key].is_string())
       throw UserError(std::string("workload.") + key, "must be a string in " + source, "");
   if (j.contains("source")) w.origin = j["source"].get<std::string>();
+  if (hf) {
+    nlohmann::json ids = nlohmann::json::object();
+    for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+      if (j.contains(key) && !j[key].is_null()) ids[key] = j[key];
+    if (!ids.empty()) w.hf_token_ids = ids.dump();
+  }
   if (decoder) {
     parseHfDecoder(j, source, &w);
     w.name = j.contains("name") ? j["name"].get<std::string>()

@@ -32,6 +32,10 @@ struct Workload {
   // What the file asks for that trainscope loads but does not train as asked (a Hugging Face
   // config's dropout), one sentence each; `trainscope run` prints them as notes.
   std::vector<std::string> notes;
+  // A Hugging Face config's bos/eos/pad_token_id as it has them (a JSON object's text; "": none). They
+  // do not change the model, but generation stops on eos: hfConfigJson writes them back, so a model
+  // fine-tuned from SmolLM2 (eos 0) does not come out with LlamaConfig's default eos 2.
+  std::string hf_token_ids;
 
   // Architecture (architecture.h, docs/architectures.md). Defaults: GPT-2.
   Norm norm = Norm::LayerNorm;
