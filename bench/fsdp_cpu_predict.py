@@ -22,29 +22,13 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+from common import spearman  # noqa: E402
+
 SCRIPT = os.path.join(ROOT, "examples", "hf_trainer.py")
 PROBE = os.path.join(ROOT, "python")
 WORKLOAD = {"gpt2": "tiny", "llama": "tiny-llama"}
 SPACE = ["--seq", "32", "--gbs", "8", "--ranks", "2", "--mbs", "1,2,4", "--ckpt", "none", "--zero", "0,2,3",
          "--mem-limit", "3G", "--cluster", "cpu-local"]
-
-
-def ranks(v):
-    order = sorted(range(len(v)), key=lambda i: v[i])
-    r = [0.0] * len(v)
-    for pos, i in enumerate(order):
-        r[i] = float(pos)
-    return r
-
-
-def spearman(a, b):
-    ra, rb = ranks(a), ranks(b)
-    n = len(a)
-    ma, mb = sum(ra) / n, sum(rb) / n
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va = sum((x - ma) ** 2 for x in ra) ** 0.5
-    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
-    return cov / (va * vb) if va > 0 and vb > 0 else float("nan")
 
 
 def plan_fields(plan):

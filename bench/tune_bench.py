@@ -22,6 +22,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+from common import spearman  # noqa: E402
+
 SPACE = ["--workload", "small-cpu", "--seq", "64", "--gbs", "8", "--mbs", "2,4,8", "--ckpt", "none,selective,full",
          "--no-zero", "--no-sequence-parallel", "--pp-schedules", "1f1b", "--mem-limit", "100M"]
 
@@ -34,22 +36,6 @@ def tune(bin_, study, extra):
     out = subprocess.run([bin_, "tune", *SPACE, "--study", study, "--json", *extra], check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1]), time.time() - t0
-
-
-def ranks(v):
-    order = sorted(range(len(v)), key=lambda i: v[i])
-    r = [0.0] * len(v)
-    for k, i in enumerate(order):
-        r[i] = float(k)
-    return r
-
-
-def spearman(a, b):
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = statistics.mean(ra), statistics.mean(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    var = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
-    return cov / var if var else 0.0
 
 
 def main():
