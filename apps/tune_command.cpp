@@ -73,7 +73,7 @@ CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
   c->add_option("--study", f->study, "the study database (SQLite)")->required();
   c->add_flag("--resume", f->resume, "continue the study in --study after an interruption");
   c->add_option("--budget", f->budget, "wall time for the trials (90s, 20m, 2h)");
-  c->add_option("--max-trials", f->max_trials, "trial processes in all");
+  c->add_option("--max-trials", f->max_trials, "trial processes in all (0: none, the study holds the ranked space; default: no cap)");
   c->add_option("--first-round", f->first_round, "candidates measured in the first round")->capture_default_str();
   c->add_option("--trial-steps", f->steps, "steps of a first-round trial (doubled each round)")->capture_default_str();
   c->add_option("--finalists", f->finalists, "candidates of the final stage (the halving's best)")->capture_default_str();
@@ -309,11 +309,14 @@ int printConclusion(const TuneFlags& f, const tn::TuneOptions& o, const tn::Tune
     return 128 + r.signal;  // 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP, as a shell reports a process they killed
   }
   if (r.recommended < 0) {
-    if (o.predict_only && valid > 0)
-      std::printf("\npredicted fastest: %s\n", r.candidates[0].plan.describe().c_str());
+    // --predict-only, or --max-trials 0 (a study of the ranked space, no trial): the models' pick.
+    const bool ranked_only = (o.predict_only || o.max_trials == 0) && valid > 0;
+    if (ranked_only)
+      std::printf("\npredicted fastest: %s%s\n", r.candidates[0].plan.describe().c_str(),
+                  o.predict_only ? "" : " (--max-trials 0: no trial ran)");
     else
       std::printf("\nno configuration was measured to run: see the trials' logs in %s\n", o.work_dir.c_str());
-    return o.predict_only && valid > 0 ? 0 : 1;
+    return ranked_only ? 0 : 1;
   }
   printRecommendation(f, r, ok_trials);
   return 0;

@@ -206,7 +206,7 @@ class StudyRunner {
   // is spent; status Running when the tuner was interrupted during it.
   std::optional<TrialRecord> trial(const TrialBatch& b, int64_t id) {
     const bool over_budget = (o_.budget_s > 0 && seconds(t0_) > o_.budget_s) ||
-                             (o_.max_trials > 0 && res_.trials_run >= o_.max_trials);
+                             (o_.max_trials >= 0 && res_.trials_run >= o_.max_trials);
     std::optional<TrialRecord> prev = study_.trial(id, b.round);
     if (prev && prev->status != TrialStatus::Running)  // finished before an interruption: kept, not repeated
       return learner_.add(*prev, byId(id).plan, /*fresh=*/false);

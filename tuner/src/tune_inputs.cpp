@@ -94,7 +94,8 @@ SpaceOptions checkedSpace(const TuneInputs& f) {
   requireAtLeast(f.gbs, 1, "--gbs", "pass the global batch in sequences");
   requireAtLeast(f.seq, 0, "--seq", "pass a sequence length, or leave it out for the workload's");
   requireAtLeast(f.nodes, 0, "--nodes", "pass a number of nodes, or leave it out for the cluster file's");
-  requireAtLeast(f.max_trials, 0, "--max-trials", "pass a number of trial processes, or leave it out for no cap");
+  if (f.max_trials != -1)  // -1: left out, no cap
+    requireAtLeast(f.max_trials, 0, "--max-trials", "pass a number of trial processes (0: none), or leave it out for no cap");
   requireAtLeast(f.first_round, 1, "--first-round", "pass 1 or more (default 8)");
   requireAtLeast(f.steps, 1, "--trial-steps", "pass 1 or more (default 3)");
   if (f.finalists < 2) throw UserError("--finalists", "must be at least 2", "pass 2 or more (default 3)");
@@ -103,7 +104,7 @@ SpaceOptions checkedSpace(const TuneInputs& f) {
     throw UserError("--trial-timeout", "must be a positive number of seconds, at most 10^7", "pass e.g. 300");
   constexpr int64_t kMost = int64_t(1) << 20;
   requireAtMost(f.nodes, kMostClusterDevices, "--nodes", "pass a number of nodes, or leave it out for the cluster file's");
-  requireAtMost(f.max_trials, kMost, "--max-trials", "pass a number of trial processes, or leave it out for no cap");
+  requireAtMost(f.max_trials, kMost, "--max-trials", "pass a number of trial processes (0: none), or leave it out for no cap");
   requireAtMost(f.first_round, kMost, "--first-round", "pass a smaller first round (default 8)");
   requireAtMost(f.steps, kMost, "--trial-steps", "pass a few steps (default 3; each round doubles them)");
   requireAtMost(f.finalists, kMost, "--finalists", "pass a few finalists (default 3)");

@@ -36,7 +36,7 @@ struct TuneOptions {
   const StudyLock* lock = nullptr;
   bool predict_only = false;
   std::string search = "halving"; // the search strategy (search.h): halving | exhaustive
-  int64_t max_trials = 0;         // trial processes in all (0: no cap)
+  int64_t max_trials = -1;        // trial processes in all (-1: no cap; 0: none, the space ranked alone)
   double budget_s = 0;            // wall time (0: none); no trial starts after it
   int64_t first_round = 8;        // candidates measured in the first round
   int64_t base_steps = 3;         // steps of a first-round trial (step 0 is warm-up)
