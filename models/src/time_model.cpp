@@ -172,10 +172,16 @@ void addCpuFsdp(TimePrediction& r, const workloads::Workload& w, const Plan& p, 
                 host_call_s;
 }
 
+// The layouts addCpuFsdp prices: the fsdp profile's ZeRO-2/3 without replicas (FSDP 1's SHARD_GRAD_OP and
+// FULL_SHARD; a hybrid layout falls back to the ZeRO pricing below).
+bool cpuFsdp(const Plan& p, const TimeOptions& o) {
+  return o.framework == Framework::Fsdp && zero::shardsGradients(p) && zero::replicas(p) == 1;
+}
+
 void addCpuDataParallel(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c,
                         const TimeOptions& o, double params_per_rank, double e) {
   const double M = double(p.ga());
-  if (p.gradientGroup() > 1 && o.framework == Framework::Fsdp && zero::shardsGradients(p) && zero::replicas(p) == 1) {
+  if (p.gradientGroup() > 1 && cpuFsdp(p, o)) {
     addCpuFsdp(r, w, p, p.world() > c.devices_per_node ? c.inter_node : c.intra_node,
                c.profile(o.framework).host_collective_s, params_per_rank, e);
     return;
@@ -233,7 +239,7 @@ double cpuHostSeconds(const workloads::Workload& w, const Plan& p, const Cluster
   const double layers = double((w.n_layer + p.pp - 1) / p.pp);
   // FSDP wraps the root too (its embeddings, final norm and head): one more unit's hooks a micro-batch
   // beside the blocks'; its collective calls' host cost is priced per call by addCpuFsdp.
-  const bool fsdp = o.framework == Framework::Fsdp && zero::shardsGradients(p) && zero::replicas(p) == 1;
+  const bool fsdp = cpuFsdp(p, o);
   const double root_hooks = fsdp ? fp.hooks_per_layer * fp.hook_s : 0.0;
   if (fsdp) fp.host_collective_s = 0;
   return double(p.ga()) * (layers * gpu::hostLayerSeconds(p, c, fp, gpu::layerParamTensors(w)) + root_hooks +

@@ -27,33 +27,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_runner_test import PY, SCRIPT, check, steps_of, tune  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from common import spearman  # noqa: E402  (bench/common.py: tie-aware, nan for a constant list)
+
 # The bound asserted on the refitted ranking: well under the 0.92 and 0.73 two runs gave (2026-12-06), and
 # above 0 — the unprofiled models ranked an HF tune at rho -0.14 (note-33.md).
 MIN_RHO = 0.3
-
-
-def ranks(v):
-    order = sorted(range(len(v)), key=lambda i: v[i])
-    r = [0.0] * len(v)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return r
-
-
-def spearman(a, b):
-    ra, rb = ranks(a), ranks(b)
-    n = len(a)
-    ma, mb = sum(ra) / n, sum(rb) / n
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va = sum((x - ma) ** 2 for x in ra) ** 0.5
-    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
-    return cov / (va * vb) if va > 0 and vb > 0 else float("nan")
 
 
 # FSDP's measured cost over DDP's at the same micro-batch (2 Gloo ranks) against the preset's: the

@@ -312,16 +312,21 @@ ExportResult deepspeed(const rt::TrainConfig& c, const ExportTarget& t) {
   return r;
 }
 
+}  // namespace
+
 // PyTorch FSDP's sharding strategy for a ZeRO stage (nullptr: none, plain DDP or DeepSpeed's ZeRO-1):
 // ZeRO-2 shards gradients and optimizer state (SHARD_GRAD_OP), ZeRO-3 the parameters too
 // (FULL_SHARD); ZeRO-3 with --zero-shard-size N < dp is HYBRID_SHARD (FULL_SHARD within a group,
 // replicated across; FSDP's group is one node, so N must be the node's GPUs: accelerateNotes says so).
 // _HYBRID_SHARD_ZERO2 would be hybrid ZeRO-2, which the runtime does not run.
-const char* fsdpStrategy(const rt::TrainConfig& c) {
+const char* detail::fsdpStrategy(const rt::TrainConfig& c) {
   if (c.zero == rt::ZeroStage::Gradients) return "SHARD_GRAD_OP";
   if (c.zero == rt::ZeroStage::Parameters) return hybridShard(c) ? "HYBRID_SHARD" : "FULL_SHARD";
   return nullptr;
 }
+
+namespace {
+using detail::fsdpStrategy;
 
 // The layer FSDP wraps as a unit (its auto-wrap policy): the Transformers block of the model's
 // config.json (GPT2Block, LlamaDecoderLayer, ...), whose layer this runtime's block matches.

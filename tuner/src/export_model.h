@@ -24,4 +24,9 @@ void addModelConfig(const runconfig::TrainConfig& c, ExportResult& r);
 // LlamaDecoderLayer, ...); GPT2Block for a model without one (a GPT-style mixture of experts).
 std::string wrapClass(const runconfig::TrainConfig& c);
 
+// PyTorch FSDP's sharding strategy of a layout (SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD; nullptr: none):
+// the Accelerate config's fsdp_sharding_strategy, and the FSDP_SHARDING_STRATEGY an --runner hf trial
+// gets (job.cpp).
+const char* fsdpStrategy(const runconfig::TrainConfig& c);
+
 }  // namespace trainscope::tuner::detail

@@ -14,6 +14,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/common/json_text.h"
 #include "trainscope/common/process.h"
+#include "export_model.h"
 
 namespace trainscope::tuner {
 namespace {
@@ -239,14 +240,9 @@ static void trialEnvironment(JobLaunch& L, const JobOptions& o, const runconfig:
   // FSDP_SHARDING_STRATEGY (FULL_SHARD when unset) before it reads the reshard_after_forward the Trainer
   // hands it, and prepare_model prefers sharding_strategy (accelerate/utils/dataclasses.py:1844-1852,
   // accelerator.py:1947): a SHARD_GRAD_OP candidate ran FULL_SHARD. The trial gets the variable
-  // accelerate launch sets from the config file (the trial's accelerate.yaml, the same strategy).
+  // accelerate launch sets from the config file (fsdpStrategy, what the trial's accelerate.yaml says).
   if (o.kind == JobKind::Hf && fsdpLayout(c))
-    for (const ExportFile& f : L.files)
-      if (f.name == "accelerate.yaml")
-        if (const size_t at = f.text.find("fsdp_sharding_strategy: "); at != std::string::npos) {
-          const size_t from = at + std::string("fsdp_sharding_strategy: ").size();
-          L.env.push_back({"FSDP_SHARDING_STRATEGY", f.text.substr(from, f.text.find('\n', from) - from)});
-        }
+    if (const char* strategy = detail::fsdpStrategy(c)) L.env.push_back({"FSDP_SHARDING_STRATEGY", strategy});
   if (slurm) L.env.insert(L.env.end(), {{"TRAINSCOPE_PROBE_SLURM", "1"}, {"MASTER_PORT", std::to_string(port)}});
   rankThreads(L, o, c, slurm);
 }
