@@ -94,7 +94,7 @@ SpaceOptions checkedSpace(const TuneInputs& f) {
   requireAtLeast(f.gbs, 1, "--gbs", "pass the global batch in sequences");
   requireAtLeast(f.seq, 0, "--seq", "pass a sequence length, or leave it out for the workload's");
   requireAtLeast(f.nodes, 0, "--nodes", "pass a number of nodes, or leave it out for the cluster file's");
-  if (f.max_trials != -1)  // -1: left out, no cap
+  if (f.max_trials != kMaxTrialsUnset)  // left out: no cap
     requireAtLeast(f.max_trials, 0, "--max-trials", "pass a number of trial processes (0: none), or leave it out for no cap");
   requireAtLeast(f.first_round, 1, "--first-round", "pass 1 or more (default 8)");
   requireAtLeast(f.steps, 1, "--trial-steps", "pass 1 or more (default 3)");
@@ -197,7 +197,7 @@ TuneOptions tuneOptions(const TuneInputs& f, const Cluster& c, const StudyLock* 
   o.lock = lock;
   o.predict_only = f.predict_only;
   o.search = f.exhaustive ? "exhaustive" : f.search;  // --exhaustive: an alias
-  o.max_trials = f.max_trials;
+  o.max_trials = f.max_trials == kMaxTrialsUnset ? -1 : f.max_trials;
   o.budget_s = budget_s;
   o.first_round = f.first_round;
   o.base_steps = std::max<int64_t>(2, f.steps);

@@ -13,12 +13,15 @@
 
 namespace trainscope::tuner {
 
+// --max-trials left out (no cap): a value nobody passes, so an explicit negative count is still refused.
+inline constexpr int64_t kMaxTrialsUnset = INT64_MIN;
+
 struct TuneInputs {
   std::string workload = "small-cpu", cluster = "cpu-local", study, budget, launcher = "local", mem_limit, inject;
   std::string mbs = "1,2,4,8,16,32", ckpt = "none,selective,full", precision, schedules = "1f1b,gpipe", ranks;
   std::string zero = "0,1,2,3", cp = "1,2,4", virtual_stages = "1,2,4";
-  int64_t gbs = 0, seq = 0, max_trials = -1, first_round = 8, steps = 3, nodes = 0;
-  // max_trials: -1 (the flag left out) no cap; 0 no trial: the study holds the ranked space alone.
+  int64_t gbs = 0, seq = 0, max_trials = kMaxTrialsUnset, first_round = 8, steps = 3, nodes = 0;
+  // max_trials: kMaxTrialsUnset (the flag left out) no cap; 0 no trial: the study holds the ranked space alone.
   int64_t finalists = 3, final_rounds = 2;
   double trial_timeout = 300;
   std::string search = "halving";
