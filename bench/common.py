@@ -150,3 +150,12 @@ def spearman(xs, ys):
     vx = sum((a - mx) ** 2 for a in rx) ** 0.5
     vy = sum((b - my) ** 2 for b in ry) ** 0.5
     return cov / (vx * vy) if vx and vy else float("nan")
+
+
+def moe_layer_indices(w):
+    """The layers of workload JSON `w` whose MLP is a MoE one: its moe_pattern (one 0/1 per layer) where
+    given, else every moe_every-th layer from layer 0 (Workload::moeLayer, workloads/src/workload.cpp)."""
+    pattern = w.get("moe_pattern")
+    if pattern:
+        return [l for l, m in enumerate(pattern) if m]
+    return list(range(0, w["n_layer"], w.get("moe_every", 1)))

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import DEFAULT_BIN, ROOT
+from common import DEFAULT_BIN, ROOT, moe_layer_indices
 
 FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
           "all_gather": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n}
@@ -120,7 +120,7 @@ def print_table(table, config, workload):
         # Drop-less balanced routing sends 4·N·k·C·b per MoE layer and micro-batch (architecture.md).
         N = config.get("mbs", 0) * config.get("seq", 0)
         b = 2 if config.get("precision", "fp32") in ("bf16", "fp16") else 4
-        layers = len(range(0, workload["n_layer"], workload.get("moe_every", 1)))
+        layers = len(moe_layer_indices(workload))
         ga = max(1, config.get("ga", 1))
         ideal = 4 * N * workload.get("top_k", 1) * workload["n_embd"] * b * layers * ga
         for r in a2a:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch-eager peer of a mixture-of-experts GPT for bench/: the GPT of peer_gpt.py with the MLP
-of layers l % moe_every == 0 replaced by a MoE MLP, written the way a PyTorch user would (Mixtral's
+of its MoE layers (moe_pattern, or l % moe_every == 0) replaced by a MoE MLP, written the way a PyTorch user would (Mixtral's
 Hugging Face block, Megatron-LM's "sequential MLP"): a router nn.Linear(C, E, bias=False), fp32
 softmax, torch.topk, and a Python loop over the experts, each gathering its tokens with
 index_select and scattering its gated output back with index_add_. Same shapes, data shapes and
@@ -27,6 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import peer_gpt
+from common import moe_layer_indices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -103,10 +104,10 @@ class Block(peer_gpt.Block):
 class MoeGPT(nn.Module):
     def __init__(self, w):
         super().__init__()
-        L, C, every = w["n_layer"], w["n_embd"], w.get("moe_every", 1)
+        L, C, moe = w["n_layer"], w["n_embd"], set(moe_layer_indices(w))
         self.wte = nn.Embedding(w["vocab_size"], C)
         self.wpe = nn.Embedding(w["n_positions"], C)
-        self.h = nn.ModuleList(Block(C, w["n_head"], MoeMLP(C, w) if l % every == 0 else None) for l in range(L))
+        self.h = nn.ModuleList(Block(C, w["n_head"], MoeMLP(C, w) if l in moe else None) for l in range(L))
         self.ln_f = nn.LayerNorm(C)
         peer_gpt.gpt2_init(self, L)  # as trainscope's initGpt and initMoe
 
@@ -127,7 +128,7 @@ def expected_params(w):
     C, L, E = w["n_embd"], w["n_layer"], w["n_experts"]
     Fh, s = w.get("moe_ffn_hidden", 0) or 4 * C, int(w.get("shared_expert", False))
     dense = w["vocab_size"] * C + w["n_positions"] * C + L * (12 * C * C + 13 * C) + 2 * C
-    moe_layers = len(range(0, L, w.get("moe_every", 1)))
+    moe_layers = len(moe_layer_indices(w))
     return dense + moe_layers * (E * C + (E + s) * (2 * C * Fh + Fh + C) - (8 * C * C + 5 * C))
 
 
