@@ -6,6 +6,7 @@
 #include "predict_flags.h"
 #include "deepspeed_config.h"
 #include "predict_framework_memory.h"
+#include "trainscope/models/framework_memory.h"
 #include "predict_moe_load.h"
 
 #include <algorithm>
@@ -60,6 +61,15 @@ struct Outcome {
     return tn::megatronLayersParamsOpt(w, p, stage, megatron_bytes_per_param);
   }
   int64_t megatronEmbeddingOpt() const { return tn::megatronEmbeddingParamsOpt(w, p, megatron_bytes_per_param); }
+  // What `fits` is judged on: FSDP's or DeepSpeed's own peak on a GPU (framework_memory.h
+  // frameworkPeak), else this runtime's worst stage, which is Megatron-LM's and trainscope's.
+  int64_t judgedPeak() const {
+    const int64_t fp = tn::frameworkPeak(w, p, c, framework, m, deepspeed);
+    return fp > 0 ? fp : m.peak();
+  }
+  const char* judgedBy() const {
+    return tn::frameworkPeak(w, p, c, framework, m, deepspeed) > 0 ? tn::frameworkKey(framework) : "trainscope";
+  }
 };
 
 // Loaded files, kept across the lines of a batch (a 1,500-line batch names a few of each).
@@ -329,14 +339,14 @@ std::string zeroLine(const tn::Plan& p, const tn::StageMemory& s) {
 nlohmann::json toJson(const Outcome& o) {
   const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds, routing] = o;
   (void)devices, (void)bpp;
-  const bool fits = m.peak() <= c.memory_bytes;
+  const bool fits = o.judgedPeak() <= c.memory_bytes;
   nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
                       {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
                       {"seq", p.seq}, {"zero", rt::stageNumber(p.zero)}, {"zero_stage", zeroName(p)},
                       {"zero_shard_size", p.zero_shard_size},
                       {"pp_schedule", rt::scheduleName(p)}, {"virtual_stages", p.virtual_stages},
                       {"memory_limit_bytes", c.memory_bytes}, {"peak_bytes", m.peak()},
-                      {"worst_stage", m.worst_stage}, {"fits", fits}};
+                      {"worst_stage", m.worst_stage}, {"fits", fits}, {"fits_by", o.judgedBy()}};
   for (const auto& s : m.stages)
     j["stages"].push_back({{"stage", s.stage}, {"layers", s.layers}, {"params_bytes", s.params},
                            {"grads_bytes", s.grads}, {"optimizer_bytes", s.optimizer},
@@ -381,7 +391,7 @@ nlohmann::json toJson(const Outcome& o) {
 
 void printText(const Outcome& o) {
   const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds, routing] = o;
-  const bool fits = m.peak() <= c.memory_bytes;
+  const bool fits = o.judgedPeak() <= c.memory_bytes;
 
   auto gib = [](int64_t b) { return double(b) / double(int64_t(1) << 30); };
   char line[512];
@@ -404,8 +414,13 @@ void printText(const Outcome& o) {
                   s.peakPhase(), gib(s.total()), s.stage == m.worst_stage ? "*" : " ", gib(s.megatron_activations));
     std::cout << line;
   }
-  std::printf("%s: worst stage %lld needs %.2f GiB of %.2f\n", fits ? "fits" : "DOES NOT FIT",
-              static_cast<long long>(m.worst_stage), gib(m.peak()), gib(c.memory_bytes));
+  if (std::string(o.judgedBy()) != "trainscope")  // FSDP's / DeepSpeed's own peak decides (printFrameworkMemory's line)
+    std::printf("%s: %s's peak %.2f GiB of %.2f (this runtime's worst stage %lld: %.2f GiB)\n",
+                fits ? "fits" : "DOES NOT FIT", framework == tn::Framework::Fsdp ? "FSDP" : "DeepSpeed",
+                gib(o.judgedPeak()), gib(c.memory_bytes), static_cast<long long>(m.worst_stage), gib(m.peak()));
+  else
+    std::printf("%s: worst stage %lld needs %.2f GiB of %.2f\n", fits ? "fits" : "DOES NOT FIT",
+                static_cast<long long>(m.worst_stage), gib(m.peak()), gib(c.memory_bytes));
   std::cout << zeroLine(p, m.stages[size_t(m.worst_stage)]);
   std::printf("\nstep time (%s) %.3f s = compute %.3f + recompute %.3f + TP comm %.3f + DP comm %.3f + PP comm %.3f"
               " + bubble %.3f + optimizer %.3f + other %.3f\n",

@@ -9,17 +9,6 @@ namespace trainscope::apps {
 
 namespace tn = trainscope::tuner;
 
-namespace {
-
-// The worst stage's activations (this runtime's op list: the same kernels under FSDP and DeepSpeed).
-int64_t activations(const tn::MemoryPrediction& m) {
-  if (m.stages.empty()) return 0;
-  const tn::StageMemory& s = m.stages[size_t(m.worst_stage)];
-  return s.activations + s.head;
-}
-
-}  // namespace
-
 void addFrameworkMemoryJson(nlohmann::json& j, const workloads::Workload& w, const tn::Plan& p, tn::Framework f,
                             const tn::Cluster& c, const tn::MemoryPrediction& m,
                             const tn::DeepSpeedZero& z) {
@@ -31,8 +20,8 @@ void addFrameworkMemoryJson(nlohmann::json& j, const workloads::Workload& w, con
   j["framework_memory"] = {{"framework", fm.framework},     {"params_bytes", fm.params},
                            {"grads_bytes", fm.grads},       {"optimizer_bytes", fm.optimizer},
                            {"model_states_bytes", fm.modelStates()}, {"buffers_bytes", fm.buffers},
-                           {"transient_bytes", fm.transient}, {"activations_bytes", activations(m)},
-                           {"peak_bytes", fm.total() + activations(m)}, {"items", items}};
+                           {"transient_bytes", fm.transient}, {"activations_bytes", tn::opListActivations(m)},
+                           {"peak_bytes", fm.total() + tn::opListActivations(m)}, {"items", items}};
 }
 
 void printFrameworkMemory(const workloads::Workload& w, const tn::Plan& p, tn::Framework f, const tn::Cluster& c,
@@ -43,8 +32,8 @@ void printFrameworkMemory(const workloads::Workload& w, const tn::Plan& p, tn::F
   std::printf("%s memory per rank: model states %.2f GiB (params %.2f, grads %.2f, optimizer %.2f), buffers %.2f GiB, "
               "transient %.2f GiB, + activations %.2f GiB = peak %.2f GiB\n",
               fm.framework == "fsdp" ? "FSDP" : "DeepSpeed", gib(fm.modelStates()), gib(fm.params), gib(fm.grads),
-              gib(fm.optimizer), gib(fm.buffers), gib(fm.transient), gib(activations(m)),
-              gib(fm.total() + activations(m)));
+              gib(fm.optimizer), gib(fm.buffers), gib(fm.transient), gib(tn::opListActivations(m)),
+              gib(fm.total() + tn::opListActivations(m)));
 }
 
 }  // namespace trainscope::apps

@@ -153,4 +153,17 @@ bool frameworkMemory(const workloads::Workload& w, const Plan& p, Framework f, c
   return true;
 }
 
+int64_t opListActivations(const MemoryPrediction& m) {
+  if (m.stages.empty()) return 0;
+  const StageMemory& s = m.stages[size_t(m.worst_stage)];
+  return s.activations + s.head;
+}
+
+int64_t frameworkPeak(const workloads::Workload& w, const Plan& p, const Cluster& c, Framework f,
+                      const MemoryPrediction& m, const DeepSpeedZero& z) {
+  FrameworkMemory fm;
+  if (c.kind == ClusterKind::Cpu || !frameworkMemory(w, p, f, c.profile(f), fm, z)) return 0;
+  return fm.total() + opListActivations(m);
+}
+
 }  // namespace trainscope::models

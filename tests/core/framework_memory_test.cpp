@@ -4,6 +4,8 @@
 // oracle in tests/models/deepspeed_memory_oracle.py.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
@@ -81,4 +83,53 @@ TEST(FrameworkMemory, PredictReportsItForFsdpAndDeepspeedOnly) {
       EXPECT_GT(j["framework_memory"]["peak_bytes"].get<int64_t>(), j["framework_memory"]["model_states_bytes"].get<int64_t>());
     }
   }
+}
+
+// frameworkPeak is the framework's model states, buffers and transients plus the op list's
+// activations on a GPU; on a CPU cluster, and for the frameworks whose memory is the runtime's, 0.
+TEST(FrameworkMemory, FrameworkPeakIsTheFrameworksStateAndTheOpListsActivations) {
+  const wl::Workload w = wl::load("gpt2-774m");
+  md::Plan p = plan(8, trainscope::runconfig::ZeroStage::Parameters);
+  p.precision = trainscope::runconfig::Precision::BF16;
+  const md::MemoryPrediction m = md::predictMemory(w, p);
+  const md::Cluster gpu = md::loadCluster("a100-80gb-x8", 1), cpu = md::loadCluster("cpu-local", 1);
+  const md::FrameworkMemory fsdp = md::fsdpMemory(w, p, gpu.profile(md::Framework::Fsdp));
+  const md::StageMemory& worst = m.stages[size_t(m.worst_stage)];
+  EXPECT_EQ(md::frameworkPeak(w, p, gpu, md::Framework::Fsdp, m), fsdp.total() + worst.activations + worst.head);
+  EXPECT_EQ(md::frameworkPeak(w, p, gpu, md::Framework::Deepspeed, m),
+            md::deepspeedMemory(w, p).total() + worst.activations + worst.head);
+  EXPECT_EQ(md::frameworkPeak(w, p, gpu, md::Framework::Trainscope, m), 0);
+  EXPECT_EQ(md::frameworkPeak(w, p, gpu, md::Framework::Megatron, m), 0);
+  EXPECT_EQ(md::frameworkPeak(w, p, cpu, md::Framework::Fsdp, m), 0);
+}
+
+// `fits` follows the framework the user names: MosaicML ran MPT-30B at 8,192 tokens under FSDP
+// FULL_SHARD on 8 A100 80 GB (mbs 1, full checkpointing; ../shared/calibration/mpt-a100.json), which
+// FSDP's own figures fit (0.86 of the memory) and this runtime's ZeRO-3 would not (1.003 of it).
+TEST(FrameworkMemory, FitsIsJudgedByTheNamedFrameworksPeak) {
+  const std::string wpath = trainscope::testing::tempPath("mpt-30b.json");
+  {
+    std::ofstream f(wpath);
+    f << R"({"name": "mpt-30b", "n_layer": 48, "n_head": 56, "n_embd": 7168, "n_positions": 8192, "vocab_size": 50368})";
+  }
+  const std::string base = "predict --workload " + wpath +
+                           " --cluster a100-80gb-x8 --gpus 8 --zero 3 --precision bf16 --ckpt full --mbs 1 --gbs 168"
+                           " --seq 8192 --attention flash --json --framework ";
+  const auto fsdp = cli(base + "fsdp"), own = cli(base + "trainscope");
+  ASSERT_EQ(fsdp.status, 0) << fsdp.output;
+  ASSERT_EQ(own.status, 0) << own.output;
+  const auto jf = nlohmann::json::parse(fsdp.output.substr(fsdp.output.find('{')));
+  const auto jo = nlohmann::json::parse(own.output.substr(own.output.find('{')));
+  EXPECT_EQ(jf["fits_by"], "fsdp");
+  EXPECT_TRUE(jf["fits"].get<bool>()) << jf["framework_memory"]["peak_bytes"] << " of " << jf["memory_limit_bytes"];
+  EXPECT_LT(jf["framework_memory"]["peak_bytes"].get<double>(), 0.9 * jf["memory_limit_bytes"].get<double>());
+  EXPECT_EQ(jo["fits_by"], "trainscope");
+  EXPECT_FALSE(jo["fits"].get<bool>()) << jo["peak_bytes"];
+  EXPECT_EQ(jf["peak_bytes"], jo["peak_bytes"]);  // the runtime's figure is still reported beside it
+  // The text says which peak decided.
+  const auto text = cli("predict --workload " + wpath +
+                        " --cluster a100-80gb-x8 --gpus 8 --zero 3 --precision bf16 --ckpt full --mbs 1 --gbs 168"
+                        " --seq 8192 --attention flash --framework fsdp");
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("fits: FSDP's peak"), std::string::npos) << text.output;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "trainscope/common/error.h"
+#include "trainscope/models/framework_memory.h"
 
 namespace trainscope::tuner {
 namespace {
@@ -83,15 +84,22 @@ void price(Candidate& cand, const workloads::Workload& w, const Cluster& c, cons
   if (!cand.rejected.empty()) return;
   const MemoryPrediction m = predictMemory(w, cand.plan);
   const TimePrediction t = predictTime(w, cand.plan, c, TimeOptions{-1.0, o.framework});
-  cand.predicted_peak = m.peak();
+  // An FSDP or DeepSpeed job on GPUs is judged by that framework's own peak (frameworkPeak: its model
+  // states and buffers, the op list's activations), as its trial will reach it; else the runtime's.
+  const int64_t framework_peak = frameworkPeak(w, cand.plan, c, o.framework, m);
+  cand.predicted_peak = framework_peak > 0 ? framework_peak : m.peak();
   cand.predicted_step_s = t.step_s;
   cand.predicted_tokens_per_s = t.tokens_per_s;
   cand.analytic_step_s = t.step_s;
-  if (double(m.peak()) * (1.0 - o.memory_margin) > double(c.memory_bytes)) {
-    char why[160];
-    std::snprintf(why, sizeof(why), "predicted memory %.1f MiB over the limit %.1f MiB (stage %lld)",
-                  double(m.peak()) / 1048576.0, double(c.memory_bytes) / 1048576.0,
-                  static_cast<long long>(m.worst_stage));
+  if (double(cand.predicted_peak) * (1.0 - o.memory_margin) > double(c.memory_bytes)) {
+    char why[192];
+    if (framework_peak > 0)
+      std::snprintf(why, sizeof(why), "predicted %s memory %.1f MiB over the limit %.1f MiB",
+                    frameworkKey(o.framework), double(framework_peak) / 1048576.0, double(c.memory_bytes) / 1048576.0);
+    else
+      std::snprintf(why, sizeof(why), "predicted memory %.1f MiB over the limit %.1f MiB (stage %lld)",
+                    double(m.peak()) / 1048576.0, double(c.memory_bytes) / 1048576.0,
+                    static_cast<long long>(m.worst_stage));
     cand.rejected = why;
   }
 }

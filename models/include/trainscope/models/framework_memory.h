@@ -29,8 +29,10 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/models/cluster.h"
 #include "trainscope/models/deepspeed_zero.h"
 #include "trainscope/models/framework_profile.h"
+#include "trainscope/models/memory_model.h"
 #include "trainscope/models/plan.h"
 #include "trainscope/workloads/workload.h"
 
@@ -68,5 +70,17 @@ FrameworkMemory fsdpMemory(const workloads::Workload& w, const Plan& p, const Fr
 // `z`: DeepSpeed's knobs (predict --deepspeed-config), its defaults otherwise.
 bool frameworkMemory(const workloads::Workload& w, const Plan& p, Framework f, const FrameworkProfile& profile,
                      FrameworkMemory& out, const DeepSpeedZero& z = {});
+
+// The worst stage's activations and head of `m` (the op list's: the same kernels under FSDP and DeepSpeed).
+int64_t opListActivations(const MemoryPrediction& m);
+
+// The peak a rank of framework `f` reaches on a GPU: its model states, buffers and transients plus the
+// op list's activations (`m`). 0 where `f` has no framework memory (Trainscope, Megatron: m.peak() is
+// theirs) or on a CPU cluster, where this runtime's model holds: a CPU trial runs fp32 with no 16-bit
+// copies, and the buffers DeepSpeed and FSDP allocate with torch.empty take no pages until written,
+// so the framework's GPU figures would refuse CPU trials that fit (the CPU tune's measured peaks are
+// what memory_model.h is checked against).
+int64_t frameworkPeak(const workloads::Workload& w, const Plan& p, const Cluster& c, Framework f,
+                      const MemoryPrediction& m, const DeepSpeedZero& z = {});
 
 }  // namespace trainscope::models
