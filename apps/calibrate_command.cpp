@@ -70,6 +70,9 @@ void addLine(Rows& out, const std::string& text, const std::string& where, const
   if (!j.is_object()) throw UserError(where, "is not a JSON object", "one object per line: predict's flags and measured_step_s");
   if (j.contains("cluster"))
     throw UserError(where + ": cluster", "calibrate prices every row on --cluster", "drop the key; give nodes or gpus");
+  if (j.contains("storage_gbps"))  // predict --batch prices a checkpoint's write with it; no step holds one
+    throw UserError(where + ": storage_gbps", "prices a checkpoint's write, which no measured step holds",
+                    "drop the key");
   const double step = measured(j, "measured_step_s", where, true);
   const double peak = measured(j, "measured_peak_bytes", where, false);
   std::string group;
@@ -96,8 +99,16 @@ void addLine(Rows& out, const std::string& text, const std::string& where, const
   }
   if (!w) {
     auto it = out.workloads.find(f.workload);
-    if (it == out.workloads.end())
-      it = out.workloads.emplace(f.workload, std::make_shared<workloads::Workload>(workloads::load(f.workload))).first;
+    if (it == out.workloads.end()) {
+      std::shared_ptr<workloads::Workload> loaded;
+      try {
+        loaded = std::make_shared<workloads::Workload>(workloads::load(f.workload));
+      } catch (const UserError& e) {  // "--workload: unknown workload …" → "--from FILE line N: workload: …"
+        const std::string what = e.what(), prefix = "--workload: ";
+        throw UserError(where + ": workload", what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what, "");
+      }
+      it = out.workloads.emplace(f.workload, std::move(loaded)).first;
+    }
     w = it->second;
   }
   tn::Cluster c = base;
@@ -149,7 +160,9 @@ void addRun(Rows& out, const std::string& path, const tn::Cluster& base, const s
   }
   if (cfg.empty())
     throw UserError(where, path + " records no training configuration (an imported trace's run has none)",
-                    "pass the run databases of `trainscope run` or a tune, or JSON lines that give the configuration");
+                    "fit an imported trace with --trace " + files::shellQuote(path) +
+                        " --config '{\"workload\": …, \"gpus\": …}', or pass the run databases of `trainscope run` or a tune, "
+                        "or JSON lines that give the configuration");
   const rt::TrainConfig tc = rt::fromJson(cfg, path);
   const nlohmann::json j = nlohmann::json::parse(cfg, nullptr, false);
   const auto dim = [&](const char* k) { return j.is_object() ? j.value(k, int64_t(-1)) : int64_t(-1); };

@@ -440,38 +440,6 @@ void printText(const Outcome& o) {
 }
 
 
-// --batch: one configuration per line (a JSON object of predict's flags, underscores for dashes);
-// the command line's flags are every line's defaults. One JSON result per line, in order; a line
-// that fails gives {"line": N, "error": "..."} and the exit status is 2.
-int runBatch(const PredictFlags& defaults) {
-  std::istringstream in(files::readTextFile(defaults.batch, "--batch", "pass a JSON-lines file"));
-  Loaded loaded;
-  std::string text;
-  int64_t n = 0, failed = 0;
-  while (std::getline(in, text)) {
-    ++n;
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json out;
-    try {
-      const PredictFlags f = flagsFromJson(text, defaults, n);
-      out = toJson(evaluate(f, loaded));
-      out["line"] = n;
-    } catch (const std::exception& e) {
-      // Every error names its line: those of the shared checks (parseCheckpointing's "--ckpt: …")
-      // are prefixed with it.
-      ++failed;
-      const std::string where = "--batch line " + std::to_string(n), what = e.what();
-      out = {{"line", n}, {"error", what.rfind(where, 0) == 0 ? what : where + ": " + what}};
-    }
-    std::cout << jsonText(out) << "\n";
-  }
-  std::cout.flush();
-  std::fflush(stdout);  // every result line whole before the note (stdout and stderr may be one pipe)
-  if (failed) std::fprintf(stderr, "predict --batch: %lld of %lld line(s) failed (their error is on their line)\n",
-                           static_cast<long long>(failed), static_cast<long long>(n));
-  return failed ? 2 : 0;
-}
-
 }  // namespace
 
 // --storage-gbps as a number (UserError naming it otherwise); 0 when not given.
@@ -504,6 +472,46 @@ nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o) {
   return {{"bytes", weights + optimizer}, {"weights_bytes", weights}, {"optimizer_bytes", optimizer},
           {"storage_gbps", storageGbps(f)}, {"write_s", bytes / (storageGbps(f) * 1e9)}};
 }
+
+namespace {
+
+// --batch: one configuration per line (a JSON object of predict's flags, underscores for dashes);
+// the command line's flags are every line's defaults. One JSON result per line, in order; a line
+// that fails gives {"line": N, "error": "..."} and the exit status is 2.
+int runBatch(const PredictFlags& defaults) {
+  storageGbps(defaults);  // the command line's --storage-gbps refused before any work, as without --batch
+  std::istringstream in(files::readTextFile(defaults.batch, "--batch", "pass a JSON-lines file"));
+  Loaded loaded;
+  std::string text;
+  int64_t n = 0, failed = 0;
+  while (std::getline(in, text)) {
+    ++n;
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json out;
+    try {
+      const PredictFlags f = flagsFromJson(text, defaults, n);
+      const double gbps = storageGbps(f);  // --storage-gbps, or the line's storage_gbps
+      const Outcome o = evaluate(f, loaded);
+      out = toJson(o);
+      if (gbps > 0) out["checkpoint"] = checkpointPrice(f, o);
+      out["line"] = n;
+    } catch (const std::exception& e) {
+      // Every error names its line: those of the shared checks (parseCheckpointing's "--ckpt: …")
+      // are prefixed with it.
+      ++failed;
+      const std::string where = "--batch line " + std::to_string(n), what = e.what();
+      out = {{"line", n}, {"error", what.rfind(where, 0) == 0 ? what : where + ": " + what}};
+    }
+    std::cout << jsonText(out) << "\n";
+  }
+  std::cout.flush();
+  std::fflush(stdout);  // every result line whole before the note (stdout and stderr may be one pipe)
+  if (failed) std::fprintf(stderr, "predict --batch: %lld of %lld line(s) failed (their error is on their line)\n",
+                           static_cast<long long>(failed), static_cast<long long>(n));
+  return failed ? 2 : 0;
+}
+
+}  // namespace
 
 PricedConfig priceConfig(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c) {
   Priced priced = priceFlags(f, w, c, checkedFramework(f));

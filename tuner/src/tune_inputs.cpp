@@ -2,6 +2,7 @@
 #include "trainscope/tuner/tune_inputs.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +22,26 @@
 namespace trainscope::tuner {
 
 namespace {
+
+// Whether `name` is a program this host can start: a path (with a '/') to an executable file, or a
+// name found so in PATH (as execvp looks it up).
+bool startable(const std::string& name) {
+  const auto executable = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+  };
+  if (name.empty()) return false;
+  if (name.find('/') != std::string::npos) return executable(name);
+  const char* inherited = std::getenv("PATH");
+  const std::string path = inherited ? inherited : "/bin:/usr/bin";
+  for (size_t begin = 0; begin <= path.size();) {
+    size_t end = path.find(':', begin);
+    if (end == std::string::npos) end = path.size();
+    if (executable((end == begin ? std::string(".") : path.substr(begin, end - begin)) + "/" + name)) return true;
+    begin = end + 1;
+  }
+  return false;
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -173,6 +194,13 @@ JobOptions jobOptions(const TuneInputs& f, const Cluster& c, const workloads::Wo
     std::free(real);
   }
   o.python = !f.python.empty() ? f.python : std::getenv("TRAINSCOPE_PYTHON") ? std::getenv("TRAINSCOPE_PYTHON") : "python3";
+  // Every trial would start it and exit 127: refused before any is made. Under Slurm it starts on the
+  // allocation's nodes, whose programs this host may not see.
+  if (f.launcher != "slurm" && !startable(o.python))
+    throw UserError(f.python.empty() && std::getenv("TRAINSCOPE_PYTHON") ? "--python (from $TRAINSCOPE_PYTHON)" : "--python",
+                    o.python + " is not an executable file" +
+                        (o.python.find('/') == std::string::npos ? " found in PATH" : ""),
+                    "pass the interpreter that runs your job, e.g. --python /path/to/venv/bin/python");
   struct stat st {};
   if (!f.probe.empty())
     o.probe_root = f.probe;
