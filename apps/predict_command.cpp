@@ -375,7 +375,7 @@ nlohmann::json toJson(const Outcome& o) {
   j["active_parameters"] = w.activeParameterCount();
   // A calibrated cluster file (`trainscope calibrate`) states how far its predictions held.
   if (tn::CalibrationInterval ci; tn::calibrationInterval(c.source, ci))
-    j["time"]["calibration"] = {{"pm", ci.pm}, {"file", ci.file}, {"text", ci.text()}};
+    j["time"]["calibration"] = {{"pm", ci.pm}, {"file", ci.file}, {"text", ci.text()}, {"held_out", ci.held_out}};
   return j;
 }
 
@@ -412,7 +412,9 @@ void printText(const Outcome& o) {
               time_source.c_str(), t.step_s, t.compute_s, t.recompute_s, t.tp_comm_s, t.dp_comm_s, t.pp_comm_s,
               t.bubble_s, t.optimizer_s, t.other_s);
   if (tn::CalibrationInterval ci; tn::calibrationInterval(c.source, ci))
-    std::printf("(step time and throughput %s: 90%% of its held-out rows fell within)\n", ci.text().c_str());
+    std::printf("(step time and throughput %s: 90%% of its %s fell within)\n", ci.text().c_str(),
+                ci.held_out ? "held-out rows"
+                            : "fitted rows, in sample (it was not cross-validated: calibrate --folds 0, or --trace)");
   if (t.measured) std::printf("(measured layer times include their TP collectives)\n");
   if (t.zero_gather_s > 0) std::printf("(DP comm includes %.3f s of ZeRO-3 parameter all-gathers)\n", t.zero_gather_s);
   if (t.host_s > 0)  // a CPU cluster under another framework's profile (time_model.h)

@@ -124,12 +124,16 @@ bool calibrationInterval(const std::string& path, CalibrationInterval& out) {
   if (!j.is_object() || !j.contains("calibration") || !j["calibration"].is_object()) return false;
   const nlohmann::json& cal = j["calibration"];
   double pm = -1;
+  bool held_out = false;
   for (const char* key : {"cross_validation", "residuals"})
     if (pm < 0 && cal.contains(key) && cal[key].is_object() && cal[key].contains("abs_error_p90") &&
-        cal[key]["abs_error_p90"].is_number())
+        cal[key]["abs_error_p90"].is_number()) {
       pm = cal[key]["abs_error_p90"].get<double>();
+      held_out = std::string(key) == "cross_validation";
+    }
   if (!(pm >= 0) || !std::isfinite(pm)) return false;
   out.pm = pm;
+  out.held_out = held_out;
   out.file = path;
   return true;
 }

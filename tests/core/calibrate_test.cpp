@@ -130,8 +130,10 @@ TEST(Calibrate, RecoversKnownConstantsFromRowsPricedWithThem) {
   const auto p = cli("predict --cluster " + out + " --gpus 8 --tp 2");
   ASSERT_EQ(p.status, 0) << p.output;
   EXPECT_NE(p.output.find("from the calibration of " + out), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("90% of its held-out rows fell within"), std::string::npos) << p.output;  // --folds 3
   const auto pj = cli("predict --cluster " + out + " --gpus 8 --json");
   EXPECT_NE(pj.output.find("\"calibration\""), std::string::npos) << pj.output;
+  EXPECT_NE(pj.output.find("\"held_out\":true"), std::string::npos) << pj.output;
   EXPECT_EQ(cli("predict --cluster a100-80gb-x8 --gpus 8").output.find("from the calibration"), std::string::npos);
 }
 
