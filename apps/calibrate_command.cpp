@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -213,8 +214,12 @@ Rows readRows(const CalibrateFlags& f, const tn::Cluster& base) {
   defaults.framework = f.framework;
   defaults.cluster = f.cluster;
   Rows out;
+  std::set<std::pair<dev_t, ino_t>> seen;  // one file's rows once: a file given twice would weigh double
   for (const std::string& path : f.from) {
     files::requireRegularFile(path, "--from", "pass JSON lines, a run database or a study");
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !seen.insert({st.st_dev, st.st_ino}).second)
+      throw UserError("--from " + path, "is given twice (its rows would count twice in the fit)", "name each file once");
     const size_t before = out.rows.size();
     if (!isSqlite(path)) {
       readLines(out, path, defaults, base);
@@ -425,6 +430,13 @@ int runCalibrate(const CalibrateFlags& f) {
                              {"max_abs_error", *std::max_element(err.begin(), err.end())},
                              {"note", "the memory model has no fitted constants: its error, as measured"}};
   }
+  // As many constants as rows or more: the fit can meet every row (in-sample error near 0) whatever the
+  // constants mean, and an interval from those residuals says nothing. Said, and recorded.
+  std::string underdetermined;
+  if (rows.rows.size() <= params.size())
+    underdetermined = std::to_string(params.size()) + " constant(s) fitted to " + std::to_string(rows.rows.size()) +
+                      " row(s): the fit can meet every row whatever the constants mean; fit fewer (--fit) or add rows";
+  if (!underdetermined.empty()) cal["notes"].push_back(underdetermined);
   tn::ErrorSummary cv;
   if (f.folds >= 2) {
     const std::vector<double> held = tn::crossValidate(base, rows.rows, params, f.folds, f.max_evaluations);
@@ -447,6 +459,7 @@ int runCalibrate(const CalibrateFlags& f) {
                 tn::getParam(base, *p), tn::boundsOf(*p, base).first, tn::boundsOf(*p, base).second);
   printSummary("base cluster:", before);
   printSummary("fitted (in sample):", after);
+  if (!underdetermined.empty()) std::printf("  note: %s\n", underdetermined.c_str());
   if (f.folds >= 2) printSummary(("cross-validated, k=" + std::to_string(f.folds) + ":").c_str(), cv);
   std::printf("wrote %s\n", f.out.c_str());
   return 0;
