@@ -430,12 +430,13 @@ int runCalibrate(const CalibrateFlags& f) {
                              {"max_abs_error", *std::max_element(err.begin(), err.end())},
                              {"note", "the memory model has no fitted constants: its error, as measured"}};
   }
-  // As many constants as rows or more: the fit can meet every row (in-sample error near 0) whatever the
+  // As many constants as rows or more: the fit may meet every row (in-sample error near 0) whatever the
   // constants mean, and an interval from those residuals says nothing. Said, and recorded.
   std::string underdetermined;
   if (rows.rows.size() <= params.size())
     underdetermined = std::to_string(params.size()) + " constant(s) fitted to " + std::to_string(rows.rows.size()) +
-                      " row(s): the fit can meet every row whatever the constants mean; fit fewer (--fit) or add rows";
+                      " row(s): underdetermined, the fit may meet every row whatever the constants mean; "
+                      "fit fewer (--fit) or add rows";
   if (!underdetermined.empty()) cal["notes"].push_back(underdetermined);
   tn::ErrorSummary cv;
   if (f.folds >= 2) {
