@@ -244,6 +244,15 @@ void useDeepSpeedConfig(const PredictFlags& f, const workloads::Workload& w, tn:
   if (framework != tn::Framework::Deepspeed)
     throw UserError("--deepspeed-config", "is DeepSpeed's config", "add --framework deepspeed, or drop the flag");
   const DeepSpeedConfigRead ds = readDeepSpeedConfig(f.deepspeed_config, w, rt::stageNumber(f.zero), "--deepspeed-config");
+  if (ds.micro_batch > 0 && ds.micro_batch != f.mbs)
+    throw UserError("--deepspeed-config: train_micro_batch_size_per_gpu",
+                    "is " + std::to_string(ds.micro_batch) + " in " + f.deepspeed_config + ", but the plan priced has --mbs " +
+                        std::to_string(f.mbs),
+                    "pass --mbs " + std::to_string(ds.micro_batch) + " (a --batch line: \"mbs\"), or the config of the plan priced");
+  if (!ds.precision.empty() && ds.precision != f.precision)
+    throw UserError("--deepspeed-config: " + ds.precision,
+                    "is enabled in " + f.deepspeed_config + ", but the plan priced is --precision " + f.precision,
+                    "pass --precision " + ds.precision + " (a --batch line: \"precision\"), or the config of the plan priced");
   if (ds.reduce_bytes > 0 && options.reduce_bytes > 0 && ds.reduce_bytes != options.reduce_bytes)
     throw UserError("--reduce-dtype", f.reduce_dtype + " contradicts the communication_data_type of " + f.deepspeed_config,
                     "drop --reduce-dtype: the config's is priced");
