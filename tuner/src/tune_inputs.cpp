@@ -179,20 +179,31 @@ SpaceOptions checkedSpace(const TuneInputs& f) {
   return so;
 }
 
-JobOptions jobOptions(const TuneInputs& f, const Cluster& c, const workloads::Workload& w) {
-  JobOptions o;
-  o.kind = parseJobKind(f.runner);
-  o.entry = splitEntry(f.entry);
-  if (o.entry[0] != "-m") {
-    char* real = ::realpath(o.entry[0].c_str(), nullptr);
+namespace {
+
+// --entry as words, its script made absolute: the trial's paths do not depend on where tune was
+// started, and a study resumed from another folder has the same entry.
+std::vector<std::string> resolvedEntry(const std::string& text) {
+  std::vector<std::string> entry = splitEntry(text);
+  if (entry[0] != "-m") {
+    char* real = ::realpath(entry[0].c_str(), nullptr);
     struct stat st {};
     if (!real || ::stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
       std::free(real);
-      throw UserError("--entry", "no such script: " + o.entry[0], "name the training script (a .py file), or -m MODULE");
+      throw UserError("--entry", "no such script: " + entry[0], "name the training script (a .py file), or -m MODULE");
     }
-    o.entry[0] = real;  // absolute: the trial's paths do not depend on where tune was started
+    entry[0] = real;
     std::free(real);
   }
+  return entry;
+}
+
+}  // namespace
+
+JobOptions jobOptions(const TuneInputs& f, const Cluster& c, const workloads::Workload& w) {
+  JobOptions o;
+  o.kind = parseJobKind(f.runner);
+  o.entry = resolvedEntry(f.entry);
   o.python = !f.python.empty() ? f.python : std::getenv("TRAINSCOPE_PYTHON") ? std::getenv("TRAINSCOPE_PYTHON") : "python3";
   // Every trial would start it and exit 127: refused before any is made. Under Slurm it starts on the
   // allocation's nodes, whose programs this host may not see.
@@ -240,6 +251,7 @@ TuneOptions tuneOptions(const TuneInputs& f, const Cluster& c, const StudyLock* 
   const JobKind kind = parseJobKind(f.runner);
   if (kind != JobKind::Trainscope) {
     o.runner_name = f.runner;
+    o.entry = resolvedEntry(f.entry);  // another script or other arguments are another job's trials
     const bool cpu = c.kind == ClusterKind::Cpu;
     o.refuse = [kind, cpu](const Plan& p) { return jobRefusal(kind, p, cpu); };
   } else if (f.inject.find("badpath") != std::string::npos || f.inject.find("teardown") != std::string::npos) {
