@@ -185,6 +185,8 @@ namespace {
 // started, and a study resumed from another folder has the same entry.
 std::vector<std::string> resolvedEntry(const std::string& text) {
   std::vector<std::string> entry = splitEntry(text);
+  if (entry[0] == "-m" && (entry.size() < 2 || entry[1].empty() || entry[1][0] == '-'))
+    throw UserError("--entry", "-m names no module", "name the module after it, e.g. --entry '-m mypackage.train --lr 1e-3'");
   if (entry[0] != "-m") {
     char* real = ::realpath(entry[0].c_str(), nullptr);
     struct stat st {};
