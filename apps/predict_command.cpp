@@ -244,15 +244,6 @@ void useDeepSpeedConfig(const PredictFlags& f, const workloads::Workload& w, tn:
   if (framework != tn::Framework::Deepspeed)
     throw UserError("--deepspeed-config", "is DeepSpeed's config", "add --framework deepspeed, or drop the flag");
   const DeepSpeedConfigRead ds = readDeepSpeedConfig(f.deepspeed_config, w, rt::stageNumber(f.zero), "--deepspeed-config");
-  if (ds.micro_batch > 0 && ds.micro_batch != f.mbs)
-    throw UserError("--deepspeed-config: train_micro_batch_size_per_gpu",
-                    "is " + std::to_string(ds.micro_batch) + " in " + f.deepspeed_config + ", but the plan priced has --mbs " +
-                        std::to_string(f.mbs),
-                    "pass --mbs " + std::to_string(ds.micro_batch) + " (a --batch line: \"mbs\"), or the config of the plan priced");
-  if (!ds.precision.empty() && ds.precision != f.precision)
-    throw UserError("--deepspeed-config: " + ds.precision,
-                    "is enabled in " + f.deepspeed_config + ", but the plan priced is --precision " + f.precision,
-                    "pass --precision " + ds.precision + " (a --batch line: \"precision\"), or the config of the plan priced");
   if (ds.reduce_bytes > 0 && options.reduce_bytes > 0 && ds.reduce_bytes != options.reduce_bytes)
     throw UserError("--reduce-dtype", f.reduce_dtype + " contradicts the communication_data_type of " + f.deepspeed_config,
                     "drop --reduce-dtype: the config's is priced");
@@ -453,36 +444,9 @@ void printText(const Outcome& o) {
 
 }  // namespace
 
-// --storage-gbps as a number (UserError naming it otherwise); 0 when not given.
-double storageGbps(const PredictFlags& f) {
-  if (f.storage_gbps.empty()) return 0;
-  char* end = nullptr;
-  const double v = std::strtod(f.storage_gbps.c_str(), &end);
-  if (*end != '\0' || !(v > 0) || v > 1e9)
-    throw UserError("--storage-gbps", "must be a positive number of GB/s, not \"" + f.storage_gbps + "\"",
-                    "pass the storage's write bandwidth, e.g. --storage-gbps 2");
-  return v;
-}
-
-// A `run --save` checkpoint's write (docs/time-model.md, "Checkpoint write"): its bytes are the
-// fp32 weights (4 per parameter, whatever the precision: the Hugging Face files hold the master
-// weights) plus the whole model's optimizer state (summed over ranks: ZeRO shards add up to it);
-// written at the storage's aggregate bandwidth, time = bytes / (storage_gbps · 1e9).
-nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o) {
-  const workloads::OptimizerState opt = f.optimizer == "sgd"         ? workloads::OptimizerState::SGD
-                                        : f.optimizer == "adafactor" ? workloads::OptimizerState::Adafactor
-                                        : f.optimizer == "adam8bit"  ? workloads::OptimizerState::Adam8bit
-                                                                     : workloads::OptimizerState::AdamW;
-  const int64_t weights = 4 * o.w.parameterCount();
-  // Adafactor and 8-bit Adam also write their state per parameter name, fp32, two kinds (Adafactor's
-  // factors broadcast, 8-bit Adam's moments dequantised): 8 bytes per parameter (checkpoints.md).
-  const bool converted = opt == workloads::OptimizerState::Adafactor || opt == workloads::OptimizerState::Adam8bit;
-  const int64_t optimizer =
-      workloads::modelStateBytes(o.w, false, opt).optimizer + (converted ? 8 * o.w.parameterCount() : 0);
-  const double bytes = double(weights + optimizer);
-  return {{"bytes", weights + optimizer}, {"weights_bytes", weights}, {"optimizer_bytes", optimizer},
-          {"storage_gbps", storageGbps(f)}, {"write_s", bytes / (storageGbps(f) * 1e9)}};
-}
+// --storage-gbps and the checkpoint's write (below), for a batch line as for the command line.
+double storageGbps(const PredictFlags& f);
+nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o);
 
 namespace {
 
@@ -523,6 +487,37 @@ int runBatch(const PredictFlags& defaults) {
 }
 
 }  // namespace
+
+// --storage-gbps as a number (UserError naming it otherwise); 0 when not given.
+double storageGbps(const PredictFlags& f) {
+  if (f.storage_gbps.empty()) return 0;
+  char* end = nullptr;
+  const double v = std::strtod(f.storage_gbps.c_str(), &end);
+  if (*end != '\0' || !(v > 0) || v > 1e9)
+    throw UserError("--storage-gbps", "must be a positive number of GB/s, not \"" + f.storage_gbps + "\"",
+                    "pass the storage's write bandwidth, e.g. --storage-gbps 2");
+  return v;
+}
+
+// A `run --save` checkpoint's write (docs/time-model.md, "Checkpoint write"): its bytes are the
+// fp32 weights (4 per parameter, whatever the precision: the Hugging Face files hold the master
+// weights) plus the whole model's optimizer state (summed over ranks: ZeRO shards add up to it);
+// written at the storage's aggregate bandwidth, time = bytes / (storage_gbps · 1e9).
+nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o) {
+  const workloads::OptimizerState opt = f.optimizer == "sgd"         ? workloads::OptimizerState::SGD
+                                        : f.optimizer == "adafactor" ? workloads::OptimizerState::Adafactor
+                                        : f.optimizer == "adam8bit"  ? workloads::OptimizerState::Adam8bit
+                                                                     : workloads::OptimizerState::AdamW;
+  const int64_t weights = 4 * o.w.parameterCount();
+  // Adafactor and 8-bit Adam also write their state per parameter name, fp32, two kinds (Adafactor's
+  // factors broadcast, 8-bit Adam's moments dequantised): 8 bytes per parameter (checkpoints.md).
+  const bool converted = opt == workloads::OptimizerState::Adafactor || opt == workloads::OptimizerState::Adam8bit;
+  const int64_t optimizer =
+      workloads::modelStateBytes(o.w, false, opt).optimizer + (converted ? 8 * o.w.parameterCount() : 0);
+  const double bytes = double(weights + optimizer);
+  return {{"bytes", weights + optimizer}, {"weights_bytes", weights}, {"optimizer_bytes", optimizer},
+          {"storage_gbps", storageGbps(f)}, {"write_s", bytes / (storageGbps(f) * 1e9)}};
+}
 
 PricedConfig priceConfig(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c) {
   Priced priced = priceFlags(f, w, c, checkedFramework(f));
