@@ -408,7 +408,10 @@ int runCalibrate(const CalibrateFlags& f) {
 
   nlohmann::json cal;
   cal["base_cluster"] = base.source;
-  cal["framework"] = f.framework;
+  cal["framework"] = f.framework;  // of rows that name none
+  std::set<std::string> frameworks;  // what the rows were priced under: predict states the interval for these
+  for (const tn::FitRow& r : rows.rows) frameworks.insert(tn::frameworkKey(r.options.framework));
+  cal["frameworks"] = frameworks;
   cal["date"] = utcNow();
   cal["loss"] = "mean Huber loss (delta 0.05) of log(predicted / measured step time)";
   for (const tn::FitParam* p : params) {

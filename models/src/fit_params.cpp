@@ -1,6 +1,7 @@
 // fit_params.cpp — the fittable constants of a cluster file (fit_params.h).
 #include "trainscope/models/fit_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -113,6 +114,10 @@ std::string CalibrationInterval::text() const {
   return "\u00b1" + std::string(pct) + " from the calibration of " + file;
 }
 
+bool CalibrationInterval::covers(const std::string& framework) const {
+  return frameworks.empty() || std::find(frameworks.begin(), frameworks.end(), framework) != frameworks.end();
+}
+
 bool calibrationInterval(const std::string& path, CalibrationInterval& out) {
   std::string text;
   try {
@@ -134,6 +139,10 @@ bool calibrationInterval(const std::string& path, CalibrationInterval& out) {
   if (!(pm >= 0) || !std::isfinite(pm)) return false;
   out.pm = pm;
   out.held_out = held_out;
+  out.frameworks.clear();
+  if (cal.contains("frameworks") && cal["frameworks"].is_array())
+    for (const auto& f : cal["frameworks"])
+      if (f.is_string()) out.frameworks.push_back(f.get<std::string>());
   out.file = path;
   return true;
 }
