@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +71,9 @@ void addLine(Rows& out, const std::string& text, const std::string& where, const
   if (!j.is_object()) throw UserError(where, "is not a JSON object", "one object per line: predict's flags and measured_step_s");
   if (j.contains("cluster"))
     throw UserError(where + ": cluster", "calibrate prices every row on --cluster", "drop the key; give nodes or gpus");
+  if (j.contains("storage_gbps"))  // predict --batch prices a checkpoint's write with it; no step holds one
+    throw UserError(where + ": storage_gbps", "prices a checkpoint's write, which no measured step holds",
+                    "drop the key");
   const double step = measured(j, "measured_step_s", where, true);
   const double peak = measured(j, "measured_peak_bytes", where, false);
   std::string group;
@@ -96,8 +100,16 @@ void addLine(Rows& out, const std::string& text, const std::string& where, const
   }
   if (!w) {
     auto it = out.workloads.find(f.workload);
-    if (it == out.workloads.end())
-      it = out.workloads.emplace(f.workload, std::make_shared<workloads::Workload>(workloads::load(f.workload))).first;
+    if (it == out.workloads.end()) {
+      std::shared_ptr<workloads::Workload> loaded;
+      try {
+        loaded = std::make_shared<workloads::Workload>(workloads::load(f.workload));
+      } catch (const UserError& e) {  // "--workload: unknown workload …" → "--from FILE line N: workload: …"
+        const std::string what = e.what(), prefix = "--workload: ";
+        throw UserError(where + ": workload", what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what, "");
+      }
+      it = out.workloads.emplace(f.workload, std::move(loaded)).first;
+    }
     w = it->second;
   }
   tn::Cluster c = base;
@@ -149,7 +161,9 @@ void addRun(Rows& out, const std::string& path, const tn::Cluster& base, const s
   }
   if (cfg.empty())
     throw UserError(where, path + " records no training configuration (an imported trace's run has none)",
-                    "pass the run databases of `trainscope run` or a tune, or JSON lines that give the configuration");
+                    "fit an imported trace with --trace " + files::shellQuote(path) +
+                        " --config '{\"workload\": …, \"gpus\": …}', or pass the run databases of `trainscope run` or a tune, "
+                        "or JSON lines that give the configuration");
   const rt::TrainConfig tc = rt::fromJson(cfg, path);
   const nlohmann::json j = nlohmann::json::parse(cfg, nullptr, false);
   const auto dim = [&](const char* k) { return j.is_object() ? j.value(k, int64_t(-1)) : int64_t(-1); };
@@ -200,8 +214,12 @@ Rows readRows(const CalibrateFlags& f, const tn::Cluster& base) {
   defaults.framework = f.framework;
   defaults.cluster = f.cluster;
   Rows out;
+  std::set<std::pair<dev_t, ino_t>> seen;  // one file's rows once: a file given twice would weigh double
   for (const std::string& path : f.from) {
     files::requireRegularFile(path, "--from", "pass JSON lines, a run database or a study");
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !seen.insert({st.st_dev, st.st_ino}).second)
+      throw UserError("--from " + path, "is given twice (its rows would count twice in the fit)", "name each file once");
     const size_t before = out.rows.size();
     if (!isSqlite(path)) {
       readLines(out, path, defaults, base);
@@ -390,7 +408,10 @@ int runCalibrate(const CalibrateFlags& f) {
 
   nlohmann::json cal;
   cal["base_cluster"] = base.source;
-  cal["framework"] = f.framework;
+  cal["framework"] = f.framework;  // of rows that name none
+  std::set<std::string> frameworks;  // what the rows were priced under: predict states the interval for these
+  for (const tn::FitRow& r : rows.rows) frameworks.insert(tn::frameworkKey(r.options.framework));
+  cal["frameworks"] = frameworks;
   cal["date"] = utcNow();
   cal["loss"] = "mean Huber loss (delta 0.05) of log(predicted / measured step time)";
   for (const tn::FitParam* p : params) {
@@ -412,6 +433,14 @@ int runCalibrate(const CalibrateFlags& f) {
                              {"max_abs_error", *std::max_element(err.begin(), err.end())},
                              {"note", "the memory model has no fitted constants: its error, as measured"}};
   }
+  // As many constants as rows or more: the fit may meet every row (in-sample error near 0) whatever the
+  // constants mean, and an interval from those residuals says nothing. Said, and recorded.
+  std::string underdetermined;
+  if (rows.rows.size() <= params.size())
+    underdetermined = std::to_string(params.size()) + " constant(s) fitted to " + std::to_string(rows.rows.size()) +
+                      " row(s): underdetermined, the fit may meet every row whatever the constants mean; "
+                      "fit fewer (--fit) or add rows";
+  if (!underdetermined.empty()) cal["notes"].push_back(underdetermined);
   tn::ErrorSummary cv;
   if (f.folds >= 2) {
     const std::vector<double> held = tn::crossValidate(base, rows.rows, params, f.folds, f.max_evaluations);
@@ -434,6 +463,7 @@ int runCalibrate(const CalibrateFlags& f) {
                 tn::getParam(base, *p), tn::boundsOf(*p, base).first, tn::boundsOf(*p, base).second);
   printSummary("base cluster:", before);
   printSummary("fitted (in sample):", after);
+  if (!underdetermined.empty()) std::printf("  note: %s\n", underdetermined.c_str());
   if (f.folds >= 2) printSummary(("cross-validated, k=" + std::to_string(f.folds) + ":").c_str(), cv);
   std::printf("wrote %s\n", f.out.c_str());
   return 0;

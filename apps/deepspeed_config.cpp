@@ -46,6 +46,18 @@ DeepSpeedConfigRead readDeepSpeedConfig(const std::string& path, const workloads
                       "DeepSpeed takes \"fp32\", \"fp16\" or \"bf16\"");
     out.reduce_bytes = t == "fp32" ? 4 : 2;
   }
+  // What the engine is built with beside ZeRO: the micro-batch and the 16-bit mode (predict compares
+  // them with its flags: a file of another micro-batch or dtype is not the job priced).
+  if (j.contains("train_micro_batch_size_per_gpu") && j["train_micro_batch_size_per_gpu"] != "auto") {
+    const nlohmann::json& v = j["train_micro_batch_size_per_gpu"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 1)
+      throw UserError(field + ": train_micro_batch_size_per_gpu", "is " + jsonText(v) + " in " + path,
+                      "give a whole number of sequences, 1 or more, or \"auto\"");
+    out.micro_batch = v.get<int64_t>();
+  }
+  for (const char* mode : {"bf16", "fp16"})
+    if (j.contains(mode) && j[mode].is_object() && j[mode].value("enabled", nlohmann::json(false)) == true)
+      out.precision = mode;
   const nlohmann::json zo = j.value("zero_optimization", nlohmann::json::object());
   if (!zo.is_object())
     throw UserError(field + ": zero_optimization", "must be an object in " + path, "see DeepSpeed's ZeRO configuration");

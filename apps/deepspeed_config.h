@@ -4,6 +4,7 @@
 // user's DeepSpeed config".
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "trainscope/models/deepspeed_zero.h"
@@ -14,6 +15,8 @@ namespace trainscope::apps {
 struct DeepSpeedConfigRead {
   models::DeepSpeedZero zero;  // from_config true; overlap_comm resolved (DeepSpeed's default: stage 3 only)
   double reduce_bytes = 0;     // communication_data_type: fp32 4, fp16/bf16 2; 0 when the file has none
+  int64_t micro_batch = 0;     // train_micro_batch_size_per_gpu; 0 when the file has none or "auto"
+  std::string precision;       // "bf16" / "fp16" when the file enables one ("enabled": true); "" otherwise
 };
 
 // The file at `path` for workload `w` (Hugging Face's "auto" buckets are filled from its hidden size,

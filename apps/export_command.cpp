@@ -107,8 +107,15 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
   if (fmt == tn::ExportFormat::DeepSpeed)
     e.notes.push_back(tn::frameworkPrediction(inputs, c, trainscope::models::Framework::Deepspeed,
                                               tn::deepspeedReduceDtype(c, target) == "fp32" ? 4.0 : 2.0));
+  // Accelerate's and torchtitan's files run ZeRO-1 as plain data parallelism (their notes say so): the
+  // prediction is of what the file runs. torchtitan (FSDP2) is priced under the fsdp profile, as
+  // `tune --runner torchtitan` ranks it (job.h frameworkOf); it runs on GPUs only.
+  rt::TrainConfig runs = c;
+  if (runs.zero == rt::ZeroStage::OptimizerStates) runs.zero = rt::ZeroStage::None;
   if (fmt == tn::ExportFormat::Accelerate || fmt == tn::ExportFormat::AccelerateConfig || fmt == tn::ExportFormat::TrainingArgs)
-    e.notes.push_back(tn::frameworkPrediction(inputs, c, trainscope::models::Framework::Fsdp));
+    e.notes.push_back(tn::frameworkPrediction(inputs, runs, trainscope::models::Framework::Fsdp));
+  if (fmt == tn::ExportFormat::Torchtitan && inputs.kind == tn::ClusterKind::Gpu)
+    e.notes.push_back(tn::frameworkPrediction(inputs, runs, trainscope::models::Framework::Fsdp));
   if (out.empty())
     for (const auto& f : e.files)
       e.notes.push_back("the model's " + f.name + " belongs beside this export: pass -o FILE to write it beside FILE, "

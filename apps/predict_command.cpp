@@ -254,6 +254,15 @@ void useDeepSpeedConfig(const PredictFlags& f, const workloads::Workload& w, tn:
   if (framework != tn::Framework::Deepspeed)
     throw UserError("--deepspeed-config", "is DeepSpeed's config", "add --framework deepspeed, or drop the flag");
   const DeepSpeedConfigRead ds = readDeepSpeedConfig(f.deepspeed_config, w, rt::stageNumber(f.zero), "--deepspeed-config");
+  if (ds.micro_batch > 0 && ds.micro_batch != f.mbs)
+    throw UserError("--deepspeed-config: train_micro_batch_size_per_gpu",
+                    "is " + std::to_string(ds.micro_batch) + " in " + f.deepspeed_config + ", but the plan priced has --mbs " +
+                        std::to_string(f.mbs),
+                    "pass --mbs " + std::to_string(ds.micro_batch) + " (a --batch line: \"mbs\"), or the config of the plan priced");
+  if (!ds.precision.empty() && ds.precision != f.precision)
+    throw UserError("--deepspeed-config: " + ds.precision,
+                    "is enabled in " + f.deepspeed_config + ", but the plan priced is --precision " + f.precision,
+                    "pass --precision " + ds.precision + " (a --batch line: \"precision\"), or the config of the plan priced");
   if (ds.reduce_bytes > 0 && options.reduce_bytes > 0 && ds.reduce_bytes != options.reduce_bytes)
     throw UserError("--reduce-dtype", f.reduce_dtype + " contradicts the communication_data_type of " + f.deepspeed_config,
                     "drop --reduce-dtype: the config's is priced");
@@ -384,8 +393,14 @@ nlohmann::json toJson(const Outcome& o) {
   j["parameters"] = w.parameterCount();
   j["active_parameters"] = w.activeParameterCount();
   // A calibrated cluster file (`trainscope calibrate`) states how far its predictions held.
-  if (tn::CalibrationInterval ci; tn::calibrationInterval(c.source, ci))
-    j["time"]["calibration"] = {{"pm", ci.pm}, {"file", ci.file}, {"text", ci.text()}};
+  // Only for a framework its rows were priced under: a file calibrated on FSDP rows states nothing
+  // of Megatron-LM's times ("covers": false, no pm).
+  if (tn::CalibrationInterval ci; tn::calibrationInterval(c.source, ci)) {
+    j["time"]["calibration"] = {{"file", ci.file}, {"covers", ci.covers(tn::frameworkKey(framework))}};
+    if (!ci.frameworks.empty()) j["time"]["calibration"]["frameworks"] = ci.frameworks;
+    if (ci.covers(tn::frameworkKey(framework)))
+      j["time"]["calibration"].update({{"pm", ci.pm}, {"text", ci.text()}, {"held_out", ci.held_out}});
+  }
   return j;
 }
 
@@ -426,8 +441,17 @@ void printText(const Outcome& o) {
               " + bubble %.3f + optimizer %.3f + other %.3f\n",
               time_source.c_str(), t.step_s, t.compute_s, t.recompute_s, t.tp_comm_s, t.dp_comm_s, t.pp_comm_s,
               t.bubble_s, t.optimizer_s, t.other_s);
-  if (tn::CalibrationInterval ci; tn::calibrationInterval(c.source, ci))
-    std::printf("(step time and throughput %s: 90%% of its held-out rows fell within)\n", ci.text().c_str());
+  if (tn::CalibrationInterval ci; !tn::calibrationInterval(c.source, ci)) {
+  } else if (!ci.covers(tn::frameworkKey(framework))) {
+    std::string list;
+    for (const std::string& f : ci.frameworks) list += (list.empty() ? "" : ", ") + f;
+    std::printf("(no interval: %s was calibrated on rows of %s, not %s)\n", ci.file.c_str(), list.c_str(),
+                tn::frameworkKey(framework));
+  } else {
+    std::printf("(step time and throughput %s: 90%% of its %s fell within)\n", ci.text().c_str(),
+                ci.held_out ? "held-out rows"
+                            : "fitted rows, in sample (it was not cross-validated: calibrate --folds 0, or --trace)");
+  }
   if (t.measured) std::printf("(measured layer times include their TP collectives)\n");
   if (t.zero_gather_s > 0) std::printf("(DP comm includes %.3f s of ZeRO-3 parameter all-gathers)\n", t.zero_gather_s);
   if (t.host_s > 0)  // a CPU cluster under another framework's profile (time_model.h)
@@ -455,10 +479,19 @@ void printText(const Outcome& o) {
 }
 
 
+}  // namespace
+
+// --storage-gbps and the checkpoint's write (below), for a batch line as for the command line.
+double storageGbps(const PredictFlags& f);
+nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o);
+
+namespace {
+
 // --batch: one configuration per line (a JSON object of predict's flags, underscores for dashes);
 // the command line's flags are every line's defaults. One JSON result per line, in order; a line
 // that fails gives {"line": N, "error": "..."} and the exit status is 2.
 int runBatch(const PredictFlags& defaults) {
+  storageGbps(defaults);  // the command line's --storage-gbps refused before any work, as without --batch
   std::istringstream in(files::readTextFile(defaults.batch, "--batch", "pass a JSON-lines file"));
   Loaded loaded;
   std::string text;
@@ -469,7 +502,10 @@ int runBatch(const PredictFlags& defaults) {
     nlohmann::json out;
     try {
       const PredictFlags f = flagsFromJson(text, defaults, n);
-      out = toJson(evaluate(f, loaded));
+      const double gbps = storageGbps(f);  // --storage-gbps, or the line's storage_gbps
+      const Outcome o = evaluate(f, loaded);
+      out = toJson(o);
+      if (gbps > 0) out["checkpoint"] = checkpointPrice(f, o);
       out["line"] = n;
     } catch (const std::exception& e) {
       // Every error names its line: those of the shared checks (parseCheckpointing's "--ckpt: …")

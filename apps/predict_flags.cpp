@@ -205,14 +205,26 @@ PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   const std::string where = "--batch line " + std::to_string(line);
   if (!j.is_object()) throw UserError(where, "is not a JSON object", "one object of predict's flags per line");
-  std::string keys;  // every key the list has; any other is refused by name
+  std::string keys;  // every key the list has, and storage_gbps; any other is refused by name
   visitPredictFields([&](const rt::Field& field, auto) { keys += std::string(keys.empty() ? "" : ", ") + field.key; });
+  keys += ", storage_gbps";
   for (const auto& [k, v] : j.items())
     if ((", " + keys + ",").find(", " + k + ",") == std::string::npos)
       throw UserError(where + ": " + k, "is not a flag of predict", "use " + keys);
   PredictFlags f = defaults;
   f.batch.clear();
   visitPredictFields(KeyReader(j, where, f));
+  // --storage-gbps is no part of the configuration (not in the list): a line prices its checkpoint's
+  // write as the flag does, its value a number of GB/s (or the flag's text); checked by storageGbps.
+  if (j.contains("storage_gbps")) {
+    const nlohmann::json& v = j.at("storage_gbps");
+    f.storage_gbps = v.is_string() ? v.get<std::string>() : jsonText(v);
+    char* end = nullptr;
+    const double gbps = v.is_number() ? v.get<double>() : v.is_string() ? std::strtod(f.storage_gbps.c_str(), &end) : NAN;
+    if ((end && *end != '\0') || !(gbps > 0) || gbps > 1e9)  // storageGbps's bounds
+      throw UserError(where + ": storage_gbps", "must be a positive number of GB/s, not " + jsonText(v),
+                      "give the storage's write bandwidth, e.g. 2");
+  }
   return f;
 }
 

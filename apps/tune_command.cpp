@@ -311,9 +311,15 @@ int printConclusion(const TuneFlags& f, const tn::TuneOptions& o, const tn::Tune
   if (r.recommended < 0) {
     // --predict-only, or --max-trials 0 (a study of the ranked space, no trial): the models' pick.
     const bool ranked_only = (o.predict_only || o.max_trials == 0) && valid > 0;
+    // The study of --max-trials 0 holds no recommendation (nothing was measured): its pick is exported
+    // by its id.
+    const std::string export_hint = o.predict_only || !ranked_only
+                                        ? ""
+                                        : "; export it with trainscope export " + files::shellQuote(o.study_path) +
+                                              " --format FORMAT --trial " + std::to_string(r.candidates[0].id);
     if (ranked_only)
       std::printf("\npredicted fastest: %s%s\n", r.candidates[0].plan.describe().c_str(),
-                  o.predict_only ? "" : " (--max-trials 0: no trial ran)");
+                  o.predict_only ? "" : (" (--max-trials 0: no trial ran" + export_hint + ")").c_str());
     else
       std::printf("\nno configuration was measured to run: see the trials' logs in %s\n", o.work_dir.c_str());
     return ranked_only ? 0 : 1;

@@ -1,6 +1,7 @@
 // fit_params.cpp — the fittable constants of a cluster file (fit_params.h).
 #include "trainscope/models/fit_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -113,6 +114,10 @@ std::string CalibrationInterval::text() const {
   return "\u00b1" + std::string(pct) + " from the calibration of " + file;
 }
 
+bool CalibrationInterval::covers(const std::string& framework) const {
+  return frameworks.empty() || std::find(frameworks.begin(), frameworks.end(), framework) != frameworks.end();
+}
+
 bool calibrationInterval(const std::string& path, CalibrationInterval& out) {
   std::string text;
   try {
@@ -124,12 +129,20 @@ bool calibrationInterval(const std::string& path, CalibrationInterval& out) {
   if (!j.is_object() || !j.contains("calibration") || !j["calibration"].is_object()) return false;
   const nlohmann::json& cal = j["calibration"];
   double pm = -1;
+  bool held_out = false;
   for (const char* key : {"cross_validation", "residuals"})
     if (pm < 0 && cal.contains(key) && cal[key].is_object() && cal[key].contains("abs_error_p90") &&
-        cal[key]["abs_error_p90"].is_number())
+        cal[key]["abs_error_p90"].is_number()) {
       pm = cal[key]["abs_error_p90"].get<double>();
+      held_out = std::string(key) == "cross_validation";
+    }
   if (!(pm >= 0) || !std::isfinite(pm)) return false;
   out.pm = pm;
+  out.held_out = held_out;
+  out.frameworks.clear();
+  if (cal.contains("frameworks") && cal["frameworks"].is_array())
+    for (const auto& f : cal["frameworks"])
+      if (f.is_string()) out.frameworks.push_back(f.get<std::string>());
   out.file = path;
   return true;
 }

@@ -130,8 +130,21 @@ TEST(Calibrate, RecoversKnownConstantsFromRowsPricedWithThem) {
   const auto p = cli("predict --cluster " + out + " --gpus 8 --tp 2");
   ASSERT_EQ(p.status, 0) << p.output;
   EXPECT_NE(p.output.find("from the calibration of " + out), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("90% of its held-out rows fell within"), std::string::npos) << p.output;  // --folds 3
   const auto pj = cli("predict --cluster " + out + " --gpus 8 --json");
   EXPECT_NE(pj.output.find("\"calibration\""), std::string::npos) << pj.output;
+  EXPECT_NE(pj.output.find("\"held_out\":true"), std::string::npos) << pj.output;
+  // The interval speaks for the frameworks its rows were priced under (this runtime's and fsdp), not
+  // for another's (it printed ±x% for Megatron-LM's times too).
+  EXPECT_EQ(fitted["calibration"]["frameworks"], nlohmann::json({"fsdp", "trainscope"}));
+  const auto meg = cli("predict --cluster " + out + " --gpus 8 --framework megatron");
+  ASSERT_EQ(meg.status, 0) << meg.output;
+  EXPECT_NE(meg.output.find("(no interval: " + out + " was calibrated on rows of fsdp, trainscope, not megatron)"),
+            std::string::npos) << meg.output;
+  EXPECT_EQ(meg.output.find("from the calibration of"), std::string::npos) << meg.output;
+  const auto megj = cli("predict --cluster " + out + " --gpus 8 --framework megatron --json");
+  EXPECT_NE(megj.output.find("\"covers\":false"), std::string::npos) << megj.output;
+  EXPECT_EQ(megj.output.find("\"pm\""), std::string::npos) << megj.output;
   EXPECT_EQ(cli("predict --cluster a100-80gb-x8 --gpus 8").output.find("from the calibration"), std::string::npos);
 }
 

@@ -152,6 +152,11 @@ TEST(CalibrateTrace, RecoversKnownConstantsFromASyntheticKinetoTrace) {
   const auto p = cli("predict --cluster " + out + " " + kFlags);
   EXPECT_EQ(p.status, 0) << p.output;
   EXPECT_NE(p.output.find("from the calibration of"), std::string::npos) << p.output;
+  // A trace's fit is not cross-validated: its interval is the fit's own rows', and says so (it said
+  // "held-out rows").
+  EXPECT_NE(p.output.find("90% of its fitted rows, in sample (it was not cross-validated"), std::string::npos)
+      << p.output;
+  EXPECT_EQ(p.output.find("held-out"), std::string::npos) << p.output;
 }
 
 // A trace whose forward runs on the Python thread and backward on CUDA's autograd thread (their

@@ -124,6 +124,21 @@ TEST(DeepSpeedConfig, PredictPricesTheUsersConfigAndRefusesItsBadValuesByKey) {
   refused("--zero 2 --reduce-dtype bf16 --deepspeed-config " + fp32, "--reduce-dtype: bf16 contradicts");
   refused("--zero 2 --deepspeed-config " + tempPath("no-such-ds.json"), "--deepspeed-config");
   refused("--zero 2 --deepspeed-config " + configFile(json::array(), "ds-array"), "is not a JSON object");
+  // The engine's micro-batch and 16-bit mode are the plan's, or the file is not the job priced (they
+  // were ignored: a file of micro-batch 8 priced at predict's 1).
+  const std::string mb8 = configFile({{"train_micro_batch_size_per_gpu", 8}, {"zero_optimization", {{"stage", 2}}}}, "ds-mb8");
+  refused("--zero 2 --mbs 1 --deepspeed-config " + mb8,
+          "--deepspeed-config: train_micro_batch_size_per_gpu: is 8 in " + mb8 + ", but the plan priced has --mbs 1 (fix: pass --mbs 8");
+  EXPECT_EQ(predictJson(base + " --zero 2 --mbs 8 --deepspeed-config " + mb8)["mbs"], 8);
+  EXPECT_EQ(predictJson(base + " --zero 2 --deepspeed-config " +
+                        configFile({{"train_micro_batch_size_per_gpu", "auto"}, {"zero_optimization", {{"stage", 2}}}}, "ds-mbauto"))["mbs"],
+            1);
+  refused("--zero 2 --deepspeed-config " + configFile({{"train_micro_batch_size_per_gpu", 0}}, "ds-mb0"),
+          "--deepspeed-config: train_micro_batch_size_per_gpu: is 0");
+  const std::string fp16 = configFile({{"fp16", {{"enabled", true}}}, {"zero_optimization", {{"stage", 2}}}}, "ds-fp16");
+  refused("--zero 2 --deepspeed-config " + fp16, "--deepspeed-config: fp16: is enabled in " + fp16 +
+                                                     ", but the plan priced is --precision bf16 (fix: pass --precision fp16");
+  EXPECT_EQ(predictJson(base + " --zero 2 --precision fp16 --deepspeed-config " + fp16)["framework"], "deepspeed");
   const auto fsdp = cli("predict --workload gpt2-774m --cluster a100-80gb-x8 --framework fsdp --deepspeed-config " + off);
   EXPECT_EQ(fsdp.status, 2) << fsdp.output;
   EXPECT_NE(fsdp.output.find("--deepspeed-config: is DeepSpeed's config"), std::string::npos) << fsdp.output;
@@ -160,8 +175,9 @@ TEST(DeepSpeedConfig, TheExportsCommunicationDataTypeRoundTripsThroughPredict) {
   } catch (const trainscope::UserError& e) {
     EXPECT_NE(std::string(e.what()).find("--reduce-dtype"), std::string::npos) << e.what();
   }
-  // The exported file read back by predict: its reduce dtype is the one priced.
-  const std::string base = "--workload gpt2-774m --cluster a100-80gb-x8 --framework deepspeed --zero 2";
+  // The exported file read back by predict: its reduce dtype is the one priced (at its micro-batch: a
+  // file of another one is refused).
+  const std::string base = "--workload gpt2-774m --cluster a100-80gb-x8 --framework deepspeed --zero 2 --mbs 2";
   const std::string file = configFile(bf16_fp32, "ds-exported-fp32");
   const json via_file = predictJson(base + " --deepspeed-config " + file);
   const json via_flag = predictJson(base + " --reduce-dtype fp32 --deepspeed-config " +

@@ -137,7 +137,13 @@ TEST(FrameworkPrediction, ExportPricesTheTargetsFrameworkBesideThisRuntimes) {
   const std::string ds = tn::frameworkPrediction(in, c, tn::Framework::Deepspeed);
   EXPECT_EQ(ds.rfind("predicted on a100-80gb-x8: DeepSpeed ", 0), 0u) << ds;
   EXPECT_NE(ds.find("this runtime "), std::string::npos) << ds;
-  const std::string fsdp = tn::frameworkPrediction(in, c, tn::Framework::Fsdp);
+  // The fsdp profile prices PyTorch's data parallelism: this ZeRO-1 layout is DDP there (Accelerate's
+  // files run ZeRO-1 as DDP), ZeRO-2/3 over dp 2 FSDP.
+  const std::string ddp = tn::frameworkPrediction(in, c, tn::Framework::Fsdp);
+  EXPECT_EQ(ddp.rfind("predicted on a100-80gb-x8: PyTorch DDP ", 0), 0u) << ddp;
+  rt::TrainConfig sharded = c;
+  sharded.zero = rt::ZeroStage::Parameters;
+  const std::string fsdp = tn::frameworkPrediction(in, sharded, tn::Framework::Fsdp);
   EXPECT_EQ(fsdp.rfind("predicted on a100-80gb-x8: PyTorch FSDP ", 0), 0u) << fsdp;
   // The same times predict gives under each --framework.
   tn::Cluster cl = tn::loadCluster("a100-80gb-x8");

@@ -87,7 +87,11 @@ std::string cpuFrameworkPrediction(const Cluster& cl, const runconfig::TrainConf
 std::string frameworkPrediction(const StudyInputs& study, const runconfig::TrainConfig& c, Framework f,
                                 double reduce_bytes) {
   if (f == Framework::Megatron) return megatronPrediction(study, c);
-  const char* who = f == Framework::Deepspeed ? "DeepSpeed" : f == Framework::Fsdp ? "PyTorch FSDP" : "this runtime";
+  // The fsdp profile prices PyTorch's data parallelism: FSDP over dp > 1 at ZeRO-2/3, DDP otherwise.
+  const bool sharded = c.dp > 1 && c.zero >= runconfig::ZeroStage::Gradients;
+  const char* who = f == Framework::Deepspeed ? "DeepSpeed"
+                    : f == Framework::Fsdp    ? (sharded ? "PyTorch FSDP" : "PyTorch DDP")
+                                              : "this runtime";
   Cluster cl;
   try {
     cl = loadCluster(study.cluster);

@@ -156,6 +156,7 @@ std::string studyInputs(const workloads::Workload& w, const Cluster& c, const Sp
   // Studies made before the search was a choice say only "exhaustive": other strategies add their name.
   if (o.search != "halving" && o.search != "exhaustive") inputs["search"] = o.search;
   if (!o.runner_name.empty() && o.runner_name != "trainscope") inputs["runner"] = o.runner_name;  // job.h
+  if (!o.entry.empty()) inputs["entry"] = o.entry;  // the job: a resumed study runs the same script and arguments
   for (const auto& cand : all) inputs["plans"].push_back(cand.plan.describe());
   return jsonText(inputs);
 }

@@ -2,6 +2,7 @@
 #include "trainscope/tuner/tune_inputs.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +22,26 @@
 namespace trainscope::tuner {
 
 namespace {
+
+// Whether `name` is a program this host can start: a path (with a '/') to an executable file, or a
+// name found so in PATH (as execvp looks it up).
+bool startable(const std::string& name) {
+  const auto executable = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+  };
+  if (name.empty()) return false;
+  if (name.find('/') != std::string::npos) return executable(name);
+  const char* inherited = std::getenv("PATH");
+  const std::string path = inherited ? inherited : "/bin:/usr/bin";
+  for (size_t begin = 0; begin <= path.size();) {
+    size_t end = path.find(':', begin);
+    if (end == std::string::npos) end = path.size();
+    if (executable((end == begin ? std::string(".") : path.substr(begin, end - begin)) + "/" + name)) return true;
+    begin = end + 1;
+  }
+  return false;
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -158,21 +179,41 @@ SpaceOptions checkedSpace(const TuneInputs& f) {
   return so;
 }
 
-JobOptions jobOptions(const TuneInputs& f, const Cluster& c, const workloads::Workload& w) {
-  JobOptions o;
-  o.kind = parseJobKind(f.runner);
-  o.entry = splitEntry(f.entry);
-  if (o.entry[0] != "-m") {
-    char* real = ::realpath(o.entry[0].c_str(), nullptr);
+namespace {
+
+// --entry as words, its script made absolute: the trial's paths do not depend on where tune was
+// started, and a study resumed from another folder has the same entry.
+std::vector<std::string> resolvedEntry(const std::string& text) {
+  std::vector<std::string> entry = splitEntry(text);
+  if (entry[0] == "-m" && (entry.size() < 2 || entry[1].empty() || entry[1][0] == '-'))
+    throw UserError("--entry", "-m names no module", "name the module after it, e.g. --entry '-m mypackage.train --lr 1e-3'");
+  if (entry[0] != "-m") {
+    char* real = ::realpath(entry[0].c_str(), nullptr);
     struct stat st {};
     if (!real || ::stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
       std::free(real);
-      throw UserError("--entry", "no such script: " + o.entry[0], "name the training script (a .py file), or -m MODULE");
+      throw UserError("--entry", "no such script: " + entry[0], "name the training script (a .py file), or -m MODULE");
     }
-    o.entry[0] = real;  // absolute: the trial's paths do not depend on where tune was started
+    entry[0] = real;
     std::free(real);
   }
+  return entry;
+}
+
+}  // namespace
+
+JobOptions jobOptions(const TuneInputs& f, const Cluster& c, const workloads::Workload& w) {
+  JobOptions o;
+  o.kind = parseJobKind(f.runner);
+  o.entry = resolvedEntry(f.entry);
   o.python = !f.python.empty() ? f.python : std::getenv("TRAINSCOPE_PYTHON") ? std::getenv("TRAINSCOPE_PYTHON") : "python3";
+  // Every trial would start it and exit 127: refused before any is made. Under Slurm it starts on the
+  // allocation's nodes, whose programs this host may not see.
+  if (f.launcher != "slurm" && !startable(o.python))
+    throw UserError(f.python.empty() && std::getenv("TRAINSCOPE_PYTHON") ? "--python (from $TRAINSCOPE_PYTHON)" : "--python",
+                    o.python + " is not an executable file" +
+                        (o.python.find('/') == std::string::npos ? " found in PATH" : ""),
+                    "pass the interpreter that runs your job, e.g. --python /path/to/venv/bin/python");
   struct stat st {};
   if (!f.probe.empty())
     o.probe_root = f.probe;
@@ -212,6 +253,7 @@ TuneOptions tuneOptions(const TuneInputs& f, const Cluster& c, const StudyLock* 
   const JobKind kind = parseJobKind(f.runner);
   if (kind != JobKind::Trainscope) {
     o.runner_name = f.runner;
+    o.entry = resolvedEntry(f.entry);  // another script or other arguments are another job's trials
     const bool cpu = c.kind == ClusterKind::Cpu;
     o.refuse = [kind, cpu](const Plan& p) { return jobRefusal(kind, p, cpu); };
   } else if (f.inject.find("badpath") != std::string::npos || f.inject.find("teardown") != std::string::npos) {

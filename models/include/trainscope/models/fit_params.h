@@ -49,6 +49,9 @@ std::string withParams(const std::string& cluster_json, const std::map<std::stri
 struct CalibrationInterval {
   double pm = 0;          // the ± share (0.07 = ±7%)
   std::string file;       // the file it came from
+  bool held_out = false;  // pm is the cross-validation's (rows not fitted to); false: the fit's own rows
+  std::vector<std::string> frameworks;  // the frameworks its rows were priced under (empty: not recorded)
+  bool covers(const std::string& framework) const;  // whether the interval speaks for that framework's predictions
   std::string text() const;  // "±7.0% from the calibration of FILE"
 };
 bool calibrationInterval(const std::string& path, CalibrationInterval& out);

@@ -52,6 +52,7 @@ struct TuneOptions {
   // An external runner (job.h, `--runner hf|…`): its name, kept with the study's inputs (a study is
   // resumed only with the runner it began with), and what it cannot run, rejected with that reason.
   std::string runner_name;        // "" or "trainscope": trainscope's own runtime
+  std::vector<std::string> entry; // its --entry, the script made absolute: kept with the inputs likewise
   std::function<std::string(const Plan&)> refuse;
 };
 
