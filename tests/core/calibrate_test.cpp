@@ -72,6 +72,19 @@ TEST(FitParams, EveryPathReadsAndWritesItsFieldWithinPhysicalBounds) {
   }
 }
 
+// A per-op host cost is at most 100 us on a GPU cluster (eager PyTorch issues an op in 5-50 us), and
+// keeps its 1 ms ceiling on a CPU cluster, whose ops are the work itself.
+TEST(FitParams, PerOpHostCostsAreCappedOnGpuClustersOnly) {
+  const md::Cluster gpu = md::loadCluster("a100-80gb-x8"), cpu = md::loadCluster("cpu-local");
+  for (const char* path : {"dispatch_s", "frameworks.fsdp.host_op_s", "frameworks.megatron.host_backward_op_s"}) {
+    const md::FitParam& p = md::fitParam(path, "--fit");
+    EXPECT_DOUBLE_EQ(md::boundsOf(p, gpu).second, 100e-6) << path;
+    EXPECT_DOUBLE_EQ(md::boundsOf(p, cpu).second, 1e-3) << path;
+  }
+  // Not the per-call or per-micro-batch costs.
+  EXPECT_DOUBLE_EQ(md::boundsOf(md::fitParam("frameworks.fsdp.host_micro_batch_s", "--fit"), gpu).second, 0.1);
+}
+
 TEST(FitParams, AnUnknownPathNamesTheFlagAndThePathsThereAre) {
   try {
     md::fitParam("dispatch_us", "--fit");

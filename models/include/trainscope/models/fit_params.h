@@ -26,6 +26,9 @@ struct FitParam {
   bool relative = false;   // bounds are multiples of the base cluster's value
   std::string kind;        // "gpu" or "cpu": fitted by default only on that kind of cluster ("": both)
   bool by_default = true;  // fitted without --fit (when the rows move it); false: only when named
+  // A tighter ceiling on a GPU cluster (0: `upper`): a per-op host cost, which a CPU cluster's ops
+  // (the work itself, run by the host) may exceed, is 5-50 us where the host only issues GPU kernels.
+  double gpu_upper = 0;
 };
 
 const std::vector<FitParam>& fitParams();
