@@ -8,13 +8,16 @@ SHARD_GRAD_OP and FULL_SHARD (the probe's CPU-only cpu_fsdp shim) x micro-batch 
 accumulated), no checkpointing. Each measured candidate is then priced by `trainscope predict
 --framework fsdp --cluster cpu-local` (the shipped preset, nothing refitted) and the table printed:
 measured, predicted, signed error, and per model the Spearman rank correlation and MAPE, for all
-trials and for FSDP's alone.
+trials and for FSDP's alone; then per FSDP row its step over DDP's at the same micro-batch, measured
+against 1 + (predicted FSDP - predicted DDP) / measured DDP (what runner.hf_predict_fsdp asserts) and
+against the plain predicted ratio, and the worst of each.
 
 Usage: bench/fsdp_cpu_predict.py [--bin build/bin/trainscope] [--out bench/out/fsdp_cpu_predict]
                                  [--steps 6] [--models gpt2,llama] [--study-only]
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -108,6 +111,28 @@ def main():
             rho = spearman([x["predicted_s"] for x in xs], [x["measured_s"] for x in xs])
             summary[f"{model}/{name}"] = {"n": len(xs), "mape": mape, "spearman": rho}
             print(f"{model} {name}: {len(xs)} trials, MAPE {mape * 100:.1f}%, Spearman {rho:.2f}")
+    # What FSDP adds to DDP's step at the same micro-batch (runner.hf_predict_fsdp's check): the measured
+    # ratio FSDP/DDP against 1 + (predicted FSDP - predicted DDP) / measured DDP, which leaves DDP's own
+    # pricing error out; and the plain predicted ratio for comparison.
+    ddp = {(x["model"], x["mbs"]): x for x in rows if x["zero"] == 0}
+    worst = {}
+    for x in rows:
+        d = ddp.get((x["model"], x["mbs"]))
+        if not x["zero"] or d is None:
+            continue
+        measured = x["measured_s"] / d["measured_s"]
+        added = 1 + (x["predicted_s"] - d["predicted_s"]) / d["measured_s"]
+        plain = x["predicted_s"] / d["predicted_s"]
+        x["ratio"] = {"measured": measured, "predicted_added": added, "predicted_plain": plain}
+        print(f"{x['model']:6} {layout[x['zero']]:14} mbs {x['mbs']}: FSDP/DDP measured {measured:.2f}, "
+              f"1 + added/measured DDP {added:.2f} (x{added / measured:.2f}), predicted/predicted {plain:.2f} "
+              f"(x{plain / measured:.2f})")
+        for k, v in (("added", added / measured), ("plain", plain / measured)):
+            if k not in worst or abs(math.log(v)) > abs(math.log(worst[k]["error"])):
+                worst[k] = {"error": v, "model": x["model"], "zero": x["zero"], "mbs": x["mbs"]}
+    for k, v in worst.items():
+        print(f"worst FSDP/DDP ratio error ({k}): x{v['error']:.2f} ({v['model']} {layout[v['zero']]} mbs {v['mbs']})")
+    summary["worst_ratio_error"] = worst
     print(json.dumps({"rows": rows, "summary": summary}))
 
 

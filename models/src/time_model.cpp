@@ -151,25 +151,29 @@ namespace {
 // — each transformer block (TRANSFORMER_BASED_WRAP) and the root, which holds the embeddings, the final
 // norm and the head: U = layers + 1 — and pays the tier's latency each time; the units' parameters are
 // taken as equal shares of the rank's (the bytes sum to the model's either way). The Trainer runs all
-// but the last micro-batch under Accelerate's no_sync (transformers trainer.py, sync_context), so:
-//  - gradients are reduce-scattered once a step, in fp32 (FSDP 1 no_sync keeps unsharded gradients);
-//  - FULL_SHARD all-gathers every unit before each micro-batch's forward and, but for the root (not
+// but the last micro-batch under Accelerate's no_sync (transformers trainer.py, sync_context), so
+// (counted per step in instrumented trials, torch 2.11):
+//  - gradients are reduce-scattered once a step, in fp32 (FSDP 1 no_sync keeps unsharded gradients):
+//    U reduce_scatter_tensor calls, and the clip's all-reduce (FSDP's clip_grad_norm_). They stand
+//    where DDP's bucketed all-reduce stands, after the last backward, and are priced as DDP's is: on
+//    the tier alone (DDP's host costs are the profile's fitted per-op and per-micro-batch ones);
+//  - FULL_SHARD unshards every unit before each micro-batch's forward and, but for the root (not
 //    resharded after forward: torch fsdp/_runtime_utils.py _post_forward_reshard), before its
-//    backward: M (2U - 1) gathers; SHARD_GRAD_OP keeps the gathered parameters through the no_sync
-//    micro-batches (_should_free_in_backward) and gathers each unit once a step: U;
-//  - the Trainer clips by FSDP's clip_grad_norm_: one all-reduce of the norm a step.
-// Each call also costs the profile's host_collective_s: FSDP's Python around it (the unit's flat
-// parameter unsharded into views and freed again, the gradient's flat buffer) on the thread that
+//    backward: M (2U - 1) unshards; SHARD_GRAD_OP keeps the gathered parameters through the no_sync
+//    micro-batches (_should_free_in_backward) and unshards each unit once a step: U.
+// An unshard is more than its all-gather: on CPU tensors FSDP 1 gathers into a list of chunks
+// (fsdp/_flat_param.py _all_gather_flat_param: Gloo's list all_gather), after allocating the padded
+// flat parameter and before setting every parameter's view into it, and its reshard frees it and
+// restores the sharded views — host_gather_s (the profile's host_collective_s) a call, on the thread that
 // computes. Nothing overlaps on the CPU: the ranks' one thread computes and communicates.
 void addCpuFsdp(TimePrediction& r, const workloads::Workload& w, const Plan& p, const NetworkTier& tier,
-                double host_call_s, double params_per_rank, double e) {
+                double host_gather_s, double params_per_rank, double e) {
   const double n = double(p.gradientGroup()), M = double(p.ga());
   const double U = double((w.n_layer + p.pp - 1) / p.pp) + 1.0;
-  auto perUnit = [&](double bytes) { return collective(tier, bytes / U, n, (n - 1) / n) + host_call_s; };
-  const double gathers = zero::shardsParameters(p) ? M * (2.0 * U - 1.0) : U;
-  r.zero_gather_s = gathers * perUnit(params_per_rank * e);
-  r.dp_comm_s = r.zero_gather_s + U * perUnit(params_per_rank * 4.0) + collective(tier, 4.0, n, 2.0 * (n - 1) / n) +
-                host_call_s;
+  auto perUnit = [&](double bytes) { return collective(tier, bytes / U, n, (n - 1) / n); };
+  const double unshards = zero::shardsParameters(p) ? M * (2.0 * U - 1.0) : U;
+  r.zero_gather_s = unshards * (perUnit(params_per_rank * e) + host_gather_s);
+  r.dp_comm_s = r.zero_gather_s + U * perUnit(params_per_rank * 4.0) + collective(tier, 4.0, n, 2.0 * (n - 1) / n);
 }
 
 // The layouts addCpuFsdp prices: the fsdp profile's ZeRO-2/3 without replicas (FSDP 1's SHARD_GRAD_OP and

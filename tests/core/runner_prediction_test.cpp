@@ -94,38 +94,79 @@ TEST(RunnerPrediction, AnotherFrameworksHostWorkAddsToACpuStepPerMicroBatch) {
 
 // FSDP 1 under the Trainer on 2 Gloo CPU ranks (tiny GPT-2: 2 blocks + the root = 3 wrapped units),
 // by hand with cpu-local's tier (50 us latency, 2 GB/s): each collective per unit, a unit's bytes a
-// third of the model's; FULL_SHARD gathers all 3 units before each micro-batch's forward and the 2
-// blocks before its backward (M (2U - 1)), SHARD_GRAD_OP each unit once a step (U); one fp32
-// reduce-scatter per unit a step (the other micro-batches run under no_sync); the clip's all-reduce.
+// third of the model's; FULL_SHARD unshards all 3 units before each micro-batch's forward and the 2
+// blocks before its backward (M (2U - 1)), SHARD_GRAD_OP each unit once a step (U), each unshard its
+// gather plus host_collective_s (the flat parameter allocated, viewed and freed); one fp32
+// reduce-scatter per unit a step (the other micro-batches run under no_sync) and the clip's
+// all-reduce, on the tier alone as DDP's all-reduce.
 TEST(RunnerPrediction, FsdpOnCpuRanksIssuesItsCollectivesPerWrappedUnit) {
   const trainscope::workloads::Workload w = trainscope::workloads::load("tiny");
   ASSERT_EQ(w.n_layer, 2);
   tn::Cluster c = tn::loadCluster("cpu-local");
-  c.mutableProfile(tn::Framework::Fsdp).host_collective_s = 3e-4;  // each call's Python around it
+  c.mutableProfile(tn::Framework::Fsdp).host_collective_s = 3e-4;  // each unshard's Python around its gather
   ASSERT_DOUBLE_EQ(c.intra_node.latency, 50e-6);
   ASSERT_DOUBLE_EQ(c.intra_node.bandwidth * c.intra_node.efficiency, 2e9);
   tn::Plan p;
   p.cpu = true, p.dp = 2, p.mbs = 1, p.gbs = 8, p.seq = 32, p.precision = rt::Precision::FP32;  // M = 4
   const double P = double(w.parameterCount()), U = 3, M = 4;
-  auto coll = [](double bytes, double factor) { return 50e-6 * 2 + bytes * factor / 2e9 + 3e-4; };
-  const double rs = U * coll(P * 4 / U, 0.5), clip = coll(4, 1.0);
+  auto wire = [](double bytes, double factor) { return 50e-6 * 2 + bytes * factor / 2e9; };
+  const double unshard = wire(P * 4 / U, 0.5) + 3e-4;
+  const double rs = U * wire(P * 4 / U, 0.5), clip = wire(4, 1.0);
   p.zero = rt::ZeroStage::Parameters;
   const tn::TimePrediction full = tn::predictTime(w, p, c, under(tn::Framework::Fsdp));
-  EXPECT_NEAR(full.zero_gather_s, M * (2 * U - 1) * coll(P * 4 / U, 0.5), 1e-12);
+  EXPECT_NEAR(full.zero_gather_s, M * (2 * U - 1) * unshard, 1e-12);
   EXPECT_NEAR(full.dp_comm_s, full.zero_gather_s + rs + clip, 1e-12);
   p.zero = rt::ZeroStage::Gradients;
   const tn::TimePrediction grad = tn::predictTime(w, p, c, under(tn::Framework::Fsdp));
-  EXPECT_NEAR(grad.zero_gather_s, U * coll(P * 4 / U, 0.5), 1e-12);
+  EXPECT_NEAR(grad.zero_gather_s, U * unshard, 1e-12);
   EXPECT_NEAR(grad.dp_comm_s, grad.zero_gather_s + rs + clip, 1e-12);
   // ... and not again per layer in the host work (hostLayerSeconds' ZeRO-3 calls).
   EXPECT_NEAR(full.host_s, grad.host_s, 1e-12);
   // DDP under the same profile, and this runtime's own ZeRO-3, are priced as before (one all-reduce;
   // per micro-batch whole-model collectives, no host cost).
-  auto wire = [](double bytes, double factor) { return 50e-6 * 2 + bytes * factor / 2e9; };
   p.zero = rt::ZeroStage::None;
   EXPECT_NEAR(tn::predictTime(w, p, c, under(tn::Framework::Fsdp)).dp_comm_s, wire(P * 4, 1.0), 1e-12);
   p.zero = rt::ZeroStage::Parameters;
   EXPECT_NEAR(tn::predictTime(w, p, c).zero_gather_s, 2 * M * wire(P * 4, 0.5), 1e-12);
+}
+
+// What FSDP adds to DDP's step on the preset, by hand, against the counts of instrumented trials
+// (tiny GPT-2, 2 Gloo ranks, torch 2.11; docs/framework-profiles.md, "FSDP on CPU ranks"): FULL_SHARD
+// at micro-batch 1 x 4 made 20 list all_gathers, 3 reduce_scatter_tensor and 1 all_reduce a step,
+// SHARD_GRAD_OP 3, 3 and 1 at any accumulation; 4 hooks a unit and micro-batch. The preset's step
+// of FSDP minus DDP's at the same micro-batch is those counts at its constants: unshards x
+// (host_collective_s + gather) + 4 U M hook_s + the reductions on the tier - DDP's all-reduce - the
+// optimizer's share FSDP shards away.
+TEST(RunnerPrediction, FsdpOnCpuRanksAddsItsUnshardsAndHooksToDdpsStep) {
+  const trainscope::workloads::Workload w = trainscope::workloads::load("tiny");
+  const tn::Cluster c = tn::loadCluster("cpu-local");
+  const tn::FrameworkProfile& fp = c.profile(tn::Framework::Fsdp);
+  EXPECT_DOUBLE_EQ(fp.host_collective_s, 1.8e-3);  // fitted, cpu-local.json's sources
+  EXPECT_DOUBLE_EQ(fp.hook_s, 2.4e-4);
+  tn::Plan p;
+  p.cpu = true, p.dp = 2, p.gbs = 8, p.seq = 32, p.precision = rt::Precision::FP32;
+  const double P = double(w.parameterCount()), U = 3;
+  auto wire = [](double bytes, double factor) { return 50e-6 * 2 + bytes * factor / 2e9; };
+  const struct { int mbs; rt::ZeroStage zero; double unshards; } cases[] = {
+      {1, rt::ZeroStage::Parameters, 20}, {4, rt::ZeroStage::Parameters, 5},
+      {1, rt::ZeroStage::Gradients, 3},   {4, rt::ZeroStage::Gradients, 3}};
+  for (const auto& k : cases) {
+    p.mbs = k.mbs, p.zero = rt::ZeroStage::None;
+    const double M = 4.0 / k.mbs;
+    const tn::TimePrediction ddp = tn::predictTime(w, p, c, under(tn::Framework::Fsdp));
+    p.zero = k.zero;
+    const tn::TimePrediction fsdp = tn::predictTime(w, p, c, under(tn::Framework::Fsdp));
+    const double added = k.unshards * (1.8e-3 + wire(P * 4 / U, 0.5)) + 4 * U * M * 2.4e-4 +
+                         U * wire(P * 4 / U, 0.5) + wire(4, 1.0) - wire(P * 4, 1.0) +
+                         (fsdp.optimizer_s - ddp.optimizer_s);
+    EXPECT_NEAR(fsdp.step_s - ddp.step_s, added, 1e-9) << "mbs " << k.mbs << " zero " << int(k.zero);
+  }
+  // FULL_SHARD at 1 x 4 unshards 20 times, SHARD_GRAD_OP 3; their hooks (48) and reductions are the same.
+  p.mbs = 1, p.zero = rt::ZeroStage::Gradients;
+  const double sgo = tn::predictTime(w, p, c, under(tn::Framework::Fsdp)).step_s;
+  p.zero = rt::ZeroStage::Parameters;
+  EXPECT_NEAR(tn::predictTime(w, p, c, under(tn::Framework::Fsdp)).step_s - sgo, 17 * (1.8e-3 + wire(P * 4 / U, 0.5)),
+              1e-9);
 }
 
 // A DeepSpeed job on 2 CPU ranks (tiny GPT-2: 2 layers of 12 parameter tensors), per micro-batch:

@@ -13,11 +13,11 @@ ranks; the setup of runner.hf_tune_gpt2) priced under the fsdp framework profile
     accepts the study, refits the fsdp profile's host constants from it, and fits it better than
     the preset.
 The fsdp case (runner.hf_predict_fsdp) tunes 2 ranks, DDP and FSDP SHARD_GRAD_OP / FULL_SHARD (the
-probe's CPU-only cpu_fsdp shim) x micro-batch 1 and 4, and asserts what a neighbour's load cannot move
-much — FSDP's cost relative to DDP's at the same micro-batch — against the preset's prediction at
-launch: each FSDP trial predicted slower than DDP's, and the predicted ratio FSDP/DDP within
-RATIO_BOUND of the measured one (the profile before per-unit hooks and collectives said 1.06-1.15 where
-1.6-3.1 was measured); then the refitted ranking and calibrate as for DDP.
+probe's CPU-only cpu_fsdp shim) x micro-batch 1 and 4, and asserts what FSDP's pricing adds, against the
+preset's prediction at launch: each FSDP trial predicted slower than DDP's, and the step FSDP adds to
+DDP's at the same micro-batch, over DDP's measured step, within RATIO_BOUND of the measured one (the
+FSDP terms add to DDP's priced step; DDP's own error, -30 to -52% at micro-batch 4, is not FSDP's and
+would otherwise multiply the predicted ratio); then the refitted ranking and calibrate as for DDP.
 """
 import json
 import os
@@ -35,17 +35,20 @@ from common import spearman  # noqa: E402  (bench/common.py: tie-aware, nan for 
 MIN_RHO = 0.3
 
 
-# FSDP's measured cost over DDP's at the same micro-batch (2 Gloo ranks) against the preset's: the
-# predicted ratio may differ from the measured one by at most this factor either way. Measured
-# 2026-12-07 on the loaded 2-core machine (bench/fsdp_cpu_predict.py, 12 FSDP trials of tiny GPT-2 and
-# Llama): ratios 1.1-3.1; the preset's predicted / measured ratio 0.77-1.46 (the profile before the
-# per-unit terms: 0.37-0.73 at micro-batch 1). docs/framework-profiles.md, "FSDP on CPU ranks".
+# FSDP's measured cost over DDP's at the same micro-batch (2 Gloo ranks) against the preset's, as
+# 1 + (predicted FSDP - predicted DDP) / measured DDP: the predicted ratio may differ from the measured
+# one by at most this factor either way. Measured 2026-12-07 on the loaded 2-core machine
+# (docs/framework-profiles.md, "FSDP on CPU ranks"): the measured ratio of one FSDP/DDP pair of trials
+# moved 1.1-2.0 (SHARD_GRAD_OP 4 x 1), 1.8-3.0 (FULL_SHARD 1 x 4) and 2.1-4.1 (FULL_SHARD 4 x 1) between
+# repeated runs of the same pair: the bound is that noise's size. Ten runs of this test passed, the
+# preset's five at x0.95-1.25.
 RATIO_BOUND = 2.0
 
 
 def fsdp_against_ddp(r):
-    """At launch (the preset, nothing refitted): per micro-batch, each FSDP candidate's predicted and
-    measured step over DDP's. Returns [(zero, mbs, predicted ratio, measured ratio)]."""
+    """At launch (the preset, nothing refitted): per micro-batch, each FSDP candidate's step over DDP's,
+    predicted as 1 + (its predicted step - DDP's predicted step) / DDP's measured step, and measured.
+    Returns [(zero, mbs, predicted ratio, measured ratio, DDP's measured step)]."""
     by = {}
     for c in r["ranked"]:
         if c.get("measured_step_s"):
@@ -57,8 +60,9 @@ def fsdp_against_ddp(r):
         if zero == 0 or ddp is None:
             continue
         # predicted_step_s_analytic: the preset's own (the ranked predicted_step_s is after the refit).
-        pr = c["predicted_step_s_analytic"] / ddp["predicted_step_s_analytic"]
-        out.append((zero, mbs, pr, c["measured_step_s"] / ddp["measured_step_s"]))
+        added = c["predicted_step_s_analytic"] - ddp["predicted_step_s_analytic"]
+        out.append((zero, mbs, 1 + added / ddp["measured_step_s"], c["measured_step_s"] / ddp["measured_step_s"],
+                    ddp["measured_step_s"]))
     return out
 
 
@@ -75,16 +79,19 @@ def main():
         space = ["--ranks", "1,2", "--mbs", "1,2,4", "--zero", "0"]
     else:  # FSDP beside DDP on 2 ranks (the probe's cpu_fsdp shim)
         space = ["--ranks", "2", "--mbs", "1,4", "--zero", "0,2,3"]
+    # The FSDP/DDP ratios compare two trials: a median over 7 steps (the first is left out) is moved
+    # less by a neighbour's burst than one over 3, for under a second more a trial.
+    steps = "8" if case == "fsdp" else "4"
     study, r = tune(ts, work, "hf-predict-" + case, ["--workload", "tiny", "--gbs", "8", "--seq", "32", *space,
                                                      "--ckpt", "none", "--exhaustive",
-                                                     "--trial-steps", "4", "--mem-limit", "3G",
+                                                     "--trial-steps", steps, "--mem-limit", "3G",
                                                      "--entry", SCRIPT + " --model gpt2 --seq 32"])
     trials = r["trials"]
     if case == "fsdp":
         ratios = fsdp_against_ddp(r)
         check(len(ratios) == 4, f"FSDP candidates beside DDP's: {ratios} of {r['ranked']}")
-        for zero, mbs, pr, ms in ratios:
-            print(f"zero {zero} mbs {mbs}: FSDP/DDP predicted {pr:.2f}, measured {ms:.2f}")
+        for zero, mbs, pr, ms, ddp_s in ratios:
+            print(f"zero {zero} mbs {mbs}: FSDP/DDP predicted {pr:.2f}, measured {ms:.2f} (DDP {ddp_s * 1e3:.1f} ms)")
             check(pr > 1.0, f"zero {zero} mbs {mbs}: FSDP predicted no slower than DDP ({pr:.2f}; measured {ms:.2f})")
             check(1 / RATIO_BOUND <= pr / ms <= RATIO_BOUND,
                   f"zero {zero} mbs {mbs}: FSDP/DDP predicted {pr:.2f}, measured {ms:.2f} (bound x{RATIO_BOUND})")
