@@ -1,8 +1,10 @@
 """trainscope_probe — measures a training job's steps for `trainscope tune --runner …`.
 
 A job carries it in one of two ways:
-  * a Hugging Face Trainer script, unmodified: the runner puts `trainscope_probe/site` on the
-    trial's PYTHONPATH, whose sitecustomize registers `TrainscopeCallback` on every Trainer (hf.py);
+  * a Hugging Face Trainer, DeepSpeed, Megatron-LM or torchtitan job, unmodified: the runner puts
+    `trainscope_probe/site` on the trial's PYTHONPATH, whose sitecustomize registers
+    `TrainscopeCallback` on every Trainer (hf.py), hooks the DeepSpeed engine's step (ds.py),
+    Megatron-LM's `train_step` (megatron.py) or torchtitan's `Trainer.train_step` (titan.py);
   * any other loop adds one line around its optimizer step:
 
         import trainscope_probe as probe
@@ -133,15 +135,18 @@ class Probe:
         if self.step_index == 0 and self.inject:
             self._injected()
 
-    def end(self, tokens=0, loss=None):
-        """Closes the step: `tokens` is this rank's tokens in it (all micro-batches)."""
+    def end(self, tokens=0, loss=None, global_tokens=None):
+        """Closes the step: `tokens` is this rank's tokens in it (all micro-batches), counted for the
+        data-parallel world as tokens × WORLD_SIZE; a hook that knows the global batch (Megatron's
+        global_batch_size × seq_length: tensor / pipeline ranks share a batch) passes `global_tokens`."""
         if _cuda():
             import torch
             torch.cuda.synchronize()
         dt = time.perf_counter_ns() - self._c0
         peak = peak_memory_bytes()
         row = {"rank": self.rank, "step": self.step_index, "start_ns": self._t0, "step_time_ns": dt,
-               "tokens": int(tokens) * self.world, "loss": None if loss is None else float(loss),
+               "tokens": int(global_tokens) if global_tokens is not None else int(tokens) * self.world,
+               "loss": None if loss is None else float(loss),
                "peak_bytes": int(peak), "world": self.world}
         self._rows.write(json.dumps(row) + "\n")
         self.step_index += 1
@@ -271,6 +276,31 @@ def step(tokens=0):
             p.exit_oom(e)
         raise
     p.end(s.tokens, s.loss)
+
+
+def measure(call, global_tokens=None, loss_of=None):
+    """Runs `call()` as one measured step and returns what it returns: the hooks of a framework's own
+    step function (megatron.py, titan.py), where the job has no loop to wrap. `loss_of(result)` gives
+    the step's loss or None (an error there records no loss, never fails the job); out of memory in
+    the step ends the rank with the OOM status, as `step()` does."""
+    p = get()
+    if p is None:
+        return call()
+    p.begin()
+    try:
+        out = call()
+    except BaseException as e:  # noqa: B036 — only out-of-memory is ours; the rest goes on
+        if _is_oom(e):
+            p.exit_oom(e)
+        raise
+    loss = None
+    if loss_of is not None:
+        try:
+            loss = loss_of(out)
+        except Exception as e:  # noqa: BLE001 — a loss we cannot read is not the job's failure
+            sys.stderr.write(f"trainscope_probe: the step's loss is not readable: {e}\n")
+    p.end(loss=loss, global_tokens=global_tokens)
+    return out
 
 
 def _install_excepthook():

@@ -163,8 +163,14 @@ TEST(Job, MegatronAndTorchtitanTrialsCarryTheirFlags) {
   for (const auto& a : m.argv) argv += a + " ";
   EXPECT_NE(argv.find("/src/train.py --model gpt2 --num-layers 2 "), std::string::npos) << argv;
   EXPECT_NE(argv.find("--micro-batch-size 2 --global-batch-size 8"), std::string::npos) << argv;
+  // An unmodified pretrain_gpt.py / torchtitan.train is measured by the probe's sitecustomize hooks
+  // (python/trainscope_probe/megatron.py, titan.py): the trial carries the site folder and its probe dir.
+  EXPECT_EQ(envOf(m).at("PYTHONPATH").rfind("/repo/python/trainscope_probe/site:/repo/python", 0), 0u);
+  EXPECT_EQ(envOf(m).at("TRAINSCOPE_PROBE_DIR"), "/d/probe");
   o.kind = tn::JobKind::Torchtitan;
   const tn::JobLaunch t = tn::jobLaunch(o, twoRanks(rt::ZeroStage::Parameters), "/d", false, "");
+  EXPECT_EQ(envOf(t).at("PYTHONPATH").rfind("/repo/python/trainscope_probe/site:/repo/python", 0), 0u);
+  EXPECT_EQ(envOf(t).at("TRAINSCOPE_PROBE_DIR"), "/d/probe");
   const std::string& flags = fileOf(t, "torchtitan_args.txt");
   EXPECT_EQ(t.argv[t.argv.size() - 2], "--lr_scheduler.min_lr_factor");  // the flags follow the entry
   // torchtitan 0.3 has no --optimizer.lr (its parser refuses it): the AdamW group's kwargs.

@@ -1,6 +1,6 @@
-"""Put on a trial's PYTHONPATH by `trainscope tune --runner hf|accelerate|deepspeed`: when the job
-imports transformers' Trainer or DeepSpeed's engine, the probe is installed there
-(trainscope_probe.hf.install, trainscope_probe.ds.install). Only in a
+"""Put on a trial's PYTHONPATH by `trainscope tune --runner …` (every external runner): when the job
+imports transformers' Trainer, DeepSpeed's engine, Megatron-LM's training module or torchtitan's
+Trainer, the probe is installed there (trainscope_probe.hf / ds / megatron / titan .install). Only in a
 process with TRAINSCOPE_PROBE_DIR set; the launcher's own process (torchrun, accelerate launch) runs
 no Trainer and is left alone. Under --launcher slurm it also sets each srun task's
 torch.distributed variables from Slurm's, and one intra-op thread per task where a node runs several
@@ -24,7 +24,8 @@ def _chain_next_sitecustomize():
             return
 
 
-_HOOKS = {"transformers.trainer": "trainscope_probe.hf", "deepspeed.runtime.engine": "trainscope_probe.ds"}
+_HOOKS = {"transformers.trainer": "trainscope_probe.hf", "deepspeed.runtime.engine": "trainscope_probe.ds",
+          "megatron.training.training": "trainscope_probe.megatron", "torchtitan.trainer": "trainscope_probe.titan"}
 if os.environ.get("TRAINSCOPE_PROBE_CPU_FSDP") == "1":  # CPU trials only: Accelerate's FSDP on Gloo ranks
     _HOOKS["accelerate.state"] = "trainscope_probe.cpu_fsdp"
 
