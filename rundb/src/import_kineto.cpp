@@ -70,6 +70,35 @@ std::string collectiveOp(std::string n) {
   return n;
 }
 
+// A Gloo annotation's element width from its "Input type" ("float", "c10::BFloat16"); 0 unknown.
+int64_t glooWidth(std::string t) {
+  if (t.rfind("c10::", 0) == 0) t = t.substr(5);
+  static const std::map<std::string, std::string> c10 = {
+      {"float", "Float"}, {"double", "Double"}, {"long int", "Long"}, {"int64_t", "Long"}, {"int", "Int"},
+      {"short int", "Short"}, {"signed char", "Char"}, {"unsigned char", "Byte"}, {"bool", "Bool"}};
+  const auto it = c10.find(t);
+  return dtypeBytes(it == c10.end() ? t : it->second);
+}
+
+// The product of the first innermost list of a kept "Input Dims" ("[33088]", "[4,8],[]", a c10d op's
+// "[[33088]],[],[]"), -1 when there is none or it overflows.
+int64_t firstListProduct(const std::string& s) {
+  const size_t close = s.find(']'), open = close == std::string::npos ? close : s.rfind('[', close);
+  if (open == std::string::npos || close == std::string::npos) return -1;
+  int64_t prod = 1;
+  bool any = false;
+  for (size_t i = open + 1; i < close;) {
+    const size_t j = s.find(',', i);
+    const std::string dim = s.substr(i, std::min(j, close) - i);
+    if (dim.empty() || dim.size() > 18 || dim.find_first_not_of("0123456789") != std::string::npos) return -1;
+    const int64_t d = std::stoll(dim);
+    if (d != 0 && prod > INT64_MAX / d) return -1;
+    prod *= d, any = true;
+    i = j == std::string::npos || j > close ? close : j + 1;
+  }
+  return any ? prod : -1;
+}
+
 // The threads table from the metadata events. A (pid, tid) that GPU events use is a stream — named
 // for the (device, stream) its kernels are stored under; any other tid of a pid that has no GPU
 // events is a CPU thread. A process is named when CPU events of this file ran in it (the GPU's
@@ -217,6 +246,31 @@ class KinetoWriter {
       op_comms |= e.cat == Cat::Op && e.comm >= 0 && e.name != kNone && p.names[e.name] == "record_param_comms";
     }
     gloo_comms_ = !kernel_comms_ && !op_comms;
+    if (gloo_comms_) indexGlooCalls();
+  }
+
+  // For a gloo: annotation without its args (the profiler stopped while a worker thread was still
+  // inside it: "finished": false), the size of the c10d::<op> call on the calling thread that issued
+  // it, the latest of that op to start before it, and the element width of that op's complete
+  // annotations on this rank.
+  void indexGlooCalls() {
+    for (const Event& e : p_.events) {
+      if (e.name == kNone || e.shapes == kNone) continue;
+      const std::string& name = p_.names[e.name];
+      if (e.cat == Cat::Op && name.rfind("c10d::", 0) == 0) {
+        if (const int64_t n = firstListProduct(p_.names[e.shapes]); n > 0) calls_[collectiveOp(name.substr(6))].emplace_back(e.ts, n);
+      } else if (e.cat == Cat::Annotation && name.rfind("gloo:", 0) == 0 && e.input_type != kNone) {
+        if (const int64_t w = glooWidth(p_.names[e.input_type]); w > 0) gloo_width_.emplace(collectiveOp(name.substr(5)), w);
+      }
+    }
+    for (auto& [op, v] : calls_) std::sort(v.begin(), v.end());
+  }
+  int64_t calledElements(const std::string& op, int64_t ts) const {
+    const auto it = calls_.find(op);
+    if (it == calls_.end()) return -1;
+    const auto& v = it->second;
+    auto at = std::upper_bound(v.begin(), v.end(), std::make_pair(ts, INT64_MAX));
+    return at == v.begin() ? -1 : std::prev(at)->second;
   }
 
   void write(const Event& e) {
@@ -346,36 +400,12 @@ class KinetoWriter {
     row.rank = rank_;
     row.group_size = std::max<int64_t>(1, p_.world_size.value_or(1));
     row.seq = seq_by_group_[row.group]++;
-    int64_t width = 0;
-    if (e.input_type != kNone) {
-      std::string t = p_.names[e.input_type];
-      if (t.rfind("c10::", 0) == 0) t = t.substr(5);
-      static const std::map<std::string, std::string> c10 = {
-          {"float", "Float"}, {"double", "Double"}, {"long int", "Long"}, {"int64_t", "Long"}, {"int", "Int"},
-          {"short int", "Short"}, {"signed char", "Char"}, {"unsigned char", "Byte"}, {"bool", "Bool"}};
-      const auto it = c10.find(t);
-      width = dtypeBytes(it == c10.end() ? t : it->second);
-    }
-    int64_t n = -1;
-    if (e.shapes != kNone) {  // "[33088]" or "[4,8],[]" as kept: the product of the first innermost list
-      const std::string& s = p_.names[e.shapes];
-      const size_t close = s.find(']'), open = close == std::string::npos ? close : s.rfind('[', close);
-      if (open != std::string::npos && close != std::string::npos) {
-        int64_t prod = 1;
-        bool any = false, ok = true;
-        for (size_t i = open + 1; i < close && ok;) {
-          const size_t j = s.find(',', i);
-          const std::string dim = s.substr(i, std::min(j, close) - i);
-          ok = !dim.empty() && dim.size() <= 18 && dim.find_first_not_of("0123456789") == std::string::npos;
-          if (ok) {
-            const int64_t d = std::stoll(dim);
-            ok = d == 0 || prod <= INT64_MAX / d;
-            if (ok) prod *= d, any = true;
-          }
-          i = j == std::string::npos || j > close ? close : j + 1;
-        }
-        if (ok && any) n = prod;
-      }
+    int64_t width = e.input_type == kNone ? 0 : glooWidth(p_.names[e.input_type]);
+    int64_t n = e.shapes == kNone ? -1 : firstListProduct(p_.names[e.shapes]);
+    if (n < 0 || width == 0) {  // an annotation the trace's end cut ("finished": false) has no args
+      const auto w = gloo_width_.find(row.op);
+      if (width == 0 && w != gloo_width_.end()) width = w->second;
+      if (n < 0) n = calledElements(row.op, e.ts);
     }
     row.bytes = n > 0 && width > 0 && n <= INT64_MAX / width ? n * width : 0;
     row.start_ns = b;
@@ -429,6 +459,8 @@ class KinetoWriter {
   bool kernel_comms_ = false;
   bool gloo_comms_ = false;  // no other communication record in the file: the gloo: annotations
   std::map<std::string, int64_t> seq_by_group_;
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> calls_;  // op → (start, elements) of c10d calls
+  std::map<std::string, int64_t> gloo_width_;                              // op → element width seen
   std::vector<Collective> collectives_;
   int64_t steps_seen_ = 0, t_min_ = INT64_MAX, t_max_ = INT64_MIN, dropped_time_ = 0, dropped_negative_ = 0;
 };

@@ -439,3 +439,35 @@ TEST(ImportCorners, GlooCallsOnTwoWorkerThreadsAreNumberedInTheOrderTheyStarted)
     }
   }
 }
+
+// A profiler stopped while a Gloo worker thread was still inside its annotation writes it with
+// "finished": false and no args (seen in the probe's 2-rank DDP traces on a loaded machine). Its size
+// is the c10d call's that issued it (the latest c10d::allreduce_ to start before it, on the calling
+// thread) at the width of the rank's complete all_reduce annotations; before, it was stored with 0 bytes.
+TEST(ImportCorners, AGlooAnnotationTheTracesEndCutTakesItsSizeFromItsC10dCall) {
+  json ev = json::array({step(0, 0, 2000)});
+  for (int k = 0; k < 2; ++k) {
+    json call = op("c10d::allreduce_", 100 + 1000 * k, 10);
+    call["args"] = json::parse(R"({"Input type": ["TensorList", "", "Scalar"], "Input Dims": [[[4160]], [], []]})");
+    ev.push_back(call);
+  }
+  json done = annotation("gloo:all_reduce", 120, 300);
+  done["tid"] = 7;
+  done["args"] = json::parse(R"({"Input type": ["float"], "Input Dims": [[4160]]})");
+  json cut = annotation("gloo:all_reduce", 1120, 600);
+  cut["tid"] = 8;
+  cut["args"] = json::parse(R"({"External id": 1026, "finished": false, "Ev Idx": 220})");
+  ev.push_back(done);
+  ev.push_back(cut);
+  const std::string in = tempPath("gloo_cut_rank0.json");
+  std::ofstream(in) << json{{"baseTimeNanoseconds", kEventsBase},
+                            {"distributedInfo", {{"backend", "gloo"}, {"rank", 0}, {"world_size", 2}}},
+                            {"traceEvents", ev}}
+                           .dump();
+  const std::string db = tempPath("gloo_cut.db");
+  tr::importTraces({in}, db, true);
+  tr::RunReader rd(db);
+  const auto c = rd.collectives(0);
+  ASSERT_EQ(c.size(), 2u);
+  for (const auto& x : c) EXPECT_EQ(x.bytes, 4160 * 4) << "seq " << x.seq;
+}

@@ -30,6 +30,7 @@ download) under torchrun on Gloo CPU ranks, measured by python/trainscope_probe:
 """
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -99,7 +100,8 @@ def steps_of(db):
 
 def case_probe(ts, work):
     folder = os.path.join(work, "probe-rows")
-    subprocess.run(["rm", "-rf", folder], check=True)
+    for suffix in ("", "-oom", "-oom2", "-crash", "-ddp"):  # this case's own folders, from an earlier run
+        shutil.rmtree(folder + suffix, ignore_errors=True)
     loop = ("import torch, trainscope_probe as probe\n"
             "w = torch.nn.Linear(64, 64)\n"
             "for i in range(4):\n"
