@@ -17,6 +17,7 @@
 #include "run_flags.h"
 #include "trainscope/common/error.h"
 #include "trainscope/common/json_text.h"
+#include "trainscope/common/slurm_ping.h"
 #include "trainscope/rundb/merge.h"
 #include "trainscope/rundb/store.h"
 #include "trainscope/runtime/calibrate.h"
@@ -238,6 +239,7 @@ int main(int argc, char** argv) {
       }
     if (!rt::isRankProcess() && (cfg.nproc > 1 || cfg.launcher == rt::Launcher::Slurm)) {
       rt::validateBeforeLaunch(cfg, f.out);  // bad input is reported once, before any rank starts
+      if (cfg.launcher == rt::Launcher::Slurm) trainscope::slurm::requireController();  // else srun's exit 1
       rt::LaunchOptions lo;
       lo.nproc = cfg.nproc;
       lo.argv = args;  // each rank parses the same command line (a lone --config FILE: reads FILE)

@@ -17,6 +17,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
+#include "trainscope/common/slurm_ping.h"
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/models.h"
 #include "trainscope/tuner/export.h"
@@ -335,6 +336,9 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   const double budget_s = tn::parseDuration(f.budget);
   const int64_t mem_limit = f.mem_limit.empty() ? 0 : rt::parseBytes(f.mem_limit, "--mem-limit");
   const workloads::Workload w = workloads::load(f.workload);
+  // --launcher slurm: every trial is an srun, which fails with exit status 1 when no controller
+  // answers, why only in each trial's log. Asked once, before the study or any trial is made.
+  if (f.launcher == "slurm" && !f.predict_only && f.max_trials != 0) slurm::requireController();
 
   // One tuner per study, from here to the end (study.h): taken before --cluster local measures into
   // files beside the study. --predict-only makes no study.
