@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "trainscope/common/error.h"
@@ -13,6 +14,7 @@ namespace {
 
 constexpr double kStep = 0.25;  // a rate-like constant moved by 25% to read its class's time off the model
 constexpr int kRounds = 6;      // fixed-point rounds: classes interact only through max() and floors
+constexpr const char* kCpuHostNote = "host cost per op: not fitted (CPU traces: the CPU ops are the work itself)";
 
 // The rows' step times less their pipeline bubbles. A class's measured time is one rank's (the mean
 // over ranks): its own stage's work, none of the other stages'. The bubble — the fill and the drain,
@@ -131,7 +133,7 @@ void fitHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f
     bool gpu = false;
     for (const TraceMeasure& t : traces) gpu |= t.gpu;
     out.notes.push_back(gpu ? "host cost per op: not fitted (the traces hold no CPU ops beside their kernels)"
-                            : "host cost per op: not fitted (CPU traces: the CPU ops are the work itself)");
+                            : kCpuHostNote);
     return;
   }
   const bool own = out.fitted.profile(f).host_op_s >= 0;
@@ -144,6 +146,63 @@ void fitHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f
   out.values[p.path] = t.value;
   out.targets.push_back(t);
   fitBackwardHost(out, traces, f);
+}
+
+// Another framework's job on a CPU cluster (an external runner's trial, or --config's "framework"): its
+// step is its kernels' CPU ops plus its Python host work, which the time model prices from the
+// profile's host constants (time_model.cpp cpuHostSeconds), not from the cluster's rates. The framework
+// of the rows, when they all name the same one other than this runtime; else Trainscope.
+Framework externalFramework(const Cluster& base, const std::vector<FitRow>& rows) {
+  if (base.kind != ClusterKind::Cpu || rows.empty()) return Framework::Trainscope;
+  const Framework f = rows.front().options.framework;
+  for (const FitRow& r : rows)
+    if (r.options.framework != f) return Framework::Trainscope;
+  return f;
+}
+
+// The external job's host work → frameworks.<f>.host_op_s: after the classes' rates, the part of each
+// trace's step that no classified op ran (step − Σ classes: module calls, hooks, the Trainer's loop)
+// is host work, and the model's host time is linear in host_op_s (per layer op, per micro-batch), so
+// the least-squares value over the traces closes each row's step. One constant from one shape: the
+// fixed per-micro-batch host_micro_batch_s keeps its value (the study refit separates the two from
+// trials of different micro-batch counts).
+void fitExternalHost(TraceFit& out, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces, Framework f) {
+  const FitParam& p = fitParam(std::string("frameworks.") + frameworkKey(f) + ".host_op_s", "--trace");
+  const auto [lo, hi] = boundsOf(p, out.fitted);
+  const double base_value = getParam(out.fitted, p);
+  Cluster zero = out.fitted, one = out.fitted;
+  setParam(zero, p, 0.0);
+  setParam(one, p, hi);
+  const std::vector<PricedRow> at0 = priceRowsInFull(zero, rows), at1 = priceRowsInFull(one, rows);
+  double num = 0, den = 0, measured = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double slope = (at1[i].step_s - at0[i].step_s) / hi;  // model seconds per step per second of host_op_s
+    num += slope * (rows[i].measured_s - at0[i].step_s), den += slope * slope;
+    double classes = 0;
+    for (const auto& [c, v] : traces[i].class_s) classes += v;
+    measured += std::max(0.0, traces[i].step_s - classes);
+  }
+  if (!(den > 0)) {
+    out.notes.push_back("host cost per op: not fitted (the time model prices no " + std::string(frameworkKey(f)) +
+                        " host work for these configurations)");
+    return;
+  }
+  const double want = num / den;
+  TraceTarget t{p.path, "step less its ops (host work)", base_value, std::clamp(want, lo, hi), 0, 0, 0, false};
+  t.at_bound = t.value != want;
+  Cluster fitted = out.fitted;
+  setParam(fitted, p, t.value);
+  const std::vector<PricedRow> before = priceRowsInFull(out.fitted, rows), after = priceRowsInFull(fitted, rows);
+  for (size_t i = 0; i < rows.size(); ++i)  // per step, summed: the measured step, the model's before and after
+    t.measured_s += rows[i].measured_s, t.model_base_s += before[i].step_s, t.model_fit_s += after[i].step_s;
+  out.fitted = fitted;
+  out.values[p.path] = t.value;
+  out.targets.push_back(t);
+  char line[160];
+  std::snprintf(line, sizeof(line), "%.4g s/step outside the ops' classes", measured);
+  out.notes.push_back("host work: a " + std::string(frameworkKey(f)) + " job on a CPU cluster, " + line +
+                      ": frameworks." + frameworkKey(f) + ".host_op_s closes the steps after the ops' rates; "
+                      "host_micro_batch_s keeps its value (one trace shape cannot separate the two)");
 }
 
 // Collectives of known size → the tier their groups span: α–β least squares (calibrate.h).
@@ -232,6 +291,10 @@ TraceFit fitFromTraces(const Cluster& base, const std::vector<FitRow>& rows, con
     out.targets.push_back(t);
   }
   if (base.kind == ClusterKind::Gpu) fitOverlap(out, rows, traces, framework);
+  if (const Framework ext = externalFramework(base, rows); ext != Framework::Trainscope) {
+    out.notes.erase(std::remove(out.notes.begin(), out.notes.end(), std::string(kCpuHostNote)), out.notes.end());
+    fitExternalHost(out, rows, traces, ext);
+  }
   // The pipeline bubble: no constant of its own; the model's from the fitted stages beside the traces'.
   for (const TraceMeasure& t : traces) out.bubble.measured_s += t.bubble_s;
   out.bubble.model_base_s = totalBubble(base, rows);
