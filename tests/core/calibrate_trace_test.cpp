@@ -321,3 +321,32 @@ TEST(CalibrateTrace, AnExternalFrameworksCpuTraceFitsItsHostCostPerOp) {
   EXPECT_FALSE(own["fitted"].contains("dispatch_s")) << own.dump(1);
   EXPECT_NE(own["notes"].dump().find("the CPU ops are the work itself"), std::string::npos) << own.dump(1);
 }
+
+// Known constants: a trace whose steps last what the time model gives for an FSDP job with
+// frameworks.fsdp.host_op_s 40 us on cpu-local (its ops unclassified, so the rates stay the preset's)
+// gives 40 us back from the preset's 55 us.
+TEST(CalibrateTrace, AnExternalFrameworksHostCostPerOpIsRecovered) {
+  const std::string truth = tempPath("trace-host-truth.json");
+  std::ofstream(truth) << md::withParams(presetText("cpu-local"), {{"frameworks.fsdp.host_op_s", 4e-5}}, "cpu-local");
+  const std::string flags = "--workload tiny --gpus 1 --mbs 2 --seq 32 --gbs 4 --framework fsdp";
+  const auto p = cli("predict --cluster " + truth + " " + flags + " --json");
+  ASSERT_EQ(p.status, 0) << p.output;
+  const double step_us = lastJson(p.output)["time"]["step_s"].get<double>() * 1e6;
+  json ev = json::array();
+  for (int k = 0; k < 4; ++k) {
+    ev.push_back(ke::step(k, 100 + k * step_us, step_us));
+    ev.push_back(ke::op("autograd::engine::evaluate_function: NativeLayerNormBackward0", 110 + k * step_us, 50));
+  }
+  const std::string db = ke::importOne(ev, "calibrate-trace-host"), out = tempPath("trace-host-fitted.json");
+  std::remove(out.c_str());
+  const auto r = cli("calibrate --cluster cpu-local --trace " + db +
+                     R"( --config '{"workload": "tiny", "gpus": 1, "mbs": 2, "seq": 32, "gbs": 4, "framework": "fsdp"}' -o )" +
+                     out + " --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json cal = lastJson(r.output);
+  ASSERT_TRUE(cal["fitted"].contains("frameworks.fsdp.host_op_s")) << cal.dump(1);
+  EXPECT_NEAR(cal["fitted"]["frameworks.fsdp.host_op_s"]["value"].get<double>(), 4e-5, 4e-7) << cal.dump(1);
+  EXPECT_NEAR(cal["fitted"]["frameworks.fsdp.host_op_s"]["base"].get<double>(), 5.503e-5, 1e-9);
+  EXPECT_FALSE(cal["fitted"].contains("frameworks.fsdp.zero0_step_tensor_s")) << "one micro-batch count";
+  EXPECT_FALSE(cal["fitted"].contains("peak_flops.fp32")) << cal.dump(1);
+}

@@ -160,49 +160,110 @@ Framework externalFramework(const Cluster& base, const std::vector<FitRow>& rows
   return f;
 }
 
-// The external job's host work → frameworks.<f>.host_op_s: after the classes' rates, the part of each
-// trace's step that no classified op ran (step − Σ classes: module calls, hooks, the Trainer's loop)
-// is host work, and the model's host time is linear in host_op_s (per layer op, per micro-batch), so
-// the least-squares value over the traces closes each row's step. One constant from one shape: the
-// fixed per-micro-batch host_micro_batch_s keeps its value (the study refit separates the two from
-// trials of different micro-batch counts).
-void fitExternalHost(TraceFit& out, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces, Framework f) {
-  const FitParam& p = fitParam(std::string("frameworks.") + frameworkKey(f) + ".host_op_s", "--trace");
-  const auto [lo, hi] = boundsOf(p, out.fitted);
-  const double base_value = getParam(out.fitted, p);
-  Cluster zero = out.fitted, one = out.fitted;
-  setParam(zero, p, 0.0);
-  setParam(one, p, hi);
-  const std::vector<PricedRow> at0 = priceRowsInFull(zero, rows), at1 = priceRowsInFull(one, rows);
-  double num = 0, den = 0, measured = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const double slope = (at1[i].step_s - at0[i].step_s) / hi;  // model seconds per step per second of host_op_s
-    num += slope * (rows[i].measured_s - at0[i].step_s), den += slope * slope;
-    double classes = 0;
-    for (const auto& [c, v] : traces[i].class_s) classes += v;
-    measured += std::max(0.0, traces[i].step_s - classes);
+// The external job's host work → the profile's host constants: after the classes' rates, the part of
+// each trace's step that no classified op ran (step − Σ classes: module calls, hooks, the Trainer's
+// loop, the optimizer's per-tensor work) is host work, and the model's step is linear in each host
+// constant (time_model.cpp cpuHostSeconds). Per micro-batch: frameworks.<f>.host_op_s (per op of each
+// layer); per step: frameworks.<f>.zero0_step_tensor_s (per parameter tensor, ZeRO 0), fitted beside
+// it only where the traces' shapes separate the two (two or more micro-batch counts). Least squares
+// over the traces, each constant within its bounds. host_micro_batch_s keeps its value: per
+// micro-batch as host_op_s is, traces of one model cannot separate the two.
+struct HostTerm {
+  const FitParam* p;
+  std::vector<double> slope;  // per row: model seconds per step per unit of the constant
+  double value = 0;
+};
+
+// Least squares of the rows' gaps over the terms' slopes, each value clamped to its bounds; a term that
+// lands outside its bounds is fixed at the bound and the other refitted (two terms at most).
+void solveHost(std::vector<HostTerm>& terms, const std::vector<double>& gap, const Cluster& c) {
+  const auto dot = [&](const std::vector<double>& x, const std::vector<double>& y) {
+    double sum = 0;
+    for (size_t i = 0; i < gap.size(); ++i) sum += x[i] * y[i];
+    return sum;
+  };
+  const auto one = [&](HostTerm& t, const std::vector<double>& g) {
+    const auto [lo, hi] = boundsOf(*t.p, c);
+    t.value = std::clamp(dot(t.slope, g) / dot(t.slope, t.slope), lo, hi);
+  };
+  if (terms.size() == 1) return one(terms[0], gap);
+  HostTerm &a = terms[0], &b = terms[1];
+  const double aa = dot(a.slope, a.slope), bb = dot(b.slope, b.slope), ab = dot(a.slope, b.slope);
+  const double ag = dot(a.slope, gap), bg = dot(b.slope, gap), det = aa * bb - ab * ab;
+  a.value = (ag * bb - bg * ab) / det, b.value = (bg * aa - ag * ab) / det;
+  for (HostTerm* fixed : {&a, &b}) {
+    const auto [lo, hi] = boundsOf(*fixed->p, c);
+    if (fixed->value >= lo && fixed->value <= hi) continue;
+    fixed->value = std::clamp(fixed->value, lo, hi);
+    HostTerm& other = fixed == &a ? b : a;
+    std::vector<double> rest = gap;
+    for (size_t i = 0; i < gap.size(); ++i) rest[i] -= fixed->slope[i] * fixed->value;
+    one(other, rest);
+    return;
   }
-  if (!(den > 0)) {
+}
+
+// The terms' slopes, read off the model: each constant from 0 to its upper bound, the others at 0.
+std::vector<HostTerm> hostTerms(const Cluster& c, const std::vector<FitRow>& rows, const std::string& fw,
+                                std::vector<PricedRow>& at0) {
+  std::vector<HostTerm> terms;
+  for (const char* key : {"host_op_s", "zero0_step_tensor_s"}) terms.push_back({&fitParam(fw + key, "--trace"), {}});
+  Cluster zero = c;
+  for (const HostTerm& t : terms) setParam(zero, *t.p, 0.0);
+  at0 = priceRowsInFull(zero, rows);
+  for (HostTerm& t : terms) {
+    Cluster moved = zero;
+    const double hi = boundsOf(*t.p, c).second;
+    setParam(moved, *t.p, hi);
+    const std::vector<PricedRow> at = priceRowsInFull(moved, rows);
+    for (size_t i = 0; i < rows.size(); ++i) t.slope.push_back((at[i].step_s - at0[i].step_s) / hi);
+  }
+  return terms;
+}
+
+void fitExternalHost(TraceFit& out, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces, Framework f) {
+  const std::string fw = std::string("frameworks.") + frameworkKey(f) + ".";
+  std::vector<PricedRow> at0;
+  std::vector<HostTerm> terms = hostTerms(out.fitted, rows, fw, at0);
+  std::set<int64_t> micro_batches;
+  for (const FitRow& r : rows) micro_batches.insert(r.p.ga());
+  const auto live = [](const HostTerm& t) { return std::any_of(t.slope.begin(), t.slope.end(), [](double x) { return x > 0; }); };
+  if (micro_batches.size() < 2 || !live(terms[1])) terms.pop_back();  // the per-step term: only where separable
+  if (!live(terms[0])) {
     out.notes.push_back("host cost per op: not fitted (the time model prices no " + std::string(frameworkKey(f)) +
                         " host work for these configurations)");
     return;
   }
-  const double want = num / den;
-  TraceTarget t{p.path, "step less its ops (host work)", base_value, std::clamp(want, lo, hi), 0, 0, 0, false};
-  t.at_bound = t.value != want;
+  std::vector<double> gap;
+  double outside = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    gap.push_back(rows[i].measured_s - at0[i].step_s);
+    double classes = 0;
+    for (const auto& [c, v] : traces[i].class_s) classes += v;
+    outside += std::max(0.0, traces[i].step_s - classes);
+  }
+  solveHost(terms, gap, out.fitted);
   Cluster fitted = out.fitted;
-  setParam(fitted, p, t.value);
+  for (const HostTerm& t : terms) setParam(fitted, *t.p, t.value);
   const std::vector<PricedRow> before = priceRowsInFull(out.fitted, rows), after = priceRowsInFull(fitted, rows);
-  for (size_t i = 0; i < rows.size(); ++i)  // per step, summed: the measured step, the model's before and after
-    t.measured_s += rows[i].measured_s, t.model_base_s += before[i].step_s, t.model_fit_s += after[i].step_s;
+  for (const HostTerm& t : terms) {
+    const auto [lo, hi] = boundsOf(*t.p, out.fitted);
+    TraceTarget tt{t.p->path, "step less its ops (host work)", getParam(out.fitted, *t.p), t.value, 0, 0, 0, false};
+    tt.at_bound = t.value <= lo || t.value >= hi;
+    for (size_t i = 0; i < rows.size(); ++i)  // per step, summed: the measured step, the model's before and after
+      tt.measured_s += rows[i].measured_s, tt.model_base_s += before[i].step_s, tt.model_fit_s += after[i].step_s;
+    out.values[t.p->path] = t.value;
+    out.targets.push_back(tt);
+  }
   out.fitted = fitted;
-  out.values[p.path] = t.value;
-  out.targets.push_back(t);
-  char line[160];
-  std::snprintf(line, sizeof(line), "%.4g s/step outside the ops' classes", measured);
-  out.notes.push_back("host work: a " + std::string(frameworkKey(f)) + " job on a CPU cluster, " + line +
-                      ": frameworks." + frameworkKey(f) + ".host_op_s closes the steps after the ops' rates; "
-                      "host_micro_batch_s keeps its value (one trace shape cannot separate the two)");
+  char line[200];
+  std::snprintf(line, sizeof(line), "a %s job on a CPU cluster, %.4g s/step outside the ops' classes", frameworkKey(f),
+                outside);
+  out.notes.push_back(std::string("host work: ") + line + ": " + fw + "host_op_s" +
+                      (terms.size() == 2 ? " (per micro-batch) and " + fw + "zero0_step_tensor_s (per step)"
+                                         : " alone (the traces run one micro-batch count: pass traces of two or more "
+                                           "to separate the per-step host work, or fit --from the study)") +
+                      " close the steps after the ops' rates; host_micro_batch_s keeps its value");
 }
 
 // Collectives of known size → the tier their groups span: α–β least squares (calibrate.h).
