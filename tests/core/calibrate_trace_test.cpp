@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 #include "kineto_events.h"
 #include "trainscope/common/files.h"
 #include "trainscope/models/fit_params.h"
+#include "trainscope/rundb/import_probe.h"
 #include "trainscope/tuner/trace_fit.h"
 
 using trainscope::testing::cli;
@@ -349,4 +351,67 @@ TEST(CalibrateTrace, AnExternalFrameworksHostCostPerOpIsRecovered) {
   EXPECT_NEAR(cal["fitted"]["frameworks.fsdp.host_op_s"]["base"].get<double>(), 5.503e-5, 1e-9);
   EXPECT_FALSE(cal["fitted"].contains("frameworks.fsdp.zero0_step_tensor_s")) << "one micro-batch count";
   EXPECT_FALSE(cal["fitted"].contains("peak_flops.fp32")) << cal.dump(1);
+}
+
+namespace {
+
+// A `tune --runner hf` trial's database as the tuner writes it (rundb::importProbe): the probe's steps
+// (4 after the warm-up, each `step_s`), a Kineto trace holding one unclassified CPU op a step (so no
+// rate moves), and the trial's resolved configuration and framework in its meta.
+std::string hfTrial(const std::string& name, int64_t mbs, double step_s) {
+  const std::string dir = tempPath(name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const double step_us = step_s * 1e6;
+  json ev = json::array();
+  std::ofstream steps(dir + "/rank0.steps.jsonl");
+  for (int k = 0; k < 5; ++k) {
+    const double s = 100 + k * step_us;
+    ev.push_back(ke::step(k, s, step_us));
+    ev.push_back(ke::op("autograd::engine::evaluate_function: NativeLayerNormBackward0", s + 10, 50));
+    steps << json{{"rank", 0}, {"step", k}, {"start_ns", ke::kEventsBase + int64_t(s * 1000)},
+                  {"step_time_ns", int64_t(step_us * 1000)}, {"tokens", 128}, {"loss", 4.7}, {"peak_bytes", 700 << 20},
+                  {"world", 1}}.dump() << "\n";
+  }
+  steps.close();
+  std::ofstream(dir + "/rank0.trace.json") << json{{"baseTimeNanoseconds", ke::kEventsBase}, {"traceEvents", ev}}.dump();
+  const json config = {{"workload", "tiny"}, {"mbs", mbs}, {"ga", 4 / mbs}, {"gbs", 4}, {"seq", 32}, {"dp", 1},
+                       {"tp", 1}, {"pp", 1}, {"precision", "fp32"}, {"ckpt", "none"}, {"zero", 0}, {"cpu_lanes", 2}};
+  trainscope::rundb::importProbe({dir + "/rank0.steps.jsonl"}, {dir + "/rank0.trace.json"}, dir + "/trial.db", "tiny",
+                                 "--study", {{"config", config.dump()}, {"framework", "fsdp"}, {"device", "cpu"}});
+  return dir + "/trial.db";
+}
+
+// The model's step for `db`'s configuration on `cluster`: its measured step × (1 + the signed error).
+double modelStep(const std::string& cluster, const std::string& db, double measured_s) {
+  const auto r = cli("calibrate --cluster " + cluster + " --from " + db + " --evaluate --json");
+  EXPECT_EQ(r.status, 0) << r.output;
+  return measured_s * (1 + lastJson(r.output)["median_signed_error"].get<double>());
+}
+
+}  // namespace
+
+// Two trials of an HF job at 2 and 4 micro-batches a step: their steps, at what the model gives with
+// frameworks.fsdp.host_op_s 40 us and zero0_step_tensor_s 0.2 ms on cpu-local, give both back (the
+// per-step term is separable from the per-micro-batch one only across micro-batch counts); the
+// trials' own meta names the framework, no --config.
+TEST(CalibrateTrace, TwoMicroBatchCountsSeparateThePerStepHostWork) {
+  const std::string truth = tempPath("trace-hf-truth.json");
+  std::ofstream(truth) << md::withParams(presetText("cpu-local"),
+                                         {{"frameworks.fsdp.host_op_s", 4e-5}, {"frameworks.fsdp.zero0_step_tensor_s", 2e-4}},
+                                         "cpu-local");
+  const double a = modelStep(truth, hfTrial("trace-hf-probe-a", 2, 0.012), 0.012);
+  const double b = modelStep(truth, hfTrial("trace-hf-probe-b", 1, 0.016), 0.016);
+  ASSERT_GT(b, a);
+  const std::string da = hfTrial("trace-hf-a", 2, a), db = hfTrial("trace-hf-b", 1, b), out = tempPath("trace-hf-fitted.json");
+  std::remove(out.c_str());
+  const auto r = cli("calibrate --cluster cpu-local --trace " + da + " --trace " + db + " -o " + out + " --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json cal = lastJson(r.output);
+  for (const auto& [path, v] : {std::pair<const char*, double>{"frameworks.fsdp.host_op_s", 4e-5},
+                                {"frameworks.fsdp.zero0_step_tensor_s", 2e-4}}) {
+    ASSERT_TRUE(cal["fitted"].contains(path)) << path << "\n" << cal.dump(1);
+    EXPECT_NEAR(cal["fitted"][path]["value"].get<double>() / v, 1.0, 0.02) << path << "\n" << cal.dump(1);
+  }
+  EXPECT_LT(cal["residuals"]["mape"].get<double>(), 0.005) << cal["residuals"].dump();
 }
