@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "trainscope/common/error.h"
@@ -13,6 +14,7 @@ namespace {
 
 constexpr double kStep = 0.25;  // a rate-like constant moved by 25% to read its class's time off the model
 constexpr int kRounds = 6;      // fixed-point rounds: classes interact only through max() and floors
+constexpr const char* kCpuHostNote = "host cost per op: not fitted (CPU traces: the CPU ops are the work itself)";
 
 // The rows' step times less their pipeline bubbles. A class's measured time is one rank's (the mean
 // over ranks): its own stage's work, none of the other stages'. The bubble — the fill and the drain,
@@ -131,7 +133,7 @@ void fitHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f
     bool gpu = false;
     for (const TraceMeasure& t : traces) gpu |= t.gpu;
     out.notes.push_back(gpu ? "host cost per op: not fitted (the traces hold no CPU ops beside their kernels)"
-                            : "host cost per op: not fitted (CPU traces: the CPU ops are the work itself)");
+                            : kCpuHostNote);
     return;
   }
   const bool own = out.fitted.profile(f).host_op_s >= 0;
@@ -144,6 +146,124 @@ void fitHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f
   out.values[p.path] = t.value;
   out.targets.push_back(t);
   fitBackwardHost(out, traces, f);
+}
+
+// Another framework's job on a CPU cluster (an external runner's trial, or --config's "framework"): its
+// step is its kernels' CPU ops plus its Python host work, which the time model prices from the
+// profile's host constants (time_model.cpp cpuHostSeconds), not from the cluster's rates. The framework
+// of the rows, when they all name the same one other than this runtime; else Trainscope.
+Framework externalFramework(const Cluster& base, const std::vector<FitRow>& rows) {
+  if (base.kind != ClusterKind::Cpu || rows.empty()) return Framework::Trainscope;
+  const Framework f = rows.front().options.framework;
+  for (const FitRow& r : rows)
+    if (r.options.framework != f) return Framework::Trainscope;
+  return f;
+}
+
+// The external job's host work → the profile's host constants: after the classes' rates, the part of
+// each trace's step that no classified op ran (step − Σ classes: module calls, hooks, the Trainer's
+// loop, the optimizer's per-tensor work) is host work, and the model's step is linear in each host
+// constant (time_model.cpp cpuHostSeconds). Per micro-batch: frameworks.<f>.host_op_s (per op of each
+// layer); per step: frameworks.<f>.zero0_step_tensor_s (per parameter tensor, ZeRO 0), fitted beside
+// it only where the traces' shapes separate the two (two or more micro-batch counts). Least squares
+// over the traces, each constant within its bounds. host_micro_batch_s keeps its value: per
+// micro-batch as host_op_s is, traces of one model cannot separate the two.
+struct HostTerm {
+  const FitParam* p;
+  std::vector<double> slope;  // per row: model seconds per step per unit of the constant
+  double value = 0;
+};
+
+// Least squares of the rows' gaps over the terms' slopes, each value clamped to its bounds; a term that
+// lands outside its bounds is fixed at the bound and the other refitted (two terms at most).
+void solveHost(std::vector<HostTerm>& terms, const std::vector<double>& gap, const Cluster& c) {
+  const auto dot = [&](const std::vector<double>& x, const std::vector<double>& y) {
+    double sum = 0;
+    for (size_t i = 0; i < gap.size(); ++i) sum += x[i] * y[i];
+    return sum;
+  };
+  const auto one = [&](HostTerm& t, const std::vector<double>& g) {
+    const auto [lo, hi] = boundsOf(*t.p, c);
+    t.value = std::clamp(dot(t.slope, g) / dot(t.slope, t.slope), lo, hi);
+  };
+  if (terms.size() == 1) return one(terms[0], gap);
+  HostTerm &a = terms[0], &b = terms[1];
+  const double aa = dot(a.slope, a.slope), bb = dot(b.slope, b.slope), ab = dot(a.slope, b.slope);
+  const double ag = dot(a.slope, gap), bg = dot(b.slope, gap), det = aa * bb - ab * ab;
+  a.value = (ag * bb - bg * ab) / det, b.value = (bg * aa - ag * ab) / det;
+  for (HostTerm* fixed : {&a, &b}) {
+    const auto [lo, hi] = boundsOf(*fixed->p, c);
+    if (fixed->value >= lo && fixed->value <= hi) continue;
+    fixed->value = std::clamp(fixed->value, lo, hi);
+    HostTerm& other = fixed == &a ? b : a;
+    std::vector<double> rest = gap;
+    for (size_t i = 0; i < gap.size(); ++i) rest[i] -= fixed->slope[i] * fixed->value;
+    one(other, rest);
+    return;
+  }
+}
+
+// The terms' slopes, read off the model: each constant from 0 to its upper bound, the others at 0.
+std::vector<HostTerm> hostTerms(const Cluster& c, const std::vector<FitRow>& rows, const std::string& fw,
+                                std::vector<PricedRow>& at0) {
+  std::vector<HostTerm> terms;
+  for (const char* key : {"host_op_s", "zero0_step_tensor_s"}) terms.push_back({&fitParam(fw + key, "--trace"), {}});
+  Cluster zero = c;
+  for (const HostTerm& t : terms) setParam(zero, *t.p, 0.0);
+  at0 = priceRowsInFull(zero, rows);
+  for (HostTerm& t : terms) {
+    Cluster moved = zero;
+    const double hi = boundsOf(*t.p, c).second;
+    setParam(moved, *t.p, hi);
+    const std::vector<PricedRow> at = priceRowsInFull(moved, rows);
+    for (size_t i = 0; i < rows.size(); ++i) t.slope.push_back((at[i].step_s - at0[i].step_s) / hi);
+  }
+  return terms;
+}
+
+void fitExternalHost(TraceFit& out, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces, Framework f) {
+  const std::string fw = std::string("frameworks.") + frameworkKey(f) + ".";
+  std::vector<PricedRow> at0;
+  std::vector<HostTerm> terms = hostTerms(out.fitted, rows, fw, at0);
+  std::set<int64_t> micro_batches;
+  for (const FitRow& r : rows) micro_batches.insert(r.p.ga());
+  const auto live = [](const HostTerm& t) { return std::any_of(t.slope.begin(), t.slope.end(), [](double x) { return x > 0; }); };
+  if (micro_batches.size() < 2 || !live(terms[1])) terms.pop_back();  // the per-step term: only where separable
+  if (!live(terms[0])) {
+    out.notes.push_back("host cost per op: not fitted (the time model prices no " + std::string(frameworkKey(f)) +
+                        " host work for these configurations)");
+    return;
+  }
+  std::vector<double> gap;
+  double outside = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    gap.push_back(rows[i].measured_s - at0[i].step_s);
+    double classes = 0;
+    for (const auto& [c, v] : traces[i].class_s) classes += v;
+    outside += std::max(0.0, traces[i].step_s - classes);
+  }
+  solveHost(terms, gap, out.fitted);
+  Cluster fitted = out.fitted;
+  for (const HostTerm& t : terms) setParam(fitted, *t.p, t.value);
+  const std::vector<PricedRow> before = priceRowsInFull(out.fitted, rows), after = priceRowsInFull(fitted, rows);
+  for (const HostTerm& t : terms) {
+    const auto [lo, hi] = boundsOf(*t.p, out.fitted);
+    TraceTarget tt{t.p->path, "step less its ops (host work)", getParam(out.fitted, *t.p), t.value, 0, 0, 0, false};
+    tt.at_bound = t.value <= lo || t.value >= hi;
+    for (size_t i = 0; i < rows.size(); ++i)  // per step, summed: the measured step, the model's before and after
+      tt.measured_s += rows[i].measured_s, tt.model_base_s += before[i].step_s, tt.model_fit_s += after[i].step_s;
+    out.values[t.p->path] = t.value;
+    out.targets.push_back(tt);
+  }
+  out.fitted = fitted;
+  char line[200];
+  std::snprintf(line, sizeof(line), "a %s job on a CPU cluster, %.4g s/step outside the ops' classes", frameworkKey(f),
+                outside);
+  out.notes.push_back(std::string("host work: ") + line + ": " + fw + "host_op_s" +
+                      (terms.size() == 2 ? " (per micro-batch) and " + fw + "zero0_step_tensor_s (per step)"
+                                         : " alone (the traces run one micro-batch count: pass traces of two or more "
+                                           "to separate the per-step host work, or fit --from the study)") +
+                      " close the steps after the ops' rates; host_micro_batch_s keeps its value");
 }
 
 // Collectives of known size → the tier their groups span: α–β least squares (calibrate.h).
@@ -232,6 +352,10 @@ TraceFit fitFromTraces(const Cluster& base, const std::vector<FitRow>& rows, con
     out.targets.push_back(t);
   }
   if (base.kind == ClusterKind::Gpu) fitOverlap(out, rows, traces, framework);
+  if (const Framework ext = externalFramework(base, rows); ext != Framework::Trainscope) {
+    out.notes.erase(std::remove(out.notes.begin(), out.notes.end(), std::string(kCpuHostNote)), out.notes.end());
+    fitExternalHost(out, rows, traces, ext);
+  }
   // The pipeline bubble: no constant of its own; the model's from the fitted stages beside the traces'.
   for (const TraceMeasure& t : traces) out.bubble.measured_s += t.bubble_s;
   out.bubble.model_base_s = totalBubble(base, rows);

@@ -12,6 +12,10 @@
 //   memory-bound kernels      memory_efficiency (GPU) / memory_bandwidth (CPU)
 //   host time per launch      frameworks.<f>.host_op_s, or dispatch_s where the profile defers to it;
 //                             the backward thread's per launch frameworks.<f>.host_backward_op_s
+//   another framework's host work  on a CPU cluster, for a trace of another framework's job (its
+//                             database's meta "framework", or --config's): the step less its ops sets
+//                             frameworks.<f>.host_op_s, and zero0_step_tensor_s where the traces run
+//                             two or more micro-batch counts (bounded least squares, after the rates)
 //   gradient reductions beside compute  frameworks.<f>.overlap_reduce (GPU): the share of what the
 //                             model could hide behind the backward that the trace shows hidden
 //   collectives by size       the tier's efficiency (GPU) or bandwidth (CPU) and latency, by an α–β
