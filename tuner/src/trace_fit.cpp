@@ -190,6 +190,10 @@ void solveHost(std::vector<HostTerm>& terms, const std::vector<double>& gap, con
   HostTerm &a = terms[0], &b = terms[1];
   const double aa = dot(a.slope, a.slope), bb = dot(b.slope, b.slope), ab = dot(a.slope, b.slope);
   const double ag = dot(a.slope, gap), bg = dot(b.slope, gap), det = aa * bb - ab * ab;
+  if (!(det > 1e-12 * aa * bb)) {  // slopes (nearly) in proportion: the rows cannot tell the two apart
+    terms.pop_back();
+    return one(terms[0], gap);
+  }
   a.value = (ag * bb - bg * ab) / det, b.value = (bg * aa - ag * ab) / det;
   for (HostTerm* fixed : {&a, &b}) {
     const auto [lo, hi] = boundsOf(*fixed->p, c);
