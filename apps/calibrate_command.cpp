@@ -360,6 +360,54 @@ void writeCalibrated(const CalibrateFlags& f, const tn::Cluster& base, const std
   files::writeAtomically(f.out, out.dump(2) + "\n", rule);
 }
 
+namespace {
+
+// calibrate --evaluate: the base cluster's errors on the rows, nothing written.
+int runEvaluate(const CalibrateFlags& f, const tn::Cluster& base) {
+  const Rows rows = readRows(f, base);
+  const tn::ErrorSummary s = tn::summarize(rows.rows, tn::priceRows(base, rows.rows));
+  if (f.json) {
+    std::cout << jsonText(summaryJson(s)) << "\n";
+  } else {
+    std::printf("trainscope calibrate --evaluate: %zu rows on %s\n", rows.rows.size(), base.name.c_str());
+    printSummary("errors:", s);
+  }
+  return 0;
+}
+
+// The calibrated file's "calibration" object: what was fitted from which rows, and the memory model's
+// error on the rows that gave a peak (runCalibrate adds the residuals, notes and cross-validation).
+nlohmann::json calibrationRecord(const CalibrateFlags& f, const tn::Cluster& base, const Rows& rows,
+                                 const std::vector<const tn::FitParam*>& params, const tn::FitResult& fit) {
+  nlohmann::json cal;
+  cal["base_cluster"] = base.source;
+  cal["framework"] = f.framework;  // of rows that name none
+  std::set<std::string> frameworks;  // what the rows were priced under: predict states the interval for these
+  for (const tn::FitRow& r : rows.rows) frameworks.insert(tn::frameworkKey(r.options.framework));
+  cal["frameworks"] = frameworks;
+  cal["date"] = utcNow();
+  cal["loss"] = "mean Huber loss (delta 0.05) of log(predicted / measured step time)";
+  for (const tn::FitParam* p : params) {
+    const auto [lo, hi] = tn::boundsOf(*p, base);
+    cal["fitted"][p->path] = {{"value", fit.values.at(p->path)}, {"base", tn::getParam(base, *p)},
+                              {"bounds", {lo, hi}}, {"what", p->what}};
+  }
+  for (const auto& [path, n] : rows.per_source) cal["rows"].push_back({{"source", path}, {"rows", n}});
+  cal["evaluations"] = fit.evaluations;
+  if (!rows.peaks.empty()) {
+    std::vector<double> err;
+    for (const auto& [pred, meas] : rows.peaks) err.push_back(std::fabs(double(pred) / double(meas) - 1));
+    double mean = 0;
+    for (double e : err) mean += e / double(err.size());
+    cal["peak_residuals"] = {{"rows", int64_t(err.size())}, {"mape", mean},
+                             {"max_abs_error", *std::max_element(err.begin(), err.end())},
+                             {"note", "the memory model has no fitted constants: its error, as measured"}};
+  }
+  return cal;
+}
+
+}  // namespace
+
 int runCalibrate(const CalibrateFlags& f) {
   if (f.folds < 0 || f.folds == 1)
     throw UserError("--folds", std::to_string(f.folds) + " folds", "pass 2 or more, or 0 to skip cross-validation");
@@ -373,17 +421,7 @@ int runCalibrate(const CalibrateFlags& f) {
     throw UserError("--config", "describes an imported trace", "pass it with --trace; JSON lines give their own keys");
   const tn::Cluster base = tn::loadCluster(f.cluster);
   if (!f.trace.empty()) return runCalibrateTrace(f, base);
-  if (f.evaluate) {
-    const Rows rows = readRows(f, base);
-    const tn::ErrorSummary s = tn::summarize(rows.rows, tn::priceRows(base, rows.rows));
-    if (f.json) {
-      std::cout << jsonText(summaryJson(s)) << "\n";
-    } else {
-      std::printf("trainscope calibrate --evaluate: %zu rows on %s\n", rows.rows.size(), base.name.c_str());
-      printSummary("errors:", s);
-    }
-    return 0;
-  }
+  if (f.evaluate) return runEvaluate(f, base);
   if (f.out.empty()) throw UserError("-o", "is needed: the calibrated cluster file to write", "pass -o NEW.json");
   files::OutputRule rule;
   rule.field = "-o";
@@ -406,33 +444,10 @@ int runCalibrate(const CalibrateFlags& f) {
   const tn::FitResult fit = tn::fitCluster(base, rows.rows, params, f.max_evaluations);
   const tn::ErrorSummary after = tn::summarize(rows.rows, fit.predicted_s);
 
-  nlohmann::json cal;
-  cal["base_cluster"] = base.source;
-  cal["framework"] = f.framework;  // of rows that name none
-  std::set<std::string> frameworks;  // what the rows were priced under: predict states the interval for these
-  for (const tn::FitRow& r : rows.rows) frameworks.insert(tn::frameworkKey(r.options.framework));
-  cal["frameworks"] = frameworks;
-  cal["date"] = utcNow();
-  cal["loss"] = "mean Huber loss (delta 0.05) of log(predicted / measured step time)";
-  for (const tn::FitParam* p : params) {
-    const auto [lo, hi] = tn::boundsOf(*p, base);
-    cal["fitted"][p->path] = {{"value", fit.values.at(p->path)}, {"base", tn::getParam(base, *p)},
-                              {"bounds", {lo, hi}}, {"what", p->what}};
-  }
-  for (const auto& [path, n] : rows.per_source) cal["rows"].push_back({{"source", path}, {"rows", n}});
+  nlohmann::json cal = calibrationRecord(f, base, rows, params, fit);
   cal["groups"] = int64_t(groups.size());
-  cal["evaluations"] = fit.evaluations;
   cal["base_residuals"] = summaryJson(before);
   cal["residuals"] = summaryJson(after);
-  if (!rows.peaks.empty()) {
-    std::vector<double> err;
-    for (const auto& [pred, meas] : rows.peaks) err.push_back(std::fabs(double(pred) / double(meas) - 1));
-    double mean = 0;
-    for (double e : err) mean += e / double(err.size());
-    cal["peak_residuals"] = {{"rows", int64_t(err.size())}, {"mape", mean},
-                             {"max_abs_error", *std::max_element(err.begin(), err.end())},
-                             {"note", "the memory model has no fitted constants: its error, as measured"}};
-  }
   // As many constants as rows or more: the fit may meet every row (in-sample error near 0) whatever the
   // constants mean, and an interval from those residuals says nothing. Said, and recorded.
   std::string underdetermined;

@@ -57,19 +57,15 @@ struct Outcome {
   double megatron_bytes_per_param = 18;
   tn::DeepSpeedZero deepspeed;  // --deepspeed-config's knobs (framework memory)
   std::string routing;          // which routing the MoE figures priced (routingLine; "" when dense)
+  int64_t framework_peak = 0;   // FSDP's / DeepSpeed's own peak on a GPU (frameworkPeak; 0: none)
   int64_t megatronParamsOpt(int64_t stage) const {
     return tn::megatronLayersParamsOpt(w, p, stage, megatron_bytes_per_param);
   }
   int64_t megatronEmbeddingOpt() const { return tn::megatronEmbeddingParamsOpt(w, p, megatron_bytes_per_param); }
-  // What `fits` is judged on: FSDP's or DeepSpeed's own peak on a GPU (framework_memory.h
-  // frameworkPeak), else this runtime's worst stage, which is Megatron-LM's and trainscope's.
-  int64_t judgedPeak() const {
-    const int64_t fp = tn::frameworkPeak(w, p, c, framework, m, deepspeed);
-    return fp > 0 ? fp : m.peak();
-  }
-  const char* judgedBy() const {
-    return tn::frameworkPeak(w, p, c, framework, m, deepspeed) > 0 ? tn::frameworkKey(framework) : "trainscope";
-  }
+  // What `fits` is judged on: FSDP's or DeepSpeed's own peak on a GPU (framework_peak), else this
+  // runtime's worst stage, which is Megatron-LM's and trainscope's.
+  int64_t judgedPeak() const { return framework_peak > 0 ? framework_peak : m.peak(); }
+  const char* judgedBy() const { return framework_peak > 0 ? tn::frameworkKey(framework) : "trainscope"; }
 };
 
 // Loaded files, kept across the lines of a batch (a 1,500-line batch names a few of each).
@@ -310,6 +306,7 @@ Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   if (priced.options.reduce_bytes > 0) o.c.mutableProfile(o.framework).reduce_bytes = priced.options.reduce_bytes;
   o.deepspeed = priced.options.deepspeed;
   o.routing = routingLine(o.w, o.p, f.moe_load);
+  o.framework_peak = tn::frameworkPeak(o.w, o.p, o.c, o.framework, o.m, o.deepspeed);
   // Megatron-LM's parameters and optimizer state per stage (its theoretical_memory_usage and the
   // distributed-optimizer docs): 16-bit weights, fp32 main gradients, fp32 master weights and Adam
   // moments = 18 bytes per parameter, or 6 + 12/dp with the distributed optimizer. Layers only, as
@@ -346,8 +343,8 @@ std::string zeroLine(const tn::Plan& p, const tn::StageMemory& s) {
 }
 
 nlohmann::json toJson(const Outcome& o) {
-  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds, routing] = o;
-  (void)devices, (void)bpp;
+  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds, routing, fpeak] = o;
+  (void)devices, (void)bpp, (void)fpeak;
   const bool fits = o.judgedPeak() <= c.memory_bytes;
   nlohmann::json j = {{"workload", w.name}, {"cluster", c.name}, {"plan", p.describe()},
                       {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep}, {"tp", p.tp}, {"pp", p.pp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"ga", p.ga()},
@@ -405,7 +402,7 @@ nlohmann::json toJson(const Outcome& o) {
 }
 
 void printText(const Outcome& o) {
-  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds, routing] = o;
+  const auto& [w, c, p, devices, m, t, framework, attention, time_source, bpp, ds, routing, fpeak] = o;
   const bool fits = o.judgedPeak() <= c.memory_bytes;
 
   auto gib = [](int64_t b) { return double(b) / double(int64_t(1) << 30); };
@@ -429,7 +426,7 @@ void printText(const Outcome& o) {
                   s.peakPhase(), gib(s.total()), s.stage == m.worst_stage ? "*" : " ", gib(s.megatron_activations));
     std::cout << line;
   }
-  if (std::string(o.judgedBy()) != "trainscope")  // FSDP's / DeepSpeed's own peak decides (printFrameworkMemory's line)
+  if (fpeak > 0)  // FSDP's / DeepSpeed's own peak decides (printFrameworkMemory's line)
     std::printf("%s: %s's peak %.2f GiB of %.2f (this runtime's worst stage %lld: %.2f GiB)\n",
                 fits ? "fits" : "DOES NOT FIT", framework == tn::Framework::Fsdp ? "FSDP" : "DeepSpeed",
                 gib(o.judgedPeak()), gib(c.memory_bytes), static_cast<long long>(m.worst_stage), gib(m.peak()));
