@@ -145,22 +145,25 @@ def main():
     failed = [r for r in rows if "error" in r]
     if failed:
         print("%d rows refused by predict (first: %s: %s)" % (len(failed), failed[0]["label"], failed[0]["error"]))
-    summaries = {s: summary([r for r in rows if r["set"] == s]) for s in SETS}
+    # SETS, then any further MPT tables the data folder holds (published_sets.Sets.mpt).
+    sets_seen = SETS + tuple(sorted({r["set"] for r in rows} - set(SETS)))
+    summaries = {s: summary([r for r in rows if r["set"] == s]) for s in sets_seen}
     summaries["overall"] = summary(rows)
     print("%-14s %5s %7s %8s  %s" % ("set", "rows", "MAPE", "median", "within-group Spearman (median)"))
-    for s in SETS + ("overall",):
+    for s in sets_seen + ("overall",):
         print("%-14s %s" % (s, fmt(summaries[s])))
     if a.markdown:
         print()
         print("| set | rows | MAPE | median signed error | within-group Spearman (median, groups) |")
         print("|---|---|---|---|---|")
-        for s in SETS + ("overall",):
+        for s in sets_seen + ("overall",):
             x = summaries[s]
             sp = "%.2f (%d)" % (x["spearman_median"], x["groups"]) if x["groups"] else "-"
             print("| %s | %d | %.1f%% | %+.1f%% | %s |" % (s, x["priced"], 100 * x["mape"], 100 * x["median_signed"], sp))
     print()
     print("median signed error by key (the issue's breakdowns):")
-    for s, keys in (("vtrain-single", ("mbs", "tp", "hidden")), ("vtrain-multi", ("tp",)), ("mpt-fsdp", ("gpu", "seq", "model"))):
+    for s, keys in (("vtrain-single", ("mbs", "tp", "hidden")), ("vtrain-multi", ("tp",))) + \
+            tuple((m, ("gpu", "seq", "model")) for m in sets_seen if m.startswith("mpt")):
         for k in keys:
             by = {}
             for r in rows:

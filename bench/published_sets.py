@@ -22,6 +22,7 @@ and HBM bandwidth) are written into `workdir` and named in `notes`.
 import copy
 import json
 import os
+import re
 
 from common import ROOT
 
@@ -61,21 +62,47 @@ class Sets:
         vt["name"] = "a100-80gb-x8-800gbps"
         vt["inter_node"]["bandwidth"] = 800e9 / 8 / 8
         self.vtrain_cluster = _write(os.path.join(workdir, "a100-800gbps.json"), vt)
-        # A100 SXM 40 GB: 40 GiB, 1,555 GB/s HBM2 (NVIDIA A100 datasheet); the rest as the 80 GB.
-        a40 = copy.deepcopy(base)
-        a40["name"], a40["memory_bytes"], a40["memory_bandwidth"] = "a100-40gb-x8", 40 << 30, 1.555e12
-        # MPT's "bf16" rows ran Composer's FSDP mixed_precision PURE (gradients reduced in bf16), its
-        # "amp_bf16" rows DEFAULT (reduce_dtype fp32, the fsdp profile's reduce_bytes 4): the MP Mode
-        # column of llm-foundry's benchmarking tables. All the 40 GB rows and the 80 GB 70b rows are PURE.
-        a40.setdefault("frameworks", {}).setdefault("fsdp", {})["reduce_bytes"] = 2
-        self.a40_cluster = _write(os.path.join(workdir, "a100-40gb.json"), a40)
-        pure = copy.deepcopy(base)
-        pure["name"] = "a100-80gb-x8-fsdp-pure"
-        pure.setdefault("frameworks", {}).setdefault("fsdp", {})["reduce_bytes"] = 2
-        self.a80_pure_cluster = _write(os.path.join(workdir, "a100-80gb-pure.json"), pure)
+        self._mpt_clusters = {}
         self.notes.append("vtrain: a100-80gb-x8 with inter_node.bandwidth 12.5e9 (vTrain's 800 Gb/s per node)")
-        self.notes.append("mpt 40 GB rows: a100-80gb-x8 with 40 GiB and 1.555e12 B/s HBM (A100 40 GB datasheet)")
-        self.notes.append("mpt rows of precision bf16 (FSDP mixed_precision PURE): frameworks.fsdp.reduce_bytes 2")
+
+    def mpt_cluster(self, gpu, precision, table=""):
+        """The cluster file an MPT row of `gpu` ("a100_80gb", "a100_40gb", "h100_80gb") ran on: the
+        GPU's preset; A100 40 GB is the 80 GB preset with 40 GiB and 1,555 GB/s HBM2 (NVIDIA A100
+        datasheet). Its "bf16" rows ran Composer's FSDP mixed_precision PURE (gradients reduced in bf16:
+        the fsdp profile's reduce_bytes 2), its "amp_bf16" rows DEFAULT (reduce_dtype fp32): the MP Mode
+        column of llm-foundry's benchmarking tables. The node-to-node rate, where the row's table names
+        one ("... with 1600 Gbps node-node interconnect"), is that rate over the node's 8 GPUs."""
+        key = (gpu, precision, table)
+        if key in self._mpt_clusters:
+            return self._mpt_clusters[key]
+        presets = {"a100_80gb": "a100-80gb-x8", "a100_40gb": "a100-80gb-x8", "h100_80gb": "h100-80gb-x8",
+                   "h200": "h200-x8", "h200_141gb": "h200-x8"}
+        if gpu not in presets:
+            raise SystemExit("mpt row: gpu %r has no cluster preset here; use one of %s" % (gpu, ", ".join(sorted(presets))))
+        if precision not in ("bf16", "amp_bf16"):
+            raise SystemExit("mpt row: precision %r is neither bf16 (FSDP PURE) nor amp_bf16 (DEFAULT)" % precision)
+        c = json.load(open(os.path.join(os.path.dirname(PRESET), presets[gpu] + ".json")))
+        changed = []
+        if gpu == "a100_40gb":
+            c["name"], c["memory_bytes"], c["memory_bandwidth"] = "a100-40gb-x8", 40 << 30, 1.555e12
+            changed.append("40 GiB and 1.555e12 B/s HBM (A100 40 GB datasheet)")
+        if precision == "bf16":
+            c.setdefault("frameworks", {}).setdefault("fsdp", {})["reduce_bytes"] = 2
+            changed.append("frameworks.fsdp.reduce_bytes 2 (FSDP mixed_precision PURE)")
+        m = re.search(r"(\d+)\s*Gbps node-node", table or "")
+        if m and c.get("devices_per_node", 8) > 0:
+            per_gpu = float(m.group(1)) * 1e9 / 8 / c.get("devices_per_node", 8)
+            if abs(per_gpu - c["inter_node"]["bandwidth"]) > 1:
+                c["inter_node"]["bandwidth"] = per_gpu
+                changed.append("inter_node.bandwidth %.4g (%s Gb/s per node)" % (per_gpu, m.group(1)))
+        if not changed:
+            self._mpt_clusters[key] = presets[gpu]
+            return presets[gpu]
+        c["name"] = "%s-%s-%d" % (presets[gpu], precision, len(self._mpt_clusters))
+        path = _write(os.path.join(self.workdir, "mpt-%d.json" % len(self._mpt_clusters)), c)
+        self.notes.append("mpt %s %s rows: %s with %s" % (gpu, precision, presets[gpu], "; ".join(changed)))
+        self._mpt_clusters[key] = path
+        return path
 
     def workload(self, name, layers, heads, hidden, seq, vocab, **arch):
         spec = {"name": name, "n_layer": layers, "n_head": heads, "n_embd": hidden, "n_positions": seq,
@@ -135,7 +162,17 @@ class Sets:
         return rows
 
     def mpt(self):
-        d = json.load(open(os.path.join(self.data, "mpt-a100.json")))
+        """llm-foundry's MPT throughput rows: mpt-a100.json as the set "mpt-fsdp", and any other
+        mpt-*.json of the same form in the data folder (another GPU's table) as its own set, "mpt-" and
+        the file's suffix (mpt-h100.json: "mpt-h100"), each row on its GPU's preset (mpt_cluster)."""
+        names = sorted(f for f in os.listdir(self.data) if f.startswith("mpt-") and f.endswith(".json"))
+        rows = []
+        for name in names:
+            rows += self._mpt_file(name, "mpt-fsdp" if name == "mpt-a100.json" else name[:-len(".json")])
+        return rows
+
+    def _mpt_file(self, name, set_name):
+        d = json.load(open(os.path.join(self.data, name)))
         rows = []
         for r in d["rows"]:
             s = d["shapes"][r["model"]]
@@ -143,15 +180,14 @@ class Sets:
             # is L(12h² + 13h) + Vh + 2h + seq·h exactly (a wpe of max_seq_len rows; 9h of linear biases
             # a layer), as MPTConfig's defaults (alibi False, no_bias False) and the yamls give.
             wl = self.workload("mpt-" + r["model"], s["n_layers"], s["n_heads"], s["d_model"], r["seq"], s["vocab_size"])
-            cluster = self.a40_cluster if r["gpu"] != "a100_80gb" else \
-                self.a80_pure_cluster if r["precision"] == "bf16" else "a100-80gb-x8"
+            cluster = self.mpt_cluster(r["gpu"], r["precision"], r.get("table", ""))
             line = {"workload": wl, "cluster": cluster, "nodes": max(1, r["gpus"] // 8), "gpus": r["gpus"],
                     "mbs": r["mbs"], "gbs": r["gbs"], "seq": r["seq"], "precision": "bf16",
                     "ckpt": "full" if r["activation_checkpointing"] else "none",
                     "zero": 3 if r["sharding"] == "FULL_SHARD" else 2, "attention": "flash"}
             if self.fw_fsdp:
                 line["framework"] = self.fw_fsdp
-            rows.append({"set": "mpt-fsdp", "measured_s": r["gbs"] * r["seq"] / r["tokens_per_s"],
+            rows.append({"set": set_name, "measured_s": r["gbs"] * r["seq"] / r["tokens_per_s"],
                          "group": "%s %s gpus%d" % (r["gpu"], r["model"], r["gpus"]), "line": line,
                          "label": "%s %s seq%d gpus%d mbs%d" % (r["gpu"], r["model"], r["seq"], r["gpus"], r["mbs"]),
                          "seq": r["seq"], "gpu": r["gpu"], "model": r["model"]})
