@@ -274,11 +274,16 @@ void fitExternalHost(TraceFit& out, const std::vector<FitRow>& rows, const std::
 void fitComm(TraceFit& out, const std::vector<TraceMeasure>& traces, const std::vector<FitRow>& rows) {
   std::vector<rundb::Collective> all;
   std::set<int64_t> sizes;
-  int64_t widest = 0;
+  int64_t widest = 0, cut = 0;
   for (const TraceMeasure& t : traces)
-    for (const rundb::Collective& c : t.collectives)
-      if (c.bytes > 0 && c.group_size >= 2 && c.end_ns > c.start_ns && c.op != "barrier")
+    for (const rundb::Collective& c : t.collectives) {
+      cut += c.cut && c.bytes > 0;
+      if (c.bytes > 0 && c.group_size >= 2 && c.end_ns > c.start_ns && c.op != "barrier" && !c.cut)
         all.push_back(c), sizes.insert(c.bytes);
+    }
+  if (cut > 0)  // the trace's end cut them: their bytes are known, their time is not (rows.h Collective::cut)
+    out.notes.push_back("collectives: " + std::to_string(cut) + " call(s) the trace's end cut left out of the fit "
+                        "(their end was not recorded)");
   for (const FitRow& r : rows) widest = std::max(widest, r.p.world());
   if (sizes.size() < 2) {
     out.notes.push_back("collectives: not fitted (" + std::to_string(sizes.size()) +
