@@ -345,6 +345,12 @@ CLI::App* addCalibrateCommand(CLI::App& app, CalibrateFlags*& f) {
   c->add_option("--max-evaluations", f->max_evaluations, "the most loss evaluations per fit")->capture_default_str();
   c->add_flag("--overwrite", f->overwrite, "replace an existing -o");
   c->add_flag("--json", f->json, "print the calibration object as JSON");
+  c->add_flag("--keep-fitted", f->keep_fitted,
+              "with --trace: keep the constants --cluster's calibration record fitted earlier (from a study or other "
+              "rows); fit only the rest");
+  c->add_flag("--replace-fitted", f->replace_fitted,
+              "with --trace: replace the constants --cluster's calibration record fitted earlier with the trace's "
+              "(the output records both)");
   c->add_flag("--evaluate", f->evaluate,
               "fit nothing: price the rows on --cluster (a calibrated file, or a preset) and print its errors");
   return c;
@@ -419,6 +425,12 @@ int runCalibrate(const CalibrateFlags& f) {
                     "pass --from (measured step times) or --trace (traces, fitted per kernel class), not both");
   if (!f.config.empty() && f.trace.empty())
     throw UserError("--config", "describes an imported trace", "pass it with --trace; JSON lines give their own keys");
+  if ((f.keep_fitted || f.replace_fitted) && f.trace.empty())
+    throw UserError(f.keep_fitted ? "--keep-fitted" : "--replace-fitted", "applies to --trace",
+                    "drop it: --from fits the constants --fit names (or the defaults) from all its rows");
+  if (f.keep_fitted && f.replace_fitted)
+    throw UserError("--keep-fitted", "cannot be given with --replace-fitted",
+                    "choose one: keep the earlier fitted constants, or replace them with the trace's");
   const tn::Cluster base = tn::loadCluster(f.cluster);
   if (!f.trace.empty()) return runCalibrateTrace(f, base);
   if (f.evaluate) return runEvaluate(f, base);

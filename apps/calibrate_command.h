@@ -20,6 +20,9 @@ struct CalibrateFlags {
   int64_t max_evaluations = 300;
   bool overwrite = false, json = false;
   bool evaluate = false;         // price the rows on --cluster and print its errors; fit and write nothing
+  // --trace on a file whose "calibration" record fitted some of the constants the trace would set:
+  // keep those and fit the rest, or replace them (both sources recorded). Neither: refused, listed.
+  bool keep_fitted = false, replace_fitted = false;
 };
 
 CLI::App* addCalibrateCommand(CLI::App& app, CalibrateFlags*& flags);

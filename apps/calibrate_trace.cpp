@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <set>
 
 #include "calibrate_parts.h"
 #include "trainscope/common/error.h"
@@ -51,6 +53,87 @@ void readTraces(const CalibrateFlags& f, const tn::Cluster& base, std::vector<tn
     traces.push_back(std::move(t));
     rows.push_back(std::move(r));
   }
+}
+
+// A constant --cluster's "calibration" record says an earlier calibrate fitted: its value and where from.
+struct EarlierFit {
+  double value = 0;
+  std::string from;  // "calibrate --from study.db (24 rows), 2026-12-07T10:00:00Z"
+};
+
+// Where an earlier calibration record's constants came from, in words.
+std::string earlierSource(const nlohmann::json& cal) {
+  std::string sources;
+  if (cal.contains("rows") && cal["rows"].is_array())
+    for (const auto& r : cal["rows"]) {
+      if (!r.is_object() || !r.contains("source") || !r["source"].is_string()) continue;
+      sources += (sources.empty() ? "" : ", ") + r["source"].get<std::string>();
+      if (r.contains("rows") && r["rows"].is_number_integer())
+        sources += " (" + std::to_string(r["rows"].get<int64_t>()) + " rows)";
+    }
+  const bool traces = cal.contains("method") && cal["method"].is_string() &&
+                      cal["method"].get<std::string>().rfind("from traces", 0) == 0;
+  std::string s = std::string("calibrate ") + (traces ? "--trace " : "--from ") +
+                  (sources.empty() ? "(sources not recorded)" : sources);
+  if (cal.contains("cross_validation") && cal["cross_validation"].is_object()) s += ", cross-validated";
+  if (cal.contains("date") && cal["date"].is_string()) s += ", " + cal["date"].get<std::string>();
+  return s;
+}
+
+// The constants --cluster's file records as fitted by an earlier calibrate (its "calibration"."fitted"),
+// and that record itself in `previous` (null: a preset, or a file never calibrated).
+std::map<std::string, EarlierFit> earlierFits(const tn::Cluster& base, nlohmann::json& previous) {
+  std::map<std::string, EarlierFit> out;
+  std::string text;
+  try {
+    text = files::readTextFile(base.source, "--cluster", "");
+  } catch (const std::exception&) {
+    return out;
+  }
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("calibration") || !j["calibration"].is_object()) return out;
+  previous = j["calibration"];
+  if (!previous.contains("fitted") || !previous["fitted"].is_object()) return out;
+  const std::string from = earlierSource(previous);
+  for (const auto& [path, e] : previous["fitted"].items())
+    if (e.is_object() && e.contains("value") && e["value"].is_number()) out[path] = {e["value"].get<double>(), from};
+  return out;
+}
+
+// The trace's fit against the constants an earlier calibration fitted (calibrate --trace on a
+// calibrated file): each clash printed as one line, old → new, where the old came from; refused
+// without --keep-fitted or --replace-fitted, refitted around the kept ones with --keep-fitted.
+// Returns the clashes (path → earlier) that the output records.
+std::map<std::string, EarlierFit> settleEarlier(const CalibrateFlags& f, const tn::Cluster& base,
+                                                const std::vector<tn::FitRow>& rows,
+                                                const std::vector<tn::TraceMeasure>& traces,
+                                                const std::map<std::string, EarlierFit>& earlier, tn::TraceFit& fit) {
+  std::map<std::string, EarlierFit> clashes;
+  for (const tn::TraceTarget& t : fit.targets)
+    if (auto it = earlier.find(t.path); it != earlier.end()) clashes[t.path] = it->second;
+  if (clashes.empty()) return clashes;
+  std::FILE* out = f.json || !(f.keep_fitted || f.replace_fitted) ? stderr : stdout;  // --json: stdout is the record
+  for (const auto& [path, e] : clashes) {
+    const double now = fit.values.at(path);
+    if (f.keep_fitted)
+      std::fprintf(out, "kept %s at %.6g (fitted by %s); this trace alone gives %.6g\n", path.c_str(), e.value,
+                   e.from.c_str(), now);
+    else
+      std::fprintf(out, "%s %s: %.6g -> %.6g (this trace); %.6g was fitted by %s\n",
+                   f.replace_fitted ? "replaced" : "would replace", path.c_str(), e.value, now, e.value, e.from.c_str());
+  }
+  if (!f.keep_fitted && !f.replace_fitted)
+    throw UserError("--trace", std::to_string(clashes.size()) + " constant(s) that " + base.source +
+                                   " records as fitted by an earlier calibrate would be replaced by this trace's fit "
+                                   "(listed above)",
+                    "pass --keep-fitted to keep them and fit only the rest, or --replace-fitted to replace them "
+                    "(the output records both sources)");
+  if (f.keep_fitted) {
+    std::set<std::string> held;
+    for (const auto& [path, e] : clashes) held.insert(path);
+    fit = tn::fitFromTraces(base, rows, traces, tn::parseFramework(f.framework), held);
+  }
+  return clashes;
 }
 
 nlohmann::json record(const CalibrateFlags& f, const tn::Cluster& base, const tn::TraceFit& fit,
@@ -126,15 +209,27 @@ int runCalibrateTrace(const CalibrateFlags& f, const tn::Cluster& base) {
   std::vector<tn::TraceMeasure> traces;
   std::vector<tn::FitRow> rows;
   readTraces(f, base, traces, rows);
+  nlohmann::json previous;  // --cluster's own calibration record, kept in the output
+  const std::map<std::string, EarlierFit> earlier = earlierFits(base, previous);
   const tn::ErrorSummary before = tn::summarize(rows, tn::priceRows(base, rows));
   if (f.evaluate) {
     if (f.json) std::cout << jsonText(summaryJson(before)) << "\n";
     else printSummary("errors:", before);
     return 0;
   }
-  const tn::TraceFit fit = tn::fitFromTraces(base, rows, traces, tn::parseFramework(f.framework));
+  tn::TraceFit fit = tn::fitFromTraces(base, rows, traces, tn::parseFramework(f.framework));
+  std::map<std::string, double> trace_values = fit.values;  // the trace's own, before any is kept
+  const std::map<std::string, EarlierFit> clashes = settleEarlier(f, base, rows, traces, earlier, fit);
   const tn::ErrorSummary after = tn::summarize(rows, tn::priceRows(fit.fitted, rows));
-  const nlohmann::json cal = record(f, base, fit, traces, before, after);
+  nlohmann::json cal = record(f, base, fit, traces, before, after);
+  // Both sources: the earlier record whole, and per clashing constant what it was and what became of it.
+  if (!previous.is_null()) cal["previous"] = previous;
+  for (const auto& [path, e] : clashes) {
+    if (f.keep_fitted)
+      cal["kept"][path] = {{"value", e.value}, {"from", e.from}, {"trace_value", trace_values.at(path)}};
+    else
+      cal["fitted"][path]["replaced"] = {{"value", e.value}, {"from", e.from}};
+  }
 
   writeCalibrated(f, base, fit.values, cal, rule);
   if (f.json) {

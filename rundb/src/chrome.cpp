@@ -174,10 +174,12 @@ void exportCollectives(RunReader& reader, Lanes& lanes, ChromeWriter& w) {
     const Collective& c = collectives[i];
     const LinkedCall* call = links.call_of[i] >= 0 ? &links.calls[size_t(links.call_of[i])] : nullptr;
     const CallTiming t = callTiming(c, call);
-    nlohmann::json args = {{"bytes", c.bytes}, {"busbw_GBps", t.busbw * 1e-9}};
+    nlohmann::json args = {{"bytes", c.bytes}};
+    if (c.cut) args["cut"] = "the trace's end cut this call: its end, transfer and bandwidth are unknown";
+    else args["busbw_GBps"] = t.busbw * 1e-9;
     if (call) {
       args["wait_us"] = double(t.wait_ns) * 1e-3;
-      args["transfer_us"] = double(t.transfer_ns) * 1e-3;
+      if (!c.cut) args["transfer_us"] = double(t.transfer_ns) * 1e-3;
       args["skew_us"] = double(call->skewNs()) * 1e-3;
     }
     w.complete(c.op + " (" + c.group + ")", "collective", c.rank, lanes.tid(c.rank, Lanes::kCollectives, 0), c.start_ns,

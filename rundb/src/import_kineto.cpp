@@ -247,6 +247,13 @@ class KinetoWriter {
     }
     gloo_comms_ = !kernel_comms_ && !op_comms;
     if (gloo_comms_) indexGlooCalls();
+    // The last time this file recorded as it happened: the latest end of an event the profiler's stop
+    // did not cut (a cut event's end is the stop's, not its own).
+    for (const Event& e : p.events) {
+      int64_t end = 0;
+      if (e.cat != Cat::Other && !e.unfinished && !e.bad_time && e.dur >= 0 && !__builtin_add_overflow(e.ts, e.dur, &end))
+        last_recorded_ = std::max(last_recorded_, end);
+    }
   }
 
   // For a gloo: annotation without its args (the profiler stopped while a worker thread was still
@@ -285,11 +292,22 @@ class KinetoWriter {
     }
     const uint32_t n = e.name == kNone ? unnamed_ : e.name;
     const std::string& name = p_.names[n];
-    if (e.cat != Cat::Other) t_min_ = std::min(t_min_, b), t_max_ = std::max(t_max_, en);
+    // The trace's extent: a cut event's end is the profiler's stop, not a time it recorded.
+    if (e.cat != Cat::Other) t_min_ = std::min(t_min_, b), t_max_ = std::max(t_max_, e.unfinished ? b : en);
     putRow(e, b, en, name, id(n));
     const bool comm_source = kernel_comms_ ? e.cat == Cat::Kernel : (e.cat == Cat::Op && name == "record_param_comms");
-    if (e.comm >= 0 && comm_source) putCollective(p_.comms[size_t(e.comm)], b, en);
-    if (gloo_comms_ && e.cat == Cat::Annotation && name.rfind("gloo:", 0) == 0) putGloo(e, name, b, en);
+    if (e.comm >= 0 && comm_source) putCollective(p_.comms[size_t(e.comm)], b, cutEnd(e, b, en));
+    if (gloo_comms_ && e.cat == Cat::Annotation && name.rfind("gloo:", 0) == 0) putGloo(e, name, b, cutEnd(e, b, en));
+  }
+
+  // A collective's end: its own, or for one the profiler's stop cut ("finished": false, its end the
+  // stop's) the last time the file recorded an event that finished, within [start, the stop]: the
+  // call is marked cut (Collective::cut) and counts in bytes, never in time.
+  std::pair<int64_t, bool> cutEnd(const Event& e, int64_t b, int64_t en) const {
+    if (!e.unfinished) return {en, false};
+    int64_t last = 0;
+    if (last_recorded_ == INT64_MIN || __builtin_add_overflow(base_, last_recorded_, &last)) return {b, true};
+    return {std::clamp(last, b, en), true};
   }
 
   // The collectives, the drop counts, a step for a trace without ProfilerStep, the threads and the rank.
@@ -393,7 +411,7 @@ class KinetoWriter {
   // A "gloo:all_reduce" annotation as a collective: the op from its name, the elements of its first
   // input ("Input Dims" [[33088]]), the dtype from "Input type" ("float", "c10::BFloat16"), the group
   // the trace's world (distributedInfo.world_size; Gloo annotations name no group).
-  void putGloo(const Event& e, const std::string& name, int64_t b, int64_t en) {
+  void putGloo(const Event& e, const std::string& name, int64_t b, std::pair<int64_t, bool> end) {
     Collective row;
     row.op = collectiveOp(name.substr(5));
     row.group = "default";
@@ -409,12 +427,12 @@ class KinetoWriter {
     }
     row.bytes = n > 0 && width > 0 && n <= INT64_MAX / width ? n * width : 0;
     row.start_ns = b;
-    row.end_ns = en;
+    std::tie(row.end_ns, row.cut) = end;
     collectives_.push_back(std::move(row));
   }
 
   // A communication record's collective, numbered in its group's order; kept for one write at the end.
-  void putCollective(const CommArgs& c, int64_t b, int64_t en) {
+  void putCollective(const CommArgs& c, int64_t b, std::pair<int64_t, bool> end) {
     if (c.op == kNone) return;
     Collective row;
     row.op = collectiveOp(p_.names[c.op]);
@@ -427,7 +445,7 @@ class KinetoWriter {
     const int64_t width = c.dtype == kNone ? 0 : dtypeBytes(p_.names[c.dtype]);
     row.bytes = nelems > 0 && width > 0 && nelems <= INT64_MAX / width ? nelems * width : 0;
     row.start_ns = b;
-    row.end_ns = en;
+    std::tie(row.end_ns, row.cut) = end;
     collectives_.push_back(std::move(row));
   }
 
@@ -462,6 +480,7 @@ class KinetoWriter {
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> calls_;  // op → (start, elements) of c10d calls
   std::map<std::string, int64_t> gloo_width_;                              // op → element width seen
   std::vector<Collective> collectives_;
+  int64_t last_recorded_ = INT64_MIN;  // file clock: the latest end of an event the stop did not cut
   int64_t steps_seen_ = 0, t_min_ = INT64_MAX, t_max_ = INT64_MIN, dropped_time_ = 0, dropped_negative_ = 0;
 };
 

@@ -81,7 +81,13 @@ class Reader : public nlohmann::json::json_sax_t {
   Reader(Parsed& p, const std::string& path) : p_(p), path_(path) {}
 
   bool null() override { return value(nullptr, nullptr, nullptr); }
-  bool boolean(bool) override { return value(nullptr, nullptr, nullptr); }
+  bool boolean(bool v) override {
+    if (top() == Ctx::Args && arg_ == Arg::Finished) {  // "finished": false — the profiler stopped inside it
+      p_.events.back().unfinished = !v;
+      return true;
+    }
+    return value(nullptr, nullptr, nullptr);
+  }
   bool number_integer(number_integer_t v) override {
     const std::string s = std::to_string(v);
     const int64_t x = v;
@@ -218,7 +224,8 @@ class Reader : public nlohmann::json::json_sax_t {
     TotalAllocated, DeviceType,                                                                  // integers
     Registers, Shared,                                                                           // int32
     Collective, Dtype, GroupDesc, GroupName, Name,                                               // text
-    Grid, Block, InputDims                                                                       // arrays
+    Grid, Block, InputDims,                                                                      // arrays
+    Finished                                                                                     // a boolean
   };
   static Arg argOf(const std::string& k) {
     static const std::unordered_map<std::string, Arg> keys = {
@@ -230,7 +237,9 @@ class Reader : public nlohmann::json::json_sax_t {
         {"name", Arg::Name}, {"grid", Arg::Grid}, {"block", Arg::Block}, {"Input Dims", Arg::InputDims},
         // a [memory] event's (profile_memory=True): its size, the allocator's total after it, its device
         {"Bytes", Arg::Bytes}, {"Total Allocated", Arg::TotalAllocated}, {"Device Id", Arg::Device},
-        {"Device Type", Arg::DeviceType}};
+        {"Device Type", Arg::DeviceType},
+        // an event the profiler's stop cut (written with "finished": false, its end the stop's time)
+        {"finished", Arg::Finished}};
     const auto it = keys.find(k);
     return it == keys.end() ? Arg::Other : it->second;
   }
@@ -370,6 +379,10 @@ class Reader : public nlohmann::json::json_sax_t {
     const Arg a = arg_;
     if (a == Arg::Other) return;
     const std::string& k = key_;
+    if (a == Arg::Finished) {  // a boolean (boolean()); anything else is refused and reads as finished
+      refuse("args." + k, kindOf(num, str));
+      return;
+    }
     if (a == Arg::Stream) meta_.stream_arg = true;
     if (a == Arg::Registers || a == Arg::Shared) {
       if (const std::optional<int32_t> v = count32("args." + k, num, str))

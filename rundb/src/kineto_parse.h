@@ -39,6 +39,7 @@ struct Event {
   int32_t dims = -1;        // into Parsed::dims
   Cat cat = Cat::Other;
   bool complete = false, has_ts = false, has_dur = false, bad_time = false;
+  bool unfinished = false;  // args "finished": false: the profiler stopped inside it; its end is the stop's
   int64_t deviceId() const { return device >= 0 ? device : 0; }
 };
 

@@ -105,14 +105,14 @@ std::vector<int64_t> RunReader::stepRanks() {
 
 std::vector<RankInfo> RunReader::ranks() {
   std::vector<RankInfo> out;
-  Statement s(*db_, io::selectAll<RankInfo>() + " ORDER BY rank");
+  Statement s(*db_, io::selectAll<RankInfo>(version_) + " ORDER BY rank");
   while (s.step()) out.push_back(io::RowIo<RankInfo>::read(s));
   return out;
 }
 
 std::vector<Step> RunReader::steps(int64_t rank) {
   std::vector<Step> out;
-  Statement s(*db_, io::selectAll<Step>() + " WHERE rank = ? ORDER BY step");
+  Statement s(*db_, io::selectAll<Step>(version_) + " WHERE rank = ? ORDER BY step");
   s.bind(1, rank);
   while (s.step()) out.push_back(io::RowIo<Step>::read(s));
   return out;
@@ -120,7 +120,7 @@ std::vector<Step> RunReader::steps(int64_t rank) {
 
 std::vector<Step> RunReader::steps() {
   std::vector<Step> out;
-  Statement s(*db_, io::selectAll<Step>() + " ORDER BY rank, step");
+  Statement s(*db_, io::selectAll<Step>(version_) + " ORDER BY rank, step");
   while (s.step()) out.push_back(io::RowIo<Step>::read(s));
   return out;
 }
@@ -130,7 +130,7 @@ std::vector<Row> RunReader::events(int64_t rank, int64_t begin, int64_t end) {
   if (!hasTable(io::RowIo<Row>::kTable)) return {};  // a file older than the table: none
   const std::string t = timeColumn<Row>();
   const std::string last = std::is_same_v<Row, Counter> ? t : std::string("end_ns");
-  std::string sql = io::selectAll<Row>() + " WHERE rank = ?1";
+  std::string sql = io::selectAll<Row>(version_) + " WHERE rank = ?1";
   if (end != kNoEnd) sql += " AND " + t + " < ?2";
   if (begin != kAllTime) sql += " AND " + last + " >= ?3";
   sql += " ORDER BY " + t;
@@ -146,14 +146,14 @@ std::vector<Row> RunReader::events(int64_t rank, int64_t begin, int64_t end) {
 template <class Row>
 void RunReader::forEach(const std::function<void(const Row&)>& f) {
   if (!hasTable(io::RowIo<Row>::kTable)) return;
-  Statement s(*db_, io::selectAll<Row>());
+  Statement s(*db_, io::selectAll<Row>(version_));
   while (s.step()) f(io::RowIo<Row>::read(s));
 }
 
 template <class Row>
 std::vector<Row> RunReader::startingAt(int64_t rank, int64_t start_ns) {
   if (!hasTable(io::RowIo<Row>::kTable)) return {};
-  Statement s(*db_, io::selectAll<Row>() + " WHERE rank = ? AND " + timeColumn<Row>() + " = ?");
+  Statement s(*db_, io::selectAll<Row>(version_) + " WHERE rank = ? AND " + timeColumn<Row>() + " = ?");
   s.bindFrom(1, rank, start_ns);
   std::vector<Row> out;
   while (s.step()) out.push_back(io::RowIo<Row>::read(s));
@@ -164,7 +164,7 @@ template <class Row>
 std::vector<Row> RunReader::startingIn(int64_t rank, int64_t begin, int64_t end) {
   if (!hasTable(io::RowIo<Row>::kTable) || end <= begin) return {};
   const std::string t = timeColumn<Row>();
-  Statement s(*db_, io::selectAll<Row>() + " WHERE rank = ?1 AND " + t + " >= ?2 AND " + t + " < ?3 ORDER BY " + t);
+  Statement s(*db_, io::selectAll<Row>(version_) + " WHERE rank = ?1 AND " + t + " >= ?2 AND " + t + " < ?3 ORDER BY " + t);
   s.bind(1, rank);
   s.bind(2, begin);
   s.bind(3, end);
@@ -176,7 +176,7 @@ std::vector<Row> RunReader::startingIn(int64_t rank, int64_t begin, int64_t end)
 template <class Row>
 void RunReader::forEachOf(int64_t rank, const std::function<void(const Row&)>& f) {
   if (!hasTable(io::RowIo<Row>::kTable)) return;
-  Statement s(*db_, io::selectAll<Row>() + " WHERE rank = ? ORDER BY " + timeColumn<Row>());
+  Statement s(*db_, io::selectAll<Row>(version_) + " WHERE rank = ? ORDER BY " + timeColumn<Row>());
   s.bind(1, rank);
   while (s.step()) f(io::RowIo<Row>::read(s));
 }
@@ -250,7 +250,7 @@ TRAINSCOPE_READER_ROW(Collective)
 
 std::vector<Collective> RunReader::collectives(std::optional<int64_t> rank) {
   std::vector<Collective> out;
-  Statement s(*db_, io::selectAll<Collective>() + (rank ? " WHERE rank = ?" : "") + " ORDER BY rank, start_ns");
+  Statement s(*db_, io::selectAll<Collective>(version_) + (rank ? " WHERE rank = ?" : "") + " ORDER BY rank, start_ns");
   if (rank) s.bind(1, *rank);
   while (s.step()) out.push_back(io::RowIo<Collective>::read(s));
   return out;
@@ -259,21 +259,21 @@ std::vector<Collective> RunReader::collectives(std::optional<int64_t> rank) {
 std::vector<ThreadName> RunReader::threads() {
   std::vector<ThreadName> out;
   if (!hasTable("threads")) return out;
-  Statement s(*db_, io::selectAll<ThreadName>() + " ORDER BY rank, kind, device, tid");
+  Statement s(*db_, io::selectAll<ThreadName>(version_) + " ORDER BY rank, kind, device, tid");
   while (s.step()) out.push_back(io::RowIo<ThreadName>::read(s));
   return out;
 }
 
 std::vector<Drop> RunReader::drops() {
   std::vector<Drop> out;
-  Statement s(*db_, io::selectAll<Drop>() + " ORDER BY rank, source");
+  Statement s(*db_, io::selectAll<Drop>(version_) + " ORDER BY rank, source");
   while (s.step()) out.push_back(io::RowIo<Drop>::read(s));
   return out;
 }
 
 std::vector<WeightDigest> RunReader::weightDigest() {
   std::vector<WeightDigest> out;
-  Statement s(*db_, io::selectAll<WeightDigest>() + " ORDER BY name");
+  Statement s(*db_, io::selectAll<WeightDigest>(version_) + " ORDER BY name");
   while (s.step()) out.push_back(io::RowIo<WeightDigest>::read(s));
   return out;
 }
@@ -281,7 +281,7 @@ std::vector<WeightDigest> RunReader::weightDigest() {
 std::vector<ExpertLoad> RunReader::expertLoad() {
   std::vector<ExpertLoad> out;
   if (!hasTable("expert_load")) return out;
-  Statement s(*db_, io::selectAll<ExpertLoad>() + " ORDER BY step, layer, rank, expert");
+  Statement s(*db_, io::selectAll<ExpertLoad>(version_) + " ORDER BY step, layer, rank, expert");
   while (s.step()) out.push_back(io::RowIo<ExpertLoad>::read(s));
   return out;
 }
@@ -289,7 +289,7 @@ std::vector<ExpertLoad> RunReader::expertLoad() {
 std::vector<Checkpoint> RunReader::checkpoints() {
   std::vector<Checkpoint> out;
   if (!hasTable("checkpoints")) return out;
-  Statement s(*db_, io::selectAll<Checkpoint>() + " ORDER BY step");
+  Statement s(*db_, io::selectAll<Checkpoint>(version_) + " ORDER BY step");
   while (s.step()) out.push_back(io::RowIo<Checkpoint>::read(s));
   return out;
 }
@@ -297,7 +297,7 @@ std::vector<Checkpoint> RunReader::checkpoints() {
 std::vector<Fp8Scale> RunReader::fp8Scales() {
   std::vector<Fp8Scale> out;
   if (!hasTable("fp8_scales")) return out;
-  Statement s(*db_, io::selectAll<Fp8Scale>() + " ORDER BY step, rank, tensor, role");
+  Statement s(*db_, io::selectAll<Fp8Scale>(version_) + " ORDER BY step, rank, tensor, role");
   while (s.step()) out.push_back(io::RowIo<Fp8Scale>::read(s));
   return out;
 }

@@ -118,18 +118,23 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
     s.group = c.group;
     ++s.count;
     if (__builtin_add_overflow(s.bytes, c.bytes, &s.bytes)) s.bytes = c.bytes > 0 ? INT64_MAX : INT64_MIN;  // a damaged file's sizes
+    if (links.call_of[i] >= 0) calls[{c.op, c.group}].insert(links.call_of[i]);
+    else if (s.rows_not_linked++ == 0) s.not_linked_reason = notLinkedReason(c, links, layout);
+    if (c.cut) {  // its end is not known: no time, no bandwidth (the call's skew is from the starts)
+      ++s.cut;
+      continue;
+    }
     s.total_s += c.seconds();
     s.wait_s += double(t.wait_ns) * 1e-9;
     s.transfer_s += double(t.transfer_ns) * 1e-9;
     busbw_sum[{c.op, c.group}].first += t.busbw;
     busbw_sum[{c.op, c.group}].second += c.busbw();
     s.busbw_max = std::max(s.busbw_max, t.busbw);
-    if (links.call_of[i] >= 0) calls[{c.op, c.group}].insert(links.call_of[i]);
-    else if (s.rows_not_linked++ == 0) s.not_linked_reason = notLinkedReason(c, links, layout);
   }
   for (auto& [key, s] : coll) {
-    s.busbw_mean = busbw_sum[key].first / double(s.count);
-    s.busbw_with_wait_mean = busbw_sum[key].second / double(s.count);
+    const double timed = double(std::max<int64_t>(1, s.count - s.cut));
+    s.busbw_mean = busbw_sum[key].first / timed;
+    s.busbw_with_wait_mean = busbw_sum[key].second / timed;
     const std::set<int64_t>& linked = calls[key];
     s.linked = int64_t(linked.size());
     for (int64_t call : linked) {
@@ -291,6 +296,12 @@ void formatSteps(const Report& r, std::ostream& o) {
 
 }  // namespace
 
+// Rows the trace's end cut: said, with what they count in.
+static std::string cutNote(const CollectiveStat& c) {
+  if (c.cut == 0) return "";
+  return "; " + std::to_string(c.cut) + " call(s) cut by the trace's end: in calls and bytes, not in time or busbw";
+}
+
 // The collectives' table: busbw, skew and wait over the linked calls; rows not linked say why.
 void formatCollectives(const std::vector<CollectiveStat>& collectives, std::ostream& o) {
   char line[512];
@@ -302,7 +313,7 @@ void formatCollectives(const std::vector<CollectiveStat>& collectives, std::ostr
       std::snprintf(line, sizeof(line), "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw %.3f GB/s (whole call)  not linked: ",
                     c.op.c_str(), c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
                     c.total_s * 1e3, c.busbw_with_wait_mean * 1e-9);
-      o << line << c.not_linked_reason << "\n";
+      o << line << c.not_linked_reason << cutNote(c) << "\n";
       continue;
     }
     std::snprintf(line, sizeof(line),
@@ -314,7 +325,7 @@ void formatCollectives(const std::vector<CollectiveStat>& collectives, std::ostr
     o << line;
     if (c.rows_not_linked > 0)
       o << " (over the linked rows; " << c.rows_not_linked << " row(s) not linked: " << c.not_linked_reason << ")";
-    o << "\n";
+    o << cutNote(c) << "\n";
   }
 }
 
@@ -418,7 +429,7 @@ std::string reportJson(const Report& r) {
                                 {"busbw_with_wait_mean", c.busbw_with_wait_mean}, {"linked_calls", c.linked},
                                 {"skew_mean_s", known(c.skew_mean_s)}, {"skew_max_s", known(c.skew_max_s)},
                                 {"wait_s", known(c.wait_s)}, {"transfer_s", c.transfer_s},
-                                {"rows_not_linked", c.rows_not_linked},
+                                {"rows_not_linked", c.rows_not_linked}, {"cut_rows", c.cut},
                                 {"not_linked_reason", c.rows_not_linked > 0 ? nlohmann::json(c.not_linked_reason)
                                                                             : nlohmann::json(nullptr)}});
   }

@@ -170,7 +170,10 @@ template <>
 struct RowIo<Collective> {
   static constexpr const char* kTable = "collectives";
   static void bind(Statement& s, int b, const Collective& r) {
-    s.bindFrom(b, r.rank, r.op, r.group, r.group_size, r.seq, r.bytes, r.start_ns, r.end_ns, r.algbw(), r.busbw());
+    // A cut call has no bandwidth: NULL, not the 0 that a zero duration stores.
+    const std::optional<double> algbw = r.cut ? std::nullopt : std::optional<double>(r.algbw());
+    const std::optional<double> busbw = r.cut ? std::nullopt : std::optional<double>(r.busbw());
+    s.bindFrom(b, r.rank, r.op, r.group, r.group_size, r.seq, r.bytes, r.start_ns, r.end_ns, algbw, busbw, r.cut);
   }
   static Collective read(const Statement& s) {
     Collective c;
@@ -182,6 +185,7 @@ struct RowIo<Collective> {
     c.bytes = s.columnInt(5);
     c.start_ns = s.columnInt(6);
     c.end_ns = s.columnInt(7);
+    c.cut = s.columnInt(10) != 0;
     return c;
   }
 };
@@ -271,10 +275,11 @@ struct RowIo<Fp8Scale> {
 };
 
 // "SELECT <every column> FROM <table>" for a row type.
+// SELECT of every column of Row's table, as a file of schema `version` holds them (selectList).
 template <class Row>
-std::string selectAll() {
+std::string selectAll(int version = kSchemaVersion) {
   const Table& t = table(RowIo<Row>::kTable);
-  return "SELECT " + columnList(t) + " FROM " + t.name;
+  return "SELECT " + selectList(t, version) + " FROM " + t.name;
 }
 
 }  // namespace trainscope::rundb::io

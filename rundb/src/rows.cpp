@@ -4,7 +4,7 @@
 namespace trainscope::rundb {
 
 double Collective::algbw() const {
-  const double s = seconds();
+  const double s = cut ? 0.0 : seconds();  // a cut call's duration is not its transfer's
   return s > 0 ? double(bytes) / s : 0.0;
 }
 

@@ -61,7 +61,8 @@ std::vector<Table> makeTables() {
        "", true},
       {"collectives",
        {{"rank", IN, R::Rank}, {"op", TN}, {"grp", TN}, {"group_size", IN}, {"seq", IN}, {"bytes", IN},
-        {"start_ns", IN, R::Time}, {"end_ns", IN, R::Time}, {"algbw", "REAL"}, {"busbw", "REAL"}},
+        {"start_ns", IN, R::Time}, {"end_ns", IN, R::Time}, {"algbw", "REAL"}, {"busbw", "REAL"},
+        {"cut", "INTEGER NOT NULL DEFAULT 0", R::Plain, 7, "0"}},
        "", true},
       {"counters", {{"rank", IN, R::Rank}, {"ts_ns", IN, R::Time}, {"name_id", IN, R::StringId}, {"value", RN}}, "",
        true},
@@ -107,6 +108,13 @@ const Table& table(const std::string& name) {
 std::string columnList(const Table& t) {
   std::string s;
   for (const Column& c : t.columns) s += (s.empty() ? "" : ", ") + std::string(c.name);
+  return s;
+}
+
+std::string selectList(const Table& t, int version) {
+  std::string s;
+  for (const Column& c : t.columns)
+    s += (s.empty() ? "" : ", ") + (version < c.since ? std::string(c.older) + " AS " + c.name : std::string(c.name));
   return s;
 }
 

@@ -159,6 +159,34 @@ TEST(CalibrateTrace, RecoversKnownConstantsFromASyntheticKinetoTrace) {
   EXPECT_NE(p.output.find("90% of its fitted rows, in sample (it was not cross-validated"), std::string::npos)
       << p.output;
   EXPECT_EQ(p.output.find("held-out"), std::string::npos) << p.output;
+  // The same trace on a file whose record says a study fitted sustained_clock (0.9): --keep-fitted
+  // keeps it and fits every other class around it, within 5%; the trace's 0.8 is recorded. The flash
+  // scales multiply the clock (attention runs at clock × scale), so they come out 0.8/0.9 of theirs:
+  // the attention kernels' measured time is kept whole.
+  json study = json::parse(presetText("a100-80gb-x8"));
+  study["sustained_clock"] = 0.9;
+  study["calibration"] = {{"fitted", {{"sustained_clock", {{"value", 0.9}}}}},
+                          {"rows", {{{"source", "study.db"}, {"rows", 40}}}}, {"date", "2026-12-07T10:00:00Z"}};
+  const std::string studied = tempPath("trace-studied.json"), kept = tempPath("trace-kept.json");
+  std::ofstream(studied) << study.dump(2);
+  std::remove(kept.c_str());
+  const auto k = cli("calibrate --cluster " + studied + " --trace " + db + " --config '" + kConfig + "' -o " + kept +
+                     " --keep-fitted --json");
+  ASSERT_EQ(k.status, 0) << k.output;
+  EXPECT_NE(k.output.find("kept sustained_clock at 0.9 (fitted by calibrate --from study.db (40 rows), "
+                          "2026-12-07T10:00:00Z); this trace alone gives 0.8"),
+            std::string::npos)
+      << k.output;
+  const json kcal = lastJson(k.output);
+  EXPECT_FALSE(kcal["fitted"].contains("sustained_clock")) << kcal.dump(1);
+  EXPECT_NEAR(kcal["kept"]["sustained_clock"]["trace_value"].get<double>(), 0.8, 0.04);
+  EXPECT_EQ(kcal["previous"], study["calibration"]);
+  EXPECT_DOUBLE_EQ(md::loadCluster(kept).sustained_clock, 0.9);
+  for (const auto& [path, v] : want) {
+    if (path == "sustained_clock") continue;
+    const double ratio = path.find("flash_") != std::string::npos ? 0.8 / 0.9 : 1.0;
+    EXPECT_NEAR(kcal["fitted"][path]["value"].get<double>() / v, ratio, 0.05) << path;
+  }
 }
 
 // A trace whose forward runs on the Python thread and backward on CUDA's autograd thread (their

@@ -20,6 +20,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/import.h"
 #include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/report.h"
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/rundb/store.h"
 #include "trainscope/rundb/summary.h"
@@ -470,4 +471,78 @@ TEST(ImportCorners, AGlooAnnotationTheTracesEndCutTakesItsSizeFromItsC10dCall) {
   const auto c = rd.collectives(0);
   ASSERT_EQ(c.size(), 2u);
   for (const auto& x : c) EXPECT_EQ(x.bytes, 4160 * 4) << "seq " << x.seq;
+}
+
+// The same cut annotation's time (the shape of a real one: rank 0 of the probe's 2-rank DDP trace on a
+// loaded machine, its last all_reduce of 4160 floats written with "finished": false and a duration that
+// runs to the profiler's stop, 6.04 ms where the rank's other all_reduce took 1.1 ms). Its end is not
+// the call's: the row is marked cut and ends at the last event the rank's trace recorded as finished
+// (the main thread's copy_bucket_to_grad, 5.61 ms), and every sum or fit of collective time leaves it
+// out while its bytes still count: the report's total is the complete call's 0.3 ms (was 0.3 + 5.0 ms),
+// its busbw that call's alone, and the α–β fit takes the complete rows only.
+TEST(ImportCorners, AGlooAnnotationTheTracesEndCutIsMarkedCutAndLeftOutOfCollectiveTime) {
+  json ev = json::array();  // as the probe's trace: no ProfilerStep, the whole trace is one step
+  for (int k = 0; k < 2; ++k) {
+    json call = op("c10d::allreduce_", 100 + 1000 * k, 10);
+    call["args"] = json::parse(R"({"Input type": ["TensorList", "", "Scalar"], "Input Dims": [[[4160]], [], []]})");
+    ev.push_back(call);
+  }
+  ev.push_back(op("torch.distributed.ddp.reducer::copy_bucket_to_grad", 5600, 10));  // the rank's last finished event
+  json done = annotation("gloo:all_reduce", 120, 300);
+  done["tid"] = 7;
+  done["args"] = json::parse(R"({"Input type": ["float"], "Input Dims": [[4160]]})");
+  json cut = annotation("gloo:all_reduce", 1120, 5000);  // to the profiler's stop, 6120 µs
+  cut["tid"] = 8;
+  cut["args"] = json::parse(R"({"External id": 1026, "finished": false, "Ev Idx": 220})");
+  ev.push_back(done);
+  ev.push_back(cut);
+  const std::string in = tempPath("gloo_cut_time_rank0.json");
+  std::ofstream(in) << json{{"baseTimeNanoseconds", kEventsBase},
+                            {"distributedInfo", {{"backend", "gloo"}, {"rank", 0}, {"world_size", 2}}},
+                            {"traceEvents", ev}}
+                           .dump();
+  const std::string db = tempPath("gloo_cut_time.db");
+  tr::importTraces({in}, db, true);
+  std::vector<tr::Collective> rows;
+  {
+    tr::RunReader rd(db);
+    rows = rd.collectives(0);
+  }
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_FALSE(rows[0].cut);
+  EXPECT_EQ(rows[0].end_ns - rows[0].start_ns, 300000);
+  EXPECT_TRUE(rows[1].cut);
+  EXPECT_EQ(rows[1].start_ns, kEventsBase + 1120000);
+  EXPECT_EQ(rows[1].end_ns, kEventsBase + 5610000);  // not the stop's 6120 µs
+  for (const auto& c : rows) EXPECT_EQ(c.bytes, 4160 * 4);
+  EXPECT_EQ(rows[1].algbw(), 0.0);
+  {  // the one step runs from the first event to the last end the trace recorded, not to the stop
+    tr::RunReader rd(db);
+    const auto steps = rd.steps(0);
+    ASSERT_EQ(steps.size(), 1u);
+    EXPECT_EQ(steps[0].start_ns, kEventsBase + 100000);
+    EXPECT_EQ(steps[0].step_time_ns, 5510000);
+  }
+  {  // stored: cut 1 and no bandwidth (NULL) for the cut row; the complete one's bandwidth as before
+    tr::Database d(db, tr::Database::Mode::ReadOnly);
+    tr::Statement s(d, "SELECT cut, algbw IS NULL, busbw FROM collectives ORDER BY start_ns");
+    ASSERT_TRUE(s.step());
+    EXPECT_EQ(s.columnInt(0), 0);
+    EXPECT_EQ(s.columnInt(1), 0);
+    EXPECT_NEAR(s.columnDouble(2), 16640 / 300e-6, 1);  // all_reduce over 2 ranks: factor 1
+    ASSERT_TRUE(s.step());
+    EXPECT_EQ(s.columnInt(0), 1);
+    EXPECT_EQ(s.columnInt(1), 1);
+  }
+  const tr::Report rep = tr::computeReport(db, 15, 0);
+  ASSERT_EQ(rep.collectives.size(), 1u);
+  const tr::CollectiveStat& st = rep.collectives[0];
+  EXPECT_EQ(st.count, 2);
+  EXPECT_EQ(st.cut, 1);
+  EXPECT_EQ(st.bytes, 2 * 16640);
+  EXPECT_NEAR(st.total_s, 300e-6, 1e-12);
+  EXPECT_NEAR(st.busbw_with_wait_mean, 16640 / 300e-6, 1);
+  EXPECT_NE(tr::formatReport(rep).find("1 call(s) cut by the trace's end: in calls and bytes, not in time or busbw"),
+            std::string::npos);
+  EXPECT_EQ(json::parse(tr::reportJson(rep))["collectives"][0]["cut_rows"], 1);
 }

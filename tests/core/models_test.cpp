@@ -259,6 +259,16 @@ TEST(Clusters, CollectiveFitRecoversAlphaAndBetaAndTheFileLoads) {
   EXPECT_NEAR(fit.tier.bandwidth, 2e9, 2e9 * 1e-4);
   EXPECT_GT(fit.r2, 0.9999);
   EXPECT_EQ(fit.samples, 6);
+  // A call the trace's end cut (its end a bound, here 10 ms for 4 bytes): left out, the fit unchanged.
+  std::vector<trainscope::rundb::Collective> with_cut = rows;
+  with_cut.push_back(rows[0]);
+  with_cut.back().end_ns = with_cut.back().start_ns + 10'000'000;
+  with_cut.back().cut = true;
+  const auto fit_cut = trainscope::tuner::fitCollectives(with_cut);
+  EXPECT_EQ(fit_cut.samples, 6);
+  EXPECT_DOUBLE_EQ(fit_cut.tier.latency, fit.tier.latency);
+  EXPECT_DOUBLE_EQ(fit_cut.tier.bandwidth, fit.tier.bandwidth);
+  EXPECT_DOUBLE_EQ(fit_cut.r2, fit.r2);
   // One size only: no fit, and the message says what to check.
   rows.resize(1);
   EXPECT_THROW(trainscope::tuner::fitCollectives(rows), trainscope::UserError);

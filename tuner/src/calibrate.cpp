@@ -19,6 +19,11 @@ double busFactor(const std::string& op, double n) {
   if (op == "all_gather" || op == "reduce_scatter") return (n - 1) / n;
   return 1.0;
 }
+// A row the fit can time: two ranks or more, a duration, not a barrier, and an end the trace recorded
+// (a call the trace's end cut has none: rows.h Collective::cut).
+bool timed(const rundb::Collective& c) {
+  return c.group_size >= 2 && c.end_ns > c.start_ns && c.op != "barrier" && !c.cut;
+}
 }  // namespace
 
 CollectiveFit fitCollectives(const std::vector<rundb::Collective>& rows) {
@@ -27,7 +32,7 @@ CollectiveFit fitCollectives(const std::vector<rundb::Collective>& rows) {
   std::set<int64_t> sizes;
   CollectiveFit fit;
   for (const auto& c : rows) {
-    if (c.group_size < 2 || c.end_ns <= c.start_ns || c.op == "barrier") continue;
+    if (!timed(c)) continue;
     const double n = double(c.group_size);
     const double u = 2.0 * (n - 1), x = double(c.bytes) * busFactor(c.op, n), y = c.seconds();
     suu += u * u, sux += u * x, sxx += x * x, suy += u * y, sxy += x * y, syy += y * y;
@@ -53,7 +58,7 @@ CollectiveFit fitCollectives(const std::vector<rundb::Collective>& rows) {
   double mean = 0;
   int64_t k = 0;
   for (const auto& c : rows)
-    if (c.group_size >= 2 && c.end_ns > c.start_ns && c.op != "barrier") mean += c.seconds(), ++k;
+    if (timed(c)) mean += c.seconds(), ++k;
   mean /= double(std::max<int64_t>(1, k));
   const double ss_tot = syy - double(k) * mean * mean;
   fit.r2 = ss_tot > 0 ? 1.0 - std::max(0.0, ss_res) / ss_tot : 1.0;

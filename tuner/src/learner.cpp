@@ -23,7 +23,8 @@ TrialRecord Learner::add(TrialRecord t, const Plan& p, bool fresh) {
       for (const rundb::Collective& x : reader.collectives())
         // Blocking sends wait for their peer, and the embedding's sync for the other stage: only the
         // collectives every member reaches together (gradient buckets, TP) measure the network.
-        if ((x.group == "dp" || x.group == "tp") && x.op != "barrier") comm_.push_back(x);
+        // A call the trace's end cut has no known end (rows.h Collective::cut): not timed.
+        if ((x.group == "dp" || x.group == "tp") && x.op != "barrier" && !x.cut) comm_.push_back(x);
     try {
       costs_.add(shapeKey(p, c_), costsFromRun(reader, w_, p));
     } catch (const std::exception&) {

@@ -189,7 +189,7 @@ std::optional<double> dpHiddenShare(rundb::RunReader& reader, int64_t rank,
   const auto merged = rundb::unionOf(backward_spans);
   double total = 0, covered = 0;
   for (const rundb::Collective& c : reader.collectives(rank)) {
-    if (c.group != "dp" || c.start_ns < counted_from || c.end_ns <= c.start_ns) continue;
+    if (c.group != "dp" || c.start_ns < counted_from || c.end_ns <= c.start_ns || c.cut) continue;  // cut: end unknown
     total += ns(c.start_ns, c.end_ns);
     covered += double(rundb::coveredWithin(merged, c.start_ns, c.end_ns)) * 1e-9;
   }

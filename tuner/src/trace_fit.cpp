@@ -43,6 +43,13 @@ double modelClassSeconds(const Cluster& c, const std::vector<FitRow>& rows, cons
   return std::max(0.0, (at - totalStep(moved, rows)) * (1 + kStep) / kStep);
 }
 
+// A constant the caller holds (fitFromTraces' `held`): it keeps its value, with a note. True when held.
+bool isHeld(TraceFit& out, const std::set<std::string>& held, const std::string& path, const std::string& what) {
+  if (!held.count(path)) return false;
+  out.notes.push_back(path + ": kept (--keep-fitted: an earlier calibration fitted it), not refitted from " + what);
+  return true;
+}
+
 struct ClassParam {
   std::string cls;   // a TraceMeasure class, or "gemm+attention" (CPU: attention is GEMMs and softmax)
   std::string path;  // the constant it sets
@@ -73,7 +80,7 @@ double measuredClass(const std::vector<TraceMeasure>& traces, const std::string&
 // The backward thread's host time per launch → the profile's per-backward-op host cost, where the
 // traces join launches to threads and the backward ran on a thread of its own (CUDA's autograd
 // engine thread); otherwise it keeps its value, with a note.
-void fitBackwardHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f) {
+void fitBackwardHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f, const std::set<std::string>& held) {
   double busy = 0, launches = 0;
   for (const TraceMeasure& t : traces)
     if (t.gpu) busy += t.host_backward_busy_s, launches += t.backward_launches;
@@ -83,6 +90,7 @@ void fitBackwardHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Fra
     return;
   }
   const FitParam& p = fitParam(std::string("frameworks.") + frameworkKey(f) + ".host_backward_op_s", "--trace");
+  if (isHeld(out, held, p.path, "the backward thread's host time")) return;
   const auto [lo, hi] = boundsOf(p, out.fitted);
   const double want = busy / launches;
   TraceTarget t{p.path, "host per backward launch", getParam(out.fitted, p), std::clamp(want, lo, hi), want, 0, 0, false};
@@ -96,7 +104,8 @@ void fitBackwardHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Fra
 // the model could hide behind the backward (the step with overlap_reduce 0 less the step with 1, read
 // off the model) that the traces show hidden. GPU clusters; the rows' own --dp-overlap, a ZeRO-3
 // layer's collectives (zeroLayerSeconds) or one bucket leave the model nothing to hide: a note.
-void fitOverlap(TraceFit& out, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces, Framework f) {
+void fitOverlap(TraceFit& out, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces, Framework f,
+                const std::set<std::string>& held) {
   double grad = 0, hidden = 0;
   for (const TraceMeasure& t : traces)
     if (t.gpu) grad += t.grad_comm_s, hidden += t.grad_comm_hidden_s;
@@ -105,6 +114,7 @@ void fitOverlap(TraceFit& out, const std::vector<FitRow>& rows, const std::vecto
     return;
   }
   const FitParam& p = fitParam(std::string("frameworks.") + frameworkKey(f) + ".overlap_reduce", "--trace");
+  if (isHeld(out, held, p.path, "the gradient reductions beside compute")) return;
   Cluster none = out.fitted, all = out.fitted;
   setParam(none, p, 0.0);
   setParam(all, p, 1.0);
@@ -125,7 +135,7 @@ void fitOverlap(TraceFit& out, const std::vector<FitRow>& rows, const std::vecto
 
 // Host time per launch → the profile's per-op host cost (or the cluster's dispatch_s, where the
 // profile defers to it). Measured directly: the host's busy time per step over its launches.
-void fitHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f) {
+void fitHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f, const std::set<std::string>& held) {
   double busy = 0, launches = 0;
   for (const TraceMeasure& t : traces)
     if (t.gpu) busy += t.host_busy_s, launches += t.launches;
@@ -138,14 +148,16 @@ void fitHost(TraceFit& out, const std::vector<TraceMeasure>& traces, Framework f
   }
   const bool own = out.fitted.profile(f).host_op_s >= 0;
   const FitParam& p = fitParam(own ? std::string("frameworks.") + frameworkKey(f) + ".host_op_s" : "dispatch_s", "--trace");
-  const auto [lo, hi] = boundsOf(p, out.fitted);
-  TraceTarget t{p.path, "host per launch", getParam(out.fitted, p), 0, busy / launches, 0, 0, false};
-  t.value = std::clamp(busy / launches, lo, hi);
-  t.at_bound = t.value != busy / launches;
-  setParam(out.fitted, p, t.value);
-  out.values[p.path] = t.value;
-  out.targets.push_back(t);
-  fitBackwardHost(out, traces, f);
+  if (!isHeld(out, held, p.path, "the host time per launch")) {
+    const auto [lo, hi] = boundsOf(p, out.fitted);
+    TraceTarget t{p.path, "host per launch", getParam(out.fitted, p), 0, busy / launches, 0, 0, false};
+    t.value = std::clamp(busy / launches, lo, hi);
+    t.at_bound = t.value != busy / launches;
+    setParam(out.fitted, p, t.value);
+    out.values[p.path] = t.value;
+    out.targets.push_back(t);
+  }
+  fitBackwardHost(out, traces, f, held);
 }
 
 // Another framework's job on a CPU cluster (an external runner's trial, or --config's "framework"): its
@@ -225,7 +237,8 @@ std::vector<HostTerm> hostTerms(const Cluster& c, const std::vector<FitRow>& row
   return terms;
 }
 
-void fitExternalHost(TraceFit& out, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces, Framework f) {
+void fitExternalHost(TraceFit& out, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces, Framework f,
+                     const std::set<std::string>& held) {
   const std::string fw = std::string("frameworks.") + frameworkKey(f) + ".";
   std::vector<PricedRow> at0;
   std::vector<HostTerm> terms = hostTerms(out.fitted, rows, fw, at0);
@@ -246,6 +259,14 @@ void fitExternalHost(TraceFit& out, const std::vector<FitRow>& rows, const std::
     for (const auto& [c, v] : traces[i].class_s) classes += v;
     outside += std::max(0.0, traces[i].step_s - classes);
   }
+  // A held term keeps its value: the step is linear in it, so its share leaves the gap.
+  for (size_t k = terms.size(); k-- > 0;) {
+    if (!isHeld(out, held, terms[k].p->path, "the step less its ops")) continue;
+    const double v = getParam(out.fitted, *terms[k].p);
+    for (size_t i = 0; i < gap.size(); ++i) gap[i] -= terms[k].slope[i] * v;
+    terms.erase(terms.begin() + std::ptrdiff_t(k));
+  }
+  if (terms.empty()) return;
   solveHost(terms, gap, out.fitted);
   Cluster fitted = out.fitted;
   for (const HostTerm& t : terms) setParam(fitted, *t.p, t.value);
@@ -271,14 +292,20 @@ void fitExternalHost(TraceFit& out, const std::vector<FitRow>& rows, const std::
 }
 
 // Collectives of known size → the tier their groups span: α–β least squares (calibrate.h).
-void fitComm(TraceFit& out, const std::vector<TraceMeasure>& traces, const std::vector<FitRow>& rows) {
+void fitComm(TraceFit& out, const std::vector<TraceMeasure>& traces, const std::vector<FitRow>& rows,
+             const std::set<std::string>& held) {
   std::vector<rundb::Collective> all;
   std::set<int64_t> sizes;
-  int64_t widest = 0;
+  int64_t widest = 0, cut = 0;
   for (const TraceMeasure& t : traces)
-    for (const rundb::Collective& c : t.collectives)
-      if (c.bytes > 0 && c.group_size >= 2 && c.end_ns > c.start_ns && c.op != "barrier")
+    for (const rundb::Collective& c : t.collectives) {
+      cut += c.cut && c.bytes > 0;
+      if (c.bytes > 0 && c.group_size >= 2 && c.end_ns > c.start_ns && c.op != "barrier" && !c.cut)
         all.push_back(c), sizes.insert(c.bytes);
+    }
+  if (cut > 0)  // the trace's end cut them: their bytes are known, their time is not (rows.h Collective::cut)
+    out.notes.push_back("collectives: " + std::to_string(cut) + " call(s) the trace's end cut left out of the fit "
+                        "(their end was not recorded)");
   for (const FitRow& r : rows) widest = std::max(widest, r.p.world());
   if (sizes.size() < 2) {
     out.notes.push_back("collectives: not fitted (" + std::to_string(sizes.size()) +
@@ -300,6 +327,7 @@ void fitComm(TraceFit& out, const std::vector<TraceMeasure>& traces, const std::
   const FitParam& lat = fitParam(out.collective_tier + ".latency", "--trace");
   const double want_bw = cpu ? out.collectives.tier.bandwidth : out.collectives.tier.bandwidth / tier.bandwidth;
   for (const auto& [p, want] : {std::pair<const FitParam*, double>{&bw, want_bw}, {&lat, out.collectives.tier.latency}}) {
+    if (isHeld(out, held, p->path, "the collectives")) continue;
     const auto [lo, hi] = boundsOf(*p, c);
     TraceTarget t{p->path, "collectives", getParam(c, *p), std::clamp(want, lo, hi), 0, 0, 0, false};
     t.at_bound = t.value != want;
@@ -312,14 +340,15 @@ void fitComm(TraceFit& out, const std::vector<TraceMeasure>& traces, const std::
 }  // namespace
 
 TraceFit fitFromTraces(const Cluster& base, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces,
-                       Framework framework) {
+                       Framework framework, const std::set<std::string>& held) {
   TraceFit out;
   out.fitted = base;
-  fitHost(out, traces, framework);
-  fitComm(out, traces, rows);
+  fitHost(out, traces, framework, held);
+  fitComm(out, traces, rows, held);
   std::vector<std::pair<ClassParam, double>> classes;  // with their measured seconds
   for (const ClassParam& cp : classParams(base, framework)) {
     const double m = measuredClass(traces, cp.cls);
+    if (m > 0 && isHeld(out, held, cp.path, "the " + cp.cls + " ops' time")) continue;
     if (m > 0) classes.emplace_back(cp, m);
     else out.notes.push_back(cp.cls + ": not fitted (no kernel of this class in the traces)");
   }
@@ -355,10 +384,10 @@ TraceFit fitFromTraces(const Cluster& base, const std::vector<FitRow>& rows, con
     out.values[p.path] = t.value;
     out.targets.push_back(t);
   }
-  if (base.kind == ClusterKind::Gpu) fitOverlap(out, rows, traces, framework);
+  if (base.kind == ClusterKind::Gpu) fitOverlap(out, rows, traces, framework, held);
   if (const Framework ext = externalFramework(base, rows); ext != Framework::Trainscope) {
     out.notes.erase(std::remove(out.notes.begin(), out.notes.end(), std::string(kCpuHostNote)), out.notes.end());
-    fitExternalHost(out, rows, traces, ext);
+    fitExternalHost(out, rows, traces, ext, held);
   }
   // The pipeline bubble: no constant of its own; the model's from the fitted stages beside the traces'.
   for (const TraceMeasure& t : traces) out.bubble.measured_s += t.bubble_s;

@@ -47,8 +47,12 @@ void linkedFields(const Trace& trace, const CommCall& call, const EventRef& ref,
   // This copy's wait first, then the call's skew and transfer: what a reader looks for, above the fold.
   f.push_back({"wait", formatExact(m.wait_ns) + " (" + pct(m.wait_ns, whole) + " of the call)"});
   f.push_back({"arrival skew", formatExact(call.link.skewNs()) + " (last arrival: rank " + num(m.last_rank) + ")"});
-  f.push_back({"transfer", formatExact(m.transfer_ns) + (call.link.p2p ? " (to the receive's end)" : "")});
-  f.push_back({"bus bandwidth (transfer)", bw(rundb::callTiming(c, &call.link).busbw)});
+  if (c.cut) {  // the trace's end cut this copy: its transfer's end is not known
+    f.push_back({"transfer", "unknown (the trace's end cut this call)"});
+  } else {
+    f.push_back({"transfer", formatExact(m.transfer_ns) + (call.link.p2p ? " (to the receive's end)" : "")});
+    f.push_back({"bus bandwidth (transfer)", bw(rundb::callTiming(c, &call.link).busbw)});
+  }
   f.push_back({call.link.p2p ? "send -> recv" : "linked ranks",
                ranks + (call.link.p2p ? "" : " (" + num(int64_t(call.members.size())) + " of " + num(c.group_size) + ")")});
 }
@@ -145,6 +149,11 @@ void collectiveFields(rundb::RunReader& rd, const Trace& trace, const EventRef& 
     f.push_back({"group size", num(c.group_size)});
     f.push_back({"sequence", num(c.seq)});
     f.push_back({"bytes", formatBytes(double(c.bytes)) + " (" + num(c.bytes) + ")"});
+    if (c.cut) {  // its end is the last time the trace recorded on the rank, not the call's
+      f.push_back({"cut", "the trace's end cut this call: it ends at the last event the trace recorded on this rank; "
+                          "its duration and bandwidth are unknown"});
+      return;
+    }
     f.push_back({"algorithm bandwidth", bw(c.algbw())});
     f.push_back({"bus bandwidth", bw(c.busbw())});
     return;

@@ -203,14 +203,17 @@ class RankLayout {
                      [&](const auto& x, const auto& y) { return thread_names_.order(x.first) < thread_names_.order(y.first); });
     for (size_t i = first; i < built_at_; ++i) addTrack(g, std::move(built_[i].second));
   }
-  // Collectives, one track: "all_reduce (dp)". Row ids ride through the lane sort (comm.h).
+  // Collectives, one track: "all_reduce (dp)"; a call the trace's end cut (rundb::Collective::cut)
+  // "all_reduce (dp, cut)", so that the statistics never add its bound to the others' times. Row ids
+  // ride through the lane sort (comm.h).
   void addCollectives(RankGroup& g) {
     std::vector<Event> coll;
     std::vector<int64_t> row_ids;
     for (; collective_ < collectives_.size() && collectives_[collective_].rank < g.rank; ++collective_) {}
     for (; collective_ < collectives_.size() && collectives_[collective_].rank == g.rank; ++collective_) {
       const rundb::Collective& c = collectives_[collective_];
-      coll.push_back({c.start_ns, c.end_ns, names_.text(c.op + " (" + c.group + ")"), EventKind::Collective});
+      coll.push_back({c.start_ns, c.end_ns, names_.text(c.op + " (" + c.group + (c.cut ? ", cut" : "") + ")"),
+                      EventKind::Collective});
       row_ids.push_back(int64_t(collective_));
     }
     if (coll.empty()) return;

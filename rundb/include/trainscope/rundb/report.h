@@ -95,6 +95,9 @@ CallTiming callTiming(const Collective& row, const LinkedCall* call);
 struct CollectiveStat {
   std::string op, group;
   int64_t count = 0, bytes = 0;
+  // Rows the trace's end cut (Collective::cut): in count and bytes, not in total_s, wait_s, transfer_s
+  // or the bandwidths (their means are over the count − cut rows whose end is known).
+  int64_t cut = 0;
   double total_s = 0;
   double busbw_mean = 0, busbw_max = 0;  // bytes/s over the transfer, the wait left out
   double busbw_with_wait_mean = 0;       // bytes/s over the whole call, as the table's busbw column

@@ -137,12 +137,16 @@ struct Collective {
   int64_t seq = 0;    // per-group sequence number
   int64_t bytes = 0;
   int64_t start_ns = 0, end_ns = 0;
+  // The trace's end cut the call (an import's "finished": false): its bytes are known, its end is
+  // not — end_ns is the last time the trace recorded on the rank, a bound, not the call's end. Such a
+  // row counts in bytes and calls, never in a sum of collective time or a bandwidth fit.
+  bool cut = false;
   // end − start, exact, without overflowing for any two times a damaged or foreign file may hold
   double seconds() const {
     return end_ns >= start_ns ? double(uint64_t(end_ns) - uint64_t(start_ns)) * 1e-9
                               : -double(uint64_t(start_ns) - uint64_t(end_ns)) * 1e-9;
   }
-  double algbw() const;   // bytes/s (0 for an empty or zero-length call)
+  double algbw() const;   // bytes/s (0 for an empty, zero-length or cut call)
   double busbw() const;   // bytes/s
 };
 

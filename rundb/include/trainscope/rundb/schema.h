@@ -25,7 +25,9 @@ class Database;
 //    files read with none (a dense run).
 // 6: `fp8_scales` (--precision fp8: amax and scale per rank, step, FP8 linear and role). Older files
 //    read with none (not an fp8 run).
-inline constexpr int kSchemaVersion = 6;
+// 7: `collectives.cut` (1: the trace's end cut the call — an import's "finished": false — so its end
+//    is not the call's and it has no duration or bandwidth). Older files read 0 there.
+inline constexpr int kSchemaVersion = 7;
 inline constexpr int kOldestReadableSchema = 2;
 
 enum class ColumnRole { Plain, Rank, Time, StringId };
@@ -34,6 +36,8 @@ struct Column {
   const char* name;
   const char* type;   // SQL type and constraint, e.g. "INTEGER NOT NULL"
   ColumnRole role = ColumnRole::Plain;
+  int since = 0;               // the schema version that added the column to its table (0: with the table)
+  const char* older = "NULL";  // what a file older than `since` reads in its place (an SQL literal)
 };
 
 struct Table {
@@ -48,6 +52,9 @@ const Table& table(const std::string& name);  // asserts it exists
 
 // "a, b, c" and "INSERT INTO t (a, b, c) VALUES (?,?,?)[,(?,?,?)…]" for `rows` rows.
 std::string columnList(const Table& t);
+// The SELECT list of a file of schema `version`: columnList, with each column the file predates read
+// as its `older` value ("…, 0 AS cut").
+std::string selectList(const Table& t, int version);
 std::string insertSql(const Table& t, int rows = 1, const char* verb = "INSERT");
 
 // Creates every table (idempotent). Indexes are separate: createIndexes after bulk loading.

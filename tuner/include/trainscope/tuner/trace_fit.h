@@ -29,6 +29,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -97,8 +98,10 @@ struct TraceFit {
   std::vector<std::string> notes;        // what could not be fitted, and why
 };
 // `rows[i]` prices the configuration of `traces[i]` (its measured_s: the trace's step time);
-// `framework`: whose profile's constants move.
+// `framework`: whose profile's constants move. `held`: paths that keep `base`'s value (calibrate
+// --trace --keep-fitted: constants an earlier calibration fitted); the others are fitted around them,
+// and a note names each held one the trace would have set.
 TraceFit fitFromTraces(const Cluster& base, const std::vector<FitRow>& rows, const std::vector<TraceMeasure>& traces,
-                       Framework framework);
+                       Framework framework, const std::set<std::string>& held = {});
 
 }  // namespace trainscope::tuner
