@@ -1,5 +1,6 @@
 // calibrate_trace.cpp — `trainscope calibrate --trace`: a cluster file's constants from traces, per
 // class of kernel (tuner/trace_fit.h; docs/time-model.md, "Calibration from a trace").
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -80,8 +81,9 @@ std::string earlierSource(const nlohmann::json& cal) {
   return s;
 }
 
-// The constants --cluster's file records as fitted by an earlier calibrate (its "calibration"."fitted"),
-// and that record itself in `previous` (null: a preset, or a file never calibrated).
+// The constants --cluster's file records as fitted: by an earlier calibrate (its "calibration"."fitted",
+// which wins) or before a preset shipped (its "fitted"); the calibration record itself in `previous`
+// (null: a preset, or a file never calibrated).
 std::map<std::string, EarlierFit> earlierFits(const tn::Cluster& base, nlohmann::json& previous) {
   std::map<std::string, EarlierFit> out;
   std::string text;
@@ -91,7 +93,22 @@ std::map<std::string, EarlierFit> earlierFits(const tn::Cluster& base, nlohmann:
     return out;
   }
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object() || !j.contains("calibration") || !j["calibration"].is_object()) return out;
+  if (!j.is_object()) return out;
+  // A shipped preset's constants fitted before it shipped: its "fitted" maps each path to where from
+  // (models/clusters/*.json), the value the file's own at that path.
+  if (j.contains("fitted") && j["fitted"].is_object())
+    for (const auto& [path, src] : j["fitted"].items()) {
+      const nlohmann::json* v = &j;
+      for (size_t at = 0; v && at <= path.size();) {
+        const size_t dot = std::min(path.find('.', at), path.size());
+        const std::string key = path.substr(at, dot - at);
+        v = v->is_object() && v->contains(key) ? &(*v)[key] : nullptr;
+        at = dot + 1;
+      }
+      if (v && v->is_number() && src.is_string())
+        out[path] = {v->get<double>(), "the shipped fit of " + base.name + ": " + src.get<std::string>()};
+    }
+  if (!j.contains("calibration") || !j["calibration"].is_object()) return out;
   previous = j["calibration"];
   if (!previous.contains("fitted") || !previous["fitted"].is_object()) return out;
   const std::string from = earlierSource(previous);
@@ -124,8 +141,8 @@ std::map<std::string, EarlierFit> settleEarlier(const CalibrateFlags& f, const t
   }
   if (!f.keep_fitted && !f.replace_fitted)
     throw UserError("--trace", std::to_string(clashes.size()) + " constant(s) that " + base.source +
-                                   " records as fitted by an earlier calibrate would be replaced by this trace's fit "
-                                   "(listed above)",
+                                   " records as fitted (by an earlier calibrate, or a preset's shipped fit) would be "
+                                   "replaced by this trace's fit (listed above)",
                     "pass --keep-fitted to keep them and fit only the rest, or --replace-fitted to replace them "
                     "(the output records both sources)");
   if (f.keep_fitted) {

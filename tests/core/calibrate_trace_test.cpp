@@ -328,7 +328,7 @@ TEST(CalibrateTrace, AnExternalFrameworksCpuTraceFitsItsHostCostPerOp) {
   const auto fit = [&](const std::string& fw, const std::string& name) {
     const std::string out = tempPath(name);
     std::remove(out.c_str());
-    const auto r = cli("calibrate --cluster cpu-local --trace " + db + " --config '" + config + fw + "}' -o " + out +
+    const auto r = cli("calibrate --cluster cpu-local --replace-fitted --trace " + db + " --config '" + config + fw + "}' -o " + out +
                        " --json");
     EXPECT_EQ(r.status, 0) << r.output;
     return lastJson(r.output);
@@ -369,9 +369,19 @@ TEST(CalibrateTrace, AnExternalFrameworksHostCostPerOpIsRecovered) {
   }
   const std::string db = ke::importOne(ev, "calibrate-trace-host"), out = tempPath("trace-host-fitted.json");
   std::remove(out.c_str());
-  const auto r = cli("calibrate --cluster cpu-local --trace " + db +
-                     R"( --config '{"workload": "tiny", "gpus": 1, "mbs": 2, "seq": 32, "gbs": 4, "framework": "fsdp"}' -o )" +
-                     out + " --json");
+  const std::string args = "calibrate --cluster cpu-local --trace " + db +
+                           R"( --config '{"workload": "tiny", "gpus": 1, "mbs": 2, "seq": 32, "gbs": 4, "framework": "fsdp"}' -o )" +
+                           out + " --json";
+  // cpu-local's host_op_s is a shipped fit (its "fitted"): a trace replaces it only when told to.
+  const auto refused = cli(args);
+  EXPECT_EQ(refused.status, 2) << refused.output;
+  EXPECT_NE(refused.output.find("would replace frameworks.fsdp.host_op_s: 5.503e-05 -> 4e-05 (this trace); 5.503e-05 "
+                                "was fitted by the shipped fit of cpu-local"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_NE(refused.output.find("--replace-fitted"), std::string::npos) << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "nothing written";
+  const auto r = cli(args + " --replace-fitted");
   ASSERT_EQ(r.status, 0) << r.output;
   const json cal = lastJson(r.output);
   ASSERT_TRUE(cal["fitted"].contains("frameworks.fsdp.host_op_s")) << cal.dump(1);
@@ -433,7 +443,7 @@ TEST(CalibrateTrace, TwoMicroBatchCountsSeparateThePerStepHostWork) {
   ASSERT_GT(b, a);
   const std::string da = hfTrial("trace-hf-a", 2, a), db = hfTrial("trace-hf-b", 1, b), out = tempPath("trace-hf-fitted.json");
   std::remove(out.c_str());
-  const auto r = cli("calibrate --cluster cpu-local --trace " + da + " --trace " + db + " -o " + out + " --json");
+  const auto r = cli("calibrate --cluster cpu-local --replace-fitted --trace " + da + " --trace " + db + " -o " + out + " --json");
   ASSERT_EQ(r.status, 0) << r.output;
   const json cal = lastJson(r.output);
   for (const auto& [path, v] : {std::pair<const char*, double>{"frameworks.fsdp.host_op_s", 4e-5},
