@@ -14,6 +14,10 @@ unmodified pretrain_gpt.py / torchtitan.train job is measured through them (docs
    with the probe's site folder on PYTHONPATH and TRAINSCOPE_PROBE_DIR set (as a trial runs it,
    tuner/src/job.cpp): N steps give N rows with the global batch's tokens and (Megatron) the loss;
    torch.OutOfMemoryError raised inside a step ends the job with the OOM status and its exit record.
+   A job's own torchtitan Trainer subclasses, made after the probe is installed, that override
+   train_step (calling super().train_step, replacing it, two overrides deep, or inheriting one):
+   N steps give N rows (one per step, not one per override level), and the base's __init_subclass__
+   chain (torchtitan's Configurable wiring the subclass's Config) still runs.
 Exit 77 (skipped) without the installed sources.
 """
 import ast
@@ -114,6 +118,18 @@ def check_titan_source():
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
     for field in ("self.gradient_accumulation_steps", "self.parallel_dims", "self.config"):
         assert any(field in a for a in assigned), f"Trainer.__init__ no longer sets {field}"
+    # Subclasses: install() wraps Trainer's __init_subclass__, which type() calls for every subclass made
+    # (no metaclass of Trainer's own stands in the way); torchtitan's own trainers override train_step,
+    # one of them calling super().train_step (the nesting counted once).
+    assert not any(k.arg == "metaclass" for k in trainer.keywords), "Trainer has a metaclass of its own"
+    overrides = {}
+    for rel in ("torchtitan/experiments/graph_trainer/trainer.py", "torchtitan/experiments/torchft/trainer.py"):
+        for cls in parse(TITAN, rel).body:
+            if isinstance(cls, ast.ClassDef) and any(ast.unparse(b) == "Trainer" for b in cls.bases):
+                step = method(cls, "train_step")
+                overrides[cls.name] = bool(calls(step, lambda f: isinstance(f, ast.Attribute) and f.attr == "train_step"
+                                                 and ast.unparse(f.value) == "super()"))
+    assert overrides == {"GraphTrainer": True, "FaultTolerantTrainer": False}, overrides
     dims = top(parse(TITAN, "torchtitan/distributed/parallel_dims.py"), ast.ClassDef, "ParallelDims")
     fields = {n.target.id for n in dims.body if isinstance(n, ast.AnnAssign)}
     assert {"dp_replicate", "dp_shard"} <= fields, fields
@@ -121,7 +137,8 @@ def check_titan_source():
     training = top(configs, ast.ClassDef, "TrainingConfig")  # Trainer.Config.training
     fields = {n.target.id for n in training.body if isinstance(n, ast.AnnAssign)}
     assert {"local_batch_size", "seq_len"} <= fields, fields
-    print("torchtitan 0.3.0: Trainer.train_step(self, data_iterator), called as self.train_step( in Trainer.train()")
+    print("torchtitan 0.3.0: Trainer.train_step(self, data_iterator), called as self.train_step( in Trainer.train(); "
+          f"its own subclasses override it (calling super(): {overrides})")
 
 
 STANDINS = {
@@ -156,7 +173,16 @@ STANDINS = {
         import os
         import types
         import torch
-        class Trainer:
+        class Configurable:  # torchtitan.config.Configurable: __init_subclass__ wires a subclass's Config
+            class Config:
+                _owner = None
+            def __init_subclass__(cls, **kwargs):
+                super().__init_subclass__(**kwargs)
+                if "Config" in cls.__dict__:
+                    cls.__dict__["Config"]._owner = cls
+        class Trainer(Configurable):
+            class Config(Configurable.Config):
+                pass
             def __init__(self):
                 self.config = types.SimpleNamespace(training=types.SimpleNamespace(local_batch_size=2, seq_len=16))
                 self.parallel_dims = types.SimpleNamespace(dp_replicate=1, dp_shard=2)
@@ -176,6 +202,43 @@ STANDINS = {
         if __name__ == "__main__":
             Trainer().train(int(sys.argv[1]))
     """,
+    # A job's own Trainers (as torchtitan's GraphTrainer, FluxTrainer, FaultTolerantTrainer are),
+    # made after the probe is installed: each counts its train_step calls.
+    "my_trainers.py": """
+        import os
+        import torch
+        from torchtitan.trainer import Trainer
+        class SuperTrainer(Trainer):  # an override that calls super().train_step
+            class Config(Trainer.Config):
+                pass
+            calls = 0
+            def train_step(self, data_iterator):
+                self.calls += 1
+                super().train_step(data_iterator)
+        class OwnTrainer(Trainer):  # an override that replaces it (its own step, its own OOM)
+            calls = 0
+            def train_step(self, data_iterator):
+                self.calls += 1
+                if self.step - 1 == int(os.environ.get("STANDIN_OOM_AT", "-1")):
+                    raise torch.OutOfMemoryError("CUDA out of memory (stand-in subclass)")
+        class DeepTrainer(SuperTrainer):  # two overrides deep, each calling super()
+            def train_step(self, data_iterator):
+                self.calls += 1
+                super().train_step(data_iterator)
+        class NoOverride(SuperTrainer):  # inherits SuperTrainer's
+            pass
+    """,
+    "titan_subclass.py": """
+        import sys
+        import my_trainers
+        cls = getattr(my_trainers, sys.argv[1])
+        t = cls()
+        t.train(int(sys.argv[2]))
+        # Configurable's own __init_subclass__ still ran (the probe's wraps it): SuperTrainer's Config
+        # is wired to SuperTrainer; train_step ran once per step at each override level.
+        assert my_trainers.SuperTrainer.Config._owner is my_trainers.SuperTrainer, my_trainers.SuperTrainer.Config._owner
+        print("calls", t.calls)
+    """,
 }
 
 
@@ -191,10 +254,11 @@ def rows(folder):
         return [json.loads(line) for line in f]
 
 
-def check_job(root, name, argv, tokens, losses):
+def check_job(root, name, argv, tokens, losses, says=None):
     folder = os.path.join(root, name)
     r = run_job(root, folder, argv + ["3"])
     assert r.returncode == 0, f"{name}: exit {r.returncode}: {r.stderr[-2000:]}"
+    assert says is None or says in r.stdout, f"{name}: printed {r.stdout!r}, want {says!r}"
     got = rows(folder)
     assert [g["step"] for g in got] == [0, 1, 2], got
     assert all(g["tokens"] == tokens for g in got), f"{name}: tokens {[g['tokens'] for g in got]}, want {tokens}"
@@ -220,6 +284,10 @@ def check_standins():
         check_job(root, "megatron", ["pretrain_standin.py"], 128, [2.5, 3.5, 4.5])
         # accumulation 2 x local batch 2 x dp 1x2 x seq 16; torchtitan's train_step returns no loss
         check_job(root, "titan", ["-m", "torchtitan.train"], 128, [None, None, None])
+        # A job's Trainer subclass: its own train_step measured, once per step however deep the
+        # super() chain (each override counts its own calls: `calls` levels x 3 steps).
+        for cls, levels in (("SuperTrainer", 1), ("OwnTrainer", 1), ("DeepTrainer", 2), ("NoOverride", 1)):
+            check_job(root, "titan-" + cls, ["titan_subclass.py", cls], 128, [None, None, None], f"calls {3 * levels}")
 
 
 def main():
