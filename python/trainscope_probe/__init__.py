@@ -144,10 +144,11 @@ class Probe:
         if self.step_index == 0 and self.inject:
             self._injected()
 
-    def end(self, tokens=0, loss=None, global_tokens=None):
+    def end(self, tokens=0, loss=None, global_tokens=None, extra=None):
         """Closes the step: `tokens` is this rank's tokens in it (all micro-batches), counted for the
         data-parallel world as tokens × WORLD_SIZE; a hook that knows the global batch (Megatron's
-        global_batch_size × seq_length: tensor / pipeline ranks share a batch) passes `global_tokens`."""
+        global_batch_size × seq_length: tensor / pipeline ranks share a batch) passes `global_tokens`.
+        `extra`: a hook's own fields of the row (Megatron's "iteration" and "skipped")."""
         if _cuda():
             import torch
             torch.cuda.synchronize()
@@ -157,6 +158,7 @@ class Probe:
                "tokens": int(global_tokens) if global_tokens is not None else int(tokens) * self.world,
                "loss": None if loss is None else float(loss),
                "peak_bytes": int(peak), "world": self.world}
+        row.update(extra or {})
         self._rows.write(json.dumps(row) + "\n")
         self.step_index += 1
         if self._profiler is not None:
@@ -333,11 +335,12 @@ def step(tokens=0):
     p.end(s.tokens, s.loss)
 
 
-def measure(call, global_tokens=None, loss_of=None):
+def measure(call, global_tokens=None, loss_of=None, extra=None, extra_of=None):
     """Runs `call()` as one measured step and returns what it returns: the hooks of a framework's own
     step function (megatron.py, titan.py), where the job has no loop to wrap. `loss_of(result)` gives
-    the step's loss or None (an error there records no loss, never fails the job); out of memory in
-    the step ends the rank with the OOM status, as `step()` does."""
+    the step's loss or None (an error there records no loss, never fails the job); `extra` and
+    `extra_of(result)` give the row's own fields (Probe.end); out of memory in the step ends the rank
+    with the OOM status, as `step()` does."""
     p = get()
     if p is None:
         return call()
@@ -348,13 +351,13 @@ def measure(call, global_tokens=None, loss_of=None):
         if _is_oom(e):
             p.exit_oom(e)
         raise
-    loss = None
-    if loss_of is not None:
-        try:
-            loss = loss_of(out)
-        except Exception as e:  # noqa: BLE001 — a loss we cannot read is not the job's failure
-            sys.stderr.write(f"trainscope_probe: the step's loss is not readable: {e}\n")
-    p.end(loss=loss, global_tokens=global_tokens)
+    loss, fields = None, dict(extra or {})
+    try:
+        loss = loss_of(out) if loss_of is not None else None
+        fields.update(extra_of(out) if extra_of is not None else {})
+    except Exception as e:  # noqa: BLE001 — a loss we cannot read is not the job's failure
+        sys.stderr.write(f"trainscope_probe: the step's loss or fields are not readable: {e}\n")
+    p.end(loss=loss, global_tokens=global_tokens, extra=fields)
     return out
 
 
