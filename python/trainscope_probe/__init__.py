@@ -28,6 +28,9 @@ Environment (set by the runner; without TRAINSCOPE_PROBE_DIR the probe records n
   TRAINSCOPE_PROBE_INJECT         testing: crash | hang | oom in the first step
   TRAINSCOPE_THREADS_SOURCE       who set this rank's OMP_NUM_THREADS (recorded in rank<R>.threads.json)
 
+A profile trial whose job runs its own torch.profiler leaves Kineto to it (profiler.py): the probe's
+trace is skipped or cut short, and rank<R>.notice.json says so (the trial's message); steps are kept.
+
 Out of memory (torch.OutOfMemoryError, MemoryError, the limit above) ends the rank with the OOM exit
 status and writes rank<R>.exit.json saying so: torchrun reports any failed rank as its own status 1,
 so the tuner reads the class there, never from a log. A fatal signal is written to rank<R>.fault by
@@ -111,11 +114,17 @@ class Probe:
         self.inject = os.environ.get("TRAINSCOPE_PROBE_INJECT", "")
         self.step_index = 0
         self._profiler = None
+        self._job_profilers = set()  # the job's own profilers (ids) prepared or started, not yet exited
+        self._own_call = False       # inside our own profiler's calls (profiler.py's hooks: not the job's)
+        self._traced = None          # why this rank's trace was skipped or cut short, once decided
         os.makedirs(folder, exist_ok=True)
         self._rows = open(os.path.join(folder, f"rank{self.rank}.steps.jsonl"), "a", buffering=1)
         self._fault = open(os.path.join(folder, f"rank{self.rank}.fault"), "w")
         faulthandler.enable(file=self._fault, all_threads=False)
         self._write_threads()
+        if self.profile_steps > 0:
+            from . import profiler
+            profiler.install()
 
     def _write_threads(self):
         """rank<R>.threads.json: the intra-op threads this rank got, OMP_NUM_THREADS as it saw it and who
@@ -135,10 +144,11 @@ class Probe:
         if self.step_index == 0 and self.inject:
             self._injected()
 
-    def end(self, tokens=0, loss=None, global_tokens=None):
+    def end(self, tokens=0, loss=None, global_tokens=None, extra=None):
         """Closes the step: `tokens` is this rank's tokens in it (all micro-batches), counted for the
         data-parallel world as tokens × WORLD_SIZE; a hook that knows the global batch (Megatron's
-        global_batch_size × seq_length: tensor / pipeline ranks share a batch) passes `global_tokens`."""
+        global_batch_size × seq_length: tensor / pipeline ranks share a batch) passes `global_tokens`.
+        `extra`: a hook's own fields of the row (Megatron's "iteration" and "skipped")."""
         if _cuda():
             import torch
             torch.cuda.synchronize()
@@ -148,35 +158,82 @@ class Probe:
                "tokens": int(global_tokens) if global_tokens is not None else int(tokens) * self.world,
                "loss": None if loss is None else float(loss),
                "peak_bytes": int(peak), "world": self.world}
+        row.update(extra or {})
         self._rows.write(json.dumps(row) + "\n")
         self.step_index += 1
         if self._profiler is not None:
-            self._profiler.step()
-            if self.step_index >= 1 + self.profile_steps:
+            self._own(self._profiler.step)
+            if self._profiler is not None and self.step_index >= 1 + self.profile_steps:
                 self._stop_profiler()
         if self.mem_limit and not _cuda() and peak > self.mem_limit:
             raise MemoryError(f"peak RSS {peak} bytes is over the per-rank limit {self.mem_limit} "
                               "(--mem-limit)")
 
     # -- profile trials ----------------------------------------------------------------------------
+    # Kineto allows one profiler a process: a job that runs its own torch.profiler (a `with
+    # torch.profiler.profile()` around its loop, an HF callback stepping one) is left to it — the probe
+    # does not trace while one is prepared or running, stops its own when the job's starts, and never
+    # lets a profiler's error end the job (profiler.py; the steps and memory are measured regardless).
     def _maybe_start_profiler(self):
-        if self.profile_steps <= 0 or self.step_index != 1 or self._profiler is not None:
+        if self.profile_steps <= 0 or self.step_index != 1 or self._profiler is not None or self._traced:
             return
         import torch
+        enabled = getattr(torch.autograd, "_profiler_enabled", lambda: False)
+        if self._job_profilers or enabled():
+            return self._note("the job's own torch.profiler was active at step 1: the probe did not trace "
+                              "(Kineto allows one profiler); steps and memory are measured")
         acts = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             acts.append(torch.profiler.ProfilerActivity.CUDA)
         # record_shapes: a CPU job's collectives are the gloo:<op> annotations, sized only by their
         # inputs' shapes and types (without them every imported collective had 0 bytes).
-        self._profiler = torch.profiler.profile(activities=acts, record_shapes=True)
-        self._profiler.__enter__()
+        profiler = torch.profiler.profile(activities=acts, record_shapes=True)
+        try:
+            self._own(profiler.__enter__)
+        except Exception as e:  # noqa: BLE001 — a profiler we did not see holds Kineto: the job's
+            return self._note(f"the probe's torch.profiler did not start ({type(e).__name__}: {e}): no trace; "
+                              "steps and memory are measured")
+        self._profiler = profiler
 
-    def _stop_profiler(self):
+    def _stop_profiler(self, why=None):
+        """Ends our trace: kept (rank<R>.trace.json) where at least one step was traced whole."""
         p, self._profiler = self._profiler, None
-        p.__exit__(None, None, None)
+        traced = self.step_index - 1
+        try:
+            self._own(p.__exit__, None, None, None)
+        except Exception as e:  # noqa: BLE001 — the job's profiler ended the session under ours
+            return self._note(f"the probe's torch.profiler did not stop cleanly ({type(e).__name__}: {e}): "
+                              "no trace; steps and memory are measured")
+        if why is not None and traced < 1:
+            return self._note(why + ": the probe's trace had no whole step, none kept")
         path = os.path.join(self.folder, f"rank{self.rank}.trace.json")
         p.export_chrome_trace(path + ".part")
         os.replace(path + ".part", path)
+        if why is not None:
+            self._note(f"{why}: the probe's trace keeps step{'s 1-' if traced > 1 else ' '}{traced}")
+
+    def job_profiler_starts(self, token):
+        """The job prepares or starts a profiler of its own (profiler.py): ours gives way to it."""
+        self._job_profilers.add(token)
+        if self._profiler is not None:
+            self._stop_profiler(f"the job started its own torch.profiler at step {self.step_index}")
+
+    def job_profiler_ends(self, token):
+        self._job_profilers.discard(token)
+
+    def _own(self, call, *a):
+        self._own_call = True
+        try:
+            return call(*a)
+        finally:
+            self._own_call = False
+
+    def _note(self, line):
+        """One line on why this rank's trace is missing or short: rank<R>.notice, which the tuner puts
+        into the trial's message (job_trial.cpp)."""
+        self._traced = line
+        sys.stderr.write(f"trainscope_probe: rank {self.rank}: {line}\n")
+        write_record(os.path.join(self.folder, f"rank{self.rank}.notice.json"), {"rank": self.rank, "notice": line})
 
     def finish(self):
         if self._profiler is not None:  # fewer steps than asked for: what was traced is kept
@@ -278,11 +335,12 @@ def step(tokens=0):
     p.end(s.tokens, s.loss)
 
 
-def measure(call, global_tokens=None, loss_of=None):
+def measure(call, global_tokens=None, loss_of=None, extra=None, extra_of=None):
     """Runs `call()` as one measured step and returns what it returns: the hooks of a framework's own
     step function (megatron.py, titan.py), where the job has no loop to wrap. `loss_of(result)` gives
-    the step's loss or None (an error there records no loss, never fails the job); out of memory in
-    the step ends the rank with the OOM status, as `step()` does."""
+    the step's loss or None (an error there records no loss, never fails the job); `extra` and
+    `extra_of(result)` give the row's own fields (Probe.end); out of memory in the step ends the rank
+    with the OOM status, as `step()` does."""
     p = get()
     if p is None:
         return call()
@@ -293,13 +351,13 @@ def measure(call, global_tokens=None, loss_of=None):
         if _is_oom(e):
             p.exit_oom(e)
         raise
-    loss = None
-    if loss_of is not None:
-        try:
-            loss = loss_of(out)
-        except Exception as e:  # noqa: BLE001 — a loss we cannot read is not the job's failure
-            sys.stderr.write(f"trainscope_probe: the step's loss is not readable: {e}\n")
-    p.end(loss=loss, global_tokens=global_tokens)
+    loss, fields = None, dict(extra or {})
+    try:
+        loss = loss_of(out) if loss_of is not None else None
+        fields.update(extra_of(out) if extra_of is not None else {})
+    except Exception as e:  # noqa: BLE001 — a loss we cannot read is not the job's failure
+        sys.stderr.write(f"trainscope_probe: the step's loss or fields are not readable: {e}\n")
+    p.end(loss=loss, global_tokens=global_tokens, extra=fields)
     return out
 
 

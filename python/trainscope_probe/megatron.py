@@ -10,7 +10,20 @@ tests/runner/framework_hooks_test.py checks that against the installed source.
     where megatron.core's micro-batch calculator is set up, else args.global_batch_size): tensor and
     pipeline ranks share one batch, so the row's tokens are the global batch's, not × WORLD_SIZE;
   * loss: the returned loss dict's "lm loss" (else its first entry), averaged over the micro-batches
-    by Megatron; only the last pipeline stage has one, the other ranks' rows have none.
+    by Megatron; only the last pipeline stage has one, the other ranks' rows have none;
+  * iteration: Megatron's own 1-indexed iteration number (train_step's `iteration` + 1, as it logs it);
+  * skipped: true where train_step returned skipped_iter 1 (the optimizer refused the update: a
+    non-finite gradient under fp16's loss scale). Its forward/backward ran, so the row is counted as a
+    native run's skipped step is (the trial database's steps.skipped, rundb/import_probe.h).
+
+`--iterations-to-skip` (megatron-core 0.19.2's train(): `if (iteration + 1) in args.iterations_to_skip`)
+goes around train_step: that iteration runs `dummy_train_step`, which only draws its micro-batches
+from the data iterator, then `continue`s. It does no training work, so the probe records no row for it
+and it is in no step-time statistic: the tuner's step time is a training step's cost, which such an
+iteration would understate. What happened stays visible: the rows' `iteration` has a gap there, while
+their `step` counts the measured steps (step 0, the first real train_step, is the warm-up the summary
+leaves out, even where iteration 1 was skipped). tests/runner/framework_hooks_test.py checks the skip
+path in the installed source and runs a stand-in of it.
 """
 import sys
 
@@ -46,6 +59,18 @@ def _loss(out):
     return float(value)
 
 
+def _skipped(out):
+    """train_step's second return, skipped_iter: 1 where the update was skipped."""
+    skipped = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+    return {"skipped": True} if skipped else {}
+
+
+def _iteration(a, kw):
+    """Megatron's 1-indexed iteration: train_step's `iteration` (keyword, or its 8th parameter) + 1."""
+    it = kw.get("iteration", a[7] if len(a) > 7 else None)
+    return {"iteration": int(it) + 1} if isinstance(it, int) else {}
+
+
 def install():
     training = sys.modules["megatron.training.training"]
     train_step = training.train_step
@@ -53,7 +78,8 @@ def install():
         return
 
     def hooked_train_step(*a, **kw):
-        return probe.measure(lambda: train_step(*a, **kw), global_tokens=_global_tokens(), loss_of=_loss)
+        return probe.measure(lambda: train_step(*a, **kw), global_tokens=_global_tokens(), loss_of=_loss,
+                             extra=_iteration(a, kw), extra_of=_skipped)
 
     hooked_train_step._trainscope_probe = True
     hooked_train_step.__wrapped__ = train_step

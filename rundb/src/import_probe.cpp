@@ -63,6 +63,8 @@ Rows readRows(const std::vector<std::string>& files) {
       if (s.rank < 0 || s.step < 0 || s.step_time_ns < 0 || s.tokens < 0 || s.peak_bytes < 0)
         throw UserError("probe", where + " has a negative rank, step, time, tokens or peak", "rerun the trial");
       if (const auto l = j.find("loss"); l != j.end() && l->is_number()) s.loss = l->get<double>();
+      // The framework skipped the update (Megatron's train_step: a non-finite gradient); the step ran.
+      if (const auto k = j.find("skipped"); k != j.end() && k->is_boolean()) s.skipped = k->get<bool>();
       s.tokens_per_s = s.step_time_ns > 0 ? double(s.tokens) / (double(s.step_time_ns) * 1e-9) : 0;
       rows.world = std::max(rows.world, intField(j, "world", where, false));
       if (!seen.insert({s.rank, s.step}).second)

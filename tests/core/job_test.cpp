@@ -278,6 +278,32 @@ TEST(ProbeImport, RowsBecomeStepsTheSummaryReads) {
                trainscope::UserError);
 }
 
+// Megatron's hook (python/trainscope_probe/megatron.py): a step whose update the framework skipped
+// (train_step's skipped_iter: a non-finite gradient) is a row with "skipped": true, read into
+// steps.skipped and counted (its forward/backward ran, as a native run's skipped step); "iteration"
+// (Megatron's own number: --iterations-to-skip leaves gaps, those iterations never reach train_step
+// and have no row) is the probe's record only.
+TEST(ProbeImport, SkippedUpdateIsRecordedAndCounted) {
+  const std::string dir = tempDir();
+  {
+    std::ofstream r0(dir + "/rank0.steps.jsonl");
+    const int iteration[] = {1, 2, 4, 5};
+    for (int s = 0; s < 4; ++s)
+      r0 << R"({"rank": 0, "step": )" << s << R"(, "iteration": )" << iteration[s] << R"(, "start_ns": )"
+         << 1000000000LL * (s + 1) << R"(, "step_time_ns": )" << (s == 0 ? 900000000 : 100000000 * s)
+         << R"(, "tokens": 128, "loss": 2.5, "peak_bytes": 1000, "world": 1)" << (s == 2 ? R"(, "skipped": true})" : "}")
+         << "\n";
+  }
+  trainscope::rundb::importProbe({dir + "/rank0.steps.jsonl"}, {}, dir + "/t.db", "tiny", "--study");
+  trainscope::rundb::RunReader reader(dir + "/t.db");
+  const auto steps = reader.steps();
+  ASSERT_EQ(steps.size(), 4u);
+  for (const auto& st : steps) EXPECT_EQ(st.skipped, st.step == 2) << "step " << st.step;
+  const auto s = trainscope::rundb::summarize(reader);
+  EXPECT_EQ(s.steps, 3);                     // steps 1-3, the skipped update's step 2 among them
+  EXPECT_NEAR(s.step_s_mean, 0.2, 1e-9);     // (0.1 + 0.2 + 0.3) / 3
+}
+
 // accelerate launch of num_processes > 1 points its process at --main_process_port (29500 unless
 // given) over torchrun's MASTER_PORT: both get the trial's own port, torchrun a static rendezvous there.
 TEST(Job, AccelerateTrialOnCpuRanksHandsTorchrunAndAccelerateOnePort) {

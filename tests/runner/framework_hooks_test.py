@@ -14,6 +14,13 @@ unmodified pretrain_gpt.py / torchtitan.train job is measured through them (docs
    with the probe's site folder on PYTHONPATH and TRAINSCOPE_PROBE_DIR set (as a trial runs it,
    tuner/src/job.cpp): N steps give N rows with the global batch's tokens and (Megatron) the loss;
    torch.OutOfMemoryError raised inside a step ends the job with the OOM status and its exit record.
+   Megatron's --iterations-to-skip path (checked in the source: a dummy_train_step and `continue`
+   before the train_step call) leaves no row for a skipped iteration; the rows' `iteration` has the
+   gap, and a train_step whose update was skipped (skipped_iter 1) gives a row with "skipped": true.
+   A job's own torchtitan Trainer subclasses, made after the probe is installed, that override
+   train_step (calling super().train_step, replacing it, two overrides deep, or inheriting one):
+   N steps give N rows (one per step, not one per override level), and the base's __init_subclass__
+   chain (torchtitan's Configurable wiring the subclass's Config) still runs.
 Exit 77 (skipped) without the installed sources.
 """
 import ast
@@ -80,6 +87,20 @@ def check_megatron_source():
     train = top(tree, ast.FunctionDef, "train")
     through_global = calls(train, lambda f: isinstance(f, ast.Name) and f.id == "train_step")
     assert len(through_global) == 1, "train() no longer calls the module global train_step once per iteration"
+    # --iterations-to-skip goes around train_step: `if (iteration + 1) in args.iterations_to_skip:` runs
+    # dummy_train_step (which draws the batches and calls no train_step) and `continue`s, before the call.
+    skips = [n for n in ast.walk(train) if isinstance(n, ast.If) and "iterations_to_skip" in ast.unparse(n.test)]
+    assert len(skips) == 1, "train() no longer has one --iterations-to-skip branch"
+    body = ast.Module(body=skips[0].body, type_ignores=[])
+    assert calls(body, lambda f: isinstance(f, ast.Name) and f.id == "dummy_train_step"), "the skip runs no dummy_train_step"
+    assert any(isinstance(n, ast.Continue) for n in ast.walk(body)), "the skip branch does not continue"
+    assert not calls(body, lambda f: isinstance(f, ast.Name) and f.id == "train_step"), "a skipped iteration calls train_step"
+    assert skips[0].lineno < through_global[0].lineno, "the skip branch is no longer before train_step"
+    assert not calls(top(tree, ast.FunctionDef, "dummy_train_step"),
+                     lambda f: isinstance(f, ast.Name) and f.id == "train_step"), "dummy_train_step calls train_step"
+    # the second return is skipped_iter (True where the rerun state machine ends the run: no update)
+    seconds = {ast.unparse(r.value.elts[1]) for r in returns}
+    assert seconds == {"skipped_iter", "True"}, f"train_step's second return is {seconds}, not skipped_iter"
     assert "train_step" not in bound_names(train), "train() binds train_step locally: the hook would be bypassed"
     init = parse(MEGATRON, "megatron/training/__init__.py")
     assert any(isinstance(n, ast.ImportFrom) and any(a.name == "get_args" for a in n.names) for n in init.body)
@@ -114,6 +135,18 @@ def check_titan_source():
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
     for field in ("self.gradient_accumulation_steps", "self.parallel_dims", "self.config"):
         assert any(field in a for a in assigned), f"Trainer.__init__ no longer sets {field}"
+    # Subclasses: install() wraps Trainer's __init_subclass__, which type() calls for every subclass made
+    # (no metaclass of Trainer's own stands in the way); torchtitan's own trainers override train_step,
+    # one of them calling super().train_step (the nesting counted once).
+    assert not any(k.arg == "metaclass" for k in trainer.keywords), "Trainer has a metaclass of its own"
+    overrides = {}
+    for rel in ("torchtitan/experiments/graph_trainer/trainer.py", "torchtitan/experiments/torchft/trainer.py"):
+        for cls in parse(TITAN, rel).body:
+            if isinstance(cls, ast.ClassDef) and any(ast.unparse(b) == "Trainer" for b in cls.bases):
+                step = method(cls, "train_step")
+                overrides[cls.name] = bool(calls(step, lambda f: isinstance(f, ast.Attribute) and f.attr == "train_step"
+                                                 and ast.unparse(f.value) == "super()"))
+    assert overrides == {"GraphTrainer": True, "FaultTolerantTrainer": False}, overrides
     dims = top(parse(TITAN, "torchtitan/distributed/parallel_dims.py"), ast.ClassDef, "ParallelDims")
     fields = {n.target.id for n in dims.body if isinstance(n, ast.AnnAssign)}
     assert {"dp_replicate", "dp_shard"} <= fields, fields
@@ -121,14 +154,17 @@ def check_titan_source():
     training = top(configs, ast.ClassDef, "TrainingConfig")  # Trainer.Config.training
     fields = {n.target.id for n in training.body if isinstance(n, ast.AnnAssign)}
     assert {"local_batch_size", "seq_len"} <= fields, fields
-    print("torchtitan 0.3.0: Trainer.train_step(self, data_iterator), called as self.train_step( in Trainer.train()")
+    print("torchtitan 0.3.0: Trainer.train_step(self, data_iterator), called as self.train_step( in Trainer.train(); "
+          f"its own subclasses override it (calling super(): {overrides})")
 
 
 STANDINS = {
     "megatron/__init__.py": "",
     "megatron/training/__init__.py": """
+        import os
         import types
-        _ARGS = types.SimpleNamespace(global_batch_size=8, seq_length=16)
+        _ARGS = types.SimpleNamespace(global_batch_size=8, seq_length=16, iterations_to_skip=[
+            int(i) for i in os.environ.get("STANDIN_SKIP", "").split(",") if i])
         def get_args():
             return _ARGS
         from .training import train
@@ -138,13 +174,26 @@ STANDINS = {
         import torch
         def train_step(forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, config,
                        forward_backward_func, iteration=None, pg_collection=None, p2p_communicator=None):
+            next(data_iterator)
             if iteration == int(os.environ.get("STANDIN_OOM_AT", "-1")):
                 raise torch.OutOfMemoryError("CUDA out of memory (stand-in)")
-            return {"lm loss": torch.tensor(2.5 + iteration)}, 0, False, False, 0, 1.0, 0, 0
+            # the optimizer refused the update (a non-finite gradient): skipped_iter 1
+            skipped_iter = int(iteration + 1 == int(os.environ.get("STANDIN_NAN_AT", "-1")))
+            return {"lm loss": torch.tensor(2.5 + iteration)}, skipped_iter, False, False, 0, 1.0, 0, 0
+        def dummy_train_step(data_iterator):  # --iterations-to-skip: the iteration's batch drawn, no step
+            next(data_iterator)
         def train(n):
-            for iteration in range(n):
+            from megatron.training import get_args
+            args = get_args()
+            data, iteration = iter(range(1000)), 0
+            while iteration < n:
+                if (iteration + 1) in args.iterations_to_skip:  # megatron-core 0.19.2's train()
+                    dummy_train_step(data)
+                    iteration += 1
+                    continue
                 (loss_dict, skipped_iter, should_checkpoint, should_exit, exit_code, grad_norm, num_zeros_in_grad,
-                 max_attention_logit) = train_step(None, None, [], None, None, None, None, iteration=iteration)
+                 max_attention_logit) = train_step(None, data, [], None, None, None, None, iteration=iteration)
+                iteration += 1
     """,
     "pretrain_standin.py": """
         import sys
@@ -156,7 +205,16 @@ STANDINS = {
         import os
         import types
         import torch
-        class Trainer:
+        class Configurable:  # torchtitan.config.Configurable: __init_subclass__ wires a subclass's Config
+            class Config:
+                _owner = None
+            def __init_subclass__(cls, **kwargs):
+                super().__init_subclass__(**kwargs)
+                if "Config" in cls.__dict__:
+                    cls.__dict__["Config"]._owner = cls
+        class Trainer(Configurable):
+            class Config(Configurable.Config):
+                pass
             def __init__(self):
                 self.config = types.SimpleNamespace(training=types.SimpleNamespace(local_batch_size=2, seq_len=16))
                 self.parallel_dims = types.SimpleNamespace(dp_replicate=1, dp_shard=2)
@@ -176,6 +234,43 @@ STANDINS = {
         if __name__ == "__main__":
             Trainer().train(int(sys.argv[1]))
     """,
+    # A job's own Trainers (as torchtitan's GraphTrainer, FluxTrainer, FaultTolerantTrainer are),
+    # made after the probe is installed: each counts its train_step calls.
+    "my_trainers.py": """
+        import os
+        import torch
+        from torchtitan.trainer import Trainer
+        class SuperTrainer(Trainer):  # an override that calls super().train_step
+            class Config(Trainer.Config):
+                pass
+            calls = 0
+            def train_step(self, data_iterator):
+                self.calls += 1
+                super().train_step(data_iterator)
+        class OwnTrainer(Trainer):  # an override that replaces it (its own step, its own OOM)
+            calls = 0
+            def train_step(self, data_iterator):
+                self.calls += 1
+                if self.step - 1 == int(os.environ.get("STANDIN_OOM_AT", "-1")):
+                    raise torch.OutOfMemoryError("CUDA out of memory (stand-in subclass)")
+        class DeepTrainer(SuperTrainer):  # two overrides deep, each calling super()
+            def train_step(self, data_iterator):
+                self.calls += 1
+                super().train_step(data_iterator)
+        class NoOverride(SuperTrainer):  # inherits SuperTrainer's
+            pass
+    """,
+    "titan_subclass.py": """
+        import sys
+        import my_trainers
+        cls = getattr(my_trainers, sys.argv[1])
+        t = cls()
+        t.train(int(sys.argv[2]))
+        # Configurable's own __init_subclass__ still ran (the probe's wraps it): SuperTrainer's Config
+        # is wired to SuperTrainer; train_step ran once per step at each override level.
+        assert my_trainers.SuperTrainer.Config._owner is my_trainers.SuperTrainer, my_trainers.SuperTrainer.Config._owner
+        print("calls", t.calls)
+    """,
 }
 
 
@@ -191,10 +286,11 @@ def rows(folder):
         return [json.loads(line) for line in f]
 
 
-def check_job(root, name, argv, tokens, losses):
+def check_job(root, name, argv, tokens, losses, says=None):
     folder = os.path.join(root, name)
     r = run_job(root, folder, argv + ["3"])
     assert r.returncode == 0, f"{name}: exit {r.returncode}: {r.stderr[-2000:]}"
+    assert says is None or says in r.stdout, f"{name}: printed {r.stdout!r}, want {says!r}"
     got = rows(folder)
     assert [g["step"] for g in got] == [0, 1, 2], got
     assert all(g["tokens"] == tokens for g in got), f"{name}: tokens {[g['tokens'] for g in got]}, want {tokens}"
@@ -210,6 +306,18 @@ def check_job(root, name, argv, tokens, losses):
     print(f"{name}: 3 steps -> 3 rows of {tokens} tokens, losses {losses}; OOM in step 1 -> exit {OOM_EXIT}, 1 row")
 
 
+def check_megatron_skips(root):
+    """--iterations-to-skip 1,3 over 5 iterations: iterations 1 and 3 never reach train_step (no row);
+    iteration 4's update is refused (skipped_iter 1): its row says skipped, with its loss."""
+    folder = os.path.join(root, "megatron-skip")
+    r = run_job(root, folder, ["pretrain_standin.py", "5"], STANDIN_SKIP="1,3", STANDIN_NAN_AT="4")
+    assert r.returncode == 0, f"megatron-skip: exit {r.returncode}: {r.stderr[-2000:]}"
+    got = rows(folder)
+    seen = [(g["step"], g["iteration"], g.get("skipped", False), g["loss"]) for g in got]
+    assert seen == [(0, 2, False, 3.5), (1, 4, True, 5.5), (2, 5, False, 6.5)], seen
+    print(f"megatron --iterations-to-skip 1,3 of 5: rows (step, iteration, skipped, loss) {seen}")
+
+
 def check_standins():
     with tempfile.TemporaryDirectory(prefix="framework_hooks.") as root:
         for rel, text in STANDINS.items():
@@ -218,8 +326,13 @@ def check_standins():
                 f.write(textwrap.dedent(text))
         # global batch 8 x seq 16 (not x WORLD_SIZE 2); the loss dict's "lm loss"
         check_job(root, "megatron", ["pretrain_standin.py"], 128, [2.5, 3.5, 4.5])
+        check_megatron_skips(root)
         # accumulation 2 x local batch 2 x dp 1x2 x seq 16; torchtitan's train_step returns no loss
         check_job(root, "titan", ["-m", "torchtitan.train"], 128, [None, None, None])
+        # A job's Trainer subclass: its own train_step measured, once per step however deep the
+        # super() chain (each override counts its own calls: `calls` levels x 3 steps).
+        for cls, levels in (("SuperTrainer", 1), ("OwnTrainer", 1), ("DeepTrainer", 2), ("NoOverride", 1)):
+            check_job(root, "titan-" + cls, ["titan_subclass.py", cls], 128, [None, None, None], f"calls {3 * levels}")
 
 
 def main():

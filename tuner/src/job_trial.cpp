@@ -106,6 +106,21 @@ std::string rankThreadsRecord(const std::string& probe_dir) {
   return all.dump();
 }
 
+// What the probe noted about its trace (rankR.notice.json: the job's own torch.profiler held Kineto,
+// so a rank's trace was skipped or cut short; python/trainscope_probe/profiler.py), "rank R: …" in rank
+// order, "" for none. A record that cannot be read is left out.
+std::string probeNotices(const std::string& probe_dir) {
+  std::string out;
+  for (const std::string& p : probeFiles(probe_dir, ".notice.json")) {
+    std::ifstream in(p);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_object() || !j.contains("notice") || !j["notice"].is_string()) continue;
+    const auto rank = j.contains("rank") && j["rank"].is_number_integer() ? j["rank"].get<int64_t>() : 0;
+    out += (out.empty() ? "rank " : "; rank ") + std::to_string(rank) + ": " + j["notice"].get<std::string>();
+  }
+  return out;
+}
+
 bool entryScriptMissing(const std::vector<std::string>& argv, size_t entry_at) {
   if (entry_at >= argv.size() || argv[entry_at] == "-m") return false;  // a module: the interpreter finds it
   struct stat st {};
@@ -209,19 +224,21 @@ TrialRecord JobTrialRunner::run(const TrialSpec& spec, TrialRecord t) {
     return t;
   }
   t.exit_code = 0;
+  const std::string notices = probeNotices(L.probe_dir);
   try {
     // The trial's resolved configuration and framework beside its rows: `calibrate` prices the plan
     // the job ran under its framework's profile, from the study or the database alone.
-    const std::map<std::string, std::string> meta = {{"config", runconfig::toJson(c)},
-                                                     {"framework", frameworkKey(frameworkOf(o_.kind))},
-                                                     {"device", o_.cpu ? "cpu" : "cuda"},
-                                                     {"threads", rankThreadsRecord(L.probe_dir)}};
+    std::map<std::string, std::string> meta = {{"config", runconfig::toJson(c)},
+                                               {"framework", frameworkKey(frameworkOf(o_.kind))},
+                                               {"device", o_.cpu ? "cpu" : "cuda"},
+                                               {"threads", rankThreadsRecord(L.probe_dir)}};
+    if (!notices.empty()) meta["probe_notice"] = notices;
     rundb::importProbe(probeFiles(L.probe_dir, ".steps.jsonl"), probeFiles(L.probe_dir, ".trace.json"),
                        spec.run.output.trace, o_.workload, "--study", meta);
   } catch (const std::exception& e) {
     return finish(TrialStatus::Failed, std::string("the job ended but its steps cannot be read: ") + e.what());
   }
-  return finish(TrialStatus::Ok, teardown);
+  return finish(TrialStatus::Ok, teardown.empty() || notices.empty() ? teardown + notices : teardown + "; " + notices);
 }
 
 }  // namespace trainscope::tuner

@@ -3,7 +3,8 @@
 // read an external trial (`tune --runner hf|accelerate|deepspeed|…`) as they read a native one.
 //
 //   steps   one JSON object a line per rank and step (rank<R>.steps.jsonl): rank, step, start_ns,
-//           step_time_ns, tokens (the global batch's), loss (or null), peak_bytes, world
+//           step_time_ns, tokens (the global batch's), loss (or null), peak_bytes, world; optional
+//           skipped (true: the framework skipped the update, the step's work done: steps.skipped)
 //   traces  the profile trial's Kineto traces, one per rank (import.h's importer): their events,
 //           ranks and collectives; the trace's own ProfilerStep rows are replaced by the probe's
 //           (every step, not only the traced ones)
