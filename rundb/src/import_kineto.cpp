@@ -80,9 +80,13 @@ int64_t glooWidth(std::string t) {
   return dtypeBytes(it == c10.end() ? t : it->second);
 }
 
-// The product of the first innermost list of a kept "Input Dims" ("[33088]", "[4,8],[]", a c10d op's
-// "[[33088]],[],[]"), -1 when there is none or it overflows.
-int64_t firstListProduct(const std::string& s) {
+// The elements of the first argument of a kept "Input Dims" ("[[33088]]", "[[4,8],[]]", a c10d op's
+// "[[[33088]],[],[]]"): the product of its first innermost list, -1 when there is none or it
+// overflows. An empty first list is a 0-d tensor (1 element) when `tensor`, the first argument's
+// "Input type" being a tensor's ("float", "TensorList"); otherwise it is an argument the profiler
+// gave no shape (c10d::allgather_'s output list: type ""), -1. A scalar all-reduce (DeepSpeed's
+// overflow check, a loss average: "[[]]") had been given the size of the call before it.
+int64_t firstListElements(const std::string& s, bool tensor) {
   const size_t close = s.find(']'), open = close == std::string::npos ? close : s.rfind('[', close);
   if (open == std::string::npos || close == std::string::npos) return -1;
   int64_t prod = 1;
@@ -96,7 +100,7 @@ int64_t firstListProduct(const std::string& s) {
     prod *= d, any = true;
     i = j == std::string::npos || j > close ? close : j + 1;
   }
-  return any ? prod : -1;
+  return any ? prod : tensor ? 1 : -1;
 }
 
 // The threads table from the metadata events. A (pid, tid) that GPU events use is a stream — named
@@ -258,12 +262,21 @@ class KinetoWriter {
       if (e.name == kNone || e.shapes == kNone) continue;
       const std::string& name = p_.names[e.name];
       if (e.cat == Cat::Op && name.rfind("c10d::", 0) == 0) {
-        if (const int64_t n = firstListProduct(p_.names[e.shapes]); n > 0) calls_[collectiveOp(name.substr(6))].emplace_back(e.ts, n);
+        // all-gather's first argument is its output (_allgather_base_, all_gather_into_tensor): the
+        // size the bytes rule wants; a list form's output has no shape ("", -1) and is not indexed.
+        if (const int64_t n = firstListElements(p_.names[e.shapes], isTensorType(e.input_type)); n > 0)
+          calls_[collectiveOp(name.substr(6))].emplace_back(e.ts, n);
       } else if (e.cat == Cat::Annotation && name.rfind("gloo:", 0) == 0 && e.input_type != kNone) {
         if (const int64_t w = glooWidth(p_.names[e.input_type]); w > 0) gloo_width_.emplace(collectiveOp(name.substr(5)), w);
       }
     }
     for (auto& [op, v] : calls_) std::sort(v.begin(), v.end());
+  }
+  // Whether an event's first "Input type" names a tensor ("float", "TensorList"; not "" or "Scalar").
+  bool isTensorType(uint32_t type) const {
+    if (type == kNone) return false;
+    const std::string& t = p_.names[type];
+    return !t.empty() && t != "Scalar" && t != "ScalarList" && t != "GenericList";
   }
   int64_t calledElements(const std::string& op, int64_t ts) const {
     const auto it = calls_.find(op);
@@ -401,11 +414,14 @@ class KinetoWriter {
     row.group_size = std::max<int64_t>(1, p_.world_size.value_or(1));
     row.seq = seq_by_group_[row.group]++;
     int64_t width = e.input_type == kNone ? 0 : glooWidth(p_.names[e.input_type]);
-    int64_t n = e.shapes == kNone ? -1 : firstListProduct(p_.names[e.shapes]);
+    int64_t n = e.shapes == kNone ? -1 : firstListElements(p_.names[e.shapes], width > 0);
+    // The annotation's input is this rank's part of an all-gather; the bytes rule counts the output,
+    // group_size parts (half the bytes were stored on 2 ranks: FSDP's and ZeRO's parameter gathers).
+    if (n > 0 && row.op == "all_gather") n = n <= INT64_MAX / row.group_size ? n * row.group_size : -1;
     if (n < 0 || width == 0) {  // an annotation the trace's end cut ("finished": false) has no args
       const auto w = gloo_width_.find(row.op);
       if (width == 0 && w != gloo_width_.end()) width = w->second;
-      if (n < 0) n = calledElements(row.op, e.ts);
+      if (n < 0) n = calledElements(row.op, e.ts);  // all-gather: its call's output
     }
     row.bytes = n > 0 && width > 0 && n <= INT64_MAX / width ? n * width : 0;
     row.start_ns = b;
