@@ -10,6 +10,7 @@
 #include <cstring>
 #include <streambuf>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -328,9 +329,14 @@ int64_t recognised(const ImportStats& st) {
 
 ImportStats importTraces(const std::vector<std::string>& inputs, const std::string& out_db, bool overwrite) {
   if (inputs.empty()) throw UserError("import", "no input files", "pass one trace per rank");
+  std::map<std::pair<dev_t, ino_t>, std::string> seen;  // a file named twice (a.json a.json, a link to it)
   for (const auto& p : inputs) {
     struct stat st {};
     if (stat(p.c_str(), &st) != 0) throw UserError("import", p + " does not exist", "check the path");
+    const auto [it, fresh] = seen.try_emplace({st.st_dev, st.st_ino}, p);
+    if (!fresh && S_ISREG(st.st_mode))  // without distributedInfo it became a second, identical rank
+      throw UserError("import", p + " is passed twice" + (it->second == p ? "" : " (" + it->second + " is the same file)"),
+                      "pass each trace once");
   }
   checkWritable(out_db, overwrite, "-o", inputs);  // never an input (nor its -wal/-shm/-journal)
   // Built under a random name beside the output and renamed at the end: a failed import leaves

@@ -14,6 +14,7 @@ What it checks, each of which once failed on real traces:
   - two profiling sessions of one process (each numbering its steps from 0) stay two ranks, as
     before: only cycles, whose ProfilerStep numbers continue, are merged;
   - another tool's Chrome trace beside the ranks' files is refused naming it (it was an empty rank);
+  - a file passed twice is refused (one process's trace twice was two identical ranks);
   - two files of one rank recorded at the same time are refused.
 The expected figures come from what the job did (the tensors' sizes below) and from the files
 themselves (their ProfilerStep#N), not from the importer.
@@ -169,6 +170,7 @@ def main():
     twice = os.path.join(work, "twice.json.gz")
     shutil.copy(rank0[0], twice)
     for args, needle in (([rank0[0], chrome], "nothing was recognised in " + chrome),
+                         ([ones[0], ones[0]], "is passed twice"),
                          ([rank0[0], twice], "at overlapping times")):
         bad = os.path.join(work, "refused.db")
         out = run([binary, "import", *args, "-o", bad])
