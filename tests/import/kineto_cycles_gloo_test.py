@@ -15,6 +15,7 @@ What it checks, each of which once failed on real traces:
     before: only cycles, whose ProfilerStep numbers continue, are merged;
   - another tool's Chrome trace beside the ranks' files is refused naming it (it was an empty rank);
   - a file passed twice is refused (one process's trace twice was two identical ranks);
+  - report says the throughput and peak memory are not recorded (it printed 0 tokens/s, 0.00 MiB);
   - two files of one rank recorded at the same time are refused.
 The expected figures come from what the job did (the tensors' sizes below) and from the files
 themselves (their ProfilerStep#N), not from the importer.
@@ -132,6 +133,12 @@ def main():
         summary = json.loads(rep.stdout)["summary"]
         if sorted(r["rank"] for r in summary["ranks"]) != [0, 1]:
             failures.append(f"report's ranks {summary['ranks']}")
+    # The profiler counts no tokens, and this trace has no memory events: said so, not "0 tokens/s".
+    text = run([binary, "report", db]).stdout
+    print(text.splitlines()[1] if len(text.splitlines()) > 1 else text)
+    for needle in (f"throughput not recorded (no token counts) over {len(expected_steps[0])} step(s)", "peak memory not recorded"):
+        if needle not in text:
+            failures.append(f"report does not say '{needle}':\n{text[:400]}")
 
     # A single process (no distributedInfo): its cycles are rank 0, not ranks 0 and 1.
     ones = sorted(glob.glob(os.path.join(one_dir, "*.pt.trace.json.gz")))
