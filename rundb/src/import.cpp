@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <streambuf>
 #include <fstream>
 #include <map>
@@ -321,6 +322,26 @@ class RankRule {
   std::vector<Rank> ranks_;
 };
 
+// A folder passed as a trace (tensorboard_trace_handler's log directory): the files to pass instead.
+std::string folderHint(const std::string& dir) {
+  std::map<std::string, int> by_suffix;  // ".pt.trace.json.gz" → how many
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* suffix : {".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".sqlite"})
+      if (name.size() > std::strlen(suffix) && name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0) {
+        ++by_suffix[suffix];
+        break;
+      }
+  }
+  if (by_suffix.empty()) return "pass one trace file per rank (it holds no .json, .json.gz or .sqlite file)";
+  const auto most = std::max_element(by_suffix.begin(), by_suffix.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  const std::string slash = !dir.empty() && dir.back() == '/' ? "" : "/";
+  return "pass the trace files in it, one per rank or each rank's profiling cycles: " + dir + slash + "*" + most->first +
+         " (" + std::to_string(most->second) + " there)";
+}
+
 int64_t recognised(const ImportStats& st) {
   return st.host_ops + st.ranges + st.gpu_annotations + st.kernels + st.api_calls + st.memcpy + st.memset;
 }
@@ -333,6 +354,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
   for (const auto& p : inputs) {
     struct stat st {};
     if (stat(p.c_str(), &st) != 0) throw UserError("import", p + " does not exist", "check the path");
+    if (S_ISDIR(st.st_mode)) throw UserError("import", p + " is a directory", folderHint(p));
     const auto [it, fresh] = seen.try_emplace({st.st_dev, st.st_ino}, p);
     if (!fresh && S_ISREG(st.st_mode))  // without distributedInfo it became a second, identical rank
       throw UserError("import", p + " is passed twice" + (it->second == p ? "" : " (" + it->second + " is the same file)"),

@@ -15,6 +15,8 @@ What it checks, each of which once failed on real traces:
     before: only cycles, whose ProfilerStep numbers continue, are merged;
   - another tool's Chrome trace beside the ranks' files is refused naming it (it was an empty rank);
   - a file passed twice is refused (one process's trace twice was two identical ranks);
+  - tensorboard_trace_handler's folder is refused naming the files to pass (the hint said "pass one
+    trace file per rank");
   - report says the throughput and peak memory are not recorded (it printed 0 tokens/s, 0.00 MiB);
   - two files of one rank recorded at the same time are refused.
 The expected figures come from what the job did (the tensors' sizes below) and from the files
@@ -178,6 +180,8 @@ def main():
     shutil.copy(rank0[0], twice)
     for args, needle in (([rank0[0], chrome], "nothing was recognised in " + chrome),
                          ([ones[0], ones[0]], "is passed twice"),
+                         ([dist_dir], f"is a directory (fix: pass the trace files in it, one per rank or each rank's "
+                                      f"profiling cycles: {dist_dir}/*.pt.trace.json.gz (4 there))"),
                          ([rank0[0], twice], "at overlapping times")):
         bad = os.path.join(work, "refused.db")
         out = run([binary, "import", *args, "-o", bad])
