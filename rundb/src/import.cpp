@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <streambuf>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -251,11 +253,112 @@ std::string describeRefusals(const ImportStats& st) {
   return out;
 }
 
+namespace {
+
+// The rank of each file of an import. A file is its distributedInfo.rank, else the next rank by its
+// position among the files. Several files are one rank's profiling cycles (torch.profiler's
+// schedule(repeat=N) calls on_trace_ready once per cycle, and tensorboard_trace_handler writes each
+// to WORKER.TIMESTAMP.pt.trace.json) when they were recorded by the same processes, have the same
+// distributedInfo.rank (or none), do not overlap in time, and their ProfilerStep numbers continue
+// (a new profile() session numbers its steps from 0 again: two sessions of one process are two
+// ranks, as before). They are imported as that one rank. Before, a single process's cycles became
+// ranks 0, 1, 2 and a distributed job's were refused.
+class RankRule {
+ public:
+  int64_t rankOf(const importers::TraceOrigin& o, const std::string& path) {
+    for (Rank& r : ranks_) {
+      if (r.dist_rank != o.rank) continue;
+      const std::string why = reason(r, o);
+      if (why.empty()) {
+        r.pids.insert(o.pids.begin(), o.pids.end());
+        r.steps.insert(o.steps.begin(), o.steps.end());
+        r.spans.emplace_back(o.begin_ns, o.end_ns);
+        return r.rank;
+      }
+      if (!o.rank) continue;  // no distributedInfo and not a cycle of this one: the next rank by position
+      throw UserError("import", path + " claims rank " + std::to_string(*o.rank) + ", as " + r.path + " does, " + why,
+                      "pass one trace per rank (or each rank's profiling cycles), or each profiling session's traces "
+                      "as their own import");
+    }
+    return add(o.rank.value_or(int64_t(ranks_.size())), o, path);
+  }
+  // For a file that is not Kineto's (an Nsight Systems export): the next rank by position.
+  int64_t next(const std::string& path) { return add(int64_t(ranks_.size()), importers::TraceOrigin{}, path); }
+  size_t ranks() const { return ranks_.size(); }
+
+ private:
+  struct Rank {
+    int64_t rank;
+    std::optional<int64_t> dist_rank;
+    std::set<int64_t> pids, steps;
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    std::string path;  // its first file
+  };
+  int64_t add(int64_t rank, const importers::TraceOrigin& o, const std::string& path) {
+    for (const Rank& r : ranks_)
+      if (r.rank == rank)
+        throw UserError("import", path + " claims rank " + std::to_string(rank) + ", as an earlier file does",
+                        "pass one trace per rank");
+    ranks_.push_back({rank, o.rank, o.pids, o.steps, {{o.begin_ns, o.end_ns}}, path});
+    return rank;
+  }
+  // Why a file is not another profiling cycle of rank `r` ("" when it is one).
+  static std::string reason(const Rank& r, const importers::TraceOrigin& o) {
+    if (o.pids.empty() || r.pids != o.pids) return "but was recorded by other processes (pids " + pids(o.pids) + " and " + pids(r.pids) + ")";
+    for (const auto& [b, e] : r.spans)
+      if (o.begin_ns <= e && b <= o.end_ns)
+        return "and was recorded by the same processes (pids " + pids(o.pids) + ") at overlapping times: they are not two profiling cycles";
+    if (o.steps.empty() || r.steps.empty()) return "and holds no ProfilerStep#N to tell a profiling cycle by";
+    for (int64_t k : o.steps)
+      if (r.steps.count(k))
+        return "and both hold ProfilerStep#" + std::to_string(k) + ": two profiling sessions, not two cycles of one";
+    return "";
+  }
+  static std::string pids(const std::set<int64_t>& v) {
+    std::string s;
+    for (int64_t p : v) s += (s.empty() ? "" : ",") + std::to_string(p);
+    return s.empty() ? "none" : s;
+  }
+  std::vector<Rank> ranks_;
+};
+
+// A folder passed as a trace (tensorboard_trace_handler's log directory): the files to pass instead.
+std::string folderHint(const std::string& dir) {
+  std::map<std::string, int> by_suffix;  // ".pt.trace.json.gz" → how many
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* suffix : {".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".sqlite"})
+      if (name.size() > std::strlen(suffix) && name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0) {
+        ++by_suffix[suffix];
+        break;
+      }
+  }
+  if (by_suffix.empty()) return "pass one trace file per rank (it holds no .json, .json.gz or .sqlite file)";
+  const auto most = std::max_element(by_suffix.begin(), by_suffix.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  const std::string slash = !dir.empty() && dir.back() == '/' ? "" : "/";
+  return "pass the trace files in it, one per rank or each rank's profiling cycles: " + dir + slash + "*" + most->first +
+         " (" + std::to_string(most->second) + " there)";
+}
+
+int64_t recognised(const ImportStats& st) {
+  return st.host_ops + st.ranges + st.gpu_annotations + st.kernels + st.api_calls + st.memcpy + st.memset;
+}
+
+}  // namespace
+
 ImportStats importTraces(const std::vector<std::string>& inputs, const std::string& out_db, bool overwrite) {
   if (inputs.empty()) throw UserError("import", "no input files", "pass one trace per rank");
+  std::map<std::pair<dev_t, ino_t>, std::string> seen;  // a file named twice (a.json a.json, a link to it)
   for (const auto& p : inputs) {
     struct stat st {};
     if (stat(p.c_str(), &st) != 0) throw UserError("import", p + " does not exist", "check the path");
+    if (S_ISDIR(st.st_mode)) throw UserError("import", p + " is a directory", folderHint(p));
+    const auto [it, fresh] = seen.try_emplace({st.st_dev, st.st_ino}, p);
+    if (!fresh && S_ISREG(st.st_mode))  // without distributedInfo it became a second, identical rank
+      throw UserError("import", p + " is passed twice" + (it->second == p ? "" : " (" + it->second + " is the same file)"),
+                      "pass each trace once");
   }
   checkWritable(out_db, overwrite, "-o", inputs);  // never an input (nor its -wal/-shm/-journal)
   // Built under a random name beside the output and renamed at the end: a failed import leaves
@@ -279,18 +382,21 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
   {
     RunStore store(partial, RunStore::Options{false, "-o", true});
     cleanup.armed = true;
-    store.setMeta("world_size", std::to_string(inputs.size()));
     store.setMeta("source", "import");
     store.begin();
-    std::set<int64_t> ranks;
+    RankRule rule;
+    importers::StepRows steps(store, "");
+    importers::KinetoShared shared;
     nlohmann::json sources = nlohmann::json::array();  // meta import_files: each file, its format and rank
     for (size_t i = 0; i < inputs.size(); ++i) {
       const std::string& p = inputs[i];
-      int64_t rank = int64_t(i);
+      int64_t rank = -1;
       files::requireRegularFile(p, "import", "pass one trace file per rank");  // before opening: a FIFO blocks
       const char* format = looksLikeSqlite(p) ? "nsys" : "kineto";
+      const int64_t before = recognised(st);
       if (std::string(format) == "nsys") {
         try {
+          rank = rule.next(p);
           importers::importNsys(store, st, p, rank);
         } catch (const SqliteError& e) {  // a damaged export (writes to the new database do not fail here)
           throw UserError("import", p + " cannot be read as an Nsight Systems export (" + e.what() + ")",
@@ -300,19 +406,25 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
         TraceStreambuf buf(p);
         std::istream text(&buf);
         try {
-          rank = importers::importKineto(store, st, text, p, rank);
+          rank = importers::importKineto(store, st, text, p,
+                                         [&](const importers::TraceOrigin& o) { return rule.rankOf(o, p); }, steps, shared);
         } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
           throw UserError("import", p + " has an unexpected value: " + e.what(), "pass a PyTorch profiler (Kineto) trace");
         }
       }
+      // A file with nothing in it this import reads (another tool's Chrome trace beside the ranks'
+      // files) was an empty rank of the run, silently.
+      if (inputs.size() > 1 && recognised(st) == before)
+        throw UserError("import", "nothing was recognised in " + p + ": no CPU ops, annotations, kernels, API calls or copies",
+                        std::string(format) == "nsys" ? "pass Nsight Systems SQLite exports with their events"
+                                                      : "pass PyTorch profiler (Kineto) traces, one per rank");
       sources.push_back({{"file", p}, {"format", format}, {"rank", rank}});
       if (st.gpus.count(rank)) sources.back()["gpu"] = st.gpus[rank];
-      if (!ranks.insert(rank).second)
-        throw UserError("import", p + " claims rank " + std::to_string(rank) + ", as an earlier file does",
-                        "pass one trace per rank");
       ++st.files;
     }
-    if (st.host_ops + st.ranges + st.gpu_annotations + st.kernels + st.api_calls + st.memcpy + st.memset == 0)
+    importers::finishKineto(store, st, shared);
+    store.setMeta("world_size", std::to_string(rule.ranks()));
+    if (recognised(st) == 0)
       throw UserError("import", "nothing was recognised in " + std::to_string(inputs.size()) +
                                     " file(s): no CPU ops, annotations, kernels, API calls or copies",
                       "pass PyTorch profiler (Kineto) traces or Nsight Systems SQLite exports");

@@ -80,9 +80,13 @@ int64_t glooWidth(std::string t) {
   return dtypeBytes(it == c10.end() ? t : it->second);
 }
 
-// The product of the first innermost list of a kept "Input Dims" ("[33088]", "[4,8],[]", a c10d op's
-// "[[33088]],[],[]"), -1 when there is none or it overflows.
-int64_t firstListProduct(const std::string& s) {
+// The elements of the first argument of a kept "Input Dims" ("[[33088]]", "[[4,8],[]]", a c10d op's
+// "[[[33088]],[],[]]"): the product of its first innermost list, -1 when there is none or it
+// overflows. An empty first list is a 0-d tensor (1 element) when `tensor`, the first argument's
+// "Input type" being a tensor's ("float", "TensorList"); otherwise it is an argument the profiler
+// gave no shape (c10d::allgather_'s output list: type ""), -1. A scalar all-reduce (DeepSpeed's
+// overflow check, a loss average: "[[]]") had been given the size of the call before it.
+int64_t firstListElements(const std::string& s, bool tensor) {
   const size_t close = s.find(']'), open = close == std::string::npos ? close : s.rfind('[', close);
   if (open == std::string::npos || close == std::string::npos) return -1;
   int64_t prod = 1;
@@ -96,7 +100,7 @@ int64_t firstListProduct(const std::string& s) {
     prod *= d, any = true;
     i = j == std::string::npos || j > close ? close : j + 1;
   }
-  return any ? prod : -1;
+  return any ? prod : tensor ? 1 : -1;
 }
 
 // The threads table from the metadata events. A (pid, tid) that GPU events use is a stream — named
@@ -211,16 +215,36 @@ class MemoryTrack {
   int64_t dropped_ = 0;
 };
 
-// The rank a parsed file is imported as: its distributedInfo.rank, else `default_rank`. UserError for
-// a file that is not a Kineto trace (or is our own export) and for a rank out of range.
-int64_t checkedRank(const Parsed& p, const std::string& path, int64_t default_rank) {
+// UserError for a parsed file that is not a Kineto trace, or is our own export.
+void checkKineto(const Parsed& p, const std::string& path) {
   if (!p.has_trace_events)
     throw UserError("import", path + " has no traceEvents array", "pass a PyTorch profiler (Kineto) trace");
   if (p.trainscope_export)
     throw UserError("import", path + " is a Chrome trace that trainscope exported from a run database: it is for "
                                      "Perfetto, and holds less than the database it came from",
                     "use the run database that `trainscope export --chrome` read (report, view, export)");
-  const int64_t rank = p.rank.value_or(default_rank);
+}
+
+// Who recorded a parsed file: its distributedInfo.rank, its processes and its span on the run's clock.
+TraceOrigin originOf(const Parsed& p, const std::string& path) {
+  TraceOrigin o;
+  o.rank = p.rank;
+  o.pids = p.cpu_pids;
+  const int64_t base = p.base.value_or(0);
+  for (const Event& e : p.events) {
+    int64_t b = 0, en = 0;
+    if (e.cat == Cat::Other || e.bad_time || e.dur < 0 || __builtin_add_overflow(base, e.ts, &b) ||
+        __builtin_add_overflow(b, e.dur, &en))
+      continue;
+    o.begin_ns = std::min(o.begin_ns, b), o.end_ns = std::max(o.end_ns, en);
+    if ((e.cat == Cat::Annotation || e.cat == Cat::Op) && e.name != kNone)
+      if (const int64_t k = stepNumber(p.names[e.name], path); k >= 0) o.steps.insert(k);
+  }
+  return o;
+}
+
+// The rank `rank_of` gives, checked: UserError for a rank out of range.
+int64_t checkedRank(int64_t rank, const std::string& path) {
   if (rank < 0 || rank > INT32_MAX)
     throw UserError("import", path + ": distributedInfo.rank " + std::to_string(rank) + " is out of range (0 to 2^31-1)",
                     "check the trace file");
@@ -231,10 +255,11 @@ int64_t checkedRank(const Parsed& p, const std::string& path, int64_t default_ra
 // spans the events (finish). Strings are interned into the store on first use only.
 class KinetoWriter {
  public:
-  KinetoWriter(RunStore& store, ImportStats& st, Parsed& p, const std::string& path, int64_t rank)
+  KinetoWriter(RunStore& store, ImportStats& st, Parsed& p, const std::string& path, int64_t rank, StepRows& steps,
+               KinetoShared& shared)
       : store_(store), st_(st), p_(p), path_(path), rank_(rank), base_(p.base.value_or(0)),
         unnamed_(p.intern("")),  // before `ids_` is sized: events without a name use it
-        ids_(p.names.size(), kNoString), domain_(store.intern("kineto")), step_rows_(store, path),
+        ids_(p.names.size(), kNoString), domain_(store.intern("kineto")), step_rows_(steps), shared_(shared),
         memory_(p.memory, base_) {
     // Communication records: the NCCL kernels' args when the kernels carry them (GPU time), else the
     // record_param_comms CPU ops (a CPU job's Gloo collectives, or an older PyTorch).
@@ -265,12 +290,21 @@ class KinetoWriter {
       if (e.name == kNone || e.shapes == kNone) continue;
       const std::string& name = p_.names[e.name];
       if (e.cat == Cat::Op && name.rfind("c10d::", 0) == 0) {
-        if (const int64_t n = firstListProduct(p_.names[e.shapes]); n > 0) calls_[collectiveOp(name.substr(6))].emplace_back(e.ts, n);
+        // all-gather's first argument is its output (_allgather_base_, all_gather_into_tensor): the
+        // size the bytes rule wants; a list form's output has no shape ("", -1) and is not indexed.
+        if (const int64_t n = firstListElements(p_.names[e.shapes], isTensorType(e.input_type)); n > 0)
+          calls_[collectiveOp(name.substr(6))].emplace_back(e.ts, n);
       } else if (e.cat == Cat::Annotation && name.rfind("gloo:", 0) == 0 && e.input_type != kNone) {
         if (const int64_t w = glooWidth(p_.names[e.input_type]); w > 0) gloo_width_.emplace(collectiveOp(name.substr(5)), w);
       }
     }
     for (auto& [op, v] : calls_) std::sort(v.begin(), v.end());
+  }
+  // Whether an event's first "Input type" names a tensor ("float", "TensorList"; not "" or "Scalar").
+  bool isTensorType(uint32_t type) const {
+    if (type == kNone) return false;
+    const std::string& t = p_.names[type];
+    return !t.empty() && t != "Scalar" && t != "ScalarList" && t != "GenericList";
   }
   int64_t calledElements(const std::string& op, int64_t ts) const {
     const auto it = calls_.find(op);
@@ -310,25 +344,22 @@ class KinetoWriter {
     return {std::clamp(last, b, en), true};
   }
 
-  // The collectives, the drop counts, a step for a trace without ProfilerStep, the threads and the rank.
+  // The collectives and drop counts (kept for finishKineto: the rank may have more files), a step for
+  // a trace without ProfilerStep, the threads and the rank.
   void finish() {
-    // Each group's calls numbered in the order they started, not the file's: a file lists its events
-    // thread by thread, and Gloo runs a process group's work on two worker threads (torch 2.11), so
-    // file order interleaves them and the ranks' calls would be linked to the wrong peers.
-    std::stable_sort(collectives_.begin(), collectives_.end(),
-                     [](const Collective& a, const Collective& b) { return a.start_ns < b.start_ns; });
-    seq_by_group_.clear();
-    for (Collective& c : collectives_) c.seq = seq_by_group_[c.group]++;
-    if (!collectives_.empty()) store_.put(collectives_);
-    st_.collectives += int64_t(collectives_.size());
+    auto& kept = shared_.collectives[rank_];
+    kept.insert(kept.end(), std::make_move_iterator(collectives_.begin()), std::make_move_iterator(collectives_.end()));
     putDrops();
     if (steps_seen_ == 0 && t_min_ < t_max_) {  // no ProfilerStep: the whole trace is one step
-      store_.appendStep(importedStep(rank_, 0, t_min_, t_max_, path_, memory_.peak(t_min_, t_max_)));
-      steps_seen_ = 1;
+      steps_seen_ = step_rows_.add(rank_, 0, t_min_, t_max_, memory_.peak(t_min_, t_max_)) ? 1 : 0;
     }
     st_.steps += steps_seen_;
     st_.memory_samples += memory_.write(store_, rank_);
-    const std::vector<ThreadName> names = threadNames(p_, rank_, [&](const std::string& s) { return store_.intern(s); });
+    std::vector<ThreadName> names = threadNames(p_, rank_, [&](const std::string& s) { return store_.intern(s); });
+    // A thread another file of this rank (an earlier profiling cycle) named is named once.
+    names.erase(std::remove_if(names.begin(), names.end(), [&](const ThreadName& t) {
+                  return !shared_.threads.emplace(t.rank, t.kind, t.device, t.tid).second;
+                }), names.end());
     if (!names.empty()) store_.put(names);
     st_.threads += int64_t(names.size());
     store_.putRank(RankInfo{rank_, "", "kineto", 0, 0, std::nullopt, std::nullopt});
@@ -417,13 +448,15 @@ class KinetoWriter {
     row.group = "default";
     row.rank = rank_;
     row.group_size = std::max<int64_t>(1, p_.world_size.value_or(1));
-    row.seq = seq_by_group_[row.group]++;
     int64_t width = e.input_type == kNone ? 0 : glooWidth(p_.names[e.input_type]);
-    int64_t n = e.shapes == kNone ? -1 : firstListProduct(p_.names[e.shapes]);
+    int64_t n = e.shapes == kNone ? -1 : firstListElements(p_.names[e.shapes], width > 0);
+    // The annotation's input is this rank's part of an all-gather; the bytes rule counts the output,
+    // group_size parts (half the bytes were stored on 2 ranks: FSDP's and ZeRO's parameter gathers).
+    if (n > 0 && row.op == "all_gather") n = n <= INT64_MAX / row.group_size ? n * row.group_size : -1;
     if (n < 0 || width == 0) {  // an annotation the trace's end cut ("finished": false) has no args
       const auto w = gloo_width_.find(row.op);
       if (width == 0 && w != gloo_width_.end()) width = w->second;
-      if (n < 0) n = calledElements(row.op, e.ts);
+      if (n < 0) n = calledElements(row.op, e.ts);  // all-gather: its call's output
     }
     row.bytes = n > 0 && width > 0 && n <= INT64_MAX / width ? n * width : 0;
     row.start_ns = b;
@@ -439,7 +472,6 @@ class KinetoWriter {
     row.group = c.group == kNone ? "default" : p_.names[c.group];
     row.rank = rank_;
     row.group_size = std::max<int64_t>(1, c.group_size);
-    row.seq = seq_by_group_[row.group]++;
     // The buffer the bus-bandwidth rule is stated for: all-gather's output, everything else's input.
     const int64_t nelems = row.op == "all_gather" ? (c.out >= 0 ? c.out : c.in) : (c.in >= 0 ? c.in : c.out);
     const int64_t width = c.dtype == kNone ? 0 : dtypeBytes(p_.names[c.dtype]);
@@ -449,19 +481,19 @@ class KinetoWriter {
     collectives_.push_back(std::move(row));
   }
 
-  // Events left out (a time past int64, or a negative duration) are counted, and written as a drop row.
+  // Events left out (a time past int64, or a negative duration) are counted, and added to the rank's
+  // drop row (finishKineto writes it).
   void putDrops() {
     const int64_t dropped_time = dropped_time_ + memory_.dropped();
     st_.dropped_out_of_range += dropped_time;
     st_.dropped_negative += dropped_negative_;
     if (dropped_time + dropped_negative_ == 0) return;
-    Drop d;
+    Drop& d = shared_.drops[rank_];
     d.rank = rank_;
     d.source = "import";
-    d.emitted = int64_t(p_.events.size() + p_.memory.size());
-    d.stored = d.emitted - dropped_time - dropped_negative_;
-    d.dropped = dropped_time + dropped_negative_;
-    store_.put(std::vector<Drop>{d});
+    d.emitted += int64_t(p_.events.size() + p_.memory.size());
+    d.stored += int64_t(p_.events.size() + p_.memory.size()) - dropped_time - dropped_negative_;
+    d.dropped += dropped_time + dropped_negative_;
   }
 
   RunStore& store_;
@@ -472,11 +504,11 @@ class KinetoWriter {
   const uint32_t unnamed_;
   std::vector<StringId> ids_;  // the file's names → the store's, interned on first use
   const StringId domain_;
-  StepRows step_rows_;
+  StepRows& step_rows_;
+  KinetoShared& shared_;
   const MemoryTrack memory_;
   bool kernel_comms_ = false;
   bool gloo_comms_ = false;  // no other communication record in the file: the gloo: annotations
-  std::map<std::string, int64_t> seq_by_group_;
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> calls_;  // op → (start, elements) of c10d calls
   std::map<std::string, int64_t> gloo_width_;                              // op → element width seen
   std::vector<Collective> collectives_;
@@ -486,19 +518,37 @@ class KinetoWriter {
 
 }  // namespace
 
-// The recipe: parse → check → each event's row (and collective) → collectives, drops, steps,
-// threads and processes, the rank.
-int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const std::string& path,
-                     int64_t default_rank) {
+// The recipe: parse → check → the rank → each event's row (and collective) → collectives, drops,
+// steps, threads and processes, the rank.
+int64_t importKineto(RunStore& store, ImportStats& st, std::istream& in, const std::string& path, const RankOf& rank_of,
+                     StepRows& steps, KinetoShared& shared) {
   Parsed p = kineto::parseKineto(in, path);
-  const int64_t rank = checkedRank(p, path, default_rank);
+  checkKineto(p, path);
+  const int64_t rank = checkedRank(rank_of(originOf(p, path)), path);
   for (const auto& [what, n] : p.refused) st.refused_values[what] += n;
   for (const auto& [cat, n] : p.ignored_device) st.ignored_device_events[cat] += n;
   if (const std::string g = gpuModels(p.gpus); !g.empty()) st.gpus[rank] = g;
-  KinetoWriter w(store, st, p, path, rank);
+  steps.file(path);
+  KinetoWriter w(store, st, p, path, rank, steps, shared);
   for (const Event& e : p.events) w.write(e);
   w.finish();
   return rank;
+}
+
+void finishKineto(RunStore& store, ImportStats& st, KinetoShared& shared) {
+  for (auto& [rank, rows] : shared.collectives) {
+    // Each group's calls numbered in the order they started, not the files': a file lists its events
+    // thread by thread, and Gloo runs a process group's work on two worker threads (torch 2.11), so
+    // file order interleaves them and the ranks' calls would be linked to the wrong peers; and a
+    // rank's profiling cycles may be several files, passed in any order.
+    std::stable_sort(rows.begin(), rows.end(), [](const Collective& a, const Collective& b) { return a.start_ns < b.start_ns; });
+    std::map<std::string, int64_t> seq_by_group;
+    for (Collective& c : rows) c.seq = seq_by_group[c.group]++;
+    if (!rows.empty()) store.put(rows);
+    st.collectives += int64_t(rows.size());
+  }
+  for (const auto& [rank, d] : shared.drops) store.put(std::vector<Drop>{d});
+  shared = KinetoShared{};
 }
 
 }  // namespace trainscope::rundb::importers

@@ -335,14 +335,22 @@ std::string formatReport(const Report& r) {
   char line[512];
   o << "trainscope report: " << r.path << (s.workload.empty() ? "" : " (" + s.workload + ")") << ", " << s.world
     << " rank(s)\n";
-  std::snprintf(line, sizeof(line), "throughput %.0f tokens/s over %lld step(s); step time median %.2f ms, p90 %.2f ms",
-                s.tokens_per_s, static_cast<long long>(s.steps), s.step_s_median * 1e3, s.step_s_p90 * 1e3);
+  // A run without token counts (an imported trace: the profiler records none) or without memory
+  // events (a trace taken without profile_memory) says so: "0 tokens/s" and "0.00 MiB" read as
+  // measurements.
+  if (s.tokens_per_s > 0)
+    std::snprintf(line, sizeof(line), "throughput %.0f tokens/s over %lld step(s)", s.tokens_per_s, static_cast<long long>(s.steps));
+  else
+    std::snprintf(line, sizeof(line), "throughput not recorded (no token counts) over %lld step(s)", static_cast<long long>(s.steps));
+  o << line;
+  std::snprintf(line, sizeof(line), "; step time median %.2f ms, p90 %.2f ms", s.step_s_median * 1e3, s.step_s_p90 * 1e3);
   o << line;
   if (s.mfu) {
     std::snprintf(line, sizeof(line), "; MFU %.2f%%, HFU %.2f%%", *s.mfu * 100, *s.hfu * 100);
     o << line;
   }
-  std::snprintf(line, sizeof(line), "; peak memory %.2f MiB\n\n", double(s.peak_bytes) / (1 << 20));
+  if (s.peak_bytes > 0) std::snprintf(line, sizeof(line), "; peak memory %.2f MiB\n\n", double(s.peak_bytes) / (1 << 20));
+  else std::snprintf(line, sizeof(line), "; peak memory not recorded\n\n");
   o << line;
   const bool gpu = s.breakdown_window == "gpu";
   o << "rank  steps   mean ms  median ms   p90 ms" << (gpu ? "    GPU ms" : "")
@@ -358,11 +366,13 @@ std::string formatReport(const Report& r) {
     char gpu_cell[32] = "";
     if (gpu && k.gpu_step_s) std::snprintf(gpu_cell, sizeof(gpu_cell), " %9.2f", *k.gpu_step_s * 1e3);
     else if (gpu) std::snprintf(gpu_cell, sizeof(gpu_cell), " %9s", "-");
-    std::snprintf(line, sizeof(line), "%4lld %6lld %9.2f %10.2f %8.2f%s %12s %9s %7s %7s %11s %10s %9s %9.1f%s\n",
+    char peak_cell[32] = "        -";  // no memory recorded on this rank
+    if (k.peak_bytes > 0) std::snprintf(peak_cell, sizeof(peak_cell), "%9.1f", double(k.peak_bytes) / (1 << 20));
+    std::snprintf(line, sizeof(line), "%4lld %6lld %9.2f %10.2f %8.2f%s %12s %9s %7s %7s %11s %10s %9s %s%s\n",
                   static_cast<long long>(k.rank), static_cast<long long>(k.steps), k.step_s_mean * 1e3,
                   k.step_s_median * 1e3, k.step_s_p90 * 1e3, gpu_cell, cell(b.compute_s).c_str(), cell(b.comm_s).c_str(),
                   cell(b.wait_s).c_str(), cell(b.bubble_s).c_str(), cell(b.overlap_s).c_str(), cell(b.memory_s).c_str(), cell(b.idle_s).c_str(),
-                  double(k.peak_bytes) / (1 << 20), k.compute_heavy ? "  <- compute > 1.1x median" : "");
+                  peak_cell, k.compute_heavy ? "  <- compute > 1.1x median" : "");
     o << line;
   }
   o << "(per counted step, over each step's " << (gpu ? "GPU window: its launches' device work" : "CPU window")

@@ -384,6 +384,23 @@ TEST(ViewerModel, AnImportedKinetoTraceShowsItsNamesItsGpuAnnotationsAndOnlyItsR
   EXPECT_EQ(t.event_count, 1 + 1 + 5 + 2 + 2 + 3);  // step, CPU range, ops, launches, annotations, kernels
 }
 
+// An imported trace's step has no loss, no token counts and (without profile_memory) no memory
+// events: its details say "not recorded" (they read loss 0.0000, tokens 0, tokens/s 0, peak 0 B).
+TEST(ViewerModel, AnImportedStepsDetailsSayWhatTheTraceDidNotRecord) {
+  const std::string in = tempPath("v_step_fields.json"), path = tempPath("v_step_fields.db");
+  std::ofstream(in) << trainscope::testing::kinetoStructureTrace();
+  db::importTraces({in}, path, true);
+  const v::Trace t = v::loadTrace(path);
+  ASSERT_EQ(t.ranks.size(), 1u);
+  const v::Track* steps = findTrack(t, t.ranks[0].rank, v::TrackKind::Steps);
+  ASSERT_TRUE(steps);
+  ASSERT_FALSE(steps->lanes.empty() || steps->lanes[0].events.empty());
+  db::RunReader reader(path);
+  std::map<std::string, std::string> f;
+  for (const auto& [key, value] : v::eventDetails(reader, t, {uint32_t(steps - t.tracks.data()), 0, 0})) f[key] = value;
+  for (const char* key : {"loss", "tokens", "tokens/s", "peak memory"}) EXPECT_EQ(f[key], "not recorded") << key;
+}
+
 // A file written before the threads table (schema version 3) loads as before: ids label the rows.
 TEST(ViewerModel, AVersion3FileWithoutNamesLoadsWithIdsForLabels) {
   const std::string in = tempPath("v_structure3.json"), path = tempPath("v_structure3.db");

@@ -160,21 +160,24 @@ void collectiveFields(rundb::RunReader& rd, const Trace& trace, const EventRef& 
   }
 }
 
-// A step's row (loaded with the trace): loss, throughput, MFU, peak memory.
+// A step's row (loaded with the trace): loss, throughput, MFU, peak memory. An imported trace's step
+// has no loss or tokens, and no peak without profile_memory: "not recorded", never 0.
 void stepFields(const Trace& trace, int64_t rank, const Event& e, Fields& f) {
+  static const std::string none = "not recorded";
   for (const auto& s : trace.steps) {
     if (s.rank != rank || s.start_ns != e.start) continue;
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.4f", s.loss);
-    f.push_back({"loss", buf});
-    f.push_back({"tokens", num(s.tokens)});
+    const bool counted = s.tokens > 0;
+    f.push_back({"loss", counted || s.loss != 0 ? std::string(buf) : none});
+    f.push_back({"tokens", counted ? num(s.tokens) : none});
     std::snprintf(buf, sizeof buf, "%.0f", s.tokens_per_s);
-    f.push_back({"tokens/s", buf});
+    f.push_back({"tokens/s", counted ? std::string(buf) : none});
     if (s.mfu) {
       std::snprintf(buf, sizeof buf, "%.1f%%", *s.mfu * 100);
       f.push_back({"MFU", buf});
     }
-    f.push_back({"peak memory", formatBytes(double(s.peak_bytes))});
+    f.push_back({"peak memory", s.peak_bytes > 0 ? formatBytes(double(s.peak_bytes)) : none});
     if (s.skipped) f.push_back({"skipped", "yes (non-finite gradient)"});
     return;
   }

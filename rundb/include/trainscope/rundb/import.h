@@ -1,7 +1,8 @@
 // trainscope/rundb/import.h — other profilers' traces into a run database, so report, export and
 // the viewer work on them as on a native trace.
 //   PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzipped, one file per rank (the rank comes
-//   from distributedInfo.rank when present, else the file's position on the command line).
+//   from distributedInfo.rank when present, else the file's position on the command line), or several
+//   per rank: the profiling cycles of one process (same pids and rank, spans that do not overlap).
 //   Nsight Systems SQLite exports (`nsys export --type sqlite`).
 // Files are recognised by content (SQLite header, gzip magic, JSON), not by name. The database is
 // built under a temporary name and renamed at the end: a failed import leaves nothing behind.
