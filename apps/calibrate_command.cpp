@@ -356,14 +356,52 @@ CLI::App* addCalibrateCommand(CLI::App& app, CalibrateFlags*& f) {
   return c;
 }
 
-void writeCalibrated(const CalibrateFlags& f, const tn::Cluster& base, const std::map<std::string, double>& values,
-                     const nlohmann::json& cal, const files::OutputRule& rule) {
-  std::string text = files::readTextFile(base.source, "--cluster", "pass a cluster file");
-  text = tn::withParams(text, values, base.source);
-  nlohmann::json out = nlohmann::json::parse(text);
+nlohmann::json writeCalibrated(const CalibrateFlags& f, const tn::Cluster& base,
+                               const std::map<std::string, double>& values, const nlohmann::json& cal,
+                               const files::OutputRule& rule) {
+  const std::string original = files::readTextFile(base.source, "--cluster", "pass a cluster file");
+  nlohmann::json out = nlohmann::json::parse(tn::withParams(original, values, base.source));
+  nlohmann::json record = cal;
+  const auto inherit = [&](const std::string& path, const nlohmann::json& value, const nlohmann::json& from) {
+    if (values.count(path) || (record.contains("fitted") && record["fitted"].contains(path))) return;
+    record["fitted"][path] = {{"value", value}, {"inherited", from}};
+  };
+  const nlohmann::json in = nlohmann::json::parse(original, nullptr, false);
+  if (in.is_object() && in.contains("calibration") && in["calibration"].is_object() &&
+      in["calibration"].contains("fitted") && in["calibration"]["fitted"].is_object()) {
+    const std::string from = earlierSource(in["calibration"]);
+    for (const auto& [path, e] : in["calibration"]["fitted"].items())
+      if (e.is_object() && e.contains("value") && e["value"].is_number())
+        inherit(path, e["value"], e.contains("inherited") && e["inherited"].is_string() ? e["inherited"] : nlohmann::json(from));
+  }
+  if (record.contains("kept") && record["kept"].is_object())  // --keep-fitted: held at the earlier value
+    for (const auto& [path, k] : record["kept"].items()) inherit(path, k["value"], k["from"]);
+  if (out.contains("fitted") && out["fitted"].is_object()) {  // a preset's shipped fits this one replaced
+    for (const auto& [path, v] : values) out["fitted"].erase(path);
+    if (out["fitted"].empty()) out.erase("fitted");
+  }
   out["name"] = std::filesystem::path(f.out).stem().string();
-  out["calibration"] = cal;
+  out["calibration"] = record;
   files::writeAtomically(f.out, out.dump(2) + "\n", rule);
+  return record;
+}
+
+std::string earlierSource(const nlohmann::json& cal) {
+  std::string sources;
+  if (cal.contains("rows") && cal["rows"].is_array())
+    for (const auto& r : cal["rows"]) {
+      if (!r.is_object() || !r.contains("source") || !r["source"].is_string()) continue;
+      sources += (sources.empty() ? "" : ", ") + r["source"].get<std::string>();
+      if (r.contains("rows") && r["rows"].is_number_integer())
+        sources += " (" + std::to_string(r["rows"].get<int64_t>()) + " rows)";
+    }
+  const bool traces = cal.contains("method") && cal["method"].is_string() &&
+                      cal["method"].get<std::string>().rfind("from traces", 0) == 0;
+  std::string s = std::string("calibrate ") + (traces ? "--trace " : "--from ") +
+                  (sources.empty() ? "(sources not recorded)" : sources);
+  if (cal.contains("cross_validation") && cal["cross_validation"].is_object()) s += ", cross-validated";
+  if (cal.contains("date") && cal["date"].is_string()) s += ", " + cal["date"].get<std::string>();
+  return s;
 }
 
 namespace {
@@ -477,7 +515,7 @@ int runCalibrate(const CalibrateFlags& f) {
     cal["cross_validation"]["by"] = "model and cluster size (never by row)";
   }
 
-  writeCalibrated(f, base, fit.values, cal, rule);
+  cal = writeCalibrated(f, base, fit.values, cal, rule);
 
   if (f.json) {
     std::cout << jsonText(cal) << "\n";

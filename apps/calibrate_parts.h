@@ -19,9 +19,15 @@ void printSummary(const char* what, const tuner::ErrorSummary& s);
 // The row of one --trace database: its recorded configuration, else --config's, measured at step_s.
 tuner::FitRow traceRow(const CalibrateFlags& f, const tuner::Cluster& base, const std::string& path, double step_s);
 // The calibrated cluster file -o: --cluster's file with the fitted `values` put in, named after -o,
-// with its "calibration" record `cal`; written atomically under `rule`.
-void writeCalibrated(const CalibrateFlags& f, const tuner::Cluster& base, const std::map<std::string, double>& values,
-                     const nlohmann::json& cal, const files::OutputRule& rule);
+// with its "calibration" record `cal`; written atomically under `rule`. What --cluster recorded as
+// fitted and this calibration did not refit stays in the record's "fitted", marked "inherited" (where
+// from), so that a later --trace still guards it; a preset's own "fitted" loses the paths written.
+// Returns the record written.
+nlohmann::json writeCalibrated(const CalibrateFlags& f, const tuner::Cluster& base,
+                               const std::map<std::string, double>& values, const nlohmann::json& cal,
+                               const files::OutputRule& rule);
+// Where a calibration record's constants came from, in words ("calibrate --from study.db (24 rows), DATE").
+std::string earlierSource(const nlohmann::json& cal);
 // `calibrate --trace`: fit, write -o with its "calibration" record (or --evaluate: print the errors).
 int runCalibrateTrace(const CalibrateFlags& f, const tuner::Cluster& base);
 

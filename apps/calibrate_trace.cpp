@@ -62,25 +62,6 @@ struct EarlierFit {
   std::string from;  // "calibrate --from study.db (24 rows), 2026-12-07T10:00:00Z"
 };
 
-// Where an earlier calibration record's constants came from, in words.
-std::string earlierSource(const nlohmann::json& cal) {
-  std::string sources;
-  if (cal.contains("rows") && cal["rows"].is_array())
-    for (const auto& r : cal["rows"]) {
-      if (!r.is_object() || !r.contains("source") || !r["source"].is_string()) continue;
-      sources += (sources.empty() ? "" : ", ") + r["source"].get<std::string>();
-      if (r.contains("rows") && r["rows"].is_number_integer())
-        sources += " (" + std::to_string(r["rows"].get<int64_t>()) + " rows)";
-    }
-  const bool traces = cal.contains("method") && cal["method"].is_string() &&
-                      cal["method"].get<std::string>().rfind("from traces", 0) == 0;
-  std::string s = std::string("calibrate ") + (traces ? "--trace " : "--from ") +
-                  (sources.empty() ? "(sources not recorded)" : sources);
-  if (cal.contains("cross_validation") && cal["cross_validation"].is_object()) s += ", cross-validated";
-  if (cal.contains("date") && cal["date"].is_string()) s += ", " + cal["date"].get<std::string>();
-  return s;
-}
-
 // The constants --cluster's file records as fitted: by an earlier calibrate (its "calibration"."fitted",
 // which wins) or before a preset shipped (its "fitted"); the calibration record itself in `previous`
 // (null: a preset, or a file never calibrated).
@@ -113,7 +94,10 @@ std::map<std::string, EarlierFit> earlierFits(const tn::Cluster& base, nlohmann:
   if (!previous.contains("fitted") || !previous["fitted"].is_object()) return out;
   const std::string from = earlierSource(previous);
   for (const auto& [path, e] : previous["fitted"].items())
-    if (e.is_object() && e.contains("value") && e["value"].is_number()) out[path] = {e["value"].get<double>(), from};
+    if (e.is_object() && e.contains("value") && e["value"].is_number())
+      out[path] = {e["value"].get<double>(), e.contains("inherited") && e["inherited"].is_string()
+                                                 ? e["inherited"].get<std::string>()
+                                                 : from};
   return out;
 }
 
@@ -248,7 +232,7 @@ int runCalibrateTrace(const CalibrateFlags& f, const tn::Cluster& base) {
       cal["fitted"][path]["replaced"] = {{"value", e.value}, {"from", e.from}};
   }
 
-  writeCalibrated(f, base, fit.values, cal, rule);
+  cal = writeCalibrated(f, base, fit.values, cal, rule);
   if (f.json) {
     std::cout << jsonText(cal) << "\n";
     return 0;

@@ -109,7 +109,10 @@ def main():
     k = json.load(open(keep))
     cal = k["calibration"]
     check(value(k, CLASH) == old, f"{CLASH} kept: {value(k, CLASH)} vs {old}")
-    check(CLASH not in cal["fitted"] and REST in cal["fitted"], json.dumps(cal["fitted"]))
+    check(REST in cal["fitted"] and "inherited" not in cal["fitted"][REST], json.dumps(cal["fitted"]))
+    # The kept constant stays recorded as fitted (inherited, where from), so a later --trace still guards it.
+    check(cal["fitted"].get(CLASH, {}).get("value") == old and
+          f"calibrate --from {rows} (3 rows)" in cal["fitted"][CLASH].get("inherited", ""), json.dumps(cal["fitted"]))
     check(value(k, REST) == cal["fitted"][REST]["value"] != value(earlier, REST), f"{REST} fitted")
     check(cal["kept"][CLASH]["value"] == old, json.dumps(cal.get("kept")))
     check(abs(cal["kept"][CLASH]["trace_value"] / new - 1) < 1e-5, json.dumps(cal["kept"]))
@@ -124,6 +127,18 @@ def main():
     check(abs(value(r, CLASH) / new - 1) < 1e-5, f"the trace's value {value(r, CLASH)} vs {new}")
     check(cal["fitted"][CLASH]["replaced"]["value"] == old, json.dumps(cal["fitted"][CLASH]))
     check(cal["previous"] == earlier["calibration"], "the earlier record kept whole")
+
+    # A second --trace on either output: still refused, the --from fit named where it was kept.
+    again = fresh(os.path.join(work, "again.json"))
+    p = run(ts, "calibrate", "--cluster", keep, "--trace", trace, "--config", json.dumps(CONFIG), "-o", again, expect=2)
+    line = [l for l in p.stderr.splitlines() if l.startswith(f"would replace {CLASH}: ")]
+    check(len(line) == 1 and f"was fitted by calibrate --from {rows} (3 rows)" in line[0], "chained --keep-fitted:\n" + p.stderr)
+    p = run(ts, "calibrate", "--cluster", rep, "--trace", trace, "--config", json.dumps(CONFIG), "-o", again, expect=2)
+    check(f"would replace {CLASH}: " in p.stderr and f"would replace {REST}: " in p.stderr, "chained --replace-fitted:\n" + p.stderr)
+    check(not os.path.exists(again), "nothing written on refusal")
+    # A preset's shipped fit that a calibration replaced leaves the preset's "fitted" list.
+    check(CLASH not in earlier.get("fitted", {}) and "frameworks.fsdp.hook_s" in earlier.get("fitted", {}),
+          "the --from output's preset list: " + json.dumps(earlier.get("fitted")))
 
     # Both flags, or a flag with --from: refused.
     p = run(ts, *base, "-o", out, "--keep-fitted", "--replace-fitted", expect=2)
