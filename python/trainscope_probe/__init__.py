@@ -123,8 +123,12 @@ class Probe:
         faulthandler.enable(file=self._fault, all_threads=False)
         self._write_threads()
         if self.profile_steps > 0:
-            from . import profiler
-            profiler.install()
+            try:
+                from . import profiler
+                profiler.install()
+            except Exception as e:  # noqa: BLE001 — a torch without these profiler methods: trace anyway
+                self._note(f"the probe could not watch the job's torch.profiler ({type(e).__name__}: {e}); "
+                           "a profiler of the job's own may clash with the probe's trace")
 
     def _write_threads(self):
         """rank<R>.threads.json: the intra-op threads this rank got, OMP_NUM_THREADS as it saw it and who
@@ -162,7 +166,12 @@ class Probe:
         self._rows.write(json.dumps(row) + "\n")
         self.step_index += 1
         if self._profiler is not None:
-            self._own(self._profiler.step)
+            try:
+                self._own(self._profiler.step)
+            except Exception as e:  # noqa: BLE001 — a profiler's error never ends the job's step
+                self._profiler = None
+                self._note(f"the probe's torch.profiler failed at step {self.step_index} ({type(e).__name__}: {e}): "
+                           "no trace; steps and memory are measured")
             if self._profiler is not None and self.step_index >= 1 + self.profile_steps:
                 self._stop_profiler()
         if self.mem_limit and not _cuda() and peak > self.mem_limit:
@@ -207,8 +216,16 @@ class Probe:
         if why is not None and traced < 1:
             return self._note(why + ": the probe's trace had no whole step, none kept")
         path = os.path.join(self.folder, f"rank{self.rank}.trace.json")
-        p.export_chrome_trace(path + ".part")
-        os.replace(path + ".part", path)
+        try:
+            p.export_chrome_trace(path + ".part")
+            os.replace(path + ".part", path)
+        except Exception as e:  # noqa: BLE001 — a full disk or a disturbed Kineto: no trace, never the job's end
+            try:
+                os.remove(path + ".part")  # our own partial file
+            except OSError:
+                pass
+            return self._note(f"the probe's trace was not written ({type(e).__name__}: {e}); "
+                              "steps and memory are measured")
         if why is not None:
             self._note(f"{why}: the probe's trace keeps step{'s 1-' if traced > 1 else ' '}{traced}")
 
@@ -354,9 +371,12 @@ def measure(call, global_tokens=None, loss_of=None, extra=None, extra_of=None):
     loss, fields = None, dict(extra or {})
     try:
         loss = loss_of(out) if loss_of is not None else None
-        fields.update(extra_of(out) if extra_of is not None else {})
     except Exception as e:  # noqa: BLE001 — a loss we cannot read is not the job's failure
-        sys.stderr.write(f"trainscope_probe: the step's loss or fields are not readable: {e}\n")
+        sys.stderr.write(f"trainscope_probe: the step's loss is not readable: {e}\n")
+    try:  # apart from the loss: a refused update's "skipped" is kept where the loss is unreadable
+        fields.update(extra_of(out) if extra_of is not None else {})
+    except Exception as e:  # noqa: BLE001
+        sys.stderr.write(f"trainscope_probe: the step's fields are not readable: {e}\n")
     p.end(loss=loss, global_tokens=global_tokens, extra=fields)
     return out
 

@@ -102,6 +102,20 @@ def main():
         sys.exit(77)
     for mode in MODES:
         check_mode(ts, work, mode)
+    # The probe's own trace cannot be written (its path is a folder here): a notice, never the job's end.
+    folder = os.path.join(work, "unwritable-probe")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(os.path.join(folder, "probe", "rank0.trace.json"))
+    env = dict(os.environ, PYTHONPATH=f"{SITE}:{PROBE}", OMP_NUM_THREADS="1",
+               TRAINSCOPE_PROBE_DIR=os.path.join(folder, "probe"), TRAINSCOPE_PROBE_PROFILE_STEPS="2")
+    p = subprocess.run([PY, JOB, "none", os.path.join(folder, "unused.json"), "5"], env=env, capture_output=True,
+                       text=True, timeout=300)
+    check(p.returncode == 0, f"unwritable trace: the job exited {p.returncode}:\n{p.stderr[-3000:]}")
+    rows = [json.loads(x) for x in open(os.path.join(folder, "probe", "rank0.steps.jsonl"))]
+    check([r["step"] for r in rows] == list(range(5)), f"unwritable trace: rows {rows}")
+    notice = json.load(open(os.path.join(folder, "probe", "rank0.notice.json")))["notice"]
+    check(notice.startswith("the probe's trace was not written"), "unwritable trace: notice " + notice)
+    check(not os.path.exists(os.path.join(folder, "probe", "rank0.trace.json.part")), "the partial trace left behind")
     # Without a profile trial the probe leaves torch's profiler alone and notes nothing.
     folder, _, _ = run(work, "outer", profile=False)
     check(not os.path.exists(os.path.join(folder, "probe")), "a probe folder without TRAINSCOPE_PROBE_DIR")

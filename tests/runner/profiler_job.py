@@ -13,6 +13,7 @@ tokens) under the probe's sitecustomize:
   warm0      schedule wait 0, warmup 2, active 2 started before the first step (prepared before the
              probe exists and still only prepared at step 1: invisible to torch's _profiler_enabled)
   legacy     torch.autograd.profiler.profile() (the old API) around steps 1-3
+  none       no profiler of its own (the probe's trace alone; OUT is not written)
   hf         a Trainer with the job's own profiler callback (schedule wait 1, warmup 1, active 2,
              started in on_train_begin, stepped in on_step_end, stopped in on_train_end)
 The job's own trace is exported to OUT (Chrome JSON), and it prints `job-events N` (the job's profiler
@@ -117,6 +118,8 @@ def main():
         events = len(p.function_events)
     elif mode == "hf":
         events, done = hf(out, steps)
+    elif mode == "none":  # no profiler of the job's own: the probe's trace alone
+        loop(steps)
     else:
         sys.exit(f"profiler_job.py: unknown mode {mode!r}")
     if mode in ("outer", "inner", "legacy"):
