@@ -1,0 +1,77 @@
+// schema_compat_test.cpp — a run database of an older schema reads as it did: a schema 6 file (before
+// collectives.cut, version 7) opened by the reader, the report and the viewer model, with every
+// collective complete and its stored bandwidth, and nothing written into it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/cli.h"
+#include "kineto_events.h"
+#include "trainscope/rundb/import.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/report.h"
+#include "trainscope/rundb/sqlite.h"
+#include "trainscope/viewer/model.h"
+
+namespace tr = trainscope::rundb;
+namespace v = trainscope::viewer;
+using nlohmann::json;
+using trainscope::testing::tempPath;
+using namespace trainscope::testing::kineto_events;
+
+TEST(SchemaCompat, ASchema6DatabaseReadsItsCollectivesAsComplete) {
+  // Two complete Gloo all-reduces of 16,640 bytes on rank 0 (2 ranks), imported at schema 7 ...
+  json ev = json::array();
+  for (int k = 0; k < 2; ++k) {
+    json call = op("c10d::allreduce_", 100 + 1000 * k, 10);
+    call["args"] = json::parse(R"({"Input type": ["TensorList", "", "Scalar"], "Input Dims": [[[4160]], [], []]})");
+    ev.push_back(call);
+    json g = annotation("gloo:all_reduce", 120 + 1000 * k, 300);
+    g["tid"] = 7;
+    g["args"] = json::parse(R"({"Input type": ["float"], "Input Dims": [[4160]]})");
+    ev.push_back(g);
+  }
+  const std::string in = tempPath("schema6_rank0.json"), db = tempPath("schema6.db");
+  std::ofstream(in) << json{{"baseTimeNanoseconds", kEventsBase},
+                            {"distributedInfo", {{"backend", "gloo"}, {"rank", 0}, {"world_size", 2}}},
+                            {"traceEvents", ev}}
+                           .dump();
+  std::filesystem::remove(db);
+  tr::importTraces({in}, db, true);
+  // ... then made a schema 6 file: no `cut` column, version 6 in meta.
+  {
+    tr::Database d(db, tr::Database::Mode::ReadWrite);
+    d.exec("ALTER TABLE collectives DROP COLUMN cut; UPDATE meta SET value = '6' WHERE key = 'schema_version';");
+  }
+  const auto size = std::filesystem::file_size(db);
+  {
+    tr::RunReader rd(db);
+    const auto rows = rd.collectives(0);
+    ASSERT_EQ(rows.size(), 2u);
+    for (const auto& c : rows) {
+      EXPECT_FALSE(c.cut);
+      EXPECT_EQ(c.bytes, 16640);
+      EXPECT_EQ(c.end_ns - c.start_ns, 300000);
+      EXPECT_NEAR(c.algbw(), 16640 / 300e-6, 1);
+    }
+  }
+  const tr::Report rep = tr::computeReport(db, 15, 0);
+  ASSERT_EQ(rep.collectives.size(), 1u);
+  EXPECT_EQ(rep.collectives[0].count, 2);
+  EXPECT_EQ(rep.collectives[0].cut, 0);
+  EXPECT_NEAR(rep.collectives[0].total_s, 600e-6, 1e-12);
+  EXPECT_NEAR(rep.collectives[0].busbw_with_wait_mean, 16640 / 300e-6, 1);
+  EXPECT_EQ(tr::formatReport(rep).find("cut by the trace's end"), std::string::npos);
+  EXPECT_EQ(json::parse(tr::reportJson(rep))["collectives"][0]["cut_rows"], 0);
+  const v::Trace t = v::loadTrace(db);
+  ASSERT_EQ(t.ranks.size(), 1u);
+  EXPECT_EQ(std::filesystem::file_size(db), size) << "reading wrote into the older file";
+  tr::Database d(db, tr::Database::Mode::ReadOnly);
+  tr::Statement s(d, "SELECT value FROM meta WHERE key = 'schema_version'");
+  ASSERT_TRUE(s.step());
+  EXPECT_EQ(s.columnText(0), "6");
+}
