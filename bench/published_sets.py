@@ -65,7 +65,7 @@ class Sets:
         self._mpt_clusters = {}
         self.notes.append("vtrain: a100-80gb-x8 with inter_node.bandwidth 12.5e9 (vTrain's 800 Gb/s per node)")
 
-    def mpt_cluster(self, gpu, precision, table=""):
+    def mpt_cluster(self, gpu, precision, table="", where="an mpt row"):
         """The cluster file an MPT row of `gpu` ("a100_80gb", "a100_40gb", "h100_80gb") ran on: the
         GPU's preset; A100 40 GB is the 80 GB preset with 40 GiB and 1,555 GB/s HBM2 (NVIDIA A100
         datasheet). Its "bf16" rows ran Composer's FSDP mixed_precision PURE (gradients reduced in bf16:
@@ -78,9 +78,9 @@ class Sets:
         presets = {"a100_80gb": "a100-80gb-x8", "a100_40gb": "a100-80gb-x8", "h100_80gb": "h100-80gb-x8",
                    "h200": "h200-x8", "h200_141gb": "h200-x8"}
         if gpu not in presets:
-            raise SystemExit("mpt row: gpu %r has no cluster preset here; use one of %s" % (gpu, ", ".join(sorted(presets))))
+            raise SystemExit("%s: gpu %r has no cluster preset here; use one of %s" % (where, gpu, ", ".join(sorted(presets))))
         if precision not in ("bf16", "amp_bf16"):
-            raise SystemExit("mpt row: precision %r is neither bf16 (FSDP PURE) nor amp_bf16 (DEFAULT)" % precision)
+            raise SystemExit("%s: precision %r is neither bf16 (FSDP PURE) nor amp_bf16 (DEFAULT)" % (where, precision))
         c = json.load(open(os.path.join(os.path.dirname(PRESET), presets[gpu] + ".json")))
         changed = []
         if gpu == "a100_40gb":
@@ -174,13 +174,13 @@ class Sets:
     def _mpt_file(self, name, set_name):
         d = json.load(open(os.path.join(self.data, name)))
         rows = []
-        for r in d["rows"]:
+        for i, r in enumerate(d["rows"]):
             s = d["shapes"][r["model"]]
             # Learned positions and biases, not the run_settings' "ALiBi, no biases": each row's NumParams
             # is L(12h² + 13h) + Vh + 2h + seq·h exactly (a wpe of max_seq_len rows; 9h of linear biases
             # a layer), as MPTConfig's defaults (alibi False, no_bias False) and the yamls give.
             wl = self.workload("mpt-" + r["model"], s["n_layers"], s["n_heads"], s["d_model"], r["seq"], s["vocab_size"])
-            cluster = self.mpt_cluster(r["gpu"], r["precision"], r.get("table", ""))
+            cluster = self.mpt_cluster(r["gpu"], r["precision"], r.get("table", ""), "%s row %d" % (name, i))
             line = {"workload": wl, "cluster": cluster, "nodes": max(1, r["gpus"] // 8), "gpus": r["gpus"],
                     "mbs": r["mbs"], "gbs": r["gbs"], "seq": r["seq"], "precision": "bf16",
                     "ckpt": "full" if r["activation_checkpointing"] else "none",

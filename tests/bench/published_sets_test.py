@@ -48,13 +48,18 @@ def main():
             h = [r for r in res["rows"] if r["set"] == "mpt-h100"]
             if not h or any(r["line"]["cluster"] != "h100-80gb-x8" for r in h):
                 failures.append("h100 rows' cluster: %s" % sorted({r["line"]["cluster"] for r in h}))
-            a = [r for r in res["rows"] if r["set"] == "mpt-fsdp" and r["gpu"] == "a100_80gb" and r["label"] == h[0]["label"].replace("h100", "a100")]
-            if a and not h[0]["predicted_s"] < a[0]["predicted_s"]:
+            a = [] if not h else [r for r in res["rows"] if r["set"] == "mpt-fsdp" and r["gpu"] == "a100_80gb" and r["label"] == h[0]["label"].replace("h100", "a100")]
+            if not h:
+                pass
+            elif not a:
+                failures.append("no A100 row of the label %r to compare the H100 row with" % h[0]["label"])
+            elif not h[0]["predicted_s"] < a[0]["predicted_s"]:
                 failures.append("the same row on H100 (%.3f s) is not faster than on A100 (%.3f s)" % (h[0]["predicted_s"], a[0]["predicted_s"]))
         h100["rows"][0]["gpu"] = "mi300x"
         json.dump(h100, open(os.path.join(d, "mpt-h100.json"), "w"))
         out = run(binary, d)
-        if out.returncode == 0 or "mi300x" not in out.stderr + out.stdout or "a100_80gb" not in out.stderr + out.stdout:
+        said = out.stderr + out.stdout
+        if out.returncode == 0 or "mi300x" not in said or "a100_80gb" not in said or "mpt-h100.json row 0" not in said:
             failures.append("an unknown gpu: exit %d, %s" % (out.returncode, (out.stderr + out.stdout)[-300:]))
     for f in failures:
         print("FAIL: " + f)
