@@ -308,6 +308,13 @@ void formatCollectives(const std::vector<CollectiveStat>& collectives, std::ostr
   o << "\ncollectives (busbw: nccl-tests' rule over the transfer, from the last rank's arrival to the end, the "
        "wait for it left out; skew: last arrival - first, over the calls linked across ranks)\n";
   for (const auto& c : collectives) {
+    // Every row cut by the trace's end: bytes and calls known, no time or bandwidth — never printed as 0.
+    if (c.count > 0 && c.cut == c.count) {
+      std::snprintf(line, sizeof(line), "  %-15s %-10s %7lld calls %10.1f MiB          -  busbw -", c.op.c_str(),
+                    c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20));
+      o << line << cutNote(c) << "\n";
+      continue;
+    }
     // Rows no call took have no known wait or skew: said so, never printed as 0.
     if (c.linked == 0) {
       std::snprintf(line, sizeof(line), "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw %.3f GB/s (whole call)  not linked: ",
@@ -434,11 +441,16 @@ std::string reportJson(const Report& r) {
   for (const auto& c : r.collectives) {
     // Nothing linked: skew and wait are unknown (null) and not_linked_reason says why.
     auto known = [&](double v) { return c.linked > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    // Every row cut by the trace's end: no time or bandwidth is known (null), only calls and bytes.
+    const bool timed = c.cut < c.count;
+    auto ended = [&](double v) { return timed ? nlohmann::json(v) : nlohmann::json(nullptr); };
     j["collectives"].push_back({{"op", c.op}, {"group", c.group}, {"count", c.count}, {"bytes", c.bytes},
-                                {"total_s", c.total_s}, {"busbw_mean", c.busbw_mean}, {"busbw_max", c.busbw_max},
-                                {"busbw_with_wait_mean", c.busbw_with_wait_mean}, {"linked_calls", c.linked},
+                                {"total_s", ended(c.total_s)}, {"busbw_mean", ended(c.busbw_mean)},
+                                {"busbw_max", ended(c.busbw_max)},
+                                {"busbw_with_wait_mean", ended(c.busbw_with_wait_mean)}, {"linked_calls", c.linked},
                                 {"skew_mean_s", known(c.skew_mean_s)}, {"skew_max_s", known(c.skew_max_s)},
-                                {"wait_s", known(c.wait_s)}, {"transfer_s", c.transfer_s},
+                                {"wait_s", timed ? known(c.wait_s) : nlohmann::json(nullptr)},
+                                {"transfer_s", ended(c.transfer_s)},
                                 {"rows_not_linked", c.rows_not_linked}, {"cut_rows", c.cut},
                                 {"not_linked_reason", c.rows_not_linked > 0 ? nlohmann::json(c.not_linked_reason)
                                                                             : nlohmann::json(nullptr)}});

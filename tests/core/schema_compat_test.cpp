@@ -75,3 +75,39 @@ TEST(SchemaCompat, ASchema6DatabaseReadsItsCollectivesAsComplete) {
   ASSERT_TRUE(s.step());
   EXPECT_EQ(s.columnText(0), "6");
 }
+
+// An op whose every row the trace's end cut: its calls and bytes, no time or bandwidth — "-" in the
+// text and null in the JSON, never 0 (a measurement it is not).
+TEST(SchemaCompat, AnOpEveryRowOfWhichIsCutPrintsNoTimeOrBandwidth) {
+  json ev = json::array();
+  json call = op("c10d::allreduce_", 100, 10);
+  call["args"] = json::parse(R"({"Input type": ["TensorList", "", "Scalar"], "Input Dims": [[[4160]], [], []]})");
+  ev.push_back(call);
+  ev.push_back(op("aten::add", 400, 10));
+  json cut = annotation("gloo:all_reduce", 120, 5000);
+  cut["tid"] = 8;
+  cut["args"] = json::parse(R"({"External id": 1026, "finished": false, "Ev Idx": 220})");
+  ev.push_back(cut);
+  const std::string in = tempPath("all_cut_rank0.json"), db = tempPath("all_cut.db");
+  std::ofstream(in) << json{{"baseTimeNanoseconds", kEventsBase},
+                            {"distributedInfo", {{"backend", "gloo"}, {"rank", 0}, {"world_size", 2}}},
+                            {"traceEvents", ev}}
+                           .dump();
+  std::filesystem::remove(db);
+  tr::importTraces({in}, db, true);
+  const tr::Report rep = tr::computeReport(db, 15, 0);
+  ASSERT_EQ(rep.collectives.size(), 1u);
+  EXPECT_EQ(rep.collectives[0].count, 1);
+  EXPECT_EQ(rep.collectives[0].cut, 1);
+  const std::string text = tr::formatReport(rep);
+  const auto at = text.find("  all_reduce");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string row = text.substr(at, text.find('\n', at) - at);
+  EXPECT_NE(row.find("busbw -"), std::string::npos) << row;
+  EXPECT_EQ(row.find("0.000"), std::string::npos) << row;
+  const json j = json::parse(tr::reportJson(rep))["collectives"][0];
+  EXPECT_TRUE(j["total_s"].is_null());
+  EXPECT_TRUE(j["busbw_mean"].is_null());
+  EXPECT_EQ(j["count"], 1);  // its bytes: the width of no complete all_reduce on this rank is known (0)
+  EXPECT_EQ(j["cut_rows"], 1);
+}
