@@ -175,11 +175,13 @@ void exportCollectives(RunReader& reader, Lanes& lanes, ChromeWriter& w) {
     const LinkedCall* call = links.call_of[i] >= 0 ? &links.calls[size_t(links.call_of[i])] : nullptr;
     const CallTiming t = callTiming(c, call);
     nlohmann::json args = {{"bytes", c.bytes}};
+    const bool recv_cut = !c.cut && call && call->p2p && call->cut;  // a send whose receive was cut
     if (c.cut) args["cut"] = "the trace's end cut this call: its end, transfer and bandwidth are unknown";
+    else if (recv_cut) args["cut"] = "the trace's end cut the receive: this send's transfer and bandwidth are unknown";
     else args["busbw_GBps"] = t.busbw * 1e-9;
     if (call) {
       args["wait_us"] = double(t.wait_ns) * 1e-3;
-      if (!c.cut) args["transfer_us"] = double(t.transfer_ns) * 1e-3;
+      if (!c.cut && !recv_cut) args["transfer_us"] = double(t.transfer_ns) * 1e-3;
       args["skew_us"] = double(call->skewNs()) * 1e-3;
     }
     w.complete(c.op + " (" + c.group + ")", "collective", c.rank, lanes.tid(c.rank, Lanes::kCollectives, 0), c.start_ns,

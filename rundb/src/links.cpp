@@ -108,6 +108,7 @@ LinkedCall makeCall(const std::vector<Collective>& rows, std::vector<size_t> mem
     c.first_start_ns = std::min(c.first_start_ns, rows[i].start_ns);
     c.last_start_ns = std::max(c.last_start_ns, rows[i].start_ns);
     c.end_ns = std::max(c.end_ns, rows[i].end_ns);
+    c.cut = c.cut || rows[i].cut;
   }
   if (p2p) c.end_ns = rows[members[1]].end_ns;  // the receive's
   c.rows = std::move(members);
@@ -299,6 +300,7 @@ CallTiming callTiming(const Collective& c, const LinkedCall* call) {
   }
   const LinkedCall& l = *call;
   t.wait_ns = spanNs(c.start_ns, l.last_start_ns);
+  if (c.cut || (l.p2p && l.cut)) return t;  // its end (a send's: the receive's) is not known: no transfer or busbw
   // nccl-tests' rule (Collective::busbw) over the transfer alone: the row as if it began at the last arrival.
   Collective transfer = c;
   transfer.start_ns = l.last_start_ns;

@@ -120,7 +120,9 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
     if (__builtin_add_overflow(s.bytes, c.bytes, &s.bytes)) s.bytes = c.bytes > 0 ? INT64_MAX : INT64_MIN;  // a damaged file's sizes
     if (links.call_of[i] >= 0) calls[{c.op, c.group}].insert(links.call_of[i]);
     else if (s.rows_not_linked++ == 0) s.not_linked_reason = notLinkedReason(c, links, layout);
-    if (c.cut) {  // its end is not known: no time, no bandwidth (the call's skew is from the starts)
+    const bool p2p_cut = links.call_of[i] >= 0 && links.calls[size_t(links.call_of[i])].p2p &&
+                         links.calls[size_t(links.call_of[i])].cut;  // a send whose receive was cut
+    if (c.cut || p2p_cut) {  // its end is not known: no time, no bandwidth (the call's skew is from the starts)
       ++s.cut;
       continue;
     }

@@ -126,6 +126,17 @@ TEST(ViewerComm, PipelineSendsPairWithTheirReceivesThroughTheSchedule) {
   // A send's own end is only an upper bound: its transfer is the receive's (900 − 710).
   EXPECT_EQ(db::callTiming(rows[6], callOfRow(l, 6)).transfer_ns, 190);
   EXPECT_EQ(db::callTiming(rows[1], callOfRow(l, 1)).wait_ns, 610);
+  {  // The trace's end cut that receive: the send's transfer (to the receive's end) is not known.
+    std::vector<db::Collective> cut = rows;
+    cut[1].cut = true;
+    const db::CollectiveLinks lc = db::linkCollectives(cut, layout);
+    const db::LinkedCall* c = callOfRow(lc, 6);
+    ASSERT_TRUE(c && c->p2p && c->cut);
+    EXPECT_EQ(db::callTiming(cut[6], c).transfer_ns, 0);
+    EXPECT_EQ(db::callTiming(cut[6], c).busbw, 0.0);
+    EXPECT_EQ(db::callTiming(cut[6], c).wait_ns, 0);
+    EXPECT_FALSE(callOfRow(lc, 4)->cut);  // the other pairs are whole
+  }
   // The broadcast: call 0 of the pp group's collectives on every stage.
   const db::LinkedCall* bc = callOfRow(l, 7);
   ASSERT_TRUE(bc);

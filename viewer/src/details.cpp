@@ -47,8 +47,9 @@ void linkedFields(const Trace& trace, const CommCall& call, const EventRef& ref,
   // This copy's wait first, then the call's skew and transfer: what a reader looks for, above the fold.
   f.push_back({"wait", formatExact(m.wait_ns) + " (" + pct(m.wait_ns, whole) + " of the call)"});
   f.push_back({"arrival skew", formatExact(call.link.skewNs()) + " (last arrival: rank " + num(m.last_rank) + ")"});
-  if (c.cut) {  // the trace's end cut this copy: its transfer's end is not known
-    f.push_back({"transfer", "unknown (the trace's end cut this call)"});
+  if (c.cut || (call.link.p2p && call.link.cut)) {  // this copy, or a send's receive, the trace's end cut
+    f.push_back({"transfer", c.cut ? "unknown (the trace's end cut this call)"
+                                   : "unknown (the trace's end cut the receive)"});
   } else {
     f.push_back({"transfer", formatExact(m.transfer_ns) + (call.link.p2p ? " (to the receive's end)" : "")});
     f.push_back({"bus bandwidth (transfer)", bw(rundb::callTiming(c, &call.link).busbw)});

@@ -58,6 +58,7 @@ struct LinkedCall {
   int64_t first_start_ns = 0, last_start_ns = 0;  // the first and the last arrival
   int64_t end_ns = 0;        // p2p: the receive's end (a send's own end is only an upper bound)
   bool p2p = false;
+  bool cut = false;          // a member the trace's end cut: p2p's end (the receive's) is not known
   int64_t skewNs() const { return spanNs(first_start_ns, last_start_ns); }  // saturated (any file's times)
 };
 
