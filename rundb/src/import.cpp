@@ -334,6 +334,7 @@ std::string folderHint(const std::string& dir) {
         break;
       }
   }
+  if (ec) return "pass one trace file per rank (the folder cannot be listed: " + ec.message() + ")";
   if (by_suffix.empty()) return "pass one trace file per rank (it holds no .json, .json.gz or .sqlite file)";
   const auto most = std::max_element(by_suffix.begin(), by_suffix.end(),
                                      [](const auto& a, const auto& b) { return a.second < b.second; });
