@@ -23,25 +23,40 @@ using nlohmann::json;
 using trainscope::testing::tempPath;
 using namespace trainscope::testing::kineto_events;
 
-TEST(SchemaCompat, ASchema6DatabaseReadsItsCollectivesAsComplete) {
-  // Two complete Gloo all-reduces of 16,640 bytes on rank 0 (2 ranks), imported at schema 7 ...
-  json ev = json::array();
-  for (int k = 0; k < 2; ++k) {
-    json call = op("c10d::allreduce_", 100 + 1000 * k, 10);
-    call["args"] = json::parse(R"({"Input type": ["TensorList", "", "Scalar"], "Input Dims": [[[4160]], [], []]})");
-    ev.push_back(call);
-    json g = annotation("gloo:all_reduce", 120 + 1000 * k, 300);
-    g["tid"] = 7;
-    g["args"] = json::parse(R"({"Input type": ["float"], "Input Dims": [[4160]]})");
-    ev.push_back(g);
-  }
-  const std::string in = tempPath("schema6_rank0.json"), db = tempPath("schema6.db");
+namespace {
+
+// The c10d call that issues a Gloo all-reduce of 4,160 floats, at `ts` µs.
+json allreduceCall(double ts) {
+  json call = op("c10d::allreduce_", ts, 10);
+  call["args"] = json::parse(R"({"Input type": ["TensorList", "", "Scalar"], "Input Dims": [[[4160]], [], []]})");
+  return call;
+}
+
+// Rank 0 of a 2-rank Gloo job with these events, imported into a fresh database `name`.db.
+std::string importRank0(const json& ev, const std::string& name) {
+  const std::string in = tempPath(name + "_rank0.json"), db = tempPath(name + ".db");
   std::ofstream(in) << json{{"baseTimeNanoseconds", kEventsBase},
                             {"distributedInfo", {{"backend", "gloo"}, {"rank", 0}, {"world_size", 2}}},
                             {"traceEvents", ev}}
                            .dump();
   std::filesystem::remove(db);
   tr::importTraces({in}, db, true);
+  return db;
+}
+
+}  // namespace
+
+TEST(SchemaCompat, ASchema6DatabaseReadsItsCollectivesAsComplete) {
+  // Two complete Gloo all-reduces of 16,640 bytes on rank 0 (2 ranks), imported at schema 7 ...
+  json ev = json::array();
+  for (int k = 0; k < 2; ++k) {
+    ev.push_back(allreduceCall(100 + 1000 * k));
+    json g = annotation("gloo:all_reduce", 120 + 1000 * k, 300);
+    g["tid"] = 7;
+    g["args"] = json::parse(R"({"Input type": ["float"], "Input Dims": [[4160]]})");
+    ev.push_back(g);
+  }
+  const std::string db = importRank0(ev, "schema6");
   // ... then made a schema 6 file: no `cut` column, version 6 in meta.
   {
     tr::Database d(db, tr::Database::Mode::ReadWrite);
@@ -79,22 +94,12 @@ TEST(SchemaCompat, ASchema6DatabaseReadsItsCollectivesAsComplete) {
 // An op whose every row the trace's end cut: its calls and bytes, no time or bandwidth — "-" in the
 // text and null in the JSON, never 0 (a measurement it is not).
 TEST(SchemaCompat, AnOpEveryRowOfWhichIsCutPrintsNoTimeOrBandwidth) {
-  json ev = json::array();
-  json call = op("c10d::allreduce_", 100, 10);
-  call["args"] = json::parse(R"({"Input type": ["TensorList", "", "Scalar"], "Input Dims": [[[4160]], [], []]})");
-  ev.push_back(call);
-  ev.push_back(op("aten::add", 400, 10));
+  json ev = json::array({allreduceCall(100), op("aten::add", 400, 10)});
   json cut = annotation("gloo:all_reduce", 120, 5000);
   cut["tid"] = 8;
   cut["args"] = json::parse(R"({"External id": 1026, "finished": false, "Ev Idx": 220})");
   ev.push_back(cut);
-  const std::string in = tempPath("all_cut_rank0.json"), db = tempPath("all_cut.db");
-  std::ofstream(in) << json{{"baseTimeNanoseconds", kEventsBase},
-                            {"distributedInfo", {{"backend", "gloo"}, {"rank", 0}, {"world_size", 2}}},
-                            {"traceEvents", ev}}
-                           .dump();
-  std::filesystem::remove(db);
-  tr::importTraces({in}, db, true);
+  const std::string db = importRank0(ev, "all_cut");
   const tr::Report rep = tr::computeReport(db, 15, 0);
   ASSERT_EQ(rep.collectives.size(), 1u);
   EXPECT_EQ(rep.collectives[0].count, 1);

@@ -16,8 +16,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_runner_test import (PY, REPO, check, check_threads, exported, fail, steps_of, trial_dir,  # noqa: E402
-                            tune)
+from hf_runner_test import (PY, REPO, check, check_threads, exported, fail, run_case, steps_of,  # noqa: E402
+                            trial_dir, tune)
 
 
 class DataParallel:
@@ -140,15 +140,7 @@ def case_ds_llama_exports(ts, work):
 def main():
     ts, case, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.environ.pop("OMP_NUM_THREADS", None)  # the runners' own thread rule decides (check_threads)
-    os.makedirs(work, exist_ok=True)
-    cases = {"deepspeed": case_deepspeed, "ds_llama_exports": case_ds_llama_exports}
-    try:
-        import accelerate  # noqa: F401  (as hf_runner_test.py: scripts/setup installs it)
-    except ImportError:
-        print("SKIP: accelerate is not installed in", PY, "(run scripts/setup)")
-        sys.exit(77)
-    cases[case](ts, work)
-    print("PASS", case)
+    run_case({"deepspeed": case_deepspeed, "ds_llama_exports": case_ds_llama_exports}, ts, case, work)
 
 
 if __name__ == "__main__":

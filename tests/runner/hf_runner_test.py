@@ -469,12 +469,9 @@ def case_failures(ts, work):
     print("failures:", {faults[c]: status[c]["status"] for c in faults}, "others ok:", len(ok))
 
 
-def main():
-    ts, case, work = sys.argv[1], sys.argv[2], sys.argv[3]
-    os.environ.pop("OMP_NUM_THREADS", None)  # the runners' own thread rule decides (check_threads)
+def run_case(cases, ts, case, work):
+    """Runs one named case in WORK; exit 77 (ctest's skip) without accelerate, which the Trainer needs."""
     os.makedirs(work, exist_ok=True)
-    cases = {"probe": case_probe, "tune_gpt2": case_tune_gpt2, "cpu_fsdp": case_cpu_fsdp, "tune_llama": case_tune_llama,
-             "failures": case_failures}
     try:
         import accelerate  # noqa: F401  (Transformers' Trainer needs it; scripts/setup installs it)
     except ImportError:
@@ -482,6 +479,13 @@ def main():
         sys.exit(77)
     cases[case](ts, work)
     print("PASS", case)
+
+
+def main():
+    ts, case, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.environ.pop("OMP_NUM_THREADS", None)  # the runners' own thread rule decides (check_threads)
+    run_case({"probe": case_probe, "tune_gpt2": case_tune_gpt2, "cpu_fsdp": case_cpu_fsdp,
+              "tune_llama": case_tune_llama, "failures": case_failures}, ts, case, work)
 
 
 if __name__ == "__main__":
