@@ -97,7 +97,8 @@ void exportSteps(RunReader& reader, ChromeWriter& w, std::set<int64_t>& ranks) {
     ranks.insert(s.rank);
     int64_t step_end = 0;  // saturated: a damaged file may hold any step time
     if (__builtin_add_overflow(s.start_ns, s.step_time_ns, &step_end)) step_end = s.step_time_ns > 0 ? INT64_MAX : INT64_MIN;
-    w.complete("step " + std::to_string(s.step), "step", s.rank, 0, s.start_ns, step_end, {{"loss", s.loss}});
+    const nlohmann::json loss = s.loss_recorded ? nlohmann::json(s.loss) : nlohmann::json(nullptr);  // null: none given
+    w.complete("step " + std::to_string(s.step), "step", s.rank, 0, s.start_ns, step_end, {{"loss", loss}});
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -62,7 +63,9 @@ Rows readRows(const std::vector<std::string>& files) {
       s.peak_bytes = intField(j, "peak_bytes", where, false);
       if (s.rank < 0 || s.step < 0 || s.step_time_ns < 0 || s.tokens < 0 || s.peak_bytes < 0)
         throw UserError("probe", where + " has a negative rank, step, time, tokens or peak", "rerun the trial");
-      if (const auto l = j.find("loss"); l != j.end() && l->is_number()) s.loss = l->get<double>();
+      const auto l = j.find("loss");
+      s.loss_recorded = l != j.end() && l->is_number();  // null: the job gave none (torchtitan; a non-last stage)
+      if (s.loss_recorded) s.loss = l->get<double>();
       // The framework skipped the update (Megatron's train_step: a non-finite gradient); the step ran.
       if (const auto k = j.find("skipped"); k != j.end() && k->is_boolean()) s.skipped = k->get<bool>();
       s.tokens_per_s = s.step_time_ns > 0 ? double(s.tokens) / (double(s.step_time_ns) * 1e-9) : 0;
@@ -130,7 +133,7 @@ ProbeImport importProbe(const std::vector<std::string>& step_files, const std::v
     db.exec("DELETE FROM steps");
     Statement ins(db, insertSql(table("steps")));
     for (const Step& s : rows.steps)
-      ins.exec(s.rank, s.step, s.loss, s.lr, s.grad_norm, s.loss_scale, s.skipped, s.tokens, s.start_ns,
+      ins.exec(s.rank, s.step, s.loss_recorded ? std::optional<double>(s.loss) : std::nullopt, s.lr, s.grad_norm, s.loss_scale, s.skipped, s.tokens, s.start_ns,
                s.step_time_ns, s.tokens_per_s, s.model_flops, s.hw_flops, s.mfu, s.hfu, s.peak_bytes, s.param_bytes,
                s.grad_bytes, s.optim_bytes, s.activation_bytes);
     writeMeta(db, "source", "probe");

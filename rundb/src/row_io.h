@@ -30,7 +30,7 @@ template <>
 struct RowIo<Step> {
   static constexpr const char* kTable = "steps";
   static void bind(Statement& s, int b, const Step& r) {
-    s.bindFrom(b, r.rank, r.step, r.loss, r.lr, r.grad_norm, r.loss_scale, r.skipped, r.tokens, r.start_ns,
+    s.bindFrom(b, r.rank, r.step, r.loss_recorded ? std::optional<double>(r.loss) : std::nullopt, r.lr, r.grad_norm, r.loss_scale, r.skipped, r.tokens, r.start_ns,
                r.step_time_ns, r.tokens_per_s, r.model_flops, r.hw_flops, r.mfu, r.hfu, r.peak_bytes, r.param_bytes,
                r.grad_bytes, r.optim_bytes, r.activation_bytes);
   }
@@ -38,7 +38,8 @@ struct RowIo<Step> {
     Step r;
     r.rank = s.columnInt(0);
     r.step = s.columnInt(1);
-    r.loss = s.columnDouble(2);
+    r.loss_recorded = s.columnType(2) != Statement::Type::Null;
+    r.loss = r.loss_recorded ? s.columnDouble(2) : 0;
     r.lr = s.columnDouble(3);
     r.grad_norm = s.columnDouble(4);
     r.loss_scale = s.columnDouble(5);

@@ -304,6 +304,28 @@ TEST(ProbeImport, SkippedUpdateIsRecordedAndCounted) {
   EXPECT_NEAR(s.step_s_mean, 0.2, 1e-9);     // (0.1 + 0.2 + 0.3) / 3
 }
 
+// A row without a loss (torchtitan's train_step; Megatron's non-last pipeline stages) is stored as
+// none (NULL), not 0, and read back as not recorded; a row's 0.0 loss stays a recorded 0.
+TEST(ProbeImport, ARowWithoutALossIsStoredAsNone) {
+  const std::string dir = tempDir();
+  {
+    std::ofstream r0(dir + "/rank0.steps.jsonl");
+    r0 << R"({"rank": 0, "step": 0, "start_ns": 1000, "step_time_ns": 100, "tokens": 128, "loss": null, "world": 1})"
+       << "\n"
+       << R"({"rank": 0, "step": 1, "start_ns": 2000, "step_time_ns": 100, "tokens": 128, "world": 1})" << "\n"
+       << R"({"rank": 0, "step": 2, "start_ns": 3000, "step_time_ns": 100, "tokens": 128, "loss": 0.0, "world": 1})"
+       << "\n";
+  }
+  trainscope::rundb::importProbe({dir + "/rank0.steps.jsonl"}, {}, dir + "/t.db", "tiny", "--study");
+  trainscope::rundb::RunReader reader(dir + "/t.db");
+  const auto steps = reader.steps();
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_FALSE(steps[0].loss_recorded);
+  EXPECT_FALSE(steps[1].loss_recorded);
+  EXPECT_TRUE(steps[2].loss_recorded);
+  EXPECT_EQ(steps[2].loss, 0.0);
+}
+
 // accelerate launch of num_processes > 1 points its process at --main_process_port (29500 unless
 // given) over torchrun's MASTER_PORT: both get the trial's own port, torchrun a static rendezvous there.
 TEST(Job, AccelerateTrialOnCpuRanksHandsTorchrunAndAccelerateOnePort) {

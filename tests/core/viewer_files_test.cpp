@@ -20,6 +20,7 @@
 #include "viewer_support.h"
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/import.h"
+#include "trainscope/rundb/import_probe.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/rundb/store.h"
@@ -399,6 +400,38 @@ TEST(ViewerModel, AnImportedStepsDetailsSayWhatTheTraceDidNotRecord) {
   std::map<std::string, std::string> f;
   for (const auto& [key, value] : v::eventDetails(reader, t, {uint32_t(steps - t.tracks.data()), 0, 0})) f[key] = value;
   for (const char* key : {"loss", "tokens", "tokens/s", "peak memory"}) EXPECT_EQ(f[key], "not recorded") << key;
+}
+
+// A probe trial's step with tokens but no loss (torchtitan; Megatron's non-last stages): "not recorded".
+TEST(ViewerModel, AProbeStepWithoutALossSaysItWasNotRecorded) {
+  const std::string dir = tempPath("v_probe_noloss");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/rank0.steps.jsonl")
+      << R"({"rank": 0, "step": 0, "start_ns": 1000000, "step_time_ns": 5000000, "tokens": 128, "world": 1})" << "\n";
+  const std::string path = dir + "/t.db";
+  db::importProbe({dir + "/rank0.steps.jsonl"}, {}, path, "tiny", "--study");
+  const v::Trace t = v::loadTrace(path);
+  ASSERT_EQ(t.ranks.size(), 1u);
+  const v::Track* steps = findTrack(t, t.ranks[0].rank, v::TrackKind::Steps);
+  ASSERT_TRUE(steps);
+  ASSERT_FALSE(steps->lanes.empty() || steps->lanes[0].events.empty());
+  db::RunReader reader(path);
+  std::map<std::string, std::string> f;
+  for (const auto& [key, value] : v::eventDetails(reader, t, {uint32_t(steps - t.tracks.data()), 0, 0})) f[key] = value;
+  EXPECT_EQ(f["loss"], "not recorded");
+  EXPECT_EQ(f["tokens"], "128");
+  // In a run of this runtime a NULL loss is a NaN the step computed (SQLite stores NaN as NULL).
+  {
+    db::Database d(path, db::Database::Mode::ReadWrite);
+    d.exec("UPDATE meta SET value = 'run' WHERE key = 'source'");
+  }
+  const v::Trace run = v::loadTrace(path);
+  db::RunReader run_reader(path);
+  f.clear();
+  for (const auto& [key, value] : v::eventDetails(run_reader, run, {uint32_t(steps - t.tracks.data()), 0, 0}))
+    f[key] = value;
+  EXPECT_EQ(f["loss"], "NaN (not finite)");
 }
 
 // A file written before the threads table (schema version 3) loads as before: ids label the rows.

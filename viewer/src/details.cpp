@@ -170,7 +170,11 @@ void stepFields(const Trace& trace, int64_t rank, const Event& e, Fields& f) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.4f", s.loss);
     const bool counted = s.tokens > 0;
-    f.push_back({"loss", counted || s.loss != 0 ? std::string(buf) : none});
+    // A NULL loss: a run's NaN (SQLite stores NaN as NULL), or a probe row that gave none.
+    const auto source = trace.meta.find("source");
+    const bool run = source == trace.meta.end() || source->second == "run";
+    f.push_back({"loss", !s.loss_recorded ? (run ? std::string("NaN (not finite)") : none)
+                         : counted || s.loss != 0 ? std::string(buf) : none});
     f.push_back({"tokens", counted ? num(s.tokens) : none});
     std::snprintf(buf, sizeof buf, "%.0f", s.tokens_per_s);
     f.push_back({"tokens/s", counted ? std::string(buf) : none});

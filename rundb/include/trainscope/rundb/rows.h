@@ -35,6 +35,7 @@ struct Step {
   int64_t rank = 0;
   int64_t step = 0;              // 0-based optimizer step
   double loss = 0;               // mean over the global batch (unscaled)
+  bool loss_recorded = true;     // false: the run gave none (a probe row without one; the column NULL)
   double lr = 0;
   double grad_norm = 0;          // global L2 norm before clipping (unscaled)
   double loss_scale = 1;         // fp16 dynamic loss scale used for this step (1 otherwise)
