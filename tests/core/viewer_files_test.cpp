@@ -385,20 +385,32 @@ TEST(ViewerModel, AnImportedKinetoTraceShowsItsNamesItsGpuAnnotationsAndOnlyItsR
   EXPECT_EQ(t.event_count, 1 + 1 + 5 + 2 + 2 + 3);  // step, CPU range, ops, launches, annotations, kernels
 }
 
+namespace {
+
+// The details of rank 0's first step in the run database at `path`, by field.
+std::map<std::string, std::string> firstStepDetails(const std::string& path) {
+  const v::Trace t = v::loadTrace(path);
+  EXPECT_EQ(t.ranks.size(), 1u);
+  const v::Track* steps = t.ranks.empty() ? nullptr : findTrack(t, t.ranks[0].rank, v::TrackKind::Steps);
+  std::map<std::string, std::string> f;
+  if (!steps || steps->lanes.empty() || steps->lanes[0].events.empty()) {
+    ADD_FAILURE() << path << ": no step track";
+    return f;
+  }
+  db::RunReader reader(path);
+  for (const auto& [key, value] : v::eventDetails(reader, t, {uint32_t(steps - t.tracks.data()), 0, 0})) f[key] = value;
+  return f;
+}
+
+}  // namespace
+
 // An imported trace's step has no loss, no token counts and (without profile_memory) no memory
 // events: its details say "not recorded" (they read loss 0.0000, tokens 0, tokens/s 0, peak 0 B).
 TEST(ViewerModel, AnImportedStepsDetailsSayWhatTheTraceDidNotRecord) {
   const std::string in = tempPath("v_step_fields.json"), path = tempPath("v_step_fields.db");
   std::ofstream(in) << trainscope::testing::kinetoStructureTrace();
   db::importTraces({in}, path, true);
-  const v::Trace t = v::loadTrace(path);
-  ASSERT_EQ(t.ranks.size(), 1u);
-  const v::Track* steps = findTrack(t, t.ranks[0].rank, v::TrackKind::Steps);
-  ASSERT_TRUE(steps);
-  ASSERT_FALSE(steps->lanes.empty() || steps->lanes[0].events.empty());
-  db::RunReader reader(path);
-  std::map<std::string, std::string> f;
-  for (const auto& [key, value] : v::eventDetails(reader, t, {uint32_t(steps - t.tracks.data()), 0, 0})) f[key] = value;
+  std::map<std::string, std::string> f = firstStepDetails(path);
   for (const char* key : {"loss", "tokens", "tokens/s", "peak memory"}) EXPECT_EQ(f[key], "not recorded") << key;
 }
 
@@ -411,14 +423,7 @@ TEST(ViewerModel, AProbeStepWithoutALossSaysItWasNotRecorded) {
       << R"({"rank": 0, "step": 0, "start_ns": 1000000, "step_time_ns": 5000000, "tokens": 128, "world": 1})" << "\n";
   const std::string path = dir + "/t.db";
   db::importProbe({dir + "/rank0.steps.jsonl"}, {}, path, "tiny", "--study");
-  const v::Trace t = v::loadTrace(path);
-  ASSERT_EQ(t.ranks.size(), 1u);
-  const v::Track* steps = findTrack(t, t.ranks[0].rank, v::TrackKind::Steps);
-  ASSERT_TRUE(steps);
-  ASSERT_FALSE(steps->lanes.empty() || steps->lanes[0].events.empty());
-  db::RunReader reader(path);
-  std::map<std::string, std::string> f;
-  for (const auto& [key, value] : v::eventDetails(reader, t, {uint32_t(steps - t.tracks.data()), 0, 0})) f[key] = value;
+  std::map<std::string, std::string> f = firstStepDetails(path);
   EXPECT_EQ(f["loss"], "not recorded");
   EXPECT_EQ(f["tokens"], "128");
   // In a run of this runtime a NULL loss is a NaN the step computed (SQLite stores NaN as NULL).
@@ -426,12 +431,7 @@ TEST(ViewerModel, AProbeStepWithoutALossSaysItWasNotRecorded) {
     db::Database d(path, db::Database::Mode::ReadWrite);
     d.exec("UPDATE meta SET value = 'run' WHERE key = 'source'");
   }
-  const v::Trace run = v::loadTrace(path);
-  db::RunReader run_reader(path);
-  f.clear();
-  for (const auto& [key, value] : v::eventDetails(run_reader, run, {uint32_t(steps - t.tracks.data()), 0, 0}))
-    f[key] = value;
-  EXPECT_EQ(f["loss"], "NaN (not finite)");
+  EXPECT_EQ(firstStepDetails(path)["loss"], "NaN (not finite)");
 }
 
 // A file written before the threads table (schema version 3) loads as before: ids label the rows.
