@@ -313,7 +313,10 @@ std::vector<StepCriticalPath> criticalPaths(RunReader& reader, const std::vector
         }
       const std::string name = (call.p2p ? std::string("send -> recv") : c.op) + " (" + c.group + ")";
       const int64_t peer = rows[last].rank;
-      if (peer != r && of_rank.count(peer) && rows[last].start_ns >= of_rank.at(peer).begin) {
+      // A copy that ended before the last arrival (a Gloo row that returned before a peer's range
+      // began, or a peer's range that starts late) was not held up by it: the path stays on r.
+      if (peer != r && of_rank.count(peer) && rows[last].start_ns >= of_rank.at(peer).begin &&
+          call.last_start_ns <= c.end_ns) {
         back.push_back({r, "transfer", name, call.last_start_ns, std::max(call.last_start_ns, c.end_ns), peer});
         r = peer;
         t = call.last_start_ns;

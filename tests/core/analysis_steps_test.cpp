@@ -230,6 +230,33 @@ TEST(AnalysisSteps, WaitingForAPeerIsSplitFromCommunication) {
 
 // PP 2, 1F1B, one micro-batch: stage 1's receive [10, 160) waits for stage 0's send at 100 (90 ns of
 // bubble); stage 0's receive of the gradient [150, 460) waits for stage 1's send at 400 (250 ns).
+// A copy that returned before the last member's range began (Gloo's rows on a loaded machine: rank 0's
+// all-reduce ends at 650, rank 1's range starts at 700): rank 0 was not held up by rank 1 there, so the
+// critical path stays on rank 0 and stays contiguous (before, it jumped to rank 1 at 700, after rank
+// 0's next work had begun at 650: overlapping segments whose shares summed past 1).
+TEST(AnalysisSteps, ACopyThatEndedBeforeTheLastArrivalKeepsThePathOnItsRank) {
+  const std::string path = tempPath("early_copy.db");
+  makeRun(path, R"({"workload":"hand-built","world":2,"dp":2,"tp":1,"pp":1,"ga":1})",
+          [](int k, int64_t t0, std::vector<db::Range>& r, std::vector<db::Collective>& c) {
+            r.push_back(range(0, 0, t0 + 100, t0 + 300));
+            r.push_back(range(0, 1, t0 + 650, t0 + 1000));
+            r.push_back(range(1, 0, t0 + 100, t0 + 700));
+            c.push_back(coll(0, "all_reduce", "dp", k, t0 + 300, t0 + 650));
+            c.push_back(coll(1, "all_reduce", "dp", k, t0 + 700, t0 + 900));
+          });
+  const db::Report r = db::computeReport(path);
+  ASSERT_EQ(r.summary.critical_paths.size(), 1u);
+  const auto& cp = r.summary.critical_paths[0];
+  ASSERT_FALSE(cp.segments.empty());
+  int64_t at = cp.start_ns;
+  for (const auto& g : cp.segments) {
+    EXPECT_EQ(g.start_ns, at) << g.kind << " " << g.name << " on rank " << g.rank;  // contiguous
+    EXPECT_EQ(g.rank, 0) << g.kind << " " << g.name;
+    at = g.end_ns;
+  }
+  EXPECT_EQ(at, cp.end_ns);
+}
+
 TEST(AnalysisSteps, PipelineWaitsAreTheBubbleNotCommunication) {
   const std::string path = tempPath("bubble.db");
   makeRun(path, R"({"workload":"hand-built","world":2,"dp":1,"tp":1,"pp":2,"ga":1,"pp_schedule":"1f1b"})",
