@@ -347,20 +347,26 @@ int64_t recognised(const ImportStats& st) {
   return st.host_ops + st.ranges + st.gpu_annotations + st.kernels + st.api_calls + st.memcpy + st.memset;
 }
 
-}  // namespace
-
-ImportStats importTraces(const std::vector<std::string>& inputs, const std::string& out_db, bool overwrite) {
+// The inputs as passed: none, a missing path, a folder (the files in it named), a file twice (a.json
+// a.json, or a link to it: without distributedInfo it became a second, identical rank) are refused.
+void refuseBadInputs(const std::vector<std::string>& inputs) {
   if (inputs.empty()) throw UserError("import", "no input files", "pass one trace per rank");
-  std::map<std::pair<dev_t, ino_t>, std::string> seen;  // a file named twice (a.json a.json, a link to it)
+  std::map<std::pair<dev_t, ino_t>, std::string> seen;
   for (const auto& p : inputs) {
     struct stat st {};
     if (stat(p.c_str(), &st) != 0) throw UserError("import", p + " does not exist", "check the path");
     if (S_ISDIR(st.st_mode)) throw UserError("import", p + " is a directory", folderHint(p));
     const auto [it, fresh] = seen.try_emplace({st.st_dev, st.st_ino}, p);
-    if (!fresh && S_ISREG(st.st_mode))  // without distributedInfo it became a second, identical rank
+    if (!fresh && S_ISREG(st.st_mode))
       throw UserError("import", p + " is passed twice" + (it->second == p ? "" : " (" + it->second + " is the same file)"),
                       "pass each trace once");
   }
+}
+
+}  // namespace
+
+ImportStats importTraces(const std::vector<std::string>& inputs, const std::string& out_db, bool overwrite) {
+  refuseBadInputs(inputs);
   checkWritable(out_db, overwrite, "-o", inputs);  // never an input (nor its -wal/-shm/-journal)
   // Built under a random name beside the output and renamed at the end: a failed import leaves
   // nothing behind, and only a file this import created is ever removed.

@@ -86,6 +86,55 @@ std::vector<OpStat> kernelsByTotalTime(RunReader& reader) {
   return out;
 }
 
+// Collectives by (op, group), the most time first: bandwidth over each row's transfer, skew over the
+// linked calls; a row whose end is not known (cut, or a send whose receive was cut) in calls and bytes only.
+std::vector<CollectiveStat> collectiveStats(RunReader& reader) {
+  const std::vector<Collective> rows = reader.collectives();
+  const std::optional<RunLayout> layout = runLayout(reader.meta());
+  const CollectiveLinks links = linkCollectives(rows, layout);
+  std::map<std::pair<std::string, std::string>, CollectiveStat> coll;
+  std::map<std::pair<std::string, std::string>, std::pair<double, double>> busbw_sum;  // transfer, whole
+  std::map<std::pair<std::string, std::string>, std::set<int64_t>> calls;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Collective& c = rows[i];
+    const LinkedCall* call = links.call_of[i] >= 0 ? &links.calls[size_t(links.call_of[i])] : nullptr;
+    const CallTiming t = callTiming(c, call);
+    CollectiveStat& s = coll[{c.op, c.group}];
+    s.op = c.op;
+    s.group = c.group;
+    ++s.count;
+    if (__builtin_add_overflow(s.bytes, c.bytes, &s.bytes)) s.bytes = c.bytes > 0 ? INT64_MAX : INT64_MIN;  // a damaged file's sizes
+    if (call) calls[{c.op, c.group}].insert(links.call_of[i]);
+    else if (s.rows_not_linked++ == 0) s.not_linked_reason = notLinkedReason(c, links, layout);
+    if (c.cut || (call && call->p2p && call->cut)) {  // its end is not known: no time, no bandwidth
+      ++s.cut;
+      continue;
+    }
+    s.total_s += c.seconds();
+    s.wait_s += double(t.wait_ns) * 1e-9;
+    s.transfer_s += double(t.transfer_ns) * 1e-9;
+    busbw_sum[{c.op, c.group}].first += t.busbw;
+    busbw_sum[{c.op, c.group}].second += c.busbw();
+    s.busbw_max = std::max(s.busbw_max, t.busbw);
+  }
+  std::vector<CollectiveStat> out;
+  for (auto& [key, s] : coll) {
+    const double timed = double(std::max<int64_t>(1, s.count - s.cut));
+    s.busbw_mean = busbw_sum[key].first / timed;
+    s.busbw_with_wait_mean = busbw_sum[key].second / timed;
+    const std::set<int64_t>& linked = calls[key];
+    s.linked = int64_t(linked.size());
+    for (int64_t call : linked) {
+      const double skew = double(links.calls[size_t(call)].skewNs()) * 1e-9;
+      s.skew_mean_s += skew / double(linked.size());
+      s.skew_max_s = std::max(s.skew_max_s, skew);
+    }
+    out.push_back(s);
+  }
+  std::sort(out.begin(), out.end(), [](const CollectiveStat& a, const CollectiveStat& b) { return a.total_s > b.total_s; });
+  return out;
+}
+
 }  // namespace
 
 Report computeReport(const std::string& path, int top, int skip_steps) {
@@ -103,51 +152,7 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
   }
   if (rep.top_ops.size() > size_t(std::max(top, 0))) rep.top_ops.resize(size_t(std::max(top, 0)));
 
-  // Collectives by (op, group): bandwidth over each row's transfer, skew over the linked calls.
-  const std::vector<Collective> rows = reader.collectives();
-  const std::optional<RunLayout> layout = runLayout(reader.meta());
-  const CollectiveLinks links = linkCollectives(rows, layout);
-  std::map<std::pair<std::string, std::string>, CollectiveStat> coll;
-  std::map<std::pair<std::string, std::string>, std::pair<double, double>> busbw_sum;  // transfer, whole
-  std::map<std::pair<std::string, std::string>, std::set<int64_t>> calls;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Collective& c = rows[i];
-    const CallTiming t = callTiming(c, links.call_of[i] >= 0 ? &links.calls[size_t(links.call_of[i])] : nullptr);
-    CollectiveStat& s = coll[{c.op, c.group}];
-    s.op = c.op;
-    s.group = c.group;
-    ++s.count;
-    if (__builtin_add_overflow(s.bytes, c.bytes, &s.bytes)) s.bytes = c.bytes > 0 ? INT64_MAX : INT64_MIN;  // a damaged file's sizes
-    if (links.call_of[i] >= 0) calls[{c.op, c.group}].insert(links.call_of[i]);
-    else if (s.rows_not_linked++ == 0) s.not_linked_reason = notLinkedReason(c, links, layout);
-    const bool p2p_cut = links.call_of[i] >= 0 && links.calls[size_t(links.call_of[i])].p2p &&
-                         links.calls[size_t(links.call_of[i])].cut;  // a send whose receive was cut
-    if (c.cut || p2p_cut) {  // its end is not known: no time, no bandwidth (the call's skew is from the starts)
-      ++s.cut;
-      continue;
-    }
-    s.total_s += c.seconds();
-    s.wait_s += double(t.wait_ns) * 1e-9;
-    s.transfer_s += double(t.transfer_ns) * 1e-9;
-    busbw_sum[{c.op, c.group}].first += t.busbw;
-    busbw_sum[{c.op, c.group}].second += c.busbw();
-    s.busbw_max = std::max(s.busbw_max, t.busbw);
-  }
-  for (auto& [key, s] : coll) {
-    const double timed = double(std::max<int64_t>(1, s.count - s.cut));
-    s.busbw_mean = busbw_sum[key].first / timed;
-    s.busbw_with_wait_mean = busbw_sum[key].second / timed;
-    const std::set<int64_t>& linked = calls[key];
-    s.linked = int64_t(linked.size());
-    for (int64_t call : linked) {
-      const double skew = double(links.calls[size_t(call)].skewNs()) * 1e-9;
-      s.skew_mean_s += skew / double(linked.size());
-      s.skew_max_s = std::max(s.skew_max_s, skew);
-    }
-    rep.collectives.push_back(s);
-  }
-  std::sort(rep.collectives.begin(), rep.collectives.end(),
-            [](const CollectiveStat& a, const CollectiveStat& b) { return a.total_s > b.total_s; });
+  rep.collectives = collectiveStats(reader);
 
   std::map<std::string, int64_t> dropped;
   for (const Drop& d : reader.drops()) {
