@@ -260,11 +260,16 @@ def case_tune_gpt2(ts, work):
     for k in ("per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing", "fsdp",
               "fsdp_config", "optim", "learning_rate", "use_cpu"):
         check(ran.get(k) == out.get(k), f"export {k}: trial ran {ran.get(k)}, export says {out.get(k)}")
-    # export prints the prediction for the target's framework on this CPU cluster beside this runtime's.
+    # export prints the prediction for the target's framework on this CPU cluster beside this runtime's,
+    # named by the winner's layout (whichever measured fastest: DDP on a quiet machine, FSDP on a busy one).
+    fsdp = ran["fsdp_config"]["reshard_after_forward"] if ran.get("fsdp") else "ddp"
+    framework = ("Hugging Face Trainer (FSDP FULL_SHARD)" if "full_shard" in fsdp
+                 else "Hugging Face Trainer (FSDP SHARD_GRAD_OP)" if "shard_grad_op" in fsdp
+                 else "Hugging Face Trainer/Accelerate (DDP)")
     p = subprocess.run([ts, "export", study, "--format", "training-args", "--trial", str(r["recommended"])],
                        capture_output=True, text=True, timeout=120)
-    check(p.returncode == 0 and "note: predicted on cpu-local: Hugging Face Trainer/Accelerate (DDP) " in p.stderr
-          and "this runtime " in p.stderr, f"export's prediction note: {p.stderr}")
+    check(p.returncode == 0 and f"note: predicted on cpu-local: {framework} " in p.stderr
+          and "this runtime " in p.stderr, f"export's prediction note (winner's fsdp {fsdp!r}): {p.stderr}")
     print([line for line in p.stderr.splitlines() if "predicted on" in line][0])
     print(f"tune_gpt2: {len(trials)} trials, layouts {sorted(layouts)}, pick {r['recommended']} "
           f"{measured[r['recommended']] * 1e3:.1f} ms/step")

@@ -102,6 +102,23 @@ class C10dPending final : public Pending {
     if (state_->done_ns == 0) state_->done_ns = tracer::nowNs();
     state_->rec.end_ns = state_->done_ns;
     state_->log->add(state_->rec);
+    // Gloo's worker thread holds the finished work, and with it the tensors it was given, until it
+    // takes its queue's lock again: a moment, or longer on a busy machine. Waiting for it here frees
+    // what only the work held (a copy, a sent activation) at wait(), on this thread, not at a moment
+    // of the worker's: the measured peak would otherwise move run to run.
+    if (settle_) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (work_.use_count() > 1 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    }
+    work_.reset();
+    if (then_) std::exchange(then_, nullptr)();
+  }
+  // Runs on the waiting thread once the work is done and dropped.
+  void then(std::function<void()> f) { then_ = std::move(f); }
+  // Gloo's works: wait() also waits, briefly, for the engine to let go of the work.
+  C10dPending& settled(bool on) {
+    settle_ = on;
+    return *this;
   }
   int64_t endNs() const override { return state_->done_ns; }
   int64_t startNs() const override { return state_->rec.start_ns; }
@@ -117,6 +134,8 @@ class C10dPending final : public Pending {
   std::shared_ptr<Watch> watch_;
   std::vector<int> members_;
   bool waited_ = false;
+  bool settle_ = false;
+  std::function<void()> then_;
 };
 
 class DonePending final : public Pending {
@@ -150,7 +169,7 @@ class C10dGroup final : public Group {
     c10d::AllreduceOptions o;
     o.reduceOp = op == Reduce::Sum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
     auto rec = record("all_reduce", t.nbytes());
-    return std::make_shared<C10dPending>(backend_->allreduce(v, o), rec, log_, watch_, &members_);
+    return pending(backend_->allreduce(v, o), rec);
   }
   void reduceScatter(at::Tensor& out, at::Tensor& in) override { reduceScatterAsync(out, in)->wait(); }
   std::shared_ptr<Pending> reduceScatterAsync(at::Tensor& out, at::Tensor& in) override {
@@ -159,11 +178,25 @@ class C10dGroup final : public Group {
       return std::make_shared<DonePending>();
     }
     auto rec = record("reduce_scatter", in.nbytes());
-    return std::make_shared<C10dPending>(backend_->_reduce_scatter_base(out, in), rec, log_, watch_, &members_);
+    if (!gloo_)
+      return pending(backend_->_reduce_scatter_base(out, in), rec);
+    // Gloo's _reduce_scatter_base all-reduces a copy of `in` and keeps that copy in its work, which
+    // its worker thread releases at a moment of its own: the copy's bytes (a whole ZeRO-2 bucket)
+    // then outlived the wait now and then and met the next micro-batch's activations, so the
+    // measured peak moved run to run. The same all-reduce of a copy made and freed here, at wait().
+    auto copy = std::make_shared<at::Tensor>(in.clone());
+    std::vector<at::Tensor> v{*copy};
+    auto work = pending(backend_->allreduce(v), rec);
+    v.clear();
+    work->then([copy, out, rank = rank_, size = size_]() mutable {
+      out.copy_(copy->chunk(size)[rank]);
+      *copy = at::Tensor();
+    });
+    return work;
   }
   void allGather(at::Tensor& out, at::Tensor& in) override {
     if (size_ == 1) return void(out.copy_(in));
-    C10dPending(backend_->_allgather_base(out, in), record("all_gather", out.nbytes()), log_, watch_, &members_).wait();
+    pending(backend_->_allgather_base(out, in), record("all_gather", out.nbytes()))->wait();
   }
   std::shared_ptr<Pending> allGatherAsync(at::Tensor& out, at::Tensor& in) override {
     if (size_ == 1) {
@@ -171,39 +204,43 @@ class C10dGroup final : public Group {
       return std::make_shared<DonePending>();
     }
     auto rec = record("all_gather", out.nbytes());
-    return std::make_shared<C10dPending>(backend_->_allgather_base(out, in), rec, log_, watch_, &members_);
+    return pending(backend_->_allgather_base(out, in), rec);
   }
   void allToAll(at::Tensor& out, at::Tensor& in, const std::vector<int64_t>& out_splits,
                 const std::vector<int64_t>& in_splits) override {
     if (size_ == 1) return void(out.copy_(in));
     std::vector<int64_t> o(out_splits), i(in_splits);  // c10d takes them by non-const reference
-    C10dPending(backend_->alltoall_base(out, in, o, i), record("all_to_all", in.nbytes()), log_, watch_, &members_)
-        .wait();
+    pending(backend_->alltoall_base(out, in, o, i), record("all_to_all", in.nbytes()))->wait();
   }
   void broadcast(at::Tensor& t, int root) override {
     if (size_ == 1) return;
     std::vector<at::Tensor> v{t};
     c10d::BroadcastOptions o;
     o.rootRank = root;
-    C10dPending(backend_->broadcast(v, o), record("broadcast", t.nbytes()), log_, watch_, &members_).wait();
+    pending(backend_->broadcast(v, o), record("broadcast", t.nbytes()))->wait();
   }
   std::shared_ptr<Pending> send(at::Tensor& t, int dst, int tag) override {
     std::vector<at::Tensor> v{t};
     auto rec = record("send", t.nbytes());
-    return std::make_shared<C10dPending>(backend_->send(v, dst, tag), rec, log_, watch_, &members_);
+    return pending(backend_->send(v, dst, tag), rec);
   }
   void recv(at::Tensor& t, int src, int tag) override { recvAsync(t, src, tag)->wait(); }
   std::shared_ptr<Pending> recvAsync(at::Tensor& t, int src, int tag) override {
     std::vector<at::Tensor> v{t};
     auto rec = record("recv", t.nbytes());
-    return std::make_shared<C10dPending>(backend_->recv(v, src, tag), rec, log_, watch_, &members_);
+    return pending(backend_->recv(v, src, tag), rec);
   }
   void barrier() override {
     if (size_ == 1) return;
-    C10dPending(backend_->barrier(), record("barrier", 0), log_, watch_, &members_).wait();
+    pending(backend_->barrier(), record("barrier", 0))->wait();
   }
 
  private:
+  std::shared_ptr<C10dPending> pending(c10::intrusive_ptr<c10d::Work> work, CollectiveRecord rec) {
+    auto p = std::make_shared<C10dPending>(std::move(work), std::move(rec), log_, watch_, &members_);
+    p->settled(gloo_);
+    return p;
+  }
   CollectiveRecord record(const char* op, int64_t bytes) {
     CollectiveRecord r;
     r.op = op;
@@ -220,6 +257,7 @@ class C10dGroup final : public Group {
   std::shared_ptr<CollectiveLog> log_;
   std::shared_ptr<Watch> watch_;
   int global_rank_;
+  bool gloo_ = backend_->getBackendName() == "gloo";
   int64_t seq_ = 0;
 };
 
