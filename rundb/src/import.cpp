@@ -275,8 +275,13 @@ class RankRule {
         r.spans.emplace_back(o.begin_ns, o.end_ns);
         return r.rank;
       }
-      if (!o.rank) continue;  // no distributedInfo and not a cycle of this one: the next rank by position
-      throw UserError("import", path + " claims rank " + std::to_string(*o.rank) + ", as " + r.path + " does, " + why,
+      // No distributedInfo and not a cycle of this one: the next rank by position — unless the same
+      // processes recorded both at overlapping times (a trace beside its gzipped copy), which one
+      // process cannot have done as two ranks.
+      if (!o.rank && !overlapsInTheSameProcesses(r, o)) continue;
+      const std::string claim = o.rank ? " claims rank " + std::to_string(*o.rank) + ", as " + r.path + " does, "
+                                       : " names no rank (no distributedInfo), as " + r.path + " does not either, ";
+      throw UserError("import", path + claim + why,
                       "pass one trace per rank (or each rank's profiling cycles), or each profiling session's traces "
                       "as their own import");
     }
@@ -302,12 +307,18 @@ class RankRule {
     ranks_.push_back({rank, o.rank, o.pids, o.steps, {{o.begin_ns, o.end_ns}}, path});
     return rank;
   }
+  static bool overlapsInTheSameProcesses(const Rank& r, const importers::TraceOrigin& o) {
+    if (o.pids.empty() || r.pids != o.pids) return false;
+    for (const auto& [b, e] : r.spans)
+      if (o.begin_ns <= e && b <= o.end_ns) return true;
+    return false;
+  }
   // Why a file is not another profiling cycle of rank `r` ("" when it is one).
   static std::string reason(const Rank& r, const importers::TraceOrigin& o) {
     if (o.pids.empty() || r.pids != o.pids) return "but was recorded by other processes (pids " + pids(o.pids) + " and " + pids(r.pids) + ")";
-    for (const auto& [b, e] : r.spans)
-      if (o.begin_ns <= e && b <= o.end_ns)
-        return "and was recorded by the same processes (pids " + pids(o.pids) + ") at overlapping times: they are not two profiling cycles";
+    if (overlapsInTheSameProcesses(r, o))
+      return "and was recorded by the same processes (pids " + pids(o.pids) + ") at overlapping times: they are not two "
+             "profiling cycles" + std::string(o.rank ? "" : " nor two ranks (a copy of one trace?)");
     if (o.steps.empty() || r.steps.empty()) return "and holds no ProfilerStep#N to tell a profiling cycle by";
     for (int64_t k : o.steps)
       if (r.steps.count(k))

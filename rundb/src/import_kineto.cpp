@@ -49,7 +49,8 @@ int64_t dtypeBytes(const std::string& t) {
   static const std::map<std::string, int64_t> sizes = {
       {"Float", 4}, {"float", 4}, {"Double", 8}, {"Half", 2}, {"BFloat16", 2}, {"Int", 4}, {"Long", 8},
       {"Short", 2}, {"Char", 1},  {"Byte", 1},   {"Bool", 1}, {"Float8_e4m3fn", 1}, {"Float8_e5m2", 1},
-      {"ComplexFloat", 8}, {"ComplexDouble", 16}};
+      {"Float8_e4m3fnuz", 1}, {"Float8_e5m2fnuz", 1}, {"Float8_e8m0fnu", 1}, {"UInt16", 2}, {"UInt32", 4},
+      {"UInt64", 8}, {"ComplexHalf", 4}, {"ComplexFloat", 8}, {"ComplexDouble", 16}};
   auto it = sizes.find(t);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -75,7 +76,9 @@ int64_t glooWidth(std::string t) {
   if (t.rfind("c10::", 0) == 0) t = t.substr(5);
   static const std::map<std::string, std::string> c10 = {
       {"float", "Float"}, {"double", "Double"}, {"long int", "Long"}, {"int64_t", "Long"}, {"int", "Int"},
-      {"short int", "Short"}, {"signed char", "Char"}, {"unsigned char", "Byte"}, {"bool", "Bool"}};
+      {"short int", "Short"}, {"signed char", "Char"}, {"unsigned char", "Byte"}, {"bool", "Bool"},
+      {"short unsigned int", "UInt16"}, {"unsigned int", "UInt32"}, {"long unsigned int", "UInt64"},
+      {"uint64_t", "UInt64"}, {"uint32_t", "UInt32"}, {"uint16_t", "UInt16"}};
   const auto it = c10.find(t);
   return dtypeBytes(it == c10.end() ? t : it->second);
 }
@@ -454,8 +457,10 @@ class KinetoWriter {
     // group_size parts (half the bytes were stored on 2 ranks: FSDP's and ZeRO's parameter gathers).
     if (n > 0 && row.op == "all_gather") n = n <= INT64_MAX / row.group_size ? n * row.group_size : -1;
     if (n < 0 || width == 0) {  // an annotation the trace's end cut ("finished": false) has no args
+      // Its width from the op's last complete call — only when it names no type: a type this table
+      // does not know leaves the bytes unknown (0), never another dtype's.
       const auto w = gloo_width_.find(row.op);
-      if (width == 0 && w != gloo_width_.end()) width = w->second;
+      if (width == 0 && e.input_type == kNone && w != gloo_width_.end()) width = w->second;
       if (n < 0) n = calledElements(row.op, e.ts);  // all-gather: its call's output
     }
     row.bytes = n > 0 && width > 0 && n <= INT64_MAX / width ? n * width : 0;

@@ -229,7 +229,33 @@ std::optional<RunLayout> runLayout(const std::map<std::string, std::string>& met
   return l;
 }
 
-CollectiveLinks linkCollectives(const std::vector<Collective>& rows, const std::optional<RunLayout>& layout) {
+namespace {
+
+// Each row's step on its rank: the step whose [start, start + time) holds the row's start, -1 for
+// none (before the first step, between steps, no steps at all).
+std::vector<int64_t> stepOfRows(const std::vector<Collective>& rows, const std::vector<Step>& steps) {
+  std::map<int64_t, std::vector<const Step*>> of_rank;
+  for (const Step& s : steps) of_rank[s.rank].push_back(&s);
+  for (auto& [rank, list] : of_rank)
+    std::sort(list.begin(), list.end(), [](const Step* a, const Step* b) { return a->start_ns < b->start_ns; });
+  std::vector<int64_t> out(rows.size(), -1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto it = of_rank.find(rows[i].rank);
+    if (it == of_rank.end()) continue;
+    const auto& list = it->second;
+    auto after = std::upper_bound(list.begin(), list.end(), rows[i].start_ns,
+                                  [](int64_t t, const Step* s) { return t < s->start_ns; });
+    if (after == list.begin()) continue;
+    const Step& s = **std::prev(after);
+    if (rows[i].start_ns - s.start_ns < s.step_time_ns) out[i] = s.step;
+  }
+  return out;
+}
+
+}  // namespace
+
+CollectiveLinks linkCollectives(const std::vector<Collective>& rows, const std::optional<RunLayout>& layout,
+                                const std::vector<Step>& steps) {
   CollectiveLinks out;
   out.call_of.assign(rows.size(), -1);
   // Each rank's calls on each group, in call order.
@@ -238,17 +264,23 @@ CollectiveLinks linkCollectives(const std::vector<Collective>& rows, const std::
   for (auto& [k, list] : by_rank_group)
     std::stable_sort(list.begin(), list.end(), [&](size_t a, size_t b) { return rows[a].seq < rows[b].seq; });
 
-  // Collectives: (group, instance, call number[, op, bytes]) → the copies.
-  using Key = std::tuple<std::string, int64_t, int64_t, std::string, int64_t>;
+  // Collectives: (group, instance, call number[, step, op, bytes]) → the copies. Without the layout's
+  // instance (an import's process groups) the calls are numbered within each step the rows' ranks
+  // recorded: a trace whose ranks' files hold different steps (two profiling cycles), or whose
+  // numbering one rank's extra calls shifted (subgroups the trace does not name), links nothing
+  // across steps.
+  using Key = std::tuple<std::string, int64_t, int64_t, int64_t, std::string, int64_t>;
+  const std::vector<int64_t> step_of = layout ? std::vector<int64_t>(rows.size(), -1) : stepOfRows(rows, steps);
   std::map<Key, std::vector<size_t>> copies;
   for (const auto& [rank_group, list] : by_rank_group) {
     const std::optional<int64_t> instance = layout ? instanceOf(*layout, rank_group.second, rank_group.first) : std::nullopt;
     int64_t number = 0;
+    std::map<int64_t, int64_t> number_in_step;
     for (size_t i : list) {
       const Collective& c = rows[i];
       if (isP2p(c.op)) continue;
-      if (instance) copies[{c.group, *instance, number++, "", -1}].push_back(i);
-      else copies[{c.group, -1, number++, c.op, c.bytes}].push_back(i);
+      if (instance) copies[{c.group, *instance, number++, -1, "", -1}].push_back(i);
+      else copies[{c.group, -1, number_in_step[step_of[i]]++, step_of[i], c.op, c.bytes}].push_back(i);
     }
   }
   for (auto& [key, members] : copies) {
@@ -280,7 +312,7 @@ std::string notLinkedReason(const Collective& row, const CollectiveLinks& links,
     return p2p ? "the file names no parallel layout (meta.config: world, dp, tp, pp, ga, pp_schedule), which sends and "
                  "receives pair through"
                : "the file names no parallel layout (meta.config), and not all " + std::to_string(row.group_size) +
-                     " copies of this call were found with the same op and bytes";
+                     " copies of this call were found with the same op and bytes in the same step";
   if (auto it = links.why.find(row.group); it != links.why.end()) return it->second;
   if (p2p && row.group != "pp" && row.group != "cp")
     return "sends and receives on group '" + row.group + "' follow no schedule the linker knows (pp and cp only)";

@@ -18,12 +18,33 @@
 namespace trainscope::rundb {
 namespace {
 
+// The byte offset of each character of UTF-8 text (a continuation byte 10xxxxxx belongs to the
+// character before it), and the text's end.
+std::vector<size_t> characterStarts(const std::string& s) {
+  std::vector<size_t> at;
+  for (size_t i = 0; i < s.size(); ++i)
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) at.push_back(i);
+  at.push_back(s.size());
+  return at;
+}
+
 // Long names (templated CUDA kernels run to hundreds of characters) keep their head and tail in the
-// text table; --json keeps them whole.
+// text table; --json keeps them whole. Counted and cut in characters, never inside one (a name in
+// Japanese or with accents stays valid UTF-8).
 std::string elide(const std::string& name, size_t width = 96) {
-  if (name.size() <= width) return name;
+  const std::vector<size_t> at = characterStarts(name);
+  const size_t chars = at.size() - 1;
+  if (chars <= width) return name;
   const size_t keep = (width - 3) / 2;
-  return name.substr(0, keep) + "..." + name.substr(name.size() - (width - 3 - keep));
+  return name.substr(0, at[keep]) + "..." + name.substr(at[chars - (width - 3 - keep)]);
+}
+
+// elide's text (at most `most` characters) padded with spaces to `width` characters (printf's %-24s
+// pads bytes).
+std::string padded(const std::string& name, size_t width, size_t most) {
+  std::string s = elide(name, most);
+  const size_t chars = characterStarts(s).size() - 1;
+  return chars < width ? s + std::string(width - chars, ' ') : s;
 }
 
 // Host ops by self time, with a stack per (rank, thread): ops come ordered by start, outer first.
@@ -91,7 +112,7 @@ std::vector<OpStat> kernelsByTotalTime(RunReader& reader) {
 std::vector<CollectiveStat> collectiveStats(RunReader& reader) {
   const std::vector<Collective> rows = reader.collectives();
   const std::optional<RunLayout> layout = runLayout(reader.meta());
-  const CollectiveLinks links = linkCollectives(rows, layout);
+  const CollectiveLinks links = linkCollectives(rows, layout, reader.steps());
   std::map<std::pair<std::string, std::string>, CollectiveStat> coll;
   std::map<std::pair<std::string, std::string>, std::pair<double, double>> busbw_sum;  // transfer, whole
   std::map<std::pair<std::string, std::string>, std::set<int64_t>> calls;
@@ -294,7 +315,7 @@ void formatSteps(const Report& r, std::ostream& o) {
                   st.late_s * 1e3, st.others_wait_s * 1e3);
     o << line;
     for (const auto& d : st.doing) {
-      std::snprintf(line, sizeof(line), "      instead: %-24s %9.2f ms (others %.2f ms)\n", elide(d.name, 24).c_str(),
+      std::snprintf(line, sizeof(line), "      instead: %s %9.2f ms (others %.2f ms)\n", padded(d.name, 24, 24).c_str(),
                     d.straggler_s * 1e3, d.others_s * 1e3);
       o << line;
     }
@@ -317,23 +338,23 @@ void formatCollectives(const std::vector<CollectiveStat>& collectives, std::ostr
   for (const auto& c : collectives) {
     // Every row cut by the trace's end: bytes and calls known, no time or bandwidth — never printed as 0.
     if (c.count > 0 && c.cut == c.count) {
-      std::snprintf(line, sizeof(line), "  %-15s %-10s %7lld calls %10.1f MiB          -  busbw -", c.op.c_str(),
-                    c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20));
+      std::snprintf(line, sizeof(line), "  %-15s %s %7lld calls %10.1f MiB          -  busbw -", c.op.c_str(),
+                    padded(c.group, 10, 48).c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20));
       o << line << cutNote(c) << "\n";
       continue;
     }
     // Rows no call took have no known wait or skew: said so, never printed as 0.
     if (c.linked == 0) {
-      std::snprintf(line, sizeof(line), "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw %.3f GB/s (whole call)  not linked: ",
-                    c.op.c_str(), c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
+      std::snprintf(line, sizeof(line), "  %-15s %s %7lld calls %10.1f MiB %10.2f ms  busbw %.3f GB/s (whole call)  not linked: ",
+                    c.op.c_str(), padded(c.group, 10, 48).c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
                     c.total_s * 1e3, c.busbw_with_wait_mean * 1e-9);
       o << line << c.not_linked_reason << cutNote(c) << "\n";
       continue;
     }
     std::snprintf(line, sizeof(line),
-                  "  %-15s %-10s %7lld calls %10.1f MiB %10.2f ms  busbw mean %.3f max %.3f GB/s (whole call %.3f)"
+                  "  %-15s %s %7lld calls %10.1f MiB %10.2f ms  busbw mean %.3f max %.3f GB/s (whole call %.3f)"
                   "  skew mean %.3f max %.3f ms  wait %.2f ms",
-                  c.op.c_str(), c.group.c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
+                  c.op.c_str(), padded(c.group, 10, 48).c_str(), static_cast<long long>(c.count), double(c.bytes) / (1 << 20),
                   c.total_s * 1e3, c.busbw_mean * 1e-9, c.busbw_max * 1e-9, c.busbw_with_wait_mean * 1e-9,
                   c.skew_mean_s * 1e3, c.skew_max_s * 1e3, c.wait_s * 1e3);
     o << line;
@@ -410,10 +431,10 @@ std::string formatReport(const Report& r) {
     o << "\ncheckpoints (run --save):\n";
     for (const Checkpoint& c : r.checkpoints) {
       char line[256];
-      std::snprintf(line, sizeof(line), "  after step %lld: %.1f MiB in %.3f s (%.1f MB/s)  %s\n",
+      std::snprintf(line, sizeof(line), "  after step %lld: %.1f MiB in %.3f s (%.1f MB/s)  ",
                     static_cast<long long>(c.step), double(c.bytes) / (1 << 20), c.seconds,
-                    c.seconds > 0 ? double(c.bytes) / c.seconds * 1e-6 : 0.0, c.path.c_str());
-      o << line;
+                    c.seconds > 0 ? double(c.bytes) / c.seconds * 1e-6 : 0.0);
+      o << line << c.path << "\n";  // a path of any length, whole
     }
   }
   if (!r.fp8.empty()) {

@@ -49,6 +49,25 @@ std::vector<Interval> intersect(const std::vector<Interval>& a, const std::vecto
   return out;
 }
 
+namespace {
+
+// a − b, both sorted and non-overlapping (unionOf's).
+std::vector<Interval> minus(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> out;
+  size_t j = 0;
+  for (Interval i : a) {
+    while (j < b.size() && b[j].end <= i.begin) ++j;
+    for (size_t k = j; k < b.size() && b[k].begin < i.end; ++k) {
+      if (b[k].begin > i.begin) out.push_back({i.begin, b[k].begin});
+      i.begin = std::max(i.begin, b[k].end);
+    }
+    if (i.begin < i.end) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -288,10 +307,22 @@ RankEvents readRank(RunReader& reader, int64_t rank, const std::set<StringId>& c
   }
   if (!ev.compute.empty()) ev.source = "ranges";
   if (ev.compute.empty()) {
+    // Per thread: its ops less the collective calls among them, which the ops around them enclose
+    // (DDP's c10d::allreduce_ under the AccumulateGrad whose hook issued it): a thread blocked in a
+    // collective call is communicating, not computing.
+    std::map<int64_t, std::pair<std::vector<Interval>, std::vector<Interval>>> of_thread;  // ops, collectives
     for (const HostOp& h : reader.events<HostOp>(rank)) {
-      if (isCollectiveAnnotation(reader.string(h.name))) ev.comm.push_back({h.start_ns, h.end_ns});
-      else ev.compute.push_back({h.start_ns, h.end_ns});
+      auto& [ops, calls] = of_thread[h.tid];
+      if (isCollectiveAnnotation(reader.string(h.name))) {
+        ev.comm.push_back({h.start_ns, h.end_ns});
+        calls.push_back({h.start_ns, h.end_ns});
+      } else {
+        ops.push_back({h.start_ns, h.end_ns});
+      }
     }
+    for (auto& [tid, ops_calls] : of_thread)
+      for (const Interval& i : minus(unionOf(std::move(ops_calls.first)), unionOf(std::move(ops_calls.second))))
+        ev.compute.push_back(i);
     if (!ev.compute.empty()) ev.source = "host_ops";
   }
   if (ev.compute.empty() && !annotations.empty()) {
@@ -506,7 +537,7 @@ RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map
   stopIfCancelled(cancel);
   // Waits for peers and the pipeline bubble, from the collectives linked across ranks.
   const std::vector<Collective> collectives = reader.collectives();
-  const CollectiveLinks links = linkCollectives(collectives, runLayout(reader.meta()));
+  const CollectiveLinks links = linkCollectives(collectives, runLayout(reader.meta()), reader.steps());
   stopIfCancelled(cancel);
   std::map<int64_t, PeerWaits> waits = peerWaits(collectives, links);
   stopIfCancelled(cancel);

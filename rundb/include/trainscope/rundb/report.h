@@ -77,12 +77,16 @@ std::string notLinkedReason(const Collective& row, const CollectiveLinks& links,
 // counter, so on `pp` the call number skips them). The instance of `tp`, `dp`, `pp`, `embedding`,
 // `world`, `ep` and `expert_dp` comes from the layout (members share the other coordinates); without a layout, or for
 // another group name (an import's process groups), rows link when exactly group_size rows of distinct
-// ranks share (group, call number, op, bytes). Sends and receives on `pp` pair through the pipeline
+// ranks share (group, call number, op, bytes), the calls numbered within each of `steps` (a row's step:
+// the one of its rank that holds its start; rows outside every step are numbered apart), so that
+// nothing links across steps (ranks' files from two profiling cycles, a subgroup's calls the trace
+// does not name shifting one rank's count). Sends and receives on `pp` pair through the pipeline
 // schedule the layout names (runtime/src/parallel/pipeline.cpp): each rank's k-th send or receive is
 // the k-th operation of its stage's schedule, and a send pairs with the receive of the same step,
 // micro-batch and direction on the neighbouring stage. Rows that disagree with the schedule are left
 // unlinked, never paired by guess.
-CollectiveLinks linkCollectives(const std::vector<Collective>& rows, const std::optional<RunLayout>& layout);
+CollectiveLinks linkCollectives(const std::vector<Collective>& rows, const std::optional<RunLayout>& layout,
+                                const std::vector<Step>& steps = {});
 
 // Where one row's time went: the wait for the last member to arrive, then the transfer. `call` is the
 // row's linked call (nullptr: not linked, all of it is transfer).
