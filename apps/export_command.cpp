@@ -11,6 +11,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/json_text.h"
+#include "trainscope/models/cluster.h"
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/megatron_prediction.h"
@@ -100,6 +101,10 @@ int exportStudy(const std::string& path, const std::string& format, std::optiona
   tn::ExportTarget target;
   target.cpu = inputs.kind == tn::ClusterKind::Cpu;
   target.reduce_dtype = reduce_dtype;
+  try {  // the nodes Accelerate's num_machines counts: the study's cluster, when it is a preset or file here
+    if (!inputs.cluster.empty()) target.devices_per_node = trainscope::models::loadCluster(inputs.cluster).devices_per_node;
+  } catch (const std::exception&) {
+  }
   tn::ExportResult e = tn::exportConfig(c, fmt, target);
   if (fmt == tn::ExportFormat::Megatron) e.notes.push_back(tn::megatronPrediction(inputs, c));
   // The prediction under the target's framework profile, beside this runtime's (issue 33); DeepSpeed's

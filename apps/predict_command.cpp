@@ -32,6 +32,7 @@
 #include "trainscope/rundb/reader.h"
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/profile.h"
+#include "trainscope/tuner/space.h"
 #include "trainscope/workloads/architecture.h"
 #include "trainscope/workloads/memory.h"
 #include "trainscope/workloads/workload.h"
@@ -178,6 +179,16 @@ tn::Framework checkedFramework(const PredictFlags& f) {
   return framework;
 }
 
+// Megatron-LM's distributed optimizer is its ZeRO-1: under --framework megatron the two flags are one,
+// so that the fit (the plan's ZeRO stage) and the Megatron column (bytes per parameter) price the same
+// job. Before, --use-distributed-optimizer sharded only the column and --zero 1 only the fit.
+// (The plan's stage follows --use-distributed-optimizer in priceFlags, once its data-parallel size is
+// known: over one rank it shards nothing and stays "none", as Megatron-LM allows the flag there.)
+PredictFlags withMegatronOptimizer(PredictFlags f, tn::Framework framework) {
+  if (framework == tn::Framework::Megatron && f.zero == rt::ZeroStage::OptimizerStates) f.distributed_optimizer = true;
+  return f;
+}
+
 // The plan a profiled run ran, from its config; refused unless the run trained workload `w`.
 tn::Plan profiledPlan(rundb::RunReader& reader, const std::string& path, const workloads::Workload& w) {
   const std::string cfg = reader.meta("config");
@@ -278,11 +289,25 @@ struct Priced {
   tn::TimeOptions options;
   tn::TimePrediction t;
 };
+// This runtime's time and memory for a plan it does not run would answer for no job: refused as tune
+// rejects such candidates (runtimeRefusal: ZeRO-3 with cp, pp or sp, Adafactor or 8-bit Adam with
+// sharded state, …), naming the runtime's reason.
+void refuseWhatTheRuntimeRefuses(const workloads::Workload& w, const tn::Plan& p) {
+  const std::string why = tn::runtimeRefusal(w, p);
+  if (!why.empty())
+    throw UserError("predict", "--framework trainscope prices this runtime's plans, and " + why,
+                    "change the plan, or price the framework that runs it (--framework fsdp, deepspeed or megatron)");
+}
+
 Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c, tn::Framework framework) {
   Priced out;
   out.devices = devicesOf(f, c);
   out.p = planFromFlags(f, w, c, out.devices);
+  if (framework == tn::Framework::Megatron && f.distributed_optimizer && out.p.gradientGroup() > 1 &&
+      out.p.zero == rt::ZeroStage::None)
+    out.p.zero = rt::ZeroStage::OptimizerStates;  // Megatron-LM's distributed optimizer is its ZeRO-1
   checkPriceable(w, out.p, out.devices);
+  if (framework == tn::Framework::Trainscope) refuseWhatTheRuntimeRefuses(w, out.p);
   if (!f.moe_load.empty()) out.p.moe_load = readMoeLoad(f.moe_load, w, out.p).load;  // else random routing's
   out.m = checkedMemory(w, out.p, tn::parseAttention(f.attention));  // Megatron-LM's column: the same attention
   out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention), reduceBytes(f, c, framework)};
@@ -291,9 +316,10 @@ Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn:
   return out;
 }
 
-Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
+Outcome evaluate(const PredictFlags& given, Loaded& loaded) {
   Outcome o;
-  o.framework = checkedFramework(f);
+  o.framework = checkedFramework(given);
+  const PredictFlags f = withMegatronOptimizer(given, o.framework);
   o.w = loaded.workload(f.workload);
   o.c = loaded.cluster(f.cluster, f.nodes);
   Priced priced = priceFlags(f, o.w, o.c, o.framework);
@@ -553,8 +579,10 @@ nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o) {
           {"storage_gbps", storageGbps(f)}, {"write_s", bytes / (storageGbps(f) * 1e9)}};
 }
 
-PricedConfig priceConfig(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c) {
-  Priced priced = priceFlags(f, w, c, checkedFramework(f));
+PricedConfig priceConfig(const PredictFlags& given, const workloads::Workload& w, const tn::Cluster& c) {
+  const tn::Framework framework = checkedFramework(given);
+  const PredictFlags f = withMegatronOptimizer(given, framework);
+  Priced priced = priceFlags(f, w, c, framework);
   PricedConfig out;
   out.p = std::move(priced.p);
   out.options = priced.options;

@@ -564,7 +564,10 @@ bool figuresCountable(const workloads::Workload& w, long double sequences, int64
 }
 
 double megatronBytesPerParam(const Plan& p, bool distributed_optimizer) {
-  return distributed_optimizer ? 6.0 + 12.0 / double(p.dp) : 18.0;
+  // The distributed optimizer shards over the data-parallel ranks with context parallelism's
+  // (megatron-core 0.19.2, optimizer/__init__.py: data_parallel_group=intra_dp_cp_group). Megatron's
+  // own estimate (theoretical_memory_usage) divides by the data-parallel size alone: the same at cp 1.
+  return distributed_optimizer ? 6.0 + 12.0 / double(p.dp * std::max<int64_t>(1, p.cp)) : 18.0;
 }
 
 double megatronLayerParams(const workloads::Workload& w) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -233,6 +234,35 @@ TEST(Export, AccelerateConfigIsTheYamlAccelerateLaunchReadsAsItIs) {
   EXPECT_EQ(y["num_processes"], "1");
   y = yamlLines(tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {false}).text);
   EXPECT_EQ(y["distributed_type"], "MULTI_GPU");
+}
+
+// A candidate of 16 processes on 8-GPU nodes: num_machines 2 (accelerate launch starts
+// num_processes / num_machines on each node: accelerate/utils/launch.py). It had been 1 always: 16
+// processes on one 8-GPU node.
+TEST(Export, AccelerateConfigOfACandidateOverSeveralNodesNamesTheirNumber) {
+  rt::TrainConfig c = dpConfig();
+  c.nproc = 16;
+  c.gbs = 32;
+  c = tn::trainingRunOf(c);
+  tn::ExportTarget t;
+  t.devices_per_node = 8;
+  const tn::ExportResult e = tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, t);
+  auto y = yamlLines(e.text);
+  EXPECT_EQ(y["num_machines"], "2");
+  EXPECT_EQ(y["num_processes"], "16");
+  auto noted = [](const tn::ExportResult& r, const std::string& text) {
+    return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(noted(e, "num_machines 2 (16 processes, 8 a node)")) << e.text;
+  EXPECT_TRUE(noted(e, "--machine_rank"));
+  // The cluster not known here: 1, and a note asks for the number.
+  const tn::ExportResult unknown = tn::exportConfig(c, tn::ExportFormat::AccelerateConfig, {});
+  EXPECT_EQ(yamlLines(unknown.text)["num_machines"], "1");
+  EXPECT_TRUE(noted(unknown, "set num_machines"));
+  // Two processes on one 8-GPU node: 1, nothing to say.
+  const tn::ExportResult one = tn::exportConfig(dpConfig(), tn::ExportFormat::AccelerateConfig, t);
+  EXPECT_EQ(yamlLines(one.text)["num_machines"], "1");
+  EXPECT_FALSE(noted(one, "num_machines"));
 }
 
 TEST(Export, TrainingArgsAreTransformersFieldsWithTheCosineToTheMinimumRate) {

@@ -188,3 +188,30 @@ TEST(PredictFlags, TheReduceDtypeIsAFlagAndABatchKeyCheckedAlikeAndRefusedWhereN
   EXPECT_EQ(cpu.status, 2) << cpu.output;
   EXPECT_NE(cpu.output.find("--reduce-dtype: prices GPU clusters only"), std::string::npos) << cpu.output;
 }
+
+// Megatron-LM's distributed optimizer is its ZeRO-1. --use-distributed-optimizer had sharded only the
+// Megatron column (DOES NOT FIT by the unsharded plan) and --zero 1 only the fit (18 bytes per
+// parameter in the column): both flags now price one job. And the optimizer shards over dp x cp
+// (megatron-core's intra_dp_cp_group): 6 + 12/4 bytes at dp 2 cp 2, not 6 + 12/2.
+TEST(PredictFlags, MegatronsDistributedOptimizerAndZeroOneAreOneJob) {
+  const std::string any = "predict --workload llama3-8b --cluster h100-80gb-x8 --gpus 8 --seq 4096 --gbs 16 "
+                          "--ckpt selective --sequence-parallel --framework megatron --json",
+                    base = any + " --tp 2";
+  const auto json = [](const trainscope::testing::CliResult& r) {
+    EXPECT_EQ(r.status, 0) << r.output;
+    return nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  };
+  const auto distopt = json(cli(base + " --use-distributed-optimizer")), zero1 = json(cli(base + " --zero 1")),
+             plain = json(cli(base));
+  for (const char* k : {"peak_bytes", "fits"}) EXPECT_EQ(distopt[k], zero1[k]) << k;
+  const auto column = [](const nlohmann::json& j) { return j["stages"][0]["megatron_params_opt_bytes"].get<double>(); };
+  EXPECT_EQ(column(distopt), column(zero1));
+  EXPECT_NEAR(column(distopt) / column(plain), (6.0 + 12.0 / 4) / 18.0, 1e-9);  // dp 4
+  EXPECT_LT(distopt["peak_bytes"].get<double>(), plain["peak_bytes"].get<double>());
+  const auto cp = json(cli(base + " --cp 2 --use-distributed-optimizer")), cp_plain = json(cli(base + " --cp 2"));
+  EXPECT_NEAR(column(cp) / column(cp_plain), (6.0 + 12.0 / 4) / 18.0, 1e-9);  // dp 2 x cp 2
+  // One data-parallel rank: Megatron-LM takes the flag, and it shards nothing.
+  const auto one = json(cli(any + " --tp 8 --use-distributed-optimizer")), one_plain = json(cli(any + " --tp 8"));
+  EXPECT_EQ(column(one), column(one_plain));
+  EXPECT_EQ(one["peak_bytes"], one_plain["peak_bytes"]);
+}

@@ -349,6 +349,13 @@ nlohmann::ordered_json fsdpConfig(const rt::TrainConfig& c) {
 
 // Accelerate's ClusterConfig, as `accelerate config` writes it (key: value, sorted). "NO" and "no"
 // are quoted: YAML 1.1 (PyYAML, which Accelerate uses) reads them bare as the boolean false.
+// The nodes a candidate's ranks fill: Accelerate starts num_processes / num_machines processes on each
+// (accelerate/utils/launch.py). One on a CPU cluster, or when the study's cluster is not known here.
+int64_t accelerateMachines(const rt::TrainConfig& c, const ExportTarget& t) {
+  if (t.cpu || t.devices_per_node <= 0) return 1;
+  return std::max<int64_t>(1, (c.dp + t.devices_per_node - 1) / t.devices_per_node);
+}
+
 nlohmann::ordered_json accelerateFields(const rt::TrainConfig& c, const ExportTarget& t) {
   const std::string distributed = c.dp > 1 ? (fsdpStrategy(c) ? "FSDP" : t.cpu ? "MULTI_CPU" : "MULTI_GPU") : "NO";
   const std::string precision = c.precision == rt::Precision::FP32 ? "no" : toString(c.precision);  // fp8 too
@@ -372,7 +379,7 @@ nlohmann::ordered_json accelerateFields(const rt::TrainConfig& c, const ExportTa
   j.update(nlohmann::ordered_json{{"machine_rank", 0},
           {"main_training_function", "main"},
           {"mixed_precision", precision},
-          {"num_machines", 1},
+          {"num_machines", accelerateMachines(c, t)},
           {"num_processes", c.dp},
           {"rdzv_backend", "static"},
           {"same_network", true},
@@ -475,6 +482,13 @@ std::vector<std::string> accelerateNotes(const rt::TrainConfig& c, const ExportT
                     std::to_string(c.zero_shard_size) + " when each node runs " + std::to_string(c.zero_shard_size) +
                     " processes; otherwise pass FSDP a 2-D device_mesh (replicas " +
                     std::to_string(c.dp / c.zero_shard_size) + " x shard " + std::to_string(c.zero_shard_size) + ")");
+  if (const int64_t machines = accelerateMachines(c, t); machines > 1)
+    notes.push_back("num_machines " + std::to_string(machines) + " (" + std::to_string(c.dp) + " processes, " +
+                    std::to_string(c.dp / machines) + " a node): run accelerate launch with this file on every node, "
+                    "each with its own --machine_rank (this file's 0 is the main node's) and --main_process_ip of node 0");
+  else if (!t.cpu && t.devices_per_node <= 0 && c.dp > 8)  // more than the usual node holds
+    notes.push_back("num_machines 1: the study's cluster is not known here, so the nodes its " + std::to_string(c.dp) +
+                    " processes fill are not either; set num_machines to them");
   if (t.cpu && c.dp > 1 && !fsdpStrategy(c))  // an FSDP config's processes accelerate launch starts itself
     notes.push_back("accelerate launch starts MULTI_CPU processes only through mpirun; on one machine: torchrun "
                     "--nproc_per_node " +

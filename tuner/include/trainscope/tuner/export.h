@@ -40,6 +40,9 @@ struct ExportTarget {
   // export --reduce-dtype: the dtype DeepSpeed reduces gradients in (its communication_data_type):
   // "default" (the model's dtype, DeepSpeed's own default, written out), "fp32", "bf16" or "fp16".
   std::string reduce_dtype = "default";
+  // The study's cluster's devices per node (0: not known): Accelerate's num_machines is the nodes a
+  // candidate's ranks fill (accelerate launch starts num_processes / num_machines on each).
+  int64_t devices_per_node = 0;
 };
 
 // The communication_data_type a DeepSpeed export of `c` writes ("fp32", "bf16" or "fp16"); UserError
