@@ -513,3 +513,42 @@ TEST(Export, MixtureOfExpertsCarriesTheExpertParallelDegreeEverywhere) {
   EXPECT_NE(tn::exportConfig(c, tn::ExportFormat::Command).text.find(" --ep 2"), std::string::npos);
   EXPECT_EQ(nlohmann::json::parse(tn::exportConfig(c, tn::ExportFormat::Run).text)["ep"], 2);
 }
+
+// 126 layers (Llama 3.1 405B's) over 16 pipeline stages: this runtime splits them 14 x 8 then 2 x 7.
+// Megatron-LM refuses an uneven split unless the first and last stages' layers are named: 7 | 14 x 8 |
+// 7, the same largest stage. torchtitan makes ceil(126 / layers_per_stage) stages: 8 a stage gives 16
+// (the floor's 7 gave 18, which it refuses). Both parsers read them in tests/exports/.
+TEST(Export, LayersThatDoNotDivideOverThePipelineAreSplitAsEachTargetTakesThem) {
+  auto layout = [](const char* workload, int pp) {
+    rt::TrainConfig c = dpConfig();
+    c.workload = workload;
+    c.seq = 4096;
+    c.nproc = pp;
+    c.pp = pp;
+    c.mbs = 1;
+    c.gbs = 32;
+    c.zero = rt::ZeroStage::None;
+    return tn::trainingRunOf(c);
+  };
+  const rt::TrainConfig c = layout("llama3.1-405b", 16);
+  ASSERT_EQ(c.model.n_layer, 126);
+  const tn::ExportResult m = tn::exportConfig(c, tn::ExportFormat::Megatron);
+  auto f = flagsOf(m.text);
+  EXPECT_EQ(f["--decoder-first-pipeline-num-layers"], "7");
+  EXPECT_EQ(f["--decoder-last-pipeline-num-layers"], "7");
+  auto noted = [](const tn::ExportResult& r, const std::string& text) {
+    return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(noted(m, "7 | 14 x 8 | 7")) << m.text;
+  EXPECT_TRUE(noted(m, "the same largest stage"));
+  const tn::ExportResult t = tn::exportConfig(c, tn::ExportFormat::Torchtitan);
+  EXPECT_EQ(flagsOf(t.text)["--parallelism.pipeline_parallel_layers_per_stage"], "8");
+  EXPECT_FALSE(noted(t, "layers_per_stage cannot"));
+  // Four stages: 31 | 2 x 32 | 31 against this runtime's 2 x 32 then 2 x 31.
+  f = flagsOf(tn::exportConfig(layout("llama3.1-405b", 4), tn::ExportFormat::Megatron).text);
+  EXPECT_EQ(f["--decoder-first-pipeline-num-layers"], "31");
+  EXPECT_EQ(f["--decoder-last-pipeline-num-layers"], "31");
+  // Layers that divide (Llama 3 70B's 80 over 16): no first/last flags, as before.
+  f = flagsOf(tn::exportConfig(layout("llama3-70b", 16), tn::ExportFormat::Megatron).text);
+  EXPECT_FALSE(f.count("--decoder-first-pipeline-num-layers"));
+}

@@ -24,6 +24,7 @@ against the trial's own run (its cN-rR.json: the candidate's layout, the trial's
 rate) and with the world size the launcher gave it.
 """
 import logging
+import re
 import os
 import shlex
 import sys
@@ -50,6 +51,17 @@ STUDIES = [  # (name, tune flags, candidates checked)
     ("small-llama", ["--workload", "small-llama", "--cluster", "cpu-local", "--seq", "16", "--gbs", "8",
                      "--mbs", "1,2", "--ranks", "2,4", "--zero", "0,1", "--mem-limit", "400M"], 8),
 ]
+# Layers that do not divide over the pipeline (Llama 3.1 405B's 126 over 16 or 32 stages): the
+# candidates whose pp leaves a remainder, each target's uneven split read by its own parser.
+UNEVEN = ("llama3.1-405b-uneven", ["--workload", "llama3.1-405b", "--cluster", "h100-80gb-x8", "--nodes", "16",
+                                   "--gbs", "64", "--seq", "4096", "--mbs", "1", "--ckpt", "full"], 2)
+
+
+def uneven(plan):
+    pp = re.search(r"\bpp(\d+)\b", plan)
+    return pp is not None and 126 % int(pp.group(1)) != 0
+
+
 RUNNER = ["--workload", "small-llama", "--cluster", "cpu-local", "--seq", "16", "--gbs", "8", "--mbs", "2",
           "--ranks", "2", "--zero", "0", "--trial-steps", "1", "--mem-limit", "400M"]
 
@@ -82,9 +94,9 @@ def run_checks(bin_, folder):
     logging.getLogger("megatron").setLevel(logging.WARNING)  # its tokenizer's INFO line per export
     checks = ep.Checks()
     studies = STUDIES + [("qwen1.5-moe-sparse", ["--workload", qwen_moe_sparse(folder), *H100, "--seq", "4096"], 3)]
-    for name, flags, limit in studies:
+    for name, flags, limit, keep in [(*s, lambda plan: True) for s in studies] + [(*UNEVEN, uneven)]:
         study = ep.space(bin_, folder, name, flags)
-        for cid, plan in ep.spread(study, limit):
+        for cid, plan in ep.spread(study, limit, keep):
             run, text, hf = exported(bin_, study, cid)
             checks.report(f"{name} c{cid} {plan}: export --format megatron", ce.megatron_problems(text, run, hf))
     study, recorded = ep.runner_trials(bin_, folder, "megatron", ["--mock-data"], RUNNER)

@@ -23,6 +23,7 @@ pipeline micro-batch (Trainer.Config's check). Exports of spread layouts of llam
 cN-rR.json: the candidate's layout, the trial's steps and constant rate).
 """
 import json
+import re
 import math
 import os
 import shlex
@@ -43,6 +44,17 @@ STUDIES = [
                      "--mbs", "1,2", "--ranks", "2,4", "--zero", "0,2,3", "--virtual-stages", "1,2",
                      "--mem-limit", "400M"], 10),
 ]
+# Layers that do not divide over the pipeline (Llama 3.1 405B's 126 over 16 or 32 stages): the
+# candidates whose pp leaves a remainder, each target's uneven split read by its own parser.
+UNEVEN = ("llama3.1-405b-uneven", ["--workload", "llama3.1-405b", "--cluster", "h100-80gb-x8", "--nodes", "16",
+                                   "--gbs", "64", "--seq", "4096", "--mbs", "1", "--ckpt", "full"], 2)
+
+
+def uneven(plan):
+    pp = re.search(r"\bpp(\d+)\b", plan)
+    return pp is not None and 126 % int(pp.group(1)) != 0
+
+
 RUNNER = ["--workload", "small-llama", "--cluster", "cpu-local", "--seq", "16", "--gbs", "8", "--mbs", "2",
           "--ranks", "2", "--zero", "3", "--trial-steps", "1", "--mem-limit", "400M"]
 
@@ -135,9 +147,9 @@ def main():
 def run_checks(bin_, folder):
     warnings.filterwarnings("ignore")
     checks = ep.Checks()
-    for name, flags, limit in STUDIES:
+    for name, flags, limit, keep in [(*s, lambda plan: True) for s in STUDIES] + [(*UNEVEN, uneven)]:
         study = ep.space(bin_, folder, name, flags)
-        for cid, plan in ep.spread(study, limit):
+        for cid, plan in ep.spread(study, limit, keep):
             run = json.loads(ep.export(bin_, study, "run", cid))
             text, notes = ep.export(bin_, study, "torchtitan", cid, notes=True)
             check(checks, f"{name} c{cid} {plan}: export --format torchtitan", ROOT_ARGS + shlex.split(text), run,

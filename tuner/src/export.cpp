@@ -108,6 +108,35 @@ void megatronMoeNotes(const rt::TrainConfig& c, std::vector<std::string>& notes)
                   std::to_string(c.ep));
 }
 
+// Layers that do not divide over the pipeline stages. This runtime gives the remainder to the earlier
+// stages (models::stageLayout: 126 layers over 16 stages, 14 of 8 then 2 of 7); Megatron-LM refuses an
+// uneven split unless the first and last stages' layers are named (--decoder-first/last-pipeline-
+// num-layers; the middle stages then split the rest evenly: megatron-core's get_num_layers_to_build).
+// The middle stages take as many as this runtime's largest, so the slowest stage (what the step waits
+// for) is the one priced; the first and last split what is left. Interleaved plans divide evenly
+// (whyInvalid).
+void megatronUnevenStages(std::ostringstream& o, const rt::TrainConfig& c, std::vector<std::string>& notes) {
+  const int64_t n = c.model.n_layer, p = c.pp;
+  if (p < 2 || c.virtual_stages > 1 || n % p == 0) return;
+  const int64_t largest = (n + p - 1) / p;
+  int64_t middle = largest, rest = n - (p - 2) * middle;
+  if (rest < 2 || rest > 2 * middle) {  // the middle stages at the smaller count instead
+    middle = n / p;
+    rest = n - (p - 2) * middle;
+  }
+  const int64_t first = (rest + 1) / 2, last = rest / 2;
+  o << " --decoder-first-pipeline-num-layers " << first << " --decoder-last-pipeline-num-layers " << last;
+  const int64_t theirs = std::max({first, last, p > 2 ? middle : int64_t(0)});
+  notes.push_back("the " + std::to_string(n) + " layers do not divide over " + std::to_string(p) +
+                  " stages: Megatron-LM's split is " + std::to_string(first) + " | " +
+                  (p > 2 ? std::to_string(p - 2) + " x " + std::to_string(middle) + " | " : "") + std::to_string(last) +
+                  " (first | middle | last), this study's " + std::to_string(n % p) + " x " + std::to_string(largest) +
+                  " then " + std::to_string(p - n % p) + " x " + std::to_string(largest - 1) +
+                  (theirs == largest ? ": the same largest stage, which the step waits for"
+                                     : ": its largest stage holds " + std::to_string(theirs) + " layers, not " +
+                                           std::to_string(largest) + " (the step is slower than priced)"));
+}
+
 // Megatron-LM's pretrain_gpt.py flags. This runtime's GPT has no dropout (Megatron-LM's default is
 // 0.1 for both) and pads its vocabulary to a multiple of tp only: --make-vocab-size-divisible-by 1
 // gives Megatron-LM the same padded size (it pads to a multiple of that × tp). --vocab-size is what
@@ -143,6 +172,7 @@ ExportResult megatron(const rt::TrainConfig& c) {
   // Interleaved 1F1B: v chunks of L/(p·v) layers per pipeline rank (arguments.py derives
   // virtual_pipeline_model_parallel_size from it).
   if (c.virtual_stages > 1) o << " --num-layers-per-virtual-pipeline-stage " << c.model.n_layer / (c.pp * c.virtual_stages);
+  megatronUnevenStages(o, c, r.notes);
   if (c.cp > 1) o << " --context-parallel-size " << c.cp;
   if (rt::shardsOptimizer(c.zero)) o << " --use-distributed-optimizer";
   megatronMoe(o, c);

@@ -16,6 +16,24 @@ namespace trainscope::tuner {
 
 namespace rt = trainscope::runconfig;
 
+namespace {
+
+// torchtitan makes ceil(n_layer / layers_per_stage) stages (pipeline_parallel.py,
+// _get_pipeline_metadata) and splits the layers over them with the earlier stages taking the
+// remainder, as this runtime does: the ceiling of n / (pp·v) gives pp·v stages whenever any value
+// does (126 layers over 16: 8, where the floor's 7 made 18 stages, which torchtitan refuses).
+int64_t torchtitanLayersPerStage(const rt::TrainConfig& c, std::vector<std::string>& notes) {
+  const int64_t n = c.model.n_layer, stages = c.pp * c.virtual_stages, per = (n + stages - 1) / stages;
+  if ((n + per - 1) / per != stages)
+    notes.push_back("torchtitan's layers_per_stage cannot split " + std::to_string(n) + " layers into " +
+                    std::to_string(stages) + " stages (" + std::to_string(per) + " a stage makes " +
+                    std::to_string((n + per - 1) / per) + "), and it refuses the job: choose a pipeline size "
+                    "whose stages the layers fill");
+  return per;
+}
+
+}  // namespace
+
 ExportResult torchtitanFlags(const rt::TrainConfig& c) {
   ExportResult r;
   std::ostringstream o;
@@ -42,7 +60,7 @@ ExportResult torchtitanFlags(const rt::TrainConfig& c) {
     // schedule and gives the first and last stage one layer less (its *_stage_less_layers, 1).
     o << " --parallelism.pipeline_parallel_microbatch_size " << c.mbs << " --parallelism.pipeline_parallel_schedule "
       << (c.virtual_stages > 1 ? "Interleaved1F1B" : c.pp_schedule == rt::PipelineSchedule::GPipe ? "GPipe" : "1F1B")
-      << " --parallelism.pipeline_parallel_layers_per_stage " << c.model.n_layer / (c.pp * c.virtual_stages)
+      << " --parallelism.pipeline_parallel_layers_per_stage " << torchtitanLayersPerStage(c, r.notes)
       << " --parallelism.pipeline_parallel_first_stage_less_layers 0"
       << " --parallelism.pipeline_parallel_last_stage_less_layers 0";
   }
