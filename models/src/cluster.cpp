@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -136,6 +137,30 @@ void parseFrameworks(const nlohmann::json& j, const std::string& source, Cluster
 
 }  // namespace
 
+namespace {
+
+// Figures in another unit than the file's (TFLOP/s for FLOP/s, GB for bytes, microseconds for
+// seconds) gave steps of 10^10 s and "fits" under a limit of 0 GiB with exit 0: each figure must lie
+// where no device of any kind, CPU core or GPU, could put it otherwise.
+void checkUnits(const Cluster& c, const std::function<std::string(const char*)>& field) {
+  auto refuse = [&](const std::string& key, double v, const std::string& bound, const std::string& unit) {
+    throw UserError(field(key.c_str()), "is " + jsonText(nlohmann::json(v)) + ", " + bound + ": a figure in another unit?",
+                    "the file's unit is " + unit + " (docs/tuner.md, \"Cluster file\")");
+  };
+  for (const auto& [dtype, flops] : c.peak_flops)
+    if (flops < 1e9) refuse("peak_flops." + dtype, flops, "under 1 GFLOP/s", "FLOP/s (989 TFLOP/s is 989e12)");
+  if (c.memory_bytes < (int64_t(1) << 26)) refuse("memory_bytes", double(c.memory_bytes), "under 64 MiB", "bytes (80 GiB is 85899345920)");
+  if (c.memory_bandwidth < 1e8) refuse("memory_bandwidth", c.memory_bandwidth, "under 0.1 GB/s", "bytes/s (3.35 TB/s is 3.35e12)");
+  for (auto [key, tier] : {std::pair{"intra_node", &c.intra_node}, {"inter_node", &c.inter_node}}) {
+    if (tier->bandwidth < 1e6) refuse(std::string(key) + ".bandwidth", tier->bandwidth, "under 1 MB/s", "bytes/s (450 GB/s is 450e9)");
+    if (tier->latency > 1) refuse(std::string(key) + ".latency", tier->latency, "over 1 s", "seconds (5 us is 5e-6)");
+  }
+  for (const auto& [key, v] : {std::pair{"kernel_floor_s", c.kernel_floor_s}, {"dispatch_s", c.dispatch_s}})
+    if (v > 1) refuse(key, v, "over 1 s", "seconds (3 us is 3e-6)");
+}
+
+}  // namespace
+
 Cluster parseCluster(const std::string& text, const std::string& source) {
   const nlohmann::json j = parseClusterJson(text, source);
   Cluster c;
@@ -222,6 +247,7 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
     tier->latency = num(j[key], "latency", false, 0, AtLeastZero, tier_name);
     tier->half_bytes = num(j[key], "half_bytes", false, 0, AtLeastZero, tier_name);
   }
+  checkUnits(c, field);
   parseFrameworks(j, source, c);
   if (j.contains("sources"))
     for (const auto& s : j["sources"]) c.sources.push_back(s.is_string() ? s.get<std::string>() : jsonText(s));

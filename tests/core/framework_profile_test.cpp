@@ -176,7 +176,7 @@ TEST(FsdpZero3, EachLayersGatherAndReduceScatterHideBehindItsBackward) {
 
 TEST(FrameworkProfiles, TheClusterFileSetsConstantsAndRefusesUnknownOnesByName) {
   const std::string base =
-      R"({"devices_per_node": 8, "memory_bytes": 1000, "peak_flops": {"bf16": 1e15}, "memory_bandwidth": 1e12,
+      R"({"devices_per_node": 8, "memory_bytes": 80e9, "peak_flops": {"bf16": 1e15}, "memory_bandwidth": 1e12,
           "intra_node": {"bandwidth": 1e11}, "inter_node": {"bandwidth": 1e10})";
   const tn::Cluster plain = tn::parseCluster(base + "}", "c.json");
   EXPECT_EQ(plain.profile(tn::Framework::Fsdp).hook_s, tn::builtinProfile(tn::Framework::Fsdp).hook_s);
@@ -263,7 +263,7 @@ TEST(FlashRate, AGpusOwnCeilingMovesTheCurveAndTheProfileScalesIt) {
   scaled.mutableProfile(tn::Framework::Trainscope).flash_forward_scale = 0.5;
   scaled.mutableProfile(tn::Framework::Trainscope).flash_backward_scale = 0.5;
   EXPECT_NEAR(flashSeconds(scaled), flashSeconds(slow), 1e-12);
-  EXPECT_THROW(tn::parseCluster(R"({"devices_per_node": 8, "memory_bytes": 1000, "peak_flops": {"bf16": 1e15},
+  EXPECT_THROW(tn::parseCluster(R"({"devices_per_node": 8, "memory_bytes": 80e9, "peak_flops": {"bf16": 1e15},
       "memory_bandwidth": 1e12, "intra_node": {"bandwidth": 1e11}, "inter_node": {"bandwidth": 1e10},
       "flash_forward_ceiling": 1.5})", "c.json"), trainscope::UserError);
 }

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -216,6 +218,32 @@ TEST(Clusters, PresetsLoadWithSourcesAndBadFilesNameTheField) {
     EXPECT_NE(std::string(e.what()).find("c.json: memory_bandwidth"), std::string::npos) << e.what();
   }
   EXPECT_THROW(tn::loadCluster("no-such-cluster"), UserError);
+}
+
+// A cluster file with figures in another unit (an audit's: TFLOP/s for FLOP/s, GB for bytes, GB/s
+// for bytes/s, microseconds for seconds) had priced steps of 7.6e10 s and "fits" under a 0 GiB limit
+// with exit 0. Each is refused, naming the field and the unit.
+TEST(Clusters, AFigureInAnotherUnitIsRefusedNamingTheFieldAndTheUnit) {
+  const nlohmann::json good = nlohmann::json::parse(R"({"devices_per_node": 8, "memory_bytes": 85899345920,
+      "peak_flops": {"bf16": 989e12}, "memory_bandwidth": 3.35e12,
+      "intra_node": {"bandwidth": 450e9, "latency": 5e-6}, "inter_node": {"bandwidth": 50e9, "latency": 1e-5}})");
+  EXPECT_NO_THROW(tn::parseCluster(good.dump(), "good.json"));
+  const std::vector<std::tuple<std::string, nlohmann::json, std::string>> bad = {
+      {"/peak_flops/bf16", 989, "peak_flops.bf16"},       {"/memory_bytes", 80, "memory_bytes"},
+      {"/memory_bandwidth", 3.35, "memory_bandwidth"},    {"/intra_node/bandwidth", 450, "intra_node.bandwidth"},
+      {"/inter_node/latency", 5, "inter_node.latency"},   {"/kernel_floor_s", 3, "kernel_floor_s"}};
+  for (const auto& [pointer, value, key] : bad) {
+    nlohmann::json j = good;
+    j[nlohmann::json::json_pointer(pointer)] = value;
+    try {
+      tn::parseCluster(j.dump(), "units.json");
+      ADD_FAILURE() << key << " = " << value << " was taken";
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("units.json: " + key), std::string::npos) << what;
+      EXPECT_NE(what.find("the file's unit is"), std::string::npos) << what;
+    }
+  }
 }
 
 TEST(TimeModel, BreakdownAddsUpAndTheBubbleFollowsTheSchedule) {
