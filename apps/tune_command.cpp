@@ -303,8 +303,25 @@ void printRecommendation(const TuneFlags& f, const tn::TuneResult& r,
 
 // How the study ended — interrupted, nothing measured to run (or ranked only), or a recommendation —
 // and the exit status that goes with it.
+// A ranked-only pick whose predicted peak is over the limit, inside the margin the models are given
+// (space.h: memory_margin), was recommended with no word: nothing measured it.
+void noteOverTheLimit(const tn::TuneResult& r, int64_t limit) {
+  const tn::Candidate& top = r.candidates[0];
+  if (top.predicted_peak <= limit) return;
+  std::printf("  note: its predicted peak, %s MiB per rank, is over the %s MiB limit, inside the models' margin: no "
+              "trial has shown it fits",
+              mib(top.predicted_peak).c_str(), mib(limit).c_str());
+  for (const tn::Candidate& cand : r.candidates)
+    if (cand.rejected.empty() && cand.predicted_peak <= limit) {
+      std::printf("; the fastest predicted within the limit is %s (candidate %lld, %s MiB)", cand.plan.describe().c_str(),
+                  static_cast<long long>(cand.id), mib(cand.predicted_peak).c_str());
+      break;
+    }
+  std::printf("\n");
+}
+
 int printConclusion(const TuneFlags& f, const tn::TuneOptions& o, const tn::TuneResult& r, int64_t valid,
-                    std::map<int64_t, std::pair<int64_t, int64_t>>& ok_trials) {
+                    std::map<int64_t, std::pair<int64_t, int64_t>>& ok_trials, int64_t limit) {
   if (r.interrupted) {
     std::printf("\ninterrupted: %lld trial(s) ran; continue with --resume\n", static_cast<long long>(r.trials_run));
     return 128 + r.signal;  // 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP, as a shell reports a process they killed
@@ -318,10 +335,11 @@ int printConclusion(const TuneFlags& f, const tn::TuneOptions& o, const tn::Tune
                                         ? ""
                                         : "; export it with trainscope export " + files::shellQuote(o.study_path) +
                                               " --format FORMAT --trial " + std::to_string(r.candidates[0].id);
-    if (ranked_only)
+    if (ranked_only) {
       std::printf("\npredicted fastest: %s%s\n", r.candidates[0].plan.describe().c_str(),
                   o.predict_only ? "" : (" (--max-trials 0: no trial ran" + export_hint + ")").c_str());
-    else
+      noteOverTheLimit(r, limit);
+    } else
       std::printf("\nno configuration was measured to run: see the trials' logs in %s\n", o.work_dir.c_str());
     return ranked_only ? 0 : 1;
   }
@@ -366,7 +384,7 @@ int runTune(const TuneFlags& f, const std::string& self_dir) {
   }
   printTable(f, w, c, r, valid, ok_trials);
   if (f.explain) printRejected(r);
-  return printConclusion(f, o, r, valid, ok_trials);
+  return printConclusion(f, o, r, valid, ok_trials, c.memory_bytes);
 }
 
 }  // namespace trainscope::apps
