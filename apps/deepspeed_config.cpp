@@ -230,6 +230,11 @@ void checkBatch(const DeepSpeedConfigRead& ds, const models::Plan& p, const std:
   if (mb > 0 && mb != p.mbs)
     throw UserError(field + ": train_micro_batch_size_per_gpu", "is " + n(mb) + on + "has --mbs " + n(p.mbs),
                     "pass --mbs " + n(mb) + " (a --batch line: \"mbs\"), or the config of the plan priced");
+  if (acc != 0 && tb == 0 && mb == 0)
+    throw UserError(field + ": gradient_accumulation_steps",
+                    "is the only batch key in " + path + ": DeepSpeed asserts \"Either train_batch_size or "
+                    "train_micro_batch_size_per_gpu needs to be provided\"",
+                    "add \"train_micro_batch_size_per_gpu\": " + n(p.mbs) + " (or \"auto\") to the config");
   if (tb > 0 && mb > 0 && acc > 0 && tb != mb * acc * dp)
     throw UserError(field + ": train_batch_size",
                     "is " + n(tb) + " in " + path + ", not train_micro_batch_size_per_gpu " + n(mb) + " x gradient_accumulation_steps " +
@@ -255,11 +260,6 @@ void checkBatch(const DeepSpeedConfigRead& ds, const models::Plan& p, const std:
                     "add \"gradient_accumulation_steps\": " + n(ga) + " (or \"auto\") to the config, or pass --gbs " +
                         n(p.mbs * dp) + batch_line);
   }
-  if (acc != 0 && tb == 0 && mb == 0)
-    throw UserError(field + ": gradient_accumulation_steps",
-                    "is the only batch key in " + path + ": DeepSpeed asserts \"Either train_batch_size or "
-                    "train_micro_batch_size_per_gpu needs to be provided\"",
-                    "add \"train_micro_batch_size_per_gpu\": " + n(p.mbs) + " (or \"auto\") to the config");
 }
 
 }  // namespace
