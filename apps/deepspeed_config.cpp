@@ -125,6 +125,40 @@ void checkOtherZeroKeys(const json& zo, const std::string& at, const std::string
   }
 }
 
+// Keys outside zero_optimization that change the step's memory or time and are not priced: refused
+// unless DeepSpeed's default (runtime/activation_checkpointing/config.py, constants.py data_types,
+// torch_autocast, compile.deepcompile, tensor_parallel.autotp_size, elasticity; Apex "amp" was removed
+// and sparse_attention replaces the model's attention). DeepSpeed ignores top-level keys it does not
+// know, and so does this reader.
+void checkTopLevel(const json& j, const std::string& field, const std::string& path) {
+  struct Key {
+    const char* section;
+    const char* key;  // "" the section itself (refused when present)
+    json value;       // DeepSpeed's default
+  };
+  static const Key kKeys[] = {{"activation_checkpointing", "partition_activations", false},
+                              {"activation_checkpointing", "cpu_checkpointing", false},
+                              {"activation_checkpointing", "contiguous_memory_optimization", false},
+                              {"data_types", "grad_accum_dtype", nullptr},
+                              {"torch_autocast", "enabled", false},
+                              {"compile", "deepcompile", false},
+                              {"tensor_parallel", "autotp_size", 0},
+                              {"elasticity", "enabled", false},
+                              {"amp", "enabled", false},
+                              {"sparse_attention", "", nullptr}};
+  for (const Key& k : kKeys) {
+    if (!j.contains(k.section) || j[k.section].is_null()) continue;
+    const json& sec = j[k.section];
+    const std::string name = std::string(k.section) + (*k.key ? std::string(".") + k.key : "");
+    const json v = !*k.key ? sec : sec.is_object() ? sec.value(k.key, k.value) : json("not an object");
+    if (v.is_null() || sameValue(v, k.value) || (name == "tensor_parallel.autotp_size" && v.is_number() && v.get<double>() <= 1))
+      continue;
+    throw UserError(field + ": " + name, "is " + jsonText(v) + " in " + path + ": not priced (it changes the step's memory or time)",
+                    *k.key ? "set it to DeepSpeed's default " + jsonText(k.value) + " (or drop it) to price the job without it"
+                           : "drop it to price the job without it");
+  }
+}
+
 // A batch key: 0 absent, kDeepSpeedAuto "auto", else a whole number 1 or more.
 int64_t batchKey(const json& j, const char* key, const std::string& field, const std::string& path) {
   if (!j.contains(key) || j[key].is_null()) return 0;
@@ -166,6 +200,19 @@ DeepSpeedConfigRead readDeepSpeedConfig(const std::string& path, const workloads
                         "enable one of them");
       out.precision = mode;
     }
+  checkTopLevel(j, field, path);
+  if (j.contains("optimizer") && j["optimizer"].is_object() && j["optimizer"].contains("type")) {
+    const json& t = j["optimizer"]["type"];
+    if (!t.is_string()) throw UserError(field + ": optimizer.type", "is " + jsonText(t) + " in " + path, "give DeepSpeed's optimizer name, e.g. \"AdamW\"");
+    out.optimizer = t.get<std::string>();
+    for (char& c : out.optimizer) c = char(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (j.contains("pipeline") && j["pipeline"].is_object() && j["pipeline"].contains("stages") && j["pipeline"]["stages"] != "auto") {
+    const json& st = j["pipeline"]["stages"];
+    if (!st.is_number_integer() || st.get<int64_t>() < 1)
+      throw UserError(field + ": pipeline.stages", "is " + jsonText(st) + " in " + path, "give a whole number, 1 or more, or \"auto\"");
+    out.pipeline_stages = st.get<int64_t>();
+  }
   const json zo = j.value("zero_optimization", json::object());
   if (!zo.is_object())
     throw UserError(field + ": zero_optimization", "must be an object in " + path, "see DeepSpeed's ZeRO configuration");
@@ -267,6 +314,22 @@ void checkBatch(const DeepSpeedConfigRead& ds, const models::Plan& p, const std:
 void checkDeepSpeedPlan(const DeepSpeedConfigRead& ds, const models::Plan& p, const std::string& precision,
                         const std::string& path, const std::string& field) {
   checkBatch(ds, p, path, field);
+  if (ds.pipeline_stages > 0 && ds.pipeline_stages != p.pp)
+    throw UserError(field + ": pipeline.stages", "is " + std::to_string(ds.pipeline_stages) + " in " + path +
+                                                     ", but the plan priced has --pp " + std::to_string(p.pp),
+                    "pass --pp " + std::to_string(ds.pipeline_stages) + ", or the config of the plan priced");
+  // The optimizer's state is priced by --optimizer: DeepSpeed's adam/adamw (FusedAdam; 2 fp32 moments)
+  // are adamw's, torch's sgd is sgd's; another optimizer (lamb, 1-bit Adam, lion, muon, …) is not priced.
+  if (!ds.optimizer.empty()) {
+    const bool adam = ds.optimizer == "adam" || ds.optimizer == "adamw";
+    const bool same = adam ? p.optimizer == runconfig::OptimizerKind::AdamW
+                           : ds.optimizer == "sgd" && p.optimizer == runconfig::OptimizerKind::SGD;
+    if (!same)
+      throw UserError(field + ": optimizer.type", "is " + ds.optimizer + " in " + path + ", but the plan priced has --optimizer " +
+                                                      runconfig::toString(p.optimizer),
+                      adam || ds.optimizer == "sgd" ? "pass --optimizer " + std::string(adam ? "adamw" : "sgd") + ", or the config of the plan priced"
+                                                    : "DeepSpeed's " + ds.optimizer + " is not priced: price the config with \"AdamW\" or \"SGD\"");
+  }
   // DeepSpeed has no FP8 mode: an FP8 job is a bf16 config with Transformer Engine's FP8 linears in the
   // model code (export --format deepspeed writes it so). fp16 with FP8 is not that job.
   if (ds.precision.empty() || ds.precision == precision || (ds.precision == "bf16" && precision == "fp8")) return;

@@ -25,6 +25,8 @@ struct DeepSpeedConfigRead {
   int64_t micro_batch = 0;     // train_micro_batch_size_per_gpu
   int64_t grad_accum = 0;      // gradient_accumulation_steps
   std::string precision;       // "bf16" / "fp16" when the file enables one ("enabled": true); "" otherwise
+  std::string optimizer;       // optimizer.type lower-cased ("" none: the client's optimizer)
+  int64_t pipeline_stages = 0; // pipeline.stages (0: none or "auto")
 };
 
 // The file at `path` for workload `w` (Hugging Face's "auto" buckets are filled from its hidden size,

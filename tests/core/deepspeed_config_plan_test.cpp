@@ -202,3 +202,29 @@ TEST(DeepSpeedConfigPlan, WhatThePipelineEngineRefusesIsNeitherPricedNorTuned) {
   EXPECT_GT(deepspeed["valid"], 0);
   EXPECT_EQ(runtime["refused zero"] + runtime["refused interleaving"], 0);
 }
+
+// Beyond zero_optimization: the optimizer and the pipeline's stages are the plan's, and a key that
+// changes memory or time unpriced (CPU activation checkpoints, AutoTP, …) is refused by name; a Hugging
+// Face config's usual sections (optimizer AdamW with "auto" params, scheduler, clipping) pass.
+TEST(DeepSpeedConfigPlan, OtherKeysThatChangeTheStepArePricedOrRefusedByName) {
+  const std::string z1 = kBase + "--zero 1 --deepspeed-config ";
+  auto with = [](const json& extra, const std::string& name) {
+    json j = {{"zero_optimization", {{"stage", 1}}}};
+    j.update(extra);
+    return configFile(j, name);
+  };
+  const json hf = {{"optimizer", {{"type", "AdamW"}, {"params", {{"lr", "auto"}, {"weight_decay", "auto"}}}}},
+                   {"scheduler", {{"type", "WarmupLR"}}}, {"gradient_clipping", "auto"}, {"wall_clock_breakdown", false},
+                   {"activation_checkpointing", {{"partition_activations", false}}}};
+  EXPECT_EQ(predictJson(z1 + with(hf, "ds-hf-usual"))["zero"], 1);
+  refused(z1 + with({{"optimizer", {{"type", "Lamb"}}}}, "ds-lamb"),
+          "--deepspeed-config: optimizer.type: is lamb in");
+  refused(z1 + with({{"optimizer", {{"type", "SGD"}}}}, "ds-sgd"), "(fix: pass --optimizer sgd");
+  EXPECT_EQ(predictJson(kBase + "--zero 1 --optimizer sgd --deepspeed-config " + with({{"optimizer", {{"type", "SGD"}}}}, "ds-sgd2"))["zero"], 1);
+  refused(z1 + with({{"pipeline", {{"stages", 2}}}}, "ds-stages"), "--deepspeed-config: pipeline.stages: is 2 in");
+  EXPECT_EQ(predictJson(kBase + "--zero 1 --pp 2 --deepspeed-config " + with({{"pipeline", {{"stages", 2}}}}, "ds-stages2"))["pp"], 2);
+  refused(z1 + with({{"activation_checkpointing", {{"cpu_checkpointing", true}}}}, "ds-cpuckpt"),
+          "--deepspeed-config: activation_checkpointing.cpu_checkpointing: is true in");
+  refused(z1 + with({{"tensor_parallel", {{"autotp_size", 2}}}}, "ds-autotp"), "--deepspeed-config: tensor_parallel.autotp_size: is 2");
+  refused(z1 + with({{"data_types", {{"grad_accum_dtype", "fp32"}}}}, "ds-accum"), "--deepspeed-config: data_types.grad_accum_dtype");
+}
