@@ -255,21 +255,13 @@ double reduceBytes(const PredictFlags& f, const tn::Cluster& c, tn::Framework fr
 }
 
 // --deepspeed-config: the knobs into the options; its communication_data_type is the reduce dtype,
-// and a --reduce-dtype that says otherwise is refused.
-void useDeepSpeedConfig(const PredictFlags& f, const workloads::Workload& w, tn::Framework framework,
+// and a --reduce-dtype that says otherwise is refused, as are batch keys or a 16-bit mode not the plan's.
+void useDeepSpeedConfig(const PredictFlags& f, const workloads::Workload& w, const tn::Plan& p, tn::Framework framework,
                         tn::TimeOptions& options) {
   if (framework != tn::Framework::Deepspeed)
     throw UserError("--deepspeed-config", "is DeepSpeed's config", "add --framework deepspeed, or drop the flag");
   const DeepSpeedConfigRead ds = readDeepSpeedConfig(f.deepspeed_config, w, rt::stageNumber(f.zero), "--deepspeed-config");
-  if (ds.micro_batch > 0 && ds.micro_batch != f.mbs)
-    throw UserError("--deepspeed-config: train_micro_batch_size_per_gpu",
-                    "is " + std::to_string(ds.micro_batch) + " in " + f.deepspeed_config + ", but the plan priced has --mbs " +
-                        std::to_string(f.mbs),
-                    "pass --mbs " + std::to_string(ds.micro_batch) + " (a --batch line: \"mbs\"), or the config of the plan priced");
-  if (!ds.precision.empty() && ds.precision != f.precision)
-    throw UserError("--deepspeed-config: " + ds.precision,
-                    "is enabled in " + f.deepspeed_config + ", but the plan priced is --precision " + f.precision,
-                    "pass --precision " + ds.precision + " (a --batch line: \"precision\"), or the config of the plan priced");
+  checkDeepSpeedPlan(ds, p, f.precision, f.deepspeed_config, "--deepspeed-config");
   if (ds.reduce_bytes > 0 && options.reduce_bytes > 0 && ds.reduce_bytes != options.reduce_bytes)
     throw UserError("--reduce-dtype", f.reduce_dtype + " contradicts the communication_data_type of " + f.deepspeed_config,
                     "drop --reduce-dtype: the config's is priced");
@@ -311,7 +303,10 @@ Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn:
   if (!f.moe_load.empty()) out.p.moe_load = readMoeLoad(f.moe_load, w, out.p).load;  // else random routing's
   out.m = checkedMemory(w, out.p, tn::parseAttention(f.attention));  // Megatron-LM's column: the same attention
   out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention), reduceBytes(f, c, framework)};
-  if (!f.deepspeed_config.empty()) useDeepSpeedConfig(f, w, framework, out.options);
+  // What the framework itself refuses to run (DeepSpeed: ZeRO-2/3 with PP, interleaving), config or not.
+  if (const tn::FrameworkRefusal r = tn::frameworkRefusal(framework, out.p); !r.why.empty())
+    throw UserError(r.flag, r.why + " (--framework " + tn::frameworkKey(framework) + ")", r.fix);
+  if (!f.deepspeed_config.empty()) useDeepSpeedConfig(f, w, out.p, framework, out.options);
   out.t = tn::predictTime(w, out.p, c, out.options);
   return out;
 }

@@ -94,7 +94,9 @@ void visitPredictFields(V&& v) {
     &P::reduce_dtype);
   v(F{"deepspeed_config", "--deepspeed-config",
       "--framework deepspeed: the job's DeepSpeed config (ds_config.json); its zero_optimization buckets, prefetch and "
-      "overlap_comm and its communication_data_type are priced (default: the profile's, as export writes them)"},
+      "overlap_comm and its communication_data_type are priced (default: the profile's, as export writes them); its stage, "
+      "batch keys, 16-bit mode, optimizer and pipeline stages must be the plan's, and what is not priced (offload, ZeRO++, "
+      "…) is refused by key"},
     &P::deepspeed_config);
   v(F{"moe_load", "--moe-load",
       "MoE under ep > 1: a run database (trainscope run --out) of this workload whose recorded expert load "

@@ -152,8 +152,8 @@ TEST(DeepSpeedConfig, TheExportsCommunicationDataTypeRoundTripsThroughPredict) {
   namespace rt = trainscope::runconfig;
   rt::TrainConfig c;
   c.workload = "small-cpu";
-  c.seq = 64, c.mbs = 2, c.gbs = 8, c.steps = 3, c.min_lr_ratio = 1.0;
-  c.world = 2;
+  c.seq = 64, c.mbs = 2, c.gbs = 32, c.steps = 3, c.min_lr_ratio = 1.0;
+  c.nproc = 8;  // the plan predict prices below: 8 data-parallel ranks (its batch keys are the plan's)
   c.zero = rt::ZeroStage::Gradients;
   auto exported = [&](rt::Precision prec, const std::string& reduce) {
     rt::TrainConfig x = c;
@@ -175,9 +175,9 @@ TEST(DeepSpeedConfig, TheExportsCommunicationDataTypeRoundTripsThroughPredict) {
   } catch (const trainscope::UserError& e) {
     EXPECT_NE(std::string(e.what()).find("--reduce-dtype"), std::string::npos) << e.what();
   }
-  // The exported file read back by predict: its reduce dtype is the one priced (at its micro-batch: a
-  // file of another one is refused).
-  const std::string base = "--workload gpt2-774m --cluster a100-80gb-x8 --framework deepspeed --zero 2 --mbs 2";
+  // The exported file read back by predict: its reduce dtype is the one priced (at its batch: a file
+  // of another one is refused).
+  const std::string base = "--workload gpt2-774m --cluster a100-80gb-x8 --framework deepspeed --zero 2 --mbs 2 --gbs 32";
   const std::string file = configFile(bf16_fp32, "ds-exported-fp32");
   const json via_file = predictJson(base + " --deepspeed-config " + file);
   const json via_flag = predictJson(base + " --reduce-dtype fp32 --deepspeed-config " +

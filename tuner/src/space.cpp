@@ -81,6 +81,10 @@ void price(Candidate& cand, const workloads::Workload& w, const Cluster& c, cons
   cand.rejected = tpSplitRefusal(w, cand.plan.tp);
   if (cand.rejected.empty()) cand.rejected = whyInvalid(w, cand.plan);
   if (cand.rejected.empty()) cand.rejected = runtimeRefusal(w, cand.plan);
+  if (cand.rejected.empty()) {
+    const FrameworkRefusal r = frameworkRefusal(o.framework, cand.plan);
+    if (!r.why.empty()) cand.rejected = std::string(frameworkKey(o.framework)) + " refuses it: " + r.flag + ": " + r.why;
+  }
   if (!cand.rejected.empty()) return;
   const MemoryPrediction m = predictMemory(w, cand.plan);
   const TimePrediction t = predictTime(w, cand.plan, c, TimeOptions{-1.0, o.framework});
@@ -132,6 +136,26 @@ std::string runtimeRefusal(const workloads::Workload& w, const Plan& p) {
     return std::string("the runtime refuses it: ") + e.what();
   }
   return "";
+}
+
+// deepspeed 0.19.8 runtime/pipe/engine.py: PipelineEngine.__init__ asserts zero_optimization_stage() <
+// gradients ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"), and _train_schedule is
+// always schedule.TrainSchedule (1F1B over the stages, one model chunk each): no interleaving.
+FrameworkRefusal frameworkRefusal(Framework f, const Plan& p) {
+  if (f != Framework::Deepspeed) return {};
+  const std::string pp = std::to_string(p.pp);
+  if (p.virtual_stages > 1)
+    return {"--virtual-stages",
+            std::to_string(p.virtual_stages) + " model chunks per stage (the interleaved schedule): DeepSpeed's "
+            "PipelineEngine has no interleaved schedule (it runs TrainSchedule, 1F1B with one chunk per stage)",
+            "drop --virtual-stages and --pp-schedule interleaved (DeepSpeed runs 1F1B on the " + pp +
+                " stages), or price --framework megatron"};
+  if (p.pp > 1 && p.zero >= runconfig::ZeroStage::Gradients)
+    return {"--zero",
+            "ZeRO-" + std::to_string(runconfig::stageNumber(p.zero)) + " with --pp " + pp + ": DeepSpeed's PipelineEngine "
+            "asserts \"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"",
+            "pass --zero 1 (or 0) with --pp " + pp + ", or --pp 1 for ZeRO-" + std::to_string(runconfig::stageNumber(p.zero))};
+  return {};
 }
 
 std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluster& c, const SpaceOptions& o) {

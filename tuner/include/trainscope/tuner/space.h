@@ -56,6 +56,15 @@ runconfig::TrainConfig runConfigOf(const workloads::Workload& w, const Plan& p);
 // its fix). A knob the runtime does not run yet is refused here, and joins the space once it does.
 std::string runtimeRefusal(const workloads::Workload& w, const Plan& p);
 
+// What framework `f` itself refuses to run of plan `p` (`why` "" when it runs it): the flag at fault,
+// why, and the fix. DeepSpeed's PipelineEngine asserts ZeRO-2/3 off with pipeline parallelism and runs
+// one schedule (1F1B, one model chunk per stage). `predict --framework` throws it as its UserError;
+// the tuner rejects the candidate with it (--runner deepspeed), so neither prices a job that never runs.
+struct FrameworkRefusal {
+  std::string flag, why, fix;
+};
+FrameworkRefusal frameworkRefusal(Framework f, const Plan& p);
+
 // Every candidate, valid ones first by predicted step time, then the rejected ones (with reasons).
 std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluster& c, const SpaceOptions& o);
 
