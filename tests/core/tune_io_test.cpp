@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "../common/cli.h"
 #include "trainscope/common/error.h"
 #include "trainscope/tuner/megatron_prediction.h"
 #include "trainscope/tuner/models.h"
@@ -284,4 +285,28 @@ TEST(TuneInputs, TheOptionsCarryTheInputsAndTheFrontEnd) {
   EXPECT_EQ(o.work_dir, "study.db.trials");
   EXPECT_EQ(o.mem_limit, c.memory_bytes);  // a CPU cluster's trials run under its memory
   EXPECT_EQ(o.inject, "0:crash");
+}
+
+// A ranked-only pick (--predict-only, --max-trials 0) whose predicted peak is over the limit, inside
+// the models' 10% margin, was recommended "valid and predicted to fit" with no word (an audit's
+// llama3-8b fp8 pick at 87,339 MiB under 81,920). Now a note says so and names the fastest predicted
+// within the limit; a pick within it gets none.
+TEST(TuneOutput, ARankedPickOverTheLimitInsideTheMarginIsNoted) {
+  using trainscope::testing::cli;
+  using trainscope::testing::tempPath;
+  const std::string tune = "tune --workload tiny-llama --cluster cpu-local --gbs 8 --predict-only --study " +
+                           tempPath("over_limit.db");
+  const auto ranked = cli(tune + " --json");
+  ASSERT_EQ(ranked.status, 0) << ranked.output;
+  const nlohmann::json top = nlohmann::json::parse(ranked.output.substr(ranked.output.find('{')))["ranked"][0];
+  ASSERT_EQ(top["rejected"], "");
+  const int64_t peak = top["predicted_peak"].get<int64_t>();
+  const auto over = cli(tune + " --mem-limit " + std::to_string(peak * 95 / 100));
+  ASSERT_EQ(over.status, 0) << over.output;
+  EXPECT_NE(over.output.find("note: its predicted peak"), std::string::npos) << over.output;
+  EXPECT_NE(over.output.find("inside the models' margin"), std::string::npos) << over.output;
+  EXPECT_NE(over.output.find("the fastest predicted within the limit is"), std::string::npos) << over.output;
+  const auto within = cli(tune + " --mem-limit " + std::to_string(peak));
+  ASSERT_EQ(within.status, 0) << within.output;
+  EXPECT_EQ(within.output.find("note: its predicted peak"), std::string::npos) << within.output;
 }
