@@ -452,6 +452,41 @@ nlohmann::json calibrationRecord(const CalibrateFlags& f, const tn::Cluster& bas
 
 }  // namespace
 
+
+// Rows a median 10 times or more off the base cluster's predictions are in another unit
+// (milliseconds for seconds), or for another machine: the fit would pin every constant at a bound and
+// write a file that prices Llama-3-8B at 7% MFU (an audit's rows of 3,100 "seconds").
+void refuseRowsInAnotherUnit(const std::vector<tn::FitRow>& rows, const std::vector<double>& predicted,
+                             const tn::Cluster& base) {
+  std::vector<double> ratio;
+  for (size_t i = 0; i < rows.size() && i < predicted.size(); ++i)
+    if (predicted[i] > 0 && rows[i].measured_s > 0) ratio.push_back(rows[i].measured_s / predicted[i]);
+  if (ratio.empty()) return;
+  std::nth_element(ratio.begin(), ratio.begin() + long(ratio.size() / 2), ratio.end());
+  const double median = ratio[ratio.size() / 2];
+  if (median <= 10 && median >= 0.1) return;
+  char text[160];
+  std::snprintf(text, sizeof(text), "the rows' measured step times are a median %.3gx what %s predicts for them", median,
+                base.name.c_str());
+  throw UserError("--from", std::string(text) + ": a figure in another unit (milliseconds for seconds)?",
+                  "write measured_step_s in seconds, or calibrate from a cluster file of the machine that ran them "
+                  "(--cluster)");
+}
+
+// The fitted constants that sit at a bound: the rows ask for more than the model lets that constant
+// give (a missing term, or rows of another machine), and the file says so.
+std::string atTheirBounds(const std::vector<const tn::FitParam*>& params, const std::map<std::string, double>& values,
+                          const tn::Cluster& base) {
+  std::string out;
+  for (const tn::FitParam* p : params) {
+    const auto [lo, hi] = tn::boundsOf(*p, base);
+    const double v = values.at(p->path), tol = 1e-6 * std::max(std::abs(lo), std::abs(hi));
+    if (std::abs(v - lo) <= tol || std::abs(v - hi) <= tol)
+      out += (out.empty() ? "" : ", ") + p->path + " at its " + (std::abs(v - lo) <= tol ? "lower" : "upper") + " bound";
+  }
+  return out.empty() ? "" : out + ": the rows ask for more than the model lets it give (a term it lacks, or rows of "
+                                  "another machine); predictions from this file lean on that bound";
+}
 int runCalibrate(const CalibrateFlags& f) {
   if (f.folds < 0 || f.folds == 1)
     throw UserError("--folds", std::to_string(f.folds) + " folds", "pass 2 or more, or 0 to skip cross-validation");
@@ -490,7 +525,9 @@ int runCalibrate(const CalibrateFlags& f) {
                     groups.size() >= 2 ? "pass --folds " + std::to_string(groups.size()) + " or fewer (0: none)"
                                        : "pass --folds 0, or add rows of other models or cluster sizes");
 
-  const tn::ErrorSummary before = tn::summarize(rows.rows, tn::priceRows(base, rows.rows));
+  const std::vector<double> base_s = tn::priceRows(base, rows.rows);
+  refuseRowsInAnotherUnit(rows.rows, base_s, base);
+  const tn::ErrorSummary before = tn::summarize(rows.rows, base_s);
   const tn::FitResult fit = tn::fitCluster(base, rows.rows, params, f.max_evaluations);
   const tn::ErrorSummary after = tn::summarize(rows.rows, fit.predicted_s);
 
@@ -506,6 +543,8 @@ int runCalibrate(const CalibrateFlags& f) {
                       " row(s): underdetermined, the fit may meet every row whatever the constants mean; "
                       "fit fewer (--fit) or add rows";
   if (!underdetermined.empty()) cal["notes"].push_back(underdetermined);
+  const std::string pinned = atTheirBounds(params, fit.values, base);
+  if (!pinned.empty()) cal["notes"].push_back(pinned);
   tn::ErrorSummary cv;
   if (f.folds >= 2) {
     const std::vector<double> held = tn::crossValidate(base, rows.rows, params, f.folds, f.max_evaluations);
@@ -529,6 +568,7 @@ int runCalibrate(const CalibrateFlags& f) {
   printSummary("base cluster:", before);
   printSummary("fitted (in sample):", after);
   if (!underdetermined.empty()) std::printf("  note: %s\n", underdetermined.c_str());
+  if (!pinned.empty()) std::printf("  note: %s\n", pinned.c_str());
   if (f.folds >= 2) printSummary(("cross-validated, k=" + std::to_string(f.folds) + ":").c_str(), cv);
   std::printf("wrote %s\n", f.out.c_str());
   return 0;

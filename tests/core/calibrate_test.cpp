@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -245,4 +246,41 @@ TEST(Calibrate, BadInputIsRefusedNamingTheKeyOrFlagAndTheFix) {
   std::string first;
   std::getline(kept, first);
   EXPECT_EQ(first, "keep me");
+}
+
+// Rows in milliseconds (an audit's 3,100 "seconds") had pinned every constant at a bound and written
+// a file that priced Llama-3-8B at 7% MFU, with exit 0. Rows a median 10x or more off the base
+// cluster are refused; a fit that leaves a constant at a bound says so (rows 3x the model's here:
+// the sustained clock would have to be a third).
+TEST(Calibrate, RowsInAnotherUnitAreRefusedAndAConstantAtItsBoundIsNoted) {
+  const std::string batch = tempPath("units-batch.jsonl"), rows = tempPath("units-rows.jsonl"),
+                    scaled = tempPath("units-scaled.jsonl"), out = tempPath("units-out.json");
+  std::string lines;
+  for (const char* w : {"gpt2-124m", "gpt2-774m"})
+    for (int gpus : {2, 4, 8})
+      for (int mbs : {1, 8}) lines += nlohmann::json{{"workload", w}, {"gpus", gpus}, {"mbs", mbs}, {"seq", 1024}}.dump() + "\n";
+  writeMeasuredRows("a100-80gb-x8", batch, lines, rows);
+  if (::testing::Test::HasFatalFailure()) return;
+  auto times = [&](double factor) {
+    std::ifstream in(rows);
+    std::string line, text;
+    while (std::getline(in, line)) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      j["measured_step_s"] = j["measured_step_s"].get<double>() * factor;
+      text += j.dump() + "\n";
+    }
+    write(scaled, text);
+  };
+  times(1000);
+  auto r = cli("calibrate --cluster a100-80gb-x8 --from " + scaled + " --folds 0 -o " + out);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--from: the rows' measured step times are a median 1e+03x what a100-80gb-x8 predicts"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("another unit (milliseconds for seconds)"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  times(3);
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + scaled + " --fit sustained_clock --folds 0 -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("note: sustained_clock at its lower bound"), std::string::npos) << r.output;
+  EXPECT_NE(readJson(out)["calibration"]["notes"].dump().find("sustained_clock at its lower bound"), std::string::npos);
 }
