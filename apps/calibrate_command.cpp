@@ -453,7 +453,7 @@ nlohmann::json calibrationRecord(const CalibrateFlags& f, const tn::Cluster& bas
 }  // namespace
 
 
-// Rows a median 10 times or more off the base cluster's predictions are in another unit
+// Rows a median 30 times or more off the base cluster's predictions are in another unit
 // (milliseconds for seconds), or for another machine: the fit would pin every constant at a bound and
 // write a file that prices Llama-3-8B at 7% MFU (an audit's rows of 3,100 "seconds").
 void refuseRowsInAnotherUnit(const std::vector<tn::FitRow>& rows, const std::vector<double>& predicted,
@@ -464,7 +464,7 @@ void refuseRowsInAnotherUnit(const std::vector<tn::FitRow>& rows, const std::vec
   if (ratio.empty()) return;
   std::nth_element(ratio.begin(), ratio.begin() + long(ratio.size() / 2), ratio.end());
   const double median = ratio[ratio.size() / 2];
-  if (median <= 10 && median >= 0.1) return;
+  if (median <= 30 && median >= 1.0 / 30) return;
   char text[160];
   std::snprintf(text, sizeof(text), "the rows' measured step times are a median %.3gx what %s predicts for them", median,
                 base.name.c_str());

@@ -285,10 +285,19 @@ struct Priced {
 // rejects such candidates (runtimeRefusal: ZeRO-3 with cp, pp or sp, Adafactor or 8-bit Adam with
 // sharded state, …), naming the runtime's reason.
 void refuseWhatTheRuntimeRefuses(const workloads::Workload& w, const tn::Plan& p) {
-  const std::string why = tn::runtimeRefusal(w, p);
-  if (!why.empty())
-    throw UserError("predict", "--framework trainscope prices this runtime's plans, and " + why,
-                    "change the plan, or price the framework that runs it (--framework fsdp, deepspeed or megatron)");
+  std::string why = tn::runtimeRefusal(w, p);
+  if (why.empty()) return;
+  // The runtime's own "(fix: …)" becomes part of the reason; the fix names the frameworks that run it.
+  if (const size_t at = why.rfind(" (fix: "); at != std::string::npos && why.back() == ')')
+    why = why.substr(0, at) + "; " + why.substr(at + 7, why.size() - at - 8);
+  std::string others;
+  for (tn::Framework f : {tn::Framework::Fsdp, tn::Framework::Deepspeed, tn::Framework::Megatron}) {
+    if (f == tn::Framework::Megatron && p.zero >= rt::ZeroStage::Gradients) continue;  // checkedFramework's rule
+    if (!tn::frameworkRefusal(f, p).why.empty()) continue;
+    others += std::string(others.empty() ? "--framework " : " or ") + tn::frameworkKey(f);
+  }
+  throw UserError("predict", "--framework trainscope prices this runtime's plans, and " + why,
+                  others.empty() ? "change the plan" : "change the plan, or price a framework that runs it: " + others);
 }
 
 Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c, tn::Framework framework) {

@@ -104,7 +104,7 @@ void visitPredictFields(V&& v) {
       "hottest rank of random top-k routing)"},
     &P::moe_load);
   v(F{"use_distributed_optimizer", "--use-distributed-optimizer",
-      "--framework megatron: the optimizer state sharded over DP (6 + 12/dp bytes per parameter)"},
+      "--framework megatron: the optimizer state sharded over DP x CP (6 + 12/(dp x cp) bytes per parameter); the same job as --zero 1"},
     &P::distributed_optimizer);
   v(F{"allow_tp_across_nodes", "--allow-tp-across-nodes",
       "accept a TP group larger than a node (priced on the inter-node tier)"},

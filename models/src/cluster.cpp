@@ -148,8 +148,9 @@ void checkUnits(const Cluster& c, const std::function<std::string(const char*)>&
                     "the file's unit is " + unit + " (docs/tuner.md, \"Cluster file\")");
   };
   for (const auto& [dtype, flops] : c.peak_flops)
-    if (flops < 1e9) refuse("peak_flops." + dtype, flops, "under 1 GFLOP/s", "FLOP/s (989 TFLOP/s is 989e12)");
-  if (c.memory_bytes < (int64_t(1) << 26)) refuse("memory_bytes", double(c.memory_bytes), "under 64 MiB", "bytes (80 GiB is 85899345920)");
+    if (flops < 1e8) refuse("peak_flops." + dtype, flops, "under 0.1 GFLOP/s", "FLOP/s (989 TFLOP/s is 989e12)");
+  // 1 MiB: a tune's own local cluster file holds --mem-limit or its free memory over its ranks.
+  if (c.memory_bytes < (int64_t(1) << 20)) refuse("memory_bytes", double(c.memory_bytes), "under 1 MiB", "bytes (80 GiB is 85899345920)");
   if (c.memory_bandwidth < 1e8) refuse("memory_bandwidth", c.memory_bandwidth, "under 0.1 GB/s", "bytes/s (3.35 TB/s is 3.35e12)");
   for (auto [key, tier] : {std::pair{"intra_node", &c.intra_node}, {"inter_node", &c.inter_node}}) {
     if (tier->bandwidth < 1e6) refuse(std::string(key) + ".bandwidth", tier->bandwidth, "under 1 MB/s", "bytes/s (450 GB/s is 450e9)");

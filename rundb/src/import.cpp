@@ -275,10 +275,11 @@ class RankRule {
         r.spans.emplace_back(o.begin_ns, o.end_ns);
         return r.rank;
       }
-      // No distributedInfo and not a cycle of this one: the next rank by position — unless the same
-      // processes recorded both at overlapping times (a trace beside its gzipped copy), which one
-      // process cannot have done as two ranks.
-      if (!o.rank && !overlapsInTheSameProcesses(r, o)) continue;
+      // No distributedInfo and not a cycle of this one: the next rank by position — unless it is a
+      // copy of this one (a trace beside its gzipped copy): the same processes, steps and span to the
+      // nanosecond. Overlap alone is not enough: one process per container can give two nodes' ranks
+      // the same pid.
+      if (!o.rank && !sameRecording(r, o)) continue;
       const std::string claim = o.rank ? " claims rank " + std::to_string(*o.rank) + ", as " + r.path + " does, "
                                        : " names no rank (no distributedInfo), as " + r.path + " does not either, ";
       throw UserError("import", path + claim + why,
@@ -307,6 +308,10 @@ class RankRule {
     ranks_.push_back({rank, o.rank, o.pids, o.steps, {{o.begin_ns, o.end_ns}}, path});
     return rank;
   }
+  static bool sameRecording(const Rank& r, const importers::TraceOrigin& o) {
+    return !o.pids.empty() && r.pids == o.pids && r.steps == o.steps && r.spans.size() == 1 &&
+           r.spans[0] == std::make_pair(o.begin_ns, o.end_ns);
+  }
   static bool overlapsInTheSameProcesses(const Rank& r, const importers::TraceOrigin& o) {
     if (o.pids.empty() || r.pids != o.pids) return false;
     for (const auto& [b, e] : r.spans)
@@ -318,7 +323,7 @@ class RankRule {
     if (o.pids.empty() || r.pids != o.pids) return "but was recorded by other processes (pids " + pids(o.pids) + " and " + pids(r.pids) + ")";
     if (overlapsInTheSameProcesses(r, o))
       return "and was recorded by the same processes (pids " + pids(o.pids) + ") at overlapping times: they are not two "
-             "profiling cycles" + std::string(o.rank ? "" : " nor two ranks (a copy of one trace?)");
+             "profiling cycles" + std::string(o.rank ? "" : " nor two ranks: the same events' span and steps (a copy of one trace?)");
     if (o.steps.empty() || r.steps.empty()) return "and holds no ProfilerStep#N to tell a profiling cycle by";
     for (int64_t k : o.steps)
       if (r.steps.count(k))
@@ -451,6 +456,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
     };
     store.setMeta("import_files", jsonText(sources));
     if (!st.refused_values.empty()) store.setMeta("import_refused_values", counts(st.refused_values));
+    if (st.device_clocked_collectives) store.setMeta("collectives_clock", "device");
     if (!st.ignored_device_events.empty()) store.setMeta("import_ignored_device_events", counts(st.ignored_device_events));
     store.commit();
     store.createIndexes();

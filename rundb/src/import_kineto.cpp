@@ -274,6 +274,7 @@ class KinetoWriter {
       op_comms |= e.cat == Cat::Op && e.comm >= 0 && e.name != kNone && p.names[e.name] == "record_param_comms";
     }
     gloo_comms_ = !kernel_comms_ && !op_comms;
+    st_.device_clocked_collectives |= kernel_comms_;
     if (gloo_comms_) indexGlooCalls();
     // The last time this file recorded as it happened: the latest end of an event the profiler's stop
     // did not cut (a cut event's end is the stop's, not its own).

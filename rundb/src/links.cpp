@@ -254,6 +254,12 @@ std::vector<int64_t> stepOfRows(const std::vector<Collective>& rows, const std::
 
 }  // namespace
 
+std::vector<Step> linkingSteps(const std::map<std::string, std::string>& meta, std::vector<Step> steps) {
+  const auto it = meta.find("collectives_clock");
+  if (it != meta.end() && it->second == "device") return {};
+  return steps;
+}
+
 CollectiveLinks linkCollectives(const std::vector<Collective>& rows, const std::optional<RunLayout>& layout,
                                 const std::vector<Step>& steps) {
   CollectiveLinks out;

@@ -148,8 +148,8 @@ TEST(ImportAudit, TimeBlockedInACollectiveCallNestedInAnOpIsNotCompute) {
 }
 
 // A single process's trace beside its copy (an export_chrome_trace file and its gzipped copy under
-// one *.json* glob) had become two identical ranks. The same processes at the same times cannot be
-// two ranks: refused, naming both files.
+// one *.json* glob) had become two identical ranks. The same processes, steps and span cannot be two
+// ranks: refused, naming both files.
 TEST(ImportAudit, ACopyOfATraceWithoutDistributedInfoIsNotASecondRank) {
   const std::string a = tempPath("single_trace.json"), b = tempPath("single_trace_copy.json");
   std::ofstream(a) << json{{"baseTimeNanoseconds", kEventsBase},
@@ -172,6 +172,14 @@ TEST(ImportAudit, ACopyOfATraceWithoutDistributedInfoIsNotASecondRank) {
   std::ofstream(c) << json{{"baseTimeNanoseconds", kEventsBase}, {"traceEvents", other}}.dump();
   tr::importTraces({a, c}, tempPath("single_trace_two.db"), true);
   EXPECT_EQ(tr::RunReader(tempPath("single_trace_two.db")).steps().size(), 2u);
+  // Two nodes' ranks, one process per container, can share a pid and overlap in time: not a copy
+  // unless the span and steps are the same to the nanosecond.
+  const std::string d = tempPath("single_trace_node2.json");
+  std::ofstream(d) << json{{"baseTimeNanoseconds", kEventsBase},
+                           {"traceEvents", json::array({step(0, 3, 1000), op("aten::mm", 110, 480)})}}
+                          .dump();
+  tr::importTraces({a, d}, tempPath("single_trace_nodes.db"), true);
+  EXPECT_EQ(tr::RunReader(tempPath("single_trace_nodes.db")).steps().size(), 2u);
 }
 
 // Gloo's annotations of unsigned tensors ("short unsigned int", …) had no width and borrowed the
@@ -200,4 +208,29 @@ TEST(ImportAudit, ReportTextKeepsLongNonAsciiNamesValidUtf8) {
   EXPECT_TRUE(validUtf8(text)) << text;
   EXPECT_NE(text.find("ééé..."), std::string::npos) << text;
   EXPECT_NE(tr::reportJson(r).find(japanese), std::string::npos);
+}
+
+// A GPU trace's collectives are its NCCL kernels, timed on the device, which runs behind the CPU's
+// ProfilerStep windows: rank 0's copy of step 0's all-reduce ran at 1,100 us, in the CPU's step 1,
+// rank 1's at 900 us. Numbered within the CPU's steps they would link on neither rank; the import
+// marks the file (meta collectives_clock "device") and such calls are numbered over the whole trace.
+TEST(ImportAudit, NcclKernelsBehindTheCpusStepsStillLink) {
+  std::vector<std::string> files;
+  for (int r = 0; r < 2; ++r) {
+    const double t = r == 0 ? 1100 : 900;
+    json nccl = kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", -1, 20, t, 100);
+    nccl["args"].update({{"Collective name", "allreduce"}, {"In msg nelems", 1048576}, {"Out msg nelems", 1048576},
+                         {"Group size", 2}, {"dtype", "BFloat16"}, {"Process Group Name", "0"}});
+    files.push_back(rankFile("nccl_lag", r, json::array({step(0, 0, 1000), step(1, 1000, 1000), nccl})));
+  }
+  const Linked l = linkedImport(files, "nccl_lag");
+  ASSERT_EQ(l.rows.size(), 2u);
+  EXPECT_EQ(tr::RunReader(tempPath("nccl_lag.db")).meta("collectives_clock", ""), "device");
+  const auto links = tr::linkCollectives(l.rows, std::nullopt, tr::linkingSteps({{"collectives_clock", "device"}}, l.steps));
+  ASSERT_EQ(links.calls.size(), 1u);
+  EXPECT_EQ(links.calls[0].skewNs(), 200'000);
+  // report links it too.
+  const tr::Report rep = tr::computeReport(tempPath("nccl_lag.db"), 15, 0);
+  ASSERT_EQ(rep.collectives.size(), 1u);
+  EXPECT_EQ(rep.collectives[0].linked, 1);
 }

@@ -296,6 +296,11 @@ ExportResult deepspeed(const rt::TrainConfig& c, const ExportTarget& t) {
       {"activation_checkpointing", {{"partition_activations", false}, {"contiguous_memory_optimization", false}}},
       {"steps_per_print", 10}};
   const char* type = c.optimizer == rt::OptimizerKind::SGD ? "SGD" : "AdamW";
+  if (c.optimizer == rt::OptimizerKind::Adafactor || c.optimizer == rt::OptimizerKind::Adam8bit)
+    r.notes.push_back(std::string("DeepSpeed's config has no ") +
+                      (c.optimizer == rt::OptimizerKind::Adafactor ? "Adafactor" : "8-bit Adam") +
+                      ": this file runs AdamW (fp32 moments, 8 bytes a parameter), which predict --framework "
+                      "deepspeed --deepspeed-config prices with --optimizer adamw");
   j["optimizer"] = {{"type", type}, {"params", {{"lr", c.lr}, {"weight_decay", c.weight_decay}}}};
   if (c.optimizer != rt::OptimizerKind::SGD) {
     j["optimizer"]["params"]["betas"] = {c.beta1, c.beta2};
@@ -512,10 +517,15 @@ std::vector<std::string> accelerateNotes(const rt::TrainConfig& c, const ExportT
                     std::to_string(c.zero_shard_size) + " when each node runs " + std::to_string(c.zero_shard_size) +
                     " processes; otherwise pass FSDP a 2-D device_mesh (replicas " +
                     std::to_string(c.dp / c.zero_shard_size) + " x shard " + std::to_string(c.zero_shard_size) + ")");
-  if (const int64_t machines = accelerateMachines(c, t); machines > 1)
+  if (const int64_t machines = accelerateMachines(c, t); machines > 1) {
     notes.push_back("num_machines " + std::to_string(machines) + " (" + std::to_string(c.dp) + " processes, " +
                     std::to_string(c.dp / machines) + " a node): run accelerate launch with this file on every node, "
                     "each with its own --machine_rank (this file's 0 is the main node's) and --main_process_ip of node 0");
+    if (c.dp % machines != 0)
+      notes.push_back(std::to_string(c.dp) + " processes do not divide over " + std::to_string(machines) +
+                      " nodes: accelerate launch starts num_processes / num_machines = " + std::to_string(c.dp / machines) +
+                      " on each, " + std::to_string(c.dp / machines * machines) + " in all; launch with torchrun per node instead");
+  }
   else if (!t.cpu && t.devices_per_node <= 0 && c.dp > 8)  // more than the usual node holds
     notes.push_back("num_machines 1: the study's cluster is not known here, so the nodes its " + std::to_string(c.dp) +
                     " processes fill are not either; set num_machines to them");

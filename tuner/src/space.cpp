@@ -150,6 +150,10 @@ FrameworkRefusal frameworkRefusal(Framework f, const Plan& p) {
             "PipelineEngine has no interleaved schedule (it runs TrainSchedule, 1F1B with one chunk per stage)",
             "drop --virtual-stages and --pp-schedule interleaved (DeepSpeed runs 1F1B on the " + pp +
                 " stages), or price --framework megatron"};
+  if (p.pp > 1 && p.pp_schedule == runconfig::PipelineSchedule::GPipe)
+    return {"--pp-schedule",
+            "gpipe: DeepSpeed's PipelineEngine runs TrainSchedule only (1F1B over the " + pp + " stages)",
+            "pass --pp-schedule 1f1b (DeepSpeed's), or price GPipe as this runtime runs it (--framework trainscope)"};
   if (p.pp > 1 && p.zero >= runconfig::ZeroStage::Gradients)
     return {"--zero",
             "ZeRO-" + std::to_string(runconfig::stageNumber(p.zero)) + " with --pp " + pp + ": DeepSpeed's PipelineEngine "

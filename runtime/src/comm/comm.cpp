@@ -108,7 +108,10 @@ class C10dPending final : public Pending {
     // of the worker's: the measured peak would otherwise move run to run.
     if (settle_) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (work_.use_count() > 1 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      for (int spins = 0; work_.use_count() > 1 && std::chrono::steady_clock::now() < until; ++spins) {
+        if (spins < 64) std::this_thread::yield();  // the worker takes its lock again at once, usually
+        else std::this_thread::sleep_for(std::chrono::microseconds(20));  // descheduled: leave it the core
+      }
     }
     work_.reset();
     if (then_) std::exchange(then_, nullptr)();
