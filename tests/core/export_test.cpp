@@ -20,6 +20,11 @@ namespace tn = trainscope::tuner;
 
 namespace {
 
+// Whether one of the export's notes says `text`.
+bool noted(const tn::ExportResult& r, const std::string& text) {
+  return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+}
+
 // small-cpu, 2 × dp, bf16, ZeRO-1, selective checkpointing, GA 2: a config that exercises most keys.
 rt::TrainConfig dpConfig() {
   rt::TrainConfig c;
@@ -250,9 +255,6 @@ TEST(Export, AccelerateConfigOfACandidateOverSeveralNodesNamesTheirNumber) {
   auto y = yamlLines(e.text);
   EXPECT_EQ(y["num_machines"], "2");
   EXPECT_EQ(y["num_processes"], "16");
-  auto noted = [](const tn::ExportResult& r, const std::string& text) {
-    return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
-  };
   EXPECT_TRUE(noted(e, "num_machines 2 (16 processes, 8 a node)")) << e.text;
   EXPECT_TRUE(noted(e, "--machine_rank"));
   // The cluster not known here: 1, and a note asks for the number.
@@ -536,9 +538,6 @@ TEST(Export, LayersThatDoNotDivideOverThePipelineAreSplitAsEachTargetTakesThem) 
   auto f = flagsOf(m.text);
   EXPECT_EQ(f["--decoder-first-pipeline-num-layers"], "7");
   EXPECT_EQ(f["--decoder-last-pipeline-num-layers"], "7");
-  auto noted = [](const tn::ExportResult& r, const std::string& text) {
-    return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
-  };
   EXPECT_TRUE(noted(m, "7 | 14 x 8 | 7")) << m.text;
   EXPECT_TRUE(noted(m, "the same largest stage"));
   const tn::ExportResult t = tn::exportConfig(c, tn::ExportFormat::Torchtitan);

@@ -32,14 +32,7 @@ std::string check(const char* what, int i, int64_t baseline, const at::Tensor& g
 // One rank: every asynchronous collective the training step uses, kRepeats times each.
 int collectivesAsRank(int rank, int port) {
   rt::installCountingCpuAllocator();
-  rt::RankEnv env;
-  env.distributed = true;
-  env.rank = env.local_rank = rank;
-  env.world = env.local_world = 2;
-  env.master_addr = "127.0.0.1";
-  env.master_port = port;
-  env.source = "test";
-  auto comm = rt::Comm::connect(env, rt::Layout::make(2, rank, 1, 1), rt::CommOptions{});
+  auto comm = trainscope::testing::connectForkedRank(rank, port);
   rt::Group& g = comm->world();
   at::Tensor whole = at::empty({2 * kShard}), part = at::empty({kShard});
   std::string wrong;  // the first thing wrong; both ranks go on so that neither waits for the other

@@ -67,14 +67,7 @@ std::string checkGathered(const std::vector<std::vector<rdb::Collective>>& got) 
 
 // One rank of the two-process exchange, in a forked child: 0 when rank 0 got every row right.
 int exchangeAsRank(int rank, int port) {
-  rt::RankEnv env;
-  env.distributed = true;
-  env.rank = env.local_rank = rank;
-  env.world = env.local_world = 2;
-  env.master_addr = "127.0.0.1";
-  env.master_port = port;
-  env.source = "test";
-  auto comm = rt::Comm::connect(env, rt::Layout::make(2, rank, 1, 1), rt::CommOptions{});
+  auto comm = trainscope::testing::connectForkedRank(rank, port);
   const auto got = rt::gatherOnLeader(*comm, "collectives", records(rank, rank == 0 ? kFewRecords : kManyRecords));
   // A second exchange under another key: rank 1 hands in nothing.
   std::vector<rdb::WeightDigest> digest;

@@ -171,14 +171,7 @@ namespace {
 // and backward. Returns "" or what differs.
 std::string expertParallelAsRank(int rank, int port, double cf) {
   at::set_num_threads(1);  // the parent's intra-op pool does not survive fork()
-  rt::RankEnv env;
-  env.distributed = true;
-  env.rank = env.local_rank = rank;
-  env.world = env.local_world = 2;
-  env.master_addr = "127.0.0.1";
-  env.master_port = port;
-  env.source = "test";
-  auto comm = rt::Comm::connect(env, rt::Layout::make(2, rank, 1, 1), rt::CommOptions{});
+  auto comm = trainscope::testing::connectForkedRank(rank, port);
   const wl::Workload w = moeShape(4, 2, cf);
   rt::MoeSpec spec = rt::MoeSpec::of(w);
   spec.aux_loss_coeff = 0.1, spec.z_loss_coeff = 0.01;

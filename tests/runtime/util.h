@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "trainscope/runconfig/config.h"
+#include "trainscope/runtime/comm.h"
 #include "trainscope/runtime/device.h"
 #include "trainscope/runtime/trainer.h"
 #include "../common/cli.h"
@@ -77,6 +78,19 @@ inline int freePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);
   return ntohs(a.sin_port);
+}
+
+// Rank `rank` of a two-process world on this host (a child of runForkedRanks), connected through the
+// rendezvous rank 0 hosts on `port`: its world group is the dp group.
+inline std::unique_ptr<runtime::Comm> connectForkedRank(int rank, int port) {
+  runtime::RankEnv env;
+  env.distributed = true;
+  env.rank = env.local_rank = rank;
+  env.world = env.local_world = 2;
+  env.master_addr = "127.0.0.1";
+  env.master_port = port;
+  env.source = "test";
+  return runtime::Comm::connect(env, runtime::Layout::make(2, rank, 1, 1), runtime::CommOptions{});
 }
 
 // Forks `ranks` children that each run rank(r, port) with one free rendezvous port and exit with its
