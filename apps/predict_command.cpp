@@ -179,16 +179,6 @@ tn::Framework checkedFramework(const PredictFlags& f) {
   return framework;
 }
 
-// Megatron-LM's distributed optimizer is its ZeRO-1: under --framework megatron the two flags are one,
-// so that the fit (the plan's ZeRO stage) and the Megatron column (bytes per parameter) price the same
-// job. Before, --use-distributed-optimizer sharded only the column and --zero 1 only the fit.
-// (The plan's stage follows --use-distributed-optimizer in priceFlags, once its data-parallel size is
-// known: over one rank it shards nothing and stays "none", as Megatron-LM allows the flag there.)
-PredictFlags withMegatronOptimizer(PredictFlags f, tn::Framework framework) {
-  if (framework == tn::Framework::Megatron && f.zero == rt::ZeroStage::OptimizerStates) f.distributed_optimizer = true;
-  return f;
-}
-
 // The plan a profiled run ran, from its config; refused unless the run trained workload `w`.
 tn::Plan profiledPlan(rundb::RunReader& reader, const std::string& path, const workloads::Workload& w) {
   const std::string cfg = reader.meta("config");
@@ -304,9 +294,12 @@ Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn:
   Priced out;
   out.devices = devicesOf(f, c);
   out.p = planFromFlags(f, w, c, out.devices);
+  // Megatron-LM's distributed optimizer is its ZeRO-1: --use-distributed-optimizer and --zero 1 are one
+  // job, whose fit (the plan's stage) and Megatron column (megatronBytesPerParam of that stage) agree.
+  // Over one data-parallel rank the flag shards nothing and the stage stays none, as Megatron-LM allows.
   if (framework == tn::Framework::Megatron && f.distributed_optimizer && out.p.gradientGroup() > 1 &&
       out.p.zero == rt::ZeroStage::None)
-    out.p.zero = rt::ZeroStage::OptimizerStates;  // Megatron-LM's distributed optimizer is its ZeRO-1
+    out.p.zero = rt::ZeroStage::OptimizerStates;
   checkPriceable(w, out.p, out.devices);
   if (framework == tn::Framework::Trainscope) refuseWhatTheRuntimeRefuses(w, out.p);
   if (!f.moe_load.empty()) out.p.moe_load = readMoeLoad(f.moe_load, w, out.p).load;  // else random routing's
@@ -320,10 +313,9 @@ Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn:
   return out;
 }
 
-Outcome evaluate(const PredictFlags& given, Loaded& loaded) {
+Outcome evaluate(const PredictFlags& f, Loaded& loaded) {
   Outcome o;
-  o.framework = checkedFramework(given);
-  const PredictFlags f = withMegatronOptimizer(given, o.framework);
+  o.framework = checkedFramework(f);
   o.w = loaded.workload(f.workload);
   o.c = loaded.cluster(f.cluster, f.nodes);
   Priced priced = priceFlags(f, o.w, o.c, o.framework);
@@ -339,9 +331,10 @@ Outcome evaluate(const PredictFlags& given, Loaded& loaded) {
   o.framework_peak = tn::frameworkPeak(o.w, o.p, o.c, o.framework, o.m, o.deepspeed);
   // Megatron-LM's parameters and optimizer state per stage (its theoretical_memory_usage and the
   // distributed-optimizer docs): 16-bit weights, fp32 main gradients, fp32 master weights and Adam
-  // moments = 18 bytes per parameter, or 6 + 12/dp with the distributed optimizer. Layers only, as
-  // Korthikanti et al.'s Figure 1 counts them; the stage's embedding or head shard beside it.
-  o.megatron_bytes_per_param = tn::megatronBytesPerParam(o.p, f.distributed_optimizer);
+  // moments = 18 bytes per parameter, or 6 + 12/(dp·cp) with the distributed optimizer (the plan's
+  // ZeRO-1). Layers only, as Korthikanti et al.'s Figure 1 counts them; the stage's embedding or head
+  // shard beside it.
+  o.megatron_bytes_per_param = tn::megatronBytesPerParam(o.p, rt::shardsOptimizer(o.p.zero));
   // Measured layer costs from profiled runs of this cluster, when one has this plan's layer shape.
   if (!f.profiles.empty()) useMeasuredTime(o, f);
   return o;
@@ -583,10 +576,8 @@ nlohmann::json checkpointPrice(const PredictFlags& f, const Outcome& o) {
           {"storage_gbps", storageGbps(f)}, {"write_s", bytes / (storageGbps(f) * 1e9)}};
 }
 
-PricedConfig priceConfig(const PredictFlags& given, const workloads::Workload& w, const tn::Cluster& c) {
-  const tn::Framework framework = checkedFramework(given);
-  const PredictFlags f = withMegatronOptimizer(given, framework);
-  Priced priced = priceFlags(f, w, c, framework);
+PricedConfig priceConfig(const PredictFlags& f, const workloads::Workload& w, const tn::Cluster& c) {
+  Priced priced = priceFlags(f, w, c, checkedFramework(f));
   PricedConfig out;
   out.p = std::move(priced.p);
   out.options = priced.options;

@@ -170,7 +170,7 @@ void exportApiCalls(RunReader& reader, Lanes& lanes, const Launched& launched, C
 // for a copy linked to its call, its wait, transfer and the call's skew.
 void exportCollectives(RunReader& reader, Lanes& lanes, ChromeWriter& w) {
   const std::vector<Collective> collectives = reader.collectives();
-  const CollectiveLinks links = linkCollectives(collectives, runLayout(reader.meta()), linkingSteps(reader.meta(), reader.steps()));
+  const CollectiveLinks links = linkRunCollectives(collectives, reader.meta(), reader.steps());
   for (size_t i = 0; i < collectives.size(); ++i) {
     const Collective& c = collectives[i];
     const LinkedCall* call = links.call_of[i] >= 0 ? &links.calls[size_t(links.call_of[i])] : nullptr;

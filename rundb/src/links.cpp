@@ -254,10 +254,11 @@ std::vector<int64_t> stepOfRows(const std::vector<Collective>& rows, const std::
 
 }  // namespace
 
-std::vector<Step> linkingSteps(const std::map<std::string, std::string>& meta, std::vector<Step> steps) {
-  const auto it = meta.find("collectives_clock");
-  if (it != meta.end() && it->second == "device") return {};
-  return steps;
+CollectiveLinks linkRunCollectives(const std::vector<Collective>& rows, const std::map<std::string, std::string>& meta,
+                                   const std::vector<Step>& steps) {
+  const auto clock = meta.find("collectives_clock");
+  const bool device_clock = clock != meta.end() && clock->second == "device";
+  return linkCollectives(rows, runLayout(meta), device_clock ? std::vector<Step>{} : steps);
 }
 
 CollectiveLinks linkCollectives(const std::vector<Collective>& rows, const std::optional<RunLayout>& layout,

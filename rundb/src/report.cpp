@@ -112,7 +112,7 @@ std::vector<OpStat> kernelsByTotalTime(RunReader& reader) {
 std::vector<CollectiveStat> collectiveStats(RunReader& reader) {
   const std::vector<Collective> rows = reader.collectives();
   const std::optional<RunLayout> layout = runLayout(reader.meta());
-  const CollectiveLinks links = linkCollectives(rows, layout, linkingSteps(reader.meta(), reader.steps()));
+  const CollectiveLinks links = linkRunCollectives(rows, reader.meta(), reader.steps());
   std::map<std::pair<std::string, std::string>, CollectiveStat> coll;
   std::map<std::pair<std::string, std::string>, std::pair<double, double>> busbw_sum;  // transfer, whole
   std::map<std::pair<std::string, std::string>, std::set<int64_t>> calls;

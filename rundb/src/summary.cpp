@@ -537,7 +537,7 @@ RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map
   stopIfCancelled(cancel);
   // Waits for peers and the pipeline bubble, from the collectives linked across ranks.
   const std::vector<Collective> collectives = reader.collectives();
-  const CollectiveLinks links = linkCollectives(collectives, runLayout(reader.meta()), linkingSteps(reader.meta(), reader.steps()));
+  const CollectiveLinks links = linkRunCollectives(collectives, reader.meta(), steps);
   stopIfCancelled(cancel);
   std::map<int64_t, PeerWaits> waits = peerWaits(collectives, links);
   stopIfCancelled(cancel);

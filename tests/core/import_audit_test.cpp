@@ -48,7 +48,7 @@ std::string rankFile(const std::string& name, int rank, const json& events) {
   return in;
 }
 
-// The import's collectives linked as report and the viewer link them (the steps passed).
+// The import's collectives linked as report and the viewer link them.
 struct Linked {
   std::vector<tr::Collective> rows;
   std::vector<tr::Step> steps;
@@ -59,7 +59,7 @@ Linked linkedImport(const std::vector<std::string>& files, const std::string& na
   tr::importTraces(files, db, true);
   tr::RunReader rd(db);
   Linked l{rd.collectives(), rd.steps(), {}};
-  l.links = tr::linkCollectives(l.rows, tr::runLayout(rd.meta()), l.steps);
+  l.links = tr::linkRunCollectives(l.rows, rd.meta(), l.steps);
   return l;
 }
 
@@ -226,9 +226,10 @@ TEST(ImportAudit, NcclKernelsBehindTheCpusStepsStillLink) {
   const Linked l = linkedImport(files, "nccl_lag");
   ASSERT_EQ(l.rows.size(), 2u);
   EXPECT_EQ(tr::RunReader(tempPath("nccl_lag.db")).meta("collectives_clock", ""), "device");
-  const auto links = tr::linkCollectives(l.rows, std::nullopt, tr::linkingSteps({{"collectives_clock", "device"}}, l.steps));
-  ASSERT_EQ(links.calls.size(), 1u);
-  EXPECT_EQ(links.calls[0].skewNs(), 200'000);
+  ASSERT_EQ(l.links.calls.size(), 1u);
+  EXPECT_EQ(l.links.calls[0].skewNs(), 200'000);
+  // Numbered within the CPU's steps, it would link on neither rank.
+  EXPECT_TRUE(tr::linkCollectives(l.rows, std::nullopt, l.steps).calls.empty());
   // report links it too.
   const tr::Report rep = tr::computeReport(tempPath("nccl_lag.db"), 15, 0);
   ASSERT_EQ(rep.collectives.size(), 1u);

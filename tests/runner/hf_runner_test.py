@@ -176,6 +176,13 @@ def model_bytes(model):
     return sum(t.numel() * t.element_size() for t in model_of(model).parameters())
 
 
+def layout_of(training_args):
+    """A trial's data-parallel layout from its TrainingArguments: "ddp", or FSDP's reshard_after_forward
+    ("full_shard", "shard_grad_op")."""
+    ta = training_args
+    return "ddp" if not ta.get("fsdp") else ta["fsdp_config"]["reshard_after_forward"]
+
+
 def layouts_measured(trials, full, mbs_choices):
     """Each trial's run database and probe records (gbs 4, seq 32): the probe's steps on every rank, and
     the module each rank stepped and its intra-op threads — DDP holding the whole model (at 1 rank too: torchrun's LOCAL_RANK makes
@@ -192,7 +199,7 @@ def layouts_measured(trials, full, mbs_choices):
         check(all(row[2] == 4 * 32 for row in rows), f"{t['db']}: tokens per step {rows}")
         mbs = ta["per_device_train_batch_size"]
         check(mbs in mbs_choices and ta["gradient_accumulation_steps"] == 4 // (mbs * world), f"training args {ta}")
-        layout = "ddp" if not ta.get("fsdp") else ta["fsdp_config"]["reshard_after_forward"]
+        layout = layout_of(ta)
         seen.add((world, layout, mbs, ta["gradient_checkpointing"]))
         for rank in range(world):
             m = json.load(open(os.path.join(trial_dir(t), "probe", f"rank{rank}.model.json")))
@@ -262,14 +269,13 @@ def case_tune_gpt2(ts, work):
         check(ran.get(k) == out.get(k), f"export {k}: trial ran {ran.get(k)}, export says {out.get(k)}")
     # export prints the prediction for the target's framework on this CPU cluster beside this runtime's,
     # named by the winner's layout (whichever measured fastest: DDP on a quiet machine, FSDP on a busy one).
-    fsdp = ran["fsdp_config"]["reshard_after_forward"] if ran.get("fsdp") else "ddp"
-    framework = ("Hugging Face Trainer (FSDP FULL_SHARD)" if "full_shard" in fsdp
-                 else "Hugging Face Trainer (FSDP SHARD_GRAD_OP)" if "shard_grad_op" in fsdp
-                 else "Hugging Face Trainer/Accelerate (DDP)")
+    layout = layout_of(ran)
+    framework = {"full_shard": "Hugging Face Trainer (FSDP FULL_SHARD)",
+                 "shard_grad_op": "Hugging Face Trainer (FSDP SHARD_GRAD_OP)"}.get(layout, "Hugging Face Trainer/Accelerate (DDP)")
     p = subprocess.run([ts, "export", study, "--format", "training-args", "--trial", str(r["recommended"])],
                        capture_output=True, text=True, timeout=120)
     check(p.returncode == 0 and f"note: predicted on cpu-local: {framework} " in p.stderr
-          and "this runtime " in p.stderr, f"export's prediction note (winner's fsdp {fsdp!r}): {p.stderr}")
+          and "this runtime " in p.stderr, f"export's prediction note (winner's layout {layout}): {p.stderr}")
     print([line for line in p.stderr.splitlines() if "predicted on" in line][0])
     print(f"tune_gpt2: {len(trials)} trials, layouts {sorted(layouts)}, pick {r['recommended']} "
           f"{measured[r['recommended']] * 1e3:.1f} ms/step")

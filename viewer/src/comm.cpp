@@ -34,7 +34,7 @@ void takeCollectiveRows(uint32_t track_index, Track& t, std::vector<EventRef>& r
 void linkTrace(Trace& trace, const std::vector<rundb::Collective>& rows, const std::vector<EventRef>& ref_of_row) {
   CommIndex& comm = trace.comm;
   comm.layout = rundb::runLayout(trace.meta);
-  rundb::CollectiveLinks links = rundb::linkCollectives(rows, comm.layout, rundb::linkingSteps(trace.meta, trace.steps));
+  rundb::CollectiveLinks links = rundb::linkRunCollectives(rows, trace.meta, trace.steps);
   // Every collectives track gets a table of calls, -1 where a row is not linked.
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const Track& t = trace.tracks[ti];

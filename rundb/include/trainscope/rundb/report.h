@@ -87,11 +87,12 @@ std::string notLinkedReason(const Collective& row, const CollectiveLinks& links,
 // unlinked, never paired by guess.
 CollectiveLinks linkCollectives(const std::vector<Collective>& rows, const std::optional<RunLayout>& layout,
                                 const std::vector<Step>& steps = {});
-// The steps linkCollectives numbers an import's calls within: `steps`, or none when the file's
-// collectives are timed on the device (meta collectives_clock "device": NCCL kernels, which run behind
-// the CPU's ProfilerStep windows, so a peer's copy could fall in the next step; numbered over the
-// whole trace, as before).
-std::vector<Step> linkingSteps(const std::map<std::string, std::string>& meta, std::vector<Step> steps);
+// A run database's rows linked as report, the viewer and the exports link them: the layout its
+// meta.config names, and the calls of an import numbered within `steps` — unless its collectives are
+// timed on the device (meta collectives_clock "device": NCCL kernels, which run behind the CPU's
+// ProfilerStep windows, so a peer's copy could fall in the next step; numbered over the whole trace).
+CollectiveLinks linkRunCollectives(const std::vector<Collective>& rows, const std::map<std::string, std::string>& meta,
+                                   const std::vector<Step>& steps);
 
 // Where one row's time went: the wait for the last member to arrive, then the transfer. `call` is the
 // row's linked call (nullptr: not linked, all of it is transfer).
