@@ -563,8 +563,8 @@ int runCalibrate(const CalibrateFlags& f) {
   std::printf("trainscope calibrate: %zu rows in %zu groups from %zu source(s) on %s\n", rows.rows.size(), groups.size(),
               rows.per_source.size(), base.name.c_str());
   for (const tn::FitParam* p : params)
-    std::printf("  %-24s %12.6g  (was %.6g; bounds %.3g to %.3g)\n", p->path.c_str(), fit.values.at(p->path),
-                tn::getParam(base, *p), tn::boundsOf(*p, base).first, tn::boundsOf(*p, base).second);
+    std::printf("  %-24s %12.6g  (was %s; bounds %.3g to %.3g)\n", p->path.c_str(), fit.values.at(p->path),
+                tn::paramText(base, *p).c_str(), tn::boundsOf(*p, base).first, tn::boundsOf(*p, base).second);
   printSummary("base cluster:", before);
   printSummary("fitted (in sample):", after);
   if (!underdetermined.empty()) std::printf("  note: %s\n", underdetermined.c_str());

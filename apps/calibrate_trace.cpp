@@ -184,7 +184,8 @@ nlohmann::json record(const CalibrateFlags& f, const tn::Cluster& base, const tn
 void printFit(const tn::Cluster& base, const tn::TraceFit& fit, size_t traces) {
   std::printf("trainscope calibrate --trace: %zu trace(s) on %s\n", traces, base.name.c_str());
   for (const tn::TraceTarget& t : fit.targets) {
-    std::printf("  %-36s %12.6g  (was %.6g) from %s", t.path.c_str(), t.value, t.base, t.cls.c_str());
+    std::printf("  %-36s %12.6g  (was %s) from %s", t.path.c_str(), t.value,
+                tn::paramText(base, tn::fitParam(t.path, "--trace")).c_str(), t.cls.c_str());
     if (t.cls != "collectives" && t.cls != "host per launch" && t.cls != "host per backward launch")
       std::printf(": measured %.4g s/step, model %.4g -> %.4g", t.measured_s, t.model_base_s, t.model_fit_s);
     std::printf("%s\n", t.at_bound ? " [at its bound]" : "");

@@ -130,6 +130,10 @@ tn::Plan planFromFlags(const PredictFlags& f, const workloads::Workload& w, cons
   if (p.virtual_stages > 1 && p.pp_schedule == rt::PipelineSchedule::GPipe)
     throw UserError("--virtual-stages", "interleaving is a form of the 1f1b schedule, not of gpipe",
                     "pass --pp-schedule 1f1b, or --virtual-stages 1");
+  if (f.cpu_lanes != 1 && c.kind != tn::ClusterKind::Cpu)
+    throw UserError("--cpu-lanes", "sets a CPU cluster's core lanes per rank; " + c.name + " is a GPU cluster (" +
+                                       std::to_string(f.cpu_lanes) + " would be ignored)",
+                    "leave --cpu-lanes out, or pass a CPU cluster file");
   p.cpu_lanes = f.cpu_lanes;
   p.bucket_mb = f.bucket_mb;
   p.cpu = c.kind == tn::ClusterKind::Cpu;
@@ -202,9 +206,17 @@ tn::MeasuredCosts profiledCosts(const PredictFlags& f, const workloads::Workload
   tn::MeasuredCosts costs;
   for (const std::string& path : f.profiles) {
     files::requireRegularFile(path, "--profile", "pass a traced run database (trainscope run --trace FILE)");
-    rundb::RunReader reader(path);
-    const tn::Plan rp = profiledPlan(reader, path, w);
-    costs.add(tn::shapeKey(rp, c), tn::costsFromRun(reader, w, rp));
+    try {
+      rundb::RunReader reader(path);
+      const tn::Plan rp = profiledPlan(reader, path, w);
+      costs.add(tn::shapeKey(rp, c), tn::costsFromRun(reader, w, rp));
+    } catch (const UserError& e) {
+      if (e.field() == "--profile") throw;
+      // The reader's ("database: … is not a trainscope run database …", its fix with it), under the flag.
+      std::string what = e.what();
+      if (what.rfind(e.field() + ": ", 0) == 0) what = what.substr(e.field().size() + 2);
+      throw UserError("--profile", what, "");
+    }
   }
   return costs;
 }

@@ -100,8 +100,10 @@ class FlagBinder {
       o->default_str(rt::argText(v));
     } else if constexpr (std::is_same_v<T, rt::PipelineSchedule>) {
       PredictFlags& f = f_;
+      CLI::App* app = c_;  // --virtual-stages is read first (the list's order): its count says it was given
       o = c_->add_option_function<std::string>(
-          flag, [&f, flag](const std::string& s) { rt::parseScheduleInto(s, flag, f); }, field.help);
+          flag, [&f, flag, app](const std::string& s) { rt::parseScheduleInto(s, flag, f, app->count("--virtual-stages") > 0); },
+          field.help);
       o->default_str(rt::argText(v));
     } else if constexpr (std::is_same_v<T, int64_t>) {
       o = c_->add_option(flag, v, field.help)->check(countOf(key));
@@ -142,7 +144,7 @@ class KeyReader {
         throw UserError(at, "must be 0, 1, 2 or 3, not " + jsonText(v), "");
       into = rt::ZeroStage(v.get<int>());
     } else if constexpr (std::is_same_v<T, rt::PipelineSchedule>) {
-      rt::parseScheduleInto(text(at, v), at, f_);
+      rt::parseScheduleInto(text(at, v), at, f_, j_.contains("virtual_stages"));
     } else if constexpr (std::is_same_v<T, int64_t>) {
       // An unsigned past int64 would read back wrapped: it is past the most, and said so.
       const bool whole = v.is_number_integer();

@@ -48,7 +48,9 @@ class FieldFlags {
            show ? rt::argText(v) : "", "INT");
     } else if constexpr (std::is_same_v<T, rt::PipelineSchedule>) {  // "interleaved" sets the virtual stages too
       rt::TrainConfig& c = c_;  // (this binder is a temporary: the callback holds the config itself)
-      text(f, [&c, flag](const std::string& s) { rt::parseScheduleInto(s, flag, c); }, show ? rt::argText(v) : "");
+      CLI::App* app = run_;  // --virtual-stages is read first (the list's order): its count says it was given
+      text(f, [&c, flag, app](const std::string& s) { rt::parseScheduleInto(s, flag, c, app->count("--virtual-stages") > 0); },
+           show ? rt::argText(v) : "");
     } else if constexpr (std::is_enum_v<T>) {
       text(f, [&v, flag](const std::string& s) { rt::parseInto(s, flag, v); }, show ? rt::argText(v) : "");
     } else {

@@ -206,6 +206,9 @@ std::optional<int> parseCommandLine(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "error: " << e.what() << " (fix: see `trainscope --help`)\n";
     return 2;
+  } catch (const trainscope::UserError& e) {  // a flag's own parser, run by CLI11 while it parses (it aborted)
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
   }
   return std::nullopt;
 }

@@ -96,6 +96,17 @@ double getParam(const Cluster& c, const FitParam& p) { return p.ref(const_cast<C
 
 void setParam(Cluster& c, const FitParam& p, double value) { p.ref(c) = value; }
 
+std::string paramText(const Cluster& c, const FitParam& p) {
+  const double v = getParam(c, p);
+  char buf[64];
+  const std::string key = p.path.substr(p.path.rfind('.') + 1);  // the whole path when it has no dot
+  if (v < 0 && (key == "host_op_s" || key == "host_backward_op_s"))
+    std::snprintf(buf, sizeof(buf), "unset: dispatch_s %.6g", c.dispatch_s);
+  else
+    std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
 std::pair<double, double> boundsOf(const FitParam& p, const Cluster& base) {
   if (p.gpu_upper > 0 && base.kind == ClusterKind::Gpu) return {p.lower, std::min(p.upper, p.gpu_upper)};
   if (!p.relative) return {p.lower, p.upper};

@@ -38,8 +38,11 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
   if (p.zero_shard_size > 0 && p.zero != runconfig::ZeroStage::Parameters) return "hybrid sharding (zero_shard) needs ZeRO-3";
   if (p.zero_shard_size > 0 && p.dp % p.zero_shard_size != 0)
     return "zero_shard=" + std::to_string(p.zero_shard_size) + " does not divide dp=" + std::to_string(p.dp);
-  if (p.virtual_stages > 1 && (p.pp == 1 || (w.n_layer % (p.pp * p.virtual_stages)) != 0))
-    return "interleaving needs pp > 1 and n_layer divisible by pp x virtual stages";
+  if (p.virtual_stages > 1 && p.pp == 1)
+    return "interleaving (virtual_stages=" + std::to_string(p.virtual_stages) + ") needs pp > 1";
+  if (p.virtual_stages > 1 && w.n_layer % (p.pp * p.virtual_stages) != 0)
+    return "interleaving needs n_layer=" + std::to_string(w.n_layer) + " divisible by pp x virtual_stages=" +
+           std::to_string(p.pp) + " x " + std::to_string(p.virtual_stages);
   // Megatron-LM's interleaved schedule runs the micro-batches in groups of pp (its schedules.py
   // refuses any other count).
   if (p.virtual_stages > 1 && p.ga() % p.pp != 0)

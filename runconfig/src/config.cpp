@@ -75,8 +75,12 @@ Launcher parseLauncher(const std::string& s, const std::string& f) { return pars
 
 const char* scheduleName(const Parallelism& p) { return p.interleaved() ? "interleaved" : toString(p.pp_schedule); }
 
-void parseScheduleInto(const std::string& s, const std::string& field, Parallelism& p) {
+void parseScheduleInto(const std::string& s, const std::string& field, Parallelism& p, bool stages_given) {
   if (s == "interleaved") {
+    if (stages_given && p.virtual_stages < 2)
+      throw UserError(field, "\"interleaved\" runs 2 or more model chunks per pipeline stage, and the virtual stages are given as " +
+                                 std::to_string(p.virtual_stages),
+                      "give 2 or more virtual stages (\"interleaved\" alone: 2), or name the schedule 1f1b");
     p.pp_schedule = PipelineSchedule::OneFOneB;
     p.virtual_stages = std::max<int64_t>(2, p.virtual_stages);
     return;

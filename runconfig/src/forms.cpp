@@ -173,7 +173,7 @@ TrainConfig configFrom(const JsonFields& in) {
   visitFields([&](const Field& f, auto m) {
     std::string schedule;  // by name: "interleaved" sets the virtual stages too
     if constexpr (std::is_same_v<std::decay_t<decltype(c.*m)>, PipelineSchedule>) {
-      if (in.get(f.key, schedule)) parseScheduleInto(schedule, in.field(f.key), c);
+      if (in.get(f.key, schedule)) parseScheduleInto(schedule, in.field(f.key), c, in.has("virtual_stages"));
     } else {
       in.get(f.key, c.*m);
     }

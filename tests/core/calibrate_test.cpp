@@ -192,6 +192,9 @@ TEST(Calibrate, FitsTheOverlapSlowdownByDefault) {
   EXPECT_GT(got, 0.1 + 0.03) << r.output;  // toward the truth, 0.3
   EXPECT_LE(got, 0.3 * 1.05) << r.output;
   EXPECT_NEAR(fitted["frameworks"]["fsdp"]["overlap_slowdown"].get<double>(), got, 1e-12);
+  // The preset leaves fsdp's per-op host cost unset (the cluster's dispatch_s is used): said so, not "was -1".
+  EXPECT_NE(r.output.find("(was unset: dispatch_s 1e-05;"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("(was -1"), std::string::npos) << r.output;
   EXPECT_GT(fitted["calibration"]["base_residuals"]["mape"].get<double>(), 0.05);  // the preset's 0.1 was off
   EXPECT_LT(fitted["calibration"]["residuals"]["mape"].get<double>(),
             0.5 * fitted["calibration"]["base_residuals"]["mape"].get<double>()) << r.output;

@@ -298,6 +298,16 @@ TEST(ConfigFields, RunTakesInterleavingByItsOneName) {
   }
   EXPECT_EQ(rt::fromJson(R"({"pp": 2, "pp_schedule": "interleaved"})", "cfg.json").virtual_stages, 2);
   EXPECT_EQ(rt::fromJson(R"({"pp": 2, "pp_schedule": "interleaved", "virtual_stages": 3})", "cfg.json").virtual_stages, 3);
+  // Named together with 1 virtual stage, "interleaved" is refused (it once ran v2 silently), in
+  // either order and in a config file.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--pp", "2", "--pp-schedule", "interleaved", "--virtual-stages", "1"},
+           {"--pp", "2", "--virtual-stages", "1", "--pp-schedule", "interleaved"}})
+    EXPECT_NE(fieldOf([&] { parseRun(args); }).find("--pp-schedule | --pp-schedule: \"interleaved\" runs 2 or more"), std::string::npos)
+        << joined(args);
+  EXPECT_NE(fieldOf([] { rt::fromJson(R"({"pp": 2, "pp_schedule": "interleaved", "virtual_stages": 1})", "cfg.json"); })
+                .find("given as 1"),
+            std::string::npos);
   EXPECT_NE(fieldOf([] { parseRun({"--pp-schedule", "zigzag"}); }).find("--pp-schedule | "), std::string::npos);
   EXPECT_NE(fieldOf([] { parseRun({"--pp-schedule", "zigzag"}); }).find("gpipe|1f1b|interleaved"), std::string::npos);
   EXPECT_STREQ(rt::scheduleName(parseRun({"--pp-schedule", "gpipe"}).cfg), "gpipe");

@@ -75,7 +75,9 @@ TEST(ContextParallelModels, ThePlanCountsCpRanksAndNeedsTwoChunksPerRank) {
   EXPECT_EQ(tn::whyInvalid(w, v), "");
   EXPECT_NE(v.describe().find("interleaved v2"), std::string::npos) << v.describe();
   v.virtual_stages = 4;
-  EXPECT_EQ(tn::whyInvalid(w, v), "interleaving needs pp > 1 and n_layer divisible by pp x virtual stages");
+  EXPECT_EQ(tn::whyInvalid(w, v), "interleaving needs n_layer=4 divisible by pp x virtual_stages=2 x 4");
+  v.pp = 1;
+  EXPECT_EQ(tn::whyInvalid(w, v), "interleaving (virtual_stages=4) needs pp > 1");
 }
 
 TEST(ContextParallelModels, ACpRankRunsItsTokensAndAttendsOverTheWholeSequence) {

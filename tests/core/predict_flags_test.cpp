@@ -128,6 +128,50 @@ TEST(PredictFlags, TheLayoutKeysSetThePlanAndInterleavingHasOneName) {
   EXPECT_EQ(j["time"]["step_s"], out[2]["time"]["step_s"]);
 }
 
+TEST(PredictFlags, CpuLanesOnAGpuClusterAreRefusedNotIgnored) {
+  const auto r = cli("predict --workload gpt2-124m --cluster h100-80gb-x8 --cpu-lanes 4");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--cpu-lanes: sets a CPU cluster's core lanes per rank; h100-80gb-x8 is a GPU cluster"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(cli("predict --workload gpt2-124m --cluster h100-80gb-x8 --cpu-lanes 1").status, 0);
+}
+
+// A file that is not a run database, as --profile: the error names --profile (it began "database:").
+TEST(PredictFlags, AProfileThatIsNotARunDatabaseIsRefusedUnderItsFlag) {
+  const std::string junk = tempPath("profile-junk.db");
+  std::ofstream(junk) << "not sqlite\n";
+  const auto r = cli("predict --workload gpt2-124m --cluster a100-80gb-x8 --profile " + junk);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("error: --profile: " + junk + " is not a trainscope run database"), std::string::npos) << r.output;
+}
+
+TEST(PredictFlags, InterleavedWithOneVirtualStageIsRefusedNotReadAsTwo) {
+  // "interleaved" alone means 2 chunks a stage; given together with 1 the two contradict each other,
+  // in either order on the command line and in a batch line (it once priced interleaved v2 silently).
+  const std::string base = "predict --workload gpt3-13b --cluster a100-80gb-x8 --tp 2 --pp 4 --gbs 64 ";
+  for (const std::string flags : {"--pp-schedule interleaved --virtual-stages 1", "--virtual-stages 1 --pp-schedule interleaved"}) {
+    const auto r = cli(base + flags);
+    EXPECT_EQ(r.status, 2) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("--pp-schedule: \"interleaved\" runs 2 or more model chunks"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("given as 1"), std::string::npos) << r.output;
+  }
+  // A flag's own parser that refuses while the command line is parsed exits 2 (it aborted, 134).
+  const auto zigzag = cli("predict --pp-schedule zigzag");
+  EXPECT_EQ(zigzag.status, 2) << zigzag.output;
+  EXPECT_NE(zigzag.output.find("--pp-schedule: unknown value \"zigzag\""), std::string::npos) << zigzag.output;
+  const auto [status, out] = batch("--workload gpt3-13b --cluster a100-80gb-x8 --tp 2 --gbs 64",
+                                   {{{"pp", 4}, {"pp_schedule", "interleaved"}, {"virtual_stages", 1}},
+                                    {{"pp", 4}, {"pp_schedule", "interleaved"}, {"virtual_stages", 3}}},
+                                   "interleaved-one");
+  EXPECT_EQ(status, 2);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_NE(out[0]["error"].get<std::string>().find("pp_schedule: \"interleaved\" runs 2 or more"), std::string::npos) << out[0];
+  // 40 layers do not split into 4 x 3 chunks: the message says which numbers.
+  EXPECT_NE(out[1]["error"].get<std::string>().find("n_layer=40 divisible by pp x virtual_stages=4 x 3"), std::string::npos)
+      << out[1];
+}
+
 TEST(PredictFlags, EveryFrameworkProfileIsABatchValueAndAnUnknownOneIsNamed) {
   const auto [status, out] = batch("--workload gpt2-124m --cluster a100-80gb-x8",
                                    {{{"framework", "fsdp"}, {"zero", 3}},

@@ -36,6 +36,9 @@ const std::vector<FitParam>& fitParams();
 const FitParam& fitParam(const std::string& path, const std::string& field);
 
 double getParam(const Cluster& c, const FitParam& p);
+// The value as a person reads it: "1e-05", or for a per-op host cost the file leaves unset (< 0),
+// "unset: dispatch_s 1e-05" (what the model then uses).
+std::string paramText(const Cluster& c, const FitParam& p);
 void setParam(Cluster& c, const FitParam& p, double value);
 // The bounds of `p` for this base cluster (relative ones multiplied out).
 std::pair<double, double> boundsOf(const FitParam& p, const Cluster& base);

@@ -80,8 +80,9 @@ struct Parallelism {
 const char* scheduleName(const Parallelism& p);
 // "gpipe" | "1f1b" | "interleaved" into p.pp_schedule; "interleaved" is 1f1b with
 // max(2, p.virtual_stages) chunks (so `--virtual-stages V` sets how many: the list reads it first).
-// Throws UserError(field) listing the three names.
-void parseScheduleInto(const std::string& s, const std::string& field, Parallelism& p);
+// Throws UserError(field) listing the three names. `stages_given`: the input named the virtual stages
+// too (--virtual-stages, "virtual_stages"): "interleaved" with 1 of them is then refused, not read as 2.
+void parseScheduleInto(const std::string& s, const std::string& field, Parallelism& p, bool stages_given = false);
 // The counts' upper bound (tp, pp, cp, ep, virtual stages, the shard group): far past any cluster,
 // and small enough that products of them (tp x pp x cp) stay inside int64.
 inline constexpr int64_t kMostDegree = int64_t(1) << 20;
