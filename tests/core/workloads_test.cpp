@@ -124,6 +124,13 @@ TEST(Workloads, UnknownKeysInAWorkloadFileAreRefusedNamingTheNearestKnownKey) {
   e = loadError("hfkey.json", std::string("{") + kShape + R"(,"resid_pdrop":0.1})", &field);
   EXPECT_EQ(field, "workload.resid_pdrop") << e;
   EXPECT_NE(e.find("\"model_type\": \"gpt2\""), std::string::npos) << e;
+  // A Llama-family config.json with its model_type cut: the missing key is named, not "hidden_size".
+  e = loadError("no-model-type.json",
+                R"({"hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100,"intermediate_size":128})",
+                &field);
+  EXPECT_EQ(field, "workload.model_type") << e;
+  EXPECT_NE(e.find("has Hugging Face config.json keys (\"hidden_size\") but no \"model_type\""), std::string::npos) << e;
+  EXPECT_NE(e.find("one of gpt2, llama, mistral, qwen2, mixtral, qwen2_moe"), std::string::npos) << e;
   // Known keys still load.
   EXPECT_EQ(loadError("ok.json", std::string("{") + kShape + R"(,"name":"x","description":"y","n_ctx":64})"), "");
 }

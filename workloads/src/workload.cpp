@@ -294,6 +294,15 @@ static void refuseUnknownKeys(const nlohmann::json& j, bool hf, const std::vecto
   // config carries many keys that do not change the model and grows new ones with transformers
   // versions: there a key is refused only when it looks like a misspelling of a known one or is an
   // unknown shape key (n_*), since transformers would ignore it as well and build another model than meant.
+  // A Hugging Face decoder's config.json with its model_type left out (cut by hand, or written by a
+  // tool): said so, not read as a trainscope workload with unknown keys.
+  if (!hf)
+    for (const char* key : {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"})
+      if (j.contains(key))
+        throw UserError("workload.model_type",
+                        source + " has Hugging Face config.json keys (\"" + key + "\") but no \"model_type\"",
+                        "add \"model_type\": one of gpt2, llama, mistral, qwen2, mixtral, qwen2_moe, as the model's "
+                        "published config.json has it (transformers' AutoConfig reads it too)");
   for (const auto& [key, value] : j.items()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
     const auto near = nearestKey(key, known);
