@@ -157,3 +157,24 @@ TEST(ArchitectureAudit, ASequenceBeyondThePositionsNamesTheFlagAndItsBound) {
   EXPECT_NE(why.find("max_position_embeddings"), std::string::npos) << why;
   EXPECT_NE(why.find("--seq of at most 128"), std::string::npos) << why;
 }
+
+TEST(ArchitectureAudit, TorchtitanExportSaysWhichModelItsConfigBuilds) {
+  // torchtitan's model is its registry config's; the flags carry no shape. Llama 3.1 8B is llama3_8b's
+  // flavor exactly; Llama 3 8B (no RoPE scaling) has its layers but not its RoPE; Mistral has no config.
+  const auto notes = [](const std::string& preset, const std::string& extra = "") {
+    std::string all;
+    wl::Workload w = wl::load(preset);
+    if (!extra.empty()) w = wl::parse(extra, "w.json");
+    for (const auto& n : tn::exportConfig(runOf(w), tn::ExportFormat::Torchtitan).notes) all += n + "\n";
+    return all;
+  };
+  const std::string llama3 = notes("llama3-8b");
+  EXPECT_NE(llama3.find("--module llama3 --config llama3_8b"), std::string::npos) << llama3;
+  EXPECT_NE(llama3.find("its RoPE is Llama 3.1's"), std::string::npos) << llama3;
+  const std::string llama31 = notes("llama3.1-405b");
+  EXPECT_NE(llama31.find("--config llama3_405b"), std::string::npos) << llama31;
+  EXPECT_EQ(llama31.find("its RoPE is"), std::string::npos) << llama31;
+  const std::string mistral = notes("mistral-7b");
+  EXPECT_NE(mistral.find("these flags set no model"), std::string::npos) << mistral;
+  EXPECT_EQ(mistral.find("--config llama3_"), std::string::npos) << mistral;
+}
