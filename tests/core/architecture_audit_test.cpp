@@ -107,6 +107,13 @@ TEST(ArchitectureAudit, ValuesTransformersCannotBuildAreRefusedByKey) {
                     R"("num_attention_heads": 6, "num_key_value_heads": 2)");
   EXPECT_EQ(refusal(odd_heads).first, "workload.num_attention_heads");
   EXPECT_EQ(refusal(as("mistral", odd_heads)).first, "");
+  // intermediate_size 0 used to read as 4·hidden_size (Llama 3.1 8B's shape: 8.84B where transformers
+  // builds 2.39B), head_dim 0 as hidden/heads (transformers: ZeroDivisionError in RoPE).
+  std::string no_mlp = kLlama;
+  no_mlp.replace(no_mlp.find(R"("intermediate_size": 176)"), 24, R"("intermediate_size": 0)");
+  EXPECT_EQ(refusal(no_mlp).first, "workload.intermediate_size");
+  EXPECT_EQ(refusal(with(kLlama, R"("head_dim": 0)")).first, "workload.head_dim");
+  EXPECT_EQ(refusal(with(kLlama, R"("head_dim": null)")).first, "");
 }
 
 TEST(ArchitectureAudit, MegatronColumnOfAMixtureOfExpertsCountsItsExperts) {

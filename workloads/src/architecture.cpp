@@ -354,12 +354,20 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
                     "set num_key_value_heads to a divisor of num_attention_heads (" + std::to_string(w->n_head) +
                         "): 1 (MQA) up to num_attention_heads (MHA), or null for num_attention_heads");
   w->head_dim = intKey(j, "head_dim", source, "head_dim", 0);
+  // 0 would read as "hidden_size / num_attention_heads"; transformers builds heads of 0 (and fails in RoPE).
+  if (j.contains("head_dim") && !j["head_dim"].is_null() && w->head_dim == 0)
+    throw UserError("workload.head_dim", "0 in " + source + " is not a head size",
+                    "set head_dim to the model's head size (e.g. 128), or null for hidden_size / num_attention_heads");
   // LlamaConfig's validate_architecture refuses this whatever head_dim says (transformers 5.x).
-  if (type == "llama" && w->n_head > 0 && w->n_embd % w->n_head != 0)
+  if (type == "llama" && w->n_head > 0 && w->n_embd > 0 && w->n_embd % w->n_head != 0)
     throw UserError("workload.num_attention_heads", std::to_string(w->n_head) + " does not divide hidden_size " +
                     std::to_string(w->n_embd) + " in " + source + " (transformers' LlamaConfig refuses it, head_dim or not)",
                     "choose num_attention_heads dividing hidden_size");
   w->ffn_hidden = need("intermediate_size");
+  // 0 would read as "no width given" (4·hidden_size); transformers builds an MLP of width 0.
+  if (w->ffn_hidden == 0)
+    throw UserError("workload.intermediate_size", "0 in " + source + " is not an MLP width",
+                    "set intermediate_size to the model's MLP width (14336: Llama 3 8B)");
   w->norm = Norm::RMSNorm;
   w->norm_eps = numKey(j, "rms_norm_eps", source, "rms_norm_eps", type == "mixtral" ? 1e-5 : 1e-6);
   w->positions = Positions::Rope;
