@@ -185,3 +185,25 @@ TEST(ArchitectureAudit, TorchtitanExportSaysWhichModelItsConfigBuilds) {
   EXPECT_NE(mistral.find("these flags set no model"), std::string::npos) << mistral;
   EXPECT_EQ(mistral.find("--config llama3_"), std::string::npos) << mistral;
 }
+
+TEST(ArchitectureAudit, FsdpWrapsEachModelTypesOwnDecoderLayer) {
+  // Accelerate's TRANSFORMER_BASED_WRAP looks the class up by name in the model: each the model type's
+  // _no_split_modules in transformers 5.25 (modeling_*.py). Qwen2-MoE's export used to name GPT2Block.
+  // (The class is that of the exported config.json's model_type, hfModelType's: Mistral-7B-v0.3, without
+  // a window, exports as llama; a windowed Mistral as mistral.)
+  const std::pair<const char*, const char*> kinds[] = {
+      {"llama3-8b", "LlamaDecoderLayer"}, {"mistral-7b", "LlamaDecoderLayer"}, {"", "MistralDecoderLayer"},
+      {"qwen2.5-7b", "Qwen2DecoderLayer"}, {"mixtral-8x7b", "MixtralDecoderLayer"},
+      {"qwen1.5-moe-a2.7b", "Qwen2MoeDecoderLayer"}, {"gpt2-124m", "GPT2Block"}};
+  for (const auto& [preset, layer] : kinds) {
+    rt::TrainConfig c;
+    c.workload = "small-cpu";
+    c.seq = 64, c.mbs = 1, c.gbs = 8, c.nproc = 2, c.zero = rt::ZeroStage::Parameters;
+    c = tn::trainingRunOf(c);
+    c.model = *preset ? wl::load(preset) : wl::parse(with(as("mistral", kLlama), R"("sliding_window": 16)"), "m.json");
+    c.workload = c.model.name;
+    const std::string yaml = tn::exportConfig(c, tn::ExportFormat::AccelerateConfig).text;
+    EXPECT_NE(yaml.find(std::string("fsdp_transformer_layer_cls_to_wrap: ") + layer + "\n"), std::string::npos)
+        << preset << "\n" << yaml;
+  }
+}

@@ -127,6 +127,9 @@ std::string wrapClass(const runconfig::TrainConfig& c) {
   if (type == "mistral") return "MistralDecoderLayer";
   if (type == "qwen2") return "Qwen2DecoderLayer";
   if (type == "mixtral") return "MixtralDecoderLayer";
+  // transformers' Qwen2MoePreTrainedModel._no_split_modules (modeling_qwen2_moe.py); it has no GPT2Block,
+  // which Accelerate's TRANSFORMER_BASED_WRAP refuses ("Could not find the transformer layer class").
+  if (type == "qwen2_moe") return "Qwen2MoeDecoderLayer";
   return "GPT2Block";
 }
 
