@@ -60,7 +60,7 @@ struct Outcome {
   std::string routing;          // which routing the MoE figures priced (routingLine; "" when dense)
   int64_t framework_peak = 0;   // FSDP's / DeepSpeed's own peak on a GPU (frameworkPeak; 0: none)
   int64_t megatronParamsOpt(int64_t stage) const {
-    return tn::megatronLayersParamsOpt(w, p, stage, megatron_bytes_per_param);
+    return tn::megatronLayersParamsOpt(w, p, stage, runconfig::shardsOptimizer(p.zero));
   }
   int64_t megatronEmbeddingOpt() const { return tn::megatronEmbeddingParamsOpt(w, p, megatron_bytes_per_param); }
   // What `fits` is judged on: FSDP's or DeepSpeed's own peak on a GPU (framework_peak), else this
@@ -503,7 +503,11 @@ void printText(const Outcome& o) {
                 attention == tn::Attention::Default ? "" : attention == tn::Attention::Flash ? ", flash attention"
                                                                                              : ", unfused attention",
                 t.bound.c_str());
-  if (framework == tn::Framework::Megatron)
+  if (framework == tn::Framework::Megatron && w.isMoe())
+    std::printf("Megatron-LM parameters + optimizer (%.4g bytes/parameter, the experts' %.4g): stage 0 %.2f GiB in "
+                "its layers\n", bpp, tn::megatronBytesPerExpertParam(p, rt::shardsOptimizer(p.zero)),
+                gib(o.megatronParamsOpt(0)));
+  else if (framework == tn::Framework::Megatron)
     std::printf("Megatron-LM parameters + optimizer (%.4g bytes/parameter): stage 0 %.2f GiB in its layers\n",
                 bpp, gib(o.megatronParamsOpt(0)));
   printFrameworkMemory(w, p, framework, c, o.m, ds);

@@ -51,6 +51,11 @@ def architecture(w):
     attn_bias = t == "llama" and w.get("attention_bias", False)
     mlp_bias = t == "llama" and w.get("mlp_bias", False)
     scaling = w.get("rope_scaling") or {}
+    params = w.get("rope_parameters") or {}  # transformers 5 writes rope_theta and the scaling here
+    if params:
+        w = {**w, "rope_theta": params.get("rope_theta", w.get("rope_theta", 10000))}
+        scaling = params if params.get("rope_type", "default") != "default" else scaling
+    window = _window(w, t)
     if t == "qwen2_moe":  # Qwen2MoeConfig: q/k/v biases per qkv_bias, a gated shared expert, top-k of the whole softmax
         return dict(hidden=C, heads=H, kv=w.get("num_key_value_heads") or 16, head_dim=w.get("head_dim") or C // H,
                     ffn=w["intermediate_size"], norm="RMSNorm", eps=w.get("rms_norm_eps", 1e-6), swiglu=True,
@@ -59,7 +64,7 @@ def architecture(w):
                     qkv_bias=w.get("qkv_bias", True), experts=w.get("num_experts", 60) or None,
                     topk=w.get("num_experts_per_tok", 4), moe_ffn=w.get("moe_intermediate_size", 1408),
                     layers=w["num_hidden_layers"], pre_softmax=not w.get("norm_topk_prob", False),
-                    shared_ffn=w.get("shared_expert_intermediate_size", 5632), shared_gate=True)
+                    shared_ffn=w.get("shared_expert_intermediate_size", 5632), shared_gate=True, window=None)
     return dict(hidden=C, heads=H, kv=w.get("num_key_value_heads") or H, head_dim=w.get("head_dim") or C // H,
                 ffn=w["intermediate_size"], norm="RMSNorm", eps=w.get("rms_norm_eps", 1e-6), swiglu=True,
                 positions="rope", theta=w.get("rope_theta", 1e6 if t == "mixtral" else 10000),
@@ -67,7 +72,21 @@ def architecture(w):
                 untied=not w.get("tie_word_embeddings", False), bias_linear=attn_bias and mlp_bias,
                 qkv_bias=(t == "qwen2") or attn_bias, experts=w.get("num_local_experts") or None,
                 topk=w.get("num_experts_per_tok", 2), moe_ffn=w["intermediate_size"], layers=w["num_hidden_layers"],
-                pre_softmax=False, shared_ffn=None, shared_gate=False)
+                pre_softmax=False, shared_ffn=None, shared_gate=False, window=window)
+
+
+def _window(w, t):
+    """(W, list of windowed layers or None for all) as transformers builds the file's windows, or None."""
+    if t in ("mistral", "mixtral"):
+        W = w.get("sliding_window", 4096 if t == "mistral" else None)
+        return (W, None) if W else None
+    if t == "qwen2" and w.get("use_sliding_window", False):
+        W, L = w.get("sliding_window", 4096), w["num_hidden_layers"]
+        m = w.get("max_window_layers", 28)
+        if not W or m >= L:
+            return None
+        return (W, None) if m == 0 else (W, [1 if layer >= m else 0 for layer in range(L)])
+    return None
 
 
 def _want(p, name, got, expected):
@@ -103,6 +122,11 @@ def megatron_arch_problems(args, tc, a):
     _want(p, "TransformerConfig.add_bias_linear", tc.add_bias_linear, a["bias_linear"])
     _want(p, "TransformerConfig.add_qkv_bias", bool(tc.add_qkv_bias or tc.add_bias_linear),
           a["qkv_bias"] or a["bias_linear"])
+    # transformers' window of W keys (t − W < j ≤ t) is Transformer Engine's (W − 1, 0).
+    window = a.get("window")
+    _want(p, "TransformerConfig.window_size", tuple(tc.window_size) if tc.window_size else None,
+          (window[0] - 1, 0) if window else None)
+    _want(p, "TransformerConfig.window_attn_skip_freq", tc.window_attn_skip_freq, window[1] if window else None)
     _want(p, "TransformerConfig.num_moe_experts", tc.num_moe_experts, a["experts"])
     if a["experts"]:
         _want(p, "TransformerConfig.moe_router_topk", tc.moe_router_topk, a["topk"])

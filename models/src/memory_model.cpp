@@ -570,16 +570,36 @@ double megatronBytesPerParam(const Plan& p, bool distributed_optimizer) {
   return distributed_optimizer ? 6.0 + 12.0 / double(p.dp * std::max<int64_t>(1, p.cp)) : 18.0;
 }
 
-double megatronLayerParams(const workloads::Workload& w) {
+double megatronBytesPerExpertParam(const Plan& p, bool distributed_optimizer) {
+  // The experts' state shards over their expert-data-parallel group, world / (etp · ep · pp) ranks
+  // (theoretical_memory_usage.py's expert_data_parallel_size; megatron-core's expert_data_parallel
+  // group): dp · cp · tp / ep under the export's --expert-tensor-parallel-size 1 (export.cpp).
+  const int64_t edp = std::max<int64_t>(1, p.dp * std::max<int64_t>(1, p.cp) * p.tp / std::max<int64_t>(1, p.ep));
+  return distributed_optimizer ? 6.0 + 12.0 / double(edp) : 18.0;
+}
+
+namespace {
+
+// Megatron-LM's attention of one layer: QKV (GQA's smaller K/V), the projection, their biases.
+double megatronAttentionParams(const workloads::Workload& w) {
   const double h = double(w.n_embd), q = double(w.n_head * w.headSize()), kv = double(w.kvHeads() * w.headSize());
-  if (w.isMoe()) return 12.0 * h * h + 13.0 * h;  // the dense layer's, as Korthikanti et al. count
-  const double F = double(w.ffnHidden()), mats = w.mlp == workloads::Mlp::SwiGLU ? 3.0 : 2.0;
-  double n = (w.norm == workloads::Norm::LayerNorm ? 4.0 : 2.0) * h;  // two norms
-  n += h * (q + 2.0 * kv) + q * h + mats * h * F;                     // QKV (GQA), projection, MLP
-  if (w.qkv_bias) n += q + 2.0 * kv;
-  if (w.proj_bias) n += h;
-  if (w.mlp_bias) n += (mats - 1.0) * F + h;
-  return n;  // GPT-2's shape: 12h² + 13h
+  return h * (q + 2.0 * kv) + q * h + (w.qkv_bias ? q + 2.0 * kv : 0.0) + (w.proj_bias ? h : 0.0);
+}
+
+// One MLP of width F as Megatron-LM builds it: 2 (GELU) or 3 (SwiGLU) matrices and their biases.
+double megatronMlpParams(const workloads::Workload& w, int64_t width) {
+  const double h = double(w.n_embd), F = double(width), mats = w.mlp == workloads::Mlp::SwiGLU ? 3.0 : 2.0;
+  return mats * h * F + (w.mlp_bias ? (mats - 1.0) * F + h : 0.0);
+}
+
+}  // namespace
+
+double megatronLayerParams(const workloads::Workload& w) {
+  // A MoE workload's dense layers (Qwen2-MoE's mlp_only_layers) are this too; its MoE layers are
+  // priced term by term in megatronLayersParamsOpt.
+  const double h = double(w.n_embd);
+  const double n = (w.norm == workloads::Norm::LayerNorm ? 4.0 : 2.0) * h;  // two norms
+  return n + megatronAttentionParams(w) + megatronMlpParams(w, w.ffnHidden());  // GPT-2's shape: 12h² + 13h
 }
 
 int64_t megatronEmbeddingTables(const workloads::Workload& w, const Plan& p, int64_t stage) {
@@ -587,9 +607,25 @@ int64_t megatronEmbeddingTables(const workloads::Workload& w, const Plan& p, int
   return (first ? 1 : 0) + (last && !(first && w.tie_embeddings) ? 1 : 0);
 }
 
-int64_t megatronLayersParamsOpt(const workloads::Workload& w, const Plan& p, int64_t stage, double bytes_per_param) {
-  const double layer_params = megatronLayerParams(w);
-  return int64_t(bytes_per_param * layer_params * double(layersOfStage(w.n_layer, p.pp, stage)) / double(p.tp));
+int64_t megatronLayersParamsOpt(const workloads::Workload& w, const Plan& p, int64_t stage, bool distributed_optimizer) {
+  const double bpp = megatronBytesPerParam(p, distributed_optimizer);
+  if (!w.isMoe())
+    return int64_t(bpp * megatronLayerParams(w) * double(layersOfStage(w.n_layer, p.pp, stage)) / double(p.tp));
+  // theoretical_memory_usage.py's split of a MoE layer: the attention and the shared expert sharded
+  // over TP, the norms, the router (E·h) and the shared expert's gate (h) replicated, the E routed
+  // experts over EP (whole on each TP rank: --expert-tensor-parallel-size 1) at the expert data-parallel
+  // group's bytes; a dense layer as megatronLayerParams, ÷ tp.
+  const double h = double(w.n_embd), E = double(w.n_experts), t = double(p.tp);
+  const double norms = (w.norm == workloads::Norm::LayerNorm ? 4.0 : 2.0) * h;
+  const double sharded = megatronAttentionParams(w) + (w.shared_expert ? megatronMlpParams(w, w.sharedExpertHidden()) : 0.0);
+  const double replicated = norms + E * h + (w.shared_expert && w.shared_expert_gate ? h : 0.0);
+  const double experts = E * megatronMlpParams(w, w.expertHidden()) / double(std::max<int64_t>(1, p.ep));
+  const double moe_layer = bpp * (sharded / t + replicated) + megatronBytesPerExpertParam(p, distributed_optimizer) * experts;
+  const double dense_layer = bpp * megatronLayerParams(w) / t;
+  double bytes = 0;
+  for (const int64_t l : layerIdsOfStage(w.n_layer, p.pp, stage, p.virtual_stages))
+    bytes += w.moeLayer(l) ? moe_layer : dense_layer;
+  return int64_t(bytes);
 }
 
 int64_t megatronEmbeddingParamsOpt(const workloads::Workload& w, const Plan& p, double bytes_per_param) {

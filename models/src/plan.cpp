@@ -28,7 +28,9 @@ std::string whyInvalid(const workloads::Workload& w, const Plan& p) {
   if (p.pp > w.n_layer) return "pp=" + std::to_string(p.pp) + " exceeds n_layer=" + std::to_string(w.n_layer);
   if (p.gbs % (p.mbs * p.dp) != 0)
     return "gbs=" + std::to_string(p.gbs) + " is not divisible by mbs x dp=" + std::to_string(p.mbs * p.dp);
-  if (p.seq > w.n_positions) return "seq=" + std::to_string(p.seq) + " exceeds n_positions";
+  if (p.seq > w.n_positions)
+    return "seq=" + std::to_string(p.seq) + " exceeds the workload's n_positions=" + std::to_string(w.n_positions) +
+           " (max_position_embeddings in a config.json): pass --seq of at most " + std::to_string(w.n_positions);
   if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";
   if (p.sequence_parallel && p.seq % p.tp != 0) return "sequence parallelism needs seq divisible by tp";
   if (runconfig::shardsOptimizer(p.zero) && p.dp == 1)

@@ -3,7 +3,8 @@
 same config.json, weights and tokens, and checkpoints travel both ways unchanged.
 
     hf_oracle_test.py TRAINSCOPE_CLI MODEL WORKDIR
-    (MODEL: gpt2, llama, mistral, mistral_window, qwen2, qwen2_window, mixtral, qwen2_moe, qwen2_moe_sparse)
+    (MODEL: gpt2, llama, llama3_scaled, mistral, mistral_window, qwen2, qwen2_window, mixtral, qwen2_moe,
+    qwen2_moe_sparse)
 
 1. transformers builds MODEL from a tiny config.json (fp32, seeded) and save_pretrained()s it: D0.
 2. `trainscope run --init-from D0 --save D1` takes one step of SGD with lr 1 (no momentum, weight
@@ -62,6 +63,16 @@ CONFIGS = {
                      "num_key_value_heads": 2, "max_position_embeddings": 32, "rms_norm_eps": 1e-6,
                      "rope_theta": 10000.0, "tie_word_embeddings": False, "use_sliding_window": True,
                      "sliding_window": 6, "max_window_layers": 1, "hidden_act": "silu"},
+    # Llama 3.2's shape in small: a tied head, head_dim 12 ≠ 32/4, and Llama 3's RoPE scaling with
+    # original_max_position_embeddings 8, so the bands it scales (wavelength > 8) and blends (2 .. 8) meet
+    # positions 0 .. 15 of SEQ 16.
+    "llama3_scaled": {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": VOCAB,
+                      "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                      "num_key_value_heads": 2, "head_dim": 12, "max_position_embeddings": 32, "rms_norm_eps": 1e-5,
+                      "rope_theta": 10000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                                             "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                             "original_max_position_embeddings": 8},
+                      "tie_word_embeddings": True, "hidden_act": "silu"},
     "mixtral": {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "vocab_size": VOCAB,
                 "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
                 "num_key_value_heads": 2, "max_position_embeddings": 32, "rms_norm_eps": 1e-5,
@@ -91,10 +102,10 @@ CONFIGS = {
                          "use_sliding_window": False, "qkv_bias": True, "tie_word_embeddings": False,
                          "hidden_act": "silu"},
 }
-# Windowed configs: the same weights under these other windows must give transformers another loss
+# Windowed configs (and llama3_scaled's RoPE scaling): the same weights under these other windows must give transformers another loss
 # (the oracle would not see a window that trainscope dropped or put on the wrong layers otherwise);
 # likewise qwen2_moe's gates renormalised.
-OTHER_WINDOWS = {"mistral_window": [{"sliding_window": None}],
+OTHER_WINDOWS = {"mistral_window": [{"sliding_window": None}], "llama3_scaled": [{"rope_scaling": None}],
                  "qwen2_window": [{"use_sliding_window": False}, {"max_window_layers": 0}],
                  "qwen2_moe": [{"norm_topk_prob": True}]}
 # The sharded layouts each architecture's save is also checked under (step 5).

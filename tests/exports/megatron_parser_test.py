@@ -10,7 +10,9 @@ on this venv's Python 3.11 and its parser runs there once `typing.override` (new
 megatron/training/models/hybrid.py) is given typing_extensions' — the only 3.12 name it needs.
 
 For a spread of layouts of llama3-8b (bf16 and fp8), mistral-7b, qwen2.5-7b, mixtral-8x7b and qwen1.5-moe-a2.7b (also with
-dense layers: decoder_sparse_step 2, mlp_only_layers [0], --moe-layer-freq's list form) on H100 nodes and
+dense layers: decoder_sparse_step 2, mlp_only_layers [0], --moe-layer-freq's list form), Mistral-7B-v0.1's Hub file
+and Qwen2.5-7B with its window on from layer 14 (seq 8192 > the 4096-token windows: --window-size, --window-attn-skip-freq's
+list, context parallelism's a2a) on H100 nodes and
 small-llama on CPU ranks (`tune --max-trials 0`: the space, no trial), `export --format megatron` goes
 through bench/check_exports.py's megatron_problems: Megatron-LM's parse_args(ignore_unknown_args=False)
 as pretrain_gpt.py calls it, validate_args with the run's world size, every parsed value against the
@@ -89,11 +91,30 @@ def qwen_moe_sparse(folder):
     return path
 
 
+def qwen2_window(folder):
+    """Qwen2.5-7B's shape with its sliding window on (use_sliding_window true, 4096 tokens) from layer 14
+    on: --window-size 4095,0 and --window-attn-skip-freq's list, 14 full layers then 14 windowed."""
+    import json
+    with open(os.path.join(ep.ROOT, "workloads", "qwen2.5-7b.json")) as f:
+        cfg = json.load(f)
+    cfg.update(name="qwen2.5-7b-window", use_sliding_window=True, sliding_window=4096, max_window_layers=14)
+    path = os.path.join(folder, "qwen2.5-7b-window.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
+# Mistral-7B-v0.1's window of 4096 under a longer sequence (and context parallelism): --window-size.
+MISTRAL_V01 = os.path.join(ep.ROOT, "tests", "data", "hub", "mistralai__Mistral-7B-v0.1", "config.json")
+
+
 def run_checks(bin_, folder):
     warnings.filterwarnings("ignore")
     logging.getLogger("megatron").setLevel(logging.WARNING)  # its tokenizer's INFO line per export
     checks = ep.Checks()
-    studies = STUDIES + [("qwen1.5-moe-sparse", ["--workload", qwen_moe_sparse(folder), *H100, "--seq", "4096"], 3)]
+    studies = STUDIES + [("qwen1.5-moe-sparse", ["--workload", qwen_moe_sparse(folder), *H100, "--seq", "4096"], 3),
+                         ("mistral-7b-v0.1", ["--workload", MISTRAL_V01, *H100, "--seq", "8192"], 4),
+                         ("qwen2.5-7b-window", ["--workload", qwen2_window(folder), *H100, "--seq", "8192"], 3)]
     for name, flags, limit, keep in [(*s, lambda plan: True) for s in studies] + [(*UNEVEN, uneven)]:
         study = ep.space(bin_, folder, name, flags)
         for cid, plan in ep.spread(study, limit, keep):

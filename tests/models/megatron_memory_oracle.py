@@ -18,6 +18,9 @@ megatron-core 0.19.2 under $VENV/trainscope-parsers), called with a namespace of
 arguments. Where it applies another formula than ours, activations without both SP and selective
 recomputation (compute_activation_memory_without_sp: no attention scores, recomputation not counted,
 × 1.05), the difference is printed as a note, not checked (docs/memory-model.md).
+Mixtral-8x7B and Qwen1.5-MoE-A2.7B (a gated shared expert) under EP layouts, with and without the distributed
+optimizer, are compared with megatron-core's copy alone (its MoE terms: experts ÷ ep at the expert-data-parallel
+group's bytes, router and norms replicated), weights and optimizer within 2%.
 Usage: megatron_memory_oracle.py TRAINSCOPE_BINARY. Exit 77 (skipped) without megatron-bridge.
 """
 import importlib.metadata
@@ -62,6 +65,58 @@ LAYOUTS = {
         (2, 8, 9, 1, True, "none", True, 1, 36, 8192),
     ],
 }
+
+
+# Mixtures of experts against megatron-core's copy alone (its MoE terms): (workload, architecture,
+# layouts dp, tp, pp, ep, distributed optimizer, seq). The export runs the experts whole on each TP rank
+# (--expert-tensor-parallel-size 1), so their state shards over dp·tp/ep expert-data-parallel ranks.
+MOE = {
+    "mixtral-8x7b": (dict(num_layers=32, hidden_size=4096, num_attention_heads=32, num_query_groups=8,
+                          ffn_hidden_size=14336, vocab_size=32000, untied=True, num_experts=8, topk=2,
+                          moe_ffn_hidden_size=14336, shared=None, shared_gate=False),
+                     [(8, 2, 1, 1, True, 4096), (8, 2, 1, 8, True, 4096), (4, 4, 2, 4, True, 4096),
+                      (16, 1, 1, 8, False, 4096)]),
+    "qwen1.5-moe-a2.7b": (dict(num_layers=24, hidden_size=2048, num_attention_heads=16, num_query_groups=16,
+                               ffn_hidden_size=5632, vocab_size=151936, untied=True, num_experts=60, topk=4,
+                               moe_ffn_hidden_size=1408, shared=5632, shared_gate=True),
+                          [(8, 1, 1, 4, True, 4096), (4, 2, 1, 2, True, 4096), (8, 1, 2, 4, False, 4096)]),
+}
+
+
+def moe_core_args(arch, layout):
+    dp, tp, pp, ep, distopt, seq = layout
+    args = core_args(arch, (dp, tp, pp, 1, False, "none", distopt, 1, dp, seq))
+    args.num_experts, args.moe_router_topk = arch["num_experts"], arch["topk"]
+    args.moe_ffn_hidden_size, args.moe_layer_freq = arch["moe_ffn_hidden_size"], 1
+    args.moe_shared_expert_intermediate_size, args.moe_shared_expert_gate = arch["shared"], arch["shared_gate"]
+    args.expert_tensor_parallel_size, args.expert_model_parallel_size = 1, ep
+    return args
+
+
+def moe_failures(binary, core):
+    """predict --framework megatron's weights + optimizer of MoE layouts against megatron-core's formula."""
+    failures = 0
+    for workload, (arch, layouts) in MOE.items():
+        for layout in layouts:
+            dp, tp, pp, ep, distopt, seq = layout
+            gpus = dp * tp * pp
+            cmd = [binary, "predict", "--workload", workload, "--cluster", "h100-80gb-x8",
+                   "--nodes", str(max(1, gpus // 8)), "--gpus", str(gpus), "--tp", str(tp), "--pp", str(pp),
+                   "--ep", str(ep), "--mbs", "1", "--gbs", str(dp * pp), "--seq", str(seq), "--framework", "megatron",
+                   "--json"] + (["--use-distributed-optimizer"] if distopt else [])
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if out.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
+            first = json.loads(out.stdout)["stages"][0]
+            got = first["megatron_params_opt_bytes"] + first["megatron_embedding_opt_bytes"]
+            want = core.compute_weight_and_optimizer_memory(moe_core_args(arch, layout))
+            err = got / want - 1.0
+            ok = abs(err) <= TOLERANCE
+            failures += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {workload} dp{dp} tp{tp} pp{pp} ep{ep}{' distopt' if distopt else ''} "
+                  f"seq{seq}: weights+optimizer (megatron-core, MoE) {got / 2**30:.3f} GiB, Megatron "
+                  f"{want / 2**30:.3f} GiB ({err * 100:+.2f}%)")
+    return failures
 
 
 def load_oracle():
@@ -203,6 +258,8 @@ def main():
                 failures += not ok
                 print(f"{'ok  ' if ok else 'FAIL'} {name}: {what} {got / 2**30:.3f} GiB, Megatron "
                       f"{want / 2**30:.3f} GiB ({err * 100:+.2f}%)")
+    if core is not None:
+        failures += moe_failures(sys.argv[1], core)
     print(f"{failures} outside {TOLERANCE * 100:.0f}%")
     return 1 if failures else 0
 

@@ -70,6 +70,30 @@ void megatronPositions(std::ostringstream& o, const runconfig::TrainConfig& c, s
   }
 }
 
+// Sliding-window attention (Mistral v0.1's sliding_window, Qwen2's layers from max_window_layers on).
+// megatron-core's window_size is Transformer Engine's (left, right): query i attends keys
+// i − left … i + right, so transformers' mask t − W < j ≤ t is (W − 1, 0) under the causal mask.
+// Qwen2's full-attention layers below max_window_layers are --window-attn-skip-freq's list form, one 1
+// (windowed) or 0 (full) per layer (megatron-core's is_layer_window_attention), quoted for the shell.
+// Transformer Engine runs a window under context parallelism only with its all-to-all exchange
+// (Megatron-Bridge's Mistral bridge sets cp_comm_type a2a with the window likewise).
+void megatronWindow(std::ostringstream& o, const runconfig::TrainConfig& c, std::vector<std::string>& notes) {
+  const wl::Workload& w = c.model;
+  if (w.sliding_window <= 0) return;
+  o << " --window-size " << w.sliding_window - 1 << ",0";
+  if (w.window_from_layer > 0) {
+    o << " --window-attn-skip-freq '[";
+    for (int64_t l = 0; l < w.n_layer; ++l) o << (l ? "," : "") << (w.windowedLayer(l) ? "1" : "0");
+    o << "]'";
+  }
+  if (c.cp > 1) {
+    o << " --cp-comm-type a2a";
+    notes.push_back("the sliding window under context parallelism: Transformer Engine applies it only with the "
+                    "all-to-all exchange (--cp-comm-type a2a), which splits the heads over the " +
+                    std::to_string(c.cp) + " CP ranks where this runtime's ring passes K/V blocks");
+  }
+}
+
 }  // namespace
 
 void megatronArchitecture(std::ostringstream& o, const runconfig::TrainConfig& c, std::vector<std::string>& notes) {
@@ -86,9 +110,7 @@ void megatronArchitecture(std::ostringstream& o, const runconfig::TrainConfig& c
   if (w.headSize() * w.n_head != w.n_embd) o << " --kv-channels " << w.headSize();
   if (!w.tie_embeddings) o << " --untie-embeddings-and-output-weights";
   megatronBiases(o, w, notes);
-  if (w.sliding_window > 0 && c.seq > w.sliding_window)
-    notes.push_back("the model's sliding window (" + std::to_string(w.sliding_window) +
-                    ") is shorter than the sequence: these flags attend over the whole sequence");
+  megatronWindow(o, c, notes);
 }
 
 void addModelConfig(const runconfig::TrainConfig& c, ExportResult& r) {
@@ -105,6 +127,9 @@ std::string wrapClass(const runconfig::TrainConfig& c) {
   if (type == "mistral") return "MistralDecoderLayer";
   if (type == "qwen2") return "Qwen2DecoderLayer";
   if (type == "mixtral") return "MixtralDecoderLayer";
+  // transformers' Qwen2MoePreTrainedModel._no_split_modules (modeling_qwen2_moe.py); it has no GPT2Block,
+  // which Accelerate's TRANSFORMER_BASED_WRAP refuses ("Could not find the transformer layer class").
+  if (type == "qwen2_moe") return "Qwen2MoeDecoderLayer";
   return "GPT2Block";
 }
 

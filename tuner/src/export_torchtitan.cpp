@@ -9,8 +9,10 @@
 // (local_batch_size x dp): local_batch_size is the micro-batch. Checked by torchtitan 0.3.0's own
 // ConfigManager in tests/exports/torchtitan_parser_test.py.
 #include <sstream>
+#include <string>
 
 #include "trainscope/tuner/export.h"
+#include "trainscope/workloads/workload.h"
 
 namespace trainscope::tuner {
 
@@ -32,10 +34,45 @@ int64_t torchtitanLayersPerStage(const rt::TrainConfig& c, std::vector<std::stri
   return per;
 }
 
+// torchtitan builds the model its --module/--config registry function names; these flags set none of
+// its shape. torchtitan 0.3's registry has Llama 3 configs llama3_8b, llama3_70b and llama3_405b
+// (models/llama3/config_registry.py; the flavors' shapes in models/llama3/__init__.py: untied, no
+// biases, vocabulary 128256, RoPE theta 500000 with Llama 3.1's scaling, factor 8, low/high 1/4,
+// original 8192) and no Mistral, Qwen2, Mixtral or Qwen2-MoE model: the note names the config of this
+// workload's shape, or says there is none, so the job's model is not taken for the one priced.
+std::string torchtitanModelNote(const workloads::Workload& w) {
+  struct Flavor {
+    const char* config;
+    int64_t C, L, NH, KV, F;
+  };
+  static const Flavor kFlavors[] = {{"llama3_8b", 4096, 32, 32, 8, 14336},
+                                    {"llama3_70b", 8192, 80, 64, 8, 28672},
+                                    {"llama3_405b", 16384, 126, 128, 8, 53248}};
+  const bool llama_like = w.norm == workloads::Norm::RMSNorm && w.mlp == workloads::Mlp::SwiGLU &&
+                          w.positions == workloads::Positions::Rope && !w.isMoe() && !w.tie_embeddings &&
+                          !w.qkv_bias && !w.proj_bias && !w.mlp_bias && w.sliding_window == 0 &&
+                          w.vocab_size == 128256 && w.headSize() * w.n_head == w.n_embd;
+  for (const Flavor& f : kFlavors) {
+    if (!llama_like || w.n_embd != f.C || w.n_layer != f.L || w.n_head != f.NH || w.kvHeads() != f.KV ||
+        w.ffnHidden() != f.F)
+      continue;
+    const workloads::RopeScaling& r = w.rope_scaling;
+    const bool same_rope = w.rope_theta == 500000 && r.factor == 8 && r.low_freq_factor == 1 &&
+                           r.high_freq_factor == 4 && r.original_max_position_embeddings == 8192;
+    return std::string("the model is the one torchtitan's --module llama3 --config ") + f.config +
+           " builds (these flags set none of its shape): its layers are this workload's" +
+           (same_rope ? "" : ", but its RoPE is Llama 3.1's (theta 500000, scaling factor 8), not this workload's");
+  }
+  return "these flags set no model: torchtitan builds the one its --module/--config registry function names, and "
+         "torchtitan 0.3 has no config of this workload's shape (its Llama 3 configs are llama3_8b, llama3_70b and "
+         "llama3_405b; it has no Mistral, Qwen2, Mixtral or Qwen2-MoE model): the job would train another model";
+}
+
 }  // namespace
 
 ExportResult torchtitanFlags(const rt::TrainConfig& c) {
   ExportResult r;
+  r.notes.push_back(torchtitanModelNote(c.model));
   std::ostringstream o;
   const bool shard = c.zero >= rt::ZeroStage::Gradients && c.dp > 1;
   o << "--training.local_batch_size " << c.mbs << " --training.global_batch_size " << c.global_batch

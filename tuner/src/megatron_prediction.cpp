@@ -29,7 +29,7 @@ std::string megatronPrediction(const StudyInputs& study, const runconfig::TrainC
   const TimePrediction own = predictTime(c.model, p, cl, {-1.0, Framework::Trainscope});
   const MemoryPrediction m = predictMemory(c.model, p);
   const double bpp = megatronBytesPerParam(p, runconfig::shardsOptimizer(c.zero));
-  const int64_t meg_first = megatronLayersParamsOpt(c.model, p, 0, bpp) +
+  const int64_t meg_first = megatronLayersParamsOpt(c.model, p, 0, runconfig::shardsOptimizer(c.zero)) +
                             megatronEmbeddingTables(c.model, p, 0) * megatronEmbeddingParamsOpt(c.model, p, bpp) +
                             m.stages.front().megatron_activations;
   char text[400];

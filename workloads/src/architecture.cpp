@@ -118,6 +118,12 @@ void parseRopeScaling(const nlohmann::json& j, const std::string& source, Worklo
                     "{\"rope_type\": \"llama3\", \"factor\", \"low_freq_factor\", \"high_freq_factor\", "
                     "\"original_max_position_embeddings\"}");
   w->rope_scaling.factor = numKey(r, "factor", source, "rope_scaling.factor", -1);
+  // 0 is the workload's "no scaling": a file's factor 0 (or below 1) would be read as none. transformers
+  // warns and computes inv_freq / 0; refused here, as a missing factor is (validateArchitecture).
+  if (r.contains("factor") && !r["factor"].is_null() && !(w->rope_scaling.factor >= 1))
+    throw UserError("workload.rope_scaling.factor", jsonText(r["factor"]) + " in " + source +
+                    " is below 1 (Llama 3's scaling divides the low frequencies by it)",
+                    "use the model's published factor: 8 (Llama 3.1) or 32 (Llama 3.2), or set rope_scaling to null");
   w->rope_scaling.low_freq_factor = numKey(r, "low_freq_factor", source, "rope_scaling.low_freq_factor", 1);
   w->rope_scaling.high_freq_factor = numKey(r, "high_freq_factor", source, "rope_scaling.high_freq_factor", 4);
   w->rope_scaling.original_max_position_embeddings = intKey(
@@ -296,9 +302,15 @@ static void parseHfWindow(const nlohmann::json& j, const std::string& source, co
     throw UserError("workload.use_sliding_window", "true in " + source + " is not supported: Qwen2-MoE windows "
                     "alternate layers below max_window_layers, and trainscope windows only the layers from one on",
                     "set use_sliding_window to false (as Qwen1.5-MoE and Qwen2-57B-A14B ship)");
-  if (window_used)
+  if (window_used) {
     w->sliding_window = intKey(j, "sliding_window", source, "sliding_window",
                                type != "mixtral" && !j.contains("sliding_window") ? 4096 : 0);
+    // transformers' mask t − W < j ≤ t leaves a query no key at W ≤ 0 (NaN rows); null is "no window".
+    if (j.contains("sliding_window") && !j["sliding_window"].is_null() && w->sliding_window <= 0)
+      throw UserError("workload.sliding_window", std::to_string(w->sliding_window) + " in " + source +
+                      " leaves each query no key to attend to", "set sliding_window to a positive number of tokens "
+                      "(4096: Mistral-7B-v0.1), or to null for attention over the whole sequence");
+  }
   if (type == "qwen2" && w->sliding_window > 0) {
     const int64_t from = intKey(j, "max_window_layers", source, "max_window_layers", 28);  // transformers' default
     if (from < 0) throw UserError("workload.max_window_layers", "must be >= 0 in " + source, "use 0 (every layer windowed)");
@@ -336,8 +348,26 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
   const int64_t kv_default = mistral_like ? 8 : type == "qwen2_moe" ? 16 : w->n_head;
   w->n_kv_head = intKey(j, "num_key_value_heads", source, "num_key_value_heads",
                         !j.contains("num_key_value_heads") ? kv_default : w->n_head);  // null: n_head
+  // 0 would read as "the default" (n_head): transformers divides the heads by it (ZeroDivisionError).
+  if (w->n_kv_head == 0)
+    throw UserError("workload.num_key_value_heads", "0 in " + source + " is not a number of K/V heads",
+                    "set num_key_value_heads to a divisor of num_attention_heads (" + std::to_string(w->n_head) +
+                        "): 1 (MQA) up to num_attention_heads (MHA), or null for num_attention_heads");
   w->head_dim = intKey(j, "head_dim", source, "head_dim", 0);
+  // 0 would read as "hidden_size / num_attention_heads"; transformers builds heads of 0 (and fails in RoPE).
+  if (j.contains("head_dim") && !j["head_dim"].is_null() && w->head_dim == 0)
+    throw UserError("workload.head_dim", "0 in " + source + " is not a head size",
+                    "set head_dim to the model's head size (e.g. 128), or null for hidden_size / num_attention_heads");
+  // LlamaConfig's validate_architecture refuses this whatever head_dim says (transformers 5.x).
+  if (type == "llama" && w->n_head > 0 && w->n_embd > 0 && w->n_embd % w->n_head != 0)
+    throw UserError("workload.num_attention_heads", std::to_string(w->n_head) + " does not divide hidden_size " +
+                    std::to_string(w->n_embd) + " in " + source + " (transformers' LlamaConfig refuses it, head_dim or not)",
+                    "choose num_attention_heads dividing hidden_size");
   w->ffn_hidden = need("intermediate_size");
+  // 0 would read as "no width given" (4·hidden_size); transformers builds an MLP of width 0.
+  if (w->ffn_hidden == 0)
+    throw UserError("workload.intermediate_size", "0 in " + source + " is not an MLP width",
+                    "set intermediate_size to the model's MLP width (14336: Llama 3 8B)");
   w->norm = Norm::RMSNorm;
   w->norm_eps = numKey(j, "rms_norm_eps", source, "rms_norm_eps", type == "mixtral" ? 1e-5 : 1e-6);
   w->positions = Positions::Rope;
@@ -384,6 +414,10 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
     parseQwen2Moe(j, source, w);
   } else if (type == "mixtral") {
     w->n_experts = need("num_local_experts");
+    if (w->n_experts < 1)
+      throw UserError("workload.num_local_experts", std::to_string(w->n_experts) + " in " + source +
+                      ": a mixtral model routes every token to its experts (transformers builds no MLP without them)",
+                      "set num_local_experts (8: Mixtral-8x7B), or use model_type mistral for the dense model");
     w->top_k = intKey(j, "num_experts_per_tok", source, "num_experts_per_tok", 2);
     w->moe_every = 1;
     w->moe_ffn_hidden = w->ffn_hidden;
@@ -418,6 +452,15 @@ void validateArchitecture(const Workload& w, const std::string& where) {
                         " (" + where + ")",
                     "set n_kv_head (num_key_value_heads) to a divisor of n_head: 1 (MQA) up to n_head (MHA)");
   if (w.ffn_hidden < 0) throw UserError("workload.ffn_hidden", "must be positive (" + where + ")", "set ffn_hidden");
+  // RoPE rotates the head's two halves against each other (transformers' rotate_half; its config
+  // validation refuses an odd rotary dimension): an odd head size has no halves.
+  if (w.positions == Positions::Rope && w.n_head > 0 && w.headSize() % 2 != 0)
+    throw UserError(w.head_dim > 0 ? "workload.head_dim" : "workload.n_head",
+                    "RoPE needs an even head size, and it is " + std::to_string(w.headSize()) +
+                        (w.head_dim > 0 ? "" : " (n_embd " + std::to_string(w.n_embd) + " / n_head " + std::to_string(w.n_head) + ")") +
+                        " (" + where + ")",
+                    w.head_dim > 0 ? "set head_dim (in a config.json) to an even number, e.g. 64 or 128"
+                                   : "choose n_head (num_attention_heads) so that n_embd / n_head is even, or set an even head_dim");
   if (w.positions == Positions::Rope && !(w.rope_theta > 0))
     throw UserError("workload.rope_theta", "must be positive (" + where + ")", "use 10000 (Llama 2) or 500000 (Llama 3)");
   const RopeScaling& r = w.rope_scaling;

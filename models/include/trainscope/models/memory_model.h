@@ -127,9 +127,13 @@ MemoryPrediction predictMemory(const workloads::Workload& w, const Plan& p,
 // weights, fp32 main gradients, fp32 master weights and Adam's two moments), or 6 + 12/d with its
 // distributed optimizer (Megatron-LM docs, dist_optimizer.md).
 double megatronBytesPerParam(const Plan& p, bool distributed_optimizer);
-// Those bytes for a stage's transformer layers (12h² + 13h parameters each, ÷ t), and for the word
-// embedding (V·h ÷ t) that the first and last stages hold.
-int64_t megatronLayersParamsOpt(const workloads::Workload& w, const Plan& p, int64_t stage, double bytes_per_param);
+// The same for a MoE layer's routed experts: the distributed optimizer shards their state over the
+// expert-data-parallel group, dp·cp·tp/ep ranks under --expert-tensor-parallel-size 1.
+double megatronBytesPerExpertParam(const Plan& p, bool distributed_optimizer);
+// Those bytes for a stage's transformer layers (megatronLayerParams each, ÷ t; a MoE layer's attention
+// and shared expert ÷ t, norms and router whole, experts ÷ ep at the expert bytes, as megatron-core's
+// theoretical_memory_usage.py), and for the word embedding (V·h ÷ t) that the first and last stages hold.
+int64_t megatronLayersParamsOpt(const workloads::Workload& w, const Plan& p, int64_t stage, bool distributed_optimizer);
 int64_t megatronEmbeddingParamsOpt(const workloads::Workload& w, const Plan& p, double bytes_per_param);
 
 // Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch (16-bit):

@@ -1,0 +1,209 @@
+// architecture_audit_test.cpp — what the audit of the decoder architectures against transformers and
+// Megatron-LM found (2026-12-07, /work/audit-arch.md):
+//   config.json values transformers refuses or cannot build (num_key_value_heads 0, an odd RoPE head
+//   size, sliding_window <= 0, a Llama 3 rope factor below 1, a mixtral without experts, a llama whose
+//   heads do not divide hidden_size) are refused naming the key, never read as another model;
+//   `predict --framework megatron`'s weights + optimizer column of a MoE counts the experts, as
+//   megatron-core 0.19.2's theoretical_memory_usage.py does (it used to count a GPT dense layer);
+//   Megatron-LM's export keeps a sliding window (--window-size W-1,0; Qwen2's full layers as
+//   --window-attn-skip-freq's list), and a seq beyond n_positions names the flag and its bound.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "trainscope/common/error.h"
+#include "trainscope/runconfig/config.h"
+#include "trainscope/tuner/export.h"
+#include "trainscope/tuner/models.h"
+#include "trainscope/workloads/workload.h"
+
+namespace ts = trainscope;
+namespace wl = trainscope::workloads;
+namespace tn = trainscope::tuner;
+namespace rt = trainscope::runconfig;
+
+namespace {
+
+const std::string kLlama = R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 176,
+  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+  "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "hidden_act": "silu",
+  "tie_word_embeddings": false})";
+
+std::string with(const std::string& base, const std::string& extra) {
+  return base.substr(0, base.rfind('}')) + ", " + extra + "}";
+}
+
+std::string as(const std::string& type, const std::string& base) {
+  std::string t = base;
+  const std::string from = R"("model_type": "llama")";
+  return t.replace(t.find(from), from.size(), "\"model_type\": \"" + type + "\"");
+}
+
+// The refusal's field and message, or "" when `text` loads.
+std::pair<std::string, std::string> refusal(const std::string& text) {
+  try {
+    wl::parse(text, "test/config.json");
+  } catch (const ts::UserError& e) {
+    return {e.field(), e.what()};
+  }
+  return {"", ""};
+}
+
+// A resolved one-process run of `w` (seq 64), with cp context-parallel ranks, for an export.
+rt::TrainConfig runOf(const wl::Workload& w, int64_t cp = 1) {
+  rt::TrainConfig c;
+  c.workload = "small-cpu";
+  c.seq = 64, c.mbs = 1, c.gbs = 8, c.nproc = int(cp), c.cp = cp;
+  c = tn::trainingRunOf(c);
+  c.model = w;
+  c.workload = w.name;
+  return c;
+}
+
+std::string megatronFlags(const wl::Workload& w, int64_t cp = 1) {
+  return tn::exportConfig(runOf(w, cp), tn::ExportFormat::Megatron).text;
+}
+
+}  // namespace
+
+TEST(ArchitectureAudit, ValuesTransformersCannotBuildAreRefusedByKey) {
+  // num_key_value_heads 0: transformers divides by it; it used to load as n_head (MHA), 8.8B for Llama 3.1 8B.
+  auto r = refusal(with(kLlama, R"("num_key_value_heads": 0)").replace(kLlama.find(R"("num_key_value_heads": 2)"), 25, ""));
+  EXPECT_EQ(r.first, "workload.num_key_value_heads") << r.second;
+  EXPECT_EQ(refusal(with(kLlama, R"("num_key_value_heads": null)").replace(kLlama.find(R"("num_key_value_heads": 2)"), 25, "")).first, "")
+      << "null is transformers' default (num_attention_heads)";
+  // An odd RoPE head size: `run` used to stop in the rotation ("shape '[1, 3]' is invalid …").
+  r = refusal(with(kLlama, R"("head_dim": 7)"));
+  EXPECT_EQ(r.first, "workload.head_dim") << r.second;
+  EXPECT_NE(r.second.find("even"), std::string::npos) << r.second;
+  EXPECT_EQ(refusal(with(kLlama, R"("head_dim": 8)")).first, "");  // even, ≠ 64 / 4: Mistral-Nemo's case
+  // sliding_window 0 or negative: no key for any query (it used to load as "no window").
+  const std::string mistral = as("mistral", kLlama);
+  for (const char* w : {"0", "-5"}) {
+    r = refusal(with(mistral, std::string(R"("sliding_window": )") + w));
+    EXPECT_EQ(r.first, "workload.sliding_window") << w << ": " << r.second;
+    EXPECT_NE(r.second.find("null"), std::string::npos) << r.second;
+  }
+  EXPECT_EQ(refusal(with(mistral, R"("sliding_window": null)")).first, "");
+  EXPECT_EQ(refusal(with(mistral, R"("sliding_window": 16)")).first, "");
+  // Llama 3's rope factor 0 (or below 1) used to load as "no scaling"; missing was refused already.
+  for (const char* f : {"0.0", "0.5"}) {
+    const std::string scaling = std::string(R"("rope_scaling": {"rope_type": "llama3", "factor": )") + f +
+                                R"(, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64})";
+    r = refusal(with(kLlama, scaling));
+    EXPECT_EQ(r.first, "workload.rope_scaling.factor") << f << ": " << r.second;
+    // transformers 5's rope_parameters alike.
+    const std::string v5 = std::string(R"("rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": )") +
+                           f + R"(, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64})";
+    EXPECT_EQ(refusal(with(kLlama, v5)).first, "workload.rope_scaling.factor") << f;
+  }
+  // A mixtral without experts used to load as the dense Mistral (7.24B for Mixtral-8x7B's shape).
+  r = refusal(with(as("mixtral", kLlama), R"("num_local_experts": 0)"));
+  EXPECT_EQ(r.first, "workload.num_local_experts") << r.second;
+  EXPECT_NE(r.second.find("mistral"), std::string::npos) << r.second;
+  // LlamaConfig refuses heads that do not divide hidden_size, head_dim or not; Mistral's does not.
+  std::string odd_heads = with(kLlama, R"("head_dim": 16)");
+  odd_heads.replace(odd_heads.find(R"("num_attention_heads": 4, "num_key_value_heads": 2)"), 50,
+                    R"("num_attention_heads": 6, "num_key_value_heads": 2)");
+  EXPECT_EQ(refusal(odd_heads).first, "workload.num_attention_heads");
+  EXPECT_EQ(refusal(as("mistral", odd_heads)).first, "");
+  // intermediate_size 0 used to read as 4·hidden_size (Llama 3.1 8B's shape: 8.84B where transformers
+  // builds 2.39B), head_dim 0 as hidden/heads (transformers: ZeroDivisionError in RoPE).
+  std::string no_mlp = kLlama;
+  no_mlp.replace(no_mlp.find(R"("intermediate_size": 176)"), 24, R"("intermediate_size": 0)");
+  EXPECT_EQ(refusal(no_mlp).first, "workload.intermediate_size");
+  EXPECT_EQ(refusal(with(kLlama, R"("head_dim": 0)")).first, "workload.head_dim");
+  EXPECT_EQ(refusal(with(kLlama, R"("head_dim": null)")).first, "");
+}
+
+TEST(ArchitectureAudit, MegatronColumnOfAMixtureOfExpertsCountsItsExperts) {
+  // Mixtral-8x7B's shape, dp 8 × tp 2, --ep 1 and 4, distributed optimizer: megatron-core 0.19.2's
+  // theoretical_memory_usage.py with --expert-tensor-parallel-size 1 holds per rank the attention ÷ tp,
+  // the norms and the router whole, the 8 experts ÷ ep at 6 + 12/(dp·tp/ep) bytes.
+  const wl::Workload w = wl::parse(R"({"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+      "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+      "max_position_embeddings": 32768, "num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": null,
+      "hidden_act": "silu", "tie_word_embeddings": false})", "mixtral.json");
+  const double h = 4096, attention = h * (4096 + 2 * 1024) + 4096 * h, experts = 8 * 3 * h * 14336;
+  for (const int64_t ep : {1, 4}) {
+    tn::Plan p;
+    p.dp = 8, p.tp = 2, p.ep = ep, p.mbs = 1, p.gbs = 64, p.seq = 4096;
+    const double bpp = 6 + 12.0 / 8, expert_bpp = 6 + 12.0 / (8 * 2 / double(ep));
+    EXPECT_DOUBLE_EQ(tn::megatronBytesPerExpertParam(p, true), expert_bpp);
+    EXPECT_DOUBLE_EQ(tn::megatronBytesPerExpertParam(p, false), 18.0);
+    const double want = 32 * (bpp * (attention / 2 + 2 * h + 8 * h) + expert_bpp * experts / double(ep));
+    EXPECT_NEAR(double(tn::megatronLayersParamsOpt(w, p, 0, true)), want, 32.0) << "ep " << ep;
+    // The old column priced 12h² + 13h a layer: 22.5 GiB where megatron-core says 161 GiB at ep 1.
+    EXPECT_GT(double(tn::megatronLayersParamsOpt(w, p, 0, true)), 2.0 * 32 * bpp * (12 * h * h + 13 * h) / 2);
+  }
+}
+
+TEST(ArchitectureAudit, MegatronExportKeepsTheSlidingWindow) {
+  const wl::Workload mistral = wl::parse(with(as("mistral", kLlama), R"("sliding_window": 16)"), "mistral.json");
+  std::string flags = megatronFlags(mistral);
+  EXPECT_NE(flags.find(" --window-size 15,0"), std::string::npos) << flags;
+  EXPECT_EQ(flags.find("--window-attn-skip-freq"), std::string::npos) << flags;  // every layer
+  EXPECT_EQ(flags.find("--cp-comm-type"), std::string::npos) << flags;
+  flags = megatronFlags(mistral, 2);
+  EXPECT_NE(flags.find(" --cp-comm-type a2a"), std::string::npos) << flags;
+  // Qwen2 windowing layers 1 and 2 of 3 (max_window_layers 1): full, then two windowed.
+  std::string qwen = with(as("qwen2", kLlama), R"("use_sliding_window": true, "sliding_window": 16, "max_window_layers": 1)");
+  qwen.replace(qwen.find(R"("num_hidden_layers": 2)"), 22, R"("num_hidden_layers": 3)");
+  flags = megatronFlags(wl::parse(qwen, "qwen.json"));
+  EXPECT_NE(flags.find(" --window-size 15,0 --window-attn-skip-freq '[0,1,1]'"), std::string::npos) << flags;
+  // No window: no flag.
+  EXPECT_EQ(megatronFlags(wl::parse(kLlama, "llama.json")).find("--window-size"), std::string::npos);
+}
+
+TEST(ArchitectureAudit, ASequenceBeyondThePositionsNamesTheFlagAndItsBound) {
+  const wl::Workload w = wl::parse(kLlama, "llama.json");  // max_position_embeddings 128
+  tn::Plan p;
+  p.seq = 256;
+  const std::string why = tn::whyInvalid(w, p);
+  EXPECT_NE(why.find("n_positions=128"), std::string::npos) << why;
+  EXPECT_NE(why.find("max_position_embeddings"), std::string::npos) << why;
+  EXPECT_NE(why.find("--seq of at most 128"), std::string::npos) << why;
+}
+
+TEST(ArchitectureAudit, TorchtitanExportSaysWhichModelItsConfigBuilds) {
+  // torchtitan's model is its registry config's; the flags carry no shape. Llama 3.1 8B is llama3_8b's
+  // flavor exactly; Llama 3 8B (no RoPE scaling) has its layers but not its RoPE; Mistral has no config.
+  const auto notes = [](const std::string& preset, const std::string& extra = "") {
+    std::string all;
+    wl::Workload w = wl::load(preset);
+    if (!extra.empty()) w = wl::parse(extra, "w.json");
+    for (const auto& n : tn::exportConfig(runOf(w), tn::ExportFormat::Torchtitan).notes) all += n + "\n";
+    return all;
+  };
+  const std::string llama3 = notes("llama3-8b");
+  EXPECT_NE(llama3.find("--module llama3 --config llama3_8b"), std::string::npos) << llama3;
+  EXPECT_NE(llama3.find("its RoPE is Llama 3.1's"), std::string::npos) << llama3;
+  const std::string llama31 = notes("llama3.1-405b");
+  EXPECT_NE(llama31.find("--config llama3_405b"), std::string::npos) << llama31;
+  EXPECT_EQ(llama31.find("its RoPE is"), std::string::npos) << llama31;
+  const std::string mistral = notes("mistral-7b");
+  EXPECT_NE(mistral.find("these flags set no model"), std::string::npos) << mistral;
+  EXPECT_EQ(mistral.find("--config llama3_"), std::string::npos) << mistral;
+}
+
+TEST(ArchitectureAudit, FsdpWrapsEachModelTypesOwnDecoderLayer) {
+  // Accelerate's TRANSFORMER_BASED_WRAP looks the class up by name in the model: each the model type's
+  // _no_split_modules in transformers 5.25 (modeling_*.py). Qwen2-MoE's export used to name GPT2Block.
+  // (The class is that of the exported config.json's model_type, hfModelType's: Mistral-7B-v0.3, without
+  // a window, exports as llama; a windowed Mistral as mistral.)
+  const std::pair<const char*, const char*> kinds[] = {
+      {"llama3-8b", "LlamaDecoderLayer"}, {"mistral-7b", "LlamaDecoderLayer"}, {"", "MistralDecoderLayer"},
+      {"qwen2.5-7b", "Qwen2DecoderLayer"}, {"mixtral-8x7b", "MixtralDecoderLayer"},
+      {"qwen1.5-moe-a2.7b", "Qwen2MoeDecoderLayer"}, {"gpt2-124m", "GPT2Block"}};
+  for (const auto& [preset, layer] : kinds) {
+    rt::TrainConfig c;
+    c.workload = "small-cpu";
+    c.seq = 64, c.mbs = 1, c.gbs = 8, c.nproc = 2, c.zero = rt::ZeroStage::Parameters;
+    c = tn::trainingRunOf(c);
+    c.model = *preset ? wl::load(preset) : wl::parse(with(as("mistral", kLlama), R"("sliding_window": 16)"), "m.json");
+    c.workload = c.model.name;
+    const std::string yaml = tn::exportConfig(c, tn::ExportFormat::AccelerateConfig).text;
+    EXPECT_NE(yaml.find(std::string("fsdp_transformer_layer_cls_to_wrap: ") + layer + "\n"), std::string::npos)
+        << preset << "\n" << yaml;
+  }
+}
