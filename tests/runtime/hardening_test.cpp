@@ -384,3 +384,21 @@ TEST(CollectiveTimeout, AHungRankIsNamedAsAliveButNotArrived) {
       << r.output;
   EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;  // no c10d backtraces
 }
+
+// A user's file (or a link) at one of the run's shard paths is refused before anything is created: no
+// run database is left at the path (which would make the next run need --overwrite), and the file is
+// untouched. Before, the single-process run made PATH first and then refused rank 0's shard.
+TEST(BadFiles, AForeignFileAtThisRunsShardPathLeavesNoRunDatabase) {
+  for (const int nproc : {1, 2}) {
+    const std::string db = tempPath("foreign-shard-" + std::to_string(nproc) + ".db");
+    const std::string shard = rdb::shardPath(db, nproc - 1);
+    std::ofstream(shard) << "somebody else's file";
+    auto r = cli(kTiny + "--steps 2 -q --nproc " + std::to_string(nproc) + " --gbs " + std::to_string(2 * nproc) +
+                 " --trace " + db);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find("--trace: " + shard + " exists and is not a trainscope run database"), std::string::npos)
+        << r.output;
+    EXPECT_FALSE(std::filesystem::exists(db)) << "nproc " << nproc << ": a refused run left " << db;
+    EXPECT_EQ(readFile(shard), "somebody else's file");
+  }
+}
