@@ -138,6 +138,9 @@ void printJson(const rt::RunResult& r) {
     j["non_tensor_bytes"] = r.non_tensor_bytes;
   }
   if (!r.database.empty()) j["out"] = r.database;
+  // Stopped by a signal (which one: the stderr line; under the launcher the ranks see its SIGTERM);
+  // summary.notes says the steps are fewer than asked for.
+  if (r.end == rt::RunEnd::Stopped) j["stopped"] = true;
   for (const rt::CheckpointWritten& c : r.checkpoints)
     j["checkpoints"].push_back({{"step", c.step}, {"seconds", c.seconds}, {"bytes", c.bytes}, {"dir", c.dir}});
   std::cout << trainscope::jsonText(j) << std::endl;
@@ -261,6 +264,7 @@ int main(int argc, char** argv) {
           r.message + "; every rank finished its step" +
           (r.database.empty() ? std::string() : " and " + r.database + " holds what was recorded");
       if (r.info.leader && !rt::reportRankStop(line)) std::cerr << line << std::endl;
+      if (r.info.leader && f.json) printJson(r);  // what was recorded, as a finished run's line
       return 128 + r.stop_signal;
     }
     if (!r.info.leader) return 0;

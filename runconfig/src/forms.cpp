@@ -1,6 +1,7 @@
 // forms.cpp — TrainConfig and RunSpec as JSON and as `trainscope run` flags. Each form walks the
 // field list of fields.h; what is written here by hand is only what the list cannot say: the
 // derived values of a resolved config, and the keys that older files use for a field.
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +13,7 @@
 
 #include "trainscope/common/error.h"
 #include "trainscope/common/json_text.h"
+#include "trainscope/common/near_key.h"
 #include "trainscope/runconfig/fields.h"
 
 namespace trainscope::runconfig {
@@ -168,6 +170,35 @@ const nlohmann::json& configObject(const nlohmann::json& j) {
   return j.contains("config") && j["config"].is_object() ? j["config"] : j;
 }
 
+// A key no config has that is one or two edits from one it has ("stpes", "output.ovewrite") is
+// refused naming the key it resembles: ignored, it would leave that setting at its default without a
+// word. Other unknown keys (those of a later version) are ignored, as the derived ones are.
+void refuseMisspeltKeys(const nlohmann::json& j, const std::vector<std::string>& known, const std::string& source,
+                        const std::string& prefix) {
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    const auto near = keys::nearestKey(key, known);
+    if (!keys::closeTo(key, near)) continue;
+    throw UserError("--config " + source + ": " + prefix + key,
+                    "unknown key; did you mean \"" + near.first + "\"?" +
+                        (j.contains(near.first) ? " (that key is set as well)" : ""),
+                    "name it " + prefix + near.first + " (docs/config-reference.md)");
+  }
+}
+
+void refuseMisspeltKeys(const nlohmann::json& whole, const std::string& source) {
+  std::vector<std::string> known = {"workload", "n_layer", "n_head", "n_embd", "n_positions", "vocab_size",
+                                    "world",    "dp",      "output", "quiet"};  // derived, and a RunSpec's
+  visitFields([&](const Field& f, auto) { known.push_back(f.key); });
+  const nlohmann::json& c = configObject(whole);
+  refuseMisspeltKeys(c, known, source, "");
+  const nlohmann::json& top = whole.contains("output") ? whole : c;
+  if (top.contains("output") && top["output"].is_object())
+    refuseMisspeltKeys(top["output"], {"out", "trace", "trace_level", "trace_shapes", "overwrite", "save", "save_every",
+                                       "save_shard_bytes", "resume", "init_from"},
+                       source, "output.");
+}
+
 TrainConfig configFrom(const JsonFields& in) {
   TrainConfig c;
   visitFields([&](const Field& f, auto m) {
@@ -215,6 +246,7 @@ std::string toJson(const TrainConfig& c) { return jsonText(configJson(c)); }
 
 TrainConfig fromJson(const std::string& text, const std::string& source) {
   const nlohmann::json j = parseObject(text, source);
+  refuseMisspeltKeys(j, source);
   return configFrom(JsonFields(configObject(j), source));
 }
 
@@ -258,6 +290,7 @@ std::string toJson(const RunSpec& s) {
 
 RunSpec runSpecFromJson(const std::string& text, const std::string& source) {
   const nlohmann::json j = parseObject(text, source);
+  refuseMisspeltKeys(j, source);
   const JsonFields top(j, source);
   RunSpec s;
   s.config = configFrom(JsonFields(configObject(j), source));

@@ -405,6 +405,27 @@ std::string workloadName(RunReader& reader) {
   }
 }
 
+// A run whose database holds fewer steps than its config asked for was stopped (SIGINT, SIGTERM, a
+// failure, kill -9) or is still being written: the summary says so, as its figures cover only those.
+void noteUnfinishedRun(RunReader& reader, const std::vector<Step>& steps, RunSummary& s) {
+  if (reader.meta("source") == "import") return;
+  int64_t asked = 0;
+  try {
+    const nlohmann::json c = nlohmann::json::parse(reader.meta("config", "{}"));
+    if (!c.is_object() || !c.contains("steps") || !c["steps"].is_number_integer()) return;
+    asked = c["steps"].get<int64_t>();
+  } catch (const std::exception&) {
+    return;
+  }
+  int64_t last = -1;
+  for (const Step& r : steps) last = std::max(last, r.step);
+  if (last + 1 >= asked) return;
+  s.notes.push_back((last < 0 ? std::string("no step recorded") : "steps up to " + std::to_string(last) + " recorded") +
+                    " of the " + std::to_string(asked) +
+                    " the run was started for: it was stopped or killed, or is still being written; the figures "
+                    "cover the recorded steps only");
+}
+
 // Each rank's counted steps' CPU windows, sorted by start (the first `excluded` steps left out).
 std::map<int64_t, std::vector<Interval>> countedCpuWindows(const std::vector<Step>& steps, int64_t excluded) {
   std::map<int64_t, std::vector<Interval>> cpu_windows;
@@ -523,6 +544,7 @@ RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map
   if (!reader.meta("peak_flops").empty()) peak = std::atof(reader.meta("peak_flops").c_str());
   const std::vector<Step> steps = reader.steps();
   RunSummary s = fromSteps(steps, reader.worldSize(), workload, peak, skip);
+  noteUnfinishedRun(reader, steps, s);
 
   // Breakdown per rank over its own counted steps' windows (definitions in summary.h).
   std::map<int64_t, std::vector<Interval>> cpu_windows = countedCpuWindows(steps, s.excluded_steps);

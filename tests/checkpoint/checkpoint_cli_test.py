@@ -32,6 +32,8 @@ Losses are read from the run database (the steps table holds each step's loss as
                     uninterrupted run within TOL (relative; reduction order differs)
   init_from         --init-from starts at step 0 from the checkpoint's weights
   bad_dirs          a file, a link, a missing folder, a foreign folder: refused naming the flag
+  damaged_state     a state.json whose counters are missing, fractional, negative or out of range is refused
+                    (exit 2) naming the key and --init-from, never resumed at a wrong step or failing in LibTorch
 """
 import json
 import os
@@ -369,6 +371,31 @@ def main():
         p = run(BASE + ["--nproc", "2", "--pp", "2", "--resume", ck] + f8, expect=2)
         check("--resume" in p.stderr and "amax histories" in p.stderr and "--init-from" in p.stderr,
               f"fp8 checkpoint without scales: {p.stderr}")
+    elif CASE == "damaged_state":
+        ck = fresh("damaged-src")
+        run(BASE + ["--steps", "2", "--save", ck])
+        cases = [("step", None), ("step", -5), ("step", 1.5), ("step", "2"), ("optimizer_steps", -1),
+                 ("optimizer_steps", 3), ("clean_steps", -3), ("loss_scale", 0), ("loss_scale", -1),
+                 ("loss_scale", None), ("optimizer.per_parameter.counter", -1),
+                 ("optimizer.per_parameter.counter", 1e300), ("optimizer.per_parameter.counter", 1.5)]
+        for key, value in cases:
+            d = fresh("damaged")
+            shutil.copytree(ck, d)
+            st = state(d)
+            *parents, last = key.split(".")
+            o = st
+            for k in parents:
+                o = o[k]
+            if value is None:
+                del o[last]
+            else:
+                o[last] = value
+            with open(os.path.join(d, "trainscope", "state.json"), "w") as f:
+                json.dump(st, f)
+            p = run(BASE + ["--resume", d], expect=2)
+            check(p.returncode == 2 and "state.json is damaged" in p.stderr and f'"{key}"' in p.stderr and
+                  "--init-from" in p.stderr, f"state.json with {key} = {value!r}: exit {p.returncode}: {p.stderr}")
+        run(BASE + ["--resume", ck])  # the undamaged checkpoint still resumes
     elif CASE == "init_from":
         ck, a, b = fresh("init"), fresh("init-a.db"), fresh("init-b.db")
         run(BASE + ["--steps", "4", "--save", ck])

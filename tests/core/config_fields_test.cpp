@@ -336,3 +336,35 @@ TEST(ConfigFields, TheLayoutIsOneStructWithBoundedDegrees) {
     EXPECT_NE(got.find("must be at most 2^20 (1048576), not 2097152"), std::string::npos) << got;
   }
 }
+
+// A misspelt key ("stpes") in a --config file is refused naming the key it resembles, with the config
+// part and the output part alike: ignored, it left the setting at its default without a word (a run
+// of 10 steps, not 2). Keys far from every known one (a later version's) and the derived ones are
+// ignored as before; so are the other keys of a whole `run --json` line.
+TEST(ConfigFields, AMisspeltConfigKeyIsRefusedNamingTheKeyItResembles) {
+  const std::string steps = fieldOf([] { rt::fromJson(R"({"stpes": 2, "workload": "tiny"})", "c.json"); });
+  EXPECT_EQ(steps.rfind("--config c.json: stpes | ", 0), 0u) << steps;
+  EXPECT_NE(steps.find("unknown key; did you mean \"steps\"?"), std::string::npos) << steps;
+  const std::string set = fieldOf([] { rt::fromJson(R"({"steps": 2, "seqq": 64})", "c.json"); });
+  EXPECT_NE(set.find("did you mean \"seq\"?"), std::string::npos) << set;
+  const std::string twice = fieldOf([] { rt::fromJson(R"({"steps": 2, "step": 4})", "c.json"); });
+  EXPECT_NE(twice.find("did you mean \"steps\"? (that key is set as well)"), std::string::npos) << twice;
+  const std::string out = fieldOf([] { rt::runSpecFromJson(R"({"output": {"ovewrite": true}})", "s.json"); });
+  EXPECT_EQ(out.rfind("--config s.json: output.ovewrite | ", 0), 0u) << out;
+  EXPECT_NE(out.find("unknown key; did you mean \"overwrite\"?"), std::string::npos) << out;
+  const std::string quiet = fieldOf([] { rt::runSpecFromJson(R"({"quite": true})", "s.json"); });
+  EXPECT_NE(quiet.find("did you mean \"quiet\"?"), std::string::npos) << quiet;
+  // Not refused: a later version's key, short keys two letters apart from ours ("xp" is not "ep"),
+  // the derived keys, and a whole --json line's other members.
+  EXPECT_EQ(rt::fromJson(R"({"steps": 3, "xp": 2, "future_knob_of_v9": 1, "dp": 2, "world": 2, "n_layer": 4})", "c.json")
+                .steps,
+            3);
+  EXPECT_EQ(rt::fromJson(R"({"summary": {"stpes": 1}, "config": {"steps": 5}})", "line.json").steps, 5);
+  // Everything toJson writes reads back.
+  rt::RunSpec s;
+  s.output.trace = "/tmp/x.db";
+  s.output.save = "/tmp/ck";
+  s.output.save_every = 2;
+  s.output.resume = "/tmp/ck";
+  EXPECT_EQ(rt::toJson(rt::runSpecFromJson(rt::toJson(s), "spec.json")), rt::toJson(s));
+}

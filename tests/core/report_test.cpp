@@ -442,3 +442,40 @@ TEST(Report, SumsOfADamagedFilesSizesSaturate) {
   ASSERT_EQ(r.drops.size(), 1u);
   EXPECT_EQ(r.drops[0].second, INT64_MAX);
 }
+
+// A run stopped, killed or still running holds fewer steps than its config asked for: the summary (and
+// so `report`, `report --json` and `run --json`) says so in a note rather than presenting the steps it
+// has as the whole run. A finished run, a resumed one (steps from its checkpoint on) and an imported
+// trace (no config of ours) have no such note.
+TEST(Report, ARunThatEndedEarlyIsNotedAsSuch) {
+  auto make = [](const std::string& name, const std::string& config, int64_t first, int64_t last, bool imported) {
+    const std::string path = tempPath(name);
+    db::RunStore store(path, db::RunStore::Options{true});
+    store.setMeta("config", config);
+    if (imported) store.setMeta("source", "import");
+    for (int64_t k = first; k <= last; ++k) {
+      db::Step r;
+      r.step = k, r.start_ns = k * 1'000'000, r.step_time_ns = 900'000, r.tokens = 100;
+      store.appendStep(r);
+    }
+    return path;
+  };
+  auto notes = [](const std::string& path) {
+    db::RunReader reader(path);
+    return db::summarize(reader).notes;
+  };
+  const auto killed = notes(make("ended-early.db", R"({"workload":"tiny","steps":2000})", 0, 20, false));
+  ASSERT_EQ(killed.size(), 1u);
+  EXPECT_NE(killed[0].find("steps up to 20 recorded of the 2000"), std::string::npos) << killed[0];
+  EXPECT_NE(killed[0].find("still being written"), std::string::npos) << killed[0];
+  const auto none = notes(make("ended-none.db", R"({"workload":"tiny","steps":5})", 0, -1, false));
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_NE(none[0].find("no step recorded of the 5"), std::string::npos) << none[0];
+  EXPECT_TRUE(notes(make("ended-done.db", R"({"workload":"tiny","steps":21})", 0, 20, false)).empty());
+  EXPECT_TRUE(notes(make("ended-resumed.db", R"({"workload":"tiny","steps":18})", 12, 17, false)).empty());
+  EXPECT_TRUE(notes(make("ended-import.db", R"({"workload":"tiny","steps":2000})", 0, 3, true)).empty());
+  // The text report prints it.
+  const auto text = cli("report " + tempPath("ended-early.db"));
+  EXPECT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("note: steps up to 20 recorded of the 2000"), std::string::npos) << text.output;
+}

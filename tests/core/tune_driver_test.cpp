@@ -120,6 +120,44 @@ TEST(TuneDriver, AFakeRunnerDrivesTheStudyAndThePickIsTheFastestMeasured) {
   EXPECT_EQ(resumed.recommended, r.recommended);
 }
 
+// --max-trials counts the study's trials in all: a study stopped after K trials (as by kill -9) and
+// resumed under --max-trials N runs N − K more and ends as the uninterrupted study of N does.
+// (Before, a resume counted only its own processes: N more, N + K in all.)
+TEST(TuneDriver, MaxTrialsCountsTheTrialsAResumedStudyKept) {
+  auto trialsOf = [](const tn::TuneResult& r) {
+    std::vector<std::pair<int64_t, int64_t>> v;  // (candidate, round), in the study's order
+    for (const auto& t : r.trials) v.emplace_back(t.candidate, t.round);
+    return v;
+  };
+  Study whole("max-trials-whole");
+  FakeRunner a;
+  whole.o.runner = &a;
+  whole.o.max_trials = 6;
+  const tn::TuneResult uninterrupted = tn::tune(whole.w, whole.c, whole.space, whole.o, nullptr);
+  ASSERT_EQ(a.specs.size(), 6u);
+
+  Study parts("max-trials-resumed");
+  FakeRunner first;
+  parts.o.runner = &first;
+  parts.o.max_trials = 4;  // stopped after 4 trials
+  tn::tune(parts.w, parts.c, parts.space, parts.o, nullptr);
+  ASSERT_EQ(first.specs.size(), 4u);
+  FakeRunner rest;
+  parts.o.runner = &rest;
+  parts.o.max_trials = 6;
+  parts.o.resume = true;
+  const tn::TuneResult resumed = tn::tune(parts.w, parts.c, parts.space, parts.o, nullptr);
+  EXPECT_EQ(rest.specs.size(), 2u) << "a resumed study ran " << rest.specs.size() << " more trials past 4 of 6";
+  EXPECT_EQ(resumed.trials_run, 2);  // processes started by this invocation
+  EXPECT_EQ(trialsOf(resumed), trialsOf(uninterrupted));
+  EXPECT_EQ(resumed.recommended, uninterrupted.recommended);
+  // Resumed again under the same cap: nothing left to run.
+  FakeRunner none;
+  parts.o.runner = &none;
+  tn::tune(parts.w, parts.c, parts.space, parts.o, nullptr);
+  EXPECT_TRUE(none.specs.empty());
+}
+
 namespace {
 
 // A stand-in for the front end: `SCRIPT run --config SPEC` runs `body` with $4 the spec's path.

@@ -19,6 +19,8 @@
 #include <sstream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "background.h"
 #include "util.h"
 #include "trainscope/rundb/merge.h"
@@ -383,4 +385,43 @@ TEST(CollectiveTimeout, AHungRankIsNamedAsAliveButNotArrived) {
   EXPECT_NE(r.output.find("rank 1 is alive but did not arrive (rank 1's last collective: "), std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;  // no c10d backtraces
+}
+
+// A user's file (or a link) at one of the run's shard paths is refused before anything is created: no
+// run database is left at the path (which would make the next run need --overwrite), and the file is
+// untouched. Before, the single-process run made PATH first and then refused rank 0's shard.
+TEST(BadFiles, AForeignFileAtThisRunsShardPathLeavesNoRunDatabase) {
+  for (const int nproc : {1, 2}) {
+    const std::string db = tempPath("foreign-shard-" + std::to_string(nproc) + ".db");
+    const std::string shard = rdb::shardPath(db, nproc - 1);
+    std::ofstream(shard) << "somebody else's file";
+    auto r = cli(kTiny + "--steps 2 -q --nproc " + std::to_string(nproc) + " --gbs " + std::to_string(2 * nproc) +
+                 " --trace " + db);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find("--trace: " + shard + " exists and is not a trainscope run database"), std::string::npos)
+        << r.output;
+    EXPECT_FALSE(std::filesystem::exists(db)) << "nproc " << nproc << ": a refused run left " << db;
+    EXPECT_EQ(readFile(shard), "somebody else's file");
+  }
+}
+
+// `run --json` stopped by SIGINT still prints its line (exit 130): the steps it recorded, "stopped":
+// true, and the summary's note that the run asked for more. Before, a stopped run printed no JSON
+// at all, and a script reading the last line got the "stopped by …" text.
+TEST(Stop, AStoppedRunStillPrintsItsJsonLineWithItsNote) {
+  const std::string db = tempPath("stopped-json.db");
+  Background run(kTiny + "--steps 100000 --json --out " + db, "stopped-json.log");
+  ASSERT_TRUE(run.waitFor("step    3")) << run.output();
+  kill(run.pid, SIGINT);
+  EXPECT_EQ(run.wait(), 128 + SIGINT) << run.output();
+  const std::string out = run.output();
+  const size_t at = out.find("\n{");
+  ASSERT_NE(at, std::string::npos) << out;
+  const auto j = nlohmann::json::parse(out.substr(at + 1, out.find('\n', at + 1) - at - 1));
+  EXPECT_TRUE(j["stopped"].get<bool>()) << j.dump();
+  EXPECT_GE(j["steps"].get<int64_t>(), 4);
+  ASSERT_EQ(j["summary"]["notes"].size(), 1u) << j.dump();
+  EXPECT_NE(j["summary"]["notes"][0].get<std::string>().find("recorded of the 100000 the run was started for"),
+            std::string::npos);
+  EXPECT_EQ(rdb::RunReader(db).steps(0).size(), size_t(j["steps"].get<int64_t>()));
 }

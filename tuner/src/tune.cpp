@@ -206,11 +206,15 @@ class StudyRunner {
   // The trial of `id` in this batch: kept from a resumed study, or run now; nullopt when the budget
   // is spent; status Running when the tuner was interrupted during it.
   std::optional<TrialRecord> trial(const TrialBatch& b, int64_t id) {
+    // --max-trials counts the study's trials, those kept from before an interruption too, so that a
+    // resumed study stops where the uninterrupted one would have (--budget is this invocation's time).
     const bool over_budget = (o_.budget_s > 0 && seconds(t0_) > o_.budget_s) ||
-                             (o_.max_trials >= 0 && res_.trials_run >= o_.max_trials);
+                             (o_.max_trials >= 0 && res_.trials_run + kept_ >= o_.max_trials);
     std::optional<TrialRecord> prev = study_.trial(id, b.round);
-    if (prev && prev->status != TrialStatus::Running)  // finished before an interruption: kept, not repeated
+    if (prev && prev->status != TrialStatus::Running) {  // finished before an interruption: kept, not repeated
+      ++kept_;
       return learner_.add(*prev, byId(id).plan, /*fresh=*/false);
+    }
     if (over_budget) return std::nullopt;
     TrialRecord t;
     t.candidate = id;
@@ -303,6 +307,7 @@ class StudyRunner {
   const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   std::vector<TrialRecord> ok_so_far_;
   int64_t done_ = 0;
+  int64_t kept_ = 0;  // finished trials taken from a resumed study
   double best_ = 0;
   std::string best_plan_;
 };

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -437,6 +438,44 @@ LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, 
   return out;
 }
 
+// state.json's counters, each a whole number in range (loss_scale a positive finite number), so that
+// a damaged file is refused naming the key rather than resuming at a wrong step (a missing or
+// fractional "step" read as 0 or cut) or failing deep in LibTorch (a negative data position).
+static Trainer::Resumable savedCounters(const nlohmann::json& s, const std::string& dir, const std::string& field) {
+  auto damaged = [&](const std::string& key, const nlohmann::json& v, const std::string& want) {
+    return UserError(field,
+                     dir + "/trainscope/state.json is damaged: \"" + key + "\" is " + (v.is_null() ? "missing" : v.dump()) +
+                         ", not " + want,
+                     "resume from another checkpoint, or --init-from " + dir + " for its weights alone");
+  };
+  constexpr int64_t kMost = int64_t(1) << 50;
+  auto whole = [&](const nlohmann::json& v, const std::string& key, int64_t most) {
+    const bool ok = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(most)
+                                           : v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= most;
+    if (!ok) throw damaged(key, v, "a whole number from 0 to " + std::to_string(most));
+    return v.get<int64_t>();
+  };
+  auto at = [&](const char* key) { return s.contains(key) ? s[key] : nlohmann::json(); };
+  Trainer::Resumable r;
+  r.step = whole(at("step"), "step", kMost);
+  r.optimizer_steps = whole(at("optimizer_steps"), "optimizer_steps", r.step);
+  r.clean_steps = whole(at("clean_steps"), "clean_steps", r.step);
+  const nlohmann::json scale = at("loss_scale");
+  if (!scale.is_number() || !std::isfinite(scale.get<double>()) || !(scale.get<double>() > 0))
+    throw damaged("loss_scale", scale, "a positive finite number");
+  r.loss_scale = scale.get<double>();
+  // AdamW's (and 8-bit Adam's) step count of the per-parameter state: one per optimizer step at most.
+  const nlohmann::json o = s.value("optimizer", nlohmann::json::object());
+  const nlohmann::json pp = o.is_object() ? o.value("per_parameter", nlohmann::json()) : nlohmann::json();
+  if (pp.is_object() && pp.contains("counter")) {
+    const nlohmann::json c = pp["counter"];
+    const bool ok = c.is_number() && std::isfinite(c.get<double>()) && c.get<double>() >= 0 &&
+                    c.get<double>() <= double(r.step) && std::floor(c.get<double>()) == c.get<double>();
+    if (!ok) throw damaged("optimizer.per_parameter.counter", c, "a whole number from 0 to the step, " + std::to_string(r.step));
+  }
+  return r;
+}
+
 // The trainer state of a checkpoint whose weights are loaded: checked against this run, then read.
 static void resumeState(const nlohmann::json& s, const std::string& dir, const TrainConfig& cfg, int rank,
                         const std::string& field, LoadedCheckpoint* loaded) {
@@ -444,7 +483,8 @@ static void resumeState(const nlohmann::json& s, const std::string& dir, const T
   auto need = [&](bool ok, const std::string& what, const std::string& how) {
     if (!ok) throw UserError(field, dir + " was saved " + what, how);
   };
-  const int64_t step = s.value("step", int64_t(0));
+  const Trainer::Resumable counters = savedCounters(s, dir, field);
+  const int64_t step = counters.step;
   if (step >= cfg.steps)
     throw UserError("--steps", "is " + std::to_string(cfg.steps) + " but the checkpoint in " + dir + " is at step " +
                                    std::to_string(step) + ": nothing is left to run",
@@ -500,10 +540,7 @@ static void resumeState(const nlohmann::json& s, const std::string& dir, const T
        "them), so the resumed run could not scale as the saved one would have",
        "--init-from " + dir + " (weights only, fresh optimizer and scales)");
   out.resumed = true;
-  out.resumable.step = step;
-  out.resumable.optimizer_steps = s.value("optimizer_steps", int64_t(0));
-  out.resumable.loss_scale = s.value("loss_scale", 1.0);
-  out.resumable.clean_steps = s.value("clean_steps", int64_t(0));
+  out.resumable = counters;
 }
 
 void restoreTrainer(const LoadedCheckpoint& c, Trainer& trainer, const Layout& layout, const std::string& dir,

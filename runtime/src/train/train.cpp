@@ -111,11 +111,24 @@ std::vector<std::string> runInputs(const TrainConfig& cfg) {
   return in;
 }
 
+// The run database and, when tracing, the shards of `ranks` (rank 0 up): refused before anything is
+// created, so that a shard path that is not ours (a user's file, a link) leaves no run database behind.
+void checkOutputPaths(const TrainConfig& cfg, const RunOutput& out, int64_t ranks) {
+  if (out.out.empty()) return;
+  const std::vector<std::string> inputs = runInputs(cfg);
+  rundb::checkWritable(out.out, out.overwrite, out.tracing() ? "--trace" : "--out", inputs);
+  if (out.tracing())
+    for (int64_t r = 0; r < ranks; ++r) rundb::checkWritable(rundb::shardPath(out.out, int(r)), true, "--trace", inputs);
+}
+
 Recording openOutputs(const TrainConfig& cfg, const RunOutput& out, const RunInfo& info, Comm& comm,
                       RunObserver* obs) {
   Recording rec;
   if (!out.out.empty() && info.leader) {
     const char* field = out.tracing() ? "--trace" : "--out";
+    // Its own shard too (the launcher checked every rank's: validateBeforeLaunch; the others may be
+    // opening theirs now).
+    checkOutputPaths(cfg, out, info.rank + 1);
     rec.store = std::make_unique<rundb::RunStore>(out.out,
                                                   rundb::RunStore::Options{out.overwrite, field, false, runInputs(cfg)});
     // An earlier run's shards of ranks this run does not have would be taken for ours: remove them
@@ -513,8 +526,7 @@ void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
     for (int s = 0; s < cfg.pp; ++s) checkMemoryFits(cfg, s, cfg.world, cfg.device != DeviceRequest::CUDA);
     checkTasksFit(cfg, cfg.world);
   }
-  if (!out.out.empty())
-    rundb::checkWritable(out.out, out.overwrite, out.tracing() ? "--trace" : "--out", runInputs(cfg));
+  checkOutputPaths(cfg, out, cfg.world);
 }
 
 RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
