@@ -400,6 +400,15 @@ void checkFp8(const TrainConfig& c) {
       throw UserError("--precision", "fp8 needs GEMM dimensions that are multiples of 16, but " + std::string(what) +
                                          " is " + std::to_string(v),
                       "pass --precision bf16, or a workload (and --tp) whose dimensions are multiples of 16");
+  // The GEMMs' token dimension M = mbs x seq / cp: the weight gradient dW = dY^T X takes it as its inner
+  // dimension, which CUDA's _scaled_mm requires to be a multiple of 16 like the others (torch 2.11
+  // torch/_meta_registrations.py _check_scaled_mm_sizes: "self.size(1) % 16 == 0", and both dimensions
+  // of mat2). The CPU would run it; the same run would fail on a GPU in its first backward.
+  const int64_t tokens = c.mbs * c.seq / std::max<int64_t>(1, c.cp);
+  if (tokens % 16 != 0)
+    throw UserError("--precision", "fp8 needs GEMM dimensions that are multiples of 16, but the tokens of a micro-batch "
+                                   "(mbs x seq / cp) are " + std::to_string(tokens),
+                    "pass --precision bf16, or an --mbs and --seq whose product over --cp is a multiple of 16");
   if (c.fp16_init_scale != TrainConfig{}.fp16_init_scale || c.fp16_growth_interval != TrainConfig{}.fp16_growth_interval)
     throw UserError("--precision", "fp8 trains like bf16, without a loss scaler, so --fp16-init-scale and "
                                    "--fp16-growth-interval do not apply",

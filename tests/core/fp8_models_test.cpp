@@ -74,6 +74,16 @@ TEST(Fp8Flag, RefusedWhereItCannotWork) {
   EXPECT_NE(e.find("n_embd is 40"), std::string::npos) << e;
   odd.precision = rt::Precision::BF16;
   EXPECT_NO_THROW(rt::resolve(odd));
+  // The token dimension too: dW = dY^T X runs mbs x seq / cp as its inner dimension (CUDA's rule).
+  rt::TrainConfig few;
+  few.workload = "tiny";
+  few.precision = rt::Precision::FP8;
+  few.mbs = 1, few.seq = 24;
+  e = refusal([&] { rt::resolve(few); });
+  EXPECT_NE(e.find("--precision"), std::string::npos) << e;
+  EXPECT_NE(e.find("(mbs x seq / cp) are 24"), std::string::npos) << e;
+  few.mbs = 2;  // 48 tokens
+  EXPECT_NO_THROW(rt::resolve(few));
 }
 
 TEST(Fp8Predict, BlockGemmsRunAtTheFp8PeakAndTheCastsAreMemoryOps) {

@@ -64,6 +64,7 @@ def uneven(plan):
     return pp is not None and 126 % int(pp.group(1)) != 0
 
 
+GPU_ENTRY = ["--mock-data", "--tokenizer-type", "NullTokenizer", "--transformer-impl", "local"]
 RUNNER = ["--workload", "small-llama", "--cluster", "cpu-local", "--seq", "16", "--gbs", "8", "--mbs", "2",
           "--ranks", "2", "--zero", "0", "--trial-steps", "1", "--mem-limit", "400M"]
 
@@ -120,7 +121,10 @@ def run_checks(bin_, folder):
         for cid, plan in ep.spread(study, limit, keep):
             run, text, hf = exported(bin_, study, cid)
             checks.report(f"{name} c{cid} {plan}: export --format megatron", ce.megatron_problems(text, run, hf))
-    study, recorded = ep.runner_trials(bin_, folder, "megatron", ["--mock-data"], RUNNER)
+    # The entry a GPU run needs besides the exported flags (/work/audit-gpu.md, docs/tuner.md): a data
+    # source (--mock-data), a tokenizer that reads --vocab-size (build_tokenizer refuses none), and
+    # megatron-core's own layers where Transformer Engine is not installed (its default impl is TE's).
+    study, recorded = ep.runner_trials(bin_, folder, "megatron", GPU_ENTRY, RUNNER)
     for cid, argv, env, trial in recorded:
         run, text, hf = exported(bin_, study, cid)
         run = ep.trial_run(run, trial)

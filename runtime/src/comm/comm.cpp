@@ -199,6 +199,15 @@ class C10dGroup final : public Group {
   }
   void allGather(at::Tensor& out, at::Tensor& in) override {
     if (size_ == 1) return void(out.copy_(in));
+    if (!gloo_ && !in.is_cuda()) {
+      // NCCL takes CUDA tensors only (ProcessGroupNCCL: "Tensors must be CUDA and dense"); the
+      // checkpoint's gathers (state/gather.cpp, state/optim_state.cpp) hold host copies: through the
+      // rank's current GPU (train.cpp makes it current), then back into `out`.
+      at::Tensor d_in = in.to(at::kCUDA), d_out = at::empty(out.sizes(), out.options().device(at::kCUDA));
+      allGather(d_out, d_in);
+      out.copy_(d_out);  // on the current stream, which wait() ordered after the collective
+      return;
+    }
     pending(backend_->_allgather_base(out, in), record("all_gather", out.nbytes()))->wait();
   }
   std::shared_ptr<Pending> allGatherAsync(at::Tensor& out, at::Tensor& in) override {

@@ -57,6 +57,7 @@ DeviceChoice chooseDevice(DeviceRequest request, Precision precision) {
     const int n = cudaDeviceCount(&why);
     if (n > 0) {
       c.device = "cuda:0";
+      c.cuda_devices = n;
       c.name = cudaDeviceName(0);
       // fp8: MFU against the bf16 peak, as predict reports it (most FLOPs of a step are not FP8's).
       c.peak_tflops = knownPeak(c.name, precision == Precision::FP8 ? Precision::BF16 : precision);
@@ -76,6 +77,7 @@ DeviceChoice chooseDevice(DeviceRequest request, Precision precision) {
 
 #ifndef TRAINSCOPE_HAVE_CUDA_PROPS
 std::string cudaDeviceName(int index) { return "cuda:" + std::to_string(index); }
+void setCurrentCudaDevice(int) {}
 #endif
 
 }  // namespace trainscope::runtime

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstring>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -550,7 +551,17 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
   else if (env.local_world > 1)
     at::set_num_threads(std::max(1u, std::thread::hardware_concurrency() / unsigned(env.local_world)));
   DeviceChoice dev = chooseDevice(cfg.device, cfg.precision);
-  if (dev.device != "cpu") dev.device = "cuda:" + std::to_string(env.local_rank);
+  if (dev.device != "cpu") {  // the rank's own GPU, made current before any CUDA work or NCCL group
+    if (env.local_rank >= dev.cuda_devices) {
+      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+      throw UserError("--device", "rank " + std::to_string(env.rank) + " is local rank " + std::to_string(env.local_rank) +
+                                      " but this process sees " + std::to_string(dev.cuda_devices) + " GPU(s)" +
+                                      (visible ? " (CUDA_VISIBLE_DEVICES=" + std::string(visible) + ")" : ""),
+                      "start at most as many ranks per node as it has GPUs, each seeing all of them");
+    }
+    dev.device = "cuda:" + std::to_string(env.local_rank);
+    setCurrentCudaDevice(env.local_rank);
+  }
   info.device = dev.device;
   info.device_name = dev.name;
   if (!dev.notice.empty() && info.leader && obs) obs->notice(dev.notice);
