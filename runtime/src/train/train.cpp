@@ -552,15 +552,20 @@ RunResult train(TrainConfig cfg, RunOutput out, RunObserver* obs) {
     at::set_num_threads(std::max(1u, std::thread::hardware_concurrency() / unsigned(env.local_world)));
   DeviceChoice dev = chooseDevice(cfg.device, cfg.precision);
   if (dev.device != "cpu") {  // the rank's own GPU, made current before any CUDA work or NCCL group
-    if (env.local_rank >= dev.cuda_devices) {
-      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    // A scheduler that binds one GPU to each task (Slurm's --gpus-per-task=1, --gpu-bind) leaves the
+    // process one visible device, named alone in CUDA_VISIBLE_DEVICES: that one is the rank's.
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    const bool bound_alone = dev.cuda_devices == 1 && visible && *visible && !std::strchr(visible, ',');
+    const int64_t index = bound_alone ? 0 : env.local_rank;
+    if (index >= dev.cuda_devices) {
       throw UserError("--device", "rank " + std::to_string(env.rank) + " is local rank " + std::to_string(env.local_rank) +
                                       " but this process sees " + std::to_string(dev.cuda_devices) + " GPU(s)" +
                                       (visible ? " (CUDA_VISIBLE_DEVICES=" + std::string(visible) + ")" : ""),
-                      "start at most as many ranks per node as it has GPUs, each seeing all of them");
+                      "start at most as many ranks per node as it has GPUs, each seeing all of them, or bind one GPU to "
+                      "each rank (CUDA_VISIBLE_DEVICES naming that one alone)");
     }
-    dev.device = "cuda:" + std::to_string(env.local_rank);
-    setCurrentCudaDevice(env.local_rank);
+    dev.device = "cuda:" + std::to_string(index);
+    setCurrentCudaDevice(int(index));
   }
   info.device = dev.device;
   info.device_name = dev.name;
