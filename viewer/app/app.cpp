@@ -394,7 +394,8 @@ void App::writeLayout(const std::string& path) const {
                           {"skew_ns", l.skew_ns}, {"wait_ns", l.wait_ns}, {"transfer_ns", l.transfer_ns}});
   j["critical_path"] = nlohmann::json::array();  // the segments drawn this frame
   for (const auto& g : path_drawn)
-    j["critical_path"].push_back({{"step", g.step}, {"rank", g.rank}, {"kind", g.kind}, {"x0", g.x0}, {"x1", g.x1}, {"y", g.y}});
+    j["critical_path"].push_back(
+        {{"step", g.step}, {"rank", g.rank}, {"kind", g.kind}, {"x0", g.x0}, {"x1", g.x1}, {"y", g.y}, {"label", g.label}});
   j["range_breakdown"] = nlohmann::json::array();  // the selected range's per-rank breakdown, as Details shows it
   for (const auto& r : range_breakdown)
     j["range_breakdown"].push_back({{"rank", r.rank}, {"compute_s", r.b.compute_s}, {"exposed_comm_s", r.b.exposedCommS()},

@@ -195,6 +195,7 @@ class App {
     int64_t step, rank;
     std::string kind;
     float x0, x1, y;
+    std::string label;  // a straggler's tag as drawn (cut to its step's box); "" for a segment
   };
   std::vector<PathShown> path_drawn;
   bool show_critical_path = true;  // the Steps tab's switch
