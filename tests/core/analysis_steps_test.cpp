@@ -234,6 +234,44 @@ TEST(AnalysisSteps, WaitingForAPeerIsSplitFromCommunication) {
 // all-reduce ends at 650, rank 1's range starts at 700): rank 0 was not held up by rank 1 there, so the
 // critical path stays on rank 0 and stays contiguous (before, it jumped to rank 1 at 700, after rank
 // 0's next work had begun at 650: overlapping segments whose shares summed past 1).
+
+// The straggler's tag names its step and stays inside the step's box: drawn whole at any width, a
+// short step's "straggler +…" covered its "step N" and ran into the next step, where it read as that
+// step's (audit 2026-12-07: a real DP 2 run, rank 0's steps 3 and 4, "stragglerstraggler +1.19 ms").
+TEST(AnalysisSteps, TheStragglersTagNamesItsStepAndStaysInsideIt) {
+  const std::string path = tempPath("straggler_tag.db");
+  if (!std::filesystem::exists(path))
+    makeRun(path, R"({"workload":"hand-built","world":2,"dp":2,"tp":1,"pp":1,"ga":1})",
+            [](int k, int64_t t0, std::vector<db::Range>& r, std::vector<db::Collective>& c) {
+              r.push_back(range(0, 0, t0 + 100, t0 + 300));
+              r.push_back(range(1, 0, t0 + 100, t0 + 700));
+              c.push_back(coll(0, "all_reduce", "dp", k, t0 + 300, t0 + 900));
+              c.push_back(coll(1, "all_reduce", "dp", k, t0 + 700, t0 + 900));
+            });
+  // The tag drawn on rank 1's step 1 (it ends at 2000 ns) in a window `size` wide.
+  auto tagOf = [&](const std::string& name, const std::string& size) {
+    ensureDisplay();
+    const std::string png = tempPath(name + ".png"), layout = tempPath(name + ".json");
+    const auto run = sh(kViewer + " " + path + " --screenshot " + png + " --layout " + layout + " --size " + size);
+    EXPECT_EQ(run.status, 0) << run.output;
+    const nlohmann::json l = run.status == 0 ? nlohmann::json::parse(std::ifstream(layout)) : nlohmann::json();
+    if (l.is_object())
+      for (const auto& g : l["critical_path"])
+        if (g["kind"] == "straggler") return std::make_pair(g, xOf(l, 2000));
+    ADD_FAILURE() << l.dump();
+    return std::make_pair(nlohmann::json(), 0.f);
+  };
+  const std::string whole = "step 1: straggler +" + trainscope::viewer::formatDuration(400);
+  const auto [wide, wide_end] = tagOf("straggler_tag_wide", "1400x800");
+  EXPECT_EQ(wide["label"], whole) << wide.dump();
+  EXPECT_LE(wide["x1"].get<float>(), wide_end + 0.5f) << wide.dump();
+  // 420 px wide: the step is about 80 px, too narrow for the whole tag: the figure is kept.
+  const auto [narrow, narrow_end] = tagOf("straggler_tag_narrow", "420x300");
+  EXPECT_EQ(narrow["label"], "+" + trainscope::viewer::formatDuration(400)) << narrow.dump();
+  EXPECT_LE(narrow["x1"].get<float>(), narrow_end + 0.5f) << narrow.dump();
+  EXPECT_GT(narrow["x1"].get<float>(), narrow["x0"].get<float>()) << narrow.dump();  // still marked
+}
+
 TEST(AnalysisSteps, ACopyThatEndedBeforeTheLastArrivalKeepsThePathOnItsRank) {
   const std::string path = tempPath("early_copy.db");
   makeRun(path, R"({"workload":"hand-built","world":2,"dp":2,"tp":1,"pp":1,"ga":1})",

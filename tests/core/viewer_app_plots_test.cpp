@@ -112,3 +112,43 @@ TEST(ViewerApp, CountersArePlotsWithAnAxisAColourAndZeroSaid) {
   ASSERT_FALSE(heights.empty());
   EXPECT_GT(*heights.rbegin() - *heights.begin(), 15) << "the 1.20–1.42 band looks flat";
 }
+
+// The memory row's caption (its peak as Summary gives it) stays in the label column: drawn whole, the
+// 60-character "peak … (allocator, counted steps; sampled max …)" ran 250 px into the timeline, over
+// the plot and its axis's "0 B" (audit 2026-12-07: every real run's memory row read "c0unted"). Cut,
+// it keeps the figure ("peak 145 MiB") and gives the whole line on hover.
+TEST(ViewerApp, TheMemoryRowsPeakCaptionStaysInTheLabelColumn) {
+  const std::string p = tempPath("memory_caption.db");
+  if (!std::filesystem::exists(p)) {
+    db::RunStore st(p, {true, "--out", true});
+    st.setMeta("world_size", "1");
+    st.putRank({0, "node0", "cpu"});
+    st.begin();
+    const auto mem = st.intern(trainscope::rundb::names::kMemoryCounter);
+    std::vector<db::Counter> cs;
+    for (int i = 0; i < 8; ++i) cs.push_back({kEpoch + i * 10'000'000, mem, (100.0 + 45.0 * (i % 2)) * 1048576, 0});
+    st.put(cs);
+    st.put(db::Kernel{kEpoch, kEpoch + 80'000'000, 0, 7, st.intern("k"), -1});
+    st.commit();
+    for (int i = 0; i < 4; ++i) {
+      db::Step s;
+      s.step = i;
+      s.start_ns = kEpoch + i * 20'000'000;
+      s.step_time_ns = 20'000'000;
+      s.tokens = 64;
+      s.peak_bytes = int64_t(150) << 20;
+      st.appendStep(s);
+    }
+    st.createIndexes();
+    st.close();
+  }
+  const Shot s = shoot(p, "", "memory_caption");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  const nlohmann::json* memory = nullptr;
+  for (const auto& c : s.layout["counters"])
+    if (c["label"] == "memory") memory = &c;
+  ASSERT_NE(memory, nullptr) << s.layout["counters"].dump();
+  EXPECT_EQ((*memory)["caption"], "peak 150 MiB (allocator, counted steps; sampled max 145 MiB)") << memory->dump();
+  EXPECT_EQ((*memory)["caption_shown"], "peak 150 MiB") << memory->dump();
+  EXPECT_LE((*memory)["caption_x1"].get<float>(), s.layout["timeline"]["x0"].get<float>()) << memory->dump();
+}

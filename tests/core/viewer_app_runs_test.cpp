@@ -395,3 +395,24 @@ TEST(ViewerApp, ASelectionOnAPinnedTrackIsOutlinedInTheBand) {
   EXPECT_EQ(bands, 2) << s.layout["tracks"].dump();
   EXPECT_GT(white, 8);  // the outline's edges, 2 px thick
 }
+
+// A study opens alone: given with a run (either order) or a second study, the viewer used to exit 0
+// showing the run with the study's tab beside it, so `view A.db STUDY.db` meant as a comparison
+// compared nothing and said nothing (audit 2026-12-07). Now: the study named and exit 2; and
+// dropped together, the open prompt says so and what was open stays.
+TEST(ViewerApp, AStudyGivenWithAnotherFileIsRefusedWithTheStudyNamed) {
+  const std::string run = trace();
+  const std::string study = tempPath("mixed_study.db");
+  if (!std::filesystem::exists(study)) makeStudy(study, run);
+  for (const std::string files : {study + " " + run, run + " " + study, study + " " + study}) {
+    const auto r = guarded(files + " --screenshot " + tempPath("mixed.png"));
+    EXPECT_EQ(r.status, 2) << files << ": " << r.output;
+    EXPECT_NE(r.output.find(study + " is a tuner study, which opens alone"), std::string::npos) << r.output;
+  }
+  const std::string script = tempPath("mixed_drop.txt");
+  std::ofstream(script) << "drop " << run << " " << study << "\n";
+  const Shot s = shoot(run, "--script " + script, "mixed_drop");
+  ASSERT_EQ(s.run.status, 0) << s.run.output;
+  EXPECT_NE(s.layout["open_error"].get<std::string>().find("is a tuner study"), std::string::npos) << s.layout["open_error"];
+  EXPECT_EQ(s.layout["events"], v::loadTrace(run).event_count);  // the run stays open
+}

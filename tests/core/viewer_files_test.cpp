@@ -21,6 +21,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/rundb/import.h"
 #include "trainscope/rundb/import_probe.h"
+#include "trainscope/rundb/merge.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/sqlite.h"
 #include "trainscope/rundb/store.h"
@@ -28,6 +29,7 @@
 #include "trainscope/tuner/study.h"
 #include "trainscope/viewer/comm.h"
 #include "trainscope/viewer/details.h"
+#include "trainscope/viewer/header.h"
 #include "trainscope/viewer/image.h"
 #include "trainscope/viewer/lod.h"
 #include "trainscope/viewer/model.h"
@@ -455,4 +457,50 @@ TEST(ViewerModel, AVersion3FileWithoutNamesLoadsWithIdsForLabels) {
   for (size_t i : t.ranks[0].tracks) labels.push_back(t.tracks[i].label);
   EXPECT_EQ(labels, (std::vector<std::string>{"steps", "thread -77", "thread -5", "thread 4242", "stream 7 (device 0)",
                                               "stream 20 (device 0)"}));
+}
+
+// A traced run killed before it merged its ranks' shards holds its steps and no event: drawn as it is,
+// it read as a run that did nothing between its steps (audit 2026-12-07: `run --nproc 2 --trace`
+// killed with SIGKILL at step 4). The header says the events were not merged and names the shards
+// beside it that hold them; nothing is said for a run traced at level steps or one with events.
+TEST(ViewerModel, AKilledTracedRunNamesTheShardsHoldingItsEvents) {
+  auto make = [](const std::string& path, const std::string& level, bool with_event) {
+    std::filesystem::remove(path);
+    db::RunStore s(path, db::RunStore::Options{});
+    s.setMeta("world_size", "2");
+    s.setMeta("trace_level", level);
+    s.setMeta("source", "run");
+    if (with_event) {
+      s.begin();
+      s.put(std::vector<db::Range>{{1000, 2000, s.intern("step"), s.intern("trainscope"), 7, 0, 0, 0}});
+      s.commit();
+    }
+    for (int64_t r = 0; r < 2; ++r) {
+      db::Step st;
+      st.rank = r;
+      st.start_ns = 1000;
+      st.step_time_ns = 1000;
+      st.tokens = 64;
+      s.appendStep(st);
+    }
+    s.close();
+  };
+  const std::string killed = tempPath("killed_run.db");
+  make(killed, "ranges", false);
+  for (int64_t r = 0; r < 2; ++r) std::filesystem::remove(db::shardPath(killed, r));
+  std::string h = v::unmergedTraceHeader(killed, v::loadTrace(killed));
+  EXPECT_NE(h.find("traced at level ranges, but its events are not merged"), std::string::npos) << h;
+  EXPECT_NE(h.find("no shard of its ranks (killed_run.db.rank0, ...)"), std::string::npos) << h;
+
+  for (int64_t r = 0; r < 2; ++r) db::RunStore(db::shardPath(killed, r), db::RunStore::Options{}).close();
+  h = v::unmergedTraceHeader(killed, v::loadTrace(killed));
+  EXPECT_NE(h.find("the events recorded are in killed_run.db.rank0, killed_run.db.rank1 (open each on its own)"),
+            std::string::npos)
+      << h;
+
+  const std::string steps_only = tempPath("steps_level_run.db"), traced = tempPath("traced_run.db");
+  make(steps_only, "steps", false);
+  make(traced, "ranges", true);
+  EXPECT_EQ(v::unmergedTraceHeader(steps_only, v::loadTrace(steps_only)), "");
+  EXPECT_EQ(v::unmergedTraceHeader(traced, v::loadTrace(traced)), "");
 }

@@ -114,6 +114,29 @@ TEST(ViewerStudy, NoNoiseWithoutARepeatAndNoRunnerUpAlone) {
   EXPECT_EQ(v::studyArgument({tr(1, 1, 0, 0.1)}, -1).winner.candidate, -1);  // no recommendation yet
 }
 
+// A runner-up faster than the winner says why it lost. The audit's study (2026-12-07, `tune --max-trials
+// 5`): #0 at 7.16 ms (round 0) and 17.2 ms (round 1, 8 steps) pooled 15.9 ms, #1 at 10.3 ms in round 0
+// only; the line read "-35.4% against the winner" with no reason.
+TEST(ViewerStudy, AFasterRunnerUpSaysItStoppedAtAnEarlierRound) {
+  const std::vector<v::MeasuredTrial> t = {{1, 0, 0, 2, 0.00716, true, false},
+                                           {2, 1, 0, 2, 0.0103, true, false},
+                                           {5, 0, 1, 8, 0.0172, true, false}};
+  const v::StudyArgument a = v::studyArgument(t, 0);
+  EXPECT_EQ(a.runner_up.candidate, 1);
+  EXPECT_LT(a.margin, 0);
+  EXPECT_EQ(a.winner_round, 1);
+  EXPECT_EQ(a.runner_up_round, 0);
+  auto text = [](const v::StudyArgument& x) {
+    return v::argumentText(x, [](int64_t) { return std::string("p"); }, [](double) { return std::string("x"); });
+  };
+  EXPECT_NE(text(a).find("against the winner (faster, but measured up to round 0 only; the winner reached round 1, "
+                         "and the tuner picks among the furthest round); noise not measured"),
+            std::string::npos)
+      << text(a);
+  // A slower runner-up, or one of the same round, says nothing of rounds.
+  EXPECT_EQ(text(v::studyArgument({tr(1, 1, 0, 0.1), tr(2, 2, 0, 0.2)}, 1)).find("round"), std::string::npos);
+}
+
 // The headline's figure is the tuner's: pooled by counted steps exactly as tuner::pooledStepTime.
 TEST(ViewerStudy, PoolsAsTheTunerPools) {
   std::vector<trainscope::tuner::TrialRecord> recs(3);

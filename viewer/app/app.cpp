@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 
@@ -16,6 +17,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/json_text.h"
+#include "trainscope/viewer/header.h"
 #include "trainscope/viewer/image.h"
 #include "window.h"
 
@@ -54,8 +56,11 @@ void App::openDocument(const std::string& path) {
   d->loader = std::thread([raw] {
     try {
       auto t = std::make_unique<Trace>(loadTrace(raw->path, &raw->progress, 0, /*summary=*/false));
+      raw->unmerged = unmergedTraceHeader(raw->path, *t);  // before the trace is published
       if (t->event_count == 0 && t->steps.empty())
-        throw UserError("database", raw->path + " holds no events and no steps (an empty trace)",
+        throw UserError("database",
+                        raw->path + " holds no events and no steps (an empty trace)" +
+                            (raw->unmerged.empty() ? "" : ": " + raw->unmerged),
                         "trace a run with `trainscope run --trace`, or import a profiler trace");
       raw->load_s = t->load_seconds;
       raw->trace = std::move(t);  // published by `done`
@@ -76,6 +81,18 @@ void App::openDocument(const std::string& path) {
   });
   docs.push_back(std::move(d));
   if (docs.size() == 1) loadNotesFor(path);  // bookmarks and notes kept beside the run
+}
+
+std::string App::mixedFilesError(const std::vector<std::string>& paths) {
+  if (paths.size() < 2) return {};
+  for (const std::string& p : paths) {
+    std::error_code ec;  // only a regular file is looked into (a FIFO would block); openDocument says the rest
+    if (!std::filesystem::is_regular_file(p, ec) || !tuner::isStudy(p)) continue;
+    return UserError("files", p + " is a tuner study, which opens alone (its trials' traces open from its Study tab)",
+                     "pass the study alone, or two run databases to compare")
+        .what();
+  }
+  return {};
 }
 
 const rundb::RunSummary* App::summary() const {
@@ -352,7 +369,8 @@ void App::writeLayout(const std::string& path) const {
   for (const auto& c : counters_shown)
     j["counters"].push_back({{"rank", c.rank}, {"label", c.label}, {"y0", c.y0}, {"y1", c.y1}, {"lo", c.lo}, {"hi", c.hi},
                              {"min", c.min}, {"max", c.max}, {"colour", c.colour}, {"lo_text", c.lo_text},
-                             {"hi_text", c.hi_text}, {"note", c.note}, {"hover", c.hover}});
+                             {"hi_text", c.hi_text}, {"note", c.note}, {"hover", c.hover}, {"caption", c.caption},
+                             {"caption_shown", c.caption_shown}, {"caption_x1", c.caption_x1}});
   // Each stream's utilisation row as drawn: its busy fraction per pixel column, and their mean.
   j["utilisation"] = nlohmann::json::array();
   for (const auto& u : utils) {
@@ -376,7 +394,8 @@ void App::writeLayout(const std::string& path) const {
                           {"skew_ns", l.skew_ns}, {"wait_ns", l.wait_ns}, {"transfer_ns", l.transfer_ns}});
   j["critical_path"] = nlohmann::json::array();  // the segments drawn this frame
   for (const auto& g : path_drawn)
-    j["critical_path"].push_back({{"step", g.step}, {"rank", g.rank}, {"kind", g.kind}, {"x0", g.x0}, {"x1", g.x1}, {"y", g.y}});
+    j["critical_path"].push_back(
+        {{"step", g.step}, {"rank", g.rank}, {"kind", g.kind}, {"x0", g.x0}, {"x1", g.x1}, {"y", g.y}, {"label", g.label}});
   j["range_breakdown"] = nlohmann::json::array();  // the selected range's per-rank breakdown, as Details shows it
   for (const auto& r : range_breakdown)
     j["range_breakdown"].push_back({{"rank", r.rank}, {"compute_s", r.b.compute_s}, {"exposed_comm_s", r.b.exposedCommS()},
@@ -442,7 +461,8 @@ int App::run() {
     });
   }
   Window window("trainscope-viewer", opt.width, opt.height, !headless, opt.scale);
-  for (const auto& f : opt.files) openDocument(f);
+  if (fatal = mixedFilesError(opt.files); fatal.empty())
+    for (const auto& f : opt.files) openDocument(f);
 
   std::vector<double> frame_ms;
   size_t next_command = 0;

@@ -83,6 +83,7 @@ struct Document {
   int64_t offset = 0;                   // added to this run's times when drawn (run comparison)
   NameForms names;                      // demangled and shortened names (UI thread only)
   double load_s = 0;
+  std::string unmerged;  // a killed traced run: where its events are (header.h, unmergedTraceHeader)
   ~Document();
   bool ready() const { return trace != nullptr; }
   void afterTimeline();  // on the loader thread: statistics, correlation and summary (view_stats.cpp)
@@ -194,6 +195,7 @@ class App {
     int64_t step, rank;
     std::string kind;
     float x0, x1, y;
+    std::string label;  // a straggler's tag as drawn (cut to its step's box); "" for a segment
   };
   std::vector<PathShown> path_drawn;
   bool show_critical_path = true;  // the Steps tab's switch
@@ -215,6 +217,8 @@ class App {
     double lo, hi, min, max;
     uint32_t colour;
     std::string lo_text, hi_text, note, hover;
+    std::string caption, caption_shown;  // the line under the label (peak / max) and as drawn, cut to the column
+    float caption_x1;                    // where the drawn caption ends (≤ the timeline's x0)
   };
   std::vector<CounterShown> counters_shown;
   // The Steps tab's text lines as last drawn (--layout): where each starts, its unwrapped width, and
@@ -257,6 +261,8 @@ class App {
 
   // --- actions (the UI and --script call these) ---
   void openDocument(const std::string& path);
+  // "" when these files open together; else why not: a study opens alone (two files compare runs).
+  static std::string mixedFilesError(const std::vector<std::string>& paths);
   void closeDocuments();  // without waiting for a loader still at work
   bool openTrial(int64_t trial_id);  // a study's trial: its run database replaces the open runs
   void fitAll();

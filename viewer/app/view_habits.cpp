@@ -56,6 +56,10 @@ void App::openFiles(const std::vector<std::string>& paths) {
                         " files were dropped)";
     return;
   }
+  if (std::string mixed = mixedFilesError(paths); !mixed.empty()) {
+    habits.open_error = std::move(mixed);
+    return;
+  }
   closeDocuments();
   study.reset();
   selection.reset();
@@ -333,6 +337,7 @@ void App::habitsLayout(nlohmann::json& j) const {
   j["overlays"] = {{"help", habits.show_help}, {"bookmarks", habits.show_bookmarks}, {"open", habits.show_open}};
   j["notes_path"] = habits.notes_path;
   j["notes_error"] = habits.notes_error;
+  j["open_error"] = habits.open_error;  // why the files dropped or typed were not opened ("" when they were)
   j["bookmarks"] = nlohmann::json::array();
   for (size_t i = 0; i < habits.notes.bookmarks.size(); ++i) {
     const Bookmark& b = habits.notes.bookmarks[i];

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "app.h"
+#include "trainscope/viewer/fit.h"
 
 namespace trainscope::viewer {
 
@@ -25,18 +26,31 @@ void App::drawCriticalPath(ImDrawList* dl) {
   const ImU32 work = IM_COL32(255, 180, 40, 255), transfer = IM_COL32(255, 215, 130, 200);
   const int64_t lo = view.timeAt(view.x0) - d.offset, hi = view.timeAt(view.x0 + view.width) - d.offset;
   // Each step's straggler: a red tag at the start of its step on its steps row.
-  std::map<std::pair<int64_t, int64_t>, int64_t> step_start;  // (rank, step) → start
-  for (const rundb::Step& st : t.steps) step_start[{st.rank, st.step}] = st.start_ns;
+  // The tag names its step and stays inside the step's box (cut with "...", whole on hover): drawn
+  // whole, a short step's tag covered its "step N" and ran into the next step's box and tag, so that
+  // "straggler" read as the next step's (audit 2026-12-07, DP 2 at scale 1 and 2).
+  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> step_span;  // (rank, step) → start, end
+  for (const rundb::Step& st : t.steps) step_span[{st.rank, st.step}] = {st.start_ns, st.start_ns + st.step_time_ns};
+  const auto width = [](const std::string& x) { return ImGui::CalcTextSize(x.c_str()).x; };
+  const ImVec2 mouse = ImGui::GetMousePos();
   for (const rundb::StepStraggler& st : s->step_stragglers) {
     auto row = steps_row.find(st.rank);
-    auto at = step_start.find({st.rank, st.step});
-    if (st.rank < 0 || row == steps_row.end() || at == step_start.end() || at->second < lo || at->second > hi) continue;
-    const float x = view.x(at->second + d.offset), y = row->second->y0 + 1;
-    const std::string tag = "straggler +" + formatDuration(st.late_s * 1e9);
-    const ImVec2 sz = ImGui::CalcTextSize(tag.c_str());
-    dl->AddRectFilled(ImVec2(x, y), ImVec2(x + sz.x + 6, y + sz.y), IM_COL32(200, 50, 50, 220));
-    dl->AddText(ImVec2(x + 3, y), IM_COL32(255, 255, 255, 255), tag.c_str());
-    if (record) path_drawn.push_back({st.step, st.rank, "straggler", x, x + sz.x + 6, y});
+    auto at = step_span.find({st.rank, st.step});
+    if (st.rank < 0 || row == steps_row.end() || at == step_span.end() || at->second.first < lo || at->second.first > hi)
+      continue;
+    const float x = view.x(at->second.first + d.offset), y = row->second->y0 + 1;
+    const float x_end = std::min(view.x(at->second.second + d.offset), view.x0 + view.width);
+    // The longest form that fits: "step 3: straggler +1.19 ms", "straggler +1.19 ms", "+1.19 ms", cut.
+    const std::string late = "+" + formatDuration(st.late_s * 1e9), tag = "step " + std::to_string(st.step) + ": straggler " + late;
+    const float room = x_end - x - 6;
+    std::string shown = ellipsize(late, room, width);
+    for (const std::string& form : {"straggler " + late, tag})
+      if (width(form) <= room) shown = form;
+    const float h = ImGui::GetFontSize(), x1 = shown.empty() ? std::min(x + 4, x_end) : x + width(shown) + 6;
+    dl->AddRectFilled(ImVec2(x, y), ImVec2(std::max(x + 1, x1), y + h), IM_COL32(200, 50, 50, 220));
+    if (!shown.empty()) dl->AddText(ImVec2(x + 3, y), IM_COL32(255, 255, 255, 255), shown.c_str());
+    if (shown != tag && mouse.x >= x && mouse.x < x_end && mouse.y >= y && mouse.y < y + h) ImGui::SetTooltip("%s", tag.c_str());
+    if (record) path_drawn.push_back({st.step, st.rank, "straggler", x, x1, y, shown});
   }
   for (const rundb::StepCriticalPath& p : s->critical_paths) {
     if (p.end_ns < lo || p.start_ns > hi) continue;
@@ -53,7 +67,7 @@ void App::drawCriticalPath(ImDrawList* dl) {
       dl->AddRectFilled(ImVec2(x0, y - 2), ImVec2(x1, y + 2), g.kind == "work" ? work : transfer);
       if (prev && prev != &r) dl->AddLine(ImVec2(x0, prev->y1 - 3), ImVec2(x0, y), work, 2.f);  // the chain changes rank
       prev = &r;
-      if (record) path_drawn.push_back({p.step, g.rank, g.kind, x0, x1, y});
+      if (record) path_drawn.push_back({p.step, g.rank, g.kind, x0, x1, y, ""});
     }
   }
 }

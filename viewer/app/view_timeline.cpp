@@ -34,7 +34,8 @@ void topBar(App& app) {
   app.import_headers.clear();
   for (const auto& d : app.docs)
     if (d->ready())
-      if (std::string h = importHeader(*d->trace); !h.empty()) app.import_headers.push_back(std::move(h));
+      for (std::string h : {importHeader(*d->trace), d->unmerged})
+        if (!h.empty()) app.import_headers.push_back(std::move(h));
   if (app.study) {
     if (!app.docs.empty()) ImGui::SameLine();
     ImGui::Text("%sstudy %s", app.docs.empty() ? "" : "| ", app.study->path.c_str());  // no stray "| " alone

@@ -280,7 +280,8 @@ void App::drawCounter(ImDrawList* dl, const TimelineContext& cx, const LayoutRow
   const ImU32 colour = counterColor(label);
   const ImU32 dim = IM_COL32(140, 145, 155, 255);
   const float fh = ImGui::GetFontSize();
-  CounterShown shown{tr.tracks[r.track].rank, label, y, y + r.h, axis.lo, axis.hi, axis.min, axis.max, colour, "", "", "", ""};
+  CounterShown shown{tr.tracks[r.track].rank, label, y, y + r.h, axis.lo, axis.hi, axis.min, axis.max, colour, "", "", "", "",
+                     "", "", 0};
   if (axis.all_zero) {
     shown.note = "0 throughout";
     dl->AddLine(ImVec2(cx.x0, y + r.h - 2), ImVec2(cx.x1, y + r.h - 2), colour);
@@ -325,10 +326,24 @@ void App::drawCounter(ImDrawList* dl, const TimelineContext& cx, const LayoutRow
     }
     dl->PopClipRect();
   }
+  // Under the row's label: the memory row's peak as Summary gives it (counterLabel), any other
+  // counter's max. Cut to the label column as the label is (fit.h), a "peak X (…)" line first to its
+  // figure, the whole line on hover: drawn whole, it ran over the plot and its axis's "0 B".
+  shown.caption = counterLabel(tr, tr.tracks[r.track]);
+  const float room = cx.x0 - cx.left - 16;
+  bool cut = false;
+  shown.caption_shown = ellipsize(shown.caption, room, textWidth, &cut);
+  if (const size_t paren = shown.caption.find(" ("); cut && paren != std::string::npos &&
+                                                     textWidth(shown.caption.substr(0, paren)) <= room)
+    shown.caption_shown = shown.caption.substr(0, paren);
+  const ImVec2 at(cx.left + 12, y + fh + 5);
+  dl->AddText(at, dim, shown.caption_shown.c_str());
+  shown.caption_x1 = at.x + textWidth(shown.caption_shown);
+  const ImVec2 mouse = ImGui::GetMousePos();
+  if (shown.caption_shown != shown.caption && cx.hovered && mouse.x >= cx.left && mouse.x < cx.x0 && mouse.y >= at.y &&
+      mouse.y < at.y + fh)
+    ImGui::SetTooltip("%s", shown.caption.c_str());
   if (cx.record) counters_shown.push_back(std::move(shown));
-  // The memory row's peak is Summary's (counterLabel); any other counter: its max.
-  const std::string mx = counterLabel(tr, tr.tracks[r.track]);
-  dl->AddText(ImVec2(cx.left + 12, y + 18), IM_COL32(140, 145, 155, 255), mx.c_str());
 }
 
 }  // namespace trainscope::viewer

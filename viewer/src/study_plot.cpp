@@ -126,6 +126,8 @@ StudyArgument studyArgument(const std::vector<MeasuredTrial>& trials, int64_t re
   }
   if (!best || a.winner.step_s <= 0) return a;
   a.runner_up = pooledTime(trials, best->candidate);
+  a.runner_up_round = best->round;
+  if (latest.count(recommended)) a.winner_round = latest[recommended]->round;
   a.margin = (a.runner_up.step_s - a.winner.step_s) / a.winner.step_s;
   if (a.noise_known) {
     a.threshold = 2 * a.noise * std::sqrt(1.0 / double(a.winner.trials) + 1.0 / double(a.runner_up.trials));
@@ -138,10 +140,18 @@ std::string argumentText(const StudyArgument& a, const std::function<std::string
                          const std::function<std::string(double)>& duration) {
   char buf[512];
   if (a.runner_up.candidate < 0) return "no runner-up: no other candidate ran as far without failing";
-  std::snprintf(buf, sizeof buf, "runner-up #%lld %s: %s/step over %lld trials, %+.1f%% against the winner; ",
+  std::snprintf(buf, sizeof buf, "runner-up #%lld %s: %s/step over %lld trials, %+.1f%% against the winner",
                 (long long)a.runner_up.candidate, plan(a.runner_up.candidate).c_str(),
                 duration(a.runner_up.step_s).c_str(), (long long)a.runner_up.trials, 100 * a.margin);
   std::string s = buf;
+  if (a.margin < 0 && a.runner_up_round >= 0 && a.runner_up_round < a.winner_round) {
+    std::snprintf(buf, sizeof buf,
+                  " (faster, but measured up to round %lld only; the winner reached round %lld, and the tuner "
+                  "picks among the furthest round)",
+                  (long long)a.runner_up_round, (long long)a.winner_round);
+    s += buf;
+  }
+  s += "; ";
   if (!a.noise_known) return s + "noise not measured (no candidate ran twice at one length)";
   std::snprintf(buf, sizeof buf, "noise %.1f%% per trial (%lld repeated trials of %lld candidates): ", 100 * a.noise,
                 (long long)a.noise_trials, (long long)a.noise_candidates);

@@ -15,4 +15,12 @@ namespace trainscope::viewer {
 // "" unless meta source is "import". Files are named by their last path component.
 std::string importHeader(const Trace& t);
 
+// A traced run whose trace has not reached it (still running, or killed before it merged its ranks'
+// shards): only its steps are here, which would read as a run that did nothing between them. Says so
+// and names the shards beside `path` that hold the events (rundb::shardPath), e.g. "traced at level
+// ranges, but its events are not merged into it (the run is still running, or stopped before its
+// end); the events recorded are in run.db.rank0, run.db.rank1 (open each on its own)". "" for an
+// import, a steps-level run, or one with events.
+std::string unmergedTraceHeader(const std::string& path, const Trace& t);
+
 }  // namespace trainscope::viewer

@@ -50,6 +50,9 @@ PooledTime pooledTime(const std::vector<MeasuredTrial>& trials, int64_t candidat
 struct StudyArgument {
   PooledTime winner, runner_up;  // runner_up.candidate is -1 when no other candidate qualifies
   double margin = 0;             // (runner-up − winner) / winner, pooled times
+  // The latest round each reached (-1: none). A runner-up faster than the winner (margin < 0) lost
+  // because its trials stopped at an earlier round: the tuner picks among the furthest round.
+  int64_t winner_round = -1, runner_up_round = -1;
   // Run-to-run noise: one trial's relative standard deviation around the mean of its repeats (the
   // same candidate, the same steps), pooled over every such group of two or more ok trials (sum of
   // squares over N − G degrees of freedom). 0 with noise_known false when nothing was repeated.
@@ -65,7 +68,9 @@ struct StudyArgument {
 // picks the winner (tuner/src/search.cpp): among the other candidates with an ok trial and no unfit
 // one, those that reached the latest round, and of them the fastest pooled.
 StudyArgument studyArgument(const std::vector<MeasuredTrial>& trials, int64_t recommended);
-// "runner-up #7 …: +3.1% slower; noise ±4.0% per trial (12 trials of 4 candidates): within noise".
+// "runner-up #7 …: +3.1% slower; noise ±4.0% per trial (12 trials of 4 candidates): within noise";
+// a faster runner-up says why it lost: "-35.4% against the winner (faster, but measured up to round 0
+// only; the winner reached round 1, and the tuner picks among the furthest round)".
 // `plan` names a candidate's plan; `duration` formats seconds.
 std::string argumentText(const StudyArgument& a, const std::function<std::string(int64_t)>& plan,
                          const std::function<std::string(double)>& duration);
