@@ -158,6 +158,40 @@ TEST(TuneDriver, MaxTrialsCountsTheTrialsAResumedStudyKept) {
   EXPECT_TRUE(none.specs.empty());
 }
 
+// The pick is the fastest of those that got furthest. When --max-trials cuts the search short, a
+// candidate left at round 0 may have measured faster than the pick: said in a note (the tune said
+// nothing and recommended the slower plan); a search that ran to its end says nothing of the kind.
+TEST(TuneDriver, APickTheTrialCapLeftBehindAFasterCandidateIsNoted) {
+  struct Slower : FakeRunner {  // every trial past round 0 measures twice as long
+    tn::TrialRecord run(const tn::TrialSpec& spec, tn::TrialRecord t) override {
+      t = FakeRunner::run(spec, t);
+      if (t.round > 0) t.step_s *= 2, t.tokens_per_s /= 2;
+      return t;
+    }
+  };
+  const std::string note = "the trial cap ended the search before every promoted candidate ran";
+  const auto noted = [&](const tn::TuneResult& r) {
+    for (const std::string& n : r.notes)
+      if (n.find(note) != std::string::npos) return true;
+    return false;
+  };
+  Study capped("cut-short");
+  Slower a;
+  capped.o.runner = &a;
+  capped.o.max_trials = 5;  // round 0's four, then one of round 1
+  const tn::TuneResult r = tn::tune(capped.w, capped.c, capped.space, capped.o, nullptr);
+  ASSERT_EQ(a.specs.size(), 5u);
+  ASSERT_GE(r.recommended, 0);
+  EXPECT_TRUE(r.cut_short);
+  EXPECT_TRUE(noted(r)) << (r.notes.empty() ? "no notes" : r.notes.front());
+  Study whole("cut-short-whole");
+  Slower b;
+  whole.o.runner = &b;
+  const tn::TuneResult full = tn::tune(whole.w, whole.c, whole.space, whole.o, nullptr);
+  EXPECT_FALSE(full.cut_short);
+  EXPECT_FALSE(noted(full));
+}
+
 namespace {
 
 // A stand-in for the front end: `SCRIPT run --config SPEC` runs `body` with $4 the spec's path.

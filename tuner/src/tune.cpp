@@ -176,7 +176,10 @@ class StudyRunner {
     for (int64_t id : b.candidates) {
       if (g_interrupt) break;
       std::optional<TrialRecord> t = trial(b, id);
-      if (!t) continue;                                     // over the budget: not run
+      if (!t) {                                             // over the budget: not run
+        res_.cut_short = true;
+        continue;
+      }
       if (t->status == TrialStatus::Running) break;         // interrupted: run again on --resume
       ++done_;
       search.observe(*t);
@@ -322,6 +325,32 @@ std::vector<std::string> trialConfigs(const workloads::Workload& w, const TuneOp
   return configs;
 }
 
+// The pick is the fastest of the candidates that got furthest; when --max-trials or --budget cut the
+// search short, a candidate stopped at an earlier round may have measured faster: said, with the fix
+// (the pick stays the furthest one: a longer trial's time is the surer).
+void noteCutShortPick(TuneResult& res, const Cluster& c) {
+  if (!res.cut_short || res.recommended < 0 || res.interrupted) return;
+  std::map<int64_t, int64_t> furthest;
+  std::set<int64_t> unfit;
+  for (const auto& t : res.trials) {
+    furthest[t.candidate] = std::max(furthest[t.candidate], t.round);
+    if (t.status != TrialStatus::Ok || t.peak_bytes > c.memory_bytes) unfit.insert(t.candidate);
+  }
+  const double pick_s = res.estimate[res.recommended];
+  int64_t faster = -1;
+  for (const auto& [cand, s] : res.estimate)
+    if (!unfit.count(cand) && s > 0 && s < 0.95 * pick_s && (faster < 0 || s < res.estimate[faster])) faster = cand;
+  if (faster < 0 || pick_s <= 0) return;
+  char line[400];
+  std::snprintf(line, sizeof(line),
+                "the trial cap ended the search before every promoted candidate ran: the pick #%lld (%.3g ms/step, "
+                "round %lld) is the fastest of those that got furthest, but #%lld measured %.3g ms/step in round %lld; "
+                "raise --max-trials (or --budget) to settle it",
+                static_cast<long long>(res.recommended), pick_s * 1e3, static_cast<long long>(furthest[res.recommended]),
+                static_cast<long long>(faster), res.estimate[faster] * 1e3, static_cast<long long>(furthest[faster]));
+  res.notes.push_back(line);
+}
+
 // The result's figures from every trial of the study, and the recommendation kept in it.
 void finish(TuneResult& res, Study& study, const SearchStrategy& search, const Cluster& c) {
   res.trials = study.trials();
@@ -338,6 +367,7 @@ void finish(TuneResult& res, Study& study, const SearchStrategy& search, const C
   study.setValue("time_scale", std::to_string(res.time_scale));
   res.prediction_check = checkPredictions(res.trials);
   study.setValue("prediction_check", toJson(res.prediction_check));
+  noteCutShortPick(res, c);
   // An interrupted study recommends nothing yet: its last round is incomplete.
   if (res.recommended >= 0 && !res.interrupted) study.setValue("recommended", std::to_string(res.recommended));
   if (res.interrupted) res.recommended = -1;

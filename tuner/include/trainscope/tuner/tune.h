@@ -79,6 +79,7 @@ struct TuneResult {
   PredictionCheck prediction_check;  // the models' predictions against what the trials measured
   int64_t trials_run = 0;         // processes started by this invocation
   bool interrupted = false;
+  bool cut_short = false;  // --max-trials or --budget left trials of the search unrun
   int signal = 0;  // what interrupted it (SIGINT, SIGTERM): the exit status is 128 + signal
   std::vector<std::string> notes;  // what the user should know and nothing stopped for (a copied study: slurm.h)
 };
