@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainscope/common/json_text.h"
+#include "trainscope/rundb/merge.h"
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/step_analysis.h"
@@ -426,6 +427,22 @@ void noteUnfinishedRun(RunReader& reader, const std::vector<Step>& steps, RunSum
                     "cover the recorded steps only");
 }
 
+// A traced run that stopped before merging its ranks' shards (killed, or still running) holds steps
+// alone: the summary names the files its events are in (the viewer's header says the same).
+void noteUnmergedShards(RunReader& reader, RunSummary& s) {
+  const std::string level = reader.meta("trace_level");
+  if (level.empty() || level == "steps" || level == "off" || reader.meta("source") == "import") return;
+  std::string names;
+  for (const std::string& shard : leftoverShards(reader.path())) {
+    const size_t slash = shard.find_last_of('/');
+    names += (names.empty() ? "" : ", ") + (slash == std::string::npos ? shard : shard.substr(slash + 1));
+  }
+  s.notes.push_back("traced at level " + level + ", but its events are not merged into it (the run is still running, or "
+                    "stopped before its end); " +
+                    (names.empty() ? std::string("no shard of its ranks is beside it")
+                                   : "the events recorded are in " + names + " (report each on its own)"));
+}
+
 // Each rank's counted steps' CPU windows, sorted by start (the first `excluded` steps left out).
 std::map<int64_t, std::vector<Interval>> countedCpuWindows(const std::vector<Step>& steps, int64_t excluded) {
   std::map<int64_t, std::vector<Interval>> cpu_windows;
@@ -551,7 +568,10 @@ RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map
   std::set<StringId> compute_names;
   for (const char* n : names::kComputeRanges)
     if (auto id = reader.find(n)) compute_names.insert(*id);
-  if (!hasBreakdownEvents(reader)) return s;
+  if (!hasBreakdownEvents(reader)) {
+    noteUnmergedShards(reader, s);
+    return s;
+  }
   std::vector<double> compute_per_rank;
   BreakdownFindings found;
   std::map<int64_t, DeviceRows> devices =

@@ -479,3 +479,38 @@ TEST(Report, ARunThatEndedEarlyIsNotedAsSuch) {
   EXPECT_EQ(text.status, 0) << text.output;
   EXPECT_NE(text.output.find("note: steps up to 20 recorded of the 2000"), std::string::npos) << text.output;
 }
+
+// A traced run killed before it merged its ranks' shards holds steps alone: report names the shards
+// its events are in (as the viewer's header does); an untraced run ("off") or a steps-level one says nothing.
+TEST(Report, AKilledTracedRunNamesTheShardsHoldingItsEvents) {
+  auto make = [](const std::string& name, const std::string& level) {
+    const std::string path = tempPath(name);
+    db::RunStore store(path, db::RunStore::Options{true});
+    store.setMeta("config", R"({"workload":"tiny","steps":2})");
+    store.setMeta("trace_level", level);
+    for (int64_t k = 0; k < 2; ++k) {
+      db::Step r;
+      r.step = k, r.start_ns = k * 1'000'000, r.step_time_ns = 900'000, r.tokens = 100;
+      store.appendStep(r);
+    }
+    return path;
+  };
+  auto notes = [](const std::string& path) {
+    db::RunReader reader(path);
+    return db::summarize(reader).notes;
+  };
+  const std::string killed = make("killed-traced.db", "ranges");
+  auto n = notes(killed);
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_NE(n[0].find("traced at level ranges, but its events are not merged into it"), std::string::npos) << n[0];
+  EXPECT_NE(n[0].find("no shard of its ranks is beside it"), std::string::npos) << n[0];
+  for (int64_t r = 0; r < 2; ++r) db::RunStore(db::shardPath(killed, r), db::RunStore::Options{}).close();
+  n = notes(killed);
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_NE(n[0].find("the events recorded are in killed-traced.db.rank0, killed-traced.db.rank1"), std::string::npos) << n[0];
+  const auto text = cli("report " + killed);
+  EXPECT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("note: traced at level ranges"), std::string::npos) << text.output;
+  EXPECT_TRUE(notes(make("untraced.db", "off")).empty());
+  EXPECT_TRUE(notes(make("steps-level.db", "steps")).empty());
+}

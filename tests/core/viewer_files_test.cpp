@@ -503,4 +503,8 @@ TEST(ViewerModel, AKilledTracedRunNamesTheShardsHoldingItsEvents) {
   make(traced, "ranges", true);
   EXPECT_EQ(v::unmergedTraceHeader(steps_only, v::loadTrace(steps_only)), "");
   EXPECT_EQ(v::unmergedTraceHeader(traced, v::loadTrace(traced)), "");
+  // A run without --trace records trace_level "off": it has steps alone by design, nothing to merge.
+  const std::string untraced = tempPath("untraced_run.db");
+  make(untraced, "off", false);
+  EXPECT_EQ(v::unmergedTraceHeader(untraced, v::loadTrace(untraced)), "");
 }

@@ -207,6 +207,11 @@ TEST(MemoryCheck, ARunThatCannotFitIsRefusedBeforeAnythingIsAllocated) {
   auto limited = cli("run --workload small-cpu --seq 64 --mbs 4 --steps 1 --device cpu -q --mem-limit 40M");
   EXPECT_EQ(limited.status, 2) << limited.output;
   EXPECT_NE(limited.output.find("--mem-limit: this run needs about"), std::string::npos) << limited.output;
+  // Small figures in a unit that shows them (it printed "needs 0.00 GiB … 0.00 GiB are available").
+  auto tiny = cli("run --workload tiny --steps 1 --device cpu -q --mem-limit 1K");
+  EXPECT_EQ(tiny.status, 2) << tiny.output;
+  EXPECT_EQ(tiny.output.find("0.00 GiB"), std::string::npos) << tiny.output;
+  EXPECT_NE(tiny.output.find("but 1.00 KiB are available"), std::string::npos) << tiny.output;
 }
 
 // The measured time model on a real traced run: its costs are read from the ranges, its own plan is

@@ -73,7 +73,7 @@ std::string importHeader(const Trace& t) {
 
 std::string unmergedTraceHeader(const std::string& path, const Trace& t) {
   const auto level = t.meta.find("trace_level"), src = t.meta.find("source");
-  if (level == t.meta.end() || level->second == "steps") return {};
+  if (level == t.meta.end() || level->second == "steps" || level->second == "off") return {};  // "off": untraced
   if (src != t.meta.end() && src->second == "import") return {};
   for (const Track& k : t.tracks)  // the steps rows and the MoE counters come from the steps' tables
     if (k.kind != TrackKind::Steps && k.kind != TrackKind::Counter)

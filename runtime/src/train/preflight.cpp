@@ -73,9 +73,13 @@ MemoryFit checkMemoryFits(const TrainConfig& cfg, int pp_rank, int local_ranks, 
   const int64_t tensors = m.stages[size_t(std::min<int64_t>(pp_rank, int64_t(m.stages.size()) - 1))].total();
   const int64_t other = cfg.mem_limit > 0 || !cpu ? 0 : nonTensorBytes(tensors);
   if (double(tensors) * 0.9 + double(other) <= double(available)) return {available, tensors + other};
-  auto gib = [](int64_t b) {
+  auto gib = [](int64_t b) {  // GiB, or MiB / KiB / bytes where GiB would read 0.00 (--mem-limit 1K)
     char s[32];
-    std::snprintf(s, sizeof(s), "%.2f GiB", double(b) / double(int64_t(1) << 30));
+    const double v = double(b);
+    if (v >= double(int64_t(1) << 30) * 0.01) std::snprintf(s, sizeof(s), "%.2f GiB", v / double(int64_t(1) << 30));
+    else if (v >= 1024.0 * 1024.0 * 0.01) std::snprintf(s, sizeof(s), "%.2f MiB", v / (1024.0 * 1024.0));
+    else if (v >= 1024.0) std::snprintf(s, sizeof(s), "%.2f KiB", v / 1024.0);
+    else std::snprintf(s, sizeof(s), "%lld bytes", static_cast<long long>(b));
     return std::string(s);
   };
   throw UserError(cfg.mem_limit > 0 ? "--mem-limit" : "memory",
