@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -443,27 +444,40 @@ TEST(Report, SumsOfADamagedFilesSizesSaturate) {
   EXPECT_EQ(r.drops[0].second, INT64_MAX);
 }
 
+namespace {
+
+// A run database of steps first..last (1 ms apart) with these meta values; no events.
+std::string stepsOnlyRun(const std::string& name, const std::map<std::string, std::string>& meta, int64_t first,
+                         int64_t last) {
+  const std::string path = tempPath(name);
+  db::RunStore store(path, db::RunStore::Options{true});
+  for (const auto& [key, value] : meta) store.setMeta(key, value);
+  for (int64_t k = first; k <= last; ++k) {
+    db::Step r;
+    r.step = k, r.start_ns = k * 1'000'000, r.step_time_ns = 900'000, r.tokens = 100;
+    store.appendStep(r);
+  }
+  return path;
+}
+
+std::vector<std::string> summaryNotes(const std::string& path) {
+  db::RunReader reader(path);
+  return db::summarize(reader).notes;
+}
+
+}  // namespace
+
 // A run stopped, killed or still running holds fewer steps than its config asked for: the summary (and
 // so `report`, `report --json` and `run --json`) says so in a note rather than presenting the steps it
 // has as the whole run. A finished run, a resumed one (steps from its checkpoint on) and an imported
 // trace (no config of ours) have no such note.
 TEST(Report, ARunThatEndedEarlyIsNotedAsSuch) {
   auto make = [](const std::string& name, const std::string& config, int64_t first, int64_t last, bool imported) {
-    const std::string path = tempPath(name);
-    db::RunStore store(path, db::RunStore::Options{true});
-    store.setMeta("config", config);
-    if (imported) store.setMeta("source", "import");
-    for (int64_t k = first; k <= last; ++k) {
-      db::Step r;
-      r.step = k, r.start_ns = k * 1'000'000, r.step_time_ns = 900'000, r.tokens = 100;
-      store.appendStep(r);
-    }
-    return path;
+    std::map<std::string, std::string> meta = {{"config", config}};
+    if (imported) meta["source"] = "import";
+    return stepsOnlyRun(name, meta, first, last);
   };
-  auto notes = [](const std::string& path) {
-    db::RunReader reader(path);
-    return db::summarize(reader).notes;
-  };
+  const auto notes = summaryNotes;
   const auto killed = notes(make("ended-early.db", R"({"workload":"tiny","steps":2000})", 0, 20, false));
   ASSERT_EQ(killed.size(), 1u);
   EXPECT_NE(killed[0].find("steps up to 20 recorded of the 2000"), std::string::npos) << killed[0];
@@ -484,21 +498,9 @@ TEST(Report, ARunThatEndedEarlyIsNotedAsSuch) {
 // its events are in (as the viewer's header does); an untraced run ("off") or a steps-level one says nothing.
 TEST(Report, AKilledTracedRunNamesTheShardsHoldingItsEvents) {
   auto make = [](const std::string& name, const std::string& level) {
-    const std::string path = tempPath(name);
-    db::RunStore store(path, db::RunStore::Options{true});
-    store.setMeta("config", R"({"workload":"tiny","steps":2})");
-    store.setMeta("trace_level", level);
-    for (int64_t k = 0; k < 2; ++k) {
-      db::Step r;
-      r.step = k, r.start_ns = k * 1'000'000, r.step_time_ns = 900'000, r.tokens = 100;
-      store.appendStep(r);
-    }
-    return path;
+    return stepsOnlyRun(name, {{"config", R"({"workload":"tiny","steps":2})"}, {"trace_level", level}}, 0, 1);
   };
-  auto notes = [](const std::string& path) {
-    db::RunReader reader(path);
-    return db::summarize(reader).notes;
-  };
+  const auto notes = summaryNotes;
   const std::string killed = make("killed-traced.db", "ranges");
   auto n = notes(killed);
   ASSERT_EQ(n.size(), 1u);
