@@ -48,6 +48,18 @@ std::vector<std::string> leftoverShards(const std::string& run_db) {
   return out;
 }
 
+std::string unmergedEventsNote(const std::string& run_db, const std::string& trace_level, const std::string& source,
+                               const std::string& verb) {
+  if (trace_level.empty() || trace_level == "steps" || trace_level == "off" || source == "import") return "";
+  const auto base = [](const std::string& path) { return std::filesystem::path(path).filename().string(); };
+  std::string names;
+  for (const std::string& shard : leftoverShards(run_db)) names += (names.empty() ? "" : ", ") + base(shard);
+  const std::string head = "traced at level " + trace_level +
+                           ", but its events are not merged into it (the run is still running, or stopped before its end); ";
+  if (names.empty()) return head + "no shard of its ranks (" + base(shardPath(run_db, 0)) + ", ...) is beside it";
+  return head + "the events recorded are in " + names + " (" + verb + " each on its own)";
+}
+
 ClockSample measureClockOffset(const std::function<int64_t()>& ask, int rounds) {
   ClockSample best;
   best.rtt_ns = std::numeric_limits<int64_t>::max();

@@ -430,17 +430,8 @@ void noteUnfinishedRun(RunReader& reader, const std::vector<Step>& steps, RunSum
 // A traced run that stopped before merging its ranks' shards (killed, or still running) holds steps
 // alone: the summary names the files its events are in (the viewer's header says the same).
 void noteUnmergedShards(RunReader& reader, RunSummary& s) {
-  const std::string level = reader.meta("trace_level");
-  if (level.empty() || level == "steps" || level == "off" || reader.meta("source") == "import") return;
-  std::string names;
-  for (const std::string& shard : leftoverShards(reader.path())) {
-    const size_t slash = shard.find_last_of('/');
-    names += (names.empty() ? "" : ", ") + (slash == std::string::npos ? shard : shard.substr(slash + 1));
-  }
-  s.notes.push_back("traced at level " + level + ", but its events are not merged into it (the run is still running, or "
-                    "stopped before its end); " +
-                    (names.empty() ? std::string("no shard of its ranks is beside it")
-                                   : "the events recorded are in " + names + " (report each on its own)"));
+  const std::string note = unmergedEventsNote(reader.path(), reader.meta("trace_level"), reader.meta("source"), "report");
+  if (!note.empty()) s.notes.push_back(note);
 }
 
 // Each rank's counted steps' CPU windows, sorted by start (the first `excluded` steps left out).

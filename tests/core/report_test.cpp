@@ -505,11 +505,11 @@ TEST(Report, AKilledTracedRunNamesTheShardsHoldingItsEvents) {
   auto n = notes(killed);
   ASSERT_EQ(n.size(), 1u);
   EXPECT_NE(n[0].find("traced at level ranges, but its events are not merged into it"), std::string::npos) << n[0];
-  EXPECT_NE(n[0].find("no shard of its ranks is beside it"), std::string::npos) << n[0];
+  EXPECT_NE(n[0].find("no shard of its ranks (killed-traced.db.rank0, ...) is beside it"), std::string::npos) << n[0];
   for (int64_t r = 0; r < 2; ++r) db::RunStore(db::shardPath(killed, r), db::RunStore::Options{}).close();
   n = notes(killed);
   ASSERT_EQ(n.size(), 1u);
-  EXPECT_NE(n[0].find("the events recorded are in killed-traced.db.rank0, killed-traced.db.rank1"), std::string::npos) << n[0];
+  EXPECT_NE(n[0].find("the events recorded are in killed-traced.db.rank0, killed-traced.db.rank1 (report each on its own)"), std::string::npos) << n[0];
   const auto text = cli("report " + killed);
   EXPECT_EQ(text.status, 0) << text.output;
   EXPECT_NE(text.output.find("note: traced at level ranges"), std::string::npos) << text.output;

@@ -72,25 +72,15 @@ std::string importHeader(const Trace& t) {
 }
 
 std::string unmergedTraceHeader(const std::string& path, const Trace& t) {
-  const auto level = t.meta.find("trace_level"), src = t.meta.find("source");
-  if (level == t.meta.end() || level->second == "steps" || level->second == "off") return {};  // "off": untraced
-  if (src != t.meta.end() && src->second == "import") return {};
   for (const Track& k : t.tracks)  // the steps rows and the MoE counters come from the steps' tables
     if (k.kind != TrackKind::Steps && k.kind != TrackKind::Counter)
       for (const auto& lane : k.lanes)
         if (!lane.events.empty()) return {};
-  int64_t world = 1;
-  if (auto w = t.meta.find("world_size"); w != t.meta.end()) world = std::max<int64_t>(1, std::atoll(w->second.c_str()));
-  std::string shards;
-  for (int64_t r = 0; r < std::min<int64_t>(world, 4096); ++r) {
-    std::error_code ec;
-    const std::string s = rundb::shardPath(path, r);
-    if (std::filesystem::is_regular_file(s, ec)) shards += (shards.empty() ? "" : ", ") + baseName(s);
-  }
-  const std::string head = "traced at level " + level->second +
-                           ", but its events are not merged into it (the run is still running, or stopped before its end); ";
-  if (shards.empty()) return head + "no shard of its ranks (" + baseName(rundb::shardPath(path, 0)) + ", ...) is beside it";
-  return head + "the events recorded are in " + shards + " (open each on its own)";
+  const auto meta = [&](const char* key) {
+    const auto it = t.meta.find(key);
+    return it == t.meta.end() ? std::string() : it->second;
+  };
+  return rundb::unmergedEventsNote(path, meta("trace_level"), meta("source"), "open");
 }
 
 }  // namespace trainscope::viewer

@@ -326,19 +326,16 @@ static void parseHfWindow(const nlohmann::json& j, const std::string& source, co
                        " attends over the last " + std::to_string(w->sliding_window) + " tokens");
 }
 
-void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload* w) {
-  const std::string type = j["model_type"].get<std::string>();
-  auto need = [&](const char* key) {
-    if (!j.contains(key) || j[key].is_null())
-      throw UserError(std::string("workload.") + key, "missing in " + source + " (a " + type + " config.json)",
-                      std::string("add \"") + key + "\": <integer>");
-    return intKey(j, key, source, key, 0);
-  };
-  w->n_layer = need("num_hidden_layers");
-  w->n_head = need("num_attention_heads");
-  w->n_embd = need("hidden_size");
-  w->vocab_size = need("vocab_size");
-  w->n_positions = need("max_position_embeddings");
+// An integer key a config.json of `type` must have (absent or null: refused naming it).
+static int64_t requiredInt(const nlohmann::json& j, const char* key, const std::string& source, const std::string& type) {
+  if (!j.contains(key) || j[key].is_null())
+    throw UserError(std::string("workload.") + key, "missing in " + source + " (a " + type + " config.json)",
+                    std::string("add \"") + key + "\": <integer>");
+  return intKey(j, key, source, key, 0);
+}
+
+// The attention heads: K/V heads and the head size, with transformers' defaults per model_type.
+static void parseHfHeads(const nlohmann::json& j, const std::string& source, const std::string& type, Workload* w) {
   // A key the file leaves out takes transformers' default for its model_type (5.x's configuration
   // classes): MistralConfig and MixtralConfig default num_key_value_heads to 8, LlamaConfig and
   // Qwen2Config (and every class, for null) to num_attention_heads; rms_norm_eps is 1e-5 for Mixtral, 1e-6 otherwise;
@@ -363,6 +360,64 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
     throw UserError("workload.num_attention_heads", std::to_string(w->n_head) + " does not divide hidden_size " +
                     std::to_string(w->n_embd) + " in " + source + " (transformers' LlamaConfig refuses it, head_dim or not)",
                     "choose num_attention_heads dividing hidden_size");
+}
+
+static void parseHfBiases(const nlohmann::json& j, const std::string& source, const std::string& type, Workload* w) {
+  // Biases as transformers builds them: Llama's attention_bias (q, k, v, o) and mlp_bias; Qwen2 has
+  // q, k, v biases only, Qwen2-MoE as its qkv_bias says (true by default); Mistral and Mixtral none.
+  const bool attn_bias = type == "llama" && boolKey(j, "attention_bias", source, "attention_bias", false);
+  w->qkv_bias = type == "qwen2" || attn_bias ||
+                (type == "qwen2_moe" && boolKey(j, "qkv_bias", source, "qkv_bias", true));
+  if (type != "qwen2_moe" && j.contains("qkv_bias") && !j["qkv_bias"].is_null() &&
+      boolKey(j, "qkv_bias", source, "qkv_bias", w->qkv_bias) != w->qkv_bias)
+    throw UserError("workload.qkv_bias", jsonText(j["qkv_bias"]) + " in " + source + " but a " + type +
+                    " model's q/k/v biases are " + (w->qkv_bias ? "on" : "off") + " (only model_type qwen2_moe honours it)",
+                    "remove qkv_bias");
+  w->proj_bias = attn_bias;
+  w->mlp_bias = type == "llama" && boolKey(j, "mlp_bias", source, "mlp_bias", false);
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (type != "llama" && j.contains(key) && boolKey(j, key, source, key, false))
+      throw UserError(std::string("workload.") + key, "true in " + source + " but a " + type +
+                      " model has no such biases (only model_type llama honours it)", std::string("remove ") + key);
+}
+
+// Mixtral's experts: every layer a MoE of num_local_experts SwiGLU experts of intermediate_size.
+static void parseMixtral(const nlohmann::json& j, const std::string& source, Workload* w) {
+  w->n_experts = requiredInt(j, "num_local_experts", source, "mixtral");
+  if (w->n_experts < 1)
+    throw UserError("workload.num_local_experts", std::to_string(w->n_experts) + " in " + source +
+                    ": a mixtral model routes every token to its experts (transformers builds no MLP without them)",
+                    "set num_local_experts (8: Mixtral-8x7B), or use model_type mistral for the dense model");
+  w->top_k = intKey(j, "num_experts_per_tok", source, "num_experts_per_tok", 2);
+  w->moe_every = 1;
+  w->moe_ffn_hidden = w->ffn_hidden;
+  w->capacity_factor = 0;  // transformers' Mixtral is drop-less
+  w->aux_loss_coeff = numKey(j, "router_aux_loss_coef", source, "router_aux_loss_coef", 0.001);
+  if (numKey(j, "router_jitter_noise", source, "router_jitter_noise", 0) != 0)
+    throw UserError("workload.router_jitter_noise", "is not supported (" + source + ")", "set it to 0 or remove it");
+  // transformers' Mixtral renormalises the chosen gates whatever k (top-1: a gate of 1).
+  if (w->top_k == 1) w->norm_topk_prob = 1;
+}
+
+// A dense model_type with expert keys would be another model: refused by key.
+static void refuseExpertKeys(const nlohmann::json& j, const std::string& source, const std::string& type) {
+  for (const char* key : {"num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                          "shared_expert_intermediate_size"})
+    if (j.contains(key) && !j[key].is_null())
+      throw UserError(std::string("workload.") + key, "is set in " + source + " but model_type " + type +
+                      " is dense", "use model_type mixtral or qwen2_moe for a mixture of experts, or remove " +
+                      std::string(key));
+}
+
+void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload* w) {
+  const std::string type = j["model_type"].get<std::string>();
+  auto need = [&](const char* key) { return requiredInt(j, key, source, type); };
+  w->n_layer = need("num_hidden_layers");
+  w->n_head = need("num_attention_heads");
+  w->n_embd = need("hidden_size");
+  w->vocab_size = need("vocab_size");
+  w->n_positions = need("max_position_embeddings");
+  parseHfHeads(j, source, type, w);
   w->ffn_hidden = need("intermediate_size");
   // 0 would read as "no width given" (4·hidden_size); transformers builds an MLP of width 0.
   if (w->ffn_hidden == 0)
@@ -382,22 +437,7 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
   }
   w->mlp = Mlp::SwiGLU;
   w->tie_embeddings = boolKey(j, "tie_word_embeddings", source, "tie_word_embeddings", false);
-  // Biases as transformers builds them: Llama's attention_bias (q, k, v, o) and mlp_bias; Qwen2 has
-  // q, k, v biases only, Qwen2-MoE as its qkv_bias says (true by default); Mistral and Mixtral none.
-  const bool attn_bias = type == "llama" && boolKey(j, "attention_bias", source, "attention_bias", false);
-  w->qkv_bias = type == "qwen2" || attn_bias ||
-                (type == "qwen2_moe" && boolKey(j, "qkv_bias", source, "qkv_bias", true));
-  if (type != "qwen2_moe" && j.contains("qkv_bias") && !j["qkv_bias"].is_null() &&
-      boolKey(j, "qkv_bias", source, "qkv_bias", w->qkv_bias) != w->qkv_bias)
-    throw UserError("workload.qkv_bias", jsonText(j["qkv_bias"]) + " in " + source + " but a " + type +
-                    " model's q/k/v biases are " + (w->qkv_bias ? "on" : "off") + " (only model_type qwen2_moe honours it)",
-                    "remove qkv_bias");
-  w->proj_bias = attn_bias;
-  w->mlp_bias = type == "llama" && boolKey(j, "mlp_bias", source, "mlp_bias", false);
-  for (const char* key : {"attention_bias", "mlp_bias"})
-    if (type != "llama" && j.contains(key) && boolKey(j, key, source, key, false))
-      throw UserError(std::string("workload.") + key, "true in " + source + " but a " + type +
-                      " model has no such biases (only model_type llama honours it)", std::string("remove ") + key);
+  parseHfBiases(j, source, type, w);
   if (j.contains("hidden_act") && !(j["hidden_act"].is_string() && j["hidden_act"] == "silu"))
     throw UserError("workload.hidden_act", jsonText(j["hidden_act"]) + " in " + source + " is not supported",
                     "set hidden_act to \"silu\" (SwiGLU), as every " + type + " model has");
@@ -413,27 +453,9 @@ void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload
   if (type == "qwen2_moe") {
     parseQwen2Moe(j, source, w);
   } else if (type == "mixtral") {
-    w->n_experts = need("num_local_experts");
-    if (w->n_experts < 1)
-      throw UserError("workload.num_local_experts", std::to_string(w->n_experts) + " in " + source +
-                      ": a mixtral model routes every token to its experts (transformers builds no MLP without them)",
-                      "set num_local_experts (8: Mixtral-8x7B), or use model_type mistral for the dense model");
-    w->top_k = intKey(j, "num_experts_per_tok", source, "num_experts_per_tok", 2);
-    w->moe_every = 1;
-    w->moe_ffn_hidden = w->ffn_hidden;
-    w->capacity_factor = 0;  // transformers' Mixtral is drop-less
-    w->aux_loss_coeff = numKey(j, "router_aux_loss_coef", source, "router_aux_loss_coef", 0.001);
-    if (numKey(j, "router_jitter_noise", source, "router_jitter_noise", 0) != 0)
-      throw UserError("workload.router_jitter_noise", "is not supported (" + source + ")", "set it to 0 or remove it");
-    // transformers' Mixtral renormalises the chosen gates whatever k (top-1: a gate of 1).
-    if (w->top_k == 1) w->norm_topk_prob = 1;
+    parseMixtral(j, source, w);
   } else {
-    for (const char* key : {"num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
-                            "shared_expert_intermediate_size"})
-      if (j.contains(key) && !j[key].is_null())
-        throw UserError(std::string("workload.") + key, "is set in " + source + " but model_type " + type +
-                        " is dense", "use model_type mixtral or qwen2_moe for a mixture of experts, or remove " +
-                        std::string(key));
+    refuseExpertKeys(j, source, type);
   }
 }
 

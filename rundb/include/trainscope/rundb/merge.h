@@ -44,5 +44,12 @@ int64_t shardRank(const std::string& shard_path);
 // The shard files beside `run_db` (`run_db.rank<N>`), sorted by rank: what a failed or killed run
 // left behind.
 std::vector<std::string> leftoverShards(const std::string& run_db);
+// What a traced run's database (trace_level, source: its meta) says of the events it does not hold
+// when its ranks' shards were never merged (the run was killed, or is still running): which shard
+// files beside it hold them, "(VERB each on its own)". Empty for an untraced, steps-level or imported
+// run. The caller decides that the database holds no events (report: no event table; the viewer: no
+// track).
+std::string unmergedEventsNote(const std::string& run_db, const std::string& trace_level, const std::string& source,
+                               const std::string& verb);
 
 }  // namespace trainscope::rundb
