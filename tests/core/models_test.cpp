@@ -211,6 +211,11 @@ TEST(Clusters, PresetsLoadWithSourcesAndBadFilesNameTheField) {
   }
   EXPECT_GE(tn::clusterPresets().size(), 4u);
   EXPECT_EQ(tn::loadCluster("h100-80gb-x8", 64).devices(), 512);
+  // A GPU preset's limit is what CUDA reports as the device's memory (PyTorch's "total capacity"),
+  // not the datasheet's round figure: 80 GiB had a 79.5 GiB plan fit an A100 it cannot run on.
+  EXPECT_EQ(tn::loadCluster("a100-80gb-x8").memory_bytes, int64_t(81050) << 20);
+  EXPECT_EQ(tn::loadCluster("h100-80gb-x8").memory_bytes, int64_t(81082) << 20);
+  EXPECT_EQ(tn::loadCluster("h200-x8").memory_bytes, int64_t(143156) << 20);
   try {
     tn::parseCluster(R"({"devices_per_node": 8, "memory_bytes": 1, "peak_flops": {"bf16": 1}})", "c.json");
     FAIL();
