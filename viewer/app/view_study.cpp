@@ -97,7 +97,9 @@ void pointTooltip(const tuner::StudySnapshot& st, const tuner::TrialRecord& t) {
   ImGui::TextUnformatted(planOf(st, t.candidate).c_str());
   ImGui::TextColored(ImColor(statusColor(t.status)), "%s, round %lld, %lld steps", tuner::toString(t.status),
                      (long long)t.round, (long long)t.steps);
-  ImGui::Text("step time: predicted %s, measured %s", formatDuration(t.predicted_step_s * 1e9).c_str(),
+  // The prediction when the trial started; `trainscope tune`'s table prints the candidate's, refitted
+  // to every trial measured by the end.
+  ImGui::Text("step time: predicted %s when the trial started, measured %s", formatDuration(t.predicted_step_s * 1e9).c_str(),
               t.step_s > 0 ? formatDuration(t.step_s * 1e9).c_str() : "-");
   ImGui::Text("peak memory: predicted %s, measured %s", formatBytes(double(t.predicted_peak)).c_str(),
               t.peak_bytes > 0 ? formatBytes(double(t.peak_bytes)).c_str() : "-");
@@ -115,7 +117,7 @@ void trialsTable(App& app, const tuner::StudySnapshot& st, float height) {
                          ImVec2(0, height)))
     return;
   ImGui::TableSetupScrollFreeze(0, 1);
-  for (const char* c : {"trial", "cand", "plan", "status", "steps", "measured", "predicted", "peak", ""})
+  for (const char* c : {"trial", "cand", "plan", "status", "steps", "measured", "predicted at start", "peak", ""})
     ImGui::TableSetupColumn(c, std::string(c) == "plan" ? ImGuiTableColumnFlags_WidthStretch : 0);
   headersRow("trials", /*auto_fit=*/true);
   for (const auto& t : st.trials) {
@@ -253,7 +255,7 @@ void plots(App& app, const tuner::StudySnapshot& st) {
   const tuner::TrialRecord* hovered = nullptr;
   float best = 64;  // within 8 px
   app.study_shown.plots.resize(2);
-  Plot a = frame(app.study_shown.plots[0], "predicted vs measured step time (each trial; the diagonal: exact)",
+  Plot a = frame(app.study_shown.plots[0], "predicted (when each trial started) vs measured step time (the diagonal: exact)",
                  "predicted step time", "measured step time", pw, ph, st_ticks, st_ticks, smax, smax);
   dl->AddLine(a.at(0, 0), a.at(smax, smax), IM_COL32(100, 100, 110, 255));
   for (const auto& t : st.trials)
