@@ -67,15 +67,15 @@ class Sets:
 
     def mpt_cluster(self, gpu, precision, table="", where="an mpt row"):
         """The cluster file an MPT row of `gpu` ("a100_80gb", "a100_40gb", "h100_80gb") ran on: the
-        GPU's preset; A100 40 GB is the 80 GB preset with 40 GiB and 1,555 GB/s HBM2 (NVIDIA A100
-        datasheet). Its "bf16" rows ran Composer's FSDP mixed_precision PURE (gradients reduced in bf16:
+        GPU's preset (A100 40 GB: a100-40gb-x8, the 80 GB preset with CUDA's 40,536 MiB and 1,555 GB/s
+        HBM2). Its "bf16" rows ran Composer's FSDP mixed_precision PURE (gradients reduced in bf16:
         the fsdp profile's reduce_bytes 2), its "amp_bf16" rows DEFAULT (reduce_dtype fp32): the MP Mode
         column of llm-foundry's benchmarking tables. The node-to-node rate, where the row's table names
         one ("... with 1600 Gbps node-node interconnect"), is that rate over the node's 8 GPUs."""
         key = (gpu, precision, table)
         if key in self._mpt_clusters:
             return self._mpt_clusters[key]
-        presets = {"a100_80gb": "a100-80gb-x8", "a100_40gb": "a100-80gb-x8", "h100_80gb": "h100-80gb-x8",
+        presets = {"a100_80gb": "a100-80gb-x8", "a100_40gb": "a100-40gb-x8", "h100_80gb": "h100-80gb-x8",
                    "h200": "h200-x8", "h200_141gb": "h200-x8"}
         if gpu not in presets:
             raise SystemExit("%s: gpu %r has no cluster preset here; use one of %s" % (where, gpu, ", ".join(sorted(presets))))
@@ -83,9 +83,6 @@ class Sets:
             raise SystemExit("%s: precision %r is neither bf16 (FSDP PURE) nor amp_bf16 (DEFAULT)" % (where, precision))
         c = json.load(open(os.path.join(os.path.dirname(PRESET), presets[gpu] + ".json")))
         changed = []
-        if gpu == "a100_40gb":
-            c["name"], c["memory_bytes"], c["memory_bandwidth"] = "a100-40gb-x8", 40 << 30, 1.555e12
-            changed.append("40 GiB and 1.555e12 B/s HBM (A100 40 GB datasheet)")
         if precision == "bf16":
             c.setdefault("frameworks", {}).setdefault("fsdp", {})["reduce_bytes"] = 2
             changed.append("frameworks.fsdp.reduce_bytes 2 (FSDP mixed_precision PURE)")

@@ -214,6 +214,8 @@ TEST(Clusters, PresetsLoadWithSourcesAndBadFilesNameTheField) {
   // A GPU preset's limit is what CUDA reports as the device's memory (PyTorch's "total capacity"),
   // not the datasheet's round figure: 80 GiB had a 79.5 GiB plan fit an A100 it cannot run on.
   EXPECT_EQ(tn::loadCluster("a100-80gb-x8").memory_bytes, int64_t(81050) << 20);
+  EXPECT_EQ(tn::loadCluster("a100-40gb-x8").memory_bytes, int64_t(40536) << 20);
+  EXPECT_EQ(tn::loadCluster("a100-40gb-x8").memory_bandwidth, 1.555e12);
   EXPECT_EQ(tn::loadCluster("h100-80gb-x8").memory_bytes, int64_t(81082) << 20);
   EXPECT_EQ(tn::loadCluster("h200-x8").memory_bytes, int64_t(143156) << 20);
   try {
