@@ -60,7 +60,8 @@ void visitParallelism(V&& v) {
       F::kOmitDefault | kShow},
     &P::ep);
   v(F{"virtual_stages", "--virtual-stages",
-      "interleaved 1F1B: model chunks per pipeline rank (1: off; --pp-schedule interleaved alone: 2)", F::kOmitDefault | kShow},
+      "interleaved 1F1B: model chunks per pipeline rank (1: off; --pp-schedule interleaved alone: 2)",
+      F::kOmitDefault | kShow},
     &P::virtual_stages);
   v(F{"sequence_parallel", "--sequence-parallel",
       "shard LayerNorm/dropout regions along the sequence (needs --tp > 1)"},
@@ -98,8 +99,8 @@ void visitFields(V&& v) {
   using F = Field;
   constexpr unsigned kShow = F::kShowDefault;
   // model and batch
-  v(F{"workload_spec", "--workload", "workload name (workloads/*.json), a JSON path, or a Hugging Face config.json or its model folder",
-      kShow},
+  v(F{"workload_spec", "--workload",
+      "workload name (workloads/*.json), a JSON path, or a Hugging Face config.json or its model folder", kShow},
     &C::workload);
   v(F{"seq", "--seq", "sequence length T (default: the workload's n_positions, at most 1024)", F::kArgsOmitDefault},
     &C::seq);
