@@ -125,7 +125,7 @@ void addRunFlags(CLI::App* run, RunFlags& f) {
                   "testing: write the logits of the first step's first micro-batch to this new safetensors file "
                   "(one process; the transformers oracle compares them)");
   run->add_flag("--json", f.json, "print one JSON summary line at the end");
-  run->add_flag("-q,--quiet", f.quiet, "no per-step lines");
+  run->add_flag("-q,--quiet", f.quiet, "no banner, per-step lines or done line");
 }
 
 std::vector<std::string> expandConfigFlag(const std::vector<std::string>& argv) {

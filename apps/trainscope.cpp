@@ -203,8 +203,9 @@ std::optional<int> parseCommandLine(CLI::App& app, int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "error: " << e.what() << " (fix: see `trainscope --help`)\n";
+  } catch (const CLI::ParseError& e) {  // the command's own help, where a command was named
+    std::cerr << "error: " << e.what() << " (fix: see `trainscope "
+              << (argv[1][0] != '-' ? std::string(argv[1]) + " " : "") << "--help`)\n";
     return 2;
   } catch (const trainscope::UserError& e) {  // a flag's own parser, run by CLI11 while it parses (it aborted)
     std::cerr << "error: " << e.what() << "\n";

@@ -66,7 +66,9 @@ std::string mib(int64_t b) {
 CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
   f = new TuneFlags();  // lives as long as the process
   CLI::App* c = app.add_subcommand("tune", "find the fastest configuration that fits: models rank, short trials decide");
-  c->add_option("--workload", f->workload)->capture_default_str();
+  c->add_option("--workload", f->workload,
+                "workload name, JSON path, or Hugging Face config.json or its folder (as run's)")
+      ->capture_default_str();
   c->add_option("--cluster", f->cluster, "cluster preset, JSON file, or `local` (measure this machine)")->capture_default_str();
   c->add_option("--nodes", f->nodes, "nodes (default: the cluster file's)");
   c->add_option("--gbs", f->gbs, "global batch in sequences")->required();
@@ -76,7 +78,9 @@ CLI::App* addTuneCommand(CLI::App& app, TuneFlags*& f) {
   c->add_option("--budget", f->budget, "wall time for the trials (90s, 20m, 2h)");
   c->add_option("--max-trials", f->max_trials, "trial processes in all (0: none, the study holds the ranked space; default: no cap)");
   c->add_option("--first-round", f->first_round, "candidates measured in the first round")->capture_default_str();
-  c->add_option("--trial-steps", f->steps, "steps of a first-round trial (doubled each round)")->capture_default_str();
+  c->add_option("--trial-steps", f->steps,
+                "steps of a first-round trial (doubled each round; at least 2 run: step 0 is warm-up)")
+      ->capture_default_str();
   c->add_option("--finalists", f->finalists, "candidates of the final stage (the halving's best)")->capture_default_str();
   c->add_option("--final-rounds", f->final_rounds, "trials of each finalist, run alternately (0: halve down to one)")
       ->capture_default_str();

@@ -270,6 +270,11 @@ Cluster loadCluster(const std::string& name, int64_t nodes) {
   if (stat(path.c_str(), &st) != 0) path = presetDir() + "/" + name + ".json";
   std::string known;
   for (const auto& p : clusterPresets()) known += (known.empty() ? "" : ", ") + p;
+  const bool a_path = name.find('/') != std::string::npos ||
+                      (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0);  // as --workload reads it
+  if (stat(path.c_str(), &st) != 0 && a_path)
+    throw UserError("--cluster", "file " + name + " does not exist",
+                    "pass an existing cluster JSON file or one of: " + known);
   if (stat(path.c_str(), &st) != 0)
     throw UserError("--cluster", "unknown cluster \"" + name + "\"", "pass a JSON file or one of: " + known);
   // A FIFO or device is refused at once, never waited on or read without end.

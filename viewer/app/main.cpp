@@ -27,8 +27,11 @@ int main(int argc, char** argv) {
   cli.add_option("--scale", scale, "scale fonts and sizes by F (0.5-4; default: the monitor's content scale)");
   try {
     cli.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return cli.exit(e) == 0 ? 0 : 2;
+  } catch (const CLI::CallForHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {  // named as the viewer's other bad input is, with the fix
+    std::cerr << "trainscope-viewer: " << e.what() << " (fix: see `trainscope-viewer --help`)\n";
+    return 2;
   }
   try {
     if (o.files.size() > 2) throw trainscope::UserError("files", "at most two files (two runs to compare)", "");

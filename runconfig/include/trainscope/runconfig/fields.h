@@ -53,14 +53,15 @@ void visitParallelism(V&& v) {
   constexpr unsigned kShow = F::kShowDefault;
   v(F{"tp", "--tp", "tensor-parallel degree", kShow}, &P::tp);
   v(F{"pp", "--pp", "pipeline-parallel degree", kShow}, &P::pp);
-  v(F{"cp", "--cp", "context-parallel degree: the sequence split over cp ranks", F::kOmitDefault}, &P::cp);
+  v(F{"cp", "--cp", "context-parallel degree: the sequence split over cp ranks", F::kOmitDefault | kShow}, &P::cp);
   v(F{"ep", "--ep",
       "expert-parallel degree: a MoE workload's experts split over ep of the data-parallel ranks (tokens "
       "dispatched by all-to-all)",
-      F::kOmitDefault},
+      F::kOmitDefault | kShow},
     &P::ep);
   v(F{"virtual_stages", "--virtual-stages",
-      "interleaved 1F1B: model chunks per pipeline rank (1: off; --pp-schedule interleaved alone: 2)", F::kOmitDefault},
+      "interleaved 1F1B: model chunks per pipeline rank (1: off; --pp-schedule interleaved alone: 2)",
+      F::kOmitDefault | kShow},
     &P::virtual_stages);
   v(F{"sequence_parallel", "--sequence-parallel",
       "shard LayerNorm/dropout regions along the sequence (needs --tp > 1)"},
@@ -68,7 +69,7 @@ void visitParallelism(V&& v) {
   v(F{"zero", "--zero", "ZeRO stage over data-parallel ranks: 1 shards optimizer state, 2 also gradients, 3 also parameters", kShow}, &P::zero);
   v(F{"zero_shard_size", "--zero-shard-size",
       "ZeRO-3 hybrid sharding: shard within groups of N data-parallel ranks, replicate across them (0: all)",
-      F::kOmitDefault},
+      F::kOmitDefault | kShow},
     &P::zero_shard_size);
   v(F{"pp_schedule", "--pp-schedule",
       "gpipe|1f1b|interleaved (interleaved: 1f1b over --virtual-stages model chunks per pipeline rank)", kShow}, &P::pp_schedule);
@@ -98,8 +99,8 @@ void visitFields(V&& v) {
   using F = Field;
   constexpr unsigned kShow = F::kShowDefault;
   // model and batch
-  v(F{"workload_spec", "--workload", "workload name (workloads/*.json) or a JSON path (also HF GPT-2 config.json)",
-      kShow},
+  v(F{"workload_spec", "--workload",
+      "workload name (workloads/*.json), a JSON path, or a Hugging Face config.json or its model folder", kShow},
     &C::workload);
   v(F{"seq", "--seq", "sequence length T (default: the workload's n_positions, at most 1024)", F::kArgsOmitDefault},
     &C::seq);
@@ -115,10 +116,10 @@ void visitFields(V&& v) {
   v(F{"min_lr_ratio", "--min-lr-ratio", "cosine decays to lr x this", kShow}, &C::min_lr_ratio);
   v(F{"warmup", "--warmup", "linear warm-up steps", kShow}, &C::warmup);
   v(F{"clip", "--clip", "gradient global-norm clip (0: off)", kShow}, &C::clip);
-  v(F{"weight_decay", "--weight-decay", "decoupled weight decay on matrices", kShow}, &C::weight_decay);
-  v(F{"beta1", "--beta1", "", kShow}, &C::beta1);
-  v(F{"beta2", "--beta2", "", kShow}, &C::beta2);
-  v(F{"eps", "--eps", "", kShow}, &C::eps);
+  v(F{"weight_decay", "--weight-decay", "weight decay on 2-D tensors (decoupled; sgd: L2)", kShow}, &C::weight_decay);
+  v(F{"beta1", "--beta1", "Adam beta1, in [0, 1)", kShow}, &C::beta1);
+  v(F{"beta2", "--beta2", "Adam beta2, in [0, 1)", kShow}, &C::beta2);
+  v(F{"eps", "--eps", "Adam epsilon, above 0", kShow}, &C::eps);
   v(F{"momentum", "--momentum", "SGD momentum", kShow}, &C::momentum);
   v(F{"adam8bit_block", "--adam8bit-block", "8-bit Adam quantisation block", kShow}, &C::adam8bit_block);
   v(F{"fp16_init_scale", "--fp16-init-scale", "initial fp16 loss scale", kShow}, &C::fp16_init_scale);
@@ -128,12 +129,12 @@ void visitFields(V&& v) {
   v(F{"seed", "--seed", "weight initialisation and synthetic data (0 to 2^64-1; default 1337)"}, &C::seed);
   v(F{"data", "--data", "synthetic | path to a uint16 token file (nanoGPT / llm.c layout)", kShow}, &C::data);
   v(F{"device", "--device", "auto|cpu|cuda", kShow}, &C::device);
-  v(F{"threads", "--threads", "intra-op CPU threads (0: LibTorch default)"}, &C::threads);
+  v(F{"threads", "--threads", "intra-op CPU threads (0: LibTorch default)", kShow}, &C::threads);
   v(F{"cpu_lanes", "--cpu-lanes",
       "CPU: run each micro-batch as N one-core lanes in parallel (0: auto = one per thread, 1: off)", kShow},
     &C::cpu_lanes);
   // parallelism
-  v(F{"nproc", "--nproc", "ranks to start (world = dp x tp x pp)", kShow}, &C::nproc);
+  v(F{"nproc", "--nproc", "ranks to start (world = dp x cp x tp x pp)", kShow}, &C::nproc);
   v(F{"launcher", "--launcher", "local|slurm (slurm: under srun)", kShow}, &C::launcher);
   visitParallelism(AsMemberOf<C, V>{v});  // tp, pp, cp, ep, virtual stages, sp, zero, shard group, schedule
   v(F{"local_sgd", "--local-sgd", "H > 0: no gradient all-reduce; average weights every H steps", kShow},
