@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -287,3 +288,55 @@ TEST(Calibrate, RowsInAnotherUnitAreRefusedAndAConstantAtItsBoundIsNoted) {
   EXPECT_NE(r.output.find("note: sustained_clock at its lower bound"), std::string::npos) << r.output;
   EXPECT_NE(readJson(out)["calibration"]["notes"].dump().find("sustained_clock at its lower bound"), std::string::npos);
 }
+
+// A calibrated file edited by hand: what predict reads from the record (the interval, the frameworks it
+// covers) is checked, and a misspelt key is refused naming the key it resembles. Before, "big" or
+// -0.5 as the held-out p90 silently gave the in-sample interval, a record that was not an object no
+// interval, and "sustained_clok" was ignored.
+TEST(Calibrate, AHandEditedCalibratedFileIsRefusedNamingTheKey) {
+  const std::string file = tempPath("hand-edited.json");
+  auto predictOn = [&](const nlohmann::json& c) {
+    write(file, c.dump(1));
+    return cli("predict --workload gpt2-124m --cluster " + file);
+  };
+  nlohmann::json good = nlohmann::json::parse(presetText("a100-80gb-x8"));
+  good["calibration"] = {{"residuals", {{"abs_error_p90", 0.2}}}, {"cross_validation", {{"abs_error_p90", 0.1}}},
+                         {"frameworks", {"trainscope"}}};
+  auto r = predictOn(good);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("\u00b110.0% from the calibration of"), std::string::npos) << r.output;
+
+  struct Edit {
+    std::function<void(nlohmann::json&)> edit;
+    std::string expected;
+  };
+  const std::vector<Edit> edits = {
+      {[](nlohmann::json& c) { c["calibration"]["cross_validation"]["abs_error_p90"] = "big"; },
+       "calibration.cross_validation.abs_error_p90: is \"big\"; it must be a number, 0 or more"},
+      {[](nlohmann::json& c) { c["calibration"]["cross_validation"]["abs_error_p90"] = -0.5; },
+       "calibration.cross_validation.abs_error_p90: is -0.5"},
+      {[](nlohmann::json& c) { c["calibration"]["residuals"].erase("abs_error_p90"); },
+       "calibration.residuals.abs_error_p90: is null"},
+      {[](nlohmann::json& c) { c["calibration"] = 5; }, "calibration: must be an object"},
+      {[](nlohmann::json& c) { c["calibration"]["frameworks"] = "trainscope"; }, "calibration.frameworks: is \"trainscope\""},
+      {[](nlohmann::json& c) { c["calibration"]["frameworks"] = {"megatrom"}; }, "calibration.frameworks: is [\"megatrom\"]"},
+      {[](nlohmann::json& c) { c["sustained_clok"] = 0.8; },
+       "sustained_clok: is not a key of a cluster file (ignored, it would change nothing) (fix: did you mean "
+       "\"sustained_clock\"?"},
+      {[](nlohmann::json& c) { c["calibratoin"] = c["calibration"]; }, "did you mean \"calibration\"?"},
+      {[](nlohmann::json& c) { c["intra_node"]["efficency"] = 0.5; },
+       "intra_node.efficency: is not a key of a cluster file"},
+  };
+  for (const Edit& e : edits) {
+    nlohmann::json c = good;
+    e.edit(c);
+    r = predictOn(c);
+    EXPECT_EQ(r.status, 2) << e.expected << "\n" << r.output;
+    EXPECT_NE(r.output.find(e.expected), std::string::npos) << r.output;
+  }
+  nlohmann::json own = good;  // a key of the user's own, far from every key, is still allowed
+  own["comment"] = "measured by us";
+  r = predictOn(own);
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
