@@ -340,3 +340,72 @@ TEST(Calibrate, AHandEditedCalibratedFileIsRefusedNamingTheKey) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+// Rows as a user writes them: the record names the rows it was fitted on (the file's lines) and the
+// rows it misses most; a line pasted twice and a row the memory model says cannot fit are said, not
+// silently weighed; NaN (as Python's json.dumps writes it) and a misspelt calibrate key are named.
+TEST(Calibrate, TheRecordNamesItsRowsAndOddRowsAreSaid) {
+  const std::string batch = tempPath("odd-batch.jsonl"), rows = tempPath("odd-rows.jsonl"),
+                    out = tempPath("odd-out.json");
+  std::string lines;
+  for (const char* w : {"gpt2-124m", "gpt2-774m"})
+    for (int gpus : {4, 8})
+      for (int mbs : {1, 4}) lines += nlohmann::json{{"workload", w}, {"gpus", gpus}, {"mbs", mbs}, {"seq", 1024}}.dump() + "\n";
+  lines += nlohmann::json{{"workload", "llama3-70b"}, {"gpus", 8}, {"seq", 2048}}.dump() + "\n";  // 70B unsharded: no fit
+  writeMeasuredRows("a100-80gb-x8", batch, lines, rows);
+  if (::testing::Test::HasFatalFailure()) return;
+  std::string text;
+  {
+    std::ifstream in(rows);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  write(rows, text + text.substr(0, text.find('\n') + 1));  // line 10 repeats line 1
+  auto r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " --fit sustained_clock --folds 2 -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("lines 10 (= line 1) repeat an earlier line exactly"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("line 9: the memory model puts this configuration's peak at"), std::string::npos) << r.output;
+  const nlohmann::json cal = readJson(out)["calibration"];
+  EXPECT_EQ(cal["rows"][0]["lines"], "1-10") << cal.dump();
+  EXPECT_EQ(cal["rows"][0]["rows"], 10);
+  ASSERT_TRUE(cal["largest_errors"].is_array()) << cal.dump();
+  ASSERT_FALSE(cal["largest_errors"].empty());
+  EXPECT_LE(cal["largest_errors"].size(), 10u);
+  EXPECT_EQ(cal["largest_errors"][0]["row"].get<std::string>().rfind(rows + " line ", 0), 0u) << cal.dump();
+  EXPECT_TRUE(cal["largest_errors"][0].contains("held_out_s")) << cal.dump();
+  EXPECT_NE(cal["notes"].dump().find("repeat an earlier line exactly"), std::string::npos) << cal.dump();
+
+  const std::string bad = tempPath("odd-bad.jsonl");
+  struct Case {
+    std::string line, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"workload": "gpt2-124m", "gpus": 8, "measured_step_s": NaN})",
+            "line 1: is not valid JSON: NaN is not a JSON number (Python's json.dumps writes it"},
+           {R"({"workload": "gpt2-124m", "gpus": 8, "measured_step_s": 0.1,})", "line 1: is not valid JSON ("},
+           {R"({"workload": "gpt2-124m", "gpus": 8, "measured_step": 0.1})",
+            "line 1: measured_step: is not a flag of predict nor a key of calibrate (measured_step_s, measured_peak_bytes, "
+            "group) (fix: did you mean \"measured_step_s\"?)"},
+           {R"({"workload": "gpt2-124m", "gpus": 8, "measured_step_s": 0.1, "measured_peak": 1e9})",
+            "measured_peak: is not a flag of predict nor a key of calibrate (measured_step_s, measured_peak_bytes, group) "
+            "(fix: give the measurements as measured_step_s (seconds per step) and measured_peak_bytes (bytes per rank))"},
+           {R"({"workload": "gpt2-124m", "gpus": 8, "measured_step_s": 0.1, "mbss": 2})", "did you mean \"mbs\"?"}}) {
+    write(bad, c.line + "\n");
+    r = cli("calibrate --cluster a100-80gb-x8 --from " + bad + " --folds 0 -o " + tempPath("odd-never.json"));
+    EXPECT_EQ(r.status, 2) << c.line << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos) << r.output;
+  }
+  // predict --batch reads its lines alike (calibrate's rows are its lines).
+  write(bad, "{\"workload\": \"gpt2-124m\", \"dp_overlap\": NaN}\n{\"workload\": \"gpt2-124m\", \"mbss\": 2}\n");
+  r = cli("predict --cluster a100-80gb-x8 --batch " + bad);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--batch line 1: is not valid JSON: NaN is not a JSON number"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--batch line 2: mbss: is not a flag of predict (fix: did you mean \\\"mbs\\\"?)"),
+            std::string::npos) << r.output;
+  // Two rows of two groups: no group has three rows, so no within-group rank is stated as 0.00.
+  write(bad, "{\"workload\": \"gpt2-124m\", \"gpus\": 8, \"measured_step_s\": 0.05}\n"
+             "{\"workload\": \"gpt2-124m\", \"gpus\": 4, \"measured_step_s\": 0.09}\n");
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + bad + " --fit sustained_clock --folds 0 --evaluate");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("within-group Spearman n/a (no group of 3 rows or more)"), std::string::npos) << r.output;
+}
