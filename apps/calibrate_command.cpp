@@ -142,7 +142,10 @@ CLI::App* addCalibrateCommand(CLI::App& app, CalibrateFlags*& f) {
   c->add_option("--config", f->config,
                 "an imported trace's configuration: predict's keys as one JSON object, or @FILE.json");
   c->add_option("-o", f->out, "the calibrated cluster file to write");
-  c->add_option("--folds", f->folds, "k-fold cross-validation by model and cluster size (0: none)")->capture_default_str();
+  c->add_option("--folds", f->folds,
+                "k-fold cross-validation by model and cluster size (0: none; default 5, or as many as the rows' groups "
+                "when fewer)")
+      ->each([f](const std::string&) { f->folds_given = true; });
   c->add_option("--fit", f->fit, "constants to fit, by cluster-file path (default: those the rows move)")->delimiter(',');
   c->add_option("--max-evaluations", f->max_evaluations, "the most loss evaluations per fit")->capture_default_str();
   c->add_flag("--overwrite", f->overwrite, "replace an existing -o");
@@ -332,8 +335,19 @@ int runCalibrate(const CalibrateFlags& f) {
   const std::vector<const tn::FitParam*> params = chosenParams(f, base, rows);
   std::set<std::string> groups;
   for (const tn::FitRow& r : rows.rows) groups.insert(r.group);
-  if (f.folds > int64_t(groups.size()))
-    throw UserError("--folds", std::to_string(f.folds) + " folds, but the rows hold " + std::to_string(groups.size()) +
+  // Unasked, the folds are as many as the groups when fewer than 5 (a CPU tune's study holds one or two
+  // world sizes: the default had refused `calibrate --from study.db`), and none for one group, said.
+  int64_t folds = f.folds;
+  std::string not_cross_validated;
+  if (!f.folds_given && folds > int64_t(groups.size())) {
+    folds = groups.size() >= 2 ? int64_t(groups.size()) : 0;
+    if (folds == 0)
+      not_cross_validated = "not cross-validated: the rows hold one group of model and cluster size (" + *groups.begin() +
+                            "), and folds never split a group; predict's interval is the in-sample one. Add rows of "
+                            "other models or cluster sizes to cross-validate";
+  }
+  if (folds > int64_t(groups.size()))
+    throw UserError("--folds", std::to_string(folds) + " folds, but the rows hold " + std::to_string(groups.size()) +
                                    " group(s) of model and cluster size",
                     groups.size() >= 2 ? "pass --folds " + std::to_string(groups.size()) + " or fewer (0: none)"
                                        : "pass --folds 0, or add rows of other models or cluster sizes");
@@ -360,11 +374,12 @@ int runCalibrate(const CalibrateFlags& f) {
   const std::string pinned = atTheirBounds(params, fit.values, base);
   if (!pinned.empty()) cal["notes"].push_back(pinned);
   tn::ErrorSummary cv;
-  if (f.folds >= 2) {
-    const std::vector<double> held = tn::crossValidate(base, rows.rows, params, f.folds, f.max_evaluations);
+  if (!not_cross_validated.empty()) cal["notes"].push_back(not_cross_validated);
+  if (folds >= 2) {
+    const std::vector<double> held = tn::crossValidate(base, rows.rows, params, folds, f.max_evaluations);
     cv = tn::summarize(rows.rows, held);
     cal["cross_validation"] = summaryJson(cv);
-    cal["cross_validation"]["folds"] = f.folds;
+    cal["cross_validation"]["folds"] = folds;
     cal["cross_validation"]["by"] = "model and cluster size (never by row)";
     cal["largest_errors"] = largestErrors(rows.rows, base_s, fit.predicted_s, held);
   } else {
@@ -387,7 +402,8 @@ int runCalibrate(const CalibrateFlags& f) {
   for (const std::string& n : rows.notes) std::printf("  note: %s\n", n.c_str());
   if (!underdetermined.empty()) std::printf("  note: %s\n", underdetermined.c_str());
   if (!pinned.empty()) std::printf("  note: %s\n", pinned.c_str());
-  if (f.folds >= 2) printSummary(("cross-validated, k=" + std::to_string(f.folds) + ":").c_str(), cv);
+  if (!not_cross_validated.empty()) std::printf("  note: %s\n", not_cross_validated.c_str());
+  if (folds >= 2) printSummary(("cross-validated, k=" + std::to_string(folds) + ":").c_str(), cv);
   std::printf("wrote %s\n", f.out.c_str());
   return 0;
 }

@@ -409,3 +409,37 @@ TEST(Calibrate, TheRecordNamesItsRowsAndOddRowsAreSaid) {
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("within-group Spearman n/a (no group of 3 rows or more)"), std::string::npos) << r.output;
 }
+
+// `calibrate --from study.db` as a user first types it: a CPU tune's trials hold one or two groups of
+// model and cluster size, and the default 5 folds had been refused. Unasked, the folds are as many
+// as the groups; one group is fitted without cross-validation, and that is said and recorded.
+TEST(Calibrate, TheDefaultFoldsFitTheGroupsThereAre) {
+  const std::string batch = tempPath("folds-batch.jsonl"), rows = tempPath("folds-rows.jsonl"),
+                    one = tempPath("folds-one.jsonl"), out = tempPath("folds-out.json");
+  std::string lines;
+  for (int gpus : {4, 8})
+    for (int mbs : {1, 2, 4}) lines += nlohmann::json{{"workload", "gpt2-124m"}, {"gpus", gpus}, {"mbs", mbs}}.dump() + "\n";
+  writeMeasuredRows("a100-80gb-x8", batch, lines, rows);
+  if (::testing::Test::HasFatalFailure()) return;
+  auto r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " --fit sustained_clock -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("cross-validated, k=2:"), std::string::npos) << r.output;
+  EXPECT_EQ(readJson(out)["calibration"]["cross_validation"]["folds"], 2);
+
+  std::ifstream in(rows);
+  std::string line, text;
+  for (int i = 0; i < 3 && std::getline(in, line); ++i) text += line + "\n";  // the 4-GPU rows: one group
+  write(one, text);
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + one + " --fit sustained_clock --overwrite -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("note: not cross-validated: the rows hold one group of model and cluster size "
+                          "(gpt2-124m @ 4 devices)"), std::string::npos) << r.output;
+  EXPECT_FALSE(readJson(out)["calibration"].contains("cross_validation"));
+  r = cli("predict --workload gpt2-124m --gpus 4 --cluster " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("in sample (it was not cross-validated"), std::string::npos) << r.output;
+  // Asked for, more folds than groups is still refused.
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + one + " --fit sustained_clock --folds 2 --overwrite -o " + out);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--folds: 2 folds, but the rows hold 1 group(s)"), std::string::npos) << r.output;
+}
