@@ -297,7 +297,9 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
                          "matmul_efficiency", "vector_flops", "memory_bandwidth", "sm_count", "memory_efficiency",
                          "kernel_floor_s", "dispatch_s", "sustained_clock", "fp8_matmul_ceiling",
                          "flash_forward_ceiling", "flash_backward_ceiling", "intra_node", "inter_node", "frameworks",
-                         "sources", "fitted", "calibration"},
+                         "sources", "fitted", "calibration",
+                         // a user's own remarks, never taken for "nodes" misspelt
+                         "notes", "note", "comment", "comments"},
                      "--cluster " + source + ": ");
   for (const char* tier : {"intra_node", "inter_node"})
     refuseMisspeltKeys(j[tier], {"bandwidth", "efficiency", "latency", "half_bytes"},

@@ -336,6 +336,7 @@ TEST(Calibrate, AHandEditedCalibratedFileIsRefusedNamingTheKey) {
   }
   nlohmann::json own = good;  // a key of the user's own, far from every key, is still allowed
   own["comment"] = "measured by us";
+  own["notes"] = "one edit from \"nodes\", yet a remark";
   r = predictOn(own);
   EXPECT_EQ(r.status, 0) << r.output;
 }
