@@ -140,6 +140,12 @@ void addLine(Rows& out, const std::string& text, const std::string& where, const
     if (f.nodes > tn::kMostClusterDevices / c.devices_per_node)
       throw UserError(where + ": nodes", std::to_string(f.nodes) + " nodes is more than the models price", "give fewer nodes");
     c.nodes = f.nodes;
+  } else if (f.gpus > c.devices()) {
+    // A row of 64 GPUs without "nodes" is sized by them, as the docs say (predict asks for --nodes: one
+    // configuration is priced on the cluster named; here every row is priced on --cluster at its size).
+    if (f.gpus > tn::kMostClusterDevices)
+      throw UserError(where + ": gpus", std::to_string(f.gpus) + " devices is more than the models price", "give fewer gpus");
+    c.nodes = (f.gpus + c.devices_per_node - 1) / c.devices_per_node;
   }
   PricedConfig priced;
   try {

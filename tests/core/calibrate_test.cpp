@@ -439,6 +439,16 @@ TEST(Calibrate, TheDefaultFoldsFitTheGroupsThereAre) {
   r = cli("predict --workload gpt2-124m --gpus 4 --cluster " + out);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("in sample (it was not cross-validated"), std::string::npos) << r.output;
+  // A row of 16 GPUs that names no nodes is sized by its gpus (2 nodes of 8), as the same row with "nodes".
+  write(one, "{\"workload\": \"gpt2-774m\", \"gpus\": 16, \"measured_step_s\": 0.05}\n");
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + one + " --evaluate --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const double by_gpus = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1))["mape"].get<double>();
+  write(one, "{\"workload\": \"gpt2-774m\", \"nodes\": 2, \"measured_step_s\": 0.05}\n");
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + one + " --evaluate --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1))["mape"].get<double>(), by_gpus);
+  write(one, text);
   // Asked for, more folds than groups is still refused.
   r = cli("calibrate --cluster a100-80gb-x8 --from " + one + " --fit sustained_clock --folds 2 --overwrite -o " + out);
   EXPECT_EQ(r.status, 2) << r.output;
