@@ -164,8 +164,8 @@ void addLine(Rows& out, const std::string& text, const std::string& where, const
   out.rows.push_back(std::move(r));
   if (peak > 0) out.peaks.emplace_back(priced.peak_bytes, int64_t(peak));
   // It ran, so its configuration or the memory model is off: priced all the same, and said.
-  if (priced.peak_bytes > c.memory_bytes)
-    out.notes.push_back(where + ": the memory model puts this configuration's peak at " + gib(priced.peak_bytes) +
+  if (priced.judged_peak_bytes > c.memory_bytes)  // as predict judges "fits" (a framework's own peak where it has one)
+    out.notes.push_back(where + ": the memory model puts this configuration's peak at " + gib(priced.judged_peak_bytes) +
                         " GiB per rank, over the device's " + gib(c.memory_bytes) +
                         " GiB, yet it was measured: check the row's configuration (zero, tp, mbs, ckpt), or the "
                         "memory model is off for it" + (peak > 0 ? "" : " (give measured_peak_bytes to measure by how much)"));
