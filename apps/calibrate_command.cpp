@@ -1,6 +1,6 @@
-// calibrate_command.cpp — see calibrate_command.h. Rows come from JSON lines (predict --batch's keys
-// plus "measured_step_s", optionally "measured_peak_bytes" and "group"; "workload" may be an inline
-// workload object), from trainscope run databases, and from studies (their ok trials' databases).
+// calibrate_command.cpp — see calibrate_command.h. The rows are read by calibrate_rows.cpp (JSON lines,
+// run databases, studies); here the constants are chosen and fitted, cross-validated by model and
+// cluster size, and the calibrated cluster file is written with its record.
 #include "calibrate_command.h"
 
 #include <algorithm>
@@ -39,207 +39,43 @@ namespace tn = trainscope::tuner;
 
 namespace {
 
-struct Rows {
-  std::vector<tn::FitRow> rows;
-  std::vector<std::pair<int64_t, int64_t>> peaks;  // (predicted, measured) where a row gave one
-  std::vector<std::pair<std::string, int64_t>> per_source;
-  std::map<std::string, std::shared_ptr<const workloads::Workload>> workloads;  // by name or inline text
-};
-
-std::string devicesGroup(const std::string& model, int64_t devices) {
-  return model + " @ " + std::to_string(devices) + " devices";
+// "1-8, 10, 12-13" of sorted whole numbers.
+std::string rangesText(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  std::string out;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(v[i]) + (j > i ? "-" + std::to_string(v[j]) : "");
+    i = j + 1;
+  }
+  return out;
 }
 
-// A measured figure above 0, or a UserError naming its key.
-double measured(const nlohmann::json& j, const char* key, const std::string& where, bool required) {
-  if (!j.contains(key)) {
-    if (required)
-      throw UserError(where + ": " + key, "is missing", "give the measured step time in seconds on every line");
-    return 0;
-  }
-  const double v = j[key].is_number() ? j[key].get<double>() : -1;
-  if (!(v > 0) || !std::isfinite(v))
-    throw UserError(where + ": " + key, "is " + jsonText(j[key]) + "; it must be a number above 0",
-                    std::string(key) == "measured_step_s" ? "give seconds per step" : "give bytes per rank");
-  return v;
-}
-
-// One JSON line: its flags priced on the base cluster (with the line's nodes), its measurements.
-void addLine(Rows& out, const std::string& text, const std::string& where, const PredictFlags& defaults,
-             const tn::Cluster& base) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object()) throw UserError(where, "is not a JSON object", "one object per line: predict's flags and measured_step_s");
-  if (j.contains("cluster"))
-    throw UserError(where + ": cluster", "calibrate prices every row on --cluster", "drop the key; give nodes or gpus");
-  if (j.contains("storage_gbps"))  // predict --batch prices a checkpoint's write with it; no step holds one
-    throw UserError(where + ": storage_gbps", "prices a checkpoint's write, which no measured step holds",
-                    "drop the key");
-  const double step = measured(j, "measured_step_s", where, true);
-  const double peak = measured(j, "measured_peak_bytes", where, false);
-  std::string group;
-  if (j.contains("group")) {
-    if (!j["group"].is_string()) throw UserError(where + ": group", "must be a string", "name the model and cluster size");
-    group = j["group"].get<std::string>();
-  }
-  std::shared_ptr<const workloads::Workload> w;
-  if (j.contains("workload") && j["workload"].is_object()) {
-    const std::string spec = j["workload"].dump();
-    auto it = out.workloads.find(spec);
-    if (it == out.workloads.end())
-      it = out.workloads.emplace(spec, std::make_shared<workloads::Workload>(workloads::parse(spec, where + ": workload"))).first;
-    w = it->second;
-    j["workload"] = w->name;
-  }
-  for (const char* key : {"measured_step_s", "measured_peak_bytes", "group"}) j.erase(key);
-  PredictFlags f;
-  try {
-    f = flagsFromJson(j.dump(), defaults, 0);
-  } catch (const UserError& e) {  // "--batch line 0: KEY: …" → "--from FILE line N: KEY: …"
-    const std::string what = e.what(), prefix = "--batch line 0: ";
-    throw UserError(where, what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what, "");
-  }
-  if (!w) {
-    auto it = out.workloads.find(f.workload);
-    if (it == out.workloads.end()) {
-      std::shared_ptr<workloads::Workload> loaded;
-      try {
-        loaded = std::make_shared<workloads::Workload>(workloads::load(f.workload));
-      } catch (const UserError& e) {  // "--workload: unknown workload …" → "--from FILE line N: workload: …"
-        const std::string what = e.what(), prefix = "--workload: ";
-        throw UserError(where + ": workload", what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what, "");
-      }
-      it = out.workloads.emplace(f.workload, std::move(loaded)).first;
-    }
-    w = it->second;
-  }
-  tn::Cluster c = base;
-  if (f.nodes > 0) {
-    if (f.nodes > tn::kMostClusterDevices / c.devices_per_node)
-      throw UserError(where + ": nodes", std::to_string(f.nodes) + " nodes is more than the models price", "give fewer nodes");
-    c.nodes = f.nodes;
-  }
-  PricedConfig priced;
-  try {
-    priced = priceConfig(f, *w, c);
-  } catch (const UserError& e) {
-    throw UserError(where, e.what(), "");
-  }
-  tn::FitRow r;
-  r.w = w;
-  r.p = priced.p;
-  r.options = priced.options;
-  r.nodes = c.nodes;
-  r.measured_s = step;
-  r.group = group.empty() ? devicesGroup(w->name, f.gpus > 0 ? f.gpus : c.devices()) : group;
-  out.rows.push_back(std::move(r));
-  if (peak > 0) out.peaks.emplace_back(priced.peak_bytes, int64_t(peak));
-}
-
-int64_t readLines(Rows& out, const std::string& path, const PredictFlags& defaults, const tn::Cluster& base) {
-  std::istringstream in(files::readTextFile(path, "--from", "pass JSON lines, a run database or a study"));
-  std::string text;
-  int64_t n = 0, rows = 0;
-  while (std::getline(in, text)) {
-    ++n;
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    addLine(out, text, "--from " + path + " line " + std::to_string(n), defaults, base);
-    ++rows;
-  }
-  return rows;
-}
-
-// A trainscope run database: its config's plan, the summary's median step time and peak.
-void addRun(Rows& out, const std::string& path, const tn::Cluster& base, const std::string& where) {
-  std::unique_ptr<rundb::RunReader> reader;
-  std::string cfg;
-  try {
-    reader = std::make_unique<rundb::RunReader>(path);
-    cfg = reader->meta("config");
-  } catch (const std::exception& e) {
-    throw UserError(where, path + " is not a trainscope run database (" + std::string(e.what()) + ")",
-                    "pass run databases written by `trainscope run`, a tune's study, or JSON lines");
-  }
-  if (cfg.empty())
-    throw UserError(where, path + " records no training configuration (an imported trace's run has none)",
-                    "fit an imported trace with --trace " + files::shellQuote(path) +
-                        " --config '{\"workload\": …, \"gpus\": …}', or pass the run databases of `trainscope run` or a tune, "
-                        "or JSON lines that give the configuration");
-  const rt::TrainConfig tc = rt::fromJson(cfg, path);
-  const nlohmann::json j = nlohmann::json::parse(cfg, nullptr, false);
-  const auto dim = [&](const char* k) { return j.is_object() ? j.value(k, int64_t(-1)) : int64_t(-1); };
-  const std::string spec = j.is_object() ? j.value("workload_spec", j.value("workload", std::string())) : "";
-  auto it = out.workloads.find(spec);
-  if (it == out.workloads.end())
-    it = out.workloads.emplace(spec, std::make_shared<workloads::Workload>(workloads::load(spec))).first;
-  tn::FitRow r;
-  r.w = it->second;
-  r.p = tn::planOf(tc);
-  r.p.dp = std::max<int64_t>(1, dim("dp"));
-  r.p.gbs = std::max<int64_t>(r.p.gbs, dim("gbs"));
-  r.p.cpu = reader->meta("device") == "cpu";
-  if (dim("cpu_lanes") == 0) r.p.cpu_lanes = tn::lanesOfRun(*reader);
-  if (r.p.cpu != (base.kind == tn::ClusterKind::Cpu))
-    throw UserError(where, path + " ran on " + (r.p.cpu ? "CPU ranks" : "GPUs") + ", but --cluster " + base.name +
-                               " is a " + trainscope::models::toString(base.kind) + " cluster",
-                    "pass the cluster file of the machine the runs ran on");
-  const rundb::RunSummary s = rundb::summarize(*reader);
-  if (!(s.step_s_median > 0))
-    throw UserError(where, path + " has no counted step (a run of one step, or one that failed)", "pass runs of two or more steps");
-  // An external runner's trial (import_probe.h) names the framework its job ran: priced under that profile.
-  if (const std::string fw = reader->meta("framework"); !fw.empty()) {
-    try {
-      r.options.framework = tn::parseFramework(fw);
-    } catch (const UserError&) {
-      throw UserError(where, path + " names an unknown framework \"" + fw + "\"",
-                      "pass the run databases of `trainscope tune --runner …` as they were written");
-    }
-  }
-  r.nodes = (r.p.world() + base.devices_per_node - 1) / base.devices_per_node;
-  r.measured_s = s.step_s_median;
-  r.group = devicesGroup(r.w->name, r.p.world());
-  if (s.peak_bytes > 0) out.peaks.emplace_back(tn::predictMemory(*r.w, r.p).peak(), s.peak_bytes);
-  out.rows.push_back(std::move(r));
-}
-
-bool isSqlite(const std::string& path) {
-  const int fd = files::openRegularFile(path, "--from", "pass JSON lines, a run database or a study");
-  char head[16] = {};
-  const ssize_t n = ::read(fd, head, sizeof(head));
-  ::close(fd);
-  return n == 16 && std::string(head, 16) == std::string("SQLite format 3\0", 16);
-}
-
-Rows readRows(const CalibrateFlags& f, const tn::Cluster& base) {
-  PredictFlags defaults;
-  defaults.framework = f.framework;
-  defaults.cluster = f.cluster;
-  Rows out;
-  std::set<std::pair<dev_t, ino_t>> seen;  // one file's rows once: a file given twice would weigh double
-  for (const std::string& path : f.from) {
-    files::requireRegularFile(path, "--from", "pass JSON lines, a run database or a study");
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0 && !seen.insert({st.st_dev, st.st_ino}).second)
-      throw UserError("--from " + path, "is given twice (its rows would count twice in the fit)", "name each file once");
-    const size_t before = out.rows.size();
-    if (!isSqlite(path)) {
-      readLines(out, path, defaults, base);
-    } else if (tn::isStudy(path)) {
-      const tn::StudySnapshot study = tn::readStudy(path);
-      for (const tn::TrialRecord& t : study.trials)
-        if (t.status == tn::TrialStatus::Ok && !t.db_path.empty() && std::filesystem::exists(t.db_path))
-          addRun(out, t.db_path, base, "--from " + path + " trial " + std::to_string(t.id));
-    } else {
-      addRun(out, path, base, "--from " + path);
-    }
-    if (out.rows.size() == before)
-      throw UserError("--from " + path, "holds no measured row", "pass a file with measured step times");
-    out.per_source.emplace_back(path, int64_t(out.rows.size() - before));
+// The rows the calibrated file misses most (held out where cross-validated, else in sample), at most
+// 10, each named by where it came from: the rows to look at first. The file keeps these, not every
+// row's residual (1,549 rows would make each predict parse 0.5 MB).
+nlohmann::json largestErrors(const std::vector<tn::FitRow>& rows, const std::vector<double>& base_s,
+                             const std::vector<double>& fitted_s, const std::vector<double>& held_s) {
+  const std::vector<double>& judged = held_s.empty() ? fitted_s : held_s;
+  std::vector<size_t> order(rows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto err = [&](size_t i) { return std::fabs(judged[i] / rows[i].measured_s - 1); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return err(a) > err(b); });
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t k = 0; k < order.size() && k < 10; ++k) {
+    const size_t i = order[k];
+    nlohmann::json row = {{"row", rows[i].source}, {"group", rows[i].group}, {"measured_s", rows[i].measured_s},
+                          {"base_s", base_s[i]}, {"fitted_s", fitted_s[i]}};
+    if (!held_s.empty()) row["held_out_s"] = held_s[i];
+    row["error"] = judged[i] / rows[i].measured_s - 1;
+    out.push_back(row);
   }
   return out;
 }
 
 // The constants to fit: --fit's, or the defaults for the cluster's kind that the rows move.
-std::vector<const tn::FitParam*> chosenParams(const CalibrateFlags& f, const tn::Cluster& base, const Rows& rows) {
+std::vector<const tn::FitParam*> chosenParams(const CalibrateFlags& f, const tn::Cluster& base, const CalibrationRows& rows) {
   std::vector<const tn::FitParam*> out;
   for (const std::string& path : f.fit) {
     const tn::FitParam& p = tn::fitParam(path, "--fit");
@@ -263,43 +99,6 @@ std::vector<const tn::FitParam*> chosenParams(const CalibrateFlags& f, const tn:
 
 }  // namespace
 
-// One trace's row (trace_fit.h): its recorded configuration, else --config's (predict's keys), priced
-// on `base`, measured at `step_s`.
-tn::FitRow traceRow(const CalibrateFlags& f, const tn::Cluster& base, const std::string& path, double step_s) {
-  const std::string where = "--trace " + path;
-  std::string cfg;
-  try {
-    cfg = rundb::RunReader(path).meta("config");
-  } catch (const std::exception& e) {
-    throw UserError(where, path + " is not a run database (" + std::string(e.what()) + ")",
-                    "import the trace first (`trainscope import TRACE.json -o run.db`), or pass a run database");
-  }
-  Rows rows;
-  if (!cfg.empty()) {
-    if (!f.config.empty())
-      throw UserError("--config", path + " records its own configuration (a trainscope run)",
-                      "drop --config: it is only for imported traces, which record none");
-    addRun(rows, path, base, where);
-    return rows.rows.back();
-  }
-  if (f.config.empty())
-    throw UserError("--config", path + " records no training configuration (an imported trace)",
-                    "give the run's configuration as predict's keys, e.g. --config '{\"workload\": \"gpt2-124m\", "
-                    "\"gpus\": 8, \"mbs\": 4, \"seq\": 1024, \"gbs\": 32}', or --config @FILE.json");
-  std::string text = f.config;
-  if (text[0] == '@') text = files::readTextFile(text.substr(1), "--config", "pass a JSON object of predict's keys");
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object())
-    throw UserError("--config", "is not a JSON object", "pass predict's keys as one object: '{\"workload\": …, \"gpus\": …}'");
-  for (const char* key : {"measured_step_s", "measured_peak_bytes", "group"})
-    if (j.contains(key)) throw UserError("--config: " + std::string(key), "is measured from the trace", "drop the key");
-  j["measured_step_s"] = step_s;
-  PredictFlags defaults;
-  defaults.framework = f.framework;
-  defaults.cluster = f.cluster;
-  addLine(rows, j.dump(), "--config", defaults, base);
-  return rows.rows.back();
-}
 
 nlohmann::json summaryJson(const tn::ErrorSummary& s) {
   return {{"rows", s.rows}, {"mape", s.mape}, {"median_signed_error", s.median_signed}, {"abs_error_p90", s.abs_p90},
@@ -317,9 +116,12 @@ std::string utcNow() {
 }
 
 void printSummary(const char* what, const tn::ErrorSummary& s) {
-  std::printf("%-22s MAPE %5.1f%%  median signed %+6.1f%%  p90 |error| %5.1f%%  within-group Spearman %.2f (%lld groups)\n",
-              what, s.mape * 100, s.median_signed * 100, s.abs_p90 * 100, s.spearman_median,
-              static_cast<long long>(s.spearman_groups));
+  // No group of 3 rows or more: no rank to correlate ("0.00 (0 groups)" read as a ranking that failed).
+  char rho[64] = "n/a (no group of 3 rows or more)";
+  if (s.spearman_groups > 0)
+    std::snprintf(rho, sizeof(rho), "%.2f (%lld groups)", s.spearman_median, static_cast<long long>(s.spearman_groups));
+  std::printf("%-22s MAPE %5.1f%%  median signed %+6.1f%%  p90 |error| %5.1f%%  within-group Spearman %s\n", what,
+              s.mape * 100, s.median_signed * 100, s.abs_p90 * 100, rho);
 }
 
 CLI::App* addCalibrateCommand(CLI::App& app, CalibrateFlags*& f) {
@@ -340,7 +142,10 @@ CLI::App* addCalibrateCommand(CLI::App& app, CalibrateFlags*& f) {
   c->add_option("--config", f->config,
                 "an imported trace's configuration: predict's keys as one JSON object, or @FILE.json");
   c->add_option("-o", f->out, "the calibrated cluster file to write");
-  c->add_option("--folds", f->folds, "k-fold cross-validation by model and cluster size (0: none)")->capture_default_str();
+  c->add_option("--folds", f->folds,
+                "k-fold cross-validation by model and cluster size (0: none; default 5, or as many as the rows' groups "
+                "when fewer)")
+      ->each([f](const std::string&) { f->folds_given = true; });
   c->add_option("--fit", f->fit, "constants to fit, by cluster-file path (default: those the rows move)")->delimiter(',');
   c->add_option("--max-evaluations", f->max_evaluations, "the most loss evaluations per fit")->capture_default_str();
   c->add_flag("--overwrite", f->overwrite, "replace an existing -o");
@@ -408,20 +213,21 @@ namespace {
 
 // calibrate --evaluate: the base cluster's errors on the rows, nothing written.
 int runEvaluate(const CalibrateFlags& f, const tn::Cluster& base) {
-  const Rows rows = readRows(f, base);
+  const CalibrationRows rows = readRows(f, base);
   const tn::ErrorSummary s = tn::summarize(rows.rows, tn::priceRows(base, rows.rows));
   if (f.json) {
     std::cout << jsonText(summaryJson(s)) << "\n";
   } else {
     std::printf("trainscope calibrate --evaluate: %zu rows on %s\n", rows.rows.size(), base.name.c_str());
     printSummary("errors:", s);
+    for (const std::string& n : rows.notes) std::printf("  note: %s\n", n.c_str());
   }
   return 0;
 }
 
 // The calibrated file's "calibration" object: what was fitted from which rows, and the memory model's
 // error on the rows that gave a peak (runCalibrate adds the residuals, notes and cross-validation).
-nlohmann::json calibrationRecord(const CalibrateFlags& f, const tn::Cluster& base, const Rows& rows,
+nlohmann::json calibrationRecord(const CalibrateFlags& f, const tn::Cluster& base, const CalibrationRows& rows,
                                  const std::vector<const tn::FitParam*>& params, const tn::FitResult& fit) {
   nlohmann::json cal;
   cal["base_cluster"] = base.source;
@@ -436,7 +242,17 @@ nlohmann::json calibrationRecord(const CalibrateFlags& f, const tn::Cluster& bas
     cal["fitted"][p->path] = {{"value", fit.values.at(p->path)}, {"base", tn::getParam(base, *p)},
                               {"bounds", {lo, hi}}, {"what", p->what}};
   }
-  for (const auto& [path, n] : rows.per_source) cal["rows"].push_back({{"source", path}, {"rows", n}});
+  for (const auto& [path, n] : rows.per_source) {  // which rows: a file's lines, a study's trials
+    nlohmann::json entry = {{"source", path}, {"rows", n}};
+    for (const char* unit : {"line", "trial"}) {
+      std::vector<int64_t> at;
+      const std::string prefix = path + " " + unit + " ";
+      for (const tn::FitRow& r : rows.rows)
+        if (r.source.rfind(prefix, 0) == 0) at.push_back(std::stoll(r.source.substr(prefix.size())));
+      if (!at.empty()) entry[std::string(unit) + "s"] = rangesText(at);
+    }
+    cal["rows"].push_back(entry);
+  }
   cal["evaluations"] = fit.evaluations;
   if (!rows.peaks.empty()) {
     std::vector<double> err;
@@ -515,12 +331,23 @@ int runCalibrate(const CalibrateFlags& f) {
   rule.overwrite = f.overwrite;
   files::checkOutput(f.out, rule);  // before any work
 
-  const Rows rows = readRows(f, base);
+  const CalibrationRows rows = readRows(f, base);
   const std::vector<const tn::FitParam*> params = chosenParams(f, base, rows);
   std::set<std::string> groups;
   for (const tn::FitRow& r : rows.rows) groups.insert(r.group);
-  if (f.folds > int64_t(groups.size()))
-    throw UserError("--folds", std::to_string(f.folds) + " folds, but the rows hold " + std::to_string(groups.size()) +
+  // Unasked, the folds are as many as the groups when fewer than 5 (a CPU tune's study holds one or two
+  // world sizes: the default had refused `calibrate --from study.db`), and none for one group, said.
+  int64_t folds = f.folds;
+  std::string not_cross_validated;
+  if (!f.folds_given && folds > int64_t(groups.size())) {
+    folds = groups.size() >= 2 ? int64_t(groups.size()) : 0;
+    if (folds == 0)
+      not_cross_validated = "not cross-validated: the rows hold one group of model and cluster size (" + *groups.begin() +
+                            "), and folds never split a group; predict's interval is the in-sample one. Add rows of "
+                            "other models or cluster sizes to cross-validate";
+  }
+  if (folds > int64_t(groups.size()))
+    throw UserError("--folds", std::to_string(folds) + " folds, but the rows hold " + std::to_string(groups.size()) +
                                    " group(s) of model and cluster size",
                     groups.size() >= 2 ? "pass --folds " + std::to_string(groups.size()) + " or fewer (0: none)"
                                        : "pass --folds 0, or add rows of other models or cluster sizes");
@@ -542,16 +369,21 @@ int runCalibrate(const CalibrateFlags& f) {
     underdetermined = std::to_string(params.size()) + " constant(s) fitted to " + std::to_string(rows.rows.size()) +
                       " row(s): underdetermined, the fit may meet every row whatever the constants mean; "
                       "fit fewer (--fit) or add rows";
+  for (const std::string& n : rows.notes) cal["notes"].push_back(n);
   if (!underdetermined.empty()) cal["notes"].push_back(underdetermined);
   const std::string pinned = atTheirBounds(params, fit.values, base);
   if (!pinned.empty()) cal["notes"].push_back(pinned);
   tn::ErrorSummary cv;
-  if (f.folds >= 2) {
-    const std::vector<double> held = tn::crossValidate(base, rows.rows, params, f.folds, f.max_evaluations);
+  if (!not_cross_validated.empty()) cal["notes"].push_back(not_cross_validated);
+  if (folds >= 2) {
+    const std::vector<double> held = tn::crossValidate(base, rows.rows, params, folds, f.max_evaluations);
     cv = tn::summarize(rows.rows, held);
     cal["cross_validation"] = summaryJson(cv);
-    cal["cross_validation"]["folds"] = f.folds;
+    cal["cross_validation"]["folds"] = folds;
     cal["cross_validation"]["by"] = "model and cluster size (never by row)";
+    cal["largest_errors"] = largestErrors(rows.rows, base_s, fit.predicted_s, held);
+  } else {
+    cal["largest_errors"] = largestErrors(rows.rows, base_s, fit.predicted_s, {});
   }
 
   cal = writeCalibrated(f, base, fit.values, cal, rule);
@@ -567,9 +399,11 @@ int runCalibrate(const CalibrateFlags& f) {
                 tn::paramText(base, *p).c_str(), tn::boundsOf(*p, base).first, tn::boundsOf(*p, base).second);
   printSummary("base cluster:", before);
   printSummary("fitted (in sample):", after);
+  for (const std::string& n : rows.notes) std::printf("  note: %s\n", n.c_str());
   if (!underdetermined.empty()) std::printf("  note: %s\n", underdetermined.c_str());
   if (!pinned.empty()) std::printf("  note: %s\n", pinned.c_str());
-  if (f.folds >= 2) printSummary(("cross-validated, k=" + std::to_string(f.folds) + ":").c_str(), cv);
+  if (!not_cross_validated.empty()) std::printf("  note: %s\n", not_cross_validated.c_str());
+  if (folds >= 2) printSummary(("cross-validated, k=" + std::to_string(folds) + ":").c_str(), cv);
   std::printf("wrote %s\n", f.out.c_str());
   return 0;
 }

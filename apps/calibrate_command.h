@@ -17,6 +17,7 @@ struct CalibrateFlags {
   std::string config;              // --config: an imported trace's configuration (predict's keys)
   std::vector<std::string> fit;  // dotted paths; empty: the cluster kind's identifiable defaults
   int64_t folds = 5;             // 0: no cross-validation
+  bool folds_given = false;      // --folds passed; else 5, or the groups there are when fewer (one: none, said)
   int64_t max_evaluations = 300;
   bool overwrite = false, json = false;
   bool evaluate = false;         // price the rows on --cluster and print its errors; fit and write nothing

@@ -3,15 +3,30 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "calibrate_command.h"
 #include "trainscope/common/files.h"
 #include "trainscope/tuner/fit.h"
+#include "trainscope/workloads/workload.h"
 
 namespace trainscope::apps {
+
+// The measured rows of --from (calibrate_rows.cpp).
+struct CalibrationRows {
+  std::vector<tuner::FitRow> rows;                  // each row's source: "FILE line N", "STUDY trial N" or the database
+  std::vector<std::pair<int64_t, int64_t>> peaks;   // (predicted, measured) where a row gave one
+  std::vector<std::pair<std::string, int64_t>> per_source;  // each --from file and its row count
+  std::map<std::string, std::shared_ptr<const workloads::Workload>> workloads;  // by name or inline text
+  std::vector<std::string> notes;  // said and recorded: lines repeated, rows the memory model says cannot fit
+};
+// Reads every --from input, each priced on `base`; a bad row is a UserError naming its file and line.
+CalibrationRows readRows(const CalibrateFlags& f, const tuner::Cluster& base);
 
 nlohmann::json summaryJson(const tuner::ErrorSummary& s);
 std::string utcNow();

@@ -599,6 +599,12 @@ PricedConfig priceConfig(const PredictFlags& f, const workloads::Workload& w, co
   out.options = priced.options;
   out.step_s = priced.t.step_s;
   out.peak_bytes = priced.m.peak();
+  // What predict's "fits" is judged on (evaluate's framework_peak): FSDP's / DeepSpeed's own peak on a GPU.
+  tn::Cluster fc = c;
+  if (priced.options.reduce_bytes > 0) fc.mutableProfile(priced.options.framework).reduce_bytes = priced.options.reduce_bytes;
+  const int64_t framework_peak =
+      tn::frameworkPeak(w, out.p, fc, priced.options.framework, priced.m, priced.options.deepspeed);
+  out.judged_peak_bytes = framework_peak > 0 ? framework_peak : out.peak_bytes;
   return out;
 }
 

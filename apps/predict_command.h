@@ -19,7 +19,8 @@ struct PricedConfig {
   tuner::Plan p;
   tuner::TimeOptions options;
   double step_s = 0;
-  int64_t peak_bytes = 0;
+  int64_t peak_bytes = 0;          // this runtime's memory model
+  int64_t judged_peak_bytes = 0;   // what predict's "fits" is judged on (FSDP's / DeepSpeed's own peak where it has one)
 };
 PricedConfig priceConfig(const PredictFlags& f, const workloads::Workload& w, const tuner::Cluster& c);
 

@@ -4,6 +4,7 @@
 // values.
 #include "predict_flags.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "predict_command.h"
 #include "trainscope/common/error.h"
 #include "trainscope/common/json_text.h"
+#include "trainscope/common/near_key.h"
 
 namespace trainscope::apps {
 
@@ -203,16 +205,44 @@ CLI::App* addPredictCommand(CLI::App& app, PredictFlags*& f) {
   return c;
 }
 
+std::vector<std::string> predictKeys() {
+  std::vector<std::string> keys;
+  visitPredictFields([&](const rt::Field& field, auto) { keys.push_back(field.key); });
+  keys.push_back("storage_gbps");
+  return keys;
+}
+
+std::string notJsonObjectProblem(const std::string& text) {
+  try {
+    (void)nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string why = e.what();
+    if (const size_t at = why.find("] "); at != std::string::npos) why = why.substr(at + 2);  // "[json.exception…] "
+    for (const char* word : {"NaN", "Infinity"})
+      if (text.find(word) != std::string::npos)
+        return std::string("is not valid JSON: ") + word + " is not a JSON number (Python's json.dumps writes it for a "
+               "float nan or inf) (" + why + ")";
+    return "is not valid JSON (" + why + ")";
+  }
+  return "is not a JSON object";
+}
+
+std::string unknownKeyFix(const std::string& key, const std::vector<std::string>& known) {
+  const auto near = keys::nearestKey(key, known);
+  if (keys::closeTo(key, near)) return "did you mean \"" + near.first + "\"?";
+  std::string list;
+  for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+  return "use " + list;
+}
+
 PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults, int64_t line) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   const std::string where = "--batch line " + std::to_string(line);
-  if (!j.is_object()) throw UserError(where, "is not a JSON object", "one object of predict's flags per line");
-  std::string keys;  // every key the list has, and storage_gbps; any other is refused by name
-  visitPredictFields([&](const rt::Field& field, auto) { keys += std::string(keys.empty() ? "" : ", ") + field.key; });
-  keys += ", storage_gbps";
+  if (!j.is_object()) throw UserError(where, notJsonObjectProblem(text), "one object of predict's flags per line");
+  const std::vector<std::string> keys = predictKeys();  // any other key is refused by name
   for (const auto& [k, v] : j.items())
-    if ((", " + keys + ",").find(", " + k + ",") == std::string::npos)
-      throw UserError(where + ": " + k, "is not a flag of predict", "use " + keys);
+    if (std::find(keys.begin(), keys.end(), k) == keys.end())
+      throw UserError(where + ": " + k, "is not a flag of predict", unknownKeyFix(k, keys));
   PredictFlags f = defaults;
   f.batch.clear();
   visitPredictFields(KeyReader(j, where, f));

@@ -114,5 +114,13 @@ void visitPredictFields(V&& v) {
 // A `predict --batch` line: `defaults` with the line's keys (the list's JSON keys) set, each checked
 // as its flag is. Throws UserError naming "--batch line N: KEY".
 PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults, int64_t line);
+// The keys a --batch line takes: the list's JSON keys, then storage_gbps.
+std::vector<std::string> predictKeys();
+// Why `text` is not one JSON object, in words: "is not valid JSON (…)" with the parser's place, NaN and
+// Infinity named (Python's json.dumps writes them; JSON has no such number), or "is not a JSON object".
+std::string notJsonObjectProblem(const std::string& text);
+// The fix for an unknown key: the known key it resembles (one or two edits: common/near_key.h), else
+// the list of `known`.
+std::string unknownKeyFix(const std::string& key, const std::vector<std::string>& known);
 
 }  // namespace trainscope::apps

@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "trainscope/common/error.h"
+#include "trainscope/models/fit_params.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/slurm_ping.h"
 #include "trainscope/runconfig/config.h"
@@ -173,8 +174,15 @@ void printTable(const TuneFlags& f, const workloads::Workload& w, const tn::Clus
       char b[96];
       std::snprintf(b, sizeof(b), "%s%s %.4g", fitted.empty() ? "" : ", ", path.c_str(), value);
       fitted += b;
+      // At a bound, as calibrate notes it: the trials ask for more than that constant may give.
+      const tn::FitParam& p = tn::fitParam(path, "tune");
+      const auto [lo, hi] = tn::boundsOf(p, c);
+      const double tol = 1e-6 * std::max(std::abs(lo), std::abs(hi));
+      if (std::abs(value - lo) <= tol || std::abs(value - hi) <= tol)
+        fitted += std::string(" (at its ") + (std::abs(value - lo) <= tol ? "lower" : "upper") + " bound)";
     }
-    std::printf("(cluster constants refitted to the trials' step times, as `trainscope calibrate` fits: %s)\n", fitted.c_str());
+    std::printf("(cluster constants refitted to the trials' step times before the candidates not measured were "
+                "ranked, as `trainscope calibrate` fits: %s)\n", fitted.c_str());
   }
   if (!r.costs.empty()) {
     // Why the composed predictions are what they are: the costs each layer shape measured.

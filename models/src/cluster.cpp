@@ -15,6 +15,7 @@
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/json_text.h"
+#include "trainscope/common/near_key.h"
 
 namespace trainscope::models {
 namespace {
@@ -160,6 +161,50 @@ void checkUnits(const Cluster& c, const std::function<std::string(const char*)>&
     if (v > 1) refuse(key, v, "over 1 s", "seconds (3 us is 3e-6)");
 }
 
+// A key one or two edits from a key of a cluster file ("sustained_clok", "calibratoin") is refused
+// naming the key it resembles: ignored, a hand edit would change nothing, silently. Other keys (a
+// user's own "comment") stay allowed, as before.
+void refuseMisspeltKeys(const nlohmann::json& o, const std::vector<std::string>& known, const std::string& where) {
+  if (!o.is_object()) return;
+  for (const auto& item : o.items()) {
+    const std::string& key = item.key();
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    const auto near = keys::nearestKey(key, known);
+    if (keys::closeTo(key, near))
+      throw UserError(where + key, "is not a key of a cluster file (ignored, it would change nothing)",
+                      "did you mean \"" + near.first + "\"? see docs/tuner.md, \"Cluster file\"");
+  }
+}
+
+// The "calibration" record that calibrate wrote: what predict reads from it (the interval's 90th
+// percentile, the frameworks it covers) must be what calibrate writes, or the file is refused naming
+// the key. Unread, a hand-edited "big" or -0.5 had silently turned a cross-validated interval into
+// the in-sample one, and a record that is not an object had dropped the interval without a word.
+void checkCalibrationRecord(const nlohmann::json& j, const std::string& where) {
+  if (!j.contains("calibration")) return;
+  const nlohmann::json& cal = j["calibration"];
+  const std::string fix = "restore the record trainscope calibrate wrote, or rerun calibrate; see docs/time-model.md";
+  if (!cal.is_object()) throw UserError(where + "calibration", "must be an object (calibrate's record)", fix);
+  for (const char* key : {"cross_validation", "residuals"}) {
+    if (!cal.contains(key)) continue;
+    if (!cal[key].is_object()) throw UserError(where + "calibration." + key, "must be an object", fix);
+    const nlohmann::json& p90 = cal[key].contains("abs_error_p90") ? cal[key]["abs_error_p90"] : nlohmann::json();
+    if (!p90.is_number() || !(p90.get<double>() >= 0) || !std::isfinite(p90.get<double>()))
+      throw UserError(where + "calibration." + key + ".abs_error_p90",
+                      "is " + jsonText(p90) + "; it must be a number, 0 or more (predict's interval: the 90th "
+                      "percentile of |predicted / measured - 1|)", fix);
+  }
+  if (cal.contains("frameworks")) {
+    bool ok = cal["frameworks"].is_array();
+    for (const auto& f : ok ? cal["frameworks"] : nlohmann::json::array())
+      ok = ok && f.is_string() && (f == "trainscope" || f == "megatron" || f == "fsdp" || f == "deepspeed");
+    if (!ok)
+      throw UserError(where + "calibration.frameworks", "is " + jsonText(cal["frameworks"]) +
+                      "; it must be a list of the frameworks the rows were priced under (trainscope, megatron, fsdp, deepspeed)",
+                      fix);
+  }
+}
+
 }  // namespace
 
 Cluster parseCluster(const std::string& text, const std::string& source) {
@@ -248,6 +293,18 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
     tier->latency = num(j[key], "latency", false, 0, AtLeastZero, tier_name);
     tier->half_bytes = num(j[key], "half_bytes", false, 0, AtLeastZero, tier_name);
   }
+  refuseMisspeltKeys(j, {"name", "description", "kind", "nodes", "devices_per_node", "memory_bytes", "peak_flops",
+                         "matmul_efficiency", "vector_flops", "memory_bandwidth", "sm_count", "memory_efficiency",
+                         "kernel_floor_s", "dispatch_s", "sustained_clock", "fp8_matmul_ceiling",
+                         "flash_forward_ceiling", "flash_backward_ceiling", "intra_node", "inter_node", "frameworks",
+                         "sources", "fitted", "calibration",
+                         // a user's own remarks, never taken for "nodes" misspelt
+                         "notes", "note", "comment", "comments"},
+                     "--cluster " + source + ": ");
+  for (const char* tier : {"intra_node", "inter_node"})
+    refuseMisspeltKeys(j[tier], {"bandwidth", "efficiency", "latency", "half_bytes"},
+                       "--cluster " + source + ": " + tier + ".");
+  checkCalibrationRecord(j, "--cluster " + source + ": ");
   checkUnits(c, field);
   parseFrameworks(j, source, c);
   if (j.contains("sources"))

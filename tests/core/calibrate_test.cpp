@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -286,4 +287,178 @@ TEST(Calibrate, RowsInAnotherUnitAreRefusedAndAConstantAtItsBoundIsNoted) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("note: sustained_clock at its lower bound"), std::string::npos) << r.output;
   EXPECT_NE(readJson(out)["calibration"]["notes"].dump().find("sustained_clock at its lower bound"), std::string::npos);
+}
+
+// A calibrated file edited by hand: what predict reads from the record (the interval, the frameworks it
+// covers) is checked, and a misspelt key is refused naming the key it resembles. Before, "big" or
+// -0.5 as the held-out p90 silently gave the in-sample interval, a record that was not an object no
+// interval, and "sustained_clok" was ignored.
+TEST(Calibrate, AHandEditedCalibratedFileIsRefusedNamingTheKey) {
+  const std::string file = tempPath("hand-edited.json");
+  auto predictOn = [&](const nlohmann::json& c) {
+    write(file, c.dump(1));
+    return cli("predict --workload gpt2-124m --cluster " + file);
+  };
+  nlohmann::json good = nlohmann::json::parse(presetText("a100-80gb-x8"));
+  good["calibration"] = {{"residuals", {{"abs_error_p90", 0.2}}}, {"cross_validation", {{"abs_error_p90", 0.1}}},
+                         {"frameworks", {"trainscope"}}};
+  auto r = predictOn(good);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("\u00b110.0% from the calibration of"), std::string::npos) << r.output;
+
+  struct Edit {
+    std::function<void(nlohmann::json&)> edit;
+    std::string expected;
+  };
+  const std::vector<Edit> edits = {
+      {[](nlohmann::json& c) { c["calibration"]["cross_validation"]["abs_error_p90"] = "big"; },
+       "calibration.cross_validation.abs_error_p90: is \"big\"; it must be a number, 0 or more"},
+      {[](nlohmann::json& c) { c["calibration"]["cross_validation"]["abs_error_p90"] = -0.5; },
+       "calibration.cross_validation.abs_error_p90: is -0.5"},
+      {[](nlohmann::json& c) { c["calibration"]["residuals"].erase("abs_error_p90"); },
+       "calibration.residuals.abs_error_p90: is null"},
+      {[](nlohmann::json& c) { c["calibration"] = 5; }, "calibration: must be an object"},
+      {[](nlohmann::json& c) { c["calibration"]["frameworks"] = "trainscope"; }, "calibration.frameworks: is \"trainscope\""},
+      {[](nlohmann::json& c) { c["calibration"]["frameworks"] = {"megatrom"}; }, "calibration.frameworks: is [\"megatrom\"]"},
+      {[](nlohmann::json& c) { c["sustained_clok"] = 0.8; },
+       "sustained_clok: is not a key of a cluster file (ignored, it would change nothing) (fix: did you mean "
+       "\"sustained_clock\"?"},
+      {[](nlohmann::json& c) { c["calibratoin"] = c["calibration"]; }, "did you mean \"calibration\"?"},
+      {[](nlohmann::json& c) { c["intra_node"]["efficency"] = 0.5; },
+       "intra_node.efficency: is not a key of a cluster file"},
+  };
+  for (const Edit& e : edits) {
+    nlohmann::json c = good;
+    e.edit(c);
+    r = predictOn(c);
+    EXPECT_EQ(r.status, 2) << e.expected << "\n" << r.output;
+    EXPECT_NE(r.output.find(e.expected), std::string::npos) << r.output;
+  }
+  nlohmann::json own = good;  // a key of the user's own, far from every key, is still allowed
+  own["comment"] = "measured by us";
+  own["notes"] = "one edit from \"nodes\", yet a remark";
+  r = predictOn(own);
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+// Rows as a user writes them: the record names the rows it was fitted on (the file's lines) and the
+// rows it misses most; a line pasted twice and a row the memory model says cannot fit are said, not
+// silently weighed; NaN (as Python's json.dumps writes it) and a misspelt calibrate key are named.
+TEST(Calibrate, TheRecordNamesItsRowsAndOddRowsAreSaid) {
+  const std::string batch = tempPath("odd-batch.jsonl"), rows = tempPath("odd-rows.jsonl"),
+                    out = tempPath("odd-out.json");
+  std::string lines;
+  for (const char* w : {"gpt2-124m", "gpt2-774m"})
+    for (int gpus : {4, 8})
+      for (int mbs : {1, 4}) lines += nlohmann::json{{"workload", w}, {"gpus", gpus}, {"mbs", mbs}, {"seq", 1024}}.dump() + "\n";
+  lines += nlohmann::json{{"workload", "llama3-70b"}, {"gpus", 8}, {"seq", 2048}}.dump() + "\n";  // 70B unsharded: no fit
+  writeMeasuredRows("a100-80gb-x8", batch, lines, rows);
+  if (::testing::Test::HasFatalFailure()) return;
+  std::string text;
+  {
+    std::ifstream in(rows);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  write(rows, text + text.substr(0, text.find('\n') + 1));  // line 10 repeats line 1
+  auto r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " --fit sustained_clock --folds 2 -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("lines 10 (= line 1) repeat an earlier line exactly"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("line 9: the memory model puts this configuration's peak at"), std::string::npos) << r.output;
+  const nlohmann::json cal = readJson(out)["calibration"];
+  EXPECT_EQ(cal["rows"][0]["lines"], "1-10") << cal.dump();
+  EXPECT_EQ(cal["rows"][0]["rows"], 10);
+  ASSERT_TRUE(cal["largest_errors"].is_array()) << cal.dump();
+  ASSERT_FALSE(cal["largest_errors"].empty());
+  EXPECT_LE(cal["largest_errors"].size(), 10u);
+  EXPECT_EQ(cal["largest_errors"][0]["row"].get<std::string>().rfind(rows + " line ", 0), 0u) << cal.dump();
+  EXPECT_TRUE(cal["largest_errors"][0].contains("held_out_s")) << cal.dump();
+  EXPECT_NE(cal["notes"].dump().find("repeat an earlier line exactly"), std::string::npos) << cal.dump();
+
+  const std::string bad = tempPath("odd-bad.jsonl");
+  struct Case {
+    std::string line, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"workload": "gpt2-124m", "gpus": 8, "measured_step_s": NaN})",
+            "line 1: is not valid JSON: NaN is not a JSON number (Python's json.dumps writes it"},
+           {R"({"workload": "gpt2-124m", "gpus": 8, "measured_step_s": 0.1,})", "line 1: is not valid JSON ("},
+           {R"({"workload": "gpt2-124m", "gpus": 8, "measured_step": 0.1})",
+            "line 1: measured_step: is not a flag of predict nor a key of calibrate (measured_step_s, measured_peak_bytes, "
+            "group) (fix: did you mean \"measured_step_s\"?)"},
+           {R"({"workload": "gpt2-124m", "gpus": 8, "measured_step_s": 0.1, "measured_peak": 1e9})",
+            "measured_peak: is not a flag of predict nor a key of calibrate (measured_step_s, measured_peak_bytes, group) "
+            "(fix: give the measurements as measured_step_s (seconds per step) and measured_peak_bytes (bytes per rank))"},
+           {R"({"workload": "gpt2-124m", "gpus": 8, "measured_step_s": 0.1, "mbss": 2})", "did you mean \"mbs\"?"}}) {
+    write(bad, c.line + "\n");
+    r = cli("calibrate --cluster a100-80gb-x8 --from " + bad + " --folds 0 -o " + tempPath("odd-never.json"));
+    EXPECT_EQ(r.status, 2) << c.line << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos) << r.output;
+  }
+  // A row fits as predict judges it: MPT-30B under FSDP on 8 A100s (llm-foundry's row) is 80.2 GiB by this
+  // runtime's memory model but fits by FSDP's own peak, which predict's "fits" reads: no note.
+  write(bad, R"({"workload": {"name": "mpt-30b", "n_layer": 48, "n_head": 56, "n_embd": 7168, "n_positions": 8192, )"
+             R"("vocab_size": 50368}, "gpus": 8, "mbs": 1, "gbs": 168, "seq": 8192, "zero": 3, "ckpt": "full", )"
+             R"("framework": "fsdp", "attention": "flash", "measured_step_s": 60})" "\n");
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + bad + " --evaluate");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("the memory model puts"), std::string::npos) << r.output;
+  // predict --batch reads its lines alike (calibrate's rows are its lines).
+  write(bad, "{\"workload\": \"gpt2-124m\", \"dp_overlap\": NaN}\n{\"workload\": \"gpt2-124m\", \"mbss\": 2}\n");
+  r = cli("predict --cluster a100-80gb-x8 --batch " + bad);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--batch line 1: is not valid JSON: NaN is not a JSON number"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--batch line 2: mbss: is not a flag of predict (fix: did you mean \\\"mbs\\\"?)"),
+            std::string::npos) << r.output;
+  // Two rows of two groups: no group has three rows, so no within-group rank is stated as 0.00.
+  write(bad, "{\"workload\": \"gpt2-124m\", \"gpus\": 8, \"measured_step_s\": 0.05}\n"
+             "{\"workload\": \"gpt2-124m\", \"gpus\": 4, \"measured_step_s\": 0.09}\n");
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + bad + " --fit sustained_clock --folds 0 --evaluate");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("within-group Spearman n/a (no group of 3 rows or more)"), std::string::npos) << r.output;
+}
+
+// `calibrate --from study.db` as a user first types it: a CPU tune's trials hold one or two groups of
+// model and cluster size, and the default 5 folds had been refused. Unasked, the folds are as many
+// as the groups; one group is fitted without cross-validation, and that is said and recorded.
+TEST(Calibrate, TheDefaultFoldsFitTheGroupsThereAre) {
+  const std::string batch = tempPath("folds-batch.jsonl"), rows = tempPath("folds-rows.jsonl"),
+                    one = tempPath("folds-one.jsonl"), out = tempPath("folds-out.json");
+  std::string lines;
+  for (int gpus : {4, 8})
+    for (int mbs : {1, 2, 4}) lines += nlohmann::json{{"workload", "gpt2-124m"}, {"gpus", gpus}, {"mbs", mbs}}.dump() + "\n";
+  writeMeasuredRows("a100-80gb-x8", batch, lines, rows);
+  if (::testing::Test::HasFatalFailure()) return;
+  auto r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " --fit sustained_clock -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("cross-validated, k=2:"), std::string::npos) << r.output;
+  EXPECT_EQ(readJson(out)["calibration"]["cross_validation"]["folds"], 2);
+
+  std::ifstream in(rows);
+  std::string line, text;
+  for (int i = 0; i < 3 && std::getline(in, line); ++i) text += line + "\n";  // the 4-GPU rows: one group
+  write(one, text);
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + one + " --fit sustained_clock --overwrite -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("note: not cross-validated: the rows hold one group of model and cluster size "
+                          "(gpt2-124m @ 4 devices)"), std::string::npos) << r.output;
+  EXPECT_FALSE(readJson(out)["calibration"].contains("cross_validation"));
+  r = cli("predict --workload gpt2-124m --gpus 4 --cluster " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("in sample (it was not cross-validated"), std::string::npos) << r.output;
+  // A row of 16 GPUs that names no nodes is sized by its gpus (2 nodes of 8), as the same row with "nodes".
+  write(one, "{\"workload\": \"gpt2-774m\", \"gpus\": 16, \"measured_step_s\": 0.05}\n");
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + one + " --evaluate --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const double by_gpus = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1))["mape"].get<double>();
+  write(one, "{\"workload\": \"gpt2-774m\", \"nodes\": 2, \"measured_step_s\": 0.05}\n");
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + one + " --evaluate --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1))["mape"].get<double>(), by_gpus);
+  write(one, text);
+  // Asked for, more folds than groups is still refused.
+  r = cli("calibrate --cluster a100-80gb-x8 --from " + one + " --fit sustained_clock --folds 2 --overwrite -o " + out);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--folds: 2 folds, but the rows hold 1 group(s)"), std::string::npos) << r.output;
 }
