@@ -1,0 +1,96 @@
+// import_text_test.cpp — Kineto files as torch 2.11's profiler really writes them, found by an audit
+// with real traces (2026-12-07): a record_function name holding a quote is written unescaped (not
+// JSON), and the import reads it as part of the name instead of refusing the whole trace.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kineto_events.h"
+#include "trainscope/common/error.h"
+#include "trainscope/rundb/import.h"
+#include "trainscope/rundb/reader.h"
+#include "trainscope/rundb/report.h"
+
+namespace tr = trainscope::rundb;
+using nlohmann::json;
+using trainscope::testing::tempPath;
+using namespace trainscope::testing::kineto_events;
+
+namespace {
+
+std::string writeText(const std::string& name, const std::string& text) {
+  const std::string in = tempPath(name);
+  std::ofstream(in, std::ios::binary) << text;
+  return in;
+}
+
+// An annotation as Kineto's writer prints it: the name between quotes as is (torch 2.11 escapes
+// nothing: record_function('say "hi"') gives "name": "say "hi"").
+std::string rawAnnotation(const std::string& raw_name, int ts, int dur) {
+  return "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"" + raw_name +
+         "\", \"pid\": 1, \"tid\": 1,\n  \"ts\": " + std::to_string(ts) + ", \"dur\": " + std::to_string(dur) + "}";
+}
+std::string rawFile(const std::vector<std::string>& events, const std::string& head = "") {
+  std::string s = "{\"baseTimeNanoseconds\": " + std::to_string(kEventsBase) + ", " + head + "\"traceEvents\": [\n";
+  for (size_t i = 0; i < events.size(); ++i) s += (i ? ",\n" : "") + events[i];
+  return s + "\n]}\n";
+}
+
+std::vector<std::string> rangeNames(const std::string& db) {
+  tr::RunReader rd(db);
+  std::vector<std::string> names;
+  for (const auto& r : rd.events<tr::Range>(0)) names.push_back(rd.string(r.name));
+  return names;
+}
+
+}  // namespace
+
+// Before: `import: P is not valid JSON (at byte 93: … last read: '"say "hi'; expected '}')`, and the
+// whole trace was refused. Now each quote that cannot end the string (what follows it is not , : } ]
+// after blanks) is part of the name, counted per file; a valid file reads as before.
+TEST(ImportText, AQuoteTheProfilerWroteUnescapedIsPartOfTheName) {
+  const std::string in = writeText("quotes.json", rawFile({rawAnnotation("ProfilerStep#0", 10, 100),
+                                                          rawAnnotation("say \"hi\"", 20, 5),
+                                                          rawAnnotation("\"lead and trail\"", 30, 5),
+                                                          rawAnnotation("a \" b", 40, 5),
+                                                          rawAnnotation("plain", 50, 5)}));
+  const std::string db = tempPath("quotes.db");
+  const tr::ImportStats st = tr::importTraces({in}, db, true);
+  EXPECT_EQ(rangeNames(db), (std::vector<std::string>{"ProfilerStep#0", "say \"hi\"", "\"lead and trail\"", "a \" b", "plain"}));
+  ASSERT_EQ(st.repaired_quotes.size(), 1u);
+  EXPECT_EQ(st.repaired_quotes.at(in), 5);
+  EXPECT_NE(tr::describeRefusals(st).find("5 quote(s) inside a string, written unescaped"), std::string::npos);
+  tr::RunReader rd(db);
+  EXPECT_EQ(json::parse(rd.meta().at("import_repaired_quotes")), (json{{in, 5}}));
+}
+
+// The quote held across the reader's 64 KiB pieces, and a string's end followed by more blanks than
+// the reader holds: both read as JSON says. A valid file counts no repair.
+TEST(ImportText, AHeldQuoteCrossesPiecesAndLongBlanksStillCloseTheString) {
+  const std::string head = rawFile({}).substr(0, rawFile({}).find("[\n") + 2);
+  std::string text = head + rawAnnotation("ProfilerStep#0", 10, 100) + ",\n";
+  const std::string prefix = "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"";
+  const size_t fill = 65535 - text.size() - prefix.size();  // the quote is the piece's last byte
+  const std::string long_name = std::string(fill, 'x') + "\"q";
+  text += rawAnnotation(long_name, 20, 5) + ",\n" + prefix + "spaced\"" + std::string(40, ' ') +
+          ", \"pid\": 1, \"tid\": 1, \"ts\": 30, \"dur\": 5}\n]}";
+  ASSERT_EQ(text[65535], '"');
+  const std::string db = tempPath("pieces.db");
+  const tr::ImportStats st = tr::importTraces({writeText("pieces.json", text)}, db, true);
+  const auto names = rangeNames(db);
+  ASSERT_EQ(names.size(), 3u);
+  EXPECT_EQ(names[1], long_name);
+  EXPECT_EQ(names[2], "spaced");
+  EXPECT_EQ(st.repaired_quotes.begin()->second, 1);
+
+  const tr::ImportStats valid = tr::importTraces({writeText("valid.json", rawFile({rawAnnotation("ProfilerStep#0", 10, 100),
+                                                                                   rawAnnotation("say \\\"hi\\\"", 20, 5)}))},
+                                                 tempPath("valid.db"), true);
+  EXPECT_TRUE(valid.repaired_quotes.empty());
+  EXPECT_EQ(rangeNames(tempPath("valid.db"))[1], "say \"hi\"");
+}
+
