@@ -289,6 +289,9 @@ std::string describeRefusals(const ImportStats& st) {
   for (const auto& [file, n] : st.repaired_quotes)
     out += file + ": " + std::to_string(n) +
            " quote(s) inside a string, written unescaped by the profiler (not JSON), read as part of the string\n";
+  for (const auto& [file, k] : st.stop_stubs)
+    out += file + ": ProfilerStep#" + std::to_string(k) +
+           ", its last, holds no host event (the profiler stopped as it began): kept as a range, not a step\n";
   if (!st.ignored_device_events.empty())
     out += "device events of categories not read, left out and counted (meta import_ignored_device_events): " +
            list(st.ignored_device_events) + "\n";
@@ -494,6 +497,14 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
       throw UserError("import", "nothing was recognised in " + std::to_string(inputs.size()) +
                                     " file(s): no CPU ops, annotations, kernels, API calls or copies",
                       "pass PyTorch profiler (Kineto) traces or Nsight Systems SQLite exports");
+    if (st.steps == 0 && !st.stop_stubs.empty()) {  // only what the stop cut: a trace overwritten by its cut cycle
+      const auto& [file, k] = *st.stop_stubs.begin();
+      throw UserError("import", file + " holds no step but ProfilerStep#" + std::to_string(k) +
+                                    ", which the profiler's stop cut as it began: no work was recorded in it",
+                      "a schedule() without repeat= begins a new cycle after each, and an on_trace_ready that writes "
+                      "one fixed path keeps only the last, cut one: pass repeat=1, or a path per cycle "
+                      "(tensorboard_trace_handler), and import the cycles' files");
+    }
     auto counts = [](const std::map<std::string, int64_t>& m) {  // a category's bytes that are not UTF-8: U+FFFD
       return jsonText(nlohmann::json(m));
     };

@@ -1,9 +1,11 @@
 // import_text_test.cpp — Kineto files as torch 2.11's profiler really writes them, found by an audit
 // with real traces (2026-12-07): a record_function name holding a quote is written unescaped (not
-// JSON), and the import reads it as part of the name instead of refusing the whole trace.
+// JSON), and the import reads it as part of the name instead of refusing the whole trace; the step
+// the profiler's stop cut as it began is not a step.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -94,3 +96,26 @@ TEST(ImportText, AHeldQuoteCrossesPiecesAndLongBlanksStillCloseTheString) {
   EXPECT_EQ(rangeNames(tempPath("valid.db"))[1], "say \"hi\"");
 }
 
+// schedule(wait=0, warmup=1, active=3) over 5 iterations that end with p.step(): the trace ends with
+// ProfilerStep#5 begun by the last p.step() and closed 19 µs later by the profile's exit, nothing in
+// it — and tensorboard_trace_handler writes the cut cycle as a file holding only that step. Before,
+// it was a step of 19 µs (the 4-step mean 49 ms where the steps took 65 ms), and the cut cycle's file
+// alone became a step 0. Now it is a range, not a step, said per file; a user range around the
+// whole loop is not work in it, and an empty step that is not the last is still a step.
+TEST(ImportText, TheStepTheProfilersStopCutAsItBeganIsNotAStep) {
+  json loop = annotation("my_loop", 0, 4000);
+  const json cycle = json::array({loop, step(1, 10, 1000), op("aten::mm", 20, 900), step(2, 1010, 1),
+                                  step(3, 1011, 1000), op("aten::mm", 1020, 900), step(4, 2011, 19)});
+  const std::string a = tempPath("cycle.json"), b = tempPath("cut_cycle.json");
+  std::ofstream(a) << json{{"baseTimeNanoseconds", kEventsBase}, {"traceEvents", cycle}}.dump();
+  std::ofstream(b) << json{{"baseTimeNanoseconds", kEventsBase}, {"traceEvents", json::array({step(6, 5000, 19)})}}.dump();
+  const std::string db = tempPath("cut.db");
+  const tr::ImportStats st = tr::importTraces({a, b}, db, true);
+  tr::RunReader rd(db);
+  std::vector<int64_t> steps;
+  for (const auto& s : rd.steps(0)) steps.push_back(s.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3}));  // step 2, empty but not the last, stays
+  EXPECT_EQ(st.stop_stubs, (std::map<std::string, int64_t>{{a, 4}, {b, 6}}));
+  EXPECT_NE(tr::describeRefusals(st).find("ProfilerStep#4, its last, holds no host event"), std::string::npos);
+  EXPECT_EQ(rangeNames(db).size(), 6u);  // the loop and every ProfilerStep, the cut ones included
+}
