@@ -89,6 +89,8 @@ class TraceStreambuf : public std::streambuf {
   explicit TraceStreambuf(const std::string& path) : path_(path), in_(path, std::ios::binary) {
     if (!in_) throw UserError("import", "cannot read " + path, "check the path and its permissions");
     fillRaw();
+    if (raw_avail_ == 0)  // it read "not valid JSON (at byte 1: … unexpected end of input)"
+      throw UserError("import", path + " is empty (0 bytes)", "the profiler wrote nothing there: re-export the trace");
     gzip_ = raw_avail_ >= 2 && uint8_t(raw_[0]) == 0x1f && uint8_t(raw_[1]) == 0x8b;
     if (gzip_) startMember();
   }
@@ -493,9 +495,9 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
     }
     importers::finishKineto(store, st, shared);
     store.setMeta("world_size", std::to_string(rule.ranks()));
-    if (recognised(st) == 0)
-      throw UserError("import", "nothing was recognised in " + std::to_string(inputs.size()) +
-                                    " file(s): no CPU ops, annotations, kernels, API calls or copies",
+    if (recognised(st) == 0)  // one file: named (it read "nothing was recognised in 1 file(s)")
+      throw UserError("import", "nothing was recognised in " + (inputs.size() == 1 ? inputs[0] : std::to_string(inputs.size()) + " files") +
+                                    ": no CPU ops, annotations, kernels, API calls or copies",
                       "pass PyTorch profiler (Kineto) traces or Nsight Systems SQLite exports");
     if (st.steps == 0 && !st.stop_stubs.empty()) {  // only what the stop cut: a trace overwritten by its cut cycle
       const auto& [file, k] = *st.stop_stubs.begin();

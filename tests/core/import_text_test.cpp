@@ -1,7 +1,8 @@
 // import_text_test.cpp — Kineto files as torch 2.11's profiler really writes them, found by an audit
 // with real traces (2026-12-07): a record_function name holding a quote is written unescaped (not
 // JSON), and the import reads it as part of the name instead of refusing the whole trace; the step
-// the profiler's stop cut as it began is not a step.
+// the profiler's stop cut as it began is not a step; an empty file and a metadata-only trace are
+// refused naming the file.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -118,4 +119,23 @@ TEST(ImportText, TheStepTheProfilersStopCutAsItBeganIsNotAStep) {
   EXPECT_EQ(st.stop_stubs, (std::map<std::string, int64_t>{{a, 4}, {b, 6}}));
   EXPECT_NE(tr::describeRefusals(st).find("ProfilerStep#4, its last, holds no host event"), std::string::npos);
   EXPECT_EQ(rangeNames(db).size(), 6u);  // the loop and every ProfilerStep, the cut ones included
+}
+
+// A 0-byte file (a profiler killed before it wrote) and a trace of metadata only: each refused
+// naming the file. They read "not valid JSON (at byte 1: … unexpected end of input)" and "nothing
+// was recognised in 1 file(s)", which named no file.
+TEST(ImportText, AnEmptyFileAndAMetadataOnlyTraceAreRefusedNamingTheFile) {
+  auto refusal = [](const std::string& in) {
+    try {
+      tr::importTraces({in}, tempPath("refused.db"), true);
+    } catch (const trainscope::UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(imported)");
+  };
+  const std::string empty = writeText("empty.json", "");
+  EXPECT_NE(refusal(empty).find(empty + " is empty (0 bytes)"), std::string::npos) << refusal(empty);
+  const std::string meta = writeText("meta.json", "{\"traceEvents\": [{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, "
+                                                  "\"tid\": 0, \"args\": {\"name\": \"python\"}}]}");
+  EXPECT_NE(refusal(meta).find("nothing was recognised in " + meta + ": "), std::string::npos) << refusal(meta);
 }
