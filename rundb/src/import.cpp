@@ -89,6 +89,8 @@ class TraceStreambuf : public std::streambuf {
   explicit TraceStreambuf(const std::string& path) : path_(path), in_(path, std::ios::binary) {
     if (!in_) throw UserError("import", "cannot read " + path, "check the path and its permissions");
     fillRaw();
+    if (raw_avail_ == 0)  // it read "not valid JSON (at byte 1: … unexpected end of input)"
+      throw UserError("import", path + " is empty (0 bytes)", "the profiler wrote nothing there: re-export the trace");
     gzip_ = raw_avail_ >= 2 && uint8_t(raw_[0]) == 0x1f && uint8_t(raw_[1]) == 0x8b;
     if (gzip_) startMember();
   }
@@ -102,8 +104,9 @@ class TraceStreambuf : public std::streambuf {
     size_t n = 0;
     while (n == 0) {  // a piece that was all folded whitespace gives nothing: read on
       const size_t got = gzip_ ? inflateSome() : plainSome();
-      if (got == 0) return traits_type::eof();
-      n = clean(out_, got, clean_);
+      if (got == 0 && !quote_held_) return traits_type::eof();
+      if (got == 0) n = releaseQuote(clean_, 0, false);  // the text ends right after a string
+      else n = clean(out_, got, clean_);
     }
     setg(clean_, clean_, clean_ + n);
     return traits_type::to_int_type(*gptr());
@@ -176,6 +179,15 @@ class TraceStreambuf : public std::streambuf {
     };
     for (size_t i = 0; i < n; ++i) {
       const auto c = static_cast<unsigned char>(in[i]);
+      if (quote_held_) {  // after a string's closing quote, JSON allows only , : } ] (after blanks)
+        const bool space = c == ' ' || c == '\t' || c == '\n' || c == '\r';
+        if (space && held_n_ < int(sizeof held_)) {
+          held_[held_n_++] = char(c);
+          continue;
+        }
+        const bool closes = space || c == ',' || c == ':' || c == '}' || c == ']';
+        w = releaseQuote(out, w, !closes);
+      }
       if (!in_string_) {
         const bool space = c == ' ' || c == '\t' || c == '\n' || c == '\r';
         if (space && blank_) continue;
@@ -199,9 +211,10 @@ class TraceStreambuf : public std::streambuf {
       } else if (c == '\\') {
         escape_ = true;
         out[w++] = char(c);
-      } else if (c == '"') {
+      } else if (c == '"') {  // held until the next token shows whether it closes the string
         in_string_ = false;
-        out[w++] = char(c);
+        quote_held_ = true;
+        held_n_ = 0;
       } else if (c < 0x80) {
         out[w++] = char(c);
       } else {
@@ -221,13 +234,41 @@ class TraceStreambuf : public std::streambuf {
     return w;
   }
 
+  // Writes the held quote at out[w]: as the string's end (its blanks then fold to one), or, when
+  // what follows cannot come after a string, as an escaped quote inside it (PyTorch's profiler writes
+  // a name as is: record_function('say "hi"') gives "name": "say "hi"", which is not JSON), with
+  // the blanks kept and the string still open.
+  size_t releaseQuote(char* out, size_t w, bool literal) {
+    quote_held_ = false;
+    if (literal) {
+      out[w++] = '\\';
+      out[w++] = '"';
+      for (int k = 0; k < held_n_; ++k) out[w++] = held_[k];
+      in_string_ = true;
+      ++repaired_quotes_;
+    } else {
+      out[w++] = '"';
+      if (held_n_ > 0) out[w++] = ' ', blank_ = true;
+    }
+    held_n_ = 0;
+    return w;
+  }
+
+ public:
+  int64_t repairedQuotes() const { return repaired_quotes_; }
+
+ private:
   std::string path_;
   std::ifstream in_;
   char raw_[1 << 16];
   size_t raw_avail_ = 0, raw_pos_ = 0;
   char out_[1 << 18];
-  char clean_[(1 << 18) + 4];  // out_ plus a sequence carried over from the previous piece
+  char clean_[(1 << 18) + 64];  // out_ plus a sequence or a held quote carried over from the previous piece
   bool in_string_ = false, escape_ = false, blank_ = false;
+  bool quote_held_ = false;  // a string's closing quote, not yet written
+  char held_[16] = {};       // the blanks after it (more than these: it closed the string)
+  int held_n_ = 0;
+  int64_t repaired_quotes_ = 0;
   char pending_[4] = {};
   int pending_n_ = 0, need_ = 0;
   unsigned char lo_ = 0x80, hi_ = 0xBF;
@@ -247,6 +288,12 @@ std::string describeRefusals(const ImportStats& st) {
   if (!st.refused_values.empty())
     out += "values of the wrong type, left out (read as absent) and counted (meta import_refused_values): " +
            list(st.refused_values) + "\n";
+  for (const auto& [file, n] : st.repaired_quotes)
+    out += file + ": " + std::to_string(n) +
+           " quote(s) inside a string, written unescaped by the profiler (not JSON), read as part of the string\n";
+  for (const auto& [file, k] : st.stop_stubs)
+    out += file + ": ProfilerStep#" + std::to_string(k) +
+           ", its last, holds no host event (the profiler stopped as it began): kept as a range, not a step\n";
   if (!st.ignored_device_events.empty())
     out += "device events of categories not read, left out and counted (meta import_ignored_device_events): " +
            list(st.ignored_device_events) + "\n";
@@ -431,6 +478,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
         try {
           rank = importers::importKineto(store, st, text, p,
                                          [&](const importers::TraceOrigin& o) { return rule.rankOf(o, p); }, steps, shared);
+          if (buf.repairedQuotes() > 0) st.repaired_quotes[p] += buf.repairedQuotes();
         } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
           throw UserError("import", p + " has an unexpected value: " + e.what(), "pass a PyTorch profiler (Kineto) trace");
         }
@@ -447,10 +495,18 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
     }
     importers::finishKineto(store, st, shared);
     store.setMeta("world_size", std::to_string(rule.ranks()));
-    if (recognised(st) == 0)
-      throw UserError("import", "nothing was recognised in " + std::to_string(inputs.size()) +
-                                    " file(s): no CPU ops, annotations, kernels, API calls or copies",
+    if (recognised(st) == 0)  // one file: named (it read "nothing was recognised in 1 file(s)")
+      throw UserError("import", "nothing was recognised in " + (inputs.size() == 1 ? inputs[0] : std::to_string(inputs.size()) + " files") +
+                                    ": no CPU ops, annotations, kernels, API calls or copies",
                       "pass PyTorch profiler (Kineto) traces or Nsight Systems SQLite exports");
+    if (st.steps == 0 && !st.stop_stubs.empty()) {  // only what the stop cut: a trace overwritten by its cut cycle
+      const auto& [file, k] = *st.stop_stubs.begin();
+      throw UserError("import", file + " holds no step but ProfilerStep#" + std::to_string(k) +
+                                    ", which the profiler's stop cut as it began: no work was recorded in it",
+                      "a schedule() without repeat= begins a new cycle after each, and an on_trace_ready that writes "
+                      "one fixed path keeps only the last, cut one: pass repeat=1, or a path per cycle "
+                      "(tensorboard_trace_handler), and import the cycles' files");
+    }
     auto counts = [](const std::map<std::string, int64_t>& m) {  // a category's bytes that are not UTF-8: U+FFFD
       return jsonText(nlohmann::json(m));
     };
@@ -458,6 +514,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
     if (!st.refused_values.empty()) store.setMeta("import_refused_values", counts(st.refused_values));
     if (st.device_clocked_collectives) store.setMeta("collectives_clock", "device");
     if (!st.ignored_device_events.empty()) store.setMeta("import_ignored_device_events", counts(st.ignored_device_events));
+    if (!st.repaired_quotes.empty()) store.setMeta("import_repaired_quotes", counts(st.repaired_quotes));
     store.commit();
     store.createIndexes();
     store.close();

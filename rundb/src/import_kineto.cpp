@@ -283,6 +283,39 @@ class KinetoWriter {
       if (e.cat != Cat::Other && !e.unfinished && !e.bad_time && e.dur >= 0 && !__builtin_add_overflow(e.ts, e.dur, &end))
         last_recorded_ = std::max(last_recorded_, end);
     }
+    findStopStub();
+  }
+
+  // The step the profiler's stop cut as it began. A loop that calls p.step() at the end of each
+  // iteration begins ProfilerStep#N+1 there; when the profile exits (or a schedule's cycle is cut
+  // short) right after, that step spans only the time to the stop: no op, annotation or API call of
+  // the host starts or ends inside it. It is kept as a range, not as a step (its microseconds were
+  // one more step time, pulling the mean and median down).
+  void findStopStub() {
+    const Event* last = nullptr;
+    auto isStep = [&](const Event& e) {
+      return (e.cat == Cat::Annotation || e.cat == Cat::Op) && e.name != kNone && stepNumber(p_.names[e.name], path_) >= 0;
+    };
+    for (const Event& e : p_.events)
+      if (isStep(e) && !e.bad_time && e.dur >= 0 && (last == nullptr || e.ts > last->ts)) last = &e;
+    if (last == nullptr || last->dur > INT64_MAX - last->ts) return;
+    const int64_t k = stepNumber(p_.names[last->name], path_);
+    for (const Event& e : p_.events)  // the stop cuts the latest step: a number met again is refused as ever
+      if (isStep(e) && &e != last && stepNumber(p_.names[e.name], path_) >= k && e.ts != last->ts) return;
+    const int64_t b = last->ts, en = last->ts + last->dur;
+    for (const Event& e : p_.events) {
+      const bool host = e.cat == Cat::Op || e.cat == Cat::Annotation || e.cat == Cat::Runtime || e.cat == Cat::Driver;
+      if (!host || e.bad_time || e.dur < 0 || isStep(e) || e.dur > INT64_MAX - e.ts) continue;
+      if ((e.ts >= b && e.ts < en) || (e.ts + e.dur > b && e.ts + e.dur < en)) return;  // work in it
+    }
+    stub_ts_ = b;
+    stub_step_ = k;
+  }
+  // Whether a ProfilerStep#k event starting at ts is the stub above (its range is kept, not its step).
+  bool isStopStub(int64_t k, int64_t ts) {
+    if (k != stub_step_ || ts != base_ + stub_ts_) return false;
+    st_.stop_stubs[path_] = k;
+    return true;
   }
 
   // For a gloo: annotation without its args (the profiler stopped while a worker thread was still
@@ -354,7 +387,7 @@ class KinetoWriter {
     auto& kept = shared_.collectives[rank_];
     kept.insert(kept.end(), std::make_move_iterator(collectives_.begin()), std::make_move_iterator(collectives_.end()));
     putDrops();
-    if (steps_seen_ == 0 && t_min_ < t_max_) {  // no ProfilerStep: the whole trace is one step
+    if (steps_seen_ == 0 && stub_step_ < 0 && t_min_ < t_max_) {  // no ProfilerStep: the whole trace is one step
       steps_seen_ = step_rows_.add(rank_, 0, t_min_, t_max_, memory_.peak(t_min_, t_max_)) ? 1 : 0;
     }
     st_.steps += steps_seen_;
@@ -407,6 +440,7 @@ class KinetoWriter {
   void putOp(const Event& e, int64_t b, int64_t en, const std::string& name, StringId name_id) {
     const int64_t k = stepNumber(name, path_);  // PyTorch 1.x wrote ProfilerStep#N as an op
     if (k >= 0) {
+      if (isStopStub(k, b)) return putRange(e, b, en, name_id);
       if (!step_rows_.add(rank_, k, b, en, memory_.peak(b, en))) return;  // the same step as an annotation: kept once
       ++steps_seen_;
       putRange(e, b, en, name_id);
@@ -418,7 +452,7 @@ class KinetoWriter {
 
   void putAnnotation(const Event& e, int64_t b, int64_t en, const std::string& name, StringId name_id) {
     const int64_t k = stepNumber(name, path_);
-    if (k >= 0) {
+    if (k >= 0 && !isStopStub(k, b)) {
       if (!step_rows_.add(rank_, k, b, en, memory_.peak(b, en))) return;  // the same step as an op: kept once
       ++steps_seen_;
     }
@@ -519,6 +553,7 @@ class KinetoWriter {
   std::map<std::string, int64_t> gloo_width_;                              // op → element width seen
   std::vector<Collective> collectives_;
   int64_t last_recorded_ = INT64_MIN;  // file clock: the latest end of an event the stop did not cut
+  int64_t stub_step_ = -1, stub_ts_ = 0;  // findStopStub: the step the stop cut, on the file's clock
   int64_t steps_seen_ = 0, t_min_ = INT64_MAX, t_max_ = INT64_MIN, dropped_time_ = 0, dropped_negative_ = 0;
 };
 

@@ -69,7 +69,7 @@ def session(path):
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
     w = torch.nn.Linear(16, 16)
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=2),
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=2, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(path)) as p:
         for _ in range(2):
             w(torch.randn(4, 16)).sum().backward()

@@ -33,6 +33,12 @@ struct ImportStats {
   // The GPU models each rank's trace names (Kineto's deviceProperties[].name), by rank; in meta
   // import_files.
   std::map<int64_t, std::string> gpus;
+  // Quotes inside a string that the profiler wrote unescaped (a record_function name holding '"'),
+  // read as part of the string, by file; in meta import_repaired_quotes.
+  std::map<std::string, int64_t> repaired_quotes;
+  // The last ProfilerStep#N of a file that the profiler's stop cut as it began (no host event in it),
+  // by file: kept as a range, not as a step.
+  std::map<std::string, int64_t> stop_stubs;
   // Some rank's collectives came from NCCL kernels, timed on the device: their steps cannot be told
   // from the CPU's ProfilerStep windows (meta collectives_clock "device"; linkingSteps in report.h).
   bool device_clocked_collectives = false;
