@@ -15,6 +15,9 @@
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/models.h"
+#include <nlohmann/json.hpp>
+#include <tuple>
+#include <vector>
 #include "trainscope/workloads/workload.h"
 
 namespace ts = trainscope;
@@ -205,5 +208,52 @@ TEST(ArchitectureAudit, FsdpWrapsEachModelTypesOwnDecoderLayer) {
     const std::string yaml = tn::exportConfig(c, tn::ExportFormat::AccelerateConfig).text;
     EXPECT_NE(yaml.find(std::string("fsdp_transformer_layer_cls_to_wrap: ") + layer + "\n"), std::string::npos)
         << preset << "\n" << yaml;
+  }
+}
+
+namespace {
+// A small config.json of `type` with `key` set to null (and `extra` keys).
+std::string nulled(const std::string& type, const std::string& key, const std::string& extra = "") {
+  std::string j = R"({"model_type": ")" + type + R"(", "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256, "max_position_embeddings": 128,
+    "hidden_act": "silu")";
+  if (key != "num_key_value_heads") j += R"(, "num_key_value_heads": 4)";
+  if (!extra.empty()) j += ", " + extra;
+  return j + ", \"" + key + "\": null}";
+}
+}  // namespace
+
+TEST(ArchitectureAudit, NullsAreReadAsTransformersReadsThemOrRefusedByKey) {
+  // transformers 5.25 refuses these nulls (its configuration's strict field check) or builds a model
+  // that fails (rope_theta: None ** x; Qwen2's head_dim: None as the head size); they used to take
+  // trainscope's defaults (rms_norm_eps 1e-6, rope_theta 10000, top-2).
+  const std::string moe = R"("num_local_experts": 4)";
+  const std::string qmoe = R"("num_experts": 4, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64)";
+  const std::tuple<const char*, const char*, std::string> refused[] = {
+      {"llama", "rms_norm_eps", ""},         {"mistral", "rms_norm_eps", ""},     {"qwen2", "rope_theta", ""},
+      {"mixtral", "num_experts_per_tok", moe}, {"qwen2_moe", "num_experts_per_tok", qmoe}, {"qwen2", "head_dim", ""},
+      {"qwen2_moe", "head_dim", qmoe},       {"mistral", "num_key_value_heads", ""}, {"llama", "tie_word_embeddings", ""},
+      {"mixtral", "router_aux_loss_coef", moe}, {"qwen2", "use_sliding_window", ""}};
+  for (const auto& [type, key, extra] : refused) {
+    const auto r = refusal(nulled(type, key, extra));
+    EXPECT_EQ(r.first, std::string("workload.") + key) << type << ": " << r.second;
+    EXPECT_NE(r.second.find("is null in test/config.json"), std::string::npos) << r.second;
+  }
+  // rope_parameters' own rope_theta (transformers 5's form of the key), likewise.
+  EXPECT_EQ(refusal(nulled("llama", "x", R"("rope_parameters": {"rope_type": "default", "rope_theta": null})")).first,
+            "workload.rope_parameters.rope_theta");
+  // The nulls with a meaning: head_dim (llama, mistral, mixtral: hidden / heads), sliding_window (no
+  // window), num_key_value_heads (llama, qwen2: the heads), an expert key of a dense type (unused).
+  for (const auto& [type, key, extra] : std::vector<std::tuple<const char*, const char*, std::string>>{
+           {"llama", "head_dim", ""}, {"mistral", "head_dim", ""}, {"mixtral", "head_dim", moe},
+           {"mistral", "sliding_window", ""}, {"mixtral", "sliding_window", moe}, {"qwen2", "sliding_window",
+           R"("use_sliding_window": true)"}, {"llama", "num_key_value_heads", ""}, {"qwen2", "num_key_value_heads", ""},
+           {"llama", "num_experts_per_tok", ""}}) {
+    const std::string text = nulled(type, key, extra);
+    ASSERT_EQ(refusal(text).first, "") << type << " " << key << ": " << refusal(text).second;
+    const wl::Workload w = wl::parse(text, "test/config.json");
+    EXPECT_EQ(w.headSize(), 16) << type << " " << key;
+    if (std::string(key) == "sliding_window") EXPECT_EQ(w.sliding_window, 0) << type;  // no window
+    if (std::string(key) == "num_key_value_heads") EXPECT_EQ(w.kvHeads(), 4) << type;
   }
 }
