@@ -15,6 +15,7 @@
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/models.h"
+#include "trainscope/workloads/hf_config.h"
 #include <nlohmann/json.hpp>
 #include <tuple>
 #include <vector>
@@ -193,9 +194,9 @@ TEST(ArchitectureAudit, FsdpWrapsEachModelTypesOwnDecoderLayer) {
   // Accelerate's TRANSFORMER_BASED_WRAP looks the class up by name in the model: each the model type's
   // _no_split_modules in transformers 5.25 (modeling_*.py). Qwen2-MoE's export used to name GPT2Block.
   // (The class is that of the exported config.json's model_type, hfModelType's: Mistral-7B-v0.3, without
-  // a window, exports as llama; a windowed Mistral as mistral.)
+  // a window, exports as mistral, as its file says; it used to be llama.)
   const std::pair<const char*, const char*> kinds[] = {
-      {"llama3-8b", "LlamaDecoderLayer"}, {"mistral-7b", "LlamaDecoderLayer"}, {"", "MistralDecoderLayer"},
+      {"llama3-8b", "LlamaDecoderLayer"}, {"mistral-7b", "MistralDecoderLayer"}, {"", "MistralDecoderLayer"},
       {"qwen2.5-7b", "Qwen2DecoderLayer"}, {"mixtral-8x7b", "MixtralDecoderLayer"},
       {"qwen1.5-moe-a2.7b", "Qwen2MoeDecoderLayer"}, {"gpt2-124m", "GPT2Block"}};
   for (const auto& [preset, layer] : kinds) {
@@ -256,4 +257,24 @@ TEST(ArchitectureAudit, NullsAreReadAsTransformersReadsThemOrRefusedByKey) {
     if (std::string(key) == "sliding_window") EXPECT_EQ(w.sliding_window, 0) << type;  // no window
     if (std::string(key) == "num_key_value_heads") EXPECT_EQ(w.kvHeads(), 4) << type;
   }
+}
+
+TEST(ArchitectureAudit, AMistralWithoutAWindowIsExportedAsMistral) {
+  // Mistral v0.3 (sliding_window null) builds what a Llama without biases builds; it used to be
+  // written back as model_type llama (LlamaForCausalLM, an FSDP wrap of LlamaDecoderLayer).
+  const wl::Workload v03 = wl::load("mistral-7b");
+  const auto j = nlohmann::json::parse(wl::hfConfigJson(v03, "--format"));
+  EXPECT_EQ(j["model_type"], "mistral");
+  EXPECT_EQ(j["architectures"][0], "MistralForCausalLM");
+  EXPECT_TRUE(j["sliding_window"].is_null()) << j.dump();
+  EXPECT_EQ(wl::parse(j.dump(), "back/config.json").hf_model_type, "mistral");
+  // The same model read as llama stays llama; a checkpoint of one loads under the other (same shape).
+  std::string llama = nlohmann::json::parse(wl::hfConfigJson(v03, "--format")).dump();
+  llama.replace(llama.find("\"mistral\""), 9, "\"llama\"");
+  const wl::Workload as_llama = wl::parse(llama, "llama/config.json");
+  EXPECT_EQ(wl::hfModelType(as_llama), "llama");
+  EXPECT_EQ(wl::hfShapeType(as_llama), wl::hfShapeType(v03));
+  // A Qwen2 without a window stays qwen2; a trainscope workload file without model_type keeps its shape's type.
+  EXPECT_EQ(wl::hfModelType(wl::load("qwen2.5-7b")), "qwen2");
+  EXPECT_EQ(wl::hfModelType(wl::load("tiny-llama")), "llama");
 }

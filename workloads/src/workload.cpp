@@ -420,6 +420,7 @@ Workload parse(const std::string& text, const std::string& source) {
   }
   if (decoder) {
     parseHfDecoder(j, source, &w);
+    w.hf_model_type = j["model_type"].get<std::string>();
     w.name = j.contains("name") ? j["name"].get<std::string>()
                                 : nameFromPath(source);
     if (j.contains("description")) w.description = j["description"].get<std::string>();

@@ -415,7 +415,7 @@ LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, 
   if (::stat(config.c_str(), &st) != 0) throw UserError(field, dir + " holds no config.json", fix);
   const workloads::Workload saved = workloads::parse(files::readTextFile(config, field, fix), config);
   const auto want = workloads::parameterTensors(cfg.model), have = workloads::parameterTensors(saved);
-  bool same = want.size() == have.size() && workloads::hfModelType(saved) == workloads::hfModelType(cfg.model);
+  bool same = want.size() == have.size() && workloads::hfShapeType(saved) == workloads::hfShapeType(cfg.model);
   for (size_t i = 0; same && i < want.size(); ++i) same = want[i].name == have[i].name && want[i].shape == have[i].shape;
   if (!same)
     throw UserError(field, config + " describes another model than workload " + cfg.model.name + " (" +
