@@ -15,6 +15,8 @@
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/models.h"
+#include "trainscope/tuner/space.h"
+#include "trainscope/models/plan.h"
 #include "trainscope/workloads/hf_config.h"
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -57,7 +59,7 @@ std::pair<std::string, std::string> refusal(const std::string& text) {
 rt::TrainConfig runOf(const wl::Workload& w, int64_t cp = 1) {
   rt::TrainConfig c;
   c.workload = "small-cpu";
-  c.seq = 64, c.mbs = 1, c.gbs = 8, c.nproc = int(cp), c.cp = cp;
+  c.seq = cp % 3 == 0 ? 96 : 64, c.mbs = 1, c.gbs = 8, c.nproc = int(cp), c.cp = cp;
   c = tn::trainingRunOf(c);
   c.model = w;
   c.workload = w.name;
@@ -277,4 +279,31 @@ TEST(ArchitectureAudit, AMistralWithoutAWindowIsExportedAsMistral) {
   // A Qwen2 without a window stays qwen2; a trainscope workload file without model_type keeps its shape's type.
   EXPECT_EQ(wl::hfModelType(wl::load("qwen2.5-7b")), "qwen2");
   EXPECT_EQ(wl::hfModelType(wl::load("tiny-llama")), "llama");
+}
+
+TEST(ArchitectureAudit, MegatronsWindowUnderCpNeedsHeadsTheCpRanksSplit) {
+  // Transformer Engine's a2a exchange (the one that applies a window under CP) scatters each TP rank's
+  // q and K/V heads over the cp ranks: 6 q / 3 K/V heads do not split over 2 ranks. It was exported.
+  std::string six = with(as("mistral", kLlama), R"("sliding_window": 16)");
+  six.replace(six.find(R"("num_attention_heads": 4, "num_key_value_heads": 2)"), 50,
+              R"("num_attention_heads": 6, "num_key_value_heads": 3)");
+  six.replace(six.find(R"("hidden_size": 64)"), 17, R"("hidden_size": 96)");
+  const wl::Workload w = wl::parse(six, "six.json");
+  try {
+    megatronFlags(w, 2);
+    ADD_FAILURE() << "exported a window under cp 2 with 3 K/V heads";
+  } catch (const ts::UserError& e) {
+    EXPECT_EQ(e.field(), "--cp") << e.what();
+    EXPECT_NE(std::string(e.what()).find("--cp-comm-type a2a"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("pass --cp 3"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(megatronFlags(w, 3).find(" --cp-comm-type a2a"), std::string::npos);  // 6 and 3 split over 3
+  tn::Plan p = trainscope::models::planOf(runOf(w, 2));
+  EXPECT_EQ(tn::frameworkRefusal(tn::Framework::Megatron, p, w).flag, "--cp");
+  EXPECT_EQ(tn::frameworkRefusal(tn::Framework::Trainscope, p, w).flag, "");  // the ring has no such bound
+  p.cp = 3;
+  EXPECT_EQ(tn::frameworkRefusal(tn::Framework::Megatron, p, w).flag, "");
+  // Without a window the ring-free exchange is not used: no bound.
+  EXPECT_EQ(tn::frameworkRefusal(tn::Framework::Megatron, trainscope::models::planOf(runOf(wl::parse(kLlama, "l.json"), 3)),
+                                 wl::parse(kLlama, "l.json")).flag, "");
 }
