@@ -68,7 +68,19 @@ double measured(const nlohmann::json& j, const char* key, const std::string& whe
 void addLine(Rows& out, const std::string& text, const std::string& where, const PredictFlags& defaults,
              const tn::Cluster& base) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object()) throw UserError(where, "is not a JSON object", "one object per line: predict's flags and measured_step_s");
+  if (!j.is_object()) {
+    // A line cut inside its object (the file's last, without its newline: an interrupted write).
+    bool cut = false;
+    try {
+      (void)nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+      cut = !jsonCutShort(e.byte, text.size(), e.what()).empty();
+    }
+    throw UserError(where, cut ? "ends inside its JSON object: the file is truncated (cut short) or unfinished"
+                               : "is not a JSON object",
+                    cut ? "restore the file, or drop its last, unfinished line"
+                        : "one object per line: predict's flags and measured_step_s");
+  }
   if (j.contains("cluster"))
     throw UserError(where + ": cluster", "calibrate prices every row on --cluster", "drop the key; give nodes or gpus");
   if (j.contains("storage_gbps"))  // predict --batch prices a checkpoint's write with it; no step holds one

@@ -366,6 +366,9 @@ Workload parse(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UserError("workload", source + " is not valid JSON: " + jsonErrorText(e.what()) + jsonCutShort(e.byte, text.size(), e.what()),
+                    "fix the file's syntax");
   } catch (const nlohmann::json::exception& e) {
     throw UserError("workload", source + " is not valid JSON: " + jsonErrorText(e.what()), "fix the file's syntax");
   }
