@@ -338,7 +338,7 @@ static int64_t requiredInt(const nlohmann::json& j, const char* key, const std::
 static void parseHfHeads(const nlohmann::json& j, const std::string& source, const std::string& type, Workload* w) {
   // A key the file leaves out takes transformers' default for its model_type (5.x's configuration
   // classes): MistralConfig and MixtralConfig default num_key_value_heads to 8, LlamaConfig and
-  // Qwen2Config (and every class, for null) to num_attention_heads; rms_norm_eps is 1e-5 for Mixtral, 1e-6 otherwise;
+  // Qwen2Config (and, for null, these two only: refuseNulls refuses the others') to num_attention_heads; rms_norm_eps is 1e-5 for Mixtral, 1e-6 otherwise;
   // MistralConfig's sliding_window is 4096, as Qwen2Config's under use_sliding_window (null in the file: none).
   // Qwen2MoeConfig's is 16 whatever the heads.
   const bool mistral_like = type == "mistral" || type == "mixtral";
