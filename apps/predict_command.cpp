@@ -295,7 +295,7 @@ void refuseWhatTheRuntimeRefuses(const workloads::Workload& w, const tn::Plan& p
   std::string others;
   for (tn::Framework f : {tn::Framework::Fsdp, tn::Framework::Deepspeed, tn::Framework::Megatron}) {
     if (f == tn::Framework::Megatron && p.zero >= rt::ZeroStage::Gradients) continue;  // checkedFramework's rule
-    if (!tn::frameworkRefusal(f, p).why.empty()) continue;
+    if (!tn::frameworkRefusal(f, p, w).why.empty()) continue;
     others += std::string(others.empty() ? "--framework " : " or ") + tn::frameworkKey(f);
   }
   throw UserError("predict", "--framework trainscope prices this runtime's plans, and " + why,
@@ -318,7 +318,7 @@ Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn:
   out.m = checkedMemory(w, out.p, tn::parseAttention(f.attention));  // Megatron-LM's column: the same attention
   out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention), reduceBytes(f, c, framework)};
   // What the framework itself refuses to run (DeepSpeed: ZeRO-2/3 with PP, interleaving), config or not.
-  if (const tn::FrameworkRefusal r = tn::frameworkRefusal(framework, out.p); !r.why.empty())
+  if (const tn::FrameworkRefusal r = tn::frameworkRefusal(framework, out.p, w); !r.why.empty())
     throw UserError(r.flag, r.why + " (--framework " + tn::frameworkKey(framework) + ")", r.fix);
   if (!f.deepspeed_config.empty()) useDeepSpeedConfig(f, w, out.p, framework, out.options);
   out.t = tn::predictTime(w, out.p, c, out.options);

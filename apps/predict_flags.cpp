@@ -16,6 +16,7 @@
 #include "predict_command.h"
 #include "trainscope/common/error.h"
 #include "trainscope/common/json_text.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/common/near_key.h"
 
 namespace trainscope::apps {
@@ -218,6 +219,9 @@ std::string notJsonObjectProblem(const std::string& text) {
   } catch (const nlohmann::json::parse_error& e) {
     std::string why = e.what();
     if (const size_t at = why.find("] "); at != std::string::npos) why = why.substr(at + 2);  // "[json.exception…] "
+    // A line cut inside its object (the file's last, without its newline: an interrupted write).
+    if (!jsonCutShort(e.byte, text.size(), e.what()).empty())
+      return "ends inside its JSON object: the file is truncated (cut short) or unfinished (" + why + ")";
     for (const char* word : {"NaN", "Infinity"})
       if (text.find(word) != std::string::npos)
         return std::string("is not valid JSON: ") + word + " is not a JSON number (Python's json.dumps writes it for a "

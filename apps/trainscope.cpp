@@ -141,6 +141,7 @@ struct ExportCommand {
     if (::access(path.c_str(), F_OK) != 0)
       throw trainscope::UserError("db", path + " does not exist",
                                   "pass a run database (run --out, import -o) or a tuner study (tune --study)");
+    trainscope::rundb::refuseDamaged(path, "db");  // not "not a tuner study" for a cut-short study
     if (chrome.empty() && !format.empty())
       throw trainscope::UserError("--format", path + " is not a tuner study: --format exports a study's candidate",
                                   "pass the study `tune --study` wrote, or --chrome OUT.json to export this run database");

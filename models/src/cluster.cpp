@@ -91,7 +91,8 @@ nlohmann::json parseClusterJson(const std::string& text, const std::string& sour
     const std::string what = e.what();
     const size_t cause = what.find(": ", what.find("parse error"));
     throw UserError("--cluster", source + " is not valid JSON (at byte " + std::to_string(e.byte) +
-                                     (cause == std::string::npos ? std::string() : ": " + what.substr(cause + 2)) + ")",
+                                     (cause == std::string::npos ? std::string() : ": " + what.substr(cause + 2)) +
+                                     jsonCutShort(e.byte, text.size(), what) + ")",
                     "fix the file; see docs/tuner.md, \"Cluster file\"");
   }
 }

@@ -212,7 +212,9 @@ void resolveLayout(TrainConfig& c, int world) {
   // the gradient reduction over dp x cp gives and local SGD's would not.
   if (c.cp > 1 && c.local_sgd > 0)
     throw UserError("--cp", "context parallelism cannot be combined with --local-sgd", "drop one of them");
-  if (c.local_sgd < 0) throw UserError("--local-sgd", "must be >= 0", "");
+  if (c.local_sgd < 0)
+    throw UserError("--local-sgd", "must be >= 0 (the steps between weight averages; 0: off), got " +
+                                       std::to_string(c.local_sgd), "pass --local-sgd 0, or a period H >= 1");
   if (c.local_sgd > 0 && shardsOptimizer(c.zero))
     throw UserError("--local-sgd", "cannot be combined with --zero " + std::to_string(stageNumber(c.zero)),
                     "drop one of them");
@@ -317,24 +319,38 @@ void checkOptimizer(const TrainConfig& c) {
            {"--peak-tflops", c.peak_tflops.value_or(1.0)}})
     if (!std::isfinite(v))
       throw UserError(flag, "must be a finite number, got " + shortestDecimal(v), "pass a finite value");
-  if (!(c.beta1 >= 0 && c.beta1 < 1)) throw UserError("--beta1", "must be in [0, 1)", "pass e.g. --beta1 0.9");
-  if (!(c.beta2 >= 0 && c.beta2 < 1)) throw UserError("--beta2", "must be in [0, 1)", "pass e.g. --beta2 0.95");
-  if (!(c.eps > 0)) throw UserError("--eps", "must be positive", "pass e.g. --eps 1e-8");
-  if (!(c.momentum >= 0 && c.momentum < 1)) throw UserError("--momentum", "must be in [0, 1)", "pass e.g. --momentum 0.9");
+  // Each bound is the optimizer's own (a value outside it is no optimizer: a negative step, a moment
+  // that never decays, a division by zero), stated with the value given; no cap is put on a finite,
+  // valid value (--lr 1e20 runs, and its non-finite gradients are skipped as any others).
+  const auto refuse = [](const char* flag, double v, const std::string& range, const std::string& example) {
+    std::string key = flag + 2;  // the --config file's key: --min-lr-ratio is min_lr_ratio
+    std::replace(key.begin(), key.end(), '-', '_');
+    throw UserError(flag, "must be " + range + ", got " + shortestDecimal(v),
+                    "pass " + std::string(flag) + " " + example + " (in a --config file: \"" + key + "\": " + example + ")");
+  };
+  if (!(c.lr > 0)) refuse("--lr", c.lr, "positive (the peak learning rate)", "6e-4");
+  if (!(c.beta1 >= 0 && c.beta1 < 1)) refuse("--beta1", c.beta1, "in [0, 1) (the first moment's decay)", "0.9");
+  if (!(c.beta2 >= 0 && c.beta2 < 1)) refuse("--beta2", c.beta2, "in [0, 1) (the second moment's decay)", "0.95");
+  if (!(c.eps > 0)) refuse("--eps", c.eps, "positive (Adam divides by sqrt(v) + eps)", "1e-8");
+  if (!(c.momentum >= 0 && c.momentum < 1)) refuse("--momentum", c.momentum, "in [0, 1) (SGD's momentum)", "0.9");
   if (!(c.fp16_init_scale <= 1e30))
     throw UserError("--fp16-init-scale", "must be at most 1e30", "pass e.g. --fp16-init-scale 65536");
-  if (!(c.lr > 0)) throw UserError("--lr", "must be positive", "pass e.g. --lr 6e-4");
-  if (c.warmup < 0) throw UserError("--warmup", "must be >= 0", "");
-  if (c.clip < 0) throw UserError("--clip", "must be >= 0 (0 disables clipping)", "");
-  if (c.weight_decay < 0) throw UserError("--weight-decay", "must be >= 0", "");
-  if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1) throw UserError("--min-lr-ratio", "must be in [0, 1]", "");
-  if (c.adam8bit_block < 16) throw UserError("--adam8bit-block", "must be >= 16", "");
+  if (c.warmup < 0) refuse("--warmup", double(c.warmup), ">= 0 (linear warm-up steps; 0: none)", "0");
+  if (!(c.clip >= 0)) refuse("--clip", c.clip, ">= 0 (the gradients' global-norm clip; 0 disables it)", "1.0");
+  if (!(c.weight_decay >= 0)) refuse("--weight-decay", c.weight_decay, ">= 0 (decoupled weight decay)", "0.1");
+  if (!(c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1))
+    refuse("--min-lr-ratio", c.min_lr_ratio, "in [0, 1] (the cosine's end as a share of --lr)", "0.1");
+  if (c.adam8bit_block < 16)
+    throw UserError("--adam8bit-block", "must be >= 16, got " + std::to_string(c.adam8bit_block),
+                    "pass a block of 16 to 4096 elements (default 256)");
   // bitsandbytes' largest block; the memory model assumes blocks of 256 and stays within a few
   // percent up to here (each tensor pads to whole blocks: past 4096 small tensors grow many-fold).
   if (c.adam8bit_block > 4096)
     throw UserError("--adam8bit-block", "must be <= 4096, got " + std::to_string(c.adam8bit_block),
                     "pass a block of 16 to 4096 elements (default 256)");
-  if (c.fp16_growth_interval < 1) throw UserError("--fp16-growth-interval", "must be >= 1", "pass e.g. 2000");
+  if (c.fp16_growth_interval < 1)
+    throw UserError("--fp16-growth-interval", "must be >= 1, got " + std::to_string(c.fp16_growth_interval),
+                    "pass e.g. 2000");
   if (!(c.fp16_init_scale > 0)) throw UserError("--fp16-init-scale", "must be positive", "pass e.g. 65536");
 }
 

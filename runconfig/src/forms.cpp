@@ -155,6 +155,9 @@ nlohmann::json parseObject(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UserError("--config", source + " is not valid JSON (" + jsonErrorText(e.what()) + jsonCutShort(e.byte, text.size(), e.what()) + ")",
+                    "pass the \"config\" object that `trainscope run --json` prints, or the whole line");
   } catch (const nlohmann::json::exception& e) {
     throw UserError("--config", source + " is not valid JSON (" + jsonErrorText(e.what()) + ")",
                     "pass the \"config\" object that `trainscope run --json` prints, or the whole line");

@@ -41,6 +41,7 @@ RunReader::RunReader(const std::string& path) : path_(path) {
   if (S_ISDIR(st.st_mode)) throw UserError("database", path + " is a directory", kFix);
   if (!S_ISREG(st.st_mode)) throw UserError("database", path + " is not a regular file", kFix);
   if (!looksLikeSqlite(path)) throw UserError("database", path + " is not a trainscope run database (not SQLite)", kFix);
+  refuseDamaged(path, "database");  // a cut-short file is said to be one, not "not a run database"
   try {
     db_ = std::make_unique<Database>(path, Database::Mode::ReadOnly);
     version_ = checkRunDatabase(*db_);

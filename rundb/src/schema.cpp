@@ -160,6 +160,7 @@ int checkRunDatabase(Database& db) {
   try {
     has_meta = db.tableExists("meta");
   } catch (const SqliteError& e) {
+    refuseDamaged(db.path(), "database", e.what());
     throw UserError("database", db.path() + " cannot be read as SQLite (" + e.what() + ")", fix);
   }
   if (!has_meta) throw UserError("database", db.path() + " is not a trainscope run database (no meta table)", fix);

@@ -277,4 +277,42 @@ bool looksLikeSqlite(const std::string& path) {
   return ok && std::memcmp(head, "SQLite format 3", 16) == 0;
 }
 
+std::string sqliteDamage(const std::string& path) {
+  if (!looksLikeSqlite(path)) return "";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st {};
+  unsigned char h[100] = {};
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  const ssize_t got = ::pread(fd, h, sizeof h, 0);
+  ::close(fd);
+  if (!stat_ok) return "";
+  const auto be32 = [&](int at) {
+    return uint32_t(h[at]) << 24 | uint32_t(h[at + 1]) << 16 | uint32_t(h[at + 2]) << 8 | uint32_t(h[at + 3]);
+  };
+  const std::string size = std::to_string(int64_t(st.st_size)) + " bytes";
+  if (got < ssize_t(sizeof h)) return "it is " + size + ", shorter than SQLite's 100-byte header";
+  const uint32_t page = h[16] == 0 && h[17] == 1 ? 65536u : uint32_t(h[16]) << 8 | h[17];
+  if (page < 512 || page > 65536 || (page & (page - 1)) != 0) return "its SQLite header holds no valid page size";
+  if (st.st_size % page != 0)
+    return "it is " + size + ", not a whole number of its " + std::to_string(page) + "-byte pages";
+  const uint32_t pages = be32(28);
+  const int64_t want = int64_t(pages) * page;
+  if (pages > 0 && be32(24) == be32(92) && st.st_size < want)
+    return "it is " + size + " where its SQLite header says " + std::to_string(want) + " (" + std::to_string(pages) +
+           " pages of " + std::to_string(page) + "): the file was cut short";
+  return "";
+}
+
+void refuseDamaged(const std::string& path, const std::string& field, const std::string& sqlite_error) {
+  std::string why = sqliteDamage(path);
+  if (why.empty() && (sqlite_error.find("malformed") != std::string::npos ||
+                      sqlite_error.find("(code 11)") != std::string::npos))
+    why = "SQLite: " + sqlite_error;
+  if (why.empty()) return;
+  throw UserError(field, path + " is damaged or truncated: " + why,
+                  "the file was cut short or overwritten (an interrupted copy, a full disk): restore it from a copy, "
+                  "or write it again (trainscope run --out, tune --study)");
+}
+
 }  // namespace trainscope::rundb

@@ -50,6 +50,7 @@ PathCheck inspectPath(const std::string& path) {
   else if (!S_ISREG(st.st_mode)) c.what = "not a regular file (a device, FIFO or socket)";
   else if (st.st_size == 0) c.kind = PathCheck::Kind::Empty;  // no data to lose (an older run killed at creation)
   else if (!looksLikeSqlite(path)) c.what = "not a trainscope run database";
+  else if (const std::string why = sqliteDamage(path); !why.empty()) c.what = "a damaged SQLite file (" + why + ")";
   if (!c.what.empty() || c.kind == PathCheck::Kind::Empty) return c;
   // Note: this opens and closes a descriptor on the file. A process must not do so on a database it
   // has open through SQLite itself (POSIX locks are per process); RunStore never inspects its own.

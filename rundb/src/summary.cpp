@@ -15,6 +15,7 @@
 #include "trainscope/rundb/range_names.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/step_analysis.h"
+#include "rank_records.h"
 #include "saturating.h"
 
 namespace trainscope::rundb {
@@ -550,9 +551,15 @@ RunSummary summarizeWith(RunReader& reader, int64_t skip, std::optional<std::map
   const std::string workload = workloadName(reader);
   std::optional<double> peak;
   if (!reader.meta("peak_flops").empty()) peak = std::atof(reader.meta("peak_flops").c_str());
-  const std::vector<Step> steps = reader.steps();
-  RunSummary s = fromSteps(steps, reader.worldSize(), workload, peak, skip);
+  std::vector<Step> steps = reader.steps();
+  // No step: rank 0 (which writes them) failed or was killed first; what the other ranks recorded.
+  std::vector<std::string> rank_notes;
+  std::vector<Step> recorded = steps.empty() ? detail::stepsOfRankRecords(reader, rank_notes) : std::vector<Step>{};
+  RunSummary s = fromSteps(recorded.empty() ? steps : recorded, reader.worldSize(), workload, peak,
+                           recorded.empty() ? skip : 0);
   noteUnfinishedRun(reader, steps, s);
+  s.notes.insert(s.notes.end(), rank_notes.begin(), rank_notes.end());
+  if (!recorded.empty()) steps = std::move(recorded);
 
   // Breakdown per rank over its own counted steps' windows (definitions in summary.h).
   std::map<int64_t, std::vector<Interval>> cpu_windows = countedCpuWindows(steps, s.excluded_steps);

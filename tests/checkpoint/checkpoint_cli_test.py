@@ -32,7 +32,8 @@ Losses are read from the run database (the steps table holds each step's loss as
                     uninterrupted run within TOL (relative; reduction order differs)
   init_from         --init-from starts at step 0 from the checkpoint's weights
   bad_dirs          a file, a link, a missing folder, a foreign folder: refused naming the flag
-  damaged_state     a state.json whose counters are missing, fractional, negative or out of range is refused
+  damaged_state     a state.json whose counters are missing, fractional, negative or out of range is refused,
+                    and one cut short is said to be damaged (truncated)
                     (exit 2) naming the key and --init-from, never resumed at a wrong step or failing in LibTorch
 """
 import json
@@ -395,6 +396,15 @@ def main():
             p = run(BASE + ["--resume", d], expect=2)
             check(p.returncode == 2 and "state.json is damaged" in p.stderr and f'"{key}"' in p.stderr and
                   "--init-from" in p.stderr, f"state.json with {key} = {value!r}: exit {p.returncode}: {p.stderr}")
+        # A state.json cut short (half its bytes): damaged, not "no trainscope state" (it used to send the
+        # user after another folder).
+        d = fresh("damaged")
+        shutil.copytree(ck, d)
+        path = os.path.join(d, "trainscope", "state.json")
+        os.truncate(path, os.path.getsize(path) // 2)
+        p = run(BASE + ["--resume", d], expect=2)
+        check(p.returncode == 2 and "state.json is damaged: not valid JSON" in p.stderr and "truncated" in p.stderr and
+              "no trainscope state" not in p.stderr, f"state.json cut short: exit {p.returncode}: {p.stderr}")
         run(BASE + ["--resume", ck])  # the undamaged checkpoint still resumes
     elif CASE == "init_from":
         ck, a, b = fresh("init"), fresh("init-a.db"), fresh("init-b.db")

@@ -100,8 +100,8 @@ TEST(HfConfig, EveryPresetReadsBackAsTheSameModel) {
       {"llama3-70b", "llama"},   {"llama3.1-405b", "llama"},   {"qwen2.5-7b", "qwen2"},
       {"tiny-mixtral", "mixtral"}, {"mixtral-8x7b", "mixtral"},
       {"tiny-qwen2-moe", "qwen2_moe"}, {"qwen1.5-moe-a2.7b", "qwen2_moe"},
-      // Mistral 7B v0.3 has no sliding window: the same model as a Llama without biases.
-      {"mistral-7b", "llama"}};
+      // Mistral 7B v0.3 has no sliding window: the same model as a Llama without biases, kept as mistral.
+      {"mistral-7b", "mistral"}};
   for (const auto& [name, model_type] : type) {
     const wl::Workload w = wl::load(name);
     const std::string text = wl::hfConfigJson(w, "--format");

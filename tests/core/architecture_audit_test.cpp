@@ -15,6 +15,12 @@
 #include "trainscope/runconfig/config.h"
 #include "trainscope/tuner/export.h"
 #include "trainscope/tuner/models.h"
+#include "trainscope/tuner/space.h"
+#include "trainscope/models/plan.h"
+#include "trainscope/workloads/hf_config.h"
+#include <nlohmann/json.hpp>
+#include <tuple>
+#include <vector>
 #include "trainscope/workloads/workload.h"
 
 namespace ts = trainscope;
@@ -53,7 +59,7 @@ std::pair<std::string, std::string> refusal(const std::string& text) {
 rt::TrainConfig runOf(const wl::Workload& w, int64_t cp = 1) {
   rt::TrainConfig c;
   c.workload = "small-cpu";
-  c.seq = 64, c.mbs = 1, c.gbs = 8, c.nproc = int(cp), c.cp = cp;
+  c.seq = cp % 3 == 0 ? 96 : 64, c.mbs = 1, c.gbs = 8, c.nproc = int(cp), c.cp = cp;
   c = tn::trainingRunOf(c);
   c.model = w;
   c.workload = w.name;
@@ -190,9 +196,9 @@ TEST(ArchitectureAudit, FsdpWrapsEachModelTypesOwnDecoderLayer) {
   // Accelerate's TRANSFORMER_BASED_WRAP looks the class up by name in the model: each the model type's
   // _no_split_modules in transformers 5.25 (modeling_*.py). Qwen2-MoE's export used to name GPT2Block.
   // (The class is that of the exported config.json's model_type, hfModelType's: Mistral-7B-v0.3, without
-  // a window, exports as llama; a windowed Mistral as mistral.)
+  // a window, exports as mistral, as its file says; it used to be llama.)
   const std::pair<const char*, const char*> kinds[] = {
-      {"llama3-8b", "LlamaDecoderLayer"}, {"mistral-7b", "LlamaDecoderLayer"}, {"", "MistralDecoderLayer"},
+      {"llama3-8b", "LlamaDecoderLayer"}, {"mistral-7b", "MistralDecoderLayer"}, {"", "MistralDecoderLayer"},
       {"qwen2.5-7b", "Qwen2DecoderLayer"}, {"mixtral-8x7b", "MixtralDecoderLayer"},
       {"qwen1.5-moe-a2.7b", "Qwen2MoeDecoderLayer"}, {"gpt2-124m", "GPT2Block"}};
   for (const auto& [preset, layer] : kinds) {
@@ -206,4 +212,98 @@ TEST(ArchitectureAudit, FsdpWrapsEachModelTypesOwnDecoderLayer) {
     EXPECT_NE(yaml.find(std::string("fsdp_transformer_layer_cls_to_wrap: ") + layer + "\n"), std::string::npos)
         << preset << "\n" << yaml;
   }
+}
+
+namespace {
+// A small config.json of `type` with `key` set to null (and `extra` keys).
+std::string nulled(const std::string& type, const std::string& key, const std::string& extra = "") {
+  std::string j = R"({"model_type": ")" + type + R"(", "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256, "max_position_embeddings": 128,
+    "hidden_act": "silu")";
+  if (key != "num_key_value_heads") j += R"(, "num_key_value_heads": 4)";
+  if (!extra.empty()) j += ", " + extra;
+  return j + ", \"" + key + "\": null}";
+}
+}  // namespace
+
+TEST(ArchitectureAudit, NullsAreReadAsTransformersReadsThemOrRefusedByKey) {
+  // transformers 5.25 refuses these nulls (its configuration's strict field check) or builds a model
+  // that fails (rope_theta: None ** x; Qwen2's head_dim: None as the head size); they used to take
+  // trainscope's defaults (rms_norm_eps 1e-6, rope_theta 10000, top-2).
+  const std::string moe = R"("num_local_experts": 4)";
+  const std::string qmoe = R"("num_experts": 4, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64)";
+  const std::tuple<const char*, const char*, std::string> refused[] = {
+      {"llama", "rms_norm_eps", ""},         {"mistral", "rms_norm_eps", ""},     {"qwen2", "rope_theta", ""},
+      {"mixtral", "num_experts_per_tok", moe}, {"qwen2_moe", "num_experts_per_tok", qmoe}, {"qwen2", "head_dim", ""},
+      {"qwen2_moe", "head_dim", qmoe},       {"mistral", "num_key_value_heads", ""}, {"llama", "tie_word_embeddings", ""},
+      {"mixtral", "router_aux_loss_coef", moe}, {"qwen2", "use_sliding_window", ""}};
+  for (const auto& [type, key, extra] : refused) {
+    const auto r = refusal(nulled(type, key, extra));
+    EXPECT_EQ(r.first, std::string("workload.") + key) << type << ": " << r.second;
+    EXPECT_NE(r.second.find("is null in test/config.json"), std::string::npos) << r.second;
+  }
+  // rope_parameters' own rope_theta (transformers 5's form of the key), likewise.
+  EXPECT_EQ(refusal(nulled("llama", "x", R"("rope_parameters": {"rope_type": "default", "rope_theta": null})")).first,
+            "workload.rope_parameters.rope_theta");
+  // The nulls with a meaning: head_dim (llama, mistral, mixtral: hidden / heads), sliding_window (no
+  // window), num_key_value_heads (llama, qwen2: the heads), an expert key of a dense type (unused).
+  for (const auto& [type, key, extra] : std::vector<std::tuple<const char*, const char*, std::string>>{
+           {"llama", "head_dim", ""}, {"mistral", "head_dim", ""}, {"mixtral", "head_dim", moe},
+           {"mistral", "sliding_window", ""}, {"mixtral", "sliding_window", moe}, {"qwen2", "sliding_window",
+           R"("use_sliding_window": true)"}, {"llama", "num_key_value_heads", ""}, {"qwen2", "num_key_value_heads", ""},
+           {"llama", "num_experts_per_tok", ""}}) {
+    const std::string text = nulled(type, key, extra);
+    ASSERT_EQ(refusal(text).first, "") << type << " " << key << ": " << refusal(text).second;
+    const wl::Workload w = wl::parse(text, "test/config.json");
+    EXPECT_EQ(w.headSize(), 16) << type << " " << key;
+    if (std::string(key) == "sliding_window") EXPECT_EQ(w.sliding_window, 0) << type;  // no window
+    if (std::string(key) == "num_key_value_heads") EXPECT_EQ(w.kvHeads(), 4) << type;
+  }
+}
+
+TEST(ArchitectureAudit, AMistralWithoutAWindowIsExportedAsMistral) {
+  // Mistral v0.3 (sliding_window null) builds what a Llama without biases builds; it used to be
+  // written back as model_type llama (LlamaForCausalLM, an FSDP wrap of LlamaDecoderLayer).
+  const wl::Workload v03 = wl::load("mistral-7b");
+  const auto j = nlohmann::json::parse(wl::hfConfigJson(v03, "--format"));
+  EXPECT_EQ(j["model_type"], "mistral");
+  EXPECT_EQ(j["architectures"][0], "MistralForCausalLM");
+  EXPECT_TRUE(j["sliding_window"].is_null()) << j.dump();
+  EXPECT_EQ(wl::parse(j.dump(), "back/config.json").hf_model_type, "mistral");
+  // The same model read as llama stays llama; a checkpoint of one loads under the other (same shape).
+  std::string llama = nlohmann::json::parse(wl::hfConfigJson(v03, "--format")).dump();
+  llama.replace(llama.find("\"mistral\""), 9, "\"llama\"");
+  const wl::Workload as_llama = wl::parse(llama, "llama/config.json");
+  EXPECT_EQ(wl::hfModelType(as_llama), "llama");
+  EXPECT_EQ(wl::hfShapeType(as_llama), wl::hfShapeType(v03));
+  // A Qwen2 without a window stays qwen2; a trainscope workload file without model_type keeps its shape's type.
+  EXPECT_EQ(wl::hfModelType(wl::load("qwen2.5-7b")), "qwen2");
+  EXPECT_EQ(wl::hfModelType(wl::load("tiny-llama")), "llama");
+}
+
+TEST(ArchitectureAudit, MegatronsWindowUnderCpNeedsHeadsTheCpRanksSplit) {
+  // Transformer Engine's a2a exchange (the one that applies a window under CP) scatters each TP rank's
+  // q and K/V heads over the cp ranks: 6 q / 3 K/V heads do not split over 2 ranks. It was exported.
+  std::string six = with(as("mistral", kLlama), R"("sliding_window": 16)");
+  six.replace(six.find(R"("num_attention_heads": 4, "num_key_value_heads": 2)"), 50,
+              R"("num_attention_heads": 6, "num_key_value_heads": 3)");
+  six.replace(six.find(R"("hidden_size": 64)"), 17, R"("hidden_size": 96)");
+  const wl::Workload w = wl::parse(six, "six.json");
+  try {
+    megatronFlags(w, 2);
+    ADD_FAILURE() << "exported a window under cp 2 with 3 K/V heads";
+  } catch (const ts::UserError& e) {
+    EXPECT_EQ(e.field(), "--cp") << e.what();
+    EXPECT_NE(std::string(e.what()).find("--cp-comm-type a2a"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("pass --cp 3"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(megatronFlags(w, 3).find(" --cp-comm-type a2a"), std::string::npos);  // 6 and 3 split over 3
+  tn::Plan p = trainscope::models::planOf(runOf(w, 2));
+  EXPECT_EQ(tn::frameworkRefusal(tn::Framework::Megatron, p, w).flag, "--cp");
+  EXPECT_EQ(tn::frameworkRefusal(tn::Framework::Trainscope, p, w).flag, "");  // the ring has no such bound
+  p.cp = 3;
+  EXPECT_EQ(tn::frameworkRefusal(tn::Framework::Megatron, p, w).flag, "");
+  // Without a window the ring-free exchange is not used: no bound.
+  EXPECT_EQ(tn::frameworkRefusal(tn::Framework::Megatron, trainscope::models::planOf(runOf(wl::parse(kLlama, "l.json"), 3)),
+                                 wl::parse(kLlama, "l.json")).flag, "");
 }

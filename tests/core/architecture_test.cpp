@@ -525,7 +525,11 @@ TEST(Architecture, MissingKeysTakeTransformersDefaultsPerModelType) {
   EXPECT_EQ(mistral.sliding_window, 4096);
   EXPECT_DOUBLE_EQ(mistral.norm_eps, 1e-6);
   EXPECT_EQ(wl::parse(R"({"model_type": "mistral", "sliding_window": null, )" + shape + "}", "m.json").sliding_window, 0);
-  EXPECT_EQ(wl::parse(R"({"model_type": "mistral", "num_key_value_heads": null, )" + shape + "}", "m.json").kvHeads(), 32);
+  // transformers 5.25's MistralConfig refuses a null num_key_value_heads (strict field check): refused
+  // naming the key (it used to read as num_attention_heads); LlamaConfig reads null as the heads.
+  EXPECT_THROW(wl::parse(R"({"model_type": "mistral", "num_key_value_heads": null, )" + shape + "}", "m.json"),
+               trainscope::UserError);
+  EXPECT_EQ(wl::parse(R"({"model_type": "llama", "num_key_value_heads": null, )" + shape + "}", "l.json").kvHeads(), 32);
   const wl::Workload mixtral = wl::parse(R"({"model_type": "mixtral", "num_local_experts": 4, )" + shape + "}", "x.json");
   EXPECT_EQ(mixtral.kvHeads(), 8);
   EXPECT_EQ(mixtral.sliding_window, 0);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <tuple>
 
 #include "../common/cli.h"
 #include "trainscope/common/error.h"
@@ -145,4 +146,37 @@ TEST(Config, Adam8bitBlockAndThreadsHaveBoundsAndLanesAreRefusedByResolve) {
   EXPECT_EQ(fieldOf(l), "--cpu-lanes");
   l.local_sgd = 1;  // no gradient all-reduce: lanes are fine
   EXPECT_EQ(fieldOf(l), "");
+}
+
+TEST(Config, EveryOptimizerFieldIsRefusedOutsideItsRangeNamingTheRange) {
+  // The same check for a flag and a --config file's key (both resolve()); each message names the flag,
+  // the range and the value, and the fix names the file's key. A finite valid value has no cap.
+  const std::tuple<const char*, const char*, const char*> bad[] = {
+      {"lr", "-1", "--lr: must be positive"},          {"lr", "0", "--lr: must be positive"},
+      {"beta1", "1", "--beta1: must be in [0, 1)"},      {"beta2", "1.5", "--beta2: must be in [0, 1)"},
+      {"eps", "0", "--eps: must be positive"},           {"momentum", "-0.1", "--momentum: must be in [0, 1)"},
+      {"warmup", "-5", "--warmup: must be >= 0"},        {"clip", "-1", "--clip: must be >= 0"},
+      {"weight_decay", "-0.1", "--weight-decay: must be >= 0"}, {"min_lr_ratio", "2", "--min-lr-ratio: must be in [0, 1]"},
+      {"local_sgd", "-2", "--local-sgd: must be >= 0"},  {"adam8bit_block", "8", "--adam8bit-block: must be >= 16"}};
+  for (const auto& [key, value, want] : bad) {
+    rt::TrainConfig c = rt::fromJson(std::string(R"({"workload": "tiny", ")") + key + "\": " + value + "}", "cfg.json");
+    try {
+      rt::resolve(c);
+      ADD_FAILURE() << key << " " << value << " was accepted";
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(want), std::string::npos) << what;
+      EXPECT_NE(what.find(", got "), std::string::npos) << what;  // the value given
+    }
+  }
+  // The fix names the --config file's key too.
+  rt::TrainConfig c = rt::fromJson(R"({"workload": "tiny", "min_lr_ratio": 2})", "cfg.json");
+  try {
+    rt::resolve(c);
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"min_lr_ratio\": 0.1"), std::string::npos) << e.what();
+  }
+  // Finite, in range, however large: run (a divergent lr is skipped step by step, not refused).
+  rt::TrainConfig big = rt::fromJson(R"({"workload": "tiny", "lr": 1e20, "eps": 1e20, "weight_decay": 1e20})", "cfg.json");
+  EXPECT_NO_THROW(rt::resolve(big));
 }

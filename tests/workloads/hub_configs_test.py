@@ -92,7 +92,12 @@ def semantics(folder):
     attention window (transformers' own rule per model_type: Mistral and Mixtral window every layer,
     Qwen2 and Qwen2-MoE the layers layer_types names)."""
     cfg, model = build(folder)
-    s = {"shapes": {n: tuple(p.shape) for n, p in model.named_parameters()}}
+    # The model_type (and so the model class) the file names, as the user gave it: Mistral v0.3 (no
+    # window) used to come back as llama. The tokens generation stops on, and the routing of experts.
+    s = {"shapes": {n: tuple(p.shape) for n, p in model.named_parameters()}, "model_type": cfg.model_type,
+         "architectures": type(model).__name__,
+         "tokens": [getattr(cfg, k, None) for k in ("bos_token_id", "eos_token_id", "pad_token_id")],
+         "routing": [getattr(cfg, k, None) for k in ("num_experts_per_tok", "norm_topk_prob")]}
     if cfg.model_type == "gpt2":
         s.update(eps=cfg.layer_norm_epsilon, act=cfg.activation_function, positions=cfg.n_positions)
         return s

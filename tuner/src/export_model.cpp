@@ -6,6 +6,9 @@
 
 #include <cmath>
 
+#include "trainscope/common/error.h"
+#include "trainscope/models/plan.h"
+#include "trainscope/tuner/space.h"
 #include "trainscope/workloads/hf_config.h"
 
 namespace trainscope::tuner::detail {
@@ -87,6 +90,11 @@ void megatronWindow(std::ostringstream& o, const runconfig::TrainConfig& c, std:
     o << "]'";
   }
   if (c.cp > 1) {
+    // The exchange splits the heads over the cp ranks: a layout it cannot split is refused, not written.
+    if (const FrameworkRefusal r = megatronWindowCpRefusal(models::planOf(c), w); !r.why.empty())
+      throw UserError(r.flag, r.why + " (--format megatron)",
+                      r.fix + "; or export another candidate of the study (--trial N), or tune with --runner megatron, "
+                      "whose space leaves such layouts out");
     o << " --cp-comm-type a2a";
     notes.push_back("the sliding window under context parallelism: Transformer Engine applies it only with the "
                     "all-to-all exchange (--cp-comm-type a2a), which splits the heads over the " +

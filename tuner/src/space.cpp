@@ -82,7 +82,7 @@ void price(Candidate& cand, const workloads::Workload& w, const Cluster& c, cons
   if (cand.rejected.empty()) cand.rejected = whyInvalid(w, cand.plan);
   if (cand.rejected.empty()) cand.rejected = runtimeRefusal(w, cand.plan);
   if (cand.rejected.empty()) {
-    const FrameworkRefusal r = frameworkRefusal(o.framework, cand.plan);
+    const FrameworkRefusal r = frameworkRefusal(o.framework, cand.plan, w);
     if (!r.why.empty()) cand.rejected = std::string(frameworkKey(o.framework)) + " refuses it: " + r.flag + ": " + r.why;
   }
   if (!cand.rejected.empty()) return;
@@ -160,6 +160,29 @@ FrameworkRefusal frameworkRefusal(Framework f, const Plan& p) {
             "asserts \"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"",
             "pass --zero 1 (or 0) with --pp " + pp + ", or --pp 1 for ZeRO-" + std::to_string(runconfig::stageNumber(p.zero))};
   return {};
+}
+
+FrameworkRefusal megatronWindowCpRefusal(const Plan& p, const workloads::Workload& w) {
+  if (w.sliding_window <= 0 || p.cp <= 1 || p.tp < 1) return {};
+  const int64_t q = w.n_head / p.tp;
+  const int64_t kv = w.kvHeads() % p.tp == 0 ? w.kvHeads() / p.tp : 1;  // fewer K/V heads than tp: one, replicated
+  if (q % p.cp == 0 && kv % p.cp == 0) return {};
+  std::string fits;
+  for (int d = 2; d <= q && d <= kv; ++d)
+    if (q % d == 0 && kv % d == 0) fits += (fits.empty() ? "" : ", ") + std::to_string(d);
+  return {"--cp",
+          std::to_string(p.cp) + " with a sliding window: Megatron-LM (Transformer Engine) applies the window under "
+          "context parallelism only with the all-to-all exchange (--cp-comm-type a2a), which splits each TP rank's " +
+              std::to_string(q) + " query and " + std::to_string(kv) + " K/V heads over the cp ranks, and cp " +
+              std::to_string(p.cp) + " does not divide both",
+          (fits.empty() ? std::string("pass --cp 1") : "pass --cp " + fits + " (dividing both), or --cp 1") +
+              "; this runtime's ring exchange has no such bound (--framework trainscope)"};
+}
+
+FrameworkRefusal frameworkRefusal(Framework f, const Plan& p, const workloads::Workload& w) {
+  FrameworkRefusal r = frameworkRefusal(f, p);
+  if (r.why.empty() && f == Framework::Megatron) r = megatronWindowCpRefusal(p, w);
+  return r;
 }
 
 std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluster& c, const SpaceOptions& o) {

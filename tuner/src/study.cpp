@@ -139,8 +139,14 @@ StudyLock::StudyLock(const std::string& path, bool resume, const std::vector<std
                        "drop --resume to start the study there"));
     return;
   }
-  if (!isStudy(path))
+  if (!isStudy(path)) {
+    try {
+      rundb::refuseDamaged(path, "--study");
+    } catch (const UserError& e) {
+      refuse(e);
+    }
     refuse(UserError("--study", path + " exists and is not a trainscope study", "choose another path"));
+  }
   if (!resume)
     refuse(
         UserError("--study", path + " already holds a study", "pass --resume to continue it, or choose another path"));
@@ -160,7 +166,10 @@ void checkStudyPath(const std::string& path, bool resume) {
   ::fstat(fd, &st);
   ::close(fd);
   if (st.st_size == 0) return;  // made by a tune that stopped before SQLite wrote to it
-  if (!isStudy(path)) throw UserError("--study", path + " exists and is not a trainscope study", "choose another path");
+  if (!isStudy(path)) {
+    rundb::refuseDamaged(path, "--study");
+    throw UserError("--study", path + " exists and is not a trainscope study", "choose another path");
+  }
   if (!resume)
     throw UserError("--study", path + " already holds a study", "pass --resume to continue it, or choose another path");
 }
@@ -203,11 +212,22 @@ void Study::openReadOnly() {
   try {
     if (sqlite) db_ = openForReading(path, copy_dir_);
   } catch (const rundb::SqliteError& e) {
+    rundb::refuseDamaged(path, "study", e.what());
     throw UserError("study", path + " cannot be read (" + jsonErrorText(e.what()) + ")", kStudyFix);
   }
-  if (!sqlite || !db_->tableExists("study") || !db_->tableExists("trials")) {
+  bool tables = false;
+  try {
+    tables = sqlite && db_->tableExists("study") && db_->tableExists("trials");
+  } catch (const rundb::SqliteError& e) {
+    db_.reset();
+    removeCopy(copy_dir_);
+    rundb::refuseDamaged(path, "study", e.what());
+    throw UserError("study", path + " cannot be read (" + jsonErrorText(e.what()) + ")", kStudyFix);
+  }
+  if (!tables) {
     db_.reset();  // (the destructor does not run for a constructor that throws)
     removeCopy(copy_dir_);
+    rundb::refuseDamaged(path, "study");
     throw UserError("study", path + (::stat(path.c_str(), &st) == 0 ? " is not a trainscope study" : " does not exist"),
                     kStudyFix);
   }
@@ -452,8 +472,10 @@ bool StudySnapshot::isProfile(const TrialRecord& t) const {
 }
 
 StudySnapshot readStudy(const std::string& path) {
-  if (!isStudy(path))
+  if (!isStudy(path)) {
+    rundb::refuseDamaged(path, "study");
     throw UserError("study", path + " is not a trainscope study", "pass the --study file of `trainscope tune`");
+  }
   StudySnapshot out;
   out.path = path;
   std::string copy;  // a private copy, where the study must be read from one (openForReading)

@@ -80,7 +80,11 @@ std::string unmergedTraceHeader(const std::string& path, const Trace& t) {
     const auto it = t.meta.find(key);
     return it == t.meta.end() ? std::string() : it->second;
   };
-  return rundb::unmergedEventsNote(path, meta("trace_level"), meta("source"), "open");
+  std::string note = rundb::unmergedEventsNote(path, meta("trace_level"), meta("source"), "open");
+  // The ranks whose shards hold nothing (rank 0 failed first: no step, no config here), named.
+  if (!note.empty())
+    if (const std::string silent = rundb::silentRanksNote(path); !silent.empty()) note += "; " + silent;
+  return note;
 }
 
 }  // namespace trainscope::viewer

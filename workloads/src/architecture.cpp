@@ -338,7 +338,7 @@ static int64_t requiredInt(const nlohmann::json& j, const char* key, const std::
 static void parseHfHeads(const nlohmann::json& j, const std::string& source, const std::string& type, Workload* w) {
   // A key the file leaves out takes transformers' default for its model_type (5.x's configuration
   // classes): MistralConfig and MixtralConfig default num_key_value_heads to 8, LlamaConfig and
-  // Qwen2Config (and every class, for null) to num_attention_heads; rms_norm_eps is 1e-5 for Mixtral, 1e-6 otherwise;
+  // Qwen2Config (and, for null, these two only: refuseNulls refuses the others') to num_attention_heads; rms_norm_eps is 1e-5 for Mixtral, 1e-6 otherwise;
   // MistralConfig's sliding_window is 4096, as Qwen2Config's under use_sliding_window (null in the file: none).
   // Qwen2MoeConfig's is 16 whatever the heads.
   const bool mistral_like = type == "mistral" || type == "mixtral";
@@ -409,8 +409,64 @@ static void refuseExpertKeys(const nlohmann::json& j, const std::string& source,
                       std::string(key));
 }
 
+// Keys whose JSON null transformers 5.x refuses for a model_type (its configuration class's strict
+// field check: "expected float, got NoneType"), or accepts but cannot build a model of (rope_theta:
+// RoPE's inverse frequencies raise None to a power; Qwen2's and Qwen2-MoE's head_dim: the attention
+// keeps None as the head size). Their null is refused naming the key, never read as trainscope's
+// default. The nulls that mean something are read as transformers reads them: num_key_value_heads
+// (llama, qwen2: num_attention_heads), head_dim (llama, mistral, mixtral: hidden_size /
+// num_attention_heads), sliding_window (no window), rope_scaling, layer_types, mlp_only_layers.
+struct NullRule {
+  const char* key;
+  const char* types;  // the model_types that refuse it ("": every one)
+  const char* fix;
+};
+constexpr NullRule kNullRefused[] = {
+    {"rms_norm_eps", "", "set rms_norm_eps to the model's epsilon (1e-5: Llama 2, Mistral; 1e-6: Qwen2), or remove it for "
+                         "transformers' default"},
+    {"rope_theta", "", "set rope_theta to the model's RoPE base (10000: Llama 2; 500000: Llama 3; 1e6: Mistral v0.3), or "
+                       "remove it for transformers' default"},
+    {"tie_word_embeddings", "", "set tie_word_embeddings to true or false, or remove it (false)"},
+    {"attention_dropout", "", "set attention_dropout to 0.0, or remove it"},
+    {"attention_bias", "llama", "set attention_bias to true or false, or remove it (false)"},
+    {"mlp_bias", "llama", "set mlp_bias to true or false, or remove it (false)"},
+    {"num_key_value_heads", "mistral mixtral qwen2_moe", "set num_key_value_heads to the model's K/V heads, or remove it "
+                                                         "for transformers' default"},
+    {"head_dim", "qwen2 qwen2_moe", "set head_dim to hidden_size / num_attention_heads, or remove it"},
+    {"num_experts_per_tok", "mixtral qwen2_moe", "set num_experts_per_tok to the experts each token is routed to (2: "
+                                                 "Mixtral; 4: Qwen1.5-MoE), or remove it for transformers' default"},
+    {"num_experts", "mixtral qwen2_moe", "set num_experts to the number of experts, or remove it"},
+    {"router_aux_loss_coef", "mixtral qwen2_moe", "set router_aux_loss_coef (0.001: transformers' default), or remove it"},
+    {"router_jitter_noise", "mixtral", "set router_jitter_noise to 0, or remove it"},
+    {"use_sliding_window", "qwen2 qwen2_moe", "set use_sliding_window to true or false, or remove it (false)"},
+    {"max_window_layers", "qwen2 qwen2_moe", "set max_window_layers to the first windowed layer, or remove it"},
+    {"norm_topk_prob", "qwen2_moe", "set norm_topk_prob to true or false, or remove it (false)"},
+    {"moe_intermediate_size", "qwen2_moe", "set moe_intermediate_size to the experts' width, or remove it"},
+    {"shared_expert_intermediate_size", "qwen2_moe", "set shared_expert_intermediate_size, or remove it"},
+    {"qkv_bias", "qwen2_moe", "set qkv_bias to true or false, or remove it (true)"},
+    {"decoder_sparse_step", "qwen2_moe", "set decoder_sparse_step (1: every layer), or remove it"},
+};
+
+static void refuseNulls(const nlohmann::json& j, const std::string& source, const std::string& type) {
+  const auto refused = [&](const NullRule& r) {
+    const std::string types = std::string(" ") + r.types + " ";
+    return *r.types == 0 || types.find(" " + type + " ") != std::string::npos;
+  };
+  for (const NullRule& r : kNullRefused) {
+    const bool in_params = std::string(r.key) == "rope_theta" && j.contains("rope_parameters") &&
+                           j["rope_parameters"].is_object() && j["rope_parameters"].contains("rope_theta") &&
+                           j["rope_parameters"]["rope_theta"].is_null();
+    if (!refused(r) || !((j.contains(r.key) && j[r.key].is_null()) || in_params)) continue;
+    throw UserError(std::string("workload.") + (in_params ? "rope_parameters.rope_theta" : r.key),
+                    "is null in " + source + ": transformers refuses a null " + r.key + " for model_type " + type +
+                        " (its configuration's field check, or the model it builds fails), so no default is assumed",
+                    r.fix);
+  }
+}
+
 void parseHfDecoder(const nlohmann::json& j, const std::string& source, Workload* w) {
   const std::string type = j["model_type"].get<std::string>();
+  refuseNulls(j, source, type);
   auto need = [&](const char* key) { return requiredInt(j, key, source, type); };
   w->n_layer = need("num_hidden_layers");
   w->n_head = need("num_attention_heads");

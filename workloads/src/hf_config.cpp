@@ -86,6 +86,14 @@ std::string hfUnsupported(const Workload& w) {
 }
 
 std::string hfModelType(const Workload& w) {
+  const std::string shape = hfShapeType(w);
+  // Mistral without a window (v0.3: sliding_window null) builds what Llama without biases builds: the
+  // type the config.json said is kept, so that an import -> export round trip keeps its model_type.
+  if (shape == "llama" && w.hf_model_type == "mistral" && !w.qkv_bias && !w.proj_bias && !w.mlp_bias) return "mistral";
+  return shape;
+}
+
+std::string hfShapeType(const Workload& w) {
   if (!hfUnsupported(w).empty()) return "";
   if (gpt2Shaped(w)) return "gpt2";
   if (w.isMoe()) return w.shared_expert ? "qwen2_moe" : "mixtral";

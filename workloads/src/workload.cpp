@@ -366,6 +366,9 @@ Workload parse(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UserError("workload", source + " is not valid JSON: " + jsonErrorText(e.what()) + jsonCutShort(e.byte, text.size(), e.what()),
+                    "fix the file's syntax");
   } catch (const nlohmann::json::exception& e) {
     throw UserError("workload", source + " is not valid JSON: " + jsonErrorText(e.what()), "fix the file's syntax");
   }
@@ -420,6 +423,7 @@ Workload parse(const std::string& text, const std::string& source) {
   }
   if (decoder) {
     parseHfDecoder(j, source, &w);
+    w.hf_model_type = j["model_type"].get<std::string>();
     w.name = j.contains("name") ? j["name"].get<std::string>()
                                 : nameFromPath(source);
     if (j.contains("description")) w.description = j["description"].get<std::string>();

@@ -26,6 +26,7 @@
 #include "state/optim_state.h"
 #include "state/temp_folders.h"
 #include "trainscope/common/error.h"
+#include "trainscope/common/json_text.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/safetensors.h"
 #include "trainscope/runtime/comm.h"
@@ -61,9 +62,16 @@ std::vector<std::string> entries(const std::string& dir) {
 nlohmann::json stateOf(const std::string& dir, const std::string& field) {
   const std::string sd = dir + "/" + kStateDir, path = sd + "/state.json";
   if (!lstatIs(sd, S_IFDIR) || !lstatIs(path, S_IFREG)) return nullptr;
+  const std::string text = files::readTextFile(path, field, kFix);
   try {
-    nlohmann::json j = nlohmann::json::parse(files::readTextFile(path, field, kFix));
+    nlohmann::json j = nlohmann::json::parse(text);
     if (j.is_object() && j.value("format", "") == kFormat) return j;
+  } catch (const nlohmann::json::parse_error& e) {
+    // Ours by its place (DIR/trainscope/state.json): a cut-short file is said to be damaged, not
+    // "no trainscope state" (which sent the user after another folder).
+    throw UserError(field, path + " is damaged: not valid JSON (" + jsonErrorText(e.what()) +
+                               jsonCutShort(e.byte, text.size(), e.what()) + ")",
+                    "restore the checkpoint folder from a copy, or resume from an earlier --save (--save-every)");
   } catch (const nlohmann::json::exception&) {
   }
   return nullptr;
@@ -415,7 +423,7 @@ LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, 
   if (::stat(config.c_str(), &st) != 0) throw UserError(field, dir + " holds no config.json", fix);
   const workloads::Workload saved = workloads::parse(files::readTextFile(config, field, fix), config);
   const auto want = workloads::parameterTensors(cfg.model), have = workloads::parameterTensors(saved);
-  bool same = want.size() == have.size() && workloads::hfModelType(saved) == workloads::hfModelType(cfg.model);
+  bool same = want.size() == have.size() && workloads::hfShapeType(saved) == workloads::hfShapeType(cfg.model);
   for (size_t i = 0; same && i < want.size(); ++i) same = want[i].name == have[i].name && want[i].shape == have[i].shape;
   if (!same)
     throw UserError(field, config + " describes another model than workload " + cfg.model.name + " (" +

@@ -24,4 +24,15 @@ inline std::string jsonErrorText(const std::string& what) {
   return open == std::string::npos ? what : what.substr(open + 2);
 }
 
+// What to add to a JSON parse error at byte `byte` (nlohmann's parse_error::byte, 1-based) of a
+// text of `size` bytes: where the error is at the text's end (an object, array or string left
+// open), the file was cut short (an interrupted copy, a full disk) or never finished, which a
+// reader says rather than only "not valid JSON". "" otherwise.
+inline std::string jsonCutShort(size_t byte, size_t size, const std::string& what = "") {
+  const bool at_end = what.find("unexpected end of input") != std::string::npos ||
+                      what.find("missing closing quote") != std::string::npos;  // a string left open: only at the end
+  if (size == 0 || (byte < size && !at_end)) return "";
+  return "; it ends at byte " + std::to_string(size) + " inside the JSON: the file is truncated (cut short) or unfinished";
+}
+
 }  // namespace trainscope

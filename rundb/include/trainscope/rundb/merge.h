@@ -44,6 +44,10 @@ int64_t shardRank(const std::string& shard_path);
 // The shard files beside `run_db` (`run_db.rank<N>`), sorted by rank: what a failed or killed run
 // left behind.
 std::vector<std::string> leftoverShards(const std::string& run_db);
+// The ranks of `run_db`'s leftover shards that recorded nothing (a shard without an event: the rank
+// failed or was killed first), named in one line ("" when every shard holds events, or none is
+// beside it). Rank 0 writes every rank's steps, so with it the run database holds none.
+std::string silentRanksNote(const std::string& run_db);
 // What a traced run's database (trace_level, source: its meta) says of the events it does not hold
 // when its ranks' shards were never merged (the run was killed, or is still running): which shard
 // files beside it hold them, "(VERB each on its own)". Empty for an untraced, steps-level or imported

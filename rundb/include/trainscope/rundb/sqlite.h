@@ -146,5 +146,13 @@ class Transaction {
 
 // True when `path` starts with SQLite's file header (no SQLite call; for telling formats apart).
 bool looksLikeSqlite(const std::string& path);
+// Why a file that starts with SQLite's header cannot be a whole database ("" when nothing shows it):
+// shorter than the 100-byte header, or than the size its header records (pages x page size: a copy
+// or a disk cut short), or not whole pages. No SQLite call (https://www.sqlite.org/fileformat.html,
+// 1.3: the in-header size counts when its version-valid-for number equals the change counter).
+std::string sqliteDamage(const std::string& path);
+// Throws UserError naming `field` and the path when sqliteDamage(path) says the file is damaged, or
+// when `sqlite_error` (an error SQLite gave on it, "" for none) is SQLite's own "malformed" one.
+void refuseDamaged(const std::string& path, const std::string& field, const std::string& sqlite_error = "");
 
 }  // namespace trainscope::rundb

@@ -64,6 +64,13 @@ struct FrameworkRefusal {
   std::string flag, why, fix;
 };
 FrameworkRefusal frameworkRefusal(Framework f, const Plan& p);
+// The same, and what the framework refuses of this model under `p`: Megatron-LM runs a sliding window
+// under context parallelism only with Transformer Engine's all-to-all exchange (--cp-comm-type a2a,
+// Ulysses-style), which scatters each TP rank's query and K/V heads over the cp ranks: cp must divide
+// both (TE's "The number of attention heads needs to be divisible by CP size!").
+FrameworkRefusal frameworkRefusal(Framework f, const Plan& p, const workloads::Workload& w);
+// That window rule alone, for any framework's file that uses the exchange (the Megatron export).
+FrameworkRefusal megatronWindowCpRefusal(const Plan& p, const workloads::Workload& w);
 
 // Every candidate, valid ones first by predicted step time, then the rejected ones (with reasons).
 std::vector<Candidate> enumerateSpace(const workloads::Workload& w, const Cluster& c, const SpaceOptions& o);

@@ -16,7 +16,13 @@ namespace trainscope::workloads {
 // "gpt2", "llama", "mistral", "qwen2", "mixtral" or "qwen2_moe": the Hugging Face model_type that builds w as
 // trainscope does; "" when none does (a GPT-style mixture of experts with GELU experts, a Llama
 // with biases on some linears only, ALiBi, ...), and hfUnsupported(w) says why.
+// A workload read from a config.json keeps its model_type where that type builds the same model
+// (Mistral v0.3, sliding_window null: mistral, not llama).
 std::string hfModelType(const Workload& w);
+// The model_type of w's shape alone (what it was read as ignored): llama for any dense
+// RMSNorm/RoPE/SwiGLU model without a window or Qwen2's biases. Two workloads of one shape load
+// each other's checkpoints whatever type their files said.
+std::string hfShapeType(const Workload& w);
 std::string hfUnsupported(const Workload& w);
 
 // The config.json text (two-space indented, ending in a newline). Throws UserError naming `field`

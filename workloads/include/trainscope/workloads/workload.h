@@ -36,6 +36,10 @@ struct Workload {
   // do not change the model, but generation stops on eos: hfConfigJson writes them back, so a model
   // fine-tuned from SmolLM2 (eos 0) does not come out with LlamaConfig's default eos 2.
   std::string hf_token_ids;
+  // The model_type of the Hugging Face config.json it was read from ("": not one). Two types can
+  // build the same model (Mistral v0.3, sliding_window null, is a Llama without biases): the export
+  // keeps the one the user gave (hf_config.h's hfModelType).
+  std::string hf_model_type;
 
   // Architecture (architecture.h, docs/architectures.md). Defaults: GPT-2.
   Norm norm = Norm::LayerNorm;
