@@ -31,7 +31,10 @@ inline std::string jsonErrorText(const std::string& what) {
 inline std::string jsonCutShort(size_t byte, size_t size, const std::string& what = "") {
   const bool at_end = what.find("unexpected end of input") != std::string::npos ||
                       what.find("missing closing quote") != std::string::npos;  // a string left open: only at the end
-  if (size == 0 || (byte < size && !at_end)) return "";
+  // The last byte closing an object or array where a key or value was due ({"a": 1,}) is a syntax
+  // error in a whole text, not a cut one.
+  const bool closes = what.find("unexpected '}'") != std::string::npos || what.find("unexpected ']'") != std::string::npos;
+  if (size == 0 || (!at_end && (byte < size || closes))) return "";
   return "; it ends at byte " + std::to_string(size) + " inside the JSON: the file is truncated (cut short) or unfinished";
 }
 
