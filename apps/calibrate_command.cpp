@@ -303,7 +303,8 @@ std::string atTheirBounds(const std::vector<const tn::FitParam*>& params, const 
   return out.empty() ? "" : out + ": the rows ask for more than the model lets it give (a term it lacks, or rows of "
                                   "another machine); predictions from this file lean on that bound";
 }
-int runCalibrate(const CalibrateFlags& f) {
+// The flags' own consistency, before any file is read.
+void checkCalibrateFlags(const CalibrateFlags& f) {
   if (f.folds < 0 || f.folds == 1)
     throw UserError("--folds", std::to_string(f.folds) + " folds", "pass 2 or more, or 0 to skip cross-validation");
   if (f.max_evaluations < 1) throw UserError("--max-evaluations", "must be 1 or more", "pass e.g. 300");
@@ -320,6 +321,30 @@ int runCalibrate(const CalibrateFlags& f) {
   if (f.keep_fitted && f.replace_fitted)
     throw UserError("--keep-fitted", "cannot be given with --replace-fitted",
                     "choose one: keep the earlier fitted constants, or replace them with the trace's");
+}
+
+// The folds of the cross-validation: --folds, or unasked as many as the groups when fewer than 5 (a
+// CPU tune's study holds one or two world sizes: the default had refused `calibrate --from study.db`),
+// and none for one group, said in `not_cross_validated`.
+int64_t chooseFolds(const CalibrateFlags& f, const std::set<std::string>& groups, std::string& not_cross_validated) {
+  int64_t folds = f.folds;
+  if (!f.folds_given && folds > int64_t(groups.size())) {
+    folds = groups.size() >= 2 ? int64_t(groups.size()) : 0;
+    if (folds == 0)
+      not_cross_validated = "not cross-validated: the rows hold one group of model and cluster size (" + *groups.begin() +
+                            "), and folds never split a group; predict's interval is the in-sample one. Add rows of "
+                            "other models or cluster sizes to cross-validate";
+  }
+  if (folds > int64_t(groups.size()))
+    throw UserError("--folds", std::to_string(folds) + " folds, but the rows hold " + std::to_string(groups.size()) +
+                                   " group(s) of model and cluster size",
+                    groups.size() >= 2 ? "pass --folds " + std::to_string(groups.size()) + " or fewer (0: none)"
+                                       : "pass --folds 0, or add rows of other models or cluster sizes");
+  return folds;
+}
+
+int runCalibrate(const CalibrateFlags& f) {
+  checkCalibrateFlags(f);
   const tn::Cluster base = tn::loadCluster(f.cluster);
   if (!f.trace.empty()) return runCalibrateTrace(f, base);
   if (f.evaluate) return runEvaluate(f, base);
@@ -335,22 +360,8 @@ int runCalibrate(const CalibrateFlags& f) {
   const std::vector<const tn::FitParam*> params = chosenParams(f, base, rows);
   std::set<std::string> groups;
   for (const tn::FitRow& r : rows.rows) groups.insert(r.group);
-  // Unasked, the folds are as many as the groups when fewer than 5 (a CPU tune's study holds one or two
-  // world sizes: the default had refused `calibrate --from study.db`), and none for one group, said.
-  int64_t folds = f.folds;
   std::string not_cross_validated;
-  if (!f.folds_given && folds > int64_t(groups.size())) {
-    folds = groups.size() >= 2 ? int64_t(groups.size()) : 0;
-    if (folds == 0)
-      not_cross_validated = "not cross-validated: the rows hold one group of model and cluster size (" + *groups.begin() +
-                            "), and folds never split a group; predict's interval is the in-sample one. Add rows of "
-                            "other models or cluster sizes to cross-validate";
-  }
-  if (folds > int64_t(groups.size()))
-    throw UserError("--folds", std::to_string(folds) + " folds, but the rows hold " + std::to_string(groups.size()) +
-                                   " group(s) of model and cluster size",
-                    groups.size() >= 2 ? "pass --folds " + std::to_string(groups.size()) + " or fewer (0: none)"
-                                       : "pass --folds 0, or add rows of other models or cluster sizes");
+  const int64_t folds = chooseFolds(f, groups, not_cross_validated);
 
   const std::vector<double> base_s = tn::priceRows(base, rows.rows);
   refuseRowsInAnotherUnit(rows.rows, base_s, base);

@@ -208,6 +208,26 @@ void checkCalibrationRecord(const nlohmann::json& j, const std::string& where) {
 
 }  // namespace
 
+namespace {
+
+// A key one or two edits from one parseCluster reads (sustained_clok) is refused naming it; other
+// keys stay allowed. A key added to parseCluster is added here too.
+void refuseMisspeltClusterKeys(const nlohmann::json& j, const std::string& source) {
+  refuseMisspeltKeys(j, {"name", "description", "kind", "nodes", "devices_per_node", "memory_bytes", "peak_flops",
+                         "matmul_efficiency", "vector_flops", "memory_bandwidth", "sm_count", "memory_efficiency",
+                         "kernel_floor_s", "dispatch_s", "sustained_clock", "fp8_matmul_ceiling",
+                         "flash_forward_ceiling", "flash_backward_ceiling", "intra_node", "inter_node", "frameworks",
+                         "sources", "fitted", "calibration",
+                         // a user's own remarks, never taken for "nodes" misspelt
+                         "notes", "note", "comment", "comments"},
+                     "--cluster " + source + ": ");
+  for (const char* tier : {"intra_node", "inter_node"})
+    refuseMisspeltKeys(j[tier], {"bandwidth", "efficiency", "latency", "half_bytes"},
+                       "--cluster " + source + ": " + tier + ".");
+}
+
+}  // namespace
+
 Cluster parseCluster(const std::string& text, const std::string& source) {
   const nlohmann::json j = parseClusterJson(text, source);
   Cluster c;
@@ -294,17 +314,7 @@ Cluster parseCluster(const std::string& text, const std::string& source) {
     tier->latency = num(j[key], "latency", false, 0, AtLeastZero, tier_name);
     tier->half_bytes = num(j[key], "half_bytes", false, 0, AtLeastZero, tier_name);
   }
-  refuseMisspeltKeys(j, {"name", "description", "kind", "nodes", "devices_per_node", "memory_bytes", "peak_flops",
-                         "matmul_efficiency", "vector_flops", "memory_bandwidth", "sm_count", "memory_efficiency",
-                         "kernel_floor_s", "dispatch_s", "sustained_clock", "fp8_matmul_ceiling",
-                         "flash_forward_ceiling", "flash_backward_ceiling", "intra_node", "inter_node", "frameworks",
-                         "sources", "fitted", "calibration",
-                         // a user's own remarks, never taken for "nodes" misspelt
-                         "notes", "note", "comment", "comments"},
-                     "--cluster " + source + ": ");
-  for (const char* tier : {"intra_node", "inter_node"})
-    refuseMisspeltKeys(j[tier], {"bandwidth", "efficiency", "latency", "half_bytes"},
-                       "--cluster " + source + ": " + tier + ".");
+  refuseMisspeltClusterKeys(j, source);
   checkCalibrationRecord(j, "--cluster " + source + ": ");
   checkUnits(c, field);
   parseFrameworks(j, source, c);

@@ -428,6 +428,26 @@ void refuseBadInputs(const std::vector<std::string>& inputs) {
 
 }  // namespace
 
+namespace {
+
+// An import that recorded nothing, or only the step the profiler's stop cut, is refused saying why.
+void refuseNothingImported(const ImportStats& st, const std::vector<std::string>& inputs) {
+  if (recognised(st) == 0)  // one file: named (it read "nothing was recognised in 1 file(s)")
+    throw UserError("import", "nothing was recognised in " + (inputs.size() == 1 ? inputs[0] : std::to_string(inputs.size()) + " files") +
+                                  ": no CPU ops, annotations, kernels, API calls or copies",
+                    "pass PyTorch profiler (Kineto) traces or Nsight Systems SQLite exports");
+  if (st.steps == 0 && !st.stop_stubs.empty()) {  // only what the stop cut: a trace overwritten by its cut cycle
+    const auto& [file, k] = *st.stop_stubs.begin();
+    throw UserError("import", file + " holds no step but ProfilerStep#" + std::to_string(k) +
+                                  ", which the profiler's stop cut as it began: no work was recorded in it",
+                    "a schedule() without repeat= begins a new cycle after each, and an on_trace_ready that writes "
+                    "one fixed path keeps only the last, cut one: pass repeat=1, or a path per cycle "
+                    "(tensorboard_trace_handler), and import the cycles' files");
+  }
+}
+
+}  // namespace
+
 ImportStats importTraces(const std::vector<std::string>& inputs, const std::string& out_db, bool overwrite) {
   refuseBadInputs(inputs);
   checkWritable(out_db, overwrite, "-o", inputs);  // never an input (nor its -wal/-shm/-journal)
@@ -495,18 +515,7 @@ ImportStats importTraces(const std::vector<std::string>& inputs, const std::stri
     }
     importers::finishKineto(store, st, shared);
     store.setMeta("world_size", std::to_string(rule.ranks()));
-    if (recognised(st) == 0)  // one file: named (it read "nothing was recognised in 1 file(s)")
-      throw UserError("import", "nothing was recognised in " + (inputs.size() == 1 ? inputs[0] : std::to_string(inputs.size()) + " files") +
-                                    ": no CPU ops, annotations, kernels, API calls or copies",
-                      "pass PyTorch profiler (Kineto) traces or Nsight Systems SQLite exports");
-    if (st.steps == 0 && !st.stop_stubs.empty()) {  // only what the stop cut: a trace overwritten by its cut cycle
-      const auto& [file, k] = *st.stop_stubs.begin();
-      throw UserError("import", file + " holds no step but ProfilerStep#" + std::to_string(k) +
-                                    ", which the profiler's stop cut as it began: no work was recorded in it",
-                      "a schedule() without repeat= begins a new cycle after each, and an on_trace_ready that writes "
-                      "one fixed path keeps only the last, cut one: pass repeat=1, or a path per cycle "
-                      "(tensorboard_trace_handler), and import the cycles' files");
-    }
+    refuseNothingImported(st, inputs);
     auto counts = [](const std::map<std::string, int64_t>& m) {  // a category's bytes that are not UTF-8: U+FFFD
       return jsonText(nlohmann::json(m));
     };
