@@ -58,13 +58,13 @@ struct Outcome {
   double megatron_bytes_per_param = 18;
   tn::DeepSpeedZero deepspeed;  // --deepspeed-config's knobs (framework memory)
   std::string routing;          // which routing the MoE figures priced (routingLine; "" when dense)
-  int64_t framework_peak = 0;   // FSDP's / DeepSpeed's own peak on a GPU (frameworkPeak; 0: none)
+  int64_t framework_peak = 0;   // FSDP's / DeepSpeed's / Megatron-LM's own peak on a GPU (frameworkPeak; 0: none)
   int64_t megatronParamsOpt(int64_t stage) const {
     return tn::megatronLayersParamsOpt(w, p, stage, runconfig::shardsOptimizer(p.zero));
   }
   int64_t megatronEmbeddingOpt() const { return tn::megatronEmbeddingParamsOpt(w, p, megatron_bytes_per_param); }
-  // What `fits` is judged on: FSDP's or DeepSpeed's own peak on a GPU (framework_peak), else this
-  // runtime's worst stage, which is Megatron-LM's and trainscope's.
+  // What `fits` is judged on: FSDP's, DeepSpeed's or Megatron-LM's own peak on a GPU (framework_peak),
+  // else this runtime's worst stage.
   int64_t judgedPeak() const { return framework_peak > 0 ? framework_peak : m.peak(); }
   const char* judgedBy() const { return framework_peak > 0 ? tn::frameworkKey(framework) : "trainscope"; }
 };
@@ -461,9 +461,10 @@ void printText(const Outcome& o) {
                   s.peakPhase(), gib(s.total()), s.stage == m.worst_stage ? "*" : " ", gib(s.megatron_activations));
     std::cout << line;
   }
-  if (fpeak > 0)  // FSDP's / DeepSpeed's own peak decides (printFrameworkMemory's line)
+  if (fpeak > 0)  // FSDP's / DeepSpeed's / Megatron-LM's own peak decides (printFrameworkMemory's line)
     std::printf("%s: %s's peak %.2f GiB of %.2f (this runtime's worst stage %lld: %.2f GiB)\n",
-                fits ? "fits" : "DOES NOT FIT", framework == tn::Framework::Fsdp ? "FSDP" : "DeepSpeed",
+                fits ? "fits" : "DOES NOT FIT",
+                framework == tn::Framework::Fsdp ? "FSDP" : framework == tn::Framework::Megatron ? "Megatron-LM" : "DeepSpeed",
                 gib(o.judgedPeak()), gib(c.memory_bytes), static_cast<long long>(m.worst_stage), gib(m.peak()));
   else
     std::printf("%s: worst stage %lld needs %.2f GiB of %.2f\n", fits ? "fits" : "DOES NOT FIT",
@@ -599,7 +600,8 @@ PricedConfig priceConfig(const PredictFlags& f, const workloads::Workload& w, co
   out.options = priced.options;
   out.step_s = priced.t.step_s;
   out.peak_bytes = priced.m.peak();
-  // What predict's "fits" is judged on (evaluate's framework_peak): FSDP's / DeepSpeed's own peak on a GPU.
+  // What predict's "fits" is judged on (evaluate's framework_peak): FSDP's / DeepSpeed's / Megatron-LM's own
+  // peak on a GPU.
   tn::Cluster fc = c;
   if (priced.options.reduce_bytes > 0) fc.mutableProfile(priced.options.framework).reduce_bytes = priced.options.reduce_bytes;
   const int64_t framework_peak =

@@ -2,6 +2,7 @@
 #include "predict_framework_memory.h"
 
 #include <cstdio>
+#include <string>
 
 #include "trainscope/models/framework_memory.h"
 
@@ -9,9 +10,25 @@ namespace trainscope::apps {
 
 namespace tn = trainscope::tuner;
 
+namespace {
+std::string fixed2(double v) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.2f", v);
+  return b;
+}
+}  // namespace
+
 void addFrameworkMemoryJson(nlohmann::json& j, const workloads::Workload& w, const tn::Plan& p, tn::Framework f,
                             const tn::Cluster& c, const tn::MemoryPrediction& m,
                             const tn::DeepSpeedZero& z) {
+  if (f == tn::Framework::Megatron && c.kind == tn::ClusterKind::Gpu) {
+    const tn::MegatronPeak mp = tn::megatronPeak(w, p, m);
+    j["framework_memory"] = {{"framework", "megatron"}, {"stage", mp.stage},
+                             {"params_opt_bytes", mp.params_opt}, {"embedding_opt_bytes", mp.embedding_opt},
+                             {"activations_bytes", mp.activations}, {"fp8_weights_bytes", mp.fp8_weights},
+                             {"peak_bytes", mp.bytes}};
+    return;
+  }
   tn::FrameworkMemory fm;
   if (!tn::frameworkMemory(w, p, f, c.profile(f), fm, z)) return;
   nlohmann::json items = nlohmann::json::array();
@@ -26,9 +43,19 @@ void addFrameworkMemoryJson(nlohmann::json& j, const workloads::Workload& w, con
 
 void printFrameworkMemory(const workloads::Workload& w, const tn::Plan& p, tn::Framework f, const tn::Cluster& c,
                           const tn::MemoryPrediction& m, const tn::DeepSpeedZero& z) {
+  const auto gib = [](int64_t b) { return double(b) / double(int64_t(1) << 30); };
+  if (f == tn::Framework::Megatron && c.kind == tn::ClusterKind::Gpu) {
+    const tn::MegatronPeak mp = tn::megatronPeak(w, p, m);
+    std::printf("Megatron-LM memory per rank, stage %lld: parameters + optimizer %.2f GiB, embedding/output tables "
+                "%.2f GiB, activations %.2f GiB%s = peak %.2f GiB (megatron-core's theoretical memory)\n",
+                static_cast<long long>(mp.stage), gib(mp.params_opt), gib(mp.embedding_opt), gib(mp.activations),
+                mp.fp8_weights > 0 ? (", Transformer Engine's FP8 weights " + fixed2(gib(mp.fp8_weights)) + " GiB").c_str()
+                                   : "",
+                gib(mp.bytes));
+    return;
+  }
   tn::FrameworkMemory fm;
   if (!tn::frameworkMemory(w, p, f, c.profile(f), fm, z)) return;
-  const auto gib = [](int64_t b) { return double(b) / double(int64_t(1) << 30); };
   std::printf("%s memory per rank: model states %.2f GiB (params %.2f, grads %.2f, optimizer %.2f), buffers %.2f GiB, "
               "transient %.2f GiB, + activations %.2f GiB = peak %.2f GiB\n",
               fm.framework == "fsdp" ? "FSDP" : "DeepSpeed", gib(fm.modelStates()), gib(fm.params), gib(fm.grads),

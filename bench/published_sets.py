@@ -69,8 +69,9 @@ class Sets:
         """The cluster file an MPT row of `gpu` ("a100_80gb", "a100_40gb", "h100_80gb") ran on: the
         GPU's preset (A100 40 GB: a100-40gb-x8, the 80 GB preset with CUDA's 40,536 MiB and 1,555 GB/s
         HBM2). Its "bf16" rows ran Composer's FSDP mixed_precision PURE (gradients reduced in bf16:
-        the fsdp profile's reduce_bytes 2), its "amp_bf16" rows DEFAULT (reduce_dtype fp32): the MP Mode
-        column of llm-foundry's benchmarking tables. The node-to-node rate, where the row's table names
+        the fsdp profile's reduce_bytes 2), its "amp_bf16" and "amp_fp8" rows DEFAULT (reduce_dtype fp32):
+        the MP Mode column of llm-foundry's benchmarking tables; amp_fp8 (Transformer Engine's FP8 linears
+        under Composer) is priced as `predict --precision fp8`. The node-to-node rate, where the row's table names
         one ("... with 1600 Gbps node-node interconnect"), is that rate over the node's 8 GPUs."""
         key = (gpu, precision, table)
         if key in self._mpt_clusters:
@@ -79,8 +80,10 @@ class Sets:
                    "h200": "h200-x8", "h200_141gb": "h200-x8"}
         if gpu not in presets:
             raise SystemExit("%s: gpu %r has no cluster preset here; use one of %s" % (where, gpu, ", ".join(sorted(presets))))
-        if precision not in ("bf16", "amp_bf16"):
-            raise SystemExit("%s: precision %r is neither bf16 (FSDP PURE) nor amp_bf16 (DEFAULT)" % (where, precision))
+        if precision not in ("bf16", "amp_bf16", "amp_fp8"):
+            raise SystemExit("%s: precision %r is none of bf16 (FSDP PURE), amp_bf16 or amp_fp8 (DEFAULT)" % (where, precision))
+        if precision == "amp_fp8" and not presets[gpu].startswith("h"):
+            raise SystemExit("%s: precision amp_fp8 on %s, which has no FP8 tensor cores" % (where, gpu))
         c = json.load(open(os.path.join(os.path.dirname(PRESET), presets[gpu] + ".json")))
         changed = []
         if precision == "bf16":
@@ -179,7 +182,8 @@ class Sets:
             wl = self.workload("mpt-" + r["model"], s["n_layers"], s["n_heads"], s["d_model"], r["seq"], s["vocab_size"])
             cluster = self.mpt_cluster(r["gpu"], r["precision"], r.get("table", ""), "%s row %d" % (name, i))
             line = {"workload": wl, "cluster": cluster, "nodes": max(1, r["gpus"] // 8), "gpus": r["gpus"],
-                    "mbs": r["mbs"], "gbs": r["gbs"], "seq": r["seq"], "precision": "bf16",
+                    "mbs": r["mbs"], "gbs": r["gbs"], "seq": r["seq"],
+                    "precision": "fp8" if r["precision"] == "amp_fp8" else "bf16",
                     "ckpt": "full" if r["activation_checkpointing"] else "none",
                     "zero": 3 if r["sharding"] == "FULL_SHARD" else 2, "attention": "flash"}
             if self.fw_fsdp:

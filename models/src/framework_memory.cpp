@@ -159,8 +159,27 @@ int64_t opListActivations(const MemoryPrediction& m) {
   return s.activations + s.head;
 }
 
+MegatronPeak megatronPeak(const workloads::Workload& w, const Plan& p, const MemoryPrediction& m) {
+  const bool distributed = runconfig::shardsOptimizer(p.zero);
+  const double emb_bpp = megatronBytesPerParam(p, distributed);
+  MegatronPeak worst;
+  for (const StageMemory& s : m.stages) {
+    MegatronPeak at;
+    at.stage = s.stage;
+    at.params_opt = megatronLayersParamsOpt(w, p, s.stage, distributed);
+    at.embedding_opt = megatronEmbeddingTables(w, p, s.stage) * megatronEmbeddingParamsOpt(w, p, emb_bpp);
+    at.activations = s.megatron_activations;
+    at.fp8_weights = s.fp8_weights;
+    at.bytes = at.params_opt + at.embedding_opt + at.activations + at.fp8_weights;
+    if (at.bytes > worst.bytes) worst = at;
+  }
+  return worst;
+}
+
 int64_t frameworkPeak(const workloads::Workload& w, const Plan& p, const Cluster& c, Framework f,
                       const MemoryPrediction& m, const DeepSpeedZero& z) {
+  if (c.kind == ClusterKind::Cpu) return 0;
+  if (f == Framework::Megatron) return megatronPeak(w, p, m).bytes;
   FrameworkMemory fm;
   if (c.kind == ClusterKind::Cpu || !frameworkMemory(w, p, f, c.profile(f), fm, z)) return 0;
   return fm.total() + opListActivations(m);

@@ -1,6 +1,7 @@
 """bench/predict_vs_published.py on a data folder that holds another GPU's MPT table (the form of
 shared/calibration/mpt-a100.json): it becomes its own set, priced on that GPU's preset, and a row
-of a GPU with no preset is refused by name. Run by ctest (bench.published_sets); skipped (77)
+of a GPU with no preset is refused by name; an amp_fp8 table (llm-foundry's "H100 80GB FP8") is priced in
+FP8, and refused by row on a GPU without FP8. Run by ctest (bench.published_sets); skipped (77)
 where the shared calibration folder is not beside the checkout."""
 import json
 import os
@@ -35,6 +36,11 @@ def main():
                              table="H100 80GB BF16 with 3200 Gbps node-node interconnect (RoCE)")
                         for r in src["rows"] if r["gpu"] == "a100_80gb"][:6]
         json.dump(h100, open(os.path.join(d, "mpt-h100.json"), "w"))
+        # llm-foundry's "H100 80GB FP8" table: amp_fp8 (Transformer Engine's FP8 linears), priced as
+        # predict --precision fp8 with FSDP's DEFAULT mixed precision.
+        fp8 = dict(h100)
+        fp8["rows"] = [dict(r, precision="amp_fp8", table="H100 80GB FP8") for r in h100["rows"]]
+        json.dump(fp8, open(os.path.join(d, "mpt-h100fp8.json"), "w"))
         out = run(binary, d, "--json")
         if out.returncode != 0:
             failures.append("exit %d: %s" % (out.returncode, out.stderr[-500:]))
@@ -55,6 +61,20 @@ def main():
                 failures.append("no A100 row of the label %r to compare the H100 row with" % h[0]["label"])
             elif not h[0]["predicted_s"] < a[0]["predicted_s"]:
                 failures.append("the same row on H100 (%.3f s) is not faster than on A100 (%.3f s)" % (h[0]["predicted_s"], a[0]["predicted_s"]))
+            f8 = [r for r in res["rows"] if r["set"] == "mpt-h100fp8"]
+            if s.get("mpt-h100fp8", {}).get("priced") != 6 or any(r["line"]["precision"] != "fp8" for r in f8):
+                failures.append("mpt-h100fp8 set: %s, precisions %s" % (s.get("mpt-h100fp8"), sorted({r["line"]["precision"] for r in f8})))
+            elif h and not f8[0]["predicted_s"] < h[0]["predicted_s"]:
+                failures.append("the same row in FP8 (%.3f s) is not faster than in bf16 (%.3f s)" % (f8[0]["predicted_s"], h[0]["predicted_s"]))
+        os.remove(os.path.join(d, "mpt-h100fp8.json"))
+        # amp_fp8 on a GPU without FP8 tensor cores is refused by file and row.
+        fp8["rows"][0]["gpu"] = "a100_80gb"
+        json.dump(fp8, open(os.path.join(d, "mpt-a100fp8.json"), "w"))
+        out = run(binary, d)
+        said = out.stderr + out.stdout
+        if out.returncode == 0 or "mpt-a100fp8.json row 0" not in said or "FP8" not in said:
+            failures.append("amp_fp8 on an A100: exit %d, %s" % (out.returncode, said[-300:]))
+        os.remove(os.path.join(d, "mpt-a100fp8.json"))
         h100["rows"][0]["gpu"] = "mi300x"
         json.dump(h100, open(os.path.join(d, "mpt-h100.json"), "w"))
         out = run(binary, d)

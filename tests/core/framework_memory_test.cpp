@@ -1,4 +1,4 @@
-// framework_memory_test.cpp — FSDP's and DeepSpeed ZeRO's model state and buffers per rank
+// framework_memory_test.cpp — FSDP's and DeepSpeed ZeRO's model state and buffers per rank, Megatron-LM's peak,
 // (models/framework_memory.h; docs/memory-model.md, "FSDP and DeepSpeed") against hand computations
 // from the parameter list, and predict's JSON carrying them. DeepSpeed's own estimators are the
 // oracle in tests/models/deepspeed_memory_oracle.py.
@@ -99,7 +99,16 @@ TEST(FrameworkMemory, FrameworkPeakIsTheFrameworksStateAndTheOpListsActivations)
   EXPECT_EQ(md::frameworkPeak(w, p, gpu, md::Framework::Deepspeed, m),
             md::deepspeedMemory(w, p).total() + worst.activations + worst.head);
   EXPECT_EQ(md::frameworkPeak(w, p, gpu, md::Framework::Trainscope, m), 0);
-  EXPECT_EQ(md::frameworkPeak(w, p, gpu, md::Framework::Megatron, m), 0);
+  // Megatron-LM's: megatron-core's theoretical memory of its worst stage (tests/models/
+  // megatron_memory_oracle.py checks it against megatron-core's own formula).
+  const bool distopt = trainscope::runconfig::shardsOptimizer(p.zero);
+  const md::StageMemory& s0 = m.stages.front();
+  EXPECT_EQ(md::frameworkPeak(w, p, gpu, md::Framework::Megatron, m),
+            md::megatronLayersParamsOpt(w, p, 0, distopt) +
+                md::megatronEmbeddingTables(w, p, 0) *
+                    md::megatronEmbeddingParamsOpt(w, p, md::megatronBytesPerParam(p, distopt)) +
+                s0.megatron_activations);
+  EXPECT_EQ(md::frameworkPeak(w, p, cpu, md::Framework::Megatron, m), 0);
   EXPECT_EQ(md::frameworkPeak(w, p, cpu, md::Framework::Fsdp, m), 0);
 }
 
@@ -132,4 +141,63 @@ TEST(FrameworkMemory, FitsIsJudgedByTheNamedFrameworksPeak) {
                         " --seq 8192 --attention flash --framework fsdp");
   ASSERT_EQ(text.status, 0) << text.output;
   EXPECT_NE(text.output.find("fits: FSDP's peak"), std::string::npos) << text.output;
+}
+
+// FP8 under Megatron-LM: Transformer Engine caches each FP8 GEMM's E4M3 weight and its transpose for the
+// step (2 bytes an element) beside megatron-core's theoretical memory. gpt2-774m (h = 1280, 36 layers)
+// at tp 2: QKV 3h², projection h², MLP 8h² = 12h² weight elements a layer, ÷ 2.
+TEST(FrameworkMemory, MegatronFp8AddsTransformerEnginesWeightWorkspacesByHand) {
+  const wl::Workload w = wl::load("gpt2-774m");
+  md::Plan p = plan(4, trainscope::runconfig::ZeroStage::None);
+  p.tp = 2;
+  p.sequence_parallel = true;
+  p.precision = trainscope::runconfig::Precision::FP8;
+  const md::MemoryPrediction m = md::predictMemory(w, p);
+  const md::MegatronPeak mp = md::megatronPeak(w, p, m);
+  const double h = 1280;
+  EXPECT_EQ(mp.fp8_weights, int64_t(2.0 * 12 * h * h * 36 / 2));
+  EXPECT_EQ(mp.bytes, mp.params_opt + mp.embedding_opt + mp.activations + mp.fp8_weights);
+  p.precision = trainscope::runconfig::Precision::BF16;
+  EXPECT_EQ(md::megatronPeak(w, p, md::predictMemory(w, p)).fp8_weights, 0);
+}
+
+// `fits` under --framework megatron is Megatron-LM's own: NVIDIA's NeMo 24.07 performance summary
+// (docs/source/performance/performance_summary.md, DGX-H100) trained Llama-2-7B on 8 H100s at seq 4096,
+// mbs 1, FP8, TP 1 PP 1 with the distributed optimizer. Megatron-LM's memory fits it (74 GiB of 79.18);
+// this runtime's (fp32 master weights unsharded) would not.
+TEST(FrameworkMemory, FitsUnderMegatronIsMegatronLmsTheoreticalMemory) {
+  const std::string wpath = trainscope::testing::tempPath("llama2-7b.json");
+  {
+    std::ofstream f(wpath);
+    f << R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+             "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+             "max_position_embeddings": 4096, "tie_word_embeddings": false})";
+  }
+  const std::string args = "predict --workload " + wpath +
+                           " --cluster h100-80gb-x8 --gbs 128 --mbs 1 --seq 4096 --precision fp8 --framework ";
+  const auto meg = cli(args + "megatron --use-distributed-optimizer --json");
+  const auto own = cli(args + "trainscope --zero 1 --json");
+  ASSERT_EQ(meg.status, 0) << meg.output;
+  ASSERT_EQ(own.status, 0) << own.output;
+  const auto jm = nlohmann::json::parse(meg.output.substr(meg.output.find('{')));
+  const auto jo = nlohmann::json::parse(own.output.substr(own.output.find('{')));
+  EXPECT_EQ(jm["fits_by"], "megatron");
+  EXPECT_TRUE(jm["fits"].get<bool>()) << jm["framework_memory"];
+  const auto& fm = jm["framework_memory"];
+  EXPECT_EQ(fm["framework"], "megatron");
+  EXPECT_EQ(fm["peak_bytes"].get<int64_t>(),
+            fm["params_opt_bytes"].get<int64_t>() + fm["embedding_opt_bytes"].get<int64_t>() +
+                fm["activations_bytes"].get<int64_t>() + fm["fp8_weights_bytes"].get<int64_t>());
+  // Its parts are the stage's Megatron columns.
+  const auto& st = jm["stages"][fm["stage"].get<size_t>()];
+  EXPECT_EQ(fm["params_opt_bytes"], st["megatron_params_opt_bytes"]);
+  EXPECT_EQ(fm["embedding_opt_bytes"], st["megatron_embedding_opt_bytes"]);
+  EXPECT_EQ(fm["activations_bytes"], st["megatron_activations_bytes"]);
+  EXPECT_EQ(fm["fp8_weights_bytes"], st["fp8_weights_bytes"]);
+  EXPECT_EQ(jo["fits_by"], "trainscope");
+  EXPECT_FALSE(jo["fits"].get<bool>()) << jo["peak_bytes"];
+  const auto text = cli(args + "megatron --use-distributed-optimizer");
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("fits: Megatron-LM's peak"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("Transformer Engine's FP8 weights"), std::string::npos) << text.output;
 }

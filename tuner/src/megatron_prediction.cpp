@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "trainscope/models/framework_memory.h"
 #include "trainscope/tuner/job.h"
 #include "trainscope/tuner/models.h"
 
@@ -28,16 +29,13 @@ std::string megatronPrediction(const StudyInputs& study, const runconfig::TrainC
   const TimePrediction meg = predictTime(c.model, p, cl, {-1.0, Framework::Megatron});
   const TimePrediction own = predictTime(c.model, p, cl, {-1.0, Framework::Trainscope});
   const MemoryPrediction m = predictMemory(c.model, p);
-  const double bpp = megatronBytesPerParam(p, runconfig::shardsOptimizer(c.zero));
-  const int64_t meg_first = megatronLayersParamsOpt(c.model, p, 0, runconfig::shardsOptimizer(c.zero)) +
-                            megatronEmbeddingTables(c.model, p, 0) * megatronEmbeddingParamsOpt(c.model, p, bpp) +
-                            m.stages.front().megatron_activations;
+  const MegatronPeak meg_peak = megatronPeak(c.model, p, m);  // its theoretical memory, worst stage
   char text[400];
   std::snprintf(text, sizeof(text),
-                "predicted on %s: Megatron-LM %.4g s/step (MFU %.0f%%), first stage %.3g GiB; this runtime %.4g "
+                "predicted on %s: Megatron-LM %.4g s/step (MFU %.0f%%), %.3g GiB on stage %lld; this runtime %.4g "
                 "s/step, %.3g GiB on its busiest stage",
-                cl.name.c_str(), meg.step_s, meg.mfu * 100, double(meg_first) / double(1 << 30), own.step_s,
-                double(m.peak()) / double(1 << 30));
+                cl.name.c_str(), meg.step_s, meg.mfu * 100, double(meg_peak.bytes) / double(1 << 30),
+                static_cast<long long>(meg_peak.stage), own.step_s, double(m.peak()) / double(1 << 30));
   return text;
 }
 

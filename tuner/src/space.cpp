@@ -88,8 +88,9 @@ void price(Candidate& cand, const workloads::Workload& w, const Cluster& c, cons
   if (!cand.rejected.empty()) return;
   const MemoryPrediction m = predictMemory(w, cand.plan);
   const TimePrediction t = predictTime(w, cand.plan, c, TimeOptions{-1.0, o.framework});
-  // An FSDP or DeepSpeed job on GPUs is judged by that framework's own peak (frameworkPeak: its model
-  // states and buffers, the op list's activations), as its trial will reach it; else the runtime's.
+  // An FSDP, DeepSpeed or Megatron-LM job on GPUs is judged by that framework's own peak (frameworkPeak:
+  // its model states and buffers, the op list's activations; Megatron-LM's theoretical memory), as its
+  // trial will reach it; else the runtime's.
   const int64_t framework_peak = frameworkPeak(w, cand.plan, c, o.framework, m);
   cand.predicted_peak = framework_peak > 0 ? framework_peak : m.peak();
   cand.predicted_step_s = t.step_s;

@@ -66,7 +66,8 @@ ParamCounts paramCounts(const workloads::Workload& w, const Plan& p, double pers
 // SHARD_GRAD_OP for zero 2, NO_SHARD otherwise), its reduce dtype from the profile's reduce_bytes.
 FrameworkMemory deepspeedMemory(const workloads::Workload& w, const Plan& p, const DeepSpeedZero& z = {});
 FrameworkMemory fsdpMemory(const workloads::Workload& w, const Plan& p, const FrameworkProfile& profile);
-// The one for `f` (Fsdp or Deepspeed); false for the others (their memory is memory_model.h's).
+// The one for `f` (Fsdp or Deepspeed); false for the others (this runtime's and Megatron-LM's memory
+// are memory_model.h's columns: megatronPeak).
 // `z`: DeepSpeed's knobs (predict --deepspeed-config), its defaults otherwise.
 bool frameworkMemory(const workloads::Workload& w, const Plan& p, Framework f, const FrameworkProfile& profile,
                      FrameworkMemory& out, const DeepSpeedZero& z = {});
@@ -74,9 +75,23 @@ bool frameworkMemory(const workloads::Workload& w, const Plan& p, Framework f, c
 // The worst stage's activations and head of `m` (the op list's: the same kernels under FSDP and DeepSpeed).
 int64_t opListActivations(const MemoryPrediction& m);
 
-// The peak a rank of framework `f` reaches on a GPU: its model states, buffers and transients plus the
-// op list's activations (`m`). 0 where `f` has no framework memory (Trainscope, Megatron: m.peak() is
-// theirs) or on a CPU cluster, where this runtime's model holds: a CPU trial runs fp32 with no 16-bit
+// Megatron-LM's own peak per rank on a GPU, its worst pipeline stage: megatron-core's theoretical
+// memory (theoretical_memory_usage.py) — the stage's layers' weights and optimizer state at
+// megatronBytesPerParam (18, or 6 + 12/d with --use-distributed-optimizer), the embedding and output
+// tables it holds, Korthikanti et al.'s activations with the schedule's micro-batches in flight
+// (StageMemory::megatron_activations, logits included) — plus, under --precision fp8, Transformer
+// Engine's FP8 weight workspaces (each FP8 GEMM's E4M3 weight and its transpose, 2 bytes an element,
+// cached across the step's micro-batches: StageMemory::fp8_weights; --fp8-param-gather, which our
+// export does not write, would replace the 16-bit copy instead).
+struct MegatronPeak {
+  int64_t bytes = 0, stage = 0;
+  int64_t params_opt = 0, embedding_opt = 0, activations = 0, fp8_weights = 0;  // that stage's parts
+};
+MegatronPeak megatronPeak(const workloads::Workload& w, const Plan& p, const MemoryPrediction& m);
+
+// The peak a rank of framework `f` reaches on a GPU: FSDP's and DeepSpeed's model states, buffers and
+// transients plus the op list's activations (`m`); Megatron-LM's megatronPeak. 0 for this runtime
+// (m.peak() is its own) or on a CPU cluster, where this runtime's model holds: a CPU trial runs fp32 with no 16-bit
 // copies, and the buffers DeepSpeed and FSDP allocate with torch.empty take no pages until written,
 // so the framework's GPU figures would refuse CPU trials that fit (the CPU tune's measured peaks are
 // what memory_model.h is checked against).
