@@ -7,6 +7,7 @@
 #include "deepspeed_config.h"
 #include "predict_framework_memory.h"
 #include "trainscope/models/framework_memory.h"
+#include "predict_megatron.h"
 #include "predict_moe_load.h"
 
 #include <algorithm>
@@ -317,6 +318,7 @@ Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn:
   if (!f.moe_load.empty()) out.p.moe_load = readMoeLoad(f.moe_load, w, out.p).load;  // else random routing's
   out.m = checkedMemory(w, out.p, tn::parseAttention(f.attention));  // Megatron-LM's column: the same attention
   out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention), reduceBytes(f, c, framework)};
+  out.options.megatron = megatronOverlapOf(f, out.p, framework);
   // What the framework itself refuses to run (DeepSpeed: ZeRO-2/3 with PP, interleaving), config or not.
   if (const tn::FrameworkRefusal r = tn::frameworkRefusal(framework, out.p, w); !r.why.empty())
     throw UserError(r.flag, r.why + " (--framework " + tn::frameworkKey(framework) + ")", r.fix);

@@ -27,6 +27,8 @@ struct PredictFlags : runconfig::Parallelism {  // tp, pp, cp, ep, virtual stage
   std::string deepspeed_config;          // --framework deepspeed: the user's ds_config.json ("": none)
   std::string moe_load;                  // a MoE run's database: its measured routing load ("": random routing's)
   bool distributed_optimizer = false, allow_tp_across_nodes = false;
+  // --framework megatron: Megatron-LM's communication overlaps (tuner::MegatronOverlap).
+  bool overlap_grad_reduce = false, overlap_param_gather = false, tp_comm_overlap = false, no_overlap_p2p_comm = false;
   // The command's modes, not part of a configuration (not in the list, not batch keys).
   std::string batch;
   bool json = false;
@@ -106,6 +108,22 @@ void visitPredictFields(V&& v) {
   v(F{"use_distributed_optimizer", "--use-distributed-optimizer",
       "--framework megatron: the optimizer state sharded over DP x CP (6 + 12/(dp x cp) bytes per parameter); the same job as --zero 1"},
     &P::distributed_optimizer);
+  v(F{"overlap_grad_reduce", "--overlap-grad-reduce",
+      "--framework megatron: Megatron-LM's flag — the DP gradient reduction in its DDP buckets during the last "
+      "micro-batch's backward"},
+    &P::overlap_grad_reduce);
+  v(F{"overlap_param_gather", "--overlap-param-gather",
+      "--framework megatron with the distributed optimizer and --overlap-grad-reduce: Megatron-LM's flag — the "
+      "parameters' all-gather beside the next step's first forward"},
+    &P::overlap_param_gather);
+  v(F{"tp_comm_overlap", "--tp-comm-overlap",
+      "--framework megatron with --sequence-parallel: Megatron-LM's flag — TP collectives beside the GEMMs "
+      "(Transformer Engine's userbuffers)"},
+    &P::tp_comm_overlap);
+  v(F{"no_overlap_p2p_comm", "--no-overlap-p2p-comm",
+      "--framework megatron, interleaved schedule: blocking pipeline sends (Megatron-LM's "
+      "--no-overlap-p2p-communication; its default overlaps them with the next chunk)"},
+    &P::no_overlap_p2p_comm);
   v(F{"allow_tp_across_nodes", "--allow-tp-across-nodes",
       "accept a TP group larger than a node (priced on the inter-node tier)"},
     &P::allow_tp_across_nodes);

@@ -58,6 +58,24 @@ double dpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, bool
   return exposedReduction(o, overlapShare(c, o), full, std::ceil(bytes / ddpBucketBytes(p)), backward_s);
 }
 
+double megatronBucketParams(const Plan& p) {
+  return std::max(4e7, 1e6 * double(p.gradientGroup()));
+}
+
+double megatronDpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions& o, double params, double grad_bytes,
+                             double backward_s, double forward_s) {
+  const double dp = double(p.gradientGroup());
+  const double full = collectiveSeconds(dpTier(p, c), params * grad_bytes, dp, 2.0 * (dp - 1) / dp);
+  const double buckets = std::ceil(params / megatronBucketParams(p));
+  const double share = o.megatron.grad_reduce ? 1.0 : 0.0;  // --overlap-grad-reduce: issued bucket by bucket
+  if (!runconfig::shardsOptimizer(p.zero)) return exposedReduction(o, share, full, buckets, backward_s);
+  const double half = full / 2.0;  // the reduce-scatter's and the all-gather's bus bytes
+  const double gather = o.megatron.param_gather
+                            ? half / buckets + std::max(0.0, half - half / buckets - forward_s)
+                            : half;
+  return exposedReduction(o, share, half, buckets, backward_s) + gather;
+}
+
 // A mixture of experts with ep > 1: stage s's routed-expert parameters (E/ep experts of 2CF + F + C
 // per MoE layer), whose gradients are summed over their expert-dp group of dp/ep ranks rather than
 // over dp (runtime/src/train/experts.h; Megatron-LM's expert-data-parallel group), outside ZeRO.

@@ -174,6 +174,15 @@ TpSeconds tpSeconds(const workloads::Workload& w, const Plan& p, const Cluster& 
   return s;
 }
 
+} // namespace
+
+double tpOverlapShown(double tp_s, double compute_s, double tail_share) {
+  const double tail = tp_s * tail_share;
+  return tail + std::max(0.0, tp_s - tail - compute_s);
+}
+
+namespace {
+
 // A MoE layer's extra device time over a dense one (forward, backward, recomputation), and its 4
 // all-to-alls (6 when full recomputation reruns the forward's pair) of M·C·b bytes each (moe.h).
 struct MoeSeconds {
@@ -230,6 +239,13 @@ class StageTimes {
     ring_ = ringSecondsPerLayer(w, p, c, layer, peak);
     host_layer_ = hostLayerPhases(p, c, fp_, layer.extra_host_ops_forward, layer.extra_host_ops_backward,
                                   layerParamTensors(w));
+    // Megatron-LM's --tp-comm-overlap: a layer's TP collectives beside its GEMMs, pass by pass; what
+    // shows is the rest (tpOverlapShown). The embedding's and the head's collectives are not overlapped.
+    if (megatron_ && o.megatron.tp_comm && p.tp > 1) {
+      tp_.fwd = tpOverlapShown(tp_.fwd, layer_fwd_, kTeForwardTail);
+      tp_.bwd = tpOverlapShown(tp_.bwd, layer_bwd_, 0.0);
+      tp_.rec = tpOverlapShown(tp_.rec, layer_rec_, kTeForwardTail);
+    }
   }
 
   Stage stage(int64_t index, double layers, bool first, bool last) const {
@@ -408,7 +424,7 @@ MicroBatchTime addMicroBatches(TimePrediction& r, const Stage& slow, double M) {
 // (batch_isend_irecv, then torch.cuda.synchronize), so none overlaps compute. This runtime sends
 // 1/t between nodes and under SP.
 void addPipeline(TimePrediction& r, const workloads::Workload& w, const Plan& p, const Cluster& c, bool megatron,
-                 double fill_s) {
+                 double fill_s, bool overlap_p2p, double per_micro) {
   const double e = double(p.elementBytes()), t = double(p.tp), M = double(p.ga());
   const double act_bytes = double(p.mbs) * double(p.localSeq()) * double(w.n_embd) * e;  // one (b, s/cp, h) activation
   const double v = double(std::max<int64_t>(1, p.virtual_stages)), pp = double(p.pp);
@@ -422,6 +438,13 @@ void addPipeline(TimePrediction& r, const workloads::Workload& w, const Plan& p,
   const NetworkTier tp_tier = tpTier(p, c);
   if (megatron && !p.sequence_parallel && p.tp > 1) hop += collectiveSeconds(tp_tier, act_bytes, t, (t - 1) / t);
   r.pp_comm_s = (2.0 * M * v + 2.0 * (pp - 1.0)) * hop;
+  // Megatron-LM's interleaved schedule with overlap_p2p_comm (its default since 2023): each chunk's
+  // send and receive run beside the next chunk's compute (a chunk's forward, a third of its 1/v of the
+  // micro-batch, the shorter side); the fill's and the drain's p − 1 hops show whole.
+  if (megatron && overlap_p2p && p.interleaved()) {
+    const double chunk = per_micro / (3.0 * v);
+    r.pp_comm_s = 2.0 * (pp - 1.0) * hop + 2.0 * M * v * std::max(0.0, hop - chunk);
+  }
 }
 
 // Optimizer, per parameter of the rank's shard (÷ dp under ZeRO-1 / the distributed optimizer):
@@ -460,7 +483,7 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   double fill_s = 0;
   const Stage slow = slowestStage(w, p, c, o, peak, &fill_s);
   const MicroBatchTime micro = addMicroBatches(r, slow, double(p.ga()));
-  if (p.pp > 1) addPipeline(r, w, p, c, megatron, fill_s);
+  if (p.pp > 1) addPipeline(r, w, p, c, megatron, fill_s, o.megatron.p2p, micro.per_micro);
   // Data parallelism: the gradients of one (tp, pp) shard reduced across DP (ZeRO-1: reduce-scatter
   // + all-gather, the same bus bytes). Every stage reduces at once over its own group; the step waits
   // for the stage with the most parameters (the first or the last, which hold the word embedding).
@@ -472,6 +495,8 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   if (zero::shardsGradients(p)) {
     const SyncStage sync{slow.index, slow.layers, slow.layer_fwd, slow.layer_bwd};
     r.dp_comm_s = zeroSyncSeconds(r, w, p, c, o, megatron, sync, micro.scale, params, grad_bytes, backward_s);
+  } else if (p.gradientGroup() > 1 && megatron && (o.megatron.grad_reduce || o.megatron.param_gather)) {
+    r.dp_comm_s = megatronDpSyncSeconds(p, c, o, params, grad_bytes, backward_s, slow.device_fwd * micro.scale);
   } else if (p.gradientGroup() > 1) {
     r.dp_comm_s = dpSyncSeconds(p, c, o, megatron, params * grad_bytes, backward_s);
   }

@@ -99,6 +99,16 @@ HostPhases hostLayerPhases(const Plan& p, const Cluster& c, const FrameworkProfi
 // the forward, the recomputation and the backward (the host runs ahead only within a pass).
 double phasedSeconds(const HostPhases& host, const HostPhases& device);
 double hostOpSeconds(double profile_s, const Cluster& c);
+// Megatron-LM's --tp-comm-overlap (Transformer Engine's userbuffers; docs/framework-profiles.md,
+// "Megatron-LM's overlaps"): of a pass's TP collectives (`tp_s`) beside its compute (`compute_s`), what
+// shows: the share no GEMM is left to hide (`tail_share`) and whatever outlasts the compute.
+// Forward (and a full recomputation's rerun): TE splits each reduce-scatter after a row-parallel GEMM
+// into 4 chunks (its pipelined method), the last of which follows the last GEMM chunk; the two
+// reduce-scatters are half of the pass's collectives, so 1/8 shows (kTeForwardTail). The all-gathers
+// run as ring exchanges, each chunk's GEMM beside the next chunk's transfer; backward, the dgrad's and
+// wgrad's collectives run beside the other GEMM of the pair (bulk): tail 0.
+inline constexpr double kTeForwardTail = 0.5 / 4.0;
+double tpOverlapShown(double tp_s, double compute_s, double tail_share);
 
 }  // namespace trainscope::models::gpu
 

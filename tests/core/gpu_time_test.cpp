@@ -120,33 +120,10 @@ TEST(GpuTime, MegatronMaterialisesTheScoresAndTrainscopeDoesNot) {
 
 namespace {
 
-// A small GPT and a plan on flatGpu(): no kernel floor, no host dispatch, collectives α·(1 + log2 n)
-// + bytes·factor/bandwidth (no half-bandwidth size), memory at 0.5 TB/s.
-trainscope::workloads::Workload toyGpt() {
-  trainscope::workloads::Workload w;
-  w.name = "toy";
-  w.n_layer = 2, w.n_head = 4, w.n_embd = 256, w.n_positions = 512, w.vocab_size = 1000;
-  return w;
-}
-
-tn::Plan toyPlan(int64_t tp, int64_t pp, int64_t dp) {
-  tn::Plan p;
-  p.tp = tp, p.pp = pp, p.dp = dp, p.mbs = 1, p.gbs = 4 * dp, p.seq = 512;  // M = 4 micro-batches
-  p.precision = trainscope::runconfig::Precision::FP16;
-  return p;
-}
-
-// Megatron-LM as the published runs ran it (Korthikanti, Narayanan, vTrain): unfused attention.
-tn::TimeOptions megatron() {
-  tn::TimeOptions o;
-  o.framework = tn::Framework::Megatron;
-  o.attention = tn::Attention::Unfused;
-  return o;
-}
-
-double seconds(const tn::NetworkTier& t, double bytes, double n, double factor) {
-  return t.latency * (1 + std::log2(n)) + bytes * factor / t.bandwidth;  // flatGpu's tiers: efficiency 1
-}
+using trainscope::testing::megatron;
+using trainscope::testing::seconds;
+using trainscope::testing::toyGpt;
+using trainscope::testing::toyPlan;
 
 const tn::Op* find(const std::vector<tn::Op>& ops, const std::string& name) {
   for (const auto& o : ops)

@@ -48,6 +48,17 @@ struct TimePrediction {
   std::string bound;
 };
 
+// --framework megatron: Megatron-LM's communication overlaps, each its own flag (megatron/training/
+// arguments.py; docs/framework-profiles.md, "Megatron-LM's overlaps"). The defaults are Megatron-LM's,
+// which is what `export --format megatron` writes (it sets none of these flags).
+struct MegatronOverlap {
+  bool grad_reduce = false;   // --overlap-grad-reduce: the DP reduction in buckets during the last backward
+  bool param_gather = false;  // --overlap-param-gather: the distributed optimizer's all-gather beside the
+                              // next step's first forward
+  bool tp_comm = false;       // --tp-comm-overlap: Transformer Engine's userbuffers, TP collectives beside GEMMs
+  bool p2p = true;            // the interleaved schedule's overlap_p2p_comm (off: --no-overlap-p2p-communication)
+};
+
 struct TimeOptions {
   // Share of the DP gradient reduction hidden behind backward; < 0: estimated from the schedule
   // (GPU clusters: what is left after the last micro-batch's backward; CPU clusters: none).
@@ -60,6 +71,7 @@ struct TimeOptions {
   // --framework deepspeed: the user's ZeRO knobs (predict --deepspeed-config); from_config false: the
   // profile's buckets, prefetch and overlap.
   DeepSpeedZero deepspeed;
+  MegatronOverlap megatron;  // read under Framework::Megatron only
 };
 // The framework profile `o` prices on `c`: c.profile(o.framework) with the options' overrides put in
 // (o.reduce_bytes; a user's DeepSpeed config with overlap_comm off: overlap_reduce 0).
