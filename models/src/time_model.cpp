@@ -55,6 +55,16 @@ double cpuRingSeconds(const workloads::Workload& w, const Plan& p, const Cluster
 
 }  // namespace
 
+TimeOptions exportedJobOptions(Framework f, const Plan& p) {
+  TimeOptions o;
+  o.framework = f;
+  if (f == Framework::Megatron) {
+    o.megatron.grad_reduce = p.gradientGroup() > 1;
+    o.megatron.param_gather = o.megatron.grad_reduce && runconfig::shardsOptimizer(p.zero);
+  }
+  return o;
+}
+
 FrameworkProfile profileFor(const Cluster& c, const TimeOptions& o) {
   FrameworkProfile fp = c.profile(o.framework);
   if (o.reduce_bytes > 0) fp.reduce_bytes = o.reduce_bytes;

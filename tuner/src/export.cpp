@@ -175,6 +175,11 @@ ExportResult megatron(const rt::TrainConfig& c) {
   megatronUnevenStages(o, c, r.notes);
   if (c.cp > 1) o << " --context-parallel-size " << c.cp;
   if (rt::shardsOptimizer(c.zero)) o << " --use-distributed-optimizer";
+  // The DP reduction in Megatron's DDP buckets during the last backward, and with the distributed
+  // optimizer the parameters' all-gather beside the next forward: the same numbers, less waiting
+  // (models' exportedJobOptions prices them; docs/framework-profiles.md, "Megatron-LM's overlaps").
+  if (c.dp * c.cp > 1) o << " --overlap-grad-reduce";
+  if (c.dp * c.cp > 1 && rt::shardsOptimizer(c.zero)) o << " --overlap-param-gather";
   megatronMoe(o, c);
   o << " --optimizer " << (c.optimizer == rt::OptimizerKind::SGD ? "sgd" : "adam") << "\n";
   r.text = o.str();

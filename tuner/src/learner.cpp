@@ -38,7 +38,7 @@ TrialRecord Learner::add(TrialRecord t, const Plan& p, bool fresh) {
     return t;
   }
   if (t.step_s > 0) {
-    analytic_ratio_.push_back(t.step_s / predictTime(w_, p, fitted_, TimeOptions{-1.0, framework_}).step_s);
+    analytic_ratio_.push_back(t.step_s / predictTime(w_, p, fitted_, exportedJobOptions(framework_, p)).step_s);
     FitRow row;
     row.w = std::shared_ptr<const workloads::Workload>(&w_, [](const workloads::Workload*) {});  // outlives the learner's use
     row.p = p;

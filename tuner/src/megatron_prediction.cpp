@@ -26,7 +26,7 @@ std::string megatronPrediction(const StudyInputs& study, const runconfig::TrainC
   // The export leaves --transformer-impl and --attention-backend at megatron-core's defaults
   // (transformer_engine, auto: a fused flash kernel), which is what Attention::Default prices, in the
   // time as in the memory column (layer_ops.h).
-  const TimePrediction meg = predictTime(c.model, p, cl, {-1.0, Framework::Megatron});
+  const TimePrediction meg = predictTime(c.model, p, cl, exportedJobOptions(Framework::Megatron, p));
   const TimePrediction own = predictTime(c.model, p, cl, {-1.0, Framework::Trainscope});
   const MemoryPrediction m = predictMemory(c.model, p);
   const MegatronPeak meg_peak = megatronPeak(c.model, p, m);  // its theoretical memory, worst stage

@@ -87,7 +87,7 @@ void price(Candidate& cand, const workloads::Workload& w, const Cluster& c, cons
   }
   if (!cand.rejected.empty()) return;
   const MemoryPrediction m = predictMemory(w, cand.plan);
-  const TimePrediction t = predictTime(w, cand.plan, c, TimeOptions{-1.0, o.framework});
+  const TimePrediction t = predictTime(w, cand.plan, c, exportedJobOptions(o.framework, cand.plan));
   // An FSDP, DeepSpeed or Megatron-LM job on GPUs is judged by that framework's own peak (frameworkPeak:
   // its model states and buffers, the op list's activations; Megatron-LM's theoretical memory), as its
   // trial will reach it; else the runtime's.

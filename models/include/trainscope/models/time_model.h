@@ -73,6 +73,11 @@ struct TimeOptions {
   DeepSpeedZero deepspeed;
   MegatronOverlap megatron;  // read under Framework::Megatron only
 };
+// The options of framework `f`'s job for plan `p` as `export` writes it: Megatron-LM's with
+// --overlap-grad-reduce over more than one gradient rank and --overlap-param-gather with the
+// distributed optimizer (tuner/src/export.cpp), the interleaved sends overlapped (its default); the
+// others' defaults. What tune ranks and the export's prediction price.
+TimeOptions exportedJobOptions(Framework f, const Plan& p);
 // The framework profile `o` prices on `c`: c.profile(o.framework) with the options' overrides put in
 // (o.reduce_bytes; a user's DeepSpeed config with overlap_comm off: overlap_reduce 0).
 FrameworkProfile profileFor(const Cluster& c, const TimeOptions& o);
