@@ -318,7 +318,8 @@ Priced priceFlags(const PredictFlags& f, const workloads::Workload& w, const tn:
   if (!f.moe_load.empty()) out.p.moe_load = readMoeLoad(f.moe_load, w, out.p).load;  // else random routing's
   out.m = checkedMemory(w, out.p, tn::parseAttention(f.attention));  // Megatron-LM's column: the same attention
   out.options = {f.dp_overlap, framework, tn::parseAttention(f.attention), reduceBytes(f, c, framework)};
-  out.options.megatron = megatronOverlapOf(f, out.p, framework);
+  out.options.megatron = megatronOverlapOf(f, out.p, framework);  // checks --fp8-param-gather too
+  out.p.fp8_param_gather = f.fp8_param_gather;
   // What the framework itself refuses to run (DeepSpeed: ZeRO-2/3 with PP, interleaving), config or not.
   if (const tn::FrameworkRefusal r = tn::frameworkRefusal(framework, out.p, w); !r.why.empty())
     throw UserError(r.flag, r.why + " (--framework " + tn::frameworkKey(framework) + ")", r.fix);

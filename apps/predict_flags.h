@@ -29,6 +29,7 @@ struct PredictFlags : runconfig::Parallelism {  // tp, pp, cp, ep, virtual stage
   bool distributed_optimizer = false, allow_tp_across_nodes = false;
   // --framework megatron: Megatron-LM's communication overlaps (tuner::MegatronOverlap).
   bool overlap_grad_reduce = false, overlap_param_gather = false, tp_comm_overlap = false, no_overlap_p2p_comm = false;
+  bool fp8_param_gather = false;  // Megatron-LM's --fp8-param-gather (Plan::fp8_param_gather)
   // The command's modes, not part of a configuration (not in the list, not batch keys).
   std::string batch;
   bool json = false;
@@ -124,6 +125,10 @@ void visitPredictFields(V&& v) {
       "--framework megatron, interleaved schedule: blocking pipeline sends (Megatron-LM's "
       "--no-overlap-p2p-communication; its default overlaps them with the next chunk)"},
     &P::no_overlap_p2p_comm);
+  v(F{"fp8_param_gather", "--fp8-param-gather",
+      "--framework megatron, --precision fp8, the distributed optimizer: Megatron-LM's flag — parameters held and "
+      "all-gathered in FP8 (no 16-bit copy beside Transformer Engine's FP8 weights)"},
+    &P::fp8_param_gather);
   v(F{"allow_tp_across_nodes", "--allow-tp-across-nodes",
       "accept a TP group larger than a node (priced on the inter-node tier)"},
     &P::allow_tp_across_nodes);

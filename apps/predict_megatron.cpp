@@ -16,7 +16,8 @@ tn::MegatronOverlap megatronOverlapOf(const PredictFlags& f, const tn::Plan& p, 
   } flags[] = {{f.overlap_grad_reduce, "--overlap-grad-reduce"},
                {f.overlap_param_gather, "--overlap-param-gather"},
                {f.tp_comm_overlap, "--tp-comm-overlap"},
-               {f.no_overlap_p2p_comm, "--no-overlap-p2p-comm"}};
+               {f.no_overlap_p2p_comm, "--no-overlap-p2p-comm"},
+               {f.fp8_param_gather, "--fp8-param-gather"}};
   for (const auto& g : flags)
     if (g.set && framework != tn::Framework::Megatron)
       throw UserError(g.flag, "is Megatron-LM's flag", "add --framework megatron, or drop it");
@@ -38,6 +39,12 @@ tn::MegatronOverlap megatronOverlapOf(const PredictFlags& f, const tn::Plan& p, 
                                              "asserts it: two stages would send and receive twice between one pair "
                                              "of ranks per batch)",
                     "drop --no-overlap-p2p-comm, or use --pp 3 or more");
+  if (f.fp8_param_gather && p.precision != runconfig::Precision::FP8)
+    throw UserError("--fp8-param-gather", "keeps FP8 parameters, so it needs --precision fp8",
+                    "add --precision fp8, or drop the flag");
+  if (f.fp8_param_gather && !runconfig::shardsOptimizer(p.zero))
+    throw UserError("--fp8-param-gather", "needs the distributed optimizer (Megatron-LM asserts it)",
+                    "add --use-distributed-optimizer (over 2 or more data-parallel ranks), or drop the flag");
   o.grad_reduce = f.overlap_grad_reduce;
   o.param_gather = f.overlap_param_gather;
   o.tp_comm = f.tp_comm_overlap;

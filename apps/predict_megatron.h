@@ -1,5 +1,6 @@
 // predict_megatron.h — `predict --framework megatron`'s overlap flags (--overlap-grad-reduce,
-// --overlap-param-gather, --tp-comm-overlap, --no-overlap-p2p-comm) into the time model's options,
+// --overlap-param-gather, --tp-comm-overlap, --no-overlap-p2p-comm, --fp8-param-gather) into the time
+// model's options (the last into the plan, Plan::fp8_param_gather, which priceFlags sets),
 // refused where Megatron-LM refuses them (megatron/training/arguments.py) and under other frameworks.
 #pragma once
 

@@ -169,7 +169,9 @@ MegatronPeak megatronPeak(const workloads::Workload& w, const Plan& p, const Mem
     at.params_opt = megatronLayersParamsOpt(w, p, s.stage, distributed);
     at.embedding_opt = megatronEmbeddingTables(w, p, s.stage) * megatronEmbeddingParamsOpt(w, p, emb_bpp);
     at.activations = s.megatron_activations;
-    at.fp8_weights = s.fp8_weights;
+    // --fp8-param-gather: the FP8 parameter (1 byte) replaces the 16-bit one (2, in params_opt) and TE
+    // keeps its transpose (1): the two FP8 bytes a weight element are the 16-bit copy's.
+    at.fp8_weights = p.fp8_param_gather ? 0 : s.fp8_weights;
     at.bytes = at.params_opt + at.embedding_opt + at.activations + at.fp8_weights;
     if (at.bytes > worst.bytes) worst = at;
   }

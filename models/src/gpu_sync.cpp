@@ -70,9 +70,11 @@ double megatronDpSyncSeconds(const Plan& p, const Cluster& c, const TimeOptions&
   const double share = o.megatron.grad_reduce ? 1.0 : 0.0;  // --overlap-grad-reduce: issued bucket by bucket
   if (!runconfig::shardsOptimizer(p.zero)) return exposedReduction(o, share, full, buckets, backward_s);
   const double half = full / 2.0;  // the reduce-scatter's and the all-gather's bus bytes
+  // --fp8-param-gather: the all-gather moves the FP8 parameters, 1 byte each, against the gradients'.
+  const double all_gather = p.fp8_param_gather ? half / grad_bytes : half;
   const double gather = o.megatron.param_gather
-                            ? half / buckets + std::max(0.0, half - half / buckets - forward_s)
-                            : half;
+                            ? all_gather / buckets + std::max(0.0, all_gather - all_gather / buckets - forward_s)
+                            : all_gather;
   return exposedReduction(o, share, half, buckets, backward_s) + gather;
 }
 

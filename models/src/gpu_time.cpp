@@ -495,7 +495,7 @@ TimePrediction predict(const workloads::Workload& w, const Plan& p, const Cluste
   if (zero::shardsGradients(p)) {
     const SyncStage sync{slow.index, slow.layers, slow.layer_fwd, slow.layer_bwd};
     r.dp_comm_s = zeroSyncSeconds(r, w, p, c, o, megatron, sync, micro.scale, params, grad_bytes, backward_s);
-  } else if (p.gradientGroup() > 1 && megatron && (o.megatron.grad_reduce || o.megatron.param_gather)) {
+  } else if (p.gradientGroup() > 1 && megatron && (o.megatron.grad_reduce || o.megatron.param_gather || p.fp8_param_gather)) {
     r.dp_comm_s = megatronDpSyncSeconds(p, c, o, params, grad_bytes, backward_s, slow.device_fwd * micro.scale);
   } else if (p.gradientGroup() > 1) {
     r.dp_comm_s = dpSyncSeconds(p, c, o, megatron, params * grad_bytes, backward_s);

@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +16,8 @@
 #include "../../models/src/gpu_sync.h"
 #include "../../models/src/gpu_time.h"
 #include "flat_cluster.h"
+#include "trainscope/models/framework_memory.h"
+#include "trainscope/workloads/workload.h"
 
 namespace tn = trainscope::tuner;
 using trainscope::testing::cli;
@@ -153,4 +157,50 @@ TEST(MegatronOverlap, PredictAndItsBatchLinesPriceTheFlags) {
   ASSERT_EQ(batch.status, 0) << batch.output;
   const auto j = nlohmann::json::parse(batch.output.substr(batch.output.find('{')));
   EXPECT_DOUBLE_EQ(j["time"]["step_s"].get<double>(), b["time"]["step_s"].get<double>());
+}
+
+// --fp8-param-gather: Megatron-LM holds the parameters in FP8 (the 16-bit copy gone, Transformer
+// Engine's transposes beside them), so the FP8 workspaces add nothing to megatron-core's theoretical
+// memory, and the distributed optimizer all-gathers 1 byte a parameter.
+TEST(MegatronOverlap, Fp8ParamGatherHoldsAndGathersFp8Parameters) {
+  const trainscope::workloads::Workload w = trainscope::workloads::load("gpt2-774m");
+  tn::Plan p = toyPlan(2, 1, 4);
+  p.sequence_parallel = true;
+  p.precision = trainscope::runconfig::Precision::FP8;
+  p.zero = trainscope::runconfig::ZeroStage::OptimizerStates;
+  const tn::MemoryPrediction m = tn::predictMemory(w, p);
+  const tn::MegatronPeak cached = tn::megatronPeak(w, p, m);
+  ASSERT_GT(cached.fp8_weights, 0);
+  p.fp8_param_gather = true;
+  const tn::MegatronPeak fp8 = tn::megatronPeak(w, p, m);
+  EXPECT_EQ(fp8.fp8_weights, 0);
+  EXPECT_EQ(fp8.bytes, cached.bytes - cached.fp8_weights);
+  // The DP step on flatGpu: the reduce-scatter half the all-reduce's bus bytes in fp32 main grads (4
+  // bytes: FP8 trains in bf16), the all-gather the FP8 parameters, a quarter of that.
+  tn::Cluster c = flatGpu();
+  c.peak_flops["fp8"] = 200e12;
+  const auto wide = wideGpt(8, 4096);
+  tn::Plan q = toyPlan(1, 1, 8);
+  q.seq = 4096, q.mbs = 2, q.gbs = 2 * 8 * 4;
+  q.precision = trainscope::runconfig::Precision::FP8;
+  q.zero = trainscope::runconfig::ZeroStage::OptimizerStates;
+  const tn::TimePrediction bf = tn::predictTime(wide, q, c, megatron());
+  q.fp8_param_gather = true;
+  const tn::TimePrediction f8 = tn::predictTime(wide, q, c, megatron());
+  const double grad_bytes = 4;
+  EXPECT_NEAR(f8.dp_comm_s, bf.dp_comm_s / 2 + bf.dp_comm_s / 2 / grad_bytes, 1e-9 * bf.dp_comm_s);
+  // predict refuses it without FP8 or the distributed optimizer, and under other frameworks.
+  const std::string base = "predict --workload gpt3-1.3b --cluster h100-80gb-x8 --seq 2048 --mbs 1 --gbs 64 --fp8-param-gather ";
+  for (const auto& [args, fix] : {std::pair<std::string, std::string>{"--framework megatron --use-distributed-optimizer", "--precision fp8"},
+                                  {"--framework megatron --precision fp8", "--use-distributed-optimizer"},
+                                  {"--framework fsdp --precision fp8", "--framework megatron"}}) {
+    const auto r = cli(base + args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("--fp8-param-gather"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(fix), std::string::npos) << r.output;
+  }
+  const auto ok = cli(base + "--framework megatron --precision fp8 --use-distributed-optimizer --json");
+  ASSERT_EQ(ok.status, 0) << ok.output;
+  const auto j = nlohmann::json::parse(ok.output.substr(ok.output.find('{')));
+  EXPECT_EQ(j["framework_memory"]["fp8_weights_bytes"].get<int64_t>(), 0);
 }

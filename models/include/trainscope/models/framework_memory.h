@@ -81,8 +81,8 @@ int64_t opListActivations(const MemoryPrediction& m);
 // tables it holds, Korthikanti et al.'s activations with the schedule's micro-batches in flight
 // (StageMemory::megatron_activations, logits included) — plus, under --precision fp8, Transformer
 // Engine's FP8 weight workspaces (each FP8 GEMM's E4M3 weight and its transpose, 2 bytes an element,
-// cached across the step's micro-batches: StageMemory::fp8_weights; --fp8-param-gather, which our
-// export does not write, would replace the 16-bit copy instead).
+// cached across the step's micro-batches: StageMemory::fp8_weights; with --fp8-param-gather
+// (Plan::fp8_param_gather) the FP8 parameter and its transpose replace the 16-bit copy: nothing added).
 struct MegatronPeak {
   int64_t bytes = 0, stage = 0;
   int64_t params_opt = 0, embedding_opt = 0, activations = 0, fp8_weights = 0;  // that stage's parts

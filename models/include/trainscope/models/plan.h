@@ -28,6 +28,10 @@ struct Plan : runconfig::Parallelism {
   // hottest rank of uniformly random top-k routing (moeRandomRoutingLoad); 1: balanced; a run's
   // measured load from `predict --moe-load RUN.db` (rundb/moe_load.h, epRankLoad).
   double moe_load = 0;
+  // Megatron-LM's --fp8-param-gather (predict --framework megatron --precision fp8 with the distributed
+  // optimizer): parameters held in FP8, the 16-bit copy gone; Transformer Engine keeps only their
+  // transposes beside them (megatronPeak) and the all-gather moves 1 byte a parameter.
+  bool fp8_param_gather = false;
 
   int64_t world() const { return dp * cp * tp * pp; }
   int64_t gradientGroup() const { return dp * cp; }  // ranks that hold the same weights and sum gradients
