@@ -191,6 +191,9 @@ std::optional<int> parseCommandLine(std::vector<std::string>& args, trainscope::
     return 2;
   }
   noteScheduleSpelling(args, f.cfg);
+  // Said once, by the process the user started, before any rank (or the memory supervisor's child).
+  if (!rt::isRankProcess())
+    if (const std::string note = trainscope::runconfig::warmupNote(f.cfg); !note.empty()) std::cerr << note << std::endl;
   // --init-from / --resume without --workload: the checkpoint's own config.json is the model.
   const std::string from = !f.out.resume.empty() ? f.out.resume : f.out.init_from;
   bool workload_given = false;
