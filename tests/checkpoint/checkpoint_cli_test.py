@@ -471,6 +471,25 @@ def main():
         run(BASE + ["--steps", "2", "--save", ck2])
         p = run(BASE + ["--steps", "2", "--resume", ck2], expect=2)
         check("--steps" in p.stderr and "nothing is left" in p.stderr, p.stderr)
+    elif CASE == "refused_before_launch":
+        # What the checkpoint rules out is refused once by the launcher, before any rank starts (it was
+        # refused by each rank after the launch: "error: rank 0 failed first: ...").
+        ck = fresh("bl-ck")
+        two = ["--nproc", "2", "--gbs", "4"]
+        run(BASE + two + ["--steps", "2", "--save", ck])
+        other = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "alibi.json")
+        cases = [
+            (["--steps", "2", "--resume", ck], "--steps: is 2 but the checkpoint --resume .*bl-ck continues is at step 2 "
+                                               "already: nothing is left to run .fix: pass --steps greater than 2"),
+            (["--steps", "4", "--resume", ck, "--seq", "32"], "--resume: .*bl-ck was saved with seq 16"),
+            (["--steps", "4", "--resume", ck, "--optimizer", "sgd"], "--resume: .*bl-ck was saved with optimizer adamw"),
+            (["--steps", "4", "--init-from", ck, "--workload", other], "--init-from: .*describes another model"),
+        ]
+        import re
+        for args, pattern in cases:
+            p = run(BASE + two + args, expect=2)
+            check(re.search(pattern, p.stderr) is not None, f"{args}: {p.stderr.strip()!r} does not match {pattern!r}")
+            check("rank" not in p.stderr and p.stderr.count("error:") == 1, f"{args}: not refused before launch: {p.stderr}")
     else:
         raise SystemExit(f"unknown case {CASE}")
     if failures:

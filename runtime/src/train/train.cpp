@@ -521,6 +521,10 @@ void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
   resolve(out);
   checkSave(cfg, out);
   Layout::make(cfg.world, 0, cfg.tp, cfg.pp, cfg.cp);
+  // A checkpoint the run cannot start from or continue (another model, --steps not past its step,
+  // other data or optimizer): refused here once, not by every rank after it has started.
+  if (!out.resume.empty()) checkCheckpointBeforeLaunch(out.resume, cfg, true, "--resume");
+  else if (!out.init_from.empty()) checkCheckpointBeforeLaunch(out.init_from, cfg, false, "--init-from");
   TokenSource probe(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
   (void)probe;
   if (cfg.launcher == Launcher::Local) {
