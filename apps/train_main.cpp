@@ -75,7 +75,14 @@ class ConsoleObserver final : public rt::RunObserver {
 
 void printDone(const rt::RunResult& r) {
   const auto& s = r.summary;
-  std::cout << "done: " << r.steps_done << " steps, " << int64_t(s.tokens_per_s + 0.5) << " tokens/s; peak memory "
+  // After --resume, what this invocation ran: its step numbers are the run's (0-based, as the step lines).
+  const int64_t ran = r.steps_done - r.first_step;
+  const std::string steps = r.first_step == 0 ? std::to_string(r.steps_done) + " steps"
+                                              : std::to_string(ran) + " step" + (ran == 1 ? "" : "s") + " (steps " +
+                                                    std::to_string(r.first_step) + "-" + std::to_string(r.steps_done - 1) +
+                                                    " of " + std::to_string(r.config.steps) + ", resumed at step " +
+                                                    std::to_string(r.first_step) + ")";
+  std::cout << "done: " << steps << ", " << int64_t(s.tokens_per_s + 0.5) << " tokens/s; peak memory "
             << mib(s.peak_bytes) << (s.world > 1 ? " (max over ranks)" : "") << "; rank 0: params "
             << mib(r.last.param_bytes) << ", grads " << mib(r.last.grad_bytes) << ", optimizer "
             << mib(r.last.optim_bytes) << ", activations " << mib(r.last.activation_bytes) << "\n";
@@ -118,6 +125,7 @@ void printJson(const rt::RunResult& r) {
   const double flops_step = r.last.model_flops * double(c.world), hw_step = r.last.hw_flops * double(c.world);
   nlohmann::json j = {{"workload", c.model.name}, {"parameters", r.info.parameters}, {"device", r.info.device},
                       {"world", c.world}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"steps", r.steps_done},
+                      {"first_step", r.first_step},
                       {"first_loss", r.first_loss}, {"final_loss", r.final_loss},
                       {"tokens_per_s", s.tokens_per_s}, {"step_time_s", s.step_s_mean},
                       {"step_time_median_s", s.step_s_median},
