@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "trainscope/common/json_text.h"
 #include "trainscope/common/slurm_ping.h"
 #include "trainscope/rundb/merge.h"
+#include "trainscope/rundb/rank_failures.h"
 #include "trainscope/rundb/store.h"
 #include "trainscope/runtime/calibrate.h"
 #include "trainscope/runtime/launch.h"
@@ -116,6 +118,18 @@ void noteLeftoverShards(const rt::RunOutput& out) {
   for (const auto& s : shards) std::cerr << " " << s;
   std::cerr << " (each opens with `trainscope report` or `export`; they are replaced by the next run with --overwrite)"
             << std::endl;
+}
+
+// A one-process run that failed records why in its run database, as the launcher does for its ranks
+// (rundb/rank_failures.h): this process wrote it, and has closed it by now.
+int recordOwnFailure(const trainscope::apps::RunFlags& f, int status, const std::string& what) {
+  if (rt::isRankProcess() || f.cfg.nproc != 1 || f.cfg.launcher != rt::Launcher::Local) return status;
+  trainscope::rundb::RunFailure failure;
+  failure.first_rank = 0;
+  failure.writer_pid = ::getpid();
+  failure.ranks.push_back({0, status, rt::userFacing(what)});
+  trainscope::rundb::recordRunFailure(f.out.out.empty() ? f.out.trace : f.out.out, failure);
+  return status;
 }
 
 // One line: the run's figures (all from the run summary, the numbers `report` prints) and its config.
@@ -257,8 +271,11 @@ int main(int argc, char** argv) {
       rt::LaunchOptions lo;
       lo.nproc = cfg.nproc;
       lo.argv = args;  // each rank parses the same command line (a lone --config FILE: reads FILE)
+      trainscope::rundb::RunFailure failure;
       const int rc =
-          cfg.launcher == rt::Launcher::Slurm ? rt::launchSlurm(lo, std::cerr) : rt::launchLocal(lo, std::cerr);
+          cfg.launcher == rt::Launcher::Slurm ? rt::launchSlurm(lo, std::cerr) : rt::launchLocal(lo, std::cerr, &failure);
+      // Why it failed, into the run database rank 0 left (none when it failed before creating it).
+      if (rc != 0) trainscope::rundb::recordRunFailure(f.out.out.empty() ? f.out.trace : f.out.out, failure);
       if (rc != 0) noteLeftoverShards(f.out);
       return rc;
     }
@@ -267,7 +284,7 @@ int main(int argc, char** argv) {
     for (const auto& w : r.warnings) std::cerr << "warning: " << rt::userFacing(w) << std::endl;
     if (r.end == rt::RunEnd::Diverged) {
       std::cerr << "error: " << r.message << std::endl;
-      return 1;
+      return recordOwnFailure(f, 1, r.message);
     }
     if (r.end == rt::RunEnd::Stopped) {
       // Rank 0 says how it ended; under the local launcher the launcher prints it, once.
@@ -284,14 +301,14 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const trainscope::UserError& e) {
     printError(e.what());
-    return 2;
+    return recordOwnFailure(f, 2, e.what());
   } catch (const trainscope::OutOfMemory& e) {
     printError(e.what());
     if (!rt::isRankProcess()) noteLeftoverShards(f.out);
-    return trainscope::kExitOutOfMemory;
+    return recordOwnFailure(f, trainscope::kExitOutOfMemory, e.what());
   } catch (const std::exception& e) {
     printError(e.what());
     if (!rt::isRankProcess()) noteLeftoverShards(f.out);
-    return 1;
+    return recordOwnFailure(f, 1, e.what());
   }
 }
