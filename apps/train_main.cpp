@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "trainscope/common/json_text.h"
 #include "trainscope/common/slurm_ping.h"
 #include "trainscope/rundb/merge.h"
+#include "trainscope/rundb/rank_failures.h"
 #include "trainscope/rundb/store.h"
 #include "trainscope/runtime/calibrate.h"
 #include "trainscope/runtime/launch.h"
@@ -75,7 +77,14 @@ class ConsoleObserver final : public rt::RunObserver {
 
 void printDone(const rt::RunResult& r) {
   const auto& s = r.summary;
-  std::cout << "done: " << r.steps_done << " steps, " << int64_t(s.tokens_per_s + 0.5) << " tokens/s; peak memory "
+  // After --resume, what this invocation ran: its step numbers are the run's (0-based, as the step lines).
+  const int64_t ran = r.steps_done - r.first_step;
+  const std::string steps = r.first_step == 0 ? std::to_string(r.steps_done) + " steps"
+                                              : std::to_string(ran) + " step" + (ran == 1 ? "" : "s") + " (steps " +
+                                                    std::to_string(r.first_step) + "-" + std::to_string(r.steps_done - 1) +
+                                                    " of " + std::to_string(r.config.steps) + ", resumed at step " +
+                                                    std::to_string(r.first_step) + ")";
+  std::cout << "done: " << steps << ", " << int64_t(s.tokens_per_s + 0.5) << " tokens/s; peak memory "
             << mib(s.peak_bytes) << (s.world > 1 ? " (max over ranks)" : "") << "; rank 0: params "
             << mib(r.last.param_bytes) << ", grads " << mib(r.last.grad_bytes) << ", optimizer "
             << mib(r.last.optim_bytes) << ", activations " << mib(r.last.activation_bytes) << "\n";
@@ -111,6 +120,18 @@ void noteLeftoverShards(const rt::RunOutput& out) {
             << std::endl;
 }
 
+// A one-process run that failed records why in its run database, as the launcher does for its ranks
+// (rundb/rank_failures.h): this process wrote it, and has closed it by now.
+int recordOwnFailure(const trainscope::apps::RunFlags& f, int status, const std::string& what) {
+  if (rt::isRankProcess() || f.cfg.nproc != 1 || f.cfg.launcher != rt::Launcher::Local) return status;
+  trainscope::rundb::RunFailure failure;
+  failure.first_rank = 0;
+  failure.writer_pid = ::getpid();
+  failure.ranks.push_back({0, status, rt::userFacing(what)});
+  trainscope::rundb::recordRunFailure(f.out.out.empty() ? f.out.trace : f.out.out, failure);
+  return status;
+}
+
 // One line: the run's figures (all from the run summary, the numbers `report` prints) and its config.
 void printJson(const rt::RunResult& r) {
   const auto& s = r.summary;
@@ -118,6 +139,7 @@ void printJson(const rt::RunResult& r) {
   const double flops_step = r.last.model_flops * double(c.world), hw_step = r.last.hw_flops * double(c.world);
   nlohmann::json j = {{"workload", c.model.name}, {"parameters", r.info.parameters}, {"device", r.info.device},
                       {"world", c.world}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"steps", r.steps_done},
+                      {"first_step", r.first_step},
                       {"first_loss", r.first_loss}, {"final_loss", r.final_loss},
                       {"tokens_per_s", s.tokens_per_s}, {"step_time_s", s.step_s_mean},
                       {"step_time_median_s", s.step_s_median},
@@ -191,6 +213,9 @@ std::optional<int> parseCommandLine(std::vector<std::string>& args, trainscope::
     return 2;
   }
   noteScheduleSpelling(args, f.cfg);
+  // Said once, by the process the user started, before any rank (or the memory supervisor's child).
+  if (!rt::isRankProcess())
+    if (const std::string note = trainscope::runconfig::warmupNote(f.cfg); !note.empty()) std::cerr << note << std::endl;
   // --init-from / --resume without --workload: the checkpoint's own config.json is the model.
   const std::string from = !f.out.resume.empty() ? f.out.resume : f.out.init_from;
   bool workload_given = false;
@@ -246,8 +271,11 @@ int main(int argc, char** argv) {
       rt::LaunchOptions lo;
       lo.nproc = cfg.nproc;
       lo.argv = args;  // each rank parses the same command line (a lone --config FILE: reads FILE)
+      trainscope::rundb::RunFailure failure;
       const int rc =
-          cfg.launcher == rt::Launcher::Slurm ? rt::launchSlurm(lo, std::cerr) : rt::launchLocal(lo, std::cerr);
+          cfg.launcher == rt::Launcher::Slurm ? rt::launchSlurm(lo, std::cerr) : rt::launchLocal(lo, std::cerr, &failure);
+      // Why it failed, into the run database rank 0 left (none when it failed before creating it).
+      if (rc != 0) trainscope::rundb::recordRunFailure(f.out.out.empty() ? f.out.trace : f.out.out, failure);
       if (rc != 0) noteLeftoverShards(f.out);
       return rc;
     }
@@ -256,7 +284,7 @@ int main(int argc, char** argv) {
     for (const auto& w : r.warnings) std::cerr << "warning: " << rt::userFacing(w) << std::endl;
     if (r.end == rt::RunEnd::Diverged) {
       std::cerr << "error: " << r.message << std::endl;
-      return 1;
+      return recordOwnFailure(f, 1, r.message);
     }
     if (r.end == rt::RunEnd::Stopped) {
       // Rank 0 says how it ended; under the local launcher the launcher prints it, once.
@@ -273,14 +301,14 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const trainscope::UserError& e) {
     printError(e.what());
-    return 2;
+    return recordOwnFailure(f, 2, e.what());
   } catch (const trainscope::OutOfMemory& e) {
     printError(e.what());
     if (!rt::isRankProcess()) noteLeftoverShards(f.out);
-    return trainscope::kExitOutOfMemory;
+    return recordOwnFailure(f, trainscope::kExitOutOfMemory, e.what());
   } catch (const std::exception& e) {
     printError(e.what());
     if (!rt::isRankProcess()) noteLeftoverShards(f.out);
-    return 1;
+    return recordOwnFailure(f, 1, e.what());
   }
 }

@@ -444,6 +444,20 @@ void resolve(TrainConfig& c, int world) {
   checkDeviceAndTesting(c);
 }
 
+std::string warmupNote(const TrainConfig& c) {
+  if (c.warmup <= 0 || c.warmup < c.steps || c.steps <= 0) return "";
+  const double last = c.lr * double(c.steps) / double(c.warmup);  // learningRate at the last step, k = steps - 1
+  auto figure = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3g", v);
+    return std::string(b);
+  };
+  return "note: --warmup " + std::to_string(c.warmup) + " covers all " + std::to_string(c.steps) +
+         " steps: the learning rate only rises (to " + figure(last) + ", --lr is " + figure(c.lr) +
+         ") and never decays; pass --warmup below --steps, unless these are the first steps of a longer run "
+         "(--save, then --resume with its --steps)";
+}
+
 int64_t parseBytes(const std::string& text, const std::string& field) {
   const std::string fix = "pass bytes, e.g. 2G, 512MiB or 1073741824";
   char* end = nullptr;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "import_impl.h"
+#include "kineto_names.h"
 #include "trainscope/common/error.h"
 #include "trainscope/common/files.h"
 #include "trainscope/common/json_text.h"
@@ -103,7 +104,7 @@ class TraceStreambuf : public std::streambuf {
     if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
     size_t n = 0;
     while (n == 0) {  // a piece that was all folded whitespace gives nothing: read on
-      const size_t got = gzip_ ? inflateSome() : plainSome();
+      const size_t got = lines_.read(out_, sizeof out_);  // the file's lines, Kineto's names repaired
       if (got == 0 && !quote_held_) return traits_type::eof();
       if (got == 0) n = releaseQuote(clean_, 0, false);  // the text ends right after a string
       else n = clean(out_, got, clean_);
@@ -255,7 +256,7 @@ class TraceStreambuf : public std::streambuf {
   }
 
  public:
-  int64_t repairedQuotes() const { return repaired_quotes_; }
+  int64_t repairedQuotes() const { return repaired_quotes_ + lines_.repairedQuotes(); }
 
  private:
   std::string path_;
@@ -264,6 +265,13 @@ class TraceStreambuf : public std::streambuf {
   size_t raw_avail_ = 0, raw_pos_ = 0;
   char out_[1 << 18];
   char clean_[(1 << 18) + 64];  // out_ plus a sequence or a held quote carried over from the previous piece
+  // The raw text (plain or inflated into out_, copied out at once) line by line: a name Kineto wrote
+  // unescaped with `", "` in it is escaped here, where the lines are still whole (kineto_names.h).
+  importers::kineto::NameLines lines_{[this](std::string& to) {
+    const size_t got = gzip_ ? inflateSome() : plainSome();
+    to.append(out_, got);
+    return got;
+  }};
   bool in_string_ = false, escape_ = false, blank_ = false;
   bool quote_held_ = false;  // a string's closing quote, not yet written
   char held_[16] = {};       // the blanks after it (more than these: it closed the string)

@@ -186,6 +186,10 @@ Report computeReport(const std::string& path, int top, int skip_steps) {
   rep.expert_load = summarizeExpertLoad(reader.expertLoad());
   rep.checkpoints = reader.checkpoints();
   rep.fp8 = summarizeFp8Scales(reader.fp8Scales());
+  // Why a failed run failed (schema 8: the launcher wrote it; older files and clean runs have none).
+  for (const RankInfo& k : reader.ranks())
+    if (k.exit_status) rep.failure.ranks.push_back({k.rank, *k.exit_status, k.error});
+  if (!rep.failure.ranks.empty()) rep.failure.first_rank = std::atoll(reader.meta("failed_rank", "-1").c_str());
 
   // What the import left out without dropping an event: values of the wrong type, device events of
   // categories it does not read (counted in meta by `trainscope import`).
@@ -364,6 +368,19 @@ void formatCollectives(const std::vector<CollectiveStat>& collectives, std::ostr
   }
 }
 
+// A failed run: the rank that failed first and its error, then each other rank's end, before the table.
+static void formatFailure(const RunFailure& f, std::ostream& o) {
+  if (f.ranks.empty()) return;
+  auto end = [](const RankFailure& k) {
+    return "exit status " + std::to_string(k.exit_status) + (k.error.empty() ? "" : ": " + k.error);
+  };
+  for (const RankFailure& k : f.ranks)
+    if (k.rank == f.first_rank) o << "failed: rank " << k.rank << " failed first (" << end(k) << ")\n";
+  for (const RankFailure& k : f.ranks)
+    if (k.rank != f.first_rank) o << "  then rank " << k.rank << " (" << end(k) << ")\n";
+  o << "\n";
+}
+
 std::string formatReport(const Report& r) {
   const RunSummary& s = r.summary;
   std::ostringstream o;
@@ -387,6 +404,7 @@ std::string formatReport(const Report& r) {
   if (s.peak_bytes > 0) std::snprintf(line, sizeof(line), "; peak memory %.2f MiB\n\n", double(s.peak_bytes) / (1 << 20));
   else std::snprintf(line, sizeof(line), "; peak memory not recorded\n\n");
   o << line;
+  formatFailure(r.failure, o);
   const bool gpu = s.breakdown_window == "gpu";
   o << "rank  steps   mean ms  median ms   p90 ms" << (gpu ? "    GPU ms" : "")
     << "   compute ms   comm ms  (wait  bubble)  overlap ms  memory ms   idle ms  peak MiB\n";
@@ -486,6 +504,15 @@ std::string reportJson(const Report& r) {
   j["dropped"] = nlohmann::json::object();
   for (const auto& [src, n] : r.drops) j["dropped"][src] = n;
   j["warnings"] = r.warnings;
+  j["failure"] = nullptr;  // a failed run: the rank that failed first, and each failed rank's end
+  if (!r.failure.ranks.empty()) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const RankFailure& k : r.failure.ranks)
+      ranks.push_back({{"rank", k.rank}, {"exit_status", k.exit_status},
+                       {"error", k.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(k.error)}});
+    j["failure"] = {{"first_rank", r.failure.first_rank >= 0 ? nlohmann::json(r.failure.first_rank) : nlohmann::json(nullptr)},
+                    {"ranks", ranks}};
+  }
   j["checkpoints"] = nlohmann::json::array();
   for (const Checkpoint& c : r.checkpoints)
     j["checkpoints"].push_back({{"step", c.step}, {"seconds", c.seconds}, {"bytes", c.bytes}, {"path", c.path}});

@@ -207,7 +207,8 @@ template <>
 struct RowIo<RankInfo> {
   static constexpr const char* kTable = "ranks";
   static void bind(Statement& s, int b, const RankInfo& r) {
-    s.bindFrom(b, r.rank, r.host, r.pid, r.device, r.clock_offset_ns, r.offset_start_ns, r.offset_end_ns);
+    s.bindFrom(b, r.rank, r.host, r.pid, r.device, r.clock_offset_ns, r.offset_start_ns, r.offset_end_ns, r.exit_status,
+               r.error.empty() ? std::optional<std::string>() : std::optional<std::string>(r.error));
   }
   static RankInfo read(const Statement& s) {
     RankInfo r;
@@ -218,6 +219,8 @@ struct RowIo<RankInfo> {
     r.clock_offset_ns = s.columnInt(4);
     r.offset_start_ns = s.columnOptInt(5);
     r.offset_end_ns = s.columnOptInt(6);
+    r.exit_status = s.columnOptInt(7);
+    r.error = s.columnText(8);  // NULL reads ""
     return r;
   }
 };

@@ -22,7 +22,9 @@ std::vector<Table> makeTables() {
       {"strings", {{"id", "INTEGER PRIMARY KEY"}, {"value", TN}}},
       {"ranks",
        {{"rank", "INTEGER PRIMARY KEY", R::Rank}, {"host", "TEXT"}, {"pid", I}, {"device", "TEXT"},
-        {"clock_offset_ns", "INTEGER NOT NULL DEFAULT 0"}, {"offset_start_ns", I}, {"offset_end_ns", I}}},
+        {"clock_offset_ns", "INTEGER NOT NULL DEFAULT 0"}, {"offset_start_ns", I}, {"offset_end_ns", I},
+        // A failed run (the local launcher, rundb/rank_failures.h): the rank's exit status and its error.
+        {"exit_status", I, R::Plain, 8}, {"error", "TEXT", R::Plain, 8}}},
       {"steps",
        {{"rank", IN, R::Rank}, {"step", IN}, {"loss", "REAL"}, {"lr", "REAL"}, {"grad_norm", "REAL"},
         {"loss_scale", "REAL"}, {"skipped", IN}, {"tokens", IN}, {"start_ns", IN, R::Time}, {"step_time_ns", IN},

@@ -471,6 +471,51 @@ def main():
         run(BASE + ["--steps", "2", "--save", ck2])
         p = run(BASE + ["--steps", "2", "--resume", ck2], expect=2)
         check("--steps" in p.stderr and "nothing is left" in p.stderr, p.stderr)
+    elif CASE == "warmup_then_resume":
+        # --warmup not below --steps: a note, said once (not by each of the 2 ranks), and the run goes on:
+        # the first steps of a longer run, continued by --resume, equal the uninterrupted run's.
+        base = [a for a in BASE if a not in ("-q",)]
+        full, part, rest, ck = fresh("wu-full.db"), fresh("wu-part.db"), fresh("wu-rest.db"), fresh("wu-ck")
+        two = ["--nproc", "2", "--gbs", "4", "--warmup", "4"]
+        run(base + two + ["--steps", "6", "--out", full])
+        p = run(base + two + ["--steps", "2", "--save", ck, "--out", part])
+        said = [l for l in p.stderr.splitlines() if l.startswith("note: --warmup")]
+        check(len(said) == 1 and "--warmup 4 covers all 2 steps" in said[0] and "--resume" in said[0],
+              f"the --warmup note, once: {p.stderr}")
+        check("done: 2 steps," in p.stdout, f"a run from step 0 says its steps as before: {p.stdout}")
+        p = run(base + two + ["--steps", "6", "--resume", ck, "--out", rest])
+        check("note: --warmup" not in p.stderr, f"a note where --warmup is below --steps: {p.stderr}")
+        # What this invocation ran, in the step lines' numbering, not the run's total.
+        check("done: 4 steps (steps 2-5 of 6, resumed at step 2)," in p.stdout, f"the resumed run's done line: {p.stdout}")
+        with sqlite3.connect(full) as a, sqlite3.connect(rest) as b:
+            q = "SELECT step, loss, lr FROM steps WHERE rank = 0 ORDER BY step"
+            want, got = {r[0]: r[1:] for r in a.execute(q)}, {r[0]: r[1:] for r in b.execute(q)}
+        check(sorted(got) == [2, 3, 4, 5], f"the resumed run recorded steps {sorted(got)}")
+        for k in got:
+            check(got[k] == want[k], f"step {k}: loss, lr {got[k]} resumed, {want[k]} uninterrupted")
+        # --json: steps from the run's start, first_step where this invocation began.
+        p = run(BASE + two + ["--steps", "3", "--resume", ck, "--json"])
+        j = json.loads(p.stdout.strip().splitlines()[-1])
+        check(j["steps"] == 3 and j["first_step"] == 2, f"--json after --resume: steps {j['steps']}, first_step {j.get('first_step')}")
+    elif CASE == "refused_before_launch":
+        # What the checkpoint rules out is refused once by the launcher, before any rank starts (it was
+        # refused by each rank after the launch: "error: rank 0 failed first: ...").
+        ck = fresh("bl-ck")
+        two = ["--nproc", "2", "--gbs", "4"]
+        run(BASE + two + ["--steps", "2", "--save", ck])
+        other = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "alibi.json")
+        cases = [
+            (["--steps", "2", "--resume", ck], "--steps: is 2 but the checkpoint --resume .*bl-ck continues is at step 2 "
+                                               "already: nothing is left to run .fix: pass --steps greater than 2"),
+            (["--steps", "4", "--resume", ck, "--seq", "32"], "--resume: .*bl-ck was saved with seq 16"),
+            (["--steps", "4", "--resume", ck, "--optimizer", "sgd"], "--resume: .*bl-ck was saved with optimizer adamw"),
+            (["--steps", "4", "--init-from", ck, "--workload", other], "--init-from: .*describes another model"),
+        ]
+        import re
+        for args, pattern in cases:
+            p = run(BASE + two + args, expect=2)
+            check(re.search(pattern, p.stderr) is not None, f"{args}: {p.stderr.strip()!r} does not match {pattern!r}")
+            check("rank" not in p.stderr and p.stderr.count("error:") == 1, f"{args}: not refused before launch: {p.stderr}")
     else:
         raise SystemExit(f"unknown case {CASE}")
     if failures:

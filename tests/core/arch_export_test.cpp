@@ -440,3 +440,43 @@ TEST(ArchExport, ExportWritesTheConfigJsonBesideItsFileAndNeverOverAnotherOne) {
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("note: the model's config.json belongs beside this export"), std::string::npos) << r.output;
 }
+
+// Qwen2-MoE without experts (num_experts 0, or every layer in mlp_only_layers): transformers builds
+// every MLP as a dense Qwen2MoeMLP — Qwen2's shape and names. The export keeps model_type qwen2_moe
+// with num_experts 0 (it wrote qwen2, or llama without qkv_bias: a type the config did not say).
+TEST(HfConfig, Qwen2MoeWithoutExpertsKeepsItsType) {
+  const std::string base = R"({"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 176,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+    "max_position_embeddings": 128, "num_experts_per_tok": 2, "moe_intermediate_size": 96,
+    "shared_expert_intermediate_size": 160, )";
+  // transformers 5: sum(p.numel()) of Qwen2MoeForCausalLM(Qwen2MoeConfig(num_experts=0, ...)), the same
+  // as Qwen2ForCausalLM's of those sizes (218,176), and 217,664 under qkv_bias false.
+  const std::pair<std::string, int64_t> cases[] = {{R"("num_experts": 0})", 218176},
+                                                   {R"("num_experts": 4, "mlp_only_layers": [0, 1, 2, 3]})", 218176},
+                                                   {R"("num_experts": 0, "qkv_bias": false})", 217664}};
+  for (const auto& [tail, params] : cases) {
+    const wl::Workload w = wl::parse(base + tail, "q.json");
+    ASSERT_FALSE(w.isMoe()) << tail;
+    EXPECT_EQ(w.parameterCount(), params) << tail;
+    EXPECT_EQ(wl::hfModelType(w), "qwen2_moe") << tail;
+    const auto j = nlohmann::json::parse(wl::hfConfigJson(w, "--save"));
+    EXPECT_EQ(j["model_type"], "qwen2_moe") << j.dump();
+    EXPECT_EQ(j["architectures"][0], "Qwen2MoeForCausalLM");
+    EXPECT_EQ(j["num_experts"], 0);
+    EXPECT_EQ(j["intermediate_size"], 176);  // the dense layers' width
+    EXPECT_EQ(j["qkv_bias"], w.qkv_bias);
+    EXPECT_EQ(j["use_sliding_window"], false);
+    // Read back: the same model, the same type again.
+    const wl::Workload back = wl::parse(j.dump(), "back.json");
+    EXPECT_EQ(back.parameterCount(), params) << j.dump();
+    EXPECT_EQ(wl::hfShapeType(back), wl::hfShapeType(w));
+    EXPECT_EQ(wl::hfModelType(back), "qwen2_moe");
+  }
+  // A Qwen2 config stays qwen2; a Qwen2-MoE with experts stays what it was.
+  const std::string qwen2 = R"({"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 176,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+    "max_position_embeddings": 128})";
+  EXPECT_EQ(wl::hfModelType(wl::parse(qwen2, "q2.json")), "qwen2");
+  const wl::Workload moe = wl::parse(base + R"("num_experts": 4})", "q.json");
+  EXPECT_EQ(nlohmann::json::parse(wl::hfConfigJson(moe, "--save"))["num_experts"], 4);
+}

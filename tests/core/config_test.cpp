@@ -180,3 +180,22 @@ TEST(Config, EveryOptimizerFieldIsRefusedOutsideItsRangeNamingTheRange) {
   rt::TrainConfig big = rt::fromJson(R"({"workload": "tiny", "lr": 1e20, "eps": 1e20, "weight_decay": 1e20})", "cfg.json");
   EXPECT_NO_THROW(rt::resolve(big));
 }
+
+TEST(Config, WarmupCoveringEveryStepIsNotedNotRefused) {
+  // --warmup >= --steps: every step is a warm-up step (the lr only rises); allowed (the first steps of
+  // a longer run, continued with --resume), with a note that names both flags and the lr reached.
+  rt::TrainConfig c = rt::fromJson(R"({"workload": "tiny", "steps": 3, "warmup": 5, "lr": 1e-3})", "cfg.json");
+  EXPECT_NO_THROW(rt::resolve(c));
+  const std::string note = rt::warmupNote(c);
+  EXPECT_NE(note.find("--warmup 5 covers all 3 steps"), std::string::npos) << note;
+  EXPECT_NE(note.find("to 0.0006, --lr is 0.001"), std::string::npos) << note;  // lr x 3 / 5 at the last step
+  EXPECT_NE(note.find("pass --warmup below --steps"), std::string::npos) << note;
+  EXPECT_EQ(note.find('\n'), std::string::npos);  // one line
+  c.warmup = 3;  // reaches --lr at the last step, still no decay
+  EXPECT_NE(rt::warmupNote(c).find("to 0.001,"), std::string::npos) << rt::warmupNote(c);
+  c.warmup = 2;  // a warm-up, then the cosine: nothing to say
+  EXPECT_EQ(rt::warmupNote(c), "");
+  c.warmup = 0;
+  c.steps = 1;
+  EXPECT_EQ(rt::warmupNote(c), "");
+}

@@ -54,3 +54,42 @@ TEST(FailedRank, ARunWhoseRankZeroFailedFirstReportsTheOtherRanksAndNamesRankZer
   EXPECT_NE(header.find("recorded nothing, failed or killed before their first event: rank 0 (rank0-failed.db.rank0)"),
             std::string::npos) << header;
 }
+
+// Why the run failed is in its database (schema 8): the launcher writes each failed rank's exit
+// status and error, and which rank failed first; `report` prints them above its table. Before, the
+// file kept no trace of it (the launcher's line went to stderr only).
+TEST(FailedRank, TheRunDatabaseRecordsWhyRankZeroFailedAndReportShowsIt) {
+  const std::string run = tempPath("rank0-failed-why.db");
+  const auto r = cli("run --workload tiny --seq 32 --mbs 2 --device cpu --steps 4 --nproc 2 --inject-failure 0:1 -q "
+                     "--out " + run);
+  ASSERT_EQ(r.status, 1) << r.output;
+  ASSERT_NE(r.output.find("rank 0 failed first: injected failure on rank 0 at step 1"), std::string::npos) << r.output;
+
+  const auto text = cli("report " + run);
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("failed: rank 0 failed first (exit status 1: injected failure on rank 0 at step 1 "
+                             "[train.cpp:"), std::string::npos) << text.output;
+  const auto js = cli("report --json " + run);
+  ASSERT_EQ(js.status, 0) << js.output;
+  const auto f = nlohmann::json::parse(js.output)["failure"];
+  ASSERT_TRUE(f.is_object()) << js.output;
+  EXPECT_EQ(f["first_rank"], 0);
+  ASSERT_GE(f["ranks"].size(), 1u);
+  EXPECT_EQ(f["ranks"][0]["rank"], 0);
+  EXPECT_EQ(f["ranks"][0]["exit_status"], 1);
+  EXPECT_EQ(f["ranks"][0]["error"].get<std::string>().rfind("injected failure on rank 0 at step 1 [train.cpp:", 0), 0u)
+      << f.dump();
+
+  // One process: it records its own failure. A run that did not fail has none (null in --json).
+  const std::string one = tempPath("one-failed.db");
+  const auto r1 = cli("run --workload tiny --seq 32 --mbs 2 --device cpu --steps 4 --inject-failure 0:2 -q --out " + one);
+  ASSERT_EQ(r1.status, 1) << r1.output;
+  const auto j1 = nlohmann::json::parse(cli("report --json " + one).output)["failure"];
+  EXPECT_EQ(j1["first_rank"], 0) << j1.dump();
+  EXPECT_NE(j1.dump().find("injected failure on rank 0 at step 2"), std::string::npos) << j1.dump();
+  const std::string ok = tempPath("not-failed.db");
+  ASSERT_EQ(cli("run --workload tiny --seq 32 --mbs 2 --device cpu --steps 2 -q --out " + ok).status, 0);
+  const auto clean = cli("report --json " + ok);
+  EXPECT_TRUE(nlohmann::json::parse(clean.output)["failure"].is_null()) << clean.output;
+  EXPECT_EQ(cli("report " + ok).output.find("failed:"), std::string::npos);
+}

@@ -97,6 +97,38 @@ TEST(ImportText, AHeldQuoteCrossesPiecesAndLongBlanksStillCloseTheString) {
   EXPECT_EQ(rangeNames(tempPath("valid.db"))[1], "say \"hi\"");
 }
 
+// A name holding `", "`: torch 2.11 writes record_function('my", "op') as `"name": "my", "op", "pid": …`,
+// where the quote after `my` can end a string (a comma follows), so the quote rule above cannot see it
+// and the import failed (`expected ':'`). The lines of an event's header are repaired whole before the
+// text is folded (kineto_names.h): the name runs to the line's last `", "pid": `, and a metadata
+// event's `"name": "…"` line to its last quote. As torch writes the file: `{` on its own line.
+TEST(ImportText, ANameHoldingQuoteCommaQuoteIsPartOfTheName) {
+  auto header = [](const std::string& raw, int ts, int dur) {
+    return "  {\n    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"" + raw +
+           "\", \"pid\": 1, \"tid\": 1,\n    \"ts\": " + std::to_string(ts) + ", \"dur\": " + std::to_string(dur) +
+           ",\n    \"args\": {\n      \"External id\": 1\n    }\n  }";
+  };
+  const std::string thread = "  {\n    \"name\": \"thread_name\", \"ph\": \"M\", \"ts\": 1, \"pid\": 1, \"tid\": 1,\n"
+                             "    \"args\": {\n      \"name\": \"main\", \"loop\"\n    }\n  }";
+  const std::string in = writeText("quote_comma.json", rawFile({thread, header("ProfilerStep#0", 10, 100),
+                                                                header("my\", \"op", 20, 5), rawAnnotation("a\", \"b", 30, 5),
+                                                                header("x\", \"pid\": 2, \"y", 40, 5)}));
+  const std::string db = tempPath("quote_comma.db");
+  const tr::ImportStats st = tr::importTraces({in}, db, true);
+  EXPECT_EQ(rangeNames(db), (std::vector<std::string>{"ProfilerStep#0", "my\", \"op", "a\", \"b", "x\", \"pid\": 2, \"y"}));
+  EXPECT_EQ(st.repaired_quotes.at(in), 2 + 2 + 2 + 4);  // the thread's name, then the three ranges'
+  tr::RunReader rd(db);
+  bool named = false;
+  for (const auto& t : rd.threads()) named = named || rd.string(t.name) == "main\", \"loop";
+  EXPECT_TRUE(named);
+  // Written escaped (valid JSON), the same names read as they are, and nothing is counted as repaired.
+  const std::string valid = writeText("quote_comma_valid.json", rawFile({header("ProfilerStep#0", 10, 100),
+                                                                         header("my\\\", \\\"op", 20, 5)}));
+  const tr::ImportStats ok = tr::importTraces({valid}, tempPath("quote_comma_valid.db"), true);
+  EXPECT_TRUE(ok.repaired_quotes.empty());
+  EXPECT_EQ(rangeNames(tempPath("quote_comma_valid.db"))[1], "my\", \"op");
+}
+
 // schedule(wait=0, warmup=1, active=3) over 5 iterations that end with p.step(): the trace ends with
 // ProfilerStep#5 begun by the last p.step() and closed 19 µs later by the profile's exit, nothing in
 // it — and tensorboard_trace_handler writes the cut cycle as a file holding only that step. Before,

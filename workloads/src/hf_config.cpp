@@ -90,6 +90,13 @@ std::string hfModelType(const Workload& w) {
   // Mistral without a window (v0.3: sliding_window null) builds what Llama without biases builds: the
   // type the config.json said is kept, so that an import -> export round trip keeps its model_type.
   if (shape == "llama" && w.hf_model_type == "mistral" && !w.qkv_bias && !w.proj_bias && !w.mlp_bias) return "mistral";
+  // Qwen2-MoE with num_experts 0 (or every layer in mlp_only_layers): transformers builds every
+  // layer's MLP as a dense Qwen2MoeMLP of intermediate_size, with q/k/v biases as qkv_bias says —
+  // Qwen2's shape (Llama's without qkv_bias), under the same parameter names. The type is kept, and
+  // the export says num_experts 0, so that import -> export keeps the model_type (it said qwen2).
+  if ((shape == "qwen2" || (shape == "llama" && !w.qkv_bias)) && w.hf_model_type == "qwen2_moe" && !w.proj_bias &&
+      !w.mlp_bias && w.sliding_window == 0)
+    return "qwen2_moe";
   return shape;
 }
 
@@ -171,7 +178,15 @@ std::string hfConfigJson(const Workload& w, const std::string& field) {
     j["output_router_logits"] = w.aux_loss_coeff > 0;
     j["router_jitter_noise"] = 0.0;
   }
-  if (type == "qwen2_moe") {
+  if (type == "qwen2_moe" && !w.isMoe()) {  // every layer dense (num_experts 0: no router, no shared expert)
+    j["intermediate_size"] = w.ffnHidden();
+    j["qkv_bias"] = w.qkv_bias;
+    j["use_sliding_window"] = false;
+    j["num_experts"] = 0;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = nlohmann::ordered_json::array();
+    j["output_router_logits"] = false;
+  } else if (type == "qwen2_moe") {
     j["intermediate_size"] = w.ffnHidden();  // the dense layers' (those in mlp_only_layers)
     j["qkv_bias"] = w.qkv_bias;
     j["use_sliding_window"] = false;

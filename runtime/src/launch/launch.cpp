@@ -173,8 +173,8 @@ namespace {
 // read: change them only on purpose.
 class LocalLaunch {
  public:
-  LocalLaunch(const LaunchOptions& o, std::ostream& err)
-      : o_(o), err_(err), err_read_(size_t(o.nproc), -1), err_text_(size_t(o.nproc)) {}
+  LocalLaunch(const LaunchOptions& o, std::ostream& err, rundb::RunFailure* failure)
+      : o_(o), err_(err), failure_out_(failure), err_read_(size_t(o.nproc), -1), err_text_(size_t(o.nproc)) {}
   ~LocalLaunch() { closePipes(); }
   LocalLaunch(const LocalLaunch&) = delete;
   LocalLaunch& operator=(const LocalLaunch&) = delete;
@@ -220,6 +220,7 @@ class LocalLaunch {
       fcntl(fds[0], F_SETFL, O_NONBLOCK);
       err_read_[size_t(r)] = fds[0];
       rank_of_[pid] = r;
+      if (r == 0 && failure_out_) failure_out_->writer_pid = pid;
     }
   }
 
@@ -277,6 +278,7 @@ class LocalLaunch {
     }
     for (const auto& [r, at] : reported_at_) {
       if (Clock::now() - at <= std::chrono::seconds(2 * o_.grace_seconds)) continue;
+      failed_rank_ = r;
       failure_ = "rank " + std::to_string(r) + " failed (it did not exit within " +
                  std::to_string(2 * o_.grace_seconds) + " s of its error)";
       exit_code_ = 1;
@@ -344,6 +346,7 @@ class LocalLaunch {
       signaled_signal_ = e.signal;
       signaled_oom_kills_ = oomKillCount();  // read now: the kernel counts the kill before the parent sees it
     }
+    failed_rank_ = r;
     failure_ = "rank " + std::to_string(r) + " failed (" + describe(e) + ")";
     exit_code_ = code;
     for (const auto& [q, sig] : paused_)
@@ -388,6 +391,7 @@ class LocalLaunch {
       drain(err_read_[size_t(r)], err_text_[size_t(r)]);
       std::string line;
       RankError e = parseRankError(err_text_[size_t(r)], r, &line);
+      if (e.rank >= 0) error_of_[r] = e.message;
       if (r == 0) stop_line = line;
       if (e.rank >= 0 && (first.rank < 0 || e.time_ns < first.time_ns)) first = e;
     }
@@ -397,11 +401,28 @@ class LocalLaunch {
     return 0;
   }
 
+  // For the run database: the rank named as failing first, and each rank's end (exit status, error).
+  void fillFailure(int first_rank, const std::string& killer) {
+    if (!failure_out_) return;
+    failure_out_->first_rank = first_rank;
+    for (int r = 0; r < o_.nproc; ++r) {
+      const auto code = exit_of_.find(r);
+      const auto said = error_of_.find(r);
+      if (code == exit_of_.end() && said == error_of_.end()) continue;
+      rundb::RankFailure f;
+      f.rank = r;
+      f.exit_status = code == exit_of_.end() ? 0 : code->second;
+      f.error = said != error_of_.end() ? said->second : r == signaled_rank_ ? "killed by " + killer : "";
+      failure_out_->ranks.push_back(std::move(f));
+    }
+  }
+
   // `first`: the rank whose reported error came first, if any did.
   int reportFailure(const RankError& first) {
     if (signaled_rank_ >= 0) {
       const std::string killer =
           killerOf(signaled_signal_, oom_kills_, signaled_oom_kills_, limit_.value, limit_.source);
+      fillFailure(signaled_rank_, killer);
       if (killer != strsignal(signaled_signal_))
         err_ << "error: rank " << signaled_rank_ << " was killed by " << killer << " (status "
              << 128 + signaled_signal_ << "); stopped the other ranks (fix: lower --mbs, add --ckpt full, run fewer "
@@ -413,6 +434,7 @@ class LocalLaunch {
     }
     int exit_code = exit_code_;
     if (first.rank >= 0 && exit_of_.count(first.rank) && exit_of_[first.rank] != 0) exit_code = exit_of_[first.rank];
+    fillFailure(first.rank >= 0 ? first.rank : failed_rank_, "");
     if (first.rank >= 0)
       err_ << "error: rank " << first.rank << " failed first: " << first.message << " (" << failure_
            << "); stopped the other ranks\n";
@@ -442,6 +464,9 @@ class LocalLaunch {
 
   const LaunchOptions& o_;
   std::ostream& err_;
+  rundb::RunFailure* failure_out_;     // filled after a failure (may be null)
+  std::map<int, std::string> error_of_;  // rank → the error it reported
+  int failed_rank_ = -1;               // the rank of failure_
   std::vector<int> err_read_;          // rank → the read end of its error pipe
   std::vector<std::string> err_text_;  // rank → what it wrote there so far
   std::map<pid_t, int> rank_of_;       // the ranks still running
@@ -463,7 +488,9 @@ class LocalLaunch {
 
 }  // namespace
 
-int launchLocal(const LaunchOptions& o, std::ostream& err) { return LocalLaunch(o, err).run(); }
+int launchLocal(const LaunchOptions& o, std::ostream& err, rundb::RunFailure* failure) {
+  return LocalLaunch(o, err, failure).run();
+}
 
 int launchSlurm(const LaunchOptions& o, std::ostream& err) {
   const std::string exe = selfExe();

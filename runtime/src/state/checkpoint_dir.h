@@ -61,6 +61,10 @@ struct LoadedCheckpoint {
 // optimizer state differs from the saved one is refused with the reason). `field` names the flag.
 LoadedCheckpoint loadCheckpoint(const std::string& dir, const TrainConfig& cfg, int rank, bool resume,
                                 const std::string& field);
+// What loadCheckpoint refuses without reading tensors (state/resume_check.h): the model, and for
+// --resume the saved step against --steps, the data, seq, global batch, optimizer and precision. The
+// launcher calls it once before starting ranks, so that they are not started only to refuse.
+void checkCheckpointBeforeLaunch(const std::string& dir, const TrainConfig& cfg, bool resume, const std::string& field);
 // A resumed checkpoint's trainer state into `trainer`: this rank's saved optimizer tensors (same
 // layout), or its pieces cut from the state saved per parameter name (another layout).
 void restoreTrainer(const LoadedCheckpoint& c, Trainer& trainer, const Layout& layout, const std::string& dir,

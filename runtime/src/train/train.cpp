@@ -356,8 +356,9 @@ bool runStep(RunContext& c, int64_t k, StepTotals* t, RunResult* res) {
   if (c.rec.store)
     for (const auto& row : rows) c.rec.store->appendStep(row);
   if (c.info.leader) t->all_rows.insert(t->all_rows.end(), rows.begin(), rows.end());
-  if (res->steps_done == 0 || k == 0) res->first_loss = r.loss;  // (a resumed run's first step is k > 0)
-  if (k > 0 || c.cfg.steps == 1) {  // step 0 pays one-time costs
+  if (k == res->first_step) res->first_loss = r.loss;  // (a resumed run's first step is k > 0)
+  // This invocation's first step pays one-time costs (a resumed run's too, at k > 0).
+  if (k > res->first_step || c.cfg.steps - res->first_step == 1) {
     t->hidden_sum += c.trainer.lastHiddenShare();
     t->comm_sum += c.trainer.lastCommSeconds();
     ++t->timed;
@@ -481,7 +482,8 @@ RunResult trainOnComm(TrainConfig& cfg, const RunOutput& out, RunInfo info, cons
     if (rec.store) rec.store->appendCheckpoint({s.step, s.seconds, s.bytes, out.save});
     res.checkpoints.push_back({s.step, s.seconds, s.bytes, out.save});
   };
-  for (int64_t k = trainer.stepsDone(); k < cfg.steps; ++k) {
+  res.first_step = res.steps_done = trainer.stepsDone();
+  for (int64_t k = res.first_step; k < cfg.steps; ++k) {
     if (!runStep(c, k, &totals, &res)) {
       if (res.end == RunEnd::Diverged) return res;
       break;
@@ -521,6 +523,10 @@ void validateBeforeLaunch(TrainConfig cfg, RunOutput out) {
   resolve(out);
   checkSave(cfg, out);
   Layout::make(cfg.world, 0, cfg.tp, cfg.pp, cfg.cp);
+  // A checkpoint the run cannot start from or continue (another model, --steps not past its step,
+  // other data or optimizer): refused here once, not by every rank after it has started.
+  if (!out.resume.empty()) checkCheckpointBeforeLaunch(out.resume, cfg, true, "--resume");
+  else if (!out.init_from.empty()) checkCheckpointBeforeLaunch(out.init_from, cfg, false, "--init-from");
   TokenSource probe(cfg.data, cfg.model.vocab_size, cfg.seq, cfg.seed);
   (void)probe;
   if (cfg.launcher == Launcher::Local) {

@@ -161,6 +161,12 @@ struct RunOutput {
 void resolve(TrainConfig& c, int world = 0);
 void resolve(RunOutput& o);
 
+// A one-line note when --warmup is not below --steps (empty otherwise): every step is then a warm-up
+// step, so the learning rate only rises and never decays. Allowed, not refused: the first steps of a
+// longer run, saved with --save and continued with --resume and the longer --steps, run exactly so.
+// The run's measured steps are not affected (the report leaves out its own first step, not --warmup's).
+std::string warmupNote(const TrainConfig& c);
+
 // The --cpu-lanes refusal (resolve() for what the config rules out, the Trainer for a GPU found by
 // --device auto).
 inline constexpr const char* kLanesNeed =

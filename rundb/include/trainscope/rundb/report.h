@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/rundb/rank_failures.h"
 #include "trainscope/rundb/fp8_scales.h"
 #include "trainscope/rundb/moe_load.h"
 #include "trainscope/rundb/summary.h"
@@ -130,6 +131,7 @@ struct Report {
   std::vector<Checkpoint> checkpoints;  // `run --save` (docs/checkpoints.md)
   std::vector<ExpertLayerLoad> expert_load;  // per MoE layer (moe_load.h); empty for a dense run
   std::vector<Fp8RoleSummary> fp8;           // per FP8 role (fp8_scales.h); empty unless --precision fp8
+  RunFailure failure;  // a failed run (rank_failures.h): first_rank -1 and no ranks otherwise
 };
 
 // Throws UserError with a clear message when `path` is not a run database, or is truncated or

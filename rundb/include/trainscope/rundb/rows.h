@@ -167,6 +167,10 @@ struct RankInfo {
   int64_t pid = 0;
   int64_t clock_offset_ns = 0;                    // added to this rank's times → rank 0's clock
   std::optional<int64_t> offset_start_ns, offset_end_ns;
+  // A failed run (schema 8; NULL otherwise): how the rank's process ended (its exit status, 128 +
+  // signal when killed) and the error it reported ("" when none), as the local launcher saw them.
+  std::optional<int64_t> exit_status;
+  std::string error;
 };
 
 struct Drop {

@@ -27,7 +27,9 @@ class Database;
 //    read with none (not an fp8 run).
 // 7: `collectives.cut` (1: the trace's end cut the call — an import's "finished": false — so its end
 //    is not the call's and it has no duration or bandwidth). Older files read 0 there.
-inline constexpr int kSchemaVersion = 7;
+// 8: `ranks.exit_status` and `ranks.error` (a failed run: how each rank ended and the error it
+//    reported, written by the local launcher) and `meta.failed_rank`. Older files read NULL there.
+inline constexpr int kSchemaVersion = 8;
 inline constexpr int kOldestReadableSchema = 2;
 
 enum class ColumnRole { Plain, Rank, Time, StringId };

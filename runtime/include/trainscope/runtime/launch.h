@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/rundb/rank_failures.h"
+
 namespace trainscope::runtime {
 
 struct LaunchOptions {
@@ -56,8 +58,10 @@ std::string withoutLibraryBacktrace(std::string message);
 // ("killed by the out-of-memory killer (cgroup limit …)" instead of silence).
 std::optional<int> superviseUnderMemoryLimit(std::ostream& err);
 
-// Both return the process exit status the launcher should exit with.
-int launchLocal(const LaunchOptions& o, std::ostream& err);
+// Both return the process exit status the launcher should exit with. After a failure, launchLocal
+// also fills `failure` (when given): the rank it names as failing first, and each rank that failed
+// or reported an error with its exit status and error, for the run database (rank_failures.h).
+int launchLocal(const LaunchOptions& o, std::ostream& err, rundb::RunFailure* failure = nullptr);
 int launchSlurm(const LaunchOptions& o, std::ostream& err);
 
 }  // namespace trainscope::runtime

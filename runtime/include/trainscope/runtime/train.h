@@ -55,7 +55,8 @@ struct RunResult {
   std::string message;                  // why it ended early ("" when completed)
   RunInfo info;                         // info.config is null here: see `config`
   TrainConfig config;                   // as resolved
-  int64_t steps_done = 0;
+  int64_t steps_done = 0;               // steps done, counted from the run's start (--resume's included)
+  int64_t first_step = 0;               // the first step this invocation ran (the checkpoint's, after --resume)
   double first_loss = 0, final_loss = 0;
   int64_t skipped_steps = 0;            // steps whose update was skipped (non-finite gradient)
   double loss_scale = 1;
