@@ -100,11 +100,7 @@ std::vector<const tn::FitParam*> chosenParams(const CalibrateFlags& f, const tn:
 }  // namespace
 
 
-nlohmann::json summaryJson(const tn::ErrorSummary& s) {
-  return {{"rows", s.rows}, {"mape", s.mape}, {"median_signed_error", s.median_signed}, {"abs_error_p90", s.abs_p90},
-          {"max_abs_error", s.max_abs}, {"spearman_within_group_median", s.spearman_median},
-          {"spearman_groups", s.spearman_groups}};
-}
+nlohmann::json summaryJson(const tn::ErrorSummary& s) { return nlohmann::json::parse(tn::errorSummaryJson(s)); }
 
 std::string utcNow() {
   const std::time_t t = std::time(nullptr);

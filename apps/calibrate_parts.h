@@ -17,6 +17,14 @@
 
 namespace trainscope::apps {
 
+// A row the memory model puts over the device's memory, yet measured (said in one note per kind).
+struct OverMemoryRow {
+  int64_t line = 0;             // its line in the JSON-lines file
+  int64_t predicted_bytes = 0;  // the peak predict's "fits" is judged on
+  int64_t device_bytes = 0;
+  bool peak_measured = false;   // the line gave measured_peak_bytes
+};
+
 // The measured rows of --from (calibrate_rows.cpp).
 struct CalibrationRows {
   std::vector<tuner::FitRow> rows;                  // each row's source: "FILE line N", "STUDY trial N" or the database
@@ -24,6 +32,7 @@ struct CalibrationRows {
   std::vector<std::pair<std::string, int64_t>> per_source;  // each --from file and its row count
   std::map<std::string, std::shared_ptr<const workloads::Workload>> workloads;  // by name or inline text
   std::vector<std::string> notes;  // said and recorded: lines repeated, rows the memory model says cannot fit
+  std::vector<OverMemoryRow> over_memory;  // the current file's, until readLines groups them into notes
 };
 // Reads every --from input, each priced on `base`; a bad row is a UserError naming its file and line.
 CalibrationRows readRows(const CalibrateFlags& f, const tuner::Cluster& base);

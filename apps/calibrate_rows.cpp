@@ -85,9 +85,10 @@ double measured(const nlohmann::json& j, const char* key, const std::string& whe
   return v;
 }
 
-// One JSON line: its flags priced on the base cluster (with the line's nodes), its measurements.
+// One JSON line (`line` of its file; 0: --config): its flags priced on the base cluster (with the
+// line's nodes), its measurements.
 void addLine(Rows& out, const std::string& text, const std::string& where, const PredictFlags& defaults,
-             const tn::Cluster& base) {
+             const tn::Cluster& base, int64_t line = 0) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object())
     throw UserError(where, notJsonObjectProblem(text), "one object per line: predict's flags and measured_step_s");
@@ -163,12 +164,44 @@ void addLine(Rows& out, const std::string& text, const std::string& where, const
   r.source = where.rfind("--from ", 0) == 0 ? where.substr(7) : where;  // "FILE line N": the record names it
   out.rows.push_back(std::move(r));
   if (peak > 0) out.peaks.emplace_back(priced.peak_bytes, int64_t(peak));
-  // It ran, so its configuration or the memory model is off: priced all the same, and said.
+  // It ran, so its configuration or the memory model is off: priced all the same, and said (overMemoryNotes).
   if (priced.judged_peak_bytes > c.memory_bytes)  // as predict judges "fits" (a framework's own peak where it has one)
-    out.notes.push_back(where + ": the memory model puts this configuration's peak at " + gib(priced.judged_peak_bytes) +
-                        " GiB per rank, over the device's " + gib(c.memory_bytes) +
-                        " GiB, yet it was measured: check the row's configuration (zero, tp, mbs, ckpt), or the "
-                        "memory model is off for it" + (peak > 0 ? "" : " (give measured_peak_bytes to measure by how much)"));
+    out.over_memory.push_back({line, priced.judged_peak_bytes, c.memory_bytes, peak > 0});
+}
+
+// The rows of `path` the memory model puts over the device's memory, one note per kind (the device's
+// memory, and whether the rows gave measured_peak_bytes) with their count, their peaks' range and their
+// first few line numbers: a file of 1,500 such rows says so in a line or two, not 1,500. One row reads
+// as it always has ("--from F line 9: the memory model puts this configuration's peak at …").
+void overMemoryNotes(Rows& out, const std::string& path) {
+  constexpr size_t kLinesNamed = 5;
+  std::map<std::pair<int64_t, bool>, std::vector<OverMemoryRow>> kinds;  // (device bytes, peak measured) → rows
+  for (const OverMemoryRow& r : out.over_memory) kinds[{r.device_bytes, r.peak_measured}].push_back(r);
+  out.over_memory.clear();
+  for (const auto& [kind, rows] : kinds) {
+    const std::string device = gib(kind.first), ask = kind.second ? "" : " (give measured_peak_bytes to measure by how much)";
+    if (rows.size() == 1) {
+      const std::string where = "--from " + path + (rows[0].line > 0 ? " line " + std::to_string(rows[0].line) : "");
+      out.notes.push_back(where + ": the memory model puts this configuration's peak at " + gib(rows[0].predicted_bytes) +
+                          " GiB per rank, over the device's " + device +
+                          " GiB, yet it was measured: check the row's configuration (zero, tp, mbs, ckpt), or the "
+                          "memory model is off for it" + ask);
+      continue;
+    }
+    std::string lines;
+    int64_t least = rows[0].predicted_bytes, most = least;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      least = std::min(least, rows[i].predicted_bytes);
+      most = std::max(most, rows[i].predicted_bytes);
+      if (i < kLinesNamed) lines += (i == 0 ? "" : ", ") + std::to_string(rows[i].line);
+    }
+    if (rows.size() > kLinesNamed) lines += " and " + std::to_string(rows.size() - kLinesNamed) + " more";
+    out.notes.push_back("--from " + path + " lines " + lines + " (" + std::to_string(rows.size()) +
+                        " rows): the memory model puts these configurations' peaks at " + gib(least) + " to " +
+                        gib(most) + " GiB per rank, over the device's " + device +
+                        " GiB, yet they were measured: check the rows' configuration (zero, tp, mbs, ckpt), or the "
+                        "memory model is off for them" + ask);
+  }
 }
 
 int64_t readLines(Rows& out, const std::string& path, const PredictFlags& defaults, const tn::Cluster& base) {
@@ -180,11 +213,12 @@ int64_t readLines(Rows& out, const std::string& path, const PredictFlags& defaul
   while (std::getline(in, text)) {
     ++n;
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    addLine(out, text, "--from " + path + " line " + std::to_string(n), defaults, base);
+    addLine(out, text, "--from " + path + " line " + std::to_string(n), defaults, base, n);
     ++rows;
     const auto [at, fresh] = first_line.emplace(nlohmann::json::parse(text).dump(), n);
     if (!fresh) repeats += (repeats.empty() ? "" : ", ") + std::to_string(n) + " (= line " + std::to_string(at->second) + ")";
   }
+  overMemoryNotes(out, path);
   // A line pasted twice weighs twice in the fit; a configuration measured again is a row of its own.
   if (!repeats.empty())
     out.notes.push_back("--from " + path + " lines " + repeats + " repeat an earlier line exactly (configuration and "

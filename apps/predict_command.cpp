@@ -4,6 +4,7 @@
 #include "predict_command.h"
 
 #include "predict_flags.h"
+#include "predict_inline.h"
 #include "deepspeed_config.h"
 #include "predict_framework_memory.h"
 #include "trainscope/models/framework_memory.h"
@@ -77,11 +78,14 @@ struct Loaded {
   std::map<std::pair<std::string, int64_t>, tn::Cluster> clusters;
   const workloads::Workload& workload(const std::string& name) {
     auto it = workloads.find(name);
-    return it != workloads.end() ? it->second : workloads.emplace(name, workloads::load(name)).first->second;
+    if (it != workloads.end()) return it->second;
+    return workloads.emplace(name, isInline(name) ? inlineWorkload(name) : workloads::load(name)).first->second;
   }
   const tn::Cluster& cluster(const std::string& name, int64_t nodes) {
     auto it = clusters.find({name, nodes});
-    return it != clusters.end() ? it->second : clusters.emplace(std::make_pair(name, nodes), tn::loadCluster(name, nodes)).first->second;
+    if (it != clusters.end()) return it->second;
+    tn::Cluster c = isInline(name) ? inlineCluster(name, nodes) : tn::loadCluster(name, nodes);
+    return clusters.emplace(std::make_pair(name, nodes), std::move(c)).first->second;
   }
 };
 

@@ -3,6 +3,7 @@
 // number from its least to its most, a share lies in 0..1, a ZeRO stage is 0..3, a name one of its
 // values.
 #include "predict_flags.h"
+#include "predict_inline.h"
 
 #include <algorithm>
 #include <climits>
@@ -240,13 +241,22 @@ std::string unknownKeyFix(const std::string& key, const std::vector<std::string>
 }
 
 PredictFlags flagsFromJson(const std::string& text, const PredictFlags& defaults, int64_t line) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   const std::string where = "--batch line " + std::to_string(line);
   if (!j.is_object()) throw UserError(where, notJsonObjectProblem(text), "one object of predict's flags per line");
   const std::vector<std::string> keys = predictKeys();  // any other key is refused by name
   for (const auto& [k, v] : j.items())
     if (std::find(keys.begin(), keys.end(), k) == keys.end())
       throw UserError(where + ": " + k, "is not a flag of predict", unknownKeyFix(k, keys));
+  // "workload" and "cluster" may be the object itself (predict_inline.h): kept as its text, parsed by
+  // the loader; anything else but a string is refused here, naming what the key takes.
+  for (const char* key : {"workload", "cluster"}) {
+    if (!j.contains(key) || j[key].is_string()) continue;
+    if (!j[key].is_object())
+      throw UserError(where + ": " + key, "must be a name, a JSON path or a JSON object, not " + jsonText(j[key]),
+                      std::string("give the ") + key + "'s name or file, or its definition as an object");
+    j[key] = inlineKey(j[key]);
+  }
   PredictFlags f = defaults;
   f.batch.clear();
   visitPredictFields(KeyReader(j, where, f));

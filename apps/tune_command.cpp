@@ -182,7 +182,8 @@ void printTable(const TuneFlags& f, const workloads::Workload& w, const tn::Clus
         fitted += std::string(" (at its ") + (std::abs(value - lo) <= tol ? "lower" : "upper") + " bound)";
     }
     std::printf("(cluster constants refitted to the trials' step times before the candidates not measured were "
-                "ranked, as `trainscope calibrate` fits: %s)\n", fitted.c_str());
+                "ranked, as `trainscope calibrate` fits: %s; %s)\n", fitted.c_str(),
+                tn::refitCrossValidationText(r.refit_cv).c_str());
   }
   if (!r.costs.empty()) {
     // Why the composed predictions are what they are: the costs each layer shape measured.

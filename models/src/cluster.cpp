@@ -347,13 +347,17 @@ Cluster loadCluster(const std::string& name, int64_t nodes) {
     throw UserError("--cluster", "unknown cluster \"" + name + "\"", "pass a JSON file or one of: " + known);
   // A FIFO or device is refused at once, never waited on or read without end.
   Cluster c = parseCluster(files::readTextFile(path, "--cluster", "pass a JSON file or one of: " + known), path);
+  setClusterNodes(c, nodes);
+  return c;
+}
+
+void setClusterNodes(Cluster& c, int64_t nodes) {
   if (nodes > 0 && nodes > kMostClusterDevices / c.devices_per_node)
     throw UserError("--nodes", std::to_string(nodes) + " nodes of " + std::to_string(c.devices_per_node) +
                                    " devices is more than the " + std::to_string(kMostClusterDevices) +
                                    " devices the models price",
                     "pass at most " + std::to_string(kMostClusterDevices / c.devices_per_node) + " nodes");
   if (nodes > 0) c.nodes = nodes;
-  return c;
 }
 
 }  // namespace trainscope::models

@@ -435,6 +435,10 @@ void checkFp8(const TrainConfig& c) {
 
 void resolve(TrainConfig& c, int world) {
   c.model = workloads::load(c.workload);
+  resolveLoaded(c, world);
+}
+
+void resolveLoaded(TrainConfig& c, int world) {
   resolveLayout(c, world);
   resolveBatch(c);
   checkInterleaving(c);

@@ -341,6 +341,49 @@ TEST(Calibrate, AHandEditedCalibratedFileIsRefusedNamingTheKey) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+// Many rows over the device's memory are said in one note per kind (with measured_peak_bytes or
+// without), with their count, their peaks' range and their first line numbers, not one note per row.
+TEST(Calibrate, RowsOverMemoryAreSaidOncePerKind) {
+  const std::string batch = tempPath("over-batch.jsonl"), rows = tempPath("over-rows.jsonl"),
+                    out = tempPath("over-out.json");
+  std::string lines;
+  for (int mbs : {1, 4}) lines += nlohmann::json{{"workload", "gpt2-124m"}, {"gpus", 8}, {"mbs", mbs}}.dump() + "\n";
+  for (int seq : {1024, 2048, 4096})  // Llama 3 70B unsharded on 8 A100s: none fits
+    for (int mbs : {1, 2, 4}) lines += nlohmann::json{{"workload", "llama3-70b"}, {"gpus", 8}, {"mbs", mbs}, {"seq", seq}}.dump() + "\n";
+  writeMeasuredRows("a100-80gb-x8", batch, lines, rows);
+  if (::testing::Test::HasFatalFailure()) return;
+  std::ifstream in(rows);
+  std::string text, line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (n == 11) {  // the last row gives its measured peak: a note of its own kind
+      nlohmann::json j = nlohmann::json::parse(line);
+      j["measured_peak_bytes"] = int64_t(79) << 30;
+      line = j.dump();
+    }
+    text += line + "\n";
+  }
+  write(rows, text);
+  const auto r = cli("calibrate --cluster a100-80gb-x8 --from " + rows + " --fit sustained_clock --folds 0 -o " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  size_t notes = 0;
+  for (size_t at = r.output.find("the memory model puts"); at != std::string::npos;
+       at = r.output.find("the memory model puts", at + 1))
+    ++notes;
+  EXPECT_EQ(notes, 2u) << r.output;  // 9 rows: 8 without a measured peak, 1 with
+  EXPECT_NE(r.output.find(rows + " lines 3, 4, 5, 6, 7 and 3 more (8 rows): the memory model puts these "
+                                 "configurations' peaks at "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("yet they were measured: check the rows' configuration (zero, tp, mbs, ckpt), or the memory "
+                          "model is off for them (give measured_peak_bytes to measure by how much)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(rows + " line 11: the memory model puts this configuration's peak at "), std::string::npos)
+      << r.output;
+  const nlohmann::json cal = readJson(out)["calibration"];
+  EXPECT_NE(cal["notes"].dump().find("lines 3, 4, 5, 6, 7 and 3 more (8 rows)"), std::string::npos) << cal.dump();
+}
+
 // Rows as a user writes them: the record names the rows it was fitted on (the file's lines) and the
 // rows it misses most; a line pasted twice and a row the memory model says cannot fit are said, not
 // silently weighed; NaN (as Python's json.dumps writes it) and a misspelt calibrate key are named.

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@
 #include "trainscope/tuner/job.h"
 #include "trainscope/tuner/learner.h"
 #include "trainscope/tuner/prediction_check.h"
+#include "trainscope/tuner/study.h"
+#include "trainscope/tuner/tune.h"
 #include "trainscope/workloads/workload.h"
 
 namespace rt = trainscope::runconfig;
@@ -295,5 +298,122 @@ TEST(RunnerPrediction, TheStudyRefitsAnExternalJobsHostWorkFromItsTrials) {
   EXPECT_GT(tn::spearman(predicted, measured), 0.9);
   for (size_t k = 0; k < valid.size(); ++k)
     EXPECT_NEAR(predicted[k] / measured[k], 1.0, 0.10) << all[valid[k]].plan.describe();
+  std::filesystem::remove_all(dir);
+}
+
+// The refit's held-out error (learner.h): calibrate's crossValidate over the trials grouped by
+// configuration. Trials measured as a job whose host work the preset misses (as above): each fold's
+// refit on the other configurations recovers it, so the held-out error is small; a configuration run
+// twice is one group (its repeat never predicts it). With 3 configurations the refit is made but
+// not cross-validated, and says why.
+TEST(RunnerPrediction, TheRefitsHeldOutErrorIsCrossValidatedByConfiguration) {
+  char tmpl[] = "/tmp/ts-refit-cv-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const trainscope::workloads::Workload w = trainscope::workloads::load("tiny");
+  const tn::Cluster c = tn::loadCluster("cpu-local");
+  tn::Cluster truth = c;
+  truth.mutableProfile(tn::Framework::Fsdp).host_op_s = 2e-4;
+  truth.mutableProfile(tn::Framework::Fsdp).host_micro_batch_s = 3e-3;
+  std::vector<tn::Candidate> all = hfSpace(w, c);
+  std::vector<size_t> valid;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].rejected.empty()) valid.push_back(i);
+  ASSERT_GE(valid.size(), 6u);
+  const auto trial = [&](tn::Learner& learner, size_t i, int64_t id) {
+    tn::TrialRecord t;
+    t.id = id, t.candidate = int64_t(i), t.steps = 4, t.status = tn::TrialStatus::Ok;
+    t.db_path = probeDb(dir, id, tn::predictTime(w, all[i].plan, truth, under(tn::Framework::Fsdp)).step_s);
+    EXPECT_EQ(learner.add(t, all[i].plan).status, tn::TrialStatus::Ok);
+  };
+  tn::Learner learner(w, c, tn::Framework::Fsdp);
+  int64_t id = 0;
+  for (size_t i : valid) trial(learner, i, id++);
+  trial(learner, valid[0], id++);  // the first configuration again: one more trial, no more configurations
+  learner.rerank(all);
+  ASSERT_FALSE(learner.fittedConstants().empty());
+  const tn::RefitCrossValidation& cv = learner.refitCrossValidation();
+  EXPECT_EQ(cv.configurations, int64_t(valid.size()));
+  EXPECT_EQ(cv.folds, std::min<int64_t>(tn::kRefitFolds, int64_t(valid.size())));
+  EXPECT_EQ(cv.held_out.rows, int64_t(valid.size()) + 1);
+  EXPECT_LT(cv.held_out.mape, 0.10);
+  EXPECT_GT(cv.held_out.mape, 0);  // held out: not the in-sample fit's exact recovery of every row
+  const nlohmann::json j = nlohmann::json::parse(tn::refitCrossValidationJson(cv));
+  EXPECT_EQ(j["folds"], cv.folds);
+  EXPECT_EQ(j["rows"], cv.held_out.rows);
+  EXPECT_DOUBLE_EQ(j["abs_error_p90"].get<double>(), cv.held_out.abs_p90);
+  EXPECT_EQ(j["by"], "configuration (plan and micro-batch; never by trial)");
+  EXPECT_EQ(tn::refitCrossValidationText(cv).rfind("held out by configuration, k=" + std::to_string(cv.folds), 0), 0u)
+      << tn::refitCrossValidationText(cv);
+
+  tn::Learner three(w, c, tn::Framework::Fsdp);
+  for (size_t k = 0; k < 3; ++k) trial(three, valid[k], id++);
+  three.rerank(all);
+  ASSERT_FALSE(three.fittedConstants().empty());  // the refit itself needs 3
+  EXPECT_EQ(three.refitCrossValidation().folds, 0);
+  EXPECT_EQ(tn::refitCrossValidationText(three.refitCrossValidation()),
+            "not cross-validated: 3 configurations measured; holding one out takes 4 or more (each fold's refit "
+            "keeps 3)");
+  const nlohmann::json none = nlohmann::json::parse(tn::refitCrossValidationJson(three.refitCrossValidation()));
+  EXPECT_EQ(none["folds"], 0);
+  EXPECT_EQ(none["configurations"], 3);
+  EXPECT_FALSE(none.contains("mape"));
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// A runner whose trials "measured" the truth's step time, each written as a probe's run database.
+class ProbeRunner : public tn::TrialRunner {
+ public:
+  ProbeRunner(const trainscope::workloads::Workload& w, const tn::Cluster& truth, std::vector<tn::Candidate> all,
+              std::string dir)
+      : w_(w), truth_(truth), all_(std::move(all)), dir_(std::move(dir)) {}
+  tn::TrialRecord run(const tn::TrialSpec&, tn::TrialRecord t) override {
+    const tn::Plan& p = all_.at(size_t(t.candidate)).plan;  // tune's ids are the space's order
+    const double step = tn::predictTime(w_, p, truth_, under(tn::Framework::Fsdp)).step_s;
+    t.db_path = probeDb(dir_, t.id * 1000 + t.candidate, step);
+    t.status = tn::TrialStatus::Ok;
+    return t;
+  }
+
+ private:
+  const trainscope::workloads::Workload& w_;
+  const tn::Cluster& truth_;
+  std::vector<tn::Candidate> all_;
+  std::string dir_;
+};
+
+}  // namespace
+
+// The study records the refit's held-out error beside the constants, as tune's result holds it.
+TEST(RunnerPrediction, TheStudyRecordsTheRefitsHeldOutError) {
+  char tmpl[] = "/tmp/ts-refit-study-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const trainscope::workloads::Workload w = trainscope::workloads::load("tiny");
+  const tn::Cluster c = tn::loadCluster("cpu-local");
+  tn::Cluster truth = c;
+  truth.mutableProfile(tn::Framework::Fsdp).host_op_s = 2e-4;
+  truth.mutableProfile(tn::Framework::Fsdp).host_micro_batch_s = 3e-3;
+  tn::SpaceOptions space;
+  space.gbs = 8, space.seq = 32, space.mbs = {1, 2, 4}, space.ckpt = {rt::Checkpointing::None}, space.cp = {1};
+  space.virtual_stages = {1}, space.zero = {rt::ZeroStage::None, rt::ZeroStage::Parameters};
+  space.sequence_parallel = {false}, space.schedules = {rt::PipelineSchedule::OneFOneB};
+  space.framework = tn::Framework::Fsdp;
+  ProbeRunner runner(w, truth, tn::enumerateSpace(w, c, space), dir);
+  tn::TuneOptions o;
+  o.study_path = dir + "/study.db";
+  o.work_dir = dir + "/trials";
+  o.first_round = 6, o.base_steps = 3, o.final_rounds = 1;
+  o.runner = &runner;
+  const tn::TuneResult r = tn::tune(w, c, space, o, nullptr);
+  ASSERT_FALSE(r.fitted_constants.empty());
+  ASSERT_GE(r.refit_cv.folds, 2) << r.refit_cv.why;
+  tn::Study study(o.study_path);
+  const std::string recorded = study.value("refit_cross_validation");
+  ASSERT_FALSE(recorded.empty());
+  EXPECT_EQ(nlohmann::json::parse(recorded), nlohmann::json::parse(tn::refitCrossValidationJson(r.refit_cv)));
+  EXPECT_FALSE(study.value("fitted_constants").empty());
   std::filesystem::remove_all(dir);
 }

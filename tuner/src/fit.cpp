@@ -5,7 +5,10 @@
 #include <cmath>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "trainscope/common/error.h"
+#include "trainscope/common/json_text.h"
 
 namespace trainscope::tuner {
 namespace {
@@ -258,6 +261,13 @@ ErrorSummary summarize(const std::vector<FitRow>& rows, const std::vector<double
   s.spearman_groups = int64_t(rhos.size());
   s.spearman_median = median(rhos);
   return s;
+}
+
+std::string errorSummaryJson(const ErrorSummary& s) {
+  return jsonText(nlohmann::json{{"rows", s.rows}, {"mape", s.mape}, {"median_signed_error", s.median_signed},
+                                 {"abs_error_p90", s.abs_p90}, {"max_abs_error", s.max_abs},
+                                 {"spearman_within_group_median", s.spearman_median},
+                                 {"spearman_groups", s.spearman_groups}});
 }
 
 std::vector<double> crossValidate(const Cluster& base, const std::vector<FitRow>& rows,

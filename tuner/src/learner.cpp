@@ -1,8 +1,13 @@
 // learner.cpp — a study's trials read once, and the re-rank (learner.h).
 #include "trainscope/tuner/learner.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "trainscope/common/json_text.h"
 #include "trainscope/rundb/reader.h"
 #include "trainscope/rundb/summary.h"
 #include "trainscope/tuner/cost_model.h"
@@ -51,10 +56,62 @@ TrialRecord Learner::add(TrialRecord t, const Plan& p, bool fresh) {
   return t;
 }
 
+namespace {
+
+std::string configurationOf(const FitRow& r) { return r.p.describe() + "/" + std::to_string(r.p.mbs); }
+
+// The refit's held-out error: calibrate's crossValidate over the trials grouped by configuration (a
+// trial's group is its cluster size, one for every trial of a study; here a configuration's trials
+// are one group, so that a repeat never predicts itself).
+RefitCrossValidation crossValidateRefit(const Cluster& base, std::vector<FitRow> rows,
+                                        const std::vector<const FitParam*>& params, int64_t configurations) {
+  RefitCrossValidation cv;
+  cv.configurations = configurations;
+  if (configurations < kLeastRefitCvConfigurations) {
+    cv.why = std::to_string(configurations) + " configurations measured; holding one out takes " +
+             std::to_string(kLeastRefitCvConfigurations) + " or more (each fold's refit keeps " +
+             std::to_string(kLeastRefitConfigurations) + ")";
+    return cv;
+  }
+  for (FitRow& r : rows) r.group = configurationOf(r);
+  cv.folds = std::min(kRefitFolds, configurations);
+  try {
+    cv.held_out = summarize(rows, crossValidate(base, rows, params, cv.folds, 150));
+  } catch (const std::exception& e) {
+    cv.folds = 0;
+    cv.why = std::string("a fold could not be refitted: ") + e.what();
+  }
+  return cv;
+}
+
+}  // namespace
+
+std::string refitCrossValidationJson(const RefitCrossValidation& cv) {
+  nlohmann::json j = {{"folds", cv.folds}, {"configurations", cv.configurations},
+                      {"least_configurations", kLeastRefitCvConfigurations}};
+  if (cv.folds >= 2) {
+    j.update(nlohmann::json::parse(errorSummaryJson(cv.held_out)));
+    j["by"] = "configuration (plan and micro-batch; never by trial)";
+  } else {
+    j["why"] = cv.why;
+  }
+  return jsonText(j);
+}
+
+std::string refitCrossValidationText(const RefitCrossValidation& cv) {
+  if (cv.folds < 2) return "not cross-validated: " + cv.why;
+  char b[200];
+  std::snprintf(b, sizeof(b), "held out by configuration, k=%lld over %lld trials: MAPE %.1f%%, p90 |error| %.1f%%",
+                static_cast<long long>(cv.folds), static_cast<long long>(cv.held_out.rows), cv.held_out.mape * 100,
+                cv.held_out.abs_p90 * 100);
+  return b;
+}
+
 void Learner::refitConstants() {
   std::set<std::string> plans;
-  for (const FitRow& r : trial_rows_) plans.insert(r.p.describe() + "/" + std::to_string(r.p.mbs));
-  if (plans.size() < 3) return;  // fewer distinct plans than constants to say anything about them
+  for (const FitRow& r : trial_rows_) plans.insert(configurationOf(r));
+  // Fewer distinct plans than constants to say anything about them.
+  if (int64_t(plans.size()) < kLeastRefitConfigurations) return;
   // The cluster kind's constants, less the network's tier (the collectives fit that, above).
   std::vector<const FitParam*> candidates;
   for (const FitParam& f : fitParams())
@@ -69,6 +126,7 @@ void Learner::refitConstants() {
     const FitResult fit = fitCluster(base, trial_rows_, params, 150);
     fitted_ = fit.fitted;
     fitted_constants_ = fit.values;
+    refit_cv_ = crossValidateRefit(base, trial_rows_, params, int64_t(plans.size()));
   } catch (const std::exception&) {
     // A trial the models cannot price: the constants stay.
   }

@@ -132,7 +132,7 @@ std::string runtimeRefusal(const workloads::Workload& w, const Plan& p) {
   runconfig::TrainConfig c = runConfigOf(w, p);
   c.oversubscribe = true;  // the cluster's ranks, not this host's cores: the launcher checks those
   try {
-    runconfig::resolve(c);
+    runconfig::resolveLoaded(c);  // w as given (an inline workload has no file to read again)
   } catch (const UserError& e) {
     return std::string("the runtime refuses it: ") + e.what();
   }

@@ -193,6 +193,7 @@ class StudyRunner {
     res_.costs = learner_.costs();
     res_.network_fit = learner_.networkFit();
     res_.fitted_constants = learner_.fittedConstants();
+    res_.refit_cv = learner_.refitCrossValidation();
     study_.saveCandidates(res_.candidates, configs);
     study_.setValue("measured_costs", costsJson(res_.costs));
     const CollectiveFit& n = res_.network_fit;
@@ -200,7 +201,10 @@ class StudyRunner {
       study_.setValue("network_fit", jsonText(nlohmann::json({{"latency_s", n.tier.latency},
                                                               {"bandwidth_bytes_per_s", n.tier.bandwidth},
                                                               {"samples", n.samples}, {"r2", n.r2}})));
-    if (!res_.fitted_constants.empty()) study_.setValue("fitted_constants", jsonText(nlohmann::json(res_.fitted_constants)));
+    if (!res_.fitted_constants.empty()) {
+      study_.setValue("fitted_constants", jsonText(nlohmann::json(res_.fitted_constants)));
+      study_.setValue("refit_cross_validation", refitCrossValidationJson(res_.refit_cv));
+    }
   }
 
  private:

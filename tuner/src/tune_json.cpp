@@ -39,7 +39,10 @@ std::string tuneResultJson(const std::string& study, const workloads::Workload& 
     j["network_fit"] = {{"latency_s", r.network_fit.tier.latency},
                         {"bandwidth_bytes_per_s", r.network_fit.tier.bandwidth},
                         {"samples", r.network_fit.samples}, {"r2", r.network_fit.r2}};
-  if (!r.fitted_constants.empty()) j["fitted_constants"] = r.fitted_constants;
+  if (!r.fitted_constants.empty()) {
+    j["fitted_constants"] = r.fitted_constants;
+    j["refit_cross_validation"] = nlohmann::json::parse(refitCrossValidationJson(r.refit_cv));
+  }
   return jsonText(j);
 }
 

@@ -75,6 +75,8 @@ struct Cluster {
 // the file's node count. Throws UserError naming the file and the field.
 Cluster loadCluster(const std::string& name_or_path, int64_t nodes = 0);
 Cluster parseCluster(const std::string& json_text, const std::string& source);
+// `nodes` > 0 replaces the cluster's node count (UserError naming --nodes past kMostClusterDevices).
+void setClusterNodes(Cluster& c, int64_t nodes);
 std::vector<std::string> clusterPresets();
 
 }  // namespace trainscope::models

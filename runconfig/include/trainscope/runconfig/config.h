@@ -159,6 +159,9 @@ struct RunOutput {
 // Fills the derived fields and checks everything; throws UserError naming the field. `world` is
 // the number of ranks (--nproc, or WORLD_SIZE when started by a launcher).
 void resolve(TrainConfig& c, int world = 0);
+// The same checks on the workload already in c.model, which is not read again from c.workload (the
+// tuner's runtimeRefusal: a workload given inline to `predict --batch` has no file to read).
+void resolveLoaded(TrainConfig& c, int world = 0);
 void resolve(RunOutput& o);
 
 // A one-line note when --warmup is not below --steps (empty otherwise): every step is then a warm-up

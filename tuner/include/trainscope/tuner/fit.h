@@ -62,6 +62,9 @@ struct ErrorSummary {
   int64_t spearman_groups = 0;
 };
 ErrorSummary summarize(const std::vector<FitRow>& rows, const std::vector<double>& predicted_s);
+// The summary as JSON text, under the keys of calibrate's record (rows, mape, median_signed_error,
+// abs_error_p90, max_abs_error, spearman_within_group_median, spearman_groups).
+std::string errorSummaryJson(const ErrorSummary& s);
 
 // k-fold cross-validation by group (never by row): groups sorted by name and dealt round-robin into
 // `folds` folds; each fold's rows are predicted by a fit on the others. Returns the held-out

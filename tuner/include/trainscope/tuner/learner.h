@@ -12,6 +12,8 @@
 // the constants of the cluster's kind that the trials move, within their physical bounds), and
 // re-prices every candidate through the cost models (cost_model.h): composed from measured costs
 // where its shape was measured, else the refitted analytic model scaled to the measured ones.
+// The refit's error held out: k-fold by configuration (crossValidate, as calibrate's folds by group),
+// from kLeastRefitConfigurations distinct configurations on.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,22 @@
 #include "trainscope/tuner/study.h"
 
 namespace trainscope::tuner {
+
+// The refit needs 3 distinct configurations (plan and micro-batch); holding configurations out needs
+// each fold's fit to keep 3: 4 or more, one left out at a time up to 5 folds.
+constexpr int64_t kLeastRefitConfigurations = 3;
+constexpr int64_t kLeastRefitCvConfigurations = 4;
+constexpr int64_t kRefitFolds = 5;
+
+// How well the refit predicts a configuration it was not fitted on: each fold's trials priced on the
+// constants refitted to the other folds' trials (folds of whole configurations, never of trials: a
+// configuration run twice stays in one fold).
+struct RefitCrossValidation {
+  int64_t configurations = 0;  // distinct configurations measured ok
+  int64_t folds = 0;           // 0: not cross-validated (see why)
+  ErrorSummary held_out;       // over the trials' step times, when folds >= 2
+  std::string why;             // when folds is 0
+};
 
 class Learner {
  public:
@@ -46,6 +64,7 @@ class Learner {
   const CollectiveFit& networkFit() const { return network_fit_; }
   const Cluster& fitted() const { return fitted_; }  // the cluster with the refitted network and constants
   const std::map<std::string, double>& fittedConstants() const { return fitted_constants_; }
+  const RefitCrossValidation& refitCrossValidation() const { return refit_cv_; }
 
  private:
   void refitConstants();
@@ -60,6 +79,13 @@ class Learner {
   std::vector<double> analytic_ratio_;  // measured / analytic step time, every ok trial
   std::vector<FitRow> trial_rows_;      // every ok trial: its plan and measured step time
   std::map<std::string, double> fitted_constants_;
+  RefitCrossValidation refit_cv_;
 };
+
+// The record of `cv` (the study's "refit_cross_validation", tune --json's): {"folds", "by",
+// "configurations", and calibrate's error keys held out}, or {"folds": 0, "configurations", "why"}.
+std::string refitCrossValidationJson(const RefitCrossValidation& cv);
+// The sentence tune prints after its refit line: "held out by configuration, k=5: MAPE …" or why not.
+std::string refitCrossValidationText(const RefitCrossValidation& cv);
 
 }  // namespace trainscope::tuner

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "trainscope/tuner/calibrate.h"
+#include "trainscope/tuner/learner.h"
 #include "trainscope/tuner/prediction_check.h"
 #include "trainscope/tuner/profile.h"
 #include "trainscope/tuner/search.h"
@@ -76,6 +77,7 @@ struct TuneResult {
   MeasuredCosts costs;            // every ok trial's layer costs, per shape
   CollectiveFit network_fit;      // α–β of the trials' DP and TP collectives (samples 0: none)
   std::map<std::string, double> fitted_constants;  // cluster constants refitted from the trials (fit.h; empty: none)
+  RefitCrossValidation refit_cv;  // the refit's held-out error (learner.h; folds 0: not cross-validated)
   PredictionCheck prediction_check;  // the models' predictions against what the trials measured
   int64_t trials_run = 0;         // processes started by this invocation
   bool interrupted = false;
