@@ -2,21 +2,12 @@
 #include "predict_framework_memory.h"
 
 #include <cstdio>
-#include <string>
 
 #include "trainscope/models/framework_memory.h"
 
 namespace trainscope::apps {
 
 namespace tn = trainscope::tuner;
-
-namespace {
-std::string fixed2(double v) {
-  char b[32];
-  std::snprintf(b, sizeof(b), "%.2f", v);
-  return b;
-}
-}  // namespace
 
 void addFrameworkMemoryJson(nlohmann::json& j, const workloads::Workload& w, const tn::Plan& p, tn::Framework f,
                             const tn::Cluster& c, const tn::MemoryPrediction& m,
@@ -47,11 +38,10 @@ void printFrameworkMemory(const workloads::Workload& w, const tn::Plan& p, tn::F
   if (f == tn::Framework::Megatron && c.kind == tn::ClusterKind::Gpu) {
     const tn::MegatronPeak mp = tn::megatronPeak(w, p, m);
     std::printf("Megatron-LM memory per rank, stage %lld: parameters + optimizer %.2f GiB, embedding/output tables "
-                "%.2f GiB, activations %.2f GiB%s = peak %.2f GiB (megatron-core's theoretical memory)\n",
-                static_cast<long long>(mp.stage), gib(mp.params_opt), gib(mp.embedding_opt), gib(mp.activations),
-                mp.fp8_weights > 0 ? (", Transformer Engine's FP8 weights " + fixed2(gib(mp.fp8_weights)) + " GiB").c_str()
-                                   : "",
-                gib(mp.bytes));
+                "%.2f GiB, activations %.2f GiB",
+                static_cast<long long>(mp.stage), gib(mp.params_opt), gib(mp.embedding_opt), gib(mp.activations));
+    if (mp.fp8_weights > 0) std::printf(", Transformer Engine's FP8 weights %.2f GiB", gib(mp.fp8_weights));
+    std::printf(" = peak %.2f GiB (megatron-core's theoretical memory)\n", gib(mp.bytes));
     return;
   }
   tn::FrameworkMemory fm;

@@ -183,7 +183,7 @@ int64_t frameworkPeak(const workloads::Workload& w, const Plan& p, const Cluster
   if (c.kind == ClusterKind::Cpu) return 0;
   if (f == Framework::Megatron) return megatronPeak(w, p, m).bytes;
   FrameworkMemory fm;
-  if (c.kind == ClusterKind::Cpu || !frameworkMemory(w, p, f, c.profile(f), fm, z)) return 0;
+  if (!frameworkMemory(w, p, f, c.profile(f), fm, z)) return 0;
   return fm.total() + opListActivations(m);
 }
 
